@@ -1,0 +1,120 @@
+"""Domain records: memory entries and skills. Plain dataclasses; the stores persist them."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+#: Metadata keys that carry subject time: when the thing a memory talks about happened
+#: (as opposed to when the agent observed it). ``subjectTime`` is a point; start/end a range.
+SUBJECT_TIME_KEYS = ("subjectTime", "subjectTimeStart", "subjectTimeEnd")
+
+
+def utc(dt: datetime) -> datetime:
+    """Every timestamp in the project is timezone-aware UTC; naive values are taken as UTC."""
+    if dt.tzinfo is None:
+        return dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC)
+
+
+def parse_ts(value: Any) -> datetime:
+    """An ISO-8601 string (``Z`` allowed) or datetime, as aware UTC. Raises ValueError."""
+    if isinstance(value, datetime):
+        return utc(value)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected an ISO-8601 timestamp, got {value!r}")
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    return utc(datetime.fromisoformat(text))
+
+
+def iso(dt: datetime | None) -> str | None:
+    return None if dt is None else utc(dt).isoformat().replace("+00:00", "Z")
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    id: str
+    content: str
+    category: str
+    tags: tuple[str, ...]
+    importance: float
+    created_at: datetime
+    updated_at: datetime
+    last_seen_at: datetime
+    reinforcement_count: int = 1
+    metadata: dict[str, str] = field(default_factory=dict)
+    archived_at: datetime | None = None
+
+    @property
+    def is_archived(self) -> bool:
+        return self.archived_at is not None
+
+    @property
+    def subject_time(self) -> dict[str, str]:
+        return {k: self.metadata[k] for k in SUBJECT_TIME_KEYS if self.metadata.get(k)}
+
+    def with_(self, **changes: Any) -> MemoryEntry:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "content": self.content, "category": self.category, "tags": list(self.tags),
+            "importance": self.importance, "created_at": iso(self.created_at), "updated_at": iso(self.updated_at),
+            "last_seen_at": iso(self.last_seen_at), "reinforcement_count": self.reinforcement_count,
+            "metadata": dict(self.metadata), "archived_at": iso(self.archived_at),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MemoryEntry:
+        return cls(
+            id=d["id"], content=d["content"], category=d.get("category") or "general",
+            tags=tuple(d.get("tags") or ()), importance=float(d.get("importance", 0.5)),
+            created_at=parse_ts(d["created_at"]), updated_at=parse_ts(d["updated_at"]),
+            last_seen_at=parse_ts(d["last_seen_at"]), reinforcement_count=int(d.get("reinforcement_count", 1)),
+            metadata={str(k): str(v) for k, v in (d.get("metadata") or {}).items()},
+            archived_at=parse_ts(d["archived_at"]) if d.get("archived_at") else None,
+        )
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    summary: str
+    content: str
+    see_also: tuple[str, ...] = ()
+    created_at: datetime = field(default_factory=lambda: datetime(1970, 1, 1, tzinfo=UTC))
+    updated_at: datetime = field(default_factory=lambda: datetime(1970, 1, 1, tzinfo=UTC))
+    last_used_at: datetime | None = None
+    archived_at: datetime | None = None
+
+    @property
+    def is_archived(self) -> bool:
+        return self.archived_at is not None
+
+    def with_(self, **changes: Any) -> Skill:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "summary": self.summary, "content": self.content, "see_also": list(self.see_also),
+            "created_at": iso(self.created_at), "updated_at": iso(self.updated_at),
+            "last_used_at": iso(self.last_used_at), "archived_at": iso(self.archived_at),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Skill:
+        return cls(
+            name=d["name"], summary=d.get("summary") or "", content=d.get("content") or "",
+            see_also=tuple(d.get("see_also") or ()), created_at=parse_ts(d["created_at"]),
+            updated_at=parse_ts(d["updated_at"]),
+            last_used_at=parse_ts(d["last_used_at"]) if d.get("last_used_at") else None,
+            archived_at=parse_ts(d["archived_at"]) if d.get("archived_at") else None,
+        )

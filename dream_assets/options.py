@@ -1,0 +1,267 @@
+"""DreamOptions: every option and default of the dream service, bound from a TOML file and the environment.
+
+Names follow the specification (``LogRetentionMaxFileAge``, ``DreamPassMaxSkipInterval`` ...). The environment
+binding mirrors the spec's ``Dream__X`` convention as ``DREAM__X``; a section may be spelled out
+(``DREAM__Memory__DedupeSimilarityThreshold``, ``DREAM__Llm__BaseUrl``). Durations accept ISO-8601
+(``PT6H``, ``P7D``), ``HH:MM:SS``, ``D.HH:MM:SS`` (the .NET TimeSpan form) or a number of seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "DREAM__"
+
+
+class OptionsError(ValueError):
+    """An option has a value that cannot be used. The message names the option, the value and what is accepted."""
+
+
+def _opt(default: Any, help: str, *, minimum: float | None = None, maximum: float | None = None,
+         choices: tuple[str, ...] | None = None) -> Any:
+    meta = {"help": help, "minimum": minimum, "maximum": maximum, "choices": choices}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class DreamOptions:
+    # --- Scheduling (spec: "Scheduling", DreamOptions) ---
+    Enabled: bool = _opt(True, "master switch for the schedule and the start-up sensor")
+    InitialDelay: timedelta = _opt(timedelta(minutes=5), "delay between daemon start and the first cycle")
+    Interval: timedelta = _opt(timedelta(hours=4), "time between scheduled dream cycles")
+    BusyPollInterval: timedelta = _opt(timedelta(seconds=5), "poll period while the agent's model is busy")
+    BusyMaxWait: timedelta = _opt(timedelta(minutes=30), "longest wait for a busy model before the pass is deferred")
+    BusyLeaseStaleAfter: timedelta = _opt(timedelta(minutes=10), "age after which a busy lease from a crashed agent expires")
+
+    # --- Directive files (relative to the agent profile; a file there replaces the built-in one) ---
+    DirectivePath: str = _opt("dream.md", "memory consolidation directive")
+    SkillDirectivePath: str = _opt("skill-dream.md", "skill consolidation directive")
+    SkillOptimizeDirectivePath: str = _opt("skill-optimize.md", "skill optimization directive")
+    PreferenceDirectivePath: str = _opt("pref-dream.md", "preference inference directive")
+    SkillGapDirectivePath: str = _opt("skill-gap.md", "skill gap detection directive")
+    WispFailureDirectivePath: str = _opt("wisp-failure-dream.md", "wisp failure analysis directive")
+    TierRoutingDirectivePath: str = _opt("tier-routing-review.md", "tier routing review directive")
+
+    # --- Per-pass switches ---
+    LogRetentionEnabled: bool = _opt(True, "pass 0: cap the telemetry logs")
+    ArchivePurgeEnabled: bool = _opt(True, "pass 0b: purge long-archived memories")
+    ImportanceDecayEnabled: bool = _opt(True, "importance decay (a non-positive half-life also disables it)")
+    MemoryConsolidationEnabled: bool = _opt(True, "pass 1: memory consolidation")
+    SkillGapEnabled: bool = _opt(True, "pass 2: skill gap detection")
+    SkillConsolidationEnabled: bool = _opt(True, "pass 3: skill consolidation")
+    SkillOptimizationEnabled: bool = _opt(True, "pass 4: skill optimization")
+    PreferenceInferenceEnabled: bool = _opt(True, "pass 5: preference inference")
+    WispFailureAnalysisEnabled: bool = _opt(True, "wisp failure analysis")
+    TierRoutingReviewEnabled: bool = _opt(True, "tier routing review")
+
+    # --- Change gate ---
+    DreamPassChangeGateEnabled: bool = _opt(True, "skip a corpus-wide pass whose input fingerprint has not moved")
+    DreamPassMaxSkipInterval: timedelta = _opt(timedelta(days=7), "force a gated pass after this long; non-positive skips indefinitely")
+    TierRoutingReviewWindow: timedelta = _opt(timedelta(days=14), "how far back the tier routing review reads")
+
+    # --- Memory consolidation (pass 1) ---
+    ConsolidationMinInterval: timedelta = _opt(timedelta(hours=6), "minimum time between completed consolidation passes; zero disables")
+    ConsolidationSimilarityThreshold: float = _opt(0.88, "cosine threshold for near-duplicate clusters", minimum=0.0, maximum=1.0)
+    ConsolidationMaxClusterSize: int = _opt(3, "largest near-duplicate cluster offered as one group", minimum=2)
+    MergeRepairEnabled: bool = _opt(True, "one narrow repair call for a merge the coverage check rejects")
+    MergeRepairMaxPerCycle: int = _opt(10, "repair calls per cycle", minimum=0)
+    PruningProtectionImportance: float = _opt(0.80, "importance at or above which an entry is never an ephemeral removal or purged", minimum=0.0, maximum=1.0)
+    PruningProtectionReinforcementCount: int = _opt(5, "reinforcements at or above which an entry is never an ephemeral removal or purged", minimum=0)
+    FeedbackWindow: timedelta = _opt(timedelta(days=7), "how far back feedback signals are read")
+    FeedbackMaxSignals: int = _opt(50, "most feedback signals shown to the model", minimum=0)
+
+    # --- Archive purge (pass 0b) and importance decay ---
+    MemoryArchiveRetention: timedelta = _opt(timedelta(days=90), "archived entries older than this are purged; non-positive keeps them forever")
+    ImportanceDecayGraceDays: float = _opt(30.0, "days after last_seen_at before decay starts", minimum=0.0)
+    ImportanceDecayHalfLifeDays: float = _opt(45.0, "decay half-life in days; zero or negative disables decay")
+    ImportanceDecayFloor: float = _opt(0.10, "decay never takes importance below this", minimum=0.0, maximum=1.0)
+
+    # --- Skills ---
+    SkillUsageWindow: timedelta = _opt(timedelta(days=30), "usage counts and co-use look back this far")
+    SparseSkillMaxChars: int = _opt(200, "content shorter than this is sparse", minimum=0)
+    SparseSkillMinAge: timedelta = _opt(timedelta(days=7), "a skill is sparse only when older than this")
+    SkillCoUsedPairs: int = _opt(10, "co-used skill pairs shown to skill consolidation", minimum=0)
+
+    # --- Wisps ---
+    WispAnalysisWindow: timedelta = _opt(timedelta(days=14), "how far back wisp executions are read")
+    WispFailureMinFrequency: int = _opt(3, "failures of one description that make a pattern", minimum=1)
+    WispSuccessMinFrequency: int = _opt(5, "runs of one description needed for a promotion candidate", minimum=1)
+    WispSuccessMinRate: float = _opt(0.80, "success rate that must be exceeded for a promotion candidate", minimum=0.0, maximum=1.0)
+
+    # --- Log retention (pass 0) ---
+    LogRetentionMaxFileAge: timedelta = _opt(timedelta(days=30), "per-session files older than this are deleted; non-positive disables")
+    LogRetentionMaxFilesPerDirectory: int = _opt(1000, "per-session files kept per directory; non-positive disables")
+    LogRetentionMaxLinesPerFile: int = _opt(50_000, "lines kept per log file; non-positive disables")
+
+    # --- Memory store (Memory: section) ---
+    DedupeSimilarityThreshold: float = _opt(0.88, "save-time dedup cosine threshold (keep aligned with ConsolidationSimilarityThreshold)", minimum=0.0, maximum=1.0)
+    MaxContentChars: int = _opt(16_000, "largest memory content accepted", minimum=1)
+    StoreLockTimeout: timedelta = _opt(timedelta(seconds=60), "longest wait for the store's process lock")
+
+    # --- Model (Llm: section) ---
+    LlmBackend: str = _opt("auto", "model backend; auto = openai when LlmBaseUrl or LlmModel is set, else offline",
+                           choices=("auto", "offline", "openai"))
+    LlmBaseUrl: str = _opt("", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1")
+    LlmModel: str = _opt("", "model name sent to the endpoint")
+    LlmApiKeyEnv: str = _opt("OPENAI_API_KEY", "environment variable holding the API key")
+    LlmTimeout: timedelta = _opt(timedelta(seconds=120), "per-request timeout")
+    LlmMaxRetries: int = _opt(3, "retries on 429/5xx/timeouts", minimum=0)
+    LlmTemperature: float = _opt(0.2, "sampling temperature", minimum=0.0, maximum=2.0)
+    LlmJsonMode: str = _opt("auto", "request JSON mode: auto tries it and falls back", choices=("auto", "on", "off"))
+    LlmMaxTokens: int = _opt(4096, "completion token limit", minimum=1)
+
+    # --- Deployment ---
+    ProfileRoot: str = _opt("data/agents", "folder whose sub-folders are agent profiles")
+    SnapshotRetention: timedelta = _opt(timedelta(days=30), "snapshots older than this are removed (the newest is always kept)")
+    AuditTrendRetention: timedelta = _opt(timedelta(days=400), "how long the memory audit trend file keeps rows")
+    AuditPauseOnHardDelete: bool = _opt(False, "audit writes consolidation-paused.json when it finds hard deletes")
+
+    # ------------------------------------------------------------------
+    def replace(self, **changes: Any) -> DreamOptions:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def load(cls, *, env: Mapping[str, str] | None = None, toml_path: str | Path | None = None,
+             overrides: Mapping[str, Any] | None = None) -> DreamOptions:
+        """Defaults, then the TOML file (``DREAM_CONFIG`` or ``toml_path``), then ``DREAM__*`` variables, then overrides."""
+        env = os.environ if env is None else env
+        raw: dict[str, tuple[Any, str]] = {}
+        path = toml_path or env.get("DREAM_CONFIG")
+        if path:
+            for key, value in _read_toml(Path(path)).items():
+                raw[_canonical(key, f"{path}")] = (value, f"{path}: {key}")
+        for key, value in env.items():
+            if key.upper().startswith(ENV_PREFIX):
+                raw[_canonical(key[len(ENV_PREFIX):], key)] = (value, key)
+        for key, value in (overrides or {}).items():
+            raw[_canonical(key, key)] = (value, key)
+        values = {name: _coerce(name, value, where) for name, (value, where) in raw.items()}
+        return cls(**values)
+
+
+_FIELDS = {f.name: f for f in fields(DreamOptions)}
+_BY_LOWER = {name.lower(): name for name in _FIELDS}
+_SECTIONS = {"dream", "memory"}
+
+
+def _canonical(key: str, where: str) -> str:
+    parts = [p for p in re.split(r"__|:|\.", key) if p]
+    if len(parts) > 1 and parts[0].lower() in _SECTIONS:
+        parts = parts[1:]
+    name = "".join(parts)
+    found = _BY_LOWER.get(name.lower())
+    if found is None:
+        raise OptionsError(f"unknown dream option {key!r} (from {where}); known options: {', '.join(sorted(_FIELDS))}")
+    return found
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise OptionsError(f"options file {path} does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise OptionsError(f"options file {path} is not valid TOML: {exc}") from exc
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):  # [dream], [memory], [llm] tables
+            for inner, inner_value in value.items():
+                flat[f"{key}__{inner}"] = inner_value
+        else:
+            flat[key] = value
+    return flat
+
+
+_TIMESPAN = re.compile(r"^(?:(?P<days>\d+)\.)?(?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2}(?:\.\d+)?))?$")
+_ISO = re.compile(
+    r"^(?P<sign>-)?P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
+    re.IGNORECASE,
+)
+
+
+def parse_duration(text: str) -> timedelta:
+    """ISO-8601 (``P7D``, ``PT6H30M``), ``[-][D.]HH:MM[:SS]`` or plain seconds. Raises ValueError."""
+    s = text.strip()
+    negative = s.startswith("-")
+    body = s[1:] if negative else s
+    m = _TIMESPAN.match(body)
+    if m:
+        td = timedelta(days=int(m["days"] or 0), hours=int(m["h"]), minutes=int(m["m"]), seconds=float(m["s"] or 0))
+        return -td if negative else td
+    m = _ISO.match(s)
+    if m and any(m[g] for g in ("w", "d", "h", "m", "s")):
+        td = timedelta(weeks=float(m["w"] or 0), days=float(m["d"] or 0), hours=float(m["h"] or 0),
+                       minutes=float(m["m"] or 0), seconds=float(m["s"] or 0))
+        return -td if m["sign"] else td
+    try:
+        return timedelta(seconds=float(s))
+    except ValueError:
+        raise ValueError(text) from None
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    f = _FIELDS[name]
+    meta = f.metadata
+    kind = f.type if isinstance(f.type, str) else f.type.__name__
+
+    def fail(accepted: str) -> OptionsError:
+        return OptionsError(f"invalid value {value!r} for option {name} (from {where}): expected {accepted}")
+
+    if kind == "bool":
+        if isinstance(value, bool):
+            result: Any = value
+        elif str(value).strip().lower() in ("true", "1", "yes", "on"):
+            result = True
+        elif str(value).strip().lower() in ("false", "0", "no", "off"):
+            result = False
+        else:
+            raise fail("true or false")
+    elif kind == "int":
+        try:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            result = int(str(value).replace("_", "").strip())
+        except ValueError:
+            raise fail("a whole number") from None
+    elif kind == "float":
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            result = float(value)
+        except (TypeError, ValueError):
+            raise fail("a number") from None
+    elif kind == "timedelta":
+        if isinstance(value, timedelta):
+            result = value
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            result = timedelta(seconds=value)
+        else:
+            try:
+                result = parse_duration(str(value))
+            except ValueError:
+                raise fail("a duration: ISO-8601 such as PT6H or P7D, HH:MM:SS, D.HH:MM:SS, or seconds") from None
+    else:
+        result = str(value)
+        if meta.get("choices") and result.lower() not in meta["choices"]:
+            raise fail("one of " + ", ".join(meta["choices"]))
+        if meta.get("choices"):
+            result = result.lower()
+    lo, hi = meta.get("minimum"), meta.get("maximum")
+    if lo is not None and result < lo:
+        raise fail(f"a value of at least {lo}")
+    if hi is not None and result > hi:
+        raise fail(f"a value of at most {hi}")
+    return result

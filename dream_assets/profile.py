@@ -1,0 +1,150 @@
+"""AgentProfile: the one object that knows every path of one agent's data directory.
+
+Nothing else in the project builds these paths. One profile = one agent; a deployment that dreams for many
+agents holds many profiles (see ``discover_profiles``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Per-session telemetry logs: a directory of ``{sessionId}.jsonl`` files each.
+SESSION_LOGS = ("skill-usage", "tool-call", "feedback")
+#: Single append-only telemetry files.
+SINGLE_FILE_LOGS = ("skill-resource-usage", "wisp-executions", "tier-routing")
+
+_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class ProfileError(ValueError):
+    pass
+
+
+def validate_agent_id(agent_id: str) -> str:
+    if not _AGENT_ID.match(agent_id or ""):
+        raise ProfileError(
+            f"invalid agent id {agent_id!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return agent_id
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root).expanduser().resolve())
+
+    @property
+    def agent_id(self) -> str:
+        return self.root.name
+
+    # --- stores -------------------------------------------------------
+    @property
+    def store_path(self) -> Path:
+        return self.root / "store.duckdb"
+
+    @property
+    def store_lock_path(self) -> Path:
+        return self.root / ".locks" / "store.lock"
+
+    @property
+    def options_path(self) -> Path:
+        """Optional per-agent options file (TOML), layered over the deployment's options."""
+        return self.root / "dream.toml"
+
+    # --- logs ----------------------------------------------------------
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    def session_log_dir(self, kind: str) -> Path:
+        if kind not in SESSION_LOGS:
+            raise ProfileError(f"unknown per-session log {kind!r}; expected one of {', '.join(SESSION_LOGS)}")
+        return self.logs_dir / kind
+
+    def session_log_path(self, kind: str, session_id: str) -> Path:
+        from dream_assets.names import validate_session_id
+
+        return self.session_log_dir(kind) / f"{validate_session_id(session_id)}.jsonl"
+
+    def single_log_path(self, kind: str) -> Path:
+        if kind not in SINGLE_FILE_LOGS:
+            raise ProfileError(f"unknown single-file log {kind!r}; expected one of {', '.join(SINGLE_FILE_LOGS)}")
+        return self.logs_dir / f"{kind}.jsonl"
+
+    @property
+    def conversation_log_path(self) -> Path:
+        return self.root / "conversation-log.jsonl"
+
+    def log_lock_path(self, kind: str, session_id: str | None = None) -> Path:
+        """The lock writers and log retention share for one session file (or one single-file log)."""
+        name = f"{kind}--{session_id}.lock" if session_id else f"{kind}.lock"
+        return self.root / ".locks" / "logs" / name
+
+    @property
+    def warehouse_dir(self) -> Path:
+        """Day-partitioned Parquet copies of log lines, kept after retention trims the JSONL."""
+        return self.root / "warehouse"
+
+    # --- dream state -------------------------------------------------------
+    @property
+    def ledger_path(self) -> Path:
+        return self.root / "dream-pass-ledger.json"
+
+    @property
+    def coverage_vocabulary_path(self) -> Path:
+        return self.root / "merge-coverage-vocabulary.json"
+
+    @property
+    def audit_dir(self) -> Path:
+        return self.root / "memory-audit"
+
+    @property
+    def consolidation_pause_path(self) -> Path:
+        return self.audit_dir / "consolidation-paused.json"
+
+    @property
+    def audit_trend_path(self) -> Path:
+        return self.audit_dir / "trend.jsonl"
+
+    def directive_override_path(self, file_name: str) -> Path:
+        """A directive file here replaces the built-in one entirely."""
+        if "/" in file_name or "\\" in file_name or file_name.startswith("."):
+            raise ProfileError(f"directive file name {file_name!r} must be a plain file name such as dream.md")
+        return self.root / file_name
+
+    @property
+    def busy_lease_path(self) -> Path:
+        """Present (and fresh) while the agent's own model is serving a user turn."""
+        return self.root / "model-busy.lease"
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.root / "snapshots"
+
+    @property
+    def run_lock_path(self) -> Path:
+        return self.root / ".locks" / "dream-run.lock"
+
+    def ensure(self) -> AgentProfile:
+        """Create the directory skeleton (idempotent)."""
+        for d in (self.root, self.logs_dir, self.root / ".locks" / "logs", self.warehouse_dir,
+                  self.audit_dir, self.snapshots_dir, *(self.session_log_dir(k) for k in SESSION_LOGS)):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+def discover_profiles(root: str | Path) -> Iterator[AgentProfile]:
+    """Every sub-directory of ``root`` whose name is a valid agent id and that holds a store or logs."""
+    base = Path(root)
+    if not base.is_dir():
+        return
+    for child in sorted(base.iterdir()):
+        if child.is_dir() and _AGENT_ID.match(child.name) and (
+            (child / "store.duckdb").exists() or (child / "logs").is_dir() or (child / "conversation-log.jsonl").exists()
+        ):
+            yield AgentProfile(child)
