@@ -17,17 +17,19 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 ## Run one full dream cycle through Dagster on the bundled demo agent.
-run: $(STAMP)
+run: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dream run --profile $(PROFILE) --demo
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $@
 
 ## Run the test suite.
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
 ## Open the Dagster UI (webserver + daemon) on 127.0.0.1:3000 with a persistent instance.
-dev: $(STAMP)
+dev: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dream init --profile $(PROFILE) --demo --if-missing
-	mkdir -p $(DAGSTER_HOME) && cp -n dagster.yaml $(DAGSTER_HOME)/dagster.yaml || true
 	DREAM__ProfileRoot=$(dir $(PROFILE)) $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 bench: $(STAMP)

@@ -134,12 +134,15 @@ class DreamOptions:
 
     @classmethod
     def load(cls, *, env: Mapping[str, str] | None = None, toml_path: str | Path | None = None,
-             overrides: Mapping[str, Any] | None = None) -> DreamOptions:
-        """Defaults, then the TOML file (``DREAM_CONFIG`` or ``toml_path``), then ``DREAM__*`` variables, then overrides."""
+             overrides: Mapping[str, Any] | None = None, profile_toml: str | Path | None = None) -> DreamOptions:
+        """Defaults, then the deployment TOML file (``toml_path`` or ``DREAM_CONFIG``), then the agent's own TOML file
+        (``profile_toml``, when it exists), then ``DREAM__*`` variables, then explicit overrides."""
         env = os.environ if env is None else env
         raw: dict[str, tuple[Any, str]] = {}
-        path = toml_path or env.get("DREAM_CONFIG")
-        if path:
+        paths = [p for p in (toml_path or env.get("DREAM_CONFIG"),) if p]
+        if profile_toml and Path(profile_toml).exists():
+            paths.append(profile_toml)
+        for path in paths:
             for key, value in _read_toml(Path(path)).items():
                 raw[_canonical(key, f"{path}")] = (value, f"{path}: {key}")
         for key, value in env.items():

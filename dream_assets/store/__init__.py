@@ -1,0 +1,36 @@
+"""Persistence of one agent profile: the DuckDB store (memories, skills, change log), logs, ledger, warehouse."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dream_assets.options import DreamOptions
+from dream_assets.profile import AgentProfile
+
+
+@dataclass
+class DreamStore:
+    """The memory store, skill catalog and change log of one profile, sharing one connection helper."""
+
+    profile: AgentProfile
+    options: DreamOptions
+
+    def __post_init__(self) -> None:
+        from dream_assets.store.changes import ChangeLog
+        from dream_assets.store.connection import store_connection
+        from dream_assets.store.memory import MemoryStore
+        from dream_assets.store.skills import SkillStore
+
+        self.profile.root.mkdir(parents=True, exist_ok=True)
+        self.connection = store_connection(self.profile.store_path, self.profile.store_lock_path,
+                                           timeout_s=self.options.StoreLockTimeout.total_seconds())
+        self.memories = MemoryStore(self.connection, self.options)
+        self.skills = SkillStore(self.connection)
+        self.changes = ChangeLog(self.connection, self.memories, self.skills)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def open_store(profile: AgentProfile, options: DreamOptions | None = None) -> DreamStore:
+    return DreamStore(profile, options or DreamOptions())

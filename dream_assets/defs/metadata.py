@@ -1,0 +1,27 @@
+"""Turning a PassReport into materialization metadata the Dagster UI can show and plot."""
+
+
+from typing import Any
+
+import dagster as dg
+
+from dream_assets.passes.report import PassReport
+
+
+def report_metadata(report: PassReport) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "status": report.status,
+        "summary": report.summary or report.reason,
+        "changes": dg.MetadataValue.md(report.changes_markdown()),
+        "log": dg.MetadataValue.md("\n".join(f"- {line}" for line in report.lines) or "_nothing logged_"),
+    }
+    if report.reason:
+        meta["reason"] = report.reason
+    # Numbers are plotted over time on the asset page: merged, archived, rejected, tokens, model calls...
+    for key, value in sorted(report.counts.items()):
+        meta[key] = dg.MetadataValue.float(float(value)) if isinstance(value, float) and not value.is_integer() \
+            else dg.MetadataValue.int(int(value))
+    for key, value in sorted(report.usage.items()):
+        meta[f"model_{key}"] = dg.MetadataValue.float(float(value))
+    meta["model_calls"] = dg.MetadataValue.int(report.model_calls)
+    return meta

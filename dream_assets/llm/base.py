@@ -1,0 +1,50 @@
+"""What every backend takes and returns. ``client.py`` re-exports these; passes import from there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass
+class ModelRequest:
+    pass_name: str
+    system: str                  # the directive text
+    prompt: str                  # the rendered inputs (prompts.py)
+    # Structured inputs the prompt was rendered from; the offline backend computes its answer from these
+    # (shapes per pass: see dream_assets.llm.offline).
+    inputs: dict[str, Any] = field(default_factory=dict)
+    directive_source: str = "built-in"
+
+
+@dataclass
+class RawCompletion:
+    """A backend's answer before extraction. Token counts are None when the endpoint reported none."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    model: str = ""
+    attempts: int = 1
+    finish_reason: str = ""
+    note: str = ""
+
+
+class ModelCallError(Exception):
+    """The backend could not get an answer (network, HTTP status, timeout, malformed body)."""
+
+    def __init__(self, message: str, *, attempts: int = 1, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.retryable = retryable
+
+
+@runtime_checkable
+class ModelBackend(Protocol):
+    name: str          # "openai" | "offline" | "scripted"
+    model: str
+    uses_model: bool   # False when no model is involved (offline): then no busy wait is needed
+
+    def complete(self, request: ModelRequest) -> RawCompletion:
+        """The answer text, or raise (ModelCallError preferred)."""
+        ...

@@ -1,0 +1,222 @@
+"""Busy back-off: dream calls wait while the agent's own model serves a user turn.
+
+Spec, "Scheduling": while the LLM is processing a user request the dream cycle polls every 5 seconds and
+waits rather than queuing behind an active turn. The agent says "busy" with a lease in its profile:
+
+- Python: ``with model_busy(profile): serve_turn()``.
+- Any other language: while a turn runs, keep a file in the ``model-busy.lease/`` folder of the profile
+  (any name not starting with "."; optionally JSON ``{"pid", "host", "acquired_at", "heartbeat"}``) and
+  delete it afterwards. A plain file at ``model-busy.lease`` itself is honoured too.
+
+One file per holder, so overlapping turns (threads, processes) never release each other's lease. A lease
+whose heartbeat (the JSON field, else the file's modification time) is older than ``BusyLeaseStaleAfter``
+is from a crashed agent and has expired; so has a lease written on this host by a process that no longer
+exists. ``model_busy`` refreshes its heartbeat in a background thread, so long turns stay held.
+
+A wait longer than ``BusyMaxWait`` defers the pass: it reports "deferred" and stamps nothing, and the
+next cycle tries again. A non-positive ``BusyMaxWait`` means "never wait": defer at once while busy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from dream_assets.model import iso, parse_ts, utc
+from dream_assets.options import DreamOptions
+from dream_assets.profile import AgentProfile
+
+log = logging.getLogger("dream_assets.llm.busy")
+
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class Lease:
+    path: Path
+    pid: int | None
+    host: str
+    acquired_at: datetime | None
+    heartbeat: datetime
+
+    def expired(self, now: datetime, stale_after: timedelta) -> bool:
+        if stale_after > timedelta(0) and utc(now) - self.heartbeat > stale_after:
+            return True
+        return self.host == _HOST and self.pid is not None and not _pid_alive(self.pid)
+
+    def describe(self) -> str:
+        who = f"pid {self.pid} on {self.host}" if self.pid is not None else "an unknown holder"
+        return f"{self.path.name} ({who}, heartbeat {iso(self.heartbeat)})"
+
+
+@dataclass(frozen=True)
+class WaitOutcome:
+    waited_s: float
+    deferred: bool
+    polls: int          # checks that found the model busy
+
+
+def _pid_alive(pid: int) -> bool:
+    if os.name != "posix":  # os.kill(pid, 0) terminates the process on Windows
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def _read_lease(path: Path) -> Lease | None:
+    try:
+        stat = path.stat()
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    except OSError:
+        text, stat = "", None
+    mtime = datetime.fromtimestamp(stat.st_mtime, UTC) if stat else datetime.now(UTC)
+    data: dict = {}
+    try:
+        loaded = json.loads(text) if text.strip() else {}
+        data = loaded if isinstance(loaded, dict) else {}
+    except json.JSONDecodeError:
+        pass  # a half-written or hand-made lease still counts, by its modification time
+    heartbeat = _ts(data.get("heartbeat")) or mtime
+    pid = data.get("pid")
+    return Lease(path=path, pid=pid if isinstance(pid, int) else None, host=str(data.get("host") or ""),
+                 acquired_at=_ts(data.get("acquired_at")), heartbeat=heartbeat)
+
+
+def _ts(value: object) -> datetime | None:
+    try:
+        return parse_ts(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_leases(profile: AgentProfile) -> list[Lease]:
+    """Every lease present, expired or not, in file-name order."""
+    base = profile.busy_lease_path
+    if base.is_file():
+        lease = _read_lease(base)
+        return [lease] if lease else []
+    if not base.is_dir():
+        return []
+    leases = []
+    for path in sorted(base.iterdir()):
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        lease = _read_lease(path)
+        if lease:
+            leases.append(lease)
+    return leases
+
+
+def active_leases(profile: AgentProfile, now: datetime, stale_after: timedelta) -> list[Lease]:
+    return [lease for lease in read_leases(profile) if not lease.expired(now, stale_after)]
+
+
+def is_busy(profile: AgentProfile, now: datetime, stale_after: timedelta) -> bool:
+    """True while a lease that has not expired is present."""
+    return bool(active_leases(profile, now, stale_after))
+
+
+def _write_lease(path: Path, body: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@contextmanager
+def model_busy(profile: AgentProfile, *, now: datetime | None = None,
+               heartbeat_every: timedelta | None = timedelta(seconds=60)) -> Iterator[Path]:
+    """Hold the agent's "model busy" lease for the duration of a user turn. Yields the lease file.
+
+    ``heartbeat_every`` (None = no heartbeat thread) should be well under ``BusyLeaseStaleAfter``.
+    """
+    base = profile.busy_lease_path
+    if base.is_file():
+        raise FileExistsError(
+            f"{base} is a plain file; model_busy keeps one lease file per holder in a folder of that name. "
+            "Delete the file (or have its writer use the folder) and retry.")
+    base.mkdir(parents=True, exist_ok=True)
+    acquired = utc(now) if now is not None else datetime.now(UTC)
+    path = base / f"{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:12]}.json"
+    body = {"pid": os.getpid(), "host": _HOST, "acquired_at": iso(acquired), "heartbeat": iso(acquired)}
+    _write_lease(path, body)
+    stop = threading.Event()
+    beat: threading.Thread | None = None
+    if heartbeat_every is not None and heartbeat_every > timedelta(0):
+        def _beat() -> None:
+            while not stop.wait(heartbeat_every.total_seconds()):
+                try:
+                    _write_lease(path, {**body, "heartbeat": iso(datetime.now(UTC))})
+                except OSError as exc:  # the turn goes on; the lease may expire, which only lets dreams run
+                    log.warning("could not refresh busy lease %s: %s", path, exc)
+        beat = threading.Thread(target=_beat, name=f"busy-lease-{path.name}", daemon=True)
+        beat.start()
+    try:
+        yield path
+    finally:
+        stop.set()
+        if beat is not None:
+            beat.join()
+        path.unlink(missing_ok=True)
+
+
+def clear_expired_leases(profile: AgentProfile, now: datetime, stale_after: timedelta) -> list[Path]:
+    """Remove leases left by crashed agents (logged, so a person can see who held them)."""
+    removed = []
+    for lease in read_leases(profile):
+        if lease.expired(now, stale_after):
+            log.info("busy lease %s has expired (stale after %s); removing it", lease.describe(), stale_after)
+            try:
+                lease.path.unlink(missing_ok=True)
+                removed.append(lease.path)
+            except OSError as exc:
+                log.warning("could not remove expired busy lease %s: %s", lease.path, exc)
+    return removed
+
+
+def wait_until_idle(profile: AgentProfile, options: DreamOptions, *,
+                    sleep: Callable[[float], None] = time.sleep,
+                    monotonic: Callable[[], float] = time.monotonic,
+                    wallclock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> WaitOutcome:
+    """Poll every ``BusyPollInterval`` until no fresh lease is held, or defer after ``BusyMaxWait``."""
+    stale_after = options.BusyLeaseStaleAfter
+    poll_s = max(options.BusyPollInterval.total_seconds(), 0.01)
+    max_wait_s = options.BusyMaxWait.total_seconds()
+    start = monotonic()
+    polls = 0
+    cleared = False
+    while True:
+        now = wallclock()
+        if not cleared:
+            clear_expired_leases(profile, now, stale_after)
+            cleared = True
+        held = active_leases(profile, now, stale_after)
+        elapsed = monotonic() - start
+        if not held:
+            if polls:
+                log.info("agent model idle again after %.1fs; continuing", elapsed)
+            return WaitOutcome(waited_s=elapsed, deferred=False, polls=polls)
+        polls += 1
+        if polls == 1:
+            log.info("agent model busy (%s); polling every %.0fs for up to %s",
+                     held[0].describe(), poll_s, options.BusyMaxWait)
+        if elapsed >= max_wait_s:
+            log.info("agent model still busy after %.1fs (BusyMaxWait %s); deferring", elapsed, options.BusyMaxWait)
+            return WaitOutcome(waited_s=elapsed, deferred=True, polls=polls)
+        sleep(min(poll_s, max_wait_s - elapsed))

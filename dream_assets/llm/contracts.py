@@ -1,0 +1,157 @@
+"""Typed response contracts: the JSON shape each pass accepts from the model.
+
+Field aliases are the spec's camelCase JSON ("LLM response format": ``toDelete``, ``toSave``,
+``sourceIds``, ``sourceNames``, ``seeAlso``); the snake_case names work too. Unknown keys are ignored,
+``null`` for a field with a default means the default, and numbers where text is expected (ids such as
+``42``) are taken as text. Validation is otherwise strict: a response that does not fit is a failed call,
+never a partial apply.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: Pass names, used everywhere (ledger keys, usage records, asset names).
+PASS_NAMES = (
+    "memory_consolidation",
+    "merge_repair",
+    "skill_gap_detection",
+    "skill_consolidation",
+    "skill_optimization",
+    "preference_inference",
+    "wisp_failure_analysis",
+    "tier_routing_review",
+)
+
+
+class Contract(BaseModel):
+    """Base of every response model."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", coerce_numbers_to_str=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        # Small local models often write `"tags": null`; dropping the key lets the default apply, while a
+        # required field that is null still fails validation.
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if v is not None}
+        return data
+
+
+def _metadata_text(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): (str(v).lower() if isinstance(v, bool) else v) for k, v in value.items()}
+    return value
+
+
+# --- memory consolidation / preference inference -------------------------------------------------
+class MemorySave(Contract):
+    content: str
+    category: str = "general"
+    tags: list[str] = Field(default_factory=list)
+    source_ids: list[str] = Field(default_factory=list, alias="sourceIds")
+    # Preference inference sets e.g. {"requires_user_permission": "true"} (spec, pass 5).
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata_as_text(cls, value: Any) -> Any:
+        return _metadata_text(value)
+
+
+class MemoryConsolidationResponse(Contract):
+    to_delete: list[str] = Field(default_factory=list, alias="toDelete")
+    to_save: list[MemorySave] = Field(default_factory=list, alias="toSave")
+
+
+class PreferenceInferenceResponse(MemoryConsolidationResponse):
+    """Same shape as memory consolidation (spec: "Memory consolidation / preference inference")."""
+
+
+# --- merge repair ---------------------------------------------------------------------------------
+class MergeRepairResponse(Contract):
+    content: str
+
+
+# --- skills ------------------------------------------------------------------------------------------
+class SkillSave(Contract):
+    name: str
+    summary: str = ""
+    content: str
+    source_names: list[str] = Field(default_factory=list, alias="sourceNames")
+    see_also: list[str] = Field(default_factory=list, alias="seeAlso")
+
+
+class SkillConsolidationResponse(Contract):
+    """Skill consolidation and skill optimization share this shape."""
+
+    to_delete: list[str] = Field(default_factory=list, alias="toDelete")
+    to_save: list[SkillSave] = Field(default_factory=list, alias="toSave")
+
+
+SkillOptimizationResponse = SkillConsolidationResponse
+
+
+class SkillGapSave(Contract):
+    name: str
+    summary: str = ""
+    content: str
+
+
+class SkillGapResponse(Contract):
+    to_save: list[SkillGapSave] = Field(default_factory=list, alias="toSave")
+
+
+# --- wisp failure analysis ------------------------------------------------------------------------
+class WispFailurePattern(Contract):
+    description: str
+    classification: str = ""
+    affected_steps: list[str] = Field(default_factory=list, alias="affectedSteps")
+
+
+class WispSkillAnnotation(Contract):
+    skill_name: str = Field(alias="skillName")
+    annotation: str
+
+
+class WispAnalysisResponse(Contract):
+    failure_patterns: list[WispFailurePattern] = Field(default_factory=list, alias="failurePatterns")
+    skill_annotations: list[WispSkillAnnotation] = Field(default_factory=list, alias="skillAnnotations")
+    # wisp description -> why it is (or is not) worth promoting to a stored wisp skill
+    promotion_notes: dict[str, str] = Field(default_factory=dict, alias="promotionNotes")
+
+
+# --- tier routing review -----------------------------------------------------------------------------
+class RoutingFinding(Contract):
+    content: str
+    tags: list[str] = Field(default_factory=list)
+    tier: str | None = None
+
+
+class TierRoutingResponse(Contract):
+    findings: list[RoutingFinding] = Field(default_factory=list)
+
+
+#: pass name -> the response model its model calls must satisfy
+CONTRACTS: dict[str, type[Contract]] = {
+    "memory_consolidation": MemoryConsolidationResponse,
+    "merge_repair": MergeRepairResponse,
+    "skill_gap_detection": SkillGapResponse,
+    "skill_consolidation": SkillConsolidationResponse,
+    "skill_optimization": SkillOptimizationResponse,
+    "preference_inference": PreferenceInferenceResponse,
+    "wisp_failure_analysis": WispAnalysisResponse,
+    "tier_routing_review": TierRoutingResponse,
+}
+
+
+def contract_for(pass_name: str) -> type[Contract]:
+    try:
+        return CONTRACTS[pass_name]
+    except KeyError:
+        raise ValueError(
+            f"no response contract for pass {pass_name!r}; known passes: {', '.join(PASS_NAMES)}"
+        ) from None

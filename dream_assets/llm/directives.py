@@ -1,0 +1,92 @@
+"""Directive files: the system prompt of each pass.
+
+Spec, "Directive files": each pass has a directive file on the agent data volume; when it does not exist
+the built-in one is used. A custom file replaces the built-in prompt entirely — a complete replacement,
+not a diff. The file name comes from the options (``DirectivePath`` = ``dream.md`` ...); merge repair has
+only a built-in directive (``merge-repair.md``).
+
+Built-in directives live in the top-level ``directives/`` folder of the source tree. An installed wheel
+carries the same files as package data under ``dream_assets/llm/builtin_directives`` (a link to that
+folder in the source tree), which is where they are read from when the top-level folder is absent.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from pathlib import Path
+
+from dream_assets.options import DreamOptions
+from dream_assets.profile import AgentProfile, ProfileError
+
+log = logging.getLogger("dream_assets.llm.directives")
+
+BUILTIN_DIRECTIVES_DIR = Path(__file__).resolve().parents[2] / "directives"
+BUILTIN_SOURCE = "built-in"
+
+#: pass name -> (option naming the override file, built-in file name)
+DIRECTIVE_FILES: dict[str, tuple[str | None, str]] = {
+    "memory_consolidation": ("DirectivePath", "dream.md"),
+    "skill_gap_detection": ("SkillGapDirectivePath", "skill-gap.md"),
+    "skill_consolidation": ("SkillDirectivePath", "skill-dream.md"),
+    "skill_optimization": ("SkillOptimizeDirectivePath", "skill-optimize.md"),
+    "preference_inference": ("PreferenceDirectivePath", "pref-dream.md"),
+    "wisp_failure_analysis": ("WispFailureDirectivePath", "wisp-failure-dream.md"),
+    "tier_routing_review": ("TierRoutingDirectivePath", "tier-routing-review.md"),
+    "merge_repair": (None, "merge-repair.md"),
+}
+
+
+class DirectiveError(ValueError):
+    """A directive cannot be read. The message names the file and the fix."""
+
+
+def builtin_directive(file_name: str) -> str:
+    """Text of a built-in directive file."""
+    path = BUILTIN_DIRECTIVES_DIR / file_name
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    packaged = resources.files("dream_assets.llm").joinpath("builtin_directives", file_name)
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    raise DirectiveError(
+        f"built-in directive {file_name} is missing: looked in {BUILTIN_DIRECTIVES_DIR} and in the package data "
+        "dream_assets/llm/builtin_directives; reinstall dream_assets or restore the directives/ folder")
+
+
+def override_path(pass_name: str, profile: AgentProfile, options: DreamOptions) -> Path | None:
+    """Where an agent's own directive for ``pass_name`` would be (None for passes without overrides)."""
+    option, _ = _files(pass_name)
+    if option is None:
+        return None
+    file_name = getattr(options, option)
+    try:
+        return profile.directive_override_path(file_name)
+    except ProfileError as exc:
+        raise DirectiveError(f"option {option}={file_name!r}: {exc}") from None
+
+
+def load_directive(pass_name: str, profile: AgentProfile | None, options: DreamOptions) -> tuple[str, str]:
+    """(directive text, source): source is "built-in" or the path of the agent's override file."""
+    option, builtin_name = _files(pass_name)
+    path = override_path(pass_name, profile, options) if profile is not None else None
+    if path is not None and path.is_file():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise DirectiveError(
+                f"directive {path} (option {option}) is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                "save it as UTF-8 or delete it to use the built-in directive") from None
+        if text.strip():
+            return text, str(path)
+        log.warning("directive %s (option %s) is empty; using the built-in %s instead — write a complete "
+                    "directive there or delete the file", path, option, builtin_name)
+    return builtin_directive(builtin_name), BUILTIN_SOURCE
+
+
+def _files(pass_name: str) -> tuple[str | None, str]:
+    try:
+        return DIRECTIVE_FILES[pass_name]
+    except KeyError:
+        raise DirectiveError(
+            f"no directive for pass {pass_name!r}; known passes: {', '.join(DIRECTIVE_FILES)}") from None

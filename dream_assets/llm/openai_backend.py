@@ -1,0 +1,219 @@
+"""The ``openai`` backend: any OpenAI-compatible chat-completions endpoint through the ``openai`` package.
+
+Works with OpenAI, Azure OpenAI (its ``/openai/v1/`` base URL), Ollama (``http://127.0.0.1:11434/v1``),
+vLLM, LM Studio and a llama.cpp server. Retries are done here rather than by the ``openai`` client (which
+is built with ``max_retries=0``), so every attempt is logged and counted, the wait honours the server's
+``Retry-After`` (``retry-after-ms`` too), and a body that is cut off or not JSON is retried like a 5xx.
+
+JSON mode: "on" always sends ``response_format={"type": "json_object"}``; "off" never does; "auto" sends it
+until the endpoint rejects it with 400/422, then repeats that request without it and remembers, for this
+backend, that the endpoint has no JSON mode. The directives ask for JSON either way and the extractor
+tolerates prose around it, so losing JSON mode costs nothing but robustness.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion
+from dream_assets.llm.extract import head
+
+log = logging.getLogger("dream_assets.llm.openai")
+
+#: Sent when the endpoint needs no key (a local server); the openai client refuses an empty one.
+PLACEHOLDER_API_KEY = "not-needed"
+
+
+class OpenAIBackend:
+    name = "openai"
+    uses_model = True
+
+    def __init__(self, *, model: str, base_url: str = "", api_key: str = PLACEHOLDER_API_KEY,
+                 timeout_s: float = 120.0, max_retries: int = 3, temperature: float = 0.2, json_mode: str = "auto",
+                 max_tokens: int = 4096, sleep: Callable[[float], None] = time.sleep,
+                 backoff_base_s: float = 0.5, backoff_max_s: float = 8.0, retry_after_max_s: float = 120.0,
+                 jitter: Callable[[], float] = random.random) -> None:
+        import openai  # imported here: the offline default never pays for it
+
+        if json_mode not in ("auto", "on", "off"):
+            raise ValueError(f"LlmJsonMode {json_mode!r}: expected auto, on or off")
+        self.model = model
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.max_retries = max(0, int(max_retries))
+        self.temperature = temperature
+        self.json_mode = json_mode
+        self.max_tokens = max_tokens
+        self._sleep = sleep
+        self._backoff_base_s = backoff_base_s
+        self._backoff_max_s = backoff_max_s
+        self._retry_after_max_s = retry_after_max_s
+        self._jitter = jitter
+        self._json_supported: bool | None = {"on": True, "off": False}.get(json_mode)
+        self._openai = openai
+        self._client = openai.OpenAI(base_url=base_url or None, api_key=api_key or PLACEHOLDER_API_KEY,
+                                     timeout=timeout_s, max_retries=0)
+        self.endpoint = str(self._client.base_url).rstrip("/")
+
+    # -----------------------------------------------------------------------------------------------
+    def complete(self, request: ModelRequest) -> RawCompletion:
+        messages = [{"role": "system", "content": request.system}, {"role": "user", "content": request.prompt}]
+        attempts = 0
+        retries = 0
+        while True:
+            attempts += 1
+            use_json = self._json_supported is not False
+            try:
+                return self._attempt(messages, use_json, attempts)
+            except _JsonModeRejected as exc:
+                self._json_supported = False
+                log.info("openai: %s rejected JSON mode (HTTP %s: %s); repeating the request without it",
+                         self.endpoint, exc.status, exc.message)
+                continue  # a compatibility fallback, not a retry
+            except _Transient as exc:
+                if retries >= self.max_retries:
+                    raise ModelCallError(f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries="
+                                         f"{self.max_retries})", attempts=attempts, retryable=True) from None
+                if exc.retry_after is not None and exc.retry_after > self._retry_after_max_s:
+                    raise ModelCallError(f"{exc.message}; the endpoint asked to wait {exc.retry_after:.0f}s, more "
+                                         f"than {self._retry_after_max_s:.0f}s — the pass will try again next cycle",
+                                         attempts=attempts, retryable=True) from None
+                delay, why = self._delay(retries, exc.retry_after)
+                retries += 1
+                log.warning("openai: %s (attempt %d of %d); retrying in %.2fs (%s)", exc.message, attempts,
+                            self.max_retries + 1, delay, why)
+                self._sleep(delay)
+
+    def _delay(self, retry_index: int, retry_after: float | None) -> tuple[float, str]:
+        if retry_after is not None and retry_after > 0:
+            return retry_after, "Retry-After"
+        base = min(self._backoff_base_s * (2 ** retry_index), self._backoff_max_s)
+        # up to 25% jitter, so agents sharing one endpoint do not retry in lock-step
+        return base * (1 - 0.25 * self._jitter()), "exponential back-off"
+
+    def _attempt(self, messages: list[dict[str, str]], use_json: bool, attempts: int) -> RawCompletion:
+        openai = self._openai
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                                  "max_tokens": self.max_tokens}
+        if use_json:
+            kwargs["response_format"] = {"type": "json_object"}
+        try:
+            raw = self._client.chat.completions.with_raw_response.create(**kwargs)
+            http = raw.http_response
+            body = http.text
+        except openai.APITimeoutError:
+            raise _Transient(f"no answer from {self.endpoint} within {self.timeout_s:g}s (LlmTimeout)") from None
+        except openai.APIConnectionError as exc:
+            raise _Transient(f"connection to {self.endpoint} failed: {_cause(exc)}") from None
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            message = _error_message(exc)
+            if use_json and self.json_mode == "auto" and status in (400, 422):
+                raise _JsonModeRejected(status, message) from None
+            if status in (408, 409, 429) or status >= 500:
+                raise _Transient(f"HTTP {status} from {self.endpoint}: {message}",
+                                 retry_after=_retry_after(exc.response.headers)) from None
+            raise ModelCallError(f"HTTP {status} from {self.endpoint}: {message}{_hint(status)}",
+                                 attempts=attempts) from None
+        except Exception as exc:  # a body cut off mid-read surfaces from the HTTP layer
+            raise _Transient(f"reading the answer from {self.endpoint} failed: {type(exc).__name__}: {exc}") from None
+
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError:
+            raise _Transient(
+                f"{self.endpoint} returned a body that is not JSON (HTTP {http.status_code}, content-type "
+                f"{http.headers.get('content-type', '?')}; check LlmBaseUrl, which usually ends in /v1): "
+                f"{head(body)!r}") from None
+        if self._json_supported is None and use_json:
+            self._json_supported = True
+        return _completion(data, body, self.model, attempts)
+
+
+class _Transient(Exception):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
+class _JsonModeRejected(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _completion(data: Any, body: str, model: str, attempts: int) -> RawCompletion:
+    try:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise ModelCallError(f"the answer has no choices[0].message: {head(body)!r}", attempts=attempts) from None
+    text = message.get("content")
+    if not isinstance(text, str):
+        text = str(message.get("refusal") or "")
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    return RawCompletion(
+        text=text,
+        prompt_tokens=_int(usage.get("prompt_tokens")),
+        completion_tokens=_int(usage.get("completion_tokens")),
+        model=str(data.get("model") or model),
+        attempts=attempts,
+        finish_reason=str(choice.get("finish_reason") or ""),
+    )
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms``, ``retry-after`` seconds or an HTTP date."""
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / divisor)
+        except ValueError:
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            continue
+        return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+def _error_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:300]
+        if isinstance(err, str):
+            return err[:300]
+    try:
+        return head(exc.response.text, 300) or str(exc)
+    except Exception:
+        return str(exc)[:300]
+
+
+def _cause(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    return f"{type(cause).__name__}: {cause}" if cause else str(exc)
+
+
+def _hint(status: int) -> str:
+    if status in (401, 403):
+        return " — check the API key (the variable named by LlmApiKeyEnv)"
+    if status == 404:
+        return " — check LlmBaseUrl (it usually ends in /v1) and LlmModel"
+    return ""

@@ -1,0 +1,46 @@
+"""Pass 0b — Archive purge: hard-delete memories archived longer ago than MemoryArchiveRetention.
+
+The only path that destroys long-term memory, so the high-value floor applies: an entry at or above
+PruningProtectionImportance or PruningProtectionReinforcementCount is kept past retention. Importance is frozen at
+archive time (decay skips archived entries), so in practice the reinforcement half of the floor is what bites.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from dream_assets.model import MemoryEntry
+from dream_assets.options import DreamOptions
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.report import PassReport
+
+PASS = "archive_purge"
+
+
+def is_high_value(entry: MemoryEntry, options: DreamOptions) -> bool:
+    return (entry.importance >= options.PruningProtectionImportance
+            or entry.reinforcement_count >= options.PruningProtectionReinforcementCount)
+
+
+def run_archive_purge(ctx: PassContext) -> PassReport:
+    report = PassReport(PASS)
+    opts = ctx.options
+    if not opts.ArchivePurgeEnabled:
+        return report.skip("disabled (ArchivePurgeEnabled = false)")
+    if opts.MemoryArchiveRetention <= timedelta(0):
+        return report.skip("MemoryArchiveRetention is not positive: archived entries are kept forever")
+    cutoff = ctx.now - opts.MemoryArchiveRetention
+    due = [e for e in ctx.store.memories.list_archived() if e.archived_at is not None and e.archived_at < cutoff]
+    kept = [e for e in due if is_high_value(e, opts)]
+    doomed = [e for e in due if not is_high_value(e, opts)]
+    for e in kept:
+        report.change("kept", e.id, f"archived {e.archived_at:%Y-%m-%d}, importance {e.importance:.2f}, "
+                                    f"reinforced {e.reinforcement_count}× — above the high-value floor")
+    purged = ctx.store.memories.purge([e.id for e in doomed], now=ctx.now)
+    for e in purged:
+        ctx.record(PASS, "purged", e, before=e, after=None,
+                   reason=f"archived {e.archived_at:%Y-%m-%d}, older than MemoryArchiveRetention")
+        report.change("purged", e.id, e.content)
+        report.info(f"purged memory {e.id} archived {e.archived_at:%Y-%m-%d}: {e.content}")
+    report.counts.update({"purged": len(purged), "kept_high_value": len(kept), "archived_total": len(due)})
+    return report.finish(f"{len(purged)} purged, {len(kept)} kept above the high-value floor")

@@ -1,0 +1,56 @@
+"""What every pass receives: the profile, its options and store, a model client (built on first use), the clock, the
+cycle id its changes are recorded under, and the pass ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from dream_assets.model import MemoryEntry, Skill, new_id, utc
+from dream_assets.options import DreamOptions
+from dream_assets.profile import AgentProfile
+from dream_assets.store import DreamStore, open_store
+from dream_assets.store.ledger import PassLedger
+
+if TYPE_CHECKING:
+    from dream_assets.llm.client import ModelClient
+
+
+@dataclass
+class PassContext:
+    profile: AgentProfile
+    options: DreamOptions
+    now: datetime
+    cycle_id: str = field(default_factory=new_id)
+    client_factory: Callable[[], ModelClient] | None = None
+    _store: DreamStore | None = None
+
+    def __post_init__(self) -> None:
+        self.now = utc(self.now)
+
+    @cached_property
+    def store(self) -> DreamStore:
+        return self._store or open_store(self.profile, self.options)
+
+    @cached_property
+    def ledger(self) -> PassLedger:
+        return PassLedger(self.profile)
+
+    @cached_property
+    def client(self) -> ModelClient:
+        if self.client_factory is not None:
+            return self.client_factory()
+        from dream_assets.llm.client import build_model_client
+
+        return build_model_client(self.options, self.profile)
+
+    def record(self, pass_name: str, kind: str, target: MemoryEntry | Skill, *, before: MemoryEntry | Skill | None,
+               after: MemoryEntry | Skill | None, reason: str) -> None:
+        """Write one row of the change log for this cycle (see store/changes.py)."""
+        target_type = "memory" if isinstance(target, MemoryEntry) else "skill"
+        target_id = target.id if isinstance(target, MemoryEntry) else target.name
+        self.store.changes.record(cycle_id=self.cycle_id, pass_name=pass_name, kind=kind, target_type=target_type,
+                                  target_id=target_id, before=before, after=after, reason=reason, now=self.now)

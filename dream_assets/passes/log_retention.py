@@ -1,0 +1,267 @@
+"""Pass 0 — log retention: cap the append-only JSONL telemetry logs (spec "Pass 0 — Log retention").
+
+Per-session directories (skill-usage, tool-call, feedback): delete files older than ``LogRetentionMaxFileAge`` by
+last-write time, cap the directory at ``LogRetentionMaxFilesPerDirectory`` (oldest first), then trim each
+surviving top-level ``{sessionId}.jsonl`` to its last ``LogRetentionMaxLinesPerFile`` lines under that
+session's write lock. Single-file logs keep their last ``LogRetentionMaxLinesPerFile`` lines. A non-positive
+value disables its dimension; a failure on one file is reported and the sweep goes on.
+
+Nothing leaves a log unrecorded: the lines a file is about to lose — a trimmed prefix or a whole deleted file —
+are first appended to the day-partitioned warehouse, whose writes are idempotent, so a run that stops between
+archiving and trimming only repeats harmless work next time.
+
+How a trim stays cheap and safe against the writer: the prefix of an append-only file never changes, so the cut
+is found by reading blocks backwards from the end and the prefix is archived without the lock; only the copy of
+the kept tail (plus anything appended meanwhile) to a temp file and the atomic rename happen under the writer's
+lock. The file's identity (device, inode) is checked under the lock; if another process replaced it meanwhile,
+the file is left for the next cycle.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from dream_assets.model import iso, utc
+from dream_assets.options import DreamOptions
+from dream_assets.passes.report import PassReport
+from dream_assets.profile import SESSION_LOGS, SINGLE_FILE_LOGS, AgentProfile
+from dream_assets.store.locks import path_lock
+from dream_assets.store.logs import (
+    count_lines_between,
+    display_path,
+    file_identity,
+    find_cut_offset,
+    fsync_dir,
+    iter_lines_between,
+    log_files,
+    replace_with_tail,
+)
+from dream_assets.store.warehouse import archive_source_lines
+
+PASS_NAME = "log_retention"
+COUNT_KEYS = ("files_deleted_age", "files_deleted_count", "files_trimmed", "lines_trimmed", "lines_archived",
+              "errors")
+APPLY_THREADS = 8
+
+#: Receives ``(source file name, line)`` pairs and returns the warehouse rows it added.
+Sink = Callable[[Iterable[tuple[str, str]]], int]
+
+
+@dataclass
+class _Plan:
+    """One file about to lose bytes ``[0, end)``: a trim (end = the cut) or a deletion (end = its size)."""
+
+    path: Path
+    lock_path: Path
+    identity: tuple[int, int]
+    mtime_ns: int
+    end: int
+    action: str                 # "trim" | "age" | "count"
+    lines: int = 0
+    failed: str | None = None
+
+
+def run_log_retention(profile: AgentProfile, options: DreamOptions, now: datetime) -> PassReport:
+    """Apply the retention policy to every telemetry log of the profile. Never raises for one log's failure.
+
+    It reads no memories, so it runs first and unconditionally in a cycle, also when the store holds fewer than
+    two memories (spec "Pass 0": the logs are capped on every cycle even when there is nothing to consolidate).
+    """
+    report = PassReport(PASS_NAME)
+    for key in COUNT_KEYS:
+        report.count(key, 0)
+    if not options.LogRetentionEnabled:
+        return report.skip("LogRetentionEnabled is false")
+    now = utc(now)
+    max_lines = options.LogRetentionMaxLinesPerFile
+
+    for kind in SESSION_LOGS:
+        try:
+            _sweep_session_dir(profile, kind, options, now, report)
+        except Exception as exc:   # best effort (spec): one log's failure does not stop the sweep
+            _error(report, display_path(profile, profile.session_log_dir(kind)), exc)
+
+    for kind in SINGLE_FILE_LOGS:
+        path = profile.single_log_path(kind)
+        try:
+            if max_lines > 0 and path.is_file():
+                plan = _plan_trim(path, profile.log_lock_path(kind), max_lines)
+                if plan is not None:
+                    report.count("lines_archived", _archive([plan], _sink(profile, kind, now)))
+                    _apply(profile, [plan], report)
+        except Exception as exc:
+            _error(report, display_path(profile, path), exc)
+
+    c = {k: int(report.counts[k]) for k in COUNT_KEYS}
+    deleted = c["files_deleted_age"] + c["files_deleted_count"]
+    return report.finish(
+        f"log retention — {deleted:,} files deleted (age {c['files_deleted_age']:,}, count "
+        f"{c['files_deleted_count']:,}), {c['files_trimmed']:,} files trimmed ({c['lines_trimmed']:,} lines), "
+        f"{c['lines_archived']:,} lines archived to the warehouse, {c['errors']:,} errors"
+    )
+
+
+def trim_file_to_last_lines(path: Path, max_lines: int, lock_path: Path, *,
+                            archive: Callable[[Iterable[str]], None] | None = None) -> int:
+    """Keep the last ``max_lines`` complete lines of ``path``; returns the lines removed (0 when disabled).
+
+    ``archive`` first receives the lines about to be removed, streamed; if it raises, the file is not touched.
+    ``lock_path`` is the lock the file's writers hold. A final line without a newline is never split.
+    """
+    path = Path(path)
+    if max_lines <= 0 or not path.is_file():
+        return 0
+    plan = _plan_trim(path, lock_path, max_lines)
+    if plan is None:
+        return 0
+    if archive is None:
+        plan.lines = count_lines_between(path, 0, plan.end)
+    else:
+        def sink(pairs: Iterable[tuple[str, str]]) -> int:
+            archive(line for _, line in pairs)
+            return 0
+        _archive([plan], sink)
+        if plan.failed:
+            raise OSError(f"{path}: {plan.failed}")
+    return plan.lines if _apply_one(plan) else 0
+
+
+# --- per-session directories -------------------------------------------------------------------------------
+
+def _sweep_session_dir(profile: AgentProfile, kind: str, options: DreamOptions, now: datetime,
+                       report: PassReport) -> None:
+    files = []
+    for path in log_files(profile, kind):   # top-level {sessionId}.jsonl only; sub-directories are not swept
+        try:
+            files.append((path, os.stat(path)))
+        except FileNotFoundError:
+            continue
+
+    def plan(path: Path, st: os.stat_result, action: str, end: int) -> _Plan:
+        return _Plan(path, profile.log_lock_path(kind, path.stem), file_identity(st), st.st_mtime_ns, end, action)
+
+    doomed: list[_Plan] = []
+    max_age = options.LogRetentionMaxFileAge
+    if max_age.total_seconds() > 0:
+        cutoff_ns = int((now - max_age).timestamp() * 1e9)
+        doomed += [plan(p, st, "age", st.st_size) for p, st in files if st.st_mtime_ns < cutoff_ns]
+        files = [(p, st) for p, st in files if st.st_mtime_ns >= cutoff_ns]
+    max_files = options.LogRetentionMaxFilesPerDirectory
+    if 0 < max_files < len(files):
+        files.sort(key=lambda f: (f[1].st_mtime_ns, f[0].name))   # oldest last-write first
+        excess = len(files) - max_files
+        doomed += [plan(p, st, "count", st.st_size) for p, st in files[:excess]]
+        files = files[excess:]
+
+    trims: list[_Plan] = []
+    if options.LogRetentionMaxLinesPerFile > 0:
+        for path, _ in files:
+            try:
+                trim = _plan_trim(path, profile.log_lock_path(kind, path.stem), options.LogRetentionMaxLinesPerFile)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                _error(report, display_path(profile, path), exc)
+                continue
+            if trim is not None:
+                trims.append(trim)
+
+    plans = doomed + trims
+    if not plans:
+        return
+    # One streamed warehouse write for the whole directory: thousands of files cost one set of part files.
+    report.count("lines_archived", _archive(plans, _sink(profile, kind, now)))
+    _apply(profile, plans, report)
+
+
+# --- planning, archiving, applying -------------------------------------------------------------------------
+
+def _plan_trim(path: Path, lock_path: Path, max_lines: int) -> _Plan | None:
+    st = os.stat(path)
+    cut = find_cut_offset(path, max_lines)
+    if cut == 0:
+        return None
+    return _Plan(path, lock_path, file_identity(st), st.st_mtime_ns, cut, "trim")
+
+
+def _sink(profile: AgentProfile, kind: str, now: datetime) -> Sink:
+    return lambda pairs: archive_source_lines(profile, kind, pairs, now)
+
+
+def _archive(plans: list[_Plan], sink: Sink) -> int:
+    """Stream every plan's doomed lines to the sink; a file that cannot be read is marked failed, not applied."""
+    def pairs() -> Iterator[tuple[str, str]]:
+        for plan in plans:
+            try:
+                for line in iter_lines_between(plan.path, 0, plan.end):
+                    plan.lines += 1
+                    yield plan.path.name, line
+            except OSError as exc:
+                plan.failed = f"could not be read for archiving ({exc.strerror or exc})"
+    return sink(pairs())
+
+
+def _apply(profile: AgentProfile, plans: list[_Plan], report: PassReport) -> None:
+    # Each file waits on its own lock and fsync; a few threads overlap those waits (10,000 session files).
+    with ThreadPoolExecutor(max_workers=APPLY_THREADS) as pool:
+        outcomes = list(pool.map(_attempt, plans))
+    for plan, outcome in zip(plans, outcomes, strict=True):
+        where = display_path(profile, plan.path)
+        if isinstance(outcome, str | Exception):
+            _error(report, where, outcome)
+        elif not outcome:
+            report.info(f"{where} changed while it was being swept; it is left for the next cycle")
+        elif plan.action == "trim":
+            report.count("files_trimmed")
+            report.count("lines_trimmed", plan.lines)
+            report.change("log-trimmed", where, f"{plan.lines:,} oldest lines removed after archiving")
+        else:
+            report.count(f"files_deleted_{plan.action}")
+            why = ("last written " + (iso(datetime.fromtimestamp(plan.mtime_ns / 1e9, UTC)) or "")
+                   + ", older than LogRetentionMaxFileAge") if plan.action == "age" else \
+                "oldest beyond LogRetentionMaxFilesPerDirectory"
+            report.change("log-deleted", where, f"{why}; {plan.lines:,} lines archived first")
+    for folder in {plan.path.parent for plan, outcome in zip(plans, outcomes, strict=True) if outcome is True}:
+        fsync_dir(folder)
+
+
+def _attempt(plan: _Plan) -> bool | str | Exception:
+    if plan.failed:
+        return plan.failed
+    try:
+        return _apply_one(plan, sync_dir=False)
+    except Exception as exc:
+        return exc
+
+
+def _apply_one(plan: _Plan, *, sync_dir: bool = True) -> bool:
+    """Under the writer's lock: trim or delete, if the file is still the one that was planned and archived."""
+    with path_lock(plan.lock_path):
+        try:
+            st = os.stat(plan.path)
+        except FileNotFoundError:
+            return False
+        if file_identity(st) != plan.identity:
+            return False
+        if plan.action == "trim":
+            if st.st_size < plan.end:
+                return False
+            replace_with_tail(plan.path, plan.end, sync_dir=sync_dir)
+        else:
+            # Written since it was selected: no longer old, nor the oldest, and the new lines are not archived.
+            if st.st_size != plan.end or st.st_mtime_ns != plan.mtime_ns:
+                return False
+            plan.path.unlink()
+            if sync_dir:
+                fsync_dir(plan.path.parent)
+    return True
+
+
+def _error(report: PassReport, where: str, exc: Exception | str) -> None:
+    report.count("errors")
+    report.warn(f"could not process {where}: {exc}; it is left as it was and retried next cycle")

@@ -1,0 +1,517 @@
+"""Long-term memory store on DuckDB: save with save-time dedup, BM25 recall, archive/restore/purge, reinforce.
+
+Recall and dedup use one in-process BM25 index per store, kept in step with the file through a row sequence:
+every change to a searchable field or to the archive state bumps ``seq``; whenever this process (re)opens the
+file it applies the rows with a higher ``seq`` (and the purge records), so writes from other processes are seen.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from dream_assets.model import MemoryEntry, new_id, utc
+from dream_assets.options import DreamOptions
+from dream_assets.store.connection import StoreConnection
+from dream_assets.store.schema import ensure_schema, from_db, to_db
+from dream_assets.text.bm25 import Bm25Index
+from dream_assets.text.similarity import DuplicateClusters, find_duplicate_clusters
+from dream_assets.text.tokens import document_tokens, tokenize
+
+_COLUMNS = ("id, content, category, tags, importance, created_at, updated_at, last_seen_at, "
+            "reinforcement_count, metadata, archived_at")
+_MAX_CATEGORY = 200
+_MAX_TAGS = 50
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+class ContentError(ValueError):
+    """A memory that cannot be stored as given; the message names the field and the limit."""
+
+
+class NotFound(KeyError):
+    pass
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    action: str                  # "created" | "reinforced" | "extended"
+    entry: MemoryEntry
+    matched_id: str | None = None
+    similarity: float | None = None
+
+
+def _row_to_entry(row: Sequence[Any]) -> MemoryEntry:
+    return MemoryEntry(
+        id=row[0], content=row[1], category=row[2], tags=tuple(json.loads(row[3])), importance=float(row[4]),
+        created_at=from_db(row[5]), updated_at=from_db(row[6]), last_seen_at=from_db(row[7]),  # type: ignore[arg-type]
+        reinforcement_count=int(row[8]), metadata=json.loads(row[9]), archived_at=from_db(row[10]),
+    )
+
+
+def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """Tags are a set: trimmed, de-duplicated, sorted (so the corpus fingerprint does not see their order)."""
+    return tuple(sorted({str(t).strip() for t in tags if str(t).strip()}))
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+
+
+def _norm_sentence(s: str) -> str:
+    return re.sub(r"\s+", " ", s.strip().rstrip(".!?").lower())
+
+
+class _RecallIndex:
+    """BM25 index over the live entries of one database file, shared by every MemoryStore of this process on that file."""
+
+    def __init__(self) -> None:
+        self.bm25 = Bm25Index()
+        self.content_tokens: dict[str, tuple[str, ...]] = {}
+        self.synced_seq = 0
+        self.ready = False
+
+    def on_open(self, conn: duckdb.DuckDBPyConnection) -> None:
+        ensure_schema(conn)
+        if self.ready:
+            self.sync(conn)
+
+    def sync(self, conn: duckdb.DuckDBPyConnection) -> None:
+        rows = conn.execute(
+            "SELECT id, content, category, tags, archived_at, seq FROM memories WHERE seq > ? ORDER BY seq",
+            [self.synced_seq],
+        ).fetchall()
+        purged = conn.execute("SELECT id, seq FROM memory_purges WHERE seq > ? ORDER BY seq", [self.synced_seq]).fetchall()
+        top = self.synced_seq
+        for mid, content, category, tags, archived_at, seq in rows:
+            if archived_at is None:
+                self.add(mid, content, category, json.loads(tags))
+            else:
+                self.remove(mid)
+            top = max(top, seq)
+        for mid, seq in purged:
+            self.remove(mid)
+            top = max(top, seq)
+        self.synced_seq = top
+
+    def ensure(self, conn: duckdb.DuckDBPyConnection) -> None:
+        if not self.ready:
+            self.bm25.clear()
+            self.content_tokens.clear()
+            self.synced_seq = 0
+            self.sync(conn)
+            self.ready = True
+
+    def add(self, mid: str, content: str, category: str, tags: Sequence[str]) -> None:
+        self.bm25.add(mid, document_tokens(content, category, tags))
+        self.content_tokens[mid] = tuple(tokenize(content))
+
+    def remove(self, mid: str) -> None:
+        self.bm25.remove(mid)
+        self.content_tokens.pop(mid, None)
+
+    def mark_synced(self, seq: int) -> None:
+        # Our own writes go into the index directly; nobody else writes while this process holds the file.
+        if self.ready:
+            self.synced_seq = max(self.synced_seq, seq)
+
+
+def _recall_index(conn: StoreConnection) -> _RecallIndex:
+    index = getattr(conn, "_recall_index", None)
+    if index is None:
+        index = _RecallIndex()
+        conn._recall_index = index  # type: ignore[attr-defined]
+        conn.add_open_hook(index.on_open)
+    return index
+
+
+class MemoryStore:
+    def __init__(self, conn: StoreConnection, options: DreamOptions) -> None:
+        self._conn = conn
+        self._options = options
+        self._idx = _recall_index(conn)
+
+    # ------------------------------------------------------------------ validation
+    def validate(self, content: str, category: str, tags: Sequence[str], importance: float,
+                 metadata: Mapping[str, str]) -> tuple[str, str, tuple[str, ...], float, dict[str, str]]:
+        if not isinstance(content, str) or not content.strip():
+            raise ContentError("memory content is empty: field 'content' must hold the fact to remember")
+        if len(content) > self._options.MaxContentChars:
+            raise ContentError(
+                f"memory content is {len(content)} characters, over the limit of {self._options.MaxContentChars} "
+                "(option MaxContentChars): split it into several memories"
+            )
+        category = (category or "general").strip()
+        if len(category) > _MAX_CATEGORY or any(ord(c) < 32 for c in category):
+            raise ContentError(f"memory category {category[:40]!r} must be at most {_MAX_CATEGORY} printable characters")
+        tags = normalise_tags(tags)
+        if len(tags) > _MAX_TAGS:
+            raise ContentError(f"memory has {len(tags)} tags; at most {_MAX_TAGS} are accepted")
+        try:
+            importance = float(importance)
+        except (TypeError, ValueError):
+            raise ContentError(f"memory importance {importance!r} must be a number between 0 and 1") from None
+        if not 0.0 <= importance <= 1.0:
+            raise ContentError(f"memory importance {importance} must be between 0 and 1")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise ContentError("memory metadata must map strings to strings")
+        return content.strip(), category, tags, importance, dict(metadata)
+
+    def _next_seq(self, conn: duckdb.DuckDBPyConnection) -> int:
+        seq = int(conn.execute("SELECT nextval('row_seq')").fetchone()[0])  # type: ignore[index]
+        return seq
+
+    # ------------------------------------------------------------------ reads
+    def get(self, entry_id: str, *, include_archived: bool = True) -> MemoryEntry | None:
+        with self._conn.session() as conn:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", [entry_id]).fetchone()
+        if row is None:
+            return None
+        entry = _row_to_entry(row)
+        if entry.is_archived and not include_archived:
+            return None
+        return entry
+
+    def get_many(self, ids: Iterable[str]) -> dict[str, MemoryEntry]:
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        with self._conn.session() as conn:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?))", [ids]).fetchall()
+        return {r[0]: _row_to_entry(r) for r in rows}
+
+    def list_live(self) -> list[MemoryEntry]:
+        return self._list("archived_at IS NULL")
+
+    def list_archived(self) -> list[MemoryEntry]:
+        return self._list("archived_at IS NOT NULL")
+
+    def list_all(self) -> list[MemoryEntry]:
+        return self._list("TRUE")
+
+    def _list(self, where: str) -> list[MemoryEntry]:
+        with self._conn.session() as conn:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY created_at, id").fetchall()
+        return [_row_to_entry(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        with self._conn.session() as conn:
+            live, archived = conn.execute(
+                "SELECT count(*) FILTER (WHERE archived_at IS NULL), count(*) FILTER (WHERE archived_at IS NOT NULL) FROM memories"
+            ).fetchone()  # type: ignore[misc]
+        return {"live": int(live), "archived": int(archived)}
+
+    def search(self, query: str, limit: int = 10) -> list[tuple[MemoryEntry, float]]:
+        """BM25 over content, category and tags of live entries, best first."""
+        with self._conn.session() as conn:
+            self._idx.ensure(conn)
+            hits = self._idx.bm25.search(tokenize(query), limit=limit)
+            if not hits:
+                return []
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?))",
+                                [[h for h, _ in hits]]).fetchall()
+        by_id = {r[0]: _row_to_entry(r) for r in rows}
+        return [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
+
+    def fingerprint(self) -> str:
+        """Order-independent hash of the live corpus: id, content, category and tags only (not importance, not timestamps,
+        not reinforcement), each field length-prefixed so field boundaries are unambiguous (spec: "The change gate")."""
+        with self._conn.session() as conn:
+            row = conn.execute(
+                """SELECT count(*), coalesce(sha256(string_agg(h, ',' ORDER BY h)), '') FROM (
+                       SELECT sha256(concat(length(id), ':', id, '|', length(content), ':', content, '|',
+                                            length(category), ':', category, '|', length(tags), ':', tags)) AS h
+                       FROM memories WHERE archived_at IS NULL)"""
+            ).fetchone()
+        n, digest = row  # type: ignore[misc]
+        return f"memories:{n}:{digest}"
+
+    def duplicate_clusters(self, *, threshold: float | None = None, max_cluster_size: int | None = None,
+                           method: str = "auto") -> DuplicateClusters:
+        docs = [(e.id, e.content) for e in self.list_live()]
+        return find_duplicate_clusters(
+            docs,
+            self._options.ConsolidationSimilarityThreshold if threshold is None else threshold,
+            self._options.ConsolidationMaxClusterSize if max_cluster_size is None else max_cluster_size,
+            method=method,
+        )
+
+    # ------------------------------------------------------------------ writes
+    def save(self, content: str, *, category: str = "general", tags: Sequence[str] = (), importance: float = 0.5,
+             metadata: Mapping[str, str] | None = None, now: datetime, dedupe: bool = True) -> SaveResult:
+        """Save a memory. With ``dedupe`` an incoming entry whose TF-IDF cosine with a live entry is at or above
+        ``DedupeSimilarityThreshold`` reinforces (or, when it adds detail, extends) that entry instead of creating a near-copy."""
+        now = utc(now)
+        content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
+        with self._conn.transaction() as conn:
+            self._idx.ensure(conn)
+            if dedupe:
+                match = self._find_duplicate(conn, content, meta)
+                if match is not None:
+                    existing, similarity = match
+                    return self._absorb(conn, existing, content, tags, importance, meta, similarity, now)
+            entry = MemoryEntry(id=new_id(), content=content, category=category, tags=tags, importance=importance,
+                                created_at=now, updated_at=now, last_seen_at=now, reinforcement_count=1, metadata=meta)
+            self._insert(conn, entry)
+        return SaveResult("created", entry)
+
+    def _find_duplicate(self, conn: duckdb.DuckDBPyConnection, content: str,
+                        meta: Mapping[str, str]) -> tuple[MemoryEntry, float] | None:
+        q_tokens = tokenize(content)
+        if not q_tokens:
+            return None
+        q_vec = self._idx.bm25.tfidf_vector(q_tokens)
+        best: tuple[str, float] | None = None
+        for cid, _score in self._idx.bm25.search(q_tokens, limit=10):
+            c_tokens = self._idx.content_tokens.get(cid)
+            if not c_tokens:
+                continue
+            sim = self._idx.bm25.cosine(q_vec, self._idx.bm25.tfidf_vector(c_tokens))
+            if sim >= self._options.DedupeSimilarityThreshold and (best is None or sim > best[1]):
+                best = (cid, sim)
+        if best is None:
+            return None
+        row = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", [best[0]]).fetchone()
+        if row is None:
+            return None
+        existing = _row_to_entry(row)
+        # Distinct real-world moments (spec: Pass 1 "What the LLM does"): different subject times are not duplicates.
+        incoming_subject = {k: v for k, v in meta.items() if k in ("subjectTime", "subjectTimeStart", "subjectTimeEnd") and v}
+        if incoming_subject and existing.subject_time and incoming_subject != existing.subject_time:
+            return None
+        return existing, best[1]
+
+    def _absorb(self, conn: duckdb.DuckDBPyConnection, existing: MemoryEntry, content: str, tags: tuple[str, ...],
+                importance: float, meta: Mapping[str, str], similarity: float, now: datetime) -> SaveResult:
+        new_tokens, old_tokens = set(tokenize(content)), set(tokenize(existing.content))
+        merged_meta = {**meta, **existing.metadata}
+        if new_tokens <= old_tokens:
+            action, new_content = "reinforced", existing.content
+        elif old_tokens <= new_tokens:
+            action, new_content = "extended", content  # the incoming text says everything the old one did, and more
+        else:
+            seen = {_norm_sentence(s) for s in _sentences(existing.content)}
+            extra = [s for s in _sentences(content) if _norm_sentence(s) not in seen]
+            action = "extended" if extra else "reinforced"
+            new_content = existing.content if not extra else existing.content.rstrip() + " " + " ".join(extra)
+            if len(new_content) > self._options.MaxContentChars:
+                action, new_content = "reinforced", existing.content
+        updated = existing.with_(
+            content=new_content, tags=normalise_tags((*existing.tags, *tags)), importance=max(existing.importance, importance),
+            updated_at=now, last_seen_at=max(existing.last_seen_at, now),
+            reinforcement_count=existing.reinforcement_count + 1, metadata=merged_meta,
+        )
+        self._write(conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags))
+        return SaveResult(action, updated, matched_id=existing.id, similarity=similarity)
+
+    def put(self, entry: MemoryEntry) -> MemoryEntry:
+        """Insert a fully specified entry as is (no dedup). Used by merges, imports and the demo generator."""
+        content, category, tags, importance, meta = self.validate(entry.content, entry.category, entry.tags,
+                                                                  entry.importance, entry.metadata)
+        entry = entry.with_(content=content, category=category, tags=tags, importance=importance, metadata=meta)
+        with self._conn.transaction() as conn:
+            self._idx.ensure(conn)
+            self._insert(conn, entry)
+        return entry
+
+    def put_many(self, entries: Sequence[MemoryEntry]) -> int:
+        """Bulk insert (validated) in one transaction — for imports, demo profiles and benchmarks."""
+        checked = []
+        for e in entries:
+            content, category, tags, importance, meta = self.validate(e.content, e.category, e.tags, e.importance, e.metadata)
+            checked.append(e.with_(content=content, category=category, tags=tags, importance=importance, metadata=meta))
+        if not checked:
+            return 0
+        with self._conn.transaction() as conn:
+            start = int(conn.execute("SELECT nextval('row_seq')").fetchone()[0])  # type: ignore[index]
+            # Reserve a block of sequence numbers for the batch.
+            conn.execute(f"SELECT nextval('row_seq') FROM range({len(checked) - 1})").fetchall()
+            table = pa.table({
+                "id": [e.id for e in checked], "content": [e.content for e in checked],
+                "category": [e.category for e in checked], "tags": [json.dumps(list(e.tags)) for e in checked],
+                "importance": [e.importance for e in checked],
+                "created_at": [to_db(e.created_at) for e in checked], "updated_at": [to_db(e.updated_at) for e in checked],
+                "last_seen_at": [to_db(e.last_seen_at) for e in checked],
+                "reinforcement_count": pa.array([e.reinforcement_count for e in checked], pa.int32()),
+                "metadata": [json.dumps(e.metadata, sort_keys=True) for e in checked],
+                "archived_at": pa.array([to_db(e.archived_at) for e in checked], pa.timestamp("us")),
+                "seq": [start + i for i in range(len(checked))],
+            })
+            conn.register("_incoming", table)
+            try:
+                conn.execute(f"INSERT INTO memories SELECT {_COLUMNS}, seq FROM _incoming")
+            finally:
+                conn.unregister("_incoming")
+            if self._idx.ready:
+                self._idx.sync(conn)
+        return len(checked)
+
+    def _insert(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry) -> None:
+        seq = self._next_seq(conn)
+        try:
+            conn.execute(
+                f"INSERT INTO memories ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [entry.id, entry.content, entry.category, json.dumps(list(entry.tags)), entry.importance,
+                 to_db(entry.created_at), to_db(entry.updated_at), to_db(entry.last_seen_at), entry.reinforcement_count,
+                 json.dumps(entry.metadata, sort_keys=True), to_db(entry.archived_at), seq],
+            )
+        except duckdb.ConstraintException as exc:
+            raise ContentError(f"a memory with id {entry.id!r} already exists") from exc
+        if entry.archived_at is None and self._idx.ready:
+            self._idx.add(entry.id, entry.content, entry.category, entry.tags)
+        self._idx.mark_synced(seq)
+
+    def _write(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, bump: bool = True) -> None:
+        """Overwrite every field of an existing row. ``bump`` when searchable fields or the archive state changed."""
+        params = [entry.content, entry.category, json.dumps(list(entry.tags)), entry.importance, to_db(entry.created_at),
+                  to_db(entry.updated_at), to_db(entry.last_seen_at), entry.reinforcement_count,
+                  json.dumps(entry.metadata, sort_keys=True), to_db(entry.archived_at)]
+        sql = ("UPDATE memories SET content = ?, category = ?, tags = ?, importance = ?, created_at = ?, updated_at = ?, "
+               "last_seen_at = ?, reinforcement_count = ?, metadata = ?, archived_at = ?")
+        if bump:
+            seq = self._next_seq(conn)
+            conn.execute(sql + ", seq = ? WHERE id = ?", [*params, seq, entry.id])
+            if self._idx.ready:
+                if entry.archived_at is None:
+                    self._idx.add(entry.id, entry.content, entry.category, entry.tags)
+                else:
+                    self._idx.remove(entry.id)
+            self._idx.mark_synced(seq)
+        else:
+            conn.execute(sql + " WHERE id = ?", [*params, entry.id])
+
+    def replace(self, entry: MemoryEntry) -> MemoryEntry:
+        """Write a whole record back (validated). Used by passes that compute the new record themselves, and by undo."""
+        content, category, tags, importance, meta = self.validate(entry.content, entry.category, entry.tags,
+                                                                  entry.importance, entry.metadata)
+        entry = entry.with_(content=content, category=category, tags=tags, importance=importance, metadata=meta)
+        with self._conn.transaction() as conn:
+            self._idx.ensure(conn)
+            current = self._require(conn, entry.id)
+            bump = (current.content, current.category, current.tags, current.archived_at) != (
+                entry.content, entry.category, entry.tags, entry.archived_at)
+            self._write(conn, entry, bump=bump)
+        return entry
+
+    def _require(self, conn: duckdb.DuckDBPyConnection, entry_id: str) -> MemoryEntry:
+        row = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", [entry_id]).fetchone()
+        if row is None:
+            raise NotFound(f"no memory with id {entry_id!r}")
+        return _row_to_entry(row)
+
+    def update(self, entry_id: str, *, now: datetime, content: str | None = None, category: str | None = None,
+               tags: Sequence[str] | None = None, importance: float | None = None,
+               metadata: Mapping[str, str] | None = None) -> MemoryEntry:
+        """Edit fields of a live or archived entry (a tool edit). Sets updated_at; never touches last_seen_at."""
+        with self._conn.transaction() as conn:
+            self._idx.ensure(conn)
+            cur = self._require(conn, entry_id)
+            c, cat, tg, imp, meta = self.validate(
+                cur.content if content is None else content, cur.category if category is None else category,
+                cur.tags if tags is None else tags, cur.importance if importance is None else importance,
+                cur.metadata if metadata is None else metadata)
+            new = cur.with_(content=c, category=cat, tags=tg, importance=imp, metadata=meta, updated_at=utc(now))
+            self._write(conn, new, bump=(c, cat, tg) != (cur.content, cur.category, cur.tags))
+        return new
+
+    def reinforce(self, entry_id: str, *, now: datetime) -> MemoryEntry:
+        """Episode reinforcement: last_seen_at = now, reinforcement_count + 1, content untouched."""
+        with self._conn.transaction() as conn:
+            cur = self._require(conn, entry_id)
+            new = cur.with_(last_seen_at=utc(now), reinforcement_count=cur.reinforcement_count + 1, updated_at=utc(now))
+            self._write(conn, new, bump=False)
+        return new
+
+    def archive(self, entry_id: str, *, now: datetime) -> MemoryEntry:
+        """Hide an entry from recall; it stays retrievable by id (and restorable) until the archive purge."""
+        with self._conn.transaction() as conn:
+            self._idx.ensure(conn)
+            cur = self._require(conn, entry_id)
+            if cur.is_archived:
+                return cur
+            new = cur.with_(archived_at=utc(now))
+            self._write(conn, new, bump=True)
+        return new
+
+    def restore(self, entry_id: str, *, now: datetime) -> MemoryEntry:
+        with self._conn.transaction() as conn:
+            self._idx.ensure(conn)
+            cur = self._require(conn, entry_id)
+            if not cur.is_archived:
+                return cur
+            new = cur.with_(archived_at=None, updated_at=utc(now))
+            self._write(conn, new, bump=True)
+        return new
+
+    def purge(self, entry_ids: Iterable[str], *, now: datetime) -> list[MemoryEntry]:
+        """Hard delete of archived entries (the archive purge pass only). Live entries are refused.
+        Each purge leaves a record (id, time, content) so an audit can tell purges from unexplained losses."""
+        purged: list[MemoryEntry] = []
+        with self._conn.transaction() as conn:
+            self._idx.ensure(conn)
+            for eid in dict.fromkeys(entry_ids):
+                row = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", [eid]).fetchone()
+                if row is None:
+                    continue
+                entry = _row_to_entry(row)
+                if not entry.is_archived:
+                    raise ContentError(f"memory {eid!r} is live; only archived entries can be purged")
+                seq = self._next_seq(conn)
+                conn.execute("INSERT INTO memory_purges VALUES (?, ?, ?, ?, ?)",
+                             [eid, to_db(utc(now)), to_db(entry.archived_at), entry.content, seq])
+                conn.execute("DELETE FROM memories WHERE id = ?", [eid])
+                self._idx.remove(eid)
+                self._idx.mark_synced(seq)
+                purged.append(entry)
+        return purged
+
+    def purged_ids(self) -> set[str]:
+        with self._conn.session() as conn:
+            return {r[0] for r in conn.execute("SELECT id FROM memory_purges").fetchall()}
+
+    def set_importance(self, updates: Mapping[str, float], *, now: datetime,
+                       stamps: Mapping[str, Mapping[str, str]] | None = None) -> int:
+        """Bulk importance rewrite (importance decay): changes score and updated_at, never content or review state.
+        ``stamps`` (metadata merged in) are written in the same transaction, so a crash cannot decay twice."""
+        if not updates and not stamps:
+            return 0
+        with self._conn.transaction() as conn:
+            if updates:
+                conn.register("_imp", pa.table({"id": list(updates), "importance": [float(v) for v in updates.values()]}))
+                try:
+                    conn.execute(
+                        "UPDATE memories SET importance = _imp.importance, updated_at = ? FROM _imp "
+                        "WHERE memories.id = _imp.id AND memories.archived_at IS NULL",
+                        [to_db(utc(now))],
+                    )
+                finally:
+                    conn.unregister("_imp")
+            if stamps:
+                self._merge_metadata(conn, stamps)
+        return len(updates)
+
+    def set_metadata(self, updates: Mapping[str, Mapping[str, str]]) -> int:
+        """Bulk metadata merge (review stamps and similar housekeeping): not a content change, updated_at untouched."""
+        if not updates:
+            return 0
+        with self._conn.transaction() as conn:
+            return self._merge_metadata(conn, updates)
+
+    @staticmethod
+    def _merge_metadata(conn: duckdb.DuckDBPyConnection, updates: Mapping[str, Mapping[str, str]]) -> int:
+        rows = conn.execute("SELECT id, metadata FROM memories WHERE id IN (SELECT unnest(?))", [list(updates)]).fetchall()
+        merged = {rid: json.dumps({**json.loads(meta), **updates[rid]}, sort_keys=True) for rid, meta in rows}
+        if merged:
+            conn.register("_meta", pa.table({"id": list(merged), "metadata": list(merged.values())}))
+            try:
+                conn.execute("UPDATE memories SET metadata = _meta.metadata FROM _meta WHERE memories.id = _meta.id")
+            finally:
+                conn.unregister("_meta")
+        return len(merged)

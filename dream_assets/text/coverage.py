@@ -1,0 +1,529 @@
+"""Merge coverage check (spec: Pass 1 — Memory consolidation, "Merge coverage check").
+
+Before a merge is applied, every specific in its sources — proper nouns, acronyms, multi-digit numbers
+and dates — must appear in the merged text; a single missing one rejects the merge. The check is
+deliberately biased toward rejection: a false rejection leaves a duplicate alive for a cycle, a false
+acceptance destroys the only record of how a fact was worded. Wherever the spec is silent, the choice
+below is the one that rejects more, and the comment says so.
+
+What counts as a specific:
+
+* A word token with an upper-case letter (``Austin``, ``MCP``, ``iOS``, ``EC2``), unless it is ordinary
+  language by one of the rules of "Vocabulary is per-deployment" and "Corpus evidence beats position":
+  ``alwaysSpecificWords`` wins over everything; otherwise ``extraCommonWords`` (any position), a lower-case
+  spelling in any of the merge's sources, or the built-in baseline (sentence-initial, Title-case only)
+  make it ordinary.
+* A number with two or more digits. The unit is a digit run together with its decimal points, time
+  colons and thousands commas (``3.11``, ``14:30``, ``1,200``), so ``$1,200`` cannot be "covered" by a
+  stray ``200`` and ``2:30 PM`` is not covered by ``14:30`` (the spec's known 12h→24h false positive).
+* A date: a month name adjacent to a day or a year (``August 19, 2026``, ``19 August``, ``Aug 2026``) or
+  a numeric date (``2026-08-19``, ``8/19/2026``). A date is covered by the same date in any of those
+  spellings ("Equivalent date spellings"), with the spec's two guards.
+
+Entries in a numeric-exempt category skip the number and numeric-date check; a month-name date in them
+still requires its month word (or an equivalent date).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+#: Built into every vocabulary and not removable (spec: "Numbers can be exempted by category").
+BUILT_IN_NUMERIC_EXEMPT = "anti-patterns/routing"
+
+# Generic English that is ordinary language when it opens a sentence (spec: "The two lists are scoped
+# differently, on purpose"). It applies only sentence-initially and only to Title-case tokens, so a
+# character named May or Will keeps protection mid-sentence. Deliberately absent: nouns that name real
+# things in product and course titles (Personal, Class, Benefit, Extended, Online, Office, Teams ...),
+# given names that are also words (Mark, Bill, Rose, Grace, Frank ...), language and tool names (Go,
+# Rust, Swift, Make ...), and weekday and month names — those are specifics wherever they appear. May is
+# here as the modal verb; a month-name date ("May 6, 2026") is a date and is protected regardless.
+BASELINE_COMMON_WORDS: frozenset[str] = frozenset(
+    """
+    a an the this that these those each every either neither any all both some many much more most few
+    fewer less least several other another such no none own same enough
+    you he she it we they me him her us them my your his its our their mine yours hers ours theirs
+    myself yourself himself herself itself ourselves yourselves themselves
+    one two three four five six seven eight nine ten
+    someone somebody something anyone anybody anything everyone everybody everything nobody nothing
+    who whom whose which what whatever whoever whichever where when why how wherever whenever however
+    be am is are was were been being have has had having do does did doing done
+    can could may might must shall should will would ought need needs cannot
+    let
+    about above across after against along among around as at before behind below beneath beside besides
+    between beyond but by despite down during except for from in inside into like near of off on onto out
+    outside over past per since than then through throughout till to toward towards under underneath
+    unlike until up upon via with within without
+    and or nor so yet if unless because although though while whereas whether once
+    also even just only still already always never often sometimes usually rarely seldom now today
+    tomorrow yesterday here there again instead otherwise therefore thus hence meanwhile moreover
+    furthermore additionally finally first second third last next previously currently recently later
+    earlier soon perhaps maybe probably possibly likely generally typically normally actually really very
+    quite rather too almost nearly mostly especially particularly specifically simply clearly obviously
+    apparently overall similarly likewise accordingly consequently besides regardless nevertheless
+    nonetheless anyway anyhow altogether basically essentially ideally hopefully unfortunately
+    fortunately importantly notably interestingly
+    yes not ok okay please thanks hi hello note
+    use uses using used check checks run runs call calls makes made add adds set sets get gets got
+    put keep keeps avoid prefer prefers ensure try tries see sees ask asks tell tells remember consider
+    look find create update remove delete send save read write open close start stop include includes
+    follow verify confirm show give take want wants know think says said say goes went
+    met saw told asked added fixed learned noticed moved switched changed started stopped tried decided
+    likes needed works worked failed returned requires required supports returns lives lived
+    valid invalid direct alternative new old good bad best better worse worst main different similar
+    important useful possible impossible available unavailable current previous recent default common
+    general specific various certain full whole entire single multiple real true false correct incorrect
+    wrong simple high low large small big long short early late little same each
+    user users following together according including regarding given
+    """.split()
+)
+
+# Stems of negative contractions ("Don't" splits into "Don" and "t"). Ordinary only when an apostrophe
+# follows, so Don and Won as names keep their protection.
+_CONTRACTION_STEMS = frozenset(
+    "don doesn didn isn aren wasn weren won wouldn couldn shouldn hasn haven hadn mustn needn ain".split()
+)
+
+# English orthography capitalizes the pronoun in every position, so it is never evidence of a name.
+_ORTHOGRAPHIC_CAPITALS = frozenset({"I"})
+
+_MONTHS: dict[str, int] = {
+    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
+    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8,
+    "sep": 9, "sept": 9, "oct": 10, "nov": 11, "dec": 12,
+}
+
+# Word tokens: maximal runs of letters and digits (apostrophes split, so "Rocky's" yields "Rocky").
+_WORD = re.compile(r"[^\W_]+")
+# A number: an ASCII digit run with decimal points, time colons and thousands groups kept together.
+_NUMBER = re.compile(r"(?<![0-9])[0-9]+(?:[.:][0-9]+|,[0-9]{3}(?![0-9]))*")
+_THOUSANDS = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?")
+
+# Month names are recognised when written as a name (Title case or all capitals), not as "may" the verb.
+_MONTH_ALTERNATION = "|".join(
+    form for name in sorted(_MONTHS, key=len, reverse=True) for form in (name.capitalize(), name.upper())
+)
+_MONTH = rf"(?P<month>\b(?:{_MONTH_ALTERNATION})\b)\.?"
+_DAY_AFTER_MONTH = r"(?P<day>[0-9]{1,2})(?:st|nd|rd|th)?(?![0-9]|[.,:][0-9]|[^\W_])"
+_YEAR = r"(?P<year>[0-9]{4})(?![0-9])"
+# Guard 1 of "Equivalent date spellings": the month must be adjacent to a day or a year.
+_MONTH_FIRST = re.compile(
+    rf"{_MONTH}(?:\s+{_DAY_AFTER_MONTH}(?:\s*,?\s+{_YEAR})?|\s*,?\s+(?P<year_only>[0-9]{{4}})(?![0-9]))"
+)
+_DAY_FIRST = re.compile(
+    rf"(?<![0-9.,:/])\b(?P<day>[0-9]{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:\s*,?\s+{_YEAR})?"
+)
+_ISO_DATE = re.compile(
+    r"(?<![0-9.,:/-])(?P<year>[0-9]{4})(?P<sep>[-/])(?P<month>[0-9]{1,2})(?P=sep)(?P<day>[0-9]{1,2})(?![0-9])"
+)
+_SLASH_DATE = re.compile(r"(?<![0-9./])(?P<a>[0-9]{1,2})/(?P<b>[0-9]{1,2})/(?P<year>[0-9]{4})(?![0-9/])")
+
+# Sentence-initial (spec: "A capitalized word is only evidence of a proper noun when it is not
+# sentence-initial"): first word of the text or of a line, after a bullet or list marker, or after
+# . ! ? : followed by white space. Opening quotes and brackets in between do not change that.
+_LINE_OPENING = re.compile(r"\s*(?:(?:[-*+•>#]+|[0-9]+[.)]|[A-Za-z][.)])\s+)*[\"'“‘(\[*_]*$")
+_AFTER_STOP = re.compile(r"[.!?:][\"'”’)\]*_]*\s+[\"'“‘(\[*_]*$")
+_STOP_WINDOW = 16
+
+# Lower-case words joined to a neighbour by one of these are parts of identifiers (calendar-mcp,
+# github.com/austin, api_key), not prose; they are not corpus evidence (rejection-biased choice).
+_JOINERS = frozenset("-_/.@#:\\+=")
+
+
+def _normalise_category(category: str) -> str:
+    return "/".join(_category_segments(category))
+
+
+def _category_segments(category: str) -> tuple[str, ...]:
+    return tuple(part.strip().lower() for part in category.split("/") if part.strip())
+
+
+@dataclass(frozen=True)
+class CoverageVocabulary:
+    extra_common_words: frozenset[str] = frozenset()  # lower-cased
+    always_specific_words: frozenset[str] = frozenset()  # lower-cased
+    numeric_exempt_categories: tuple[str, ...] = (BUILT_IN_NUMERIC_EXEMPT,)
+
+    def __post_init__(self) -> None:
+        # The built-in routing exemption cannot be removed, whoever constructs the vocabulary.
+        listed = (_normalise_category(c) for c in self.numeric_exempt_categories)
+        categories = tuple(dict.fromkeys(c for c in (BUILT_IN_NUMERIC_EXEMPT, *listed) if c))
+        object.__setattr__(self, "numeric_exempt_categories", categories)
+        object.__setattr__(self, "extra_common_words", frozenset(w.lower() for w in self.extra_common_words))
+        object.__setattr__(self, "always_specific_words", frozenset(w.lower() for w in self.always_specific_words))
+
+    def is_numeric_exempt(self, category: str) -> bool:
+        """Segment-aware: ``anti-patterns/routing`` covers ``anti-patterns/routing/high-tier`` but not
+        ``anti-patterns/routing-notes``. Categories compare case-insensitively; they are identifiers."""
+        segments = _category_segments(category)
+        for exempt in self.numeric_exempt_categories:
+            prefix = _category_segments(exempt)
+            if prefix and segments[: len(prefix)] == prefix:
+                return True
+        return False
+
+
+BASELINE_VOCABULARY = CoverageVocabulary()
+
+
+@dataclass(frozen=True)
+class CoverageSource:
+    content: str
+    category: str
+
+
+@dataclass(frozen=True)
+class DateRef:
+    """A calendar date as written; a month-name date may lack its day or its year."""
+
+    month: int
+    day: int | None
+    year: int | None
+
+    def credited_by(self, other: DateRef) -> bool:
+        # Guard 2: a year in the source must be carried, identically, by the covering date; so must a day.
+        # Extra precision in the covering date ("August 2026" -> "2026-08-19") drops nothing.
+        return (
+            other.month == self.month
+            and (self.day is None or other.day == self.day)
+            and (self.year is None or other.year == self.year)
+        )
+
+
+@dataclass(frozen=True)
+class Specific:
+    """One thing a merge must keep. ``text`` is the exact source string, reported when it is missing."""
+
+    text: str
+    kind: str  # "name" | "acronym" | "number" | "date"
+    date: DateRef | None = None
+    # False only for a Title-case word opening a sentence: its capital is positional, so "Deploy ..."
+    # is kept by "... the deploy ...". Mid-sentence and reclaimed words match exact case ("will" does
+    # not keep a character named Will).
+    case_sensitive: bool = True
+
+
+@dataclass(frozen=True)
+class CoverageResult:
+    ok: bool
+    missing: tuple[str, ...]  # exact source strings absent from the merged text; first-seen order, deduplicated
+    specifics: tuple[str, ...]  # everything that was required; first-seen order, deduplicated
+
+
+# --------------------------------------------------------------------------------------------------
+# Vocabulary file
+# --------------------------------------------------------------------------------------------------
+
+_VOCAB_FIELDS = {
+    "extraCommonWords": "extra_common_words",
+    "alwaysSpecificWords": "always_specific_words",
+    "numericExemptCategories": "numeric_exempt_categories",
+}
+
+
+def load_vocabulary(path: Path) -> tuple[CoverageVocabulary, str | None]:
+    """Read merge-coverage-vocabulary.json; return the vocabulary and a warning, if any.
+
+    Missing file -> the baseline, no warning. Unreadable or malformed file (bad JSON, a field that is
+    not a list, an item that is not a single word / category) -> the baseline and a warning that names
+    the file, the field and the fix: coverage checking is never disabled by bad config (spec:
+    "Vocabulary is per-deployment"). An unknown key (usually a misspelt field) is reported with the
+    field names; the known fields still apply, since falling back would also drop whatever
+    alwaysSpecificWords the file does grant.
+    """
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return BASELINE_VOCABULARY, None
+    except (OSError, UnicodeDecodeError) as exc:
+        return BASELINE_VOCABULARY, f"{path}: cannot be read ({exc}); using the built-in coverage vocabulary"
+
+    def malformed(problem: str) -> tuple[CoverageVocabulary, str]:
+        return BASELINE_VOCABULARY, f"{path}: {problem}; using the built-in coverage vocabulary until it is fixed"
+
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return malformed(f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+    if not isinstance(data, dict):
+        return malformed(
+            'must be a JSON object like {"extraCommonWords": [...], "alwaysSpecificWords": [...], '
+            '"numericExemptCategories": [...]}'
+        )
+
+    values: dict[str, list[str]] = {}
+    for key, attr in _VOCAB_FIELDS.items():
+        if key not in data:
+            values[attr] = []
+            continue
+        items = data[key]
+        if not isinstance(items, list):
+            return malformed(f'field "{key}" must be a list of strings, got {type(items).__name__}')
+        for index, item in enumerate(items):
+            if not isinstance(item, str):
+                return malformed(f'field "{key}" item {index} must be a string, got {json.dumps(item)}')
+            text = item.strip()
+            if key == "numericExemptCategories":
+                if not _category_segments(text):
+                    return malformed(f'field "{key}" item {index} must be a category such as "metrics/cost", got {item!r}')
+            elif not _WORD.fullmatch(text):
+                return malformed(f'field "{key}" item {index} must be one word (letters and digits), got {item!r}')
+        values[attr] = [item.strip() for item in items]
+
+    vocab = CoverageVocabulary(
+        extra_common_words=frozenset(values["extra_common_words"]),
+        always_specific_words=frozenset(values["always_specific_words"]),
+        numeric_exempt_categories=tuple(values["numeric_exempt_categories"]),
+    )
+    unknown = sorted(set(data) - set(_VOCAB_FIELDS))
+    if unknown:
+        return vocab, (
+            f"{path}: unknown field(s) {', '.join(json.dumps(k) for k in unknown)} ignored; "
+            f"the fields are {', '.join(_VOCAB_FIELDS)}"
+        )
+    return vocab, None
+
+
+# --------------------------------------------------------------------------------------------------
+# Extraction
+# --------------------------------------------------------------------------------------------------
+
+
+def lowercase_words(texts: Iterable[str]) -> set[str]:
+    """Words the texts write in all-lowercase form, as standalone prose words (spec: "Corpus evidence
+    beats position"). Parts of identifiers joined by -, _, /, . and the like are not counted."""
+    words: set[str] = set()
+    for text in texts:
+        for match in _WORD.finditer(text):
+            token = match.group()
+            if token != token.lower() or token == token.upper():
+                continue  # has a capital, or has no cased letter at all (digits)
+            if _is_joined(text, match.start(), match.end()):
+                continue
+            words.add(token)
+    return words
+
+
+def _is_joined(text: str, start: int, end: int) -> bool:
+    before = start >= 2 and text[start - 1] in _JOINERS and text[start - 2].isalnum()
+    after = end + 1 < len(text) and text[end] in _JOINERS and text[end + 1].isalnum()
+    return before or after
+
+
+def _is_sentence_initial(text: str, start: int) -> bool:
+    line_start = text.rfind("\n", 0, start) + 1
+    if _LINE_OPENING.match(text, line_start, start):
+        return True
+    return _AFTER_STOP.search(text[max(line_start, start - _STOP_WINDOW): start]) is not None
+
+
+def _month_name_dates(text: str) -> list[tuple[int, int, DateRef]]:
+    """(start, end, date) of every month-name date; where two readings overlap ("19 August 2026" is
+    also "August 2026") the longer one wins."""
+    found: list[tuple[int, int, DateRef]] = []
+    for pattern in (_DAY_FIRST, _MONTH_FIRST):
+        for m in pattern.finditer(text):
+            month = _MONTHS[m.group("month").lower()]
+            groups = m.groupdict()
+            day = int(groups["day"]) if groups.get("day") else None
+            year_text = groups.get("year") or groups.get("year_only")
+            year = int(year_text) if year_text else None
+            if _valid_date(year, month, day):
+                found.append((m.start(), m.end(), DateRef(month, day, year)))
+    return _non_overlapping(found)
+
+
+def _numeric_dates(text: str) -> list[tuple[int, int, DateRef]]:
+    found: list[tuple[int, int, DateRef]] = []
+    for m in _ISO_DATE.finditer(text):
+        year, month, day = int(m.group("year")), int(m.group("month")), int(m.group("day"))
+        if _valid_date(year, month, day):
+            found.append((m.start(), m.end(), DateRef(month, day, year)))
+    for m in _SLASH_DATE.finditer(text):
+        a, b, year = int(m.group("a")), int(m.group("b")), int(m.group("year"))
+        # M/D/YYYY; read day-first only when the first part cannot be a month. An ambiguous 05/06/2026
+        # is read one way only, so a merge that re-spells it the other way is rejected, not guessed at.
+        month, day = (a, b) if a <= 12 else (b, a)
+        if _valid_date(year, month, day):
+            found.append((m.start(), m.end(), DateRef(month, day, year)))
+    return _non_overlapping(found)
+
+
+def _valid_date(year: int | None, month: int, day: int | None) -> bool:
+    try:
+        date(year if year is not None else 2000, month, day if day is not None else 1)  # 2000: leap year
+    except ValueError:
+        return False
+    return True
+
+
+def _non_overlapping(spans: list[tuple[int, int, DateRef]]) -> list[tuple[int, int, DateRef]]:
+    kept: list[tuple[int, int, DateRef]] = []
+    for span in sorted(spans, key=lambda s: -(s[1] - s[0])):
+        if all(span[1] <= k[0] or span[0] >= k[1] for k in kept):
+            kept.append(span)
+    return sorted(kept, key=lambda s: s[0])
+
+
+def _inside(start: int, end: int, spans: Sequence[tuple[int, int, DateRef]]) -> bool:
+    return any(s <= start and end <= e for s, e, _ in spans)
+
+
+def _normalise_number(text: str) -> str:
+    return text.replace(",", "") if _THOUSANDS.fullmatch(text) else text
+
+
+def _word_kind(token: str) -> str:
+    capitals = sum(ch.isupper() for ch in token)
+    internal_capital = any(ch.isupper() for ch in token[1:]) and not token.isupper()
+    has_digit = any(ch.isdigit() for ch in token)
+    if capitals >= 2 or internal_capital or (has_digit and capitals) or not token[0].isupper():
+        return "acronym"
+    return "name"
+
+
+def _is_title_case(token: str) -> bool:
+    return token[0].isupper() and token[1:] == token[1:].lower() and not any(ch.isdigit() for ch in token)
+
+
+def extract_specifics(
+    source: CoverageSource, vocab: CoverageVocabulary, sibling_lowercase_words: set[str]
+) -> list[Specific]:
+    """Every specific in one source entry, in text order (duplicates kept).
+
+    ``sibling_lowercase_words`` are the all-lowercase words of the merge's sources (this one included;
+    see :func:`lowercase_words`): a capitalized word written lowercase there is ordinary language.
+    """
+    text = source.content
+    exempt = vocab.is_numeric_exempt(source.category)
+    word_dates = _month_name_dates(text)
+    # Numeric dates are not recognised where a month-name date already is ("19 August 2026" has no
+    # numeric date inside, but guard against overlaps all the same).
+    number_dates = [d for d in _numeric_dates(text) if not any(_overlaps(d, w) for w in word_dates)]
+    found: list[tuple[int, Specific]] = []
+
+    for start, end, ref in word_dates:
+        if exempt:
+            # The numeric check is skipped, dates included, but the month word is still caught by the
+            # capitalized-word pass — and may still be credited by the same date in numbers.
+            found.append((start, Specific(_month_word(text, start, end), "name", ref)))
+        else:
+            # A month adjacent to a day or year is a date even when the word is in the baseline ("May")
+            # or written lowercase elsewhere ("may"): protecting it is the rejection-biased reading.
+            found.append((start, Specific(text[start:end], "date", ref)))
+    if not exempt:
+        for start, end, ref in number_dates:
+            found.append((start, Specific(text[start:end], "date", ref)))
+
+    all_dates = word_dates + number_dates
+    for m in _WORD.finditer(text):
+        token = m.group()
+        if _inside(m.start(), m.end(), word_dates) and token.lower() in _MONTHS:
+            continue  # the month of a month-name date: covered by the date specific above
+        if not any(ch.isupper() for ch in token):
+            continue
+        if _is_ordinary(token, text, m.start(), vocab, sibling_lowercase_words):
+            continue
+        positional = (
+            _is_title_case(token)
+            and token.lower() not in vocab.always_specific_words
+            and _is_sentence_initial(text, m.start())
+        )
+        found.append((m.start(), Specific(token, _word_kind(token), case_sensitive=not positional)))
+
+    if not exempt:
+        for m in _NUMBER.finditer(text):
+            if sum(ch.isdigit() for ch in m.group()) < 2 or _inside(m.start(), m.end(), all_dates):
+                continue
+            found.append((m.start(), Specific(m.group(), "number")))
+
+    found.sort(key=lambda item: item[0])
+    return [specific for _, specific in found]
+
+
+def _month_word(text: str, start: int, end: int) -> str:
+    match = re.search(_MONTH, text[start:end])
+    return match.group("month") if match else text[start:end]
+
+
+def _overlaps(a: tuple[int, int, DateRef], b: tuple[int, int, DateRef]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _is_ordinary(token: str, text: str, start: int, vocab: CoverageVocabulary, siblings: set[str]) -> bool:
+    lowered = token.lower()
+    if lowered in vocab.always_specific_words:
+        return False  # wins over the baseline, extraCommonWords and corpus evidence
+    if token in _ORTHOGRAPHIC_CAPITALS:
+        return True
+    if lowered in vocab.extra_common_words:
+        return True  # an explicit, corpus-specific judgement: every position
+    if lowered in siblings:
+        return True  # corpus evidence beats position
+    # The baseline is generic English no operator chose: sentence-initial only, and only for a word
+    # written as an ordinary capitalized word — "IT" or "US" in capitals stays an acronym.
+    end = start + len(token)
+    common = lowered in BASELINE_COMMON_WORDS or (lowered in _CONTRACTION_STEMS and text[end: end + 1] in ("'", "’"))
+    return common and _is_title_case(token) and _is_sentence_initial(text, start)
+
+
+# --------------------------------------------------------------------------------------------------
+# Coverage
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _MergedText:
+    text: str
+    words: frozenset[str]
+    lowered_words: frozenset[str]
+    numbers: frozenset[str]
+    dates: tuple[DateRef, ...]
+
+    @classmethod
+    def of(cls, text: str) -> _MergedText:
+        dates = [ref for _, _, ref in _month_name_dates(text) + _numeric_dates(text)]
+        return cls(
+            text=text,
+            words=frozenset(m.group() for m in _WORD.finditer(text)),
+            lowered_words=frozenset(m.group().lower() for m in _WORD.finditer(text)),
+            numbers=frozenset(_normalise_number(m.group()) for m in _NUMBER.finditer(text)),
+            dates=tuple(dates),
+        )
+
+    def covers(self, specific: Specific) -> bool:
+        if specific.date is not None and any(specific.date.credited_by(d) for d in self.dates):
+            return True
+        if specific.kind == "number":
+            return _normalise_number(specific.text) in self.numbers
+        if specific.kind == "date":
+            # The exact spelling, as a whole phrase (not "August 19" inside "August 190").
+            return re.search(rf"(?<![^\W_]){re.escape(specific.text)}(?![^\W_])", self.text) is not None
+        # Names and acronyms: whole word, exact case unless the capital was only positional.
+        if not specific.case_sensitive:
+            return specific.text.lower() in self.lowered_words
+        return specific.text in self.words
+
+
+def check_merge_coverage(
+    sources: Sequence[CoverageSource], merged_text: str, vocab: CoverageVocabulary
+) -> CoverageResult:
+    """Whether ``merged_text`` keeps every specific of every source. ``missing`` lists the exact source
+    strings it dropped, which is what a repair call is asked to put back (spec: "A rejected merge gets
+    one repair attempt")."""
+    siblings = lowercase_words(source.content for source in sources)
+    merged = _MergedText.of(merged_text)
+    required: dict[str, None] = {}
+    missing: dict[str, None] = {}
+    for source in sources:
+        for specific in extract_specifics(source, vocab, siblings):
+            required.setdefault(specific.text)
+            if not merged.covers(specific):
+                missing.setdefault(specific.text)
+    return CoverageResult(ok=not missing, missing=tuple(missing), specifics=tuple(required))

@@ -1,0 +1,345 @@
+"""Similarity between memory texts and near-duplicate clustering for consolidation.
+
+Spec "Duplicates are avoided at save time" and "Clustering comes from IMemoryDuplicateCandidates":
+cosine over TF-IDF vectors where it can be computed, Jaccard over content tokens otherwise, both at
+the same threshold (Dream:ConsolidationSimilarityThreshold, default 0.88). "The cluster cap bounds
+eligibility": clusters are grown from the strongest pairs down and a union that would exceed
+Dream:ConsolidationMaxClusterSize is refused.
+
+Finding every pair above the threshold in 100,000 documents without an n x n product uses prefix
+filtering (Bayardo et al., "Scaling up all pairs similarity search", and its L2 bound). Features are
+ranked from most to least common. Within each L2-normalised row the most common features whose
+squared weights sum to less than threshold² form the row's "common part" Q, the rest its "rare part"
+P. If x and y share no feature of P_x, then cos(x, y) = x_Q · y <= ||x_Q|| < threshold, so every pair
+that matters shows up in the sparse product X_P @ Xᵀ, which is cheap because rare features have short
+postings. Candidates whose partial score plus ||x_Q|| · ||y restricted to features commoner than
+x's rare part|| cannot reach the threshold are dropped; the rest are verified exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from dream_assets.text.bm25 import Bm25Index
+from dream_assets.text.tokens import content_token_list, content_tokens, tokenize
+
+METHODS = ("auto", "tfidf", "jaccard")
+
+# Slack for floating-point error in the pruning bounds: pruning may only ever keep too much, never
+# drop a pair whose exact cosine reaches the threshold.
+_EPS = 1e-9
+# Exact cosines carry rounding error of this order; a pair this close to the threshold counts.
+_ROUNDING = 1e-12
+# Upper bound on the non-zeros one chunk of X_P @ Xᵀ may produce, which bounds peak memory.
+_CHUNK_WORK = 4_000_000
+# Resolution of the per-row prefix-norm table used by the L2 bound (see _rank_prefix_table).
+_RANK_BUCKETS = 64
+# Exact verification handles this many candidate pairs at a time, again to bound memory.
+_VERIFY_BATCH = 500_000
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    """|a ∩ b| / |a ∪ b|; two empty sets share nothing, so 0.0."""
+    if not a or not b:
+        return 0.0
+    inter = len(a & b)
+    if inter == 0:
+        return 0.0
+    return inter / (len(a) + len(b) - inter)
+
+
+def _similarity_tokens(a_text: str, b_text: str) -> tuple[list[str], list[str]]:
+    """Content tokens of both texts; all tokens when either text is nothing but stopwords."""
+    a, b = content_token_list(a_text), content_token_list(b_text)
+    if a and b:
+        return a, b
+    return tokenize(a_text), tokenize(b_text)
+
+
+def tfidf_cosine(a_text: str, b_text: str, index: Bm25Index | None = None) -> float:
+    """TF-IDF cosine of two texts, in [0, 1].
+
+    With ``index`` the idf comes from that index's corpus (what save-time deduplication compares
+    against); without it, from the two texts alone (smooth idf over a two-document corpus).
+    Stopwords are left out, as they are in the BM25 index and in clustering.
+    """
+    a_tokens, b_tokens = _similarity_tokens(a_text, b_text)
+    if index is not None:
+        return Bm25Index.cosine(index.tfidf_vector(a_tokens), index.tfidf_vector(b_tokens))
+    a_tf, b_tf = Counter(a_tokens), Counter(b_tokens)
+
+    def idf(term: str) -> float:
+        df = (term in a_tf) + (term in b_tf)
+        return math.log(3.0 / (1.0 + df)) + 1.0
+
+    return Bm25Index.cosine(
+        {t: tf * idf(t) for t, tf in a_tf.items()}, {t: tf * idf(t) for t, tf in b_tf.items()}
+    )
+
+
+@dataclass
+class DuplicateClusters:
+    """Near-duplicate clusters of document ids; singletons are omitted."""
+
+    clusters: list[list[str]]
+    method: str  # "tfidf" or "jaccard": what actually produced the pairs
+    pairs: int  # pairs at or above the threshold, before the cluster cap was applied
+    warning: str | None = None  # set when "auto" had to fall back from TF-IDF to Jaccard
+
+
+def find_duplicate_clusters(
+    docs: Sequence[tuple[str, str]],
+    threshold: float,
+    max_cluster_size: int,
+    *,
+    method: str = "auto",
+) -> DuplicateClusters:
+    """Cluster ``docs`` ((id, text) pairs) whose similarity reaches ``threshold``.
+
+    ``method``: "tfidf" (cosine over scikit-learn TF-IDF fitted on ``docs``), "jaccard" (over
+    content tokens) or "auto" (TF-IDF, falling back to Jaccard with a warning when TF-IDF cannot be
+    computed, e.g. an empty vocabulary). Members are listed in input order and clusters ordered by
+    their first member's input position, so the result depends only on the input.
+    """
+    if method not in METHODS:
+        raise ValueError(f"find_duplicate_clusters: method={method!r} is unknown; use one of {METHODS}")
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(
+            f"find_duplicate_clusters: threshold={threshold!r} is outside (0, 1]; "
+            "set Dream:ConsolidationSimilarityThreshold to a similarity such as 0.88"
+        )
+    ids = [doc_id for doc_id, _ in docs]
+    if len(set(ids)) != len(ids):
+        dup = next(d for d, c in Counter(ids).items() if c > 1)
+        raise ValueError(f"find_duplicate_clusters: doc id {dup!r} appears more than once; pass each entry once")
+    texts = [text or "" for _, text in docs]
+
+    warning: str | None = None
+    used = "jaccard"
+    if method in ("auto", "tfidf"):
+        try:
+            rows, cols, sims = tfidf_pairs(texts, threshold)
+            used = "tfidf"
+        except (ValueError, MemoryError) as exc:
+            if method == "tfidf":
+                raise
+            warning = f"TF-IDF similarity unavailable ({type(exc).__name__}: {exc}); fell back to Jaccard over content tokens"
+    if used == "jaccard":
+        rows, cols, sims = jaccard_pairs([content_tokens(t) for t in texts], threshold)
+
+    clusters = cluster_pairs(len(docs), rows, cols, sims, max_cluster_size)
+    return DuplicateClusters(
+        clusters=[[ids[i] for i in members] for members in clusters],
+        method=used,
+        pairs=len(rows),
+        warning=warning,
+    )
+
+
+# --------------------------------------------------------------------------- clustering
+
+
+def cluster_pairs(
+    n: int, rows: np.ndarray, cols: np.ndarray, sims: np.ndarray, max_cluster_size: int
+) -> list[list[int]]:
+    """Greedy capped union-find over pairs, strongest first (ties by positions), as sorted index lists."""
+    parent = list(range(n))
+    size = [1] * n
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    order = np.lexsort((cols, rows, -sims))
+    for i, j in zip(rows[order].tolist(), cols[order].tolist(), strict=True):
+        ri, rj = find(i), find(j)
+        if ri == rj or size[ri] + size[rj] > max_cluster_size:
+            continue
+        if ri > rj:
+            ri, rj = rj, ri
+        parent[rj] = ri  # the root is always the earliest member, which keeps ordering trivial
+        size[ri] += size[rj]
+
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        if size[find(i)] > 1:
+            groups.setdefault(find(i), []).append(i)
+    return [groups[root] for root in sorted(groups)]
+
+
+# --------------------------------------------------------------------------- TF-IDF pairs
+
+
+def tfidf_matrix(texts: Sequence[str]) -> sp.csr_matrix:
+    """L2-normalised smooth-idf TF-IDF rows over content tokens. Raises ValueError on an empty vocabulary."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer(
+        tokenizer=content_token_list,
+        lowercase=False,
+        token_pattern=None,
+        smooth_idf=True,
+        norm="l2",
+        dtype=np.float64,
+    )
+    return sp.csr_matrix(vectorizer.fit_transform(texts))
+
+
+def tfidf_pairs(texts: Sequence[str], threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (i, j, cosine) with i < j and cosine >= threshold, without forming the n x n product."""
+    x = tfidf_matrix(texts)
+    return cosine_pairs(x, threshold)
+
+
+def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All-pairs cosine join of L2-normalised rows (see the module docstring for the pruning)."""
+    n, n_features = x.shape
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    if n < 2 or x.nnz == 0:
+        return empty
+
+    # Renumber features by document frequency, most common first, so every row lists its common
+    # part before its rare part. Own copies throughout: sort_indices and eliminate_zeros work in place.
+    df = np.bincount(x.indices, minlength=n_features)
+    by_df = np.argsort(-df, kind="stable")
+    rank = np.empty(n_features, dtype=np.int64)
+    rank[by_df] = np.arange(n_features)
+    x = sp.csr_matrix((x.data.astype(np.float64), rank[x.indices], x.indptr.copy()), shape=x.shape)
+    x.sort_indices()
+
+    row_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(x.indptr))
+    squares = x.data * x.data
+    cum = np.concatenate(([0.0], np.cumsum(squares)))  # cum[k] = sum of squares before entry k
+    within_row = cum[1:] - cum[x.indptr[:-1]][row_of]  # inclusive running sum inside each row
+    common = within_row < threshold * threshold * (1.0 - _EPS)  # Q: strictly below threshold²
+    rare = ~common
+    common_norm = np.sqrt(np.bincount(row_of[common], weights=squares[common], minlength=n))
+    # Rank of each row's first rare feature (rows are rank-sorted and the rare part is a suffix).
+    first_rare = np.full(n, n_features, dtype=np.int64)
+    first_rare[row_of[rare][::-1]] = x.indices[rare][::-1]
+    prefix_sq = _rank_prefix_table(x, row_of, squares)
+
+    x_rare = sp.csr_matrix((x.data[rare], x.indices[rare], np.concatenate(([0], np.cumsum(
+        np.bincount(row_of[rare], minlength=n))))), shape=x.shape)
+    x_rare_t = sp.csr_matrix(x_rare.T)
+
+    # If cos(x, y) >= threshold, P_x and P_y share a feature: say x's rare part starts at the rarer
+    # rank (first_rare[x] >= first_rare[y]); x shares some feature f of P_x with y, and f, being at
+    # least as rare as y's cut, lies in P_y. So candidates come from X_P @ X_Pᵀ, and for that
+    # orientation x_P · y_Q = 0, the partial product is x_P · y, and the unseen rest is
+    # x_Q · y <= ||x_Q|| * ||y restricted to ranks before first_rare[x]||.
+    df_rare = np.bincount(x_rare.indices, minlength=n_features)
+    work = np.cumsum(np.bincount(row_of[rare], weights=df_rare[x.indices[rare]], minlength=n))
+    found_rows: list[np.ndarray] = []
+    found_cols: list[np.ndarray] = []
+    start = 0
+    while start < n:
+        done = work[start - 1] if start else 0.0
+        stop = int(np.searchsorted(work, done + _CHUNK_WORK, side="right"))
+        stop = min(max(stop, start + 1), n)
+        partial = sp.coo_matrix(x_rare[start:stop] @ x_rare_t)
+        r = partial.row.astype(np.int64) + start
+        c = partial.col.astype(np.int64)
+        upper = c > r
+        r, c, score = r[upper], c[upper], partial.data[upper]
+        del partial, upper
+        r_is_x = first_rare[r] >= first_rare[c]
+        xs = np.where(r_is_x, r, c)
+        ys = np.where(r_is_x, c, r)
+        bound = score + common_norm[xs] * np.sqrt(prefix_sq(ys, first_rare[xs]))
+        keep = bound >= threshold - _EPS
+        found_rows.append(r[keep])
+        found_cols.append(c[keep])
+        start = stop
+
+    rows = np.concatenate(found_rows)
+    cols = np.concatenate(found_cols)
+    if rows.size == 0:
+        return empty
+    sims = np.empty(rows.size, dtype=np.float64)
+    for lo in range(0, rows.size, _VERIFY_BATCH):
+        hi = lo + _VERIFY_BATCH
+        sims[lo:hi] = np.asarray(x[rows[lo:hi]].multiply(x[cols[lo:hi]]).sum(axis=1)).ravel()
+    keep = sims >= threshold - _ROUNDING  # identical texts may sum to 0.9999999999999998
+    return rows[keep], cols[keep], np.minimum(sims[keep], 1.0)
+
+
+def _rank_prefix_table(x: sp.csr_matrix, row_of: np.ndarray, squares: np.ndarray):
+    """A lookup for an upper bound on the squared norm of row y over features ranked before k.
+
+    Exact lookups would need a binary search per candidate pair; instead ranks are cut into
+    _RANK_BUCKETS buckets holding equal numbers of entries, and the table keeps each row's squared
+    norm up to the end of every bucket. Rounding up to the bucket end only ever overestimates, so
+    the bound stays safe.
+    """
+    n, n_features = x.shape
+    edges = np.unique(np.quantile(x.indices, np.linspace(0.0, 1.0, _RANK_BUCKETS + 1)[1:-1]).astype(np.int64))
+    bucket_of_entry = np.searchsorted(edges, x.indices, side="right")
+    n_buckets = edges.size + 1
+    table = np.bincount(
+        row_of * n_buckets + bucket_of_entry, weights=squares, minlength=n * n_buckets
+    ).reshape(n, n_buckets)
+    np.cumsum(table, axis=1, out=table)
+    table = table.astype(np.float32)
+
+    def lookup(rows: np.ndarray, before_rank: np.ndarray) -> np.ndarray:
+        # Features ranked < k sit in buckets up to bucket_of(k - 1) inclusive.
+        bucket = np.searchsorted(edges, np.maximum(before_rank - 1, 0), side="right")
+        return table[rows, bucket].astype(np.float64) * (1.0 + 1e-6) + _EPS
+
+    return lookup
+
+
+# --------------------------------------------------------------------------- Jaccard pairs
+
+
+def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (i, j, jaccard) with i < j and jaccard >= threshold, by exact prefix filtering.
+
+    Tokens are ordered rarest first; a set of size s keeps its first s - ceil(threshold * s) + 1
+    tokens as its prefix. Two sets reaching the threshold must share a prefix token, so candidates
+    come only from the (short) postings of rare tokens, then get an exact Jaccard.
+    """
+    df: Counter[str] = Counter()
+    for s in sets:
+        df.update(s)
+    postings: dict[str, list[int]] = {}
+    sizes = [len(s) for s in sets]
+    for i, s in enumerate(sets):
+        if not s:
+            continue
+        ordered = sorted(s, key=lambda tok: (df[tok], tok))
+        prefix = len(ordered) - math.ceil(threshold * len(ordered) - _EPS) + 1
+        for tok in ordered[:prefix]:
+            postings.setdefault(tok, []).append(i)
+
+    candidates: set[tuple[int, int]] = set()
+    for members in postings.values():
+        if len(members) < 2:
+            continue
+        for a_pos, i in enumerate(members):
+            size_i = sizes[i]
+            for j in members[a_pos + 1 :]:
+                # Size filter: J <= min/max, so a much larger or smaller set cannot qualify.
+                small, large = (size_i, sizes[j]) if size_i <= sizes[j] else (sizes[j], size_i)
+                if small >= threshold * large - _EPS:
+                    candidates.add((i, j))
+
+    rows: list[int] = []
+    cols: list[int] = []
+    sims: list[float] = []
+    for i, j in sorted(candidates):
+        score = jaccard(sets[i], sets[j])
+        if score >= threshold:
+            rows.append(i)
+            cols.append(j)
+            sims.append(score)
+    return np.asarray(rows, np.int64), np.asarray(cols, np.int64), np.asarray(sims, np.float64)

@@ -1,0 +1,79 @@
+"""Word tokens shared by BM25 recall, TF-IDF similarity and Jaccard duplicate detection.
+
+One tokenizer for all three so that "what recall matches" and "what counts as a duplicate" never
+disagree about what a word is (spec "Duplicates are avoided at save time": the save-time and the
+consolidation thresholds are kept aligned, which only means something if both see the same tokens).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+# Unicode-aware word runs: letters, digits (so "2026" and "19" survive as tokens) and underscore.
+# Hyphens, slashes, apostrophes and other punctuation separate tokens.
+_WORD = re.compile(r"\w+")
+# Possessive 's / ’s at the end of a word: "Alice's" and "Alice" are the same subject.
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
+# Category segments: "anti-patterns/routing_notes" -> anti, patterns, routing, notes.
+_CATEGORY_SEPARATORS = re.compile(r"[/\-_]+")
+
+#: A deliberately small English stopword list: function words only. Words that carry meaning in an
+#: agent's memory ("not", "never", "no", numbers) are kept, because dropping them would make
+#: "X is allowed" and "X is not allowed" look identical to Jaccard.
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    a an the and or but if then else so than that this these those there here
+    of to in on at by for from with into onto over under about as via per
+    is are was were be been being am do does did done has have had having
+    i me my mine we us our ours you your yours he him his she her hers it its they them their theirs
+    what which who whom whose when where why how
+    will would shall should can could may might must
+    also just very too only own same such some any each both all more most other
+    up down out off again further once
+    """.split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens of ``text``, in order, duplicates kept.
+
+    NFKC-normalised first so that full-width digits and ligatures tokenize like their plain forms.
+    """
+    if not text:
+        return []
+    # ASCII text is already in NFKC form, and without an apostrophe there is no possessive to strip:
+    # both checks are much cheaper than the work they skip.
+    normalised = (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
+    if "'" in normalised or "’" in normalised:
+        normalised = _POSSESSIVE.sub("", normalised)
+    return _WORD.findall(normalised)
+
+
+def content_tokens(text: str) -> set[str]:
+    """The distinct non-stopword tokens of ``text`` (the Jaccard unit)."""
+    return {t for t in tokenize(text) if t not in STOPWORDS}
+
+
+def content_token_list(text: str) -> list[str]:
+    """Non-stopword tokens of ``text`` in order, duplicates kept (term frequency matters for TF-IDF)."""
+    return [t for t in tokenize(text) if t not in STOPWORDS]
+
+
+def category_tokens(category: str) -> list[str]:
+    """Segments of a category path split on '/', '-' and '_' ("anti-patterns/routing" -> anti, patterns, routing)."""
+    return tokenize(_CATEGORY_SEPARATORS.sub(" ", category or ""))
+
+
+def document_tokens(content: str, category: str, tags: Sequence[str]) -> list[str]:
+    """What BM25 indexes for one memory entry: content tokens, category segments and tag tokens.
+
+    Stopwords are left out of the index: they carry no recall signal and their postings would span
+    nearly every document, which is what makes a query slow.
+    """
+    out = content_token_list(content)
+    out.extend(t for t in category_tokens(category) if t not in STOPWORDS)
+    for tag in tags or ():
+        out.extend(t for t in category_tokens(tag) if t not in STOPWORDS)
+    return out

@@ -1,0 +1,195 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 whose answers and failures are scripted per test.
+
+    with OpenAITestServer() as server:
+        server.script(reply(content='{"toSave": []}'), rate_limited(retry_after=0.2), server_error())
+        backend = OpenAIBackend(base_url=server.base_url, model="m", ...)
+
+Each POST to ``/v1/chat/completions`` takes the next scripted reply; every request is recorded (path,
+headers, JSON body, arrival time on the monotonic clock) so tests can assert retries, their spacing, JSON
+mode, model name and temperature. With nothing scripted the server answers 418, which the client does not
+retry, so a missing script fails fast.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: Any
+    at: float  # time.monotonic() on arrival
+
+
+@dataclass
+class Reply:
+    """What the server does for one request."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0                 # sleep before answering (past the client's timeout = a timeout)
+    declared_length: int | None = None   # Content-Length larger than the body sent: a truncated body
+    # When set, decides per request from its JSON body: the Reply to use, or None for "the next scripted one".
+    decide: Callable[[Any], Reply | None] | None = None
+
+
+def completion_body(content: str, *, model: str = "test-model", usage: bool = True,
+                    prompt_tokens: int = 11, completion_tokens: int = 7, finish_reason: str = "stop") -> dict:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 1_700_000_000, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
+    }
+    if usage:
+        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                         "total_tokens": prompt_tokens + completion_tokens}
+    return body
+
+
+def _json(status: int, payload: Any, headers: dict[str, str] | None = None, delay_s: float = 0.0) -> Reply:
+    return Reply(status=status, body=json.dumps(payload).encode(),
+                 headers={"Content-Type": "application/json", **(headers or {})}, delay_s=delay_s)
+
+
+def reply(content: str, **kw: Any) -> Reply:
+    """A normal answer. ``usage=False`` omits the usage field; ``delay_s`` answers slowly."""
+    delay = kw.pop("delay_s", 0.0)
+    return _json(200, completion_body(content, **kw), delay_s=delay)
+
+
+def server_error(status: int = 500, message: str = "internal error") -> Reply:
+    return _json(status, {"error": {"message": message, "type": "server_error"}})
+
+
+def rate_limited(retry_after: float | None = 0.2, *, header: str = "Retry-After") -> Reply:
+    headers = {header: f"{retry_after:g}"} if retry_after is not None else {}
+    return _json(429, {"error": {"message": "rate limited", "type": "rate_limit_error"}}, headers)
+
+
+def client_error(status: int = 400, message: str = "bad request") -> Reply:
+    return _json(status, {"error": {"message": message, "type": "invalid_request_error"}})
+
+
+def slow(delay_s: float, content: str = "{}") -> Reply:
+    return reply(content, delay_s=delay_s)
+
+
+def truncated() -> Reply:
+    """Headers promise more bytes than are sent before the connection closes."""
+    body = json.dumps(completion_body('{"toSave": []}')).encode()
+    return Reply(status=200, body=body[: len(body) // 3], headers={"Content-Type": "application/json"},
+                 declared_length=len(body))
+
+
+def cut_json() -> Reply:
+    """A complete HTTP response whose JSON body is cut off."""
+    body = json.dumps(completion_body('{"toSave": []}')).encode()
+    return Reply(status=200, body=body[: len(body) // 2], headers={"Content-Type": "application/json"})
+
+
+def non_json(text: str = "<html><body>Bad Gateway</body></html>", status: int = 200) -> Reply:
+    return Reply(status=status, body=text.encode(), headers={"Content-Type": "text/html"})
+
+
+def rejects_json_mode(status: int = 400) -> Reply:
+    """``status`` when the request carries ``response_format``; otherwise the next scripted reply."""
+    def decide(body: Any) -> Reply | None:
+        if isinstance(body, dict) and "response_format" in body:
+            return client_error(status, "response_format is not supported by this server")
+        return None
+    return Reply(decide=decide)
+
+
+class OpenAITestServer:
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 — http.server naming
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body: Any = json.loads(raw) if raw else None
+                except json.JSONDecodeError:
+                    body = raw.decode(errors="replace")
+                with server._lock:
+                    server.requests.append(RecordedRequest(
+                        self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
+                    scripted = server._queue.popleft() if server._queue else None
+                    if scripted is not None and scripted.decide is not None:
+                        scripted = scripted.decide(body) or (server._queue.popleft() if server._queue else None)
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    scripted = client_error(404, f"no route {self.path}")
+                if scripted is None:
+                    scripted = client_error(418, "test server: no scripted reply left")
+                self._send(scripted)
+
+            def _send(self, r: Reply) -> None:
+                if r.delay_s:
+                    time.sleep(r.delay_s)
+                try:
+                    self.send_response(r.status)
+                    for k, v in r.headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(r.declared_length or len(r.body)))
+                    if r.declared_length:
+                        self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(r.body)
+                    self.wfile.flush()
+                    if r.declared_length:
+                        self.close_connection = True
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client gave up (timeout): nothing to do
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="openai-test-server", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def script(self, *replies: Reply) -> OpenAITestServer:
+        with self._lock:
+            self._queue.extend(replies)
+        return self
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def start(self) -> OpenAITestServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> OpenAITestServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

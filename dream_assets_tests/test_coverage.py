@@ -1,0 +1,385 @@
+"""Merge coverage check (spec: Pass 1 — "Merge coverage check" through "Numbers can be exempted by category")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dream_assets.profile import AgentProfile
+from dream_assets.text.coverage import (
+    BASELINE_COMMON_WORDS,
+    BASELINE_VOCABULARY,
+    CoverageResult,
+    CoverageSource,
+    CoverageVocabulary,
+    check_merge_coverage,
+    extract_specifics,
+    load_vocabulary,
+    lowercase_words,
+)
+
+
+def check(sources: list[str] | str, merged: str, vocab: CoverageVocabulary = BASELINE_VOCABULARY,
+          category: str = "general") -> CoverageResult:
+    texts = [sources] if isinstance(sources, str) else sources
+    return check_merge_coverage([CoverageSource(t, category) for t in texts], merged, vocab)
+
+
+def vocab(**kw: object) -> CoverageVocabulary:
+    return CoverageVocabulary(**kw)  # type: ignore[arg-type]
+
+
+# --- the basic contract -------------------------------------------------------------------------
+
+
+def test_merge_preserving_all_content_passes() -> None:
+    sources = [
+        "Austin prefers the Eventbrite export; the MCP server runs Python 3.11 on port 8080.",
+        "Austin's meetup is on August 19, 2026 and costs $1,200.",
+    ]
+    merged = ("Austin prefers the Eventbrite export (MCP server, Python 3.11, port 8080); "
+              "his meetup is on August 19, 2026 and costs $1,200.")
+    result = check(sources, merged)
+    assert result.ok, result.missing
+    assert result.missing == ()
+    assert {"Austin", "Eventbrite", "MCP", "3.11", "8080", "August 19, 2026", "1,200"} <= set(result.specifics)
+
+
+def test_merge_dropping_a_name_is_rejected() -> None:
+    result = check(["Met Xebia recruiters with Austin at the fair.", "Met Xebia recruiters at the fair."],
+                   "Met Xebia recruiters at the fair.")
+    assert not result.ok
+    assert result.missing == ("Austin",)
+
+
+def test_merge_dropping_an_acronym_is_rejected() -> None:
+    result = check("The calendar tool talks MCP over stdio.", "The calendar tool talks over stdio.")
+    assert not result.ok
+    assert result.missing == ("MCP",)
+
+
+def test_merge_dropping_a_multi_digit_number_is_rejected() -> None:
+    result = check("the retry budget is 45 seconds", "the retry budget is a few seconds")
+    assert result.missing == ("45",)
+
+
+def test_merge_changing_a_number_is_rejected() -> None:
+    assert check("the gateway listens on port 8080", "the gateway listens on port 8081").missing == ("8080",)
+
+
+def test_merge_dropping_a_date_in_both_spellings_is_rejected() -> None:
+    result = check("the visa interview is on August 19, 2026 in the morning",
+                   "the visa interview is in the morning")
+    assert not result.ok
+    assert result.missing == ("August 19, 2026",)
+    assert not check("renewal due 2026-08-19", "renewal due soon").ok
+
+
+def test_single_digit_numbers_are_not_required() -> None:
+    assert check("keep 3 backups and retry 5 times", "keep backups and retry").ok
+
+
+def test_missing_lists_each_exact_source_string_once_in_first_seen_order() -> None:
+    result = check(["Ping Xebia and NASA about 4096.", "NASA replied; Xebia did not."], "Someone replied.")
+    assert result.missing == ("Ping", "Xebia", "NASA", "4096")
+
+
+def test_mixed_case_and_alphanumeric_identifiers_are_required() -> None:
+    assert check("the app targets iOS only", "the app targets phones only").missing == ("iOS",)
+    assert check("train on the A100 nodes", "train on the H100 nodes").missing == ("A100",)
+
+
+def test_pronoun_i_is_never_evidence_of_a_name() -> None:
+    assert check("Yesterday I moved the backups to cold storage.", "The backups moved to cold storage.").ok
+
+
+# --- numbers: the unit is the whole number ---------------------------------------------------------
+
+
+def test_thousands_separator_respelling_is_accepted_but_a_truncated_amount_is_rejected() -> None:
+    assert check("the invoice was $1,200", "invoice: $1200").ok
+    assert check("the invoice was $1,200", "the invoice was $200").missing == ("1,200",)
+
+
+def test_version_number_is_not_covered_by_a_longer_version() -> None:
+    assert check("pin Python 3.11 for the build", "pin Python 3.11 for the build").ok
+    assert check("needs 3.11 exactly", "needs 3.12 or 11 of them").missing == ("3.11",)
+
+
+def test_twelve_hour_to_24_hour_clock_rewrite_is_rejected() -> None:
+    # A known conservative false positive (spec: "Known conservative false positives").
+    assert not check("standup at 2:30 PM", "standup at 14:30").ok
+
+
+# --- equivalent date spellings ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["August 19, 2026", "Aug 19, 2026", "19 August 2026", "Aug. 19th, 2026",
+                                    "the 19th of August, 2026", "AUGUST 19 2026"])
+@pytest.mark.parametrize("merged", ["2026-08-19", "8/19/2026", "2026/08/19", "19/08/2026"])
+def test_month_name_date_is_kept_by_the_same_date_written_numerically(source: str, merged: str) -> None:
+    result = check(f"the hearing is on {source}.", f"hearing on {merged}")
+    assert result.ok, result.missing
+
+
+@pytest.mark.parametrize("merged", ["August 19, 2026", "19 August 2026", "Aug 19, 2026", "8/19/2026"])
+def test_numeric_date_is_kept_by_the_same_date_spelled_with_a_month_name(merged: str) -> None:
+    result = check("the hearing is on 2026-08-19.", f"hearing on {merged}")
+    assert result.ok, result.missing
+
+
+def test_month_and_day_without_year_is_kept_by_a_numeric_date_with_any_year() -> None:
+    assert check("her birthday is March 3", "birthday: 2026-03-03").ok
+
+
+def test_month_and_year_is_kept_by_a_numeric_date_in_that_month() -> None:
+    assert check("moved to Lisbon in March 2026", "moved to Lisbon on 2026-03-14").ok
+
+
+def test_numeric_date_with_a_different_year_is_rejected() -> None:
+    assert check("the hearing is on August 19, 2026.", "hearing on 2025-08-19").missing == ("August 19, 2026",)
+    assert check("the hearing is on 2026-08-19.", "hearing on August 19, 2025").missing == ("2026-08-19",)
+
+
+def test_dropping_the_year_of_a_date_is_rejected() -> None:
+    assert not check("the hearing is on 2026-08-19.", "hearing on August 19").ok
+    assert not check("the hearing is on August 19, 2026.", "hearing on August 19").ok
+
+
+def test_numeric_date_with_a_different_day_is_rejected() -> None:
+    assert not check("the hearing is on August 19, 2026.", "hearing on 2026-08-18").ok
+
+
+def test_person_named_august_is_not_credited_by_a_numeric_date() -> None:
+    # Guard 1: the month must be adjacent to a day or a year in the source.
+    result = check("Reviewed the draft with August; he approved it.", "Reviewed and approved the draft on 2026-08-19.")
+    assert not result.ok
+    assert result.missing == ("August",)
+
+
+def test_sentence_initial_may_date_is_protected_even_when_siblings_write_may() -> None:
+    sources = ["May 6, 2026 is the launch.", "the launch may slip"]
+    assert check(sources, "The launch may slip.").missing == ("May 6, 2026",)
+    assert check(sources, "Launch on 2026-05-06; it may slip.").ok
+
+
+# --- position scoping of the vocabulary ---------------------------------------------------------------
+
+
+def test_baseline_has_sentence_openers_and_not_title_words() -> None:
+    assert {"may", "will", "some", "first", "last", "valid", "direct", "alternative", "through"} <= BASELINE_COMMON_WORDS
+    assert not {"personal", "class", "benefit", "extended"} & BASELINE_COMMON_WORDS
+    assert not {"monday", "august", "june", "mark", "rose"} & BASELINE_COMMON_WORDS
+
+
+def test_sentence_initial_baseline_words_are_ignored_but_the_same_word_mid_sentence_is_kept() -> None:
+    assert check("Some caches are warm. Direct calls skip them.", "caches are warm; calls skip them").ok
+    mid = check("Sync files with OneDrive Personal and join the Blazor Online Class.",
+                "Sync files with OneDrive and join the Blazor Online course.")
+    assert mid.missing == ("Personal", "Class")
+    assert check("the card is MVP Azure Extended Benefit", "the card is MVP Azure").missing == ("Extended", "Benefit")
+
+
+def test_sentence_initial_word_outside_the_baseline_is_still_required() -> None:
+    assert check("Eventbrite sends the ticket emails.", "The ticket emails arrive.").missing == ("Eventbrite",)
+    # Its capital is positional, so the word moved into mid-sentence lower case still keeps it.
+    assert check("Rebooting fixes the hang.", "A hang is fixed by rebooting.").ok
+
+
+def test_may_as_a_character_needs_always_specific_words_at_a_sentence_start() -> None:
+    story = "May found the key in the well. The guards never saw May leave."
+    merged = "The guards never saw her leave with the key."
+    # Without the operator's word, only the mid-sentence May is evidence of a name...
+    assert check(story, merged).missing == ("May",)
+    assert check("May found the key.", "The key was found.").ok
+    # ...with it, May is protected in both positions.
+    cast = vocab(always_specific_words=frozenset({"May"}))
+    assert check("May found the key.", "The key was found.", cast).missing == ("May",)
+    assert check(story, merged, cast).missing == ("May",)
+    assert check(story, "May found the key; the guards never saw May leave.", cast).ok
+
+
+def test_lowercase_modal_does_not_keep_a_character_named_will() -> None:
+    cast = vocab(always_specific_words=frozenset({"will"}))
+    assert check("Will opened the gate.", "The gate will open.", cast).missing == ("Will",)
+    assert check("they paid Will in gold", "they will pay in gold").missing == ("Will",)
+
+
+def test_extra_common_words_suppress_a_word_in_every_position() -> None:
+    source = "Rocky's calendar-mcp requires OAuth. In Rocky's environment the Triage label is noise."
+    merged = "calendar-mcp requires OAuth; the label is noise."
+    assert set(check(source, merged).missing) == {"Rocky", "Triage"}
+    framing = vocab(extra_common_words=frozenset({"Rocky", "triage"}))
+    assert check(source, merged, framing).ok
+
+
+def test_always_specific_words_win_over_extra_common_words() -> None:
+    both = vocab(extra_common_words=frozenset({"rose"}), always_specific_words=frozenset({"rose"}))
+    assert check("the gift was for Rose", "the gift was for her", both).missing == ("Rose",)
+
+
+# --- corpus evidence ----------------------------------------------------------------------------------
+
+
+def test_capitalized_word_written_lowercase_by_a_sibling_is_ordinary() -> None:
+    # Mid-phrase, "Marking" reads as a proper noun; the sibling's "marking" says it is not one.
+    sources = ["The tasks API guide covers Marking a task complete.",
+               "marking a task done archives it in the tasks API"]
+    assert check(sources, "The tasks API guide covers marking a task done, which archives it.").ok
+    assert check(sources[:1], "The tasks API guide covers marking a task done.").missing == ("Marking",)
+
+
+def test_acronym_written_lowercase_by_a_sibling_is_ordinary() -> None:
+    sources = ["Contact IDs are account-scoped.", "Never reuse the contact ids across accounts."]
+    assert check(sources, "Contact identifiers are account-scoped; never reuse them across accounts.").ok
+
+
+def test_names_never_written_lowercase_stay_required() -> None:
+    sources = ["Eventbrite tickets for the Xebia meetup in Austin.",
+               "tickets for the meetup go to the eventbrite-free inbox; the venue is near the capitol"]
+    result = check(sources, "Tickets for the meetup go to the inbox.")
+    assert result.missing == ("Eventbrite", "Xebia", "Austin")
+
+
+def test_lowercase_part_of_an_identifier_is_not_evidence() -> None:
+    sources = ["The MCP server needs a token.", "in Rocky's environment calendar-mcp requires a token"]
+    assert "MCP" in check(sources, "calendar-mcp requires a token").missing
+
+
+def test_always_specific_words_override_sibling_lowercase_evidence() -> None:
+    sources = ["The knight Will rode north.", "it will rain"]
+    assert check(sources, "A knight rode north; it will rain.").ok
+    cast = vocab(always_specific_words=frozenset({"Will"}))
+    assert check(sources, "A knight rode north; it will rain.", cast).missing == ("Will",)
+
+
+def test_lowercase_words_collects_only_standalone_lowercase_prose_words() -> None:
+    words = lowercase_words(["the contact ids; Marking, calendar-mcp and github.com/austin 42"])
+    assert {"the", "contact", "ids"} <= words
+    assert not {"marking", "calendar", "mcp", "austin", "github", "com", "42"} & words
+
+
+# --- numbers exempt by category --------------------------------------------------------------------
+
+
+def test_numbers_in_a_numeric_exempt_category_are_not_required() -> None:
+    cost = vocab(numeric_exempt_categories=("metrics/cost",))
+    sources = ["Haiku averages 0.31 cents per call across 412 calls.", "Haiku averages 0.29 cents per call."]
+    assert check(sources, "Haiku averages about 0.3 cents per call.", cost, category="metrics/cost").ok
+    assert not check(sources, "Haiku averages about 0.3 cents per call.", category="metrics/cost").ok
+
+
+def test_exemption_still_requires_names_in_exempt_entries() -> None:
+    cost = vocab(numeric_exempt_categories=("metrics/cost",))
+    assert check("Haiku costs 31 cents", "it costs 40 cents", cost, category="metrics/cost").missing == ("Haiku",)
+
+
+@pytest.mark.parametrize(("category", "exempt"), [
+    ("anti-patterns/routing", True),
+    ("anti-patterns/routing/high-tier", True),
+    ("anti-patterns/routing-notes", False),
+    ("anti-patterns", False),
+    ("metrics/cost", True),
+    ("metrics/cost/daily", True),
+    ("metrics/costs", False),
+    ("metrics", False),
+])
+def test_numeric_exemption_matches_whole_category_segments(category: str, exempt: bool) -> None:
+    cost = vocab(numeric_exempt_categories=("metrics/cost",))
+    result = check("tier 2 averaged 412 ms", "tier 2 averaged 388 ms", cost, category=category)
+    assert result.ok is exempt
+
+
+def test_built_in_routing_exemption_cannot_be_removed(tmp_path: Path) -> None:
+    assert "anti-patterns/routing" in vocab(numeric_exempt_categories=()).numeric_exempt_categories
+    path = AgentProfile(tmp_path).coverage_vocabulary_path
+    path.write_text(json.dumps({"numericExemptCategories": []}))
+    loaded, warning = load_vocabulary(path)
+    assert warning is None
+    assert check("routed 412 calls to tier 3", "routed 388 calls to tier 3", loaded,
+                 category="anti-patterns/routing").ok
+
+
+def test_exemption_skips_a_bare_numeric_date_but_not_a_month_name_date() -> None:
+    routing = "anti-patterns/routing"
+    assert check("escalations spiked on 2026-08-19", "escalations spiked", category=routing).ok
+    assert check("escalations spiked on August 19, 2026", "escalations spiked", category=routing).missing == ("August",)
+    assert check("escalations spiked on August 19, 2026", "escalations spiked in August", category=routing).ok
+    assert check("escalations spiked on August 19, 2026", "escalations spiked 2026-08-19", category=routing).ok
+
+
+# --- the vocabulary file -----------------------------------------------------------------------------
+
+
+def test_missing_vocabulary_file_is_the_baseline_without_warning(tmp_path: Path) -> None:
+    loaded, warning = load_vocabulary(AgentProfile(tmp_path).coverage_vocabulary_path)
+    assert loaded == BASELINE_VOCABULARY
+    assert warning is None
+
+
+def test_vocabulary_file_is_loaded_case_insensitively(tmp_path: Path) -> None:
+    path = AgentProfile(tmp_path).coverage_vocabulary_path
+    path.write_text(json.dumps({"extraCommonWords": ["briefing", "Triage"], "alwaysSpecificWords": ["May", "Will"],
+                                "numericExemptCategories": ["metrics/cost"]}))
+    loaded, warning = load_vocabulary(path)
+    assert warning is None
+    assert loaded.extra_common_words == {"briefing", "triage"}
+    assert loaded.always_specific_words == {"may", "will"}
+    assert loaded.numeric_exempt_categories == ("anti-patterns/routing", "metrics/cost")
+    assert check("May found the key.", "The key was found.", loaded).missing == ("May",)
+
+
+@pytest.mark.parametrize(("content", "named"), [
+    ('{"extraCommonWords": ["briefing",', "not valid JSON"),
+    ('["briefing"]', "JSON object"),
+    ('{"extraCommonWords": "briefing"}', '"extraCommonWords"'),
+    ('{"alwaysSpecificWords": ["May", 7]}', '"alwaysSpecificWords" item 1'),
+    ('{"alwaysSpecificWords": null}', '"alwaysSpecificWords"'),
+    ('{"extraCommonWords": ["New York"]}', '"extraCommonWords" item 0'),
+    ('{"numericExemptCategories": ["/"]}', '"numericExemptCategories" item 0'),
+])
+def test_malformed_vocabulary_file_falls_back_to_the_baseline_with_a_warning(
+    tmp_path: Path, content: str, named: str
+) -> None:
+    path = AgentProfile(tmp_path).coverage_vocabulary_path
+    path.write_text(content)
+    loaded, warning = load_vocabulary(path)
+    assert loaded == BASELINE_VOCABULARY
+    assert warning is not None and str(path) in warning and named in warning
+    # Checking is not disabled by bad config.
+    assert not check("met Austin", "met someone", loaded).ok
+
+
+def test_unknown_vocabulary_field_is_reported_and_known_fields_still_apply(tmp_path: Path) -> None:
+    path = AgentProfile(tmp_path).coverage_vocabulary_path
+    path.write_text(json.dumps({"alwaysSpecificWords": ["May"], "extraCommonWord": ["rocky"]}))
+    loaded, warning = load_vocabulary(path)
+    assert warning is not None and '"extraCommonWord"' in warning and "extraCommonWords" in warning
+    assert loaded.always_specific_words == {"may"}
+    assert loaded.extra_common_words == frozenset()
+
+
+# --- extraction and an invariant -------------------------------------------------------------------
+
+
+def test_extract_specifics_reports_kinds_in_text_order() -> None:
+    found = extract_specifics(CoverageSource("Email NASA about Artemis on 2026-08-19 at 14:30.", "general"),
+                              BASELINE_VOCABULARY, set())
+    assert [(s.text, s.kind) for s in found] == [
+        ("Email", "name"), ("NASA", "acronym"), ("Artemis", "name"), ("2026-08-19", "date"), ("14:30", "number"),
+    ]
+
+
+_PIECES = list("abcdefgAMJSDOIWXYZ0123456789 .,:;/-'\n") + ["May", "August ", "19", "2026", "Aug. ", "of "]
+_TEXT = st.lists(st.sampled_from(_PIECES), max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXT, min_size=1, max_size=3), st.sampled_from(["general", "anti-patterns/routing"]))
+def test_merge_that_keeps_every_source_verbatim_always_passes(texts: list[str], category: str) -> None:
+    result = check(texts, "\n".join(texts), category=category)
+    assert result.ok, result.missing

@@ -1,0 +1,219 @@
+import multiprocessing as mp
+from datetime import timedelta
+
+import pytest
+
+from dream_assets.model import MemoryEntry
+from dream_assets.store import open_store
+from dream_assets.store.memory import ContentError, NotFound
+
+from .conftest import NOW
+
+
+def test_save_get_and_list(store):
+    r = store.memories.save("The user's timezone is Europe/Berlin.", category="user-preferences/timezone",
+                            tags=["timezone", "profile", "timezone"], importance=0.7, now=NOW)
+    assert r.action == "created"
+    got = store.memories.get(r.entry.id)
+    assert got.content == "The user's timezone is Europe/Berlin."
+    assert got.tags == ("profile", "timezone")
+    assert got.created_at == got.last_seen_at == got.updated_at == NOW
+    assert got.reinforcement_count == 1 and got.archived_at is None
+    assert [e.id for e in store.memories.list_live()] == [r.entry.id]
+    assert store.memories.list_archived() == []
+
+
+@pytest.mark.parametrize("content,error", [("", "empty"), ("   \n", "empty"), ("x" * 16_001, "over the limit of 16000")])
+def test_invalid_content_is_refused_with_a_clear_error(store, content, error):
+    with pytest.raises(ContentError, match=error):
+        store.memories.save(content, now=NOW)
+    assert store.memories.counts() == {"live": 0, "archived": 0}
+
+
+def test_importance_out_of_range_is_refused(store):
+    with pytest.raises(ContentError, match="importance"):
+        store.memories.save("A fact", importance=1.5, now=NOW)
+
+
+def test_paraphrase_above_threshold_reinforces_instead_of_creating(store):
+    a = store.memories.save("The user prefers dark mode in the code editor.", now=NOW)
+    b = store.memories.save("the user prefers dark mode in the code editor", now=NOW + timedelta(days=3))
+    assert b.action == "reinforced" and b.matched_id == a.entry.id and b.similarity >= 0.88
+    live = store.memories.list_live()
+    assert len(live) == 1
+    assert live[0].reinforcement_count == 2
+    assert live[0].last_seen_at == NOW + timedelta(days=3)
+    assert live[0].created_at == NOW
+
+
+def test_near_copy_with_more_detail_extends_the_entry(store):
+    store.memories.save("Deploys to the staging cluster run every Tuesday.", now=NOW)
+    # pad the corpus so the idf is meaningful
+    for fact in ["The user drinks green tea.", "Invoices are due on the 5th.", "Standup is at 9:30."]:
+        store.memories.save(fact, now=NOW)
+    r = store.memories.save("Deploys to the staging cluster run every Tuesday. Deploys to the staging cluster run at 14:00 UTC.",
+                            now=NOW)
+    assert r.action == "extended"
+    live = {e.id: e for e in store.memories.list_live()}
+    assert len(live) == 4
+    assert "14:00 UTC" in live[r.entry.id].content and "every Tuesday" in live[r.entry.id].content
+
+
+def test_a_distinct_fact_creates_a_new_entry(store):
+    store.memories.save("The user prefers dark mode in the code editor.", now=NOW)
+    r = store.memories.save("The user's daughter is called Mia and plays the violin.", now=NOW)
+    assert r.action == "created"
+    assert store.memories.counts()["live"] == 2
+
+
+def test_same_wording_different_subject_time_is_kept_apart(store):
+    meta1 = {"subjectTimeStart": "2026-03-01", "subjectTimeEnd": "2026-03-05"}
+    meta2 = {"subjectTimeStart": "2026-08-10", "subjectTimeEnd": "2026-08-14"}
+    store.memories.save("The user went on a ski trip to Innsbruck.", metadata=meta1, now=NOW)
+    r = store.memories.save("The user went on a ski trip to Innsbruck.", metadata=meta2, now=NOW)
+    assert r.action == "created"
+
+
+def test_bm25_search_ranks_the_specific_match_first_and_ignores_archived(store):
+    ids = {}
+    for key, text in {
+        "email": "Use the mcp email tool to send the weekly report to Sarah.",
+        "tea": "The user likes green tea in the afternoon.",
+        "report": "The weekly report is due on Friday.",
+        "old": "The old weekly report email went to Bob.",
+    }.items():
+        ids[key] = store.memories.save(text, now=NOW, dedupe=False).entry.id
+    store.memories.archive(ids["old"], now=NOW)
+    hits = store.memories.search("send report email to Sarah", limit=5)
+    assert hits[0][0].id == ids["email"]
+    assert ids["old"] not in [e.id for e, _ in hits]
+    assert ids["tea"] not in [e.id for e, _ in hits]
+    assert all(hits[i][1] >= hits[i + 1][1] for i in range(len(hits) - 1))
+
+
+def test_search_covers_category_and_tags(store):
+    r = store.memories.save("Prefers aisle seats.", category="travel/flights", tags=["airline"], now=NOW)
+    store.memories.save("Likes window views at home.", category="home", now=NOW)
+    assert store.memories.search("flights")[0][0].id == r.entry.id
+    assert store.memories.search("airline")[0][0].id == r.entry.id
+
+
+def test_archive_restore_and_purge(store):
+    e = store.memories.save("A fact to retire.", now=NOW).entry
+    store.memories.archive(e.id, now=NOW + timedelta(days=1))
+    assert store.memories.get(e.id).archived_at == NOW + timedelta(days=1)
+    assert store.memories.get(e.id, include_archived=False) is None
+    assert store.memories.search("fact retire") == []
+    store.memories.restore(e.id, now=NOW + timedelta(days=2))
+    assert store.memories.search("fact retire")[0][0].id == e.id
+    with pytest.raises(ContentError, match="live"):
+        store.memories.purge([e.id], now=NOW)
+    store.memories.archive(e.id, now=NOW + timedelta(days=3))
+    purged = store.memories.purge([e.id], now=NOW + timedelta(days=100))
+    assert [p.id for p in purged] == [e.id]
+    assert store.memories.get(e.id) is None
+    assert e.id in store.memories.purged_ids()
+
+
+def test_reinforce_touches_only_last_seen_and_count(store):
+    e = store.memories.save("Episode: the user visited the Louvre.", now=NOW).entry
+    r = store.memories.reinforce(e.id, now=NOW + timedelta(days=40))
+    assert r.content == e.content and r.created_at == e.created_at
+    assert r.last_seen_at == NOW + timedelta(days=40) and r.reinforcement_count == 2
+    with pytest.raises(NotFound):
+        store.memories.reinforce("nope", now=NOW)
+
+
+def test_update_changes_fields_and_keeps_last_seen(store):
+    e = store.memories.save("Coffee order: flat white.", now=NOW).entry
+    u = store.memories.update(e.id, content="Coffee order: oat flat white.", tags=["coffee"], now=NOW + timedelta(hours=1))
+    assert u.content == "Coffee order: oat flat white." and u.tags == ("coffee",)
+    assert u.updated_at == NOW + timedelta(hours=1) and u.last_seen_at == NOW
+    assert store.memories.search("oat")[0][0].id == e.id
+
+
+def test_fingerprint_covers_content_not_importance_or_usage(store):
+    a = store.memories.save("Fact one about Paris.", now=NOW).entry
+    store.memories.save("Fact two about Rome.", now=NOW)
+    fp = store.memories.fingerprint()
+    store.memories.set_importance({a.id: 0.11}, now=NOW + timedelta(days=60))
+    store.memories.reinforce(a.id, now=NOW + timedelta(days=61))
+    assert store.memories.fingerprint() == fp
+    store.memories.update(a.id, content="Fact one about Paris, France.", now=NOW)
+    assert store.memories.fingerprint() != fp
+
+
+def test_fingerprint_is_order_independent(profile, tmp_path, options):
+    from dream_assets.profile import AgentProfile
+    other = open_store(AgentProfile(tmp_path / "other").ensure(), options)
+    entries = [MemoryEntry(id=f"m{i}", content=f"Fact number {i} about topic {i * 7}", category="c", tags=("t",),
+                           importance=0.5, created_at=NOW, updated_at=NOW, last_seen_at=NOW) for i in range(20)]
+    s = open_store(profile, options)
+    s.memories.put_many(entries)
+    other.memories.put_many(list(reversed(entries)))
+    assert s.memories.fingerprint() == other.memories.fingerprint()
+
+
+def test_fingerprint_is_unambiguous_at_field_boundaries(profile, tmp_path, options):
+    from dream_assets.profile import AgentProfile
+    a = open_store(profile, options)
+    b = open_store(AgentProfile(tmp_path / "b").ensure(), options)
+    base = dict(importance=0.5, created_at=NOW, updated_at=NOW, last_seen_at=NOW, tags=())
+    a.memories.put(MemoryEntry(id="x", content="ab", category="c", **base))
+    b.memories.put(MemoryEntry(id="x", content="a", category="bc", **base))
+    assert a.memories.fingerprint() != b.memories.fingerprint()
+
+
+def test_duplicate_clusters_use_options(store):
+    texts = ["The user's favourite colour is teal.", "The user's favourite colour is teal!",
+             "The user's favorite colour is teal.", "Meeting notes: the budget review moved to March.",
+             "An unrelated fact about bicycles and rain."]
+    for t in texts:
+        store.memories.save(t, now=NOW, dedupe=False)
+    result = store.memories.duplicate_clusters(threshold=0.8, max_cluster_size=3)
+    assert result.method == "tfidf"
+    assert len(result.clusters) == 1 and len(result.clusters[0]) >= 2
+
+
+def test_store_sees_writes_of_another_process(profile, options):
+    s = open_store(profile, options)
+    s.memories.save("A first fact about lighthouses.", now=NOW)
+    assert s.memories.search("lighthouses")
+    ctx = mp.get_context("spawn")
+    p = ctx.Process(target=_save_many, args=(str(profile.root), "volcano", 5))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0
+    assert len(s.memories.search("volcano", limit=10)) == 5
+
+
+def _save_many(root: str, word: str, n: int) -> None:
+    from dream_assets.options import DreamOptions
+    from dream_assets.profile import AgentProfile
+    st = open_store(AgentProfile(root), DreamOptions())
+    for i in range(n):
+        st.memories.save(f"Distinct {word} fact number {i}: {word} {i * 13} erupted in year {1900 + i}.", now=NOW, dedupe=False)
+    st.close()
+
+
+def _writer(root: str, tag: str, n: int) -> None:
+    from dream_assets.options import DreamOptions
+    from dream_assets.profile import AgentProfile
+    st = open_store(AgentProfile(root), DreamOptions())
+    for i in range(n):
+        st.memories.save(f"Process {tag} wrote fact {i} about item-{tag}-{i}.", now=NOW, dedupe=False)
+    st.close()
+
+
+def test_two_processes_saving_at_once_lose_nothing(profile, options):
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(profile.root), tag, 40)) for tag in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    s = open_store(profile, options)
+    contents = {e.content for e in s.memories.list_live()}
+    assert len(contents) == 80
+    assert all(f"Process {t} wrote fact {i} about item-{t}-{i}." in contents for t in "ab" for i in range(40))

@@ -1,0 +1,90 @@
+from datetime import timedelta
+
+import pytest
+
+from dream_assets.options import DreamOptions, OptionsError, parse_duration
+
+
+def test_defaults_match_the_spec():
+    o = DreamOptions()
+    assert o.InitialDelay == timedelta(minutes=5) and o.Interval == timedelta(hours=4)
+    assert o.ConsolidationSimilarityThreshold == 0.88 == o.DedupeSimilarityThreshold
+    assert o.ConsolidationMaxClusterSize == 3
+    assert (o.PruningProtectionImportance, o.PruningProtectionReinforcementCount) == (0.80, 5)
+    assert o.MemoryArchiveRetention == timedelta(days=90)
+    assert (o.ImportanceDecayGraceDays, o.ImportanceDecayHalfLifeDays, o.ImportanceDecayFloor) == (30, 45, 0.10)
+    assert (o.FeedbackWindow, o.FeedbackMaxSignals) == (timedelta(days=7), 50)
+    assert o.SkillUsageWindow == timedelta(days=30)
+    assert (o.SparseSkillMaxChars, o.SparseSkillMinAge) == (200, timedelta(days=7))
+    assert o.WispAnalysisWindow == timedelta(days=14) == o.TierRoutingReviewWindow
+    assert o.BusyPollInterval == timedelta(seconds=5)
+    assert (o.MergeRepairEnabled, o.MergeRepairMaxPerCycle) == (True, 10)
+    assert o.ConsolidationMinInterval == timedelta(hours=6)
+    assert (o.DreamPassChangeGateEnabled, o.DreamPassMaxSkipInterval) == (True, timedelta(days=7))
+    assert (o.LogRetentionEnabled, o.LogRetentionMaxFileAge) == (True, timedelta(days=30))
+    assert (o.LogRetentionMaxFilesPerDirectory, o.LogRetentionMaxLinesPerFile) == (1000, 50_000)
+    assert all(getattr(o, n) for n in ("PreferenceInferenceEnabled", "SkillGapEnabled", "WispFailureAnalysisEnabled"))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("PT6H", timedelta(hours=6)),
+    ("P7D", timedelta(days=7)),
+    ("P1DT2H30M", timedelta(days=1, hours=2, minutes=30)),
+    ("06:00:00", timedelta(hours=6)),
+    ("7.00:00:00", timedelta(days=7)),
+    ("00:00:05", timedelta(seconds=5)),
+    ("-01:00:00", timedelta(hours=-1)),
+    ("90", timedelta(seconds=90)),
+])
+def test_durations_accept_iso_and_timespan_forms(text, expected):
+    assert parse_duration(text) == expected
+
+
+def test_environment_binding_with_and_without_sections():
+    o = DreamOptions.load(env={
+        "DREAM__ConsolidationMinInterval": "PT3H",
+        "DREAM__Memory__DedupeSimilarityThreshold": "0.9",
+        "DREAM__Llm__BaseUrl": "http://127.0.0.1:8000/v1",
+        "DREAM__Dream__LogRetentionEnabled": "false",
+        "UNRELATED": "x",
+    })
+    assert o.ConsolidationMinInterval == timedelta(hours=3)
+    assert o.DedupeSimilarityThreshold == 0.9
+    assert o.LlmBaseUrl == "http://127.0.0.1:8000/v1"
+    assert o.LogRetentionEnabled is False
+
+
+def test_toml_file_then_environment_wins(tmp_path):
+    f = tmp_path / "dream.toml"
+    f.write_text('Interval = "PT2H"\nSkillGapEnabled = false\n[memory]\nDedupeSimilarityThreshold = 0.95\n')
+    o = DreamOptions.load(env={"DREAM__Interval": "PT1H"}, toml_path=f)
+    assert o.Interval == timedelta(hours=1)
+    assert o.SkillGapEnabled is False
+    assert o.DedupeSimilarityThreshold == 0.95
+
+
+@pytest.mark.parametrize("key,value,fragment", [
+    ("DREAM__Interval", "soon", "expected a duration"),
+    ("DREAM__MergeRepairMaxPerCycle", "ten", "expected a whole number"),
+    ("DREAM__ConsolidationSimilarityThreshold", "1.5", "at most 1.0"),
+    ("DREAM__LogRetentionEnabled", "maybe", "true or false"),
+    ("DREAM__LlmBackend", "magic", "one of auto, offline, openai"),
+    ("DREAM__ConsolidationMaxClusterSize", "1", "at least 2"),
+])
+def test_invalid_values_name_the_option_the_value_and_what_is_accepted(key, value, fragment):
+    with pytest.raises(OptionsError) as err:
+        DreamOptions.load(env={key: value})
+    msg = str(err.value)
+    assert key.split("__")[-1] in msg and repr(value) in msg and fragment in msg
+
+
+def test_unknown_option_is_refused_with_the_known_names():
+    with pytest.raises(OptionsError, match="unknown dream option 'Intervall'"):
+        DreamOptions.load(env={"DREAM__Intervall": "PT1H"})
+
+
+def test_malformed_toml_names_the_file(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("Interval = \n")
+    with pytest.raises(OptionsError, match="bad.toml"):
+        DreamOptions.load(env={}, toml_path=f)
