@@ -57,9 +57,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import dagster as dg
 
+    from dream_assets.definitions import build_definitions
     from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
     from dream_assets.defs.partitions import AGENTS
-    from dream_assets.definitions import build_definitions
     from dream_assets.passes.registry import PASSES
 
     profile = _profile(args)
@@ -99,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             status, summary = summaries.get(spec.name, ("not run", ""))
             print(f"  {spec.name:<{width}}  {status:<9}  {summary}")
         print(f"run {result.run_id} {'succeeded' if result.success else 'FAILED'}"
-              + (f"; open the Dagster UI (make dev) to see it" if home else ""))
+              + ("; open the Dagster UI (make dev) to see it" if home else ""))
         return 0 if result.success and all(s != "failed" for s, _ in summaries.values()) else 1
 
 

@@ -126,9 +126,16 @@ class AgentProfile:
     def snapshots_dir(self) -> Path:
         return self.root / "snapshots"
 
+    def pass_lock_path(self, pass_name: str) -> Path:
+        """Held while one pass runs for this agent, so a schedule and a sensor never run the same pass at once."""
+        if not re.fullmatch(r"[a-z_]+", pass_name):
+            raise ProfileError(f"invalid pass name {pass_name!r}")
+        return self.root / ".locks" / f"pass-{pass_name}.lock"
+
     @property
-    def run_lock_path(self) -> Path:
-        return self.root / ".locks" / "dream-run.lock"
+    def analyses_dir(self) -> Path:
+        """Day-partitioned Parquet results of backfilled (historical) analyses."""
+        return self.root / "analyses"
 
     def ensure(self) -> AgentProfile:
         """Create the directory skeleton (idempotent)."""

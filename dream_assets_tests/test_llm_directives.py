@@ -6,7 +6,12 @@ import pytest
 
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.contracts import CONTRACTS
-from dream_assets.llm.directives import BUILTIN_DIRECTIVES_DIR, DIRECTIVE_FILES, DirectiveError, load_directive
+from dream_assets.llm.directives import (
+    BUILTIN_DIRECTIVES_DIR,
+    DIRECTIVE_FILES,
+    DirectiveError,
+    load_directive,
+)
 from dream_assets.llm.offline import OfflineBackend
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -26,7 +31,7 @@ def test_every_pass_has_a_built_in_directive_in_the_top_level_folder() -> None:
 
 @pytest.mark.parametrize("pass_name,keys", [
     ("memory_consolidation", ["toDelete", "toSave", "sourceIds", "first=", "reinforced=", "subject="]),
-    ("skill_gap_detection", ["toSave", "2 or more sessions", "Recurring topics"]),
+    ("skill_gap_detection", ["toSave", "two or more sessions", "Recurring topics"]),
     ("skill_consolidation", ["sourceNames", "seeAlso", "mcp/guide", "[sparse-content]"]),
     ("skill_optimization", ["toSave", "corrected", "Sparse skills", "edge cases"]),
     ("preference_inference", ["user-preferences/inferred", "requires_user_permission", "1 occurrence",

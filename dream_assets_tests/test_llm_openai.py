@@ -211,3 +211,28 @@ def test_the_default_openai_endpoint_without_a_key_is_a_configuration_error() ->
     opts = DreamOptions().replace(LlmModel="gpt-4o-mini")
     with pytest.raises(ModelConfigError, match="OPENAI_API_KEY"):
         build_model_client(opts, None, env={})
+
+
+def test_newer_models_get_max_completion_tokens_and_their_own_temperature(server: OpenAITestServer) -> None:
+    server.script(
+        client_error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                          "Use 'max_completion_tokens' instead."),
+        client_error(400, "Unsupported value: 'temperature' does not support 0.3 with this model."),
+        reply(ANSWER), reply(ANSWER))
+    client = _client(server, LlmJsonMode="off")
+    assert client.call(_request()).ok
+    assert client.call(_request()).ok
+    first, second, third, fourth = (r.body for r in server.requests)
+    assert "max_tokens" in first and "temperature" in first
+    assert "max_completion_tokens" in second and "max_tokens" not in second and "temperature" in second
+    assert "temperature" not in third and "temperature" not in fourth  # adapted once, remembered
+
+
+def test_a_400_unrelated_to_json_mode_does_not_switch_it_off_for_good(server: OpenAITestServer) -> None:
+    server.script(client_error(400, "context length exceeded"), client_error(400, "context length exceeded"),
+                  reply(ANSWER))
+    client = _client(server)
+    result = client.call(_request())
+    assert not result.ok and "context length exceeded" in result.error
+    assert client.call(_request()).ok
+    assert ["response_format" in r.body for r in server.requests] == [True, False, True]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -65,18 +65,13 @@ def test_every_record_kind_reads_back_what_was_appended(profile: AgentProfile, k
 
 
 def test_records_are_written_as_camel_case_json_lines_with_utc_timestamps(profile: AgentProfile) -> None:
-    append_event(profile, "tool-call", ToolCallEvent(datetime(2024, 5, 1, 14, 0, tzinfo=timezone_plus_2()),
+    append_event(profile, "tool-call", ToolCallEvent(datetime(2024, 5, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))),
                                                      "s1", "shell", True, duration_ms=3))
     line = profile.session_log_path("tool-call", "s1").read_text(encoding="utf-8")
     assert line.endswith("\n") and line.count("\n") == 1
     record = json.loads(line)
     assert record["timestamp"] == "2024-05-01T12:00:00Z"
     assert record["sessionId"] == "s1" and record["durationMs"] == 3.0 and record["skillName"] is None
-
-
-def timezone_plus_2():
-    from datetime import timezone
-    return timezone(timedelta(hours=2))
 
 
 @pytest.mark.parametrize("kind, record, field", [

@@ -57,7 +57,7 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
 pass_assets = [_pass_asset(spec) for spec in PASSES]
 dream_cycle = dg.define_asset_job(
     "dream_cycle",
-    selection=dg.AssetSelection.assets(*[spec.name for spec in PASSES]),
+    selection=dg.AssetSelection.assets(*[spec.name for spec in PASSES], "corpus_snapshot"),
     partitions_def=agents_partitions,
     description="One dream cycle for one agent: every pass in the specification's order.",
 )

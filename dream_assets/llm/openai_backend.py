@@ -6,9 +6,11 @@ is built with ``max_retries=0``), so every attempt is logged and counted, the wa
 ``Retry-After`` (``retry-after-ms`` too), and a body that is cut off or not JSON is retried like a 5xx.
 
 JSON mode: "on" always sends ``response_format={"type": "json_object"}``; "off" never does; "auto" sends it
-until the endpoint rejects it with 400/422, then repeats that request without it and remembers, for this
-backend, that the endpoint has no JSON mode. The directives ask for JSON either way and the extractor
-tolerates prose around it, so losing JSON mode costs nothing but robustness.
+until the endpoint rejects a request with 400/422, then repeats that request without it and remembers, for
+this backend, that the endpoint has no JSON mode. The directives ask for JSON either way and the extractor
+tolerates prose around it, so losing JSON mode costs nothing but robustness. In the same way, a 400 that
+names ``max_tokens`` (newer OpenAI models want ``max_completion_tokens``) or ``temperature`` (models with a
+fixed temperature) is answered once by adapting that parameter.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class OpenAIBackend:
         self._retry_after_max_s = retry_after_max_s
         self._jitter = jitter
         self._json_supported: bool | None = {"on": True, "off": False}.get(json_mode)
+        self._token_param = "max_tokens"
+        self._send_temperature = True
         self._openai = openai
         self._client = openai.OpenAI(base_url=base_url or None, api_key=api_key or PLACEHOLDER_API_KEY,
                                      timeout=timeout_s, max_retries=0)
@@ -66,15 +70,22 @@ class OpenAIBackend:
         messages = [{"role": "system", "content": request.system}, {"role": "user", "content": request.prompt}]
         attempts = 0
         retries = 0
+        json_dropped = False
         while True:
             attempts += 1
             use_json = self._json_supported is not False
             try:
                 return self._attempt(messages, use_json, attempts)
-            except _JsonModeRejected as exc:
-                self._json_supported = False
-                log.info("openai: %s rejected JSON mode (HTTP %s: %s); repeating the request without it",
-                         self.endpoint, exc.status, exc.message)
+            except _Rejected as exc:
+                fallback = self._fallback(exc, use_json)
+                if fallback is None:
+                    if json_dropped:  # JSON mode was not the cause after all: try it again next call
+                        self._json_supported = None
+                    raise ModelCallError(f"HTTP {exc.status} from {self.endpoint}: {exc.message}",
+                                         attempts=attempts) from None
+                json_dropped = json_dropped or (use_json and self._json_supported is False)
+                log.info("openai: %s rejected the request (HTTP %s: %s); repeating it %s", self.endpoint,
+                         exc.status, exc.message, fallback)
                 continue  # a compatibility fallback, not a retry
             except _Transient as exc:
                 if retries >= self.max_retries:
@@ -90,6 +101,20 @@ class OpenAIBackend:
                             self.max_retries + 1, delay, why)
                 self._sleep(delay)
 
+    def _fallback(self, exc: _Rejected, use_json: bool) -> str | None:
+        """Adapt once to an endpoint that refuses a parameter; None when there is nothing left to adapt."""
+        text = exc.message.lower()
+        if "max_tokens" in text and "max_completion_tokens" in text and self._token_param == "max_tokens":
+            self._token_param = "max_completion_tokens"  # newer OpenAI models
+            return "with max_completion_tokens instead of max_tokens"
+        if "temperature" in text and self._send_temperature:
+            self._send_temperature = False  # models that only allow their default temperature
+            return "without temperature"
+        if use_json and self.json_mode == "auto":
+            self._json_supported = False
+            return "without JSON mode (remembered for this endpoint)"
+        return None
+
     def _delay(self, retry_index: int, retry_after: float | None) -> tuple[float, str]:
         if retry_after is not None and retry_after > 0:
             return retry_after, "Retry-After"
@@ -99,8 +124,9 @@ class OpenAIBackend:
 
     def _attempt(self, messages: list[dict[str, str]], use_json: bool, attempts: int) -> RawCompletion:
         openai = self._openai
-        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
-                                  "max_tokens": self.max_tokens}
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, self._token_param: self.max_tokens}
+        if self._send_temperature:
+            kwargs["temperature"] = self.temperature
         if use_json:
             kwargs["response_format"] = {"type": "json_object"}
         try:
@@ -114,8 +140,8 @@ class OpenAIBackend:
         except openai.APIStatusError as exc:
             status = exc.status_code
             message = _error_message(exc)
-            if use_json and self.json_mode == "auto" and status in (400, 422):
-                raise _JsonModeRejected(status, message) from None
+            if status in (400, 422):
+                raise _Rejected(status, message) from None
             if status in (408, 409, 429) or status >= 500:
                 raise _Transient(f"HTTP {status} from {self.endpoint}: {message}",
                                  retry_after=_retry_after(exc.response.headers)) from None
@@ -143,7 +169,7 @@ class _Transient(Exception):
         self.retry_after = retry_after
 
 
-class _JsonModeRejected(Exception):
+class _Rejected(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status

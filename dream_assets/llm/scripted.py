@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel
 
 from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion
 
-Answer = Union[str, dict, BaseModel, RawCompletion, BaseException]  # noqa: UP007 — alias evaluated at runtime
+Answer = str | dict | BaseModel | RawCompletion | BaseException
 
 
 class ScriptedBackend:

@@ -222,9 +222,11 @@ def _apply(profile: AgentProfile, plans: list[_Plan], report: PassReport) -> Non
             report.change("log-trimmed", where, f"{plan.lines:,} oldest lines removed after archiving")
         else:
             report.count(f"files_deleted_{plan.action}")
-            why = ("last written " + (iso(datetime.fromtimestamp(plan.mtime_ns / 1e9, UTC)) or "")
-                   + ", older than LogRetentionMaxFileAge") if plan.action == "age" else \
-                "oldest beyond LogRetentionMaxFilesPerDirectory"
+            if plan.action == "age":
+                last = iso(datetime.fromtimestamp(plan.mtime_ns / 1e9, UTC))
+                why = f"last written {last}, older than LogRetentionMaxFileAge"
+            else:
+                why = "among the oldest beyond LogRetentionMaxFilesPerDirectory"
             report.change("log-deleted", where, f"{why}; {plan.lines:,} lines archived first")
     for folder in {plan.path.parent for plan, outcome in zip(plans, outcomes, strict=True) if outcome is True}:
         fsync_dir(folder)

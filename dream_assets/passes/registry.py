@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
+from dream_assets.store.locks import LockTimeout, path_lock
 
 
 @dataclass(frozen=True)
@@ -24,9 +25,15 @@ class PassSpec:
     reads: tuple[str, ...] = ()    # source assets (stores and logs) the pass reads
 
     def run(self, ctx: PassContext) -> PassReport:
+        """Run the pass, unless the same pass is already running for this agent (a schedule and a change-gate sensor
+        can both launch it): then it is skipped with that reason rather than run twice at once."""
         module, func = self.runner.split(":")
         fn: Callable[[PassContext], PassReport] = getattr(importlib.import_module(module), func)
-        return fn(ctx)
+        try:
+            with path_lock(ctx.profile.pass_lock_path(self.name), timeout=0):
+                return fn(ctx)
+        except LockTimeout:
+            return PassReport(self.name).skip("another run of this pass is in progress for this agent")
 
 
 PASSES: tuple[PassSpec, ...] = (
@@ -46,6 +53,40 @@ PASSES: tuple[PassSpec, ...] = (
              "the floor). Changes scores only, never content.",
              "dream_assets.passes.importance_decay:run_importance_decay", False, after=("archive_purge",),
              reads=("memory_corpus",)),
+    PassSpec("memory_consolidation", "memory",
+             "Pass 1. Shows the model only new, changed or near-duplicate memories and applies its merges with host-side "
+             "safeguards: coverage check (no dropped names, numbers or dates) with one repair call, high-value floor, "
+             "replacement before retirement, archive never delete. Every change can be undone per cycle.",
+             "dream_assets.passes.memory_consolidation:run_memory_consolidation", True, after=("importance_decay",),
+             reads=("memory_corpus", "feedback_log")),
+    PassSpec("skill_gap_detection", "skills",
+             "Pass 2. Finds request types that recur across at least two conversation sessions and have no skill yet, and "
+             "creates skills for them (never overwriting an existing name).",
+             "dream_assets.passes.skill_gap:run_skill_gap_detection", True, after=("log_retention",),
+             reads=("conversation_log", "skill_catalog")),
+    PassSpec("skill_consolidation", "skills",
+             "Pass 3. Merges overlapping skills, adds guide skills for prefix families (mcp/*), fills seeAlso and prunes "
+             "redundant skills (archived, restorable). Skipped when the catalog has not changed (change gate).",
+             "dream_assets.passes.skill_consolidation:run_skill_consolidation", True, after=("skill_gap_detection",),
+             reads=("skill_catalog", "skill_usage_log")),
+    PassSpec("skill_optimization", "skills",
+             "Pass 4. Improves skills used in sessions with corrections or poor/fair ratings, and expands sparse skills.",
+             "dream_assets.passes.skill_optimization:run_skill_optimization", True, after=("skill_consolidation",),
+             reads=("skill_catalog", "feedback_log", "skill_usage_log")),
+    PassSpec("preference_inference", "memory",
+             "Pass 5. Infers durable user preferences from the conversation log and recent feedback, saves them as "
+             "user-preferences/inferred memories (flagged when they touch security or money), then clears the log.",
+             "dream_assets.passes.preference_inference:run_preference_inference", True,
+             after=("memory_consolidation", "skill_gap_detection"), reads=("conversation_log", "feedback_log")),
+    PassSpec("wisp_failure_analysis", "skills",
+             "Finds workflow (wisp) descriptions that failed 3+ times in 14 days and annotates the skills that produced "
+             "them; flags consistently successful ones (5+ runs, over 80 %) as promotion candidates.",
+             "dream_assets.passes.wisp_failure:run_wisp_failure_analysis", True, after=("skill_optimization",),
+             reads=("wisp_execution_log", "skill_catalog")),
+    PassSpec("tier_routing_review", "memory",
+             "Summarises model-tier routing outcomes of the last 14 days and records findings as anti-patterns/routing "
+             "memories.", "dream_assets.passes.tier_routing:run_tier_routing_review", True,
+             after=("preference_inference",), reads=("tier_routing_log",)),
 )
 
 

@@ -9,9 +9,12 @@ that cycle, so an undo never silently discards later work.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import pyarrow as pa
 
 from dream_assets.model import MemoryEntry, Skill, new_id, utc
 from dream_assets.store.connection import StoreConnection
@@ -78,6 +81,35 @@ class ChangeLog:
                  to_db(utc(now))],
             )
         return change_id
+
+    def record_many(self, rows: Sequence[Mapping[str, Any]], *, now: datetime) -> int:
+        """Write many change rows in one transaction (a pass that stamps thousands of entries). Each row carries the
+        keyword arguments of :meth:`record` except ``now``; rows keep their order."""
+        if not rows:
+            return 0
+        ts = to_db(utc(now))
+        with self._conn.transaction() as conn:
+            start = int(conn.execute("SELECT nextval('row_seq')").fetchall()[0][0])
+            if len(rows) > 1:  # reserve a block of ordinals for the batch
+                conn.execute(f"SELECT nextval('row_seq') FROM range({len(rows) - 1})").fetchall()
+            table = pa.table({
+                "change_id": [new_id() for _ in rows],
+                "cycle_id": [r["cycle_id"] for r in rows], "pass_name": [r["pass_name"] for r in rows],
+                "kind": [r["kind"] for r in rows], "target_type": [r["target_type"] for r in rows],
+                "target_id": [r["target_id"] for r in rows],
+                "before_json": pa.array([_dump(r.get("before")) for r in rows], pa.string()),
+                "after_json": pa.array([_dump(r.get("after")) for r in rows], pa.string()),
+                "reason": [r["reason"] for r in rows],
+                "created_at": pa.array([ts] * len(rows), pa.timestamp("us")),
+                "undone_at": pa.array([None] * len(rows), pa.timestamp("us")),
+                "ordinal": pa.array([start + i for i in range(len(rows))], pa.int64()),
+            })
+            conn.register("_changes_in", table)
+            try:
+                conn.execute("INSERT INTO changes SELECT * FROM _changes_in")
+            finally:
+                conn.unregister("_changes_in")
+        return len(rows)
 
     def list(self, cycle_id: str | None = None, *, pass_name: str | None = None) -> list[ChangeRecord]:
         where, params = ["TRUE"], []

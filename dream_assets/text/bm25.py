@@ -46,11 +46,13 @@ class Bm25Index:
             self._df: dict[str, int] = {}
             self._total_length = 0
             self._dead = 0
+            self._norm_cache: np.ndarray | None = None
 
     def add(self, doc_id: str, tokens: Sequence[str]) -> None:
         """Index ``tokens`` under ``doc_id``, replacing whatever that id held before."""
         counts = Counter(tokens)
         with self._lock:
+            self._norm_cache = None
             self._remove_locked(doc_id)
             slot = len(self._id_of)
             self._slot_of[doc_id] = slot
@@ -85,6 +87,7 @@ class Bm25Index:
         slot = self._slot_of.pop(doc_id, None)
         if slot is None:
             return
+        self._norm_cache = None
         self._alive[slot] = 0
         self._id_of[slot] = None
         self._total_length -= int(self._length[slot])
@@ -121,6 +124,7 @@ class Bm25Index:
         self._length = array("f", lengths.tobytes())
         self._alive = array("b", b"\x01" * len(self._id_of))
         self._dead = 0
+        self._norm_cache = None
 
     # ----------------------------------------------------------------- statistics
 
@@ -196,26 +200,35 @@ class Bm25Index:
             n = len(self._slot_of)
             if n == 0:
                 return []
-            avgdl = self._total_length / n or 1.0
-            lengths = np.frombuffer(self._length, dtype=np.float32)
-            alive = np.frombuffer(self._alive, dtype=np.int8)
-            scores = np.zeros(len(lengths), dtype=np.float64)
-            k1, b = self.k1, self.b
+            norm = self._length_norm()
+            scores = np.zeros(norm.size, dtype=np.float64)
+            alive = np.frombuffer(self._alive, dtype=np.int8) if self._dead else None
+            tf_scale = np.float32(self.k1 + 1.0)
             for term in terms:
                 entry = self._postings.get(term)
                 if entry is None:
                     continue
                 df = self._df[term]
-                idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+                idf = np.float32(math.log(1.0 + (n - df + 0.5) / (df + 0.5)))
                 slots = np.frombuffer(entry[0], dtype=np.int32)
-                tf = np.frombuffer(entry[1], dtype=np.float32).astype(np.float64)
-                norm = k1 * (1.0 - b + b * lengths[slots].astype(np.float64) / avgdl)
-                # Dead slots keep their postings until compaction; multiplying by alive zeroes them.
-                scores[slots] += idf * (tf * (k1 + 1.0)) / (tf + norm) * alive[slots]
-                del slots
-            del lengths, alive  # release the buffer views so the arrays can grow again
+                tf = np.frombuffer(entry[1], dtype=np.float32)
+                contribution = idf * (tf * tf_scale) / (tf + norm[slots])
+                if alive is not None:  # dead slots keep postings until compaction
+                    contribution *= alive[slots]
+                scores[slots] += contribution
+                del slots, tf
+            del alive  # release the buffer view so the array can grow again
             candidates = np.flatnonzero(scores > 0.0)
             return self._top(candidates, scores, limit, exclude)
+
+    def _length_norm(self) -> np.ndarray:
+        """k1 * (1 - b + b * |d| / avgdl) per slot, cached until the next add or remove."""
+        if self._norm_cache is None:
+            lengths = np.frombuffer(self._length, dtype=np.float32)
+            avgdl = (self._total_length / len(self._slot_of)) or 1.0
+            self._norm_cache = (self.k1 * (1.0 - self.b + self.b * lengths / np.float32(avgdl))).astype(np.float32)
+            del lengths
+        return self._norm_cache
 
     def _top(
         self, candidates: np.ndarray, scores: np.ndarray, limit: int, exclude: Container[str]

@@ -38,8 +38,12 @@ _EPS = 1e-9
 _ROUNDING = 1e-12
 # Upper bound on the non-zeros one chunk of X_P @ Xᵀ may produce, which bounds peak memory.
 _CHUNK_WORK = 4_000_000
-# Resolution of the per-row prefix-norm table used by the L2 bound (see _rank_prefix_table).
-_RANK_BUCKETS = 64
+# Rank buckets for the per-bucket Cauchy-Schwarz bound (see _bucket_norms) and how many candidate
+# pairs one bound evaluation gathers at a time (memory: _BOUND_BATCH x buckets x 8 bytes).
+_RANK_BUCKETS = 32
+_BOUND_BATCH = 250_000
+# Float32 rounding allowance in that bound; generous, since it only lets more pairs through.
+_BOUND_SLACK = 1e-5
 # Exact verification handles this many candidate pairs at a time, again to bound memory.
 _VERIFY_BATCH = 500_000
 
@@ -207,7 +211,7 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
         return empty
 
     # Renumber features by document frequency, most common first, so every row lists its common
-    # part before its rare part. Own copies throughout: sort_indices and eliminate_zeros work in place.
+    # part before its rare part. Own copies throughout: sort_indices works in place.
     df = np.bincount(x.indices, minlength=n_features)
     by_df = np.argsort(-df, kind="stable")
     rank = np.empty(n_features, dtype=np.int64)
@@ -221,21 +225,21 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
     within_row = cum[1:] - cum[x.indptr[:-1]][row_of]  # inclusive running sum inside each row
     common = within_row < threshold * threshold * (1.0 - _EPS)  # Q: strictly below threshold²
     rare = ~common
-    common_norm = np.sqrt(np.bincount(row_of[common], weights=squares[common], minlength=n))
     # Rank of each row's first rare feature (rows are rank-sorted and the rare part is a suffix).
     first_rare = np.full(n, n_features, dtype=np.int64)
     first_rare[row_of[rare][::-1]] = x.indices[rare][::-1]
-    prefix_sq = _rank_prefix_table(x, row_of, squares)
+    common_by_bucket, all_by_bucket = _bucket_norms(x, row_of, squares, common)
 
-    x_rare = sp.csr_matrix((x.data[rare], x.indices[rare], np.concatenate(([0], np.cumsum(
-        np.bincount(row_of[rare], minlength=n))))), shape=x.shape)
+    rare_counts = np.bincount(row_of[rare], minlength=n)
+    x_rare = sp.csr_matrix(
+        (x.data[rare], x.indices[rare], np.concatenate(([0], np.cumsum(rare_counts)))), shape=x.shape
+    )
     x_rare_t = sp.csr_matrix(x_rare.T)
 
     # If cos(x, y) >= threshold, P_x and P_y share a feature: say x's rare part starts at the rarer
     # rank (first_rare[x] >= first_rare[y]); x shares some feature f of P_x with y, and f, being at
     # least as rare as y's cut, lies in P_y. So candidates come from X_P @ X_Pᵀ, and for that
-    # orientation x_P · y_Q = 0, the partial product is x_P · y, and the unseen rest is
-    # x_Q · y <= ||x_Q|| * ||y restricted to ranks before first_rare[x]||.
+    # orientation x_P · y_Q = 0: the partial product is x_P · y and the unseen rest is x_Q · y.
     df_rare = np.bincount(x_rare.indices, minlength=n_features)
     work = np.cumsum(np.bincount(row_of[rare], weights=df_rare[x.indices[rare]], minlength=n))
     found_rows: list[np.ndarray] = []
@@ -254,8 +258,13 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
         r_is_x = first_rare[r] >= first_rare[c]
         xs = np.where(r_is_x, r, c)
         ys = np.where(r_is_x, c, r)
-        bound = score + common_norm[xs] * np.sqrt(prefix_sq(ys, first_rare[xs]))
-        keep = bound >= threshold - _EPS
+        keep = np.empty(r.size, dtype=bool)
+        for lo in range(0, r.size, _BOUND_BATCH):
+            sl = slice(lo, lo + _BOUND_BATCH)
+            # x_Q · y <= sum over rank buckets of ||x_Q in bucket|| * ||y in bucket||
+            # (Cauchy-Schwarz per bucket: tight where x and y use different common words).
+            unseen = np.einsum("ij,ij->i", common_by_bucket[xs[sl]], all_by_bucket[ys[sl]])
+            keep[sl] = score[sl] + unseen >= threshold - _BOUND_SLACK
         found_rows.append(r[keep])
         found_cols.append(c[keep])
         start = stop
@@ -272,30 +281,30 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
     return rows[keep], cols[keep], np.minimum(sims[keep], 1.0)
 
 
-def _rank_prefix_table(x: sp.csr_matrix, row_of: np.ndarray, squares: np.ndarray):
-    """A lookup for an upper bound on the squared norm of row y over features ranked before k.
+def _bucket_norms(
+    x: sp.csr_matrix, row_of: np.ndarray, squares: np.ndarray, common: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row L2 norms within rank buckets: of the common part, and of the whole row.
 
-    Exact lookups would need a binary search per candidate pair; instead ranks are cut into
-    _RANK_BUCKETS buckets holding equal numbers of entries, and the table keeps each row's squared
-    norm up to the end of every bucket. Rounding up to the bucket end only ever overestimates, so
-    the bound stays safe.
+    Buckets hold roughly equal numbers of common-part entries, so the most frequent words get a
+    bucket each and the long tail shares a few. Float32 halves the gather cost; the bound check
+    leaves _BOUND_SLACK for its rounding.
     """
-    n, n_features = x.shape
-    edges = np.unique(np.quantile(x.indices, np.linspace(0.0, 1.0, _RANK_BUCKETS + 1)[1:-1]).astype(np.int64))
-    bucket_of_entry = np.searchsorted(edges, x.indices, side="right")
+    n = x.shape[0]
+    if not common.any():
+        zeros = np.zeros((n, 1), dtype=np.float32)
+        return zeros, zeros
+    quantiles = np.linspace(0.0, 1.0, _RANK_BUCKETS + 1)[1:-1]
+    edges = np.unique(np.quantile(x.indices[common], quantiles).astype(np.int64))
     n_buckets = edges.size + 1
-    table = np.bincount(
-        row_of * n_buckets + bucket_of_entry, weights=squares, minlength=n * n_buckets
-    ).reshape(n, n_buckets)
-    np.cumsum(table, axis=1, out=table)
-    table = table.astype(np.float32)
-
-    def lookup(rows: np.ndarray, before_rank: np.ndarray) -> np.ndarray:
-        # Features ranked < k sit in buckets up to bucket_of(k - 1) inclusive.
-        bucket = np.searchsorted(edges, np.maximum(before_rank - 1, 0), side="right")
-        return table[rows, bucket].astype(np.float64) * (1.0 + 1e-6) + _EPS
-
-    return lookup
+    key = row_of * n_buckets + np.searchsorted(edges, x.indices, side="right")
+    size = n * n_buckets
+    common_sq = np.bincount(key[common], weights=squares[common], minlength=size)
+    all_sq = np.bincount(key, weights=squares, minlength=size)
+    return (
+        np.sqrt(common_sq).astype(np.float32).reshape(n, n_buckets),
+        np.sqrt(all_sq).astype(np.float32).reshape(n, n_buckets),
+    )
 
 
 # --------------------------------------------------------------------------- Jaccard pairs
@@ -305,41 +314,65 @@ def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarra
     """Every (i, j, jaccard) with i < j and jaccard >= threshold, by exact prefix filtering.
 
     Tokens are ordered rarest first; a set of size s keeps its first s - ceil(threshold * s) + 1
-    tokens as its prefix. Two sets reaching the threshold must share a prefix token, so candidates
-    come only from the (short) postings of rare tokens, then get an exact Jaccard.
+    tokens as its prefix. Two sets reaching the threshold overlap in at least ceil(threshold * s)
+    tokens of each, so their prefixes share a token: candidates come only from the (short) postings
+    of rare prefix tokens, are size-filtered (J <= min/max) and then get an exact Jaccard.
     """
-    df: Counter[str] = Counter()
-    for s in sets:
-        df.update(s)
-    postings: dict[str, list[int]] = {}
-    sizes = [len(s) for s in sets]
-    for i, s in enumerate(sets):
-        if not s:
-            continue
-        ordered = sorted(s, key=lambda tok: (df[tok], tok))
-        prefix = len(ordered) - math.ceil(threshold * len(ordered) - _EPS) + 1
-        for tok in ordered[:prefix]:
-            postings.setdefault(tok, []).append(i)
+    n = len(sets)
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    vocabulary = sorted(set().union(*sets)) if sets else []
+    if n < 2 or not vocabulary:
+        return empty
+    column = {tok: i for i, tok in enumerate(vocabulary)}
+    sizes = np.fromiter((len(s) for s in sets), dtype=np.int64, count=n)
+    indices = np.fromiter((column[tok] for s in sets for tok in s), dtype=np.int64, count=int(sizes.sum()))
+    indptr = np.concatenate(([0], np.cumsum(sizes)))
 
-    candidates: set[tuple[int, int]] = set()
-    for members in postings.values():
-        if len(members) < 2:
-            continue
-        for a_pos, i in enumerate(members):
-            size_i = sizes[i]
-            for j in members[a_pos + 1 :]:
-                # Size filter: J <= min/max, so a much larger or smaller set cannot qualify.
-                small, large = (size_i, sizes[j]) if size_i <= sizes[j] else (sizes[j], size_i)
-                if small >= threshold * large - _EPS:
-                    candidates.add((i, j))
+    # Rank tokens rarest first (ties alphabetical, which the vocabulary order already is).
+    df = np.bincount(indices, minlength=len(vocabulary))
+    rank = np.empty(len(vocabulary), dtype=np.int64)
+    rank[np.argsort(df, kind="stable")] = np.arange(len(vocabulary))
+    m = sp.csr_matrix((np.ones(indices.size), rank[indices], indptr), shape=(n, len(vocabulary)))
+    m.sort_indices()
 
-    rows: list[int] = []
-    cols: list[int] = []
-    sims: list[float] = []
-    for i, j in sorted(candidates):
-        score = jaccard(sets[i], sets[j])
-        if score >= threshold:
-            rows.append(i)
-            cols.append(j)
-            sims.append(score)
-    return np.asarray(rows, np.int64), np.asarray(cols, np.int64), np.asarray(sims, np.float64)
+    row_of = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    prefix_len = sizes - np.ceil(threshold * sizes - _EPS).astype(np.int64) + 1
+    in_prefix = (np.arange(indices.size) - indptr[:-1][row_of]) < prefix_len[row_of]
+    prefix_counts = np.bincount(row_of[in_prefix], minlength=n)
+    m_prefix = sp.csr_matrix(
+        (m.data[in_prefix], m.indices[in_prefix], np.concatenate(([0], np.cumsum(prefix_counts)))),
+        shape=m.shape,
+    )
+    m_prefix_t = sp.csr_matrix(m_prefix.T)
+
+    df_prefix = np.bincount(m_prefix.indices, minlength=len(vocabulary))
+    work = np.cumsum(np.bincount(row_of[in_prefix], weights=df_prefix[m.indices[in_prefix]], minlength=n))
+    found_rows: list[np.ndarray] = []
+    found_cols: list[np.ndarray] = []
+    start = 0
+    while start < n:
+        done = work[start - 1] if start else 0.0
+        stop = int(np.searchsorted(work, done + _CHUNK_WORK, side="right"))
+        stop = min(max(stop, start + 1), n)
+        shared = sp.coo_matrix(m_prefix[start:stop] @ m_prefix_t)
+        r = shared.row.astype(np.int64) + start
+        c = shared.col.astype(np.int64)
+        del shared
+        small = np.minimum(sizes[r], sizes[c])
+        large = np.maximum(sizes[r], sizes[c])
+        keep = (c > r) & (small >= threshold * large - _EPS)
+        found_rows.append(r[keep])
+        found_cols.append(c[keep])
+        start = stop
+
+    rows = np.concatenate(found_rows)
+    cols = np.concatenate(found_cols)
+    if rows.size == 0:
+        return empty
+    overlap = np.empty(rows.size, dtype=np.float64)
+    for lo in range(0, rows.size, _VERIFY_BATCH):
+        hi = lo + _VERIFY_BATCH
+        overlap[lo:hi] = np.asarray(m[rows[lo:hi]].multiply(m[cols[lo:hi]]).sum(axis=1)).ravel()
+    sims = overlap / (sizes[rows] + sizes[cols] - overlap)
+    keep = sims >= threshold - _ROUNDING
+    return rows[keep], cols[keep], sims[keep]

@@ -1,0 +1,78 @@
+"""Snapshots of the corpora after each cycle, and the memory audit with its asset checks."""
+
+import dagster as dg
+
+from dream_assets.audit import run_audit
+from dream_assets.defs.deployment import DreamDeployment, run_now
+from dream_assets.defs.partitions import agents_partitions
+from dream_assets.passes.registry import PASSES
+from dream_assets.store import open_store
+from dream_assets.store.snapshots import prune_snapshots, take_snapshot
+
+
+@dg.asset(
+    name="corpus_snapshot", group_name="audit", partitions_def=agents_partitions, kinds={"parquet"},
+    deps=[p.name for p in PASSES],
+    description="After a cycle: Parquet snapshots of the memory corpus and skill catalog (live and archived), purge "
+                "records and the change log, under snapshots/ in the agent profile. Old snapshots are removed after "
+                "SnapshotRetention (the newest two are always kept). The memory audit reads these files.",
+)
+def corpus_snapshot(context: dg.AssetExecutionContext, deployment: DreamDeployment) -> dg.MaterializeResult:
+    profile = deployment.profile(context.partition_key)
+    options = deployment.options(profile)
+    now = run_now(context)
+    store = open_store(profile, options)
+    snap, counts = take_snapshot(profile, store, now)
+    removed = prune_snapshots(profile, options.SnapshotRetention, now)
+    preview = snap.read("memories").select(["id", "category", "content"]).slice(0, 10).to_pandas()
+    return dg.MaterializeResult(metadata={
+        "path": dg.MetadataValue.path(str(snap.path)),
+        "dagster/row_count": counts["memories_live"] + counts["memories_archived"],
+        **{k: dg.MetadataValue.int(v) for k, v in counts.items()},
+        "snapshots_removed": dg.MetadataValue.int(removed),
+        "preview": dg.MetadataValue.md(preview.to_markdown(index=False)),
+    })
+
+
+AUDIT_CHECKS = {
+    "no_unexplained_deletes": "No memory disappeared between snapshots without an archive-purge record.",
+    "provenance_resolves": "Every live merged entry's mergedFrom ids resolve (live, archived, or purged by retention).",
+    "no_orphaned_merge_sources": "No source was archived by a merge whose merged entry does not exist.",
+    "no_repeated_rejections": "No duplicate cluster has been rejected by the coverage check cycle after cycle.",
+}
+
+
+@dg.asset(
+    name="memory_audit", group_name="audit", partitions_def=agents_partitions, deps=["corpus_snapshot"],
+    description="Walks the two newest snapshots: hard deletes outside the purge, provenance that no longer resolves, "
+                "merge sources archived without their merge, clusters rejected every cycle. Keeps a 400-day trend file "
+                "(memory-audit/trend.jsonl). With AuditPauseOnHardDelete it pauses memory consolidation on hard deletes.",
+    check_specs=[dg.AssetCheckSpec(name, asset="memory_audit", description=desc) for name, desc in AUDIT_CHECKS.items()],
+)
+def memory_audit(context: dg.AssetExecutionContext, deployment: DreamDeployment) -> dg.MaterializeResult:
+    profile = deployment.profile(context.partition_key)
+    options = deployment.options(profile)
+    result = run_audit(profile, options, run_now(context))
+    warn = dg.AssetCheckSeverity.WARN
+    checks = [
+        dg.AssetCheckResult(check_name="no_unexplained_deletes", passed=not result.unexplained_deletes,
+                            metadata={"ids": ", ".join(result.unexplained_deletes[:50]) or "none",
+                                      "consolidation_paused": result.paused}),
+        dg.AssetCheckResult(check_name="provenance_resolves", passed=not result.dangling_provenance,
+                            metadata={"dangling": ", ".join(result.dangling_provenance[:50]) or "none"}),
+        dg.AssetCheckResult(check_name="no_orphaned_merge_sources", passed=not result.orphaned_sources,
+                            metadata={"ids": ", ".join(result.orphaned_sources[:50]) or "none"}),
+        dg.AssetCheckResult(check_name="no_repeated_rejections", passed=not result.repeated_rejections, severity=warn,
+                            metadata={"clusters": ", ".join(f"{k} ({v}×)" for k, v in result.repeated_rejections.items())
+                                      or "none"}),
+    ]
+    return dg.MaterializeResult(
+        metadata={"snapshot": result.snapshot or "none", "compared_with": result.compared_with or "none",
+                  **{k: dg.MetadataValue.int(v) for k, v in result.counts.items()}},
+        check_results=checks,
+    )
+
+
+memory_audit_job = dg.define_asset_job(
+    "memory_audit_job", selection=dg.AssetSelection.assets("memory_audit"), partitions_def=agents_partitions,
+    description="The memory audit on its own schedule, from the newest snapshots.")

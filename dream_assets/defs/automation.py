@@ -1,0 +1,168 @@
+"""Schedules and sensors: the cycle interval with its minimum-interval floors, the start-up delay, the change gate
+per corpus-wide pass, and discovery of agent profiles (one dynamic partition each)."""
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import dagster as dg
+
+from dream_assets.defs.deployment import DreamDeployment
+from dream_assets.defs.partitions import AGENTS, agents_partitions
+from dream_assets.gates import GATED_PASSES, consolidation_floor, gate_status
+from dream_assets.model import iso
+from dream_assets.options import DreamOptions
+from dream_assets.passes.registry import PASSES
+
+CYCLE_ASSETS = [*(p.name for p in PASSES), "corpus_snapshot"]
+
+
+def interval_cron(interval: timedelta) -> str:
+    """A cron expression for DreamOptions.Interval (whole minutes dividing an hour, hours dividing a day, or days)."""
+    minutes = int(interval.total_seconds() // 60)
+    if minutes <= 0 or interval.total_seconds() % 60:
+        raise ValueError(f"Interval {interval} must be a positive whole number of minutes")
+    if minutes < 60 and 60 % minutes == 0:
+        return f"*/{minutes} * * * *"
+    if minutes % 60 == 0 and minutes < 1440 and 24 % (minutes // 60) == 0:
+        return f"0 */{minutes // 60} * * *"
+    if minutes % 1440 == 0:
+        return f"0 0 */{minutes // 1440} * *"
+    raise ValueError(f"Interval {interval} cannot be a cron schedule: use minutes dividing 60, hours dividing 24, or days")
+
+
+def _agents(context) -> list[str]:
+    return sorted(context.instance.get_dynamic_partitions(AGENTS))
+
+
+def cycle_request(deployment: DreamDeployment, agent: str, now: datetime, run_key: str | None) -> tuple[dg.RunRequest | None, str]:
+    """The cycle for one agent, minus the passes its floors hold back; the second value says what was held and why."""
+    profile = deployment.profile(agent)
+    options = deployment.options(profile)
+    if not options.Enabled:
+        return None, f"{agent}: dreaming disabled (Enabled = false)"
+    held: list[str] = []
+    floor = consolidation_floor(profile, options, now)
+    if floor is not None:
+        held.append(f"memory_consolidation held back until {iso(floor)} (ConsolidationMinInterval "
+                    f"{options.ConsolidationMinInterval})")
+    selection = [a for a in CYCLE_ASSETS if not (floor is not None and a == "memory_consolidation")]
+    tags = {"dream/held_back": "; ".join(held)} if held else {}
+    return dg.RunRequest(run_key=run_key, partition_key=agent, asset_selection=[dg.AssetKey(a) for a in selection],
+                         tags=tags), "; ".join(f"{agent}: {h}" for h in held)
+
+
+def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, list]:
+    @dg.schedule(name="dream_cycle_schedule", job=dream_cycle, cron_schedule=interval_cron(options.Interval),
+                 execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
+                 description=f"Runs the dream cycle for every agent every {options.Interval}; minimum-interval floors "
+                             "hold individual passes back and the tick says which and until when.")
+    def dream_cycle_schedule(context: dg.ScheduleEvaluationContext, deployment: DreamDeployment):
+        now = context.scheduled_execution_time or datetime.now(UTC)
+        agents = _agents(context)
+        if not agents:
+            return dg.SkipReason(f"no agent profiles registered yet (looking under {deployment.root()})")
+        requests, notes = [], []
+        for agent in agents:
+            req, note = cycle_request(deployment, agent, now, run_key=f"cycle:{agent}:{iso(now)}")
+            if req is not None:
+                requests.append(req)
+            if note:
+                notes.append(note)
+        for note in notes:
+            context.log.info(note)
+        if not requests:
+            return dg.SkipReason("; ".join(notes) or "nothing to run")
+        return requests
+
+    @dg.sensor(name="dream_startup_sensor", job=dream_cycle, minimum_interval_seconds=30,
+               default_status=dg.DefaultSensorStatus.RUNNING,
+               description=f"Launches one cycle per agent {options.InitialDelay} (InitialDelay) after the daemon starts.")
+    def dream_startup_sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment):
+        now = datetime.now(UTC)
+        cursor = json.loads(context.cursor) if context.cursor else {}
+        boot = _daemon_id(context)
+        if cursor.get("boot") != boot:
+            cursor = {"boot": boot, "first_seen": iso(now), "launched": False}
+        if cursor["launched"]:
+            return dg.SensorResult(skip_reason=dg.SkipReason("start-up cycle already launched for this daemon start"),
+                                   cursor=json.dumps(cursor))
+        if not deployment.base_options().Enabled:
+            return dg.SensorResult(skip_reason=dg.SkipReason("dreaming disabled (Enabled = false)"), cursor=json.dumps(cursor))
+        due = datetime.fromisoformat(cursor["first_seen"].replace("Z", "+00:00")) + deployment.base_options().InitialDelay
+        if now < due:
+            return dg.SensorResult(skip_reason=dg.SkipReason(f"start-up cycle due at {iso(due)} (InitialDelay)"),
+                                   cursor=json.dumps(cursor))
+        requests = []
+        for agent in _agents(context):
+            req, note = cycle_request(deployment, agent, now, run_key=f"startup:{boot}:{agent}")
+            if req is not None:
+                requests.append(req)
+            if note:
+                context.log.info(note)
+        cursor["launched"] = True
+        if not requests:
+            return dg.SensorResult(skip_reason=dg.SkipReason("no agent to run at start-up"), cursor=json.dumps(cursor))
+        return dg.SensorResult(run_requests=requests, cursor=json.dumps(cursor))
+
+    gate_sensors = [_gate_sensor(name, dream_cycle) for name in GATED_PASSES]
+
+    @dg.sensor(name="agent_discovery_sensor", minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
+               description="Registers every agent profile folder under the profile root as a partition of 'agents'.")
+    def agent_discovery_sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment):
+        known = set(_agents(context))
+        found = deployment.agent_ids()
+        new = [a for a in found if a not in known]
+        if not new:
+            return dg.SensorResult(skip_reason=dg.SkipReason(f"no new agent profiles under {deployment.root()} "
+                                                             f"({len(known)} known)"))
+        return dg.SensorResult(dynamic_partitions_requests=[agents_partitions.build_add_request(new)])
+
+    return [dream_cycle_schedule], [dream_startup_sensor, *gate_sensors, agent_discovery_sensor]
+
+
+def _daemon_id(context: dg.SensorEvaluationContext) -> str:
+    """Identity of the running sensor daemon: it changes when the daemon restarts."""
+    try:
+        beats = context.instance.get_daemon_heartbeats()
+        beat = beats.get("SENSOR")
+        if beat is not None:
+            return str(beat.daemon_id)
+    except Exception:  # noqa: BLE001 - an instance without daemon storage (tests): one boot
+        pass
+    return "no-daemon"
+
+
+def _gate_sensor(pass_name: str, dream_cycle: Any) -> dg.SensorDefinition:
+    @dg.sensor(name=f"{pass_name}_change_gate", job=dream_cycle, minimum_interval_seconds=300,
+               default_status=dg.DefaultSensorStatus.RUNNING,
+               description=f"Requests {pass_name} when its input fingerprint moved or DreamPassMaxSkipInterval elapsed "
+                           "(the pass ledger is the source of truth); otherwise says when it will next be forced.")
+    def _sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment):
+        now = datetime.now(UTC)
+        requests, reasons = [], []
+        for agent in _agents(context):
+            profile = deployment.profile(agent)
+            if not profile.root.exists():
+                reasons.append(f"{agent}: profile folder {profile.root} is missing")
+                continue
+            options = deployment.options(profile)
+            if not options.Enabled:
+                reasons.append(f"{agent}: dreaming disabled")
+                continue
+            status = gate_status(pass_name, profile, options, now)
+            if status.decision.skip:
+                last = iso(status.last_run_at) if status.last_run_at else "never"
+                forced = iso(status.decision.next_forced_at) if status.decision.next_forced_at else "never"
+                reasons.append(f"{pass_name} for {agent}: skipped — {status.decision.reason} (last ran {last}; "
+                               f"next forced {forced})")
+                continue
+            requests.append(dg.RunRequest(
+                run_key=f"{pass_name}:{agent}:{status.fingerprint}:{iso(status.last_run_at) or 'never'}",
+                partition_key=agent, asset_selection=[dg.AssetKey(pass_name)],
+                tags={"dream/trigger": f"change gate: {status.decision.reason}"}))
+        if requests:
+            return dg.SensorResult(run_requests=requests)
+        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(reasons) or "no agent profiles registered"))
+
+    return _sensor

@@ -1,0 +1,86 @@
+"""The change gate as the Dagster sensors and the passes share it: which input each gated pass fingerprints, and
+whether it is due. One function per gated pass, so the sensor and the pass can never disagree about "unchanged".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from dream_assets.model import iso, utc
+from dream_assets.options import DreamOptions
+from dream_assets.profile import AgentProfile
+from dream_assets.store import open_store
+from dream_assets.store.ledger import GateDecision, PassLedger, gate
+from dream_assets.store.logs import read_events
+from dream_assets.text.fingerprint import event_watermark_fingerprint
+
+
+def window_watermark(profile: AgentProfile, kind: str, now: datetime, window: timedelta) -> str:
+    """Watermark of the events inside [now - window, now]: events ageing out of the window are not a change."""
+    events = read_events(profile, kind, since=utc(now) - window, until=utc(now) + timedelta(microseconds=1)).events
+    return event_watermark_fingerprint((e.timestamp, json.dumps(e.to_json(), sort_keys=True)) for e in events)
+
+
+def skill_catalog_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
+    return open_store(profile, options).skills.fingerprint()
+
+
+def memory_corpus_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
+    return open_store(profile, options).memories.fingerprint()
+
+
+def wisp_window_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
+    return window_watermark(profile, "wisp-executions", now, options.WispAnalysisWindow)
+
+
+def tier_window_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
+    return window_watermark(profile, "tier-routing", now, options.TierRoutingReviewWindow)
+
+
+#: Pass -> the fingerprint of exactly the input it sends to the model.
+GATED_PASSES: dict[str, Callable[[AgentProfile, DreamOptions, datetime], str]] = {
+    "memory_consolidation": memory_corpus_fingerprint,
+    "skill_consolidation": skill_catalog_fingerprint,
+    "wisp_failure_analysis": wisp_window_fingerprint,
+    "tier_routing_review": tier_window_fingerprint,
+}
+
+
+@dataclass(frozen=True)
+class GateStatus:
+    pass_name: str
+    fingerprint: str
+    decision: GateDecision
+    last_run_at: datetime | None
+
+
+def gate_status(pass_name: str, profile: AgentProfile, options: DreamOptions, now: datetime) -> GateStatus:
+    """Is ``pass_name`` due for this agent? The ledger is the source of truth (a lost Dagster instance or sensor cursor
+    never makes a pass skip forever)."""
+    fingerprint = GATED_PASSES[pass_name](profile, options, now)
+    ledger = PassLedger(profile)
+    record = ledger.get(pass_name)
+    if not options.DreamPassChangeGateEnabled:
+        decision = GateDecision(False, "change gate disabled (DreamPassChangeGateEnabled = false)")
+    else:
+        decision = gate(record, fingerprint, now, options.DreamPassMaxSkipInterval)
+    if pass_name == "memory_consolidation" and not decision.skip:
+        floor = consolidation_floor(profile, options, now)
+        if floor is not None:
+            decision = GateDecision(True, f"minimum interval: last completed {iso(record.last_run_at) if record else '?'}, "
+                                          f"next allowed at {iso(floor)}", floor)
+    return GateStatus(pass_name, fingerprint, decision, record.last_run_at if record else None)
+
+
+def consolidation_floor(profile: AgentProfile, options: DreamOptions, now: datetime) -> datetime | None:
+    """When consolidation is held back by ConsolidationMinInterval, the instant it is allowed again; else None."""
+    if options.ConsolidationMinInterval <= timedelta(0):
+        return None
+    record = PassLedger(profile).get("memory_consolidation")
+    if record is None:
+        return None
+    allowed = record.last_run_at + options.ConsolidationMinInterval
+    return allowed if utc(now) < allowed else None

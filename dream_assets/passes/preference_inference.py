@@ -1,0 +1,282 @@
+"""Pass 5 — Preference inference: durable user preferences from the conversation log and recent feedback.
+
+Spec "Pass 5 — Preference inference":
+- Input: the full conversation log grouped by session, plus feedback signals of the last ``FeedbackWindow`` (7 days,
+  newest ``FeedbackMaxSignals`` shown). The sentiment thresholds (very irritated: 1 occurrence, mildly frustrated: 2,
+  casual: 3+) are applied by the model and stated in the directive ``pref-dream.md``.
+- Output: long-term memories with category ``user-preferences/inferred`` and tag ``inferred``. The host forces both,
+  whatever the model wrote, and saves through save-time dedup, so a preference seen again reinforces its memory.
+- ``metadata["requires_user_permission"] = "true"`` for preferences touching security, credentials or financial
+  decisions. The host sets it when the model does *or* when :func:`sensitive_terms` finds such a term in the content
+  (DESIGN principle 4: safety is enforced in code, not in prompts), so a model that forgets the flag cannot drop it.
+- ``toDelete`` is ignored: this pass only adds (a warning says so).
+- The conversation log is cleared after the pass whether the call succeeded, failed or was deferred ("always cleared
+  ... regardless of LLM success or failure, to prevent unbounded growth"); its lines are copied into the log
+  warehouse first, so nothing is lost and backfills can still read them. Only the lines this pass read are
+  removed: a turn the agent appends while the model is thinking stays for the next cycle.
+
+Host classifier (:data:`SENSITIVE_PATTERNS`), case-insensitive, word-bounded:
+
+=============  ===============================================================================================
+credentials    password / passphrase / passcode, PIN, credential(s), token(s), API key, secret(s), private key,
+               SSH key, keychain, vault, recovery code, login / log in / sign in, SSO
+security       security, 2FA / MFA / two-factor / multi-factor, OTP / one-time code, authenticator,
+               authentication, encrypt / decrypt, permission(s) / access rights
+financial      bank / banking, IBAN, SWIFT, routing or account number, credit or debit card, card number, CVV,
+               payment(s), PayPal, payroll, wire / bank / money transfer or transferring money or funds,
+               invoice approval (approve ... invoice, invoice ... approval), budget approval, purchase /
+               purchasing, buy / buying, invest / investment, stock(s) / shares / crypto / bitcoin, trading,
+               loan, mortgage, tax(es), refund, wallet, spending limit, financial / finances
+=============  ===============================================================================================
+
+A false positive costs one confirmation question; a false negative lets the agent act on a security or money
+preference unasked, so the list leans wide.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from dream_assets.llm.prompts import render_preference_inference
+from dream_assets.passes.common import call_model
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.report import PassReport
+from dream_assets.profile import AgentProfile
+from dream_assets.store.locks import path_lock
+from dream_assets.store.logs import (
+    CONVERSATION,
+    ConversationTurn,
+    LogRead,
+    conversation_by_session,
+    file_identity,
+    find_cut_offset,
+    iter_lines_between,
+    log_exists,
+    read_events,
+    replace_with_tail,
+)
+from dream_assets.store.memory import ContentError, SaveResult
+from dream_assets.store.warehouse import archive_lines
+
+PASS = "preference_inference"
+CATEGORY = "user-preferences/inferred"
+TAG = "inferred"
+PERMISSION_KEY = "requires_user_permission"
+# Spec silent on the importance of an inferred preference: a little above the store default (0.5), because a
+# preference that passed its sentiment threshold is something the user asked for, not an incidental fact.
+INFERRED_IMPORTANCE = 0.6
+
+_TRUE = {"true", "yes", "1", "y"}
+
+#: (area, label, pattern) — see the module docstring for the documented list.
+SENSITIVE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
+    (area, label, re.compile(pattern, re.IGNORECASE)) for area, label, pattern in (
+        ("credentials", "password", r"pass(?:word|phrase|code)s?"),
+        ("credentials", "PIN", r"(?-i:\bPINs?\b)|\bpin (?:code|number)s?\b"),
+        ("credentials", "credential", r"\bcredentials?\b"),
+        ("credentials", "token", r"\btokens?\b"),
+        ("credentials", "API key", r"\bapi[ _-]?keys?\b"),
+        ("credentials", "secret", r"\bsecrets?\b"),
+        ("credentials", "private key", r"\b(?:private|ssh|gpg|pgp) keys?\b"),
+        ("credentials", "keychain", r"\bkeychains?\b|\bvaults?\b"),
+        ("credentials", "recovery code", r"\brecovery (?:codes?|keys?|phrases?)\b"),
+        ("credentials", "login", r"\blog-?ins?\b|\blog(?:ging)? in\b|\bsign(?:ing)?[ -]in\b|\bsso\b"),
+        ("security", "security", r"\bsecurity\b"),
+        ("security", "2FA", r"\b[2m]fa\b|\btwo[ -]factor\b|\bmulti[ -]factor\b"),
+        ("security", "one-time code", r"\botps?\b|\bone[ -]time (?:code|password|pin)s?\b"),
+        ("security", "authentication", r"\bauthenticat\w*"),
+        ("security", "encryption", r"\b(?:en|de)crypt\w*"),
+        ("security", "permissions", r"\bpermissions?\b|\baccess rights?\b"),
+        ("financial", "bank", r"\bbank(?:s|ing)?\b"),
+        ("financial", "account number", r"\biban\b|\bswift\b|\b(?:routing|account|sort) (?:number|code)s?\b"),
+        ("financial", "card", r"\b(?:credit|debit|bank) cards?\b|\bcard numbers?\b|\bcvv\b"),
+        ("financial", "payment", r"\bpayments?\b|\bpaypal\b|\bpayroll\b"),
+        ("financial", "transfer", r"\b(?:wire|bank|money|fund|funds|cash) transfers?\b"
+                                  r"|\btransfer(?:s|red|ring)? (?:of )?(?:money|funds|cash|[$€£])"),
+        ("financial", "invoice approval", r"\bapprov\w*\b.{0,40}\binvoices?\b|\binvoices?\b.{0,40}\bapprov\w*"),
+        ("financial", "budget approval", r"\bapprov\w*\b.{0,40}\bbudgets?\b|\bbudgets?\b.{0,40}\bapprov\w*"),
+        ("financial", "purchase", r"\bpurchas\w*|\bbuy(?:s|ing)?\b"),
+        ("financial", "investment", r"\binvest\w*|\bstocks?\b|\bshares\b|\bcrypto\w*|\bbitcoin\b|\btrading\b"),
+        ("financial", "loan", r"\bloans?\b|\bmortgages?\b"),
+        ("financial", "tax", r"\btax(?:es)?\b|\brefunds?\b"),
+        ("financial", "wallet", r"\bwallets?\b|\bspending limits?\b"),
+        ("financial", "finances", r"\bfinanc(?:e|es|ial|ially)\b"),
+    )
+)
+
+
+def sensitive_terms(text: str) -> list[str]:
+    """Labels of the security, credential or financial terms in ``text`` (empty when none), in list order."""
+    return [label for _, label, pattern in SENSITIVE_PATTERNS if pattern.search(text)]
+
+
+# --- the pass ----------------------------------------------------------------------------------------------------
+
+def run_preference_inference(ctx: PassContext) -> PassReport:
+    report = PassReport(PASS)
+    if not ctx.options.PreferenceInferenceEnabled:
+        return report.skip("disabled (PreferenceInferenceEnabled = false); the conversation log is left as it is")
+    if not log_exists(ctx.profile, CONVERSATION):
+        return report.skip(f"no conversation log ({ctx.profile.conversation_log_path.name} is absent): "
+                           "nothing to infer from")
+    snapshot = _read_conversation(ctx.profile)
+    if snapshot.read.malformed:
+        report.warn(f"conversation log: {snapshot.read.malformed} unreadable line(s) skipped (they are kept in the "
+                    f"log warehouse): {'; '.join(snapshot.read.problems[:5])}")
+    try:
+        if not snapshot.sessions:
+            if snapshot.cut == 0:
+                return report.skip("the conversation log is empty: no call")
+            return report.skip("the conversation log has no readable turns: no call")
+        _infer(ctx, report, snapshot)
+    finally:
+        _clear(ctx, report, snapshot)
+    return report
+
+
+def _infer(ctx: PassContext, report: PassReport, snapshot: _ConversationSnapshot) -> None:
+    sessions = {sid: [t.to_json() for t in turns] for sid, turns in snapshot.sessions.items()}
+    feedback = _recent_feedback(ctx, report)
+    turns = sum(len(t) for t in sessions.values())
+    report.counts.update({"sessions": len(sessions), "turns": turns, "feedback_signals": len(feedback)})
+    prompt = render_preference_inference(sessions, feedback)
+    response = call_model(ctx, report, PASS, prompt, {"sessions": sessions, "feedback": feedback})
+    if response is None:
+        return
+    if response.to_delete:
+        report.warn(f"the answer asked to delete {len(response.to_delete)} entr(y/ies); ignored — preference "
+                    "inference only adds")
+        report.count("deletes_ignored", len(response.to_delete))
+    for key in ("created", "reinforced", "extended", "flagged", "host_flagged", "rejected"):
+        report.counts.setdefault(key, 0)
+    for item in response.to_save:
+        _save_preference(ctx, report, item.content, list(item.tags), dict(item.metadata))
+    c = report.counts
+    report.finish(f"{len(response.to_save)} preference(s) proposed from {len(sessions)} session(s): "
+                  f"{c['created']:g} created, {c['reinforced']:g} reinforced, {c['extended']:g} extended, "
+                  f"{c['flagged']:g} need the user's permission, {c['rejected']:g} rejected")
+
+
+def _save_preference(ctx: PassContext, report: PassReport, content: str, tags: list[str],
+                     metadata: dict[str, str]) -> None:
+    content = content.strip()
+    model_flag = str(metadata.get(PERMISSION_KEY, "")).strip().lower() in _TRUE
+    hits = sensitive_terms(content)
+    flag = model_flag or bool(hits)
+    # Only the permission flag is taken from the model's metadata: temporal and housekeeping keys are the host's.
+    meta = {PERMISSION_KEY: "true"} if flag else {}
+    reason = "inferred user preference" + (" (requires the user's permission)" if flag else "")
+    try:
+        result, entry = save_memory_recorded(ctx, report, PASS, content, category=CATEGORY, tags=[TAG, *tags],
+                                             importance=INFERRED_IMPORTANCE, metadata=meta, reason=reason,
+                                             required_metadata=meta)
+    except ContentError as exc:
+        report.warn(f"preference not saved: {exc}")
+        report.count("rejected")
+        return
+    report.count(result.action)
+    if flag:
+        report.count("flagged")
+        if not model_flag:
+            report.count("host_flagged")
+            report.info(f"{entry.id}: flagged {PERMISSION_KEY} by the host (content mentions {', '.join(hits)}); "
+                        "the model did not set it")
+    report.change(f"preference-{result.action}", entry.id, content[:200])
+
+
+def _recent_feedback(ctx: PassContext, report: PassReport) -> list[dict[str, Any]]:
+    if not log_exists(ctx.profile, "feedback"):
+        report.info("no feedback log: inferring from the conversation log alone")
+        return []
+    read = read_events(ctx.profile, "feedback", since=ctx.now - ctx.options.FeedbackWindow, until=ctx.now)
+    if read.malformed:
+        report.warn(f"feedback log: {read.malformed} unreadable line(s) skipped: {'; '.join(read.problems[:5])}")
+    newest = read.events[::-1][: ctx.options.FeedbackMaxSignals]
+    return [e.to_json() for e in newest]
+
+
+# --- saving with a change row -------------------------------------------------------------------------------------
+
+def save_memory_recorded(ctx: PassContext, report: PassReport, pass_name: str, content: str, *, category: str,
+                         tags: list[str], importance: float, metadata: dict[str, str], reason: str,
+                         required_metadata: dict[str, str] | None = None) -> tuple[SaveResult, Any]:
+    """Save through save-time dedup and record the change so the cycle can be undone.
+
+    A new entry is recorded as "created". When dedup reinforced or extended an existing entry, that entry's record
+    from before the save is recorded as ``before`` ("updated"), so undo puts it back exactly. ``required_metadata``
+    is made to hold on the resulting entry even when dedup merged into an entry whose own metadata wins (the
+    permission flag must survive a merge). Returns the save result and the entry as stored.
+    """
+    store = ctx.store.memories
+    # Dedup picks its match among the top BM25 hits of the same tokens; a wider net here holds the match's
+    # pre-save record for the change log.
+    before_candidates = {e.id: e for e, _ in store.search(content, limit=50)}
+    result = store.save(content, category=category, tags=tags, importance=importance, metadata=metadata, now=ctx.now)
+    entry = result.entry
+    missing = {k: v for k, v in (required_metadata or {}).items() if entry.metadata.get(k) != v}
+    if missing:
+        store.set_metadata({entry.id: missing})
+        entry = store.get(entry.id) or entry
+    if result.action == "created":
+        ctx.record(pass_name, "created", entry, before=None, after=entry, reason=reason)
+        return result, entry
+    before = before_candidates.get(entry.id)
+    if before is None:  # cannot happen while dedup searches the same index; never record a false "before"
+        report.warn(f"memory {entry.id} was {result.action} but its previous record was not captured; "
+                    "this change cannot be undone automatically")
+        before = entry
+    ctx.record(pass_name, "updated", entry, before=before, after=entry,
+               reason=f"{reason}: {result.action} an existing entry (save-time dedup, similarity "
+                      f"{(result.similarity or 0.0):.2f})")
+    return result, entry
+
+
+# --- the conversation log: read, then remove exactly what was read ----------------------------------------------
+
+@dataclass
+class _ConversationSnapshot:
+    sessions: dict[str, list[ConversationTurn]]
+    read: LogRead
+    cut: int                                # bytes of complete lines that were read (what the clear removes)
+    identity: tuple[int, int] | None        # the file read; a rewrite since then gives it a new identity
+
+
+def _read_conversation(profile: AgentProfile) -> _ConversationSnapshot:
+    """Read the log under the writers' lock, so the turns read and the byte range later removed are the same."""
+    path = profile.conversation_log_path
+    with path_lock(profile.log_lock_path(CONVERSATION)):
+        sessions, read = conversation_by_session(profile)
+        if not path.is_file():
+            return _ConversationSnapshot(sessions, read, 0, None)
+        return _ConversationSnapshot(sessions, read, find_cut_offset(path, 0), file_identity(path.stat()))
+
+
+def _clear(ctx: PassContext, report: PassReport, snapshot: _ConversationSnapshot) -> None:
+    """Copy the lines read into the warehouse, then remove them; turns appended since stay for the next cycle.
+
+    Same steps, lock and helpers as ``store.logs.clear_conversation_log``, bounded to the snapshot. A failure is a
+    warning, not a failed pass: the lines stay in the log and are read again next cycle.
+    """
+    if snapshot.cut == 0:
+        return
+    profile = ctx.profile
+    path = profile.conversation_log_path
+    try:
+        with path_lock(profile.log_lock_path(CONVERSATION)):
+            if not path.is_file():
+                return
+            st = path.stat()
+            if file_identity(st) != snapshot.identity or st.st_size < snapshot.cut:
+                report.warn(f"{path.name} was rewritten while the pass ran; not cleared this cycle "
+                            "(it is read again next cycle)")
+                return
+            lines = list(iter_lines_between(path, 0, snapshot.cut))
+            archive_lines(profile, CONVERSATION, path.name, lines, ctx.now)
+            replace_with_tail(path, snapshot.cut)
+    except (OSError, ValueError, TimeoutError) as exc:
+        report.warn(f"{path.name} could not be cleared ({type(exc).__name__}: {exc}); it is read again next cycle")
+        return
+    report.count("conversation_lines_cleared", len(lines))
+    report.info(f"conversation log cleared: {len(lines)} line(s) moved to the log warehouse")

@@ -1,0 +1,357 @@
+"""Pass 3 — Skill consolidation: merge overlapping skills, add prefix-family guides, cross-reference, prune.
+
+Spec "Pass 3". The model sees every live skill with its content, its usage count over ``SkillUsageWindow``,
+``[sparse-content]`` where it applies, the top ``SkillCoUsedPairs`` co-used pairs and the prefix clusters. The host
+then applies the answer with these rules, all in code:
+
+- Safety guard: ``toDelete`` with an empty ``toSave`` is a directive violation — nothing is applied and the pass is
+  not stamped, so the next cycle asks again. Likewise no deletion happens unless at least one replacement was saved.
+- Replacement first, then retirement: every save is written before any skill is archived, and only the sources of a
+  save that persisted are retired. Retired and pruned skills are archived (restorable), never deleted.
+- A merged skill carries the earliest ``created_at`` and the latest ``last_used_at`` of its sources.
+- Only skills that were shown can be merged or pruned; a skill edited since it was read is left alone (the edit wins).
+- Names are validated; ``seeAlso`` entries naming no live skill after this answer are dropped, and references to a
+  skill retired into a merge are pointed at the merged skill.
+
+Corpus-wide, so it is behind the change gate: the fingerprint is the live catalog's content
+(``SkillStore.fingerprint()``), not the usage counts, which drift as old events age out (spec "The change gate").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dream_assets.llm.contracts import SkillConsolidationResponse, SkillSave
+from dream_assets.llm.prompts import render_skill_consolidation
+from dream_assets.model import Skill
+from dream_assets.names import InvalidName, validate_skill_name
+from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.report import PassReport
+from dream_assets.passes.skill_signals import (
+    co_used_pairs,
+    note_malformed,
+    prefix_clusters,
+    read_window,
+    session_skills,
+    sparse_names,
+    usage_counts,
+)
+from dream_assets.store.logs import log_exists
+from dream_assets.store.skills import SkillError, SkillStore
+
+PASS = "skill_consolidation"
+USAGE_LOG = "skill-usage"
+
+
+def catalog_snapshot(skills: SkillStore, attempts: int = 3) -> tuple[str, list[Skill]]:
+    """The live skills and the fingerprint of exactly those skills (re-read if an edit landed in between)."""
+    fingerprint, live = "", []
+    for _ in range(max(1, attempts)):
+        fingerprint = skills.fingerprint()
+        live = skills.list()
+        if skills.fingerprint() == fingerprint:
+            break
+    return fingerprint, live
+
+
+def same_skill(a: Skill | None, b: Skill | None) -> bool:
+    """Same as far as a person or the model is concerned: text, links and whether it is archived."""
+    if a is None or b is None:
+        return a is b
+    return (a.summary, a.content, tuple(a.see_also), a.is_archived) == \
+        (b.summary, b.content, tuple(b.see_also), b.is_archived)
+
+
+def run_skill_consolidation(ctx: PassContext) -> PassReport:
+    report = PassReport(PASS)
+    opts = ctx.options
+    if not opts.SkillConsolidationEnabled:
+        return report.skip("disabled (SkillConsolidationEnabled = false)")
+    if not log_exists(ctx.profile, USAGE_LOG):
+        # Spec "DI registration": the skill passes need the skill usage store. Without it every count would read 0
+        # and the model could prune skills that are in daily use.
+        return report.skip("no skill-usage log (logs/skill-usage/): usage counts are the evidence that keeps used "
+                           "skills from being pruned; record skill usage to enable this pass")
+    fingerprint, skills = catalog_snapshot(ctx.store.skills)
+    report.counts["skills"] = len(skills)
+    if len(skills) < 2:
+        return report.skip(f"{len(skills)} live skill(s): nothing to merge or cross-reference")
+    if gate_says_skip(ctx, PASS, fingerprint, report):
+        return report
+
+    usage = read_window(ctx.profile, USAGE_LOG, ctx.now, opts.SkillUsageWindow)
+    note_malformed(report, USAGE_LOG, usage)
+    names = {s.name for s in skills}
+    counts = {n: c for n, c in usage_counts(usage.events).items() if n in names}
+    sparse = sparse_names(skills, ctx.now, max_chars=opts.SparseSkillMaxChars, min_age=opts.SparseSkillMinAge)
+    pairs = co_used_pairs(session_skills(usage.events), opts.SkillCoUsedPairs, known=names)
+    clusters = prefix_clusters(names)
+    window_days = opts.SkillUsageWindow.total_seconds() / 86400
+    prompt = render_skill_consolidation(skills, counts, sparse, pairs, clusters, window_days=window_days)
+    report.counts.update({"sparse": len(sparse), "co_used_pairs": len(pairs), "prefix_clusters": len(clusters)})
+    inputs = {
+        "skills": [{"name": s.name, "summary": s.summary, "content": s.content, "seeAlso": list(s.see_also),
+                    "uses": counts.get(s.name, 0), "sparse": s.name in sparse} for s in skills],
+        "co_used": [[a, b, n] for a, b, n in pairs],
+        "prefix_clusters": clusters,
+    }
+    response = call_model(ctx, report, PASS, prompt, inputs)
+    if response is None:
+        return report
+    assert isinstance(response, SkillConsolidationResponse)
+
+    if response.to_delete and not response.to_save:
+        report.count("directive_violations")
+        shown = ", ".join(map(str, response.to_delete[:10])) + (" …" if len(response.to_delete) > 10 else "")
+        return report.skip(f"directive violation: the answer deletes {len(response.to_delete)} skill(s) ({shown}) "
+                           "without saving any replacement; nothing applied and the pass is not stamped, so the next "
+                           "cycle asks again (spec 'Pass 3' safety guard)")
+
+    outcome = apply_consolidation(ctx, report, response, {s.name: s for s in skills})
+    stamp(ctx, PASS, fingerprint)
+    return report.finish(outcome.summary())
+
+
+# --- applying an answer ------------------------------------------------------------------------------------------
+@dataclass
+class _Planned:
+    save: SkillSave
+    sources: list[Skill]          # shown skills merged into this one (the target itself excluded)
+    target_shown: Skill | None    # the shown skill of the same name, when the save rewrites one
+
+
+@dataclass
+class ConsolidationOutcome:
+    merged: int = 0
+    created: int = 0
+    guides: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    archived: int = 0
+    rejected: int = 0
+    see_also_dropped: int = 0
+    redirects: dict[str, str | None] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return (f"{self.merged} merged, {self.created} created ({self.guides} guide(s)), {self.updated} updated, "
+                f"{self.archived} archived, {self.unchanged} unchanged, {self.rejected} rejected, "
+                f"{self.see_also_dropped} seeAlso link(s) dropped")
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        validate_skill_name(name)
+    except InvalidName:
+        return False
+    return True
+
+
+def _plan(report: PassReport, response: SkillConsolidationResponse, shown: Mapping[str, Skill],
+          outcome: ConsolidationOutcome) -> list[_Planned]:
+    planned: list[_Planned] = []
+    seen: set[str] = set()
+    for save in response.to_save:
+        name = save.name
+        try:
+            validate_skill_name(name)
+        except InvalidName as exc:
+            outcome.rejected += 1
+            report.change("rejected", str(name), f"invalid name: {exc}")
+            report.warn(f"toSave entry skipped: {exc} — a skill name is a relative path such as mcp/guide")
+            continue
+        if name in seen:
+            outcome.rejected += 1
+            report.warn(f"toSave lists {name!r} twice; the first entry is used")
+            continue
+        if not save.content.strip():
+            outcome.rejected += 1
+            report.warn(f"toSave entry {name!r} skipped: field 'content' is empty, so its sources are kept")
+            continue
+        sources = []
+        for src in dict.fromkeys(save.source_names):
+            if src == name:
+                continue
+            if src not in shown:
+                report.warn(f"skill {name!r}: sourceNames entry {src!r} is not a live skill that was shown; ignored")
+                continue
+            sources.append(shown[src])
+        seen.add(name)
+        planned.append(_Planned(save, sources, shown.get(name)))
+    return planned
+
+
+def _filter_see_also(name: str, wanted: Iterable[str], allowed: set[str], redirects: Mapping[str, str | None],
+                     ) -> tuple[list[str], list[str]]:
+    """``wanted`` with retired names redirected to their merge target; self, unknown and invalid names dropped."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    for raw in wanted:
+        target = redirects.get(raw, raw) if raw in redirects else raw
+        if target is None or not _valid_name(target) or target not in allowed:
+            dropped.append(str(raw))
+        elif target != name and target not in kept:
+            kept.append(target)
+    return kept, dropped
+
+
+def apply_consolidation(ctx: PassContext, report: PassReport, response: SkillConsolidationResponse,
+                        shown: Mapping[str, Skill]) -> ConsolidationOutcome:
+    store = ctx.store.skills
+    outcome = ConsolidationOutcome()
+    planned = _plan(report, response, shown, outcome)
+    planned_names = {p.save.name for p in planned}
+
+    deletes: list[str] = []
+    for name in dict.fromkeys(response.to_delete):
+        if name in planned_names:
+            report.warn(f"toDelete names {name!r}, which the answer also saves; it is kept")
+        elif name not in shown:
+            report.warn(f"toDelete names {name!r}, which is not a live skill that was shown; ignored")
+        else:
+            deletes.append(name)
+    # Where retired skills go, for seeAlso: a merge source to its merged skill, a pruned skill nowhere.
+    planned_redirects: dict[str, str | None] = {}
+    for p in planned:
+        for src in p.sources:
+            if src.name in planned_names:
+                report.info(f"{src.name!r} is a source of {p.save.name!r} but is also saved itself; it is kept")
+            else:
+                planned_redirects.setdefault(src.name, p.save.name)
+    for name in deletes:
+        planned_redirects.setdefault(name, None)
+    allowed = ({s.name for s in store.list()} | planned_names) - set(planned_redirects)
+
+    # 1. Replacement first.
+    persisted: list[tuple[_Planned, Skill]] = []
+    for p in planned:
+        saved = _persist(ctx, report, p, allowed, planned_redirects, outcome)
+        if saved is not None:
+            persisted.append((p, saved))
+
+    # 2. Then retirement: sources of persisted merges, and prunes — only once something was saved.
+    retire: dict[str, tuple[str | None, str]] = {}
+    for p, saved in persisted:
+        for src in p.sources:
+            if src.name not in planned_names:
+                retire.setdefault(src.name, (saved.name, f"merged into {saved.name}"))
+    if persisted:
+        for name in deletes:
+            retire.setdefault(name, (None, "pruned as redundant (toDelete)"))
+    else:
+        refused = set(deletes) | set(planned_redirects)
+        if refused:
+            report.count("refused_deletes", len(refused))
+            report.warn(f"{len(refused)} deletion(s) refused ({', '.join(sorted(refused))}): no replacement skill was "
+                        "saved, and deletions need one (spec 'Pass 3' safety guard)")
+    for name, (target, reason) in retire.items():
+        current = store.get(name)
+        if current is None or current.is_archived or not same_skill(current, shown[name]):
+            report.warn(f"skill {name!r} not archived: it changed since it was read (the edit wins)")
+            continue
+        archived = store.archive(name, now=ctx.now)
+        ctx.record(PASS, "archived", archived, before=current, after=archived, reason=reason)
+        report.change("skill-archived", name, reason + " — restorable")
+        report.info(f"archived skill {name} ({reason}); restore with the undo of this cycle or SkillStore.restore")
+        outcome.archived += 1
+        outcome.redirects[name] = target
+
+    # 3. No dangling seeAlso: links to a retired skill follow it into its merge or are dropped.
+    _repair_links(ctx, report, {saved.name for _, saved in persisted}, outcome)
+    report.counts.update({"merged": outcome.merged, "created": outcome.created, "guides": outcome.guides,
+                          "updated": outcome.updated, "archived": outcome.archived, "unchanged": outcome.unchanged,
+                          "rejected": outcome.rejected, "see_also_dropped": outcome.see_also_dropped})
+    return outcome
+
+
+def _persist(ctx: PassContext, report: PassReport, p: _Planned, allowed: set[str],
+             redirects: Mapping[str, str | None], outcome: ConsolidationOutcome) -> Skill | None:
+    store = ctx.store.skills
+    save, name = p.save, p.save.name
+    current = store.get(name)
+    if p.target_shown is not None and not same_skill(current, p.target_shown):
+        outcome.rejected += 1
+        report.warn(f"skill {name!r} not rewritten: it changed since it was read (the edit wins)")
+        return None
+    if p.target_shown is None and current is not None and not current.is_archived:
+        outcome.rejected += 1
+        report.warn(f"skill {name!r} not written: it was created after the catalog was read (never overwritten)")
+        return None
+    moved = [s.name for s in p.sources if not same_skill(store.get(s.name), s)]
+    if moved:
+        outcome.rejected += 1
+        report.warn(f"merge into {name!r} skipped: source(s) {', '.join(moved)} changed since they were read; "
+                    "sources kept")
+        return None
+
+    base = current if current is not None and not current.is_archived else None
+    summary = save.summary.strip() or (base.summary if base else "") or (p.sources[0].summary if p.sources else "")
+    if "see_also" in save.model_fields_set:
+        wanted: Sequence[str] = save.see_also
+    else:  # no seeAlso in the answer: keep the links the skill (or its sources) had
+        wanted = list(base.see_also) if base else [n for s in p.sources for n in s.see_also]
+    see_also, dropped = _filter_see_also(name, wanted, allowed, redirects)
+    if dropped:
+        outcome.see_also_dropped += len(dropped)
+        report.info(f"skill {name!r}: seeAlso entries naming no live skill dropped: {', '.join(dropped)}")
+    # Spec "Metadata preservation": earliest CreatedAt and latest LastUsedAt of the sources (the store also keeps the
+    # target's own, when it exists).
+    kwargs: dict = {}
+    if p.sources:
+        kwargs["created_at"] = min(s.created_at for s in p.sources)
+        used = [s.last_used_at for s in p.sources if s.last_used_at is not None]
+        kwargs["last_used_at"] = max(used) if used else None
+    skill = Skill(name=name, summary=summary, content=save.content, see_also=tuple(see_also), **kwargs)
+    if base is not None and not p.sources and same_skill(base, skill):
+        outcome.unchanged += 1
+        return None
+    try:
+        saved = store.save(skill, now=ctx.now)
+    except (SkillError, InvalidName) as exc:
+        outcome.rejected += 1
+        report.warn(f"skill {name!r} not saved: {exc}; its sources are kept")
+        return None
+
+    src_names = [s.name for s in p.sources]
+    if src_names:
+        outcome.merged += 1
+        kind_label, reason = "skill-merged", f"merged from {', '.join(src_names)}"
+    elif current is None:
+        outcome.created += 1
+        is_guide = name.rsplit("/", 1)[-1] == "guide" and "/" in name
+        outcome.guides += int(is_guide)
+        kind_label = "guide-created" if is_guide else "skill-created"
+        reason = "prefix-family guide" if is_guide else "new skill"
+    else:
+        outcome.updated += 1
+        kind_label = "skill-updated"
+        reason = "re-created over an archived skill of the same name" if current.is_archived else "rewritten"
+        if base is not None and base.content == saved.content and base.summary == saved.summary:
+            reason = "seeAlso updated"
+    ctx.record(PASS, "created" if current is None else "updated", saved, before=current, after=saved, reason=reason)
+    report.change(kind_label, name, reason + (f"; seeAlso: {', '.join(saved.see_also)}" if saved.see_also else ""))
+    report.info(f"{kind_label} {name}: {reason}")
+    return saved
+
+
+def _repair_links(ctx: PassContext, report: PassReport, saved_names: set[str], outcome: ConsolidationOutcome) -> None:
+    store = ctx.store.skills
+    live = store.list()
+    live_names = {s.name for s in live}
+    retired = set(outcome.redirects)
+    for skill in live:
+        if skill.name not in saved_names and not retired.intersection(skill.see_also):
+            continue
+        kept, dropped = _filter_see_also(skill.name, skill.see_also, live_names, outcome.redirects)
+        if tuple(kept) == tuple(skill.see_also):
+            continue
+        redirected = [n for n in skill.see_also if outcome.redirects.get(n) in kept]
+        saved = store.save(skill.with_(see_also=tuple(kept)), now=ctx.now)
+        parts = ([f"redirected {', '.join(redirected)} to the merged skill"] if redirected else []) + \
+            ([f"dropped {', '.join(dropped)}"] if dropped else [])
+        reason = "seeAlso links to retired skills " + "; ".join(parts)
+        outcome.see_also_dropped += len(dropped)
+        ctx.record(PASS, "updated", saved, before=skill, after=saved, reason=reason)
+        report.change("see-also-repaired", skill.name, reason)
+        report.info(f"skill {skill.name}: {reason}")

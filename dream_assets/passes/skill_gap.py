@@ -1,0 +1,215 @@
+"""Pass 2 — Skill gap detection: skills for request types that recur across sessions and have no skill yet.
+
+Spec "Pass 2": the input is the conversation log grouped by session plus the skill catalog. The first user message
+of each session is tokenized and cross-session term frequencies are computed; terms found in 2+ sessions are shown to
+the model as the "Recurring topics across sessions" block. A skill is created only when the same type of request
+appears in 2+ sessions.
+
+That last rule is enforced in code, not only in the directive. A proposed skill is accepted only when the first user
+messages of at least two sessions share a recurring term with the proposal: its name (split on ``/``, ``-``, ``_``),
+summary or content must contain a term that itself occurs in the first user messages of two or more sessions. Terms are
+compared after lower-casing, dropping stopwords and request filler ("please", "help", ...), and folding a plural ``s``
+("emails" = "email"). A proposal that no recurring term connects to is a one-session anecdote, and is rejected.
+
+The pass never overwrites: a proposed name that exists in the catalog, live or archived, is skipped (merging is skill
+consolidation's job, which runs next). It is delta-driven — it reads the conversation log, which preference inference
+clears at the end of the cycle, so an idle agent costs nothing; on top of that the change gate keeps a log that was
+not cleared (preference inference disabled or failed) from being sent twice. This pass does not clear the log.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from dream_assets.llm.contracts import SkillGapSave
+from dream_assets.llm.prompts import render_skill_gap
+from dream_assets.model import Skill
+from dream_assets.names import InvalidName, validate_skill_name
+from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.report import PassReport
+from dream_assets.passes.skill_signals import note_malformed
+from dream_assets.store.logs import CONVERSATION, ConversationTurn, conversation_by_session, log_exists
+from dream_assets.store.skills import SkillError
+from dream_assets.text.fingerprint import stable_hash
+from dream_assets.text.tokens import STOPWORDS, category_tokens, tokenize
+
+PASS = "skill_gap_detection"
+MIN_SESSIONS = 2
+
+#: Words of how people ask rather than what they ask for; as recurring "topics" they would connect any proposal to
+#: any pair of sessions.
+REQUEST_FILLER: frozenset[str] = frozenset(
+    """
+    please pls thanks thank thx hi hello hey ok okay yes yeah sure
+    need want like help make get let know tell give show find do
+    something anything everything thing stuff one
+    now today tonight tomorrow yesterday soon quickly again
+    """.split()
+)
+
+
+# --- terms ---------------------------------------------------------------------------------------------------------
+def term_key(token: str) -> str:
+    """A token with a plural ``s`` folded, so "emails" and "email" are one term."""
+    if len(token) > 4 and token.endswith("ies"):
+        return token[:-3] + "y"
+    if len(token) > 3 and token.endswith("s") and not token.endswith(("ss", "us", "is")):
+        return token[:-1]
+    return token
+
+
+def _keep(token: str) -> bool:
+    return len(token) > 1 and not token.isdigit() and token not in STOPWORDS and token not in REQUEST_FILLER
+
+
+def message_terms(text: str) -> dict[str, str]:
+    """Term key -> the first surface form it had in ``text``."""
+    out: dict[str, str] = {}
+    for token in tokenize(text):
+        if _keep(token):
+            out.setdefault(term_key(token), token)
+    return out
+
+
+def proposal_terms(name: str, summary: str, content: str) -> set[str]:
+    """Term keys of a proposed skill: name segments (``summarize-emails`` -> summarize, email), summary, content."""
+    tokens = category_tokens(name) + tokenize(summary) + tokenize(content)
+    return {term_key(t) for t in tokens if _keep(t)}
+
+
+@dataclass(frozen=True)
+class RecurringTerm:
+    term: str                  # what the prompt shows: the most frequent surface form
+    key: str                   # what matching uses
+    sessions: tuple[str, ...]  # sessions whose first user message contains it, sorted
+
+
+def first_user_messages(sessions: Mapping[str, Sequence[ConversationTurn]]) -> dict[str, str]:
+    """Session id -> its first user message (by time). Sessions without a user turn have none."""
+    out: dict[str, str] = {}
+    for sid, turns in sessions.items():
+        users = sorted((t for t in turns if t.role == "user" and t.content.strip()), key=lambda t: t.timestamp)
+        if users:
+            out[sid] = users[0].content
+    return out
+
+
+def recurring_terms(first_messages: Mapping[str, str], *, min_sessions: int = MIN_SESSIONS) -> list[RecurringTerm]:
+    """Terms of the first user messages found in ``min_sessions`` or more sessions, most sessions first."""
+    sessions_of: dict[str, set[str]] = {}
+    surfaces: dict[str, Counter[str]] = {}
+    for sid, text in first_messages.items():
+        for key, surface in message_terms(text).items():
+            sessions_of.setdefault(key, set()).add(sid)
+            surfaces.setdefault(key, Counter())[surface] += 1
+    out = []
+    for key, sids in sessions_of.items():
+        if len(sids) >= min_sessions:
+            term = min(surfaces[key].items(), key=lambda kv: (-kv[1], len(kv[0]), kv[0]))[0]
+            out.append(RecurringTerm(term, key, tuple(sorted(sids))))
+    return sorted(out, key=lambda t: (-len(t.sessions), t.term))
+
+
+def evidence(proposal: SkillGapSave, recurring: Iterable[RecurringTerm]) -> tuple[list[str], list[str]]:
+    """The recurring terms a proposal shares, and the sessions whose first user message holds one of them."""
+    keys = proposal_terms(proposal.name, proposal.summary, proposal.content)
+    matched = [t for t in recurring if t.key in keys]
+    sessions = sorted({s for t in matched for s in t.sessions})
+    return [t.term for t in matched], sessions
+
+
+# --- the pass ------------------------------------------------------------------------------------------------------
+def run_skill_gap_detection(ctx: PassContext) -> PassReport:
+    report = PassReport(PASS)
+    if not ctx.options.SkillGapEnabled:
+        return report.skip("disabled (SkillGapEnabled = false)")
+    if not log_exists(ctx.profile, CONVERSATION):
+        return report.skip("no conversation log (conversation-log.jsonl) — the agent does not record conversations, "
+                           "so there are no sessions to find recurring requests in")
+    sessions, read = conversation_by_session(ctx.profile)
+    note_malformed(report, CONVERSATION, read)
+    if not sessions:
+        return report.skip("conversation log is empty: no new conversations since it was last cleared")
+    firsts = first_user_messages(sessions)
+    recurring = recurring_terms(firsts)
+    report.counts.update({"sessions": len(sessions), "sessions_with_request": len(firsts),
+                          "recurring_terms": len(recurring)})
+    if len(firsts) < MIN_SESSIONS:
+        return report.skip(f"{len(firsts)} session(s) with a user request: a skill needs the same request type in "
+                           f"{MIN_SESSIONS}+ sessions")
+    if not recurring:
+        return report.skip(f"no term of a first user message recurs across the {len(firsts)} sessions: no request "
+                           f"type was seen in {MIN_SESSIONS}+ sessions")
+
+    catalog = ctx.store.skills.list(include_archived=True)
+    live = [s for s in catalog if not s.is_archived]
+    session_json = {sid: [t.to_json() for t in turns] for sid, turns in sessions.items()}
+    terms = [(t.term, len(t.sessions)) for t in recurring]
+    prompt = render_skill_gap(session_json, live, terms)
+    # What is sent: the rendered sessions, catalog and recurring-topics block.
+    fingerprint = stable_hash(PASS, prompt)
+    if gate_says_skip(ctx, PASS, fingerprint, report):
+        return report
+    inputs = {"sessions": session_json, "skills": [s.name for s in live],
+              "recurring_terms": [[t, n] for t, n in terms]}
+    response = call_model(ctx, report, PASS, prompt, inputs)
+    if response is None:
+        return report
+
+    existing = {s.name for s in catalog}
+    created = 0
+    for proposal in response.to_save:
+        if _apply_proposal(ctx, report, proposal, existing, recurring):
+            created += 1
+            existing.add(proposal.name)
+    stamp(ctx, PASS, fingerprint)
+    report.counts["created"] = created
+    rejected = len(response.to_save) - created
+    return report.finish(f"{created} skill(s) created from {len(firsts)} sessions "
+                         f"({len(recurring)} recurring terms); {rejected} proposal(s) not applied")
+
+
+def _apply_proposal(ctx: PassContext, report: PassReport, proposal: SkillGapSave, existing: set[str],
+                    recurring: Sequence[RecurringTerm]) -> bool:
+    name = proposal.name
+    try:
+        validate_skill_name(name)
+    except InvalidName as exc:
+        report.count("rejected_invalid_name")
+        report.change("rejected", str(name), f"invalid name: {exc}")
+        report.warn(f"proposed skill skipped: {exc} — a skill name is a relative path such as email/summarize-inbox")
+        return False
+    if name in existing:
+        report.count("skipped_existing")
+        report.change("skipped", name, "a skill of this name exists (live or archived); never overwritten here")
+        report.info(f"proposed skill {name!r} skipped: the name exists in the catalog (live or archived) and gap "
+                    "detection never overwrites; skill consolidation merges overlapping skills")
+        return False
+    if not proposal.content.strip():
+        report.count("rejected_empty")
+        report.warn(f"proposed skill {name!r} skipped: field 'content' is empty")
+        return False
+    terms, sessions = evidence(proposal, recurring)
+    if len(sessions) < MIN_SESSIONS:
+        report.count("rejected_single_session")
+        report.change("rejected", name, "request type not seen in 2+ sessions")
+        report.info(f"proposed skill {name!r} rejected: it shares no term with the first request of {MIN_SESSIONS}+ "
+                    "sessions (a skill is created only for a request type seen in 2+ sessions)")
+        return False
+    skill = Skill(name=name, summary=proposal.summary.strip(), content=proposal.content,
+                  created_at=ctx.now, updated_at=ctx.now)
+    try:
+        saved = ctx.store.skills.put(skill)  # insert only: a name created meanwhile is not overwritten
+    except (SkillError, InvalidName) as exc:
+        report.count("rejected_invalid")
+        report.warn(f"proposed skill {name!r} skipped: {exc}")
+        return False
+    shown = ", ".join(sessions[:5]) + (f" and {len(sessions) - 5} more" if len(sessions) > 5 else "")
+    reason = f"recurring request in {len(sessions)} sessions ({shown}); shared terms: {', '.join(terms[:8])}"
+    ctx.record(PASS, "created", saved, before=None, after=saved, reason=reason)
+    report.change("skill-created", name, f"{saved.summary} — {reason}")
+    report.info(f"created skill {name}: {reason}")
+    return True

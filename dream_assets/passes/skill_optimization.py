@@ -1,0 +1,237 @@
+"""Pass 4 — Skill optimization: improve skills from failure signals, expand sparse ones.
+
+Spec "Pass 4". Two kinds of skill are sent:
+
+- at risk: used in a session (skill-usage events, or the ``skillNames`` of the session's feedback) that has
+  Correction feedback or a SessionSummary rated poor or fair. Each is sent with its failure context: the correction
+  and summary texts of those sessions. Signals are read over ``SkillUsageWindow`` (the spec gives no window of its own
+  for this pass; it is the window the usage that links a skill to a session is read over).
+- sparse: fewer than ``SparseSkillMaxChars`` characters and older than ``SparseSkillMinAge``; sent with the spec's
+  review note.
+
+Nothing to send means no model call. The answer may only rewrite skills that were sent (others are ignored with a
+warning), keeps their names, and never deletes (``toDelete`` is ignored with a warning).
+
+What has been answered is not asked again:
+
+- A failure signal no older than this pass's last (not undone) rewrite of a skill was already acted on, so it no
+  longer puts that skill at risk; a sparse skill this pass already expanded, and nobody edited since, is not re-sent.
+- The change gate covers the selected skills' content and their failure context. It is kept per skill — the skill's
+  content fingerprint and a watermark of its signals (newest signal and the signals at that instant) — and the pass
+  runs only when the selection holds an item it did not hold when last stamped. Failure signals are windowed, so
+  signals ageing out of the window, or a skill dropping out of the selection with them, is not a change; a new
+  signal or an edited skill is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from dream_assets.llm.contracts import SkillConsolidationResponse
+from dream_assets.llm.prompts import render_skill_optimization
+from dream_assets.model import Skill
+from dream_assets.names import InvalidName, validate_skill_name
+from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.report import PassReport
+from dream_assets.passes.skill_consolidation import same_skill
+from dream_assets.passes.skill_signals import (
+    FailureSignal,
+    WindowRead,
+    at_risk_signals,
+    failure_context,
+    is_sparse,
+    note_malformed,
+    read_window,
+)
+from dream_assets.store.logs import log_exists
+from dream_assets.store.skills import SkillError
+from dream_assets.text.fingerprint import event_watermark_fingerprint, skill_fingerprint, stable_hash
+
+PASS = "skill_optimization"
+REQUIRED_LOGS = ("skill-usage", "feedback")
+FINGERPRINT_PREFIX = "skill-optimization:v1:"
+_ITEM_CHARS = 16
+
+
+@dataclass
+class OptimizationCandidates:
+    at_risk: list[tuple[Skill, list[FailureSignal]]] = field(default_factory=list)
+    sparse: list[Skill] = field(default_factory=list)
+    reads: list[WindowRead] = field(default_factory=list)
+    answered_signals: int = 0       # signals left out because this pass already rewrote the skill after them
+
+    @property
+    def empty(self) -> bool:
+        return not self.at_risk and not self.sparse
+
+    def items(self) -> list[str]:
+        """One short hash per selected skill: its content, plus the watermark of its failure signals when at risk."""
+        out = {_item("at-risk", s, event_watermark_fingerprint((x.timestamp, x.key) for x in sig))
+               for s, sig in self.at_risk}
+        out |= {_item("sparse", s, "") for s in self.sparse}
+        return sorted(out)
+
+    def fingerprint(self) -> str:
+        return FINGERPRINT_PREFIX + ",".join(self.items())
+
+
+def _item(kind: str, skill: Skill, watermark: str) -> str:
+    content = skill_fingerprint(skill.name, skill.summary, skill.content, skill.see_also)
+    return stable_hash(kind, skill.name, content, watermark)[:_ITEM_CHARS]
+
+
+def last_rewrites(ctx: PassContext) -> dict[str, datetime]:
+    """Skill name -> when this pass last rewrote it (changes that were undone do not count)."""
+    out: dict[str, datetime] = {}
+    for change in ctx.store.changes.list(pass_name=PASS):
+        if change.target_type == "skill" and change.kind == "updated" and change.undone_at is None:
+            prev = out.get(change.target_id)
+            out[change.target_id] = change.created_at if prev is None else max(prev, change.created_at)
+    return out
+
+
+def select_candidates(ctx: PassContext) -> OptimizationCandidates:
+    """The at-risk and sparse skills this cycle would send. Reads the logs and the catalog; changes nothing."""
+    opts = ctx.options
+    skills = {s.name: s for s in ctx.store.skills.list()}
+    usage = read_window(ctx.profile, "skill-usage", ctx.now, opts.SkillUsageWindow)
+    feedback = read_window(ctx.profile, "feedback", ctx.now, opts.SkillUsageWindow)
+    rewritten = last_rewrites(ctx)
+    out = OptimizationCandidates(reads=[usage, feedback])
+    for name, signals in at_risk_signals(feedback.events, usage.events, known=skills).items():
+        since = rewritten.get(name)
+        fresh = [s for s in signals if since is None or s.timestamp > since]
+        out.answered_signals += len(signals) - len(fresh)
+        if fresh:
+            out.at_risk.append((skills[name], fresh))
+    risky = {s.name for s, _ in out.at_risk}
+    for skill in skills.values():
+        if skill.name in risky or not is_sparse(skill, ctx.now, max_chars=opts.SparseSkillMaxChars,
+                                                min_age=opts.SparseSkillMinAge):
+            continue
+        done = rewritten.get(skill.name)
+        if done is not None and done >= skill.updated_at:
+            continue  # this pass already expanded it and nobody edited it since
+        out.sparse.append(skill)
+    return out
+
+
+def _gate_fingerprint(ctx: PassContext, current: str, items: Sequence[str]) -> str:
+    """The stamped fingerprint when every current item was already in it (nothing new), else the current one."""
+    record = ctx.ledger.get(PASS)
+    if record is not None and record.fingerprint.startswith(FINGERPRINT_PREFIX):
+        stamped = set(record.fingerprint[len(FINGERPRINT_PREFIX):].split(","))
+        if set(items) <= stamped:
+            return record.fingerprint
+    return current
+
+
+def run_skill_optimization(ctx: PassContext) -> PassReport:
+    report = PassReport(PASS)
+    opts = ctx.options
+    if not opts.SkillOptimizationEnabled:
+        return report.skip("disabled (SkillOptimizationEnabled = false)")
+    missing = [kind for kind in REQUIRED_LOGS if not log_exists(ctx.profile, kind)]
+    if missing:
+        absent = " and no ".join(f"{kind} log (logs/{kind}/)" for kind in missing)
+        return report.skip(f"no {absent}: skill optimization needs skill usage and feedback to find at-risk skills "
+                           "(spec 'Pass 4')")
+    found = select_candidates(ctx)
+    for read in found.reads:
+        note_malformed(report, read.kind, read)
+    report.counts.update({"at_risk": len(found.at_risk), "sparse": len(found.sparse),
+                          "answered_signals": found.answered_signals})
+    if found.empty:
+        return report.skip("no at-risk or sparse skills: nothing to improve")
+    items = found.items()
+    current = found.fingerprint()
+    if gate_says_skip(ctx, PASS, _gate_fingerprint(ctx, current, items), report):
+        return report
+
+    at_risk = []
+    for skill, signals in found.at_risk:
+        context = failure_context(signals)
+        if is_sparse(skill, ctx.now, max_chars=opts.SparseSkillMaxChars, min_age=opts.SparseSkillMinAge):
+            context.append(f"Also sparse: only {len(skill.content.strip())} characters of content — expand it with "
+                           "concrete steps, examples and edge cases.")
+        at_risk.append((skill, context))
+    prompt = render_skill_optimization(at_risk, found.sparse)
+    inputs = {"at_risk": [{"name": s.name, "content": s.content, "context": c} for s, c in at_risk],
+              "sparse": [{"name": s.name, "content": s.content} for s in found.sparse]}
+    response = call_model(ctx, report, PASS, prompt, inputs)
+    if response is None:
+        return report
+    assert isinstance(response, SkillConsolidationResponse)
+
+    sent = {s.name: s for s, _ in found.at_risk} | {s.name: s for s in found.sparse}
+    reasons = {s.name: f"at risk: {len(sig)} failure signal(s)" for s, sig in found.at_risk}
+    reasons |= {s.name: f"sparse: expanded from {len(s.content.strip())} characters" for s in found.sparse}
+    updated = _apply(ctx, report, response, sent, reasons)
+    stamp(ctx, PASS, current)
+    report.counts["updated"] = updated
+    return report.finish(f"{updated} skill(s) improved of {len(sent)} sent "
+                         f"({len(found.at_risk)} at risk, {len(found.sparse)} sparse)")
+
+
+def _apply(ctx: PassContext, report: PassReport, response: SkillConsolidationResponse, sent: dict[str, Skill],
+           reasons: dict[str, str]) -> int:
+    store = ctx.store.skills
+    if response.to_delete:
+        report.count("ignored_deletes", len(response.to_delete))
+        report.warn(f"toDelete ignored ({', '.join(map(str, response.to_delete[:10]))}): skill optimization improves "
+                    "skills and never deletes them")
+    updated = 0
+    done: set[str] = set()
+    live_names = {s.name for s in store.list()}
+    for save in response.to_save:
+        name = save.name
+        if name not in sent:
+            report.count("ignored")
+            report.warn(f"toSave entry {name!r} ignored: only the skills that were sent may be rewritten "
+                        "(an improved skill keeps its name)")
+            continue
+        if name in done:
+            report.warn(f"toSave lists {name!r} twice; the first entry is used")
+            continue
+        done.add(name)
+        if not save.content.strip():
+            report.count("ignored")
+            report.warn(f"skill {name!r} not rewritten: field 'content' is empty")
+            continue
+        current = store.get(name)
+        if current is None or not same_skill(current, sent[name]):
+            report.count("ignored")
+            report.warn(f"skill {name!r} not rewritten: it changed since it was read (the edit wins)")
+            continue
+        see_also = current.see_also
+        if "see_also" in save.model_fields_set:
+            see_also = tuple(dict.fromkeys(n for n in save.see_also if n != name and n in live_names and _valid(n)))
+            dropped = [n for n in save.see_also if n not in see_also and n != name]
+            if dropped:
+                report.info(f"skill {name!r}: seeAlso entries naming no live skill dropped: {', '.join(dropped)}")
+        new = current.with_(summary=save.summary.strip() or current.summary, content=save.content, see_also=see_also)
+        if same_skill(current, new):
+            report.count("unchanged")
+            continue
+        try:
+            saved = store.save(new, now=ctx.now)
+        except (SkillError, InvalidName) as exc:
+            report.count("ignored")
+            report.warn(f"skill {name!r} not rewritten: {exc}")
+            continue
+        ctx.record(PASS, "updated", saved, before=current, after=saved, reason=reasons[name])
+        report.change("skill-improved", name, f"{reasons[name]}; {len(current.content)} -> {len(saved.content)} chars")
+        report.info(f"improved skill {name} ({reasons[name]})")
+        updated += 1
+    return updated
+
+
+def _valid(name: str) -> bool:
+    try:
+        validate_skill_name(name)
+    except InvalidName:
+        return False
+    return True

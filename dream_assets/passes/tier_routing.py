@@ -1,0 +1,155 @@
+"""Tier routing review: routing outcomes per model tier become recallable routing rules (anti-patterns).
+
+Spec "The change gate": the review reads its append-only log through ``TierRoutingReviewWindow`` (14 days), so it
+can run out of input — without a window it would see the same trailing entries forever. The host summarises the
+window per tier (requests, success / failure / escalated counts and rates, mean latency, total cost, the task kinds
+served and those that went wrong); the model turns the summary into findings; each finding is saved as a memory in
+``anti-patterns/routing`` (``anti-patterns/routing/<tier>-tier`` when the finding names the tier it recommends)
+through save-time dedup, and recorded in the change log.
+
+Gated by the window's event watermark: entries ageing out are not a change, a new entry is. No entries in the window
+means no call. The ledger is stamped only after a usable answer was applied.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dream_assets.llm.prompts import render_tier_routing
+from dream_assets.options import DreamOptions
+from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.preference_inference import save_memory_recorded
+from dream_assets.passes.report import PassReport
+from dream_assets.store.logs import TierRoutingEvent, log_exists, read_events
+from dream_assets.store.memory import ContentError
+from dream_assets.text.fingerprint import event_watermark_fingerprint, stable_hash
+
+PASS = "tier_routing_review"
+LOG = "tier-routing"
+CATEGORY = "anti-patterns/routing"
+TAG = "routing"
+FINDING_IMPORTANCE = 0.5   # spec silent: the store's default importance
+_TOP_KINDS = 5
+
+
+@dataclass
+class TierSummary:
+    tier: str
+    outcomes: Counter[str] = field(default_factory=Counter)
+    kinds: Counter[str] = field(default_factory=Counter)
+    problem_kinds: Counter[str] = field(default_factory=Counter)   # task kinds that failed or escalated
+    latencies: list[float] = field(default_factory=list)
+    cost: float = 0.0
+    costed: int = 0
+
+    @property
+    def requests(self) -> int:
+        return sum(self.outcomes.values())
+
+    def add(self, event: TierRoutingEvent) -> None:
+        self.outcomes[event.outcome] += 1
+        self.kinds[event.task_kind] += 1
+        if event.outcome != "success":
+            self.problem_kinds[event.task_kind] += 1
+        if event.latency_ms is not None:
+            self.latencies.append(event.latency_ms)
+        if event.cost_usd is not None:
+            self.cost += event.cost_usd
+            self.costed += 1
+
+    def as_input(self) -> dict[str, Any]:
+        """What the prompt shows for this tier; rounded so the same window renders the same prompt."""
+        n = self.requests
+
+        def rate(outcome: str) -> float:
+            return round(self.outcomes[outcome] / n, 3) if n else 0.0
+
+        return {
+            "tier": self.tier, "requests": n, "success": self.outcomes["success"],
+            "failure": self.outcomes["failure"], "escalated": self.outcomes["escalated"],
+            "success_rate": rate("success"), "failure_rate": rate("failure"), "escalation_rate": rate("escalated"),
+            "mean_latency_ms": round(sum(self.latencies) / len(self.latencies), 1) if self.latencies else None,
+            "total_cost_usd": round(self.cost, 6) if self.costed else None,
+            "task_kinds": _top(self.kinds), "problem_task_kinds": _top(self.problem_kinds),
+        }
+
+
+def _top(counter: Counter[str]) -> list[str]:
+    ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:_TOP_KINDS]
+    return [f"{kind}×{n}" for kind, n in ranked]
+
+
+def summarise(events: Iterable[TierRoutingEvent]) -> list[dict[str, Any]]:
+    """Per-tier routing outcomes, tiers sorted by name."""
+    tiers: dict[str, TierSummary] = {}
+    for event in events:
+        tiers.setdefault(event.tier, TierSummary(event.tier)).add(event)
+    return [tiers[t].as_input() for t in sorted(tiers)]
+
+
+def window_fingerprint(events: Sequence[TierRoutingEvent], options: DreamOptions) -> str:
+    watermark = event_watermark_fingerprint(
+        (e.timestamp, json.dumps(e.to_json(), sort_keys=True, ensure_ascii=False)) for e in events)
+    return stable_hash(PASS, watermark, options.TierRoutingReviewWindow.total_seconds())
+
+
+def finding_category(tier: str | None) -> str:
+    """``anti-patterns/routing``, or ``anti-patterns/routing/<tier>-tier`` for a finding about one tier."""
+    slug = re.sub(r"[^a-z0-9]+", "-", (tier or "").casefold()).strip("-")[:40].strip("-")
+    if not slug:
+        return CATEGORY
+    return f"{CATEGORY}/{slug if slug.endswith('tier') else slug + '-tier'}"
+
+
+def run_tier_routing_review(ctx: PassContext) -> PassReport:
+    report = PassReport(PASS)
+    opts = ctx.options
+    if not opts.TierRoutingReviewEnabled:
+        return report.skip("disabled (TierRoutingReviewEnabled = false)")
+    if not log_exists(ctx.profile, LOG):
+        return report.skip("no tier-routing log (logs/tier-routing.jsonl is absent)")
+    days = opts.TierRoutingReviewWindow.total_seconds() / 86400
+    read = read_events(ctx.profile, LOG, since=ctx.now - opts.TierRoutingReviewWindow, until=ctx.now)
+    if read.malformed:
+        report.warn(f"tier-routing log: {read.malformed} unreadable line(s) skipped: {'; '.join(read.problems[:5])}")
+    events: list[TierRoutingEvent] = read.events
+    if not events:
+        return report.skip(f"no routing entries in the last {days:g} days (TierRoutingReviewWindow): no call")
+    stats = summarise(events)
+    report.counts.update({"entries": len(events), "tiers": len(stats)})
+    report.extra["tier_stats"] = stats
+    fingerprint = window_fingerprint(events, opts)
+    if gate_says_skip(ctx, PASS, fingerprint, report):
+        return report
+
+    prompt = render_tier_routing(stats, days)
+    response = call_model(ctx, report, PASS, prompt, {"tier_stats": stats, "window_days": days})
+    if response is None:
+        return report
+    for key in ("created", "reinforced", "extended", "rejected"):
+        report.counts.setdefault(key, 0)
+    for finding in response.findings:
+        category = finding_category(finding.tier)
+        metadata = {"routingTier": finding.tier.strip()} if finding.tier and finding.tier.strip() else {}
+        try:
+            result, entry = save_memory_recorded(
+                ctx, report, PASS, finding.content.strip(), category=category, tags=[TAG, *finding.tags],
+                importance=FINDING_IMPORTANCE, metadata=metadata,
+                reason=f"tier routing finding over the last {days:g} days")
+        except ContentError as exc:
+            report.warn(f"finding not saved: {exc}")
+            report.count("rejected")
+            continue
+        report.count(result.action)
+        report.change(f"routing-finding-{result.action}", entry.id, entry.content[:200])
+    stamp(ctx, PASS, fingerprint)
+    c = report.counts
+    return report.finish(f"{len(response.findings)} routing finding(s) from {len(events)} entries over "
+                         f"{len(stats)} tier(s) in the last {days:g} days: {c['created']:g} created, "
+                         f"{c['reinforced']:g} reinforced, {c['extended']:g} extended, {c['rejected']:g} rejected")

@@ -1,0 +1,316 @@
+"""Wisp failure analysis: recurring wisp failures annotate the skills that produced them; steady successes are
+flagged for promotion.
+
+Spec "Wisp failure analysis": the last ``WispAnalysisWindow`` (14 days) of wisp executions, grouped by description.
+The HOST decides what qualifies (DESIGN principle 4: the model proposes, the host decides):
+
+- a failure pattern is a description that failed at least ``WispFailureMinFrequency`` (3) times in the window; its
+  affected steps are the ``failedStep`` values, its producers the ``skillName`` of the failed runs;
+- a promotion candidate is a description run at least ``WispSuccessMinFrequency`` (5) times with a success rate
+  strictly above ``WispSuccessMinRate`` (80 %: exactly 80 % does not qualify).
+
+The model classifies the failure patterns and writes the annotations. An annotation is appended to a skill only
+when that skill produced a qualifying failure pattern and exists, live, in the catalog — this pass never creates or
+revives a skill, and the same annotation text is never appended twice. Model output about anything the host did
+not qualify is ignored (and counted). Nothing qualifying means no call.
+
+The window is gated by an event watermark (``text.fingerprint.event_watermark_fingerprint``): runs ageing out of the
+window are not a change, a new run is. The ledger is stamped only after a usable answer was applied.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dream_assets.llm.prompts import render_wisp_failures
+from dream_assets.model import Skill, iso
+from dream_assets.options import DreamOptions
+from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.report import PassReport
+from dream_assets.store.logs import WispExecutionEvent, log_exists, read_events
+from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
+from dream_assets.text.fingerprint import event_watermark_fingerprint, stable_hash
+
+PASS = "wisp_failure_analysis"
+LOG = "wisp-executions"
+SECTION_HEADING = "### Known failure"
+MAX_ANNOTATION_CHARS = 2_000   # an annotation is a negative example or a corrected pattern, not a document
+_MAX_ERRORS = 3                # distinct errors quoted per pattern
+_MAX_ERROR_CHARS = 300
+
+
+# --- grouping (pure) ---------------------------------------------------------------------------------------------
+
+@dataclass
+class WispGroup:
+    """The runs of one wisp description inside the window."""
+
+    description: str
+    runs: int = 0
+    successes: int = 0
+    failed_steps: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    producers: Counter[str] = field(default_factory=Counter)   # skill names of the failed runs
+    skills: Counter[str] = field(default_factory=Counter)      # skill names of all runs
+
+    @property
+    def failures(self) -> int:
+        return self.runs - self.successes
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / self.runs if self.runs else 0.0
+
+    def add(self, event: WispExecutionEvent) -> None:
+        self.runs += 1
+        if event.skill_name:
+            self.skills[event.skill_name] += 1
+        if event.success:
+            self.successes += 1
+            return
+        if event.failed_step:
+            self.failed_steps[event.failed_step] += 1
+        if event.error:
+            self.errors[event.error.strip()[:_MAX_ERROR_CHARS]] += 1
+        if event.skill_name:
+            self.producers[event.skill_name] += 1
+
+
+def description_key(description: str) -> str:
+    """Runs are grouped by description; white space and letter case do not make a different wisp."""
+    return " ".join(description.split()).casefold()
+
+
+def group_executions(events: Iterable[WispExecutionEvent]) -> dict[str, WispGroup]:
+    """Executions grouped by description (first spelling seen is kept); runs without a description are left out."""
+    groups: dict[str, WispGroup] = {}
+    for event in events:
+        key = description_key(event.description)
+        if not key:
+            continue
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = WispGroup(" ".join(event.description.split()))
+        group.add(event)
+    return groups
+
+
+def is_failure_pattern(group: WispGroup, options: DreamOptions) -> bool:
+    return group.failures >= options.WispFailureMinFrequency
+
+
+def is_promotion_candidate(group: WispGroup, options: DreamOptions) -> bool:
+    # "> 80 %" is strict (spec): 4 of 5 runs is exactly 0.8 and does not qualify. Float division of two small
+    # integers rounds to the same double as the decimal literal, so the boundary compares exactly.
+    return group.runs >= options.WispSuccessMinFrequency - 1 and group.success_rate > options.WispSuccessMinRate
+
+
+def _ranked(counter: Counter[str]) -> list[str]:
+    return [k for k, _ in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def failure_input(group: WispGroup) -> dict[str, Any]:
+    """A failure pattern as the prompt renderer and the offline backend read it."""
+    producers = _ranked(group.producers)
+    out: dict[str, Any] = {"description": group.description, "skill_name": producers[0] if producers else None,
+                           "count": group.failures, "runs": group.runs, "failed_steps": _ranked(group.failed_steps),
+                           "errors": _ranked(group.errors)[:_MAX_ERRORS]}
+    if len(producers) > 1:
+        out["other_skills"] = producers[1:]
+    return out
+
+
+def success_input(group: WispGroup) -> dict[str, Any]:
+    skills = _ranked(group.skills)
+    return {"description": group.description, "skill_name": skills[0] if skills else None, "runs": group.runs,
+            "successes": group.successes, "success_rate": round(group.success_rate, 3)}
+
+
+def window_fingerprint(events: Sequence[WispExecutionEvent], options: DreamOptions) -> str:
+    """The event watermark of the window, plus the thresholds that decide what qualifies."""
+    watermark = event_watermark_fingerprint(
+        (e.timestamp, json.dumps(e.to_json(), sort_keys=True, ensure_ascii=False)) for e in events)
+    return stable_hash(PASS, watermark, options.WispAnalysisWindow.total_seconds(), options.WispFailureMinFrequency,
+                       options.WispSuccessMinFrequency, options.WispSuccessMinRate)
+
+
+# --- annotations (pure) ------------------------------------------------------------------------------------------
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def annotate(content: str, annotations: Sequence[str], heading: str) -> tuple[str, list[str]]:
+    """``content`` with one dated section per annotation not already in it; returns (new content, appended)."""
+    present = _norm(content)
+    appended: list[str] = []
+    for text in annotations:
+        key = _norm(text)
+        if not key or key in present:
+            continue
+        content = f"{content.rstrip()}\n\n{heading}\n{text.strip()}\n"
+        present = _norm(content)
+        appended.append(text.strip())
+    return content, appended
+
+
+# --- the pass ----------------------------------------------------------------------------------------------------
+
+def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
+    report = PassReport(PASS)
+    opts = ctx.options
+    if not opts.WispFailureAnalysisEnabled:
+        return report.skip("disabled (WispFailureAnalysisEnabled = false)")
+    if not log_exists(ctx.profile, LOG):
+        return report.skip("no wisp execution log (logs/wisp-executions.jsonl is absent)")
+    days = f"{opts.WispAnalysisWindow.total_seconds() / 86400:g}"
+    read = read_events(ctx.profile, LOG, since=ctx.now - opts.WispAnalysisWindow, until=ctx.now)
+    if read.malformed:
+        report.warn(f"wisp execution log: {read.malformed} unreadable line(s) skipped: {'; '.join(read.problems[:5])}")
+    events: list[WispExecutionEvent] = read.events
+    groups = group_executions(events)
+    failures = sorted((g for g in groups.values() if is_failure_pattern(g, opts)), key=lambda g: g.description)
+    promotions = sorted((g for g in groups.values() if is_promotion_candidate(g, opts)), key=lambda g: g.description)
+    report.counts.update({"executions": len(events), "descriptions": len(groups), "failure_patterns": len(failures),
+                          "promotion_candidates": len(promotions)})
+    report.extra["promotion_candidates"] = [success_input(g) for g in promotions]
+    if not failures and not promotions:
+        return report.skip(f"no recurring failure (≥ {opts.WispFailureMinFrequency}) or consistent success pattern "
+                           f"(≥ {opts.WispSuccessMinFrequency} runs, > {opts.WispSuccessMinRate:.0%}) among "
+                           f"{len(events)} execution(s) in the last {days} days: no call")
+    fingerprint = window_fingerprint(events, opts)
+    if gate_says_skip(ctx, PASS, fingerprint, report):
+        return report
+
+    failure_inputs = [failure_input(g) for g in failures]
+    success_inputs = [success_input(g) for g in promotions]
+    prompt = render_wisp_failures(failure_inputs, success_inputs)
+    response = call_model(ctx, report, PASS, prompt,
+                          {"failure_patterns": failure_inputs, "success_patterns": success_inputs,
+                           "window_days": float(days)})
+    if response is None:
+        return report
+
+    by_key = {description_key(g.description): g for g in failures}
+    classification = _classifications(report, response.failure_patterns, by_key)
+    for g in failures:
+        label = classification.get(description_key(g.description), "")
+        steps = _ranked(g.failed_steps)
+        report.change("failure-pattern", g.description,
+                      f"{g.failures} of {g.runs} runs failed" + (f" at {', '.join(steps)}" if steps else "")
+                      + (f"; {label}" if label else ""))
+    report.extra["failure_patterns"] = [
+        {**failure_input(g), "classification": classification.get(description_key(g.description), "")}
+        for g in failures]
+
+    annotated = _apply_annotations(ctx, report, response.skill_annotations, failures)
+    _report_promotions(report, response.promotion_notes, promotions)
+    stamp(ctx, PASS, fingerprint)
+    return report.finish(f"{len(failures)} recurring failure pattern(s), {annotated} skill(s) annotated, "
+                         f"{len(promotions)} promotion candidate(s) from {len(events)} execution(s) in the last "
+                         f"{days} days")
+
+
+def _classifications(report: PassReport, patterns: Sequence[Any], by_key: dict[str, WispGroup]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    ignored = 0
+    for p in patterns:
+        key = description_key(p.description)
+        if key not in by_key:
+            ignored += 1
+            continue
+        found.setdefault(key, p.classification.strip())
+    if ignored:
+        report.warn(f"{ignored} failure pattern(s) in the answer do not match a recurring failure found in the "
+                    "window; ignored")
+        report.count("patterns_ignored", ignored)
+    return found
+
+
+def _apply_annotations(ctx: PassContext, report: PassReport, proposals: Sequence[Any],
+                       failures: Sequence[WispGroup]) -> int:
+    """Append the qualified annotations, one save and one change row per skill. Returns the skills annotated."""
+    producers: dict[str, list[str]] = {}
+    for g in failures:
+        for name in g.producers:
+            producers.setdefault(name, []).append(g.description)
+    wanted: dict[str, list[str]] = {}
+    ignored: list[str] = []
+    for p in proposals:
+        name, text = p.skill_name.strip(), p.annotation.strip()
+        if name not in producers:
+            ignored.append(name)
+            continue
+        if not text:
+            continue
+        if len(text) > MAX_ANNOTATION_CHARS:
+            report.warn(f"annotation for skill {name} is {len(text)} characters (limit {MAX_ANNOTATION_CHARS}); "
+                        "not appended")
+            report.count("annotations_rejected")
+            continue
+        wanted.setdefault(name, []).append(text)
+    if ignored:
+        report.warn(f"annotation(s) for {', '.join(sorted(set(ignored)))} ignored: not the producer of a recurring "
+                    "failure pattern in the window")
+        report.count("annotations_ignored", len(ignored))
+
+    annotated = 0
+    day = (iso(ctx.now) or "")[:10]
+    for name in sorted(wanted):
+        skill = ctx.store.skills.get(name, include_archived=True)
+        if skill is None or skill.is_archived:
+            report.warn(f"skill {name} produced a recurring wisp failure but is "
+                        f"{'archived' if skill else 'not in the catalog'}; not annotated (this pass never creates or "
+                        "restores skills)")
+            report.count("annotations_ignored", len(wanted[name]))
+            continue
+        descriptions = producers[name]
+        heading = f"{SECTION_HEADING} ({day})"
+        if len(descriptions) == 1:
+            heading += f': wisp "{descriptions[0]}"'
+        content, appended = annotate(skill.content, wanted[name], heading)
+        report.count("annotations_already_present", len(wanted[name]) - len(appended))
+        if not appended:
+            continue
+        if len(content) > MAX_SKILL_CHARS:
+            report.warn(f"skill {name}: the annotation would take it past {MAX_SKILL_CHARS} characters; not appended")
+            report.count("annotations_rejected", len(appended))
+            continue
+        try:
+            after = ctx.store.skills.save(skill.with_(content=content), now=ctx.now)
+        except SkillError as exc:
+            report.warn(f"skill {name} not annotated: {exc}")
+            continue
+        _record(ctx, name, skill, after, descriptions)
+        annotated += 1
+        report.count("annotations_appended", len(appended))
+        report.change("skill-annotated", name, " | ".join(a[:120] for a in appended))
+    report.count("skills_annotated", annotated)
+    return annotated
+
+
+def _record(ctx: PassContext, name: str, before: Skill, after: Skill, descriptions: Sequence[str]) -> None:
+    ctx.record(PASS, "updated", after, before=before, after=after,
+               reason="known-failure annotation from recurring wisp failures: "
+                      + "; ".join(f'"{d}"' for d in descriptions))
+
+
+def _report_promotions(report: PassReport, notes: dict[str, str], promotions: Sequence[WispGroup]) -> None:
+    by_key = {description_key(k): str(v).strip() for k, v in notes.items()}
+    qualified = {description_key(g.description) for g in promotions}
+    ignored = [k for k in by_key if k not in qualified]
+    if ignored:
+        report.warn(f"{len(ignored)} promotion note(s) for descriptions that are not promotion candidates; ignored")
+    candidates = []
+    for g in promotions:
+        note = by_key.get(description_key(g.description), "")
+        candidates.append({**success_input(g), "note": note})
+        report.change("promotion-candidate", g.description,
+                      f"{g.successes} of {g.runs} runs succeeded ({g.success_rate:.0%})" + (f"; {note}" if note else ""))
+    report.extra["promotion_candidates"] = candidates
+

@@ -1,0 +1,292 @@
+"""The Dagster layer, against a real (temporary) instance: definitions, the cycle, sensors, schedule, backfills, audit."""
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import dagster as dg
+import pytest
+
+from dream_assets.definitions import build_definitions
+from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
+from dream_assets.defs.partitions import AGENTS
+from dream_assets.demo import build_demo_profile
+from dream_assets.gates import GATED_PASSES, gate_status
+from dream_assets.history import read_analysis
+from dream_assets.options import DreamOptions
+from dream_assets.passes.registry import PASSES
+from dream_assets.profile import AgentProfile
+from dream_assets.store import open_store
+from dream_assets.store.ledger import PassLedger
+from dream_assets.store.warehouse import read_day
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def root(tmp_path):
+    return tmp_path / "agents"
+
+
+@pytest.fixture
+def demo(root):
+    profile = AgentProfile(root / "demo")
+    build_demo_profile(profile, NOW)
+    return profile
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def deployment(root) -> DreamDeployment:
+    return DreamDeployment(profile_root=str(root))
+
+
+def run_cycle(defs, instance, agent, now=NOW, selection=None):
+    job = defs.get_job_def("dream_cycle")
+    return job.execute_in_process(instance=instance, partition_key=agent, tags={NOW_TAG: now.isoformat()},
+                                  asset_selection=selection)
+
+
+def materialized(result) -> dict[str, dict]:
+    out = {}
+    for ev in result.get_asset_materialization_events():
+        mat = ev.event_specific_data.materialization
+        out[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
+    return out
+
+
+# ---------------------------------------------------------------- definitions snapshot
+def test_definitions_snapshot(root):
+    defs = build_definitions(deployment(root))
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert {"memory_corpus", "skill_catalog", "conversation_log", "feedback_log", "skill_usage_log", "tool_call_log",
+            "skill_resource_usage_log", "wisp_execution_log", "tier_routing_log", "dream_pass_ledger"} <= keys
+    assert {p.name for p in PASSES} == {
+        "log_retention", "archive_purge", "importance_decay", "memory_consolidation", "skill_gap_detection",
+        "skill_consolidation", "skill_optimization", "preference_inference", "wisp_failure_analysis", "tier_routing_review"}
+    assert {p.name for p in PASSES} | {"corpus_snapshot", "memory_audit", "log_warehouse", "wisp_failure_history",
+                                        "tier_routing_history", "skill_usage_history", "recurring_request_history"} <= keys
+    assert [p.name for p in PASSES][:4] == ["log_retention", "archive_purge", "importance_decay", "memory_consolidation"]
+    # lineage: each pass depends on the passes before it and on the inputs it reads
+    for spec in PASSES:
+        parents = {k.to_user_string() for k in graph.get(dg.AssetKey(spec.name)).parent_keys}
+        assert set(spec.after) | set(spec.reads) == parents
+        node = graph.get(dg.AssetKey(spec.name))
+        assert node.group_name in {"logs", "memory", "skills"}
+        assert (node.pools == {"llm"}) == spec.uses_model or spec.uses_model is False
+    assert {j.name for j in defs.jobs} >= {"dream_cycle", "memory_audit_job", "observe_inputs"}
+    assert {s.name for s in defs.schedules} == {"dream_cycle_schedule", "memory_audit_schedule", "observe_inputs_schedule"}
+    assert {s.name for s in defs.sensors} == {"dream_startup_sensor", "agent_discovery_sensor",
+                                              *(f"{p}_change_gate" for p in GATED_PASSES)}
+    assert defs.get_schedule_def("dream_cycle_schedule").cron_schedule == "0 */4 * * *"
+
+
+# ---------------------------------------------------------------- the cycle
+def test_full_cycle_materializes_every_pass_on_the_demo_agent(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    result = run_cycle(defs, instance, "demo")
+    assert result.success
+    mats = materialized(result)
+    for spec in PASSES:
+        assert spec.name in mats, spec.name
+        assert mats[spec.name]["status"] in {"completed", "skipped"}, (spec.name, mats[spec.name])
+        assert mats[spec.name]["summary"]
+    assert mats["archive_purge"]["summary"] == "6 purged, 2 kept above the high-value floor"
+    assert mats["corpus_snapshot"]["memories_live"] > 300
+    checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert checks and all(c.passed for c in checks)
+
+
+def test_two_agents_keep_separate_ledgers(root, instance):
+    for agent in ("alpha", "beta"):
+        build_demo_profile(AgentProfile(root / agent), NOW)
+    instance.add_dynamic_partitions(AGENTS, ["alpha", "beta"])
+    defs = build_definitions(deployment(root))
+    assert run_cycle(defs, instance, "alpha").success
+    alpha, beta = PassLedger(AgentProfile(root / "alpha")), PassLedger(AgentProfile(root / "beta"))
+    assert alpha.records() and not beta.records()
+    assert (root / "alpha" / "dream-pass-ledger.json").exists() and not (root / "beta" / "dream-pass-ledger.json").exists()
+
+
+# ---------------------------------------------------------------- change-gate sensors
+def _gate_sensor(defs, pass_name):
+    return defs.get_sensor_def(f"{pass_name}_change_gate")
+
+
+def _tick(sensor, instance, root, cursor=None):
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"deployment": deployment(root)})
+    return sensor(ctx)
+
+
+def test_gate_sensor_requests_a_pass_never_run_and_skips_it_when_unchanged(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    sensor = _gate_sensor(defs, "skill_consolidation")
+    first = _tick(sensor, instance, root)
+    assert len(first.run_requests) == 1
+    req = first.run_requests[0]
+    assert req.partition_key == "demo" and req.asset_selection == [dg.AssetKey("skill_consolidation")]
+    status = gate_status("skill_consolidation", demo, DreamOptions(), datetime.now(UTC))
+    assert status.fingerprint in req.run_key
+    # the pass ran on this fingerprint (stamped now): unchanged -> skip, naming the pass and when it will be forced
+    PassLedger(demo).stamp("skill_consolidation", status.fingerprint, datetime.now(UTC))
+    second = _tick(sensor, instance, root)
+    assert not second.run_requests
+    reason = second.skip_reason.skip_message
+    assert "skill_consolidation for demo: skipped" in reason and "next forced" in reason and "last ran" in reason
+
+
+def test_gate_sensor_runs_when_the_input_changed(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    status = gate_status("skill_consolidation", demo, DreamOptions(), datetime.now(UTC))
+    PassLedger(demo).stamp("skill_consolidation", status.fingerprint, datetime.now(UTC))
+    store = open_store(demo)
+    skill = store.skills.get("mcp/weather")
+    store.skills.save(skill.with_(content=skill.content + " Include the UV index."), now=NOW)
+    result = _tick(_gate_sensor(defs, "skill_consolidation"), instance, root)
+    assert len(result.run_requests) == 1
+    assert result.run_requests[0].run_key != f"skill_consolidation:demo:{status.fingerprint}"
+
+
+def test_gate_sensor_forces_a_run_when_the_floor_elapsed(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    status = gate_status("skill_consolidation", demo, DreamOptions(), datetime.now(UTC))
+    PassLedger(demo).stamp("skill_consolidation", status.fingerprint, datetime.now(UTC) - timedelta(days=8))
+    result = _tick(_gate_sensor(defs, "skill_consolidation"), instance, root)
+    assert len(result.run_requests) == 1
+    assert "DreamPassMaxSkipInterval elapsed" in result.run_requests[0].tags["dream/trigger"]
+
+
+def test_gate_sensor_treats_a_corrupt_ledger_as_never_run(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    demo.ledger_path.write_text("{oops")
+    result = _tick(_gate_sensor(build_definitions(deployment(root)), "skill_consolidation"), instance, root)
+    assert len(result.run_requests) == 1
+
+
+def test_gate_sensor_for_a_time_window_ignores_events_ageing_out(root, demo, instance):
+    now = datetime.now(UTC)
+    status = gate_status("tier_routing_review", demo, DreamOptions(), now)
+    later = gate_status("tier_routing_review", demo, DreamOptions(), now + timedelta(days=3))
+    # three days later some events left the 14-day window, but the newest event is the same: unchanged
+    assert status.fingerprint == later.fingerprint
+
+
+# ---------------------------------------------------------------- schedule and start-up
+def test_schedule_holds_consolidation_back_inside_the_minimum_interval(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    schedule = defs.get_schedule_def("dream_cycle_schedule")
+    PassLedger(demo).stamp("memory_consolidation", "x", NOW - timedelta(hours=2))
+    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=NOW,
+                                    resources={"deployment": deployment(root)})
+    reqs = schedule(ctx)
+    assert len(reqs) == 1
+    selected = {k.to_user_string() for k in reqs[0].asset_selection}
+    assert "memory_consolidation" not in selected and "log_retention" in selected
+    assert "held back until 2026-11-30T16:00:00Z" in reqs[0].tags["dream/held_back"]
+    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=NOW + timedelta(hours=5),
+                                    resources={"deployment": deployment(root)})
+    later = schedule(ctx)
+    assert "memory_consolidation" in {k.to_user_string() for k in later[0].asset_selection}
+
+
+def test_schedule_skips_with_a_reason_when_dreaming_is_disabled(root, demo, instance, monkeypatch):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    monkeypatch.setenv("DREAM__Enabled", "false")
+    defs = build_definitions(deployment(root))
+    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=NOW,
+                                    resources={"deployment": deployment(root)})
+    skip = defs.get_schedule_def("dream_cycle_schedule")(ctx)
+    assert isinstance(skip, dg.SkipReason) and "Enabled = false" in skip.skip_message
+
+
+def test_startup_sensor_waits_for_the_initial_delay_then_launches_once(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    sensor = build_definitions(deployment(root)).get_sensor_def("dream_startup_sensor")
+    first = _tick(sensor, instance, root)
+    assert not first.run_requests and "(InitialDelay)" in first.skip_reason.skip_message
+    cursor = json.loads(first.cursor)
+    cursor["first_seen"] = (datetime.now(UTC) - timedelta(minutes=6)).isoformat()
+    second = _tick(sensor, instance, root, cursor=json.dumps(cursor))
+    assert len(second.run_requests) == 1 and second.run_requests[0].partition_key == "demo"
+    third = _tick(sensor, instance, root, cursor=second.cursor)
+    assert not third.run_requests and "already launched" in third.skip_reason.skip_message
+
+
+def test_discovery_sensor_registers_new_agent_profiles(root, instance):
+    for agent in ("alpha", "beta"):
+        build_demo_profile(AgentProfile(root / agent), NOW, with_logs=False)
+    sensor = build_definitions(deployment(root)).get_sensor_def("agent_discovery_sensor")
+    result = _tick(sensor, instance, root)
+    assert result.dynamic_partitions_requests[0].partition_keys == ["alpha", "beta"]
+
+
+# ---------------------------------------------------------------- backfills
+def test_five_day_backfill_gives_five_idempotent_partitions(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    assets = [defs.get_assets_def("log_warehouse"), defs.get_assets_def("wisp_failure_history")]
+    # the warehouse first holds the last 15 days of logs (the 14-day window of the earliest backfilled day)
+    dg.materialize([assets[0]], instance=instance, resources={"deployment": deployment(root)},
+                   tags={"dagster/asset_partition_range_start": f"demo|{(NOW - timedelta(days=20)).date()}",
+                         "dagster/asset_partition_range_end": f"demo|{NOW.date()}", NOW_TAG: NOW.isoformat()})
+    days = [(NOW - timedelta(days=d)).date() for d in range(5, 0, -1)]
+    tags = {"dagster/asset_partition_range_start": f"demo|{days[0]}", "dagster/asset_partition_range_end": f"demo|{days[-1]}",
+            NOW_TAG: NOW.isoformat()}
+    first = dg.materialize(assets, instance=instance, tags=tags, resources={"deployment": deployment(root)})
+    assert first.success
+    rows_first = {d: len(read_day(demo, "wisp-executions", d)) for d in days}
+    analyses_first = {d: read_analysis(demo, "wisp_failure_history", d) for d in days}
+    assert all((demo.analyses_dir / "wisp_failure_history" / f"date={d}").exists() for d in days)
+    again = dg.materialize(assets, instance=instance, tags=tags, resources={"deployment": deployment(root)})
+    assert again.success
+    assert {d: len(read_day(demo, "wisp-executions", d)) for d in days} == rows_first
+    assert {d: read_analysis(demo, "wisp_failure_history", d) for d in days} == analyses_first
+    last = analyses_first[days[-1]]
+    invoice = next(r for r in last if r["description"] == "Convert invoice PDF to spreadsheet row")
+    assert invoice["failure_pattern"] is True
+
+
+# ---------------------------------------------------------------- audit
+def test_audit_fails_on_a_hand_deleted_entry_and_passes_after_a_clean_cycle(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    snap = [defs.get_assets_def("corpus_snapshot"), defs.get_assets_def("memory_audit")]
+    res = {"deployment": deployment(root)}
+    assert dg.materialize(snap, instance=instance, partition_key="demo", resources=res).success
+    store = open_store(demo)
+    victim = store.memories.list_live()[0]
+    with store.connection.session() as conn:   # a hard delete outside the archive purge
+        conn.execute("DELETE FROM memories WHERE id = ?", [victim.id])
+    bad = dg.materialize(snap, instance=instance, partition_key="demo", resources=res, raise_on_error=False)
+    evals = {e.event_specific_data.check_name: e.event_specific_data for e in bad.all_events
+             if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert evals["no_unexplained_deletes"].passed is False
+    assert victim.id in evals["no_unexplained_deletes"].metadata["ids"].value
+    good = dg.materialize(snap, instance=instance, partition_key="demo", resources=res, raise_on_error=False)
+    evals = {e.event_specific_data.check_name: e.event_specific_data for e in good.all_events
+             if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert all(e.passed for e in evals.values())
+    assert len([ln for ln in demo.audit_trend_path.read_text().splitlines() if ln]) == 3
+
+
+def test_audit_pauses_consolidation_on_hard_delete_when_opted_in(root, demo, instance, monkeypatch):
+    monkeypatch.setenv("DREAM__AuditPauseOnHardDelete", "true")
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    snap = [defs.get_assets_def("corpus_snapshot"), defs.get_assets_def("memory_audit")]
+    res = {"deployment": deployment(root)}
+    dg.materialize(snap, instance=instance, partition_key="demo", resources=res)
+    store = open_store(demo)
+    with store.connection.session() as conn:
+        conn.execute("DELETE FROM memories WHERE id = (SELECT min(id) FROM memories)")
+    dg.materialize(snap, instance=instance, partition_key="demo", resources=res, raise_on_error=False)
+    assert demo.consolidation_pause_path.exists()

@@ -1,0 +1,131 @@
+"""The offline backend: answers every contract, conservatively, and never drops a source sentence."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dream_assets.llm.base import ModelRequest
+from dream_assets.llm.client import ModelClient, build_model_client
+from dream_assets.llm.contracts import CONTRACTS
+from dream_assets.llm.offline import (
+    JUDGEMENT_NOTE,
+    OfflineBackend,
+    merge_keeping_every_sentence,
+    sentences_of,
+)
+from dream_assets.options import DreamOptions
+
+
+def _call(pass_name: str, inputs: dict):
+    client = ModelClient(OfflineBackend(), profile=None, options=DreamOptions())
+    return client.call(ModelRequest(pass_name, "directive", "prompt", inputs))
+
+
+def test_offline_is_the_default_without_an_endpoint(caplog) -> None:
+    caplog.set_level("INFO")
+    client = build_model_client(DreamOptions(), None, env={})
+    assert (client.backend_name, client.model_name) == ("offline", "offline-deterministic")
+    assert "model backend: offline (no endpoint configured)" in caplog.text
+    assert client.describe()["llm_backend"] == "offline"
+
+
+@pytest.mark.parametrize("pass_name", sorted(CONTRACTS))
+def test_offline_answers_every_contract_even_without_inputs(pass_name: str) -> None:
+    result = _call(pass_name, {})
+    assert result.ok, result.error
+    assert isinstance(result.response, CONTRACTS[pass_name])
+    assert result.backend == "offline"
+
+
+def test_offline_merges_each_cluster_keeping_every_sentence() -> None:
+    entries = [
+        {"id": "a", "content": "Bob lives in Lisbon. He moved in 2024.", "category": "people/bob", "tags": ["bob"]},
+        {"id": "b", "content": "bob lives in lisbon!  He works at Xebia.", "category": "general", "tags": ["work", "bob"]},
+        {"id": "c", "content": "Unrelated fact.", "category": "general", "tags": []},
+    ]
+    result = _call("memory_consolidation", {"entries": entries, "clusters": [["a", "b"], ["c"], ["x", "c"]]})
+    assert result.ok
+    assert result.response.to_delete == []
+    [save] = result.response.to_save
+    assert save.content == "Bob lives in Lisbon. He moved in 2024.\nHe works at Xebia."
+    assert save.category == "people/bob" and save.tags == ["bob", "work"] and save.source_ids == ["a", "b"]
+
+
+def test_offline_never_merges_an_entry_twice_or_invents_ids() -> None:
+    entries = [{"id": i, "content": f"Fact {i}.", "category": "general", "tags": []} for i in "abc"]
+    result = _call("memory_consolidation", {"entries": entries, "clusters": [["a", "b"], ["b", "c"], ["c", "zz"]]})
+    assert [s.source_ids for s in result.response.to_save] == [["a", "b"]]
+
+
+def test_offline_merge_repair_restores_the_sentences_with_the_dropped_specifics() -> None:
+    inputs = {"merged": "The team meets weekly.",
+              "sources": [{"id": "a", "content": "The team meets weekly. Standup is with May in Room 4B."},
+                          {"id": "b", "content": "Budget review on 2026-08-19. Nothing else."}],
+              "missing": ["May", "2026-08-19", "Narnia"]}
+    result = _call("merge_repair", inputs)
+    assert result.response.content == ("The team meets weekly.\nStandup is with May in Room 4B. "
+                                       "Budget review on 2026-08-19.")
+    assert "Narnia" not in result.response.content  # never invented
+
+
+def test_offline_wisp_analysis_quotes_only_the_data() -> None:
+    inputs = {"failure_patterns": [
+        {"description": "fetch calendar", "skill_name": "mcp/calendar", "count": 4, "failed_steps": ["fetch"],
+         "errors": ["invalid date 'tomorrow'", "timeout"]},
+        {"description": "digest", "skill_name": None, "count": 3, "failed_steps": [], "errors": []}],
+        "success_patterns": [{"description": "weather", "runs": 9}]}
+    response = _call("wisp_failure_analysis", inputs).response
+    assert [(p.description, p.classification, p.affected_steps) for p in response.failure_patterns] == [
+        ("fetch calendar", "unclassified (offline)", ["fetch"]), ("digest", "unclassified (offline)", [])]
+    [note] = response.skill_annotations
+    assert note.skill_name == "mcp/calendar"
+    assert note.annotation == ('Known failure (4× in the review window) in wisp "fetch calendar": '
+                               "step fetch — invalid date 'tomorrow'")
+    assert response.promotion_notes == {}
+
+
+@pytest.mark.parametrize("pass_name", ["skill_gap_detection", "skill_consolidation", "skill_optimization",
+                                       "preference_inference", "tier_routing_review"])
+def test_judgement_passes_get_an_empty_answer_and_a_note(pass_name: str) -> None:
+    result = _call(pass_name, {"sessions": {"s1": []}, "tiers": [{"tier": "small"}]})
+    assert result.ok and result.note == JUDGEMENT_NOTE
+    dumped = result.response.model_dump()
+    assert all(v in ([], {}) for v in dumped.values())
+
+
+# --- the no-lost-sentence guarantee -------------------------------------------------------------------
+_word = st.text(alphabet=st.characters(categories=("L", "N"), max_codepoint=0x2FF), min_size=1, max_size=8)
+_sentence = st.builds(lambda words, end: " ".join(words) + end, st.lists(_word, min_size=1, max_size=6),
+                      st.sampled_from(["", ".", "!", "?", "...", ";"]))
+_text = st.builds(lambda lines: "\n".join(" ".join(line) for line in lines),
+                  st.lists(st.lists(_sentence, min_size=0, max_size=4), min_size=1, max_size=4))
+_messy_text = st.one_of(_text, st.text(max_size=200))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_messy_text, min_size=2, max_size=4))
+def test_a_merge_never_drops_a_source_sentence(texts: list[str]) -> None:
+    merged = merge_keeping_every_sentence(texts)
+    assert sentences_of(texts) <= sentences_of([merged])
+    # and, independently of how sentences are split: every word of every source is still there
+    def words(t: str) -> set[str]:
+        return {w.casefold().rstrip(".!?;:,…") for w in t.split()}
+    assert set().union(*(words(t) for t in texts)) <= words(merged)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_text, min_size=2, max_size=4))
+def test_offline_consolidation_answers_keep_every_source_sentence(texts: list[str]) -> None:
+    entries = [{"id": f"m{i}", "content": t, "category": "general", "tags": []} for i, t in enumerate(texts)]
+    result = _call("memory_consolidation", {"entries": entries, "clusters": [[e["id"] for e in entries]]})
+    assert result.ok
+    for save in result.response.to_save:
+        sources = [e["content"] for e in entries if e["id"] in save.source_ids]
+        assert sentences_of(sources) <= sentences_of([save.content])
+
+
+def test_duplicate_sentences_are_kept_once() -> None:
+    merged = merge_keeping_every_sentence(["Tea at 5. Coffee never.", "tea at 5!  Biscuits too."])
+    assert merged == "Tea at 5. Coffee never.\nBiscuits too."

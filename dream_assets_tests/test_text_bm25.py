@@ -1,0 +1,188 @@
+"""BM25 recall: ranking, incremental maintenance and the TF-IDF statistics save-time dedup reads."""
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dream_assets.text.bm25 import Bm25Index
+from dream_assets.text.tokens import document_tokens, tokenize
+
+
+def _index(docs: dict[str, str]) -> Bm25Index:
+    index = Bm25Index()
+    for doc_id, text in docs.items():
+        index.add(doc_id, tokenize(text))
+    return index
+
+
+def test_doc_matching_a_rare_term_outranks_one_matching_only_a_common_term() -> None:
+    docs = {f"common{i}": f"python note {i}" for i in range(20)}
+    docs["rare"] = "kubernetes cluster upgrade"
+    index = _index(docs)
+    results = index.search(["python", "kubernetes"], limit=3)
+    assert results[0][0] == "rare"
+    assert results[0][1] > results[1][1]
+
+
+def test_shorter_document_with_the_same_match_ranks_higher() -> None:
+    index = _index({
+        "short": "invoice deadline",
+        "long": "invoice reminder about the quarterly budget meeting notes and slides",
+        "other": "unrelated words here",
+    })
+    assert [doc_id for doc_id, _ in index.search(["invoice"])] == ["short", "long"]
+
+
+def test_score_matches_the_okapi_formula() -> None:
+    index = _index({"a": "alpha beta beta", "b": "beta gamma", "c": "delta"})
+    n, avgdl = 3, (3 + 2 + 1) / 3
+    idf = math.log(1 + (n - 2 + 0.5) / (2 + 0.5))
+    tf, dl = 2, 3
+    expected = idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl))
+    assert dict(index.search(["beta"]))["a"] == pytest.approx(expected)
+
+
+def test_only_documents_sharing_a_query_term_are_returned() -> None:
+    index = _index({"a": "alpha", "b": "beta"})
+    assert [d for d, _ in index.search(["alpha", "zeta"])] == ["a"]
+    assert index.search(["zeta"]) == []
+    assert index.search([]) == []
+    assert Bm25Index().search(["alpha"]) == []
+
+
+def test_remove_forgets_a_document_and_its_statistics() -> None:
+    index = _index({"a": "alpha beta", "b": "alpha"})
+    index.remove("a")
+    assert "a" not in index and len(index) == 1
+    assert index.doc_freq("beta") == 0 and index.doc_freq("alpha") == 1
+    assert index.search(["beta"]) == []
+    index.remove("never-added")  # no-op
+    assert len(index) == 1
+
+
+def test_add_with_an_existing_id_replaces_the_document() -> None:
+    index = _index({"a": "old words", "b": "old"})
+    index.add("a", tokenize("new words"))
+    assert len(index) == 2
+    assert [d for d, _ in index.search(["old"])] == ["b"]
+    assert [d for d, _ in index.search(["new"])] == ["a"]
+    assert index.doc_freq("old") == 1
+
+
+def test_exclude_skips_ids_without_shrinking_the_result() -> None:
+    index = _index({f"d{i}": "shared term" for i in range(6)})
+    results = index.search(["shared"], limit=3, exclude={"d0", "d1"})
+    assert [d for d, _ in results] == ["d2", "d3", "d4"]
+
+
+def test_exclude_accepts_any_container() -> None:
+    class Odd:
+        def __contains__(self, item: object) -> bool:
+            return isinstance(item, str) and int(item[1:]) % 2 == 1
+
+    index = _index({f"d{i}": "shared term" for i in range(10)})
+    assert [d for d, _ in index.search(["shared"], limit=4, exclude=Odd())] == ["d0", "d2", "d4", "d6"]
+
+
+def test_ties_break_by_doc_id_ascending_regardless_of_insertion_order() -> None:
+    ids = ["m", "b", "z", "a", "k"]
+    random.Random(3).shuffle(ids)
+    index = _index({doc_id: "same text" for doc_id in ids})
+    assert [d for d, _ in index.search(["same"], limit=3)] == ["a", "b", "k"]
+
+
+def test_repeated_query_terms_count_once() -> None:
+    index = _index({"a": "alpha", "b": "alpha beta"})
+    assert index.search(["alpha", "alpha"]) == index.search(["alpha"])
+
+
+def test_clear_empties_the_index() -> None:
+    index = _index({"a": "alpha"})
+    index.clear()
+    assert len(index) == 0 and index.search(["alpha"]) == []
+
+
+def test_index_stays_correct_across_compaction() -> None:
+    index = Bm25Index()
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(50)]
+    live: dict[str, list[str]] = {}
+    for _ in range(5000):
+        doc_id = f"d{rng.randrange(800)}"
+        if rng.random() < 0.4:
+            index.remove(doc_id)
+            live.pop(doc_id, None)
+        else:
+            tokens = rng.choices(words, k=rng.randint(1, 8))
+            index.add(doc_id, tokens)
+            live[doc_id] = tokens
+    fresh = Bm25Index()
+    for doc_id, tokens in live.items():
+        fresh.add(doc_id, tokens)
+    assert len(index) == len(live)
+    for query in (["w1"], ["w2", "w30"], words[:6]):
+        got, want = index.search(query, limit=20), fresh.search(query, limit=20)
+        assert [d for d, _ in got] == [d for d, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 9), st.lists(st.sampled_from("abcdef"), max_size=5)),
+        max_size=40,
+    ),
+    st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=3),
+)
+def test_incremental_updates_match_a_fresh_build(
+    ops: list[tuple[bool, int, list[str]]], query: list[str]
+) -> None:
+    index = Bm25Index()
+    live: dict[str, list[str]] = {}
+    for is_add, n, tokens in ops:
+        doc_id = f"d{n}"
+        if is_add:
+            index.add(doc_id, tokens)
+            live[doc_id] = tokens
+        else:
+            index.remove(doc_id)
+            live.pop(doc_id, None)
+    fresh = Bm25Index()
+    for doc_id, tokens in live.items():
+        fresh.add(doc_id, tokens)
+    got, want = index.search(query, limit=10), fresh.search(query, limit=10)
+    assert [d for d, _ in got] == [d for d, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want])
+    assert set(index) == set(live)
+
+
+def test_tfidf_idf_matches_scikit_learn_smooth_idf() -> None:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts = ["alpha beta", "beta gamma gamma", "beta delta", "epsilon"]
+    index = _index({str(i): t for i, t in enumerate(texts)})
+    vectorizer = TfidfVectorizer(tokenizer=tokenize, lowercase=False, token_pattern=None).fit(texts)
+    for term, col in vectorizer.vocabulary_.items():
+        assert index.idf_tfidf(term) == pytest.approx(vectorizer.idf_[col])
+    assert index.idf_tfidf("unseen") == pytest.approx(math.log(5 / 1) + 1)
+
+
+def test_tfidf_vector_is_unit_length_and_cosine_is_bounded() -> None:
+    index = _index({"a": "alpha beta", "b": "beta gamma", "c": "delta"})
+    vector = index.tfidf_vector(["alpha", "beta", "beta"])
+    assert math.sqrt(sum(w * w for w in vector.values())) == pytest.approx(1.0)
+    assert Bm25Index.cosine(vector, vector) == pytest.approx(1.0)
+    assert Bm25Index.cosine(vector, index.tfidf_vector(["delta"])) == 0.0
+    assert index.tfidf_vector([]) == {}
+    assert Bm25Index.cosine({}, vector) == 0.0
+
+
+def test_memory_entries_are_found_by_category_and_tag_words() -> None:
+    index = Bm25Index()
+    index.add("m1", document_tokens("Prefers short answers", "preferences/communication-style", ["tone"]))
+    index.add("m2", document_tokens("Deploys happen on Fridays", "ops/release", []))
+    assert [d for d, _ in index.search(tokenize("communication tone"))] == ["m1"]
+    assert [d for d, _ in index.search(tokenize("release"))] == ["m2"]

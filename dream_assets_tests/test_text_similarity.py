@@ -1,0 +1,223 @@
+"""Similarity and near-duplicate clustering (spec: save-time dedup and consolidation clustering)."""
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from dream_assets.text import similarity
+from dream_assets.text.bm25 import Bm25Index
+from dream_assets.text.similarity import (
+    cosine_pairs,
+    find_duplicate_clusters,
+    jaccard,
+    jaccard_pairs,
+    tfidf_cosine,
+    tfidf_matrix,
+)
+from dream_assets.text.tokens import content_tokens, document_tokens
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ({"x", "y"}, {"x", "y"}, 1.0),
+        ({"x", "y"}, {"z"}, 0.0),
+        ({"x", "y", "z"}, {"x", "y", "w"}, 0.5),
+        (set(), set(), 0.0),
+        ({"x"}, set(), 0.0),
+    ],
+)
+def test_jaccard(a: set[str], b: set[str], expected: float) -> None:
+    assert jaccard(a, b) == pytest.approx(expected)
+
+
+def test_tfidf_cosine_of_identical_texts_is_one_and_of_disjoint_texts_zero() -> None:
+    text = "The user prefers dark mode in the editor"
+    assert tfidf_cosine(text, text) == pytest.approx(1.0)
+    assert tfidf_cosine(text, "Deploys run every Friday afternoon") == 0.0
+
+
+def test_tfidf_cosine_orders_paraphrase_above_related_above_unrelated() -> None:
+    base = "The user prefers dark mode in the code editor"
+    paraphrase = "User prefers the code editor in dark mode."
+    related = "The user prefers light mode in the terminal"
+    unrelated = "Invoices are due on the first Monday of the month"
+    scores = [tfidf_cosine(base, other) for other in (paraphrase, related, unrelated)]
+    assert scores[0] > scores[1] > scores[2]
+    assert scores[0] >= 0.88
+
+
+def test_tfidf_cosine_ignores_stopwords() -> None:
+    assert tfidf_cosine("the cat of the house", "cat house") == pytest.approx(1.0)
+    # Texts made only of stopwords still compare rather than being treated as empty.
+    assert tfidf_cosine("it is what it is", "it is what it is") == pytest.approx(1.0)
+
+
+def test_tfidf_cosine_with_an_index_weighs_terms_by_corpus_rarity() -> None:
+    index = Bm25Index()
+    for i in range(50):
+        index.add(f"c{i}", document_tokens(f"user note number {i}", "general", []))
+    index.add("r", document_tokens("kubernetes", "general", []))
+    shares_common = tfidf_cosine("user kubernetes", "user terraform", index)
+    shares_rare = tfidf_cosine("user kubernetes", "kubernetes terraform", index)
+    assert shares_rare > shares_common
+    assert tfidf_cosine("user kubernetes", "user kubernetes", index) == pytest.approx(1.0)
+
+
+FACTS = [
+    ("a1", "The user's dog is named Biscuit and is a golden retriever"),
+    ("b1", "Production deploys are frozen during the last week of December"),
+    ("a2", "The user's dog, a golden retriever, is named Biscuit"),
+    ("c1", "Invoices for Xebia must be sent before the 5th of each month"),
+    ("b2", "Production deploys are frozen in the last week of December"),
+    ("d1", "The user prefers answers in British English"),
+]
+
+
+def test_near_duplicates_cluster_and_distinct_facts_do_not() -> None:
+    result = find_duplicate_clusters(FACTS, threshold=0.88, max_cluster_size=3)
+    assert result.method == "tfidf" and result.warning is None
+    assert result.clusters == [["a1", "a2"], ["b1", "b2"]]
+    assert result.pairs == 2
+
+
+def test_cluster_cap_refuses_unions_beyond_the_maximum() -> None:
+    group = [
+        ("g1", "Alice moved to Austin in March 2026 for her new job at Eventbrite"),
+        ("g2", "Alice moved to Austin in March 2026 for her new job at Eventbrite."),
+        ("g3", "In March 2026 Alice moved to Austin for her new job at Eventbrite"),
+        ("g4", "Alice moved to Austin, in March 2026, for a new job at Eventbrite"),
+        ("g5", "Alice moved to Austin in March 2026 for her new job at Eventbrite!"),
+    ]
+    uncapped = find_duplicate_clusters(group, threshold=0.88, max_cluster_size=10)
+    assert uncapped.clusters == [["g1", "g2", "g3", "g4", "g5"]]
+    capped = find_duplicate_clusters(group, threshold=0.88, max_cluster_size=3)
+    assert sorted(len(c) for c in capped.clusters) == [2, 3]
+    assert sorted(itertools.chain.from_iterable(capped.clusters)) == ["g1", "g2", "g3", "g4", "g5"]
+    assert find_duplicate_clusters(group, threshold=0.88, max_cluster_size=1).clusters == []
+
+
+def test_strongest_pairs_are_joined_first() -> None:
+    docs = [
+        ("x", "alpha beta gamma delta epsilon zeta eta theta"),
+        ("y", "alpha beta gamma delta epsilon zeta eta iota"),
+        ("z", "alpha beta gamma delta epsilon zeta eta theta"),  # identical to x
+    ]
+    result = find_duplicate_clusters(docs, threshold=0.5, max_cluster_size=2)
+    assert result.clusters == [["x", "z"]]
+
+
+def test_clusters_are_ordered_by_input_position_and_repeatable() -> None:
+    shuffled = FACTS[:]
+    random.Random(5).shuffle(shuffled)
+    first = find_duplicate_clusters(shuffled, 0.88, 3)
+    assert first == find_duplicate_clusters(shuffled, 0.88, 3)
+    position = {doc_id: i for i, (doc_id, _) in enumerate(shuffled)}
+    for cluster in first.clusters:
+        assert [position[m] for m in cluster] == sorted(position[m] for m in cluster)
+    assert [position[c[0]] for c in first.clusters] == sorted(position[c[0]] for c in first.clusters)
+    assert sorted(map(sorted, first.clusters)) == [["a1", "a2"], ["b1", "b2"]]
+
+
+def test_jaccard_can_be_forced() -> None:
+    docs = FACTS + [("b3", "Production deploys are frozen during the last week of December.")]
+    result = find_duplicate_clusters(docs, 0.88, 3, method="jaccard")
+    assert result.method == "jaccard" and result.warning is None
+    assert result.clusters == [["a1", "a2"], ["b1", "b3"]]  # b2 differs by a content word
+
+
+def test_auto_falls_back_to_jaccard_when_tfidf_has_no_vocabulary() -> None:
+    docs = [("s1", "it is what it is"), ("s2", "it is what it is"), ("s3", "")]
+    result = find_duplicate_clusters(docs, 0.88, 3)
+    assert result.method == "jaccard"
+    assert result.warning is not None and "Jaccard" in result.warning
+    assert result.clusters == []
+
+
+def test_auto_falls_back_to_jaccard_when_tfidf_runs_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(texts: object, threshold: float) -> None:
+        raise MemoryError("cannot allocate")
+
+    monkeypatch.setattr(similarity, "tfidf_pairs", boom)
+    docs = FACTS + [("b3", "Production deploys are frozen during the last week of December.")]
+    result = find_duplicate_clusters(docs, 0.88, 3)
+    assert result.method == "jaccard" and "MemoryError" in (result.warning or "")
+    assert result.clusters == [["a1", "a2"], ["b1", "b3"]]  # b2 differs by a content word
+
+
+def test_forced_tfidf_reports_an_empty_vocabulary_instead_of_falling_back() -> None:
+    with pytest.raises(ValueError):
+        find_duplicate_clusters([("a", "the"), ("b", "of")], 0.88, 3, method="tfidf")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"threshold": 0.0, "max_cluster_size": 3}, "threshold"),
+        ({"threshold": 1.5, "max_cluster_size": 3}, "threshold"),
+        ({"threshold": 0.88, "max_cluster_size": 3, "method": "embeddings"}, "method"),
+    ],
+)
+def test_bad_arguments_are_rejected_with_the_fix(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        find_duplicate_clusters(FACTS, **kwargs)
+
+
+def test_duplicate_ids_are_rejected() -> None:
+    with pytest.raises(ValueError, match="'a1' appears more than once"):
+        find_duplicate_clusters(FACTS + [("a1", "again")], 0.88, 3)
+
+
+def test_fewer_than_two_documents_make_no_clusters() -> None:
+    assert find_duplicate_clusters([], 0.88, 3).clusters == []
+    assert find_duplicate_clusters([("only", "one entry")], 0.88, 3).clusters == []
+
+
+def _random_corpus(rng: random.Random, n: int, vocab: int) -> list[str]:
+    words = [f"w{i}" for i in range(vocab)]
+    weights = [1.0 / (i + 1) for i in range(vocab)]  # Zipf-like: a few words are everywhere
+    texts: list[str] = []
+    for _ in range(n):
+        if texts and rng.random() < 0.3:
+            base = rng.choice(texts).split()
+            base[rng.randrange(len(base))] = rng.choice(words)
+            texts.append(" ".join(base))
+        else:
+            texts.append(" ".join(rng.choices(words, weights=weights, k=rng.randint(1, 12))))
+    return texts
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("threshold", [0.3, 0.6, 0.88, 0.97, 1.0])
+def test_pruned_cosine_join_finds_exactly_the_brute_force_pairs(seed: int, threshold: float) -> None:
+    texts = _random_corpus(random.Random(seed), n=300, vocab=60)
+    x = tfidf_matrix(texts)
+    dense = (x @ x.T).toarray()
+    upper = np.triu_indices(len(texts), k=1)
+    expected = {(int(i), int(j)) for i, j in zip(*upper, strict=True) if dense[i, j] >= threshold - 1e-12}
+    rows, cols, sims = cosine_pairs(x, threshold)
+    assert set(zip(rows.tolist(), cols.tolist(), strict=True)) == expected
+    assert np.allclose(sims, dense[rows, cols])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("threshold", [0.2, 0.5, 0.88, 1.0])
+def test_prefix_filtered_jaccard_finds_exactly_the_brute_force_pairs(seed: int, threshold: float) -> None:
+    sets = [content_tokens(t) for t in _random_corpus(random.Random(seed), n=200, vocab=40)]
+    expected = {
+        (i, j)
+        for i, j in itertools.combinations(range(len(sets)), 2)
+        if jaccard(sets[i], sets[j]) >= threshold - 1e-12
+    }
+    rows, cols, sims = jaccard_pairs(sets, threshold)
+    assert set(zip(rows.tolist(), cols.tolist(), strict=True)) == expected
+    assert sims.tolist() == pytest.approx([jaccard(sets[i], sets[j]) for i, j in zip(rows, cols, strict=True)])
+
+
+def test_cosine_join_leaves_the_input_matrix_untouched() -> None:
+    x = tfidf_matrix(_random_corpus(random.Random(9), n=50, vocab=20))
+    before = (x.data.copy(), x.indices.copy(), x.indptr.copy())
+    cosine_pairs(x, 0.5)
+    assert all(np.array_equal(a, b) for a, b in zip(before, (x.data, x.indices, x.indptr), strict=True))
