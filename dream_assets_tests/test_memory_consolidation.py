@@ -236,11 +236,13 @@ def test_blank_merge_content_is_skipped_and_its_sources_kept(run, store):
     assert not is_reviewed(store.memories.get("a"))  # asked again next cycle
 
 
-def test_failed_save_keeps_the_sources(run, store):
-    store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "Kestrel ships every Friday.")])
+def test_failed_save_keeps_the_sources(profile):
+    opts = NO_FLOOR.replace(MaxContentChars=100)
+    store = open_store(profile, opts)
+    run = Run(profile, store, opts)
+    store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "Kestrel ships on Fridays!")])
     too_long = "Kestrel ships on Fridays. " * 20
-    report = run(answer(merge(too_long, "a", "b"), delete=("a", "b")),
-                 options=NO_FLOOR.replace(MaxContentChars=100))
+    report = run(answer(merge(too_long, "a", "b"), delete=("a", "b")))
     assert live_ids(store) == {"a", "b"} and report.counts["failed_saves"] == 1
     assert report.status == "completed"
 
@@ -300,6 +302,7 @@ def test_rejected_cluster_id_is_stable_across_cycles(run, store):
     run(answer(merge("The manager is Raman.", "a", "b")), options=opts)
     first = store.memories.get("a").metadata[REJECTED_CLUSTER_KEY]
     store.memories.update("a", now=NOW, content="The manager is Priya Raman (Lisbon).")
+    store.memories.update("b", now=NOW, content="Manager: Priya Raman (Lisbon).")
     run(answer(merge("The manager is Raman (Lisbon).", "b", "a")), options=opts, now=NOW + timedelta(hours=1))
     assert store.memories.get("a").metadata[REJECTED_CLUSTER_KEY] == first
     assert store.memories.get("a").metadata[REJECTED_AT_KEY] == "2026-11-30T13:00:00Z"
@@ -313,25 +316,23 @@ def test_equivalent_date_spelling_is_accepted(run, store):
 
 
 def test_vocabulary_file_is_read_every_cycle_and_a_malformed_one_falls_back(run, store, profile):
-    sources = [entry("a", "In the staging setup of Rocky the build uses Terraform."),
-               entry("b", "The build uses Terraform.")]
-    store.memories.put_many(sources)
     opts = NO_FLOOR.replace(MergeRepairEnabled=False)
-    bad = run(answer(merge("The build uses Terraform.", "a", "b")), options=opts)
-    assert bad.counts["rejected"] == 1
+
+    def attempt(n: int, now):
+        a, b = f"a{n}", f"b{n}"
+        store.memories.put_many([entry(a, f"In the staging setup of Rocky build {n} uses Terraform."),
+                                 entry(b, f"Build {n} uses Terraform.")])
+        return run(answer(merge(f"Build {n} uses Terraform.", a, b)), options=opts, now=now)
+
+    assert attempt(10, NOW).counts["rejected"] == 1  # "Rocky" mid-sentence is a name under the baseline
 
     profile.coverage_vocabulary_path.write_text("{not json", encoding="utf-8")
-    store.memories.update("b", now=NOW, content="The build uses Terraform, always.")
-    malformed = run(answer(merge("The build uses Terraform, always.", "a", "b")), options=opts,
-                    now=NOW + timedelta(hours=1))
-    assert malformed.counts["rejected"] == 1
+    malformed = attempt(20, NOW + timedelta(hours=1))
+    assert malformed.counts["rejected"] == 1 and malformed.counts["merged"] == 0
     assert any("merge-coverage-vocabulary.json" in line and "built-in" in line for line in malformed.lines)
 
     profile.coverage_vocabulary_path.write_text(json.dumps({"extraCommonWords": ["Rocky"]}), encoding="utf-8")
-    store.memories.update("b", now=NOW, content="The build uses Terraform.")
-    good = run(answer(merge("In staging the build uses Terraform.", "a", "b")), options=opts,
-               now=NOW + timedelta(hours=2))
-    assert good.counts["merged"] == 1
+    assert attempt(30, NOW + timedelta(hours=2)).counts["merged"] == 1
 
 
 # ----------------------------------------------------------------------------------------------- merge repair

@@ -149,10 +149,11 @@ def test_a_preference_seen_again_reinforces_its_memory_through_save_time_dedup(p
     assert change.kind == "updated" and change.before["reinforcement_count"] == 1
 
 
-def test_permission_flag_survives_a_merge_into_an_unflagged_memory(profile, store):
+@pytest.mark.parametrize("existing_meta", [{}, {PERMISSION_KEY: "false"}])
+def test_permission_flag_survives_a_merge_into_an_unflagged_memory(profile, store, existing_meta):
     store.memories.put(MemoryEntry(id="old", content="Never include the user's bank details in email drafts.",
                                    category="user-preferences/email", tags=(), importance=0.5, created_at=NOW,
-                                   updated_at=NOW, last_seen_at=NOW))
+                                   updated_at=NOW, last_seen_at=NOW, metadata=dict(existing_meta)))
     say(profile, "NEVER put my bank details in emails.")
     report, _ = run(profile, store, [saves({"content": "Never include the user's bank details in email drafts."})])
     assert report.counts["reinforced"] == 1

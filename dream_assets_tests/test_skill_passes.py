@@ -359,6 +359,18 @@ def test_a_skill_edited_while_the_model_answers_is_not_merged_away(profile, stor
     assert store.skills.get("meeting-minutes").content == "Edited by the agent meanwhile."
 
 
+def test_malformed_usage_lines_are_reported_not_silently_dropped(profile, store, options):
+    catalog(store, skill("mcp/email"), skill("mcp/calendar"))
+    some_usage(profile)
+    with open(profile.session_log_path("skill-usage", "u1"), "a", encoding="utf-8") as f:
+        f.write('{"timestamp": "yesterday", "skillName": "mcp/email"}\n')
+    client, backend = scripted(profile, options, [{"toSave": []}])
+    report = run_skill_consolidation(context(profile, store, client))
+    assert report.status == "completed" and report.counts["malformed_skill_usage_lines"] == 1
+    assert any("logs/skill-usage/u1.jsonl:3" in line and "timestamp" in line for line in report.lines)
+    assert "### skill: mcp/email — used 2× in 30 days" in backend.requests[0].prompt
+
+
 def test_consolidation_skips_when_inputs_are_absent_or_disabled(profile, store, options):
     client, backend = scripted(profile, options, [])
     catalog(store, skill("mcp/email"), skill("mcp/calendar"))

@@ -186,3 +186,54 @@ def test_memory_entries_are_found_by_category_and_tag_words() -> None:
     index.add("m2", document_tokens("Deploys happen on Fridays", "ops/release", []))
     assert [d for d, _ in index.search(tokenize("communication tone"))] == ["m1"]
     assert [d for d, _ in index.search(tokenize("release"))] == ["m2"]
+
+
+def _reference_bm25(docs: dict[str, list[str]], query: list[str]) -> dict[str, float]:
+    n = len(docs)
+    avgdl = sum(len(t) for t in docs.values()) / n
+    scores: dict[str, float] = {}
+    for term in set(query):
+        df = sum(term in t for t in docs.values())
+        if not df:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        for doc_id, tokens in docs.items():
+            tf = tokens.count(term)
+            if tf:
+                norm = 1.2 * (1 - 0.75 + 0.75 * len(tokens) / avgdl)
+                scores[doc_id] = scores.get(doc_id, 0.0) + idf * tf * 2.2 / (tf + norm)
+    return scores
+
+
+def test_queries_with_very_common_terms_rank_exactly_like_full_scoring(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dream_assets.text import bm25
+
+    pruned = []
+    real_settled = bm25._settled
+
+    def spy(*args: object) -> object:
+        result = real_settled(*args)  # type: ignore[arg-type]
+        pruned.append(result is not None)
+        return result
+
+    monkeypatch.setattr(bm25, "_settled", spy)
+    rng = random.Random(2)
+    rare = [f"r{i}" for i in range(300)]
+    docs = {
+        f"d{i:04d}": ["user", "note"] * rng.randint(1, 3) + rng.choices(rare, k=rng.randint(1, 6))
+        for i in range(3000)
+    }
+    index = Bm25Index()
+    for doc_id, tokens in docs.items():
+        index.add(doc_id, tokens)
+    for query, exclude in [
+        (["user", "r1", "r2"], set()),
+        (["note", "user", "r7"], {"d0001", "d0002"}),
+        (["user", "r5", "r6", "r7", "r8"], set()),
+    ]:
+        reference = _reference_bm25(docs, query)
+        expected = sorted(((-s, d) for d, s in reference.items() if d not in exclude))[:5]
+        got = index.search(query, limit=5, exclude=exclude)
+        assert [d for d, _ in got] == [d for _, d in expected]
+        assert [s for _, s in got] == pytest.approx([-s for s, _ in expected], rel=1e-5)
+    assert any(pruned)

@@ -25,6 +25,7 @@ created_since_last_run, merged, repaired, rejected, ephemeral, protected, archiv
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -56,6 +57,11 @@ from dream_assets.text.coverage import (
 PASS = "memory_consolidation"
 REPAIR_PASS = "merge_repair"
 _PREVIEW = 12  # ids listed in one log line before "…"
+
+
+def _inline(text: str) -> str:
+    """Content inside one log line (spec: every archive is logged with the entry's content inline)."""
+    return " ⏎ ".join(part.strip() for part in text.strip().splitlines() if part.strip())
 
 
 def _ids(ids: Sequence[str]) -> str:
@@ -144,14 +150,14 @@ def _save_new_entry(ctx: PassContext, report: PassReport, save: MemorySave, cont
                    reason=f"new entry proposed by the model in {entry.category}")
         report.count("created")
         report.change("created", entry.id, f"[{entry.category}] {entry.content}")
-        report.info(f"created memory {entry.id} [{entry.category}]: {entry.content}")
+        report.info(f"created memory {entry.id} [{entry.category}]: {_inline(entry.content)}")
     else:
         prior = before.get(result.matched_id or "")
         ctx.record(PASS, "updated", entry, before=prior or entry, after=entry,
                    reason=f"new entry proposed by the model {result.action} existing entry {entry.id} (save-time dedup)")
         report.count("reinforced_by_new")
         report.change(result.action, entry.id, f"[{entry.category}] {content}")
-        report.info(f"new entry {result.action} existing memory {entry.id} (save-time dedup): {content}")
+        report.info(f"new entry {result.action} existing memory {entry.id} (save-time dedup): {_inline(content)}")
 
 
 def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, vocab: CoverageVocabulary,
@@ -220,7 +226,7 @@ def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, voc
         state.persisted_sources.setdefault(i, merged.id)
     report.count("merged")
     report.change("merge-created", merged.id, f"from {_ids(ids)}: {merged.content}")
-    report.info(f"{what} {_ids(ids)} into {merged.id} [{merged.category}]: {merged.content}")
+    report.info(f"{what} {_ids(ids)} into {merged.id} [{merged.category}]: {_inline(merged.content)}")
     if repaired_from:
         report.count("repaired")
         report.info(f"repaired merge of {_ids(ids)} — restored {repaired_from} specific(s)")
@@ -245,7 +251,7 @@ def _retire(ctx: PassContext, report: PassReport, selection: Selection, state: _
             report.change("protected", i, f"importance {shown.importance:.2f}, reinforced "
                                           f"{shown.reinforcement_count}× — above the high-value floor")
             report.info(f"protected {i} from ephemeral removal (importance {shown.importance:.2f}, reinforced "
-                        f"{shown.reinforcement_count}×): {shown.content}")
+                        f"{shown.reinforcement_count}×): {_inline(shown.content)}")
             continue
         reasons[i] = "ephemeral: flagged by the model as noisy, low-value or superseded"
     if not reasons:
@@ -261,7 +267,7 @@ def _retire(ctx: PassContext, report: PassReport, selection: Selection, state: _
         before = current[i]
         if i not in state.persisted_sources and is_high_value(before, opts):  # the floor holds on the current state too
             report.count("protected")
-            report.info(f"protected {i} from ephemeral removal: {before.content}")
+            report.info(f"protected {i} from ephemeral removal: {_inline(before.content)}")
             continue
         after = ctx.store.memories.archive(i, now=ctx.now)
         state.archived.add(i)
@@ -270,7 +276,7 @@ def _retire(ctx: PassContext, report: PassReport, selection: Selection, state: _
         if i not in state.persisted_sources:
             report.count("ephemeral")
         report.change("archived", i, f"{why}: {before.content}")
-        report.info(f"archived memory {i} ({why}): {before.content}")
+        report.info(f"archived memory {i} ({why}): {_inline(before.content)}")
 
 
 def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, state: _Apply) -> None:
@@ -315,6 +321,7 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, vocab: Co
             report.warn(f"skipped a toSave entry: none of its sourceIds {_ids(wanted)} was shown this cycle")
             continue
         if not content:
+            state.merge_sources.update(s.id for s in sources)  # kept even when toDelete lists them
             state.untouched.update(s.id for s in sources)  # a malformed answer for these: ask again next cycle
             report.count("skipped_blank")
             report.warn(f"skipped a toSave entry with blank content; its sources {_ids([s.id for s in sources])} are kept")
@@ -370,12 +377,14 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
     if vocab_warning:
         report.warn(vocab_warning)
     memories = ctx.store.memories
+    started = time.perf_counter()  # a duration for the report, never a clock the logic reads
     live = memories.list_live()
     if len(live) < 2:
         report.counts["live"] = len(live)
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
     selection = select_candidates(live, memories.duplicate_clusters)
+    report.extra["select_s"] = round(time.perf_counter() - started, 3)
     for warning in selection.warnings:
         report.warn(warning)
     since = previous.last_run_at if previous is not None else None

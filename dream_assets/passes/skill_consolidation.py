@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from dream_assets.llm.contracts import SkillConsolidationResponse, SkillSave
 from dream_assets.llm.prompts import render_skill_consolidation
@@ -182,8 +183,8 @@ def _plan(report: PassReport, response: SkillConsolidationResponse, shown: Mappi
     return planned
 
 
-def _filter_see_also(name: str, wanted: Iterable[str], allowed: set[str], redirects: Mapping[str, str | None],
-                     ) -> tuple[list[str], list[str]]:
+def _filter_see_also(name: str, wanted: Iterable[str], allowed: set[str],
+                     redirects: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
     """``wanted`` with retired names redirected to their merge target; self, unknown and invalid names dropped."""
     kept: list[str] = []
     dropped: list[str] = []
@@ -297,7 +298,7 @@ def _persist(ctx: PassContext, report: PassReport, p: _Planned, allowed: set[str
         report.info(f"skill {name!r}: seeAlso entries naming no live skill dropped: {', '.join(dropped)}")
     # Spec "Metadata preservation": earliest CreatedAt and latest LastUsedAt of the sources (the store also keeps the
     # target's own, when it exists).
-    kwargs: dict = {}
+    kwargs: dict[str, Any] = {}
     if p.sources:
         kwargs["created_at"] = min(s.created_at for s in p.sources)
         used = [s.last_used_at for s in p.sources if s.last_used_at is not None]

@@ -6,8 +6,7 @@ prefix clusters group skills by the first segment of their path-like name (``mcp
 Spec "Pass 4": a skill is at risk when it was used in a session that has Correction feedback or a SessionSummary rated
 poor or fair; a session's skills are the ``skillNames`` of its feedback plus the skills of its skill-usage events.
 
-Everything here is a pure function of what it is given, except ``read_window``, which reads one log from
-``now - window`` onwards.
+Everything here is a pure function of what it is given, except ``read_window``, which reads one log's window.
 """
 
 from __future__ import annotations
@@ -41,9 +40,10 @@ class WindowRead:
 
 
 def read_window(profile: AgentProfile, kind: str, now: datetime, window: timedelta) -> WindowRead:
-    """Events of ``kind`` with ``timestamp >= now - window`` (a non-positive window reads everything)."""
+    """Events of ``kind`` in ``[now - window, now]`` (a non-positive window reads everything up to ``now``), so a
+    run with a past ``now`` sees what the agent had logged by then."""
     since = utc(now) - window if window > timedelta(0) else None
-    result: LogRead = read_events(profile, kind, since=since)
+    result: LogRead = read_events(profile, kind, since=since, until=utc(now) + timedelta(microseconds=1))
     return WindowRead(kind, list(result.events), result.malformed, list(result.problems))
 
 

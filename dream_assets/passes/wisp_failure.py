@@ -107,7 +107,7 @@ def is_failure_pattern(group: WispGroup, options: DreamOptions) -> bool:
 def is_promotion_candidate(group: WispGroup, options: DreamOptions) -> bool:
     # "> 80 %" is strict (spec): 4 of 5 runs is exactly 0.8 and does not qualify. Float division of two small
     # integers rounds to the same double as the decimal literal, so the boundary compares exactly.
-    return group.runs >= options.WispSuccessMinFrequency - 1 and group.success_rate > options.WispSuccessMinRate
+    return group.runs >= options.WispSuccessMinFrequency and group.success_rate > options.WispSuccessMinRate
 
 
 def _ranked(counter: Counter[str]) -> list[str]:

@@ -23,7 +23,7 @@ from dream_assets.store.connection import StoreConnection
 from dream_assets.store.schema import ensure_schema, from_db, to_db
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.similarity import DuplicateClusters, find_duplicate_clusters
-from dream_assets.text.tokens import document_tokens, tokenize
+from dream_assets.text.tokens import content_token_list, document_tokens, tokenize
 
 _COLUMNS = ("id, content, category, tags, importance, created_at, updated_at, last_seen_at, "
             "reinforcement_count, metadata, archived_at")
@@ -111,7 +111,7 @@ class _RecallIndex:
 
     def add(self, mid: str, content: str, category: str, tags: Sequence[str]) -> None:
         self.bm25.add(mid, document_tokens(content, category, tags))
-        self.content_tokens[mid] = tuple(tokenize(content))
+        self.content_tokens[mid] = tuple(content_token_list(content))
 
     def remove(self, mid: str) -> None:
         self.bm25.remove(mid)
@@ -264,7 +264,8 @@ class MemoryStore:
 
     def _find_duplicate(self, conn: duckdb.DuckDBPyConnection, content: str,
                         meta: Mapping[str, str]) -> tuple[MemoryEntry, float] | None:
-        q_tokens = tokenize(content)
+        # Stopwords are not in the index (df 0 would give them the highest idf): vectors use content tokens only.
+        q_tokens = content_token_list(content)
         if not q_tokens:
             return None
         q_vec = self._idx.bm25.tfidf_vector(q_tokens)

@@ -22,6 +22,18 @@ import numpy as np
 
 K1 = 1.2
 B = 0.75
+# Query terms with longer postings than this are candidates for MaxScore pruning (see search).
+_PRUNE_MIN_DF = 2048
+
+
+def _settled(scores: np.ndarray, want: int, rest_bound: float) -> np.ndarray | None:
+    """The scored documents, if their top ``want`` can no longer be reached by any unscored one."""
+    scored = np.flatnonzero(scores > 0.0)
+    if scored.size < want:
+        return None
+    kth = np.partition(scores[scored], scored.size - want)[scored.size - want]
+    # The margin absorbs float32 rounding in the contributions the bound is compared against.
+    return scored if kth > rest_bound * (1.0 + 1e-6) else None
 
 
 class Bm25Index:
@@ -195,30 +207,46 @@ class Bm25Index:
         """
         if limit <= 0:
             return []
-        terms = sorted(set(query_tokens))  # fixed summation order keeps scores bit-for-bit repeatable
         with self._lock:
             n = len(self._slot_of)
             if n == 0:
                 return []
+            # Rarest terms first (ties by term), a fixed order that keeps scores bit-for-bit repeatable.
+            present = sorted(
+                (self._df[t], t, self._postings[t]) for t in set(query_tokens) if t in self._postings
+            )
             norm = self._length_norm()
             scores = np.zeros(norm.size, dtype=np.float64)
             alive = np.frombuffer(self._alive, dtype=np.int8) if self._dead else None
             tf_scale = np.float32(self.k1 + 1.0)
-            for term in terms:
-                entry = self._postings.get(term)
-                if entry is None:
-                    continue
-                df = self._df[term]
-                idf = np.float32(math.log(1.0 + (n - df + 0.5) / (df + 0.5)))
-                slots = np.frombuffer(entry[0], dtype=np.int32)
-                tf = np.frombuffer(entry[1], dtype=np.float32)
-                contribution = idf * (tf * tf_scale) / (tf + norm[slots])
-                if alive is not None:  # dead slots keep postings until compaction
-                    contribution *= alive[slots]
-                scores[slots] += contribution
+            idfs = [math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for df, _, _ in present]
+            # No document can gain more than idf * (k1 + 1) from one term: bound[i] caps terms i..end.
+            bound = np.cumsum([idf * (self.k1 + 1.0) for idf in idfs][::-1])[::-1].tolist()
+            want = limit + len(exclude) if hasattr(exclude, "__len__") else None  # type: ignore[arg-type]
+            candidates: np.ndarray | None = None
+            for i, (df, _, (slots_arr, tf_arr)) in enumerate(present):
+                idf = np.float32(idfs[i])
+                slots = np.frombuffer(slots_arr, dtype=np.int32)
+                tf = np.frombuffer(tf_arr, dtype=np.float32)
+                if candidates is None and want is not None and i and df > _PRUNE_MIN_DF:
+                    candidates = _settled(scores, want, bound[i])
+                if candidates is None:
+                    contribution = idf * (tf * tf_scale) / (tf + norm[slots])
+                    if alive is not None:  # dead slots keep postings until compaction
+                        contribution *= alive[slots]
+                    scores[slots] += contribution
+                else:
+                    # MaxScore: the top `want` are already out of reach for documents that only
+                    # have the remaining common terms, so only score those terms for candidates.
+                    # Postings are slot-ordered, so a binary search finds each candidate's tf.
+                    pos = np.minimum(np.searchsorted(slots, candidates), slots.size - 1)
+                    hit = slots[pos] == candidates
+                    docs, doc_tf = candidates[hit], tf[pos[hit]]
+                    scores[docs] += idf * (doc_tf * tf_scale) / (doc_tf + norm[docs])
                 del slots, tf
             del alive  # release the buffer view so the array can grow again
-            candidates = np.flatnonzero(scores > 0.0)
+            if candidates is None:
+                candidates = np.flatnonzero(scores > 0.0)
             return self._top(candidates, scores, limit, exclude)
 
     def _length_norm(self) -> np.ndarray:

@@ -6,14 +6,19 @@ the same threshold (Dream:ConsolidationSimilarityThreshold, default 0.88). "The 
 eligibility": clusters are grown from the strongest pairs down and a union that would exceed
 Dream:ConsolidationMaxClusterSize is refused.
 
+TF-IDF here is scikit-learn's (smooth idf, L2 norm) over content tokens: stopwords are left out,
+as they are from the BM25 index that save-time deduplication reads its idf from, so both sides of
+the aligned threshold measure the same thing.
+
 Finding every pair above the threshold in 100,000 documents without an n x n product uses prefix
-filtering (Bayardo et al., "Scaling up all pairs similarity search", and its L2 bound). Features are
-ranked from most to least common. Within each L2-normalised row the most common features whose
-squared weights sum to less than threshold² form the row's "common part" Q, the rest its "rare part"
-P. If x and y share no feature of P_x, then cos(x, y) = x_Q · y <= ||x_Q|| < threshold, so every pair
-that matters shows up in the sparse product X_P @ Xᵀ, which is cheap because rare features have short
-postings. Candidates whose partial score plus ||x_Q|| · ||y restricted to features commoner than
-x's rare part|| cannot reach the threshold are dropped; the rest are verified exactly.
+filtering (Bayardo et al., "Scaling up all pairs similarity search"). Features are ranked from most
+to least common. Within each L2-normalised row the most common features whose squared weights sum
+to less than threshold² form the row's "common part" Q, the rest its "rare part" P. If x and y share
+no feature of P_x, then cos(x, y) = x_Q · y <= ||x_Q|| < threshold; and a pair that reaches the
+threshold shares a feature of P_x and of P_y (see cosine_pairs). So candidates come from the sparse
+product X_P @ X_Pᵀ, cheap because rare features have short postings, in row chunks so that the
+n x n product never exists. A per-bucket Cauchy-Schwarz bound on the unseen x_Q · y discards most
+candidates; the survivors are verified exactly.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ _ROUNDING = 1e-12
 # Upper bound on the non-zeros one chunk of X_P @ Xᵀ may produce, which bounds peak memory.
 _CHUNK_WORK = 4_000_000
 # Rank buckets for the per-bucket Cauchy-Schwarz bound (see _bucket_norms) and how many candidate
-# pairs one bound evaluation gathers at a time (memory: _BOUND_BATCH x buckets x 8 bytes).
+# pairs one bound evaluation gathers at a time (memory: _BOUND_BATCH x buckets x 2 x 4 bytes).
 _RANK_BUCKETS = 32
 _BOUND_BATCH = 250_000
 # Float32 rounding allowance in that bound; generous, since it only lets more pairs through.
@@ -226,8 +231,10 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
     common = within_row < threshold * threshold * (1.0 - _EPS)  # Q: strictly below threshold²
     rare = ~common
     # Rank of each row's first rare feature (rows are rank-sorted and the rare part is a suffix).
+    first_rare_at = x.indptr[:-1] + np.bincount(row_of[common], minlength=n)
+    has_rare = first_rare_at < x.indptr[1:]
     first_rare = np.full(n, n_features, dtype=np.int64)
-    first_rare[row_of[rare][::-1]] = x.indices[rare][::-1]
+    first_rare[has_rare] = x.indices[first_rare_at[has_rare]]
     common_by_bucket, all_by_bucket = _bucket_norms(x, row_of, squares, common)
 
     rare_counts = np.bincount(row_of[rare], minlength=n)
