@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import sys
+import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -84,20 +85,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not instance.has_dynamic_partition(AGENTS, profile.agent_id):
             instance.add_dynamic_partitions(AGENTS, [profile.agent_id])
         tags = {NOW_TAG: args.now} if args.now else {}
-        result = defs.get_job_def("dream_cycle").execute_in_process(
+        result = defs.resolve_job_def("dream_cycle").execute_in_process(
             instance=instance, partition_key=profile.agent_id, tags=tags, raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": os.environ.get("DREAM_LOG_LEVEL", "WARNING")}}}})
         summaries: dict[str, tuple[str, str]] = {}
+        calls = 0
         for event in result.get_asset_materialization_events():
             mat = event.event_specific_data.materialization  # type: ignore[union-attr]
             if mat is None:
                 continue
             meta = mat.metadata
-            summaries[mat.asset_key.to_user_string()] = (str(meta["status"].value), str(meta["summary"].value))
+            if "status" in meta:
+                summaries[mat.asset_key.to_user_string()] = (str(meta["status"].value), str(meta["summary"].value))
+                calls += int(meta["model_calls"].value) if "model_calls" in meta else 0
         width = max(len(p.name) for p in PASSES)
         for spec in PASSES:
             status, summary = summaries.get(spec.name, ("not run", ""))
             print(f"  {spec.name:<{width}}  {status:<9}  {summary}")
+        print(f"model calls this cycle: {calls} ({backend})")
         print(f"run {result.run_id} {'succeeded' if result.success else 'FAILED'}"
               + ("; open the Dagster UI (make dev) to see it" if home else ""))
         return 0 if result.success and all(s != "failed" for s, _ in summaries.values()) else 1
@@ -215,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Dagster's beta/deprecation notices are for developers of this project, not for people running it.
+    warnings.filterwarnings("ignore", module=r"dagster(\.|$)")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
     logging.basicConfig(level=os.environ.get("DREAM_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     if args.command == "undo" and not args.list and not args.cycle:

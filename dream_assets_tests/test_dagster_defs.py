@@ -45,7 +45,7 @@ def deployment(root) -> DreamDeployment:
 
 
 def run_cycle(defs, instance, agent, now=NOW, selection=None):
-    job = defs.get_job_def("dream_cycle")
+    job = defs.resolve_job_def("dream_cycle")
     return job.execute_in_process(instance=instance, partition_key=agent, tags={NOW_TAG: now.isoformat()},
                                   asset_selection=selection)
 
@@ -121,8 +121,14 @@ def _gate_sensor(defs, pass_name):
 
 
 def _tick(sensor, instance, root, cursor=None):
-    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"deployment": deployment(root)})
-    return sensor(ctx)
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources={"deployment": deployment(root)}) as ctx:
+        return sensor(ctx)
+
+
+def _schedule_tick(schedule, instance, root, when):
+    with dg.build_schedule_context(instance=instance, scheduled_execution_time=when,
+                                   resources={"deployment": deployment(root)}) as ctx:
+        return schedule(ctx)
 
 
 def test_gate_sensor_requests_a_pass_never_run_and_skips_it_when_unchanged(root, demo, instance):
@@ -187,16 +193,12 @@ def test_schedule_holds_consolidation_back_inside_the_minimum_interval(root, dem
     defs = build_definitions(deployment(root))
     schedule = defs.get_schedule_def("dream_cycle_schedule")
     PassLedger(demo).stamp("memory_consolidation", "x", NOW - timedelta(hours=2))
-    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=NOW,
-                                    resources={"deployment": deployment(root)})
-    reqs = schedule(ctx)
+    reqs = _schedule_tick(schedule, instance, root, NOW)
     assert len(reqs) == 1
     selected = {k.to_user_string() for k in reqs[0].asset_selection}
     assert "memory_consolidation" not in selected and "log_retention" in selected
     assert "held back until 2026-11-30T16:00:00Z" in reqs[0].tags["dream/held_back"]
-    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=NOW + timedelta(hours=5),
-                                    resources={"deployment": deployment(root)})
-    later = schedule(ctx)
+    later = _schedule_tick(schedule, instance, root, NOW + timedelta(hours=5))
     assert "memory_consolidation" in {k.to_user_string() for k in later[0].asset_selection}
 
 
@@ -204,9 +206,7 @@ def test_schedule_skips_with_a_reason_when_dreaming_is_disabled(root, demo, inst
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     monkeypatch.setenv("DREAM__Enabled", "false")
     defs = build_definitions(deployment(root))
-    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=NOW,
-                                    resources={"deployment": deployment(root)})
-    skip = defs.get_schedule_def("dream_cycle_schedule")(ctx)
+    skip = _schedule_tick(defs.get_schedule_def("dream_cycle_schedule"), instance, root, NOW)
     assert isinstance(skip, dg.SkipReason) and "Enabled = false" in skip.skip_message
 
 

@@ -47,16 +47,17 @@ def test_paraphrase_above_threshold_reinforces_instead_of_creating(store):
 
 
 def test_near_copy_with_more_detail_extends_the_entry(store):
-    store.memories.save("Deploys to the staging cluster run every Tuesday.", now=NOW)
-    # pad the corpus so the idf is meaningful
+    base = ("Deploys to the staging cluster run every Tuesday after the release review, are owned by the platform "
+            "team and are announced in the deploys channel with a changelog link.")
+    first = store.memories.save(base, now=NOW)
     for fact in ["The user drinks green tea.", "Invoices are due on the 5th.", "Standup is at 9:30."]:
         store.memories.save(fact, now=NOW)
-    r = store.memories.save("Deploys to the staging cluster run every Tuesday. Deploys to the staging cluster run at 14:00 UTC.",
-                            now=NOW)
-    assert r.action == "extended"
+    r = store.memories.save(base[:-1] + " and a rollback plan.", now=NOW + timedelta(days=1))
+    assert r.action == "extended" and r.matched_id == first.entry.id
     live = {e.id: e for e in store.memories.list_live()}
     assert len(live) == 4
-    assert "14:00 UTC" in live[r.entry.id].content and "every Tuesday" in live[r.entry.id].content
+    assert live[first.entry.id].content.endswith("with a changelog link and a rollback plan.")
+    assert live[first.entry.id].reinforcement_count == 2
 
 
 def test_a_distinct_fact_creates_a_new_entry(store):

@@ -64,10 +64,15 @@ PASSES: tuple[PassSpec, ...] = (
              "creates skills for them (never overwriting an existing name).",
              "dream_assets.passes.skill_gap:run_skill_gap_detection", True, after=("log_retention",),
              reads=("conversation_log", "skill_catalog")),
+    PassSpec("wisp_failure_analysis", "skills",
+             "Finds workflow (wisp) descriptions that failed 3+ times in 14 days and annotates the skills that produced "
+             "them; flags consistently successful ones (5+ runs, over 80 %) as promotion candidates.",
+             "dream_assets.passes.wisp_failure:run_wisp_failure_analysis", True, after=("skill_gap_detection",),
+             reads=("wisp_execution_log", "skill_catalog")),
     PassSpec("skill_consolidation", "skills",
              "Pass 3. Merges overlapping skills, adds guide skills for prefix families (mcp/*), fills seeAlso and prunes "
              "redundant skills (archived, restorable). Skipped when the catalog has not changed (change gate).",
-             "dream_assets.passes.skill_consolidation:run_skill_consolidation", True, after=("skill_gap_detection",),
+             "dream_assets.passes.skill_consolidation:run_skill_consolidation", True, after=("wisp_failure_analysis",),
              reads=("skill_catalog", "skill_usage_log")),
     PassSpec("skill_optimization", "skills",
              "Pass 4. Improves skills used in sessions with corrections or poor/fair ratings, and expands sparse skills.",
@@ -78,11 +83,6 @@ PASSES: tuple[PassSpec, ...] = (
              "user-preferences/inferred memories (flagged when they touch security or money), then clears the log.",
              "dream_assets.passes.preference_inference:run_preference_inference", True,
              after=("memory_consolidation", "skill_gap_detection"), reads=("conversation_log", "feedback_log")),
-    PassSpec("wisp_failure_analysis", "skills",
-             "Finds workflow (wisp) descriptions that failed 3+ times in 14 days and annotates the skills that produced "
-             "them; flags consistently successful ones (5+ runs, over 80 %) as promotion candidates.",
-             "dream_assets.passes.wisp_failure:run_wisp_failure_analysis", True, after=("skill_optimization",),
-             reads=("wisp_execution_log", "skill_catalog")),
     PassSpec("tier_routing_review", "memory",
              "Summarises model-tier routing outcomes of the last 14 days and records findings as anti-patterns/routing "
              "memories.", "dream_assets.passes.tier_routing:run_tier_routing_review", True,

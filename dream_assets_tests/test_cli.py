@@ -1,0 +1,50 @@
+"""The `dream` command as a user runs it: init the demo, run a cycle through Dagster, undo it."""
+
+from dream_assets.cli import main
+from dream_assets.profile import AgentProfile
+from dream_assets.store import open_store
+
+NOW = "2026-11-30T12:00:00Z"
+
+
+def test_run_creates_the_demo_runs_every_pass_and_a_second_run_calls_no_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setenv("DREAM__ConsolidationMinInterval", "0")
+    profile = tmp_path / "agents" / "demo"
+    assert main(["run", "--profile", str(profile), "--demo", "--now", NOW]) == 0
+    out = capsys.readouterr().out
+    assert "demo agent ready" in out and "(model backend: offline)" in out
+    for name in ("log_retention", "archive_purge", "importance_decay", "memory_consolidation", "skill_gap_detection",
+                 "skill_consolidation", "skill_optimization", "preference_inference", "wisp_failure_analysis",
+                 "tier_routing_review"):
+        assert f"  {name} " in out
+    assert "FAILED" not in out and " failed " not in out
+    assert main(["run", "--profile", str(profile), "--now", "2026-11-30T13:00:00Z"]) == 0
+    second = capsys.readouterr().out
+    assert "model calls this cycle: 0 (offline)" in second
+
+
+def test_undo_puts_a_cycle_back(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    profile = tmp_path / "agents" / "demo"
+    assert main(["init", "--profile", str(profile), "--demo", "--now", NOW]) == 0
+    store = open_store(AgentProfile(profile))
+    before = {e.id: (e.content, e.archived_at) for e in store.memories.list_all()}
+    assert main(["run", "--profile", str(profile), "--now", NOW]) == 0
+    capsys.readouterr()
+    assert main(["undo", "--profile", str(profile), "--list"]) == 0
+    cycles = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert cycles
+    assert main(["undo", "--profile", str(profile), "--cycle", cycles[-1], "--pass", "memory_consolidation",
+                 "--now", NOW]) == 0
+    after = {e.id: (e.content, e.archived_at) for e in store.memories.list_all()}
+    # every entry that existed before is back as it was; entries the merges created are archived, not deleted
+    assert all(after[i][0] == before[i][0] and after[i][1] == before[i][1] for i in before if i in after)
+    created = set(after) - set(before)
+    assert created and all(after[i][1] is not None for i in created)
+
+
+def test_bad_option_stops_with_a_clear_message(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DREAM__Interval", "often")
+    assert main(["status", "--profile", str(tmp_path / "x")]) == 2
+    assert "invalid value 'often' for option Interval" in capsys.readouterr().err
