@@ -1,10 +1,10 @@
-"""The change gate as the Dagster sensors and the passes share it: which input each gated pass fingerprints, and
-whether it is due. One function per gated pass, so the sensor and the pass can never disagree about "unchanged".
+"""The change gate as the Dagster sensors see it: which input each gated pass fingerprints, and whether it is due.
+Each function computes exactly what its pass stamps in the ledger (the window passes' own ``window_fingerprint``,
+the store fingerprints), so a sensor and its pass never disagree about "unchanged".
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,13 +15,21 @@ from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.ledger import GateDecision, PassLedger, gate
 from dream_assets.store.logs import read_events
-from dream_assets.text.fingerprint import event_watermark_fingerprint
 
 
-def window_watermark(profile: AgentProfile, kind: str, now: datetime, window: timedelta) -> str:
-    """Watermark of the events inside [now - window, now]: events ageing out of the window are not a change."""
-    events = read_events(profile, kind, since=utc(now) - window, until=utc(now) + timedelta(microseconds=1)).events
-    return event_watermark_fingerprint((e.timestamp, json.dumps(e.to_json(), sort_keys=True)) for e in events)
+def wisp_window_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
+    from dream_assets.passes import wisp_failure
+
+    events = read_events(profile, wisp_failure.LOG, since=utc(now) - options.WispAnalysisWindow, until=utc(now)).events
+    return wisp_failure.window_fingerprint(events, options)
+
+
+def tier_window_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
+    from dream_assets.passes import tier_routing
+
+    events = read_events(profile, tier_routing.LOG, since=utc(now) - options.TierRoutingReviewWindow,
+                         until=utc(now)).events
+    return tier_routing.window_fingerprint(events, options)
 
 
 def skill_catalog_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
@@ -30,14 +38,6 @@ def skill_catalog_fingerprint(profile: AgentProfile, options: DreamOptions, now:
 
 def memory_corpus_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
     return open_store(profile, options).memories.fingerprint()
-
-
-def wisp_window_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
-    return window_watermark(profile, "wisp-executions", now, options.WispAnalysisWindow)
-
-
-def tier_window_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
-    return window_watermark(profile, "tier-routing", now, options.TierRoutingReviewWindow)
 
 
 #: Pass -> the fingerprint of exactly the input it sends to the model.

@@ -292,3 +292,12 @@ def test_audit_pauses_consolidation_on_hard_delete_when_opted_in(root, demo, ins
         conn.execute("DELETE FROM memories WHERE id = (SELECT min(id) FROM memories)")
     dg.materialize(snap, instance=instance, partition_key="demo", resources=res, raise_on_error=False)
     assert demo.consolidation_pause_path.exists()
+
+
+def test_after_a_cycle_the_sensors_agree_with_the_passes_that_nothing_is_due(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    assert run_cycle(build_definitions(deployment(root)), instance, "demo").success
+    later = NOW + timedelta(minutes=10)
+    for pass_name in GATED_PASSES:
+        status = gate_status(pass_name, demo, DreamOptions(), later)
+        assert status.decision.skip, (pass_name, status.decision.reason)

@@ -57,3 +57,12 @@ def call_model(ctx: PassContext, report: PassReport, pass_name: str, prompt: str
         report.fail(result.error)
         return None
     return result.response
+
+
+def note_malformed(report: PassReport, kind: str, read: Any) -> None:
+    """Malformed lines never stop a pass, and are never skipped silently either."""
+    if read.malformed:
+        report.count(f"malformed_{kind.replace('-', '_')}_lines", read.malformed)
+        shown = "; ".join(read.problems[:3])
+        report.warn(f"{read.malformed} malformed line(s) in the {kind} log were skipped: {shown}"
+                    + (" …" if len(read.problems) > 3 else "") + " — fix or remove those lines")

@@ -35,7 +35,7 @@ from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, 
 from dream_assets.llm.prompts import render_memory_consolidation, render_merge_repair
 from dream_assets.model import MemoryEntry, iso, new_id
 from dream_assets.passes.archive_purge import is_high_value
-from dream_assets.passes.common import call_model, stamp
+from dream_assets.passes.common import call_model, note_malformed, stamp
 from dream_assets.passes.consolidation_merge import (
     REJECTED_AT_KEY,
     REJECTED_CLUSTER_KEY,
@@ -77,8 +77,7 @@ def recent_feedback(ctx: PassContext, report: PassReport) -> list[dict[str, Any]
         return []  # an optional input (spec: IFeedbackStore): consolidation runs without it
     read = read_events(ctx.profile, "feedback", since=ctx.now - opts.FeedbackWindow,
                        until=ctx.now + timedelta(microseconds=1))
-    if read.malformed:
-        report.warn(f"{read.malformed} malformed feedback line(s) skipped; first: {read.problems[0] if read.problems else '?'}")
+    note_malformed(report, "feedback", read)
     items = []
     for e in read.events[-opts.FeedbackMaxSignals:]:
         items.append({"timestamp": iso(e.timestamp), "kind": e.kind, "rating": e.rating, "sessionId": e.session_id,

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dream_assets.llm.prompts import render_preference_inference
-from dream_assets.passes.common import call_model
+from dream_assets.passes.common import call_model, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile
@@ -191,8 +191,7 @@ def _recent_feedback(ctx: PassContext, report: PassReport) -> list[dict[str, Any
         report.info("no feedback log: inferring from the conversation log alone")
         return []
     read = read_events(ctx.profile, "feedback", since=ctx.now - ctx.options.FeedbackWindow, until=ctx.now)
-    if read.malformed:
-        report.warn(f"feedback log: {read.malformed} unreadable line(s) skipped: {'; '.join(read.problems[:5])}")
+    note_malformed(report, "feedback", read)
     newest = read.events[::-1][: ctx.options.FeedbackMaxSignals]
     return [e.to_json() for e in newest]
 

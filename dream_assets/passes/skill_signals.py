@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from itertools import combinations
 
 from dream_assets.model import Skill, iso, utc
-from dream_assets.passes.report import PassReport
+from dream_assets.passes.common import note_malformed  # noqa: F401 - re-exported for the skill passes
 from dream_assets.profile import AgentProfile
 from dream_assets.store.logs import FeedbackEvent, LogRead, SkillUsageEvent, read_events
 
@@ -45,15 +45,6 @@ def read_window(profile: AgentProfile, kind: str, now: datetime, window: timedel
     since = utc(now) - window if window > timedelta(0) else None
     result: LogRead = read_events(profile, kind, since=since, until=utc(now) + timedelta(microseconds=1))
     return WindowRead(kind, list(result.events), result.malformed, list(result.problems))
-
-
-def note_malformed(report: PassReport, kind: str, read: WindowRead | LogRead) -> None:
-    """Malformed lines never stop a pass, and are never skipped silently either."""
-    if read.malformed:
-        report.count(f"malformed_{kind.replace('-', '_')}_lines", read.malformed)
-        shown = "; ".join(read.problems[:3])
-        report.warn(f"{read.malformed} malformed line(s) in the {kind} log were skipped: {shown}"
-                    + (" …" if len(read.problems) > 3 else "") + " — fix or remove those lines")
 
 
 # --- usage (spec "Pass 3") -------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any
 
 from dream_assets.llm.prompts import render_tier_routing
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.common import call_model, gate_says_skip, note_malformed, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.preference_inference import save_memory_recorded
 from dream_assets.passes.report import PassReport
@@ -116,8 +116,7 @@ def run_tier_routing_review(ctx: PassContext) -> PassReport:
         return report.skip("no tier-routing log (logs/tier-routing.jsonl is absent)")
     days = opts.TierRoutingReviewWindow.total_seconds() / 86400
     read = read_events(ctx.profile, LOG, since=ctx.now - opts.TierRoutingReviewWindow, until=ctx.now)
-    if read.malformed:
-        report.warn(f"tier-routing log: {read.malformed} unreadable line(s) skipped: {'; '.join(read.problems[:5])}")
+    note_malformed(report, LOG, read)
     events: list[TierRoutingEvent] = read.events
     if not events:
         return report.skip(f"no routing entries in the last {days:g} days (TierRoutingReviewWindow): no call")

@@ -29,7 +29,7 @@ from typing import Any
 from dream_assets.llm.prompts import render_wisp_failures
 from dream_assets.model import Skill, iso
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.common import call_model, gate_says_skip, note_malformed, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.store.logs import WispExecutionEvent, log_exists, read_events
@@ -170,8 +170,7 @@ def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
         return report.skip("no wisp execution log (logs/wisp-executions.jsonl is absent)")
     days = f"{opts.WispAnalysisWindow.total_seconds() / 86400:g}"
     read = read_events(ctx.profile, LOG, since=ctx.now - opts.WispAnalysisWindow, until=ctx.now)
-    if read.malformed:
-        report.warn(f"wisp execution log: {read.malformed} unreadable line(s) skipped: {'; '.join(read.problems[:5])}")
+    note_malformed(report, LOG, read)
     events: list[WispExecutionEvent] = read.events
     groups = group_executions(events)
     failures = sorted((g for g in groups.values() if is_failure_pattern(g, opts)), key=lambda g: g.description)

@@ -280,10 +280,7 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
     cols = np.concatenate(found_cols)
     if rows.size == 0:
         return empty
-    sims = np.empty(rows.size, dtype=np.float64)
-    for lo in range(0, rows.size, _VERIFY_BATCH):
-        hi = lo + _VERIFY_BATCH
-        sims[lo:hi] = np.asarray(x[rows[lo:hi]].multiply(x[cols[lo:hi]]).sum(axis=1)).ravel()
+    sims = _row_dots(x, rows, cols)
     keep = sims >= threshold - _ROUNDING  # identical texts may sum to 0.9999999999999998
     return rows[keep], cols[keep], np.minimum(sims[keep], 1.0)
 
@@ -376,10 +373,16 @@ def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarra
     cols = np.concatenate(found_cols)
     if rows.size == 0:
         return empty
-    overlap = np.empty(rows.size, dtype=np.float64)
-    for lo in range(0, rows.size, _VERIFY_BATCH):
-        hi = lo + _VERIFY_BATCH
-        overlap[lo:hi] = np.asarray(m[rows[lo:hi]].multiply(m[cols[lo:hi]]).sum(axis=1)).ravel()
+    overlap = _row_dots(m, rows, cols)
     sims = overlap / (sizes[rows] + sizes[cols] - overlap)
     keep = sims >= threshold - _ROUNDING
     return rows[keep], cols[keep], sims[keep]
+
+
+def _row_dots(m, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Exact dot products m[rows[i]] · m[cols[i]] of candidate pairs, in batches (bounded memory)."""
+    out = np.empty(rows.size, dtype=np.float64)
+    for lo in range(0, rows.size, _VERIFY_BATCH):
+        hi = lo + _VERIFY_BATCH
+        out[lo:hi] = np.asarray(m[rows[lo:hi]].multiply(m[cols[lo:hi]]).sum(axis=1)).ravel()
+    return out
