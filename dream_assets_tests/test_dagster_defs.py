@@ -301,3 +301,23 @@ def test_after_a_cycle_the_sensors_agree_with_the_passes_that_nothing_is_due(roo
     for pass_name in GATED_PASSES:
         status = gate_status(pass_name, demo, DreamOptions(), later)
         assert status.decision.skip, (pass_name, status.decision.reason)
+
+
+def test_observing_the_inputs_records_content_fingerprints_as_data_versions(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    job = defs.resolve_job_def("observe_inputs")
+
+    def version(asset: str) -> str:
+        rec = instance.get_latest_data_version_record(dg.AssetKey(asset), is_source=True, partition_key="demo")
+        return rec.asset_observation.data_version
+
+    assert job.execute_in_process(instance=instance).success
+    corpus, skills, wisp = version("memory_corpus"), version("skill_catalog"), version("wisp_execution_log")
+    store = open_store(demo)
+    store.memories.set_importance({store.memories.list_live()[0].id: 0.2}, now=NOW)  # a drifting statistic
+    assert job.execute_in_process(instance=instance).success
+    assert (version("memory_corpus"), version("skill_catalog"), version("wisp_execution_log")) == (corpus, skills, wisp)
+    store.memories.save("The user's new laptop is a ThinkPad X1 Carbon.", now=NOW)
+    assert job.execute_in_process(instance=instance).success
+    assert version("memory_corpus") != corpus and version("skill_catalog") == skills

@@ -154,8 +154,8 @@ def _gate_sensor(pass_name: str, dream_cycle: Any) -> dg.SensorDefinition:
             if status.decision.skip:
                 last = iso(status.last_run_at) if status.last_run_at else "never"
                 forced = iso(status.decision.next_forced_at) if status.decision.next_forced_at else "never"
-                reasons.append(f"{pass_name} for {agent}: skipped — {status.decision.reason} (last ran {last}; "
-                               f"next forced {forced})")
+                when = "" if forced in status.decision.reason else f"; next forced {forced}"
+                reasons.append(f"{pass_name} for {agent}: skipped — {status.decision.reason} (last ran {last}{when})")
                 continue
             requests.append(dg.RunRequest(
                 run_key=f"{pass_name}:{agent}:{status.fingerprint}:{iso(status.last_run_at) or 'never'}",

@@ -8,7 +8,9 @@ import dagster as dg
 from dream_assets.defs.deployment import DreamDeployment
 from dream_assets.defs.partitions import AGENTS, agents_partitions
 from dream_assets.fingerprints import input_fingerprint
+from dream_assets.model import iso
 from dream_assets.profile import AgentProfile
+from dream_assets.store.ledger import PassLedger
 
 SOURCES: dict[str, tuple[str, str]] = {
     # asset name -> (fingerprinted input, description)
@@ -35,9 +37,25 @@ def _observer(asset_name: str, what: str, description: str) -> dg.SourceAsset:
             profile: AgentProfile = deployment.profile(agent)
             if profile.root.exists():
                 versions[agent] = dg.DataVersion(input_fingerprint(profile, what))
+                if what == "ledger":
+                    context.log_event(dg.AssetObservation(
+                        asset_key=asset_name, partition=agent, metadata=ledger_metadata(profile)))
         return dg.DataVersionsByPartition(versions)
 
     return _observe
+
+
+def ledger_metadata(profile: AgentProfile) -> dict:
+    """The ledger's records, one line per pass, for the asset page."""
+    ledger = PassLedger(profile)
+    rows = ["| pass | last run (UTC) | fingerprint |", "| --- | --- | --- |"]
+    for name, rec in sorted(ledger.records().items()):
+        rows.append(f"| {name} | {iso(rec.last_run_at)} | `{rec.fingerprint[:24]}` |")
+    meta: dict = {"passes": dg.MetadataValue.int(len(ledger.records())),
+                  "records": dg.MetadataValue.md("\n".join(rows))}
+    if ledger.warning:
+        meta["warning"] = ledger.warning
+    return meta
 
 
 source_assets = [_observer(name, what, desc) for name, (what, desc) in SOURCES.items()]
