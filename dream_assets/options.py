@@ -71,6 +71,8 @@ class DreamOptions:
     ConsolidationMinInterval: timedelta = _opt(timedelta(hours=6), "minimum time between completed consolidation passes; zero disables")
     ConsolidationSimilarityThreshold: float = _opt(0.88, "cosine threshold for near-duplicate clusters", minimum=0.0, maximum=1.0)
     ConsolidationMaxClusterSize: int = _opt(3, "largest near-duplicate cluster offered as one group", minimum=2)
+    ConsolidationMaxEntriesPerCall: int = _opt(500, "most entries shown to the model in one consolidation call; the rest "
+                                                    "wait for later cycles (a large first review is spread out)", minimum=2)
     MergeRepairEnabled: bool = _opt(True, "one narrow repair call for a merge the coverage check rejects")
     MergeRepairMaxPerCycle: int = _opt(10, "repair calls per cycle", minimum=0)
     PruningProtectionImportance: float = _opt(0.80, "importance at or above which an entry is never an ephemeral removal or purged", minimum=0.0, maximum=1.0)

@@ -600,3 +600,18 @@ def test_demo_agent_second_run_offers_the_model_nothing(tmp_path):
     assert len(peanuts) == 1 and peanuts[0].reinforcement_count == 3
     assert peanuts[0].created_at == NOW - timedelta(days=300)
     assert all(not e.metadata.get("mergedFrom") or e.metadata.get("mergedAt") for e in store.memories.list_live())
+
+
+def test_a_large_first_review_is_spread_over_cycles_by_the_per_call_cap(run, store):
+    store.memories.put_many([entry(f"e{i:02d}", f"Distinct fact {i}: the {w} ticket {1000 + i} belongs to Team {w}.")
+                             for i, w in enumerate(["Atlas", "Heron", "Juniper", "Kestrel", "Lumen", "Nimbus", "Orchid"])])
+    capped = NO_FLOOR.replace(ConsolidationMaxEntriesPerCall=3)
+    first = run(answer(), options=capped)
+    assert len(run.requests[0].inputs["entries"]) == 3
+    assert first.counts["backlog"] == 4
+    second = run(answer(), options=capped, now=NOW + timedelta(minutes=1))
+    shown_second = {e["id"] for e in run.requests[0].inputs["entries"]}
+    assert len(shown_second) == 3 and second.counts["backlog"] == 1
+    run(answer(), options=capped, now=NOW + timedelta(minutes=2))
+    assert len(run.requests[0].inputs["entries"]) == 1
+    assert all(is_reviewed(e) for e in store.memories.list_live())

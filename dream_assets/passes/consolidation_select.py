@@ -49,6 +49,7 @@ class Selection:
     settled_clusters: int                       # clusters withheld because every member is reviewed and unchanged
     scan_method: str = ""
     warnings: list[str] = field(default_factory=list)
+    backlog: int = 0                            # eligible but over the per-call cap: not shown, not stamped, next cycle
 
     @property
     def withheld(self) -> int:
@@ -58,9 +59,13 @@ class Selection:
         return list(self.eligible.values())
 
 
-def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateClusters]) -> Selection:
+def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateClusters],
+                      max_entries: int | None = None) -> Selection:
     """Gate the live corpus. ``scan`` returns the near-duplicate clusters of the live corpus (the store's
-    duplicate-candidate scan); when it raises, the selection is the unreviewed entries alone, with a warning."""
+    duplicate-candidate scan); when it raises, the selection is the unreviewed entries alone, with a warning.
+
+    ``max_entries`` caps what one call shows (whole open clusters first, then single new or changed entries, in
+    corpus order); the rest is not shown and not stamped, so it stays eligible for the next cycle."""
     hashes = {e.id: review_hash(e) for e in live}
     by_id = {e.id: e for e in live}
     unreviewed = {e.id for e in live if not is_reviewed(e, hashes[e.id])}
@@ -85,11 +90,20 @@ def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateC
                 clusters.append(members)
             else:
                 settled += 1  # shown together on the cycle that stamped them: re-offering re-asks an answered question
-    eligible_ids = set(unreviewed)
+    eligible_ids: set[str] = set()
+    shown_clusters: list[list[str]] = []
+    cap = max_entries if max_entries and max_entries > 0 else None
     for cluster in clusters:
+        if cap is not None and len(eligible_ids | set(cluster)) > cap:
+            continue
         eligible_ids.update(cluster)
+        shown_clusters.append(cluster)
+    for e in live:
+        if e.id in unreviewed and (cap is None or len(eligible_ids) < cap):
+            eligible_ids.add(e.id)
+    backlog = len((unreviewed | {i for c in clusters for i in c}) - eligible_ids)
     # Keep corpus order (created_at, id) so everything downstream is deterministic.
     eligible = {e.id: e for e in live if e.id in eligible_ids}
     return Selection(live=len(live), eligible=eligible, shown_hash={i: hashes[i] for i in eligible},
-                     clusters=clusters, unreviewed=len(unreviewed), settled_clusters=settled, scan_method=method,
-                     warnings=warnings)
+                     clusters=shown_clusters, unreviewed=len(unreviewed), settled_clusters=settled,
+                     scan_method=method, warnings=warnings, backlog=backlog)

@@ -382,7 +382,7 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
         report.counts["live"] = len(live)
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
-    selection = select_candidates(live, memories.duplicate_clusters)
+    selection = select_candidates(live, memories.duplicate_clusters, ctx.options.ConsolidationMaxEntriesPerCall)
     report.extra["select_s"] = round(time.perf_counter() - started, 3)
     for warning in selection.warnings:
         report.warn(warning)
@@ -390,12 +390,15 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
     report.counts.update({
         "eligible": len(selection.eligible), "withheld": selection.withheld, "unreviewed": selection.unreviewed,
         "clusters": len(selection.clusters), "settled_clusters": selection.settled_clusters,
+        "backlog": selection.backlog,
         "created_since_last_run": sum(1 for e in live if since is None or e.created_at > since),
     })
     for key in ("merged", "repaired", "rejected", "ephemeral", "protected", "archived", "reviewed"):
         report.counts.setdefault(key, 0)
     report.info(f"{len(selection.eligible)} of {len(live)} live entries eligible ({selection.unreviewed} new or "
-                f"changed, {len(selection.clusters)} open near-duplicate cluster(s)); {selection.withheld} withheld")
+                f"changed, {len(selection.clusters)} open near-duplicate cluster(s)); {selection.withheld} withheld"
+                + (f"; {selection.backlog} more wait for later cycles (ConsolidationMaxEntriesPerCall "
+                   f"{ctx.options.ConsolidationMaxEntriesPerCall})" if selection.backlog else ""))
 
     if selection.eligible:
         feedback = recent_feedback(ctx, report)
