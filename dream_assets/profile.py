@@ -96,6 +96,10 @@ class AgentProfile:
         return self.root / "dream-pass-ledger.json"
 
     @property
+    def ledger_lock_path(self) -> Path:
+        return self.root / ".locks" / "ledger.lock"
+
+    @property
     def coverage_vocabulary_path(self) -> Path:
         return self.root / "merge-coverage-vocabulary.json"
 

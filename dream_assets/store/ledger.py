@@ -76,7 +76,7 @@ class PassLedger:
 
     def __init__(self, profile: AgentProfile) -> None:
         self.path: Path = profile.ledger_path
-        self._lock_path = profile.root / ".locks" / "ledger.lock"
+        self._lock_path = profile.ledger_lock_path
         self.warning: str | None = None
         self._records = self._read()
 
