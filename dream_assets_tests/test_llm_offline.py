@@ -129,3 +129,18 @@ def test_offline_consolidation_answers_keep_every_source_sentence(texts: list[st
 def test_duplicate_sentences_are_kept_once() -> None:
     merged = merge_keeping_every_sentence(["Tea at 5. Coffee never.", "tea at 5!  Biscuits too."])
     assert merged == "Tea at 5. Coffee never.\nBiscuits too."
+
+
+def test_offline_consolidation_leaves_distinct_moments_apart():
+    from dream_assets.llm.offline import OfflineBackend
+
+    entries = [
+        {"id": "a", "content": "Incident retro for the checkout outage.", "category": "episodes", "tags": [],
+         "subject": {"subjectTime": "2026-02-03"}},
+        {"id": "b", "content": "Incident retro for the checkout outage.", "category": "episodes", "tags": [],
+         "subject": {"subjectTime": "2026-09-14"}},
+        {"id": "c", "content": "The user likes tea.", "category": "prefs", "tags": [], "subject": None},
+        {"id": "d", "content": "The user likes tea!", "category": "prefs", "tags": [], "subject": None},
+    ]
+    answer, _ = OfflineBackend().answer("memory_consolidation", {"entries": entries, "clusters": [["a", "b"], ["c", "d"]]})
+    assert [s["sourceIds"] for s in answer["toSave"]] == [["c", "d"]]

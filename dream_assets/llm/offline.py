@@ -3,9 +3,11 @@
 It is the default when no endpoint is configured, so a fresh machine can run a whole cycle. It computes
 its answers from the structured ``ModelRequest.inputs`` the passes build next to the rendered prompt:
 
-``memory_consolidation``: ``{"entries": [{"id", "content", "category", "tags": [...]}], "clusters": [[id, ...]]}``
+``memory_consolidation``: ``{"entries": [{"id", "content", "category", "tags": [...], "subject": {...}}],
+    "clusters": [[id, ...]]}``
     One merge per near-duplicate cluster with at least two members present in ``entries`` (an id already
-    used by an earlier cluster is not used twice). The merged text keeps every sentence of every member in
+    used by an earlier cluster is not used twice). A cluster whose members carry different subject times
+    (``subject``: the entry's subject-time metadata) describes distinct real-world moments and is left alone. The merged text keeps every sentence of every member in
     member order; a sentence equal to an earlier one after white-space, case and final-punctuation
     normalisation is kept once. Category = the first member's, tags = the union in order, sourceIds = the
     members. ``toDelete`` is always empty: no ephemeral removals, no invented facts.
@@ -84,6 +86,9 @@ def _memory_consolidation(inputs: Mapping[str, Any]) -> dict[str, Any]:
                 members.append(mid)
         if len(members) < 2:
             continue
+        subjects = {json.dumps(entries[m].get("subject"), sort_keys=True) for m in members if entries[m].get("subject")}
+        if len(subjects) > 1:
+            continue  # same words, different moments (spec: preserve distinct real-world moments)
         used.update(members)
         tags: list[str] = []
         for mid in members:

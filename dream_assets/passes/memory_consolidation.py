@@ -86,7 +86,8 @@ def recent_feedback(ctx: PassContext, report: PassReport) -> list[dict[str, Any]
 
 
 def _entry_input(e: MemoryEntry) -> dict[str, Any]:
-    return {"id": e.id, "content": e.content, "category": e.category, "tags": sorted(e.tags)}
+    return {"id": e.id, "content": e.content, "category": e.category, "tags": sorted(e.tags),
+            "subject": e.subject_time or None}
 
 
 # --------------------------------------------------------------------------------------------------- apply state
