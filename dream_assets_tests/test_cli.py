@@ -48,3 +48,23 @@ def test_bad_option_stops_with_a_clear_message(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DREAM__Interval", "often")
     assert main(["status", "--profile", str(tmp_path / "x")]) == 2
     assert "invalid value 'often' for option Interval" in capsys.readouterr().err
+
+
+def test_import_logs_loads_history_into_the_warehouse_once(tmp_path, capsys):
+    from datetime import date
+
+    from dream_assets.store.warehouse import read_day
+
+    old = tmp_path / "wisp-2025.jsonl"
+    old.write_text(
+        '{"timestamp":"2025-03-01T10:00:00Z","wispId":"w1","description":"Sync CRM","success":false,"failedStep":"auth"}\n'
+        '{"timestamp":"2025-03-02T10:00:00Z","wispId":"w2","description":"Sync CRM","success":true}\n'
+        'not json at all\n')
+    profile = tmp_path / "agents" / "legacy"
+    args = ["import-logs", "--profile", str(profile), "--kind", "wisp-executions", str(old), "--now", NOW]
+    assert main(args) == 0
+    assert "3 line(s) imported" in capsys.readouterr().out
+    assert main(args) == 0
+    assert "0 line(s) imported" in capsys.readouterr().out   # idempotent
+    rows = read_day(AgentProfile(profile), "wisp-executions", date(2025, 3, 1))
+    assert [r["wispId"] for r in rows] == ["w1"]
