@@ -9,7 +9,11 @@ Prints one JSON object per line: {"name": "retention.<metric>", "n": <size>, "va
   50,000 lines (backwards cut search, count of the removed lines, copy of the kept tail under the lock, rename),
   in a child process whose peak RSS is reported.
 - retention.warehouse_archive_s / _peak_mb (n = file size in bytes): streaming the removed prefix into the
-  Parquet warehouse, which the pass does before the trim (outside the writer's lock).
+  Parquet warehouse as lines, ``archive_lines`` over ``iter_lines_between``.
+- retention.warehouse_archive_ranges_s / _peak_mb (n = file size in bytes): the same prefix given as a byte range
+  to ``archive_file_ranges``, which reads the file in blocks instead of taking lines one by one.
+- retention.single_file_pass_s / _peak_mb (n = file size in bytes): ``run_log_retention`` end to end on a profile
+  whose only log is that file (cut search, archive of the removed lines, trim), into an empty warehouse.
 - retention.session_dir_s (n = files): the whole pass over one per-session directory (age + count pruning,
   line trims, and the warehouse archive of everything removed).
 
@@ -102,18 +106,34 @@ def child_trim(path: str, lock: str) -> None:
     print(json.dumps({"s": elapsed, "removed": removed, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 
 
-def child_archive(path: str, profile_root: str) -> None:
+def child_archive(path: str, profile_root: str, how: str) -> None:
     from dream_assets.profile import AgentProfile
     from dream_assets.store.logs import find_cut_offset, iter_lines_between
-    from dream_assets.store.warehouse import archive_lines
+    from dream_assets.store.warehouse import archive_file_ranges, archive_lines
 
     p = Path(path)
     profile = AgentProfile(Path(profile_root))
     t0 = time.perf_counter()
     cut = find_cut_offset(p, KEEP_LINES)
-    rows = archive_lines(profile, "wisp-executions", p.name, iter_lines_between(p, 0, cut), NOW)
+    if how == "lines":
+        rows = archive_lines(profile, "wisp-executions", p.name, iter_lines_between(p, 0, cut), NOW)
+    else:
+        rows = archive_file_ranges(profile, "wisp-executions", [(p, 0, cut)], NOW).added
     elapsed = time.perf_counter() - t0
     print(json.dumps({"s": elapsed, "rows": rows, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+
+
+def child_pass(profile_root: str) -> None:
+    from dream_assets.options import DreamOptions
+    from dream_assets.passes.log_retention import run_log_retention
+    from dream_assets.profile import AgentProfile
+
+    options = DreamOptions(LogRetentionMaxLinesPerFile=KEEP_LINES)
+    t0 = time.perf_counter()
+    report = run_log_retention(AgentProfile(Path(profile_root)), options, NOW)
+    elapsed = time.perf_counter() - t0
+    print(json.dumps({"s": elapsed, "counts": report.counts,
+                      "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 
 
 def child_session_dir(profile_root: str, max_lines: int) -> None:
@@ -144,15 +164,29 @@ def bench_single_file(tmp: Path, size: int) -> None:
     log.parent.mkdir(parents=True)
     lines = make_single_file(log, size)
     actual = log.stat().st_size
-    archived = run_child("archive", str(log), str(profile_root))
-    assert archived["rows"] == lines - KEEP_LINES, archived
-    emit("warehouse_archive_s", actual, archived["s"], "s")
-    emit("warehouse_archive_peak_mb", actual, archived["peak_kb"] / 1024, "MB")
+    removed = lines - KEEP_LINES
+    for how, metric in (("lines", "warehouse_archive"), ("ranges", "warehouse_archive_ranges")):
+        warehouse = profile_root / "warehouse"
+        shutil.rmtree(warehouse, ignore_errors=True)
+        archived = run_child("archive", str(log), str(profile_root), how)
+        assert archived["rows"] == removed, archived
+        emit(f"{metric}_s", actual, archived["s"], "s")
+        emit(f"{metric}_peak_mb", actual, archived["peak_kb"] / 1024, "MB")
+    pass_root = tmp / f"pass-{size}"
+    pass_log = pass_root / "logs" / "wisp-executions.jsonl"
+    pass_log.parent.mkdir(parents=True)
+    shutil.copyfile(log, pass_log)
     trimmed = run_child("trim", str(log), str(profile_root / ".locks" / "logs" / "wisp-executions.lock"))
-    assert trimmed["removed"] == lines - KEEP_LINES, trimmed
+    assert trimmed["removed"] == removed, trimmed
     emit("single_file_trim_s", actual, trimmed["s"], "s")
     emit("single_file_trim_peak_mb", actual, trimmed["peak_kb"] / 1024, "MB")
     shutil.rmtree(profile_root)
+    passed = run_child("pass", str(pass_root))
+    c = passed["counts"]
+    assert c["errors"] == 0 and c["lines_trimmed"] == c["lines_archived"] == removed, c
+    emit("single_file_pass_s", actual, passed["s"], "s")
+    emit("single_file_pass_peak_mb", actual, passed["peak_kb"] / 1024, "MB")
+    shutil.rmtree(pass_root)
 
 
 def bench_session_dir(tmp: Path, files: int) -> None:
@@ -170,7 +204,7 @@ def bench_session_dir(tmp: Path, files: int) -> None:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         what, *rest = sys.argv[2:]
-        {"trim": child_trim, "archive": child_archive,
+        {"trim": child_trim, "archive": child_archive, "pass": child_pass,
          "sessions": lambda root, n: child_session_dir(root, int(n))}[what](*rest)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -129,13 +129,13 @@ def test_files_in_sub_directories_are_not_swept(profile: AgentProfile) -> None:
 def test_a_file_written_after_it_was_selected_is_not_deleted(profile: AgentProfile,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     old = write_session(profile, "old", 3, age=timedelta(days=60))
-    real = log_retention.archive_source_lines
+    real = log_retention.archive_file_ranges
 
-    def archive_then_the_agent_writes(*args: object) -> int:
+    def archive_then_the_agent_writes(*args: object) -> object:
         added = real(*args)
         append_event(profile, "tool-call", ToolCallEvent(NOW, "old", "late", True))
         return added
-    monkeypatch.setattr(log_retention, "archive_source_lines", archive_then_the_agent_writes)
+    monkeypatch.setattr(log_retention, "archive_file_ranges", archive_then_the_agent_writes)
     report = run_log_retention(profile, opts(), NOW)
     assert old.exists()
     assert [e.tool for e in read_events(profile, "tool-call").events][-1] == "late"

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import tempfile
 import threading
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from unittest import mock
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dream_assets.profile import AgentProfile
-from dream_assets.store import warehouse
+from dream_assets.store import line_batch, warehouse
+from dream_assets.store.logs import iter_lines_between
 from dream_assets.store.warehouse import (
     WarehouseError,
+    archive_file_ranges,
     archive_lines,
     archive_source_lines,
     days,
@@ -150,3 +158,231 @@ def test_an_empty_warehouse_reads_empty(profile: AgentProfile) -> None:
     assert read_window(profile, "wisp-executions", T0, NOW) == []
     assert read_unknown(profile, "wisp-executions") == []
     assert list(iter_rows(profile, "wisp-executions")) == []
+
+
+# --- bulk reading: the same rows as reading every line with json.loads -------------------------------------
+
+# Lines in the shape the log writer emits (or json.dumps with its default separators): read in bulk.
+BULK_READABLE = [
+    '{"timestamp":"2024-05-01T10:00:00Z","sessionId":"s1","tool":"shell","success":true,"durationMs":12.5}',
+    '{"timestamp": "2024-05-01T10:00:00.5Z", "sessionId": "s2", "tool": "shell", "n": 1}',
+    '{"timestamp":"2024-05-01T23:59:59.999999+00:00","wispId":"w1","steps":["fetch","parse"],"error":null}',
+    '{"timestamp":"2024-05-02T00:00:00Z","sessionId":"","kind":"Note"}',
+    '{"timestamp":"2024-05-02T08:30:00.123Z","sessionId":"s3","text":"naïve café ✓, 1 < 2"}',
+    '{"timestamp":"2024-05-02T08:30:00Z","content":"say \\"hi\\"\\n\\u00e9"}',
+    '{"timestamp":"2024-05-02T08:30:00Z"}\r',
+    '{"timestamp":"2024-05-01T10:00:00Z","meta":{"sessionId":"inner"}}',            # not the line's session
+]
+# Lines whose fields the bulk reading cannot vouch for: each is read with json.loads, whatever it holds.
+READ_ALONE = [
+    '{"sessionId":"s1","timestamp":"2024-05-01T10:00:00Z"}',                        # keys in another order
+    '{"timestamp":"2024-05-01T10:00:00Z","timestamp":"2024-06-01T10:00:00Z"}',      # Python keeps the last
+    '{"timestamp":"2024-05-01T10:00:00Z","sessionId":"a","sessionId":"b"}',
+    '{"timestamp":"2024-05-01T10:00:00Z","time\\u0073tamp":"2024-07-01T00:00:00Z"}',  # the same key, escaped
+    '{"timestamp":"2024-05-01T10:00:00Z","sessi\\u006fnId":"s9"}',
+    '{"timestamp":"2024-05-01T10:00:00Z","sessionId":5}',
+    '{"timestamp":"2024-05-01T10:00:00Z","sessionId":"s\\u0031"}',
+    '{"timestamp":"2024-05-01T10:00:00Z","x":1,}',                                  # not JSON to Python
+    '{"timestamp":"2024-05-01T10:00:00Z","x":[1,2,]}',
+    '{"timestamp":"2024-05-01T10:00:00Z","x":nan}',
+    '{"timestamp":"2024-05-01T10:00:00Z","x":-NaN}',
+    '{"timestamp":"2024-05-01T10:00:00Z","x":inf}',
+    '{"timestamp":"2024-05-01T10:00:00Z","x":[NaN, Infinity, -Infinity]}',          # JSON to Python
+    '{"timestamp":"2024-05-01T10:00:00Z","wispId":"w1","descr',                     # torn by a crash
+    '{"timestamp":"2024-05-01T10:00:00Z"} {"x":1}',
+    '{"timestamp":"2024-05-01T10:00:00Z","x":"tab\there"}',
+    '{"timestamp":"2024-05-01T10:00:00Z","x":"\\ud800"}',
+    '{"timestamp":"2024-05-01T10:00:00Z","x":01}',
+    '{"timestamp":"2024-02-30T10:00:00Z"}',                                         # no such day
+    '{"timestamp":"2024-05-01T10:00:00.1234567Z"}',
+    '{"timestamp":"2024-05-01T12:00:00+02:00"}',
+    '{"timestamp":"2024-05-01T10:00:00z"}',
+    '{"timestamp":"2024-05-01 10:00:00Z"}',
+    '{"timestamp":" 2024-05-01T10:00:00Z"}',
+    '{"timestamp":"0999-05-01T10:00:00Z"}',
+    '{"timestamp":1714557600}',
+    '{"timestamp":"soon"}',
+    '["2024-05-01T10:00:00Z"]',
+    '\ufeff{"timestamp":"2024-05-01T10:00:00Z"}',
+    b'{"timestamp":"2024-05-01T10:00:00Z","tool":"\xff"}'.decode("utf-8", "surrogateescape"),
+    "{torn",
+    "not json",
+]
+BLANK = ["", "   ", "\t", "\x0c"]
+
+
+def _archived(root: Path, kind: str, *, bulk: bool, archive) -> tuple[int, dict[str, list[tuple]]]:
+    """Archive with the bulk reading on (for every batch) or off (every line read alone with json.loads)."""
+    profile = AgentProfile(root).ensure()
+    with mock.patch.object(warehouse, "FAST_PATH_MIN_LINES", 0 if bulk else 10**9):
+        added = archive(profile)
+    return added, _partitions(profile, kind)
+
+
+def _partitions(profile: AgentProfile, kind: str) -> dict[str, list[tuple]]:
+    """Each partition's rows, in the order its part files hold them."""
+    found: dict[str, list[tuple]] = {}
+    for part in sorted((profile.warehouse_dir / kind).glob("date=*/part-*.parquet")):
+        found.setdefault(part.parent.name, []).extend(
+            (r["line_key"], r["source"], r["session_id"], r["event_ts"], r["raw"], r["archived_at"])
+            for r in pq.read_table(part).to_pylist()
+        )
+    return found
+
+
+def _bulk_and_one_by_one(tmp_path: Path, kind: str, archive) -> tuple[tuple, tuple]:
+    return (_archived(tmp_path / "bulk", kind, bulk=True, archive=archive),
+            _archived(tmp_path / "one-by-one", kind, bulk=False, archive=archive))
+
+
+def test_lines_in_the_writers_shape_are_read_in_bulk_and_the_others_one_by_one() -> None:
+    with line_batch.connect() as con:
+        lines = BULK_READABLE + READ_ALONE
+        raw = pa.array([text.encode("utf-8", "surrogateescape") for text in lines], pa.large_binary())
+        fast = line_batch.classify(con, raw).fast.tolist()
+    assert fast == [True] * len(BULK_READABLE) + [False] * len(READ_ALONE)
+
+
+def test_bulk_reading_files_every_line_where_reading_it_alone_would(tmp_path: Path) -> None:
+    lines = BULK_READABLE + READ_ALONE + BLANK
+    items = [(source, text) for text in lines for source in ("s1.jsonl", "other.jsonl")]   # per-session logs
+    bulk, one_by_one = _bulk_and_one_by_one(
+        tmp_path, "tool-call", lambda p: archive_source_lines(p, "tool-call", items, NOW))
+    assert bulk == one_by_one
+    added, partitions = bulk
+    assert added == 2 * (len(lines) - len(BLANK))
+    assert set(partitions) == {"date=2024-05-01", "date=2024-05-02", "date=2024-06-01", "date=2024-07-01",
+                               "date=0999-05-01", "date=unknown"}
+
+
+def test_bulk_and_line_by_line_keys_are_the_same_so_earlier_archives_stay_idempotent(profile: AgentProfile) -> None:
+    lines = BULK_READABLE + READ_ALONE
+    with mock.patch.object(warehouse, "FAST_PATH_MIN_LINES", 10**9):
+        assert archive_lines(profile, "tool-call", "s1.jsonl", lines, NOW) == len(lines)
+    with mock.patch.object(warehouse, "FAST_PATH_MIN_LINES", 0):
+        assert archive_lines(profile, "tool-call", "s1.jsonl", lines, NOW + timedelta(days=1)) == 0
+        assert archive_lines(profile, "tool-call", "s2.jsonl", BULK_READABLE, NOW) == len(BULK_READABLE)
+    for row in iter_rows(profile, "tool-call"):
+        original = next(text for text in lines if warehouse._storable(text) == row["raw"])
+        data = b"tool-call\0" + row["source"].encode() + b"\0" + original.encode("utf-8", "surrogateescape")
+        assert row["line_key"] == hashlib.sha256(data).hexdigest()
+
+
+def test_a_large_batch_keeps_every_line_with_its_own_fields(profile: AgentProfile) -> None:
+    # Large enough that DuckDB reads it in several chunks: each row must still get its own line's fields.
+    lines = [line(T0 + timedelta(seconds=37 * i), i, session=f"s{i % 7}") for i in range(20_000)]
+    lines[123] = "{torn"
+    assert archive_lines(profile, "tier-routing", "tier-routing.jsonl", lines, NOW) == 20_000
+    rows = list(iter_rows(profile, "tier-routing"))
+    assert len(rows) == 20_000
+    for row in rows:
+        if row["raw"] == "{torn":
+            assert row["event_ts"] is None and row["session_id"] is None
+            continue
+        record = json.loads(row["raw"])
+        assert row["event_ts"] == T0 + timedelta(seconds=37 * record["n"])
+        assert row["session_id"] == record["sessionId"] == f"s{record['n'] % 7}"
+
+
+def _log_bytes() -> bytes:
+    body = [text.encode("utf-8", "surrogateescape") for text in BULK_READABLE + READ_ALONE + BLANK]
+    body += [line(T0 + timedelta(minutes=i), i).encode() for i in range(50)]
+    body += [b'{"timestamp":"2024-05-01T10:00:00Z","tool":"\xc3"}', b"\xff\xfe", b"x" * 300]
+    return b"\n".join(body) + b"\r\n" + b'{"timestamp":"2024-05-03T00:00:00Z","partial":tr'   # no final newline
+
+
+@pytest.mark.parametrize("block_bytes", [16 << 20, 97])   # 97: lines straddle blocks, some are longer than one
+def test_archiving_byte_ranges_of_a_file_equals_archiving_its_lines(tmp_path: Path, block_bytes: int) -> None:
+    log = tmp_path / "s7.jsonl"
+    log.write_bytes(_log_bytes())
+    size = log.stat().st_size
+    middle = log.read_bytes().index(b"\n", size // 2) + 1
+    ranges = [(log, 0, middle), (log, middle, size - 7), (log, size - 7, None)]   # the last two end mid-line
+    expected_lines = [list(iter_lines_between(log, start, end or size)) for _, start, end in ranges]
+    with mock.patch.object(warehouse, "BATCH_BYTES", block_bytes):
+        result = [None]
+
+        def by_ranges(p: AgentProfile) -> int:
+            result[0] = archive_file_ranges(p, "feedback", ranges, NOW)
+            return result[0].added
+
+        by_blocks = _archived(tmp_path / "ranges", "feedback", bulk=True, archive=by_ranges)
+    by_lines = _archived(tmp_path / "lines", "feedback", bulk=False, archive=lambda p: archive_source_lines(
+        p, "feedback", [(log.name, text) for texts in expected_lines for text in texts], NOW))
+    # Tiny blocks make many parts per partition, so compare each partition's rows whatever part holds them.
+    assert by_blocks[0] == by_lines[0]
+    assert {day: sorted(rows, key=repr) for day, rows in by_blocks[1].items()} == \
+        {day: sorted(rows, key=repr) for day, rows in by_lines[1].items()}
+    assert result[0].lines == [len(texts) for texts in expected_lines]
+    assert result[0].errors == [None, None, None]
+
+
+def test_a_range_that_cannot_be_read_is_reported_and_the_others_archived(profile: AgentProfile,
+                                                                          tmp_path: Path) -> None:
+    good = tmp_path / "s1.jsonl"
+    good.write_text(line(T0, 1) + "\n" + line(T0, 2) + "\n")
+    result = archive_file_ranges(profile, "tool-call", [(tmp_path / "gone.jsonl", 0, 100), (good, 0, None)], NOW)
+    assert isinstance(result.errors[0], FileNotFoundError) and result.errors[1] is None
+    assert result.lines == [0, 2] and result.added == 2
+    assert [r["n"] for r in read_day(profile, "tool-call", T0.date())] == [1, 2]
+
+
+def test_parts_hold_a_days_rows_in_event_time_order(profile: AgentProfile) -> None:
+    lines = [line(T0 + timedelta(minutes=(i * 7919) % 600), i) for i in range(1_000)]   # shuffled times
+    archive_lines(profile, "tool-call", "s1.jsonl", lines, NOW)
+    for part in (profile.warehouse_dir / "tool-call").rglob("part-*.parquet"):
+        stamps = pq.read_table(part, columns=["event_ts"]).column(0).to_pylist()
+        assert stamps == sorted(stamps)
+
+
+_stamps = st.one_of(
+    st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2100, 1, 1)).flatmap(
+        lambda dt: st.sampled_from([
+            dt.isoformat() + "Z", dt.isoformat() + "+00:00", dt.isoformat() + "+02:00", dt.isoformat(),
+            dt.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", dt.strftime("%Y-%m-%d %H:%M:%SZ"),
+        ])),
+    st.sampled_from(["2024-02-30T00:00:00Z", "", "soon", "2024-05-01T10:00:00.1234567Z"]),
+    st.integers(), st.none(),
+)
+_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                   max_size=3), max_leaves=6)
+_records = st.tuples(
+    st.dictionaries(st.sampled_from(["tool", "text", "n", "meta"]) | st.text(max_size=6), _values, max_size=4),
+    _stamps, st.one_of(st.none(), st.text(max_size=8), st.integers()), st.booleans(),
+    st.sampled_from([(",", ":"), (", ", ": ")]), st.booleans(),
+    st.sampled_from(["", "", "", "torn", ',"timestamp":"2030-01-01T00:00:00Z"', ',"sessionId":"late"', ",",
+                     ',"x":nan', ',"x":NaN', ',"x":[1,]', " x"]),
+    st.integers(0, 200),
+)
+
+
+def _render(record: tuple) -> str:
+    fields, stamp, session, session_first, separators, ascii_only, change, cut = record
+    head = {"timestamp": stamp, **({"sessionId": session} if session is not None else {})}
+    if session_first:
+        head = dict(reversed(list(head.items())))
+    text = json.dumps({**head, **fields}, separators=separators, ensure_ascii=ascii_only)
+    if change == "torn":
+        return text[:cut]
+    return text[:-1] + change + "}" if change else text   # a repeated key, a trailing comma, nan, junk...
+
+
+@settings(max_examples=40, deadline=None)
+@given(records=st.lists(_records, min_size=1, max_size=25))
+def test_bulk_reading_equals_reading_each_line_alone_for_any_line(records: list[tuple]) -> None:
+    lines = [_render(r) for r in records]
+    with tempfile.TemporaryDirectory() as tmp:
+        bulk, one_by_one = _bulk_and_one_by_one(
+            Path(tmp), "feedback", lambda p: archive_lines(p, "feedback", "s1.jsonl", lines, NOW))
+    assert bulk == one_by_one
+
+
+@pytest.mark.parametrize("body", [b"", b"\n", b"\n\n  \n", b"{torn"])
+def test_empty_or_blank_files_and_ranges_archive_what_they_hold(profile: AgentProfile, tmp_path: Path,
+                                                                 body: bytes) -> None:
+    log = tmp_path / "s1.jsonl"
+    log.write_bytes(body)
+    result = archive_file_ranges(profile, "tool-call", [(log, 0, None), (log, 0, 0), (log, 1, 1)], NOW)
+    assert result.lines == [len(list(iter_lines_between(log, 0, len(body)))), 0, 0]
+    assert result.added == (1 if body == b"{torn" else 0)

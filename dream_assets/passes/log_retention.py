@@ -41,7 +41,7 @@ from dream_assets.store.logs import (
     log_files,
     replace_with_tail,
 )
-from dream_assets.store.warehouse import archive_source_lines
+from dream_assets.store.warehouse import archive_file_ranges
 
 PASS_NAME = "log_retention"
 COUNT_KEYS = ("files_deleted_age", "files_deleted_count", "files_trimmed", "lines_trimmed", "lines_archived",
@@ -92,7 +92,7 @@ def run_log_retention(profile: AgentProfile, options: DreamOptions, now: datetim
             if max_lines > 0 and path.is_file():
                 plan = _plan_trim(path, profile.log_lock_path(kind), max_lines)
                 if plan is not None:
-                    report.count("lines_archived", _archive([plan], _sink(profile, kind, now)))
+                    report.count("lines_archived", _archive_ranges(profile, kind, [plan], now))
                     _apply(profile, [plan], report)
         except Exception as exc:
             _error(report, display_path(profile, path), exc)
@@ -175,7 +175,7 @@ def _sweep_session_dir(profile: AgentProfile, kind: str, options: DreamOptions, 
     if not plans:
         return
     # One streamed warehouse write for the whole directory: thousands of files cost one set of part files.
-    report.count("lines_archived", _archive(plans, _sink(profile, kind, now)))
+    report.count("lines_archived", _archive_ranges(profile, kind, plans, now))
     _apply(profile, plans, report)
 
 
@@ -189,8 +189,15 @@ def _plan_trim(path: Path, lock_path: Path, max_lines: int) -> _Plan | None:
     return _Plan(path, lock_path, file_identity(st), st.st_mtime_ns, cut, "trim")
 
 
-def _sink(profile: AgentProfile, kind: str, now: datetime) -> Sink:
-    return lambda pairs: archive_source_lines(profile, kind, pairs, now)
+def _archive_ranges(profile: AgentProfile, kind: str, plans: list[_Plan], now: datetime) -> int:
+    """Archive every plan's doomed byte range [0, end) in one streamed warehouse write (the bulk path); a file that
+    cannot be read is marked failed, and is then neither trimmed nor deleted."""
+    result = archive_file_ranges(profile, kind, [(p.path, 0, p.end) for p in plans], now)
+    for plan, lines, error in zip(plans, result.lines, result.errors, strict=True):
+        plan.lines = lines
+        if error is not None:
+            plan.failed = f"could not be read for archiving ({error.strerror or error})"
+    return result.added
 
 
 def _archive(plans: list[_Plan], sink: Sink) -> int:

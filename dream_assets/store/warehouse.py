@@ -9,35 +9,51 @@ present in its partition is not written again, so re-archiving the same lines (a
 between archiving and trimming, a repeated ``dream import-logs``) adds no rows. A consequence worth knowing:
 two byte-identical lines of the same source file are one row.
 
-Memory stays bounded: lines are buffered up to ``BATCH_ROWS`` rows or ``BATCH_BYTES`` bytes and then written,
-so a 1 GiB prefix streams through. The keys of the partitions being written are held as a set (about 100 bytes
-per row of those partitions), for at most ``CACHED_PARTITIONS`` partitions at a time.
+Lines are archived in batches of up to ``BATCH_ROWS`` lines or ``BATCH_BYTES`` bytes, keyed and dated a whole
+batch at a time (``line_batch``: lines in the shape the log writer emits are read in bulk, any other line with
+``json.loads`` as before), and each batch writes one part per day partition. ``archive_file_ranges`` reads log
+files in blocks of ``BATCH_BYTES`` without handling lines one by one in Python, which is what makes a 1 GiB
+prefix take seconds. Memory stays bounded by the batch, not the log. The keys of the partitions being written
+are held as a set (about 100 bytes per row of those partitions), for at most ``CACHED_PARTITIONS`` partitions.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dream_assets.model import parse_ts, utc
 from dream_assets.profile import SESSION_LOGS, AgentProfile
+from dream_assets.store.line_batch import (
+    EventFields,
+    LineBatch,
+    classify,
+    connect,
+    key_base,
+    lines_of_block,
+    read_line_blocks,
+)
 from dream_assets.store.locks import path_lock
 
 BATCH_ROWS = 50_000
 BATCH_BYTES = 16 << 20
+# Batches smaller than this are read line by line: starting DuckDB would cost more than it saves.
+FAST_PATH_MIN_LINES = 500
 CACHED_PARTITIONS = 4
 UNKNOWN_DAY = "unknown"
 
@@ -50,8 +66,15 @@ SCHEMA = pa.schema([
     pa.field("raw", pa.string(), nullable=False),
     pa.field("archived_at", pa.timestamp("us", tz="UTC"), nullable=False),
 ])
+# The rows of one batch before they are split by day: ``seq`` is the line's place in the batch (it orders ties).
+_ROWS = pa.schema([
+    pa.field("seq", pa.int64()),
+    *(SCHEMA.field(name) for name in ("line_key", "source", "session_id", "event_ts", "raw")),
+    pa.field("day", pa.string()),
+])
 
 _KIND = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
+_T = TypeVar("_T")
 
 
 class WarehouseError(ValueError):
@@ -60,11 +83,7 @@ class WarehouseError(ValueError):
 
 def line_key(kind: str, source: str, raw: str) -> str:
     """The identity of one archived line: the same line of the same file always gets the same key."""
-    h = hashlib.sha256()
-    h.update(kind.encode())
-    h.update(b"\0")
-    h.update(source.encode("utf-8", "surrogateescape"))
-    h.update(b"\0")
+    h = key_base(kind, source)
     h.update(raw.encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
@@ -81,22 +100,79 @@ def archive_source_lines(profile: AgentProfile, kind: str, items: Iterable[tuple
 
     Blank lines are not archived. Returns the rows actually added (lines already present are not counted).
     """
-    writer = _Writer(profile, _check_kind(kind), utc(now))
-    for source, line in items:
-        if line.strip():
-            writer.add(source, line)
-    return writer.close()
+    with _Writer(profile, _check_kind(kind), utc(now)) as writer:
+        for source, line in items:
+            writer.add_line(source, line)
+        return writer.close()
+
+
+@dataclass
+class RangeArchive:
+    """What ``archive_file_ranges`` did, with one entry per range in the order given."""
+
+    added: int = 0                                               # rows added to the warehouse
+    lines: list[int] = field(default_factory=list)               # lines read, blank ones included
+    errors: list[OSError | None] = field(default_factory=list)   # why a range could not be read to its end
+
+
+def archive_file_ranges(profile: AgentProfile, kind: str, ranges: Sequence[tuple[Path, int, int | None]],
+                        now: datetime) -> RangeArchive:
+    """Archive the lines in the byte ranges ``[start, end)`` of log files (``end`` None: to the end of the file).
+
+    The rows are those ``archive_source_lines`` writes for ``(file name, line)`` of ``logs.iter_lines_between``
+    over each range, but the files are read in blocks, not line by line. All ranges go into one streamed write,
+    so a directory of thousands of session files costs one set of part files. A range that cannot be read is
+    reported in ``errors`` and the others are still archived; a failed warehouse write raises.
+    """
+    result = RangeArchive(lines=[0] * len(ranges), errors=[None] * len(ranges))
+    with _Writer(profile, _check_kind(kind), utc(now)) as writer:
+        for group in _read_ahead(_range_lines(ranges, result)):
+            for source, lines in group:
+                writer.add_lines(source, lines)
+        result.added = writer.close()
+    return result
+
+
+def _range_lines(ranges: Sequence[tuple[Path, int, int | None]],
+                 result: RangeArchive) -> Iterator[list[tuple[str, pa.LargeBinaryArray]]]:
+    """``(file name, lines)`` block by block, in groups of about ``BATCH_BYTES`` (thousands of small session files
+    are handed over together). A range that cannot be read is recorded, and the next one read."""
+    group: list[tuple[str, pa.LargeBinaryArray]] = []
+    size = 0
+    for i, (path, start, end) in enumerate(ranges):
+        try:
+            for data, ends in read_line_blocks(Path(path), start, end, BATCH_BYTES):
+                result.lines[i] += len(ends)
+                lines = lines_of_block(data, ends)
+                group.append((Path(path).name, lines))
+                size += lines.nbytes
+                if size >= BATCH_BYTES:
+                    yield group
+                    group, size = [], 0
+        except OSError as exc:   # only reading is forgiven: a failed warehouse write raises
+            result.errors[i] = exc
+    if group:
+        yield group
+
+
+def _read_ahead(items: Iterator[_T]) -> Iterator[_T]:
+    """What ``items`` yields, the next item being produced by a thread meanwhile (reading overlaps archiving)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse-read") as pool:
+        pending = pool.submit(next, items, None)
+        while (item := pending.result()) is not None:
+            pending = pool.submit(next, items, None)
+            yield item
 
 
 def import_jsonl(profile: AgentProfile, kind: str, path: Path, now: datetime) -> int:
     """Archive a historical JSONL file (``dream import-logs``), streamed. Returns the rows added."""
-    # Imported here: logs.py archives through this module, so a top-level import would be circular.
-    from dream_assets.store.logs import iter_raw_lines
-
     path = Path(path)
     if not path.is_file():
         raise WarehouseError(f"cannot import {path}: no such file")
-    return archive_lines(profile, kind, path.name, (text for _, text in iter_raw_lines(path)), now)
+    result = archive_file_ranges(profile, kind, [(path, 0, None)], now)
+    if result.errors[0] is not None:
+        raise result.errors[0]
+    return result.added
 
 
 @dataclass
@@ -106,71 +182,213 @@ class _Partition:
 
 
 class _Writer:
+    """Collects lines into batches; each batch is keyed, dated and written as one part per day partition.
+
+    Batches are archived in the background, one at a time, while the caller collects the next one. Within that,
+    the steps of consecutive batches overlap: a worker hashes a batch's lines (Python, holding the GIL) while
+    DuckDB dates them (C, without the GIL) and another worker writes the previous batch's parts. Partition writes
+    stay one at a time and in batch order.
+    """
+
     def __init__(self, profile: AgentProfile, kind: str, archived_at: datetime) -> None:
         self.profile, self.kind, self.archived_at = profile, kind, archived_at
-        self.buffers: dict[str, list[tuple[str, str, str | None, datetime | None, str]]] = {}
+        self.per_session_log = kind in SESSION_LOGS
+        self.sources: dict[str, int] = {}                          # source file names of the pending batch
+        self.lines: list[bytes] = []                               # pending lines given as text, encoded
+        self.line_sources: list[int] = []
+        self.pieces: list[tuple[int, pa.LargeBinaryArray]] = []    # pending lines read from files
         self.buffered_rows = 0
         self.buffered_bytes = 0
         self.known: OrderedDict[str, _Partition] = OrderedDict()
         self.added = 0
-        self.per_session_log = kind in SESSION_LOGS
+        self.con: duckdb.DuckDBPyConnection | None = None
+        # At most one batch being archived, one being hashed for it and one being written: three workers.
+        self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="warehouse")
+        self.archiving: Future[None] | None = None
+        self.writing: Future[int] | None = None
 
-    def add(self, source: str, raw: str) -> None:
-        ts, session_id = _event_fields(raw)
-        if session_id is None and self.per_session_log and source.endswith(".jsonl"):
-            session_id = source[: -len(".jsonl")]   # per-session logs: the file name is the session id
-        day = ts.date().isoformat() if ts is not None else UNKNOWN_DAY
-        self.buffers.setdefault(day, []).append((line_key(self.kind, source, raw), source, session_id, ts, raw))
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:   # let work in flight finish; close() raises its errors, if any
+            if self.archiving is not None:
+                self.archiving.exception()
+            if self.writing is not None:
+                self.writing.exception()
+        finally:
+            self.pool.shutdown()
+            if self.con is not None:
+                self.con.close()
+
+    def add_line(self, source: str, line: str) -> None:
+        if not line.strip():
+            return   # blank lines are not archived
+        # Surrogate escapes turn back into the log's original bytes, which are what the key hashes.
+        data = line.encode("utf-8", "surrogateescape")
+        self.lines.append(data)
+        self.line_sources.append(self.sources.setdefault(source, len(self.sources)))
         self.buffered_rows += 1
-        self.buffered_bytes += len(raw)
+        self.buffered_bytes += len(data)
         if self.buffered_rows >= BATCH_ROWS or self.buffered_bytes >= BATCH_BYTES:
             self.flush()
 
-    def flush(self) -> None:
-        for day, rows in self.buffers.items():
-            self.added += self._write_partition(day, rows)
-        self.buffers.clear()
-        self.buffered_rows = self.buffered_bytes = 0
+    def add_lines(self, source: str, lines: pa.LargeBinaryArray) -> None:
+        """Raw lines of one source, already split (blank ones included; they are skipped when read)."""
+        if self.buffered_bytes and self.buffered_bytes + lines.nbytes > BATCH_BYTES:
+            self.flush()   # a block of a large file makes a batch of its own rather than be copied into one
+        self.pieces.append((self.sources.setdefault(source, len(self.sources)), lines))
+        self.buffered_rows += len(lines)
+        self.buffered_bytes += lines.nbytes
+        if self.buffered_rows >= BATCH_ROWS or self.buffered_bytes >= BATCH_BYTES:
+            self.flush()
 
     def close(self) -> int:
         self.flush()
+        self._wait_for_archiving()
+        self._wait_for_write()
         return self.added
 
-    def _write_partition(self, day: str, rows: list[tuple[str, str, str | None, datetime | None, str]]) -> int:
+    def flush(self) -> None:
+        sources = tuple(self.sources)
+        batches = []
+        if self.pieces:
+            batches.append(LineBatch.from_pieces(self.pieces, sources))
+        if self.lines:
+            batches.append(LineBatch.from_lines(self.lines, self.line_sources, sources))
+        self.sources, self.lines, self.line_sources, self.pieces = {}, [], [], []
+        self.buffered_rows = self.buffered_bytes = 0
+        for batch in batches:
+            for part in batch.slices(BATCH_ROWS):
+                self._archive(part)
+
+    def _archive(self, batch: LineBatch) -> None:
+        self._wait_for_archiving()   # one batch at a time in the background keeps memory bounded
+        self.archiving = self.pool.submit(self._archive_in_background, batch)
+
+    def _wait_for_archiving(self) -> None:
+        if self.archiving is not None:
+            archiving, self.archiving = self.archiving, None
+            archiving.result()
+
+    def _archive_in_background(self, batch: LineBatch) -> None:
+        hashing = self.pool.submit(batch.keys, self.kind)
+        if len(batch) < FAST_PATH_MIN_LINES:   # too few lines to be worth starting DuckDB: read them in Python
+            keys = hashing.result()
+            rows = self._slow_rows(batch, keys, range(len(batch)))
+        else:
+            if self.con is None:
+                self.con = connect()
+            fields = classify(self.con, batch.raw)
+            keys = hashing.result()
+            rows = pa.concat_tables([self._fast_rows(batch, keys, fields),
+                                     self._slow_rows(batch, keys, np.flatnonzero(~fields.fast).tolist())])
+        self._wait_for_write()
+        if rows.num_rows:   # a batch of blank lines has none
+            self.writing = self.pool.submit(self._write_days, rows, keys)
+
+    def _wait_for_write(self) -> None:
+        if self.writing is not None:
+            writing, self.writing = self.writing, None
+            self.added += writing.result()
+
+    def _fast_rows(self, batch: LineBatch, keys: list[str], fields: EventFields) -> pa.Table:
+        index = np.flatnonzero(fields.fast)
+        everything = len(index) == len(batch)
+        indices = pa.array(index)
+
+        def pick(values: pa.Array) -> pa.Array:
+            return values if everything else values.take(indices)
+
+        source_ids = pa.array(batch.source_ids[index])
+        file_session = pa.array([self._file_session(s) for s in batch.sources], pa.string()).take(source_ids)
+        return pa.table({
+            "seq": pa.array(index, pa.int64()),
+            "line_key": pick(pa.array(keys, pa.string())),
+            "source": pa.array(batch.sources, pa.string()).take(source_ids),
+            "session_id": pc.coalesce(pick(fields.session_id), file_session),
+            "event_ts": pick(fields.event_ts),
+            "raw": pick(fields.text).cast(pa.string()),   # valid UTF-8, so stored as it is
+            "day": pick(fields.day),
+        }, schema=_ROWS)
+
+    def _slow_rows(self, batch: LineBatch, keys: list[str], lines: Iterable[int]) -> pa.Table:
+        """Rows for the given lines of a batch, each read on its own with ``json.loads`` (any shape of line)."""
+        rows = []
+        for i in lines:
+            raw = batch.line(i).decode("utf-8", "surrogateescape")
+            if not raw.strip():
+                continue   # blank lines are not archived
+            source = batch.sources[batch.source_ids[i]]
+            ts, session_id = _event_fields(raw)
+            if session_id is None:
+                session_id = self._file_session(source)
+            day = ts.date().isoformat() if ts is not None else UNKNOWN_DAY
+            rows.append((i, keys[i], source, session_id, ts, _storable(raw), day))
+        columns = list(zip(*rows, strict=True)) if rows else [()] * len(_ROWS)
+        return pa.table(dict(zip(_ROWS.names, columns, strict=True)), schema=_ROWS)
+
+    def _file_session(self, source: str) -> str | None:
+        """Per-session logs: a line without its own sessionId belongs to the session its file is named after."""
+        if self.per_session_log and source.endswith(".jsonl"):
+            return source[: -len(".jsonl")]
+        return None
+
+    def _write_days(self, rows: pa.Table, keys: list[str]) -> int:
+        """Writes a batch's rows, one part per day; ``keys`` are the batch's line keys, indexed by ``seq``."""
+        # Rows in event-time order, ties in the order the lines came, undated rows last in that order: each day's
+        # rows are then one slice, already in the order its part keeps them.
+        order = pc.sort_indices(rows, sort_keys=[("event_ts", "ascending", "at_end"), ("seq", "ascending")]).to_numpy()
+        if not np.array_equal(order, np.arange(len(order))):
+            rows = rows.take(order)
+        seq = rows.column("seq").to_numpy()
+        if not np.array_equal(seq, np.arange(len(keys))):
+            keys = [keys[i] for i in seq.tolist()]
+        days = rows.column("day").combine_chunks()
+        starts = [0, *(np.flatnonzero(pc.not_equal(days[1:], days[:-1]).to_numpy(zero_copy_only=False)) + 1)]
+        ends = [*starts[1:], len(days)]
+        return sum(self._write_partition(days[a].as_py(), rows.slice(a, b - a), keys[a:b])
+                   for a, b in zip(starts, ends, strict=True))
+
+    def _write_partition(self, day: str, rows: pa.Table, keys: list[str]) -> int:
         pdir = _partition_dir(self.profile, self.kind, day)
         # The lock makes "read the keys, then write the rows they do not cover" atomic across processes.
         with path_lock(_lock_path(self.profile, self.kind)):
             known = self._known(day, pdir)
-            fresh, seen = [], known.keys
-            for row in rows:
-                if row[0] not in seen:
-                    seen.add(row[0])
-                    fresh.append(row)
-            if not fresh:
-                return 0
-            if day != UNKNOWN_DAY:
-                fresh.sort(key=lambda r: r[3])
-            columns = list(zip(*fresh, strict=True))
+            batch_keys = set(keys)
+            if len(batch_keys) == len(keys) and known.keys.isdisjoint(batch_keys):
+                known.keys |= batch_keys   # the usual case, all new: checked in bulk
+            else:
+                fresh = []
+                for i, key in enumerate(keys):
+                    if key not in known.keys:
+                        known.keys.add(key)
+                        fresh.append(i)
+                if not fresh:
+                    return 0
+                rows = rows.take(fresh)
+            n = rows.num_rows
             table = pa.table({
-                "line_key": pa.array(columns[0], pa.string()),
-                "kind": pa.array([self.kind] * len(fresh), pa.string()),
-                "source": pa.array(columns[1], pa.string()),
-                "session_id": pa.array(columns[2], pa.string()),
-                "event_ts": pa.array(columns[3], pa.timestamp("us", tz="UTC")),
-                "raw": pa.array([_storable(r) for r in columns[4]], pa.string()),
-                "archived_at": pa.array([self.archived_at] * len(fresh), pa.timestamp("us", tz="UTC")),
+                "line_key": rows.column("line_key"),
+                "kind": pa.repeat(pa.scalar(self.kind, pa.string()), n),
+                "source": rows.column("source"),
+                "session_id": rows.column("session_id"),
+                "event_ts": rows.column("event_ts"),
+                "raw": rows.column("raw"),
+                "archived_at": pa.repeat(pa.scalar(self.archived_at, SCHEMA.field("archived_at").type), n),
             }, schema=SCHEMA)
             name = f"part-{self.archived_at:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet"
             pdir.mkdir(parents=True, exist_ok=True)
             tmp = pdir / f".{name}.tmp"
             try:
-                pq.write_table(table, tmp, compression="zstd")
+                # Dictionary encoding only where values repeat: trying it on raw lines and keys costs time.
+                pq.write_table(table, tmp, compression="zstd", use_dictionary=["kind", "source", "session_id"])
                 os.replace(tmp, pdir / name)
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
             known.parts.add(name)
-            return len(fresh)
+            return n
 
     def _known(self, day: str, pdir: Path) -> _Partition:
         known = self.known.pop(day, None) or _Partition()
