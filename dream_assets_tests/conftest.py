@@ -31,3 +31,27 @@ def store(profile, options) -> DreamStore:
     s = open_store(profile, options)
     yield s
     s.close()
+
+
+def run_scripted(pass_fn, profile, store, answers, *, options=None, now=NOW, cycle_id="c1"):
+    """Run one pass with scripted model answers; returns (report, backend) so a test can see what was sent."""
+    from dream_assets.llm.client import ModelClient
+    from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.passes.context import PassContext
+
+    options = options or DreamOptions()
+    backend = ScriptedBackend(answers)
+    client = ModelClient(backend, profile=profile, options=options)
+    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store)
+    return pass_fn(ctx), backend
+
+
+def run_without_model(pass_fn, profile, store, *, options=None, now=NOW):
+    """Run one pass where building a model client at all fails the test (an idle agent costs zero model calls)."""
+    from dream_assets.passes.context import PassContext
+
+    def no_client():
+        pytest.fail("the model client was built although no call was due")
+
+    ctx = PassContext(profile, options or DreamOptions(), now, cycle_id="c1", client_factory=no_client, _store=store)
+    return pass_fn(ctx)

@@ -3,12 +3,9 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.llm.base import ModelCallError
-from dream_assets.llm.client import ModelClient
 from dream_assets.llm.directives import load_directive
-from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
-from dream_assets.passes.context import PassContext
 from dream_assets.passes.preference_inference import (
     CATEGORY,
     PERMISSION_KEY,
@@ -18,7 +15,7 @@ from dream_assets.passes.preference_inference import (
 from dream_assets.store import warehouse
 from dream_assets.store.logs import ConversationTurn, FeedbackEvent, append_event, read_events
 
-from .conftest import NOW
+from .conftest import NOW, run_scripted, run_without_model
 
 
 def say(profile, text, *, session="s1", minutes_ago=30, role="user"):
@@ -26,20 +23,11 @@ def say(profile, text, *, session="s1", minutes_ago=30, role="user"):
 
 
 def run(profile, store, answers, *, options=None, cycle_id="c1"):
-    options = options or DreamOptions()
-    backend = ScriptedBackend(answers)
-    client = ModelClient(backend, profile=profile, options=options)
-    ctx = PassContext(profile, options, NOW, cycle_id=cycle_id, client_factory=lambda: client, _store=store)
-    return run_preference_inference(ctx), backend
-
-
-def no_client():
-    pytest.fail("the model client was built although no call was due")
+    return run_scripted(run_preference_inference, profile, store, answers, options=options, cycle_id=cycle_id)
 
 
 def run_without_client(profile, store, options=None):
-    ctx = PassContext(profile, options or DreamOptions(), NOW, cycle_id="c1", client_factory=no_client, _store=store)
-    return run_preference_inference(ctx)
+    return run_without_model(run_preference_inference, profile, store, options=options)
 
 
 def saves(*items):

@@ -3,16 +3,13 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.llm.base import ModelCallError
-from dream_assets.llm.client import ModelClient
-from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
-from dream_assets.passes.context import PassContext
 from dream_assets.passes.tier_routing import PASS, finding_category, run_tier_routing_review, summarise
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.logs import TierRoutingEvent, append_event
 
-from .conftest import NOW
+from .conftest import NOW, run_scripted, run_without_model
 
 
 def route(profile, tier, outcome, *, days_ago=1.0, kind="chat", latency=None, cost=None, session="s1"):
@@ -21,19 +18,11 @@ def route(profile, tier, outcome, *, days_ago=1.0, kind="chat", latency=None, co
 
 
 def run(profile, store, answers, *, options=None, now=NOW, cycle_id="c1"):
-    options = options or DreamOptions()
-    backend = ScriptedBackend(answers)
-    client = ModelClient(backend, profile=profile, options=options)
-    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store)
-    return run_tier_routing_review(ctx), backend
+    return run_scripted(run_tier_routing_review, profile, store, answers, options=options, now=now, cycle_id=cycle_id)
 
 
 def run_without_client(profile, store, options=None, now=NOW):
-    def no_client():
-        pytest.fail("the model client was built although no call was due")
-
-    ctx = PassContext(profile, options or DreamOptions(), now, cycle_id="c1", client_factory=no_client, _store=store)
-    return run_tier_routing_review(ctx)
+    return run_without_model(run_tier_routing_review, profile, store, options=options, now=now)
 
 
 def findings(*items):

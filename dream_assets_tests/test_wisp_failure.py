@@ -3,11 +3,8 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.llm.base import ModelCallError
-from dream_assets.llm.client import ModelClient
-from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.model import Skill
 from dream_assets.options import DreamOptions
-from dream_assets.passes.context import PassContext
 from dream_assets.passes.wisp_failure import (
     PASS,
     annotate,
@@ -18,7 +15,7 @@ from dream_assets.passes.wisp_failure import (
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.logs import WispExecutionEvent, append_event
 
-from .conftest import NOW
+from .conftest import NOW, run_scripted, run_without_model
 
 INVOICE = "Convert invoice PDF to spreadsheet row"
 DIGEST = "Summarize unread emails"
@@ -58,19 +55,11 @@ def answer(annotations=(), patterns=None, notes=None):
 
 
 def run(profile, store, answers, *, options=None, now=NOW, cycle_id="c1"):
-    options = options or DreamOptions()
-    backend = ScriptedBackend(answers)
-    client = ModelClient(backend, profile=profile, options=options)
-    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store)
-    return run_wisp_failure_analysis(ctx), backend
+    return run_scripted(run_wisp_failure_analysis, profile, store, answers, options=options, now=now, cycle_id=cycle_id)
 
 
 def run_without_client(profile, store, options=None, now=NOW):
-    def no_client():
-        pytest.fail("the model client was built although no call was due")
-
-    ctx = PassContext(profile, options or DreamOptions(), now, cycle_id="c1", client_factory=no_client, _store=store)
-    return run_wisp_failure_analysis(ctx)
+    return run_without_model(run_wisp_failure_analysis, profile, store, options=options, now=now)
 
 
 # ------------------------------------------------------------------ thresholds (host-computed)

@@ -432,22 +432,19 @@ class MemoryStore:
 
     def archive(self, entry_id: str, *, now: datetime) -> MemoryEntry:
         """Hide an entry from recall; it stays retrievable by id (and restorable) until the archive purge."""
-        with self._conn.transaction() as conn:
-            self._idx.ensure(conn)
-            cur = self._require(conn, entry_id)
-            if cur.is_archived:
-                return cur
-            new = cur.with_(archived_at=utc(now))
-            self._write(conn, new, bump=True)
-        return new
+        return self._set_archived(entry_id, archived_at=utc(now), now=now)
 
     def restore(self, entry_id: str, *, now: datetime) -> MemoryEntry:
+        return self._set_archived(entry_id, archived_at=None, now=now)
+
+    def _set_archived(self, entry_id: str, *, archived_at: datetime | None, now: datetime) -> MemoryEntry:
         with self._conn.transaction() as conn:
             self._idx.ensure(conn)
             cur = self._require(conn, entry_id)
-            if not cur.is_archived:
+            if cur.is_archived == (archived_at is not None):
                 return cur
-            new = cur.with_(archived_at=None, updated_at=utc(now))
+            # Archiving freezes the record as it was; restoring is an edit, so it sets updated_at.
+            new = cur.with_(archived_at=archived_at) if archived_at else cur.with_(archived_at=None, updated_at=utc(now))
             self._write(conn, new, bump=True)
         return new
 
