@@ -615,3 +615,19 @@ def test_a_large_first_review_is_spread_over_cycles_by_the_per_call_cap(run, sto
     run(answer(), options=capped, now=NOW + timedelta(minutes=2))
     assert len(run.requests[0].inputs["entries"]) == 1
     assert all(is_reviewed(e) for e in store.memories.list_live())
+
+
+def test_a_new_correction_alone_is_worth_one_call_and_only_once(run, store, profile):
+    store.memories.put_many([entry("a", "Kestrel ships on Fridays.", reviewed=True),
+                             entry("b", "The badge number is 4471.", reviewed=True)])
+    run(answer(), now=NOW - timedelta(hours=2))           # a completed pass before the correction arrived
+    assert run.requests == []
+    append_event(profile, "feedback", FeedbackEvent(NOW - timedelta(hours=1), "s1", "Correction",
+                                                    "Never book rooms on the 3rd floor; they are being renovated.",
+                                                    domain="scheduling"))
+    tip = "Do not book 3rd-floor rooms while they are being renovated."
+    report = run(answer(merge(tip, category="anti-patterns/scheduling")))
+    assert len(run.requests) == 1 and run.requests[0].inputs["entries"] == []
+    assert "3rd floor" in run.requests[0].prompt and report.counts["created"] == 1
+    run(answer(), now=NOW + timedelta(hours=1))             # the same correction is not re-sent
+    assert run.requests == []

@@ -33,7 +33,7 @@ from typing import Any
 
 from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, MergeRepairResponse
 from dream_assets.llm.prompts import render_memory_consolidation, render_merge_repair
-from dream_assets.model import MemoryEntry, iso, new_id
+from dream_assets.model import MemoryEntry, iso, new_id, parse_ts
 from dream_assets.passes.archive_purge import is_high_value
 from dream_assets.passes.common import call_model, note_malformed, stamp
 from dream_assets.passes.consolidation_merge import (
@@ -401,8 +401,14 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
                 + (f"; {selection.backlog} more wait for later cycles (ConsolidationMaxEntriesPerCall "
                    f"{ctx.options.ConsolidationMaxEntriesPerCall})" if selection.backlog else ""))
 
-    if selection.eligible:
-        feedback = recent_feedback(ctx, report)
+    feedback = recent_feedback(ctx, report)
+    # Corrections that arrived since the last completed pass are worth a call on their own (anti-pattern mining),
+    # even when no entry changed; older feedback was already shown with the entries of an earlier pass.
+    since_last = previous.last_run_at if previous is not None else None
+    fresh_corrections = [f for f in feedback if f.get("kind") == "Correction"
+                         and (since_last is None or parse_ts(f["timestamp"]) > since_last)]
+    report.counts["fresh_corrections"] = len(fresh_corrections)
+    if selection.eligible or fresh_corrections:
         entries = selection.entries()
         prompt = render_memory_consolidation(entries, selection.clusters, feedback, ctx.now)
         inputs = {"entries": [_entry_input(e) for e in entries], "clusters": selection.clusters, "feedback": feedback}
@@ -414,8 +420,8 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
         assert isinstance(response, MemoryConsolidationResponse)
         _apply(ctx, report, selection, vocab, response)
     else:
-        report.info("nothing eligible — every live entry is reviewed and unchanged and no near-duplicate cluster is "
-                    "open; no model call")
+        report.info("nothing eligible — every live entry is reviewed and unchanged, no near-duplicate cluster is "
+                    "open and no new correction arrived; no model call")
 
     report.counts["live"] = memories.counts()["live"]
     # Completion, for the minimum-interval floor and the change-gate sensor (which compares the corpus fingerprint).
