@@ -312,3 +312,16 @@ def test_a_turn_appended_while_clearing_is_kept(profile: AgentProfile, monkeypat
     assert clear_conversation_log(profile, T0) == 1
     writer.join()
     assert read_events(profile, "conversation").events == [late]
+
+
+def test_clearing_up_to_what_was_read_keeps_turns_written_since(profile: AgentProfile) -> None:
+    from dream_assets.store.logs import ConversationLogChanged, file_identity, find_cut_offset
+
+    append_event(profile, "conversation", ConversationTurn(T0, "s1", "user", "first"))
+    path = profile.conversation_log_path
+    cut, identity = find_cut_offset(path, 0), file_identity(path.stat())
+    append_event(profile, "conversation", ConversationTurn(T0, "s1", "user", "written during the model call"))
+    assert clear_conversation_log(profile, T0, upto=cut, identity=identity) == 1
+    assert [t.content for t in read_events(profile, "conversation").events] == ["written during the model call"]
+    with pytest.raises(ConversationLogChanged):   # the file was rewritten by the clear: the old identity is stale
+        clear_conversation_log(profile, T0, upto=cut, identity=identity)

@@ -47,18 +47,17 @@ from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
 from dream_assets.store.logs import (
     CONVERSATION,
+    ConversationLogChanged,
     ConversationTurn,
     LogRead,
+    clear_conversation_log,
     conversation_by_session,
     file_identity,
     find_cut_offset,
-    iter_lines_between,
     log_exists,
     read_events,
-    replace_with_tail,
 )
 from dream_assets.store.memory import ContentError, SaveResult
-from dream_assets.store.warehouse import archive_lines
 
 PASS = "preference_inference"
 CATEGORY = "user-preferences/inferred"
@@ -255,27 +254,19 @@ def _read_conversation(profile: AgentProfile) -> _ConversationSnapshot:
 def _clear(ctx: PassContext, report: PassReport, snapshot: _ConversationSnapshot) -> None:
     """Copy the lines read into the warehouse, then remove them; turns appended since stay for the next cycle.
 
-    Same steps, lock and helpers as ``store.logs.clear_conversation_log``, bounded to the snapshot. A failure is a
-    warning, not a failed pass: the lines stay in the log and are read again next cycle.
+    ``store.logs.clear_conversation_log`` bounded to the snapshot. A failure is a warning, not a failed pass: the
+    lines stay in the log and are read again next cycle.
     """
     if snapshot.cut == 0:
         return
-    profile = ctx.profile
-    path = profile.conversation_log_path
+    name = ctx.profile.conversation_log_path.name
     try:
-        with path_lock(profile.log_lock_path(CONVERSATION)):
-            if not path.is_file():
-                return
-            st = path.stat()
-            if file_identity(st) != snapshot.identity or st.st_size < snapshot.cut:
-                report.warn(f"{path.name} was rewritten while the pass ran; not cleared this cycle "
-                            "(it is read again next cycle)")
-                return
-            lines = list(iter_lines_between(path, 0, snapshot.cut))
-            archive_lines(profile, CONVERSATION, path.name, lines, ctx.now)
-            replace_with_tail(path, snapshot.cut)
-    except (OSError, ValueError, TimeoutError) as exc:
-        report.warn(f"{path.name} could not be cleared ({type(exc).__name__}: {exc}); it is read again next cycle")
+        moved = clear_conversation_log(ctx.profile, ctx.now, upto=snapshot.cut, identity=snapshot.identity)
+    except ConversationLogChanged:
+        report.warn(f"{name} was rewritten while the pass ran; not cleared this cycle (it is read again next cycle)")
         return
-    report.count("conversation_lines_cleared", len(lines))
-    report.info(f"conversation log cleared: {len(lines)} line(s) moved to the log warehouse")
+    except (OSError, ValueError, TimeoutError) as exc:
+        report.warn(f"{name} could not be cleared ({type(exc).__name__}: {exc}); it is read again next cycle")
+        return
+    report.count("conversation_lines_cleared", moved)
+    report.info(f"conversation log cleared: {moved} line(s) moved to the log warehouse")

@@ -573,17 +573,31 @@ class _Counted:
             yield item
 
 
-def clear_conversation_log(profile: AgentProfile, now: datetime) -> int:
-    """Move the conversation log's complete lines to the warehouse, then empty it. Returns the lines moved.
+class ConversationLogChanged(RuntimeError):
+    """The conversation log was rewritten since it was read, so the bytes to clear are no longer the ones read."""
 
-    Both steps happen under the conversation lock, so a turn appended meanwhile waits and lands in the emptied
-    file; if archiving fails nothing is removed. A final line still being written is left in place.
+
+def clear_conversation_log(profile: AgentProfile, now: datetime, *, upto: int | None = None,
+                           identity: tuple[int, int] | None = None) -> int:
+    """Move the conversation log's complete lines to the warehouse, then remove them. Returns the lines moved.
+
+    With ``upto`` (a byte offset at a line boundary, e.g. what a pass read) only ``[0, upto)`` is moved, so turns
+    appended since stay for the next cycle; with ``identity`` (``file_identity`` of the file that was read) a file
+    rewritten meanwhile raises ``ConversationLogChanged`` and nothing is removed. Both steps happen under the
+    conversation lock, so a turn appended meanwhile waits; if archiving fails nothing is removed. A final line still
+    being written is left in place.
     """
     path = profile.conversation_log_path
     with path_lock(profile.log_lock_path(CONVERSATION)):
         if not path.is_file():
             return 0
-        cut = find_cut_offset(path, 0)
+        if upto is None:
+            cut = find_cut_offset(path, 0)
+        else:
+            st = path.stat()
+            if (identity is not None and file_identity(st) != identity) or st.st_size < upto:
+                raise ConversationLogChanged(f"{path.name} was rewritten since it was read")
+            cut = upto
         if cut == 0:
             return 0
         lines = _Counted(iter_lines_between(path, 0, cut))
