@@ -168,6 +168,11 @@ class MemoryStore:
         seq = int(conn.execute("SELECT nextval('row_seq')").fetchone()[0])  # type: ignore[index]
         return seq
 
+    def _validated(self, entry: MemoryEntry) -> MemoryEntry:
+        content, category, tags, importance, meta = self.validate(entry.content, entry.category, entry.tags,
+                                                                  entry.importance, entry.metadata)
+        return entry.with_(content=content, category=category, tags=tags, importance=importance, metadata=meta)
+
     # ------------------------------------------------------------------ reads
     def get(self, entry_id: str, *, include_archived: bool = True) -> MemoryEntry | None:
         with self._conn.session() as conn:
@@ -314,9 +319,7 @@ class MemoryStore:
 
     def put(self, entry: MemoryEntry) -> MemoryEntry:
         """Insert a fully specified entry as is (no dedup). Used by merges, imports and the demo generator."""
-        content, category, tags, importance, meta = self.validate(entry.content, entry.category, entry.tags,
-                                                                  entry.importance, entry.metadata)
-        entry = entry.with_(content=content, category=category, tags=tags, importance=importance, metadata=meta)
+        entry = self._validated(entry)
         with self._conn.transaction() as conn:
             self._idx.ensure(conn)
             self._insert(conn, entry)
@@ -324,10 +327,7 @@ class MemoryStore:
 
     def put_many(self, entries: Sequence[MemoryEntry]) -> int:
         """Bulk insert (validated) in one transaction — for imports, demo profiles and benchmarks."""
-        checked = []
-        for e in entries:
-            content, category, tags, importance, meta = self.validate(e.content, e.category, e.tags, e.importance, e.metadata)
-            checked.append(e.with_(content=content, category=category, tags=tags, importance=importance, metadata=meta))
+        checked = [self._validated(e) for e in entries]
         if not checked:
             return 0
         with self._conn.transaction() as conn:
@@ -390,9 +390,7 @@ class MemoryStore:
 
     def replace(self, entry: MemoryEntry) -> MemoryEntry:
         """Write a whole record back (validated). Used by passes that compute the new record themselves, and by undo."""
-        content, category, tags, importance, meta = self.validate(entry.content, entry.category, entry.tags,
-                                                                  entry.importance, entry.metadata)
-        entry = entry.with_(content=content, category=category, tags=tags, importance=importance, metadata=meta)
+        entry = self._validated(entry)
         with self._conn.transaction() as conn:
             self._idx.ensure(conn)
             current = self._require(conn, entry.id)
