@@ -56,11 +56,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import dagster as dg
-
-    from dream_assets.definitions import build_definitions
-    from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
-    from dream_assets.defs.partitions import AGENTS
+    from dream_assets.defs.runner import run_cycle_in_dagster
+    from dream_assets.llm.client import resolve_backend_name
     from dream_assets.passes.registry import PASSES
 
     profile = _profile(args)
@@ -71,41 +68,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"no agent profile at {profile.root}; create one with `dream init --profile {args.profile} --demo`",
               file=sys.stderr)
         return 2
-    options = _options(profile)
-    backend = options.LlmBackend if options.LlmBackend != "auto" else ("openai" if options.LlmBaseUrl or options.LlmModel else "offline")
+    backend = resolve_backend_name(_options(profile))
     print(f"dream cycle for agent {profile.agent_id!r} at {profile.root} (model backend: {backend})")
-    defs = build_definitions(deployment=DreamDeployment(profile_root=str(profile.root.parent)))
-    home = os.environ.get("DAGSTER_HOME")
-    if home:
-        Path(home).mkdir(parents=True, exist_ok=True)
-        instance = dg.DagsterInstance.get()
-    else:
-        instance = dg.DagsterInstance.ephemeral()
-    with instance:
-        if not instance.has_dynamic_partition(AGENTS, profile.agent_id):
-            instance.add_dynamic_partitions(AGENTS, [profile.agent_id])
-        tags = {NOW_TAG: args.now} if args.now else {}
-        result = defs.resolve_job_def("dream_cycle").execute_in_process(
-            instance=instance, partition_key=profile.agent_id, tags=tags, raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": os.environ.get("DREAM_LOG_LEVEL", "WARNING")}}}})
-        summaries: dict[str, tuple[str, str]] = {}
-        calls = 0
-        for event in result.get_asset_materialization_events():
-            mat = event.event_specific_data.materialization  # type: ignore[union-attr]
-            if mat is None:
-                continue
-            meta = mat.metadata
-            if "status" in meta:
-                summaries[mat.asset_key.to_user_string()] = (str(meta["status"].value), str(meta["summary"].value))
-                calls += int(meta["model_calls"].value) if "model_calls" in meta else 0
-        width = max(len(p.name) for p in PASSES)
-        for spec in PASSES:
-            status, summary = summaries.get(spec.name, ("not run", ""))
-            print(f"  {spec.name:<{width}}  {status:<9}  {summary}")
-        print(f"model calls this cycle: {calls} ({backend})")
-        print(f"run {result.run_id} {'succeeded' if result.success else 'FAILED'}"
-              + ("; open the Dagster UI (make dev) to see it" if home else ""))
-        return 0 if result.success and all(s != "failed" for s, _ in summaries.values()) else 1
+    run = run_cycle_in_dagster(profile, now=args.now)
+    width = max(len(p.name) for p in PASSES)
+    for spec in PASSES:
+        status, summary = run.summaries.get(spec.name, ("not run", ""))
+        print(f"  {spec.name:<{width}}  {status:<9}  {summary}")
+    print(f"model calls this cycle: {run.model_calls} ({backend})")
+    print(f"run {run.run_id} {'succeeded' if run.success else 'FAILED'}"
+          + ("; open the Dagster UI (make dev) to see it" if run.persistent else ""))
+    return 0 if run.success and all(s != "failed" for s, _ in run.summaries.values()) else 1
 
 
 def cmd_undo(args: argparse.Namespace) -> int:

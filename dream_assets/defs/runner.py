@@ -1,0 +1,46 @@
+"""Running one dream cycle through Dagster from the command line (`dream run`)."""
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+
+from dream_assets.definitions import build_definitions
+from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
+from dream_assets.defs.partitions import AGENTS
+from dream_assets.profile import AgentProfile
+
+
+@dataclass
+class CycleRun:
+    run_id: str
+    success: bool
+    persistent: bool                                   # recorded in a DAGSTER_HOME instance the UI can show
+    summaries: dict[str, tuple[str, str]] = field(default_factory=dict)   # pass -> (status, summary)
+    model_calls: int = 0
+
+
+def run_cycle_in_dagster(profile: AgentProfile, *, now: str | None = None) -> CycleRun:
+    """Materialize the dream_cycle job for one agent in this process, on the DAGSTER_HOME instance when one is set
+    (so `make dev` shows the run) or an ephemeral one."""
+    defs = build_definitions(deployment=DreamDeployment(profile_root=str(profile.root.parent)))
+    home = os.environ.get("DAGSTER_HOME")
+    if home:
+        Path(home).mkdir(parents=True, exist_ok=True)
+    instance = dg.DagsterInstance.get() if home else dg.DagsterInstance.ephemeral()
+    with instance:
+        if not instance.has_dynamic_partition(AGENTS, profile.agent_id):
+            instance.add_dynamic_partitions(AGENTS, [profile.agent_id])
+        result = defs.resolve_job_def("dream_cycle").execute_in_process(
+            instance=instance, partition_key=profile.agent_id, tags={NOW_TAG: now} if now else {},
+            raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": os.environ.get("DREAM_LOG_LEVEL", "WARNING")}}}})
+        run = CycleRun(result.run_id, result.success, persistent=bool(home))
+        for event in result.get_asset_materialization_events():
+            mat = event.event_specific_data.materialization  # type: ignore[union-attr]
+            meta = mat.metadata if mat is not None else {}
+            if "status" in meta:
+                run.summaries[mat.asset_key.to_user_string()] = (str(meta["status"].value), str(meta["summary"].value))
+                run.model_calls += int(meta["model_calls"].value) if "model_calls" in meta else 0
+        return run
