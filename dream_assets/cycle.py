@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
@@ -13,23 +12,16 @@ from dream_assets.passes.registry import PASSES
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile
 
-log = logging.getLogger("dream_assets.cycle")
-
 
 def run_cycle(profile: AgentProfile, options: DreamOptions, now: datetime, *, client_factory: Callable | None = None,
               only: Iterable[str] | None = None, cycle_id: str | None = None) -> list[PassReport]:
     """Run the passes in the spec's order. A pass that raises is reported as failed and the cycle goes on
-    (spec: retention is best-effort; a model error means "retry next cycle", never "done")."""
+    (spec: retention is best-effort; a model error means "retry next cycle", never "done"); see PassSpec.run."""
     wanted = set(only) if only is not None else None
     ctx = PassContext(profile, options, now, cycle_id=cycle_id or new_id(), client_factory=client_factory)
     reports: list[PassReport] = []
     for spec in PASSES:
         if wanted is not None and spec.name not in wanted:
             continue
-        try:
-            report = spec.run(ctx)
-        except Exception as exc:  # noqa: BLE001 - one pass failing must not stop the others
-            log.exception("pass %s failed", spec.name)
-            report = PassReport(spec.name).fail(f"{type(exc).__name__}: {exc}")
-        reports.append(report)
+        reports.append(spec.run(ctx))
     return reports

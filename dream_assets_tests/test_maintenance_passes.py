@@ -126,3 +126,18 @@ def test_running_twice_at_the_same_instant_decays_once(profile, store):
     run_importance_decay(ctx(profile, store))
     run_importance_decay(ctx(profile, store))
     assert store.memories.get("m1").importance == pytest.approx(0.4)
+
+
+def test_a_pass_that_raises_is_reported_failed_and_the_cycle_goes_on(profile, store, monkeypatch):
+    from dream_assets.cycle import run_cycle
+    from dream_assets.passes import importance_decay
+
+    def broken(ctx):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(importance_decay, "run_importance_decay", broken)
+    store.memories.put_many([entry(1, archived_days=200)])
+    reports = {r.pass_name: r for r in run_cycle(profile, DreamOptions(), NOW,
+                                                 only=["archive_purge", "importance_decay", "log_retention"])}
+    assert reports["importance_decay"].status == "failed" and "disk on fire" in reports["importance_decay"].reason
+    assert reports["archive_purge"].status == "completed" and reports["log_retention"].status == "completed"

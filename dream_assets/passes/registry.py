@@ -6,12 +6,15 @@ The Dagster layer builds one asset per entry; ``dream_assets.cycle.run_cycle`` r
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.store.locks import LockTimeout, path_lock
+
+log = logging.getLogger("dream_assets.passes")
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,8 @@ class PassSpec:
 
     def run(self, ctx: PassContext) -> PassReport:
         """Run the pass, unless the same pass is already running for this agent (a schedule and a change-gate sensor
-        can both launch it): then it is skipped with that reason rather than run twice at once."""
+        can both launch it): then it is skipped with that reason rather than run twice at once. A pass that raises
+        is reported as failed, never as done (spec: retried next cycle), and the rest of the cycle still runs."""
         module, func = self.runner.split(":")
         fn: Callable[[PassContext], PassReport] = getattr(importlib.import_module(module), func)
         try:
@@ -34,6 +38,9 @@ class PassSpec:
                 return fn(ctx)
         except LockTimeout:
             return PassReport(self.name).skip("another run of this pass is in progress for this agent")
+        except Exception as exc:  # noqa: BLE001 - a failed pass is reported and retried next cycle; the cycle goes on
+            log.exception("pass %s failed", self.name)
+            return PassReport(self.name).fail(f"{type(exc).__name__}: {exc}")
 
 
 PASSES: tuple[PassSpec, ...] = (
