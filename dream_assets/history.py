@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -23,7 +23,6 @@ from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.store import warehouse
 from dream_assets.store.logs import LOG_KINDS, iter_raw_lines, log_files
-from dream_assets.text.tokens import content_tokens
 
 
 def day_end(day: date) -> datetime:
@@ -46,66 +45,62 @@ def sync_day_to_warehouse(profile: AgentProfile, day: date, now: datetime) -> di
     return added
 
 
+def window_events(profile: AgentProfile, kind: str, end: datetime, window: timedelta) -> list[Any]:
+    """The warehouse's records of ``kind`` in [end - window, end), as the log's event records (a row that no longer
+    reads as a valid record is left out, exactly as the live log reader skips it)."""
+    record = LOG_KINDS[kind]
+    events = []
+    for row in warehouse.read_window(profile, kind, end - window, end):
+        try:
+            events.append(record.from_json(row))
+        except (ValueError, TypeError):
+            continue
+    return events
+
+
 def wisp_patterns(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
     """Per wisp description in the window ending at ``end``: runs, failures, success rate, failing steps, and whether it
-    qualifies as a failure pattern (>= WispFailureMinFrequency failures) or a promotion candidate."""
-    rows = warehouse.read_window(profile, "wisp-executions", end - options.WispAnalysisWindow, end)
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        groups[str(r.get("description", ""))].append(r)
-    out = []
-    for description, runs in sorted(groups.items()):
-        failures = [r for r in runs if not r.get("success")]
-        rate = (len(runs) - len(failures)) / len(runs)
-        out.append({
-            "description": description, "runs": len(runs), "failures": len(failures), "success_rate": rate,
-            "failed_steps": json.dumps(sorted(Counter(str(r.get("failedStep")) for r in failures if r.get("failedStep")).items())),
-            "skills": json.dumps(sorted({str(r.get("skillName")) for r in runs if r.get("skillName")})),
-            "failure_pattern": len(failures) >= options.WispFailureMinFrequency,
-            "promotion_candidate": len(runs) >= options.WispSuccessMinFrequency and rate > options.WispSuccessMinRate,
-        })
-    return out
+    qualifies as a failure pattern or a promotion candidate — by the live pass's own grouping and thresholds."""
+    from dream_assets.passes import wisp_failure
+
+    groups = wisp_failure.group_executions(window_events(profile, "wisp-executions", end, options.WispAnalysisWindow))
+    return [{
+        "description": g.description, "runs": g.runs, "failures": g.failures, "success_rate": g.success_rate,
+        "failed_steps": json.dumps(sorted(g.failed_steps.items())), "skills": json.dumps(sorted(g.skills)),
+        "failure_pattern": wisp_failure.is_failure_pattern(g, options),
+        "promotion_candidate": wisp_failure.is_promotion_candidate(g, options),
+    } for _, g in sorted(groups.items())]
 
 
 def tier_stats(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
-    rows = warehouse.read_window(profile, "tier-routing", end - options.TierRoutingReviewWindow, end)
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        groups[str(r.get("tier", ""))].append(r)
-    out = []
-    for tier, events in sorted(groups.items()):
-        outcomes = Counter(str(e.get("outcome")) for e in events)
-        latencies = [float(e["latencyMs"]) for e in events if e.get("latencyMs") is not None]
-        out.append({"tier": tier, "events": len(events), "success": outcomes["success"], "failure": outcomes["failure"],
-                    "escalated": outcomes["escalated"], "success_rate": outcomes["success"] / len(events),
-                    "mean_latency_ms": sum(latencies) / len(latencies) if latencies else None,
-                    "cost_usd": sum(float(e.get("costUsd") or 0) for e in events)})
-    return out
+    """Per-tier routing outcomes of the window ending at ``end``, as the live tier routing review summarises them."""
+    from dream_assets.passes.tier_routing import summarise
+
+    return summarise(window_events(profile, "tier-routing", end, options.TierRoutingReviewWindow))
 
 
 def skill_usage(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
-    rows = warehouse.read_window(profile, "skill-usage", end - options.SkillUsageWindow, end)
-    uses = Counter(str(r.get("skillName")) for r in rows)
+    from dream_assets.passes.skill_signals import usage_counts
+
+    events = window_events(profile, "skill-usage", end, options.SkillUsageWindow)
     sessions: dict[str, set[str]] = defaultdict(set)
-    for r in rows:
-        sessions[str(r.get("skillName"))].add(str(r.get("sessionId")))
-    return [{"skill": k, "uses": v, "sessions": len(sessions[k])} for k, v in sorted(uses.items())]
+    for e in events:
+        sessions[e.skill_name].add(e.session_id)
+    return [{"skill": k, "uses": v, "sessions": len(sessions[k])} for k, v in sorted(usage_counts(events).items())]
 
 
 def recurring_requests(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
     """Skill-gap and preference mining over archived conversations: terms of the first user message per session that
-    recur in >= 2 sessions of the window (the spec's "Recurring topics" signal), with the sessions they came from."""
-    rows = warehouse.read_window(profile, "conversation", end - options.SkillUsageWindow, end)
+    recur in >= 2 sessions of the window (the spec's "Recurring topics" signal, as skill gap detection computes it),
+    with the sessions they came from."""
+    from dream_assets.passes.skill_gap import recurring_terms
+
     first: dict[str, str] = {}
-    for r in rows:
-        if r.get("role") == "user" and r.get("sessionId") not in first:
-            first[str(r["sessionId"])] = str(r.get("content", ""))
-    sessions_by_term: dict[str, set[str]] = defaultdict(set)
-    for sid, text in first.items():
-        for term in content_tokens(text):
-            sessions_by_term[term].add(sid)
-    return [{"term": t, "sessions": len(s), "session_ids": json.dumps(sorted(s))}
-            for t, s in sorted(sessions_by_term.items(), key=lambda kv: (-len(kv[1]), kv[0])) if len(s) >= 2]
+    for turn in window_events(profile, "conversation", end, options.SkillUsageWindow):
+        if turn.role == "user" and turn.session_id not in first:
+            first[turn.session_id] = turn.content
+    return [{"term": t.term, "sessions": len(t.sessions), "session_ids": json.dumps(list(t.sessions))}
+            for t in recurring_terms(first)]
 
 
 ANALYSES: dict[str, Callable[[AgentProfile, DreamOptions, datetime], list[dict[str, Any]]]] = {
