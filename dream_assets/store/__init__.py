@@ -28,6 +28,11 @@ class DreamStore:
         self.skills = SkillStore(self.connection)
         self.changes = ChangeLog(self.connection, self.memories, self.skills)
 
+    def transaction(self):
+        """One all-or-nothing unit across the memories, skills and change log (nested store writes join it): a change
+        and its change-log row are written together or not at all."""
+        return self.connection.transaction()
+
     def close(self) -> None:
         self.connection.close()
 

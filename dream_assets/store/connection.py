@@ -10,6 +10,11 @@ So each process keeps one ``StoreConnection`` per file that:
 - retries the DuckDB open with jittered back-off when another program holds the file without our lock.
 
 Within a process, sessions are serialised by a re-entrant thread lock (DuckDB connections are not thread-safe).
+
+Transactions nest: an inner ``transaction()`` joins the outer one, so a caller can make several store writes and
+their change-log rows one all-or-nothing unit (``with conn.transaction(): put(...); record(...)``). When the
+outermost transaction rolls back, the ``on_rollback`` hooks run (in-process caches built from rows that were never
+committed forget them).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class StoreConnection:
         self.timeout_s = timeout_s
         self.linger_s = linger_s
         self._on_open: list[Callable[[duckdb.DuckDBPyConnection], None]] = [on_open] if on_open else []
+        self._on_rollback: list[Callable[[], None]] = []
+        self._tx_depth = 0
         self._lock = threading.RLock()
         self._flock = FileLock(str(self.lock_path), thread_local=False)
         self._conn: duckdb.DuckDBPyConnection | None = None
@@ -53,6 +60,16 @@ class StoreConnection:
         with self._lock:
             if hook not in self._on_open:
                 self._on_open.append(hook)
+
+    def add_rollback_hook(self, hook: Callable[[], None]) -> None:
+        """Called after the outermost transaction rolled back."""
+        with self._lock:
+            if hook not in self._on_rollback:
+                self._on_rollback.append(hook)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._tx_depth > 0
 
     @contextmanager
     def session(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -76,15 +93,36 @@ class StoreConnection:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One all-or-nothing unit. Nested calls (same thread) join the outermost transaction: an exception anywhere
+        inside rolls back everything the outermost block wrote."""
         with self.session() as conn:
+            if self._tx_depth > 0:
+                self._tx_depth += 1
+                try:
+                    yield conn
+                finally:
+                    self._tx_depth -= 1
+                return
             conn.execute("BEGIN TRANSACTION")
+            self._tx_depth = 1
             try:
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK")
+                self._tx_depth = 0
+                try:
+                    conn.execute("ROLLBACK")
+                finally:
+                    for hook in list(self._on_rollback):
+                        hook()
                 raise
             else:
-                conn.execute("COMMIT")
+                self._tx_depth = 0
+                try:
+                    conn.execute("COMMIT")
+                except BaseException:
+                    for hook in list(self._on_rollback):
+                        hook()
+                    raise
 
     def close(self) -> None:
         with self._lock:

@@ -117,6 +117,10 @@ class _RecallIndex:
         self.bm25.remove(mid)
         self.content_tokens.pop(mid, None)
 
+    def invalidate(self) -> None:
+        """A transaction rolled back: entries added from its rows may never have been committed; rebuild on next use."""
+        self.ready = False
+
     def mark_synced(self, seq: int) -> None:
         # Our own writes go into the index directly; nobody else writes while this process holds the file.
         if self.ready:
@@ -129,6 +133,7 @@ def _recall_index(conn: StoreConnection) -> _RecallIndex:
         index = _RecallIndex()
         conn._recall_index = index  # type: ignore[attr-defined]
         conn.add_open_hook(index.on_open)
+        conn.add_rollback_hook(index.invalidate)
     return index
 
 
