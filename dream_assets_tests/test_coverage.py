@@ -18,8 +18,10 @@ from dream_assets.text.coverage import (
     CoverageVocabulary,
     check_merge_coverage,
     extract_specifics,
+    invented_specifics,
     load_vocabulary,
     lowercase_words,
+    specifics_of,
 )
 
 
@@ -383,3 +385,113 @@ _TEXT = st.lists(st.sampled_from(_PIECES), max_size=40).map("".join)
 def test_merge_that_keeps_every_source_verbatim_always_passes(texts: list[str], category: str) -> None:
     result = check(texts, "\n".join(texts), category=category)
     assert result.ok, result.missing
+
+
+# --- number ranges are one unit ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("merged", "ok"), [
+    ("the window is 30-60 minutes", True),
+    ("the window is 30–60 minutes", True),
+    ("the window is 30 to 60 minutes", True),
+    ("the window is between 30 and 60 minutes", True),
+    ("the window is 30 minutes, then 60 seconds", False),
+    ("the window is 30-59 minutes, of 60", False),
+])
+def test_a_number_range_is_kept_only_as_a_range_with_the_same_ends(merged: str, ok: bool) -> None:
+    result = check("the window is 30-60 minutes", merged)
+    assert result.ok is ok
+    assert result.missing == (() if ok else ("30-60",))
+
+
+# --- invented specifics ------------------------------------------------------------------------------
+
+
+def invented(sources: list[str] | str, merged: str, vocabulary: CoverageVocabulary = BASELINE_VOCABULARY,
+             category: str = "general") -> tuple[str, ...]:
+    texts = [sources] if isinstance(sources, str) else sources
+    return invented_specifics([CoverageSource(t, category) for t in texts], merged, vocabulary)
+
+
+@pytest.mark.parametrize(("sources", "merged", "expected"), [
+    # a swapped figure, a wrong year, a new name, a new acronym
+    ("the gateway listens on port 8080", "the gateway listens on port 8081", ("8081",)),
+    ("The launch review is on 2026-03-06.", "The launch review is on 2026-06-03.", ("2026-06-03",)),
+    ("The hearing is on August 19, 2026.", "The hearing is on August 19, 2025.", ("August 19, 2025",)),
+    ("Met Austin at the fair.", "Met Austin and Priya at the fair.", ("Priya",)),
+    ("the calendar tool talks over stdio", "the calendar tool talks MCP over stdio", ("MCP",)),
+    # a range is one unit, judged in its own sentence: "30-60" elsewhere does not excuse "30-59"
+    (["The window is 30-60 minutes.", "Retries stop after 59 seconds."],
+     "The window is 30-60 minutes. Retries stop within 30-59 seconds.", ("30-59",)),
+    # a date is one unit: a "19" and a "2026" scattered through the sources do not excuse it
+    (["The fee is 19 dollars.", "It went up in 2026, in August."], "The fee went up on August 19, 2026.",
+     ("August 19, 2026",)),
+    # a year the source date does not state is invented
+    ("the review is on August 19", "the review is on August 19, 2026", ("August 19, 2026",)),
+    # exact merged-text strings, first-seen order, deduplicated
+    ("Met Austin in 2024.", "Met Priya and Austin in 2025; Priya stayed until 2025.", ("Priya", "2025")),
+])
+def test_invented_specifics_are_reported(sources: list[str] | str, merged: str, expected: tuple[str, ...]) -> None:
+    assert invented(sources, merged) == expected
+
+
+@pytest.mark.parametrize(("sources", "merged"), [
+    ("The hearing is on August 19, 2026.", "The hearing is on 2026-08-19."),
+    ("The hearing is on 2026-08-19.", "Hearing: 19 August 2026, in the morning."),
+    ("The hearing is on August 19, 2026.", "The hearing is in August 2026."),
+    ("the invoice was $1200", "The invoice was $1,200."),
+    ("the invoice was $1,200", "The invoice was $1200."),
+    ("deploy the service before the freeze", "Deploy the service before the freeze."),
+    ("the app targets iPhone users", "The app targets IPHONE users."),
+    ("Contact IDs are account-scoped", "contact ids are account-scoped"),
+    ("the API returns contact IDs", "The APIs return a contact ID."),
+    ("the window is 30-60 minutes", "The window is between 30 and 60 minutes."),
+    ("the window is 30 to 60 minutes", "The window runs 30 minutes at least."),
+    ("pin Python 3.11 on port 8080", "Python 3.11 is pinned; the port is 8080."),
+    ("released on 2026-08-19", "released in 2026"),
+])
+def test_content_preserving_rewrites_invent_nothing(sources: list[str] | str, merged: str) -> None:
+    assert invented(sources, merged) == ()
+
+
+def test_a_word_a_source_writes_in_any_case_is_not_an_invented_name() -> None:
+    assert invented("the knight will ride north", "The knight Will rides north.") == ()
+    cast = vocab(always_specific_words=frozenset({"Will"}))
+    assert invented("the knight will ride north", "The knight Will rides north.", cast) == ("Will",)
+    assert invented("The knight Will rides north.", "Will rides north.", cast) == ()
+
+
+def test_numbers_are_not_checked_when_every_source_is_numeric_exempt() -> None:
+    routing = "anti-patterns/routing"
+    assert invented("tier 2 averaged 412 ms on Haiku", "tier 2 averaged 388 ms on Haiku", category=routing) == ()
+    assert invented("tier 2 averaged 412 ms", "tier 2 averaged 388 ms on Sonnet", category=routing) == ("Sonnet",)
+    mixed = [CoverageSource("tier 2 averaged 412 ms", routing), CoverageSource("tier 2 is slow", "general")]
+    assert invented_specifics(mixed, "tier 2 averaged 388 ms", BASELINE_VOCABULARY) == ("388",)
+
+
+def test_a_merge_with_no_sources_invents_every_specific() -> None:
+    assert invented([], "Met Austin in 2024.") == ("Austin", "2024")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXT, min_size=1, max_size=3), st.sampled_from(["general", "anti-patterns/routing"]))
+def test_a_merge_that_keeps_every_source_verbatim_invents_nothing(texts: list[str], category: str) -> None:
+    assert invented(texts, "\n".join(texts), category=category) == ()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Email NASA about Artemis on 2026-08-19 at 14:30.",
+     [("Email", "name"), ("NASA", "acronym"), ("Artemis", "name"), ("2026-08-19", "date"), ("14:30", "number")]),
+    ("the window is 30-60 minutes for 5 retries", [("30-60", "range")]),
+    # the text's own lower-case words are its corpus evidence
+    ("Marking a task done archives it; marking is cheap.", []),
+    ("The Triage label is noise.", [("Triage", "name")]),
+])
+def test_specifics_of_a_text_on_its_own(text: str, expected: list[tuple[str, str]]) -> None:
+    assert [(s.text, s.kind) for s in specifics_of(text)] == expected
+
+
+def test_specifics_of_honours_category_and_vocabulary() -> None:
+    assert [s.text for s in specifics_of("routed 412 calls via Haiku", "anti-patterns/routing")] == ["Haiku"]
+    framing = vocab(extra_common_words=frozenset({"triage"}))
+    assert specifics_of("The Triage label is noise.", vocab=framing) == []

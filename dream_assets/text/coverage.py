@@ -104,6 +104,18 @@ _WORD = re.compile(r"[^\W_]+")
 # A number: an ASCII digit run with decimal points, time colons and thousands groups kept together.
 _NUMBER = re.compile(r"(?<![0-9])[0-9]+(?:[.:][0-9]+|,[0-9]{3}(?![0-9]))*")
 _THOUSANDS = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?")
+# A number range is one unit ("30-60", "30 to 60", "between 30 and 60"): its two ends belong together, so
+# "30-59" is not carried by a "30-60" in one place and a "59" in another.
+_SP = r"[ \t\u00a0]"  # white space inside one line: dates and ranges do not continue on the next line
+_NUM = r"[0-9]+(?:[.:][0-9]+|,[0-9]{3}(?![0-9]))*"
+_RANGE_END = r"(?![0-9]|[.,:/-][0-9])"
+_RANGES = (
+    re.compile(
+        rf"(?<![0-9.,:/-])(?P<a>{_NUM})%?(?:{_SP}*[-–—]{_SP}*|{_SP}+(?:to|through|until|till){_SP}+)[$€£]?"
+        rf"(?P<b>{_NUM}){_RANGE_END}"
+    ),
+    re.compile(rf"\b[Bb]etween{_SP}+[$€£]?(?P<a>{_NUM})%?{_SP}+and{_SP}+[$€£]?(?P<b>{_NUM}){_RANGE_END}"),
+)
 
 # Month names are recognised when written as a name (Title case or all capitals), not as "may" the verb.
 _MONTH_ALTERNATION = "|".join(
@@ -113,11 +125,12 @@ _MONTH = rf"(?P<month>\b(?:{_MONTH_ALTERNATION})\b)\.?"
 _DAY_AFTER_MONTH = r"(?P<day>[0-9]{1,2})(?:st|nd|rd|th)?(?![0-9]|[.,:][0-9]|[^\W_])"
 _YEAR = r"(?P<year>[0-9]{4})(?![0-9])"
 # Guard 1 of "Equivalent date spellings": the month must be adjacent to a day or a year.
+# A date is written on one line: a month word ending one line and a number opening the next are not one.
 _MONTH_FIRST = re.compile(
-    rf"{_MONTH}(?:\s+{_DAY_AFTER_MONTH}(?:\s*,?\s+{_YEAR})?|\s*,?\s+(?P<year_only>[0-9]{{4}})(?![0-9]))"
+    rf"{_MONTH}(?:{_SP}+{_DAY_AFTER_MONTH}(?:{_SP}*,?{_SP}+{_YEAR})?|{_SP}*,?{_SP}+(?P<year_only>[0-9]{{4}})(?![0-9]))"
 )
 _DAY_FIRST = re.compile(
-    rf"(?<![0-9.,:/])\b(?P<day>[0-9]{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:\s*,?\s+{_YEAR})?"
+    rf"(?<![0-9.,:/])\b(?P<day>[0-9]{{1,2}})(?:st|nd|rd|th)?{_SP}+(?:of{_SP}+)?{_MONTH}(?:{_SP}*,?{_SP}+{_YEAR})?"
 )
 _ISO_DATE = re.compile(
     r"(?<![0-9.,:/-])(?P<year>[0-9]{4})(?P<sep>[-/])(?P<month>[0-9]{1,2})(?P=sep)(?P<day>[0-9]{1,2})(?![0-9])"
@@ -201,7 +214,7 @@ class Specific:
     """One thing a merge must keep. ``text`` is the exact source string, reported when it is missing."""
 
     text: str
-    kind: str  # "name" | "acronym" | "number" | "date"
+    kind: str  # "name" | "acronym" | "number" | "range" | "date"
     date: DateRef | None = None
     # False only for a Title-case word opening a sentence: its capital is positional, so "Deploy ..."
     # is kept by "... the deploy ...". Mid-sentence and reclaimed words match exact case ("will" does
@@ -371,8 +384,27 @@ def _non_overlapping(spans: list[tuple[int, int, DateRef]]) -> list[tuple[int, i
     return sorted(kept, key=lambda s: s[0])
 
 
-def _inside(start: int, end: int, spans: Sequence[tuple[int, int, DateRef]]) -> bool:
+def _inside(start: int, end: int, spans: Sequence[tuple[int, int, object]]) -> bool:
     return any(s <= start and end <= e for s, e, _ in spans)
+
+
+def _ranges(text: str, dates: Sequence[tuple[int, int, DateRef]] = ()) -> list[tuple[int, int, tuple[str, str]]]:
+    """(start, end, (low, high)) of every number range outside a date; the ends normalised like numbers."""
+    found: list[tuple[int, int, tuple[str, str]]] = []
+    for pattern in _RANGES:
+        for m in pattern.finditer(text):
+            span = (m.start(), m.end())
+            if any(span[0] < e and s < span[1] for s, e, _ in dates):
+                continue
+            if any(span[0] < e and s < span[1] for s, e, _ in found):
+                continue
+            found.append((span[0], span[1], (_normalise_number(m.group("a")), _normalise_number(m.group("b")))))
+    return sorted(found, key=lambda r: r[0])
+
+
+def _range_key(text: str) -> tuple[str, str] | None:
+    found = _ranges(text)
+    return found[0][2] if found else None
 
 
 def _normalise_number(text: str) -> str:
@@ -422,6 +454,11 @@ def extract_specifics(
             found.append((start, Specific(text[start:end], "date", ref)))
 
     all_dates = word_dates + number_dates
+    ranges = _ranges(text, all_dates)
+    if not exempt:
+        for start, end, (low, high) in ranges:
+            if sum(ch.isdigit() for ch in low) >= 2 or sum(ch.isdigit() for ch in high) >= 2:
+                found.append((start, Specific(text[start:end], "range")))
     for m in _WORD.finditer(text):
         token = m.group()
         if _inside(m.start(), m.end(), word_dates) and token.lower() in _MONTHS:
@@ -441,6 +478,8 @@ def extract_specifics(
         for m in _NUMBER.finditer(text):
             if sum(ch.isdigit() for ch in m.group()) < 2 or _inside(m.start(), m.end(), all_dates):
                 continue
+            if _inside(m.start(), m.end(), ranges):
+                continue  # one end of a range: the range is the unit
             found.append((m.start(), Specific(m.group(), "number")))
 
     found.sort(key=lambda item: item[0])
@@ -483,32 +522,44 @@ class _MergedText:
     text: str
     words: frozenset[str]
     lowered_words: frozenset[str]
+    # Lower-cased forms of the words written with at least one capital: what still reads as a name.
+    capitalised_words: frozenset[str]
     numbers: frozenset[str]
+    ranges: frozenset[tuple[str, str]]
     dates: tuple[DateRef, ...]
 
     @classmethod
     def of(cls, text: str) -> _MergedText:
-        dates = [ref for _, _, ref in _month_name_dates(text) + _numeric_dates(text)]
+        spans = _month_name_dates(text) + _numeric_dates(text)
+        words = [m.group() for m in _WORD.finditer(text)]
         return cls(
             text=text,
-            words=frozenset(m.group() for m in _WORD.finditer(text)),
-            lowered_words=frozenset(m.group().lower() for m in _WORD.finditer(text)),
+            words=frozenset(words),
+            lowered_words=frozenset(w.lower() for w in words),
+            capitalised_words=frozenset(w.lower() for w in words if w != w.lower()),
             numbers=frozenset(_normalise_number(m.group()) for m in _NUMBER.finditer(text)),
-            dates=tuple(dates),
+            ranges=frozenset(key for _, _, key in _ranges(text, spans)),
+            dates=tuple(ref for _, _, ref in spans),
         )
 
-    def covers(self, specific: Specific) -> bool:
+    def covers(self, specific: Specific, vocab: CoverageVocabulary) -> bool:
         if specific.date is not None and any(specific.date.credited_by(d) for d in self.dates):
             return True
         if specific.kind == "number":
             return _normalise_number(specific.text) in self.numbers
+        if specific.kind == "range":
+            return _range_key(specific.text) in self.ranges
         if specific.kind == "date":
             # The exact spelling, as a whole phrase (not "August 19" inside "August 190").
             return re.search(rf"(?<![^\W_]){re.escape(specific.text)}(?![^\W_])", self.text) is not None
-        # Names and acronyms: whole word, exact case unless the capital was only positional.
+        lowered = specific.text.lower()
+        if lowered in vocab.always_specific_words:
+            return specific.text in self.words  # the operator's listed words keep their exact case
         if not specific.case_sensitive:
-            return specific.text.lower() in self.lowered_words
-        return specific.text in self.words
+            return lowered in self.lowered_words  # the capital was only positional
+        # A name or acronym is kept by the same word in another case as long as it is still written as a
+        # name ("iPhone" by "IPHONE" or "Iphone"), not by the all-lowercase word ("Will" is not "will").
+        return lowered in self.capitalised_words
 
 
 def check_merge_coverage(
@@ -524,6 +575,113 @@ def check_merge_coverage(
     for source in sources:
         for specific in extract_specifics(source, vocab, siblings):
             required.setdefault(specific.text)
-            if not merged.covers(specific):
+            if not merged.covers(specific, vocab):
                 missing.setdefault(specific.text)
     return CoverageResult(ok=not missing, missing=tuple(missing), specifics=tuple(required))
+
+
+def specifics_of(
+    text: str, category: str = "general", vocab: CoverageVocabulary = BASELINE_VOCABULARY
+) -> list[Specific]:
+    """Every specific of one text on its own, in text order (duplicates kept): the text's own lower-case
+    words are its corpus evidence. For comparing entries outside a merge (removal guard, save-time dedup)."""
+    return extract_specifics(CoverageSource(text, category), vocab, lowercase_words([text]))
+
+
+@dataclass(frozen=True)
+class _SourcePool:
+    """Everything the sources write, whether or not it is a specific there: what can carry a merged one."""
+
+    words: frozenset[str]  # lower-cased
+    exact_words: frozenset[str]
+    numbers: frozenset[str]
+    ranges: frozenset[tuple[str, str]]
+    dates: tuple[DateRef, ...]
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> _SourcePool:
+        words: set[str] = set()
+        numbers: set[str] = set()
+        ranges: set[tuple[str, str]] = set()
+        dates: list[DateRef] = []
+        for text in texts:
+            words.update(m.group() for m in _WORD.finditer(text))
+            numbers.update(_normalise_number(m.group()) for m in _NUMBER.finditer(text))
+            spans = _month_name_dates(text) + _numeric_dates(text)
+            dates.extend(ref for _, _, ref in spans)
+            ranges.update(key for _, _, key in _ranges(text, spans))
+        return cls(frozenset(w.lower() for w in words), frozenset(words), frozenset(numbers),
+                   frozenset(ranges), tuple(dates))
+
+    def carries(self, specific: Specific, vocab: CoverageVocabulary) -> bool:
+        if specific.date is not None:
+            if specific.kind != "date":
+                # A month word in a numeric-exempt merge: the month itself is what must come from a source.
+                return specific.text.lower() in self.words or any(d.month == specific.date.month for d in self.dates)
+            # The same date in any spelling, with nothing stated that no source date states (a year added
+            # to a source's "August 19" is invented).
+            return any(specific.date.credited_by(d) for d in self.dates)
+        if specific.kind == "number":
+            return _normalise_number(specific.text) in self.numbers
+        if specific.kind == "range":
+            return _range_key(specific.text) in self.ranges
+        if specific.kind == "date":
+            return False  # a date spelling that parses to nothing no source date credits
+        if specific.text.lower() in vocab.always_specific_words:
+            return specific.text in self.exact_words  # "Will" is not carried by "will" when Will is listed
+        return any(form in self.words for form in _word_forms(specific.text.lower()))
+
+
+def _word_forms(lowered: str) -> tuple[str, ...]:
+    """The word and its plural / singular ("API" is carried by "APIs", "IDs" by "ID")."""
+    forms = [lowered, lowered + "s", lowered + "es"]
+    if lowered.endswith("es") and len(lowered) > 3:
+        forms.append(lowered[:-2])
+    if lowered.endswith("s") and len(lowered) > 2:
+        forms.append(lowered[:-1])
+    return tuple(forms)
+
+
+def invented_specifics(
+    sources: Sequence[CoverageSource], merged_text: str, vocab: CoverageVocabulary
+) -> tuple[str, ...]:
+    """The specifics the merged text states that no source carries: a swapped figure, a wrong year, a new
+    name. Exact merged-text strings, first-seen order, deduplicated; empty when the merge invents nothing.
+
+    Each specific of the merged text is judged as the unit it is in its own sentence — a number with its
+    decimals, time colons and thousands groups, a number range ("30-59", "30 to 59", "between 30 and
+    59"), a date — so a "30-60" elsewhere (in the merged text or in a source) does not excuse "30-59", and
+    a "19" and a "2026" scattered through the sources do not excuse "August 19, 2026". What carries it:
+
+    * a number: the same number anywhere in a source, thousands separators aside ("1200" = "1,200"),
+      including as the end of a range or the part of a date;
+    * a range: a source range with the same two ends, in any of the range spellings;
+    * a date: a source date, in any spelling, that states everything the merged date states (month, and
+      the day and year where the merged date has them): "2026-08-19" is carried by "August 19, 2026";
+      "August 19, 2026" is not carried by "August 19";
+    * a name or acronym: the same word in any case in a source ("Deploy" by "deploy", "IPHONE" by
+      "iPhone"), or its plural / singular; a word in alwaysSpecificWords only in its exact case.
+
+    Sentence-opening capitals, the common-word baseline and extraCommonWords make a merged word ordinary,
+    exactly as they do for a source (corpus evidence is the sources' lower-case words). Single-digit
+    numbers are not specifics here either.
+
+    Numeric-exempt categories: when every source is in one, numbers and numeric dates are skipped here
+    too — those figures are recomputed every cycle, so the merge may carry a newer value no source has;
+    a month word still has to come from a source. When any source is outside the exemption, numbers are
+    checked (the rejection-biased reading).
+    """
+    exempt = bool(sources) and all(vocab.is_numeric_exempt(source.category) for source in sources)
+    if exempt:
+        category = sources[0].category
+    else:
+        category = next((s.category for s in sources if not vocab.is_numeric_exempt(s.category)), "general")
+        if vocab.is_numeric_exempt(category):
+            category = ""  # no category at all is never exempt
+    siblings = lowercase_words(source.content for source in sources)
+    pool = _SourcePool.of([source.content for source in sources])
+    invented: dict[str, None] = {}
+    for specific in extract_specifics(CoverageSource(merged_text, category), vocab, siblings):
+        if not pool.carries(specific, vocab):
+            invented.setdefault(specific.text)
+    return tuple(invented)
