@@ -495,3 +495,46 @@ def test_specifics_of_honours_category_and_vocabulary() -> None:
     assert [s.text for s in specifics_of("routed 412 calls via Haiku", "anti-patterns/routing")] == ["Haiku"]
     framing = vocab(extra_common_words=frozenset({"triage"}))
     assert specifics_of("The Triage label is noise.", vocab=framing) == []
+
+
+# --- abbreviation periods are not sentence ends --------------------------------------------------------
+
+
+@pytest.mark.parametrize("abbreviation", ["Dr.", "Mr.", "Mrs.", "Ms.", "Prof.", "St.", "Jr.", "e.g.", "i.e.", "vs."])
+def test_a_name_after_an_abbreviation_stays_required(abbreviation: str) -> None:
+    # "May" opening a sentence is ordinary English; after an abbreviation it is mid-sentence, so a name.
+    result = check(f"The form names {abbreviation} May as the owner.", f"The form names {abbreviation} as the owner.")
+    assert result.missing == ("May",)
+
+
+def test_a_baseline_word_after_a_real_sentence_end_is_still_ordinary() -> None:
+    assert check("The form was signed. May we file it?", "The form was signed; we may file it.").ok
+
+
+def test_mr_will_turner_keeps_both_names() -> None:
+    result = check("Ask Mr. Will Turner about the lease.", "Ask Mr. Turner about the lease.")
+    assert result.missing == ("Will",)
+    assert check("Ask Mr. Will Turner about the lease.", "Ask will turner about the lease.").missing == (
+        "Mr", "Will", "Turner")
+
+
+def test_a_name_after_saint_keeps_its_capital() -> None:
+    # Mid-sentence, the name is not kept by the all-lowercase word.
+    assert check("Drive to St. Paul on Monday.", "Drive to St. paul on Monday.").missing == ("Paul",)
+
+
+def test_initials_do_not_end_a_sentence() -> None:
+    result = check("Books by J. R. R. Tolkien sell well.", "Books by tolkien sell well.")
+    assert "Tolkien" in result.missing
+    assert check("Signed by George W. Bush.", "Signed by george w. bush.").missing == ("George", "W", "Bush")
+
+
+def test_etc_ends_a_sentence_only_before_common_english() -> None:
+    assert check("Bring pens, paper, etc. Then we leave.", "Bring pens and paper; then we leave.").ok
+    result = check("Bring pens, paper, etc. Eventbrite sends the tickets.",
+                   "Bring pens and paper; eventbrite sends the tickets.")
+    assert result.missing == ("Eventbrite",)
+
+
+def test_a_letter_list_marker_is_still_a_line_opening() -> None:
+    assert check("a. Some caches are warm.\nb) Direct calls skip them.", "caches are warm; calls skip them").ok

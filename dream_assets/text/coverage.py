@@ -140,9 +140,24 @@ _SLASH_DATE = re.compile(r"(?<![0-9./])(?P<a>[0-9]{1,2})/(?P<b>[0-9]{1,2})/(?P<y
 # Sentence-initial (spec: "A capitalized word is only evidence of a proper noun when it is not
 # sentence-initial"): first word of the text or of a line, after a bullet or list marker, or after
 # . ! ? : followed by white space. Opening quotes and brackets in between do not change that.
-_LINE_OPENING = re.compile(r"\s*(?:(?:[-*+•>#]+|[0-9]+[.)]|[A-Za-z][.)])\s+)*[\"'“‘(\[*_]*$")
-_AFTER_STOP = re.compile(r"[.!?:][\"'”’)\]*_]*\s+[\"'“‘(\[*_]*$")
+# At most one letter marker ("a. ", "B) "), so "J. R. R. Tolkien" opening a line is not three list markers.
+_LINE_OPENING = re.compile(r"\s*(?:(?:[-*+•>#]+|[0-9]+[.)])\s+)*(?:[A-Za-z][.)]\s+)?[\"'“‘(\[*_]*$")
+_AFTER_STOP = re.compile(r"(?P<stop>[.!?:])[\"'”’)\]*_]*\s+[\"'“‘(\[*_]*$")
 _STOP_WINDOW = 16
+# The period of an abbreviation is not a sentence end. Titles and Latin abbreviations precede more of the
+# same sentence ("Dr. May", "Mr. Will Turner", "St. Paul", "e.g. Python"), and so does a single initial
+# ("J. R. R. Tolkien"): the word after them is mid-sentence, whatever it is (rejection-biased).
+_ABBREVIATIONS = frozenset(
+    """
+    dr mr mrs ms mx prof st mt ft jr sr capt gen col lt sgt cpl adm rev hon gov sen rep pres supt insp det
+    messrs mme mlle fr sra sr srta
+    vs v e.g i.e cf viz approx ca
+    """.split()
+)
+# These end a name or a figure as often as a sentence ("etc.", "Inc.", "5 p.m.", "the U.S."): the next
+# word opens a new sentence only when it is common English ("etc. Then ...").
+_AMBIGUOUS_ABBREVIATIONS = frozenset("etc inc ltd co corp bros llc plc a.m p.m no nos".split())
+_WORD_BEFORE_STOP = re.compile(r"(?<![^\W_])((?:[^\W\d_]\.)*[^\W\d_]+)$")
 
 # Lower-case words joined to a neighbour by one of these are parts of identifiers (calendar-mcp,
 # github.com/austin, api_key), not prose; they are not corpus evidence (rejection-biased choice).
@@ -333,7 +348,25 @@ def _is_sentence_initial(text: str, start: int) -> bool:
     line_start = text.rfind("\n", 0, start) + 1
     if _LINE_OPENING.match(text, line_start, start):
         return True
-    return _AFTER_STOP.search(text[max(line_start, start - _STOP_WINDOW): start]) is not None
+    window_start = max(line_start, start - _STOP_WINDOW)
+    stop = _AFTER_STOP.search(text, window_start, start)
+    if stop is None:
+        return False
+    if stop.group("stop") != ".":
+        return True
+    before = _WORD_BEFORE_STOP.search(text, max(line_start, stop.start() - 24), stop.start())
+    if before is None:
+        return True
+    abbreviation = before.group(1)
+    lowered = abbreviation.lower()
+    if lowered in _ABBREVIATIONS:
+        return False
+    if len(abbreviation) == 1 and abbreviation.isupper() and abbreviation not in _ORTHOGRAPHIC_CAPITALS:
+        return False  # a single initial
+    if lowered in _AMBIGUOUS_ABBREVIATIONS or (len(lowered) > 1 and re.fullmatch(r"(?:[^\W\d_]\.)+[^\W\d_]", lowered)):
+        following = _WORD.match(text, start)
+        return following is not None and _is_common_word(following.group().lower())
+    return True
 
 
 def _month_name_dates(text: str) -> list[tuple[int, int, DateRef]]:
@@ -495,6 +528,11 @@ def _overlaps(a: tuple[int, int, DateRef], b: tuple[int, int, DateRef]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+def _is_common_word(lowered: str) -> bool:
+    """In the built-in generic-English baseline (which applies sentence-initially only)."""
+    return lowered in BASELINE_COMMON_WORDS
+
+
 def _is_ordinary(token: str, text: str, start: int, vocab: CoverageVocabulary, siblings: set[str]) -> bool:
     lowered = token.lower()
     if lowered in vocab.always_specific_words:
@@ -508,7 +546,7 @@ def _is_ordinary(token: str, text: str, start: int, vocab: CoverageVocabulary, s
     # The baseline is generic English no operator chose: sentence-initial only, and only for a word
     # written as an ordinary capitalized word — "IT" or "US" in capitals stays an acronym.
     end = start + len(token)
-    common = lowered in BASELINE_COMMON_WORDS or (lowered in _CONTRACTION_STEMS and text[end: end + 1] in ("'", "’"))
+    common = _is_common_word(lowered) or (lowered in _CONTRACTION_STEMS and text[end: end + 1] in ("'", "’"))
     return common and _is_title_case(token) and _is_sentence_initial(text, start)
 
 
