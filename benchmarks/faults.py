@@ -1,0 +1,719 @@
+"""Fault benchmark: crashes, hostile model answers, hostile log lines and concurrent saves, on real stores.
+
+Prints one JSON object per line ({"name": "faults.<metric>", "n": ..., "value": ..., "unit": ...}):
+
+* faults.facts_lost — live facts (every name, acronym, number and date of an entry that was live before) that are in
+  no live entry afterwards and cannot be brought back by undoing the cycle. Target 0.
+* faults.partial_applies — answers left half applied: a store change without its change-log row, a merged entry whose
+  sources are still live, a source archived "merged into" an entry that does not exist. Target 0.
+* faults.misreported — a failure shown as completed or skipped: an unusable model answer, a raised pass, a pass that
+  could not read its input, reported as anything but failed. Target 0.
+* faults.undo_failures — a cycle whose undo raised, refused, or did not bring the live corpus back exactly. Target 0.
+* the trial counts of each section, and the wall time.
+
+Sections (each in real processes on real DuckDB files):
+1. kill during a consolidation apply: a child process runs memory consolidation with a scripted answer (merges,
+   removals, a new entry) and exits with os._exit just before its k-th write statement, for every k;
+2. kill during an undo: the same cycle is undone in a child that exits before its k-th write; the parent's undo
+   (without force) must then finish the job;
+3. fuzzed model answers across every model-calling pass (random and hostile JSON, ids that were not shown, delete
+   everything, surrogates, NUL, huge strings, deep nesting);
+4. hostile log lines in every log, then a whole cycle (offline backend);
+5. an agent saving 20 facts a second while cycles with a delete-everything model run on the same store.
+
+    python benchmarks/faults.py            # the full run (10,000 fuzzed answers; about 10 minutes on 2 cores)
+    python benchmarks/faults.py --quick    # a CI-sized run (a few hundred trials; about a minute)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dream_assets.demo import build_demo_profile  # noqa: E402
+from dream_assets.llm.contracts import contract_for  # noqa: E402
+from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.profile import AgentProfile  # noqa: E402
+from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage  # noqa: E402
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+MODEL_PASSES = ("memory_consolidation", "skill_gap_detection", "wisp_failure_analysis", "skill_consolidation",
+                "skill_optimization", "preference_inference", "tier_routing_review")
+_KILL_ENV = "DREAM_FAULTS_KILL_AT"
+_COUNT_ENV = "DREAM_FAULTS_COUNT_FILE"
+
+
+def emit(name: str, n: int, value: float, unit: str) -> None:
+    print(json.dumps({"name": name, "n": n, "value": round(value, 3), "unit": unit}), flush=True)
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+def build_template(root: Path, n_memories: int = 40) -> AgentProfile:
+    from dream_assets.store.connection import close_all
+
+    profile = AgentProfile(root / "template")
+    build_demo_profile(profile, NOW - timedelta(hours=1), n_memories=n_memories)
+    close_all()
+    return profile
+
+
+def clone(template: AgentProfile, dest: Path) -> AgentProfile:
+    """A working copy: the store, ledger and conversation log are copied; the read-only logs are shared (symlink)."""
+    dest.mkdir(parents=True)
+    for item in template.root.iterdir():
+        if item.name in ("logs",):
+            (dest / item.name).symlink_to(item, target_is_directory=True)
+        elif item.name.startswith(".locks") or item.name == "warehouse":
+            continue
+        elif item.is_dir():
+            shutil.copytree(item, dest / item.name)
+        else:
+            shutil.copy2(item, dest / item.name)
+    return AgentProfile(dest)
+
+
+def memory_state(profile: AgentProfile) -> dict[str, dict[str, Any]]:
+    """Every memory row as plain data, read straight from the file (the store under test is not trusted)."""
+    import duckdb
+
+    conn = duckdb.connect(str(profile.store_path), read_only=True)
+    try:
+        rows = conn.execute("SELECT id, content, category, tags, archived_at, metadata FROM memories").fetchall()
+    finally:
+        conn.close()
+    return {r[0]: {"content": r[1], "category": r[2], "tags": r[3], "archived": r[4] is not None,
+                   "metadata": json.loads(r[5])} for r in rows}
+
+
+def skill_state(profile: AgentProfile) -> dict[str, dict[str, Any]]:
+    import duckdb
+
+    conn = duckdb.connect(str(profile.store_path), read_only=True)
+    try:
+        rows = conn.execute("SELECT name, summary, content, see_also, archived_at FROM skills").fetchall()
+    finally:
+        conn.close()
+    return {r[0]: {"summary": r[1], "content": r[2], "see_also": r[3], "archived": r[4] is not None} for r in rows}
+
+
+def change_rows(profile: AgentProfile, cycle_id: str) -> list[dict[str, Any]]:
+    import duckdb
+
+    conn = duckdb.connect(str(profile.store_path), read_only=True)
+    try:
+        rows = conn.execute("SELECT kind, target_type, target_id, after_json, reason, undone_at FROM changes "
+                            "WHERE cycle_id = ? ORDER BY ordinal", [cycle_id]).fetchall()
+    finally:
+        conn.close()
+    return [{"kind": r[0], "type": r[1], "id": r[2], "after": json.loads(r[3]) if r[3] else None, "reason": r[4],
+             "undone": r[5] is not None} for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------- invariants
+def lost_facts(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[str]:
+    """Ids of entries live before whose specifics are not all carried by the live corpus after."""
+    live_text = "\n".join(e["content"] for e in after.values() if not e["archived"])
+    lost = []
+    for mid, e in before.items():
+        if e["archived"]:
+            continue
+        kept = after.get(mid)
+        if kept is not None and not kept["archived"] and kept["content"] == e["content"]:
+            continue
+        if not check_merge_coverage([CoverageSource(e["content"], e["category"])], live_text, BASELINE_VOCABULARY).ok:
+            lost.append(mid)
+    return lost
+
+
+_VISIBLE = ("content", "category", "tags", "archived")
+
+
+def partial_applies(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]],
+                    rows: list[dict[str, Any]], skills_before: dict[str, dict[str, Any]] | None = None,
+                    skills_after: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """Changes the store shows that the change log does not explain, and merges applied by half."""
+    problems = []
+    recorded = {(r["type"], r["id"]) for r in rows if r["kind"] != "stamped"}
+    for mid, e in after.items():
+        old = before.get(mid)
+        if old is None or any(old[k] != e[k] for k in _VISIBLE):
+            if ("memory", mid) not in recorded:
+                problems.append(f"memory {mid} changed with no change row")
+    for mid in before:
+        if mid not in after and ("memory", mid) not in recorded:
+            problems.append(f"memory {mid} vanished with no change row")
+    for mid, e in after.items():
+        merged_from = e["metadata"].get("mergedFrom")
+        if mid in before or not merged_from or e["archived"]:
+            continue
+        try:
+            sources = json.loads(merged_from)
+        except ValueError:
+            sources = []
+        for sid in sources:
+            src = after.get(sid)
+            if src is not None and not src["archived"] and src == before.get(sid):
+                problems.append(f"merge {mid} persisted but its source {sid} is still live")
+    for r in rows:
+        if r["kind"] == "archived" and r["reason"].startswith("merged into "):
+            target = r["reason"][len("merged into "):].split()[0].strip(";,")
+            pool = after if r["type"] == "memory" else (skills_after or {})
+            if target not in pool or pool[target]["archived"]:
+                problems.append(f"{r['type']} {r['id']} archived as merged into {target}, which is not live")
+    if skills_before is not None and skills_after is not None:
+        for name, s in skills_after.items():
+            old = skills_before.get(name)
+            if (old is None or old != s) and ("skill", name) not in recorded:
+                problems.append(f"skill {name} changed with no change row")
+        for name in skills_before:
+            if name not in skills_after:
+                problems.append(f"skill {name} vanished")
+    return problems
+
+
+def undo_restores(profile: AgentProfile, cycle_id: str, before: dict[str, dict[str, Any]],
+                  options: DreamOptions) -> str | None:
+    """Undo the cycle; None when the live corpus is back exactly, else what went wrong."""
+    from dream_assets.store import open_store
+
+    rows = [r for r in change_rows(profile, cycle_id) if r["kind"] != "stamped" and not r["undone"]]
+    if rows:
+        store = open_store(profile, options)
+        try:
+            result = store.changes.undo_cycle(cycle_id, now=NOW + timedelta(minutes=5))
+        except Exception as exc:  # noqa: BLE001 - the benchmark counts it
+            return f"undo raised {type(exc).__name__}: {exc}"
+        finally:
+            store.close()
+        if getattr(result, "refused", None):
+            return f"undo refused: {result.refused[:2]}"
+    after = memory_state(profile)
+    live_before = {m: e["content"] for m, e in before.items() if not e["archived"]}
+    live_after = {m: e["content"] for m, e in after.items() if not e["archived"]}
+    if live_before != live_after:
+        missing = sorted(set(live_before) - set(live_after))[:3]
+        extra = sorted(set(live_after) - set(live_before))[:3]
+        return f"live corpus not restored: missing {missing}, extra {extra}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- running passes
+def _ids_shown(inputs: Any) -> list[str]:
+    found: list[str] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k in ("id", "name", "skillName") and isinstance(v, str):
+                    found.append(v)
+                else:
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(inputs)
+    return list(dict.fromkeys(found))
+
+
+def _texts_shown(inputs: Any) -> list[str]:
+    found: list[str] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k in ("content", "text") and isinstance(v, str):
+                    found.append(v)
+                else:
+                    walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(inputs)
+    return found
+
+
+def run_pass(profile: AgentProfile, pass_name: str, answer: Callable[[Any], Any], *, cycle_id: str,
+             options: DreamOptions | None = None, now: datetime = NOW) -> tuple[Any, list[Any]]:
+    from dream_assets.llm.client import ModelClient
+    from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.passes.context import PassContext
+    from dream_assets.passes.registry import by_name
+
+    options = options or DreamOptions()
+    backend = ScriptedBackend(answer)
+    client = ModelClient(backend, profile=profile, options=options)
+    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client)
+    try:
+        report = by_name(pass_name).run(ctx)
+    finally:
+        if "store" in ctx.__dict__:
+            ctx.store.close()
+    return report, backend.requests
+
+
+# ---------------------------------------------------------------------------------------------- 1 + 2: kills
+def consolidation_answer(request: Any) -> Any:
+    """A realistic answer: merge shown near-duplicate clusters (keeping every sentence), drop two entries, add one."""
+    if request.pass_name == "merge_repair":
+        return {"content": "\n".join([request.inputs["merged"], *[s["content"] for s in request.inputs["sources"]]])}
+    entries = {e["id"]: e for e in request.inputs.get("entries", [])}
+    saves, used = [], set()
+    for cluster in request.inputs.get("clusters", []):
+        ids = [i for i in cluster if i in entries and i not in used]
+        if len(ids) < 2:
+            continue
+        used.update(ids)
+        text = " ".join(dict.fromkeys(entries[i]["content"].strip() for i in ids))
+        saves.append({"content": text, "category": entries[ids[0]]["category"], "sourceIds": ids})
+    rest = [i for i in entries if i not in used]
+    saves.append({"content": "Anti-pattern: confirm the meeting room with Facilities before the Friday review.",
+                  "category": "anti-patterns/scheduling", "sourceIds": []})
+    return {"toSave": saves, "toDelete": rest[:2] + [next(iter(used), "")]}
+
+
+def _install_kill_hook() -> None:
+    """In a child process: count write statements through the store's connection helper and exit before the k-th."""
+    from contextlib import contextmanager
+
+    from dream_assets.store import connection as connection_module
+
+    kill_at = int(os.environ.get(_KILL_ENV, "0"))
+    count_file = os.environ.get(_COUNT_ENV)
+    state = {"writes": 0}
+    writes = ("INSERT", "UPDATE", "DELETE", "COMMIT")
+
+    class Proxy:
+        def __init__(self, conn: Any) -> None:
+            self._conn = conn
+
+        def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+            if sql.lstrip().upper().startswith(writes):
+                state["writes"] += 1
+                if count_file:
+                    Path(count_file).write_text(str(state["writes"]))
+                if kill_at and state["writes"] >= kill_at:
+                    os._exit(77)
+            return self._conn.execute(sql, *args, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._conn, name)
+
+    original = connection_module.StoreConnection.session
+
+    @contextmanager
+    def session(self: Any):  # type: ignore[no-untyped-def]
+        with original(self) as conn:
+            yield Proxy(conn)
+
+    connection_module.StoreConnection.session = session  # type: ignore[method-assign]
+
+
+def _child_body(kind: str, root: str, cycle: str, kill_at: int, count_file: str | None) -> None:
+    """A forked crash child: install the kill hook, run the apply or the undo, exit."""
+    if kill_at:
+        os.environ[_KILL_ENV] = str(kill_at)
+    else:
+        os.environ.pop(_KILL_ENV, None)
+    if count_file:
+        os.environ[_COUNT_ENV] = count_file
+    else:
+        os.environ.pop(_COUNT_ENV, None)
+    _install_kill_hook()
+    profile = AgentProfile(Path(root))
+    if kind == "consolidate":
+        run_pass(profile, "memory_consolidation", consolidation_answer, cycle_id=cycle)
+    else:
+        from dream_assets.store import open_store
+        from dream_assets.store.changes import UndoRefused
+
+        store = open_store(profile, DreamOptions())
+        try:
+            store.changes.undo_cycle(cycle, now=NOW + timedelta(minutes=5))
+        except UndoRefused:
+            pass  # nothing (left) to undo: the parent checks the outcome
+        store.close()
+    os._exit(0)
+
+
+def _child(kind: str, profile: AgentProfile, cycle: str, kill_at: int, count_file: Path | None = None) -> int:
+    """Run the apply or the undo in a forked process (cheap: everything is imported already) and wait for it."""
+    from dream_assets.store.connection import close_all
+
+    close_all()  # no DuckDB handle, lock or linger timer may cross the fork
+    proc = mp.get_context("fork").Process(target=_child_body,
+                                          args=(kind, str(profile.root), cycle, kill_at,
+                                                str(count_file) if count_file else None))
+    proc.start()
+    proc.join(timeout=300)
+    if proc.exitcode not in (0, 77):
+        raise RuntimeError(f"crash child {kind} (kill at {kill_at}) ended with exit code {proc.exitcode}")
+    return int(proc.exitcode)
+
+
+def kill_trials(template: AgentProfile, work: Path, quick: bool, tally: Counter, notes: list[str]) -> None:
+    # Count the write statements of a whole apply, then kill before each one in turn.
+    probe = clone(template, work / "probe")
+    count_file = work / "count"
+    _child("consolidate", probe, "cycle-probe", 0, count_file)
+    total = int(count_file.read_text()) if count_file.exists() else 0
+    points = list(range(1, total + 1))
+    if quick and len(points) > 12:
+        points = sorted(set(points[:: max(1, len(points) // 12)] + [points[-1]]))
+    for k in points:
+        profile = clone(template, work / f"kill-apply-{k}")
+        before = memory_state(profile)
+        _child("consolidate", profile, "cycle-k", k)
+        after = memory_state(profile)
+        rows = change_rows(profile, "cycle-k")
+        tally["kill_trials"] += 1
+        partial = partial_applies(before, after, rows)
+        if partial:
+            tally["partial_applies"] += 1
+            notes.append(f"kill before write {k}/{total} of an apply: {partial[0]}")
+        problem = undo_restores(profile, "cycle-k", before, DreamOptions())
+        if problem:
+            tally["undo_failures"] += 1
+            notes.append(f"kill before write {k}/{total} of an apply, then undo: {problem}")
+        if lost_facts(before, memory_state(profile)):
+            tally["facts_lost"] += 1
+    # Undo killed half-way, then undone again without force.
+    done = clone(template, work / "undo-probe")
+    before = memory_state(done)
+    _child("consolidate", done, "cycle-u", 0)
+    _child("undo", done, "cycle-u", 0, count_file)
+    undo_total = int(count_file.read_text()) if count_file.exists() else 0
+    upoints = list(range(1, undo_total + 1))
+    if quick and len(upoints) > 12:
+        upoints = sorted(set(upoints[:: max(1, len(upoints) // 12)] + [upoints[-1]]))
+    for k in upoints:
+        profile = clone(template, work / f"kill-undo-{k}")
+        _child("consolidate", profile, "cycle-u", 0)
+        _child("undo", profile, "cycle-u", k)
+        tally["kill_trials"] += 1
+        problem = undo_restores(profile, "cycle-u", before, DreamOptions())
+        if problem:
+            tally["undo_failures"] += 1
+            notes.append(f"kill before write {k}/{undo_total} of an undo, then undo again: {problem}")
+        if lost_facts(before, memory_state(profile)):
+            tally["facts_lost"] += 1
+    tally["apply_writes"] = total
+    tally["undo_writes"] = undo_total
+
+
+# ---------------------------------------------------------------------------------------------- 3: fuzzed answers
+_HOSTILE_TEXT = ["\ud800", "a\x00b", "\x1b[31mred", "x" * 200_000, "", "   ", "\u202e reversed", "null", "🙂" * 50,
+                 "line\r\nbreak", "{\"toSave\": []}", "../../etc/passwd", "\udfff lone low"]
+
+
+def _rand_text(rng: random.Random, shown_texts: list[str]) -> str:
+    roll = rng.random()
+    if roll < 0.25 and shown_texts:
+        return rng.choice(shown_texts)
+    if roll < 0.45 and len(shown_texts) >= 2:
+        return " ".join(rng.sample(shown_texts, 2))
+    if roll < 0.6 and shown_texts:  # a mangled source: a swapped figure or a dropped half
+        text = rng.choice(shown_texts)
+        return text[: len(text) // 2] if rng.random() < 0.5 else "".join(
+            str((int(c) + 1) % 10) if c.isdigit() else c for c in text)
+    if roll < 0.8:
+        return rng.choice(_HOSTILE_TEXT)
+    return "".join(rng.choice("abcdefghij KLMNOP 0123456789.,-") for _ in range(rng.randint(1, 120)))
+
+
+def _rand_id(rng: random.Random, shown: list[str]) -> Any:
+    roll = rng.random()
+    if roll < 0.7 and shown:
+        return rng.choice(shown)
+    return rng.choice(["not-shown", "", 42, None, ["nested"], {"id": "x"}, "\ud800", "x" * 5000, 3.5, True])
+
+
+def _rand_value(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth > 3 or roll < 0.4:
+        return rng.choice([None, 0, -1, 1e308, True, "", "text", "\ud800", [], {}])
+    if roll < 0.7:
+        return [_rand_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice(["toSave", "toDelete", "content", "x"]): _rand_value(rng, depth + 1) for _ in range(2)}
+
+
+def fuzz_answer(rng: random.Random, pass_name: str, inputs: Any) -> str:
+    shown = _ids_shown(inputs)
+    texts = _texts_shown(inputs)
+    roll = rng.random()
+    if roll < 0.08:
+        return rng.choice(["", "I cannot help with that.", "{", "[" * 100_000, "{" * 50_000, '{"toSave": [' * 3000,
+                           "<think>" + "x" * 1000, "```json\n{\"toSave\": }\n```", "\x00" * 10, "\ud800"])
+    if roll < 0.15:
+        return json.dumps(_rand_value(rng))
+    if pass_name == "merge_repair":
+        obj: Any = {"content": _rand_text(rng, texts)}
+    elif pass_name in ("memory_consolidation", "preference_inference"):
+        if roll < 0.3:  # delete everything shown, and more
+            obj = {"toDelete": shown + ["not-shown"], "toSave": []}
+        else:
+            saves = []
+            for _ in range(rng.randint(0, 4)):
+                save: dict[str, Any] = {"content": _rand_text(rng, texts),
+                                        "sourceIds": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))]}
+                if rng.random() < 0.5:
+                    save["category"] = rng.choice(["general", "", "a" * 300, "x\x00y", "user-preferences/inferred",
+                                                   "\ud800", 7])
+                if rng.random() < 0.4:
+                    save["tags"] = [rng.choice(["t", "", "\ud800", "x" * 500, 5]) for _ in range(rng.randint(0, 60))]
+                if rng.random() < 0.2:
+                    save["metadata"] = {"requires_user_permission": rng.choice([True, "yes", None, {"a": 1}])}
+                saves.append(save)
+            obj = {"toSave": saves, "toDelete": [_rand_id(rng, shown) for _ in range(rng.randint(0, len(shown) + 1))]}
+    elif pass_name in ("skill_consolidation", "skill_optimization", "skill_gap_detection"):
+        if roll < 0.3 and pass_name != "skill_gap_detection":
+            obj = {"toDelete": shown, "toSave": []}
+        else:
+            saves = []
+            for _ in range(rng.randint(0, 3)):
+                saves.append({"name": rng.choice([*shown[:5], "new/skill", "", "../x", "a" * 400, "\ud800", "n\x00"]),
+                              "summary": _rand_text(rng, texts), "content": _rand_text(rng, texts),
+                              "sourceNames": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))],
+                              "seeAlso": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))]})
+            obj = {"toSave": saves, "toDelete": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))]}
+    elif pass_name == "wisp_failure_analysis":
+        obj = {"failurePatterns": [{"description": _rand_text(rng, texts), "classification": _rand_text(rng, []),
+                                    "affectedSteps": [_rand_text(rng, [])]} for _ in range(rng.randint(0, 3))],
+               "skillAnnotations": [{"skillName": _rand_id(rng, shown), "annotation": _rand_text(rng, texts)}
+                                    for _ in range(rng.randint(0, 3))],
+               "promotionNotes": {_rand_text(rng, []): _rand_text(rng, []) for _ in range(rng.randint(0, 2))}}
+    else:  # tier routing
+        obj = {"findings": [{"content": _rand_text(rng, texts), "tags": [_rand_text(rng, [])],
+                             "tier": rng.choice([None, "high", "\ud800", "x" * 300])} for _ in range(rng.randint(0, 3))]}
+    text = json.dumps(obj)
+    if rng.random() < 0.1:
+        text = f"<think>let me see</think>\n```json\n{text}\n```\nDone."
+    return text
+
+
+def _usable(pass_name: str, text: str) -> bool:
+    from dream_assets.llm.extract import parse_response
+
+    try:
+        parse_response(text, contract_for(pass_name))
+    except Exception:  # noqa: BLE001 - anything that does not parse is unusable
+        return False
+    return True
+
+
+def fuzz_worker(job: tuple[str, str, int, int]) -> dict[str, Any]:
+    template_root, work_root, start, count = job
+    template = AgentProfile(Path(template_root))
+    tally: Counter = Counter()
+    notes: list[str] = []
+    for trial in range(start, start + count):
+        rng = random.Random(trial)
+        pass_name = MODEL_PASSES[trial % len(MODEL_PASSES)]
+        profile = clone(template, Path(work_root) / f"fuzz-{trial}")
+        before, skills_before = memory_state(profile), skill_state(profile)
+        answers: list[tuple[str, str]] = []
+
+        def answer(request: Any, rng: random.Random = rng, answers: list = answers) -> str:
+            text = fuzz_answer(rng, request.pass_name, request.inputs)
+            answers.append((request.pass_name, text))
+            return text
+
+        cycle = f"fuzz-{trial}"
+        try:
+            report, _requests = run_pass(profile, pass_name, answer, cycle_id=cycle)
+            status, reason = report.status, report.reason
+        except Exception as exc:  # noqa: BLE001 - a pass that raises out of PassSpec.run is itself a defect
+            status, reason = "raised", f"{type(exc).__name__}: {exc}"
+            notes.append(f"{pass_name} trial {trial} raised out of the pass runner: {reason[:200]}")
+        tally["fuzz_trials"] += 1
+        main = [t for p, t in answers if p == pass_name]
+        if status == "raised" or (main and not _usable(pass_name, main[0]) and status in ("completed", "skipped")):
+            tally["misreported"] += 1
+            notes.append(f"{pass_name} trial {trial}: unusable answer reported as {status}: {main[0][:80]!r}")
+        after, skills_after = memory_state(profile), skill_state(profile)
+        rows = change_rows(profile, cycle)
+        partial = partial_applies(before, after, rows, skills_before, skills_after)
+        if partial:
+            tally["partial_applies"] += 1
+            notes.append(f"{pass_name} trial {trial}: {partial[0]}")
+        lost = lost_facts(before, after)
+        if lost:
+            problem = undo_restores(profile, cycle, before, DreamOptions())
+            if problem:
+                tally["facts_lost"] += 1
+                notes.append(f"{pass_name} trial {trial}: lost {lost[:2]} and undo failed: {problem}")
+        elif rng.random() < 0.1:  # undo is exercised on a sample of the others
+            problem = undo_restores(profile, cycle, before, DreamOptions())
+            if problem:
+                tally["undo_failures"] += 1
+                notes.append(f"{pass_name} trial {trial}: {problem}")
+        shutil.rmtree(profile.root, ignore_errors=True)
+    return {"tally": dict(tally), "notes": notes[:20]}
+
+
+def fuzz_trials(template: AgentProfile, work: Path, trials: int, tally: Counter, notes: list[str]) -> None:
+    workers = max(1, min(2, os.cpu_count() or 1))
+    per = max(1, trials // (workers * 8))
+    jobs = [(str(template.root), str(work), start, min(per, trials - start)) for start in range(0, trials, per)]
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(workers) as pool:
+        for result in pool.imap_unordered(fuzz_worker, jobs):
+            tally.update(result["tally"])
+            notes.extend(result["notes"])
+
+
+# ---------------------------------------------------------------------------------------------- 4: hostile logs
+HOSTILE_LINES = [b"[" * 100_000, b"{" * 100_000, b'{"a":' * 20_000, b"\xff\xfe\xfa not utf-8", b"\x00\x00\x00",
+                 b'{"timestamp": "\\ud800", "sessionId": "\\ud800"}', b'{"timestamp": 12, "kind": []}', b"[]", b"null",
+                 b"x" * 3_000_000, b'{"timestamp": "2026-11-30T11:00:00Z", "role": "user", "content": "\\u0000"}']
+
+
+def hostile_log_trial(template: AgentProfile, work: Path, tally: Counter, notes: list[str]) -> None:
+    profile = AgentProfile(work / "hostile")
+    shutil.copytree(template.root, profile.root)
+    targets = [p for p in profile.root.rglob("*.jsonl")]
+    for path in targets:
+        with path.open("ab") as fh:
+            for line in HOSTILE_LINES:
+                fh.write(line + b"\n")
+    code = ("import json, sys\n"
+            "from datetime import datetime\n"
+            "from dream_assets.cycle import run_cycle\n"
+            "from dream_assets.options import DreamOptions\n"
+            "from dream_assets.profile import AgentProfile\n"
+            "reports = run_cycle(AgentProfile(sys.argv[1]), DreamOptions(), datetime.fromisoformat(sys.argv[2]))\n"
+            "print(json.dumps([[r.pass_name, r.status, r.reason] for r in reports]))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(profile.root), NOW.isoformat()], capture_output=True,
+                          text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
+    tally["hostile_log_trials"] += 1
+    if proc.returncode != 0:
+        tally["misreported"] += 1
+        notes.append(f"a cycle over hostile log lines crashed: {proc.stderr[-400:]}")
+        return
+    for name, status, reason in json.loads(proc.stdout.strip().splitlines()[-1]):
+        if status == "failed":
+            # A malformed line is skipped and counted; a pass that fails because of one is a defect.
+            tally["hostile_log_pass_failures"] += 1
+            notes.append(f"hostile log lines failed {name}: {reason[:200]}")
+
+
+# ---------------------------------------------------------------------------------------------- 5: concurrent saves
+def _agent_saves(root: str, seconds: float, out: str) -> None:
+    from dream_assets.store import open_store
+
+    profile = AgentProfile(Path(root))
+    store = open_store(profile, DreamOptions())
+    saved, errors, i = [], [], 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        i += 1
+        text = f"Concurrent fact {i}: Zorblat-{i:05d} reported {1000 + i} widgets to Quillon on 2026-11-{1 + i % 28:02d}."
+        try:
+            store.memories.save(text, category="general", now=NOW + timedelta(seconds=i))
+            saved.append(text)
+        except Exception as exc:  # noqa: BLE001 - counted: a save the agent was told failed is not silent
+            errors.append(f"{type(exc).__name__}: {exc}")
+        time.sleep(0.05)
+    Path(out).write_text(json.dumps({"saved": saved, "errors": errors}))
+
+
+def concurrent_trial(template: AgentProfile, work: Path, seconds: float, tally: Counter, notes: list[str]) -> None:
+    profile = clone(template, work / "concurrent")
+    out = work / "agent.json"
+    ctx = mp.get_context("spawn")
+    agent = ctx.Process(target=_agent_saves, args=(str(profile.root), seconds, str(out)))
+    agent.start()
+    deadline = time.monotonic() + seconds
+    cycle = 0
+    options = DreamOptions().replace(ConsolidationMinInterval=timedelta(0))
+
+    def delete_everything(request: Any) -> Any:
+        return {"toDelete": _ids_shown(request.inputs), "toSave": []}
+
+    while time.monotonic() < deadline:
+        cycle += 1
+        report, _ = run_pass(profile, "memory_consolidation", delete_everything, cycle_id=f"conc-{cycle}",
+                             options=options, now=NOW + timedelta(hours=cycle))
+        if report.status == "failed":
+            notes.append(f"consolidation beside a saving agent failed: {report.reason[:200]}")
+            tally["concurrent_pass_failures"] += 1
+    agent.join(timeout=120)
+    data = json.loads(out.read_text()) if out.exists() else {"saved": [], "errors": ["agent did not finish"]}
+    after = memory_state(profile)
+    live_text = "\n".join(e["content"] for e in after.values() if not e["archived"])
+    missing = [t for t in data["saved"]
+               if not check_merge_coverage([CoverageSource(t, "general")], live_text, BASELINE_VOCABULARY).ok]
+    tally["concurrent_saves"] += len(data["saved"])
+    tally["concurrent_save_errors"] += len(data["errors"])
+    tally["concurrent_cycles"] += cycle
+    if missing:
+        tally["facts_lost"] += len(missing)
+        notes.append(f"{len(missing)} concurrently saved fact(s) missing from the live corpus, e.g. {missing[0]!r}")
+    if data["errors"]:
+        notes.append(f"{len(data['errors'])} agent save(s) raised, e.g. {data['errors'][0][:200]}")
+
+
+# ---------------------------------------------------------------------------------------------- main
+def main(argv: Iterable[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="CI-sized run")
+    parser.add_argument("--trials", type=int, default=None, help="fuzzed answers (default 10,000; 280 with --quick)")
+    parser.add_argument("--notes", type=int, default=10, help="how many example problems to print on stderr")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    trials = args.trials if args.trials is not None else (280 if args.quick else 10_000)
+    started = time.perf_counter()
+    tally: Counter = Counter()
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="dream-faults-") as tmp:
+        work = Path(tmp)
+        template = build_template(work)
+        sections: list[tuple[str, Callable[[], None]]] = [
+            ("kill", lambda: kill_trials(template, work, args.quick, tally, notes)),
+            ("fuzz", lambda: fuzz_trials(template, work, trials, tally, notes)),
+            ("hostile_logs", lambda: hostile_log_trial(template, work, tally, notes)),
+            ("concurrent", lambda: concurrent_trial(template, work, 8.0 if args.quick else 30.0, tally, notes)),
+        ]
+        for name, section in sections:
+            t0 = time.perf_counter()
+            try:
+                section()
+            except Exception:  # noqa: BLE001 - a section that cannot run is reported, and counts as misreported
+                tally["section_errors"] += 1
+                notes.append(f"section {name} could not run: {traceback.format_exc()[-600:]}")
+            emit(f"faults.{name}_seconds", 0, time.perf_counter() - t0, "s")
+    n = tally["kill_trials"] + tally["fuzz_trials"] + tally["hostile_log_trials"] + tally["concurrent_saves"]
+    emit("faults.facts_lost", n, tally["facts_lost"], "count")
+    emit("faults.partial_applies", n, tally["partial_applies"], "count")
+    emit("faults.misreported", n, tally["misreported"] + tally["hostile_log_pass_failures"] + tally["section_errors"],
+         "count")
+    emit("faults.undo_failures", n, tally["undo_failures"], "count")
+    for key in ("kill_trials", "apply_writes", "undo_writes", "fuzz_trials", "hostile_log_trials", "concurrent_saves",
+                "concurrent_save_errors", "concurrent_cycles", "concurrent_pass_failures"):
+        emit(f"faults.{key}", n, tally[key], "count")
+    emit("faults.seconds", n, time.perf_counter() - started, "s")
+    for note in notes[: args.notes]:
+        print(f"note: {note}", file=sys.stderr)
+    bad = tally["facts_lost"] + tally["partial_applies"] + tally["misreported"] + tally["undo_failures"] + \
+        tally["hostile_log_pass_failures"] + tally["section_errors"]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
