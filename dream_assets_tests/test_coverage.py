@@ -13,11 +13,14 @@ from dream_assets.profile import AgentProfile
 from dream_assets.text.coverage import (
     BASELINE_COMMON_WORDS,
     BASELINE_VOCABULARY,
+    NEVER_COMMON_WORDS,
     CoverageResult,
     CoverageSource,
     CoverageVocabulary,
+    build_frequency_baseline,
     check_merge_coverage,
     extract_specifics,
+    frequency_baseline,
     invented_specifics,
     load_vocabulary,
     lowercase_words,
@@ -449,6 +452,8 @@ def test_invented_specifics_are_reported(sources: list[str] | str, merged: str, 
     ("the window is 30 to 60 minutes", "The window runs 30 minutes at least."),
     ("pin Python 3.11 on port 8080", "Python 3.11 is pinned; the port is 8080."),
     ("released on 2026-08-19", "released in 2026"),
+    (["Eventbrite sends the tickets.", "tickets arrive at 9"], "Eventually, Eventbrite sends the tickets."),
+    ("the export failed twice", "Sadly, the export failed twice. Meanwhile, nothing else did."),
 ])
 def test_content_preserving_rewrites_invent_nothing(sources: list[str] | str, merged: str) -> None:
     assert invented(sources, merged) == ()
@@ -538,3 +543,48 @@ def test_etc_ends_a_sentence_only_before_common_english() -> None:
 
 def test_a_letter_list_marker_is_still_a_line_opening() -> None:
     assert check("a. Some caches are warm.\nb) Direct calls skip them.", "caches are warm; calls skip them").ok
+
+
+# --- the word-frequency baseline ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opener", ["Eventually", "Sadly", "Meanwhile", "Honestly", "Luckily", "Admittedly",
+                                    "Interestingly", "Thankfully", "Hope"])
+def test_ordinary_sentence_openers_are_not_specifics(opener: str) -> None:
+    assert check(f"{opener}, the Xebia export finished on time.", "The Xebia export finished on time.").ok
+
+
+@pytest.mark.parametrize("name", ["John", "Austin", "Paris", "Joy", "Hunter", "Monday", "June", "Eventbrite"])
+def test_names_opening_a_sentence_stay_required(name: str) -> None:
+    assert check(f"{name} approved the Xebia export.", "The Xebia export was approved.").missing == (name,)
+
+
+def test_a_baseline_word_used_as_a_name_mid_sentence_stays_required() -> None:
+    # "Hope" opens sentences as ordinary English; mid-sentence it is a name, and the baseline does not apply.
+    assert check("We asked Hope about the lease.", "We asked about the lease.").missing == ("Hope",)
+    assert check("Hope is all we have.", "All we have is hope.").ok
+
+
+def test_always_specific_words_win_over_the_frequency_baseline() -> None:
+    cast = vocab(always_specific_words=frozenset({"Hope"}))
+    assert check("Hope signed the lease.", "The lease was signed.", cast).missing == ("Hope",)
+
+
+def test_frequency_baseline_keeps_months_weekdays_and_reviewed_exclusions_out() -> None:
+    baseline = frequency_baseline()
+    assert {"eventually", "sadly", "meanwhile", "honestly", "admittedly"} <= baseline
+    assert not NEVER_COMMON_WORDS & baseline
+    assert not {"john", "austin", "paris", "london", "google", "python"} & baseline
+
+
+def test_frequency_baseline_is_built_from_packaged_data_without_the_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise OSError("network access attempted")
+
+    monkeypatch.setattr(socket, "socket", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    built = build_frequency_baseline(2_000)
+    assert "eventually" in built
+    assert "john" not in built
