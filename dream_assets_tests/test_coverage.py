@@ -588,3 +588,35 @@ def test_frequency_baseline_is_built_from_packaged_data_without_the_network(monk
     built = build_frequency_baseline(2_000)
     assert "eventually" in built
     assert "john" not in built
+
+
+# --- names that differ only in case ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("merged", "ok"), [
+    ("The app targets iPhone users.", True),
+    ("The app targets IPHONE users.", True),
+    ("The app targets Iphone users.", True),
+    ("The app targets iphone users.", False),  # no longer written as a name
+    ("The app targets phone users.", False),
+])
+def test_a_name_is_kept_by_the_same_word_in_another_case_while_it_is_still_written_as_a_name(
+    merged: str, ok: bool
+) -> None:
+    assert check("the app targets iPhone users", merged).ok is ok
+
+
+def test_an_acronym_in_another_case_is_kept_but_not_by_an_identifier_part() -> None:
+    assert check("the calendar tool talks MCP over stdio", "The calendar tool talks Mcp over stdio.").ok
+    assert check("the calendar tool talks MCP over stdio", "calendar-mcp talks over stdio").missing == ("MCP",)
+
+
+def test_a_name_lowercased_into_an_ordinary_word_is_not_kept() -> None:
+    assert check("they paid Will in gold", "They paid WILL in gold.").ok
+    assert check("they paid Will in gold", "they will pay in gold").missing == ("Will",)
+
+
+def test_always_specific_words_are_matched_in_their_exact_case() -> None:
+    cast = vocab(always_specific_words=frozenset({"Will"}))
+    assert check("they paid Will in gold", "They paid WILL in gold.", cast).missing == ("Will",)
+    assert check("they paid Will in gold", "Will was paid in gold.", cast).ok
