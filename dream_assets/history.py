@@ -22,7 +22,8 @@ from dream_assets.model import parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.store import warehouse
-from dream_assets.store.logs import LOG_KINDS, iter_raw_lines, log_files
+from dream_assets.store.line_batch import parse_json_line
+from dream_assets.store.logs import LOG_KINDS, iter_raw_lines, log_files, read_archived
 
 
 def day_end(day: date) -> datetime:
@@ -36,10 +37,10 @@ def sync_day_to_warehouse(profile: AgentProfile, day: date, now: datetime) -> di
         items: list[tuple[str, str]] = []
         for path in log_files(profile, kind):
             for _, raw in iter_raw_lines(path):
-                try:
-                    if parse_ts(json.loads(raw)["timestamp"]).date() == day:
+                try:   # a line that is not a dated record is not this day's (retention archives it as raw text)
+                    if parse_ts(parse_json_line(raw)["timestamp"]).date() == day:
                         items.append((path.name, raw))
-                except (ValueError, KeyError, TypeError):
+                except (ValueError, KeyError, TypeError, OverflowError):
                     continue
         added[kind] = warehouse.archive_source_lines(profile, kind, items, now) if items else 0
     return added
@@ -47,15 +48,8 @@ def sync_day_to_warehouse(profile: AgentProfile, day: date, now: datetime) -> di
 
 def window_events(profile: AgentProfile, kind: str, end: datetime, window: timedelta) -> list[Any]:
     """The warehouse's records of ``kind`` in [end - window, end), as the log's event records (a row that no longer
-    reads as a valid record is left out, exactly as the live log reader skips it)."""
-    record = LOG_KINDS[kind]
-    events = []
-    for row in warehouse.read_window(profile, kind, end - window, end):
-        try:
-            events.append(record.from_json(row))
-        except (ValueError, TypeError):
-            continue
-    return events
+    reads as a valid record is left out, by the live log reader's own rules)."""
+    return read_archived(profile, kind, end - window, end).events
 
 
 def wisp_patterns(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:

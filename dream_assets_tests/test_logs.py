@@ -292,7 +292,7 @@ def test_clearing_keeps_the_log_when_the_warehouse_write_fails(profile: AgentPro
 
     def broken(*args: object, **kwargs: object) -> int:
         raise OSError("disk full")
-    monkeypatch.setattr(logs, "archive_lines", broken)
+    monkeypatch.setattr(logs, "archive_file_ranges", broken)
     with pytest.raises(OSError, match="disk full"):
         clear_conversation_log(profile, T0)
     assert profile.conversation_log_path.read_bytes() == before
@@ -301,14 +301,14 @@ def test_clearing_keeps_the_log_when_the_warehouse_write_fails(profile: AgentPro
 def test_a_turn_appended_while_clearing_is_kept(profile: AgentProfile, monkeypatch: pytest.MonkeyPatch) -> None:
     append_event(profile, "conversation", SAMPLES["conversation"])
     late = ConversationTurn(T0 + timedelta(seconds=5), "s2", "user", "arrived during the clear")
-    real_archive = logs.archive_lines
+    real_archive = logs.archive_file_ranges
     writer = threading.Thread(target=append_event, args=(profile, "conversation", late))
 
-    def archive_then_race(*args: object) -> int:
+    def archive_then_race(*args: object) -> warehouse.RangeArchive:
         writer.start()            # blocks on the conversation lock until the clear has finished
         writer.join(timeout=0.2)
         return real_archive(*args)
-    monkeypatch.setattr(logs, "archive_lines", archive_then_race)
+    monkeypatch.setattr(logs, "archive_file_ranges", archive_then_race)
     assert clear_conversation_log(profile, T0) == 1
     writer.join()
     assert read_events(profile, "conversation").events == [late]

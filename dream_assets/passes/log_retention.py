@@ -15,21 +15,33 @@ is found by reading blocks backwards from the end and the prefix is archived wit
 the kept tail (plus anything appended meanwhile) to a temp file and the atomic rename happen under the writer's
 lock. The file's identity (device, inode) is checked under the lock; if another process replaced it meanwhile,
 the file is left for the next cycle.
+
+Hostile lines do not stop it. A line that is not a readable record (not JSON, nested too deeply, not UTF-8, the wrong
+shape) is archived as raw text in the warehouse's ``date=unknown`` partition; a line longer than
+``line_batch.MAX_LINE_BYTES`` cannot be archived and is removed with the rest (otherwise one runaway line would stop
+retention for good). Both are counted (``lines_undated``, ``lines_unarchivable``) and named with their file and line
+number in the report.
+
+A trim or an archive killed before its rename leaves a temp file (``.<log>.<random>.tmp`` next to the log,
+``.part-*.parquet.tmp`` in the warehouse). Each run deletes those last written more than ``TEMP_FILE_MIN_AGE`` ago,
+long after any rewrite that could still be writing them has finished.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dream_assets.model import iso, utc
 from dream_assets.options import DreamOptions
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import SESSION_LOGS, SINGLE_FILE_LOGS, AgentProfile
+from dream_assets.store import line_batch, logs, warehouse
 from dream_assets.store.locks import path_lock
 from dream_assets.store.logs import (
     count_lines_between,
@@ -45,8 +57,11 @@ from dream_assets.store.warehouse import archive_file_ranges
 
 PASS_NAME = "log_retention"
 COUNT_KEYS = ("files_deleted_age", "files_deleted_count", "files_trimmed", "lines_trimmed", "lines_archived",
-              "errors")
+              "errors", "lines_undated", "lines_unarchivable", "temp_files_removed")
 APPLY_THREADS = 8
+log = logging.getLogger("dream_assets.passes")
+#: A temp file last written longer ago than this is left over from a rewrite that was killed.
+TEMP_FILE_MIN_AGE = timedelta(hours=1)
 
 #: Receives ``(source file name, line)`` pairs and returns the warehouse rows it added.
 Sink = Callable[[Iterable[tuple[str, str]]], int]
@@ -63,6 +78,7 @@ class _Plan:
     end: int
     action: str                 # "trim" | "age" | "count"
     lines: int = 0
+    unarchivable: int = 0       # lines removed that were too long to archive
     failed: str | None = None
 
 
@@ -79,6 +95,7 @@ def run_log_retention(profile: AgentProfile, options: DreamOptions, now: datetim
         return report.skip("LogRetentionEnabled is false")
     now = utc(now)
     max_lines = options.LogRetentionMaxLinesPerFile
+    _sweep_temp_files(profile, now, report)
 
     for kind in SESSION_LOGS:
         try:
@@ -92,17 +109,21 @@ def run_log_retention(profile: AgentProfile, options: DreamOptions, now: datetim
             if max_lines > 0 and path.is_file():
                 plan = _plan_trim(path, profile.log_lock_path(kind), max_lines)
                 if plan is not None:
-                    report.count("lines_archived", _archive_ranges(profile, kind, [plan], now))
+                    report.count("lines_archived", _archive_ranges(profile, kind, [plan], now, report))
                     _apply(profile, [plan], report)
         except Exception as exc:
             _error(report, display_path(profile, path), exc)
 
     c = {k: int(report.counts[k]) for k in COUNT_KEYS}
     deleted = c["files_deleted_age"] + c["files_deleted_count"]
+    extra = "".join(f", {c[key]:,} {label}" for key, label in (
+        ("lines_undated", "lines archived as raw text (no readable record)"),
+        ("lines_unarchivable", "lines too long to archive removed"),
+        ("temp_files_removed", "leftover temp files removed")) if c[key])
     return report.finish(
         f"log retention — {deleted:,} files deleted (age {c['files_deleted_age']:,}, count "
         f"{c['files_deleted_count']:,}), {c['files_trimmed']:,} files trimmed ({c['lines_trimmed']:,} lines), "
-        f"{c['lines_archived']:,} lines archived to the warehouse, {c['errors']:,} errors"
+        f"{c['lines_archived']:,} lines archived to the warehouse, {c['errors']:,} errors{extra}"
     )
 
 
@@ -128,6 +149,9 @@ def trim_file_to_last_lines(path: Path, max_lines: int, lock_path: Path, *,
         _archive([plan], sink)
         if plan.failed:
             raise OSError(f"{path}: {plan.failed}")
+        if plan.unarchivable:
+            log.warning("%s: %d line(s) longer than %d bytes removed without archiving", path, plan.unarchivable,
+                        line_batch.MAX_LINE_BYTES)
     return plan.lines if _apply_one(plan) else 0
 
 
@@ -175,7 +199,7 @@ def _sweep_session_dir(profile: AgentProfile, kind: str, options: DreamOptions, 
     if not plans:
         return
     # One streamed warehouse write for the whole directory: thousands of files cost one set of part files.
-    report.count("lines_archived", _archive_ranges(profile, kind, plans, now))
+    report.count("lines_archived", _archive_ranges(profile, kind, plans, now, report))
     _apply(profile, plans, report)
 
 
@@ -189,28 +213,68 @@ def _plan_trim(path: Path, lock_path: Path, max_lines: int) -> _Plan | None:
     return _Plan(path, lock_path, file_identity(st), st.st_mtime_ns, cut, "trim")
 
 
-def _archive_ranges(profile: AgentProfile, kind: str, plans: list[_Plan], now: datetime) -> int:
+def _archive_ranges(profile: AgentProfile, kind: str, plans: list[_Plan], now: datetime,
+                    report: PassReport) -> int:
     """Archive every plan's doomed byte range [0, end) in one streamed warehouse write (the bulk path); a file that
-    cannot be read is marked failed, and is then neither trimmed nor deleted."""
+    cannot be read is marked failed, and is then neither trimmed nor deleted. Lines archived as raw text and lines
+    too long to archive are counted and named in the report."""
     result = archive_file_ranges(profile, kind, [(p.path, 0, p.end) for p in plans], now)
-    for plan, lines, error in zip(plans, result.lines, result.errors, strict=True):
+    for plan, lines, error, unarchivable in zip(plans, result.lines, result.errors, result.unarchivable, strict=True):
         plan.lines = lines
+        plan.unarchivable = unarchivable
         if error is not None:
             plan.failed = f"could not be read for archiving ({error.strerror or error})"
+    unarchivable = sum(result.unarchivable)
+    report.count("lines_undated", result.undated)
+    report.count("lines_unarchivable", unarchivable)
+    if result.problems:
+        where = {plan.path.name: display_path(profile, plan.path) for plan in plans}
+        shown = "; ".join(f"{where.get(source, source)}:{lineno}: {reason}"
+                          for source, lineno, reason in result.problems[:5])
+        more = len(result.problems) - 5 if len(result.problems) > 5 else 0
+        message = (f"{kind}: {result.undated:,} line(s) that are not readable records were archived as raw text "
+                   f"(warehouse date=unknown) and {unarchivable:,} line(s) too long to archive were removed: {shown}"
+                   + (f" … and more ({more}+ not shown)" if more else ""))
+        (report.warn if unarchivable else report.info)(message)
     return result.added
 
 
 def _archive(plans: list[_Plan], sink: Sink) -> int:
-    """Stream every plan's doomed lines to the sink; a file that cannot be read is marked failed, not applied."""
+    """Stream every plan's doomed lines to the sink; a file that cannot be read is marked failed, not applied. A line
+    too long to archive is not streamed, and is counted on its plan."""
     def pairs() -> Iterator[tuple[str, str]]:
         for plan in plans:
+            def oversized(lineno: int, size: int, plan: _Plan = plan) -> None:
+                plan.lines += 1
+                plan.unarchivable += 1
             try:
-                for line in iter_lines_between(plan.path, 0, plan.end):
+                for line in iter_lines_between(plan.path, 0, plan.end, on_oversized=oversized):
                     plan.lines += 1
                     yield plan.path.name, line
             except OSError as exc:
                 plan.failed = f"could not be read for archiving ({exc.strerror or exc})"
     return sink(pairs())
+
+
+def _sweep_temp_files(profile: AgentProfile, now: datetime, report: PassReport) -> None:
+    """Delete the temp files of rewrites that were killed before their rename (logs and warehouse)."""
+    cutoff_ns = int((now - TEMP_FILE_MIN_AGE).timestamp() * 1e9)
+    for path in [*logs.temp_files(profile), *warehouse.temp_files(profile)]:
+        where = display_path(profile, path)
+        try:
+            st = os.stat(path)
+            if st.st_mtime_ns >= cutoff_ns:
+                continue   # recent: a rewrite may still be writing it
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            _error(report, where, exc)
+            continue
+        report.count("temp_files_removed")
+        last = iso(datetime.fromtimestamp(st.st_mtime_ns / 1e9, UTC))
+        report.change("temp-removed", where, f"left by an interrupted rewrite (last written {last}, "
+                                             f"{st.st_size:,} bytes)")
 
 
 def _apply(profile: AgentProfile, plans: list[_Plan], report: PassReport) -> None:

@@ -9,22 +9,32 @@ validation), and only the sha256 line key is computed in a Python loop: existing
 The bulk reading is deliberately narrow. A line is *fast* only when its event fields are certain without Python's
 ``json`` module: it is valid UTF-8, starts ``{"timestamp":"<ISO-8601 UTC time>"`` (optionally followed by
 ``"sessionId":"<plain string>"``), is a JSON object DuckDB reads with neither key repeated, and shows none of the
-shapes DuckDB's JSON reader accepts but Python's does not (trailing commas, ``nan``/``inf`` spellings). Every other
-line is handed back as not fast, and the warehouse reads it the old way, so the rows written are the same either way
-(spec "Pass 0 — Log retention": malformed lines are kept, never dropped).
+shapes DuckDB's JSON reader accepts but Python's does not (trailing commas, ``nan``/``inf`` spellings, integers
+too long for Python, more brackets than a line may nest). Every other line is handed back as not fast, and the
+warehouse reads it the old way, so the rows written are the same either way (spec "Pass 0 — Log retention": malformed
+lines are kept, never dropped).
+
+Hostile lines. Every log reader (``logs``, the warehouse, the backfills) parses a line with :func:`parse_json_line`,
+which turns whatever a line can do to ``json.loads`` into ``MalformedLine`` (a ``ValueError`` naming the reason):
+nesting deeper than ``MAX_NESTING`` (``"[" * 100000`` would raise ``RecursionError``), a line longer than
+``MAX_LINE_BYTES`` (never held whole: :func:`read_line_blocks` skips it and reports where it was), integers too long
+to convert. So a bad line is a malformed line, skipped and counted, never an exception out of a reader.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import math
 import os
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -35,6 +45,60 @@ from dream_assets.model import parse_ts
 
 EVENT_TS = pa.timestamp("us", tz="UTC")
 _GIL_SLICE = 1024   # lines hashed between chances for other threads to take the GIL
+
+#: The longest line (bytes, newline not counted) any log reader reads. A record of the documented log formats is a
+#: few kilobytes; a longer line is a runaway writer or a hostile file. It is never held in memory whole: readers skip
+#: it as malformed, and log retention and the conversation clear remove it without archiving it, reporting the file,
+#: the line number and its size (the warehouse stores lines as Parquet strings, and one line cannot be a batch).
+MAX_LINE_BYTES = 16 << 20
+#: The deepest nesting of arrays and objects a log line may have. The documented records nest two levels; Python's
+#: json parser recurses per level and would raise RecursionError somewhere near a thousand.
+MAX_NESTING = 64
+
+
+class MalformedLine(ValueError):
+    """A log line that is not a readable record; the message is the reason, for a "<file>:<line>: <reason>" report."""
+
+
+def parse_json_line(text: str) -> Any:
+    """``json.loads`` of one log line, with the limits every log reader shares. Raises ``MalformedLine``."""
+    if len(text) > MAX_LINE_BYTES:
+        raise MalformedLine(f"line of {len(text):,} characters is longer than the {MAX_LINE_BYTES:,}-byte limit")
+    if nesting_depth(text) > MAX_NESTING:
+        raise MalformedLine(f"nested more than {MAX_NESTING} levels deep")
+    try:
+        return _DECODER.decode(text)
+    except RecursionError:
+        raise MalformedLine("nested too deeply to read") from None
+    except ValueError as exc:   # json.JSONDecodeError
+        raise MalformedLine(f"not valid JSON ({exc})") from None
+
+
+def _parse_int(text: str) -> int | float:
+    """An integer literal; one longer than Python converts (thousands of digits, which DuckDB's reader accepts)
+    reads as a float (infinite), which no record field takes, rather than failing the whole line."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+_DECODER = json.JSONDecoder(parse_int=_parse_int)
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+
+
+def nesting_depth(text: str) -> int:
+    """How deep ``[`` and ``{`` nest outside JSON strings, where it matters: a line with at most ``MAX_NESTING``
+    brackets returns their count (an upper bound, within the limit); only a line with more is scanned, with its
+    strings removed first."""
+    brackets = text.count("[") + text.count("{")
+    if brackets <= MAX_NESTING:
+        return brackets
+    bare = _JSON_STRING.sub("", text).encode("utf-8", "surrogateescape")
+    codes = np.frombuffer(bare, np.uint8)
+    steps = (np.isin(codes, (ord("["), ord("{"))).astype(np.int32)
+             - np.isin(codes, (ord("]"), ord("}"))).astype(np.int32))
+    return int(np.cumsum(steps).max(initial=0))
 
 # JSON whitespace inside one line (a newline ends the line). Python's json also allows "\n" between tokens, which
 # only a line given as text can contain: such a line fails the prefix and takes the slow path.
@@ -51,6 +115,9 @@ _PREFIX = (rf'^{_WS}\{{{_WS}"timestamp"{_WS}:{_WS}"({_TS})"'
 _ANY_WS = r"[ \t\r\n]*"
 _NAN_INF = r"[-+]?[nNiI][aAnN][nNfF]"
 _NOT_PYTHON_JSON = (rf",{_ANY_WS}(?:[\]}}]|{_NAN_INF})", rf":{_ANY_WS}{_NAN_INF}", rf"\[{_ANY_WS}{_NAN_INF}")
+# More brackets than a line may nest (yyjson reads any depth): only Python can tell (``nesting_depth``) whether the
+# line is too deep. Both brackets are one byte, so byte lengths count them.
+_BRACKETS = "strlen(raw) - strlen(replace(replace(raw, '[', ''), '{', ''))"
 
 # json_keys decodes the top-level keys, so a repeated key (Python keeps the last value, the prefix reads the
 # first) or a key spelled with escapes is seen as what it is.
@@ -68,6 +135,7 @@ SELECT m.ts AS ts,
        AND keys IS NOT NULL
        AND len(list_filter(keys, lambda k: k = 'timestamp')) = 1
        AND len(list_filter(keys, lambda k: k = 'sessionId')) = CASE WHEN m.with_session <> '' THEN 1 ELSE 0 END
+       AND {_BRACKETS} <= {MAX_NESTING}
        AND {" AND ".join(f"NOT regexp_matches(raw, '{pattern}')" for pattern in _NOT_PYTHON_JSON)} AS fast
 FROM parsed
 """
@@ -84,34 +152,41 @@ def connect() -> duckdb.DuckDBPyConnection:
 
 @dataclass(frozen=True)
 class LineBatch:
-    """Raw lines (bytes, newline removed) with the source file each came from."""
+    """Raw lines (bytes, newline removed) with the source file each came from and its line number there."""
 
     raw: pa.LargeBinaryArray
     source_ids: np.ndarray          # per line, an index into ``sources``
     sources: tuple[str, ...]
+    line_numbers: np.ndarray        # per line, its number in its source counted from 1; 0 where not known
 
     @classmethod
-    def from_pieces(cls, pieces: list[tuple[int, pa.LargeBinaryArray]], sources: tuple[str, ...]) -> LineBatch:
-        """Lines from ``lines_of_block``, each piece tagged with its source's index."""
-        raw = pieces[0][1] if len(pieces) == 1 else pa.concat_arrays([lines for _, lines in pieces])
-        source_ids = np.repeat(np.array([i for i, _ in pieces], np.int32), [len(lines) for _, lines in pieces])
-        return cls(raw, source_ids, sources)
+    def from_pieces(cls, pieces: list[tuple[int, pa.LargeBinaryArray, int]], sources: tuple[str, ...]) -> LineBatch:
+        """Lines from ``lines_of_block``, each piece tagged with its source's index and its first line's number."""
+        raw = pieces[0][1] if len(pieces) == 1 else pa.concat_arrays([lines for _, lines, _ in pieces])
+        sizes = [len(lines) for _, lines, _ in pieces]
+        source_ids = np.repeat(np.array([i for i, _, _ in pieces], np.int32), sizes)
+        numbers = np.concatenate([np.arange(first, first + n, dtype=np.int64) if first else np.zeros(n, np.int64)
+                                  for (_, _, first), n in zip(pieces, sizes, strict=True)])
+        return cls(raw, source_ids, sources, numbers)
 
     @classmethod
-    def from_lines(cls, lines: list[bytes], source_ids: list[int], sources: tuple[str, ...]) -> LineBatch:
+    def from_lines(cls, lines: list[bytes], source_ids: list[int], sources: tuple[str, ...],
+                   line_numbers: list[int] | None = None) -> LineBatch:
         """Encoded lines, which may contain newlines of their own (they are not split)."""
         offsets = np.zeros(len(lines) + 1, np.int64)
         np.cumsum([len(line) for line in lines], out=offsets[1:])
         raw = pa.Array.from_buffers(pa.large_binary(), len(lines),
                                     [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(lines))])
-        return cls(raw, np.array(source_ids, np.int32), sources)
+        numbers = np.array(line_numbers, np.int64) if line_numbers is not None else np.zeros(len(lines), np.int64)
+        return cls(raw, np.array(source_ids, np.int32), sources, numbers)
 
     def __len__(self) -> int:
         return len(self.raw)
 
     def slices(self, rows: int) -> Iterator[LineBatch]:
         for start in range(0, len(self), max(rows, 1)):
-            yield LineBatch(self.raw.slice(start, rows), self.source_ids[start:start + rows], self.sources)
+            yield LineBatch(self.raw.slice(start, rows), self.source_ids[start:start + rows], self.sources,
+                            self.line_numbers[start:start + rows])
 
     def line(self, i: int) -> bytes:
         return self.raw[i].as_py()
@@ -206,21 +281,30 @@ def _parse_or_none(text: str | None) -> datetime | None:
         return None
 
 
-def read_line_blocks(path: Path, start: int, end: int | None,
-                     block_bytes: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def read_line_blocks(path: Path, start: int, end: int | None, block_bytes: int, *,
+                     oversized: Callable[[int, int], None] | None = None,
+                     max_line: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The lines of ``path`` in the byte range ``[start, end)`` (to the end of the file when ``end`` is None), as
     blocks of whole lines: ``(bytes, positions of the newlines)``. A last line without a newline (a range or a file
     that ends mid-line) is given one. These are the lines ``logs.iter_lines_between`` yields.
 
+    A line longer than ``max_line`` bytes (``MAX_LINE_BYTES``) is never held whole: it is skipped, and
+    ``oversized(offset of its first byte, its length)`` is called, after every line before it was yielded.
+
     The bytes are overwritten by the next block (reusing one buffer is much cheaper than fresh memory): use them
     before asking for it, as ``lines_of_block`` does.
     """
+    max_line = MAX_LINE_BYTES if max_line is None else max_line
     with open(path, "rb") as f:
         remaining = max((os.fstat(f.fileno()).st_size if end is None else end) - start, 0)
-        # A small file gets a small buffer; one that grows while being read takes more blocks.
-        buf = np.empty(max(min(block_bytes, remaining), 1) + 1, np.uint8)   # + a spare byte for a last newline
+        # A small file gets a small buffer; one that grows while being read takes more blocks. The buffer never
+        # holds more than one longest line and its newline, so any line that fills it is too long.
+        capacity = max(min(block_bytes, remaining, max_line + 1), 1)
+        buf = np.empty(capacity + 1, np.uint8)         # + a spare byte for a last newline
         newline = np.empty(len(buf), np.bool_)
         kept = 0                                       # an unfinished line, moved to the front of ``buf``
+        offset = start                                 # the file offset of ``buf[0]``
+        skipping: list[int] | None = None              # [offset, length so far] of a line too long to hold
         if end is None:
             remaining = math.inf
         f.seek(start)
@@ -229,24 +313,60 @@ def read_line_blocks(path: Path, start: int, end: int | None,
             got = f.readinto(memoryview(buf)[kept:kept + want]) if want else 0
             remaining -= got
             size = kept + got
+            last = got < want or remaining == 0        # the end of the file or of the range
             ends = np.flatnonzero(np.equal(buf[:size], ord("\n"), out=newline[:size]))
-            if got < want or remaining == 0:           # the end of the file or of the range
-                if size and (not len(ends) or ends[-1] != size - 1):
+            first = 0                                  # where this block's lines start
+            if skipping is not None:
+                if not len(ends):                      # still inside the long line
+                    skipping[1] += size
+                    offset += size
+                    kept = 0
+                    if last:
+                        if oversized is not None:
+                            oversized(*skipping)
+                        return
+                    continue
+                skipping[1] += int(ends[0])
+                if oversized is not None:
+                    oversized(*skipping)
+                skipping = None
+                first = int(ends[0]) + 1
+                ends = ends[1:]
+            if last:
+                tail = size - (int(ends[-1]) + 1 if len(ends) else first)
+                if tail > max_line:                    # a final unfinished line that is too long
+                    if len(ends):
+                        yield buf[first:int(ends[-1]) + 1], ends - first
+                    if oversized is not None:
+                        oversized(offset + size - tail, tail)
+                    return
+                if size > first and (not len(ends) or ends[-1] != size - 1):
                     buf[size] = ord("\n")
                     ends = np.append(ends, size)
                     size += 1
-                if size:
-                    yield buf[:size], ends
+                if size > first:
+                    yield buf[first:size], ends - first
                 return
-            if not len(ends):                          # one line longer than the buffer: make room
-                buf = np.concatenate([buf[:size], np.empty(len(buf), np.uint8)])
-                newline = np.empty(len(buf), np.bool_)
-                kept = size
+            if not len(ends):                          # one unfinished line fills the buffer
+                if size - first > max_line:            # too long to hold: skip to its end
+                    skipping = [offset + first, size - first]
+                    offset += size
+                    kept = 0
+                    continue
+                kept = size - first
+                if first:                              # the end of a skipped line made room
+                    buf[:kept] = buf[first:size]
+                else:                                  # a long line: make room, up to the longest line
+                    grown = min(2 * (len(buf) - 1), max_line + 1)
+                    buf = np.concatenate([buf[:size], np.empty(grown + 1 - size, np.uint8)])
+                    newline = np.empty(len(buf), np.bool_)
+                offset += first
                 continue
             cut = int(ends[-1]) + 1
-            yield buf[:cut], ends
+            yield buf[first:cut], ends - first
             kept = size - cut
             buf[:kept] = buf[cut:size]
+            offset += cut
 
 
 def lines_of_block(data: np.ndarray, ends: np.ndarray) -> pa.LargeBinaryArray:

@@ -9,16 +9,23 @@ ISO-8601 UTC ``timestamp`` on every record. docs/log-formats.md documents the sc
 
 Every writer holds the log's lock (``profile.log_lock_path``) while it appends one whole line; retention and
 the conversation clear hold the same lock while they replace a file, so no append is ever lost to a rewrite.
+
+Readers never raise for what a line holds. A line that is not a record — not UTF-8, not JSON, nested deeper than
+``line_batch.MAX_NESTING``, longer than ``line_batch.MAX_LINE_BYTES`` (never read whole), a JSON value of the wrong
+type, a number that is not finite, text with an unpaired surrogate escape such as ``"\\ud800"`` (it could not be sent
+to a model or written anywhere as UTF-8) — is malformed: skipped, counted, and named with its file and line number.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 import stat
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -27,8 +34,10 @@ from typing import Any, Self
 from dream_assets.model import iso, parse_ts, utc
 from dream_assets.names import validate_session_id
 from dream_assets.profile import SESSION_LOGS, AgentProfile
+from dream_assets.store import line_batch, warehouse
+from dream_assets.store.line_batch import MalformedLine, parse_json_line, read_line_blocks
 from dream_assets.store.locks import path_lock
-from dream_assets.store.warehouse import archive_lines
+from dream_assets.store.warehouse import RangeArchive, archive_file_ranges
 
 CONVERSATION = "conversation"
 MAX_PROBLEMS = 20
@@ -99,7 +108,13 @@ def _number(d: dict[str, Any], key: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"field '{key}' must be a number or null, got {value!r}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"field '{key}' must be a finite number or null, got {str(value)[:40]}")
+    return number
 
 
 def _texts(d: dict[str, Any], key: str) -> list[str]:
@@ -385,6 +400,24 @@ def read_session(profile: AgentProfile, kind: str, session_id: str) -> LogRead:
     return result
 
 
+def read_archived(profile: AgentProfile, kind: str, since: datetime, until: datetime) -> LogRead:
+    """The records of ``kind`` the log warehouse holds with ``since <= timestamp < until``, sorted by time, read by
+    the same rules as the live log: an archived line that is not a valid record is malformed (skipped, counted, and
+    named by its warehouse partition and source file), never an exception."""
+    cls = _record_class(kind)
+    result = LogRead()
+    for source, raw in warehouse.read_window_lines(profile, kind, since, until):
+        file_session = source[: -len(".jsonl")] if kind in SESSION_LOGS and source.endswith(".jsonl") else None
+        try:
+            result.events.append(_parse_text(cls, raw, file_session))
+        except MalformedLine as exc:
+            result.malformed += 1
+            if len(result.problems) < MAX_PROBLEMS:
+                result.problems.append(f"warehouse/{kind} ({source}): {exc}")
+    result.events.sort(key=lambda e: e.timestamp)
+    return result
+
+
 def conversation_by_session(profile: AgentProfile) -> tuple[dict[str, list[ConversationTurn]], LogRead]:
     """Conversation turns grouped by session, sessions in first-seen (time) order."""
     result = read_events(profile, CONVERSATION)
@@ -409,31 +442,65 @@ def _read(profile: AgentProfile, kind: str, files: list[Path], since: datetime |
     for path in files:
         where = display_path(profile, path)
         try:
-            with open(path, "rb") as f:
-                for lineno, raw in enumerate(_lines(f, 0, None), start=1):
-                    if not raw.strip():
-                        continue
-                    try:
-                        obj = json.loads(raw.decode("utf-8"))
-                        if kind in SESSION_LOGS and isinstance(obj, dict) and "sessionId" not in obj:
-                            obj["sessionId"] = path.stem   # the file name is the session id
-                        event = cls.from_json(obj)
-                    except UnicodeDecodeError:
-                        result.malformed += 1
-                        problem(f"{where}:{lineno}", "not valid UTF-8")
-                        continue
-                    except ValueError as exc:   # includes json.JSONDecodeError
-                        result.malformed += 1
-                        problem(f"{where}:{lineno}", str(exc) if not isinstance(exc, json.JSONDecodeError)
-                                else f"not valid JSON ({exc})")
-                        continue
-                    if (since is None or event.timestamp >= since) and (until is None or event.timestamp < until):
-                        rows.append((event.timestamp, where, lineno, event))
+            for lineno, raw in enumerate(_lines(path, 0, None), start=1):
+                if isinstance(raw, Oversized):
+                    result.malformed += 1
+                    problem(f"{where}:{lineno}", raw.reason)
+                    continue
+                if not raw.strip():
+                    continue
+                try:
+                    event = _parse_record(cls, raw, path.stem if kind in SESSION_LOGS else None)
+                except MalformedLine as exc:
+                    result.malformed += 1
+                    problem(f"{where}:{lineno}", str(exc))
+                    continue
+                if (since is None or event.timestamp >= since) and (until is None or event.timestamp < until):
+                    rows.append((event.timestamp, where, lineno, event))
         except OSError as exc:
             problem(where, f"could not be read ({exc.strerror or exc})")
     rows.sort(key=lambda r: r[:3])
     result.events = [r[3] for r in rows]
     return result
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _parse_record(cls: Any, raw: bytes, file_session: str | None) -> Any:
+    """One line as a record of ``cls``, or ``MalformedLine`` saying why not (whatever the line holds)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedLine("not valid UTF-8") from None
+    return _parse_text(cls, text, file_session)
+
+
+def _parse_text(cls: Any, text: str, file_session: str | None) -> Any:
+    obj = parse_json_line(text)
+    # Bytes that are not UTF-8 were refused above, so an unpaired surrogate can only come from a \u escape.
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
+        raise MalformedLine("text holds an unpaired surrogate escape (such as \\ud800), which is not a character")
+    if file_session is not None and isinstance(obj, dict) and "sessionId" not in obj:
+        obj["sessionId"] = file_session   # the file name is the session id
+    try:
+        return cls.from_json(obj)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise MalformedLine(str(exc)) from None
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def display_path(profile: AgentProfile, path: Path) -> str:
@@ -446,36 +513,60 @@ def display_path(profile: AgentProfile, path: Path) -> str:
 
 # --- byte-level primitives (shared with log retention) --------------------------------------------------------
 
-def _lines(f: Any, start: int, end: int | None) -> Iterator[bytes]:
-    """Lines of an open binary file in ``[start, end)`` without their newline; a final partial line included."""
-    f.seek(start)
-    pos = start
-    for raw in f:
-        if end is not None and pos + len(raw) > end:
-            raw = raw[: end - pos]
-        pos += len(raw)
-        if raw:
-            yield raw[:-1] if raw.endswith(b"\n") else raw
-        if end is not None and pos >= end:
-            return
+@dataclass(frozen=True)
+class Oversized:
+    """A line too long to read (``line_batch.MAX_LINE_BYTES``): where it starts and how long it is."""
+
+    offset: int
+    size: int
+
+    @property
+    def reason(self) -> str:
+        return f"line of {self.size:,} bytes is longer than the {line_batch.MAX_LINE_BYTES:,}-byte limit"
 
 
-def iter_raw_lines(path: Path) -> Iterator[tuple[int, str]]:
+def _lines(path: Path, start: int, end: int | None) -> Iterator[bytes | Oversized]:
+    """Lines of a file in ``[start, end)`` without their newline, a final partial line included; a line too long to
+    hold is an ``Oversized`` in its place (so line numbers stay right)."""
+    skipped: list[Oversized] = []
+    for data, ends in read_line_blocks(path, start, end, _BLOCK,
+                                       oversized=lambda offset, size: skipped.append(Oversized(offset, size))):
+        if skipped:
+            yield from skipped
+            skipped.clear()
+        block = data.tobytes()
+        begin = 0
+        for stop in ends.tolist():
+            yield block[begin:stop]
+            begin = stop + 1
+    yield from skipped
+
+
+def iter_raw_lines(path: Path, *, on_oversized: Callable[[int, int], None] | None = None) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of every line, numbered from 1, without the newline.
 
     Bytes that are not UTF-8 are kept as surrogate escapes, so ``text.encode("utf-8", "surrogateescape")``
-    gives the original bytes back.
+    gives the original bytes back. A line longer than ``line_batch.MAX_LINE_BYTES`` is not read: it is left out,
+    and ``on_oversized(line number, size)`` is called.
     """
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(_lines(f, 0, None), start=1):
-            yield lineno, raw.decode("utf-8", "surrogateescape")
+    for lineno, raw in enumerate(_lines(path, 0, None), start=1):
+        if isinstance(raw, Oversized):
+            if on_oversized is not None:
+                on_oversized(lineno, raw.size)
+            continue
+        yield lineno, raw.decode("utf-8", "surrogateescape")
 
 
-def iter_lines_between(path: Path, start: int, end: int) -> Iterator[str]:
-    """The lines of ``path`` in the byte range ``[start, end)``, streamed (surrogate-escaped like iter_raw_lines)."""
-    with open(path, "rb") as f:
-        for raw in _lines(f, start, end):
-            yield raw.decode("utf-8", "surrogateescape")
+def iter_lines_between(path: Path, start: int, end: int, *,
+                       on_oversized: Callable[[int, int], None] | None = None) -> Iterator[str]:
+    """The lines of ``path`` in the byte range ``[start, end)``, streamed (surrogate-escaped like iter_raw_lines;
+    a line too long to read is left out and reported to ``on_oversized`` with its number in the range)."""
+    for lineno, raw in enumerate(_lines(path, start, end), start=1):
+        if isinstance(raw, Oversized):
+            if on_oversized is not None:
+                on_oversized(lineno, raw.size)
+            continue
+        yield raw.decode("utf-8", "surrogateescape")
 
 
 def count_lines_between(path: Path, start: int, end: int) -> int:
@@ -563,22 +654,13 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-class _Counted:
-    def __init__(self, items: Iterable[str]) -> None:
-        self.items, self.n = items, 0
-
-    def __iter__(self) -> Iterator[str]:
-        for item in self.items:
-            self.n += 1
-            yield item
-
-
 class ConversationLogChanged(RuntimeError):
     """The conversation log was rewritten since it was read, so the bytes to clear are no longer the ones read."""
 
 
 def clear_conversation_log(profile: AgentProfile, now: datetime, *, upto: int | None = None,
-                           identity: tuple[int, int] | None = None) -> int:
+                           identity: tuple[int, int] | None = None,
+                           problems: list[str] | None = None) -> int:
     """Move the conversation log's complete lines to the warehouse, then remove them. Returns the lines moved.
 
     With ``upto`` (a byte offset at a line boundary, e.g. what a pass read) only ``[0, upto)`` is moved, so turns
@@ -586,6 +668,10 @@ def clear_conversation_log(profile: AgentProfile, now: datetime, *, upto: int | 
     rewritten meanwhile raises ``ConversationLogChanged`` and nothing is removed. Both steps happen under the
     conversation lock, so a turn appended meanwhile waits; if archiving fails nothing is removed. A final line still
     being written is left in place.
+
+    A line that is not a record is archived as raw text; a line longer than ``line_batch.MAX_LINE_BYTES`` cannot be
+    archived and is removed all the same (the log must not grow without bound). ``problems``, when given, receives
+    one "<file>:<line>: <what happened>" entry for each such line (the first ``MAX_PROBLEMS``).
     """
     path = profile.conversation_log_path
     with path_lock(profile.log_lock_path(CONVERSATION)):
@@ -600,7 +686,18 @@ def clear_conversation_log(profile: AgentProfile, now: datetime, *, upto: int | 
             cut = upto
         if cut == 0:
             return 0
-        lines = _Counted(iter_lines_between(path, 0, cut))
-        archive_lines(profile, CONVERSATION, path.name, lines, now)
+        result: RangeArchive = archive_file_ranges(profile, CONVERSATION, [(path, 0, cut)], now)
+        if result.errors[0] is not None:
+            raise result.errors[0]
+        if problems is not None:
+            where = display_path(profile, path)
+            problems.extend(f"{where}:{lineno}: {reason}" for _, lineno, reason in result.problems)
         replace_with_tail(path, cut)
-        return lines.n
+        return result.lines[0]
+
+
+def temp_files(profile: AgentProfile) -> list[Path]:
+    """Temp files of log rewrites (``.<name>.<random>.tmp``, see ``replace_with_tail``) in the log folders and the
+    profile root: a trim or clear killed before its rename leaves one behind."""
+    folders = [profile.root, profile.logs_dir, *(profile.session_log_dir(kind) for kind in SESSION_LOGS)]
+    return sorted(p for folder in folders if folder.is_dir() for p in folder.glob(".*.jsonl.*.tmp"))

@@ -15,11 +15,20 @@ batch at a time (``line_batch``: lines in the shape the log writer emits are rea
 files in blocks of ``BATCH_BYTES`` without handling lines one by one in Python, which is what makes a 1 GiB
 prefix take seconds. Memory stays bounded by the batch, not the log. The keys of the partitions being written
 are held as a set (about 100 bytes per row of those partitions), for at most ``CACHED_PARTITIONS`` partitions.
+
+Hostile lines never stop an archive. A line that is not a readable record (not JSON, nested too deeply, the wrong
+shape, not UTF-8) is archived as raw text in ``date=unknown``, and counted and named (file and line number) in what
+``archive_file_ranges`` returns. A line longer than ``line_batch.MAX_LINE_BYTES`` cannot be stored as one Parquet
+string of a batch: it is not archived, and is counted and named as unarchivable, so a caller that removes it (log
+retention, the conversation clear) says so.
+
+A part is written as a temp file renamed into place; a writer killed before the rename leaves the temp file behind.
+``temp_files`` lists those (log retention deletes the ones old enough that no writer can still be writing them).
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import re
 import uuid
@@ -39,13 +48,16 @@ import pyarrow.parquet as pq
 
 from dream_assets.model import parse_ts, utc
 from dream_assets.profile import SESSION_LOGS, AgentProfile
+from dream_assets.store import line_batch
 from dream_assets.store.line_batch import (
     EventFields,
     LineBatch,
+    MalformedLine,
     classify,
     connect,
     key_base,
     lines_of_block,
+    parse_json_line,
     read_line_blocks,
 )
 from dream_assets.store.locks import path_lock
@@ -56,6 +68,7 @@ BATCH_BYTES = 16 << 20
 FAST_PATH_MIN_LINES = 500
 CACHED_PARTITIONS = 4
 UNKNOWN_DAY = "unknown"
+MAX_PROBLEMS = 20
 
 SCHEMA = pa.schema([
     pa.field("line_key", pa.string(), nullable=False),
@@ -74,6 +87,7 @@ _ROWS = pa.schema([
 ])
 
 _KIND = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
+log = logging.getLogger("dream_assets.warehouse")
 _T = TypeVar("_T")
 
 
@@ -111,8 +125,17 @@ class RangeArchive:
     """What ``archive_file_ranges`` did, with one entry per range in the order given."""
 
     added: int = 0                                               # rows added to the warehouse
-    lines: list[int] = field(default_factory=list)               # lines read, blank ones included
+    lines: list[int] = field(default_factory=list)               # lines read, blank and unarchivable ones included
     errors: list[OSError | None] = field(default_factory=list)   # why a range could not be read to its end
+    unarchivable: list[int] = field(default_factory=list)        # lines too long to archive (not in the warehouse)
+    undated: int = 0                 # lines archived as raw text without a readable record (``date=unknown``)
+    #: ``(file name, line number, reason)`` of the first ``MAX_PROBLEMS`` unarchivable or undated lines. The number
+    #: counts from the start of the range (from the start of the file for a range that starts at 0).
+    problems: list[tuple[str, int, str]] = field(default_factory=list)
+
+    def note(self, source: str, lineno: int, reason: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append((source, lineno, reason))
 
 
 def archive_file_ranges(profile: AgentProfile, kind: str, ranges: Sequence[tuple[Path, int, int | None]],
@@ -124,27 +147,36 @@ def archive_file_ranges(profile: AgentProfile, kind: str, ranges: Sequence[tuple
     so a directory of thousands of session files costs one set of part files. A range that cannot be read is
     reported in ``errors`` and the others are still archived; a failed warehouse write raises.
     """
-    result = RangeArchive(lines=[0] * len(ranges), errors=[None] * len(ranges))
-    with _Writer(profile, _check_kind(kind), utc(now)) as writer:
+    result = RangeArchive(lines=[0] * len(ranges), errors=[None] * len(ranges), unarchivable=[0] * len(ranges))
+    with _Writer(profile, _check_kind(kind), utc(now), result) as writer:
         for group in _read_ahead(_range_lines(ranges, result)):
-            for source, lines in group:
-                writer.add_lines(source, lines)
+            for source, lines, first_lineno in group:
+                writer.add_lines(source, lines, first_lineno)
         result.added = writer.close()
     return result
 
 
 def _range_lines(ranges: Sequence[tuple[Path, int, int | None]],
-                 result: RangeArchive) -> Iterator[list[tuple[str, pa.LargeBinaryArray]]]:
-    """``(file name, lines)`` block by block, in groups of about ``BATCH_BYTES`` (thousands of small session files
-    are handed over together). A range that cannot be read is recorded, and the next one read."""
-    group: list[tuple[str, pa.LargeBinaryArray]] = []
+                 result: RangeArchive) -> Iterator[list[tuple[str, pa.LargeBinaryArray, int]]]:
+    """``(file name, lines, number of the first line)`` block by block, in groups of about ``BATCH_BYTES``
+    (thousands of small session files are handed over together). A range that cannot be read is recorded, and the
+    next one read; a line too long to archive is counted and left out."""
+    group: list[tuple[str, pa.LargeBinaryArray, int]] = []
     size = 0
     for i, (path, start, end) in enumerate(ranges):
+        name = Path(path).name
+
+        def oversized(offset: int, length: int, i: int = i, name: str = name) -> None:
+            result.lines[i] += 1
+            result.unarchivable[i] += 1
+            result.note(name, result.lines[i], f"line of {length:,} bytes is longer than the "
+                                               f"{line_batch.MAX_LINE_BYTES:,}-byte limit; it was not archived")
         try:
-            for data, ends in read_line_blocks(Path(path), start, end, BATCH_BYTES):
+            for data, ends in read_line_blocks(Path(path), start, end, BATCH_BYTES, oversized=oversized):
+                first_lineno = result.lines[i] + 1
                 result.lines[i] += len(ends)
                 lines = lines_of_block(data, ends)
-                group.append((Path(path).name, lines))
+                group.append((name, lines, first_lineno))
                 size += lines.nbytes
                 if size >= BATCH_BYTES:
                     yield group
@@ -190,13 +222,15 @@ class _Writer:
     stay one at a time and in batch order.
     """
 
-    def __init__(self, profile: AgentProfile, kind: str, archived_at: datetime) -> None:
+    def __init__(self, profile: AgentProfile, kind: str, archived_at: datetime,
+                 result: RangeArchive | None = None) -> None:
         self.profile, self.kind, self.archived_at = profile, kind, archived_at
+        self.result = result if result is not None else RangeArchive()   # undated lines are noted here
         self.per_session_log = kind in SESSION_LOGS
         self.sources: dict[str, int] = {}                          # source file names of the pending batch
         self.lines: list[bytes] = []                               # pending lines given as text, encoded
         self.line_sources: list[int] = []
-        self.pieces: list[tuple[int, pa.LargeBinaryArray]] = []    # pending lines read from files
+        self.pieces: list[tuple[int, pa.LargeBinaryArray, int]] = []   # pending lines read from files
         self.buffered_rows = 0
         self.buffered_bytes = 0
         self.known: OrderedDict[str, _Partition] = OrderedDict()
@@ -226,6 +260,11 @@ class _Writer:
             return   # blank lines are not archived
         # Surrogate escapes turn back into the log's original bytes, which are what the key hashes.
         data = line.encode("utf-8", "surrogateescape")
+        if len(data) > line_batch.MAX_LINE_BYTES:
+            reason = f"line of {len(data):,} bytes is longer than the {line_batch.MAX_LINE_BYTES:,}-byte limit"
+            log.warning("%s: %s; it was not archived", source, reason)
+            self.result.note(source, 0, f"{reason}; it was not archived")
+            return
         self.lines.append(data)
         self.line_sources.append(self.sources.setdefault(source, len(self.sources)))
         self.buffered_rows += 1
@@ -233,11 +272,12 @@ class _Writer:
         if self.buffered_rows >= BATCH_ROWS or self.buffered_bytes >= BATCH_BYTES:
             self.flush()
 
-    def add_lines(self, source: str, lines: pa.LargeBinaryArray) -> None:
-        """Raw lines of one source, already split (blank ones included; they are skipped when read)."""
+    def add_lines(self, source: str, lines: pa.LargeBinaryArray, first_lineno: int = 0) -> None:
+        """Raw lines of one source, already split (blank ones included; they are skipped when read). ``first_lineno``
+        is the number of the first one in its file (0: not known)."""
         if self.buffered_bytes and self.buffered_bytes + lines.nbytes > BATCH_BYTES:
             self.flush()   # a block of a large file makes a batch of its own rather than be copied into one
-        self.pieces.append((self.sources.setdefault(source, len(self.sources)), lines))
+        self.pieces.append((self.sources.setdefault(source, len(self.sources)), lines, first_lineno))
         self.buffered_rows += len(lines)
         self.buffered_bytes += lines.nbytes
         if self.buffered_rows >= BATCH_ROWS or self.buffered_bytes >= BATCH_BYTES:
@@ -320,9 +360,12 @@ class _Writer:
             if not raw.strip():
                 continue   # blank lines are not archived
             source = batch.sources[batch.source_ids[i]]
-            ts, session_id = _event_fields(raw)
+            ts, session_id, problem = _event_fields(raw)
             if session_id is None:
                 session_id = self._file_session(source)
+            if ts is None:   # archived as it is, and said: archiving runs one batch at a time, so no lock
+                self.result.undated += 1
+                self.result.note(source, int(batch.line_numbers[i]), f"archived as raw text: {problem}")
             day = ts.date().isoformat() if ts is not None else UNKNOWN_DAY
             rows.append((i, keys[i], source, session_id, ts, _storable(raw), day))
         columns = list(zip(*rows, strict=True)) if rows else [()] * len(_ROWS)
@@ -403,19 +446,19 @@ class _Writer:
         return known
 
 
-def _event_fields(raw: str) -> tuple[datetime | None, str | None]:
-    """The event time and session id of a line, or ``(None, None)`` when it is not a JSON object with a timestamp."""
+def _event_fields(raw: str) -> tuple[datetime | None, str | None, str]:
+    """The event time and session id of a line; without a time, why it has none."""
     try:
-        obj = json.loads(raw)
-    except ValueError:
-        return None, None
+        obj = parse_json_line(raw)
+    except MalformedLine as exc:
+        return None, None, str(exc)
     if not isinstance(obj, dict):
-        return None, None
+        return None, None, f"a record must be a JSON object, got {type(obj).__name__}"
     session_id = obj.get("sessionId") if isinstance(obj.get("sessionId"), str) else None
     try:
-        return parse_ts(obj.get("timestamp")), session_id
+        return parse_ts(obj.get("timestamp")), session_id, ""
     except (ValueError, TypeError, OverflowError):
-        return None, session_id
+        return None, session_id, "no readable ISO-8601 'timestamp'"
 
 
 def _storable(raw: str) -> str:
@@ -452,20 +495,34 @@ def read_day(profile: AgentProfile, kind: str, day: date) -> list[dict[str, Any]
 
 def read_window(profile: AgentProfile, kind: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
     """The archived records with ``start <= event time < end``, parsed, sorted by event time."""
+    return _records(_window_table(profile, kind, start, end, ["event_ts", "raw"]))
+
+
+def read_window_lines(profile: AgentProfile, kind: str, start: datetime, end: datetime) -> list[tuple[str, str]]:
+    """``(source file name, raw line)`` of the archived lines with ``start <= event time < end``, by event time (ties
+    in the order they were archived), for a reader that applies the log's own record rules to them."""
+    table = _window_table(profile, kind, start, end, ["event_ts", "source", "raw"])
+    if not table.num_rows:
+        return []
+    table = table.sort_by([("event_ts", "ascending")])
+    return list(zip(table.column("source").to_pylist(), table.column("raw").to_pylist(), strict=True))
+
+
+def _window_table(profile: AgentProfile, kind: str, start: datetime, end: datetime, columns: list[str]) -> pa.Table:
     start, end = utc(start), utc(end)
     if end <= start:
-        return []
+        return SCHEMA.empty_table().select(columns)
     tables = []
     day = start.date()
     last = (end - timedelta(microseconds=1)).date()
     while day <= last:
-        table = _read_partition(profile, _check_kind(kind), day.isoformat(), ["event_ts", "raw"])
+        table = _read_partition(profile, _check_kind(kind), day.isoformat(), columns)
         if table.num_rows:
             ts = table.column("event_ts")
             tables.append(table.filter(pc.and_(pc.greater_equal(ts, pa.scalar(start, ts.type)),
                                                pc.less(ts, pa.scalar(end, ts.type)))))
         day += timedelta(days=1)
-    return _records(pa.concat_tables(tables)) if tables else []
+    return pa.concat_tables(tables) if tables else SCHEMA.empty_table().select(columns)
 
 
 def read_unknown(profile: AgentProfile, kind: str) -> list[str]:
@@ -497,8 +554,8 @@ def _records(table: pa.Table) -> list[dict[str, Any]]:
     out = []
     for raw in table.sort_by([("event_ts", "ascending")]).column("raw").to_pylist():
         try:
-            out.append(json.loads(raw))
-        except ValueError:   # a dated row is valid JSON when written; guard against hand-edited parts
+            out.append(parse_json_line(raw))
+        except MalformedLine:   # a dated row is valid JSON when written; guard against hand-edited parts
             out.append({"raw": raw})
     return out
 
@@ -524,3 +581,11 @@ def _lock_path(profile: AgentProfile, kind: str) -> Path:
 
 def _parts(pdir: Path) -> list[Path]:
     return sorted(pdir.glob("part-*.parquet")) if pdir.is_dir() else []
+
+
+def temp_files(profile: AgentProfile) -> list[Path]:
+    """Temp files of part writes (``.part-*.parquet.tmp``): a writer killed before its rename leaves one behind."""
+    base = profile.warehouse_dir
+    if not base.is_dir():
+        return []
+    return sorted(base.glob("*/date=*/.part-*.parquet.tmp"))
