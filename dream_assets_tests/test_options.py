@@ -88,3 +88,29 @@ def test_malformed_toml_names_the_file(tmp_path):
     f.write_text("Interval = \n")
     with pytest.raises(OptionsError, match="bad.toml"):
         DreamOptions.load(env={}, toml_path=f)
+
+
+@pytest.mark.parametrize("content,fragment", [
+    (b"Interval = \"PT2H\"\n# caf\xe9 in Latin-1\n", "is not UTF-8 text: byte 0xe9 on line 2"),
+    (b"\xff\xfeI\x00n\x00t\x00", "is not UTF-8 text: byte 0xff on line 1"),          # UTF-16
+])
+def test_an_options_file_that_is_not_utf8_is_a_configuration_error_naming_it(tmp_path, content, fragment):
+    f = tmp_path / "dream.toml"
+    f.write_bytes(content)
+    with pytest.raises(OptionsError, match=fragment) as caught:
+        DreamOptions.load(env={}, profile_toml=f)
+    assert str(f) in str(caught.value) and "save the file as UTF-8" in str(caught.value)
+
+
+def test_an_unreadable_options_file_is_a_configuration_error_naming_it(tmp_path):
+    folder = tmp_path / "dream.toml"
+    folder.mkdir()
+    with pytest.raises(OptionsError, match="is a directory") as caught:
+        DreamOptions.load(env={}, profile_toml=folder)
+    assert str(folder) in str(caught.value)
+
+
+def test_a_utf8_options_file_with_a_byte_order_mark_is_read(tmp_path):
+    f = tmp_path / "dream.toml"
+    f.write_bytes("\ufeffInterval = \"PT2H\"\n".encode())
+    assert DreamOptions.load(env={}, profile_toml=f).Interval == timedelta(hours=2)
