@@ -173,10 +173,24 @@ def _canonical(key: str, where: str) -> str:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """A TOML options file, flattened. Anything wrong with the file is an ``OptionsError`` naming it and the fault
+    (a byte order mark is allowed: editors add one to UTF-8 files)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError as exc:
         raise OptionsError(f"options file {path} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise OptionsError(f"options file {path} is a directory, not a TOML file") from exc
+    except OSError as exc:
+        raise OptionsError(f"options file {path} cannot be read: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise OptionsError(f"options file {path} is not UTF-8 text: byte 0x{raw[exc.start]:02x} on line {line} "
+                           f"(offset {exc.start}) is not valid UTF-8; save the file as UTF-8") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise OptionsError(f"options file {path} is not valid TOML: {exc}") from exc
     flat: dict[str, Any] = {}
