@@ -77,6 +77,9 @@ class DreamOptions:
     MergeRepairMaxPerCycle: int = _opt(10, "repair calls per cycle", minimum=0)
     PruningProtectionImportance: float = _opt(0.80, "importance at or above which an entry is never an ephemeral removal or purged", minimum=0.0, maximum=1.0)
     PruningProtectionReinforcementCount: int = _opt(5, "reinforcements at or above which an entry is never an ephemeral removal or purged", minimum=0)
+    ConsolidationRemovalGuardEnabled: bool = _opt(True, "a stand-alone removal the model proposes is applied only to noise "
+                                                        "(no names, numbers or dates, importance below 0.5) or to an entry "
+                                                        "whose every specific another live entry carries; others are kept")
     FeedbackWindow: timedelta = _opt(timedelta(days=7), "how far back feedback signals are read")
     FeedbackMaxSignals: int = _opt(50, "most feedback signals shown to the model", minimum=0)
 

@@ -243,7 +243,12 @@ def test_failed_save_keeps_the_sources(profile):
     store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "Kestrel ships on Fridays!")])
     too_long = "Kestrel ships on Fridays. " * 20
     report = run(answer(merge(too_long, "a", "b"), delete=("a", "b")))
-    assert live_ids(store) == {"a", "b"} and report.counts["failed_saves"] == 1
+    # Checked before anything is written: the item is rejected with its reason, its sources kept.
+    assert live_ids(store) == {"a", "b"} and report.counts["invalid_items"] == 1
+    assert [(c.kind, c.target) for c in report.changes] == [("invalid-item", "toSave[0]")]
+    assert "over the limit of 100" in report.changes[0].detail
+    assert report.counts["kept_unmerged_sources"] == 2
+    assert {r.kind for r in store.changes.list("c1")} <= {"stamped"}
     assert report.status == "completed"
 
 
@@ -390,11 +395,12 @@ def test_floor_blocks_ephemeral_removal_of_a_214_times_reinforced_entry(run, sto
         entry("mia", "The user's daughter Mia has a violin lesson every Thursday at 17:00.", importance=0.3,
               reinforced=214),
         entry("vip", "Never post to #general without approval.", importance=0.85),
-        entry("noise", "The user said ok."),
+        entry("noise", "The user said ok.", importance=0.3),
     ])
     report = run(answer(delete=("mia", "vip", "noise")))
     assert live_ids(store) == {"mia", "vip"}
     assert report.counts["protected"] == 2 and report.counts["ephemeral"] == 1 and report.counts["archived"] == 1
+    assert report.counts["guarded"] == 0  # both kept by the floor, before the removal guard is asked
 
 
 def test_a_high_value_entry_may_still_be_merged(run, store):
@@ -417,12 +423,12 @@ def test_a_source_of_a_rejected_merge_listed_in_to_delete_is_kept(run, store):
 
 def test_every_archive_is_logged_with_its_content(run, store, caplog):
     store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "Kestrel ships on Fridays!"),
-                             entry("n", "The user said thanks for the Heron notes.")])
+                             entry("n", "The user said thanks for the notes.", importance=0.3)])
     caplog.set_level(logging.INFO, logger="dream_assets")
     run(answer(merge("Kestrel ships on Fridays.", "a", "b"), delete=("n",)))
     info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert any("archived memory a (merged into" in m and "Kestrel ships on Fridays." in m for m in info)
-    assert any("archived memory n (ephemeral" in m and "thanks for the Heron notes" in m for m in info)
+    assert any("archived memory n (ephemeral" in m and "thanks for the notes" in m for m in info)
 
 
 # ----------------------------------------------------------------------------------------------- anti-patterns
@@ -525,25 +531,27 @@ def test_summary_line_and_counts(run, store, profile, caplog):
     store.memories.put_many([
         entry("old", "Orinoco survey notes live in Lumen.", created_days=10, reviewed=True),
         entry("a", "Kestrel ships on Fridays.", created_days=2), entry("b", "Kestrel ships on Fridays!", created_days=2),
-        entry("n", "The user said thanks for the Heron notes.", created_days=1),
+        entry("n", "The user said thanks for the notes.", created_days=1, importance=0.3),
         entry("vip", "Mia has violin every Thursday at 17:00.", reinforced=80),
+        entry("h", "The Heron notes moved to the Lumen drive.", created_days=1),
     ])
     ledger = PassLedger(profile)
     ledger.stamp("memory_consolidation", "x", NOW - timedelta(days=5))
     caplog.set_level(logging.INFO, logger="dream_assets")
-    report = run(answer(merge("Kestrel ships on Fridays.", "a", "b"), delete=("n", "vip")))
-    assert report.summary == ("memory consolidation summary — live 3, reviewed 1, created since last run 3, merged 1, "
-                              "repaired 0, rejected 0, ephemeral 1, protected 1")
+    report = run(answer(merge("Kestrel ships on Fridays.", "a", "b"), delete=("n", "vip", "h")))
+    assert report.summary == ("memory consolidation summary — live 4, reviewed 2, created since last run 4, merged 1, "
+                              "repaired 0, rejected 0, ephemeral 1, protected 2 (1 by the removal guard)")
     assert report.summary in caplog.text
     for key in ("live", "reviewed", "created_since_last_run", "merged", "repaired", "rejected", "ephemeral",
                 "protected", "archived", "eligible", "withheld"):
         assert key in report.counts
-    assert report.counts["archived"] == 3 and report.counts["eligible"] == 4 and report.counts["withheld"] == 1
+    assert report.counts["archived"] == 3 and report.counts["eligible"] == 5 and report.counts["withheld"] == 1
+    assert report.counts["guarded"] == 1 and "h" in live_ids(store)
 
 
 def test_every_change_is_recorded_under_the_cycle(run, store):
     store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "Kestrel ships on Fridays!"),
-                             entry("n", "The user said ok."), entry("k", "The badge number is 4471.")])
+                             entry("n", "The user said ok.", importance=0.3), entry("k", "The badge number is 4471.")])
     run(answer(merge("Kestrel ships on Fridays.", "a", "b"),
                merge("Avoid booking without checking the calendar.", category="anti-patterns/calendar"),
                delete=("n",)), cycle_id="cycle-7")
@@ -559,7 +567,7 @@ def test_every_change_is_recorded_under_the_cycle(run, store):
 def test_undo_restores_the_corpus_exactly(run, store):
     store.memories.put_many([
         entry("a", "Kestrel ships on Fridays.", tags=("release",)), entry("b", "Kestrel ships on Fridays!"),
-        entry("n", "The user said ok."), entry("k", "The badge number is 4471.", category="ids"),
+        entry("n", "The user said ok.", importance=0.3), entry("k", "The badge number is 4471.", category="ids"),
         entry("w", "The user's manager is Priya Raman."), entry("w2", "Manager: Priya Raman."),
     ])
 

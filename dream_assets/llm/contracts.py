@@ -9,9 +9,9 @@ never a partial apply.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 #: Pass names, used everywhere (ledger keys, usage records, asset names).
 PASS_NAMES = (
@@ -41,6 +41,21 @@ class Contract(BaseModel):
         return data
 
 
+#: Stands in for an item of an id or name list that is not text (an object, a list, true, null), so the pass can
+#: ignore that one item with a count instead of the whole answer failing validation. Never a real id (NUL).
+NOT_TEXT = "\x00not-text"
+
+
+def _ids_as_text(value: Any) -> Any:
+    if not isinstance(value, list):
+        return value
+    return [v if isinstance(v, str) else str(v) if isinstance(v, int | float) and not isinstance(v, bool) else NOT_TEXT
+            for v in value]
+
+
+IdList = Annotated[list[str], BeforeValidator(_ids_as_text)]
+
+
 def _metadata_text(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): (str(v).lower() if isinstance(v, bool) else v) for k, v in value.items()}
@@ -52,7 +67,7 @@ class MemorySave(Contract):
     content: str
     category: str = "general"
     tags: list[str] = Field(default_factory=list)
-    source_ids: list[str] = Field(default_factory=list, alias="sourceIds")
+    source_ids: IdList = Field(default_factory=list, alias="sourceIds")
     # Preference inference sets e.g. {"requires_user_permission": "true"} (spec, pass 5).
     metadata: dict[str, str] = Field(default_factory=dict)
 
@@ -63,7 +78,7 @@ class MemorySave(Contract):
 
 
 class MemoryConsolidationResponse(Contract):
-    to_delete: list[str] = Field(default_factory=list, alias="toDelete")
+    to_delete: IdList = Field(default_factory=list, alias="toDelete")
     to_save: list[MemorySave] = Field(default_factory=list, alias="toSave")
 
 
@@ -81,14 +96,14 @@ class SkillSave(Contract):
     name: str
     summary: str = ""
     content: str
-    source_names: list[str] = Field(default_factory=list, alias="sourceNames")
-    see_also: list[str] = Field(default_factory=list, alias="seeAlso")
+    source_names: IdList = Field(default_factory=list, alias="sourceNames")
+    see_also: IdList = Field(default_factory=list, alias="seeAlso")
 
 
 class SkillConsolidationResponse(Contract):
     """Skill consolidation and skill optimization share this shape."""
 
-    to_delete: list[str] = Field(default_factory=list, alias="toDelete")
+    to_delete: IdList = Field(default_factory=list, alias="toDelete")
     to_save: list[SkillSave] = Field(default_factory=list, alias="toSave")
 
 

@@ -141,12 +141,18 @@ def render_memory_consolidation(entries: Sequence[MemoryEntry], clusters: Sequen
     return "\n".join(lines) + "\n"
 
 
-def render_merge_repair(merged_text: str, sources: Sequence[MemoryEntry], missing: Sequence[str]) -> str:
+def render_merge_repair(merged_text: str, sources: Sequence[MemoryEntry], missing: Sequence[str],
+                        invented: Sequence[str] = ()) -> str:
     lines = ["## Merged text (rejected by the coverage check)", _fenced(merged_text), "",
              f"## Source entries ({len(sources)})"]
     lines += [render_memory_entry(e) for e in _entries_sorted(sources)]
-    lines += ["", "## Specifics the merged text dropped — restore every one, spelled exactly as here"]
-    lines += [f'- "{s}"' for s in sorted(set(missing))]
+    if missing or not invented:
+        lines += ["", "## Specifics the merged text dropped — restore every one, spelled exactly as here"]
+        lines += [f'- "{s}"' for s in sorted(set(missing))] or ["(none)"]
+    if invented:
+        lines += ["", "## Specifics the merged text invented — no source states them; remove each one, or correct it "
+                      "to the value the sources state"]
+        lines += [f'- "{s}"' for s in sorted(set(invented))]
     return "\n".join(lines) + "\n"
 
 

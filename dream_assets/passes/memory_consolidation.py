@@ -8,19 +8,40 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
 2. Gate the candidates (consolidation_select.py): only new or changed entries and open near-duplicate clusters are
    shown. The lookup used to apply the answer is keyed on that eligible set, so an id the model invents or remembers
    resolves to nothing. Nothing eligible: no model call.
-3. One model call (the store is not held meanwhile). For each merge: the coverage check (every name, acronym,
-   multi-digit number and date of the sources must survive), one narrow repair call when it fails (capped per cycle),
-   then a re-read of the sources — a source edited since it was shown wins and the merge waits for the next cycle —
-   and the merged entry is saved with host-computed temporal fields (consolidation_merge.py).
-4. Retirement after replacement: the union of ``toDelete`` and the sources of merges that persisted is archived,
-   never deleted, each archive logged with its content. A source of a merge that did not persist is kept even when
-   ``toDelete`` lists it. Entries above the high-value floor are never stand-alone ("ephemeral") removals.
-5. Entries shown and left in place are stamped reviewed; sources of a rejected merge are also stamped with the
-   rejected cluster. Every change is a change-log row of this cycle, so the cycle can be undone.
+3. One model call (the store is not held meanwhile). Every string of the answer is checked before anything is
+   applied (model_text.py): an item with a lone surrogate, a control character, an over-long or blank text, or a
+   malformed category or tag is rejected with its reason (``invalid_items``, an ``invalid-item`` row in the changes
+   table) and the rest of the answer applies; ids that are not strings or not usable (``invalid_ids``), repeated
+   within one list (``duplicate_ids``) or not shown this cycle (``ignored_ids``) are ignored with a count.
+4. For each merge: the coverage check (every name, acronym, multi-digit number and date of the sources must
+   survive) and the invented-specifics check (no name, number or date in the merged text that no source carries,
+   judged per sentence), one narrow repair call when either fails (capped per cycle; the repair prompt lists what
+   was dropped and what was invented), and the same two checks on the repair. Single-source rewrites
+   ("recategorised") face the same checks. Then one write: the sources are re-read — a source edited since it was
+   shown wins and the merge waits for the next cycle — the merged entry is saved with host-computed temporal fields
+   (consolidation_merge.py), its sources are archived and every change-log row is written, all in one transaction.
+   A crash at any point leaves the whole merge or none of it.
+5. Stand-alone ("ephemeral") removals: the union of ``toDelete`` and the sources of merges that persisted is
+   archived, never deleted, each archive logged with its content; a source of a merge that did not persist is kept
+   even when ``toDelete`` lists it. An entry above the high-value floor is never a stand-alone removal. With
+   ``ConsolidationRemovalGuardEnabled`` (default on) the removal guard applies a stand-alone removal only when the
+   entry is noise — no name, number or date (``specifics_of``) and importance below ``NOISE_IMPORTANCE`` (0.5, the
+   store's default importance: a default entry is not noise until it has decayed or was saved as minor) — or fully
+   superseded: one other live entry, found among the entry's best BM25 matches, carries every specific of it (the
+   merge coverage check with the entry as the only source), or every content word when it has no specific. That
+   carrier must stay live: it is not archived by this answer, and a later removal of it in the same answer is
+   refused. Each removal is decided and written, with its change-log row, in one transaction on the entry as it is
+   then (an entry changed since it was shown is left alone).
+6. Entries shown and left in place are stamped reviewed; sources of a rejected merge are also stamped with the
+   rejected cluster. The stamps and their change-log rows are one write. Every change is a change-log row of this
+   cycle, so the cycle can be undone.
 
 Counts (report.counts, plotted in the UI): live (after the pass), reviewed (stamped reviewed this pass),
-created_since_last_run, merged, repaired, rejected, ephemeral, protected, archived, eligible, withheld, plus created
-(new entries such as anti-patterns), deferred (merges and removals held back by a concurrent edit), ignored_ids.
+created_since_last_run, merged, repaired, rejected (rejected_invented: of those, for an invented specific),
+ephemeral, protected, archived, eligible, withheld, plus created (new entries such as anti-patterns), deferred
+(merges and removals held back by a concurrent edit), ignored_ids, invalid_ids, duplicate_ids, invalid_items.
+``protected`` counts every stand-alone removal the host refused, by the high-value floor or by the removal guard;
+``guarded`` is the removal guard's share, shown in the summary line when there is one.
 """
 
 from __future__ import annotations
@@ -44,6 +65,7 @@ from dream_assets.passes.consolidation_merge import (
 )
 from dream_assets.passes.consolidation_select import REVIEWED_KEY, Selection, review_hash, select_candidates
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.store.logs import log_exists, read_events
 from dream_assets.store.memory import ContentError
@@ -51,12 +73,18 @@ from dream_assets.text.coverage import (
     CoverageSource,
     CoverageVocabulary,
     check_merge_coverage,
+    invented_specifics,
     load_vocabulary,
+    specifics_of,
 )
+from dream_assets.text.tokens import content_tokens
 
 PASS = "memory_consolidation"
 REPAIR_PASS = "merge_repair"
 _PREVIEW = 12  # ids listed in one log line before "…"
+#: Removal guard: an entry with no name, number or date is noise below this importance (the store's default).
+NOISE_IMPORTANCE = 0.5
+CARRIER_CANDIDATES = 10  # best BM25 matches searched for an entry that carries a removed one
 
 
 def _inline(text: str) -> str:
@@ -99,27 +127,56 @@ class _Apply:
     merge_sources: set[str] = field(default_factory=set)              # every resolved source of any toSave merge
     untouched: set[str] = field(default_factory=set)                  # not to be stamped: retried next cycle
     rejected_stamps: dict[str, dict[str, str]] = field(default_factory=dict)
-    archived: set[str] = field(default_factory=set)
+    archived: set[str] = field(default_factory=set)                   # archived by this answer (committed)
+    pinned: dict[str, str] = field(default_factory=dict)              # carrier id -> removal that relies on it
     repairs_used: int = 0
 
 
-def _changed_since_shown(selection: Selection, current: dict[str, MemoryEntry], ids: Sequence[str]) -> list[str]:
-    """Ids whose entry is gone, archived or rewritten since the model was shown it (a concurrent edit wins)."""
+@dataclass
+class _Verdict:
+    """The removal guard's decision on one stand-alone removal."""
+
+    remove: bool
+    reason: str
+    carrier: str | None = None
+
+
+def _changed_since_shown(selection: Selection, current: dict[str, MemoryEntry], ids: Sequence[str],
+                         archived_here: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Ids whose entry is gone, archived or rewritten since the model was shown it (a concurrent edit wins). An entry
+    this answer archived itself (a source shared by two merges) is not a concurrent edit."""
     changed = []
     for i in ids:
         now_entry = current.get(i)
-        if now_entry is None or now_entry.is_archived or review_hash(now_entry) != selection.shown_hash[i]:
+        if now_entry is None or review_hash(now_entry) != selection.shown_hash[i] \
+                or (now_entry.is_archived and i not in archived_here):
             changed.append(i)
     return changed
 
 
+def _invalid(report: PassReport, target: str, reason: str) -> None:
+    """A model-provided item that cannot be applied: counted, listed in the changes table, the rest applies."""
+    report.count("invalid_items")
+    report.change("invalid-item", target, reason)
+    report.warn(f"{target} rejected: {reason}")
+
+
+def _save_problem(save: MemorySave, n: int, max_chars: int) -> str | None:
+    fields_set = save.model_fields_set
+    return (problem(save.content, "content", field=f"toSave[{n}].content", max_chars=max_chars)
+            or (problem(save.category, "category", field=f"toSave[{n}].category") if "category" in fields_set
+                else None)
+            or (problem(save.tags, "tags", field=f"toSave[{n}].tags") if "tags" in fields_set else None))
+
+
 def _repair(ctx: PassContext, report: PassReport, sources: Sequence[MemoryEntry], merged_text: str,
-            missing: Sequence[str]) -> str | None:
-    """One narrow repair call. A failed call is a failed repair (the merge stays rejected), not a failed pass."""
+            missing: Sequence[str], invented: Sequence[str]) -> str | None:
+    """One narrow repair call. A failed call or an unusable answer is a failed repair (the merge stays rejected),
+    not a failed pass."""
     sub = PassReport(REPAIR_PASS)
-    prompt = render_merge_repair(merged_text, sources, missing)
+    prompt = render_merge_repair(merged_text, sources, missing, invented)
     inputs = {"merged": merged_text, "sources": [{"id": s.id, "content": s.content} for s in sources],
-              "missing": list(missing)}
+              "missing": list(missing), "invented": list(invented)}
     response = call_model(ctx, sub, REPAIR_PASS, prompt, inputs)
     for key, value in sub.usage.items():
         report.usage[key] = report.usage.get(key, 0.0) + value
@@ -127,219 +184,337 @@ def _repair(ctx: PassContext, report: PassReport, sources: Sequence[MemoryEntry]
         report.warn(f"merge repair call failed ({sub.reason}); the merge stays rejected")
         return None
     assert isinstance(response, MergeRepairResponse)
-    return response.content
+    bad = problem(response.content, "content", field="merge repair content", max_chars=ctx.options.MaxContentChars)
+    if bad:
+        _invalid(report, f"repair of {_ids([s.id for s in sources])}", f"{bad}; the merge stays rejected")
+        return None
+    return response.content.strip()
 
 
 def _save_new_entry(ctx: PassContext, report: PassReport, save: MemorySave, content: str) -> None:
-    """A toSave entry without sources (an anti-pattern the model mined, or another new fact): save-time dedup applies."""
+    """A toSave entry without sources (an anti-pattern the model mined, or another new fact): save-time dedup applies.
+    The save, its review stamp and its change-log row are one write."""
     memories = ctx.store.memories
-    # The entries a dedup match could land on, so a reinforced or extended entry is recorded with its prior state.
-    before = {e.id: e for e, _ in memories.search(content, limit=10)}
     try:
-        result = memories.save(content, category=save.category, tags=save.tags, now=ctx.now, dedupe=True)
+        with ctx.store.transaction():
+            # The entries a dedup match could land on, so a reinforced or extended entry is recorded with its
+            # prior state.
+            before = {e.id: e for e, _ in memories.search(content, limit=50)}
+            result = memories.save(content, category=save.category, tags=save.tags, now=ctx.now, dedupe=True)
+            entry = result.entry
+            if result.action == "created":
+                reviewed = review_hash(entry)
+                memories.set_metadata({entry.id: {REVIEWED_KEY: reviewed}})
+                entry = entry.with_(metadata={**entry.metadata, REVIEWED_KEY: reviewed})
+                ctx.record(PASS, "created", entry, before=None, after=entry,
+                           reason=f"new entry proposed by the model in {entry.category}")
+            else:
+                prior = before.get(result.matched_id or "")
+                ctx.record(PASS, "updated", entry, before=prior or entry, after=entry,
+                           reason=f"new entry proposed by the model {result.action} existing entry {entry.id} "
+                                  "(save-time dedup)")
     except (ContentError, OSError) as exc:
         report.warn(f"could not save new entry [{save.category}] {content[:80]!r}: {exc}")
         report.count("failed_saves")
         return
-    entry = result.entry
     if result.action == "created":
-        stamped = {**entry.metadata, REVIEWED_KEY: review_hash(entry)}
-        memories.set_metadata({entry.id: {REVIEWED_KEY: stamped[REVIEWED_KEY]}})
-        entry = entry.with_(metadata=stamped)
-        ctx.record(PASS, "created", entry, before=None, after=entry,
-                   reason=f"new entry proposed by the model in {entry.category}")
         report.count("created")
         report.change("created", entry.id, f"[{entry.category}] {entry.content}")
         report.info(f"created memory {entry.id} [{entry.category}]: {_inline(entry.content)}")
     else:
-        prior = before.get(result.matched_id or "")
-        ctx.record(PASS, "updated", entry, before=prior or entry, after=entry,
-                   reason=f"new entry proposed by the model {result.action} existing entry {entry.id} (save-time dedup)")
         report.count("reinforced_by_new")
         report.change(result.action, entry.id, f"[{entry.category}] {content}")
         report.info(f"new entry {result.action} existing memory {entry.id} (save-time dedup): {_inline(content)}")
 
 
+def _quoted(strings: Sequence[str]) -> str:
+    return ", ".join(f'"{s}"' for s in strings)
+
+
 def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, vocab: CoverageVocabulary,
                  state: _Apply, save: MemorySave, sources: list[MemoryEntry], content: str) -> None:
     opts = ctx.options
+    memories = ctx.store.memories
     ids = [s.id for s in sources]
     only = sources[0] if len(sources) == 1 else None
-    category = save.category if "category" in save.model_fields_set else sources[0].category
+    category = save.category.strip() if "category" in save.model_fields_set else sources[0].category
     tags = save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
     if only is not None and content == only.content.strip() and category == only.category \
             and set(tags) == set(only.tags):
         report.count("unchanged")  # an echo of the entry: nothing to replace
         return
 
-    check = check_merge_coverage([CoverageSource(s.content, s.category) for s in sources], content, vocab)
-    repaired_from = 0
-    if not check.ok and opts.MergeRepairEnabled:
+    # Nothing dropped (coverage check) and nothing made up (invented specifics, judged per sentence).
+    covered = [CoverageSource(s.content, s.category) for s in sources]
+    check = check_merge_coverage(covered, content, vocab)
+    invented = invented_specifics(covered, content, vocab)
+    restored = removed = 0
+    if (not check.ok or invented) and opts.MergeRepairEnabled:
         if state.repairs_used < opts.MergeRepairMaxPerCycle:
             state.repairs_used += 1
-            revised = _repair(ctx, report, sources, content, check.missing)
-            if revised is not None and revised.strip():
-                again = check_merge_coverage([CoverageSource(s.content, s.category) for s in sources], revised, vocab)
-                if again.ok:
-                    repaired_from, content, check = len(check.missing), revised.strip(), again
-                else:
-                    check = again
+            revised = _repair(ctx, report, sources, content, check.missing, invented)
+            if revised is not None:
+                again = check_merge_coverage(covered, revised, vocab)
+                again_invented = invented_specifics(covered, revised, vocab)
+                if again.ok and not again_invented:
+                    restored, removed = len(check.missing), len(invented)
+                    content = revised
+                check, invented = again, again_invented
         else:
             report.count("repair_capped")
             report.info(f"merge repair skipped for {_ids(ids)}: MergeRepairMaxPerCycle ({opts.MergeRepairMaxPerCycle}) "
                         "reached this cycle")
-    if not check.ok:
+    if not check.ok or invented:
         cluster = rejected_cluster_id(ids)
         for i in ids:
             state.rejected_stamps[i] = {REJECTED_CLUSTER_KEY: cluster, REJECTED_AT_KEY: iso(ctx.now) or ""}
         report.count("rejected")
-        missing = ", ".join(f'"{m}"' for m in check.missing)
-        report.change("merge-rejected", cluster, f"sources {_ids(ids)} kept; missing {missing}")
-        report.info(f"rejected merge of {_ids(ids)} — the merged text drops {missing}; sources kept")
+        why = ([f"missing {_quoted(check.missing)}"] if check.missing else []) + \
+              ([f"invented {_quoted(invented)} (in no source)"] if invented else [])
+        if invented:
+            report.count("rejected_invented")
+        report.change("merge-rejected", cluster, f"sources {_ids(ids)} kept; {'; '.join(why)}")
+        report.info(f"rejected merge of {_ids(ids)} — the merged text "
+                    + " and ".join(([f"drops {_quoted(check.missing)}"] if check.missing else [])
+                                   + ([f"states {_quoted(invented)}, which no source does"] if invented else []))
+                    + "; sources kept")
         return
 
-    # Replacement first: re-read the sources just before writing; a concurrent edit wins and the merge waits.
-    current = ctx.store.memories.get_many(ids)
-    changed = _changed_since_shown(selection, current, ids)
+    # Replacement and retirement are one write: the merged entry, its sources archived and every change-log row,
+    # or none of it. The sources are re-read inside that write: a concurrent edit wins and the merge waits.
+    what = "recategorised" if only is not None else "merged"
+    repaired = "; ".join(([f"restored {restored} specific(s)"] if restored else [])
+                         + ([f"removed {removed} invented specific(s)"] if removed else []))
+    retired: list[MemoryEntry] = []
+    changed: list[str] = []
+    try:
+        with ctx.store.transaction():
+            current = memories.get_many(ids)
+            changed = _changed_since_shown(selection, current, ids, state.archived)
+            if not changed:
+                merged = build_merged_entry([current[i] for i in ids], entry_id=new_id(), content=content,
+                                            category=category, tags=tags, now=ctx.now)
+                # The merged text was judged this cycle against every source: stamp it reviewed so the next cycle
+                # does not re-ask the model about its own answer. Any later write re-opens it.
+                merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
+                merged = memories.put(merged)
+                ctx.record(PASS, "created", merged, before=None, after=merged,
+                           reason=f"{what} from {_ids(ids)}" + (f"; repaired, {repaired}" if repaired else ""))
+                for i in ids:
+                    if i in state.archived:
+                        continue  # already retired into an earlier merge of this answer
+                    after = memories.archive(i, now=ctx.now)
+                    ctx.record(PASS, "archived", after, before=current[i], after=after,
+                               reason=f"merged into {merged.id}")
+                    retired.append(current[i])
+    except (ContentError, OSError) as exc:
+        state.untouched.update(ids)
+        report.count("failed_saves")
+        report.warn(f"could not save the merge of {_ids(ids)} ({exc}); nothing of it was written, its sources are "
+                    "kept")
+        return
     if changed:
         state.untouched.update(ids)
         report.count("deferred")
         report.change("merge-deferred", _ids(ids), f"changed since shown: {_ids(changed)}")
         report.info(f"deferred merge of {_ids(ids)} to the next cycle — {_ids(changed)} changed since it was shown")
         return
-    merged = build_merged_entry([current[i] for i in ids], entry_id=new_id(), content=content, category=category,
-                                tags=tags, now=ctx.now)
-    # The merged text was judged this cycle against every source: stamp it reviewed so the next cycle does not
-    # re-ask the model about its own answer. Any later write re-opens it.
-    merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
-    try:
-        merged = ctx.store.memories.put(merged)
-    except (ContentError, OSError) as exc:
-        state.untouched.update(ids)
-        report.count("failed_saves")
-        report.warn(f"could not save the merge of {_ids(ids)} ({exc}); its sources are kept")
-        return
-    what = "recategorised" if only is not None else "merged"
-    ctx.record(PASS, "created", merged, before=None, after=merged,
-               reason=f"{what} from {_ids(ids)}" + (f"; repaired, restored {repaired_from} specific(s)" if repaired_from else ""))
     for i in ids:
         state.persisted_sources.setdefault(i, merged.id)
     report.count("merged")
     report.change("merge-created", merged.id, f"from {_ids(ids)}: {merged.content}")
     report.info(f"{what} {_ids(ids)} into {merged.id} [{merged.category}]: {_inline(merged.content)}")
-    if repaired_from:
+    if repaired:
         report.count("repaired")
-        report.info(f"repaired merge of {_ids(ids)} — restored {repaired_from} specific(s)")
+        report.info(f"repaired merge of {_ids(ids)} — {repaired}")
+    for before in retired:
+        state.archived.add(before.id)
+        report.count("archived")
+        report.change("archived", before.id, f"merged into {merged.id}: {before.content}")
+        report.info(f"archived memory {before.id} (merged into {merged.id}): {_inline(before.content)}")
 
 
-def _retire(ctx: PassContext, report: PassReport, selection: Selection, state: _Apply,
-            to_delete: Sequence[str]) -> None:
-    """Archive the sources of persisted merges and the ephemeral removals, never a changed or protected entry."""
-    opts = ctx.options
-    reasons: dict[str, str] = {i: f"merged into {m}" for i, m in state.persisted_sources.items()}
-    for i in dict.fromkeys(to_delete):
-        if i not in selection.eligible or i in reasons:
+# --------------------------------------------------------------------------------------------------- removals
+def _removal_verdict(ctx: PassContext, vocab: CoverageVocabulary, state: _Apply, entry: MemoryEntry) -> _Verdict:
+    """The removal guard: is a stand-alone removal of ``entry`` safe? Noise is; so is an entry whose every specific
+    (or, for an entry without any, every word) one other live entry carries, and will still carry after this answer.
+    Carriers are looked for among the entry's best BM25 matches, not the whole corpus."""
+    if entry.id in state.pinned:
+        return _Verdict(False, f"kept: it is the live entry that carries everything of {state.pinned[entry.id]}, "
+                               "removed in this answer")
+    specifics = specifics_of(entry.content, entry.category, vocab)
+    if not specifics and entry.importance < NOISE_IMPORTANCE:
+        return _Verdict(True, f"ephemeral: noise — no name, number or date, importance {entry.importance:.2f} below "
+                              f"{NOISE_IMPORTANCE:.2f}")
+    words = content_tokens(entry.content)
+    own = [CoverageSource(entry.content, entry.category)]
+    for other, _ in ctx.store.memories.search(entry.content, limit=CARRIER_CANDIDATES):
+        if other.id == entry.id or other.id in state.archived or other.is_archived:
             continue
-        shown = selection.eligible[i]
+        if specifics:
+            carried = check_merge_coverage(own, other.content, vocab).ok
+        else:
+            carried = bool(words) and words <= content_tokens(other.content)
+        if carried:
+            what = "specific" if specifics else "word"
+            return _Verdict(True, f"ephemeral: superseded — every {what} of it is in live entry {other.id}", other.id)
+    names = list(dict.fromkeys(s.text for s in specifics))
+    if names:
+        held = _quoted(names[:5]) + (" …" if len(names) > 5 else "")
+        return _Verdict(False, f"kept by the removal guard: no other live entry carries {held}")
+    return _Verdict(False, f"kept by the removal guard: importance {entry.importance:.2f} is not below "
+                           f"{NOISE_IMPORTANCE:.2f} and no other live entry carries its words")
+
+
+def _protect(report: PassReport, i: str, reason: str, content: str, *, guarded: bool) -> None:
+    report.count("protected")
+    if guarded:
+        report.count("guarded")
+    report.change("protected", i, reason)
+    report.info(f"protected {i} from ephemeral removal ({reason}): {_inline(content)}")
+
+
+def _retire(ctx: PassContext, report: PassReport, selection: Selection, vocab: CoverageVocabulary, state: _Apply,
+            to_delete: Sequence[str]) -> None:
+    """Stand-alone ("ephemeral") removals: never a source of a merge that did not persist, never an entry above the
+    high-value floor, never an entry the removal guard keeps, never an entry changed since it was shown. Each archive
+    and its change-log row are one write, decided inside that write on the entry as it is then."""
+    opts = ctx.options
+    memories = ctx.store.memories
+    for i in to_delete:
+        if i in state.persisted_sources:
+            continue  # archived with its merge
+        shown_entry = selection.eligible[i]
         if i in state.merge_sources:
             # Spec "Ordering": only sources of a merge that actually persisted are retired.
             report.count("kept_unmerged_sources")
             report.info(f"kept {i}: listed in toDelete, but it is a source of a merge that was not applied")
             continue
-        if is_high_value(shown, opts):
-            report.count("protected")
-            report.change("protected", i, f"importance {shown.importance:.2f}, reinforced "
-                                          f"{shown.reinforcement_count}× — above the high-value floor")
-            report.info(f"protected {i} from ephemeral removal (importance {shown.importance:.2f}, reinforced "
-                        f"{shown.reinforcement_count}×): {_inline(shown.content)}")
+        if is_high_value(shown_entry, opts):
+            _protect(report, i, f"importance {shown_entry.importance:.2f}, reinforced {shown_entry.reinforcement_count}× "
+                                "— above the high-value floor", shown_entry.content, guarded=False)
             continue
-        reasons[i] = "ephemeral: flagged by the model as noisy, low-value or superseded"
-    if not reasons:
-        return
-    current = ctx.store.memories.get_many(reasons)
-    changed = set(_changed_since_shown(selection, current, list(reasons)))
-    for i, why in reasons.items():
-        if i in changed:
+        verdict: _Verdict | None = None
+        outcome = "archived"
+        with ctx.store.transaction():
+            before = memories.get(i)
+            if before is None or before.is_archived or review_hash(before) != selection.shown_hash[i]:
+                outcome = "deferred"
+            elif is_high_value(before, opts):  # the floor holds on the current state too
+                outcome = "floor"
+            else:
+                verdict = (_removal_verdict(ctx, vocab, state, before) if opts.ConsolidationRemovalGuardEnabled else
+                           _Verdict(True, "ephemeral: flagged by the model as noisy, low-value or superseded "
+                                          "(removal guard off)"))
+                if verdict.remove:
+                    after = memories.archive(i, now=ctx.now)
+                    ctx.record(PASS, "archived", after, before=before, after=after, reason=verdict.reason)
+                else:
+                    outcome = "guarded"
+        if outcome == "deferred":
             state.untouched.add(i)
             report.count("deferred")
-            report.info(f"left {i} alone: it changed since it was shown ({why})")
-            continue
-        before = current[i]
-        if i not in state.persisted_sources and is_high_value(before, opts):  # the floor holds on the current state too
-            report.count("protected")
-            report.info(f"protected {i} from ephemeral removal: {_inline(before.content)}")
-            continue
-        after = ctx.store.memories.archive(i, now=ctx.now)
-        state.archived.add(i)
-        ctx.record(PASS, "archived", after, before=before, after=after, reason=why)
-        report.count("archived")
-        if i not in state.persisted_sources:
+            report.info(f"left {i} alone: it changed since it was shown")
+        elif outcome == "floor":
+            assert before is not None
+            _protect(report, i, "above the high-value floor", before.content, guarded=False)
+        elif outcome == "guarded":
+            assert before is not None and verdict is not None
+            _protect(report, i, verdict.reason, before.content, guarded=True)
+        else:
+            assert before is not None and verdict is not None
+            state.archived.add(i)
+            if verdict.carrier:
+                state.pinned[verdict.carrier] = i
+            report.count("archived")
             report.count("ephemeral")
-        report.change("archived", i, f"{why}: {before.content}")
-        report.info(f"archived memory {i} ({why}): {_inline(before.content)}")
+            report.change("archived", i, f"{verdict.reason}: {before.content}")
+            report.info(f"archived memory {i} ({verdict.reason}): {_inline(before.content)}")
 
 
 def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, state: _Apply) -> None:
-    """Entries shown and left in place are reviewed as shown; sources of a rejected merge also carry the rejection."""
+    """Entries shown and left in place are reviewed as shown; sources of a rejected merge also carry the rejection.
+    The stamps and their change-log rows are one write."""
     updates: dict[str, dict[str, str]] = {}
-    for i, shown in selection.eligible.items():
+    for i, shown_entry in selection.eligible.items():
         if i in state.archived or i in state.untouched:
             continue
         update: dict[str, str] = {}
-        if shown.metadata.get(REVIEWED_KEY) != selection.shown_hash[i]:
+        if shown_entry.metadata.get(REVIEWED_KEY) != selection.shown_hash[i]:
             update[REVIEWED_KEY] = selection.shown_hash[i]
         update.update(state.rejected_stamps.get(i, {}))
         if update:
             updates[i] = update
     if not updates:
         return
-    ctx.store.memories.set_metadata(updates)
     rows = []
     for i, update in updates.items():
-        shown = selection.eligible[i]
+        shown_entry = selection.eligible[i]
         reason = ("merge rejected by the coverage check; reviewed" if REJECTED_CLUSTER_KEY in update
                   else "reviewed, left unchanged")
         rows.append({"cycle_id": ctx.cycle_id, "pass_name": PASS, "kind": "stamped", "target_type": "memory",
-                     "target_id": i, "before": shown, "after": shown.with_(metadata={**shown.metadata, **update}),
-                     "reason": reason})
-    ctx.store.changes.record_many(rows, now=ctx.now)
+                     "target_id": i, "before": shown_entry,
+                     "after": shown_entry.with_(metadata={**shown_entry.metadata, **update}), "reason": reason})
+    with ctx.store.transaction():
+        ctx.store.memories.set_metadata(updates)
+        ctx.store.changes.record_many(rows, now=ctx.now)
     report.count("reviewed", sum(1 for u in updates.values() if REVIEWED_KEY in u))
 
 
 def _apply(ctx: PassContext, report: PassReport, selection: Selection, vocab: CoverageVocabulary,
            response: MemoryConsolidationResponse) -> None:
     state = _Apply()
-    ignored: list[str] = []
+    not_shown: list[str] = []
+    invalid_ids: list[str] = []
+    duplicate_ids = 0
     plans: list[tuple[MemorySave, list[MemoryEntry], str]] = []
-    for save in response.to_save:
-        wanted = list(dict.fromkeys(save.source_ids))
-        sources = [selection.eligible[i] for i in wanted if i in selection.eligible]
-        ignored += [i for i in wanted if i not in selection.eligible]
-        content = save.content.strip()
-        if wanted and not sources:
+    for n, save in enumerate(response.to_save):
+        found = check_ids(save.source_ids, selection.eligible, field=f"toSave[{n}].sourceIds")
+        not_shown += found.not_shown
+        invalid_ids += found.invalid
+        duplicate_ids += len(found.duplicates)
+        sources = [selection.eligible[i] for i in found.usable]
+        source_ids = [s.id for s in sources]
+        if save.source_ids and not sources:
             report.count("skipped_unknown_sources")
-            report.warn(f"skipped a toSave entry: none of its sourceIds {_ids(wanted)} was shown this cycle")
+            report.warn(f"skipped toSave[{n}]: none of its sourceIds was shown this cycle")
             continue
-        if not content:
-            state.merge_sources.update(s.id for s in sources)  # kept even when toDelete lists them
-            state.untouched.update(s.id for s in sources)  # a malformed answer for these: ask again next cycle
+        if isinstance(save.content, str) and not save.content.strip():
+            state.merge_sources.update(source_ids)  # kept even when toDelete lists them
+            state.untouched.update(source_ids)  # a malformed answer for these: ask again next cycle
             report.count("skipped_blank")
-            report.warn(f"skipped a toSave entry with blank content; its sources {_ids([s.id for s in sources])} are kept")
+            report.warn(f"skipped a toSave entry with blank content; its sources {_ids(source_ids)} are kept")
             continue
-        state.merge_sources.update(s.id for s in sources)
-        plans.append((save, sources, content))
-    ignored += [i for i in response.to_delete if i not in selection.eligible]
-    if ignored:
-        ignored = list(dict.fromkeys(ignored))
+        bad = _save_problem(save, n, ctx.options.MaxContentChars)
+        if bad:
+            state.merge_sources.update(source_ids)
+            state.untouched.update(source_ids)
+            _invalid(report, f"toSave[{n}]", bad + (f"; its sources {_ids(source_ids)} are kept" if sources else ""))
+            continue
+        state.merge_sources.update(source_ids)
+        plans.append((save, sources, save.content.strip()))
+    deletes = check_ids(response.to_delete, selection.eligible, field="toDelete")
+    not_shown += deletes.not_shown
+    invalid_ids += deletes.invalid
+    duplicate_ids += len(deletes.duplicates)
+    if not_shown:
+        ignored = list(dict.fromkeys(not_shown))
         report.count("ignored_ids", len(ignored))
         report.warn(f"ignored {len(ignored)} id(s) that were not shown this cycle: {_ids(ignored)}")
+    if invalid_ids:
+        report.count("invalid_ids", len(invalid_ids))
+        report.warn(f"ignored {len(invalid_ids)} id(s) that are not usable ids (not a string, blank, or with "
+                    f"control or invisible characters): {_ids(invalid_ids)}")
+    if duplicate_ids:
+        report.count("duplicate_ids", duplicate_ids)
+        report.info(f"ignored {duplicate_ids} repeated id(s) within one list of the answer")
 
     for save, sources, content in plans:
         if sources:
             _apply_merge(ctx, report, selection, vocab, state, save, sources, content)
         else:
             _save_new_entry(ctx, report, save, content)
-    _retire(ctx, report, selection, state, response.to_delete)
+    _retire(ctx, report, selection, vocab, state, deletes.usable)
     _stamp_reviewed(ctx, report, selection, state)
 
 
@@ -350,7 +525,8 @@ def _summary(report: PassReport) -> str:
                                         "ephemeral", "protected")}
     return (f"memory consolidation summary — live {n['live']}, reviewed {n['reviewed']}, created since last run "
             f"{n['created_since_last_run']}, merged {n['merged']}, repaired {n['repaired']}, rejected {n['rejected']}, "
-            f"ephemeral {n['ephemeral']}, protected {n['protected']}")
+            f"ephemeral {n['ephemeral']}, protected {n['protected']}"
+            + (f" ({int(c['guarded'])} by the removal guard)" if c.get("guarded") else ""))
 
 
 def run_memory_consolidation(ctx: PassContext) -> PassReport:
@@ -394,7 +570,7 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
         "backlog": selection.backlog,
         "created_since_last_run": sum(1 for e in live if since is None or e.created_at > since),
     })
-    for key in ("merged", "repaired", "rejected", "ephemeral", "protected", "archived", "reviewed"):
+    for key in ("merged", "repaired", "rejected", "ephemeral", "protected", "guarded", "archived", "reviewed"):
         report.counts.setdefault(key, 0)
     report.info(f"{len(selection.eligible)} of {len(live)} live entries eligible ({selection.unreviewed} new or "
                 f"changed, {len(selection.clusters)} open near-duplicate cluster(s)); {selection.withheld} withheld"
