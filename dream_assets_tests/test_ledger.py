@@ -75,3 +75,65 @@ def test_corrupt_ledger_degrades_to_run_everything_once_with_a_warning(tmp_path,
     assert should_skip(led.get("x"), "a", NOW, WEEK) is False
     led.stamp("x", "a", NOW)  # the next stamp repairs the file
     assert PassLedger(p).get("x") == LedgerRecord("a", NOW)
+
+
+# --- a last-run time in the future (clock skew, a copied profile) -------------------------------------------------
+
+FUTURE = "2031-03-01T08:00:00Z"
+
+
+def write_ledger(p: AgentProfile, passes: dict) -> None:
+    p.ledger_path.write_text(json.dumps({"version": 1, "passes": passes}))
+
+
+def test_a_future_last_run_is_read_as_now_with_a_warning_and_written_back(tmp_path):
+    p = AgentProfile(tmp_path / "a").ensure()
+    write_ledger(p, {"skill_consolidation": {"fingerprint": "fp", "lastRunAt": FUTURE},
+                     "tier_routing_review": {"fingerprint": "t", "lastRunAt": "2026-11-29T12:00:00Z"}})
+    led = PassLedger(p, now=NOW)
+    assert led.get("skill_consolidation") == LedgerRecord("fp", NOW)
+    assert led.get("tier_routing_review") == LedgerRecord("t", NOW - timedelta(days=1))
+    assert "skill_consolidation" in led.warning and FUTURE in led.warning and "treated as now" in led.warning
+    again = PassLedger(p)                        # the correction was written: no future time is left
+    assert again.get("skill_consolidation") == LedgerRecord("fp", NOW) and again.warning is None
+
+
+def test_a_future_last_run_does_not_hold_an_unchanged_pass_until_that_time(tmp_path):
+    p = AgentProfile(tmp_path / "a").ensure()
+    write_ledger(p, {"skill_consolidation": {"fingerprint": "fp", "lastRunAt": FUTURE}})
+    today = PassLedger(p, now=NOW).gate("skill_consolidation", "fp", NOW, WEEK)
+    assert today.skip and today.next_forced_at == NOW + WEEK
+    a_week_later = NOW + WEEK
+    assert PassLedger(p, now=a_week_later).gate("skill_consolidation", "fp", a_week_later, WEEK).skip is False
+    # The pure gate says the same of a record it is handed: counted from now, not from the future time.
+    decision = gate(LedgerRecord("fp", NOW + timedelta(days=400)), "fp", NOW, WEEK)
+    assert decision.next_forced_at == NOW + WEEK and "in the future, treated as now" in decision.reason
+
+
+def test_a_future_last_run_does_not_hold_consolidation_behind_its_minimum_interval(profile, store):
+    from dream_assets.options import DreamOptions
+    from dream_assets.passes.context import PassContext
+    from dream_assets.passes.memory_consolidation import run_memory_consolidation
+
+    write_ledger(profile, {"memory_consolidation": {"fingerprint": "memories:0:x", "lastRunAt": FUTURE}})
+    options = DreamOptions(ConsolidationMinInterval=timedelta(hours=6))
+    first = run_memory_consolidation(PassContext(profile, options, NOW, _store=store))
+    assert first.status == "skipped" and first.reason.startswith("minimum interval")   # last run = now
+    assert any("memory_consolidation last ran at 2031-03-01T08:00:00Z" in line for line in first.lines)
+    later = run_memory_consolidation(PassContext(profile, options, NOW + timedelta(hours=7), _store=store))
+    assert not later.reason.startswith("minimum interval") and "floored" not in later.counts
+
+
+def test_pending_turns_are_kept_per_pass_and_cleared(tmp_path):
+    from dream_assets.store.ledger import PendingTurns
+
+    p = AgentProfile(tmp_path / "a").ensure()
+    led = PassLedger(p)
+    span = PendingTurns(NOW - timedelta(hours=3), NOW - timedelta(hours=1))
+    led.set_pending("preference_inference", span)
+    led.stamp("skill_consolidation", "fp", NOW)          # a stamp keeps the pending spans
+    again = PassLedger(p)
+    assert again.pending("preference_inference") == span and again.pending("skill_gap_detection") is None
+    again.set_pending("preference_inference", None)
+    assert PassLedger(p).pending("preference_inference") is None
+    assert PassLedger(p).get("skill_consolidation") == LedgerRecord("fp", NOW)

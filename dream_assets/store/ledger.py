@@ -4,6 +4,16 @@ Spec "The change gate": a corpus-wide pass hashes the corpus it is about to desc
 hash matches what it last ran on; ``DreamPassMaxSkipInterval`` forces a run regardless; the stamp is written only
 after the model returned usable JSON; a missing or corrupt ledger degrades to "run everything once", never to
 "skip something forever". The file lives on the profile (``dream-pass-ledger.json``) so the gate survives restarts.
+
+A last-run time in the future (a clock that was ahead, a profile copied from another machine) would otherwise hold a
+pass back until that time: the change gate would count the forced re-run from it and the consolidation floor
+(``ConsolidationMinInterval``) would wait for it. A ledger opened with ``now`` treats such a time as now, says so in
+``warning`` (naming the pass and the time), and writes the corrected time back, so the pass is due again one interval
+after today rather than one interval after the future time.
+
+The ledger also keeps, per conversation pass, the turns it has not processed yet (``PendingTurns``): preference
+inference and skill gap detection read the conversation log, which is cleared every cycle whether or not their model
+call succeeded; the turns are in the log warehouse, and the pending span tells the next cycle which to read back.
 """
 
 from __future__ import annotations
@@ -41,6 +51,32 @@ class LedgerRecord:
 
 
 @dataclass(frozen=True)
+class PendingTurns:
+    """Conversation turns a pass read but did not process (its model call failed or was deferred): those with
+    ``since <= timestamp <= until``. The warehouse holds them once the conversation log was cleared."""
+
+    since: datetime
+    until: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {"since": iso(self.since), "until": iso(self.until)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> PendingTurns:
+        if not isinstance(data, dict):
+            raise ValueError("a pending span must be an object with 'since' and 'until'")
+        since, until = parse_ts(data.get("since")), parse_ts(data.get("until"))
+        if until < since:
+            raise ValueError(f"'until' {iso(until)} is before 'since' {iso(since)}")
+        return cls(since, until)
+
+    def union(self, other: PendingTurns | None) -> PendingTurns:
+        if other is None:
+            return self
+        return PendingTurns(min(self.since, other.since), max(self.until, other.until))
+
+
+@dataclass(frozen=True)
 class GateDecision:
     skip: bool
     reason: str
@@ -48,23 +84,24 @@ class GateDecision:
 
 
 def gate(record: LedgerRecord | None, fingerprint: str, now: datetime, max_skip: timedelta) -> GateDecision:
-    """The change gate, with the reason a person needs."""
+    """The change gate, with the reason a person needs. A last run in the future counts as a run now."""
     now = utc(now)
     if record is None:
         return GateDecision(False, "never run (or the ledger was missing or corrupt)")
     if record.fingerprint != fingerprint:
         return GateDecision(False, "input changed since the last run")
-    last = record.last_run_at
+    last, note = record.last_run_at, ""
     if last > now:
-        # A clock step back or a copied ledger: "not yet due", never "overdue forever".
-        return GateDecision(True, f"input unchanged; last run {iso(last)} is in the future, treated as not yet due",
-                            last + max_skip if max_skip > timedelta(0) else None)
+        note = f" (the recorded last run {iso(last)} is in the future, treated as now)"
+        last = now
     if max_skip <= timedelta(0):
-        return GateDecision(True, f"input unchanged since {iso(last)}; no forced re-run (DreamPassMaxSkipInterval is not positive)")
+        return GateDecision(True, f"input unchanged since {iso(last)}{note}; no forced re-run "
+                                  "(DreamPassMaxSkipInterval is not positive)")
     forced_at = last + max_skip
     if now >= forced_at:
         return GateDecision(False, f"input unchanged but DreamPassMaxSkipInterval elapsed (last run {iso(last)})")
-    return GateDecision(True, f"input unchanged since {iso(last)}; next forced run at {iso(forced_at)}", forced_at)
+    return GateDecision(True, f"input unchanged since {iso(last)}{note}; next forced run at {iso(forced_at)}",
+                        forced_at)
 
 
 def should_skip(record: LedgerRecord | None, fingerprint: str, now: datetime, max_skip: timedelta) -> bool:
@@ -72,31 +109,73 @@ def should_skip(record: LedgerRecord | None, fingerprint: str, now: datetime, ma
 
 
 class PassLedger:
-    """Read-modify-write under a lock, atomic replace, written only when something changed."""
+    """Read-modify-write under a lock, atomic replace, written only when something changed.
 
-    def __init__(self, profile: AgentProfile) -> None:
+    With ``now``, a last-run time later than ``now`` is read as ``now`` (with a warning) and written back so."""
+
+    def __init__(self, profile: AgentProfile, now: datetime | None = None) -> None:
         self.path: Path = profile.ledger_path
         self._lock_path = profile.ledger_lock_path
+        self.now = utc(now) if now is not None else None
         self.warning: str | None = None
-        self._records = self._read()
+        self._records: dict[str, LedgerRecord] = {}
+        self._pending: dict[str, PendingTurns] = {}
+        if self._read():
+            self._write_back_corrections()
 
-    def _read(self) -> dict[str, LedgerRecord]:
+    def _read(self) -> bool:
+        """Load the file; returns whether a future time was corrected (the file then differs from what was read)."""
+        self._records, self._pending = {}, {}
+        warnings: list[str] = []
         if not self.path.exists():
-            return {}
+            self.warning = None
+            return False
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             if not isinstance(data, dict) or not isinstance(data.get("passes"), dict):
                 raise ValueError("top level must be an object with a 'passes' object")
-            return {name: LedgerRecord.from_json(rec) for name, rec in data["passes"].items()}
+            records = {name: LedgerRecord.from_json(rec) for name, rec in data["passes"].items()}
         except (OSError, ValueError) as exc:
             self.warning = (f"dream pass ledger {self.path} is unreadable ({exc}); running every gated pass once "
                             "and rewriting it")
             log.warning(self.warning)
-            return {}
+            return False
+        corrected = False
+        if self.now is not None:
+            for name, rec in records.items():
+                if rec.last_run_at > self.now:
+                    warnings.append(f"dream pass ledger {self.path}: {name} last ran at {iso(rec.last_run_at)}, "
+                                    f"which is in the future (a clock that was ahead, or a copied profile); treated "
+                                    f"as now ({iso(self.now)})")
+                    records[name] = LedgerRecord(rec.fingerprint, self.now)
+                    corrected = True
+        self._records = records
+        pending = data.get("pending", {})
+        for name, span in (pending.items() if isinstance(pending, dict) else ()):
+            try:
+                self._pending[name] = PendingTurns.from_json(span)
+            except (ValueError, TypeError) as exc:
+                warnings.append(f"dream pass ledger {self.path}: the unprocessed turns of {name} are unreadable "
+                                f"({exc}); they are not retried")
+        for warning in warnings:
+            log.warning(warning)
+        self.warning = "; ".join(warnings) or None
+        return corrected
+
+    def _write_back_corrections(self) -> None:
+        """Persist future times read as now, so the next run counts from today (best effort: a read-only profile only
+        loses the correction, the warning stays)."""
+        try:
+            with path_lock(self._lock_path):
+                warning = self.warning
+                self._read()
+                self._write()
+                self.warning = warning
+        except OSError as exc:
+            log.warning("could not write the corrected dream pass ledger %s: %s", self.path, exc)
 
     def reload(self) -> None:
-        self.warning = None
-        self._records = self._read()
+        self._read()
 
     def get(self, pass_name: str) -> LedgerRecord | None:
         return self._records.get(pass_name)
@@ -111,15 +190,34 @@ class PassLedger:
         """Record a completed run. Call only after the pass applied a usable answer."""
         record = LedgerRecord(fingerprint, utc(now))
         with path_lock(self._lock_path):
-            self.reload()  # another process may have stamped a different pass meanwhile
-            if self._records.get(pass_name) == record:
+            corrected = self._read()  # another process may have stamped a different pass meanwhile
+            if self._records.get(pass_name) == record and not corrected:
                 return
             self._records[pass_name] = record
             self._write()
 
+    # --- conversation turns a pass has not processed yet ------------------------------------------------------
+
+    def pending(self, pass_name: str) -> PendingTurns | None:
+        return self._pending.get(pass_name)
+
+    def set_pending(self, pass_name: str, span: PendingTurns | None) -> None:
+        """Replace (``None``: clear) the span of turns ``pass_name`` still has to process."""
+        with path_lock(self._lock_path):
+            corrected = self._read()
+            if self._pending.get(pass_name) == span and not corrected:
+                return
+            if span is None:
+                self._pending.pop(pass_name, None)
+            else:
+                self._pending[pass_name] = span
+            self._write()
+
     def _write(self) -> None:
-        payload = {"version": LEDGER_VERSION,
-                   "passes": {k: v.to_json() for k, v in sorted(self._records.items())}}
+        payload: dict[str, Any] = {"version": LEDGER_VERSION,
+                                   "passes": {k: v.to_json() for k, v in sorted(self._records.items())}}
+        if self._pending:
+            payload["pending"] = {k: v.to_json() for k, v in sorted(self._pending.items())}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".ledger-", suffix=".tmp", dir=self.path.parent)
         try:
