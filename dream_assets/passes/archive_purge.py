@@ -3,6 +3,9 @@
 The only path that destroys long-term memory, so the high-value floor applies: an entry at or above
 PruningProtectionImportance or PruningProtectionReinforcementCount is kept past retention. Importance is frozen at
 archive time (decay skips archived entries), so in practice the reinforcement half of the floor is what bites.
+
+Each purge writes, in one transaction, the delete, the ``memory_purges`` record and a "purged" change-log row holding
+the whole record, so ``dream undo --cycle`` can put a purged entry back exactly as it was (archived).
 """
 
 from __future__ import annotations
@@ -36,10 +39,13 @@ def run_archive_purge(ctx: PassContext) -> PassReport:
     for e in kept:
         report.change("kept", e.id, f"archived {e.archived_at:%Y-%m-%d}, importance {e.importance:.2f}, "
                                     f"reinforced {e.reinforcement_count}× — above the high-value floor")
-    purged = ctx.store.memories.purge([e.id for e in doomed], now=ctx.now)
+    # The delete, its purge record and its change-log row (the full record, which undo puts back) are one write.
+    with ctx.store.transaction():
+        purged = ctx.store.memories.purge([e.id for e in doomed], now=ctx.now)
+        for e in purged:
+            ctx.record(PASS, "purged", e, before=e, after=None,
+                       reason=f"archived {e.archived_at:%Y-%m-%d}, older than MemoryArchiveRetention")
     for e in purged:
-        ctx.record(PASS, "purged", e, before=e, after=None,
-                   reason=f"archived {e.archived_at:%Y-%m-%d}, older than MemoryArchiveRetention")
         report.change("purged", e.id, e.content)
         report.info(f"purged memory {e.id} archived {e.archived_at:%Y-%m-%d}: {e.content}")
     report.counts.update({"purged": len(purged), "kept_high_value": len(kept), "archived_total": len(due)})

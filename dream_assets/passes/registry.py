@@ -8,10 +8,12 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
+from dream_assets.store.connection import StoreCorrupt, StoreError
 from dream_assets.store.locks import LockTimeout, path_lock
 
 log = logging.getLogger("dream_assets.passes")
@@ -29,18 +31,31 @@ class PassSpec:
 
     def run(self, ctx: PassContext) -> PassReport:
         """Run the pass, unless the same pass is already running for this agent (a schedule and a change-gate sensor
-        can both launch it): then it is skipped with that reason rather than run twice at once. A pass that raises
-        is reported as failed, never as done (spec: retried next cycle), and the rest of the cycle still runs."""
+        can both launch it): then it is skipped with that reason rather than run twice at once. Only this pass's own
+        lock means "another run in progress": any other failure — the store busy past its wait limit, a corrupt store,
+        a lock the pass itself takes timing out, any exception — is reported as failed, never as done or skipped
+        (spec: retried next cycle; a store failure's reason names the agent and the file), and the rest of the
+        cycle still runs."""
         module, func = self.runner.split(":")
-        fn: Callable[[PassContext], PassReport] = getattr(importlib.import_module(module), func)
-        try:
-            with path_lock(ctx.profile.pass_lock_path(self.name), timeout=0):
+        agent = ctx.profile.agent_id
+        with ExitStack() as held:
+            try:
+                fn: Callable[[PassContext], PassReport] = getattr(importlib.import_module(module), func)
+                try:
+                    held.enter_context(path_lock(ctx.profile.pass_lock_path(self.name), timeout=0))
+                except LockTimeout:
+                    return PassReport(self.name).skip("another run of this pass is in progress for this agent")
                 return fn(ctx)
-        except LockTimeout:
-            return PassReport(self.name).skip("another run of this pass is in progress for this agent")
-        except Exception as exc:  # noqa: BLE001 - a failed pass is reported and retried next cycle; the cycle goes on
-            log.exception("pass %s failed", self.name)
-            return PassReport(self.name).fail(f"{type(exc).__name__}: {exc}")
+            except StoreCorrupt as exc:
+                log.error("pass %s failed for agent %s: %s", self.name, agent, exc)
+                return PassReport(self.name).fail(f"the store of agent {agent!r} is unusable: {exc}")
+            except StoreError as exc:
+                log.error("pass %s failed for agent %s: %s", self.name, agent, exc)
+                return PassReport(self.name).fail(f"the store of agent {agent!r} was not available: {exc}; "
+                                                  "retried next cycle")
+            except Exception as exc:  # noqa: BLE001 - a failed pass is reported and retried next cycle; the cycle goes on
+                log.exception("pass %s failed for agent %s", self.name, agent)
+                return PassReport(self.name).fail(f"{type(exc).__name__}: {exc}")
 
 
 PASSES: tuple[PassSpec, ...] = (

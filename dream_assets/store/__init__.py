@@ -23,7 +23,8 @@ class DreamStore:
 
         self.profile.root.mkdir(parents=True, exist_ok=True)
         self.connection = store_connection(self.profile.store_path, self.profile.store_lock_path,
-                                           timeout_s=self.options.StoreLockTimeout.total_seconds())
+                                           timeout_s=self.options.StoreLockTimeout.total_seconds(),
+                                           snapshots_dir=self.profile.snapshots_dir)
         self.memories = MemoryStore(self.connection, self.options)
         self.skills = SkillStore(self.connection)
         self.changes = ChangeLog(self.connection, self.memories, self.skills)

@@ -1,16 +1,30 @@
 """The change log of dream passes, and undo.
 
 Every change a pass makes to a memory or a skill is recorded with the cycle (run) it belongs to, the full record
-before and after, and the reason (DESIGN: "Nothing is destroyed in place"). Undo walks one cycle's changes newest
-first and puts each record back, refusing — with a message that names the entry — where the entry was edited after
-that cycle, so an undo never silently discards later work.
+before and after, and the reason (DESIGN: "Nothing is destroyed in place").
+
+A change and its row are one write: ``record`` and ``record_many`` write through the store's connection, so inside
+``with store.transaction():`` they join the open transaction together with the store writes made there (which join it
+too), and an exception anywhere rolls all of it back. Outside a transaction ``record`` commits on its own.
+
+Undo walks one cycle's changes, newest target first, and puts each record back as it was before the cycle, refusing —
+with a message that names the entry — where the entry was edited after that cycle, so an undo never silently discards
+later work (``force`` undoes the rest and leaves those). A purged entry is inserted again from the full record its
+"purged" row holds (archived, with its archived_at). Each target is one transaction: the put-back, the undo's own row
+and the marking of the target's changes as undone. So an undo killed half-way is finished by running it again, without
+``force``: targets already done are marked, and a target found exactly as it was before the cycle counts as done.
+A target that cannot be put back (its row holds no usable record, the record no longer validates) does not stop the
+others: the result names it and why (``not_restored``), and its changes stay pending for a later retry.
+
+Undo is visible: every put-back writes a "restored" row (pass "undo") under the cycle id ``undo-<cycle>``, with the
+record before and after the undo; it lists with the other cycles and can itself be undone.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +35,18 @@ from dream_assets.store.connection import StoreConnection
 from dream_assets.store.memory import MemoryStore
 from dream_assets.store.schema import ensure_schema, from_db, to_db
 from dream_assets.store.skills import SkillStore
+
+UNDO_PASS = "undo"
+
+#: Test hook (None in production): called with the name of an undo step — "undo:put-back" inside a target's
+#: transaction after the record was put back and before its changes are marked undone, "undo:target-done" after that
+#: transaction committed. Crash tests set it in a subprocess to ``os._exit`` at a chosen point.
+step_hook: Callable[[str], None] | None = None
+
+
+def undo_cycle_id(cycle_id: str) -> str:
+    """The cycle id the rows of an undo of ``cycle_id`` are recorded under."""
+    return f"undo-{cycle_id}"
 
 
 @dataclass(frozen=True)
@@ -41,15 +67,28 @@ class ChangeRecord:
 @dataclass
 class UndoResult:
     cycle_id: str
-    restored: list[str]
-    refused: list[str]       # "<target>: <why>"
+    restored: list[str]                # "<target>" put back by this undo
+    refused: list[str]                 # "<target>: <why>" — edited after the cycle; left as they are
+    not_restored: list[str] = field(default_factory=list)    # "<target>: <why>" — could not be put back
+    already_undone: list[str] = field(default_factory=list)  # "<target>" undone before (an earlier, interrupted undo)
+    undo_cycle_id: str = ""
 
     @property
     def ok(self) -> bool:
-        return not self.refused
+        """The whole cycle (or pass) is undone: nothing refused, nothing left that could not be restored."""
+        return not self.refused and not self.not_restored
+
+    @property
+    def applied(self) -> bool:
+        """Something usable happened: a record was put back, or nothing was left to do."""
+        return bool(self.restored) or self.ok
 
 
 class UndoRefused(RuntimeError):
+    pass
+
+
+class _CannotRestore(Exception):
     pass
 
 
@@ -63,6 +102,14 @@ def _same_state(current: dict[str, Any] | None, expected: dict[str, Any] | None)
     return all(current.get(k) == expected.get(k) for k in _FIELDS_THAT_COUNT)
 
 
+def _is_before(current: dict[str, Any] | None, before: dict[str, Any] | None) -> bool:
+    """Is the target already as it was before the cycle? A record the cycle created counts as undone once archived
+    (undo retires, never deletes)."""
+    if before is None:
+        return current is None or current.get("archived_at") is not None
+    return current == before
+
+
 class ChangeLog:
     def __init__(self, conn: StoreConnection, memories: MemoryStore, skills: SkillStore) -> None:
         self._conn = conn
@@ -73,6 +120,8 @@ class ChangeLog:
     def record(self, *, cycle_id: str, pass_name: str, kind: str, target_type: str, target_id: str,
                before: MemoryEntry | Skill | dict | None, after: MemoryEntry | Skill | dict | None, reason: str,
                now: datetime) -> str:
+        """Write one row. Inside ``store.transaction()`` it is part of that transaction (written with the change it
+        describes, or not at all); outside one it commits by itself. Returns the row's change id."""
         change_id = new_id()
         with self._conn.session() as conn:
             conn.execute(
@@ -131,38 +180,69 @@ class ChangeLog:
 
     def undo_cycle(self, cycle_id: str, *, now: datetime, pass_name: str | None = None,
                    force: bool = False) -> UndoResult:
-        """Put back every record one cycle (optionally one pass of it) changed, newest change first.
+        """Put back every record one cycle (optionally one pass of it) changed, newest target first.
 
-        All-or-nothing unless ``force``: when any entry was edited after the cycle, nothing is undone and the result lists
-        the refusals."""
-        changes = [c for c in self.list(cycle_id, pass_name=pass_name) if c.undone_at is None and c.kind != "stamped"]
-        if not changes:
+        Refuses as a whole unless ``force``: when any entry was edited after the cycle, nothing is undone and the result
+        lists the refusals. Must not be called inside an open transaction (each target is its own)."""
+        recorded = [c for c in self.list(cycle_id, pass_name=pass_name) if c.kind != "stamped"]
+        if not recorded:
             raise UndoRefused(f"cycle {cycle_id!r} has no changes to undo" + (f" for pass {pass_name}" if pass_name else ""))
-        # The latest recorded state per target is what the cycle left behind.
-        final: dict[tuple[str, str], ChangeRecord] = {}
-        first: dict[tuple[str, str], ChangeRecord] = {}
-        for c in changes:
-            final[(c.target_type, c.target_id)] = c
-            first.setdefault((c.target_type, c.target_id), c)
-        refused: list[str] = []
-        for key, last in final.items():
+        targets: dict[tuple[str, str], list[ChangeRecord]] = {}
+        last_pos: dict[tuple[str, str], int] = {}
+        for i, c in enumerate(recorded):
+            if c.undone_at is None:
+                targets.setdefault((c.target_type, c.target_id), []).append(c)
+                last_pos[(c.target_type, c.target_id)] = i
+        result = UndoResult(cycle_id, [], [], undo_cycle_id=undo_cycle_id(cycle_id))
+        result.already_undone = list(dict.fromkeys(
+            _label(k) for k in ((c.target_type, c.target_id) for c in recorded if c.undone_at is not None)
+            if k not in targets))
+        refused: dict[tuple[str, str], str] = {}
+        for key, cs in targets.items():
             current = self._current(*key)
-            if not _same_state(current, last.after):
-                refused.append(f"{key[0]} {key[1]}: edited after cycle {cycle_id} (now differs from what the cycle left); "
-                               "undo it by hand or pass force")
+            if not _is_before(current, cs[0].before) and not _same_state(current, cs[-1].after):
+                refused[key] = self._why_refused(key, current, cycle_id)
+        result.refused = list(refused.values())
         if refused and not force:
-            return UndoResult(cycle_id, [], refused)
-        restored: list[str] = []
-        refused_keys = {r.split(":")[0] for r in refused}
-        for key, c in first.items():
-            if f"{key[0]} {key[1]}" in refused_keys:
+            return result
+        ts = to_db(utc(now))
+        for key in sorted(targets, key=lambda k: last_pos[k], reverse=True):
+            if key in refused:
                 continue
-            self._put_back(key[0], key[1], c.before, now)
-            restored.append(f"{key[0]} {key[1]}")
-        with self._conn.session() as conn:
-            conn.execute("UPDATE changes SET undone_at = ? WHERE change_id IN (SELECT unnest(?))",
-                         [to_db(utc(now)), [c.change_id for c in changes]])
-        return UndoResult(cycle_id, restored, refused)
+            cs = targets[key]
+            try:
+                with self._conn.transaction() as conn:
+                    current = self._current(*key)
+                    if _is_before(current, cs[0].before):
+                        done = result.already_undone
+                    elif not _same_state(current, cs[-1].after):   # edited since the check above
+                        result.refused.append(self._why_refused(key, current, cycle_id))
+                        continue
+                    else:
+                        after = self._put_back(key, cs[0], now)
+                        self.record(cycle_id=result.undo_cycle_id, pass_name=UNDO_PASS, kind="restored",
+                                    target_type=key[0], target_id=key[1], before=current, after=after,
+                                    reason=_undo_reason(cycle_id, pass_name, cs[0]), now=now)
+                        done = result.restored
+                    if step_hook is not None:
+                        step_hook("undo:put-back")
+                    conn.execute("UPDATE changes SET undone_at = ? WHERE change_id IN (SELECT unnest(?))",
+                                 [ts, [c.change_id for c in cs]])
+            except (_CannotRestore, ValueError, KeyError, TypeError) as exc:
+                why = str(exc) if isinstance(exc, _CannotRestore) else f"{type(exc).__name__}: {exc}"
+                result.not_restored.append(f"{_label(key)}: {why}")
+                continue
+            done.append(_label(key))
+            if step_hook is not None:
+                step_hook("undo:target-done")
+        return result
+
+    def _why_refused(self, key: tuple[str, str], current: dict[str, Any] | None, cycle_id: str) -> str:
+        if current is None:
+            return (f"{_label(key)}: no longer exists (purged after cycle {cycle_id}); undo the cycle that purged it "
+                    "first")
+        return (f"{_label(key)}: edited after cycle {cycle_id} (now differs from what the cycle left); undo it by hand "
+                "or pass force")
 
     def _current(self, target_type: str, target_id: str) -> dict[str, Any] | None:
         if target_type == "memory":
@@ -171,17 +251,38 @@ class ChangeLog:
         s = self._skills.get(target_id)
         return None if s is None else s.to_dict()
 
-    def _put_back(self, target_type: str, target_id: str, before: dict[str, Any] | None, now: datetime) -> None:
-        if target_type == "memory":
-            if before is None:      # created by the cycle: retire it (archive, never delete)
-                self._memories.archive(target_id, now=now)
-            else:
-                self._memories.replace(MemoryEntry.from_dict(before))
-        else:
-            if before is None:
-                self._skills.archive(target_id, now=now)
-            else:
-                self._skills.replace(Skill.from_dict(before))
+    def _put_back(self, key: tuple[str, str], first: ChangeRecord, now: datetime) -> dict[str, Any] | None:
+        """Write the record as it was before ``first`` (the cycle's first change of this target); returns it."""
+        target_type, target_id = key
+        before = first.before
+        if before is None:
+            if first.kind == "purged":
+                raise _CannotRestore(f"purged by {first.pass_name}, and its change row holds no record to restore "
+                                     "it from")
+            # created by the cycle: retire it (archive, never delete)
+            if target_type == "memory":
+                return self._memories.archive(target_id, now=now).to_dict()
+            return self._skills.archive(target_id, now=now).to_dict()
+        try:
+            record: MemoryEntry | Skill = (MemoryEntry.from_dict(before) if target_type == "memory"
+                                           else Skill.from_dict(before))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise _CannotRestore(f"the record kept by {first.pass_name} ({first.kind}) is incomplete: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        if isinstance(record, MemoryEntry):
+            if self._memories.get(target_id) is None:   # purged by the cycle: insert it again, as it was
+                return self._memories.put(record).to_dict()
+            return self._memories.replace(record).to_dict()
+        return self._skills.replace(record).to_dict()
+
+
+def _label(key: tuple[str, str]) -> str:
+    return f"{key[0]} {key[1]}"
+
+
+def _undo_reason(cycle_id: str, pass_name: str | None, first: ChangeRecord) -> str:
+    scope = f"cycle {cycle_id}" + (f", pass {pass_name}" if pass_name else "")
+    return f"undo of {scope}: put back as it was before {first.pass_name} {first.kind} it"
 
 
 def _dump(obj: MemoryEntry | Skill | dict | None) -> str | None:

@@ -15,6 +15,29 @@ Transactions nest: an inner ``transaction()`` joins the outer one, so a caller c
 their change-log rows one all-or-nothing unit (``with conn.transaction(): put(...); record(...)``). When the
 outermost transaction rolls back, the ``on_rollback`` hooks run (in-process caches built from rows that were never
 committed forget them).
+
+Fair turns between processes
+----------------------------
+Lingering alone lets a busy process (an agent saving every 50 ms) keep the file for ever. So a process that wants the
+file and finds it held announces itself: it writes a *waiting marker* ``<lock file>.waiting/<time_ns>-<pid>-<nonce>.wait``
+and polls the file lock every few milliseconds until it gets it (or its ``timeout_s`` runs out), then removes the
+marker. A holder looks for markers of other processes:
+- at the end of every outermost session, once it has held the file for at least ``turn_s`` (default 0.1 s): if
+  someone waits, it closes at once instead of lingering;
+- while idle, every ``tick_s`` (10 ms): if someone waits, it closes without finishing its linger.
+A process about to open the file does not jump the queue: while a live marker of another process older than its own
+request exists, it waits (markers are ordered by their time), for at most ``fair_wait_s`` (2 s) — the bound keeps a
+stopped or stuck waiter from blocking everyone. Markers of processes that no longer exist, or older than ten minutes,
+are ignored and removed. Together: with an agent saving 20 times a second, a pass waits for at most one of the agent's
+saves plus a reopen, and the agent waits for at most one pass session (``benchmarks/store.py``).
+
+Failures
+--------
+Every failure to get at the file is a ``StoreError`` that names it. ``StoreBusy``: the file was held for longer than
+``timeout_s`` (retry later; the next cycle). ``StoreCorrupt``: the file is not a readable DuckDB database — corrupt,
+empty or truncated, found when opening it or when a read hits a damaged block; it is raised at once, since waiting
+cannot help, and says how to recover from the newest Parquet snapshot. DuckDB reports "the file is locked by another
+process" and "the file is damaged" both as ``IOException``; the message text tells them apart (``_classify``).
 """
 
 from __future__ import annotations
@@ -31,18 +54,61 @@ from pathlib import Path
 import duckdb
 from filelock import FileLock, Timeout
 
-from dream_assets.store.locks import LockTimeout
-
 _DUCKDB_CONFIG = {"threads": 2, "autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_POLL_S = 0.005              # how often a waiting process tries the file lock
+_STALE_MARKER_NS = 600 * 10**9
+
+# What DuckDB says (2.x) when the file is damaged, against when someone else holds it. Checked in this order.
+_CORRUPT_SIGNS = ("not a valid duckdb database file", "could not read enough bytes", "corrupt database file",
+                  "does not match stored checksum")
+_BUSY_SIGNS = ("could not set lock", "conflicting lock", "resource temporarily unavailable")
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be used right now; the message names the file."""
+
+
+class StoreBusy(StoreError):
+    """Another process (or thread) kept the store for longer than the wait limit: try again later (the next cycle)."""
+
+
+class StoreCorrupt(StoreError):
+    """The store file is not a readable DuckDB database: corrupt, empty or truncated. Waiting will not help."""
+
+
+def _classify(exc: BaseException) -> str:
+    """"corrupt", "busy" or "other" for an error DuckDB raised while opening or reading the file."""
+    text = str(exc).lower()
+    if any(s in text for s in _CORRUPT_SIGNS):
+        return "corrupt"
+    if isinstance(exc, duckdb.IOException) and any(s in text for s in _BUSY_SIGNS):
+        return "busy"
+    return "other"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
 
 
 class StoreConnection:
     def __init__(self, db_path: Path, lock_path: Path, *, timeout_s: float = 60.0, linger_s: float = 0.25,
-                 on_open: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> None:
+                 on_open: Callable[[duckdb.DuckDBPyConnection], None] | None = None, turn_s: float = 0.1,
+                 fair_wait_s: float = 2.0, tick_s: float = 0.01, snapshots_dir: Path | None = None) -> None:
         self.db_path = Path(db_path)
         self.lock_path = Path(lock_path)
         self.timeout_s = timeout_s
         self.linger_s = linger_s
+        self.turn_s = turn_s
+        self.fair_wait_s = fair_wait_s
+        self.tick_s = tick_s
+        self.snapshots_dir = Path(snapshots_dir) if snapshots_dir is not None else None
+        self.wait_dir = self.lock_path.with_name(self.lock_path.name + ".waiting")
         self._on_open: list[Callable[[duckdb.DuckDBPyConnection], None]] = [on_open] if on_open else []
         self._on_rollback: list[Callable[[], None]] = []
         self._tx_depth = 0
@@ -51,9 +117,12 @@ class StoreConnection:
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._depth = 0
         self._last_used = 0.0
-        self._timer: threading.Timer | None = None
+        self._opened_at = 0.0
+        self._broken = False
+        self._watch_token: object | None = None
         self._pid = os.getpid()
         self.opens = 0  # how many times the file was (re)opened — a process-turn counter, useful in tests
+        self.last_wait_s = 0.0  # how long the latest outermost session waited for the file (lock, turn, open)
 
     def add_open_hook(self, hook: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
         """Called with the fresh connection each time the file is (re)opened: the place to notice other processes' writes."""
@@ -73,21 +142,32 @@ class StoreConnection:
 
     @contextmanager
     def session(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        asked = time.monotonic()
         if not self._lock.acquire(timeout=self.timeout_s):
-            raise LockTimeout(f"timed out after {self.timeout_s:.0f}s waiting for {self.db_path} inside this process")
+            raise StoreBusy(f"timed out after {self.timeout_s:.0f}s waiting for the store {self.db_path}, "
+                            "held by another thread of this process")
         try:
             self._check_fork()
             if self._conn is None:
                 self._open()
+            if self._depth == 0:
+                self.last_wait_s = time.monotonic() - asked
             self._depth += 1
             try:
                 assert self._conn is not None
                 yield self._conn
+            except duckdb.Error as exc:
+                if _classify(exc) == "corrupt":
+                    self._broken = True
+                    raise StoreCorrupt(self._corrupt_message(exc)) from exc
+                if isinstance(exc, duckdb.FatalException):
+                    self._broken = True  # DuckDB invalidated the instance: the next session opens a fresh one
+                raise
             finally:
                 self._depth -= 1
                 self._last_used = time.monotonic()
                 if self._depth == 0:
-                    self._schedule_close()
+                    self._end_of_session()
         finally:
             self._lock.release()
 
@@ -111,6 +191,8 @@ class StoreConnection:
                 self._tx_depth = 0
                 try:
                     conn.execute("ROLLBACK")
+                except duckdb.Error:
+                    self._broken = True  # the original error matters more; a fresh instance is opened next time
                 finally:
                     for hook in list(self._on_rollback):
                         hook()
@@ -126,15 +208,20 @@ class StoreConnection:
 
     def close(self) -> None:
         with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._watch_token = None
+            self._broken = False
             if self._conn is not None:
                 try:
                     self._conn.close()
+                except duckdb.Error:
+                    pass  # closing a damaged or invalidated instance: nothing left to save
                 finally:
                     self._conn = None
                     self._flock.release(force=True)
+
+    def others_waiting(self) -> bool:
+        """Does another live process wait for this file (a waiting marker)?"""
+        return bool(self._waiters(exclude_pid=os.getpid()))
 
     # ------------------------------------------------------------------
     def _check_fork(self) -> None:
@@ -142,71 +229,181 @@ class StoreConnection:
         if os.getpid() != self._pid:
             self._pid = os.getpid()
             self._conn = None
-            self._timer = None
+            self._depth = 0
+            self._tx_depth = 0
+            self._watch_token = None
             self._flock = FileLock(str(self.lock_path), thread_local=False)
+
+    def _end_of_session(self) -> None:
+        if self._broken or self.linger_s <= 0:
+            self.close()
+        elif time.monotonic() - self._opened_at >= self.turn_s and self.others_waiting():
+            self.close()  # someone waits and we had our turn: no lingering
 
     def _open(self) -> None:
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + self.timeout_s
-        try:
-            self._flock.acquire(timeout=self.timeout_s)
-        except Timeout as exc:
-            raise LockTimeout(
-                f"timed out after {self.timeout_s:.0f}s waiting for the store lock {self.lock_path}; "
-                "another process is using the store"
-            ) from exc
+        self._acquire_file_lock(deadline)
         delay = 0.01
         while True:
             try:
                 self._conn = duckdb.connect(str(self.db_path), config=_DUCKDB_CONFIG)
                 break
-            except duckdb.IOException as exc:
-                # Someone outside our lock protocol holds the file: back off with jitter, within the same deadline.
-                if time.monotonic() + delay > deadline:
-                    self._flock.release(force=True)
-                    raise LockTimeout(f"could not open {self.db_path} within {self.timeout_s:.0f}s: {exc}") from exc
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 1.0)
+            except duckdb.Error as exc:
+                kind = _classify(exc)
+                if kind == "busy" and time.monotonic() + delay <= deadline:
+                    # Someone outside our lock protocol holds the file: back off with jitter, within the same deadline.
+                    time.sleep(delay * (0.5 + random.random()))
+                    delay = min(delay * 2, 1.0)
+                    continue
+                self._flock.release(force=True)
+                if kind == "corrupt":
+                    raise StoreCorrupt(self._corrupt_message(exc)) from exc
+                if kind == "busy":
+                    raise StoreBusy(f"could not open the store {self.db_path} within {self.timeout_s:.0f}s: another "
+                                    f"program holds it ({exc})") from exc
+                raise StoreError(f"could not open the store {self.db_path}: {exc}") from exc
         self.opens += 1
+        self._opened_at = time.monotonic()
         try:
             for hook in list(self._on_open):
                 hook(self._conn)
+        except duckdb.Error as exc:
+            self.close()
+            if _classify(exc) == "corrupt":
+                raise StoreCorrupt(self._corrupt_message(exc)) from exc
+            raise
         except BaseException:
             self.close()
             raise
+        if self.linger_s > 0:
+            self._start_watcher()
 
-    def _schedule_close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if self.linger_s <= 0:
-            self._close_if_idle()
-            return
-        self._timer = threading.Timer(self.linger_s, self._close_if_idle)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _close_if_idle(self) -> None:
-        if not self._lock.acquire(blocking=False):
-            return  # busy; the session in progress schedules its own close
+    # --- fair turns ------------------------------------------------------------------------------------------------
+    def _acquire_file_lock(self, deadline: float) -> None:
+        start = time.monotonic()
+        my_ts = time.time_ns()
+        marker: Path | None = None
         try:
-            if self._depth == 0 and self._conn is not None and time.monotonic() - self._last_used >= self.linger_s * 0.9:
-                self.close()
+            while True:
+                now = time.monotonic()
+                defer = now - start < self.fair_wait_s and any(
+                    ts < my_ts for ts, _ in self._waiters(exclude_pid=os.getpid()))
+                if not defer:
+                    try:
+                        self._flock.acquire(blocking=False)
+                        return
+                    except Timeout:
+                        pass
+                if now >= deadline:
+                    raise StoreBusy(
+                        f"timed out after {self.timeout_s:.0f}s waiting for the store {self.db_path} (lock "
+                        f"{self.lock_path}): another process kept it")
+                if marker is None:
+                    marker = self._write_marker(my_ts)
+                time.sleep(_POLL_S * (0.5 + random.random()))
         finally:
-            self._lock.release()
+            if marker is not None:
+                marker.unlink(missing_ok=True)
+
+    def _write_marker(self, ts: int) -> Path:
+        self.wait_dir.mkdir(parents=True, exist_ok=True)
+        pid = os.getpid()
+        path = self.wait_dir / f"{ts:020d}-{pid}-{random.getrandbits(32):08x}.wait"
+        path.write_text(f"pid {pid} waits for {self.db_path} since {ts} ns\n", encoding="utf-8")
+        return path
+
+    def _waiters(self, *, exclude_pid: int) -> list[tuple[int, int]]:
+        """(time_ns, pid) of live waiting markers of other processes; stale ones are removed on the way."""
+        try:
+            names = os.listdir(self.wait_dir)
+        except OSError:
+            return []
+        out = []
+        now_ns = time.time_ns()
+        for name in names:
+            if not name.endswith(".wait"):
+                continue
+            try:
+                ts_text, pid_text, _ = name[:-5].split("-", 2)
+                ts, pid = int(ts_text), int(pid_text)
+            except ValueError:
+                continue
+            if pid == exclude_pid:
+                continue
+            if now_ns - ts > _STALE_MARKER_NS or not _alive(pid):
+                try:
+                    os.unlink(self.wait_dir / name)
+                except OSError:
+                    pass
+                continue
+            out.append((ts, pid))
+        return out
+
+    def _start_watcher(self) -> None:
+        token = object()
+        self._watch_token = token
+        threading.Thread(target=self._watch, args=(token,), name=f"store-linger:{self.db_path.name}",
+                         daemon=True).start()
+
+    def _watch(self, token: object) -> None:
+        """While the file is open and idle: close after the linger, or at once when another process waits."""
+        while True:
+            time.sleep(self.tick_s)
+            if self._watch_token is not token:
+                return
+            if not self._lock.acquire(blocking=False):
+                continue  # a session is in progress; its end checks for waiters itself
+            try:
+                if self._watch_token is not token or self._conn is None:
+                    return
+                if self._depth > 0:
+                    continue
+                if time.monotonic() - self._last_used >= self.linger_s * 0.9 or self.others_waiting():
+                    self.close()
+                    return
+            finally:
+                self._lock.release()
+
+    # --- messages ------------------------------------------------------------------------------------------------
+    def _corrupt_message(self, exc: BaseException) -> str:
+        newest = self._newest_snapshot()
+        if newest is not None:
+            recover = (f"move {self.db_path.name} aside and rebuild the store from the newest snapshot {newest} "
+                       "(memories.parquet, skills.parquet)")
+        elif self.snapshots_dir is not None:
+            recover = (f"no snapshot was found under {self.snapshots_dir}; move {self.db_path.name} aside and restore "
+                       "it from a backup")
+        else:
+            recover = f"move {self.db_path.name} aside and restore it from the newest corpus snapshot or a backup"
+        return (f"the store {self.db_path} is not a readable DuckDB database (corrupt, empty or truncated: {exc}); "
+                f"waiting will not help. To recover: {recover}")
+
+    def _newest_snapshot(self) -> Path | None:
+        if self.snapshots_dir is None or not self.snapshots_dir.is_dir():
+            return None
+        found = sorted(d for d in self.snapshots_dir.iterdir()
+                       if d.is_dir() and not d.name.endswith(".partial") and (d / "memories.parquet").exists())
+        return found[-1] if found else None
 
 
 _connections: dict[str, StoreConnection] = {}
 _connections_guard = threading.Lock()
 
 
-def store_connection(db_path: Path, lock_path: Path, *, timeout_s: float = 60.0) -> StoreConnection:
-    """The process's connection helper for one database file (created on first use)."""
+def store_connection(db_path: Path, lock_path: Path, *, timeout_s: float = 60.0,
+                     snapshots_dir: Path | None = None) -> StoreConnection:
+    """The process's connection helper for one database file (created on first use). ``snapshots_dir`` is where a
+    corrupt-store message looks for the newest snapshot to recover from."""
     key = str(Path(db_path).resolve())
     with _connections_guard:
         conn = _connections.get(key)
         if conn is None or conn._pid != os.getpid():
             conn = _connections[key] = StoreConnection(db_path, lock_path, timeout_s=timeout_s)
+        conn.timeout_s = timeout_s   # the latest opener's StoreLockTimeout applies
+        if snapshots_dir is not None:
+            conn.snapshots_dir = Path(snapshots_dir)
         return conn
 
 

@@ -137,6 +137,9 @@ class SkillStore:
                 to_db(s.last_used_at), to_db(s.archived_at)]
 
     def _insert(self, conn: duckdb.DuckDBPyConnection, s: Skill) -> None:
+        # Checked first rather than left to the key constraint: a constraint error would abort a caller's transaction.
+        if conn.execute("SELECT 1 FROM skills WHERE name = ?", [s.name]).fetchone() is not None:
+            raise SkillError(f"a skill named {s.name!r} already exists")
         try:
             conn.execute(f"INSERT INTO skills ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq'))",
                          [s.name, *self._params(s)])

@@ -1,0 +1,267 @@
+"""A store that cannot be used is a failure, reported at once and by name: a corrupt, empty or truncated
+``store.duckdb`` (with how to recover), a store kept busy past the wait limit (retried next cycle). And a busy agent
+does not starve the passes: processes take fair turns at the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import timedelta
+
+import duckdb
+import pytest
+
+from dream_assets.demo import build_demo_profile
+from dream_assets.options import DreamOptions
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.registry import by_name
+from dream_assets.profile import AgentProfile
+from dream_assets.store import open_store
+from dream_assets.store.connection import StoreBusy, StoreConnection, StoreCorrupt, close_all
+from dream_assets.store.snapshots import take_snapshot
+
+from .conftest import NOW
+
+SHORT_WAIT = DreamOptions(StoreLockTimeout=timedelta(seconds=1))
+
+
+def _spawn(code: str, *args: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.strip() == "ready", proc.stderr.read()
+    return proc
+
+
+@pytest.fixture
+def demo(tmp_path) -> AgentProfile:
+    """A small demo agent with one corpus snapshot taken, its store closed."""
+    profile = AgentProfile(tmp_path / "agents" / "demo-agent")
+    build_demo_profile(profile, NOW, n_memories=200, with_logs=False)
+    take_snapshot(profile, open_store(profile), NOW)
+    close_all()
+    return profile
+
+
+def _damage(path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "empty":
+        path.write_bytes(b"")
+    elif how == "truncated":
+        path.write_bytes(data[: len(data) // 3])
+    elif how == "garbage":
+        path.write_bytes(os.urandom(len(data)))
+    elif how == "damaged block":
+        block = bytearray(data)
+        block[4096:12288] = os.urandom(8192)
+        path.write_bytes(bytes(block))
+
+
+@pytest.mark.parametrize("how", ["empty", "truncated", "garbage", "damaged block"])
+def test_a_corrupt_store_fails_at_once_naming_the_file_and_the_snapshot_to_recover_from(demo, how):
+    snapshot = sorted(p for p in demo.snapshots_dir.iterdir())[-1]
+    _damage(demo.store_path, how)
+    store = open_store(demo)   # the default 60 s wait: a corrupt file must not use it
+    started = time.monotonic()
+    with pytest.raises(StoreCorrupt) as raised:
+        store.memories.list_all()
+        store.changes.list()
+    assert time.monotonic() - started < 5
+    message = str(raised.value)
+    assert str(demo.store_path) in message and str(snapshot) in message and "memories.parquet" in message
+
+
+def test_a_pass_on_a_corrupt_store_is_failed_not_skipped_and_names_the_agent_and_file(demo):
+    _damage(demo.store_path, "empty")
+    ctx = PassContext(demo, DreamOptions(), NOW, cycle_id="c1")
+    started = time.monotonic()
+    report = by_name("archive_purge").run(ctx)
+    assert time.monotonic() - started < 5
+    assert report.status == "failed"
+    assert "'demo-agent'" in report.reason and str(demo.store_path) in report.reason
+    assert "snapshot" in report.reason
+
+
+def test_a_corrupt_store_without_snapshots_says_none_was_found(profile):
+    profile.store_path.write_bytes(b"")
+    with pytest.raises(StoreCorrupt, match="no snapshot was found under"):
+        open_store(profile).memories.counts()
+
+
+_HOLDER = """
+    import sys, time
+    from dream_assets.profile import AgentProfile
+    from dream_assets.store import open_store
+    store = open_store(AgentProfile(sys.argv[1]))
+    with store.connection.session():
+        print("ready", flush=True)
+        time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_a_store_kept_busy_past_the_wait_limit_fails_the_pass_retried_next_cycle(profile):
+    open_store(profile).memories.counts()
+    close_all()
+    holder = _spawn(_HOLDER, str(profile.root), "30")
+    try:
+        ctx = PassContext(profile, SHORT_WAIT, NOW, cycle_id="c1")
+        started = time.monotonic()
+        report = by_name("archive_purge").run(ctx)
+        assert 0.9 <= time.monotonic() - started < 10
+    finally:
+        holder.kill()
+        holder.wait()
+    assert report.status == "failed", report.summary     # not "skipped — another run of this pass is in progress"
+    assert "'test-agent'" in report.reason and str(profile.store_path) in report.reason
+    assert "retried next cycle" in report.reason
+
+
+def test_only_the_pass_s_own_lock_means_another_run_is_in_progress(profile):
+    holder = _spawn("""
+        import sys, time
+        from filelock import FileLock
+        with FileLock(sys.argv[1]):
+            print("ready", flush=True)
+            time.sleep(30)
+    """, str(profile.pass_lock_path("archive_purge")))
+    try:
+        report = by_name("archive_purge").run(PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert report.status == "skipped" and "another run of this pass is in progress" in report.reason
+
+
+def test_a_program_holding_the_file_outside_the_lock_protocol_is_waited_for_then_busy(profile):
+    open_store(profile).memories.counts()
+    close_all()
+    other = _spawn("""
+        import sys, time, duckdb
+        conn = duckdb.connect(sys.argv[1])
+        print("ready", flush=True)
+        time.sleep(float(sys.argv[2]))
+        conn.close()
+        time.sleep(30)
+    """, str(profile.store_path), "1.5")
+    try:
+        waited = StoreConnection(profile.store_path, profile.store_lock_path, timeout_s=20, linger_s=0)
+        started = time.monotonic()
+        with waited.session() as conn:   # retried until the other program let go
+            assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)
+        assert time.monotonic() - started >= 1.0
+    finally:
+        other.kill()
+        other.wait()
+    other = _spawn("""
+        import sys, time, duckdb
+        conn = duckdb.connect(sys.argv[1])
+        print("ready", flush=True)
+        time.sleep(30)
+    """, str(profile.store_path))
+    try:
+        impatient = StoreConnection(profile.store_path, profile.store_lock_path, timeout_s=1, linger_s=0)
+        with pytest.raises(StoreBusy, match="another program holds it"), impatient.session():
+            pass
+    finally:
+        other.kill()
+        other.wait()
+
+
+# ---------------------------------------------------------------- fair turns
+_AGENT = """
+    import json, sys, time
+    from datetime import UTC, datetime, timedelta
+    from dream_assets.profile import AgentProfile
+    from dream_assets.store import open_store
+    store = open_store(AgentProfile(sys.argv[1]))
+    seconds = float(sys.argv[2])
+    now = datetime(2026, 11, 30, tzinfo=UTC)
+    store.memories.save("Agent warm-up note about Project Kite.", now=now, dedupe=False)
+    print("ready", flush=True)
+    latencies, i = [], 0
+    tick = end = time.monotonic()
+    end += seconds
+    while time.monotonic() < end:
+        t = time.perf_counter()
+        store.memories.save(f"Agent note {i}: ticket {i * 7919} for Project Kite.", now=now + timedelta(seconds=i))
+        latencies.append(time.perf_counter() - t)
+        i += 1
+        tick += 0.05
+        time.sleep(max(0.0, tick - time.monotonic()))
+    print(json.dumps(latencies), flush=True)
+"""
+
+
+def test_an_agent_saving_twenty_times_a_second_does_not_starve_a_pass(profile):
+    open_store(profile).memories.counts()
+    close_all()
+    agent = _spawn(_AGENT, str(profile.root), "6")
+    try:
+        store = open_store(profile, DreamOptions(StoreLockTimeout=timedelta(seconds=20)))
+        waits = []
+        for step in range(6):
+            started = time.monotonic()
+            with store.connection.session():
+                waits.append(time.monotonic() - started)
+                store.memories.list_live()
+            time.sleep(0.1)
+            started = time.monotonic()
+            with store.transaction():
+                waits.append(time.monotonic() - started)
+                store.memories.save(f"Pass finding {step} about Project Kite.", now=NOW, dedupe=False)
+            time.sleep(0.2)
+        store.close()
+        out, err = agent.communicate(timeout=60)
+    finally:
+        agent.kill()
+        agent.wait()
+    latencies = json.loads(out.strip().splitlines()[-1])
+    # Without fair turns the agent keeps the file for its whole run (6 s) and the pass waits all that time.
+    assert max(waits) < 3, waits
+    assert len(latencies) >= 40 and max(latencies) < 3, max(latencies)
+    assert open_store(profile).memories.counts()["live"] == 1 + len(latencies) + 6
+
+
+def test_a_holder_gives_the_file_up_for_a_live_waiter_but_ignores_markers_of_dead_processes(profile):
+    conn = StoreConnection(profile.store_path, profile.store_lock_path, linger_s=5, tick_s=0.01)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    conn.wait_dir.mkdir(parents=True, exist_ok=True)
+    stale = conn.wait_dir / f"{time.time_ns():020d}-{dead.pid}-0.wait"
+    stale.write_text("dead waiter")
+    with conn.session():
+        pass
+    time.sleep(0.2)
+    with conn.session():
+        pass
+    assert conn.opens == 1 and not stale.exists()   # lingered: nobody alive waits; the stale marker is gone
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        live = conn.wait_dir / f"{time.time_ns():020d}-{sleeper.pid}-0.wait"
+        live.write_text("live waiter")
+        time.sleep(0.2)
+        assert conn.opens == 1 and conn._conn is None   # closed while idle, without finishing its 5 s linger
+        # and does not jump ahead of the older waiter, for a bounded time only
+        conn.fair_wait_s = 0.5
+        started = time.monotonic()
+        with conn.session():
+            pass
+        assert 0.45 <= time.monotonic() - started < 3 and conn.opens == 2
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        conn.close()
+
+
+def test_a_broken_connection_is_reopened_fresh(profile):
+    conn = StoreConnection(profile.store_path, profile.store_lock_path, linger_s=5)
+    with pytest.raises(duckdb.FatalException), conn.session() as c:
+        raise duckdb.FatalException("database has been invalidated")
+    with conn.session() as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+    assert conn.opens == 2
+    conn.close()
