@@ -141,3 +141,36 @@ def test_a_pass_that_raises_is_reported_failed_and_the_cycle_goes_on(profile, st
                                                  only=["archive_purge", "importance_decay", "log_retention"])}
     assert reports["importance_decay"].status == "failed" and "disk on fire" in reports["importance_decay"].reason
     assert reports["archive_purge"].status == "completed" and reports["log_retention"].status == "completed"
+
+
+# ------------------------------------------------------------------ decay counts from the last content write
+def test_a_dream_rewrite_delays_decay_to_the_merge_but_does_not_shield_the_entry(profile, store):
+    from dream_assets.passes.consolidation_merge import build_merged_entry
+
+    merged_at = NOW - timedelta(days=10)
+    sources = [entry(1, importance=0.8, seen_days=120, meta={"decayAppliedThrough": "2026-10-31T12:00:00Z"}),
+               entry(2, importance=0.6, seen_days=100)]
+    merged = build_merged_entry(sources, entry_id="m9", content="Fact 1 and 2 about the Orinoco delta.",
+                                category="facts", tags=(), now=merged_at)
+    store.memories.put(merged)
+    run_importance_decay(ctx(profile, store))
+    # 10 days since the merge, not 30 since the carried decay stamp nor 90 past the sighting's grace
+    assert store.memories.get("m9").importance == pytest.approx(0.8 * 0.5 ** (10 / 45))
+    run_importance_decay(ctx(profile, store, now=NOW + timedelta(days=45)))
+    assert store.memories.get("m9").importance == pytest.approx(0.8 * 0.5 ** (55 / 45))
+
+
+def test_a_content_edit_after_a_decay_restarts_the_clock_and_other_edits_do_not(profile, store):
+    first = NOW - timedelta(days=20)
+    store.memories.put_many([entry(1, importance=0.8, seen_days=120), entry(2, importance=0.8, seen_days=120)])
+    run_importance_decay(ctx(profile, store, now=first))
+    after_first = store.memories.get("m1").importance
+    assert after_first == store.memories.get("m2").importance < 0.8
+    edit = NOW - timedelta(days=5)
+    store.memories.update("m1", content="Fact 1 about the Orinoco delta, corrected.", now=edit)
+    store.memories.update("m2", category="facts/geo", tags=["rivers"], now=edit)
+    run_importance_decay(ctx(profile, store))
+    assert store.memories.get("m1").importance == pytest.approx(after_first * 0.5 ** (5 / 45))
+    assert store.memories.get("m2").importance == pytest.approx(after_first * 0.5 ** (20 / 45))
+    run_importance_decay(ctx(profile, store, now=NOW + timedelta(days=9)))   # the edit is counted once
+    assert store.memories.get("m1").importance == pytest.approx(after_first * 0.5 ** (14 / 45))

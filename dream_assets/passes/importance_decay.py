@@ -1,11 +1,28 @@
 """Importance decay (runs before consolidation).
 
 Entries whose last_seen_at is older than the grace period lose importance as importance × 0.5^(elapsed/half-life),
-never below the floor. Keyed on last_seen_at (real reinforcement), not updated_at, so a dream rewrite never shields an
-entry. Calendar-time invariant: each entry carries ``decayAppliedThrough`` (the instant up to which decay has been
-applied), and a run applies only the time since then, so running twice a day, daily or weekly composes to the same
-curve (0.5^(a/T)·0.5^(b/T) = 0.5^((a+b)/T)). The first decay after the grace period applies only post-grace time.
-Decay changes score and updated_at, never content: it does not re-open an entry for review or move a fingerprint.
+never below the floor. Calendar-time invariant: each entry carries ``decayAppliedThrough`` (the instant up to which
+decay has been applied), and a run applies only the time since then, so running twice a day, daily or weekly composes
+to the same curve (0.5^(a/T)·0.5^(b/T) = 0.5^((a+b)/T)). The first decay after the grace period applies only
+post-grace time. Decay changes score and updated_at, never content: it does not re-open an entry for review or move a
+fingerprint.
+
+When the clock starts. Spec: decay is keyed on LastSeenAt, and "a recent dream rewrite does delay the current pass's
+decay (since the elapsedDays clock is reset by any record write) but does not permanently shield the entry". So the
+elapsed time of a run counts from the latest of: the end of the grace period after the last sighting, the last decay
+(``decayAppliedThrough``), and the last *content* write. updated_at cannot stand for the last content write on its
+own: decay itself moves it, and so do category, tag and importance edits, none of which restate the fact. Content
+writes are found where they are recorded:
+
+- a consolidation merge stamps ``mergedAt`` on the entry it writes (a merge also carries its sources' latest decay
+  stamp, so without this the merged text would be decayed again for time its sources had already paid);
+- every decay run stamps ``decayContentHash``, a hash of the content it decayed. Content that no longer matches was
+  rewritten since (a tool edit, a save that extended it, an undo); updated_at is then the time of that write, or of a
+  later edit, which only starts the clock a little later.
+
+An entry never decayed and never merged has no record of an earlier content write than its sighting, so the clock is
+the sighting's alone. Each write only delays the decay of the time before it; cumulative decay goes on while
+last_seen_at stays stale.
 """
 
 from __future__ import annotations
@@ -16,9 +33,31 @@ from dream_assets.model import MemoryEntry, iso, parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
+from dream_assets.text.fingerprint import stable_hash
 
 PASS = "importance_decay"
 APPLIED_KEY = "decayAppliedThrough"
+CONTENT_HASH_KEY = "decayContentHash"
+MERGED_AT_KEY = "mergedAt"   # written by consolidation_merge.build_merged_entry (which imports this module)
+
+
+def content_hash(content: str) -> str:
+    return stable_hash("decay-content", content)[:16]
+
+
+def last_content_write(entry: MemoryEntry) -> datetime | None:
+    """The latest content write the entry records (see the module docstring), or None when it records none."""
+    found: list[datetime] = []
+    merged = entry.metadata.get(MERGED_AT_KEY)
+    if merged:
+        try:
+            found.append(parse_ts(merged))
+        except ValueError:
+            pass
+    stamped = entry.metadata.get(CONTENT_HASH_KEY)
+    if stamped and stamped != content_hash(entry.content):
+        found.append(entry.updated_at)
+    return max(found, default=None)
 
 
 def decayed_importance(entry: MemoryEntry, options: DreamOptions, now: datetime) -> tuple[float, datetime] | None:
@@ -34,6 +73,9 @@ def decayed_importance(entry: MemoryEntry, options: DreamOptions, now: datetime)
             start = max(start, parse_ts(applied))
         except ValueError:
             pass  # an unreadable stamp: fall back to post-grace time only, never retroactively into the grace window
+    written = last_content_write(entry)
+    if written is not None:
+        start = max(start, written)
     if now <= start:
         return None
     elapsed_days = (now - start).total_seconds() / 86400.0
@@ -56,7 +98,7 @@ def run_importance_decay(ctx: PassContext) -> PassReport:
         if result is None:
             continue
         value, through = result
-        stamps[e.id] = {APPLIED_KEY: iso(through) or ""}
+        stamps[e.id] = {APPLIED_KEY: iso(through) or "", CONTENT_HASH_KEY: content_hash(e.content)}
         if value != e.importance:
             importance[e.id] = value
             if value <= opts.ImportanceDecayFloor:
