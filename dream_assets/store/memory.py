@@ -20,6 +20,8 @@ import pyarrow as pa
 from dream_assets.model import MemoryEntry, new_id, utc
 from dream_assets.options import DreamOptions
 from dream_assets.store.connection import StoreConnection
+from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
+from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.schema import ensure_schema, from_db, to_db
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.similarity import DuplicateClusters, find_duplicate_clusters
@@ -46,6 +48,7 @@ class SaveResult:
     entry: MemoryEntry
     matched_id: str | None = None
     similarity: float | None = None
+    reason: str | None = None  # why dedup reinforced, extended, or kept apart from matched_id
 
 
 def _row_to_entry(row: Sequence[Any]) -> MemoryEntry:
@@ -257,70 +260,81 @@ class MemoryStore:
     def save(self, content: str, *, category: str = "general", tags: Sequence[str] = (), importance: float = 0.5,
              metadata: Mapping[str, str] | None = None, now: datetime, dedupe: bool = True) -> SaveResult:
         """Save a memory. With ``dedupe`` an incoming entry whose TF-IDF cosine with a live entry is at or above
-        ``DedupeSimilarityThreshold`` reinforces (or, when it adds detail, extends) that entry instead of creating a near-copy."""
+        ``DedupeSimilarityThreshold`` reinforces that entry when it adds nothing to it, or extends it when it only adds
+        sentences (store/dedup.py); otherwise, a correction for example, it is created apart and the result names the
+        near-duplicate (``matched_id``) and why it was not absorbed (``reason``). Stored text is never rewritten."""
         now = utc(now)
         content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
+        near: tuple[MemoryEntry, float, str] | None = None
         with self._conn.transaction() as conn:
             self._idx.ensure(conn)
             if dedupe:
-                match = self._find_duplicate(conn, content, meta)
-                if match is not None:
-                    existing, similarity = match
-                    return self._absorb(conn, existing, content, tags, importance, meta, similarity, now)
+                absorbed, near = self._absorb(conn, self._find_duplicate(conn, content, meta), content, category, tags,
+                                              importance, meta, now)
+                if absorbed is not None:
+                    return absorbed
             entry = MemoryEntry(id=new_id(), content=content, category=category, tags=tags, importance=importance,
                                 created_at=now, updated_at=now, last_seen_at=now, reinforcement_count=1, metadata=meta)
             self._insert(conn, entry)
-        return SaveResult("created", entry)
+        if near is None:
+            return SaveResult("created", entry)
+        return SaveResult("created", entry, matched_id=near[0].id, similarity=near[1], reason=near[2])
 
     def _find_duplicate(self, conn: duckdb.DuckDBPyConnection, content: str,
-                        meta: Mapping[str, str]) -> tuple[MemoryEntry, float] | None:
+                        meta: Mapping[str, str]) -> list[tuple[MemoryEntry, float]]:
+        """Live entries at or above the dedup threshold, most similar first (ties: the older entry first)."""
         # Stopwords are not in the index (df 0 would give them the highest idf): vectors use content tokens only.
         q_tokens = content_token_list(content)
         if not q_tokens:
-            return None
+            return []
         q_vec = self._idx.bm25.tfidf_vector(q_tokens)
-        best: tuple[str, float] | None = None
+        close: list[tuple[str, float]] = []
         for cid, _score in self._idx.bm25.search(q_tokens, limit=10):
             c_tokens = self._idx.content_tokens.get(cid)
             if not c_tokens:
                 continue
             sim = self._idx.bm25.cosine(q_vec, self._idx.bm25.tfidf_vector(c_tokens))
-            if sim >= self._options.DedupeSimilarityThreshold and (best is None or sim > best[1]):
-                best = (cid, sim)
-        if best is None:
-            return None
-        row = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", [best[0]]).fetchone()
-        if row is None:
-            return None
-        existing = _row_to_entry(row)
+            if sim >= self._options.DedupeSimilarityThreshold:
+                close.append((cid, sim))
+        if not close:
+            return []
+        sims = dict(close)
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE archived_at IS NULL AND id IN "
+                            f"({', '.join('?' * len(sims))})", list(sims)).fetchall()
         # Distinct real-world moments (spec: Pass 1 "What the LLM does"): different subject times are not duplicates.
         incoming_subject = {k: v for k, v in meta.items() if k in ("subjectTime", "subjectTimeStart", "subjectTimeEnd") and v}
-        if incoming_subject and existing.subject_time and incoming_subject != existing.subject_time:
-            return None
-        return existing, best[1]
+        found = [(e, sims[e.id]) for e in map(_row_to_entry, rows)
+                 if not (incoming_subject and e.subject_time and incoming_subject != e.subject_time)]
+        return sorted(found, key=lambda m: (-m[1], m[0].created_at, m[0].id))
 
-    def _absorb(self, conn: duckdb.DuckDBPyConnection, existing: MemoryEntry, content: str, tags: tuple[str, ...],
-                importance: float, meta: Mapping[str, str], similarity: float, now: datetime) -> SaveResult:
-        new_tokens, old_tokens = set(tokenize(content)), set(tokenize(existing.content))
-        merged_meta = {**meta, **existing.metadata}
-        if new_tokens <= old_tokens:
-            action, new_content = "reinforced", existing.content
-        elif old_tokens <= new_tokens:
-            action, new_content = "extended", content  # the incoming text says everything the old one did, and more
-        else:
-            seen = {_norm_sentence(s) for s in _sentences(existing.content)}
-            extra = [s for s in _sentences(content) if _norm_sentence(s) not in seen]
-            action = "extended" if extra else "reinforced"
-            new_content = existing.content if not extra else existing.content.rstrip() + " " + " ".join(extra)
-            if len(new_content) > self._options.MaxContentChars:
-                action, new_content = "reinforced", existing.content
+    def _absorb(self, conn: duckdb.DuckDBPyConnection, matches: Sequence[tuple[MemoryEntry, float]], content: str,
+                category: str, tags: tuple[str, ...], importance: float, meta: Mapping[str, str],
+                now: datetime) -> tuple[SaveResult | None, tuple[MemoryEntry, float, str] | None]:
+        """Reinforce the first match the incoming text adds nothing to, else extend the first it only adds sentences
+        to. Otherwise nothing is written, and the closest match with the reason comes back for the "created" result."""
+        chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
+        first: tuple[MemoryEntry, float, str] | None = None
+        for existing, similarity in matches:
+            decision = decide_dedup(existing.content, content, max_chars=self._options.MaxContentChars,
+                                    stored_category=existing.category, incoming_category=category)
+            if decision.action == REINFORCE:
+                chosen = (existing, similarity, decision)
+                break
+            if decision.action == EXTEND and chosen is None:
+                chosen = (existing, similarity, decision)
+            first = first or (existing, similarity, decision.reason)
+        if chosen is None:
+            return None, first
+        existing, similarity, decision = chosen
+        new_content = decision.content if decision.action == EXTEND and decision.content else existing.content
         updated = existing.with_(
             content=new_content, tags=normalise_tags((*existing.tags, *tags)), importance=max(existing.importance, importance),
             updated_at=now, last_seen_at=max(existing.last_seen_at, now),
-            reinforcement_count=existing.reinforcement_count + 1, metadata=merged_meta,
+            reinforcement_count=existing.reinforcement_count + 1, metadata={**meta, **existing.metadata},
         )
         self._write(conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags))
-        return SaveResult(action, updated, matched_id=existing.id, similarity=similarity)
+        action = "extended" if new_content != existing.content else "reinforced"
+        return SaveResult(action, updated, matched_id=existing.id, similarity=similarity, reason=decision.reason), None
 
     def put(self, entry: MemoryEntry) -> MemoryEntry:
         """Insert a fully specified entry as is (no dedup). Used by merges, imports and the demo generator."""
