@@ -265,3 +265,14 @@ def test_a_broken_connection_is_reopened_fresh(profile):
         assert c.execute("SELECT 1").fetchone() == (1,)
     assert conn.opens == 2
     conn.close()
+
+
+def test_a_store_from_a_newer_version_is_a_store_error_naming_the_file(profile):
+    from dream_assets.store.connection import StoreError
+
+    open_store(profile).memories.counts()
+    close_all()
+    with duckdb.connect(str(profile.store_path)) as raw:
+        raw.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match=r"store\.duckdb: store schema version 99 is newer"):
+        open_store(profile).memories.counts()

@@ -274,6 +274,9 @@ class StoreConnection:
             if _classify(exc) == "corrupt":
                 raise StoreCorrupt(self._corrupt_message(exc)) from exc
             raise
+        except StoreError as exc:
+            self.close()
+            raise type(exc)(f"{self.db_path}: {exc}") from exc
         except BaseException:
             self.close()
             raise

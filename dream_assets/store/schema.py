@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 
 import duckdb
 
+from dream_assets.store.connection import StoreError
+
 SCHEMA_VERSION = 1
 
 DDL = [
@@ -65,7 +67,8 @@ def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
         row = None
     if row is not None:
         if int(row[0]) > SCHEMA_VERSION:
-            raise RuntimeError(f"store schema version {row[0]} is newer than this dream_assets ({SCHEMA_VERSION}); upgrade it")
+            raise StoreError(f"store schema version {row[0]} is newer than this dream_assets ({SCHEMA_VERSION}); "
+                             "upgrade dream_assets to use this store")
         return
     conn.execute("BEGIN TRANSACTION")
     for stmt in DDL:
