@@ -218,3 +218,25 @@ def test_two_processes_saving_at_once_lose_nothing(profile, options):
     contents = {e.content for e in s.memories.list_live()}
     assert len(contents) == 80
     assert all(f"Process {t} wrote fact {i} about item-{t}-{i}." in contents for t in "ab" for i in range(40))
+
+
+def test_an_entry_purged_and_put_back_by_another_process_is_found_again(profile, options):
+    """The recall index catches up with other processes' writes in the order they were made: a purge followed by the
+    entry coming back (an undone purge) leaves it findable."""
+    from dream_assets.store.connection import StoreConnection
+    from dream_assets.store.memory import MemoryStore
+
+    def connection():
+        return StoreConnection(profile.store_path, profile.store_lock_path, linger_s=0)
+
+    ours = MemoryStore(connection(), options)
+    kept = ours.put(MemoryEntry(id="m-lease", content="Ana Ruiz signed the Lisbon lease.", category="general", tags=(),
+                                importance=0.5, created_at=NOW, updated_at=NOW, last_seen_at=NOW,
+                                reinforcement_count=1, metadata={}))
+    assert [e.id for e, _ in ours.search("Lisbon lease")] == [kept.id]   # our index is built and in step
+    theirs = MemoryStore(connection(), options)                          # stands for another process
+    archived = theirs.archive(kept.id, now=NOW)
+    theirs.purge([kept.id], now=NOW)
+    theirs.put(archived)
+    theirs.restore(kept.id, now=NOW)
+    assert [e.id for e, _ in ours.search("Lisbon lease")] == [kept.id]

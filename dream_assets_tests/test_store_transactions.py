@@ -1,8 +1,12 @@
 """A change and its change-log row are one write: nested store writes join the outermost transaction."""
 
+from datetime import timedelta
+
 import pytest
 
-from dream_assets.model import MemoryEntry, new_id
+from dream_assets.model import MemoryEntry, Skill, new_id
+from dream_assets.store.memory import ContentError
+from dream_assets.store.skills import SkillError
 
 from .conftest import NOW
 
@@ -40,3 +44,99 @@ def test_nested_writes_commit_together(store):
     assert store.memories.get(a.id) is not None
     assert [c.target_id for c in store.changes.list("c2")] == [a.id]
     assert not store.connection.in_transaction
+
+
+# ---------------------------------------------------------------- every store write joins an outer transaction
+def _skill(name: str, text: str = "Steps to follow.") -> Skill:
+    return Skill(name=name, summary=f"How to {name}", content=text, created_at=NOW, updated_at=NOW)
+
+
+def _seed(store):
+    live = store.memories.put(_entry("Dana Kim leads the Berlin data team."))
+    gone = store.memories.put(_entry("Eli Novak used to own the Osaka vendor contract."))
+    gone = store.memories.archive(gone.id, now=NOW - timedelta(days=200))
+    store.skills.put(_skill("deploy"))
+    store.skills.put(_skill("old-report"))
+    store.skills.archive("old-report", now=NOW)
+    return live, gone
+
+
+MEMORY_WRITES = {
+    "put": lambda s, live, gone: s.memories.put(_entry("Farah Ali joins Project Zephyr in May.")),
+    "put_many": lambda s, live, gone: s.memories.put_many([_entry("Gus Bell owns Project Kite.")]),
+    "save": lambda s, live, gone: s.memories.save("Hana Sato books the Vienna offsite.", now=NOW),
+    "replace": lambda s, live, gone: s.memories.replace(live.with_(content="Dana Kim leads the Paris data team.")),
+    "update": lambda s, live, gone: s.memories.update(live.id, now=NOW, content="Dana Kim left the Berlin team."),
+    "reinforce": lambda s, live, gone: s.memories.reinforce(live.id, now=NOW + timedelta(days=1)),
+    "archive": lambda s, live, gone: s.memories.archive(live.id, now=NOW),
+    "restore": lambda s, live, gone: s.memories.restore(gone.id, now=NOW),
+    "purge": lambda s, live, gone: s.memories.purge([gone.id], now=NOW),
+    "set_metadata": lambda s, live, gone: s.memories.set_metadata({live.id: {"reviewed": "yes"}}),
+    "set_importance": lambda s, live, gone: s.memories.set_importance({live.id: 0.1}, now=NOW,
+                                                                      stamps={live.id: {"decayedAt": "x"}}),
+    "skills.save": lambda s, live, gone: s.skills.save(_skill("deploy", "New steps."), now=NOW),
+    "skills.put": lambda s, live, gone: s.skills.put(_skill("triage")),
+    "skills.replace": lambda s, live, gone: s.skills.replace(_skill("deploy", "Replaced steps.")),
+    "skills.archive": lambda s, live, gone: s.skills.archive("deploy", now=NOW),
+    "skills.restore": lambda s, live, gone: s.skills.restore("old-report", now=NOW),
+    "skills.touch_used": lambda s, live, gone: s.skills.touch_used("deploy", now=NOW + timedelta(days=3)),
+}
+
+
+def _state(store):
+    with store.connection.session() as conn:
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=str)
+                for t in ("memories", "skills", "memory_purges", "changes")}
+
+
+@pytest.mark.parametrize("write", sorted(MEMORY_WRITES))
+def test_every_store_write_inside_a_transaction_rolls_back_with_its_change_row(store, write):
+    live, gone = _seed(store)
+    before = _state(store)
+    with pytest.raises(Boom), store.transaction():
+        MEMORY_WRITES[write](store, live, gone)
+        store.changes.record(cycle_id="c3", pass_name="p", kind="updated", target_type="memory", target_id=live.id,
+                             before=live, after=live, reason="test", now=NOW)
+        store.changes.record_many([{"cycle_id": "c3", "pass_name": "p", "kind": "stamped", "target_type": "memory",
+                                    "target_id": live.id, "before": None, "after": None, "reason": "test"}], now=NOW)
+        assert store.connection.in_transaction
+        raise Boom("crash after the write and its rows")
+    assert _state(store) == before
+    assert not store.connection.in_transaction
+    # and the same write, committed, changes the store together with its row
+    with store.transaction():
+        MEMORY_WRITES[write](store, live, gone)
+        store.changes.record(cycle_id="c3", pass_name="p", kind="updated", target_type="memory", target_id=live.id,
+                             before=live, after=live, reason="test", now=NOW)
+    after = _state(store)
+    assert after["changes"] != before["changes"] and len(store.changes.list("c3")) == 1
+    assert {k: v for k, v in after.items() if k != "changes"} != {k: v for k, v in before.items() if k != "changes"}
+
+
+def test_the_recall_index_follows_a_rolled_back_purge_and_archive(store):
+    live, gone = _seed(store)
+    with pytest.raises(Boom), store.transaction():
+        store.memories.archive(live.id, now=NOW)
+        store.memories.purge([live.id, gone.id], now=NOW)
+        raise Boom()
+    assert [e.id for e, _ in store.memories.search("Berlin data team")] == [live.id]
+    assert store.memories.get(gone.id) is not None
+
+
+def test_a_record_outside_any_transaction_commits_on_its_own(store):
+    live, _ = _seed(store)
+    store.changes.record(cycle_id="c4", pass_name="p", kind="updated", target_type="memory", target_id=live.id,
+                         before=live, after=live, reason="alone", now=NOW)
+    store.close()
+    assert [c.reason for c in store.changes.list("c4")] == ["alone"]
+
+
+def test_a_refused_duplicate_inside_a_transaction_leaves_the_rest_of_it_usable(store):
+    live, _ = _seed(store)
+    with store.transaction():
+        with pytest.raises(ContentError, match="already exists"):
+            store.memories.put(live)
+        with pytest.raises(SkillError, match="already exists"):
+            store.skills.put(_skill("deploy"))
+        added = store.memories.put(_entry("Ivo Marsh runs the Lagos pilot."))
+    assert store.memories.get(added.id) is not None

@@ -3,6 +3,8 @@
 Recall and dedup use one in-process BM25 index per store, kept in step with the file through a row sequence:
 every change to a searchable field or to the archive state bumps ``seq``; whenever this process (re)opens the
 file it applies the rows with a higher ``seq`` (and the purge records), so writes from other processes are seen.
+The index is built on first use by a search or a save; other writes only keep an index that exists in step, so a
+process that never searches (a pass) never builds it while holding the store.
 """
 
 from __future__ import annotations
@@ -92,15 +94,14 @@ class _RecallIndex:
             [self.synced_seq],
         ).fetchall()
         purged = conn.execute("SELECT id, seq FROM memory_purges WHERE seq > ? ORDER BY seq", [self.synced_seq]).fetchall()
+        # Apply in sequence order: an entry purged and later put back (an undone purge) must end up as its row says.
+        events = sorted([(r[5], r) for r in rows] + [(seq, (mid,)) for mid, seq in purged], key=lambda ev: ev[0])
         top = self.synced_seq
-        for mid, content, category, tags, archived_at, seq in rows:
-            if archived_at is None:
-                self.add(mid, content, category, json.loads(tags))
+        for seq, row in events:
+            if len(row) == 1 or row[4] is not None:
+                self.remove(row[0])
             else:
-                self.remove(mid)
-            top = max(top, seq)
-        for mid, seq in purged:
-            self.remove(mid)
+                self.add(row[0], row[1], row[2], json.loads(row[3]))
             top = max(top, seq)
         self.synced_seq = top
 
@@ -340,7 +341,6 @@ class MemoryStore:
         """Insert a fully specified entry as is (no dedup). Used by merges, imports and the demo generator."""
         entry = self._validated(entry)
         with self._conn.transaction() as conn:
-            self._idx.ensure(conn)
             self._insert(conn, entry)
         return entry
 
@@ -374,6 +374,9 @@ class MemoryStore:
         return len(checked)
 
     def _insert(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry) -> None:
+        # Checked first rather than left to the key constraint: a constraint error would abort a caller's transaction.
+        if conn.execute("SELECT 1 FROM memories WHERE id = ?", [entry.id]).fetchone() is not None:
+            raise ContentError(f"a memory with id {entry.id!r} already exists")
         seq = self._next_seq(conn)
         try:
             conn.execute(
@@ -411,7 +414,6 @@ class MemoryStore:
         """Write a whole record back (validated). Used by passes that compute the new record themselves, and by undo."""
         entry = self._validated(entry)
         with self._conn.transaction() as conn:
-            self._idx.ensure(conn)
             current = self._require(conn, entry.id)
             bump = (current.content, current.category, current.tags, current.archived_at) != (
                 entry.content, entry.category, entry.tags, entry.archived_at)
@@ -429,7 +431,6 @@ class MemoryStore:
                metadata: Mapping[str, str] | None = None) -> MemoryEntry:
         """Edit fields of a live or archived entry (a tool edit). Sets updated_at; never touches last_seen_at."""
         with self._conn.transaction() as conn:
-            self._idx.ensure(conn)
             cur = self._require(conn, entry_id)
             c, cat, tg, imp, meta = self.validate(
                 cur.content if content is None else content, cur.category if category is None else category,
@@ -456,7 +457,6 @@ class MemoryStore:
 
     def _set_archived(self, entry_id: str, *, archived_at: datetime | None, now: datetime) -> MemoryEntry:
         with self._conn.transaction() as conn:
-            self._idx.ensure(conn)
             cur = self._require(conn, entry_id)
             if cur.is_archived == (archived_at is not None):
                 return cur
@@ -470,7 +470,6 @@ class MemoryStore:
         Each purge leaves a record (id, time, content) so an audit can tell purges from unexplained losses."""
         purged: list[MemoryEntry] = []
         with self._conn.transaction() as conn:
-            self._idx.ensure(conn)
             for eid in dict.fromkeys(entry_ids):
                 row = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", [eid]).fetchone()
                 if row is None:
