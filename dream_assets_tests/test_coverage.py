@@ -110,6 +110,19 @@ def test_thousands_separator_respelling_is_accepted_but_a_truncated_amount_is_re
     assert check("the invoice was $1,200", "the invoice was $200").missing == ("1,200",)
 
 
+def test_an_identifier_ending_in_a_number_keeps_its_thousands_groups_as_one_unit() -> None:
+    assert check("agreed to pay $US346,807 in gains", "agreed to pay $US346807 in gains").ok
+    assert invented("agreed to pay $US346,807 in gains", "Agreed to pay $US346807 in gains.") == ()
+    assert check("agreed to pay $US346,807 in gains", "agreed to pay $US346 in gains").missing == (
+        "US346,807", "346,807")
+
+
+def test_a_decimal_comma_number_is_one_unit() -> None:
+    assert check("about 1,2 million women", "about 1,2 million women").ok
+    assert check("about 1,2 million women", "about 2 million women, 1 in 3").missing == ("1,2",)
+    assert invented("about 1,2 million women", "about 1,3 million women") == ("1,3",)
+
+
 def test_version_number_is_not_covered_by_a_longer_version() -> None:
     assert check("pin Python 3.11 for the build", "pin Python 3.11 for the build").ok
     assert check("needs 3.11 exactly", "needs 3.12 or 11 of them").missing == ("3.11",)

@@ -144,13 +144,17 @@ _MONTHS: dict[str, int] = {
 
 # Word tokens: maximal runs of letters and digits (apostrophes split, so "Rocky's" yields "Rocky").
 _WORD = re.compile(r"[^\W_]+")
+# A word as a unit to keep: an identifier ending in a number keeps that number's thousands groups
+# ("$US346,807" is one unit, the same as "$US346807"); compare them with _word_key.
+_WORD_UNIT = re.compile(r"[^\W_]+(?:(?<=[0-9]),[0-9]{3}(?![0-9]))*")
 # A number: an ASCII digit run with decimal points, time colons and thousands groups kept together.
-_NUMBER = re.compile(r"(?<![0-9])[0-9]+(?:[.:][0-9]+|,[0-9]{3}(?![0-9]))*")
+# A comma followed by one or two digits is a decimal comma ("1,2 million"): one unit, compared as written.
+_NUMBER = re.compile(r"(?<![0-9])[0-9]+(?:[.:][0-9]+|,[0-9]{3}(?![0-9])|,[0-9]{1,2}(?![0-9]))*")
 _THOUSANDS = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?")
 # A number range is one unit ("30-60", "30 to 60", "between 30 and 60"): its two ends belong together, so
 # "30-59" is not carried by a "30-60" in one place and a "59" in another.
 _SP = r"[ \t\u00a0]"  # white space inside one line: dates and ranges do not continue on the next line
-_NUM = r"[0-9]+(?:[.:][0-9]+|,[0-9]{3}(?![0-9]))*"
+_NUM = r"[0-9]+(?:[.:][0-9]+|,[0-9]{3}(?![0-9])|,[0-9]{1,2}(?![0-9]))*"
 _RANGE_END = r"(?![0-9]|[.,:/-][0-9])"
 _RANGES = (
     re.compile(
@@ -535,12 +539,12 @@ def extract_specifics(
         for start, end, (low, high) in ranges:
             if sum(ch.isdigit() for ch in low) >= 2 or sum(ch.isdigit() for ch in high) >= 2:
                 found.append((start, Specific(text[start:end], "range")))
-    for m in _WORD.finditer(text):
+    for m in _WORD_UNIT.finditer(text):
         token = m.group()
-        if _inside(m.start(), m.end(), word_dates) and token.lower() in _MONTHS:
-            continue  # the month of a month-name date: covered by the date specific above
-        if not any(ch.isupper() for ch in token):
+        if token.islower() or not any(ch.isupper() for ch in token):
             continue
+        if token.lower() in _MONTHS and _inside(m.start(), m.end(), word_dates):
+            continue  # the month of a month-name date: covered by the date specific above
         if _is_ordinary(token, text, m.start(), vocab, sibling_lowercase_words):
             continue
         positional = (
@@ -652,7 +656,7 @@ class _MergedText:
     @classmethod
     def of(cls, text: str) -> _MergedText:
         spans = _month_name_dates(text) + _numeric_dates(text)
-        words = [m.group() for m in _WORD.finditer(text)]
+        words = [_word_key(m.group()) for m in _WORD_UNIT.finditer(text)]
         return cls(
             text=text,
             words=frozenset(words),
@@ -673,9 +677,10 @@ class _MergedText:
         if specific.kind == "date":
             # The exact spelling, as a whole phrase (not "August 19" inside "August 190").
             return re.search(rf"(?<![^\W_]){re.escape(specific.text)}(?![^\W_])", self.text) is not None
-        lowered = specific.text.lower()
+        key = _word_key(specific.text)
+        lowered = key.lower()
         if lowered in vocab.always_specific_words:
-            return specific.text in self.words  # the operator's listed words keep their exact case
+            return key in self.words  # the operator's listed words keep their exact case
         if not specific.case_sensitive:
             return lowered in self.lowered_words  # the capital was only positional
         # A name or acronym is kept by the same word in another case as long as it is still written as a
@@ -726,7 +731,7 @@ class _SourcePool:
         ranges: set[tuple[str, str]] = set()
         dates: list[DateRef] = []
         for text in texts:
-            words.update(m.group() for m in _WORD.finditer(text))
+            words.update(_word_key(m.group()) for m in _WORD_UNIT.finditer(text))
             numbers.update(_normalise_number(m.group()) for m in _NUMBER.finditer(text))
             spans = _month_name_dates(text) + _numeric_dates(text)
             dates.extend(ref for _, _, ref in spans)
@@ -748,9 +753,14 @@ class _SourcePool:
             return _range_key(specific.text) in self.ranges
         if specific.kind == "date":
             return False  # a date spelling that parses to nothing no source date credits
-        if specific.text.lower() in vocab.always_specific_words:
-            return specific.text in self.exact_words  # "Will" is not carried by "will" when Will is listed
-        return any(form in self.words for form in _word_forms(specific.text.lower()))
+        key = _word_key(specific.text)
+        if key.lower() in vocab.always_specific_words:
+            return key in self.exact_words  # "Will" is not carried by "will" when Will is listed
+        return any(form in self.words for form in _word_forms(key.lower()))
+
+
+def _word_key(token: str) -> str:
+    return token.replace(",", "")
 
 
 def _word_forms(lowered: str) -> tuple[str, ...]:
