@@ -14,6 +14,10 @@ Spec "Pass 5 — Preference inference":
   ... regardless of LLM success or failure, to prevent unbounded growth"); its lines are copied into the log
   warehouse first, so nothing is lost and backfills can still read them. Only the lines this pass read are
   removed: a turn the agent appends while the model is thinking stays for the next cycle.
+- A failed or deferred call is retried next cycle over the same turns: the pass ledger keeps the span of turns not
+  processed, and the next run reads them back from the warehouse with the new turns of the log
+  (``passes.conversation_input``; given up after 7 days). Each saved preference and its change-log row are one
+  store transaction.
 
 Host classifier (:data:`SENSITIVE_PATTERNS`), case-insensitive, word-bounded:
 
@@ -42,6 +46,7 @@ from typing import Any
 from dream_assets.llm.prompts import render_preference_inference
 from dream_assets.passes.common import call_model, note_malformed
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.conversation_input import ConversationInput, gather, settle
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
@@ -117,26 +122,35 @@ def run_preference_inference(ctx: PassContext) -> PassReport:
     report = PassReport(PASS)
     if not ctx.options.PreferenceInferenceEnabled:
         return report.skip("disabled (PreferenceInferenceEnabled = false); the conversation log is left as it is")
-    if not log_exists(ctx.profile, CONVERSATION):
+    if not log_exists(ctx.profile, CONVERSATION) and ctx.ledger.pending(PASS) is None:
         return report.skip(f"no conversation log ({ctx.profile.conversation_log_path.name} is absent): "
                            "nothing to infer from")
     snapshot = _read_conversation(ctx.profile)
     if snapshot.read.malformed:
+        report.count("malformed_conversation_lines", snapshot.read.malformed)
         report.warn(f"conversation log: {snapshot.read.malformed} unreadable line(s) skipped (they are kept in the "
                     f"log warehouse): {'; '.join(snapshot.read.problems[:5])}")
+    given = ConversationInput()
+    raised = True
     try:
-        if not snapshot.sessions:
+        given = gather(ctx, PASS, snapshot.read.events, report)
+        if not given.sessions:
             if snapshot.cut == 0:
-                return report.skip("the conversation log is empty: no call")
-            return report.skip("the conversation log has no readable turns: no call")
-        _infer(ctx, report, snapshot)
+                report.skip("the conversation log is empty: no call")
+            else:
+                report.skip("the conversation log has no readable turns: no call")
+        else:
+            _infer(ctx, report, given)
+        raised = False
     finally:
+        # Pending turns are recorded before the log is cleared: a stop in between leaves them in both places.
+        settle(ctx, PASS, given, report, raised=raised)
         _clear(ctx, report, snapshot)
     return report
 
 
-def _infer(ctx: PassContext, report: PassReport, snapshot: _ConversationSnapshot) -> None:
-    sessions = {sid: [t.to_json() for t in turns] for sid, turns in snapshot.sessions.items()}
+def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> None:
+    sessions = {sid: [t.to_json() for t in turns] for sid, turns in given.sessions.items()}
     feedback = _recent_feedback(ctx, report)
     turns = sum(len(t) for t in sessions.values())
     report.counts.update({"sessions": len(sessions), "turns": turns, "feedback_signals": len(feedback)})
@@ -200,7 +214,8 @@ def _recent_feedback(ctx: PassContext, report: PassReport) -> list[dict[str, Any
 def save_memory_recorded(ctx: PassContext, report: PassReport, pass_name: str, content: str, *, category: str,
                          tags: list[str], importance: float, metadata: dict[str, str], reason: str,
                          required_metadata: dict[str, str] | None = None) -> tuple[SaveResult, Any]:
-    """Save through save-time dedup and record the change so the cycle can be undone.
+    """Save through save-time dedup and record the change so the cycle can be undone; the save and its change-log
+    row are one store transaction (a stop between them leaves neither).
 
     A new entry is recorded as "created". When dedup reinforced or extended an existing entry, that entry's record
     from before the save is recorded as ``before`` ("updated"), so undo puts it back exactly. ``required_metadata``
@@ -208,26 +223,28 @@ def save_memory_recorded(ctx: PassContext, report: PassReport, pass_name: str, c
     permission flag must survive a merge). Returns the save result and the entry as stored.
     """
     store = ctx.store.memories
-    # Dedup picks its match among the top BM25 hits of the same tokens; a wider net here holds the match's
-    # pre-save record for the change log.
-    before_candidates = {e.id: e for e, _ in store.search(content, limit=50)}
-    result = store.save(content, category=category, tags=tags, importance=importance, metadata=metadata, now=ctx.now)
-    entry = result.entry
-    missing = {k: v for k, v in (required_metadata or {}).items() if entry.metadata.get(k) != v}
-    if missing:
-        store.set_metadata({entry.id: missing})
-        entry = store.get(entry.id) or entry
-    if result.action == "created":
-        ctx.record(pass_name, "created", entry, before=None, after=entry, reason=reason)
-        return result, entry
-    before = before_candidates.get(entry.id)
-    if before is None:  # cannot happen while dedup searches the same index; never record a false "before"
-        report.warn(f"memory {entry.id} was {result.action} but its previous record was not captured; "
-                    "this change cannot be undone automatically")
-        before = entry
-    ctx.record(pass_name, "updated", entry, before=before, after=entry,
-               reason=f"{reason}: {result.action} an existing entry (save-time dedup, similarity "
-                      f"{(result.similarity or 0.0):.2f})")
+    with ctx.store.transaction():
+        # Dedup picks its match among the top BM25 hits of the same tokens; a wider net here holds the match's
+        # pre-save record for the change log.
+        before_candidates = {e.id: e for e, _ in store.search(content, limit=50)}
+        result = store.save(content, category=category, tags=tags, importance=importance, metadata=metadata,
+                            now=ctx.now)
+        entry = result.entry
+        missing = {k: v for k, v in (required_metadata or {}).items() if entry.metadata.get(k) != v}
+        if missing:
+            store.set_metadata({entry.id: missing})
+            entry = store.get(entry.id) or entry
+        if result.action == "created":
+            ctx.record(pass_name, "created", entry, before=None, after=entry, reason=reason)
+            return result, entry
+        before = before_candidates.get(entry.id)
+        if before is None:  # cannot happen while dedup searches the same index; never record a false "before"
+            report.warn(f"memory {entry.id} was {result.action} but its previous record was not captured; "
+                        "this change cannot be undone automatically")
+            before = entry
+        ctx.record(pass_name, "updated", entry, before=before, after=entry,
+                   reason=f"{reason}: {result.action} an existing entry (save-time dedup, similarity "
+                          f"{(result.similarity or 0.0):.2f})")
     return result, entry
 
 
@@ -260,8 +277,10 @@ def _clear(ctx: PassContext, report: PassReport, snapshot: _ConversationSnapshot
     if snapshot.cut == 0:
         return
     name = ctx.profile.conversation_log_path.name
+    problems: list[str] = []
     try:
-        moved = clear_conversation_log(ctx.profile, ctx.now, upto=snapshot.cut, identity=snapshot.identity)
+        moved = clear_conversation_log(ctx.profile, ctx.now, upto=snapshot.cut, identity=snapshot.identity,
+                                       problems=problems)
     except ConversationLogChanged:
         report.warn(f"{name} was rewritten while the pass ran; not cleared this cycle (it is read again next cycle)")
         return
@@ -270,3 +289,9 @@ def _clear(ctx: PassContext, report: PassReport, snapshot: _ConversationSnapshot
         return
     report.count("conversation_lines_cleared", moved)
     report.info(f"conversation log cleared: {moved} line(s) moved to the log warehouse")
+    # Lines archived as raw text were already reported as unreadable; a line too long to archive is gone: say so.
+    too_long = [p for p in problems if p.endswith("it was not archived")]
+    if too_long:
+        report.count("conversation_lines_unarchivable", len(too_long))
+        report.warn(f"line(s) of {name} too long to archive were removed with the rest (the log must not grow "
+                    f"without bound): {'; '.join(too_long[:5])}" + (" …" if len(too_long) > 5 else ""))

@@ -15,6 +15,11 @@ The pass never overwrites: a proposed name that exists in the catalog, live or a
 consolidation's job, which runs next). It is delta-driven — it reads the conversation log, which preference inference
 clears at the end of the cycle, so an idle agent costs nothing; on top of that the change gate keeps a log that was
 not cleared (preference inference disabled or failed) from being sent twice. This pass does not clear the log.
+
+Because the log is cleared even when this pass's call failed, a failed or deferred run leaves the span of turns it
+did not process in the pass ledger, and the next run reads them back from the log warehouse together with the new
+turns (``passes.conversation_input``; given up after 7 days). Each created skill and its change-log row are one
+store transaction.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from dream_assets.model import Skill
 from dream_assets.names import InvalidName, validate_skill_name
 from dream_assets.passes.common import call_model, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.conversation_input import ConversationInput, gather, settle
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.skill_signals import note_malformed
 from dream_assets.store.logs import CONVERSATION, ConversationTurn, conversation_by_session, log_exists
@@ -126,11 +132,23 @@ def run_skill_gap_detection(ctx: PassContext) -> PassReport:
     report = PassReport(PASS)
     if not ctx.options.SkillGapEnabled:
         return report.skip("disabled (SkillGapEnabled = false)")
-    if not log_exists(ctx.profile, CONVERSATION):
+    if not log_exists(ctx.profile, CONVERSATION) and ctx.ledger.pending(PASS) is None:
         return report.skip("no conversation log (conversation-log.jsonl) — the agent does not record conversations, "
                            "so there are no sessions to find recurring requests in")
-    sessions, read = conversation_by_session(ctx.profile)
+    _, read = conversation_by_session(ctx.profile)
     note_malformed(report, CONVERSATION, read)
+    given = ConversationInput()
+    raised = True
+    try:
+        given = gather(ctx, PASS, read.events, report)
+        _detect(ctx, report, given.sessions)
+        raised = False
+    finally:
+        settle(ctx, PASS, given, report, raised=raised)
+    return report
+
+
+def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[ConversationTurn]]) -> PassReport:
     if not sessions:
         return report.skip("conversation log is empty: no new conversations since it was last cleared")
     firsts = first_user_messages(sessions)
@@ -201,15 +219,16 @@ def _apply_proposal(ctx: PassContext, report: PassReport, proposal: SkillGapSave
         return False
     skill = Skill(name=name, summary=proposal.summary.strip(), content=proposal.content,
                   created_at=ctx.now, updated_at=ctx.now)
+    shown = ", ".join(sessions[:5]) + (f" and {len(sessions) - 5} more" if len(sessions) > 5 else "")
+    reason = f"recurring request in {len(sessions)} sessions ({shown}); shared terms: {', '.join(terms[:8])}"
     try:
-        saved = ctx.store.skills.put(skill)  # insert only: a name created meanwhile is not overwritten
+        with ctx.store.transaction():   # the skill and its change-log row, or neither
+            saved = ctx.store.skills.put(skill)  # insert only: a name created meanwhile is not overwritten
+            ctx.record(PASS, "created", saved, before=None, after=saved, reason=reason)
     except (SkillError, InvalidName) as exc:
         report.count("rejected_invalid")
         report.warn(f"proposed skill {name!r} skipped: {exc}")
         return False
-    shown = ", ".join(sessions[:5]) + (f" and {len(sessions) - 5} more" if len(sessions) > 5 else "")
-    reason = f"recurring request in {len(sessions)} sessions ({shown}); shared terms: {', '.join(terms[:8])}"
-    ctx.record(PASS, "created", saved, before=None, after=saved, reason=reason)
     report.change("skill-created", name, f"{saved.summary} — {reason}")
     report.info(f"created skill {name}: {reason}")
     return True
