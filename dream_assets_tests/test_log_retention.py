@@ -328,3 +328,63 @@ def test_writers_appending_during_trims_lose_no_line_and_leave_no_partial_line(p
         moved = [json.loads(x)[key] for x in archived(profile, kind)]
         assert not set(kept) & set(moved)
         assert sorted(kept + moved) == expected
+
+
+# --- temp files left by a killed rewrite ---------------------------------------------------------------------------
+
+_KILLED_REWRITE = """
+import os, sys
+from datetime import datetime
+from pathlib import Path
+
+from dream_assets.profile import AgentProfile
+from dream_assets.store import logs, warehouse
+
+def killed(*args, **kwargs):          # the process dies where the temp file would be renamed into place
+    os._exit(9)
+
+os.replace = killed
+what, root, path = sys.argv[1:4]
+if what == "trim":
+    logs.replace_with_tail(Path(path), 1)
+else:
+    warehouse.archive_file_ranges(AgentProfile(Path(root)), "tool-call", [(Path(path), 0, None)],
+                                  datetime.fromisoformat("2024-06-01T12:00:00+00:00"))
+"""
+
+
+def _kill_during(what: str, profile: AgentProfile, path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", _KILLED_REWRITE, what, str(profile.root), str(path)], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 9, done.stderr
+
+
+def _age(path: Path, age: timedelta) -> None:
+    stamp = (NOW - age).timestamp()
+    os.utime(path, (stamp, stamp))
+
+
+def test_temp_files_left_by_a_killed_trim_and_archive_are_swept_once_old(profile: AgentProfile) -> None:
+    log = write_session(profile, "s1", 5)
+    before = log.read_bytes()
+    _kill_during("trim", profile, log)
+    _kill_during("archive", profile, log)
+    left = sorted(log.parent.glob(".s1.jsonl.*.tmp")) + sorted(profile.warehouse_dir.glob("tool-call/*/.part-*.tmp"))
+    assert len(left) == 2 and log.read_bytes() == before             # the killed rewrite changed nothing
+    for path in left:
+        _age(path, timedelta(hours=2))
+    fresh = log.parent / ".s2.jsonl.0123456789ab.tmp"                  # a rewrite still writing it
+    fresh.write_bytes(b"partial")
+    _age(fresh, timedelta(minutes=10))
+
+    report = run_log_retention(profile, opts(), NOW)
+    assert report.status == "completed" and report.counts["temp_files_removed"] == 2
+    assert not any(p.exists() for p in left) and fresh.exists()
+    assert {c.target for c in report.changes if c.kind == "temp-removed"} == {
+        p.relative_to(profile.root).as_posix() for p in left}
+    assert "2 leftover temp files removed" in report.summary
+    assert log.read_bytes() == before
