@@ -47,8 +47,9 @@ def gather(ctx: PassContext, pass_name: str, live: list[ConversationTurn], repor
     turns = list(live)
     retried = 0
     pending = ctx.ledger.pending(pass_name)
-    if ctx.ledger.warning:
-        report.warn(ctx.ledger.warning)
+    for warning in (ctx.ledger.warning or "").split("; "):
+        if pass_name in warning:   # e.g. its unprocessed turns could not be read from the ledger
+            report.warn(warning)
     if pending is not None:
         oldest = ctx.now - PENDING_MAX_AGE
         if pending.since < oldest:
