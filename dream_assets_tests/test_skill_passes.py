@@ -359,6 +359,58 @@ def test_a_skill_edited_while_the_model_answers_is_not_merged_away(profile, stor
     assert store.skills.get("meeting-minutes").content == "Edited by the agent meanwhile."
 
 
+def test_hostile_strings_reject_their_item_with_a_reason_and_the_rest_of_the_answer_applies(profile, store, options):
+    catalog(store, skill("mcp/email"), skill("mcp/calendar"), skill("summarize-emails"), skill("email-summary"))
+    some_usage(profile)
+    raw = ('{"toDelete": [42, {"name": "mcp/calendar"}, null, "ghost", "mcp/calendar\\u0000", "email-summary"],'
+           ' "toSave": ['
+           '{"name": "mcp/\\ud800", "content": "Surrogate in the name."},'
+           '{"name": "mcp/guide", "content": "Pick a tool.\\u0000", "sourceNames": ["mcp/email"]},'
+           '{"name": "mcp/guide2", "summary": "bad\\udfff", "content": "Pick a tool."},'
+           '{"name": "email/summarize", "content": "List senders, asks and deadlines.",'
+           ' "sourceNames": ["summarize-emails", ["x"], "summarize-emails"], "seeAlso": ["mcp/email", true]}]}')
+    client, _ = scripted(profile, options, [raw])
+    report = run_skill_consolidation(context(profile, store, client))
+    assert report.status == "completed"
+    reasons = {c.target: c.detail for c in report.changes if c.kind == "invalid-item"}
+    assert set(reasons) == {"toSave[0]", "toSave[1]", "toSave[2]"}
+    assert "lone surrogate (U+D800)" in reasons["toSave[0]"] and "control character (NUL)" in reasons["toSave[1]"]
+    assert "toSave[2].summary contains a lone surrogate" in reasons["toSave[2]"]
+    assert "its sources are kept" in reasons["toSave[1]"]
+    assert report.counts["invalid_items"] == 3 and report.counts["merged"] == 1
+    assert report.counts["invalid_names"] == 4      # 42 is text ("42"); the object, null, NUL name and the list
+    assert report.counts["ignored_names"] == 2      # "42" and "ghost" were never shown
+    assert report.counts["duplicate_names"] == 1
+    assert live_names(store) == {"mcp/email", "mcp/calendar", "email/summarize"}  # source merged, prune applied
+    assert store.skills.get("email/summarize").see_also == ("mcp/email",)
+    store.skills.fingerprint()
+
+
+def test_a_source_shared_by_two_saves_is_retired_once_and_both_saves_persist(profile, store, options):
+    catalog(store, skill("mcp/email"), skill("mail-send"), skill("mail-draft"))
+    some_usage(profile)
+    client, _ = scripted(profile, options, [{"toSave": [
+        {"name": "mail/send", "content": "Send mail.", "sourceNames": ["mail-send", "mail-draft"]},
+        {"name": "mail/draft", "content": "Draft mail.", "sourceNames": ["mail-draft"]}]}])
+    report = run_skill_consolidation(context(profile, store, client))
+    assert report.counts["merged"] == 2 and report.counts["archived"] == 2
+    assert live_names(store) == {"mcp/email", "mail/send", "mail/draft"}
+    rows = [(r.kind, r.target_id) for r in store.changes.list("c1")]
+    assert rows.count(("archived", "mail-draft")) == 1
+    assert store.changes.undo_cycle("c1", now=NOW + timedelta(minutes=1)).ok
+    assert live_names(store) == {"mcp/email", "mail-send", "mail-draft"}
+
+
+def test_an_invalid_only_save_does_not_unlock_deletions(profile, store, options):
+    catalog(store, skill("mcp/email"), skill("mcp/calendar"))
+    some_usage(profile)
+    client, _ = scripted(profile, options, [{"toDelete": ["mcp/calendar"],
+                                              "toSave": [{"name": "mcp/guide", "content": "\x00"}]}])
+    report = run_skill_consolidation(context(profile, store, client))
+    assert live_names(store) == {"mcp/email", "mcp/calendar"}
+    assert report.counts["refused_deletes"] == 1 and report.counts["invalid_items"] == 1
+
+
 def test_malformed_usage_lines_are_reported_not_silently_dropped(profile, store, options):
     catalog(store, skill("mcp/email"), skill("mcp/calendar"))
     some_usage(profile)
@@ -441,6 +493,22 @@ def test_optimization_rewrites_only_sent_skills_and_never_deletes(profile, store
     assert kinds == {("updated", "mcp/calendar"), ("updated", "travel/visa")}
     assert store.changes.undo_cycle("c1", now=NOW).ok
     assert store.skills.get("travel/visa").content == "Check the embassy site."
+
+
+def test_optimization_rejects_unusable_text_with_a_reason_and_applies_the_rest(profile, store, options):
+    risky_world(profile, store)
+    answer = {"toSave": [
+        {"name": "mcp/calendar", "content": "Check free/busy first\ud800."},
+        {"name": "travel/visa", "summary": "Check\u0007 visa rules", "content": "1. Open the embassy site."},
+        {"name": "mcp/calendar", "content": "Check free/busy first, then create the event."}]}
+    client, _ = scripted(profile, options, [answer])
+    report = run_skill_optimization(context(profile, store, client))
+    assert report.status == "completed" and report.counts["updated"] == 1 and report.counts["invalid_items"] == 2
+    reasons = {c.target: c.detail for c in report.changes if c.kind == "invalid-item"}
+    assert "lone surrogate" in reasons["toSave[0]"] and "toSave[1].summary contains a control" in reasons["toSave[1]"]
+    assert store.skills.get("mcp/calendar").content == "Check free/busy first, then create the event."
+    assert store.skills.get("travel/visa").content == "Check the embassy site."
+    assert [(c.kind, c.target_id) for c in store.changes.list("c1")] == [("updated", "mcp/calendar")]
 
 
 def test_nothing_at_risk_or_sparse_makes_no_call(profile, store, options):

@@ -139,3 +139,27 @@ def test_failed_call_is_not_stamped_and_is_retried(profile, store):
     retry, backend = run(profile, store, [findings()])
     assert retry.status == "completed" and len(backend.requests) == 1
     assert PassLedger(profile).get(PASS) is not None
+
+
+# ------------------------------------------------------------------ hostile model text
+def test_an_unusable_finding_is_rejected_with_its_reason_and_the_others_are_saved(profile, store):
+    route(profile, "low", "escalated")
+    report, _ = run(profile, store, [findings(
+        {"content": "Route refactors to the high tier\ud800.", "tier": "high"},
+        {"content": "Low tier handles chat\x00 well."},
+        {"content": "Escalations cost more than starting high.", "tags": ["cost\nnotes"]},
+        {"content": "Low tier is fine for chat.", "tier": "lo\u202ew"},
+        {"content": "x" * 16_001},
+        {"content": "Send refactors straight to the high tier.", "tier": "high"},
+    )])
+    assert report.status == "completed"
+    assert report.counts["invalid_items"] == 5 and report.counts["created"] == 1 and report.counts["rejected"] == 5
+    reasons = {c.target: c.detail for c in report.changes if c.kind == "invalid-item"}
+    assert "lone surrogate (U+D800)" in reasons["findings[0]"] and "control character (NUL)" in reasons["findings[1]"]
+    assert "tags[0] contains a control character" in reasons["findings[2]"]
+    assert "invisible formatting character (U+202E)" in reasons["findings[3]"]
+    assert "over the limit of 16000" in reasons["findings[4]"]
+    [saved] = routing_memories(store)
+    assert saved.content == "Send refactors straight to the high tier." and saved.category.endswith("high-tier")
+    assert [r.target_id for r in store.changes.list("c1")] == [saved.id]  # the save and its row, nothing else
+    store.memories.fingerprint()

@@ -6,10 +6,17 @@ then applies the answer with these rules, all in code:
 
 - Safety guard: ``toDelete`` with an empty ``toSave`` is a directive violation — nothing is applied and the pass is
   not stamped, so the next cycle asks again. Likewise no deletion happens unless at least one replacement was saved.
-- Replacement first, then retirement: every save is written before any skill is archived, and only the sources of a
-  save that persisted are retired. Retired and pruned skills are archived (restorable), never deleted.
+- Replacement first, then retirement: each save is one write together with its change-log row and the retirement
+  of its sources (a crash leaves the whole merge or none of it), so only the sources of a save that persisted are
+  retired; prunes follow, each one write with its row, and only once a save persisted. Retired and pruned skills are
+  archived (restorable), never deleted.
+- Every model-provided string is checked first (model_text.py): a save with a bad name, a blank, over-long or
+  unencodable content or summary is rejected with its reason (``invalid_items``, an ``invalid-item`` row in the
+  changes table) and the rest of the answer applies; names that are not usable, repeated or not shown are ignored
+  with a count (``invalid_names``, ``duplicate_names``, ``ignored_names``).
 - A merged skill carries the earliest ``created_at`` and the latest ``last_used_at`` of its sources.
-- Only skills that were shown can be merged or pruned; a skill edited since it was read is left alone (the edit wins).
+- Only skills that were shown can be merged or pruned; a skill edited since it was read is left alone (the edit wins),
+  judged inside the same write that would change it.
 - Names are validated; ``seeAlso`` entries naming no live skill after this answer are dropped, and references to a
   skill retired into a merge are pointed at the merged skill.
 
@@ -26,9 +33,10 @@ from typing import Any
 from dream_assets.llm.contracts import SkillConsolidationResponse, SkillSave
 from dream_assets.llm.prompts import render_skill_consolidation
 from dream_assets.model import Skill
-from dream_assets.names import InvalidName, validate_skill_name
+from dream_assets.names import InvalidName
 from dream_assets.passes.common import call_model, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.model_text import IdCheck, check_ids, problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.skill_signals import (
     co_used_pairs,
@@ -40,9 +48,10 @@ from dream_assets.passes.skill_signals import (
     usage_counts,
 )
 from dream_assets.store.logs import log_exists
-from dream_assets.store.skills import SkillError, SkillStore
+from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError, SkillStore
 
 PASS = "skill_consolidation"
+MAX_SUMMARY_CHARS = 2_000   # a one-line description of a skill
 USAGE_LOG = "skill-usage"
 
 
@@ -142,44 +151,60 @@ class ConsolidationOutcome:
 
 
 def _valid_name(name: str) -> bool:
-    try:
-        validate_skill_name(name)
-    except InvalidName:
-        return False
-    return True
+    return problem(name, "name", field="name") is None
 
 
-def _plan(report: PassReport, response: SkillConsolidationResponse, shown: Mapping[str, Skill],
+def _invalid(report: PassReport, outcome: ConsolidationOutcome, target: str, reason: str) -> None:
+    """A model-provided item that cannot be applied: counted, listed in the changes table; the rest applies."""
+    outcome.rejected += 1
+    report.count("invalid_items")
+    report.change("invalid-item", target, reason)
+    report.warn(f"{target} rejected: {reason}")
+
+
+def _note_ids(report: PassReport, found: IdCheck, what: str) -> None:
+    if found.invalid:
+        report.count("invalid_names", len(found.invalid))
+        report.warn(f"{what}: {len(found.invalid)} entr(y/ies) that are not usable skill names ignored: "
+                    + ", ".join(found.invalid[:10]))
+    if found.duplicates:
+        report.count("duplicate_names", len(found.duplicates))
+    if found.not_shown:
+        report.count("ignored_names", len(found.not_shown))
+        report.warn(f"{what} names {', '.join(shown(n, 60) for n in found.not_shown[:10])}, which "
+                    f"{'is' if len(found.not_shown) == 1 else 'are'} not a live skill that was shown; ignored")
+
+
+def _save_problem(save: SkillSave, n: int) -> str | None:
+    where = f"toSave[{n}]"
+    return (problem(save.name, "name", field=f"{where}.name")
+            or problem(save.content, "content", field=f"{where}.content", max_chars=MAX_SKILL_CHARS)
+            or problem(save.summary, "text", field=f"{where}.summary", max_chars=MAX_SUMMARY_CHARS))
+
+
+def _plan(report: PassReport, response: SkillConsolidationResponse, shown_skills: Mapping[str, Skill],
           outcome: ConsolidationOutcome) -> list[_Planned]:
     planned: list[_Planned] = []
     seen: set[str] = set()
-    for save in response.to_save:
+    for n, save in enumerate(response.to_save):
         name = save.name
-        try:
-            validate_skill_name(name)
-        except InvalidName as exc:
+        if isinstance(save.content, str) and not save.content.strip() and _valid_name(name):
             outcome.rejected += 1
-            report.change("rejected", str(name), f"invalid name: {exc}")
-            report.warn(f"toSave entry skipped: {exc} — a skill name is a relative path such as mcp/guide")
+            report.warn(f"toSave entry {name!r} skipped: field 'content' is empty, so its sources are kept")
+            continue
+        bad = _save_problem(save, n)
+        if bad:
+            _invalid(report, outcome, f"toSave[{n}]", bad + ("; its sources are kept" if save.source_names else ""))
             continue
         if name in seen:
             outcome.rejected += 1
             report.warn(f"toSave lists {name!r} twice; the first entry is used")
             continue
-        if not save.content.strip():
-            outcome.rejected += 1
-            report.warn(f"toSave entry {name!r} skipped: field 'content' is empty, so its sources are kept")
-            continue
-        sources = []
-        for src in dict.fromkeys(save.source_names):
-            if src == name:
-                continue
-            if src not in shown:
-                report.warn(f"skill {name!r}: sourceNames entry {src!r} is not a live skill that was shown; ignored")
-                continue
-            sources.append(shown[src])
+        found = check_ids([s for s in save.source_names if s != name], shown_skills,
+                          field=f"toSave[{n}].sourceNames")
+        _note_ids(report, found, f"skill {name!r}: sourceNames")
         seen.add(name)
-        planned.append(_Planned(save, sources, shown.get(name)))
+        planned.append(_Planned(save, [shown_skills[s] for s in found.usable], shown_skills.get(name)))
     return planned
 
 
@@ -191,25 +216,27 @@ def _filter_see_also(name: str, wanted: Iterable[str], allowed: set[str],
     for raw in wanted:
         target = redirects.get(raw, raw) if raw in redirects else raw
         if target is None or not _valid_name(target) or target not in allowed:
-            dropped.append(str(raw))
+            dropped.append(shown(raw, 60))
         elif target != name and target not in kept:
             kept.append(target)
     return kept, dropped
 
 
 def apply_consolidation(ctx: PassContext, report: PassReport, response: SkillConsolidationResponse,
-                        shown: Mapping[str, Skill]) -> ConsolidationOutcome:
+                        shown_skills: Mapping[str, Skill]) -> ConsolidationOutcome:
+    """Apply one answer. Each save is one write with its change-log row and the retirement of its sources (a merge is
+    whole or absent); each prune and each link repair is one write with its row."""
     store = ctx.store.skills
     outcome = ConsolidationOutcome()
-    planned = _plan(report, response, shown, outcome)
+    planned = _plan(report, response, shown_skills, outcome)
     planned_names = {p.save.name for p in planned}
 
+    found = check_ids(response.to_delete, shown_skills, field="toDelete")
+    _note_ids(report, found, "toDelete")
     deletes: list[str] = []
-    for name in dict.fromkeys(response.to_delete):
+    for name in found.usable:
         if name in planned_names:
             report.warn(f"toDelete names {name!r}, which the answer also saves; it is kept")
-        elif name not in shown:
-            report.warn(f"toDelete names {name!r}, which is not a live skill that was shown; ignored")
         else:
             deletes.append(name)
     # Where retired skills go, for seeAlso: a merge source to its merged skill, a pruned skill nowhere.
@@ -224,115 +251,147 @@ def apply_consolidation(ctx: PassContext, report: PassReport, response: SkillCon
         planned_redirects.setdefault(name, None)
     allowed = ({s.name for s in store.list()} | planned_names) - set(planned_redirects)
 
-    # 1. Replacement first.
-    persisted: list[tuple[_Planned, Skill]] = []
+    # 1. Replacement first: each save, with the retirement of its sources, in one write.
+    persisted: list[Skill] = []
     for p in planned:
-        saved = _persist(ctx, report, p, allowed, planned_redirects, outcome)
+        saved = _persist(ctx, report, p, allowed, planned_redirects, planned_names, outcome)
         if saved is not None:
-            persisted.append((p, saved))
+            persisted.append(saved)
 
-    # 2. Then retirement: sources of persisted merges, and prunes — only once something was saved.
-    retire: dict[str, tuple[str | None, str]] = {}
-    for p, saved in persisted:
-        for src in p.sources:
-            if src.name not in planned_names:
-                retire.setdefault(src.name, (saved.name, f"merged into {saved.name}"))
+    # 2. Then the prunes — only once something was saved (spec 'Pass 3' safety guard).
     if persisted:
         for name in deletes:
-            retire.setdefault(name, (None, "pruned as redundant (toDelete)"))
+            if name not in outcome.redirects:
+                _retire(ctx, report, name, shown_skills[name], None, "pruned as redundant (toDelete)", outcome)
     else:
         refused = set(deletes) | set(planned_redirects)
         if refused:
             report.count("refused_deletes", len(refused))
             report.warn(f"{len(refused)} deletion(s) refused ({', '.join(sorted(refused))}): no replacement skill was "
                         "saved, and deletions need one (spec 'Pass 3' safety guard)")
-    for name, (target, reason) in retire.items():
-        current = store.get(name)
-        if current is None or current.is_archived or not same_skill(current, shown[name]):
-            report.warn(f"skill {name!r} not archived: it changed since it was read (the edit wins)")
-            continue
-        archived = store.archive(name, now=ctx.now)
-        ctx.record(PASS, "archived", archived, before=current, after=archived, reason=reason)
-        report.change("skill-archived", name, reason + " — restorable")
-        report.info(f"archived skill {name} ({reason}); restore with the undo of this cycle or SkillStore.restore")
-        outcome.archived += 1
-        outcome.redirects[name] = target
 
     # 3. No dangling seeAlso: links to a retired skill follow it into its merge or are dropped.
-    _repair_links(ctx, report, {saved.name for _, saved in persisted}, outcome)
+    _repair_links(ctx, report, {s.name for s in persisted}, outcome)
     report.counts.update({"merged": outcome.merged, "created": outcome.created, "guides": outcome.guides,
                           "updated": outcome.updated, "archived": outcome.archived, "unchanged": outcome.unchanged,
                           "rejected": outcome.rejected, "see_also_dropped": outcome.see_also_dropped})
     return outcome
 
 
+def _retire(ctx: PassContext, report: PassReport, name: str, shown_skill: Skill, target: str | None, reason: str,
+            outcome: ConsolidationOutcome) -> None:
+    """Archive one skill with its change-log row, in one write, unless it changed since it was read (the edit wins)."""
+    store = ctx.store.skills
+    with ctx.store.transaction():
+        current = store.get(name)
+        if current is None or current.is_archived or not same_skill(current, shown_skill):
+            archived = None
+        else:
+            archived = store.archive(name, now=ctx.now)
+            ctx.record(PASS, "archived", archived, before=current, after=archived, reason=reason)
+    if archived is None:
+        report.warn(f"skill {name!r} not archived: it changed since it was read (the edit wins)")
+        return
+    _note_retired(report, name, target, reason, outcome)
+
+
+def _note_retired(report: PassReport, name: str, target: str | None, reason: str,
+                  outcome: ConsolidationOutcome) -> None:
+    report.change("skill-archived", name, reason + " — restorable")
+    report.info(f"archived skill {name} ({reason}); restore with the undo of this cycle or SkillStore.restore")
+    outcome.archived += 1
+    outcome.redirects[name] = target
+
+
+class _Moved(Exception):
+    """A skill the save depends on changed since the catalog was read: nothing of the save is written."""
+
+
 def _persist(ctx: PassContext, report: PassReport, p: _Planned, allowed: set[str],
-             redirects: Mapping[str, str | None], outcome: ConsolidationOutcome) -> Skill | None:
+             redirects: Mapping[str, str | None], planned_names: set[str],
+             outcome: ConsolidationOutcome) -> Skill | None:
+    """One save and the retirement of its sources, as one write. Returns the saved skill, or None (nothing written)."""
     store = ctx.store.skills
     save, name = p.save, p.save.name
-    current = store.get(name)
-    if p.target_shown is not None and not same_skill(current, p.target_shown):
+    retire = [s for s in p.sources if s.name not in planned_names and s.name not in outcome.redirects]
+    try:
+        with ctx.store.transaction():
+            current = store.get(name)
+            if p.target_shown is not None and not same_skill(current, p.target_shown):
+                raise _Moved(f"skill {name!r} not rewritten: it changed since it was read (the edit wins)")
+            if p.target_shown is None and current is not None and not current.is_archived:
+                raise _Moved(f"skill {name!r} not written: it was created after the catalog was read (never "
+                             "overwritten)")
+            # A source already retired into an earlier save of this answer is as it was shown.
+            moved = [s.name for s in p.sources
+                     if s.name not in outcome.redirects and not same_skill(store.get(s.name), s)]
+            if moved:
+                raise _Moved(f"merge into {name!r} skipped: source(s) {', '.join(moved)} changed since they were "
+                             "read; sources kept")
+
+            base = current if current is not None and not current.is_archived else None
+            summary = save.summary.strip() or (base.summary if base else "") or \
+                (p.sources[0].summary if p.sources else "")
+            if "see_also" in save.model_fields_set:
+                wanted: Sequence[str] = save.see_also
+            else:  # no seeAlso in the answer: keep the links the skill (or its sources) had
+                wanted = list(base.see_also) if base else [n for s in p.sources for n in s.see_also]
+            see_also, dropped = _filter_see_also(name, wanted, allowed, redirects)
+            # Spec "Metadata preservation": earliest CreatedAt and latest LastUsedAt of the sources (the store also
+            # keeps the target's own, when it exists).
+            kwargs: dict[str, Any] = {}
+            if p.sources:
+                kwargs["created_at"] = min(s.created_at for s in p.sources)
+                used = [s.last_used_at for s in p.sources if s.last_used_at is not None]
+                kwargs["last_used_at"] = max(used) if used else None
+            skill = Skill(name=name, summary=summary, content=save.content, see_also=tuple(see_also), **kwargs)
+            if base is not None and not p.sources and same_skill(base, skill):
+                outcome.unchanged += 1
+                return None
+            saved = store.save(skill, now=ctx.now)
+            src_names = [s.name for s in p.sources]
+            if src_names:
+                kind_label, reason = "skill-merged", f"merged from {', '.join(src_names)}"
+            elif current is None:
+                is_guide = name.rsplit("/", 1)[-1] == "guide" and "/" in name
+                kind_label = "guide-created" if is_guide else "skill-created"
+                reason = "prefix-family guide" if is_guide else "new skill"
+            else:
+                kind_label = "skill-updated"
+                reason = "re-created over an archived skill of the same name" if current.is_archived else "rewritten"
+                if base is not None and base.content == saved.content and base.summary == saved.summary:
+                    reason = "seeAlso updated"
+            ctx.record(PASS, "created" if current is None else "updated", saved, before=current, after=saved,
+                       reason=reason)
+            retired: list[str] = []
+            for src in retire:
+                before = store.get(src.name)
+                archived = store.archive(src.name, now=ctx.now)
+                ctx.record(PASS, "archived", archived, before=before, after=archived, reason=f"merged into {name}")
+                retired.append(src.name)
+    except _Moved as exc:
         outcome.rejected += 1
-        report.warn(f"skill {name!r} not rewritten: it changed since it was read (the edit wins)")
+        report.warn(str(exc))
         return None
-    if p.target_shown is None and current is not None and not current.is_archived:
+    except (SkillError, InvalidName) as exc:
         outcome.rejected += 1
-        report.warn(f"skill {name!r} not written: it was created after the catalog was read (never overwritten)")
-        return None
-    moved = [s.name for s in p.sources if not same_skill(store.get(s.name), s)]
-    if moved:
-        outcome.rejected += 1
-        report.warn(f"merge into {name!r} skipped: source(s) {', '.join(moved)} changed since they were read; "
-                    "sources kept")
+        report.warn(f"skill {name!r} not saved: {exc}; nothing of it was written, its sources are kept")
         return None
 
-    base = current if current is not None and not current.is_archived else None
-    summary = save.summary.strip() or (base.summary if base else "") or (p.sources[0].summary if p.sources else "")
-    if "see_also" in save.model_fields_set:
-        wanted: Sequence[str] = save.see_also
-    else:  # no seeAlso in the answer: keep the links the skill (or its sources) had
-        wanted = list(base.see_also) if base else [n for s in p.sources for n in s.see_also]
-    see_also, dropped = _filter_see_also(name, wanted, allowed, redirects)
     if dropped:
         outcome.see_also_dropped += len(dropped)
         report.info(f"skill {name!r}: seeAlso entries naming no live skill dropped: {', '.join(dropped)}")
-    # Spec "Metadata preservation": earliest CreatedAt and latest LastUsedAt of the sources (the store also keeps the
-    # target's own, when it exists).
-    kwargs: dict[str, Any] = {}
-    if p.sources:
-        kwargs["created_at"] = min(s.created_at for s in p.sources)
-        used = [s.last_used_at for s in p.sources if s.last_used_at is not None]
-        kwargs["last_used_at"] = max(used) if used else None
-    skill = Skill(name=name, summary=summary, content=save.content, see_also=tuple(see_also), **kwargs)
-    if base is not None and not p.sources and same_skill(base, skill):
-        outcome.unchanged += 1
-        return None
-    try:
-        saved = store.save(skill, now=ctx.now)
-    except (SkillError, InvalidName) as exc:
-        outcome.rejected += 1
-        report.warn(f"skill {name!r} not saved: {exc}; its sources are kept")
-        return None
-
-    src_names = [s.name for s in p.sources]
     if src_names:
         outcome.merged += 1
-        kind_label, reason = "skill-merged", f"merged from {', '.join(src_names)}"
     elif current is None:
         outcome.created += 1
-        is_guide = name.rsplit("/", 1)[-1] == "guide" and "/" in name
-        outcome.guides += int(is_guide)
-        kind_label = "guide-created" if is_guide else "skill-created"
-        reason = "prefix-family guide" if is_guide else "new skill"
+        outcome.guides += int(kind_label == "guide-created")
     else:
         outcome.updated += 1
-        kind_label = "skill-updated"
-        reason = "re-created over an archived skill of the same name" if current.is_archived else "rewritten"
-        if base is not None and base.content == saved.content and base.summary == saved.summary:
-            reason = "seeAlso updated"
-    ctx.record(PASS, "created" if current is None else "updated", saved, before=current, after=saved, reason=reason)
     report.change(kind_label, name, reason + (f"; seeAlso: {', '.join(saved.see_also)}" if saved.see_also else ""))
     report.info(f"{kind_label} {name}: {reason}")
+    for src_name in retired:
+        _note_retired(report, src_name, name, f"merged into {name}", outcome)
     return saved
 
 
@@ -348,11 +407,15 @@ def _repair_links(ctx: PassContext, report: PassReport, saved_names: set[str], o
         if tuple(kept) == tuple(skill.see_also):
             continue
         redirected = [n for n in skill.see_also if outcome.redirects.get(n) in kept]
-        saved = store.save(skill.with_(see_also=tuple(kept)), now=ctx.now)
         parts = ([f"redirected {', '.join(redirected)} to the merged skill"] if redirected else []) + \
             ([f"dropped {', '.join(dropped)}"] if dropped else [])
         reason = "seeAlso links to retired skills " + "; ".join(parts)
+        with ctx.store.transaction():
+            current = store.get(skill.name)
+            if current is None or not same_skill(current, skill):
+                continue  # edited meanwhile: the edit wins, its links are its own
+            saved = store.save(skill.with_(see_also=tuple(kept)), now=ctx.now)
+            ctx.record(PASS, "updated", saved, before=skill, after=saved, reason=reason)
         outcome.see_also_dropped += len(dropped)
-        ctx.record(PASS, "updated", saved, before=skill, after=saved, reason=reason)
         report.change("see-also-repaired", skill.name, reason)
         report.info(f"skill {skill.name}: {reason}")

@@ -10,7 +10,9 @@ Spec "Pass 4". Two kinds of skill are sent:
   review note.
 
 Nothing to send means no model call. The answer may only rewrite skills that were sent (others are ignored with a
-warning), keeps their names, and never deletes (``toDelete`` is ignored with a warning).
+warning), keeps their names, and never deletes (``toDelete`` is ignored with a warning). Every model-provided string
+is checked before it is applied (model_text.py): an invalid item is rejected with its reason (``invalid_items``),
+the rest applies; each rewrite and its change-log row are one write.
 
 What has been answered is not asked again:
 
@@ -32,11 +34,12 @@ from datetime import datetime
 from dream_assets.llm.contracts import SkillConsolidationResponse
 from dream_assets.llm.prompts import render_skill_optimization
 from dream_assets.model import Skill
-from dream_assets.names import InvalidName, validate_skill_name
+from dream_assets.names import InvalidName
 from dream_assets.passes.common import call_model, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
-from dream_assets.passes.skill_consolidation import same_skill
+from dream_assets.passes.skill_consolidation import MAX_SUMMARY_CHARS, same_skill
 from dream_assets.passes.skill_signals import (
     FailureSignal,
     WindowRead,
@@ -47,7 +50,7 @@ from dream_assets.passes.skill_signals import (
     read_window,
 )
 from dream_assets.store.logs import log_exists
-from dream_assets.store.skills import SkillError
+from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
 from dream_assets.text.fingerprint import event_watermark_fingerprint, skill_fingerprint, stable_hash
 
 PASS = "skill_optimization"
@@ -178,60 +181,80 @@ def run_skill_optimization(ctx: PassContext) -> PassReport:
 
 def _apply(ctx: PassContext, report: PassReport, response: SkillConsolidationResponse, sent: dict[str, Skill],
            reasons: dict[str, str]) -> int:
+    """Rewrite the sent skills the answer improves. Each rewrite is checked first (model_text.py: a bad name, a blank,
+    over-long or unencodable content or summary rejects that item with its reason) and then written with its
+    change-log row in one transaction, on the skill as it is then (an edit since it was read wins)."""
     store = ctx.store.skills
     if response.to_delete:
         report.count("ignored_deletes", len(response.to_delete))
-        report.warn(f"toDelete ignored ({', '.join(map(str, response.to_delete[:10]))}): skill optimization improves "
-                    "skills and never deletes them")
+        report.warn(f"toDelete ignored ({', '.join(shown(n, 60) for n in response.to_delete[:10])}): skill "
+                    "optimization improves skills and never deletes them")
     updated = 0
     done: set[str] = set()
     live_names = {s.name for s in store.list()}
-    for save in response.to_save:
+    for n, save in enumerate(response.to_save):
         name = save.name
-        if name not in sent:
+        bad = problem(name, "name", field=f"toSave[{n}].name")
+        if bad is None and name not in sent:
             report.count("ignored")
             report.warn(f"toSave entry {name!r} ignored: only the skills that were sent may be rewritten "
                         "(an improved skill keeps its name)")
             continue
-        if name in done:
+        if bad is None and name in done:
             report.warn(f"toSave lists {name!r} twice; the first entry is used")
             continue
-        done.add(name)
-        if not save.content.strip():
+        if bad is None and isinstance(save.content, str) and not save.content.strip():
+            done.add(name)
             report.count("ignored")
             report.warn(f"skill {name!r} not rewritten: field 'content' is empty")
             continue
-        current = store.get(name)
-        if current is None or not same_skill(current, sent[name]):
-            report.count("ignored")
-            report.warn(f"skill {name!r} not rewritten: it changed since it was read (the edit wins)")
+        bad = bad or problem(save.content, "content", field=f"toSave[{n}].content", max_chars=MAX_SKILL_CHARS) \
+            or problem(save.summary, "text", field=f"toSave[{n}].summary", max_chars=MAX_SUMMARY_CHARS)
+        if bad:
+            report.count("invalid_items")
+            report.change("invalid-item", f"toSave[{n}]", bad)
+            report.warn(f"toSave[{n}] rejected: {bad}")
             continue
-        see_also = current.see_also
-        if "see_also" in save.model_fields_set:
-            see_also = tuple(dict.fromkeys(n for n in save.see_also if n != name and n in live_names and _valid(n)))
-            dropped = [n for n in save.see_also if n not in see_also and n != name]
-            if dropped:
-                report.info(f"skill {name!r}: seeAlso entries naming no live skill dropped: {', '.join(dropped)}")
-        new = current.with_(summary=save.summary.strip() or current.summary, content=save.content, see_also=see_also)
-        if same_skill(current, new):
-            report.count("unchanged")
-            continue
+        done.add(name)
         try:
-            saved = store.save(new, now=ctx.now)
+            with ctx.store.transaction():
+                current = store.get(name)
+                if current is None or not same_skill(current, sent[name]):
+                    outcome = "moved"
+                else:
+                    see_also = current.see_also
+                    if "see_also" in save.model_fields_set:
+                        see_also = tuple(dict.fromkeys(x for x in save.see_also
+                                                       if x != name and x in live_names and _valid(x)))
+                        dropped = [shown(x, 60) for x in save.see_also if x not in see_also and x != name]
+                        if dropped:
+                            report.info(f"skill {name!r}: seeAlso entries naming no live skill dropped: "
+                                        f"{', '.join(dropped)}")
+                    new = current.with_(summary=save.summary.strip() or current.summary, content=save.content,
+                                        see_also=see_also)
+                    if same_skill(current, new):
+                        outcome = "unchanged"
+                    else:
+                        saved = store.save(new, now=ctx.now)
+                        ctx.record(PASS, "updated", saved, before=current, after=saved, reason=reasons[name])
+                        outcome = "updated"
         except (SkillError, InvalidName) as exc:
             report.count("ignored")
             report.warn(f"skill {name!r} not rewritten: {exc}")
             continue
-        ctx.record(PASS, "updated", saved, before=current, after=saved, reason=reasons[name])
-        report.change("skill-improved", name, f"{reasons[name]}; {len(current.content)} -> {len(saved.content)} chars")
-        report.info(f"improved skill {name} ({reasons[name]})")
-        updated += 1
+        if outcome == "moved":
+            report.count("ignored")
+            report.warn(f"skill {name!r} not rewritten: it changed since it was read (the edit wins)")
+        elif outcome == "unchanged":
+            report.count("unchanged")
+        else:
+            assert current is not None
+            report.change("skill-improved", name,
+                          f"{reasons[name]}; {len(current.content)} -> {len(saved.content)} chars")
+            report.info(f"improved skill {name} ({reasons[name]})")
+            updated += 1
     return updated
 
 
 def _valid(name: str) -> bool:
-    try:
-        validate_skill_name(name)
-    except InvalidName:
-        return False
-    return True
+    return problem(name, "name", field="name") is None

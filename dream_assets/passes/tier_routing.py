@@ -5,7 +5,9 @@ can run out of input — without a window it would see the same trailing entries
 window per tier (requests, success / failure / escalated counts and rates, mean latency, total cost, the task kinds
 served and those that went wrong); the model turns the summary into findings; each finding is saved as a memory in
 ``anti-patterns/routing`` (``anti-patterns/routing/<tier>-tier`` when the finding names the tier it recommends)
-through save-time dedup, and recorded in the change log.
+through save-time dedup, and recorded in the change log — the save and its row in one transaction. A finding whose
+content, tags or tier is not usable text (model_text.py: a lone surrogate, a control character, blank or over-long)
+is rejected with its reason (``invalid_items``, also counted in ``rejected``) and the other findings are saved.
 
 Gated by the window's event watermark: entries ageing out are not a change, a new entry is. No entries in the window
 means no call. The ledger is stamped only after a usable answer was applied.
@@ -24,6 +26,7 @@ from dream_assets.llm.prompts import render_tier_routing
 from dream_assets.options import DreamOptions
 from dream_assets.passes.common import call_model, gate_says_skip, note_malformed, stamp
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.model_text import problem
 from dream_assets.passes.preference_inference import save_memory_recorded
 from dream_assets.passes.report import PassReport
 from dream_assets.store.logs import TierRoutingEvent, log_exists, read_events
@@ -133,14 +136,26 @@ def run_tier_routing_review(ctx: PassContext) -> PassReport:
         return report
     for key in ("created", "reinforced", "extended", "rejected"):
         report.counts.setdefault(key, 0)
-    for finding in response.findings:
+    for n, finding in enumerate(response.findings):
+        bad = problem(finding.content, "content", field=f"findings[{n}].content", max_chars=opts.MaxContentChars) \
+            or problem(finding.tags, "tags", field=f"findings[{n}].tags") \
+            or (problem(finding.tier, "id", field=f"findings[{n}].tier") if finding.tier and finding.tier.strip()
+                else None)
+        if bad:
+            report.count("invalid_items")
+            report.count("rejected")
+            report.change("invalid-item", f"findings[{n}]", bad)
+            report.warn(f"findings[{n}] rejected: {bad}")
+            continue
         category = finding_category(finding.tier)
         metadata = {"routingTier": finding.tier.strip()} if finding.tier and finding.tier.strip() else {}
         try:
-            result, entry = save_memory_recorded(
-                ctx, report, PASS, finding.content.strip(), category=category, tags=[TAG, *finding.tags],
-                importance=FINDING_IMPORTANCE, metadata=metadata,
-                reason=f"tier routing finding over the last {days:g} days")
+            # The save (or the reinforcement it became) and its change-log row are one write.
+            with ctx.store.transaction():
+                result, entry = save_memory_recorded(
+                    ctx, report, PASS, finding.content.strip(), category=category, tags=[TAG, *finding.tags],
+                    importance=FINDING_IMPORTANCE, metadata=metadata,
+                    reason=f"tier routing finding over the last {days:g} days")
         except ContentError as exc:
             report.warn(f"finding not saved: {exc}")
             report.count("rejected")

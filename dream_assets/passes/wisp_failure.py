@@ -12,7 +12,10 @@ The HOST decides what qualifies (DESIGN principle 4: the model proposes, the hos
 The model classifies the failure patterns and writes the annotations. An annotation is appended to a skill only
 when that skill produced a qualifying failure pattern and exists, live, in the catalog — this pass never creates or
 revives a skill, and the same annotation text is never appended twice. Model output about anything the host did
-not qualify is ignored (and counted). Nothing qualifying means no call.
+not qualify is ignored (and counted). Nothing qualifying means no call. Every model-provided string is checked
+before it is used (model_text.py): an item carrying a lone surrogate, a control character or an over-long text is
+rejected with its reason (``invalid_items``) and the rest applies; each annotation is written with its change-log
+row in one transaction, on the skill as it is then.
 
 The window is gated by an event watermark (``text.fingerprint.event_watermark_fingerprint``): runs ageing out of the
 window are not a change, a new run is. The ledger is stamped only after a usable answer was applied.
@@ -31,6 +34,7 @@ from dream_assets.model import Skill, iso
 from dream_assets.options import DreamOptions
 from dream_assets.passes.common import call_model, gate_says_skip, note_malformed, stamp
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.store.logs import WispExecutionEvent, log_exists, read_events
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
@@ -40,6 +44,7 @@ PASS = "wisp_failure_analysis"
 LOG = "wisp-executions"
 SECTION_HEADING = "### Known failure"
 MAX_ANNOTATION_CHARS = 2_000   # an annotation is a negative example or a corrected pattern, not a document
+MAX_LABEL_CHARS = 200          # a failure classification is a label
 _MAX_ERRORS = 3                # distinct errors quoted per pattern
 _MAX_ERROR_CHARS = 300
 
@@ -218,7 +223,13 @@ def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
 def _classifications(report: PassReport, patterns: Sequence[Any], by_key: dict[str, WispGroup]) -> dict[str, str]:
     found: dict[str, str] = {}
     ignored = 0
-    for p in patterns:
+    for n, p in enumerate(patterns):
+        bad = problem(p.description, "text", field=f"failurePatterns[{n}].description") \
+            or problem(p.classification, "text", field=f"failurePatterns[{n}].classification",
+                       max_chars=MAX_LABEL_CHARS)
+        if bad:
+            _invalid(report, f"failurePatterns[{n}]", bad)
+            continue
         key = description_key(p.description)
         if key not in by_key:
             ignored += 1
@@ -240,7 +251,12 @@ def _apply_annotations(ctx: PassContext, report: PassReport, proposals: Sequence
             producers.setdefault(name, []).append(g.description)
     wanted: dict[str, list[str]] = {}
     ignored: list[str] = []
-    for p in proposals:
+    for n, p in enumerate(proposals):
+        bad = problem(p.skill_name, "id", field=f"skillAnnotations[{n}].skillName") \
+            or problem(p.annotation, "text", field=f"skillAnnotations[{n}].annotation")
+        if bad:
+            _invalid(report, f"skillAnnotations[{n}]", bad)
+            continue
         name, text = p.skill_name.strip(), p.annotation.strip()
         if name not in producers:
             ignored.append(name)
@@ -254,43 +270,62 @@ def _apply_annotations(ctx: PassContext, report: PassReport, proposals: Sequence
             continue
         wanted.setdefault(name, []).append(text)
     if ignored:
-        report.warn(f"annotation(s) for {', '.join(sorted(set(ignored)))} ignored: not the producer of a recurring "
-                    "failure pattern in the window")
+        report.warn(f"annotation(s) for {', '.join(sorted({shown(i, 60) for i in ignored}))} ignored: not the "
+                    "producer of a recurring failure pattern in the window")
         report.count("annotations_ignored", len(ignored))
 
     annotated = 0
     day = (iso(ctx.now) or "")[:10]
     for name in sorted(wanted):
-        skill = ctx.store.skills.get(name, include_archived=True)
-        if skill is None or skill.is_archived:
+        descriptions = producers[name]
+        heading = f"{SECTION_HEADING} ({day})"
+        if len(descriptions) == 1:
+            heading += f': wisp "{descriptions[0]}"'
+        # Read, append and write with the change-log row in one transaction: an edit in between cannot be lost, and
+        # a crash cannot leave an annotation without its row.
+        try:
+            with ctx.store.transaction():
+                skill = ctx.store.skills.get(name, include_archived=True)
+                if skill is None or skill.is_archived:
+                    outcome = "absent"
+                else:
+                    content, appended = annotate(skill.content, wanted[name], heading)
+                    if not appended:
+                        outcome = "present"
+                    elif len(content) > MAX_SKILL_CHARS:
+                        outcome = "too-long"
+                    else:
+                        after = ctx.store.skills.save(skill.with_(content=content), now=ctx.now)
+                        _record(ctx, name, skill, after, descriptions)
+                        outcome = "annotated"
+        except SkillError as exc:
+            report.warn(f"skill {name} not annotated: {exc}")
+            continue
+        if outcome == "absent":
             report.warn(f"skill {name} produced a recurring wisp failure but is "
                         f"{'archived' if skill else 'not in the catalog'}; not annotated (this pass never creates or "
                         "restores skills)")
             report.count("annotations_ignored", len(wanted[name]))
             continue
-        descriptions = producers[name]
-        heading = f"{SECTION_HEADING} ({day})"
-        if len(descriptions) == 1:
-            heading += f': wisp "{descriptions[0]}"'
-        content, appended = annotate(skill.content, wanted[name], heading)
         report.count("annotations_already_present", len(wanted[name]) - len(appended))
-        if not appended:
+        if outcome == "present":
             continue
-        if len(content) > MAX_SKILL_CHARS:
+        if outcome == "too-long":
             report.warn(f"skill {name}: the annotation would take it past {MAX_SKILL_CHARS} characters; not appended")
             report.count("annotations_rejected", len(appended))
             continue
-        try:
-            after = ctx.store.skills.save(skill.with_(content=content), now=ctx.now)
-        except SkillError as exc:
-            report.warn(f"skill {name} not annotated: {exc}")
-            continue
-        _record(ctx, name, skill, after, descriptions)
         annotated += 1
         report.count("annotations_appended", len(appended))
         report.change("skill-annotated", name, " | ".join(a[:120] for a in appended))
     report.count("skills_annotated", annotated)
     return annotated
+
+
+def _invalid(report: PassReport, target: str, reason: str) -> None:
+    """A model-provided item that cannot be used: counted, listed in the changes table; the rest of the answer applies."""
+    report.count("invalid_items")
+    report.change("invalid-item", target, reason)
+    report.warn(f"{target} rejected: {reason}")
 
 
 def _record(ctx: PassContext, name: str, before: Skill, after: Skill, descriptions: Sequence[str]) -> None:
@@ -300,7 +335,14 @@ def _record(ctx: PassContext, name: str, before: Skill, after: Skill, descriptio
 
 
 def _report_promotions(report: PassReport, notes: dict[str, str], promotions: Sequence[WispGroup]) -> None:
-    by_key = {description_key(k): str(v).strip() for k, v in notes.items()}
+    by_key: dict[str, str] = {}
+    for k, v in notes.items():
+        bad = problem(k, "text", field="promotionNotes key") \
+            or problem(v, "text", field=f"promotionNotes[{shown(k, 40)}]", max_chars=MAX_ANNOTATION_CHARS)
+        if bad:
+            _invalid(report, "promotionNotes", bad)
+            continue
+        by_key[description_key(k)] = str(v).strip()
     qualified = {description_key(g.description) for g in promotions}
     ignored = [k for k in by_key if k not in qualified]
     if ignored:
