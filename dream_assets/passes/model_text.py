@@ -10,7 +10,7 @@ exception halfway through.
 Rules, by ``kind``:
 
 - ``content``: a memory or skill text. Required (not blank after stripping), at most ``max_chars``; ``\\n`` and
-  ``\\t`` are the only control characters allowed.
+  ``\\t`` are the only control characters allowed (and ``\\r`` as part of a ``\\r\\n`` line end).
 - ``text``: optional free text (a skill summary, a classification, a note): the rules of ``content``, but blank is
   allowed.
 - ``category``: a memory category such as ``anti-patterns/routing``: one line of at most 200 characters, letters,
@@ -40,7 +40,7 @@ MAX_TAGS = 50                 # the memory store's own limit
 MAX_ID_CHARS = 200
 MAX_TEXT_CHARS = 16_000       # optional free text when the caller gives no limit
 
-_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")   # \t (09) and \n (0a) allowed
+_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")   # \t, \n and \r\n allowed
 _LINE_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CATEGORY_PUNCT = set(" -_./:+&'(),#@")
 KINDS = ("content", "text", "category", "tag", "tags", "name", "id")
