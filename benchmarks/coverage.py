@@ -28,7 +28,8 @@ Prints one JSON object per line, {"name", "n", "value", "unit"}:
 * coverage.invented_false_flag_rate — invented_specifics on every content-preserving merge; target 0.
 * coverage.baseline_* — the word-frequency baseline: size, build time, share of discourse openers it
   makes ordinary, share of the corpus's names it would make ordinary when they open a sentence.
-* coverage.check_throughput / invented_throughput — calls per CPU second on two-source merges (PAWS-Wiki).
+* coverage.check_throughput / invented_throughput — calls per CPU second on two-source merges (PAWS-Wiki);
+  coverage.guard_throughput — one entry checked against the joined text of 1,000 entries.
 
 Misses are listed on stderr. Usage:
   .venv/bin/python benchmarks/coverage.py [--quick] [--data DIR] [--sweep 10000,25000,40000]
@@ -468,6 +469,14 @@ def measure_throughput(pairs: list[tuple[str, str]]) -> None:
     for s1, s2, merged in merges:
         invented(s1, s2, merged)
     emit("coverage.invented_throughput", len(merges), len(merges) / (time.process_time() - started), "checks/s")
+    # The removal guard's shape: one entry checked against the text of many live entries.
+    entries = [s1 for s1, _ in pairs[:1000]]
+    corpus = "\n".join(entries)
+    started = time.process_time()
+    for entry in entries[:500]:
+        check_merge_coverage([CoverageSource(entry, "general")], corpus, BASELINE_VOCABULARY)
+    emit("coverage.guard_throughput", min(500, len(entries)),
+         min(500, len(entries)) / (time.process_time() - started), f"checks/s against {len(entries)} entries")
 
 
 def main(argv: list[str] | None = None) -> int:

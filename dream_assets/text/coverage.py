@@ -204,6 +204,7 @@ _ABBREVIATIONS = frozenset(
 # These end a name or a figure as often as a sentence ("etc.", "Inc.", "5 p.m.", "the U.S."): the next
 # word opens a new sentence only when it is common English ("etc. Then ...").
 _AMBIGUOUS_ABBREVIATIONS = frozenset("etc inc ltd co corp bros llc plc a.m p.m no nos".split())
+_DOTTED_INITIALS = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _WORD_BEFORE_STOP = re.compile(r"(?<![^\W_])((?:[^\W\d_]\.)*[^\W\d_]+)$")
 
 # Lower-case words joined to a neighbour by one of these are parts of identifiers (calendar-mcp,
@@ -279,8 +280,9 @@ class Specific:
     kind: str  # "name" | "acronym" | "number" | "range" | "date"
     date: DateRef | None = None
     # False only for a Title-case word opening a sentence: its capital is positional, so "Deploy ..."
-    # is kept by "... the deploy ...". Mid-sentence and reclaimed words match exact case ("will" does
-    # not keep a character named Will).
+    # is kept by "... the deploy ...". Otherwise the merge must still write the word with a capital
+    # ("IPHONE" keeps "iPhone", "will" does not keep Will), and a word listed in alwaysSpecificWords
+    # in its exact case.
     case_sensitive: bool = True
 
 
@@ -410,7 +412,8 @@ def _is_sentence_initial(text: str, start: int) -> bool:
         return False
     if len(abbreviation) == 1 and abbreviation.isupper() and abbreviation not in _ORTHOGRAPHIC_CAPITALS:
         return False  # a single initial
-    if lowered in _AMBIGUOUS_ABBREVIATIONS or (len(lowered) > 1 and re.fullmatch(r"(?:[^\W\d_]\.)+[^\W\d_]", lowered)):
+    dotted_initials = len(lowered) > 1 and _DOTTED_INITIALS.fullmatch(lowered) is not None  # "U.S", "p.m"
+    if lowered in _AMBIGUOUS_ABBREVIATIONS or dotted_initials:
         following = _WORD.match(text, start)
         return following is not None and _is_common_word(following.group().lower())
     return True
@@ -688,6 +691,12 @@ class _MergedText:
         return lowered in self.capitalised_words
 
 
+@functools.lru_cache(maxsize=16)
+def _merged_text(text: str) -> _MergedText:
+    # Checking many entries against one long text (every other live entry) indexes that text once.
+    return _MergedText.of(text)
+
+
 def check_merge_coverage(
     sources: Sequence[CoverageSource], merged_text: str, vocab: CoverageVocabulary
 ) -> CoverageResult:
@@ -695,7 +704,7 @@ def check_merge_coverage(
     strings it dropped, which is what a repair call is asked to put back (spec: "A rejected merge gets
     one repair attempt")."""
     siblings = lowercase_words(source.content for source in sources)
-    merged = _MergedText.of(merged_text)
+    merged = _merged_text(merged_text)
     required: dict[str, None] = {}
     missing: dict[str, None] = {}
     for source in sources:
