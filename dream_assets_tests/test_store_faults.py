@@ -245,12 +245,17 @@ def test_a_holder_gives_the_file_up_for_a_live_waiter_but_ignores_markers_of_dea
         live.write_text("live waiter")
         time.sleep(0.2)
         assert conn.opens == 1 and conn._conn is None   # closed while idle, without finishing its 5 s linger
-        # and does not jump ahead of the older waiter, for a bounded time only
+        # and does not jump ahead of the older waiter — for a bounded time only, when that waiter leaves the file unused
         conn.fair_wait_s = 0.5
         started = time.monotonic()
         with conn.session():
             pass
         assert 0.45 <= time.monotonic() - started < 3 and conn.opens == 2
+        conn.close()
+        started = time.monotonic()   # a waiter seen not taking its turn is not waited for again
+        with conn.session():
+            pass
+        assert time.monotonic() - started < 0.4 and conn.opens == 3 and not conn.others_waiting()
     finally:
         sleeper.kill()
         sleeper.wait()

@@ -22,14 +22,17 @@ Lingering alone lets a busy process (an agent saving every 50 ms) keep the file 
 file and finds it held announces itself: it writes a *waiting marker* ``<lock file>.waiting/<time_ns>-<pid>-<nonce>.wait``
 and polls the file lock every few milliseconds until it gets it (or its ``timeout_s`` runs out), then removes the
 marker. A holder looks for markers of other processes:
-- at the end of every outermost session, once it has held the file for at least ``turn_s`` (default 0.1 s): if
+- at the end of every outermost session, once it has held the file for at least ``turn_s`` (default 0.05 s): if
   someone waits, it closes at once instead of lingering;
 - while idle, every ``tick_s`` (10 ms): if someone waits, it closes without finishing its linger.
-A process about to open the file does not jump the queue: while a live marker of another process older than its own
-request exists, it waits (markers are ordered by their time), for at most ``fair_wait_s`` (2 s) — the bound keeps a
-stopped or stuck waiter from blocking everyone. Markers of processes that no longer exist, or older than ten minutes,
-are ignored and removed. Together: with an agent saving 20 times a second, a pass waits for at most one of the agent's
-saves plus a reopen, and the agent waits for at most one pass session (``benchmarks/store.py``).
+A process about to open the file does not jump the queue: when it finds the file free but a live marker of another
+process older than its own request exists (markers are ordered by their time), it lets go again and keeps polling, so
+the earlier waiter gets the turn. Bounded: a waiter that leaves the file free and unused for ``fair_wait_s`` (0.25 s;
+a stopped or stuck process) is passed over, and this process ignores that marker from then on. Markers of processes
+that no longer exist, or older than ten minutes, are ignored and removed. Process ids are only meaningful within one
+host (and pid namespace): processes sharing a store across hosts still exclude each other, but without fair turns.
+Together: with an agent saving 20 times a second, a pass waits for at most one of the agent's saves plus a reopen,
+and the agent waits for at most one pass session (``benchmarks/store.py``).
 
 Failures
 --------
@@ -61,7 +64,7 @@ _STALE_MARKER_NS = 600 * 10**9
 # What DuckDB says (2.x) when the file is damaged, against when someone else holds it. Checked in this order.
 _CORRUPT_SIGNS = ("not a valid duckdb database file", "could not read enough bytes", "corrupt database file",
                   "does not match stored checksum")
-_BUSY_SIGNS = ("could not set lock", "conflicting lock", "resource temporarily unavailable")
+_BUSY_SIGNS = ("could not set lock", "conflicting lock")
 
 
 class StoreError(RuntimeError):
@@ -98,8 +101,8 @@ def _alive(pid: int) -> bool:
 
 class StoreConnection:
     def __init__(self, db_path: Path, lock_path: Path, *, timeout_s: float = 60.0, linger_s: float = 0.25,
-                 on_open: Callable[[duckdb.DuckDBPyConnection], None] | None = None, turn_s: float = 0.1,
-                 fair_wait_s: float = 2.0, tick_s: float = 0.01, snapshots_dir: Path | None = None) -> None:
+                 on_open: Callable[[duckdb.DuckDBPyConnection], None] | None = None, turn_s: float = 0.05,
+                 fair_wait_s: float = 0.25, tick_s: float = 0.01, snapshots_dir: Path | None = None) -> None:
         self.db_path = Path(db_path)
         self.lock_path = Path(lock_path)
         self.timeout_s = timeout_s
@@ -120,6 +123,7 @@ class StoreConnection:
         self._opened_at = 0.0
         self._broken = False
         self._watch_token: object | None = None
+        self._ignored: set[str] = set()   # waiting markers seen leaving the file unused (stopped or stuck waiters)
         self._pid = os.getpid()
         self.opens = 0  # how many times the file was (re)opened — a process-turn counter, useful in tests
         self.last_wait_s = 0.0  # how long the latest outermost session waited for the file (lock, turn, open)
@@ -285,20 +289,27 @@ class StoreConnection:
 
     # --- fair turns ------------------------------------------------------------------------------------------------
     def _acquire_file_lock(self, deadline: float) -> None:
-        start = time.monotonic()
         my_ts = time.time_ns()
         marker: Path | None = None
+        free_since: float | None = None
         try:
             while True:
                 now = time.monotonic()
-                defer = now - start < self.fair_wait_s and any(
-                    ts < my_ts for ts, _ in self._waiters(exclude_pid=os.getpid()))
-                if not defer:
-                    try:
-                        self._flock.acquire(blocking=False)
+                try:
+                    self._flock.acquire(blocking=False)
+                except Timeout:
+                    free_since = None
+                else:
+                    older = [name for ts, _, name in self._waiters(exclude_pid=os.getpid()) if ts < my_ts]
+                    if not older:
                         return
-                    except Timeout:
-                        pass
+                    # Free, but another process asked first: let it have its turn — unless it leaves the file
+                    # unused for fair_wait_s (stopped or stuck), then take it and stop deferring to that marker.
+                    free_since = now if free_since is None else free_since
+                    if now - free_since >= self.fair_wait_s:
+                        self._ignored.update(older)
+                        return
+                    self._flock.release(force=True)
                 if now >= deadline:
                     raise StoreBusy(
                         f"timed out after {self.timeout_s:.0f}s waiting for the store {self.db_path} (lock "
@@ -317,8 +328,9 @@ class StoreConnection:
         path.write_text(f"pid {pid} waits for {self.db_path} since {ts} ns\n", encoding="utf-8")
         return path
 
-    def _waiters(self, *, exclude_pid: int) -> list[tuple[int, int]]:
-        """(time_ns, pid) of live waiting markers of other processes; stale ones are removed on the way."""
+    def _waiters(self, *, exclude_pid: int) -> list[tuple[int, int, str]]:
+        """(time_ns, pid, name) of live waiting markers of other processes, except those found not taking their turn;
+        markers of processes that are gone (or older than ten minutes) are removed on the way."""
         try:
             names = os.listdir(self.wait_dir)
         except OSError:
@@ -326,7 +338,7 @@ class StoreConnection:
         out = []
         now_ns = time.time_ns()
         for name in names:
-            if not name.endswith(".wait"):
+            if not name.endswith(".wait") or name in self._ignored:
                 continue
             try:
                 ts_text, pid_text, _ = name[:-5].split("-", 2)
@@ -341,7 +353,7 @@ class StoreConnection:
                 except OSError:
                     pass
                 continue
-            out.append((ts, pid))
+            out.append((ts, pid, name))
         return out
 
     def _start_watcher(self) -> None:
