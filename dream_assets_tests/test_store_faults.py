@@ -281,3 +281,15 @@ def test_a_store_from_a_newer_version_is_a_store_error_naming_the_file(profile):
         raw.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match=r"store\.duckdb: store schema version 99 is newer"):
         open_store(profile).memories.counts()
+
+
+def test_a_lock_timeout_inside_a_pass_is_a_failure_not_another_run_in_progress(profile, monkeypatch):
+    from dream_assets.passes import archive_purge
+    from dream_assets.store.locks import LockTimeout
+
+    def stuck(ctx):
+        raise LockTimeout(f"timed out after 60s waiting for {profile.ledger_lock_path} (held by another process)")
+
+    monkeypatch.setattr(archive_purge, "run_archive_purge", stuck)
+    report = by_name("archive_purge").run(PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
+    assert report.status == "failed" and str(profile.ledger_lock_path) in report.reason
