@@ -367,17 +367,19 @@ def test_hostile_strings_reject_their_item_with_a_reason_and_the_rest_of_the_ans
            '{"name": "mcp/\\ud800", "content": "Surrogate in the name."},'
            '{"name": "mcp/guide", "content": "Pick a tool.\\u0000", "sourceNames": ["mcp/email"]},'
            '{"name": "mcp/guide2", "summary": "bad\\udfff", "content": "Pick a tool."},'
+           '{"name": ["mcp", "guide3"], "content": "A list for a name."},'
            '{"name": "email/summarize", "content": "List senders, asks and deadlines.",'
            ' "sourceNames": ["summarize-emails", ["x"], "summarize-emails"], "seeAlso": ["mcp/email", true]}]}')
     client, _ = scripted(profile, options, [raw])
     report = run_skill_consolidation(context(profile, store, client))
     assert report.status == "completed"
     reasons = {c.target: c.detail for c in report.changes if c.kind == "invalid-item"}
-    assert set(reasons) == {"toSave[0]", "toSave[1]", "toSave[2]"}
+    assert set(reasons) == {"toSave[0]", "toSave[1]", "toSave[2]", "toSave[3]"}
+    assert "toSave[3].name is not a string" in reasons["toSave[3]"]
     assert "lone surrogate (U+D800)" in reasons["toSave[0]"] and "control character (NUL)" in reasons["toSave[1]"]
     assert "toSave[2].summary contains a lone surrogate" in reasons["toSave[2]"]
     assert "its sources are kept" in reasons["toSave[1]"]
-    assert report.counts["invalid_items"] == 3 and report.counts["merged"] == 1
+    assert report.counts["invalid_items"] == 4 and report.counts["merged"] == 1
     assert report.counts["invalid_names"] == 4      # 42 is text ("42"); the object, null, NUL name and the list
     assert report.counts["ignored_names"] == 2      # "42" and "ghost" were never shown
     assert report.counts["duplicate_names"] == 1

@@ -151,14 +151,16 @@ def test_an_unusable_finding_is_rejected_with_its_reason_and_the_others_are_save
         {"content": "Low tier is fine for chat.", "tier": "lo\u202ew"},
         {"content": "x" * 16_001},
         {"content": "Send refactors straight to the high tier.", "tier": "high"},
+        {"content": "Tier given as an object.", "tier": {"name": "high"}},
     )])
     assert report.status == "completed"
-    assert report.counts["invalid_items"] == 5 and report.counts["created"] == 1 and report.counts["rejected"] == 5
+    assert report.counts["invalid_items"] == 6 and report.counts["created"] == 1 and report.counts["rejected"] == 6
     reasons = {c.target: c.detail for c in report.changes if c.kind == "invalid-item"}
     assert "lone surrogate (U+D800)" in reasons["findings[0]"] and "control character (NUL)" in reasons["findings[1]"]
     assert "tags[0] contains a control character" in reasons["findings[2]"]
     assert "invisible formatting character (U+202E)" in reasons["findings[3]"]
     assert "over the limit of 16000" in reasons["findings[4]"]
+    assert "findings[6].tier is not a string" in reasons["findings[6]"]
     [saved] = routing_memories(store)
     assert saved.content == "Send refactors straight to the high tier." and saved.category.endswith("high-tier")
     assert [r.target_id for r in store.changes.list("c1")] == [saved.id]  # the save and its row, nothing else

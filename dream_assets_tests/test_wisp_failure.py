@@ -236,15 +236,17 @@ def test_unusable_annotations_and_notes_are_rejected_with_a_reason_and_the_rest_
     good = "Check the PDF has a text layer before parsing tables."
     report, _ = run(profile, store, [answer(
         [("finance/invoice", "Scanned invoices fail\ud800."), ("finance/invoice", "Use OCR\x00 first."),
-         ("finance/\x07invoice", "Bell in the name."), ("finance/invoice", good)],
+         ("finance/\x07invoice", "Bell in the name."), ({"id": "finance/invoice"}, "An object for a name."),
+         ("finance/invoice", good)],
         patterns=[{"description": INVOICE, "classification": "bad\x1bparameters"}],
         notes={DIGEST: "promote\udfff it"})])
     assert report.status == "completed"
     reasons = {c.target: c.detail for c in report.changes if c.kind == "invalid-item"}
     assert set(reasons) == {"skillAnnotations[0]", "skillAnnotations[1]", "skillAnnotations[2]",
-                            "failurePatterns[0]", "promotionNotes"}
+                            "skillAnnotations[3]", "failurePatterns[0]", "promotionNotes"}
     assert "lone surrogate" in reasons["skillAnnotations[0]"] and "NUL" in reasons["skillAnnotations[1]"]
-    assert report.counts["invalid_items"] == 5
+    assert "skillName is not a string" in reasons["skillAnnotations[3]"]
+    assert report.counts["invalid_items"] == 6
     content = store.skills.get("finance/invoice").content
     assert good in content and "Scanned" not in content and "OCR" not in content
     assert report.counts["skills_annotated"] == 1

@@ -53,7 +53,12 @@ def _ids_as_text(value: Any) -> Any:
             for v in value]
 
 
+def _id_as_text(value: Any) -> Any:
+    return _ids_as_text([value])[0]
+
+
 IdList = Annotated[list[str], BeforeValidator(_ids_as_text)]
+IdText = Annotated[str, BeforeValidator(_id_as_text)]
 
 
 def _metadata_text(value: Any) -> Any:
@@ -93,7 +98,7 @@ class MergeRepairResponse(Contract):
 
 # --- skills ------------------------------------------------------------------------------------------
 class SkillSave(Contract):
-    name: str
+    name: IdText
     summary: str = ""
     content: str
     source_names: IdList = Field(default_factory=list, alias="sourceNames")
@@ -128,7 +133,7 @@ class WispFailurePattern(Contract):
 
 
 class WispSkillAnnotation(Contract):
-    skill_name: str = Field(alias="skillName")
+    skill_name: IdText = Field(alias="skillName")
     annotation: str
 
 
@@ -143,7 +148,7 @@ class WispAnalysisResponse(Contract):
 class RoutingFinding(Contract):
     content: str
     tags: list[str] = Field(default_factory=list)
-    tier: str | None = None
+    tier: IdText | None = None
 
 
 class TierRoutingResponse(Contract):
