@@ -75,10 +75,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     for spec in PASSES:
         status, summary = run.summaries.get(spec.name, ("not run", ""))
         print(f"  {spec.name:<{width}}  {status:<9}  {summary}")
-    print(f"model calls this cycle: {run.model_calls} ({backend})")
-    print(f"run {run.run_id} {'succeeded' if run.success else 'FAILED'}"
-          + ("; open the Dagster UI (make dev) to see it" if run.persistent else ""))
-    return 0 if run.success and all(s != "failed" for s, _ in run.summaries.values()) else 1
+    failed_calls = f", {run.failed_calls} failed" if run.failed_calls else ""
+    print(f"model calls this cycle: {run.answered_calls} answered{failed_calls} ({backend})")
+    where = "; open the Dagster UI (make dev) to see it" if run.persistent else ""
+    if run.ok:
+        print(f"run {run.run_id} succeeded{where}")
+        return 0
+    print(f"run {run.run_id} FAILED{where}")
+    problems = [f"{name} failed: {reason}" for name, reason in run.failed.items()] + run.step_errors
+    if not problems:
+        problems = ["the Dagster run failed without a pass failure; see the run's logs"]
+    print("cycle FAILED — " + "; ".join(problems))
+    return 1
 
 
 def cmd_undo(args: argparse.Namespace) -> int:

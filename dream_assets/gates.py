@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from dream_assets.model import iso, utc
 from dream_assets.options import DreamOptions
@@ -47,6 +48,35 @@ GATED_PASSES: dict[str, Callable[[AgentProfile, DreamOptions, datetime], str]] =
     "wisp_failure_analysis": wisp_window_fingerprint,
     "tier_routing_review": tier_window_fingerprint,
 }
+
+
+#: Gated pass -> the file its fingerprint reads (named when that file cannot be read).
+GATED_INPUTS: dict[str, Callable[[AgentProfile], Path]] = {
+    "memory_consolidation": lambda profile: profile.store_path,
+    "skill_consolidation": lambda profile: profile.store_path,
+    "wisp_failure_analysis": lambda profile: profile.single_log_path("wisp-executions"),
+    "tier_routing_review": lambda profile: profile.single_log_path("tier-routing"),
+}
+
+#: Pass -> the option that turns it off. A disabled pass is skipped by the cycle and never requested by a sensor.
+PASS_ENABLE_OPTIONS: dict[str, str] = {
+    "log_retention": "LogRetentionEnabled",
+    "archive_purge": "ArchivePurgeEnabled",
+    "importance_decay": "ImportanceDecayEnabled",
+    "memory_consolidation": "MemoryConsolidationEnabled",
+    "skill_gap_detection": "SkillGapEnabled",
+    "wisp_failure_analysis": "WispFailureAnalysisEnabled",
+    "skill_consolidation": "SkillConsolidationEnabled",
+    "skill_optimization": "SkillOptimizationEnabled",
+    "preference_inference": "PreferenceInferenceEnabled",
+    "tier_routing_review": "TierRoutingReviewEnabled",
+}
+
+
+def disabled_by(pass_name: str, options: DreamOptions) -> str | None:
+    """The enable option that turns ``pass_name`` off for these options, or None when the pass is enabled."""
+    option = PASS_ENABLE_OPTIONS.get(pass_name)
+    return option if option is not None and not getattr(options, option) else None
 
 
 @dataclass(frozen=True)

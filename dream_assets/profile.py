@@ -100,6 +100,11 @@ class AgentProfile:
         return self.root / ".locks" / "ledger.lock"
 
     @property
+    def endpoint_state_path(self) -> Path:
+        """Per cycle: the model endpoint could not be reached, so the cycle's remaining model passes fail fast."""
+        return self.root / "model-endpoint-state.json"
+
+    @property
     def coverage_vocabulary_path(self) -> Path:
         return self.root / "merge-coverage-vocabulary.json"
 
@@ -149,13 +154,17 @@ class AgentProfile:
         return self
 
 
+def holds_profile(path: Path) -> bool:
+    """Whether the folder holds an agent's data (a store or logs), whatever its name."""
+    return path.is_dir() and (
+        (path / "store.duckdb").exists() or (path / "logs").is_dir() or (path / "conversation-log.jsonl").exists())
+
+
 def discover_profiles(root: str | Path) -> Iterator[AgentProfile]:
     """Every sub-directory of ``root`` whose name is a valid agent id and that holds a store or logs."""
     base = Path(root)
     if not base.is_dir():
         return
     for child in sorted(base.iterdir()):
-        if child.is_dir() and _AGENT_ID.match(child.name) and (
-            (child / "store.duckdb").exists() or (child / "logs").is_dir() or (child / "conversation-log.jsonl").exists()
-        ):
+        if _AGENT_ID.match(child.name) and holds_profile(child):
             yield AgentProfile(child)

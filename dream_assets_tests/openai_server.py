@@ -13,10 +13,12 @@ retry, so a missing script fails fast.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -109,11 +111,31 @@ def rejects_json_mode(status: int = 400) -> Reply:
     return Reply(decide=decide)
 
 
+def hang(delay_s: float) -> Reply:
+    """No answer for ``delay_s`` seconds (past the client's LlmTimeout: a hanging endpoint)."""
+    return slow(delay_s)
+
+
+@contextmanager
+def refusing_base_url() -> Iterator[str]:
+    """A base URL on 127.0.0.1 whose port refuses connections: bound (so nothing else takes it) but not listening."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        sock.close()
+
+
 class OpenAITestServer:
-    def __init__(self) -> None:
+    """``default``: the reply when nothing scripted is left (e.g. ``hang(5)`` for an endpoint that always hangs,
+    or a ``Reply(decide=...)`` answering from the request); without it, 418."""
+
+    def __init__(self, default: Reply | None = None) -> None:
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
+        self.default = default
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -132,7 +154,7 @@ class OpenAITestServer:
                 with server._lock:
                     server.requests.append(RecordedRequest(
                         self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
-                    scripted = server._queue.popleft() if server._queue else None
+                    scripted = server._queue.popleft() if server._queue else server.default
                     if scripted is not None and scripted.decide is not None:
                         scripted = scripted.decide(body) or (server._queue.popleft() if server._queue else None)
                 if not self.path.rstrip("/").endswith("/chat/completions"):

@@ -21,7 +21,7 @@ def test_run_creates_the_demo_runs_every_pass_and_a_second_run_calls_no_model(tm
     assert "FAILED" not in out and " failed " not in out
     assert main(["run", "--profile", str(profile), "--now", "2026-11-30T13:00:00Z"]) == 0
     second = capsys.readouterr().out
-    assert "model calls this cycle: 0 (offline)" in second
+    assert "model calls this cycle: 0 answered (offline)" in second
 
 
 def test_undo_puts_a_cycle_back(tmp_path, capsys, monkeypatch):
@@ -68,3 +68,61 @@ def test_import_logs_loads_history_into_the_warehouse_once(tmp_path, capsys):
     assert "0 line(s) imported" in capsys.readouterr().out   # idempotent
     rows = read_day(AgentProfile(profile), "wisp-executions", date(2025, 3, 1))
     assert [r["wispId"] for r in rows] == ["w1"]
+
+
+def _model_env(monkeypatch, base_url: str) -> None:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setenv("DREAM__Llm__BaseUrl", base_url)
+    monkeypatch.setenv("DREAM__Llm__Model", "test-model")
+    monkeypatch.setenv("DREAM__LlmTimeout", "1")
+    monkeypatch.setenv("DREAM__LlmMaxRetries", "0")
+    monkeypatch.setenv("DREAM__LlmJsonMode", "off")
+
+
+def test_run_against_a_dead_endpoint_says_the_cycle_failed_and_why(tmp_path, capsys, monkeypatch):
+    from dream_assets_tests.openai_server import refusing_base_url
+
+    profile = tmp_path / "agents" / "demo"
+    assert main(["init", "--profile", str(profile), "--demo", "--now", NOW]) == 0
+    capsys.readouterr()
+    with refusing_base_url() as url:
+        _model_env(monkeypatch, url)
+        assert main(["run", "--profile", str(profile), "--now", NOW]) == 1
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "model calls this cycle: 0 answered, 1 failed (openai)" in lines
+    last = lines[-1]
+    assert last.startswith("cycle FAILED — ")
+    for name in ("memory_consolidation", "skill_gap_detection", "wisp_failure_analysis", "skill_consolidation",
+                 "skill_optimization", "preference_inference", "tier_routing_review"):
+        assert f"{name} failed: " in last
+    assert "connection to" in last and "could not reach it earlier in this cycle" in last
+    assert "log_retention failed" not in last and "archive_purge failed" not in last
+
+
+def test_run_counts_answered_model_calls_apart_from_failed_ones(tmp_path, capsys, monkeypatch):
+    import json
+
+    from dream_assets_tests.openai_server import OpenAITestServer, Reply, client_error, reply
+
+    every_key = json.dumps({"toSave": [], "toDelete": [], "findings": [], "failurePatterns": [],
+                            "promotionNotes": {}, "skillAnnotations": []})
+
+    def decide(body):   # the skill-gap and tier-routing calls are refused; every other pass gets a usable answer
+        system = body["messages"][0]["content"]
+        if system.startswith(("# Skill gap detection", "# Tier routing review")):
+            return client_error(400, "this model cannot do that")
+        return reply(every_key)
+
+    profile = tmp_path / "agents" / "demo"
+    assert main(["init", "--profile", str(profile), "--demo", "--now", NOW]) == 0
+    capsys.readouterr()
+    with OpenAITestServer(default=Reply(decide=decide)) as server:
+        _model_env(monkeypatch, server.base_url)
+        assert main(["run", "--profile", str(profile), "--now", NOW]) == 1
+        calls = len(server.requests)
+    out = capsys.readouterr().out
+    assert calls >= 4
+    assert f"model calls this cycle: {calls - 2} answered, 2 failed (openai)" in out
+    last = out.strip().splitlines()[-1]
+    assert "skill_gap_detection failed: " in last and "tier_routing_review failed: " in last
+    assert "HTTP 400" in last and "memory_consolidation failed" not in last

@@ -132,3 +132,58 @@ def test_a_scripted_backend_reaches_assets_through_the_resource() -> None:
     out = dg.materialize([routing], resources={"model": ModelResource.with_backend(backend)})
     assert out.output_for_node("routing") == "scripted: route refactors to large"
     assert len(backend.requests) == 1
+
+
+# --- a dead endpoint within one cycle ------------------------------------------------------------------
+def _pass_ctx(profile, backend, cycle_id: str):
+    from datetime import UTC, datetime
+
+    from dream_assets.passes.context import PassContext
+
+    client = ModelClient(backend, profile=None, options=DreamOptions())
+    return PassContext(profile, DreamOptions(), datetime(2026, 11, 30, 12, tzinfo=UTC), cycle_id=cycle_id,
+                       client_factory=lambda: client)
+
+
+def _call(ctx, pass_name: str = "tier_routing_review"):
+    from dream_assets.passes.common import call_model
+    from dream_assets.passes.report import PassReport
+
+    report = PassReport(pass_name)
+    return call_model(ctx, report, pass_name, "stats", {}), report
+
+
+def test_after_an_unreachable_endpoint_the_cycle_stops_calling_it_until_the_next_cycle(profile) -> None:
+    backend = ScriptedBackend([ModelCallError("connection to http://127.0.0.1:9/v1 failed: refused", unreachable=True),
+                               {"findings": []}])
+    first, report = _call(_pass_ctx(profile, backend, "cycle-1"), "skill_gap_detection")
+    assert first is None and report.status == "failed" and "refused" in report.reason
+    assert "tried again next cycle" in report.reason
+    # a later pass of the same cycle (its own client, as a separate Dagster step has) fails without a call
+    later, report = _call(_pass_ctx(profile, backend, "cycle-1"))
+    assert later is None and report.status == "failed" and len(backend.requests) == 1
+    assert "skill_gap_detection could not reach it earlier in this cycle" in report.reason
+    assert "refused" in report.reason and report.model_calls == 0
+    # the next cycle calls the endpoint again
+    answer, report = _call(_pass_ctx(profile, backend, "cycle-2"))
+    assert answer is not None and report.status == "completed" and len(backend.requests) == 2
+
+
+@pytest.mark.parametrize("failure", [
+    ModelCallError("HTTP 400 from endpoint: bad request"),
+    ModelCallError("HTTP 503 from endpoint (gave up after 4 attempt(s))", attempts=4, retryable=True),
+    "this is not JSON",
+], ids=["http-400", "5xx", "unusable-answer"])
+def test_an_endpoint_that_answers_badly_is_still_called_by_later_passes(profile, failure) -> None:
+    backend = ScriptedBackend([failure, {"findings": []}])
+    first, report = _call(_pass_ctx(profile, backend, "cycle-1"), "skill_gap_detection")
+    assert first is None and report.status == "failed"
+    answer, _ = _call(_pass_ctx(profile, backend, "cycle-1"))
+    assert answer is not None and len(backend.requests) == 2
+
+
+def test_an_unreadable_endpoint_state_file_only_means_the_endpoint_is_called(profile) -> None:
+    profile.endpoint_state_path.write_text("{not json")
+    backend = ScriptedBackend([{"findings": []}])
+    answer, _ = _call(_pass_ctx(profile, backend, "cycle-1"))
+    assert answer is not None and len(backend.requests) == 1

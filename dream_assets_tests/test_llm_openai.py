@@ -15,8 +15,10 @@ from dream_assets_tests.openai_server import (
     OpenAITestServer,
     client_error,
     cut_json,
+    hang,
     non_json,
     rate_limited,
+    refusing_base_url,
     rejects_json_mode,
     reply,
     server_error,
@@ -236,3 +238,32 @@ def test_a_400_unrelated_to_json_mode_does_not_switch_it_off_for_good(server: Op
     assert not result.ok and "context length exceeded" in result.error
     assert client.call(_request()).ok
     assert ["response_format" in r.body for r in server.requests] == [True, False, True]
+
+
+# ---------------------------------------------------------------- unreachable vs. answered-with-an-error
+def test_a_refused_connection_is_an_unreachable_endpoint() -> None:
+    with refusing_base_url() as url:
+        backend = OpenAIBackend(model="m", base_url=url, timeout_s=1, max_retries=1, backoff_base_s=0.05,
+                                jitter=lambda: 0.0)
+        result = ModelClient(backend, profile=None, options=DreamOptions()).call(_request())
+    assert not result.ok and result.unreachable
+    assert "connection to" in result.error and "gave up after 2 attempt(s)" in result.error
+
+
+def test_a_hanging_endpoint_is_unreachable_after_its_attempts(server: OpenAITestServer) -> None:
+    server.default = hang(2.0)
+    result = _client(server, LlmTimeout=timedelta(seconds=0.3), LlmMaxRetries=1).call(_request())
+    assert not result.ok and result.unreachable and "(LlmTimeout)" in result.error
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("replies", [
+    [client_error(400, "model not found")],
+    [server_error(503), server_error(503)],
+    [reply("I cannot answer in JSON, sorry.")],
+], ids=["http-400", "5xx-after-retries", "unusable-answer"])
+def test_an_endpoint_that_answers_with_an_error_is_not_unreachable(server: OpenAITestServer, replies) -> None:
+    server.script(*replies)
+    result = _client(server, LlmMaxRetries=1, LlmJsonMode="off").call(_request())
+    assert not result.ok and not result.unreachable
+    assert len(server.requests) == len(replies)

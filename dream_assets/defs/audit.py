@@ -1,10 +1,13 @@
 """Snapshots of the corpora after each cycle, and the memory audit with its asset checks."""
 
+from collections.abc import Iterator
+
 import dagster as dg
 
 from dream_assets.audit import run_audit
 from dream_assets.defs.deployment import DreamDeployment, run_now
 from dream_assets.defs.partitions import agents_partitions
+from dream_assets.defs.passes import fail_run_if_passes_failed
 from dream_assets.passes.registry import PASSES
 from dream_assets.store import open_store
 from dream_assets.store.snapshots import prune_snapshots, take_snapshot
@@ -17,7 +20,8 @@ from dream_assets.store.snapshots import prune_snapshots, take_snapshot
                 "records and the change log, under snapshots/ in the agent profile. Old snapshots are removed after "
                 "SnapshotRetention (the newest two are always kept). The memory audit reads these files.",
 )
-def corpus_snapshot(context: dg.AssetExecutionContext, deployment: DreamDeployment) -> dg.MaterializeResult:
+def corpus_snapshot(context: dg.AssetExecutionContext,
+                    deployment: DreamDeployment) -> Iterator[dg.MaterializeResult]:
     profile = deployment.profile(context.partition_key)
     options = deployment.options(profile)
     now = run_now(context)
@@ -25,13 +29,14 @@ def corpus_snapshot(context: dg.AssetExecutionContext, deployment: DreamDeployme
     snap, counts = take_snapshot(profile, store, now)
     removed = prune_snapshots(profile, options.SnapshotRetention, now)
     preview = snap.read("memories").select(["id", "category", "content"]).slice(0, 10).to_pandas()
-    return dg.MaterializeResult(metadata={
+    yield dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(snap.path)),
         "dagster/row_count": counts["memories_live"] + counts["memories_archived"],
         **{k: dg.MetadataValue.int(v) for k, v in counts.items()},
         "snapshots_removed": dg.MetadataValue.int(removed),
         "preview": dg.MetadataValue.md(preview.to_markdown(index=False)),
     })
+    fail_run_if_passes_failed(context)  # the last step of a cycle: the run fails when one of its passes failed
 
 
 AUDIT_CHECKS = {

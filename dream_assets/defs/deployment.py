@@ -9,23 +9,34 @@ import dagster as dg
 
 from dream_assets.model import parse_ts
 from dream_assets.options import DreamOptions
-from dream_assets.profile import AgentProfile, discover_profiles, validate_agent_id
+from dream_assets.profile import AgentProfile, discover_profiles, holds_profile, validate_agent_id
 
 NOW_TAG = "dream/now"
+
+
+class AgentUnavailable(Exception):
+    """One agent cannot be evaluated (bad id, missing profile folder, unusable dream.toml, unreadable store).
+
+    The message names the agent and the file; schedules and sensors skip that agent with it and go on."""
 
 
 class DreamDeployment(dg.ConfigurableResource):
     """Agent profiles live under ``profile_root`` (default: ``DREAM__ProfileRoot`` or ``data/agents``), one folder per
     agent; options come from ``options_file`` (or ``DREAM_CONFIG``), then the agent's own ``dream.toml``, then
-    ``DREAM__*`` environment variables."""
+    ``DREAM__*`` environment variables. ``now`` (ISO-8601) fixes the clock of sensors and schedules that have no
+    scheduled time (tests, replays); empty means the wall clock."""
 
     profile_root: str = ""
     options_file: str = ""
+    now: str = ""
 
     def root(self) -> Path:
         if self.profile_root:
             return Path(self.profile_root)
         return Path(self.base_options().ProfileRoot)
+
+    def clock(self) -> datetime:
+        return parse_ts(self.now) if self.now else datetime.now(UTC)
 
     def base_options(self) -> DreamOptions:
         return DreamOptions.load(env=os.environ, toml_path=self.options_file or None)
@@ -36,8 +47,54 @@ class DreamDeployment(dg.ConfigurableResource):
     def options(self, profile: AgentProfile) -> DreamOptions:
         return DreamOptions.load(env=os.environ, toml_path=self.options_file or None, profile_toml=profile.options_path)
 
+    def agent(self, agent_id: str) -> tuple[AgentProfile, DreamOptions]:
+        """The profile and options of one agent, or AgentUnavailable naming the agent and the file at fault.
+
+        Options that fail for every agent (the deployment's options file, a ``DREAM__*`` variable) are a deployment
+        configuration error, not one bad agent: that error is raised as it is."""
+        try:
+            profile = self.profile(agent_id)
+        except ValueError as exc:
+            raise AgentUnavailable(f"agent {agent_id!r} skipped — {exc}") from exc
+        if not profile.root.is_dir():
+            raise AgentUnavailable(f"agent {agent_id} skipped — its profile folder {profile.root} is missing")
+        try:
+            return profile, self.options(profile)
+        except Exception as exc:  # noqa: BLE001 - any unusable dream.toml skips this agent, named, never the others
+            self.base_options()   # raises when the problem is not this agent's own file
+            raise AgentUnavailable(
+                f"agent {agent_id} skipped — {describe_problem(exc, profile.options_path)}") from exc
+
     def agent_ids(self) -> list[str]:
         return [p.agent_id for p in discover_profiles(self.root())]
+
+    def discover_agents(self) -> tuple[list[str], list[str]]:
+        """The agent ids of the profile folders under the root, and the folders skipped, each with the reason: a name
+        that is not a valid agent id, or a folder that cannot be examined. One bad folder never hides the others."""
+        root = self.root()
+        if not root.is_dir():
+            return [], []
+        found: list[str] = []
+        problems: list[str] = []
+        for child in sorted(root.iterdir()):
+            try:
+                if not holds_profile(child):
+                    continue
+                validate_agent_id(child.name)
+            except ValueError as exc:
+                problems.append(f"folder {child} skipped — {exc}")
+                continue
+            except OSError as exc:
+                problems.append(f"folder {child} skipped — it cannot be examined: {exc}")
+                continue
+            found.append(child.name)
+        return found, problems
+
+
+def describe_problem(exc: BaseException, path: Path) -> str:
+    """The exception's message, naming ``path`` when the message does not already."""
+    text = str(exc) if isinstance(exc, ValueError) and str(exc) else f"{type(exc).__name__}: {exc}"
+    return text if str(path) in text else f"{path}: {text}"
 
 
 def run_now(context: dg.AssetExecutionContext | dg.OpExecutionContext) -> datetime:

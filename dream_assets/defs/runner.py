@@ -18,7 +18,19 @@ class CycleRun:
     success: bool
     persistent: bool                                   # recorded in a DAGSTER_HOME instance the UI can show
     summaries: dict[str, tuple[str, str]] = field(default_factory=dict)   # pass -> (status, summary)
-    model_calls: int = 0
+    model_calls: int = 0                               # calls that reached the model (answered + failed)
+    failed_calls: int = 0                              # of those: errors and unusable answers
+    failed: dict[str, str] = field(default_factory=dict)                  # failed pass -> reason
+    step_errors: list[str] = field(default_factory=list)                  # steps that raised (not pass failures)
+
+    @property
+    def answered_calls(self) -> int:
+        return self.model_calls - self.failed_calls
+
+    @property
+    def ok(self) -> bool:
+        """The cycle succeeded: the run did, and no pass failed."""
+        return self.success and not self.failed and not self.step_errors
 
 
 def run_cycle_in_dagster(profile: AgentProfile, *, now: str | None = None) -> CycleRun:
@@ -40,7 +52,21 @@ def run_cycle_in_dagster(profile: AgentProfile, *, now: str | None = None) -> Cy
         for event in result.get_asset_materialization_events():
             mat = event.event_specific_data.materialization  # type: ignore[union-attr]
             meta = mat.metadata if mat is not None else {}
-            if "status" in meta:
-                run.summaries[mat.asset_key.to_user_string()] = (str(meta["status"].value), str(meta["summary"].value))
-                run.model_calls += int(meta["model_calls"].value) if "model_calls" in meta else 0
+            if "status" not in meta:
+                continue
+            name = mat.asset_key.to_user_string()
+            status = str(meta["status"].value)
+            run.summaries[name] = (status, str(meta["summary"].value))
+            if status == "failed":
+                run.failed[name] = str(meta["reason"].value) if "reason" in meta else str(meta["summary"].value)
+            run.model_calls += int(meta["model_calls"].value) if "model_calls" in meta else 0
+            run.failed_calls += int(meta["model_failed_calls"].value) if "model_failed_calls" in meta else 0
+        for event in result.get_step_failure_events():
+            data = event.event_specific_data
+            user = getattr(data, "user_failure_data", None)
+            if user is not None and "failed_passes" in (user.metadata or {}) and run.failed:
+                continue  # the last step failing the run because a pass failed: those are listed per pass
+            error = getattr(data, "error", None)
+            message = error.message.strip() if error is not None else "failed"
+            run.step_errors.append(f"{event.step_key}: {message.splitlines()[0] if message else 'failed'}")
         return run

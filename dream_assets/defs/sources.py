@@ -1,15 +1,15 @@
 """Observable source assets: what the agent writes. Each data version is the change-gate fingerprint of that input
 (content, never drifting statistics), so the lineage view shows exactly when an input moved."""
 
-
+from pathlib import Path
 
 import dagster as dg
 
-from dream_assets.defs.deployment import DreamDeployment
+from dream_assets.defs.deployment import DreamDeployment, describe_problem
 from dream_assets.defs.partitions import AGENTS, agents_partitions
 from dream_assets.fingerprints import input_fingerprint
 from dream_assets.model import iso
-from dream_assets.profile import AgentProfile
+from dream_assets.profile import SESSION_LOGS, AgentProfile
 from dream_assets.store.ledger import PassLedger
 
 SOURCES: dict[str, tuple[str, str]] = {
@@ -27,19 +27,46 @@ SOURCES: dict[str, tuple[str, str]] = {
 }
 
 
+def input_path(profile: AgentProfile, what: str) -> Path:
+    """The file (or folder) an input's fingerprint reads, named when it cannot be read."""
+    if what in ("memory_corpus", "skill_catalog"):
+        return profile.store_path
+    if what == "ledger":
+        return profile.ledger_path
+    if what == "conversation":
+        return profile.conversation_log_path
+    if what in SESSION_LOGS:
+        return profile.session_log_dir(what)
+    return profile.single_log_path(what)
+
+
 def _observer(asset_name: str, what: str, description: str) -> dg.SourceAsset:
     @dg.observable_source_asset(name=asset_name, description=description, group_name="inputs",
                                 partitions_def=agents_partitions)
     def _observe(context, deployment: DreamDeployment) -> dg.DataVersionsByPartition:
+        """One data version per agent. An agent whose profile is missing or whose input cannot be read gets none
+        this time (logged, naming the agent and the file); every other agent is still observed."""
         agents = context.instance.get_dynamic_partitions(AGENTS)
         versions: dict[str, dg.DataVersion] = {}
         for agent in agents:
-            profile: AgentProfile = deployment.profile(agent)
-            if profile.root.exists():
+            try:
+                profile: AgentProfile = deployment.profile(agent)
+            except ValueError as exc:
+                context.log.warning(f"{asset_name}: agent {agent!r} skipped — {exc}")
+                continue
+            if not profile.root.is_dir():
+                context.log.warning(f"{asset_name}: agent {agent} skipped — its profile folder {profile.root} "
+                                    "is missing")
+                continue
+            try:
                 versions[agent] = dg.DataVersion(input_fingerprint(profile, what))
                 if what == "ledger":
                     context.log_event(dg.AssetObservation(
                         asset_key=asset_name, partition=agent, metadata=ledger_metadata(profile)))
+            except Exception as exc:  # noqa: BLE001 - one unreadable input never stops the other agents' observation
+                versions.pop(agent, None)
+                context.log.warning(f"{asset_name}: agent {agent} skipped — "
+                                    f"{describe_problem(exc, input_path(profile, what))}")
         return dg.DataVersionsByPartition(versions)
 
     return _observe

@@ -31,12 +31,17 @@ class RawCompletion:
 
 
 class ModelCallError(Exception):
-    """The backend could not get an answer (network, HTTP status, timeout, malformed body)."""
+    """The backend could not get an answer (network, HTTP status, timeout, malformed body).
 
-    def __init__(self, message: str, *, attempts: int = 1, retryable: bool = False) -> None:
+    ``unreachable`` is True when the endpoint could not be reached at all (connection refused or reset, DNS, or no
+    answer within the timeout), as opposed to an endpoint that answered with an error or an unusable body: the rest
+    of the cycle then stops calling it (see ``dream_assets.passes.common.call_model``)."""
+
+    def __init__(self, message: str, *, attempts: int = 1, retryable: bool = False, unreachable: bool = False) -> None:
         super().__init__(message)
         self.attempts = attempts
         self.retryable = retryable
+        self.unreachable = unreachable
 
 
 @runtime_checkable

@@ -52,6 +52,7 @@ class ModelResult:
     model: str
     note: str = ""                  # e.g. the offline backend saying it cannot judge this pass
     usage: UsageRecord | None = None
+    unreachable: bool = False       # the endpoint gave no answer at all (connection failure or timeout)
 
 
 class ModelClient:
@@ -114,7 +115,8 @@ class ModelClient:
             log.warning("%s", error, exc_info=not isinstance(exc, ModelCallError))
             record = self.usage.add(UsageRecord(request.pass_name, name, model, 0, 0, False, latency, "error",
                                                 attempts=attempts, waited_s=waited, error=error))
-            return ModelResult(False, None, "", error, False, name, model, usage=record)
+            return ModelResult(False, None, "", error, False, name, model, usage=record,
+                               unreachable=bool(getattr(exc, "unreachable", False)))
         latency = self._monotonic() - started
         model = raw.model or model
 

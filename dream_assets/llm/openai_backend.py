@@ -90,7 +90,8 @@ class OpenAIBackend:
             except _Transient as exc:
                 if retries >= self.max_retries:
                     raise ModelCallError(f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries="
-                                         f"{self.max_retries})", attempts=attempts, retryable=True) from None
+                                         f"{self.max_retries})", attempts=attempts, retryable=True,
+                                         unreachable=exc.unreachable) from None
                 if exc.retry_after is not None and exc.retry_after > self._retry_after_max_s:
                     raise ModelCallError(f"{exc.message}; the endpoint asked to wait {exc.retry_after:.0f}s, more "
                                          f"than {self._retry_after_max_s:.0f}s — the pass will try again next cycle",
@@ -134,9 +135,10 @@ class OpenAIBackend:
             http = raw.http_response
             body = http.text
         except openai.APITimeoutError:
-            raise _Transient(f"no answer from {self.endpoint} within {self.timeout_s:g}s (LlmTimeout)") from None
+            raise _Transient(f"no answer from {self.endpoint} within {self.timeout_s:g}s (LlmTimeout)",
+                             unreachable=True) from None
         except openai.APIConnectionError as exc:
-            raise _Transient(f"connection to {self.endpoint} failed: {_cause(exc)}") from None
+            raise _Transient(f"connection to {self.endpoint} failed: {_cause(exc)}", unreachable=True) from None
         except openai.APIStatusError as exc:
             status = exc.status_code
             message = _error_message(exc)
@@ -163,10 +165,13 @@ class OpenAIBackend:
 
 
 class _Transient(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    """A failure worth retrying. ``unreachable``: no answer at all (connection failure or timeout)."""
+
+    def __init__(self, message: str, retry_after: float | None = None, *, unreachable: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.retry_after = retry_after
+        self.unreachable = unreachable
 
 
 class _Rejected(Exception):

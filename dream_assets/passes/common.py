@@ -4,15 +4,33 @@ Spec "The change gate": a corpus-wide pass fingerprints exactly the corpus it is
 when the ledger says unchanged (until DreamPassMaxSkipInterval forces a run), and is stamped only after a usable
 answer was applied — a failed or unparseable call is retried next cycle. DreamPassChangeGateEnabled: false restores
 run-every-cycle.
+
+A dead or hanging endpoint costs one pass's retries per cycle, not every pass's: when a call finds the endpoint
+unreachable (connection failure or timeout, after the backend's own retries), the failure is written to the
+profile's endpoint state file under the cycle id, and every later model call of the same cycle fails at once with
+that reason, without calling the endpoint. Passes of one cycle can run in separate processes (Dagster steps), which is
+why the state is a file. A record of another cycle is ignored: the next cycle tries the endpoint again.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import tempfile
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
+from dream_assets.model import iso
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
+from dream_assets.profile import AgentProfile
+
+log = logging.getLogger("dream_assets.passes")
+
+#: How many cycles' endpoint failures the state file keeps (a few concurrent runs of one agent never evict each other).
+ENDPOINT_STATE_KEEP = 16
 
 
 def gate_says_skip(ctx: PassContext, pass_name: str, fingerprint: str, report: PassReport) -> bool:
@@ -40,7 +58,15 @@ def call_model(ctx: PassContext, report: PassReport, pass_name: str, prompt: str
                inputs: Mapping[str, Any] | None = None) -> Any | None:
     """One model call. Returns the validated response, or None after marking the report failed / deferred.
 
-    Usage totals for this pass accumulate into ``report.usage``; the backend label goes into ``report.extra``."""
+    Usage totals for this pass accumulate into ``report.usage``; the backend label goes into ``report.extra``.
+    When an earlier call of this cycle found the endpoint unreachable, the report fails with that reason and the
+    endpoint is not called."""
+    earlier = endpoint_failure(ctx.profile, ctx.cycle_id)
+    if earlier is not None:
+        report.count("model_calls_not_made")
+        report.fail(f"model endpoint not called: {earlier['pass']} could not reach it earlier in this cycle "
+                    f"({earlier['reason']}); it is tried again next cycle")
+        return None
     client = ctx.client
     start = len(client.usage.records)
     result = client.call(client.request(pass_name, prompt, inputs))
@@ -54,9 +80,60 @@ def call_model(ctx: PassContext, report: PassReport, pass_name: str, prompt: str
         report.defer(result.error)
         return None
     if not result.ok:
-        report.fail(result.error)
+        if result.unreachable:
+            record_endpoint_failure(ctx.profile, ctx.cycle_id, pass_name, result.error, ctx.now)
+            report.fail(f"{result.error}; the rest of this cycle's model passes will not call the endpoint, "
+                        "it is tried again next cycle")
+        else:
+            report.fail(result.error)
         return None
     return result.response
+
+
+def endpoint_failure(profile: AgentProfile, cycle_id: str) -> dict[str, str] | None:
+    """This cycle's unreachable-endpoint record ({"pass", "reason", "at"}), or None: no record for this cycle, or a
+    state file that cannot be read (then the endpoint is simply called)."""
+    record = _endpoint_records(profile).get(cycle_id)
+    if not isinstance(record, dict) or not isinstance(record.get("reason"), str):
+        return None
+    return {"pass": str(record.get("pass") or "a model pass"), "reason": record["reason"],
+            "at": str(record.get("at") or "")}
+
+
+def record_endpoint_failure(profile: AgentProfile, cycle_id: str, pass_name: str, reason: str,
+                            now: datetime) -> None:
+    """Remember for the rest of this cycle that the endpoint is unreachable. Written atomically; a failure to write
+    only costs the later passes their own attempt."""
+    records = _endpoint_records(profile)
+    records.setdefault(cycle_id, {"pass": pass_name, "reason": reason, "at": iso(now)})
+    newest = sorted(records.items(), key=lambda kv: str(kv[1].get("at", "")) if isinstance(kv[1], dict) else "",
+                    reverse=True)[:ENDPOINT_STATE_KEEP]
+    path = profile.endpoint_state_path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump({"cycles": dict(newest)}, fh, indent=1)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        log.warning("could not write %s (%s); later passes of this cycle will try the endpoint themselves", path, exc)
+
+
+def _endpoint_records(profile: AgentProfile) -> dict[str, Any]:
+    path = profile.endpoint_state_path
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable %s (%s)", path, exc)
+        return {}
+    cycles = data.get("cycles") if isinstance(data, dict) else None
+    return dict(cycles) if isinstance(cycles, dict) else {}
 
 
 def note_malformed(report: PassReport, kind: str, read: Any) -> None:
