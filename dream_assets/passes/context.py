@@ -37,7 +37,7 @@ class PassContext:
 
     @cached_property
     def ledger(self) -> PassLedger:
-        return PassLedger(self.profile)
+        return PassLedger(self.profile, now=self.now)
 
     @cached_property
     def client(self) -> ModelClient:
