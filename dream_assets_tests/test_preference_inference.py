@@ -234,3 +234,23 @@ def test_undoing_the_cycle_removes_created_preferences_and_restores_reinforced_o
     assert result.ok
     assert store.memories.get(created[0].id).archived_at is not None
     assert store.memories.get("old") == before
+
+
+# ------------------------------------------------------------------ hostile model text
+def test_a_hostile_item_is_rejected_with_its_reason_and_the_rest_is_saved(profile, store):
+    say(profile, "Use metric units, always. I said metric!")
+    report, _ = run(profile, store, [saves(
+        {"content": "Bad \ud800 surrogate preference"},
+        {"content": "NUL\x00inside"},
+        {"content": "x" * 40_000},
+        {"content": "Ok text", "tags": ["fine", "\ud800"]},
+        {"content": "The user wants metric units in every answer.", "tags": ["units"]},
+    )])
+    assert report.status == "completed"
+    assert [e.content for e in inferred(store)] == ["The user wants metric units in every answer."]
+    assert report.counts["rejected"] == 4 and report.counts["created"] == 1
+    rejected = [c for c in report.changes if c.kind == "preference-rejected"]
+    assert len(rejected) == 4
+    assert "surrogate" in rejected[0].detail and "NUL" in rejected[1].detail and "over the limit" in rejected[2].detail
+    # Nothing half written: one change row, for the one saved preference.
+    assert [c.kind for c in store.changes.list("c1")] == ["created"]

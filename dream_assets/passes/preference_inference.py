@@ -47,6 +47,7 @@ from dream_assets.llm.prompts import render_preference_inference
 from dream_assets.passes.common import call_model, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
+from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
@@ -164,7 +165,19 @@ def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> No
         report.count("deletes_ignored", len(response.to_delete))
     for key in ("created", "reinforced", "extended", "flagged", "host_flagged", "rejected"):
         report.counts.setdefault(key, 0)
-    for item in response.to_save:
+    for n, item in enumerate(response.to_save):
+        # Model text is untrusted: an item with a lone surrogate, a control character or an over-long text is
+        # rejected with its reason before anything is written; the rest of the answer still applies.
+        bad = problem(item.content, "content", field=f"toSave[{n}].content", max_chars=ctx.options.MaxContentChars) \
+            or problem(list(item.tags), "tags", field=f"toSave[{n}].tags") \
+            or next((found for key, value in item.metadata.items()
+                     for found in (problem(key, "id", field=f"toSave[{n}].metadata key"),
+                                   problem(value, "text", field=f"toSave[{n}].metadata[{shown(key)}]")) if found), None)
+        if bad:
+            report.count("rejected")
+            report.change("preference-rejected", f"toSave[{n}]", bad)
+            report.warn(f"preference not saved: {bad}")
+            continue
         _save_preference(ctx, report, item.content, list(item.tags), dict(item.metadata))
     c = report.counts
     report.finish(f"{len(response.to_save)} preference(s) proposed from {len(sessions)} session(s): "
