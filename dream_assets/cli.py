@@ -92,23 +92,38 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_undo(args: argparse.Namespace) -> int:
     from dream_assets.store import open_store
     from dream_assets.store.changes import UndoRefused
+    from dream_assets.store.connection import StoreError
 
     profile = _profile(args)
     store = open_store(profile, _options(profile))
-    if args.list:
-        for cycle_id, when, n in store.changes.cycles():
-            print(f"{cycle_id}  {when:%Y-%m-%d %H:%M}  {n} change(s)")
-        return 0
     try:
+        if args.list:
+            for cycle_id, when, n in store.changes.cycles():
+                print(f"{cycle_id}  {when:%Y-%m-%d %H:%M}  {n} change(s)")
+            return 0
         result = store.changes.undo_cycle(args.cycle, now=_now(args), pass_name=args.pass_name, force=args.force)
     except UndoRefused as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    except StoreError as exc:   # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
+        print(f"undo stopped: {exc}", file=sys.stderr)
+        return 2
     for line in result.restored:
         print(f"restored {line}")
+    for line in result.already_undone:
+        print(f"already undone {line}")
+    for line in result.not_restored:
+        print(f"NOT restored {line}", file=sys.stderr)
     for line in result.refused:
         print(f"refused  {line}", file=sys.stderr)
-    return 0 if result.ok else 3
+    nothing_done = result.refused and not args.force
+    print(f"undo of cycle {args.cycle}: {len(result.restored)} put back, {len(result.already_undone)} already undone, "
+          f"{len(result.not_restored)} could not be restored, {len(result.refused)} refused"
+          + ("; nothing was changed (pass --force to undo the rest)" if nothing_done else "")
+          + (f"; recorded as cycle {result.undo_cycle_id}" if result.restored else ""))
+    # Exit 0 when the undo did something usable (put records back, or found nothing left to do), even if some entries
+    # could not be restored or were refused under --force (those are listed above); 3 when nothing was undone.
+    return 0 if result.applied else 3
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
@@ -174,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--memories", type=int, default=320)
     sp.set_defaults(func=cmd_run)
 
-    sp = sub.add_parser("undo", help="undo one cycle's changes (or list cycles with --list)")
+    sp = sub.add_parser("undo", help="undo one cycle's changes (or list cycles with --list); exits 0 when records "
+                                     "were put back or nothing was left to undo, 3 when nothing could be undone")
     common(sp)
     sp.add_argument("--cycle", help="cycle (Dagster run) id")
     sp.add_argument("--pass", dest="pass_name", help="only this pass's changes, e.g. memory_consolidation")

@@ -1,0 +1,283 @@
+"""Whole-cycle undo: every cycle can be undone — including one whose archive purge hard-deleted entries — an undo
+killed half-way is finished by running it again, and what cannot be put back is named, not hidden."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dream_assets.cli import main
+from dream_assets.cycle import run_cycle
+from dream_assets.demo import build_demo_profile
+from dream_assets.model import MemoryEntry, new_id
+from dream_assets.options import DreamOptions
+from dream_assets.passes.archive_purge import run_archive_purge
+from dream_assets.passes.context import PassContext
+from dream_assets.profile import AgentProfile
+from dream_assets.store import open_store
+from dream_assets.store.changes import UNDO_PASS, undo_cycle_id
+from dream_assets.store.connection import close_all
+
+from .conftest import NOW
+
+LATER = NOW + timedelta(minutes=30)
+CYCLE = "cycle-1"
+
+
+def _records(store) -> dict[str, dict]:
+    return {e.id: e.to_dict() for e in store.memories.list_all()}
+
+
+def _what_counts(rec: dict) -> tuple:
+    return rec["content"], rec["category"], tuple(rec["tags"]), rec["archived_at"]
+
+
+@pytest.fixture(scope="module")
+def demo_cycle(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
+    """The demo agent (small), before and after one cycle whose archive purge deleted entries and whose
+    consolidation merged some: (profile folder after the cycle, records before the cycle)."""
+    root = tmp_path_factory.mktemp("demo") / "demo"
+    profile = AgentProfile(root)
+    build_demo_profile(profile, NOW, n_memories=120)
+    store = open_store(profile)
+    before = _records(store)
+    reports = run_cycle(profile, DreamOptions(), NOW, cycle_id=CYCLE,
+                        only=["archive_purge", "importance_decay", "memory_consolidation"])
+    assert all(r.status == "completed" for r in reports), [(r.pass_name, r.summary) for r in reports]
+    kinds = {c.kind for c in store.changes.list(CYCLE)}
+    assert {"purged", "created", "archived"} <= kinds
+    close_all()
+    return root, before
+
+
+@pytest.fixture
+def cycled(demo_cycle, tmp_path) -> tuple[AgentProfile, dict[str, dict]]:
+    root, before = demo_cycle
+    copy = tmp_path / "agents" / "demo"
+    shutil.copytree(root, copy)
+    return AgentProfile(copy), before
+
+
+def _assert_undone(store, before: dict[str, dict]) -> None:
+    after = _records(store)
+    missing = set(before) - set(after)
+    assert not missing, f"entries not put back: {sorted(missing)}"
+    changed = {i for i in before if _what_counts(after[i]) != _what_counts(before[i])}
+    assert not changed, f"entries not as before: {sorted(changed)}"
+    created = set(after) - set(before)
+    assert created and all(after[i]["archived_at"] is not None for i in created)  # retired, never deleted
+
+
+def test_a_cycle_whose_purge_deleted_entries_can_be_undone_and_purged_entries_come_back_as_they_were(cycled):
+    profile, before = cycled
+    store = open_store(profile)
+    purged = [c.target_id for c in store.changes.list(CYCLE) if c.kind == "purged"]
+    assert purged and all(store.memories.get(i) is None for i in purged)
+    result = store.changes.undo_cycle(CYCLE, now=LATER)
+    assert result.ok and not result.not_restored and not result.refused
+    _assert_undone(store, before)
+    for i in purged:  # the whole record, archived with its archived_at, not just its text
+        assert store.memories.get(i).to_dict() == before[i]
+    # the undo is visible, as its own cycle of "restored" rows, one per target put back
+    rows = store.changes.list(undo_cycle_id(CYCLE))
+    assert {r.pass_name for r in rows} == {UNDO_PASS} and {r.kind for r in rows} == {"restored"}
+    assert sorted(r.target_id for r in rows) == sorted(t.split()[1] for t in result.restored)
+    assert all(c.undone_at is not None for c in store.changes.list(CYCLE) if c.kind != "stamped")
+
+
+def test_undo_from_the_command_line_exits_0_and_running_it_again_has_nothing_left(cycled, capsys):
+    profile, before = cycled
+    args = ["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "could not be restored" in out and "0 could not be restored" in out
+    _assert_undone(open_store(profile), before)
+    assert main(args) == 0   # idempotent: nothing left, still a success
+    again = capsys.readouterr().out
+    assert "0 put back" in again and "already undone memory" in again
+
+
+def test_a_purged_entry_that_cannot_be_restored_is_named_and_everything_else_is_undone(cycled, capsys):
+    profile, before = cycled
+    store = open_store(profile)
+    purged = [c for c in store.changes.list(CYCLE) if c.kind == "purged"]
+    broken = purged[0].target_id
+    with store.connection.session() as conn:   # a purge row whose kept record lost its fields
+        conn.execute("UPDATE changes SET before_json = ? WHERE change_id = ?",
+                     [json.dumps({"id": broken}), purged[0].change_id])
+    assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 0
+    captured = capsys.readouterr()
+    assert f"NOT restored memory {broken}: the record kept by archive_purge (purged) is incomplete" in captured.err
+    assert "1 could not be restored" in captured.out
+    store = open_store(profile)
+    assert store.memories.get(broken) is None
+    _assert_undone(store, {k: v for k, v in before.items() if k != broken})
+    # its change stays pending, so a later retry can still restore it once the row is repaired
+    assert [c.undone_at for c in store.changes.list(CYCLE) if c.target_id == broken] == [None]
+
+
+_CRASHING_UNDO = textwrap.dedent("""
+    import os, sys
+    from datetime import datetime
+    from dream_assets.profile import AgentProfile
+    from dream_assets.store import open_store
+    from dream_assets.store import changes
+
+    root, cycle, step, after_n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    seen = 0
+
+    def crash(name):
+        global seen
+        if name == step:
+            seen += 1
+            if seen > after_n:
+                os._exit(9)
+
+    changes.step_hook = crash
+    store = open_store(AgentProfile(root))
+    store.changes.undo_cycle(cycle, now=datetime.fromisoformat(sys.argv[5]))
+    os._exit(0)
+""")
+
+
+@pytest.mark.parametrize("step", ["undo:put-back", "undo:target-done"])
+def test_an_undo_killed_half_way_is_finished_by_running_it_again_without_force(cycled, step):
+    profile, before = cycled
+    done = subprocess.run([sys.executable, "-c", _CRASHING_UNDO, str(profile.root), CYCLE, step, "3",
+                           LATER.isoformat()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 9, done.stderr
+    store = open_store(profile)
+    marked = [c for c in store.changes.list(CYCLE) if c.undone_at is not None]
+    # a target is put back together with the marking of its changes: killed inside a target's transaction, that
+    # target is neither; killed after it, it is both
+    assert len({c.target_id for c in marked}) == (3 if step == "undo:put-back" else 4)
+    result = store.changes.undo_cycle(CYCLE, now=LATER + timedelta(minutes=1))
+    assert result.ok, result.refused + result.not_restored
+    assert len(result.already_undone) == len({c.target_id for c in marked})
+    _assert_undone(store, before)
+    assert all(c.undone_at is not None for c in store.changes.list(CYCLE) if c.kind != "stamped")
+
+
+def test_a_target_found_as_it_was_before_the_cycle_counts_as_undone(cycled):
+    profile, before = cycled
+    store = open_store(profile)
+    archived = next(c for c in store.changes.list(CYCLE) if c.kind == "archived")
+    store.memories.replace(MemoryEntry.from_dict(archived.before))   # put back by hand, outside undo
+    result = store.changes.undo_cycle(CYCLE, now=LATER)
+    assert result.ok
+    assert f"memory {archived.target_id}" in result.already_undone
+    assert f"memory {archived.target_id}" not in result.restored
+    _assert_undone(store, before)
+
+
+def test_an_entry_purged_by_a_later_cycle_is_refused_with_that_reason(profile, store):
+    old = NOW - timedelta(days=200)
+    e = store.memories.put(MemoryEntry(id=new_id(), content="Ana Ruiz signed the Lisbon lease in 2025.",
+                                       category="general", tags=(), importance=0.5, created_at=old, updated_at=old,
+                                       last_seen_at=old, reinforcement_count=1, metadata={}))
+    archived = store.memories.archive(e.id, now=old)
+    store.changes.record(cycle_id="early", pass_name="memory_consolidation", kind="archived", target_type="memory",
+                         target_id=e.id, before=e, after=archived, reason="merged", now=old)
+    run_archive_purge(PassContext(profile, DreamOptions(), NOW, cycle_id="late", _store=store))
+    assert store.memories.get(e.id) is None
+    result = store.changes.undo_cycle("early", now=LATER)
+    assert not result.applied and not result.restored
+    assert result.refused == [f"memory {e.id}: no longer exists (purged after cycle early); undo the cycle that "
+                              "purged it first"]
+    # undoing the purge first, then the earlier cycle, brings the entry back live
+    assert store.changes.undo_cycle("late", now=LATER).ok
+    assert store.changes.undo_cycle("early", now=LATER).ok
+    assert store.memories.get(e.id).to_dict() == e.to_dict()
+    assert [x.id for x, _ in store.memories.search("Lisbon lease")] == [e.id]
+
+
+def test_an_undo_can_itself_be_undone(cycled):
+    profile, before = cycled
+    store = open_store(profile)
+    left = _records(store)
+    assert store.changes.undo_cycle(CYCLE, now=LATER).ok
+    assert store.changes.undo_cycle(undo_cycle_id(CYCLE), now=LATER + timedelta(minutes=1)).ok
+    now = _records(store)
+    # the cycle's content changes are back; entries the undo re-inserted from a purge are retired, never deleted
+    assert all(_what_counts(now[i]) == _what_counts(left[i]) for i in left)
+    assert all(now[i]["archived_at"] is not None for i in set(now) - set(left))
+
+
+def test_the_purge_and_its_change_row_are_one_write(profile, store, monkeypatch):
+    old = NOW - timedelta(days=200)
+    e = store.memories.put(MemoryEntry(id=new_id(), content="Old note about the Oslo kickoff.", category="general",
+                                       tags=(), importance=0.3, created_at=old, updated_at=old, last_seen_at=old,
+                                       reinforcement_count=1, metadata={}, archived_at=old))
+    ctx = PassContext(profile, DreamOptions(), NOW, cycle_id="p1", _store=store)
+
+    def fail(*a, **k):
+        raise OSError("disk full while writing the change row")
+
+    monkeypatch.setattr(ctx, "record", fail)
+    with pytest.raises(OSError):
+        run_archive_purge(ctx)
+    assert store.memories.get(e.id) is not None and e.id not in store.memories.purged_ids()
+
+
+_CRASHING_PURGE = textwrap.dedent("""
+    import os, sys
+    from datetime import datetime
+    from dream_assets.options import DreamOptions
+    from dream_assets.passes.archive_purge import run_archive_purge
+    from dream_assets.passes.context import PassContext
+    from dream_assets.profile import AgentProfile
+
+    ctx = PassContext(AgentProfile(sys.argv[1]), DreamOptions(), datetime.fromisoformat(sys.argv[2]), cycle_id="p1")
+    ctx.record = lambda *a, **k: os._exit(9)   # killed after the delete, before its change row
+    run_archive_purge(ctx)
+    os._exit(0)
+""")
+
+
+def test_a_purge_killed_before_its_change_row_deletes_nothing(profile, store):
+    old = NOW - timedelta(days=200)
+    e = store.memories.put(MemoryEntry(id=new_id(), content="Old note about the Oslo kickoff.", category="general",
+                                       tags=(), importance=0.3, created_at=old, updated_at=old, last_seen_at=old,
+                                       reinforcement_count=1, metadata={}, archived_at=old))
+    store.close()
+    done = subprocess.run([sys.executable, "-c", _CRASHING_PURGE, str(profile.root), NOW.isoformat()],
+                          capture_output=True, text=True, timeout=60, env={**os.environ})
+    assert done.returncode == 9, done.stderr
+    assert store.memories.get(e.id) is not None
+    assert e.id not in store.memories.purged_ids() and store.changes.list("p1") == []
+
+
+def test_an_undo_refused_because_an_entry_was_edited_changes_nothing_and_exits_3(cycled, capsys):
+    profile, _ = cycled
+    store = open_store(profile)
+    created = next(c for c in store.changes.list(CYCLE) if c.kind == "created")
+    store.memories.update(created.target_id, now=LATER, content="Edited by hand after the cycle.")
+    left = _records(store)
+    close_all()
+    assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 3
+    captured = capsys.readouterr()
+    assert f"refused  memory {created.target_id}: edited after cycle {CYCLE}" in captured.err
+    assert "nothing was changed (pass --force to undo the rest)" in captured.out
+    assert _records(open_store(profile)) == left
+    # --force undoes everything else and leaves the edited entry as the user left it
+    assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--force", "--now", LATER.isoformat()]) == 0
+    after = _records(open_store(profile))
+    assert after[created.target_id]["content"] == "Edited by hand after the cycle."
+    assert all(after[c.target_id]["content"] == c.before["content"]
+               for c in open_store(profile).changes.list(CYCLE) if c.kind == "purged")
+
+
+def test_undo_on_a_corrupt_store_stops_with_the_reason_not_a_traceback(cycled, capsys):
+    profile, _ = cycled
+    profile.store_path.write_bytes(b"")
+    assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 2
+    err = capsys.readouterr().err
+    assert "undo stopped:" in err and str(profile.store_path) in err and "not a readable DuckDB database" in err
