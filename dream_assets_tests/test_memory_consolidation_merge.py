@@ -102,3 +102,13 @@ def test_scan_failure_degrades_to_unreviewed_only():
 
     sel = select_candidates([entry("r", reviewed=True), entry("n")], boom)
     assert list(sel.eligible) == ["n"] and sel.clusters == [] and "scan failed" in sel.warnings[0]
+
+
+def test_a_busy_or_damaged_store_during_the_scan_is_not_degraded_around():
+    from dream_assets.store.connection import StoreBusy
+
+    def busy():
+        raise StoreBusy("store.duckdb is held by another process")
+
+    with pytest.raises(StoreBusy):
+        select_candidates([entry("r", reviewed=True), entry("n")], busy)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dream_assets.model import MemoryEntry, iso
+from dream_assets.store.connection import StoreError
 from dream_assets.text.fingerprint import review_fingerprint
 from dream_assets.text.similarity import DuplicateClusters
 
@@ -75,6 +76,8 @@ def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateC
     method = ""
     try:
         found = scan()
+    except StoreError:
+        raise  # the store itself is busy or damaged: the pass fails (and says so), it does not carry on around it
     except Exception as exc:  # noqa: BLE001 - any scan failure degrades the same way (spec: never the whole corpus)
         warnings.append(f"near-duplicate scan failed ({type(exc).__name__}: {exc}); only new or changed entries are "
                         "eligible this cycle")
