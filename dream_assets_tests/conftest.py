@@ -27,6 +27,31 @@ def profile(tmp_path) -> AgentProfile:
 
 
 @pytest.fixture
+def root(tmp_path):
+    """A profile root for tests with several agents (Dagster partitions)."""
+    return tmp_path / "agents"
+
+
+@pytest.fixture
+def demo(root) -> AgentProfile:
+    """The demo agent under ``root``, built at NOW."""
+    from dream_assets.demo import build_demo_profile
+
+    profile = AgentProfile(root / "demo")
+    build_demo_profile(profile, NOW)
+    return profile
+
+
+@pytest.fixture
+def instance():
+    """A real, temporary Dagster instance."""
+    import dagster as dg
+
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+@pytest.fixture
 def store(profile, options) -> DreamStore:
     s = open_store(profile, options)
     yield s

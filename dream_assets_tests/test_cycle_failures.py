@@ -14,7 +14,6 @@ from dream_assets.definitions import build_definitions
 from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
 from dream_assets.defs.partitions import AGENTS
 from dream_assets.defs.resources import ModelResource
-from dream_assets.demo import build_demo_profile
 from dream_assets.gates import GATED_PASSES, gate_status
 from dream_assets.llm.base import ModelCallError
 from dream_assets.llm.offline import OfflineBackend
@@ -29,24 +28,6 @@ from dream_assets_tests.openai_server import OpenAITestServer, hang, refusing_ba
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MODEL_PASSES = [p.name for p in PASSES if p.uses_model]
 FAIL_FAST = "could not reach it earlier in this cycle"
-
-
-@pytest.fixture
-def root(tmp_path):
-    return tmp_path / "agents"
-
-
-@pytest.fixture
-def demo(root):
-    profile = AgentProfile(root / "demo")
-    build_demo_profile(profile, NOW)
-    return profile
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
 
 
 def deployment(root, now: datetime | None = None) -> DreamDeployment:

@@ -4,7 +4,6 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
-import pytest
 
 from dream_assets.definitions import build_definitions
 from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
@@ -20,24 +19,6 @@ from dream_assets.store.ledger import PassLedger
 from dream_assets.store.warehouse import read_day
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def root(tmp_path):
-    return tmp_path / "agents"
-
-
-@pytest.fixture
-def demo(root):
-    profile = AgentProfile(root / "demo")
-    build_demo_profile(profile, NOW)
-    return profile
-
-
-@pytest.fixture
-def instance():
-    with dg.instance_for_test() as inst:
-        yield inst
 
 
 def deployment(root) -> DreamDeployment:

@@ -8,6 +8,7 @@ resource (``DreamDeployment.now``, the wall clock by default); the schedule from
 """
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -81,6 +82,21 @@ def cycle_request(deployment: DreamDeployment, agent: str, now: datetime, run_ke
                         "; ".join(f"{agent}: {h}" for h in held))
 
 
+def _cycle_requests(context: Any, deployment: DreamDeployment, agents: list[str], now: datetime,
+                    run_key: Callable[[str], str]) -> tuple[list[dg.RunRequest], list[str]]:
+    """One cycle request per agent that can run, each agent's verdict logged on the tick; the notes say what was held
+    back or skipped, and why."""
+    requests, notes = [], []
+    for agent in agents:
+        verdict = cycle_request(deployment, agent, now, run_key=run_key(agent))
+        _log(context, verdict)
+        if verdict.request is not None:
+            requests.append(verdict.request)
+        if verdict.note:
+            notes.append(verdict.note)
+    return requests, notes
+
+
 def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, list]:
     @dg.schedule(name="dream_cycle_schedule", job=dream_cycle, cron_schedule=interval_cron(options.Interval),
                  execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
@@ -91,14 +107,7 @@ def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, lis
         agents = _agents(context)
         if not agents:
             return dg.SkipReason(f"no agent profiles registered yet (looking under {deployment.root()})")
-        requests, notes = [], []
-        for agent in agents:
-            verdict = cycle_request(deployment, agent, now, run_key=f"cycle:{agent}:{iso(now)}")
-            _log(context, verdict)
-            if verdict.request is not None:
-                requests.append(verdict.request)
-            if verdict.note:
-                notes.append(verdict.note)
+        requests, notes = _cycle_requests(context, deployment, agents, now, lambda agent: f"cycle:{agent}:{iso(now)}")
         if not requests:
             return dg.SkipReason("; ".join(notes) or "nothing to run")
         return requests
@@ -121,14 +130,8 @@ def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, lis
         if now < due:
             return dg.SensorResult(skip_reason=dg.SkipReason(f"start-up cycle due at {iso(due)} (InitialDelay)"),
                                    cursor=json.dumps(cursor))
-        requests, notes = [], []
-        for agent in _agents(context):
-            verdict = cycle_request(deployment, agent, now, run_key=f"startup:{boot}:{agent}")
-            _log(context, verdict)
-            if verdict.request is not None:
-                requests.append(verdict.request)
-            if verdict.note:
-                notes.append(verdict.note)
+        requests, notes = _cycle_requests(context, deployment, _agents(context), now,
+                                          lambda agent: f"startup:{boot}:{agent}")
         cursor["launched"] = True
         if not requests:
             return dg.SensorResult(skip_reason=dg.SkipReason("no agent to run at start-up"
