@@ -212,13 +212,14 @@ def undo_restores(profile: AgentProfile, cycle_id: str, before: dict[str, dict[s
 
 
 # ---------------------------------------------------------------------------------------------- running passes
-def _ids_shown(inputs: Any) -> list[str]:
+def _strings_under(inputs: Any, keys: tuple[str, ...]) -> list[str]:
+    """Every string value under one of ``keys`` anywhere in a request's structured inputs, first seen first."""
     found: list[str] = []
 
     def walk(x: Any) -> None:
         if isinstance(x, dict):
             for k, v in x.items():
-                if k in ("id", "name", "skillName") and isinstance(v, str):
+                if k in keys and isinstance(v, str):
                     found.append(v)
                 else:
                     walk(v)
@@ -230,22 +231,12 @@ def _ids_shown(inputs: Any) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _ids_shown(inputs: Any) -> list[str]:
+    return _strings_under(inputs, ("id", "name", "skillName"))
+
+
 def _texts_shown(inputs: Any) -> list[str]:
-    found: list[str] = []
-
-    def walk(x: Any) -> None:
-        if isinstance(x, dict):
-            for k, v in x.items():
-                if k in ("content", "text") and isinstance(v, str):
-                    found.append(v)
-                else:
-                    walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-
-    walk(inputs)
-    return found
+    return _strings_under(inputs, ("content", "text"))
 
 
 def run_pass(profile: AgentProfile, pass_name: str, answer: Callable[[Any], Any], *, cycle_id: str,
