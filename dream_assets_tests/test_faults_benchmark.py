@@ -1,0 +1,30 @@
+"""The fault benchmark's CI-sized run: kills at write steps, fuzzed model answers, hostile logs, concurrent saves.
+
+Every trial must lose no fact, leave no answer half applied, report no failure as completed or skipped, and undo
+every cycle exactly. The full run (10,000 answers) is `python benchmarks/faults.py`."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_quick_fault_run_loses_nothing_and_misreports_nothing():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "faults.py"), "--quick"], capture_output=True,
+                          text=True, timeout=900, cwd=ROOT)
+    metrics = {m["name"]: m["value"] for m in (json.loads(line) for line in proc.stdout.splitlines() if line.strip())}
+    problems = proc.stderr[-3000:]
+    assert metrics, f"the benchmark printed no metrics: {problems}"
+    for name in ("faults.facts_lost", "faults.partial_applies", "faults.misreported", "faults.undo_failures"):
+        assert metrics[name] == 0, f"{name} = {metrics[name]}: {problems}"
+    # The run really attacked something: every section ran trials.
+    assert metrics["faults.kill_trials"] >= 20 and metrics["faults.apply_writes"] > 10
+    assert metrics["faults.fuzz_trials"] >= 200
+    assert metrics["faults.hostile_log_trials"] == 1
+    assert metrics["faults.concurrent_saves"] > 20 and metrics["faults.concurrent_cycles"] > 2
+    assert proc.returncode == 0, problems
