@@ -1,4 +1,9 @@
-"""DuckDB schema of one agent's store: memories, skills, purge records and the dream change log."""
+"""DuckDB schema of one agent's store: memories, skills, purge records, the dream change log and embedding vectors.
+
+A store written by an older version is upgraded in place when it is opened: every statement of ``DDL`` is
+idempotent (``IF NOT EXISTS``), so an upgrade runs them all in one transaction and records the new version.
+Version history: 1 the first schema; 2 adds ``embeddings`` (vectors cached per content hash and model).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import duckdb
 
 from dream_assets.store.connection import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 DDL = [
     "CREATE SEQUENCE IF NOT EXISTS row_seq START 1",
@@ -56,6 +61,16 @@ DDL = [
         ordinal BIGINT NOT NULL
     )""",
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)",
+    # Version 2. One vector per (text, embedding model): content_hash is sha256 of the UTF-8 text, lower-case hex
+    # (DuckDB's sha256(content) gives the same), so an unchanged entry is never embedded twice.
+    """CREATE TABLE IF NOT EXISTS embeddings (
+        content_hash VARCHAR NOT NULL,
+        model VARCHAR NOT NULL,
+        dim INTEGER NOT NULL,
+        vector FLOAT[] NOT NULL,            -- L2-normalised
+        created_at TIMESTAMP NOT NULL,      -- UTC
+        PRIMARY KEY (content_hash, model)
+    )""",
 ]
 
 
@@ -69,7 +84,8 @@ def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
         if int(row[0]) > SCHEMA_VERSION:
             raise StoreError(f"store schema version {row[0]} is newer than this dream_assets ({SCHEMA_VERSION}); "
                              "upgrade dream_assets to use this store")
-        return
+        if int(row[0]) == SCHEMA_VERSION:
+            return
     conn.execute("BEGIN TRANSACTION")
     for stmt in DDL:
         conn.execute(stmt)
