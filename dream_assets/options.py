@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ENV_PREFIX = "DREAM__"
 
@@ -25,9 +26,17 @@ class OptionsError(ValueError):
     """An option has a value that cannot be used. The message names the option, the value and what is accepted."""
 
 
+#: What a duration option accepts: ``"any"`` (a non-positive value has a documented meaning, e.g. disables),
+#: ``"zero"`` (zero or more), ``"positive"`` (more than zero).
+DURATION_RANGES = ("any", "zero", "positive")
+
+
 def _opt(default: Any, help: str, *, minimum: float | None = None, maximum: float | None = None,
-         choices: tuple[str, ...] | None = None) -> Any:
-    meta = {"help": help, "minimum": minimum, "maximum": maximum, "choices": choices}
+         choices: tuple[str, ...] | None = None, duration: str = "zero", url: bool = False) -> Any:
+    if duration not in DURATION_RANGES:
+        raise ValueError(f"duration range {duration!r}: use one of {', '.join(DURATION_RANGES)}")
+    meta = {"help": help, "minimum": minimum, "maximum": maximum, "choices": choices, "duration": duration,
+            "url": url}
     return field(default=default, metadata=meta)
 
 
@@ -36,10 +45,13 @@ class DreamOptions:
     # --- Scheduling (spec: "Scheduling", DreamOptions) ---
     Enabled: bool = _opt(True, "master switch for the schedule and the start-up sensor")
     InitialDelay: timedelta = _opt(timedelta(minutes=5), "delay between daemon start and the first cycle")
-    Interval: timedelta = _opt(timedelta(hours=4), "time between scheduled dream cycles")
-    BusyPollInterval: timedelta = _opt(timedelta(seconds=5), "poll period while the agent's model is busy")
+    Interval: timedelta = _opt(timedelta(hours=4), "time between scheduled dream cycles",
+                                 duration="positive")
+    BusyPollInterval: timedelta = _opt(timedelta(seconds=5), "poll period while the agent's model is busy",
+                                         duration="positive")
     BusyMaxWait: timedelta = _opt(timedelta(minutes=30), "longest wait for a busy model before the pass is deferred")
-    BusyLeaseStaleAfter: timedelta = _opt(timedelta(minutes=10), "age after which a busy lease from a crashed agent expires")
+    BusyLeaseStaleAfter: timedelta = _opt(timedelta(minutes=10), "age after which a busy lease from a crashed agent expires",
+                                            duration="positive")
 
     # --- Directive files (relative to the agent profile; a file there replaces the built-in one) ---
     DirectivePath: str = _opt("dream.md", "memory consolidation directive")
@@ -64,7 +76,8 @@ class DreamOptions:
 
     # --- Change gate ---
     DreamPassChangeGateEnabled: bool = _opt(True, "skip a corpus-wide pass whose input fingerprint has not moved")
-    DreamPassMaxSkipInterval: timedelta = _opt(timedelta(days=7), "force a gated pass after this long; non-positive skips indefinitely")
+    DreamPassMaxSkipInterval: timedelta = _opt(timedelta(days=7), "force a gated pass after this long; non-positive skips indefinitely",
+                                                duration="any")
     TierRoutingReviewWindow: timedelta = _opt(timedelta(days=14), "how far back the tier routing review reads")
 
     # --- Memory consolidation (pass 1) ---
@@ -84,7 +97,8 @@ class DreamOptions:
     FeedbackMaxSignals: int = _opt(50, "most feedback signals shown to the model", minimum=0)
 
     # --- Archive purge (pass 0b) and importance decay ---
-    MemoryArchiveRetention: timedelta = _opt(timedelta(days=90), "archived entries older than this are purged; non-positive keeps them forever")
+    MemoryArchiveRetention: timedelta = _opt(timedelta(days=90), "archived entries older than this are purged; non-positive keeps them forever",
+                                              duration="any")
     ImportanceDecayGraceDays: float = _opt(30.0, "days after last_seen_at before decay starts", minimum=0.0)
     ImportanceDecayHalfLifeDays: float = _opt(45.0, "decay half-life in days; zero or negative disables decay")
     ImportanceDecayFloor: float = _opt(0.10, "decay never takes importance below this", minimum=0.0, maximum=1.0)
@@ -102,7 +116,8 @@ class DreamOptions:
     WispSuccessMinRate: float = _opt(0.80, "success rate that must be exceeded for a promotion candidate", minimum=0.0, maximum=1.0)
 
     # --- Log retention (pass 0) ---
-    LogRetentionMaxFileAge: timedelta = _opt(timedelta(days=30), "per-session files older than this are deleted; non-positive disables")
+    LogRetentionMaxFileAge: timedelta = _opt(timedelta(days=30), "per-session files older than this are deleted; non-positive disables",
+                                              duration="any")
     LogRetentionMaxFilesPerDirectory: int = _opt(1000, "per-session files kept per directory; non-positive disables")
     LogRetentionMaxLinesPerFile: int = _opt(50_000, "lines kept per log file; non-positive disables")
 
@@ -114,14 +129,23 @@ class DreamOptions:
     # --- Model (Llm: section) ---
     LlmBackend: str = _opt("auto", "model backend; auto = openai when LlmBaseUrl or LlmModel is set, else offline",
                            choices=("auto", "offline", "openai"))
-    LlmBaseUrl: str = _opt("", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1")
+    LlmBaseUrl: str = _opt("", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1; empty: none",
+                           url=True)
     LlmModel: str = _opt("", "model name sent to the endpoint")
     LlmApiKeyEnv: str = _opt("OPENAI_API_KEY", "environment variable holding the API key")
-    LlmTimeout: timedelta = _opt(timedelta(seconds=120), "per-request timeout")
+    LlmTimeout: timedelta = _opt(timedelta(seconds=120), "per-request timeout", duration="positive")
     LlmMaxRetries: int = _opt(3, "retries on 429/5xx/timeouts", minimum=0)
     LlmTemperature: float = _opt(0.2, "sampling temperature", minimum=0.0, maximum=2.0)
     LlmJsonMode: str = _opt("auto", "request JSON mode: auto tries it and falls back", choices=("auto", "on", "off"))
     LlmMaxTokens: int = _opt(4096, "completion token limit", minimum=1)
+
+    # --- Embeddings (the near-duplicate measure where available; LlmTimeout and LlmMaxRetries apply) ---
+    EmbeddingModel: str = _opt("", "embedding model sent to /v1/embeddings; empty = no embeddings (lexical measure)")
+    EmbeddingBaseUrl: str = _opt("", "OpenAI-compatible endpoint for embeddings; empty = LlmBaseUrl")
+    EmbeddingApiKeyEnv: str = _opt("", "environment variable holding the embeddings API key; empty = LlmApiKeyEnv")
+    EmbeddingBatchSize: int = _opt(64, "texts sent in one embeddings request", minimum=1, maximum=2048)
+    EmbeddingSimilarityThreshold: float = _opt(0.88, "cosine threshold over embeddings, for near-duplicate clusters and "
+                                                     "save-time dedup alike", minimum=0.0, maximum=1.0)
 
     # --- Deployment ---
     ProfileRoot: str = _opt("data/agents", "folder whose sub-folders are agent profiles")
@@ -275,8 +299,11 @@ def _coerce(name: str, value: Any, where: str) -> Any:
                 result = parse_duration(str(value))
             except ValueError:
                 raise fail("a duration: ISO-8601 such as PT6H or P7D, HH:MM:SS, D.HH:MM:SS, or seconds") from None
+        _check_duration_range(name, result, fail)
     else:
         result = str(value)
+        if meta.get("url"):
+            result = _check_url(result, fail)
         if meta.get("choices") and result.lower() not in meta["choices"]:
             raise fail("one of " + ", ".join(meta["choices"]))
         if meta.get("choices"):
@@ -287,3 +314,31 @@ def _coerce(name: str, value: Any, where: str) -> Any:
     if hi is not None and result > hi:
         raise fail(f"a value of at most {hi}")
     return result
+
+
+def _check_duration_range(name: str, value: timedelta, fail: Any) -> None:
+    """A negative (or, where it means nothing, zero) duration is refused; options whose help documents a meaning for
+    non-positive values (retention, the forced-run interval) take any duration."""
+    meta = _FIELDS[name].metadata
+    if meta["duration"] == "positive" and value <= timedelta(0):
+        raise fail(f"a positive duration such as PT1H: zero or negative has no meaning for {name} ({meta['help']})")
+    if meta["duration"] == "zero" and value < timedelta(0):
+        raise fail(f"a duration of zero or more such as PT1H: a negative one has no meaning for {name} "
+                   f"({meta['help']})")
+
+
+def _check_url(value: str, fail: Any) -> str:
+    """Empty (no endpoint), or an absolute http(s) URL with a host."""
+    text = value.strip()
+    if not text:
+        return ""
+    try:
+        parts = urlsplit(text)
+        ok = (parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+              and not any(c.isspace() for c in text))
+        _ = parts.port   # a port that is not a number in range raises ValueError
+    except ValueError:
+        ok = False
+    if not ok:
+        raise fail("an http:// or https:// URL with a host, such as http://127.0.0.1:11434/v1 (or empty for none)")
+    return text

@@ -114,3 +114,58 @@ def test_a_utf8_options_file_with_a_byte_order_mark_is_read(tmp_path):
     f = tmp_path / "dream.toml"
     f.write_bytes("\ufeffInterval = \"PT2H\"\n".encode())
     assert DreamOptions.load(env={}, profile_toml=f).Interval == timedelta(hours=2)
+
+
+@pytest.mark.parametrize("key,value,fragment", [
+    ("DREAM__ConsolidationMinInterval", "-PT1H", "a duration of zero or more"),
+    ("DREAM__ConsolidationMinInterval", "-01:00:00", "a duration of zero or more"),
+    ("DREAM__Dream__ConsolidationMinInterval", "-1.02:00:00", "a duration of zero or more"),
+    ("DREAM__FeedbackWindow", "-P7D", "a duration of zero or more"),
+    ("DREAM__Interval", "PT0S", "a positive duration"),
+    ("DREAM__Interval", "-PT4H", "a positive duration"),
+    ("DREAM__LlmTimeout", "0", "a positive duration"),
+])
+def test_a_negative_duration_is_refused_where_it_means_nothing(key, value, fragment):
+    with pytest.raises(OptionsError) as err:
+        DreamOptions.load(env={key: value})
+    msg = str(err.value)
+    name = key.split("__")[-1]
+    assert f"option {name}" in msg and repr(value) in msg and fragment in msg and "has no meaning" in msg
+
+
+def test_a_negative_duration_in_a_toml_file_is_refused_naming_the_file(tmp_path):
+    f = tmp_path / "dream.toml"
+    f.write_text('ConsolidationMinInterval = "-PT1H"\n')
+    with pytest.raises(OptionsError, match="ConsolidationMinInterval") as err:
+        DreamOptions.load(env={}, profile_toml=f)
+    assert str(f) in str(err.value) and "zero disables" in str(err.value)
+
+
+@pytest.mark.parametrize("key,value,expected", [
+    ("DREAM__ConsolidationMinInterval", "0", timedelta(0)),                 # zero disables the floor
+    ("DREAM__MemoryArchiveRetention", "-P1D", timedelta(days=-1)),          # non-positive keeps archives forever
+    ("DREAM__LogRetentionMaxFileAge", "0", timedelta(0)),                   # non-positive disables age pruning
+    ("DREAM__DreamPassMaxSkipInterval", "-00:00:01", timedelta(seconds=-1)),  # non-positive: never forced
+    ("DREAM__BusyMaxWait", "0", timedelta(0)),
+])
+def test_durations_whose_non_positive_value_has_a_meaning_are_kept(key, value, expected):
+    assert getattr(DreamOptions.load(env={key: value}), key.split("__")[-1]) == expected
+
+
+def test_a_non_positive_half_life_still_disables_decay():
+    assert DreamOptions.load(env={"DREAM__ImportanceDecayHalfLifeDays": "-1"}).ImportanceDecayHalfLifeDays == -1
+
+
+@pytest.mark.parametrize("value", ["localhost:11434", "127.0.0.1:11434/v1", "ftp://host/v1", "http://", "not a url",
+                                   "http://host:99999/v1", "http://ho st/v1"])
+def test_a_base_url_that_is_not_an_http_url_is_refused(value):
+    with pytest.raises(OptionsError) as err:
+        DreamOptions.load(env={"DREAM__Llm__BaseUrl": value})
+    msg = str(err.value)
+    assert "option LlmBaseUrl" in msg and repr(value) in msg and "http:// or https:// URL" in msg
+
+
+@pytest.mark.parametrize("value,expected", [("https://api.example.com/v1", "https://api.example.com/v1"),
+                                            (" http://[::1]:8000/v1 ", "http://[::1]:8000/v1"), ("", "")])
+def test_http_urls_and_an_empty_base_url_are_accepted(value, expected):
+    assert DreamOptions.load(env={"DREAM__LlmBaseUrl": value}).LlmBaseUrl == expected
