@@ -117,11 +117,8 @@ class OpenAIBackend:
         return None
 
     def _delay(self, retry_index: int, retry_after: float | None) -> tuple[float, str]:
-        if retry_after is not None and retry_after > 0:
-            return retry_after, "Retry-After"
-        base = min(self._backoff_base_s * (2 ** retry_index), self._backoff_max_s)
-        # up to 25% jitter, so agents sharing one endpoint do not retry in lock-step
-        return base * (1 - 0.25 * self._jitter()), "exponential back-off"
+        return backoff_delay(retry_index, retry_after, base_s=self._backoff_base_s, max_s=self._backoff_max_s,
+                             jitter=self._jitter)
 
     def _attempt(self, messages: list[dict[str, str]], use_json: bool, attempts: int) -> RawCompletion:
         openai = self._openai
@@ -134,23 +131,8 @@ class OpenAIBackend:
             raw = self._client.chat.completions.with_raw_response.create(**kwargs)
             http = raw.http_response
             body = http.text
-        except openai.APITimeoutError:
-            raise _Transient(f"no answer from {self.endpoint} within {self.timeout_s:g}s (LlmTimeout)",
-                             unreachable=True) from None
-        except openai.APIConnectionError as exc:
-            raise _Transient(f"connection to {self.endpoint} failed: {_cause(exc)}", unreachable=True) from None
-        except openai.APIStatusError as exc:
-            status = exc.status_code
-            message = _error_message(exc)
-            if status in (400, 422):
-                raise _Rejected(status, message) from None
-            if status in (408, 409, 429) or status >= 500:
-                raise _Transient(f"HTTP {status} from {self.endpoint}: {message}",
-                                 retry_after=_retry_after(exc.response.headers)) from None
-            raise ModelCallError(f"HTTP {status} from {self.endpoint}: {message}{_hint(status)}",
-                                 attempts=attempts) from None
-        except Exception as exc:  # a body cut off mid-read surfaces from the HTTP layer
-            raise _Transient(f"reading the answer from {self.endpoint} failed: {type(exc).__name__}: {exc}") from None
+        except Exception as exc:
+            raise classify_failure(openai, exc, self.endpoint, self.timeout_s, attempts) from None
 
         try:
             data = json.loads(body)
@@ -162,6 +144,36 @@ class OpenAIBackend:
         if self._json_supported is None and use_json:
             self._json_supported = True
         return _completion(data, body, self.model, attempts)
+
+
+def classify_failure(openai: Any, exc: Exception, endpoint: str, timeout_s: float, attempts: int) -> Exception:
+    """What a failed ``openai`` request means: ``_Transient`` (worth a retry: no answer, 408/409/429/5xx, a body cut
+    off mid-read), ``_Rejected`` (400/422: the request itself was refused) or ``ModelCallError`` (any other status)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return _Transient(f"no answer from {endpoint} within {timeout_s:g}s (LlmTimeout)", unreachable=True)
+    if isinstance(exc, openai.APIConnectionError):
+        return _Transient(f"connection to {endpoint} failed: {_cause(exc)}", unreachable=True)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        message = _error_message(exc)
+        if status in (400, 422):
+            return _Rejected(status, message)
+        if status in (408, 409, 429) or status >= 500:
+            return _Transient(f"HTTP {status} from {endpoint}: {message}", retry_after=_retry_after(exc.response.headers))
+        return ModelCallError(f"HTTP {status} from {endpoint}: {message}{_hint(status)}", attempts=attempts)
+    # a body cut off mid-read surfaces from the HTTP layer
+    return _Transient(f"reading the answer from {endpoint} failed: {type(exc).__name__}: {exc}")
+
+
+def backoff_delay(retry_index: int, retry_after: float | None, *, base_s: float, max_s: float,
+                  jitter: Callable[[], float]) -> tuple[float, str]:
+    """Seconds to wait before retry number ``retry_index`` (0-based) and why: the server's Retry-After when it sent
+    one, else exponential back-off from ``base_s`` capped at ``max_s``."""
+    if retry_after is not None and retry_after > 0:
+        return retry_after, "Retry-After"
+    base = min(base_s * (2 ** retry_index), max_s)
+    # up to 25% jitter, so agents sharing one endpoint do not retry in lock-step
+    return base * (1 - 0.25 * jitter()), "exponential back-off"
 
 
 class _Transient(Exception):
