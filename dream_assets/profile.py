@@ -141,6 +141,17 @@ class AgentProfile:
             raise ProfileError(f"invalid pass name {pass_name!r}")
         return self.root / ".locks" / f"pass-{pass_name}.lock"
 
+    def pass_report_path(self, pass_name: str) -> Path:
+        """The last outcome of one pass (status, reason, counts, model usage, changes), written at each run."""
+        if not re.fullmatch(r"[a-z_]+", pass_name):
+            raise ProfileError(f"invalid pass name {pass_name!r}")
+        return self.root / "pass-reports" / f"{pass_name}.json"
+
+    @property
+    def cycle_reports_dir(self) -> Path:
+        """One Markdown report per cycle: what changed, what was rejected and why, and how to undo it."""
+        return self.root / "reports"
+
     @property
     def analyses_dir(self) -> Path:
         """Day-partitioned Parquet results of backfilled (historical) analyses."""

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from dream_assets.audit import run_audit
+from dream_assets.cycle_report import build_cycle_report, write_cycle_report
 from dream_assets.defs.deployment import DreamDeployment, run_now
 from dream_assets.defs.partitions import agents_partitions
 from dream_assets.defs.passes import fail_run_if_passes_failed
@@ -16,7 +17,7 @@ from dream_assets.store.snapshots import prune_snapshots, take_snapshot
 @dg.asset(
     name="corpus_snapshot", group_name="audit", partitions_def=agents_partitions, kinds={"parquet"},
     deps=[p.name for p in PASSES],
-    description="After a cycle: Parquet snapshots of the memory corpus and skill catalog (live and archived), purge "
+    description="After a cycle: the cycle report (reports/<run id>.md: what changed and how to undo it) and Parquet snapshots of the memory corpus and skill catalog (live and archived), purge "
                 "records and the change log, under snapshots/ in the agent profile. Old snapshots are removed after "
                 "SnapshotRetention (the newest two are always kept). The memory audit reads these files.",
 )
@@ -28,12 +29,19 @@ def corpus_snapshot(context: dg.AssetExecutionContext,
     store = open_store(profile, options)
     snap, counts = take_snapshot(profile, store, now)
     removed = prune_snapshots(profile, options.SnapshotRetention, now)
+    try:   # the report for people who do not open Dagster; never a reason to fail the snapshot
+        report_path = str(write_cycle_report(profile, build_cycle_report(profile, store, context.run.run_id,
+                                                                         [p.name for p in PASSES])))
+    except Exception as exc:  # noqa: BLE001 - logged, the cycle's data is already safe
+        context.log.warning(f"could not write the cycle report of agent {profile.agent_id}: {exc}")
+        report_path = "not written"
     preview = snap.read("memories").select(["id", "category", "content"]).slice(0, 10).to_pandas()
     yield dg.MaterializeResult(metadata={
         "path": dg.MetadataValue.path(str(snap.path)),
         "dagster/row_count": counts["memories_live"] + counts["memories_archived"],
         **{k: dg.MetadataValue.int(v) for k, v in counts.items()},
         "snapshots_removed": dg.MetadataValue.int(removed),
+        "cycle_report": dg.MetadataValue.path(report_path),
         "preview": dg.MetadataValue.md(preview.to_markdown(index=False)),
     })
     fail_run_if_passes_failed(context)  # the last step of a cycle: the run fails when one of its passes failed

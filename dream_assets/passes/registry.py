@@ -43,19 +43,20 @@ class PassSpec:
                 fn: Callable[[PassContext], PassReport] = getattr(importlib.import_module(module), func)
                 try:
                     held.enter_context(path_lock(ctx.profile.pass_lock_path(self.name), timeout=0))
-                except LockTimeout:
+                except LockTimeout:   # not recorded: the run in progress records its own outcome
                     return PassReport(self.name).skip("another run of this pass is in progress for this agent")
-                return fn(ctx)
+                report = fn(ctx)
             except StoreCorrupt as exc:
                 log.error("pass %s failed for agent %s: %s", self.name, agent, exc)
-                return PassReport(self.name).fail(f"the store of agent {agent!r} is unusable: {exc}")
+                report = PassReport(self.name).fail(f"the store of agent {agent!r} is unusable: {exc}")
             except StoreError as exc:
                 log.error("pass %s failed for agent %s: %s", self.name, agent, exc)
-                return PassReport(self.name).fail(f"the store of agent {agent!r} was not available: {exc}; "
-                                                  "retried next cycle")
+                report = PassReport(self.name).fail(f"the store of agent {agent!r} was not available: {exc}; "
+                                                    "retried next cycle")
             except Exception as exc:  # noqa: BLE001 - a failed pass is reported and retried next cycle; the cycle goes on
                 log.exception("pass %s failed for agent %s", self.name, agent)
-                return PassReport(self.name).fail(f"{type(exc).__name__}: {exc}")
+                report = PassReport(self.name).fail(f"{type(exc).__name__}: {exc}")
+            return record_pass_outcome(ctx, report)   # the last status, for `dream status` and the cycle report
 
 
 PASSES: tuple[PassSpec, ...] = (
@@ -110,6 +111,15 @@ PASSES: tuple[PassSpec, ...] = (
              "memories.", "dream_assets.passes.tier_routing:run_tier_routing_review", True,
              after=("preference_inference",), reads=("tier_routing_log",)),
 )
+
+
+def record_pass_outcome(ctx: PassContext, report: PassReport) -> PassReport:
+    """Record the pass's last outcome in the profile; a skipped report gets its last completed counts (the live
+    memory and skill counts measured now)."""
+    from dream_assets.pass_status import record_outcome
+
+    measured = {"live": lambda: ctx.store.memories.counts()["live"], "skills": lambda: len(ctx.store.skills.list())}
+    return record_outcome(ctx.profile, report, now=ctx.now, cycle_id=ctx.cycle_id, measured=measured)
 
 
 def log_retention_pass(ctx: PassContext) -> PassReport:

@@ -37,6 +37,8 @@ from dream_assets.store.schema import ensure_schema, from_db, to_db
 from dream_assets.store.skills import SkillStore
 
 UNDO_PASS = "undo"
+#: Review stamps (an entry shown to the model and left unchanged): recorded, never undone, not a change.
+STAMP_KIND = "stamped"
 
 #: Test hook (None in production): called with the name of an undo step — "undo:put-back" inside a target's
 #: transaction after the record was put back and before its changes are marked undone, "undo:target-done" after that
@@ -82,6 +84,20 @@ class UndoResult:
     def applied(self) -> bool:
         """Something usable happened: a record was put back, or nothing was left to do."""
         return bool(self.restored) or self.ok
+
+
+@dataclass(frozen=True)
+class PassChanges:
+    """What one pass of one cycle left in the change log: its real changes (review stamps are not changes: they are
+    counted apart), how many of those are still undoable (not undone yet), and the changes per kind."""
+
+    cycle_id: str
+    pass_name: str
+    cycle_started_at: datetime
+    changes: int
+    undoable: int
+    stamps: int
+    kinds: dict[str, int]
 
 
 class UndoRefused(RuntimeError):
@@ -178,13 +194,40 @@ class ChangeLog:
             rows = conn.execute("SELECT cycle_id, min(created_at), count(*) FROM changes GROUP BY cycle_id ORDER BY 2").fetchall()
         return [(r[0], from_db(r[1]), int(r[2])) for r in rows]  # type: ignore[misc]
 
+    def by_pass(self, cycle_id: str | None = None) -> list[PassChanges]:
+        """Per cycle and pass (cycles oldest first, passes in the order they wrote): changes, undoable, stamps."""
+        where, params = ("WHERE cycle_id = ?", [cycle_id]) if cycle_id is not None else ("", [])
+        with self._conn.session() as conn:
+            rows = conn.execute(
+                f"""SELECT cycle_id, pass_name, kind, count(*), count(*) FILTER (WHERE undone_at IS NULL),
+                           min(ordinal), min(created_at)
+                    FROM changes {where} GROUP BY cycle_id, pass_name, kind""", params).fetchall()
+        started: dict[str, datetime] = {}
+        first: dict[tuple[str, str], int] = {}
+        acc: dict[tuple[str, str], dict[str, Any]] = {}
+        for cycle, pass_name, kind, n, pending, ordinal, at in rows:
+            at = from_db(at)
+            started[cycle] = min(started.get(cycle, at), at)
+            key = (cycle, pass_name)
+            first[key] = min(first.get(key, ordinal), ordinal)
+            a = acc.setdefault(key, {"changes": 0, "undoable": 0, "stamps": 0, "kinds": {}})
+            if kind == STAMP_KIND:
+                a["stamps"] += int(n)
+                continue
+            a["changes"] += int(n)
+            a["undoable"] += int(pending)
+            a["kinds"][kind] = a["kinds"].get(kind, 0) + int(n)
+        order = sorted(acc, key=lambda k: (started[k[0]], k[0], first[k]))
+        return [PassChanges(c, p, started[c], acc[(c, p)]["changes"], acc[(c, p)]["undoable"], acc[(c, p)]["stamps"],
+                            dict(sorted(acc[(c, p)]["kinds"].items()))) for c, p in order]
+
     def undo_cycle(self, cycle_id: str, *, now: datetime, pass_name: str | None = None,
                    force: bool = False) -> UndoResult:
         """Put back every record one cycle (optionally one pass of it) changed, newest target first.
 
         Refuses as a whole unless ``force``: when any entry was edited after the cycle, nothing is undone and the result
         lists the refusals. Must not be called inside an open transaction (each target is its own)."""
-        recorded = [c for c in self.list(cycle_id, pass_name=pass_name) if c.kind != "stamped"]
+        recorded = [c for c in self.list(cycle_id, pass_name=pass_name) if c.kind != STAMP_KIND]
         if not recorded:
             raise UndoRefused(f"cycle {cycle_id!r} has no changes to undo" + (f" for pass {pass_name}" if pass_name else ""))
         targets: dict[tuple[str, str], list[ChangeRecord]] = {}

@@ -1,0 +1,194 @@
+"""The per-cycle report for people who do not open Dagster: what the cycle changed — merged, archived, superseded,
+protected, rejected with the reasons — the model calls and tokens, and the commands that undo it.
+
+Built from the pass records of the cycle (``pass-reports/``, see ``dream_assets.pass_status``) and the change log
+(what is still undoable). The cycle writes it as Markdown under ``reports/<cycle-id>.md`` in the profile and keeps the
+newest ``REPORTS_KEEP``; `dream report` prints it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from dream_assets.model import iso
+from dream_assets.pass_status import changes_of, load_outcomes, recorded_at
+from dream_assets.passes.report import Change
+from dream_assets.profile import AgentProfile
+from dream_assets.store.changes import PassChanges
+
+REPORTS_KEEP = 30
+#: Lines per section; the rest is counted ("… N more").
+SECTION_LIMIT = 50
+
+#: Section title -> change kinds of the pass reports that belong to it (superseded is split off archived by reason).
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "Merged": ("merge-created", "skill-merged"),
+    "Archived": ("archived", "skill-archived", "purged"),
+    "Superseded": (),
+    "Protected": ("protected", "kept"),
+    "Rejected": ("merge-rejected", "rejected", "preference-rejected", "invalid-item", "merge-deferred", "skipped"),
+}
+
+
+@dataclass
+class CycleReport:
+    agent: str
+    cycle_id: str
+    profile_arg: str                                   # how the undo commands name the profile
+    passes: list[dict[str, Any]]                       # the pass records of this cycle, in pass order
+    undoable: list[PassChanges] = field(default_factory=list)
+    finished_at: datetime | None = None
+
+    # --- what a person reads ---------------------------------------------------------------------------------------
+    @property
+    def model_calls(self) -> int:
+        return sum(int(p.get("model_calls") or 0) for p in self.passes)
+
+    def usage_total(self, key: str) -> int:
+        return int(sum(float((p.get("usage") or {}).get(key, 0)) for p in self.passes))
+
+    def sections(self) -> dict[str, list[tuple[str, Change]]]:
+        out: dict[str, list[tuple[str, Change]]] = {title: [] for title in SECTIONS}
+        out["Other changes"] = []
+        for p in self.passes:
+            for c in changes_of(p):
+                out[_section_of(c)].append((str(p["pass"]), c))
+        return out
+
+    def undo_commands(self) -> list[str]:
+        base = f"dream undo --profile {self.profile_arg} --cycle {self.cycle_id}"
+        pending = [r for r in self.undoable if r.undoable]
+        if not pending:
+            return []
+        return [base] + [f"{base} --pass {r.pass_name}" for r in pending]
+
+    def markdown(self) -> str:
+        when = f", finished {iso(self.finished_at)}" if self.finished_at else ""
+        lines = [f"# Dream cycle {self.cycle_id}", "",
+                 f"Agent `{self.agent}`{when}. Model calls: {self.model_calls}; tokens: "
+                 f"{self.usage_total('prompt_tokens')} prompt + {self.usage_total('completion_tokens')} completion = "
+                 f"{self.usage_total('total_tokens')}.", ""]
+        if not self.passes:
+            lines += ["_No pass record of this cycle is left (a later run of every pass replaced them); the change "
+                      "log below still says what it changed._", ""]
+        else:
+            lines += ["## Passes", "", "| pass | status | what happened | model calls | tokens |",
+                      "| --- | --- | --- | --- | --- |"]
+            for p in self.passes:
+                what = p.get("summary") or p.get("reason") or ""
+                if p.get("status") != "completed" and p.get("reason") and p.get("reason") not in what:
+                    what = f"{what} ({p['reason']})" if what else p["reason"]
+                tokens = int(float((p.get("usage") or {}).get("total_tokens", 0)))
+                lines.append(f"| {p['pass']} | {p.get('status', '?')} | {_cell(what)} | {int(p.get('model_calls') or 0)}"
+                             f" | {tokens} |")
+            lines.append("")
+        for title, rows in self.sections().items():
+            if not rows:
+                continue
+            lines += [f"## {title} ({len(rows)})", ""]
+            for pass_name, c in rows[:SECTION_LIMIT]:
+                detail = f": {_inline(c.detail)}" if c.detail else ""
+                lines.append(f"- {pass_name} {c.kind} `{_inline(c.target)}`{detail}")
+            if len(rows) > SECTION_LIMIT:
+                lines.append(f"- … {len(rows) - SECTION_LIMIT} more (see the pass's `changes` in Dagster)")
+            lines.append("")
+        truncated = [p["pass"] for p in self.passes if int(p.get("changes_total") or 0) > len(p.get("changes") or [])]
+        if truncated:
+            lines += [f"_Only the first changes of {', '.join(truncated)} were kept in its record._", ""]
+        lines += ["## Undo", ""]
+        commands = self.undo_commands()
+        for r in self.undoable:
+            kinds = ", ".join(f"{n} {k}" for k, n in r.kinds.items())
+            stamps = f"; {r.stamps} review stamp(s), not changes" if r.stamps else ""
+            lines.append(f"- {r.pass_name}: {r.changes} change(s) ({kinds or 'none'}), {r.undoable} still "
+                         f"undoable{stamps}")
+        if commands:
+            lines += ["", "Undo the whole cycle, or one pass of it:", "", "```sh", *commands, "```", ""]
+        else:
+            lines += ["", "Nothing of this cycle is left to undo (no change to the memories or skills, or all of it "
+                          "was undone).", ""]
+        return "\n".join(lines)
+
+
+def latest_cycle_id(profile: AgentProfile, pass_names: Sequence[str]) -> str | None:
+    """The cycle of the newest pass record (by when it was written), or None when no pass has run."""
+    newest: tuple[float, str] | None = None
+    for name in pass_names:
+        path = profile.pass_report_path(name)
+        try:
+            written = path.stat().st_mtime
+        except OSError:
+            continue
+        record = load_outcomes(profile, [name]).get(name)
+        if record and record.get("cycle_id") and (newest is None or written > newest[0]):
+            newest = (written, str(record["cycle_id"]))
+    return newest[1] if newest else None
+
+
+def build_cycle_report(profile: AgentProfile, store: Any, cycle_id: str, pass_names: Sequence[str], *,
+                       profile_arg: str | None = None) -> CycleReport:
+    """The report of ``cycle_id``: the pass records written by that cycle, and its change log rows."""
+    records = load_outcomes(profile, list(pass_names))
+    passes = [records[n] for n in pass_names if n in records and records[n].get("cycle_id") == cycle_id]
+    times = [t for p in passes if (t := recorded_at(p)) is not None]
+    return CycleReport(agent=profile.agent_id, cycle_id=cycle_id, profile_arg=profile_arg or str(profile.root),
+                       passes=passes, undoable=store.changes.by_pass(cycle_id),
+                       finished_at=max(times) if times else None)
+
+
+def write_cycle_report(profile: AgentProfile, report: CycleReport, *, keep: int = REPORTS_KEEP) -> Path:
+    """Write ``reports/<cycle-id>.md`` atomically and remove all but the newest ``keep`` reports."""
+    folder = profile.cycle_reports_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{_safe(report.cycle_id)}.md"
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(report.markdown())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    prune_reports(profile, keep)
+    return path
+
+
+def prune_reports(profile: AgentProfile, keep: int) -> int:
+    reports = sorted(profile.cycle_reports_dir.glob("*.md"), key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
+    for old in reports[max(keep, 1):]:
+        old.unlink(missing_ok=True)
+    return max(len(reports) - max(keep, 1), 0)
+
+
+def saved_report(profile: AgentProfile, cycle_id: str) -> Path | None:
+    path = profile.cycle_reports_dir / f"{_safe(cycle_id)}.md"
+    return path if path.is_file() else None
+
+
+def _section_of(c: Change) -> str:
+    if c.kind in ("archived", "skill-archived") and "superseded" in c.detail:
+        return "Superseded"
+    for title, kinds in SECTIONS.items():
+        if c.kind in kinds:
+            return title
+    if c.kind.startswith("rejected") or c.kind.endswith("-rejected"):
+        return "Rejected"
+    return "Other changes"
+
+
+def _safe(cycle_id: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in cycle_id)[:200] or "cycle"
+
+
+def _inline(text: str) -> str:
+    return " ".join(str(text).split())[:300]
+
+
+def _cell(text: str) -> str:
+    return _inline(text).replace("|", "\\|")

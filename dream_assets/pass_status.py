@@ -1,0 +1,150 @@
+"""The last outcome of each pass of one agent: what `dream status` and the cycle report show, and what keeps the
+counts of a skipped pass.
+
+Every run of a pass (completed, skipped, failed or deferred) writes ``pass-reports/<pass>.json`` in the profile,
+atomically, while the pass's own lock is held, so the schedule, a change-gate sensor, `dream run` and the library
+cycle all leave the same record. The pass ledger only records completions; this file records the last status with its
+reason, counts, model usage and changes, and keeps the counts and usage of the last completed run.
+
+A skipped pass carries the same numeric keys as its last completed run, so plots over time have no gaps: counts that
+describe the input (live entries, skills, the open window's executions ...) keep the value that still holds — the live
+memory and skill counts are measured again — and counts of what a run does (merged, archived, tokens ...) are 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from dream_assets.model import iso, parse_ts, utc
+from dream_assets.passes.report import Change, PassReport
+from dream_assets.profile import AgentProfile
+
+log = logging.getLogger("dream_assets.pass_status")
+
+RECORD_VERSION = 1
+#: Changes kept per record (the cycle report lists them; the change log keeps every undoable one).
+KEEP_CHANGES = 500
+
+#: Counts that describe the input or the corpus rather than what a run did: a skipped run keeps their last value.
+LEVEL_COUNTS = frozenset({
+    "live", "eligible", "withheld", "unreviewed", "clusters", "settled_clusters", "backlog",
+    "skills", "sparse", "co_used_pairs", "prefix_clusters", "at_risk",
+    "executions", "descriptions", "failure_patterns", "entries", "tiers",
+    "kept_high_value", "at_floor",
+})
+
+
+def load_outcome(profile: AgentProfile, pass_name: str) -> dict[str, Any] | None:
+    """The last recorded outcome of ``pass_name``, or None (never run, or a record that cannot be read — logged)."""
+    path = profile.pass_report_path(pass_name)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("pass record %s is unreadable (%s); it is rewritten at the next run of %s", path, exc, pass_name)
+        return None
+    if not isinstance(data, dict) or data.get("pass") != pass_name or not isinstance(data.get("status"), str):
+        log.warning("pass record %s is not a record of %s; it is rewritten at its next run", path, pass_name)
+        return None
+    return data
+
+
+def load_outcomes(profile: AgentProfile, pass_names: list[str]) -> dict[str, dict[str, Any]]:
+    return {name: rec for name in pass_names if (rec := load_outcome(profile, name)) is not None}
+
+
+def fill_skipped_counts(report: PassReport, last_completed: Mapping[str, Any] | None,
+                        measured: Mapping[str, Callable[[], float]] | None = None) -> None:
+    """Give a skipped report the numeric keys of the last completed run: level counts keep their value (measured
+    again where ``measured`` can), the rest 0; model usage keys 0. Keys the skip already set are kept."""
+    if not last_completed:
+        return
+    measured = measured or {}
+    for key, value in (last_completed.get("counts") or {}).items():
+        if key in report.counts:
+            continue
+        if key in LEVEL_COUNTS:
+            getter = measured.get(key)
+            try:
+                report.counts[key] = getter() if getter is not None else value
+            except Exception as exc:  # noqa: BLE001 - a count that cannot be measured now keeps its last value
+                log.warning("%s: could not measure %s for the skipped run (%s); keeping %s", report.pass_name, key,
+                            exc, value)
+                report.counts[key] = value
+        else:
+            report.counts[key] = 0
+    for key in (last_completed.get("usage") or {}):
+        report.usage.setdefault(key, 0.0)
+
+
+def record_outcome(profile: AgentProfile, report: PassReport, *, now: datetime, cycle_id: str,
+                   measured: Mapping[str, Callable[[], float]] | None = None) -> PassReport:
+    """Complete a skipped report's counts and write the pass's record. Never raises: a record that cannot be written
+    is logged (the pass's own outcome stands)."""
+    try:
+        previous = load_outcome(profile, report.pass_name)
+        last_completed = (previous or {}).get("last_completed")
+        if report.status == "skipped":
+            fill_skipped_counts(report, last_completed, measured)
+        record = outcome_record(report, now=now, cycle_id=cycle_id)
+        if report.status == "completed":
+            record["last_completed"] = {"at": record["at"], "cycle_id": cycle_id, "counts": record["counts"],
+                                        "usage": record["usage"]}
+        elif last_completed:
+            record["last_completed"] = last_completed
+        _write_json(profile.pass_report_path(report.pass_name), record)
+    except Exception as exc:  # noqa: BLE001 - the status record is for people; it never fails the pass
+        log.warning("could not record the outcome of %s for agent %s: %s", report.pass_name, profile.agent_id, exc)
+    return report
+
+
+def outcome_record(report: PassReport, *, now: datetime, cycle_id: str) -> dict[str, Any]:
+    return {
+        "version": RECORD_VERSION, "pass": report.pass_name, "status": report.status, "reason": report.reason,
+        "summary": report.summary, "at": iso(utc(now)), "cycle_id": cycle_id,
+        "counts": {k: _number(v) for k, v in sorted(report.counts.items())},
+        "usage": {k: _number(v) for k, v in sorted(report.usage.items())},
+        "model_calls": report.model_calls,
+        "changes": [{"kind": c.kind, "target": c.target, "detail": c.detail} for c in report.changes[:KEEP_CHANGES]],
+        "changes_total": len(report.changes),
+        "fingerprint": report.extra.get("fingerprint"),
+    }
+
+
+def changes_of(record: Mapping[str, Any]) -> list[Change]:
+    return [Change(str(c.get("kind", "")), str(c.get("target", "")), str(c.get("detail", "")))
+            for c in record.get("changes") or [] if isinstance(c, dict)]
+
+
+def recorded_at(record: Mapping[str, Any]) -> datetime | None:
+    try:
+        return parse_ts(record.get("at"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _number(value: Any) -> float | int:
+    value = float(value)
+    return int(value) if value.is_integer() else value
+
+
+def _write_json(path: Path, payload: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, indent=2, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
