@@ -122,15 +122,74 @@ def test_bytes_that_are_not_utf8_are_kept_visibly(profile: AgentProfile) -> None
     assert archive_lines(profile, "tool-call", "s1.jsonl", [bad], NOW) == 0
 
 
+def tier_line(ts: datetime, n: int) -> str:
+    return json.dumps({"timestamp": ts.isoformat().replace("+00:00", "Z"), "sessionId": "s1", "tier": "small",
+                       "taskKind": "summary", "outcome": "success", "latencyMs": n})
+
+
 def test_import_of_a_historical_file_streams_it_and_is_idempotent(profile: AgentProfile, tmp_path: Path) -> None:
     history = tmp_path / "old-tier-routing.jsonl"
-    history.write_text("\n".join(line(T0 - timedelta(days=i), i) for i in range(40)) + "\n{torn")
-    assert import_jsonl(profile, "tier-routing", history, NOW) == 41
-    assert import_jsonl(profile, "tier-routing", history, NOW) == 0
+    history.write_text("\n".join(tier_line(T0 - timedelta(days=i), i) for i in range(40)) + "\n{torn")
+    first = import_jsonl(profile, "tier-routing", history, NOW)
+    assert (first.imported, first.valid, first.malformed, first.wrong_kind) == (40, 40, 1, 0)
+    assert len(first.problems) == 1 and first.problems[0].startswith("old-tier-routing.jsonl:41: ")
+    again = import_jsonl(profile, "tier-routing", history, NOW)
+    assert (again.imported, again.already_there, again.malformed) == (0, 40, 1)
     assert len(days(profile, "tier-routing")) == 40
-    assert read_unknown(profile, "tier-routing") == ["{torn"]
+    assert read_unknown(profile, "tier-routing") == []   # a line that is not a record is not imported
     with pytest.raises(WarehouseError, match="no such file"):
         import_jsonl(profile, "tier-routing", tmp_path / "missing.jsonl", NOW)
+
+
+def test_import_takes_only_records_of_its_kind_and_counts_the_rest(profile: AgentProfile, tmp_path: Path) -> None:
+    wisp = {"timestamp": "2025-03-01T10:00:00Z", "wispId": "w1", "description": "Sync CRM", "success": False}
+    lines = [
+        json.dumps(wisp),                                                        # 1 imported
+        line(T0, 1),                                                             # 2 a tool-call record
+        "not json at all",                                                       # 3 malformed
+        json.dumps({k: v for k, v in wisp.items() if k != "wispId"}),            # 4 a required field is missing
+        json.dumps({**wisp, "success": "yes"}),                                  # 5 a field of the wrong type
+        json.dumps({**wisp, "timestamp": "yesterday"}),                          # 6 no readable timestamp
+        "[" * 100 + "]" * 100,                                                   # 7 nested too deeply
+        "",                                                                      #   blank: not counted
+        json.dumps({**wisp, "wispId": "w2", "description": "x" * 2000}),         # 9 longer than the limit
+        json.dumps({**wisp, "wispId": "w3", "timestamp": "2025-03-02T10:00:00Z"}),   # 10 imported
+    ]
+    path = tmp_path / "wisps.jsonl"
+    path.write_bytes("\n".join(lines).encode() + b"\n" + b'{"wispId":"\xff"}\n')   # 11 not UTF-8
+    with mock.patch.object(line_batch, "MAX_LINE_BYTES", 1000):
+        result = import_jsonl(profile, "wisp-executions", path, NOW)
+    assert (result.imported, result.malformed, result.wrong_kind) == (2, 7, 1)
+    assert result.other_kinds == {"tool-call": 1}
+    where = [p.split(": ", 1)[0] for p in result.problems]
+    assert where == [f"wisps.jsonl:{n}" for n in (2, 3, 4, 5, 6, 7, 9, 11)]
+    assert "a tool-call record, not a wisp-executions record" in result.problems[0]
+    assert "'wispId' is missing" in result.problems[2] and "'success' must be true or false" in result.problems[3]
+    assert "1,000-byte limit" in result.problems[6] and "not valid UTF-8" in result.problems[7]
+    assert [r["wispId"] for r in read_day(profile, "wisp-executions", date(2025, 3, 1))] == ["w1"]
+    assert [r["wispId"] for r in read_day(profile, "wisp-executions", date(2025, 3, 2))] == ["w3"]
+    assert read_unknown(profile, "wisp-executions") == []
+
+
+def test_import_of_an_unknown_kind_is_refused_before_anything_is_written(profile: AgentProfile,
+                                                                        tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text(line(T0, 1) + "\n")
+    with pytest.raises(WarehouseError) as err:
+        import_jsonl(profile, "tool-calls", path, NOW)
+    assert "unknown log kind 'tool-calls'" in str(err.value)
+    assert all(k in str(err.value) for k in ("skill-usage", "tool-call", "wisp-executions", "conversation"))
+    assert not (profile.warehouse_dir / "tool-calls").exists()
+    with pytest.raises(WarehouseError, match="not a file"):
+        import_jsonl(profile, "tool-call", tmp_path, NOW)
+
+
+def test_importing_lines_retention_already_archived_adds_nothing(profile: AgentProfile, tmp_path: Path) -> None:
+    path = tmp_path / "s7.jsonl"
+    path.write_text("".join(line(T0 + timedelta(minutes=i), i, session="s7") + "\n" for i in range(5)))
+    assert archive_file_ranges(profile, "tool-call", [(path, 0, None)], NOW).added == 5
+    result = import_jsonl(profile, "tool-call", path, NOW)
+    assert (result.imported, result.already_there) == (0, 5)
 
 
 def test_concurrent_archives_of_the_same_lines_store_them_once(profile: AgentProfile) -> None:

@@ -467,6 +467,12 @@ def _read(profile: AgentProfile, kind: str, files: list[Path], since: datetime |
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+def parse_line(kind: str, raw: bytes, file_session: str | None = None) -> Any:
+    """One raw line (without its newline) as a record of ``kind``, by the rules the readers apply, or
+    ``MalformedLine`` saying why not. ``file_session``: the session id a per-session file's name gives its lines."""
+    return _parse_record(_record_class(kind), raw, file_session)
+
+
 def _parse_record(cls: Any, raw: bytes, file_session: str | None) -> Any:
     """One line as a record of ``cls``, or ``MalformedLine`` saying why not (whatever the line holds)."""
     try:

@@ -196,15 +196,100 @@ def _read_ahead(items: Iterator[_T]) -> Iterator[_T]:
             yield item
 
 
-def import_jsonl(profile: AgentProfile, kind: str, path: Path, now: datetime) -> int:
-    """Archive a historical JSONL file (``dream import-logs``), streamed. Returns the rows added."""
+@dataclass
+class ImportResult:
+    """What ``import_jsonl`` did with one file. Only lines that are valid records of the kind are imported."""
+
+    imported: int = 0      # rows added to the warehouse
+    valid: int = 0         # valid records of the kind: the imported ones and those the warehouse already held
+    malformed: int = 0     # not a record of any log kind: not JSON, missing or wrong fields, too long, not UTF-8
+    wrong_kind: int = 0    # a valid record of another log kind (``other_kinds`` says which)
+    other_kinds: dict[str, int] = field(default_factory=dict)
+    #: ``"<file>:<line>: <reason>"`` of the first ``MAX_PROBLEMS`` lines that were not imported.
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def already_there(self) -> int:
+        return self.valid - self.imported
+
+    def refuse(self, where: str, reason: str, other_kind: str | None = None) -> None:
+        if other_kind is None:
+            self.malformed += 1
+        else:
+            self.wrong_kind += 1
+            self.other_kinds[other_kind] = self.other_kinds.get(other_kind, 0) + 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(f"{where}: {reason}")
+
+
+def import_kinds() -> tuple[str, ...]:
+    """The log kinds ``import_jsonl`` takes: those with a record schema."""
+    from dream_assets.store.logs import LOG_KINDS  # logs builds on this module
+
+    return tuple(LOG_KINDS)
+
+
+def check_import_kind(kind: str) -> str:
+    if kind not in import_kinds():
+        raise WarehouseError(f"unknown log kind {kind!r}: use one of {', '.join(import_kinds())}")
+    return kind
+
+
+def import_jsonl(profile: AgentProfile, kind: str, path: Path, now: datetime) -> ImportResult:
+    """Archive a historical JSONL file of ``kind`` (``dream import-logs``), streamed.
+
+    Each line is read by the rules the log readers apply (``logs.parse_line``: the same field rules and hostile-line
+    limits). A valid record is archived like a retained log line (same key, so importing a file twice, or a file whose
+    lines retention archived before, adds nothing); any other line is left out and counted: as of another kind when
+    it is a valid record of one, else as malformed. A per-session kind takes the file name as the session id of lines
+    without their own, as the live log does. An unknown kind, or a path that is not a readable file, raises
+    ``WarehouseError`` before anything is written.
+    """
+    from dream_assets.store.logs import iter_raw_lines, parse_line
+
+    check_import_kind(kind)
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise WarehouseError(f"cannot import {path}: no such file")
-    result = archive_file_ranges(profile, kind, [(path, 0, None)], now)
-    if result.errors[0] is not None:
-        raise result.errors[0]
-    return result.added
+    if not path.is_file():
+        raise WarehouseError(f"cannot import {path}: not a file")
+    result = ImportResult()
+    file_session = path.stem if kind in SESSION_LOGS else None
+    others = [k for k in import_kinds() if k != kind]
+
+    def parses_as(other: str, raw: bytes) -> bool:
+        try:
+            parse_line(other, raw)
+        except MalformedLine:
+            return False
+        return True
+
+    def oversized(lineno: int, size: int) -> None:
+        result.refuse(f"{path.name}:{lineno}", f"line of {size:,} bytes is longer than the "
+                                               f"{line_batch.MAX_LINE_BYTES:,}-byte limit")
+
+    def valid_lines() -> Iterator[tuple[str, str]]:
+        for lineno, text in iter_raw_lines(path, on_oversized=oversized):
+            if not text.strip():
+                continue
+            raw = text.encode("utf-8", "surrogateescape")
+            try:
+                parse_line(kind, raw, file_session)
+            except MalformedLine as exc:
+                other = next((k for k in others if parses_as(k, raw)), None)
+                reason = f"a {other} record, not a {kind} record" if other else str(exc)
+                result.refuse(f"{path.name}:{lineno}", reason, other)
+                continue
+            result.valid += 1
+            yield path.name, text
+
+    try:
+        result.imported = archive_source_lines(profile, kind, valid_lines(), now)
+    except OSError as exc:
+        if exc.filename is not None and Path(exc.filename) != path:
+            raise   # a warehouse write failed: not the file's fault
+        raise WarehouseError(f"cannot import {path}: {exc.strerror or exc}") from exc
+    return result
 
 
 @dataclass
