@@ -8,12 +8,21 @@ Each POST to ``/v1/chat/completions`` takes the next scripted reply; every reque
 headers, JSON body, arrival time on the monotonic clock) so tests can assert retries, their spacing, JSON
 mode, model name and temperature. With nothing scripted the server answers 418, which the client does not
 retry, so a missing script fails fast.
+
+``/v1/embeddings`` takes the next scripted reply too (a 500 or a 429 to test retries); with nothing scripted it
+answers deterministic vectors (``embedding_vector``): feature-hashed bags of normalised words, so texts sharing most
+of their words are close and texts sharing none are nearly orthogonal. ``embedding_requests`` lists those calls.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import math
+import re
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -116,6 +125,66 @@ def hang(delay_s: float) -> Reply:
     return slow(delay_s)
 
 
+#: Size of the test server's embedding vectors (a request's ``dimensions`` overrides it).
+EMBEDDING_DIM = 256
+_WORD = re.compile(r"[a-z0-9]+")
+_EMBEDDING_STOPWORDS = frozenset(
+    "a an and are as at be by did do for from had has have he her his i in is it its me my of on or our she so that "
+    "the their them they this to was we were what when which who will with you your".split())
+
+
+def _embedding_words(text: str) -> list[str]:
+    words = [w for w in _WORD.findall(text.lower()) if w not in _EMBEDDING_STOPWORDS]
+    # a crude stemmer, enough for "moved"/"moves"/"moving" to share a feature
+    return [re.sub(r"(ing|ed|es|s)$", "", w) if len(w) > 4 else w for w in words]
+
+
+def embedding_vector(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    """A deterministic unit vector for ``text``: each normalised word adds +-1 at two hashed positions."""
+    vec = [0.0] * dim
+    words = _embedding_words(text) or [text]
+    for word in words:
+        digest = hashlib.sha256(word.encode("utf-8")).digest()
+        for k in range(2):
+            position = int.from_bytes(digest[4 * k:4 * k + 4], "big") % dim
+            vec[position] += 1.0 if digest[16 + k] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+def embeddings_body(inputs: list[str], *, model: str = "test-embedding", dim: int = EMBEDDING_DIM,
+                    encoding_format: str = "float", usage: bool = True) -> dict:
+    data = []
+    for i, text in enumerate(inputs):
+        vector = embedding_vector(text, dim)
+        embedding: Any = vector
+        if encoding_format == "base64":
+            embedding = base64.b64encode(struct.pack(f"<{dim}f", *vector)).decode()
+        data.append({"object": "embedding", "index": i, "embedding": embedding})
+    body: dict[str, Any] = {"object": "list", "data": data, "model": model}
+    if usage:
+        tokens = sum(len(_WORD.findall(t.lower())) for t in inputs)
+        body["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return body
+
+
+def _embeddings_reply(request: Any) -> Reply:
+    if not isinstance(request, dict) or "input" not in request:
+        return client_error(400, "embeddings request without input")
+    raw = request["input"]
+    inputs = [raw] if isinstance(raw, str) else raw
+    if not isinstance(inputs, list) or not all(isinstance(t, str) and t for t in inputs):
+        return client_error(400, "input must be a non-empty string or a list of non-empty strings")
+    dim = request.get("dimensions") if isinstance(request.get("dimensions"), int) else EMBEDDING_DIM
+    return _json(200, embeddings_body(inputs, model=str(request.get("model") or "test-embedding"), dim=dim,
+                                      encoding_format=str(request.get("encoding_format") or "float")))
+
+
+def embeddings_ok() -> Reply:
+    """A scripted success on ``/v1/embeddings`` (deterministic vectors), e.g. before a scripted failure."""
+    return Reply(decide=_embeddings_reply)
+
+
 @contextmanager
 def refusing_base_url() -> Iterator[str]:
     """A base URL on 127.0.0.1 whose port refuses connections: bound (so nothing else takes it) but not listening."""
@@ -151,13 +220,16 @@ class OpenAITestServer:
                     body: Any = json.loads(raw) if raw else None
                 except json.JSONDecodeError:
                     body = raw.decode(errors="replace")
+                embeddings = self.path.rstrip("/").endswith("/embeddings")
                 with server._lock:
                     server.requests.append(RecordedRequest(
                         self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
-                    scripted = server._queue.popleft() if server._queue else server.default
+                    scripted = server._queue.popleft() if server._queue else (None if embeddings else server.default)
                     if scripted is not None and scripted.decide is not None:
                         scripted = scripted.decide(body) or (server._queue.popleft() if server._queue else None)
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if embeddings:
+                    scripted = scripted or _embeddings_reply(body)
+                elif not self.path.rstrip("/").endswith("/chat/completions"):
                     scripted = client_error(404, f"no route {self.path}")
                 if scripted is None:
                     scripted = client_error(418, "test server: no scripted reply left")
@@ -191,6 +263,11 @@ class OpenAITestServer:
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
+
+    @property
+    def embedding_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path.rstrip("/").endswith("/embeddings")]
 
     def script(self, *replies: Reply) -> OpenAITestServer:
         with self._lock:

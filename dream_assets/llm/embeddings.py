@@ -1,0 +1,255 @@
+"""Embedding provider: any OpenAI-compatible ``/v1/embeddings`` endpoint through the ``openai`` package.
+
+Works with OpenAI, Azure OpenAI (its ``/openai/v1/`` base URL), Ollama (``http://127.0.0.1:11434/v1``), vLLM and
+LM Studio. Configured like the chat model:
+
+- ``EmbeddingModel`` (``DREAM__EmbeddingModel``) names the model; empty (the default) means no provider at all:
+  ``build_embedding_provider`` returns None and near-duplicates are found with the lexical measure, so an offline
+  install makes zero embedding calls.
+- ``EmbeddingBaseUrl`` / ``EmbeddingApiKeyEnv`` default to ``LlmBaseUrl`` / ``LlmApiKeyEnv`` (one endpoint and key
+  for both), or name a separate endpoint and key. ``LlmTimeout`` and ``LlmMaxRetries`` apply.
+- ``EmbeddingBatchSize`` texts go in one request: N texts cost ceil(N / EmbeddingBatchSize) requests.
+
+Retries follow the chat backend (``openai_backend.classify_failure`` and ``backoff_delay``): 408/409/429/5xx, a
+timeout, a refused connection or a body that is not JSON are retried with exponential back-off or after the
+server's ``Retry-After``. Every request is one ``UsageRecord`` (pass name ``embeddings`` unless the caller names
+one) in the provider's ``UsageLedger``, which may be a chat client's (``ModelClient.usage``) so a pass reports both.
+
+A call that cannot be completed raises ``EmbeddingError`` (a ``ModelCallError``): never an empty or partial
+result. Callers degrade on it the way the spec asks of a failed near-duplicate scan.
+
+The cache, the index over a store and the clustering are in ``dream_assets.store.embeddings``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from dream_assets.llm.base import ModelCallError
+from dream_assets.llm.extract import head
+from dream_assets.llm.openai_backend import (
+    PLACEHOLDER_API_KEY,
+    _Rejected,
+    _Transient,
+    backoff_delay,
+    classify_failure,
+)
+from dream_assets.llm.usage import UsageLedger, UsageRecord, estimate_tokens
+from dream_assets.options import DreamOptions
+
+__all__ = ["EMBEDDINGS_PASS", "EmbeddingError", "EmbeddingProvider", "build_embedding_provider", "normalise_rows"]
+
+log = logging.getLogger("dream_assets.llm.embeddings")
+
+#: The pass name embedding calls are accounted under unless the caller names another.
+EMBEDDINGS_PASS = "embeddings"
+
+_WHERE = ("EmbeddingModel, with the endpoint from EmbeddingBaseUrl (else LlmBaseUrl) and the key from "
+          "EmbeddingApiKeyEnv (else LlmApiKeyEnv)")
+
+
+class EmbeddingError(ModelCallError):
+    """An embeddings call failed after its retries (or the endpoint answered something unusable).
+
+    The message names the endpoint, the model and the options that configure them. ``retryable`` and
+    ``unreachable`` mean what they mean on ``ModelCallError``."""
+
+
+def normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (float32); an all-zero row stays zero and is close to nothing."""
+    m = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
+
+
+class EmbeddingProvider:
+    """Embeds texts through an OpenAI-compatible endpoint: ``embed(texts) -> (n, dim) float32``, rows normalised."""
+
+    backend = "openai"
+
+    def __init__(self, *, model: str, base_url: str = "", api_key: str = PLACEHOLDER_API_KEY,
+                 timeout_s: float = 120.0, max_retries: int = 3, batch_size: int = 64,
+                 usage: UsageLedger | None = None, sleep: Callable[[float], None] = time.sleep,
+                 monotonic: Callable[[], float] = time.monotonic, backoff_base_s: float = 0.5,
+                 backoff_max_s: float = 8.0, retry_after_max_s: float = 120.0,
+                 jitter: Callable[[], float] = random.random) -> None:
+        import openai  # imported here: an install without embeddings never pays for it
+
+        if not model.strip():
+            raise ValueError("EmbeddingModel is empty: no embedding provider can be built without a model name")
+        if batch_size < 1:
+            raise ValueError(f"EmbeddingBatchSize {batch_size!r}: expected at least 1")
+        self.model = model.strip()
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.max_retries = max(0, int(max_retries))
+        self.batch_size = int(batch_size)
+        self.usage = usage if usage is not None else UsageLedger()
+        self._sleep, self._monotonic = sleep, monotonic
+        self._backoff_base_s = backoff_base_s
+        self._backoff_max_s = backoff_max_s
+        self._retry_after_max_s = retry_after_max_s
+        self._jitter = jitter
+        self._openai = openai
+        self._client = openai.OpenAI(base_url=base_url or None, api_key=api_key or PLACEHOLDER_API_KEY,
+                                     timeout=timeout_s, max_retries=0)
+        self.endpoint = str(self._client.base_url).rstrip("/")
+
+    def describe(self) -> dict[str, str]:
+        return {"embedding_backend": self.backend, "embedding_model": self.model, "embedding_endpoint": self.endpoint}
+
+    # -----------------------------------------------------------------------------------------------
+    def embed(self, texts: Sequence[str], *, pass_name: str = EMBEDDINGS_PASS) -> np.ndarray:
+        """One L2-normalised float32 row per text, in order, in ceil(len(texts) / batch_size) requests.
+
+        Raises ``EmbeddingError`` when any request fails after its retries; nothing partial comes back."""
+        texts = [str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        parts = [self._request(texts[i:i + self.batch_size], pass_name)
+                 for i in range(0, len(texts), self.batch_size)]
+        dims = {p.shape[1] for p in parts}
+        if len(dims) > 1:
+            raise EmbeddingError(f"embeddings from {self.endpoint} (EmbeddingModel={self.model!r}) changed size "
+                                 f"between requests: dimensions {sorted(dims)}")
+        return np.vstack(parts)
+
+    def _request(self, batch: list[str], pass_name: str) -> np.ndarray:
+        attempts = 0
+        retries = 0
+        started = self._monotonic()
+        while True:
+            attempts += 1
+            try:
+                matrix, prompt_tokens = self._attempt(batch, attempts)
+                break
+            except _Rejected as exc:
+                self._fail(batch, pass_name, started, attempts,
+                           EmbeddingError(f"HTTP {exc.status} from {self.endpoint}: {exc.message}", attempts=attempts))
+            except _Transient as exc:
+                if retries >= self.max_retries:
+                    self._fail(batch, pass_name, started, attempts, EmbeddingError(
+                        f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries={self.max_retries})",
+                        attempts=attempts, retryable=True, unreachable=exc.unreachable))
+                if exc.retry_after is not None and exc.retry_after > self._retry_after_max_s:
+                    self._fail(batch, pass_name, started, attempts, EmbeddingError(
+                        f"{exc.message}; the endpoint asked to wait {exc.retry_after:.0f}s, more than "
+                        f"{self._retry_after_max_s:.0f}s", attempts=attempts, retryable=True))
+                delay, why = backoff_delay(retries, exc.retry_after, base_s=self._backoff_base_s,
+                                           max_s=self._backoff_max_s, jitter=self._jitter)
+                retries += 1
+                log.warning("embeddings: %s (attempt %d of %d); retrying in %.2fs (%s)", exc.message, attempts,
+                            self.max_retries + 1, delay, why)
+                self._sleep(delay)
+            except EmbeddingError as exc:
+                self._fail(batch, pass_name, started, exc.attempts, exc)
+            except ModelCallError as exc:
+                self._fail(batch, pass_name, started, attempts, EmbeddingError(str(exc), attempts=attempts))
+        latency = self._monotonic() - started
+        estimated = prompt_tokens is None
+        tokens = prompt_tokens if prompt_tokens is not None else sum(estimate_tokens(t) for t in batch)
+        self.usage.add(UsageRecord(pass_name, self.backend, self.model, tokens, 0, estimated, latency, "ok",
+                                   attempts=attempts))
+        log.info("embeddings %s: model=%s texts=%d tokens=%d%s latency=%.2fs attempts=%d", pass_name, self.model,
+                 len(batch), tokens, " (estimated)" if estimated else "", latency, attempts)
+        return matrix
+
+    def _fail(self, batch: list[str], pass_name: str, started: float, attempts: int, exc: EmbeddingError) -> None:
+        message = (f"embeddings call for {pass_name} ({len(batch)} text(s), model {self.model!r}) failed: {exc} "
+                   f"[configured by {_WHERE}]")
+        self.usage.add(UsageRecord(pass_name, self.backend, self.model, 0, 0, False,
+                                   self._monotonic() - started, "error", attempts=attempts, error=message))
+        log.warning("%s", message)
+        raise EmbeddingError(message, attempts=attempts, retryable=exc.retryable, unreachable=exc.unreachable) from None
+
+    def _attempt(self, batch: list[str], attempts: int) -> tuple[np.ndarray, int | None]:
+        # Endpoints refuse an empty input string; a single space embeds "nothing" just as well.
+        inputs = [t if t.strip() else " " for t in batch]
+        try:
+            raw = self._client.embeddings.with_raw_response.create(model=self.model, input=inputs,
+                                                                   encoding_format="float")
+            http = raw.http_response
+            body = http.text
+        except Exception as exc:
+            raise classify_failure(self._openai, exc, self.endpoint, self.timeout_s, attempts) from None
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError:
+            raise _Transient(
+                f"{self.endpoint} returned a body that is not JSON (HTTP {http.status_code}, content-type "
+                f"{http.headers.get('content-type', '?')}; check the base URL, which usually ends in /v1): "
+                f"{head(body)!r}") from None
+        return _vectors(data, body, len(batch), self.endpoint, attempts), _prompt_tokens(data)
+
+
+def _vectors(data: Any, body: str, expected: int, endpoint: str, attempts: int) -> np.ndarray:
+    """The ``data[*].embedding`` rows in ``index`` order, checked and normalised."""
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list) or len(items) != expected:
+        got = len(items) if isinstance(items, list) else "no data list"
+        raise EmbeddingError(f"{endpoint} answered {got} embedding(s) for {expected} input(s): {head(body)!r}",
+                             attempts=attempts)
+    rows: list[tuple[int, list[Any]]] = []
+    for position, item in enumerate(items):
+        vector = item.get("embedding") if isinstance(item, dict) else None
+        index = item.get("index", position) if isinstance(item, dict) else position
+        if not isinstance(vector, list) or not vector or not isinstance(index, int):
+            raise EmbeddingError(f"{endpoint} answered data[{position}] without a float embedding: {head(body)!r}",
+                                 attempts=attempts)
+        rows.append((index, vector))
+    rows.sort(key=lambda r: r[0])
+    if [r[0] for r in rows] != list(range(expected)):
+        raise EmbeddingError(f"{endpoint} answered embedding indexes {[r[0] for r in rows]} for {expected} input(s)",
+                             attempts=attempts)
+    if len({len(v) for _, v in rows}) != 1:
+        raise EmbeddingError(f"{endpoint} answered embeddings of different sizes in one response", attempts=attempts)
+    try:
+        matrix = np.asarray([v for _, v in rows], dtype=np.float32)
+    except (TypeError, ValueError):
+        raise EmbeddingError(f"{endpoint} answered embeddings that are not lists of numbers: {head(body)!r}",
+                             attempts=attempts) from None
+    if not np.isfinite(matrix).all():
+        raise EmbeddingError(f"{endpoint} answered embeddings holding NaN or infinity", attempts=attempts)
+    return normalise_rows(matrix)
+
+
+def _prompt_tokens(data: Any) -> int | None:
+    usage = data.get("usage") if isinstance(data, dict) else None
+    value = usage.get("prompt_tokens", usage.get("total_tokens")) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+# --- construction ---------------------------------------------------------------------------------------
+def build_embedding_provider(options: DreamOptions, *, env: Mapping[str, str] | None = None,
+                             usage: UsageLedger | None = None, **overrides: Any) -> EmbeddingProvider | None:
+    """The provider the options configure, or None when ``EmbeddingModel`` is empty (use the lexical measure).
+
+    ``usage``: the ledger to record calls in (e.g. the pass's ``ModelClient.usage``). ``overrides`` go to
+    ``EmbeddingProvider`` (sleep, jitter, back-off). Raises ``ModelConfigError`` when the default OpenAI endpoint
+    would be called without an API key."""
+    from dream_assets.llm.client import ModelConfigError
+
+    model = options.EmbeddingModel.strip()
+    if not model:
+        return None
+    env = os.environ if env is None else env
+    base_url = (options.EmbeddingBaseUrl.strip() or options.LlmBaseUrl.strip())
+    key_env = options.EmbeddingApiKeyEnv.strip() or options.LlmApiKeyEnv.strip()
+    key = env.get(key_env, "") if key_env else ""
+    if not key and not base_url:
+        raise ModelConfigError(
+            f"EmbeddingModel is {model!r} with the default OpenAI endpoint, but the environment variable "
+            f"{key_env or '(EmbeddingApiKeyEnv and LlmApiKeyEnv are empty)'} holds no API key: export it, point "
+            "DREAM__EmbeddingBaseUrl (or DREAM__Llm__BaseUrl) at a local endpoint, or clear DREAM__EmbeddingModel")
+    return EmbeddingProvider(model=model, base_url=base_url, api_key=key or PLACEHOLDER_API_KEY,
+                             timeout_s=options.LlmTimeout.total_seconds(),
+                             max_retries=options.LlmMaxRetries, batch_size=options.EmbeddingBatchSize, usage=usage,
+                             **overrides)
