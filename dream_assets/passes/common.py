@@ -34,13 +34,17 @@ ENDPOINT_STATE_KEEP = 16
 
 
 def gate_says_skip(ctx: PassContext, pass_name: str, fingerprint: str, report: PassReport) -> bool:
-    """True (and the report marked skipped, with when the pass will next be forced) when the input has not moved."""
+    """True (and the report marked skipped, with when the pass will next be forced) when the input has not moved.
+    A forced pass (``ctx.force``) runs whatever the gate says, and the report says what the gate would have done."""
     report.extra["fingerprint"] = fingerprint
-    if not ctx.options.DreamPassChangeGateEnabled:
+    if not ctx.options.DreamPassChangeGateEnabled and not ctx.force:
         return False
     decision = ctx.ledger.gate(pass_name, fingerprint, ctx.now, ctx.options.DreamPassMaxSkipInterval)
     if ctx.ledger.warning:
         report.warn(ctx.ledger.warning)
+    if ctx.force:
+        note_forced(ctx, report, f"change gate ignored (it said: {decision.reason})")
+        return False
     if decision.skip:
         report.counts["gated"] = 1
         report.skip(f"change gate: {decision.reason}")
@@ -49,9 +53,16 @@ def gate_says_skip(ctx: PassContext, pass_name: str, fingerprint: str, report: P
     return False
 
 
+def note_forced(ctx: PassContext, report: PassReport, what: str) -> None:
+    """Say in the report that this is a forced run, why, and what it overrode."""
+    report.counts["forced"] = 1
+    report.extra["forced"] = ctx.force
+    report.info(f"forced run ({ctx.force}): {what}")
+
+
 def stamp(ctx: PassContext, pass_name: str, fingerprint: str) -> None:
-    """Record a completed run. Only after a usable answer was applied."""
-    ctx.ledger.stamp(pass_name, fingerprint, ctx.now)
+    """Record a completed run (a forced one with its reason). Only after a usable answer was applied."""
+    ctx.ledger.stamp(pass_name, fingerprint, ctx.now, forced=ctx.force)
 
 
 def call_model(ctx: PassContext, report: PassReport, pass_name: str, prompt: str,

@@ -61,15 +61,17 @@ class Selection:
 
 
 def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateClusters],
-                      max_entries: int | None = None) -> Selection:
+                      max_entries: int | None = None, *, review_all: bool = False) -> Selection:
     """Gate the live corpus. ``scan`` returns the near-duplicate clusters of the live corpus (the store's
     duplicate-candidate scan); when it raises, the selection is the unreviewed entries alone, with a warning.
 
     ``max_entries`` caps what one call shows (whole open clusters first, then single new or changed entries, in
-    corpus order); the rest is not shown and not stamped, so it stays eligible for the next cycle."""
+    corpus order); the rest is not shown and not stamped, so it stays eligible for the next cycle.
+    ``review_all`` (a forced run, asked for by a person) treats every entry as unreviewed, once."""
     hashes = {e.id: review_hash(e) for e in live}
     by_id = {e.id: e for e in live}
-    unreviewed = {e.id for e in live if not is_reviewed(e, hashes[e.id])}
+    really_unreviewed = {e.id for e in live if not is_reviewed(e, hashes[e.id])}
+    unreviewed = set(by_id) if review_all else really_unreviewed
     warnings: list[str] = []
     clusters: list[list[str]] = []
     settled = 0
@@ -104,9 +106,11 @@ def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateC
     for e in live:
         if e.id in unreviewed and (cap is None or len(eligible_ids) < cap):
             eligible_ids.add(e.id)
-    backlog = len((unreviewed | {i for c in clusters for i in c}) - eligible_ids)
+    # Only what is really new or changed waits for a later cycle: what a forced run leaves unshown stays reviewed.
+    waiting = [c for c in clusters if not review_all or any(i in really_unreviewed for i in c)]
+    backlog = len((really_unreviewed | {i for c in waiting for i in c}) - eligible_ids)
     # Keep corpus order (created_at, id) so everything downstream is deterministic.
     eligible = {e.id: e for e in live if e.id in eligible_ids}
     return Selection(live=len(live), eligible=eligible, shown_hash={i: hashes[i] for i in eligible},
-                     clusters=shown_clusters, unreviewed=len(unreviewed), settled_clusters=settled,
+                     clusters=shown_clusters, unreviewed=len(really_unreviewed), settled_clusters=settled,
                      scan_method=method, warnings=warnings, backlog=backlog)

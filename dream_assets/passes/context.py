@@ -27,6 +27,9 @@ class PassContext:
     cycle_id: str = field(default_factory=new_id)
     client_factory: Callable[[], ModelClient] | None = None
     _store: DreamStore | None = None
+    #: Why this pass is forced in this run (``dream run --force``, the ``dream/force`` run tag), or None. A forced pass
+    #: ignores its change gate and minimum-interval floor once, and the ledger records the run as forced.
+    force: str | None = None
 
     def __post_init__(self) -> None:
         self.now = utc(self.now)

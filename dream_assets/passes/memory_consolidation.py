@@ -56,7 +56,7 @@ from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, 
 from dream_assets.llm.prompts import render_memory_consolidation, render_merge_repair
 from dream_assets.model import MemoryEntry, iso, new_id, parse_ts
 from dream_assets.passes.archive_purge import is_high_value
-from dream_assets.passes.common import call_model, note_malformed, stamp
+from dream_assets.passes.common import call_model, note_forced, note_malformed, stamp
 from dream_assets.passes.consolidation_merge import (
     REJECTED_AT_KEY,
     REJECTED_CLUSTER_KEY,
@@ -541,7 +541,9 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
     previous = ctx.ledger.get(PASS)
     if ctx.ledger.warning:
         report.warn(ctx.ledger.warning)
-    if previous is not None and opts.ConsolidationMinInterval > timedelta(0):
+    if ctx.force:
+        note_forced(ctx, report, "every live entry is offered again, past the review stamps and the minimum interval")
+    if previous is not None and opts.ConsolidationMinInterval > timedelta(0) and not ctx.force:
         allowed = previous.last_run_at + opts.ConsolidationMinInterval
         if ctx.now < allowed:
             report.counts["floored"] = 1
@@ -559,7 +561,8 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
         report.counts["live"] = len(live)
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
-    selection = select_candidates(live, memories.duplicate_clusters, ctx.options.ConsolidationMaxEntriesPerCall)
+    selection = select_candidates(live, memories.duplicate_clusters, ctx.options.ConsolidationMaxEntriesPerCall,
+                                  review_all=bool(ctx.force))
     report.extra["select_s"] = round(time.perf_counter() - started, 3)
     for warning in selection.warnings:
         report.warn(warning)

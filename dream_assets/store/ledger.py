@@ -39,15 +39,22 @@ LEDGER_VERSION = 1
 class LedgerRecord:
     fingerprint: str
     last_run_at: datetime
+    #: Why the last completed run was forced past the change gate and the floor (``dream run --force``), or None.
+    forced: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"fingerprint": self.fingerprint, "lastRunAt": iso(self.last_run_at)}
+        data = {"fingerprint": self.fingerprint, "lastRunAt": iso(self.last_run_at)}
+        if self.forced:
+            data["forced"] = self.forced
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> LedgerRecord:
         if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), str):
             raise ValueError("record needs a string 'fingerprint'")
-        return cls(fingerprint=data["fingerprint"], last_run_at=parse_ts(data.get("lastRunAt")))
+        forced = data.get("forced")
+        return cls(fingerprint=data["fingerprint"], last_run_at=parse_ts(data.get("lastRunAt")),
+                   forced=forced if isinstance(forced, str) and forced else None)
 
 
 @dataclass(frozen=True)
@@ -186,9 +193,10 @@ class PassLedger:
     def gate(self, pass_name: str, fingerprint: str, now: datetime, max_skip: timedelta) -> GateDecision:
         return gate(self.get(pass_name), fingerprint, now, max_skip)
 
-    def stamp(self, pass_name: str, fingerprint: str, now: datetime) -> None:
-        """Record a completed run. Call only after the pass applied a usable answer."""
-        record = LedgerRecord(fingerprint, utc(now))
+    def stamp(self, pass_name: str, fingerprint: str, now: datetime, *, forced: str | None = None) -> None:
+        """Record a completed run (``forced``: why it ran past the gate and the floor). Call only after the pass
+        applied a usable answer."""
+        record = LedgerRecord(fingerprint, utc(now), forced or None)
         with path_lock(self._lock_path):
             corrected = self._read()  # another process may have stamped a different pass meanwhile
             if self._records.get(pass_name) == record and not corrected:
