@@ -172,8 +172,20 @@ def test_duplicate_clusters_use_options(store):
     for t in texts:
         store.memories.save(t, now=NOW, dedupe=False)
     result = store.memories.duplicate_clusters(threshold=0.8, max_cluster_size=3)
-    assert result.method == "tfidf"
+    assert result.method == "overlap" and result.threshold == 0.8  # the default lexical measure
     assert len(result.clusters) == 1 and len(result.clusters[0]) >= 2
+    tfidf = store.memories.duplicate_clusters(threshold=0.8, max_cluster_size=3, method="tfidf")
+    assert tfidf.method == "tfidf"
+    assert len(tfidf.clusters) == 1 and len(tfidf.clusters[0]) >= 2
+
+
+def test_tfidf_measure_is_an_option(profile, options):
+    store = open_store(profile, options.replace(LexicalSimilarityMeasure="tfidf"))
+    store.memories.save("The user's favourite colour is teal.", now=NOW, dedupe=False)
+    store.memories.save("The user's favourite colour is teal!", now=NOW, dedupe=False)
+    result = store.memories.duplicate_clusters()
+    assert result.method == "tfidf" and result.threshold == options.ConsolidationSimilarityThreshold
+    assert result.clusters == [[e.id for e in store.memories.list_live()]]
 
 
 def test_store_sees_writes_of_another_process(profile, options):

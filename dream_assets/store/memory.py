@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,14 +20,22 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from dream_assets.model import MemoryEntry, new_id, utc
+from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, new_id, utc
 from dream_assets.options import DreamOptions
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.schema import ensure_schema, from_db, to_db
 from dream_assets.text.bm25 import Bm25Index
-from dream_assets.text.similarity import DuplicateClusters, find_duplicate_clusters
+from dream_assets.text.framing import without_frame_dates
+from dream_assets.text.similarity import (
+    DuplicateClusters,
+    exact_key,
+    find_duplicate_clusters,
+    overlap_score,
+    overlap_tokens,
+    smooth_idf,
+)
 from dream_assets.text.tokens import content_token_list, document_tokens, tokenize
 
 _COLUMNS = ("id, content, category, tags, importance, created_at, updated_at, last_seen_at, "
@@ -80,6 +89,12 @@ class _RecallIndex:
     def __init__(self) -> None:
         self.bm25 = Bm25Index()
         self.content_tokens: dict[str, tuple[str, ...]] = {}
+        # The overlap measure's stems per entry and their document frequencies over the live corpus (the idf that
+        # clustering fits on the same corpus), and live ids by (category, exact key) for exact duplicates.
+        self.overlap: dict[str, frozenset[str]] = {}
+        self.stem_df: Counter[str] = Counter()
+        self.exact: dict[tuple[str, str], set[str]] = {}
+        self.exact_of: dict[str, tuple[str, str]] = {}
         self.synced_seq = 0
         self.ready = False
 
@@ -109,17 +124,41 @@ class _RecallIndex:
         if not self.ready:
             self.bm25.clear()
             self.content_tokens.clear()
+            self.overlap.clear()
+            self.stem_df.clear()
+            self.exact.clear()
+            self.exact_of.clear()
             self.synced_seq = 0
             self.sync(conn)
             self.ready = True
 
     def add(self, mid: str, content: str, category: str, tags: Sequence[str]) -> None:
+        self.remove(mid)
         self.bm25.add(mid, document_tokens(content, category, tags))
         self.content_tokens[mid] = tuple(content_token_list(content))
+        stems = overlap_tokens(content)
+        self.overlap[mid] = stems
+        self.stem_df.update(stems)
+        key = (category, exact_key(content))
+        self.exact.setdefault(key, set()).add(mid)
+        self.exact_of[mid] = key
 
     def remove(self, mid: str) -> None:
         self.bm25.remove(mid)
         self.content_tokens.pop(mid, None)
+        stems = self.overlap.pop(mid, None)
+        if stems:
+            self.stem_df.subtract(stems)
+        key = self.exact_of.pop(mid, None)
+        if key is not None:
+            ids = self.exact.get(key)
+            if ids is not None:
+                ids.discard(mid)
+                if not ids:
+                    del self.exact[key]
+
+    def overlap_idf(self, term: str) -> float:
+        return smooth_idf(len(self.overlap), self.stem_df.get(term, 0))
 
     def invalidate(self) -> None:
         """A transaction rolled back: entries added from its rows may never have been committed; rebuild on next use."""
@@ -249,12 +288,25 @@ class MemoryStore:
         n, digest = row  # type: ignore[misc]
         return f"memories:{n}:{digest}"
 
+    def similarity_measure(self) -> tuple[str, float, float]:
+        """The lexical measure and its thresholds (clustering, save time) as the options configure them: the overlap
+        measure uses one threshold for both; TF-IDF cosine its two aligned ones (spec: keep them aligned)."""
+        if self._options.LexicalSimilarityMeasure == "overlap":
+            t = self._options.LexicalOverlapThreshold
+            return "overlap", t, t
+        return "auto", self._options.ConsolidationSimilarityThreshold, self._options.DedupeSimilarityThreshold
+
     def duplicate_clusters(self, *, threshold: float | None = None, max_cluster_size: int | None = None,
-                           method: str = "auto") -> DuplicateClusters:
+                           method: str | None = None) -> DuplicateClusters:
+        """Near-duplicate clusters of the live corpus, by the configured measure unless ``method`` names one."""
+        method = method or self.similarity_measure()[0]
+        if threshold is None:
+            threshold = (self._options.LexicalOverlapThreshold if method == "overlap"
+                         else self._options.ConsolidationSimilarityThreshold)
         docs = [(e.id, e.content) for e in self.list_live()]
         return find_duplicate_clusters(
             docs,
-            self._options.ConsolidationSimilarityThreshold if threshold is None else threshold,
+            threshold,
             self._options.ConsolidationMaxClusterSize if max_cluster_size is None else max_cluster_size,
             method=method,
         )
@@ -272,6 +324,9 @@ class MemoryStore:
         with self._conn.transaction() as conn:
             self._idx.ensure(conn)
             if dedupe:
+                twin = self._oldest_exact(conn, content, category, meta)
+                if twin is not None:
+                    return self._reinforce_exact(conn, twin, tags, importance, meta, now)
                 absorbed, near = self._absorb(conn, self._find_duplicate(conn, content, meta), content, category, tags,
                                               importance, meta, now)
                 if absorbed is not None:
@@ -283,22 +338,84 @@ class MemoryStore:
             return SaveResult("created", entry)
         return SaveResult("created", entry, matched_id=near[0].id, similarity=near[1], reason=near[2])
 
+    def find_exact(self, content: str, category: str) -> list[MemoryEntry]:
+        """Live entries of ``category`` whose content equals ``content`` after normalising case, white space and
+        punctuation (text/similarity.exact_key), oldest first."""
+        with self._conn.session() as conn:
+            self._idx.ensure(conn)
+            return self._exact_matches(conn, content, category)
+
+    def _exact_matches(self, conn: duckdb.DuckDBPyConnection, content: str, category: str) -> list[MemoryEntry]:
+        ids = sorted(self._idx.exact.get((category, exact_key(content)), ()))
+        if not ids:
+            return []
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE archived_at IS NULL AND id IN "
+                            f"({', '.join('?' * len(ids))})", ids).fetchall()
+        return sorted(map(_row_to_entry, rows), key=lambda e: (e.created_at, e.id))
+
+    def _oldest_exact(self, conn: duckdb.DuckDBPyConnection, content: str, category: str,
+                      meta: Mapping[str, str]) -> MemoryEntry | None:
+        """The oldest live exact duplicate in the same category whose subject time does not differ and that the
+        save-time rules (store/dedup.py) let the incoming text reinforce: a name written with other capitals
+        ("GitHub" against "Github") may be a correction, so it is not an exact duplicate."""
+        incoming_subject = {k: v for k, v in meta.items() if k in SUBJECT_TIME_KEYS and v}
+        for entry in self._exact_matches(conn, content, category):
+            if incoming_subject and entry.subject_time and incoming_subject != entry.subject_time:
+                continue
+            decision = decide_dedup(entry.content, content, max_chars=self._options.MaxContentChars,
+                                    stored_category=entry.category, incoming_category=category)
+            if decision.action == REINFORCE:
+                return entry
+        return None
+
+    def _reinforce_exact(self, conn: duckdb.DuckDBPyConnection, existing: MemoryEntry, tags: tuple[str, ...],
+                         importance: float, meta: Mapping[str, str], now: datetime) -> SaveResult:
+        """Seen again word for word: last seen and reinforcement move, the stored record's text, tags and
+        ``updated_at`` do not (the entry was observed, not edited). Importance never drops; a tag or metadata key
+        only the incoming save carries is added, so nothing it says is lost."""
+        new_tags = normalise_tags((*existing.tags, *tags))
+        updated = existing.with_(
+            tags=new_tags, importance=max(existing.importance, importance),
+            last_seen_at=max(existing.last_seen_at, now), reinforcement_count=existing.reinforcement_count + 1,
+            metadata={**meta, **existing.metadata},
+        )
+        self._write(conn, updated, bump=new_tags != existing.tags)
+        return SaveResult("reinforced", updated, matched_id=existing.id, similarity=1.0,
+                          reason="the same text (case, white space and punctuation aside) in the same category")
+
     def _find_duplicate(self, conn: duckdb.DuckDBPyConnection, content: str,
                         meta: Mapping[str, str]) -> list[tuple[MemoryEntry, float]]:
-        """Live entries at or above the dedup threshold, most similar first (ties: the older entry first)."""
+        """Live entries at or above the dedup threshold, most similar first (ties: the older entry first). The
+        measure and threshold are clustering's (similarity_measure), with the idf of the live corpus."""
         # Stopwords are not in the index (df 0 would give them the highest idf): vectors use content tokens only.
+        measure, _, threshold = self.similarity_measure()
         q_tokens = content_token_list(content)
         if not q_tokens:
             return []
-        q_vec = self._idx.bm25.tfidf_vector(q_tokens)
         close: list[tuple[str, float]] = []
-        for cid, _score in self._idx.bm25.search(q_tokens, limit=10):
-            c_tokens = self._idx.content_tokens.get(cid)
-            if not c_tokens:
-                continue
-            sim = self._idx.bm25.cosine(q_vec, self._idx.bm25.tfidf_vector(c_tokens))
-            if sim >= self._options.DedupeSimilarityThreshold:
-                close.append((cid, sim))
+        if measure == "overlap":
+            stems = overlap_tokens(content)
+            q_weights = {t: self._idx.overlap_idf(t) for t in stems}
+            q_total = sum(q_weights.values())
+            query = content_token_list(without_frame_dates(content)) or q_tokens
+            for cid, _score in self._idx.bm25.search(query, limit=20):
+                c_stems = self._idx.overlap.get(cid)
+                if not c_stems:
+                    continue
+                shared = sum(q_weights[t] for t in stems & c_stems)
+                c_total = sum(q_weights[t] if t in q_weights else self._idx.overlap_idf(t) for t in c_stems)
+                sim = overlap_score(shared, q_total, c_total)
+                if sim >= threshold - 1e-12:
+                    close.append((cid, sim))
+        else:
+            q_vec = self._idx.bm25.tfidf_vector(q_tokens)
+            for cid, _score in self._idx.bm25.search(q_tokens, limit=10):
+                c_tokens = self._idx.content_tokens.get(cid)
+                if not c_tokens:
+                    continue
+                sim = self._idx.bm25.cosine(q_vec, self._idx.bm25.tfidf_vector(c_tokens))
+                if sim >= threshold:
+                    close.append((cid, sim))
         if not close:
             return []
         sims = dict(close)

@@ -24,17 +24,21 @@ candidates; the survivors are verified exactly.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from dream_assets.text.bm25 import Bm25Index
-from dream_assets.text.tokens import content_token_list, content_tokens, tokenize
+from dream_assets.text.framing import FRAMING_WORDS, without_frame_dates
+from dream_assets.text.tokens import content_token_list, content_tokens, stem, tokenize
 
-METHODS = ("auto", "tfidf", "jaccard")
+METHODS = ("auto", "tfidf", "jaccard", "overlap")
+#: How much the longer text's extra weight counts in the overlap measure's denominator (0: pure containment).
+OVERLAP_SIZE_PENALTY = 0.15
 
 # Slack for floating-point error in the pruning bounds: pruning may only ever keep too much, never
 # drop a pair whose exact cosine reaches the threshold.
@@ -97,9 +101,10 @@ class DuplicateClusters:
     """Near-duplicate clusters of document ids; singletons are omitted."""
 
     clusters: list[list[str]]
-    method: str  # "tfidf" or "jaccard": what actually produced the pairs
+    method: str  # "tfidf", "jaccard" or "overlap": what actually produced the pairs
     pairs: int  # pairs at or above the threshold, before the cluster cap was applied
     warning: str | None = None  # set when "auto" had to fall back from TF-IDF to Jaccard
+    threshold: float | None = None  # the threshold the pairs were found at
 
 
 def find_duplicate_clusters(
@@ -131,7 +136,10 @@ def find_duplicate_clusters(
 
     warning: str | None = None
     used = "jaccard"
-    if method in ("auto", "tfidf"):
+    if method == "overlap":
+        used = "overlap"
+        rows, cols, sims = overlap_pairs([overlap_tokens(t) for t in texts], threshold)
+    elif method in ("auto", "tfidf"):
         try:
             rows, cols, sims = tfidf_pairs(texts, threshold)
             used = "tfidf"
@@ -148,6 +156,7 @@ def find_duplicate_clusters(
         method=used,
         pairs=len(rows),
         warning=warning,
+        threshold=threshold,
     )
 
 
@@ -386,3 +395,154 @@ def _row_dots(m, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         hi = lo + _VERIFY_BATCH
         out[lo:hi] = np.asarray(m[rows[lo:hi]].multiply(m[cols[lo:hi]]).sum(axis=1)).ravel()
     return out
+
+
+# --------------------------------------------------------------------------- overlap (weighted containment)
+#
+# TF-IDF cosine over whole short texts misses what a re-observation looks like: framing words ("said again on
+# 12 May that ...") dilute the vector, inflections ("loves", "loved") are different features, and a fact restated
+# inside a longer entry is far from it in cosine however completely it is contained. The overlap measure compares
+# stems, leaves framing words and frame dates out (text/framing.py), and asks how much of the smaller text's
+# idf-weighted content the other carries:
+#
+#     overlap(A, B) = W(A ∩ B) / (min(W(A), W(B)) + OVERLAP_SIZE_PENALTY * |W(A) - W(B)|)
+#
+# where W sums smooth idf weights, ln((1 + n) / (1 + df)) + 1, over a set of stems. A small penalty on the size
+# difference keeps a two-word entry from matching every long entry that happens to contain its words. Word order is
+# ignored on purpose: "pottery is what Melanie loves" and "Melanie loves pottery" are one fact.
+
+
+def overlap_tokens(text: str) -> frozenset[str]:
+    """The stems the overlap measure compares: content words without framing words or frame dates.
+
+    Falls back to every stem of the text when nothing else is left (an entry made only of stopwords)."""
+    core = {stem(t) for t in content_token_list(without_frame_dates(text))}
+    kept = frozenset(t for t in core if t not in FRAMING_WORDS)
+    if kept:
+        return kept
+    if core:
+        return frozenset(core)
+    return frozenset(stem(t) for t in tokenize(text))
+
+
+def smooth_idf(n_docs: int, df: int) -> float:
+    """Smooth idf over ``n_docs`` documents for a term in ``df`` of them (scikit-learn's formula)."""
+    return math.log((1.0 + n_docs) / (1.0 + max(df, 0))) + 1.0
+
+
+def overlap_score(shared: float, weight_a: float, weight_b: float) -> float:
+    """The overlap measure from its three weights (see above)."""
+    small, large = min(weight_a, weight_b), max(weight_a, weight_b)
+    denominator = small + OVERLAP_SIZE_PENALTY * (large - small)
+    return 0.0 if denominator <= 0.0 else min(1.0, shared / denominator)
+
+
+def overlap_similarity(a_text: str, b_text: str, idf: Callable[[str], float] | None = None) -> float:
+    """The overlap measure of two texts, in [0, 1]. ``idf`` weighs a stem; without it, smooth idf over the two texts."""
+    a, b = overlap_tokens(a_text), overlap_tokens(b_text)
+    if not a or not b:
+        return 0.0
+    if idf is None:
+        def idf(term: str) -> float:
+            return smooth_idf(2, (term in a) + (term in b))
+    weight = {t: idf(t) for t in a | b}
+    return overlap_score(sum(weight[t] for t in a & b), sum(weight[t] for t in a), sum(weight[t] for t in b))
+
+
+def overlap_pairs(sets: Sequence[frozenset[str] | set[str]], threshold: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (i, j, overlap) with i < j and overlap >= threshold, idf fitted on ``sets``, without an n x n product.
+
+    Prefix filtering on containment: order stems rarest first; a set's prefix is its leading stems up to the point
+    where what is left weighs less than threshold x its weight. If B shares none of A's prefix, W(A ∩ B) < t W(A),
+    and since the denominator is at least min(W(A), W(B)), a pair that reaches the threshold shares a prefix stem
+    of its lighter member with the other member. Candidates therefore come from X_prefix @ X_allᵀ, kept where the
+    prefix row is the lighter one, and are verified exactly."""
+    n = len(sets)
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    vocabulary = sorted(set().union(*sets)) if sets else []
+    if n < 2 or not vocabulary:
+        return empty
+    column = {tok: i for i, tok in enumerate(vocabulary)}
+    sizes = np.fromiter((len(s) for s in sets), dtype=np.int64, count=n)
+    indices = np.fromiter((column[tok] for s in sets for tok in s), dtype=np.int64, count=int(sizes.sum()))
+    indptr = np.concatenate(([0], np.cumsum(sizes)))
+    df = np.bincount(indices, minlength=len(vocabulary))
+    idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
+    rank = np.empty(len(vocabulary), dtype=np.int64)
+    rank[np.lexsort((np.arange(len(vocabulary)), df))] = np.arange(len(vocabulary))  # rarest first
+    weights = idf[indices]
+    m = sp.csr_matrix((weights, rank[indices], indptr), shape=(n, len(vocabulary)))
+    m.sort_indices()
+    binary = sp.csr_matrix((np.ones(m.nnz), m.indices.copy(), m.indptr.copy()), shape=m.shape)
+    row_of = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    totals = np.bincount(row_of, weights=m.data, minlength=n)
+    cum = np.concatenate(([0.0], np.cumsum(m.data)))
+    before = cum[:-1] - cum[m.indptr[:-1]][row_of]        # weight of the row's stems before this one
+    remaining = totals[row_of] - before                     # weight from this stem to the row's end
+    in_prefix = remaining >= threshold * totals[row_of] * (1.0 - _EPS) - _EPS
+    prefix_counts = np.bincount(row_of[in_prefix], minlength=n)
+    m_prefix = sp.csr_matrix(
+        (np.ones(int(in_prefix.sum())), m.indices[in_prefix], np.concatenate(([0], np.cumsum(prefix_counts)))),
+        shape=m.shape,
+    )
+    binary_t = sp.csr_matrix(binary.T)
+    postings = np.bincount(m.indices, minlength=len(vocabulary))
+    work = np.cumsum(np.bincount(row_of[in_prefix], weights=postings[m.indices[in_prefix]], minlength=n))
+    found_rows: list[np.ndarray] = []
+    found_cols: list[np.ndarray] = []
+    start = 0
+    while start < n:
+        done = work[start - 1] if start else 0.0
+        stop = int(np.searchsorted(work, done + _CHUNK_WORK, side="right"))
+        stop = min(max(stop, start + 1), n)
+        shared = sp.coo_matrix(m_prefix[start:stop] @ binary_t)
+        r = shared.row.astype(np.int64) + start
+        c = shared.col.astype(np.int64)
+        del shared
+        lighter = (r != c) & (totals[r] <= totals[c] * (1.0 + _EPS) + _EPS)
+        r, c = r[lighter], c[lighter]
+        found_rows.append(np.minimum(r, c))
+        found_cols.append(np.maximum(r, c))
+        start = stop
+    rows = np.concatenate(found_rows)
+    cols = np.concatenate(found_cols)
+    if rows.size == 0:
+        return empty
+    pairs = np.unique(np.stack([rows, cols], axis=1), axis=0)
+    rows, cols = pairs[:, 0], pairs[:, 1]
+    shared_weight = _row_dots_of(m, binary, rows, cols)
+    small = np.minimum(totals[rows], totals[cols])
+    large = np.maximum(totals[rows], totals[cols])
+    sims = np.minimum(1.0, shared_weight / (small + OVERLAP_SIZE_PENALTY * (large - small)))
+    keep = sims >= threshold - _ROUNDING
+    return rows[keep], cols[keep], sims[keep]
+
+
+def _row_dots_of(a, b, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """a[rows[i]] · b[cols[i]] for candidate pairs, in batches (bounded memory)."""
+    out = np.empty(rows.size, dtype=np.float64)
+    for lo in range(0, rows.size, _VERIFY_BATCH):
+        hi = lo + _VERIFY_BATCH
+        out[lo:hi] = np.asarray(a[rows[lo:hi]].multiply(b[cols[lo:hi]]).sum(axis=1)).ravel()
+    return out
+
+
+# --------------------------------------------------------------------------- exact duplicates
+
+def exact_key(text: str) -> str:
+    """Content as compared for exact duplicates: case, white space and punctuation normalised away.
+
+    Only punctuation goes (Unicode category P: . , ; : ! ? quotes, brackets, dashes); symbols that carry meaning
+    stay ("$3" is not "€3", "50%" is not "50"), and so does punctuation between two digits ("3.5" is not "35",
+    "12:30" is not "1230"). NFKC folds full-width forms first."""
+    normalised = unicodedata.normalize("NFKC", text or "").casefold()
+    out = []
+    last = len(normalised) - 1
+    for i, ch in enumerate(normalised):
+        if unicodedata.category(ch).startswith("P") and not (
+                0 < i < last and normalised[i - 1].isdigit() and normalised[i + 1].isdigit()):
+            out.append(" ")
+        else:
+            out.append(ch)
+    return " ".join("".join(out).split())

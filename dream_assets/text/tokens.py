@@ -77,3 +77,41 @@ def document_tokens(content: str, category: str, tags: Sequence[str]) -> list[st
     for tag in tags or ():
         out.extend(t for t in category_tokens(tag) if t not in STOPWORDS)
     return out
+
+
+_VOWELS = frozenset("aeiouy")
+
+
+def _undouble(stem: str) -> str:
+    """"runn" -> "run", "stopp" -> "stop"; "ss", "ll" and "zz" stay ("miss", "call")."""
+    if len(stem) >= 3 and stem[-1] == stem[-2] and stem[-1] not in _VOWELS and stem[-1] not in "slz":
+        return stem[:-1]
+    return stem
+
+
+def stem(token: str) -> str:
+    """A light English suffix stripper, enough for "loves", "loved", "loving" and "love" to be one unit.
+
+    Only alphabetic lower-case tokens longer than three letters change; numbers, identifiers and short words are
+    kept as they are. Plural and verb endings (-s, -es, -ies, -ed, -ied, -ing) are removed, a final "y" after a
+    consonant reads as "i" and a final "e" is dropped, so every inflection of a word meets at the same stem. Words
+    of different meaning that share a stem ("teacher" and "teach") stay apart: no derivational suffix is removed.
+    """
+    if len(token) <= 3 or not token.isalpha():
+        return token
+    word = token
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith(("ies", "ied")) and len(word) > 4:
+        word = word[:-3] + "i"
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if word.endswith("ing") and len(word) > 5 and any(c in _VOWELS for c in word[:-3]):
+        word = _undouble(word[:-3])
+    elif word.endswith("ed") and len(word) > 4 and any(c in _VOWELS for c in word[:-2]):
+        word = _undouble(word[:-2])
+    if len(word) > 3 and word.endswith("y") and word[-2] not in _VOWELS:
+        word = word[:-1] + "i"
+    if len(word) > 3 and word.endswith("e") and not word.endswith("ee"):
+        word = word[:-1]
+    return word
