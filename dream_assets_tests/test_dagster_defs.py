@@ -302,3 +302,57 @@ def test_observing_the_inputs_records_content_fingerprints_as_data_versions(root
     store.memories.save("The user's new laptop is a ThinkPad X1 Carbon.", now=NOW)
     assert job.execute_in_process(instance=instance).success
     assert version("memory_corpus") != corpus and version("skill_catalog") == skills
+
+
+# ---------------------------------------------------------------- what each partition and pass shows
+def test_each_log_warehouse_day_shows_that_days_rows_per_log_kind(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    days = [(NOW - timedelta(days=d)).date() for d in range(3, 0, -1)]
+    result = dg.materialize([defs.get_assets_def("log_warehouse")], instance=instance,
+                            resources={"deployment": deployment(root)},
+                            tags={"dagster/asset_partition_range_start": f"demo|{days[0]}",
+                                  "dagster/asset_partition_range_end": f"demo|{days[-1]}", NOW_TAG: NOW.isoformat()})
+    assert result.success
+    shown = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.event_specific_data.materialization
+        shown[mat.partition] = {k: v.value for k, v in mat.metadata.items()}
+    assert set(shown) == {f"demo|{d}" for d in days}
+    for d in days:
+        meta = shown[f"demo|{d}"]
+        assert meta["day"] == d.isoformat()
+        wisp = len(read_day(demo, "wisp-executions", d))
+        tiers = len(read_day(demo, "tier-routing", d))
+        assert meta["rows_wisp_executions"] == wisp and meta["rows_tier_routing"] == tiers
+        assert meta["dagster/row_count"] >= wisp + tiers
+    totals = [shown[f"demo|{d}"]["dagster/row_count"] for d in days]
+    assert sum(totals) > 0 and len(set(totals)) > 1, totals   # per day, not one run-wide total repeated
+
+
+def test_a_skipped_pass_materializes_the_same_numeric_keys_as_when_it_completed(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    first = materialized(run_cycle(defs, instance, "demo"))
+    second = materialized(run_cycle(defs, instance, "demo", now=NOW + timedelta(hours=1)))
+    assert first["skill_consolidation"]["status"] == "completed"
+    assert second["skill_consolidation"]["status"] == "skipped"
+    numeric = {k for k, v in first["skill_consolidation"].items() if isinstance(v, int | float)}
+    assert numeric and numeric <= set(second["skill_consolidation"])
+    assert second["skill_consolidation"]["skills"] == first["skill_consolidation"]["skills"]
+    assert second["skill_consolidation"]["merged"] == 0 and second["skill_consolidation"]["model_calls"] == 0
+    # the cycle's report is written under the profile
+    assert len(list(demo.cycle_reports_dir.glob("*.md"))) == 2
+
+
+def test_the_lineage_reads_inputs_logs_memory_and_skills_then_audit(root):
+    defs = build_definitions(deployment(root))
+    graph = defs.resolve_asset_graph()
+    stage = {"inputs": "1-inputs", "logs": "2-logs", "memory": "3-memory", "skills": "3-skills", "audit": "4-audit"}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.description and len(node.description.split("\n")[0]) <= 120, key
+        assert node.tags.get("stage") == stage[node.group_name], key
+        for parent in node.parent_keys:   # every edge goes forward (or stays) in the reading order
+            assert stage[graph.get(parent).group_name][0] <= stage[node.group_name][0], (parent, key)
+    assert graph.get(dg.AssetKey("wisp_failure_history")).group_name == "logs"

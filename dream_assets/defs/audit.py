@@ -7,6 +7,7 @@ import dagster as dg
 from dream_assets.audit import run_audit
 from dream_assets.cycle_report import build_cycle_report, write_cycle_report
 from dream_assets.defs.deployment import DreamDeployment, run_now
+from dream_assets.defs.metadata import label_metadata, stage_tags
 from dream_assets.defs.partitions import agents_partitions
 from dream_assets.defs.passes import fail_run_if_passes_failed
 from dream_assets.passes.registry import PASSES
@@ -16,10 +17,13 @@ from dream_assets.store.snapshots import prune_snapshots, take_snapshot
 
 @dg.asset(
     name="corpus_snapshot", group_name="audit", partitions_def=agents_partitions, kinds={"parquet"},
-    deps=[p.name for p in PASSES],
-    description="After a cycle: the cycle report (reports/<run id>.md: what changed and how to undo it) and Parquet snapshots of the memory corpus and skill catalog (live and archived), purge "
-                "records and the change log, under snapshots/ in the agent profile. Old snapshots are removed after "
-                "SnapshotRetention (the newest two are always kept). The memory audit reads these files.",
+    deps=[p.name for p in PASSES], tags=stage_tags("audit"), metadata=label_metadata("Cycle snapshot and report"),
+    description="After a cycle: snapshots of the corpora, and the cycle report.\n\n"
+                "Parquet snapshots of the memory corpus and skill catalog (live and archived), purge records and the "
+                "change log, under snapshots/ in the agent profile; old snapshots are removed after SnapshotRetention "
+                "(the newest two are always kept) and the memory audit reads them. The cycle report "
+                "(reports/<run id>.md: what changed, what was rejected and why, model calls, how to undo it) is what "
+                "`dream report` prints.",
 )
 def corpus_snapshot(context: dg.AssetExecutionContext,
                     deployment: DreamDeployment) -> Iterator[dg.MaterializeResult]:
@@ -57,7 +61,8 @@ AUDIT_CHECKS = {
 
 @dg.asset(
     name="memory_audit", group_name="audit", partitions_def=agents_partitions, deps=["corpus_snapshot"],
-    description="Walks the two newest snapshots: hard deletes outside the purge, provenance that no longer resolves, "
+    tags=stage_tags("audit"), metadata=label_metadata("Memory audit"),
+    description="Checks that nothing was lost between the two newest snapshots.\n\nWalks the two newest snapshots: hard deletes outside the purge, provenance that no longer resolves, "
                 "merge sources archived without their merge, clusters rejected every cycle. Keeps a 400-day trend file "
                 "(memory-audit/trend.jsonl). With AuditPauseOnHardDelete it pauses memory consolidation on hard deletes.",
     check_specs=[dg.AssetCheckSpec(name, asset="memory_audit", description=desc) for name, desc in AUDIT_CHECKS.items()],

@@ -1,4 +1,5 @@
-"""Turning a PassReport into materialization metadata the Dagster UI can show and plot."""
+"""Turning a PassReport into materialization metadata the Dagster UI can show and plot, and the labels that make
+the lineage read in order: inputs -> logs -> memory / skills -> audit."""
 
 
 from typing import Any
@@ -6,6 +7,18 @@ from typing import Any
 import dagster as dg
 
 from dream_assets.passes.report import PassReport
+
+#: Asset group -> the ``stage`` tag: the order the lineage reads in (filter or sort the catalog by it).
+STAGES = {"inputs": "1-inputs", "logs": "2-logs", "memory": "3-memory", "skills": "3-skills", "audit": "4-audit"}
+
+
+def stage_tags(group: str) -> dict[str, str]:
+    return {"stage": STAGES[group]}
+
+
+def label_metadata(label: str) -> dict[str, str]:
+    """The owner-facing name of an asset (Dagster has no display name for assets: it is shown with its metadata)."""
+    return {"label": label}
 
 
 def report_metadata(report: PassReport) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from dream_assets.defs.deployment import DreamDeployment, describe_problem
+from dream_assets.defs.metadata import label_metadata, stage_tags
 from dream_assets.defs.partitions import AGENTS, agents_partitions
 from dream_assets.fingerprints import input_fingerprint
 from dream_assets.model import iso
@@ -13,18 +14,26 @@ from dream_assets.profile import SESSION_LOGS, AgentProfile
 from dream_assets.store.ledger import PassLedger
 
 SOURCES: dict[str, tuple[str, str]] = {
-    # asset name -> (fingerprinted input, description)
-    "memory_corpus": ("memory_corpus", "The agent's long-term memories (live entries) in store.duckdb."),
-    "skill_catalog": ("skill_catalog", "The agent's skills (live) in store.duckdb."),
-    "conversation_log": ("conversation", "conversation-log.jsonl: turns since the last preference pass cleared it."),
-    "feedback_log": ("feedback", "logs/feedback/{sessionId}.jsonl: corrections and session summaries."),
-    "skill_usage_log": ("skill-usage", "logs/skill-usage/{sessionId}.jsonl: which skills each session used."),
-    "tool_call_log": ("tool-call", "logs/tool-call/{sessionId}.jsonl: tool calls with success and errors."),
-    "skill_resource_usage_log": ("skill-resource-usage", "logs/skill-resource-usage.jsonl."),
-    "wisp_execution_log": ("wisp-executions", "logs/wisp-executions.jsonl: workflow (wisp) runs and failures."),
-    "tier_routing_log": ("tier-routing", "logs/tier-routing.jsonl: model tier chosen per task and its outcome."),
-    "dream_pass_ledger": ("ledger", "dream-pass-ledger.json: per pass, the input fingerprint it last ran on and when."),
+    # asset name -> (fingerprinted input, description: a short first line, then the file it reads)
+    "memory_corpus": ("memory_corpus", "The agent's long-term memories.\n\nLive entries in store.duckdb."),
+    "skill_catalog": ("skill_catalog", "The agent's skills.\n\nLive skills in store.duckdb."),
+    "conversation_log": ("conversation", "Conversation turns since the last preference pass.\n\n"
+                                         "conversation-log.jsonl, cleared by preference inference each cycle."),
+    "feedback_log": ("feedback", "Corrections and session summaries.\n\nlogs/feedback/{sessionId}.jsonl."),
+    "skill_usage_log": ("skill-usage", "Which skills each session used.\n\nlogs/skill-usage/{sessionId}.jsonl."),
+    "tool_call_log": ("tool-call", "Tool calls with success and errors.\n\nlogs/tool-call/{sessionId}.jsonl."),
+    "skill_resource_usage_log": ("skill-resource-usage", "Resources each skill used.\n\n"
+                                                         "logs/skill-resource-usage.jsonl."),
+    "wisp_execution_log": ("wisp-executions", "Workflow (wisp) runs and failures.\n\nlogs/wisp-executions.jsonl."),
+    "tier_routing_log": ("tier-routing", "Model tier chosen per task and its outcome.\n\nlogs/tier-routing.jsonl."),
+    "dream_pass_ledger": ("ledger", "When each pass last completed, on which input.\n\n"
+                                    "dream-pass-ledger.json: per pass, the input fingerprint it last ran on and when "
+                                    "(the change gate's source of truth)."),
 }
+
+
+def _label(asset_name: str) -> str:
+    return asset_name.replace("_", " ").capitalize()
 
 
 def input_path(profile: AgentProfile, what: str) -> Path:
@@ -42,7 +51,8 @@ def input_path(profile: AgentProfile, what: str) -> Path:
 
 def _observer(asset_name: str, what: str, description: str) -> dg.SourceAsset:
     @dg.observable_source_asset(name=asset_name, description=description, group_name="inputs",
-                                partitions_def=agents_partitions)
+                                partitions_def=agents_partitions, tags=stage_tags("inputs"),
+                                metadata=label_metadata(_label(asset_name)))
     def _observe(context, deployment: DreamDeployment) -> dg.DataVersionsByPartition:
         """One data version per agent. An agent whose profile is missing or whose input cannot be read gets none
         this time (logged, naming the agent and the file); every other agent is still observed."""
@@ -75,9 +85,9 @@ def _observer(asset_name: str, what: str, description: str) -> dg.SourceAsset:
 def ledger_metadata(profile: AgentProfile) -> dict:
     """The ledger's records, one line per pass, for the asset page."""
     ledger = PassLedger(profile)
-    rows = ["| pass | last run (UTC) | fingerprint |", "| --- | --- | --- |"]
+    rows = ["| pass | last completed (UTC) | input fingerprint |", "| --- | --- | --- |"]
     for name, rec in sorted(ledger.records().items()):
-        rows.append(f"| {name} | {iso(rec.last_run_at)} | `{rec.fingerprint[:24]}` |")
+        rows.append(f"| {name} | {iso(rec.last_run_at)} | `{rec.fingerprint}` |")
     meta: dict = {"passes": dg.MetadataValue.int(len(ledger.records())),
                   "records": dg.MetadataValue.md("\n".join(rows))}
     if ledger.warning:

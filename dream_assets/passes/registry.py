@@ -61,53 +61,53 @@ class PassSpec:
 
 PASSES: tuple[PassSpec, ...] = (
     PassSpec("log_retention", "logs",
-             "Pass 0. Caps the append-only telemetry logs (age, file count, lines per file), copying every line it "
+             "Log retention — caps the telemetry logs after copying what it removes to the warehouse.\n\nPass 0. Caps the append-only telemetry logs (age, file count, lines per file), copying every line it "
              "removes into the day-partitioned Parquet log warehouse first. Runs first, every cycle.",
              "dream_assets.passes.registry:log_retention_pass", False,
              reads=("skill_usage_log", "tool_call_log", "feedback_log", "skill_resource_usage_log",
                     "wisp_execution_log", "tier_routing_log")),
     PassSpec("archive_purge", "memory",
-             "Pass 0b. Hard-deletes memories archived longer ago than MemoryArchiveRetention (90 days), except those "
+             "Archive purge — deletes long-archived memories, never those above the high-value floor.\n\nPass 0b. Hard-deletes memories archived longer ago than MemoryArchiveRetention (90 days), except those "
              "above the high-value floor (importance >= 0.80 or reinforced >= 5 times).",
              "dream_assets.passes.archive_purge:run_archive_purge", False, after=("log_retention",),
              reads=("memory_corpus",)),
     PassSpec("importance_decay", "memory",
-             "Lowers the importance of memories not seen for longer than the grace period (half-life decay, never below "
+             "Importance decay — lowers the importance of memories not seen for a while.\n\nLowers the importance of memories not seen for longer than the grace period (half-life decay, never below "
              "the floor). Changes scores only, never content.",
              "dream_assets.passes.importance_decay:run_importance_decay", False, after=("archive_purge",),
              reads=("memory_corpus",)),
     PassSpec("memory_consolidation", "memory",
-             "Pass 1. Shows the model only new, changed or near-duplicate memories and applies its merges with host-side "
+             "Memory consolidation — merges near-duplicate memories and retires noise, with safeguards.\n\nPass 1. Shows the model only new, changed or near-duplicate memories and applies its merges with host-side "
              "safeguards: coverage check (no dropped names, numbers or dates) with one repair call, high-value floor, "
              "replacement before retirement, archive never delete. Every change can be undone per cycle.",
              "dream_assets.passes.memory_consolidation:run_memory_consolidation", True, after=("importance_decay",),
              reads=("memory_corpus", "feedback_log")),
     PassSpec("skill_gap_detection", "skills",
-             "Pass 2. Finds request types that recur across at least two conversation sessions and have no skill yet, and "
+             "Skill gap detection — creates skills for requests that recur without one.\n\nPass 2. Finds request types that recur across at least two conversation sessions and have no skill yet, and "
              "creates skills for them (never overwriting an existing name).",
              "dream_assets.passes.skill_gap:run_skill_gap_detection", True, after=("log_retention",),
              reads=("conversation_log", "skill_catalog")),
     PassSpec("wisp_failure_analysis", "skills",
-             "Finds workflow (wisp) descriptions that failed 3+ times in 14 days and annotates the skills that produced "
+             "Wisp failure analysis — annotates skills whose workflows keep failing.\n\nFinds workflow (wisp) descriptions that failed 3+ times in 14 days and annotates the skills that produced "
              "them; flags consistently successful ones (5+ runs, over 80 %) as promotion candidates.",
              "dream_assets.passes.wisp_failure:run_wisp_failure_analysis", True, after=("skill_gap_detection",),
              reads=("wisp_execution_log", "skill_catalog")),
     PassSpec("skill_consolidation", "skills",
-             "Pass 3. Merges overlapping skills, adds guide skills for prefix families (mcp/*), fills seeAlso and prunes "
+             "Skill consolidation — merges overlapping skills and links related ones.\n\nPass 3. Merges overlapping skills, adds guide skills for prefix families (mcp/*), fills seeAlso and prunes "
              "redundant skills (archived, restorable). Skipped when the catalog has not changed (change gate).",
              "dream_assets.passes.skill_consolidation:run_skill_consolidation", True, after=("wisp_failure_analysis",),
              reads=("skill_catalog", "skill_usage_log")),
     PassSpec("skill_optimization", "skills",
-             "Pass 4. Improves skills used in sessions with corrections or poor/fair ratings, and expands sparse skills.",
+             "Skill optimization — improves skills behind corrected or poorly rated sessions.\n\nPass 4. Improves skills used in sessions with corrections or poor/fair ratings, and expands sparse skills.",
              "dream_assets.passes.skill_optimization:run_skill_optimization", True, after=("skill_consolidation",),
              reads=("skill_catalog", "feedback_log", "skill_usage_log")),
     PassSpec("preference_inference", "memory",
-             "Pass 5. Infers durable user preferences from the conversation log and recent feedback, saves them as "
+             "Preference inference — saves durable user preferences found in conversations.\n\nPass 5. Infers durable user preferences from the conversation log and recent feedback, saves them as "
              "user-preferences/inferred memories (flagged when they touch security or money), then clears the log.",
              "dream_assets.passes.preference_inference:run_preference_inference", True,
              after=("memory_consolidation", "skill_gap_detection"), reads=("conversation_log", "feedback_log")),
     PassSpec("tier_routing_review", "memory",
-             "Summarises model-tier routing outcomes of the last 14 days and records findings as anti-patterns/routing "
+             "Tier routing review — records what model-tier routing outcomes teach.\n\nSummarises model-tier routing outcomes of the last 14 days and records findings as anti-patterns/routing "
              "memories.", "dream_assets.passes.tier_routing:run_tier_routing_review", True,
              after=("preference_inference",), reads=("tier_routing_log",)),
 )
