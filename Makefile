@@ -1,12 +1,24 @@
 # Every target sets itself up: a virtual environment inside the project, then the work.
+# Variables: PROFILE (the agent's folder; its parent is the profile root), DAGSTER_HOME, HOST and PORT (make dev),
+# FROM, TO and ASSETS (make backfill), BENCH and ARGS (make bench).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-PROFILE ?= data/agents/demo
-export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+DEMO := data/agents/demo
+PROFILE ?= $(DEMO)
+PROFILE_ROOT = $(patsubst %/,%,$(dir $(PROFILE)))
+HOST ?= 127.0.0.1
+PORT ?= 3000
+BENCH ?= store
+ARGS ?= --quick
+# The persistent instance every target uses (Dagster needs an absolute path), configured from deploy/dagster.yaml.
+DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+override DAGSTER_HOME := $(abspath $(DAGSTER_HOME))
+export DAGSTER_HOME
+INSTANCE := $(DAGSTER_HOME)/dagster.yaml
 
-.PHONY: run test dev bench lint clean setup
+.PHONY: run test dev status backfill bench lint clean setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,26 +26,40 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+## Create .venv with the project installed (then `. .venv/bin/activate` puts `dream` and `dagster` on PATH).
 setup: $(STAMP)
 
-## Run one full dream cycle through Dagster on the bundled demo agent.
-run: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dream run --profile $(PROFILE) --demo
+$(INSTANCE): deploy/dagster.yaml
+	mkdir -p $(DAGSTER_HOME) && cp deploy/dagster.yaml $@
 
-$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
-	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $@
+## Run one full dream cycle through Dagster on the bundled demo agent.
+run: $(STAMP) $(INSTANCE)
+	$(BIN)/dream run --profile $(PROFILE) --demo
 
 ## Run the test suite.
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-## Open the Dagster UI (webserver + daemon) on 127.0.0.1:3000 with a persistent instance.
-dev: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
+## Open the Dagster UI (webserver + daemon) on $(HOST):$(PORT) with the persistent instance. `exec` makes
+## `dagster dev` make's own child, so the SIGTERM make forwards (and Ctrl-C) reach it and it stops its services.
+dev: export DREAM__ProfileRoot = $(PROFILE_ROOT)
+dev: $(STAMP) $(INSTANCE)
 	$(BIN)/dream init --profile $(PROFILE) --demo --if-missing
-	DREAM__ProfileRoot=$(dir $(PROFILE)) $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	exec $(BIN)/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
 
+## The agent's counts and pass ledger.
+status: $(STAMP)
+	$(BIN)/dream status --profile $(PROFILE)
+
+## Materialize the day-partitioned assets of one agent over FROM..TO (YYYY-MM-DD) on the persistent instance:
+## the agent is registered there first (a dynamic partition lives in the instance, not in the code).
+backfill: $(STAMP) $(INSTANCE)
+	$(if $(filter $(DEMO),$(PROFILE)),$(BIN)/dream init --profile $(PROFILE) --demo --if-missing)
+	$(BIN)/python -m dream_assets.defs.backfill --profile '$(PROFILE)' --from '$(FROM)' --to '$(TO)' --select '$(ASSETS)'
+
+## One benchmark, quick by default: make bench BENCH=faults, make bench BENCH=text ARGS=
 bench: $(STAMP)
-	$(BIN)/python benchmarks/store.py --quick
+	$(BIN)/python benchmarks/$(BENCH).py $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check dream_assets dream_assets_tests benchmarks

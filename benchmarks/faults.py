@@ -21,8 +21,8 @@ Sections (each in real processes on real DuckDB files):
 4. hostile log lines in every log, then a whole cycle (offline backend);
 5. an agent saving 20 facts a second while cycles with a delete-everything model run on the same store.
 
-    python benchmarks/faults.py            # the full run (10,000 fuzzed answers; about 10 minutes on 2 cores)
-    python benchmarks/faults.py --quick    # a CI-sized run (a few hundred trials; about a minute)
+    .venv/bin/python benchmarks/faults.py            # the full run (10,000 fuzzed answers; about 10 minutes on 2 cores)
+    .venv/bin/python benchmarks/faults.py --quick    # a CI-sized run (a few hundred trials; about a minute)
 """
 
 from __future__ import annotations

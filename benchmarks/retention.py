@@ -1,7 +1,7 @@
 """Log retention benchmarks (spec "Pass 0 — Log retention" targets).
 
-    python benchmarks/retention.py            # 1 GiB single-file log, 10,000 session files
-    python benchmarks/retention.py --quick    # 64 MiB, 1,000 files
+    .venv/bin/python benchmarks/retention.py            # 1 GiB single-file log, 10,000 session files
+    .venv/bin/python benchmarks/retention.py --quick    # 64 MiB, 1,000 files
 
 Prints one JSON object per line: {"name": "retention.<metric>", "n": <size>, "value": <num>, "unit": "<unit>"}.
 

@@ -1,7 +1,7 @@
 """Store benchmarks. Prints one JSON object per line: {"name", "n", "value", "unit"}.
 
-    python benchmarks/store.py          # n = 10,000 and 100,000
-    python benchmarks/store.py --quick  # n = 10,000 only
+    .venv/bin/python benchmarks/store.py          # n = 10,000 and 100,000
+    .venv/bin/python benchmarks/store.py --quick  # n = 10,000 only
 
 Targets on a 2-core machine: save (with dedup) p50 <= 10 ms, recall p50 <= 20 ms, duplicate scan of 100k <= 20 s in
 <= 2 GB, corpus fingerprint <= 500 ms.
@@ -163,7 +163,7 @@ def _p99(values: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="only n = 10,000")
     args = parser.parse_args()
     sizes = [10_000] if args.quick else [10_000, 100_000]

@@ -1,7 +1,9 @@
 """The Dagster layer, against a real (temporary) instance: definitions, the cycle, sensors, schedule, backfills, audit."""
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import dagster as dg
 
@@ -356,3 +358,17 @@ def test_the_lineage_reads_inputs_logs_memory_and_skills_then_audit(root):
         for parent in node.parent_keys:   # every edge goes forward (or stays) in the reading order
             assert stage[graph.get(parent).group_name][0] <= stage[node.group_name][0], (parent, key)
     assert graph.get(dg.AssetKey("wisp_failure_history")).group_name == "logs"
+
+
+# ---------------------------------------------------------------- the README's list of change-gate sensors
+def test_the_change_gate_sensors_are_exactly_the_passes_the_readme_names(root):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    bullet = re.search(r"^- `<pass>_change_gate` sensors(.*?)^- ", readme, flags=re.S | re.M)
+    assert bullet, "README: the `<pass>_change_gate` sensors bullet"
+    passes = {p.name for p in PASSES}
+    named = set(re.findall(r"`([a-z_]+)`", bullet.group(1))) & passes
+    defs = build_definitions(deployment(root))
+    sensors = {s.name.removesuffix("_change_gate") for s in defs.sensors if s.name.endswith("_change_gate")}
+    assert sensors == named == set(GATED_PASSES)
+    # Skill optimization is delta-driven (failure signals and sparse skills, gated per skill inside the pass).
+    assert "skill_optimization" not in sensors

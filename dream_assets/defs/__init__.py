@@ -1,0 +1,15 @@
+"""The Dagster layer.
+
+Our definitions use a few Dagster APIs that Dagster marks beta or preview (observable source assets, backfill
+policies). Dagster warns once per definition in every process that loads them (the webserver, the daemon, each
+code-server reload and each run's step processes), so `make dev` and a backfill would print hundreds of identical
+warnings. Those two categories are silenced here, before any definition module is imported; every other warning
+still shows.
+"""
+
+import warnings
+
+from dagster import BetaWarning, PreviewWarning
+
+warnings.filterwarnings("ignore", category=BetaWarning)
+warnings.filterwarnings("ignore", category=PreviewWarning)
