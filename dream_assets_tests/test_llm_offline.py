@@ -42,7 +42,8 @@ def test_offline_answers_every_contract_even_without_inputs(pass_name: str) -> N
 def test_offline_merges_each_cluster_keeping_every_sentence() -> None:
     entries = [
         {"id": "a", "content": "Bob lives in Lisbon. He moved in 2024.", "category": "people/bob", "tags": ["bob"]},
-        {"id": "b", "content": "bob lives in lisbon!  He works at Xebia.", "category": "general", "tags": ["work", "bob"]},
+        {"id": "b", "content": "bob lives in lisbon!  He works at Xebia.", "category": "people/bob",
+         "tags": ["work", "bob"]},
         {"id": "c", "content": "Unrelated fact.", "category": "general", "tags": []},
     ]
     result = _call("memory_consolidation", {"entries": entries, "clusters": [["a", "b"], ["c"], ["x", "c"]]})
@@ -51,6 +52,37 @@ def test_offline_merges_each_cluster_keeping_every_sentence() -> None:
     [save] = result.response.to_save
     assert save.content == "Bob lives in Lisbon. He moved in 2024.\nHe works at Xebia."
     assert save.category == "people/bob" and save.tags == ["bob", "work"] and save.source_ids == ["a", "b"]
+
+
+def test_offline_never_merges_entries_about_different_subjects() -> None:
+    entries = [
+        {"id": "j1", "content": "Jon loves pottery.", "category": "people/jon", "tags": []},
+        {"id": "g", "content": "Gina loves pottery.", "category": "people/gina", "tags": []},
+        {"id": "j2", "content": "Jon said again on 12 May 2023 that he loves pottery.", "category": "people/jon",
+         "tags": []},
+        {"id": "x", "content": "Jon loves pottery.", "category": "general", "tags": []},
+    ]
+    result = _call("memory_consolidation", {"entries": entries, "clusters": [["j1", "g", "j2"], ["g", "x"]]})
+    assert [(s.source_ids, s.category) for s in result.response.to_save] == [(["j1", "j2"], "people/jon")]
+
+
+@pytest.mark.parametrize(("first", "second", "merged"), [
+    ("Melanie loves pottery.", "Melanie said again on 12 May 2023 that she loves pottery.", True),
+    ("On 25 May 2023, Melanie mentioned again that she loves pottery.",
+     "Melanie loves pottery. This came up again in a chat with Caroline on 2 July 2023.", True),
+    ("Melanie went camping.", "Melanie went camping on 7 May 2023.", True),  # more detail, nothing lost
+    ("On 7 May 2023, Melanie went camping with her kids.", "On 20 June 2023, Melanie went camping with her kids.",
+     False),
+    ("Melanie has 2 kids who love camping.", "Melanie has 3 kids who love camping.", False),
+    ("Melanie said she went camping on 7 May 2023.", "Melanie went camping on 20 June 2023.", False),
+])
+def test_offline_merges_re_observations_and_keeps_distinct_moments_apart(first, second, merged) -> None:
+    entries = [{"id": "a", "content": first, "category": "people/melanie", "tags": []},
+               {"id": "b", "content": second, "category": "people/melanie", "tags": []}]
+    result = _call("memory_consolidation", {"entries": entries, "clusters": [["a", "b"]]})
+    assert bool(result.response.to_save) is merged
+    if merged:
+        assert result.response.to_save[0].source_ids == ["a", "b"]
 
 
 def test_offline_never_merges_an_entry_twice_or_invents_ids() -> None:

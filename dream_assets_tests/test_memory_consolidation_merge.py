@@ -14,7 +14,14 @@ from dream_assets.passes.consolidation_merge import (
     merge_subject_time,
     rejected_cluster_id,
 )
-from dream_assets.passes.consolidation_select import REVIEWED_KEY, review_hash, select_candidates
+from dream_assets.passes.consolidation_select import (
+    CLUSTER_LEFT_AT_KEY,
+    CLUSTER_SET_KEY,
+    REVIEWED_KEY,
+    cluster_set_id,
+    review_hash,
+    select_candidates,
+)
 from dream_assets.text.similarity import DuplicateClusters
 
 from .conftest import NOW
@@ -83,8 +90,9 @@ def clusters(*groups: list[str]):
 
 
 def test_only_new_changed_and_open_cluster_members_are_eligible():
-    live = [entry("r1", reviewed=True), entry("r2", reviewed=True), entry("r3", reviewed=True),
-            entry("r4", reviewed=True), entry("new")]
+    left_apart = {CLUSTER_SET_KEY: cluster_set_id(["r2", "r3"]), CLUSTER_LEFT_AT_KEY: "2026-01-01T00:00:00Z"}
+    live = [entry("r1", reviewed=True), entry("r2", reviewed=True, metadata=left_apart),
+            entry("r3", reviewed=True, metadata=left_apart), entry("r4", reviewed=True), entry("new")]
     sel = select_candidates(live, clusters(["r1", "new"], ["r2", "r3"]))
     assert list(sel.eligible) == ["r1", "new"]
     assert sel.clusters == [["r1", "new"]] and sel.settled_clusters == 1 and sel.withheld == 3

@@ -5,12 +5,14 @@ its answers from the structured ``ModelRequest.inputs`` the passes build next to
 
 ``memory_consolidation``: ``{"entries": [{"id", "content", "category", "tags": [...], "subject": {...}}],
     "clusters": [[id, ...]]}``
-    One merge per near-duplicate cluster with at least two members present in ``entries`` (an id already
-    used by an earlier cluster is not used twice). A cluster whose members carry different subject times
-    (``subject``: the entry's subject-time metadata) describes distinct real-world moments and is left alone. The merged text keeps every sentence of every member in
-    member order; a sentence equal to an earlier one after white-space, case and final-punctuation
-    normalisation is kept once. Category = the first member's, tags = the union in order, sourceIds = the
-    members. ``toDelete`` is always empty: no ephemeral removals, no invented facts.
+    Per near-duplicate cluster and per category in it, one merge of the members that are one fact (an id already
+    used by an earlier cluster is not used twice): only entries of the same category merge, so the merged
+    category is one every source agrees on (``people/jon`` never merges with ``people/gina``); members are taken
+    in order while they describe no distinct moment with any taken before (``distinct_moments``: different
+    subject times, or each states a name, number or date the other lacks, frame dates set aside). The merged text
+    keeps every sentence of every member in member order; a sentence equal to an earlier one after white-space,
+    case and final-punctuation normalisation is kept once. Tags = the union in order, sourceIds = the members
+    taken. ``toDelete`` is always empty: no ephemeral removals, no invented facts.
 ``merge_repair``: ``{"merged": str, "sources": [{"id", "content"}], "missing": [str]}``
     The merged text followed by every source sentence that contains a missing string (a whole source when
     the string spans sentences). A string found in no source is not invented, so the repair still fails the
@@ -32,6 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dream_assets.llm.base import ModelRequest, RawCompletion
+from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage, specifics_of
+from dream_assets.text.framing import without_frame_dates
 
 OFFLINE_BACKEND = "offline"
 OFFLINE_MODEL = "offline-deterministic"
@@ -74,6 +78,40 @@ def merge_keeping_every_sentence(texts: Iterable[str]) -> str:
 
 
 # --- per-pass answers ----------------------------------------------------------------------------------
+def _subject(entry: Mapping[str, Any]) -> str:
+    return json.dumps(entry.get("subject"), sort_keys=True) if entry.get("subject") else ""
+
+
+_NUMBER = re.compile(r"(?<![\w.])[0-9]+(?:[.,:][0-9]+)*")
+_KIND_GROUP = {"date": "when", "number": "when", "range": "when", "name": "who", "acronym": "who"}
+
+
+def _lacking(text: str, other: str, category: str) -> set[str]:
+    """The kinds ("when": a date or number, "who": a name) of the specifics of ``text`` that ``other`` lacks."""
+    kinds = {"when"} if set(_NUMBER.findall(text)) - set(_NUMBER.findall(other)) else set()  # one digit counts too
+    missing = set(check_merge_coverage([CoverageSource(text, category)], other, BASELINE_VOCABULARY).missing)
+    folded = other.casefold()
+    # Capitals are the merge check's business, not a sign of another moment: "bob" and "Bob" are one person.
+    missing = {m for m in missing if not re.search(rf"(?<!\w){re.escape(m.casefold())}(?!\w)", folded)}
+    if not missing:
+        return kinds
+    return kinds | {_KIND_GROUP.get(sp.kind, sp.kind) for sp in specifics_of(text, category) if sp.text in missing}
+
+
+def distinct_moments(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two entries of one cluster describe different real-world moments: their subject times differ, or
+    both state a specific of the same kind the other lacks (each its own date or number: "camping on 7 May" and
+    "camping on 20 June", "2 kids" and "3 kids"; each its own name) once frame dates are set aside ("said again on
+    12 May that ..." is when the fact came up, not what it says). Details of different kinds (one adds a year, the
+    other an employer) are one fact told with more detail; the merge keeps every sentence of both."""
+    if _subject(a) and _subject(b) and _subject(a) != _subject(b):
+        return True
+    core_a = without_frame_dates(str(a.get("content") or ""))
+    core_b = without_frame_dates(str(b.get("content") or ""))
+    category = str(a.get("category") or "general")
+    return bool(_lacking(core_a, core_b, category) & _lacking(core_b, core_a, category))
+
+
 def _memory_consolidation(inputs: Mapping[str, Any]) -> dict[str, Any]:
     entries = {str(e["id"]): e for e in inputs.get("entries") or [] if isinstance(e, Mapping) and "id" in e}
     used: set[str] = set()
@@ -84,23 +122,30 @@ def _memory_consolidation(inputs: Mapping[str, Any]) -> dict[str, Any]:
             mid = str(raw_id)
             if mid in entries and mid not in used and mid not in members:
                 members.append(mid)
-        if len(members) < 2:
-            continue
-        subjects = {json.dumps(entries[m].get("subject"), sort_keys=True) for m in members if entries[m].get("subject")}
-        if len(subjects) > 1:
-            continue  # same words, different moments (spec: preserve distinct real-world moments)
-        used.update(members)
-        tags: list[str] = []
+        # Only entries of one category merge, so a merged entry's category is one every source agrees on and
+        # "people/jon" is never merged with "people/gina".
+        by_category: dict[str, list[str]] = {}
         for mid in members:
-            for tag in entries[mid].get("tags") or []:
-                if tag not in tags:
-                    tags.append(str(tag))
-        saves.append({
-            "content": merge_keeping_every_sentence(str(entries[m].get("content") or "") for m in members),
-            "category": entries[members[0]].get("category") or "general",
-            "tags": tags,
-            "sourceIds": members,
-        })
+            by_category.setdefault(str(entries[mid].get("category") or "general"), []).append(mid)
+        for category, group in by_category.items():
+            chosen: list[str] = []
+            for mid in group:
+                if all(not distinct_moments(entries[mid], entries[c]) for c in chosen):
+                    chosen.append(mid)
+            if len(chosen) < 2:
+                continue
+            used.update(chosen)
+            tags: list[str] = []
+            for mid in chosen:
+                for tag in entries[mid].get("tags") or []:
+                    if tag not in tags:
+                        tags.append(str(tag))
+            saves.append({
+                "content": merge_keeping_every_sentence(str(entries[m].get("content") or "") for m in chosen),
+                "category": category,
+                "tags": tags,
+                "sourceIds": chosen,
+            })
     return {"toDelete": [], "toSave": saves}
 
 

@@ -128,15 +128,23 @@ def _feedback_section(feedback: Sequence[Mapping[str, Any]], title: str) -> list
     return lines
 
 
+#: The note on a cluster shown again after it was left apart (a re-offered cluster is merge-only).
+LEFT_SEPARATE_NOTE = ("left separate before; shown again: merge it if it is one durable fact, otherwise leave it "
+                      "as it is (removals of its entries are ignored)")
+
+
 def render_memory_consolidation(entries: Sequence[MemoryEntry], clusters: Sequence[Sequence[str]],
-                                feedback: Sequence[Mapping[str, Any]], now: datetime) -> str:
+                                feedback: Sequence[Mapping[str, Any]], now: datetime,
+                                reoffered: Sequence[Sequence[str]] = ()) -> str:
     lines = [f"Current time: {iso(now)}", "", f"## Memory entries ({len(entries)})"]
     lines += [render_memory_entry(e) for e in _entries_sorted(entries)] or ["(none)"]
     groups = sorted(sorted(str(i) for i in c) for c in clusters)
+    again = {tuple(sorted(str(i) for i in c)) for c in reoffered}
     lines += ["", f"## Near-duplicate clusters ({len(groups)})",
               "Entries the similarity scan found nearly identical. Decide per cluster: one durable fact "
               "(merge) or distinct moments (keep apart)."]
-    lines += [f"- cluster {n}: {', '.join(ids)}" for n, ids in enumerate(groups, 1)] or ["(none)"]
+    lines += [f"- cluster {n}: {', '.join(ids)}" + (f" ({LEFT_SEPARATE_NOTE})" if tuple(ids) in again else "")
+              for n, ids in enumerate(groups, 1)] or ["(none)"]
     lines += [""] + _feedback_section(feedback, "Recent feedback signals")
     return "\n".join(lines) + "\n"
 

@@ -141,3 +141,35 @@ def build_merged_entry(sources: Sequence[MemoryEntry], *, entry_id: str, content
 def rejected_cluster_id(source_ids: Iterable[str]) -> str:
     """A stable id of a source set (order-free), so a cluster rejected cycle after cycle is visible on disk."""
     return stable_hash("consolidation-rejected-cluster", sorted(set(source_ids)))[:16]
+
+
+def fold_into(keeper: MemoryEntry, sources: Sequence[MemoryEntry], *, tags: Sequence[str] = (),
+              now: datetime) -> MemoryEntry:
+    """``keeper`` after ``sources`` that say the same thing are folded into it (an exact duplicate, or a merge whose
+    text an existing entry already holds): its id, content and category stay; the temporal fields follow the merge
+    arithmetic over keeper and sources (first seen = min, last seen = max, reinforcement = sum, subject time
+    widened), importance is the highest, tags the union, and ``mergedFrom`` gains the sources after any it had."""
+    everyone = [keeper, *sources]
+    now = utc(now)
+    metadata = {k: v for k, v in keeper.metadata.items() if k not in SUBJECT_TIME_KEYS}
+    metadata.update(merge_subject_time([e.metadata for e in everyone]))
+    try:
+        previous = json.loads(keeper.metadata.get(MERGED_FROM_KEY, "[]"))
+        previous = [str(i) for i in previous] if isinstance(previous, list) else []
+    except ValueError:
+        previous = []
+    metadata[MERGED_FROM_KEY] = json.dumps(list(dict.fromkeys([*previous, *(s.id for s in sources)])))
+    metadata[MERGED_AT_KEY] = iso(now) or ""
+    decay = latest_decay_stamp(everyone)
+    if decay:
+        metadata[APPLIED_KEY] = decay
+    return keeper.with_(
+        tags=tuple(sorted({str(t).strip() for e in everyone for t in e.tags} | {str(t).strip() for t in tags}
+                          - {""})),
+        importance=max(e.importance for e in everyone),
+        created_at=min(e.created_at for e in everyone),
+        updated_at=now,
+        last_seen_at=max(e.last_seen_at for e in everyone),
+        reinforcement_count=sum(max(0, e.reinforcement_count) for e in everyone),
+        metadata=metadata,
+    )

@@ -10,20 +10,68 @@ Review state is a content fingerprint stamped in the entry's metadata (``consoli
 whose members are all reviewed and unchanged was shown to the model together on the cycle that stamped it, so it is
 not re-offered; one new or edited member re-opens the whole cluster. When the near-duplicate scan fails the gate
 degrades to unreviewed-only, never to the whole corpus.
+
+Settled means "this exact set was shown together and left apart", not "every member is reviewed": a merged entry is
+stamped reviewed when it is written, and so is an entry shown on its own, yet neither was ever shown next to the
+entries it now clusters with. So each member of a cluster left apart carries the cluster's member-set id
+(``consolidationClusterSet``), when it was left apart and how many times (``consolidationClusterLeftAt``,
+``consolidationClusterDeclined``). A cluster is settled only when every member is reviewed and carries its set id;
+any other membership is a new question and is offered. A settled cluster is offered again once its cooldown has
+passed (``ConsolidationSettledCooldown``, doubled for each further time it was left apart, at most 16 times), with
+a note in the prompt; such a re-offered cluster is merge-only (the pass ignores a removal of its members).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from dream_assets.model import MemoryEntry, iso
+from dream_assets.model import MemoryEntry, iso, parse_ts
 from dream_assets.store.connection import StoreError
-from dream_assets.text.fingerprint import review_fingerprint
+from dream_assets.text.fingerprint import review_fingerprint, stable_hash
 from dream_assets.text.similarity import DuplicateClusters
 
 #: Metadata key of the review stamp (spec: "consolidationReviewedHash in entry metadata").
 REVIEWED_KEY = "consolidationReviewedHash"
+#: Metadata of the members of a cluster shown together and left apart.
+CLUSTER_SET_KEY = "consolidationClusterSet"
+CLUSTER_LEFT_AT_KEY = "consolidationClusterLeftAt"
+CLUSTER_DECLINED_KEY = "consolidationClusterDeclined"
+#: The cooldown of a settled cluster doubles each time it is left apart again, up to this many times the option.
+COOLDOWN_MAX_FACTOR = 16
+
+
+def cluster_set_id(ids: Sequence[str]) -> str:
+    """A stable id of a member set, order-free."""
+    return stable_hash("consolidation-cluster-set", sorted(set(ids)))[:16]
+
+
+def declined_count(metadata: Mapping[str, str]) -> int:
+    try:
+        return max(0, int(metadata.get(CLUSTER_DECLINED_KEY, "0")))
+    except ValueError:
+        return 0
+
+
+def cooldown_for(declined: int, cooldown: timedelta) -> timedelta:
+    """The wait before a cluster left apart ``declined`` times is offered again."""
+    return cooldown * min(COOLDOWN_MAX_FACTOR, 2 ** max(0, declined - 1))
+
+
+def _settled_until(members: Sequence[MemoryEntry], cooldown: timedelta) -> datetime | None:
+    """When a cluster whose members all carry its set id may be offered again (None: its stamps are unreadable,
+    so it is offered now)."""
+    latest: datetime | None = None
+    declined = 0
+    for m in members:
+        try:
+            left = parse_ts(m.metadata.get(CLUSTER_LEFT_AT_KEY, ""))
+        except (TypeError, ValueError):
+            return None
+        latest = left if latest is None or left > latest else latest
+        declined = max(declined, declined_count(m.metadata))
+    return None if latest is None else latest + cooldown_for(declined, cooldown)
 
 
 def review_hash(entry: MemoryEntry) -> str:
@@ -51,6 +99,7 @@ class Selection:
     scan_method: str = ""
     warnings: list[str] = field(default_factory=list)
     backlog: int = 0                            # eligible but over the per-call cap: not shown, not stamped, next cycle
+    reoffered: list[list[str]] = field(default_factory=list)  # shown clusters that were settled before (merge-only)
 
     @property
     def withheld(self) -> int:
@@ -61,19 +110,26 @@ class Selection:
 
 
 def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateClusters],
-                      max_entries: int | None = None, *, review_all: bool = False) -> Selection:
+                      max_entries: int | None = None, *, review_all: bool = False, now: datetime | None = None,
+                      cooldown: timedelta = timedelta(days=7)) -> Selection:
     """Gate the live corpus. ``scan`` returns the near-duplicate clusters of the live corpus (the store's
     duplicate-candidate scan); when it raises, the selection is the unreviewed entries alone, with a warning.
 
     ``max_entries`` caps what one call shows (whole open clusters first, then single new or changed entries, in
     corpus order); the rest is not shown and not stamped, so it stays eligible for the next cycle.
-    ``review_all`` (a forced run, asked for by a person) treats every entry as unreviewed, once."""
+    ``review_all`` (a forced run, asked for by a person) treats every entry as unreviewed, once. A settled cluster
+    is offered again when ``now`` is past its cooldown (never without ``now``).
+
+    A cluster over the cap is never split, and the members of an open cluster left for a later cycle are not shown
+    on their own meanwhile, so what the model decides does not depend on the cap; when not even one cluster fits,
+    the first is shown whole anyway so the backlog always moves."""
     hashes = {e.id: review_hash(e) for e in live}
     by_id = {e.id: e for e in live}
     really_unreviewed = {e.id for e in live if not is_reviewed(e, hashes[e.id])}
     unreviewed = set(by_id) if review_all else really_unreviewed
     warnings: list[str] = []
     clusters: list[list[str]] = []
+    reoffered: list[list[str]] = []
     settled = 0
     method = ""
     try:
@@ -91,20 +147,29 @@ def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateC
             members = [i for i in cluster if i in by_id]
             if len(members) < 2:
                 continue
-            if any(i in unreviewed for i in members):
+            set_id = cluster_set_id(members)
+            if any(i in unreviewed for i in members) \
+                    or any(by_id[i].metadata.get(CLUSTER_SET_KEY) != set_id for i in members):
+                clusters.append(members)  # new, changed, or never shown together as this set
+                continue
+            until = _settled_until([by_id[i] for i in members], cooldown)
+            if now is not None and (until is None or now >= until):
                 clusters.append(members)
+                reoffered.append(members)
             else:
-                settled += 1  # shown together on the cycle that stamped them: re-offering re-asks an answered question
+                settled += 1  # shown together and left apart: not asked again before its cooldown
     eligible_ids: set[str] = set()
     shown_clusters: list[list[str]] = []
+    held: set[str] = set()
     cap = max_entries if max_entries and max_entries > 0 else None
     for cluster in clusters:
-        if cap is not None and len(eligible_ids | set(cluster)) > cap:
+        if cap is not None and len(eligible_ids | set(cluster)) > cap and (eligible_ids or shown_clusters):
+            held.update(cluster)
             continue
         eligible_ids.update(cluster)
         shown_clusters.append(cluster)
     for e in live:
-        if e.id in unreviewed and (cap is None or len(eligible_ids) < cap):
+        if e.id in unreviewed and e.id not in held and (cap is None or len(eligible_ids) < cap):
             eligible_ids.add(e.id)
     # Only what is really new or changed waits for a later cycle: what a forced run leaves unshown stays reviewed.
     waiting = [c for c in clusters if not review_all or any(i in really_unreviewed for i in c)]
@@ -113,4 +178,5 @@ def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateC
     eligible = {e.id: e for e in live if e.id in eligible_ids}
     return Selection(live=len(live), eligible=eligible, shown_hash={i: hashes[i] for i in eligible},
                      clusters=shown_clusters, unreviewed=len(really_unreviewed), settled_clusters=settled,
-                     scan_method=method, warnings=warnings, backlog=backlog)
+                     scan_method=method, warnings=warnings, backlog=backlog,
+                     reoffered=[c for c in reoffered if c in shown_clusters])

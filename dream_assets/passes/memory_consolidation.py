@@ -61,12 +61,27 @@ from dream_assets.passes.consolidation_merge import (
     REJECTED_AT_KEY,
     REJECTED_CLUSTER_KEY,
     build_merged_entry,
+    fold_into,
     rejected_cluster_id,
 )
-from dream_assets.passes.consolidation_select import REVIEWED_KEY, Selection, review_hash, select_candidates
+from dream_assets.passes.consolidation_select import (
+    CLUSTER_DECLINED_KEY,
+    CLUSTER_LEFT_AT_KEY,
+    CLUSTER_SET_KEY,
+    REVIEWED_KEY,
+    Selection,
+    cluster_set_id,
+    cooldown_for,
+    declined_count,
+    is_reviewed,
+    review_hash,
+    select_candidates,
+)
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
+from dream_assets.store.dedup import REINFORCE
+from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.logs import log_exists, read_events
 from dream_assets.store.memory import ContentError
 from dream_assets.text.coverage import (
@@ -77,6 +92,7 @@ from dream_assets.text.coverage import (
     load_vocabulary,
     specifics_of,
 )
+from dream_assets.text.similarity import exact_key
 from dream_assets.text.tokens import content_tokens
 
 PASS = "memory_consolidation"
@@ -291,7 +307,24 @@ def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, voc
         with ctx.store.transaction():
             current = memories.get_many(ids)
             changed = _changed_since_shown(selection, current, ids, state.archived)
-            if not changed:
+            twin = None if changed else _twin(ctx, content, category, ids, state)
+            if twin is not None:
+                # The merged text is already a live entry: that entry takes the sources in, no twin is written.
+                merged = fold_into(twin, [current[i] for i in ids if i not in state.archived], tags=tags, now=ctx.now)
+                if is_reviewed(twin):
+                    merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
+                merged = memories.replace(merged)
+                ctx.record(PASS, "updated", merged, before=twin, after=merged,
+                           reason=f"{what} from {_ids(ids)} equals live entry {twin.id}, which takes them in")
+                state.pinned.setdefault(twin.id, ids[0])
+                for i in ids:
+                    if i in state.archived:
+                        continue
+                    after = memories.archive(i, now=ctx.now)
+                    ctx.record(PASS, "archived", after, before=current[i], after=after,
+                               reason=f"merged into existing entry {twin.id}")
+                    retired.append(current[i])
+            elif not changed:
                 merged = build_merged_entry([current[i] for i in ids], entry_id=new_id(), content=content,
                                             category=category, tags=tags, now=ctx.now)
                 # The merged text was judged this cycle against every source: stamp it reviewed so the next cycle
@@ -321,6 +354,8 @@ def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, voc
         return
     for i in ids:
         state.persisted_sources.setdefault(i, merged.id)
+    if twin is not None:
+        report.count("reinforced_existing")
     report.count("merged")
     report.change("merge-created", merged.id, f"from {_ids(ids)}: {merged.content}")
     report.info(f"{what} {_ids(ids)} into {merged.id} [{merged.category}]: {_inline(merged.content)}")
@@ -332,6 +367,74 @@ def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, voc
         report.count("archived")
         report.change("archived", before.id, f"merged into {merged.id}: {before.content}")
         report.info(f"archived memory {before.id} (merged into {merged.id}): {_inline(before.content)}")
+
+
+def _twin(ctx: PassContext, content: str, category: str, ids: Sequence[str], state: _Apply) -> MemoryEntry | None:
+    """The oldest live entry, not a source of this merge and not retired by this answer, that already says the
+    merged text (equal after normalising case, white space and punctuation, same category, and nothing of the
+    merged text it lacks by the save-time rules)."""
+    for other in ctx.store.memories.find_exact(content, category):
+        if other.id in ids or other.id in state.archived:
+            continue
+        if decide_dedup(other.content, content, max_chars=ctx.options.MaxContentChars, stored_category=other.category,
+                        incoming_category=category).action == REINFORCE:
+            return other
+    return None
+
+
+# --------------------------------------------------------------------------------------------------- exact fold
+def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -> list[MemoryEntry]:
+    """Deterministic, before the model: live entries of one category whose content is equal after normalising case,
+    white space and punctuation fold into the oldest of them. The oldest keeps its text; the others must add nothing
+    to it (store/dedup.py: a name written with other capitals may be a correction) and must not name another
+    subject time. Each fold is one write: the kept entry with the merge arithmetic and ``mergedFrom``, the others
+    archived, every change-log row. Returns the live corpus after the folds."""
+    groups: dict[tuple[str, str], list[MemoryEntry]] = {}
+    for e in live:
+        groups.setdefault((e.category, exact_key(e.content)), []).append(e)
+    memories = ctx.store.memories
+    gone: set[str] = set()
+    replaced: dict[str, MemoryEntry] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        members = sorted(members, key=lambda e: (e.created_at, e.id))
+        keeper, rest = members[0], []
+        for other in members[1:]:
+            if keeper.subject_time and other.subject_time and keeper.subject_time != other.subject_time:
+                continue  # the same words about another moment
+            if decide_dedup(keeper.content, other.content, max_chars=ctx.options.MaxContentChars,
+                            stored_category=keeper.category, incoming_category=other.category).action == REINFORCE:
+                rest.append(other)
+        if not rest:
+            continue
+        ids = [e.id for e in rest]
+        with ctx.store.transaction():
+            current = memories.get_many([keeper.id, *ids])
+            if any(current.get(e.id) is None or current[e.id].is_archived or current[e.id].content != e.content
+                   or current[e.id].category != e.category for e in (keeper, *rest)):
+                report.count("deferred")
+                continue
+            folded = fold_into(current[keeper.id], [current[i] for i in ids], now=ctx.now)
+            if is_reviewed(current[keeper.id]):
+                folded = folded.with_(metadata={**folded.metadata, REVIEWED_KEY: review_hash(folded)})
+            folded = memories.replace(folded)
+            ctx.record(PASS, "updated", folded, before=current[keeper.id], after=folded,
+                       reason=f"exact duplicates {_ids(ids)} folded in (same text after normalising case, white space "
+                              "and punctuation)")
+            for i in ids:
+                after = memories.archive(i, now=ctx.now)
+                ctx.record(PASS, "archived", after, before=current[i], after=after,
+                           reason=f"exact duplicate of {keeper.id}, folded into it")
+        gone.update(ids)
+        replaced[keeper.id] = folded
+        report.count("folded", len(ids))
+        report.count("archived", len(ids))
+        report.change("folded", keeper.id, f"exact duplicates {_ids(ids)} folded in: {keeper.content}")
+        report.info(f"folded exact duplicate(s) {_ids(ids)} into {keeper.id}: {_inline(keeper.content)}")
+    if not gone:
+        return live
+    return [replaced.get(e.id, e) for e in live if e.id not in gone]
 
 
 # --------------------------------------------------------------------------------------------------- removals
@@ -433,8 +536,10 @@ def _retire(ctx: PassContext, report: PassReport, selection: Selection, vocab: C
 
 
 def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, state: _Apply) -> None:
-    """Entries shown and left in place are reviewed as shown; sources of a rejected merge also carry the rejection.
-    The stamps and their change-log rows are one write."""
+    """Entries shown and left in place are reviewed as shown; sources of a rejected merge also carry the rejection;
+    the members of a cluster shown and left whole carry its set id, when it was left apart and how many times (a
+    re-offered cluster left apart again is declined once more, and its cooldown grows). The stamps and their
+    change-log rows are one write."""
     updates: dict[str, dict[str, str]] = {}
     for i, shown_entry in selection.eligible.items():
         if i in state.archived or i in state.untouched:
@@ -445,12 +550,27 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
         update.update(state.rejected_stamps.get(i, {}))
         if update:
             updates[i] = update
+    for cluster in selection.clusters:
+        if any(i in state.archived or i in state.untouched or i in state.persisted_sources for i in cluster):
+            continue  # not left whole: its membership changes, which is a new question
+        set_id = cluster_set_id(cluster)
+        before = max((declined_count(selection.eligible[i].metadata) for i in cluster
+                      if selection.eligible[i].metadata.get(CLUSTER_SET_KEY) == set_id), default=0)
+        for i in cluster:
+            updates.setdefault(i, {}).update({CLUSTER_SET_KEY: set_id, CLUSTER_LEFT_AT_KEY: iso(ctx.now) or "",
+                                              CLUSTER_DECLINED_KEY: str(before + 1)})
+        report.count("left_apart")
+        if before:
+            report.count("declined")
+            report.info(f"cluster {_ids(cluster)} left apart again ({before + 1} times); offered again after "
+                        f"{cooldown_for(before + 1, ctx.options.ConsolidationSettledCooldown)}")
     if not updates:
         return
     rows = []
     for i, update in updates.items():
         shown_entry = selection.eligible[i]
         reason = ("merge rejected by the coverage check; reviewed" if REJECTED_CLUSTER_KEY in update
+                  else "near-duplicate cluster shown together and left apart" if CLUSTER_SET_KEY in update
                   else "reviewed, left unchanged")
         rows.append({"cycle_id": ctx.cycle_id, "pass_name": PASS, "kind": "stamped", "target_type": "memory",
                      "target_id": i, "before": shown_entry,
@@ -494,6 +614,12 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, vocab: Co
         state.merge_sources.update(source_ids)
         plans.append((save, sources, save.content.strip()))
     deletes = check_ids(response.to_delete, selection.eligible, field="toDelete")
+    merge_only = {i for c in selection.reoffered for i in c}
+    kept = [i for i in deletes.usable if i in merge_only]
+    if kept:
+        report.count("reoffered_removals_ignored", len(kept))
+        report.warn(f"ignored the removal of {_ids(kept)}: a cluster offered again after it was left apart is "
+                    "merge-only")
     not_shown += deletes.not_shown
     invalid_ids += deletes.invalid
     duplicate_ids += len(deletes.duplicates)
@@ -514,7 +640,7 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, vocab: Co
             _apply_merge(ctx, report, selection, vocab, state, save, sources, content)
         else:
             _save_new_entry(ctx, report, save, content)
-    _retire(ctx, report, selection, vocab, state, deletes.usable)
+    _retire(ctx, report, selection, vocab, state, [i for i in deletes.usable if i not in merge_only])
     _stamp_reviewed(ctx, report, selection, state)
 
 
@@ -557,12 +683,15 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
     memories = ctx.store.memories
     started = time.perf_counter()  # a duration for the report, never a clock the logic reads
     live = memories.list_live()
+    if opts.ConsolidationExactFoldEnabled and len(live) >= 2:
+        live = _fold_exact(ctx, report, live)
     if len(live) < 2:
         report.counts["live"] = len(live)
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
     selection = select_candidates(live, memories.duplicate_clusters, ctx.options.ConsolidationMaxEntriesPerCall,
-                                  review_all=bool(ctx.force))
+                                  review_all=bool(ctx.force), now=ctx.now,
+                                  cooldown=opts.ConsolidationSettledCooldown)
     report.extra["select_s"] = round(time.perf_counter() - started, 3)
     for warning in selection.warnings:
         report.warn(warning)
@@ -570,7 +699,7 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
     report.counts.update({
         "eligible": len(selection.eligible), "withheld": selection.withheld, "unreviewed": selection.unreviewed,
         "clusters": len(selection.clusters), "settled_clusters": selection.settled_clusters,
-        "backlog": selection.backlog,
+        "backlog": selection.backlog, "reoffered": len(selection.reoffered),
         "created_since_last_run": sum(1 for e in live if since is None or e.created_at > since),
     })
     for key in ("merged", "repaired", "rejected", "ephemeral", "protected", "guarded", "archived", "reviewed"):
@@ -589,8 +718,10 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
     report.counts["fresh_corrections"] = len(fresh_corrections)
     if selection.eligible or fresh_corrections:
         entries = selection.entries()
-        prompt = render_memory_consolidation(entries, selection.clusters, feedback, ctx.now)
-        inputs = {"entries": [_entry_input(e) for e in entries], "clusters": selection.clusters, "feedback": feedback}
+        prompt = render_memory_consolidation(entries, selection.clusters, feedback, ctx.now,
+                                             reoffered=selection.reoffered)
+        inputs = {"entries": [_entry_input(e) for e in entries], "clusters": selection.clusters, "feedback": feedback,
+                  "reoffered": selection.reoffered}
         report.extra["prompt_chars"] = len(prompt)
         report.counts["prompt_chars"] = len(prompt)
         response = call_model(ctx, report, PASS, prompt, inputs)
