@@ -93,6 +93,18 @@ class DreamOptions:
     ConsolidationRemovalGuardEnabled: bool = _opt(True, "a stand-alone removal the model proposes is applied only to noise "
                                                         "(no names, numbers or dates, importance below 0.5) or to an entry "
                                                         "whose every specific another live entry carries; others are kept")
+    # Near-duplicate measure and settled clusters (consolidation quality).
+    LexicalSimilarityMeasure: str = _opt("overlap", "measure for save-time dedup and clustering without embeddings: "
+                                         "overlap (weighted containment of stems, framing left out; threshold "
+                                         "LexicalOverlapThreshold) or tfidf (cosine; Dedupe/Consolidation"
+                                         "SimilarityThreshold)", choices=("overlap", "tfidf"))
+    LexicalOverlapThreshold: float = _opt(0.75, "overlap threshold for save-time dedup and clustering alike",
+                                          minimum=0.0, maximum=1.0)
+    ConsolidationSettledCooldown: timedelta = _opt(timedelta(days=7), "a cluster shown together and left apart is "
+                                                   "offered again after this long; doubles each time it is left apart "
+                                                   "again (at most 16x); zero re-offers it every pass")
+    ConsolidationExactFoldEnabled: bool = _opt(True, "fold live entries of one category whose content is equal after "
+                                               "normalising case, white space and punctuation, before the model")
     FeedbackWindow: timedelta = _opt(timedelta(days=7), "how far back feedback signals are read")
     FeedbackMaxSignals: int = _opt(50, "most feedback signals shown to the model", minimum=0)
 
