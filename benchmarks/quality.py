@@ -206,24 +206,30 @@ def reword(rng: random.Random, text: str, speaker: str, other: str, at: datetime
 _NUMBER = re.compile(r"\b\d+\b")
 
 
-def lookalikes(rng: random.Random, text: str, speaker: str, other: str, at: datetime) -> list[tuple[str, str, str]]:
-    """Two or three distinct events restating ``text``: (content, category, event date). Different dates always;
-    a different number or a different person sometimes."""
+def lookalikes(rng: random.Random, text: str, speaker: str, other: str,
+               at: datetime) -> list[tuple[str, str, str, str]]:
+    """Two or three distinct events restating ``text``: (content, category, event date, how it differs). Different
+    dates always (written first, "On 5 May 2023, ...", or last, "... on 5 May 2023."); a different number or a
+    different person sometimes."""
     body = text.strip().rstrip(".")
     out = []
     n = rng.choice((2, 2, 3))
+    date_first = rng.random() < 0.5
     for i in range(n):
         when = at + timedelta(days=rng.randint(20, 60) * (i + 1))
-        person, event = speaker, body
+        person, event, kind = speaker, body, "date"
         if i == 1 and _NUMBER.search(body):
             event = _NUMBER.sub(lambda m: str(int(m.group()) + rng.randint(1, 9)), body, count=1)
+            kind = "number"
         elif i == 2 or (i == 1 and rng.random() < 0.3):
             person = other
             event = re.sub(rf"\b{re.escape(speaker)}\b", other, body)
             if event == body:
                 event = f"{other}: {body[:1].lower() + body[1:]}"
-        out.append((f"On {day_text(when)}, {_lower_first(event, [speaker, other])}.", f"people/{person.lower()}",
-                    when.date().isoformat()))
+            kind = "person"
+        content = (f"On {day_text(when)}, {_lower_first(event, [speaker, other])}." if date_first
+                   else f"{event} on {day_text(when)}.")
+        out.append((content, f"people/{person.lower()}", when.date().isoformat(), kind))
     return out
 
 
@@ -260,12 +266,12 @@ def build_corpus(conv: dict[str, Any], seed: int) -> Corpus:
                 elif rng.random() < 0.12:
                     members = []
                     with_subject = rng.random() < 0.5
-                    for r, (content, category, event_day) in enumerate(lookalikes(rng, fact.content, speaker, other,
-                                                                                   at)):
+                    variants = lookalikes(rng, fact.content, speaker, other, at)
+                    for r, (content, category, event_day, how) in enumerate(variants):
                         meta = {"subjectTime": event_day} if with_subject else {}
                         members.append(Fact(f"{key}-la{r}", content, category,
                                             max(at, datetime.fromisoformat(event_day).replace(tzinfo=UTC))
-                                            + timedelta(hours=20), (), key, "lookalike", meta))
+                                            + timedelta(hours=20), (), key, "lookalike", meta, (how,)))
                     facts.extend(members)
                     lookalike_groups.append([m.key for m in members])
     facts.sort(key=lambda f: (f.at, f.key))
@@ -393,6 +399,7 @@ class GroupScore:
     dup_total: int = 0
     distinct_merged: int = 0
     lookalike_pairs: int = 0
+    by_kind: Counter = field(default_factory=Counter)  # "<kind>:pairs" and "<kind>:merged" per way of differing
     unrelated_shared: int = 0
     apart: list[str] = field(default_factory=list)
     wrongly_merged: list[str] = field(default_factory=list)
@@ -400,6 +407,7 @@ class GroupScore:
 
 def score_groups(corpus: Corpus, homes: dict[str, str | None], store: Any) -> GroupScore:
     text = {f.key: f.content for f in corpus.facts}
+    fact = {f.key: f for f in corpus.facts}
     g = GroupScore()
     for group in corpus.dup_groups:
         g.dup_total += 1
@@ -412,8 +420,13 @@ def score_groups(corpus: Corpus, homes: dict[str, str | None], store: Any) -> Gr
         for i, a in enumerate(group):
             for b in group[i + 1:]:
                 g.lookalike_pairs += 1
+                how = ("person" if fact[a].category != fact[b].category
+                       else "number" if "number" in fact[a].rules + fact[b].rules else "date")
+                how += "_with_subject_time" if fact[a].metadata else "_in_text_only"
+                g.by_kind[f"{how}:pairs"] += 1
                 if homes.get(a) and homes.get(a) == homes.get(b):
                     g.distinct_merged += 1
+                    g.by_kind[f"{how}:merged"] += 1
                     entry = store.memories.get(homes[a])
                     g.wrongly_merged.append(f"{text[a]!r} + {text[b]!r} -> {entry.content if entry else '?'!r}")
     base_of = {f.key: f.base for f in corpus.facts if f.kind != "lookalike"}
@@ -506,6 +519,7 @@ def run_conversation(corpus: Corpus, root: Path, options: DreamOptions, max_cycl
     c["dup_total"] += groups.dup_total
     c["distinct_merged"] += groups.distinct_merged
     c["lookalike_pairs"] += groups.lookalike_pairs
+    c.update({f"lookalike:{k}": v for k, v in groups.by_kind.items()})
     c["unrelated_shared"] += groups.unrelated_shared
     c["specifics_lost"] += after.specifics_lost
     c["facts_lost"] += len(after.facts_lost)
@@ -530,7 +544,9 @@ _DATE = re.compile(r"\b(\d{1,2}) (" + "|".join(MONTHS) + r"),? (\d{4})\b")
 
 
 class ImperfectModel:
-    """Answers like the offline backend, but one decision in ``1 / rate`` goes wrong in a realistic way."""
+    """Answers like the offline backend, but one decision in ``1 / rate`` goes wrong in a realistic way. Each merge
+    it proposes and each shown entry it keeps is a decision; the kinds of mistake are taken in turn, so a short run
+    still makes every kind."""
 
     def __init__(self, seed: int, rate: float = 0.01) -> None:
         self.rng = random.Random(seed)
@@ -538,77 +554,92 @@ class ImperfectModel:
         self.offline = OfflineBackend()
         self.mistakes: Counter = Counter()
         self.decisions = 0
+        self.turn = 0
         self.seen_ids: list[str] = []
 
-    def _slip(self) -> bool:
+    def _slip(self) -> str | None:
         self.decisions += 1
-        return self.rng.random() < self.rate
+        if self.rng.random() >= self.rate:
+            return None
+        kind = MISTAKES[self.turn % len(MISTAKES)]
+        self.turn += 1
+        self.mistakes[kind] += 1
+        return kind
 
-    def _mangle(self, save: dict[str, Any], shown: set[str]) -> str:
-        content = save["content"]
-        kinds = ["dropped_sentence", "respelled_date", "swapped_number", "id_not_offered", "malformed_json"]
-        kind = self.rng.choice(kinds)
-        if kind == "respelled_date" and not _DATE.search(content):
-            kind = "swapped_number" if _NUMBER.search(content) else "dropped_sentence"
-        if kind == "swapped_number" and not _NUMBER.search(content):
-            kind = "dropped_sentence"
-        if kind == "dropped_sentence":
-            sentences = [s for line in split_sentences(content) for s in line]
-            if len(sentences) > 1:
-                drop = self.rng.randrange(len(sentences))
-                save["content"] = " ".join(s for i, s in enumerate(sentences) if i != drop)
-            else:
-                words = content.split()
-                save["content"] = " ".join(words[: max(1, len(words) // 2)]) + "."
-        elif kind == "respelled_date":
+    def _stale_id(self, shown: set[str]) -> str:
+        stale = [i for i in self.seen_ids if i not in shown]
+        return self.rng.choice(stale) if stale else "mem-not-offered"
+
+    def _mangle(self, kind: str, content: str) -> str:
+        """The text with one sentence dropped, one date respelled or one number changed (a dropped sentence when
+        the text has no date or number)."""
+        if kind == "respelled_date" and _DATE.search(content):
             def respell(m: re.Match) -> str:
                 month = MONTHS.index(m.group(2)) + 1
-                return self.rng.choice([f"{m.group(2)} {m.group(1)}th, {m.group(3)}", f"{month}/{m.group(1)}/{m.group(3)}",
-                                        f"{m.group(1)} {m.group(2)}"])
-            save["content"] = _DATE.sub(respell, content, count=1)
-        elif kind == "swapped_number":
-            save["content"] = _NUMBER.sub(lambda m: str(int(m.group()) + self.rng.randint(1, 9)), content, count=1)
-        elif kind == "id_not_offered":
-            stale = [i for i in self.seen_ids if i not in shown]
-            save["sourceIds"] = list(save["sourceIds"]) + [self.rng.choice(stale) if stale else "mem-not-offered"]
-        return kind
+                return self.rng.choice([f"{m.group(2)} {m.group(1)}th, {m.group(3)}",
+                                        f"{month}/{m.group(1)}/{m.group(3)}", f"{m.group(1)} {m.group(2)}"])
+            return _DATE.sub(respell, content, count=1)
+        if kind in ("swapped_number", "respelled_date") and _NUMBER.search(content):
+            return _NUMBER.sub(lambda m: str(int(m.group()) + self.rng.randint(1, 9)), content, count=1)
+        sentences = [s for line in split_sentences(content) for s in line]
+        if len(sentences) > 1:
+            drop = self.rng.randrange(len(sentences))
+            return " ".join(s for i, s in enumerate(sentences) if i != drop)
+        words = content.split()
+        return " ".join(words[: max(1, len(words) // 2)]) + "."
+
+    def _memory_consolidation(self, answer: dict[str, Any], inputs: dict[str, Any]) -> bool:
+        entries = {str(e["id"]): e for e in inputs.get("entries") or []}
+        shown = set(entries)
+        broken = False
+        saves = []
+        for save in answer["toSave"]:
+            kind = self._slip()
+            if kind in ("dropped_sentence", "respelled_date", "swapped_number"):
+                save["content"] = self._mangle(kind, save["content"])
+            elif kind == "id_not_offered":
+                save["sourceIds"] = [*save["sourceIds"], self._stale_id(shown)]
+            elif kind == "deletion_without_replacement":
+                answer["toDelete"].append(save["sourceIds"][0])
+                continue
+            broken = broken or kind == "malformed_json"
+            saves.append(save)
+        answer["toSave"] = saves
+        in_merge = {i for s in saves for i in s["sourceIds"]}
+        for i, entry in entries.items():
+            if i in in_merge:
+                continue
+            kind = self._slip()
+            if kind in ("dropped_sentence", "respelled_date", "swapped_number"):  # a careless rewrite of the entry
+                answer["toSave"].append({"content": self._mangle(kind, str(entry.get("content") or "")),
+                                         "category": entry.get("category") or "general", "sourceIds": [i]})
+            elif kind == "id_not_offered":
+                answer["toDelete"].append(self._stale_id(shown))
+            elif kind == "deletion_without_replacement":
+                answer["toDelete"].append(i)
+            broken = broken or kind == "malformed_json"
+        self.seen_ids = list(dict.fromkeys(self.seen_ids + list(shown)))[-2000:]
+        return broken
 
     def __call__(self, request: Any) -> Any:
         answer, _note = self.offline.answer(request.pass_name, request.inputs)
         broken = False
         if request.pass_name == "memory_consolidation":
-            shown = [str(e["id"]) for e in request.inputs.get("entries") or []]
-            in_merge = {i for s in answer["toSave"] for i in s["sourceIds"]}
-            for save in answer["toSave"]:
-                if self._slip():
-                    kind = self._mangle(save, set(shown))
-                    self.mistakes[kind] += 1
-                    broken = broken or kind == "malformed_json"
-            for i in shown:
-                if i not in in_merge and self._slip():
-                    kind = self.rng.choice(["deletion_without_replacement"] * 4 + ["malformed_json"])
-                    self.mistakes[kind] += 1
-                    if kind == "malformed_json":
-                        broken = True
-                    else:
-                        answer["toDelete"].append(i)
-            self.seen_ids = list(dict.fromkeys(self.seen_ids + shown))[-2000:]
-        elif request.pass_name == "merge_repair" and self._slip():
-            kind = self.rng.choice(["dropped_sentence", "malformed_json"])
-            self.mistakes[kind] += 1
-            if kind == "malformed_json":
-                broken = True
-            else:
-                answer["content"] = answer["content"].rsplit(".", 2)[0] + "."
+            broken = self._memory_consolidation(answer, request.inputs)
+        elif request.pass_name == "merge_repair":
+            kind = self._slip()
+            if kind in ("dropped_sentence", "respelled_date", "swapped_number"):
+                answer["content"] = self._mangle(kind, answer["content"])
+            broken = kind == "malformed_json"
         text = json.dumps(answer, ensure_ascii=False)
         if broken:
-            cut = self.rng.choice([text[: max(1, len(text) * 2 // 3)], text.replace('"toSave"', "toSave", 1),
-                                   text + ",}", "Sure! Here is the JSON: " + text[:-1]])
-            return cut
+            return self.rng.choice([text[: max(1, len(text) * 2 // 3)], text.replace('"toSave"', "toSave", 1),
+                                    text + ",}", "Sure! Here is the JSON: " + text[:-1]])
         return text
 
 
-def run_year(corpus: Corpus, root: Path, options: DreamOptions, days: int, totals: Totals, seed: int) -> None:
+def run_year(corpus: Corpus, root: Path, options: DreamOptions, days: int, totals: Totals, seed: int,
+             rate: float) -> None:
     """Sessions spread over ``days`` days (each day: that day's saves, then one cycle) with the imperfect model."""
     profile = AgentProfile(root / f"year-{corpus.sample_id}").ensure()
     start = datetime(2025, 1, 1, 3, 0, tzinfo=UTC)
@@ -622,7 +653,7 @@ def run_year(corpus: Corpus, root: Path, options: DreamOptions, days: int, total
     by_day: dict[int, list[Fact]] = defaultdict(list)
     for f in corpus.facts:
         by_day[day_of(f)].append(f)
-    model = ImperfectModel(seed)
+    model = ImperfectModel(seed, rate)
     backend = CountingBackend(ScriptedBackend(model))
     saved: dict[str, str] = {}
     failed = 0
@@ -653,6 +684,7 @@ def run_year(corpus: Corpus, root: Path, options: DreamOptions, days: int, total
     c["dup_total"] += groups.dup_total
     c["distinct_merged"] += groups.distinct_merged
     c["lookalike_pairs"] += groups.lookalike_pairs
+    c.update({f"lookalike:{k}": v for k, v in groups.by_kind.items()})
     c["decisions"] += model.decisions
     c["failed_passes"] += failed
     c["live_after"] += store.memories.counts()["live"]
@@ -698,6 +730,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", default=None, help="comma-separated sample ids")
     parser.add_argument("--days", type=int, default=None, help="--year: days (default 365; 60 with --quick)")
     parser.add_argument("--max-cycles", type=int, default=10, help="cycles per conversation at most")
+    parser.add_argument("--mistake-rate", type=float, default=0.01, help="--year: share of decisions that go wrong")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--examples", type=int, default=5, help="examples of each shortfall printed on stderr")
     args = parser.parse_args(list(argv) if argv is not None else None)
@@ -717,7 +750,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             corpus = build_corpus(conv, args.seed)
             if args.year:
                 days = args.days or (60 if args.quick else 365)
-                run_year(corpus, Path(tmp), options, days, totals, args.seed)
+                run_year(corpus, Path(tmp), options, days, totals, args.seed, args.mistake_rate)
             else:
                 run_conversation(corpus, Path(tmp), options, args.max_cycles, totals)
     c = totals.counts
@@ -728,6 +761,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     emit("quality.dup_groups_one_live", n, _ratio(c["dup_one_live"], c["dup_total"]), "fraction")
     emit("quality.lookalike_pairs", n, c["lookalike_pairs"], "count")
     emit("quality.distinct_merged", n, c["distinct_merged"], "count")
+    for key in sorted(k for k in c if k.startswith("lookalike:") and k.endswith(":pairs")):
+        how = key.split(":")[1]
+        emit(f"quality.distinct_merged.{how}", int(c[key]), c[f"lookalike:{how}:merged"], "pairs")
     if args.year:
         emit("quality.year_days", n, c["days"], "days")
         emit("quality.year_facts_lost", n, c["facts_lost"], "count")
