@@ -1,8 +1,11 @@
-"""The Dagster UI in a real browser: dagster-webserver on 127.0.0.1 serves the definitions, headless Chromium opens
-each pass group's asset graph, and every pass asset and every lineage edge of the pass registry is drawn.
+"""The Dagster UI in a real browser: dagster-webserver on 127.0.0.1 serves the definitions over an instance that has
+run one dream cycle for the demo agent (one pass failing on a model error), and headless Chromium opens what an
+operator looks at: each pass group's asset graph with every lineage edge of the pass registry, a pass's
+materialization with its summary and counts, the plots of its counts, the ``pass_completed`` checks (passed and
+failed, naming the agent) and the automation page with every schedule and sensor.
 
-The webserver's GraphQL API gives the exact lineage (compared with the registry); the browser check proves the asset
-graph displays it. Chromium is driven over the DevTools protocol so the test waits for the graph to render instead of
+The webserver's GraphQL API gives the exact lineage (compared with the registry); the browser checks prove the pages
+display what the instance recorded. Each page is saved as a PNG under ``test-output/ui/`` (the path is printed). Chromium is driven over the DevTools protocol so the test waits for the graph to render instead of
 guessing a time budget. Without a Chromium binary the browser tests skip and say why (`.ci/run` installs Debian's
 `chromium` package when it can).
 """
@@ -24,6 +27,7 @@ import urllib.request
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -31,7 +35,10 @@ from urllib.parse import quote
 import pytest
 from websockets.sync.client import ClientConnection, connect
 
+from dream_assets.gates import GATED_PASSES
 from dream_assets.passes.registry import PASSES
+
+pytestmark = pytest.mark.slow   # a webserver, a browser and a whole dream cycle
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
@@ -40,6 +47,12 @@ RENDER_WAIT_S = 60      # upper bound only: the test goes on as soon as the grap
 WINDOW = (2900, 2300)   # large enough that a group graph fits at scale 1 (the UI only draws what is on screen)
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 PASS_GROUPS = sorted({spec.group for spec in PASSES})
+SHOTS = ROOT / "test-output" / "ui"   # screenshots of every page the tests open (gitignored)
+PAGE = (1600, 1400)     # the viewport for the asset, check and automation pages
+AGENT = "demo"
+FAILING_PASS = "skill_gap_detection"   # its model call fails in the cycle the instance ran
+SHOWN_PASS = "memory_consolidation"    # the pass whose materialization and plots are opened
+MODEL_ERROR = "HTTP 503 from the endpoint: overloaded"
 
 # Never send loopback traffic through a proxy configured in the environment.
 _HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -107,6 +120,68 @@ class Webserver:
     repository: str
 
 
+@dataclass
+class CycleInstance:
+    """A Dagster instance (DAGSTER_HOME) that has run one dream cycle for the demo agent, and what it recorded."""
+
+    home: Path
+    profile_root: Path
+    run_id: str
+    metadata: dict[str, dict[str, Any]]          # asset -> metadata values of its materialization
+    checks: dict[str, tuple[bool, str]]          # asset -> (passed, description) of its pass_completed check
+
+
+@pytest.fixture(scope="module")
+def dream_instance(tmp_path_factory) -> CycleInstance:
+    """One dream cycle for the demo agent on a real DAGSTER_HOME instance; the model call of FAILING_PASS fails (a
+    scripted HTTP 503), every other model pass gets the offline backend's answers."""
+    import dagster as dg
+
+    from dream_assets.definitions import build_definitions
+    from dream_assets.defs.deployment import DreamDeployment
+    from dream_assets.defs.partitions import AGENTS
+    from dream_assets.defs.resources import ModelResource
+    from dream_assets.demo import build_demo_profile
+    from dream_assets.llm.base import ModelCallError
+    from dream_assets.llm.offline import OfflineBackend
+    from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.profile import AgentProfile
+
+    tmp = tmp_path_factory.mktemp("dream-instance")
+    home, root = tmp / "dagster_home", tmp / "agents"
+    home.mkdir()
+    # nux off: the first-visit "join the community" dialog would cover the pages
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
+    build_demo_profile(AgentProfile(root / AGENT), datetime.now(UTC))
+    offline = OfflineBackend()
+    backend = ScriptedBackend(lambda req: ModelCallError(MODEL_ERROR) if req.pass_name == FAILING_PASS
+                              else offline.complete(req))
+    defs = build_definitions(DreamDeployment(profile_root=str(root)), model=ModelResource.with_backend(backend))
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions(AGENTS, [AGENT])
+        result = defs.resolve_job_def("dream_cycle").execute_in_process(
+            instance=instance, partition_key=AGENT, raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
+    metadata = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.event_specific_data.materialization
+        metadata[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
+    checks = {e.event_specific_data.asset_key.to_user_string(): (e.event_specific_data.passed,
+                                                                 e.event_specific_data.description or "")
+              for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert not result.success, "the cycle with a failing model call should have failed its run"
+    assert metadata[FAILING_PASS]["status"] == "failed" and metadata[SHOWN_PASS]["status"] == "completed", (
+        f"unexpected pass statuses: {({k: m.get('status') for k, m in metadata.items()})}")
+    return CycleInstance(home, root, result.run_id, metadata, checks)
+
+
+@pytest.fixture(scope="module")
+def shots() -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    print(f"screenshots of the Dagster UI go to {SHOTS}")
+    return SHOTS
+
+
 def _wait_until_loaded(proc: subprocess.Popen, base: str, log: Path) -> tuple[str, str] | None:
     """(location, repository) once the code location is loaded; None when the process died first."""
     deadline = time.monotonic() + SERVER_WAIT_S
@@ -132,13 +207,11 @@ def _wait_until_loaded(proc: subprocess.Popen, base: str, log: Path) -> tuple[st
 
 
 @pytest.fixture(scope="module")
-def webserver(tmp_path_factory) -> Iterator[Webserver]:
+def webserver(tmp_path_factory, dream_instance) -> Iterator[Webserver]:
     tmp = tmp_path_factory.mktemp("dagster-ui")
-    home = tmp / "dagster_home"
-    home.mkdir()
-    # nux off: the first-visit "join the community" dialog would cover the graph
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "DREAM__ProfileRoot": str(tmp / "agents")}
+    # the definitions' own defaults: no DREAM__* option of the calling shell (DREAM__Enabled=false, say) leaks in
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("DREAM__")},
+           "DAGSTER_HOME": str(dream_instance.home), "DREAM__ProfileRoot": str(dream_instance.profile_root)}
     exe = Path(sys.executable).parent / "dagster-webserver"
     cmd = [str(exe if exe.exists() else shutil.which("dagster-webserver") or exe), "-h", HOST]
     for attempt in itertools.count(1):
@@ -350,6 +423,79 @@ def _open_graph(chromium: Chromium, url: str, asset_names: set[str],
         time.sleep(0.25)
 
 
+# --- pages -------------------------------------------------------------------------------------------------------
+
+PAGE_TEXT_JS = "window.__leaving || !document.body ? null : document.body.innerText"
+
+# Every table row the page shows, as the text of its cells.
+TABLE_ROWS_JS = r"""(() => {
+  if (window.__leaving) return null;
+  return [...document.querySelectorAll('tr')].map(r => [...r.children].map(c => c.innerText.trim()));
+})()"""
+
+# The metadata plots: switch the metadata section to "Plots" while it shows the table, then, for every chart canvas,
+# its title (the first text above it) and how many of its pixels are the blue of a plotted point or line.
+PLOTS_JS = r"""(() => {
+  if (window.__leaving || !document.body) return null;
+  const canvases = [...document.querySelectorAll('canvas')];
+  if (!canvases.length) {
+    const button = [...document.querySelectorAll('button')].find(b => b.innerText.trim() === 'Plots');
+    if (button) button.click();
+    return {};
+  }
+  const plots = {};
+  for (const canvas of canvases) {
+    let el = canvas.parentElement;
+    while (el && !el.innerText.trim()) el = el.parentElement;
+    if (!el) continue;
+    const title = el.innerText.trim().split('\n')[0].trim();
+    const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+    let blue = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 100 && d[i + 2] - d[i] > 80) blue++;
+    plots[title] = Math.max(plots[title] || 0, blue);
+  }
+  return plots;
+})()"""
+
+
+def _page_size(chromium: Chromium, width: int, height: int) -> None:
+    chromium.call("Emulation.setDeviceMetricsOverride", deviceScaleFactor=1, mobile=False, width=width, height=height)
+
+
+@pytest.fixture
+def page(browser) -> Iterator[Chromium]:
+    """The browser at the PAGE viewport; the window size the graph tests use is back afterwards."""
+    _page_size(browser, *PAGE)
+    try:
+        yield browser
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")
+
+
+def _open_page(chromium: Chromium, url: str, read_js: str, done: Callable[[Any], bool], what: str) -> Any:
+    """Open the page and return what ``read_js`` reads once ``done`` accepts it; fail with the page text when it does
+    not within RENDER_WAIT_S."""
+    chromium.navigate(url)
+    deadline = time.monotonic() + RENDER_WAIT_S
+    while True:
+        value = chromium.evaluate(read_js)
+        if value is not None and done(value):
+            return value
+        if time.monotonic() > deadline:
+            text = chromium.evaluate("document.body ? document.body.innerText.slice(0, 3000) : ''")
+            pytest.fail(f"{url} did not show {what} within {RENDER_WAIT_S}s; the page shows:\n{text}")
+        time.sleep(0.25)
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _shown(value: Any) -> str:
+    """A metadata value as the UI prints it."""
+    return str(value)
+
+
 # --- tests -------------------------------------------------------------------------------------------------------
 
 def test_webserver_serves_the_lineage_of_the_pass_registry(webserver):
@@ -364,7 +510,7 @@ def test_webserver_serves_the_lineage_of_the_pass_registry(webserver):
 
 
 @pytest.mark.parametrize("group", PASS_GROUPS)
-def test_asset_graph_draws_every_pass_of_the_group_with_its_lineage_edges(webserver, browser, group, tmp_path):
+def test_asset_graph_draws_every_pass_of_the_group_with_its_lineage_edges(webserver, browser, group, shots):
     served = _served_lineage(webserver)
     served_edges = {(dep, name) for name, (_, deps) in served.items() for dep in deps}
     passes = {spec.name for spec in PASSES if spec.group == group}
@@ -376,7 +522,7 @@ def test_asset_graph_draws_every_pass_of_the_group_with_its_lineage_edges(webser
     url = f"{webserver.base}/locations/{repo}/asset-groups/{quote(group)}"
 
     graph = _open_graph(browser, url, set(served), lambda g: passes <= g.nodes and expected <= g.edges and not g.unmatched_edges)
-    shot = browser.screenshot(tmp_path / f"asset-graph-{group}.png")
+    shot = browser.screenshot(shots / f"asset-graph-{group}.png")
     print(f"asset graph of group {group}: {url} -> {shot}")
 
     assert passes <= graph.nodes, f"{url} does not show pass assets {sorted(passes - graph.nodes)} (see {shot})"
@@ -389,3 +535,118 @@ def test_asset_graph_draws_every_pass_of_the_group_with_its_lineage_edges(webser
     assert graph.edges <= served_edges, f"{url} draws edges the definitions do not have: " \
                                         f"{sorted(graph.edges - served_edges)}"
     assert not graph.unmatched_edges, f"{url} draws edges not attached to asset nodes: {graph.unmatched_edges}"
+
+
+def test_a_pass_materialization_shows_its_status_summary_and_counts(webserver, page, dream_instance, shots):
+    meta = dream_instance.metadata[SHOWN_PASS]
+    counts = {k: v for k, v in meta.items() if isinstance(v, int) and not isinstance(v, bool)}
+    assert counts.get("merged", 0) > 0 and "model_calls" in counts, (
+        f"the demo cycle should have merged memories with counts to show; {SHOWN_PASS} recorded {meta}")
+    expected = {"status": meta["status"], "summary": meta["summary"], **counts}
+    url = f"{webserver.base}/assets/{SHOWN_PASS}?view=events&partition={AGENT}"
+
+    def table(rows: list[list[str]]) -> dict[str, list[str]]:
+        return {cells[0]: cells[1:] for cells in rows if len(cells) >= 2}
+
+    rows = _open_page(page, url, TABLE_ROWS_JS, lambda rows: set(expected) <= set(table(rows)),
+                      f"the metadata of {SHOWN_PASS}'s materialization")
+    text = page.evaluate(PAGE_TEXT_JS)
+    shot = page.screenshot(shots / f"materialization-{SHOWN_PASS}.png")
+    print(f"materialization of {SHOWN_PASS}: {url} -> {shot}")
+
+    assert f"Partition {AGENT} materialized in run {dream_instance.run_id[:8]}" in text, (
+        f"{url} does not say which agent and run materialized {SHOWN_PASS} (see {shot}):\n{text[:2000]}")
+    shown = table(rows)
+    wrong = {key: (shown[key], _shown(value)) for key, value in expected.items() if _shown(value) not in shown[key]}
+    assert not wrong, f"{url} shows metadata values other than the run recorded (shown, recorded): {wrong} " \
+                      f"(see {shot})"
+
+
+def test_the_pass_plots_every_numeric_count(webserver, page, dream_instance, shots):
+    meta = dream_instance.metadata[SHOWN_PASS]
+    numeric = {k for k, v in meta.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    assert {"merged", "archived", "model_calls", "model_total_tokens"} <= numeric, f"recorded metadata: {meta}"
+    # every plot on one screen: charts off screen are not guaranteed to be drawn
+    _page_size(page, PAGE[0], 600 + 240 * ((len(numeric) + 1) // 2))
+    url = f"{webserver.base}/assets/{SHOWN_PASS}"
+    plots = _open_page(page, url, PLOTS_JS, lambda p: all(p.get(k, 0) > 0 for k in numeric),
+                       f"a drawn plot for each numeric metadata entry of {SHOWN_PASS} ({sorted(numeric)})")
+    shot = page.screenshot(shots / f"plots-{SHOWN_PASS}.png")
+    print(f"metadata plots of {SHOWN_PASS}: {url} -> {shot}")
+    assert numeric <= set(plots), f"{url} has no plot for {sorted(numeric - set(plots))} (see {shot})"
+    assert all(plots[k] > 0 for k in numeric), f"plots with no point drawn: " \
+                                               f"{sorted(k for k in numeric if not plots[k])} (see {shot})"
+    assert not set(plots) - numeric, f"{url} plots entries the pass did not record: {sorted(set(plots) - numeric)}"
+
+
+@pytest.mark.parametrize(("asset", "verdict"), [(FAILING_PASS, "Failed"), (SHOWN_PASS, "Passed")])
+def test_the_pass_completed_check_shows_its_verdict_and_names_the_agent(webserver, page, dream_instance, shots,
+                                                                        asset, verdict):
+    passed, description = dream_instance.checks[asset]
+    assert passed == (verdict == "Passed"), f"the cycle recorded pass_completed of {asset} as passed={passed}"
+    assert f"for agent {AGENT}" in description, f"the check of {asset} does not name the agent: {description!r}"
+    if not passed:
+        assert MODEL_ERROR in description, f"the failed check of {asset} does not give the reason: {description!r}"
+    url = f"{webserver.base}/assets/{asset}?view=checks"
+    listed = "Succeeded" if passed else "Failed"
+
+    def shown(text: str) -> bool:
+        lines = _lines(text)
+        if description not in text or "Evaluation result" not in lines:
+            return False
+        at = lines.index("Evaluation result")
+        return "agent" in lines and listed in lines[:at] and lines[at + 1] == verdict
+
+    text = _open_page(page, url, PAGE_TEXT_JS, shown,
+                      f"the pass_completed check of {asset} listed {listed}, evaluated {verdict}, with {description!r}")
+    shot = page.screenshot(shots / f"check-{asset}.png")
+    print(f"pass_completed check of {asset}: {url} -> {shot}")
+    lines = _lines(text)
+    assert "pass_completed" in lines, f"{url} does not name the check (see {shot})"
+    assert lines[lines.index("agent") + 1] == AGENT, f"{url} has no agent = {AGENT} in the check metadata ({shot})"
+
+
+AUTOMATION_QUERY = """{ repositoriesOrError { ... on RepositoryConnection { nodes {
+  schedules { name } sensors { name } } } } }"""
+
+
+# For each name: the row of the automation page that shows it, as its text lines after the name (the kind: "Scheduled
+# ..." or "Standard sensor") and whether its on/off switch is on.
+AUTOMATION_JS = r"""((names) => {
+  if (window.__leaving || !document.body) return null;
+  const rows = {};
+  for (const el of document.querySelectorAll('a, span, div')) {
+    const name = el.children.length === 0 ? el.innerText.trim() : '';
+    if (!names.includes(name)) continue;
+    let row = el.parentElement;
+    while (row && row.querySelectorAll('input[type=checkbox]').length < 2) row = row.parentElement;
+    if (!row) continue;
+    const lines = row.innerText.split('\n').map(l => l.trim()).filter(Boolean);
+    const toggle = [...row.querySelectorAll('input[type=checkbox]')].find(b => b.closest('[class*=formatSwitch]'));
+    rows[name] = {kind: lines[lines.indexOf(name) + 1] || '', on: toggle ? toggle.checked : null};
+  }
+  return rows;
+})(NAMES)"""
+
+
+def test_the_automation_page_lists_the_cycle_schedule_and_every_sensor_switched_on(webserver, page, shots):
+    [repo] = _graphql(webserver.base, AUTOMATION_QUERY)["repositoriesOrError"]["nodes"]
+    schedules = {s["name"] for s in repo["schedules"]}
+    sensors = {s["name"] for s in repo["sensors"]}
+    required = {"dream_cycle_schedule"}, {"agent_discovery_sensor", *(f"{p}_change_gate" for p in GATED_PASSES)}
+    assert required[0] <= schedules and required[1] <= sensors, (
+        f"the definitions serve schedules {sorted(schedules)} and sensors {sorted(sensors)}; missing "
+        f"{sorted((required[0] - schedules) | (required[1] - sensors))}")
+    names = schedules | sensors
+    url = f"{webserver.base}/automation"
+    rows = _open_page(page, url, AUTOMATION_JS.replace("NAMES", json.dumps(sorted(names))),
+                      lambda rows: names <= set(rows) and all(r["kind"] and r["on"] is not None for r in rows.values()),
+                      f"a row with its kind and switch for every schedule and sensor ({sorted(names)})")
+    shot = page.screenshot(shots / "automation.png")
+    print(f"automation page: {url} -> {shot}")
+    wrong = {name: row["kind"] for name, row in rows.items()
+             if not row["kind"].startswith("Scheduled" if name in schedules else "Standard sensor")}
+    assert not wrong, f"{url} shows these with the wrong kind: {wrong} (see {shot})"
+    # all on by default (README "Automation"): a fresh instance runs them without anyone switching them on
+    off = sorted(name for name, row in rows.items() if not row["on"])
+    assert not off, f"{url} shows these switched off on a fresh instance: {off} (see {shot})"
