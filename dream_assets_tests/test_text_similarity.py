@@ -221,3 +221,73 @@ def test_cosine_join_leaves_the_input_matrix_untouched() -> None:
     before = (x.data.copy(), x.indices.copy(), x.indptr.copy())
     cosine_pairs(x, 0.5)
     assert all(np.array_equal(a, b) for a, b in zip(before, (x.data, x.indices, x.indptr), strict=True))
+
+
+# ----------------------------------------------------------------------------------------------- overlap measure
+def test_overlap_sees_through_framing_inflection_and_word_order():
+    from dream_assets.text.similarity import overlap_similarity, tfidf_cosine
+
+    plain = "Melanie loves pottery classes."
+    for framed in ("Melanie said again on 12 May 2023 that she loved pottery classes.",
+                   "On 25 May 2023, Melanie mentioned again that pottery classes are what she loves.",
+                   "Melanie loves pottery classes. This came up again in a chat with Caroline on 2 July 2023."):
+        assert overlap_similarity(plain, framed) >= 0.75 > tfidf_cosine(plain, framed)
+    assert overlap_similarity(plain, "Melanie loves painting classes.") < 0.75
+    assert overlap_similarity("Jon is a banker.", "Jon met a banker in Paris at a long dinner with Gina.") < 0.75
+
+
+def test_overlap_pairs_match_a_brute_force_join():
+    import random
+    from collections import Counter
+
+    from dream_assets.text.similarity import overlap_pairs, overlap_score, smooth_idf
+
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(120)]
+    sets = [frozenset(rng.sample(words, rng.randint(1, 7))) for _ in range(300)]
+    sets += [s | {"extra"} for s in sets[:40]]
+    df = Counter(t for s in sets for t in s)
+    for threshold in (0.5, 0.75, 0.9):
+        rows, cols, sims = overlap_pairs(sets, threshold)
+        expected = set()
+        for i in range(len(sets)):
+            for j in range(i + 1, len(sets)):
+                w = {t: smooth_idf(len(sets), df[t]) for t in sets[i] | sets[j]}
+                score = overlap_score(sum(w[t] for t in sets[i] & sets[j]), sum(w[t] for t in sets[i]),
+                                      sum(w[t] for t in sets[j]))
+                if score >= threshold - 1e-12:
+                    expected.add((i, j))
+        assert set(zip(rows.tolist(), cols.tolist(), strict=True)) == expected and (sims <= 1.0).all()
+
+
+def test_overlap_clusters_and_keeps_distinct_topics_apart():
+    docs = [("a", "Melanie loves pottery classes."),
+            ("b", "On 25 May 2023, Melanie mentioned again that she loves pottery classes."),
+            ("c", "Caroline is researching adoption agencies."),
+            ("d", "Jon opened a dance studio downtown.")]
+    result = find_duplicate_clusters(docs, 0.75, 3, method="overlap")
+    assert result.method == "overlap" and result.clusters == [["a", "b"]]
+
+
+@pytest.mark.parametrize(("a", "b", "equal"), [
+    ("The user's badge is 4471.", "the user's   badge is 4471", True),
+    ("Kestrel ships on Fridays!", "Kestrel ships on Fridays.", True),
+    ("The dose is 3.5 mg.", "The dose is 35 mg.", False),
+    ("It costs $3.", "It costs €3.", False),
+    ("Meet at 12:30.", "Meet at 1230.", False),
+])
+def test_exact_key_normalises_case_space_and_punctuation_only(a, b, equal):
+    from dream_assets.text.similarity import exact_key
+
+    assert (exact_key(a) == exact_key(b)) is equal
+
+
+def test_frame_dates_are_only_dates_that_report_an_observation():
+    from dream_assets.text.framing import without_frame_dates
+
+    assert "12 May" not in without_frame_dates("Melanie said again on 12 May 2023 that she loves pottery.")
+    assert "9 July" not in without_frame_dates("Gina loves salsa (mentioned again on 9 July 2023).")
+    assert "3 June" not in without_frame_dates("As of 3 June 2023, Jon works at a bank.")
+    for event in ("Caroline said she went hiking on 7 May 2023.", "On 7 May 2023 Caroline went hiking.",
+                  "We met again on 3 May 2023 at the park."):
+        assert without_frame_dates(event) == event

@@ -57,3 +57,13 @@ def test_category_segments(category: str, expected: list[str]) -> None:
 def test_document_tokens_cover_content_category_and_tags() -> None:
     tokens = document_tokens("The user prefers dark mode", "preferences/ui-theme", ["editor", "night_mode"])
     assert tokens == ["user", "prefers", "dark", "mode", "preferences", "ui", "theme", "editor", "night", "mode"]
+
+
+def test_stem_joins_inflections_and_leaves_numbers_and_short_words():
+    from dream_assets.text.tokens import stem
+
+    assert stem("loves") == stem("loved") == stem("loving") == stem("love")
+    assert stem("married") == stem("marries") == stem("marry")
+    assert stem("running") == stem("runs") == "run"
+    assert stem("2023") == "2023" and stem("bus") == "bus" and stem("class") == stem("classes")
+    assert stem("teacher") != stem("teach")

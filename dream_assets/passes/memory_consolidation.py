@@ -383,6 +383,15 @@ def _twin(ctx: PassContext, content: str, category: str, ids: Sequence[str], sta
 
 
 # --------------------------------------------------------------------------------------------------- exact fold
+def _same_moment(a: dict[str, str], b: dict[str, str]) -> bool:
+    """Subject times that may be one moment: either is absent, they are equal, or one point refines the other
+    ("2026-01" and "2026-01-15")."""
+    if not a or not b or a == b:
+        return True
+    pa, pb = a.get("subjectTime", ""), b.get("subjectTime", "")
+    return set(a) == set(b) == {"subjectTime"} and (pa.startswith(pb) or pb.startswith(pa))
+
+
 def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -> list[MemoryEntry]:
     """Deterministic, before the model: live entries of one category whose content is equal after normalising case,
     white space and punctuation fold into the oldest of them. The oldest keeps its text; the others must add nothing
@@ -401,7 +410,7 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
         members = sorted(members, key=lambda e: (e.created_at, e.id))
         keeper, rest = members[0], []
         for other in members[1:]:
-            if keeper.subject_time and other.subject_time and keeper.subject_time != other.subject_time:
+            if not _same_moment(keeper.subject_time, other.subject_time):
                 continue  # the same words about another moment
             if decide_dedup(keeper.content, other.content, max_chars=ctx.options.MaxContentChars,
                             stored_category=keeper.category, incoming_category=other.category).action == REINFORCE:
