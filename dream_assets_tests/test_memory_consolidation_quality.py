@@ -198,3 +198,26 @@ def test_the_per_call_cap_does_not_decide_the_outcome(tmp_path):
         assert sum("Leeds" in c and "March" in c and "August" in c for c in contents) == 0
     assert results[4][0] == results[500][0]
     assert results[4][1] <= 30 / 4 + 8  # bounded: about one cycle per cap-full of entries, plus the merges' rounds
+
+
+# ----------------------------------------------------------------------------------------------- embeddings
+def test_with_an_embedding_model_the_scan_clusters_by_cosine_and_an_idle_agent_embeds_nothing(profile, store):
+    from dream_assets_tests.openai_server import OpenAITestServer, server_error
+
+    store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "Ingrid runs the Bergen office.")])
+    with OpenAITestServer() as server:
+        opts = NO_FLOOR.replace(EmbeddingModel="test-embed", EmbeddingBaseUrl=server.base_url,
+                                EmbeddingSimilarityThreshold=0.99, LlmMaxRetries=0)
+        run = Run(profile, store, opts)
+        first = run(answer())
+        assert first.counts["embedded"] == 2 and len(server.embedding_requests) == 1
+        assert first.usage.get("calls", 0) >= 1  # the embeddings call is in the pass's usage
+        server.requests.clear()
+        idle = run(now=NOW + timedelta(hours=1))
+        assert idle.counts["embedded"] == 0 and server.requests == [] and run.requests == []
+
+        store.memories.update("a", now=NOW, content="Kestrel ships on Fridays and Mondays.")
+        server.script(server_error(500))
+        degraded = run(answer(), now=NOW + timedelta(hours=2))
+        assert degraded.status == "completed" and "scan failed" in "\n".join(degraded.lines)
+        assert [e["id"] for e in run.requests[0].inputs["entries"]] == ["a"]  # new or changed only

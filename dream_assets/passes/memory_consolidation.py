@@ -47,7 +47,7 @@ ephemeral, protected, archived, eligible, withheld, plus created (new entries su
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -92,7 +92,7 @@ from dream_assets.text.coverage import (
     load_vocabulary,
     specifics_of,
 )
-from dream_assets.text.similarity import exact_key
+from dream_assets.text.similarity import DuplicateClusters, exact_key
 from dream_assets.text.tokens import content_tokens
 
 PASS = "memory_consolidation"
@@ -654,6 +654,38 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, vocab: Co
 
 
 # --------------------------------------------------------------------------------------------------- the pass
+def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateClusters]:
+    """The near-duplicate scan: cosine over embeddings when ``EmbeddingModel`` is set (vectors cached per content
+    hash in the store, so only new or edited entries are embedded; calls are counted in the pass's usage), the
+    store's lexical measure otherwise. A failed embeddings call fails the scan, and the pass degrades to new or
+    changed entries (spec: "If the near-duplicate scan fails ...")."""
+    from dream_assets.llm.embeddings import build_embedding_provider
+    from dream_assets.store.embeddings import EmbeddingIndex, cosine_clusters
+
+    memories = ctx.store.memories
+    if not ctx.options.EmbeddingModel.strip():
+        return memories.duplicate_clusters
+
+    def scan() -> DuplicateClusters:
+        client = ctx.client
+        start = len(client.usage.records)
+        provider = build_embedding_provider(ctx.options, usage=client.usage)
+        if provider is None:
+            return memories.duplicate_clusters()
+        try:
+            live = memories.list_live()
+            index = EmbeddingIndex(ctx.store, provider, now=ctx.now, pass_name=PASS)
+            vectors = index.vectors(live)
+            report.counts["embedded"] = index.embedded
+            return cosine_clusters([e.id for e in live], vectors, ctx.options.EmbeddingSimilarityThreshold,
+                                   ctx.options.ConsolidationMaxClusterSize)
+        finally:
+            for key, value in client.usage.totals(PASS, since=start).items():
+                report.usage[key] = report.usage.get(key, 0.0) + value
+
+    return scan
+
+
 def _summary(report: PassReport) -> str:
     c = report.counts
     n = {k: int(c.get(k, 0)) for k in ("live", "reviewed", "created_since_last_run", "merged", "repaired", "rejected",
@@ -698,7 +730,7 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
         report.counts["live"] = len(live)
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
-    selection = select_candidates(live, memories.duplicate_clusters, ctx.options.ConsolidationMaxEntriesPerCall,
+    selection = select_candidates(live, _scan(ctx, report), ctx.options.ConsolidationMaxEntriesPerCall,
                                   review_all=bool(ctx.force), now=ctx.now,
                                   cooldown=opts.ConsolidationSettledCooldown)
     report.extra["select_s"] = round(time.perf_counter() - started, 3)
