@@ -13,17 +13,30 @@ from pathlib import Path
 
 from dream_assets.model import parse_ts
 from dream_assets.options import DreamOptions, OptionsError
-from dream_assets.profile import AgentProfile
+from dream_assets.profile import AgentProfile, holds_profile
 
 DEMO_PROFILE = "data/agents/demo"
+#: `dream status` shows this many characters of a longer fingerprint unless --full.
+FINGERPRINT_SHOWN = 80
 
 
 def _now(args: argparse.Namespace) -> datetime:
     return parse_ts(args.now) if getattr(args, "now", None) else datetime.now(UTC)
 
 
-def _profile(args: argparse.Namespace) -> AgentProfile:
-    return AgentProfile(Path(args.profile))
+class MissingProfile(Exception):
+    """The command reads an agent, and ``--profile`` names no agent profile (a store or logs): nothing is created."""
+
+
+def _profile(args: argparse.Namespace, *, must_exist: bool = True) -> AgentProfile:
+    """The agent profile ``--profile`` names. A command that reads an agent refuses a folder that holds none (a typo
+    would otherwise create a new agent, which the discovery sensor then registers); ``dream init`` passes
+    ``must_exist=False``."""
+    profile = AgentProfile(Path(args.profile))
+    if must_exist and not holds_profile(profile.root):
+        raise MissingProfile(f"no agent profile at {profile.root}; create one with "
+                             f"`dream init --profile {args.profile}` (add --demo for the demo agent)")
+    return profile
 
 
 def _options(profile: AgentProfile) -> DreamOptions:
@@ -33,7 +46,7 @@ def _options(profile: AgentProfile) -> DreamOptions:
 def cmd_init(args: argparse.Namespace) -> int:
     from dream_assets.demo import build_demo_profile
 
-    profile = _profile(args)
+    profile = _profile(args, must_exist=False)
     if profile.store_path.exists():
         if args.if_missing:
             print(f"profile {profile.root} already exists; leaving it as it is")
@@ -56,21 +69,25 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from dream_assets.defs.passes import UnknownPass, parse_forced
     from dream_assets.defs.runner import run_cycle_in_dagster
     from dream_assets.llm.client import resolve_backend_name
     from dream_assets.passes.registry import PASSES
 
-    profile = _profile(args)
-    if args.demo and not profile.store_path.exists():
+    try:
+        forced = parse_forced(",".join(args.force_passes or ()))
+    except UnknownPass as exc:
+        print(f"dream run --force: {exc}", file=sys.stderr)
+        return 2
+    if args.demo and not _profile(args, must_exist=False).store_path.exists():
         args.if_missing, args.force = True, False
         cmd_init(args)
-    if not profile.root.exists():
-        print(f"no agent profile at {profile.root}; create one with `dream init --profile {args.profile} --demo`",
-              file=sys.stderr)
-        return 2
+    profile = _profile(args)
     backend = resolve_backend_name(_options(profile))
     print(f"dream cycle for agent {profile.agent_id!r} at {profile.root} (model backend: {backend})")
-    run = run_cycle_in_dagster(profile, now=args.now)
+    if forced:
+        print(f"forced this run (change gate and minimum interval ignored once): {', '.join(forced)}")
+    run = run_cycle_in_dagster(profile, now=args.now, force=forced, force_reason=args.reason)
     width = max(len(p.name) for p in PASSES)
     for spec in PASSES:
         status, summary = run.summaries.get(spec.name, ("not run", ""))
@@ -98,9 +115,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
     store = open_store(profile, _options(profile))
     try:
         if args.list:
-            for cycle_id, when, n in store.changes.cycles():
-                print(f"{cycle_id}  {when:%Y-%m-%d %H:%M}  {n} change(s)")
-            return 0
+            return _list_changes(store, args.profile)
         result = store.changes.undo_cycle(args.cycle, now=_now(args), pass_name=args.pass_name, force=args.force)
     except UndoRefused as exc:
         print(str(exc), file=sys.stderr)
@@ -126,45 +141,218 @@ def cmd_undo(args: argparse.Namespace) -> int:
     return 0 if result.applied else 3
 
 
+def _list_changes(store, profile_arg: str) -> int:
+    """One line per cycle and pass, oldest cycle first, each starting with the cycle id: real changes, how many are
+    still undoable, and the review stamps apart (they are not changes and undo leaves them)."""
+    rows = store.changes.by_pass()
+    if not rows:
+        print("no changes recorded yet")
+        return 0
+    width = max(len(r.pass_name) for r in rows)
+    print(f"cycle, started (UTC), pass: changes and what is still undoable — undo with "
+          f"`dream undo --profile {profile_arg} --cycle CYCLE [--pass PASS]`")
+    for r in rows:
+        kinds = ", ".join(f"{n} {k}" for k, n in r.kinds.items())
+        text = (f"{r.changes} change(s) ({kinds}), {r.undoable} still undoable" if r.changes
+                else "no changes")
+        stamps = f"; {r.stamps} review stamp(s), not changes" if r.stamps else ""
+        print(f"{r.cycle_id}  {r.cycle_started_at:%Y-%m-%d %H:%M}  {r.pass_name:<{width}}  {text}{stamps}")
+    return 0
+
+
+#: The pass name the change log records a hand restore under (``dream restore``); undo treats it like any cycle.
+RESTORE_PASS = "restore"
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
+    """Put one archived memory back in the live corpus, recorded in the change log under a cycle of its own so
+    `dream undo` can archive it again. A live memory is left alone (exit 0); an unknown or purged id exits 2."""
     from dream_assets.store import open_store
+    from dream_assets.store.connection import StoreError
 
     profile = _profile(args)
+    now = _now(args)
+    cycle = f"restore-{now:%Y%m%dT%H%M%SZ}-{args.id[:12]}"
     store = open_store(profile, _options(profile))
-    entry = store.memories.get(args.id)
-    if entry is None:
-        print(f"no memory with id {args.id!r} (it may have been purged)", file=sys.stderr)
+    try:
+        with store.transaction():
+            entry = store.memories.get(args.id)
+            if entry is None:
+                gone = "it was purged" if args.id in store.memories.purged_ids() else "no such id"
+                print(f"no memory with id {args.id!r} in agent {profile.agent_id} ({gone}); nothing restored",
+                      file=sys.stderr)
+                return 2
+            if not entry.is_archived:
+                print(f"memory {args.id} is live, not archived; nothing to restore: {entry.content}")
+                return 0
+            restored = store.memories.restore(args.id, now=now)
+            store.changes.record(cycle_id=cycle, pass_name=RESTORE_PASS, kind="restored", target_type="memory",
+                                 target_id=args.id, before=entry, after=restored,
+                                 reason="restored by hand with dream restore", now=now)
+    except StoreError as exc:
+        print(f"restore stopped: {exc}", file=sys.stderr)
         return 2
-    store.memories.restore(args.id, now=_now(args))
-    print(f"restored memory {args.id}: {entry.content}")
+    finally:
+        store.close()
+    print(f"restored memory {args.id}: {restored.content}")
+    print(f"recorded as cycle {cycle}; archive it again with `dream undo --profile {args.profile} --cycle {cycle}`")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """Every pass with its last run, status and reason, when it runs next, its model calls and its full ledger
+    fingerprint."""
+    from dream_assets.pass_status import load_outcomes, recorded_at
+    from dream_assets.passes.registry import PASSES
     from dream_assets.store import open_store
     from dream_assets.store.ledger import PassLedger
 
     profile = _profile(args)
-    store = open_store(profile, _options(profile))
+    options = _options(profile)
+    now = _now(args)
+    store = open_store(profile, options)
     counts = store.memories.counts()
     print(f"agent {profile.agent_id}: {counts['live']} live memories, {counts['archived']} archived, "
           f"{len(store.skills.list())} skills")
-    for name, rec in sorted(PassLedger(profile).records().items()):
-        print(f"  {name:<24} last run {rec.last_run_at:%Y-%m-%d %H:%M} UTC  fingerprint {rec.fingerprint[:16]}")
+    ledger = PassLedger(profile)
+    if ledger.warning:
+        print(f"WARNING: {ledger.warning}")
+    outcomes = load_outcomes(profile, [p.name for p in PASSES])
+    width = max(len(p.name) for p in PASSES)
+    for spec in PASSES:
+        out, rec = outcomes.get(spec.name), ledger.get(spec.name)
+        if out is None:
+            head = "never run (no record yet)"
+        else:
+            at = recorded_at(out)
+            tokens = int(float((out.get("usage") or {}).get("total_tokens", 0)))
+            head = (f"{out['status']:<9}  last run {_when(at)}  model calls {int(out.get('model_calls') or 0)}, "
+                    f"tokens {tokens}")
+        print(f"  {spec.name:<{width}}  {head}")
+        pad = " " * (width + 4)
+        if out is not None and (out.get("reason") or out.get("summary")):
+            print(f"{pad}{'reason' if out.get('reason') else 'summary'}: {out.get('reason') or out.get('summary')}")
+        if rec is not None:
+            fp = rec.fingerprint
+            shown = fp if args.full or len(fp) <= FINGERPRINT_SHOWN else (
+                f"{fp[:FINGERPRINT_SHOWN]}… (first {FINGERPRINT_SHOWN} of {len(fp)} characters; --full shows all)")
+            print(f"{pad}last completed {_when(rec.last_run_at)}, input fingerprint {shown}")
+        print(f"{pad}next run: {_next_run(spec.name, profile, options, rec, now)}")
+    return 0
+
+
+def _duration(value) -> str:
+    """A duration as the options take it (ISO-8601: P7D, PT6H, PT1H30M)."""
+    seconds = int(value.total_seconds())
+    sign, seconds = ("-", -seconds) if seconds < 0 else ("", seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    time_part = "".join(f"{n}{u}" for n, u in ((hours, "H"), (minutes, "M"), (secs, "S")) if n)
+    return f"{sign}P{f'{days}D' if days else ''}{f'T{time_part}' if time_part else ''}" if seconds else "PT0S"
+
+
+def _when(at: datetime | None) -> str:
+    return f"{at:%Y-%m-%d %H:%M} UTC" if at is not None else "unknown"
+
+
+def _next_run(pass_name: str, profile: AgentProfile, options: DreamOptions, rec, now: datetime) -> str:
+    """When the pass runs next, as the change gate and the floors decide it."""
+    from dream_assets.gates import GATED_PASSES, consolidation_floor, disabled_by
+
+    off = disabled_by(pass_name, options)
+    if off is not None:
+        return f"never: disabled ({off} = false)"
+    if pass_name not in GATED_PASSES:
+        text = "every cycle"
+    elif not options.DreamPassChangeGateEnabled:
+        text = "every cycle (change gate off: DreamPassChangeGateEnabled = false)"
+    elif rec is None:
+        text = "next cycle (never completed)"
+    elif options.DreamPassMaxSkipInterval.total_seconds() <= 0:
+        text = "when its input changes; no forced run (DreamPassMaxSkipInterval is not positive)"
+    else:
+        forced = rec.last_run_at + options.DreamPassMaxSkipInterval
+        text = (f"next cycle (forced: DreamPassMaxSkipInterval {_duration(options.DreamPassMaxSkipInterval)} elapsed)"
+                if forced <= now else
+                f"when its input changes; next forced run {_when(forced)} (last completed + DreamPassMaxSkipInterval "
+                f"{_duration(options.DreamPassMaxSkipInterval)})")
+    if pass_name == "memory_consolidation":
+        floor = consolidation_floor(profile, options, now)
+        if floor is not None:
+            text += f"; held back until {_when(floor)} (ConsolidationMinInterval {_duration(options.ConsolidationMinInterval)})"
+    return text
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """What the last cycle (or --cycle) changed, what it rejected and why, its model calls and how to undo it."""
+    from dream_assets.cycle_report import build_cycle_report, latest_cycle_id, saved_report
+    from dream_assets.passes.registry import PASSES
+    from dream_assets.store import open_store
+
+    profile = _profile(args)
+    store = open_store(profile, _options(profile))
+    names = [p.name for p in PASSES]
+    cycle = args.cycle or latest_cycle_id(profile, names)
+    if cycle is None:
+        print(f"no cycle has run for agent {profile.agent_id} yet; run one with "
+              f"`dream run --profile {args.profile}`")
+        return 0
+    report = build_cycle_report(profile, store, cycle, names, profile_arg=args.profile)
+    if not report.passes:
+        saved = saved_report(profile, cycle)
+        if saved is not None:
+            print(saved.read_text(encoding="utf-8"))
+            return 0
+        if not report.undoable:
+            print(f"no cycle {cycle!r} for agent {profile.agent_id}: no pass record, saved report or change of it "
+                  f"(see `dream undo --profile {args.profile} --list`)", file=sys.stderr)
+            return 2
+    print(report.markdown())
     return 0
 
 
 def cmd_import_logs(args: argparse.Namespace) -> int:
-    from dream_assets.store.warehouse import import_jsonl
+    """Exit 0: every line was imported (or was already there); 1: some lines were left out (not records of the kind;
+    listed); 2: nothing was imported (no profile, an unknown kind, a file that is missing or unreadable)."""
+    from dream_assets.store.warehouse import ImportResult, WarehouseError, check_import_kind, import_jsonl
 
     profile = _profile(args)
-    total = 0
+    try:
+        check_import_kind(args.kind)
+        for path in map(Path, args.files):
+            if not path.is_file():
+                raise WarehouseError(f"cannot import {path}: {'not a file' if path.exists() else 'no such file'}")
+    except WarehouseError as exc:
+        print(f"dream import-logs: {exc}", file=sys.stderr)
+        return 2
+    now = _now(args)
+    total = ImportResult()
     for path in args.files:
-        added = import_jsonl(profile, args.kind, Path(path), _now(args))
-        print(f"{path}: {added} new line(s) in the {args.kind} warehouse")
-        total += added
-    print(f"{total} line(s) imported")
-    return 0
+        try:
+            r = import_jsonl(profile, args.kind, Path(path), now)
+        except WarehouseError as exc:
+            print(f"dream import-logs: {exc}", file=sys.stderr)
+            return 2
+        others = ", ".join(f"{n} {k}" for k, n in sorted(r.other_kinds.items()))
+        print(f"{path}: {r.imported} new line(s) in the {args.kind} warehouse, {r.already_there} already there, "
+              f"{r.malformed} malformed, {r.wrong_kind} of another kind" + (f" ({others})" if others else ""))
+        for problem in r.problems:
+            print(f"  not imported: {problem}", file=sys.stderr)
+        if r.malformed + r.wrong_kind > len(r.problems):
+            print(f"  … and {r.malformed + r.wrong_kind - len(r.problems)} more line(s) not imported", file=sys.stderr)
+        total.imported += r.imported
+        total.valid += r.valid
+        total.malformed += r.malformed
+        total.wrong_kind += r.wrong_kind
+        for kind, n in r.other_kinds.items():
+            total.other_kinds[kind] = total.other_kinds.get(kind, 0) + n
+    print(f"{total.imported} line(s) imported, {total.already_there} already there, {total.malformed} malformed, "
+          f"{total.wrong_kind} of another kind")
+    if total.other_kinds and total.wrong_kind > total.valid:
+        likely = max(total.other_kinds, key=lambda k: total.other_kinds[k])
+        print(f"most lines are {likely} records: did you mean --kind {likely}?", file=sys.stderr)
+    return 1 if total.malformed or total.wrong_kind else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -187,6 +375,10 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.add_argument("--demo", action="store_true", help="create the demo agent first when the profile is missing")
     sp.add_argument("--memories", type=int, default=320)
+    sp.add_argument("--force", dest="force_passes", nargs="+", metavar="PASS",
+                    help="run these passes even if their input has not changed and their minimum interval has not "
+                         "passed (this run only; recorded in the pass ledger), e.g. memory_consolidation")
+    sp.add_argument("--reason", help="why the passes are forced (recorded in the pass ledger)")
     sp.set_defaults(func=cmd_run)
 
     sp = sub.add_parser("undo", help="undo one cycle's changes (or list cycles with --list); exits 0 when records "
@@ -194,7 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.add_argument("--cycle", help="cycle (Dagster run) id")
     sp.add_argument("--pass", dest="pass_name", help="only this pass's changes, e.g. memory_consolidation")
-    sp.add_argument("--list", action="store_true")
+    sp.add_argument("--list", action="store_true",
+                    help="per cycle and pass: changes, what is still undoable, review stamps apart")
     sp.add_argument("--force", action="store_true", help="undo what can be undone even if some entries were edited since")
     sp.set_defaults(func=cmd_undo)
 
@@ -203,11 +396,21 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--id", required=True)
     sp.set_defaults(func=cmd_restore)
 
-    sp = sub.add_parser("status", help="counts and the pass ledger of a profile")
+    sp = sub.add_parser("status", help="counts, and every pass with its last run, status, reason, next run, model "
+                                       "calls and input fingerprint")
     common(sp)
+    sp.add_argument("--full", action="store_true", help="show input fingerprints in full, however long")
     sp.set_defaults(func=cmd_status)
 
-    sp = sub.add_parser("import-logs", help="load historical JSONL logs into the warehouse for backfills")
+    sp = sub.add_parser("report", help="what the last cycle changed (merged, archived, protected, superseded, "
+                                       "rejected and why), its model calls and tokens, and how to undo it")
+    common(sp)
+    sp.add_argument("--cycle", help="this cycle (Dagster run) id instead of the last one")
+    sp.set_defaults(func=cmd_report)
+
+    sp = sub.add_parser("import-logs", help="load historical JSONL logs into the warehouse for backfills; only "
+                                            "valid records of --kind are imported, other lines are counted and listed "
+                                            "(exit 1), a missing file or unknown kind imports nothing (exit 2)")
     common(sp)
     sp.add_argument("--kind", required=True, help="skill-usage, tool-call, feedback, skill-resource-usage, "
                                                   "wisp-executions, tier-routing or conversation")
@@ -229,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except OptionsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except MissingProfile as exc:
+        print(f"dream {args.command}: {exc}", file=sys.stderr)
         return 2
 
 

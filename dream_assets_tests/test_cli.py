@@ -1,7 +1,9 @@
 """The `dream` command as a user runs it: init the demo, run a cycle through Dagster, undo it."""
 
+import pytest
+
 from dream_assets.cli import main
-from dream_assets.profile import AgentProfile
+from dream_assets.profile import AgentProfile, discover_profiles
 from dream_assets.store import open_store
 
 NOW = "2026-11-30T12:00:00Z"
@@ -45,6 +47,7 @@ def test_undo_puts_a_cycle_back(tmp_path, capsys, monkeypatch):
 
 
 def test_bad_option_stops_with_a_clear_message(tmp_path, capsys, monkeypatch):
+    AgentProfile(tmp_path / "x").ensure()
     monkeypatch.setenv("DREAM__Interval", "often")
     assert main(["status", "--profile", str(tmp_path / "x")]) == 2
     assert "invalid value 'often' for option Interval" in capsys.readouterr().err
@@ -61,11 +64,14 @@ def test_import_logs_loads_history_into_the_warehouse_once(tmp_path, capsys):
         '{"timestamp":"2025-03-02T10:00:00Z","wispId":"w2","description":"Sync CRM","success":true}\n'
         'not json at all\n')
     profile = tmp_path / "agents" / "legacy"
+    AgentProfile(profile).ensure()
     args = ["import-logs", "--profile", str(profile), "--kind", "wisp-executions", str(old), "--now", NOW]
-    assert main(args) == 0
-    assert "3 line(s) imported" in capsys.readouterr().out
-    assert main(args) == 0
-    assert "0 line(s) imported" in capsys.readouterr().out   # idempotent
+    assert main(args) == 1   # a line was left out
+    out, err = capsys.readouterr()
+    assert "2 line(s) imported, 0 already there, 1 malformed, 0 of another kind" in out
+    assert "not imported: wisp-2025.jsonl:3: not valid JSON" in err
+    assert main(args) == 1
+    assert "0 line(s) imported, 2 already there, 1 malformed" in capsys.readouterr().out   # idempotent
     rows = read_day(AgentProfile(profile), "wisp-executions", date(2025, 3, 1))
     assert [r["wispId"] for r in rows] == ["w1"]
 
@@ -126,3 +132,121 @@ def test_run_counts_answered_model_calls_apart_from_failed_ones(tmp_path, capsys
     last = out.strip().splitlines()[-1]
     assert "skill_gap_detection failed: " in last and "tier_routing_review failed: " in last
     assert "HTTP 400" in last and "memory_consolidation failed" not in last
+
+
+# --- misuse: a clear answer, nothing created -------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [["status"], ["undo", "--list"], ["restore", "--id", "abc"],
+                                     ["import-logs", "--kind", "tool-call", "x.jsonl"], ["run"]])
+def test_a_mistyped_profile_is_refused_with_the_init_hint_and_nothing_is_created(tmp_path, capsys, command):
+    root = tmp_path / "agents"
+    AgentProfile(root / "demo").ensure()
+    typo = root / "nope"
+    assert main([*command[:1], "--profile", str(typo), *command[1:]]) == 2
+    err = capsys.readouterr().err
+    assert f"no agent profile at {typo}" in err and f"dream init --profile {typo}" in err
+    assert not typo.exists()
+    assert [p.agent_id for p in discover_profiles(root)] == ["demo"]
+
+
+def _agent_with_memories(tmp_path):
+    from dream_assets.model import MemoryEntry, new_id, parse_ts
+
+    profile = AgentProfile(tmp_path / "agents" / "a1").ensure()
+    store = open_store(profile)
+    at = parse_ts("2026-11-01T00:00:00Z")
+    entries = [store.memories.put(MemoryEntry(id=new_id(), content=text, category="general", tags=(), importance=0.5,
+                                              created_at=at, updated_at=at, last_seen_at=at, reinforcement_count=1,
+                                              metadata={}))
+               for text in ("Ana Ruiz signed the Lisbon lease in 2025.", "The Oslo kickoff is on 3 March.")]
+    store.memories.archive(entries[0].id, now=at)
+    store.close()
+    return profile, entries
+
+
+def test_restore_puts_an_archived_memory_back_as_an_undoable_change(tmp_path, capsys):
+    profile, (archived, live) = _agent_with_memories(tmp_path)
+    assert main(["restore", "--profile", str(profile.root), "--id", archived.id, "--now", NOW]) == 0
+    out = capsys.readouterr().out
+    assert f"restored memory {archived.id}: Ana Ruiz" in out
+    cycle = out.split("recorded as cycle ")[1].split(";")[0]
+    store = open_store(profile)
+    assert not store.memories.get(archived.id).is_archived
+    store.close()
+    assert main(["undo", "--profile", str(profile.root), "--cycle", cycle, "--now", NOW]) == 0
+    store = open_store(profile)
+    assert store.memories.get(archived.id).is_archived
+    store.close()
+
+
+def test_restore_of_a_live_or_unknown_memory_says_so(tmp_path, capsys):
+    profile, (_, live) = _agent_with_memories(tmp_path)
+    assert main(["restore", "--profile", str(profile.root), "--id", live.id, "--now", NOW]) == 0
+    out = capsys.readouterr().out
+    assert f"memory {live.id} is live, not archived; nothing to restore" in out and "restored memory" not in out
+    store = open_store(profile)
+    assert store.changes.list() == []   # nothing recorded
+    store.close()
+    assert main(["restore", "--profile", str(profile.root), "--id", "no-such-id", "--now", NOW]) == 2
+    assert "no memory with id 'no-such-id' in agent a1 (no such id); nothing restored" in capsys.readouterr().err
+
+
+def test_import_logs_refuses_an_unknown_kind_and_a_missing_file_in_one_line(tmp_path, capsys):
+    profile = AgentProfile(tmp_path / "agents" / "a1").ensure()
+    good = tmp_path / "tools.jsonl"
+    good.write_text('{"timestamp":"2025-03-01T10:00:00Z","sessionId":"s1","tool":"shell","success":true}\n')
+    assert main(["import-logs", "--profile", str(profile.root), "--kind", "tool-calls", str(good)]) == 2
+    captured = capsys.readouterr()
+    assert "unknown log kind 'tool-calls': use one of skill-usage, tool-call," in captured.err
+    assert "Traceback" not in captured.err and not (profile.warehouse_dir / "tool-calls").exists()
+    missing = tmp_path / "missing.jsonl"
+    assert main(["import-logs", "--profile", str(profile.root), "--kind", "tool-call", str(good), str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"dream import-logs: cannot import {missing}: no such file"
+    assert not (profile.warehouse_dir / "tool-call").exists()   # nothing imported when one file is missing
+
+
+def test_import_logs_counts_lines_of_another_kind_and_suggests_the_kind(tmp_path, capsys):
+    profile = AgentProfile(tmp_path / "agents" / "a1").ensure()
+    tools = tmp_path / "tools.jsonl"
+    tools.write_text("".join(f'{{"timestamp":"2025-03-01T10:0{i}:00Z","sessionId":"s1","tool":"shell",'
+                             f'"success":true}}\n' for i in range(3)))
+    assert main(["import-logs", "--profile", str(profile.root), "--kind", "wisp-executions", str(tools)]) == 1
+    out, err = capsys.readouterr()
+    assert "0 new line(s) in the wisp-executions warehouse, 0 already there, 0 malformed, 3 of another kind " \
+           "(3 tool-call)" in out
+    assert "did you mean --kind tool-call?" in err
+
+
+def test_run_force_refuses_an_unknown_pass_with_the_list(tmp_path, capsys):
+    profile = AgentProfile(tmp_path / "agents" / "a1").ensure()
+    assert main(["run", "--profile", str(profile.root), "--force", "memory_consolidaton"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown pass(es) 'memory_consolidaton' to force" in err and "memory_consolidation, skill_gap_detection" in err
+
+
+def test_run_force_calls_a_held_pass_once_and_the_next_plain_cycle_is_gated_again(tmp_path, capsys, monkeypatch):
+    import json
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    profile = tmp_path / "agents" / "demo"
+    assert main(["run", "--profile", str(profile), "--demo", "--now", NOW]) == 0
+    capsys.readouterr()
+
+    def consolidation_line(out: str) -> str:
+        return next(line for line in out.splitlines() if line.startswith("  memory_consolidation "))
+
+    # an hour later nothing changed and the 6-hour floor holds; forced, consolidation calls the model anyway
+    assert main(["run", "--profile", str(profile), "--now", "2026-11-30T13:00:00Z", "--force", "memory_consolidation",
+                 "--reason", "switched to a real model"]) == 0
+    forced = capsys.readouterr().out
+    assert "forced this run (change gate and minimum interval ignored once): memory_consolidation" in forced
+    assert " completed " in consolidation_line(forced)
+    assert "model calls this cycle: 1 answered (offline)" in forced
+    ledger = json.loads((profile / "dream-pass-ledger.json").read_text())["passes"]
+    assert ledger["memory_consolidation"]["forced"] == "switched to a real model"
+    assert ledger["memory_consolidation"]["lastRunAt"].startswith("2026-11-30T13:00:00")
+
+    assert main(["run", "--profile", str(profile), "--now", "2026-11-30T14:00:00Z"]) == 0
+    plain = capsys.readouterr().out
+    assert " skipped " in consolidation_line(plain) and "model calls this cycle: 0 answered (offline)" in plain

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from dream_assets.defs.deployment import DreamDeployment, run_now
-from dream_assets.defs.metadata import report_metadata
+from dream_assets.defs.metadata import label_metadata, report_metadata, stage_tags
 from dream_assets.defs.partitions import agents_partitions
 from dream_assets.defs.resources import ModelResource
 from dream_assets.passes.context import PassContext
@@ -21,6 +21,36 @@ from dream_assets.passes.registry import PASSES, PassSpec
 from dream_assets.passes.report import PassReport
 
 COMPLETED_CHECK = "pass_completed"
+#: Run tag naming the passes (comma-separated) that ignore their change gate and minimum-interval floor in this run.
+FORCE_TAG = "dream/force"
+#: Run tag: why they were forced (recorded in the pass ledger); default: "run tag dream/force".
+FORCE_REASON_TAG = "dream/force_reason"
+
+
+class UnknownPass(ValueError):
+    pass
+
+
+def parse_forced(value: str | None) -> list[str]:
+    """The pass names of a ``dream/force`` value (commas or spaces between them); an unknown name is refused with the
+    list of passes."""
+    names = [n for n in (value or "").replace(",", " ").split() if n]
+    known = [p.name for p in PASSES]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UnknownPass(f"unknown pass(es) {', '.join(map(repr, unknown))} to force; passes: {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
+def forced_reason(tags: dict[str, str], pass_name: str) -> str | None:
+    """Why ``pass_name`` is forced in a run with these tags, or None when it is not."""
+    try:
+        forced = parse_forced(tags.get(FORCE_TAG))
+    except UnknownPass as exc:
+        raise dg.Failure(description=f"run tag {FORCE_TAG}: {exc}", allow_retries=False) from None
+    if pass_name not in forced:
+        return None
+    return (tags.get(FORCE_REASON_TAG) or "").strip() or f"run tag {FORCE_TAG}"
 
 
 def completed_check(pass_name: str, agent: str, report: PassReport) -> dg.AssetCheckResult:
@@ -84,6 +114,7 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
         deps=[*spec.after, *spec.reads],
         pool="llm" if spec.uses_model else None,
         kinds={"python", "llm"} if spec.uses_model else {"python"},
+        tags=stage_tags(spec.group), metadata=label_metadata(spec.description.split(" — ")[0]),
         check_specs=[dg.AssetCheckSpec(COMPLETED_CHECK, asset=spec.name,
                                        description="The pass completed, or skipped / deferred for a stated reason. "
                                                    "Fails (ERROR) when the pass failed, naming the agent and why.")],
@@ -94,7 +125,8 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
         profile = deployment.profile(agent)
         options = deployment.options(profile)
         ctx = PassContext(profile, options, run_now(context), cycle_id=context.run.run_id,
-                          client_factory=lambda: model.client(profile, options))
+                          client_factory=lambda: model.client(profile, options),
+                          force=forced_reason(context.run.tags, spec.name))
         report = spec.run(ctx)   # never raises: a failed pass is a report with status "failed"
         for line in report.lines:
             context.log.info(line)

@@ -1,6 +1,7 @@
 """Running one dream cycle through Dagster from the command line (`dream run`)."""
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import dagster as dg
 from dream_assets.definitions import build_definitions
 from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
 from dream_assets.defs.partitions import AGENTS
+from dream_assets.defs.passes import FORCE_REASON_TAG, FORCE_TAG, parse_forced
 from dream_assets.profile import AgentProfile
 
 
@@ -33,9 +35,15 @@ class CycleRun:
         return self.success and not self.failed and not self.step_errors
 
 
-def run_cycle_in_dagster(profile: AgentProfile, *, now: str | None = None) -> CycleRun:
+def run_cycle_in_dagster(profile: AgentProfile, *, now: str | None = None, force: Sequence[str] = (),
+                         force_reason: str | None = None) -> CycleRun:
     """Materialize the dream_cycle job for one agent in this process, on the DAGSTER_HOME instance when one is set
-    (so `make dev` shows the run) or an ephemeral one."""
+    (so `make dev` shows the run) or an ephemeral one. ``force``: passes that ignore their change gate and
+    minimum-interval floor in this run (the ``dream/force`` run tag), ``force_reason`` saying why."""
+    tags = {NOW_TAG: now} if now else {}
+    if force:
+        tags[FORCE_TAG] = ",".join(parse_forced(",".join(force)))
+        tags[FORCE_REASON_TAG] = force_reason or "dream run --force"
     defs = build_definitions(deployment=DreamDeployment(profile_root=str(profile.root.parent)))
     home = os.environ.get("DAGSTER_HOME")
     if home:
@@ -45,7 +53,7 @@ def run_cycle_in_dagster(profile: AgentProfile, *, now: str | None = None) -> Cy
         if not instance.has_dynamic_partition(AGENTS, profile.agent_id):
             instance.add_dynamic_partitions(AGENTS, [profile.agent_id])
         result = defs.resolve_job_def("dream_cycle").execute_in_process(
-            instance=instance, partition_key=profile.agent_id, tags={NOW_TAG: now} if now else {},
+            instance=instance, partition_key=profile.agent_id, tags=tags,
             raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": os.environ.get("DREAM_LOG_LEVEL", "WARNING")}}}})
         run = CycleRun(result.run_id, result.success, persistent=bool(home))
