@@ -236,7 +236,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             fp = rec.fingerprint
             shown = fp if args.full or len(fp) <= FINGERPRINT_SHOWN else (
                 f"{fp[:FINGERPRINT_SHOWN]}… (first {FINGERPRINT_SHOWN} of {len(fp)} characters; --full shows all)")
-            print(f"{pad}last completed {_when(rec.last_run_at)}, input fingerprint {shown}")
+            forced = f" (forced: {rec.forced})" if rec.forced else ""
+            print(f"{pad}last completed {_when(rec.last_run_at)}{forced}, input fingerprint {shown}")
         print(f"{pad}next run: {_next_run(spec.name, profile, options, rec, now)}")
     return 0
 

@@ -132,3 +132,15 @@ def test_a_force_tag_naming_an_unknown_pass_fails_the_run_with_the_list_of_passe
     assert messages and "unknown pass(es) 'skill_consolidaton' to force" in messages[0]
     assert "passes: log_retention, archive_purge" in messages[0]
     assert not result.get_asset_materialization_events()   # nothing ran
+
+
+def test_status_says_the_last_completed_run_was_forced_and_why(profile, store, capsys):
+    from dream_assets.cli import main
+
+    _memories(store)
+    backend = ScriptedBackend([NOTHING])
+    run_memory_consolidation(_context(profile, store, backend, now=NOW, force=REASON))
+    store.close()
+    assert main(["status", "--profile", str(profile.root), "--now", NOW.isoformat()]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "last completed" in line]
+    assert any(f"(forced: {REASON})" in line for line in lines)
