@@ -99,6 +99,16 @@ def test_exact_duplicates_fold_into_the_oldest_without_a_model_call(run, store):
     assert {(r.kind, r.target_id) for r in rows} >= {("updated", "old"), ("archived", "new")}
 
 
+def test_a_fold_that_leaves_one_live_entry_is_a_completed_pass_not_a_skip(run, store):
+    store.memories.put_many([entry("old", "The gate code is 5521.", created_days=9),
+                             entry("new", "the gate code is 5521", created_days=1)])
+    report = run(answer(), options=FOLD)
+    assert report.status == "completed" and report.counts["folded"] == 1 and report.counts["live"] == 1
+    assert run.requests == [] and live_ids(store) == {"old"}
+    assert store.changes.undo_cycle("c1", now=NOW + timedelta(minutes=1)).ok
+    assert live_ids(store) == {"old", "new"}
+
+
 def test_the_fold_keeps_a_respelled_name_and_another_subject_time_apart(run, store):
     store.memories.put_many([
         entry("a", "The dotfiles live on Github.", created_days=9),

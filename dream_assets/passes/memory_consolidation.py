@@ -728,6 +728,10 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
         live = _fold_exact(ctx, report, live)
     if len(live) < 2:
         report.counts["live"] = len(live)
+        if report.counts.get("folded"):
+            # The fold changed the corpus: that is a completed pass (undoable, stamped), not a skip.
+            stamp(ctx, PASS, memories.fingerprint())
+            return report.finish(_summary(report) + f", folded {int(report.counts['folded'])}")
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
     selection = select_candidates(live, _scan(ctx, report), ctx.options.ConsolidationMaxEntriesPerCall,
