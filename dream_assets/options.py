@@ -153,7 +153,7 @@ class DreamOptions:
 
     # --- Embeddings (the near-duplicate measure where available; LlmTimeout and LlmMaxRetries apply) ---
     EmbeddingModel: str = _opt("", "embedding model sent to /v1/embeddings; empty = no embeddings (lexical measure)")
-    EmbeddingBaseUrl: str = _opt("", "OpenAI-compatible endpoint for embeddings; empty = LlmBaseUrl")
+    EmbeddingBaseUrl: str = _opt("", "OpenAI-compatible endpoint for embeddings; empty = LlmBaseUrl", url=True)
     EmbeddingApiKeyEnv: str = _opt("", "environment variable holding the embeddings API key; empty = LlmApiKeyEnv")
     EmbeddingBatchSize: int = _opt(64, "texts sent in one embeddings request", minimum=1, maximum=2048)
     EmbeddingSimilarityThreshold: float = _opt(0.88, "cosine threshold over embeddings, for near-duplicate clusters and "
