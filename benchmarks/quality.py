@@ -204,6 +204,9 @@ def reword(rng: random.Random, text: str, speaker: str, other: str, at: datetime
 
 
 _NUMBER = re.compile(r"\b\d+\b")
+# A fact that reports speech ("X mentioned that ...") restated on another date is a re-observation, not a new event.
+_REPORTING = re.compile(r"\b(?:mention\w*|sa(?:y|ys|id)|shar(?:e|es|ed) that|t(?:ell|ells|old)|express\w*)\b",
+                        re.IGNORECASE)
 
 
 def lookalikes(rng: random.Random, text: str, speaker: str, other: str,
@@ -215,8 +218,9 @@ def lookalikes(rng: random.Random, text: str, speaker: str, other: str,
     out = []
     n = rng.choice((2, 2, 3))
     date_first = rng.random() < 0.5
+    when = at
     for i in range(n):
-        when = at + timedelta(days=rng.randint(20, 60) * (i + 1))
+        when = when + timedelta(days=rng.randint(20, 60))  # strictly later each time: never the same day twice
         person, event, kind = speaker, body, "date"
         if i == 1 and _NUMBER.search(body):
             event = _NUMBER.sub(lambda m: str(int(m.group()) + rng.randint(1, 9)), body, count=1)
@@ -263,7 +267,7 @@ def build_corpus(conv: dict[str, Any], seed: int) -> Corpus:
                                           dias, key, "reobservation", rules=rules))
                         group.append(f"{key}-re{r}")
                     dup_groups.append(group)
-                elif rng.random() < 0.12:
+                elif rng.random() < 0.12 and not _REPORTING.search(fact.content):
                     members = []
                     with_subject = rng.random() < 0.5
                     variants = lookalikes(rng, fact.content, speaker, other, at)
