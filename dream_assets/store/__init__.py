@@ -25,9 +25,21 @@ class DreamStore:
         self.connection = store_connection(self.profile.store_path, self.profile.store_lock_path,
                                            timeout_s=self.options.StoreLockTimeout.total_seconds(),
                                            snapshots_dir=self.profile.snapshots_dir)
-        self.memories = MemoryStore(self.connection, self.options)
+        embeddings = self._save_embedding_provider if self.options.EmbeddingModel.strip() else None
+        self.memories = MemoryStore(self.connection, self.options, embeddings=embeddings)
         self.skills = SkillStore(self.connection)
         self.changes = ChangeLog(self.connection, self.memories, self.skills)
+
+    def _save_embedding_provider(self):
+        """The embedding provider of save-time dedup, from the options and the environment (built on the first save
+        that needs it). No retries: a failing endpoint costs a save at most one ``LlmTimeout`` before it falls back
+        to the lexical measure."""
+        from dream_assets.llm.embeddings import build_embedding_provider
+
+        provider = build_embedding_provider(self.options)
+        if provider is not None:
+            provider.max_retries = 0
+        return provider
 
     def transaction(self):
         """One all-or-nothing unit across the memories, skills and change log (nested store writes join it): a change

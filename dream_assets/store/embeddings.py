@@ -13,6 +13,7 @@ None means no embedding model is configured and the lexical measure applies):
     index.similar(text, candidates, *, threshold=None) -> list[tuple[str, float]]
                                                              # (id, cosine) most similar first; cached like entries
     index.embed_texts(texts) -> np.ndarray                   # (len(texts), dim), one unit row per text
+    index.missing(texts) -> list[str]                        # texts embed_texts would send (no provider call)
     cosine_clusters(ids, vectors, threshold, max_cluster_size) -> DuplicateClusters
                                                              # same shape and capped union as find_duplicate_clusters
 
@@ -178,6 +179,15 @@ class EmbeddingIndex:
                 f"changed the model's output; delete them from the store (DELETE FROM embeddings WHERE model = "
                 f"'{self.model}') and they are embedded again")
         return np.vstack([self._memo[h] for h in hashes])
+
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The texts (once each, in order) with no vector for this model in this index or the store's cache: what
+        ``embed_texts`` would send to the provider. Reads the cache, never calls the provider."""
+        hashes = {content_hash(t): t for t in texts}
+        unknown = [h for h in hashes if h not in self._memo]
+        if unknown:
+            self._memo.update(self.cache.get(self.model, unknown))
+        return [t for h, t in hashes.items() if h not in self._memo]
 
     def vectors(self, entries: Sequence[MemoryEntry | tuple[str, str]]) -> dict[str, np.ndarray]:
         """``{id: unit float32 vector}`` for ``entries`` (MemoryEntry or (id, text)); ids must be unique."""

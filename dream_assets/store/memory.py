@@ -5,17 +5,28 @@ every change to a searchable field or to the archive state bumps ``seq``; whenev
 file it applies the rows with a higher ``seq`` (and the purge records), so writes from other processes are seen.
 The index is built on first use by a search or a save; other writes only keep an index that exists in step, so a
 process that never searches (a pass) never builds it while holding the store.
+
+Save-time dedup measures near-duplicates the way clustering does: cosine over embeddings with
+``EmbeddingSimilarityThreshold`` when ``EmbeddingModel`` is set, the lexical measure otherwise. With embeddings the
+candidates are the live entries BM25 ranks highest for the incoming text (``SAVE_EMBEDDING_CANDIDATES`` of them), so
+a save embeds at most that many texts plus its own, and only those never embedded before (vectors are cached per
+content hash in the store); a save whose vectors are all cached makes no request. Vectors are fetched before the
+write transaction opens, never while the store is held; a save made inside a caller's transaction uses cached
+vectors only (and the lexical measure when one is missing). When the endpoint fails, the save uses the lexical
+measure, says so in its ``reason`` and a warning, and saves within ``SAVE_EMBEDDING_PAUSE`` after that failure use
+the lexical measure without trying, so a dead endpoint delays at most one save per pause by one ``LlmTimeout``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -38,11 +49,21 @@ from dream_assets.text.similarity import (
 )
 from dream_assets.text.tokens import content_token_list, document_tokens, tokenize
 
+if TYPE_CHECKING:
+    from dream_assets.llm.embeddings import EmbeddingProvider
+    from dream_assets.store.embeddings import EmbeddingIndex
+
+log = logging.getLogger("dream_assets.store.memory")
+
 _COLUMNS = ("id, content, category, tags, importance, created_at, updated_at, last_seen_at, "
             "reinforcement_count, metadata, archived_at")
 _MAX_CATEGORY = 200
 _MAX_TAGS = 50
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+#: Live entries (BM25's best for the incoming text) a save compares by embedding cosine.
+SAVE_EMBEDDING_CANDIDATES = 20
+#: After a failed embeddings call, saves use the lexical measure for this long without trying the endpoint.
+SAVE_EMBEDDING_PAUSE = timedelta(minutes=5)
 
 
 class ContentError(ValueError):
@@ -180,11 +201,39 @@ def _recall_index(conn: StoreConnection) -> _RecallIndex:
     return index
 
 
+@dataclass(frozen=True)
+class _SaveMeasure:
+    """How a save measures near-duplicates: ``sims`` (id -> embedding cosine of the candidates) when embeddings
+    chose them, None for the lexical measure; ``note`` says why embeddings were not used when they should have been."""
+
+    sims: Mapping[str, float] | None = None
+    note: str | None = None
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _noted(result: SaveResult, note: str | None) -> SaveResult:
+    if not note:
+        return result
+    return SaveResult(result.action, result.entry, matched_id=result.matched_id, similarity=result.similarity,
+                      reason=f"{result.reason}; {note}" if result.reason else note)
+
+
 class MemoryStore:
-    def __init__(self, conn: StoreConnection, options: DreamOptions) -> None:
+    def __init__(self, conn: StoreConnection, options: DreamOptions, *,
+                 embeddings: Callable[[], EmbeddingProvider | None] | None = None) -> None:
+        """``embeddings``: builds the save-time embedding provider on first need (None: lexical measure only). It may
+        raise (a configuration error): saves then use the lexical measure and say why."""
         self._conn = conn
         self._options = options
         self._idx = _recall_index(conn)
+        self._embedding_factory = embeddings
+        self._embedding_index: EmbeddingIndex | None = None
+        self._embedding_unavailable: str | None = None  # why the provider could not be built
+        self._embedding_failed: tuple[datetime, str] | None = None  # last failed call at save time
 
     # ------------------------------------------------------------------ validation
     def validate(self, content: str, category: str, tags: Sequence[str], importance: float,
@@ -314,29 +363,94 @@ class MemoryStore:
     # ------------------------------------------------------------------ writes
     def save(self, content: str, *, category: str = "general", tags: Sequence[str] = (), importance: float = 0.5,
              metadata: Mapping[str, str] | None = None, now: datetime, dedupe: bool = True) -> SaveResult:
-        """Save a memory. With ``dedupe`` an incoming entry whose TF-IDF cosine with a live entry is at or above
-        ``DedupeSimilarityThreshold`` reinforces that entry when it adds nothing to it, or extends it when it only adds
-        sentences (store/dedup.py); otherwise, a correction for example, it is created apart and the result names the
-        near-duplicate (``matched_id``) and why it was not absorbed (``reason``). Stored text is never rewritten."""
+        """Save a memory. With ``dedupe`` an incoming entry whose similarity with a live entry is at or above the
+        save-time threshold (embedding cosine and ``EmbeddingSimilarityThreshold`` when an embedding model is set,
+        else the lexical measure: ``similarity_measure``) reinforces that entry when it adds nothing to it, or extends
+        it when it only adds sentences (store/dedup.py); otherwise, a correction for example, it is created apart and
+        the result names the near-duplicate (``matched_id``) and why it was not absorbed (``reason``). Stored text is
+        never rewritten. When embeddings failed, ``reason`` says the lexical measure was used instead."""
         now = utc(now)
         content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
         near: tuple[MemoryEntry, float, str] | None = None
+        # Vectors first, outside the write transaction: an embeddings request never runs while the store is held.
+        measure = self._save_measure(content, category, meta, now) if dedupe else _SaveMeasure()
         with self._conn.transaction() as conn:
             self._idx.ensure(conn)
             if dedupe:
                 twin = self._oldest_exact(conn, content, category, meta)
                 if twin is not None:
                     return self._reinforce_exact(conn, twin, tags, importance, meta, now)
-                absorbed, near = self._absorb(conn, self._find_duplicate(conn, content, meta), content, category, tags,
-                                              importance, meta, now)
+                absorbed, near = self._absorb(conn, self._find_duplicate(conn, content, meta, sims=measure.sims),
+                                              content, category, tags, importance, meta, now)
                 if absorbed is not None:
-                    return absorbed
+                    return _noted(absorbed, measure.note)
             entry = MemoryEntry(id=new_id(), content=content, category=category, tags=tags, importance=importance,
                                 created_at=now, updated_at=now, last_seen_at=now, reinforcement_count=1, metadata=meta)
             self._insert(conn, entry)
         if near is None:
-            return SaveResult("created", entry)
-        return SaveResult("created", entry, matched_id=near[0].id, similarity=near[1], reason=near[2])
+            return _noted(SaveResult("created", entry), measure.note)
+        return _noted(SaveResult("created", entry, matched_id=near[0].id, similarity=near[1], reason=near[2]),
+                      measure.note)
+
+    # ------------------------------------------------------------------ save-time embeddings
+    def _save_index(self, now: datetime) -> EmbeddingIndex | None:
+        """The embedding index saves use, built on first need; None when no embedding model is configured or the
+        provider cannot be built (``_embedding_unavailable`` says why)."""
+        if self._embedding_index is not None or self._embedding_factory is None or self._embedding_unavailable:
+            return self._embedding_index
+        from dream_assets.llm.base import ModelCallError
+        from dream_assets.store.embeddings import EmbeddingIndex
+
+        try:
+            provider = self._embedding_factory()
+        except (ModelCallError, ValueError, OSError) as exc:
+            self._embedding_unavailable = str(exc)
+            log.warning("save-time dedup uses the lexical measure: the embedding provider cannot be built: %s", exc)
+            return None
+        if provider is None:
+            self._embedding_factory = None
+            return None
+        self._embedding_index = EmbeddingIndex(self._conn, provider, now=now)
+        return self._embedding_index
+
+    def _save_measure(self, content: str, category: str, meta: Mapping[str, str], now: datetime) -> _SaveMeasure:
+        """The embedding cosine of the save's candidates, computed before its write transaction; the lexical measure
+        (``sims`` None) when no embedding model is set, an exact duplicate will be reinforced, or embeddings fail."""
+        index = self._save_index(now)
+        if index is None:
+            if self._embedding_unavailable:
+                return _SaveMeasure(note=f"embeddings unavailable ({_short(self._embedding_unavailable)}): "
+                                         "the lexical measure was used")
+            return _SaveMeasure()
+        if self._embedding_failed is not None:
+            failed_at, why = self._embedding_failed
+            if timedelta(0) <= now - failed_at < SAVE_EMBEDDING_PAUSE:
+                return _SaveMeasure(note=f"embeddings failed at {failed_at.isoformat()} ({_short(why)}): the lexical "
+                                         "measure was used")
+        with self._conn.session() as conn:
+            self._idx.ensure(conn)
+            if self._oldest_exact(conn, content, category, meta) is not None:
+                return _SaveMeasure()  # reinforced word for word: no vector needed
+            tokens = content_token_list(without_frame_dates(content)) or content_token_list(content)
+            hits = [cid for cid, _ in self._idx.bm25.search(tokens, limit=SAVE_EMBEDDING_CANDIDATES)] if tokens else []
+            rows = conn.execute("SELECT id, content FROM memories WHERE archived_at IS NULL AND id IN "
+                                "(SELECT unnest(?::VARCHAR[]))", [hits]).fetchall() if hits else []
+        order = {cid: i for i, cid in enumerate(hits)}
+        docs = sorted(((str(r[0]), str(r[1])) for r in rows), key=lambda d: order[d[0]])
+        if not docs:
+            return _SaveMeasure(sims={})
+        if self._conn.in_transaction and index.missing([content, *(text for _, text in docs)]):
+            # A caller holds the store: no request now. Its missing vectors come with the next scan or free save.
+            return _SaveMeasure()
+        from dream_assets.llm.base import ModelCallError
+
+        index.now = now
+        try:
+            return _SaveMeasure(sims=dict(index.similar(content, docs)))
+        except (ModelCallError, OSError) as exc:
+            self._embedding_failed = (now, str(exc))
+            log.warning("save-time dedup used the lexical measure: embeddings failed: %s", exc)
+            return _SaveMeasure(note=f"embeddings failed ({_short(str(exc))}): the lexical measure was used")
 
     def find_exact(self, content: str, category: str) -> list[MemoryEntry]:
         """Live entries of ``category`` whose content equals ``content`` after normalising case, white space and
@@ -383,17 +497,21 @@ class MemoryStore:
         return SaveResult("reinforced", updated, matched_id=existing.id, similarity=1.0,
                           reason="the same text (case, white space and punctuation aside) in the same category")
 
-    def _find_duplicate(self, conn: duckdb.DuckDBPyConnection, content: str,
-                        meta: Mapping[str, str]) -> list[tuple[MemoryEntry, float]]:
+    def _find_duplicate(self, conn: duckdb.DuckDBPyConnection, content: str, meta: Mapping[str, str], *,
+                        sims: Mapping[str, float] | None = None) -> list[tuple[MemoryEntry, float]]:
         """Live entries at or above the dedup threshold, most similar first (ties: the older entry first). The
-        measure and threshold are clustering's (similarity_measure), with the idf of the live corpus."""
+        measure and threshold are clustering's: with ``sims`` (the candidates' embedding cosine) the embedding
+        threshold, else the lexical measure (similarity_measure) with the idf of the live corpus."""
         # Stopwords are not in the index (df 0 would give them the highest idf): vectors use content tokens only.
         measure, _, threshold = self.similarity_measure()
         q_tokens = content_token_list(content)
-        if not q_tokens:
-            return []
         close: list[tuple[str, float]] = []
-        if measure == "overlap":
+        if sims is not None:
+            floor = self._options.EmbeddingSimilarityThreshold - 1e-6  # float32 rounding, as clustering allows
+            close = [(cid, sim) for cid, sim in sims.items() if sim >= floor]
+        elif not q_tokens:
+            return []
+        elif measure == "overlap":
             stems = overlap_tokens(content)
             q_weights = {t: self._idx.overlap_idf(t) for t in stems}
             q_total = sum(q_weights.values())
