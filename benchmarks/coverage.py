@@ -26,6 +26,15 @@ Prints one JSON object per line, {"name", "n", "value", "unit"}:
 * coverage.invented_number_flag_rate / invented_year_flag_rate — s1 + s2 with one number / year of s2
   altered; the altered value must be reported by invented_specifics; target 100.
 * coverage.invented_false_flag_rate — invented_specifics on every content-preserving merge; target 0.
+* coverage.content_* — the content check (dropped_content), which guards the words between the specifics:
+  content_preserving_rejection_rate (every preserving merge above, plus the merge lower-cased and the two
+  sentences joined into one; target 0); content_dropped_sentence_catch_rate (sources s1 and a sentence b of
+  another row that has no name, number or date; merge = s1 alone; target >= 99);
+  content_halved_catch_rate / content_halved_tail_catch_rate (merge = s1 + the first / last half of b's words);
+  informational: content_reworded_rejection_rate (a light rewording: sources s1 and b, merge = s1 + b' where
+  (b, b') is a pair the set labels a paraphrase), content_paraphrase_drop_rejection_rate and
+  content_nonparaphrase_drop_rejection_rate (sources s1 and s2 of one pair, merge = s1 alone). --content-sweep
+  repeats them at other shares, suffixed @share.
 * coverage.baseline_* — the word-frequency baseline: size, build time, share of discourse openers it
   makes ordinary, share of the corpus's names it would make ordinary when they open a sentence.
 * coverage.check_throughput / invented_throughput — calls per CPU second on two-source merges (PAWS-Wiki);
@@ -33,6 +42,7 @@ Prints one JSON object per line, {"name", "n", "value", "unit"}:
 
 Misses are listed on stderr. Usage:
   .venv/bin/python benchmarks/coverage.py [--quick] [--data DIR] [--sweep 10000,25000,40000]
+                                          [--content-sweep 0.6,0.7,0.8]
 """
 
 from __future__ import annotations
@@ -48,10 +58,12 @@ from pathlib import Path
 from dream_assets.text.coverage import (
     BASELINE_COMMON_WORDS,
     BASELINE_VOCABULARY,
+    CONTENT_KEPT_SHARE,
     FREQUENCY_BASELINE_SIZE,
     CoverageSource,
     build_frequency_baseline,
     check_merge_coverage,
+    dropped_content,
     invented_specifics,
 )
 
@@ -70,8 +82,26 @@ def _rows(path: Path, encoding: str = "utf-8") -> Iterator[list[str]]:
             yield line.rstrip("\r\n").split("\t")
 
 
-def read_sets(root: Path, limit: int | None) -> dict[str, list[tuple[str, str]]]:
-    """name -> (sentence 1, sentence 2) pairs; each file's column layout is in its folder's SOURCE.md."""
+def _is_paraphrase(name: str, row: list[str]) -> bool:
+    """The set's own paraphrase judgement (each folder's SOURCE.md): MRPC and PAWS label 1, STS-B score >= 4,
+    SICK relatedness >= 4 with ENTAILMENT."""
+    try:
+        if name == "mrpc":
+            return row[0] == "1"
+        if name == "paws":
+            return row[3].strip() == "1"
+        if name == "stsb":
+            return float(row[4]) >= 4.0
+        if name == "sick":
+            return float(row[3]) >= 4.0 and row[4].strip().upper() == "ENTAILMENT"
+    except (IndexError, ValueError):
+        return False
+    return False
+
+
+def read_labelled(root: Path, limit: int | None) -> dict[str, list[tuple[str, str, bool]]]:
+    """name -> (sentence 1, sentence 2, is a paraphrase) rows; each file's column layout is in its folder's
+    SOURCE.md."""
     layout: dict[str, list[tuple[str, str, int, int]]] = {
         "paws": [("paws-wiki/dev.tsv", "utf-8", 1, 2)],
         "mrpc": [("mrpc/msr_paraphrase_test.txt", "utf-8-sig", 3, 4),
@@ -79,9 +109,9 @@ def read_sets(root: Path, limit: int | None) -> dict[str, list[tuple[str, str]]]
         "sick": [("sick/SICK_test_annotated.txt", "utf-8", 1, 2)],
         "stsb": [("stsb/sts-dev.csv", "utf-8", 5, 6), ("stsb/sts-test.csv", "utf-8", 5, 6)],
     }
-    sets: dict[str, list[tuple[str, str]]] = {}
+    sets: dict[str, list[tuple[str, str, bool]]] = {}
     for name, files in layout.items():
-        pairs: list[tuple[str, str]] = []
+        pairs: list[tuple[str, str, bool]] = []
         for relative, encoding, a, b in files:
             path = root / relative
             if not path.exists():
@@ -91,13 +121,18 @@ def read_sets(root: Path, limit: int | None) -> dict[str, list[tuple[str, str]]]
                 if len(row) > max(a, b) and row[a].strip() and row[b].strip():
                     if name == "mrpc" and row[0] not in ("0", "1"):
                         continue  # a header line, if a copy has one
-                    pairs.append((row[a], row[b]))
+                    pairs.append((row[a], row[b], _is_paraphrase(name, row)))
                     taken += 1
                     if limit is not None and taken >= limit:
                         break
         if pairs:
             sets[name] = pairs
     return sets
+
+
+def read_sets(root: Path, limit: int | None) -> dict[str, list[tuple[str, str]]]:
+    """name -> (sentence 1, sentence 2) pairs."""
+    return {name: [(a, b) for a, b, _ in rows] for name, rows in read_labelled(root, limit).items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -411,6 +446,76 @@ def measure(pairs: list[tuple[str, str]]) -> None:
         tally.emit()
 
 
+def _halved(text: str, keep_tail: bool = False) -> str:
+    """The sentence rewritten down to half its words (the head, or the tail), as a careless rewrite does."""
+    words = text.split()
+    half = max(1, len(words) // 2)
+    kept = words[-half:] if keep_tail else words[:half]
+    return " ".join(kept).rstrip(".,;:") + "."
+
+
+def _specific_free(text: str) -> bool:
+    names, numbers, dates = lacks("", text)
+    return not (names or numbers or dates)
+
+
+def measure_content(rows: list[tuple[str, str, bool]], threshold: float, suffix: str = "") -> None:
+    """The content check (dropped_content) on the same sets.
+
+    Content-preserving (target 0): every merge :func:`measure` treats as preserving (s1 + s2, s2 + s1, dates and
+    thousands re-spelled, "s1; s2" re-cased), plus the whole merge lower-cased and the two sentences re-punctuated
+    into one. Dropping (target ~100): the sources are s1 and a sentence b from another row with no name, number
+    or date (the reference's reading), and the merge keeps s1 and drops b, or keeps b's first or last half of
+    its words. Informational: a light rewording by a model, built from a paraphrase pair (b, b') of another row
+    as sources [s1, b] and merge s1 + b' (the set's own paraphrase label); and the merge of a pair that keeps s1
+    alone, for pairs the set labels paraphrases and for pairs it does not.
+    """
+    def dropped(sources: list[str], merged: str) -> tuple[str, ...]:
+        return dropped_content([CoverageSource(t, "general") for t in sources], merged, threshold=threshold)
+
+    preserving = Tally(f"coverage.content_preserving_rejection_rate{suffix}", want=False)
+    drop_sentence = Tally(f"coverage.content_dropped_sentence_catch_rate{suffix}", want=True)
+    halved_head = Tally(f"coverage.content_halved_catch_rate{suffix}", want=True)
+    halved_tail = Tally(f"coverage.content_halved_tail_catch_rate{suffix}", want=True)
+    reworded = Tally(f"coverage.content_reworded_rejection_rate{suffix}", want=False)
+    pair_para = Tally(f"coverage.content_paraphrase_drop_rejection_rate{suffix}", want=False)
+    pair_other = Tally(f"coverage.content_nonparaphrase_drop_rejection_rate{suffix}", want=True)
+
+    def preserve(s1: str, s2: str, merged: str) -> None:
+        lost = dropped([s1, s2], merged)
+        preserving.add(bool(lost), lambda: f"dropped={lost} merged={merged!r}")
+
+    n = len(rows)
+    for i, (s1, s2, _) in enumerate(rows):
+        preserve(s1, s2, f"{s1}\n{s2}")
+        preserve(s1, s2, f"{s2}\n{s1}")
+        preserve(s1, s2, f"{s1}\n{s2}".lower())
+        preserve(s1, s2, f"{s1.strip().rstrip('.!?')}, and {s2.strip()}")
+        preserve(s1, s2, f"{iso_respelled(s1)}\n{iso_respelled(s2)}")
+        preserve(s1, s2, f"{thousands_respelled(s1)}\n{thousands_respelled(s2)}")
+        recap_merge = recapitalised(s1, s2)
+        if recap_merge is not None:
+            preserve(s1, s2, recap_merge)
+
+        other, other_b, other_para = rows[(i + n // 2) % n]
+        b = other
+        if _specific_free(b) and b.strip() != s1.strip():
+            drop_sentence.add(bool(dropped([s1, b], s1)), lambda s1=s1, b=b: f"not caught: kept {s1!r} dropped {b!r}")
+            for tally, tail in ((halved_head, False), (halved_tail, True)):
+                merged = f"{s1}\n{_halved(b, tail)}"
+                tally.add(bool(dropped([s1, b], merged)), lambda merged=merged, b=b: f"not caught: {b!r} -> {merged!r}")
+        if other_para:
+            merged = f"{s1}\n{other_b}"
+            lost = dropped([s1, b], merged)
+            reworded.add(bool(lost), lambda merged=merged, lost=lost: f"rejected {lost} in {merged!r}")
+        tally = pair_para if rows[i][2] else pair_other
+        lost = dropped([s1, s2], s1)
+        tally.add(bool(lost), lambda s1=s1, s2=s2, lost=lost: f"s1={s1!r} s2={s2!r} dropped={lost}")
+
+    for tally in (preserving, drop_sentence, halved_head, halved_tail, reworded, pair_para, pair_other):
+        tally.emit()
+
+
 # Discourse words that open sentences ("Eventually, ..."); the baseline should make them ordinary there.
 DISCOURSE_OPENERS = (
     "eventually sadly meanwhile honestly unfortunately luckily thankfully interestingly admittedly alternatively "
@@ -484,9 +589,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"first {QUICK_PAIRS_PER_FILE} pairs of each file")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the eval-data folder")
     parser.add_argument("--sweep", default="", help="comma-separated baseline sizes to compare, e.g. 10000,40000")
+    parser.add_argument("--content-sweep", default="",
+                        help="comma-separated content-check shares to compare, e.g. 0.6,0.7,0.8")
     args = parser.parse_args(argv)
 
-    sets = read_sets(args.data, QUICK_PAIRS_PER_FILE if args.quick else None)
+    labelled = read_labelled(args.data, QUICK_PAIRS_PER_FILE if args.quick else None)
+    sets = {name: [(a, b) for a, b, _ in rows] for name, rows in labelled.items()}
     if not sets:
         emit("coverage.skipped", 0, 0, f"no paraphrase sets under {args.data}")
         return 0
@@ -495,6 +603,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [FREQUENCY_BASELINE_SIZE] + [int(s) for s in args.sweep.split(",") if s.strip()]
     measure_baseline(pairs, sizes)
     measure(pairs)
+    rows = [row for name in labelled for row in labelled[name]]
+    measure_content(rows, CONTENT_KEPT_SHARE)
+    for share in (float(x) for x in args.content_sweep.split(",") if x.strip()):
+        measure_content(rows, share, f"@{share:g}")
     # Throughput on PAWS-Wiki alone, the set earlier runs of this benchmark measured it on.
     measure_throughput(sets.get("paws", pairs))
     return 0

@@ -328,7 +328,8 @@ def test_vocabulary_file_is_read_every_cycle_and_a_malformed_one_falls_back(run,
         a, b = f"a{n}", f"b{n}"
         store.memories.put_many([entry(a, f"In the staging setup of Rocky build {n} uses Terraform."),
                                  entry(b, f"Build {n} uses Terraform.")])
-        return run(answer(merge(f"Build {n} uses Terraform.", a, b)), options=opts, now=now)
+        # The merge keeps what the entries say and leaves out only the name "Rocky".
+        return run(answer(merge(f"In the staging setup build {n} uses Terraform.", a, b)), options=opts, now=now)
 
     assert attempt(10, NOW).counts["rejected"] == 1  # "Rocky" mid-sentence is a name under the baseline
 

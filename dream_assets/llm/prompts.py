@@ -150,13 +150,17 @@ def render_memory_consolidation(entries: Sequence[MemoryEntry], clusters: Sequen
 
 
 def render_merge_repair(merged_text: str, sources: Sequence[MemoryEntry], missing: Sequence[str],
-                        invented: Sequence[str] = ()) -> str:
+                        invented: Sequence[str] = (), dropped: Sequence[str] = ()) -> str:
     lines = ["## Merged text (rejected by the coverage check)", _fenced(merged_text), "",
              f"## Source entries ({len(sources)})"]
     lines += [render_memory_entry(e) for e in _entries_sorted(sources)]
-    if missing or not invented:
+    if missing or not (invented or dropped):
         lines += ["", "## Specifics the merged text dropped — restore every one, spelled exactly as here"]
         lines += [f'- "{s}"' for s in sorted(set(missing))] or ["(none)"]
+    if dropped:
+        lines += ["", "## Source sentences whose content the merged text dropped — restore what each one says (the "
+                      "sentence itself, or every point of it)"]
+        lines += [f"- {_one_line(s)}" for s in dict.fromkeys(dropped)]
     if invented:
         lines += ["", "## Specifics the merged text invented — no source states them; remove each one, or correct it "
                       "to the value the sources state"]

@@ -14,9 +14,11 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
    table) and the rest of the answer applies; ids that are not strings or not usable (``invalid_ids``), repeated
    within one list (``duplicate_ids``) or not shown this cycle (``ignored_ids``) are ignored with a count.
 4. For each merge: the coverage check (every name, acronym, multi-digit number and date of the sources must
-   survive) and the invented-specifics check (no name, number or date in the merged text that no source carries,
-   judged per sentence), one narrow repair call when either fails (capped per cycle; the repair prompt lists what
-   was dropped and what was invented), and the same two checks on the repair. Single-source rewrites
+   survive), the content check (every source sentence keeps most of its content words, ``dropped_content``: a
+   dropped sentence or a sentence rewritten down to half its words fails it) and the invented-specifics check (no
+   name, number or date in the merged text that no source carries, judged per sentence), one narrow repair call
+   when any fails (capped per cycle; the repair prompt lists the dropped specifics and sentences and what was
+   invented), and the same three checks on the repair. Single-source rewrites
    ("recategorised") face the same checks. Then one write: the sources are re-read — a source edited since it was
    shown wins and the merge waits for the next cycle — the merged entry is saved with host-computed temporal fields
    (consolidation_merge.py), its sources are archived and every change-log row is written, all in one transaction.
@@ -28,7 +30,8 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
    entry is noise — no name, number or date (``specifics_of``) and importance below ``NOISE_IMPORTANCE`` (0.5, the
    store's default importance: a default entry is not noise until it has decayed or was saved as minor) — or fully
    superseded: one other live entry, found among the entry's best BM25 matches, carries every specific of it (the
-   merge coverage check with the entry as the only source), or every content word when it has no specific. That
+   merge coverage check with the entry as the only source) and its content (the content check, every sentence
+   judged), or every content word when it has no specific. An entry that only shares names with it is no carrier. That
    carrier must stay live: it is not archived by this answer, and a later removal of it in the same answer is
    refused. Each removal is decided and written, with its change-log row, in one transaction on the entry as it is
    then (an entry changed since it was shown is left alone).
@@ -37,7 +40,8 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
    cycle, so the cycle can be undone.
 
 Counts (report.counts, plotted in the UI): live (after the pass), reviewed (stamped reviewed this pass),
-created_since_last_run, merged, repaired, rejected (rejected_invented: of those, for an invented specific),
+created_since_last_run, merged, repaired, rejected (rejected_invented: of those, for an invented specific;
+rejected_dropped: for a dropped sentence),
 ephemeral, protected, archived, eligible, withheld, plus created (new entries such as anti-patterns), deferred
 (merges and removals held back by a concurrent edit), ignored_ids, invalid_ids, duplicate_ids, invalid_items.
 ``protected`` counts every stand-alone removal the host refused, by the high-value floor or by the removal guard;
@@ -88,6 +92,7 @@ from dream_assets.text.coverage import (
     CoverageSource,
     CoverageVocabulary,
     check_merge_coverage,
+    dropped_content,
     invented_specifics,
     load_vocabulary,
     specifics_of,
@@ -186,13 +191,15 @@ def _save_problem(save: MemorySave, n: int, max_chars: int) -> str | None:
 
 
 def _repair(ctx: PassContext, report: PassReport, sources: Sequence[MemoryEntry], merged_text: str,
-            missing: Sequence[str], invented: Sequence[str]) -> str | None:
+            missing: Sequence[str], invented: Sequence[str], dropped: Sequence[str] = ()) -> str | None:
     """One narrow repair call. A failed call or an unusable answer is a failed repair (the merge stays rejected),
-    not a failed pass."""
+    not a failed pass. ``missing`` in the inputs lists every string the merged text must contain again: the
+    dropped specifics, then the dropped source sentences (also under ``dropped``)."""
     sub = PassReport(REPAIR_PASS)
-    prompt = render_merge_repair(merged_text, sources, missing, invented)
+    prompt = render_merge_repair(merged_text, sources, missing, invented, dropped)
     inputs = {"merged": merged_text, "sources": [{"id": s.id, "content": s.content} for s in sources],
-              "missing": list(missing), "invented": list(invented)}
+              "missing": list(dict.fromkeys([*missing, *dropped])), "invented": list(invented),
+              "dropped": list(dropped)}
     response = call_model(ctx, sub, REPAIR_PASS, prompt, inputs)
     for key, value in sub.usage.items():
         report.usage[key] = report.usage.get(key, 0.0) + value
@@ -260,38 +267,45 @@ def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, voc
         report.count("unchanged")  # an echo of the entry: nothing to replace
         return
 
-    # Nothing dropped (coverage check) and nothing made up (invented specifics, judged per sentence).
+    # Nothing dropped (coverage check: specifics; content check: the sentences' words) and nothing made up
+    # (invented specifics, judged per sentence).
     covered = [CoverageSource(s.content, s.category) for s in sources]
     check = check_merge_coverage(covered, content, vocab)
     invented = invented_specifics(covered, content, vocab)
-    restored = removed = 0
-    if (not check.ok or invented) and opts.MergeRepairEnabled:
+    dropped = dropped_content(covered, content)
+    restored = removed = kept = 0
+    if (not check.ok or invented or dropped) and opts.MergeRepairEnabled:
         if state.repairs_used < opts.MergeRepairMaxPerCycle:
             state.repairs_used += 1
-            revised = _repair(ctx, report, sources, content, check.missing, invented)
+            revised = _repair(ctx, report, sources, content, check.missing, invented, dropped)
             if revised is not None:
                 again = check_merge_coverage(covered, revised, vocab)
                 again_invented = invented_specifics(covered, revised, vocab)
-                if again.ok and not again_invented:
-                    restored, removed = len(check.missing), len(invented)
+                again_dropped = dropped_content(covered, revised)
+                if again.ok and not again_invented and not again_dropped:
+                    restored, removed, kept = len(check.missing), len(invented), len(dropped)
                     content = revised
-                check, invented = again, again_invented
+                check, invented, dropped = again, again_invented, again_dropped
         else:
             report.count("repair_capped")
             report.info(f"merge repair skipped for {_ids(ids)}: MergeRepairMaxPerCycle ({opts.MergeRepairMaxPerCycle}) "
                         "reached this cycle")
-    if not check.ok or invented:
+    if not check.ok or invented or dropped:
         cluster = rejected_cluster_id(ids)
         for i in ids:
             state.rejected_stamps[i] = {REJECTED_CLUSTER_KEY: cluster, REJECTED_AT_KEY: iso(ctx.now) or ""}
         report.count("rejected")
         why = ([f"missing {_quoted(check.missing)}"] if check.missing else []) + \
+              ([f"drops the content of {_quoted(dropped)}"] if dropped else []) + \
               ([f"invented {_quoted(invented)} (in no source)"] if invented else [])
         if invented:
             report.count("rejected_invented")
+        if dropped:
+            report.count("rejected_dropped")
         report.change("merge-rejected", cluster, f"sources {_ids(ids)} kept; {'; '.join(why)}")
         report.info(f"rejected merge of {_ids(ids)} — the merged text "
                     + " and ".join(([f"drops {_quoted(check.missing)}"] if check.missing else [])
+                                   + ([f"drops the content of {_quoted(dropped)}"] if dropped else [])
                                    + ([f"states {_quoted(invented)}, which no source does"] if invented else []))
                     + "; sources kept")
         return
@@ -300,6 +314,7 @@ def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, voc
     # or none of it. The sources are re-read inside that write: a concurrent edit wins and the merge waits.
     what = "recategorised" if only is not None else "merged"
     repaired = "; ".join(([f"restored {restored} specific(s)"] if restored else [])
+                         + ([f"restored {kept} dropped sentence(s)"] if kept else [])
                          + ([f"removed {removed} invented specific(s)"] if removed else []))
     retired: list[MemoryEntry] = []
     changed: list[str] = []
@@ -449,8 +464,9 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
 # --------------------------------------------------------------------------------------------------- removals
 def _removal_verdict(ctx: PassContext, vocab: CoverageVocabulary, state: _Apply, entry: MemoryEntry) -> _Verdict:
     """The removal guard: is a stand-alone removal of ``entry`` safe? Noise is; so is an entry whose every specific
-    (or, for an entry without any, every word) one other live entry carries, and will still carry after this answer.
-    Carriers are looked for among the entry's best BM25 matches, not the whole corpus."""
+    and the content of every sentence (or, for an entry without any specific, every word) one other live entry
+    carries, and will still carry after this answer: an entry that only mentions the same names carries nothing of
+    what this one says. Carriers are looked for among the entry's best BM25 matches, not the whole corpus."""
     if entry.id in state.pinned:
         return _Verdict(False, f"kept: it is the live entry that carries everything of {state.pinned[entry.id]}, "
                                "removed in this answer")
@@ -460,16 +476,23 @@ def _removal_verdict(ctx: PassContext, vocab: CoverageVocabulary, state: _Apply,
                               f"{NOISE_IMPORTANCE:.2f}")
     words = content_tokens(entry.content)
     own = [CoverageSource(entry.content, entry.category)]
+    names_only: str | None = None  # a live entry with every specific of it but not what it says
     for other, _ in ctx.store.memories.search(entry.content, limit=CARRIER_CANDIDATES):
         if other.id == entry.id or other.id in state.archived or other.is_archived:
             continue
         if specifics:
             carried = check_merge_coverage(own, other.content, vocab).ok
+            if carried and dropped_content(own, other.content, min_words=1):
+                carried = False
+                names_only = names_only or other.id
         else:
             carried = bool(words) and words <= content_tokens(other.content)
         if carried:
             what = "specific" if specifics else "word"
             return _Verdict(True, f"ephemeral: superseded — every {what} of it is in live entry {other.id}", other.id)
+    if names_only:
+        return _Verdict(False, f"kept by the removal guard: live entry {names_only} names the same things but does "
+                               "not say what it says")
     names = list(dict.fromkeys(s.text for s in specifics))
     if names:
         held = _quoted(names[:5]) + (" …" if len(names) > 5 else "")
