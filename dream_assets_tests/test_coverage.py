@@ -19,6 +19,8 @@ from dream_assets.text.coverage import (
     CoverageVocabulary,
     build_frequency_baseline,
     check_merge_coverage,
+    content_sentences,
+    dropped_content,
     extract_specifics,
     frequency_baseline,
     invented_specifics,
@@ -633,3 +635,68 @@ def test_always_specific_words_are_matched_in_their_exact_case() -> None:
     cast = vocab(always_specific_words=frozenset({"Will"}))
     assert check("they paid Will in gold", "They paid WILL in gold.", cast).missing == ("Will",)
     assert check("they paid Will in gold", "Will was paid in gold.", cast).ok
+
+
+# --- content: the words between the specifics ----------------------------------------------------------
+
+FLOWERS = "Melanie finds joy in flowers which represent growth, beauty, and appreciating small moments."
+POTTERY = "She took up pottery last year and finds it calming."
+
+
+@pytest.mark.parametrize("sources,merged,dropped", [
+    # Every source sentence kept: verbatim, re-ordered, re-cased, re-punctuated, inflected, merged into one line.
+    ([FLOWERS, POTTERY], f"{FLOWERS}\n{POTTERY}", ()),
+    ([FLOWERS, POTTERY], f"{POTTERY} {FLOWERS}", ()),
+    ([FLOWERS, POTTERY], f"{FLOWERS} {POTTERY}".upper(), ()),
+    ([FLOWERS, POTTERY], f"{FLOWERS.rstrip('.')}; {POTTERY[0].lower()}{POTTERY[1:]}", ()),
+    ([FLOWERS], "Melanie found joy in a flower, which represents growing, beauty and appreciating small moments!", ()),
+    # Dates and thousands re-spelled: numbers and calendar words are the specifics check's business.
+    (["The venue holds 1,200 guests on 19 August 2026 for the launch party."],
+     "On 2026-08-19 the venue holds 1200 guests for the launch party.", ()),
+    # Framing words are not content: a re-observation's "mentioned again" may go.
+    (["Melanie mentioned again that she loves pottery classes."], "Melanie loves pottery classes.", ()),
+    # A sentence carried by another source's sentence in the merge is not dropped.
+    (["Jon loves hiking in the mountains.", "Jon really loves mountain hiking."],
+     "Jon loves hiking in the mountains.", ()),
+    # A whole sentence dropped, with no name, number or date to give it away.
+    ([FLOWERS, POTTERY], FLOWERS, (POTTERY,)),
+    (["Caroline plans to adopt. The process takes patience and paperwork."], "Caroline plans to adopt.",
+     ("The process takes patience and paperwork.",)),
+    # A sentence rewritten down to half its words.
+    ([FLOWERS], "Melanie finds joy in flowers which represent growth.", (FLOWERS,)),
+    ([FLOWERS, POTTERY], f"{POTTERY} Flowers represent appreciating small moments.", (FLOWERS,)),
+    # Two content words are enough to judge; one is not.
+    (["A man is speaking.", "Kestrel ships on Fridays."], "Kestrel ships on Fridays.", ("A man is speaking.",)),
+    (["Noted.", "Kestrel ships on Fridays."], "Kestrel ships on Fridays.", ()),
+])
+def test_dropped_content_lists_the_source_sentences_a_merge_no_longer_says(
+    sources: list[str], merged: str, dropped: tuple[str, ...]
+) -> None:
+    assert dropped_content([CoverageSource(t, "general") for t in sources], merged) == dropped
+
+
+def test_dropped_content_lists_each_sentence_once_in_source_order_and_takes_plain_strings() -> None:
+    sources = [POTTERY, FLOWERS, POTTERY]
+    assert dropped_content(sources, "Nothing of either survives here.") == (POTTERY, FLOWERS)
+
+
+@pytest.mark.parametrize("threshold,min_words,dropped", [
+    (0.7, 2, (FLOWERS,)),      # 6 of 10 content stems kept: below 0.7
+    (0.5, 2, ()),              # ... but above 0.5
+    (0.7, 11, ()),             # a sentence with fewer content stems than min_words is not judged
+])
+def test_dropped_content_threshold_and_minimum_size(threshold: float, min_words: int,
+                                                    dropped: tuple[str, ...]) -> None:
+    merged = "Melanie finds joy in flowers which represent growth."
+    assert dropped_content([FLOWERS], merged, threshold=threshold, min_words=min_words) == dropped
+
+
+@pytest.mark.parametrize("text,sentences", [
+    ("Dr. May met J. R. R. Tolkien. He left!", ["Dr. May met J. R. R. Tolkien.", "He left!"]),
+    ("Use a linter, e.g. ruff. It is fast.", ["Use a linter, e.g. ruff.", "It is fast."]),
+    ('She said "done." Then she left', ['She said "done."', "Then she left"]),
+    ("- first point\n- second point", ["- first point", "- second point"]),
+])
+def test_content_sentences_end_at_stops_and_line_breaks_but_not_at_abbreviations(text: str,
+                                                                               sentences: list[str]) -> None:
+    assert content_sentences(text) == sentences

@@ -9,7 +9,13 @@ import pytest
 
 from dream_assets.passes.consolidation_merge import REJECTED_CLUSTER_KEY
 from dream_assets.passes.consolidation_select import is_reviewed
-from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage, specifics_of
+from dream_assets.text.coverage import (
+    BASELINE_VOCABULARY,
+    CoverageSource,
+    check_merge_coverage,
+    dropped_content,
+    specifics_of,
+)
 from dream_assets.text.tokens import content_tokens
 
 from .conftest import NOW
@@ -108,14 +114,16 @@ CORPUS = [
 
 
 def facts_lost(original, store) -> list[str]:
-    """Original entries no single live entry carries: every specific of it (the merge coverage check) or, for an
-    entry without any, every content word. Noise (no specific, importance below 0.5) is not a fact."""
+    """Original entries no single live entry carries: every specific of it (the merge coverage check) and what each
+    of its sentences says (the content check) or, for an entry without any specific, every content word. Noise (no
+    specific, importance below 0.5) is not a fact."""
     live = store.memories.list_live()
     lost = []
     for e in original:
         src = [CoverageSource(e.content, e.category)]
         if specifics_of(e.content, e.category):
-            carried = any(check_merge_coverage(src, other.content, BASELINE_VOCABULARY).ok for other in live)
+            carried = any(check_merge_coverage(src, other.content, BASELINE_VOCABULARY).ok
+                          and not dropped_content(src, other.content, min_words=1) for other in live)
         else:
             carried = e.importance < 0.5 or any(content_tokens(e.content) <= content_tokens(o.content) for o in live)
         if not carried:
@@ -224,3 +232,75 @@ def test_a_recategorised_rewrite_with_a_wrong_year_is_rejected(run, store):
                  options=NO_FLOOR.replace(MergeRepairEnabled=False))
     assert live_ids(store) == {"a", "k"} and store.memories.get("a").category == "facts"
     assert report.counts["rejected"] == 1 and report.counts["merged"] == 0
+
+
+# ----------------------------------------------------------------------------------------------- dropped content
+ADOPTION = [entry("a", "Caroline plans to adopt a child. The adoption process takes patience and paperwork."),
+            entry("b", "Caroline plans to adopt a child!")]
+PAPERWORK = "The adoption process takes patience and paperwork."
+
+
+def test_a_merge_that_keeps_every_sentence_reordered_and_recased_needs_no_repair(run, store):
+    store.memories.put_many(ADOPTION)
+    report = run(answer(merge("the adoption process takes patience and paperwork; CAROLINE plans to adopt a child",
+                              "a", "b")))
+    assert report.counts["merged"] == 1 and report.counts["rejected"] == 0 and len(run.requests) == 1
+    assert live_ids(store).isdisjoint({"a", "b"})
+
+
+def test_a_merge_that_drops_a_sentence_without_specifics_is_rejected_and_its_sources_kept(run, store):
+    store.memories.put_many(ADOPTION)
+    report = run(answer(merge("Caroline plans to adopt a child.", "a", "b")),
+                 options=NO_FLOOR.replace(MergeRepairEnabled=False))
+    assert live_ids(store) == {"a", "b"} and report.counts["merged"] == 0
+    assert report.counts["rejected"] == 1 and report.counts["rejected_dropped"] == 1
+    (row,) = [c for c in report.changes if c.kind == "merge-rejected"]
+    assert f'drops the content of "{PAPERWORK}"' in row.detail and "missing" not in row.detail
+    assert store.memories.get("a").metadata.get(REJECTED_CLUSTER_KEY)
+
+
+def test_a_repair_is_told_which_sentences_were_dropped_and_restoring_them_saves_the_merge(run, store):
+    store.memories.put_many(ADOPTION)
+    report = run(answer(merge("Caroline plans to adopt a child.", "a", "b")),
+                 {"content": "Caroline plans to adopt a child; the adoption process takes patience and paperwork."})
+    repair = run.requests[1]
+    assert repair.inputs["dropped"] == [PAPERWORK] and PAPERWORK in repair.inputs["missing"]
+    assert "## Source sentences whose content the merged text dropped" in repair.prompt
+    assert f"- {PAPERWORK}" in repair.prompt
+    (merged,) = created(store, {"a", "b"})
+    assert "paperwork" in merged.content and report.counts["repaired"] == 1 and report.counts["rejected"] == 0
+    assert any("restored 1 dropped sentence(s)" in line for line in report.lines)
+
+
+def test_a_repair_that_still_drops_the_sentence_is_rejected(run, store):
+    store.memories.put_many(ADOPTION)
+    report = run(answer(merge("Caroline plans to adopt a child.", "a", "b")),
+                 {"content": "Caroline plans to adopt a child, which takes patience."})
+    assert live_ids(store) == {"a", "b"} and report.counts["rejected"] == 1 and report.counts["repaired"] == 0
+
+
+def test_a_rewrite_that_halves_an_entry_is_rejected(run, store):
+    flowers = "Melanie finds joy in flowers which represent growth, beauty, and appreciating small moments."
+    store.memories.put_many([entry("f", flowers), entry("k", "The badge number is 4471.")])
+    report = run(answer(merge("Melanie finds joy in flowers which represent growth.", "f", category="people/melanie")),
+                 options=NO_FLOOR.replace(MergeRepairEnabled=False))
+    assert live_ids(store) == {"f", "k"} and store.memories.get("f").content == flowers
+    assert store.memories.get("f").category == "facts"
+    assert report.counts["rejected_dropped"] == 1 and report.counts["merged"] == 0
+
+
+@pytest.mark.parametrize("other,removed", [
+    # Same names, different statement: not a carrier.
+    ("Caroline and Melanie both volunteer at the LGBTQ center on weekends.", False),
+    # The same statement in other words: a carrier.
+    ("Melanie told Caroline that the LGBTQ support group really changed her life.", True),
+])
+def test_the_removal_guard_wants_a_carrier_that_says_what_the_entry_says(run, store, other, removed):
+    store.memories.put_many([entry("x", "Melanie told Caroline that the LGBTQ support group changed her life."),
+                             entry("y", other)])
+    report = run(answer(delete=("x",)))
+    assert ("x" not in live_ids(store)) is removed and "y" in live_ids(store)
+    assert report.counts["ephemeral"] == int(removed) and report.counts["guarded"] == int(not removed)
+    if not removed:
+        why = next(c.detail for c in report.changes if c.kind == "protected" and c.target == "x")
+        assert why == "kept by the removal guard: live entry y names the same things but does not say what it says"
