@@ -80,7 +80,9 @@ def run_audit(profile: AgentProfile, options: DreamOptions, now: datetime) -> Au
                 result.dangling_provenance.append(f"{r['id']} -> {src}")
     changes = latest.read("changes").to_pylist()
     for c in changes:
-        if c["pass_name"] == "memory_consolidation" and c["kind"] == "archived" and "merge" in (c["reason"] or "").lower():
+        reason = (c["reason"] or "").lower()
+        # Sources retired into another entry: by a merge ("merged into …") or by the exact-duplicate fold ("folded into").
+        if c["pass_name"] == "memory_consolidation" and c["kind"] == "archived" and ("merge" in reason or "fold" in reason):
             if c["target_id"] not in referenced:
                 result.orphaned_sources.append(c["target_id"])
     # A cluster rejected in several cycles: distinct rejection instants per cluster across the snapshots kept.

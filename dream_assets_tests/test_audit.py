@@ -94,3 +94,22 @@ def test_pause_file_only_when_opted_in(profile, options):
     assert not profile.consolidation_pause_path.exists()
     run_audit(profile, DreamOptions(AuditPauseOnHardDelete=True), NOW + timedelta(hours=1))
     assert profile.consolidation_pause_path.exists()
+
+
+def test_deleting_the_entry_an_exact_duplicate_was_folded_into_orphans_the_folded_source(profile, options):
+    from dream_assets.model import MemoryEntry
+
+    store = open_store(profile, options)
+    for i, (text, days) in enumerate((("The gate code is 5521.", 9), ("the gate code is 5521", 1),
+                                      ("Kestrel ships on Fridays.", 3))):
+        at = NOW - timedelta(days=days)
+        store.memories.put(MemoryEntry(id=f"m{i}", content=text, category="facts", tags=(), importance=0.5,
+                                       created_at=at, updated_at=at, last_seen_at=at, reinforcement_count=1,
+                                       metadata={}))
+    _cycle_and_snapshot(profile, options, NOW)
+    assert store.memories.get("m1").is_archived and merged_from(store.memories.get("m0").metadata) == ["m1"]
+    with store.connection.session() as conn:   # a hard delete outside the archive purge
+        conn.execute("DELETE FROM memories WHERE id = 'm0'")
+    take_snapshot(profile, store, NOW + timedelta(hours=1))
+    result = run_audit(profile, options, NOW + timedelta(hours=1))
+    assert "m0" in result.unexplained_deletes and "m1" in result.orphaned_sources
