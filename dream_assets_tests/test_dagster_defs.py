@@ -80,8 +80,10 @@ def test_full_cycle_materializes_every_pass_on_the_demo_agent(root, demo, instan
         assert mats[spec.name]["status"] in {"completed", "skipped"}, (spec.name, mats[spec.name])
         assert mats[spec.name]["summary"]
     assert mats["archive_purge"]["summary"] == "6 purged, 2 kept above the high-value floor"
-    # the demo's near-duplicate clusters are merged (sources archived, never deleted)
-    assert mats["memory_consolidation"]["merged"] >= 10
+    # the demo's near-duplicate clusters are merged or, when they are exact duplicates, folded without a model call
+    # (sources archived, never deleted)
+    assert mats["memory_consolidation"]["merged"] >= 5
+    assert mats["memory_consolidation"]["merged"] + mats["memory_consolidation"]["folded"] >= 10
     assert mats["corpus_snapshot"]["memories_live"] + mats["corpus_snapshot"]["memories_archived"] > 320
     checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert checks and all(c.passed for c in checks)
