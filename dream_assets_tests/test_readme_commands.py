@@ -39,7 +39,7 @@ LOGS = ROOT / "test-output" / "readme"   # what each block printed (gitignored)
 HOST = "127.0.0.1"
 BLOCK_TIMEOUT_S = 300
 DEV_READY_S = 120       # make dev: webserver serving the loaded workspace and a healthy daemon
-STOP_WAIT_S = 30        # make dev: from SIGTERM to every process it started being gone
+STOP_WAIT_S = 60        # make dev: from SIGTERM to every process it started being gone
 
 #: Command (as the README line starts) -> why it is not run here.
 EXCLUDED = {
