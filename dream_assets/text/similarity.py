@@ -258,19 +258,9 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
     # orientation x_P · y_Q = 0: the partial product is x_P · y and the unseen rest is x_Q · y.
     df_rare = np.bincount(x_rare.indices, minlength=n_features)
     work = np.cumsum(np.bincount(row_of[rare], weights=df_rare[x.indices[rare]], minlength=n))
-    found_rows: list[np.ndarray] = []
-    found_cols: list[np.ndarray] = []
-    start = 0
-    while start < n:
-        done = work[start - 1] if start else 0.0
-        stop = int(np.searchsorted(work, done + _CHUNK_WORK, side="right"))
-        stop = min(max(stop, start + 1), n)
-        partial = sp.coo_matrix(x_rare[start:stop] @ x_rare_t)
-        r = partial.row.astype(np.int64) + start
-        c = partial.col.astype(np.int64)
+    def bounded(r: np.ndarray, c: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         upper = c > r
-        r, c, score = r[upper], c[upper], partial.data[upper]
-        del partial, upper
+        r, c, score = r[upper], c[upper], score[upper]
         r_is_x = first_rare[r] >= first_rare[c]
         xs = np.where(r_is_x, r, c)
         ys = np.where(r_is_x, c, r)
@@ -281,15 +271,12 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
             # (Cauchy-Schwarz per bucket: tight where x and y use different common words).
             unseen = np.einsum("ij,ij->i", common_by_bucket[xs[sl]], all_by_bucket[ys[sl]])
             keep[sl] = score[sl] + unseen >= threshold - _BOUND_SLACK
-        found_rows.append(r[keep])
-        found_cols.append(c[keep])
-        start = stop
+        return r[keep], c[keep]
 
-    rows = np.concatenate(found_rows)
-    cols = np.concatenate(found_cols)
+    rows, cols = _chunked_candidates(x_rare, x_rare_t, work, n, bounded)
     if rows.size == 0:
         return empty
-    sims = _row_dots(x, rows, cols)
+    sims = _row_dots_of(x, x, rows, cols)
     keep = sims >= threshold - _ROUNDING  # identical texts may sum to 0.9999999999999998
     return rows[keep], cols[keep], np.minimum(sims[keep], 1.0)
 
@@ -360,6 +347,27 @@ def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarra
 
     df_prefix = np.bincount(m_prefix.indices, minlength=len(vocabulary))
     work = np.cumsum(np.bincount(row_of[in_prefix], weights=df_prefix[m.indices[in_prefix]], minlength=n))
+    def size_bound(r: np.ndarray, c: np.ndarray, _shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        small = np.minimum(sizes[r], sizes[c])
+        large = np.maximum(sizes[r], sizes[c])
+        keep = (c > r) & (small >= threshold * large - _EPS)
+        return r[keep], c[keep]
+
+    rows, cols = _chunked_candidates(m_prefix, m_prefix_t, work, n, size_bound)
+    if rows.size == 0:
+        return empty
+    overlap = _row_dots_of(m, m, rows, cols)
+    sims = overlap / (sizes[rows] + sizes[cols] - overlap)
+    keep = sims >= threshold - _ROUNDING
+    return rows[keep], cols[keep], sims[keep]
+
+
+def _chunked_candidates(prefix, other_t, work: np.ndarray, n: int,
+                        select: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs of a prefix-filter join: ``prefix @ other_t``, a block of rows at a time so each sparse product
+    stays near _CHUNK_WORK (``work`` is the cumulative cost per row). ``select(rows, cols, products)`` keeps, and
+    orders, the pairs of a block worth verifying."""
     found_rows: list[np.ndarray] = []
     found_cols: list[np.ndarray] = []
     start = 0
@@ -367,34 +375,13 @@ def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarra
         done = work[start - 1] if start else 0.0
         stop = int(np.searchsorted(work, done + _CHUNK_WORK, side="right"))
         stop = min(max(stop, start + 1), n)
-        shared = sp.coo_matrix(m_prefix[start:stop] @ m_prefix_t)
-        r = shared.row.astype(np.int64) + start
-        c = shared.col.astype(np.int64)
-        del shared
-        small = np.minimum(sizes[r], sizes[c])
-        large = np.maximum(sizes[r], sizes[c])
-        keep = (c > r) & (small >= threshold * large - _EPS)
-        found_rows.append(r[keep])
-        found_cols.append(c[keep])
+        block = sp.coo_matrix(prefix[start:stop] @ other_t)
+        r, c = select(block.row.astype(np.int64) + start, block.col.astype(np.int64), block.data)
+        del block
+        found_rows.append(r)
+        found_cols.append(c)
         start = stop
-
-    rows = np.concatenate(found_rows)
-    cols = np.concatenate(found_cols)
-    if rows.size == 0:
-        return empty
-    overlap = _row_dots(m, rows, cols)
-    sims = overlap / (sizes[rows] + sizes[cols] - overlap)
-    keep = sims >= threshold - _ROUNDING
-    return rows[keep], cols[keep], sims[keep]
-
-
-def _row_dots(m, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """Exact dot products m[rows[i]] · m[cols[i]] of candidate pairs, in batches (bounded memory)."""
-    out = np.empty(rows.size, dtype=np.float64)
-    for lo in range(0, rows.size, _VERIFY_BATCH):
-        hi = lo + _VERIFY_BATCH
-        out[lo:hi] = np.asarray(m[rows[lo:hi]].multiply(m[cols[lo:hi]]).sum(axis=1)).ravel()
-    return out
+    return np.concatenate(found_rows), np.concatenate(found_cols)
 
 
 # --------------------------------------------------------------------------- overlap (weighted containment)
@@ -489,24 +476,12 @@ def overlap_pairs(sets: Sequence[frozenset[str] | set[str]], threshold: float
     binary_t = sp.csr_matrix(binary.T)
     postings = np.bincount(m.indices, minlength=len(vocabulary))
     work = np.cumsum(np.bincount(row_of[in_prefix], weights=postings[m.indices[in_prefix]], minlength=n))
-    found_rows: list[np.ndarray] = []
-    found_cols: list[np.ndarray] = []
-    start = 0
-    while start < n:
-        done = work[start - 1] if start else 0.0
-        stop = int(np.searchsorted(work, done + _CHUNK_WORK, side="right"))
-        stop = min(max(stop, start + 1), n)
-        shared = sp.coo_matrix(m_prefix[start:stop] @ binary_t)
-        r = shared.row.astype(np.int64) + start
-        c = shared.col.astype(np.int64)
-        del shared
+    def lighter_first(r: np.ndarray, c: np.ndarray, _shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lighter = (r != c) & (totals[r] <= totals[c] * (1.0 + _EPS) + _EPS)
         r, c = r[lighter], c[lighter]
-        found_rows.append(np.minimum(r, c))
-        found_cols.append(np.maximum(r, c))
-        start = stop
-    rows = np.concatenate(found_rows)
-    cols = np.concatenate(found_cols)
+        return np.minimum(r, c), np.maximum(r, c)
+
+    rows, cols = _chunked_candidates(m_prefix, binary_t, work, n, lighter_first)
     if rows.size == 0:
         return empty
     pairs = np.unique(np.stack([rows, cols], axis=1), axis=0)
