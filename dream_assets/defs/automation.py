@@ -20,6 +20,7 @@ from dream_assets.gates import GATED_INPUTS, GATED_PASSES, consolidation_floor, 
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
 from dream_assets.passes.registry import PASSES
+from dream_assets.profile import AgentProfile
 
 CYCLE_ASSETS = [*(p.name for p in PASSES), "corpus_snapshot"]
 
@@ -58,15 +59,24 @@ def _log(context: Any, verdict: AgentVerdict) -> None:
         context.log.info(verdict.note)
 
 
-def cycle_request(deployment: DreamDeployment, agent: str, now: datetime, run_key: str | None) -> AgentVerdict:
-    """The cycle for one agent, minus the passes its floors hold back; the note says what was held and why, or why
-    the agent was skipped (a bad agent is skipped with the reason, naming the file, never raised)."""
+def _dreaming_agent(deployment: DreamDeployment, agent: str) -> tuple[AgentProfile, DreamOptions] | AgentVerdict:
+    """The agent's profile and options, or the verdict that skips it: broken (named with its file) or not dreaming."""
     try:
         profile, options = deployment.agent(agent)
     except AgentUnavailable as exc:
         return AgentVerdict(None, str(exc), broken=True)
     if not options.Enabled:
         return AgentVerdict(None, f"{agent}: dreaming disabled (Enabled = false)")
+    return profile, options
+
+
+def cycle_request(deployment: DreamDeployment, agent: str, now: datetime, run_key: str | None) -> AgentVerdict:
+    """The cycle for one agent, minus the passes its floors hold back; the note says what was held and why, or why
+    the agent was skipped (a bad agent is skipped with the reason, naming the file, never raised)."""
+    loaded = _dreaming_agent(deployment, agent)
+    if isinstance(loaded, AgentVerdict):
+        return loaded
+    profile, options = loaded
     held: list[str] = []
     try:
         floor = consolidation_floor(profile, options, now)
@@ -200,12 +210,10 @@ def _gate_sensor(pass_name: str, dream_cycle: Any) -> dg.SensorDefinition:
 def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: datetime) -> AgentVerdict:
     """The change gate's run request for one agent and pass, or None with the reason it is not requested. A bad agent
     is skipped with a note naming it and the file; it never raises."""
-    try:
-        profile, options = deployment.agent(agent)
-    except AgentUnavailable as exc:
-        return AgentVerdict(None, str(exc), broken=True)
-    if not options.Enabled:
-        return AgentVerdict(None, f"{agent}: dreaming disabled (Enabled = false)")
+    loaded = _dreaming_agent(deployment, agent)
+    if isinstance(loaded, AgentVerdict):
+        return loaded
+    profile, options = loaded
     option = disabled_by(pass_name, options)
     if option is not None:
         return AgentVerdict(None, f"{pass_name} for {agent}: disabled ({option} = false), never requested")
