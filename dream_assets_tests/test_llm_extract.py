@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dream_assets.llm.contracts import (
     CONTRACTS,
@@ -164,3 +166,58 @@ def test_contract_violations_name_the_field(contract: type, text: str, field: st
     assert field in message
     assert contract.__name__ in message
     assert text[:50] in message
+
+
+# ------------------------------------------------------------------ the token scanners against a plain reference
+def _reference_match_object(text: str, start: int) -> int:
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{}":
+            depth += 1 if ch == "{" else -1
+            if depth == 0:
+                return i + 1
+    return -1
+
+
+def _reference_without_trailing_commas(text: str) -> str:
+    out, in_string, escaped = [], False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+            out.append(ch)
+        elif ch == ",":
+            rest = text[i + 1:].lstrip(" \t\r\n")
+            if rest and rest[0] not in "}]":
+                out.append(ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet='{}[]",\\ \nab:1', max_size=60))
+def test_token_scanners_agree_with_a_character_by_character_reading(text):
+    from dream_assets.llm.extract import _match_object, _without_trailing_commas
+
+    assert _without_trailing_commas(text) == _reference_without_trailing_commas(text)
+    for start in [i for i, ch in enumerate(text) if ch == "{"][:3]:
+        assert _match_object(text, start) == _reference_match_object(text, start)
+
