@@ -148,6 +148,21 @@ def test_gap_detection_skips_an_invalid_name_with_a_warning(profile, store, opti
     assert any(line.startswith("WARNING:") and "skill name" in line for line in report.lines)
 
 
+@pytest.mark.parametrize("field,value,why", [("content", "Open the invoice \ud800 PDF", "surrogate"),
+                                             ("summary", "Convert\x00 invoices", "NUL"),
+                                             ("content", "x" * 200_000, "over the limit")])
+def test_gap_detection_rejects_hostile_text_with_its_reason_and_applies_the_rest(profile, store, options, field,
+                                                                                 value, why):
+    gap_sessions(profile)
+    hostile = dict(INVOICE_SKILL, name="finance/invoice-hostile", **{field: value})
+    client, _ = scripted(profile, options, [{"toSave": [hostile, INVOICE_SKILL]}])
+    report = run_skill_gap_detection(context(profile, store, client))
+    assert report.status == "completed" and live_names(store) == {"finance/convert-invoice"}
+    assert report.counts["rejected_invalid_text"] == 1 and report.counts["created"] == 1
+    assert any(c.kind == "rejected" and why in c.detail for c in report.changes)
+    assert [c.target_id for c in store.changes.list("c1")] == ["finance/convert-invoice"]
+
+
 def test_gap_detection_without_a_conversation_log_is_skipped_without_a_call(profile, store, options):
     client, backend = scripted(profile, options, [])
     report = run_skill_gap_detection(context(profile, store, client))

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dream_assets.llm.contracts import SkillConsolidationResponse, SkillSave
+from dream_assets.llm.contracts import SkillConsolidationResponse, SkillGapSave, SkillSave
 from dream_assets.llm.prompts import render_skill_consolidation
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
@@ -175,7 +175,8 @@ def _note_ids(report: PassReport, found: IdCheck, what: str) -> None:
                     f"{'is' if len(found.not_shown) == 1 else 'are'} not a live skill that was shown; ignored")
 
 
-def _save_problem(save: SkillSave, n: int) -> str | None:
+def skill_save_problem(save: SkillSave | SkillGapSave, n: int) -> str | None:
+    """What is wrong with the name, content or summary of a proposed skill (``toSave[n]``), or None."""
     where = f"toSave[{n}]"
     return (problem(save.name, "name", field=f"{where}.name")
             or problem(save.content, "content", field=f"{where}.content", max_chars=MAX_SKILL_CHARS)
@@ -192,7 +193,7 @@ def _plan(report: PassReport, response: SkillConsolidationResponse, shown_skills
             outcome.rejected += 1
             report.warn(f"toSave entry {name!r} skipped: field 'content' is empty, so its sources are kept")
             continue
-        bad = _save_problem(save, n)
+        bad = skill_save_problem(save, n)
         if bad:
             _invalid(report, outcome, f"toSave[{n}]", bad + ("; its sources are kept" if save.source_names else ""))
             continue

@@ -35,7 +35,9 @@ from dream_assets.names import InvalidName, validate_skill_name
 from dream_assets.passes.common import call_model, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
+from dream_assets.passes.model_text import shown as shown_text
 from dream_assets.passes.report import PassReport
+from dream_assets.passes.skill_consolidation import skill_save_problem
 from dream_assets.passes.skill_signals import note_malformed
 from dream_assets.store.logs import CONVERSATION, ConversationTurn, conversation_by_session, log_exists
 from dream_assets.store.skills import SkillError
@@ -179,8 +181,8 @@ def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[Conve
 
     existing = {s.name for s in catalog}
     created = 0
-    for proposal in response.to_save:
-        if _apply_proposal(ctx, report, proposal, existing, recurring):
+    for index, proposal in enumerate(response.to_save):
+        if _apply_proposal(ctx, report, proposal, index, existing, recurring):
             created += 1
             existing.add(proposal.name)
     stamp(ctx, PASS, fingerprint)
@@ -190,7 +192,7 @@ def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[Conve
                          f"({len(recurring)} recurring terms); {rejected} proposal(s) not applied")
 
 
-def _apply_proposal(ctx: PassContext, report: PassReport, proposal: SkillGapSave, existing: set[str],
+def _apply_proposal(ctx: PassContext, report: PassReport, proposal: SkillGapSave, index: int, existing: set[str],
                     recurring: Sequence[RecurringTerm]) -> bool:
     name = proposal.name
     try:
@@ -209,6 +211,12 @@ def _apply_proposal(ctx: PassContext, report: PassReport, proposal: SkillGapSave
     if not proposal.content.strip():
         report.count("rejected_empty")
         report.warn(f"proposed skill {name!r} skipped: field 'content' is empty")
+        return False
+    bad = skill_save_problem(proposal, index)
+    if bad:   # a lone surrogate, a control character, an over-long text: rejected before anything is written
+        report.count("rejected_invalid_text")
+        report.change("rejected", shown_text(name), bad)
+        report.warn(f"proposed skill {shown_text(name)} skipped: {bad}")
         return False
     terms, sessions = evidence(proposal, recurring)
     if len(sessions) < MIN_SESSIONS:
