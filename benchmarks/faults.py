@@ -363,21 +363,55 @@ def _child(kind: str, profile: AgentProfile, cycle: str, kill_at: int, count_fil
     return int(proc.exitcode)
 
 
-def kill_trials(template: AgentProfile, work: Path, quick: bool, tally: Counter, notes: list[str]) -> None:
-    # Count the write statements of a whole apply, then kill before each one in turn.
-    probe = clone(template, work / "probe")
-    count_file = work / "count"
-    _child("consolidate", probe, "cycle-probe", 0, count_file)
-    total = int(count_file.read_text()) if count_file.exists() else 0
-    points = list(range(1, total + 1))
+def _sample(points: list[int], quick: bool) -> list[int]:
     if quick and len(points) > 12:
-        points = sorted(set(points[:: max(1, len(points) // 12)] + [points[-1]]))
-    for k in points:
+        return sorted(set(points[:: max(1, len(points) // 12)] + [points[-1]]))
+    return points
+
+
+def kill_trials(template: AgentProfile, work: Path, quick: bool, tally: Counter, notes: list[str]) -> None:
+    """Count the write statements of a whole apply and of the undo of that cycle, then kill before each one in turn,
+    the trials shared between two shard processes (each forks its own crash children)."""
+    count_file = work / "count"
+    _child("consolidate", clone(template, work / "probe"), "cycle-k", 0, count_file)
+    total = int(count_file.read_text()) if count_file.exists() else 0
+    consolidated = clone(template, work / "consolidated")   # the undo trials start from the applied cycle
+    _child("consolidate", consolidated, "cycle-u", 0)
+    _child("undo", clone(consolidated, work / "undo-probe"), "cycle-u", 0, count_file)
+    undo_total = int(count_file.read_text()) if count_file.exists() else 0
+    apply_points = _sample(list(range(1, total + 1)), quick)
+    undo_points = _sample(list(range(1, undo_total + 1)), quick)
+    shards = []
+    for i in range(2):
+        spec = {"template": str(template.root), "consolidated": str(consolidated.root), "work": str(work / f"s{i}"),
+                "apply": apply_points[i::2], "undo": undo_points[i::2], "total": total, "undo_total": undo_total}
+        shards.append(subprocess.Popen([sys.executable, __file__, "--kill-shard", json.dumps(spec)],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for proc in shards:
+        out, err = proc.communicate(timeout=1800)
+        if proc.returncode != 0:
+            raise RuntimeError(f"kill shard failed: {err[-2000:]}")
+        result = json.loads(out.strip().splitlines()[-1])
+        tally.update(result["tally"])
+        notes.extend(result["notes"])
+    tally["apply_writes"] = total
+    tally["undo_writes"] = undo_total
+
+
+def kill_shard(spec: dict[str, Any]) -> dict[str, Any]:
+    """One shard of the kill trials (run as ``faults.py --kill-shard SPEC``)."""
+    logging.disable(logging.WARNING)
+    template, consolidated = AgentProfile(Path(spec["template"])), AgentProfile(Path(spec["consolidated"]))
+    work = Path(spec["work"])
+    work.mkdir(parents=True)
+    tally: Counter = Counter()
+    notes: list[str] = []
+    before = memory_state(template)
+    total, undo_total = spec["total"], spec["undo_total"]
+    for k in spec["apply"]:
         profile = clone(template, work / f"kill-apply-{k}")
-        before = memory_state(profile)
         _child("consolidate", profile, "cycle-k", k)
-        after = memory_state(profile)
-        rows = change_rows(profile, "cycle-k")
+        after, _, rows = _read(profile, "cycle-k")
         tally["kill_trials"] += 1
         partial = partial_applies(before, after, rows)
         if partial:
@@ -389,18 +423,10 @@ def kill_trials(template: AgentProfile, work: Path, quick: bool, tally: Counter,
             notes.append(f"kill before write {k}/{total} of an apply, then undo: {problem}")
         if lost_facts(before, memory_state(profile)):
             tally["facts_lost"] += 1
-    # Undo killed half-way, then undone again without force.
-    done = clone(template, work / "undo-probe")
-    before = memory_state(done)
-    _child("consolidate", done, "cycle-u", 0)
-    _child("undo", done, "cycle-u", 0, count_file)
-    undo_total = int(count_file.read_text()) if count_file.exists() else 0
-    upoints = list(range(1, undo_total + 1))
-    if quick and len(upoints) > 12:
-        upoints = sorted(set(upoints[:: max(1, len(upoints) // 12)] + [upoints[-1]]))
-    for k in upoints:
-        profile = clone(template, work / f"kill-undo-{k}")
-        _child("consolidate", profile, "cycle-u", 0)
+        shutil.rmtree(profile.root, ignore_errors=True)
+    # An undo killed half-way, then undone again without force, must finish the job.
+    for k in spec["undo"]:
+        profile = clone(consolidated, work / f"kill-undo-{k}")
         _child("undo", profile, "cycle-u", k)
         tally["kill_trials"] += 1
         problem = undo_restores(profile, "cycle-u", before, DreamOptions())
@@ -409,8 +435,8 @@ def kill_trials(template: AgentProfile, work: Path, quick: bool, tally: Counter,
             notes.append(f"kill before write {k}/{undo_total} of an undo, then undo again: {problem}")
         if lost_facts(before, memory_state(profile)):
             tally["facts_lost"] += 1
-    tally["apply_writes"] = total
-    tally["undo_writes"] = undo_total
+        shutil.rmtree(profile.root, ignore_errors=True)
+    return {"tally": dict(tally), "notes": notes[:20]}
 
 
 # ---------------------------------------------------------------------------------------------- 3: fuzzed answers
@@ -673,7 +699,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="CI-sized run")
     parser.add_argument("--trials", type=int, default=None, help="fuzzed answers (default 10,000; 280 with --quick)")
     parser.add_argument("--notes", type=int, default=10, help="how many example problems to print on stderr")
+    parser.add_argument("--kill-shard", help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.kill_shard:
+        print(json.dumps(kill_shard(json.loads(args.kill_shard))))
+        return 0
     trials = args.trials if args.trials is not None else (280 if args.quick else 10_000)
     started = time.perf_counter()
     tally: Counter = Counter()
