@@ -33,6 +33,7 @@ import logging
 import multiprocessing as mp
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -140,6 +141,8 @@ def lost_facts(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any
 
 
 _VISIBLE = ("content", "category", "tags", "archived")
+# "merged into X", or "merged into existing entry X" when a merge equal to a live entry was absorbed by it.
+_MERGED_INTO = re.compile(r"merged into (?:existing entry )?([^\s;,]+)")
 
 
 def partial_applies(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]],
@@ -169,8 +172,9 @@ def partial_applies(before: dict[str, dict[str, Any]], after: dict[str, dict[str
             if src is not None and not src["archived"] and src == before.get(sid):
                 problems.append(f"merge {mid} persisted but its source {sid} is still live")
     for r in rows:
-        if r["kind"] == "archived" and r["reason"].startswith("merged into "):
-            target = r["reason"][len("merged into "):].split()[0].strip(";,")
+        merged_into = _MERGED_INTO.match(r["reason"])
+        if r["kind"] == "archived" and merged_into:
+            target = merged_into.group(1)
             pool = after if r["type"] == "memory" else (skills_after or {})
             if target not in pool or pool[target]["archived"]:
                 problems.append(f"{r['type']} {r['id']} archived as merged into {target}, which is not live")
