@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,7 +58,6 @@ _COLUMNS = ("id, content, category, tags, importance, created_at, updated_at, la
             "reinforcement_count, metadata, archived_at")
 _MAX_CATEGORY = 200
 _MAX_TAGS = 50
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 #: Live entries (BM25's best for the incoming text) a save compares by embedding cosine.
 SAVE_EMBEDDING_CANDIDATES = 20
 #: After a failed embeddings call, saves use the lexical measure for this long without trying the endpoint.
@@ -94,14 +92,6 @@ def _row_to_entry(row: Sequence[Any]) -> MemoryEntry:
 def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
     """Tags are a set: trimmed, de-duplicated, sorted (so the corpus fingerprint does not see their order)."""
     return tuple(sorted({str(t).strip() for t in tags if str(t).strip()}))
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
-
-
-def _norm_sentence(s: str) -> str:
-    return re.sub(r"\s+", " ", s.strip().rstrip(".!?").lower())
 
 
 class _RecallIndex:
