@@ -320,13 +320,9 @@ def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarra
     """
     n = len(sets)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-    vocabulary = sorted(set().union(*sets)) if sets else []
+    vocabulary, sizes, indices, indptr = _token_columns(sets)
     if n < 2 or not vocabulary:
         return empty
-    column = {tok: i for i, tok in enumerate(vocabulary)}
-    sizes = np.fromiter((len(s) for s in sets), dtype=np.int64, count=n)
-    indices = np.fromiter((column[tok] for s in sets for tok in s), dtype=np.int64, count=int(sizes.sum()))
-    indptr = np.concatenate(([0], np.cumsum(sizes)))
 
     # Rank tokens rarest first (ties alphabetical, which the vocabulary order already is).
     df = np.bincount(indices, minlength=len(vocabulary))
@@ -360,6 +356,16 @@ def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarra
     sims = overlap / (sizes[rows] + sizes[cols] - overlap)
     keep = sims >= threshold - _ROUNDING
     return rows[keep], cols[keep], sims[keep]
+
+
+def _token_columns(sets: Sequence[frozenset[str] | set[str]]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """The sorted vocabulary of ``sets`` and the sets as CSR parts over it: (vocabulary, sizes, column indices,
+    row pointers)."""
+    vocabulary = sorted(set().union(*sets)) if sets else []
+    column = {tok: i for i, tok in enumerate(vocabulary)}
+    sizes = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
+    indices = np.fromiter((column[tok] for s in sets for tok in s), dtype=np.int64, count=int(sizes.sum()))
+    return vocabulary, sizes, indices, np.concatenate(([0], np.cumsum(sizes)))
 
 
 def _chunked_candidates(prefix, other_t, work: np.ndarray, n: int,
@@ -447,13 +453,9 @@ def overlap_pairs(sets: Sequence[frozenset[str] | set[str]], threshold: float
     prefix row is the lighter one, and are verified exactly."""
     n = len(sets)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-    vocabulary = sorted(set().union(*sets)) if sets else []
+    vocabulary, sizes, indices, indptr = _token_columns(sets)
     if n < 2 or not vocabulary:
         return empty
-    column = {tok: i for i, tok in enumerate(vocabulary)}
-    sizes = np.fromiter((len(s) for s in sets), dtype=np.int64, count=n)
-    indices = np.fromiter((column[tok] for s in sets for tok in s), dtype=np.int64, count=int(sizes.sum()))
-    indptr = np.concatenate(([0], np.cumsum(sizes)))
     df = np.bincount(indices, minlength=len(vocabulary))
     idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
     rank = np.empty(len(vocabulary), dtype=np.int64)
