@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, parse_ts, utc
 from dream_assets.passes.importance_decay import APPLIED_KEY
@@ -112,6 +113,17 @@ def latest_decay_stamp(sources: Iterable[MemoryEntry]) -> str | None:
     return iso(best) if best else None
 
 
+def merged_fields(entries: Sequence[MemoryEntry]) -> dict[str, Any]:
+    """The host's arithmetic over the entries a merge or fold combines: first seen = min, last seen = max (never
+    reset to now), reinforcement = sum, importance = the highest (a merge never demotes a fact)."""
+    return {
+        "importance": max(e.importance for e in entries),
+        "created_at": min(e.created_at for e in entries),
+        "last_seen_at": max(e.last_seen_at for e in entries),
+        "reinforcement_count": sum(max(0, e.reinforcement_count) for e in entries),
+    }
+
+
 def build_merged_entry(sources: Sequence[MemoryEntry], *, entry_id: str, content: str, category: str,
                        tags: Sequence[str], now: datetime) -> MemoryEntry:
     """The merged record. Temporal fields, importance and metadata come from the sources, never from the model."""
@@ -129,12 +141,9 @@ def build_merged_entry(sources: Sequence[MemoryEntry], *, entry_id: str, content
         content=content.strip(),
         category=category,
         tags=tuple(sorted({str(t).strip() for t in tags if str(t).strip()})),
-        importance=max(s.importance for s in sources),
-        created_at=min(s.created_at for s in sources),
         updated_at=now,
-        last_seen_at=max(s.last_seen_at for s in sources),
-        reinforcement_count=sum(max(0, s.reinforcement_count) for s in sources),
         metadata=metadata,
+        **merged_fields(sources),
     )
 
 
@@ -166,10 +175,7 @@ def fold_into(keeper: MemoryEntry, sources: Sequence[MemoryEntry], *, tags: Sequ
     return keeper.with_(
         tags=tuple(sorted({str(t).strip() for e in everyone for t in e.tags} | {str(t).strip() for t in tags}
                           - {""})),
-        importance=max(e.importance for e in everyone),
-        created_at=min(e.created_at for e in everyone),
         updated_at=now,
-        last_seen_at=max(e.last_seen_at for e in everyone),
-        reinforcement_count=sum(max(0, e.reinforcement_count) for e in everyone),
         metadata=metadata,
+        **merged_fields(everyone),
     )
