@@ -23,7 +23,6 @@ The cache, the index over a store and the clustering are in ``dream_assets.store
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -40,7 +39,7 @@ from dream_assets.llm.openai_backend import (
     _Rejected,
     _Transient,
     backoff_delay,
-    classify_failure,
+    json_response,
 )
 from dream_assets.llm.usage import UsageLedger, UsageRecord, estimate_tokens
 from dream_assets.options import DreamOptions
@@ -173,20 +172,12 @@ class EmbeddingProvider:
     def _attempt(self, batch: list[str], attempts: int) -> tuple[np.ndarray, int | None]:
         # Endpoints refuse an empty input string; a single space embeds "nothing" just as well.
         inputs = [t if t.strip() else " " for t in batch]
-        try:
-            raw = self._client.embeddings.with_raw_response.create(model=self.model, input=inputs,
-                                                                   encoding_format="float")
-            http = raw.http_response
-            body = http.text
-        except Exception as exc:
-            raise classify_failure(self._openai, exc, self.endpoint, self.timeout_s, attempts) from None
-        try:
-            data = json.loads(body)
-        except json.JSONDecodeError:
-            raise _Transient(
-                f"{self.endpoint} returned a body that is not JSON (HTTP {http.status_code}, content-type "
-                f"{http.headers.get('content-type', '?')}; check the base URL, which usually ends in /v1): "
-                f"{head(body)!r}") from None
+        data, body = json_response(
+            self._openai,
+            lambda: self._client.embeddings.with_raw_response.create(model=self.model, input=inputs,
+                                                                     encoding_format="float"),
+            endpoint=self.endpoint, timeout_s=self.timeout_s, attempts=attempts,
+            url_option="EmbeddingBaseUrl (or LlmBaseUrl)")
         return _vectors(data, body, len(batch), self.endpoint, attempts), _prompt_tokens(data)
 
 

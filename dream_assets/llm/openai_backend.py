@@ -127,20 +127,9 @@ class OpenAIBackend:
             kwargs["temperature"] = self.temperature
         if use_json:
             kwargs["response_format"] = {"type": "json_object"}
-        try:
-            raw = self._client.chat.completions.with_raw_response.create(**kwargs)
-            http = raw.http_response
-            body = http.text
-        except Exception as exc:
-            raise classify_failure(openai, exc, self.endpoint, self.timeout_s, attempts) from None
-
-        try:
-            data = json.loads(body)
-        except json.JSONDecodeError:
-            raise _Transient(
-                f"{self.endpoint} returned a body that is not JSON (HTTP {http.status_code}, content-type "
-                f"{http.headers.get('content-type', '?')}; check LlmBaseUrl, which usually ends in /v1): "
-                f"{head(body)!r}") from None
+        data, body = json_response(openai, lambda: self._client.chat.completions.with_raw_response.create(**kwargs),
+                                   endpoint=self.endpoint, timeout_s=self.timeout_s, attempts=attempts,
+                                   url_option="LlmBaseUrl")
         if self._json_supported is None and use_json:
             self._json_supported = True
         return _completion(data, body, self.model, attempts)
@@ -163,6 +152,25 @@ def classify_failure(openai: Any, exc: Exception, endpoint: str, timeout_s: floa
         return ModelCallError(f"HTTP {status} from {endpoint}: {message}{_hint(status)}", attempts=attempts)
     # a body cut off mid-read surfaces from the HTTP layer
     return _Transient(f"reading the answer from {endpoint} failed: {type(exc).__name__}: {exc}")
+
+
+def json_response(openai: Any, create: Callable[[], Any], *, endpoint: str, timeout_s: float, attempts: int,
+                  url_option: str) -> tuple[Any, str]:
+    """One request through the ``openai`` client's raw-response API: the parsed JSON body and the body text. A failed
+    request is classified (``classify_failure``); a body that is not JSON is a transient failure naming the status,
+    the content type and ``url_option`` (a wrong base URL usually answers with an HTML page)."""
+    try:
+        http = create().http_response
+        body = http.text
+    except Exception as exc:
+        raise classify_failure(openai, exc, endpoint, timeout_s, attempts) from None
+    try:
+        return json.loads(body), body
+    except json.JSONDecodeError:
+        raise _Transient(
+            f"{endpoint} returned a body that is not JSON (HTTP {http.status_code}, content-type "
+            f"{http.headers.get('content-type', '?')}; check {url_option}, which usually ends in /v1): "
+            f"{head(body)!r}") from None
 
 
 def backoff_delay(retry_index: int, retry_after: float | None, *, base_s: float, max_s: float,
