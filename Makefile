@@ -61,8 +61,10 @@ backfill: $(STAMP) $(INSTANCE)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/$(BENCH).py $(ARGS)
 
+## Lint and check formatting (ruff format --check: run `.venv/bin/ruff format .` to fix).
 lint: $(STAMP)
 	$(BIN)/ruff check dream_assets dream_assets_tests benchmarks
+	$(BIN)/ruff format --check dream_assets dream_assets_tests benchmarks
 
 clean:
 	rm -rf $(VENV) .dagster_home

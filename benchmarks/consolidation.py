@@ -65,13 +65,24 @@ def measure(n: int, root: Path) -> None:
         raise SystemExit(f"first run at n={n} did not complete: {first.reason}")
 
     later = NOW + timedelta(hours=7)
-    open_store(profile, options).memories.put_many([
-        MemoryEntry(id=f"bench-new-{i}", content=text, category="facts", tags=("bench",), importance=0.5,
-                    created_at=later, updated_at=later, last_seen_at=later)
-        for i, text in enumerate(NEW_FACTS)
-    ])
-    second = run_memory_consolidation(PassContext(profile, options, later + timedelta(minutes=1),
-                                                  cycle_id=f"bench-{n}-2"))
+    open_store(profile, options).memories.put_many(
+        [
+            MemoryEntry(
+                id=f"bench-new-{i}",
+                content=text,
+                category="facts",
+                tags=("bench",),
+                importance=0.5,
+                created_at=later,
+                updated_at=later,
+                last_seen_at=later,
+            )
+            for i, text in enumerate(NEW_FACTS)
+        ]
+    )
+    second = run_memory_consolidation(
+        PassContext(profile, options, later + timedelta(minutes=1), cycle_id=f"bench-{n}-2")
+    )
     if second.status != "completed":
         raise SystemExit(f"second run at n={n} did not complete: {second.reason}")
     emit("consolidation.prompt_chars", n, float(second.extra.get("prompt_chars", 0)), "chars")

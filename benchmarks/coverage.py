@@ -104,8 +104,10 @@ def read_labelled(root: Path, limit: int | None) -> dict[str, list[tuple[str, st
     SOURCE.md."""
     layout: dict[str, list[tuple[str, str, int, int]]] = {
         "paws": [("paws-wiki/dev.tsv", "utf-8", 1, 2)],
-        "mrpc": [("mrpc/msr_paraphrase_test.txt", "utf-8-sig", 3, 4),
-                 ("mrpc/msr_paraphrase_train.txt", "utf-8-sig", 3, 4)],
+        "mrpc": [
+            ("mrpc/msr_paraphrase_test.txt", "utf-8-sig", 3, 4),
+            ("mrpc/msr_paraphrase_train.txt", "utf-8-sig", 3, 4),
+        ],
         "sick": [("sick/SICK_test_annotated.txt", "utf-8", 1, 2)],
         "stsb": [("stsb/sts-dev.csv", "utf-8", 5, 6), ("stsb/sts-test.csv", "utf-8", 5, 6)],
     }
@@ -193,7 +195,7 @@ def _date_carried(date: RefDate, others: list[RefDate]) -> bool:
 
 def _opens_sentence(text: str, start: int) -> bool:
     prefix = text[:start]
-    line = prefix[prefix.rfind("\n") + 1:]
+    line = prefix[prefix.rfind("\n") + 1 :]
     stripped = line.rstrip(" \t\"'`([{“‘")
     return not stripped or stripped[-1] in ".!?:"
 
@@ -224,7 +226,8 @@ def reference_numbers(text: str) -> list[tuple[int, str]]:
 
 def _months_written(text: str) -> set[int]:
     return {_MONTH_NUMBER[t] for t in _TOKEN.findall(text) if t in _MONTH_NUMBER} | {
-        d[0] for _, _, d in reference_dates(text)}
+        d[0] for _, _, d in reference_dates(text)
+    }
 
 
 def lacks(s1: str, s2: str) -> tuple[list[str], list[str], list[tuple[int, int, str]]]:
@@ -298,10 +301,10 @@ def recapitalised(s1: str, s2: str) -> str | None:
     if m is None or not m.group()[0].isupper() or m.group()[1:] != m.group()[1:].lower():
         return None
     word = m.group().lower()
-    rest = s2[m.end():]
-    if word not in _FUNCTION_WORDS and word not in _lowercase_words(s1, s2[:m.start()] + rest):
+    rest = s2[m.end() :]
+    if word not in _FUNCTION_WORDS and word not in _lowercase_words(s1, s2[: m.start()] + rest):
         return None
-    return f"{s1.rstrip(' .')}; {s2[:m.start()]}{word}{rest}"
+    return f"{s1.rstrip(' .')}; {s2[: m.start()]}{word}{rest}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -327,7 +330,7 @@ def altered_number(s1: str, s2: str) -> tuple[str, str] | None:
             continue
         new = _altered(number, taken)
         if new is not None:
-            return s2[:m.start()] + new + s2[m.end():], new
+            return s2[: m.start()] + new + s2[m.end() :], new
     return None
 
 
@@ -337,7 +340,7 @@ def altered_year(s1: str, s2: str) -> tuple[str, str] | None:
         year = int(m.group())
         for new in (year + 1, year - 1, year + 2, year - 2):
             if str(new) not in taken:
-                return s2[:m.start()] + str(new) + s2[m.end():], str(new)
+                return s2[: m.start()] + str(new) + s2[m.end() :], str(new)
     return None
 
 
@@ -438,11 +441,26 @@ def measure(pairs: list[tuple[str, str]]) -> None:
                 new_s2, new = change
                 merged = f"{s1}\n{new_s2}"
                 found = invented(s1, s2, merged)
-                tally.add(any(new in item for item in found),
-                          lambda merged=merged, found=found, new=new: f"{new!r} not reported: {found} merged={merged!r}")
+                tally.add(
+                    any(new in item for item in found),
+                    lambda merged=merged, found=found, new=new: f"{new!r} not reported: {found} merged={merged!r}",
+                )
 
-    for tally in (preserving, reordered, iso, thousands, recap, dropped, drop_name, drop_number, drop_date,
-                  redundant, inv_number, inv_year, inv_false):
+    for tally in (
+        preserving,
+        reordered,
+        iso,
+        thousands,
+        recap,
+        dropped,
+        drop_name,
+        drop_number,
+        drop_date,
+        redundant,
+        inv_number,
+        inv_year,
+        inv_false,
+    ):
         tally.emit()
 
 
@@ -470,6 +488,7 @@ def measure_content(rows: list[tuple[str, str, bool]], threshold: float, suffix:
     as sources [s1, b] and merge s1 + b' (the set's own paraphrase label); and the merge of a pair that keeps s1
     alone, for pairs the set labels paraphrases and for pairs it does not.
     """
+
     def dropped(sources: list[str], merged: str) -> tuple[str, ...]:
         return dropped_content([CoverageSource(t, "general") for t in sources], merged, threshold=threshold)
 
@@ -503,7 +522,10 @@ def measure_content(rows: list[tuple[str, str, bool]], threshold: float, suffix:
             drop_sentence.add(bool(dropped([s1, b], s1)), lambda s1=s1, b=b: f"not caught: kept {s1!r} dropped {b!r}")
             for tally, tail in ((halved_head, False), (halved_tail, True)):
                 merged = f"{s1}\n{_halved(b, tail)}"
-                tally.add(bool(dropped([s1, b], merged)), lambda merged=merged, b=b: f"not caught: {b!r} -> {merged!r}")
+                tally.add(
+                    bool(dropped([s1, b], merged)),
+                    lambda merged=merged, b=b: f"not caught: {b!r} -> {merged!r}",
+                )
         if other_para:
             merged = f"{s1}\n{other_b}"
             lost = dropped([s1, b], merged)
@@ -557,10 +579,18 @@ def measure_baseline(pairs: list[tuple[str, str]], sizes: list[int]) -> None:
         emit(f"coverage.baseline_size{suffix}", size, len(baseline), "words")
         emit(f"coverage.baseline_build_seconds{suffix}", size, elapsed, "s")
         ordinary = sum(word in baseline for word in DISCOURSE_OPENERS)
-        emit(f"coverage.baseline_discourse_openers_ordinary{suffix}", len(DISCOURSE_OPENERS),
-             100 * ordinary / len(DISCOURSE_OPENERS), "percent")
-        emit(f"coverage.baseline_name_leak_rate{suffix}", len(names),
-             100 * len(names & baseline) / max(1, len(names)), "percent")
+        emit(
+            f"coverage.baseline_discourse_openers_ordinary{suffix}",
+            len(DISCOURSE_OPENERS),
+            100 * ordinary / len(DISCOURSE_OPENERS),
+            "percent",
+        )
+        emit(
+            f"coverage.baseline_name_leak_rate{suffix}",
+            len(names),
+            100 * len(names & baseline) / max(1, len(names)),
+            "percent",
+        )
 
 
 def measure_throughput(pairs: list[tuple[str, str]]) -> None:
@@ -580,8 +610,12 @@ def measure_throughput(pairs: list[tuple[str, str]]) -> None:
     started = time.process_time()
     for entry in entries[:500]:
         check_merge_coverage([CoverageSource(entry, "general")], corpus, BASELINE_VOCABULARY)
-    emit("coverage.guard_throughput", min(500, len(entries)),
-         min(500, len(entries)) / (time.process_time() - started), f"checks/s against {len(entries)} entries")
+    emit(
+        "coverage.guard_throughput",
+        min(500, len(entries)),
+        min(500, len(entries)) / (time.process_time() - started),
+        f"checks/s against {len(entries)} entries",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -589,8 +623,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"first {QUICK_PAIRS_PER_FILE} pairs of each file")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the eval-data folder")
     parser.add_argument("--sweep", default="", help="comma-separated baseline sizes to compare, e.g. 10000,40000")
-    parser.add_argument("--content-sweep", default="",
-                        help="comma-separated content-check shares to compare, e.g. 0.6,0.7,0.8")
+    parser.add_argument(
+        "--content-sweep",
+        default="",
+        help="comma-separated content-check shares to compare, e.g. 0.6,0.7,0.8",
+    )
     args = parser.parse_args(argv)
 
     labelled = read_labelled(args.data, QUICK_PAIRS_PER_FILE if args.quick else None)

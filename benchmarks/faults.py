@@ -55,8 +55,15 @@ from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage  # noqa: E402
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-MODEL_PASSES = ("memory_consolidation", "skill_gap_detection", "wisp_failure_analysis", "skill_consolidation",
-                "skill_optimization", "preference_inference", "tier_routing_review")
+MODEL_PASSES = (
+    "memory_consolidation",
+    "skill_gap_detection",
+    "wisp_failure_analysis",
+    "skill_consolidation",
+    "skill_optimization",
+    "preference_inference",
+    "tier_routing_review",
+)
 _KILL_ENV = "DREAM_FAULTS_KILL_AT"
 _COUNT_ENV = "DREAM_FAULTS_COUNT_FILE"
 
@@ -93,14 +100,37 @@ def clone(template: AgentProfile, dest: Path) -> AgentProfile:
 def _rows(conn: Any, cycle_id: str | None) -> tuple[dict, dict, list]:
     mem = conn.execute("SELECT id, content, category, tags, archived_at, metadata FROM memories").fetchall()
     skl = conn.execute("SELECT name, summary, content, see_also, archived_at FROM skills").fetchall()
-    chg = [] if cycle_id is None else conn.execute(
-        "SELECT kind, target_type, target_id, after_json, reason, undone_at FROM changes WHERE cycle_id = ? "
-        "ORDER BY ordinal", [cycle_id]).fetchall()
-    memories = {r[0]: {"content": r[1], "category": r[2], "tags": r[3], "archived": r[4] is not None,
-                       "metadata": json.loads(r[5])} for r in mem}
+    chg = (
+        []
+        if cycle_id is None
+        else conn.execute(
+            "SELECT kind, target_type, target_id, after_json, reason, undone_at FROM changes WHERE cycle_id = ? "
+            "ORDER BY ordinal",
+            [cycle_id],
+        ).fetchall()
+    )
+    memories = {
+        r[0]: {
+            "content": r[1],
+            "category": r[2],
+            "tags": r[3],
+            "archived": r[4] is not None,
+            "metadata": json.loads(r[5]),
+        }
+        for r in mem
+    }
     skills = {r[0]: {"summary": r[1], "content": r[2], "see_also": r[3], "archived": r[4] is not None} for r in skl}
-    rows = [{"kind": r[0], "type": r[1], "id": r[2], "after": json.loads(r[3]) if r[3] else None, "reason": r[4],
-             "undone": r[5] is not None} for r in chg]
+    rows = [
+        {
+            "kind": r[0],
+            "type": r[1],
+            "id": r[2],
+            "after": json.loads(r[3]) if r[3] else None,
+            "reason": r[4],
+            "undone": r[5] is not None,
+        }
+        for r in chg
+    ]
     return memories, skills, rows
 
 
@@ -145,9 +175,13 @@ _VISIBLE = ("content", "category", "tags", "archived")
 _MERGED_INTO = re.compile(r"merged into (?:existing entry )?([^\s;,]+)")
 
 
-def partial_applies(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]],
-                    rows: list[dict[str, Any]], skills_before: dict[str, dict[str, Any]] | None = None,
-                    skills_after: dict[str, dict[str, Any]] | None = None) -> list[str]:
+def partial_applies(
+    before: dict[str, dict[str, Any]],
+    after: dict[str, dict[str, Any]],
+    rows: list[dict[str, Any]],
+    skills_before: dict[str, dict[str, Any]] | None = None,
+    skills_after: dict[str, dict[str, Any]] | None = None,
+) -> list[str]:
     """Changes the store shows that the change log does not explain, and merges applied by half."""
     problems = []
     recorded = {(r["type"], r["id"]) for r in rows if r["kind"] != "stamped"}
@@ -189,8 +223,9 @@ def partial_applies(before: dict[str, dict[str, Any]], after: dict[str, dict[str
     return problems
 
 
-def undo_restores(profile: AgentProfile, cycle_id: str, before: dict[str, dict[str, Any]],
-                  options: DreamOptions) -> str | None:
+def undo_restores(
+    profile: AgentProfile, cycle_id: str, before: dict[str, dict[str, Any]], options: DreamOptions
+) -> str | None:
     """Undo the cycle; None when the live corpus is back exactly, else what went wrong."""
     from dream_assets.store import open_store
 
@@ -243,9 +278,16 @@ def _texts_shown(inputs: Any) -> list[str]:
     return _strings_under(inputs, ("content", "text"))
 
 
-def run_pass(profile: AgentProfile, pass_name: str, answer: Callable[[Any], Any], *, cycle_id: str,
-             options: DreamOptions | None = None, now: datetime = NOW,
-             state: list | None = None) -> tuple[Any, list[Any]]:
+def run_pass(
+    profile: AgentProfile,
+    pass_name: str,
+    answer: Callable[[Any], Any],
+    *,
+    cycle_id: str,
+    options: DreamOptions | None = None,
+    now: datetime = NOW,
+    state: list | None = None,
+) -> tuple[Any, list[Any]]:
     """Run one pass with a scripted model. With ``state`` (a list), the store's rows after the pass are read with plain
     SQL through the file the pass already has open (saving a second ~15 ms open) and appended to it."""
     from dream_assets.llm.client import ModelClient
@@ -283,8 +325,13 @@ def consolidation_answer(request: Any) -> Any:
         text = " ".join(dict.fromkeys(entries[i]["content"].strip() for i in ids))
         saves.append({"content": text, "category": entries[ids[0]]["category"], "sourceIds": ids})
     rest = [i for i in entries if i not in used]
-    saves.append({"content": "Anti-pattern: confirm the meeting room with Facilities before the Friday review.",
-                  "category": "anti-patterns/scheduling", "sourceIds": []})
+    saves.append(
+        {
+            "content": "Anti-pattern: confirm the meeting room with Facilities before the Friday review.",
+            "category": "anti-patterns/scheduling",
+            "sourceIds": [],
+        }
+    )
     return {"toSave": saves, "toDelete": rest[:2] + [next(iter(used), "")]}
 
 
@@ -357,9 +404,10 @@ def _child(kind: str, profile: AgentProfile, cycle: str, kill_at: int, count_fil
     from dream_assets.store.connection import close_all
 
     close_all()  # no DuckDB handle, lock or linger timer may cross the fork
-    proc = mp.get_context("fork").Process(target=_child_body,
-                                          args=(kind, str(profile.root), cycle, kill_at,
-                                                str(count_file) if count_file else None))
+    proc = mp.get_context("fork").Process(
+        target=_child_body,
+        args=(kind, str(profile.root), cycle, kill_at, str(count_file) if count_file else None),
+    )
     proc.start()
     proc.join(timeout=300)
     if proc.exitcode not in (0, 77):
@@ -379,7 +427,7 @@ def kill_trials(template: AgentProfile, work: Path, quick: bool, tally: Counter,
     count_file = work / "count"
     _child("consolidate", clone(template, work / "probe"), "cycle-k", 0, count_file)
     total = int(count_file.read_text()) if count_file.exists() else 0
-    consolidated = clone(template, work / "consolidated")   # the undo trials start from the applied cycle
+    consolidated = clone(template, work / "consolidated")  # the undo trials start from the applied cycle
     _child("consolidate", consolidated, "cycle-u", 0)
     _child("undo", clone(consolidated, work / "undo-probe"), "cycle-u", 0, count_file)
     undo_total = int(count_file.read_text()) if count_file.exists() else 0
@@ -387,10 +435,23 @@ def kill_trials(template: AgentProfile, work: Path, quick: bool, tally: Counter,
     undo_points = _sample(list(range(1, undo_total + 1)), quick)
     shards = []
     for i in range(2):
-        spec = {"template": str(template.root), "consolidated": str(consolidated.root), "work": str(work / f"s{i}"),
-                "apply": apply_points[i::2], "undo": undo_points[i::2], "total": total, "undo_total": undo_total}
-        shards.append(subprocess.Popen([sys.executable, __file__, "--kill-shard", json.dumps(spec)],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        spec = {
+            "template": str(template.root),
+            "consolidated": str(consolidated.root),
+            "work": str(work / f"s{i}"),
+            "apply": apply_points[i::2],
+            "undo": undo_points[i::2],
+            "total": total,
+            "undo_total": undo_total,
+        }
+        shards.append(
+            subprocess.Popen(
+                [sys.executable, __file__, "--kill-shard", json.dumps(spec)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for proc in shards:
         out, err = proc.communicate(timeout=1800)
         if proc.returncode != 0:
@@ -444,8 +505,21 @@ def kill_shard(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- 3: fuzzed answers
-_HOSTILE_TEXT = ["\ud800", "a\x00b", "\x1b[31mred", "x" * 200_000, "", "   ", "\u202e reversed", "null", "🙂" * 50,
-                 "line\r\nbreak", "{\"toSave\": []}", "../../etc/passwd", "\udfff lone low"]
+_HOSTILE_TEXT = [
+    "\ud800",
+    "a\x00b",
+    "\x1b[31mred",
+    "x" * 200_000,
+    "",
+    "   ",
+    "\u202e reversed",
+    "null",
+    "🙂" * 50,
+    "line\r\nbreak",
+    '{"toSave": []}',
+    "../../etc/passwd",
+    "\udfff lone low",
+]
 
 
 def _rand_text(rng: random.Random, shown_texts: list[str]) -> str:
@@ -456,8 +530,11 @@ def _rand_text(rng: random.Random, shown_texts: list[str]) -> str:
         return " ".join(rng.sample(shown_texts, 2))
     if roll < 0.6 and shown_texts:  # a mangled source: a swapped figure or a dropped half
         text = rng.choice(shown_texts)
-        return text[: len(text) // 2] if rng.random() < 0.5 else "".join(
-            str((int(c) + 1) % 10) if c.isdigit() else c for c in text)
+        return (
+            text[: len(text) // 2]
+            if rng.random() < 0.5
+            else "".join(str((int(c) + 1) % 10) if c.isdigit() else c for c in text)
+        )
     if roll < 0.8:
         return rng.choice(_HOSTILE_TEXT)
     return "".join(rng.choice("abcdefghij KLMNOP 0123456789.,-") for _ in range(rng.randint(1, 120)))
@@ -484,8 +561,20 @@ def fuzz_answer(rng: random.Random, pass_name: str, inputs: Any) -> str:
     texts = _texts_shown(inputs)
     roll = rng.random()
     if roll < 0.08:
-        return rng.choice(["", "I cannot help with that.", "{", "[" * 100_000, "{" * 50_000, '{"toSave": [' * 3000,
-                           "<think>" + "x" * 1000, "```json\n{\"toSave\": }\n```", "\x00" * 10, "\ud800"])
+        return rng.choice(
+            [
+                "",
+                "I cannot help with that.",
+                "{",
+                "[" * 100_000,
+                "{" * 50_000,
+                '{"toSave": [' * 3000,
+                "<think>" + "x" * 1000,
+                '```json\n{"toSave": }\n```',
+                "\x00" * 10,
+                "\ud800",
+            ]
+        )
     if roll < 0.15:
         return json.dumps(_rand_value(rng))
     if pass_name == "merge_repair":
@@ -496,37 +585,66 @@ def fuzz_answer(rng: random.Random, pass_name: str, inputs: Any) -> str:
         else:
             saves = []
             for _ in range(rng.randint(0, 4)):
-                save: dict[str, Any] = {"content": _rand_text(rng, texts),
-                                        "sourceIds": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))]}
+                save: dict[str, Any] = {
+                    "content": _rand_text(rng, texts),
+                    "sourceIds": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))],
+                }
                 if rng.random() < 0.5:
-                    save["category"] = rng.choice(["general", "", "a" * 300, "x\x00y", "user-preferences/inferred",
-                                                   "\ud800", 7])
+                    save["category"] = rng.choice(
+                        ["general", "", "a" * 300, "x\x00y", "user-preferences/inferred", "\ud800", 7]
+                    )
                 if rng.random() < 0.4:
                     save["tags"] = [rng.choice(["t", "", "\ud800", "x" * 500, 5]) for _ in range(rng.randint(0, 60))]
                 if rng.random() < 0.2:
                     save["metadata"] = {"requires_user_permission": rng.choice([True, "yes", None, {"a": 1}])}
                 saves.append(save)
-            obj = {"toSave": saves, "toDelete": [_rand_id(rng, shown) for _ in range(rng.randint(0, len(shown) + 1))]}
+            obj = {
+                "toSave": saves,
+                "toDelete": [_rand_id(rng, shown) for _ in range(rng.randint(0, len(shown) + 1))],
+            }
     elif pass_name in ("skill_consolidation", "skill_optimization", "skill_gap_detection"):
         if roll < 0.3 and pass_name != "skill_gap_detection":
             obj = {"toDelete": shown, "toSave": []}
         else:
             saves = []
             for _ in range(rng.randint(0, 3)):
-                saves.append({"name": rng.choice([*shown[:5], "new/skill", "", "../x", "a" * 400, "\ud800", "n\x00"]),
-                              "summary": _rand_text(rng, texts), "content": _rand_text(rng, texts),
-                              "sourceNames": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))],
-                              "seeAlso": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))]})
+                saves.append(
+                    {
+                        "name": rng.choice([*shown[:5], "new/skill", "", "../x", "a" * 400, "\ud800", "n\x00"]),
+                        "summary": _rand_text(rng, texts),
+                        "content": _rand_text(rng, texts),
+                        "sourceNames": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))],
+                        "seeAlso": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))],
+                    }
+                )
             obj = {"toSave": saves, "toDelete": [_rand_id(rng, shown) for _ in range(rng.randint(0, 3))]}
     elif pass_name == "wisp_failure_analysis":
-        obj = {"failurePatterns": [{"description": _rand_text(rng, texts), "classification": _rand_text(rng, []),
-                                    "affectedSteps": [_rand_text(rng, [])]} for _ in range(rng.randint(0, 3))],
-               "skillAnnotations": [{"skillName": _rand_id(rng, shown), "annotation": _rand_text(rng, texts)}
-                                    for _ in range(rng.randint(0, 3))],
-               "promotionNotes": {_rand_text(rng, []): _rand_text(rng, []) for _ in range(rng.randint(0, 2))}}
+        obj = {
+            "failurePatterns": [
+                {
+                    "description": _rand_text(rng, texts),
+                    "classification": _rand_text(rng, []),
+                    "affectedSteps": [_rand_text(rng, [])],
+                }
+                for _ in range(rng.randint(0, 3))
+            ],
+            "skillAnnotations": [
+                {"skillName": _rand_id(rng, shown), "annotation": _rand_text(rng, texts)}
+                for _ in range(rng.randint(0, 3))
+            ],
+            "promotionNotes": {_rand_text(rng, []): _rand_text(rng, []) for _ in range(rng.randint(0, 2))},
+        }
     else:  # tier routing
-        obj = {"findings": [{"content": _rand_text(rng, texts), "tags": [_rand_text(rng, [])],
-                             "tier": rng.choice([None, "high", "\ud800", "x" * 300])} for _ in range(rng.randint(0, 3))]}
+        obj = {
+            "findings": [
+                {
+                    "content": _rand_text(rng, texts),
+                    "tags": [_rand_text(rng, [])],
+                    "tier": rng.choice([None, "high", "\ud800", "x" * 300]),
+                }
+                for _ in range(rng.randint(0, 3))
+            ]
+        }
     text = json.dumps(obj)
     if rng.random() < 0.1:
         text = f"<think>let me see</think>\n```json\n{text}\n```\nDone."
@@ -607,9 +725,19 @@ def fuzz_trials(template: AgentProfile, work: Path, trials: int, tally: Counter,
 
 
 # ---------------------------------------------------------------------------------------------- 4: hostile logs
-HOSTILE_LINES = [b"[" * 100_000, b"{" * 100_000, b'{"a":' * 20_000, b"\xff\xfe\xfa not utf-8", b"\x00\x00\x00",
-                 b'{"timestamp": "\\ud800", "sessionId": "\\ud800"}', b'{"timestamp": 12, "kind": []}', b"[]", b"null",
-                 b"x" * 3_000_000, b'{"timestamp": "2026-11-30T11:00:00Z", "role": "user", "content": "\\u0000"}']
+HOSTILE_LINES = [
+    b"[" * 100_000,
+    b"{" * 100_000,
+    b'{"a":' * 20_000,
+    b"\xff\xfe\xfa not utf-8",
+    b"\x00\x00\x00",
+    b'{"timestamp": "\\ud800", "sessionId": "\\ud800"}',
+    b'{"timestamp": 12, "kind": []}',
+    b"[]",
+    b"null",
+    b"x" * 3_000_000,
+    b'{"timestamp": "2026-11-30T11:00:00Z", "role": "user", "content": "\\u0000"}',
+]
 
 
 def hostile_log_trial(template: AgentProfile, work: Path, tally: Counter, notes: list[str]) -> None:
@@ -620,15 +748,22 @@ def hostile_log_trial(template: AgentProfile, work: Path, tally: Counter, notes:
         with path.open("ab") as fh:
             for line in HOSTILE_LINES:
                 fh.write(line + b"\n")
-    code = ("import json, sys\n"
-            "from datetime import datetime\n"
-            "from dream_assets.cycle import run_cycle\n"
-            "from dream_assets.options import DreamOptions\n"
-            "from dream_assets.profile import AgentProfile\n"
-            "reports = run_cycle(AgentProfile(sys.argv[1]), DreamOptions(), datetime.fromisoformat(sys.argv[2]))\n"
-            "print(json.dumps([[r.pass_name, r.status, r.reason] for r in reports]))\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(profile.root), NOW.isoformat()], capture_output=True,
-                          text=True, timeout=600, cwd=Path(__file__).resolve().parents[1])
+    code = (
+        "import json, sys\n"
+        "from datetime import datetime\n"
+        "from dream_assets.cycle import run_cycle\n"
+        "from dream_assets.options import DreamOptions\n"
+        "from dream_assets.profile import AgentProfile\n"
+        "reports = run_cycle(AgentProfile(sys.argv[1]), DreamOptions(), datetime.fromisoformat(sys.argv[2]))\n"
+        "print(json.dumps([[r.pass_name, r.status, r.reason] for r in reports]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(profile.root), NOW.isoformat()],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     tally["hostile_log_trials"] += 1
     if proc.returncode != 0:
         tally["misreported"] += 1
@@ -651,7 +786,9 @@ def _agent_saves(root: str, seconds: float, out: str) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         i += 1
-        text = f"Concurrent fact {i}: Zorblat-{i:05d} reported {1000 + i} widgets to Quillon on 2026-11-{1 + i % 28:02d}."
+        text = (
+            f"Concurrent fact {i}: Zorblat-{i:05d} reported {1000 + i} widgets to Quillon on 2026-11-{1 + i % 28:02d}."
+        )
         try:
             store.memories.save(text, category="general", now=NOW + timedelta(seconds=i))
             saved.append(text)
@@ -676,8 +813,14 @@ def concurrent_trial(template: AgentProfile, work: Path, seconds: float, tally: 
 
     while time.monotonic() < deadline:
         cycle += 1
-        report, _ = run_pass(profile, "memory_consolidation", delete_everything, cycle_id=f"conc-{cycle}",
-                             options=options, now=NOW + timedelta(hours=cycle))
+        report, _ = run_pass(
+            profile,
+            "memory_consolidation",
+            delete_everything,
+            cycle_id=f"conc-{cycle}",
+            options=options,
+            now=NOW + timedelta(hours=cycle),
+        )
         if report.status == "failed":
             notes.append(f"consolidation beside a saving agent failed: {report.reason[:200]}")
             tally["concurrent_pass_failures"] += 1
@@ -685,8 +828,11 @@ def concurrent_trial(template: AgentProfile, work: Path, seconds: float, tally: 
     data = json.loads(out.read_text()) if out.exists() else {"saved": [], "errors": ["agent did not finish"]}
     after = memory_state(profile)
     live_text = "\n".join(e["content"] for e in after.values() if not e["archived"])
-    missing = [t for t in data["saved"]
-               if not check_merge_coverage([CoverageSource(t, "general")], live_text, BASELINE_VOCABULARY).ok]
+    missing = [
+        t
+        for t in data["saved"]
+        if not check_merge_coverage([CoverageSource(t, "general")], live_text, BASELINE_VOCABULARY).ok
+    ]
     tally["concurrent_saves"] += len(data["saved"])
     tally["concurrent_save_errors"] += len(data["errors"])
     tally["concurrent_cycles"] += cycle
@@ -719,7 +865,10 @@ def main(argv: Iterable[str] | None = None) -> int:
             ("kill", lambda: kill_trials(template, work, args.quick, tally, notes)),
             ("fuzz", lambda: fuzz_trials(template, work, trials, tally, notes)),
             ("hostile_logs", lambda: hostile_log_trial(template, work, tally, notes)),
-            ("concurrent", lambda: concurrent_trial(template, work, 8.0 if args.quick else 30.0, tally, notes)),
+            (
+                "concurrent",
+                lambda: concurrent_trial(template, work, 8.0 if args.quick else 30.0, tally, notes),
+            ),
         ]
         for name, section in sections:
             t0 = time.perf_counter()
@@ -732,17 +881,36 @@ def main(argv: Iterable[str] | None = None) -> int:
     n = tally["kill_trials"] + tally["fuzz_trials"] + tally["hostile_log_trials"] + tally["concurrent_saves"]
     emit("faults.facts_lost", n, tally["facts_lost"], "count")
     emit("faults.partial_applies", n, tally["partial_applies"], "count")
-    emit("faults.misreported", n, tally["misreported"] + tally["hostile_log_pass_failures"] + tally["section_errors"],
-         "count")
+    emit(
+        "faults.misreported",
+        n,
+        tally["misreported"] + tally["hostile_log_pass_failures"] + tally["section_errors"],
+        "count",
+    )
     emit("faults.undo_failures", n, tally["undo_failures"], "count")
-    for key in ("kill_trials", "apply_writes", "undo_writes", "fuzz_trials", "hostile_log_trials", "concurrent_saves",
-                "concurrent_save_errors", "concurrent_cycles", "concurrent_pass_failures"):
+    for key in (
+        "kill_trials",
+        "apply_writes",
+        "undo_writes",
+        "fuzz_trials",
+        "hostile_log_trials",
+        "concurrent_saves",
+        "concurrent_save_errors",
+        "concurrent_cycles",
+        "concurrent_pass_failures",
+    ):
         emit(f"faults.{key}", n, tally[key], "count")
     emit("faults.seconds", n, time.perf_counter() - started, "s")
     for note in notes[: args.notes]:
         print(f"note: {note}", file=sys.stderr)
-    bad = tally["facts_lost"] + tally["partial_applies"] + tally["misreported"] + tally["undo_failures"] + \
-        tally["hostile_log_pass_failures"] + tally["section_errors"]
+    bad = (
+        tally["facts_lost"]
+        + tally["partial_applies"]
+        + tally["misreported"]
+        + tally["undo_failures"]
+        + tally["hostile_log_pass_failures"]
+        + tally["section_errors"]
+    )
     return 1 if bad else 0
 
 

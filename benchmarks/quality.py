@@ -98,13 +98,13 @@ def data_dir(arg: str | None) -> Path:
 # ---------------------------------------------------------------------------------------------- corpus
 @dataclass
 class Fact:
-    key: str                 # stable id of this saved text within the conversation
+    key: str  # stable id of this saved text within the conversation
     content: str
     category: str
-    at: datetime             # when it is saved
+    at: datetime  # when it is saved
     dia_ids: tuple[str, ...]
-    base: str                # key of the observation it derives from (itself for an observation)
-    kind: str                # observation | reobservation | lookalike
+    base: str  # key of the observation it derives from (itself for an observation)
+    kind: str  # observation | reobservation | lookalike
     metadata: dict[str, str] = field(default_factory=dict)
     rules: tuple[str, ...] = ()
 
@@ -113,15 +113,27 @@ class Fact:
 class Corpus:
     sample_id: str
     facts: list[Fact]
-    dup_groups: list[list[str]]        # fact keys: an observation and its re-observations
+    dup_groups: list[list[str]]  # fact keys: an observation and its re-observations
     lookalike_groups: list[list[str]]  # fact keys: distinct events on one topic
     qa: list[tuple[str, list[list[str]]]]  # question, per evidence turn the keys of the facts derived from it
     last_at: datetime
 
 
 _SESSION_TIME = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$")
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 
 def session_time(text: str) -> datetime:
@@ -138,17 +150,39 @@ def day_text(at: datetime) -> str:
 
 
 SYNONYMS = [
-    ("attended", "went to"), ("is planning to", "plans to"), ("planning to", "intending to"), ("excited", "thrilled"),
-    ("kids", "children"), ("loves", "really enjoys"), ("recently", "lately"), ("started", "began"),
-    ("bought", "purchased"), ("happy", "glad"), ("important", "significant"), ("favorite", "favourite"),
-    ("wants to", "would like to"), ("helps", "assists"), ("enjoys", "likes"), ("friends", "pals"),
-    ("finds", "considers"), ("big", "large"), ("talked about", "discussed"),
-    ("decided to", "chose to"), ("received", "got"), ("amazing", "wonderful"), ("trip", "journey"),
-    ("picture", "photo"), ("currently", "right now"), ("also", "as well"), ("hopes to", "wishes to"),
+    ("attended", "went to"),
+    ("is planning to", "plans to"),
+    ("planning to", "intending to"),
+    ("excited", "thrilled"),
+    ("kids", "children"),
+    ("loves", "really enjoys"),
+    ("recently", "lately"),
+    ("started", "began"),
+    ("bought", "purchased"),
+    ("happy", "glad"),
+    ("important", "significant"),
+    ("favorite", "favourite"),
+    ("wants to", "would like to"),
+    ("helps", "assists"),
+    ("enjoys", "likes"),
+    ("friends", "pals"),
+    ("finds", "considers"),
+    ("big", "large"),
+    ("talked about", "discussed"),
+    ("decided to", "chose to"),
+    ("received", "got"),
+    ("amazing", "wonderful"),
+    ("trip", "journey"),
+    ("picture", "photo"),
+    ("currently", "right now"),
+    ("also", "as well"),
+    ("hopes to", "wishes to"),
 ]
-_TRAILING_TIME = re.compile(r"\s+((?:last|next|this) (?:week|weekend|month|year|summer|winter|spring|fall|"
-                            r"Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)|recently|yesterday|"
-                            r"a few (?:days|weeks|months) ago|(?:two|three|a couple of) (?:days|weeks) ago)$")
+_TRAILING_TIME = re.compile(
+    r"\s+((?:last|next|this) (?:week|weekend|month|year|summer|winter|spring|fall|"
+    r"Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)|recently|yesterday|"
+    r"a few (?:days|weeks|months) ago|(?:two|three|a couple of) (?:days|weeks) ago)$"
+)
 _SYN = [(re.compile(rf"\b{re.escape(a)}\b", re.IGNORECASE), b) for a, b in SYNONYMS]
 
 
@@ -164,8 +198,9 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def reword(rng: random.Random, text: str, speaker: str, other: str, at: datetime,
-           speakers: Sequence[str]) -> tuple[str, tuple[str, ...]]:
+def reword(
+    rng: random.Random, text: str, speaker: str, other: str, at: datetime, speakers: Sequence[str]
+) -> tuple[str, tuple[str, ...]]:
     """A re-observation of ``text`` at ``at``: one to three rules, chosen by ``rng``."""
     body = text.strip().rstrip(".")
     rules: list[str] = []
@@ -185,16 +220,20 @@ def reword(rng: random.Random, text: str, speaker: str, other: str, at: datetime
     else:
         m = _TRAILING_TIME.search(body)
         if m and rng.random() < 0.7:
-            body = f"{m.group(1)[:1].upper() + m.group(1)[1:]}, {_lower_first(body[:m.start()], speakers)}"
+            body = f"{m.group(1)[:1].upper() + m.group(1)[1:]}, {_lower_first(body[: m.start()], speakers)}"
             rules.append("reordered")
     roll = rng.random()
     if roll < 0.45:
         body = f"On {day_text(at)}, {speaker} mentioned again that {_lower_first(body, speakers)}"
         rules.append("framed")
     elif roll < 0.75:
-        context = rng.choice([f"{speaker} brought this up again while talking with {other}",
-                              f"This came up again in a chat with {other} on {day_text(at)}",
-                              f"{speaker} said so again on {day_text(at)}"])
+        context = rng.choice(
+            [
+                f"{speaker} brought this up again while talking with {other}",
+                f"This came up again in a chat with {other} on {day_text(at)}",
+                f"{speaker} said so again on {day_text(at)}",
+            ]
+        )
         body = f"{body}. {context}"
         rules.append("context")
     if not rules:
@@ -205,12 +244,14 @@ def reword(rng: random.Random, text: str, speaker: str, other: str, at: datetime
 
 _NUMBER = re.compile(r"\b\d+\b")
 # A fact that reports speech ("X mentioned that ...") restated on another date is a re-observation, not a new event.
-_REPORTING = re.compile(r"\b(?:mention\w*|sa(?:y|ys|id)|shar(?:e|es|ed) that|t(?:ell|ells|old)|express\w*)\b",
-                        re.IGNORECASE)
+_REPORTING = re.compile(
+    r"\b(?:mention\w*|sa(?:y|ys|id)|shar(?:e|es|ed) that|t(?:ell|ells|old)|express\w*)\b", re.IGNORECASE
+)
 
 
-def lookalikes(rng: random.Random, text: str, speaker: str, other: str,
-               at: datetime) -> list[tuple[str, str, str, str]]:
+def lookalikes(
+    rng: random.Random, text: str, speaker: str, other: str, at: datetime
+) -> list[tuple[str, str, str, str]]:
     """Two or three distinct events restating ``text``: (content, category, event date, how it differs). Different
     dates always (written first, "On 5 May 2023, ...", or last, "... on 5 May 2023."); a different number or a
     different person sometimes."""
@@ -231,8 +272,11 @@ def lookalikes(rng: random.Random, text: str, speaker: str, other: str,
             if event == body:
                 event = f"{other}: {body[:1].lower() + body[1:]}"
             kind = "person"
-        content = (f"On {day_text(when)}, {_lower_first(event, [speaker, other])}." if date_first
-                   else f"{event} on {day_text(when)}.")
+        content = (
+            f"On {day_text(when)}, {_lower_first(event, [speaker, other])}."
+            if date_first
+            else f"{event} on {day_text(when)}."
+        )
         out.append((content, f"people/{person.lower()}", when.date().isoformat(), kind))
     return out
 
@@ -263,8 +307,18 @@ def build_corpus(conv: dict[str, Any], seed: int) -> Corpus:
                 if later and rng.random() < 0.25:
                     for r, t in enumerate(sorted(rng.sample(later, min(len(later), rng.choice((1, 1, 2)))))):
                         content, rules = reword(rng, fact.content, speaker, other, when[t], speakers)
-                        facts.append(Fact(f"{key}-re{r}", content, fact.category, when[t] + timedelta(minutes=30 + i),
-                                          dias, key, "reobservation", rules=rules))
+                        facts.append(
+                            Fact(
+                                f"{key}-re{r}",
+                                content,
+                                fact.category,
+                                when[t] + timedelta(minutes=30 + i),
+                                dias,
+                                key,
+                                "reobservation",
+                                rules=rules,
+                            )
+                        )
                         group.append(f"{key}-re{r}")
                     dup_groups.append(group)
                 elif rng.random() < 0.12 and not _REPORTING.search(fact.content):
@@ -273,9 +327,19 @@ def build_corpus(conv: dict[str, Any], seed: int) -> Corpus:
                     variants = lookalikes(rng, fact.content, speaker, other, at)
                     for r, (content, category, event_day, how) in enumerate(variants):
                         meta = {"subjectTime": event_day} if with_subject else {}
-                        members.append(Fact(f"{key}-la{r}", content, category,
-                                            max(at, datetime.fromisoformat(event_day).replace(tzinfo=UTC))
-                                            + timedelta(hours=20), (), key, "lookalike", meta, (how,)))
+                        members.append(
+                            Fact(
+                                f"{key}-la{r}",
+                                content,
+                                category,
+                                max(at, datetime.fromisoformat(event_day).replace(tzinfo=UTC)) + timedelta(hours=20),
+                                (),
+                                key,
+                                "lookalike",
+                                meta,
+                                (how,),
+                            )
+                        )
                     facts.extend(members)
                     lookalike_groups.append([m.key for m in members])
     facts.sort(key=lambda f: (f.at, f.key))
@@ -310,8 +374,10 @@ def successors(store: Any) -> dict[str, str]:
             except ValueError:
                 pass
     with store.connection.session() as conn:
-        rows = conn.execute("SELECT target_id, reason FROM changes WHERE target_type = 'memory' AND kind = 'archived' "
-                            "AND undone_at IS NULL ORDER BY ordinal").fetchall()
+        rows = conn.execute(
+            "SELECT target_id, reason FROM changes WHERE target_type = 'memory' AND kind = 'archived' "
+            "AND undone_at IS NULL ORDER BY ordinal"
+        ).fetchall()
     for target, reason in rows:
         m = _INTO.search(reason or "")
         if m and m.group(1) != target:
@@ -338,15 +404,19 @@ def archive_reason(store: Any, entry_id: str | None) -> str:
     if entry_id is None:
         return "never saved"
     with store.connection.session() as conn:
-        row = conn.execute("SELECT reason FROM changes WHERE target_type = 'memory' AND target_id = ? AND "
-                           "kind IN ('archived', 'purged') ORDER BY ordinal DESC LIMIT 1", [entry_id]).fetchone()
+        row = conn.execute(
+            "SELECT reason FROM changes WHERE target_type = 'memory' AND target_id = ? AND "
+            "kind IN ('archived', 'purged') ORDER BY ordinal DESC LIMIT 1",
+            [entry_id],
+        ).fetchone()
     return row[0] if row else "no archive row"
 
 
 def holds(fact: Fact, content: str) -> tuple[list[str], float]:
     """(specifics of the fact that ``content`` misses, share of the fact's content words it has)."""
-    missing = list(check_merge_coverage([CoverageSource(fact.content, fact.category)], content,
-                                        BASELINE_VOCABULARY).missing)
+    missing = list(
+        check_merge_coverage([CoverageSource(fact.content, fact.category)], content, BASELINE_VOCABULARY).missing
+    )
     words = content_tokens(fact.content)
     share = len(words & content_tokens(content)) / len(words) if words else 1.0
     return missing, share
@@ -383,8 +453,11 @@ def locate(store: Any, corpus: Corpus, saved: dict[str, str]) -> Outcome:
         out.specifics_lost += -best[0]
         if best[0] < 0 or best[1] < WORDS_KEPT:
             out.facts_lost.append(f.key)
-            out.why[f.key] = (f"live home {home} holds {best[1]:.0%} of its words, misses {-best[0]} specific(s)"
-                              if home else f"no live home: {archive_reason(store, last)}")
+            out.why[f.key] = (
+                f"live home {home} holds {best[1]:.0%} of its words, misses {-best[0]} specific(s)"
+                if home
+                else f"no live home: {archive_reason(store, last)}"
+            )
     return out
 
 
@@ -422,10 +495,15 @@ def score_groups(corpus: Corpus, homes: dict[str, str | None], store: Any) -> Gr
             g.apart.append(" | ".join(f"{text[k]!r} -> {homes.get(k) or 'no live entry'}" for k in group))
     for group in corpus.lookalike_groups:
         for i, a in enumerate(group):
-            for b in group[i + 1:]:
+            for b in group[i + 1 :]:
                 g.lookalike_pairs += 1
-                how = ("person" if fact[a].category != fact[b].category
-                       else "number" if "number" in fact[a].rules + fact[b].rules else "date")
+                how = (
+                    "person"
+                    if fact[a].category != fact[b].category
+                    else "number"
+                    if "number" in fact[a].rules + fact[b].rules
+                    else "date"
+                )
                 how += "_with_subject_time" if fact[a].metadata else "_in_text_only"
                 g.by_kind[f"{how}:pairs"] += 1
                 if homes.get(a) and homes.get(a) == homes.get(b):
@@ -458,15 +536,22 @@ class CountingBackend:
 
 
 def save_fact(store: Any, f: Fact) -> str:
-    result = store.memories.save(f.content, category=f.category, tags=("locomo",), metadata=f.metadata or None,
-                                 now=f.at, dedupe=True)
+    result = store.memories.save(
+        f.content, category=f.category, tags=("locomo",), metadata=f.metadata or None, now=f.at, dedupe=True
+    )
     return result.entry.id
 
 
-def cycle_once(profile: AgentProfile, options: DreamOptions, backend: Any, now: datetime,
-               cycle_id: str) -> dict[str, Any]:
-    reports = run_cycle(profile, options, now, cycle_id=cycle_id,
-                        client_factory=lambda: ModelClient(backend, profile=profile, options=options))
+def cycle_once(
+    profile: AgentProfile, options: DreamOptions, backend: Any, now: datetime, cycle_id: str
+) -> dict[str, Any]:
+    reports = run_cycle(
+        profile,
+        options,
+        now,
+        cycle_id=cycle_id,
+        client_factory=lambda: ModelClient(backend, profile=profile, options=options),
+    )
     return {r.pass_name: r for r in reports}
 
 
@@ -542,8 +627,14 @@ def run_conversation(corpus: Corpus, root: Path, options: DreamOptions, max_cycl
 
 
 # ---------------------------------------------------------------------------------------------- the imperfect model
-MISTAKES = ("dropped_sentence", "respelled_date", "swapped_number", "id_not_offered", "deletion_without_replacement",
-            "malformed_json")
+MISTAKES = (
+    "dropped_sentence",
+    "respelled_date",
+    "swapped_number",
+    "id_not_offered",
+    "deletion_without_replacement",
+    "malformed_json",
+)
 _DATE = re.compile(r"\b(\d{1,2}) (" + "|".join(MONTHS) + r"),? (\d{4})\b")
 
 
@@ -578,10 +669,17 @@ class ImperfectModel:
         """The text with one sentence dropped, one date respelled or one number changed (a dropped sentence when
         the text has no date or number)."""
         if kind == "respelled_date" and _DATE.search(content):
+
             def respell(m: re.Match) -> str:
                 month = MONTHS.index(m.group(2)) + 1
-                return self.rng.choice([f"{m.group(2)} {m.group(1)}th, {m.group(3)}",
-                                        f"{month}/{m.group(1)}/{m.group(3)}", f"{m.group(1)} {m.group(2)}"])
+                return self.rng.choice(
+                    [
+                        f"{m.group(2)} {m.group(1)}th, {m.group(3)}",
+                        f"{month}/{m.group(1)}/{m.group(3)}",
+                        f"{m.group(1)} {m.group(2)}",
+                    ]
+                )
+
             return _DATE.sub(respell, content, count=1)
         if kind in ("swapped_number", "respelled_date") and _NUMBER.search(content):
             return _NUMBER.sub(lambda m: str(int(m.group()) + self.rng.randint(1, 9)), content, count=1)
@@ -614,9 +712,18 @@ class ImperfectModel:
             if i in in_merge:
                 continue
             kind = self._slip()
-            if kind in ("dropped_sentence", "respelled_date", "swapped_number"):  # a careless rewrite of the entry
-                answer["toSave"].append({"content": self._mangle(kind, str(entry.get("content") or "")),
-                                         "category": entry.get("category") or "general", "sourceIds": [i]})
+            if kind in (
+                "dropped_sentence",
+                "respelled_date",
+                "swapped_number",
+            ):  # a careless rewrite of the entry
+                answer["toSave"].append(
+                    {
+                        "content": self._mangle(kind, str(entry.get("content") or "")),
+                        "category": entry.get("category") or "general",
+                        "sourceIds": [i],
+                    }
+                )
             elif kind == "id_not_offered":
                 answer["toDelete"].append(self._stale_id(shown))
             elif kind == "deletion_without_replacement":
@@ -637,13 +744,20 @@ class ImperfectModel:
             broken = kind == "malformed_json"
         text = json.dumps(answer, ensure_ascii=False)
         if broken:
-            return self.rng.choice([text[: max(1, len(text) * 2 // 3)], text.replace('"toSave"', "toSave", 1),
-                                    text + ",}", "Sure! Here is the JSON: " + text[:-1]])
+            return self.rng.choice(
+                [
+                    text[: max(1, len(text) * 2 // 3)],
+                    text.replace('"toSave"', "toSave", 1),
+                    text + ",}",
+                    "Sure! Here is the JSON: " + text[:-1],
+                ]
+            )
         return text
 
 
-def run_year(corpus: Corpus, root: Path, options: DreamOptions, days: int, totals: Totals, seed: int,
-             rate: float) -> None:
+def run_year(
+    corpus: Corpus, root: Path, options: DreamOptions, days: int, totals: Totals, seed: int, rate: float
+) -> None:
     """Sessions spread over ``days`` days (each day: that day's saves, then one cycle) with the imperfect model."""
     profile = AgentProfile(root / f"year-{corpus.sample_id}").ensure()
     start = datetime(2025, 1, 1, 3, 0, tzinfo=UTC)
@@ -666,10 +780,14 @@ def run_year(corpus: Corpus, root: Path, options: DreamOptions, days: int, total
             store = open_store(profile, options)
             for i, f in enumerate(by_day[d]):
                 # Saved in the agent's day, with the fact's own date kept apart from the clock.
-                saved[f.key] = store.memories.save(f.content, category=f.category, tags=("locomo",),
-                                                   metadata=f.metadata or None,
-                                                   now=start + timedelta(days=d, hours=8, seconds=i),
-                                                   dedupe=True).entry.id
+                saved[f.key] = store.memories.save(
+                    f.content,
+                    category=f.category,
+                    tags=("locomo",),
+                    metadata=f.metadata or None,
+                    now=start + timedelta(days=d, hours=8, seconds=i),
+                    dedupe=True,
+                ).entry.id
             store.close()
         reports = cycle_once(profile, options, backend, start + timedelta(days=d + 1), f"year-{corpus.sample_id}-{d}")
         rep = reports.get("memory_consolidation")
@@ -719,16 +837,22 @@ def _ratio(a: float, b: float) -> float:
 
 
 def print_examples(totals: Totals, n: int) -> None:
-    for title, items in (("duplicate group left apart", totals.apart), ("distinct events merged", totals.wrongly_merged),
-                         ("fact lost", totals.lost)):
+    for title, items in (
+        ("duplicate group left apart", totals.apart),
+        ("distinct events merged", totals.wrongly_merged),
+        ("fact lost", totals.lost),
+    ):
         for item in items[:n]:
             print(f"example: {title}: {item[:600]}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help=f"conversations {', '.join(QUICK_CONVERSATIONS)} only; "
-                                                             "with --year: one conversation over 60 days")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"conversations {', '.join(QUICK_CONVERSATIONS)} only; with --year: one conversation over 60 days",
+    )
     parser.add_argument("--year", action="store_true", help="daily cycles for a year with an imperfect model")
     parser.add_argument("--data", default=None, help="the shared eval-data folder (holds locomo/locomo10.json)")
     parser.add_argument("--conversations", default=None, help="comma-separated sample ids")

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 KEEP_LINES = 50_000
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
-LINE_BYTES = 1_100   # spec: the wisp log runs ~1.1 KB per line
+LINE_BYTES = 1_100  # spec: the wisp log runs ~1.1 KB per line
 
 
 def emit(name: str, n: int, value: float, unit: str) -> None:
@@ -47,11 +47,22 @@ def emit(name: str, n: int, value: float, unit: str) -> None:
 
 
 def _wisp_line(i: int, ts: datetime, pad: str) -> str:
-    return json.dumps({
-        "timestamp": ts.isoformat().replace("+00:00", "Z"), "wispId": f"w{i:09d}",
-        "description": "fetch the weekly report and summarise it", "skillName": "reports/weekly",
-        "success": i % 7 != 0, "failedStep": None, "error": None, "steps": ["fetch", "parse", pad],
-    }, separators=(",", ":")) + "\n"
+    return (
+        json.dumps(
+            {
+                "timestamp": ts.isoformat().replace("+00:00", "Z"),
+                "wispId": f"w{i:09d}",
+                "description": "fetch the weekly report and summarise it",
+                "skillName": "reports/weekly",
+                "success": i % 7 != 0,
+                "failedStep": None,
+                "error": None,
+                "steps": ["fetch", "parse", pad],
+            },
+            separators=(",", ":"),
+        )
+        + "\n"
+    )
 
 
 def make_single_file(path: Path, size: int) -> int:
@@ -83,9 +94,19 @@ def make_session_dir(profile_root: Path, files: int, lines_per_file: int) -> Non
         sid = f"s{i:06d}"
         ts0 = NOW - timedelta(days=40 if i % 10 < 3 else 0, minutes=i)
         body = "".join(
-            json.dumps({"timestamp": (ts0 + timedelta(seconds=k)).isoformat().replace("+00:00", "Z"),
-                        "sessionId": sid, "tool": "shell", "success": True, "error": None,
-                        "durationMs": 12.5 + k, "skillName": "ops/deploy"}, separators=(",", ":")) + "\n"
+            json.dumps(
+                {
+                    "timestamp": (ts0 + timedelta(seconds=k)).isoformat().replace("+00:00", "Z"),
+                    "sessionId": sid,
+                    "tool": "shell",
+                    "success": True,
+                    "error": None,
+                    "durationMs": 12.5 + k,
+                    "skillName": "ops/deploy",
+                },
+                separators=(",", ":"),
+            )
+            + "\n"
             for k in range(lines_per_file)
         )
         path = profile.session_log_path("tool-call", sid)
@@ -96,6 +117,7 @@ def make_session_dir(profile_root: Path, files: int, lines_per_file: int) -> Non
 
 
 # --- children: each measures itself and prints one JSON result ---------------------------------------------
+
 
 def child_trim(path: str, lock: str) -> None:
     from dream_assets.passes.log_retention import trim_file_to_last_lines
@@ -132,8 +154,15 @@ def child_pass(profile_root: str) -> None:
     t0 = time.perf_counter()
     report = run_log_retention(AgentProfile(Path(profile_root)), options, NOW)
     elapsed = time.perf_counter() - t0
-    print(json.dumps({"s": elapsed, "counts": report.counts,
-                      "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+    print(
+        json.dumps(
+            {
+                "s": elapsed,
+                "counts": report.counts,
+                "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            }
+        )
+    )
 
 
 def child_session_dir(profile_root: str, max_lines: int) -> None:
@@ -141,22 +170,34 @@ def child_session_dir(profile_root: str, max_lines: int) -> None:
     from dream_assets.passes.log_retention import run_log_retention
     from dream_assets.profile import AgentProfile
 
-    options = DreamOptions(LogRetentionMaxFileAge=timedelta(days=30), LogRetentionMaxFilesPerDirectory=1000,
-                           LogRetentionMaxLinesPerFile=max_lines)
+    options = DreamOptions(
+        LogRetentionMaxFileAge=timedelta(days=30),
+        LogRetentionMaxFilesPerDirectory=1000,
+        LogRetentionMaxLinesPerFile=max_lines,
+    )
     t0 = time.perf_counter()
     report = run_log_retention(AgentProfile(Path(profile_root)), options, NOW)
     elapsed = time.perf_counter() - t0
-    print(json.dumps({"s": elapsed, "counts": report.counts,
-                      "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+    print(
+        json.dumps(
+            {
+                "s": elapsed,
+                "counts": report.counts,
+                "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            }
+        )
+    )
 
 
 def run_child(*args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True,
-                         cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True, cwd=ROOT
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 # --- driver --------------------------------------------------------------------------------------------------
+
 
 def bench_single_file(tmp: Path, size: int) -> None:
     profile_root = tmp / f"single-{size}"
@@ -204,13 +245,17 @@ def bench_session_dir(tmp: Path, files: int) -> None:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         what, *rest = sys.argv[2:]
-        {"trim": child_trim, "archive": child_archive, "pass": child_pass,
-         "sessions": lambda root, n: child_session_dir(root, int(n))}[what](*rest)
+        {
+            "trim": child_trim,
+            "archive": child_archive,
+            "pass": child_pass,
+            "sessions": lambda root, n: child_session_dir(root, int(n)),
+        }[what](*rest)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="64 MiB file and 1,000 session files")
     args = parser.parse_args()
-    sizes = [64 << 20] if args.quick else [64 << 20, 1 << 30]   # the small size shows memory does not grow
+    sizes = [64 << 20] if args.quick else [64 << 20, 1 << 30]  # the small size shows memory does not grow
     files = 1_000 if args.quick else 10_000
     tmp = Path(tempfile.mkdtemp(prefix="dream-retention-bench-"))
     try:

@@ -35,8 +35,12 @@ from dream_assets.text.similarity import overlap_pairs, overlap_tokens, tfidf_ma
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "eval-data"
 QUICK_PAIRS = 400
-FRAMES = ("{name} said again on 12 May 2023 that {lower}", "On 3 June 2023, {name} mentioned that {lower}",
-          "{text} (mentioned again on 9 July 2023)", "As of 14 August 2023, {lower}")
+FRAMES = (
+    "{name} said again on 12 May 2023 that {lower}",
+    "On 3 June 2023, {name} mentioned that {lower}",
+    "{text} (mentioned again on 9 July 2023)",
+    "As of 14 August 2023, {lower}",
+)
 
 Pair = tuple[str, str, bool]  # sentence 1, sentence 2, is a paraphrase
 
@@ -79,8 +83,10 @@ def read_sets(root: Path, limit: int | None) -> dict[str, list[Pair]]:
 
 def different_specifics(a: str, b: str) -> bool:
     """One sentence has a name, number or date the other does not carry."""
-    return (not check_merge_coverage([CoverageSource(a, "general")], b, BASELINE_VOCABULARY).ok
-            or not check_merge_coverage([CoverageSource(b, "general")], a, BASELINE_VOCABULARY).ok)
+    return (
+        not check_merge_coverage([CoverageSource(a, "general")], b, BASELINE_VOCABULARY).ok
+        or not check_merge_coverage([CoverageSource(b, "general")], a, BASELINE_VOCABULARY).ok
+    )
 
 
 def framed(text: str, n: int) -> str:
@@ -116,14 +122,27 @@ def measure_set(name: str, pairs: list[Pair], thresholds: dict[str, float]) -> l
         framed_hits = sum(1 for j in range(len(para)) if (2 * j, 2 * j + 1) in framed_found)
         base = f"similarity.{name}.{measure}"
         out += [
-            {"name": f"{base}.paraphrase_clustered", "n": len(para),
-             "value": round(100.0 * len(hits & set(para)) / max(1, len(para)), 2), "unit": "percent",
-             "threshold": threshold},
-            {"name": f"{base}.different_specifics_clustered", "n": len(diff),
-             "value": round(100.0 * len(hits & set(diff)) / max(1, len(diff)), 2), "unit": "percent",
-             "threshold": threshold},
-            {"name": f"{base}.framed_clustered", "n": len(para),
-             "value": round(100.0 * framed_hits / max(1, len(para)), 2), "unit": "percent", "threshold": threshold},
+            {
+                "name": f"{base}.paraphrase_clustered",
+                "n": len(para),
+                "value": round(100.0 * len(hits & set(para)) / max(1, len(para)), 2),
+                "unit": "percent",
+                "threshold": threshold,
+            },
+            {
+                "name": f"{base}.different_specifics_clustered",
+                "n": len(diff),
+                "value": round(100.0 * len(hits & set(diff)) / max(1, len(diff)), 2),
+                "unit": "percent",
+                "threshold": threshold,
+            },
+            {
+                "name": f"{base}.framed_clustered",
+                "n": len(para),
+                "value": round(100.0 * framed_hits / max(1, len(para)), 2),
+                "unit": "percent",
+                "threshold": threshold,
+            },
         ]
     return out
 
@@ -146,8 +165,17 @@ def main(argv: list[str] | None = None) -> None:
     started = time.process_time()
     overlap_pairs([overlap_tokens(t) for t in all_texts], args.overlap)
     spent = max(time.process_time() - started, 1e-9)
-    print(json.dumps({"name": "similarity.overlap_pairs_throughput", "n": len(all_texts),
-                      "value": round(len(all_texts) / spent, 1), "unit": "documents/s"}), flush=True)
+    print(
+        json.dumps(
+            {
+                "name": "similarity.overlap_pairs_throughput",
+                "n": len(all_texts),
+                "value": round(len(all_texts) / spent, 1),
+                "unit": "documents/s",
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,10 @@ def build(root: Path, n: int) -> AgentProfile:
 
 
 def incoming(rng: random.Random, i: int) -> str:
-    return (f"New note {i}: {rng.choice(PEOPLE)} asked about {rng.choice(TOOLS)} for {rng.choice(PROJECTS)} "
-            f"during the {rng.choice(TOPICS)} in {rng.choice(PLACES)}, ticket {rng.randint(1000, 99999)}.")
+    return (
+        f"New note {i}: {rng.choice(PEOPLE)} asked about {rng.choice(TOOLS)} for {rng.choice(PROJECTS)} "
+        f"during the {rng.choice(TOPICS)} in {rng.choice(PLACES)}, ticket {rng.randint(1000, 99999)}."
+    )
 
 
 def bench_save_and_recall(profile: AgentProfile, n: int, recall: bool) -> None:
@@ -136,14 +138,22 @@ def bench_fair_access(profile: AgentProfile, n: int, seconds: float) -> None:
     while time.monotonic() < end:
         live = store.memories.list_live()
         waits.append(store.connection.last_wait_s)
-        time.sleep(0.05)                       # the pass thinks (a model call, a scan) without the store
+        time.sleep(0.05)  # the pass thinks (a model call, a scan) without the store
         entry = live[step % len(live)]
         with store.transaction():
             waits.append(store.connection.last_wait_s)
             merged = store.memories.put(entry.with_(id=f"bench-merge-{step}", created_at=NOW, updated_at=NOW))
-            store.changes.record(cycle_id="bench", pass_name="memory_consolidation", kind="created",
-                                 target_type="memory", target_id=merged.id, before=None, after=merged,
-                                 reason="benchmark", now=NOW)
+            store.changes.record(
+                cycle_id="bench",
+                pass_name="memory_consolidation",
+                kind="created",
+                target_type="memory",
+                target_id=merged.id,
+                before=None,
+                after=merged,
+                reason="benchmark",
+                now=NOW,
+            )
         step += 1
         time.sleep(0.1)
     store.close()

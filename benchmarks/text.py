@@ -33,7 +33,10 @@ MAX_CLUSTER = 3
 
 
 def emit(name: str, n: int, value: float, unit: str) -> None:
-    print(json.dumps({"name": f"text.{name}", "n": n, "value": round(float(value), 4), "unit": unit}), flush=True)
+    print(
+        json.dumps({"name": f"text.{name}", "n": n, "value": round(float(value), 4), "unit": unit}),
+        flush=True,
+    )
 
 
 def peak_rss_mb() -> float:
@@ -44,7 +47,24 @@ def synthetic_corpus(n: int, seed: int = 7) -> list[tuple[str, str]]:
     from dream_assets.text.tokens import STOPWORDS
 
     rng = np.random.default_rng(seed)
-    syllables = ["ka", "ro", "mi", "ten", "sa", "lo", "vi", "dor", "pe", "un", "ga", "shi", "ber", "tal", "no", "qui"]
+    syllables = [
+        "ka",
+        "ro",
+        "mi",
+        "ten",
+        "sa",
+        "lo",
+        "vi",
+        "dor",
+        "pe",
+        "un",
+        "ga",
+        "shi",
+        "ber",
+        "tal",
+        "no",
+        "qui",
+    ]
     words: list[str] = []
     seen: set[str] = set()
     while len(words) < 50_000:
@@ -98,7 +118,9 @@ def msc_persona_sentences() -> list[str]:
     if not path.exists():
         return []
     data = json.loads(path.read_text(encoding="utf-8"))
-    return [s for split in data.values() for item in split for k, v in item.items() if k.startswith("Speaker") for s in v]
+    return [
+        s for split in data.values() for item in split for k, v in item.items() if k.startswith("Speaker") for s in v
+    ]
 
 
 def measure_cluster_msc(method: str, n: int) -> None:

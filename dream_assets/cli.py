@@ -34,8 +34,10 @@ def _profile(args: argparse.Namespace, *, must_exist: bool = True) -> AgentProfi
     ``must_exist=False``."""
     profile = AgentProfile(Path(args.profile))
     if must_exist and not holds_profile(profile.root):
-        raise MissingProfile(f"no agent profile at {profile.root}; create one with "
-                             f"`dream init --profile {args.profile}` (add --demo for the demo agent)")
+        raise MissingProfile(
+            f"no agent profile at {profile.root}; create one with "
+            f"`dream init --profile {args.profile}` (add --demo for the demo agent)"
+        )
     return profile
 
 
@@ -52,8 +54,10 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"profile {profile.root} already exists; leaving it as it is")
             return 0
         if not args.force:
-            print(f"profile {profile.root} already exists; pass --force to rebuild it (the old one is moved aside)",
-                  file=sys.stderr)
+            print(
+                f"profile {profile.root} already exists; pass --force to rebuild it (the old one is moved aside)",
+                file=sys.stderr,
+            )
             return 2
         aside = profile.root.with_name(f"{profile.root.name}.old-{datetime.now(UTC):%Y%m%d%H%M%S}")
         shutil.move(str(profile.root), aside)
@@ -63,8 +67,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"created an empty profile at {profile.root}")
         return 0
     summary = build_demo_profile(profile, _now(args), options=_options(profile), n_memories=args.memories)
-    print(f"demo agent ready at {profile.root}: {summary.memories} memories ({summary.archived} archived), "
-          f"{summary.skills} skills, {summary.sessions} conversation sessions")
+    print(
+        f"demo agent ready at {profile.root}: {summary.memories} memories ({summary.archived} archived), "
+        f"{summary.skills} skills, {summary.sessions} conversation sessions"
+    )
     return 0
 
 
@@ -120,7 +126,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
     except UndoRefused as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    except StoreError as exc:   # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
+    except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
         print(f"undo stopped: {exc}", file=sys.stderr)
         return 2
     for line in result.restored:
@@ -132,10 +138,12 @@ def cmd_undo(args: argparse.Namespace) -> int:
     for line in result.refused:
         print(f"refused  {line}", file=sys.stderr)
     nothing_done = result.refused and not args.force
-    print(f"undo of cycle {args.cycle}: {len(result.restored)} put back, {len(result.already_undone)} already undone, "
-          f"{len(result.not_restored)} could not be restored, {len(result.refused)} refused"
-          + ("; nothing was changed (pass --force to undo the rest)" if nothing_done else "")
-          + (f"; recorded as cycle {result.undo_cycle_id}" if result.restored else ""))
+    print(
+        f"undo of cycle {args.cycle}: {len(result.restored)} put back, {len(result.already_undone)} already undone, "
+        f"{len(result.not_restored)} could not be restored, {len(result.refused)} refused"
+        + ("; nothing was changed (pass --force to undo the rest)" if nothing_done else "")
+        + (f"; recorded as cycle {result.undo_cycle_id}" if result.restored else "")
+    )
     # Exit 0 when the undo did something usable (put records back, or found nothing left to do), even if some entries
     # could not be restored or were refused under --force (those are listed above); 3 when nothing was undone.
     return 0 if result.applied else 3
@@ -149,12 +157,13 @@ def _list_changes(store, profile_arg: str) -> int:
         print("no changes recorded yet")
         return 0
     width = max(len(r.pass_name) for r in rows)
-    print(f"cycle, started (UTC), pass: changes and what is still undoable — undo with "
-          f"`dream undo --profile {profile_arg} --cycle CYCLE [--pass PASS]`")
+    print(
+        f"cycle, started (UTC), pass: changes and what is still undoable — undo with "
+        f"`dream undo --profile {profile_arg} --cycle CYCLE [--pass PASS]`"
+    )
     for r in rows:
         kinds = ", ".join(f"{n} {k}" for k, n in r.kinds.items())
-        text = (f"{r.changes} change(s) ({kinds}), {r.undoable} still undoable" if r.changes
-                else "no changes")
+        text = f"{r.changes} change(s) ({kinds}), {r.undoable} still undoable" if r.changes else "no changes"
         stamps = f"; {r.stamps} review stamp(s), not changes" if r.stamps else ""
         print(f"{r.cycle_id}  {r.cycle_started_at:%Y-%m-%d %H:%M}  {r.pass_name:<{width}}  {text}{stamps}")
     return 0
@@ -179,16 +188,26 @@ def cmd_restore(args: argparse.Namespace) -> int:
             entry = store.memories.get(args.id)
             if entry is None:
                 gone = "it was purged" if args.id in store.memories.purged_ids() else "no such id"
-                print(f"no memory with id {args.id!r} in agent {profile.agent_id} ({gone}); nothing restored",
-                      file=sys.stderr)
+                print(
+                    f"no memory with id {args.id!r} in agent {profile.agent_id} ({gone}); nothing restored",
+                    file=sys.stderr,
+                )
                 return 2
             if not entry.is_archived:
                 print(f"memory {args.id} is live, not archived; nothing to restore: {entry.content}")
                 return 0
             restored = store.memories.restore(args.id, now=now)
-            store.changes.record(cycle_id=cycle, pass_name=RESTORE_PASS, kind="restored", target_type="memory",
-                                 target_id=args.id, before=entry, after=restored,
-                                 reason="restored by hand with dream restore", now=now)
+            store.changes.record(
+                cycle_id=cycle,
+                pass_name=RESTORE_PASS,
+                kind="restored",
+                target_type="memory",
+                target_id=args.id,
+                before=entry,
+                after=restored,
+                reason="restored by hand with dream restore",
+                now=now,
+            )
     except StoreError as exc:
         print(f"restore stopped: {exc}", file=sys.stderr)
         return 2
@@ -212,8 +231,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     now = _now(args)
     store = open_store(profile, options)
     counts = store.memories.counts()
-    print(f"agent {profile.agent_id}: {counts['live']} live memories, {counts['archived']} archived, "
-          f"{len(store.skills.list())} skills")
+    print(
+        f"agent {profile.agent_id}: {counts['live']} live memories, {counts['archived']} archived, "
+        f"{len(store.skills.list())} skills"
+    )
     ledger = PassLedger(profile)
     if ledger.warning:
         print(f"WARNING: {ledger.warning}")
@@ -226,16 +247,23 @@ def cmd_status(args: argparse.Namespace) -> int:
         else:
             at = recorded_at(out)
             tokens = int(float((out.get("usage") or {}).get("total_tokens", 0)))
-            head = (f"{out['status']:<9}  last run {_when(at)}  model calls {int(out.get('model_calls') or 0)}, "
-                    f"tokens {tokens}")
+            head = (
+                f"{out['status']:<9}  last run {_when(at)}  model calls {int(out.get('model_calls') or 0)}, "
+                f"tokens {tokens}"
+            )
         print(f"  {spec.name:<{width}}  {head}")
         pad = " " * (width + 4)
         if out is not None and (out.get("reason") or out.get("summary")):
             print(f"{pad}{'reason' if out.get('reason') else 'summary'}: {out.get('reason') or out.get('summary')}")
         if rec is not None:
             fp = rec.fingerprint
-            shown = fp if args.full or len(fp) <= FINGERPRINT_SHOWN else (
-                f"{fp[:FINGERPRINT_SHOWN]}… (first {FINGERPRINT_SHOWN} of {len(fp)} characters; --full shows all)")
+            shown = (
+                fp
+                if args.full or len(fp) <= FINGERPRINT_SHOWN
+                else (
+                    f"{fp[:FINGERPRINT_SHOWN]}… (first {FINGERPRINT_SHOWN} of {len(fp)} characters; --full shows all)"
+                )
+            )
             forced = f" (forced: {rec.forced})" if rec.forced else ""
             print(f"{pad}last completed {_when(rec.last_run_at)}{forced}, input fingerprint {shown}")
         print(f"{pad}next run: {_next_run(spec.name, profile, options, rec, now)}")
@@ -274,14 +302,17 @@ def _next_run(pass_name: str, profile: AgentProfile, options: DreamOptions, rec,
         text = "when its input changes; no forced run (DreamPassMaxSkipInterval is not positive)"
     else:
         forced = rec.last_run_at + options.DreamPassMaxSkipInterval
-        text = (f"next cycle (forced: DreamPassMaxSkipInterval {_duration(options.DreamPassMaxSkipInterval)} elapsed)"
-                if forced <= now else
-                f"when its input changes; next forced run {_when(forced)} (last completed + DreamPassMaxSkipInterval "
-                f"{_duration(options.DreamPassMaxSkipInterval)})")
+        text = (
+            f"next cycle (forced: DreamPassMaxSkipInterval {_duration(options.DreamPassMaxSkipInterval)} elapsed)"
+            if forced <= now
+            else f"when its input changes; next forced run {_when(forced)} (last completed + DreamPassMaxSkipInterval "
+            f"{_duration(options.DreamPassMaxSkipInterval)})"
+        )
     if pass_name == "memory_consolidation":
         floor = consolidation_floor(profile, options, now)
         if floor is not None:
-            text += f"; held back until {_when(floor)} (ConsolidationMinInterval {_duration(options.ConsolidationMinInterval)})"
+            interval = _duration(options.ConsolidationMinInterval)
+            text += f"; held back until {_when(floor)} (ConsolidationMinInterval {interval})"
     return text
 
 
@@ -296,8 +327,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     names = [p.name for p in PASSES]
     cycle = args.cycle or latest_cycle_id(profile, names)
     if cycle is None:
-        print(f"no cycle has run for agent {profile.agent_id} yet; run one with "
-              f"`dream run --profile {args.profile}`")
+        print(f"no cycle has run for agent {profile.agent_id} yet; run one with `dream run --profile {args.profile}`")
         return 0
     report = build_cycle_report(profile, store, cycle, names, profile_arg=args.profile)
     if not report.passes:
@@ -306,8 +336,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(saved.read_text(encoding="utf-8"))
             return 0
         if not report.undoable:
-            print(f"no cycle {cycle!r} for agent {profile.agent_id}: no pass record, saved report or change of it "
-                  f"(see `dream undo --profile {args.profile} --list`)", file=sys.stderr)
+            print(
+                f"no cycle {cycle!r} for agent {profile.agent_id}: no pass record, saved report or change of it "
+                f"(see `dream undo --profile {args.profile} --list`)",
+                file=sys.stderr,
+            )
             return 2
     print(report.markdown())
     return 0
@@ -336,20 +369,27 @@ def cmd_import_logs(args: argparse.Namespace) -> int:
             print(f"dream import-logs: {exc}", file=sys.stderr)
             return 2
         others = ", ".join(f"{n} {k}" for k, n in sorted(r.other_kinds.items()))
-        print(f"{path}: {r.imported} new line(s) in the {args.kind} warehouse, {r.already_there} already there, "
-              f"{r.malformed} malformed, {r.wrong_kind} of another kind" + (f" ({others})" if others else ""))
+        print(
+            f"{path}: {r.imported} new line(s) in the {args.kind} warehouse, {r.already_there} already there, "
+            f"{r.malformed} malformed, {r.wrong_kind} of another kind" + (f" ({others})" if others else "")
+        )
         for problem in r.problems:
             print(f"  not imported: {problem}", file=sys.stderr)
         if r.malformed + r.wrong_kind > len(r.problems):
-            print(f"  … and {r.malformed + r.wrong_kind - len(r.problems)} more line(s) not imported", file=sys.stderr)
+            print(
+                f"  … and {r.malformed + r.wrong_kind - len(r.problems)} more line(s) not imported",
+                file=sys.stderr,
+            )
         total.imported += r.imported
         total.valid += r.valid
         total.malformed += r.malformed
         total.wrong_kind += r.wrong_kind
         for kind, n in r.other_kinds.items():
             total.other_kinds[kind] = total.other_kinds.get(kind, 0) + n
-    print(f"{total.imported} line(s) imported, {total.already_there} already there, {total.malformed} malformed, "
-          f"{total.wrong_kind} of another kind")
+    print(
+        f"{total.imported} line(s) imported, {total.already_there} already there, {total.malformed} malformed, "
+        f"{total.wrong_kind} of another kind"
+    )
     if total.other_kinds and total.wrong_kind > total.valid:
         likely = max(total.other_kinds, key=lambda k: total.other_kinds[k])
         print(f"most lines are {likely} records: did you mean --kind {likely}?", file=sys.stderr)
@@ -376,20 +416,33 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.add_argument("--demo", action="store_true", help="create the demo agent first when the profile is missing")
     sp.add_argument("--memories", type=int, default=320)
-    sp.add_argument("--force", dest="force_passes", nargs="+", metavar="PASS",
-                    help="run these passes even if their input has not changed and their minimum interval has not "
-                         "passed (this run only; recorded in the pass ledger), e.g. memory_consolidation")
+    sp.add_argument(
+        "--force",
+        dest="force_passes",
+        nargs="+",
+        metavar="PASS",
+        help="run these passes even if their input has not changed and their minimum interval has not "
+        "passed (this run only; recorded in the pass ledger), e.g. memory_consolidation",
+    )
     sp.add_argument("--reason", help="why the passes are forced (recorded in the pass ledger)")
     sp.set_defaults(func=cmd_run)
 
-    sp = sub.add_parser("undo", help="undo one cycle's changes (or list cycles with --list); exits 0 when records "
-                                     "were put back or nothing was left to undo, 3 when nothing could be undone")
+    sp = sub.add_parser(
+        "undo",
+        help="undo one cycle's changes (or list cycles with --list); exits 0 when records "
+        "were put back or nothing was left to undo, 3 when nothing could be undone",
+    )
     common(sp)
     sp.add_argument("--cycle", help="cycle (Dagster run) id")
     sp.add_argument("--pass", dest="pass_name", help="only this pass's changes, e.g. memory_consolidation")
-    sp.add_argument("--list", action="store_true",
-                    help="per cycle and pass: changes, what is still undoable, review stamps apart")
-    sp.add_argument("--force", action="store_true", help="undo what can be undone even if some entries were edited since")
+    sp.add_argument(
+        "--list",
+        action="store_true",
+        help="per cycle and pass: changes, what is still undoable, review stamps apart",
+    )
+    sp.add_argument(
+        "--force", action="store_true", help="undo what can be undone even if some entries were edited since"
+    )
     sp.set_defaults(func=cmd_undo)
 
     sp = sub.add_parser("restore", help="restore one archived memory by id")
@@ -397,24 +450,35 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--id", required=True)
     sp.set_defaults(func=cmd_restore)
 
-    sp = sub.add_parser("status", help="counts, and every pass with its last run, status, reason, next run, model "
-                                       "calls and input fingerprint")
+    sp = sub.add_parser(
+        "status",
+        help="counts, and every pass with its last run, status, reason, next run, model calls and input fingerprint",
+    )
     common(sp)
     sp.add_argument("--full", action="store_true", help="show input fingerprints in full, however long")
     sp.set_defaults(func=cmd_status)
 
-    sp = sub.add_parser("report", help="what the last cycle changed (merged, archived, protected, superseded, "
-                                       "rejected and why), its model calls and tokens, and how to undo it")
+    sp = sub.add_parser(
+        "report",
+        help="what the last cycle changed (merged, archived, protected, superseded, "
+        "rejected and why), its model calls and tokens, and how to undo it",
+    )
     common(sp)
     sp.add_argument("--cycle", help="this cycle (Dagster run) id instead of the last one")
     sp.set_defaults(func=cmd_report)
 
-    sp = sub.add_parser("import-logs", help="load historical JSONL logs into the warehouse for backfills; only "
-                                            "valid records of --kind are imported, other lines are counted and listed "
-                                            "(exit 1), a missing file or unknown kind imports nothing (exit 2)")
+    sp = sub.add_parser(
+        "import-logs",
+        help="load historical JSONL logs into the warehouse for backfills; only "
+        "valid records of --kind are imported, other lines are counted and listed "
+        "(exit 1), a missing file or unknown kind imports nothing (exit 2)",
+    )
     common(sp)
-    sp.add_argument("--kind", required=True, help="skill-usage, tool-call, feedback, skill-resource-usage, "
-                                                  "wisp-executions, tier-routing or conversation")
+    sp.add_argument(
+        "--kind",
+        required=True,
+        help="skill-usage, tool-call, feedback, skill-resource-usage, wisp-executions, tier-routing or conversation",
+    )
     sp.add_argument("files", nargs="+")
     sp.set_defaults(func=cmd_import_logs)
     return p
@@ -424,7 +488,9 @@ def main(argv: list[str] | None = None) -> int:
     # Dagster's beta/deprecation notices are for developers of this project, not for people running it.
     warnings.filterwarnings("ignore", module=r"dagster(\.|$)")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
-    logging.basicConfig(level=os.environ.get("DREAM_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("DREAM_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s"
+    )
     args = build_parser().parse_args(argv)
     if args.command == "undo" and not args.list and not args.cycle:
         print("dream undo: give --cycle ID (see --list)", file=sys.stderr)

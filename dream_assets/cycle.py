@@ -13,8 +13,15 @@ from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile
 
 
-def run_cycle(profile: AgentProfile, options: DreamOptions, now: datetime, *, client_factory: Callable | None = None,
-              only: Iterable[str] | None = None, cycle_id: str | None = None) -> list[PassReport]:
+def run_cycle(
+    profile: AgentProfile,
+    options: DreamOptions,
+    now: datetime,
+    *,
+    client_factory: Callable | None = None,
+    only: Iterable[str] | None = None,
+    cycle_id: str | None = None,
+) -> list[PassReport]:
     """Run the passes in the spec's order. A pass that raises is reported as failed and the cycle goes on
     (spec: retention is best-effort; a model error means "retry next cycle", never "done"); see PassSpec.run."""
     wanted = set(only) if only is not None else None

@@ -32,7 +32,14 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "Archived": ("archived", "skill-archived", "purged"),
     "Superseded": (),
     "Protected": ("protected", "kept"),
-    "Rejected": ("merge-rejected", "rejected", "preference-rejected", "invalid-item", "merge-deferred", "skipped"),
+    "Rejected": (
+        "merge-rejected",
+        "rejected",
+        "preference-rejected",
+        "invalid-item",
+        "merge-deferred",
+        "skipped",
+    ),
 }
 
 
@@ -40,8 +47,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 class CycleReport:
     agent: str
     cycle_id: str
-    profile_arg: str                                   # how the undo commands name the profile
-    passes: list[dict[str, Any]]                       # the pass records of this cycle, in pass order
+    profile_arg: str  # how the undo commands name the profile
+    passes: list[dict[str, Any]]  # the pass records of this cycle, in pass order
     undoable: list[PassChanges] = field(default_factory=list)
     finished_at: datetime | None = None
 
@@ -70,23 +77,36 @@ class CycleReport:
 
     def markdown(self) -> str:
         when = f", finished {iso(self.finished_at)}" if self.finished_at else ""
-        lines = [f"# Dream cycle {self.cycle_id}", "",
-                 f"Agent `{self.agent}`{when}. Model calls: {self.model_calls}; tokens: "
-                 f"{self.usage_total('prompt_tokens')} prompt + {self.usage_total('completion_tokens')} completion = "
-                 f"{self.usage_total('total_tokens')}.", ""]
+        lines = [
+            f"# Dream cycle {self.cycle_id}",
+            "",
+            f"Agent `{self.agent}`{when}. Model calls: {self.model_calls}; tokens: "
+            f"{self.usage_total('prompt_tokens')} prompt + {self.usage_total('completion_tokens')} completion = "
+            f"{self.usage_total('total_tokens')}.",
+            "",
+        ]
         if not self.passes:
-            lines += ["_No pass record of this cycle is left (a later run of every pass replaced them); the change "
-                      "log below still says what it changed._", ""]
+            lines += [
+                "_No pass record of this cycle is left (a later run of every pass replaced them); the change "
+                "log below still says what it changed._",
+                "",
+            ]
         else:
-            lines += ["## Passes", "", "| pass | status | what happened | model calls | tokens |",
-                      "| --- | --- | --- | --- | --- |"]
+            lines += [
+                "## Passes",
+                "",
+                "| pass | status | what happened | model calls | tokens |",
+                "| --- | --- | --- | --- | --- |",
+            ]
             for p in self.passes:
                 what = p.get("summary") or p.get("reason") or ""
                 if p.get("status") != "completed" and p.get("reason") and p.get("reason") not in what:
                     what = f"{what} ({p['reason']})" if what else p["reason"]
                 tokens = int(float((p.get("usage") or {}).get("total_tokens", 0)))
-                lines.append(f"| {p['pass']} | {p.get('status', '?')} | {_cell(what)} | {int(p.get('model_calls') or 0)}"
-                             f" | {tokens} |")
+                lines.append(
+                    f"| {p['pass']} | {p.get('status', '?')} | {_cell(what)} | {int(p.get('model_calls') or 0)}"
+                    f" | {tokens} |"
+                )
             lines.append("")
         for title, rows in self.sections().items():
             if not rows:
@@ -106,13 +126,17 @@ class CycleReport:
         for r in self.undoable:
             kinds = ", ".join(f"{n} {k}" for k, n in r.kinds.items())
             stamps = f"; {r.stamps} review stamp(s), not changes" if r.stamps else ""
-            lines.append(f"- {r.pass_name}: {r.changes} change(s) ({kinds or 'none'}), {r.undoable} still "
-                         f"undoable{stamps}")
+            lines.append(
+                f"- {r.pass_name}: {r.changes} change(s) ({kinds or 'none'}), {r.undoable} still undoable{stamps}"
+            )
         if commands:
             lines += ["", "Undo the whole cycle, or one pass of it:", "", "```sh", *commands, "```", ""]
         else:
-            lines += ["", "Nothing of this cycle is left to undo (no change to the memories or skills, or all of it "
-                          "was undone).", ""]
+            lines += [
+                "",
+                "Nothing of this cycle is left to undo (no change to the memories or skills, or all of it was undone).",
+                "",
+            ]
         return "\n".join(lines)
 
 
@@ -131,15 +155,26 @@ def latest_cycle_id(profile: AgentProfile, pass_names: Sequence[str]) -> str | N
     return newest[1] if newest else None
 
 
-def build_cycle_report(profile: AgentProfile, store: Any, cycle_id: str, pass_names: Sequence[str], *,
-                       profile_arg: str | None = None) -> CycleReport:
+def build_cycle_report(
+    profile: AgentProfile,
+    store: Any,
+    cycle_id: str,
+    pass_names: Sequence[str],
+    *,
+    profile_arg: str | None = None,
+) -> CycleReport:
     """The report of ``cycle_id``: the pass records written by that cycle, and its change log rows."""
     records = load_outcomes(profile, list(pass_names))
     passes = [records[n] for n in pass_names if n in records and records[n].get("cycle_id") == cycle_id]
     times = [t for p in passes if (t := recorded_at(p)) is not None]
-    return CycleReport(agent=profile.agent_id, cycle_id=cycle_id, profile_arg=profile_arg or str(profile.root),
-                       passes=passes, undoable=store.changes.by_pass(cycle_id),
-                       finished_at=max(times) if times else None)
+    return CycleReport(
+        agent=profile.agent_id,
+        cycle_id=cycle_id,
+        profile_arg=profile_arg or str(profile.root),
+        passes=passes,
+        undoable=store.changes.by_pass(cycle_id),
+        finished_at=max(times) if times else None,
+    )
 
 
 def write_cycle_report(profile: AgentProfile, report: CycleReport, *, keep: int = REPORTS_KEEP) -> Path:
@@ -161,7 +196,7 @@ def write_cycle_report(profile: AgentProfile, report: CycleReport, *, keep: int 
 
 def prune_reports(profile: AgentProfile, keep: int) -> int:
     reports = sorted(profile.cycle_reports_dir.glob("*.md"), key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
-    for old in reports[max(keep, 1):]:
+    for old in reports[max(keep, 1) :]:
         old.unlink(missing_ok=True)
     return max(len(reports) - max(keep, 1), 0)
 

@@ -28,8 +28,9 @@ def wisp_window_fingerprint(profile: AgentProfile, options: DreamOptions, now: d
 def tier_window_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
     from dream_assets.passes import tier_routing
 
-    events = read_events(profile, tier_routing.LOG, since=utc(now) - options.TierRoutingReviewWindow,
-                         until=utc(now)).events
+    events = read_events(
+        profile, tier_routing.LOG, since=utc(now) - options.TierRoutingReviewWindow, until=utc(now)
+    ).events
     return tier_routing.window_fingerprint(events, options)
 
 
@@ -100,8 +101,12 @@ def gate_status(pass_name: str, profile: AgentProfile, options: DreamOptions, no
     if pass_name == "memory_consolidation" and not decision.skip:
         floor = consolidation_floor(profile, options, now)
         if floor is not None:
-            decision = GateDecision(True, f"minimum interval: last completed {iso(record.last_run_at) if record else '?'}, "
-                                          f"next allowed at {iso(floor)}", floor)
+            decision = GateDecision(
+                True,
+                f"minimum interval: last completed {iso(record.last_run_at) if record else '?'}, "
+                f"next allowed at {iso(floor)}",
+                floor,
+            )
     return GateStatus(pass_name, fingerprint, decision, record.last_run_at if record else None)
 
 

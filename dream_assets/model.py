@@ -66,19 +66,31 @@ class MemoryEntry:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id, "content": self.content, "category": self.category, "tags": list(self.tags),
-            "importance": self.importance, "created_at": iso(self.created_at), "updated_at": iso(self.updated_at),
-            "last_seen_at": iso(self.last_seen_at), "reinforcement_count": self.reinforcement_count,
-            "metadata": dict(self.metadata), "archived_at": iso(self.archived_at),
+            "id": self.id,
+            "content": self.content,
+            "category": self.category,
+            "tags": list(self.tags),
+            "importance": self.importance,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "last_seen_at": iso(self.last_seen_at),
+            "reinforcement_count": self.reinforcement_count,
+            "metadata": dict(self.metadata),
+            "archived_at": iso(self.archived_at),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MemoryEntry:
         return cls(
-            id=d["id"], content=d["content"], category=d.get("category") or "general",
-            tags=tuple(d.get("tags") or ()), importance=float(d.get("importance", 0.5)),
-            created_at=parse_ts(d["created_at"]), updated_at=parse_ts(d["updated_at"]),
-            last_seen_at=parse_ts(d["last_seen_at"]), reinforcement_count=int(d.get("reinforcement_count", 1)),
+            id=d["id"],
+            content=d["content"],
+            category=d.get("category") or "general",
+            tags=tuple(d.get("tags") or ()),
+            importance=float(d.get("importance", 0.5)),
+            created_at=parse_ts(d["created_at"]),
+            updated_at=parse_ts(d["updated_at"]),
+            last_seen_at=parse_ts(d["last_seen_at"]),
+            reinforcement_count=int(d.get("reinforcement_count", 1)),
             metadata={str(k): str(v) for k, v in (d.get("metadata") or {}).items()},
             archived_at=parse_ts(d["archived_at"]) if d.get("archived_at") else None,
         )
@@ -104,16 +116,24 @@ class Skill:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "summary": self.summary, "content": self.content, "see_also": list(self.see_also),
-            "created_at": iso(self.created_at), "updated_at": iso(self.updated_at),
-            "last_used_at": iso(self.last_used_at), "archived_at": iso(self.archived_at),
+            "name": self.name,
+            "summary": self.summary,
+            "content": self.content,
+            "see_also": list(self.see_also),
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "last_used_at": iso(self.last_used_at),
+            "archived_at": iso(self.archived_at),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Skill:
         return cls(
-            name=d["name"], summary=d.get("summary") or "", content=d.get("content") or "",
-            see_also=tuple(d.get("see_also") or ()), created_at=parse_ts(d["created_at"]),
+            name=d["name"],
+            summary=d.get("summary") or "",
+            content=d.get("content") or "",
+            see_also=tuple(d.get("see_also") or ()),
+            created_at=parse_ts(d["created_at"]),
             updated_at=parse_ts(d["updated_at"]),
             last_used_at=parse_ts(d["last_used_at"]) if d.get("last_used_at") else None,
             archived_at=parse_ts(d["archived_at"]) if d.get("archived_at") else None,

@@ -13,8 +13,6 @@ class InvalidName(ValueError):
     """A skill name or session id that cannot be used as given."""
 
 
-
-
 def validate_skill_name(name: str) -> str:
     """Path-like names (``mcp/email``): no ``..`` segments, not absolute, no control characters or backslashes."""
     if not isinstance(name, str) or not name.strip():

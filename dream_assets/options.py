@@ -31,12 +31,26 @@ class OptionsError(ValueError):
 DURATION_RANGES = ("any", "zero", "positive")
 
 
-def _opt(default: Any, help: str, *, minimum: float | None = None, maximum: float | None = None,
-         choices: tuple[str, ...] | None = None, duration: str = "zero", url: bool = False) -> Any:
+def _opt(
+    default: Any,
+    help: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    duration: str = "zero",
+    url: bool = False,
+) -> Any:
     if duration not in DURATION_RANGES:
         raise ValueError(f"duration range {duration!r}: use one of {', '.join(DURATION_RANGES)}")
-    meta = {"help": help, "minimum": minimum, "maximum": maximum, "choices": choices, "duration": duration,
-            "url": url}
+    meta = {
+        "help": help,
+        "minimum": minimum,
+        "maximum": maximum,
+        "choices": choices,
+        "duration": duration,
+        "url": url,
+    }
     return field(default=default, metadata=meta)
 
 
@@ -45,13 +59,16 @@ class DreamOptions:
     # --- Scheduling (spec: "Scheduling", DreamOptions) ---
     Enabled: bool = _opt(True, "master switch for the schedule and the start-up sensor")
     InitialDelay: timedelta = _opt(timedelta(minutes=5), "delay between daemon start and the first cycle")
-    Interval: timedelta = _opt(timedelta(hours=4), "time between scheduled dream cycles",
-                                 duration="positive")
-    BusyPollInterval: timedelta = _opt(timedelta(seconds=5), "poll period while the agent's model is busy",
-                                         duration="positive")
+    Interval: timedelta = _opt(timedelta(hours=4), "time between scheduled dream cycles", duration="positive")
+    BusyPollInterval: timedelta = _opt(
+        timedelta(seconds=5), "poll period while the agent's model is busy", duration="positive"
+    )
     BusyMaxWait: timedelta = _opt(timedelta(minutes=30), "longest wait for a busy model before the pass is deferred")
-    BusyLeaseStaleAfter: timedelta = _opt(timedelta(minutes=10), "age after which a busy lease from a crashed agent expires",
-                                            duration="positive")
+    BusyLeaseStaleAfter: timedelta = _opt(
+        timedelta(minutes=10),
+        "age after which a busy lease from a crashed agent expires",
+        duration="positive",
+    )
 
     # --- Directive files (relative to the agent profile; a file there replaces the built-in one) ---
     DirectivePath: str = _opt("dream.md", "memory consolidation directive")
@@ -76,41 +93,76 @@ class DreamOptions:
 
     # --- Change gate ---
     DreamPassChangeGateEnabled: bool = _opt(True, "skip a corpus-wide pass whose input fingerprint has not moved")
-    DreamPassMaxSkipInterval: timedelta = _opt(timedelta(days=7), "force a gated pass after this long; non-positive skips indefinitely",
-                                                duration="any")
+    DreamPassMaxSkipInterval: timedelta = _opt(
+        timedelta(days=7),
+        "force a gated pass after this long; non-positive skips indefinitely",
+        duration="any",
+    )
     TierRoutingReviewWindow: timedelta = _opt(timedelta(days=14), "how far back the tier routing review reads")
 
     # --- Memory consolidation (pass 1) ---
-    ConsolidationMinInterval: timedelta = _opt(timedelta(hours=6), "minimum time between completed consolidation passes; zero disables")
-    ConsolidationSimilarityThreshold: float = _opt(0.88, "cosine threshold for near-duplicate clusters", minimum=0.0, maximum=1.0)
+    ConsolidationMinInterval: timedelta = _opt(
+        timedelta(hours=6), "minimum time between completed consolidation passes; zero disables"
+    )
+    ConsolidationSimilarityThreshold: float = _opt(
+        0.88, "cosine threshold for near-duplicate clusters", minimum=0.0, maximum=1.0
+    )
     ConsolidationMaxClusterSize: int = _opt(3, "largest near-duplicate cluster offered as one group", minimum=2)
-    ConsolidationMaxEntriesPerCall: int = _opt(500, "most entries shown to the model in one consolidation call; the rest "
-                                                    "wait for later cycles (a large first review is spread out)", minimum=2)
+    ConsolidationMaxEntriesPerCall: int = _opt(
+        500,
+        "most entries shown to the model in one consolidation call; the rest "
+        "wait for later cycles (a large first review is spread out)",
+        minimum=2,
+    )
     MergeRepairEnabled: bool = _opt(True, "one narrow repair call for a merge the coverage check rejects")
     MergeRepairMaxPerCycle: int = _opt(10, "repair calls per cycle", minimum=0)
-    PruningProtectionImportance: float = _opt(0.80, "importance at or above which an entry is never an ephemeral removal or purged", minimum=0.0, maximum=1.0)
-    PruningProtectionReinforcementCount: int = _opt(5, "reinforcements at or above which an entry is never an ephemeral removal or purged", minimum=0)
-    ConsolidationRemovalGuardEnabled: bool = _opt(True, "a stand-alone removal the model proposes is applied only to noise "
-                                                        "(no names, numbers or dates, importance below 0.5) or to an entry "
-                                                        "whose every specific another live entry carries; others are kept")
+    PruningProtectionImportance: float = _opt(
+        0.80,
+        "importance at or above which an entry is never an ephemeral removal or purged",
+        minimum=0.0,
+        maximum=1.0,
+    )
+    PruningProtectionReinforcementCount: int = _opt(
+        5, "reinforcements at or above which an entry is never an ephemeral removal or purged", minimum=0
+    )
+    ConsolidationRemovalGuardEnabled: bool = _opt(
+        True,
+        "a stand-alone removal the model proposes is applied only to noise "
+        "(no names, numbers or dates, importance below 0.5) or to an entry "
+        "whose every specific another live entry carries; others are kept",
+    )
     # Near-duplicate measure and settled clusters (consolidation quality).
-    LexicalSimilarityMeasure: str = _opt("overlap", "measure for save-time dedup and clustering without embeddings: "
-                                         "overlap (weighted containment of stems, framing left out; threshold "
-                                         "LexicalOverlapThreshold) or tfidf (cosine; Dedupe/Consolidation"
-                                         "SimilarityThreshold)", choices=("overlap", "tfidf"))
-    LexicalOverlapThreshold: float = _opt(0.75, "overlap threshold for save-time dedup and clustering alike",
-                                          minimum=0.0, maximum=1.0)
-    ConsolidationSettledCooldown: timedelta = _opt(timedelta(days=7), "a cluster shown together and left apart is "
-                                                   "offered again after this long; doubles each time it is left apart "
-                                                   "again (at most 16x); zero re-offers it every pass")
-    ConsolidationExactFoldEnabled: bool = _opt(True, "fold live entries of one category whose content is equal after "
-                                               "normalising case, white space and punctuation, before the model")
+    LexicalSimilarityMeasure: str = _opt(
+        "overlap",
+        "measure for save-time dedup and clustering without embeddings: "
+        "overlap (weighted containment of stems, framing left out; threshold "
+        "LexicalOverlapThreshold) or tfidf (cosine; Dedupe/Consolidation"
+        "SimilarityThreshold)",
+        choices=("overlap", "tfidf"),
+    )
+    LexicalOverlapThreshold: float = _opt(
+        0.75, "overlap threshold for save-time dedup and clustering alike", minimum=0.0, maximum=1.0
+    )
+    ConsolidationSettledCooldown: timedelta = _opt(
+        timedelta(days=7),
+        "a cluster shown together and left apart is "
+        "offered again after this long; doubles each time it is left apart "
+        "again (at most 16x); zero re-offers it every pass",
+    )
+    ConsolidationExactFoldEnabled: bool = _opt(
+        True,
+        "fold live entries of one category whose content is equal after "
+        "normalising case, white space and punctuation, before the model",
+    )
     FeedbackWindow: timedelta = _opt(timedelta(days=7), "how far back feedback signals are read")
     FeedbackMaxSignals: int = _opt(50, "most feedback signals shown to the model", minimum=0)
 
     # --- Archive purge (pass 0b) and importance decay ---
-    MemoryArchiveRetention: timedelta = _opt(timedelta(days=90), "archived entries older than this are purged; non-positive keeps them forever",
-                                              duration="any")
+    MemoryArchiveRetention: timedelta = _opt(
+        timedelta(days=90),
+        "archived entries older than this are purged; non-positive keeps them forever",
+        duration="any",
+    )
     ImportanceDecayGraceDays: float = _opt(30.0, "days after last_seen_at before decay starts", minimum=0.0)
     ImportanceDecayHalfLifeDays: float = _opt(45.0, "decay half-life in days; zero or negative disables decay")
     ImportanceDecayFloor: float = _opt(0.10, "decay never takes importance below this", minimum=0.0, maximum=1.0)
@@ -125,24 +177,36 @@ class DreamOptions:
     WispAnalysisWindow: timedelta = _opt(timedelta(days=14), "how far back wisp executions are read")
     WispFailureMinFrequency: int = _opt(3, "failures of one description that make a pattern", minimum=1)
     WispSuccessMinFrequency: int = _opt(5, "runs of one description needed for a promotion candidate", minimum=1)
-    WispSuccessMinRate: float = _opt(0.80, "success rate that must be exceeded for a promotion candidate", minimum=0.0, maximum=1.0)
+    WispSuccessMinRate: float = _opt(
+        0.80, "success rate that must be exceeded for a promotion candidate", minimum=0.0, maximum=1.0
+    )
 
     # --- Log retention (pass 0) ---
-    LogRetentionMaxFileAge: timedelta = _opt(timedelta(days=30), "per-session files older than this are deleted; non-positive disables",
-                                              duration="any")
+    LogRetentionMaxFileAge: timedelta = _opt(
+        timedelta(days=30),
+        "per-session files older than this are deleted; non-positive disables",
+        duration="any",
+    )
     LogRetentionMaxFilesPerDirectory: int = _opt(1000, "per-session files kept per directory; non-positive disables")
     LogRetentionMaxLinesPerFile: int = _opt(50_000, "lines kept per log file; non-positive disables")
 
     # --- Memory store (Memory: section) ---
-    DedupeSimilarityThreshold: float = _opt(0.88, "save-time dedup cosine threshold (keep aligned with ConsolidationSimilarityThreshold)", minimum=0.0, maximum=1.0)
+    DedupeSimilarityThreshold: float = _opt(
+        0.88,
+        "save-time dedup cosine threshold (keep aligned with ConsolidationSimilarityThreshold)",
+        minimum=0.0,
+        maximum=1.0,
+    )
     MaxContentChars: int = _opt(16_000, "largest memory content accepted", minimum=1)
     StoreLockTimeout: timedelta = _opt(timedelta(seconds=60), "longest wait for the store's process lock")
 
     # --- Model (Llm: section) ---
-    LlmBackend: str = _opt("auto", "model backend; auto = openai when LlmBaseUrl or LlmModel is set, else offline",
-                           choices=("auto", "offline", "openai"))
-    LlmBaseUrl: str = _opt("", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1; empty: none",
-                           url=True)
+    LlmBackend: str = _opt(
+        "auto",
+        "model backend; auto = openai when LlmBaseUrl or LlmModel is set, else offline",
+        choices=("auto", "offline", "openai"),
+    )
+    LlmBaseUrl: str = _opt("", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1; empty: none", url=True)
     LlmModel: str = _opt("", "model name sent to the endpoint")
     LlmApiKeyEnv: str = _opt("OPENAI_API_KEY", "environment variable holding the API key")
     LlmTimeout: timedelta = _opt(timedelta(seconds=120), "per-request timeout", duration="positive")
@@ -156,12 +220,18 @@ class DreamOptions:
     EmbeddingBaseUrl: str = _opt("", "OpenAI-compatible endpoint for embeddings; empty = LlmBaseUrl", url=True)
     EmbeddingApiKeyEnv: str = _opt("", "environment variable holding the embeddings API key; empty = LlmApiKeyEnv")
     EmbeddingBatchSize: int = _opt(64, "texts sent in one embeddings request", minimum=1, maximum=2048)
-    EmbeddingSimilarityThreshold: float = _opt(0.88, "cosine threshold over embeddings, for near-duplicate clusters and "
-                                                     "save-time dedup alike", minimum=0.0, maximum=1.0)
+    EmbeddingSimilarityThreshold: float = _opt(
+        0.88,
+        "cosine threshold over embeddings, for near-duplicate clusters and save-time dedup alike",
+        minimum=0.0,
+        maximum=1.0,
+    )
 
     # --- Deployment ---
     ProfileRoot: str = _opt("data/agents", "folder whose sub-folders are agent profiles")
-    SnapshotRetention: timedelta = _opt(timedelta(days=30), "snapshots older than this are removed (the newest is always kept)")
+    SnapshotRetention: timedelta = _opt(
+        timedelta(days=30), "snapshots older than this are removed (the newest is always kept)"
+    )
     AuditTrendRetention: timedelta = _opt(timedelta(days=400), "how long the memory audit trend file keeps rows")
     AuditPauseOnHardDelete: bool = _opt(False, "audit writes consolidation-paused.json when it finds hard deletes")
 
@@ -174,8 +244,14 @@ class DreamOptions:
         return [f.name for f in fields(cls)]
 
     @classmethod
-    def load(cls, *, env: Mapping[str, str] | None = None, toml_path: str | Path | None = None,
-             overrides: Mapping[str, Any] | None = None, profile_toml: str | Path | None = None) -> DreamOptions:
+    def load(
+        cls,
+        *,
+        env: Mapping[str, str] | None = None,
+        toml_path: str | Path | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        profile_toml: str | Path | None = None,
+    ) -> DreamOptions:
         """Defaults, then the deployment TOML file (``toml_path`` or ``DREAM_CONFIG``), then the agent's own TOML file
         (``profile_toml``, when it exists), then ``DREAM__*`` variables, then explicit overrides."""
         env = os.environ if env is None else env
@@ -188,7 +264,7 @@ class DreamOptions:
                 raw[_canonical(key, f"{path}")] = (value, f"{path}: {key}")
         for key, value in env.items():
             if key.upper().startswith(ENV_PREFIX):
-                raw[_canonical(key[len(ENV_PREFIX):], key)] = (value, key)
+                raw[_canonical(key[len(ENV_PREFIX) :], key)] = (value, key)
         for key, value in (overrides or {}).items():
             raw[_canonical(key, key)] = (value, key)
         values = {name: _coerce(name, value, where) for name, (value, where) in raw.items()}
@@ -226,8 +302,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise OptionsError(f"options file {path} is not UTF-8 text: byte 0x{raw[exc.start]:02x} on line {line} "
-                           f"(offset {exc.start}) is not valid UTF-8; save the file as UTF-8") from None
+        raise OptionsError(
+            f"options file {path} is not UTF-8 text: byte 0x{raw[exc.start]:02x} on line {line} "
+            f"(offset {exc.start}) is not valid UTF-8; save the file as UTF-8"
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -261,8 +339,13 @@ def parse_duration(text: str) -> timedelta:
         return -td if negative else td
     m = _ISO.match(s)
     if m and any(m[g] for g in ("w", "d", "h", "m", "s")):
-        td = timedelta(weeks=float(m["w"] or 0), days=float(m["d"] or 0), hours=float(m["h"] or 0),
-                       minutes=float(m["m"] or 0), seconds=float(m["s"] or 0))
+        td = timedelta(
+            weeks=float(m["w"] or 0),
+            days=float(m["d"] or 0),
+            hours=float(m["h"] or 0),
+            minutes=float(m["m"] or 0),
+            seconds=float(m["s"] or 0),
+        )
         return -td if m["sign"] else td
     try:
         return timedelta(seconds=float(s))
@@ -335,8 +418,9 @@ def _check_duration_range(name: str, value: timedelta, fail: Any) -> None:
     if meta["duration"] == "positive" and value <= timedelta(0):
         raise fail(f"a positive duration such as PT1H: zero or negative has no meaning for {name} ({meta['help']})")
     if meta["duration"] == "zero" and value < timedelta(0):
-        raise fail(f"a duration of zero or more such as PT1H: a negative one has no meaning for {name} "
-                   f"({meta['help']})")
+        raise fail(
+            f"a duration of zero or more such as PT1H: a negative one has no meaning for {name} ({meta['help']})"
+        )
 
 
 def _check_url(value: str, fail: Any) -> str:
@@ -346,9 +430,8 @@ def _check_url(value: str, fail: Any) -> str:
         return ""
     try:
         parts = urlsplit(text)
-        ok = (parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
-              and not any(c.isspace() for c in text))
-        _ = parts.port   # a port that is not a number in range raises ValueError
+        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in text)
+        _ = parts.port  # a port that is not a number in range raises ValueError
     except ValueError:
         ok = False
     if not ok:

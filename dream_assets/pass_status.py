@@ -33,12 +33,29 @@ RECORD_VERSION = 1
 KEEP_CHANGES = 500
 
 #: Counts that describe the input or the corpus rather than what a run did: a skipped run keeps their last value.
-LEVEL_COUNTS = frozenset({
-    "live", "eligible", "withheld", "unreviewed", "clusters", "settled_clusters", "backlog",
-    "skills", "sparse", "co_used_pairs", "prefix_clusters", "at_risk",
-    "executions", "descriptions", "failure_patterns", "entries", "tiers",
-    "kept_high_value", "at_floor",
-})
+LEVEL_COUNTS = frozenset(
+    {
+        "live",
+        "eligible",
+        "withheld",
+        "unreviewed",
+        "clusters",
+        "settled_clusters",
+        "backlog",
+        "skills",
+        "sparse",
+        "co_used_pairs",
+        "prefix_clusters",
+        "at_risk",
+        "executions",
+        "descriptions",
+        "failure_patterns",
+        "entries",
+        "tiers",
+        "kept_high_value",
+        "at_floor",
+    }
+)
 
 
 def load_outcome(profile: AgentProfile, pass_name: str) -> dict[str, Any] | None:
@@ -61,8 +78,11 @@ def load_outcomes(profile: AgentProfile, pass_names: list[str]) -> dict[str, dic
     return {name: rec for name in pass_names if (rec := load_outcome(profile, name)) is not None}
 
 
-def fill_skipped_counts(report: PassReport, last_completed: Mapping[str, Any] | None,
-                        measured: Mapping[str, Callable[[], float]] | None = None) -> None:
+def fill_skipped_counts(
+    report: PassReport,
+    last_completed: Mapping[str, Any] | None,
+    measured: Mapping[str, Callable[[], float]] | None = None,
+) -> None:
     """Give a skipped report the numeric keys of the last completed run: level counts keep their value (measured
     again where ``measured`` can), the rest 0; model usage keys 0. Keys the skip already set are kept."""
     if not last_completed:
@@ -76,17 +96,28 @@ def fill_skipped_counts(report: PassReport, last_completed: Mapping[str, Any] | 
             try:
                 report.counts[key] = getter() if getter is not None else value
             except Exception as exc:  # noqa: BLE001 - a count that cannot be measured now keeps its last value
-                log.warning("%s: could not measure %s for the skipped run (%s); keeping %s", report.pass_name, key,
-                            exc, value)
+                log.warning(
+                    "%s: could not measure %s for the skipped run (%s); keeping %s",
+                    report.pass_name,
+                    key,
+                    exc,
+                    value,
+                )
                 report.counts[key] = value
         else:
             report.counts[key] = 0
-    for key in (last_completed.get("usage") or {}):
+    for key in last_completed.get("usage") or {}:
         report.usage.setdefault(key, 0.0)
 
 
-def record_outcome(profile: AgentProfile, report: PassReport, *, now: datetime, cycle_id: str,
-                   measured: Mapping[str, Callable[[], float]] | None = None) -> PassReport:
+def record_outcome(
+    profile: AgentProfile,
+    report: PassReport,
+    *,
+    now: datetime,
+    cycle_id: str,
+    measured: Mapping[str, Callable[[], float]] | None = None,
+) -> PassReport:
     """Complete a skipped report's counts and write the pass's record. Never raises: a record that cannot be written
     is logged (the pass's own outcome stands)."""
     try:
@@ -96,8 +127,12 @@ def record_outcome(profile: AgentProfile, report: PassReport, *, now: datetime, 
             fill_skipped_counts(report, last_completed, measured)
         record = outcome_record(report, now=now, cycle_id=cycle_id)
         if report.status == "completed":
-            record["last_completed"] = {"at": record["at"], "cycle_id": cycle_id, "counts": record["counts"],
-                                        "usage": record["usage"]}
+            record["last_completed"] = {
+                "at": record["at"],
+                "cycle_id": cycle_id,
+                "counts": record["counts"],
+                "usage": record["usage"],
+            }
         elif last_completed:
             record["last_completed"] = last_completed
         _write_json(profile.pass_report_path(report.pass_name), record)
@@ -108,8 +143,13 @@ def record_outcome(profile: AgentProfile, report: PassReport, *, now: datetime, 
 
 def outcome_record(report: PassReport, *, now: datetime, cycle_id: str) -> dict[str, Any]:
     return {
-        "version": RECORD_VERSION, "pass": report.pass_name, "status": report.status, "reason": report.reason,
-        "summary": report.summary, "at": iso(utc(now)), "cycle_id": cycle_id,
+        "version": RECORD_VERSION,
+        "pass": report.pass_name,
+        "status": report.status,
+        "reason": report.reason,
+        "summary": report.summary,
+        "at": iso(utc(now)),
+        "cycle_id": cycle_id,
         "counts": {k: _number(v) for k, v in sorted(report.counts.items())},
         "usage": {k: _number(v) for k, v in sorted(report.usage.items())},
         "model_calls": report.model_calls,
@@ -120,8 +160,11 @@ def outcome_record(report: PassReport, *, now: datetime, cycle_id: str) -> dict[
 
 
 def changes_of(record: Mapping[str, Any]) -> list[Change]:
-    return [Change(str(c.get("kind", "")), str(c.get("target", "")), str(c.get("detail", "")))
-            for c in record.get("changes") or [] if isinstance(c, dict)]
+    return [
+        Change(str(c.get("kind", "")), str(c.get("target", "")), str(c.get("detail", "")))
+        for c in record.get("changes") or []
+        if isinstance(c, dict)
+    ]
 
 
 def recorded_at(record: Mapping[str, Any]) -> datetime | None:

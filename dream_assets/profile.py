@@ -26,7 +26,8 @@ class ProfileError(ValueError):
 def validate_agent_id(agent_id: str) -> str:
     if not _AGENT_ID.match(agent_id or ""):
         raise ProfileError(
-            f"invalid agent id {agent_id!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            f"invalid agent id {agent_id!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or "
+            f"digit"
         )
     return agent_id
 
@@ -159,8 +160,15 @@ class AgentProfile:
 
     def ensure(self) -> AgentProfile:
         """Create the directory skeleton (idempotent)."""
-        for d in (self.root, self.logs_dir, self.root / ".locks" / "logs", self.warehouse_dir,
-                  self.audit_dir, self.snapshots_dir, *(self.session_log_dir(k) for k in SESSION_LOGS)):
+        for d in (
+            self.root,
+            self.logs_dir,
+            self.root / ".locks" / "logs",
+            self.warehouse_dir,
+            self.audit_dir,
+            self.snapshots_dir,
+            *(self.session_log_dir(k) for k in SESSION_LOGS),
+        ):
             d.mkdir(parents=True, exist_ok=True)
         return self
 
@@ -168,7 +176,8 @@ class AgentProfile:
 def holds_profile(path: Path) -> bool:
     """Whether the folder holds an agent's data (a store or logs), whatever its name."""
     return path.is_dir() and (
-        (path / "store.duckdb").exists() or (path / "logs").is_dir() or (path / "conversation-log.jsonl").exists())
+        (path / "store.duckdb").exists() or (path / "logs").is_dir() or (path / "conversation-log.jsonl").exists()
+    )
 
 
 def discover_profiles(root: str | Path) -> Iterator[AgentProfile]:

@@ -74,8 +74,9 @@ def _fork_trials(spec: dict) -> int:
 
     # What the pass builds on first use (the word-frequency baseline, the TF-IDF vectoriser) is built here, once;
     # no store is opened before forking.
-    check_merge_coverage([CoverageSource("Warm-up for Austin on 2026-01-02.", "general")], "warm up",
-                         BASELINE_VOCABULARY)
+    check_merge_coverage(
+        [CoverageSource("Warm-up for Austin on 2026-01-02.", "general")], "warm up", BASELINE_VOCABULARY
+    )
     find_duplicate_clusters([("a", "warm up text"), ("b", "warm up text too")], 0.88, 3)
 
     statuses: dict[int, int] = {}

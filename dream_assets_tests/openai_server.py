@@ -48,27 +48,44 @@ class Reply:
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0                 # sleep before answering (past the client's timeout = a timeout)
-    declared_length: int | None = None   # Content-Length larger than the body sent: a truncated body
+    delay_s: float = 0.0  # sleep before answering (past the client's timeout = a timeout)
+    declared_length: int | None = None  # Content-Length larger than the body sent: a truncated body
     # When set, decides per request from its JSON body: the Reply to use, or None for "the next scripted one".
     decide: Callable[[Any], Reply | None] | None = None
 
 
-def completion_body(content: str, *, model: str = "test-model", usage: bool = True,
-                    prompt_tokens: int = 11, completion_tokens: int = 7, finish_reason: str = "stop") -> dict:
+def completion_body(
+    content: str,
+    *,
+    model: str = "test-model",
+    usage: bool = True,
+    prompt_tokens: int = 11,
+    completion_tokens: int = 7,
+    finish_reason: str = "stop",
+) -> dict:
     body: dict[str, Any] = {
-        "id": "chatcmpl-test", "object": "chat.completion", "created": 1_700_000_000, "model": model,
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
     }
     if usage:
-        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                         "total_tokens": prompt_tokens + completion_tokens}
+        body["usage"] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
     return body
 
 
 def _json(status: int, payload: Any, headers: dict[str, str] | None = None, delay_s: float = 0.0) -> Reply:
-    return Reply(status=status, body=json.dumps(payload).encode(),
-                 headers={"Content-Type": "application/json", **(headers or {})}, delay_s=delay_s)
+    return Reply(
+        status=status,
+        body=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json", **(headers or {})},
+        delay_s=delay_s,
+    )
 
 
 def reply(content: str, **kw: Any) -> Reply:
@@ -97,8 +114,12 @@ def slow(delay_s: float, content: str = "{}") -> Reply:
 def truncated() -> Reply:
     """Headers promise more bytes than are sent before the connection closes."""
     body = json.dumps(completion_body('{"toSave": []}')).encode()
-    return Reply(status=200, body=body[: len(body) // 3], headers={"Content-Type": "application/json"},
-                 declared_length=len(body))
+    return Reply(
+        status=200,
+        body=body[: len(body) // 3],
+        headers={"Content-Type": "application/json"},
+        declared_length=len(body),
+    )
 
 
 def cut_json() -> Reply:
@@ -113,10 +134,12 @@ def non_json(text: str = "<html><body>Bad Gateway</body></html>", status: int = 
 
 def rejects_json_mode(status: int = 400) -> Reply:
     """``status`` when the request carries ``response_format``; otherwise the next scripted reply."""
+
     def decide(body: Any) -> Reply | None:
         if isinstance(body, dict) and "response_format" in body:
             return client_error(status, "response_format is not supported by this server")
         return None
+
     return Reply(decide=decide)
 
 
@@ -130,7 +153,8 @@ EMBEDDING_DIM = 256
 _WORD = re.compile(r"[a-z0-9]+")
 _EMBEDDING_STOPWORDS = frozenset(
     "a an and are as at be by did do for from had has have he her his i in is it its me my of on or our she so that "
-    "the their them they this to was we were what when which who will with you your".split())
+    "the their them they this to was we were what when which who will with you your".split()
+)
 
 
 def _embedding_words(text: str) -> list[str]:
@@ -146,14 +170,20 @@ def embedding_vector(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
     for word in words:
         digest = hashlib.sha256(word.encode("utf-8")).digest()
         for k in range(2):
-            position = int.from_bytes(digest[4 * k:4 * k + 4], "big") % dim
+            position = int.from_bytes(digest[4 * k : 4 * k + 4], "big") % dim
             vec[position] += 1.0 if digest[16 + k] & 1 else -1.0
     norm = math.sqrt(sum(v * v for v in vec)) or 1.0
     return [v / norm for v in vec]
 
 
-def embeddings_body(inputs: list[str], *, model: str = "test-embedding", dim: int = EMBEDDING_DIM,
-                    encoding_format: str = "float", usage: bool = True) -> dict:
+def embeddings_body(
+    inputs: list[str],
+    *,
+    model: str = "test-embedding",
+    dim: int = EMBEDDING_DIM,
+    encoding_format: str = "float",
+    usage: bool = True,
+) -> dict:
     data = []
     for i, text in enumerate(inputs):
         vector = embedding_vector(text, dim)
@@ -176,8 +206,15 @@ def _embeddings_reply(request: Any) -> Reply:
     if not isinstance(inputs, list) or not all(isinstance(t, str) and t for t in inputs):
         return client_error(400, "input must be a non-empty string or a list of non-empty strings")
     dim = request.get("dimensions") if isinstance(request.get("dimensions"), int) else EMBEDDING_DIM
-    return _json(200, embeddings_body(inputs, model=str(request.get("model") or "test-embedding"), dim=dim,
-                                      encoding_format=str(request.get("encoding_format") or "float")))
+    return _json(
+        200,
+        embeddings_body(
+            inputs,
+            model=str(request.get("model") or "test-embedding"),
+            dim=dim,
+            encoding_format=str(request.get("encoding_format") or "float"),
+        ),
+    )
 
 
 def embeddings_ok() -> Reply:
@@ -222,8 +259,11 @@ class OpenAITestServer:
                     body = raw.decode(errors="replace")
                 embeddings = self.path.rstrip("/").endswith("/embeddings")
                 with server._lock:
-                    server.requests.append(RecordedRequest(
-                        self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
+                    server.requests.append(
+                        RecordedRequest(
+                            self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()
+                        )
+                    )
                     scripted = server._queue.popleft() if server._queue else (None if embeddings else server.default)
                     if scripted is not None and scripted.decide is not None:
                         scripted = scripted.decide(body) or (server._queue.popleft() if server._queue else None)
@@ -256,8 +296,12 @@ class OpenAITestServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="openai-test-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="openai-test-server",
+            daemon=True,
+        )
 
     @property
     def base_url(self) -> str:

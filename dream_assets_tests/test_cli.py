@@ -16,9 +16,18 @@ def test_run_creates_the_demo_runs_every_pass_and_a_second_run_calls_no_model(tm
     assert main(["run", "--profile", str(profile), "--demo", "--now", NOW]) == 0
     out = capsys.readouterr().out
     assert "demo agent ready" in out and "(model backend: offline)" in out
-    for name in ("log_retention", "archive_purge", "importance_decay", "memory_consolidation", "skill_gap_detection",
-                 "skill_consolidation", "skill_optimization", "preference_inference", "wisp_failure_analysis",
-                 "tier_routing_review"):
+    for name in (
+        "log_retention",
+        "archive_purge",
+        "importance_decay",
+        "memory_consolidation",
+        "skill_gap_detection",
+        "skill_consolidation",
+        "skill_optimization",
+        "preference_inference",
+        "wisp_failure_analysis",
+        "tier_routing_review",
+    ):
         assert f"  {name} " in out
     assert "FAILED" not in out and " failed " not in out
     assert main(["run", "--profile", str(profile), "--now", "2026-11-30T13:00:00Z"]) == 0
@@ -37,8 +46,22 @@ def test_undo_puts_a_cycle_back(tmp_path, capsys, monkeypatch):
     assert main(["undo", "--profile", str(profile), "--list"]) == 0
     cycles = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert cycles
-    assert main(["undo", "--profile", str(profile), "--cycle", cycles[-1], "--pass", "memory_consolidation",
-                 "--now", NOW]) == 0
+    assert (
+        main(
+            [
+                "undo",
+                "--profile",
+                str(profile),
+                "--cycle",
+                cycles[-1],
+                "--pass",
+                "memory_consolidation",
+                "--now",
+                NOW,
+            ]
+        )
+        == 0
+    )
     after = {e.id: (e.content, e.archived_at) for e in store.memories.list_all()}
     # every entry that existed before is back as it was; entries the merges created are archived, not deleted
     assert all(after[i][0] == before[i][0] and after[i][1] == before[i][1] for i in before if i in after)
@@ -60,18 +83,20 @@ def test_import_logs_loads_history_into_the_warehouse_once(tmp_path, capsys):
 
     old = tmp_path / "wisp-2025.jsonl"
     old.write_text(
-        '{"timestamp":"2025-03-01T10:00:00Z","wispId":"w1","description":"Sync CRM","success":false,"failedStep":"auth"}\n'
+        '{"timestamp":"2025-03-01T10:00:00Z","wispId":"w1","description":"Sync CRM",'
+        '"success":false,"failedStep":"auth"}\n'
         '{"timestamp":"2025-03-02T10:00:00Z","wispId":"w2","description":"Sync CRM","success":true}\n'
-        'not json at all\n')
+        "not json at all\n"
+    )
     profile = tmp_path / "agents" / "legacy"
     AgentProfile(profile).ensure()
     args = ["import-logs", "--profile", str(profile), "--kind", "wisp-executions", str(old), "--now", NOW]
-    assert main(args) == 1   # a line was left out
+    assert main(args) == 1  # a line was left out
     out, err = capsys.readouterr()
     assert "2 line(s) imported, 0 already there, 1 malformed, 0 of another kind" in out
     assert "not imported: wisp-2025.jsonl:3: not valid JSON" in err
     assert main(args) == 1
-    assert "0 line(s) imported, 2 already there, 1 malformed" in capsys.readouterr().out   # idempotent
+    assert "0 line(s) imported, 2 already there, 1 malformed" in capsys.readouterr().out  # idempotent
     rows = read_day(AgentProfile(profile), "wisp-executions", date(2025, 3, 1))
     assert [r["wispId"] for r in rows] == ["w1"]
 
@@ -98,8 +123,15 @@ def test_run_against_a_dead_endpoint_says_the_cycle_failed_and_why(tmp_path, cap
     assert "model calls this cycle: 0 answered, 1 failed (openai)" in lines
     last = lines[-1]
     assert last.startswith("cycle FAILED — ")
-    for name in ("memory_consolidation", "skill_gap_detection", "wisp_failure_analysis", "skill_consolidation",
-                 "skill_optimization", "preference_inference", "tier_routing_review"):
+    for name in (
+        "memory_consolidation",
+        "skill_gap_detection",
+        "wisp_failure_analysis",
+        "skill_consolidation",
+        "skill_optimization",
+        "preference_inference",
+        "tier_routing_review",
+    ):
         assert f"{name} failed: " in last
     assert "connection to" in last and "could not reach it earlier in this cycle" in last
     assert "log_retention failed" not in last and "archive_purge failed" not in last
@@ -110,10 +142,20 @@ def test_run_counts_answered_model_calls_apart_from_failed_ones(tmp_path, capsys
 
     from dream_assets_tests.openai_server import OpenAITestServer, Reply, client_error, reply
 
-    every_key = json.dumps({"toSave": [], "toDelete": [], "findings": [], "failurePatterns": [],
-                            "promotionNotes": {}, "skillAnnotations": []})
+    every_key = json.dumps(
+        {
+            "toSave": [],
+            "toDelete": [],
+            "findings": [],
+            "failurePatterns": [],
+            "promotionNotes": {},
+            "skillAnnotations": [],
+        }
+    )
 
-    def decide(body):   # the skill-gap and tier-routing calls are refused; every other pass gets a usable answer
+    def decide(
+        body,
+    ):  # the skill-gap and tier-routing calls are refused; every other pass gets a usable answer
         system = body["messages"][0]["content"]
         if system.startswith(("# Skill gap detection", "# Tier routing review")):
             return client_error(400, "this model cannot do that")
@@ -136,8 +178,17 @@ def test_run_counts_answered_model_calls_apart_from_failed_ones(tmp_path, capsys
 
 # --- misuse: a clear answer, nothing created -------------------------------------------------------------------
 
-@pytest.mark.parametrize("command", [["status"], ["undo", "--list"], ["restore", "--id", "abc"],
-                                     ["import-logs", "--kind", "tool-call", "x.jsonl"], ["run"]])
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["undo", "--list"],
+        ["restore", "--id", "abc"],
+        ["import-logs", "--kind", "tool-call", "x.jsonl"],
+        ["run"],
+    ],
+)
 def test_a_mistyped_profile_is_refused_with_the_init_hint_and_nothing_is_created(tmp_path, capsys, command):
     root = tmp_path / "agents"
     AgentProfile(root / "demo").ensure()
@@ -155,10 +206,23 @@ def _agent_with_memories(tmp_path):
     profile = AgentProfile(tmp_path / "agents" / "a1").ensure()
     store = open_store(profile)
     at = parse_ts("2026-11-01T00:00:00Z")
-    entries = [store.memories.put(MemoryEntry(id=new_id(), content=text, category="general", tags=(), importance=0.5,
-                                              created_at=at, updated_at=at, last_seen_at=at, reinforcement_count=1,
-                                              metadata={}))
-               for text in ("Ana Ruiz signed the Lisbon lease in 2025.", "The Oslo kickoff is on 3 March.")]
+    entries = [
+        store.memories.put(
+            MemoryEntry(
+                id=new_id(),
+                content=text,
+                category="general",
+                tags=(),
+                importance=0.5,
+                created_at=at,
+                updated_at=at,
+                last_seen_at=at,
+                reinforcement_count=1,
+                metadata={},
+            )
+        )
+        for text in ("Ana Ruiz signed the Lisbon lease in 2025.", "The Oslo kickoff is on 3 March.")
+    ]
     store.memories.archive(entries[0].id, now=at)
     store.close()
     return profile, entries
@@ -185,7 +249,7 @@ def test_restore_of_a_live_or_unknown_memory_says_so(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"memory {live.id} is live, not archived; nothing to restore" in out and "restored memory" not in out
     store = open_store(profile)
-    assert store.changes.list() == []   # nothing recorded
+    assert store.changes.list() == []  # nothing recorded
     store.close()
     assert main(["restore", "--profile", str(profile.root), "--id", "no-such-id", "--now", NOW]) == 2
     assert "no memory with id 'no-such-id' in agent a1 (no such id); nothing restored" in capsys.readouterr().err
@@ -203,18 +267,24 @@ def test_import_logs_refuses_an_unknown_kind_and_a_missing_file_in_one_line(tmp_
     assert main(["import-logs", "--profile", str(profile.root), "--kind", "tool-call", str(good), str(missing)]) == 2
     err = capsys.readouterr().err
     assert err.strip() == f"dream import-logs: cannot import {missing}: no such file"
-    assert not (profile.warehouse_dir / "tool-call").exists()   # nothing imported when one file is missing
+    assert not (profile.warehouse_dir / "tool-call").exists()  # nothing imported when one file is missing
 
 
 def test_import_logs_counts_lines_of_another_kind_and_suggests_the_kind(tmp_path, capsys):
     profile = AgentProfile(tmp_path / "agents" / "a1").ensure()
     tools = tmp_path / "tools.jsonl"
-    tools.write_text("".join(f'{{"timestamp":"2025-03-01T10:0{i}:00Z","sessionId":"s1","tool":"shell",'
-                             f'"success":true}}\n' for i in range(3)))
+    tools.write_text(
+        "".join(
+            f'{{"timestamp":"2025-03-01T10:0{i}:00Z","sessionId":"s1","tool":"shell","success":true}}\n'
+            for i in range(3)
+        )
+    )
     assert main(["import-logs", "--profile", str(profile.root), "--kind", "wisp-executions", str(tools)]) == 1
     out, err = capsys.readouterr()
-    assert "0 new line(s) in the wisp-executions warehouse, 0 already there, 0 malformed, 3 of another kind " \
-           "(3 tool-call)" in out
+    assert (
+        "0 new line(s) in the wisp-executions warehouse, 0 already there, 0 malformed, 3 of another kind "
+        "(3 tool-call)" in out
+    )
     assert "did you mean --kind tool-call?" in err
 
 
@@ -222,7 +292,9 @@ def test_run_force_refuses_an_unknown_pass_with_the_list(tmp_path, capsys):
     profile = AgentProfile(tmp_path / "agents" / "a1").ensure()
     assert main(["run", "--profile", str(profile.root), "--force", "memory_consolidaton"]) == 2
     err = capsys.readouterr().err
-    assert "unknown pass(es) 'memory_consolidaton' to force" in err and "memory_consolidation, skill_gap_detection" in err
+    assert (
+        "unknown pass(es) 'memory_consolidaton' to force" in err and "memory_consolidation, skill_gap_detection" in err
+    )
 
 
 def test_run_force_calls_a_held_pass_once_and_the_next_plain_cycle_is_gated_again(tmp_path, capsys, monkeypatch):
@@ -237,8 +309,22 @@ def test_run_force_calls_a_held_pass_once_and_the_next_plain_cycle_is_gated_agai
         return next(line for line in out.splitlines() if line.startswith("  memory_consolidation "))
 
     # an hour later nothing changed and the 6-hour floor holds; forced, consolidation calls the model anyway
-    assert main(["run", "--profile", str(profile), "--now", "2026-11-30T13:00:00Z", "--force", "memory_consolidation",
-                 "--reason", "switched to a real model"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--profile",
+                str(profile),
+                "--now",
+                "2026-11-30T13:00:00Z",
+                "--force",
+                "memory_consolidation",
+                "--reason",
+                "switched to a real model",
+            ]
+        )
+        == 0
+    )
     forced = capsys.readouterr().out
     assert "forced this run (change gate and minimum interval ignored once): memory_consolidation" in forced
     assert " completed " in consolidation_line(forced)

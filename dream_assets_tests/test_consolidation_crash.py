@@ -32,8 +32,14 @@ CYCLE = "crash-cycle"
 
 def _child(spec: dict) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "dream_assets_tests.crash_child", json.dumps(spec)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "dream_assets_tests.crash_child", json.dumps(spec)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _trials(base: Path, tmp: Path, pass_name: str, answers: list) -> tuple[dict, list[tuple[int, Path]]]:
@@ -58,16 +64,19 @@ def _trials(base: Path, tmp: Path, pass_name: str, answers: list) -> tuple[dict,
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        statuses = {int(k): v for part in pool.map(batch, [list(roots)[0::2], list(roots)[1::2]])
-                    for k, v in part.items()}
+        statuses = {
+            int(k): v for part in pool.map(batch, [list(roots)[0::2], list(roots)[1::2]]) for k, v in part.items()
+        }
     assert statuses == {n: KILLED for n in roots}, statuses  # every trial died at its write, none got through
     return result, [(0, clean), *sorted(roots.items())]
 
 
 # ----------------------------------------------------------------------------------------------- memory consolidation
 MEMORIES = [
-    entry("a", "Kestrel ships on Fridays."), entry("b", "Kestrel ships on Fridays!"),
-    entry("w", "The user's manager is Priya Raman."), entry("w2", "Manager: Priya Raman, based in Krakow."),
+    entry("a", "Kestrel ships on Fridays."),
+    entry("b", "Kestrel ships on Fridays!"),
+    entry("w", "The user's manager is Priya Raman."),
+    entry("w2", "Manager: Priya Raman, based in Krakow."),
     entry("n", "The user said ok.", importance=0.2),
     entry("d1", "Heron load tests run against staging every Monday."),
     entry("d2", "Heron load tests run against staging every Monday."),
@@ -138,10 +147,19 @@ SKILLS = [
 ]
 SKILL_ANSWER = {
     "toSave": [
-        {"name": "mcp/email", "summary": "Send and draft email", "content": "Draft, then send, with the MCP mail tool.",
-         "sourceNames": ["mcp/email-send", "mcp/email-draft"], "seeAlso": ["mcp/calendar"]},
-        {"name": "mcp/guide", "summary": "Which MCP tool", "content": "Mail: mcp/email. Calendar: mcp/calendar.",
-         "seeAlso": ["mcp/email", "mcp/calendar", "mcp/email-send"]},
+        {
+            "name": "mcp/email",
+            "summary": "Send and draft email",
+            "content": "Draft, then send, with the MCP mail tool.",
+            "sourceNames": ["mcp/email-send", "mcp/email-draft"],
+            "seeAlso": ["mcp/calendar"],
+        },
+        {
+            "name": "mcp/guide",
+            "summary": "Which MCP tool",
+            "content": "Mail: mcp/email. Calendar: mcp/calendar.",
+            "seeAlso": ["mcp/email", "mcp/calendar", "mcp/email-send"],
+        },
     ],
     "toDelete": ["old/unused"],
 }
@@ -162,8 +180,9 @@ def _check_skill_store(root: Path, trial: int, before: dict) -> None:
         assert new == {r.target_id for r in rows if r.kind == "created"}, f"write {trial}: skill without row"
         # A merge is whole: the merged skill and the retirement of both its sources, or none of it.
         merged = "mcp/email" in new
-        assert {"mcp/email-send", "mcp/email-draft"} & archived == ({"mcp/email-send", "mcp/email-draft"} if merged
-                                                                     else set()), f"write {trial}"
+        assert {"mcp/email-send", "mcp/email-draft"} & archived == (
+            {"mcp/email-send", "mcp/email-draft"} if merged else set()
+        ), f"write {trial}"
         assert "old/unused" not in archived or new, f"write {trial}: a prune without any saved replacement"
         if any(r.kind != "stamped" for r in rows):
             assert store.changes.undo_cycle(CYCLE, now=NOW + timedelta(minutes=5)).ok, f"write {trial}"

@@ -21,8 +21,11 @@ from .conftest import NOW, run_scripted
 
 DAY = timedelta(days=1)
 NOTHING = {"toDelete": [], "toSave": []}
-INVOICE_SKILL = {"name": "finance/convert-invoice", "summary": "Convert an invoice PDF into a spreadsheet row",
-                 "content": "1. Open the invoice PDF.\n2. Read vendor, date and amount.\n3. Append a spreadsheet row."}
+INVOICE_SKILL = {
+    "name": "finance/convert-invoice",
+    "summary": "Convert an invoice PDF into a spreadsheet row",
+    "content": "1. Open the invoice PDF.\n2. Read vendor, date and amount.\n3. Append a spreadsheet row.",
+}
 
 
 def say(profile, text, *, at, session="s1", role="user"):
@@ -30,8 +33,15 @@ def say(profile, text, *, at, session="s1", role="user"):
 
 
 def preference(profile, store, answers, now, options=None):
-    return run_scripted(run_preference_inference, profile, store, answers, now=now, options=options,
-                        cycle_id=f"pref-{now:%j%H}")
+    return run_scripted(
+        run_preference_inference,
+        profile,
+        store,
+        answers,
+        now=now,
+        options=options,
+        cycle_id=f"pref-{now:%j%H}",
+    )
 
 
 def skill_gap(profile, store, answers, now):
@@ -44,7 +54,7 @@ def test_preference_inference_retries_a_failed_cycles_turns_from_the_warehouse(p
     say(profile, "Noted.", at=NOW - timedelta(hours=3) + timedelta(seconds=5), role="assistant")
     first, _ = preference(profile, store, [failure], NOW)
     assert first.status == "failed"
-    assert read_events(profile, "conversation").events == []            # cleared all the same (spec)
+    assert read_events(profile, "conversation").events == []  # cleared all the same (spec)
 
     say(profile, "Always answer in English.", at=NOW + DAY - timedelta(hours=1), session="s2")
     save = {"toDelete": [], "toSave": [{"content": "Answer with bullet points, not prose."}]}
@@ -53,7 +63,8 @@ def test_preference_inference_retries_a_failed_cycles_turns_from_the_warehouse(p
     prompt = backend.requests[0].prompt
     assert "Stop writing prose, I want bullet points!" in prompt and "Always answer in English." in prompt
     assert [e.content for e in store.memories.list_live() if e.category == CATEGORY] == [
-        "Answer with bullet points, not prose."]
+        "Answer with bullet points, not prose."
+    ]
 
     say(profile, "Use metric units.", at=NOW + 2 * DAY - timedelta(hours=1), session="s3")
     third, backend = preference(profile, store, [NOTHING], NOW + 2 * DAY)
@@ -74,11 +85,15 @@ def test_a_deferred_call_is_retried_like_a_failed_one(profile, store):
 
 
 def test_each_conversation_pass_keeps_its_own_unprocessed_turns(profile, store):
-    say(profile, "Convert the attached invoice into the expenses spreadsheet", at=NOW - timedelta(hours=5),
-        session="a")
+    say(
+        profile,
+        "Convert the attached invoice into the expenses spreadsheet",
+        at=NOW - timedelta(hours=5),
+        session="a",
+    )
     say(profile, "Please convert this invoice PDF into a row", at=NOW - timedelta(hours=4), session="b")
     gap, _ = skill_gap(profile, store, [ModelCallError("connection refused")], NOW)
-    pref, _ = preference(profile, store, [NOTHING], NOW)             # succeeds, and clears the log
+    pref, _ = preference(profile, store, [NOTHING], NOW)  # succeeds, and clears the log
     assert (gap.status, pref.status) == ("failed", "completed")
     assert read_events(profile, "conversation").events == []
     ledger = PassLedger(profile)
@@ -90,7 +105,7 @@ def test_each_conversation_pass_keeps_its_own_unprocessed_turns(profile, store):
     prompt = backend.requests[0].prompt
     assert "Convert the attached invoice" in prompt and "weather in Lisbon" in prompt
     pref, backend = preference(profile, store, [NOTHING], NOW + DAY)
-    assert "Convert the attached invoice" not in backend.requests[0].prompt   # preference had processed them
+    assert "Convert the attached invoice" not in backend.requests[0].prompt  # preference had processed them
 
     say(profile, "Convert the March invoice too", at=NOW + 2 * DAY - timedelta(hours=2), session="d")
     say(profile, "Convert April's invoice as well", at=NOW + 2 * DAY - timedelta(hours=1), session="e")
@@ -116,21 +131,27 @@ def test_a_pass_that_cannot_write_its_change_row_saves_nothing(profile, store, m
 
     def refuse(**kwargs):
         raise RuntimeError("change log unavailable")
+
     monkeypatch.setattr(store.changes, "record", refuse)
     answer = {"toDelete": [], "toSave": [{"content": "Use 24-hour times in replies."}]}
     with pytest.raises(RuntimeError, match="change log unavailable"):
         preference(profile, store, [answer], NOW)
-    assert store.memories.list_live() == []                           # the save was rolled back with its row
-    assert PassLedger(profile).pending("preference_inference") is not None   # and the turns are retried
+    assert store.memories.list_live() == []  # the save was rolled back with its row
+    assert PassLedger(profile).pending("preference_inference") is not None  # and the turns are retried
 
 
 def test_a_skill_created_by_gap_detection_is_rolled_back_without_its_change_row(profile, store, monkeypatch):
-    say(profile, "Convert the attached invoice into the expenses spreadsheet", at=NOW - timedelta(hours=5),
-        session="a")
+    say(
+        profile,
+        "Convert the attached invoice into the expenses spreadsheet",
+        at=NOW - timedelta(hours=5),
+        session="a",
+    )
     say(profile, "Please convert this invoice PDF into a row", at=NOW - timedelta(hours=4), session="b")
 
     def refuse(**kwargs):
         raise RuntimeError("change log unavailable")
+
     monkeypatch.setattr(store.changes, "record", refuse)
     with pytest.raises(RuntimeError, match="change log unavailable"):
         skill_gap(profile, store, [{"toSave": [INVOICE_SKILL]}], NOW)

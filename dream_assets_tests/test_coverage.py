@@ -30,8 +30,12 @@ from dream_assets.text.coverage import (
 )
 
 
-def check(sources: list[str] | str, merged: str, vocab: CoverageVocabulary = BASELINE_VOCABULARY,
-          category: str = "general") -> CoverageResult:
+def check(
+    sources: list[str] | str,
+    merged: str,
+    vocab: CoverageVocabulary = BASELINE_VOCABULARY,
+    category: str = "general",
+) -> CoverageResult:
     texts = [sources] if isinstance(sources, str) else sources
     return check_merge_coverage([CoverageSource(t, category) for t in texts], merged, vocab)
 
@@ -48,8 +52,10 @@ def test_merge_preserving_all_content_passes() -> None:
         "Austin prefers the Eventbrite export; the MCP server runs Python 3.11 on port 8080.",
         "Austin's meetup is on August 19, 2026 and costs $1,200.",
     ]
-    merged = ("Austin prefers the Eventbrite export (MCP server, Python 3.11, port 8080); "
-              "his meetup is on August 19, 2026 and costs $1,200.")
+    merged = (
+        "Austin prefers the Eventbrite export (MCP server, Python 3.11, port 8080); "
+        "his meetup is on August 19, 2026 and costs $1,200."
+    )
     result = check(sources, merged)
     assert result.ok, result.missing
     assert result.missing == ()
@@ -57,8 +63,10 @@ def test_merge_preserving_all_content_passes() -> None:
 
 
 def test_merge_dropping_a_name_is_rejected() -> None:
-    result = check(["Met Xebia recruiters with Austin at the fair.", "Met Xebia recruiters at the fair."],
-                   "Met Xebia recruiters at the fair.")
+    result = check(
+        ["Met Xebia recruiters with Austin at the fair.", "Met Xebia recruiters at the fair."],
+        "Met Xebia recruiters at the fair.",
+    )
     assert not result.ok
     assert result.missing == ("Austin",)
 
@@ -79,8 +87,7 @@ def test_merge_changing_a_number_is_rejected() -> None:
 
 
 def test_merge_dropping_a_date_in_both_spellings_is_rejected() -> None:
-    result = check("the visa interview is on August 19, 2026 in the morning",
-                   "the visa interview is in the morning")
+    result = check("the visa interview is on August 19, 2026 in the morning", "the visa interview is in the morning")
     assert not result.ok
     assert result.missing == ("August 19, 2026",)
     assert not check("renewal due 2026-08-19", "renewal due soon").ok
@@ -116,7 +123,9 @@ def test_an_identifier_ending_in_a_number_keeps_its_thousands_groups_as_one_unit
     assert check("agreed to pay $US346,807 in gains", "agreed to pay $US346807 in gains").ok
     assert invented("agreed to pay $US346,807 in gains", "Agreed to pay $US346807 in gains.") == ()
     assert check("agreed to pay $US346,807 in gains", "agreed to pay $US346 in gains").missing == (
-        "US346,807", "346,807")
+        "US346,807",
+        "346,807",
+    )
 
 
 def test_a_decimal_comma_number_is_one_unit() -> None:
@@ -138,8 +147,17 @@ def test_twelve_hour_to_24_hour_clock_rewrite_is_rejected() -> None:
 # --- equivalent date spellings ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("source", ["August 19, 2026", "Aug 19, 2026", "19 August 2026", "Aug. 19th, 2026",
-                                    "the 19th of August, 2026", "AUGUST 19 2026"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "August 19, 2026",
+        "Aug 19, 2026",
+        "19 August 2026",
+        "Aug. 19th, 2026",
+        "the 19th of August, 2026",
+        "AUGUST 19 2026",
+    ],
+)
 @pytest.mark.parametrize("merged", ["2026-08-19", "8/19/2026", "2026/08/19", "19/08/2026"])
 def test_month_name_date_is_kept_by_the_same_date_written_numerically(source: str, merged: str) -> None:
     result = check(f"the hearing is on {source}.", f"hearing on {merged}")
@@ -191,17 +209,32 @@ def test_sentence_initial_may_date_is_protected_even_when_siblings_write_may() -
 
 
 def test_baseline_has_sentence_openers_and_not_title_words() -> None:
-    assert {"may", "will", "some", "first", "last", "valid", "direct", "alternative", "through"} <= BASELINE_COMMON_WORDS
+    assert {
+        "may",
+        "will",
+        "some",
+        "first",
+        "last",
+        "valid",
+        "direct",
+        "alternative",
+        "through",
+    } <= BASELINE_COMMON_WORDS
     assert not {"personal", "class", "benefit", "extended"} & BASELINE_COMMON_WORDS
     assert not {"monday", "august", "june", "mark", "rose"} & BASELINE_COMMON_WORDS
 
 
 def test_sentence_initial_baseline_words_are_ignored_but_the_same_word_mid_sentence_is_kept() -> None:
     assert check("Some caches are warm. Direct calls skip them.", "caches are warm; calls skip them").ok
-    mid = check("Sync files with OneDrive Personal and join the Blazor Online Class.",
-                "Sync files with OneDrive and join the Blazor Online course.")
+    mid = check(
+        "Sync files with OneDrive Personal and join the Blazor Online Class.",
+        "Sync files with OneDrive and join the Blazor Online course.",
+    )
     assert mid.missing == ("Personal", "Class")
-    assert check("the card is MVP Azure Extended Benefit", "the card is MVP Azure").missing == ("Extended", "Benefit")
+    assert check("the card is MVP Azure Extended Benefit", "the card is MVP Azure").missing == (
+        "Extended",
+        "Benefit",
+    )
 
 
 def test_sentence_initial_word_outside_the_baseline_is_still_required() -> None:
@@ -247,8 +280,10 @@ def test_always_specific_words_win_over_extra_common_words() -> None:
 
 def test_capitalized_word_written_lowercase_by_a_sibling_is_ordinary() -> None:
     # Mid-phrase, "Marking" reads as a proper noun; the sibling's "marking" says it is not one.
-    sources = ["The tasks API guide covers Marking a task complete.",
-               "marking a task done archives it in the tasks API"]
+    sources = [
+        "The tasks API guide covers Marking a task complete.",
+        "marking a task done archives it in the tasks API",
+    ]
     assert check(sources, "The tasks API guide covers marking a task done, which archives it.").ok
     assert check(sources[:1], "The tasks API guide covers marking a task done.").missing == ("Marking",)
 
@@ -259,8 +294,10 @@ def test_acronym_written_lowercase_by_a_sibling_is_ordinary() -> None:
 
 
 def test_names_never_written_lowercase_stay_required() -> None:
-    sources = ["Eventbrite tickets for the Xebia meetup in Austin.",
-               "tickets for the meetup go to the eventbrite-free inbox; the venue is near the capitol"]
+    sources = [
+        "Eventbrite tickets for the Xebia meetup in Austin.",
+        "tickets for the meetup go to the eventbrite-free inbox; the venue is near the capitol",
+    ]
     result = check(sources, "Tickets for the meetup go to the inbox.")
     assert result.missing == ("Eventbrite", "Xebia", "Austin")
 
@@ -298,16 +335,19 @@ def test_exemption_still_requires_names_in_exempt_entries() -> None:
     assert check("Haiku costs 31 cents", "it costs 40 cents", cost, category="metrics/cost").missing == ("Haiku",)
 
 
-@pytest.mark.parametrize(("category", "exempt"), [
-    ("anti-patterns/routing", True),
-    ("anti-patterns/routing/high-tier", True),
-    ("anti-patterns/routing-notes", False),
-    ("anti-patterns", False),
-    ("metrics/cost", True),
-    ("metrics/cost/daily", True),
-    ("metrics/costs", False),
-    ("metrics", False),
-])
+@pytest.mark.parametrize(
+    ("category", "exempt"),
+    [
+        ("anti-patterns/routing", True),
+        ("anti-patterns/routing/high-tier", True),
+        ("anti-patterns/routing-notes", False),
+        ("anti-patterns", False),
+        ("metrics/cost", True),
+        ("metrics/cost/daily", True),
+        ("metrics/costs", False),
+        ("metrics", False),
+    ],
+)
 def test_numeric_exemption_matches_whole_category_segments(category: str, exempt: bool) -> None:
     cost = vocab(numeric_exempt_categories=("metrics/cost",))
     result = check("tier 2 averaged 412 ms", "tier 2 averaged 388 ms", cost, category=category)
@@ -320,8 +360,9 @@ def test_built_in_routing_exemption_cannot_be_removed(tmp_path: Path) -> None:
     path.write_text(json.dumps({"numericExemptCategories": []}))
     loaded, warning = load_vocabulary(path)
     assert warning is None
-    assert check("routed 412 calls to tier 3", "routed 388 calls to tier 3", loaded,
-                 category="anti-patterns/routing").ok
+    assert check(
+        "routed 412 calls to tier 3", "routed 388 calls to tier 3", loaded, category="anti-patterns/routing"
+    ).ok
 
 
 def test_exemption_skips_a_bare_numeric_date_but_not_a_month_name_date() -> None:
@@ -343,8 +384,15 @@ def test_missing_vocabulary_file_is_the_baseline_without_warning(tmp_path: Path)
 
 def test_vocabulary_file_is_loaded_case_insensitively(tmp_path: Path) -> None:
     path = AgentProfile(tmp_path).coverage_vocabulary_path
-    path.write_text(json.dumps({"extraCommonWords": ["briefing", "Triage"], "alwaysSpecificWords": ["May", "Will"],
-                                "numericExemptCategories": ["metrics/cost"]}))
+    path.write_text(
+        json.dumps(
+            {
+                "extraCommonWords": ["briefing", "Triage"],
+                "alwaysSpecificWords": ["May", "Will"],
+                "numericExemptCategories": ["metrics/cost"],
+            }
+        )
+    )
     loaded, warning = load_vocabulary(path)
     assert warning is None
     assert loaded.extra_common_words == {"briefing", "triage"}
@@ -353,15 +401,18 @@ def test_vocabulary_file_is_loaded_case_insensitively(tmp_path: Path) -> None:
     assert check("May found the key.", "The key was found.", loaded).missing == ("May",)
 
 
-@pytest.mark.parametrize(("content", "named"), [
-    ('{"extraCommonWords": ["briefing",', "not valid JSON"),
-    ('["briefing"]', "JSON object"),
-    ('{"extraCommonWords": "briefing"}', '"extraCommonWords"'),
-    ('{"alwaysSpecificWords": ["May", 7]}', '"alwaysSpecificWords" item 1'),
-    ('{"alwaysSpecificWords": null}', '"alwaysSpecificWords"'),
-    ('{"extraCommonWords": ["New York"]}', '"extraCommonWords" item 0'),
-    ('{"numericExemptCategories": ["/"]}', '"numericExemptCategories" item 0'),
-])
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        ('{"extraCommonWords": ["briefing",', "not valid JSON"),
+        ('["briefing"]', "JSON object"),
+        ('{"extraCommonWords": "briefing"}', '"extraCommonWords"'),
+        ('{"alwaysSpecificWords": ["May", 7]}', '"alwaysSpecificWords" item 1'),
+        ('{"alwaysSpecificWords": null}', '"alwaysSpecificWords"'),
+        ('{"extraCommonWords": ["New York"]}', '"extraCommonWords" item 0'),
+        ('{"numericExemptCategories": ["/"]}', '"numericExemptCategories" item 0'),
+    ],
+)
 def test_malformed_vocabulary_file_falls_back_to_the_baseline_with_a_warning(
     tmp_path: Path, content: str, named: str
 ) -> None:
@@ -387,10 +438,17 @@ def test_unknown_vocabulary_field_is_reported_and_known_fields_still_apply(tmp_p
 
 
 def test_extract_specifics_reports_kinds_in_text_order() -> None:
-    found = extract_specifics(CoverageSource("Email NASA about Artemis on 2026-08-19 at 14:30.", "general"),
-                              BASELINE_VOCABULARY, set())
+    found = extract_specifics(
+        CoverageSource("Email NASA about Artemis on 2026-08-19 at 14:30.", "general"),
+        BASELINE_VOCABULARY,
+        set(),
+    )
     assert [(s.text, s.kind) for s in found] == [
-        ("Email", "name"), ("NASA", "acronym"), ("Artemis", "name"), ("2026-08-19", "date"), ("14:30", "number"),
+        ("Email", "name"),
+        ("NASA", "acronym"),
+        ("Artemis", "name"),
+        ("2026-08-19", "date"),
+        ("14:30", "number"),
     ]
 
 
@@ -408,14 +466,17 @@ def test_merge_that_keeps_every_source_verbatim_always_passes(texts: list[str], 
 # --- number ranges are one unit ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("merged", "ok"), [
-    ("the window is 30-60 minutes", True),
-    ("the window is 30–60 minutes", True),
-    ("the window is 30 to 60 minutes", True),
-    ("the window is between 30 and 60 minutes", True),
-    ("the window is 30 minutes, then 60 seconds", False),
-    ("the window is 30-59 minutes, of 60", False),
-])
+@pytest.mark.parametrize(
+    ("merged", "ok"),
+    [
+        ("the window is 30-60 minutes", True),
+        ("the window is 30–60 minutes", True),
+        ("the window is 30 to 60 minutes", True),
+        ("the window is between 30 and 60 minutes", True),
+        ("the window is 30 minutes, then 60 seconds", False),
+        ("the window is 30-59 minutes, of 60", False),
+    ],
+)
 def test_a_number_range_is_kept_only_as_a_range_with_the_same_ends(merged: str, ok: bool) -> None:
     result = check("the window is 30-60 minutes", merged)
     assert result.ok is ok
@@ -425,51 +486,70 @@ def test_a_number_range_is_kept_only_as_a_range_with_the_same_ends(merged: str, 
 # --- invented specifics ------------------------------------------------------------------------------
 
 
-def invented(sources: list[str] | str, merged: str, vocabulary: CoverageVocabulary = BASELINE_VOCABULARY,
-             category: str = "general") -> tuple[str, ...]:
+def invented(
+    sources: list[str] | str,
+    merged: str,
+    vocabulary: CoverageVocabulary = BASELINE_VOCABULARY,
+    category: str = "general",
+) -> tuple[str, ...]:
     texts = [sources] if isinstance(sources, str) else sources
     return invented_specifics([CoverageSource(t, category) for t in texts], merged, vocabulary)
 
 
-@pytest.mark.parametrize(("sources", "merged", "expected"), [
-    # a swapped figure, a wrong year, a new name, a new acronym
-    ("the gateway listens on port 8080", "the gateway listens on port 8081", ("8081",)),
-    ("The launch review is on 2026-03-06.", "The launch review is on 2026-06-03.", ("2026-06-03",)),
-    ("The hearing is on August 19, 2026.", "The hearing is on August 19, 2025.", ("August 19, 2025",)),
-    ("Met Austin at the fair.", "Met Austin and Priya at the fair.", ("Priya",)),
-    ("the calendar tool talks over stdio", "the calendar tool talks MCP over stdio", ("MCP",)),
-    # a range is one unit, judged in its own sentence: "30-60" elsewhere does not excuse "30-59"
-    (["The window is 30-60 minutes.", "Retries stop after 59 seconds."],
-     "The window is 30-60 minutes. Retries stop within 30-59 seconds.", ("30-59",)),
-    # a date is one unit: a "19" and a "2026" scattered through the sources do not excuse it
-    (["The fee is 19 dollars.", "It went up in 2026, in August."], "The fee went up on August 19, 2026.",
-     ("August 19, 2026",)),
-    # a year the source date does not state is invented
-    ("the review is on August 19", "the review is on August 19, 2026", ("August 19, 2026",)),
-    # exact merged-text strings, first-seen order, deduplicated
-    ("Met Austin in 2024.", "Met Priya and Austin in 2025; Priya stayed until 2025.", ("Priya", "2025")),
-])
+@pytest.mark.parametrize(
+    ("sources", "merged", "expected"),
+    [
+        # a swapped figure, a wrong year, a new name, a new acronym
+        ("the gateway listens on port 8080", "the gateway listens on port 8081", ("8081",)),
+        ("The launch review is on 2026-03-06.", "The launch review is on 2026-06-03.", ("2026-06-03",)),
+        ("The hearing is on August 19, 2026.", "The hearing is on August 19, 2025.", ("August 19, 2025",)),
+        ("Met Austin at the fair.", "Met Austin and Priya at the fair.", ("Priya",)),
+        ("the calendar tool talks over stdio", "the calendar tool talks MCP over stdio", ("MCP",)),
+        # a range is one unit, judged in its own sentence: "30-60" elsewhere does not excuse "30-59"
+        (
+            ["The window is 30-60 minutes.", "Retries stop after 59 seconds."],
+            "The window is 30-60 minutes. Retries stop within 30-59 seconds.",
+            ("30-59",),
+        ),
+        # a date is one unit: a "19" and a "2026" scattered through the sources do not excuse it
+        (
+            ["The fee is 19 dollars.", "It went up in 2026, in August."],
+            "The fee went up on August 19, 2026.",
+            ("August 19, 2026",),
+        ),
+        # a year the source date does not state is invented
+        ("the review is on August 19", "the review is on August 19, 2026", ("August 19, 2026",)),
+        # exact merged-text strings, first-seen order, deduplicated
+        ("Met Austin in 2024.", "Met Priya and Austin in 2025; Priya stayed until 2025.", ("Priya", "2025")),
+    ],
+)
 def test_invented_specifics_are_reported(sources: list[str] | str, merged: str, expected: tuple[str, ...]) -> None:
     assert invented(sources, merged) == expected
 
 
-@pytest.mark.parametrize(("sources", "merged"), [
-    ("The hearing is on August 19, 2026.", "The hearing is on 2026-08-19."),
-    ("The hearing is on 2026-08-19.", "Hearing: 19 August 2026, in the morning."),
-    ("The hearing is on August 19, 2026.", "The hearing is in August 2026."),
-    ("the invoice was $1200", "The invoice was $1,200."),
-    ("the invoice was $1,200", "The invoice was $1200."),
-    ("deploy the service before the freeze", "Deploy the service before the freeze."),
-    ("the app targets iPhone users", "The app targets IPHONE users."),
-    ("Contact IDs are account-scoped", "contact ids are account-scoped"),
-    ("the API returns contact IDs", "The APIs return a contact ID."),
-    ("the window is 30-60 minutes", "The window is between 30 and 60 minutes."),
-    ("the window is 30 to 60 minutes", "The window runs 30 minutes at least."),
-    ("pin Python 3.11 on port 8080", "Python 3.11 is pinned; the port is 8080."),
-    ("released on 2026-08-19", "released in 2026"),
-    (["Eventbrite sends the tickets.", "tickets arrive at 9"], "Eventually, Eventbrite sends the tickets."),
-    ("the export failed twice", "Sadly, the export failed twice. Meanwhile, nothing else did."),
-])
+@pytest.mark.parametrize(
+    ("sources", "merged"),
+    [
+        ("The hearing is on August 19, 2026.", "The hearing is on 2026-08-19."),
+        ("The hearing is on 2026-08-19.", "Hearing: 19 August 2026, in the morning."),
+        ("The hearing is on August 19, 2026.", "The hearing is in August 2026."),
+        ("the invoice was $1200", "The invoice was $1,200."),
+        ("the invoice was $1,200", "The invoice was $1200."),
+        ("deploy the service before the freeze", "Deploy the service before the freeze."),
+        ("the app targets iPhone users", "The app targets IPHONE users."),
+        ("Contact IDs are account-scoped", "contact ids are account-scoped"),
+        ("the API returns contact IDs", "The APIs return a contact ID."),
+        ("the window is 30-60 minutes", "The window is between 30 and 60 minutes."),
+        ("the window is 30 to 60 minutes", "The window runs 30 minutes at least."),
+        ("pin Python 3.11 on port 8080", "Python 3.11 is pinned; the port is 8080."),
+        ("released on 2026-08-19", "released in 2026"),
+        (
+            ["Eventbrite sends the tickets.", "tickets arrive at 9"],
+            "Eventually, Eventbrite sends the tickets.",
+        ),
+        ("the export failed twice", "Sadly, the export failed twice. Meanwhile, nothing else did."),
+    ],
+)
 def test_content_preserving_rewrites_invent_nothing(sources: list[str] | str, merged: str) -> None:
     assert invented(sources, merged) == ()
 
@@ -499,14 +579,25 @@ def test_a_merge_that_keeps_every_source_verbatim_invents_nothing(texts: list[st
     assert invented(texts, "\n".join(texts), category=category) == ()
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("Email NASA about Artemis on 2026-08-19 at 14:30.",
-     [("Email", "name"), ("NASA", "acronym"), ("Artemis", "name"), ("2026-08-19", "date"), ("14:30", "number")]),
-    ("the window is 30-60 minutes for 5 retries", [("30-60", "range")]),
-    # the text's own lower-case words are its corpus evidence
-    ("Marking a task done archives it; marking is cheap.", []),
-    ("The Triage label is noise.", [("Triage", "name")]),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Email NASA about Artemis on 2026-08-19 at 14:30.",
+            [
+                ("Email", "name"),
+                ("NASA", "acronym"),
+                ("Artemis", "name"),
+                ("2026-08-19", "date"),
+                ("14:30", "number"),
+            ],
+        ),
+        ("the window is 30-60 minutes for 5 retries", [("30-60", "range")]),
+        # the text's own lower-case words are its corpus evidence
+        ("Marking a task done archives it; marking is cheap.", []),
+        ("The Triage label is noise.", [("Triage", "name")]),
+    ],
+)
 def test_specifics_of_a_text_on_its_own(text: str, expected: list[tuple[str, str]]) -> None:
     assert [(s.text, s.kind) for s in specifics_of(text)] == expected
 
@@ -535,7 +626,10 @@ def test_mr_will_turner_keeps_both_names() -> None:
     result = check("Ask Mr. Will Turner about the lease.", "Ask Mr. Turner about the lease.")
     assert result.missing == ("Will",)
     assert check("Ask Mr. Will Turner about the lease.", "Ask will turner about the lease.").missing == (
-        "Mr", "Will", "Turner")
+        "Mr",
+        "Will",
+        "Turner",
+    )
 
 
 def test_a_name_after_saint_keeps_its_capital() -> None:
@@ -551,8 +645,10 @@ def test_initials_do_not_end_a_sentence() -> None:
 
 def test_etc_ends_a_sentence_only_before_common_english() -> None:
     assert check("Bring pens, paper, etc. Then we leave.", "Bring pens and paper; then we leave.").ok
-    result = check("Bring pens, paper, etc. Eventbrite sends the tickets.",
-                   "Bring pens and paper; eventbrite sends the tickets.")
+    result = check(
+        "Bring pens, paper, etc. Eventbrite sends the tickets.",
+        "Bring pens and paper; eventbrite sends the tickets.",
+    )
     assert result.missing == ("Eventbrite",)
 
 
@@ -563,8 +659,20 @@ def test_a_letter_list_marker_is_still_a_line_opening() -> None:
 # --- the word-frequency baseline ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("opener", ["Eventually", "Sadly", "Meanwhile", "Honestly", "Luckily", "Admittedly",
-                                    "Interestingly", "Thankfully", "Hope"])
+@pytest.mark.parametrize(
+    "opener",
+    [
+        "Eventually",
+        "Sadly",
+        "Meanwhile",
+        "Honestly",
+        "Luckily",
+        "Admittedly",
+        "Interestingly",
+        "Thankfully",
+        "Hope",
+    ],
+)
 def test_ordinary_sentence_openers_are_not_specifics(opener: str) -> None:
     assert check(f"{opener}, the Xebia export finished on time.", "The Xebia export finished on time.").ok
 
@@ -592,7 +700,9 @@ def test_frequency_baseline_keeps_months_weekdays_and_reviewed_exclusions_out() 
     assert not {"john", "austin", "paris", "london", "google", "python"} & baseline
 
 
-def test_frequency_baseline_is_built_from_packaged_data_without_the_network(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frequency_baseline_is_built_from_packaged_data_without_the_network(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import socket
 
     def no_network(*args: object, **kwargs: object) -> None:
@@ -608,13 +718,16 @@ def test_frequency_baseline_is_built_from_packaged_data_without_the_network(monk
 # --- names that differ only in case ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("merged", "ok"), [
-    ("The app targets iPhone users.", True),
-    ("The app targets IPHONE users.", True),
-    ("The app targets Iphone users.", True),
-    ("The app targets iphone users.", False),  # no longer written as a name
-    ("The app targets phone users.", False),
-])
+@pytest.mark.parametrize(
+    ("merged", "ok"),
+    [
+        ("The app targets iPhone users.", True),
+        ("The app targets IPHONE users.", True),
+        ("The app targets Iphone users.", True),
+        ("The app targets iphone users.", False),  # no longer written as a name
+        ("The app targets phone users.", False),
+    ],
+)
 def test_a_name_is_kept_by_the_same_word_in_another_case_while_it_is_still_written_as_a_name(
     merged: str, ok: bool
 ) -> None:
@@ -643,32 +756,52 @@ FLOWERS = "Melanie finds joy in flowers which represent growth, beauty, and appr
 POTTERY = "She took up pottery last year and finds it calming."
 
 
-@pytest.mark.parametrize("sources,merged,dropped", [
-    # Every source sentence kept: verbatim, re-ordered, re-cased, re-punctuated, inflected, merged into one line.
-    ([FLOWERS, POTTERY], f"{FLOWERS}\n{POTTERY}", ()),
-    ([FLOWERS, POTTERY], f"{POTTERY} {FLOWERS}", ()),
-    ([FLOWERS, POTTERY], f"{FLOWERS} {POTTERY}".upper(), ()),
-    ([FLOWERS, POTTERY], f"{FLOWERS.rstrip('.')}; {POTTERY[0].lower()}{POTTERY[1:]}", ()),
-    ([FLOWERS], "Melanie found joy in a flower, which represents growing, beauty and appreciating small moments!", ()),
-    # Dates and thousands re-spelled: numbers and calendar words are the specifics check's business.
-    (["The venue holds 1,200 guests on 19 August 2026 for the launch party."],
-     "On 2026-08-19 the venue holds 1200 guests for the launch party.", ()),
-    # Framing words are not content: a re-observation's "mentioned again" may go.
-    (["Melanie mentioned again that she loves pottery classes."], "Melanie loves pottery classes.", ()),
-    # A sentence carried by another source's sentence in the merge is not dropped.
-    (["Jon loves hiking in the mountains.", "Jon really loves mountain hiking."],
-     "Jon loves hiking in the mountains.", ()),
-    # A whole sentence dropped, with no name, number or date to give it away.
-    ([FLOWERS, POTTERY], FLOWERS, (POTTERY,)),
-    (["Caroline plans to adopt. The process takes patience and paperwork."], "Caroline plans to adopt.",
-     ("The process takes patience and paperwork.",)),
-    # A sentence rewritten down to half its words.
-    ([FLOWERS], "Melanie finds joy in flowers which represent growth.", (FLOWERS,)),
-    ([FLOWERS, POTTERY], f"{POTTERY} Flowers represent appreciating small moments.", (FLOWERS,)),
-    # Two content words are enough to judge; one is not.
-    (["A man is speaking.", "Kestrel ships on Fridays."], "Kestrel ships on Fridays.", ("A man is speaking.",)),
-    (["Noted.", "Kestrel ships on Fridays."], "Kestrel ships on Fridays.", ()),
-])
+@pytest.mark.parametrize(
+    "sources,merged,dropped",
+    [
+        # Every source sentence kept: verbatim, re-ordered, re-cased, re-punctuated, inflected, merged into one line.
+        ([FLOWERS, POTTERY], f"{FLOWERS}\n{POTTERY}", ()),
+        ([FLOWERS, POTTERY], f"{POTTERY} {FLOWERS}", ()),
+        ([FLOWERS, POTTERY], f"{FLOWERS} {POTTERY}".upper(), ()),
+        ([FLOWERS, POTTERY], f"{FLOWERS.rstrip('.')}; {POTTERY[0].lower()}{POTTERY[1:]}", ()),
+        (
+            [FLOWERS],
+            "Melanie found joy in a flower, which represents growing, beauty and appreciating small moments!",
+            (),
+        ),
+        # Dates and thousands re-spelled: numbers and calendar words are the specifics check's business.
+        (
+            ["The venue holds 1,200 guests on 19 August 2026 for the launch party."],
+            "On 2026-08-19 the venue holds 1200 guests for the launch party.",
+            (),
+        ),
+        # Framing words are not content: a re-observation's "mentioned again" may go.
+        (["Melanie mentioned again that she loves pottery classes."], "Melanie loves pottery classes.", ()),
+        # A sentence carried by another source's sentence in the merge is not dropped.
+        (
+            ["Jon loves hiking in the mountains.", "Jon really loves mountain hiking."],
+            "Jon loves hiking in the mountains.",
+            (),
+        ),
+        # A whole sentence dropped, with no name, number or date to give it away.
+        ([FLOWERS, POTTERY], FLOWERS, (POTTERY,)),
+        (
+            ["Caroline plans to adopt. The process takes patience and paperwork."],
+            "Caroline plans to adopt.",
+            ("The process takes patience and paperwork.",),
+        ),
+        # A sentence rewritten down to half its words.
+        ([FLOWERS], "Melanie finds joy in flowers which represent growth.", (FLOWERS,)),
+        ([FLOWERS, POTTERY], f"{POTTERY} Flowers represent appreciating small moments.", (FLOWERS,)),
+        # Two content words are enough to judge; one is not.
+        (
+            ["A man is speaking.", "Kestrel ships on Fridays."],
+            "Kestrel ships on Fridays.",
+            ("A man is speaking.",),
+        ),
+        (["Noted.", "Kestrel ships on Fridays."], "Kestrel ships on Fridays.", ()),
+    ],
+)
 def test_dropped_content_lists_the_source_sentences_a_merge_no_longer_says(
     sources: list[str], merged: str, dropped: tuple[str, ...]
 ) -> None:
@@ -680,23 +813,29 @@ def test_dropped_content_lists_each_sentence_once_in_source_order_and_takes_plai
     assert dropped_content(sources, "Nothing of either survives here.") == (POTTERY, FLOWERS)
 
 
-@pytest.mark.parametrize("threshold,min_words,dropped", [
-    (0.7, 2, (FLOWERS,)),      # 6 of 10 content stems kept: below 0.7
-    (0.5, 2, ()),              # ... but above 0.5
-    (0.7, 11, ()),             # a sentence with fewer content stems than min_words is not judged
-])
-def test_dropped_content_threshold_and_minimum_size(threshold: float, min_words: int,
-                                                    dropped: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "threshold,min_words,dropped",
+    [
+        (0.7, 2, (FLOWERS,)),  # 6 of 10 content stems kept: below 0.7
+        (0.5, 2, ()),  # ... but above 0.5
+        (0.7, 11, ()),  # a sentence with fewer content stems than min_words is not judged
+    ],
+)
+def test_dropped_content_threshold_and_minimum_size(threshold: float, min_words: int, dropped: tuple[str, ...]) -> None:
     merged = "Melanie finds joy in flowers which represent growth."
     assert dropped_content([FLOWERS], merged, threshold=threshold, min_words=min_words) == dropped
 
 
-@pytest.mark.parametrize("text,sentences", [
-    ("Dr. May met J. R. R. Tolkien. He left!", ["Dr. May met J. R. R. Tolkien.", "He left!"]),
-    ("Use a linter, e.g. ruff. It is fast.", ["Use a linter, e.g. ruff.", "It is fast."]),
-    ('She said "done." Then she left', ['She said "done."', "Then she left"]),
-    ("- first point\n- second point", ["- first point", "- second point"]),
-])
-def test_content_sentences_end_at_stops_and_line_breaks_but_not_at_abbreviations(text: str,
-                                                                               sentences: list[str]) -> None:
+@pytest.mark.parametrize(
+    "text,sentences",
+    [
+        ("Dr. May met J. R. R. Tolkien. He left!", ["Dr. May met J. R. R. Tolkien.", "He left!"]),
+        ("Use a linter, e.g. ruff. It is fast.", ["Use a linter, e.g. ruff.", "It is fast."]),
+        ('She said "done." Then she left', ['She said "done."', "Then she left"]),
+        ("- first point\n- second point", ["- first point", "- second point"]),
+    ],
+)
+def test_content_sentences_end_at_stops_and_line_breaks_but_not_at_abbreviations(
+    text: str, sentences: list[str]
+) -> None:
     assert content_sentences(text) == sentences

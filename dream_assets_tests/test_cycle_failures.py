@@ -1,5 +1,6 @@
 """Failures are failures: a failed pass is not green, a dead endpoint costs one pass's retries per cycle, and one bad
-agent never stops the schedule or the sensors for the others. Real Dagster instances, real stores, a real HTTP server."""
+agent never stops the schedule or the sensors for the others. Real Dagster instances, real stores, a real HTTP
+server."""
 
 from __future__ import annotations
 
@@ -37,13 +38,17 @@ def deployment(root, now: datetime | None = None) -> DreamDeployment:
 def _fails_for(*pass_names: str, message: str = "HTTP 503 from the endpoint: overloaded"):
     """A backend that fails the named passes' calls and answers every other pass like the offline backend."""
     offline = OfflineBackend()
-    return ScriptedBackend(lambda req: ModelCallError(message) if req.pass_name in pass_names
-                           else offline.complete(req))
+    return ScriptedBackend(
+        lambda req: ModelCallError(message) if req.pass_name in pass_names else offline.complete(req)
+    )
 
 
 def _checks(result) -> dict[str, dg.AssetCheckEvaluation]:
-    return {e.event_specific_data.asset_key.to_user_string(): e.event_specific_data for e in result.all_events
-            if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    return {
+        e.event_specific_data.asset_key.to_user_string(): e.event_specific_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
 
 
 def _statuses(result) -> dict[str, str]:
@@ -57,8 +62,12 @@ def _statuses(result) -> dict[str, str]:
 
 def _run(defs, instance, agent="demo", selection=None, now=NOW):
     return defs.resolve_job_def("dream_cycle").execute_in_process(
-        instance=instance, partition_key=agent, tags={NOW_TAG: now.isoformat()}, asset_selection=selection,
-        raise_on_error=False)
+        instance=instance,
+        partition_key=agent,
+        tags={NOW_TAG: now.isoformat()},
+        asset_selection=selection,
+        raise_on_error=False,
+    )
 
 
 # ---------------------------------------------------------------- a failed pass is never green
@@ -103,7 +112,7 @@ def test_skipped_and_deferred_passes_stay_green_with_their_reason(root, demo, in
     monkeypatch.setenv("DREAM__SkillGapEnabled", "false")
     monkeypatch.setenv("DREAM__BusyMaxWait", "0")
     lease = demo.root / "model-busy.lease"
-    lease.write_text("")   # the agent's own model is busy: model passes defer at once
+    lease.write_text("")  # the agent's own model is busy: model passes defer at once
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root), model=ModelResource.with_backend(_fails_for()))
     result = _run(defs, instance)
@@ -118,17 +127,22 @@ def test_skipped_and_deferred_passes_stay_green_with_their_reason(root, demo, in
 
 # ---------------------------------------------------------------- a dead or hanging endpoint
 def _openai(options: DreamOptions, base_url: str) -> DreamOptions:
-    return options.replace(LlmBaseUrl=base_url, LlmModel="test-model", LlmTimeout=timedelta(seconds=0.3),
-                           LlmMaxRetries=1, LlmJsonMode="off")
+    return options.replace(
+        LlmBaseUrl=base_url,
+        LlmModel="test-model",
+        LlmTimeout=timedelta(seconds=0.3),
+        LlmMaxRetries=1,
+        LlmJsonMode="off",
+    )
 
 
 def test_a_hanging_endpoint_costs_one_pass_its_attempts_and_the_other_passes_nothing(demo):
     with OpenAITestServer(default=hang(3.0)) as server:
         options = _openai(DreamOptions(), server.base_url)
         reports = {r.pass_name: r for r in run_cycle_directly(demo, options, NOW, cycle_id="cycle-1")}
-        first = reports[MODEL_PASSES[0]]             # the first model pass of the cycle
+        first = reports[MODEL_PASSES[0]]  # the first model pass of the cycle
         assert first.status == "failed" and "(LlmTimeout)" in first.reason
-        assert len(server.requests) == 2             # its two attempts, and no other pass's
+        assert len(server.requests) == 2  # its two attempts, and no other pass's
         for report in [reports[name] for name in MODEL_PASSES[1:]]:
             assert report.status == "failed", (report.pass_name, report.reason)
             assert f"{first.pass_name} {FAIL_FAST}" in report.reason and "(LlmTimeout)" in report.reason
@@ -137,16 +151,19 @@ def test_a_hanging_endpoint_costs_one_pass_its_attempts_and_the_other_passes_not
 
         # the next cycle tries the endpoint again
         server.default = reply('{"findings": []}')
-        again = {r.pass_name: r for r in run_cycle_directly(demo, options, NOW, cycle_id="cycle-2",
-                                                            only=["tier_routing_review"])}
+        again = {
+            r.pass_name: r
+            for r in run_cycle_directly(demo, options, NOW, cycle_id="cycle-2", only=["tier_routing_review"])
+        }
         assert again["tier_routing_review"].status == "completed"
         assert len(server.requests) == 3
 
 
 def test_a_refused_connection_fails_the_later_model_passes_without_calling(demo):
     with refusing_base_url() as url:
-        reports = {r.pass_name: r for r in run_cycle_directly(demo, _openai(DreamOptions(), url), NOW,
-                                                              cycle_id="cycle-1")}
+        reports = {
+            r.pass_name: r for r in run_cycle_directly(demo, _openai(DreamOptions(), url), NOW, cycle_id="cycle-1")
+        }
     assert "connection to" in reports[MODEL_PASSES[0]].reason
     assert reports[MODEL_PASSES[0]].model_calls == 1
     for name in MODEL_PASSES[1:]:
@@ -188,7 +205,7 @@ def _agent(root, name: str) -> AgentProfile:
 BREAKAGES = {
     "invalid option": lambda p: p.options_path.write_text('Interval = "often"\n'),
     "unknown option": lambda p: p.options_path.write_text("NoSuchOption = 1\n"),
-    "not UTF-8": lambda p: p.options_path.write_bytes(b"Interval = \"\xff\xfe\"\n"),
+    "not UTF-8": lambda p: p.options_path.write_bytes(b'Interval = "\xff\xfe"\n'),
 }
 
 
@@ -208,16 +225,18 @@ class _Warnings(logging.Handler):
 
 def _schedule(defs, instance, root, when=NOW):
     warnings = _Warnings()
-    with dg.build_schedule_context(instance=instance, scheduled_execution_time=when,
-                                   resources={"deployment": deployment(root)}) as ctx:
+    with dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=when, resources={"deployment": deployment(root)}
+    ) as ctx:
         ctx.log.addHandler(warnings)
         return defs.get_schedule_def("dream_cycle_schedule")(ctx), warnings.messages
 
 
 def _sensor(sensor, instance, root, *, cursor=None, now=None):
     warnings = _Warnings()
-    with dg.build_sensor_context(instance=instance, cursor=cursor,
-                                 resources={"deployment": deployment(root, now)}) as ctx:
+    with dg.build_sensor_context(
+        instance=instance, cursor=cursor, resources={"deployment": deployment(root, now)}
+    ) as ctx:
         ctx.log.addHandler(warnings)
         return sensor(ctx), warnings.messages
 
@@ -237,7 +256,10 @@ def test_a_bad_dream_toml_skips_that_agent_in_the_schedule_and_every_gate_sensor
     for pass_name in GATED_PASSES:
         result, warnings = _sensor(defs.get_sensor_def(f"{pass_name}_change_gate"), instance, root)
         assert [r.partition_key for r in result.run_requests] == ["good"], pass_name
-        assert any("agent bad skipped" in w and str(bad.options_path) in w for w in warnings), (pass_name, warnings)
+        assert any("agent bad skipped" in w and str(bad.options_path) in w for w in warnings), (
+            pass_name,
+            warnings,
+        )
 
 
 def test_with_only_the_bad_agent_the_skip_reason_names_it_and_the_file(root, instance):
@@ -300,8 +322,9 @@ def test_discovery_registers_the_good_agents_and_names_a_folder_it_cannot_regist
     _agent(root, "good")
     odd = AgentProfile(root / "has space").ensure()
     open_store(odd).close()
-    result, warnings = _sensor(build_definitions(deployment(root)).get_sensor_def("agent_discovery_sensor"),
-                               instance, root)
+    result, warnings = _sensor(
+        build_definitions(deployment(root)).get_sensor_def("agent_discovery_sensor"), instance, root
+    )
     assert result.dynamic_partitions_requests[0].partition_keys == ["good"]
     assert any(str(odd.root) in w and "invalid agent id" in w for w in warnings)
 
@@ -311,45 +334,56 @@ def test_observing_inputs_goes_on_past_an_agent_with_a_corrupt_store(root, insta
     bad = _agent(root, "bad")
     _break_store(bad)
     instance.add_dynamic_partitions(AGENTS, ["bad", "good"])
-    result = build_definitions(deployment(root)).resolve_job_def("observe_inputs").execute_in_process(
-        instance=instance)
+    result = build_definitions(deployment(root)).resolve_job_def("observe_inputs").execute_in_process(instance=instance)
     assert result.success
     corpus = dg.AssetKey("memory_corpus")
     assert instance.get_latest_data_version_record(corpus, is_source=True, partition_key="good") is not None
     assert instance.get_latest_data_version_record(corpus, is_source=True, partition_key="bad") is None
     # the inputs that do not live in the store are still observed for the bad agent
-    assert instance.get_latest_data_version_record(dg.AssetKey("tier_routing_log"), is_source=True,
-                                                   partition_key="bad") is not None
+    assert (
+        instance.get_latest_data_version_record(dg.AssetKey("tier_routing_log"), is_source=True, partition_key="bad")
+        is not None
+    )
     messages = [e.user_message for e in instance.all_logs(result.run_id)]
     assert any("memory_corpus: agent bad skipped" in m and str(bad.store_path) in m for m in messages)
     assert good.store_path.exists()
 
 
 # ---------------------------------------------------------------- the change gate off, a pass disabled
-def test_with_the_change_gate_off_the_sensors_request_nothing_and_the_cycle_runs_the_pass(root, demo, instance,
-                                                                                         monkeypatch):
+def test_with_the_change_gate_off_the_sensors_request_nothing_and_the_cycle_runs_the_pass(
+    root, demo, instance, monkeypatch
+):
     monkeypatch.setenv("DREAM__DreamPassChangeGateEnabled", "false")
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
     for pass_name in GATED_PASSES:
-        for tick in range(2):   # tick after tick: never a request (it used to request one on every tick)
-            result, _ = _sensor(defs.get_sensor_def(f"{pass_name}_change_gate"), instance, root,
-                                now=NOW + timedelta(minutes=5 * tick))
+        for tick in range(2):  # tick after tick: never a request (it used to request one on every tick)
+            result, _ = _sensor(
+                defs.get_sensor_def(f"{pass_name}_change_gate"),
+                instance,
+                root,
+                now=NOW + timedelta(minutes=5 * tick),
+            )
             assert not result.run_requests, pass_name
             assert f"change gate disabled: {pass_name} runs with every cycle" in result.skip_reason.skip_message
     requests, _ = _schedule(defs, instance, root)
     assert set(GATED_PASSES) <= {k.to_user_string() for k in requests[0].asset_selection}
 
 
-@pytest.mark.parametrize("pass_name,option", [
-    ("memory_consolidation", "MemoryConsolidationEnabled"), ("skill_consolidation", "SkillConsolidationEnabled"),
-    ("wisp_failure_analysis", "WispFailureAnalysisEnabled"), ("tier_routing_review", "TierRoutingReviewEnabled"),
-])
+@pytest.mark.parametrize(
+    "pass_name,option",
+    [
+        ("memory_consolidation", "MemoryConsolidationEnabled"),
+        ("skill_consolidation", "SkillConsolidationEnabled"),
+        ("wisp_failure_analysis", "WispFailureAnalysisEnabled"),
+        ("tier_routing_review", "TierRoutingReviewEnabled"),
+    ],
+)
 def test_a_disabled_pass_is_never_requested_by_its_gate_sensor(root, demo, instance, monkeypatch, pass_name, option):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     sensor = build_definitions(deployment(root)).get_sensor_def(f"{pass_name}_change_gate")
     enabled, _ = _sensor(sensor, instance, root, now=NOW)
-    assert len(enabled.run_requests) == 1   # never run: due
+    assert len(enabled.run_requests) == 1  # never run: due
     (demo.root / "dream.toml").write_text(f"{option} = false\n")
     disabled, _ = _sensor(sensor, instance, root, now=NOW)
     assert not disabled.run_requests

@@ -1,4 +1,5 @@
-"""The Dagster layer, against a real (temporary) instance: definitions, the cycle, sensors, schedule, backfills, audit."""
+"""The Dagster layer, against a real (temporary) instance: definitions, the cycle, sensors, schedule, backfills,
+audit."""
 
 import json
 import re
@@ -12,7 +13,7 @@ from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
 from dream_assets.defs.partitions import AGENTS
 from dream_assets.demo import build_demo_profile
 from dream_assets.gates import GATED_PASSES, gate_status
-from dream_assets.history import read_analysis
+from dream_assets.log_analyses import read_analysis
 from dream_assets.options import DreamOptions
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
@@ -29,8 +30,9 @@ def deployment(root) -> DreamDeployment:
 
 def run_cycle(defs, instance, agent, now=NOW, selection=None):
     job = defs.resolve_job_def("dream_cycle")
-    return job.execute_in_process(instance=instance, partition_key=agent, tags={NOW_TAG: now.isoformat()},
-                                  asset_selection=selection)
+    return job.execute_in_process(
+        instance=instance, partition_key=agent, tags={NOW_TAG: now.isoformat()}, asset_selection=selection
+    )
 
 
 def materialized(result) -> dict[str, dict]:
@@ -46,14 +48,45 @@ def test_definitions_snapshot(root):
     defs = build_definitions(deployment(root))
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert {"memory_corpus", "skill_catalog", "conversation_log", "feedback_log", "skill_usage_log", "tool_call_log",
-            "skill_resource_usage_log", "wisp_execution_log", "tier_routing_log", "dream_pass_ledger"} <= keys
+    assert {
+        "memory_corpus",
+        "skill_catalog",
+        "conversation_log",
+        "feedback_log",
+        "skill_usage_log",
+        "tool_call_log",
+        "skill_resource_usage_log",
+        "wisp_execution_log",
+        "tier_routing_log",
+        "dream_pass_ledger",
+    } <= keys
     assert {p.name for p in PASSES} == {
-        "log_retention", "archive_purge", "importance_decay", "memory_consolidation", "skill_gap_detection",
-        "skill_consolidation", "skill_optimization", "preference_inference", "wisp_failure_analysis", "tier_routing_review"}
-    assert {p.name for p in PASSES} | {"corpus_snapshot", "memory_audit", "log_warehouse", "wisp_failure_history",
-                                        "tier_routing_history", "skill_usage_history", "recurring_request_history"} <= keys
-    assert [p.name for p in PASSES][:4] == ["log_retention", "archive_purge", "importance_decay", "memory_consolidation"]
+        "log_retention",
+        "archive_purge",
+        "importance_decay",
+        "memory_consolidation",
+        "skill_gap_detection",
+        "skill_consolidation",
+        "skill_optimization",
+        "preference_inference",
+        "wisp_failure_analysis",
+        "tier_routing_review",
+    }
+    assert {p.name for p in PASSES} | {
+        "corpus_snapshot",
+        "memory_audit",
+        "log_warehouse",
+        "wisp_failure_history",
+        "tier_routing_history",
+        "skill_usage_history",
+        "recurring_request_history",
+    } <= keys
+    assert [p.name for p in PASSES][:4] == [
+        "log_retention",
+        "archive_purge",
+        "importance_decay",
+        "memory_consolidation",
+    ]
     # lineage: each pass depends on the passes before it and on the inputs it reads
     for spec in PASSES:
         parents = {k.to_user_string() for k in graph.get(dg.AssetKey(spec.name)).parent_keys}
@@ -62,9 +95,16 @@ def test_definitions_snapshot(root):
         assert node.group_name in {"logs", "memory", "skills"}
         assert (node.pools == {"llm"}) == spec.uses_model or spec.uses_model is False
     assert {j.name for j in defs.jobs} >= {"dream_cycle", "memory_audit_job", "observe_inputs"}
-    assert {s.name for s in defs.schedules} == {"dream_cycle_schedule", "memory_audit_schedule", "observe_inputs_schedule"}
-    assert {s.name for s in defs.sensors} == {"dream_startup_sensor", "agent_discovery_sensor",
-                                              *(f"{p}_change_gate" for p in GATED_PASSES)}
+    assert {s.name for s in defs.schedules} == {
+        "dream_cycle_schedule",
+        "memory_audit_schedule",
+        "observe_inputs_schedule",
+    }
+    assert {s.name for s in defs.sensors} == {
+        "dream_startup_sensor",
+        "agent_discovery_sensor",
+        *(f"{p}_change_gate" for p in GATED_PASSES),
+    }
     assert defs.get_schedule_def("dream_cycle_schedule").cron_schedule == "0 */4 * * *"
 
 
@@ -97,7 +137,9 @@ def test_two_agents_keep_separate_ledgers(root, instance):
     assert run_cycle(defs, instance, "alpha").success
     alpha, beta = PassLedger(AgentProfile(root / "alpha")), PassLedger(AgentProfile(root / "beta"))
     assert alpha.records() and not beta.records()
-    assert (root / "alpha" / "dream-pass-ledger.json").exists() and not (root / "beta" / "dream-pass-ledger.json").exists()
+    assert (root / "alpha" / "dream-pass-ledger.json").exists() and not (
+        root / "beta" / "dream-pass-ledger.json"
+    ).exists()
 
 
 # ---------------------------------------------------------------- change-gate sensors
@@ -111,8 +153,9 @@ def _tick(sensor, instance, root, cursor=None):
 
 
 def _schedule_tick(schedule, instance, root, when):
-    with dg.build_schedule_context(instance=instance, scheduled_execution_time=when,
-                                   resources={"deployment": deployment(root)}) as ctx:
+    with dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=when, resources={"deployment": deployment(root)}
+    ) as ctx:
         return schedule(ctx)
 
 
@@ -222,12 +265,22 @@ def test_five_day_backfill_gives_five_idempotent_partitions(root, demo, instance
     defs = build_definitions(deployment(root))
     assets = [defs.get_assets_def("log_warehouse"), defs.get_assets_def("wisp_failure_history")]
     # the warehouse first holds the last 15 days of logs (the 14-day window of the earliest backfilled day)
-    dg.materialize([assets[0]], instance=instance, resources={"deployment": deployment(root)},
-                   tags={"dagster/asset_partition_range_start": f"demo|{(NOW - timedelta(days=20)).date()}",
-                         "dagster/asset_partition_range_end": f"demo|{NOW.date()}", NOW_TAG: NOW.isoformat()})
+    dg.materialize(
+        [assets[0]],
+        instance=instance,
+        resources={"deployment": deployment(root)},
+        tags={
+            "dagster/asset_partition_range_start": f"demo|{(NOW - timedelta(days=20)).date()}",
+            "dagster/asset_partition_range_end": f"demo|{NOW.date()}",
+            NOW_TAG: NOW.isoformat(),
+        },
+    )
     days = [(NOW - timedelta(days=d)).date() for d in range(5, 0, -1)]
-    tags = {"dagster/asset_partition_range_start": f"demo|{days[0]}", "dagster/asset_partition_range_end": f"demo|{days[-1]}",
-            NOW_TAG: NOW.isoformat()}
+    tags = {
+        "dagster/asset_partition_range_start": f"demo|{days[0]}",
+        "dagster/asset_partition_range_end": f"demo|{days[-1]}",
+        NOW_TAG: NOW.isoformat(),
+    }
     first = dg.materialize(assets, instance=instance, tags=tags, resources={"deployment": deployment(root)})
     assert first.success
     rows_first = {d: len(read_day(demo, "wisp-executions", d)) for d in days}
@@ -251,16 +304,22 @@ def test_audit_fails_on_a_hand_deleted_entry_and_passes_after_a_clean_cycle(root
     assert dg.materialize(snap, instance=instance, partition_key="demo", resources=res).success
     store = open_store(demo)
     victim = store.memories.list_live()[0]
-    with store.connection.session() as conn:   # a hard delete outside the archive purge
+    with store.connection.session() as conn:  # a hard delete outside the archive purge
         conn.execute("DELETE FROM memories WHERE id = ?", [victim.id])
     bad = dg.materialize(snap, instance=instance, partition_key="demo", resources=res, raise_on_error=False)
-    evals = {e.event_specific_data.check_name: e.event_specific_data for e in bad.all_events
-             if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    evals = {
+        e.event_specific_data.check_name: e.event_specific_data
+        for e in bad.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
     assert evals["no_unexplained_deletes"].passed is False
     assert victim.id in evals["no_unexplained_deletes"].metadata["ids"].value
     good = dg.materialize(snap, instance=instance, partition_key="demo", resources=res, raise_on_error=False)
-    evals = {e.event_specific_data.check_name: e.event_specific_data for e in good.all_events
-             if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    evals = {
+        e.event_specific_data.check_name: e.event_specific_data
+        for e in good.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
     assert all(e.passed for e in evals.values())
     assert len([ln for ln in demo.audit_trend_path.read_text().splitlines() if ln]) == 3
 
@@ -302,7 +361,11 @@ def test_observing_the_inputs_records_content_fingerprints_as_data_versions(root
     store = open_store(demo)
     store.memories.set_importance({store.memories.list_live()[0].id: 0.2}, now=NOW)  # a drifting statistic
     assert job.execute_in_process(instance=instance).success
-    assert (version("memory_corpus"), version("skill_catalog"), version("wisp_execution_log")) == (corpus, skills, wisp)
+    assert (version("memory_corpus"), version("skill_catalog"), version("wisp_execution_log")) == (
+        corpus,
+        skills,
+        wisp,
+    )
     store.memories.save("The user's new laptop is a ThinkPad X1 Carbon.", now=NOW)
     assert job.execute_in_process(instance=instance).success
     assert version("memory_corpus") != corpus and version("skill_catalog") == skills
@@ -313,10 +376,16 @@ def test_each_log_warehouse_day_shows_that_days_rows_per_log_kind(root, demo, in
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
     days = [(NOW - timedelta(days=d)).date() for d in range(3, 0, -1)]
-    result = dg.materialize([defs.get_assets_def("log_warehouse")], instance=instance,
-                            resources={"deployment": deployment(root)},
-                            tags={"dagster/asset_partition_range_start": f"demo|{days[0]}",
-                                  "dagster/asset_partition_range_end": f"demo|{days[-1]}", NOW_TAG: NOW.isoformat()})
+    result = dg.materialize(
+        [defs.get_assets_def("log_warehouse")],
+        instance=instance,
+        resources={"deployment": deployment(root)},
+        tags={
+            "dagster/asset_partition_range_start": f"demo|{days[0]}",
+            "dagster/asset_partition_range_end": f"demo|{days[-1]}",
+            NOW_TAG: NOW.isoformat(),
+        },
+    )
     assert result.success
     shown = {}
     for event in result.get_asset_materialization_events():
@@ -331,7 +400,7 @@ def test_each_log_warehouse_day_shows_that_days_rows_per_log_kind(root, demo, in
         assert meta["rows_wisp_executions"] == wisp and meta["rows_tier_routing"] == tiers
         assert meta["dagster/row_count"] >= wisp + tiers
     totals = [shown[f"demo|{d}"]["dagster/row_count"] for d in days]
-    assert sum(totals) > 0 and len(set(totals)) > 1, totals   # per day, not one run-wide total repeated
+    assert sum(totals) > 0 and len(set(totals)) > 1, totals  # per day, not one run-wide total repeated
 
 
 def test_a_skipped_pass_materializes_the_same_numeric_keys_as_when_it_completed(root, demo, instance):
@@ -352,12 +421,18 @@ def test_a_skipped_pass_materializes_the_same_numeric_keys_as_when_it_completed(
 def test_the_lineage_reads_inputs_logs_memory_and_skills_then_audit(root):
     defs = build_definitions(deployment(root))
     graph = defs.resolve_asset_graph()
-    stage = {"inputs": "1-inputs", "logs": "2-logs", "memory": "3-memory", "skills": "3-skills", "audit": "4-audit"}
+    stage = {
+        "inputs": "1-inputs",
+        "logs": "2-logs",
+        "memory": "3-memory",
+        "skills": "3-skills",
+        "audit": "4-audit",
+    }
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
         assert node.description and len(node.description.split("\n")[0]) <= 120, key
         assert node.tags.get("stage") == stage[node.group_name], key
-        for parent in node.parent_keys:   # every edge goes forward (or stays) in the reading order
+        for parent in node.parent_keys:  # every edge goes forward (or stays) in the reading order
             assert stage[graph.get(parent).group_name][0] <= stage[node.group_name][0], (parent, key)
     assert graph.get(dg.AssetKey("wisp_failure_history")).group_name == "logs"
 

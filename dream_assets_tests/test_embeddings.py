@@ -47,11 +47,25 @@ def server() -> Iterator[OpenAITestServer]:
         yield s
 
 
-def _provider(server: OpenAITestServer, *, batch_size: int = 3, max_retries: int = 3,
-              usage: UsageLedger | None = None, **kw) -> EmbeddingProvider:
-    return EmbeddingProvider(model="nomic-embed-text", base_url=server.base_url, timeout_s=2.0,
-                             max_retries=max_retries, batch_size=batch_size, usage=usage, backoff_base_s=0.05,
-                             jitter=lambda: 0.0, **kw)
+def _provider(
+    server: OpenAITestServer,
+    *,
+    batch_size: int = 3,
+    max_retries: int = 3,
+    usage: UsageLedger | None = None,
+    **kw,
+) -> EmbeddingProvider:
+    return EmbeddingProvider(
+        model="nomic-embed-text",
+        base_url=server.base_url,
+        timeout_s=2.0,
+        max_retries=max_retries,
+        batch_size=batch_size,
+        usage=usage,
+        backoff_base_s=0.05,
+        jitter=lambda: 0.0,
+        **kw,
+    )
 
 
 def _inputs(server: OpenAITestServer) -> list[list[str]]:
@@ -82,7 +96,7 @@ def test_usage_is_accounted_per_request_like_chat_calls(server):
 
     totals = ledger.totals("memory_consolidation")
     assert totals["calls"] == 2 and totals["failed_calls"] == 0
-    assert totals["prompt_tokens"] == 10 and totals["completion_tokens"] == 0   # the server's reported usage
+    assert totals["prompt_tokens"] == 10 and totals["completion_tokens"] == 0  # the server's reported usage
     assert totals["estimated_calls"] == 0
     assert {r.model for r in ledger.records} == {"nomic-embed-text"}
 
@@ -102,7 +116,7 @@ def test_a_429_waits_as_long_as_retry_after_asks(server):
     _provider(server, backoff_max_s=0.05).embed(["Gina opened a studio"])
 
     first, second = server.embedding_requests
-    assert second.at - first.at >= 0.4      # back-off alone would have waited at most 0.05 s
+    assert second.at - first.at >= 0.4  # back-off alone would have waited at most 0.05 s
 
 
 def test_a_retry_after_longer_than_the_limit_fails_at_once_with_a_retryable_error(server):
@@ -128,11 +142,12 @@ def test_a_rejected_request_and_an_unreachable_endpoint_raise_embedding_errors(s
     server.script(client_error(400, "model 'nomic-embed-text' not found"))
     with pytest.raises(EmbeddingError, match="HTTP 400.*not found"):
         _provider(server).embed(["a"])
-    assert len(server.embedding_requests) == 1   # a refusal is not retried
+    assert len(server.embedding_requests) == 1  # a refusal is not retried
 
     with refusing_base_url() as url:
-        provider = EmbeddingProvider(model="m", base_url=url, timeout_s=1.0, max_retries=1, backoff_base_s=0.01,
-                                     jitter=lambda: 0.0)
+        provider = EmbeddingProvider(
+            model="m", base_url=url, timeout_s=1.0, max_retries=1, backoff_base_s=0.01, jitter=lambda: 0.0
+        )
         with pytest.raises(EmbeddingError) as caught:
             provider.embed(["a"])
     assert caught.value.unreachable
@@ -148,8 +163,13 @@ def test_no_embedding_model_means_no_provider_and_no_call(server):
 
 
 def test_the_embedding_model_shares_the_chat_endpoint_and_key_by_default(server):
-    options = DreamOptions.load(env={"DREAM__Llm__BaseUrl": server.base_url, "DREAM__EmbeddingModel": "bge-m3",
-                                     "DREAM__EmbeddingBatchSize": "2"})
+    options = DreamOptions.load(
+        env={
+            "DREAM__Llm__BaseUrl": server.base_url,
+            "DREAM__EmbeddingModel": "bge-m3",
+            "DREAM__EmbeddingBatchSize": "2",
+        }
+    )
     provider = build_embedding_provider(options, env={"OPENAI_API_KEY": "sk-chat"})
     assert provider is not None and provider.model == "bge-m3" and provider.batch_size == 2
     provider.embed(["one", "two", "three"])
@@ -160,9 +180,14 @@ def test_the_embedding_model_shares_the_chat_endpoint_and_key_by_default(server)
 
 def test_a_separate_embedding_endpoint_and_key_are_used_when_set(server):
     with OpenAITestServer() as chat:
-        options = DreamOptions.load(env={
-            "DREAM__Llm__BaseUrl": chat.base_url, "DREAM__Embedding__Model": "text-embedding-3-small",
-            "DREAM__EmbeddingBaseUrl": server.base_url, "DREAM__EmbeddingApiKeyEnv": "EMBED_KEY"})
+        options = DreamOptions.load(
+            env={
+                "DREAM__Llm__BaseUrl": chat.base_url,
+                "DREAM__Embedding__Model": "text-embedding-3-small",
+                "DREAM__EmbeddingBaseUrl": server.base_url,
+                "DREAM__EmbeddingApiKeyEnv": "EMBED_KEY",
+            }
+        )
         provider = build_embedding_provider(options, env={"OPENAI_API_KEY": "sk-chat", "EMBED_KEY": "sk-embed"})
         provider.embed(["one"])
         assert chat.requests == []
@@ -183,7 +208,7 @@ def test_an_embedded_corpus_is_never_embedded_again_and_an_edit_costs_one_text(s
     entries = [store.memories.save(text, now=NOW).entry for text in CORPUS]
 
     first = EmbeddingIndex(store, _provider(server, batch_size=3), now=NOW).vectors(entries)
-    assert len(server.embedding_requests) == 3           # ceil(7 / 3)
+    assert len(server.embedding_requests) == 3  # ceil(7 / 3)
     assert set(first) == {e.id for e in entries}
     store.close()
     close_all()
@@ -211,7 +236,7 @@ def test_equal_texts_are_embedded_once_and_vectors_are_kept_per_model(server, st
 
     other_model = EmbeddingProvider(model="another-model", base_url=server.base_url, batch_size=10)
     EmbeddingIndex(store, other_model, now=NOW).vectors([("a", "same words here")])
-    assert len(server.embedding_requests) == 2           # a vector of one model is not another model's
+    assert len(server.embedding_requests) == 2  # a vector of one model is not another model's
     cache = EmbeddingCache(store.connection)
     assert cache.count("nomic-embed-text") == 2 and cache.count("another-model") == 1
 
@@ -224,23 +249,27 @@ def test_batches_fetched_before_a_failure_stay_cached_and_the_failure_raises(ser
     assert EmbeddingCache(store.connection).count() == 2
 
     vectors = EmbeddingIndex(store, _provider(server, batch_size=2), now=NOW).vectors(texts)
-    assert _inputs(server)[-1] == ["third text"]        # the next try embeds only what is missing
+    assert _inputs(server)[-1] == ["third text"]  # the next try embeds only what is missing
     assert set(vectors) == {"a", "b", "c"}
 
 
 def test_similar_ranks_candidates_by_cosine_and_caches_the_incoming_text(server, store):
     index = EmbeddingIndex(store, _provider(server, batch_size=10), now=NOW)
-    candidates = [("berlin", "Jon moved to Berlin in May"), ("dance", "Gina opened her dance studio"),
-                  ("berlin2", "Jon moved to Berlin in May for work")]
+    candidates = [
+        ("berlin", "Jon moved to Berlin in May"),
+        ("dance", "Gina opened her dance studio"),
+        ("berlin2", "Jon moved to Berlin in May for work"),
+    ]
     ranked = index.similar("In May Jon moved to Berlin", candidates)
     assert [doc_id for doc_id, _ in ranked][:2] in (["berlin", "berlin2"], ["berlin2", "berlin"])
     assert ranked[0][1] > 0.9 and dict(ranked)["dance"] < 0.3
-    assert [d for d, _ in index.similar("In May Jon moved to Berlin", candidates, threshold=0.9)] == \
-        [d for d, s in ranked if s >= 0.9]
+    assert [d for d, _ in index.similar("In May Jon moved to Berlin", candidates, threshold=0.9)] == [
+        d for d, s in ranked if s >= 0.9
+    ]
     requests = len(server.embedding_requests)
 
     fresh = EmbeddingIndex(store, _provider(server), now=NOW)
-    fresh.vectors([("new", "In May Jon moved to Berlin")])   # the incoming text was cached when compared
+    fresh.vectors([("new", "In May Jon moved to Berlin")])  # the incoming text was cached when compared
     assert len(server.embedding_requests) == requests
     assert index.similar("anything", []) == [] and len(server.embedding_requests) == requests
 
@@ -258,8 +287,9 @@ def test_orphan_vectors_are_pruned_and_live_ones_kept(server, store):
     cache = EmbeddingCache(store.connection)
     assert cache.count() == 2
     assert cache.prune_orphans() == 1
-    assert set(cache.get("nomic-embed-text", [content_hash(kept.content), content_hash("a text no memory holds")])) \
-        == {content_hash(kept.content)}
+    assert set(cache.get("nomic-embed-text", [content_hash(kept.content), content_hash("a text no memory holds")])) == {
+        content_hash(kept.content)
+    }
 
 
 def test_a_version_1_store_is_upgraded_in_place_keeping_its_memories(profile, server):
@@ -267,7 +297,7 @@ def test_a_version_1_store_is_upgraded_in_place_keeping_its_memories(profile, se
     saved = store.memories.save("Melanie ran a charity race", now=NOW).entry
     store.close()
     close_all()
-    with duckdb.connect(str(profile.store_path)) as raw:   # what a store written before embeddings looked like
+    with duckdb.connect(str(profile.store_path)) as raw:  # what a store written before embeddings looked like
         raw.execute("DROP TABLE embeddings")
         raw.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
 
@@ -286,9 +316,14 @@ def test_a_version_1_store_is_upgraded_in_place_keeping_its_memories(profile, se
 
 
 def test_cosine_clusters_groups_paraphrases_and_keeps_other_facts_apart(server, store):
-    docs = [("m1", "Jon moved to Berlin in May 2023"), ("m2", "Gina opened her dance studio in June"),
-            ("m3", "In May 2023 Jon moved to Berlin"), ("m4", "The user prefers dark mode"),
-            ("m5", "Gina opened a dance studio in June"), ("m6", "Jon is learning the piano")]
+    docs = [
+        ("m1", "Jon moved to Berlin in May 2023"),
+        ("m2", "Gina opened her dance studio in June"),
+        ("m3", "In May 2023 Jon moved to Berlin"),
+        ("m4", "The user prefers dark mode"),
+        ("m5", "Gina opened a dance studio in June"),
+        ("m6", "Jon is learning the piano"),
+    ]
     vectors = EmbeddingIndex(store, _provider(server, batch_size=10), now=NOW).vectors(docs)
     found = cosine_clusters([d for d, _ in docs], vectors, 0.8, 3)
 
@@ -313,7 +348,7 @@ def test_cosine_clusters_across_blocks_matches_a_full_comparison(monkeypatch):
     matrix = np.vstack([centres[i % 12] + rng.normal(scale=0.05, size=16) for i in range(60)])
     ids = [f"e{i}" for i in range(60)]
     whole = cosine_clusters(ids, matrix, 0.95, 10)
-    monkeypatch.setattr(emb, "_BLOCK_CELLS", 70)   # one row per block
+    monkeypatch.setattr(emb, "_BLOCK_CELLS", 70)  # one row per block
     assert cosine_clusters(ids, matrix, 0.95, 10) == whole
     assert len(whole.clusters) == 12 and all(len(c) == 5 for c in whole.clusters)
 
@@ -329,9 +364,16 @@ def test_cosine_clusters_refuses_bad_input_naming_it():
 
 
 def test_embedding_options_bind_from_the_environment():
-    options = DreamOptions.load(env={"DREAM__EmbeddingModel": "nomic-embed-text",
-                                     "DREAM__EmbeddingSimilarityThreshold": "0.9",
-                                     "DREAM__EmbeddingBatchSize": "16"})
-    assert (options.EmbeddingModel, options.EmbeddingSimilarityThreshold, options.EmbeddingBatchSize) == \
-        ("nomic-embed-text", 0.9, 16)
+    options = DreamOptions.load(
+        env={
+            "DREAM__EmbeddingModel": "nomic-embed-text",
+            "DREAM__EmbeddingSimilarityThreshold": "0.9",
+            "DREAM__EmbeddingBatchSize": "16",
+        }
+    )
+    assert (options.EmbeddingModel, options.EmbeddingSimilarityThreshold, options.EmbeddingBatchSize) == (
+        "nomic-embed-text",
+        0.9,
+        16,
+    )
     assert timedelta(0) < options.LlmTimeout

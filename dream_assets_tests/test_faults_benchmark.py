@@ -15,8 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_quick_fault_run_loses_nothing_and_misreports_nothing():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "faults.py"), "--quick"], capture_output=True,
-                          text=True, timeout=900, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "faults.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     metrics = {m["name"]: m["value"] for m in (json.loads(line) for line in proc.stdout.splitlines() if line.strip())}
     problems = proc.stderr[-3000:]
     assert metrics, f"the benchmark printed no metrics: {problems}"

@@ -31,17 +31,32 @@ def _context(profile, store, backend: ScriptedBackend | None, *, now, force=None
             pytest.fail("the model client was built although the pass should not call the model")
         return ModelClient(backend, profile=profile, options=DreamOptions())
 
-    return PassContext(profile, DreamOptions(), now, cycle_id=cycle, client_factory=factory, _store=store,
-                       force=force)
+    return PassContext(profile, DreamOptions(), now, cycle_id=cycle, client_factory=factory, _store=store, force=force)
 
 
 def _memories(store) -> None:
-    for i, text in enumerate(("Ana Ruiz signed the Lisbon lease in 2025.", "The Oslo kickoff is on 3 March.",
-                              "Ben prefers tea over coffee in the morning.")):
+    for i, text in enumerate(
+        (
+            "Ana Ruiz signed the Lisbon lease in 2025.",
+            "The Oslo kickoff is on 3 March.",
+            "Ben prefers tea over coffee in the morning.",
+        )
+    ):
         at = NOW - timedelta(days=30)
-        store.memories.put(MemoryEntry(id=f"m{i}", content=text, category="facts", tags=(), importance=0.5,
-                                       created_at=at, updated_at=at, last_seen_at=at, reinforcement_count=1,
-                                       metadata={}))
+        store.memories.put(
+            MemoryEntry(
+                id=f"m{i}",
+                content=text,
+                category="facts",
+                tags=(),
+                importance=0.5,
+                created_at=at,
+                updated_at=at,
+                last_seen_at=at,
+                reinforcement_count=1,
+                metadata={},
+            )
+        )
 
 
 def test_forced_consolidation_calls_the_model_once_past_the_floor_and_the_next_plain_run_is_held(profile, store):
@@ -49,7 +64,7 @@ def test_forced_consolidation_calls_the_model_once_past_the_floor_and_the_next_p
     backend = ScriptedBackend([NOTHING, NOTHING])
     first = run_memory_consolidation(_context(profile, store, backend, now=NOW))
     assert first.status == "completed" and len(backend.requests) == 1
-    later = NOW + timedelta(hours=1)   # within the default 6-hour floor, nothing changed since
+    later = NOW + timedelta(hours=1)  # within the default 6-hour floor, nothing changed since
     held = run_memory_consolidation(_context(profile, store, None, now=later, cycle="c2"))
     assert held.status == "skipped" and "minimum interval" in held.reason
 
@@ -79,8 +94,17 @@ def _skills(profile, store) -> None:
     append_event(profile, "skill-usage", SkillUsageEvent(NOW - timedelta(days=1), "u1", "mcp/email"))
     at = NOW - timedelta(days=100)
     for name in ("mcp/email", "mcp/calendar"):
-        store.skills.put(Skill(name=name, summary=f"About {name}", content=f"{name}: confirm, gather, do, verify.",
-                               see_also=(), created_at=at, updated_at=at, last_used_at=None))
+        store.skills.put(
+            Skill(
+                name=name,
+                summary=f"About {name}",
+                content=f"{name}: confirm, gather, do, verify.",
+                see_also=(),
+                created_at=at,
+                updated_at=at,
+                last_used_at=None,
+            )
+        )
 
 
 def test_forced_skill_consolidation_ignores_the_change_gate_once_and_says_what_the_gate_said(profile, store):
@@ -93,8 +117,10 @@ def test_forced_skill_consolidation_ignores_the_change_gate_once_and_says_what_t
 
     forced = run_skill_consolidation(_context(profile, store, backend, now=later, force=REASON, cycle="c3"))
     assert forced.status == "completed" and len(backend.requests) == 2
-    assert any("forced run (switched to a real model): change gate ignored (it said: input unchanged" in line
-               for line in forced.lines)
+    assert any(
+        "forced run (switched to a real model): change gate ignored (it said: input unchanged" in line
+        for line in forced.lines
+    )
     assert PassLedger(profile).get("skill_consolidation").forced == REASON
 
     again = run_skill_consolidation(_context(profile, store, None, now=later + timedelta(hours=1), cycle="c4"))
@@ -106,10 +132,21 @@ def test_a_plain_completed_run_clears_the_forced_mark(profile, store):
     backend = ScriptedBackend([NOTHING, NOTHING])
     run_skill_consolidation(_context(profile, store, backend, now=NOW, force=REASON))
     assert PassLedger(profile).get("skill_consolidation").forced == REASON
-    store.skills.put(Skill(name="mcp/weather", summary="About weather", content="Call the weather tool.",
-                           see_also=(), created_at=NOW, updated_at=NOW, last_used_at=None))
-    assert run_skill_consolidation(_context(profile, store, backend, now=NOW + timedelta(hours=1),
-                                            cycle="c2")).status == "completed"
+    store.skills.put(
+        Skill(
+            name="mcp/weather",
+            summary="About weather",
+            content="Call the weather tool.",
+            see_also=(),
+            created_at=NOW,
+            updated_at=NOW,
+            last_used_at=None,
+        )
+    )
+    assert (
+        run_skill_consolidation(_context(profile, store, backend, now=NOW + timedelta(hours=1), cycle="c2")).status
+        == "completed"
+    )
     assert PassLedger(profile).get("skill_consolidation").forced is None
 
 
@@ -124,14 +161,20 @@ def test_a_force_tag_naming_an_unknown_pass_fails_the_run_with_the_list_of_passe
     defs = build_definitions(deployment=DreamDeployment(profile_root=str(root)))
     instance.add_dynamic_partitions(AGENTS, ["a1"])
     result = defs.resolve_job_def("dream_cycle").execute_in_process(
-        instance=instance, partition_key="a1", raise_on_error=False,
-        tags={NOW_TAG: "2026-11-30T12:00:00Z", FORCE_TAG: "memory_consolidation,skill_consolidaton"})
+        instance=instance,
+        partition_key="a1",
+        raise_on_error=False,
+        tags={NOW_TAG: "2026-11-30T12:00:00Z", FORCE_TAG: "memory_consolidation,skill_consolidaton"},
+    )
     assert not result.success
-    messages = [e.event_specific_data.user_failure_data.description for e in result.get_step_failure_events()
-                if e.event_specific_data.user_failure_data is not None]
+    messages = [
+        e.event_specific_data.user_failure_data.description
+        for e in result.get_step_failure_events()
+        if e.event_specific_data.user_failure_data is not None
+    ]
     assert messages and "unknown pass(es) 'skill_consolidaton' to force" in messages[0]
     assert "passes: log_retention, archive_purge" in messages[0]
-    assert not result.get_asset_materialization_events()   # nothing ran
+    assert not result.get_asset_materialization_events()  # nothing ran
 
 
 def test_status_says_the_last_completed_run_was_forced_and_why(profile, store, capsys):

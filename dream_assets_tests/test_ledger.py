@@ -14,17 +14,20 @@ def rec(fp="abc", ago=timedelta(hours=1)):
     return LedgerRecord(fp, NOW - ago)
 
 
-@pytest.mark.parametrize("record,fingerprint,max_skip,skip", [
-    (None, "abc", WEEK, False),                                   # never run -> runs
-    (rec(), "abc", WEEK, True),                                   # unchanged within the floor -> skips
-    (rec(), "xyz", WEEK, False),                                  # changed -> runs at once
-    (rec(ago=timedelta(days=7)), "abc", WEEK, False),             # floor elapsed exactly -> runs
-    (rec(ago=timedelta(days=30)), "abc", WEEK, False),            # floor long elapsed -> runs
-    (rec(ago=timedelta(days=400)), "abc", timedelta(0), True),    # non-positive floor -> skips indefinitely
-    (rec(ago=timedelta(days=400)), "abc", -WEEK, True),
-    (rec(ago=-timedelta(days=3)), "abc", WEEK, True),             # last run in the future -> not yet due
-    (rec(ago=-timedelta(days=3)), "xyz", WEEK, False),            # ... but a changed input still runs
-])
+@pytest.mark.parametrize(
+    "record,fingerprint,max_skip,skip",
+    [
+        (None, "abc", WEEK, False),  # never run -> runs
+        (rec(), "abc", WEEK, True),  # unchanged within the floor -> skips
+        (rec(), "xyz", WEEK, False),  # changed -> runs at once
+        (rec(ago=timedelta(days=7)), "abc", WEEK, False),  # floor elapsed exactly -> runs
+        (rec(ago=timedelta(days=30)), "abc", WEEK, False),  # floor long elapsed -> runs
+        (rec(ago=timedelta(days=400)), "abc", timedelta(0), True),  # non-positive floor -> skips indefinitely
+        (rec(ago=timedelta(days=400)), "abc", -WEEK, True),
+        (rec(ago=-timedelta(days=3)), "abc", WEEK, True),  # last run in the future -> not yet due
+        (rec(ago=-timedelta(days=3)), "xyz", WEEK, False),  # ... but a changed input still runs
+    ],
+)
 def test_should_skip_semantics(record, fingerprint, max_skip, skip):
     assert should_skip(record, fingerprint, NOW, max_skip) is skip
 
@@ -64,8 +67,15 @@ def test_stamps_from_two_ledger_objects_are_both_kept(tmp_path):
     assert set(PassLedger(p).records()) == {"one", "two"}
 
 
-@pytest.mark.parametrize("content", ["{not json", "[]", '{"passes": {"x": {"lastRunAt": "2026-01-01T00:00:00Z"}}}',
-                                     '{"passes": {"x": {"fingerprint": "a", "lastRunAt": "yesterday"}}}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "[]",
+        '{"passes": {"x": {"lastRunAt": "2026-01-01T00:00:00Z"}}}',
+        '{"passes": {"x": {"fingerprint": "a", "lastRunAt": "yesterday"}}}',
+    ],
+)
 def test_corrupt_ledger_degrades_to_run_everything_once_with_a_warning(tmp_path, content):
     p = AgentProfile(tmp_path / "a").ensure()
     p.ledger_path.write_text(content)
@@ -88,13 +98,18 @@ def write_ledger(p: AgentProfile, passes: dict) -> None:
 
 def test_a_future_last_run_is_read_as_now_with_a_warning_and_written_back(tmp_path):
     p = AgentProfile(tmp_path / "a").ensure()
-    write_ledger(p, {"skill_consolidation": {"fingerprint": "fp", "lastRunAt": FUTURE},
-                     "tier_routing_review": {"fingerprint": "t", "lastRunAt": "2026-11-29T12:00:00Z"}})
+    write_ledger(
+        p,
+        {
+            "skill_consolidation": {"fingerprint": "fp", "lastRunAt": FUTURE},
+            "tier_routing_review": {"fingerprint": "t", "lastRunAt": "2026-11-29T12:00:00Z"},
+        },
+    )
     led = PassLedger(p, now=NOW)
     assert led.get("skill_consolidation") == LedgerRecord("fp", NOW)
     assert led.get("tier_routing_review") == LedgerRecord("t", NOW - timedelta(days=1))
     assert "skill_consolidation" in led.warning and FUTURE in led.warning and "treated as now" in led.warning
-    again = PassLedger(p)                        # the correction was written: no future time is left
+    again = PassLedger(p)  # the correction was written: no future time is left
     assert again.get("skill_consolidation") == LedgerRecord("fp", NOW) and again.warning is None
 
 
@@ -118,7 +133,7 @@ def test_a_future_last_run_does_not_hold_consolidation_behind_its_minimum_interv
     write_ledger(profile, {"memory_consolidation": {"fingerprint": "memories:0:x", "lastRunAt": FUTURE}})
     options = DreamOptions(ConsolidationMinInterval=timedelta(hours=6))
     first = run_memory_consolidation(PassContext(profile, options, NOW, _store=store))
-    assert first.status == "skipped" and first.reason.startswith("minimum interval")   # last run = now
+    assert first.status == "skipped" and first.reason.startswith("minimum interval")  # last run = now
     assert any("memory_consolidation last ran at 2031-03-01T08:00:00Z" in line for line in first.lines)
     later = run_memory_consolidation(PassContext(profile, options, NOW + timedelta(hours=7), _store=store))
     assert not later.reason.startswith("minimum interval") and "floored" not in later.counts
@@ -131,7 +146,7 @@ def test_pending_turns_are_kept_per_pass_and_cleared(tmp_path):
     led = PassLedger(p)
     span = PendingTurns(NOW - timedelta(hours=3), NOW - timedelta(hours=1))
     led.set_pending("preference_inference", span)
-    led.stamp("skill_consolidation", "fp", NOW)          # a stamp keeps the pending spans
+    led.stamp("skill_consolidation", "fp", NOW)  # a stamp keeps the pending spans
     again = PassLedger(p)
     assert again.pending("preference_inference") == span and again.pending("skill_gap_detection") is None
     again.set_pending("preference_inference", None)

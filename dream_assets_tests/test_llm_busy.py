@@ -68,11 +68,18 @@ def test_overlapping_turns_do_not_release_each_other(profile: AgentProfile) -> N
 def test_a_stale_lease_from_a_crashed_agent_expires(profile: AgentProfile) -> None:
     lease_dir = profile.busy_lease_path
     lease_dir.mkdir(parents=True)
-    (lease_dir / "crashed.json").write_text(json.dumps(
-        {"pid": 999999, "host": "another-host", "acquired_at": "2026-11-30T11:00:00Z",
-         "heartbeat": "2026-11-30T11:45:00Z"}))
-    assert is_busy(profile, T0, timedelta(minutes=20))        # 15 minutes old: still fresh
-    assert not is_busy(profile, T0, timedelta(minutes=10))    # older than BusyLeaseStaleAfter: expired
+    (lease_dir / "crashed.json").write_text(
+        json.dumps(
+            {
+                "pid": 999999,
+                "host": "another-host",
+                "acquired_at": "2026-11-30T11:00:00Z",
+                "heartbeat": "2026-11-30T11:45:00Z",
+            }
+        )
+    )
+    assert is_busy(profile, T0, timedelta(minutes=20))  # 15 minutes old: still fresh
+    assert not is_busy(profile, T0, timedelta(minutes=10))  # older than BusyLeaseStaleAfter: expired
 
 
 def test_a_lease_of_a_dead_process_on_this_host_expires_at_once(profile: AgentProfile) -> None:
@@ -80,8 +87,9 @@ def test_a_lease_of_a_dead_process_on_this_host_expires_at_once(profile: AgentPr
 
     lease_dir = profile.busy_lease_path
     lease_dir.mkdir(parents=True)
-    (lease_dir / "dead.json").write_text(json.dumps(
-        {"pid": 2**22 + 12345, "host": socket.gethostname(), "heartbeat": "2026-11-30T12:00:00Z"}))
+    (lease_dir / "dead.json").write_text(
+        json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname(), "heartbeat": "2026-11-30T12:00:00Z"})
+    )
     if os.name == "posix":
         assert not is_busy(profile, T0, STALE)
 
@@ -147,8 +155,14 @@ def test_a_deferred_call_reaches_no_model_and_is_counted(profile: AgentProfile) 
     options = DreamOptions().replace(BusyMaxWait=timedelta(seconds=10))
     backend = ScriptedBackend([{"findings": []}])
     clock = FakeClock()
-    client = ModelClient(backend, profile=profile, options=options, sleep=clock.sleep, monotonic=clock.monotonic,
-                         wallclock=clock.wallclock)
+    client = ModelClient(
+        backend,
+        profile=profile,
+        options=options,
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+        wallclock=clock.wallclock,
+    )
     with model_busy(profile, now=T0, heartbeat_every=None):
         result = client.call(ModelRequest("tier_routing_review", "d", "p"))
     assert result.deferred and not result.ok
@@ -163,8 +177,14 @@ def test_a_call_waits_for_the_turn_then_goes_ahead(profile: AgentProfile) -> Non
     with ExitStack() as turn:
         turn.enter_context(model_busy(profile, now=T0, heartbeat_every=None))
         clock = FakeClock(on_sleep=lambda n: turn.close())
-        client = ModelClient(backend, profile=profile, options=DreamOptions(), sleep=clock.sleep,
-                             monotonic=clock.monotonic, wallclock=clock.wallclock)
+        client = ModelClient(
+            backend,
+            profile=profile,
+            options=DreamOptions(),
+            sleep=clock.sleep,
+            monotonic=clock.monotonic,
+            wallclock=clock.wallclock,
+        )
         result = client.call(ModelRequest("tier_routing_review", "d", "p"))
     assert result.ok and len(backend.requests) == 1
     assert client.usage.records[0].waited_s == 5.0
@@ -174,8 +194,14 @@ def test_the_offline_backend_never_waits(profile: AgentProfile) -> None:
     from dream_assets.llm.offline import OfflineBackend
 
     clock = FakeClock()
-    client = ModelClient(OfflineBackend(), profile=profile, options=DreamOptions(), sleep=clock.sleep,
-                         monotonic=clock.monotonic, wallclock=clock.wallclock)
+    client = ModelClient(
+        OfflineBackend(),
+        profile=profile,
+        options=DreamOptions(),
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+        wallclock=clock.wallclock,
+    )
     with model_busy(profile, now=T0, heartbeat_every=None):
         assert client.call(ModelRequest("tier_routing_review", "d", "p")).ok
     assert clock.sleeps == []

@@ -22,13 +22,16 @@ def _req(pass_name: str = "skill_gap_detection", prompt: str = "sessions ...") -
     return ModelRequest(pass_name, "directive", prompt, {})
 
 
-@pytest.mark.parametrize("overrides,expected", [
-    ({}, "offline"),
-    ({"DREAM__Llm__BaseUrl": "http://127.0.0.1:11434/v1"}, "openai"),
-    ({"DREAM__Llm__Model": "gpt-4o-mini"}, "openai"),
-    ({"DREAM__Llm__Model": "llama3", "DREAM__Llm__Backend": "offline"}, "offline"),
-    ({"DREAM__LlmBackend": "openai", "DREAM__LlmBaseUrl": "http://127.0.0.1:8000/v1"}, "openai"),
-])
+@pytest.mark.parametrize(
+    "overrides,expected",
+    [
+        ({}, "offline"),
+        ({"DREAM__Llm__BaseUrl": "http://127.0.0.1:11434/v1"}, "openai"),
+        ({"DREAM__Llm__Model": "gpt-4o-mini"}, "openai"),
+        ({"DREAM__Llm__Model": "llama3", "DREAM__Llm__Backend": "offline"}, "offline"),
+        ({"DREAM__LlmBackend": "openai", "DREAM__LlmBaseUrl": "http://127.0.0.1:8000/v1"}, "openai"),
+    ],
+)
 def test_the_backend_is_selected_by_configuration(overrides: dict, expected: str) -> None:
     assert resolve_backend_name(DreamOptions.load(env=overrides)) == expected
 
@@ -72,12 +75,14 @@ def test_an_unknown_pass_name_is_a_programming_error() -> None:
 
 
 def test_usage_totals_per_pass() -> None:
-    client = _client([
-        RawCompletion('{"toSave": []}', prompt_tokens=100, completion_tokens=10),
-        RawCompletion('{"toSave": []}', prompt_tokens=50, completion_tokens=5),
-        RawCompletion("not json at all", prompt_tokens=70, completion_tokens=7),
-        RawCompletion('{"findings": []}'),  # no usage reported: estimated
-    ])
+    client = _client(
+        [
+            RawCompletion('{"toSave": []}', prompt_tokens=100, completion_tokens=10),
+            RawCompletion('{"toSave": []}', prompt_tokens=50, completion_tokens=5),
+            RawCompletion("not json at all", prompt_tokens=70, completion_tokens=7),
+            RawCompletion('{"findings": []}'),  # no usage reported: estimated
+        ]
+    )
     for _ in range(3):
         client.call(_req("skill_gap_detection"))
     client.call(_req("tier_routing_review", prompt="x" * 40))
@@ -85,7 +90,9 @@ def test_usage_totals_per_pass() -> None:
     assert gap["calls"] == 3 and gap["failed_calls"] == 1
     assert gap["prompt_tokens"] == 220 and gap["completion_tokens"] == 22 and gap["total_tokens"] == 242
     tier = client.usage.totals("tier_routing_review")
-    assert tier["calls"] == 1 and tier["estimated_calls"] == 1 and tier["prompt_tokens"] == 3 + 10  # ceil(9/4) + ceil(40/4)
+    assert (
+        tier["calls"] == 1 and tier["estimated_calls"] == 1 and tier["prompt_tokens"] == 3 + 10
+    )  # ceil(9/4) + ceil(40/4)
     assert client.usage.totals()["calls"] == 4
     assert set(client.usage.by_pass()) == {"skill_gap_detection", "tier_routing_review"}
     outcomes = [r.outcome for r in client.usage.records]
@@ -99,16 +106,33 @@ def test_usage_since_a_mark_counts_only_later_calls() -> None:
     mark = ledger.mark()
     ledger.add(UsageRecord("p", "b", "m", 20, 2, False, 0.25, "error"))
     assert ledger.totals("p", since=mark) == {
-        "calls": 1.0, "failed_calls": 1.0, "deferred_calls": 0.0, "estimated_calls": 0.0, "prompt_tokens": 20.0,
-        "completion_tokens": 2.0, "total_tokens": 22.0, "latency_s": 0.25, "busy_wait_s": 0.0}
+        "calls": 1.0,
+        "failed_calls": 1.0,
+        "deferred_calls": 0.0,
+        "estimated_calls": 0.0,
+        "prompt_tokens": 20.0,
+        "completion_tokens": 2.0,
+        "total_tokens": 22.0,
+        "latency_s": 0.25,
+        "busy_wait_s": 0.0,
+    }
 
 
 # --- the Dagster resource ---------------------------------------------------------------------------
 def test_resource_fields_override_the_options() -> None:
-    resource = ModelResource(backend="openai", base_url="http://127.0.0.1:11434/v1", model="llama3.1:8b",
-                             timeout_s=7, temperature=0.0)
+    resource = ModelResource(
+        backend="openai",
+        base_url="http://127.0.0.1:11434/v1",
+        model="llama3.1:8b",
+        timeout_s=7,
+        temperature=0.0,
+    )
     opts = resource.effective_options(DreamOptions())
-    assert (opts.LlmBackend, opts.LlmBaseUrl, opts.LlmModel) == ("openai", "http://127.0.0.1:11434/v1", "llama3.1:8b")
+    assert (opts.LlmBackend, opts.LlmBaseUrl, opts.LlmModel) == (
+        "openai",
+        "http://127.0.0.1:11434/v1",
+        "llama3.1:8b",
+    )
     assert opts.LlmTimeout.total_seconds() == 7 and opts.LlmTemperature == 0.0
     unset = ModelResource().effective_options(DreamOptions().replace(LlmModel="m", LlmApiKeyEnv="K"))
     assert (unset.LlmModel, unset.LlmApiKeyEnv, unset.LlmBackend) == ("m", "K", "auto")
@@ -141,8 +165,13 @@ def _pass_ctx(profile, backend, cycle_id: str):
     from dream_assets.passes.context import PassContext
 
     client = ModelClient(backend, profile=None, options=DreamOptions())
-    return PassContext(profile, DreamOptions(), datetime(2026, 11, 30, 12, tzinfo=UTC), cycle_id=cycle_id,
-                       client_factory=lambda: client)
+    return PassContext(
+        profile,
+        DreamOptions(),
+        datetime(2026, 11, 30, 12, tzinfo=UTC),
+        cycle_id=cycle_id,
+        client_factory=lambda: client,
+    )
 
 
 def _call(ctx, pass_name: str = "tier_routing_review"):
@@ -154,8 +183,12 @@ def _call(ctx, pass_name: str = "tier_routing_review"):
 
 
 def test_after_an_unreachable_endpoint_the_cycle_stops_calling_it_until_the_next_cycle(profile) -> None:
-    backend = ScriptedBackend([ModelCallError("connection to http://127.0.0.1:9/v1 failed: refused", unreachable=True),
-                               {"findings": []}])
+    backend = ScriptedBackend(
+        [
+            ModelCallError("connection to http://127.0.0.1:9/v1 failed: refused", unreachable=True),
+            {"findings": []},
+        ]
+    )
     first, report = _call(_pass_ctx(profile, backend, "cycle-1"), "skill_gap_detection")
     assert first is None and report.status == "failed" and "refused" in report.reason
     assert "tried again next cycle" in report.reason
@@ -169,11 +202,15 @@ def test_after_an_unreachable_endpoint_the_cycle_stops_calling_it_until_the_next
     assert answer is not None and report.status == "completed" and len(backend.requests) == 2
 
 
-@pytest.mark.parametrize("failure", [
-    ModelCallError("HTTP 400 from endpoint: bad request"),
-    ModelCallError("HTTP 503 from endpoint (gave up after 4 attempt(s))", attempts=4, retryable=True),
-    "this is not JSON",
-], ids=["http-400", "5xx", "unusable-answer"])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ModelCallError("HTTP 400 from endpoint: bad request"),
+        ModelCallError("HTTP 503 from endpoint (gave up after 4 attempt(s))", attempts=4, retryable=True),
+        "this is not JSON",
+    ],
+    ids=["http-400", "5xx", "unusable-answer"],
+)
 def test_an_endpoint_that_answers_badly_is_still_called_by_later_passes(profile, failure) -> None:
     backend = ScriptedBackend([failure, {"findings": []}])
     first, report = _call(_pass_ctx(profile, backend, "cycle-1"), "skill_gap_detection")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from importlib import resources
+
 import pytest
 
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.contracts import CONTRACTS
 from dream_assets.llm.directives import (
-    BUILTIN_DIRECTIVES_DIR,
+    BUILTIN_DIRECTIVES_PACKAGE,
     DIRECTIVE_FILES,
     DirectiveError,
     load_directive,
@@ -16,30 +18,53 @@ from dream_assets.llm.offline import OfflineBackend
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 
-SPEC_FILES = {"dream.md", "skill-gap.md", "skill-dream.md", "skill-optimize.md", "pref-dream.md",
-              "wisp-failure-dream.md", "tier-routing-review.md", "merge-repair.md"}
+SPEC_FILES = {
+    "dream.md",
+    "skill-gap.md",
+    "skill-dream.md",
+    "skill-optimize.md",
+    "pref-dream.md",
+    "wisp-failure-dream.md",
+    "tier-routing-review.md",
+    "merge-repair.md",
+}
 
 
-def test_every_pass_has_a_built_in_directive_in_the_top_level_folder() -> None:
+def test_every_pass_has_a_built_in_directive_in_the_package() -> None:
     assert set(DIRECTIVE_FILES) == set(CONTRACTS)
-    assert {p.name for p in BUILTIN_DIRECTIVES_DIR.glob("*.md")} >= SPEC_FILES
+    packaged = {p.name for p in resources.files(BUILTIN_DIRECTIVES_PACKAGE).iterdir()}
+    assert packaged >= SPEC_FILES
     for pass_name in DIRECTIVE_FILES:
         text, source = load_directive(pass_name, None, DreamOptions())
         assert source == "built-in"
         assert "JSON" in text  # every directive states its response contract
 
 
-@pytest.mark.parametrize("pass_name,keys", [
-    ("memory_consolidation", ["toDelete", "toSave", "sourceIds", "first=", "reinforced=", "subject="]),
-    ("skill_gap_detection", ["toSave", "two or more sessions", "Recurring topics"]),
-    ("skill_consolidation", ["sourceNames", "seeAlso", "mcp/guide", "[sparse-content]"]),
-    ("skill_optimization", ["toSave", "corrected", "Sparse skills", "edge cases"]),
-    ("preference_inference", ["user-preferences/inferred", "requires_user_permission", "1 occurrence",
-                              "2 occurrences", "3 or more"]),
-    ("wisp_failure_analysis", ["failurePatterns", "skillAnnotations", "promotionNotes", "3 or more", "80%"]),
-    ("tier_routing_review", ["findings", "tier"]),
-    ("merge_repair", ["content", "missing"]),
-])
+@pytest.mark.parametrize(
+    "pass_name,keys",
+    [
+        ("memory_consolidation", ["toDelete", "toSave", "sourceIds", "first=", "reinforced=", "subject="]),
+        ("skill_gap_detection", ["toSave", "two or more sessions", "Recurring topics"]),
+        ("skill_consolidation", ["sourceNames", "seeAlso", "mcp/guide", "[sparse-content]"]),
+        ("skill_optimization", ["toSave", "corrected", "Sparse skills", "edge cases"]),
+        (
+            "preference_inference",
+            [
+                "user-preferences/inferred",
+                "requires_user_permission",
+                "1 occurrence",
+                "2 occurrences",
+                "3 or more",
+            ],
+        ),
+        (
+            "wisp_failure_analysis",
+            ["failurePatterns", "skillAnnotations", "promotionNotes", "3 or more", "80%"],
+        ),
+        ("tier_routing_review", ["findings", "tier"]),
+        ("merge_repair", ["content", "missing"]),
+    ],
+)
 def test_built_in_directives_carry_the_spec_rules_and_contract(pass_name: str, keys: list[str]) -> None:
     text, _ = load_directive(pass_name, None, DreamOptions())
     for key in keys:

@@ -24,8 +24,11 @@ EXPECTED = {"toDelete": ["a"], "toSave": [{"content": "x", "sourceIds": ["a", "b
 
 MESSY = [
     ("bare", ANSWER),
-    ("think block", f"<think>Let me weigh {{a}} against {{b}}: {{\"toDelete\": []}}?</think>\n{ANSWER}"),
-    ("thinking tag with attributes", f'<thinking mode="deep">draft {{"toDelete": ["zzz"]}}</thinking>{ANSWER}'),
+    ("think block", f'<think>Let me weigh {{a}} against {{b}}: {{"toDelete": []}}?</think>\n{ANSWER}'),
+    (
+        "thinking tag with attributes",
+        f'<thinking mode="deep">draft {{"toDelete": ["zzz"]}}</thinking>{ANSWER}',
+    ),
     ("closing tag only (template opened it)", f"so I should merge a and b.\n</think>\n\n{ANSWER}"),
     ("unterminated think, answer last", f'<think>draft: {{"toDelete": ["nope"]}} ... final:\n{ANSWER}'),
     ("json fence", f"```json\n{ANSWER}\n```"),
@@ -35,7 +38,10 @@ MESSY = [
     ("prose braces before", f"Placeholders like {{name}} and sets {{a, b were ignored. Answer: {ANSWER}"),
     ("everything at once", f"<think>hmm {{</think>Here you go:\n```json\n{ANSWER}\n```\nDone {{really}}."),
     ("trailing commas", '{"toDelete": ["a",], "toSave": [{"content": "x", "sourceIds": ["a", "b"],},],}'),
-    ("pretty printed", '{\n  "toDelete": [\n    "a"\n  ],\n  "toSave": [\n    {"content": "x", "sourceIds": ["a", "b"]}\n  ]\n}'),
+    (
+        "pretty printed",
+        '{\n  "toDelete": [\n    "a"\n  ],\n  "toSave": [\n    {"content": "x", "sourceIds": ["a", "b"]}\n  ]\n}',
+    ),
 ]
 
 
@@ -50,7 +56,9 @@ def test_the_answer_object_is_found_in_messy_responses(label: str, text: str) ->
 def test_braces_and_quotes_inside_strings_do_not_confuse_the_extractor() -> None:
     text = 'Result: {"content": "use {braces} and \\"quotes\\" and } stray", "extra": {"n": [1, {"m": 2}]}} bye'
     assert extract_json_object(text) == {
-        "content": 'use {braces} and "quotes" and } stray', "extra": {"n": [1, {"m": 2}]}}
+        "content": 'use {braces} and "quotes" and } stray',
+        "extra": {"n": [1, {"m": 2}]},
+    }
 
 
 def test_nested_objects_come_back_whole_not_as_inner_fragments() -> None:
@@ -117,33 +125,51 @@ def test_a_preamble_object_without_contract_keys_is_skipped_for_the_answer() -> 
 # --- contracts -------------------------------------------------------------------------------------
 def test_every_pass_has_a_contract() -> None:
     assert set(CONTRACTS) == {
-        "memory_consolidation", "merge_repair", "skill_gap_detection", "skill_consolidation",
-        "skill_optimization", "preference_inference", "wisp_failure_analysis", "tier_routing_review"}
+        "memory_consolidation",
+        "merge_repair",
+        "skill_gap_detection",
+        "skill_consolidation",
+        "skill_optimization",
+        "preference_inference",
+        "wisp_failure_analysis",
+        "tier_routing_review",
+    }
     with pytest.raises(ValueError, match="known passes"):
         contract_for("dreaming")
 
 
 def test_spec_camel_case_and_snake_case_both_validate() -> None:
-    camel = parse_response('{"toDelete": ["old"], "toSave": [{"name": "mcp/guide", "content": "c", '
-                           '"sourceNames": ["old"], "seeAlso": ["mcp/email"]}]}', SkillConsolidationResponse)
+    camel = parse_response(
+        '{"toDelete": ["old"], "toSave": [{"name": "mcp/guide", "content": "c", '
+        '"sourceNames": ["old"], "seeAlso": ["mcp/email"]}]}',
+        SkillConsolidationResponse,
+    )
     snake = SkillConsolidationResponse.model_validate(
-        {"to_delete": ["old"], "to_save": [{"name": "mcp/guide", "content": "c", "source_names": ["old"],
-                                             "see_also": ["mcp/email"]}]})
+        {
+            "to_delete": ["old"],
+            "to_save": [{"name": "mcp/guide", "content": "c", "source_names": ["old"], "see_also": ["mcp/email"]}],
+        }
+    )
     assert camel == snake
     assert camel.to_save[0].see_also == ["mcp/email"]
 
 
 def test_nulls_take_defaults_and_numeric_ids_become_text() -> None:
-    parsed = parse_response('{"toDelete": [12, 13], "toSave": [{"content": "c", "category": null, "tags": null}]}',
-                            MemoryConsolidationResponse)
+    parsed = parse_response(
+        '{"toDelete": [12, 13], "toSave": [{"content": "c", "category": null, "tags": null}]}',
+        MemoryConsolidationResponse,
+    )
     assert parsed.to_delete == ["12", "13"]
     assert parsed.to_save[0].category == "general" and parsed.to_save[0].tags == []
 
 
 def test_preference_metadata_flag_is_kept_as_text() -> None:
-    parsed = parse_response('{"toSave": [{"content": "Confirm before paying invoices", '
-                            '"category": "user-preferences/inferred", "tags": ["inferred"], '
-                            '"metadata": {"requires_user_permission": true}}]}', PreferenceInferenceResponse)
+    parsed = parse_response(
+        '{"toSave": [{"content": "Confirm before paying invoices", '
+        '"category": "user-preferences/inferred", "tags": ["inferred"], '
+        '"metadata": {"requires_user_permission": true}}]}',
+        PreferenceInferenceResponse,
+    )
     assert parsed.to_save[0].metadata == {"requires_user_permission": "true"}
 
 
@@ -204,7 +230,7 @@ def _reference_without_trailing_commas(text: str) -> str:
             in_string = True
             out.append(ch)
         elif ch == ",":
-            rest = text[i + 1:].lstrip(" \t\r\n")
+            rest = text[i + 1 :].lstrip(" \t\r\n")
             if rest and rest[0] not in "}]":
                 out.append(ch)
         else:
@@ -220,4 +246,3 @@ def test_token_scanners_agree_with_a_character_by_character_reading(text):
     assert _without_trailing_commas(text) == _reference_without_trailing_commas(text)
     for start in [i for i, ch in enumerate(text) if ch == "{"][:3]:
         assert _match_object(text, start) == _reference_match_object(text, start)
-

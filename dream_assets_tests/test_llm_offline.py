@@ -41,9 +41,18 @@ def test_offline_answers_every_contract_even_without_inputs(pass_name: str) -> N
 
 def test_offline_merges_each_cluster_keeping_every_sentence() -> None:
     entries = [
-        {"id": "a", "content": "Bob lives in Lisbon. He moved in 2024.", "category": "people/bob", "tags": ["bob"]},
-        {"id": "b", "content": "bob lives in lisbon!  He works at Xebia.", "category": "people/bob",
-         "tags": ["work", "bob"]},
+        {
+            "id": "a",
+            "content": "Bob lives in Lisbon. He moved in 2024.",
+            "category": "people/bob",
+            "tags": ["bob"],
+        },
+        {
+            "id": "b",
+            "content": "bob lives in lisbon!  He works at Xebia.",
+            "category": "people/bob",
+            "tags": ["work", "bob"],
+        },
         {"id": "c", "content": "Unrelated fact.", "category": "general", "tags": []},
     ]
     result = _call("memory_consolidation", {"entries": entries, "clusters": [["a", "b"], ["c"], ["x", "c"]]})
@@ -58,27 +67,42 @@ def test_offline_never_merges_entries_about_different_subjects() -> None:
     entries = [
         {"id": "j1", "content": "Jon loves pottery.", "category": "people/jon", "tags": []},
         {"id": "g", "content": "Gina loves pottery.", "category": "people/gina", "tags": []},
-        {"id": "j2", "content": "Jon said again on 12 May 2023 that he loves pottery.", "category": "people/jon",
-         "tags": []},
+        {
+            "id": "j2",
+            "content": "Jon said again on 12 May 2023 that he loves pottery.",
+            "category": "people/jon",
+            "tags": [],
+        },
         {"id": "x", "content": "Jon loves pottery.", "category": "general", "tags": []},
     ]
     result = _call("memory_consolidation", {"entries": entries, "clusters": [["j1", "g", "j2"], ["g", "x"]]})
     assert [(s.source_ids, s.category) for s in result.response.to_save] == [(["j1", "j2"], "people/jon")]
 
 
-@pytest.mark.parametrize(("first", "second", "merged"), [
-    ("Melanie loves pottery.", "Melanie said again on 12 May 2023 that she loves pottery.", True),
-    ("On 25 May 2023, Melanie mentioned again that she loves pottery.",
-     "Melanie loves pottery. This came up again in a chat with Caroline on 2 July 2023.", True),
-    ("Melanie went camping.", "Melanie went camping on 7 May 2023.", True),  # more detail, nothing lost
-    ("On 7 May 2023, Melanie went camping with her kids.", "On 20 June 2023, Melanie went camping with her kids.",
-     False),
-    ("Melanie has 2 kids who love camping.", "Melanie has 3 kids who love camping.", False),
-    ("Melanie said she went camping on 7 May 2023.", "Melanie went camping on 20 June 2023.", False),
-])
+@pytest.mark.parametrize(
+    ("first", "second", "merged"),
+    [
+        ("Melanie loves pottery.", "Melanie said again on 12 May 2023 that she loves pottery.", True),
+        (
+            "On 25 May 2023, Melanie mentioned again that she loves pottery.",
+            "Melanie loves pottery. This came up again in a chat with Caroline on 2 July 2023.",
+            True,
+        ),
+        ("Melanie went camping.", "Melanie went camping on 7 May 2023.", True),  # more detail, nothing lost
+        (
+            "On 7 May 2023, Melanie went camping with her kids.",
+            "On 20 June 2023, Melanie went camping with her kids.",
+            False,
+        ),
+        ("Melanie has 2 kids who love camping.", "Melanie has 3 kids who love camping.", False),
+        ("Melanie said she went camping on 7 May 2023.", "Melanie went camping on 20 June 2023.", False),
+    ],
+)
 def test_offline_merges_re_observations_and_keeps_distinct_moments_apart(first, second, merged) -> None:
-    entries = [{"id": "a", "content": first, "category": "people/melanie", "tags": []},
-               {"id": "b", "content": second, "category": "people/melanie", "tags": []}]
+    entries = [
+        {"id": "a", "content": first, "category": "people/melanie", "tags": []},
+        {"id": "b", "content": second, "category": "people/melanie", "tags": []},
+    ]
     result = _call("memory_consolidation", {"entries": entries, "clusters": [["a", "b"]]})
     assert bool(result.response.to_save) is merged
     if merged:
@@ -92,34 +116,58 @@ def test_offline_never_merges_an_entry_twice_or_invents_ids() -> None:
 
 
 def test_offline_merge_repair_restores_the_sentences_with_the_dropped_specifics() -> None:
-    inputs = {"merged": "The team meets weekly.",
-              "sources": [{"id": "a", "content": "The team meets weekly. Standup is with May in Room 4B."},
-                          {"id": "b", "content": "Budget review on 2026-08-19. Nothing else."}],
-              "missing": ["May", "2026-08-19", "Narnia"]}
+    inputs = {
+        "merged": "The team meets weekly.",
+        "sources": [
+            {"id": "a", "content": "The team meets weekly. Standup is with May in Room 4B."},
+            {"id": "b", "content": "Budget review on 2026-08-19. Nothing else."},
+        ],
+        "missing": ["May", "2026-08-19", "Narnia"],
+    }
     result = _call("merge_repair", inputs)
-    assert result.response.content == ("The team meets weekly.\nStandup is with May in Room 4B. "
-                                       "Budget review on 2026-08-19.")
+    assert result.response.content == (
+        "The team meets weekly.\nStandup is with May in Room 4B. Budget review on 2026-08-19."
+    )
     assert "Narnia" not in result.response.content  # never invented
 
 
 def test_offline_wisp_analysis_quotes_only_the_data() -> None:
-    inputs = {"failure_patterns": [
-        {"description": "fetch calendar", "skill_name": "mcp/calendar", "count": 4, "failed_steps": ["fetch"],
-         "errors": ["invalid date 'tomorrow'", "timeout"]},
-        {"description": "digest", "skill_name": None, "count": 3, "failed_steps": [], "errors": []}],
-        "success_patterns": [{"description": "weather", "runs": 9}]}
+    inputs = {
+        "failure_patterns": [
+            {
+                "description": "fetch calendar",
+                "skill_name": "mcp/calendar",
+                "count": 4,
+                "failed_steps": ["fetch"],
+                "errors": ["invalid date 'tomorrow'", "timeout"],
+            },
+            {"description": "digest", "skill_name": None, "count": 3, "failed_steps": [], "errors": []},
+        ],
+        "success_patterns": [{"description": "weather", "runs": 9}],
+    }
     response = _call("wisp_failure_analysis", inputs).response
     assert [(p.description, p.classification, p.affected_steps) for p in response.failure_patterns] == [
-        ("fetch calendar", "unclassified (offline)", ["fetch"]), ("digest", "unclassified (offline)", [])]
+        ("fetch calendar", "unclassified (offline)", ["fetch"]),
+        ("digest", "unclassified (offline)", []),
+    ]
     [note] = response.skill_annotations
     assert note.skill_name == "mcp/calendar"
-    assert note.annotation == ('Known failure (4× in the review window) in wisp "fetch calendar": '
-                               "step fetch — invalid date 'tomorrow'")
+    assert note.annotation == (
+        "Known failure (4× in the review window) in wisp \"fetch calendar\": step fetch — invalid date 'tomorrow'"
+    )
     assert response.promotion_notes == {}
 
 
-@pytest.mark.parametrize("pass_name", ["skill_gap_detection", "skill_consolidation", "skill_optimization",
-                                       "preference_inference", "tier_routing_review"])
+@pytest.mark.parametrize(
+    "pass_name",
+    [
+        "skill_gap_detection",
+        "skill_consolidation",
+        "skill_optimization",
+        "preference_inference",
+        "tier_routing_review",
+    ],
+)
 def test_judgement_passes_get_an_empty_answer_and_a_note(pass_name: str) -> None:
     result = _call(pass_name, {"sessions": {"s1": []}, "tiers": [{"tier": "small"}]})
     assert result.ok and result.note == JUDGEMENT_NOTE
@@ -129,10 +177,15 @@ def test_judgement_passes_get_an_empty_answer_and_a_note(pass_name: str) -> None
 
 # --- the no-lost-sentence guarantee -------------------------------------------------------------------
 _word = st.text(alphabet=st.characters(categories=("L", "N"), max_codepoint=0x2FF), min_size=1, max_size=8)
-_sentence = st.builds(lambda words, end: " ".join(words) + end, st.lists(_word, min_size=1, max_size=6),
-                      st.sampled_from(["", ".", "!", "?", "...", ";"]))
-_text = st.builds(lambda lines: "\n".join(" ".join(line) for line in lines),
-                  st.lists(st.lists(_sentence, min_size=0, max_size=4), min_size=1, max_size=4))
+_sentence = st.builds(
+    lambda words, end: " ".join(words) + end,
+    st.lists(_word, min_size=1, max_size=6),
+    st.sampled_from(["", ".", "!", "?", "...", ";"]),
+)
+_text = st.builds(
+    lambda lines: "\n".join(" ".join(line) for line in lines),
+    st.lists(st.lists(_sentence, min_size=0, max_size=4), min_size=1, max_size=4),
+)
 _messy_text = st.one_of(_text, st.text(max_size=200))
 
 
@@ -141,9 +194,11 @@ _messy_text = st.one_of(_text, st.text(max_size=200))
 def test_a_merge_never_drops_a_source_sentence(texts: list[str]) -> None:
     merged = merge_keeping_every_sentence(texts)
     assert sentences_of(texts) <= sentences_of([merged])
+
     # and, independently of how sentences are split: every word of every source is still there
     def words(t: str) -> set[str]:
         return {w.casefold().rstrip(".!?;:,…") for w in t.split()}
+
     assert set().union(*(words(t) for t in texts)) <= words(merged)
 
 
@@ -167,12 +222,24 @@ def test_offline_consolidation_leaves_distinct_moments_apart():
     from dream_assets.llm.offline import OfflineBackend
 
     entries = [
-        {"id": "a", "content": "Incident retro for the checkout outage.", "category": "episodes", "tags": [],
-         "subject": {"subjectTime": "2026-02-03"}},
-        {"id": "b", "content": "Incident retro for the checkout outage.", "category": "episodes", "tags": [],
-         "subject": {"subjectTime": "2026-09-14"}},
+        {
+            "id": "a",
+            "content": "Incident retro for the checkout outage.",
+            "category": "episodes",
+            "tags": [],
+            "subject": {"subjectTime": "2026-02-03"},
+        },
+        {
+            "id": "b",
+            "content": "Incident retro for the checkout outage.",
+            "category": "episodes",
+            "tags": [],
+            "subject": {"subjectTime": "2026-09-14"},
+        },
         {"id": "c", "content": "The user likes tea.", "category": "prefs", "tags": [], "subject": None},
         {"id": "d", "content": "The user likes tea!", "category": "prefs", "tags": [], "subject": None},
     ]
-    answer, _ = OfflineBackend().answer("memory_consolidation", {"entries": entries, "clusters": [["a", "b"], ["c", "d"]]})
+    answer, _ = OfflineBackend().answer(
+        "memory_consolidation", {"entries": entries, "clusters": [["a", "b"], ["c", "d"]]}
+    )
     assert [s["sourceIds"] for s in answer["toSave"]] == [["c", "d"]]

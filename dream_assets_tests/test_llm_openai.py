@@ -36,18 +36,30 @@ def server() -> Iterator[OpenAITestServer]:
 
 
 def _options(server: OpenAITestServer, **kw) -> DreamOptions:
-    base = {"LlmBaseUrl": server.base_url, "LlmModel": "qwen2.5:7b", "LlmTimeout": timedelta(seconds=2),
-            "LlmMaxRetries": 3, "LlmTemperature": 0.3}
+    base = {
+        "LlmBaseUrl": server.base_url,
+        "LlmModel": "qwen2.5:7b",
+        "LlmTimeout": timedelta(seconds=2),
+        "LlmMaxRetries": 3,
+        "LlmTemperature": 0.3,
+    }
     return DreamOptions().replace(**{**base, **kw})
 
 
 def _client(server: OpenAITestServer, **kw) -> ModelClient:
     """A client whose back-off is short, so retries are quick but still observable on the wire."""
     opts = _options(server, **kw)
-    backend = OpenAIBackend(model=opts.LlmModel, base_url=opts.LlmBaseUrl, timeout_s=opts.LlmTimeout.total_seconds(),
-                            max_retries=opts.LlmMaxRetries, temperature=opts.LlmTemperature,
-                            json_mode=opts.LlmJsonMode, max_tokens=opts.LlmMaxTokens, backoff_base_s=0.1,
-                            jitter=lambda: 0.0)
+    backend = OpenAIBackend(
+        model=opts.LlmModel,
+        base_url=opts.LlmBaseUrl,
+        timeout_s=opts.LlmTimeout.total_seconds(),
+        max_retries=opts.LlmMaxRetries,
+        temperature=opts.LlmTemperature,
+        json_mode=opts.LlmJsonMode,
+        max_tokens=opts.LlmMaxTokens,
+        backoff_base_s=0.1,
+        jitter=lambda: 0.0,
+    )
     return ModelClient(backend, profile=None, options=opts)
 
 
@@ -65,8 +77,10 @@ def test_a_good_answer_is_validated_and_its_usage_recorded(server: OpenAITestSer
     body = server.requests[0].body
     assert server.requests[0].path == "/v1/chat/completions"
     assert body["model"] == "qwen2.5:7b" and body["temperature"] == 0.3 and body["max_tokens"] == 4096
-    assert body["messages"] == [{"role": "system", "content": "Answer in JSON."},
-                                {"role": "user", "content": "tier stats ..."}]
+    assert body["messages"] == [
+        {"role": "system", "content": "Answer in JSON."},
+        {"role": "user", "content": "tier stats ..."},
+    ]
     totals = client.usage.totals("tier_routing_review")
     assert totals["prompt_tokens"] == 120 and totals["completion_tokens"] == 30 and totals["estimated_calls"] == 0
 
@@ -177,7 +191,9 @@ def test_json_mode_on_does_not_fall_back(server: OpenAITestServer) -> None:
     assert len(server.requests) == 1
 
 
-def test_an_answer_that_breaks_the_contract_is_a_failed_call_with_the_raw_head(server: OpenAITestServer) -> None:
+def test_an_answer_that_breaks_the_contract_is_a_failed_call_with_the_raw_head(
+    server: OpenAITestServer,
+) -> None:
     server.script(reply("I think routing is fine overall, nothing to add."))
     client = _client(server)
     result = client.call(_request())
@@ -217,10 +233,15 @@ def test_the_default_openai_endpoint_without_a_key_is_a_configuration_error() ->
 
 def test_newer_models_get_max_completion_tokens_and_their_own_temperature(server: OpenAITestServer) -> None:
     server.script(
-        client_error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
-                          "Use 'max_completion_tokens' instead."),
+        client_error(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+        ),
         client_error(400, "Unsupported value: 'temperature' does not support 0.3 with this model."),
-        reply(ANSWER), reply(ANSWER))
+        reply(ANSWER),
+        reply(ANSWER),
+    )
     client = _client(server, LlmJsonMode="off")
     assert client.call(_request()).ok
     assert client.call(_request()).ok
@@ -231,8 +252,11 @@ def test_newer_models_get_max_completion_tokens_and_their_own_temperature(server
 
 
 def test_a_400_unrelated_to_json_mode_does_not_switch_it_off_for_good(server: OpenAITestServer) -> None:
-    server.script(client_error(400, "context length exceeded"), client_error(400, "context length exceeded"),
-                  reply(ANSWER))
+    server.script(
+        client_error(400, "context length exceeded"),
+        client_error(400, "context length exceeded"),
+        reply(ANSWER),
+    )
     client = _client(server)
     result = client.call(_request())
     assert not result.ok and "context length exceeded" in result.error
@@ -243,8 +267,9 @@ def test_a_400_unrelated_to_json_mode_does_not_switch_it_off_for_good(server: Op
 # ---------------------------------------------------------------- unreachable vs. answered-with-an-error
 def test_a_refused_connection_is_an_unreachable_endpoint() -> None:
     with refusing_base_url() as url:
-        backend = OpenAIBackend(model="m", base_url=url, timeout_s=1, max_retries=1, backoff_base_s=0.05,
-                                jitter=lambda: 0.0)
+        backend = OpenAIBackend(
+            model="m", base_url=url, timeout_s=1, max_retries=1, backoff_base_s=0.05, jitter=lambda: 0.0
+        )
         result = ModelClient(backend, profile=None, options=DreamOptions()).call(_request())
     assert not result.ok and result.unreachable
     assert "connection to" in result.error and "gave up after 2 attempt(s)" in result.error
@@ -257,11 +282,15 @@ def test_a_hanging_endpoint_is_unreachable_after_its_attempts(server: OpenAITest
     assert len(server.requests) == 2
 
 
-@pytest.mark.parametrize("replies", [
-    [client_error(400, "model not found")],
-    [server_error(503), server_error(503)],
-    [reply("I cannot answer in JSON, sorry.")],
-], ids=["http-400", "5xx-after-retries", "unusable-answer"])
+@pytest.mark.parametrize(
+    "replies",
+    [
+        [client_error(400, "model not found")],
+        [server_error(503), server_error(503)],
+        [reply("I cannot answer in JSON, sorry.")],
+    ],
+    ids=["http-400", "5xx-after-retries", "unusable-answer"],
+)
 def test_an_endpoint_that_answers_with_an_error_is_not_unreachable(server: OpenAITestServer, replies) -> None:
     server.script(*replies)
     result = _client(server, LlmMaxRetries=1, LlmJsonMode="off").call(_request())

@@ -22,12 +22,30 @@ from dream_assets.model import MemoryEntry, Skill
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
-def entry(eid: str, content: str, *, days_old: int = 10, seen_days_ago: int = 1, n: int = 1,
-          category: str = "general", tags: tuple[str, ...] = (), metadata: dict | None = None) -> MemoryEntry:
+def entry(
+    eid: str,
+    content: str,
+    *,
+    days_old: int = 10,
+    seen_days_ago: int = 1,
+    n: int = 1,
+    category: str = "general",
+    tags: tuple[str, ...] = (),
+    metadata: dict | None = None,
+) -> MemoryEntry:
     created = NOW - timedelta(days=days_old)
-    return MemoryEntry(id=eid, content=content, category=category, tags=tags, importance=0.5, created_at=created,
-                       updated_at=created, last_seen_at=NOW - timedelta(days=seen_days_ago), reinforcement_count=n,
-                       metadata=metadata or {})
+    return MemoryEntry(
+        id=eid,
+        content=content,
+        category=category,
+        tags=tags,
+        importance=0.5,
+        created_at=created,
+        updated_at=created,
+        last_seen_at=NOW - timedelta(days=seen_days_ago),
+        reinforcement_count=n,
+        metadata=metadata or {},
+    )
 
 
 def skill(name: str, content: str = "Steps: 1. do it.", summary: str = "", see_also: tuple[str, ...] = ()) -> Skill:
@@ -35,18 +53,28 @@ def skill(name: str, content: str = "Steps: 1. do it.", summary: str = "", see_a
 
 
 def test_a_memory_entry_carries_its_temporal_context() -> None:
-    e = entry("m1", "Alice prefers 24-hour times.", days_old=40, seen_days_ago=3, n=3,
-              category="user-preferences/time", tags=("time", "alice"),
-              metadata={"subjectTimeStart": "2026-05-01", "subjectTimeEnd": "2026-05-03", "other": "x"})
+    e = entry(
+        "m1",
+        "Alice prefers 24-hour times.",
+        days_old=40,
+        seen_days_ago=3,
+        n=3,
+        category="user-preferences/time",
+        tags=("time", "alice"),
+        metadata={"subjectTimeStart": "2026-05-01", "subjectTimeEnd": "2026-05-03", "other": "x"},
+    )
     assert render_memory_entry(e) == (
         "- id=m1 [user-preferences/time] tags=alice,time first=2026-10-21 last=2026-11-27 reinforced=3× "
-        "subject=2026-05-01..2026-05-03 :: Alice prefers 24-hour times.")
+        "subject=2026-05-01..2026-05-03 :: Alice prefers 24-hour times."
+    )
 
 
 def test_subject_appears_only_with_subject_time_metadata() -> None:
     assert "subject=" not in render_memory_entry(entry("m1", "x", metadata={"source": "chat"}))
     assert "subject=2026-08-19 ::" in render_memory_entry(entry("m1", "x", metadata={"subjectTime": "2026-08-19"}))
-    assert "subject=2026-08-19.. ::" in render_memory_entry(entry("m1", "x", metadata={"subjectTimeStart": "2026-08-19"}))
+    assert "subject=2026-08-19.. ::" in render_memory_entry(
+        entry("m1", "x", metadata={"subjectTimeStart": "2026-08-19"})
+    )
 
 
 def test_multi_line_content_stays_inside_its_list_item() -> None:
@@ -55,10 +83,20 @@ def test_multi_line_content_stays_inside_its_list_item() -> None:
 
 
 FEEDBACK = [
-    {"timestamp": "2026-11-28T09:00:00Z", "kind": "Correction", "text": "Use metric units", "rating": None,
-     "sessionId": "s1"},
-    {"timestamp": "2026-11-29T09:00:00Z", "kind": "SessionSummary", "text": "Went well", "rating": "good",
-     "sessionId": "s2"},
+    {
+        "timestamp": "2026-11-28T09:00:00Z",
+        "kind": "Correction",
+        "text": "Use metric units",
+        "rating": None,
+        "sessionId": "s1",
+    },
+    {
+        "timestamp": "2026-11-29T09:00:00Z",
+        "kind": "SessionSummary",
+        "text": "Went well",
+        "rating": "good",
+        "sessionId": "s2",
+    },
 ]
 
 
@@ -88,14 +126,24 @@ def test_prompts_are_byte_identical_whatever_order_the_store_returns() -> None:
 
 def test_skill_consolidation_annotates_usage_sparse_pairs_and_prefixes() -> None:
     skills = [skill("mcp/email", "Send mail.", summary="Email"), skill("mcp/calendar"), skill("notes", "x")]
-    prompt = render_skill_consolidation(skills, {"mcp/email": 4}, {"notes"}, [("mcp/email", "mcp/calendar", 3)],
-                                        {"mcp": ["mcp/email", "mcp/calendar"]})
+    prompt = render_skill_consolidation(
+        skills,
+        {"mcp/email": 4},
+        {"notes"},
+        [("mcp/email", "mcp/calendar", 3)],
+        {"mcp": ["mcp/email", "mcp/calendar"]},
+    )
     assert "### skill: mcp/email — used 4× in 30 days" in prompt
     assert "### skill: notes — used 0× in 30 days [sparse-content]" in prompt
     assert "- mcp/calendar + mcp/email: 3 session(s)" in prompt
     assert "- mcp/*: mcp/calendar, mcp/email" in prompt
-    again = render_skill_consolidation(list(reversed(skills)), {"mcp/email": 4}, {"notes"},
-                                       [("mcp/calendar", "mcp/email", 3)], {"mcp": ["mcp/calendar", "mcp/email"]})
+    again = render_skill_consolidation(
+        list(reversed(skills)),
+        {"mcp/email": 4},
+        {"notes"},
+        [("mcp/calendar", "mcp/email", 3)],
+        {"mcp": ["mcp/calendar", "mcp/email"]},
+    )
     assert again == prompt
 
 
@@ -105,13 +153,19 @@ def test_skill_content_with_fences_cannot_break_out() -> None:
 
 
 def test_skill_gap_prompt_carries_the_spec_recurring_topics_block() -> None:
-    sessions = {"s2": [{"timestamp": "2026-11-29T10:00:00Z", "role": "user", "content": "summarize my email"}],
-                "s1": [{"timestamp": "2026-11-28T10:00:00Z", "role": "user", "content": "email digest please"},
-                       {"timestamp": "2026-11-28T10:00:05Z", "role": "assistant", "content": "Here it is"}]}
+    sessions = {
+        "s2": [{"timestamp": "2026-11-29T10:00:00Z", "role": "user", "content": "summarize my email"}],
+        "s1": [
+            {"timestamp": "2026-11-28T10:00:00Z", "role": "user", "content": "email digest please"},
+            {"timestamp": "2026-11-28T10:00:05Z", "role": "assistant", "content": "Here it is"},
+        ],
+    }
     prompt = render_skill_gap(sessions, [skill("notes", summary="Take notes")], [("summarize", 3), ("email", 4)])
-    assert ('Recurring topics across sessions (term frequency ≥ 2 sessions):\n'
-            '- "email": 4 session(s)\n'
-            '- "summarize": 3 session(s)\n') in prompt
+    assert (
+        "Recurring topics across sessions (term frequency ≥ 2 sessions):\n"
+        '- "email": 4 session(s)\n'
+        '- "summarize": 3 session(s)\n'
+    ) in prompt
     assert prompt.index("### Session s1") < prompt.index("### Session s2")
     assert prompt.index("email digest please") < prompt.index("Here it is")  # conversation order kept
     assert "- notes: Take notes" in prompt
@@ -119,16 +173,18 @@ def test_skill_gap_prompt_carries_the_spec_recurring_topics_block() -> None:
 
 def test_sparse_skills_get_the_spec_review_note() -> None:
     prompt = render_skill_optimization([(skill("mail"), ["User corrected: wrong recipient"])], [skill("tiny", "x")])
-    assert SPARSE_REVIEW_NOTE == ("### Review note: This skill has minimal content.\n"
-                                  "Expand it with concrete steps, examples, and edge cases.")
+    assert SPARSE_REVIEW_NOTE == (
+        "### Review note: This skill has minimal content.\nExpand it with concrete steps, examples, and edge cases."
+    )
     assert "```\nx\n```\n" + SPARSE_REVIEW_NOTE in prompt
     assert "#### Failure context\n- User corrected: wrong recipient" in prompt
     assert prompt.count("Review note") == 1  # at-risk skills are not sparse-annotated
 
 
 def test_merge_repair_prompt_lists_the_dropped_specifics() -> None:
-    prompt = render_merge_repair("Meeting moved.", [entry("a", "Meeting with May moved to 2026-08-19.")],
-                                 ["May", "2026-08-19", "May"])
+    prompt = render_merge_repair(
+        "Meeting moved.", [entry("a", "Meeting with May moved to 2026-08-19.")], ["May", "2026-08-19", "May"]
+    )
     assert '- "2026-08-19"\n- "May"' in prompt
     assert "Meeting with May" in prompt
 
@@ -136,9 +192,16 @@ def test_merge_repair_prompt_lists_the_dropped_specifics() -> None:
 def test_preference_wisp_and_tier_prompts_are_deterministic() -> None:
     sessions = {"s1": [{"timestamp": "2026-11-28T10:00:00Z", "role": "user", "content": "no emojis please"}]}
     assert render_preference_inference(sessions, FEEDBACK) == render_preference_inference(sessions, FEEDBACK[::-1])
-    failures = [{"description": "fetch calendar", "skill_name": "mcp/calendar", "count": 4,
-                 "failed_steps": ["fetch"], "errors": ["invalid date"]},
-                {"description": "digest", "skill_name": None, "count": 3, "failed_steps": [], "errors": []}]
+    failures = [
+        {
+            "description": "fetch calendar",
+            "skill_name": "mcp/calendar",
+            "count": 4,
+            "failed_steps": ["fetch"],
+            "errors": ["invalid date"],
+        },
+        {"description": "digest", "skill_name": None, "count": 3, "failed_steps": [], "errors": []},
+    ]
     successes = [{"description": "weather", "runs": 9, "successes": 9, "success_rate": 1.0}]
     wisp = render_wisp_failures(failures, successes)
     assert wisp == render_wisp_failures(failures[::-1], successes)

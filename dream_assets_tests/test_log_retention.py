@@ -22,18 +22,35 @@ NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 
 
 def opts(**kw: object) -> DreamOptions:
-    base = {"LogRetentionMaxFileAge": timedelta(days=30), "LogRetentionMaxFilesPerDirectory": 1000,
-            "LogRetentionMaxLinesPerFile": 50_000}
+    base = {
+        "LogRetentionMaxFileAge": timedelta(days=30),
+        "LogRetentionMaxFilesPerDirectory": 1000,
+        "LogRetentionMaxLinesPerFile": 50_000,
+    }
     return DreamOptions().replace(**{**base, **kw})
 
 
 def record(i: int, ts: datetime = NOW - timedelta(days=1), session: str = "s1") -> str:
-    return json.dumps({"timestamp": (ts + timedelta(seconds=i)).isoformat().replace("+00:00", "Z"),
-                       "sessionId": session, "tool": "shell", "success": True, "n": i}, separators=(",", ":"))
+    return json.dumps(
+        {
+            "timestamp": (ts + timedelta(seconds=i)).isoformat().replace("+00:00", "Z"),
+            "sessionId": session,
+            "tool": "shell",
+            "success": True,
+            "n": i,
+        },
+        separators=(",", ":"),
+    )
 
 
-def write_session(profile: AgentProfile, sid: str, lines: int, *, age: timedelta = timedelta(hours=1),
-                  kind: str = "tool-call") -> Path:
+def write_session(
+    profile: AgentProfile,
+    sid: str,
+    lines: int,
+    *,
+    age: timedelta = timedelta(hours=1),
+    kind: str = "tool-call",
+) -> Path:
     path = profile.session_log_path(kind, sid)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(record(i, session=sid) + "\n" for i in range(lines)))
@@ -58,6 +75,7 @@ def numbers(lines: list[str]) -> list[int]:
 
 
 # --- per-session directories ------------------------------------------------------------------------------------
+
 
 def test_session_files_older_than_the_max_age_are_archived_then_deleted(profile: AgentProfile) -> None:
     old = write_session(profile, "old", 5, age=timedelta(days=31))
@@ -93,14 +111,18 @@ def test_a_continuously_written_session_file_is_held_to_the_line_cap(profile: Ag
             event = ToolCallEvent(NOW + timedelta(minutes=cycle, seconds=i), "cli-session", f"t{cycle}-{i}", True)
             append_event(profile, "tool-call", event)
             written.append(event.tool)
-        report = run_log_retention(profile, opts(LogRetentionMaxFilesPerDirectory=6, LogRetentionMaxLinesPerFile=25),
-                                   NOW + timedelta(minutes=cycle))
+        report = run_log_retention(
+            profile,
+            opts(LogRetentionMaxFilesPerDirectory=6, LogRetentionMaxLinesPerFile=25),
+            NOW + timedelta(minutes=cycle),
+        )
         assert report.counts["errors"] == 0
         kept = [e.tool for e in read_events(profile, "tool-call").events if e.session_id == "cli-session"]
         assert kept == written[-25:]
     assert live.exists()
-    in_warehouse = [json.loads(r)["tool"] for r in archived(profile, "tool-call")
-                    if json.loads(r)["sessionId"] == "cli-session"]
+    in_warehouse = [
+        json.loads(r)["tool"] for r in archived(profile, "tool-call") if json.loads(r)["sessionId"] == "cli-session"
+    ]
     assert sorted(in_warehouse) == sorted(written[:-25])
 
 
@@ -126,8 +148,9 @@ def test_files_in_sub_directories_are_not_swept(profile: AgentProfile) -> None:
     assert report.changes == []
 
 
-def test_a_file_written_after_it_was_selected_is_not_deleted(profile: AgentProfile,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_written_after_it_was_selected_is_not_deleted(
+    profile: AgentProfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
     old = write_session(profile, "old", 3, age=timedelta(days=60))
     real = log_retention.archive_file_ranges
 
@@ -135,6 +158,7 @@ def test_a_file_written_after_it_was_selected_is_not_deleted(profile: AgentProfi
         added = real(*args)
         append_event(profile, "tool-call", ToolCallEvent(NOW, "old", "late", True))
         return added
+
     monkeypatch.setattr(log_retention, "archive_file_ranges", archive_then_the_agent_writes)
     report = run_log_retention(profile, opts(), NOW)
     assert old.exists()
@@ -157,9 +181,11 @@ def test_a_deleted_file_with_a_torn_last_line_is_archived_whole(profile: AgentPr
 
 # --- single-file logs --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", SINGLE_FILE_LOGS)
-def test_a_single_file_log_keeps_its_last_lines_and_archives_the_rest_exactly_once(profile: AgentProfile,
-                                                                                   kind: str) -> None:
+def test_a_single_file_log_keeps_its_last_lines_and_archives_the_rest_exactly_once(
+    profile: AgentProfile, kind: str
+) -> None:
     path = write_single(profile, kind, 120)
     report = run_log_retention(profile, opts(LogRetentionMaxLinesPerFile=50), NOW)
     assert numbers(path.read_text().splitlines()) == list(range(70, 120))
@@ -189,6 +215,7 @@ def test_trim_archives_before_it_removes_and_stops_if_archiving_fails(tmp_path: 
 
     def broken(lines: object) -> None:
         raise OSError("warehouse volume is read-only")
+
     before = path.read_bytes()
     path.write_bytes(before + (record(10) + "\n").encode())
     with pytest.raises(OSError, match="read-only"):
@@ -207,14 +234,19 @@ def test_trim_of_a_file_under_the_cap_or_missing_changes_nothing(tmp_path: Path)
 
 # --- policy switches, best effort, reporting ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("disabled, still_happens", [
-    ({"LogRetentionMaxFileAge": timedelta(0)}, {"files_deleted_count", "files_trimmed"}),
-    ({"LogRetentionMaxFileAge": timedelta(days=-1)}, {"files_deleted_count", "files_trimmed"}),
-    ({"LogRetentionMaxFilesPerDirectory": 0}, {"files_deleted_age", "files_trimmed"}),
-    ({"LogRetentionMaxLinesPerFile": -5}, {"files_deleted_age", "files_deleted_count"}),
-])
-def test_a_non_positive_value_disables_only_its_dimension(profile: AgentProfile, disabled: dict,
-                                                          still_happens: set[str]) -> None:
+
+@pytest.mark.parametrize(
+    "disabled, still_happens",
+    [
+        ({"LogRetentionMaxFileAge": timedelta(0)}, {"files_deleted_count", "files_trimmed"}),
+        ({"LogRetentionMaxFileAge": timedelta(days=-1)}, {"files_deleted_count", "files_trimmed"}),
+        ({"LogRetentionMaxFilesPerDirectory": 0}, {"files_deleted_age", "files_trimmed"}),
+        ({"LogRetentionMaxLinesPerFile": -5}, {"files_deleted_age", "files_deleted_count"}),
+    ],
+)
+def test_a_non_positive_value_disables_only_its_dimension(
+    profile: AgentProfile, disabled: dict, still_happens: set[str]
+) -> None:
     write_session(profile, "ancient", 3, age=timedelta(days=90))
     for i in range(3):
         write_session(profile, f"s{i}", 3, age=timedelta(hours=10 - i))
@@ -247,8 +279,10 @@ def test_it_runs_on_a_profile_with_no_store_and_no_memories(tmp_path: Path) -> N
 def test_an_empty_profile_reports_zeros(profile: AgentProfile) -> None:
     report = run_log_retention(profile, opts(), NOW)
     assert report.status == "completed"
-    assert report.summary == ("log retention — 0 files deleted (age 0, count 0), 0 files trimmed (0 lines), "
-                              "0 lines archived to the warehouse, 0 errors")
+    assert report.summary == (
+        "log retention — 0 files deleted (age 0, count 0), 0 files trimmed (0 lines), "
+        "0 lines archived to the warehouse, 0 errors"
+    )
     assert set(report.counts) == set(log_retention.COUNT_KEYS)
 
 
@@ -258,10 +292,11 @@ def test_the_summary_counts_every_kind_of_work(profile: AgentProfile) -> None:
     write_session(profile, "c", 4, age=timedelta(days=2))
     write_session(profile, "d", 2000, age=timedelta(days=1))
     write_single(profile, "tier-routing", 1500)
-    report = run_log_retention(profile, opts(LogRetentionMaxFilesPerDirectory=1, LogRetentionMaxLinesPerFile=1000),
-                               NOW)
-    assert report.summary == ("log retention — 3 files deleted (age 2, count 1), 2 files trimmed (1,500 lines), "
-                              "1,512 lines archived to the warehouse, 0 errors")
+    report = run_log_retention(profile, opts(LogRetentionMaxFilesPerDirectory=1, LogRetentionMaxLinesPerFile=1000), NOW)
+    assert report.summary == (
+        "log retention — 3 files deleted (age 2, count 1), 2 files trimmed (1,500 lines), "
+        "1,512 lines archived to the warehouse, 0 errors"
+    )
     assert len(report.changes) == 5
 
 
@@ -282,7 +317,7 @@ def test_a_failing_log_does_not_stop_the_others(profile: AgentProfile) -> None:
 def test_a_failing_file_does_not_stop_its_directory(profile: AgentProfile) -> None:
     stuck = write_session(profile, "stuck", 30)
     fine = write_session(profile, "fine", 30)
-    profile.log_lock_path("tool-call", "stuck").mkdir(parents=True)   # its lock cannot be taken
+    profile.log_lock_path("tool-call", "stuck").mkdir(parents=True)  # its lock cannot be taken
     report = run_log_retention(profile, opts(LogRetentionMaxLinesPerFile=10), NOW)
     assert len(stuck.read_text().splitlines()) == 30
     assert len(fine.read_text().splitlines()) == 10
@@ -290,6 +325,7 @@ def test_a_failing_file_does_not_stop_its_directory(profile: AgentProfile) -> No
 
 
 # --- concurrency: writers never lose a line to a trim ---------------------------------------------------------------
+
 
 def _write_records(root: str, tag: str, count: int) -> None:
     profile = AgentProfile(Path(root))
@@ -319,11 +355,13 @@ def test_writers_appending_during_trims_lose_no_line_and_leave_no_partial_line(p
     assert trimmed > 0
 
     expected = sorted(f"{tag}-{i}" for tag in ("p0", "p1", "t0") for i in range(count))
-    for kind, path, key in [("tier-routing", profile.single_log_path("tier-routing"), "taskKind"),
-                            ("tool-call", profile.session_log_path("tool-call", "live"), "tool")]:
+    for kind, path, key in [
+        ("tier-routing", profile.single_log_path("tier-routing"), "taskKind"),
+        ("tool-call", profile.session_log_path("tool-call", "live"), "tool"),
+    ]:
         raw = path.read_bytes()
         assert raw.endswith(b"\n")
-        kept = [json.loads(x)[key] for x in raw.decode().splitlines()]   # every line whole and valid
+        kept = [json.loads(x)[key] for x in raw.decode().splitlines()]  # every line whole and valid
         assert len(kept) == 40
         moved = [json.loads(x)[key] for x in archived(profile, kind)]
         assert not set(kept) & set(moved)
@@ -358,8 +396,14 @@ def _kill_during(what: str, profile: AgentProfile, path: Path) -> None:
     import sys
 
     root = Path(__file__).resolve().parent.parent
-    done = subprocess.run([sys.executable, "-c", _KILLED_REWRITE, what, str(profile.root), str(path)], cwd=root,
-                          env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_REWRITE, what, str(profile.root), str(path)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 9, done.stderr
 
 
@@ -374,10 +418,10 @@ def test_temp_files_left_by_a_killed_trim_and_archive_are_swept_once_old(profile
     _kill_during("trim", profile, log)
     _kill_during("archive", profile, log)
     left = sorted(log.parent.glob(".s1.jsonl.*.tmp")) + sorted(profile.warehouse_dir.glob("tool-call/*/.part-*.tmp"))
-    assert len(left) == 2 and log.read_bytes() == before             # the killed rewrite changed nothing
+    assert len(left) == 2 and log.read_bytes() == before  # the killed rewrite changed nothing
     for path in left:
         _age(path, timedelta(hours=2))
-    fresh = log.parent / ".s2.jsonl.0123456789ab.tmp"                  # a rewrite still writing it
+    fresh = log.parent / ".s2.jsonl.0123456789ab.tmp"  # a rewrite still writing it
     fresh.write_bytes(b"partial")
     _age(fresh, timedelta(minutes=10))
 
@@ -385,6 +429,7 @@ def test_temp_files_left_by_a_killed_trim_and_archive_are_swept_once_old(profile
     assert report.status == "completed" and report.counts["temp_files_removed"] == 2
     assert not any(p.exists() for p in left) and fresh.exists()
     assert {c.target for c in report.changes if c.kind == "temp-removed"} == {
-        p.relative_to(profile.root).as_posix() for p in left}
+        p.relative_to(profile.root).as_posix() for p in left
+    }
     assert "2 leftover temp files removed" in report.summary
     assert log.read_bytes() == before

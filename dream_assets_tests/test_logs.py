@@ -34,15 +34,23 @@ from dream_assets.store.logs import (
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
 
-
 SAMPLES = {
     "skill-usage": SkillUsageEvent(T0, "s1", "mcp/email", "recalled"),
     "tool-call": ToolCallEvent(T0, "s1", "shell", False, error="exit 1", duration_ms=12.5, skill_name="ops/deploy"),
-    "feedback": FeedbackEvent(T0, "s1", "SessionSummary", "went fine", rating="good", domain="email",
-                              skill_names=["mcp/email"]),
+    "feedback": FeedbackEvent(
+        T0, "s1", "SessionSummary", "went fine", rating="good", domain="email", skill_names=["mcp/email"]
+    ),
     "skill-resource-usage": SkillResourceUsageEvent(T0, "s1", "mcp/email", "templates/reply.md"),
-    "wisp-executions": WispExecutionEvent(T0, "w1", "weekly report", False, skill_name="reports/weekly",
-                                          failed_step="parse", error="bad csv", steps=["fetch", "parse"]),
+    "wisp-executions": WispExecutionEvent(
+        T0,
+        "w1",
+        "weekly report",
+        False,
+        skill_name="reports/weekly",
+        failed_step="parse",
+        error="bad csv",
+        steps=["fetch", "parse"],
+    ),
     "tier-routing": TierRoutingEvent(T0, "s1", "small", "summarise", "escalated", latency_ms=830.0, cost_usd=0.002),
     "conversation": ConversationTurn(T0, "s1", "user", "summarise my inbox"),
 }
@@ -55,6 +63,7 @@ def write_lines(path: Path, *lines: str, newline_at_end: bool = True) -> None:
 
 # --- schemas and the writer ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", list(LOG_KINDS))
 def test_every_record_kind_reads_back_what_was_appended(profile: AgentProfile, kind: str) -> None:
     append_event(profile, kind, SAMPLES[kind])
@@ -65,8 +74,17 @@ def test_every_record_kind_reads_back_what_was_appended(profile: AgentProfile, k
 
 
 def test_records_are_written_as_camel_case_json_lines_with_utc_timestamps(profile: AgentProfile) -> None:
-    append_event(profile, "tool-call", ToolCallEvent(datetime(2024, 5, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))),
-                                                     "s1", "shell", True, duration_ms=3))
+    append_event(
+        profile,
+        "tool-call",
+        ToolCallEvent(
+            datetime(2024, 5, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))),
+            "s1",
+            "shell",
+            True,
+            duration_ms=3,
+        ),
+    )
     line = profile.session_log_path("tool-call", "s1").read_text(encoding="utf-8")
     assert line.endswith("\n") and line.count("\n") == 1
     record = json.loads(line)
@@ -74,36 +92,97 @@ def test_records_are_written_as_camel_case_json_lines_with_utc_timestamps(profil
     assert record["sessionId"] == "s1" and record["durationMs"] == 3.0 and record["skillName"] is None
 
 
-@pytest.mark.parametrize("kind, record, field", [
-    ("tool-call", {"sessionId": "s1", "tool": "shell", "success": True}, "timestamp"),
-    ("tool-call", {"timestamp": "yesterday", "sessionId": "s1", "tool": "shell", "success": True}, "timestamp"),
-    ("tool-call", {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "tool": "shell", "success": "yes"},
-     "success"),
-    ("tool-call", {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "success": True}, "tool"),
-    ("tool-call", {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "tool": "x", "success": True,
-                   "durationMs": "fast"}, "durationMs"),
-    ("skill-usage", {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "skillName": "a",
-                     "action": "used"}, "action"),
-    ("feedback", {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "kind": "Praise", "text": "x"}, "kind"),
-    ("feedback", {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "kind": "SessionSummary",
-                  "text": "x"}, "rating"),
-    ("feedback", {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "kind": "Note", "text": "x",
-                  "skillNames": "a,b"}, "skillNames"),
-    ("wisp-executions", {"timestamp": "2024-05-01T00:00:00Z", "description": "d", "success": False}, "wispId"),
-    ("tier-routing", {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "tier": "small", "taskKind": "t",
-                      "outcome": "ok"}, "outcome"),
-    ("conversation", {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "role": "system",
-                      "content": "x"}, "role"),
-    ("conversation", [1, 2], "JSON object"),
-])
+@pytest.mark.parametrize(
+    "kind, record, field",
+    [
+        ("tool-call", {"sessionId": "s1", "tool": "shell", "success": True}, "timestamp"),
+        (
+            "tool-call",
+            {"timestamp": "yesterday", "sessionId": "s1", "tool": "shell", "success": True},
+            "timestamp",
+        ),
+        (
+            "tool-call",
+            {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "tool": "shell", "success": "yes"},
+            "success",
+        ),
+        ("tool-call", {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "success": True}, "tool"),
+        (
+            "tool-call",
+            {
+                "timestamp": "2024-05-01T00:00:00Z",
+                "sessionId": "s1",
+                "tool": "x",
+                "success": True,
+                "durationMs": "fast",
+            },
+            "durationMs",
+        ),
+        (
+            "skill-usage",
+            {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "skillName": "a", "action": "used"},
+            "action",
+        ),
+        (
+            "feedback",
+            {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "kind": "Praise", "text": "x"},
+            "kind",
+        ),
+        (
+            "feedback",
+            {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "kind": "SessionSummary", "text": "x"},
+            "rating",
+        ),
+        (
+            "feedback",
+            {
+                "timestamp": "2024-05-01T00:00:00Z",
+                "sessionId": "s1",
+                "kind": "Note",
+                "text": "x",
+                "skillNames": "a,b",
+            },
+            "skillNames",
+        ),
+        (
+            "wisp-executions",
+            {"timestamp": "2024-05-01T00:00:00Z", "description": "d", "success": False},
+            "wispId",
+        ),
+        (
+            "tier-routing",
+            {
+                "timestamp": "2024-05-01T00:00:00Z",
+                "sessionId": "s1",
+                "tier": "small",
+                "taskKind": "t",
+                "outcome": "ok",
+            },
+            "outcome",
+        ),
+        (
+            "conversation",
+            {"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1", "role": "system", "content": "x"},
+            "role",
+        ),
+        ("conversation", [1, 2], "JSON object"),
+    ],
+)
 def test_an_invalid_record_is_rejected_naming_the_field(kind: str, record: object, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         LOG_KINDS[kind].from_json(record)
 
 
 def test_choices_are_accepted_in_any_letter_case_and_stored_as_documented() -> None:
-    event = FeedbackEvent.from_json({"timestamp": "2024-05-01T00:00:00Z", "sessionId": "s1",
-                                     "kind": "sessionsummary", "text": "", "rating": "POOR"})
+    event = FeedbackEvent.from_json(
+        {
+            "timestamp": "2024-05-01T00:00:00Z",
+            "sessionId": "s1",
+            "kind": "sessionsummary",
+            "text": "",
+            "rating": "POOR",
+        }
+    )
     assert (event.kind, event.rating) == ("SessionSummary", "poor")
 
 
@@ -146,8 +225,12 @@ def test_an_append_after_a_torn_line_starts_on_a_new_line(profile: AgentProfile)
 def test_concurrent_appends_from_threads_are_whole_lines(profile: AgentProfile) -> None:
     def writer(n: int) -> None:
         for i in range(200):
-            append_event(profile, "conversation", ConversationTurn(T0 + timedelta(seconds=i), f"s{n}", "user",
-                                                                   "x" * (i * 37 % 3000)))
+            append_event(
+                profile,
+                "conversation",
+                ConversationTurn(T0 + timedelta(seconds=i), f"s{n}", "user", "x" * (i * 37 % 3000)),
+            )
+
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
     for t in threads:
         t.start()
@@ -158,6 +241,7 @@ def test_concurrent_appends_from_threads_are_whole_lines(profile: AgentProfile) 
 
 
 # --- reading ---------------------------------------------------------------------------------------------------
+
 
 def test_malformed_lines_are_skipped_and_reported_with_file_and_line(profile: AgentProfile) -> None:
     good = json.dumps(SAMPLES["tool-call"].to_json())
@@ -201,8 +285,10 @@ def test_events_of_all_sessions_are_merged_in_time_order_within_a_window(profile
 
 
 def test_a_per_session_record_without_session_id_takes_its_file_name(profile: AgentProfile) -> None:
-    write_lines(profile.session_log_path("skill-usage", "cli-session"),
-                '{"timestamp":"2024-05-01T00:00:00Z","skillName":"a"}')
+    write_lines(
+        profile.session_log_path("skill-usage", "cli-session"),
+        '{"timestamp":"2024-05-01T00:00:00Z","skillName":"a"}',
+    )
     assert read_events(profile, "skill-usage").events[0].session_id == "cli-session"
 
 
@@ -239,16 +325,19 @@ def test_raw_lines_give_back_the_original_bytes(tmp_path: Path) -> None:
     assert lines[3][1] == "tail"
 
 
-@pytest.mark.parametrize("content, keep, expected", [
-    (b"a\nb\nc\n", 2, 2),          # keeps "b\nc\n"
-    (b"a\nb\nc\n", 3, 0),          # nothing to drop
-    (b"a\nb\nc\n", 5, 0),
-    (b"a\nb\nc\n", 0, 6),          # drop every complete line
-    (b"a\nb\nc", 1, 2),            # "c" is a write in progress: kept, not counted
-    (b"a\nb\nc", 0, 4),
-    (b"partial", 0, 0),
-    (b"", 3, 0),
-])
+@pytest.mark.parametrize(
+    "content, keep, expected",
+    [
+        (b"a\nb\nc\n", 2, 2),  # keeps "b\nc\n"
+        (b"a\nb\nc\n", 3, 0),  # nothing to drop
+        (b"a\nb\nc\n", 5, 0),
+        (b"a\nb\nc\n", 0, 6),  # drop every complete line
+        (b"a\nb\nc", 1, 2),  # "c" is a write in progress: kept, not counted
+        (b"a\nb\nc", 0, 4),
+        (b"partial", 0, 0),
+        (b"", 3, 0),
+    ],
+)
 def test_cut_offset_keeps_the_last_complete_lines(tmp_path: Path, content: bytes, keep: int, expected: int) -> None:
     path = tmp_path / "x.jsonl"
     path.write_bytes(content)
@@ -265,6 +354,7 @@ def test_cut_offset_is_found_across_read_blocks(tmp_path: Path, monkeypatch: pyt
 
 
 # --- clearing the conversation log ------------------------------------------------------------------------------
+
 
 def test_clearing_the_conversation_moves_its_lines_to_the_warehouse(profile: AgentProfile) -> None:
     turns = [ConversationTurn(T0 + timedelta(hours=20 * i), "s1", "user", f"turn {i}") for i in range(3)]
@@ -285,13 +375,15 @@ def test_clearing_leaves_a_line_still_being_written(profile: AgentProfile) -> No
     assert profile.conversation_log_path.read_text() == '{"timestamp":"2024-05-01T12:00:01Z","sessionId":"s1","ro'
 
 
-def test_clearing_keeps_the_log_when_the_warehouse_write_fails(profile: AgentProfile,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_clearing_keeps_the_log_when_the_warehouse_write_fails(
+    profile: AgentProfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
     append_event(profile, "conversation", SAMPLES["conversation"])
     before = profile.conversation_log_path.read_bytes()
 
     def broken(*args: object, **kwargs: object) -> int:
         raise OSError("disk full")
+
     monkeypatch.setattr(logs, "archive_file_ranges", broken)
     with pytest.raises(OSError, match="disk full"):
         clear_conversation_log(profile, T0)
@@ -305,9 +397,10 @@ def test_a_turn_appended_while_clearing_is_kept(profile: AgentProfile, monkeypat
     writer = threading.Thread(target=append_event, args=(profile, "conversation", late))
 
     def archive_then_race(*args: object) -> warehouse.RangeArchive:
-        writer.start()            # blocks on the conversation lock until the clear has finished
+        writer.start()  # blocks on the conversation lock until the clear has finished
         writer.join(timeout=0.2)
         return real_archive(*args)
+
     monkeypatch.setattr(logs, "archive_file_ranges", archive_then_race)
     assert clear_conversation_log(profile, T0) == 1
     writer.join()
@@ -323,5 +416,5 @@ def test_clearing_up_to_what_was_read_keeps_turns_written_since(profile: AgentPr
     append_event(profile, "conversation", ConversationTurn(T0, "s1", "user", "written during the model call"))
     assert clear_conversation_log(profile, T0, upto=cut, identity=identity) == 1
     assert [t.content for t in read_events(profile, "conversation").events] == ["written during the model call"]
-    with pytest.raises(ConversationLogChanged):   # the file was rewritten by the clear: the old identity is stale
+    with pytest.raises(ConversationLogChanged):  # the file was rewritten by the clear: the old identity is stale
         clear_conversation_log(profile, T0, upto=cut, identity=identity)

@@ -14,11 +14,19 @@ from .conftest import NOW
 
 
 def entry(i, *, importance=0.5, reinforced=1, archived_days=None, seen_days=0, content=None, meta=None):
-    return MemoryEntry(id=f"m{i}", content=content or f"Fact {i} about the Orinoco delta.", category="facts", tags=(),
-                       importance=importance, created_at=NOW - timedelta(days=500), updated_at=NOW,
-                       last_seen_at=NOW - timedelta(days=seen_days), reinforcement_count=reinforced,
-                       metadata=meta or {},
-                       archived_at=None if archived_days is None else NOW - timedelta(days=archived_days))
+    return MemoryEntry(
+        id=f"m{i}",
+        content=content or f"Fact {i} about the Orinoco delta.",
+        category="facts",
+        tags=(),
+        importance=importance,
+        created_at=NOW - timedelta(days=500),
+        updated_at=NOW,
+        last_seen_at=NOW - timedelta(days=seen_days),
+        reinforcement_count=reinforced,
+        metadata=meta or {},
+        archived_at=None if archived_days is None else NOW - timedelta(days=archived_days),
+    )
 
 
 def ctx(profile, store, options=None, now=NOW):
@@ -27,7 +35,9 @@ def ctx(profile, store, options=None, now=NOW):
 
 # ------------------------------------------------------------------ archive purge
 def test_purge_deletes_only_entries_archived_longer_than_retention(profile, store):
-    store.memories.put_many([entry(1, archived_days=91), entry(2, archived_days=89), entry(3), entry(4, archived_days=400)])
+    store.memories.put_many(
+        [entry(1, archived_days=91), entry(2, archived_days=89), entry(3), entry(4, archived_days=400)]
+    )
     report = run_archive_purge(ctx(profile, store))
     assert report.summary == "2 purged, 0 kept above the high-value floor"
     assert store.memories.get("m1") is None and store.memories.get("m4") is None
@@ -37,8 +47,12 @@ def test_purge_deletes_only_entries_archived_longer_than_retention(profile, stor
 
 @pytest.mark.parametrize("importance,reinforced", [(0.80, 1), (0.95, 1), (0.1, 5), (0.1, 214)])
 def test_high_value_floor_keeps_entries_past_retention(profile, store, importance, reinforced):
-    store.memories.put_many([entry(1, importance=importance, reinforced=reinforced, archived_days=200),
-                             entry(2, importance=0.79, reinforced=4, archived_days=200)])
+    store.memories.put_many(
+        [
+            entry(1, importance=importance, reinforced=reinforced, archived_days=200),
+            entry(2, importance=0.79, reinforced=4, archived_days=200),
+        ]
+    )
     report = run_archive_purge(ctx(profile, store))
     assert report.summary == "1 purged, 1 kept above the high-value floor"
     assert store.memories.get("m1") is not None and store.memories.get("m2") is None
@@ -62,21 +76,21 @@ def days_to_floor(start: float, options: DreamOptions) -> int:
 
 def test_core_memory_reaches_floor_in_about_six_months_and_minor_in_three_and_a_half():
     o = DreamOptions()
-    assert 170 <= days_to_floor(0.95, o) <= 185      # ~6 months
-    assert 95 <= days_to_floor(0.30, o) <= 110       # ~3.5 months
+    assert 170 <= days_to_floor(0.95, o) <= 185  # ~6 months
+    assert 95 <= days_to_floor(0.30, o) <= 110  # ~3.5 months
 
 
 def test_no_decay_inside_grace_and_first_decay_applies_only_post_grace_time(profile, store):
     store.memories.put_many([entry(1, importance=0.8, seen_days=29), entry(2, importance=0.8, seen_days=30 + 45)])
     run_importance_decay(ctx(profile, store))
     assert store.memories.get("m1").importance == 0.8
-    assert store.memories.get("m2").importance == pytest.approx(0.4)   # exactly one half-life past grace
+    assert store.memories.get("m2").importance == pytest.approx(0.4)  # exactly one half-life past grace
 
 
 def test_decay_is_keyed_on_last_seen_not_updated(profile, store):
     e = entry(1, importance=0.8, seen_days=75)
     store.memories.put_many([e])
-    store.memories.update("m1", category="facts/geo", now=NOW)   # a rewrite: updated_at = now, last_seen unchanged
+    store.memories.update("m1", category="facts/geo", now=NOW)  # a rewrite: updated_at = now, last_seen unchanged
     run_importance_decay(ctx(profile, store))
     assert store.memories.get("m1").importance == pytest.approx(0.4)
 
@@ -106,7 +120,9 @@ def test_calendar_time_invariant_across_run_frequencies(start, span):
 
 
 def test_decay_does_not_move_the_corpus_fingerprint_or_touch_archived(profile, store):
-    store.memories.put_many([entry(1, importance=0.9, seen_days=120), entry(2, importance=0.9, seen_days=120, archived_days=3)])
+    store.memories.put_many(
+        [entry(1, importance=0.9, seen_days=120), entry(2, importance=0.9, seen_days=120, archived_days=3)]
+    )
     fp = store.memories.fingerprint()
     report = run_importance_decay(ctx(profile, store))
     assert report.counts["decayed"] == 1
@@ -137,8 +153,10 @@ def test_a_pass_that_raises_is_reported_failed_and_the_cycle_goes_on(profile, st
 
     monkeypatch.setattr(importance_decay, "run_importance_decay", broken)
     store.memories.put_many([entry(1, archived_days=200)])
-    reports = {r.pass_name: r for r in run_cycle(profile, DreamOptions(), NOW,
-                                                 only=["archive_purge", "importance_decay", "log_retention"])}
+    reports = {
+        r.pass_name: r
+        for r in run_cycle(profile, DreamOptions(), NOW, only=["archive_purge", "importance_decay", "log_retention"])
+    }
     assert reports["importance_decay"].status == "failed" and "disk on fire" in reports["importance_decay"].reason
     assert reports["archive_purge"].status == "completed" and reports["log_retention"].status == "completed"
 
@@ -148,10 +166,18 @@ def test_a_dream_rewrite_delays_decay_to_the_merge_but_does_not_shield_the_entry
     from dream_assets.passes.consolidation_merge import build_merged_entry
 
     merged_at = NOW - timedelta(days=10)
-    sources = [entry(1, importance=0.8, seen_days=120, meta={"decayAppliedThrough": "2026-10-31T12:00:00Z"}),
-               entry(2, importance=0.6, seen_days=100)]
-    merged = build_merged_entry(sources, entry_id="m9", content="Fact 1 and 2 about the Orinoco delta.",
-                                category="facts", tags=(), now=merged_at)
+    sources = [
+        entry(1, importance=0.8, seen_days=120, meta={"decayAppliedThrough": "2026-10-31T12:00:00Z"}),
+        entry(2, importance=0.6, seen_days=100),
+    ]
+    merged = build_merged_entry(
+        sources,
+        entry_id="m9",
+        content="Fact 1 and 2 about the Orinoco delta.",
+        category="facts",
+        tags=(),
+        now=merged_at,
+    )
     store.memories.put(merged)
     run_importance_decay(ctx(profile, store))
     # 10 days since the merge, not 30 since the carried decay stamp nor 90 past the sighting's grace
@@ -172,5 +198,5 @@ def test_a_content_edit_after_a_decay_restarts_the_clock_and_other_edits_do_not(
     run_importance_decay(ctx(profile, store))
     assert store.memories.get("m1").importance == pytest.approx(after_first * 0.5 ** (5 / 45))
     assert store.memories.get("m2").importance == pytest.approx(after_first * 0.5 ** (20 / 45))
-    run_importance_decay(ctx(profile, store, now=NOW + timedelta(days=9)))   # the edit is counted once
+    run_importance_decay(ctx(profile, store, now=NOW + timedelta(days=9)))  # the edit is counted once
     assert store.memories.get("m1").importance == pytest.approx(after_first * 0.5 ** (14 / 45))

@@ -23,15 +23,20 @@ from dream_assets.demo import build_demo_profile
 from dream_assets.profile import AgentProfile
 
 REPO = Path(__file__).resolve().parents[1]
-STOP_WAIT_S = 60   # make dev: from the signal to every process it started being gone
+STOP_WAIT_S = 60  # make dev: from the signal to every process it started being gone
 README = REPO / "README.md"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def make(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith("DREAM__")}
-    return subprocess.run(["make", "-C", str(REPO), "--no-print-directory", *args], env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["make", "-C", str(REPO), "--no-print-directory", *args],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def readme_blocks() -> list[list[str]]:
@@ -90,8 +95,13 @@ def test_every_benchmark_the_readme_names_exists_and_runs_with_the_project_envir
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "benchmarks").glob("*.py")))
 def test_every_benchmark_takes_quick_as_a_flag_and_no_file_names(script):
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--help"], capture_output=True,
-                            text=True, timeout=120, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert result.returncode == 0, result.stderr
     usage = " ".join(result.stdout.split("\n\n")[0].split())
     assert "[--quick]" in usage
@@ -100,7 +110,9 @@ def test_every_benchmark_takes_quick_as_a_flag_and_no_file_names(script):
 
 
 # ---------------------------------------------------------------- the instance the targets use
-def test_the_instance_is_configured_from_the_template_and_no_dagster_yaml_sits_in_the_working_directory(tmp_path):
+def test_the_instance_is_configured_from_the_template_and_no_dagster_yaml_sits_in_the_working_directory(
+    tmp_path,
+):
     # `dagster dev` warns that a dagster.yaml in its working directory "will not be used" unless it is DAGSTER_HOME.
     assert not (REPO / "dagster.yaml").exists() and not (REPO / "dagster.yml").exists()
     home = tmp_path / "home"
@@ -122,8 +134,14 @@ def test_make_status_prints_the_agents_counts_and_ledger(demo_profile, tmp_path)
 @pytest.mark.slow
 def test_make_backfill_registers_the_agent_and_materializes_the_days_without_beta_warnings(demo_profile, tmp_path):
     home = tmp_path / "home"
-    result = make("backfill", f"PROFILE={demo_profile.root}", f"DAGSTER_HOME={home}", "FROM=2026-11-01",
-                  "TO=2026-11-03", "ASSETS=log_warehouse,wisp_failure_history")
+    result = make(
+        "backfill",
+        f"PROFILE={demo_profile.root}",
+        f"DAGSTER_HOME={home}",
+        "FROM=2026-11-01",
+        "TO=2026-11-03",
+        "ASSETS=log_warehouse,wisp_failure_history",
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert "DagsterInvalidSubsetError" not in output
@@ -134,15 +152,26 @@ def test_make_backfill_registers_the_agent_and_materializes_the_days_without_bet
         for asset in ("log_warehouse", "wisp_failure_history"):
             assert instance.get_materialized_partitions(dg.AssetKey(asset)) == days, asset
     # Again: the agent is already registered, the days are replaced, nothing fails.
-    again = make("backfill", f"PROFILE={demo_profile.root}", f"DAGSTER_HOME={home}", "FROM=2026-11-03",
-                 "TO=2026-11-03", "ASSETS=log_warehouse")
+    again = make(
+        "backfill",
+        f"PROFILE={demo_profile.root}",
+        f"DAGSTER_HOME={home}",
+        "FROM=2026-11-03",
+        "TO=2026-11-03",
+        "ASSETS=log_warehouse",
+    )
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
 
 
 def test_make_backfill_refuses_a_missing_profile_without_registering_it(tmp_path):
     home = tmp_path / "home"
-    result = make("backfill", f"PROFILE={tmp_path / 'agents' / 'nope'}", f"DAGSTER_HOME={home}",
-                  "FROM=2026-11-01", "TO=2026-11-02")
+    result = make(
+        "backfill",
+        f"PROFILE={tmp_path / 'agents' / 'nope'}",
+        f"DAGSTER_HOME={home}",
+        "FROM=2026-11-01",
+        "TO=2026-11-02",
+    )
     assert result.returncode != 0
     assert f"no agent profile at {tmp_path / 'agents' / 'nope'}" in result.stderr
     assert "dream init --profile" in result.stderr
@@ -150,13 +179,18 @@ def test_make_backfill_refuses_a_missing_profile_without_registering_it(tmp_path
         assert instance.get_dynamic_partitions(AGENTS) == []
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--from", "2026-13-01", "--to", "2026-11-02"], "FROM '2026-13-01' is not a day: use YYYY-MM-DD"),
-    (["--from", "2026-11-05", "--to", "2026-11-01"], "TO 2026-11-01 is before FROM 2026-11-05"),
-    (["--to", "2026-11-01"], "FROM and TO are required"),
-    (["--from", "2026-11-01", "--to", "2026-11-02", "--select", "log_warehouse,memory_consolidation"],
-     "ASSETS memory_consolidation: not day-partitioned; use any of log_warehouse,wisp_failure_history"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from", "2026-13-01", "--to", "2026-11-02"], "FROM '2026-13-01' is not a day: use YYYY-MM-DD"),
+        (["--from", "2026-11-05", "--to", "2026-11-01"], "TO 2026-11-01 is before FROM 2026-11-05"),
+        (["--to", "2026-11-01"], "FROM and TO are required"),
+        (
+            ["--from", "2026-11-01", "--to", "2026-11-02", "--select", "log_warehouse,memory_consolidation"],
+            "ASSETS memory_consolidation: not day-partitioned; use any of log_warehouse,wisp_failure_history",
+        ),
+    ],
+)
 def test_backfill_names_the_argument_that_is_wrong(demo_profile, tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     assert backfill.main(["--profile", str(demo_profile.root), *args]) == 2
@@ -195,18 +229,32 @@ def _processes_with(marker: bytes) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to find the processes make dev started")
+@pytest.mark.skipif(
+    not Path("/proc/self/environ").exists(), reason="needs /proc to find the processes make dev started"
+)
 @pytest.mark.parametrize("how", ["SIGTERM to make", "Ctrl-C (SIGINT to the process group)"])
 def test_make_dev_stops_with_all_its_services(tmp_path, how):
     home, port = tmp_path / "home", _free_port()
     marker = f"DAGSTER_HOME={home}".encode()
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith("DREAM__")}
-    env |= {"DAGSTER_HOME": str(home), "DREAM__Enabled": "false"}   # no cycle is launched while the test runs
+    env |= {"DAGSTER_HOME": str(home), "DREAM__Enabled": "false"}  # no cycle is launched while the test runs
     log = tmp_path / "dev.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(["make", "-C", str(REPO), "--no-print-directory", "dev", f"PORT={port}",
-                                 f"PROFILE={tmp_path / 'agents' / 'demo'}"], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                "make",
+                "-C",
+                str(REPO),
+                "--no-print-directory",
+                "dev",
+                f"PORT={port}",
+                f"PROFILE={tmp_path / 'agents' / 'demo'}",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 240
         while True:
@@ -218,7 +266,7 @@ def test_make_dev_stops_with_all_its_services(tmp_path, how):
             except OSError:
                 assert time.monotonic() < deadline, "the webserver never answered:\n" + log.read_text()[-3000:]
                 time.sleep(1)
-        assert len(_processes_with(marker)) >= 3          # dagster dev, the webserver and the daemon at least
+        assert len(_processes_with(marker)) >= 3  # dagster dev, the webserver and the daemon at least
         if how.startswith("SIGTERM"):
             proc.send_signal(signal.SIGTERM)
         else:
@@ -228,8 +276,9 @@ def test_make_dev_stops_with_all_its_services(tmp_path, how):
         deadline = time.monotonic() + STOP_WAIT_S
         while _processes_with(marker) and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert _processes_with(marker) == [], (f"still running {STOP_WAIT_S} s after the signal:\n"
-                                               + log.read_text()[-3000:])
+        assert _processes_with(marker) == [], (
+            f"still running {STOP_WAIT_S} s after the signal:\n" + log.read_text()[-3000:]
+        )
         output = log.read_text()
         assert "Dagster services shut down" in output
         assert "BetaWarning" not in output and "PreviewWarning" not in output

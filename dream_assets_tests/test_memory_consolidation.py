@@ -27,13 +27,31 @@ from .conftest import NOW
 NO_FLOOR = DreamOptions(ConsolidationMinInterval=timedelta(0), ConsolidationExactFoldEnabled=False)
 
 
-def entry(ident: str, content: str, *, category: str = "facts", tags: tuple[str, ...] = (), importance: float = 0.5,
-          created_days: float = 30, seen_days: float = 1, reinforced: int = 1, metadata: dict | None = None,
-          reviewed: bool = False) -> MemoryEntry:
-    e = MemoryEntry(id=ident, content=content, category=category, tags=tags, importance=importance,
-                    created_at=NOW - timedelta(days=created_days), updated_at=NOW - timedelta(days=seen_days),
-                    last_seen_at=NOW - timedelta(days=seen_days), reinforcement_count=reinforced,
-                    metadata=dict(metadata or {}))
+def entry(
+    ident: str,
+    content: str,
+    *,
+    category: str = "facts",
+    tags: tuple[str, ...] = (),
+    importance: float = 0.5,
+    created_days: float = 30,
+    seen_days: float = 1,
+    reinforced: int = 1,
+    metadata: dict | None = None,
+    reviewed: bool = False,
+) -> MemoryEntry:
+    e = MemoryEntry(
+        id=ident,
+        content=content,
+        category=category,
+        tags=tags,
+        importance=importance,
+        created_at=NOW - timedelta(days=created_days),
+        updated_at=NOW - timedelta(days=seen_days),
+        last_seen_at=NOW - timedelta(days=seen_days),
+        reinforcement_count=reinforced,
+        metadata=dict(metadata or {}),
+    )
     if reviewed:
         e = e.with_(metadata={**e.metadata, REVIEWED_KEY: review_hash(e)})
     return e
@@ -86,12 +104,18 @@ def created(store, before: set[str]) -> list[MemoryEntry]:
 
 # ----------------------------------------------------------------------------------------------- candidate gating
 def test_withheld_entries_are_never_shown_and_invented_ids_resolve_to_nothing(run, store):
-    store.memories.put_many([
-        entry("old", "The Orinoco survey report lives in the Lumen drive.", reviewed=True),
-        entry("new", "The user's dentist is Dr. Alvarez in Valencia."),
-    ])
-    report = run(answer(merge("The Orinoco survey report lives in the Lumen drive.", "old", category="docs"),
-                        delete=("old", "made-up-id")))
+    store.memories.put_many(
+        [
+            entry("old", "The Orinoco survey report lives in the Lumen drive.", reviewed=True),
+            entry("new", "The user's dentist is Dr. Alvarez in Valencia."),
+        ]
+    )
+    report = run(
+        answer(
+            merge("The Orinoco survey report lives in the Lumen drive.", "old", category="docs"),
+            delete=("old", "made-up-id"),
+        )
+    )
     assert "old" not in run.requests[0].prompt and "id=new" in run.requests[0].prompt
     assert [e["id"] for e in run.requests[0].inputs["entries"]] == ["new"]
     assert live_ids(store) == {"old", "new"}  # nothing withheld can be archived or replaced
@@ -100,19 +124,25 @@ def test_withheld_entries_are_never_shown_and_invented_ids_resolve_to_nothing(ru
 
 
 def test_nothing_eligible_makes_no_model_call(run, store):
-    store.memories.put_many([entry("a", "Kestrel ships on Fridays.", reviewed=True),
-                             entry("b", "The user's badge number is 4471.", reviewed=True)])
+    store.memories.put_many(
+        [
+            entry("a", "Kestrel ships on Fridays.", reviewed=True),
+            entry("b", "The user's badge number is 4471.", reviewed=True),
+        ]
+    )
     report = run()
     assert run.requests == [] and report.model_calls == 0
     assert report.status == "completed" and "no model call" in "\n".join(report.lines)
 
 
 def test_settled_cluster_is_not_reoffered_and_one_edit_reopens_it(run, store):
-    store.memories.put_many([
-        entry("d1", "The user prefers dark mode in VS Code."),
-        entry("d2", "The user prefers dark mode in VS Code!"),
-        entry("x", "Ingrid Solberg runs the Bergen office of project Quartz."),
-    ])
+    store.memories.put_many(
+        [
+            entry("d1", "The user prefers dark mode in VS Code."),
+            entry("d2", "The user prefers dark mode in VS Code!"),
+            entry("x", "Ingrid Solberg runs the Bergen office of project Quartz."),
+        ]
+    )
     first = run(answer())
     assert first.counts["clusters"] == 1 and first.counts["reviewed"] == 3
     assert all(is_reviewed(e) for e in store.memories.list_live())
@@ -129,8 +159,12 @@ def test_settled_cluster_is_not_reoffered_and_one_edit_reopens_it(run, store):
 
 
 def test_reinforcement_reopens_an_entry_but_importance_decay_does_not(run, store):
-    store.memories.put_many([entry("a", "Kestrel ships on Fridays.", reviewed=True),
-                             entry("b", "The user's badge number is 4471.", reviewed=True)])
+    store.memories.put_many(
+        [
+            entry("a", "Kestrel ships on Fridays.", reviewed=True),
+            entry("b", "The user's badge number is 4471.", reviewed=True),
+        ]
+    )
     store.memories.set_importance({"a": 0.2}, now=NOW)
     run()
     assert run.requests == []
@@ -140,9 +174,13 @@ def test_reinforcement_reopens_an_entry_but_importance_decay_does_not(run, store
 
 
 def test_failed_cluster_scan_degrades_to_unreviewed_only(run, store, monkeypatch):
-    store.memories.put_many([entry("a", "Kestrel ships on Fridays.", reviewed=True),
-                             entry("b", "Kestrel ships on Fridays!", reviewed=True),
-                             entry("c", "The user's badge number is 4471.")])
+    store.memories.put_many(
+        [
+            entry("a", "Kestrel ships on Fridays.", reviewed=True),
+            entry("b", "Kestrel ships on Fridays!", reviewed=True),
+            entry("c", "The user's badge number is 4471."),
+        ]
+    )
 
     def broken(**_kw):
         raise MemoryError("similarity matrix too large")
@@ -154,25 +192,47 @@ def test_failed_cluster_scan_degrades_to_unreviewed_only(run, store, monkeypatch
 
 
 def test_prompt_carries_temporal_context_and_recent_feedback(run, store, profile):
-    store.memories.put_many([
-        entry("a", "Retro for the checkout outage.", created_days=40, seen_days=3, reinforced=4,
-              metadata={"subjectTime": "2026-02-03"}),
-        entry("b", "The user's badge number is 4471."),
-    ])
-    append_event(profile, "feedback", FeedbackEvent(NOW - timedelta(days=2), "s1", "Correction",
-                                                    "Check the calendar before booking.", domain="calendar"))
+    store.memories.put_many(
+        [
+            entry(
+                "a",
+                "Retro for the checkout outage.",
+                created_days=40,
+                seen_days=3,
+                reinforced=4,
+                metadata={"subjectTime": "2026-02-03"},
+            ),
+            entry("b", "The user's badge number is 4471."),
+        ]
+    )
+    append_event(
+        profile,
+        "feedback",
+        FeedbackEvent(
+            NOW - timedelta(days=2),
+            "s1",
+            "Correction",
+            "Check the calendar before booking.",
+            domain="calendar",
+        ),
+    )
     append_event(profile, "feedback", FeedbackEvent(NOW - timedelta(days=9), "s0", "Correction", "Too old to show."))
     run(answer())
     prompt = run.requests[0].prompt
-    assert "first=2026-10-21 last=2026-11-27 reinforced=4× subject=2026-02-03 :: Retro for the checkout outage." in prompt
+    assert (
+        "first=2026-10-21 last=2026-11-27 reinforced=4× subject=2026-02-03 :: Retro for the checkout outage." in prompt
+    )
     assert "Check the calendar before booking." in prompt and "Too old to show." not in prompt
 
 
 def test_feedback_is_capped_at_the_newest_signals(run, store, profile):
     store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "The badge number is 4471.")])
     for i in range(5):
-        append_event(profile, "feedback", FeedbackEvent(NOW - timedelta(hours=10 - i), f"s{i}", "Correction",
-                                                        f"signal number {i}"))
+        append_event(
+            profile,
+            "feedback",
+            FeedbackEvent(NOW - timedelta(hours=10 - i), f"s{i}", "Correction", f"signal number {i}"),
+        )
     run(answer(), options=NO_FLOOR.replace(FeedbackMaxSignals=2))
     fb = run.requests[0].inputs["feedback"]
     assert [f["text"] for f in fb] == ["signal number 3", "signal number 4"]
@@ -180,50 +240,86 @@ def test_feedback_is_capped_at_the_newest_signals(run, store, profile):
 
 # ----------------------------------------------------------------------------------------------- applying merges
 def test_merge_without_to_delete_still_archives_its_sources(run, store):
-    store.memories.put_many([entry("a", "The user's manager is Priya Raman."),
-                             entry("b", "User's manager: Priya Raman.")])
+    store.memories.put_many(
+        [entry("a", "The user's manager is Priya Raman."), entry("b", "User's manager: Priya Raman.")]
+    )
     report = run(answer(merge("The user's manager is Priya Raman.", "a", "b", category="people/work")))
     assert live_ids(store) - {"a", "b"} == live_ids(store) and len(live_ids(store)) == 1
     merged = store.memories.list_live()[0]
     assert merged.content == "The user's manager is Priya Raman." and merged.category == "people/work"
-    assert json.loads(merged.metadata["mergedFrom"]) == ["a", "b"] and merged.metadata["mergedAt"] == "2026-11-30T12:00:00Z"
+    assert (
+        json.loads(merged.metadata["mergedFrom"]) == ["a", "b"]
+        and merged.metadata["mergedAt"] == "2026-11-30T12:00:00Z"
+    )
     assert store.memories.get("a").is_archived and store.memories.get("b").is_archived  # archived, never deleted
     assert report.counts["merged"] == 1 and report.counts["archived"] == 2 and report.counts["ephemeral"] == 0
 
 
 def test_merge_arithmetic_is_the_hosts_not_the_models(run, store):
-    store.memories.put_many([
-        entry("a", "Lisbon trip with Ana Ribeiro.", created_days=300, seen_days=200, reinforced=2, importance=0.4,
-              metadata={"subjectTimeStart": "2026-05-12", "subjectTimeEnd": "2026-05-14", "source": "chat",
-                        "decayAppliedThrough": "2026-10-01T00:00:00Z"}),
-        entry("b", "Lisbon trip with Ana Ribeiro, the Web Summit.", created_days=100, seen_days=5, reinforced=7,
-              importance=0.7, metadata={"subjectTimeStart": "2026-05-11", "subjectTimeEnd": "2026-05-16",
-                                        "decayAppliedThrough": "2026-11-01T00:00:00Z"}),
-    ])
+    store.memories.put_many(
+        [
+            entry(
+                "a",
+                "Lisbon trip with Ana Ribeiro.",
+                created_days=300,
+                seen_days=200,
+                reinforced=2,
+                importance=0.4,
+                metadata={
+                    "subjectTimeStart": "2026-05-12",
+                    "subjectTimeEnd": "2026-05-14",
+                    "source": "chat",
+                    "decayAppliedThrough": "2026-10-01T00:00:00Z",
+                },
+            ),
+            entry(
+                "b",
+                "Lisbon trip with Ana Ribeiro, the Web Summit.",
+                created_days=100,
+                seen_days=5,
+                reinforced=7,
+                importance=0.7,
+                metadata={
+                    "subjectTimeStart": "2026-05-11",
+                    "subjectTimeEnd": "2026-05-16",
+                    "decayAppliedThrough": "2026-11-01T00:00:00Z",
+                },
+            ),
+        ]
+    )
     run(answer(merge("Lisbon trip with Ana Ribeiro, the Web Summit.", "a", "b", category="episodes/travel")))
     (merged,) = store.memories.list_live()
-    assert merged.created_at == NOW - timedelta(days=300)          # first seen preserved
-    assert merged.last_seen_at == NOW - timedelta(days=5)          # latest observation, never reset to now
-    assert merged.reinforcement_count == 9                          # the sum
+    assert merged.created_at == NOW - timedelta(days=300)  # first seen preserved
+    assert merged.last_seen_at == NOW - timedelta(days=5)  # latest observation, never reset to now
+    assert merged.reinforcement_count == 9  # the sum
     assert merged.importance == 0.7
-    assert merged.subject_time == {"subjectTimeStart": "2026-05-11", "subjectTimeEnd": "2026-05-16"}  # widened
-    assert "source" not in merged.metadata                          # other metadata dropped
+    assert merged.subject_time == {
+        "subjectTimeStart": "2026-05-11",
+        "subjectTimeEnd": "2026-05-16",
+    }  # widened
+    assert "source" not in merged.metadata  # other metadata dropped
     assert merged.metadata["decayAppliedThrough"] == "2026-11-01T00:00:00Z"
 
 
 def test_merged_distinct_moments_keep_an_honest_subject_range(run, store):
-    store.memories.put_many([
-        entry("a", "Incident retro for the checkout outage.", metadata={"subjectTime": "2026-02-03"}),
-        entry("b", "Incident retro for the checkout outage!", metadata={"subjectTime": "2026-09-14"}),
-    ])
+    store.memories.put_many(
+        [
+            entry("a", "Incident retro for the checkout outage.", metadata={"subjectTime": "2026-02-03"}),
+            entry("b", "Incident retro for the checkout outage!", metadata={"subjectTime": "2026-09-14"}),
+        ]
+    )
     run(answer(merge("Incident retro for the checkout outage.", "a", "b")))
     (merged,) = store.memories.list_live()
     assert merged.subject_time == {"subjectTimeStart": "2026-02-03", "subjectTimeEnd": "2026-09-14"}
 
 
 def test_model_omitting_category_and_tags_keeps_the_sources(run, store):
-    store.memories.put_many([entry("a", "Kestrel ships on Fridays.", category="projects/kestrel", tags=("release",)),
-                             entry("b", "Kestrel ships on Fridays!", category="projects/kestrel", tags=("ship",))])
+    store.memories.put_many(
+        [
+            entry("a", "Kestrel ships on Fridays.", category="projects/kestrel", tags=("release",)),
+            entry("b", "Kestrel ships on Fridays!", category="projects/kestrel", tags=("ship",)),
+        ]
+    )
     run(answer({"content": "Kestrel ships on Fridays.", "sourceIds": ["a", "b"]}))
     (merged,) = store.memories.list_live()
     assert merged.category == "projects/kestrel" and merged.tags == ("release", "ship")
@@ -265,33 +361,60 @@ def test_a_storage_error_while_saving_keeps_the_sources(run, store, monkeypatch)
 
 
 def test_recategorisation_replaces_a_single_source(run, store):
-    store.memories.put_many([entry("a", "The user lives in Europe/Lisbon time.", category="general"),
-                             entry("b", "The badge number is 4471.")])
-    report = run(answer(merge("The user lives in Europe/Lisbon time.", "a", category="user-preferences/timezone",
-                              tags=["timezone"])))
+    store.memories.put_many(
+        [
+            entry("a", "The user lives in Europe/Lisbon time.", category="general"),
+            entry("b", "The badge number is 4471."),
+        ]
+    )
+    report = run(
+        answer(
+            merge(
+                "The user lives in Europe/Lisbon time.",
+                "a",
+                category="user-preferences/timezone",
+                tags=["timezone"],
+            )
+        )
+    )
     (moved,) = created(store, {"a", "b"})
     assert moved.category == "user-preferences/timezone" and store.memories.get("a").is_archived
     assert report.counts["merged"] == 1
 
 
 def test_an_echoed_entry_is_not_churned(run, store):
-    store.memories.put_many([entry("a", "Kestrel ships on Fridays.", tags=("release",)),
-                             entry("b", "The badge number is 4471.")])
+    store.memories.put_many(
+        [entry("a", "Kestrel ships on Fridays.", tags=("release",)), entry("b", "The badge number is 4471.")]
+    )
     report = run(answer(merge("Kestrel ships on Fridays.", "a", category="facts", tags=["release"])))
     assert live_ids(store) == {"a", "b"} and report.counts["merged"] == 0 and report.counts["unchanged"] == 1
 
 
 # ----------------------------------------------------------------------------------------------- coverage check
-@pytest.mark.parametrize("sources,merged", [
-    (["The user's manager is Priya Raman.", "User's manager: Priya Raman, since March."],
-     "The user's manager is Raman, since March."),                                   # a name
-    (["Deployments for Atlas go through the CI pipeline on AWS.", "Atlas deploys via the CI pipeline."],
-     "Atlas deploys via the CI pipeline."),                                            # an acronym
-    (["Expense reports are due on the 25th of each month.", "Expense reports are due monthly."],
-     "Expense reports are due monthly."),                                              # a multi-digit number
-    (["The Lumen launch is on August 19, 2026.", "The Lumen launch date is set."],
-     "The Lumen launch date is set."),                                                 # a date
-])
+@pytest.mark.parametrize(
+    "sources,merged",
+    [
+        (
+            ["The user's manager is Priya Raman.", "User's manager: Priya Raman, since March."],
+            "The user's manager is Raman, since March.",
+        ),  # a name
+        (
+            [
+                "Deployments for Atlas go through the CI pipeline on AWS.",
+                "Atlas deploys via the CI pipeline.",
+            ],
+            "Atlas deploys via the CI pipeline.",
+        ),  # an acronym
+        (
+            ["Expense reports are due on the 25th of each month.", "Expense reports are due monthly."],
+            "Expense reports are due monthly.",
+        ),  # a multi-digit number
+        (
+            ["The Lumen launch is on August 19, 2026.", "The Lumen launch date is set."],
+            "The Lumen launch date is set.",
+        ),  # a date
+    ],
+)
 def test_merge_dropping_a_specific_is_rejected_and_sources_kept(run, store, sources, merged):
     store.memories.put_many([entry("a", sources[0]), entry("b", sources[1])])
     report = run(answer(merge(merged, "a", "b")), options=NO_FLOOR.replace(MergeRepairEnabled=False))
@@ -315,8 +438,12 @@ def test_rejected_cluster_id_is_stable_across_cycles(run, store):
 
 
 def test_equivalent_date_spelling_is_accepted(run, store):
-    store.memories.put_many([entry("a", "The Lumen launch is on August 19, 2026."),
-                             entry("b", "Lumen launches on 19 August 2026.")])
+    store.memories.put_many(
+        [
+            entry("a", "The Lumen launch is on August 19, 2026."),
+            entry("b", "Lumen launches on 19 August 2026."),
+        ]
+    )
     report = run(answer(merge("The Lumen launch is on 2026-08-19.", "a", "b")))
     assert report.counts["merged"] == 1 and report.counts["rejected"] == 0
 
@@ -326,8 +453,12 @@ def test_vocabulary_file_is_read_every_cycle_and_a_malformed_one_falls_back(run,
 
     def attempt(n: int, now):
         a, b = f"a{n}", f"b{n}"
-        store.memories.put_many([entry(a, f"In the staging setup of Rocky build {n} uses Terraform."),
-                                 entry(b, f"Build {n} uses Terraform.")])
+        store.memories.put_many(
+            [
+                entry(a, f"In the staging setup of Rocky build {n} uses Terraform."),
+                entry(b, f"Build {n} uses Terraform."),
+            ]
+        )
         # The merge keeps what the entries say and leaves out only the name "Rocky".
         return run(answer(merge(f"In the staging setup build {n} uses Terraform.", a, b)), options=opts, now=now)
 
@@ -344,11 +475,17 @@ def test_vocabulary_file_is_read_every_cycle_and_a_malformed_one_falls_back(run,
 
 # ----------------------------------------------------------------------------------------------- merge repair
 def test_repair_restores_the_dropped_specific(run, store, caplog):
-    store.memories.put_many([entry("a", "The user's manager is Priya Raman."),
-                             entry("b", "User's manager is Priya Raman, based in Krakow.")])
+    store.memories.put_many(
+        [
+            entry("a", "The user's manager is Priya Raman."),
+            entry("b", "User's manager is Priya Raman, based in Krakow."),
+        ]
+    )
     caplog.set_level(logging.INFO, logger="dream_assets")
-    report = run(answer(merge("The user's manager is Priya, based in Krakow.", "a", "b")),
-                 {"content": "The user's manager is Priya Raman, based in Krakow."})
+    report = run(
+        answer(merge("The user's manager is Priya, based in Krakow.", "a", "b")),
+        {"content": "The user's manager is Priya Raman, based in Krakow."},
+    )
     assert [r.pass_name for r in run.requests] == ["memory_consolidation", "merge_repair"]
     assert run.requests[1].inputs["missing"] == ["Raman"]
     assert '"Raman"' in run.requests[1].prompt
@@ -360,10 +497,16 @@ def test_repair_restores_the_dropped_specific(run, store, caplog):
 
 
 def test_a_repair_that_still_drops_a_specific_is_rejected(run, store):
-    store.memories.put_many([entry("a", "The user's manager is Priya Raman."),
-                             entry("b", "User's manager is Priya Raman, based in Krakow.")])
-    report = run(answer(merge("The user's manager is Priya, based in Krakow.", "a", "b")),
-                 {"content": "The user's manager is Priya, in Krakow."})
+    store.memories.put_many(
+        [
+            entry("a", "The user's manager is Priya Raman."),
+            entry("b", "User's manager is Priya Raman, based in Krakow."),
+        ]
+    )
+    report = run(
+        answer(merge("The user's manager is Priya, based in Krakow.", "a", "b")),
+        {"content": "The user's manager is Priya, in Krakow."},
+    )
     assert live_ids(store) == {"a", "b"} and report.counts["rejected"] == 1 and report.counts["repaired"] == 0
     assert REJECTED_CLUSTER_KEY in store.memories.get("b").metadata
 
@@ -375,11 +518,19 @@ def test_a_failed_repair_call_rejects_the_merge_but_not_the_pass(run, store):
 
 
 def test_repair_attempts_are_capped_per_cycle(run, store):
-    store.memories.put_many([entry("a", "The manager is Priya Raman."), entry("b", "Manager: Priya Raman."),
-                             entry("c", "Atlas deploys on AWS."), entry("d", "Atlas deploys on AWS!")])
-    report = run(answer(merge("The manager is Raman.", "a", "b"), merge("Atlas deploys.", "c", "d")),
-                 {"content": "The manager is Raman."},
-                 options=NO_FLOOR.replace(MergeRepairMaxPerCycle=1))
+    store.memories.put_many(
+        [
+            entry("a", "The manager is Priya Raman."),
+            entry("b", "Manager: Priya Raman."),
+            entry("c", "Atlas deploys on AWS."),
+            entry("d", "Atlas deploys on AWS!"),
+        ]
+    )
+    report = run(
+        answer(merge("The manager is Raman.", "a", "b"), merge("Atlas deploys.", "c", "d")),
+        {"content": "The manager is Raman."},
+        options=NO_FLOOR.replace(MergeRepairMaxPerCycle=1),
+    )
     assert [r.pass_name for r in run.requests] == ["memory_consolidation", "merge_repair"]
     assert report.counts["rejected"] == 2 and report.counts["repair_capped"] == 1
     assert live_ids(store) == {"a", "b", "c", "d"}
@@ -393,12 +544,18 @@ def test_disabled_repair_makes_no_second_call(run, store):
 
 # ----------------------------------------------------------------------------------------------- removals
 def test_floor_blocks_ephemeral_removal_of_a_214_times_reinforced_entry(run, store):
-    store.memories.put_many([
-        entry("mia", "The user's daughter Mia has a violin lesson every Thursday at 17:00.", importance=0.3,
-              reinforced=214),
-        entry("vip", "Never post to #general without approval.", importance=0.85),
-        entry("noise", "The user said ok.", importance=0.3),
-    ])
+    store.memories.put_many(
+        [
+            entry(
+                "mia",
+                "The user's daughter Mia has a violin lesson every Thursday at 17:00.",
+                importance=0.3,
+                reinforced=214,
+            ),
+            entry("vip", "Never post to #general without approval.", importance=0.85),
+            entry("noise", "The user said ok.", importance=0.3),
+        ]
+    )
     report = run(answer(delete=("mia", "vip", "noise")))
     assert live_ids(store) == {"mia", "vip"}
     assert report.counts["protected"] == 2 and report.counts["ephemeral"] == 1 and report.counts["archived"] == 1
@@ -406,10 +563,12 @@ def test_floor_blocks_ephemeral_removal_of_a_214_times_reinforced_entry(run, sto
 
 
 def test_a_high_value_entry_may_still_be_merged(run, store):
-    store.memories.put_many([
-        entry("mia", "Mia has a violin lesson every Thursday at 17:00.", reinforced=214),
-        entry("mia2", "Mia has violin every Thursday at 17:00.", reinforced=3),
-    ])
+    store.memories.put_many(
+        [
+            entry("mia", "Mia has a violin lesson every Thursday at 17:00.", reinforced=214),
+            entry("mia2", "Mia has violin every Thursday at 17:00.", reinforced=3),
+        ]
+    )
     report = run(answer(merge("Mia has a violin lesson every Thursday at 17:00.", "mia", "mia2")))
     (merged,) = store.memories.list_live()
     assert merged.reinforcement_count == 217 and report.counts["merged"] == 1 and report.counts["protected"] == 0
@@ -417,15 +576,22 @@ def test_a_high_value_entry_may_still_be_merged(run, store):
 
 def test_a_source_of_a_rejected_merge_listed_in_to_delete_is_kept(run, store):
     store.memories.put_many([entry("a", "The manager is Priya Raman."), entry("b", "Manager: Priya Raman.")])
-    report = run(answer(merge("The manager is Raman.", "a", "b"), delete=("a", "b")),
-                 options=NO_FLOOR.replace(MergeRepairEnabled=False))
+    report = run(
+        answer(merge("The manager is Raman.", "a", "b"), delete=("a", "b")),
+        options=NO_FLOOR.replace(MergeRepairEnabled=False),
+    )
     assert live_ids(store) == {"a", "b"} and report.counts["archived"] == 0
     assert report.counts["kept_unmerged_sources"] == 2
 
 
 def test_every_archive_is_logged_with_its_content(run, store, caplog):
-    store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "Kestrel ships on Fridays!"),
-                             entry("n", "The user said thanks for the notes.", importance=0.3)])
+    store.memories.put_many(
+        [
+            entry("a", "Kestrel ships on Fridays."),
+            entry("b", "Kestrel ships on Fridays!"),
+            entry("n", "The user said thanks for the notes.", importance=0.3),
+        ]
+    )
     caplog.set_level(logging.INFO, logger="dream_assets")
     run(answer(merge("Kestrel ships on Fridays.", "a", "b"), delete=("n",)))
     info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
@@ -436,9 +602,17 @@ def test_every_archive_is_logged_with_its_content(run, store, caplog):
 # ----------------------------------------------------------------------------------------------- anti-patterns
 def test_corrections_are_mined_into_anti_pattern_entries(run, store, profile):
     store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "The badge number is 4471.")])
-    append_event(profile, "feedback", FeedbackEvent(NOW - timedelta(days=1), "s1", "Correction",
-                                                    "The meeting was double-booked; check the calendar first.",
-                                                    domain="calendar"))
+    append_event(
+        profile,
+        "feedback",
+        FeedbackEvent(
+            NOW - timedelta(days=1),
+            "s1",
+            "Correction",
+            "The meeting was double-booked; check the calendar first.",
+            domain="calendar",
+        ),
+    )
     tip = "Check the calendar for conflicts before booking; calendar-mcp writes double-book on retry."
     report = run(answer(merge(tip, category="anti-patterns/calendar", tags=["calendar"])))
     assert "double-booked" in run.requests[0].prompt
@@ -473,7 +647,9 @@ def test_an_entry_edited_during_the_call_is_not_removed(run, store):
     store.memories.put_many([entry("a", "The user said ok."), entry("b", "The badge number is 4471.")])
 
     def model(request):
-        open_store(run.profile, run.options).memories.update("a", now=NOW, content="The user said ok to the Lumen plan.")
+        open_store(run.profile, run.options).memories.update(
+            "a", now=NOW, content="The user said ok to the Lumen plan."
+        )
         return answer(delete=("a",))
 
     report = run(model)
@@ -530,57 +706,99 @@ def test_fewer_than_two_memories_returns_early(run, store):
 
 # ----------------------------------------------------------------------------------------------- summary and change log
 def test_summary_line_and_counts(run, store, profile, caplog):
-    store.memories.put_many([
-        entry("old", "Orinoco survey notes live in Lumen.", created_days=10, reviewed=True),
-        entry("a", "Kestrel ships on Fridays.", created_days=2), entry("b", "Kestrel ships on Fridays!", created_days=2),
-        entry("n", "The user said thanks for the notes.", created_days=1, importance=0.3),
-        entry("vip", "Mia has violin every Thursday at 17:00.", reinforced=80),
-        entry("h", "The Heron notes moved to the Lumen drive.", created_days=1),
-    ])
+    store.memories.put_many(
+        [
+            entry("old", "Orinoco survey notes live in Lumen.", created_days=10, reviewed=True),
+            entry("a", "Kestrel ships on Fridays.", created_days=2),
+            entry("b", "Kestrel ships on Fridays!", created_days=2),
+            entry("n", "The user said thanks for the notes.", created_days=1, importance=0.3),
+            entry("vip", "Mia has violin every Thursday at 17:00.", reinforced=80),
+            entry("h", "The Heron notes moved to the Lumen drive.", created_days=1),
+        ]
+    )
     ledger = PassLedger(profile)
     ledger.stamp("memory_consolidation", "x", NOW - timedelta(days=5))
     caplog.set_level(logging.INFO, logger="dream_assets")
     report = run(answer(merge("Kestrel ships on Fridays.", "a", "b"), delete=("n", "vip", "h")))
-    assert report.summary == ("memory consolidation summary — live 4, reviewed 2, created since last run 4, merged 1, "
-                              "repaired 0, rejected 0, ephemeral 1, protected 2 (1 by the removal guard)")
+    assert report.summary == (
+        "memory consolidation summary — live 4, reviewed 2, created since last run 4, merged 1, "
+        "repaired 0, rejected 0, ephemeral 1, protected 2 (1 by the removal guard)"
+    )
     assert report.summary in caplog.text
-    for key in ("live", "reviewed", "created_since_last_run", "merged", "repaired", "rejected", "ephemeral",
-                "protected", "archived", "eligible", "withheld"):
+    for key in (
+        "live",
+        "reviewed",
+        "created_since_last_run",
+        "merged",
+        "repaired",
+        "rejected",
+        "ephemeral",
+        "protected",
+        "archived",
+        "eligible",
+        "withheld",
+    ):
         assert key in report.counts
     assert report.counts["archived"] == 3 and report.counts["eligible"] == 5 and report.counts["withheld"] == 1
     assert report.counts["guarded"] == 1 and "h" in live_ids(store)
 
 
 def test_every_change_is_recorded_under_the_cycle(run, store):
-    store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "Kestrel ships on Fridays!"),
-                             entry("n", "The user said ok.", importance=0.3), entry("k", "The badge number is 4471.")])
-    run(answer(merge("Kestrel ships on Fridays.", "a", "b"),
-               merge("Avoid booking without checking the calendar.", category="anti-patterns/calendar"),
-               delete=("n",)), cycle_id="cycle-7")
+    store.memories.put_many(
+        [
+            entry("a", "Kestrel ships on Fridays."),
+            entry("b", "Kestrel ships on Fridays!"),
+            entry("n", "The user said ok.", importance=0.3),
+            entry("k", "The badge number is 4471."),
+        ]
+    )
+    run(
+        answer(
+            merge("Kestrel ships on Fridays.", "a", "b"),
+            merge("Avoid booking without checking the calendar.", category="anti-patterns/calendar"),
+            delete=("n",),
+        ),
+        cycle_id="cycle-7",
+    )
     rows = store.changes.list("cycle-7")
     kinds = sorted((r.kind, r.target_id) for r in rows if r.kind != "created")
     assert kinds == [("archived", "a"), ("archived", "b"), ("archived", "n"), ("stamped", "k")]
     created_rows = [r for r in rows if r.kind == "created"]
     assert len(created_rows) == 2 and all(r.before is None and r.after for r in created_rows)
     archived_a = next(r for r in rows if r.target_id == "a")
-    assert archived_a.before["archived_at"] is None and archived_a.after["archived_at"] and "merged into" in archived_a.reason
+    assert (
+        archived_a.before["archived_at"] is None
+        and archived_a.after["archived_at"]
+        and "merged into" in archived_a.reason
+    )
 
 
 def test_undo_restores_the_corpus_exactly(run, store):
-    store.memories.put_many([
-        entry("a", "Kestrel ships on Fridays.", tags=("release",)), entry("b", "Kestrel ships on Fridays!"),
-        entry("n", "The user said ok.", importance=0.3), entry("k", "The badge number is 4471.", category="ids"),
-        entry("w", "The user's manager is Priya Raman."), entry("w2", "Manager: Priya Raman."),
-    ])
+    store.memories.put_many(
+        [
+            entry("a", "Kestrel ships on Fridays.", tags=("release",)),
+            entry("b", "Kestrel ships on Fridays!"),
+            entry("n", "The user said ok.", importance=0.3),
+            entry("k", "The badge number is 4471.", category="ids"),
+            entry("w", "The user's manager is Priya Raman."),
+            entry("w2", "Manager: Priya Raman."),
+        ]
+    )
 
     def state():
         return {e.id: (e.content, e.category, e.tags, e.is_archived) for e in store.memories.list_all()}
 
     before = state()
-    report = run(answer(merge("Kestrel ships on Fridays.", "a", "b", category="projects/kestrel"),
-                        merge("Avoid booking without checking the calendar.", category="anti-patterns/calendar"),
-                        merge("The manager is Raman.", "w", "w2"), delete=("n",)),
-                 {"content": "The manager is Raman."}, cycle_id="cycle-9")
+    report = run(
+        answer(
+            merge("Kestrel ships on Fridays.", "a", "b", category="projects/kestrel"),
+            merge("Avoid booking without checking the calendar.", category="anti-patterns/calendar"),
+            merge("The manager is Raman.", "w", "w2"),
+            delete=("n",),
+        ),
+        {"content": "The manager is Raman."},
+        cycle_id="cycle-9",
+    )
     assert report.counts["merged"] == 1 and report.counts["archived"] == 3 and report.counts["created"] == 1
     new_ids = set(state()) - set(before)
 
@@ -615,8 +833,12 @@ def test_demo_agent_second_run_offers_the_model_nothing(tmp_path):
 
 
 def test_a_large_first_review_is_spread_over_cycles_by_the_per_call_cap(run, store):
-    store.memories.put_many([entry(f"e{i:02d}", f"Distinct fact {i}: the {w} ticket {1000 + i} belongs to Team {w}.")
-                             for i, w in enumerate(["Atlas", "Heron", "Juniper", "Kestrel", "Lumen", "Nimbus", "Orchid"])])
+    store.memories.put_many(
+        [
+            entry(f"e{i:02d}", f"Distinct fact {i}: the {w} ticket {1000 + i} belongs to Team {w}.")
+            for i, w in enumerate(["Atlas", "Heron", "Juniper", "Kestrel", "Lumen", "Nimbus", "Orchid"])
+        ]
+    )
     capped = NO_FLOOR.replace(ConsolidationMaxEntriesPerCall=3)
     first = run(answer(), options=capped)
     assert len(run.requests[0].inputs["entries"]) == 3
@@ -630,16 +852,28 @@ def test_a_large_first_review_is_spread_over_cycles_by_the_per_call_cap(run, sto
 
 
 def test_a_new_correction_alone_is_worth_one_call_and_only_once(run, store, profile):
-    store.memories.put_many([entry("a", "Kestrel ships on Fridays.", reviewed=True),
-                             entry("b", "The badge number is 4471.", reviewed=True)])
-    run(answer(), now=NOW - timedelta(hours=2))           # a completed pass before the correction arrived
+    store.memories.put_many(
+        [
+            entry("a", "Kestrel ships on Fridays.", reviewed=True),
+            entry("b", "The badge number is 4471.", reviewed=True),
+        ]
+    )
+    run(answer(), now=NOW - timedelta(hours=2))  # a completed pass before the correction arrived
     assert run.requests == []
-    append_event(profile, "feedback", FeedbackEvent(NOW - timedelta(hours=1), "s1", "Correction",
-                                                    "Never book rooms on the 3rd floor; they are being renovated.",
-                                                    domain="scheduling"))
+    append_event(
+        profile,
+        "feedback",
+        FeedbackEvent(
+            NOW - timedelta(hours=1),
+            "s1",
+            "Correction",
+            "Never book rooms on the 3rd floor; they are being renovated.",
+            domain="scheduling",
+        ),
+    )
     tip = "Do not book 3rd-floor rooms while they are being renovated."
     report = run(answer(merge(tip, category="anti-patterns/scheduling")))
     assert len(run.requests) == 1 and run.requests[0].inputs["entries"] == []
     assert "3rd floor" in run.requests[0].prompt and report.counts["created"] == 1
-    run(answer(), now=NOW + timedelta(hours=1))             # the same correction is not re-sent
+    run(answer(), now=NOW + timedelta(hours=1))  # the same correction is not re-sent
     assert run.requests == []

@@ -33,15 +33,25 @@ def run(profile, store) -> Run:
 
 # ----------------------------------------------------------------------------------------------- settled clusters
 def test_a_merged_entry_and_an_old_reviewed_entry_are_offered_together(run, store):
-    store.memories.put_many([
-        entry("a", "Melanie loves pottery classes."),
-        entry("b", "Melanie said again on 12 May 2023 that she loves pottery classes."),
-        entry("c", "Melanie mentioned on 3 June 2023 that she loves pottery classes.", reviewed=True),
-    ])
+    store.memories.put_many(
+        [
+            entry("a", "Melanie loves pottery classes."),
+            entry("b", "Melanie said again on 12 May 2023 that she loves pottery classes."),
+            entry("c", "Melanie mentioned on 3 June 2023 that she loves pottery classes.", reviewed=True),
+        ]
+    )
     # The scan caps clusters at two here, so only a and b are shown together; c was reviewed on its own before.
     opts = NO_FLOOR.replace(ConsolidationMaxClusterSize=2)
-    run(answer(merge("Melanie loves pottery classes. Melanie said again on 12 May 2023 that she loves pottery "
-                     "classes.", "a", "b")), options=opts)
+    run(
+        answer(
+            merge(
+                "Melanie loves pottery classes. Melanie said again on 12 May 2023 that she loves pottery classes.",
+                "a",
+                "b",
+            )
+        ),
+        options=opts,
+    )
     merged = next(e for e in store.memories.list_live() if e.id not in {"a", "b", "c"})
     assert is_reviewed(merged) and is_reviewed(store.memories.get("c"))
     second = run(answer(), options=opts, now=NOW + timedelta(hours=1))
@@ -53,10 +63,12 @@ def test_a_merged_entry_and_an_old_reviewed_entry_are_offered_together(run, stor
 
 
 def test_a_cluster_left_apart_is_reoffered_after_the_cooldown_merge_only_and_its_cooldown_doubles(run, store):
-    store.memories.put_many([
-        entry("p", "Gina opened her dance studio in the old mill."),
-        entry("q", "Gina opened her own dance studio in the old mill building."),
-    ])
+    store.memories.put_many(
+        [
+            entry("p", "Gina opened her dance studio in the old mill."),
+            entry("q", "Gina opened her own dance studio in the old mill building."),
+        ]
+    )
     run(answer())
     set_id = cluster_set_id(["p", "q"])
     assert all(e.metadata[CLUSTER_SET_KEY] == set_id for e in store.memories.list_live())
@@ -72,21 +84,40 @@ def test_a_cluster_left_apart_is_reoffered_after_the_cooldown_merge_only_and_its
 
     run(answer(), now=NOW + timedelta(days=7 + 13))
     assert run.requests == []  # the second cooldown is 14 days
-    run(answer(merge("Gina opened her own dance studio in the old mill building.", "p", "q")),
-        now=NOW + timedelta(days=7 + 15))
+    run(
+        answer(merge("Gina opened her own dance studio in the old mill building.", "p", "q")),
+        now=NOW + timedelta(days=7 + 15),
+    )
     assert len(run.requests) == 1 and len(live_ids(store)) == 1
 
 
 # ----------------------------------------------------------------------------------------------- exact fold
 def test_exact_duplicates_fold_into_the_oldest_without_a_model_call(run, store):
-    store.memories.put_many([
-        entry("old", "The user's badge number is 4471.", created_days=40, seen_days=20, reinforced=2,
-              tags=("work",), metadata={"subjectTime": "2026-01"}),
-        entry("new", "the user's badge number is 4471", created_days=5, seen_days=2, reinforced=3,
-              tags=("badge",), importance=0.7, metadata={"subjectTime": "2026-01-15"}),
-        entry("other", "The user's badge number is 4471.", category="general", created_days=3, reviewed=True),
-        entry("x", "Kestrel ships on Fridays.", reviewed=True),
-    ])
+    store.memories.put_many(
+        [
+            entry(
+                "old",
+                "The user's badge number is 4471.",
+                created_days=40,
+                seen_days=20,
+                reinforced=2,
+                tags=("work",),
+                metadata={"subjectTime": "2026-01"},
+            ),
+            entry(
+                "new",
+                "the user's badge number is 4471",
+                created_days=5,
+                seen_days=2,
+                reinforced=3,
+                tags=("badge",),
+                importance=0.7,
+                metadata={"subjectTime": "2026-01-15"},
+            ),
+            entry("other", "The user's badge number is 4471.", category="general", created_days=3, reviewed=True),
+            entry("x", "Kestrel ships on Fridays.", reviewed=True),
+        ]
+    )
     report = run(answer(), options=FOLD)
     assert report.counts["folded"] == 1 and run.requests[0].inputs["entries"][0]["id"] == "old"
     kept = store.memories.get("old")
@@ -100,8 +131,12 @@ def test_exact_duplicates_fold_into_the_oldest_without_a_model_call(run, store):
 
 
 def test_a_fold_that_leaves_one_live_entry_is_a_completed_pass_not_a_skip(run, store):
-    store.memories.put_many([entry("old", "The gate code is 5521.", created_days=9),
-                             entry("new", "the gate code is 5521", created_days=1)])
+    store.memories.put_many(
+        [
+            entry("old", "The gate code is 5521.", created_days=9),
+            entry("new", "the gate code is 5521", created_days=1),
+        ]
+    )
     report = run(answer(), options=FOLD)
     assert report.status == "completed" and report.counts["folded"] == 1 and report.counts["live"] == 1
     assert run.requests == [] and live_ids(store) == {"old"}
@@ -110,12 +145,14 @@ def test_a_fold_that_leaves_one_live_entry_is_a_completed_pass_not_a_skip(run, s
 
 
 def test_the_fold_keeps_a_respelled_name_and_another_subject_time_apart(run, store):
-    store.memories.put_many([
-        entry("a", "The dotfiles live on Github.", created_days=9),
-        entry("b", "The dotfiles live on GitHub.", created_days=8),
-        entry("c", "Standup moved to the big room.", metadata={"subjectTime": "2026-03-01"}, created_days=7),
-        entry("d", "Standup moved to the big room.", metadata={"subjectTime": "2026-04-01"}, created_days=6),
-    ])
+    store.memories.put_many(
+        [
+            entry("a", "The dotfiles live on Github.", created_days=9),
+            entry("b", "The dotfiles live on GitHub.", created_days=8),
+            entry("c", "Standup moved to the big room.", metadata={"subjectTime": "2026-03-01"}, created_days=7),
+            entry("d", "Standup moved to the big room.", metadata={"subjectTime": "2026-04-01"}, created_days=6),
+        ]
+    )
     report = run(answer(), options=FOLD)
     assert report.counts.get("folded", 0) == 0 and live_ids(store) == {"a", "b", "c", "d"}
 
@@ -128,11 +165,13 @@ def test_the_fold_can_be_turned_off(run, store):
 
 # ----------------------------------------------------------------------------------------------- merge twins
 def test_a_merge_equal_to_a_live_entry_reinforces_it_instead_of_writing_a_twin(run, store):
-    store.memories.put_many([
-        entry("keep", "Jon works at the Fenwick bank.", created_days=50, reinforced=4, reviewed=True),
-        entry("s1", "Jon works at the Fenwick bank now.", created_days=10),
-        entry("s2", "Jon said again that he works at the Fenwick bank.", created_days=5),
-    ])
+    store.memories.put_many(
+        [
+            entry("keep", "Jon works at the Fenwick bank.", created_days=50, reinforced=4, reviewed=True),
+            entry("s1", "Jon works at the Fenwick bank now.", created_days=10),
+            entry("s2", "Jon said again that he works at the Fenwick bank.", created_days=5),
+        ]
+    )
     before = live_ids(store)
     report = run(answer(merge("Jon works at the Fenwick bank.", "s1", "s2")))
     assert live_ids(store) == {"keep"} and before - live_ids(store) == {"s1", "s2"}
@@ -144,8 +183,7 @@ def test_a_merge_equal_to_a_live_entry_reinforces_it_instead_of_writing_a_twin(r
 # ----------------------------------------------------------------------------------------------- save-time exact
 def test_save_time_exact_duplicate_reinforces_the_oldest_without_moving_updated_at(store):
     first = store.memories.save("Melanie loves pottery.", category="people/melanie", now=NOW - timedelta(days=9))
-    store.memories.save("Melanie loves pottery!", category="people/melanie", now=NOW - timedelta(days=8),
-                        dedupe=False)
+    store.memories.save("Melanie loves pottery!", category="people/melanie", now=NOW - timedelta(days=8), dedupe=False)
     again = store.memories.save("melanie   loves pottery", category="people/melanie", tags=("hobby",), now=NOW)
     assert again.action == "reinforced" and again.entry.id == first.entry.id
     assert again.entry.updated_at == NOW - timedelta(days=9) and again.entry.last_seen_at == NOW
@@ -154,8 +192,11 @@ def test_save_time_exact_duplicate_reinforces_the_oldest_without_moving_updated_
 
 def test_a_framed_re_observation_is_a_save_time_candidate_but_saved_apart(store):
     store.memories.save("Melanie loves pottery classes.", category="people/melanie", now=NOW - timedelta(days=9))
-    later = store.memories.save("On 25 May 2023, Melanie mentioned again that she loves pottery classes.",
-                                category="people/melanie", now=NOW)
+    later = store.memories.save(
+        "On 25 May 2023, Melanie mentioned again that she loves pottery classes.",
+        category="people/melanie",
+        now=NOW,
+    )
     assert later.action == "created" and later.matched_id is not None  # found, and kept: it carries a date
     assert len(store.memories.duplicate_clusters().clusters) == 1  # and clustering agrees
 
@@ -163,18 +204,44 @@ def test_a_framed_re_observation_is_a_save_time_candidate_but_saved_apart(store)
 # ----------------------------------------------------------------------------------------------- the cap
 def _corpus() -> list:
     facts = []
-    for i, (who, thing) in enumerate([("Jon", "jazz piano"), ("Gina", "salsa dancing"), ("Mel", "pottery"),
-                                      ("Ava", "rock climbing"), ("Tom", "oil painting"), ("Zoe", "chess problems")]):
+    for i, (who, thing) in enumerate(
+        [
+            ("Jon", "jazz piano"),
+            ("Gina", "salsa dancing"),
+            ("Mel", "pottery"),
+            ("Ava", "rock climbing"),
+            ("Tom", "oil painting"),
+            ("Zoe", "chess problems"),
+        ]
+    ):
         cat = f"people/{who.lower()}"
-        facts += [entry(f"f{i}a", f"{who} loves {thing} lessons.", category=cat, created_days=60 - i),
-                  entry(f"f{i}b", f"{who} said again on 12 May 2023 that {who} loves {thing} lessons.", category=cat,
-                        created_days=30 - i),
-                  entry(f"f{i}c", f"{who} loves {thing} lessons. This came up again in a chat on 9 July 2023.",
-                        category=cat, created_days=20 - i),
-                  entry(f"f{i}d", f"On {i + 1} March 2023, {who} went to a {thing} show in Leeds.", category=cat,
-                        created_days=15 - i),
-                  entry(f"f{i}e", f"On {i + 1} August 2023, {who} went to a {thing} show in Leeds.", category=cat,
-                        created_days=10 - i)]
+        facts += [
+            entry(f"f{i}a", f"{who} loves {thing} lessons.", category=cat, created_days=60 - i),
+            entry(
+                f"f{i}b",
+                f"{who} said again on 12 May 2023 that {who} loves {thing} lessons.",
+                category=cat,
+                created_days=30 - i,
+            ),
+            entry(
+                f"f{i}c",
+                f"{who} loves {thing} lessons. This came up again in a chat on 9 July 2023.",
+                category=cat,
+                created_days=20 - i,
+            ),
+            entry(
+                f"f{i}d",
+                f"On {i + 1} March 2023, {who} went to a {thing} show in Leeds.",
+                category=cat,
+                created_days=15 - i,
+            ),
+            entry(
+                f"f{i}e",
+                f"On {i + 1} August 2023, {who} went to a {thing} show in Leeds.",
+                category=cat,
+                created_days=10 - i,
+            ),
+        ]
     return facts
 
 
@@ -183,8 +250,9 @@ def _converge(profile, store, options: DreamOptions, limit: int) -> tuple[list[s
     for cycle in range(1, limit + 1):
         before = store.memories.fingerprint()
         client = ModelClient(OfflineBackend(), profile=profile, options=options)
-        run_memory_consolidation(PassContext(profile, options, now, cycle_id=f"k{cycle}",
-                                             client_factory=lambda c=client: c, _store=store))
+        run_memory_consolidation(
+            PassContext(profile, options, now, cycle_id=f"k{cycle}", client_factory=lambda c=client: c, _store=store)
+        )
         now += timedelta(minutes=1)
         if store.memories.fingerprint() == before and cycle > 1:
             return sorted(e.content for e in store.memories.list_live()), cycle
@@ -216,8 +284,12 @@ def test_with_an_embedding_model_the_scan_clusters_by_cosine_and_an_idle_agent_e
 
     store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "Ingrid runs the Bergen office.")])
     with OpenAITestServer() as server:
-        opts = NO_FLOOR.replace(EmbeddingModel="test-embed", EmbeddingBaseUrl=server.base_url,
-                                EmbeddingSimilarityThreshold=0.99, LlmMaxRetries=0)
+        opts = NO_FLOOR.replace(
+            EmbeddingModel="test-embed",
+            EmbeddingBaseUrl=server.base_url,
+            EmbeddingSimilarityThreshold=0.99,
+            LlmMaxRetries=0,
+        )
         run = Run(profile, store, opts)
         first = run(answer())
         assert first.counts["embedded"] == 2 and len(server.embedding_requests) == 1

@@ -11,8 +11,13 @@ from .conftest import NOW
 
 
 def test_save_get_and_list(store):
-    r = store.memories.save("The user's timezone is Europe/Berlin.", category="user-preferences/timezone",
-                            tags=["timezone", "profile", "timezone"], importance=0.7, now=NOW)
+    r = store.memories.save(
+        "The user's timezone is Europe/Berlin.",
+        category="user-preferences/timezone",
+        tags=["timezone", "profile", "timezone"],
+        importance=0.7,
+        now=NOW,
+    )
     assert r.action == "created"
     got = store.memories.get(r.entry.id)
     assert got.content == "The user's timezone is Europe/Berlin."
@@ -23,7 +28,9 @@ def test_save_get_and_list(store):
     assert store.memories.list_archived() == []
 
 
-@pytest.mark.parametrize("content,error", [("", "empty"), ("   \n", "empty"), ("x" * 16_001, "over the limit of 16000")])
+@pytest.mark.parametrize(
+    "content,error", [("", "empty"), ("   \n", "empty"), ("x" * 16_001, "over the limit of 16000")]
+)
 def test_invalid_content_is_refused_with_a_clear_error(store, content, error):
     with pytest.raises(ContentError, match=error):
         store.memories.save(content, now=NOW)
@@ -47,8 +54,10 @@ def test_paraphrase_above_threshold_reinforces_instead_of_creating(store):
 
 
 def test_near_copy_with_more_detail_extends_the_entry(store):
-    base = ("Deploys to the staging cluster run every Tuesday after the release review, are owned by the platform "
-            "team and are announced in the deploys channel with a changelog link.")
+    base = (
+        "Deploys to the staging cluster run every Tuesday after the release review, are owned by the platform "
+        "team and are announced in the deploys channel with a changelog link."
+    )
     first = store.memories.save(base, now=NOW)
     for fact in ["The user drinks green tea.", "Invoices are due on the 5th.", "Standup is at 9:30."]:
         store.memories.save(fact, now=NOW)
@@ -127,7 +136,9 @@ def test_reinforce_touches_only_last_seen_and_count(store):
 
 def test_update_changes_fields_and_keeps_last_seen(store):
     e = store.memories.save("Coffee order: flat white.", now=NOW).entry
-    u = store.memories.update(e.id, content="Coffee order: oat flat white.", tags=["coffee"], now=NOW + timedelta(hours=1))
+    u = store.memories.update(
+        e.id, content="Coffee order: oat flat white.", tags=["coffee"], now=NOW + timedelta(hours=1)
+    )
     assert u.content == "Coffee order: oat flat white." and u.tags == ("coffee",)
     assert u.updated_at == NOW + timedelta(hours=1) and u.last_seen_at == NOW
     assert store.memories.search("oat")[0][0].id == e.id
@@ -146,9 +157,21 @@ def test_fingerprint_covers_content_not_importance_or_usage(store):
 
 def test_fingerprint_is_order_independent(profile, tmp_path, options):
     from dream_assets.profile import AgentProfile
+
     other = open_store(AgentProfile(tmp_path / "other").ensure(), options)
-    entries = [MemoryEntry(id=f"m{i}", content=f"Fact number {i} about topic {i * 7}", category="c", tags=("t",),
-                           importance=0.5, created_at=NOW, updated_at=NOW, last_seen_at=NOW) for i in range(20)]
+    entries = [
+        MemoryEntry(
+            id=f"m{i}",
+            content=f"Fact number {i} about topic {i * 7}",
+            category="c",
+            tags=("t",),
+            importance=0.5,
+            created_at=NOW,
+            updated_at=NOW,
+            last_seen_at=NOW,
+        )
+        for i in range(20)
+    ]
     s = open_store(profile, options)
     s.memories.put_many(entries)
     other.memories.put_many(list(reversed(entries)))
@@ -157,6 +180,7 @@ def test_fingerprint_is_order_independent(profile, tmp_path, options):
 
 def test_fingerprint_is_unambiguous_at_field_boundaries(profile, tmp_path, options):
     from dream_assets.profile import AgentProfile
+
     a = open_store(profile, options)
     b = open_store(AgentProfile(tmp_path / "b").ensure(), options)
     base = dict(importance=0.5, created_at=NOW, updated_at=NOW, last_seen_at=NOW, tags=())
@@ -166,9 +190,13 @@ def test_fingerprint_is_unambiguous_at_field_boundaries(profile, tmp_path, optio
 
 
 def test_duplicate_clusters_use_options(store):
-    texts = ["The user's favourite colour is teal.", "The user's favourite colour is teal!",
-             "The user's favorite colour is teal.", "Meeting notes: the budget review moved to March.",
-             "An unrelated fact about bicycles and rain."]
+    texts = [
+        "The user's favourite colour is teal.",
+        "The user's favourite colour is teal!",
+        "The user's favorite colour is teal.",
+        "Meeting notes: the budget review moved to March.",
+        "An unrelated fact about bicycles and rain.",
+    ]
     for t in texts:
         store.memories.save(t, now=NOW, dedupe=False)
     result = store.memories.duplicate_clusters(threshold=0.8, max_cluster_size=3)
@@ -203,15 +231,21 @@ def test_store_sees_writes_of_another_process(profile, options):
 def _save_many(root: str, word: str, n: int) -> None:
     from dream_assets.options import DreamOptions
     from dream_assets.profile import AgentProfile
+
     st = open_store(AgentProfile(root), DreamOptions())
     for i in range(n):
-        st.memories.save(f"Distinct {word} fact number {i}: {word} {i * 13} erupted in year {1900 + i}.", now=NOW, dedupe=False)
+        st.memories.save(
+            f"Distinct {word} fact number {i}: {word} {i * 13} erupted in year {1900 + i}.",
+            now=NOW,
+            dedupe=False,
+        )
     st.close()
 
 
 def _writer(root: str, tag: str, n: int) -> None:
     from dream_assets.options import DreamOptions
     from dream_assets.profile import AgentProfile
+
     st = open_store(AgentProfile(root), DreamOptions())
     for i in range(n):
         st.memories.save(f"Process {tag} wrote fact {i} about item-{tag}-{i}.", now=NOW, dedupe=False)
@@ -242,11 +276,22 @@ def test_an_entry_purged_and_put_back_by_another_process_is_found_again(profile,
         return StoreConnection(profile.store_path, profile.store_lock_path, linger_s=0)
 
     ours = MemoryStore(connection(), options)
-    kept = ours.put(MemoryEntry(id="m-lease", content="Ana Ruiz signed the Lisbon lease.", category="general", tags=(),
-                                importance=0.5, created_at=NOW, updated_at=NOW, last_seen_at=NOW,
-                                reinforcement_count=1, metadata={}))
-    assert [e.id for e, _ in ours.search("Lisbon lease")] == [kept.id]   # our index is built and in step
-    theirs = MemoryStore(connection(), options)                          # stands for another process
+    kept = ours.put(
+        MemoryEntry(
+            id="m-lease",
+            content="Ana Ruiz signed the Lisbon lease.",
+            category="general",
+            tags=(),
+            importance=0.5,
+            created_at=NOW,
+            updated_at=NOW,
+            last_seen_at=NOW,
+            reinforcement_count=1,
+            metadata={},
+        )
+    )
+    assert [e.id for e, _ in ours.search("Lisbon lease")] == [kept.id]  # our index is built and in step
+    theirs = MemoryStore(connection(), options)  # stands for another process
     archived = theirs.archive(kept.id, now=NOW)
     theirs.purge([kept.id], now=NOW)
     theirs.put(archived)

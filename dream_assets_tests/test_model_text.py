@@ -8,32 +8,35 @@ from dream_assets.llm.contracts import NOT_TEXT, MemoryConsolidationResponse
 from dream_assets.passes.model_text import check_ids, problem, shown
 
 
-@pytest.mark.parametrize("value,kind,expected", [
-    ("The launch is on 2026-03-06.\nOwner: Dana.", "content", None),
-    ("Line one\r\nline two\twith a tab", "content", None),                 # a CRLF line end is a line end
-    ("Line one\rline two", "content", "control character (U+000D)"),
-    ("Kestrel\ud800", "content", "lone surrogate (U+D800) at character 7"),
-    ("bad\x00", "content", "control character (NUL) at character 3"),
-    ("\x85next line", "content", "control character (U+0085)"),
-    ("   \n\t", "content", "is empty"),
-    ("x" * 101, "content", "101 characters, over the limit of 100"),
-    ("", "text", None),                                                   # optional text may be blank
-    ("anti-patterns/routing/high-tier", "category", None),
-    ("people & teams/Ana (Lisbon)", "category", None),
-    ("a//b", "category", "empty '/' segment"),
-    ("/a", "category", "empty '/' segment"),
-    ("proj<script>", "category", "the character <"),
-    ("re\u200bview", "category", "invisible formatting character (U+200B)"),
-    ("node.js", "tag", None),
-    ("two\nlines", "tag", "control character (U+000A)"),
-    ("mcp/guide", "name", None),
-    ("../escape", "name", "'..' segment"),
-    ("mcp/\udfff", "name", "lone surrogate (U+DFFF)"),
-    ("4f3a9c", "id", None),
-    ("  ", "id", "is empty"),
-    (NOT_TEXT, "id", "is not a string (an object, a list, a boolean or null)"),
-    (17, "id", "is not a string (int)"),
-])
+@pytest.mark.parametrize(
+    "value,kind,expected",
+    [
+        ("The launch is on 2026-03-06.\nOwner: Dana.", "content", None),
+        ("Line one\r\nline two\twith a tab", "content", None),  # a CRLF line end is a line end
+        ("Line one\rline two", "content", "control character (U+000D)"),
+        ("Kestrel\ud800", "content", "lone surrogate (U+D800) at character 7"),
+        ("bad\x00", "content", "control character (NUL) at character 3"),
+        ("\x85next line", "content", "control character (U+0085)"),
+        ("   \n\t", "content", "is empty"),
+        ("x" * 101, "content", "101 characters, over the limit of 100"),
+        ("", "text", None),  # optional text may be blank
+        ("anti-patterns/routing/high-tier", "category", None),
+        ("people & teams/Ana (Lisbon)", "category", None),
+        ("a//b", "category", "empty '/' segment"),
+        ("/a", "category", "empty '/' segment"),
+        ("proj<script>", "category", "the character <"),
+        ("re\u200bview", "category", "invisible formatting character (U+200B)"),
+        ("node.js", "tag", None),
+        ("two\nlines", "tag", "control character (U+000A)"),
+        ("mcp/guide", "name", None),
+        ("../escape", "name", "'..' segment"),
+        ("mcp/\udfff", "name", "lone surrogate (U+DFFF)"),
+        ("4f3a9c", "id", None),
+        ("  ", "id", "is empty"),
+        (NOT_TEXT, "id", "is not a string (an object, a list, a boolean or null)"),
+        (17, "id", "is not a string (int)"),
+    ],
+)
 def test_problem_names_what_is_wrong_or_accepts(value, kind, expected):
     found = problem(value, kind, field="f", max_chars=100)
     if expected is None:
@@ -57,7 +60,8 @@ def test_shown_escapes_what_cannot_be_printed_and_never_raises():
 
 def test_ids_that_are_not_text_survive_validation_and_are_sorted_out_with_counts():
     answer = MemoryConsolidationResponse.model_validate(
-        {"toDelete": [7, {"id": "a"}, None, True, [1], "a", "a", "zz", "\ud800"]})
+        {"toDelete": [7, {"id": "a"}, None, True, [1], "a", "a", "zz", "\ud800"]}
+    )
     found = check_ids(answer.to_delete, {"a", "b"}, field="toDelete")
     assert found.usable == ["a"] and found.duplicates == ["a"] and found.not_shown == ["7", "zz"]
     assert len(found.invalid) == 5 and found.ignored == 8

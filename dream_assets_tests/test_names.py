@@ -8,8 +8,24 @@ def test_valid_skill_names(name):
     assert validate_skill_name(name) == name
 
 
-@pytest.mark.parametrize("name", ["", "  ", "../etc/passwd", "mcp/../x", "/abs/path", "mcp//email", "C:\\x", "a\\b",
-                                  "bad\x00name", "tab\tname", "mcp/./x", " padded", "x" * 201])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "  ",
+        "../etc/passwd",
+        "mcp/../x",
+        "/abs/path",
+        "mcp//email",
+        "C:\\x",
+        "a\\b",
+        "bad\x00name",
+        "tab\tname",
+        "mcp/./x",
+        " padded",
+        "x" * 201,
+    ],
+)
 def test_invalid_skill_names_are_refused(name):
     with pytest.raises(InvalidName):
         validate_skill_name(name)

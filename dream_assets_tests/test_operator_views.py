@@ -63,11 +63,14 @@ def _list_lines(capsys, profile: AgentProfile) -> dict[tuple[str, str], str]:
 
 # --- dream undo --list ----------------------------------------------------------------------------------------------
 
+
 def test_undo_list_counts_real_changes_per_pass_and_review_stamps_apart(agent, capsys):
     store = open_store(agent)
     changes = store.changes.list(CYCLE)
     stamps = sum(1 for c in changes if c.kind == "stamped")
-    real = {p: sum(1 for c in changes if c.pass_name == p and c.kind != "stamped") for p in {c.pass_name for c in changes}}
+    real = {
+        p: sum(1 for c in changes if c.pass_name == p and c.kind != "stamped") for p in {c.pass_name for c in changes}
+    }
     assert stamps and real["memory_consolidation"] and real["archive_purge"]
     rows = _list_lines(capsys, agent)
     consolidation = rows[(CYCLE, "memory_consolidation")]
@@ -75,7 +78,9 @@ def test_undo_list_counts_real_changes_per_pass_and_review_stamps_apart(agent, c
     assert consolidation.startswith(f"{n} change(s) (")
     assert f"{n} still undoable" in consolidation
     assert f"{stamps} review stamp(s), not changes" in consolidation
-    assert rows[(CYCLE, "archive_purge")].startswith(f"{real['archive_purge']} change(s) ({real['archive_purge']} purged)")
+    assert rows[(CYCLE, "archive_purge")].startswith(
+        f"{real['archive_purge']} change(s) ({real['archive_purge']} purged)"
+    )
     # every line still starts with the cycle id; the newest cycle is last
     assert list(rows)[-1][0] in (CYCLE, SECOND)
 
@@ -84,18 +89,35 @@ def test_undo_list_follows_a_partial_undo(agent, capsys):
     before = _list_lines(capsys, agent)
     n = open_store(agent).changes.by_pass(CYCLE)
     purged = next(r for r in n if r.pass_name == "archive_purge").changes
-    assert main(["undo", "--profile", str(agent.root), "--cycle", CYCLE, "--pass", "archive_purge",
-                 "--now", (LATER + timedelta(minutes=5)).isoformat()]) == 0
+    assert (
+        main(
+            [
+                "undo",
+                "--profile",
+                str(agent.root),
+                "--cycle",
+                CYCLE,
+                "--pass",
+                "archive_purge",
+                "--now",
+                (LATER + timedelta(minutes=5)).isoformat(),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     after = _list_lines(capsys, agent)
     assert f"{purged} still undoable" in before[(CYCLE, "archive_purge")]
     assert "0 still undoable" in after[(CYCLE, "archive_purge")]
     assert after[(CYCLE, "memory_consolidation")] == before[(CYCLE, "memory_consolidation")]
     # the undo is its own cycle, which can itself be undone
-    assert after[(f"undo-{CYCLE}", "undo")].startswith(f"{purged} change(s) ({purged} restored), {purged} still undoable")
+    assert after[(f"undo-{CYCLE}", "undo")].startswith(
+        f"{purged} change(s) ({purged} restored), {purged} still undoable"
+    )
 
 
 # --- dream status ---------------------------------------------------------------------------------------------------
+
 
 def test_status_shows_every_pass_with_last_run_status_reason_next_run_and_model_calls(agent, capsys):
     assert main(["status", "--profile", str(agent.root), "--now", LATER.isoformat(), "--full"]) == 0
@@ -114,7 +136,7 @@ def test_status_shows_every_pass_with_last_run_status_reason_next_run_and_model_
     # next forced run: last completed (NOW) + DreamPassMaxSkipInterval (7 days)
     assert any("next forced run 2026-12-07 12:00 UTC" in line for line in gated)
     ledger = json.loads(agent.ledger_path.read_text())["passes"]
-    for name, rec in ledger.items():   # fingerprints in full
+    for name, rec in ledger.items():  # fingerprints in full
         assert any(rec["fingerprint"] in line for line in blocks[name]), name
 
 
@@ -124,8 +146,11 @@ def test_status_shows_the_consolidation_floor_and_long_fingerprints_as_a_labelle
     blocks = _status_blocks(capsys.readouterr().out)
     consolidation = " ".join(blocks["memory_consolidation"])
     assert "held back until 2026-11-30 19:00 UTC (ConsolidationMinInterval PT6H)" in consolidation
-    long = [fp for fp in (r["fingerprint"] for r in json.loads(agent.ledger_path.read_text())["passes"].values())
-            if len(fp) > 80]
+    long = [
+        fp
+        for fp in (r["fingerprint"] for r in json.loads(agent.ledger_path.read_text())["passes"].values())
+        if len(fp) > 80
+    ]
     if long:
         text = "\n".join(line for b in blocks.values() for line in b)
         assert f"(first 80 of {len(long[0])} characters; --full shows all)" in text
@@ -144,6 +169,7 @@ def _status_blocks(out: str) -> dict[str, list[str]]:
 
 
 # --- skipped passes keep their counts -------------------------------------------------------------------------------
+
 
 def test_a_skipped_pass_records_the_numeric_keys_of_its_last_completed_run(agent):
     record = load_outcome(agent, "skill_consolidation")
@@ -173,6 +199,7 @@ def test_a_skipped_consolidation_keeps_the_live_count_measured_now(agent):
 
 
 # --- the cycle report -----------------------------------------------------------------------------------------------
+
 
 def test_report_of_the_first_cycle_lists_merges_purges_model_calls_and_the_undo_commands(agent, capsys):
     store = open_store(agent)

@@ -12,7 +12,11 @@ def test_defaults_match_the_spec():
     assert o.ConsolidationMaxClusterSize == 3
     assert (o.PruningProtectionImportance, o.PruningProtectionReinforcementCount) == (0.80, 5)
     assert o.MemoryArchiveRetention == timedelta(days=90)
-    assert (o.ImportanceDecayGraceDays, o.ImportanceDecayHalfLifeDays, o.ImportanceDecayFloor) == (30, 45, 0.10)
+    assert (o.ImportanceDecayGraceDays, o.ImportanceDecayHalfLifeDays, o.ImportanceDecayFloor) == (
+        30,
+        45,
+        0.10,
+    )
     assert (o.FeedbackWindow, o.FeedbackMaxSignals) == (timedelta(days=7), 50)
     assert o.SkillUsageWindow == timedelta(days=30)
     assert (o.SparseSkillMaxChars, o.SparseSkillMinAge) == (200, timedelta(days=7))
@@ -26,28 +30,33 @@ def test_defaults_match_the_spec():
     assert all(getattr(o, n) for n in ("PreferenceInferenceEnabled", "SkillGapEnabled", "WispFailureAnalysisEnabled"))
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("PT6H", timedelta(hours=6)),
-    ("P7D", timedelta(days=7)),
-    ("P1DT2H30M", timedelta(days=1, hours=2, minutes=30)),
-    ("06:00:00", timedelta(hours=6)),
-    ("7.00:00:00", timedelta(days=7)),
-    ("00:00:05", timedelta(seconds=5)),
-    ("-01:00:00", timedelta(hours=-1)),
-    ("90", timedelta(seconds=90)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("PT6H", timedelta(hours=6)),
+        ("P7D", timedelta(days=7)),
+        ("P1DT2H30M", timedelta(days=1, hours=2, minutes=30)),
+        ("06:00:00", timedelta(hours=6)),
+        ("7.00:00:00", timedelta(days=7)),
+        ("00:00:05", timedelta(seconds=5)),
+        ("-01:00:00", timedelta(hours=-1)),
+        ("90", timedelta(seconds=90)),
+    ],
+)
 def test_durations_accept_iso_and_timespan_forms(text, expected):
     assert parse_duration(text) == expected
 
 
 def test_environment_binding_with_and_without_sections():
-    o = DreamOptions.load(env={
-        "DREAM__ConsolidationMinInterval": "PT3H",
-        "DREAM__Memory__DedupeSimilarityThreshold": "0.9",
-        "DREAM__Llm__BaseUrl": "http://127.0.0.1:8000/v1",
-        "DREAM__Dream__LogRetentionEnabled": "false",
-        "UNRELATED": "x",
-    })
+    o = DreamOptions.load(
+        env={
+            "DREAM__ConsolidationMinInterval": "PT3H",
+            "DREAM__Memory__DedupeSimilarityThreshold": "0.9",
+            "DREAM__Llm__BaseUrl": "http://127.0.0.1:8000/v1",
+            "DREAM__Dream__LogRetentionEnabled": "false",
+            "UNRELATED": "x",
+        }
+    )
     assert o.ConsolidationMinInterval == timedelta(hours=3)
     assert o.DedupeSimilarityThreshold == 0.9
     assert o.LlmBaseUrl == "http://127.0.0.1:8000/v1"
@@ -63,14 +72,17 @@ def test_toml_file_then_environment_wins(tmp_path):
     assert o.DedupeSimilarityThreshold == 0.95
 
 
-@pytest.mark.parametrize("key,value,fragment", [
-    ("DREAM__Interval", "soon", "expected a duration"),
-    ("DREAM__MergeRepairMaxPerCycle", "ten", "expected a whole number"),
-    ("DREAM__ConsolidationSimilarityThreshold", "1.5", "at most 1.0"),
-    ("DREAM__LogRetentionEnabled", "maybe", "true or false"),
-    ("DREAM__LlmBackend", "magic", "one of auto, offline, openai"),
-    ("DREAM__ConsolidationMaxClusterSize", "1", "at least 2"),
-])
+@pytest.mark.parametrize(
+    "key,value,fragment",
+    [
+        ("DREAM__Interval", "soon", "expected a duration"),
+        ("DREAM__MergeRepairMaxPerCycle", "ten", "expected a whole number"),
+        ("DREAM__ConsolidationSimilarityThreshold", "1.5", "at most 1.0"),
+        ("DREAM__LogRetentionEnabled", "maybe", "true or false"),
+        ("DREAM__LlmBackend", "magic", "one of auto, offline, openai"),
+        ("DREAM__ConsolidationMaxClusterSize", "1", "at least 2"),
+    ],
+)
 def test_invalid_values_name_the_option_the_value_and_what_is_accepted(key, value, fragment):
     with pytest.raises(OptionsError) as err:
         DreamOptions.load(env={key: value})
@@ -90,10 +102,13 @@ def test_malformed_toml_names_the_file(tmp_path):
         DreamOptions.load(env={}, toml_path=f)
 
 
-@pytest.mark.parametrize("content,fragment", [
-    (b"Interval = \"PT2H\"\n# caf\xe9 in Latin-1\n", "is not UTF-8 text: byte 0xe9 on line 2"),
-    (b"\xff\xfeI\x00n\x00t\x00", "is not UTF-8 text: byte 0xff on line 1"),          # UTF-16
-])
+@pytest.mark.parametrize(
+    "content,fragment",
+    [
+        (b'Interval = "PT2H"\n# caf\xe9 in Latin-1\n', "is not UTF-8 text: byte 0xe9 on line 2"),
+        (b"\xff\xfeI\x00n\x00t\x00", "is not UTF-8 text: byte 0xff on line 1"),  # UTF-16
+    ],
+)
 def test_an_options_file_that_is_not_utf8_is_a_configuration_error_naming_it(tmp_path, content, fragment):
     f = tmp_path / "dream.toml"
     f.write_bytes(content)
@@ -112,19 +127,22 @@ def test_an_unreadable_options_file_is_a_configuration_error_naming_it(tmp_path)
 
 def test_a_utf8_options_file_with_a_byte_order_mark_is_read(tmp_path):
     f = tmp_path / "dream.toml"
-    f.write_bytes("\ufeffInterval = \"PT2H\"\n".encode())
+    f.write_bytes('\ufeffInterval = "PT2H"\n'.encode())
     assert DreamOptions.load(env={}, profile_toml=f).Interval == timedelta(hours=2)
 
 
-@pytest.mark.parametrize("key,value,fragment", [
-    ("DREAM__ConsolidationMinInterval", "-PT1H", "a duration of zero or more"),
-    ("DREAM__ConsolidationMinInterval", "-01:00:00", "a duration of zero or more"),
-    ("DREAM__Dream__ConsolidationMinInterval", "-1.02:00:00", "a duration of zero or more"),
-    ("DREAM__FeedbackWindow", "-P7D", "a duration of zero or more"),
-    ("DREAM__Interval", "PT0S", "a positive duration"),
-    ("DREAM__Interval", "-PT4H", "a positive duration"),
-    ("DREAM__LlmTimeout", "0", "a positive duration"),
-])
+@pytest.mark.parametrize(
+    "key,value,fragment",
+    [
+        ("DREAM__ConsolidationMinInterval", "-PT1H", "a duration of zero or more"),
+        ("DREAM__ConsolidationMinInterval", "-01:00:00", "a duration of zero or more"),
+        ("DREAM__Dream__ConsolidationMinInterval", "-1.02:00:00", "a duration of zero or more"),
+        ("DREAM__FeedbackWindow", "-P7D", "a duration of zero or more"),
+        ("DREAM__Interval", "PT0S", "a positive duration"),
+        ("DREAM__Interval", "-PT4H", "a positive duration"),
+        ("DREAM__LlmTimeout", "0", "a positive duration"),
+    ],
+)
 def test_a_negative_duration_is_refused_where_it_means_nothing(key, value, fragment):
     with pytest.raises(OptionsError) as err:
         DreamOptions.load(env={key: value})
@@ -141,13 +159,16 @@ def test_a_negative_duration_in_a_toml_file_is_refused_naming_the_file(tmp_path)
     assert str(f) in str(err.value) and "zero disables" in str(err.value)
 
 
-@pytest.mark.parametrize("key,value,expected", [
-    ("DREAM__ConsolidationMinInterval", "0", timedelta(0)),                 # zero disables the floor
-    ("DREAM__MemoryArchiveRetention", "-P1D", timedelta(days=-1)),          # non-positive keeps archives forever
-    ("DREAM__LogRetentionMaxFileAge", "0", timedelta(0)),                   # non-positive disables age pruning
-    ("DREAM__DreamPassMaxSkipInterval", "-00:00:01", timedelta(seconds=-1)),  # non-positive: never forced
-    ("DREAM__BusyMaxWait", "0", timedelta(0)),
-])
+@pytest.mark.parametrize(
+    "key,value,expected",
+    [
+        ("DREAM__ConsolidationMinInterval", "0", timedelta(0)),  # zero disables the floor
+        ("DREAM__MemoryArchiveRetention", "-P1D", timedelta(days=-1)),  # non-positive keeps archives forever
+        ("DREAM__LogRetentionMaxFileAge", "0", timedelta(0)),  # non-positive disables age pruning
+        ("DREAM__DreamPassMaxSkipInterval", "-00:00:01", timedelta(seconds=-1)),  # non-positive: never forced
+        ("DREAM__BusyMaxWait", "0", timedelta(0)),
+    ],
+)
 def test_durations_whose_non_positive_value_has_a_meaning_are_kept(key, value, expected):
     assert getattr(DreamOptions.load(env={key: value}), key.split("__")[-1]) == expected
 
@@ -156,8 +177,18 @@ def test_a_non_positive_half_life_still_disables_decay():
     assert DreamOptions.load(env={"DREAM__ImportanceDecayHalfLifeDays": "-1"}).ImportanceDecayHalfLifeDays == -1
 
 
-@pytest.mark.parametrize("value", ["localhost:11434", "127.0.0.1:11434/v1", "ftp://host/v1", "http://", "not a url",
-                                   "http://host:99999/v1", "http://ho st/v1"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "localhost:11434",
+        "127.0.0.1:11434/v1",
+        "ftp://host/v1",
+        "http://",
+        "not a url",
+        "http://host:99999/v1",
+        "http://ho st/v1",
+    ],
+)
 def test_a_base_url_that_is_not_an_http_url_is_refused(value):
     with pytest.raises(OptionsError) as err:
         DreamOptions.load(env={"DREAM__Llm__BaseUrl": value})
@@ -165,7 +196,13 @@ def test_a_base_url_that_is_not_an_http_url_is_refused(value):
     assert "option LlmBaseUrl" in msg and repr(value) in msg and "http:// or https:// URL" in msg
 
 
-@pytest.mark.parametrize("value,expected", [("https://api.example.com/v1", "https://api.example.com/v1"),
-                                            (" http://[::1]:8000/v1 ", "http://[::1]:8000/v1"), ("", "")])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("https://api.example.com/v1", "https://api.example.com/v1"),
+        (" http://[::1]:8000/v1 ", "http://[::1]:8000/v1"),
+        ("", ""),
+    ],
+)
 def test_http_urls_and_an_empty_base_url_are_accepted(value, expected):
     assert DreamOptions.load(env={"DREAM__LlmBaseUrl": value}).LlmBaseUrl == expected

@@ -53,8 +53,19 @@ def test_directive_states_the_sentiment_thresholds(profile, store):
 # ------------------------------------------------------------------ the permission flag
 def test_security_preference_is_flagged_even_when_the_model_omits_the_flag(profile, store):
     say(profile, "Never put my bank details in an email draft, I said NEVER.")
-    report, _ = run(profile, store, [saves({"content": "Never include the user's bank details in email drafts.",
-                                            "category": "user-preferences/inferred", "tags": ["inferred"]})])
+    report, _ = run(
+        profile,
+        store,
+        [
+            saves(
+                {
+                    "content": "Never include the user's bank details in email drafts.",
+                    "category": "user-preferences/inferred",
+                    "tags": ["inferred"],
+                }
+            )
+        ],
+    )
     [entry] = inferred(store)
     assert entry.metadata[PERMISSION_KEY] == "true"
     assert report.counts["host_flagged"] == 1 and report.counts["flagged"] == 1
@@ -62,11 +73,21 @@ def test_security_preference_is_flagged_even_when_the_model_omits_the_flag(profi
 
 def test_flag_is_kept_when_the_model_sets_it(profile, store):
     say(profile, "Ask me before you tell anyone the office door code.")
-    run(profile, store, [saves({"content": "Ask before sharing the office door code with anyone.",
-                                "metadata": {PERMISSION_KEY: True}})])
+    run(
+        profile,
+        store,
+        [
+            saves(
+                {
+                    "content": "Ask before sharing the office door code with anyone.",
+                    "metadata": {PERMISSION_KEY: True},
+                }
+            )
+        ],
+    )
     [entry] = inferred(store)
     assert entry.metadata[PERMISSION_KEY] == "true"
-    assert sensitive_terms(entry.content) == []   # the model alone decided it
+    assert sensitive_terms(entry.content) == []  # the model alone decided it
 
 
 def test_ordinary_preference_carries_no_permission_flag(profile, store):
@@ -79,28 +100,61 @@ def test_ordinary_preference_carries_no_permission_flag(profile, store):
 
 def test_model_cannot_unset_the_flag_on_sensitive_content(profile, store):
     say(profile, "Use my password manager for logins.")
-    run(profile, store, [saves({"content": "Store new passwords in the password manager.",
-                                "metadata": {PERMISSION_KEY: "false"}})])
+    run(
+        profile,
+        store,
+        [
+            saves(
+                {
+                    "content": "Store new passwords in the password manager.",
+                    "metadata": {PERMISSION_KEY: "false"},
+                }
+            )
+        ],
+    )
     assert inferred(store)[0].metadata[PERMISSION_KEY] == "true"
 
 
-@pytest.mark.parametrize("text", [
-    "Never email the Wi-Fi password.", "Rotate the API key monthly.", "Keep the GitHub token out of chat.",
-    "Enable 2FA on new accounts.", "Always use MFA prompts.", "Do not share credentials in Slack.",
-    "Ask before any payment over 50 EUR.", "Wire transfers need a call first.", "Invoices need my approval first.",
-    "Don't invest in crypto on my behalf.", "Budget approval goes through Priya.", "Ask before purchasing software.",
-    "Use the company credit card for travel.", "Never read out my bank PIN.", "Keep secrets in the vault.",
-    "Sign in with SSO only.", "Security reviews come before releases.", "Always buy refundable tickets.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Never email the Wi-Fi password.",
+        "Rotate the API key monthly.",
+        "Keep the GitHub token out of chat.",
+        "Enable 2FA on new accounts.",
+        "Always use MFA prompts.",
+        "Do not share credentials in Slack.",
+        "Ask before any payment over 50 EUR.",
+        "Wire transfers need a call first.",
+        "Invoices need my approval first.",
+        "Don't invest in crypto on my behalf.",
+        "Budget approval goes through Priya.",
+        "Ask before purchasing software.",
+        "Use the company credit card for travel.",
+        "Never read out my bank PIN.",
+        "Keep secrets in the vault.",
+        "Sign in with SSO only.",
+        "Security reviews come before releases.",
+        "Always buy refundable tickets.",
+    ],
+)
 def test_host_classifier_flags_security_credentials_and_money(text):
     assert sensitive_terms(text), text
 
 
-@pytest.mark.parametrize("text", [
-    "Use 24-hour times in replies.", "Write weekly reports as bullet points.", "Keep answers short.",
-    "Prefer ripgrep over grep.", "Make flashcards with one fact per card.", "Transfer meeting notes to Notion.",
-    "Pin the agenda at the top of the document.", "Summaries go first, details after.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Use 24-hour times in replies.",
+        "Write weekly reports as bullet points.",
+        "Keep answers short.",
+        "Prefer ripgrep over grep.",
+        "Make flashcards with one fact per card.",
+        "Transfer meeting notes to Notion.",
+        "Pin the agenda at the top of the document.",
+        "Summaries go first, details after.",
+    ],
+)
 def test_host_classifier_leaves_ordinary_preferences_alone(text):
     assert sensitive_terms(text) == [], text
 
@@ -108,16 +162,37 @@ def test_host_classifier_leaves_ordinary_preferences_alone(text):
 # ------------------------------------------------------------------ what is saved
 def test_category_and_inferred_tag_are_forced_whatever_the_model_says(profile, store):
     say(profile, "Bullet points, not prose. Again.")
-    run(profile, store, [saves({"content": "Write reports as bullet points, not prose.", "category": "general",
-                                "tags": ["formatting"]})])
+    run(
+        profile,
+        store,
+        [
+            saves(
+                {
+                    "content": "Write reports as bullet points, not prose.",
+                    "category": "general",
+                    "tags": ["formatting"],
+                }
+            )
+        ],
+    )
     [entry] = inferred(store)
     assert entry.category == "user-preferences/inferred"
     assert set(entry.tags) == {"inferred", "formatting"}
 
 
 def test_to_delete_in_a_preference_answer_is_ignored(profile, store):
-    store.memories.put(MemoryEntry(id="keep", content="The user's manager is Priya Raman.", category="people",
-                                   tags=(), importance=0.5, created_at=NOW, updated_at=NOW, last_seen_at=NOW))
+    store.memories.put(
+        MemoryEntry(
+            id="keep",
+            content="The user's manager is Priya Raman.",
+            category="people",
+            tags=(),
+            importance=0.5,
+            created_at=NOW,
+            updated_at=NOW,
+            last_seen_at=NOW,
+        )
+    )
     say(profile, "Keep answers short please.")
     report, _ = run(profile, store, [{"toDelete": ["keep"], "toSave": []}])
     assert store.memories.get("keep").archived_at is None
@@ -139,9 +214,19 @@ def test_a_preference_seen_again_reinforces_its_memory_through_save_time_dedup(p
 
 @pytest.mark.parametrize("existing_meta", [{}, {PERMISSION_KEY: "false"}])
 def test_permission_flag_survives_a_merge_into_an_unflagged_memory(profile, store, existing_meta):
-    store.memories.put(MemoryEntry(id="old", content="Never include the user's bank details in email drafts.",
-                                   category="user-preferences/email", tags=(), importance=0.5, created_at=NOW,
-                                   updated_at=NOW, last_seen_at=NOW, metadata=dict(existing_meta)))
+    store.memories.put(
+        MemoryEntry(
+            id="old",
+            content="Never include the user's bank details in email drafts.",
+            category="user-preferences/email",
+            tags=(),
+            importance=0.5,
+            created_at=NOW,
+            updated_at=NOW,
+            last_seen_at=NOW,
+            metadata=dict(existing_meta),
+        )
+    )
     say(profile, "NEVER put my bank details in emails.")
     report, _ = run(profile, store, [saves({"content": "Never include the user's bank details in email drafts."})])
     assert report.counts["reinforced"] == 1
@@ -189,7 +274,8 @@ def test_turn_written_during_the_call_stays_for_the_next_cycle(profile, store):
     report, _ = run(profile, store, answer)
     assert report.counts["conversation_lines_cleared"] == 1
     assert [t.content for t in read_events(profile, "conversation").events] == [
-        "A turn written while the model was thinking."]
+        "A turn written while the model was thinking."
+    ]
 
 
 def test_empty_conversation_log_makes_no_call(profile, store):
@@ -220,13 +306,31 @@ def test_disabled_pass_skips_and_leaves_the_log_alone(profile, store):
 
 # ------------------------------------------------------------------ reversibility
 def test_undoing_the_cycle_removes_created_preferences_and_restores_reinforced_ones(profile, store):
-    store.memories.put(MemoryEntry(id="old", content="Use 24-hour times in replies.", category=CATEGORY,
-                                   tags=("inferred",), importance=0.6, created_at=NOW - timedelta(days=9),
-                                   updated_at=NOW - timedelta(days=9), last_seen_at=NOW - timedelta(days=9)))
+    store.memories.put(
+        MemoryEntry(
+            id="old",
+            content="Use 24-hour times in replies.",
+            category=CATEGORY,
+            tags=("inferred",),
+            importance=0.6,
+            created_at=NOW - timedelta(days=9),
+            updated_at=NOW - timedelta(days=9),
+            last_seen_at=NOW - timedelta(days=9),
+        )
+    )
     before = store.memories.get("old")
     say(profile, "24h times! And never share my bank PIN.")
-    run(profile, store, [saves({"content": "Use 24-hour times in replies."},
-                               {"content": "Never reveal the user's bank PIN to anyone."})], cycle_id="pref-1")
+    run(
+        profile,
+        store,
+        [
+            saves(
+                {"content": "Use 24-hour times in replies."},
+                {"content": "Never reveal the user's bank PIN to anyone."},
+            )
+        ],
+        cycle_id="pref-1",
+    )
     created = [e for e in inferred(store) if e.id != "old"]
     assert len(created) == 1 and store.memories.get("old").reinforcement_count == 2
 
@@ -239,13 +343,19 @@ def test_undoing_the_cycle_removes_created_preferences_and_restores_reinforced_o
 # ------------------------------------------------------------------ hostile model text
 def test_a_hostile_item_is_rejected_with_its_reason_and_the_rest_is_saved(profile, store):
     say(profile, "Use metric units, always. I said metric!")
-    report, _ = run(profile, store, [saves(
-        {"content": "Bad \ud800 surrogate preference"},
-        {"content": "NUL\x00inside"},
-        {"content": "x" * 40_000},
-        {"content": "Ok text", "tags": ["fine", "\ud800"]},
-        {"content": "The user wants metric units in every answer.", "tags": ["units"]},
-    )])
+    report, _ = run(
+        profile,
+        store,
+        [
+            saves(
+                {"content": "Bad \ud800 surrogate preference"},
+                {"content": "NUL\x00inside"},
+                {"content": "x" * 40_000},
+                {"content": "Ok text", "tags": ["fine", "\ud800"]},
+                {"content": "The user wants metric units in every answer.", "tags": ["units"]},
+            )
+        ],
+    )
     assert report.status == "completed"
     assert [e.content for e in inferred(store)] == ["The user wants metric units in every answer."]
     assert report.counts["rejected"] == 4 and report.counts["created"] == 1

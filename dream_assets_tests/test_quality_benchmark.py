@@ -15,15 +15,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "eval-data"
 
-pytestmark = pytest.mark.skipif(not (DATA / "locomo" / "locomo10.json").exists(),
-                                reason=f"{DATA / 'locomo' / 'locomo10.json'} is not available")
+pytestmark = pytest.mark.skipif(
+    not (DATA / "locomo" / "locomo10.json").exists(),
+    reason=f"{DATA / 'locomo' / 'locomo10.json'} is not available",
+)
 
 
 def run_benchmark(*args: str) -> tuple[dict[str, float], str]:
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "quality.py"), "--quick", "--data", str(DATA),
-                           *args], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    metrics = {m["name"]: m["value"] for m in (json.loads(line) for line in proc.stdout.splitlines()
-                                               if line.startswith("{"))}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "quality.py"), "--quick", "--data", str(DATA), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    metrics = {
+        m["name"]: m["value"] for m in (json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{"))
+    }
     problems = proc.stderr[-4000:]
     assert proc.returncode == 0, problems
     assert metrics, f"the benchmark printed no metrics: {problems}"
@@ -39,11 +47,16 @@ def test_consolidation_keeps_distinct_events_apart_and_every_specific():
     assert metrics["quality.distinct_merged"] == 0, examples
     assert metrics["quality.specifics_lost"] == 0, examples
     if metrics["quality.dup_groups_one_live"] < 0.90:
-        warnings.warn(f"quality.dup_groups_one_live = {metrics['quality.dup_groups_one_live']} (target >= 0.90)",
-                      stacklevel=1)
+        warnings.warn(
+            f"quality.dup_groups_one_live = {metrics['quality.dup_groups_one_live']} (target >= 0.90)",
+            stacklevel=1,
+        )
     if metrics["quality.recall10_after"] < metrics["quality.recall10_before"]:
-        warnings.warn(f"quality.recall10_after = {metrics['quality.recall10_after']} is below "
-                      f"recall10_before = {metrics['quality.recall10_before']}", stacklevel=1)
+        warnings.warn(
+            f"quality.recall10_after = {metrics['quality.recall10_after']} is below "
+            f"recall10_before = {metrics['quality.recall10_before']}",
+            stacklevel=1,
+        )
 
 
 @pytest.mark.slow

@@ -31,28 +31,36 @@ import pytest
 
 from dream_assets_tests.openai_server import OpenAITestServer, reply
 
-pytestmark = pytest.mark.slow   # whole dream cycles, a backfill, the Dagster UI and a benchmark, as a user runs them
+pytestmark = pytest.mark.slow  # whole dream cycles, a backfill, the Dagster UI and a benchmark, as a user runs them
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-LOGS = ROOT / "test-output" / "readme"   # what each block printed (gitignored)
+LOGS = ROOT / "test-output" / "readme"  # what each block printed (gitignored)
 HOST = "127.0.0.1"
 BLOCK_TIMEOUT_S = 300
-DEV_READY_S = 120       # make dev: webserver serving the loaded workspace and a healthy daemon
-STOP_WAIT_S = 60        # make dev: from SIGTERM to every process it started being gone
+DEV_READY_S = 120  # make dev: webserver serving the loaded workspace and a healthy daemon
+STOP_WAIT_S = 60  # make dev: from SIGTERM to every process it started being gone
 
 #: Command (as the README line starts) -> why it is not run here.
 EXCLUDED = {
     "make test": "runs the whole test suite, this test included; CI runs it as `make test` already",
     ".venv/bin/python benchmarks/faults.py --quick": "dream_assets_tests/test_faults_benchmark.py runs exactly this "
-                                                     "command and checks its numbers (about 90 s)",
+    "command and checks its numbers (about 90 s)",
 }
 
 #: What the README points at a real model endpoint; the test server on 127.0.0.1 takes its place.
 README_ENDPOINT = "http://127.0.0.1:11434/v1"
 #: One answer every model contract reads as "nothing to change" (unknown keys are ignored).
-NOTHING_TO_CHANGE = json.dumps({"toSave": [], "toDelete": [], "findings": [], "failurePatterns": [],
-                                "skillAnnotations": [], "promotionNotes": {}})
+NOTHING_TO_CHANGE = json.dumps(
+    {
+        "toSave": [],
+        "toDelete": [],
+        "findings": [],
+        "failurePatterns": [],
+        "skillAnnotations": [],
+        "promotionNotes": {},
+    }
+)
 
 TRACEBACK = "Traceback (most recent call last)"
 DAGSTER_NOISE = ("BetaWarning", "PreviewWarning", "will not be used")
@@ -62,9 +70,10 @@ _HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 # --- the README ------------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Block:
-    line: int                  # README line of the opening fence
+    line: int  # README line of the opening fence
     commands: list[str]
 
     @property
@@ -109,7 +118,8 @@ def _excluded(command: str) -> str | None:
 
 def test_the_readme_has_command_blocks_and_every_exclusion_names_a_readme_command():
     assert len(BLOCKS) >= 3 and any("make run" in c for b in BLOCKS for c in b.commands), (
-        f"README.md has {len(BLOCKS)} ```sh blocks; expected the documented commands there")
+        f"README.md has {len(BLOCKS)} ```sh blocks; expected the documented commands there"
+    )
     commands = {c.split("#")[0].strip() for b in BLOCKS for c in b.commands}
     stale = sorted(set(EXCLUDED) - commands)
     assert not stale, f"EXCLUDED names commands README.md no longer has: {stale}"
@@ -117,18 +127,23 @@ def test_the_readme_has_command_blocks_and_every_exclusion_names_a_readme_comman
 
 # --- a fresh copy of the project -------------------------------------------------------------------------------------
 
+
 @dataclass
 class Checkout:
     root: Path
     env: dict[str, str]
-    outputs: dict[str, str] = field(default_factory=dict)   # block id -> everything it printed
+    outputs: dict[str, str] = field(default_factory=dict)  # block id -> everything it printed
 
 
 def _project_files() -> list[str]:
     """What a clone of this working tree holds: tracked files and new ones git does not ignore."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                                capture_output=True, check=True).stdout.decode()
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"cannot list the project's files with git in {ROOT} ({exc}): the README test copies a checkout")
     return [p for p in listed.split("\0") if p]
@@ -136,10 +151,14 @@ def _project_files() -> list[str]:
 
 def _fresh_env() -> dict[str, str]:
     """The calling shell without anything that points at this checkout's environment, instance or agents."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DREAM", "DAGSTER", "OPENAI", "PYTEST", "VIRTUAL_ENV")) and k not in {"PORT", "HOST"}}
-    env["PATH"] = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
-                                  if p and "/.venv/" not in p + "/")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DREAM", "DAGSTER", "OPENAI", "PYTEST", "VIRTUAL_ENV")) and k not in {"PORT", "HOST"}
+    }
+    env["PATH"] = os.pathsep.join(
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if p and "/.venv/" not in p + "/"
+    )
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -153,7 +172,7 @@ def checkout(tmp_path_factory) -> Checkout:
     for rel in _project_files():
         src, dst = ROOT / rel, root / rel
         if not src.exists() and not src.is_symlink():
-            continue   # deleted in the working tree
+            continue  # deleted in the working tree
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_symlink():
             os.symlink(os.readlink(src), dst)
@@ -171,10 +190,11 @@ def checkout(tmp_path_factory) -> Checkout:
 
 # --- running a block -------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Ran:
     command: str
-    code: int | None           # None: not run (excluded, or the block stopped first)
+    code: int | None  # None: not run (excluded, or the block stopped first)
     output: str
 
 
@@ -209,14 +229,16 @@ def _problems(ran: list[Ran], expected_code: int | None = 0) -> list[str]:
             problems.append(f"`{r.command}` printed a traceback:\n{_around(r.output, TRACEBACK)}")
         noise = [n for n in DAGSTER_NOISE if n in r.output]
         if noise:
-            problems.append(f"`{r.command}` printed Dagster warnings ({', '.join(noise)}), "
-                            f"{r.output.count('Warning')} in all:\n{_around(r.output, noise[0])}")
+            problems.append(
+                f"`{r.command}` printed Dagster warnings ({', '.join(noise)}), "
+                f"{r.output.count('Warning')} in all:\n{_around(r.output, noise[0])}"
+            )
     return problems
 
 
 def _around(text: str, needle: str, before: int = 300, after: int = 2500) -> str:
     at = text.find(needle)
-    return text[max(0, at - before):at + after]
+    return text[max(0, at - before) : at + after]
 
 
 def _prepared(commands: list[str], substitutions: dict[str, str]) -> list[str]:
@@ -233,8 +255,15 @@ def _prepared(commands: list[str], substitutions: dict[str, str]) -> list[str]:
 
 def _run_block(checkout: Checkout, block: Block, env: dict[str, str], substitutions: dict[str, str]) -> list[Ran]:
     commands = _prepared(block.commands, substitutions)
-    proc = subprocess.run(["bash", "-c", _script(commands)], cwd=checkout.root, env=env, stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=BLOCK_TIMEOUT_S)
+    proc = subprocess.run(
+        ["bash", "-c", _script(commands)],
+        cwd=checkout.root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=BLOCK_TIMEOUT_S,
+    )
     output = proc.stdout.decode(errors="replace")
     checkout.outputs[block.id] = output
     return [Ran(block.commands[i], r.code, r.output) for i, r in enumerate(_split(commands, output))]
@@ -246,7 +275,7 @@ def _report(checkout: Checkout, block: Block, ran: list[Ran]) -> None:
     log.write_text(checkout.outputs.get(block.id, ""))
     print(f"README.md:{block.line}: output in {log}")
     others = sorted(set(re.findall(r"\b(\w+Warning): (.{0,100})", checkout.outputs.get(block.id, ""))))
-    for category, message in others:   # reported, not failed: only beta/preview noise is held against a block
+    for category, message in others:  # reported, not failed: only beta/preview noise is held against a block
         print(f"README.md:{block.line}: prints {category}: {message}")
     for r in ran:
         why = _excluded(r.command)
@@ -255,6 +284,7 @@ def _report(checkout: Checkout, block: Block, ran: list[Ran]) -> None:
 
 
 # --- placeholders ----------------------------------------------------------------------------------------------------
+
 
 def _demo_store(checkout: Checkout) -> Path:
     store = checkout.root / "data" / "agents" / "demo" / "store.duckdb"
@@ -279,14 +309,15 @@ def _placeholders(checkout: Checkout, commands: list[str]) -> dict[str, str]:
             values["RUN_ID"] = row[0]
         if "MEMORY_ID" in wanted:
             row = db.execute("""SELECT id FROM memories WHERE archived_at IS NOT NULL AND id NOT IN
-                                (SELECT target_id FROM changes WHERE target_type = 'memory') ORDER BY id LIMIT 1""")\
-                .fetchone()
+                                (SELECT target_id FROM changes WHERE target_type = 'memory')
+                                ORDER BY id LIMIT 1""").fetchone()
             assert row, "the demo agent has no archived memory to put in MEMORY_ID"
             values["MEMORY_ID"] = row[0]
     return values
 
 
 # --- make dev --------------------------------------------------------------------------------------------------------
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -295,8 +326,11 @@ def _free_port() -> int:
 
 
 def _graphql(base: str, query: str) -> dict:
-    req = urllib.request.Request(f"{base}/graphql", data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{base}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with _HTTP.open(req, timeout=10) as resp:
         return json.loads(resp.read())
 
@@ -343,8 +377,15 @@ def _run_dev_block(checkout: Checkout, block: Block, env: dict[str, str]) -> lis
     log = checkout.root / "make-dev.log"
     problems: list[str] = []
     with log.open("wb") as out:
-        proc = subprocess.Popen(["bash", "-c", _script([command])], cwd=checkout.root, env={**env, "PORT": str(port)},
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", "-c", _script([command])],
+            cwd=checkout.root,
+            env={**env, "PORT": str(port)},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline, state = time.monotonic() + DEV_READY_S, "not started"
         while True:
@@ -377,6 +418,7 @@ def _run_dev_block(checkout: Checkout, block: Block, env: dict[str, str]) -> lis
 
 # --- the tests -------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_readme_block_runs_as_written(checkout, block):
     env = dict(checkout.env)
@@ -384,7 +426,7 @@ def test_readme_block_runs_as_written(checkout, block):
     if any(c.split("#")[0].strip() == "make dev" for c in block.commands):
         ran = _run_dev_block(checkout, block, env)
         _report(checkout, block, ran)
-        problems = _problems(ran, expected_code=None)   # stopped by SIGTERM: make reports that as its own failure
+        problems = _problems(ran, expected_code=None)  # stopped by SIGTERM: make reports that as its own failure
         assert not problems, f"README.md:{block.line}:\n" + "\n\n".join(problems)
         return
     if README_ENDPOINT not in text:
@@ -402,15 +444,25 @@ def test_readme_block_runs_as_written(checkout, block):
     assert not problems, f"README.md:{block.line}:\n" + "\n\n".join(problems)
     runs = [r for r in ran if r.command.split("#")[0].strip().startswith("make run")]
     assert all("model backend: openai" in r.output for r in runs), (
-        f"README.md:{block.line}: the exported endpoint was not used: {[r.output[:500] for r in runs]}")
+        f"README.md:{block.line}: the exported endpoint was not used: {[r.output[:500] for r in runs]}"
+    )
 
 
 def test_the_harness_reports_each_failing_command_its_traceback_and_dagster_warnings(tmp_path):
     """The checks above can fail: a non-zero exit, a traceback or a beta warning is reported with its command, and
     the shell state of a block carries from one command to the next."""
-    block = Block(1, ["export GREETING=hi", 'test "$GREETING" = hi', "false", "python3 -c 'raise SystemExit(\"x\")'",
-                      "python3 -c 'import sys; sys.stderr.write(\"Traceback (most recent call last):\\n\")'",
-                      "echo 'dagster.BetaWarning: beta'", "make test"])
+    block = Block(
+        1,
+        [
+            "export GREETING=hi",
+            'test "$GREETING" = hi',
+            "false",
+            "python3 -c 'raise SystemExit(\"x\")'",
+            "python3 -c 'import sys; sys.stderr.write(\"Traceback (most recent call last):\\n\")'",
+            "echo 'dagster.BetaWarning: beta'",
+            "make test",
+        ],
+    )
     checkout = Checkout(tmp_path, _fresh_env())
     ran = _run_block(checkout, block, checkout.env, {})
     assert [r.code for r in ran] == [0, 0, 1, 1, 0, 0, 0]

@@ -26,18 +26,24 @@ from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, chec
 from .conftest import NOW
 
 LATER = NOW + timedelta(days=2)
-BACKGROUND = ["The user drinks green tea in the afternoon.", "Invoices are due on the 5th of each month.",
-              "Standup is at 9:30 on weekdays."]
-REVIEW = ("Priya from ACME reviews the MCP gateway rollout with the security team on March 6, 2026, in the Lisbon "
-          "office, and the review covers the audit logging, the token scopes and the rate limits.")
+BACKGROUND = [
+    "The user drinks green tea in the afternoon.",
+    "Invoices are due on the 5th of each month.",
+    "Standup is at 9:30 on weekdays.",
+]
+REVIEW = (
+    "Priya from ACME reviews the MCP gateway rollout with the security team on March 6, 2026, in the Lisbon "
+    "office, and the review covers the audit logging, the token scopes and the rate limits."
+)
 
 
 def _specifics(text: str, category: str = "general") -> list[coverage.Specific]:
     specifics_of = getattr(coverage, "specifics_of", None)
     if specifics_of is not None:
         return list(specifics_of(text, category, BASELINE_VOCABULARY))
-    return coverage.extract_specifics(CoverageSource(text, category), BASELINE_VOCABULARY,
-                                      coverage.lowercase_words([text]))
+    return coverage.extract_specifics(
+        CoverageSource(text, category), BASELINE_VOCABULARY, coverage.lowercase_words([text])
+    )
 
 
 def _has(text: str, phrase: str, *, ignore_case: bool = False) -> bool:
@@ -51,8 +57,11 @@ def _kept(specific: coverage.Specific, source: str, live: list[str], *, exact: b
     for content in live:
         if _has(content, specific.text, ignore_case=not (exact or specific.case_sensitive)):
             return True
-        if specific.kind == "date" and specific.text not in check_merge_coverage(
-                [CoverageSource(source, "general")], content, BASELINE_VOCABULARY).missing:
+        if (
+            specific.kind == "date"
+            and specific.text
+            not in check_merge_coverage([CoverageSource(source, "general")], content, BASELINE_VOCABULARY).missing
+        ):
             return True
     return False
 
@@ -103,13 +112,22 @@ def test_swapped_names_are_a_different_fact(store):
     assert sorted(_live(store)) == ["Evan plans a trip with Sam.", "Sam plans a trip with Evan."]
 
 
-@pytest.mark.parametrize("stored,incoming", [
-    ("The flight to Oslo departs at 10:20.", "The flight to Oslo departs at 20:10."),
-    ("The error rate of the Atlas service was 3.5 percent.", "The error rate of the Atlas service was 5.3 percent."),
-    ("The offsite budget for the Berlin team is $1,200.", "The offsite budget for the Berlin team is $200."),
-    ("The contract with Globex renews on 3/6/2026.", "The contract with Globex renews on 6/3/2026."),
-    ("The user moved from Berlin to Paris in spring.", "The user moved to Berlin from Paris in spring."),
-])
+@pytest.mark.parametrize(
+    "stored,incoming",
+    [
+        ("The flight to Oslo departs at 10:20.", "The flight to Oslo departs at 20:10."),
+        (
+            "The error rate of the Atlas service was 3.5 percent.",
+            "The error rate of the Atlas service was 5.3 percent.",
+        ),
+        (
+            "The offsite budget for the Berlin team is $1,200.",
+            "The offsite budget for the Berlin team is $200.",
+        ),
+        ("The contract with Globex renews on 3/6/2026.", "The contract with Globex renews on 6/3/2026."),
+        ("The user moved from Berlin to Paris in spring.", "The user moved to Berlin from Paris in spring."),
+    ],
+)
 def test_a_changed_value_or_order_is_a_correction_saved_apart(store, stored, incoming):
     first = store.memories.save(stored, now=NOW)
     second = store.memories.save(incoming, now=LATER)
@@ -188,7 +206,10 @@ def test_repeating_a_correction_reinforces_the_correction(store):
     correction = store.memories.save("The launch review is on 2026-06-03.", now=NOW + timedelta(hours=1))
     again = store.memories.save("The launch review is on 2026-06-03.", now=LATER)
     assert again.action == "reinforced" and again.matched_id == correction.entry.id
-    assert sorted(_live(store)) == ["The launch review is on 2026-03-06.", "The launch review is on 2026-06-03."]
+    assert sorted(_live(store)) == [
+        "The launch review is on 2026-03-06.",
+        "The launch review is on 2026-06-03.",
+    ]
     assert store.memories.get(correction.entry.id).reinforcement_count == 2
 
 
@@ -202,19 +223,30 @@ def test_different_subject_times_are_never_merged_even_for_a_repeat(store):
 # --- the decision on its own ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stored,incoming,action", [
-    ("The user prefers dark mode in the code editor.", "the user prefers dark mode in the code editor", REINFORCE),
-    ("The user prefers dark mode.  It helps at night.", "It helps at night.", REINFORCE),
-    ("User prefers the dark mode.", "The user prefers dark mode!", REINFORCE),
-    ("The user prefers dark mode.", "The user prefers dark mode. The terminal uses Solarized.", EXTEND),
-    ("The user prefers dark mode", "The user prefers dark mode. The terminal uses Solarized.", EXTEND),
-    ("The user prefers dark mode.", "The user really prefers dark mode.", CREATE),
-    ("The user prefers dark mode in the editor and terminal.", "The user prefers dark mode in the editor.", CREATE),
-    ("The user does not drink coffee after 17:00.", "The user does drink coffee after 17:00.", CREATE),
-    ("The stand-up is at 9.", "The stand-up is at 9:30.", CREATE),
-    ("The fee is $200.", "The fee is €200.", CREATE),
-    ("The temperature limit is 5 degrees.", "The temperature limit is -5 degrees.", CREATE),
-])
+@pytest.mark.parametrize(
+    "stored,incoming,action",
+    [
+        (
+            "The user prefers dark mode in the code editor.",
+            "the user prefers dark mode in the code editor",
+            REINFORCE,
+        ),
+        ("The user prefers dark mode.  It helps at night.", "It helps at night.", REINFORCE),
+        ("User prefers the dark mode.", "The user prefers dark mode!", REINFORCE),
+        ("The user prefers dark mode.", "The user prefers dark mode. The terminal uses Solarized.", EXTEND),
+        ("The user prefers dark mode", "The user prefers dark mode. The terminal uses Solarized.", EXTEND),
+        ("The user prefers dark mode.", "The user really prefers dark mode.", CREATE),
+        (
+            "The user prefers dark mode in the editor and terminal.",
+            "The user prefers dark mode in the editor.",
+            CREATE,
+        ),
+        ("The user does not drink coffee after 17:00.", "The user does drink coffee after 17:00.", CREATE),
+        ("The stand-up is at 9.", "The stand-up is at 9:30.", CREATE),
+        ("The fee is $200.", "The fee is €200.", CREATE),
+        ("The temperature limit is 5 degrees.", "The temperature limit is -5 degrees.", CREATE),
+    ],
+)
 def test_decision(stored, incoming, action):
     decision = decide(stored, incoming, max_chars=16_000)
     assert decision.action == action, decision.reason
@@ -227,10 +259,16 @@ def test_decision(stored, incoming, action):
 def test_an_extension_that_would_fail_coverage_is_not_applied(monkeypatch):
     from dream_assets.store import dedup
 
-    monkeypatch.setattr(dedup, "check_merge_coverage",
-                        lambda sources, merged, vocab: coverage.CoverageResult(False, ("Solarized",), ("Solarized",)))
-    decision = decide("The user prefers dark mode.", "The user prefers dark mode. The terminal uses Solarized.",
-                      max_chars=16_000)
+    monkeypatch.setattr(
+        dedup,
+        "check_merge_coverage",
+        lambda sources, merged, vocab: coverage.CoverageResult(False, ("Solarized",), ("Solarized",)),
+    )
+    decision = decide(
+        "The user prefers dark mode.",
+        "The user prefers dark mode. The terminal uses Solarized.",
+        max_chars=16_000,
+    )
     assert decision.action == CREATE and "Solarized" in decision.reason
 
 
@@ -239,13 +277,29 @@ def test_an_extension_that_would_fail_coverage_is_not_applied(monkeypatch):
 _PEOPLE = ["Sam", "Evan", "Priya", "Tomas", "Mia", "Okafor"]
 _PLACES = ["Lisbon", "Oslo", "Berlin", "Austin"]
 _PROJECTS = ["Atlas", "Hermes", "MCP gateway", "AWS migration"]
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 
 def _date(day: int, month: int, style: int) -> str:
-    return [f"2026-{month:02d}-{day:02d}", f"{_MONTHS[month - 1]} {day}, 2026", f"{day} {_MONTHS[month - 1]} 2026",
-            f"{month}/{day}/2026"][style]
+    return [
+        f"2026-{month:02d}-{day:02d}",
+        f"{_MONTHS[month - 1]} {day}, 2026",
+        f"{day} {_MONTHS[month - 1]} 2026",
+        f"{month}/{day}/2026",
+    ][style]
 
 
 @st.composite
@@ -253,10 +307,18 @@ def _fact(draw: st.DrawFn) -> dict[str, object]:
     p1, p2 = draw(st.lists(st.sampled_from(_PEOPLE), min_size=2, max_size=2, unique=True))
     day, month = draw(st.lists(st.integers(1, 12), min_size=2, max_size=2, unique=True))
     return {
-        "template": draw(st.integers(0, 3)), "p1": p1, "p2": p2, "place": draw(st.sampled_from(_PLACES)),
-        "project": draw(st.sampled_from(_PROJECTS)), "day": day, "month": month, "style": draw(st.integers(0, 3)),
-        "hour": draw(st.integers(10, 23)), "minute": draw(st.sampled_from([5, 15, 30, 45])),
-        "int": draw(st.integers(1, 9)), "frac": draw(st.integers(1, 9)),
+        "template": draw(st.integers(0, 3)),
+        "p1": p1,
+        "p2": p2,
+        "place": draw(st.sampled_from(_PLACES)),
+        "project": draw(st.sampled_from(_PROJECTS)),
+        "day": day,
+        "month": month,
+        "style": draw(st.integers(0, 3)),
+        "hour": draw(st.integers(10, 23)),
+        "minute": draw(st.sampled_from([5, 15, 30, 45])),
+        "int": draw(st.integers(1, 9)),
+        "frac": draw(st.integers(1, 9)),
         "amount": draw(st.sampled_from(["$1,200", "$200", "$2,100", "$12,000"])),
     }
 
@@ -272,14 +334,37 @@ def _render(f: dict[str, object]) -> str:
     ][f["template"]]  # type: ignore[index]
 
 
-_FILLER = ("The notes were taken by {p} in the shared document and the follow-up items were assigned the same "
-           "afternoon.")
-_ADDED = ["Bring the threat model.", "The agenda is in the shared drive.", "Okafor joins from Austin.",
-          "The budget line is 4410.", "Sign-off is due by 2026-09-30."]
-_KINDS = ["repeat", "lowercase", "punctuation", "swap_date", "swap_time", "swap_decimal", "swap_amount",
-          "swap_names", "respelled", "added", "continued", "paraphrase", "over_cap"]
+_FILLER = "The notes were taken by {p} in the shared document and the follow-up items were assigned the same afternoon."
+_ADDED = [
+    "Bring the threat model.",
+    "The agenda is in the shared drive.",
+    "Okafor joins from Austin.",
+    "The budget line is 4410.",
+    "Sign-off is due by 2026-09-30.",
+]
+_KINDS = [
+    "repeat",
+    "lowercase",
+    "punctuation",
+    "swap_date",
+    "swap_time",
+    "swap_decimal",
+    "swap_amount",
+    "swap_names",
+    "respelled",
+    "added",
+    "continued",
+    "paraphrase",
+    "over_cap",
+]
 _FILLER_2 = "The security team sends the audit findings and the token scopes to the owners before the review."
-_SLOTS = {"swap_date": [0, 1], "swap_time": [1], "swap_decimal": [2], "swap_amount": [3], "swap_names": [0, 1]}
+_SLOTS = {
+    "swap_date": [0, 1],
+    "swap_time": [1],
+    "swap_decimal": [2],
+    "swap_amount": [3],
+    "swap_names": [0, 1],
+}
 _SAME = {"repeat", "lowercase", "punctuation"}
 _CHANGED = {"swap_date", "swap_time", "swap_decimal", "swap_amount", "swap_names"}
 
@@ -321,8 +406,13 @@ def _pair(draw: st.DrawFn) -> tuple[str, str, str, int | None]:
             second = "  " + second.rstrip(".") + " "
         first = lead
     elif kind == "respelled":
-        first, second = lead, lead.replace(" percent", " Percent").replace(" offsite", " Offsite") \
-            .replace(" trip", " Trip").replace(" review", " Review")
+        first, second = (
+            lead,
+            lead.replace(" percent", " Percent")
+            .replace(" offsite", " Offsite")
+            .replace(" trip", " Trip")
+            .replace(" review", " Review"),
+        )
     elif kind == "added":
         first, second = lead, f"{lead} {extra}"
     elif kind == "continued":

@@ -21,9 +21,14 @@ from dream_assets.store.embeddings import EmbeddingCache, content_hash
 from dream_assets_tests.conftest import NOW
 from dream_assets_tests.openai_server import OpenAITestServer, hang, refusing_base_url
 
-BACKGROUND = ["The user drinks green tea in the afternoon.", "Invoices are due on the 5th of each month.",
-              "Standup is at 9:30 on weekdays.", "Jon plays the piano every evening.",
-              "Jon visits Berlin museums on weekends.", "The robotics team meets on Fridays."]
+BACKGROUND = [
+    "The user drinks green tea in the afternoon.",
+    "Invoices are due on the 5th of each month.",
+    "Standup is at 9:30 on weekdays.",
+    "Jon plays the piano every evening.",
+    "Jon visits Berlin museums on weekends.",
+    "The robotics team meets on Fridays.",
+]
 MOVE = "Jon moved to Berlin in May 2023 for a job at a robotics startup."
 MOVE_MORE = MOVE + " He cycles to Kreuzberg."
 MODEL = "test-embedding"
@@ -54,16 +59,21 @@ def _live(store: DreamStore) -> list[str]:
     return sorted(e.content for e in store.memories.list_live())
 
 
-@pytest.mark.parametrize(("stored", "incoming", "action", "content"), [
-    (MOVE, MOVE_MORE, "extended", MOVE_MORE),
-    (MOVE_MORE, MOVE, "reinforced", MOVE_MORE),
-], ids=["adds-a-sentence", "says-less"])
+@pytest.mark.parametrize(
+    ("stored", "incoming", "action", "content"),
+    [
+        (MOVE, MOVE_MORE, "extended", MOVE_MORE),
+        (MOVE_MORE, MOVE, "reinforced", MOVE_MORE),
+    ],
+    ids=["adds-a-sentence", "says-less"],
+)
 def test_a_restatement_the_lexical_measure_misses_is_absorbed_when_the_embeddings_match(
-        tmp_path, server, stored, incoming, action, content):
+    tmp_path, server, stored, incoming, action, content
+):
     lexical = _store(tmp_path, "lexical", _options(None))
     lexical.memories.save(stored, now=NOW)
     missed = lexical.memories.save(incoming, now=NOW + timedelta(days=1))
-    assert missed.action == "created"                       # the lexical measure keeps a twin
+    assert missed.action == "created"  # the lexical measure keeps a twin
     lexical.close()
 
     store = _store(tmp_path, "embedded", _options(server.base_url))
@@ -81,8 +91,13 @@ def test_a_restatement_the_lexical_measure_misses_is_absorbed_when_the_embedding
 def test_the_embedding_threshold_decides_not_the_lexical_one(tmp_path, server):
     # The same pair with EmbeddingSimilarityThreshold above its cosine: kept apart although the lexical
     # overlap measure (the default) would have extended it.
-    store = _store(tmp_path, "strict", DreamOptions().replace(
-        EmbeddingModel=MODEL, EmbeddingBaseUrl=server.base_url, EmbeddingSimilarityThreshold=0.99))
+    store = _store(
+        tmp_path,
+        "strict",
+        DreamOptions().replace(
+            EmbeddingModel=MODEL, EmbeddingBaseUrl=server.base_url, EmbeddingSimilarityThreshold=0.99
+        ),
+    )
     store.memories.save(MOVE, now=NOW)
     result = store.memories.save(MOVE_MORE, now=NOW)
     assert result.action == "created"
@@ -97,7 +112,7 @@ def test_an_identical_resave_and_a_save_whose_vectors_are_cached_make_no_embeddi
     first = store.memories.save(MOVE, now=NOW)
     assert first.action == "created" and len(server.embedding_requests) == 1  # it and its candidates, one batch
     cache = EmbeddingCache(store.connection)
-    assert cache.get(MODEL, [content_hash(MOVE)])            # the saved text's vector is kept for clustering
+    assert cache.get(MODEL, [content_hash(MOVE)])  # the saved text's vector is kept for clustering
 
     server.requests.clear()
     again = store.memories.save(MOVE, now=NOW + timedelta(days=1))
@@ -126,23 +141,26 @@ def test_a_dead_endpoint_falls_back_to_the_lexical_measure_and_the_save_succeeds
 
 def test_a_hanging_endpoint_delays_one_save_by_one_timeout_then_is_left_alone_for_a_while(profile, server):
     server.script(*[hang(5.0)] * 4)
-    store = open_store(profile, DreamOptions().replace(
-        EmbeddingModel=MODEL, EmbeddingBaseUrl=server.base_url, LlmTimeout=timedelta(seconds=0.5)))
+    store = open_store(
+        profile,
+        DreamOptions().replace(
+            EmbeddingModel=MODEL, EmbeddingBaseUrl=server.base_url, LlmTimeout=timedelta(seconds=0.5)
+        ),
+    )
     studio = "Gina opened her dance studio downtown in June."
     store.memories.save(studio, now=NOW)
-    assert server.embedding_requests == []                    # nothing to compare with: nothing embedded
+    assert server.embedding_requests == []  # nothing to compare with: nothing embedded
 
     started = time.monotonic()
     first = store.memories.save(f"{studio} It has two rooms.", now=NOW + timedelta(minutes=1))
     took = time.monotonic() - started
     assert first.action == "extended" and "embeddings failed" in first.reason
-    assert 0.4 <= took < 3.0                                  # one request, no retries
+    assert 0.4 <= took < 3.0  # one request, no retries
     assert len(server.embedding_requests) == 1
 
-    second = store.memories.save(f"{studio} It has two rooms. Classes start at six.",
-                                 now=NOW + timedelta(minutes=2))
+    second = store.memories.save(f"{studio} It has two rooms. Classes start at six.", now=NOW + timedelta(minutes=2))
     assert second.action == "extended" and "lexical measure" in second.reason
-    assert len(server.embedding_requests) == 1                # within the pause: not tried again
+    assert len(server.embedding_requests) == 1  # within the pause: not tried again
     assert [e.content for e in store.memories.list_live()] == [f"{studio} It has two rooms. Classes start at six."]
     store.close()
 
@@ -163,6 +181,6 @@ def test_a_save_inside_a_callers_transaction_never_calls_the_endpoint(tmp_path, 
     server.requests.clear()
     with store.transaction():
         result = store.memories.save(MOVE_MORE, now=NOW)
-        assert server.embedding_requests == []                # the store is held: no request
-    assert result.action == "created"                         # the lexical (tfidf) measure decided
+        assert server.embedding_requests == []  # the store is held: no request
+    assert result.action == "created"  # the lexical (tfidf) measure decided
     store.close()

@@ -23,15 +23,23 @@ from dream_assets.store.logs import (
 
 from .conftest import NOW
 
-LONG = ("1. Confirm what the user wants.\n2. Gather the inputs and check they are current.\n"
-        "3. Do the work, verifying every name, date and number.\n4. Ask before sending anything external.\n"
-        "Edge cases: missing access -> say so and stop; an ambiguous request -> ask.")
+LONG = (
+    "1. Confirm what the user wants.\n2. Gather the inputs and check they are current.\n"
+    "3. Do the work, verifying every name, date and number.\n4. Ask before sending anything external.\n"
+    "Edge cases: missing access -> say so and stop; an ambiguous request -> ask."
+)
 
 
 def skill(name, content=None, *, summary=None, age=100, used=None, see_also=()):
-    return Skill(name=name, summary=summary or f"About {name}", content=content or f"{name}: {LONG}",
-                 see_also=tuple(see_also), created_at=NOW - timedelta(days=age), updated_at=NOW - timedelta(days=age),
-                 last_used_at=None if used is None else NOW - timedelta(days=used))
+    return Skill(
+        name=name,
+        summary=summary or f"About {name}",
+        content=content or f"{name}: {LONG}",
+        see_also=tuple(see_also),
+        created_at=NOW - timedelta(days=age),
+        updated_at=NOW - timedelta(days=age),
+        last_used_at=None if used is None else NOW - timedelta(days=used),
+    )
 
 
 def scripted(profile, options, answers):
@@ -40,8 +48,14 @@ def scripted(profile, options, answers):
 
 
 def context(profile, store, client=None, *, options=None, now=NOW, cycle="c1"):
-    return PassContext(profile, options or DreamOptions(), now, cycle_id=cycle,
-                       client_factory=(lambda: client) if client is not None else None, _store=store)
+    return PassContext(
+        profile,
+        options or DreamOptions(),
+        now,
+        cycle_id=cycle,
+        client_factory=(lambda: client) if client is not None else None,
+        _store=store,
+    )
 
 
 def say(profile, session, text, *, days_ago=1.0, role="user"):
@@ -53,8 +67,11 @@ def use(profile, session, name, *, days_ago=1.0):
 
 
 def feedback(profile, session, kind, text, *, rating=None, skills=(), days_ago=1.0):
-    append_event(profile, "feedback", FeedbackEvent(NOW - timedelta(days=days_ago), session, kind, text, rating=rating,
-                                                    skill_names=list(skills)))
+    append_event(
+        profile,
+        "feedback",
+        FeedbackEvent(NOW - timedelta(days=days_ago), session, kind, text, rating=rating, skill_names=list(skills)),
+    )
 
 
 def live_names(store):
@@ -62,10 +79,16 @@ def live_names(store):
 
 
 # =================================================================== skill gap detection
-INVOICE_SKILL = {"name": "finance/convert-invoice", "summary": "Convert an invoice PDF into a spreadsheet row",
-                 "content": "1. Open the invoice PDF.\n2. Read vendor, date and amount.\n3. Append a spreadsheet row."}
-WEATHER_SKILL = {"name": "weather/lookup", "summary": "Look up the forecast for a city",
-                 "content": "Call the forecast tool with the city name and report highs and lows."}
+INVOICE_SKILL = {
+    "name": "finance/convert-invoice",
+    "summary": "Convert an invoice PDF into a spreadsheet row",
+    "content": "1. Open the invoice PDF.\n2. Read vendor, date and amount.\n3. Append a spreadsheet row.",
+}
+WEATHER_SKILL = {
+    "name": "weather/lookup",
+    "summary": "Look up the forecast for a city",
+    "content": "Call the forecast tool with the city name and report highs and lows.",
+}
 
 
 def gap_sessions(profile):
@@ -85,7 +108,7 @@ def test_request_type_seen_in_two_sessions_creates_a_skill(profile, store, optio
     prompt = backend.requests[0].prompt
     assert "Recurring topics across sessions (term frequency ≥ 2 sessions):" in prompt
     assert '- "convert": 2 session(s)' in prompt and '- "invoice": 2 session(s)' in prompt
-    assert '"weather"' not in prompt.split("Recurring topics")[1]   # one session is not a recurring topic
+    assert '"weather"' not in prompt.split("Recurring topics")[1]  # one session is not a recurring topic
     [change] = store.changes.list("c1")
     assert (change.kind, change.target_id, change.before) == ("created", "finance/convert-invoice", None)
     assert "s1" in change.reason and "s2" in change.reason
@@ -148,11 +171,17 @@ def test_gap_detection_skips_an_invalid_name_with_a_warning(profile, store, opti
     assert any(line.startswith("WARNING:") and "skill name" in line for line in report.lines)
 
 
-@pytest.mark.parametrize("field,value,why", [("content", "Open the invoice \ud800 PDF", "surrogate"),
-                                             ("summary", "Convert\x00 invoices", "NUL"),
-                                             ("content", "x" * 200_000, "over the limit")])
-def test_gap_detection_rejects_hostile_text_with_its_reason_and_applies_the_rest(profile, store, options, field,
-                                                                                 value, why):
+@pytest.mark.parametrize(
+    "field,value,why",
+    [
+        ("content", "Open the invoice \ud800 PDF", "surrogate"),
+        ("summary", "Convert\x00 invoices", "NUL"),
+        ("content", "x" * 200_000, "over the limit"),
+    ],
+)
+def test_gap_detection_rejects_hostile_text_with_its_reason_and_applies_the_rest(
+    profile, store, options, field, value, why
+):
     gap_sessions(profile)
     hostile = dict(INVOICE_SKILL, name="finance/invoice-hostile", **{field: value})
     client, _ = scripted(profile, options, [{"toSave": [hostile, INVOICE_SKILL]}])
@@ -230,8 +259,9 @@ def some_usage(profile):
 def test_delete_without_save_is_a_directive_violation_and_nothing_is_applied(profile, store, options):
     catalog(store, skill("mcp/email"), skill("mcp/calendar"))
     some_usage(profile)
-    client, backend = scripted(profile, options, [{"toDelete": ["mcp/calendar"], "toSave": []},
-                                                  {"toDelete": [], "toSave": []}])
+    client, backend = scripted(
+        profile, options, [{"toDelete": ["mcp/calendar"], "toSave": []}, {"toDelete": [], "toSave": []}]
+    )
     report = run_skill_consolidation(context(profile, store, client))
     assert report.status == "skipped" and "directive violation" in report.reason
     assert live_names(store) == {"mcp/email", "mcp/calendar"} and store.changes.list() == []
@@ -243,9 +273,13 @@ def test_delete_without_save_is_a_directive_violation_and_nothing_is_applied(pro
 def test_prefix_family_guide_is_created_and_unknown_see_also_dropped(profile, store, options):
     catalog(store, skill("mcp/email"), skill("mcp/calendar"), skill("mcp/weather", "Call the weather tool."))
     some_usage(profile)
-    guide = {"name": "mcp/guide", "summary": "Choose between the MCP tools",
-             "content": "Email -> mcp/email. Meetings -> mcp/calendar. Forecasts -> mcp/weather.",
-             "sourceNames": [], "seeAlso": ["mcp/email", "mcp/calendar", "mcp/weather", "mcp/telepathy", "../x"]}
+    guide = {
+        "name": "mcp/guide",
+        "summary": "Choose between the MCP tools",
+        "content": "Email -> mcp/email. Meetings -> mcp/calendar. Forecasts -> mcp/weather.",
+        "sourceNames": [],
+        "seeAlso": ["mcp/email", "mcp/calendar", "mcp/weather", "mcp/telepathy", "../x"],
+    }
     client, backend = scripted(profile, options, [{"toDelete": [], "toSave": [guide]}])
     report = run_skill_consolidation(context(profile, store, client))
     assert report.status == "completed" and report.counts["guides"] == 1
@@ -257,12 +291,20 @@ def test_prefix_family_guide_is_created_and_unknown_see_also_dropped(profile, st
 
 
 def test_merge_keeps_earliest_created_and_latest_used_and_archives_sources(profile, store, options):
-    catalog(store, skill("summarize-emails", age=100, used=10), skill("email-summary", "Summarise emails.", age=20, used=1),
-            skill("mcp/email", age=300, used=2, see_also=["email-summary"]))
+    catalog(
+        store,
+        skill("summarize-emails", age=100, used=10),
+        skill("email-summary", "Summarise emails.", age=20, used=1),
+        skill("mcp/email", age=300, used=2, see_also=["email-summary"]),
+    )
     some_usage(profile)
-    merged = {"name": "email/summarize-inbox", "summary": "Summarise an inbox into action items",
-              "content": "List senders, asks and deadlines as bullet points with action items.",
-              "sourceNames": ["summarize-emails", "email-summary"], "seeAlso": ["mcp/email"]}
+    merged = {
+        "name": "email/summarize-inbox",
+        "summary": "Summarise an inbox into action items",
+        "content": "List senders, asks and deadlines as bullet points with action items.",
+        "sourceNames": ["summarize-emails", "email-summary"],
+        "seeAlso": ["mcp/email"],
+    }
     client, _ = scripted(profile, options, [{"toDelete": ["email-summary"], "toSave": [merged]}])
     report = run_skill_consolidation(context(profile, store, client))
     assert report.counts["merged"] == 1 and report.counts["archived"] == 2
@@ -270,7 +312,7 @@ def test_merge_keeps_earliest_created_and_latest_used_and_archives_sources(profi
     assert new.created_at == NOW - timedelta(days=100)
     assert new.last_used_at == NOW - timedelta(days=1)
     for name in ("summarize-emails", "email-summary"):
-        assert store.skills.get(name).is_archived           # archived, not deleted
+        assert store.skills.get(name).is_archived  # archived, not deleted
     assert store.skills.get("mcp/email").see_also == ("email/summarize-inbox",)  # link followed the merge
     store.skills.restore("email-summary", now=NOW)
     assert store.skills.get("email-summary").content == "Summarise emails."
@@ -279,24 +321,49 @@ def test_merge_keeps_earliest_created_and_latest_used_and_archives_sources(profi
 def test_merge_into_an_existing_skill_keeps_the_earliest_dates_of_both(profile, store, options):
     catalog(store, skill("writing/report", age=50, used=30), skill("writing/weekly", age=400, used=2))
     some_usage(profile)
-    client, _ = scripted(profile, options, [{"toSave": [
-        {"name": "writing/report", "content": "Weekly report: bullets, metrics first.", "sourceNames": ["writing/weekly"]}]}])
+    client, _ = scripted(
+        profile,
+        options,
+        [
+            {
+                "toSave": [
+                    {
+                        "name": "writing/report",
+                        "content": "Weekly report: bullets, metrics first.",
+                        "sourceNames": ["writing/weekly"],
+                    }
+                ]
+            }
+        ],
+    )
     run_skill_consolidation(context(profile, store, client))
     report_skill = store.skills.get("writing/report")
     assert report_skill.created_at == NOW - timedelta(days=400)
     assert report_skill.last_used_at == NOW - timedelta(days=2)
-    assert report_skill.summary == "About writing/report"   # an empty summary keeps the one it had
+    assert report_skill.summary == "About writing/report"  # an empty summary keeps the one it had
     assert store.skills.get("writing/weekly").is_archived
 
 
 def test_a_consolidation_cycle_can_be_undone(profile, store, options):
-    originals = [skill("summarize-emails"), skill("email-summary", "Summarise emails.", see_also=["mcp/email"]),
-                 skill("mcp/email", see_also=["email-summary"]), skill("mcp/calendar")]
+    originals = [
+        skill("summarize-emails"),
+        skill("email-summary", "Summarise emails.", see_also=["mcp/email"]),
+        skill("mcp/email", see_also=["email-summary"]),
+        skill("mcp/calendar"),
+    ]
     catalog(store, *originals)
     some_usage(profile)
-    answer = {"toDelete": ["mcp/calendar"], "toSave": [
-        {"name": "email/summarize", "content": "Merged procedure.", "sourceNames": ["summarize-emails", "email-summary"]},
-        {"name": "mcp/guide", "content": "Which MCP tool when.", "seeAlso": ["mcp/email"]}]}
+    answer = {
+        "toDelete": ["mcp/calendar"],
+        "toSave": [
+            {
+                "name": "email/summarize",
+                "content": "Merged procedure.",
+                "sourceNames": ["summarize-emails", "email-summary"],
+            },
+            {"name": "mcp/guide", "content": "Which MCP tool when.", "seeAlso": ["mcp/email"]},
+        ],
+    }
     client, _ = scripted(profile, options, [answer])
     run_skill_consolidation(context(profile, store, client))
     assert live_names(store) == {"email/summarize", "mcp/email", "mcp/guide"}
@@ -313,7 +380,7 @@ def test_unchanged_catalog_makes_no_call_and_a_changed_one_does(profile, store, 
     some_usage(profile)
     client, backend = scripted(profile, options, [{"toSave": []}, {"toSave": []}])
     run_skill_consolidation(context(profile, store, client))
-    use(profile, "u3", "mcp/calendar", days_ago=0.1)      # usage counts drift: not a catalog change
+    use(profile, "u3", "mcp/calendar", days_ago=0.1)  # usage counts drift: not a catalog change
     again = run_skill_consolidation(context(profile, store, client, cycle="c2", now=NOW + timedelta(hours=4)))
     assert again.status == "skipped" and "change gate" in again.reason and len(backend.requests) == 1
     store.skills.put(skill("mcp/slack"))
@@ -333,18 +400,23 @@ def test_failed_consolidation_call_is_not_stamped_and_retried(profile, store, op
 
 
 def test_consolidation_prompt_carries_usage_sparse_co_use_and_prefix_clusters(profile, store, options):
-    catalog(store, skill("mcp/email"), skill("mcp/calendar"), skill("travel/visa", "Check the embassy site.", age=45),
-            skill("travel/new", "Tiny.", age=2))
+    catalog(
+        store,
+        skill("mcp/email"),
+        skill("mcp/calendar"),
+        skill("travel/visa", "Check the embassy site.", age=45),
+        skill("travel/new", "Tiny.", age=2),
+    )
     for sid in ("a", "b", "c"):
         use(profile, sid, "mcp/email")
         use(profile, sid, "mcp/calendar")
-    use(profile, "old", "mcp/email", days_ago=45)           # outside SkillUsageWindow
+    use(profile, "old", "mcp/email", days_ago=45)  # outside SkillUsageWindow
     client, backend = scripted(profile, options, [{"toSave": []}])
     run_skill_consolidation(context(profile, store, client))
     prompt = backend.requests[0].prompt
     assert "### skill: mcp/email — used 3× in 30 days" in prompt
     assert "### skill: travel/visa — used 0× in 30 days [sparse-content]" in prompt
-    assert "### skill: travel/new — used 0× in 30 days\n" in prompt          # too young to be sparse
+    assert "### skill: travel/new — used 0× in 30 days\n" in prompt  # too young to be sparse
     assert "- mcp/calendar + mcp/email: 3 session(s)" in prompt
     assert "- travel/*: travel/new, travel/visa" in prompt
 
@@ -352,8 +424,11 @@ def test_consolidation_prompt_carries_usage_sparse_co_use_and_prefix_clusters(pr
 def test_consolidation_ignores_unknown_sources_and_refuses_deletes_when_no_save_persists(profile, store, options):
     catalog(store, skill("mcp/email"), skill("mcp/calendar"))
     some_usage(profile)
-    client, _ = scripted(profile, options, [{"toDelete": ["mcp/calendar", "ghost"],
-                                              "toSave": [{"name": "../bad", "content": "x"}]}])
+    client, _ = scripted(
+        profile,
+        options,
+        [{"toDelete": ["mcp/calendar", "ghost"], "toSave": [{"name": "../bad", "content": "x"}]}],
+    )
     report = run_skill_consolidation(context(profile, store, client))
     assert live_names(store) == {"mcp/email", "mcp/calendar"}
     assert report.counts["refused_deletes"] == 1 and report.counts["rejected"] == 1
@@ -365,8 +440,15 @@ def test_a_skill_edited_while_the_model_answers_is_not_merged_away(profile, stor
 
     def answer(request):
         store.skills.save(store.skills.get("meeting-minutes").with_(content="Edited by the agent meanwhile."), now=NOW)
-        return {"toSave": [{"name": "meeting/notes", "content": "Merged.",
-                            "sourceNames": ["meeting-notes", "meeting-minutes"]}]}
+        return {
+            "toSave": [
+                {
+                    "name": "meeting/notes",
+                    "content": "Merged.",
+                    "sourceNames": ["meeting-notes", "meeting-minutes"],
+                }
+            ]
+        }
 
     client, _ = scripted(profile, options, answer)
     run_skill_consolidation(context(profile, store, client))
@@ -377,14 +459,16 @@ def test_a_skill_edited_while_the_model_answers_is_not_merged_away(profile, stor
 def test_hostile_strings_reject_their_item_with_a_reason_and_the_rest_of_the_answer_applies(profile, store, options):
     catalog(store, skill("mcp/email"), skill("mcp/calendar"), skill("summarize-emails"), skill("email-summary"))
     some_usage(profile)
-    raw = ('{"toDelete": [42, {"name": "mcp/calendar"}, null, "ghost", "mcp/calendar\\u0000", "email-summary"],'
-           ' "toSave": ['
-           '{"name": "mcp/\\ud800", "content": "Surrogate in the name."},'
-           '{"name": "mcp/guide", "content": "Pick a tool.\\u0000", "sourceNames": ["mcp/email"]},'
-           '{"name": "mcp/guide2", "summary": "bad\\udfff", "content": "Pick a tool."},'
-           '{"name": ["mcp", "guide3"], "content": "A list for a name."},'
-           '{"name": "email/summarize", "content": "List senders, asks and deadlines.",'
-           ' "sourceNames": ["summarize-emails", ["x"], "summarize-emails"], "seeAlso": ["mcp/email", true]}]}')
+    raw = (
+        '{"toDelete": [42, {"name": "mcp/calendar"}, null, "ghost", "mcp/calendar\\u0000", "email-summary"],'
+        ' "toSave": ['
+        '{"name": "mcp/\\ud800", "content": "Surrogate in the name."},'
+        '{"name": "mcp/guide", "content": "Pick a tool.\\u0000", "sourceNames": ["mcp/email"]},'
+        '{"name": "mcp/guide2", "summary": "bad\\udfff", "content": "Pick a tool."},'
+        '{"name": ["mcp", "guide3"], "content": "A list for a name."},'
+        '{"name": "email/summarize", "content": "List senders, asks and deadlines.",'
+        ' "sourceNames": ["summarize-emails", ["x"], "summarize-emails"], "seeAlso": ["mcp/email", true]}]}'
+    )
     client, _ = scripted(profile, options, [raw])
     report = run_skill_consolidation(context(profile, store, client))
     assert report.status == "completed"
@@ -395,10 +479,14 @@ def test_hostile_strings_reject_their_item_with_a_reason_and_the_rest_of_the_ans
     assert "toSave[2].summary contains a lone surrogate" in reasons["toSave[2]"]
     assert "its sources are kept" in reasons["toSave[1]"]
     assert report.counts["invalid_items"] == 4 and report.counts["merged"] == 1
-    assert report.counts["invalid_names"] == 4      # 42 is text ("42"); the object, null, NUL name and the list
-    assert report.counts["ignored_names"] == 2      # "42" and "ghost" were never shown
+    assert report.counts["invalid_names"] == 4  # 42 is text ("42"); the object, null, NUL name and the list
+    assert report.counts["ignored_names"] == 2  # "42" and "ghost" were never shown
     assert report.counts["duplicate_names"] == 1
-    assert live_names(store) == {"mcp/email", "mcp/calendar", "email/summarize"}  # source merged, prune applied
+    assert live_names(store) == {
+        "mcp/email",
+        "mcp/calendar",
+        "email/summarize",
+    }  # source merged, prune applied
     assert store.skills.get("email/summarize").see_also == ("mcp/email",)
     store.skills.fingerprint()
 
@@ -406,9 +494,22 @@ def test_hostile_strings_reject_their_item_with_a_reason_and_the_rest_of_the_ans
 def test_a_source_shared_by_two_saves_is_retired_once_and_both_saves_persist(profile, store, options):
     catalog(store, skill("mcp/email"), skill("mail-send"), skill("mail-draft"))
     some_usage(profile)
-    client, _ = scripted(profile, options, [{"toSave": [
-        {"name": "mail/send", "content": "Send mail.", "sourceNames": ["mail-send", "mail-draft"]},
-        {"name": "mail/draft", "content": "Draft mail.", "sourceNames": ["mail-draft"]}]}])
+    client, _ = scripted(
+        profile,
+        options,
+        [
+            {
+                "toSave": [
+                    {
+                        "name": "mail/send",
+                        "content": "Send mail.",
+                        "sourceNames": ["mail-send", "mail-draft"],
+                    },
+                    {"name": "mail/draft", "content": "Draft mail.", "sourceNames": ["mail-draft"]},
+                ]
+            }
+        ],
+    )
     report = run_skill_consolidation(context(profile, store, client))
     assert report.counts["merged"] == 2 and report.counts["archived"] == 2
     assert live_names(store) == {"mcp/email", "mail/send", "mail/draft"}
@@ -421,8 +522,11 @@ def test_a_source_shared_by_two_saves_is_retired_once_and_both_saves_persist(pro
 def test_an_invalid_only_save_does_not_unlock_deletions(profile, store, options):
     catalog(store, skill("mcp/email"), skill("mcp/calendar"))
     some_usage(profile)
-    client, _ = scripted(profile, options, [{"toDelete": ["mcp/calendar"],
-                                              "toSave": [{"name": "mcp/guide", "content": "\x00"}]}])
+    client, _ = scripted(
+        profile,
+        options,
+        [{"toDelete": ["mcp/calendar"], "toSave": [{"name": "mcp/guide", "content": "\x00"}]}],
+    )
     report = run_skill_consolidation(context(profile, store, client))
     assert live_names(store) == {"mcp/email", "mcp/calendar"}
     assert report.counts["refused_deletes"] == 1 and report.counts["invalid_items"] == 1
@@ -446,8 +550,9 @@ def test_consolidation_skips_when_inputs_are_absent_or_disabled(profile, store, 
     no_usage = run_skill_consolidation(context(profile, store, client))
     assert no_usage.status == "skipped" and "skill-usage" in no_usage.reason
     some_usage(profile)
-    off = run_skill_consolidation(context(profile, store, client,
-                                          options=DreamOptions(SkillConsolidationEnabled=False)))
+    off = run_skill_consolidation(
+        context(profile, store, client, options=DreamOptions(SkillConsolidationEnabled=False))
+    )
     assert off.status == "skipped" and "SkillConsolidationEnabled" in off.reason
     store.skills.archive("mcp/calendar", now=NOW)
     lonely = run_skill_consolidation(context(profile, store, client))
@@ -457,17 +562,26 @@ def test_consolidation_skips_when_inputs_are_absent_or_disabled(profile, store, 
 
 # =================================================================== skill optimization
 def risky_world(profile, store):
-    catalog(store,
-            skill("mcp/calendar"),                                   # used in a session with a correction
-            skill("writing/report"),                                 # named by a poor summary's skillNames only
-            skill("research/web"),                                   # used in a fair session
-            skill("code/review"),                                    # used only in good sessions
-            skill("travel/visa", "Check the embassy site.", age=45),  # sparse
-            skill("home/recipes", "Vegetarian.", age=3))              # short but young: not sparse
+    catalog(
+        store,
+        skill("mcp/calendar"),  # used in a session with a correction
+        skill("writing/report"),  # named by a poor summary's skillNames only
+        skill("research/web"),  # used in a fair session
+        skill("code/review"),  # used only in good sessions
+        skill("travel/visa", "Check the embassy site.", age=45),  # sparse
+        skill("home/recipes", "Vegetarian.", age=3),
+    )  # short but young: not sparse
     use(profile, "s1", "mcp/calendar", days_ago=2)
     feedback(profile, "s1", "Correction", "It was double-booked; check the calendar first.", days_ago=2)
-    feedback(profile, "s2", "SessionSummary", "Report was prose, not bullets.", rating="poor",
-             skills=["writing/report"], days_ago=3)
+    feedback(
+        profile,
+        "s2",
+        "SessionSummary",
+        "Report was prose, not bullets.",
+        rating="poor",
+        skills=["writing/report"],
+        days_ago=3,
+    )
     use(profile, "s3", "research/web", days_ago=4)
     feedback(profile, "s3", "SessionSummary", "Sources were stale.", rating="fair", days_ago=4)
     use(profile, "s4", "code/review", days_ago=1)
@@ -480,7 +594,11 @@ def test_at_risk_and_sparse_skills_are_sent_with_their_context(profile, store, o
     report = run_skill_optimization(context(profile, store, client))
     assert report.status == "completed"
     request = backend.requests[0]
-    assert {i["name"] for i in request.inputs["at_risk"]} == {"mcp/calendar", "writing/report", "research/web"}
+    assert {i["name"] for i in request.inputs["at_risk"]} == {
+        "mcp/calendar",
+        "writing/report",
+        "research/web",
+    }
     assert {i["name"] for i in request.inputs["sparse"]} == {"travel/visa"}
     context_of = {i["name"]: " ".join(i["context"]) for i in request.inputs["at_risk"]}
     assert "double-booked" in context_of["mcp/calendar"] and "Correction" in context_of["mcp/calendar"]
@@ -494,10 +612,21 @@ def test_at_risk_and_sparse_skills_are_sent_with_their_context(profile, store, o
 
 def test_optimization_rewrites_only_sent_skills_and_never_deletes(profile, store, options):
     risky_world(profile, store)
-    answer = {"toDelete": ["research/web"], "toSave": [
-        {"name": "mcp/calendar", "content": "Check free/busy first, then create the event; never retry writes twice."},
-        {"name": "code/review", "content": "Rewritten although nobody asked."},
-        {"name": "travel/visa", "summary": "Check visa rules", "content": "1. Open the embassy site. 2. ..."}]}
+    answer = {
+        "toDelete": ["research/web"],
+        "toSave": [
+            {
+                "name": "mcp/calendar",
+                "content": "Check free/busy first, then create the event; never retry writes twice.",
+            },
+            {"name": "code/review", "content": "Rewritten although nobody asked."},
+            {
+                "name": "travel/visa",
+                "summary": "Check visa rules",
+                "content": "1. Open the embassy site. 2. ...",
+            },
+        ],
+    }
     client, _ = scripted(profile, options, [answer])
     report = run_skill_optimization(context(profile, store, client))
     assert report.counts["updated"] == 2 and report.counts["ignored"] == 1 and report.counts["ignored_deletes"] == 1
@@ -514,10 +643,17 @@ def test_optimization_rewrites_only_sent_skills_and_never_deletes(profile, store
 
 def test_optimization_rejects_unusable_text_with_a_reason_and_applies_the_rest(profile, store, options):
     risky_world(profile, store)
-    answer = {"toSave": [
-        {"name": "mcp/calendar", "content": "Check free/busy first\ud800."},
-        {"name": "travel/visa", "summary": "Check\u0007 visa rules", "content": "1. Open the embassy site."},
-        {"name": "mcp/calendar", "content": "Check free/busy first, then create the event."}]}
+    answer = {
+        "toSave": [
+            {"name": "mcp/calendar", "content": "Check free/busy first\ud800."},
+            {
+                "name": "travel/visa",
+                "summary": "Check\u0007 visa rules",
+                "content": "1. Open the embassy site.",
+            },
+            {"name": "mcp/calendar", "content": "Check free/busy first, then create the event."},
+        ]
+    }
     client, _ = scripted(profile, options, [answer])
     report = run_skill_optimization(context(profile, store, client))
     assert report.status == "completed" and report.counts["updated"] == 1 and report.counts["invalid_items"] == 2
@@ -560,7 +696,7 @@ def test_failure_signals_ageing_out_are_not_a_change(profile, store, options):
     first = run_skill_optimization(context(profile, store, client))
     assert first.counts["at_risk"] == 2
     later = run_skill_optimization(context(profile, store, client, cycle="c2", now=NOW + timedelta(days=2)))
-    assert later.counts["at_risk"] == 1          # research/web and the old complaint aged out of the window
+    assert later.counts["at_risk"] == 1  # research/web and the old complaint aged out of the window
     assert later.status == "skipped" and "change gate" in later.reason and len(backend.requests) == 1
 
 
@@ -600,8 +736,9 @@ def test_optimization_without_feedback_or_usage_is_skipped(profile, store, optio
 def test_disabled_optimization_is_skipped(profile, store, options):
     risky_world(profile, store)
     client, backend = scripted(profile, options, [])
-    report = run_skill_optimization(context(profile, store, client,
-                                            options=DreamOptions(SkillOptimizationEnabled=False)))
+    report = run_skill_optimization(
+        context(profile, store, client, options=DreamOptions(SkillOptimizationEnabled=False))
+    )
     assert report.status == "skipped" and "SkillOptimizationEnabled" in report.reason and backend.requests == []
 
 
@@ -619,7 +756,7 @@ def test_demo_agent_runs_offline_and_an_idle_second_run_costs_no_model_call(prof
         first = [fn(context(profile, store, client)) for fn in passes]
         assert [r.status for r in first] == ["completed", "completed", "completed"]
         assert all(r.model_calls == 1 and r.summary for r in first)
-        clear_conversation_log(profile, NOW)                   # what preference inference does at the end
+        clear_conversation_log(profile, NOW)  # what preference inference does at the end
         later = NOW + timedelta(hours=4)
         second = [fn(context(profile, store, client, cycle="c2", now=later)) for fn in passes]
         assert [r.model_calls for r in second] == [0, 0, 0]

@@ -19,23 +19,38 @@ from dream_assets.store.logs import ConversationTurn, FeedbackEvent, SkillUsageE
 from .conftest import NOW
 
 
-@pytest.mark.parametrize("token,key", [("emails", "email"), ("email", "email"), ("summaries", "summary"),
-                                       ("process", "process"), ("status", "status"), ("analysis", "analysis"),
-                                       ("bus", "bus")])
+@pytest.mark.parametrize(
+    "token,key",
+    [
+        ("emails", "email"),
+        ("email", "email"),
+        ("summaries", "summary"),
+        ("process", "process"),
+        ("status", "status"),
+        ("analysis", "analysis"),
+        ("bus", "bus"),
+    ],
+)
 def test_plural_forms_fold_into_one_term(token, key):
     assert term_key(token) == key
 
 
 def test_recurring_terms_count_sessions_not_mentions():
-    firsts = {"a": "Summarize my emails, all the emails", "b": "Please summarize the unread email", "c": "Weather?"}
+    firsts = {
+        "a": "Summarize my emails, all the emails",
+        "b": "Please summarize the unread email",
+        "c": "Weather?",
+    }
     terms = {t.term: t.sessions for t in recurring_terms(firsts)}
-    assert terms == {"summarize": ("a", "b"), "email": ("a", "b")}   # a tie shows the shorter form
+    assert terms == {"summarize": ("a", "b"), "email": ("a", "b")}  # a tie shows the shorter form
 
 
 def test_only_the_first_user_message_of_a_session_counts():
-    turns = [ConversationTurn(NOW, "s", "assistant", "Hello, how can I help?"),
-             ConversationTurn(NOW + timedelta(seconds=2), "s", "user", "Later message"),
-             ConversationTurn(NOW + timedelta(seconds=1), "s", "user", "First request")]
+    turns = [
+        ConversationTurn(NOW, "s", "assistant", "Hello, how can I help?"),
+        ConversationTurn(NOW + timedelta(seconds=2), "s", "user", "Later message"),
+        ConversationTurn(NOW + timedelta(seconds=1), "s", "user", "First request"),
+    ]
     assert first_user_messages({"s": turns, "empty": []}) == {"s": "First request"}
 
 
@@ -64,11 +79,17 @@ def test_sparse_means_short_and_older_than_the_minimum_age(chars, age_days, spar
 
 
 def test_at_risk_links_sessions_through_usage_and_feedback_skill_names():
-    usage = [SkillUsageEvent(NOW, "s1", "a"), SkillUsageEvent(NOW, "s2", "b"), SkillUsageEvent(NOW, "s3", "c")]
-    fb = [FeedbackEvent(NOW, "s1", "Correction", "wrong"),
-          FeedbackEvent(NOW, "s2", "SessionSummary", "meh", rating="good"),
-          FeedbackEvent(NOW, "s3", "SessionSummary", "bad", rating="fair", skill_names=["d", "gone"]),
-          FeedbackEvent(NOW, "s4", "Positive", "nice", skill_names=["e"])]
+    usage = [
+        SkillUsageEvent(NOW, "s1", "a"),
+        SkillUsageEvent(NOW, "s2", "b"),
+        SkillUsageEvent(NOW, "s3", "c"),
+    ]
+    fb = [
+        FeedbackEvent(NOW, "s1", "Correction", "wrong"),
+        FeedbackEvent(NOW, "s2", "SessionSummary", "meh", rating="good"),
+        FeedbackEvent(NOW, "s3", "SessionSummary", "bad", rating="fair", skill_names=["d", "gone"]),
+        FeedbackEvent(NOW, "s4", "Positive", "nice", skill_names=["e"]),
+    ]
     risky = at_risk_signals(fb, usage, known={"a", "b", "c", "d", "e"})
     assert set(risky) == {"a", "c", "d"}
     assert [s.text for s in risky["d"]] == ["bad"]
@@ -79,6 +100,8 @@ def test_failure_context_folds_repeated_texts_and_keeps_the_newest():
     fb.append(FeedbackEvent(NOW - timedelta(days=5), "s5", "SessionSummary", "Slow.", rating="poor"))
     usage = [SkillUsageEvent(e.timestamp, e.session_id, "cal") for e in fb]
     lines = failure_context(at_risk_signals(fb, usage, known={"cal"})["cal"])
-    assert lines == [f"{(NOW - timedelta(days=5)).date()} SessionSummary (poor) in session s5: Slow.",
-                     f"{(NOW - timedelta(days=1)).date()} Correction ×3 in 3 sessions: Double-booked."]
+    assert lines == [
+        f"{(NOW - timedelta(days=5)).date()} SessionSummary (poor) in session s5: Slow.",
+        f"{(NOW - timedelta(days=1)).date()} Correction ×3 in 3 sessions: Double-booked.",
+    ]
     assert failure_context(at_risk_signals(fb, usage, known={"cal"})["cal"], limit=1)[0].startswith("(1 older")

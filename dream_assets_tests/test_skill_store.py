@@ -28,8 +28,10 @@ def test_save_get_list_archive_restore(store):
 
 def test_resave_keeps_created_at_and_latest_last_used(store):
     store.skills.save(skill(last_used_at=NOW), now=NOW)
-    later = store.skills.save(skill(content="Updated steps for email.", last_used_at=NOW - timedelta(days=3)),
-                              now=NOW + timedelta(days=5))
+    later = store.skills.save(
+        skill(content="Updated steps for email.", last_used_at=NOW - timedelta(days=3)),
+        now=NOW + timedelta(days=5),
+    )
     assert later.created_at == NOW and later.last_used_at == NOW and later.updated_at == NOW + timedelta(days=5)
 
 

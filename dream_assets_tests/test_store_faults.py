@@ -30,8 +30,12 @@ SHORT_WAIT = DreamOptions(StoreLockTimeout=timedelta(seconds=1))
 
 
 def _spawn(code: str, *args: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline()
     assert line.strip() == "ready", proc.stderr.read()
     return proc
@@ -65,7 +69,7 @@ def _damage(path, how: str) -> None:
 def test_a_corrupt_store_fails_at_once_naming_the_file_and_the_snapshot_to_recover_from(demo, how):
     snapshot = sorted(p for p in demo.snapshots_dir.iterdir())[-1]
     _damage(demo.store_path, how)
-    store = open_store(demo)   # the default 60 s wait: a corrupt file must not use it
+    store = open_store(demo)  # the default 60 s wait: a corrupt file must not use it
     started = time.monotonic()
     with pytest.raises(StoreCorrupt) as raised:
         store.memories.list_all()
@@ -115,19 +119,22 @@ def test_a_store_kept_busy_past_the_wait_limit_fails_the_pass_retried_next_cycle
     finally:
         holder.kill()
         holder.wait()
-    assert report.status == "failed", report.summary     # not "skipped — another run of this pass is in progress"
+    assert report.status == "failed", report.summary  # not "skipped — another run of this pass is in progress"
     assert "'test-agent'" in report.reason and str(profile.store_path) in report.reason
     assert "retried next cycle" in report.reason
 
 
 def test_only_the_pass_s_own_lock_means_another_run_is_in_progress(profile):
-    holder = _spawn("""
+    holder = _spawn(
+        """
         import sys, time
         from filelock import FileLock
         with FileLock(sys.argv[1]):
             print("ready", flush=True)
             time.sleep(30)
-    """, str(profile.pass_lock_path("archive_purge")))
+    """,
+        str(profile.pass_lock_path("archive_purge")),
+    )
     try:
         report = by_name("archive_purge").run(PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
     finally:
@@ -139,29 +146,36 @@ def test_only_the_pass_s_own_lock_means_another_run_is_in_progress(profile):
 def test_a_program_holding_the_file_outside_the_lock_protocol_is_waited_for_then_busy(profile):
     open_store(profile).memories.counts()
     close_all()
-    other = _spawn("""
+    other = _spawn(
+        """
         import sys, time, duckdb
         conn = duckdb.connect(sys.argv[1])
         print("ready", flush=True)
         time.sleep(float(sys.argv[2]))
         conn.close()
         time.sleep(30)
-    """, str(profile.store_path), "1.5")
+    """,
+        str(profile.store_path),
+        "1.5",
+    )
     try:
         waited = StoreConnection(profile.store_path, profile.store_lock_path, timeout_s=20, linger_s=0)
         started = time.monotonic()
-        with waited.session() as conn:   # retried until the other program let go
+        with waited.session() as conn:  # retried until the other program let go
             assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)
         assert time.monotonic() - started >= 1.0
     finally:
         other.kill()
         other.wait()
-    other = _spawn("""
+    other = _spawn(
+        """
         import sys, time, duckdb
         conn = duckdb.connect(sys.argv[1])
         print("ready", flush=True)
         time.sleep(30)
-    """, str(profile.store_path))
+    """,
+        str(profile.store_path),
+    )
     try:
         impatient = StoreConnection(profile.store_path, profile.store_lock_path, timeout_s=1, linger_s=0)
         with pytest.raises(StoreBusy, match="another program holds it"), impatient.session():
@@ -238,13 +252,13 @@ def test_a_holder_gives_the_file_up_for_a_live_waiter_but_ignores_markers_of_dea
     time.sleep(0.2)
     with conn.session():
         pass
-    assert conn.opens == 1 and not stale.exists()   # lingered: nobody alive waits; the stale marker is gone
+    assert conn.opens == 1 and not stale.exists()  # lingered: nobody alive waits; the stale marker is gone
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         live = conn.wait_dir / f"{time.time_ns():020d}-{sleeper.pid}-0.wait"
         live.write_text("live waiter")
         time.sleep(0.2)
-        assert conn.opens == 1 and conn._conn is None   # closed while idle, without finishing its 5 s linger
+        assert conn.opens == 1 and conn._conn is None  # closed while idle, without finishing its 5 s linger
         # and does not jump ahead of the older waiter — for a bounded time only, when that waiter leaves the file unused
         conn.fair_wait_s = 0.5
         started = time.monotonic()
@@ -252,7 +266,7 @@ def test_a_holder_gives_the_file_up_for_a_live_waiter_but_ignores_markers_of_dea
             pass
         assert 0.45 <= time.monotonic() - started < 3 and conn.opens == 2
         conn.close()
-        started = time.monotonic()   # a waiter seen not taking its turn is not waited for again
+        started = time.monotonic()  # a waiter seen not taking its turn is not waited for again
         with conn.session():
             pass
         assert time.monotonic() - started < 0.4 and conn.opens == 3 and not conn.others_waiting()

@@ -12,8 +12,18 @@ from .conftest import NOW
 
 
 def _entry(text: str) -> MemoryEntry:
-    return MemoryEntry(id=new_id(), content=text, category="general", tags=(), importance=0.5, created_at=NOW,
-                       updated_at=NOW, last_seen_at=NOW, reinforcement_count=1, metadata={})
+    return MemoryEntry(
+        id=new_id(),
+        content=text,
+        category="general",
+        tags=(),
+        importance=0.5,
+        created_at=NOW,
+        updated_at=NOW,
+        last_seen_at=NOW,
+        reinforcement_count=1,
+        metadata={},
+    )
 
 
 class Boom(RuntimeError):
@@ -25,8 +35,17 @@ def test_a_failure_after_a_write_rolls_back_the_write_and_its_change_row(store):
     with pytest.raises(Boom), store.transaction():
         merged = store.memories.put(_entry("Bob Lee owns the Q3 budget for Project Atlas."))
         store.memories.archive(kept.id, now=NOW)
-        store.changes.record(cycle_id="c1", pass_name="memory_consolidation", kind="created", target_type="memory",
-                             target_id=merged.id, before=None, after=merged, reason="test", now=NOW)
+        store.changes.record(
+            cycle_id="c1",
+            pass_name="memory_consolidation",
+            kind="created",
+            target_type="memory",
+            target_id=merged.id,
+            before=None,
+            after=merged,
+            reason="test",
+            now=NOW,
+        )
         raise Boom("crash between the write and the rest of the merge")
     assert store.memories.get(merged.id) is None
     assert not store.memories.get(kept.id).is_archived
@@ -39,8 +58,17 @@ def test_a_failure_after_a_write_rolls_back_the_write_and_its_change_row(store):
 def test_nested_writes_commit_together(store):
     with store.transaction():
         a = store.memories.put(_entry("Carol Diaz moved to the Lisbon office in 2025."))
-        store.changes.record(cycle_id="c2", pass_name="memory_consolidation", kind="created", target_type="memory",
-                             target_id=a.id, before=None, after=a, reason="test", now=NOW)
+        store.changes.record(
+            cycle_id="c2",
+            pass_name="memory_consolidation",
+            kind="created",
+            target_type="memory",
+            target_id=a.id,
+            before=None,
+            after=a,
+            reason="test",
+            now=NOW,
+        )
     assert store.memories.get(a.id) is not None
     assert [c.target_id for c in store.changes.list("c2")] == [a.id]
     assert not store.connection.in_transaction
@@ -72,8 +100,9 @@ MEMORY_WRITES = {
     "restore": lambda s, live, gone: s.memories.restore(gone.id, now=NOW),
     "purge": lambda s, live, gone: s.memories.purge([gone.id], now=NOW),
     "set_metadata": lambda s, live, gone: s.memories.set_metadata({live.id: {"reviewed": "yes"}}),
-    "set_importance": lambda s, live, gone: s.memories.set_importance({live.id: 0.1}, now=NOW,
-                                                                      stamps={live.id: {"decayedAt": "x"}}),
+    "set_importance": lambda s, live, gone: s.memories.set_importance(
+        {live.id: 0.1}, now=NOW, stamps={live.id: {"decayedAt": "x"}}
+    ),
     "skills.save": lambda s, live, gone: s.skills.save(_skill("deploy", "New steps."), now=NOW),
     "skills.put": lambda s, live, gone: s.skills.put(_skill("triage")),
     "skills.replace": lambda s, live, gone: s.skills.replace(_skill("deploy", "Replaced steps.")),
@@ -85,8 +114,10 @@ MEMORY_WRITES = {
 
 def _state(store):
     with store.connection.session() as conn:
-        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=str)
-                for t in ("memories", "skills", "memory_purges", "changes")}
+        return {
+            t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=str)
+            for t in ("memories", "skills", "memory_purges", "changes")
+        }
 
 
 @pytest.mark.parametrize("write", sorted(MEMORY_WRITES))
@@ -95,10 +126,32 @@ def test_every_store_write_inside_a_transaction_rolls_back_with_its_change_row(s
     before = _state(store)
     with pytest.raises(Boom), store.transaction():
         MEMORY_WRITES[write](store, live, gone)
-        store.changes.record(cycle_id="c3", pass_name="p", kind="updated", target_type="memory", target_id=live.id,
-                             before=live, after=live, reason="test", now=NOW)
-        store.changes.record_many([{"cycle_id": "c3", "pass_name": "p", "kind": "stamped", "target_type": "memory",
-                                    "target_id": live.id, "before": None, "after": None, "reason": "test"}], now=NOW)
+        store.changes.record(
+            cycle_id="c3",
+            pass_name="p",
+            kind="updated",
+            target_type="memory",
+            target_id=live.id,
+            before=live,
+            after=live,
+            reason="test",
+            now=NOW,
+        )
+        store.changes.record_many(
+            [
+                {
+                    "cycle_id": "c3",
+                    "pass_name": "p",
+                    "kind": "stamped",
+                    "target_type": "memory",
+                    "target_id": live.id,
+                    "before": None,
+                    "after": None,
+                    "reason": "test",
+                }
+            ],
+            now=NOW,
+        )
         assert store.connection.in_transaction
         raise Boom("crash after the write and its rows")
     assert _state(store) == before
@@ -106,8 +159,17 @@ def test_every_store_write_inside_a_transaction_rolls_back_with_its_change_row(s
     # and the same write, committed, changes the store together with its row
     with store.transaction():
         MEMORY_WRITES[write](store, live, gone)
-        store.changes.record(cycle_id="c3", pass_name="p", kind="updated", target_type="memory", target_id=live.id,
-                             before=live, after=live, reason="test", now=NOW)
+        store.changes.record(
+            cycle_id="c3",
+            pass_name="p",
+            kind="updated",
+            target_type="memory",
+            target_id=live.id,
+            before=live,
+            after=live,
+            reason="test",
+            now=NOW,
+        )
     after = _state(store)
     assert after["changes"] != before["changes"] and len(store.changes.list("c3")) == 1
     assert {k: v for k, v in after.items() if k != "changes"} != {k: v for k, v in before.items() if k != "changes"}
@@ -125,8 +187,17 @@ def test_the_recall_index_follows_a_rolled_back_purge_and_archive(store):
 
 def test_a_record_outside_any_transaction_commits_on_its_own(store):
     live, _ = _seed(store)
-    store.changes.record(cycle_id="c4", pass_name="p", kind="updated", target_type="memory", target_id=live.id,
-                         before=live, after=live, reason="alone", now=NOW)
+    store.changes.record(
+        cycle_id="c4",
+        pass_name="p",
+        kind="updated",
+        target_type="memory",
+        target_id=live.id,
+        before=live,
+        after=live,
+        reason="alone",
+        now=NOW,
+    )
     store.close()
     assert [c.reason for c in store.changes.list("c4")] == ["alone"]
 

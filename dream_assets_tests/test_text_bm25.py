@@ -28,11 +28,13 @@ def test_doc_matching_a_rare_term_outranks_one_matching_only_a_common_term() -> 
 
 
 def test_shorter_document_with_the_same_match_ranks_higher() -> None:
-    index = _index({
-        "short": "invoice deadline",
-        "long": "invoice reminder about the quarterly budget meeting notes and slides",
-        "other": "unrelated words here",
-    })
+    index = _index(
+        {
+            "short": "invoice deadline",
+            "long": "invoice reminder about the quarterly budget meeting notes and slides",
+            "other": "unrelated words here",
+        }
+    )
     assert [doc_id for doc_id, _ in index.search(["invoice"])] == ["short", "long"]
 
 
@@ -137,9 +139,7 @@ def test_index_stays_correct_across_compaction() -> None:
     ),
     st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=3),
 )
-def test_incremental_updates_match_a_fresh_build(
-    ops: list[tuple[bool, int, list[str]]], query: list[str]
-) -> None:
+def test_incremental_updates_match_a_fresh_build(ops: list[tuple[bool, int, list[str]]], query: list[str]) -> None:
     index = Bm25Index()
     live: dict[str, list[str]] = {}
     for is_add, n, tokens in ops:
@@ -205,7 +205,9 @@ def _reference_bm25(docs: dict[str, list[str]], query: list[str]) -> dict[str, f
     return scores
 
 
-def test_queries_with_very_common_terms_rank_exactly_like_full_scoring(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_queries_with_very_common_terms_rank_exactly_like_full_scoring(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from dream_assets.text import bm25
 
     pruned = []
@@ -220,8 +222,7 @@ def test_queries_with_very_common_terms_rank_exactly_like_full_scoring(monkeypat
     rng = random.Random(2)
     rare = [f"r{i}" for i in range(300)]
     docs = {
-        f"d{i:04d}": ["user", "note"] * rng.randint(1, 3) + rng.choices(rare, k=rng.randint(1, 6))
-        for i in range(3000)
+        f"d{i:04d}": ["user", "note"] * rng.randint(1, 3) + rng.choices(rare, k=rng.randint(1, 6)) for i in range(3000)
     }
     index = Bm25Index()
     for doc_id, tokens in docs.items():

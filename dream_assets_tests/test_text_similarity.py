@@ -207,9 +207,7 @@ def test_pruned_cosine_join_finds_exactly_the_brute_force_pairs(seed: int, thres
 def test_prefix_filtered_jaccard_finds_exactly_the_brute_force_pairs(seed: int, threshold: float) -> None:
     sets = [content_tokens(t) for t in _random_corpus(random.Random(seed), n=200, vocab=40)]
     expected = {
-        (i, j)
-        for i, j in itertools.combinations(range(len(sets)), 2)
-        if jaccard(sets[i], sets[j]) >= threshold - 1e-12
+        (i, j) for i, j in itertools.combinations(range(len(sets)), 2) if jaccard(sets[i], sets[j]) >= threshold - 1e-12
     }
     rows, cols, sims = jaccard_pairs(sets, threshold)
     assert set(zip(rows.tolist(), cols.tolist(), strict=True)) == expected
@@ -228,9 +226,11 @@ def test_overlap_sees_through_framing_inflection_and_word_order():
     from dream_assets.text.similarity import overlap_similarity, tfidf_cosine
 
     plain = "Melanie loves pottery classes."
-    for framed in ("Melanie said again on 12 May 2023 that she loved pottery classes.",
-                   "On 25 May 2023, Melanie mentioned again that pottery classes are what she loves.",
-                   "Melanie loves pottery classes. This came up again in a chat with Caroline on 2 July 2023."):
+    for framed in (
+        "Melanie said again on 12 May 2023 that she loved pottery classes.",
+        "On 25 May 2023, Melanie mentioned again that pottery classes are what she loves.",
+        "Melanie loves pottery classes. This came up again in a chat with Caroline on 2 July 2023.",
+    ):
         assert overlap_similarity(plain, framed) >= 0.75 > tfidf_cosine(plain, framed)
     assert overlap_similarity(plain, "Melanie loves painting classes.") < 0.75
     assert overlap_similarity("Jon is a banker.", "Jon met a banker in Paris at a long dinner with Gina.") < 0.75
@@ -253,29 +253,37 @@ def test_overlap_pairs_match_a_brute_force_join():
         for i in range(len(sets)):
             for j in range(i + 1, len(sets)):
                 w = {t: smooth_idf(len(sets), df[t]) for t in sets[i] | sets[j]}
-                score = overlap_score(sum(w[t] for t in sets[i] & sets[j]), sum(w[t] for t in sets[i]),
-                                      sum(w[t] for t in sets[j]))
+                score = overlap_score(
+                    sum(w[t] for t in sets[i] & sets[j]),
+                    sum(w[t] for t in sets[i]),
+                    sum(w[t] for t in sets[j]),
+                )
                 if score >= threshold - 1e-12:
                     expected.add((i, j))
         assert set(zip(rows.tolist(), cols.tolist(), strict=True)) == expected and (sims <= 1.0).all()
 
 
 def test_overlap_clusters_and_keeps_distinct_topics_apart():
-    docs = [("a", "Melanie loves pottery classes."),
-            ("b", "On 25 May 2023, Melanie mentioned again that she loves pottery classes."),
-            ("c", "Caroline is researching adoption agencies."),
-            ("d", "Jon opened a dance studio downtown.")]
+    docs = [
+        ("a", "Melanie loves pottery classes."),
+        ("b", "On 25 May 2023, Melanie mentioned again that she loves pottery classes."),
+        ("c", "Caroline is researching adoption agencies."),
+        ("d", "Jon opened a dance studio downtown."),
+    ]
     result = find_duplicate_clusters(docs, 0.75, 3, method="overlap")
     assert result.method == "overlap" and result.clusters == [["a", "b"]]
 
 
-@pytest.mark.parametrize(("a", "b", "equal"), [
-    ("The user's badge is 4471.", "the user's   badge is 4471", True),
-    ("Kestrel ships on Fridays!", "Kestrel ships on Fridays.", True),
-    ("The dose is 3.5 mg.", "The dose is 35 mg.", False),
-    ("It costs $3.", "It costs €3.", False),
-    ("Meet at 12:30.", "Meet at 1230.", False),
-])
+@pytest.mark.parametrize(
+    ("a", "b", "equal"),
+    [
+        ("The user's badge is 4471.", "the user's   badge is 4471", True),
+        ("Kestrel ships on Fridays!", "Kestrel ships on Fridays.", True),
+        ("The dose is 3.5 mg.", "The dose is 35 mg.", False),
+        ("It costs $3.", "It costs €3.", False),
+        ("Meet at 12:30.", "Meet at 1230.", False),
+    ],
+)
 def test_exact_key_normalises_case_space_and_punctuation_only(a, b, equal):
     from dream_assets.text.similarity import exact_key
 
@@ -288,6 +296,9 @@ def test_frame_dates_are_only_dates_that_report_an_observation():
     assert "12 May" not in without_frame_dates("Melanie said again on 12 May 2023 that she loves pottery.")
     assert "9 July" not in without_frame_dates("Gina loves salsa (mentioned again on 9 July 2023).")
     assert "3 June" not in without_frame_dates("As of 3 June 2023, Jon works at a bank.")
-    for event in ("Caroline said she went hiking on 7 May 2023.", "On 7 May 2023 Caroline went hiking.",
-                  "We met again on 3 May 2023 at the park."):
+    for event in (
+        "Caroline said she went hiking on 7 May 2023.",
+        "On 7 May 2023 Caroline went hiking.",
+        "We met again on 3 May 2023 at the park.",
+    ):
         assert without_frame_dates(event) == event

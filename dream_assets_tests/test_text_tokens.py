@@ -34,7 +34,14 @@ def test_tokenize_is_deterministic_and_keeps_duplicates() -> None:
 
 
 def test_content_tokens_drop_stopwords_but_keep_negation_and_numbers() -> None:
-    assert content_tokens("The user does not want a reply before 9") == {"user", "not", "want", "reply", "before", "9"}
+    assert content_tokens("The user does not want a reply before 9") == {
+        "user",
+        "not",
+        "want",
+        "reply",
+        "before",
+        "9",
+    }
     assert {"not", "no", "never"}.isdisjoint(STOPWORDS)
 
 
@@ -56,7 +63,18 @@ def test_category_segments(category: str, expected: list[str]) -> None:
 
 def test_document_tokens_cover_content_category_and_tags() -> None:
     tokens = document_tokens("The user prefers dark mode", "preferences/ui-theme", ["editor", "night_mode"])
-    assert tokens == ["user", "prefers", "dark", "mode", "preferences", "ui", "theme", "editor", "night", "mode"]
+    assert tokens == [
+        "user",
+        "prefers",
+        "dark",
+        "mode",
+        "preferences",
+        "ui",
+        "theme",
+        "editor",
+        "night",
+        "mode",
+    ]
 
 
 def test_stem_joins_inflections_and_leaves_numbers_and_short_words():

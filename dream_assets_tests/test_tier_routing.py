@@ -13,8 +13,11 @@ from .conftest import NOW, run_scripted, run_without_model
 
 
 def route(profile, tier, outcome, *, days_ago=1.0, kind="chat", latency=None, cost=None, session="s1"):
-    append_event(profile, "tier-routing", TierRoutingEvent(NOW - timedelta(days=days_ago), session, tier, kind, outcome,
-                                                           latency, cost))
+    append_event(
+        profile,
+        "tier-routing",
+        TierRoutingEvent(NOW - timedelta(days=days_ago), session, tier, kind, outcome, latency, cost),
+    )
 
 
 def run(profile, store, answers, *, options=None, now=NOW, cycle_id="c1"):
@@ -35,11 +38,13 @@ def routing_memories(store):
 
 # ------------------------------------------------------------------ the summary (host)
 def test_summary_counts_outcomes_rates_latency_and_cost_per_tier():
-    events = [TierRoutingEvent(NOW, "s", "low", "refactor", "escalated", 300.0, 0.001),
-              TierRoutingEvent(NOW, "s", "low", "refactor", "escalated", 500.0, 0.001),
-              TierRoutingEvent(NOW, "s", "low", "chat", "success", None, 0.002),
-              TierRoutingEvent(NOW, "s", "low", "chat", "failure", 400.0, None),
-              TierRoutingEvent(NOW, "s", "high", "refactor", "success", 2000.0, 0.05)]
+    events = [
+        TierRoutingEvent(NOW, "s", "low", "refactor", "escalated", 300.0, 0.001),
+        TierRoutingEvent(NOW, "s", "low", "refactor", "escalated", 500.0, 0.001),
+        TierRoutingEvent(NOW, "s", "low", "chat", "success", None, 0.002),
+        TierRoutingEvent(NOW, "s", "low", "chat", "failure", 400.0, None),
+        TierRoutingEvent(NOW, "s", "high", "refactor", "success", 2000.0, 0.05),
+    ]
     high, low = summarise(events)
     assert low["tier"] == "low" and low["requests"] == 4
     assert (low["success"], low["failure"], low["escalated"]) == (1, 1, 2)
@@ -49,10 +54,16 @@ def test_summary_counts_outcomes_rates_latency_and_cost_per_tier():
     assert high["requests"] == 1 and high["success_rate"] == 1.0
 
 
-@pytest.mark.parametrize("tier,category", [(None, "anti-patterns/routing"), ("", "anti-patterns/routing"),
-                                           ("high", "anti-patterns/routing/high-tier"),
-                                           ("High Tier", "anti-patterns/routing/high-tier"),
-                                           ("gpt-4o/mini", "anti-patterns/routing/gpt-4o-mini-tier")])
+@pytest.mark.parametrize(
+    "tier,category",
+    [
+        (None, "anti-patterns/routing"),
+        ("", "anti-patterns/routing"),
+        ("high", "anti-patterns/routing/high-tier"),
+        ("High Tier", "anti-patterns/routing/high-tier"),
+        ("gpt-4o/mini", "anti-patterns/routing/gpt-4o-mini-tier"),
+    ],
+)
 def test_finding_category_stays_under_anti_patterns_routing(tier, category):
     assert finding_category(tier) == category
 
@@ -89,10 +100,22 @@ def test_disabled_pass_skips(profile, store):
 def test_findings_are_saved_as_routing_anti_patterns_and_recorded(profile, store):
     for _ in range(3):
         route(profile, "low", "escalated", kind="refactor")
-    report, _ = run(profile, store, [findings(
-        {"content": "Multi-file refactors escalate from the low tier 3 of 3 times: route them to the high tier.",
-         "tags": ["escalation"], "tier": "high"},
-        {"content": "Review routing weekly while the low tier escalates often.", "tags": []})])
+    report, _ = run(
+        profile,
+        store,
+        [
+            findings(
+                {
+                    "content": (
+                        "Multi-file refactors escalate from the low tier 3 of 3 times: route them to the high tier."
+                    ),
+                    "tags": ["escalation"],
+                    "tier": "high",
+                },
+                {"content": "Review routing weekly while the low tier escalates often.", "tags": []},
+            )
+        ],
+    )
     by_category = {e.category: e for e in routing_memories(store)}
     assert set(by_category) == {"anti-patterns/routing/high-tier", "anti-patterns/routing"}
     assert set(by_category["anti-patterns/routing/high-tier"].tags) == {"routing", "escalation"}
@@ -103,10 +126,18 @@ def test_findings_are_saved_as_routing_anti_patterns_and_recorded(profile, store
 
 
 def test_a_repeated_finding_reinforces_instead_of_duplicating(profile, store):
-    store.memories.put(MemoryEntry(id="known", content="Route multi-file refactors to the high tier.",
-                                   category="anti-patterns/routing", tags=("routing",), importance=0.5,
-                                   created_at=NOW - timedelta(days=30), updated_at=NOW - timedelta(days=30),
-                                   last_seen_at=NOW - timedelta(days=30)))
+    store.memories.put(
+        MemoryEntry(
+            id="known",
+            content="Route multi-file refactors to the high tier.",
+            category="anti-patterns/routing",
+            tags=("routing",),
+            importance=0.5,
+            created_at=NOW - timedelta(days=30),
+            updated_at=NOW - timedelta(days=30),
+            last_seen_at=NOW - timedelta(days=30),
+        )
+    )
     route(profile, "low", "escalated", kind="refactor")
     report, _ = run(profile, store, [findings({"content": "Route multi-file refactors to the high tier."})])
     assert report.counts["reinforced"] == 1 and len(routing_memories(store)) == 1
@@ -144,15 +175,21 @@ def test_failed_call_is_not_stamped_and_is_retried(profile, store):
 # ------------------------------------------------------------------ hostile model text
 def test_an_unusable_finding_is_rejected_with_its_reason_and_the_others_are_saved(profile, store):
     route(profile, "low", "escalated")
-    report, _ = run(profile, store, [findings(
-        {"content": "Route refactors to the high tier\ud800.", "tier": "high"},
-        {"content": "Low tier handles chat\x00 well."},
-        {"content": "Escalations cost more than starting high.", "tags": ["cost\nnotes"]},
-        {"content": "Low tier is fine for chat.", "tier": "lo\u202ew"},
-        {"content": "x" * 16_001},
-        {"content": "Send refactors straight to the high tier.", "tier": "high"},
-        {"content": "Tier given as an object.", "tier": {"name": "high"}},
-    )])
+    report, _ = run(
+        profile,
+        store,
+        [
+            findings(
+                {"content": "Route refactors to the high tier\ud800.", "tier": "high"},
+                {"content": "Low tier handles chat\x00 well."},
+                {"content": "Escalations cost more than starting high.", "tags": ["cost\nnotes"]},
+                {"content": "Low tier is fine for chat.", "tier": "lo\u202ew"},
+                {"content": "x" * 16_001},
+                {"content": "Send refactors straight to the high tier.", "tier": "high"},
+                {"content": "Tier given as an object.", "tier": {"name": "high"}},
+            )
+        ],
+    )
     assert report.status == "completed"
     assert report.counts["invalid_items"] == 6 and report.counts["created"] == 1 and report.counts["rejected"] == 6
     reasons = {c.target: c.detail for c in report.changes if c.kind == "invalid-item"}

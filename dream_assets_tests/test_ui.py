@@ -5,7 +5,8 @@ materialization with its summary and counts, the plots of its counts, the ``pass
 failed, naming the agent) and the automation page with every schedule and sensor.
 
 The webserver's GraphQL API gives the exact lineage (compared with the registry); the browser checks prove the pages
-display what the instance recorded. Each page is saved as a PNG under ``test-output/ui/`` (the path is printed). Chromium is driven over the DevTools protocol so the test waits for the graph to render instead of
+display what the instance recorded. Each page is saved as a PNG under ``test-output/ui/`` (the path is printed).
+Chromium is driven over the DevTools protocol so the test waits for the graph to render instead of
 guessing a time budget. Without a Chromium binary the browser tests skip and say why (`.ci/run` installs Debian's
 `chromium` package when it can).
 """
@@ -38,20 +39,20 @@ from websockets.sync.client import ClientConnection, connect
 from dream_assets.gates import GATED_PASSES
 from dream_assets.passes.registry import PASSES
 
-pytestmark = pytest.mark.slow   # a webserver, a browser and a whole dream cycle
+pytestmark = pytest.mark.slow  # a webserver, a browser and a whole dream cycle
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
-SERVER_WAIT_S = 90      # the webserver imports dagster and loads the code location: slow on a busy 2-core machine
-RENDER_WAIT_S = 60      # upper bound only: the test goes on as soon as the graph shows what it must
-WINDOW = (2900, 2300)   # large enough that a group graph fits at scale 1 (the UI only draws what is on screen)
+SERVER_WAIT_S = 90  # the webserver imports dagster and loads the code location: slow on a busy 2-core machine
+RENDER_WAIT_S = 60  # upper bound only: the test goes on as soon as the graph shows what it must
+WINDOW = (2900, 2300)  # large enough that a group graph fits at scale 1 (the UI only draws what is on screen)
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 PASS_GROUPS = sorted({spec.group for spec in PASSES})
-SHOTS = ROOT / "test-output" / "ui"   # screenshots of every page the tests open (gitignored)
-PAGE = (1600, 1400)     # the viewport for the asset, check and automation pages
+SHOTS = ROOT / "test-output" / "ui"  # screenshots of every page the tests open (gitignored)
+PAGE = (1600, 1400)  # the viewport for the asset, check and automation pages
 AGENT = "demo"
-FAILING_PASS = "skill_gap_detection"   # its model call fails in the cycle the instance ran
-SHOWN_PASS = "memory_consolidation"    # the pass whose materialization and plots are opened
+FAILING_PASS = "skill_gap_detection"  # its model call fails in the cycle the instance ran
+SHOWN_PASS = "memory_consolidation"  # the pass whose materialization and plots are opened
 MODEL_ERROR = "HTTP 503 from the endpoint: overloaded"
 
 # Never send loopback traffic through a proxy configured in the environment.
@@ -59,6 +60,7 @@ _HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 # --- the webserver -----------------------------------------------------------------------------------------------
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -98,8 +100,11 @@ def _get_json(url: str, timeout: float = 10) -> Any:
 
 
 def _graphql(base: str, query: str) -> dict:
-    req = urllib.request.Request(f"{base}/graphql", data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{base}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with _HTTP.open(req, timeout=30) as resp:
         body = json.loads(resp.read())
     assert not body.get("errors"), f"GraphQL errors from {base}/graphql: {body['errors']}"
@@ -127,8 +132,8 @@ class CycleInstance:
     home: Path
     profile_root: Path
     run_id: str
-    metadata: dict[str, dict[str, Any]]          # asset -> metadata values of its materialization
-    checks: dict[str, tuple[bool, str]]          # asset -> (passed, description) of its pass_completed check
+    metadata: dict[str, dict[str, Any]]  # asset -> metadata values of its materialization
+    checks: dict[str, tuple[bool, str]]  # asset -> (passed, description) of its pass_completed check
 
 
 @pytest.fixture(scope="module")
@@ -154,24 +159,34 @@ def dream_instance(tmp_path_factory) -> CycleInstance:
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
     build_demo_profile(AgentProfile(root / AGENT), datetime.now(UTC))
     offline = OfflineBackend()
-    backend = ScriptedBackend(lambda req: ModelCallError(MODEL_ERROR) if req.pass_name == FAILING_PASS
-                              else offline.complete(req))
+    backend = ScriptedBackend(
+        lambda req: ModelCallError(MODEL_ERROR) if req.pass_name == FAILING_PASS else offline.complete(req)
+    )
     defs = build_definitions(DreamDeployment(profile_root=str(root)), model=ModelResource.with_backend(backend))
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(AGENTS, [AGENT])
         result = defs.resolve_job_def("dream_cycle").execute_in_process(
-            instance=instance, partition_key=AGENT, raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}})
+            instance=instance,
+            partition_key=AGENT,
+            raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}},
+        )
     metadata = {}
     for event in result.get_asset_materialization_events():
         mat = event.event_specific_data.materialization
         metadata[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
-    checks = {e.event_specific_data.asset_key.to_user_string(): (e.event_specific_data.passed,
-                                                                 e.event_specific_data.description or "")
-              for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    checks = {
+        e.event_specific_data.asset_key.to_user_string(): (
+            e.event_specific_data.passed,
+            e.event_specific_data.description or "",
+        )
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
     assert not result.success, "the cycle with a failing model call should have failed its run"
     assert metadata[FAILING_PASS]["status"] == "failed" and metadata[SHOWN_PASS]["status"] == "completed", (
-        f"unexpected pass statuses: {({k: m.get('status') for k, m in metadata.items()})}")
+        f"unexpected pass statuses: { ({k: m.get('status') for k, m in metadata.items()}) }"
+    )
     return CycleInstance(home, root, result.run_id, metadata, checks)
 
 
@@ -202,25 +217,35 @@ def _wait_until_loaded(proc: subprocess.Popen, base: str, log: Path) -> tuple[st
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             last = repr(exc)
         time.sleep(0.5)
-    pytest.fail(f"dagster-webserver did not serve a loaded workspace within {SERVER_WAIT_S}s ({last}); "
-                f"log {log}:\n{_tail(log)}")
+    pytest.fail(
+        f"dagster-webserver did not serve a loaded workspace within {SERVER_WAIT_S}s ({last}); log {log}:\n{_tail(log)}"
+    )
 
 
 @pytest.fixture(scope="module")
 def webserver(tmp_path_factory, dream_instance) -> Iterator[Webserver]:
     tmp = tmp_path_factory.mktemp("dagster-ui")
     # the definitions' own defaults: no DREAM__* option of the calling shell (DREAM__Enabled=false, say) leaks in
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("DREAM__")},
-           "DAGSTER_HOME": str(dream_instance.home), "DREAM__ProfileRoot": str(dream_instance.profile_root)}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("DREAM__")},
+        "DAGSTER_HOME": str(dream_instance.home),
+        "DREAM__ProfileRoot": str(dream_instance.profile_root),
+    }
     exe = Path(sys.executable).parent / "dagster-webserver"
     cmd = [str(exe if exe.exists() else shutil.which("dagster-webserver") or exe), "-h", HOST]
     for attempt in itertools.count(1):
         port = _free_port()
         log = tmp / f"webserver-{attempt}.log"
         with log.open("wb") as out:
-            proc = subprocess.Popen([*cmd, "-p", str(port), "-w", str(ROOT / "workspace.yaml")], cwd=ROOT, env=env,
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                [*cmd, "-p", str(port), "-w", str(ROOT / "workspace.yaml")],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         base = f"http://{HOST}:{port}"
         try:
             loaded = _wait_until_loaded(proc, base, log)
@@ -242,11 +267,14 @@ def webserver(tmp_path_factory, dream_instance) -> Iterator[Webserver]:
 def _served_lineage(server: Webserver) -> dict[str, tuple[str | None, set[str]]]:
     """asset name -> (group, names of the assets it depends on), as the webserver serves them."""
     nodes = _graphql(server.base, ASSET_NODES_QUERY)["assetNodes"]
-    return {"/".join(n["assetKey"]["path"]): (n["groupName"], {"/".join(d["path"]) for d in n["dependencyKeys"]})
-            for n in nodes}
+    return {
+        "/".join(n["assetKey"]["path"]): (n["groupName"], {"/".join(d["path"]) for d in n["dependencyKeys"]})
+        for n in nodes
+    }
 
 
 # --- the browser -------------------------------------------------------------------------------------------------
+
 
 def _find_chromium() -> str | None:
     for name in CHROMIUM_NAMES:
@@ -262,15 +290,32 @@ class Chromium:
     def __init__(self, exe: str, workdir: Path) -> None:
         self.log = workdir / "chromium.log"
         profile = workdir / "chromium-profile"
-        args = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-extensions", "--disable-default-apps", "--no-first-run", "--no-default-browser-check",
-                "--no-proxy-server", "--hide-scrollbars", "--mute-audio",
-                "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
-                f"--user-data-dir={profile}", f"--window-size={WINDOW[0]},{WINDOW[1]}", "about:blank"]
+        args = [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-extensions",
+            "--disable-default-apps",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--no-proxy-server",
+            "--hide-scrollbars",
+            "--mute-audio",
+            "--remote-debugging-address=127.0.0.1",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            f"--window-size={WINDOW[0]},{WINDOW[1]}",
+            "about:blank",
+        ]
         with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self._ids = itertools.count(1)
         self.ws: ClientConnection | None = None
         try:
@@ -333,8 +378,10 @@ class Chromium:
 def browser(tmp_path_factory) -> Iterator[Chromium]:
     exe = _find_chromium()
     if exe is None:
-        reason = (f"chromium not installed: none of {', '.join(CHROMIUM_NAMES)} is on PATH; install Debian's "
-                  "`chromium` package (`.ci/run` does when run as root with CI=true) to run the browser test")
+        reason = (
+            f"chromium not installed: none of {', '.join(CHROMIUM_NAMES)} is on PATH; install Debian's "
+            "`chromium` package (`.ci/run` does when run as root with CI=true) to run the browser test"
+        )
         warnings.warn(reason, stacklevel=1)  # shown in the summary: a bare skip would hide the reason
         pytest.skip(reason)
     chromium = Chromium(exe, tmp_path_factory.mktemp("chromium"))
@@ -393,8 +440,7 @@ def _match_edges(raw: dict, asset_names: set[str]) -> DrawnGraph:
     return graph
 
 
-def _open_graph(chromium: Chromium, url: str, asset_names: set[str],
-                done: Callable[[DrawnGraph], bool]) -> DrawnGraph:
+def _open_graph(chromium: Chromium, url: str, asset_names: set[str], done: Callable[[DrawnGraph], bool]) -> DrawnGraph:
     """Open the page and wait until the drawn graph satisfies `done` (or RENDER_WAIT_S passes)."""
     chromium.navigate(url)
     deadline = time.monotonic() + RENDER_WAIT_S
@@ -406,9 +452,13 @@ def _open_graph(chromium: Chromium, url: str, asset_names: set[str],
             if not resized and (raw["width"] > raw["boxWidth"] or raw["height"] > raw["boxHeight"]):
                 # Nodes and edges outside the viewport are not drawn at all: grow the window until the whole graph
                 # fits at scale 1, and reload so the graph centres itself in the new size.
-                chromium.call("Emulation.setDeviceMetricsOverride", deviceScaleFactor=1, mobile=False,
-                              width=int(raw["windowWidth"] + max(0, raw["width"] - raw["boxWidth"]) + 100),
-                              height=int(raw["windowHeight"] + max(0, raw["height"] - raw["boxHeight"]) + 100))
+                chromium.call(
+                    "Emulation.setDeviceMetricsOverride",
+                    deviceScaleFactor=1,
+                    mobile=False,
+                    width=int(raw["windowWidth"] + max(0, raw["width"] - raw["boxWidth"]) + 100),
+                    height=int(raw["windowHeight"] + max(0, raw["height"] - raw["boxHeight"]) + 100),
+                )
                 chromium.navigate(url)
                 resized = True
                 continue
@@ -498,6 +548,7 @@ def _shown(value: Any) -> str:
 
 # --- tests -------------------------------------------------------------------------------------------------------
 
+
 def test_webserver_serves_the_lineage_of_the_pass_registry(webserver):
     served = _served_lineage(webserver)
     for spec in PASSES:
@@ -506,7 +557,8 @@ def test_webserver_serves_the_lineage_of_the_pass_registry(webserver):
         assert group == spec.group, f"{spec.name} is in group {group!r}, the registry says {spec.group!r}"
         assert deps == {*spec.after, *spec.reads}, (
             f"{spec.name} depends on {sorted(deps)} in the UI; the registry (dream_assets/passes/registry.py) "
-            f"says after={list(spec.after)} reads={list(spec.reads)}")
+            f"says after={list(spec.after)} reads={list(spec.reads)}"
+        )
 
 
 @pytest.mark.parametrize("group", PASS_GROUPS)
@@ -515,13 +567,25 @@ def test_asset_graph_draws_every_pass_of_the_group_with_its_lineage_edges(webser
     served_edges = {(dep, name) for name, (_, deps) in served.items() for dep in deps}
     passes = {spec.name for spec in PASSES if spec.group == group}
     # every registry edge into a pass of the group, and out of one (its downstream passes show as linked nodes)
-    expected = {(dep, spec.name) for spec in PASSES for dep in (*spec.after, *spec.reads)
-                if spec.group == group or dep in passes}
-    repo = quote(webserver.location) if webserver.repository == "__repository__" else \
-        f"{quote(webserver.repository)}@{quote(webserver.location)}"
+    expected = {
+        (dep, spec.name)
+        for spec in PASSES
+        for dep in (*spec.after, *spec.reads)
+        if spec.group == group or dep in passes
+    }
+    repo = (
+        quote(webserver.location)
+        if webserver.repository == "__repository__"
+        else f"{quote(webserver.repository)}@{quote(webserver.location)}"
+    )
     url = f"{webserver.base}/locations/{repo}/asset-groups/{quote(group)}"
 
-    graph = _open_graph(browser, url, set(served), lambda g: passes <= g.nodes and expected <= g.edges and not g.unmatched_edges)
+    graph = _open_graph(
+        browser,
+        url,
+        set(served),
+        lambda g: passes <= g.nodes and expected <= g.edges and not g.unmatched_edges,
+    )
     shot = browser.screenshot(shots / f"asset-graph-{group}.png")
     print(f"asset graph of group {group}: {url} -> {shot}")
 
@@ -531,9 +595,11 @@ def test_asset_graph_draws_every_pass_of_the_group_with_its_lineage_edges(webser
     assert len(drawn_pass_edges) >= len(pass_edges)
     assert expected <= graph.edges, (
         f"{url} does not draw lineage edges {sorted(expected - graph.edges)}; drawn: {sorted(graph.edges)}; "
-        f"edges not attached to a node: {graph.unmatched_edges} (see {shot})")
-    assert graph.edges <= served_edges, f"{url} draws edges the definitions do not have: " \
-                                        f"{sorted(graph.edges - served_edges)}"
+        f"edges not attached to a node: {graph.unmatched_edges} (see {shot})"
+    )
+    assert graph.edges <= served_edges, (
+        f"{url} draws edges the definitions do not have: {sorted(graph.edges - served_edges)}"
+    )
     assert not graph.unmatched_edges, f"{url} draws edges not attached to asset nodes: {graph.unmatched_edges}"
 
 
@@ -541,25 +607,31 @@ def test_a_pass_materialization_shows_its_status_summary_and_counts(webserver, p
     meta = dream_instance.metadata[SHOWN_PASS]
     counts = {k: v for k, v in meta.items() if isinstance(v, int) and not isinstance(v, bool)}
     assert counts.get("merged", 0) > 0 and "model_calls" in counts, (
-        f"the demo cycle should have merged memories with counts to show; {SHOWN_PASS} recorded {meta}")
+        f"the demo cycle should have merged memories with counts to show; {SHOWN_PASS} recorded {meta}"
+    )
     expected = {"status": meta["status"], "summary": meta["summary"], **counts}
     url = f"{webserver.base}/assets/{SHOWN_PASS}?view=events&partition={AGENT}"
 
     def table(rows: list[list[str]]) -> dict[str, list[str]]:
         return {cells[0]: cells[1:] for cells in rows if len(cells) >= 2}
 
-    rows = _open_page(page, url, TABLE_ROWS_JS, lambda rows: set(expected) <= set(table(rows)),
-                      f"the metadata of {SHOWN_PASS}'s materialization")
+    rows = _open_page(
+        page,
+        url,
+        TABLE_ROWS_JS,
+        lambda rows: set(expected) <= set(table(rows)),
+        f"the metadata of {SHOWN_PASS}'s materialization",
+    )
     text = page.evaluate(PAGE_TEXT_JS)
     shot = page.screenshot(shots / f"materialization-{SHOWN_PASS}.png")
     print(f"materialization of {SHOWN_PASS}: {url} -> {shot}")
 
     assert f"Partition {AGENT} materialized in run {dream_instance.run_id[:8]}" in text, (
-        f"{url} does not say which agent and run materialized {SHOWN_PASS} (see {shot}):\n{text[:2000]}")
+        f"{url} does not say which agent and run materialized {SHOWN_PASS} (see {shot}):\n{text[:2000]}"
+    )
     shown = table(rows)
     wrong = {key: (shown[key], _shown(value)) for key, value in expected.items() if _shown(value) not in shown[key]}
-    assert not wrong, f"{url} shows metadata values other than the run recorded (shown, recorded): {wrong} " \
-                      f"(see {shot})"
+    assert not wrong, f"{url} shows metadata values other than the run recorded (shown, recorded): {wrong} (see {shot})"
 
 
 def test_the_pass_plots_every_numeric_count(webserver, page, dream_instance, shots):
@@ -569,19 +641,26 @@ def test_the_pass_plots_every_numeric_count(webserver, page, dream_instance, sho
     # every plot on one screen: charts off screen are not guaranteed to be drawn
     _page_size(page, PAGE[0], 600 + 240 * ((len(numeric) + 1) // 2))
     url = f"{webserver.base}/assets/{SHOWN_PASS}"
-    plots = _open_page(page, url, PLOTS_JS, lambda p: all(p.get(k, 0) > 0 for k in numeric),
-                       f"a drawn plot for each numeric metadata entry of {SHOWN_PASS} ({sorted(numeric)})")
+    plots = _open_page(
+        page,
+        url,
+        PLOTS_JS,
+        lambda p: all(p.get(k, 0) > 0 for k in numeric),
+        f"a drawn plot for each numeric metadata entry of {SHOWN_PASS} ({sorted(numeric)})",
+    )
     shot = page.screenshot(shots / f"plots-{SHOWN_PASS}.png")
     print(f"metadata plots of {SHOWN_PASS}: {url} -> {shot}")
     assert numeric <= set(plots), f"{url} has no plot for {sorted(numeric - set(plots))} (see {shot})"
-    assert all(plots[k] > 0 for k in numeric), f"plots with no point drawn: " \
-                                               f"{sorted(k for k in numeric if not plots[k])} (see {shot})"
+    assert all(plots[k] > 0 for k in numeric), (
+        f"plots with no point drawn: {sorted(k for k in numeric if not plots[k])} (see {shot})"
+    )
     assert not set(plots) - numeric, f"{url} plots entries the pass did not record: {sorted(set(plots) - numeric)}"
 
 
 @pytest.mark.parametrize(("asset", "verdict"), [(FAILING_PASS, "Failed"), (SHOWN_PASS, "Passed")])
-def test_the_pass_completed_check_shows_its_verdict_and_names_the_agent(webserver, page, dream_instance, shots,
-                                                                        asset, verdict):
+def test_the_pass_completed_check_shows_its_verdict_and_names_the_agent(
+    webserver, page, dream_instance, shots, asset, verdict
+):
     passed, description = dream_instance.checks[asset]
     assert passed == (verdict == "Passed"), f"the cycle recorded pass_completed of {asset} as passed={passed}"
     assert f"for agent {AGENT}" in description, f"the check of {asset} does not name the agent: {description!r}"
@@ -597,8 +676,13 @@ def test_the_pass_completed_check_shows_its_verdict_and_names_the_agent(webserve
         at = lines.index("Evaluation result")
         return "agent" in lines and listed in lines[:at] and lines[at + 1] == verdict
 
-    text = _open_page(page, url, PAGE_TEXT_JS, shown,
-                      f"the pass_completed check of {asset} listed {listed}, evaluated {verdict}, with {description!r}")
+    text = _open_page(
+        page,
+        url,
+        PAGE_TEXT_JS,
+        shown,
+        f"the pass_completed check of {asset} listed {listed}, evaluated {verdict}, with {description!r}",
+    )
     shot = page.screenshot(shots / f"check-{asset}.png")
     print(f"pass_completed check of {asset}: {url} -> {shot}")
     lines = _lines(text)
@@ -633,19 +717,30 @@ def test_the_automation_page_lists_the_cycle_schedule_and_every_sensor_switched_
     [repo] = _graphql(webserver.base, AUTOMATION_QUERY)["repositoriesOrError"]["nodes"]
     schedules = {s["name"] for s in repo["schedules"]}
     sensors = {s["name"] for s in repo["sensors"]}
-    required = {"dream_cycle_schedule"}, {"agent_discovery_sensor", *(f"{p}_change_gate" for p in GATED_PASSES)}
+    required = (
+        {"dream_cycle_schedule"},
+        {"agent_discovery_sensor", *(f"{p}_change_gate" for p in GATED_PASSES)},
+    )
     assert required[0] <= schedules and required[1] <= sensors, (
         f"the definitions serve schedules {sorted(schedules)} and sensors {sorted(sensors)}; missing "
-        f"{sorted((required[0] - schedules) | (required[1] - sensors))}")
+        f"{sorted((required[0] - schedules) | (required[1] - sensors))}"
+    )
     names = schedules | sensors
     url = f"{webserver.base}/automation"
-    rows = _open_page(page, url, AUTOMATION_JS.replace("NAMES", json.dumps(sorted(names))),
-                      lambda rows: names <= set(rows) and all(r["kind"] and r["on"] is not None for r in rows.values()),
-                      f"a row with its kind and switch for every schedule and sensor ({sorted(names)})")
+    rows = _open_page(
+        page,
+        url,
+        AUTOMATION_JS.replace("NAMES", json.dumps(sorted(names))),
+        lambda rows: names <= set(rows) and all(r["kind"] and r["on"] is not None for r in rows.values()),
+        f"a row with its kind and switch for every schedule and sensor ({sorted(names)})",
+    )
     shot = page.screenshot(shots / "automation.png")
     print(f"automation page: {url} -> {shot}")
-    wrong = {name: row["kind"] for name, row in rows.items()
-             if not row["kind"].startswith("Scheduled" if name in schedules else "Standard sensor")}
+    wrong = {
+        name: row["kind"]
+        for name, row in rows.items()
+        if not row["kind"].startswith("Scheduled" if name in schedules else "Standard sensor")
+    }
     assert not wrong, f"{url} shows these with the wrong kind: {wrong} (see {shot})"
     # all on by default (README "Automation"): a fresh instance runs them without anyone switching them on
     off = sorted(name for name, row in rows.items() if not row["on"])

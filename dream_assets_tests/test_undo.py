@@ -49,8 +49,13 @@ def demo_cycle(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
     build_demo_profile(profile, NOW, n_memories=120)
     store = open_store(profile)
     before = _records(store)
-    reports = run_cycle(profile, DreamOptions(), NOW, cycle_id=CYCLE,
-                        only=["archive_purge", "importance_decay", "memory_consolidation"])
+    reports = run_cycle(
+        profile,
+        DreamOptions(),
+        NOW,
+        cycle_id=CYCLE,
+        only=["archive_purge", "importance_decay", "memory_consolidation"],
+    )
     assert all(r.status == "completed" for r in reports), [(r.pass_name, r.summary) for r in reports]
     kinds = {c.kind for c in store.changes.list(CYCLE)}
     assert {"purged", "created", "archived"} <= kinds
@@ -100,7 +105,7 @@ def test_undo_from_the_command_line_exits_0_and_running_it_again_has_nothing_lef
     out = capsys.readouterr().out
     assert "could not be restored" in out and "0 could not be restored" in out
     _assert_undone(open_store(profile), before)
-    assert main(args) == 0   # idempotent: nothing left, still a success
+    assert main(args) == 0  # idempotent: nothing left, still a success
     again = capsys.readouterr().out
     assert "0 put back" in again and "already undone memory" in again
 
@@ -110,9 +115,11 @@ def test_a_purged_entry_that_cannot_be_restored_is_named_and_everything_else_is_
     store = open_store(profile)
     purged = [c for c in store.changes.list(CYCLE) if c.kind == "purged"]
     broken = purged[0].target_id
-    with store.connection.session() as conn:   # a purge row whose kept record lost its fields
-        conn.execute("UPDATE changes SET before_json = ? WHERE change_id = ?",
-                     [json.dumps({"id": broken}), purged[0].change_id])
+    with store.connection.session() as conn:  # a purge row whose kept record lost its fields
+        conn.execute(
+            "UPDATE changes SET before_json = ? WHERE change_id = ?",
+            [json.dumps({"id": broken}), purged[0].change_id],
+        )
     assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 0
     captured = capsys.readouterr()
     assert f"NOT restored memory {broken}: the record kept by archive_purge (purged) is incomplete" in captured.err
@@ -151,8 +158,12 @@ _CRASHING_UNDO = textwrap.dedent("""
 @pytest.mark.parametrize("step", ["undo:put-back", "undo:target-done"])
 def test_an_undo_killed_half_way_is_finished_by_running_it_again_without_force(cycled, step):
     profile, before = cycled
-    done = subprocess.run([sys.executable, "-c", _CRASHING_UNDO, str(profile.root), CYCLE, step, "3",
-                           LATER.isoformat()], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASHING_UNDO, str(profile.root), CYCLE, step, "3", LATER.isoformat()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 9, done.stderr
     store = open_store(profile)
     marked = [c for c in store.changes.list(CYCLE) if c.undone_at is not None]
@@ -170,7 +181,7 @@ def test_a_target_found_as_it_was_before_the_cycle_counts_as_undone(cycled):
     profile, before = cycled
     store = open_store(profile)
     archived = next(c for c in store.changes.list(CYCLE) if c.kind == "archived")
-    store.memories.replace(MemoryEntry.from_dict(archived.before))   # put back by hand, outside undo
+    store.memories.replace(MemoryEntry.from_dict(archived.before))  # put back by hand, outside undo
     result = store.changes.undo_cycle(CYCLE, now=LATER)
     assert result.ok
     assert f"memory {archived.target_id}" in result.already_undone
@@ -180,18 +191,39 @@ def test_a_target_found_as_it_was_before_the_cycle_counts_as_undone(cycled):
 
 def test_an_entry_purged_by_a_later_cycle_is_refused_with_that_reason(profile, store):
     old = NOW - timedelta(days=200)
-    e = store.memories.put(MemoryEntry(id=new_id(), content="Ana Ruiz signed the Lisbon lease in 2025.",
-                                       category="general", tags=(), importance=0.5, created_at=old, updated_at=old,
-                                       last_seen_at=old, reinforcement_count=1, metadata={}))
+    e = store.memories.put(
+        MemoryEntry(
+            id=new_id(),
+            content="Ana Ruiz signed the Lisbon lease in 2025.",
+            category="general",
+            tags=(),
+            importance=0.5,
+            created_at=old,
+            updated_at=old,
+            last_seen_at=old,
+            reinforcement_count=1,
+            metadata={},
+        )
+    )
     archived = store.memories.archive(e.id, now=old)
-    store.changes.record(cycle_id="early", pass_name="memory_consolidation", kind="archived", target_type="memory",
-                         target_id=e.id, before=e, after=archived, reason="merged", now=old)
+    store.changes.record(
+        cycle_id="early",
+        pass_name="memory_consolidation",
+        kind="archived",
+        target_type="memory",
+        target_id=e.id,
+        before=e,
+        after=archived,
+        reason="merged",
+        now=old,
+    )
     run_archive_purge(PassContext(profile, DreamOptions(), NOW, cycle_id="late", _store=store))
     assert store.memories.get(e.id) is None
     result = store.changes.undo_cycle("early", now=LATER)
     assert not result.applied and not result.restored
-    assert result.refused == [f"memory {e.id}: no longer exists (purged after cycle early); undo the cycle that "
-                              "purged it first"]
+    assert result.refused == [
+        f"memory {e.id}: no longer exists (purged after cycle early); undo the cycle that purged it first"
+    ]
     # undoing the purge first, then the earlier cycle, brings the entry back live
     assert store.changes.undo_cycle("late", now=LATER).ok
     assert store.changes.undo_cycle("early", now=LATER).ok
@@ -213,9 +245,21 @@ def test_an_undo_can_itself_be_undone(cycled):
 
 def test_the_purge_and_its_change_row_are_one_write(profile, store, monkeypatch):
     old = NOW - timedelta(days=200)
-    e = store.memories.put(MemoryEntry(id=new_id(), content="Old note about the Oslo kickoff.", category="general",
-                                       tags=(), importance=0.3, created_at=old, updated_at=old, last_seen_at=old,
-                                       reinforcement_count=1, metadata={}, archived_at=old))
+    e = store.memories.put(
+        MemoryEntry(
+            id=new_id(),
+            content="Old note about the Oslo kickoff.",
+            category="general",
+            tags=(),
+            importance=0.3,
+            created_at=old,
+            updated_at=old,
+            last_seen_at=old,
+            reinforcement_count=1,
+            metadata={},
+            archived_at=old,
+        )
+    )
     ctx = PassContext(profile, DreamOptions(), NOW, cycle_id="p1", _store=store)
 
     def fail(*a, **k):
@@ -244,12 +288,29 @@ _CRASHING_PURGE = textwrap.dedent("""
 
 def test_a_purge_killed_before_its_change_row_deletes_nothing(profile, store):
     old = NOW - timedelta(days=200)
-    e = store.memories.put(MemoryEntry(id=new_id(), content="Old note about the Oslo kickoff.", category="general",
-                                       tags=(), importance=0.3, created_at=old, updated_at=old, last_seen_at=old,
-                                       reinforcement_count=1, metadata={}, archived_at=old))
+    e = store.memories.put(
+        MemoryEntry(
+            id=new_id(),
+            content="Old note about the Oslo kickoff.",
+            category="general",
+            tags=(),
+            importance=0.3,
+            created_at=old,
+            updated_at=old,
+            last_seen_at=old,
+            reinforcement_count=1,
+            metadata={},
+            archived_at=old,
+        )
+    )
     store.close()
-    done = subprocess.run([sys.executable, "-c", _CRASHING_PURGE, str(profile.root), NOW.isoformat()],
-                          capture_output=True, text=True, timeout=60, env={**os.environ})
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASHING_PURGE, str(profile.root), NOW.isoformat()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ},
+    )
     assert done.returncode == 9, done.stderr
     assert store.memories.get(e.id) is not None
     assert e.id not in store.memories.purged_ids() and store.changes.list("p1") == []
@@ -271,8 +332,11 @@ def test_an_undo_refused_because_an_entry_was_edited_changes_nothing_and_exits_3
     assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--force", "--now", LATER.isoformat()]) == 0
     after = _records(open_store(profile))
     assert after[created.target_id]["content"] == "Edited by hand after the cycle."
-    assert all(after[c.target_id]["content"] == c.before["content"]
-               for c in open_store(profile).changes.list(CYCLE) if c.kind == "purged")
+    assert all(
+        after[c.target_id]["content"] == c.before["content"]
+        for c in open_store(profile).changes.list(CYCLE)
+        if c.kind == "purged"
+    )
 
 
 def test_undo_on_a_corrupt_store_stops_with_the_reason_not_a_traceback(cycled, capsys):

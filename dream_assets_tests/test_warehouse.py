@@ -36,14 +36,13 @@ T0 = datetime(2024, 5, 1, 23, 0, tzinfo=UTC)
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
 
-
 def line(ts: datetime | str, n: int, session: str = "s1") -> str:
     stamp = ts if isinstance(ts, str) else ts.isoformat().replace("+00:00", "Z")
     return json.dumps({"timestamp": stamp, "sessionId": session, "tool": "shell", "success": True, "n": n})
 
 
 def test_lines_are_partitioned_by_their_own_utc_event_day(profile: AgentProfile) -> None:
-    lines = [line(T0 + timedelta(minutes=50 * i), i) for i in range(4)]   # 23:00, 23:50, 00:40, 01:30
+    lines = [line(T0 + timedelta(minutes=50 * i), i) for i in range(4)]  # 23:00, 23:50, 00:40, 01:30
     assert archive_lines(profile, "tool-call", "s1.jsonl", lines, NOW) == 4
     assert days(profile, "tool-call") == [date(2024, 5, 1), date(2024, 5, 2)]
     assert [r["n"] for r in read_day(profile, "tool-call", date(2024, 5, 1))] == [0, 1]
@@ -65,12 +64,13 @@ def test_archiving_the_same_lines_again_adds_no_rows(profile: AgentProfile) -> N
     assert len(keys) == len(set(keys)) == 32
 
 
-def test_idempotence_holds_across_batches_and_evicted_partitions(profile: AgentProfile,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_idempotence_holds_across_batches_and_evicted_partitions(
+    profile: AgentProfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(warehouse, "BATCH_ROWS", 7)
     monkeypatch.setattr(warehouse, "CACHED_PARTITIONS", 1)
-    lines = [line(T0 + timedelta(hours=5 * i), i) for i in range(60)]   # 13 days, many small parts
-    interleaved = lines[::2] + lines[1::2]                                # revisits partitions
+    lines = [line(T0 + timedelta(hours=5 * i), i) for i in range(60)]  # 13 days, many small parts
+    interleaved = lines[::2] + lines[1::2]  # revisits partitions
     assert archive_lines(profile, "tool-call", "s1.jsonl", interleaved, NOW) == 60
     assert archive_lines(profile, "tool-call", "s1.jsonl", lines, NOW) == 0
     assert sorted(r["n"] for r in read_window(profile, "tool-call", T0, T0 + timedelta(days=30))) == list(range(60))
@@ -91,7 +91,7 @@ def test_rows_carry_their_origin_and_archive_time(profile: AgentProfile) -> None
     (row,) = list(iter_rows(profile, "skill-usage"))
     assert row["raw"] == raw
     assert row["kind"] == "skill-usage" and row["source"] == "cli-session.jsonl"
-    assert row["session_id"] == "cli-session"     # per-session logs: the file name names the session
+    assert row["session_id"] == "cli-session"  # per-session logs: the file name names the session
     assert row["event_ts"] == datetime(2024, 5, 1, 10, 0, 0, 250_000, tzinfo=UTC)
     assert row["archived_at"] == NOW
     assert row["line_key"] == warehouse.line_key("skill-usage", "cli-session.jsonl", raw)
@@ -123,8 +123,16 @@ def test_bytes_that_are_not_utf8_are_kept_visibly(profile: AgentProfile) -> None
 
 
 def tier_line(ts: datetime, n: int) -> str:
-    return json.dumps({"timestamp": ts.isoformat().replace("+00:00", "Z"), "sessionId": "s1", "tier": "small",
-                       "taskKind": "summary", "outcome": "success", "latencyMs": n})
+    return json.dumps(
+        {
+            "timestamp": ts.isoformat().replace("+00:00", "Z"),
+            "sessionId": "s1",
+            "tier": "small",
+            "taskKind": "summary",
+            "outcome": "success",
+            "latencyMs": n,
+        }
+    )
 
 
 def test_import_of_a_historical_file_streams_it_and_is_idempotent(profile: AgentProfile, tmp_path: Path) -> None:
@@ -136,7 +144,7 @@ def test_import_of_a_historical_file_streams_it_and_is_idempotent(profile: Agent
     again = import_jsonl(profile, "tier-routing", history, NOW)
     assert (again.imported, again.already_there, again.malformed) == (0, 40, 1)
     assert len(days(profile, "tier-routing")) == 40
-    assert read_unknown(profile, "tier-routing") == []   # a line that is not a record is not imported
+    assert read_unknown(profile, "tier-routing") == []  # a line that is not a record is not imported
     with pytest.raises(WarehouseError, match="no such file"):
         import_jsonl(profile, "tier-routing", tmp_path / "missing.jsonl", NOW)
 
@@ -144,19 +152,19 @@ def test_import_of_a_historical_file_streams_it_and_is_idempotent(profile: Agent
 def test_import_takes_only_records_of_its_kind_and_counts_the_rest(profile: AgentProfile, tmp_path: Path) -> None:
     wisp = {"timestamp": "2025-03-01T10:00:00Z", "wispId": "w1", "description": "Sync CRM", "success": False}
     lines = [
-        json.dumps(wisp),                                                        # 1 imported
-        line(T0, 1),                                                             # 2 a tool-call record
-        "not json at all",                                                       # 3 malformed
-        json.dumps({k: v for k, v in wisp.items() if k != "wispId"}),            # 4 a required field is missing
-        json.dumps({**wisp, "success": "yes"}),                                  # 5 a field of the wrong type
-        json.dumps({**wisp, "timestamp": "yesterday"}),                          # 6 no readable timestamp
-        "[" * 100 + "]" * 100,                                                   # 7 nested too deeply
-        "",                                                                      #   blank: not counted
-        json.dumps({**wisp, "wispId": "w2", "description": "x" * 2000}),         # 9 longer than the limit
-        json.dumps({**wisp, "wispId": "w3", "timestamp": "2025-03-02T10:00:00Z"}),   # 10 imported
+        json.dumps(wisp),  # 1 imported
+        line(T0, 1),  # 2 a tool-call record
+        "not json at all",  # 3 malformed
+        json.dumps({k: v for k, v in wisp.items() if k != "wispId"}),  # 4 a required field is missing
+        json.dumps({**wisp, "success": "yes"}),  # 5 a field of the wrong type
+        json.dumps({**wisp, "timestamp": "yesterday"}),  # 6 no readable timestamp
+        "[" * 100 + "]" * 100,  # 7 nested too deeply
+        "",  #   blank: not counted
+        json.dumps({**wisp, "wispId": "w2", "description": "x" * 2000}),  # 9 longer than the limit
+        json.dumps({**wisp, "wispId": "w3", "timestamp": "2025-03-02T10:00:00Z"}),  # 10 imported
     ]
     path = tmp_path / "wisps.jsonl"
-    path.write_bytes("\n".join(lines).encode() + b"\n" + b'{"wispId":"\xff"}\n')   # 11 not UTF-8
+    path.write_bytes("\n".join(lines).encode() + b"\n" + b'{"wispId":"\xff"}\n')  # 11 not UTF-8
     with mock.patch.object(line_batch, "MAX_LINE_BYTES", 1000):
         result = import_jsonl(profile, "wisp-executions", path, NOW)
     assert (result.imported, result.malformed, result.wrong_kind) == (2, 7, 1)
@@ -171,8 +179,7 @@ def test_import_takes_only_records_of_its_kind_and_counts_the_rest(profile: Agen
     assert read_unknown(profile, "wisp-executions") == []
 
 
-def test_import_of_an_unknown_kind_is_refused_before_anything_is_written(profile: AgentProfile,
-                                                                        tmp_path: Path) -> None:
+def test_import_of_an_unknown_kind_is_refused_before_anything_is_written(profile: AgentProfile, tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
     path.write_text(line(T0, 1) + "\n")
     with pytest.raises(WarehouseError) as err:
@@ -195,8 +202,10 @@ def test_importing_lines_retention_already_archived_adds_nothing(profile: AgentP
 def test_concurrent_archives_of_the_same_lines_store_them_once(profile: AgentProfile) -> None:
     lines = [line(T0 + timedelta(minutes=i), i) for i in range(500)]
     added: list[int] = []
-    threads = [threading.Thread(target=lambda: added.append(archive_lines(profile, "tool-call", "s.jsonl", lines,
-                                                                          NOW))) for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: added.append(archive_lines(profile, "tool-call", "s.jsonl", lines, NOW)))
+        for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -230,29 +239,29 @@ BULK_READABLE = [
     '{"timestamp":"2024-05-02T08:30:00.123Z","sessionId":"s3","text":"naïve café ✓, 1 < 2"}',
     '{"timestamp":"2024-05-02T08:30:00Z","content":"say \\"hi\\"\\n\\u00e9"}',
     '{"timestamp":"2024-05-02T08:30:00Z"}\r',
-    '{"timestamp":"2024-05-01T10:00:00Z","meta":{"sessionId":"inner"}}',            # not the line's session
+    '{"timestamp":"2024-05-01T10:00:00Z","meta":{"sessionId":"inner"}}',  # not the line's session
 ]
 # Lines whose fields the bulk reading cannot vouch for: each is read with json.loads, whatever it holds.
 READ_ALONE = [
-    '{"sessionId":"s1","timestamp":"2024-05-01T10:00:00Z"}',                        # keys in another order
-    '{"timestamp":"2024-05-01T10:00:00Z","timestamp":"2024-06-01T10:00:00Z"}',      # Python keeps the last
+    '{"sessionId":"s1","timestamp":"2024-05-01T10:00:00Z"}',  # keys in another order
+    '{"timestamp":"2024-05-01T10:00:00Z","timestamp":"2024-06-01T10:00:00Z"}',  # Python keeps the last
     '{"timestamp":"2024-05-01T10:00:00Z","sessionId":"a","sessionId":"b"}',
     '{"timestamp":"2024-05-01T10:00:00Z","time\\u0073tamp":"2024-07-01T00:00:00Z"}',  # the same key, escaped
     '{"timestamp":"2024-05-01T10:00:00Z","sessi\\u006fnId":"s9"}',
     '{"timestamp":"2024-05-01T10:00:00Z","sessionId":5}',
     '{"timestamp":"2024-05-01T10:00:00Z","sessionId":"s\\u0031"}',
-    '{"timestamp":"2024-05-01T10:00:00Z","x":1,}',                                  # not JSON to Python
+    '{"timestamp":"2024-05-01T10:00:00Z","x":1,}',  # not JSON to Python
     '{"timestamp":"2024-05-01T10:00:00Z","x":[1,2,]}',
     '{"timestamp":"2024-05-01T10:00:00Z","x":nan}',
     '{"timestamp":"2024-05-01T10:00:00Z","x":-NaN}',
     '{"timestamp":"2024-05-01T10:00:00Z","x":inf}',
-    '{"timestamp":"2024-05-01T10:00:00Z","x":[NaN, Infinity, -Infinity]}',          # JSON to Python
-    '{"timestamp":"2024-05-01T10:00:00Z","wispId":"w1","descr',                     # torn by a crash
+    '{"timestamp":"2024-05-01T10:00:00Z","x":[NaN, Infinity, -Infinity]}',  # JSON to Python
+    '{"timestamp":"2024-05-01T10:00:00Z","wispId":"w1","descr',  # torn by a crash
     '{"timestamp":"2024-05-01T10:00:00Z"} {"x":1}',
     '{"timestamp":"2024-05-01T10:00:00Z","x":"tab\there"}',
     '{"timestamp":"2024-05-01T10:00:00Z","x":"\\ud800"}',
     '{"timestamp":"2024-05-01T10:00:00Z","x":01}',
-    '{"timestamp":"2024-02-30T10:00:00Z"}',                                         # no such day
+    '{"timestamp":"2024-02-30T10:00:00Z"}',  # no such day
     '{"timestamp":"2024-05-01T10:00:00.1234567Z"}',
     '{"timestamp":"2024-05-01T12:00:00+02:00"}',
     '{"timestamp":"2024-05-01T10:00:00z"}',
@@ -290,8 +299,10 @@ def _partitions(profile: AgentProfile, kind: str) -> dict[str, list[tuple]]:
 
 
 def _bulk_and_one_by_one(tmp_path: Path, kind: str, archive) -> tuple[tuple, tuple]:
-    return (_archived(tmp_path / "bulk", kind, bulk=True, archive=archive),
-            _archived(tmp_path / "one-by-one", kind, bulk=False, archive=archive))
+    return (
+        _archived(tmp_path / "bulk", kind, bulk=True, archive=archive),
+        _archived(tmp_path / "one-by-one", kind, bulk=False, archive=archive),
+    )
 
 
 def test_lines_in_the_writers_shape_are_read_in_bulk_and_the_others_one_by_one() -> None:
@@ -304,17 +315,26 @@ def test_lines_in_the_writers_shape_are_read_in_bulk_and_the_others_one_by_one()
 
 def test_bulk_reading_files_every_line_where_reading_it_alone_would(tmp_path: Path) -> None:
     lines = BULK_READABLE + READ_ALONE + BLANK
-    items = [(source, text) for text in lines for source in ("s1.jsonl", "other.jsonl")]   # per-session logs
+    items = [(source, text) for text in lines for source in ("s1.jsonl", "other.jsonl")]  # per-session logs
     bulk, one_by_one = _bulk_and_one_by_one(
-        tmp_path, "tool-call", lambda p: archive_source_lines(p, "tool-call", items, NOW))
+        tmp_path, "tool-call", lambda p: archive_source_lines(p, "tool-call", items, NOW)
+    )
     assert bulk == one_by_one
     added, partitions = bulk
     assert added == 2 * (len(lines) - len(BLANK))
-    assert set(partitions) == {"date=2024-05-01", "date=2024-05-02", "date=2024-06-01", "date=2024-07-01",
-                               "date=0999-05-01", "date=unknown"}
+    assert set(partitions) == {
+        "date=2024-05-01",
+        "date=2024-05-02",
+        "date=2024-06-01",
+        "date=2024-07-01",
+        "date=0999-05-01",
+        "date=unknown",
+    }
 
 
-def test_bulk_and_line_by_line_keys_are_the_same_so_earlier_archives_stay_idempotent(profile: AgentProfile) -> None:
+def test_bulk_and_line_by_line_keys_are_the_same_so_earlier_archives_stay_idempotent(
+    profile: AgentProfile,
+) -> None:
     lines = BULK_READABLE + READ_ALONE
     with mock.patch.object(warehouse, "FAST_PATH_MIN_LINES", 10**9):
         assert archive_lines(profile, "tool-call", "s1.jsonl", lines, NOW) == len(lines)
@@ -347,16 +367,16 @@ def _log_bytes() -> bytes:
     body = [text.encode("utf-8", "surrogateescape") for text in BULK_READABLE + READ_ALONE + BLANK]
     body += [line(T0 + timedelta(minutes=i), i).encode() for i in range(50)]
     body += [b'{"timestamp":"2024-05-01T10:00:00Z","tool":"\xc3"}', b"\xff\xfe", b"x" * 300]
-    return b"\n".join(body) + b"\r\n" + b'{"timestamp":"2024-05-03T00:00:00Z","partial":tr'   # no final newline
+    return b"\n".join(body) + b"\r\n" + b'{"timestamp":"2024-05-03T00:00:00Z","partial":tr'  # no final newline
 
 
-@pytest.mark.parametrize("block_bytes", [16 << 20, 97])   # 97: lines straddle blocks, some are longer than one
+@pytest.mark.parametrize("block_bytes", [16 << 20, 97])  # 97: lines straddle blocks, some are longer than one
 def test_archiving_byte_ranges_of_a_file_equals_archiving_its_lines(tmp_path: Path, block_bytes: int) -> None:
     log = tmp_path / "s7.jsonl"
     log.write_bytes(_log_bytes())
     size = log.stat().st_size
     middle = log.read_bytes().index(b"\n", size // 2) + 1
-    ranges = [(log, 0, middle), (log, middle, size - 7), (log, size - 7, None)]   # the last two end mid-line
+    ranges = [(log, 0, middle), (log, middle, size - 7), (log, size - 7, None)]  # the last two end mid-line
     expected_lines = [list(iter_lines_between(log, start, end or size)) for _, start, end in ranges]
     with mock.patch.object(warehouse, "BATCH_BYTES", block_bytes):
         result = [None]
@@ -366,18 +386,24 @@ def test_archiving_byte_ranges_of_a_file_equals_archiving_its_lines(tmp_path: Pa
             return result[0].added
 
         by_blocks = _archived(tmp_path / "ranges", "feedback", bulk=True, archive=by_ranges)
-    by_lines = _archived(tmp_path / "lines", "feedback", bulk=False, archive=lambda p: archive_source_lines(
-        p, "feedback", [(log.name, text) for texts in expected_lines for text in texts], NOW))
+    by_lines = _archived(
+        tmp_path / "lines",
+        "feedback",
+        bulk=False,
+        archive=lambda p: archive_source_lines(
+            p, "feedback", [(log.name, text) for texts in expected_lines for text in texts], NOW
+        ),
+    )
     # Tiny blocks make many parts per partition, so compare each partition's rows whatever part holds them.
     assert by_blocks[0] == by_lines[0]
-    assert {day: sorted(rows, key=repr) for day, rows in by_blocks[1].items()} == \
-        {day: sorted(rows, key=repr) for day, rows in by_lines[1].items()}
+    assert {day: sorted(rows, key=repr) for day, rows in by_blocks[1].items()} == {
+        day: sorted(rows, key=repr) for day, rows in by_lines[1].items()
+    }
     assert result[0].lines == [len(texts) for texts in expected_lines]
     assert result[0].errors == [None, None, None]
 
 
-def test_a_range_that_cannot_be_read_is_reported_and_the_others_archived(profile: AgentProfile,
-                                                                          tmp_path: Path) -> None:
+def test_a_range_that_cannot_be_read_is_reported_and_the_others_archived(profile: AgentProfile, tmp_path: Path) -> None:
     good = tmp_path / "s1.jsonl"
     good.write_text(line(T0, 1) + "\n" + line(T0, 2) + "\n")
     result = archive_file_ranges(profile, "tool-call", [(tmp_path / "gone.jsonl", 0, 100), (good, 0, None)], NOW)
@@ -387,7 +413,7 @@ def test_a_range_that_cannot_be_read_is_reported_and_the_others_archived(profile
 
 
 def test_parts_hold_a_days_rows_in_event_time_order(profile: AgentProfile) -> None:
-    lines = [line(T0 + timedelta(minutes=(i * 7919) % 600), i) for i in range(1_000)]   # shuffled times
+    lines = [line(T0 + timedelta(minutes=(i * 7919) % 600), i) for i in range(1_000)]  # shuffled times
     archive_lines(profile, "tool-call", "s1.jsonl", lines, NOW)
     for part in (profile.warehouse_dir / "tool-call").rglob("part-*.parquet"):
         stamps = pq.read_table(part, columns=["event_ts"]).column(0).to_pylist()
@@ -396,22 +422,48 @@ def test_parts_hold_a_days_rows_in_event_time_order(profile: AgentProfile) -> No
 
 _stamps = st.one_of(
     st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2100, 1, 1)).flatmap(
-        lambda dt: st.sampled_from([
-            dt.isoformat() + "Z", dt.isoformat() + "+00:00", dt.isoformat() + "+02:00", dt.isoformat(),
-            dt.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z", dt.strftime("%Y-%m-%d %H:%M:%SZ"),
-        ])),
+        lambda dt: st.sampled_from(
+            [
+                dt.isoformat() + "Z",
+                dt.isoformat() + "+00:00",
+                dt.isoformat() + "+02:00",
+                dt.isoformat(),
+                dt.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+                dt.strftime("%Y-%m-%d %H:%M:%SZ"),
+            ]
+        )
+    ),
     st.sampled_from(["2024-02-30T00:00:00Z", "", "soon", "2024-05-01T10:00:00.1234567Z"]),
-    st.integers(), st.none(),
+    st.integers(),
+    st.none(),
 )
-_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
-                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                   max_size=3), max_leaves=6)
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
 _records = st.tuples(
     st.dictionaries(st.sampled_from(["tool", "text", "n", "meta"]) | st.text(max_size=6), _values, max_size=4),
-    _stamps, st.one_of(st.none(), st.text(max_size=8), st.integers()), st.booleans(),
-    st.sampled_from([(",", ":"), (", ", ": ")]), st.booleans(),
-    st.sampled_from(["", "", "", "torn", ',"timestamp":"2030-01-01T00:00:00Z"', ',"sessionId":"late"', ",",
-                     ',"x":nan', ',"x":NaN', ',"x":[1,]', " x"]),
+    _stamps,
+    st.one_of(st.none(), st.text(max_size=8), st.integers()),
+    st.booleans(),
+    st.sampled_from([(",", ":"), (", ", ": ")]),
+    st.booleans(),
+    st.sampled_from(
+        [
+            "",
+            "",
+            "",
+            "torn",
+            ',"timestamp":"2030-01-01T00:00:00Z"',
+            ',"sessionId":"late"',
+            ",",
+            ',"x":nan',
+            ',"x":NaN',
+            ',"x":[1,]',
+            " x",
+        ]
+    ),
     st.integers(0, 200),
 )
 
@@ -424,7 +476,7 @@ def _render(record: tuple) -> str:
     text = json.dumps({**head, **fields}, separators=separators, ensure_ascii=ascii_only)
     if change == "torn":
         return text[:cut]
-    return text[:-1] + change + "}" if change else text   # a repeated key, a trailing comma, nan, junk...
+    return text[:-1] + change + "}" if change else text  # a repeated key, a trailing comma, nan, junk...
 
 
 @settings(max_examples=40, deadline=None)
@@ -433,13 +485,15 @@ def test_bulk_reading_equals_reading_each_line_alone_for_any_line(records: list[
     lines = [_render(r) for r in records]
     with tempfile.TemporaryDirectory() as tmp:
         bulk, one_by_one = _bulk_and_one_by_one(
-            Path(tmp), "feedback", lambda p: archive_lines(p, "feedback", "s1.jsonl", lines, NOW))
+            Path(tmp), "feedback", lambda p: archive_lines(p, "feedback", "s1.jsonl", lines, NOW)
+        )
     assert bulk == one_by_one
 
 
 @pytest.mark.parametrize("body", [b"", b"\n", b"\n\n  \n", b"{torn"])
-def test_empty_or_blank_files_and_ranges_archive_what_they_hold(profile: AgentProfile, tmp_path: Path,
-                                                                 body: bytes) -> None:
+def test_empty_or_blank_files_and_ranges_archive_what_they_hold(
+    profile: AgentProfile, tmp_path: Path, body: bytes
+) -> None:
     log = tmp_path / "s1.jsonl"
     log.write_bytes(body)
     result = archive_file_ranges(profile, "tool-call", [(log, 0, None), (log, 0, 0), (log, 1, 1)], NOW)

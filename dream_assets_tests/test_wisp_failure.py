@@ -21,12 +21,31 @@ INVOICE = "Convert invoice PDF to spreadsheet row"
 DIGEST = "Summarize unread emails"
 
 
-def wisp(profile, description, *, success, days_ago=1.0, skill="finance/invoice", step="parse-pdf-table",
-         error="TableNotFound: no table on page 1", wisp_id=None):
-    append_event(profile, "wisp-executions", WispExecutionEvent(
-        NOW - timedelta(days=days_ago), wisp_id or f"w-{description[:5]}-{days_ago}", description, success=success,
-        skill_name=skill, failed_step=None if success else step, error=None if success else error,
-        steps=["fetch-pdf", step]))
+def wisp(
+    profile,
+    description,
+    *,
+    success,
+    days_ago=1.0,
+    skill="finance/invoice",
+    step="parse-pdf-table",
+    error="TableNotFound: no table on page 1",
+    wisp_id=None,
+):
+    append_event(
+        profile,
+        "wisp-executions",
+        WispExecutionEvent(
+            NOW - timedelta(days=days_ago),
+            wisp_id or f"w-{description[:5]}-{days_ago}",
+            description,
+            success=success,
+            skill_name=skill,
+            failed_step=None if success else step,
+            error=None if success else error,
+            steps=["fetch-pdf", step],
+        ),
+    )
 
 
 def failures(profile, n, *, description=INVOICE, skill="finance/invoice", start=1.0):
@@ -40,18 +59,28 @@ def successes(profile, n, *, description=DIGEST, skill="summarize-emails", start
 
 
 def add_skill(store, name, content="Steps:\n1. Do the thing.", archived=False):
-    s = store.skills.put(Skill(name=name, summary=f"{name} skill", content=content,
-                               created_at=NOW - timedelta(days=50), updated_at=NOW - timedelta(days=50)))
+    s = store.skills.put(
+        Skill(
+            name=name,
+            summary=f"{name} skill",
+            content=content,
+            created_at=NOW - timedelta(days=50),
+            updated_at=NOW - timedelta(days=50),
+        )
+    )
     if archived:
         store.skills.archive(name, now=NOW - timedelta(days=1))
     return s
 
 
 def answer(annotations=(), patterns=None, notes=None):
-    return {"failurePatterns": patterns if patterns is not None else
-            [{"description": INVOICE, "classification": "bad-parameters", "affectedSteps": ["parse-pdf-table"]}],
-            "skillAnnotations": [{"skillName": n, "annotation": a} for n, a in annotations],
-            "promotionNotes": notes or {}}
+    return {
+        "failurePatterns": patterns
+        if patterns is not None
+        else [{"description": INVOICE, "classification": "bad-parameters", "affectedSteps": ["parse-pdf-table"]}],
+        "skillAnnotations": [{"skillName": n, "annotation": a} for n, a in annotations],
+        "promotionNotes": notes or {},
+    }
 
 
 def run(profile, store, answers, *, options=None, now=NOW, cycle_id="c1"):
@@ -100,8 +129,10 @@ def test_five_successful_runs_are_a_promotion_candidate(profile, store):
     assert [c.target for c in report.changes if c.kind == "promotion-candidate"] == [DIGEST]
 
 
-@pytest.mark.parametrize("ok,runs,expected", [(4, 5, False), (8, 10, False), (9, 10, True), (5, 5, True),
-                                               (41, 50, True), (40, 50, False)])
+@pytest.mark.parametrize(
+    "ok,runs,expected",
+    [(4, 5, False), (8, 10, False), (9, 10, True), (5, 5, True), (41, 50, True), (40, 50, False)],
+)
 def test_success_rate_must_be_strictly_above_eighty_percent(ok, runs, expected):
     events = [WispExecutionEvent(NOW, f"w{i}", DIGEST, success=i < ok) for i in range(runs)]
     [group] = group_executions(events).values()
@@ -128,15 +159,26 @@ def test_annotation_is_appended_once_to_the_producing_skill_only(profile, store)
     bystander = add_skill(store, "mcp/files")
     failures(profile, 3)
     note = "Check the PDF has a text layer before parsing tables; scanned invoices fail with TableNotFound."
-    report, _ = run(profile, store, [answer([("finance/invoice", note), ("mcp/files", "Unrelated advice."),
-                                             ("ghost/skill", "Should not be created.")])])
+    report, _ = run(
+        profile,
+        store,
+        [
+            answer(
+                [
+                    ("finance/invoice", note),
+                    ("mcp/files", "Unrelated advice."),
+                    ("ghost/skill", "Should not be created."),
+                ]
+            )
+        ],
+    )
     content = store.skills.get("finance/invoice").content
     assert content.count(note) == 1 and "### Known failure (2026-11-30)" in content
     assert store.skills.get("mcp/files") == bystander
     assert store.skills.get("ghost/skill") is None
     assert report.counts["skills_annotated"] == 1 and report.counts["annotations_ignored"] == 2
 
-    wisp(profile, INVOICE, success=False, days_ago=0.5)   # a new failure re-opens the gate
+    wisp(profile, INVOICE, success=False, days_ago=0.5)  # a new failure re-opens the gate
     report2, backend2 = run(profile, store, [answer([("finance/invoice", note)])], cycle_id="c2")
     assert len(backend2.requests) == 1
     assert store.skills.get("finance/invoice").content == content
@@ -158,11 +200,20 @@ def test_model_output_about_unqualified_descriptions_is_ignored(profile, store):
     add_skill(store, "mcp/weather")
     failures(profile, 3)
     failures(profile, 2, description="Fetch weather", skill="mcp/weather")
-    report, _ = run(profile, store, [answer(
-        [("mcp/weather", "Pass a city name.")],
-        patterns=[{"description": INVOICE, "classification": "bad-parameters"},
-                  {"description": "Fetch weather", "classification": "external-outage"}],
-        notes={"Fetch weather": "promote it"})])
+    report, _ = run(
+        profile,
+        store,
+        [
+            answer(
+                [("mcp/weather", "Pass a city name.")],
+                patterns=[
+                    {"description": INVOICE, "classification": "bad-parameters"},
+                    {"description": "Fetch weather", "classification": "external-outage"},
+                ],
+                notes={"Fetch weather": "promote it"},
+            )
+        ],
+    )
     assert [p["description"] for p in report.extra["failure_patterns"]] == [INVOICE]
     assert report.counts["patterns_ignored"] == 1
     assert report.extra["promotion_candidates"] == []
@@ -234,16 +285,33 @@ def test_unusable_annotations_and_notes_are_rejected_with_a_reason_and_the_rest_
     failures(profile, 3)
     successes(profile, 5)
     good = "Check the PDF has a text layer before parsing tables."
-    report, _ = run(profile, store, [answer(
-        [("finance/invoice", "Scanned invoices fail\ud800."), ("finance/invoice", "Use OCR\x00 first."),
-         ("finance/\x07invoice", "Bell in the name."), ({"id": "finance/invoice"}, "An object for a name."),
-         ("finance/invoice", good)],
-        patterns=[{"description": INVOICE, "classification": "bad\x1bparameters"}],
-        notes={DIGEST: "promote\udfff it"})])
+    report, _ = run(
+        profile,
+        store,
+        [
+            answer(
+                [
+                    ("finance/invoice", "Scanned invoices fail\ud800."),
+                    ("finance/invoice", "Use OCR\x00 first."),
+                    ("finance/\x07invoice", "Bell in the name."),
+                    ({"id": "finance/invoice"}, "An object for a name."),
+                    ("finance/invoice", good),
+                ],
+                patterns=[{"description": INVOICE, "classification": "bad\x1bparameters"}],
+                notes={DIGEST: "promote\udfff it"},
+            )
+        ],
+    )
     assert report.status == "completed"
     reasons = {c.target: c.detail for c in report.changes if c.kind == "invalid-item"}
-    assert set(reasons) == {"skillAnnotations[0]", "skillAnnotations[1]", "skillAnnotations[2]",
-                            "skillAnnotations[3]", "failurePatterns[0]", "promotionNotes"}
+    assert set(reasons) == {
+        "skillAnnotations[0]",
+        "skillAnnotations[1]",
+        "skillAnnotations[2]",
+        "skillAnnotations[3]",
+        "failurePatterns[0]",
+        "promotionNotes",
+    }
     assert "lone surrogate" in reasons["skillAnnotations[0]"] and "NUL" in reasons["skillAnnotations[1]"]
     assert "skillName is not a string" in reasons["skillAnnotations[3]"]
     assert report.counts["invalid_items"] == 6

@@ -36,7 +36,9 @@ def interval_cron(interval: timedelta) -> str:
         return f"0 */{minutes // 60} * * *"
     if minutes % 1440 == 0:
         return f"0 0 */{minutes // 1440} * *"
-    raise ValueError(f"Interval {interval} cannot be a cron schedule: use minutes dividing 60, hours dividing 24, or days")
+    raise ValueError(
+        f"Interval {interval} cannot be a cron schedule: use minutes dividing 60, hours dividing 24, or days"
+    )
 
 
 def _agents(context) -> list[str]:
@@ -83,17 +85,26 @@ def cycle_request(deployment: DreamDeployment, agent: str, now: datetime, run_ke
     except Exception as exc:  # noqa: BLE001 - an unreadable ledger costs this agent its tick, never the others'
         return AgentVerdict(None, f"agent {agent} skipped — {describe_problem(exc, profile.ledger_path)}", broken=True)
     if floor is not None:
-        held.append(f"memory_consolidation held back until {iso(floor)} (ConsolidationMinInterval "
-                    f"{options.ConsolidationMinInterval})")
+        held.append(
+            f"memory_consolidation held back until {iso(floor)} (ConsolidationMinInterval "
+            f"{options.ConsolidationMinInterval})"
+        )
     selection = [a for a in CYCLE_ASSETS if not (floor is not None and a == "memory_consolidation")]
     tags = {"dream/held_back": "; ".join(held)} if held else {}
-    return AgentVerdict(dg.RunRequest(run_key=run_key, partition_key=agent,
-                                      asset_selection=[dg.AssetKey(a) for a in selection], tags=tags),
-                        "; ".join(f"{agent}: {h}" for h in held))
+    return AgentVerdict(
+        dg.RunRequest(
+            run_key=run_key,
+            partition_key=agent,
+            asset_selection=[dg.AssetKey(a) for a in selection],
+            tags=tags,
+        ),
+        "; ".join(f"{agent}: {h}" for h in held),
+    )
 
 
-def _cycle_requests(context: Any, deployment: DreamDeployment, agents: list[str], now: datetime,
-                    run_key: Callable[[str], str]) -> tuple[list[dg.RunRequest], list[str]]:
+def _cycle_requests(
+    context: Any, deployment: DreamDeployment, agents: list[str], now: datetime, run_key: Callable[[str], str]
+) -> tuple[list[dg.RunRequest], list[str]]:
     """One cycle request per agent that can run, each agent's verdict logged on the tick; the notes say what was held
     back or skipped, and why."""
     requests, notes = [], []
@@ -108,10 +119,15 @@ def _cycle_requests(context: Any, deployment: DreamDeployment, agents: list[str]
 
 
 def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, list]:
-    @dg.schedule(name="dream_cycle_schedule", job=dream_cycle, cron_schedule=interval_cron(options.Interval),
-                 execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING,
-                 description=f"Runs the dream cycle for every agent every {options.Interval}; minimum-interval floors "
-                             "hold individual passes back and the tick says which and until when.")
+    @dg.schedule(
+        name="dream_cycle_schedule",
+        job=dream_cycle,
+        cron_schedule=interval_cron(options.Interval),
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description=f"Runs the dream cycle for every agent every {options.Interval}; minimum-interval floors "
+        "hold individual passes back and the tick says which and until when.",
+    )
     def dream_cycle_schedule(context: dg.ScheduleEvaluationContext, deployment: DreamDeployment):
         now = context.scheduled_execution_time or deployment.clock()
         agents = _agents(context)
@@ -122,9 +138,13 @@ def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, lis
             return dg.SkipReason("; ".join(notes) or "nothing to run")
         return requests
 
-    @dg.sensor(name="dream_startup_sensor", job=dream_cycle, minimum_interval_seconds=30,
-               default_status=dg.DefaultSensorStatus.RUNNING,
-               description=f"Launches one cycle per agent {options.InitialDelay} (InitialDelay) after the daemon starts.")
+    @dg.sensor(
+        name="dream_startup_sensor",
+        job=dream_cycle,
+        minimum_interval_seconds=30,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Launches one cycle per agent {options.InitialDelay} (InitialDelay) after the daemon starts.",
+    )
     def dream_startup_sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment):
         now = deployment.clock()
         cursor = json.loads(context.cursor) if context.cursor else {}
@@ -132,39 +152,59 @@ def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, lis
         if cursor.get("boot") != boot:
             cursor = {"boot": boot, "first_seen": iso(now), "launched": False}
         if cursor["launched"]:
-            return dg.SensorResult(skip_reason=dg.SkipReason("start-up cycle already launched for this daemon start"),
-                                   cursor=json.dumps(cursor))
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason("start-up cycle already launched for this daemon start"),
+                cursor=json.dumps(cursor),
+            )
         if not deployment.base_options().Enabled:
-            return dg.SensorResult(skip_reason=dg.SkipReason("dreaming disabled (Enabled = false)"), cursor=json.dumps(cursor))
-        due = datetime.fromisoformat(cursor["first_seen"].replace("Z", "+00:00")) + deployment.base_options().InitialDelay
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason("dreaming disabled (Enabled = false)"), cursor=json.dumps(cursor)
+            )
+        due = (
+            datetime.fromisoformat(cursor["first_seen"].replace("Z", "+00:00")) + deployment.base_options().InitialDelay
+        )
         if now < due:
-            return dg.SensorResult(skip_reason=dg.SkipReason(f"start-up cycle due at {iso(due)} (InitialDelay)"),
-                                   cursor=json.dumps(cursor))
-        requests, notes = _cycle_requests(context, deployment, _agents(context), now,
-                                          lambda agent: f"startup:{boot}:{agent}")
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason(f"start-up cycle due at {iso(due)} (InitialDelay)"),
+                cursor=json.dumps(cursor),
+            )
+        requests, notes = _cycle_requests(
+            context, deployment, _agents(context), now, lambda agent: f"startup:{boot}:{agent}"
+        )
         cursor["launched"] = True
         if not requests:
-            return dg.SensorResult(skip_reason=dg.SkipReason("no agent to run at start-up"
-                                                             + (f": {'; '.join(notes)}" if notes else "")),
-                                   cursor=json.dumps(cursor))
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason("no agent to run at start-up" + (f": {'; '.join(notes)}" if notes else "")),
+                cursor=json.dumps(cursor),
+            )
         return dg.SensorResult(run_requests=requests, cursor=json.dumps(cursor))
 
     gate_sensors = [_gate_sensor(name, dream_cycle) for name in GATED_PASSES]
 
-    @dg.sensor(name="agent_discovery_sensor", minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
-               description="Registers every agent profile folder under the profile root as a partition of 'agents'.")
+    @dg.sensor(
+        name="agent_discovery_sensor",
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Registers every agent profile folder under the profile root as a partition of 'agents'.",
+    )
     def agent_discovery_sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment):
         known = set(_agents(context))
         found, problems = deployment.discover_agents()
-        problems += [f"agent {a}: its profile folder {deployment.root() / a} is missing; its runs are skipped"
-                     for a in sorted(known) if a not in found and not (deployment.root() / a).is_dir()]
+        problems += [
+            f"agent {a}: its profile folder {deployment.root() / a} is missing; its runs are skipped"
+            for a in sorted(known)
+            if a not in found and not (deployment.root() / a).is_dir()
+        ]
         for problem in problems:
             context.log.warning(problem)
         new = [a for a in found if a not in known]
         if not new:
-            return dg.SensorResult(skip_reason=dg.SkipReason(
-                f"no new agent profiles under {deployment.root()} ({len(known)} known)"
-                + (f"; {'; '.join(problems)}" if problems else "")))
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason(
+                    f"no new agent profiles under {deployment.root()} ({len(known)} known)"
+                    + (f"; {'; '.join(problems)}" if problems else "")
+                )
+            )
         return dg.SensorResult(dynamic_partitions_requests=[agents_partitions.build_add_request(new)])
 
     return [dream_cycle_schedule], [dream_startup_sensor, *gate_sensors, agent_discovery_sensor]
@@ -183,12 +223,16 @@ def _daemon_id(context: dg.SensorEvaluationContext) -> str:
 
 
 def _gate_sensor(pass_name: str, dream_cycle: Any) -> dg.SensorDefinition:
-    @dg.sensor(name=f"{pass_name}_change_gate", job=dream_cycle, minimum_interval_seconds=300,
-               default_status=dg.DefaultSensorStatus.RUNNING,
-               description=f"Requests {pass_name} when its input fingerprint moved or DreamPassMaxSkipInterval elapsed "
-                           "(the pass ledger is the source of truth); otherwise says when it will next be forced. "
-                           "Requests nothing for an agent whose pass is disabled, or whose change gate is off (the "
-                           "pass then runs with every cycle).")
+    @dg.sensor(
+        name=f"{pass_name}_change_gate",
+        job=dream_cycle,
+        minimum_interval_seconds=300,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Requests {pass_name} when its input fingerprint moved or DreamPassMaxSkipInterval elapsed "
+        "(the pass ledger is the source of truth); otherwise says when it will next be forced. "
+        "Requests nothing for an agent whose pass is disabled, or whose change gate is off (the "
+        "pass then runs with every cycle).",
+    )
     def _sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment):
         now = deployment.clock()
         requests, reasons = [], []
@@ -218,8 +262,10 @@ def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: d
     if option is not None:
         return AgentVerdict(None, f"{pass_name} for {agent}: disabled ({option} = false), never requested")
     if not options.DreamPassChangeGateEnabled:
-        return AgentVerdict(None, f"{agent}: change gate disabled: {pass_name} runs with every cycle "
-                                  "(DreamPassChangeGateEnabled = false)")
+        return AgentVerdict(
+            None,
+            f"{agent}: change gate disabled: {pass_name} runs with every cycle (DreamPassChangeGateEnabled = false)",
+        )
     try:
         status = gate_status(pass_name, profile, options, now)
     except Exception as exc:  # noqa: BLE001 - an unreadable input skips this agent, named, never the others
@@ -229,9 +275,15 @@ def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: d
         last = iso(status.last_run_at) if status.last_run_at else "never"
         forced = iso(status.decision.next_forced_at) if status.decision.next_forced_at else "never"
         when = "" if forced in status.decision.reason else f"; next forced {forced}"
-        return AgentVerdict(None, f"{pass_name} for {agent}: skipped — {status.decision.reason} "
-                                  f"(last ran {last}{when})")
-    return AgentVerdict(dg.RunRequest(
-        run_key=f"{pass_name}:{agent}:{status.fingerprint}:{iso(status.last_run_at) or 'never'}",
-        partition_key=agent, asset_selection=[dg.AssetKey(pass_name)],
-        tags={"dream/trigger": f"change gate: {status.decision.reason}"}), "")
+        return AgentVerdict(
+            None, f"{pass_name} for {agent}: skipped — {status.decision.reason} (last ran {last}{when})"
+        )
+    return AgentVerdict(
+        dg.RunRequest(
+            run_key=f"{pass_name}:{agent}:{status.fingerprint}:{iso(status.last_run_at) or 'never'}",
+            partition_key=agent,
+            asset_selection=[dg.AssetKey(pass_name)],
+            tags={"dream/trigger": f"change gate: {status.decision.reason}"},
+        ),
+        "",
+    )

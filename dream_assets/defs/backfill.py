@@ -22,7 +22,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from dream_assets.defs.history import history_assets
+from dream_assets.defs.daily_partitions import history_assets
 from dream_assets.defs.partitions import AGENTS
 from dream_assets.profile import AgentProfile, ProfileError, holds_profile, validate_agent_id
 
@@ -44,18 +44,30 @@ def _day(name: str, value: str) -> date:
 def materialize_command(profile: AgentProfile, first: date, last: date, assets: Sequence[str]) -> list[str]:
     """The ``dagster asset materialize`` arguments (after ``python -m dagster``) for this agent and range."""
     agent = profile.agent_id
-    return ["asset", "materialize", "-m", "dream_assets.definitions", "--select", ",".join(assets),
-            "--partition-range", f"{agent}|{first.isoformat()}...{agent}|{last.isoformat()}"]
+    return [
+        "asset",
+        "materialize",
+        "-m",
+        "dream_assets.definitions",
+        "--select",
+        ",".join(assets),
+        "--partition-range",
+        f"{agent}|{first.isoformat()}...{agent}|{last.isoformat()}",
+    ]
 
 
 def prepare(profile_arg: str, first_arg: str, last_arg: str, select: str) -> tuple[AgentProfile, list[str]]:
     """Check the request and return the profile and the materialize arguments; BackfillError names what is wrong."""
     if not os.environ.get("DAGSTER_HOME"):
-        raise BackfillError("DAGSTER_HOME is not set: the agent partition must be registered in a persistent "
-                            "instance (`make backfill` sets DAGSTER_HOME to .dagster_home)")
+        raise BackfillError(
+            "DAGSTER_HOME is not set: the agent partition must be registered in a persistent "
+            "instance (`make backfill` sets DAGSTER_HOME to .dagster_home)"
+        )
     if not first_arg or not last_arg:
-        raise BackfillError("FROM and TO are required: make backfill FROM=2026-11-01 TO=2026-11-05 "
-                            "[PROFILE=data/agents/NAME] [ASSETS=log_warehouse,...]")
+        raise BackfillError(
+            "FROM and TO are required: make backfill FROM=2026-11-01 TO=2026-11-05 "
+            "[PROFILE=data/agents/NAME] [ASSETS=log_warehouse,...]"
+        )
     first, last = _day("FROM", first_arg), _day("TO", last_arg)
     if last < first:
         raise BackfillError(f"TO {last} is before FROM {first}")
@@ -65,8 +77,10 @@ def prepare(profile_arg: str, first_arg: str, last_arg: str, select: str) -> tup
     except ProfileError as exc:
         raise BackfillError(f"PROFILE {profile_arg}: {exc}") from None
     if not holds_profile(profile.root):
-        raise BackfillError(f"no agent profile at {profile.root}; create one with "
-                            f"`dream init --profile {profile_arg}` (add --demo for sample data)")
+        raise BackfillError(
+            f"no agent profile at {profile.root}; create one with "
+            f"`dream init --profile {profile_arg}` (add --demo for sample data)"
+        )
     assets = [a.strip() for a in select.split(",") if a.strip()] or DAILY_ASSETS
     unknown = [a for a in assets if a not in DAILY_ASSETS]
     if unknown:
@@ -97,7 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"backfill: {exc}", file=sys.stderr)
         return 2
     if register_agent(profile.agent_id):
-        print(f"backfill: registered agent {profile.agent_id!r} in {os.environ['DAGSTER_HOME']}", file=sys.stderr)
+        print(
+            f"backfill: registered agent {profile.agent_id!r} in {os.environ['DAGSTER_HOME']}",
+            file=sys.stderr,
+        )
     # The definitions find the agent's profile under the profile root.
     os.environ["DREAM__ProfileRoot"] = str(profile.root.parent)
     print(f"backfill: dagster {' '.join(command)}", file=sys.stderr)

@@ -1,6 +1,5 @@
 """The deployment resource: where agent profiles live, how options are read, and the clock of a run."""
 
-
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,9 +60,8 @@ class DreamDeployment(dg.ConfigurableResource):
         try:
             return profile, self.options(profile)
         except Exception as exc:  # noqa: BLE001 - any unusable dream.toml skips this agent, named, never the others
-            self.base_options()   # raises when the problem is not this agent's own file
-            raise AgentUnavailable(
-                f"agent {agent_id} skipped — {describe_problem(exc, profile.options_path)}") from exc
+            self.base_options()  # raises when the problem is not this agent's own file
+            raise AgentUnavailable(f"agent {agent_id} skipped — {describe_problem(exc, profile.options_path)}") from exc
 
     def agent_ids(self) -> list[str]:
         return [p.agent_id for p in discover_profiles(self.root())]

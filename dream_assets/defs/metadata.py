@@ -1,7 +1,6 @@
 """Turning a PassReport into materialization metadata the Dagster UI can show and plot, and the labels that make
 the lineage read in order: inputs -> logs -> memory / skills -> audit."""
 
-
 from typing import Any
 
 import dagster as dg
@@ -9,7 +8,13 @@ import dagster as dg
 from dream_assets.passes.report import PassReport
 
 #: Asset group -> the ``stage`` tag: the order the lineage reads in (filter or sort the catalog by it).
-STAGES = {"inputs": "1-inputs", "logs": "2-logs", "memory": "3-memory", "skills": "3-skills", "audit": "4-audit"}
+STAGES = {
+    "inputs": "1-inputs",
+    "logs": "2-logs",
+    "memory": "3-memory",
+    "skills": "3-skills",
+    "audit": "4-audit",
+}
 
 
 def stage_tags(group: str) -> dict[str, str]:
@@ -32,8 +37,11 @@ def report_metadata(report: PassReport) -> dict[str, Any]:
         meta["reason"] = report.reason
     # Numbers are plotted over time on the asset page: merged, archived, rejected, tokens, model calls...
     for key, value in sorted(report.counts.items()):
-        meta[key] = dg.MetadataValue.float(float(value)) if isinstance(value, float) and not value.is_integer() \
+        meta[key] = (
+            dg.MetadataValue.float(float(value))
+            if isinstance(value, float) and not value.is_integer()
             else dg.MetadataValue.int(int(value))
+        )
     for key, value in sorted(report.usage.items()):
         meta[f"model_{key}"] = dg.MetadataValue.float(float(value))
     meta["model_calls"] = dg.MetadataValue.int(report.model_calls)

@@ -62,9 +62,13 @@ def completed_check(pass_name: str, agent: str, report: PassReport) -> dg.AssetC
         description = f"{pass_name} completed for agent {agent}: {report.summary}"
     else:
         description = f"{pass_name} {report.status} for agent {agent}: {reason}"
-    return dg.AssetCheckResult(check_name=COMPLETED_CHECK, passed=report.status != "failed",
-                               severity=dg.AssetCheckSeverity.ERROR, description=description[:2000],
-                               metadata={"agent": agent, "status": report.status, "reason": reason})
+    return dg.AssetCheckResult(
+        check_name=COMPLETED_CHECK,
+        passed=report.status != "failed",
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=description[:2000],
+        metadata={"agent": agent, "status": report.status, "reason": reason},
+    )
 
 
 def failed_passes(context: dg.AssetExecutionContext) -> list[str]:
@@ -101,8 +105,11 @@ def fail_run_if_passes_failed(context: dg.AssetExecutionContext) -> None:
         return
     failed = failed_passes(context)
     if failed:
-        raise dg.Failure(description=f"{len(failed)} pass(es) failed: " + "; ".join(failed),
-                         metadata={"failed_passes": "\n".join(failed)}, allow_retries=False)
+        raise dg.Failure(
+            description=f"{len(failed)} pass(es) failed: " + "; ".join(failed),
+            metadata={"failed_passes": "\n".join(failed)},
+            allow_retries=False,
+        )
 
 
 def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
@@ -114,28 +121,41 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
         deps=[*spec.after, *spec.reads],
         pool="llm" if spec.uses_model else None,
         kinds={"python", "llm"} if spec.uses_model else {"python"},
-        tags=stage_tags(spec.group), metadata=label_metadata(spec.description.split(" — ")[0]),
-        check_specs=[dg.AssetCheckSpec(COMPLETED_CHECK, asset=spec.name,
-                                       description="The pass completed, or skipped / deferred for a stated reason. "
-                                                   "Fails (ERROR) when the pass failed, naming the agent and why.")],
+        tags=stage_tags(spec.group),
+        metadata=label_metadata(spec.description.split(" — ")[0]),
+        check_specs=[
+            dg.AssetCheckSpec(
+                COMPLETED_CHECK,
+                asset=spec.name,
+                description="The pass completed, or skipped / deferred for a stated reason. "
+                "Fails (ERROR) when the pass failed, naming the agent and why.",
+            )
+        ],
     )
-    def _asset(context: dg.AssetExecutionContext, deployment: DreamDeployment,
-               model: ModelResource) -> Iterator[dg.MaterializeResult]:
+    def _asset(
+        context: dg.AssetExecutionContext, deployment: DreamDeployment, model: ModelResource
+    ) -> Iterator[dg.MaterializeResult]:
         agent = context.partition_key
         profile = deployment.profile(agent)
         options = deployment.options(profile)
-        ctx = PassContext(profile, options, run_now(context), cycle_id=context.run.run_id,
-                          client_factory=lambda: model.client(profile, options),
-                          force=forced_reason(context.run.tags, spec.name))
-        report = spec.run(ctx)   # never raises: a failed pass is a report with status "failed"
+        ctx = PassContext(
+            profile,
+            options,
+            run_now(context),
+            cycle_id=context.run.run_id,
+            client_factory=lambda: model.client(profile, options),
+            force=forced_reason(context.run.tags, spec.name),
+        )
+        report = spec.run(ctx)  # never raises: a failed pass is a report with status "failed"
         for line in report.lines:
             context.log.info(line)
         if report.status == "failed":
             context.log.error(f"{spec.name} for agent {agent}: {report.summary or report.reason}")
         else:
             context.log.info(f"{spec.name}: {report.summary or report.reason}")
-        yield dg.MaterializeResult(metadata=report_metadata(report),
-                                   check_results=[completed_check(spec.name, agent, report)])
+        yield dg.MaterializeResult(
+            metadata=report_metadata(report), check_results=[completed_check(spec.name, agent, report)]
+        )
         fail_run_if_passes_failed(context)
 
     return _asset
@@ -147,5 +167,5 @@ dream_cycle = dg.define_asset_job(
     selection=dg.AssetSelection.assets(*[spec.name for spec in PASSES], "corpus_snapshot"),
     partitions_def=agents_partitions,
     description="One dream cycle for one agent: every pass in the specification's order. When a pass fails, the "
-                "other passes still run and the run fails at its last step, naming the failed passes.",
+    "other passes still run and the run fails at its last step, naming the failed passes.",
 )

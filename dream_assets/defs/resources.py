@@ -35,8 +35,7 @@ class ModelResource(dg.ConfigurableResource):
     @classmethod
     def with_backend(cls, backend: ModelBackend) -> ModelResource:
         """A resource whose clients all use ``backend`` (for tests: ``ScriptedBackend([...])``)."""
-        fixed = type(f"{cls.__name__}WithBackend", (cls,), {"__module__": cls.__module__,
-                                                            "fixed_backend": backend})
+        fixed = type(f"{cls.__name__}WithBackend", (cls,), {"__module__": cls.__module__, "fixed_backend": backend})
         return fixed()
 
     def effective_options(self, options: DreamOptions) -> DreamOptions:
@@ -60,8 +59,9 @@ class ModelResource(dg.ConfigurableResource):
             changes["LlmTemperature"] = self.temperature
         return options.replace(**changes) if changes else options
 
-    def client(self, profile: AgentProfile | None, options: DreamOptions, *,
-               env: Mapping[str, str] | None = None) -> ModelClient:
+    def client(
+        self, profile: AgentProfile | None, options: DreamOptions, *, env: Mapping[str, str] | None = None
+    ) -> ModelClient:
         """A fresh client (own usage ledger) for one agent profile."""
         opts = self.effective_options(options)
         backend = self.fixed_backend or build_backend(opts, env=env)

@@ -18,12 +18,12 @@ from dream_assets.profile import AgentProfile
 class CycleRun:
     run_id: str
     success: bool
-    persistent: bool                                   # recorded in a DAGSTER_HOME instance the UI can show
-    summaries: dict[str, tuple[str, str]] = field(default_factory=dict)   # pass -> (status, summary)
-    model_calls: int = 0                               # calls that reached the model (answered + failed)
-    failed_calls: int = 0                              # of those: errors and unusable answers
-    failed: dict[str, str] = field(default_factory=dict)                  # failed pass -> reason
-    step_errors: list[str] = field(default_factory=list)                  # steps that raised (not pass failures)
+    persistent: bool  # recorded in a DAGSTER_HOME instance the UI can show
+    summaries: dict[str, tuple[str, str]] = field(default_factory=dict)  # pass -> (status, summary)
+    model_calls: int = 0  # calls that reached the model (answered + failed)
+    failed_calls: int = 0  # of those: errors and unusable answers
+    failed: dict[str, str] = field(default_factory=dict)  # failed pass -> reason
+    step_errors: list[str] = field(default_factory=list)  # steps that raised (not pass failures)
 
     @property
     def answered_calls(self) -> int:
@@ -35,8 +35,13 @@ class CycleRun:
         return self.success and not self.failed and not self.step_errors
 
 
-def run_cycle_in_dagster(profile: AgentProfile, *, now: str | None = None, force: Sequence[str] = (),
-                         force_reason: str | None = None) -> CycleRun:
+def run_cycle_in_dagster(
+    profile: AgentProfile,
+    *,
+    now: str | None = None,
+    force: Sequence[str] = (),
+    force_reason: str | None = None,
+) -> CycleRun:
     """Materialize the dream_cycle job for one agent in this process, on the DAGSTER_HOME instance when one is set
     (so `make dev` shows the run) or an ephemeral one. ``force``: passes that ignore their change gate and
     minimum-interval floor in this run (the ``dream/force`` run tag), ``force_reason`` saying why."""
@@ -53,9 +58,14 @@ def run_cycle_in_dagster(profile: AgentProfile, *, now: str | None = None, force
         if not instance.has_dynamic_partition(AGENTS, profile.agent_id):
             instance.add_dynamic_partitions(AGENTS, [profile.agent_id])
         result = defs.resolve_job_def("dream_cycle").execute_in_process(
-            instance=instance, partition_key=profile.agent_id, tags=tags,
+            instance=instance,
+            partition_key=profile.agent_id,
+            tags=tags,
             raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": os.environ.get("DREAM_LOG_LEVEL", "WARNING")}}}})
+            run_config={
+                "loggers": {"console": {"config": {"log_level": os.environ.get("DREAM_LOG_LEVEL", "WARNING")}}}
+            },
+        )
         run = CycleRun(result.run_id, result.success, persistent=bool(home))
         for event in result.get_asset_materialization_events():
             mat = event.event_specific_data.materialization  # type: ignore[union-attr]

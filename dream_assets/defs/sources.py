@@ -8,7 +8,7 @@ import dagster as dg
 from dream_assets.defs.deployment import DreamDeployment, describe_problem
 from dream_assets.defs.metadata import label_metadata, stage_tags
 from dream_assets.defs.partitions import AGENTS, agents_partitions
-from dream_assets.fingerprints import input_fingerprint
+from dream_assets.input_fingerprints import input_fingerprint
 from dream_assets.model import iso
 from dream_assets.profile import SESSION_LOGS, AgentProfile
 from dream_assets.store.ledger import PassLedger
@@ -17,18 +17,38 @@ SOURCES: dict[str, tuple[str, str]] = {
     # asset name -> (fingerprinted input, description: a short first line, then the file it reads)
     "memory_corpus": ("memory_corpus", "The agent's long-term memories.\n\nLive entries in store.duckdb."),
     "skill_catalog": ("skill_catalog", "The agent's skills.\n\nLive skills in store.duckdb."),
-    "conversation_log": ("conversation", "Conversation turns since the last preference pass.\n\n"
-                                         "conversation-log.jsonl, cleared by preference inference each cycle."),
+    "conversation_log": (
+        "conversation",
+        "Conversation turns since the last preference pass.\n\n"
+        "conversation-log.jsonl, cleared by preference inference each cycle.",
+    ),
     "feedback_log": ("feedback", "Corrections and session summaries.\n\nlogs/feedback/{sessionId}.jsonl."),
-    "skill_usage_log": ("skill-usage", "Which skills each session used.\n\nlogs/skill-usage/{sessionId}.jsonl."),
-    "tool_call_log": ("tool-call", "Tool calls with success and errors.\n\nlogs/tool-call/{sessionId}.jsonl."),
-    "skill_resource_usage_log": ("skill-resource-usage", "Resources each skill used.\n\n"
-                                                         "logs/skill-resource-usage.jsonl."),
-    "wisp_execution_log": ("wisp-executions", "Workflow (wisp) runs and failures.\n\nlogs/wisp-executions.jsonl."),
-    "tier_routing_log": ("tier-routing", "Model tier chosen per task and its outcome.\n\nlogs/tier-routing.jsonl."),
-    "dream_pass_ledger": ("ledger", "When each pass last completed, on which input.\n\n"
-                                    "dream-pass-ledger.json: per pass, the input fingerprint it last ran on and when "
-                                    "(the change gate's source of truth)."),
+    "skill_usage_log": (
+        "skill-usage",
+        "Which skills each session used.\n\nlogs/skill-usage/{sessionId}.jsonl.",
+    ),
+    "tool_call_log": (
+        "tool-call",
+        "Tool calls with success and errors.\n\nlogs/tool-call/{sessionId}.jsonl.",
+    ),
+    "skill_resource_usage_log": (
+        "skill-resource-usage",
+        "Resources each skill used.\n\nlogs/skill-resource-usage.jsonl.",
+    ),
+    "wisp_execution_log": (
+        "wisp-executions",
+        "Workflow (wisp) runs and failures.\n\nlogs/wisp-executions.jsonl.",
+    ),
+    "tier_routing_log": (
+        "tier-routing",
+        "Model tier chosen per task and its outcome.\n\nlogs/tier-routing.jsonl.",
+    ),
+    "dream_pass_ledger": (
+        "ledger",
+        "When each pass last completed, on which input.\n\n"
+        "dream-pass-ledger.json: per pass, the input fingerprint it last ran on and when "
+        "(the change gate's source of truth).",
+    ),
 }
 
 
@@ -50,9 +70,14 @@ def input_path(profile: AgentProfile, what: str) -> Path:
 
 
 def _observer(asset_name: str, what: str, description: str) -> dg.SourceAsset:
-    @dg.observable_source_asset(name=asset_name, description=description, group_name="inputs",
-                                partitions_def=agents_partitions, tags=stage_tags("inputs"),
-                                metadata=label_metadata(_label(asset_name)))
+    @dg.observable_source_asset(
+        name=asset_name,
+        description=description,
+        group_name="inputs",
+        partitions_def=agents_partitions,
+        tags=stage_tags("inputs"),
+        metadata=label_metadata(_label(asset_name)),
+    )
     def _observe(context, deployment: DreamDeployment) -> dg.DataVersionsByPartition:
         """One data version per agent. An agent whose profile is missing or whose input cannot be read gets none
         this time (logged, naming the agent and the file); every other agent is still observed."""
@@ -65,18 +90,21 @@ def _observer(asset_name: str, what: str, description: str) -> dg.SourceAsset:
                 context.log.warning(f"{asset_name}: agent {agent!r} skipped — {exc}")
                 continue
             if not profile.root.is_dir():
-                context.log.warning(f"{asset_name}: agent {agent} skipped — its profile folder {profile.root} "
-                                    "is missing")
+                context.log.warning(
+                    f"{asset_name}: agent {agent} skipped — its profile folder {profile.root} is missing"
+                )
                 continue
             try:
                 versions[agent] = dg.DataVersion(input_fingerprint(profile, what))
                 if what == "ledger":
-                    context.log_event(dg.AssetObservation(
-                        asset_key=asset_name, partition=agent, metadata=ledger_metadata(profile)))
+                    context.log_event(
+                        dg.AssetObservation(asset_key=asset_name, partition=agent, metadata=ledger_metadata(profile))
+                    )
             except Exception as exc:  # noqa: BLE001 - one unreadable input never stops the other agents' observation
                 versions.pop(agent, None)
-                context.log.warning(f"{asset_name}: agent {agent} skipped — "
-                                    f"{describe_problem(exc, input_path(profile, what))}")
+                context.log.warning(
+                    f"{asset_name}: agent {agent} skipped — {describe_problem(exc, input_path(profile, what))}"
+                )
         return dg.DataVersionsByPartition(versions)
 
     return _observe
@@ -88,8 +116,10 @@ def ledger_metadata(profile: AgentProfile) -> dict:
     rows = ["| pass | last completed (UTC) | input fingerprint |", "| --- | --- | --- |"]
     for name, rec in sorted(ledger.records().items()):
         rows.append(f"| {name} | {iso(rec.last_run_at)} | `{rec.fingerprint}` |")
-    meta: dict = {"passes": dg.MetadataValue.int(len(ledger.records())),
-                  "records": dg.MetadataValue.md("\n".join(rows))}
+    meta: dict = {
+        "passes": dg.MetadataValue.int(len(ledger.records())),
+        "records": dg.MetadataValue.md("\n".join(rows)),
+    }
     if ledger.warning:
         meta["warning"] = ledger.warning
     return meta

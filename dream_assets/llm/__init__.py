@@ -8,5 +8,12 @@ contract (``contracts``) or as a failed / deferred result, with usage recorded p
 from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion
 from dream_assets.llm.client import ModelClient, ModelConfigError, ModelResult, build_model_client
 
-__all__ = ["ModelCallError", "ModelClient", "ModelConfigError", "ModelRequest", "ModelResult", "RawCompletion",
-           "build_model_client"]
+__all__ = [
+    "ModelCallError",
+    "ModelClient",
+    "ModelConfigError",
+    "ModelRequest",
+    "ModelResult",
+    "RawCompletion",
+    "build_model_client",
+]

@@ -9,8 +9,8 @@ from typing import Any, Protocol, runtime_checkable
 @dataclass
 class ModelRequest:
     pass_name: str
-    system: str                  # the directive text
-    prompt: str                  # the rendered inputs (prompts.py)
+    system: str  # the directive text
+    prompt: str  # the rendered inputs (prompts.py)
     # Structured inputs the prompt was rendered from; the offline backend computes its answer from these
     # (shapes per pass: see dream_assets.llm.offline).
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -46,9 +46,9 @@ class ModelCallError(Exception):
 
 @runtime_checkable
 class ModelBackend(Protocol):
-    name: str          # "openai" | "offline" | "scripted"
+    name: str  # "openai" | "offline" | "scripted"
     model: str
-    uses_model: bool   # False when no model is involved (offline): then no busy wait is needed
+    uses_model: bool  # False when no model is involved (offline): then no busy wait is needed
 
     def complete(self, request: ModelRequest) -> RawCompletion:
         """The answer text, or raise (ModelCallError preferred)."""

@@ -63,7 +63,7 @@ class Lease:
 class WaitOutcome:
     waited_s: float
     deferred: bool
-    polls: int          # checks that found the model busy
+    polls: int  # checks that found the model busy
 
 
 def _pid_alive(pid: int) -> bool:
@@ -95,8 +95,13 @@ def _read_lease(path: Path) -> Lease | None:
         pass  # a half-written or hand-made lease still counts, by its modification time
     heartbeat = _ts(data.get("heartbeat")) or mtime
     pid = data.get("pid")
-    return Lease(path=path, pid=pid if isinstance(pid, int) else None, host=str(data.get("host") or ""),
-                 acquired_at=_ts(data.get("acquired_at")), heartbeat=heartbeat)
+    return Lease(
+        path=path,
+        pid=pid if isinstance(pid, int) else None,
+        host=str(data.get("host") or ""),
+        acquired_at=_ts(data.get("acquired_at")),
+        heartbeat=heartbeat,
+    )
 
 
 def _ts(value: object) -> datetime | None:
@@ -140,8 +145,12 @@ def _write_lease(path: Path, body: dict) -> None:
 
 
 @contextmanager
-def model_busy(profile: AgentProfile, *, now: datetime | None = None,
-               heartbeat_every: timedelta | None = timedelta(seconds=60)) -> Iterator[Path]:
+def model_busy(
+    profile: AgentProfile,
+    *,
+    now: datetime | None = None,
+    heartbeat_every: timedelta | None = timedelta(seconds=60),
+) -> Iterator[Path]:
     """Hold the agent's "model busy" lease for the duration of a user turn. Yields the lease file.
 
     ``heartbeat_every`` (None = no heartbeat thread) should be well under ``BusyLeaseStaleAfter``.
@@ -150,7 +159,8 @@ def model_busy(profile: AgentProfile, *, now: datetime | None = None,
     if base.is_file():
         raise FileExistsError(
             f"{base} is a plain file; model_busy keeps one lease file per holder in a folder of that name. "
-            "Delete the file (or have its writer use the folder) and retry.")
+            "Delete the file (or have its writer use the folder) and retry."
+        )
     base.mkdir(parents=True, exist_ok=True)
     acquired = utc(now) if now is not None else datetime.now(UTC)
     path = base / f"{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:12]}.json"
@@ -159,12 +169,14 @@ def model_busy(profile: AgentProfile, *, now: datetime | None = None,
     stop = threading.Event()
     beat: threading.Thread | None = None
     if heartbeat_every is not None and heartbeat_every > timedelta(0):
+
         def _beat() -> None:
             while not stop.wait(heartbeat_every.total_seconds()):
                 try:
                     _write_lease(path, {**body, "heartbeat": iso(datetime.now(UTC))})
                 except OSError as exc:  # the turn goes on; the lease may expire, which only lets dreams run
                     log.warning("could not refresh busy lease %s: %s", path, exc)
+
         beat = threading.Thread(target=_beat, name=f"busy-lease-{path.name}", daemon=True)
         beat.start()
     try:
@@ -190,10 +202,14 @@ def clear_expired_leases(profile: AgentProfile, now: datetime, stale_after: time
     return removed
 
 
-def wait_until_idle(profile: AgentProfile, options: DreamOptions, *,
-                    sleep: Callable[[float], None] = time.sleep,
-                    monotonic: Callable[[], float] = time.monotonic,
-                    wallclock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> WaitOutcome:
+def wait_until_idle(
+    profile: AgentProfile,
+    options: DreamOptions,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+    wallclock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> WaitOutcome:
     """Poll every ``BusyPollInterval`` until no fresh lease is held, or defer after ``BusyMaxWait``."""
     stale_after = options.BusyLeaseStaleAfter
     poll_s = max(options.BusyPollInterval.total_seconds(), 0.01)
@@ -214,8 +230,12 @@ def wait_until_idle(profile: AgentProfile, options: DreamOptions, *,
             return WaitOutcome(waited_s=elapsed, deferred=False, polls=polls)
         polls += 1
         if polls == 1:
-            log.info("agent model busy (%s); polling every %.0fs for up to %s",
-                     held[0].describe(), poll_s, options.BusyMaxWait)
+            log.info(
+                "agent model busy (%s); polling every %.0fs for up to %s",
+                held[0].describe(),
+                poll_s,
+                options.BusyMaxWait,
+            )
         if elapsed >= max_wait_s:
             log.info("agent model still busy after %.1fs (BusyMaxWait %s); deferring", elapsed, options.BusyMaxWait)
             return WaitOutcome(waited_s=elapsed, deferred=True, polls=polls)

@@ -31,8 +31,18 @@ from dream_assets.llm.usage import UsageLedger, UsageRecord, estimate_tokens
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 
-__all__ = ["ModelBackend", "ModelCallError", "ModelClient", "ModelConfigError", "ModelRequest", "ModelResult",
-           "RawCompletion", "build_backend", "build_model_client", "resolve_backend_name"]
+__all__ = [
+    "ModelBackend",
+    "ModelCallError",
+    "ModelClient",
+    "ModelConfigError",
+    "ModelRequest",
+    "ModelResult",
+    "RawCompletion",
+    "build_backend",
+    "build_model_client",
+    "resolve_backend_name",
+]
 
 log = logging.getLogger("dream_assets.llm")
 
@@ -44,21 +54,28 @@ class ModelConfigError(ValueError):
 @dataclass
 class ModelResult:
     ok: bool
-    response: BaseModel | None      # the validated contract instance when ok
-    raw: str                        # raw model text ("" if none)
-    error: str                      # when not ok: what failed, with the first 200 characters of the raw text
-    deferred: bool                  # the busy wait exceeded BusyMaxWait: report "deferred", stamp nothing
+    response: BaseModel | None  # the validated contract instance when ok
+    raw: str  # raw model text ("" if none)
+    error: str  # when not ok: what failed, with the first 200 characters of the raw text
+    deferred: bool  # the busy wait exceeded BusyMaxWait: report "deferred", stamp nothing
     backend: str
     model: str
-    note: str = ""                  # e.g. the offline backend saying it cannot judge this pass
+    note: str = ""  # e.g. the offline backend saying it cannot judge this pass
     usage: UsageRecord | None = None
-    unreachable: bool = False       # the endpoint gave no answer at all (connection failure or timeout)
+    unreachable: bool = False  # the endpoint gave no answer at all (connection failure or timeout)
 
 
 class ModelClient:
-    def __init__(self, backend: ModelBackend, *, profile: AgentProfile | None, options: DreamOptions,
-                 sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
-                 wallclock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self,
+        backend: ModelBackend,
+        *,
+        profile: AgentProfile | None,
+        options: DreamOptions,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.backend = backend
         self.profile = profile
         self.options = options
@@ -85,8 +102,13 @@ class ModelClient:
     def request(self, pass_name: str, prompt: str, inputs: Mapping[str, Any] | None = None) -> ModelRequest:
         """A request with the pass's directive (the agent's override, else the built-in) as system prompt."""
         system, source = load_directive(pass_name, self.profile, self.options)
-        return ModelRequest(pass_name=pass_name, system=system, prompt=prompt, inputs=dict(inputs or {}),
-                            directive_source=source)
+        return ModelRequest(
+            pass_name=pass_name,
+            system=system,
+            prompt=prompt,
+            inputs=dict(inputs or {}),
+            directive_source=source,
+        )
 
     # -----------------------------------------------------------------------------------------------
     def call(self, request: ModelRequest) -> ModelResult:
@@ -94,14 +116,34 @@ class ModelClient:
         name, model = self.backend.name, self.backend.model
         waited = 0.0
         if self.profile is not None and getattr(self.backend, "uses_model", True):
-            outcome = wait_until_idle(self.profile, self.options, sleep=self._sleep, monotonic=self._monotonic,
-                                      wallclock=self._wallclock)
+            outcome = wait_until_idle(
+                self.profile,
+                self.options,
+                sleep=self._sleep,
+                monotonic=self._monotonic,
+                wallclock=self._wallclock,
+            )
             waited = outcome.waited_s
             if outcome.deferred:
-                error = (f"the agent's model was still busy after {outcome.waited_s:.0f}s "
-                         f"(BusyMaxWait {self.options.BusyMaxWait}); deferred to the next cycle")
-                record = self.usage.add(UsageRecord(request.pass_name, name, model, 0, 0, False, 0.0, "deferred",
-                                                    attempts=0, waited_s=waited, error=error))
+                error = (
+                    f"the agent's model was still busy after {outcome.waited_s:.0f}s "
+                    f"(BusyMaxWait {self.options.BusyMaxWait}); deferred to the next cycle"
+                )
+                record = self.usage.add(
+                    UsageRecord(
+                        request.pass_name,
+                        name,
+                        model,
+                        0,
+                        0,
+                        False,
+                        0.0,
+                        "deferred",
+                        attempts=0,
+                        waited_s=waited,
+                        error=error,
+                    )
+                )
                 return ModelResult(False, None, "", error, True, name, model, usage=record)
 
         started = self._monotonic()
@@ -110,19 +152,47 @@ class ModelClient:
         except Exception as exc:  # the boundary: a failed call is reported, never raised into the pass
             latency = self._monotonic() - started
             attempts = getattr(exc, "attempts", 1)
-            error = f"{name} call for {request.pass_name} failed: {exc}" if isinstance(exc, ModelCallError) else \
-                f"{name} call for {request.pass_name} failed: {type(exc).__name__}: {exc}"
+            error = (
+                f"{name} call for {request.pass_name} failed: {exc}"
+                if isinstance(exc, ModelCallError)
+                else f"{name} call for {request.pass_name} failed: {type(exc).__name__}: {exc}"
+            )
             log.warning("%s", error, exc_info=not isinstance(exc, ModelCallError))
-            record = self.usage.add(UsageRecord(request.pass_name, name, model, 0, 0, False, latency, "error",
-                                                attempts=attempts, waited_s=waited, error=error))
-            return ModelResult(False, None, "", error, False, name, model, usage=record,
-                               unreachable=bool(getattr(exc, "unreachable", False)))
+            record = self.usage.add(
+                UsageRecord(
+                    request.pass_name,
+                    name,
+                    model,
+                    0,
+                    0,
+                    False,
+                    latency,
+                    "error",
+                    attempts=attempts,
+                    waited_s=waited,
+                    error=error,
+                )
+            )
+            return ModelResult(
+                False,
+                None,
+                "",
+                error,
+                False,
+                name,
+                model,
+                usage=record,
+                unreachable=bool(getattr(exc, "unreachable", False)),
+            )
         latency = self._monotonic() - started
         model = raw.model or model
 
         estimated = raw.prompt_tokens is None or raw.completion_tokens is None
-        prompt_tokens = raw.prompt_tokens if raw.prompt_tokens is not None else \
-            estimate_tokens(request.system) + estimate_tokens(request.prompt)
+        prompt_tokens = (
+            raw.prompt_tokens
+            if raw.prompt_tokens is not None
+            else estimate_tokens(request.system) + estimate_tokens(request.prompt)
+        )
         completion_tokens = raw.completion_tokens if raw.completion_tokens is not None else estimate_tokens(raw.text)
 
         try:
@@ -132,16 +202,48 @@ class ModelClient:
             if raw.finish_reason == "length":
                 error += " (the answer hit the token limit: raise LlmMaxTokens)"
             log.warning("%s", error)
-            record = self.usage.add(UsageRecord(request.pass_name, name, model, prompt_tokens, completion_tokens,
-                                                estimated, latency, "invalid-response", attempts=raw.attempts,
-                                                waited_s=waited, error=error))
+            record = self.usage.add(
+                UsageRecord(
+                    request.pass_name,
+                    name,
+                    model,
+                    prompt_tokens,
+                    completion_tokens,
+                    estimated,
+                    latency,
+                    "invalid-response",
+                    attempts=raw.attempts,
+                    waited_s=waited,
+                    error=error,
+                )
+            )
             return ModelResult(False, None, raw.text, error, False, name, model, note=raw.note, usage=record)
 
-        record = self.usage.add(UsageRecord(request.pass_name, name, model, prompt_tokens, completion_tokens,
-                                            estimated, latency, "ok", attempts=raw.attempts, waited_s=waited))
-        log.info("model call %s: backend=%s model=%s tokens=%d+%d%s latency=%.2fs attempts=%d", request.pass_name,
-                 name, model, prompt_tokens, completion_tokens, " (estimated)" if estimated else "", latency,
-                 raw.attempts)
+        record = self.usage.add(
+            UsageRecord(
+                request.pass_name,
+                name,
+                model,
+                prompt_tokens,
+                completion_tokens,
+                estimated,
+                latency,
+                "ok",
+                attempts=raw.attempts,
+                waited_s=waited,
+            )
+        )
+        log.info(
+            "model call %s: backend=%s model=%s tokens=%d+%d%s latency=%.2fs attempts=%d",
+            request.pass_name,
+            name,
+            model,
+            prompt_tokens,
+            completion_tokens,
+            " (estimated)" if estimated else "",
+            latency,
+            raw.attempts,
+        )
         return ModelResult(True, response, raw.text, "", False, name, model, note=raw.note, usage=record)
 
 
@@ -166,20 +268,29 @@ def build_backend(options: DreamOptions, *, env: Mapping[str, str] | None = None
     if not options.LlmModel.strip():
         raise ModelConfigError(
             "LlmBackend is openai but LlmModel is empty: set DREAM__Llm__Model (e.g. gpt-4o-mini or llama3.1:8b), "
-            "or set DREAM__Llm__Backend=offline")
+            "or set DREAM__Llm__Backend=offline"
+        )
     key = env.get(options.LlmApiKeyEnv, "") if options.LlmApiKeyEnv else ""
     if not key and not options.LlmBaseUrl.strip():
         raise ModelConfigError(
             f"LlmBackend is openai with the default OpenAI endpoint, but the environment variable "
             f"{options.LlmApiKeyEnv or '(LlmApiKeyEnv is empty)'} holds no API key: export it, point "
-            "DREAM__Llm__BaseUrl at a local endpoint, or set DREAM__Llm__Backend=offline")
+            "DREAM__Llm__BaseUrl at a local endpoint, or set DREAM__Llm__Backend=offline"
+        )
     return OpenAIBackend(
-        model=options.LlmModel.strip(), base_url=options.LlmBaseUrl.strip(), api_key=key or PLACEHOLDER_API_KEY,
-        timeout_s=options.LlmTimeout.total_seconds(), max_retries=options.LlmMaxRetries,
-        temperature=options.LlmTemperature, json_mode=options.LlmJsonMode, max_tokens=options.LlmMaxTokens)
+        model=options.LlmModel.strip(),
+        base_url=options.LlmBaseUrl.strip(),
+        api_key=key or PLACEHOLDER_API_KEY,
+        timeout_s=options.LlmTimeout.total_seconds(),
+        max_retries=options.LlmMaxRetries,
+        temperature=options.LlmTemperature,
+        json_mode=options.LlmJsonMode,
+        max_tokens=options.LlmMaxTokens,
+    )
 
 
-def build_model_client(options: DreamOptions, profile: AgentProfile | None, *,
-                       env: Mapping[str, str] | None = None) -> ModelClient:
+def build_model_client(
+    options: DreamOptions, profile: AgentProfile | None, *, env: Mapping[str, str] | None = None
+) -> ModelClient:
     """The client the options select. Raises ModelConfigError for options that cannot work."""
     return ModelClient(build_backend(options, env=env), profile=profile, options=options)

@@ -49,8 +49,10 @@ NOT_TEXT = "\x00not-text"
 def _ids_as_text(value: Any) -> Any:
     if not isinstance(value, list):
         return value
-    return [v if isinstance(v, str) else str(v) if isinstance(v, int | float) and not isinstance(v, bool) else NOT_TEXT
-            for v in value]
+    return [
+        v if isinstance(v, str) else str(v) if isinstance(v, int | float) and not isinstance(v, bool) else NOT_TEXT
+        for v in value
+    ]
 
 
 def _id_as_text(value: Any) -> Any:

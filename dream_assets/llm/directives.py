@@ -5,9 +5,8 @@ the built-in one is used. A custom file replaces the built-in prompt entirely �
 not a diff. The file name comes from the options (``DirectivePath`` = ``dream.md`` ...); merge repair has
 only a built-in directive (``merge-repair.md``).
 
-Built-in directives live in the top-level ``directives/`` folder of the source tree. An installed wheel
-carries the same files as package data under ``dream_assets/llm/builtin_directives`` (a link to that
-folder in the source tree), which is where they are read from when the top-level folder is absent.
+Built-in directives are package data (``dream_assets/directives/``), read through ``importlib.resources`` so
+they are found the same way in a source checkout, an editable install and a wheel.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from dream_assets.profile import AgentProfile, ProfileError
 
 log = logging.getLogger("dream_assets.llm.directives")
 
-BUILTIN_DIRECTIVES_DIR = Path(__file__).resolve().parents[2] / "directives"
+BUILTIN_DIRECTIVES_PACKAGE = "dream_assets.directives"
 BUILTIN_SOURCE = "built-in"
 
 #: pass name -> (option naming the override file, built-in file name)
@@ -43,15 +42,13 @@ class DirectiveError(ValueError):
 
 def builtin_directive(file_name: str) -> str:
     """Text of a built-in directive file."""
-    path = BUILTIN_DIRECTIVES_DIR / file_name
-    if path.is_file():
-        return path.read_text(encoding="utf-8")
-    packaged = resources.files("dream_assets.llm").joinpath("builtin_directives", file_name)
+    packaged = resources.files(BUILTIN_DIRECTIVES_PACKAGE).joinpath(file_name)
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
     raise DirectiveError(
-        f"built-in directive {file_name} is missing: looked in {BUILTIN_DIRECTIVES_DIR} and in the package data "
-        "dream_assets/llm/builtin_directives; reinstall dream_assets or restore the directives/ folder")
+        f"built-in directive {file_name} is missing from the package data {BUILTIN_DIRECTIVES_PACKAGE}; "
+        "reinstall dream_assets"
+    )
 
 
 def override_path(pass_name: str, profile: AgentProfile, options: DreamOptions) -> Path | None:
@@ -76,11 +73,17 @@ def load_directive(pass_name: str, profile: AgentProfile | None, options: DreamO
         except UnicodeDecodeError as exc:
             raise DirectiveError(
                 f"directive {path} (option {option}) is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                "save it as UTF-8 or delete it to use the built-in directive") from None
+                "save it as UTF-8 or delete it to use the built-in directive"
+            ) from None
         if text.strip():
             return text, str(path)
-        log.warning("directive %s (option %s) is empty; using the built-in %s instead — write a complete "
-                    "directive there or delete the file", path, option, builtin_name)
+        log.warning(
+            "directive %s (option %s) is empty; using the built-in %s instead — write a complete "
+            "directive there or delete the file",
+            path,
+            option,
+            builtin_name,
+        )
     return builtin_directive(builtin_name), BUILTIN_SOURCE
 
 
@@ -89,4 +92,5 @@ def _files(pass_name: str) -> tuple[str | None, str]:
         return DIRECTIVE_FILES[pass_name]
     except KeyError:
         raise DirectiveError(
-            f"no directive for pass {pass_name!r}; known passes: {', '.join(DIRECTIVE_FILES)}") from None
+            f"no directive for pass {pass_name!r}; known passes: {', '.join(DIRECTIVE_FILES)}"
+        ) from None

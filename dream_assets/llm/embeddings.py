@@ -44,15 +44,23 @@ from dream_assets.llm.openai_backend import (
 from dream_assets.llm.usage import UsageLedger, UsageRecord, estimate_tokens
 from dream_assets.options import DreamOptions
 
-__all__ = ["EMBEDDINGS_PASS", "EmbeddingError", "EmbeddingProvider", "build_embedding_provider", "normalise_rows"]
+__all__ = [
+    "EMBEDDINGS_PASS",
+    "EmbeddingError",
+    "EmbeddingProvider",
+    "build_embedding_provider",
+    "normalise_rows",
+]
 
 log = logging.getLogger("dream_assets.llm.embeddings")
 
 #: The pass name embedding calls are accounted under unless the caller names another.
 EMBEDDINGS_PASS = "embeddings"
 
-_WHERE = ("EmbeddingModel, with the endpoint from EmbeddingBaseUrl (else LlmBaseUrl) and the key from "
-          "EmbeddingApiKeyEnv (else LlmApiKeyEnv)")
+_WHERE = (
+    "EmbeddingModel, with the endpoint from EmbeddingBaseUrl (else LlmBaseUrl) and the key from "
+    "EmbeddingApiKeyEnv (else LlmApiKeyEnv)"
+)
 
 
 class EmbeddingError(ModelCallError):
@@ -74,12 +82,23 @@ class EmbeddingProvider:
 
     backend = "openai"
 
-    def __init__(self, *, model: str, base_url: str = "", api_key: str = PLACEHOLDER_API_KEY,
-                 timeout_s: float = 120.0, max_retries: int = 3, batch_size: int = 64,
-                 usage: UsageLedger | None = None, sleep: Callable[[float], None] = time.sleep,
-                 monotonic: Callable[[], float] = time.monotonic, backoff_base_s: float = 0.5,
-                 backoff_max_s: float = 8.0, retry_after_max_s: float = 120.0,
-                 jitter: Callable[[], float] = random.random) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str = "",
+        api_key: str = PLACEHOLDER_API_KEY,
+        timeout_s: float = 120.0,
+        max_retries: int = 3,
+        batch_size: int = 64,
+        usage: UsageLedger | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 8.0,
+        retry_after_max_s: float = 120.0,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
         import openai  # imported here: an install without embeddings never pays for it
 
         if not model.strip():
@@ -98,12 +117,20 @@ class EmbeddingProvider:
         self._retry_after_max_s = retry_after_max_s
         self._jitter = jitter
         self._openai = openai
-        self._client = openai.OpenAI(base_url=base_url or None, api_key=api_key or PLACEHOLDER_API_KEY,
-                                     timeout=timeout_s, max_retries=0)
+        self._client = openai.OpenAI(
+            base_url=base_url or None,
+            api_key=api_key or PLACEHOLDER_API_KEY,
+            timeout=timeout_s,
+            max_retries=0,
+        )
         self.endpoint = str(self._client.base_url).rstrip("/")
 
     def describe(self) -> dict[str, str]:
-        return {"embedding_backend": self.backend, "embedding_model": self.model, "embedding_endpoint": self.endpoint}
+        return {
+            "embedding_backend": self.backend,
+            "embedding_model": self.model,
+            "embedding_endpoint": self.endpoint,
+        }
 
     # -----------------------------------------------------------------------------------------------
     def embed(self, texts: Sequence[str], *, pass_name: str = EMBEDDINGS_PASS) -> np.ndarray:
@@ -113,12 +140,15 @@ class EmbeddingProvider:
         texts = [str(t) for t in texts]
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        parts = [self._request(texts[i:i + self.batch_size], pass_name)
-                 for i in range(0, len(texts), self.batch_size)]
+        parts = [
+            self._request(texts[i : i + self.batch_size], pass_name) for i in range(0, len(texts), self.batch_size)
+        ]
         dims = {p.shape[1] for p in parts}
         if len(dims) > 1:
-            raise EmbeddingError(f"embeddings from {self.endpoint} (EmbeddingModel={self.model!r}) changed size "
-                                 f"between requests: dimensions {sorted(dims)}")
+            raise EmbeddingError(
+                f"embeddings from {self.endpoint} (EmbeddingModel={self.model!r}) changed size "
+                f"between requests: dimensions {sorted(dims)}"
+            )
         return np.vstack(parts)
 
     def _request(self, batch: list[str], pass_name: str) -> np.ndarray:
@@ -131,22 +161,56 @@ class EmbeddingProvider:
                 matrix, prompt_tokens = self._attempt(batch, attempts)
                 break
             except _Rejected as exc:
-                self._fail(batch, pass_name, started, attempts,
-                           EmbeddingError(f"HTTP {exc.status} from {self.endpoint}: {exc.message}", attempts=attempts))
+                self._fail(
+                    batch,
+                    pass_name,
+                    started,
+                    attempts,
+                    EmbeddingError(f"HTTP {exc.status} from {self.endpoint}: {exc.message}", attempts=attempts),
+                )
             except _Transient as exc:
                 if retries >= self.max_retries:
-                    self._fail(batch, pass_name, started, attempts, EmbeddingError(
-                        f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries={self.max_retries})",
-                        attempts=attempts, retryable=True, unreachable=exc.unreachable))
+                    self._fail(
+                        batch,
+                        pass_name,
+                        started,
+                        attempts,
+                        EmbeddingError(
+                            f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries={self.max_retries})",
+                            attempts=attempts,
+                            retryable=True,
+                            unreachable=exc.unreachable,
+                        ),
+                    )
                 if exc.retry_after is not None and exc.retry_after > self._retry_after_max_s:
-                    self._fail(batch, pass_name, started, attempts, EmbeddingError(
-                        f"{exc.message}; the endpoint asked to wait {exc.retry_after:.0f}s, more than "
-                        f"{self._retry_after_max_s:.0f}s", attempts=attempts, retryable=True))
-                delay, why = backoff_delay(retries, exc.retry_after, base_s=self._backoff_base_s,
-                                           max_s=self._backoff_max_s, jitter=self._jitter)
+                    self._fail(
+                        batch,
+                        pass_name,
+                        started,
+                        attempts,
+                        EmbeddingError(
+                            f"{exc.message}; the endpoint asked to wait {exc.retry_after:.0f}s, more than "
+                            f"{self._retry_after_max_s:.0f}s",
+                            attempts=attempts,
+                            retryable=True,
+                        ),
+                    )
+                delay, why = backoff_delay(
+                    retries,
+                    exc.retry_after,
+                    base_s=self._backoff_base_s,
+                    max_s=self._backoff_max_s,
+                    jitter=self._jitter,
+                )
                 retries += 1
-                log.warning("embeddings: %s (attempt %d of %d); retrying in %.2fs (%s)", exc.message, attempts,
-                            self.max_retries + 1, delay, why)
+                log.warning(
+                    "embeddings: %s (attempt %d of %d); retrying in %.2fs (%s)",
+                    exc.message,
+                    attempts,
+                    self.max_retries + 1,
+                    delay,
+                    why,
+                )
                 self._sleep(delay)
             except EmbeddingError as exc:
                 self._fail(batch, pass_name, started, exc.attempts, exc)
@@ -155,17 +219,40 @@ class EmbeddingProvider:
         latency = self._monotonic() - started
         estimated = prompt_tokens is None
         tokens = prompt_tokens if prompt_tokens is not None else sum(estimate_tokens(t) for t in batch)
-        self.usage.add(UsageRecord(pass_name, self.backend, self.model, tokens, 0, estimated, latency, "ok",
-                                   attempts=attempts))
-        log.info("embeddings %s: model=%s texts=%d tokens=%d%s latency=%.2fs attempts=%d", pass_name, self.model,
-                 len(batch), tokens, " (estimated)" if estimated else "", latency, attempts)
+        self.usage.add(
+            UsageRecord(pass_name, self.backend, self.model, tokens, 0, estimated, latency, "ok", attempts=attempts)
+        )
+        log.info(
+            "embeddings %s: model=%s texts=%d tokens=%d%s latency=%.2fs attempts=%d",
+            pass_name,
+            self.model,
+            len(batch),
+            tokens,
+            " (estimated)" if estimated else "",
+            latency,
+            attempts,
+        )
         return matrix
 
     def _fail(self, batch: list[str], pass_name: str, started: float, attempts: int, exc: EmbeddingError) -> None:
-        message = (f"embeddings call for {pass_name} ({len(batch)} text(s), model {self.model!r}) failed: {exc} "
-                   f"[configured by {_WHERE}]")
-        self.usage.add(UsageRecord(pass_name, self.backend, self.model, 0, 0, False,
-                                   self._monotonic() - started, "error", attempts=attempts, error=message))
+        message = (
+            f"embeddings call for {pass_name} ({len(batch)} text(s), model {self.model!r}) failed: {exc} "
+            f"[configured by {_WHERE}]"
+        )
+        self.usage.add(
+            UsageRecord(
+                pass_name,
+                self.backend,
+                self.model,
+                0,
+                0,
+                False,
+                self._monotonic() - started,
+                "error",
+                attempts=attempts,
+                error=message,
+            )
+        )
         log.warning("%s", message)
         raise EmbeddingError(message, attempts=attempts, retryable=exc.retryable, unreachable=exc.unreachable) from None
 
@@ -174,10 +261,14 @@ class EmbeddingProvider:
         inputs = [t if t.strip() else " " for t in batch]
         data, body = json_response(
             self._openai,
-            lambda: self._client.embeddings.with_raw_response.create(model=self.model, input=inputs,
-                                                                     encoding_format="float"),
-            endpoint=self.endpoint, timeout_s=self.timeout_s, attempts=attempts,
-            url_option="EmbeddingBaseUrl (or LlmBaseUrl)")
+            lambda: self._client.embeddings.with_raw_response.create(
+                model=self.model, input=inputs, encoding_format="float"
+            ),
+            endpoint=self.endpoint,
+            timeout_s=self.timeout_s,
+            attempts=attempts,
+            url_option="EmbeddingBaseUrl (or LlmBaseUrl)",
+        )
         return _vectors(data, body, len(batch), self.endpoint, attempts), _prompt_tokens(data)
 
 
@@ -186,27 +277,34 @@ def _vectors(data: Any, body: str, expected: int, endpoint: str, attempts: int) 
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list) or len(items) != expected:
         got = len(items) if isinstance(items, list) else "no data list"
-        raise EmbeddingError(f"{endpoint} answered {got} embedding(s) for {expected} input(s): {head(body)!r}",
-                             attempts=attempts)
+        raise EmbeddingError(
+            f"{endpoint} answered {got} embedding(s) for {expected} input(s): {head(body)!r}",
+            attempts=attempts,
+        )
     rows: list[tuple[int, list[Any]]] = []
     for position, item in enumerate(items):
         vector = item.get("embedding") if isinstance(item, dict) else None
         index = item.get("index", position) if isinstance(item, dict) else position
         if not isinstance(vector, list) or not vector or not isinstance(index, int):
-            raise EmbeddingError(f"{endpoint} answered data[{position}] without a float embedding: {head(body)!r}",
-                                 attempts=attempts)
+            raise EmbeddingError(
+                f"{endpoint} answered data[{position}] without a float embedding: {head(body)!r}",
+                attempts=attempts,
+            )
         rows.append((index, vector))
     rows.sort(key=lambda r: r[0])
     if [r[0] for r in rows] != list(range(expected)):
-        raise EmbeddingError(f"{endpoint} answered embedding indexes {[r[0] for r in rows]} for {expected} input(s)",
-                             attempts=attempts)
+        raise EmbeddingError(
+            f"{endpoint} answered embedding indexes {[r[0] for r in rows]} for {expected} input(s)",
+            attempts=attempts,
+        )
     if len({len(v) for _, v in rows}) != 1:
         raise EmbeddingError(f"{endpoint} answered embeddings of different sizes in one response", attempts=attempts)
     try:
         matrix = np.asarray([v for _, v in rows], dtype=np.float32)
     except (TypeError, ValueError):
-        raise EmbeddingError(f"{endpoint} answered embeddings that are not lists of numbers: {head(body)!r}",
-                             attempts=attempts) from None
+        raise EmbeddingError(
+            f"{endpoint} answered embeddings that are not lists of numbers: {head(body)!r}", attempts=attempts
+        ) from None
     if not np.isfinite(matrix).all():
         raise EmbeddingError(f"{endpoint} answered embeddings holding NaN or infinity", attempts=attempts)
     return normalise_rows(matrix)
@@ -219,8 +317,13 @@ def _prompt_tokens(data: Any) -> int | None:
 
 
 # --- construction ---------------------------------------------------------------------------------------
-def build_embedding_provider(options: DreamOptions, *, env: Mapping[str, str] | None = None,
-                             usage: UsageLedger | None = None, **overrides: Any) -> EmbeddingProvider | None:
+def build_embedding_provider(
+    options: DreamOptions,
+    *,
+    env: Mapping[str, str] | None = None,
+    usage: UsageLedger | None = None,
+    **overrides: Any,
+) -> EmbeddingProvider | None:
     """The provider the options configure, or None when ``EmbeddingModel`` is empty (use the lexical measure).
 
     ``usage``: the ledger to record calls in (e.g. the pass's ``ModelClient.usage``). ``overrides`` go to
@@ -232,15 +335,22 @@ def build_embedding_provider(options: DreamOptions, *, env: Mapping[str, str] | 
     if not model:
         return None
     env = os.environ if env is None else env
-    base_url = (options.EmbeddingBaseUrl.strip() or options.LlmBaseUrl.strip())
+    base_url = options.EmbeddingBaseUrl.strip() or options.LlmBaseUrl.strip()
     key_env = options.EmbeddingApiKeyEnv.strip() or options.LlmApiKeyEnv.strip()
     key = env.get(key_env, "") if key_env else ""
     if not key and not base_url:
         raise ModelConfigError(
             f"EmbeddingModel is {model!r} with the default OpenAI endpoint, but the environment variable "
             f"{key_env or '(EmbeddingApiKeyEnv and LlmApiKeyEnv are empty)'} holds no API key: export it, point "
-            "DREAM__EmbeddingBaseUrl (or DREAM__Llm__BaseUrl) at a local endpoint, or clear DREAM__EmbeddingModel")
-    return EmbeddingProvider(model=model, base_url=base_url, api_key=key or PLACEHOLDER_API_KEY,
-                             timeout_s=options.LlmTimeout.total_seconds(),
-                             max_retries=options.LlmMaxRetries, batch_size=options.EmbeddingBatchSize, usage=usage,
-                             **overrides)
+            "DREAM__EmbeddingBaseUrl (or DREAM__Llm__BaseUrl) at a local endpoint, or clear DREAM__EmbeddingModel"
+        )
+    return EmbeddingProvider(
+        model=model,
+        base_url=base_url,
+        api_key=key or PLACEHOLDER_API_KEY,
+        timeout_s=options.LlmTimeout.total_seconds(),
+        max_retries=options.LlmMaxRetries,
+        batch_size=options.EmbeddingBatchSize,
+        usage=usage,
+        **overrides,
+    )

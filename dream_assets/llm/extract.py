@@ -50,8 +50,8 @@ def head(text: str, n: int = HEAD_CHARS) -> str:
 @dataclass(frozen=True)
 class _Candidate:
     start: int
-    value: dict | None          # parsed object, or None when the span is not valid JSON
-    error: str = ""             # why it did not parse
+    value: dict | None  # parsed object, or None when the span is not valid JSON
+    error: str = ""  # why it did not parse
 
 
 def strip_reasoning(text: str) -> tuple[str, str]:
@@ -60,7 +60,7 @@ def strip_reasoning(text: str) -> tuple[str, str]:
     while True:
         first_open, first_close = _OPEN.search(text), _CLOSE.search(text)
         if first_close and (first_open is None or first_close.start() < first_open.start()):
-            text = text[first_close.end():]
+            text = text[first_close.end() :]
             continue
         break
     visible: list[str] = []
@@ -70,10 +70,10 @@ def strip_reasoning(text: str) -> tuple[str, str]:
         if m is None:
             visible.append(text[pos:])
             return "".join(visible), ""
-        visible.append(text[pos:m.start()])
+        visible.append(text[pos : m.start()])
         close = _CLOSE.search(text, m.end())
         if close is None:
-            return "".join(visible), text[m.end():]
+            return "".join(visible), text[m.end() :]
         pos = close.end()
 
 
@@ -122,7 +122,7 @@ def _candidates(text: str) -> Iterator[_Candidate]:
         end = _match_object(text, m.start())
         if end == -1:
             raise _Unclosed(m.start())
-        value, error = _parse(text[m.start():end])
+        value, error = _parse(text[m.start() : end])
         yield _Candidate(m.start(), value, error)
         pos = end  # never descend into an object that failed: its inner objects are fragments
 
@@ -149,7 +149,9 @@ def _collect(raw: str) -> tuple[list[_Candidate], bool]:
     except _Unclosed as exc:
         raise ResponseFormatError(
             f"the JSON object starting at character {exc.offset} of the answer is never closed "
-            "(truncated response? raise LlmMaxTokens)", raw) from None
+            "(truncated response? raise LlmMaxTokens)",
+            raw,
+        ) from None
     if found or not tail:
         return found, False
     # Reasoning that never closed: drafts come first and the answer last, so prefer the last object.
@@ -192,17 +194,22 @@ def parse_response(text: str, contract: type[T]) -> T:
         if not known & obj.keys():
             first_error = first_error or (
                 f"the JSON object has none of the expected keys ({', '.join(sorted(known))}); "
-                f"it has: {', '.join(sorted(obj)) or 'no keys'}")
+                f"it has: {', '.join(sorted(obj)) or 'no keys'}"
+            )
             continue
         try:
             fits.append((obj, contract.model_validate(obj)))
         except ValidationError as exc:
-            first_error = first_error or f"the JSON object does not match the {contract.__name__} contract: " + _brief(exc)
+            first_error = first_error or f"the JSON object does not match the {contract.__name__} contract: " + _brief(
+                exc
+            )
     if not fits:
         raise ResponseFormatError(first_error, text)
     if not from_reasoning and len({json.dumps(obj, sort_keys=True) for obj, _ in fits}) > 1:
         raise ResponseFormatError(
-            f"ambiguous response: {len(fits)} different JSON objects match the {contract.__name__} contract", text)
+            f"ambiguous response: {len(fits)} different JSON objects match the {contract.__name__} contract",
+            text,
+        )
     return fits[0][1]
 
 

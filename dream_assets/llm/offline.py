@@ -140,12 +140,14 @@ def _memory_consolidation(inputs: Mapping[str, Any]) -> dict[str, Any]:
                 for tag in entries[mid].get("tags") or []:
                     if tag not in tags:
                         tags.append(str(tag))
-            saves.append({
-                "content": merge_keeping_every_sentence(str(entries[m].get("content") or "") for m in chosen),
-                "category": category,
-                "tags": tags,
-                "sourceIds": chosen,
-            })
+            saves.append(
+                {
+                    "content": merge_keeping_every_sentence(str(entries[m].get("content") or "") for m in chosen),
+                    "category": category,
+                    "tags": tags,
+                    "sourceIds": chosen,
+                }
+            )
     return {"toDelete": [], "toSave": saves}
 
 
@@ -185,8 +187,11 @@ def _wisp_failure_analysis(inputs: Mapping[str, Any]) -> dict[str, Any]:
     patterns = [p for p in inputs.get("failure_patterns") or [] if isinstance(p, Mapping)]
     return {
         "failurePatterns": [
-            {"description": str(p.get("description", "")), "classification": "unclassified (offline)",
-             "affectedSteps": [str(s) for s in p.get("failed_steps") or []]}
+            {
+                "description": str(p.get("description", "")),
+                "classification": "unclassified (offline)",
+                "affectedSteps": [str(s) for s in p.get("failed_steps") or []],
+            }
             for p in patterns
         ],
         "skillAnnotations": [
@@ -214,19 +219,30 @@ class OfflineBackend:
 
     def complete(self, request: ModelRequest) -> RawCompletion:
         answer, note = self.answer(request.pass_name, request.inputs)
-        return RawCompletion(text=json.dumps(answer, ensure_ascii=False), prompt_tokens=0, completion_tokens=0,
-                             model=OFFLINE_MODEL, note=note)
+        return RawCompletion(
+            text=json.dumps(answer, ensure_ascii=False),
+            prompt_tokens=0,
+            completion_tokens=0,
+            model=OFFLINE_MODEL,
+            note=note,
+        )
 
     def answer(self, pass_name: str, inputs: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
         inputs = inputs or {}
         if pass_name == "memory_consolidation":
-            return (_memory_consolidation(inputs),
-                    "offline backend: near-duplicate clusters merged keeping every source sentence; no removals")
+            return (
+                _memory_consolidation(inputs),
+                "offline backend: near-duplicate clusters merged keeping every source sentence; no removals",
+            )
         if pass_name == "merge_repair":
-            return _merge_repair(inputs), "offline backend: restored the source sentences carrying the dropped specifics"
+            return _merge_repair(
+                inputs
+            ), "offline backend: restored the source sentences carrying the dropped specifics"
         if pass_name == "wisp_failure_analysis":
-            return (_wisp_failure_analysis(inputs),
-                    "offline backend: failure patterns echoed unclassified; no promotion notes")
+            return (
+                _wisp_failure_analysis(inputs),
+                "offline backend: failure patterns echoed unclassified; no promotion notes",
+            )
         if pass_name in _EMPTY:
             return json.loads(json.dumps(_EMPTY[pass_name])), JUDGEMENT_NOTE
         raise ValueError(f"offline backend: unknown pass {pass_name!r}")

@@ -36,11 +36,23 @@ class OpenAIBackend:
     name = "openai"
     uses_model = True
 
-    def __init__(self, *, model: str, base_url: str = "", api_key: str = PLACEHOLDER_API_KEY,
-                 timeout_s: float = 120.0, max_retries: int = 3, temperature: float = 0.2, json_mode: str = "auto",
-                 max_tokens: int = 4096, sleep: Callable[[float], None] = time.sleep,
-                 backoff_base_s: float = 0.5, backoff_max_s: float = 8.0, retry_after_max_s: float = 120.0,
-                 jitter: Callable[[], float] = random.random) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str = "",
+        api_key: str = PLACEHOLDER_API_KEY,
+        timeout_s: float = 120.0,
+        max_retries: int = 3,
+        temperature: float = 0.2,
+        json_mode: str = "auto",
+        max_tokens: int = 4096,
+        sleep: Callable[[float], None] = time.sleep,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 8.0,
+        retry_after_max_s: float = 120.0,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
         import openai  # imported here: the offline default never pays for it
 
         if json_mode not in ("auto", "on", "off"):
@@ -61,13 +73,20 @@ class OpenAIBackend:
         self._token_param = "max_tokens"
         self._send_temperature = True
         self._openai = openai
-        self._client = openai.OpenAI(base_url=base_url or None, api_key=api_key or PLACEHOLDER_API_KEY,
-                                     timeout=timeout_s, max_retries=0)
+        self._client = openai.OpenAI(
+            base_url=base_url or None,
+            api_key=api_key or PLACEHOLDER_API_KEY,
+            timeout=timeout_s,
+            max_retries=0,
+        )
         self.endpoint = str(self._client.base_url).rstrip("/")
 
     # -----------------------------------------------------------------------------------------------
     def complete(self, request: ModelRequest) -> RawCompletion:
-        messages = [{"role": "system", "content": request.system}, {"role": "user", "content": request.prompt}]
+        messages = [
+            {"role": "system", "content": request.system},
+            {"role": "user", "content": request.prompt},
+        ]
         attempts = 0
         retries = 0
         json_dropped = False
@@ -81,25 +100,43 @@ class OpenAIBackend:
                 if fallback is None:
                     if json_dropped:  # JSON mode was not the cause after all: try it again next call
                         self._json_supported = None
-                    raise ModelCallError(f"HTTP {exc.status} from {self.endpoint}: {exc.message}",
-                                         attempts=attempts) from None
+                    raise ModelCallError(
+                        f"HTTP {exc.status} from {self.endpoint}: {exc.message}", attempts=attempts
+                    ) from None
                 json_dropped = json_dropped or (use_json and self._json_supported is False)
-                log.info("openai: %s rejected the request (HTTP %s: %s); repeating it %s", self.endpoint,
-                         exc.status, exc.message, fallback)
+                log.info(
+                    "openai: %s rejected the request (HTTP %s: %s); repeating it %s",
+                    self.endpoint,
+                    exc.status,
+                    exc.message,
+                    fallback,
+                )
                 continue  # a compatibility fallback, not a retry
             except _Transient as exc:
                 if retries >= self.max_retries:
-                    raise ModelCallError(f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries="
-                                         f"{self.max_retries})", attempts=attempts, retryable=True,
-                                         unreachable=exc.unreachable) from None
+                    raise ModelCallError(
+                        f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries={self.max_retries})",
+                        attempts=attempts,
+                        retryable=True,
+                        unreachable=exc.unreachable,
+                    ) from None
                 if exc.retry_after is not None and exc.retry_after > self._retry_after_max_s:
-                    raise ModelCallError(f"{exc.message}; the endpoint asked to wait {exc.retry_after:.0f}s, more "
-                                         f"than {self._retry_after_max_s:.0f}s — the pass will try again next cycle",
-                                         attempts=attempts, retryable=True) from None
+                    raise ModelCallError(
+                        f"{exc.message}; the endpoint asked to wait {exc.retry_after:.0f}s, more "
+                        f"than {self._retry_after_max_s:.0f}s — the pass will try again next cycle",
+                        attempts=attempts,
+                        retryable=True,
+                    ) from None
                 delay, why = self._delay(retries, exc.retry_after)
                 retries += 1
-                log.warning("openai: %s (attempt %d of %d); retrying in %.2fs (%s)", exc.message, attempts,
-                            self.max_retries + 1, delay, why)
+                log.warning(
+                    "openai: %s (attempt %d of %d); retrying in %.2fs (%s)",
+                    exc.message,
+                    attempts,
+                    self.max_retries + 1,
+                    delay,
+                    why,
+                )
                 self._sleep(delay)
 
     def _fallback(self, exc: _Rejected, use_json: bool) -> str | None:
@@ -117,19 +154,33 @@ class OpenAIBackend:
         return None
 
     def _delay(self, retry_index: int, retry_after: float | None) -> tuple[float, str]:
-        return backoff_delay(retry_index, retry_after, base_s=self._backoff_base_s, max_s=self._backoff_max_s,
-                             jitter=self._jitter)
+        return backoff_delay(
+            retry_index,
+            retry_after,
+            base_s=self._backoff_base_s,
+            max_s=self._backoff_max_s,
+            jitter=self._jitter,
+        )
 
     def _attempt(self, messages: list[dict[str, str]], use_json: bool, attempts: int) -> RawCompletion:
         openai = self._openai
-        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, self._token_param: self.max_tokens}
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            self._token_param: self.max_tokens,
+        }
         if self._send_temperature:
             kwargs["temperature"] = self.temperature
         if use_json:
             kwargs["response_format"] = {"type": "json_object"}
-        data, body = json_response(openai, lambda: self._client.chat.completions.with_raw_response.create(**kwargs),
-                                   endpoint=self.endpoint, timeout_s=self.timeout_s, attempts=attempts,
-                                   url_option="LlmBaseUrl")
+        data, body = json_response(
+            openai,
+            lambda: self._client.chat.completions.with_raw_response.create(**kwargs),
+            endpoint=self.endpoint,
+            timeout_s=self.timeout_s,
+            attempts=attempts,
+            url_option="LlmBaseUrl",
+        )
         if self._json_supported is None and use_json:
             self._json_supported = True
         return _completion(data, body, self.model, attempts)
@@ -148,14 +199,17 @@ def classify_failure(openai: Any, exc: Exception, endpoint: str, timeout_s: floa
         if status in (400, 422):
             return _Rejected(status, message)
         if status in (408, 409, 429) or status >= 500:
-            return _Transient(f"HTTP {status} from {endpoint}: {message}", retry_after=_retry_after(exc.response.headers))
+            return _Transient(
+                f"HTTP {status} from {endpoint}: {message}", retry_after=_retry_after(exc.response.headers)
+            )
         return ModelCallError(f"HTTP {status} from {endpoint}: {message}{_hint(status)}", attempts=attempts)
     # a body cut off mid-read surfaces from the HTTP layer
     return _Transient(f"reading the answer from {endpoint} failed: {type(exc).__name__}: {exc}")
 
 
-def json_response(openai: Any, create: Callable[[], Any], *, endpoint: str, timeout_s: float, attempts: int,
-                  url_option: str) -> tuple[Any, str]:
+def json_response(
+    openai: Any, create: Callable[[], Any], *, endpoint: str, timeout_s: float, attempts: int, url_option: str
+) -> tuple[Any, str]:
     """One request through the ``openai`` client's raw-response API: the parsed JSON body and the body text. A failed
     request is classified (``classify_failure``); a body that is not JSON is a transient failure naming the status,
     the content type and ``url_option`` (a wrong base URL usually answers with an HTML page)."""
@@ -170,16 +224,18 @@ def json_response(openai: Any, create: Callable[[], Any], *, endpoint: str, time
         raise _Transient(
             f"{endpoint} returned a body that is not JSON (HTTP {http.status_code}, content-type "
             f"{http.headers.get('content-type', '?')}; check {url_option}, which usually ends in /v1): "
-            f"{head(body)!r}") from None
+            f"{head(body)!r}"
+        ) from None
 
 
-def backoff_delay(retry_index: int, retry_after: float | None, *, base_s: float, max_s: float,
-                  jitter: Callable[[], float]) -> tuple[float, str]:
+def backoff_delay(
+    retry_index: int, retry_after: float | None, *, base_s: float, max_s: float, jitter: Callable[[], float]
+) -> tuple[float, str]:
     """Seconds to wait before retry number ``retry_index`` (0-based) and why: the server's Retry-After when it sent
     one, else exponential back-off from ``base_s`` capped at ``max_s``."""
     if retry_after is not None and retry_after > 0:
         return retry_after, "Retry-After"
-    base = min(base_s * (2 ** retry_index), max_s)
+    base = min(base_s * (2**retry_index), max_s)
     # up to 25% jitter, so agents sharing one endpoint do not retry in lock-step
     return base * (1 - 0.25 * jitter()), "exponential back-off"
 

@@ -19,8 +19,7 @@ from typing import Any
 from dream_assets.model import MemoryEntry, Skill, iso, parse_ts
 
 SPARSE_REVIEW_NOTE = (
-    "### Review note: This skill has minimal content.\n"
-    "Expand it with concrete steps, examples, and edge cases."
+    "### Review note: This skill has minimal content.\nExpand it with concrete steps, examples, and edge cases."
 )
 RECURRING_TOPICS_HEADER = "Recurring topics across sessions (term frequency ≥ 2 sessions):"
 
@@ -93,8 +92,11 @@ def render_memory_entry(entry: MemoryEntry) -> str:
     parts = [f"- id={entry.id}", f"[{entry.category}]"]
     if entry.tags:
         parts.append("tags=" + ",".join(sorted(entry.tags)))
-    parts += [f"first={_date(entry.created_at)}", f"last={_date(entry.last_seen_at)}",
-              f"reinforced={entry.reinforcement_count}×"]
+    parts += [
+        f"first={_date(entry.created_at)}",
+        f"last={_date(entry.last_seen_at)}",
+        f"reinforced={entry.reinforcement_count}×",
+    ]
     subject = _subject(entry)
     if subject:
         parts.append(f"subject={subject}")
@@ -121,49 +123,83 @@ def render_feedback_item(item: Mapping[str, Any]) -> str:
 
 
 def _feedback_section(feedback: Sequence[Mapping[str, Any]], title: str) -> list[str]:
-    items = sorted(feedback, key=lambda f: (_ts_key(f.get("timestamp")), str(f.get("sessionId") or ""),
-                                            str(f.get("kind") or ""), str(f.get("text") or "")), reverse=True)
+    items = sorted(
+        feedback,
+        key=lambda f: (
+            _ts_key(f.get("timestamp")),
+            str(f.get("sessionId") or ""),
+            str(f.get("kind") or ""),
+            str(f.get("text") or ""),
+        ),
+        reverse=True,
+    )
     lines = [f"## {title} ({len(items)}, newest first)"]
     lines += [render_feedback_item(f) for f in items] or ["(none)"]
     return lines
 
 
 #: The note on a cluster shown again after it was left apart (a re-offered cluster is merge-only).
-LEFT_SEPARATE_NOTE = ("left separate before; shown again: merge it if it is one durable fact, otherwise leave it "
-                      "as it is (removals of its entries are ignored)")
+LEFT_SEPARATE_NOTE = (
+    "left separate before; shown again: merge it if it is one durable fact, otherwise leave it "
+    "as it is (removals of its entries are ignored)"
+)
 
 
-def render_memory_consolidation(entries: Sequence[MemoryEntry], clusters: Sequence[Sequence[str]],
-                                feedback: Sequence[Mapping[str, Any]], now: datetime,
-                                reoffered: Sequence[Sequence[str]] = ()) -> str:
+def render_memory_consolidation(
+    entries: Sequence[MemoryEntry],
+    clusters: Sequence[Sequence[str]],
+    feedback: Sequence[Mapping[str, Any]],
+    now: datetime,
+    reoffered: Sequence[Sequence[str]] = (),
+) -> str:
     lines = [f"Current time: {iso(now)}", "", f"## Memory entries ({len(entries)})"]
     lines += [render_memory_entry(e) for e in _entries_sorted(entries)] or ["(none)"]
     groups = sorted(sorted(str(i) for i in c) for c in clusters)
     again = {tuple(sorted(str(i) for i in c)) for c in reoffered}
-    lines += ["", f"## Near-duplicate clusters ({len(groups)})",
-              "Entries the similarity scan found nearly identical. Decide per cluster: one durable fact "
-              "(merge) or distinct moments (keep apart)."]
-    lines += [f"- cluster {n}: {', '.join(ids)}" + (f" ({LEFT_SEPARATE_NOTE})" if tuple(ids) in again else "")
-              for n, ids in enumerate(groups, 1)] or ["(none)"]
+    lines += [
+        "",
+        f"## Near-duplicate clusters ({len(groups)})",
+        "Entries the similarity scan found nearly identical. Decide per cluster: one durable fact "
+        "(merge) or distinct moments (keep apart).",
+    ]
+    lines += [
+        f"- cluster {n}: {', '.join(ids)}" + (f" ({LEFT_SEPARATE_NOTE})" if tuple(ids) in again else "")
+        for n, ids in enumerate(groups, 1)
+    ] or ["(none)"]
     lines += [""] + _feedback_section(feedback, "Recent feedback signals")
     return "\n".join(lines) + "\n"
 
 
-def render_merge_repair(merged_text: str, sources: Sequence[MemoryEntry], missing: Sequence[str],
-                        invented: Sequence[str] = (), dropped: Sequence[str] = ()) -> str:
-    lines = ["## Merged text (rejected by the coverage check)", _fenced(merged_text), "",
-             f"## Source entries ({len(sources)})"]
+def render_merge_repair(
+    merged_text: str,
+    sources: Sequence[MemoryEntry],
+    missing: Sequence[str],
+    invented: Sequence[str] = (),
+    dropped: Sequence[str] = (),
+) -> str:
+    lines = [
+        "## Merged text (rejected by the coverage check)",
+        _fenced(merged_text),
+        "",
+        f"## Source entries ({len(sources)})",
+    ]
     lines += [render_memory_entry(e) for e in _entries_sorted(sources)]
     if missing or not (invented or dropped):
         lines += ["", "## Specifics the merged text dropped — restore every one, spelled exactly as here"]
         lines += [f'- "{s}"' for s in sorted(set(missing))] or ["(none)"]
     if dropped:
-        lines += ["", "## Source sentences whose content the merged text dropped — restore what each one says (the "
-                      "sentence itself, or every point of it)"]
+        lines += [
+            "",
+            "## Source sentences whose content the merged text dropped — restore what each one says (the "
+            "sentence itself, or every point of it)",
+        ]
         lines += [f"- {_one_line(s)}" for s in dict.fromkeys(dropped)]
     if invented:
-        lines += ["", "## Specifics the merged text invented — no source states them; remove each one, or correct it "
-                      "to the value the sources state"]
+        lines += [
+            "",
+            "## Specifics the merged text invented — no source states them; remove each one, or correct it "
+            "to the value the sources state",
+        ]
         lines += [f'- "{s}"' for s in sorted(set(invented))]
     return "\n".join(lines) + "\n"
 
@@ -182,9 +218,15 @@ def _skill_block(skill: Skill, notes: Sequence[str] = ()) -> list[str]:
     return lines
 
 
-def render_skill_consolidation(skills: Sequence[Skill], usage_counts: Mapping[str, int], sparse: Collection[str],
-                               co_used: Sequence[tuple[str, str, int]],
-                               prefix_clusters: Mapping[str, Sequence[str]], *, window_days: float = 30) -> str:
+def render_skill_consolidation(
+    skills: Sequence[Skill],
+    usage_counts: Mapping[str, int],
+    sparse: Collection[str],
+    co_used: Sequence[tuple[str, str, int]],
+    prefix_clusters: Mapping[str, Sequence[str]],
+    *,
+    window_days: float = 30,
+) -> str:
     days = f"{window_days:g}"
     lines = [f"## Skills ({len(skills)})"]
     for skill in sorted(skills, key=lambda s: s.name):
@@ -196,8 +238,9 @@ def render_skill_consolidation(skills: Sequence[Skill], usage_counts: Mapping[st
     lines.append(f"## Top co-used skill pairs (invoked in the same session, last {days} days)")
     lines += [f"- {a} + {b}: {n} session(s)" for a, b, n in pairs] or ["(none)"]
     lines += ["", "## Prefix clusters (skills grouped by name prefix)"]
-    lines += [f"- {prefix}/*: {', '.join(sorted(members))}" for prefix, members in sorted(prefix_clusters.items())
-              ] or ["(none)"]
+    lines += [f"- {prefix}/*: {', '.join(sorted(members))}" for prefix, members in sorted(prefix_clusters.items())] or [
+        "(none)"
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -228,8 +271,11 @@ def _sessions(sessions: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
     return lines if sessions else lines + ["(none)"]
 
 
-def render_skill_gap(sessions: Mapping[str, Sequence[Mapping[str, Any]]], skills: Sequence[Skill],
-                     recurring_terms: Sequence[tuple[str, int]]) -> str:
+def render_skill_gap(
+    sessions: Mapping[str, Sequence[Mapping[str, Any]]],
+    skills: Sequence[Skill],
+    recurring_terms: Sequence[tuple[str, int]],
+) -> str:
     lines = _sessions(sessions) + [""] + _catalog(skills)
     terms = sorted(((str(t), int(n)) for t, n in recurring_terms), key=lambda p: (-p[1], p[0]))
     if terms:  # spec, pass 2: the quantitative nudge, in exactly this form
@@ -254,8 +300,9 @@ def render_skill_optimization(at_risk: Sequence[tuple[Skill, Sequence[str]]], sp
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def render_preference_inference(sessions: Mapping[str, Sequence[Mapping[str, Any]]],
-                                feedback: Sequence[Mapping[str, Any]]) -> str:
+def render_preference_inference(
+    sessions: Mapping[str, Sequence[Mapping[str, Any]]], feedback: Sequence[Mapping[str, Any]]
+) -> str:
     lines = _sessions(sessions) + [""] + _feedback_section(feedback, "Recent feedback signals")
     return "\n".join(lines) + "\n"
 
@@ -275,8 +322,9 @@ def _pattern_line(p: Mapping[str, Any], shown: Sequence[str]) -> list[str]:
     return lines
 
 
-def render_wisp_failures(failure_patterns: Sequence[Mapping[str, Any]],
-                         success_patterns: Sequence[Mapping[str, Any]]) -> str:
+def render_wisp_failures(
+    failure_patterns: Sequence[Mapping[str, Any]], success_patterns: Sequence[Mapping[str, Any]]
+) -> str:
     def order(p: Mapping[str, Any]) -> tuple[int, str]:
         return (-int(p.get("count") or p.get("runs") or 0), str(p.get("description", "")))
 

@@ -23,8 +23,9 @@ class ScriptedBackend:
     name = "scripted"
     uses_model = True  # behaves like a real model, so busy waits apply (and can be tested)
 
-    def __init__(self, answers: Iterable[Answer] | Callable[[ModelRequest], Answer], *,
-                 model: str = "scripted-model") -> None:
+    def __init__(
+        self, answers: Iterable[Answer] | Callable[[ModelRequest], Answer], *, model: str = "scripted-model"
+    ) -> None:
         self.model = model
         self.requests: list[ModelRequest] = []
         if callable(answers):
@@ -50,7 +51,8 @@ class ScriptedBackend:
         else:
             raise ModelCallError(
                 f"scripted backend has no answer left for call {len(self.requests)} (pass {request.pass_name}); "
-                "add one to the test's answer list")
+                "add one to the test's answer list"
+            )
         if isinstance(answer, BaseException):
             raise answer
         if isinstance(answer, RawCompletion):

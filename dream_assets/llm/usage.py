@@ -18,11 +18,11 @@ class UsageRecord:
     model: str
     prompt_tokens: int
     completion_tokens: int
-    estimated: bool            # True when the endpoint reported no usage and the counts are estimates
+    estimated: bool  # True when the endpoint reported no usage and the counts are estimates
     latency_s: float
-    outcome: str               # one of OUTCOMES
-    attempts: int = 1          # HTTP attempts, retries included
-    waited_s: float = 0.0      # time spent waiting for the agent's busy model before the call
+    outcome: str  # one of OUTCOMES
+    attempts: int = 1  # HTTP attempts, retries included
+    waited_s: float = 0.0  # time spent waiting for the agent's busy model before the call
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:

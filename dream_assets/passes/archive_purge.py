@@ -21,8 +21,10 @@ PASS = "archive_purge"
 
 
 def is_high_value(entry: MemoryEntry, options: DreamOptions) -> bool:
-    return (entry.importance >= options.PruningProtectionImportance
-            or entry.reinforcement_count >= options.PruningProtectionReinforcementCount)
+    return (
+        entry.importance >= options.PruningProtectionImportance
+        or entry.reinforcement_count >= options.PruningProtectionReinforcementCount
+    )
 
 
 def run_archive_purge(ctx: PassContext) -> PassReport:
@@ -37,14 +39,24 @@ def run_archive_purge(ctx: PassContext) -> PassReport:
     kept = [e for e in due if is_high_value(e, opts)]
     doomed = [e for e in due if not is_high_value(e, opts)]
     for e in kept:
-        report.change("kept", e.id, f"archived {e.archived_at:%Y-%m-%d}, importance {e.importance:.2f}, "
-                                    f"reinforced {e.reinforcement_count}× — above the high-value floor")
+        report.change(
+            "kept",
+            e.id,
+            f"archived {e.archived_at:%Y-%m-%d}, importance {e.importance:.2f}, "
+            f"reinforced {e.reinforcement_count}× — above the high-value floor",
+        )
     # The delete, its purge record and its change-log row (the full record, which undo puts back) are one write.
     with ctx.store.transaction():
         purged = ctx.store.memories.purge([e.id for e in doomed], now=ctx.now)
         for e in purged:
-            ctx.record(PASS, "purged", e, before=e, after=None,
-                       reason=f"archived {e.archived_at:%Y-%m-%d}, older than MemoryArchiveRetention")
+            ctx.record(
+                PASS,
+                "purged",
+                e,
+                before=e,
+                after=None,
+                reason=f"archived {e.archived_at:%Y-%m-%d}, older than MemoryArchiveRetention",
+            )
     for e in purged:
         report.change("purged", e.id, e.content)
         report.info(f"purged memory {e.id} archived {e.archived_at:%Y-%m-%d}: {e.content}")

@@ -65,8 +65,9 @@ def stamp(ctx: PassContext, pass_name: str, fingerprint: str) -> None:
     ctx.ledger.stamp(pass_name, fingerprint, ctx.now, forced=ctx.force)
 
 
-def call_model(ctx: PassContext, report: PassReport, pass_name: str, prompt: str,
-               inputs: Mapping[str, Any] | None = None) -> Any | None:
+def call_model(
+    ctx: PassContext, report: PassReport, pass_name: str, prompt: str, inputs: Mapping[str, Any] | None = None
+) -> Any | None:
     """One model call. Returns the validated response, or None after marking the report failed / deferred.
 
     Usage totals for this pass accumulate into ``report.usage``; the backend label goes into ``report.extra``.
@@ -75,8 +76,10 @@ def call_model(ctx: PassContext, report: PassReport, pass_name: str, prompt: str
     earlier = endpoint_failure(ctx.profile, ctx.cycle_id)
     if earlier is not None:
         report.count("model_calls_not_made")
-        report.fail(f"model endpoint not called: {earlier['pass']} could not reach it earlier in this cycle "
-                    f"({earlier['reason']}); it is tried again next cycle")
+        report.fail(
+            f"model endpoint not called: {earlier['pass']} could not reach it earlier in this cycle "
+            f"({earlier['reason']}); it is tried again next cycle"
+        )
         return None
     client = ctx.client
     start = len(client.usage.records)
@@ -93,8 +96,10 @@ def call_model(ctx: PassContext, report: PassReport, pass_name: str, prompt: str
     if not result.ok:
         if result.unreachable:
             record_endpoint_failure(ctx.profile, ctx.cycle_id, pass_name, result.error, ctx.now)
-            report.fail(f"{result.error}; the rest of this cycle's model passes will not call the endpoint, "
-                        "it is tried again next cycle")
+            report.fail(
+                f"{result.error}; the rest of this cycle's model passes will not call the endpoint, "
+                "it is tried again next cycle"
+            )
         else:
             report.fail(result.error)
         return None
@@ -107,18 +112,23 @@ def endpoint_failure(profile: AgentProfile, cycle_id: str) -> dict[str, str] | N
     record = _endpoint_records(profile).get(cycle_id)
     if not isinstance(record, dict) or not isinstance(record.get("reason"), str):
         return None
-    return {"pass": str(record.get("pass") or "a model pass"), "reason": record["reason"],
-            "at": str(record.get("at") or "")}
+    return {
+        "pass": str(record.get("pass") or "a model pass"),
+        "reason": record["reason"],
+        "at": str(record.get("at") or ""),
+    }
 
 
-def record_endpoint_failure(profile: AgentProfile, cycle_id: str, pass_name: str, reason: str,
-                            now: datetime) -> None:
+def record_endpoint_failure(profile: AgentProfile, cycle_id: str, pass_name: str, reason: str, now: datetime) -> None:
     """Remember for the rest of this cycle that the endpoint is unreachable. Written atomically; a failure to write
     only costs the later passes their own attempt."""
     records = _endpoint_records(profile)
     records.setdefault(cycle_id, {"pass": pass_name, "reason": reason, "at": iso(now)})
-    newest = sorted(records.items(), key=lambda kv: str(kv[1].get("at", "")) if isinstance(kv[1], dict) else "",
-                    reverse=True)[:ENDPOINT_STATE_KEEP]
+    newest = sorted(
+        records.items(),
+        key=lambda kv: str(kv[1].get("at", "")) if isinstance(kv[1], dict) else "",
+        reverse=True,
+    )[:ENDPOINT_STATE_KEEP]
     path = profile.endpoint_state_path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,5 +162,8 @@ def note_malformed(report: PassReport, kind: str, read: Any) -> None:
     if read.malformed:
         report.count(f"malformed_{kind.replace('-', '_')}_lines", read.malformed)
         shown = "; ".join(read.problems[:3])
-        report.warn(f"{read.malformed} malformed line(s) in the {kind} log were skipped: {shown}"
-                    + (" …" if len(read.problems) > 3 else "") + " — fix or remove those lines")
+        report.warn(
+            f"{read.malformed} malformed line(s) in the {kind} log were skipped: {shown}"
+            + (" …" if len(read.problems) > 3 else "")
+            + " — fix or remove those lines"
+        )

@@ -7,7 +7,7 @@ prefers the most specific), every other metadata key dropped. Provenance ("Prove
 
 Choices where the spec is silent, each the one that loses nothing:
 - ``mergedFrom`` is a JSON list of the source ids in the order the model listed them (``["a","b"]``): unambiguous
-  for any id, and what ``dream_assets.audit.merged_from`` reads first.
+  for any id, and what ``dream_assets.memory_audit.merged_from`` reads first.
 - Importance is the highest of the sources, so a merge never demotes a fact below what any source already had.
 - ``decayAppliedThrough`` (importance decay's calendar stamp) carries the latest of the sources, so decay does not
   re-apply time the importance taken over has already been decayed for.
@@ -26,7 +26,7 @@ from typing import Any
 
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, parse_ts, utc
 from dream_assets.passes.importance_decay import APPLIED_KEY
-from dream_assets.text.fingerprint import stable_hash
+from dream_assets.text.content_hash import stable_hash
 
 MERGED_FROM_KEY = "mergedFrom"
 MERGED_AT_KEY = "mergedAt"
@@ -35,8 +35,10 @@ REJECTED_AT_KEY = "consolidationRejectedAt"
 
 _POINT, _START, _END = SUBJECT_TIME_KEYS
 # YYYY, YYYY-MM, YYYY-MM-DD, optionally with a time and a zone.
-_ISO_LIKE = re.compile(r"^\d{4}(?:-\d{2}(?:-\d{2}(?:[T ]\d{2}(?::\d{2}(?::\d{2}(?:\.\d+)?)?)?"
-                       r"(?:Z|z|[+-]\d{2}:?\d{2})?)?)?)?$")
+_ISO_LIKE = re.compile(
+    r"^\d{4}(?:-\d{2}(?:-\d{2}(?:[T ]\d{2}(?::\d{2}(?::\d{2}(?:\.\d+)?)?)?"
+    r"(?:Z|z|[+-]\d{2}:?\d{2})?)?)?)?$"
+)
 _PAST_END = "\uffff"  # a partial date as an end bound reaches to its last instant: "2026-05" ends after "2026-05-31"
 
 
@@ -87,8 +89,10 @@ def merge_subject_time(metadatas: Sequence[Mapping[str, str]]) -> dict[str, str]
         # A range covers every moment the sources talk about, points included.
         bounds_start = starts + (points if _POINT in result and starts else [])
         bounds_end = ends + (points if _POINT in result and ends else [])
-        for key, values, pick, sort_key in ((_START, _distinct(bounds_start), min, _start_key),
-                                            (_END, _distinct(bounds_end), max, _end_key)):
+        for key, values, pick, sort_key in (
+            (_START, _distinct(bounds_start), min, _start_key),
+            (_END, _distinct(bounds_end), max, _end_key),
+        ):
             if not values:
                 continue
             if all(_is_iso(v) for v in values):
@@ -124,8 +128,15 @@ def merged_fields(entries: Sequence[MemoryEntry]) -> dict[str, Any]:
     }
 
 
-def build_merged_entry(sources: Sequence[MemoryEntry], *, entry_id: str, content: str, category: str,
-                       tags: Sequence[str], now: datetime) -> MemoryEntry:
+def build_merged_entry(
+    sources: Sequence[MemoryEntry],
+    *,
+    entry_id: str,
+    content: str,
+    category: str,
+    tags: Sequence[str],
+    now: datetime,
+) -> MemoryEntry:
     """The merged record. Temporal fields, importance and metadata come from the sources, never from the model."""
     if not sources:
         raise ValueError("build_merged_entry: a merge needs at least one source entry")
@@ -152,8 +163,9 @@ def rejected_cluster_id(source_ids: Iterable[str]) -> str:
     return stable_hash("consolidation-rejected-cluster", sorted(set(source_ids)))[:16]
 
 
-def fold_into(keeper: MemoryEntry, sources: Sequence[MemoryEntry], *, tags: Sequence[str] = (),
-              now: datetime) -> MemoryEntry:
+def fold_into(
+    keeper: MemoryEntry, sources: Sequence[MemoryEntry], *, tags: Sequence[str] = (), now: datetime
+) -> MemoryEntry:
     """``keeper`` after ``sources`` that say the same thing are folded into it (an exact duplicate, or a merge whose
     text an existing entry already holds): its id, content and category stay; the temporal fields follow the merge
     arithmetic over keeper and sources (first seen = min, last seen = max, reinforcement = sum, subject time
@@ -173,8 +185,7 @@ def fold_into(keeper: MemoryEntry, sources: Sequence[MemoryEntry], *, tags: Sequ
     if decay:
         metadata[APPLIED_KEY] = decay
     return keeper.with_(
-        tags=tuple(sorted({str(t).strip() for e in everyone for t in e.tags} | {str(t).strip() for t in tags}
-                          - {""})),
+        tags=tuple(sorted({str(t).strip() for e in everyone for t in e.tags} | {str(t).strip() for t in tags} - {""})),
         updated_at=now,
         metadata=metadata,
         **merged_fields(everyone),

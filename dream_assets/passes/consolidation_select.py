@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 
 from dream_assets.model import MemoryEntry, iso, parse_ts
 from dream_assets.store.connection import StoreError
-from dream_assets.text.fingerprint import review_fingerprint, stable_hash
+from dream_assets.text.content_hash import review_fingerprint, stable_hash
 from dream_assets.text.similarity import DuplicateClusters
 
 #: Metadata key of the review stamp (spec: "consolidationReviewedHash in entry metadata").
@@ -76,8 +76,9 @@ def _settled_until(members: Sequence[MemoryEntry], cooldown: timedelta) -> datet
 
 def review_hash(entry: MemoryEntry) -> str:
     """The review fingerprint of an entry as it is now: content, category, tags, reinforcement and last-seen time."""
-    return review_fingerprint(entry.content, entry.category, entry.tags, entry.reinforcement_count,
-                              iso(entry.last_seen_at))
+    return review_fingerprint(
+        entry.content, entry.category, entry.tags, entry.reinforcement_count, iso(entry.last_seen_at)
+    )
 
 
 def is_reviewed(entry: MemoryEntry, current_hash: str | None = None) -> bool:
@@ -91,14 +92,14 @@ class Selection:
     """What the model may see this cycle, and the review fingerprint of each shown entry as it was shown."""
 
     live: int
-    eligible: dict[str, MemoryEntry]            # id -> the entry as shown (the only ids a response can resolve to)
-    shown_hash: dict[str, str]                  # id -> review fingerprint when shown (compared again at apply time)
-    clusters: list[list[str]]                   # open near-duplicate clusters offered to the model
-    unreviewed: int                             # entries new or changed since their last review
-    settled_clusters: int                       # clusters withheld because every member is reviewed and unchanged
+    eligible: dict[str, MemoryEntry]  # id -> the entry as shown (the only ids a response can resolve to)
+    shown_hash: dict[str, str]  # id -> review fingerprint when shown (compared again at apply time)
+    clusters: list[list[str]]  # open near-duplicate clusters offered to the model
+    unreviewed: int  # entries new or changed since their last review
+    settled_clusters: int  # clusters withheld because every member is reviewed and unchanged
     scan_method: str = ""
     warnings: list[str] = field(default_factory=list)
-    backlog: int = 0                            # eligible but over the per-call cap: not shown, not stamped, next cycle
+    backlog: int = 0  # eligible but over the per-call cap: not shown, not stamped, next cycle
     reoffered: list[list[str]] = field(default_factory=list)  # shown clusters that were settled before (merge-only)
 
     @property
@@ -109,9 +110,15 @@ class Selection:
         return list(self.eligible.values())
 
 
-def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateClusters],
-                      max_entries: int | None = None, *, review_all: bool = False, now: datetime | None = None,
-                      cooldown: timedelta = timedelta(days=7)) -> Selection:
+def select_candidates(
+    live: Sequence[MemoryEntry],
+    scan: Callable[[], DuplicateClusters],
+    max_entries: int | None = None,
+    *,
+    review_all: bool = False,
+    now: datetime | None = None,
+    cooldown: timedelta = timedelta(days=7),
+) -> Selection:
     """Gate the live corpus. ``scan`` returns the near-duplicate clusters of the live corpus (the store's
     duplicate-candidate scan); when it raises, the selection is the unreviewed entries alone, with a warning.
 
@@ -137,8 +144,10 @@ def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateC
     except StoreError:
         raise  # the store itself is busy or damaged: the pass fails (and says so), it does not carry on around it
     except Exception as exc:  # noqa: BLE001 - any scan failure degrades the same way (spec: never the whole corpus)
-        warnings.append(f"near-duplicate scan failed ({type(exc).__name__}: {exc}); only new or changed entries are "
-                        "eligible this cycle")
+        warnings.append(
+            f"near-duplicate scan failed ({type(exc).__name__}: {exc}); only new or changed entries are "
+            "eligible this cycle"
+        )
     else:
         method = found.method
         if found.warning:
@@ -148,8 +157,9 @@ def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateC
             if len(members) < 2:
                 continue
             set_id = cluster_set_id(members)
-            if any(i in unreviewed for i in members) \
-                    or any(by_id[i].metadata.get(CLUSTER_SET_KEY) != set_id for i in members):
+            if any(i in unreviewed for i in members) or any(
+                by_id[i].metadata.get(CLUSTER_SET_KEY) != set_id for i in members
+            ):
                 clusters.append(members)  # new, changed, or never shown together as this set
                 continue
             until = _settled_until([by_id[i] for i in members], cooldown)
@@ -176,7 +186,15 @@ def select_candidates(live: Sequence[MemoryEntry], scan: Callable[[], DuplicateC
     backlog = len((really_unreviewed | {i for c in waiting for i in c}) - eligible_ids)
     # Keep corpus order (created_at, id) so everything downstream is deterministic.
     eligible = {e.id: e for e in live if e.id in eligible_ids}
-    return Selection(live=len(live), eligible=eligible, shown_hash={i: hashes[i] for i in eligible},
-                     clusters=shown_clusters, unreviewed=len(really_unreviewed), settled_clusters=settled,
-                     scan_method=method, warnings=warnings, backlog=backlog,
-                     reoffered=[c for c in reoffered if c in shown_clusters])
+    return Selection(
+        live=len(live),
+        eligible=eligible,
+        shown_hash={i: hashes[i] for i in eligible},
+        clusters=shown_clusters,
+        unreviewed=len(really_unreviewed),
+        settled_clusters=settled,
+        scan_method=method,
+        warnings=warnings,
+        backlog=backlog,
+        reoffered=[c for c in reoffered if c in shown_clusters],
+    )

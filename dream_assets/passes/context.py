@@ -50,10 +50,27 @@ class PassContext:
 
         return build_model_client(self.options, self.profile)
 
-    def record(self, pass_name: str, kind: str, target: MemoryEntry | Skill, *, before: MemoryEntry | Skill | None,
-               after: MemoryEntry | Skill | None, reason: str) -> None:
+    def record(
+        self,
+        pass_name: str,
+        kind: str,
+        target: MemoryEntry | Skill,
+        *,
+        before: MemoryEntry | Skill | None,
+        after: MemoryEntry | Skill | None,
+        reason: str,
+    ) -> None:
         """Write one row of the change log for this cycle (see store/changes.py)."""
         target_type = "memory" if isinstance(target, MemoryEntry) else "skill"
         target_id = target.id if isinstance(target, MemoryEntry) else target.name
-        self.store.changes.record(cycle_id=self.cycle_id, pass_name=pass_name, kind=kind, target_type=target_type,
-                                  target_id=target_id, before=before, after=after, reason=reason, now=self.now)
+        self.store.changes.record(
+            cycle_id=self.cycle_id,
+            pass_name=pass_name,
+            kind=kind,
+            target_type=target_type,
+            target_id=target_id,
+            before=before,
+            after=after,
+            reason=reason,
+            now=self.now,
+        )

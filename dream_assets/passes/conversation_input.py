@@ -33,9 +33,9 @@ PENDING_MAX_AGE = timedelta(days=7)
 
 @dataclass
 class ConversationInput:
-    sessions: dict[str, list[ConversationTurn]] = field(default_factory=dict)   # first-seen (time) order
-    retried: int = 0                 # turns read back from the warehouse, left by an earlier failed run
-    span: PendingTurns | None = None   # the event times of every turn in ``sessions``
+    sessions: dict[str, list[ConversationTurn]] = field(default_factory=dict)  # first-seen (time) order
+    retried: int = 0  # turns read back from the warehouse, left by an earlier failed run
+    span: PendingTurns | None = None  # the event times of every turn in ``sessions``
 
     @property
     def turns(self) -> int:
@@ -48,26 +48,34 @@ def gather(ctx: PassContext, pass_name: str, live: list[ConversationTurn], repor
     retried = 0
     pending = ctx.ledger.pending(pass_name)
     for warning in (ctx.ledger.warning or "").split("; "):
-        if pass_name in warning:   # e.g. its unprocessed turns could not be read from the ledger
+        if pass_name in warning:  # e.g. its unprocessed turns could not be read from the ledger
             report.warn(warning)
     if pending is not None:
         oldest = ctx.now - PENDING_MAX_AGE
         if pending.since < oldest:
-            report.warn(f"turns from {iso(pending.since)} to {iso(min(pending.until, oldest))} that an earlier run "
-                        f"of {pass_name} could not process are older than {PENDING_MAX_AGE.days} days and are given "
-                        "up (they stay in the log warehouse)")
+            report.warn(
+                f"turns from {iso(pending.since)} to {iso(min(pending.until, oldest))} that an earlier run "
+                f"of {pass_name} could not process are older than {PENDING_MAX_AGE.days} days and are given "
+                "up (they stay in the log warehouse)"
+            )
             report.count("turns_given_up_spans")
         if pending.until >= oldest:
-            archived = read_archived(ctx.profile, CONVERSATION, max(pending.since, oldest),
-                                     pending.until + timedelta(microseconds=1))
+            archived = read_archived(
+                ctx.profile,
+                CONVERSATION,
+                max(pending.since, oldest),
+                pending.until + timedelta(microseconds=1),
+            )
             note_malformed(report, "archived conversation", archived)
             seen = {_identity(t) for t in live}
             older = [t for t in archived.events if _identity(t) not in seen]
             retried = len(older)
             turns = older + turns
             if retried:
-                report.info(f"{retried} turn(s) from {iso(pending.since)} to {iso(pending.until)} that an earlier run "
-                            "could not process were read back from the log warehouse")
+                report.info(
+                    f"{retried} turn(s) from {iso(pending.since)} to {iso(pending.until)} that an earlier run "
+                    "could not process were read back from the log warehouse"
+                )
     turns.sort(key=lambda t: t.timestamp)
     sessions: dict[str, list[ConversationTurn]] = {}
     for t in turns:
@@ -77,8 +85,9 @@ def gather(ctx: PassContext, pass_name: str, live: list[ConversationTurn], repor
     return ConversationInput(sessions, retried, span)
 
 
-def settle(ctx: PassContext, pass_name: str, given: ConversationInput, report: PassReport, *,
-           raised: bool = False) -> None:
+def settle(
+    ctx: PassContext, pass_name: str, given: ConversationInput, report: PassReport, *, raised: bool = False
+) -> None:
     """After the run: keep the span pending when the call failed or was deferred (or the pass raised), else clear it.
     Writing the ledger must not turn an outcome into another: a failure to write is a warning."""
     unprocessed = raised or report.status in ("failed", "deferred")
@@ -86,8 +95,10 @@ def settle(ctx: PassContext, pass_name: str, given: ConversationInput, report: P
     try:
         if span is not None:
             ctx.ledger.set_pending(pass_name, span)
-            report.info(f"the {given.turns} turn(s) of this run ({iso(span.since)} to {iso(span.until)}) are retried "
-                        "next cycle from the log warehouse")
+            report.info(
+                f"the {given.turns} turn(s) of this run ({iso(span.since)} to {iso(span.until)}) are retried "
+                "next cycle from the log warehouse"
+            )
         elif ctx.ledger.pending(pass_name) is not None:
             ctx.ledger.set_pending(pass_name, None)
     except OSError as exc:

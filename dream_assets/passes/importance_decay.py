@@ -33,12 +33,12 @@ from dream_assets.model import MemoryEntry, iso, parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
-from dream_assets.text.fingerprint import stable_hash
+from dream_assets.text.content_hash import stable_hash
 
 PASS = "importance_decay"
 APPLIED_KEY = "decayAppliedThrough"
 CONTENT_HASH_KEY = "decayContentHash"
-MERGED_AT_KEY = "mergedAt"   # written by consolidation_merge.build_merged_entry (which imports this module)
+MERGED_AT_KEY = "mergedAt"  # written by consolidation_merge.build_merged_entry (which imports this module)
 
 
 def content_hash(content: str) -> str:
@@ -105,5 +105,7 @@ def run_importance_decay(ctx: PassContext) -> PassReport:
                 reached_floor += 1
     ctx.store.memories.set_importance(importance, now=ctx.now, stamps=stamps)
     report.counts.update({"decayed": len(importance), "at_floor": reached_floor})
-    return report.finish(f"importance decayed on {len(importance)} entries ({reached_floor} at the floor "
-                         f"{opts.ImportanceDecayFloor:.2f})")
+    return report.finish(
+        f"importance decayed on {len(importance)} entries ({reached_floor} at the floor "
+        f"{opts.ImportanceDecayFloor:.2f})"
+    )

@@ -56,8 +56,17 @@ from dream_assets.store.logs import (
 from dream_assets.store.warehouse import archive_file_ranges
 
 PASS_NAME = "log_retention"
-COUNT_KEYS = ("files_deleted_age", "files_deleted_count", "files_trimmed", "lines_trimmed", "lines_archived",
-              "errors", "lines_undated", "lines_unarchivable", "temp_files_removed")
+COUNT_KEYS = (
+    "files_deleted_age",
+    "files_deleted_count",
+    "files_trimmed",
+    "lines_trimmed",
+    "lines_archived",
+    "errors",
+    "lines_undated",
+    "lines_unarchivable",
+    "temp_files_removed",
+)
 APPLY_THREADS = 8
 log = logging.getLogger("dream_assets.passes")
 #: A temp file last written longer ago than this is left over from a rewrite that was killed.
@@ -76,9 +85,9 @@ class _Plan:
     identity: tuple[int, int]
     mtime_ns: int
     end: int
-    action: str                 # "trim" | "age" | "count"
+    action: str  # "trim" | "age" | "count"
     lines: int = 0
-    unarchivable: int = 0       # lines removed that were too long to archive
+    unarchivable: int = 0  # lines removed that were too long to archive
     failed: str | None = None
 
 
@@ -100,7 +109,7 @@ def run_log_retention(profile: AgentProfile, options: DreamOptions, now: datetim
     for kind in SESSION_LOGS:
         try:
             _sweep_session_dir(profile, kind, options, now, report)
-        except Exception as exc:   # best effort (spec): one log's failure does not stop the sweep
+        except Exception as exc:  # best effort (spec): one log's failure does not stop the sweep
             _error(report, display_path(profile, profile.session_log_dir(kind)), exc)
 
     for kind in SINGLE_FILE_LOGS:
@@ -116,10 +125,15 @@ def run_log_retention(profile: AgentProfile, options: DreamOptions, now: datetim
 
     c = {k: int(report.counts[k]) for k in COUNT_KEYS}
     deleted = c["files_deleted_age"] + c["files_deleted_count"]
-    extra = "".join(f", {c[key]:,} {label}" for key, label in (
-        ("lines_undated", "lines archived as raw text (no readable record)"),
-        ("lines_unarchivable", "lines too long to archive removed"),
-        ("temp_files_removed", "leftover temp files removed")) if c[key])
+    extra = "".join(
+        f", {c[key]:,} {label}"
+        for key, label in (
+            ("lines_undated", "lines archived as raw text (no readable record)"),
+            ("lines_unarchivable", "lines too long to archive removed"),
+            ("temp_files_removed", "leftover temp files removed"),
+        )
+        if c[key]
+    )
     return report.finish(
         f"log retention — {deleted:,} files deleted (age {c['files_deleted_age']:,}, count "
         f"{c['files_deleted_count']:,}), {c['files_trimmed']:,} files trimmed ({c['lines_trimmed']:,} lines), "
@@ -127,8 +141,9 @@ def run_log_retention(profile: AgentProfile, options: DreamOptions, now: datetim
     )
 
 
-def trim_file_to_last_lines(path: Path, max_lines: int, lock_path: Path, *,
-                            archive: Callable[[Iterable[str]], None] | None = None) -> int:
+def trim_file_to_last_lines(
+    path: Path, max_lines: int, lock_path: Path, *, archive: Callable[[Iterable[str]], None] | None = None
+) -> int:
     """Keep the last ``max_lines`` complete lines of ``path``; returns the lines removed (0 when disabled).
 
     ``archive`` first receives the lines about to be removed, streamed; if it raises, the file is not touched.
@@ -143,24 +158,32 @@ def trim_file_to_last_lines(path: Path, max_lines: int, lock_path: Path, *,
     if archive is None:
         plan.lines = count_lines_between(path, 0, plan.end)
     else:
+
         def sink(pairs: Iterable[tuple[str, str]]) -> int:
             archive(line for _, line in pairs)
             return 0
+
         _archive([plan], sink)
         if plan.failed:
             raise OSError(f"{path}: {plan.failed}")
         if plan.unarchivable:
-            log.warning("%s: %d line(s) longer than %d bytes removed without archiving", path, plan.unarchivable,
-                        line_batch.MAX_LINE_BYTES)
+            log.warning(
+                "%s: %d line(s) longer than %d bytes removed without archiving",
+                path,
+                plan.unarchivable,
+                line_batch.MAX_LINE_BYTES,
+            )
     return plan.lines if _apply_one(plan) else 0
 
 
 # --- per-session directories -------------------------------------------------------------------------------
 
-def _sweep_session_dir(profile: AgentProfile, kind: str, options: DreamOptions, now: datetime,
-                       report: PassReport) -> None:
+
+def _sweep_session_dir(
+    profile: AgentProfile, kind: str, options: DreamOptions, now: datetime, report: PassReport
+) -> None:
     files = []
-    for path in log_files(profile, kind):   # top-level {sessionId}.jsonl only; sub-directories are not swept
+    for path in log_files(profile, kind):  # top-level {sessionId}.jsonl only; sub-directories are not swept
         try:
             files.append((path, os.stat(path)))
         except FileNotFoundError:
@@ -177,7 +200,7 @@ def _sweep_session_dir(profile: AgentProfile, kind: str, options: DreamOptions, 
         files = [(p, st) for p, st in files if st.st_mtime_ns >= cutoff_ns]
     max_files = options.LogRetentionMaxFilesPerDirectory
     if 0 < max_files < len(files):
-        files.sort(key=lambda f: (f[1].st_mtime_ns, f[0].name))   # oldest last-write first
+        files.sort(key=lambda f: (f[1].st_mtime_ns, f[0].name))  # oldest last-write first
         excess = len(files) - max_files
         doomed += [plan(p, st, "count", st.st_size) for p, st in files[:excess]]
         files = files[excess:]
@@ -205,6 +228,7 @@ def _sweep_session_dir(profile: AgentProfile, kind: str, options: DreamOptions, 
 
 # --- planning, archiving, applying -------------------------------------------------------------------------
 
+
 def _plan_trim(path: Path, lock_path: Path, max_lines: int) -> _Plan | None:
     st = os.stat(path)
     cut = find_cut_offset(path, max_lines)
@@ -213,8 +237,7 @@ def _plan_trim(path: Path, lock_path: Path, max_lines: int) -> _Plan | None:
     return _Plan(path, lock_path, file_identity(st), st.st_mtime_ns, cut, "trim")
 
 
-def _archive_ranges(profile: AgentProfile, kind: str, plans: list[_Plan], now: datetime,
-                    report: PassReport) -> int:
+def _archive_ranges(profile: AgentProfile, kind: str, plans: list[_Plan], now: datetime, report: PassReport) -> int:
     """Archive every plan's doomed byte range [0, end) in one streamed warehouse write (the bulk path); a file that
     cannot be read is marked failed, and is then neither trimmed nor deleted. Lines archived as raw text and lines
     too long to archive are counted and named in the report."""
@@ -229,12 +252,15 @@ def _archive_ranges(profile: AgentProfile, kind: str, plans: list[_Plan], now: d
     report.count("lines_unarchivable", unarchivable)
     if result.problems:
         where = {plan.path.name: display_path(profile, plan.path) for plan in plans}
-        shown = "; ".join(f"{where.get(source, source)}:{lineno}: {reason}"
-                          for source, lineno, reason in result.problems[:5])
+        shown = "; ".join(
+            f"{where.get(source, source)}:{lineno}: {reason}" for source, lineno, reason in result.problems[:5]
+        )
         more = len(result.problems) - 5 if len(result.problems) > 5 else 0
-        message = (f"{kind}: {result.undated:,} line(s) that are not readable records were archived as raw text "
-                   f"(warehouse date=unknown) and {unarchivable:,} line(s) too long to archive were removed: {shown}"
-                   + (f" … and more ({more}+ not shown)" if more else ""))
+        message = (
+            f"{kind}: {result.undated:,} line(s) that are not readable records were archived as raw text "
+            f"(warehouse date=unknown) and {unarchivable:,} line(s) too long to archive were removed: {shown}"
+            + (f" … and more ({more}+ not shown)" if more else "")
+        )
         (report.warn if unarchivable else report.info)(message)
     return result.added
 
@@ -242,17 +268,21 @@ def _archive_ranges(profile: AgentProfile, kind: str, plans: list[_Plan], now: d
 def _archive(plans: list[_Plan], sink: Sink) -> int:
     """Stream every plan's doomed lines to the sink; a file that cannot be read is marked failed, not applied. A line
     too long to archive is not streamed, and is counted on its plan."""
+
     def pairs() -> Iterator[tuple[str, str]]:
         for plan in plans:
+
             def oversized(lineno: int, size: int, plan: _Plan = plan) -> None:
                 plan.lines += 1
                 plan.unarchivable += 1
+
             try:
                 for line in iter_lines_between(plan.path, 0, plan.end, on_oversized=oversized):
                     plan.lines += 1
                     yield plan.path.name, line
             except OSError as exc:
                 plan.failed = f"could not be read for archiving ({exc.strerror or exc})"
+
     return sink(pairs())
 
 
@@ -264,7 +294,7 @@ def _sweep_temp_files(profile: AgentProfile, now: datetime, report: PassReport) 
         try:
             st = os.stat(path)
             if st.st_mtime_ns >= cutoff_ns:
-                continue   # recent: a rewrite may still be writing it
+                continue  # recent: a rewrite may still be writing it
             path.unlink()
         except FileNotFoundError:
             continue
@@ -273,8 +303,11 @@ def _sweep_temp_files(profile: AgentProfile, now: datetime, report: PassReport) 
             continue
         report.count("temp_files_removed")
         last = iso(datetime.fromtimestamp(st.st_mtime_ns / 1e9, UTC))
-        report.change("temp-removed", where, f"left by an interrupted rewrite (last written {last}, "
-                                             f"{st.st_size:,} bytes)")
+        report.change(
+            "temp-removed",
+            where,
+            f"left by an interrupted rewrite (last written {last}, {st.st_size:,} bytes)",
+        )
 
 
 def _apply(profile: AgentProfile, plans: list[_Plan], report: PassReport) -> None:

@@ -124,19 +124,37 @@ def recent_feedback(ctx: PassContext, report: PassReport) -> list[dict[str, Any]
     opts = ctx.options
     if opts.FeedbackMaxSignals <= 0 or not log_exists(ctx.profile, "feedback"):
         return []  # an optional input (spec: IFeedbackStore): consolidation runs without it
-    read = read_events(ctx.profile, "feedback", since=ctx.now - opts.FeedbackWindow,
-                       until=ctx.now + timedelta(microseconds=1))
+    read = read_events(
+        ctx.profile,
+        "feedback",
+        since=ctx.now - opts.FeedbackWindow,
+        until=ctx.now + timedelta(microseconds=1),
+    )
     note_malformed(report, "feedback", read)
     items = []
-    for e in read.events[-opts.FeedbackMaxSignals:]:
-        items.append({"timestamp": iso(e.timestamp), "kind": e.kind, "rating": e.rating, "sessionId": e.session_id,
-                      "text": e.text, "domain": e.domain, "skillNames": list(e.skill_names)})
+    for e in read.events[-opts.FeedbackMaxSignals :]:
+        items.append(
+            {
+                "timestamp": iso(e.timestamp),
+                "kind": e.kind,
+                "rating": e.rating,
+                "sessionId": e.session_id,
+                "text": e.text,
+                "domain": e.domain,
+                "skillNames": list(e.skill_names),
+            }
+        )
     return items
 
 
 def _entry_input(e: MemoryEntry) -> dict[str, Any]:
-    return {"id": e.id, "content": e.content, "category": e.category, "tags": sorted(e.tags),
-            "subject": e.subject_time or None}
+    return {
+        "id": e.id,
+        "content": e.content,
+        "category": e.category,
+        "tags": sorted(e.tags),
+        "subject": e.subject_time or None,
+    }
 
 
 # --------------------------------------------------------------------------------------------------- apply state
@@ -144,12 +162,12 @@ def _entry_input(e: MemoryEntry) -> dict[str, Any]:
 class _Apply:
     """What applying one answer did, for the counts, the stamps and the summary."""
 
-    persisted_sources: dict[str, str] = field(default_factory=dict)   # source id -> merged entry id
-    merge_sources: set[str] = field(default_factory=set)              # every resolved source of any toSave merge
-    untouched: set[str] = field(default_factory=set)                  # not to be stamped: retried next cycle
+    persisted_sources: dict[str, str] = field(default_factory=dict)  # source id -> merged entry id
+    merge_sources: set[str] = field(default_factory=set)  # every resolved source of any toSave merge
+    untouched: set[str] = field(default_factory=set)  # not to be stamped: retried next cycle
     rejected_stamps: dict[str, dict[str, str]] = field(default_factory=dict)
-    archived: set[str] = field(default_factory=set)                   # archived by this answer (committed)
-    pinned: dict[str, str] = field(default_factory=dict)              # carrier id -> removal that relies on it
+    archived: set[str] = field(default_factory=set)  # archived by this answer (committed)
+    pinned: dict[str, str] = field(default_factory=dict)  # carrier id -> removal that relies on it
     repairs_used: int = 0
 
 
@@ -162,15 +180,22 @@ class _Verdict:
     carrier: str | None = None
 
 
-def _changed_since_shown(selection: Selection, current: dict[str, MemoryEntry], ids: Sequence[str],
-                         archived_here: set[str] | frozenset[str] = frozenset()) -> list[str]:
+def _changed_since_shown(
+    selection: Selection,
+    current: dict[str, MemoryEntry],
+    ids: Sequence[str],
+    archived_here: set[str] | frozenset[str] = frozenset(),
+) -> list[str]:
     """Ids whose entry is gone, archived or rewritten since the model was shown it (a concurrent edit wins). An entry
     this answer archived itself (a source shared by two merges) is not a concurrent edit."""
     changed = []
     for i in ids:
         now_entry = current.get(i)
-        if now_entry is None or review_hash(now_entry) != selection.shown_hash[i] \
-                or (now_entry.is_archived and i not in archived_here):
+        if (
+            now_entry is None
+            or review_hash(now_entry) != selection.shown_hash[i]
+            or (now_entry.is_archived and i not in archived_here)
+        ):
             changed.append(i)
     return changed
 
@@ -184,22 +209,34 @@ def _invalid(report: PassReport, target: str, reason: str) -> None:
 
 def _save_problem(save: MemorySave, n: int, max_chars: int) -> str | None:
     fields_set = save.model_fields_set
-    return (problem(save.content, "content", field=f"toSave[{n}].content", max_chars=max_chars)
-            or (problem(save.category, "category", field=f"toSave[{n}].category") if "category" in fields_set
-                else None)
-            or (problem(save.tags, "tags", field=f"toSave[{n}].tags") if "tags" in fields_set else None))
+    return (
+        problem(save.content, "content", field=f"toSave[{n}].content", max_chars=max_chars)
+        or (problem(save.category, "category", field=f"toSave[{n}].category") if "category" in fields_set else None)
+        or (problem(save.tags, "tags", field=f"toSave[{n}].tags") if "tags" in fields_set else None)
+    )
 
 
-def _repair(ctx: PassContext, report: PassReport, sources: Sequence[MemoryEntry], merged_text: str,
-            missing: Sequence[str], invented: Sequence[str], dropped: Sequence[str] = ()) -> str | None:
+def _repair(
+    ctx: PassContext,
+    report: PassReport,
+    sources: Sequence[MemoryEntry],
+    merged_text: str,
+    missing: Sequence[str],
+    invented: Sequence[str],
+    dropped: Sequence[str] = (),
+) -> str | None:
     """One narrow repair call. A failed call or an unusable answer is a failed repair (the merge stays rejected),
     not a failed pass. ``missing`` in the inputs lists every string the merged text must contain again: the
     dropped specifics, then the dropped source sentences (also under ``dropped``)."""
     sub = PassReport(REPAIR_PASS)
     prompt = render_merge_repair(merged_text, sources, missing, invented, dropped)
-    inputs = {"merged": merged_text, "sources": [{"id": s.id, "content": s.content} for s in sources],
-              "missing": list(dict.fromkeys([*missing, *dropped])), "invented": list(invented),
-              "dropped": list(dropped)}
+    inputs = {
+        "merged": merged_text,
+        "sources": [{"id": s.id, "content": s.content} for s in sources],
+        "missing": list(dict.fromkeys([*missing, *dropped])),
+        "invented": list(invented),
+        "dropped": list(dropped),
+    }
     response = call_model(ctx, sub, REPAIR_PASS, prompt, inputs)
     for key, value in sub.usage.items():
         report.usage[key] = report.usage.get(key, 0.0) + value
@@ -229,13 +266,25 @@ def _save_new_entry(ctx: PassContext, report: PassReport, save: MemorySave, cont
                 reviewed = review_hash(entry)
                 memories.set_metadata({entry.id: {REVIEWED_KEY: reviewed}})
                 entry = entry.with_(metadata={**entry.metadata, REVIEWED_KEY: reviewed})
-                ctx.record(PASS, "created", entry, before=None, after=entry,
-                           reason=f"new entry proposed by the model in {entry.category}")
+                ctx.record(
+                    PASS,
+                    "created",
+                    entry,
+                    before=None,
+                    after=entry,
+                    reason=f"new entry proposed by the model in {entry.category}",
+                )
             else:
                 prior = before.get(result.matched_id or "")
-                ctx.record(PASS, "updated", entry, before=prior or entry, after=entry,
-                           reason=f"new entry proposed by the model {result.action} existing entry {entry.id} "
-                                  "(save-time dedup)")
+                ctx.record(
+                    PASS,
+                    "updated",
+                    entry,
+                    before=prior or entry,
+                    after=entry,
+                    reason=f"new entry proposed by the model {result.action} existing entry {entry.id} "
+                    "(save-time dedup)",
+                )
     except (ContentError, OSError) as exc:
         report.warn(f"could not save new entry [{save.category}] {content[:80]!r}: {exc}")
         report.count("failed_saves")
@@ -254,16 +303,28 @@ def _quoted(strings: Sequence[str]) -> str:
     return ", ".join(f'"{s}"' for s in strings)
 
 
-def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, vocab: CoverageVocabulary,
-                 state: _Apply, save: MemorySave, sources: list[MemoryEntry], content: str) -> None:
+def _apply_merge(
+    ctx: PassContext,
+    report: PassReport,
+    selection: Selection,
+    vocab: CoverageVocabulary,
+    state: _Apply,
+    save: MemorySave,
+    sources: list[MemoryEntry],
+    content: str,
+) -> None:
     opts = ctx.options
     memories = ctx.store.memories
     ids = [s.id for s in sources]
     only = sources[0] if len(sources) == 1 else None
     category = save.category.strip() if "category" in save.model_fields_set else sources[0].category
     tags = save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
-    if only is not None and content == only.content.strip() and category == only.category \
-            and set(tags) == set(only.tags):
+    if (
+        only is not None
+        and content == only.content.strip()
+        and category == only.category
+        and set(tags) == set(only.tags)
+    ):
         report.count("unchanged")  # an echo of the entry: nothing to replace
         return
 
@@ -288,34 +349,44 @@ def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, voc
                 check, invented, dropped = again, again_invented, again_dropped
         else:
             report.count("repair_capped")
-            report.info(f"merge repair skipped for {_ids(ids)}: MergeRepairMaxPerCycle ({opts.MergeRepairMaxPerCycle}) "
-                        "reached this cycle")
+            report.info(
+                f"merge repair skipped for {_ids(ids)}: MergeRepairMaxPerCycle ({opts.MergeRepairMaxPerCycle}) "
+                "reached this cycle"
+            )
     if not check.ok or invented or dropped:
         cluster = rejected_cluster_id(ids)
         for i in ids:
             state.rejected_stamps[i] = {REJECTED_CLUSTER_KEY: cluster, REJECTED_AT_KEY: iso(ctx.now) or ""}
         report.count("rejected")
-        why = ([f"missing {_quoted(check.missing)}"] if check.missing else []) + \
-              ([f"drops the content of {_quoted(dropped)}"] if dropped else []) + \
-              ([f"invented {_quoted(invented)} (in no source)"] if invented else [])
+        why = (
+            ([f"missing {_quoted(check.missing)}"] if check.missing else [])
+            + ([f"drops the content of {_quoted(dropped)}"] if dropped else [])
+            + ([f"invented {_quoted(invented)} (in no source)"] if invented else [])
+        )
         if invented:
             report.count("rejected_invented")
         if dropped:
             report.count("rejected_dropped")
         report.change("merge-rejected", cluster, f"sources {_ids(ids)} kept; {'; '.join(why)}")
-        report.info(f"rejected merge of {_ids(ids)} — the merged text "
-                    + " and ".join(([f"drops {_quoted(check.missing)}"] if check.missing else [])
-                                   + ([f"drops the content of {_quoted(dropped)}"] if dropped else [])
-                                   + ([f"states {_quoted(invented)}, which no source does"] if invented else []))
-                    + "; sources kept")
+        report.info(
+            f"rejected merge of {_ids(ids)} — the merged text "
+            + " and ".join(
+                ([f"drops {_quoted(check.missing)}"] if check.missing else [])
+                + ([f"drops the content of {_quoted(dropped)}"] if dropped else [])
+                + ([f"states {_quoted(invented)}, which no source does"] if invented else [])
+            )
+            + "; sources kept"
+        )
         return
 
     # Replacement and retirement are one write: the merged entry, its sources archived and every change-log row,
     # or none of it. The sources are re-read inside that write: a concurrent edit wins and the merge waits.
     what = "recategorised" if only is not None else "merged"
-    repaired = "; ".join(([f"restored {restored} specific(s)"] if restored else [])
-                         + ([f"restored {kept} dropped sentence(s)"] if kept else [])
-                         + ([f"removed {removed} invented specific(s)"] if removed else []))
+    repaired = "; ".join(
+        ([f"restored {restored} specific(s)"] if restored else [])
+        + ([f"restored {kept} dropped sentence(s)"] if kept else [])
+        + ([f"removed {removed} invented specific(s)"] if removed else [])
+    )
     retired: list[MemoryEntry] = []
     changed: list[str] = []
     try:
@@ -329,37 +400,66 @@ def _apply_merge(ctx: PassContext, report: PassReport, selection: Selection, voc
                 if is_reviewed(twin):
                     merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
                 merged = memories.replace(merged)
-                ctx.record(PASS, "updated", merged, before=twin, after=merged,
-                           reason=f"{what} from {_ids(ids)} equals live entry {twin.id}, which takes them in")
+                ctx.record(
+                    PASS,
+                    "updated",
+                    merged,
+                    before=twin,
+                    after=merged,
+                    reason=f"{what} from {_ids(ids)} equals live entry {twin.id}, which takes them in",
+                )
                 state.pinned.setdefault(twin.id, ids[0])
                 for i in ids:
                     if i in state.archived:
                         continue
                     after = memories.archive(i, now=ctx.now)
-                    ctx.record(PASS, "archived", after, before=current[i], after=after,
-                               reason=f"merged into existing entry {twin.id}")
+                    ctx.record(
+                        PASS,
+                        "archived",
+                        after,
+                        before=current[i],
+                        after=after,
+                        reason=f"merged into existing entry {twin.id}",
+                    )
                     retired.append(current[i])
             elif not changed:
-                merged = build_merged_entry([current[i] for i in ids], entry_id=new_id(), content=content,
-                                            category=category, tags=tags, now=ctx.now)
+                merged = build_merged_entry(
+                    [current[i] for i in ids],
+                    entry_id=new_id(),
+                    content=content,
+                    category=category,
+                    tags=tags,
+                    now=ctx.now,
+                )
                 # The merged text was judged this cycle against every source: stamp it reviewed so the next cycle
                 # does not re-ask the model about its own answer. Any later write re-opens it.
                 merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
                 merged = memories.put(merged)
-                ctx.record(PASS, "created", merged, before=None, after=merged,
-                           reason=f"{what} from {_ids(ids)}" + (f"; repaired, {repaired}" if repaired else ""))
+                ctx.record(
+                    PASS,
+                    "created",
+                    merged,
+                    before=None,
+                    after=merged,
+                    reason=f"{what} from {_ids(ids)}" + (f"; repaired, {repaired}" if repaired else ""),
+                )
                 for i in ids:
                     if i in state.archived:
                         continue  # already retired into an earlier merge of this answer
                     after = memories.archive(i, now=ctx.now)
-                    ctx.record(PASS, "archived", after, before=current[i], after=after,
-                               reason=f"merged into {merged.id}")
+                    ctx.record(
+                        PASS,
+                        "archived",
+                        after,
+                        before=current[i],
+                        after=after,
+                        reason=f"merged into {merged.id}",
+                    )
                     retired.append(current[i])
     except (ContentError, OSError) as exc:
         state.untouched.update(ids)
         report.count("failed_saves")
-        report.warn(f"could not save the merge of {_ids(ids)} ({exc}); nothing of it was written, its sources are "
-                    "kept")
+        report.warn(f"could not save the merge of {_ids(ids)} ({exc}); nothing of it was written, its sources are kept")
         return
     if changed:
         state.untouched.update(ids)
@@ -391,8 +491,16 @@ def _twin(ctx: PassContext, content: str, category: str, ids: Sequence[str], sta
     for other in ctx.store.memories.find_exact(content, category):
         if other.id in ids or other.id in state.archived:
             continue
-        if decide_dedup(other.content, content, max_chars=ctx.options.MaxContentChars, stored_category=other.category,
-                        incoming_category=category).action == REINFORCE:
+        if (
+            decide_dedup(
+                other.content,
+                content,
+                max_chars=ctx.options.MaxContentChars,
+                stored_category=other.category,
+                incoming_category=category,
+            ).action
+            == REINFORCE
+        ):
             return other
     return None
 
@@ -427,29 +535,54 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
         for other in members[1:]:
             if not _same_moment(keeper.subject_time, other.subject_time):
                 continue  # the same words about another moment
-            if decide_dedup(keeper.content, other.content, max_chars=ctx.options.MaxContentChars,
-                            stored_category=keeper.category, incoming_category=other.category).action == REINFORCE:
+            if (
+                decide_dedup(
+                    keeper.content,
+                    other.content,
+                    max_chars=ctx.options.MaxContentChars,
+                    stored_category=keeper.category,
+                    incoming_category=other.category,
+                ).action
+                == REINFORCE
+            ):
                 rest.append(other)
         if not rest:
             continue
         ids = [e.id for e in rest]
         with ctx.store.transaction():
             current = memories.get_many([keeper.id, *ids])
-            if any(current.get(e.id) is None or current[e.id].is_archived or current[e.id].content != e.content
-                   or current[e.id].category != e.category for e in (keeper, *rest)):
+            if any(
+                current.get(e.id) is None
+                or current[e.id].is_archived
+                or current[e.id].content != e.content
+                or current[e.id].category != e.category
+                for e in (keeper, *rest)
+            ):
                 report.count("deferred")
                 continue
             folded = fold_into(current[keeper.id], [current[i] for i in ids], now=ctx.now)
             if is_reviewed(current[keeper.id]):
                 folded = folded.with_(metadata={**folded.metadata, REVIEWED_KEY: review_hash(folded)})
             folded = memories.replace(folded)
-            ctx.record(PASS, "updated", folded, before=current[keeper.id], after=folded,
-                       reason=f"exact duplicates {_ids(ids)} folded in (same text after normalising case, white space "
-                              "and punctuation)")
+            ctx.record(
+                PASS,
+                "updated",
+                folded,
+                before=current[keeper.id],
+                after=folded,
+                reason=f"exact duplicates {_ids(ids)} folded in (same text after normalising case, white space "
+                "and punctuation)",
+            )
             for i in ids:
                 after = memories.archive(i, now=ctx.now)
-                ctx.record(PASS, "archived", after, before=current[i], after=after,
-                           reason=f"exact duplicate of {keeper.id}, folded into it")
+                ctx.record(
+                    PASS,
+                    "archived",
+                    after,
+                    before=current[i],
+                    after=after,
+                    reason=f"exact duplicate of {keeper.id}, folded into it",
+                )
         gone.update(ids)
         replaced[keeper.id] = folded
         report.count("folded", len(ids))
@@ -468,12 +601,17 @@ def _removal_verdict(ctx: PassContext, vocab: CoverageVocabulary, state: _Apply,
     carries, and will still carry after this answer: an entry that only mentions the same names carries nothing of
     what this one says. Carriers are looked for among the entry's best BM25 matches, not the whole corpus."""
     if entry.id in state.pinned:
-        return _Verdict(False, f"kept: it is the live entry that carries everything of {state.pinned[entry.id]}, "
-                               "removed in this answer")
+        return _Verdict(
+            False,
+            f"kept: it is the live entry that carries everything of {state.pinned[entry.id]}, removed in this answer",
+        )
     specifics = specifics_of(entry.content, entry.category, vocab)
     if not specifics and entry.importance < NOISE_IMPORTANCE:
-        return _Verdict(True, f"ephemeral: noise — no name, number or date, importance {entry.importance:.2f} below "
-                              f"{NOISE_IMPORTANCE:.2f}")
+        return _Verdict(
+            True,
+            f"ephemeral: noise — no name, number or date, importance {entry.importance:.2f} below "
+            f"{NOISE_IMPORTANCE:.2f}",
+        )
     words = content_tokens(entry.content)
     own = [CoverageSource(entry.content, entry.category)]
     names_only: str | None = None  # a live entry with every specific of it but not what it says
@@ -491,14 +629,19 @@ def _removal_verdict(ctx: PassContext, vocab: CoverageVocabulary, state: _Apply,
             what = "specific" if specifics else "word"
             return _Verdict(True, f"ephemeral: superseded — every {what} of it is in live entry {other.id}", other.id)
     if names_only:
-        return _Verdict(False, f"kept by the removal guard: live entry {names_only} names the same things but does "
-                               "not say what it says")
+        return _Verdict(
+            False,
+            f"kept by the removal guard: live entry {names_only} names the same things but does not say what it says",
+        )
     names = list(dict.fromkeys(s.text for s in specifics))
     if names:
         held = _quoted(names[:5]) + (" …" if len(names) > 5 else "")
         return _Verdict(False, f"kept by the removal guard: no other live entry carries {held}")
-    return _Verdict(False, f"kept by the removal guard: importance {entry.importance:.2f} is not below "
-                           f"{NOISE_IMPORTANCE:.2f} and no other live entry carries its words")
+    return _Verdict(
+        False,
+        f"kept by the removal guard: importance {entry.importance:.2f} is not below "
+        f"{NOISE_IMPORTANCE:.2f} and no other live entry carries its words",
+    )
 
 
 def _protect(report: PassReport, i: str, reason: str, content: str, *, guarded: bool) -> None:
@@ -509,8 +652,14 @@ def _protect(report: PassReport, i: str, reason: str, content: str, *, guarded: 
     report.info(f"protected {i} from ephemeral removal ({reason}): {_inline(content)}")
 
 
-def _retire(ctx: PassContext, report: PassReport, selection: Selection, vocab: CoverageVocabulary, state: _Apply,
-            to_delete: Sequence[str]) -> None:
+def _retire(
+    ctx: PassContext,
+    report: PassReport,
+    selection: Selection,
+    vocab: CoverageVocabulary,
+    state: _Apply,
+    to_delete: Sequence[str],
+) -> None:
     """Stand-alone ("ephemeral") removals: never a source of a merge that did not persist, never an entry above the
     high-value floor, never an entry the removal guard keeps, never an entry changed since it was shown. Each archive
     and its change-log row are one write, decided inside that write on the entry as it is then."""
@@ -526,8 +675,14 @@ def _retire(ctx: PassContext, report: PassReport, selection: Selection, vocab: C
             report.info(f"kept {i}: listed in toDelete, but it is a source of a merge that was not applied")
             continue
         if is_high_value(shown_entry, opts):
-            _protect(report, i, f"importance {shown_entry.importance:.2f}, reinforced {shown_entry.reinforcement_count}× "
-                                "— above the high-value floor", shown_entry.content, guarded=False)
+            _protect(
+                report,
+                i,
+                f"importance {shown_entry.importance:.2f}, reinforced {shown_entry.reinforcement_count}× "
+                "— above the high-value floor",
+                shown_entry.content,
+                guarded=False,
+            )
             continue
         verdict: _Verdict | None = None
         outcome = "archived"
@@ -538,9 +693,14 @@ def _retire(ctx: PassContext, report: PassReport, selection: Selection, vocab: C
             elif is_high_value(before, opts):  # the floor holds on the current state too
                 outcome = "floor"
             else:
-                verdict = (_removal_verdict(ctx, vocab, state, before) if opts.ConsolidationRemovalGuardEnabled else
-                           _Verdict(True, "ephemeral: flagged by the model as noisy, low-value or superseded "
-                                          "(removal guard off)"))
+                verdict = (
+                    _removal_verdict(ctx, vocab, state, before)
+                    if opts.ConsolidationRemovalGuardEnabled
+                    else _Verdict(
+                        True,
+                        "ephemeral: flagged by the model as noisy, low-value or superseded (removal guard off)",
+                    )
+                )
                 if verdict.remove:
                     after = memories.archive(i, now=ctx.now)
                     ctx.record(PASS, "archived", after, before=before, after=after, reason=verdict.reason)
@@ -586,35 +746,66 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
         if any(i in state.archived or i in state.untouched or i in state.persisted_sources for i in cluster):
             continue  # not left whole: its membership changes, which is a new question
         set_id = cluster_set_id(cluster)
-        before = max((declined_count(selection.eligible[i].metadata) for i in cluster
-                      if selection.eligible[i].metadata.get(CLUSTER_SET_KEY) == set_id), default=0)
+        before = max(
+            (
+                declined_count(selection.eligible[i].metadata)
+                for i in cluster
+                if selection.eligible[i].metadata.get(CLUSTER_SET_KEY) == set_id
+            ),
+            default=0,
+        )
         for i in cluster:
-            updates.setdefault(i, {}).update({CLUSTER_SET_KEY: set_id, CLUSTER_LEFT_AT_KEY: iso(ctx.now) or "",
-                                              CLUSTER_DECLINED_KEY: str(before + 1)})
+            updates.setdefault(i, {}).update(
+                {
+                    CLUSTER_SET_KEY: set_id,
+                    CLUSTER_LEFT_AT_KEY: iso(ctx.now) or "",
+                    CLUSTER_DECLINED_KEY: str(before + 1),
+                }
+            )
         report.count("left_apart")
         if before:
             report.count("declined")
-            report.info(f"cluster {_ids(cluster)} left apart again ({before + 1} times); offered again after "
-                        f"{cooldown_for(before + 1, ctx.options.ConsolidationSettledCooldown)}")
+            report.info(
+                f"cluster {_ids(cluster)} left apart again ({before + 1} times); offered again after "
+                f"{cooldown_for(before + 1, ctx.options.ConsolidationSettledCooldown)}"
+            )
     if not updates:
         return
     rows = []
     for i, update in updates.items():
         shown_entry = selection.eligible[i]
-        reason = ("merge rejected by the coverage check; reviewed" if REJECTED_CLUSTER_KEY in update
-                  else "near-duplicate cluster shown together and left apart" if CLUSTER_SET_KEY in update
-                  else "reviewed, left unchanged")
-        rows.append({"cycle_id": ctx.cycle_id, "pass_name": PASS, "kind": "stamped", "target_type": "memory",
-                     "target_id": i, "before": shown_entry,
-                     "after": shown_entry.with_(metadata={**shown_entry.metadata, **update}), "reason": reason})
+        reason = (
+            "merge rejected by the coverage check; reviewed"
+            if REJECTED_CLUSTER_KEY in update
+            else "near-duplicate cluster shown together and left apart"
+            if CLUSTER_SET_KEY in update
+            else "reviewed, left unchanged"
+        )
+        rows.append(
+            {
+                "cycle_id": ctx.cycle_id,
+                "pass_name": PASS,
+                "kind": "stamped",
+                "target_type": "memory",
+                "target_id": i,
+                "before": shown_entry,
+                "after": shown_entry.with_(metadata={**shown_entry.metadata, **update}),
+                "reason": reason,
+            }
+        )
     with ctx.store.transaction():
         ctx.store.memories.set_metadata(updates)
         ctx.store.changes.record_many(rows, now=ctx.now)
     report.count("reviewed", sum(1 for u in updates.values() if REVIEWED_KEY in u))
 
 
-def _apply(ctx: PassContext, report: PassReport, selection: Selection, vocab: CoverageVocabulary,
-           response: MemoryConsolidationResponse) -> None:
+def _apply(
+    ctx: PassContext,
+    report: PassReport,
+    selection: Selection,
+    vocab: CoverageVocabulary,
+    response: MemoryConsolidationResponse,
+) -> None:
     state = _Apply()
     not_shown: list[str] = []
     invalid_ids: list[str] = []
@@ -641,7 +832,11 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, vocab: Co
         if bad:
             state.merge_sources.update(source_ids)
             state.untouched.update(source_ids)
-            _invalid(report, f"toSave[{n}]", bad + (f"; its sources {_ids(source_ids)} are kept" if sources else ""))
+            _invalid(
+                report,
+                f"toSave[{n}]",
+                bad + (f"; its sources {_ids(source_ids)} are kept" if sources else ""),
+            )
             continue
         state.merge_sources.update(source_ids)
         plans.append((save, sources, save.content.strip()))
@@ -650,8 +845,9 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, vocab: Co
     kept = [i for i in deletes.usable if i in merge_only]
     if kept:
         report.count("reoffered_removals_ignored", len(kept))
-        report.warn(f"ignored the removal of {_ids(kept)}: a cluster offered again after it was left apart is "
-                    "merge-only")
+        report.warn(
+            f"ignored the removal of {_ids(kept)}: a cluster offered again after it was left apart is merge-only"
+        )
     not_shown += deletes.not_shown
     invalid_ids += deletes.invalid
     duplicate_ids += len(deletes.duplicates)
@@ -661,8 +857,10 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, vocab: Co
         report.warn(f"ignored {len(ignored)} id(s) that were not shown this cycle: {_ids(ignored)}")
     if invalid_ids:
         report.count("invalid_ids", len(invalid_ids))
-        report.warn(f"ignored {len(invalid_ids)} id(s) that are not usable ids (not a string, blank, or with "
-                    f"control or invisible characters): {_ids(invalid_ids)}")
+        report.warn(
+            f"ignored {len(invalid_ids)} id(s) that are not usable ids (not a string, blank, or with "
+            f"control or invisible characters): {_ids(invalid_ids)}"
+        )
     if duplicate_ids:
         report.count("duplicate_ids", duplicate_ids)
         report.info(f"ignored {duplicate_ids} repeated id(s) within one list of the answer")
@@ -700,8 +898,12 @@ def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateCluster
             index = EmbeddingIndex(ctx.store, provider, now=ctx.now, pass_name=PASS)
             vectors = index.vectors(live)
             report.counts["embedded"] = index.embedded
-            return cosine_clusters([e.id for e in live], vectors, ctx.options.EmbeddingSimilarityThreshold,
-                                   ctx.options.ConsolidationMaxClusterSize)
+            return cosine_clusters(
+                [e.id for e in live],
+                vectors,
+                ctx.options.EmbeddingSimilarityThreshold,
+                ctx.options.ConsolidationMaxClusterSize,
+            )
         finally:
             for key, value in client.usage.totals(PASS, since=start).items():
                 report.usage[key] = report.usage.get(key, 0.0) + value
@@ -711,12 +913,25 @@ def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateCluster
 
 def _summary(report: PassReport) -> str:
     c = report.counts
-    n = {k: int(c.get(k, 0)) for k in ("live", "reviewed", "created_since_last_run", "merged", "repaired", "rejected",
-                                        "ephemeral", "protected")}
-    return (f"memory consolidation summary — live {n['live']}, reviewed {n['reviewed']}, created since last run "
-            f"{n['created_since_last_run']}, merged {n['merged']}, repaired {n['repaired']}, rejected {n['rejected']}, "
-            f"ephemeral {n['ephemeral']}, protected {n['protected']}"
-            + (f" ({int(c['guarded'])} by the removal guard)" if c.get("guarded") else ""))
+    n = {
+        k: int(c.get(k, 0))
+        for k in (
+            "live",
+            "reviewed",
+            "created_since_last_run",
+            "merged",
+            "repaired",
+            "rejected",
+            "ephemeral",
+            "protected",
+        )
+    }
+    return (
+        f"memory consolidation summary — live {n['live']}, reviewed {n['reviewed']}, created since last run "
+        f"{n['created_since_last_run']}, merged {n['merged']}, repaired {n['repaired']}, rejected {n['rejected']}, "
+        f"ephemeral {n['ephemeral']}, protected {n['protected']}"
+        + (f" ({int(c['guarded'])} by the removal guard)" if c.get("guarded") else "")
+    )
 
 
 def run_memory_consolidation(ctx: PassContext) -> PassReport:
@@ -726,8 +941,10 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
         return report.skip("disabled (MemoryConsolidationEnabled = false)")
     pause = ctx.profile.consolidation_pause_path
     if pause.exists():
-        return report.skip(f"paused: {pause} exists (written by the memory audit); restore what was lost, then "
-                           "delete the file to resume")
+        return report.skip(
+            f"paused: {pause} exists (written by the memory audit); restore what was lost, then "
+            "delete the file to resume"
+        )
     previous = ctx.ledger.get(PASS)
     if ctx.ledger.warning:
         report.warn(ctx.ledger.warning)
@@ -737,8 +954,10 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
         allowed = previous.last_run_at + opts.ConsolidationMinInterval
         if ctx.now < allowed:
             report.counts["floored"] = 1
-            report.summary = (f"memory consolidation skipped — last completed {iso(previous.last_run_at)}, next allowed "
-                              f"at {iso(allowed)} (ConsolidationMinInterval {opts.ConsolidationMinInterval})")
+            report.summary = (
+                f"memory consolidation skipped — last completed {iso(previous.last_run_at)}, next allowed "
+                f"at {iso(allowed)} (ConsolidationMinInterval {opts.ConsolidationMinInterval})"
+            )
             return report.skip(f"minimum interval: last completed {iso(previous.last_run_at)}")
 
     vocab, vocab_warning = load_vocabulary(ctx.profile.coverage_vocabulary_path)  # re-read every cycle
@@ -757,39 +976,73 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
             return report.finish(_summary(report) + f", folded {int(report.counts['folded'])}")
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
-    selection = select_candidates(live, _scan(ctx, report), ctx.options.ConsolidationMaxEntriesPerCall,
-                                  review_all=bool(ctx.force), now=ctx.now,
-                                  cooldown=opts.ConsolidationSettledCooldown)
+    selection = select_candidates(
+        live,
+        _scan(ctx, report),
+        ctx.options.ConsolidationMaxEntriesPerCall,
+        review_all=bool(ctx.force),
+        now=ctx.now,
+        cooldown=opts.ConsolidationSettledCooldown,
+    )
     report.extra["select_s"] = round(time.perf_counter() - started, 3)
     for warning in selection.warnings:
         report.warn(warning)
     since = previous.last_run_at if previous is not None else None
-    report.counts.update({
-        "eligible": len(selection.eligible), "withheld": selection.withheld, "unreviewed": selection.unreviewed,
-        "clusters": len(selection.clusters), "settled_clusters": selection.settled_clusters,
-        "backlog": selection.backlog, "reoffered": len(selection.reoffered),
-        "created_since_last_run": sum(1 for e in live if since is None or e.created_at > since),
-    })
-    for key in ("merged", "repaired", "rejected", "ephemeral", "protected", "guarded", "archived", "reviewed"):
+    report.counts.update(
+        {
+            "eligible": len(selection.eligible),
+            "withheld": selection.withheld,
+            "unreviewed": selection.unreviewed,
+            "clusters": len(selection.clusters),
+            "settled_clusters": selection.settled_clusters,
+            "backlog": selection.backlog,
+            "reoffered": len(selection.reoffered),
+            "created_since_last_run": sum(1 for e in live if since is None or e.created_at > since),
+        }
+    )
+    for key in (
+        "merged",
+        "repaired",
+        "rejected",
+        "ephemeral",
+        "protected",
+        "guarded",
+        "archived",
+        "reviewed",
+    ):
         report.counts.setdefault(key, 0)
-    report.info(f"{len(selection.eligible)} of {len(live)} live entries eligible ({selection.unreviewed} new or "
-                f"changed, {len(selection.clusters)} open near-duplicate cluster(s)); {selection.withheld} withheld"
-                + (f"; {selection.backlog} more wait for later cycles (ConsolidationMaxEntriesPerCall "
-                   f"{ctx.options.ConsolidationMaxEntriesPerCall})" if selection.backlog else ""))
+    report.info(
+        f"{len(selection.eligible)} of {len(live)} live entries eligible ({selection.unreviewed} new or "
+        f"changed, {len(selection.clusters)} open near-duplicate cluster(s)); {selection.withheld} withheld"
+        + (
+            f"; {selection.backlog} more wait for later cycles (ConsolidationMaxEntriesPerCall "
+            f"{ctx.options.ConsolidationMaxEntriesPerCall})"
+            if selection.backlog
+            else ""
+        )
+    )
 
     feedback = recent_feedback(ctx, report)
     # Corrections that arrived since the last completed pass are worth a call on their own (anti-pattern mining),
     # even when no entry changed; older feedback was already shown with the entries of an earlier pass.
     since_last = previous.last_run_at if previous is not None else None
-    fresh_corrections = [f for f in feedback if f.get("kind") == "Correction"
-                         and (since_last is None or parse_ts(f["timestamp"]) > since_last)]
+    fresh_corrections = [
+        f
+        for f in feedback
+        if f.get("kind") == "Correction" and (since_last is None or parse_ts(f["timestamp"]) > since_last)
+    ]
     report.counts["fresh_corrections"] = len(fresh_corrections)
     if selection.eligible or fresh_corrections:
         entries = selection.entries()
-        prompt = render_memory_consolidation(entries, selection.clusters, feedback, ctx.now,
-                                             reoffered=selection.reoffered)
-        inputs = {"entries": [_entry_input(e) for e in entries], "clusters": selection.clusters, "feedback": feedback,
-                  "reoffered": selection.reoffered}
+        prompt = render_memory_consolidation(
+            entries, selection.clusters, feedback, ctx.now, reoffered=selection.reoffered
+        )
+        inputs = {
+            "entries": [_entry_input(e) for e in entries],
+            "clusters": selection.clusters,
+            "feedback": feedback,
+            "reoffered": selection.reoffered,
+        }
         report.extra["prompt_chars"] = len(prompt)
         report.counts["prompt_chars"] = len(prompt)
         response = call_model(ctx, report, PASS, prompt, inputs)
@@ -798,8 +1051,10 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
         assert isinstance(response, MemoryConsolidationResponse)
         _apply(ctx, report, selection, vocab, response)
     else:
-        report.info("nothing eligible — every live entry is reviewed and unchanged, no near-duplicate cluster is "
-                    "open and no new correction arrived; no model call")
+        report.info(
+            "nothing eligible — every live entry is reviewed and unchanged, no near-duplicate cluster is "
+            "open and no new correction arrived; no model call"
+        )
 
     report.counts["live"] = memories.counts()["live"]
     # Completion, for the minimum-interval floor and the change-gate sensor (which compares the corpus fingerprint).

@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from dream_assets.llm.contracts import NOT_TEXT
 from dream_assets.names import InvalidName, validate_skill_name
 
-MAX_CATEGORY_CHARS = 200      # the memory store's own limit
+MAX_CATEGORY_CHARS = 200  # the memory store's own limit
 MAX_TAG_CHARS = 64
-MAX_TAGS = 50                 # the memory store's own limit
+MAX_TAGS = 50  # the memory store's own limit
 MAX_ID_CHARS = 200
-MAX_TEXT_CHARS = 16_000       # optional free text when the caller gives no limit
+MAX_TEXT_CHARS = 16_000  # optional free text when the caller gives no limit
 
-_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")   # \t, \n and \r\n allowed
+_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")  # \t, \n and \r\n allowed
 _LINE_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CATEGORY_PUNCT = set(" -_./:+&'(),#@")
 KINDS = ("content", "text", "category", "tag", "tags", "name", "id")
@@ -72,7 +72,8 @@ def _invisible(value: str) -> str | None:
 def _identifier_chars(value: str, extra: str = "") -> str | None:
     for i, ch in enumerate(value):
         if not (ch.isalnum() or ch in _CATEGORY_PUNCT or ch in extra):
-            return f"the character {shown(ch)!s} at character {i} (letters, digits, spaces and - _ . / : + & ' ( ) , # @ only)"
+            allowed = "letters, digits, spaces and - _ . / : + & ' ( ) , # @ only"
+            return f"the character {shown(ch)!s} at character {i} ({allowed})"
     return None
 
 
@@ -154,8 +155,8 @@ def shown(value: object, limit: int = 80) -> str:
 class IdCheck:
     """The ids of one list in an answer, sorted into the usable and the ignored."""
 
-    usable: list[str] = field(default_factory=list)       # valid, shown, first occurrence
-    invalid: list[str] = field(default_factory=list)      # not a string, or a bad one (already made safe to show)
+    usable: list[str] = field(default_factory=list)  # valid, shown, first occurrence
+    invalid: list[str] = field(default_factory=list)  # not a string, or a bad one (already made safe to show)
     duplicates: list[str] = field(default_factory=list)
     not_shown: list[str] = field(default_factory=list)
 

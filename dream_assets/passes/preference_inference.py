@@ -77,7 +77,8 @@ _TRUE = {"true", "yes", "1", "y"}
 
 #: (area, label, pattern) — see the module docstring for the documented list.
 SENSITIVE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
-    (area, label, re.compile(pattern, re.IGNORECASE)) for area, label, pattern in (
+    (area, label, re.compile(pattern, re.IGNORECASE))
+    for area, label, pattern in (
         ("credentials", "password", r"pass(?:word|phrase|code)s?"),
         ("credentials", "PIN", r"(?-i:\bPINs?\b)|\bpin (?:code|number)s?\b"),
         ("credentials", "credential", r"\bcredentials?\b"),
@@ -98,12 +99,24 @@ SENSITIVE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
         ("financial", "account number", r"\biban\b|\bswift\b|\b(?:routing|account|sort) (?:number|code)s?\b"),
         ("financial", "card", r"\b(?:credit|debit|bank) cards?\b|\bcard numbers?\b|\bcvv\b"),
         ("financial", "payment", r"\bpayments?\b|\bpaypal\b|\bpayroll\b"),
-        ("financial", "transfer", r"\b(?:wire|bank|money|fund|funds|cash) transfers?\b"
-                                  r"|\btransfer(?:s|red|ring)? (?:of )?(?:money|funds|cash|[$€£])"),
-        ("financial", "invoice approval", r"\bapprov\w*\b.{0,40}\binvoices?\b|\binvoices?\b.{0,40}\bapprov\w*"),
+        (
+            "financial",
+            "transfer",
+            r"\b(?:wire|bank|money|fund|funds|cash) transfers?\b"
+            r"|\btransfer(?:s|red|ring)? (?:of )?(?:money|funds|cash|[$€£])",
+        ),
+        (
+            "financial",
+            "invoice approval",
+            r"\bapprov\w*\b.{0,40}\binvoices?\b|\binvoices?\b.{0,40}\bapprov\w*",
+        ),
         ("financial", "budget approval", r"\bapprov\w*\b.{0,40}\bbudgets?\b|\bbudgets?\b.{0,40}\bapprov\w*"),
         ("financial", "purchase", r"\bpurchas\w*|\bbuy(?:s|ing)?\b"),
-        ("financial", "investment", r"\binvest\w*|\bstocks?\b|\bshares\b|\bcrypto\w*|\bbitcoin\b|\btrading\b"),
+        (
+            "financial",
+            "investment",
+            r"\binvest\w*|\bstocks?\b|\bshares\b|\bcrypto\w*|\bbitcoin\b|\btrading\b",
+        ),
         ("financial", "loan", r"\bloans?\b|\bmortgages?\b"),
         ("financial", "tax", r"\btax(?:es)?\b|\brefunds?\b"),
         ("financial", "wallet", r"\bwallets?\b|\bspending limits?\b"),
@@ -119,18 +132,22 @@ def sensitive_terms(text: str) -> list[str]:
 
 # --- the pass ----------------------------------------------------------------------------------------------------
 
+
 def run_preference_inference(ctx: PassContext) -> PassReport:
     report = PassReport(PASS)
     if not ctx.options.PreferenceInferenceEnabled:
         return report.skip("disabled (PreferenceInferenceEnabled = false); the conversation log is left as it is")
     if not log_exists(ctx.profile, CONVERSATION) and ctx.ledger.pending(PASS) is None:
-        return report.skip(f"no conversation log ({ctx.profile.conversation_log_path.name} is absent): "
-                           "nothing to infer from")
+        return report.skip(
+            f"no conversation log ({ctx.profile.conversation_log_path.name} is absent): nothing to infer from"
+        )
     snapshot = _read_conversation(ctx.profile)
     if snapshot.read.malformed:
         report.count("malformed_conversation_lines", snapshot.read.malformed)
-        report.warn(f"conversation log: {snapshot.read.malformed} unreadable line(s) skipped (they are kept in the "
-                    f"log warehouse): {'; '.join(snapshot.read.problems[:5])}")
+        report.warn(
+            f"conversation log: {snapshot.read.malformed} unreadable line(s) skipped (they are kept in the "
+            f"log warehouse): {'; '.join(snapshot.read.problems[:5])}"
+        )
     given = ConversationInput()
     raised = True
     try:
@@ -160,19 +177,32 @@ def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> No
     if response is None:
         return
     if response.to_delete:
-        report.warn(f"the answer asked to delete {len(response.to_delete)} entr(y/ies); ignored — preference "
-                    "inference only adds")
+        report.warn(
+            f"the answer asked to delete {len(response.to_delete)} entr(y/ies); ignored — preference "
+            "inference only adds"
+        )
         report.count("deletes_ignored", len(response.to_delete))
     for key in ("created", "reinforced", "extended", "flagged", "host_flagged", "rejected"):
         report.counts.setdefault(key, 0)
     for n, item in enumerate(response.to_save):
         # Model text is untrusted: an item with a lone surrogate, a control character or an over-long text is
         # rejected with its reason before anything is written; the rest of the answer still applies.
-        bad = problem(item.content, "content", field=f"toSave[{n}].content", max_chars=ctx.options.MaxContentChars) \
-            or problem(list(item.tags), "tags", field=f"toSave[{n}].tags") \
-            or next((found for key, value in item.metadata.items()
-                     for found in (problem(key, "id", field=f"toSave[{n}].metadata key"),
-                                   problem(value, "text", field=f"toSave[{n}].metadata[{shown(key)}]")) if found), None)
+        bad = (
+            problem(item.content, "content", field=f"toSave[{n}].content", max_chars=ctx.options.MaxContentChars)
+            or problem(list(item.tags), "tags", field=f"toSave[{n}].tags")
+            or next(
+                (
+                    found
+                    for key, value in item.metadata.items()
+                    for found in (
+                        problem(key, "id", field=f"toSave[{n}].metadata key"),
+                        problem(value, "text", field=f"toSave[{n}].metadata[{shown(key)}]"),
+                    )
+                    if found
+                ),
+                None,
+            )
+        )
         if bad:
             report.count("rejected")
             report.change("preference-rejected", f"toSave[{n}]", bad)
@@ -180,13 +210,16 @@ def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> No
             continue
         _save_preference(ctx, report, item.content, list(item.tags), dict(item.metadata))
     c = report.counts
-    report.finish(f"{len(response.to_save)} preference(s) proposed from {len(sessions)} session(s): "
-                  f"{c['created']:g} created, {c['reinforced']:g} reinforced, {c['extended']:g} extended, "
-                  f"{c['flagged']:g} need the user's permission, {c['rejected']:g} rejected")
+    report.finish(
+        f"{len(response.to_save)} preference(s) proposed from {len(sessions)} session(s): "
+        f"{c['created']:g} created, {c['reinforced']:g} reinforced, {c['extended']:g} extended, "
+        f"{c['flagged']:g} need the user's permission, {c['rejected']:g} rejected"
+    )
 
 
-def _save_preference(ctx: PassContext, report: PassReport, content: str, tags: list[str],
-                     metadata: dict[str, str]) -> None:
+def _save_preference(
+    ctx: PassContext, report: PassReport, content: str, tags: list[str], metadata: dict[str, str]
+) -> None:
     content = content.strip()
     model_flag = str(metadata.get(PERMISSION_KEY, "")).strip().lower() in _TRUE
     hits = sensitive_terms(content)
@@ -195,9 +228,18 @@ def _save_preference(ctx: PassContext, report: PassReport, content: str, tags: l
     meta = {PERMISSION_KEY: "true"} if flag else {}
     reason = "inferred user preference" + (" (requires the user's permission)" if flag else "")
     try:
-        result, entry = save_memory_recorded(ctx, report, PASS, content, category=CATEGORY, tags=[TAG, *tags],
-                                             importance=INFERRED_IMPORTANCE, metadata=meta, reason=reason,
-                                             required_metadata=meta)
+        result, entry = save_memory_recorded(
+            ctx,
+            report,
+            PASS,
+            content,
+            category=CATEGORY,
+            tags=[TAG, *tags],
+            importance=INFERRED_IMPORTANCE,
+            metadata=meta,
+            reason=reason,
+            required_metadata=meta,
+        )
     except ContentError as exc:
         report.warn(f"preference not saved: {exc}")
         report.count("rejected")
@@ -207,8 +249,10 @@ def _save_preference(ctx: PassContext, report: PassReport, content: str, tags: l
         report.count("flagged")
         if not model_flag:
             report.count("host_flagged")
-            report.info(f"{entry.id}: flagged {PERMISSION_KEY} by the host (content mentions {', '.join(hits)}); "
-                        "the model did not set it")
+            report.info(
+                f"{entry.id}: flagged {PERMISSION_KEY} by the host (content mentions {', '.join(hits)}); "
+                "the model did not set it"
+            )
     report.change(f"preference-{result.action}", entry.id, content[:200])
 
 
@@ -224,9 +268,20 @@ def _recent_feedback(ctx: PassContext, report: PassReport) -> list[dict[str, Any
 
 # --- saving with a change row -------------------------------------------------------------------------------------
 
-def save_memory_recorded(ctx: PassContext, report: PassReport, pass_name: str, content: str, *, category: str,
-                         tags: list[str], importance: float, metadata: dict[str, str], reason: str,
-                         required_metadata: dict[str, str] | None = None) -> tuple[SaveResult, Any]:
+
+def save_memory_recorded(
+    ctx: PassContext,
+    report: PassReport,
+    pass_name: str,
+    content: str,
+    *,
+    category: str,
+    tags: list[str],
+    importance: float,
+    metadata: dict[str, str],
+    reason: str,
+    required_metadata: dict[str, str] | None = None,
+) -> tuple[SaveResult, Any]:
     """Save through save-time dedup and record the change so the cycle can be undone; the save and its change-log
     row are one store transaction (a stop between them leaves neither).
 
@@ -240,8 +295,9 @@ def save_memory_recorded(ctx: PassContext, report: PassReport, pass_name: str, c
         # Dedup picks its match among the top BM25 hits of the same tokens; a wider net here holds the match's
         # pre-save record for the change log.
         before_candidates = {e.id: e for e, _ in store.search(content, limit=50)}
-        result = store.save(content, category=category, tags=tags, importance=importance, metadata=metadata,
-                            now=ctx.now)
+        result = store.save(
+            content, category=category, tags=tags, importance=importance, metadata=metadata, now=ctx.now
+        )
         entry = result.entry
         missing = {k: v for k, v in (required_metadata or {}).items() if entry.metadata.get(k) != v}
         if missing:
@@ -252,23 +308,32 @@ def save_memory_recorded(ctx: PassContext, report: PassReport, pass_name: str, c
             return result, entry
         before = before_candidates.get(entry.id)
         if before is None:  # cannot happen while dedup searches the same index; never record a false "before"
-            report.warn(f"memory {entry.id} was {result.action} but its previous record was not captured; "
-                        "this change cannot be undone automatically")
+            report.warn(
+                f"memory {entry.id} was {result.action} but its previous record was not captured; "
+                "this change cannot be undone automatically"
+            )
             before = entry
-        ctx.record(pass_name, "updated", entry, before=before, after=entry,
-                   reason=f"{reason}: {result.action} an existing entry (save-time dedup, similarity "
-                          f"{(result.similarity or 0.0):.2f})")
+        ctx.record(
+            pass_name,
+            "updated",
+            entry,
+            before=before,
+            after=entry,
+            reason=f"{reason}: {result.action} an existing entry (save-time dedup, similarity "
+            f"{(result.similarity or 0.0):.2f})",
+        )
     return result, entry
 
 
 # --- the conversation log: read, then remove exactly what was read ----------------------------------------------
 
+
 @dataclass
 class _ConversationSnapshot:
     sessions: dict[str, list[ConversationTurn]]
     read: LogRead
-    cut: int                                # bytes of complete lines that were read (what the clear removes)
-    identity: tuple[int, int] | None        # the file read; a rewrite since then gives it a new identity
+    cut: int  # bytes of complete lines that were read (what the clear removes)
+    identity: tuple[int, int] | None  # the file read; a rewrite since then gives it a new identity
 
 
 def _read_conversation(profile: AgentProfile) -> _ConversationSnapshot:
@@ -292,8 +357,9 @@ def _clear(ctx: PassContext, report: PassReport, snapshot: _ConversationSnapshot
     name = ctx.profile.conversation_log_path.name
     problems: list[str] = []
     try:
-        moved = clear_conversation_log(ctx.profile, ctx.now, upto=snapshot.cut, identity=snapshot.identity,
-                                       problems=problems)
+        moved = clear_conversation_log(
+            ctx.profile, ctx.now, upto=snapshot.cut, identity=snapshot.identity, problems=problems
+        )
     except ConversationLogChanged:
         report.warn(f"{name} was rewritten while the pass ran; not cleared this cycle (it is read again next cycle)")
         return
@@ -306,5 +372,7 @@ def _clear(ctx: PassContext, report: PassReport, snapshot: _ConversationSnapshot
     too_long = [p for p in problems if p.endswith("it was not archived")]
     if too_long:
         report.count("conversation_lines_unarchivable", len(too_long))
-        report.warn(f"line(s) of {name} too long to archive were removed with the rest (the log must not grow "
-                    f"without bound): {'; '.join(too_long[:5])}" + (" …" if len(too_long) > 5 else ""))
+        report.warn(
+            f"line(s) of {name} too long to archive were removed with the rest (the log must not grow "
+            f"without bound): {'; '.join(too_long[:5])}" + (" …" if len(too_long) > 5 else "")
+        )

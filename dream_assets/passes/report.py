@@ -13,20 +13,20 @@ log = logging.getLogger("dream_assets")
 class Change:
     """One change a pass made (or refused to make), for the report table and the change log."""
 
-    kind: str            # e.g. "merge-created", "archived", "purged", "decayed", "skill-created", "log-trimmed"
-    target: str          # memory id, skill name or file
-    detail: str = ""     # one line a person reads
+    kind: str  # e.g. "merge-created", "archived", "purged", "decayed", "skill-created", "log-trimmed"
+    target: str  # memory id, skill name or file
+    detail: str = ""  # one line a person reads
 
 
 @dataclass
 class PassReport:
     pass_name: str
-    status: str = "completed"          # completed | skipped | failed | deferred
-    reason: str = ""                    # why it skipped / failed / deferred
-    summary: str = ""                   # the one INFO line a person reads
+    status: str = "completed"  # completed | skipped | failed | deferred
+    reason: str = ""  # why it skipped / failed / deferred
+    summary: str = ""  # the one INFO line a person reads
     counts: dict[str, float] = field(default_factory=dict)
     changes: list[Change] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)   # the log lines of this pass, in order
+    lines: list[str] = field(default_factory=list)  # the log lines of this pass, in order
     usage: dict[str, float] = field(default_factory=dict)  # model calls / tokens / latency totals
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -51,7 +51,7 @@ from dream_assets.store.logs import log_exists
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError, SkillStore
 
 PASS = "skill_consolidation"
-MAX_SUMMARY_CHARS = 2_000   # a one-line description of a skill
+MAX_SUMMARY_CHARS = 2_000  # a one-line description of a skill
 USAGE_LOG = "skill-usage"
 
 
@@ -70,8 +70,12 @@ def same_skill(a: Skill | None, b: Skill | None) -> bool:
     """Same as far as a person or the model is concerned: text, links and whether it is archived."""
     if a is None or b is None:
         return a is b
-    return (a.summary, a.content, tuple(a.see_also), a.is_archived) == \
-        (b.summary, b.content, tuple(b.see_also), b.is_archived)
+    return (a.summary, a.content, tuple(a.see_also), a.is_archived) == (
+        b.summary,
+        b.content,
+        tuple(b.see_also),
+        b.is_archived,
+    )
 
 
 def run_skill_consolidation(ctx: PassContext) -> PassReport:
@@ -82,8 +86,10 @@ def run_skill_consolidation(ctx: PassContext) -> PassReport:
     if not log_exists(ctx.profile, USAGE_LOG):
         # Spec "DI registration": the skill passes need the skill usage store. Without it every count would read 0
         # and the model could prune skills that are in daily use.
-        return report.skip("no skill-usage log (logs/skill-usage/): usage counts are the evidence that keeps used "
-                           "skills from being pruned; record skill usage to enable this pass")
+        return report.skip(
+            "no skill-usage log (logs/skill-usage/): usage counts are the evidence that keeps used "
+            "skills from being pruned; record skill usage to enable this pass"
+        )
     fingerprint, skills = catalog_snapshot(ctx.store.skills)
     report.counts["skills"] = len(skills)
     if len(skills) < 2:
@@ -102,8 +108,17 @@ def run_skill_consolidation(ctx: PassContext) -> PassReport:
     prompt = render_skill_consolidation(skills, counts, sparse, pairs, clusters, window_days=window_days)
     report.counts.update({"sparse": len(sparse), "co_used_pairs": len(pairs), "prefix_clusters": len(clusters)})
     inputs = {
-        "skills": [{"name": s.name, "summary": s.summary, "content": s.content, "seeAlso": list(s.see_also),
-                    "uses": counts.get(s.name, 0), "sparse": s.name in sparse} for s in skills],
+        "skills": [
+            {
+                "name": s.name,
+                "summary": s.summary,
+                "content": s.content,
+                "seeAlso": list(s.see_also),
+                "uses": counts.get(s.name, 0),
+                "sparse": s.name in sparse,
+            }
+            for s in skills
+        ],
         "co_used": [[a, b, n] for a, b, n in pairs],
         "prefix_clusters": clusters,
     }
@@ -115,9 +130,11 @@ def run_skill_consolidation(ctx: PassContext) -> PassReport:
     if response.to_delete and not response.to_save:
         report.count("directive_violations")
         shown = ", ".join(map(str, response.to_delete[:10])) + (" …" if len(response.to_delete) > 10 else "")
-        return report.skip(f"directive violation: the answer deletes {len(response.to_delete)} skill(s) ({shown}) "
-                           "without saving any replacement; nothing applied and the pass is not stamped, so the next "
-                           "cycle asks again (spec 'Pass 3' safety guard)")
+        return report.skip(
+            f"directive violation: the answer deletes {len(response.to_delete)} skill(s) ({shown}) "
+            "without saving any replacement; nothing applied and the pass is not stamped, so the next "
+            "cycle asks again (spec 'Pass 3' safety guard)"
+        )
 
     outcome = apply_consolidation(ctx, report, response, {s.name: s for s in skills})
     stamp(ctx, PASS, fingerprint)
@@ -128,8 +145,8 @@ def run_skill_consolidation(ctx: PassContext) -> PassReport:
 @dataclass
 class _Planned:
     save: SkillSave
-    sources: list[Skill]          # shown skills merged into this one (the target itself excluded)
-    target_shown: Skill | None    # the shown skill of the same name, when the save rewrites one
+    sources: list[Skill]  # shown skills merged into this one (the target itself excluded)
+    target_shown: Skill | None  # the shown skill of the same name, when the save rewrites one
 
 
 @dataclass
@@ -145,9 +162,11 @@ class ConsolidationOutcome:
     redirects: dict[str, str | None] = field(default_factory=dict)
 
     def summary(self) -> str:
-        return (f"{self.merged} merged, {self.created} created ({self.guides} guide(s)), {self.updated} updated, "
-                f"{self.archived} archived, {self.unchanged} unchanged, {self.rejected} rejected, "
-                f"{self.see_also_dropped} seeAlso link(s) dropped")
+        return (
+            f"{self.merged} merged, {self.created} created ({self.guides} guide(s)), {self.updated} updated, "
+            f"{self.archived} archived, {self.unchanged} unchanged, {self.rejected} rejected, "
+            f"{self.see_also_dropped} seeAlso link(s) dropped"
+        )
 
 
 def _valid_name(name: str) -> bool:
@@ -165,26 +184,36 @@ def _invalid(report: PassReport, outcome: ConsolidationOutcome, target: str, rea
 def _note_ids(report: PassReport, found: IdCheck, what: str) -> None:
     if found.invalid:
         report.count("invalid_names", len(found.invalid))
-        report.warn(f"{what}: {len(found.invalid)} entr(y/ies) that are not usable skill names ignored: "
-                    + ", ".join(found.invalid[:10]))
+        report.warn(
+            f"{what}: {len(found.invalid)} entr(y/ies) that are not usable skill names ignored: "
+            + ", ".join(found.invalid[:10])
+        )
     if found.duplicates:
         report.count("duplicate_names", len(found.duplicates))
     if found.not_shown:
         report.count("ignored_names", len(found.not_shown))
-        report.warn(f"{what} names {', '.join(shown(n, 60) for n in found.not_shown[:10])}, which "
-                    f"{'is' if len(found.not_shown) == 1 else 'are'} not a live skill that was shown; ignored")
+        report.warn(
+            f"{what} names {', '.join(shown(n, 60) for n in found.not_shown[:10])}, which "
+            f"{'is' if len(found.not_shown) == 1 else 'are'} not a live skill that was shown; ignored"
+        )
 
 
 def skill_save_problem(save: SkillSave | SkillGapSave, n: int) -> str | None:
     """What is wrong with the name, content or summary of a proposed skill (``toSave[n]``), or None."""
     where = f"toSave[{n}]"
-    return (problem(save.name, "name", field=f"{where}.name")
-            or problem(save.content, "content", field=f"{where}.content", max_chars=MAX_SKILL_CHARS)
-            or problem(save.summary, "text", field=f"{where}.summary", max_chars=MAX_SUMMARY_CHARS))
+    return (
+        problem(save.name, "name", field=f"{where}.name")
+        or problem(save.content, "content", field=f"{where}.content", max_chars=MAX_SKILL_CHARS)
+        or problem(save.summary, "text", field=f"{where}.summary", max_chars=MAX_SUMMARY_CHARS)
+    )
 
 
-def _plan(report: PassReport, response: SkillConsolidationResponse, shown_skills: Mapping[str, Skill],
-          outcome: ConsolidationOutcome) -> list[_Planned]:
+def _plan(
+    report: PassReport,
+    response: SkillConsolidationResponse,
+    shown_skills: Mapping[str, Skill],
+    outcome: ConsolidationOutcome,
+) -> list[_Planned]:
     planned: list[_Planned] = []
     seen: set[str] = set()
     for n, save in enumerate(response.to_save):
@@ -201,16 +230,16 @@ def _plan(report: PassReport, response: SkillConsolidationResponse, shown_skills
             outcome.rejected += 1
             report.warn(f"toSave lists {name!r} twice; the first entry is used")
             continue
-        found = check_ids([s for s in save.source_names if s != name], shown_skills,
-                          field=f"toSave[{n}].sourceNames")
+        found = check_ids([s for s in save.source_names if s != name], shown_skills, field=f"toSave[{n}].sourceNames")
         _note_ids(report, found, f"skill {name!r}: sourceNames")
         seen.add(name)
         planned.append(_Planned(save, [shown_skills[s] for s in found.usable], shown_skills.get(name)))
     return planned
 
 
-def _filter_see_also(name: str, wanted: Iterable[str], allowed: set[str],
-                     redirects: Mapping[str, str | None]) -> tuple[list[str], list[str]]:
+def _filter_see_also(
+    name: str, wanted: Iterable[str], allowed: set[str], redirects: Mapping[str, str | None]
+) -> tuple[list[str], list[str]]:
     """``wanted`` with retired names redirected to their merge target; self, unknown and invalid names dropped."""
     kept: list[str] = []
     dropped: list[str] = []
@@ -223,8 +252,12 @@ def _filter_see_also(name: str, wanted: Iterable[str], allowed: set[str],
     return kept, dropped
 
 
-def apply_consolidation(ctx: PassContext, report: PassReport, response: SkillConsolidationResponse,
-                        shown_skills: Mapping[str, Skill]) -> ConsolidationOutcome:
+def apply_consolidation(
+    ctx: PassContext,
+    report: PassReport,
+    response: SkillConsolidationResponse,
+    shown_skills: Mapping[str, Skill],
+) -> ConsolidationOutcome:
     """Apply one answer. Each save is one write with its change-log row and the retirement of its sources (a merge is
     whole or absent); each prune and each link repair is one write with its row."""
     store = ctx.store.skills
@@ -268,19 +301,37 @@ def apply_consolidation(ctx: PassContext, report: PassReport, response: SkillCon
         refused = set(deletes) | set(planned_redirects)
         if refused:
             report.count("refused_deletes", len(refused))
-            report.warn(f"{len(refused)} deletion(s) refused ({', '.join(sorted(refused))}): no replacement skill was "
-                        "saved, and deletions need one (spec 'Pass 3' safety guard)")
+            report.warn(
+                f"{len(refused)} deletion(s) refused ({', '.join(sorted(refused))}): no replacement skill was "
+                "saved, and deletions need one (spec 'Pass 3' safety guard)"
+            )
 
     # 3. No dangling seeAlso: links to a retired skill follow it into its merge or are dropped.
     _repair_links(ctx, report, {s.name for s in persisted}, outcome)
-    report.counts.update({"merged": outcome.merged, "created": outcome.created, "guides": outcome.guides,
-                          "updated": outcome.updated, "archived": outcome.archived, "unchanged": outcome.unchanged,
-                          "rejected": outcome.rejected, "see_also_dropped": outcome.see_also_dropped})
+    report.counts.update(
+        {
+            "merged": outcome.merged,
+            "created": outcome.created,
+            "guides": outcome.guides,
+            "updated": outcome.updated,
+            "archived": outcome.archived,
+            "unchanged": outcome.unchanged,
+            "rejected": outcome.rejected,
+            "see_also_dropped": outcome.see_also_dropped,
+        }
+    )
     return outcome
 
 
-def _retire(ctx: PassContext, report: PassReport, name: str, shown_skill: Skill, target: str | None, reason: str,
-            outcome: ConsolidationOutcome) -> None:
+def _retire(
+    ctx: PassContext,
+    report: PassReport,
+    name: str,
+    shown_skill: Skill,
+    target: str | None,
+    reason: str,
+    outcome: ConsolidationOutcome,
+) -> None:
     """Archive one skill with its change-log row, in one write, unless it changed since it was read (the edit wins)."""
     store = ctx.store.skills
     with ctx.store.transaction():
@@ -296,8 +347,9 @@ def _retire(ctx: PassContext, report: PassReport, name: str, shown_skill: Skill,
     _note_retired(report, name, target, reason, outcome)
 
 
-def _note_retired(report: PassReport, name: str, target: str | None, reason: str,
-                  outcome: ConsolidationOutcome) -> None:
+def _note_retired(
+    report: PassReport, name: str, target: str | None, reason: str, outcome: ConsolidationOutcome
+) -> None:
     report.change("skill-archived", name, reason + " — restorable")
     report.info(f"archived skill {name} ({reason}); restore with the undo of this cycle or SkillStore.restore")
     outcome.archived += 1
@@ -308,9 +360,15 @@ class _Moved(Exception):
     """A skill the save depends on changed since the catalog was read: nothing of the save is written."""
 
 
-def _persist(ctx: PassContext, report: PassReport, p: _Planned, allowed: set[str],
-             redirects: Mapping[str, str | None], planned_names: set[str],
-             outcome: ConsolidationOutcome) -> Skill | None:
+def _persist(
+    ctx: PassContext,
+    report: PassReport,
+    p: _Planned,
+    allowed: set[str],
+    redirects: Mapping[str, str | None],
+    planned_names: set[str],
+    outcome: ConsolidationOutcome,
+) -> Skill | None:
     """One save and the retirement of its sources, as one write. Returns the saved skill, or None (nothing written)."""
     store = ctx.store.skills
     save, name = p.save, p.save.name
@@ -321,18 +379,23 @@ def _persist(ctx: PassContext, report: PassReport, p: _Planned, allowed: set[str
             if p.target_shown is not None and not same_skill(current, p.target_shown):
                 raise _Moved(f"skill {name!r} not rewritten: it changed since it was read (the edit wins)")
             if p.target_shown is None and current is not None and not current.is_archived:
-                raise _Moved(f"skill {name!r} not written: it was created after the catalog was read (never "
-                             "overwritten)")
+                raise _Moved(
+                    f"skill {name!r} not written: it was created after the catalog was read (never overwritten)"
+                )
             # A source already retired into an earlier save of this answer is as it was shown.
-            moved = [s.name for s in p.sources
-                     if s.name not in outcome.redirects and not same_skill(store.get(s.name), s)]
+            moved = [
+                s.name for s in p.sources if s.name not in outcome.redirects and not same_skill(store.get(s.name), s)
+            ]
             if moved:
-                raise _Moved(f"merge into {name!r} skipped: source(s) {', '.join(moved)} changed since they were "
-                             "read; sources kept")
+                raise _Moved(
+                    f"merge into {name!r} skipped: source(s) {', '.join(moved)} changed since they were "
+                    "read; sources kept"
+                )
 
             base = current if current is not None and not current.is_archived else None
-            summary = save.summary.strip() or (base.summary if base else "") or \
-                (p.sources[0].summary if p.sources else "")
+            summary = (
+                save.summary.strip() or (base.summary if base else "") or (p.sources[0].summary if p.sources else "")
+            )
             if "see_also" in save.model_fields_set:
                 wanted: Sequence[str] = save.see_also
             else:  # no seeAlso in the answer: keep the links the skill (or its sources) had
@@ -362,8 +425,14 @@ def _persist(ctx: PassContext, report: PassReport, p: _Planned, allowed: set[str
                 reason = "re-created over an archived skill of the same name" if current.is_archived else "rewritten"
                 if base is not None and base.content == saved.content and base.summary == saved.summary:
                     reason = "seeAlso updated"
-            ctx.record(PASS, "created" if current is None else "updated", saved, before=current, after=saved,
-                       reason=reason)
+            ctx.record(
+                PASS,
+                "created" if current is None else "updated",
+                saved,
+                before=current,
+                after=saved,
+                reason=reason,
+            )
             retired: list[str] = []
             for src in retire:
                 before = store.get(src.name)
@@ -408,8 +477,9 @@ def _repair_links(ctx: PassContext, report: PassReport, saved_names: set[str], o
         if tuple(kept) == tuple(skill.see_also):
             continue
         redirected = [n for n in skill.see_also if outcome.redirects.get(n) in kept]
-        parts = ([f"redirected {', '.join(redirected)} to the merged skill"] if redirected else []) + \
-            ([f"dropped {', '.join(dropped)}"] if dropped else [])
+        parts = ([f"redirected {', '.join(redirected)} to the merged skill"] if redirected else []) + (
+            [f"dropped {', '.join(dropped)}"] if dropped else []
+        )
         reason = "seeAlso links to retired skills " + "; ".join(parts)
         with ctx.store.transaction():
             current = store.get(skill.name)

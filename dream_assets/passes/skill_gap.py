@@ -41,7 +41,7 @@ from dream_assets.passes.skill_consolidation import skill_save_problem
 from dream_assets.passes.skill_signals import note_malformed
 from dream_assets.store.logs import CONVERSATION, ConversationTurn, conversation_by_session, log_exists
 from dream_assets.store.skills import SkillError
-from dream_assets.text.fingerprint import stable_hash
+from dream_assets.text.content_hash import stable_hash
 from dream_assets.text.tokens import STOPWORDS, category_tokens, tokenize
 
 PASS = "skill_gap_detection"
@@ -90,8 +90,8 @@ def proposal_terms(name: str, summary: str, content: str) -> set[str]:
 
 @dataclass(frozen=True)
 class RecurringTerm:
-    term: str                  # what the prompt shows: the most frequent surface form
-    key: str                   # what matching uses
+    term: str  # what the prompt shows: the most frequent surface form
+    key: str  # what matching uses
     sessions: tuple[str, ...]  # sessions whose first user message contains it, sorted
 
 
@@ -135,8 +135,10 @@ def run_skill_gap_detection(ctx: PassContext) -> PassReport:
     if not ctx.options.SkillGapEnabled:
         return report.skip("disabled (SkillGapEnabled = false)")
     if not log_exists(ctx.profile, CONVERSATION) and ctx.ledger.pending(PASS) is None:
-        return report.skip("no conversation log (conversation-log.jsonl) — the agent does not record conversations, "
-                           "so there are no sessions to find recurring requests in")
+        return report.skip(
+            "no conversation log (conversation-log.jsonl) — the agent does not record conversations, "
+            "so there are no sessions to find recurring requests in"
+        )
     _, read = conversation_by_session(ctx.profile)
     note_malformed(report, CONVERSATION, read)
     given = ConversationInput()
@@ -155,14 +157,19 @@ def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[Conve
         return report.skip("conversation log is empty: no new conversations since it was last cleared")
     firsts = first_user_messages(sessions)
     recurring = recurring_terms(firsts)
-    report.counts.update({"sessions": len(sessions), "sessions_with_request": len(firsts),
-                          "recurring_terms": len(recurring)})
+    report.counts.update(
+        {"sessions": len(sessions), "sessions_with_request": len(firsts), "recurring_terms": len(recurring)}
+    )
     if len(firsts) < MIN_SESSIONS:
-        return report.skip(f"{len(firsts)} session(s) with a user request: a skill needs the same request type in "
-                           f"{MIN_SESSIONS}+ sessions")
+        return report.skip(
+            f"{len(firsts)} session(s) with a user request: a skill needs the same request type in "
+            f"{MIN_SESSIONS}+ sessions"
+        )
     if not recurring:
-        return report.skip(f"no term of a first user message recurs across the {len(firsts)} sessions: no request "
-                           f"type was seen in {MIN_SESSIONS}+ sessions")
+        return report.skip(
+            f"no term of a first user message recurs across the {len(firsts)} sessions: no request "
+            f"type was seen in {MIN_SESSIONS}+ sessions"
+        )
 
     catalog = ctx.store.skills.list(include_archived=True)
     live = [s for s in catalog if not s.is_archived]
@@ -173,8 +180,11 @@ def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[Conve
     fingerprint = stable_hash(PASS, prompt)
     if gate_says_skip(ctx, PASS, fingerprint, report):
         return report
-    inputs = {"sessions": session_json, "skills": [s.name for s in live],
-              "recurring_terms": [[t, n] for t, n in terms]}
+    inputs = {
+        "sessions": session_json,
+        "skills": [s.name for s in live],
+        "recurring_terms": [[t, n] for t, n in terms],
+    }
     response = call_model(ctx, report, PASS, prompt, inputs)
     if response is None:
         return report
@@ -188,12 +198,20 @@ def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[Conve
     stamp(ctx, PASS, fingerprint)
     report.counts["created"] = created
     rejected = len(response.to_save) - created
-    return report.finish(f"{created} skill(s) created from {len(firsts)} sessions "
-                         f"({len(recurring)} recurring terms); {rejected} proposal(s) not applied")
+    return report.finish(
+        f"{created} skill(s) created from {len(firsts)} sessions "
+        f"({len(recurring)} recurring terms); {rejected} proposal(s) not applied"
+    )
 
 
-def _apply_proposal(ctx: PassContext, report: PassReport, proposal: SkillGapSave, index: int, existing: set[str],
-                    recurring: Sequence[RecurringTerm]) -> bool:
+def _apply_proposal(
+    ctx: PassContext,
+    report: PassReport,
+    proposal: SkillGapSave,
+    index: int,
+    existing: set[str],
+    recurring: Sequence[RecurringTerm],
+) -> bool:
     name = proposal.name
     try:
         validate_skill_name(name)
@@ -205,15 +223,17 @@ def _apply_proposal(ctx: PassContext, report: PassReport, proposal: SkillGapSave
     if name in existing:
         report.count("skipped_existing")
         report.change("skipped", name, "a skill of this name exists (live or archived); never overwritten here")
-        report.info(f"proposed skill {name!r} skipped: the name exists in the catalog (live or archived) and gap "
-                    "detection never overwrites; skill consolidation merges overlapping skills")
+        report.info(
+            f"proposed skill {name!r} skipped: the name exists in the catalog (live or archived) and gap "
+            "detection never overwrites; skill consolidation merges overlapping skills"
+        )
         return False
     if not proposal.content.strip():
         report.count("rejected_empty")
         report.warn(f"proposed skill {name!r} skipped: field 'content' is empty")
         return False
     bad = skill_save_problem(proposal, index)
-    if bad:   # a lone surrogate, a control character, an over-long text: rejected before anything is written
+    if bad:  # a lone surrogate, a control character, an over-long text: rejected before anything is written
         report.count("rejected_invalid_text")
         report.change("rejected", shown_text(name), bad)
         report.warn(f"proposed skill {shown_text(name)} skipped: {bad}")
@@ -222,15 +242,22 @@ def _apply_proposal(ctx: PassContext, report: PassReport, proposal: SkillGapSave
     if len(sessions) < MIN_SESSIONS:
         report.count("rejected_single_session")
         report.change("rejected", name, "request type not seen in 2+ sessions")
-        report.info(f"proposed skill {name!r} rejected: it shares no term with the first request of {MIN_SESSIONS}+ "
-                    "sessions (a skill is created only for a request type seen in 2+ sessions)")
+        report.info(
+            f"proposed skill {name!r} rejected: it shares no term with the first request of {MIN_SESSIONS}+ "
+            "sessions (a skill is created only for a request type seen in 2+ sessions)"
+        )
         return False
-    skill = Skill(name=name, summary=proposal.summary.strip(), content=proposal.content,
-                  created_at=ctx.now, updated_at=ctx.now)
+    skill = Skill(
+        name=name,
+        summary=proposal.summary.strip(),
+        content=proposal.content,
+        created_at=ctx.now,
+        updated_at=ctx.now,
+    )
     shown = ", ".join(sessions[:5]) + (f" and {len(sessions) - 5} more" if len(sessions) > 5 else "")
     reason = f"recurring request in {len(sessions)} sessions ({shown}); shared terms: {', '.join(terms[:8])}"
     try:
-        with ctx.store.transaction():   # the skill and its change-log row, or neither
+        with ctx.store.transaction():  # the skill and its change-log row, or neither
             saved = ctx.store.skills.put(skill)  # insert only: a name created meanwhile is not overwritten
             ctx.record(PASS, "created", saved, before=None, after=saved, reason=reason)
     except (SkillError, InvalidName) as exc:

@@ -51,7 +51,7 @@ from dream_assets.passes.skill_signals import (
 )
 from dream_assets.store.logs import log_exists
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
-from dream_assets.text.fingerprint import event_watermark_fingerprint, skill_fingerprint, stable_hash
+from dream_assets.text.content_hash import event_watermark_fingerprint, skill_fingerprint, stable_hash
 
 PASS = "skill_optimization"
 REQUIRED_LOGS = ("skill-usage", "feedback")
@@ -64,7 +64,7 @@ class OptimizationCandidates:
     at_risk: list[tuple[Skill, list[FailureSignal]]] = field(default_factory=list)
     sparse: list[Skill] = field(default_factory=list)
     reads: list[WindowRead] = field(default_factory=list)
-    answered_signals: int = 0       # signals left out because this pass already rewrote the skill after them
+    answered_signals: int = 0  # signals left out because this pass already rewrote the skill after them
 
     @property
     def empty(self) -> bool:
@@ -72,8 +72,10 @@ class OptimizationCandidates:
 
     def items(self) -> list[str]:
         """One short hash per selected skill: its content, plus the watermark of its failure signals when at risk."""
-        out = {_item("at-risk", s, event_watermark_fingerprint((x.timestamp, x.key) for x in sig))
-               for s, sig in self.at_risk}
+        out = {
+            _item("at-risk", s, event_watermark_fingerprint((x.timestamp, x.key) for x in sig))
+            for s, sig in self.at_risk
+        }
         out |= {_item("sparse", s, "") for s in self.sparse}
         return sorted(out)
 
@@ -112,8 +114,9 @@ def select_candidates(ctx: PassContext) -> OptimizationCandidates:
             out.at_risk.append((skills[name], fresh))
     risky = {s.name for s, _ in out.at_risk}
     for skill in skills.values():
-        if skill.name in risky or not is_sparse(skill, ctx.now, max_chars=opts.SparseSkillMaxChars,
-                                                min_age=opts.SparseSkillMinAge):
+        if skill.name in risky or not is_sparse(
+            skill, ctx.now, max_chars=opts.SparseSkillMaxChars, min_age=opts.SparseSkillMinAge
+        ):
             continue
         done = rewritten.get(skill.name)
         if done is not None and done >= skill.updated_at:
@@ -126,7 +129,7 @@ def _gate_fingerprint(ctx: PassContext, current: str, items: Sequence[str]) -> s
     """The stamped fingerprint when every current item was already in it (nothing new), else the current one."""
     record = ctx.ledger.get(PASS)
     if record is not None and record.fingerprint.startswith(FINGERPRINT_PREFIX):
-        stamped = set(record.fingerprint[len(FINGERPRINT_PREFIX):].split(","))
+        stamped = set(record.fingerprint[len(FINGERPRINT_PREFIX) :].split(","))
         if set(items) <= stamped:
             return record.fingerprint
     return current
@@ -140,13 +143,19 @@ def run_skill_optimization(ctx: PassContext) -> PassReport:
     missing = [kind for kind in REQUIRED_LOGS if not log_exists(ctx.profile, kind)]
     if missing:
         absent = " and no ".join(f"{kind} log (logs/{kind}/)" for kind in missing)
-        return report.skip(f"no {absent}: skill optimization needs skill usage and feedback to find at-risk skills "
-                           "(spec 'Pass 4')")
+        return report.skip(
+            f"no {absent}: skill optimization needs skill usage and feedback to find at-risk skills (spec 'Pass 4')"
+        )
     found = select_candidates(ctx)
     for read in found.reads:
         note_malformed(report, read.kind, read)
-    report.counts.update({"at_risk": len(found.at_risk), "sparse": len(found.sparse),
-                          "answered_signals": found.answered_signals})
+    report.counts.update(
+        {
+            "at_risk": len(found.at_risk),
+            "sparse": len(found.sparse),
+            "answered_signals": found.answered_signals,
+        }
+    )
     if found.empty:
         return report.skip("no at-risk or sparse skills: nothing to improve")
     items = found.items()
@@ -158,12 +167,16 @@ def run_skill_optimization(ctx: PassContext) -> PassReport:
     for skill, signals in found.at_risk:
         context = failure_context(signals)
         if is_sparse(skill, ctx.now, max_chars=opts.SparseSkillMaxChars, min_age=opts.SparseSkillMinAge):
-            context.append(f"Also sparse: only {len(skill.content.strip())} characters of content — expand it with "
-                           "concrete steps, examples and edge cases.")
+            context.append(
+                f"Also sparse: only {len(skill.content.strip())} characters of content — expand it with "
+                "concrete steps, examples and edge cases."
+            )
         at_risk.append((skill, context))
     prompt = render_skill_optimization(at_risk, found.sparse)
-    inputs = {"at_risk": [{"name": s.name, "content": s.content, "context": c} for s, c in at_risk],
-              "sparse": [{"name": s.name, "content": s.content} for s in found.sparse]}
+    inputs = {
+        "at_risk": [{"name": s.name, "content": s.content, "context": c} for s, c in at_risk],
+        "sparse": [{"name": s.name, "content": s.content} for s in found.sparse],
+    }
     response = call_model(ctx, report, PASS, prompt, inputs)
     if response is None:
         return report
@@ -175,20 +188,28 @@ def run_skill_optimization(ctx: PassContext) -> PassReport:
     updated = _apply(ctx, report, response, sent, reasons)
     stamp(ctx, PASS, current)
     report.counts["updated"] = updated
-    return report.finish(f"{updated} skill(s) improved of {len(sent)} sent "
-                         f"({len(found.at_risk)} at risk, {len(found.sparse)} sparse)")
+    return report.finish(
+        f"{updated} skill(s) improved of {len(sent)} sent ({len(found.at_risk)} at risk, {len(found.sparse)} sparse)"
+    )
 
 
-def _apply(ctx: PassContext, report: PassReport, response: SkillConsolidationResponse, sent: dict[str, Skill],
-           reasons: dict[str, str]) -> int:
+def _apply(
+    ctx: PassContext,
+    report: PassReport,
+    response: SkillConsolidationResponse,
+    sent: dict[str, Skill],
+    reasons: dict[str, str],
+) -> int:
     """Rewrite the sent skills the answer improves. Each rewrite is checked first (model_text.py: a bad name, a blank,
     over-long or unencodable content or summary rejects that item with its reason) and then written with its
     change-log row in one transaction, on the skill as it is then (an edit since it was read wins)."""
     store = ctx.store.skills
     if response.to_delete:
         report.count("ignored_deletes", len(response.to_delete))
-        report.warn(f"toDelete ignored ({', '.join(shown(n, 60) for n in response.to_delete[:10])}): skill "
-                    "optimization improves skills and never deletes them")
+        report.warn(
+            f"toDelete ignored ({', '.join(shown(n, 60) for n in response.to_delete[:10])}): skill "
+            "optimization improves skills and never deletes them"
+        )
     updated = 0
     done: set[str] = set()
     live_names = {s.name for s in store.list()}
@@ -197,8 +218,10 @@ def _apply(ctx: PassContext, report: PassReport, response: SkillConsolidationRes
         bad = problem(name, "name", field=f"toSave[{n}].name")
         if bad is None and name not in sent:
             report.count("ignored")
-            report.warn(f"toSave entry {name!r} ignored: only the skills that were sent may be rewritten "
-                        "(an improved skill keeps its name)")
+            report.warn(
+                f"toSave entry {name!r} ignored: only the skills that were sent may be rewritten "
+                "(an improved skill keeps its name)"
+            )
             continue
         if bad is None and name in done:
             report.warn(f"toSave lists {name!r} twice; the first entry is used")
@@ -208,8 +231,11 @@ def _apply(ctx: PassContext, report: PassReport, response: SkillConsolidationRes
             report.count("ignored")
             report.warn(f"skill {name!r} not rewritten: field 'content' is empty")
             continue
-        bad = bad or problem(save.content, "content", field=f"toSave[{n}].content", max_chars=MAX_SKILL_CHARS) \
+        bad = (
+            bad
+            or problem(save.content, "content", field=f"toSave[{n}].content", max_chars=MAX_SKILL_CHARS)
             or problem(save.summary, "text", field=f"toSave[{n}].summary", max_chars=MAX_SUMMARY_CHARS)
+        )
         if bad:
             report.count("invalid_items")
             report.change("invalid-item", f"toSave[{n}]", bad)
@@ -224,14 +250,19 @@ def _apply(ctx: PassContext, report: PassReport, response: SkillConsolidationRes
                 else:
                     see_also = current.see_also
                     if "see_also" in save.model_fields_set:
-                        see_also = tuple(dict.fromkeys(x for x in save.see_also
-                                                       if x != name and x in live_names and _valid(x)))
+                        see_also = tuple(
+                            dict.fromkeys(x for x in save.see_also if x != name and x in live_names and _valid(x))
+                        )
                         dropped = [shown(x, 60) for x in save.see_also if x not in see_also and x != name]
                         if dropped:
-                            report.info(f"skill {name!r}: seeAlso entries naming no live skill dropped: "
-                                        f"{', '.join(dropped)}")
-                    new = current.with_(summary=save.summary.strip() or current.summary, content=save.content,
-                                        see_also=see_also)
+                            report.info(
+                                f"skill {name!r}: seeAlso entries naming no live skill dropped: {', '.join(dropped)}"
+                            )
+                    new = current.with_(
+                        summary=save.summary.strip() or current.summary,
+                        content=save.content,
+                        see_also=see_also,
+                    )
                     if same_skill(current, new):
                         outcome = "unchanged"
                     else:
@@ -249,8 +280,11 @@ def _apply(ctx: PassContext, report: PassReport, response: SkillConsolidationRes
             report.count("unchanged")
         else:
             assert current is not None
-            report.change("skill-improved", name,
-                          f"{reasons[name]}; {len(current.content)} -> {len(saved.content)} chars")
+            report.change(
+                "skill-improved",
+                name,
+                f"{reasons[name]}; {len(current.content)} -> {len(saved.content)} chars",
+            )
             report.info(f"improved skill {name} ({reasons[name]})")
             updated += 1
     return updated

@@ -1,4 +1,5 @@
-"""Signals the skill passes derive from telemetry: usage counts, co-used pairs, prefix clusters, sparse and at-risk skills.
+"""Signals the skill passes derive from telemetry: usage counts, co-used pairs, prefix clusters, sparse and at-risk
+skills.
 
 Spec "Pass 3": usage counts and co-used pairs look back ``SkillUsageWindow`` (30 days); a skill is ``[sparse-content]``
 when its content is shorter than ``SparseSkillMaxChars`` (200) and it is older than ``SparseSkillMinAge`` (7 days);
@@ -53,8 +54,7 @@ def usage_counts(events: Iterable[SkillUsageEvent]) -> dict[str, int]:
     return dict(Counter(e.skill_name for e in events))
 
 
-def session_skills(usage: Iterable[SkillUsageEvent],
-                   feedback: Iterable[FeedbackEvent] = ()) -> dict[str, set[str]]:
+def session_skills(usage: Iterable[SkillUsageEvent], feedback: Iterable[FeedbackEvent] = ()) -> dict[str, set[str]]:
     """Session id -> the skills it used: skill-usage events plus the ``skillNames`` its feedback carries."""
     out: dict[str, set[str]] = {}
     for e in usage:
@@ -65,8 +65,9 @@ def session_skills(usage: Iterable[SkillUsageEvent],
     return out
 
 
-def co_used_pairs(sessions: Mapping[str, Iterable[str]], top: int, *,
-                  known: Collection[str] | None = None) -> list[tuple[str, str, int]]:
+def co_used_pairs(
+    sessions: Mapping[str, Iterable[str]], top: int, *, known: Collection[str] | None = None
+) -> list[tuple[str, str, int]]:
     """The ``top`` skill pairs used in the most sessions, as ``(a, b, sessions)`` with ``a < b``.
 
     Ties are broken by name so the list (and the prompt) is the same on every run. Names outside ``known`` (skills
@@ -116,8 +117,7 @@ class FailureSignal:
     @property
     def key(self) -> str:
         """A stable one-line identity (used in fingerprints)."""
-        return json.dumps([iso(self.timestamp), self.session_id, self.kind, self.rating, self.text],
-                          ensure_ascii=False)
+        return json.dumps([iso(self.timestamp), self.session_id, self.kind, self.rating, self.text], ensure_ascii=False)
 
     @property
     def label(self) -> str:
@@ -128,15 +128,17 @@ def is_failure(event: FeedbackEvent) -> bool:
     return event.kind == "Correction" or (event.kind == "SessionSummary" and event.rating in FAILURE_RATINGS)
 
 
-def at_risk_signals(feedback: Iterable[FeedbackEvent], usage: Iterable[SkillUsageEvent], *,
-                    known: Collection[str]) -> dict[str, list[FailureSignal]]:
+def at_risk_signals(
+    feedback: Iterable[FeedbackEvent], usage: Iterable[SkillUsageEvent], *, known: Collection[str]
+) -> dict[str, list[FailureSignal]]:
     """Skill name -> the failure signals of the sessions that used it, oldest first. Only skills in ``known``."""
     feedback = list(feedback)
     failures: dict[str, list[FailureSignal]] = {}
     for f in feedback:
         if is_failure(f):
             failures.setdefault(f.session_id, []).append(
-                FailureSignal(f.timestamp, f.session_id, f.kind, f.rating, f.text))
+                FailureSignal(f.timestamp, f.session_id, f.kind, f.rating, f.text)
+            )
     if not failures:
         return {}
     used = session_skills(usage, feedback)
@@ -145,8 +147,10 @@ def at_risk_signals(feedback: Iterable[FeedbackEvent], usage: Iterable[SkillUsag
         for name in used.get(session_id, ()):
             if name in known:
                 out.setdefault(name, []).extend(signals)
-    return {name: sorted(sig, key=lambda s: (s.timestamp, s.session_id, s.kind, s.text))
-            for name, sig in sorted(out.items())}
+    return {
+        name: sorted(sig, key=lambda s: (s.timestamp, s.session_id, s.kind, s.text))
+        for name, sig in sorted(out.items())
+    }
 
 
 def failure_context(signals: Sequence[FailureSignal], *, limit: int = MAX_CONTEXT_LINES) -> list[str]:

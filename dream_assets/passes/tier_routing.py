@@ -31,13 +31,13 @@ from dream_assets.passes.preference_inference import save_memory_recorded
 from dream_assets.passes.report import PassReport
 from dream_assets.store.logs import TierRoutingEvent, log_exists, read_events
 from dream_assets.store.memory import ContentError
-from dream_assets.text.fingerprint import event_watermark_fingerprint, stable_hash
+from dream_assets.text.content_hash import event_watermark_fingerprint, stable_hash
 
 PASS = "tier_routing_review"
 LOG = "tier-routing"
 CATEGORY = "anti-patterns/routing"
 TAG = "routing"
-FINDING_IMPORTANCE = 0.5   # spec silent: the store's default importance
+FINDING_IMPORTANCE = 0.5  # spec silent: the store's default importance
 _TOP_KINDS = 5
 
 
@@ -46,7 +46,7 @@ class TierSummary:
     tier: str
     outcomes: Counter[str] = field(default_factory=Counter)
     kinds: Counter[str] = field(default_factory=Counter)
-    problem_kinds: Counter[str] = field(default_factory=Counter)   # task kinds that failed or escalated
+    problem_kinds: Counter[str] = field(default_factory=Counter)  # task kinds that failed or escalated
     latencies: list[float] = field(default_factory=list)
     cost: float = 0.0
     costed: int = 0
@@ -74,12 +74,18 @@ class TierSummary:
             return round(self.outcomes[outcome] / n, 3) if n else 0.0
 
         return {
-            "tier": self.tier, "requests": n, "success": self.outcomes["success"],
-            "failure": self.outcomes["failure"], "escalated": self.outcomes["escalated"],
-            "success_rate": rate("success"), "failure_rate": rate("failure"), "escalation_rate": rate("escalated"),
+            "tier": self.tier,
+            "requests": n,
+            "success": self.outcomes["success"],
+            "failure": self.outcomes["failure"],
+            "escalated": self.outcomes["escalated"],
+            "success_rate": rate("success"),
+            "failure_rate": rate("failure"),
+            "escalation_rate": rate("escalated"),
             "mean_latency_ms": round(sum(self.latencies) / len(self.latencies), 1) if self.latencies else None,
             "total_cost_usd": round(self.cost, 6) if self.costed else None,
-            "task_kinds": _top(self.kinds), "problem_task_kinds": _top(self.problem_kinds),
+            "task_kinds": _top(self.kinds),
+            "problem_task_kinds": _top(self.problem_kinds),
         }
 
 
@@ -98,7 +104,8 @@ def summarise(events: Iterable[TierRoutingEvent]) -> list[dict[str, Any]]:
 
 def window_fingerprint(events: Sequence[TierRoutingEvent], options: DreamOptions) -> str:
     watermark = event_watermark_fingerprint(
-        (e.timestamp, json.dumps(e.to_json(), sort_keys=True, ensure_ascii=False)) for e in events)
+        (e.timestamp, json.dumps(e.to_json(), sort_keys=True, ensure_ascii=False)) for e in events
+    )
     return stable_hash(PASS, watermark, options.TierRoutingReviewWindow.total_seconds())
 
 
@@ -137,10 +144,15 @@ def run_tier_routing_review(ctx: PassContext) -> PassReport:
     for key in ("created", "reinforced", "extended", "rejected"):
         report.counts.setdefault(key, 0)
     for n, finding in enumerate(response.findings):
-        bad = problem(finding.content, "content", field=f"findings[{n}].content", max_chars=opts.MaxContentChars) \
-            or problem(finding.tags, "tags", field=f"findings[{n}].tags") \
-            or (problem(finding.tier, "id", field=f"findings[{n}].tier") if finding.tier and finding.tier.strip()
-                else None)
+        bad = (
+            problem(finding.content, "content", field=f"findings[{n}].content", max_chars=opts.MaxContentChars)
+            or problem(finding.tags, "tags", field=f"findings[{n}].tags")
+            or (
+                problem(finding.tier, "id", field=f"findings[{n}].tier")
+                if finding.tier and finding.tier.strip()
+                else None
+            )
+        )
         if bad:
             report.count("invalid_items")
             report.count("rejected")
@@ -153,9 +165,16 @@ def run_tier_routing_review(ctx: PassContext) -> PassReport:
             # The save (or the reinforcement it became) and its change-log row are one write.
             with ctx.store.transaction():
                 result, entry = save_memory_recorded(
-                    ctx, report, PASS, finding.content.strip(), category=category, tags=[TAG, *finding.tags],
-                    importance=FINDING_IMPORTANCE, metadata=metadata,
-                    reason=f"tier routing finding over the last {days:g} days")
+                    ctx,
+                    report,
+                    PASS,
+                    finding.content.strip(),
+                    category=category,
+                    tags=[TAG, *finding.tags],
+                    importance=FINDING_IMPORTANCE,
+                    metadata=metadata,
+                    reason=f"tier routing finding over the last {days:g} days",
+                )
         except ContentError as exc:
             report.warn(f"finding not saved: {exc}")
             report.count("rejected")
@@ -164,6 +183,8 @@ def run_tier_routing_review(ctx: PassContext) -> PassReport:
         report.change(f"routing-finding-{result.action}", entry.id, entry.content[:200])
     stamp(ctx, PASS, fingerprint)
     c = report.counts
-    return report.finish(f"{len(response.findings)} routing finding(s) from {len(events)} entries over "
-                         f"{len(stats)} tier(s) in the last {days:g} days: {c['created']:g} created, "
-                         f"{c['reinforced']:g} reinforced, {c['extended']:g} extended, {c['rejected']:g} rejected")
+    return report.finish(
+        f"{len(response.findings)} routing finding(s) from {len(events)} entries over "
+        f"{len(stats)} tier(s) in the last {days:g} days: {c['created']:g} created, "
+        f"{c['reinforced']:g} reinforced, {c['extended']:g} extended, {c['rejected']:g} rejected"
+    )

@@ -38,18 +38,19 @@ from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.store.logs import WispExecutionEvent, log_exists, read_events
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
-from dream_assets.text.fingerprint import event_watermark_fingerprint, stable_hash
+from dream_assets.text.content_hash import event_watermark_fingerprint, stable_hash
 
 PASS = "wisp_failure_analysis"
 LOG = "wisp-executions"
 SECTION_HEADING = "### Known failure"
-MAX_ANNOTATION_CHARS = 2_000   # an annotation is a negative example or a corrected pattern, not a document
-MAX_LABEL_CHARS = 200          # a failure classification is a label
-_MAX_ERRORS = 3                # distinct errors quoted per pattern
+MAX_ANNOTATION_CHARS = 2_000  # an annotation is a negative example or a corrected pattern, not a document
+MAX_LABEL_CHARS = 200  # a failure classification is a label
+_MAX_ERRORS = 3  # distinct errors quoted per pattern
 _MAX_ERROR_CHARS = 300
 
 
 # --- grouping (pure) ---------------------------------------------------------------------------------------------
+
 
 @dataclass
 class WispGroup:
@@ -60,8 +61,8 @@ class WispGroup:
     successes: int = 0
     failed_steps: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
-    producers: Counter[str] = field(default_factory=Counter)   # skill names of the failed runs
-    skills: Counter[str] = field(default_factory=Counter)      # skill names of all runs
+    producers: Counter[str] = field(default_factory=Counter)  # skill names of the failed runs
+    skills: Counter[str] = field(default_factory=Counter)  # skill names of all runs
 
     @property
     def failures(self) -> int:
@@ -122,9 +123,14 @@ def _ranked(counter: Counter[str]) -> list[str]:
 def failure_input(group: WispGroup) -> dict[str, Any]:
     """A failure pattern as the prompt renderer and the offline backend read it."""
     producers = _ranked(group.producers)
-    out: dict[str, Any] = {"description": group.description, "skill_name": producers[0] if producers else None,
-                           "count": group.failures, "runs": group.runs, "failed_steps": _ranked(group.failed_steps),
-                           "errors": _ranked(group.errors)[:_MAX_ERRORS]}
+    out: dict[str, Any] = {
+        "description": group.description,
+        "skill_name": producers[0] if producers else None,
+        "count": group.failures,
+        "runs": group.runs,
+        "failed_steps": _ranked(group.failed_steps),
+        "errors": _ranked(group.errors)[:_MAX_ERRORS],
+    }
     if len(producers) > 1:
         out["other_skills"] = producers[1:]
     return out
@@ -132,19 +138,32 @@ def failure_input(group: WispGroup) -> dict[str, Any]:
 
 def success_input(group: WispGroup) -> dict[str, Any]:
     skills = _ranked(group.skills)
-    return {"description": group.description, "skill_name": skills[0] if skills else None, "runs": group.runs,
-            "successes": group.successes, "success_rate": round(group.success_rate, 3)}
+    return {
+        "description": group.description,
+        "skill_name": skills[0] if skills else None,
+        "runs": group.runs,
+        "successes": group.successes,
+        "success_rate": round(group.success_rate, 3),
+    }
 
 
 def window_fingerprint(events: Sequence[WispExecutionEvent], options: DreamOptions) -> str:
     """The event watermark of the window, plus the thresholds that decide what qualifies."""
     watermark = event_watermark_fingerprint(
-        (e.timestamp, json.dumps(e.to_json(), sort_keys=True, ensure_ascii=False)) for e in events)
-    return stable_hash(PASS, watermark, options.WispAnalysisWindow.total_seconds(), options.WispFailureMinFrequency,
-                       options.WispSuccessMinFrequency, options.WispSuccessMinRate)
+        (e.timestamp, json.dumps(e.to_json(), sort_keys=True, ensure_ascii=False)) for e in events
+    )
+    return stable_hash(
+        PASS,
+        watermark,
+        options.WispAnalysisWindow.total_seconds(),
+        options.WispFailureMinFrequency,
+        options.WispSuccessMinFrequency,
+        options.WispSuccessMinRate,
+    )
 
 
 # --- annotations (pure) ------------------------------------------------------------------------------------------
+
 
 def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
@@ -166,6 +185,7 @@ def annotate(content: str, annotations: Sequence[str], heading: str) -> tuple[st
 
 # --- the pass ----------------------------------------------------------------------------------------------------
 
+
 def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
     report = PassReport(PASS)
     opts = ctx.options
@@ -180,13 +200,21 @@ def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
     groups = group_executions(events)
     failures = sorted((g for g in groups.values() if is_failure_pattern(g, opts)), key=lambda g: g.description)
     promotions = sorted((g for g in groups.values() if is_promotion_candidate(g, opts)), key=lambda g: g.description)
-    report.counts.update({"executions": len(events), "descriptions": len(groups), "failure_patterns": len(failures),
-                          "promotion_candidates": len(promotions)})
+    report.counts.update(
+        {
+            "executions": len(events),
+            "descriptions": len(groups),
+            "failure_patterns": len(failures),
+            "promotion_candidates": len(promotions),
+        }
+    )
     report.extra["promotion_candidates"] = [success_input(g) for g in promotions]
     if not failures and not promotions:
-        return report.skip(f"no recurring failure (≥ {opts.WispFailureMinFrequency}) or consistent success pattern "
-                           f"(≥ {opts.WispSuccessMinFrequency} runs, > {opts.WispSuccessMinRate:.0%}) among "
-                           f"{len(events)} execution(s) in the last {days} days: no call")
+        return report.skip(
+            f"no recurring failure (≥ {opts.WispFailureMinFrequency}) or consistent success pattern "
+            f"(≥ {opts.WispSuccessMinFrequency} runs, > {opts.WispSuccessMinRate:.0%}) among "
+            f"{len(events)} execution(s) in the last {days} days: no call"
+        )
     fingerprint = window_fingerprint(events, opts)
     if gate_says_skip(ctx, PASS, fingerprint, report):
         return report
@@ -194,9 +222,13 @@ def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
     failure_inputs = [failure_input(g) for g in failures]
     success_inputs = [success_input(g) for g in promotions]
     prompt = render_wisp_failures(failure_inputs, success_inputs)
-    response = call_model(ctx, report, PASS, prompt,
-                          {"failure_patterns": failure_inputs, "success_patterns": success_inputs,
-                           "window_days": float(days)})
+    response = call_model(
+        ctx,
+        report,
+        PASS,
+        prompt,
+        {"failure_patterns": failure_inputs, "success_patterns": success_inputs, "window_days": float(days)},
+    )
     if response is None:
         return report
 
@@ -205,28 +237,34 @@ def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
     for g in failures:
         label = classification.get(description_key(g.description), "")
         steps = _ranked(g.failed_steps)
-        report.change("failure-pattern", g.description,
-                      f"{g.failures} of {g.runs} runs failed" + (f" at {', '.join(steps)}" if steps else "")
-                      + (f"; {label}" if label else ""))
+        report.change(
+            "failure-pattern",
+            g.description,
+            f"{g.failures} of {g.runs} runs failed"
+            + (f" at {', '.join(steps)}" if steps else "")
+            + (f"; {label}" if label else ""),
+        )
     report.extra["failure_patterns"] = [
-        {**failure_input(g), "classification": classification.get(description_key(g.description), "")}
-        for g in failures]
+        {**failure_input(g), "classification": classification.get(description_key(g.description), "")} for g in failures
+    ]
 
     annotated = _apply_annotations(ctx, report, response.skill_annotations, failures)
     _report_promotions(report, response.promotion_notes, promotions)
     stamp(ctx, PASS, fingerprint)
-    return report.finish(f"{len(failures)} recurring failure pattern(s), {annotated} skill(s) annotated, "
-                         f"{len(promotions)} promotion candidate(s) from {len(events)} execution(s) in the last "
-                         f"{days} days")
+    return report.finish(
+        f"{len(failures)} recurring failure pattern(s), {annotated} skill(s) annotated, "
+        f"{len(promotions)} promotion candidate(s) from {len(events)} execution(s) in the last "
+        f"{days} days"
+    )
 
 
 def _classifications(report: PassReport, patterns: Sequence[Any], by_key: dict[str, WispGroup]) -> dict[str, str]:
     found: dict[str, str] = {}
     ignored = 0
     for n, p in enumerate(patterns):
-        bad = problem(p.description, "text", field=f"failurePatterns[{n}].description") \
-            or problem(p.classification, "text", field=f"failurePatterns[{n}].classification",
-                       max_chars=MAX_LABEL_CHARS)
+        bad = problem(p.description, "text", field=f"failurePatterns[{n}].description") or problem(
+            p.classification, "text", field=f"failurePatterns[{n}].classification", max_chars=MAX_LABEL_CHARS
+        )
         if bad:
             _invalid(report, f"failurePatterns[{n}]", bad)
             continue
@@ -236,14 +274,16 @@ def _classifications(report: PassReport, patterns: Sequence[Any], by_key: dict[s
             continue
         found.setdefault(key, p.classification.strip())
     if ignored:
-        report.warn(f"{ignored} failure pattern(s) in the answer do not match a recurring failure found in the "
-                    "window; ignored")
+        report.warn(
+            f"{ignored} failure pattern(s) in the answer do not match a recurring failure found in the window; ignored"
+        )
         report.count("patterns_ignored", ignored)
     return found
 
 
-def _apply_annotations(ctx: PassContext, report: PassReport, proposals: Sequence[Any],
-                       failures: Sequence[WispGroup]) -> int:
+def _apply_annotations(
+    ctx: PassContext, report: PassReport, proposals: Sequence[Any], failures: Sequence[WispGroup]
+) -> int:
     """Append the qualified annotations, one save and one change row per skill. Returns the skills annotated."""
     producers: dict[str, list[str]] = {}
     for g in failures:
@@ -252,8 +292,9 @@ def _apply_annotations(ctx: PassContext, report: PassReport, proposals: Sequence
     wanted: dict[str, list[str]] = {}
     ignored: list[str] = []
     for n, p in enumerate(proposals):
-        bad = problem(p.skill_name, "id", field=f"skillAnnotations[{n}].skillName") \
-            or problem(p.annotation, "text", field=f"skillAnnotations[{n}].annotation")
+        bad = problem(p.skill_name, "id", field=f"skillAnnotations[{n}].skillName") or problem(
+            p.annotation, "text", field=f"skillAnnotations[{n}].annotation"
+        )
         if bad:
             _invalid(report, f"skillAnnotations[{n}]", bad)
             continue
@@ -264,14 +305,17 @@ def _apply_annotations(ctx: PassContext, report: PassReport, proposals: Sequence
         if not text:
             continue
         if len(text) > MAX_ANNOTATION_CHARS:
-            report.warn(f"annotation for skill {name} is {len(text)} characters (limit {MAX_ANNOTATION_CHARS}); "
-                        "not appended")
+            report.warn(
+                f"annotation for skill {name} is {len(text)} characters (limit {MAX_ANNOTATION_CHARS}); not appended"
+            )
             report.count("annotations_rejected")
             continue
         wanted.setdefault(name, []).append(text)
     if ignored:
-        report.warn(f"annotation(s) for {', '.join(sorted({shown(i, 60) for i in ignored}))} ignored: not the "
-                    "producer of a recurring failure pattern in the window")
+        report.warn(
+            f"annotation(s) for {', '.join(sorted({shown(i, 60) for i in ignored}))} ignored: not the "
+            "producer of a recurring failure pattern in the window"
+        )
         report.count("annotations_ignored", len(ignored))
 
     annotated = 0
@@ -302,9 +346,11 @@ def _apply_annotations(ctx: PassContext, report: PassReport, proposals: Sequence
             report.warn(f"skill {name} not annotated: {exc}")
             continue
         if outcome == "absent":
-            report.warn(f"skill {name} produced a recurring wisp failure but is "
-                        f"{'archived' if skill else 'not in the catalog'}; not annotated (this pass never creates or "
-                        "restores skills)")
+            report.warn(
+                f"skill {name} produced a recurring wisp failure but is "
+                f"{'archived' if skill else 'not in the catalog'}; not annotated (this pass never creates or "
+                "restores skills)"
+            )
             report.count("annotations_ignored", len(wanted[name]))
             continue
         report.count("annotations_already_present", len(wanted[name]) - len(appended))
@@ -322,23 +368,30 @@ def _apply_annotations(ctx: PassContext, report: PassReport, proposals: Sequence
 
 
 def _invalid(report: PassReport, target: str, reason: str) -> None:
-    """A model-provided item that cannot be used: counted, listed in the changes table; the rest of the answer applies."""
+    """A model-provided item that cannot be used: counted, listed in the changes table; the rest of the answer
+    applies."""
     report.count("invalid_items")
     report.change("invalid-item", target, reason)
     report.warn(f"{target} rejected: {reason}")
 
 
 def _record(ctx: PassContext, name: str, before: Skill, after: Skill, descriptions: Sequence[str]) -> None:
-    ctx.record(PASS, "updated", after, before=before, after=after,
-               reason="known-failure annotation from recurring wisp failures: "
-                      + "; ".join(f'"{d}"' for d in descriptions))
+    ctx.record(
+        PASS,
+        "updated",
+        after,
+        before=before,
+        after=after,
+        reason="known-failure annotation from recurring wisp failures: " + "; ".join(f'"{d}"' for d in descriptions),
+    )
 
 
 def _report_promotions(report: PassReport, notes: dict[str, str], promotions: Sequence[WispGroup]) -> None:
     by_key: dict[str, str] = {}
     for k, v in notes.items():
-        bad = problem(k, "text", field="promotionNotes key") \
-            or problem(v, "text", field=f"promotionNotes[{shown(k, 40)}]", max_chars=MAX_ANNOTATION_CHARS)
+        bad = problem(k, "text", field="promotionNotes key") or problem(
+            v, "text", field=f"promotionNotes[{shown(k, 40)}]", max_chars=MAX_ANNOTATION_CHARS
+        )
         if bad:
             _invalid(report, "promotionNotes", bad)
             continue
@@ -351,7 +404,9 @@ def _report_promotions(report: PassReport, notes: dict[str, str], promotions: Se
     for g in promotions:
         note = by_key.get(description_key(g.description), "")
         candidates.append({**success_input(g), "note": note})
-        report.change("promotion-candidate", g.description,
-                      f"{g.successes} of {g.runs} runs succeeded ({g.success_rate:.0%})" + (f"; {note}" if note else ""))
+        report.change(
+            "promotion-candidate",
+            g.description,
+            f"{g.successes} of {g.runs} runs succeeded ({g.success_rate:.0%})" + (f"; {note}" if note else ""),
+        )
     report.extra["promotion_candidates"] = candidates
-

@@ -22,9 +22,12 @@ class DreamStore:
         from dream_assets.store.skills import SkillStore
 
         self.profile.root.mkdir(parents=True, exist_ok=True)
-        self.connection = store_connection(self.profile.store_path, self.profile.store_lock_path,
-                                           timeout_s=self.options.StoreLockTimeout.total_seconds(),
-                                           snapshots_dir=self.profile.snapshots_dir)
+        self.connection = store_connection(
+            self.profile.store_path,
+            self.profile.store_lock_path,
+            timeout_s=self.options.StoreLockTimeout.total_seconds(),
+            snapshots_dir=self.profile.snapshots_dir,
+        )
         embeddings = self._save_embedding_provider if self.options.EmbeddingModel.strip() else None
         self.memories = MemoryStore(self.connection, self.options, embeddings=embeddings)
         self.skills = SkillStore(self.connection)

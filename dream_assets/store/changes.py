@@ -69,9 +69,9 @@ class ChangeRecord:
 @dataclass
 class UndoResult:
     cycle_id: str
-    restored: list[str]                # "<target>" put back by this undo
-    refused: list[str]                 # "<target>: <why>" — edited after the cycle; left as they are
-    not_restored: list[str] = field(default_factory=list)    # "<target>: <why>" — could not be put back
+    restored: list[str]  # "<target>" put back by this undo
+    refused: list[str]  # "<target>: <why>" — edited after the cycle; left as they are
+    not_restored: list[str] = field(default_factory=list)  # "<target>: <why>" — could not be put back
     already_undone: list[str] = field(default_factory=list)  # "<target>" undone before (an earlier, interrupted undo)
     undo_cycle_id: str = ""
 
@@ -133,17 +133,37 @@ class ChangeLog:
         self._skills = skills
         conn.add_open_hook(ensure_schema)
 
-    def record(self, *, cycle_id: str, pass_name: str, kind: str, target_type: str, target_id: str,
-               before: MemoryEntry | Skill | dict | None, after: MemoryEntry | Skill | dict | None, reason: str,
-               now: datetime) -> str:
+    def record(
+        self,
+        *,
+        cycle_id: str,
+        pass_name: str,
+        kind: str,
+        target_type: str,
+        target_id: str,
+        before: MemoryEntry | Skill | dict | None,
+        after: MemoryEntry | Skill | dict | None,
+        reason: str,
+        now: datetime,
+    ) -> str:
         """Write one row. Inside ``store.transaction()`` it is part of that transaction (written with the change it
         describes, or not at all); outside one it commits by itself. Returns the row's change id."""
         change_id = new_id()
         with self._conn.session() as conn:
             conn.execute(
                 "INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, nextval('row_seq'))",
-                [change_id, cycle_id, pass_name, kind, target_type, target_id, _dump(before), _dump(after), reason,
-                 to_db(utc(now))],
+                [
+                    change_id,
+                    cycle_id,
+                    pass_name,
+                    kind,
+                    target_type,
+                    target_id,
+                    _dump(before),
+                    _dump(after),
+                    reason,
+                    to_db(utc(now)),
+                ],
             )
         return change_id
 
@@ -157,18 +177,22 @@ class ChangeLog:
             start = int(conn.execute("SELECT nextval('row_seq')").fetchall()[0][0])
             if len(rows) > 1:  # reserve a block of ordinals for the batch
                 conn.execute(f"SELECT nextval('row_seq') FROM range({len(rows) - 1})").fetchall()
-            table = pa.table({
-                "change_id": [new_id() for _ in rows],
-                "cycle_id": [r["cycle_id"] for r in rows], "pass_name": [r["pass_name"] for r in rows],
-                "kind": [r["kind"] for r in rows], "target_type": [r["target_type"] for r in rows],
-                "target_id": [r["target_id"] for r in rows],
-                "before_json": pa.array([_dump(r.get("before")) for r in rows], pa.string()),
-                "after_json": pa.array([_dump(r.get("after")) for r in rows], pa.string()),
-                "reason": [r["reason"] for r in rows],
-                "created_at": pa.array([ts] * len(rows), pa.timestamp("us")),
-                "undone_at": pa.array([None] * len(rows), pa.timestamp("us")),
-                "ordinal": pa.array([start + i for i in range(len(rows))], pa.int64()),
-            })
+            table = pa.table(
+                {
+                    "change_id": [new_id() for _ in rows],
+                    "cycle_id": [r["cycle_id"] for r in rows],
+                    "pass_name": [r["pass_name"] for r in rows],
+                    "kind": [r["kind"] for r in rows],
+                    "target_type": [r["target_type"] for r in rows],
+                    "target_id": [r["target_id"] for r in rows],
+                    "before_json": pa.array([_dump(r.get("before")) for r in rows], pa.string()),
+                    "after_json": pa.array([_dump(r.get("after")) for r in rows], pa.string()),
+                    "reason": [r["reason"] for r in rows],
+                    "created_at": pa.array([ts] * len(rows), pa.timestamp("us")),
+                    "undone_at": pa.array([None] * len(rows), pa.timestamp("us")),
+                    "ordinal": pa.array([start + i for i in range(len(rows))], pa.int64()),
+                }
+            )
             conn.register("_changes_in", table)
             try:
                 conn.execute("INSERT INTO changes SELECT * FROM _changes_in")
@@ -185,13 +209,31 @@ class ChangeLog:
             where.append("pass_name = ?")
             params.append(pass_name)
         with self._conn.session() as conn:
-            rows = conn.execute(f"SELECT * FROM changes WHERE {' AND '.join(where)} ORDER BY ordinal", params).fetchall()
-        return [ChangeRecord(r[0], r[1], r[2], r[3], r[4], r[5], _load(r[6]), _load(r[7]), r[8], from_db(r[9]),  # type: ignore[arg-type]
-                             from_db(r[10])) for r in rows]
+            rows = conn.execute(
+                f"SELECT * FROM changes WHERE {' AND '.join(where)} ORDER BY ordinal", params
+            ).fetchall()
+        return [
+            ChangeRecord(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                _load(r[6]),
+                _load(r[7]),
+                r[8],
+                from_db(r[9]),  # type: ignore[arg-type]
+                from_db(r[10]),
+            )
+            for r in rows
+        ]
 
     def cycles(self) -> list[tuple[str, datetime, int]]:
         with self._conn.session() as conn:
-            rows = conn.execute("SELECT cycle_id, min(created_at), count(*) FROM changes GROUP BY cycle_id ORDER BY 2").fetchall()
+            rows = conn.execute(
+                "SELECT cycle_id, min(created_at), count(*) FROM changes GROUP BY cycle_id ORDER BY 2"
+            ).fetchall()
         return [(r[0], from_db(r[1]), int(r[2])) for r in rows]  # type: ignore[misc]
 
     def by_pass(self, cycle_id: str | None = None) -> list[PassChanges]:
@@ -201,7 +243,9 @@ class ChangeLog:
             rows = conn.execute(
                 f"""SELECT cycle_id, pass_name, kind, count(*), count(*) FILTER (WHERE undone_at IS NULL),
                            min(ordinal), min(created_at)
-                    FROM changes {where} GROUP BY cycle_id, pass_name, kind""", params).fetchall()
+                    FROM changes {where} GROUP BY cycle_id, pass_name, kind""",
+                params,
+            ).fetchall()
         started: dict[str, datetime] = {}
         first: dict[tuple[str, str], int] = {}
         acc: dict[tuple[str, str], dict[str, Any]] = {}
@@ -218,18 +262,31 @@ class ChangeLog:
             a["undoable"] += int(pending)
             a["kinds"][kind] = a["kinds"].get(kind, 0) + int(n)
         order = sorted(acc, key=lambda k: (started[k[0]], k[0], first[k]))
-        return [PassChanges(c, p, started[c], acc[(c, p)]["changes"], acc[(c, p)]["undoable"], acc[(c, p)]["stamps"],
-                            dict(sorted(acc[(c, p)]["kinds"].items()))) for c, p in order]
+        return [
+            PassChanges(
+                c,
+                p,
+                started[c],
+                acc[(c, p)]["changes"],
+                acc[(c, p)]["undoable"],
+                acc[(c, p)]["stamps"],
+                dict(sorted(acc[(c, p)]["kinds"].items())),
+            )
+            for c, p in order
+        ]
 
-    def undo_cycle(self, cycle_id: str, *, now: datetime, pass_name: str | None = None,
-                   force: bool = False) -> UndoResult:
+    def undo_cycle(
+        self, cycle_id: str, *, now: datetime, pass_name: str | None = None, force: bool = False
+    ) -> UndoResult:
         """Put back every record one cycle (optionally one pass of it) changed, newest target first.
 
         Refuses as a whole unless ``force``: when any entry was edited after the cycle, nothing is undone and the result
         lists the refusals. Must not be called inside an open transaction (each target is its own)."""
         recorded = [c for c in self.list(cycle_id, pass_name=pass_name) if c.kind != STAMP_KIND]
         if not recorded:
-            raise UndoRefused(f"cycle {cycle_id!r} has no changes to undo" + (f" for pass {pass_name}" if pass_name else ""))
+            raise UndoRefused(
+                f"cycle {cycle_id!r} has no changes to undo" + (f" for pass {pass_name}" if pass_name else "")
+            )
         targets: dict[tuple[str, str], list[ChangeRecord]] = {}
         last_pos: dict[tuple[str, str], int] = {}
         for i, c in enumerate(recorded):
@@ -237,9 +294,13 @@ class ChangeLog:
                 targets.setdefault((c.target_type, c.target_id), []).append(c)
                 last_pos[(c.target_type, c.target_id)] = i
         result = UndoResult(cycle_id, [], [], undo_cycle_id=undo_cycle_id(cycle_id))
-        result.already_undone = list(dict.fromkeys(
-            _label(k) for k in ((c.target_type, c.target_id) for c in recorded if c.undone_at is not None)
-            if k not in targets))
+        result.already_undone = list(
+            dict.fromkeys(
+                _label(k)
+                for k in ((c.target_type, c.target_id) for c in recorded if c.undone_at is not None)
+                if k not in targets
+            )
+        )
         refused: dict[tuple[str, str], str] = {}
         for key, cs in targets.items():
             current = self._current(*key)
@@ -258,19 +319,29 @@ class ChangeLog:
                     current = self._current(*key)
                     if _is_before(current, cs[0].before):
                         done = result.already_undone
-                    elif not _same_state(current, cs[-1].after):   # edited since the check above
+                    elif not _same_state(current, cs[-1].after):  # edited since the check above
                         result.refused.append(self._why_refused(key, current, cycle_id))
                         continue
                     else:
                         after = self._put_back(key, cs[0], now)
-                        self.record(cycle_id=result.undo_cycle_id, pass_name=UNDO_PASS, kind="restored",
-                                    target_type=key[0], target_id=key[1], before=current, after=after,
-                                    reason=_undo_reason(cycle_id, pass_name, cs[0]), now=now)
+                        self.record(
+                            cycle_id=result.undo_cycle_id,
+                            pass_name=UNDO_PASS,
+                            kind="restored",
+                            target_type=key[0],
+                            target_id=key[1],
+                            before=current,
+                            after=after,
+                            reason=_undo_reason(cycle_id, pass_name, cs[0]),
+                            now=now,
+                        )
                         done = result.restored
                     if step_hook is not None:
                         step_hook("undo:put-back")
-                    conn.execute("UPDATE changes SET undone_at = ? WHERE change_id IN (SELECT unnest(?))",
-                                 [ts, [c.change_id for c in cs]])
+                    conn.execute(
+                        "UPDATE changes SET undone_at = ? WHERE change_id IN (SELECT unnest(?))",
+                        [ts, [c.change_id for c in cs]],
+                    )
             except (_CannotRestore, ValueError, KeyError, TypeError) as exc:
                 why = str(exc) if isinstance(exc, _CannotRestore) else f"{type(exc).__name__}: {exc}"
                 result.not_restored.append(f"{_label(key)}: {why}")
@@ -282,10 +353,13 @@ class ChangeLog:
 
     def _why_refused(self, key: tuple[str, str], current: dict[str, Any] | None, cycle_id: str) -> str:
         if current is None:
-            return (f"{_label(key)}: no longer exists (purged after cycle {cycle_id}); undo the cycle that purged it "
-                    "first")
-        return (f"{_label(key)}: edited after cycle {cycle_id} (now differs from what the cycle left); undo it by hand "
-                "or pass force")
+            return (
+                f"{_label(key)}: no longer exists (purged after cycle {cycle_id}); undo the cycle that purged it first"
+            )
+        return (
+            f"{_label(key)}: edited after cycle {cycle_id} (now differs from what the cycle left); undo it by hand "
+            "or pass force"
+        )
 
     def _current(self, target_type: str, target_id: str) -> dict[str, Any] | None:
         if target_type == "memory":
@@ -300,20 +374,23 @@ class ChangeLog:
         before = first.before
         if before is None:
             if first.kind == "purged":
-                raise _CannotRestore(f"purged by {first.pass_name}, and its change row holds no record to restore "
-                                     "it from")
+                raise _CannotRestore(
+                    f"purged by {first.pass_name}, and its change row holds no record to restore it from"
+                )
             # created by the cycle: retire it (archive, never delete)
             if target_type == "memory":
                 return self._memories.archive(target_id, now=now).to_dict()
             return self._skills.archive(target_id, now=now).to_dict()
         try:
-            record: MemoryEntry | Skill = (MemoryEntry.from_dict(before) if target_type == "memory"
-                                           else Skill.from_dict(before))
+            record: MemoryEntry | Skill = (
+                MemoryEntry.from_dict(before) if target_type == "memory" else Skill.from_dict(before)
+            )
         except (KeyError, ValueError, TypeError) as exc:
-            raise _CannotRestore(f"the record kept by {first.pass_name} ({first.kind}) is incomplete: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+            raise _CannotRestore(
+                f"the record kept by {first.pass_name} ({first.kind}) is incomplete: {type(exc).__name__}: {exc}"
+            ) from exc
         if isinstance(record, MemoryEntry):
-            if self._memories.get(target_id) is None:   # purged by the cycle: insert it again, as it was
+            if self._memories.get(target_id) is None:  # purged by the cycle: insert it again, as it was
                 return self._memories.put(record).to_dict()
             return self._memories.replace(record).to_dict()
         return self._skills.replace(record).to_dict()
@@ -336,5 +413,3 @@ def _dump(obj: MemoryEntry | Skill | dict | None) -> str | None:
 
 def _load(text: str | None) -> dict[str, Any] | None:
     return None if text is None else json.loads(text)
-
-

@@ -19,7 +19,8 @@ committed forget them).
 Fair turns between processes
 ----------------------------
 Lingering alone lets a busy process (an agent saving every 50 ms) keep the file for ever. So a process that wants the
-file and finds it held announces itself: it writes a *waiting marker* ``<lock file>.waiting/<time_ns>-<pid>-<nonce>.wait``
+file and finds it held announces itself: it writes a *waiting marker* ``<lock
+file>.waiting/<time_ns>-<pid>-<nonce>.wait``
 and polls the file lock every few milliseconds until it gets it (or its ``timeout_s`` runs out), then removes the
 marker. A holder looks for markers of other processes:
 - at the end of every outermost session, once it has held the file for at least ``turn_s`` (default 0.05 s): if
@@ -58,12 +59,16 @@ import duckdb
 from filelock import FileLock, Timeout
 
 _DUCKDB_CONFIG = {"threads": 2, "autoinstall_known_extensions": False, "autoload_known_extensions": False}
-_POLL_S = 0.005              # how often a waiting process tries the file lock
+_POLL_S = 0.005  # how often a waiting process tries the file lock
 _STALE_MARKER_NS = 600 * 10**9
 
 # What DuckDB says (2.x) when the file is damaged, against when someone else holds it. Checked in this order.
-_CORRUPT_SIGNS = ("not a valid duckdb database file", "could not read enough bytes", "corrupt database file",
-                  "does not match stored checksum")
+_CORRUPT_SIGNS = (
+    "not a valid duckdb database file",
+    "could not read enough bytes",
+    "corrupt database file",
+    "does not match stored checksum",
+)
 _BUSY_SIGNS = ("could not set lock", "conflicting lock")
 
 
@@ -80,7 +85,7 @@ class StoreCorrupt(StoreError):
 
 
 def _classify(exc: BaseException) -> str:
-    """"corrupt", "busy" or "other" for an error DuckDB raised while opening or reading the file."""
+    """ "corrupt", "busy" or "other" for an error DuckDB raised while opening or reading the file."""
     text = str(exc).lower()
     if any(s in text for s in _CORRUPT_SIGNS):
         return "corrupt"
@@ -100,9 +105,19 @@ def _alive(pid: int) -> bool:
 
 
 class StoreConnection:
-    def __init__(self, db_path: Path, lock_path: Path, *, timeout_s: float = 60.0, linger_s: float = 0.25,
-                 on_open: Callable[[duckdb.DuckDBPyConnection], None] | None = None, turn_s: float = 0.05,
-                 fair_wait_s: float = 0.25, tick_s: float = 0.01, snapshots_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        lock_path: Path,
+        *,
+        timeout_s: float = 60.0,
+        linger_s: float = 0.25,
+        on_open: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+        turn_s: float = 0.05,
+        fair_wait_s: float = 0.25,
+        tick_s: float = 0.01,
+        snapshots_dir: Path | None = None,
+    ) -> None:
         self.db_path = Path(db_path)
         self.lock_path = Path(lock_path)
         self.timeout_s = timeout_s
@@ -123,13 +138,14 @@ class StoreConnection:
         self._opened_at = 0.0
         self._broken = False
         self._watch_token: object | None = None
-        self._ignored: set[str] = set()   # waiting markers seen leaving the file unused (stopped or stuck waiters)
+        self._ignored: set[str] = set()  # waiting markers seen leaving the file unused (stopped or stuck waiters)
         self._pid = os.getpid()
         self.opens = 0  # how many times the file was (re)opened — a process-turn counter, useful in tests
         self.last_wait_s = 0.0  # how long the latest outermost session waited for the file (lock, turn, open)
 
     def add_open_hook(self, hook: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
-        """Called with the fresh connection each time the file is (re)opened: the place to notice other processes' writes."""
+        """Called with the fresh connection each time the file is (re)opened: the place to notice other processes'
+        writes."""
         with self._lock:
             if hook not in self._on_open:
                 self._on_open.append(hook)
@@ -148,8 +164,10 @@ class StoreConnection:
     def session(self) -> Iterator[duckdb.DuckDBPyConnection]:
         asked = time.monotonic()
         if not self._lock.acquire(timeout=self.timeout_s):
-            raise StoreBusy(f"timed out after {self.timeout_s:.0f}s waiting for the store {self.db_path}, "
-                            "held by another thread of this process")
+            raise StoreBusy(
+                f"timed out after {self.timeout_s:.0f}s waiting for the store {self.db_path}, "
+                "held by another thread of this process"
+            )
         try:
             self._check_fork()
             if self._conn is None:
@@ -265,8 +283,10 @@ class StoreConnection:
                 if kind == "corrupt":
                     raise StoreCorrupt(self._corrupt_message(exc)) from exc
                 if kind == "busy":
-                    raise StoreBusy(f"could not open the store {self.db_path} within {self.timeout_s:.0f}s: another "
-                                    f"program holds it ({exc})") from exc
+                    raise StoreBusy(
+                        f"could not open the store {self.db_path} within {self.timeout_s:.0f}s: another "
+                        f"program holds it ({exc})"
+                    ) from exc
                 raise StoreError(f"could not open the store {self.db_path}: {exc}") from exc
         self.opens += 1
         self._opened_at = time.monotonic()
@@ -313,7 +333,8 @@ class StoreConnection:
                 if now >= deadline:
                     raise StoreBusy(
                         f"timed out after {self.timeout_s:.0f}s waiting for the store {self.db_path} (lock "
-                        f"{self.lock_path}): another process kept it")
+                        f"{self.lock_path}): another process kept it"
+                    )
                 if marker is None:
                     marker = self._write_marker(my_ts)
                 time.sleep(_POLL_S * (0.5 + random.random()))
@@ -359,8 +380,9 @@ class StoreConnection:
     def _start_watcher(self) -> None:
         token = object()
         self._watch_token = token
-        threading.Thread(target=self._watch, args=(token,), name=f"store-linger:{self.db_path.name}",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._watch, args=(token,), name=f"store-linger:{self.db_path.name}", daemon=True
+        ).start()
 
     def _watch(self, token: object) -> None:
         """While the file is open and idle: close after the linger, or at once when another process waits."""
@@ -385,21 +407,30 @@ class StoreConnection:
     def _corrupt_message(self, exc: BaseException) -> str:
         newest = self._newest_snapshot()
         if newest is not None:
-            recover = (f"move {self.db_path.name} aside and rebuild the store from the newest snapshot {newest} "
-                       "(memories.parquet, skills.parquet)")
+            recover = (
+                f"move {self.db_path.name} aside and rebuild the store from the newest snapshot {newest} "
+                "(memories.parquet, skills.parquet)"
+            )
         elif self.snapshots_dir is not None:
-            recover = (f"no snapshot was found under {self.snapshots_dir}; move {self.db_path.name} aside and restore "
-                       "it from a backup")
+            recover = (
+                f"no snapshot was found under {self.snapshots_dir}; move {self.db_path.name} aside and restore "
+                "it from a backup"
+            )
         else:
             recover = f"move {self.db_path.name} aside and restore it from the newest corpus snapshot or a backup"
-        return (f"the store {self.db_path} is not a readable DuckDB database (corrupt, empty or truncated: {exc}); "
-                f"waiting will not help. To recover: {recover}")
+        return (
+            f"the store {self.db_path} is not a readable DuckDB database (corrupt, empty or truncated: {exc}); "
+            f"waiting will not help. To recover: {recover}"
+        )
 
     def _newest_snapshot(self) -> Path | None:
         if self.snapshots_dir is None or not self.snapshots_dir.is_dir():
             return None
-        found = sorted(d for d in self.snapshots_dir.iterdir()
-                       if d.is_dir() and not d.name.endswith(".partial") and (d / "memories.parquet").exists())
+        found = sorted(
+            d
+            for d in self.snapshots_dir.iterdir()
+            if d.is_dir() and not d.name.endswith(".partial") and (d / "memories.parquet").exists()
+        )
         return found[-1] if found else None
 
 
@@ -407,8 +438,9 @@ _connections: dict[str, StoreConnection] = {}
 _connections_guard = threading.Lock()
 
 
-def store_connection(db_path: Path, lock_path: Path, *, timeout_s: float = 60.0,
-                     snapshots_dir: Path | None = None) -> StoreConnection:
+def store_connection(
+    db_path: Path, lock_path: Path, *, timeout_s: float = 60.0, snapshots_dir: Path | None = None
+) -> StoreConnection:
     """The process's connection helper for one database file (created on first use). ``snapshots_dir`` is where a
     corrupt-store message looks for the newest snapshot to recover from."""
     key = str(Path(db_path).resolve())
@@ -416,7 +448,7 @@ def store_connection(db_path: Path, lock_path: Path, *, timeout_s: float = 60.0,
         conn = _connections.get(key)
         if conn is None or conn._pid != os.getpid():
             conn = _connections[key] = StoreConnection(db_path, lock_path, timeout_s=timeout_s)
-        conn.timeout_s = timeout_s   # the latest opener's StoreLockTimeout applies
+        conn.timeout_s = timeout_s  # the latest opener's StoreLockTimeout applies
         if snapshots_dir is not None:
             conn.snapshots_dir = Path(snapshots_dir)
         return conn

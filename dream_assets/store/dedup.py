@@ -53,7 +53,9 @@ _ARTICLES = frozenset({"a", "an", "the"})
 _SLASH_DATE = re.compile(r"[0-9]{1,2}/[0-9]{1,2}/[0-9]{4}")
 _MONTH_WORD = re.compile(
     r"\b(?:january|february|march|april|may|june|july|august|september|october|november|december"
-    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\b", re.IGNORECASE)
+    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\b",
+    re.IGNORECASE,
+)
 #: An incoming sentence that shares at least this share of its content words with a stored sentence restates it.
 RESTATES_SHARE = 0.5
 
@@ -102,8 +104,15 @@ def _sentences(text: str) -> list[_Sentence]:
             continue
         start = m.start() + (len(raw) - len(raw.lstrip()))
         units = [u for u in _units(_dates_as_iso(stripped)) if u not in _ARTICLES]
-        out.append(_Sentence(stripped, start, start + len(stripped), tuple(units),
-                             frozenset(u for u in units if u not in STOPWORDS)))
+        out.append(
+            _Sentence(
+                stripped,
+                start,
+                start + len(stripped),
+                tuple(units),
+                frozenset(u for u in units if u not in STOPWORDS),
+            )
+        )
     return out
 
 
@@ -112,7 +121,7 @@ def _continues(incoming: _Sentence, stored: _Sentence) -> bool:
     head = _TERMINAL.sub("", stored.text)
     if not head or not incoming.text.startswith(head) or len(incoming.text) <= len(head):
         return False
-    rest = incoming.text[len(head):]
+    rest = incoming.text[len(head) :]
     # More words, not a longer number or word: "at 9" is not continued by "at 9:30" or "at 95".
     return re.match(r"(?:\s|[,;]\s|\s*[—–]\s)\S", rest) is not None and bool(_units(rest))
 
@@ -177,8 +186,15 @@ def _joined(text: str, addition: str) -> str:
     return base + (" " if _TERMINAL.search(base) else "\n") + addition
 
 
-def decide(stored: str, incoming: str, *, max_chars: int, stored_category: str = "general",
-           incoming_category: str = "general", vocab: CoverageVocabulary = BASELINE_VOCABULARY) -> DedupDecision:
+def decide(
+    stored: str,
+    incoming: str,
+    *,
+    max_chars: int,
+    stored_category: str = "general",
+    incoming_category: str = "general",
+    vocab: CoverageVocabulary = BASELINE_VOCABULARY,
+) -> DedupDecision:
     """What saving ``incoming`` does to a live entry whose content is ``stored`` (both already validated)."""
     stored_sentences = _sentences(stored)
     stored_keys = {s.key for s in stored_sentences}
@@ -193,32 +209,51 @@ def decide(stored: str, incoming: str, *, max_chars: int, stored_category: str =
             continue
         restated = _restated(sentence, stored_sentences)
         if restated is not None:
-            return DedupDecision(CREATE, f"restates the stored sentence {_short(restated.text)!r} with a difference "
-                                         f"({_difference(sentence, restated)}): saved apart for consolidation")
+            return DedupDecision(
+                CREATE,
+                f"restates the stored sentence {_short(restated.text)!r} with a difference "
+                f"({_difference(sentence, restated)}): saved apart for consolidation",
+            )
         if all(sentence.key != a.key for a in added):
             added.append(sentence)
 
     extended = stored
     for index in sorted(continued, reverse=True):  # from the end, so earlier offsets stay valid
         s = stored_sentences[index]
-        extended = extended[:s.start] + continued[index].text + extended[s.end:]
+        extended = extended[: s.start] + continued[index].text + extended[s.end :]
     for sentence in added:
         extended = _joined(extended, sentence.text)
     respelled = _respelled(extended, incoming, incoming_category, vocab)
     if respelled:
-        return DedupDecision(CREATE, "writes " + ", ".join(repr(s) for s in respelled[:5])
-                             + " differently from the stored entry: saved apart for consolidation")
+        return DedupDecision(
+            CREATE,
+            "writes "
+            + ", ".join(repr(s) for s in respelled[:5])
+            + " differently from the stored entry: saved apart for consolidation",
+        )
     if not continued and not added:
         return DedupDecision(REINFORCE, "every sentence is already in the entry")
-    what = ", ".join(part for part in (
-        f"continues {len(continued)} of its sentences" if continued else "",
-        f"adds {len(added)} sentence{'s' if len(added) != 1 else ''}" if added else "") if part)
+    what = ", ".join(
+        part
+        for part in (
+            f"continues {len(continued)} of its sentences" if continued else "",
+            f"adds {len(added)} sentence{'s' if len(added) != 1 else ''}" if added else "",
+        )
+        if part
+    )
     if len(extended) > max_chars:
-        return DedupDecision(CREATE, f"extending the entry ({what}) would make it {len(extended)} characters, over "
-                                     f"the limit of {max_chars} (option MaxContentChars): saved apart")
+        return DedupDecision(
+            CREATE,
+            f"extending the entry ({what}) would make it {len(extended)} characters, over "
+            f"the limit of {max_chars} (option MaxContentChars): saved apart",
+        )
     coverage = check_merge_coverage(
-        [CoverageSource(stored, stored_category), CoverageSource(incoming, incoming_category)], extended, vocab)
+        [CoverageSource(stored, stored_category), CoverageSource(incoming, incoming_category)],
+        extended,
+        vocab,
+    )
     if not coverage.ok:
-        return DedupDecision(CREATE, "the extended text would drop " + ", ".join(coverage.missing[:5])
-                             + ": saved apart")
+        return DedupDecision(
+            CREATE, "the extended text would drop " + ", ".join(coverage.missing[:5]) + ": saved apart"
+        )
     return DedupDecision(EXTEND, what, extended)

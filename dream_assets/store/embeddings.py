@@ -1,4 +1,5 @@
-"""Embedding vectors of an agent's memories: cached in its store, compared by cosine, clustered like the lexical measure.
+"""Embedding vectors of an agent's memories: cached in its store, compared by cosine, clustered like the lexical
+measure.
 
 The spec measures near-duplicates by "cosine over embeddings where available, Jaccard otherwise". This module is the
 "where available" half; ``dream_assets.llm.embeddings`` talks to the endpoint. Vectors live in the store's
@@ -47,8 +48,14 @@ from dream_assets.store.connection import StoreConnection
 from dream_assets.store.schema import ensure_schema, to_db
 from dream_assets.text.similarity import DuplicateClusters, cluster_pairs
 
-__all__ = ["EMBEDDING_METHOD", "EmbeddingCache", "EmbeddingIndex", "content_hash", "cosine_clusters",
-           "cosine_pairs_dense"]
+__all__ = [
+    "EMBEDDING_METHOD",
+    "EmbeddingCache",
+    "EmbeddingIndex",
+    "content_hash",
+    "cosine_clusters",
+    "cosine_pairs_dense",
+]
 
 #: ``DuplicateClusters.method`` of clusters found over embeddings.
 EMBEDDING_METHOD = "embeddings"
@@ -88,9 +95,13 @@ class EmbeddingCache:
         with self._conn.session() as conn:
             found = conn.execute(
                 "SELECT content_hash, vector FROM embeddings WHERE model = ? AND content_hash IN "
-                "(SELECT unnest(?::VARCHAR[]))", [model, wanted]).fetchnumpy()
-        return {key: np.asarray(vector, dtype=np.float32)
-                for key, vector in zip(found["content_hash"].tolist(), found["vector"], strict=True)}
+                "(SELECT unnest(?::VARCHAR[]))",
+                [model, wanted],
+            ).fetchnumpy()
+        return {
+            key: np.asarray(vector, dtype=np.float32)
+            for key, vector in zip(found["content_hash"].tolist(), found["vector"], strict=True)
+        }
 
     def put(self, model: str, hashes: Sequence[str], matrix: np.ndarray, *, now: datetime) -> int:
         """Store one row of ``matrix`` per hash (an existing (hash, model) row is kept). Returns rows written."""
@@ -100,12 +111,16 @@ class EmbeddingCache:
             return 0
         matrix = np.asarray(matrix, dtype=np.float32)
         created = to_db(now)
-        rows = [[h, model, int(matrix.shape[1]), vector, created]
-                for h, vector in zip(hashes, matrix.tolist(), strict=True)]
+        rows = [
+            [h, model, int(matrix.shape[1]), vector, created] for h, vector in zip(hashes, matrix.tolist(), strict=True)
+        ]
         with self._conn.transaction() as conn:
             before = self._count(conn, model)
-            conn.executemany("INSERT OR IGNORE INTO embeddings (content_hash, model, dim, vector, created_at) "
-                             "VALUES (?, ?, ?, ?, ?)", rows)
+            conn.executemany(
+                "INSERT OR IGNORE INTO embeddings (content_hash, model, dim, vector, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
             return self._count(conn, model) - before
 
     def count(self, model: str | None = None) -> int:
@@ -142,13 +157,14 @@ class EmbeddingIndex:
     Vectors read or fetched are also kept in this object, so repeated calls on one index (save-time dedup over a
     session) do not read the table again."""
 
-    def __init__(self, store: Any, provider: EmbeddingProvider, *, now: datetime,
-                 pass_name: str = EMBEDDINGS_PASS) -> None:
+    def __init__(
+        self, store: Any, provider: EmbeddingProvider, *, now: datetime, pass_name: str = EMBEDDINGS_PASS
+    ) -> None:
         self.cache = EmbeddingCache(_connection_of(store))
         self.provider = provider
         self.now = now
         self.pass_name = pass_name
-        self.embedded = 0   # texts this index sent to the provider
+        self.embedded = 0  # texts this index sent to the provider
         self._memo: dict[str, np.ndarray] = {}
 
     @property
@@ -167,7 +183,7 @@ class EmbeddingIndex:
         todo = [h for h in dict.fromkeys(hashes) if h not in self._memo]
         step = max(1, int(getattr(self.provider, "batch_size", len(todo) or 1)))
         for start in range(0, len(todo), step):
-            batch = todo[start:start + step]
+            batch = todo[start : start + step]
             matrix = self.provider.embed([text_of[h] for h in batch], pass_name=self.pass_name)
             self.cache.put(self.model, batch, matrix, now=self.now)  # kept even if a later batch fails
             self.embedded += len(batch)
@@ -177,7 +193,8 @@ class EmbeddingIndex:
             raise EmbeddingError(
                 f"vectors cached for EmbeddingModel {self.model!r} have different sizes {sorted(dims)}: the endpoint "
                 f"changed the model's output; delete them from the store (DELETE FROM embeddings WHERE model = "
-                f"'{self.model}') and they are embedded again")
+                f"'{self.model}') and they are embedded again"
+            )
         return np.vstack([self._memo[h] for h in hashes])
 
     def missing(self, texts: Sequence[str]) -> list[str]:
@@ -195,8 +212,13 @@ class EmbeddingIndex:
         matrix = self.embed_texts([text for _, text in docs])
         return {doc_id: matrix[i] for i, (doc_id, _) in enumerate(docs)}
 
-    def similar(self, text: str, candidates: Sequence[MemoryEntry | tuple[str, str]], *,
-                threshold: float | None = None) -> list[tuple[str, float]]:
+    def similar(
+        self,
+        text: str,
+        candidates: Sequence[MemoryEntry | tuple[str, str]],
+        *,
+        threshold: float | None = None,
+    ) -> list[tuple[str, float]]:
         """``(id, cosine)`` of the candidates, most similar first (ties: input order); with ``threshold`` only those
         at or above it. No candidates: no call. ``text``'s vector is cached too, so once saved it costs nothing."""
         docs = _docs(candidates)
@@ -205,8 +227,9 @@ class EmbeddingIndex:
         matrix = self.embed_texts([text, *(t for _, t in docs)])
         sims = np.minimum(matrix[1:] @ matrix[0], 1.0)
         order = sorted(range(len(docs)), key=lambda i: (-float(sims[i]), i))
-        return [(docs[i][0], float(sims[i])) for i in order
-                if threshold is None or sims[i] >= threshold - _FLOAT32_SLACK]
+        return [
+            (docs[i][0], float(sims[i])) for i in order if threshold is None or sims[i] >= threshold - _FLOAT32_SLACK
+        ]
 
 
 # --------------------------------------------------------------------------- clustering
@@ -220,19 +243,28 @@ def cosine_pairs_dense(matrix: np.ndarray, threshold: float) -> tuple[np.ndarray
     step = max(1, _BLOCK_CELLS // max(n, 1))
     for start in range(0, n, step):
         stop = min(n, start + step)
-        block = m[start:stop] @ m[start:].T            # rows start..stop against columns start..n
+        block = m[start:stop] @ m[start:].T  # rows start..stop against columns start..n
         r, c = np.nonzero(block >= threshold - _FLOAT32_SLACK)
-        upper = c > r                                   # global j = c + start > global i = r + start
+        upper = c > r  # global j = c + start > global i = r + start
         r, c = r[upper], c[upper]
-        found.append(((r + start).astype(np.int64), (c + start).astype(np.int64),
-                      np.minimum(block[r, c].astype(np.float64), 1.0)))
+        found.append(
+            (
+                (r + start).astype(np.int64),
+                (c + start).astype(np.int64),
+                np.minimum(block[r, c].astype(np.float64), 1.0),
+            )
+        )
     if not found:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
     return tuple(np.concatenate(parts) for parts in zip(*found, strict=True))  # type: ignore[return-value]
 
 
-def cosine_clusters(ids: Sequence[str], vectors: Mapping[str, np.ndarray] | np.ndarray, threshold: float,
-                    max_cluster_size: int) -> DuplicateClusters:
+def cosine_clusters(
+    ids: Sequence[str],
+    vectors: Mapping[str, np.ndarray] | np.ndarray,
+    threshold: float,
+    max_cluster_size: int,
+) -> DuplicateClusters:
     """Near-duplicate clusters of ``ids`` whose embedding cosine reaches ``threshold``, in the shape of
     ``find_duplicate_clusters``: grown from the strongest pairs down, a union past ``max_cluster_size`` refused,
     members in input order, clusters by first member, singletons left out, ``method`` "embeddings".
@@ -243,8 +275,10 @@ def cosine_clusters(ids: Sequence[str], vectors: Mapping[str, np.ndarray] | np.n
         dup = next(d for d, c in Counter(ids).items() if c > 1)
         raise ValueError(f"cosine_clusters: id {dup!r} appears more than once; pass each entry once")
     if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"cosine_clusters: threshold={threshold!r} is outside (0, 1]; set "
-                         "EmbeddingSimilarityThreshold to a cosine such as 0.88")
+        raise ValueError(
+            f"cosine_clusters: threshold={threshold!r} is outside (0, 1]; set "
+            "EmbeddingSimilarityThreshold to a cosine such as 0.88"
+        )
     if not ids:
         return DuplicateClusters(clusters=[], method=EMBEDDING_METHOD, pairs=0)
     if isinstance(vectors, Mapping):
@@ -261,5 +295,6 @@ def cosine_clusters(ids: Sequence[str], vectors: Mapping[str, np.ndarray] | np.n
             raise ValueError(f"cosine_clusters: a matrix of shape {matrix.shape} for {len(ids)} ids")
     rows, cols, sims = cosine_pairs_dense(normalise_rows(matrix), threshold)
     clusters = cluster_pairs(len(ids), rows, cols, sims, max_cluster_size)
-    return DuplicateClusters(clusters=[[ids[i] for i in members] for members in clusters], method=EMBEDDING_METHOD,
-                             pairs=len(rows))
+    return DuplicateClusters(
+        clusters=[[ids[i] for i in members] for members in clusters], method=EMBEDDING_METHOD, pairs=len(rows)
+    )

@@ -53,8 +53,11 @@ class LedgerRecord:
         if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), str):
             raise ValueError("record needs a string 'fingerprint'")
         forced = data.get("forced")
-        return cls(fingerprint=data["fingerprint"], last_run_at=parse_ts(data.get("lastRunAt")),
-                   forced=forced if isinstance(forced, str) and forced else None)
+        return cls(
+            fingerprint=data["fingerprint"],
+            last_run_at=parse_ts(data.get("lastRunAt")),
+            forced=forced if isinstance(forced, str) and forced else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -102,13 +105,16 @@ def gate(record: LedgerRecord | None, fingerprint: str, now: datetime, max_skip:
         note = f" (the recorded last run {iso(last)} is in the future, treated as now)"
         last = now
     if max_skip <= timedelta(0):
-        return GateDecision(True, f"input unchanged since {iso(last)}{note}; no forced re-run "
-                                  "(DreamPassMaxSkipInterval is not positive)")
+        return GateDecision(
+            True,
+            f"input unchanged since {iso(last)}{note}; no forced re-run (DreamPassMaxSkipInterval is not positive)",
+        )
     forced_at = last + max_skip
     if now >= forced_at:
         return GateDecision(False, f"input unchanged but DreamPassMaxSkipInterval elapsed (last run {iso(last)})")
-    return GateDecision(True, f"input unchanged since {iso(last)}{note}; next forced run at {iso(forced_at)}",
-                        forced_at)
+    return GateDecision(
+        True, f"input unchanged since {iso(last)}{note}; next forced run at {iso(forced_at)}", forced_at
+    )
 
 
 def should_skip(record: LedgerRecord | None, fingerprint: str, now: datetime, max_skip: timedelta) -> bool:
@@ -143,27 +149,32 @@ class PassLedger:
                 raise ValueError("top level must be an object with a 'passes' object")
             records = {name: LedgerRecord.from_json(rec) for name, rec in data["passes"].items()}
         except (OSError, ValueError) as exc:
-            self.warning = (f"dream pass ledger {self.path} is unreadable ({exc}); running every gated pass once "
-                            "and rewriting it")
+            self.warning = (
+                f"dream pass ledger {self.path} is unreadable ({exc}); running every gated pass once and rewriting it"
+            )
             log.warning(self.warning)
             return False
         corrected = False
         if self.now is not None:
             for name, rec in records.items():
                 if rec.last_run_at > self.now:
-                    warnings.append(f"dream pass ledger {self.path}: {name} last ran at {iso(rec.last_run_at)}, "
-                                    f"which is in the future (a clock that was ahead, or a copied profile); treated "
-                                    f"as now ({iso(self.now)})")
+                    warnings.append(
+                        f"dream pass ledger {self.path}: {name} last ran at {iso(rec.last_run_at)}, "
+                        f"which is in the future (a clock that was ahead, or a copied profile); treated "
+                        f"as now ({iso(self.now)})"
+                    )
                     records[name] = LedgerRecord(rec.fingerprint, self.now)
                     corrected = True
         self._records = records
         pending = data.get("pending", {})
-        for name, span in (pending.items() if isinstance(pending, dict) else ()):
+        for name, span in pending.items() if isinstance(pending, dict) else ():
             try:
                 self._pending[name] = PendingTurns.from_json(span)
             except (ValueError, TypeError) as exc:
-                warnings.append(f"dream pass ledger {self.path}: the unprocessed turns of {name} are unreadable "
-                                f"({exc}); they are not retried")
+                warnings.append(
+                    f"dream pass ledger {self.path}: the unprocessed turns of {name} are unreadable "
+                    f"({exc}); they are not retried"
+                )
         for warning in warnings:
             log.warning(warning)
         self.warning = "; ".join(warnings) or None
@@ -222,8 +233,10 @@ class PassLedger:
             self._write()
 
     def _write(self) -> None:
-        payload: dict[str, Any] = {"version": LEDGER_VERSION,
-                                   "passes": {k: v.to_json() for k, v in sorted(self._records.items())}}
+        payload: dict[str, Any] = {
+            "version": LEDGER_VERSION,
+            "passes": {k: v.to_json() for k, v in sorted(self._records.items())},
+        }
         if self._pending:
             payload["pending"] = {k: v.to_json() for k, v in sorted(self._pending.items())}
         self.path.parent.mkdir(parents=True, exist_ok=True)

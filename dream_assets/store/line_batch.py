@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 from dream_assets.model import parse_ts
 
 EVENT_TS = pa.timestamp("us", tz="UTC")
-_GIL_SLICE = 1024   # lines hashed between chances for other threads to take the GIL
+_GIL_SLICE = 1024  # lines hashed between chances for other threads to take the GIL
 
 #: The longest line (bytes, newline not counted) any log reader reads. A record of the documented log formats is a
 #: few kilobytes; a longer line is a runaway writer or a hostile file. It is never held in memory whole: readers skip
@@ -70,7 +70,7 @@ def parse_json_line(text: str) -> Any:
         return _DECODER.decode(text)
     except RecursionError:
         raise MalformedLine("nested too deeply to read") from None
-    except ValueError as exc:   # json.JSONDecodeError
+    except ValueError as exc:  # json.JSONDecodeError
         raise MalformedLine(f"not valid JSON ({exc})") from None
 
 
@@ -96,19 +96,25 @@ def nesting_depth(text: str) -> int:
         return brackets
     bare = _JSON_STRING.sub("", text).encode("utf-8", "surrogateescape")
     codes = np.frombuffer(bare, np.uint8)
-    steps = (np.isin(codes, (ord("["), ord("{"))).astype(np.int32)
-             - np.isin(codes, (ord("]"), ord("}"))).astype(np.int32))
+    steps = np.isin(codes, (ord("["), ord("{"))).astype(np.int32) - np.isin(codes, (ord("]"), ord("}"))).astype(
+        np.int32
+    )
     return int(np.cumsum(steps).max(initial=0))
+
 
 # JSON whitespace inside one line (a newline ends the line). Python's json also allows "\n" between tokens, which
 # only a line given as text can contain: such a line fails the prefix and takes the slow path.
 _WS = r"[ \t\r]*"
 # Only the forms whose Arrow parse is known to equal model.parse_ts: 1-6 fraction digits, "Z" or "+00:00".
-_TS = (r"[1-9][0-9]{3}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
-       r"(?:\.[0-9]{1,6})?(?:Z|\+00:00)")
-_PLAIN = r'[^"\\\x00-\x1f]*'   # a JSON string body without escapes: its text is its value
-_PREFIX = (rf'^{_WS}\{{{_WS}"timestamp"{_WS}:{_WS}"({_TS})"'
-          rf'({_WS},{_WS}"sessionId"{_WS}:{_WS}"({_PLAIN})")?')
+_TS = (
+    r"[1-9][0-9]{3}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+    r"(?:\.[0-9]{1,6})?(?:Z|\+00:00)"
+)
+_PLAIN = r'[^"\\\x00-\x1f]*'  # a JSON string body without escapes: its text is its value
+_PREFIX = (
+    rf'^{_WS}\{{{_WS}"timestamp"{_WS}:{_WS}"({_TS})"'
+    rf'({_WS},{_WS}"sessionId"{_WS}:{_WS}"({_PLAIN})")?'
+)
 # What DuckDB's JSON reader (yyjson) accepts and Python's json.loads does not: a trailing comma, and "nan"/"inf"
 # numbers in spellings other than NaN, Infinity, -Infinity. Each pattern starts with one literal character, which
 # keeps RE2 fast; a string that merely contains such text sends its line the slow way, which is only slower.
@@ -155,9 +161,9 @@ class LineBatch:
     """Raw lines (bytes, newline removed) with the source file each came from and its line number there."""
 
     raw: pa.LargeBinaryArray
-    source_ids: np.ndarray          # per line, an index into ``sources``
+    source_ids: np.ndarray  # per line, an index into ``sources``
     sources: tuple[str, ...]
-    line_numbers: np.ndarray        # per line, its number in its source counted from 1; 0 where not known
+    line_numbers: np.ndarray  # per line, its number in its source counted from 1; 0 where not known
 
     @classmethod
     def from_pieces(cls, pieces: list[tuple[int, pa.LargeBinaryArray, int]], sources: tuple[str, ...]) -> LineBatch:
@@ -165,18 +171,28 @@ class LineBatch:
         raw = pieces[0][1] if len(pieces) == 1 else pa.concat_arrays([lines for _, lines, _ in pieces])
         sizes = [len(lines) for _, lines, _ in pieces]
         source_ids = np.repeat(np.array([i for i, _, _ in pieces], np.int32), sizes)
-        numbers = np.concatenate([np.arange(first, first + n, dtype=np.int64) if first else np.zeros(n, np.int64)
-                                  for (_, _, first), n in zip(pieces, sizes, strict=True)])
+        numbers = np.concatenate(
+            [
+                np.arange(first, first + n, dtype=np.int64) if first else np.zeros(n, np.int64)
+                for (_, _, first), n in zip(pieces, sizes, strict=True)
+            ]
+        )
         return cls(raw, source_ids, sources, numbers)
 
     @classmethod
-    def from_lines(cls, lines: list[bytes], source_ids: list[int], sources: tuple[str, ...],
-                   line_numbers: list[int] | None = None) -> LineBatch:
+    def from_lines(
+        cls,
+        lines: list[bytes],
+        source_ids: list[int],
+        sources: tuple[str, ...],
+        line_numbers: list[int] | None = None,
+    ) -> LineBatch:
         """Encoded lines, which may contain newlines of their own (they are not split)."""
         offsets = np.zeros(len(lines) + 1, np.int64)
         np.cumsum([len(line) for line in lines], out=offsets[1:])
-        raw = pa.Array.from_buffers(pa.large_binary(), len(lines),
-                                    [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(lines))])
+        raw = pa.Array.from_buffers(
+            pa.large_binary(), len(lines), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(lines))]
+        )
         numbers = np.array(line_numbers, np.int64) if line_numbers is not None else np.zeros(len(lines), np.int64)
         return cls(raw, np.array(source_ids, np.int32), sources, numbers)
 
@@ -185,8 +201,12 @@ class LineBatch:
 
     def slices(self, rows: int) -> Iterator[LineBatch]:
         for start in range(0, len(self), max(rows, 1)):
-            yield LineBatch(self.raw.slice(start, rows), self.source_ids[start:start + rows], self.sources,
-                            self.line_numbers[start:start + rows])
+            yield LineBatch(
+                self.raw.slice(start, rows),
+                self.source_ids[start : start + rows],
+                self.sources,
+                self.line_numbers[start : start + rows],
+            )
 
     def line(self, i: int) -> bytes:
         return self.raw[i].as_py()
@@ -195,7 +215,7 @@ class LineBatch:
         """``warehouse.line_key`` of every line: sha256 over kind, NUL, source, NUL, the line's bytes."""
         offsets_buffer, data_buffer = self.raw.buffers()[1:]
         start = self.raw.offset
-        offsets = np.frombuffer(offsets_buffer, np.int64)[start:start + len(self) + 1].tolist()
+        offsets = np.frombuffer(offsets_buffer, np.int64)[start : start + len(self) + 1].tolist()
         data = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
         bases = [key_base(kind, source) for source in self.sources]
         lines = zip(self.source_ids.tolist(), itertools.pairwise(offsets), strict=True)
@@ -226,11 +246,11 @@ def key_base(kind: str, source: str) -> hashlib._Hash:
 class EventFields:
     """What the bulk reading could tell about each line of a batch; ``fast`` false means "read it in Python"."""
 
-    fast: np.ndarray            # bool per line
-    text: pa.Array              # the lines as UTF-8 text (large_string); "" for a line that is not UTF-8
-    event_ts: pa.Array          # timestamp[us, UTC]; null where not fast
-    day: pa.Array               # "YYYY-MM-DD"; null where not fast
-    session_id: pa.Array        # the line's own sessionId; null where absent or not fast
+    fast: np.ndarray  # bool per line
+    text: pa.Array  # the lines as UTF-8 text (large_string); "" for a line that is not UTF-8
+    event_ts: pa.Array  # timestamp[us, UTC]; null where not fast
+    day: pa.Array  # "YYYY-MM-DD"; null where not fast
+    session_id: pa.Array  # the line's own sessionId; null where absent or not fast
 
 
 def classify(con: duckdb.DuckDBPyConnection, raw: pa.LargeBinaryArray) -> EventFields:
@@ -281,9 +301,15 @@ def _parse_or_none(text: str | None) -> datetime | None:
         return None
 
 
-def read_line_blocks(path: Path, start: int, end: int | None, block_bytes: int, *,
-                     oversized: Callable[[int, int], None] | None = None,
-                     max_line: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def read_line_blocks(
+    path: Path,
+    start: int,
+    end: int | None,
+    block_bytes: int,
+    *,
+    oversized: Callable[[int, int], None] | None = None,
+    max_line: int | None = None,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The lines of ``path`` in the byte range ``[start, end)`` (to the end of the file when ``end`` is None), as
     blocks of whole lines: ``(bytes, positions of the newlines)``. A last line without a newline (a range or a file
     that ends mid-line) is given one. These are the lines ``logs.iter_lines_between`` yields.
@@ -300,24 +326,24 @@ def read_line_blocks(path: Path, start: int, end: int | None, block_bytes: int, 
         # A small file gets a small buffer; one that grows while being read takes more blocks. The buffer never
         # holds more than one longest line and its newline, so any line that fills it is too long.
         capacity = max(min(block_bytes, remaining, max_line + 1), 1)
-        buf = np.empty(capacity + 1, np.uint8)         # + a spare byte for a last newline
+        buf = np.empty(capacity + 1, np.uint8)  # + a spare byte for a last newline
         newline = np.empty(len(buf), np.bool_)
-        kept = 0                                       # an unfinished line, moved to the front of ``buf``
-        offset = start                                 # the file offset of ``buf[0]``
-        skipping: list[int] | None = None              # [offset, length so far] of a line too long to hold
+        kept = 0  # an unfinished line, moved to the front of ``buf``
+        offset = start  # the file offset of ``buf[0]``
+        skipping: list[int] | None = None  # [offset, length so far] of a line too long to hold
         if end is None:
             remaining = math.inf
         f.seek(start)
         while True:
             want = int(min(len(buf) - 1 - kept, remaining))
-            got = f.readinto(memoryview(buf)[kept:kept + want]) if want else 0
+            got = f.readinto(memoryview(buf)[kept : kept + want]) if want else 0
             remaining -= got
             size = kept + got
-            last = got < want or remaining == 0        # the end of the file or of the range
+            last = got < want or remaining == 0  # the end of the file or of the range
             ends = np.flatnonzero(np.equal(buf[:size], ord("\n"), out=newline[:size]))
-            first = 0                                  # where this block's lines start
+            first = 0  # where this block's lines start
             if skipping is not None:
-                if not len(ends):                      # still inside the long line
+                if not len(ends):  # still inside the long line
                     skipping[1] += size
                     offset += size
                     kept = 0
@@ -334,9 +360,9 @@ def read_line_blocks(path: Path, start: int, end: int | None, block_bytes: int, 
                 ends = ends[1:]
             if last:
                 tail = size - (int(ends[-1]) + 1 if len(ends) else first)
-                if tail > max_line:                    # a final unfinished line that is too long
+                if tail > max_line:  # a final unfinished line that is too long
                     if len(ends):
-                        yield buf[first:int(ends[-1]) + 1], ends - first
+                        yield buf[first : int(ends[-1]) + 1], ends - first
                     if oversized is not None:
                         oversized(offset + size - tail, tail)
                     return
@@ -347,16 +373,16 @@ def read_line_blocks(path: Path, start: int, end: int | None, block_bytes: int, 
                 if size > first:
                     yield buf[first:size], ends - first
                 return
-            if not len(ends):                          # one unfinished line fills the buffer
-                if size - first > max_line:            # too long to hold: skip to its end
+            if not len(ends):  # one unfinished line fills the buffer
+                if size - first > max_line:  # too long to hold: skip to its end
                     skipping = [offset + first, size - first]
                     offset += size
                     kept = 0
                     continue
                 kept = size - first
-                if first:                              # the end of a skipped line made room
+                if first:  # the end of a skipped line made room
                     buf[:kept] = buf[first:size]
-                else:                                  # a long line: make room, up to the longest line
+                else:  # a long line: make room, up to the longest line
                     grown = min(2 * (len(buf) - 1), max_line + 1)
                     buf = np.concatenate([buf[:size], np.empty(grown + 1 - size, np.uint8)])
                     newline = np.empty(len(buf), np.bool_)
@@ -373,6 +399,7 @@ def lines_of_block(data: np.ndarray, ends: np.ndarray) -> pa.LargeBinaryArray:
     """The lines of a block from ``read_line_blocks`` without their newlines, copied out of the block."""
     offsets = np.zeros(len(ends) + 1, np.int64)
     offsets[1:] = ends + 1
-    with_newlines = pa.Array.from_buffers(pa.large_binary(), len(ends),
-                                          [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    with_newlines = pa.Array.from_buffers(
+        pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
     return pc.binary_slice(with_newlines, 0, -1)

@@ -44,7 +44,9 @@ def path_lock(lock_path: Path, timeout: float = 60.0) -> Iterator[None]:
         try:
             flock.acquire(timeout=timeout)
         except Timeout as exc:
-            raise LockTimeout(f"timed out after {timeout:.0f}s waiting for {lock_path} (held by another process)") from exc
+            raise LockTimeout(
+                f"timed out after {timeout:.0f}s waiting for {lock_path} (held by another process)"
+            ) from exc
         try:
             yield
         finally:

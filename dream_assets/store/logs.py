@@ -52,6 +52,7 @@ ROLES = ("user", "assistant", "tool")
 
 # --- field readers: each error names the field and what is accepted ----------------------------------------
 
+
 def _object(d: Any) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise ValueError(f"a record must be a JSON object, got {type(d).__name__}")
@@ -81,8 +82,14 @@ def _text(d: dict[str, Any], key: str, *, optional: bool = False, nonempty: bool
     return value
 
 
-def _choice(d: dict[str, Any], key: str, choices: tuple[str, ...], *, default: str | None = None,
-            optional: bool = False) -> Any:
+def _choice(
+    d: dict[str, Any],
+    key: str,
+    choices: tuple[str, ...],
+    *,
+    default: str | None = None,
+    optional: bool = False,
+) -> Any:
     """Accepted in any letter case and stored in the documented spelling."""
     value = d.get(key)
     if value is None:
@@ -137,6 +144,7 @@ class _Record:
 
 # --- record schemas ------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class SkillUsageEvent(_Record):
     timestamp: datetime
@@ -147,13 +155,20 @@ class SkillUsageEvent(_Record):
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Self:
         d = _object(d)
-        return cls(timestamp=_timestamp(d), session_id=_text(d, "sessionId", nonempty=True),
-                   skill_name=_text(d, "skillName", nonempty=True),
-                   action=_choice(d, "action", SKILL_ACTIONS, default="invoked"))
+        return cls(
+            timestamp=_timestamp(d),
+            session_id=_text(d, "sessionId", nonempty=True),
+            skill_name=_text(d, "skillName", nonempty=True),
+            action=_choice(d, "action", SKILL_ACTIONS, default="invoked"),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"timestamp": iso(self.timestamp), "sessionId": self.session_id, "skillName": self.skill_name,
-                "action": self.action}
+        return {
+            "timestamp": iso(self.timestamp),
+            "sessionId": self.session_id,
+            "skillName": self.skill_name,
+            "action": self.action,
+        }
 
 
 @dataclass(frozen=True)
@@ -169,15 +184,26 @@ class ToolCallEvent(_Record):
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Self:
         d = _object(d)
-        return cls(timestamp=_timestamp(d), session_id=_text(d, "sessionId", nonempty=True),
-                   tool=_text(d, "tool", nonempty=True), success=_flag(d, "success"),
-                   error=_text(d, "error", optional=True), duration_ms=_number(d, "durationMs"),
-                   skill_name=_text(d, "skillName", optional=True))
+        return cls(
+            timestamp=_timestamp(d),
+            session_id=_text(d, "sessionId", nonempty=True),
+            tool=_text(d, "tool", nonempty=True),
+            success=_flag(d, "success"),
+            error=_text(d, "error", optional=True),
+            duration_ms=_number(d, "durationMs"),
+            skill_name=_text(d, "skillName", optional=True),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"timestamp": iso(self.timestamp), "sessionId": self.session_id, "tool": self.tool,
-                "success": self.success, "error": self.error, "durationMs": self.duration_ms,
-                "skillName": self.skill_name}
+        return {
+            "timestamp": iso(self.timestamp),
+            "sessionId": self.session_id,
+            "tool": self.tool,
+            "success": self.success,
+            "error": self.error,
+            "durationMs": self.duration_ms,
+            "skillName": self.skill_name,
+        }
 
 
 @dataclass(frozen=True)
@@ -199,15 +225,26 @@ class FeedbackEvent(_Record):
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Self:
         d = _object(d)
-        return cls(timestamp=_timestamp(d), session_id=_text(d, "sessionId", nonempty=True),
-                   kind=_choice(d, "kind", FEEDBACK_KINDS), text=_text(d, "text"),
-                   rating=_choice(d, "rating", RATINGS, optional=True), domain=_text(d, "domain", optional=True),
-                   skill_names=_texts(d, "skillNames"))
+        return cls(
+            timestamp=_timestamp(d),
+            session_id=_text(d, "sessionId", nonempty=True),
+            kind=_choice(d, "kind", FEEDBACK_KINDS),
+            text=_text(d, "text"),
+            rating=_choice(d, "rating", RATINGS, optional=True),
+            domain=_text(d, "domain", optional=True),
+            skill_names=_texts(d, "skillNames"),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"timestamp": iso(self.timestamp), "sessionId": self.session_id, "kind": self.kind,
-                "text": self.text, "rating": self.rating, "domain": self.domain,
-                "skillNames": list(self.skill_names)}
+        return {
+            "timestamp": iso(self.timestamp),
+            "sessionId": self.session_id,
+            "kind": self.kind,
+            "text": self.text,
+            "rating": self.rating,
+            "domain": self.domain,
+            "skillNames": list(self.skill_names),
+        }
 
 
 @dataclass(frozen=True)
@@ -220,12 +257,20 @@ class SkillResourceUsageEvent(_Record):
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Self:
         d = _object(d)
-        return cls(timestamp=_timestamp(d), session_id=_text(d, "sessionId", nonempty=True),
-                   skill_name=_text(d, "skillName", nonempty=True), resource=_text(d, "resource", nonempty=True))
+        return cls(
+            timestamp=_timestamp(d),
+            session_id=_text(d, "sessionId", nonempty=True),
+            skill_name=_text(d, "skillName", nonempty=True),
+            resource=_text(d, "resource", nonempty=True),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"timestamp": iso(self.timestamp), "sessionId": self.session_id, "skillName": self.skill_name,
-                "resource": self.resource}
+        return {
+            "timestamp": iso(self.timestamp),
+            "sessionId": self.session_id,
+            "skillName": self.skill_name,
+            "resource": self.resource,
+        }
 
 
 @dataclass(frozen=True)
@@ -234,7 +279,7 @@ class WispExecutionEvent(_Record):
     wisp_id: str
     description: str
     success: bool
-    skill_name: str | None = None     # the skill that produced the wisp definition
+    skill_name: str | None = None  # the skill that produced the wisp definition
     failed_step: str | None = None
     error: str | None = None
     steps: list[str] = field(default_factory=list)
@@ -242,15 +287,28 @@ class WispExecutionEvent(_Record):
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Self:
         d = _object(d)
-        return cls(timestamp=_timestamp(d), wisp_id=_text(d, "wispId", nonempty=True),
-                   description=_text(d, "description"), success=_flag(d, "success"),
-                   skill_name=_text(d, "skillName", optional=True), failed_step=_text(d, "failedStep", optional=True),
-                   error=_text(d, "error", optional=True), steps=_texts(d, "steps"))
+        return cls(
+            timestamp=_timestamp(d),
+            wisp_id=_text(d, "wispId", nonempty=True),
+            description=_text(d, "description"),
+            success=_flag(d, "success"),
+            skill_name=_text(d, "skillName", optional=True),
+            failed_step=_text(d, "failedStep", optional=True),
+            error=_text(d, "error", optional=True),
+            steps=_texts(d, "steps"),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"timestamp": iso(self.timestamp), "wispId": self.wisp_id, "description": self.description,
-                "skillName": self.skill_name, "success": self.success, "failedStep": self.failed_step,
-                "error": self.error, "steps": list(self.steps)}
+        return {
+            "timestamp": iso(self.timestamp),
+            "wispId": self.wisp_id,
+            "description": self.description,
+            "skillName": self.skill_name,
+            "success": self.success,
+            "failedStep": self.failed_step,
+            "error": self.error,
+            "steps": list(self.steps),
+        }
 
 
 @dataclass(frozen=True)
@@ -266,15 +324,26 @@ class TierRoutingEvent(_Record):
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Self:
         d = _object(d)
-        return cls(timestamp=_timestamp(d), session_id=_text(d, "sessionId", nonempty=True),
-                   tier=_text(d, "tier", nonempty=True), task_kind=_text(d, "taskKind", nonempty=True),
-                   outcome=_choice(d, "outcome", TIER_OUTCOMES), latency_ms=_number(d, "latencyMs"),
-                   cost_usd=_number(d, "costUsd"))
+        return cls(
+            timestamp=_timestamp(d),
+            session_id=_text(d, "sessionId", nonempty=True),
+            tier=_text(d, "tier", nonempty=True),
+            task_kind=_text(d, "taskKind", nonempty=True),
+            outcome=_choice(d, "outcome", TIER_OUTCOMES),
+            latency_ms=_number(d, "latencyMs"),
+            cost_usd=_number(d, "costUsd"),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"timestamp": iso(self.timestamp), "sessionId": self.session_id, "tier": self.tier,
-                "taskKind": self.task_kind, "outcome": self.outcome, "latencyMs": self.latency_ms,
-                "costUsd": self.cost_usd}
+        return {
+            "timestamp": iso(self.timestamp),
+            "sessionId": self.session_id,
+            "tier": self.tier,
+            "taskKind": self.task_kind,
+            "outcome": self.outcome,
+            "latencyMs": self.latency_ms,
+            "costUsd": self.cost_usd,
+        }
 
 
 @dataclass(frozen=True)
@@ -287,16 +356,31 @@ class ConversationTurn(_Record):
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Self:
         d = _object(d)
-        return cls(timestamp=_timestamp(d), session_id=_text(d, "sessionId", nonempty=True),
-                   role=_choice(d, "role", ROLES), content=_text(d, "content"))
+        return cls(
+            timestamp=_timestamp(d),
+            session_id=_text(d, "sessionId", nonempty=True),
+            role=_choice(d, "role", ROLES),
+            content=_text(d, "content"),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"timestamp": iso(self.timestamp), "sessionId": self.session_id, "role": self.role,
-                "content": self.content}
+        return {
+            "timestamp": iso(self.timestamp),
+            "sessionId": self.session_id,
+            "role": self.role,
+            "content": self.content,
+        }
 
 
-LogEvent = (SkillUsageEvent | ToolCallEvent | FeedbackEvent | SkillResourceUsageEvent | WispExecutionEvent
-            | TierRoutingEvent | ConversationTurn)
+LogEvent = (
+    SkillUsageEvent
+    | ToolCallEvent
+    | FeedbackEvent
+    | SkillResourceUsageEvent
+    | WispExecutionEvent
+    | TierRoutingEvent
+    | ConversationTurn
+)
 
 LOG_KINDS: dict[str, type] = {
     "skill-usage": SkillUsageEvent,
@@ -317,6 +401,7 @@ def _record_class(kind: str) -> type:
 
 
 # --- writing ---------------------------------------------------------------------------------------------------
+
 
 def append_event(profile: AgentProfile, kind: str, event: Any, *, fsync: bool = False) -> None:
     """Append one record as one complete line, under the lock log retention also takes."""
@@ -343,7 +428,7 @@ def append_event(profile: AgentProfile, kind: str, event: Any, *, fsync: bool = 
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 data = b"\n" + data
             written = os.write(fd, data)
-            while written < len(data):   # a short write is rare, but the line must be whole
+            while written < len(data):  # a short write is rare, but the line must be whole
                 written += os.write(fd, data[written:])
             if fsync:
                 os.fsync(fd)
@@ -357,11 +442,12 @@ def _single_path(profile: AgentProfile, kind: str) -> Path:
 
 # --- reading ---------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class LogRead:
     events: list[Any] = field(default_factory=list)
     malformed: int = 0
-    problems: list[str] = field(default_factory=list)   # "<file>:<line>: <reason>", the first MAX_PROBLEMS
+    problems: list[str] = field(default_factory=list)  # "<file>:<line>: <reason>", the first MAX_PROBLEMS
 
 
 def log_files(profile: AgentProfile, kind: str) -> list[Path]:
@@ -381,8 +467,9 @@ def log_exists(profile: AgentProfile, kind: str) -> bool:
     return bool(log_files(profile, kind))
 
 
-def read_events(profile: AgentProfile, kind: str, *, since: datetime | None = None,
-                until: datetime | None = None) -> LogRead:
+def read_events(
+    profile: AgentProfile, kind: str, *, since: datetime | None = None, until: datetime | None = None
+) -> LogRead:
     """Every valid record of a log with ``since <= timestamp < until``, sorted by (timestamp, file, line).
 
     Malformed lines are skipped and counted, never fatal; a missing log is an empty read.
@@ -427,8 +514,9 @@ def conversation_by_session(profile: AgentProfile) -> tuple[dict[str, list[Conve
     return sessions, result
 
 
-def _read(profile: AgentProfile, kind: str, files: list[Path], since: datetime | None,
-          until: datetime | None) -> LogRead:
+def _read(
+    profile: AgentProfile, kind: str, files: list[Path], since: datetime | None, until: datetime | None
+) -> LogRead:
     cls = _record_class(kind)
     since = utc(since) if since else None
     until = utc(until) if until else None
@@ -488,7 +576,7 @@ def _parse_text(cls: Any, text: str, file_session: str | None) -> Any:
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
         raise MalformedLine("text holds an unpaired surrogate escape (such as \\ud800), which is not a character")
     if file_session is not None and isinstance(obj, dict) and "sessionId" not in obj:
-        obj["sessionId"] = file_session   # the file name is the session id
+        obj["sessionId"] = file_session  # the file name is the session id
     try:
         return cls.from_json(obj)
     except (ValueError, TypeError, OverflowError) as exc:
@@ -519,6 +607,7 @@ def display_path(profile: AgentProfile, path: Path) -> str:
 
 # --- byte-level primitives (shared with log retention) --------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Oversized:
     """A line too long to read (``line_batch.MAX_LINE_BYTES``): where it starts and how long it is."""
@@ -535,8 +624,9 @@ def _lines(path: Path, start: int, end: int | None) -> Iterator[bytes | Oversize
     """Lines of a file in ``[start, end)`` without their newline, a final partial line included; a line too long to
     hold is an ``Oversized`` in its place (so line numbers stay right)."""
     skipped: list[Oversized] = []
-    for data, ends in read_line_blocks(path, start, end, _BLOCK,
-                                       oversized=lambda offset, size: skipped.append(Oversized(offset, size))):
+    for data, ends in read_line_blocks(
+        path, start, end, _BLOCK, oversized=lambda offset, size: skipped.append(Oversized(offset, size))
+    ):
         if skipped:
             yield from skipped
             skipped.clear()
@@ -563,8 +653,9 @@ def iter_raw_lines(path: Path, *, on_oversized: Callable[[int, int], None] | Non
         yield lineno, raw.decode("utf-8", "surrogateescape")
 
 
-def iter_lines_between(path: Path, start: int, end: int, *,
-                       on_oversized: Callable[[int, int], None] | None = None) -> Iterator[str]:
+def iter_lines_between(
+    path: Path, start: int, end: int, *, on_oversized: Callable[[int, int], None] | None = None
+) -> Iterator[str]:
     """The lines of ``path`` in the byte range ``[start, end)``, streamed (surrogate-escaped like iter_raw_lines;
     a line too long to read is left out and reported to ``on_oversized`` with its number in the range)."""
     for lineno, raw in enumerate(_lines(path, start, end), start=1):
@@ -597,7 +688,7 @@ def find_cut_offset(path: Path, keep_lines: int) -> int:
     """
     if keep_lines < 0:
         raise ValueError(f"keep_lines must be 0 or more, got {keep_lines}")
-    need = keep_lines + 1          # the newline just before the first kept line
+    need = keep_lines + 1  # the newline just before the first kept line
     with open(path, "rb") as f:
         pos = f.seek(0, os.SEEK_END)
         seen = 0
@@ -664,9 +755,14 @@ class ConversationLogChanged(RuntimeError):
     """The conversation log was rewritten since it was read, so the bytes to clear are no longer the ones read."""
 
 
-def clear_conversation_log(profile: AgentProfile, now: datetime, *, upto: int | None = None,
-                           identity: tuple[int, int] | None = None,
-                           problems: list[str] | None = None) -> int:
+def clear_conversation_log(
+    profile: AgentProfile,
+    now: datetime,
+    *,
+    upto: int | None = None,
+    identity: tuple[int, int] | None = None,
+    problems: list[str] | None = None,
+) -> int:
     """Move the conversation log's complete lines to the warehouse, then remove them. Returns the lines moved.
 
     With ``upto`` (a byte offset at a line boundary, e.g. what a pass read) only ``[0, upto)`` is moved, so turns

@@ -54,8 +54,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dream_assets.store.memory")
 
-_COLUMNS = ("id, content, category, tags, importance, created_at, updated_at, last_seen_at, "
-            "reinforcement_count, metadata, archived_at")
+_COLUMNS = (
+    "id, content, category, tags, importance, created_at, updated_at, last_seen_at, "
+    "reinforcement_count, metadata, archived_at"
+)
 _MAX_CATEGORY = 200
 _MAX_TAGS = 50
 #: Live entries (BM25's best for the incoming text) a save compares by embedding cosine.
@@ -74,7 +76,7 @@ class NotFound(KeyError):
 
 @dataclass(frozen=True)
 class SaveResult:
-    action: str                  # "created" | "reinforced" | "extended"
+    action: str  # "created" | "reinforced" | "extended"
     entry: MemoryEntry
     matched_id: str | None = None
     similarity: float | None = None
@@ -83,9 +85,17 @@ class SaveResult:
 
 def _row_to_entry(row: Sequence[Any]) -> MemoryEntry:
     return MemoryEntry(
-        id=row[0], content=row[1], category=row[2], tags=tuple(json.loads(row[3])), importance=float(row[4]),
-        created_at=from_db(row[5]), updated_at=from_db(row[6]), last_seen_at=from_db(row[7]),  # type: ignore[arg-type]
-        reinforcement_count=int(row[8]), metadata=json.loads(row[9]), archived_at=from_db(row[10]),
+        id=row[0],
+        content=row[1],
+        category=row[2],
+        tags=tuple(json.loads(row[3])),
+        importance=float(row[4]),
+        created_at=from_db(row[5]),
+        updated_at=from_db(row[6]),
+        last_seen_at=from_db(row[7]),  # type: ignore[arg-type]
+        reinforcement_count=int(row[8]),
+        metadata=json.loads(row[9]),
+        archived_at=from_db(row[10]),
     )
 
 
@@ -95,7 +105,8 @@ def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
 
 
 class _RecallIndex:
-    """BM25 index over the live entries of one database file, shared by every MemoryStore of this process on that file."""
+    """BM25 index over the live entries of one database file, shared by every MemoryStore of this process on that
+    file."""
 
     def __init__(self) -> None:
         self.bm25 = Bm25Index()
@@ -119,7 +130,9 @@ class _RecallIndex:
             "SELECT id, content, category, tags, archived_at, seq FROM memories WHERE seq > ? ORDER BY seq",
             [self.synced_seq],
         ).fetchall()
-        purged = conn.execute("SELECT id, seq FROM memory_purges WHERE seq > ? ORDER BY seq", [self.synced_seq]).fetchall()
+        purged = conn.execute(
+            "SELECT id, seq FROM memory_purges WHERE seq > ? ORDER BY seq", [self.synced_seq]
+        ).fetchall()
         # Apply in sequence order: an entry purged and later put back (an undone purge) must end up as its row says.
         events = sorted([(r[5], r) for r in rows] + [(seq, (mid,)) for mid, seq in purged], key=lambda ev: ev[0])
         top = self.synced_seq
@@ -208,13 +221,23 @@ def _short(text: str, limit: int = 160) -> str:
 def _noted(result: SaveResult, note: str | None) -> SaveResult:
     if not note:
         return result
-    return SaveResult(result.action, result.entry, matched_id=result.matched_id, similarity=result.similarity,
-                      reason=f"{result.reason}; {note}" if result.reason else note)
+    return SaveResult(
+        result.action,
+        result.entry,
+        matched_id=result.matched_id,
+        similarity=result.similarity,
+        reason=f"{result.reason}; {note}" if result.reason else note,
+    )
 
 
 class MemoryStore:
-    def __init__(self, conn: StoreConnection, options: DreamOptions, *,
-                 embeddings: Callable[[], EmbeddingProvider | None] | None = None) -> None:
+    def __init__(
+        self,
+        conn: StoreConnection,
+        options: DreamOptions,
+        *,
+        embeddings: Callable[[], EmbeddingProvider | None] | None = None,
+    ) -> None:
         """``embeddings``: builds the save-time embedding provider on first need (None: lexical measure only). It may
         raise (a configuration error): saves then use the lexical measure and say why."""
         self._conn = conn
@@ -226,8 +249,9 @@ class MemoryStore:
         self._embedding_failed: tuple[datetime, str] | None = None  # last failed call at save time
 
     # ------------------------------------------------------------------ validation
-    def validate(self, content: str, category: str, tags: Sequence[str], importance: float,
-                 metadata: Mapping[str, str]) -> tuple[str, str, tuple[str, ...], float, dict[str, str]]:
+    def validate(
+        self, content: str, category: str, tags: Sequence[str], importance: float, metadata: Mapping[str, str]
+    ) -> tuple[str, str, tuple[str, ...], float, dict[str, str]]:
         if not isinstance(content, str) or not content.strip():
             raise ContentError("memory content is empty: field 'content' must hold the fact to remember")
         if len(content) > self._options.MaxContentChars:
@@ -237,7 +261,9 @@ class MemoryStore:
             )
         category = (category or "general").strip()
         if len(category) > _MAX_CATEGORY or any(ord(c) < 32 for c in category):
-            raise ContentError(f"memory category {category[:40]!r} must be at most {_MAX_CATEGORY} printable characters")
+            raise ContentError(
+                f"memory category {category[:40]!r} must be at most {_MAX_CATEGORY} printable characters"
+            )
         tags = normalise_tags(tags)
         if len(tags) > _MAX_TAGS:
             raise ContentError(f"memory has {len(tags)} tags; at most {_MAX_TAGS} are accepted")
@@ -256,8 +282,9 @@ class MemoryStore:
         return seq
 
     def _validated(self, entry: MemoryEntry) -> MemoryEntry:
-        content, category, tags, importance, meta = self.validate(entry.content, entry.category, entry.tags,
-                                                                  entry.importance, entry.metadata)
+        content, category, tags, importance, meta = self.validate(
+            entry.content, entry.category, entry.tags, entry.importance, entry.metadata
+        )
         return entry.with_(content=content, category=category, tags=tags, importance=importance, metadata=meta)
 
     # ------------------------------------------------------------------ reads
@@ -292,13 +319,16 @@ class MemoryStore:
         # Column arrays are fetched about twice as fast as row tuples, and turned into rows after the session: the
         # file is held only for the read, so other processes wait less (store/connection.py: fair turns).
         with self._conn.session() as conn:
-            columns = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY created_at, id").fetchnumpy()
+            columns = conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY created_at, id"
+            ).fetchnumpy()
         return [_row_to_entry(r) for r in zip(*(c.tolist() for c in columns.values()), strict=True)]
 
     def counts(self) -> dict[str, int]:
         with self._conn.session() as conn:
             live, archived = conn.execute(
-                "SELECT count(*) FILTER (WHERE archived_at IS NULL), count(*) FILTER (WHERE archived_at IS NOT NULL) FROM memories"
+                "SELECT count(*) FILTER (WHERE archived_at IS NULL), "
+                "count(*) FILTER (WHERE archived_at IS NOT NULL) FROM memories"
             ).fetchone()  # type: ignore[misc]
         return {"live": int(live), "archived": int(archived)}
 
@@ -309,13 +339,15 @@ class MemoryStore:
             hits = self._idx.bm25.search(tokenize(query), limit=limit)
             if not hits:
                 return []
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?))",
-                                [[h for h, _ in hits]]).fetchall()
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?))", [[h for h, _ in hits]]
+            ).fetchall()
         by_id = {r[0]: _row_to_entry(r) for r in rows}
         return [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
 
     def fingerprint(self) -> str:
-        """Order-independent hash of the live corpus: id, content, category and tags only (not importance, not timestamps,
+        """Order-independent hash of the live corpus: id, content, category and tags only (not importance, not
+        timestamps,
         not reinforcement), each field length-prefixed so field boundaries are unambiguous (spec: "The change gate")."""
         with self._conn.session() as conn:
             row = conn.execute(
@@ -335,13 +367,21 @@ class MemoryStore:
             return "overlap", t, t
         return "auto", self._options.ConsolidationSimilarityThreshold, self._options.DedupeSimilarityThreshold
 
-    def duplicate_clusters(self, *, threshold: float | None = None, max_cluster_size: int | None = None,
-                           method: str | None = None) -> DuplicateClusters:
+    def duplicate_clusters(
+        self,
+        *,
+        threshold: float | None = None,
+        max_cluster_size: int | None = None,
+        method: str | None = None,
+    ) -> DuplicateClusters:
         """Near-duplicate clusters of the live corpus, by the configured measure unless ``method`` names one."""
         method = method or self.similarity_measure()[0]
         if threshold is None:
-            threshold = (self._options.LexicalOverlapThreshold if method == "overlap"
-                         else self._options.ConsolidationSimilarityThreshold)
+            threshold = (
+                self._options.LexicalOverlapThreshold
+                if method == "overlap"
+                else self._options.ConsolidationSimilarityThreshold
+            )
         docs = [(e.id, e.content) for e in self.list_live()]
         return find_duplicate_clusters(
             docs,
@@ -351,8 +391,17 @@ class MemoryStore:
         )
 
     # ------------------------------------------------------------------ writes
-    def save(self, content: str, *, category: str = "general", tags: Sequence[str] = (), importance: float = 0.5,
-             metadata: Mapping[str, str] | None = None, now: datetime, dedupe: bool = True) -> SaveResult:
+    def save(
+        self,
+        content: str,
+        *,
+        category: str = "general",
+        tags: Sequence[str] = (),
+        importance: float = 0.5,
+        metadata: Mapping[str, str] | None = None,
+        now: datetime,
+        dedupe: bool = True,
+    ) -> SaveResult:
         """Save a memory. With ``dedupe`` an incoming entry whose similarity with a live entry is at or above the
         save-time threshold (embedding cosine and ``EmbeddingSimilarityThreshold`` when an embedding model is set,
         else the lexical measure: ``similarity_measure``) reinforces that entry when it adds nothing to it, or extends
@@ -370,17 +419,37 @@ class MemoryStore:
                 twin = self._oldest_exact(conn, content, category, meta)
                 if twin is not None:
                     return self._reinforce_exact(conn, twin, tags, importance, meta, now)
-                absorbed, near = self._absorb(conn, self._find_duplicate(conn, content, meta, sims=measure.sims),
-                                              content, category, tags, importance, meta, now)
+                absorbed, near = self._absorb(
+                    conn,
+                    self._find_duplicate(conn, content, meta, sims=measure.sims),
+                    content,
+                    category,
+                    tags,
+                    importance,
+                    meta,
+                    now,
+                )
                 if absorbed is not None:
                     return _noted(absorbed, measure.note)
-            entry = MemoryEntry(id=new_id(), content=content, category=category, tags=tags, importance=importance,
-                                created_at=now, updated_at=now, last_seen_at=now, reinforcement_count=1, metadata=meta)
+            entry = MemoryEntry(
+                id=new_id(),
+                content=content,
+                category=category,
+                tags=tags,
+                importance=importance,
+                created_at=now,
+                updated_at=now,
+                last_seen_at=now,
+                reinforcement_count=1,
+                metadata=meta,
+            )
             self._insert(conn, entry)
         if near is None:
             return _noted(SaveResult("created", entry), measure.note)
-        return _noted(SaveResult("created", entry, matched_id=near[0].id, similarity=near[1], reason=near[2]),
-                      measure.note)
+        return _noted(
+            SaveResult("created", entry, matched_id=near[0].id, similarity=near[1], reason=near[2]),
+            measure.note,
+        )
 
     # ------------------------------------------------------------------ save-time embeddings
     def _save_index(self, now: datetime) -> EmbeddingIndex | None:
@@ -409,22 +478,31 @@ class MemoryStore:
         index = self._save_index(now)
         if index is None:
             if self._embedding_unavailable:
-                return _SaveMeasure(note=f"embeddings unavailable ({_short(self._embedding_unavailable)}): "
-                                         "the lexical measure was used")
+                return _SaveMeasure(
+                    note=f"embeddings unavailable ({_short(self._embedding_unavailable)}): the lexical measure was used"
+                )
             return _SaveMeasure()
         if self._embedding_failed is not None:
             failed_at, why = self._embedding_failed
             if timedelta(0) <= now - failed_at < SAVE_EMBEDDING_PAUSE:
-                return _SaveMeasure(note=f"embeddings failed at {failed_at.isoformat()} ({_short(why)}): the lexical "
-                                         "measure was used")
+                return _SaveMeasure(
+                    note=f"embeddings failed at {failed_at.isoformat()} ({_short(why)}): the lexical measure was used"
+                )
         with self._conn.session() as conn:
             self._idx.ensure(conn)
             if self._oldest_exact(conn, content, category, meta) is not None:
                 return _SaveMeasure()  # reinforced word for word: no vector needed
             tokens = content_token_list(without_frame_dates(content)) or content_token_list(content)
             hits = [cid for cid, _ in self._idx.bm25.search(tokens, limit=SAVE_EMBEDDING_CANDIDATES)] if tokens else []
-            rows = conn.execute("SELECT id, content FROM memories WHERE archived_at IS NULL AND id IN "
-                                "(SELECT unnest(?::VARCHAR[]))", [hits]).fetchall() if hits else []
+            rows = (
+                conn.execute(
+                    "SELECT id, content FROM memories WHERE archived_at IS NULL AND id IN "
+                    "(SELECT unnest(?::VARCHAR[]))",
+                    [hits],
+                ).fetchall()
+                if hits
+                else []
+            )
         order = {cid: i for i, cid in enumerate(hits)}
         docs = sorted(((str(r[0]), str(r[1])) for r in rows), key=lambda d: order[d[0]])
         if not docs:
@@ -453,12 +531,15 @@ class MemoryStore:
         ids = sorted(self._idx.exact.get((category, exact_key(content)), ()))
         if not ids:
             return []
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE archived_at IS NULL AND id IN "
-                            f"({', '.join('?' * len(ids))})", ids).fetchall()
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE archived_at IS NULL AND id IN ({', '.join('?' * len(ids))})",
+            ids,
+        ).fetchall()
         return sorted(map(_row_to_entry, rows), key=lambda e: (e.created_at, e.id))
 
-    def _oldest_exact(self, conn: duckdb.DuckDBPyConnection, content: str, category: str,
-                      meta: Mapping[str, str]) -> MemoryEntry | None:
+    def _oldest_exact(
+        self, conn: duckdb.DuckDBPyConnection, content: str, category: str, meta: Mapping[str, str]
+    ) -> MemoryEntry | None:
         """The oldest live exact duplicate in the same category whose subject time does not differ and that the
         save-time rules (store/dedup.py) let the incoming text reinforce: a name written with other capitals
         ("GitHub" against "Github") may be a correction, so it is not an exact duplicate."""
@@ -466,29 +547,54 @@ class MemoryStore:
         for entry in self._exact_matches(conn, content, category):
             if incoming_subject and entry.subject_time and incoming_subject != entry.subject_time:
                 continue
-            decision = decide_dedup(entry.content, content, max_chars=self._options.MaxContentChars,
-                                    stored_category=entry.category, incoming_category=category)
+            decision = decide_dedup(
+                entry.content,
+                content,
+                max_chars=self._options.MaxContentChars,
+                stored_category=entry.category,
+                incoming_category=category,
+            )
             if decision.action == REINFORCE:
                 return entry
         return None
 
-    def _reinforce_exact(self, conn: duckdb.DuckDBPyConnection, existing: MemoryEntry, tags: tuple[str, ...],
-                         importance: float, meta: Mapping[str, str], now: datetime) -> SaveResult:
+    def _reinforce_exact(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        existing: MemoryEntry,
+        tags: tuple[str, ...],
+        importance: float,
+        meta: Mapping[str, str],
+        now: datetime,
+    ) -> SaveResult:
         """Seen again word for word: last seen and reinforcement move, the stored record's text, tags and
         ``updated_at`` do not (the entry was observed, not edited). Importance never drops; a tag or metadata key
         only the incoming save carries is added, so nothing it says is lost."""
         new_tags = normalise_tags((*existing.tags, *tags))
         updated = existing.with_(
-            tags=new_tags, importance=max(existing.importance, importance),
-            last_seen_at=max(existing.last_seen_at, now), reinforcement_count=existing.reinforcement_count + 1,
+            tags=new_tags,
+            importance=max(existing.importance, importance),
+            last_seen_at=max(existing.last_seen_at, now),
+            reinforcement_count=existing.reinforcement_count + 1,
             metadata={**meta, **existing.metadata},
         )
         self._write(conn, updated, bump=new_tags != existing.tags)
-        return SaveResult("reinforced", updated, matched_id=existing.id, similarity=1.0,
-                          reason="the same text (case, white space and punctuation aside) in the same category")
+        return SaveResult(
+            "reinforced",
+            updated,
+            matched_id=existing.id,
+            similarity=1.0,
+            reason="the same text (case, white space and punctuation aside) in the same category",
+        )
 
-    def _find_duplicate(self, conn: duckdb.DuckDBPyConnection, content: str, meta: Mapping[str, str], *,
-                        sims: Mapping[str, float] | None = None) -> list[tuple[MemoryEntry, float]]:
+    def _find_duplicate(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        content: str,
+        meta: Mapping[str, str],
+        *,
+        sims: Mapping[str, float] | None = None,
+    ) -> list[tuple[MemoryEntry, float]]:
         """Live entries at or above the dedup threshold, most similar first (ties: the older entry first). The
         measure and threshold are clustering's: with ``sims`` (the candidates' embedding cosine) the embedding
         threshold, else the lexical measure (similarity_measure) with the idf of the live corpus."""
@@ -527,24 +633,44 @@ class MemoryStore:
         if not close:
             return []
         sims = dict(close)
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE archived_at IS NULL AND id IN "
-                            f"({', '.join('?' * len(sims))})", list(sims)).fetchall()
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE archived_at IS NULL AND id IN ({', '.join('?' * len(sims))})",
+            list(sims),
+        ).fetchall()
         # Distinct real-world moments (spec: Pass 1 "What the LLM does"): different subject times are not duplicates.
-        incoming_subject = {k: v for k, v in meta.items() if k in ("subjectTime", "subjectTimeStart", "subjectTimeEnd") and v}
-        found = [(e, sims[e.id]) for e in map(_row_to_entry, rows)
-                 if not (incoming_subject and e.subject_time and incoming_subject != e.subject_time)]
+        incoming_subject = {
+            k: v for k, v in meta.items() if k in ("subjectTime", "subjectTimeStart", "subjectTimeEnd") and v
+        }
+        found = [
+            (e, sims[e.id])
+            for e in map(_row_to_entry, rows)
+            if not (incoming_subject and e.subject_time and incoming_subject != e.subject_time)
+        ]
         return sorted(found, key=lambda m: (-m[1], m[0].created_at, m[0].id))
 
-    def _absorb(self, conn: duckdb.DuckDBPyConnection, matches: Sequence[tuple[MemoryEntry, float]], content: str,
-                category: str, tags: tuple[str, ...], importance: float, meta: Mapping[str, str],
-                now: datetime) -> tuple[SaveResult | None, tuple[MemoryEntry, float, str] | None]:
+    def _absorb(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        matches: Sequence[tuple[MemoryEntry, float]],
+        content: str,
+        category: str,
+        tags: tuple[str, ...],
+        importance: float,
+        meta: Mapping[str, str],
+        now: datetime,
+    ) -> tuple[SaveResult | None, tuple[MemoryEntry, float, str] | None]:
         """Reinforce the first match the incoming text adds nothing to, else extend the first it only adds sentences
         to. Otherwise nothing is written, and the closest match with the reason comes back for the "created" result."""
         chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
         first: tuple[MemoryEntry, float, str] | None = None
         for existing, similarity in matches:
-            decision = decide_dedup(existing.content, content, max_chars=self._options.MaxContentChars,
-                                    stored_category=existing.category, incoming_category=category)
+            decision = decide_dedup(
+                existing.content,
+                content,
+                max_chars=self._options.MaxContentChars,
+                stored_category=existing.category,
+                incoming_category=category,
+            )
             if decision.action == REINFORCE:
                 chosen = (existing, similarity, decision)
                 break
@@ -556,9 +682,13 @@ class MemoryStore:
         existing, similarity, decision = chosen
         new_content = decision.content if decision.action == EXTEND and decision.content else existing.content
         updated = existing.with_(
-            content=new_content, tags=normalise_tags((*existing.tags, *tags)), importance=max(existing.importance, importance),
-            updated_at=now, last_seen_at=max(existing.last_seen_at, now),
-            reinforcement_count=existing.reinforcement_count + 1, metadata={**meta, **existing.metadata},
+            content=new_content,
+            tags=normalise_tags((*existing.tags, *tags)),
+            importance=max(existing.importance, importance),
+            updated_at=now,
+            last_seen_at=max(existing.last_seen_at, now),
+            reinforcement_count=existing.reinforcement_count + 1,
+            metadata={**meta, **existing.metadata},
         )
         self._write(conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags))
         action = "extended" if new_content != existing.content else "reinforced"
@@ -580,17 +710,22 @@ class MemoryStore:
             start = int(conn.execute("SELECT nextval('row_seq')").fetchone()[0])  # type: ignore[index]
             # Reserve a block of sequence numbers for the batch.
             conn.execute(f"SELECT nextval('row_seq') FROM range({len(checked) - 1})").fetchall()
-            table = pa.table({
-                "id": [e.id for e in checked], "content": [e.content for e in checked],
-                "category": [e.category for e in checked], "tags": [json.dumps(list(e.tags)) for e in checked],
-                "importance": [e.importance for e in checked],
-                "created_at": [to_db(e.created_at) for e in checked], "updated_at": [to_db(e.updated_at) for e in checked],
-                "last_seen_at": [to_db(e.last_seen_at) for e in checked],
-                "reinforcement_count": pa.array([e.reinforcement_count for e in checked], pa.int32()),
-                "metadata": [json.dumps(e.metadata, sort_keys=True) for e in checked],
-                "archived_at": pa.array([to_db(e.archived_at) for e in checked], pa.timestamp("us")),
-                "seq": [start + i for i in range(len(checked))],
-            })
+            table = pa.table(
+                {
+                    "id": [e.id for e in checked],
+                    "content": [e.content for e in checked],
+                    "category": [e.category for e in checked],
+                    "tags": [json.dumps(list(e.tags)) for e in checked],
+                    "importance": [e.importance for e in checked],
+                    "created_at": [to_db(e.created_at) for e in checked],
+                    "updated_at": [to_db(e.updated_at) for e in checked],
+                    "last_seen_at": [to_db(e.last_seen_at) for e in checked],
+                    "reinforcement_count": pa.array([e.reinforcement_count for e in checked], pa.int32()),
+                    "metadata": [json.dumps(e.metadata, sort_keys=True) for e in checked],
+                    "archived_at": pa.array([to_db(e.archived_at) for e in checked], pa.timestamp("us")),
+                    "seq": [start + i for i in range(len(checked))],
+                }
+            )
             conn.register("_incoming", table)
             try:
                 conn.execute(f"INSERT INTO memories SELECT {_COLUMNS}, seq FROM _incoming")
@@ -608,9 +743,20 @@ class MemoryStore:
         try:
             conn.execute(
                 f"INSERT INTO memories ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [entry.id, entry.content, entry.category, json.dumps(list(entry.tags)), entry.importance,
-                 to_db(entry.created_at), to_db(entry.updated_at), to_db(entry.last_seen_at), entry.reinforcement_count,
-                 json.dumps(entry.metadata, sort_keys=True), to_db(entry.archived_at), seq],
+                [
+                    entry.id,
+                    entry.content,
+                    entry.category,
+                    json.dumps(list(entry.tags)),
+                    entry.importance,
+                    to_db(entry.created_at),
+                    to_db(entry.updated_at),
+                    to_db(entry.last_seen_at),
+                    entry.reinforcement_count,
+                    json.dumps(entry.metadata, sort_keys=True),
+                    to_db(entry.archived_at),
+                    seq,
+                ],
             )
         except duckdb.ConstraintException as exc:
             raise ContentError(f"a memory with id {entry.id!r} already exists") from exc
@@ -620,11 +766,22 @@ class MemoryStore:
 
     def _write(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, bump: bool = True) -> None:
         """Overwrite every field of an existing row. ``bump`` when searchable fields or the archive state changed."""
-        params = [entry.content, entry.category, json.dumps(list(entry.tags)), entry.importance, to_db(entry.created_at),
-                  to_db(entry.updated_at), to_db(entry.last_seen_at), entry.reinforcement_count,
-                  json.dumps(entry.metadata, sort_keys=True), to_db(entry.archived_at)]
-        sql = ("UPDATE memories SET content = ?, category = ?, tags = ?, importance = ?, created_at = ?, updated_at = ?, "
-               "last_seen_at = ?, reinforcement_count = ?, metadata = ?, archived_at = ?")
+        params = [
+            entry.content,
+            entry.category,
+            json.dumps(list(entry.tags)),
+            entry.importance,
+            to_db(entry.created_at),
+            to_db(entry.updated_at),
+            to_db(entry.last_seen_at),
+            entry.reinforcement_count,
+            json.dumps(entry.metadata, sort_keys=True),
+            to_db(entry.archived_at),
+        ]
+        sql = (
+            "UPDATE memories SET content = ?, category = ?, tags = ?, importance = ?, created_at = ?, updated_at = ?, "
+            "last_seen_at = ?, reinforcement_count = ?, metadata = ?, archived_at = ?"
+        )
         if bump:
             seq = self._next_seq(conn)
             conn.execute(sql + ", seq = ? WHERE id = ?", [*params, seq, entry.id])
@@ -643,7 +800,11 @@ class MemoryStore:
         with self._conn.transaction() as conn:
             current = self._require(conn, entry.id)
             bump = (current.content, current.category, current.tags, current.archived_at) != (
-                entry.content, entry.category, entry.tags, entry.archived_at)
+                entry.content,
+                entry.category,
+                entry.tags,
+                entry.archived_at,
+            )
             self._write(conn, entry, bump=bump)
         return entry
 
@@ -653,16 +814,27 @@ class MemoryStore:
             raise NotFound(f"no memory with id {entry_id!r}")
         return _row_to_entry(row)
 
-    def update(self, entry_id: str, *, now: datetime, content: str | None = None, category: str | None = None,
-               tags: Sequence[str] | None = None, importance: float | None = None,
-               metadata: Mapping[str, str] | None = None) -> MemoryEntry:
+    def update(
+        self,
+        entry_id: str,
+        *,
+        now: datetime,
+        content: str | None = None,
+        category: str | None = None,
+        tags: Sequence[str] | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> MemoryEntry:
         """Edit fields of a live or archived entry (a tool edit). Sets updated_at; never touches last_seen_at."""
         with self._conn.transaction() as conn:
             cur = self._require(conn, entry_id)
             c, cat, tg, imp, meta = self.validate(
-                cur.content if content is None else content, cur.category if category is None else category,
-                cur.tags if tags is None else tags, cur.importance if importance is None else importance,
-                cur.metadata if metadata is None else metadata)
+                cur.content if content is None else content,
+                cur.category if category is None else category,
+                cur.tags if tags is None else tags,
+                cur.importance if importance is None else importance,
+                cur.metadata if metadata is None else metadata,
+            )
             new = cur.with_(content=c, category=cat, tags=tg, importance=imp, metadata=meta, updated_at=utc(now))
             self._write(conn, new, bump=(c, cat, tg) != (cur.content, cur.category, cur.tags))
         return new
@@ -688,7 +860,9 @@ class MemoryStore:
             if cur.is_archived == (archived_at is not None):
                 return cur
             # Archiving freezes the record as it was; restoring is an edit, so it sets updated_at.
-            new = cur.with_(archived_at=archived_at) if archived_at else cur.with_(archived_at=None, updated_at=utc(now))
+            new = (
+                cur.with_(archived_at=archived_at) if archived_at else cur.with_(archived_at=None, updated_at=utc(now))
+            )
             self._write(conn, new, bump=True)
         return new
 
@@ -705,8 +879,10 @@ class MemoryStore:
                 if not entry.is_archived:
                     raise ContentError(f"memory {eid!r} is live; only archived entries can be purged")
                 seq = self._next_seq(conn)
-                conn.execute("INSERT INTO memory_purges VALUES (?, ?, ?, ?, ?)",
-                             [eid, to_db(utc(now)), to_db(entry.archived_at), entry.content, seq])
+                conn.execute(
+                    "INSERT INTO memory_purges VALUES (?, ?, ?, ?, ?)",
+                    [eid, to_db(utc(now)), to_db(entry.archived_at), entry.content, seq],
+                )
                 conn.execute("DELETE FROM memories WHERE id = ?", [eid])
                 self._idx.remove(eid)
                 self._idx.mark_synced(seq)
@@ -717,15 +893,23 @@ class MemoryStore:
         with self._conn.session() as conn:
             return {r[0] for r in conn.execute("SELECT id FROM memory_purges").fetchall()}
 
-    def set_importance(self, updates: Mapping[str, float], *, now: datetime,
-                       stamps: Mapping[str, Mapping[str, str]] | None = None) -> int:
+    def set_importance(
+        self,
+        updates: Mapping[str, float],
+        *,
+        now: datetime,
+        stamps: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> int:
         """Bulk importance rewrite (importance decay): changes score and updated_at, never content or review state.
         ``stamps`` (metadata merged in) are written in the same transaction, so a crash cannot decay twice."""
         if not updates and not stamps:
             return 0
         with self._conn.transaction() as conn:
             if updates:
-                conn.register("_imp", pa.table({"id": list(updates), "importance": [float(v) for v in updates.values()]}))
+                conn.register(
+                    "_imp",
+                    pa.table({"id": list(updates), "importance": [float(v) for v in updates.values()]}),
+                )
                 try:
                     conn.execute(
                         "UPDATE memories SET importance = _imp.importance, updated_at = ? FROM _imp "
@@ -747,7 +931,9 @@ class MemoryStore:
 
     @staticmethod
     def _merge_metadata(conn: duckdb.DuckDBPyConnection, updates: Mapping[str, Mapping[str, str]]) -> int:
-        rows = conn.execute("SELECT id, metadata FROM memories WHERE id IN (SELECT unnest(?))", [list(updates)]).fetchall()
+        rows = conn.execute(
+            "SELECT id, metadata FROM memories WHERE id IN (SELECT unnest(?))", [list(updates)]
+        ).fetchall()
         merged = {rid: json.dumps({**json.loads(meta), **updates[rid]}, sort_keys=True) for rid, meta in rows}
         if merged:
             conn.register("_meta", pa.table({"id": list(merged), "metadata": list(merged.values())}))

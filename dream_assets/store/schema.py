@@ -82,8 +82,10 @@ def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
         row = None
     if row is not None:
         if int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(f"store schema version {row[0]} is newer than this dream_assets ({SCHEMA_VERSION}); "
-                             "upgrade dream_assets to use this store")
+            raise StoreError(
+                f"store schema version {row[0]} is newer than this dream_assets ({SCHEMA_VERSION}); "
+                "upgrade dream_assets to use this store"
+            )
         if int(row[0]) == SCHEMA_VERSION:
             return
     conn.execute("BEGIN TRANSACTION")

@@ -23,9 +23,16 @@ class SkillError(ValueError):
 
 
 def _row(row: Sequence[Any]) -> Skill:
-    return Skill(name=row[0], summary=row[1], content=row[2], see_also=tuple(json.loads(row[3])),
-                 created_at=from_db(row[4]), updated_at=from_db(row[5]),  # type: ignore[arg-type]
-                 last_used_at=from_db(row[6]), archived_at=from_db(row[7]))
+    return Skill(
+        name=row[0],
+        summary=row[1],
+        content=row[2],
+        see_also=tuple(json.loads(row[3])),
+        created_at=from_db(row[4]),
+        updated_at=from_db(row[5]),  # type: ignore[arg-type]
+        last_used_at=from_db(row[6]),
+        archived_at=from_db(row[7]),
+    )
 
 
 class SkillStore:
@@ -39,7 +46,9 @@ class SkillStore:
         if not skill.content.strip():
             raise SkillError(f"skill {skill.name!r}: field 'content' is empty")
         if len(skill.content) > MAX_SKILL_CHARS:
-            raise SkillError(f"skill {skill.name!r}: content is {len(skill.content)} characters, over {MAX_SKILL_CHARS}")
+            raise SkillError(
+                f"skill {skill.name!r}: content is {len(skill.content)} characters, over {MAX_SKILL_CHARS}"
+            )
         see_also = tuple(dict.fromkeys(validate_skill_name(s) for s in skill.see_also if s != skill.name))
         return skill.with_(see_also=see_also, summary=skill.summary.strip())
 
@@ -63,7 +72,8 @@ class SkillStore:
         return [_row(r) for r in rows]
 
     def save(self, skill: Skill, *, now: datetime) -> Skill:
-        """Create or replace a skill (an archived one of the same name is brought back). Keeps created_at of an existing skill
+        """Create or replace a skill (an archived one of the same name is brought back). Keeps created_at of an
+        existing skill
         unless the caller set an earlier one (merges carry the earliest)."""
         skill = self.validate(skill)
         now = utc(now)
@@ -118,8 +128,10 @@ class SkillStore:
 
     def touch_used(self, name: str, *, now: datetime) -> None:
         with self._conn.session() as conn:
-            conn.execute("UPDATE skills SET last_used_at = greatest(coalesce(last_used_at, ?), ?) WHERE name = ?",
-                         [to_db(utc(now)), to_db(utc(now)), name])
+            conn.execute(
+                "UPDATE skills SET last_used_at = greatest(coalesce(last_used_at, ?), ?) WHERE name = ?",
+                [to_db(utc(now)), to_db(utc(now)), name],
+            )
 
     def fingerprint(self) -> str:
         """Order-independent hash of the live catalog's names, summaries, content and seeAlso (not usage timestamps)."""
@@ -133,19 +145,31 @@ class SkillStore:
         return f"skills:{n}:{digest}"
 
     def _params(self, s: Skill) -> list[Any]:
-        return [s.summary, s.content, json.dumps(list(s.see_also)), to_db(s.created_at), to_db(s.updated_at),
-                to_db(s.last_used_at), to_db(s.archived_at)]
+        return [
+            s.summary,
+            s.content,
+            json.dumps(list(s.see_also)),
+            to_db(s.created_at),
+            to_db(s.updated_at),
+            to_db(s.last_used_at),
+            to_db(s.archived_at),
+        ]
 
     def _insert(self, conn: duckdb.DuckDBPyConnection, s: Skill) -> None:
         # Checked first rather than left to the key constraint: a constraint error would abort a caller's transaction.
         if conn.execute("SELECT 1 FROM skills WHERE name = ?", [s.name]).fetchone() is not None:
             raise SkillError(f"a skill named {s.name!r} already exists")
         try:
-            conn.execute(f"INSERT INTO skills ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq'))",
-                         [s.name, *self._params(s)])
+            conn.execute(
+                f"INSERT INTO skills ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq'))",
+                [s.name, *self._params(s)],
+            )
         except duckdb.ConstraintException as exc:
             raise SkillError(f"a skill named {s.name!r} already exists") from exc
 
     def _update(self, conn: duckdb.DuckDBPyConnection, s: Skill) -> None:
-        conn.execute("UPDATE skills SET summary = ?, content = ?, see_also = ?, created_at = ?, updated_at = ?, "
-                     "last_used_at = ?, archived_at = ?, seq = nextval('row_seq') WHERE name = ?", [*self._params(s), s.name])
+        conn.execute(
+            "UPDATE skills SET summary = ?, content = ?, see_also = ?, created_at = ?, updated_at = ?, "
+            "last_used_at = ?, archived_at = ?, seq = nextval('row_seq') WHERE name = ?",
+            [*self._params(s), s.name],
+        )

@@ -42,33 +42,65 @@ def take_snapshot(profile: AgentProfile, store: DreamStore, now: datetime) -> tu
         "skills_live": sum(1 for s in skills if s.archived_at is None),
         "skills_archived": sum(1 for s in skills if s.archived_at is not None),
     }
-    pq.write_table(pa.table({
-        "id": [e.id for e in memories], "content": [e.content for e in memories],
-        "category": [e.category for e in memories], "tags": [list(e.tags) for e in memories],
-        "importance": pa.array([e.importance for e in memories], pa.float64()),
-        "created_at": pa.array([e.created_at for e in memories], pa.timestamp("us", "UTC")),
-        "last_seen_at": pa.array([e.last_seen_at for e in memories], pa.timestamp("us", "UTC")),
-        "reinforcement_count": pa.array([e.reinforcement_count for e in memories], pa.int32()),
-        "metadata": [json.dumps(e.metadata, sort_keys=True) for e in memories],
-        "archived_at": pa.array([e.archived_at for e in memories], pa.timestamp("us", "UTC")),
-    }), tmp / "memories.parquet")
-    pq.write_table(pa.table({
-        "name": [s.name for s in skills], "summary": [s.summary for s in skills], "content": [s.content for s in skills],
-        "see_also": [list(s.see_also) for s in skills],
-        "created_at": pa.array([s.created_at for s in skills], pa.timestamp("us", "UTC")),
-        "last_used_at": pa.array([s.last_used_at for s in skills], pa.timestamp("us", "UTC")),
-        "archived_at": pa.array([s.archived_at for s in skills], pa.timestamp("us", "UTC")),
-    }), tmp / "skills.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "id": [e.id for e in memories],
+                "content": [e.content for e in memories],
+                "category": [e.category for e in memories],
+                "tags": [list(e.tags) for e in memories],
+                "importance": pa.array([e.importance for e in memories], pa.float64()),
+                "created_at": pa.array([e.created_at for e in memories], pa.timestamp("us", "UTC")),
+                "last_seen_at": pa.array([e.last_seen_at for e in memories], pa.timestamp("us", "UTC")),
+                "reinforcement_count": pa.array([e.reinforcement_count for e in memories], pa.int32()),
+                "metadata": [json.dumps(e.metadata, sort_keys=True) for e in memories],
+                "archived_at": pa.array([e.archived_at for e in memories], pa.timestamp("us", "UTC")),
+            }
+        ),
+        tmp / "memories.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "name": [s.name for s in skills],
+                "summary": [s.summary for s in skills],
+                "content": [s.content for s in skills],
+                "see_also": [list(s.see_also) for s in skills],
+                "created_at": pa.array([s.created_at for s in skills], pa.timestamp("us", "UTC")),
+                "last_used_at": pa.array([s.last_used_at for s in skills], pa.timestamp("us", "UTC")),
+                "archived_at": pa.array([s.archived_at for s in skills], pa.timestamp("us", "UTC")),
+            }
+        ),
+        tmp / "skills.parquet",
+    )
     with store.connection.session() as conn:
         purges = conn.execute("SELECT id, purged_at, archived_at FROM memory_purges ORDER BY seq").fetchall()
-        changes = conn.execute("SELECT cycle_id, pass_name, kind, target_type, target_id, reason, after_json, created_at "
-                               "FROM changes ORDER BY ordinal").fetchall()
-    pq.write_table(pa.table({"id": [r[0] for r in purges],
-                             "purged_at": pa.array([r[1] for r in purges], pa.timestamp("us")),
-                             "archived_at": pa.array([r[2] for r in purges], pa.timestamp("us"))}), tmp / "purges.parquet")
-    pq.write_table(pa.table({k: [r[i] for r in changes] for i, k in enumerate(
-        ("cycle_id", "pass_name", "kind", "target_type", "target_id", "reason", "after_json"))} |
-        {"created_at": pa.array([r[7] for r in changes], pa.timestamp("us"))}), tmp / "changes.parquet")
+        changes = conn.execute(
+            "SELECT cycle_id, pass_name, kind, target_type, target_id, reason, after_json, created_at "
+            "FROM changes ORDER BY ordinal"
+        ).fetchall()
+    pq.write_table(
+        pa.table(
+            {
+                "id": [r[0] for r in purges],
+                "purged_at": pa.array([r[1] for r in purges], pa.timestamp("us")),
+                "archived_at": pa.array([r[2] for r in purges], pa.timestamp("us")),
+            }
+        ),
+        tmp / "purges.parquet",
+    )
+    pq.write_table(
+        pa.table(
+            {
+                k: [r[i] for r in changes]
+                for i, k in enumerate(
+                    ("cycle_id", "pass_name", "kind", "target_type", "target_id", "reason", "after_json")
+                )
+            }
+            | {"created_at": pa.array([r[7] for r in changes], pa.timestamp("us"))}
+        ),
+        tmp / "changes.parquet",
+    )
     tmp.rename(folder)
     return Snapshot(folder, now), counts
 
@@ -86,7 +118,8 @@ def list_snapshots(profile: AgentProfile) -> list[Snapshot]:
 
 
 def prune_snapshots(profile: AgentProfile, retention: timedelta, now: datetime, keep_at_least: int = 2) -> int:
-    """Remove snapshots older than ``retention``; the newest ``keep_at_least`` are always kept (the audit compares two)."""
+    """Remove snapshots older than ``retention``; the newest ``keep_at_least`` are always kept (the audit compares
+    two)."""
     snaps = list_snapshots(profile)
     removable = snaps[:-keep_at_least] if keep_at_least else snaps
     removed = 0

@@ -70,21 +70,25 @@ CACHED_PARTITIONS = 4
 UNKNOWN_DAY = "unknown"
 MAX_PROBLEMS = 20
 
-SCHEMA = pa.schema([
-    pa.field("line_key", pa.string(), nullable=False),
-    pa.field("kind", pa.string(), nullable=False),
-    pa.field("source", pa.string(), nullable=False),
-    pa.field("session_id", pa.string()),
-    pa.field("event_ts", pa.timestamp("us", tz="UTC")),
-    pa.field("raw", pa.string(), nullable=False),
-    pa.field("archived_at", pa.timestamp("us", tz="UTC"), nullable=False),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("line_key", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("session_id", pa.string()),
+        pa.field("event_ts", pa.timestamp("us", tz="UTC")),
+        pa.field("raw", pa.string(), nullable=False),
+        pa.field("archived_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ]
+)
 # The rows of one batch before they are split by day: ``seq`` is the line's place in the batch (it orders ties).
-_ROWS = pa.schema([
-    pa.field("seq", pa.int64()),
-    *(SCHEMA.field(name) for name in ("line_key", "source", "session_id", "event_ts", "raw")),
-    pa.field("day", pa.string()),
-])
+_ROWS = pa.schema(
+    [
+        pa.field("seq", pa.int64()),
+        *(SCHEMA.field(name) for name in ("line_key", "source", "session_id", "event_ts", "raw")),
+        pa.field("day", pa.string()),
+    ]
+)
 
 _KIND = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
 log = logging.getLogger("dream_assets.warehouse")
@@ -103,6 +107,7 @@ def line_key(kind: str, source: str, raw: str) -> str:
 
 
 # --- writing -----------------------------------------------------------------------------------------------
+
 
 def archive_lines(profile: AgentProfile, kind: str, source: str, lines: Iterable[str], now: datetime) -> int:
     """Archive lines of one source file (its file name, e.g. ``s1.jsonl``). Returns the rows actually added."""
@@ -124,11 +129,11 @@ def archive_source_lines(profile: AgentProfile, kind: str, items: Iterable[tuple
 class RangeArchive:
     """What ``archive_file_ranges`` did, with one entry per range in the order given."""
 
-    added: int = 0                                               # rows added to the warehouse
-    lines: list[int] = field(default_factory=list)               # lines read, blank and unarchivable ones included
-    errors: list[OSError | None] = field(default_factory=list)   # why a range could not be read to its end
-    unarchivable: list[int] = field(default_factory=list)        # lines too long to archive (not in the warehouse)
-    undated: int = 0                 # lines archived as raw text without a readable record (``date=unknown``)
+    added: int = 0  # rows added to the warehouse
+    lines: list[int] = field(default_factory=list)  # lines read, blank and unarchivable ones included
+    errors: list[OSError | None] = field(default_factory=list)  # why a range could not be read to its end
+    unarchivable: list[int] = field(default_factory=list)  # lines too long to archive (not in the warehouse)
+    undated: int = 0  # lines archived as raw text without a readable record (``date=unknown``)
     #: ``(file name, line number, reason)`` of the first ``MAX_PROBLEMS`` unarchivable or undated lines. The number
     #: counts from the start of the range (from the start of the file for a range that starts at 0).
     problems: list[tuple[str, int, str]] = field(default_factory=list)
@@ -138,8 +143,9 @@ class RangeArchive:
             self.problems.append((source, lineno, reason))
 
 
-def archive_file_ranges(profile: AgentProfile, kind: str, ranges: Sequence[tuple[Path, int, int | None]],
-                        now: datetime) -> RangeArchive:
+def archive_file_ranges(
+    profile: AgentProfile, kind: str, ranges: Sequence[tuple[Path, int, int | None]], now: datetime
+) -> RangeArchive:
     """Archive the lines in the byte ranges ``[start, end)`` of log files (``end`` None: to the end of the file).
 
     The rows are those ``archive_source_lines`` writes for ``(file name, line)`` of ``logs.iter_lines_between``
@@ -156,8 +162,9 @@ def archive_file_ranges(profile: AgentProfile, kind: str, ranges: Sequence[tuple
     return result
 
 
-def _range_lines(ranges: Sequence[tuple[Path, int, int | None]],
-                 result: RangeArchive) -> Iterator[list[tuple[str, pa.LargeBinaryArray, int]]]:
+def _range_lines(
+    ranges: Sequence[tuple[Path, int, int | None]], result: RangeArchive
+) -> Iterator[list[tuple[str, pa.LargeBinaryArray, int]]]:
     """``(file name, lines, number of the first line)`` block by block, in groups of about ``BATCH_BYTES``
     (thousands of small session files are handed over together). A range that cannot be read is recorded, and the
     next one read; a line too long to archive is counted and left out."""
@@ -169,8 +176,13 @@ def _range_lines(ranges: Sequence[tuple[Path, int, int | None]],
         def oversized(offset: int, length: int, i: int = i, name: str = name) -> None:
             result.lines[i] += 1
             result.unarchivable[i] += 1
-            result.note(name, result.lines[i], f"line of {length:,} bytes is longer than the "
-                                               f"{line_batch.MAX_LINE_BYTES:,}-byte limit; it was not archived")
+            result.note(
+                name,
+                result.lines[i],
+                f"line of {length:,} bytes is longer than the "
+                f"{line_batch.MAX_LINE_BYTES:,}-byte limit; it was not archived",
+            )
+
         try:
             for data, ends in read_line_blocks(Path(path), start, end, BATCH_BYTES, oversized=oversized):
                 first_lineno = result.lines[i] + 1
@@ -181,7 +193,7 @@ def _range_lines(ranges: Sequence[tuple[Path, int, int | None]],
                 if size >= BATCH_BYTES:
                     yield group
                     group, size = [], 0
-        except OSError as exc:   # only reading is forgiven: a failed warehouse write raises
+        except OSError as exc:  # only reading is forgiven: a failed warehouse write raises
             result.errors[i] = exc
     if group:
         yield group
@@ -200,10 +212,10 @@ def _read_ahead(items: Iterator[_T]) -> Iterator[_T]:
 class ImportResult:
     """What ``import_jsonl`` did with one file. Only lines that are valid records of the kind are imported."""
 
-    imported: int = 0      # rows added to the warehouse
-    valid: int = 0         # valid records of the kind: the imported ones and those the warehouse already held
-    malformed: int = 0     # not a record of any log kind: not JSON, missing or wrong fields, too long, not UTF-8
-    wrong_kind: int = 0    # a valid record of another log kind (``other_kinds`` says which)
+    imported: int = 0  # rows added to the warehouse
+    valid: int = 0  # valid records of the kind: the imported ones and those the warehouse already held
+    malformed: int = 0  # not a record of any log kind: not JSON, missing or wrong fields, too long, not UTF-8
+    wrong_kind: int = 0  # a valid record of another log kind (``other_kinds`` says which)
     other_kinds: dict[str, int] = field(default_factory=dict)
     #: ``"<file>:<line>: <reason>"`` of the first ``MAX_PROBLEMS`` lines that were not imported.
     problems: list[str] = field(default_factory=list)
@@ -265,8 +277,10 @@ def import_jsonl(profile: AgentProfile, kind: str, path: Path, now: datetime) ->
         return True
 
     def oversized(lineno: int, size: int) -> None:
-        result.refuse(f"{path.name}:{lineno}", f"line of {size:,} bytes is longer than the "
-                                               f"{line_batch.MAX_LINE_BYTES:,}-byte limit")
+        result.refuse(
+            f"{path.name}:{lineno}",
+            f"line of {size:,} bytes is longer than the {line_batch.MAX_LINE_BYTES:,}-byte limit",
+        )
 
     def valid_lines() -> Iterator[tuple[str, str]]:
         for lineno, text in iter_raw_lines(path, on_oversized=oversized):
@@ -287,14 +301,14 @@ def import_jsonl(profile: AgentProfile, kind: str, path: Path, now: datetime) ->
         result.imported = archive_source_lines(profile, kind, valid_lines(), now)
     except OSError as exc:
         if exc.filename is not None and Path(exc.filename) != path:
-            raise   # a warehouse write failed: not the file's fault
+            raise  # a warehouse write failed: not the file's fault
         raise WarehouseError(f"cannot import {path}: {exc.strerror or exc}") from exc
     return result
 
 
 @dataclass
 class _Partition:
-    parts: set[str] = field(default_factory=set)   # part files whose keys are in ``keys``
+    parts: set[str] = field(default_factory=set)  # part files whose keys are in ``keys``
     keys: set[str] = field(default_factory=set)
 
 
@@ -307,15 +321,16 @@ class _Writer:
     stay one at a time and in batch order.
     """
 
-    def __init__(self, profile: AgentProfile, kind: str, archived_at: datetime,
-                 result: RangeArchive | None = None) -> None:
+    def __init__(
+        self, profile: AgentProfile, kind: str, archived_at: datetime, result: RangeArchive | None = None
+    ) -> None:
         self.profile, self.kind, self.archived_at = profile, kind, archived_at
-        self.result = result if result is not None else RangeArchive()   # undated lines are noted here
+        self.result = result if result is not None else RangeArchive()  # undated lines are noted here
         self.per_session_log = kind in SESSION_LOGS
-        self.sources: dict[str, int] = {}                          # source file names of the pending batch
-        self.lines: list[bytes] = []                               # pending lines given as text, encoded
+        self.sources: dict[str, int] = {}  # source file names of the pending batch
+        self.lines: list[bytes] = []  # pending lines given as text, encoded
         self.line_sources: list[int] = []
-        self.pieces: list[tuple[int, pa.LargeBinaryArray, int]] = []   # pending lines read from files
+        self.pieces: list[tuple[int, pa.LargeBinaryArray, int]] = []  # pending lines read from files
         self.buffered_rows = 0
         self.buffered_bytes = 0
         self.known: OrderedDict[str, _Partition] = OrderedDict()
@@ -330,7 +345,7 @@ class _Writer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        try:   # let work in flight finish; close() raises its errors, if any
+        try:  # let work in flight finish; close() raises its errors, if any
             if self.archiving is not None:
                 self.archiving.exception()
             if self.writing is not None:
@@ -342,7 +357,7 @@ class _Writer:
 
     def add_line(self, source: str, line: str) -> None:
         if not line.strip():
-            return   # blank lines are not archived
+            return  # blank lines are not archived
         # Surrogate escapes turn back into the log's original bytes, which are what the key hashes.
         data = line.encode("utf-8", "surrogateescape")
         if len(data) > line_batch.MAX_LINE_BYTES:
@@ -361,7 +376,7 @@ class _Writer:
         """Raw lines of one source, already split (blank ones included; they are skipped when read). ``first_lineno``
         is the number of the first one in its file (0: not known)."""
         if self.buffered_bytes and self.buffered_bytes + lines.nbytes > BATCH_BYTES:
-            self.flush()   # a block of a large file makes a batch of its own rather than be copied into one
+            self.flush()  # a block of a large file makes a batch of its own rather than be copied into one
         self.pieces.append((self.sources.setdefault(source, len(self.sources)), lines, first_lineno))
         self.buffered_rows += len(lines)
         self.buffered_bytes += lines.nbytes
@@ -388,7 +403,7 @@ class _Writer:
                 self._archive(part)
 
     def _archive(self, batch: LineBatch) -> None:
-        self._wait_for_archiving()   # one batch at a time in the background keeps memory bounded
+        self._wait_for_archiving()  # one batch at a time in the background keeps memory bounded
         self.archiving = self.pool.submit(self._archive_in_background, batch)
 
     def _wait_for_archiving(self) -> None:
@@ -398,7 +413,7 @@ class _Writer:
 
     def _archive_in_background(self, batch: LineBatch) -> None:
         hashing = self.pool.submit(batch.keys, self.kind)
-        if len(batch) < FAST_PATH_MIN_LINES:   # too few lines to be worth starting DuckDB: read them in Python
+        if len(batch) < FAST_PATH_MIN_LINES:  # too few lines to be worth starting DuckDB: read them in Python
             keys = hashing.result()
             rows = self._slow_rows(batch, keys, range(len(batch)))
         else:
@@ -406,10 +421,14 @@ class _Writer:
                 self.con = connect()
             fields = classify(self.con, batch.raw)
             keys = hashing.result()
-            rows = pa.concat_tables([self._fast_rows(batch, keys, fields),
-                                     self._slow_rows(batch, keys, np.flatnonzero(~fields.fast).tolist())])
+            rows = pa.concat_tables(
+                [
+                    self._fast_rows(batch, keys, fields),
+                    self._slow_rows(batch, keys, np.flatnonzero(~fields.fast).tolist()),
+                ]
+            )
         self._wait_for_write()
-        if rows.num_rows:   # a batch of blank lines has none
+        if rows.num_rows:  # a batch of blank lines has none
             self.writing = self.pool.submit(self._write_days, rows, keys)
 
     def _wait_for_write(self) -> None:
@@ -427,15 +446,18 @@ class _Writer:
 
         source_ids = pa.array(batch.source_ids[index])
         file_session = pa.array([self._file_session(s) for s in batch.sources], pa.string()).take(source_ids)
-        return pa.table({
-            "seq": pa.array(index, pa.int64()),
-            "line_key": pick(pa.array(keys, pa.string())),
-            "source": pa.array(batch.sources, pa.string()).take(source_ids),
-            "session_id": pc.coalesce(pick(fields.session_id), file_session),
-            "event_ts": pick(fields.event_ts),
-            "raw": pick(fields.text).cast(pa.string()),   # valid UTF-8, so stored as it is
-            "day": pick(fields.day),
-        }, schema=_ROWS)
+        return pa.table(
+            {
+                "seq": pa.array(index, pa.int64()),
+                "line_key": pick(pa.array(keys, pa.string())),
+                "source": pa.array(batch.sources, pa.string()).take(source_ids),
+                "session_id": pc.coalesce(pick(fields.session_id), file_session),
+                "event_ts": pick(fields.event_ts),
+                "raw": pick(fields.text).cast(pa.string()),  # valid UTF-8, so stored as it is
+                "day": pick(fields.day),
+            },
+            schema=_ROWS,
+        )
 
     def _slow_rows(self, batch: LineBatch, keys: list[str], lines: Iterable[int]) -> pa.Table:
         """Rows for the given lines of a batch, each read on its own with ``json.loads`` (any shape of line)."""
@@ -443,12 +465,12 @@ class _Writer:
         for i in lines:
             raw = batch.line(i).decode("utf-8", "surrogateescape")
             if not raw.strip():
-                continue   # blank lines are not archived
+                continue  # blank lines are not archived
             source = batch.sources[batch.source_ids[i]]
             ts, session_id, problem = _event_fields(raw)
             if session_id is None:
                 session_id = self._file_session(source)
-            if ts is None:   # archived as it is, and said: archiving runs one batch at a time, so no lock
+            if ts is None:  # archived as it is, and said: archiving runs one batch at a time, so no lock
                 self.result.undated += 1
                 self.result.note(source, int(batch.line_numbers[i]), f"archived as raw text: {problem}")
             day = ts.date().isoformat() if ts is not None else UNKNOWN_DAY
@@ -475,8 +497,10 @@ class _Writer:
         days = rows.column("day").combine_chunks()
         starts = [0, *(np.flatnonzero(pc.not_equal(days[1:], days[:-1]).to_numpy(zero_copy_only=False)) + 1)]
         ends = [*starts[1:], len(days)]
-        return sum(self._write_partition(days[a].as_py(), rows.slice(a, b - a), keys[a:b])
-                   for a, b in zip(starts, ends, strict=True))
+        return sum(
+            self._write_partition(days[a].as_py(), rows.slice(a, b - a), keys[a:b])
+            for a, b in zip(starts, ends, strict=True)
+        )
 
     def _write_partition(self, day: str, rows: pa.Table, keys: list[str]) -> int:
         pdir = _partition_dir(self.profile, self.kind, day)
@@ -485,7 +509,7 @@ class _Writer:
             known = self._known(day, pdir)
             batch_keys = set(keys)
             if len(batch_keys) == len(keys) and known.keys.isdisjoint(batch_keys):
-                known.keys |= batch_keys   # the usual case, all new: checked in bulk
+                known.keys |= batch_keys  # the usual case, all new: checked in bulk
             else:
                 fresh = []
                 for i, key in enumerate(keys):
@@ -496,15 +520,18 @@ class _Writer:
                     return 0
                 rows = rows.take(fresh)
             n = rows.num_rows
-            table = pa.table({
-                "line_key": rows.column("line_key"),
-                "kind": pa.repeat(pa.scalar(self.kind, pa.string()), n),
-                "source": rows.column("source"),
-                "session_id": rows.column("session_id"),
-                "event_ts": rows.column("event_ts"),
-                "raw": rows.column("raw"),
-                "archived_at": pa.repeat(pa.scalar(self.archived_at, SCHEMA.field("archived_at").type), n),
-            }, schema=SCHEMA)
+            table = pa.table(
+                {
+                    "line_key": rows.column("line_key"),
+                    "kind": pa.repeat(pa.scalar(self.kind, pa.string()), n),
+                    "source": rows.column("source"),
+                    "session_id": rows.column("session_id"),
+                    "event_ts": rows.column("event_ts"),
+                    "raw": rows.column("raw"),
+                    "archived_at": pa.repeat(pa.scalar(self.archived_at, SCHEMA.field("archived_at").type), n),
+                },
+                schema=SCHEMA,
+            )
             name = f"part-{self.archived_at:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet"
             pdir.mkdir(parents=True, exist_ok=True)
             tmp = pdir / f".{name}.tmp"
@@ -557,6 +584,7 @@ def _storable(raw: str) -> str:
 
 # --- reading -----------------------------------------------------------------------------------------------
 
+
 def days(profile: AgentProfile, kind: str) -> list[date]:
     """The UTC days that hold archived lines of ``kind`` (the ``unknown`` partition is not a day)."""
     base = profile.warehouse_dir / _check_kind(kind)
@@ -566,7 +594,7 @@ def days(profile: AgentProfile, kind: str) -> list[date]:
     for d in base.iterdir():
         if d.is_dir() and d.name.startswith("date=") and d.name != f"date={UNKNOWN_DAY}" and _parts(d):
             try:
-                found.append(date.fromisoformat(d.name[len("date="):]))
+                found.append(date.fromisoformat(d.name[len("date=") :]))
             except ValueError:
                 continue
     return sorted(found)
@@ -604,8 +632,11 @@ def _window_table(profile: AgentProfile, kind: str, start: datetime, end: dateti
         table = _read_partition(profile, _check_kind(kind), day.isoformat(), columns)
         if table.num_rows:
             ts = table.column("event_ts")
-            tables.append(table.filter(pc.and_(pc.greater_equal(ts, pa.scalar(start, ts.type)),
-                                               pc.less(ts, pa.scalar(end, ts.type)))))
+            tables.append(
+                table.filter(
+                    pc.and_(pc.greater_equal(ts, pa.scalar(start, ts.type)), pc.less(ts, pa.scalar(end, ts.type)))
+                )
+            )
         day += timedelta(days=1)
     return pa.concat_tables(tables) if tables else SCHEMA.empty_table().select(columns)
 
@@ -640,12 +671,13 @@ def _records(table: pa.Table) -> list[dict[str, Any]]:
     for raw in table.sort_by([("event_ts", "ascending")]).column("raw").to_pylist():
         try:
             out.append(parse_json_line(raw))
-        except MalformedLine:   # a dated row is valid JSON when written; guard against hand-edited parts
+        except MalformedLine:  # a dated row is valid JSON when written; guard against hand-edited parts
             out.append({"raw": raw})
     return out
 
 
 # --- paths -------------------------------------------------------------------------------------------------
+
 
 def _check_kind(kind: str) -> str:
     if not isinstance(kind, str) or not _KIND.match(kind):

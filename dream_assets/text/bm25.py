@@ -212,9 +212,7 @@ class Bm25Index:
             if n == 0:
                 return []
             # Rarest terms first (ties by term), a fixed order that keeps scores bit-for-bit repeatable.
-            present = sorted(
-                (self._df[t], t, self._postings[t]) for t in set(query_tokens) if t in self._postings
-            )
+            present = sorted((self._df[t], t, self._postings[t]) for t in set(query_tokens) if t in self._postings)
             norm = self._length_norm()
             scores = np.zeros(norm.size, dtype=np.float64)
             alive = np.frombuffer(self._alive, dtype=np.int8) if self._dead else None

@@ -142,10 +142,30 @@ _CONTRACTION_STEMS = frozenset(
 _ORTHOGRAPHIC_CAPITALS = frozenset({"I"})
 
 _MONTHS: dict[str, int] = {
-    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
-    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8,
-    "sep": 9, "sept": 9, "oct": 10, "nov": 11, "dec": 12,
+    "january": 1,
+    "february": 2,
+    "march": 3,
+    "april": 4,
+    "may": 5,
+    "june": 6,
+    "july": 7,
+    "august": 8,
+    "september": 9,
+    "october": 10,
+    "november": 11,
+    "december": 12,
+    "jan": 1,
+    "feb": 2,
+    "mar": 3,
+    "apr": 4,
+    "jun": 6,
+    "jul": 7,
+    "aug": 8,
+    "sep": 9,
+    "sept": 9,
+    "oct": 10,
+    "nov": 11,
+    "dec": 12,
 }
 
 # Word tokens: maximal runs of letters and digits (apostrophes split, so "Rocky's" yields "Rocky").
@@ -328,7 +348,10 @@ def load_vocabulary(path: Path) -> tuple[CoverageVocabulary, str | None]:
         return BASELINE_VOCABULARY, f"{path}: cannot be read ({exc}); using the built-in coverage vocabulary"
 
     def malformed(problem: str) -> tuple[CoverageVocabulary, str]:
-        return BASELINE_VOCABULARY, f"{path}: {problem}; using the built-in coverage vocabulary until it is fixed"
+        return (
+            BASELINE_VOCABULARY,
+            f"{path}: {problem}; using the built-in coverage vocabulary until it is fixed",
+        )
 
     try:
         data = json.loads(raw)
@@ -354,7 +377,9 @@ def load_vocabulary(path: Path) -> tuple[CoverageVocabulary, str | None]:
             text = item.strip()
             if key == "numericExemptCategories":
                 if not _category_segments(text):
-                    return malformed(f'field "{key}" item {index} must be a category such as "metrics/cost", got {item!r}')
+                    return malformed(
+                        f'field "{key}" item {index} must be a category such as "metrics/cost", got {item!r}'
+                    )
             elif not _WORD.fullmatch(text):
                 return malformed(f'field "{key}" item {index} must be one word (letters and digits), got {item!r}')
         values[attr] = [item.strip() for item in items]
@@ -642,7 +667,7 @@ def _is_ordinary(token: str, text: str, start: int, vocab: CoverageVocabulary, s
     # The baseline is generic English no operator chose: sentence-initial only, and only for a word
     # written as an ordinary capitalized word — "IT" or "US" in capitals stays an acronym.
     end = start + len(token)
-    common = _is_common_word(lowered) or (lowered in _CONTRACTION_STEMS and text[end: end + 1] in ("'", "’"))
+    common = _is_common_word(lowered) or (lowered in _CONTRACTION_STEMS and text[end : end + 1] in ("'", "’"))
     return common and _is_title_case(token) and _is_sentence_initial(text, start)
 
 
@@ -751,8 +776,13 @@ class _SourcePool:
             spans = _month_name_dates(text) + _numeric_dates(text)
             dates.extend(ref for _, _, ref in spans)
             ranges.update(key for _, _, key in _ranges(text, spans))
-        return cls(frozenset(w.lower() for w in words), frozenset(words), frozenset(numbers),
-                   frozenset(ranges), tuple(dates))
+        return cls(
+            frozenset(w.lower() for w in words),
+            frozenset(words),
+            frozenset(numbers),
+            frozenset(ranges),
+            tuple(dates),
+        )
 
     def carries(self, specific: Specific, vocab: CoverageVocabulary) -> bool:
         if specific.date is not None:
@@ -867,11 +897,11 @@ def content_sentences(text: str) -> list[str]:
         start = 0
         for m in _SENTENCE_END.finditer(line):
             if line[m.start()] == "." and m.group().startswith(".") and not m.group().startswith(".."):
-                last = _LAST_TOKEN.search(line[start:m.start()])
+                last = _LAST_TOKEN.search(line[start : m.start()])
                 word = last.group(1).strip("\"'“‘([").lower() if last else ""
                 if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()) or _DOTTED_INITIALS.fullmatch(word):
                     continue
-            piece = line[start:m.end()].strip()
+            piece = line[start : m.end()].strip()
             if piece:
                 out.append(piece)
             start = m.end()
@@ -885,10 +915,12 @@ def content_stems(text: str) -> frozenset[str]:
     """The stems that carry a sentence's content: content words (tokens.py's tokenizer and stemmer, stopwords
     out), less framing words ("said again", "mentioned"), numbers and calendar words. Numbers and dates are the
     specifics check's business, in any spelling; here "2026-08-19" and "19 August 2026" must not differ."""
-    return frozenset(
-        stem(t) for t in content_token_list(text)
-        if not any(c.isdigit() for c in t) and t not in _CALENDAR_WORDS
-    ) - FRAMING_WORDS
+    return (
+        frozenset(
+            stem(t) for t in content_token_list(text) if not any(c.isdigit() for c in t) and t not in _CALENDAR_WORDS
+        )
+        - FRAMING_WORDS
+    )
 
 
 def content_kept_share(source_sentence: str, merged_text: str) -> float:

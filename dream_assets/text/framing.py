@@ -24,28 +24,40 @@ import re
 
 from dream_assets.text.tokens import STOPWORDS, stem
 
-_MONTHS = (r"(?:january|february|march|april|may|june|july|august|september|october|november|december"
-           r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
+_MONTHS = (
+    r"(?:january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+)
 _WEEKDAY = r"(?:(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday),?\s+)?"
 _DAY = r"[0-9]{1,2}(?:st|nd|rd|th)?"
 #: A written date: ISO, slash, "12 May 2023", "12th of May", "May 12, 2023", "May 2023".
-DATE = (rf"{_WEEKDAY}(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|[0-9]{{1,2}}/[0-9]{{1,2}}/[0-9]{{4}}"
-        rf"|{_DAY}\s+(?:of\s+)?{_MONTHS},?(?:\s+[0-9]{{4}})?"
-        rf"|{_MONTHS}\s+{_DAY}(?:,?\s+[0-9]{{4}})?(?![0-9])"
-        rf"|{_MONTHS}\s+[0-9]{{4}})")
+DATE = (
+    rf"{_WEEKDAY}(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|[0-9]{{1,2}}/[0-9]{{1,2}}/[0-9]{{4}}"
+    rf"|{_DAY}\s+(?:of\s+)?{_MONTHS},?(?:\s+[0-9]{{4}})?"
+    rf"|{_MONTHS}\s+{_DAY}(?:,?\s+[0-9]{{4}})?(?![0-9])"
+    rf"|{_MONTHS}\s+[0-9]{{4}})"
+)
 #: Verbs that report an observation rather than state a fact (any inflection).
-REPORTING = (r"(?:says?|said|mention(?:s|ed)?|note[sd]?|tell(?:s)?|told|share[sd]?|report(?:s|ed)?|repeat(?:s|ed)?"
-             r"|reiterate[sd]?|confirm(?:s|ed)?|reconfirm(?:s|ed)?|recall(?:s|ed)?|brought\s+up|bring(?:s)?\s+up"
-             r"|talk(?:s|ed)?\s+about|explain(?:s|ed)?|state[sd]?|add(?:s|ed)|remark(?:s|ed)?|came\s+up"
-             r"|comes\s+up|restate[sd]?)")
+REPORTING = (
+    r"(?:says?|said|mention(?:s|ed)?|note[sd]?|tell(?:s)?|told|share[sd]?|report(?:s|ed)?|repeat(?:s|ed)?"
+    r"|reiterate[sd]?|confirm(?:s|ed)?|reconfirm(?:s|ed)?|recall(?:s|ed)?|brought\s+up|bring(?:s)?\s+up"
+    r"|talk(?:s|ed)?\s+about|explain(?:s|ed)?|state[sd]?|add(?:s|ed)|remark(?:s|ed)?|came\s+up"
+    r"|comes\s+up|restate[sd]?)"
+)
 _SUBJECT = r"(?:[^\s,.;:()]+\s+){1,3}?"  # a short subject: "Melanie", "she", "the user", "Jon's wife"
 
 # "said (again) (on|in) DATE", "reconfirmed DATE"
-_AFTER_VERB = re.compile(rf"\b{REPORTING}(?:\s+(?:it|this|that|so))?(?:\s+again)?\s+(?:(?:on|in|during)\s+)?"
-                         rf"(?P<date>{DATE})", re.IGNORECASE)
+_AFTER_VERB = re.compile(
+    rf"\b{REPORTING}(?:\s+(?:it|this|that|so))?(?:\s+again)?\s+(?:(?:on|in|during)\s+)?"
+    rf"(?P<date>{DATE})",
+    re.IGNORECASE,
+)
 # "(On|In) DATE, Melanie (again) mentioned"
-_BEFORE_VERB = re.compile(rf"(?:\b(?:on|in|during)\s+)?(?P<date>{DATE}),?\s+{_SUBJECT}(?:again\s+|also\s+)?"
-                          rf"{REPORTING}\b", re.IGNORECASE)
+_BEFORE_VERB = re.compile(
+    rf"(?:\b(?:on|in|during)\s+)?(?P<date>{DATE}),?\s+{_SUBJECT}(?:again\s+|also\s+)?"
+    rf"{REPORTING}\b",
+    re.IGNORECASE,
+)
 # "As of DATE", "As at DATE"
 _AS_OF = re.compile(rf"\b(?:as\s+of|as\s+at)\s+(?P<date>{DATE})", re.IGNORECASE)
 # A parenthesis, dash clause or trailing clause that only reports: "(mentioned again on 9 July)"
@@ -58,13 +70,16 @@ _WORD = re.compile(r"[^\W_]+")
 _FRAME_SENTENCE_WORDS = 1
 
 #: Words that frame an observation (compared after stemming): left out of similarity.
-FRAMING_WORDS: frozenset[str] = frozenset(stem(w) for w in """
+FRAMING_WORDS: frozenset[str] = frozenset(
+    stem(w)
+    for w in """
     say says said mention mentions mentioned note notes noted tell tells told share shares shared report reports
     reported repeat repeats repeated reiterate reiterates reiterated confirm confirms confirmed reconfirm
     reconfirmed recall recalls recalled explain explains explained state states stated remark remarks remarked
     restate restated talk talks talked brought came again still also really indeed later earlier previously
     recently once more conversation chat session while talking
-    """.split())
+    """.split()
+)
 
 
 def frame_date_spans(text: str) -> list[tuple[int, int]]:
@@ -87,10 +102,13 @@ def frame_date_spans(text: str) -> list[tuple[int, int]]:
             continue
         rest = sentence
         for d in reversed(dates):
-            rest = rest[:d.start()] + " " + rest[d.end():]
+            rest = rest[: d.start()] + " " + rest[d.end() :]
         rest = re.sub(REPORTING, " ", rest, flags=re.IGNORECASE)
-        words = [w for w in _WORD.findall(rest) if not w[:1].isupper() and w.lower() not in STOPWORDS
-                 and stem(w.lower()) not in FRAMING_WORDS]
+        words = [
+            w
+            for w in _WORD.findall(rest)
+            if not w[:1].isupper() and w.lower() not in STOPWORDS and stem(w.lower()) not in FRAMING_WORDS
+        ]
         if len(words) <= _FRAME_SENTENCE_WORDS:
             spans += [(m.start() + d.start(), m.start() + d.end()) for d in dates]
     merged: list[tuple[int, int]] = []

@@ -91,9 +91,7 @@ def tfidf_cosine(a_text: str, b_text: str, index: Bm25Index | None = None) -> fl
         df = (term in a_tf) + (term in b_tf)
         return math.log(3.0 / (1.0 + df)) + 1.0
 
-    return Bm25Index.cosine(
-        {t: tf * idf(t) for t, tf in a_tf.items()}, {t: tf * idf(t) for t, tf in b_tf.items()}
-    )
+    return Bm25Index.cosine({t: tf * idf(t) for t, tf in a_tf.items()}, {t: tf * idf(t) for t, tf in b_tf.items()})
 
 
 @dataclass
@@ -146,7 +144,9 @@ def find_duplicate_clusters(
         except (ValueError, MemoryError) as exc:
             if method == "tfidf":
                 raise
-            warning = f"TF-IDF similarity unavailable ({type(exc).__name__}: {exc}); fell back to Jaccard over content tokens"
+            warning = (
+                f"TF-IDF similarity unavailable ({type(exc).__name__}: {exc}); fell back to Jaccard over content tokens"
+            )
     if used == "jaccard":
         rows, cols, sims = jaccard_pairs([content_tokens(t) for t in texts], threshold)
 
@@ -258,6 +258,7 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
     # orientation x_P · y_Q = 0: the partial product is x_P · y and the unseen rest is x_Q · y.
     df_rare = np.bincount(x_rare.indices, minlength=n_features)
     work = np.cumsum(np.bincount(row_of[rare], weights=df_rare[x.indices[rare]], minlength=n))
+
     def bounded(r: np.ndarray, c: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         upper = c > r
         r, c, score = r[upper], c[upper], score[upper]
@@ -343,6 +344,7 @@ def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarra
 
     df_prefix = np.bincount(m_prefix.indices, minlength=len(vocabulary))
     work = np.cumsum(np.bincount(row_of[in_prefix], weights=df_prefix[m.indices[in_prefix]], minlength=n))
+
     def size_bound(r: np.ndarray, c: np.ndarray, _shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         small = np.minimum(sizes[r], sizes[c])
         large = np.maximum(sizes[r], sizes[c])
@@ -358,7 +360,9 @@ def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarra
     return rows[keep], cols[keep], sims[keep]
 
 
-def _token_columns(sets: Sequence[frozenset[str] | set[str]]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+def _token_columns(
+    sets: Sequence[frozenset[str] | set[str]],
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """The sorted vocabulary of ``sets`` and the sets as CSR parts over it: (vocabulary, sizes, column indices,
     row pointers)."""
     vocabulary = sorted(set().union(*sets)) if sets else []
@@ -368,9 +372,13 @@ def _token_columns(sets: Sequence[frozenset[str] | set[str]]) -> tuple[list[str]
     return vocabulary, sizes, indices, np.concatenate(([0], np.cumsum(sizes)))
 
 
-def _chunked_candidates(prefix, other_t, work: np.ndarray, n: int,
-                        select: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-                        ) -> tuple[np.ndarray, np.ndarray]:
+def _chunked_candidates(
+    prefix,
+    other_t,
+    work: np.ndarray,
+    n: int,
+    select: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray]:
     """Candidate pairs of a prefix-filter join: ``prefix @ other_t``, a block of rows at a time so each sparse product
     stays near _CHUNK_WORK (``work`` is the cumulative cost per row). ``select(rows, cols, products)`` keeps, and
     orders, the pairs of a block worth verifying."""
@@ -436,14 +444,17 @@ def overlap_similarity(a_text: str, b_text: str, idf: Callable[[str], float] | N
     if not a or not b:
         return 0.0
     if idf is None:
+
         def idf(term: str) -> float:
             return smooth_idf(2, (term in a) + (term in b))
+
     weight = {t: idf(t) for t in a | b}
     return overlap_score(sum(weight[t] for t in a & b), sum(weight[t] for t in a), sum(weight[t] for t in b))
 
 
-def overlap_pairs(sets: Sequence[frozenset[str] | set[str]], threshold: float
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def overlap_pairs(
+    sets: Sequence[frozenset[str] | set[str]], threshold: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every (i, j, overlap) with i < j and overlap >= threshold, idf fitted on ``sets``, without an n x n product.
 
     Prefix filtering on containment: order stems rarest first; a set's prefix is its leading stems up to the point
@@ -467,17 +478,22 @@ def overlap_pairs(sets: Sequence[frozenset[str] | set[str]], threshold: float
     row_of = np.repeat(np.arange(n, dtype=np.int64), sizes)
     totals = np.bincount(row_of, weights=m.data, minlength=n)
     cum = np.concatenate(([0.0], np.cumsum(m.data)))
-    before = cum[:-1] - cum[m.indptr[:-1]][row_of]        # weight of the row's stems before this one
-    remaining = totals[row_of] - before                     # weight from this stem to the row's end
+    before = cum[:-1] - cum[m.indptr[:-1]][row_of]  # weight of the row's stems before this one
+    remaining = totals[row_of] - before  # weight from this stem to the row's end
     in_prefix = remaining >= threshold * totals[row_of] * (1.0 - _EPS) - _EPS
     prefix_counts = np.bincount(row_of[in_prefix], minlength=n)
     m_prefix = sp.csr_matrix(
-        (np.ones(int(in_prefix.sum())), m.indices[in_prefix], np.concatenate(([0], np.cumsum(prefix_counts)))),
+        (
+            np.ones(int(in_prefix.sum())),
+            m.indices[in_prefix],
+            np.concatenate(([0], np.cumsum(prefix_counts))),
+        ),
         shape=m.shape,
     )
     binary_t = sp.csr_matrix(binary.T)
     postings = np.bincount(m.indices, minlength=len(vocabulary))
     work = np.cumsum(np.bincount(row_of[in_prefix], weights=postings[m.indices[in_prefix]], minlength=n))
+
     def lighter_first(r: np.ndarray, c: np.ndarray, _shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lighter = (r != c) & (totals[r] <= totals[c] * (1.0 + _EPS) + _EPS)
         r, c = r[lighter], c[lighter]
@@ -507,6 +523,7 @@ def _row_dots_of(a, b, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------- exact duplicates
 
+
 def exact_key(text: str) -> str:
     """Content as compared for exact duplicates: case, white space and punctuation normalised away.
 
@@ -518,7 +535,8 @@ def exact_key(text: str) -> str:
     last = len(normalised) - 1
     for i, ch in enumerate(normalised):
         if unicodedata.category(ch).startswith("P") and not (
-                0 < i < last and normalised[i - 1].isdigit() and normalised[i + 1].isdigit()):
+            0 < i < last and normalised[i - 1].isdigit() and normalised[i + 1].isdigit()
+        ):
             out.append(" ")
         else:
             out.append(ch)

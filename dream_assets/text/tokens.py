@@ -83,7 +83,7 @@ _VOWELS = frozenset("aeiouy")
 
 
 def _undouble(stem: str) -> str:
-    """"runn" -> "run", "stopp" -> "stop"; "ss", "ll" and "zz" stay ("miss", "call")."""
+    """ "runn" -> "run", "stopp" -> "stop"; "ss", "ll" and "zz" stay ("miss", "call")."""
     if len(stem) >= 3 and stem[-1] == stem[-2] and stem[-1] not in _VOWELS and stem[-1] not in "slz":
         return stem[:-1]
     return stem

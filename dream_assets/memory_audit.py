@@ -33,7 +33,7 @@ class AuditResult:
     snapshot: str | None
     compared_with: str | None
     unexplained_deletes: list[str] = field(default_factory=list)
-    dangling_provenance: list[str] = field(default_factory=list)   # "<entry> -> <missing source>"
+    dangling_provenance: list[str] = field(default_factory=list)  # "<entry> -> <missing source>"
     orphaned_sources: list[str] = field(default_factory=list)
     repeated_rejections: dict[str, int] = field(default_factory=dict)
     paused: bool = False
@@ -81,8 +81,13 @@ def run_audit(profile: AgentProfile, options: DreamOptions, now: datetime) -> Au
     changes = latest.read("changes").to_pylist()
     for c in changes:
         reason = (c["reason"] or "").lower()
-        # Sources retired into another entry: by a merge ("merged into …") or by the exact-duplicate fold ("folded into").
-        if c["pass_name"] == "memory_consolidation" and c["kind"] == "archived" and ("merge" in reason or "fold" in reason):
+        # Sources retired into another entry: by a merge ("merged into …") or by the exact-duplicate fold ("folded
+        # into").
+        if (
+            c["pass_name"] == "memory_consolidation"
+            and c["kind"] == "archived"
+            and ("merge" in reason or "fold" in reason)
+        ):
             if c["target_id"] not in referenced:
                 result.orphaned_sources.append(c["target_id"])
     # A cluster rejected in several cycles: distinct rejection instants per cluster across the snapshots kept.
@@ -93,7 +98,9 @@ def run_audit(profile: AgentProfile, options: DreamOptions, now: datetime) -> Au
             cluster = meta.get("consolidationRejectedCluster")
             if cluster:
                 stamps[cluster].add(meta.get("consolidationRejectedAt", ""))
-    result.repeated_rejections = {k: len(v) for k, v in sorted(stamps.items()) if len(v) >= REPEATED_REJECTION_THRESHOLD}
+    result.repeated_rejections = {
+        k: len(v) for k, v in sorted(stamps.items()) if len(v) >= REPEATED_REJECTION_THRESHOLD
+    }
     result.counts = {
         "live": sum(1 for r in rows if r["archived_at"] is None),
         "archived": sum(1 for r in rows if r["archived_at"] is not None),
@@ -104,10 +111,16 @@ def run_audit(profile: AgentProfile, options: DreamOptions, now: datetime) -> Au
         "repeated_rejections": len(result.repeated_rejections),
     }
     if result.unexplained_deletes and options.AuditPauseOnHardDelete:
-        _write_json(profile.consolidation_pause_path, {
-            "pausedAt": iso(now), "reason": "memory audit found entries hard-deleted outside the archive purge",
-            "ids": result.unexplained_deletes[:100], "snapshot": result.snapshot,
-            "resume": "restore what was lost, then delete this file"})
+        _write_json(
+            profile.consolidation_pause_path,
+            {
+                "pausedAt": iso(now),
+                "reason": "memory audit found entries hard-deleted outside the archive purge",
+                "ids": result.unexplained_deletes[:100],
+                "snapshot": result.snapshot,
+                "resume": "restore what was lost, then delete this file",
+            },
+        )
         result.paused = True
     append_trend(profile, options, now, result)
     return result

@@ -3,9 +3,9 @@
 import json
 from datetime import timedelta
 
-from dream_assets.audit import merged_from, read_trend, run_audit
 from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
+from dream_assets.memory_audit import merged_from, read_trend, run_audit
 from dream_assets.options import DreamOptions
 from dream_assets.store import open_store
 from dream_assets.store.snapshots import take_snapshot
@@ -38,7 +38,7 @@ def test_deleting_a_merged_entry_orphans_its_sources_and_deleting_a_source_dangl
     merged = _merged_entry(store)
     sources = merged_from(merged.metadata)
     other = next(e for e in store.memories.list_live() if e.metadata.get("mergedFrom") and e.id != merged.id)
-    with store.connection.session() as conn:   # hard deletes outside the archive purge
+    with store.connection.session() as conn:  # hard deletes outside the archive purge
         conn.execute("DELETE FROM memories WHERE id = ?", [merged.id])
         conn.execute("DELETE FROM memories WHERE id = ?", [merged_from(other.metadata)[0]])
     take_snapshot(profile, store, NOW + timedelta(hours=1))
@@ -65,8 +65,9 @@ def test_a_cluster_rejected_cycle_after_cycle_is_reported(profile, options):
     victims = [e.id for e in store.memories.list_live()[:2]]
     for i in range(3):
         at = (NOW + timedelta(days=i)).isoformat()
-        store.memories.set_metadata({v: {"consolidationRejectedCluster": "cluster-x", "consolidationRejectedAt": at}
-                                     for v in victims})
+        store.memories.set_metadata(
+            {v: {"consolidationRejectedCluster": "cluster-x", "consolidationRejectedAt": at} for v in victims}
+        )
         take_snapshot(profile, store, NOW + timedelta(days=i))
     result = run_audit(profile, options, NOW + timedelta(days=2))
     assert result.repeated_rejections == {"cluster-x": 3}
@@ -100,15 +101,27 @@ def test_deleting_the_entry_an_exact_duplicate_was_folded_into_orphans_the_folde
     from dream_assets.model import MemoryEntry
 
     store = open_store(profile, options)
-    for i, (text, days) in enumerate((("The gate code is 5521.", 9), ("the gate code is 5521", 1),
-                                      ("Kestrel ships on Fridays.", 3))):
+    for i, (text, days) in enumerate(
+        (("The gate code is 5521.", 9), ("the gate code is 5521", 1), ("Kestrel ships on Fridays.", 3))
+    ):
         at = NOW - timedelta(days=days)
-        store.memories.put(MemoryEntry(id=f"m{i}", content=text, category="facts", tags=(), importance=0.5,
-                                       created_at=at, updated_at=at, last_seen_at=at, reinforcement_count=1,
-                                       metadata={}))
+        store.memories.put(
+            MemoryEntry(
+                id=f"m{i}",
+                content=text,
+                category="facts",
+                tags=(),
+                importance=0.5,
+                created_at=at,
+                updated_at=at,
+                last_seen_at=at,
+                reinforcement_count=1,
+                metadata={},
+            )
+        )
     _cycle_and_snapshot(profile, options, NOW)
     assert store.memories.get("m1").is_archived and merged_from(store.memories.get("m0").metadata) == ["m1"]
-    with store.connection.session() as conn:   # a hard delete outside the archive purge
+    with store.connection.session() as conn:  # a hard delete outside the archive purge
         conn.execute("DELETE FROM memories WHERE id = 'm0'")
     take_snapshot(profile, store, NOW + timedelta(hours=1))
     result = run_audit(profile, options, NOW + timedelta(hours=1))

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from dream_assets.model import MemoryEntry, iso
-from dream_assets.text.fingerprint import (
+from dream_assets.text.content_hash import (
     EMPTY_WATERMARK,
     combine_unordered,
     event_watermark_fingerprint,
@@ -79,8 +79,15 @@ def test_combine_unordered_ignores_order_but_counts_members() -> None:
 
 def _entry(**changes: object) -> MemoryEntry:
     entry = MemoryEntry(
-        id="m1", content="Alice moved to Austin", category="people/alice", tags=("move", "city"),
-        importance=0.7, created_at=T0, updated_at=T0, last_seen_at=T0, reinforcement_count=2,
+        id="m1",
+        content="Alice moved to Austin",
+        category="people/alice",
+        tags=("move", "city"),
+        importance=0.7,
+        created_at=T0,
+        updated_at=T0,
+        last_seen_at=T0,
+        reinforcement_count=2,
     )
     return entry.with_(**changes)
 
@@ -95,7 +102,10 @@ def _review_print(e: MemoryEntry) -> str:
 
 def test_corpus_fingerprint_ignores_importance_timestamps_and_reinforcement() -> None:
     drifted = _entry(
-        importance=0.1, updated_at=T0 + timedelta(days=3), last_seen_at=T0 + timedelta(days=3), reinforcement_count=9
+        importance=0.1,
+        updated_at=T0 + timedelta(days=3),
+        last_seen_at=T0 + timedelta(days=3),
+        reinforcement_count=9,
     )
     assert _corpus_print(drifted) == _corpus_print(_entry())
 

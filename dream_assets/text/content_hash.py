@@ -113,9 +113,7 @@ def review_fingerprint(
     entry for review, so reinforcement count and last-seen time are covered; importance decay, which
     only rewrites the score and UpdatedAt, is not.
     """
-    return stable_hash(
-        "memory-review", content, category, _tag_set(tags), int(reinforcement_count), last_seen_at_iso
-    )
+    return stable_hash("memory-review", content, category, _tag_set(tags), int(reinforcement_count), last_seen_at_iso)
 
 
 def skill_fingerprint(name: str, summary: str, content: str, see_also: Iterable[str] | None) -> str:

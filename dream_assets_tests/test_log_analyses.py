@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from dream_assets.demo import build_demo_profile
-from dream_assets.history import read_analysis, run_analysis, sync_day_to_warehouse
+from dream_assets.log_analyses import read_analysis, run_analysis, sync_day_to_warehouse
 
 from .conftest import NOW
 

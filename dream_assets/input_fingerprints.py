@@ -8,7 +8,7 @@ import json
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.logs import log_exists, read_events
-from dream_assets.text.fingerprint import EMPTY_WATERMARK, event_watermark_fingerprint
+from dream_assets.text.content_hash import EMPTY_WATERMARK, event_watermark_fingerprint
 
 
 def log_watermark(profile: AgentProfile, kind: str) -> str:
@@ -16,9 +16,7 @@ def log_watermark(profile: AgentProfile, kind: str) -> str:
     if not log_exists(profile, kind):
         return EMPTY_WATERMARK
     events = read_events(profile, kind).events
-    return event_watermark_fingerprint(
-        (e.timestamp, json.dumps(e.to_json(), sort_keys=True)) for e in events
-    )
+    return event_watermark_fingerprint((e.timestamp, json.dumps(e.to_json(), sort_keys=True)) for e in events)
 
 
 def input_fingerprint(profile: AgentProfile, what: str) -> str:

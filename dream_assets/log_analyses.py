@@ -31,13 +31,14 @@ def day_end(day: date) -> datetime:
 
 
 def sync_day_to_warehouse(profile: AgentProfile, day: date, now: datetime) -> dict[str, int]:
-    """Copy the lines of ``day`` still in the JSONL logs into the warehouse (idempotent: known lines are not re-added)."""
+    """Copy the lines of ``day`` still in the JSONL logs into the warehouse (idempotent: known lines are not
+    re-added)."""
     added: dict[str, int] = {}
     for kind in LOG_KINDS:
         items: list[tuple[str, str]] = []
         for path in log_files(profile, kind):
             for _, raw in iter_raw_lines(path):
-                try:   # a line that is not a dated record is not this day's (retention archives it as raw text)
+                try:  # a line that is not a dated record is not this day's (retention archives it as raw text)
                     if parse_ts(parse_json_line(raw)["timestamp"]).date() == day:
                         items.append((path.name, raw))
                 except (ValueError, KeyError, TypeError, OverflowError):
@@ -58,12 +59,19 @@ def wisp_patterns(profile: AgentProfile, options: DreamOptions, end: datetime) -
     from dream_assets.passes import wisp_failure
 
     groups = wisp_failure.group_executions(window_events(profile, "wisp-executions", end, options.WispAnalysisWindow))
-    return [{
-        "description": g.description, "runs": g.runs, "failures": g.failures, "success_rate": g.success_rate,
-        "failed_steps": json.dumps(sorted(g.failed_steps.items())), "skills": json.dumps(sorted(g.skills)),
-        "failure_pattern": wisp_failure.is_failure_pattern(g, options),
-        "promotion_candidate": wisp_failure.is_promotion_candidate(g, options),
-    } for _, g in sorted(groups.items())]
+    return [
+        {
+            "description": g.description,
+            "runs": g.runs,
+            "failures": g.failures,
+            "success_rate": g.success_rate,
+            "failed_steps": json.dumps(sorted(g.failed_steps.items())),
+            "skills": json.dumps(sorted(g.skills)),
+            "failure_pattern": wisp_failure.is_failure_pattern(g, options),
+            "promotion_candidate": wisp_failure.is_promotion_candidate(g, options),
+        }
+        for _, g in sorted(groups.items())
+    ]
 
 
 def tier_stats(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
@@ -93,8 +101,10 @@ def recurring_requests(profile: AgentProfile, options: DreamOptions, end: dateti
     for turn in window_events(profile, "conversation", end, options.SkillUsageWindow):
         if turn.role == "user" and turn.session_id not in first:
             first[turn.session_id] = turn.content
-    return [{"term": t.term, "sessions": len(t.sessions), "session_ids": json.dumps(list(t.sessions))}
-            for t in recurring_terms(first)]
+    return [
+        {"term": t.term, "sessions": len(t.sessions), "session_ids": json.dumps(list(t.sessions))}
+        for t in recurring_terms(first)
+    ]
 
 
 ANALYSES: dict[str, Callable[[AgentProfile, DreamOptions, datetime], list[dict[str, Any]]]] = {
@@ -128,5 +138,3 @@ def read_analysis(profile: AgentProfile, name: str, day: date) -> list[dict[str,
         return []
     rows = pq.read_table(path).to_pylist()
     return [r for r in rows if "empty" not in r]
-
-
