@@ -8,14 +8,13 @@ newest ``REPORTS_KEEP``; `dream report` prints it.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from dream_assets.file_safety import atomic_write
 from dream_assets.model import iso
 from dream_assets.pass_status import changes_of, load_outcomes, recorded_at
 from dream_assets.passes.report import Change
@@ -182,14 +181,7 @@ def write_cycle_report(profile: AgentProfile, report: CycleReport, *, keep: int 
     folder = profile.cycle_reports_dir
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_safe(report.cycle_id)}.md"
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(report.markdown())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, report.markdown())
     prune_reports(profile, keep)
     return path
 

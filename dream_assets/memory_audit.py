@@ -13,13 +13,12 @@ memory consolidation (only) until a person removes it.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dream_assets.file_safety import atomic_write
 from dream_assets.model import iso, parse_ts, utc
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -155,7 +154,4 @@ def _write_json(path, payload: dict[str, Any]) -> None:
 
 def _write_text(path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    atomic_write(path, text)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from dream_assets.file_safety import atomic_write
 from dream_assets.model import iso, parse_ts, utc
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -139,9 +140,7 @@ def is_busy(profile: AgentProfile, now: datetime, stale_after: timedelta) -> boo
 
 
 def _write_lease(path: Path, body: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(body, sort_keys=True))
 
 
 @contextmanager

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from dream_assets.file_safety import atomic_write
 from dream_assets.model import iso, parse_ts, utc
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
@@ -240,13 +239,4 @@ class PassLedger:
         if self._pending:
             payload["pending"] = {k: v.to_json() for k, v in sorted(self._pending.items())}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".ledger-", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(payload, fh, indent=2, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(self.path, json.dumps(payload, indent=2, sort_keys=True))

@@ -4,6 +4,7 @@ the change log. The memory audit walks these files rather than asking the store.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -12,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dream_assets.file_safety import fsync_dir
 from dream_assets.model import utc
 from dream_assets.profile import AgentProfile
 from dream_assets.store import DreamStore
@@ -101,7 +103,12 @@ def take_snapshot(profile: AgentProfile, store: DreamStore, now: datetime) -> tu
         ),
         tmp / "changes.parquet",
     )
+    for part in tmp.iterdir():  # the parts are durable before the folder is renamed into view
+        with open(part, "rb") as fh:
+            os.fsync(fh.fileno())
+    fsync_dir(tmp)
     tmp.rename(folder)
+    fsync_dir(folder.parent)
     return Snapshot(folder, now), counts
 
 

@@ -29,7 +29,6 @@ A part is written as a temp file renamed into place; a writer killed before the 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import uuid
 from collections import OrderedDict
@@ -46,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dream_assets.file_safety import atomic_writer
 from dream_assets.model import parse_ts, utc
 from dream_assets.profile import SESSION_LOGS, AgentProfile
 from dream_assets.store import line_batch
@@ -534,14 +534,9 @@ class _Writer:
             )
             name = f"part-{self.archived_at:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet"
             pdir.mkdir(parents=True, exist_ok=True)
-            tmp = pdir / f".{name}.tmp"
-            try:
+            with atomic_writer(pdir / name) as fh:
                 # Dictionary encoding only where values repeat: trying it on raw lines and keys costs time.
-                pq.write_table(table, tmp, compression="zstd", use_dictionary=["kind", "source", "session_id"])
-                os.replace(tmp, pdir / name)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
+                pq.write_table(table, fh, compression="zstd", use_dictionary=["kind", "source", "session_id"])
             known.parts.add(name)
             return n
 
@@ -701,8 +696,9 @@ def _parts(pdir: Path) -> list[Path]:
 
 
 def temp_files(profile: AgentProfile) -> list[Path]:
-    """Temp files of part writes (``.part-*.parquet.tmp``): a writer killed before its rename leaves one behind."""
+    """Temp files of part writes (``.part-*.parquet.<random>.tmp``, and ``.part-*.parquet.tmp`` of earlier versions):
+    a writer killed before its rename leaves one behind."""
     base = profile.warehouse_dir
     if not base.is_dir():
         return []
-    return sorted(base.glob("*/date=*/.part-*.parquet.tmp"))
+    return sorted(base.glob("*/date=*/.part-*.parquet*.tmp"))
