@@ -130,7 +130,7 @@ def child_trim(path: str, lock: str) -> None:
 
 def child_archive(path: str, profile_root: str, how: str) -> None:
     from dream_assets.profile import AgentProfile
-    from dream_assets.store.logs import find_cut_offset, iter_lines_between
+    from dream_assets.store.log_bytes import find_cut_offset, iter_lines_between
     from dream_assets.store.warehouse import archive_file_ranges, archive_lines
 
     p = Path(path)

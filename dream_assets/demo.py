@@ -19,7 +19,7 @@ from dream_assets.model import MemoryEntry, Skill, utc
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
-from dream_assets.store.logs import (
+from dream_assets.store.log_records import (
     ConversationTurn,
     FeedbackEvent,
     SkillResourceUsageEvent,
@@ -27,8 +27,8 @@ from dream_assets.store.logs import (
     TierRoutingEvent,
     ToolCallEvent,
     WispExecutionEvent,
-    append_event,
 )
+from dream_assets.store.logs import append_event
 
 PEOPLE = [
     "Ana Ribeiro",

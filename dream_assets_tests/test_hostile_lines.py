@@ -18,7 +18,8 @@ from dream_assets.passes.log_retention import run_log_retention
 from dream_assets.profile import AgentProfile
 from dream_assets.store import line_batch, logs, warehouse
 from dream_assets.store.line_batch import read_line_blocks
-from dream_assets.store.logs import ConversationTurn, ToolCallEvent, read_events
+from dream_assets.store.log_records import ConversationTurn, ToolCallEvent
+from dream_assets.store.logs import read_events
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 TS = "2026-11-30T10:00:00Z"

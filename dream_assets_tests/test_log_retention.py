@@ -16,7 +16,8 @@ from dream_assets.passes import log_retention
 from dream_assets.passes.log_retention import run_log_retention, trim_file_to_last_lines
 from dream_assets.profile import SINGLE_FILE_LOGS, AgentProfile
 from dream_assets.store import warehouse
-from dream_assets.store.logs import TierRoutingEvent, ToolCallEvent, append_event, read_events
+from dream_assets.store.log_records import TierRoutingEvent, ToolCallEvent
+from dream_assets.store.logs import append_event, read_events
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -376,7 +377,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dream_assets.profile import AgentProfile
-from dream_assets.store import logs, warehouse
+from dream_assets.store import log_bytes, warehouse
 
 def killed(*args, **kwargs):          # the process dies where the temp file would be renamed into place
     os._exit(9)
@@ -384,7 +385,7 @@ def killed(*args, **kwargs):          # the process dies where the temp file wou
 os.replace = killed
 what, root, path = sys.argv[1:4]
 if what == "trim":
-    logs.replace_with_tail(Path(path), 1)
+    log_bytes.replace_with_tail(Path(path), 1)
 else:
     warehouse.archive_file_ranges(AgentProfile(Path(root)), "tool-call", [(Path(path), 0, None)],
                                   datetime.fromisoformat("2024-06-01T12:00:00+00:00"))

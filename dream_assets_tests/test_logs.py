@@ -11,8 +11,9 @@ import pytest
 
 from dream_assets.names import InvalidName
 from dream_assets.profile import AgentProfile
-from dream_assets.store import logs, warehouse
-from dream_assets.store.logs import (
+from dream_assets.store import log_bytes, logs, warehouse
+from dream_assets.store.log_bytes import find_cut_offset, iter_raw_lines
+from dream_assets.store.log_records import (
     LOG_KINDS,
     ConversationTurn,
     FeedbackEvent,
@@ -21,11 +22,11 @@ from dream_assets.store.logs import (
     TierRoutingEvent,
     ToolCallEvent,
     WispExecutionEvent,
+)
+from dream_assets.store.logs import (
     append_event,
     clear_conversation_log,
     conversation_by_session,
-    find_cut_offset,
-    iter_raw_lines,
     log_exists,
     read_events,
     read_session,
@@ -345,7 +346,7 @@ def test_cut_offset_keeps_the_last_complete_lines(tmp_path: Path, content: bytes
 
 
 def test_cut_offset_is_found_across_read_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(logs, "_BLOCK", 7)
+    monkeypatch.setattr(log_bytes, "BLOCK", 7)
     path = tmp_path / "x.jsonl"
     lines = [f"line-{i:03d}" for i in range(100)]
     path.write_text("\n".join(lines) + "\n")
@@ -408,7 +409,8 @@ def test_a_turn_appended_while_clearing_is_kept(profile: AgentProfile, monkeypat
 
 
 def test_clearing_up_to_what_was_read_keeps_turns_written_since(profile: AgentProfile) -> None:
-    from dream_assets.store.logs import ConversationLogChanged, file_identity, find_cut_offset
+    from dream_assets.store.log_bytes import file_identity
+    from dream_assets.store.logs import ConversationLogChanged
 
     append_event(profile, "conversation", ConversationTurn(T0, "s1", "user", "first"))
     path = profile.conversation_log_path

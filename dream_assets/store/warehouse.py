@@ -61,6 +61,8 @@ from dream_assets.store.line_batch import (
     read_line_blocks,
 )
 from dream_assets.store.locks import path_lock
+from dream_assets.store.log_bytes import iter_raw_lines
+from dream_assets.store.log_records import LOG_KINDS
 
 BATCH_ROWS = 50_000
 BATCH_BYTES = 16 << 20
@@ -236,8 +238,6 @@ class ImportResult:
 
 def import_kinds() -> tuple[str, ...]:
     """The log kinds ``import_jsonl`` takes: those with a record schema."""
-    from dream_assets.store.logs import LOG_KINDS  # logs builds on this module
-
     return tuple(LOG_KINDS)
 
 
@@ -257,7 +257,7 @@ def import_jsonl(profile: AgentProfile, kind: str, path: Path, now: datetime) ->
     without their own, as the live log does. An unknown kind, or a path that is not a readable file, raises
     ``WarehouseError`` before anything is written.
     """
-    from dream_assets.store.logs import iter_raw_lines, parse_line
+    from dream_assets.store.logs import parse_line  # the log readers build on this module
 
     check_import_kind(kind)
     path = Path(path)
