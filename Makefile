@@ -55,7 +55,7 @@ status: $(STAMP)
 ## the agent is registered there first (a dynamic partition lives in the instance, not in the code).
 backfill: $(STAMP) $(INSTANCE)
 	$(if $(filter $(DEMO),$(PROFILE)),$(BIN)/dream init --profile $(PROFILE) --demo --if-missing)
-	$(BIN)/python -m dream_assets.defs.backfill --profile '$(PROFILE)' --from '$(FROM)' --to '$(TO)' --select '$(ASSETS)'
+	$(BIN)/python -m dream_assets.launch.backfill --profile '$(PROFILE)' --from '$(FROM)' --to '$(TO)' --select '$(ASSETS)'
 
 ## One benchmark, quick by default: make bench BENCH=faults, make bench BENCH=text ARGS=
 bench: $(STAMP)

@@ -75,9 +75,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dream_assets.defs.passes import UnknownPass, parse_forced
-    from dream_assets.defs.runner import run_cycle_in_dagster
+    from dream_assets.launch.cycle import run_cycle_in_dagster
     from dream_assets.llm.client import resolve_backend_name
+    from dream_assets.orchestration.run_tags import UnknownPass, parse_forced
     from dream_assets.passes.registry import PASSES
 
     try:
@@ -287,7 +287,8 @@ def _when(at: datetime | None) -> str:
 
 def _next_run(pass_name: str, profile: AgentProfile, options: DreamOptions, rec, now: datetime) -> str:
     """When the pass runs next, as the change gate and the floors decide it."""
-    from dream_assets.gates import GATED_PASSES, consolidation_floor, disabled_by
+    from dream_assets.gates import GATED_PASSES, disabled_by, min_interval_floor
+    from dream_assets.passes.registry import by_name
 
     off = disabled_by(pass_name, options)
     if off is not None:
@@ -308,11 +309,10 @@ def _next_run(pass_name: str, profile: AgentProfile, options: DreamOptions, rec,
             else f"when its input changes; next forced run {_when(forced)} (last completed + DreamPassMaxSkipInterval "
             f"{_duration(options.DreamPassMaxSkipInterval)})"
         )
-    if pass_name == "memory_consolidation":
-        floor = consolidation_floor(profile, options, now)
-        if floor is not None:
-            interval = _duration(options.ConsolidationMinInterval)
-            text += f"; held back until {_when(floor)} (ConsolidationMinInterval {interval})"
+    floor = min_interval_floor(pass_name, profile, options, now)
+    if floor is not None:
+        option = by_name(pass_name).min_interval
+        text += f"; held back until {_when(floor)} ({option} {_duration(getattr(options, option))})"
     return text
 
 

@@ -12,14 +12,14 @@ import pytest
 
 from dream_assets.cycle import run_cycle as run_cycle_directly
 from dream_assets.definitions import build_definitions
-from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
-from dream_assets.defs.partitions import AGENTS
-from dream_assets.defs.resources import ModelResource
 from dream_assets.gates import GATED_PASSES, gate_status
 from dream_assets.llm.base import ModelCallError
 from dream_assets.llm.offline import OfflineBackend
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
+from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
+from dream_assets.orchestration.partitions import AGENTS
+from dream_assets.orchestration.resources import ModelResource
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store

@@ -9,12 +9,12 @@ from pathlib import Path
 import dagster as dg
 
 from dream_assets.definitions import build_definitions
-from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
-from dream_assets.defs.partitions import AGENTS
 from dream_assets.demo import build_demo_profile
 from dream_assets.gates import GATED_PASSES, gate_status
 from dream_assets.log_analyses import read_analysis
 from dream_assets.options import DreamOptions
+from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
+from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store

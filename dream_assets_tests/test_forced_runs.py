@@ -152,9 +152,9 @@ def test_a_plain_completed_run_clears_the_forced_mark(profile, store):
 
 def test_a_force_tag_naming_an_unknown_pass_fails_the_run_with_the_list_of_passes(root, instance):
     from dream_assets.definitions import build_definitions
-    from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
-    from dream_assets.defs.partitions import AGENTS
-    from dream_assets.defs.passes import FORCE_TAG
+    from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
+    from dream_assets.orchestration.partitions import AGENTS
+    from dream_assets.orchestration.run_tags import FORCE_TAG
     from dream_assets.profile import AgentProfile
 
     AgentProfile(root / "a1").ensure()

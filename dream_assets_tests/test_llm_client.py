@@ -5,13 +5,13 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from dream_assets.defs.resources import ModelResource
 from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion
 from dream_assets.llm.client import ModelClient, ModelConfigError, build_model_client, resolve_backend_name
 from dream_assets.llm.contracts import SkillGapResponse
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.llm.usage import UsageLedger, UsageRecord
 from dream_assets.options import DreamOptions
+from dream_assets.orchestration.resources import ModelResource
 
 
 def _client(answers) -> ModelClient:

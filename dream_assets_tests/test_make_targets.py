@@ -17,9 +17,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from dream_assets.defs import backfill
-from dream_assets.defs.partitions import AGENTS
 from dream_assets.demo import build_demo_profile
+from dream_assets.launch import backfill
+from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.profile import AgentProfile
 
 REPO = Path(__file__).resolve().parents[1]

@@ -143,13 +143,13 @@ def dream_instance(tmp_path_factory) -> CycleInstance:
     import dagster as dg
 
     from dream_assets.definitions import build_definitions
-    from dream_assets.defs.deployment import DreamDeployment
-    from dream_assets.defs.partitions import AGENTS
-    from dream_assets.defs.resources import ModelResource
     from dream_assets.demo import build_demo_profile
     from dream_assets.llm.base import ModelCallError
     from dream_assets.llm.offline import OfflineBackend
     from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.orchestration.deployment import DreamDeployment
+    from dream_assets.orchestration.partitions import AGENTS
+    from dream_assets.orchestration.resources import ModelResource
     from dream_assets.profile import AgentProfile
 
     tmp = tmp_path_factory.mktemp("dream-instance")

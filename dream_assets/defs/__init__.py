@@ -1,15 +1,4 @@
-"""The Dagster layer.
-
-Our definitions use a few Dagster APIs that Dagster marks beta or preview (observable source assets, backfill
-policies). Dagster warns once per definition in every process that loads them (the webserver, the daemon, each
-code-server reload and each run's step processes), so `make dev` and a backfill would print hundreds of identical
-warnings. Those two categories are silenced here, before any definition module is imported; every other warning
-still shows.
-"""
-
-import warnings
-
-from dagster import BetaWarning, PreviewWarning
-
-warnings.filterwarnings("ignore", category=BetaWarning)
-warnings.filterwarnings("ignore", category=PreviewWarning)
+"""The Dagster definitions, one module per area: the input sources, the passes, the cycle's close (snapshot and
+memory audit), the day partitions over the log warehouse, and the automation (schedules and sensors). Each module
+assembles its part with ``@dg.definitions``; ``dream_assets.definitions`` merges them. The building blocks they share
+live in ``dream_assets.orchestration``."""

@@ -8,17 +8,19 @@ resource (``DreamDeployment.now``, the wall clock by default); the schedule from
 """
 
 import json
+import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 import dagster as dg
 
-from dream_assets.defs.deployment import AgentUnavailable, DreamDeployment, describe_problem
-from dream_assets.defs.partitions import AGENTS, agents_partitions
+from dream_assets.defs.passes import dream_cycle
 from dream_assets.gates import GATED_INPUTS, GATED_PASSES, consolidation_floor, disabled_by, gate_status
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
+from dream_assets.orchestration.deployment import AgentUnavailable, DreamDeployment, describe_problem
+from dream_assets.orchestration.partitions import AGENTS, agents_partitions
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
 
@@ -287,3 +289,15 @@ def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: d
         ),
         "",
     )
+
+
+def automation_definitions(options: DreamOptions) -> dg.Definitions:
+    """The cycle schedule and the sensors for these deployment options (the interval and the start-up delay)."""
+    schedules, sensors = build_automation(dream_cycle, options)
+    return dg.Definitions(schedules=schedules, sensors=sensors)
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """Schedules and sensors; the options are read from the environment when the definitions are loaded."""
+    return automation_definitions(DreamOptions.load(env=os.environ))

@@ -5,11 +5,11 @@ from collections.abc import Iterator
 import dagster as dg
 
 from dream_assets.cycle_report import build_cycle_report, write_cycle_report
-from dream_assets.defs.deployment import DreamDeployment, run_now
-from dream_assets.defs.metadata import label_metadata, stage_tags
-from dream_assets.defs.partitions import agents_partitions
-from dream_assets.defs.passes import fail_run_if_passes_failed
 from dream_assets.memory_audit import run_audit
+from dream_assets.orchestration.deployment import DreamDeployment, run_now
+from dream_assets.orchestration.metadata import label_metadata, stage_tags
+from dream_assets.orchestration.partitions import agents_partitions
+from dream_assets.orchestration.pass_checks import fail_run_if_passes_failed
 from dream_assets.passes.registry import PASSES
 from dream_assets.store import open_store
 from dream_assets.store.snapshots import prune_snapshots, take_snapshot
@@ -130,3 +130,20 @@ memory_audit_job = dg.define_asset_job(
     partitions_def=agents_partitions,
     description="The memory audit on its own schedule, from the newest snapshots.",
 )
+
+memory_audit_schedule = dg.ScheduleDefinition(
+    name="memory_audit_schedule",
+    job=memory_audit_job,
+    cron_schedule="30 3 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="The memory audit, daily, from the newest snapshots.",
+)
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The cycle's snapshot and report, and the memory audit with its job and daily schedule."""
+    return dg.Definitions(
+        assets=[corpus_snapshot, memory_audit], jobs=[memory_audit_job], schedules=[memory_audit_schedule]
+    )

@@ -4,10 +4,10 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import dagster as dg
 
-from dream_assets.defs.deployment import DreamDeployment, run_now
-from dream_assets.defs.metadata import label_metadata, stage_tags
-from dream_assets.defs.partitions import agent_day_partitions
 from dream_assets.log_analyses import run_analysis, sync_day_to_warehouse
+from dream_assets.orchestration.deployment import DreamDeployment, run_now
+from dream_assets.orchestration.metadata import label_metadata, stage_tags
+from dream_assets.orchestration.partitions import agent_day_partitions
 from dream_assets.store import warehouse
 from dream_assets.store.logs import LOG_KINDS
 
@@ -141,3 +141,9 @@ history_assets = [
         "Skill-gap and preference mining over archived conversations.",
     ),
 ]
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The day-partitioned warehouse and the backfillable analyses over it."""
+    return dg.Definitions(assets=history_assets)

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from dream_assets.defs.deployment import DreamDeployment, describe_problem
-from dream_assets.defs.metadata import label_metadata, stage_tags
-from dream_assets.defs.partitions import AGENTS, agents_partitions
 from dream_assets.input_fingerprints import input_fingerprint
 from dream_assets.model import iso
+from dream_assets.orchestration.deployment import DreamDeployment, describe_problem
+from dream_assets.orchestration.metadata import label_metadata, stage_tags
+from dream_assets.orchestration.partitions import AGENTS, agents_partitions
 from dream_assets.profile import SESSION_LOGS, AgentProfile
 from dream_assets.store.ledger import PassLedger
 
@@ -126,3 +126,23 @@ def ledger_metadata(profile: AgentProfile) -> dict:
 
 
 source_assets = [_observer(name, what, desc) for name, (what, desc) in SOURCES.items()]
+
+observe_inputs = dg.define_asset_job(
+    "observe_inputs",
+    selection=dg.AssetSelection.assets(*SOURCES),
+    description="Observe every input's fingerprint (data version).",
+)
+observe_inputs_schedule = dg.ScheduleDefinition(
+    name="observe_inputs_schedule",
+    job=observe_inputs,
+    cron_schedule="*/15 * * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Re-observe the inputs so lineage shows when each actually moved.",
+)
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The observable inputs, and the job and schedule that re-observe them."""
+    return dg.Definitions(assets=source_assets, jobs=[observe_inputs], schedules=[observe_inputs_schedule])

@@ -7,7 +7,7 @@ fails with DagsterInvalidSubsetError whenever the instance it uses (an ephemeral
 seen the agent. This command registers the agent in the DAGSTER_HOME instance first, then runs exactly that
 ``dagster asset materialize`` against it, so the runs show in `make dev`.
 
-Usage: python -m dream_assets.defs.backfill --profile data/agents/demo --from 2026-11-01 --to 2026-11-05
+Usage: python -m dream_assets.launch.backfill --profile data/agents/demo --from 2026-11-01 --to 2026-11-05
        [--select log_warehouse,wisp_failure_history]
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import dagster as dg
 
 from dream_assets.defs.daily_partitions import history_assets
-from dream_assets.defs.partitions import AGENTS
+from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.profile import AgentProfile, ProfileError, holds_profile, validate_agent_id
 
 #: Every day-partitioned asset: the warehouse day and the analyses over it.

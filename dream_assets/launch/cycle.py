@@ -8,9 +8,9 @@ from pathlib import Path
 import dagster as dg
 
 from dream_assets.definitions import build_definitions
-from dream_assets.defs.deployment import NOW_TAG, DreamDeployment
-from dream_assets.defs.partitions import AGENTS
-from dream_assets.defs.passes import FORCE_REASON_TAG, FORCE_TAG, parse_forced
+from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
+from dream_assets.orchestration.partitions import AGENTS
+from dream_assets.orchestration.run_tags import FORCE_REASON_TAG, FORCE_TAG, parse_forced
 from dream_assets.profile import AgentProfile
 
 

@@ -1,0 +1,36 @@
+"""Run tags a dream cycle reads: which passes are forced past their change gate and minimum-interval floor, and why."""
+
+import dagster as dg
+
+from dream_assets.passes.registry import PASSES
+
+#: Run tag naming the passes (comma-separated) that ignore their change gate and minimum-interval floor in this run.
+FORCE_TAG = "dream/force"
+#: Run tag: why they were forced (recorded in the pass ledger); default: "run tag dream/force".
+FORCE_REASON_TAG = "dream/force_reason"
+
+
+class UnknownPass(ValueError):
+    pass
+
+
+def parse_forced(value: str | None) -> list[str]:
+    """The pass names of a ``dream/force`` value (commas or spaces between them); an unknown name is refused with the
+    list of passes."""
+    names = [n for n in (value or "").replace(",", " ").split() if n]
+    known = [p.name for p in PASSES]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UnknownPass(f"unknown pass(es) {', '.join(map(repr, unknown))} to force; passes: {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
+def forced_reason(tags: dict[str, str], pass_name: str) -> str | None:
+    """Why ``pass_name`` is forced in a run with these tags, or None when it is not."""
+    try:
+        forced = parse_forced(tags.get(FORCE_TAG))
+    except UnknownPass as exc:
+        raise dg.Failure(description=f"run tag {FORCE_TAG}: {exc}", allow_retries=False) from None
+    if pass_name not in forced:
+        return None
+    return (tags.get(FORCE_REASON_TAG) or "").strip() or f"run tag {FORCE_TAG}"
