@@ -6,7 +6,6 @@ They never change the memory store or the skill catalog: history informs, the li
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections import defaultdict
@@ -20,6 +19,8 @@ import pyarrow.parquet as pq
 
 from dream_assets.model import parse_ts
 from dream_assets.options import DreamOptions
+from dream_assets.passes.registry import PASSES
+from dream_assets.passes.skill_signals import usage_counts
 from dream_assets.profile import AgentProfile
 from dream_assets.store import warehouse
 from dream_assets.store.line_batch import parse_json_line
@@ -53,37 +54,8 @@ def window_events(profile: AgentProfile, kind: str, end: datetime, window: timed
     return read_archived(profile, kind, end - window, end).events
 
 
-def wisp_patterns(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
-    """Per wisp description in the window ending at ``end``: runs, failures, success rate, failing steps, and whether it
-    qualifies as a failure pattern or a promotion candidate — by the live pass's own grouping and thresholds."""
-    from dream_assets.passes import wisp_failure
-
-    groups = wisp_failure.group_executions(window_events(profile, "wisp-executions", end, options.WispAnalysisWindow))
-    return [
-        {
-            "description": g.description,
-            "runs": g.runs,
-            "failures": g.failures,
-            "success_rate": g.success_rate,
-            "failed_steps": json.dumps(sorted(g.failed_steps.items())),
-            "skills": json.dumps(sorted(g.skills)),
-            "failure_pattern": wisp_failure.is_failure_pattern(g, options),
-            "promotion_candidate": wisp_failure.is_promotion_candidate(g, options),
-        }
-        for _, g in sorted(groups.items())
-    ]
-
-
-def tier_stats(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
-    """Per-tier routing outcomes of the window ending at ``end``, as the live tier routing review summarises them."""
-    from dream_assets.passes.tier_routing import summarise
-
-    return summarise(window_events(profile, "tier-routing", end, options.TierRoutingReviewWindow))
-
-
 def skill_usage(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
-    from dream_assets.passes.skill_signals import usage_counts
-
+    """Per skill: uses and sessions in the window ending at ``end``."""
     events = window_events(profile, "skill-usage", end, options.SkillUsageWindow)
     sessions: dict[str, set[str]] = defaultdict(set)
     for e in events:
@@ -91,27 +63,11 @@ def skill_usage(profile: AgentProfile, options: DreamOptions, end: datetime) -> 
     return [{"skill": k, "uses": v, "sessions": len(sessions[k])} for k, v in sorted(usage_counts(events).items())]
 
 
-def recurring_requests(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
-    """Skill-gap and preference mining over archived conversations: terms of the first user message per session that
-    recur in >= 2 sessions of the window (the spec's "Recurring topics" signal, as skill gap detection computes it),
-    with the sessions they came from."""
-    from dream_assets.passes.skill_gap import recurring_terms
-
-    first: dict[str, str] = {}
-    for turn in window_events(profile, "conversation", end, options.SkillUsageWindow):
-        if turn.role == "user" and turn.session_id not in first:
-            first[turn.session_id] = turn.content
-    return [
-        {"term": t.term, "sessions": len(t.sessions), "session_ids": json.dumps(list(t.sessions))}
-        for t in recurring_terms(first)
-    ]
-
-
+#: Analysis name -> rows for the window ending at a day's end: each pass's own history analysis
+#: (``PassSpec.history``), and skill usage (a signal the skill passes share, not one pass's).
 ANALYSES: dict[str, Callable[[AgentProfile, DreamOptions, datetime], list[dict[str, Any]]]] = {
-    "wisp_failure_history": wisp_patterns,
-    "tier_routing_history": tier_stats,
+    **{spec.history.name: spec.history.compute for spec in PASSES if spec.history is not None},
     "skill_usage_history": skill_usage,
-    "recurring_request_history": recurring_requests,
 }
 
 

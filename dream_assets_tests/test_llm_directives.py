@@ -7,10 +7,9 @@ from importlib import resources
 import pytest
 
 from dream_assets.llm.client import ModelClient
-from dream_assets.llm.contracts import CONTRACTS
+from dream_assets.llm.contracts import model_calls
 from dream_assets.llm.directives import (
     BUILTIN_DIRECTIVES_PACKAGE,
-    DIRECTIVE_FILES,
     DirectiveError,
     load_directive,
 )
@@ -31,10 +30,11 @@ SPEC_FILES = {
 
 
 def test_every_pass_has_a_built_in_directive_in_the_package() -> None:
-    assert set(DIRECTIVE_FILES) == set(CONTRACTS)
+    calls = model_calls()
+    assert {call.directive_file for call in calls.values()} == SPEC_FILES
     packaged = {p.name for p in resources.files(BUILTIN_DIRECTIVES_PACKAGE).iterdir()}
     assert packaged >= SPEC_FILES
-    for pass_name in DIRECTIVE_FILES:
+    for pass_name in calls:
         text, source = load_directive(pass_name, None, DreamOptions())
         assert source == "built-in"
         assert "JSON" in text  # every directive states its response contract

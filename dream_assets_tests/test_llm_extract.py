@@ -7,7 +7,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dream_assets.llm.contracts import (
-    CONTRACTS,
     MemoryConsolidationResponse,
     MergeRepairResponse,
     PreferenceInferenceResponse,
@@ -16,6 +15,7 @@ from dream_assets.llm.contracts import (
     TierRoutingResponse,
     WispAnalysisResponse,
     contract_for,
+    model_calls,
 )
 from dream_assets.llm.extract import ResponseFormatError, extract_json_object, parse_response
 
@@ -43,6 +43,9 @@ MESSY = [
         '{\n  "toDelete": [\n    "a"\n  ],\n  "toSave": [\n    {"content": "x", "sourceIds": ["a", "b"]}\n  ]\n}',
     ),
 ]
+
+#: pass name -> its response contract, as the pass specs define them
+CONTRACTS = {name: call.contract for name, call in model_calls().items()}
 
 
 @pytest.mark.parametrize("label,text", MESSY, ids=[m[0] for m in MESSY])

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from dream_assets.llm.base import ModelRequest
 from dream_assets.llm.client import ModelClient, build_model_client
-from dream_assets.llm.contracts import CONTRACTS
+from dream_assets.llm.contracts import model_calls
 from dream_assets.llm.offline import (
     JUDGEMENT_NOTE,
     OfflineBackend,
@@ -16,6 +16,9 @@ from dream_assets.llm.offline import (
     sentences_of,
 )
 from dream_assets.options import DreamOptions
+
+#: pass name -> its response contract, as the pass specs define them
+CONTRACTS = {name: call.contract for name, call in model_calls().items()}
 
 
 def _call(pass_name: str, inputs: dict):

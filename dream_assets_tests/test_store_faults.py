@@ -297,13 +297,14 @@ def test_a_store_from_a_newer_version_is_a_store_error_naming_the_file(profile):
         open_store(profile).memories.counts()
 
 
-def test_a_lock_timeout_inside_a_pass_is_a_failure_not_another_run_in_progress(profile, monkeypatch):
-    from dream_assets.passes import archive_purge
+def test_a_lock_timeout_inside_a_pass_is_a_failure_not_another_run_in_progress(profile):
+    from dataclasses import replace
+
     from dream_assets.store.locks import LockTimeout
 
     def stuck(ctx):
         raise LockTimeout(f"timed out after 60s waiting for {profile.ledger_lock_path} (held by another process)")
 
-    monkeypatch.setattr(archive_purge, "run_archive_purge", stuck)
-    report = by_name("archive_purge").run(PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
+    spec = replace(by_name("archive_purge"), body=stuck)
+    report = spec.run(PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
     assert report.status == "failed" and str(profile.ledger_lock_path) in report.reason

@@ -9,21 +9,11 @@ never a partial apply.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
-
-#: Pass names, used everywhere (ledger keys, usage records, asset names).
-PASS_NAMES = (
-    "memory_consolidation",
-    "merge_repair",
-    "skill_gap_detection",
-    "skill_consolidation",
-    "skill_optimization",
-    "preference_inference",
-    "wisp_failure_analysis",
-    "tier_routing_review",
-)
 
 
 class Contract(BaseModel):
@@ -157,23 +147,40 @@ class TierRoutingResponse(Contract):
     findings: list[RoutingFinding] = Field(default_factory=list)
 
 
-#: pass name -> the response model its model calls must satisfy
-CONTRACTS: dict[str, type[Contract]] = {
-    "memory_consolidation": MemoryConsolidationResponse,
-    "merge_repair": MergeRepairResponse,
-    "skill_gap_detection": SkillGapResponse,
-    "skill_consolidation": SkillConsolidationResponse,
-    "skill_optimization": SkillOptimizationResponse,
-    "preference_inference": PreferenceInferenceResponse,
-    "wisp_failure_analysis": WispAnalysisResponse,
-    "tier_routing_review": TierRoutingResponse,
-}
+@dataclass(frozen=True)
+class ModelCall:
+    """One kind of model call, defined next to the pass that makes it (its ``PassSpec.model_call``; merge repair is
+    a call of memory consolidation, not a pass): the response contract, the directive (the option naming an agent's
+    override file, None when there is none, and the built-in file in the package data ``dream_assets/directives/``)
+    and the offline backend's answer (structured inputs -> (answer, note))."""
+
+    name: str  # the pass name, also the usage and ledger key
+    contract: type[Contract]
+    directive_file: str
+    directive_option: str | None
+    offline: Callable[[Mapping[str, Any]], tuple[dict[str, Any], str]]
+
+
+def model_calls() -> dict[str, ModelCall]:
+    """Every model call by name, as the pass registry defines them."""
+    from dream_assets.passes.registry import MODEL_CALLS  # the registry imports every pass, which import this module
+
+    return MODEL_CALLS
+
+
+def model_call(name: str) -> ModelCall:
+    """The model call ``name``; KeyError naming the known calls when there is none."""
+    calls = model_calls()
+    try:
+        return calls[name]
+    except KeyError:
+        raise KeyError(f"unknown model call {name!r}; known passes: {', '.join(calls)}") from None
 
 
 def contract_for(pass_name: str) -> type[Contract]:
     try:
-        return CONTRACTS[pass_name]
+        return model_call(pass_name).contract
     except KeyError:
         raise ValueError(
-            f"no response contract for pass {pass_name!r}; known passes: {', '.join(PASS_NAMES)}"
+            f"no response contract for pass {pass_name!r}; known passes: {', '.join(model_calls())}"
         ) from None

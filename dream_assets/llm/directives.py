@@ -2,8 +2,8 @@
 
 Spec, "Directive files": each pass has a directive file on the agent data volume; when it does not exist
 the built-in one is used. A custom file replaces the built-in prompt entirely — a complete replacement,
-not a diff. The file name comes from the options (``DirectivePath`` = ``dream.md`` ...); merge repair has
-only a built-in directive (``merge-repair.md``).
+not a diff. The file name comes from the option each pass's model call names (``PassSpec.model_call.directive_option``:
+``DirectivePath`` = ``dream.md`` ...); merge repair has only a built-in directive (``merge-repair.md``).
 
 Built-in directives are package data (``dream_assets/directives/``), read through ``importlib.resources`` so
 they are found the same way in a source checkout, an editable install and a wheel.
@@ -15,6 +15,7 @@ import logging
 from importlib import resources
 from pathlib import Path
 
+from dream_assets.llm.contracts import model_call, model_calls
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile, ProfileError
 
@@ -22,18 +23,6 @@ log = logging.getLogger("dream_assets.llm.directives")
 
 BUILTIN_DIRECTIVES_PACKAGE = "dream_assets.directives"
 BUILTIN_SOURCE = "built-in"
-
-#: pass name -> (option naming the override file, built-in file name)
-DIRECTIVE_FILES: dict[str, tuple[str | None, str]] = {
-    "memory_consolidation": ("DirectivePath", "dream.md"),
-    "skill_gap_detection": ("SkillGapDirectivePath", "skill-gap.md"),
-    "skill_consolidation": ("SkillDirectivePath", "skill-dream.md"),
-    "skill_optimization": ("SkillOptimizeDirectivePath", "skill-optimize.md"),
-    "preference_inference": ("PreferenceDirectivePath", "pref-dream.md"),
-    "wisp_failure_analysis": ("WispFailureDirectivePath", "wisp-failure-dream.md"),
-    "tier_routing_review": ("TierRoutingDirectivePath", "tier-routing-review.md"),
-    "merge_repair": (None, "merge-repair.md"),
-}
 
 
 class DirectiveError(ValueError):
@@ -88,9 +77,9 @@ def load_directive(pass_name: str, profile: AgentProfile | None, options: DreamO
 
 
 def _files(pass_name: str) -> tuple[str | None, str]:
+    """(option naming the override file, built-in file name) of ``pass_name``, from its model call."""
     try:
-        return DIRECTIVE_FILES[pass_name]
+        call = model_call(pass_name)
     except KeyError:
-        raise DirectiveError(
-            f"no directive for pass {pass_name!r}; known passes: {', '.join(DIRECTIVE_FILES)}"
-        ) from None
+        raise DirectiveError(f"no directive for pass {pass_name!r}; known passes: {', '.join(model_calls())}") from None
+    return call.directive_option, call.directive_file

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from dream_assets.llm.base import ModelRequest, RawCompletion
+from dream_assets.llm.contracts import model_call
 from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage, specifics_of
 from dream_assets.text.framing import without_frame_dates
 
@@ -201,13 +202,31 @@ def _wisp_failure_analysis(inputs: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-_EMPTY: dict[str, dict[str, Any]] = {
-    "skill_gap_detection": {"toSave": []},
-    "skill_consolidation": {"toDelete": [], "toSave": []},
-    "skill_optimization": {"toDelete": [], "toSave": []},
-    "preference_inference": {"toDelete": [], "toSave": []},
-    "tier_routing_review": {"findings": []},
-}
+# --- the answers the model calls name (``ModelCall.offline``) ----------------------------------------------------
+def answer_memory_consolidation(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    return (
+        _memory_consolidation(inputs),
+        "offline backend: near-duplicate clusters merged keeping every source sentence; no removals",
+    )
+
+
+def answer_merge_repair(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    return _merge_repair(inputs), "offline backend: restored the source sentences carrying the dropped specifics"
+
+
+def answer_wisp_failure_analysis(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    return _wisp_failure_analysis(inputs), "offline backend: failure patterns echoed unclassified; no promotion notes"
+
+
+def needs_judgement(empty: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], tuple[dict[str, Any], str]]:
+    """The answer of a pass that needs judgement the backend cannot make: ``empty`` (a fresh copy each time) and
+    :data:`JUDGEMENT_NOTE`."""
+    text = json.dumps(dict(empty))
+
+    def answer(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+        return json.loads(text), JUDGEMENT_NOTE
+
+    return answer
 
 
 class OfflineBackend:
@@ -228,24 +247,12 @@ class OfflineBackend:
         )
 
     def answer(self, pass_name: str, inputs: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
-        inputs = inputs or {}
-        if pass_name == "memory_consolidation":
-            return (
-                _memory_consolidation(inputs),
-                "offline backend: near-duplicate clusters merged keeping every source sentence; no removals",
-            )
-        if pass_name == "merge_repair":
-            return _merge_repair(
-                inputs
-            ), "offline backend: restored the source sentences carrying the dropped specifics"
-        if pass_name == "wisp_failure_analysis":
-            return (
-                _wisp_failure_analysis(inputs),
-                "offline backend: failure patterns echoed unclassified; no promotion notes",
-            )
-        if pass_name in _EMPTY:
-            return json.loads(json.dumps(_EMPTY[pass_name])), JUDGEMENT_NOTE
-        raise ValueError(f"offline backend: unknown pass {pass_name!r}")
+        """The offline answer of the pass's model call (``PassSpec.model_call.offline``)."""
+        try:
+            call = model_call(pass_name)
+        except KeyError:
+            raise ValueError(f"offline backend: unknown pass {pass_name!r}") from None
+        return call.offline(inputs or {})
 
 
 def sentences_of(texts: Sequence[str]) -> set[str]:

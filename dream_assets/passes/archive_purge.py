@@ -16,6 +16,7 @@ from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
+from dream_assets.passes.spec import PassSpec
 
 PASS = "archive_purge"
 
@@ -27,11 +28,9 @@ def is_high_value(entry: MemoryEntry, options: DreamOptions) -> bool:
     )
 
 
-def run_archive_purge(ctx: PassContext) -> PassReport:
+def purge_archived(ctx: PassContext) -> PassReport:
     report = PassReport(PASS)
     opts = ctx.options
-    if not opts.ArchivePurgeEnabled:
-        return report.skip("disabled (ArchivePurgeEnabled = false)")
     if opts.MemoryArchiveRetention <= timedelta(0):
         return report.skip("MemoryArchiveRetention is not positive: archived entries are kept forever")
     cutoff = ctx.now - opts.MemoryArchiveRetention
@@ -62,3 +61,21 @@ def run_archive_purge(ctx: PassContext) -> PassReport:
         report.info(f"purged memory {e.id} archived {e.archived_at:%Y-%m-%d}: {e.content}")
     report.counts.update({"purged": len(purged), "kept_high_value": len(kept), "archived_total": len(due)})
     return report.finish(f"{len(purged)} purged, {len(kept)} kept above the high-value floor")
+
+
+SPEC = PassSpec(
+    name=PASS,
+    group="memory",
+    description="Archive purge — deletes long-archived memories, never those above the high-value floor.\n\nPass 0b. "
+    "Hard-deletes memories archived longer ago than MemoryArchiveRetention (90 days), except those above the "
+    "high-value floor (importance >= 0.80 or reinforced >= 5 times).",
+    body=purge_archived,
+    enabled_by="ArchivePurgeEnabled",
+    after=("log_retention",),
+    reads=("memory_corpus",),
+)
+
+
+def run_archive_purge(ctx: PassContext) -> PassReport:
+    """The pass with its shared opening (see PassSpec.attempt)."""
+    return SPEC.attempt(ctx)

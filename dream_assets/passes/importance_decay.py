@@ -33,6 +33,7 @@ from dream_assets.model import MemoryEntry, iso, parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
+from dream_assets.passes.spec import PassSpec
 from dream_assets.text.content_hash import stable_hash
 
 PASS = "importance_decay"
@@ -83,11 +84,9 @@ def decayed_importance(entry: MemoryEntry, options: DreamOptions, now: datetime)
     return value, now
 
 
-def run_importance_decay(ctx: PassContext) -> PassReport:
+def decay_importance(ctx: PassContext) -> PassReport:
     report = PassReport(PASS)
     opts = ctx.options
-    if not opts.ImportanceDecayEnabled:
-        return report.skip("disabled (ImportanceDecayEnabled = false)")
     if opts.ImportanceDecayHalfLifeDays <= 0:
         return report.skip("ImportanceDecayHalfLifeDays is not positive: decay is off")
     importance: dict[str, float] = {}
@@ -109,3 +108,21 @@ def run_importance_decay(ctx: PassContext) -> PassReport:
         f"importance decayed on {len(importance)} entries ({reached_floor} at the floor "
         f"{opts.ImportanceDecayFloor:.2f})"
     )
+
+
+SPEC = PassSpec(
+    name=PASS,
+    group="memory",
+    description="Importance decay — lowers the importance of memories not seen for a while.\n\nLowers the importance "
+    "of memories not seen for longer than the grace period (half-life decay, never below the floor). Changes scores "
+    "only, never content.",
+    body=decay_importance,
+    enabled_by="ImportanceDecayEnabled",
+    after=("archive_purge",),
+    reads=("memory_corpus",),
+)
+
+
+def run_importance_decay(ctx: PassContext) -> PassReport:
+    """The pass with its shared opening (see PassSpec.attempt)."""
+    return SPEC.attempt(ctx)

@@ -37,9 +37,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from dream_assets.model import iso, utc
+from dream_assets.model import iso
 from dream_assets.options import DreamOptions
+from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
+from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import SESSION_LOGS, SINGLE_FILE_LOGS, AgentProfile
 from dream_assets.store import line_batch, logs, warehouse
 from dream_assets.store.locks import path_lock
@@ -92,17 +94,19 @@ class _Plan:
 
 
 def run_log_retention(profile: AgentProfile, options: DreamOptions, now: datetime) -> PassReport:
-    """Apply the retention policy to every telemetry log of the profile. Never raises for one log's failure.
+    """Apply the retention policy to every telemetry log of the profile (skipped when LogRetentionEnabled is false).
+    Never raises for one log's failure."""
+    return SPEC.attempt(PassContext(profile, options, now))
 
-    It reads no memories, so it runs first and unconditionally in a cycle, also when the store holds fewer than
-    two memories (spec "Pass 0": the logs are capped on every cycle even when there is nothing to consolidate).
-    """
+
+def retain_logs(ctx: PassContext) -> PassReport:
+    """The pass. It reads no memories, so it runs first and unconditionally in a cycle, also when the store holds
+    fewer than two memories (spec "Pass 0": the logs are capped on every cycle even when there is nothing to
+    consolidate)."""
+    profile, options, now = ctx.profile, ctx.options, ctx.now
     report = PassReport(PASS_NAME)
     for key in COUNT_KEYS:
         report.count(key, 0)
-    if not options.LogRetentionEnabled:
-        return report.skip("LogRetentionEnabled is false")
-    now = utc(now)
     max_lines = options.LogRetentionMaxLinesPerFile
     _sweep_temp_files(profile, now, report)
 
@@ -139,6 +143,25 @@ def run_log_retention(profile: AgentProfile, options: DreamOptions, now: datetim
         f"{c['files_deleted_count']:,}), {c['files_trimmed']:,} files trimmed ({c['lines_trimmed']:,} lines), "
         f"{c['lines_archived']:,} lines archived to the warehouse, {c['errors']:,} errors{extra}"
     )
+
+
+SPEC = PassSpec(
+    name=PASS_NAME,
+    group="logs",
+    description="Log retention — caps the telemetry logs after copying what it removes to the warehouse.\n\nPass 0. "
+    "Caps the append-only telemetry logs (age, file count, lines per file), copying every line it removes into the "
+    "day-partitioned Parquet log warehouse first. Runs first, every cycle.",
+    body=retain_logs,
+    enabled_by="LogRetentionEnabled",
+    reads=(
+        "skill_usage_log",
+        "tool_call_log",
+        "feedback_log",
+        "skill_resource_usage_log",
+        "wisp_execution_log",
+        "tier_routing_log",
+    ),
+)
 
 
 def trim_file_to_last_lines(

@@ -3,8 +3,9 @@
 This pass can destroy an agent's memory, so the model only proposes and the host decides (spec "Pass 1 — Memory
 consolidation" and "LLM response format"; DESIGN principle 4). In order:
 
-1. Skip while ``memory-audit/consolidation-paused.json`` exists, or sooner than ``ConsolidationMinInterval`` after
-   the last completed pass (the ledger record ``memory_consolidation`` keeps that across restarts; zero disables).
+1. Skip (the shared opening, ``PassSpec.attempt``) while ``memory-audit/consolidation-paused.json`` exists, or
+   sooner than ``ConsolidationMinInterval`` after the last completed pass (the ledger record ``memory_consolidation``
+   keeps that across restarts; zero disables).
 2. Gate the candidates (consolidation_select.py): only new or changed entries and open near-duplicate clusters are
    shown. The lookup used to apply the answer is keyed on that eligible set, so an id the model invents or remembers
    resolves to nothing. Nothing eligible: no model call.
@@ -56,7 +57,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, MergeRepairResponse
+from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, MergeRepairResponse, ModelCall
+from dream_assets.llm.offline import answer_memory_consolidation, answer_merge_repair
 from dream_assets.llm.prompts import render_memory_consolidation, render_merge_repair
 from dream_assets.model import MemoryEntry, iso, new_id, parse_ts
 from dream_assets.passes.archive_purge import is_high_value
@@ -84,6 +86,7 @@ from dream_assets.passes.consolidation_select import (
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
+from dream_assets.passes.spec import PassSpec
 from dream_assets.store.dedup import REINFORCE
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.logs import log_exists, read_events
@@ -934,31 +937,26 @@ def _summary(report: PassReport) -> str:
     )
 
 
-def run_memory_consolidation(ctx: PassContext) -> PassReport:
-    report = PassReport(PASS)
-    opts = ctx.options
-    if not opts.MemoryConsolidationEnabled:
-        return report.skip("disabled (MemoryConsolidationEnabled = false)")
+def paused(ctx: PassContext) -> str | None:
+    """Why consolidation cannot run now: the memory audit paused it (its pause file exists); else None."""
     pause = ctx.profile.consolidation_pause_path
     if pause.exists():
-        return report.skip(
+        return (
             f"paused: {pause} exists (written by the memory audit); restore what was lost, then "
             "delete the file to resume"
         )
+    return None
+
+
+def consolidate_memories(ctx: PassContext) -> PassReport:
+    """The pass, after the shared opening (enabled, not paused, past ConsolidationMinInterval: PassSpec.attempt)."""
+    report = PassReport(PASS)
+    opts = ctx.options
     previous = ctx.ledger.get(PASS)
     if ctx.ledger.warning:
         report.warn(ctx.ledger.warning)
     if ctx.force:
         note_forced(ctx, report, "every live entry is offered again, past the review stamps and the minimum interval")
-    if previous is not None and opts.ConsolidationMinInterval > timedelta(0) and not ctx.force:
-        allowed = previous.last_run_at + opts.ConsolidationMinInterval
-        if ctx.now < allowed:
-            report.counts["floored"] = 1
-            report.summary = (
-                f"memory consolidation skipped — last completed {iso(previous.last_run_at)}, next allowed "
-                f"at {iso(allowed)} (ConsolidationMinInterval {opts.ConsolidationMinInterval})"
-            )
-            return report.skip(f"minimum interval: last completed {iso(previous.last_run_at)}")
 
     vocab, vocab_warning = load_vocabulary(ctx.profile.coverage_vocabulary_path)  # re-read every cycle
     if vocab_warning:
@@ -1060,3 +1058,41 @@ def run_memory_consolidation(ctx: PassContext) -> PassReport:
     # Completion, for the minimum-interval floor and the change-gate sensor (which compares the corpus fingerprint).
     stamp(ctx, PASS, memories.fingerprint())
     return report.finish(_summary(report))
+
+
+#: Merge repair: a model call this pass makes for a merge that failed its checks (not a pass of its own).
+MERGE_REPAIR = ModelCall(
+    name=REPAIR_PASS,
+    contract=MergeRepairResponse,
+    directive_file="merge-repair.md",
+    directive_option=None,
+    offline=answer_merge_repair,
+)
+
+SPEC = PassSpec(
+    name=PASS,
+    group="memory",
+    description="Memory consolidation — merges near-duplicate memories and retires noise, with safeguards.\n\nPass 1. "
+    "Shows the model only new, changed or near-duplicate memories and applies its merges with host-side safeguards: "
+    "coverage check (no dropped names, numbers or dates) with one repair call, high-value floor, replacement before "
+    "retirement, archive never delete. Every change can be undone per cycle.",
+    body=consolidate_memories,
+    enabled_by="MemoryConsolidationEnabled",
+    after=("importance_decay",),
+    reads=("memory_corpus", "feedback_log"),
+    missing_input=paused,
+    gate="memory_corpus",
+    min_interval="ConsolidationMinInterval",
+    model_call=ModelCall(
+        name=PASS,
+        contract=MemoryConsolidationResponse,
+        directive_file="dream.md",
+        directive_option="DirectivePath",
+        offline=answer_memory_consolidation,
+    ),
+)
+
+
+def run_memory_consolidation(ctx: PassContext) -> PassReport:
+    """The pass with its shared opening (see PassSpec.attempt)."""
+    return SPEC.attempt(ctx)

@@ -43,12 +43,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from dream_assets.llm.contracts import ModelCall, PreferenceInferenceResponse
+from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_preference_inference
 from dream_assets.passes.common import call_model, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
+from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
 from dream_assets.store.logs import (
@@ -133,14 +136,16 @@ def sensitive_terms(text: str) -> list[str]:
 # --- the pass ----------------------------------------------------------------------------------------------------
 
 
-def run_preference_inference(ctx: PassContext) -> PassReport:
+def no_conversation_log(ctx: PassContext) -> str | None:
+    """No conversation log and no turns left pending from an earlier run: nothing to infer from."""
+    if log_exists(ctx.profile, CONVERSATION) or ctx.ledger.pending(PASS) is not None:
+        return None
+    return f"no conversation log ({ctx.profile.conversation_log_path.name} is absent): nothing to infer from"
+
+
+def infer_preferences(ctx: PassContext) -> PassReport:
+    """The pass, after the shared opening (enabled, conversation log present: PassSpec.attempt)."""
     report = PassReport(PASS)
-    if not ctx.options.PreferenceInferenceEnabled:
-        return report.skip("disabled (PreferenceInferenceEnabled = false); the conversation log is left as it is")
-    if not log_exists(ctx.profile, CONVERSATION) and ctx.ledger.pending(PASS) is None:
-        return report.skip(
-            f"no conversation log ({ctx.profile.conversation_log_path.name} is absent): nothing to infer from"
-        )
     snapshot = _read_conversation(ctx.profile)
     if snapshot.read.malformed:
         report.count("malformed_conversation_lines", snapshot.read.malformed)
@@ -165,6 +170,11 @@ def run_preference_inference(ctx: PassContext) -> PassReport:
         settle(ctx, PASS, given, report, raised=raised)
         _clear(ctx, report, snapshot)
     return report
+
+
+def run_preference_inference(ctx: PassContext) -> PassReport:
+    """The pass with its shared opening (see PassSpec.attempt)."""
+    return SPEC.attempt(ctx)
 
 
 def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> None:
@@ -376,3 +386,25 @@ def _clear(ctx: PassContext, report: PassReport, snapshot: _ConversationSnapshot
             f"line(s) of {name} too long to archive were removed with the rest (the log must not grow "
             f"without bound): {'; '.join(too_long[:5])}" + (" …" if len(too_long) > 5 else "")
         )
+
+
+SPEC = PassSpec(
+    name=PASS,
+    group="memory",
+    description="Preference inference — saves durable user preferences found in conversations.\n\nPass 5. Infers "
+    "durable user preferences from the conversation log and recent feedback, saves them as user-preferences/inferred "
+    "memories (flagged when they touch security or money), then clears the log.",
+    body=infer_preferences,
+    enabled_by="PreferenceInferenceEnabled",
+    disabled_note="; the conversation log is left as it is",
+    after=("memory_consolidation", "skill_gap_detection"),
+    reads=("conversation_log", "feedback_log"),
+    missing_input=no_conversation_log,
+    model_call=ModelCall(
+        name=PASS,
+        contract=PreferenceInferenceResponse,
+        directive_file="pref-dream.md",
+        directive_option="PreferenceDirectivePath",
+        offline=needs_judgement({"toDelete": [], "toSave": []}),
+    ),
+)

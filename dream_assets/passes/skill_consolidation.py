@@ -30,7 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dream_assets.llm.contracts import SkillConsolidationResponse, SkillGapSave, SkillSave
+from dream_assets.llm.contracts import ModelCall, SkillConsolidationResponse, SkillGapSave, SkillSave
+from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_skill_consolidation
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
@@ -47,6 +48,7 @@ from dream_assets.passes.skill_signals import (
     sparse_names,
     usage_counts,
 )
+from dream_assets.passes.spec import PassSpec
 from dream_assets.store.logs import log_exists
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError, SkillStore
 
@@ -78,18 +80,21 @@ def same_skill(a: Skill | None, b: Skill | None) -> bool:
     )
 
 
-def run_skill_consolidation(ctx: PassContext) -> PassReport:
+def no_usage_log(ctx: PassContext) -> str | None:
+    """Spec "DI registration": the skill passes need the skill usage store. Without it every count would read 0 and
+    the model could prune skills that are in daily use."""
+    if log_exists(ctx.profile, USAGE_LOG):
+        return None
+    return (
+        "no skill-usage log (logs/skill-usage/): usage counts are the evidence that keeps used "
+        "skills from being pruned; record skill usage to enable this pass"
+    )
+
+
+def consolidate_skills(ctx: PassContext) -> PassReport:
+    """The pass, after the shared opening (enabled, skill-usage log present: PassSpec.attempt)."""
     report = PassReport(PASS)
     opts = ctx.options
-    if not opts.SkillConsolidationEnabled:
-        return report.skip("disabled (SkillConsolidationEnabled = false)")
-    if not log_exists(ctx.profile, USAGE_LOG):
-        # Spec "DI registration": the skill passes need the skill usage store. Without it every count would read 0
-        # and the model could prune skills that are in daily use.
-        return report.skip(
-            "no skill-usage log (logs/skill-usage/): usage counts are the evidence that keeps used "
-            "skills from being pruned; record skill usage to enable this pass"
-        )
     fingerprint, skills = catalog_snapshot(ctx.store.skills)
     report.counts["skills"] = len(skills)
     if len(skills) < 2:
@@ -139,6 +144,33 @@ def run_skill_consolidation(ctx: PassContext) -> PassReport:
     outcome = apply_consolidation(ctx, report, response, {s.name: s for s in skills})
     stamp(ctx, PASS, fingerprint)
     return report.finish(outcome.summary())
+
+
+SPEC = PassSpec(
+    name=PASS,
+    group="skills",
+    description="Skill consolidation — merges overlapping skills and links related ones.\n\nPass 3. Merges overlapping "
+    "skills, adds guide skills for prefix families (mcp/*), fills seeAlso and prunes redundant skills (archived, "
+    "restorable). Skipped when the catalog has not changed (change gate).",
+    body=consolidate_skills,
+    enabled_by="SkillConsolidationEnabled",
+    after=("wisp_failure_analysis",),
+    reads=("skill_catalog", "skill_usage_log"),
+    missing_input=no_usage_log,
+    gate="skill_catalog",
+    model_call=ModelCall(
+        name=PASS,
+        contract=SkillConsolidationResponse,
+        directive_file="skill-dream.md",
+        directive_option="SkillDirectivePath",
+        offline=needs_judgement({"toDelete": [], "toSave": []}),
+    ),
+)
+
+
+def run_skill_consolidation(ctx: PassContext) -> PassReport:
+    """The pass with its shared opening (see PassSpec.attempt)."""
+    return SPEC.attempt(ctx)
 
 
 # --- applying an answer ------------------------------------------------------------------------------------------

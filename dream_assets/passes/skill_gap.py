@@ -24,14 +24,19 @@ store transaction.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from dream_assets.llm.contracts import SkillGapSave
+from dream_assets.llm.contracts import ModelCall, SkillGapResponse, SkillGapSave
+from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_skill_gap
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName, validate_skill_name
+from dream_assets.options import DreamOptions
 from dream_assets.passes.common import call_model, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
@@ -39,7 +44,9 @@ from dream_assets.passes.model_text import shown as shown_text
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.skill_consolidation import skill_save_problem
 from dream_assets.passes.skill_signals import note_malformed
-from dream_assets.store.logs import CONVERSATION, ConversationTurn, conversation_by_session, log_exists
+from dream_assets.passes.spec import HistoryAnalysis, PassSpec
+from dream_assets.profile import AgentProfile
+from dream_assets.store.logs import CONVERSATION, ConversationTurn, conversation_by_session, log_exists, read_archived
 from dream_assets.store.skills import SkillError
 from dream_assets.text.content_hash import stable_hash
 from dream_assets.text.tokens import STOPWORDS, category_tokens, tokenize
@@ -130,15 +137,19 @@ def evidence(proposal: SkillGapSave, recurring: Iterable[RecurringTerm]) -> tupl
 
 
 # --- the pass ------------------------------------------------------------------------------------------------------
-def run_skill_gap_detection(ctx: PassContext) -> PassReport:
+def no_conversation_log(ctx: PassContext) -> str | None:
+    """No conversation log and no turns left pending from an earlier run: nothing to read."""
+    if log_exists(ctx.profile, CONVERSATION) or ctx.ledger.pending(PASS) is not None:
+        return None
+    return (
+        "no conversation log (conversation-log.jsonl) — the agent does not record conversations, "
+        "so there are no sessions to find recurring requests in"
+    )
+
+
+def detect_skill_gaps(ctx: PassContext) -> PassReport:
+    """The pass, after the shared opening (enabled, conversation log present: PassSpec.attempt)."""
     report = PassReport(PASS)
-    if not ctx.options.SkillGapEnabled:
-        return report.skip("disabled (SkillGapEnabled = false)")
-    if not log_exists(ctx.profile, CONVERSATION) and ctx.ledger.pending(PASS) is None:
-        return report.skip(
-            "no conversation log (conversation-log.jsonl) — the agent does not record conversations, "
-            "so there are no sessions to find recurring requests in"
-        )
     _, read = conversation_by_session(ctx.profile)
     note_malformed(report, CONVERSATION, read)
     given = ConversationInput()
@@ -150,6 +161,11 @@ def run_skill_gap_detection(ctx: PassContext) -> PassReport:
     finally:
         settle(ctx, PASS, given, report, raised=raised)
     return report
+
+
+def run_skill_gap_detection(ctx: PassContext) -> PassReport:
+    """The pass with its shared opening (see PassSpec.attempt)."""
+    return SPEC.attempt(ctx)
 
 
 def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[ConversationTurn]]) -> PassReport:
@@ -267,3 +283,39 @@ def _apply_proposal(
     report.change("skill-created", name, f"{saved.summary} — {reason}")
     report.info(f"created skill {name}: {reason}")
     return True
+
+
+def recurring_requests(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
+    """History: skill-gap and preference mining over archived conversations — terms of the first user message per
+    session that recur in >= 2 sessions of the window ending at ``end`` (the spec's "Recurring topics" signal, as this
+    pass computes it), with the sessions they came from."""
+    first: dict[str, str] = {}
+    for turn in read_archived(profile, CONVERSATION, end - options.SkillUsageWindow, end).events:
+        if turn.role == "user" and turn.session_id not in first:
+            first[turn.session_id] = turn.content
+    return [
+        {"term": t.term, "sessions": len(t.sessions), "session_ids": json.dumps(list(t.sessions))}
+        for t in recurring_terms(first)
+    ]
+
+
+SPEC = PassSpec(
+    name=PASS,
+    group="skills",
+    description="Skill gap detection — creates skills for requests that recur without one.\n\nPass 2. Finds request "
+    "types that recur across at least two conversation sessions and have no skill yet, and creates skills for them "
+    "(never overwriting an existing name).",
+    body=detect_skill_gaps,
+    enabled_by="SkillGapEnabled",
+    after=("log_retention",),
+    reads=("conversation_log", "skill_catalog"),
+    missing_input=no_conversation_log,
+    model_call=ModelCall(
+        name=PASS,
+        contract=SkillGapResponse,
+        directive_file="skill-gap.md",
+        directive_option="SkillGapDirectivePath",
+        offline=needs_judgement({"toSave": []}),
+    ),
+    history=HistoryAnalysis("recurring_request_history", recurring_requests),
+)

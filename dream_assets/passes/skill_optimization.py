@@ -31,7 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from dream_assets.llm.contracts import SkillConsolidationResponse
+from dream_assets.llm.contracts import ModelCall, SkillConsolidationResponse
+from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_skill_optimization
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
@@ -49,6 +50,7 @@ from dream_assets.passes.skill_signals import (
     note_malformed,
     read_window,
 )
+from dream_assets.passes.spec import PassSpec
 from dream_assets.store.logs import log_exists
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
 from dream_assets.text.content_hash import event_watermark_fingerprint, skill_fingerprint, stable_hash
@@ -135,17 +137,19 @@ def _gate_fingerprint(ctx: PassContext, current: str, items: Sequence[str]) -> s
     return current
 
 
-def run_skill_optimization(ctx: PassContext) -> PassReport:
+def no_signal_logs(ctx: PassContext) -> str | None:
+    """The skill-usage or feedback log is absent: without both, no at-risk skill can be found."""
+    missing = [kind for kind in REQUIRED_LOGS if not log_exists(ctx.profile, kind)]
+    if not missing:
+        return None
+    absent = " and no ".join(f"{kind} log (logs/{kind}/)" for kind in missing)
+    return f"no {absent}: skill optimization needs skill usage and feedback to find at-risk skills (spec 'Pass 4')"
+
+
+def optimize_skills(ctx: PassContext) -> PassReport:
+    """The pass, after the shared opening (enabled, skill-usage and feedback logs present: PassSpec.attempt)."""
     report = PassReport(PASS)
     opts = ctx.options
-    if not opts.SkillOptimizationEnabled:
-        return report.skip("disabled (SkillOptimizationEnabled = false)")
-    missing = [kind for kind in REQUIRED_LOGS if not log_exists(ctx.profile, kind)]
-    if missing:
-        absent = " and no ".join(f"{kind} log (logs/{kind}/)" for kind in missing)
-        return report.skip(
-            f"no {absent}: skill optimization needs skill usage and feedback to find at-risk skills (spec 'Pass 4')"
-        )
     found = select_candidates(ctx)
     for read in found.reads:
         note_malformed(report, read.kind, read)
@@ -288,6 +292,31 @@ def _apply(
             report.info(f"improved skill {name} ({reasons[name]})")
             updated += 1
     return updated
+
+
+SPEC = PassSpec(
+    name=PASS,
+    group="skills",
+    description="Skill optimization — improves skills behind corrected or poorly rated sessions.\n\nPass 4. Improves "
+    "skills used in sessions with corrections or poor/fair ratings, and expands sparse skills.",
+    body=optimize_skills,
+    enabled_by="SkillOptimizationEnabled",
+    after=("skill_consolidation",),
+    reads=("skill_catalog", "feedback_log", "skill_usage_log"),
+    missing_input=no_signal_logs,
+    model_call=ModelCall(
+        name=PASS,
+        contract=SkillConsolidationResponse,
+        directive_file="skill-optimize.md",
+        directive_option="SkillOptimizeDirectivePath",
+        offline=needs_judgement({"toDelete": [], "toSave": []}),
+    ),
+)
+
+
+def run_skill_optimization(ctx: PassContext) -> PassReport:
+    """The pass with its shared opening (see PassSpec.attempt)."""
+    return SPEC.attempt(ctx)
 
 
 def _valid(name: str) -> bool:

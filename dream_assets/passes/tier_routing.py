@@ -9,19 +9,23 @@ through save-time dedup, and recorded in the change log — the save and its row
 content, tags or tier is not usable text (model_text.py: a lone surrogate, a control character, blank or over-long)
 is rejected with its reason (``invalid_items``, also counted in ``rejected``) and the other findings are saved.
 
-Gated by the window's event watermark: entries ageing out are not a change, a new entry is. No entries in the window
+Gated by the event watermark of the routing log, the ``tier_routing_log`` data version: entries ageing out are not
+a change, a new entry is. No entries in the window
 means no call. The ledger is stamped only after a usable answer was applied.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from dream_assets.input_fingerprints import events_watermark
+from dream_assets.llm.contracts import ModelCall, TierRoutingResponse
+from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_tier_routing
 from dream_assets.options import DreamOptions
 from dream_assets.passes.common import call_model, gate_says_skip, note_malformed, stamp
@@ -29,9 +33,10 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem
 from dream_assets.passes.preference_inference import save_memory_recorded
 from dream_assets.passes.report import PassReport
-from dream_assets.store.logs import TierRoutingEvent, log_exists, read_events
+from dream_assets.passes.spec import HistoryAnalysis, PassSpec
+from dream_assets.profile import AgentProfile
+from dream_assets.store.logs import TierRoutingEvent, log_exists, read_archived, read_events
 from dream_assets.store.memory import ContentError
-from dream_assets.text.content_hash import event_watermark_fingerprint, stable_hash
 
 PASS = "tier_routing_review"
 LOG = "tier-routing"
@@ -102,13 +107,6 @@ def summarise(events: Iterable[TierRoutingEvent]) -> list[dict[str, Any]]:
     return [tiers[t].as_input() for t in sorted(tiers)]
 
 
-def window_fingerprint(events: Sequence[TierRoutingEvent], options: DreamOptions) -> str:
-    watermark = event_watermark_fingerprint(
-        (e.timestamp, json.dumps(e.to_json(), sort_keys=True, ensure_ascii=False)) for e in events
-    )
-    return stable_hash(PASS, watermark, options.TierRoutingReviewWindow.total_seconds())
-
-
 def finding_category(tier: str | None) -> str:
     """``anti-patterns/routing``, or ``anti-patterns/routing/<tier>-tier`` for a finding about one tier."""
     slug = re.sub(r"[^a-z0-9]+", "-", (tier or "").casefold()).strip("-")[:40].strip("-")
@@ -117,23 +115,27 @@ def finding_category(tier: str | None) -> str:
     return f"{CATEGORY}/{slug if slug.endswith('tier') else slug + '-tier'}"
 
 
-def run_tier_routing_review(ctx: PassContext) -> PassReport:
+def no_routing_log(ctx: PassContext) -> str | None:
+    return None if log_exists(ctx.profile, LOG) else "no tier-routing log (logs/tier-routing.jsonl is absent)"
+
+
+def review_tier_routing(ctx: PassContext) -> PassReport:
+    """The pass, after the shared opening (enabled, tier-routing log present: PassSpec.attempt)."""
     report = PassReport(PASS)
     opts = ctx.options
-    if not opts.TierRoutingReviewEnabled:
-        return report.skip("disabled (TierRoutingReviewEnabled = false)")
-    if not log_exists(ctx.profile, LOG):
-        return report.skip("no tier-routing log (logs/tier-routing.jsonl is absent)")
     days = opts.TierRoutingReviewWindow.total_seconds() / 86400
-    read = read_events(ctx.profile, LOG, since=ctx.now - opts.TierRoutingReviewWindow, until=ctx.now)
+    # The whole log is read once: its watermark is the change-gate fingerprint (the tier_routing_log data version),
+    # the window is what the pass reviews.
+    read = read_events(ctx.profile, LOG)
     note_malformed(report, LOG, read)
-    events: list[TierRoutingEvent] = read.events
+    fingerprint = events_watermark(read.events)
+    since = ctx.now - opts.TierRoutingReviewWindow
+    events: list[TierRoutingEvent] = [e for e in read.events if since <= e.timestamp < ctx.now]
     if not events:
         return report.skip(f"no routing entries in the last {days:g} days (TierRoutingReviewWindow): no call")
     stats = summarise(events)
     report.counts.update({"entries": len(events), "tiers": len(stats)})
     report.extra["tier_stats"] = stats
-    fingerprint = window_fingerprint(events, opts)
     if gate_says_skip(ctx, PASS, fingerprint, report):
         return report
 
@@ -188,3 +190,36 @@ def run_tier_routing_review(ctx: PassContext) -> PassReport:
         f"{len(stats)} tier(s) in the last {days:g} days: {c['created']:g} created, "
         f"{c['reinforced']:g} reinforced, {c['extended']:g} extended, {c['rejected']:g} rejected"
     )
+
+
+def run_tier_routing_review(ctx: PassContext) -> PassReport:
+    """The pass with its shared opening (see PassSpec.attempt)."""
+    return SPEC.attempt(ctx)
+
+
+def history_stats(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
+    """History: per-tier routing outcomes of the window ending at ``end`` (read from the log warehouse), as this pass
+    summarises them."""
+    return summarise(read_archived(profile, LOG, end - options.TierRoutingReviewWindow, end).events)
+
+
+SPEC = PassSpec(
+    name=PASS,
+    group="memory",
+    description="Tier routing review — records what model-tier routing outcomes teach.\n\nSummarises model-tier "
+    "routing outcomes of the last 14 days and records findings as anti-patterns/routing memories.",
+    body=review_tier_routing,
+    enabled_by="TierRoutingReviewEnabled",
+    after=("preference_inference",),
+    reads=("tier_routing_log",),
+    missing_input=no_routing_log,
+    gate="tier_routing_log",
+    model_call=ModelCall(
+        name=PASS,
+        contract=TierRoutingResponse,
+        directive_file="tier-routing-review.md",
+        directive_option="TierRoutingDirectivePath",
+        offline=needs_judgement({"findings": []}),
+    ),
+    history=HistoryAnalysis("tier_routing_history", history_stats),
+)

@@ -17,8 +17,9 @@ before it is used (model_text.py): an item carrying a lone surrogate, a control 
 rejected with its reason (``invalid_items``) and the rest applies; each annotation is written with its change-log
 row in one transaction, on the skill as it is then.
 
-The window is gated by an event watermark (``text.fingerprint.event_watermark_fingerprint``): runs ageing out of the
-window are not a change, a new run is. The ledger is stamped only after a usable answer was applied.
+The pass is gated by the event watermark of the wisp execution log, the ``wisp_execution_log`` data version
+(``input_fingerprints.events_watermark``): runs ageing out of the window are not a change, a new run is. The ledger
+is stamped only after a usable answer was applied.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from dream_assets.input_fingerprints import events_watermark
+from dream_assets.llm.contracts import ModelCall, WispAnalysisResponse
+from dream_assets.llm.offline import answer_wisp_failure_analysis
 from dream_assets.llm.prompts import render_wisp_failures
 from dream_assets.model import Skill, iso
 from dream_assets.options import DreamOptions
@@ -36,9 +41,10 @@ from dream_assets.passes.common import call_model, gate_says_skip, note_malforme
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
-from dream_assets.store.logs import WispExecutionEvent, log_exists, read_events
+from dream_assets.passes.spec import HistoryAnalysis, PassSpec
+from dream_assets.profile import AgentProfile
+from dream_assets.store.logs import WispExecutionEvent, log_exists, read_archived, read_events
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
-from dream_assets.text.content_hash import event_watermark_fingerprint, stable_hash
 
 PASS = "wisp_failure_analysis"
 LOG = "wisp-executions"
@@ -147,21 +153,6 @@ def success_input(group: WispGroup) -> dict[str, Any]:
     }
 
 
-def window_fingerprint(events: Sequence[WispExecutionEvent], options: DreamOptions) -> str:
-    """The event watermark of the window, plus the thresholds that decide what qualifies."""
-    watermark = event_watermark_fingerprint(
-        (e.timestamp, json.dumps(e.to_json(), sort_keys=True, ensure_ascii=False)) for e in events
-    )
-    return stable_hash(
-        PASS,
-        watermark,
-        options.WispAnalysisWindow.total_seconds(),
-        options.WispFailureMinFrequency,
-        options.WispSuccessMinFrequency,
-        options.WispSuccessMinRate,
-    )
-
-
 # --- annotations (pure) ------------------------------------------------------------------------------------------
 
 
@@ -186,17 +177,22 @@ def annotate(content: str, annotations: Sequence[str], heading: str) -> tuple[st
 # --- the pass ----------------------------------------------------------------------------------------------------
 
 
-def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
+def no_wisp_log(ctx: PassContext) -> str | None:
+    return None if log_exists(ctx.profile, LOG) else "no wisp execution log (logs/wisp-executions.jsonl is absent)"
+
+
+def analyse_wisp_failures(ctx: PassContext) -> PassReport:
+    """The pass, after the shared opening (enabled, wisp execution log present: PassSpec.attempt)."""
     report = PassReport(PASS)
     opts = ctx.options
-    if not opts.WispFailureAnalysisEnabled:
-        return report.skip("disabled (WispFailureAnalysisEnabled = false)")
-    if not log_exists(ctx.profile, LOG):
-        return report.skip("no wisp execution log (logs/wisp-executions.jsonl is absent)")
     days = f"{opts.WispAnalysisWindow.total_seconds() / 86400:g}"
-    read = read_events(ctx.profile, LOG, since=ctx.now - opts.WispAnalysisWindow, until=ctx.now)
+    # The whole log is read once: its watermark is the change-gate fingerprint (the wisp_execution_log data version),
+    # the window is what the pass analyses.
+    read = read_events(ctx.profile, LOG)
     note_malformed(report, LOG, read)
-    events: list[WispExecutionEvent] = read.events
+    fingerprint = events_watermark(read.events)
+    since = ctx.now - opts.WispAnalysisWindow
+    events: list[WispExecutionEvent] = [e for e in read.events if since <= e.timestamp < ctx.now]
     groups = group_executions(events)
     failures = sorted((g for g in groups.values() if is_failure_pattern(g, opts)), key=lambda g: g.description)
     promotions = sorted((g for g in groups.values() if is_promotion_candidate(g, opts)), key=lambda g: g.description)
@@ -215,7 +211,6 @@ def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
             f"(≥ {opts.WispSuccessMinFrequency} runs, > {opts.WispSuccessMinRate:.0%}) among "
             f"{len(events)} execution(s) in the last {days} days: no call"
         )
-    fingerprint = window_fingerprint(events, opts)
     if gate_says_skip(ctx, PASS, fingerprint, report):
         return report
 
@@ -256,6 +251,31 @@ def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
         f"{len(promotions)} promotion candidate(s) from {len(events)} execution(s) in the last "
         f"{days} days"
     )
+
+
+def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
+    """The pass with its shared opening (see PassSpec.attempt)."""
+    return SPEC.attempt(ctx)
+
+
+def history_patterns(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
+    """History: per wisp description in the window ending at ``end`` (read from the log warehouse): runs, failures,
+    success rate, failing steps, and whether it qualifies as a failure pattern or a promotion candidate — by this
+    pass's own grouping and thresholds."""
+    groups = group_executions(read_archived(profile, LOG, end - options.WispAnalysisWindow, end).events)
+    return [
+        {
+            "description": g.description,
+            "runs": g.runs,
+            "failures": g.failures,
+            "success_rate": g.success_rate,
+            "failed_steps": json.dumps(sorted(g.failed_steps.items())),
+            "skills": json.dumps(sorted(g.skills)),
+            "failure_pattern": is_failure_pattern(g, options),
+            "promotion_candidate": is_promotion_candidate(g, options),
+        }
+        for _, g in sorted(groups.items())
+    ]
 
 
 def _classifications(report: PassReport, patterns: Sequence[Any], by_key: dict[str, WispGroup]) -> dict[str, str]:
@@ -410,3 +430,26 @@ def _report_promotions(report: PassReport, notes: dict[str, str], promotions: Se
             f"{g.successes} of {g.runs} runs succeeded ({g.success_rate:.0%})" + (f"; {note}" if note else ""),
         )
     report.extra["promotion_candidates"] = candidates
+
+
+SPEC = PassSpec(
+    name=PASS,
+    group="skills",
+    description="Wisp failure analysis — annotates skills whose workflows keep failing.\n\nFinds workflow (wisp) "
+    "descriptions that failed 3+ times in 14 days and annotates the skills that produced them; flags consistently "
+    "successful ones (5+ runs, over 80 %) as promotion candidates.",
+    body=analyse_wisp_failures,
+    enabled_by="WispFailureAnalysisEnabled",
+    after=("skill_gap_detection",),
+    reads=("wisp_execution_log", "skill_catalog"),
+    missing_input=no_wisp_log,
+    gate="wisp_execution_log",
+    model_call=ModelCall(
+        name=PASS,
+        contract=WispAnalysisResponse,
+        directive_file="wisp-failure-dream.md",
+        directive_option="WispFailureDirectivePath",
+        offline=answer_wisp_failure_analysis,
+    ),
+    history=HistoryAnalysis("wisp_failure_history", history_patterns),
+)

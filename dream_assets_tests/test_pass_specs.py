@@ -1,0 +1,195 @@
+"""One complete PassSpec per pass: the registry is complete, the shared opening skips with the passes' own reasons,
+and a gated pass stamps exactly the data version of its input, which its gate compares."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from dream_assets.gates import GATED_PASSES, gate_status
+from dream_assets.input_fingerprints import INPUT_ASSETS, data_version
+from dream_assets.llm.client import ModelClient
+from dream_assets.llm.contracts import model_call, model_calls
+from dream_assets.llm.directives import load_directive
+from dream_assets.llm.offline import OfflineBackend
+from dream_assets.model import MemoryEntry, Skill
+from dream_assets.options import DreamOptions
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.registry import MODEL_CALLS, PASSES, by_name
+from dream_assets.passes.report import PassReport
+from dream_assets.passes.spec import spec_problems
+from dream_assets.store.ledger import PassLedger
+from dream_assets.store.logs import SkillUsageEvent, TierRoutingEvent, WispExecutionEvent, append_event
+
+from .conftest import NOW
+
+
+def never(ctx):
+    raise AssertionError("the pass body ran although the opening should have skipped it")
+
+
+def offline_ctx(profile, options=None, now=NOW, **kw):
+    opts = options or DreamOptions()
+    return PassContext(
+        profile, opts, now, client_factory=lambda: ModelClient(OfflineBackend(), profile=profile, options=opts), **kw
+    )
+
+
+# ------------------------------------------------------------------ completeness
+@pytest.mark.parametrize("spec", PASSES, ids=lambda s: s.name)
+def test_every_registered_pass_is_complete(spec):
+    assert spec_problems(spec) == []
+
+
+def test_an_incomplete_spec_is_reported_naming_the_pass_and_the_field():
+    spec = by_name("tier_routing_review")
+    broken = replace(
+        spec,
+        enabled_by="TierRoutingReviewWindow",
+        reads=("routing_log",),
+        model_call=replace(spec.model_call, directive_file="missing.md", offline=lambda inputs: ({"findings": 3}, "")),
+    )
+    found = spec_problems(broken)
+    problems = "\n".join(found)
+    assert "enabled_by 'TierRoutingReviewWindow' is not a boolean option" in problems
+    assert "reads unknown input(s) routing_log" in problems
+    assert "gate 'tier_routing_log' is not one of the inputs it reads" in problems
+    assert "directive file missing.md is not in the package data" in problems
+    assert "the offline answer does not fit its contract" in problems
+    assert len(found) == 5 and all(p.startswith("pass 'tier_routing_review': ") for p in found)
+
+
+def test_the_registry_lists_each_pass_once_in_an_order_that_respects_after():
+    names = [p.name for p in PASSES]
+    assert len(names) == len(set(names))
+    for i, spec in enumerate(PASSES):
+        assert set(spec.after) <= set(names[:i]), spec.name
+        assert set(spec.reads) <= set(INPUT_ASSETS)
+
+
+def test_the_model_calls_are_the_model_passes_plus_merge_repair_which_is_not_a_pass():
+    model_passes = {p.name for p in PASSES if p.uses_model}
+    assert set(MODEL_CALLS) == model_passes | {"merge_repair"} == set(model_calls())
+    assert "merge_repair" not in {p.name for p in PASSES}
+    repair = model_call("merge_repair")
+    assert repair.directive_option is None and load_directive("merge_repair", None, DreamOptions())[1] == "built-in"
+
+
+def test_the_readers_read_the_spec(profile):
+    spec = by_name("skill_gap_detection")
+    custom = profile.directive_override_path(getattr(DreamOptions(), spec.model_call.directive_option))
+    custom.parent.mkdir(parents=True, exist_ok=True)
+    custom.write_text("my own gap directive, answer in JSON", encoding="utf-8")
+    assert load_directive(spec.name, profile, DreamOptions()) == ("my own gap directive, answer in JSON", str(custom))
+    answer, note = OfflineBackend().answer(spec.name, {})
+    assert spec.model_call.contract.model_validate(answer).to_save == [] and "judgement" in note
+    assert (
+        set(GATED_PASSES)
+        == {p.name for p in PASSES if p.gate is not None}
+        == {
+            "memory_consolidation",
+            "skill_consolidation",
+            "wisp_failure_analysis",
+            "tier_routing_review",
+        }
+    )
+
+
+# ------------------------------------------------------------------ the shared opening
+@pytest.mark.parametrize("spec", PASSES, ids=lambda s: s.name)
+def test_a_disabled_pass_is_skipped_by_the_opening_with_its_option_named(profile, spec):
+    options = DreamOptions().replace(**{spec.enabled_by: False})
+    report = replace(spec, body=never).run(offline_ctx(profile, options))
+    assert report.status == "skipped"
+    assert report.reason.startswith(f"disabled ({spec.enabled_by} = false)")
+
+
+@pytest.mark.parametrize("spec", [p for p in PASSES if p.missing_input is not None], ids=lambda s: s.name)
+def test_a_pass_whose_required_input_is_absent_is_skipped_with_its_own_reason(profile, spec):
+    if spec.name == "memory_consolidation":
+        profile.consolidation_pause_path.parent.mkdir(parents=True, exist_ok=True)
+        profile.consolidation_pause_path.write_text("{}")
+    report = replace(spec, body=never).run(offline_ctx(profile))
+    assert report.status == "skipped" and report.reason == spec.missing_input(offline_ctx(profile))
+
+
+def test_the_minimum_interval_holds_the_pass_back_and_a_forced_run_passes_it(profile):
+    spec = by_name("memory_consolidation")
+    PassLedger(profile).stamp(spec.name, "fp", NOW - timedelta(hours=1))
+    options = DreamOptions().replace(ConsolidationMinInterval=timedelta(hours=6))
+    held = replace(spec, body=never).run(offline_ctx(profile, options))
+    assert held.status == "skipped" and held.counts["floored"] == 1
+    assert held.reason == "minimum interval: last completed 2026-11-30T11:00:00Z"
+    assert "next allowed at 2026-11-30T17:00:00Z (ConsolidationMinInterval 6:00:00)" in held.summary
+    ran = []
+
+    def body(ctx):
+        ran.append(ctx.force)
+        return PassReport(spec.name).finish("ran")
+
+    forced = replace(spec, body=body).run(offline_ctx(profile, options, force="operator"))
+    assert forced.status == "completed" and ran == ["operator"]
+    later = replace(spec, body=body).run(offline_ctx(profile, options, now=NOW + timedelta(hours=5)))
+    assert later.status == "completed" and ran == ["operator", None]
+
+
+# ------------------------------------------------------------------ one change-detection model
+def _memory(i, content):
+    return MemoryEntry(f"m{i}", content, "facts", (), 0.5, NOW, NOW, NOW)
+
+
+def _skill(name):
+    return Skill(name, name, f"How to {name} a thing, step by step.", created_at=NOW, updated_at=NOW)
+
+
+def _wisp(minutes_ago):
+    return WispExecutionEvent(
+        NOW - timedelta(minutes=minutes_ago), f"w{minutes_ago}", "deploy the site", success=False, failed_step="push"
+    )
+
+
+def _route(minutes_ago, outcome):
+    return TierRoutingEvent(NOW - timedelta(minutes=minutes_ago), "s1", "low", "chat", outcome)
+
+
+def _seed(profile, store, pass_name):
+    if pass_name == "memory_consolidation":
+        store.memories.put_many([_memory(1, "Lives in Lisbon."), _memory(2, "Plays the cello on Sundays.")])
+    elif pass_name == "skill_consolidation":
+        store.skills.put(_skill("alpha"))
+        store.skills.put(_skill("beta"))
+        append_event(profile, "skill-usage", SkillUsageEvent(NOW - timedelta(hours=2), "s1", "alpha"))
+    elif pass_name == "wisp_failure_analysis":
+        for minutes in (300, 200, 100):
+            append_event(profile, "wisp-executions", _wisp(minutes))
+    else:
+        append_event(profile, "tier-routing", _route(120, "failure"))
+
+
+def _move(profile, store, pass_name):
+    if pass_name == "memory_consolidation":
+        store.memories.put(_memory(3, "Adopted a cat named Io."))
+    elif pass_name == "skill_consolidation":
+        store.skills.put(_skill("gamma"))
+    elif pass_name == "wisp_failure_analysis":
+        append_event(profile, "wisp-executions", _wisp(5))
+    else:
+        append_event(profile, "tier-routing", _route(5, "success"))
+
+
+@pytest.mark.parametrize("pass_name", GATED_PASSES)
+def test_a_gated_pass_stamps_the_data_version_of_its_input_and_its_gate_compares_it(profile, store, pass_name):
+    spec = by_name(pass_name)
+    _seed(profile, store, pass_name)
+    first = spec.run(offline_ctx(profile))
+    assert first.status == "completed", first.reason
+    stamped = PassLedger(profile).get(pass_name).fingerprint
+    assert stamped == data_version(profile, spec.gate)
+    idle = gate_status(pass_name, profile, DreamOptions(), NOW + timedelta(hours=7))
+    assert idle.fingerprint == stamped and idle.decision.skip  # an idle agent: nothing requested, no model call
+    _move(profile, store, pass_name)
+    moved = gate_status(pass_name, profile, DreamOptions(), NOW + timedelta(hours=7))
+    assert not moved.decision.skip and moved.decision.reason == "input changed since the last run"
+    assert moved.fingerprint == data_version(profile, spec.gate) != stamped
