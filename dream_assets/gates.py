@@ -23,9 +23,6 @@ from dream_assets.store.ledger import GateDecision, PassLedger, gate
 #: The change-gated passes, in cycle order (one change-gate sensor each).
 GATED_PASSES: tuple[str, ...] = tuple(spec.name for spec in PASSES if spec.gate is not None)
 
-#: Gated pass -> the file its fingerprint reads.
-GATED_INPUTS = {name: (lambda profile, name=name: gate_input_path(name, profile)) for name in GATED_PASSES}
-
 
 def gated_specs() -> tuple[PassSpec, ...]:
     return tuple(spec for spec in PASSES if spec.gate is not None)
@@ -88,8 +85,3 @@ def min_interval_floor(pass_name: str, profile: AgentProfile, options: DreamOpti
     if spec.min_interval is None:
         return None
     return spec.floor(PassLedger(profile).get(pass_name), options, now)
-
-
-def consolidation_floor(profile: AgentProfile, options: DreamOptions, now: datetime) -> datetime | None:
-    """When consolidation is held back by ConsolidationMinInterval, the instant it is allowed again; else None."""
-    return min_interval_floor("memory_consolidation", profile, options, now)

@@ -215,6 +215,39 @@ def test_gate_sensor_for_a_time_window_ignores_events_ageing_out(root, demo, ins
     assert status.fingerprint == later.fingerprint
 
 
+def test_a_disabled_pass_gate_sensor_requests_nothing_and_reads_nothing(root, demo, instance):
+    from dream_assets.store.connection import close_all
+
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    sensor = _gate_sensor(build_definitions(deployment(root)), "skill_consolidation")
+    close_all()
+    demo.store_path.write_bytes(b"this is not a DuckDB database" * 100)
+    enabled = _tick(sensor, instance, root)
+    assert not enabled.run_requests  # enabled: the sensor reads the store, finds it unreadable and names it
+    assert "agent demo skipped" in enabled.skip_reason.skip_message
+    assert str(demo.store_path) in enabled.skip_reason.skip_message
+    (demo.root / "dream.toml").write_text("SkillConsolidationEnabled = false\n")
+    disabled = _tick(sensor, instance, root)
+    assert not disabled.run_requests  # disabled: nothing requested, and the store was never opened
+    assert disabled.skip_reason.skip_message == (
+        "skill_consolidation for demo: disabled (SkillConsolidationEnabled = false), never requested"
+    )
+
+
+def test_each_gated_pass_stamps_the_data_version_its_input_source_asset_shows(root, demo, instance):
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    assert run_cycle(defs, instance, "demo").success
+    assert defs.resolve_job_def("observe_inputs").execute_in_process(instance=instance).success
+    ledger = PassLedger(demo)
+    for spec in PASSES:
+        if spec.gate is None:
+            continue
+        rec = instance.get_latest_data_version_record(dg.AssetKey(spec.gate), is_source=True, partition_key="demo")
+        assert ledger.get(spec.name) is not None, spec.name
+        assert rec.asset_observation.data_version == ledger.get(spec.name).fingerprint, spec.name
+
+
 # ---------------------------------------------------------------- schedule and start-up
 def test_schedule_holds_consolidation_back_inside_the_minimum_interval(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import dagster as dg
 
 from dream_assets.defs.passes import dream_cycle
-from dream_assets.gates import GATED_INPUTS, GATED_PASSES, consolidation_floor, disabled_by, gate_status
+from dream_assets.gates import GATED_PASSES, disabled_by, gate_input_path, gate_status, min_interval_floor
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import AgentUnavailable, DreamDeployment, describe_problem
@@ -82,16 +82,21 @@ def cycle_request(deployment: DreamDeployment, agent: str, now: datetime, run_ke
         return loaded
     profile, options = loaded
     held: list[str] = []
-    try:
-        floor = consolidation_floor(profile, options, now)
-    except Exception as exc:  # noqa: BLE001 - an unreadable ledger costs this agent its tick, never the others'
-        return AgentVerdict(None, f"agent {agent} skipped — {describe_problem(exc, profile.ledger_path)}", broken=True)
-    if floor is not None:
-        held.append(
-            f"memory_consolidation held back until {iso(floor)} (ConsolidationMinInterval "
-            f"{options.ConsolidationMinInterval})"
-        )
-    selection = [a for a in CYCLE_ASSETS if not (floor is not None and a == "memory_consolidation")]
+    floored: set[str] = set()
+    for spec in PASSES:
+        if spec.min_interval is None:
+            continue
+        try:
+            floor = min_interval_floor(spec.name, profile, options, now)
+        except Exception as exc:  # noqa: BLE001 - an unreadable ledger costs this agent its tick, never the others'
+            problem = describe_problem(exc, profile.ledger_path)
+            return AgentVerdict(None, f"agent {agent} skipped — {problem}", broken=True)
+        if floor is not None:
+            floored.add(spec.name)
+            held.append(
+                f"{spec.name} held back until {iso(floor)} ({spec.min_interval} {getattr(options, spec.min_interval)})"
+            )
+    selection = [a for a in CYCLE_ASSETS if a not in floored]
     tags = {"dream/held_back": "; ".join(held)} if held else {}
     return AgentVerdict(
         dg.RunRequest(
@@ -271,7 +276,7 @@ def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: d
     try:
         status = gate_status(pass_name, profile, options, now)
     except Exception as exc:  # noqa: BLE001 - an unreadable input skips this agent, named, never the others
-        problem = describe_problem(exc, GATED_INPUTS[pass_name](profile))
+        problem = describe_problem(exc, gate_input_path(pass_name, profile))
         return AgentVerdict(None, f"agent {agent} skipped — {problem}", broken=True)
     if status.decision.skip:
         last = iso(status.last_run_at) if status.last_run_at else "never"

@@ -1,54 +1,33 @@
 """Observable source assets: what the agent writes. Each data version is the change-gate fingerprint of that input
-(content, never drifting statistics), so the lineage view shows exactly when an input moved."""
-
-from pathlib import Path
+(``input_fingerprints.data_version``: content, never drifting statistics) — the value a gated pass stamps in the
+ledger and its sensor compares — so the lineage view shows exactly when an input moved."""
 
 import dagster as dg
 
-from dream_assets.input_fingerprints import input_fingerprint
+from dream_assets.input_fingerprints import INPUT_ASSETS, LEDGER_INPUT, data_version, input_path
 from dream_assets.model import iso
 from dream_assets.orchestration.deployment import DreamDeployment, describe_problem
 from dream_assets.orchestration.metadata import label_metadata, stage_tags
 from dream_assets.orchestration.partitions import AGENTS, agents_partitions
-from dream_assets.profile import SESSION_LOGS, AgentProfile
+from dream_assets.profile import AgentProfile
 from dream_assets.store.ledger import PassLedger
 
-SOURCES: dict[str, tuple[str, str]] = {
-    # asset name -> (fingerprinted input, description: a short first line, then the file it reads)
-    "memory_corpus": ("memory_corpus", "The agent's long-term memories.\n\nLive entries in store.duckdb."),
-    "skill_catalog": ("skill_catalog", "The agent's skills.\n\nLive skills in store.duckdb."),
-    "conversation_log": (
-        "conversation",
-        "Conversation turns since the last preference pass.\n\n"
-        "conversation-log.jsonl, cleared by preference inference each cycle.",
-    ),
-    "feedback_log": ("feedback", "Corrections and session summaries.\n\nlogs/feedback/{sessionId}.jsonl."),
-    "skill_usage_log": (
-        "skill-usage",
-        "Which skills each session used.\n\nlogs/skill-usage/{sessionId}.jsonl.",
-    ),
-    "tool_call_log": (
-        "tool-call",
-        "Tool calls with success and errors.\n\nlogs/tool-call/{sessionId}.jsonl.",
-    ),
-    "skill_resource_usage_log": (
-        "skill-resource-usage",
-        "Resources each skill used.\n\nlogs/skill-resource-usage.jsonl.",
-    ),
-    "wisp_execution_log": (
-        "wisp-executions",
-        "Workflow (wisp) runs and failures.\n\nlogs/wisp-executions.jsonl.",
-    ),
-    "tier_routing_log": (
-        "tier-routing",
-        "Model tier chosen per task and its outcome.\n\nlogs/tier-routing.jsonl.",
-    ),
-    "dream_pass_ledger": (
-        "ledger",
-        "When each pass last completed, on which input.\n\n"
-        "dream-pass-ledger.json: per pass, the input fingerprint it last ran on and when "
-        "(the change gate's source of truth).",
-    ),
+#: Input source asset -> its description (a short first line, then the file it reads). Its data version is
+#: ``input_fingerprints.data_version``: the fingerprint a gated pass stamps and its sensor compares.
+DESCRIPTIONS: dict[str, str] = {
+    "memory_corpus": "The agent's long-term memories.\n\nLive entries in store.duckdb.",
+    "skill_catalog": "The agent's skills.\n\nLive skills in store.duckdb.",
+    "conversation_log": "Conversation turns since the last preference pass.\n\n"
+    "conversation-log.jsonl, cleared by preference inference each cycle.",
+    "feedback_log": "Corrections and session summaries.\n\nlogs/feedback/{sessionId}.jsonl.",
+    "skill_usage_log": "Which skills each session used.\n\nlogs/skill-usage/{sessionId}.jsonl.",
+    "tool_call_log": "Tool calls with success and errors.\n\nlogs/tool-call/{sessionId}.jsonl.",
+    "skill_resource_usage_log": "Resources each skill used.\n\nlogs/skill-resource-usage.jsonl.",
+    "wisp_execution_log": "Workflow (wisp) runs and failures.\n\nlogs/wisp-executions.jsonl.",
+    "tier_routing_log": "Model tier chosen per task and its outcome.\n\nlogs/tier-routing.jsonl.",
+    "dream_pass_ledger": "When each pass last completed, on which input.\n\n"
+    "dream-pass-ledger.json: per pass, the input fingerprint it last ran on and when (the change gate's source of "
+    "truth).",
 }
 
 
@@ -56,20 +35,7 @@ def _label(asset_name: str) -> str:
     return asset_name.replace("_", " ").capitalize()
 
 
-def input_path(profile: AgentProfile, what: str) -> Path:
-    """The file (or folder) an input's fingerprint reads, named when it cannot be read."""
-    if what in ("memory_corpus", "skill_catalog"):
-        return profile.store_path
-    if what == "ledger":
-        return profile.ledger_path
-    if what == "conversation":
-        return profile.conversation_log_path
-    if what in SESSION_LOGS:
-        return profile.session_log_dir(what)
-    return profile.single_log_path(what)
-
-
-def _observer(asset_name: str, what: str, description: str) -> dg.SourceAsset:
+def _observer(asset_name: str, description: str) -> dg.SourceAsset:
     @dg.observable_source_asset(
         name=asset_name,
         description=description,
@@ -95,15 +61,15 @@ def _observer(asset_name: str, what: str, description: str) -> dg.SourceAsset:
                 )
                 continue
             try:
-                versions[agent] = dg.DataVersion(input_fingerprint(profile, what))
-                if what == "ledger":
+                versions[agent] = dg.DataVersion(data_version(profile, asset_name))
+                if asset_name == LEDGER_INPUT:
                     context.log_event(
                         dg.AssetObservation(asset_key=asset_name, partition=agent, metadata=ledger_metadata(profile))
                     )
             except Exception as exc:  # noqa: BLE001 - one unreadable input never stops the other agents' observation
                 versions.pop(agent, None)
                 context.log.warning(
-                    f"{asset_name}: agent {agent} skipped — {describe_problem(exc, input_path(profile, what))}"
+                    f"{asset_name}: agent {agent} skipped — {describe_problem(exc, input_path(profile, asset_name))}"
                 )
         return dg.DataVersionsByPartition(versions)
 
@@ -125,11 +91,11 @@ def ledger_metadata(profile: AgentProfile) -> dict:
     return meta
 
 
-source_assets = [_observer(name, what, desc) for name, (what, desc) in SOURCES.items()]
+source_assets = [_observer(name, DESCRIPTIONS[name]) for name in INPUT_ASSETS]
 
 observe_inputs = dg.define_asset_job(
     "observe_inputs",
-    selection=dg.AssetSelection.assets(*SOURCES),
+    selection=dg.AssetSelection.assets(*INPUT_ASSETS),
     description="Observe every input's fingerprint (data version).",
 )
 observe_inputs_schedule = dg.ScheduleDefinition(
