@@ -32,9 +32,25 @@ def root(tmp_path):
     return tmp_path / "agents"
 
 
+#: Memories of the small demo: 0 keeps only the demo's hand-written entries (42: near-duplicate clusters,
+#: re-observations, look-alike moments, high-value and long-archived entries), enough for every pass to act on.
+SMALL_DEMO_MEMORIES = 0
+
+
 @pytest.fixture
 def demo(root) -> AgentProfile:
-    """The demo agent under ``root``, built at NOW."""
+    """The small demo agent under ``root``, built at NOW: every kind of entry, skill and log line the passes act on,
+    without the demo's bulk (for tests whose point is the wiring, not the volume)."""
+    from dream_assets.demo import build_demo_profile
+
+    profile = AgentProfile(root / "demo")
+    build_demo_profile(profile, NOW, n_memories=SMALL_DEMO_MEMORIES)
+    return profile
+
+
+@pytest.fixture
+def full_demo(root) -> AgentProfile:
+    """The demo agent at its full size (320 memories, as `make run` builds it) under ``root``, built at NOW."""
     from dream_assets.demo import build_demo_profile
 
     profile = AgentProfile(root / "demo")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from dream_assets.definitions import build_definitions
 from dream_assets.demo import build_demo_profile
@@ -20,12 +21,14 @@ from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.warehouse import read_day
+from dream_assets_tests.conftest import SMALL_DEMO_MEMORIES
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def deployment(root) -> DreamDeployment:
-    return DreamDeployment(profile_root=str(root))
+    """The deployment the tests run on; its clock (what sensors call now) is NOW, never the wall clock."""
+    return DreamDeployment(profile_root=str(root), now=NOW.isoformat())
 
 
 def run_cycle(defs, instance, agent, now=NOW, selection=None):
@@ -109,7 +112,8 @@ def test_definitions_snapshot(root):
 
 
 # ---------------------------------------------------------------- the cycle
-def test_full_cycle_materializes_every_pass_on_the_demo_agent(root, demo, instance):
+@pytest.mark.slow  # the full 320-memory demo, every pass
+def test_full_cycle_materializes_every_pass_on_the_demo_agent(root, full_demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
     result = run_cycle(defs, instance, "demo")
@@ -131,7 +135,7 @@ def test_full_cycle_materializes_every_pass_on_the_demo_agent(root, demo, instan
 
 def test_two_agents_keep_separate_ledgers(root, instance):
     for agent in ("alpha", "beta"):
-        build_demo_profile(AgentProfile(root / agent), NOW)
+        build_demo_profile(AgentProfile(root / agent), NOW, n_memories=SMALL_DEMO_MEMORIES)
     instance.add_dynamic_partitions(AGENTS, ["alpha", "beta"])
     defs = build_definitions(deployment(root))
     assert run_cycle(defs, instance, "alpha").success
@@ -167,10 +171,10 @@ def test_gate_sensor_requests_a_pass_never_run_and_skips_it_when_unchanged(root,
     assert len(first.run_requests) == 1
     req = first.run_requests[0]
     assert req.partition_key == "demo" and req.asset_selection == [dg.AssetKey("skill_consolidation")]
-    status = gate_status("skill_consolidation", demo, DreamOptions(), datetime.now(UTC))
+    status = gate_status("skill_consolidation", demo, DreamOptions(), NOW)
     assert status.fingerprint in req.run_key
     # the pass ran on this fingerprint (stamped now): unchanged -> skip, naming the pass and when it will be forced
-    PassLedger(demo).stamp("skill_consolidation", status.fingerprint, datetime.now(UTC))
+    PassLedger(demo).stamp("skill_consolidation", status.fingerprint, NOW)
     second = _tick(sensor, instance, root)
     assert not second.run_requests
     reason = second.skip_reason.skip_message
@@ -180,8 +184,8 @@ def test_gate_sensor_requests_a_pass_never_run_and_skips_it_when_unchanged(root,
 def test_gate_sensor_runs_when_the_input_changed(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
-    status = gate_status("skill_consolidation", demo, DreamOptions(), datetime.now(UTC))
-    PassLedger(demo).stamp("skill_consolidation", status.fingerprint, datetime.now(UTC))
+    status = gate_status("skill_consolidation", demo, DreamOptions(), NOW)
+    PassLedger(demo).stamp("skill_consolidation", status.fingerprint, NOW)
     store = open_store(demo)
     skill = store.skills.get("mcp/weather")
     store.skills.save(skill.with_(content=skill.content + " Include the UV index."), now=NOW)
@@ -193,8 +197,8 @@ def test_gate_sensor_runs_when_the_input_changed(root, demo, instance):
 def test_gate_sensor_forces_a_run_when_the_floor_elapsed(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
-    status = gate_status("skill_consolidation", demo, DreamOptions(), datetime.now(UTC))
-    PassLedger(demo).stamp("skill_consolidation", status.fingerprint, datetime.now(UTC) - timedelta(days=8))
+    status = gate_status("skill_consolidation", demo, DreamOptions(), NOW)
+    PassLedger(demo).stamp("skill_consolidation", status.fingerprint, NOW - timedelta(days=8))
     result = _tick(_gate_sensor(defs, "skill_consolidation"), instance, root)
     assert len(result.run_requests) == 1
     assert "DreamPassMaxSkipInterval elapsed" in result.run_requests[0].tags["dream/trigger"]
@@ -208,7 +212,7 @@ def test_gate_sensor_treats_a_corrupt_ledger_as_never_run(root, demo, instance):
 
 
 def test_gate_sensor_for_a_time_window_ignores_events_ageing_out(root, demo, instance):
-    now = datetime.now(UTC)
+    now = NOW
     status = gate_status("tier_routing_review", demo, DreamOptions(), now)
     later = gate_status("tier_routing_review", demo, DreamOptions(), now + timedelta(days=3))
     # three days later some events left the 14-day window, but the newest event is the same: unchanged
@@ -277,7 +281,7 @@ def test_startup_sensor_waits_for_the_initial_delay_then_launches_once(root, dem
     first = _tick(sensor, instance, root)
     assert not first.run_requests and "(InitialDelay)" in first.skip_reason.skip_message
     cursor = json.loads(first.cursor)
-    cursor["first_seen"] = (datetime.now(UTC) - timedelta(minutes=6)).isoformat()
+    cursor["first_seen"] = (NOW - timedelta(minutes=6)).isoformat()
     second = _tick(sensor, instance, root, cursor=json.dumps(cursor))
     assert len(second.run_requests) == 1 and second.run_requests[0].partition_key == "demo"
     third = _tick(sensor, instance, root, cursor=second.cursor)
@@ -286,7 +290,7 @@ def test_startup_sensor_waits_for_the_initial_delay_then_launches_once(root, dem
 
 def test_discovery_sensor_registers_new_agent_profiles(root, instance):
     for agent in ("alpha", "beta"):
-        build_demo_profile(AgentProfile(root / agent), NOW, with_logs=False)
+        build_demo_profile(AgentProfile(root / agent), NOW, n_memories=SMALL_DEMO_MEMORIES, with_logs=False)
     sensor = build_definitions(deployment(root)).get_sensor_def("agent_discovery_sensor")
     result = _tick(sensor, instance, root)
     assert result.dynamic_partitions_requests[0].partition_keys == ["alpha", "beta"]
