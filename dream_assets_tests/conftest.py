@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -37,15 +39,24 @@ def root(tmp_path):
 SMALL_DEMO_MEMORIES = 0
 
 
-@pytest.fixture
-def demo(root) -> AgentProfile:
-    """The small demo agent under ``root``, built at NOW: every kind of entry, skill and log line the passes act on,
-    without the demo's bulk (for tests whose point is the wiring, not the volume)."""
+@pytest.fixture(scope="session")
+def small_demo_template(tmp_path_factory) -> Path:
+    """The small demo's folder, built once per test session (its store closed); ``demo`` copies it."""
     from dream_assets.demo import build_demo_profile
+    from dream_assets.store.connection import close_all
 
-    profile = AgentProfile(root / "demo")
+    profile = AgentProfile(tmp_path_factory.mktemp("small-demo") / "demo")
     build_demo_profile(profile, NOW, n_memories=SMALL_DEMO_MEMORIES)
-    return profile
+    close_all()
+    return profile.root
+
+
+@pytest.fixture
+def demo(root, small_demo_template) -> AgentProfile:
+    """The small demo agent under ``root``, built at NOW: every kind of entry, skill and log line the passes act on,
+    without the demo's bulk (for tests whose point is the wiring, not the volume). Each test gets its own copy."""
+    shutil.copytree(small_demo_template, root / "demo")
+    return AgentProfile(root / "demo")
 
 
 @pytest.fixture
