@@ -18,7 +18,7 @@ override DAGSTER_HOME := $(abspath $(DAGSTER_HOME))
 export DAGSTER_HOME
 INSTANCE := $(DAGSTER_HOME)/dagster.yaml
 
-.PHONY: run test dev status backfill bench lint clean setup
+.PHONY: run test test-fast dev status backfill bench lint clean setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ run: $(STAMP) $(INSTANCE)
 ## Run the test suite.
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+## Run the tests not marked slow (browser, whole cycles on the full demo, fault runs), in under a minute.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
 
 ## Open the Dagster UI (webserver + daemon) on $(HOST):$(PORT) with the persistent instance. `exec` makes
 ## `dagster dev` make's own child, so the SIGTERM make forwards (and Ctrl-C) reach it and it stops its services.

@@ -69,12 +69,26 @@ def full_demo(root) -> AgentProfile:
     return profile
 
 
-@pytest.fixture
-def instance():
-    """A real, temporary Dagster instance."""
+@pytest.fixture(scope="session")
+def instance_template(tmp_path_factory) -> Path:
+    """The folder of a temporary Dagster instance whose SQLite storage is created once per test session."""
     import dagster as dg
 
-    with dg.instance_for_test() as inst:
+    path = tmp_path_factory.mktemp("dagster-instance")
+    with dg.instance_for_test(temp_dir=str(path)):
+        pass
+    return path
+
+
+@pytest.fixture
+def instance(tmp_path, instance_template):
+    """A real, temporary Dagster instance of its own (SQLite storage under tmp_path), copied from the session's
+    template: creating the storage schema is most of what a fresh instance costs."""
+    import dagster as dg
+
+    home = tmp_path / ".dagster-instance"
+    shutil.copytree(instance_template, home)
+    with dg.instance_for_test(temp_dir=str(home)) as inst:
         yield inst
 
 

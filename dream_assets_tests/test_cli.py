@@ -9,6 +9,7 @@ from dream_assets.store import open_store
 NOW = "2026-11-30T12:00:00Z"
 
 
+@pytest.mark.slow  # whole cycles on the full demo through `dream run`
 def test_run_creates_the_demo_runs_every_pass_and_a_second_run_calls_no_model(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.setenv("DREAM__ConsolidationMinInterval", "0")
@@ -35,6 +36,7 @@ def test_run_creates_the_demo_runs_every_pass_and_a_second_run_calls_no_model(tm
     assert "model calls this cycle: 0 answered (offline)" in second
 
 
+@pytest.mark.slow  # a whole cycle through `dream run`
 def test_undo_puts_a_cycle_back(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     profile = tmp_path / "agents" / "demo"
@@ -110,6 +112,7 @@ def _model_env(monkeypatch, base_url: str) -> None:
     monkeypatch.setenv("DREAM__LlmJsonMode", "off")
 
 
+@pytest.mark.slow  # a whole cycle against a dead endpoint
 def test_run_against_a_dead_endpoint_says_the_cycle_failed_and_why(tmp_path, capsys, monkeypatch):
     from dream_assets_tests.openai_server import refusing_base_url
 
@@ -137,6 +140,7 @@ def test_run_against_a_dead_endpoint_says_the_cycle_failed_and_why(tmp_path, cap
     assert "log_retention failed" not in last and "archive_purge failed" not in last
 
 
+@pytest.mark.slow  # a whole cycle through `dream run`
 def test_run_counts_answered_model_calls_apart_from_failed_ones(tmp_path, capsys, monkeypatch):
     import json
 
@@ -297,6 +301,7 @@ def test_run_force_refuses_an_unknown_pass_with_the_list(tmp_path, capsys):
     )
 
 
+@pytest.mark.slow  # whole cycles through `dream run`
 def test_run_force_calls_a_held_pass_once_and_the_next_plain_cycle_is_gated_again(tmp_path, capsys, monkeypatch):
     import json
 

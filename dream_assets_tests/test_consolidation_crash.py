@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from dream_assets.model import Skill
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -121,6 +123,7 @@ def _check_memory_store(root: Path, trial: int) -> None:
         store.close()
 
 
+@pytest.mark.slow  # a fault run: a process killed at every write
 def test_a_kill_at_any_write_of_a_consolidation_apply_leaves_whole_changes(tmp_path):
     base = tmp_path / "base"
     profile = AgentProfile(base).ensure()
@@ -193,6 +196,7 @@ def _check_skill_store(root: Path, trial: int, before: dict) -> None:
         store.close()
 
 
+@pytest.mark.slow  # a fault run: a process killed at every write
 def test_a_kill_at_any_write_of_a_skill_consolidation_apply_leaves_whole_changes(tmp_path):
     base = tmp_path / "base"
     profile = AgentProfile(base).ensure()

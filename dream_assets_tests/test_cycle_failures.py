@@ -71,6 +71,7 @@ def _run(defs, instance, agent="demo", selection=None, now=NOW):
 
 
 # ---------------------------------------------------------------- a failed pass is never green
+@pytest.mark.slow  # a whole cycle with a failing model call
 def test_a_failed_pass_fails_its_check_and_the_run_while_the_rest_of_the_cycle_runs(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root), model=ModelResource.with_backend(_fails_for("skill_gap_detection")))
@@ -96,6 +97,7 @@ def test_a_failed_pass_fails_its_check_and_the_run_while_the_rest_of_the_cycle_r
     assert "skill_gap_detection failed for agent demo" in message and "HTTP 503" in message
 
 
+@pytest.mark.slow  # runs with a failing model call
 def test_a_failed_pass_run_on_its_own_fails_its_run(root, demo, instance):
     """A change-gate sensor runs one pass alone: that pass is the last step and fails the run itself."""
     instance.add_dynamic_partitions(AGENTS, ["demo"])
@@ -108,6 +110,7 @@ def test_a_failed_pass_run_on_its_own_fails_its_run(root, demo, instance):
     assert "memory_consolidation failed for agent demo" in failure.event_specific_data.error.message
 
 
+@pytest.mark.slow  # a whole cycle
 def test_skipped_and_deferred_passes_stay_green_with_their_reason(root, demo, instance, monkeypatch):
     monkeypatch.setenv("DREAM__SkillGapEnabled", "false")
     monkeypatch.setenv("DREAM__BusyMaxWait", "0")
@@ -136,6 +139,7 @@ def _openai(options: DreamOptions, base_url: str) -> DreamOptions:
     )
 
 
+@pytest.mark.slow  # a fault run: a hanging endpoint's timeouts
 def test_a_hanging_endpoint_costs_one_pass_its_attempts_and_the_other_passes_nothing(demo):
     with OpenAITestServer(default=hang(3.0)) as server:
         options = _openai(DreamOptions(), server.base_url)
@@ -159,6 +163,7 @@ def test_a_hanging_endpoint_costs_one_pass_its_attempts_and_the_other_passes_not
         assert len(server.requests) == 3
 
 
+@pytest.mark.slow  # a whole cycle against a refused endpoint
 def test_a_refused_connection_fails_the_later_model_passes_without_calling(demo):
     with refusing_base_url() as url:
         reports = {
@@ -173,6 +178,7 @@ def test_a_refused_connection_fails_the_later_model_passes_without_calling(demo)
     assert reports["archive_purge"].status == "completed" and reports["log_retention"].status == "completed"
 
 
+@pytest.mark.slow  # a whole cycle against a dead endpoint
 def test_in_dagster_the_passes_of_one_run_share_the_dead_endpoint_verdict(root, demo, instance, monkeypatch):
     """Each pass is its own step with its own model client: the verdict crosses steps through the profile."""
     monkeypatch.setenv("DREAM__LlmMaxRetries", "1")

@@ -3,6 +3,7 @@ audit."""
 
 import json
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -133,6 +134,7 @@ def test_full_cycle_materializes_every_pass_on_the_demo_agent(root, full_demo, i
     assert checks and all(c.passed for c in checks)
 
 
+@pytest.mark.slow  # whole cycles of two agents
 def test_two_agents_keep_separate_ledgers(root, instance):
     for agent in ("alpha", "beta"):
         build_demo_profile(AgentProfile(root / agent), NOW, n_memories=SMALL_DEMO_MEMORIES)
@@ -238,6 +240,7 @@ def test_a_disabled_pass_gate_sensor_requests_nothing_and_reads_nothing(root, de
     )
 
 
+@pytest.mark.slow  # a whole cycle and an observation run
 def test_each_gated_pass_stamps_the_data_version_its_input_source_asset_shows(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
@@ -288,15 +291,16 @@ def test_startup_sensor_waits_for_the_initial_delay_then_launches_once(root, dem
     assert not third.run_requests and "already launched" in third.skip_reason.skip_message
 
 
-def test_discovery_sensor_registers_new_agent_profiles(root, instance):
+def test_discovery_sensor_registers_new_agent_profiles(root, instance, small_demo_template):
     for agent in ("alpha", "beta"):
-        build_demo_profile(AgentProfile(root / agent), NOW, n_memories=SMALL_DEMO_MEMORIES, with_logs=False)
+        shutil.copytree(small_demo_template, root / agent)
     sensor = build_definitions(deployment(root)).get_sensor_def("agent_discovery_sensor")
     result = _tick(sensor, instance, root)
     assert result.dynamic_partitions_requests[0].partition_keys == ["alpha", "beta"]
 
 
 # ---------------------------------------------------------------- backfills
+@pytest.mark.slow  # a backfill of five day partitions, twice
 def test_five_day_backfill_gives_five_idempotent_partitions(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
@@ -333,6 +337,7 @@ def test_five_day_backfill_gives_five_idempotent_partitions(root, demo, instance
 
 
 # ---------------------------------------------------------------- audit
+@pytest.mark.slow  # snapshots and audits over a whole cycle
 def test_audit_fails_on_a_hand_deleted_entry_and_passes_after_a_clean_cycle(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
@@ -361,6 +366,7 @@ def test_audit_fails_on_a_hand_deleted_entry_and_passes_after_a_clean_cycle(root
     assert len([ln for ln in demo.audit_trend_path.read_text().splitlines() if ln]) == 3
 
 
+@pytest.mark.slow  # snapshots and audits
 def test_audit_pauses_consolidation_on_hard_delete_when_opted_in(root, demo, instance, monkeypatch):
     monkeypatch.setenv("DREAM__AuditPauseOnHardDelete", "true")
     instance.add_dynamic_partitions(AGENTS, ["demo"])
@@ -375,6 +381,7 @@ def test_audit_pauses_consolidation_on_hard_delete_when_opted_in(root, demo, ins
     assert demo.consolidation_pause_path.exists()
 
 
+@pytest.mark.slow  # a whole cycle
 def test_after_a_cycle_the_sensors_agree_with_the_passes_that_nothing_is_due(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     assert run_cycle(build_definitions(deployment(root)), instance, "demo").success
@@ -384,6 +391,7 @@ def test_after_a_cycle_the_sensors_agree_with_the_passes_that_nothing_is_due(roo
         assert status.decision.skip, (pass_name, status.decision.reason)
 
 
+@pytest.mark.slow  # three observation runs
 def test_observing_the_inputs_records_content_fingerprints_as_data_versions(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
@@ -409,6 +417,7 @@ def test_observing_the_inputs_records_content_fingerprints_as_data_versions(root
 
 
 # ---------------------------------------------------------------- what each partition and pass shows
+@pytest.mark.slow  # a backfill of day partitions
 def test_each_log_warehouse_day_shows_that_days_rows_per_log_kind(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
@@ -440,6 +449,7 @@ def test_each_log_warehouse_day_shows_that_days_rows_per_log_kind(root, demo, in
     assert sum(totals) > 0 and len(set(totals)) > 1, totals  # per day, not one run-wide total repeated
 
 
+@pytest.mark.slow  # two whole cycles
 def test_a_skipped_pass_materializes_the_same_numeric_keys_as_when_it_completed(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))

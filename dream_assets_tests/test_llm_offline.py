@@ -194,6 +194,7 @@ _messy_text = st.one_of(_text, st.text(max_size=200))
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_messy_text, min_size=2, max_size=4))
+@pytest.mark.slow  # a property search over generated texts
 def test_a_merge_never_drops_a_source_sentence(texts: list[str]) -> None:
     merged = merge_keeping_every_sentence(texts)
     assert sentences_of(texts) <= sentences_of([merged])
@@ -207,6 +208,7 @@ def test_a_merge_never_drops_a_source_sentence(texts: list[str]) -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(_text, min_size=2, max_size=4))
+@pytest.mark.slow  # a property search over generated corpora
 def test_offline_consolidation_answers_keep_every_source_sentence(texts: list[str]) -> None:
     entries = [{"id": f"m{i}", "content": t, "category": "general", "tags": []} for i, t in enumerate(texts)]
     result = _call("memory_consolidation", {"entries": entries, "clusters": [[e["id"] for e in entries]]})

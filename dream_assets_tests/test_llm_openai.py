@@ -108,6 +108,7 @@ def test_retry_after_in_milliseconds_is_honoured(server: OpenAITestServer) -> No
     assert server.requests[1].at - server.requests[0].at >= 0.35
 
 
+@pytest.mark.slow  # retries with real back-off waits
 def test_5xx_is_retried_with_growing_back_off(server: OpenAITestServer) -> None:
     server.script(server_error(500), server_error(502), server_error(503), reply(ANSWER))
     client = _client(server)
@@ -138,6 +139,7 @@ def test_client_errors_are_not_retried_and_say_what_to_check(server: OpenAITestS
     assert len(server.requests) == 1
 
 
+@pytest.mark.slow  # waits out a timeout
 def test_a_slow_answer_past_the_timeout_is_retried(server: OpenAITestServer) -> None:
     server.script(slow(1.5, ANSWER), reply(ANSWER))
     client = _client(server, LlmTimeout=timedelta(seconds=0.5))
@@ -147,6 +149,7 @@ def test_a_slow_answer_past_the_timeout_is_retried(server: OpenAITestServer) -> 
     assert client.usage.records[0].attempts == 2
 
 
+@pytest.mark.slow  # waits out a timeout on every attempt
 def test_a_timeout_on_every_attempt_fails_the_call(server: OpenAITestServer) -> None:
     server.script(slow(1.0), slow(1.0))
     result = _client(server, LlmTimeout=timedelta(seconds=0.3), LlmMaxRetries=1).call(_request())
@@ -154,6 +157,7 @@ def test_a_timeout_on_every_attempt_fails_the_call(server: OpenAITestServer) -> 
     assert "within 0.3s (LlmTimeout)" in result.error
 
 
+@pytest.mark.slow  # retries with real back-off waits
 def test_truncated_and_non_json_bodies_are_retried(server: OpenAITestServer) -> None:
     server.script(truncated(), cut_json(), non_json(), reply(ANSWER))
     result = _client(server).call(_request())
@@ -275,6 +279,7 @@ def test_a_refused_connection_is_an_unreachable_endpoint() -> None:
     assert "connection to" in result.error and "gave up after 2 attempt(s)" in result.error
 
 
+@pytest.mark.slow  # waits out a hanging endpoint
 def test_a_hanging_endpoint_is_unreachable_after_its_attempts(server: OpenAITestServer) -> None:
     server.default = hang(2.0)
     result = _client(server, LlmTimeout=timedelta(seconds=0.3), LlmMaxRetries=1).call(_request())

@@ -2,6 +2,8 @@
 
 from datetime import timedelta
 
+import pytest
+
 from dream_assets.demo import build_demo_profile
 from dream_assets.log_analyses import read_analysis, run_analysis, sync_day_to_warehouse
 
@@ -14,6 +16,7 @@ def _warehouse_with_demo(profile, options):
         sync_day_to_warehouse(profile, (NOW - timedelta(days=d)).date(), NOW)
 
 
+@pytest.mark.slow  # every analysis on the full demo
 def test_history_for_a_past_day_matches_what_the_live_passes_would_say(profile, options):
     _warehouse_with_demo(profile, options)
     day = NOW.date()
@@ -30,6 +33,7 @@ def test_history_for_a_past_day_matches_what_the_live_passes_would_say(profile, 
     assert read_analysis(profile, "tier_routing_history", day) == list(tiers.values())
 
 
+@pytest.mark.slow  # every analysis on the full demo
 def test_a_day_before_any_activity_has_empty_results(profile, options):
     _warehouse_with_demo(profile, options)
     assert run_analysis(profile, options, "wisp_failure_history", (NOW - timedelta(days=200)).date()) == []

@@ -336,6 +336,7 @@ def _write_records(root: str, tag: str, count: int) -> None:
         append_event(profile, "tool-call", ToolCallEvent(ts, "live", f"{tag}-{i}", True))
 
 
+@pytest.mark.slow  # a fault run: concurrent writers during trims
 def test_writers_appending_during_trims_lose_no_line_and_leave_no_partial_line(profile: AgentProfile) -> None:
     count = 600
     ctx = multiprocessing.get_context("spawn")
@@ -413,6 +414,7 @@ def _age(path: Path, age: timedelta) -> None:
     os.utime(path, (stamp, stamp))
 
 
+@pytest.mark.slow  # a fault run: trims killed in a subprocess
 def test_temp_files_left_by_a_killed_trim_and_archive_are_swept_once_old(profile: AgentProfile) -> None:
     log = write_session(profile, "s1", 5)
     before = log.read_bytes()

@@ -94,6 +94,7 @@ def test_every_benchmark_the_readme_names_exists_and_runs_with_the_project_envir
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "benchmarks").glob("*.py")))
+@pytest.mark.slow  # every benchmark in a subprocess
 def test_every_benchmark_takes_quick_as_a_flag_and_no_file_names(script):
     result = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / script), "--help"],
@@ -110,6 +111,15 @@ def test_every_benchmark_takes_quick_as_a_flag_and_no_file_names(script):
 
 
 # ---------------------------------------------------------------- the instance the targets use
+def test_make_test_fast_runs_every_test_not_marked_slow_and_make_test_runs_them_all():
+    fast = make("-n", "test-fast")
+    assert fast.returncode == 0, fast.stderr
+    assert fast.stdout.strip().splitlines()[-1] == '.venv/bin/python -m pytest -m "not slow"'
+    full = make("-n", "test")
+    assert full.returncode == 0, full.stderr
+    assert full.stdout.strip().splitlines()[-1] == ".venv/bin/python -m pytest"
+
+
 def test_the_instance_is_configured_from_the_template_and_no_dagster_yaml_sits_in_the_working_directory(
     tmp_path,
 ):
@@ -123,6 +133,7 @@ def test_the_instance_is_configured_from_the_template_and_no_dagster_yaml_sits_i
         assert instance.get_settings("concurrency")["pools"]["default_limit"] == 1
 
 
+@pytest.mark.slow  # make in a subprocess on the full demo
 def test_make_status_prints_the_agents_counts_and_ledger(demo_profile, tmp_path):
     result = make("status", f"PROFILE={demo_profile.root}", f"DAGSTER_HOME={tmp_path / 'home'}")
     assert result.returncode == 0, result.stderr
@@ -163,6 +174,7 @@ def test_make_backfill_registers_the_agent_and_materializes_the_days_without_bet
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
 
 
+@pytest.mark.slow  # make in a subprocess
 def test_make_backfill_refuses_a_missing_profile_without_registering_it(tmp_path):
     home = tmp_path / "home"
     result = make(
@@ -191,6 +203,7 @@ def test_make_backfill_refuses_a_missing_profile_without_registering_it(tmp_path
         ),
     ],
 )
+@pytest.mark.slow  # make in a subprocess
 def test_backfill_names_the_argument_that_is_wrong(demo_profile, tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     assert backfill.main(["--profile", str(demo_profile.root), *args]) == 2

@@ -811,6 +811,7 @@ def test_undo_restores_the_corpus_exactly(run, store):
 
 
 # ----------------------------------------------------------------------------------------------- the demo agent
+@pytest.mark.slow  # two runs on the full demo
 def test_demo_agent_second_run_offers_the_model_nothing(tmp_path):
     from dream_assets.demo import build_demo_profile
     from dream_assets.profile import AgentProfile

@@ -252,6 +252,7 @@ def _writer(root: str, tag: str, n: int) -> None:
     st.close()
 
 
+@pytest.mark.slow  # two processes saving at once
 def test_two_processes_saving_at_once_lose_nothing(profile, options):
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(str(profile.root), tag, 40)) for tag in ("a", "b")]

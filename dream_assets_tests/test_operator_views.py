@@ -214,6 +214,7 @@ def test_report_of_the_first_cycle_lists_merges_purges_model_calls_and_the_undo_
     assert merges
 
 
+@pytest.mark.slow  # a whole cycle through `dream run`
 def test_dream_report_prints_the_last_cycle_and_a_cycle_run_through_the_cli_writes_it(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.setenv("DREAM__ConsolidationMinInterval", "0")

@@ -54,6 +54,7 @@ def _imports(path: Path) -> list[tuple[str, int]]:
     return found
 
 
+@pytest.mark.slow  # the dg CLI in a subprocess
 def test_dg_check_defs_passes(tmp_path: Path) -> None:
     """`dg check defs`, run from the project root with this environment's `dg`, loads every definition."""
     dg = Path(sys.executable).parent / "dg"
@@ -109,6 +110,7 @@ def test_defs_holds_only_definition_modules() -> None:
     assert not missing, f"defs modules without a @dg.definitions `defs`: {missing}"
 
 
+@pytest.mark.slow  # imports Dagster in a subprocess
 def test_importing_the_definitions_reads_no_environment(tmp_path: Path) -> None:
     """A broken DREAM__ variable does not break the import; it is reported when the definitions are loaded."""
     code = (

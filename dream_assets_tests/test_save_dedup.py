@@ -429,6 +429,7 @@ def _pair(draw: st.DrawFn) -> tuple[str, str, str, int | None]:
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_pair())
+@pytest.mark.slow  # a property search over every pair of saves
 def test_no_pair_of_saves_loses_a_specific(pair):
     kind, first, second, cap = pair
     options = DreamOptions() if cap is None else replace(DreamOptions(), MaxContentChars=cap)

@@ -139,6 +139,7 @@ def test_a_dead_endpoint_falls_back_to_the_lexical_measure_and_the_save_succeeds
     store.close()
 
 
+@pytest.mark.slow  # waits out a hanging endpoint
 def test_a_hanging_endpoint_delays_one_save_by_one_timeout_then_is_left_alone_for_a_while(profile, server):
     server.script(*[hang(5.0)] * 4)
     store = open_store(

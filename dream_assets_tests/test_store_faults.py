@@ -107,6 +107,7 @@ _HOLDER = """
 """
 
 
+@pytest.mark.slow  # a fault run: waits out a busy store
 def test_a_store_kept_busy_past_the_wait_limit_fails_the_pass_retried_next_cycle(profile):
     open_store(profile).memories.counts()
     close_all()
@@ -143,6 +144,7 @@ def test_only_the_pass_s_own_lock_means_another_run_is_in_progress(profile):
     assert report.status == "skipped" and "another run of this pass is in progress" in report.reason
 
 
+@pytest.mark.slow  # a fault run: waits out a held lock
 def test_a_program_holding_the_file_outside_the_lock_protocol_is_waited_for_then_busy(profile):
     open_store(profile).memories.counts()
     close_all()
@@ -210,6 +212,7 @@ _AGENT = """
 """
 
 
+@pytest.mark.slow  # a fault run: a writer saving 20 times a second
 def test_an_agent_saving_twenty_times_a_second_does_not_starve_a_pass(profile):
     open_store(profile).memories.counts()
     close_all()
@@ -240,6 +243,7 @@ def test_an_agent_saving_twenty_times_a_second_does_not_starve_a_pass(profile):
     assert open_store(profile).memories.counts()["live"] == 1 + len(latencies) + 6
 
 
+@pytest.mark.slow  # a fault run: processes contending for the store
 def test_a_holder_gives_the_file_up_for_a_live_waiter_but_ignores_markers_of_dead_processes(profile):
     conn = StoreConnection(profile.store_path, profile.store_lock_path, linger_s=5, tick_s=0.01)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -236,6 +236,7 @@ def test_overlap_sees_through_framing_inflection_and_word_order():
     assert overlap_similarity("Jon is a banker.", "Jon met a banker in Paris at a long dinner with Gina.") < 0.75
 
 
+@pytest.mark.slow  # a property search against a brute-force join
 def test_overlap_pairs_match_a_brute_force_join():
     import random
     from collections import Counter

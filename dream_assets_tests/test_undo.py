@@ -156,6 +156,7 @@ _CRASHING_UNDO = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("step", ["undo:put-back", "undo:target-done"])
+@pytest.mark.slow  # a fault run: an undo killed at each step
 def test_an_undo_killed_half_way_is_finished_by_running_it_again_without_force(cycled, step):
     profile, before = cycled
     done = subprocess.run(

@@ -481,6 +481,7 @@ def _render(record: tuple) -> str:
 
 @settings(max_examples=40, deadline=None)
 @given(records=st.lists(_records, min_size=1, max_size=25))
+@pytest.mark.slow  # a property search over many line sets
 def test_bulk_reading_equals_reading_each_line_alone_for_any_line(records: list[tuple]) -> None:
     lines = [_render(r) for r in records]
     with tempfile.TemporaryDirectory() as tmp:
