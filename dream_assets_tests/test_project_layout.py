@@ -94,6 +94,47 @@ def test_no_module_imports_one_above_its_layer() -> None:
     assert not problems, "\n".join(problems)
 
 
+def _module_level_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules this file imports when it is imported (its top-level import statements)."""
+    found = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    return found
+
+
+def test_no_import_cycle_among_module_level_imports() -> None:
+    """Importing any module never comes back to a module still being imported."""
+    modules = _modules()
+    graph = {m: _module_level_imports(p, modules) - {m} for m, p in modules.items()}
+    done: set[str] = set()
+
+    def visit(module: str, stack: list[str]) -> list[str] | None:
+        if module in stack:
+            return [*stack[stack.index(module) :], module]
+        if module in done:
+            return None
+        for target in sorted(graph[module]):
+            cycle = visit(target, [*stack, module])
+            if cycle:
+                return cycle
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        cycle = visit(module, [])
+        assert cycle is None, " -> ".join(cycle)
+
+
 def test_defs_holds_only_definition_modules() -> None:
     """Every module of dream_assets/defs assembles its area with @dg.definitions."""
     import importlib
