@@ -28,7 +28,13 @@ def build_definitions(
         cycle_close.defs(),
         daily_partitions.defs(),
         automation.automation_definitions(options),
-        dg.Definitions(resources={"deployment": deployment or DreamDeployment(), "model": model or ModelResource()}),
+        dg.Definitions(
+            resources={"deployment": deployment or DreamDeployment(), "model": model or ModelResource()},
+            # One process per run, not per step: a step process pays an import of Dagster and the project, which
+            # made a daemon-launched cycle cost 20x the same passes in-process. Pools and per-pass failure
+            # reporting work the same (docs/deployment.md).
+            executor=dg.in_process_executor,
+        ),
     )
 
 

@@ -8,6 +8,9 @@ never makes a pass skip forever); the minimum-interval rule is the spec's own (`
 
 from __future__ import annotations
 
+import hashlib
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -48,6 +51,32 @@ def gate_fingerprint(pass_name: str, profile: AgentProfile) -> str:
     if spec.gate is None:
         raise KeyError(f"pass {pass_name!r} has no change gate; gated passes: {', '.join(GATED_PASSES)}")
     return data_version(profile, spec.gate)
+
+
+def gate_signature(pass_name: str, profile: AgentProfile, extra: Iterable[Path] = ()) -> str:
+    """A cheap signature of every file the gate decision of ``pass_name`` reads: its input (a store with its
+    write-ahead log), the ledger, the agent's options file, and ``extra`` (the deployment's options file). It costs a
+    few ``stat`` calls and no read. While it is unchanged, so is the decision, except for what time alone changes
+    (the maximum skip interval, a minimum-interval floor): a sensor may skip an agent whose signature did not move
+    until then, so a tick's cost grows with what changed, not with the fleet."""
+    path = gate_input_path(pass_name, profile)
+    paths = [path, profile.ledger_path, profile.options_path, *extra]
+    if path == profile.store_path:
+        paths.append(path.with_name(path.name + ".wal"))
+    parts = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            parts.append(f"{p}:absent")
+            continue
+        parts.append(f"{p}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+        if os.path.isdir(p):  # a folder of session logs: an append changes a file's stat, not the folder's
+            with os.scandir(p) as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    est = entry.stat()
+                    parts.append(f"{entry.name}:{est.st_ino}:{est.st_size}:{est.st_mtime_ns}")
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=10).hexdigest()
 
 
 @dataclass(frozen=True)

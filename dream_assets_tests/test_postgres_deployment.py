@@ -146,7 +146,7 @@ def test_the_daemon_registers_every_agent_and_launches_its_cycle_through_the_que
     env = {
         **os.environ,
         "DREAM__ProfileRoot": str(root),
-        "DREAM__InitialDelay": "0s",
+        "DREAM__InitialDelay": "0",
         "DREAM_LOG_LEVEL": "WARNING",
     }
     daemon = subprocess.Popen(

@@ -9,15 +9,24 @@ resource (``DreamDeployment.now``, the wall clock by default); the schedule from
 
 import json
 import os
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import dagster as dg
 
 from dream_assets.defs.passes import dream_cycle
-from dream_assets.gates import GATED_PASSES, disabled_by, gate_input_path, gate_status, min_interval_floor
-from dream_assets.model import iso
+from dream_assets.gates import (
+    GATED_PASSES,
+    disabled_by,
+    gate_input_path,
+    gate_signature,
+    gate_status,
+    min_interval_floor,
+)
+from dream_assets.model import iso, parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import AgentUnavailable, DreamDeployment, describe_problem
 from dream_assets.orchestration.partitions import AGENTS, agents_partitions
@@ -54,6 +63,9 @@ class AgentVerdict(NamedTuple):
     request: dg.RunRequest | None
     note: str
     broken: bool = False
+    #: When a skip can turn into a request by time alone (the maximum skip interval, a minimum-interval floor); None
+    #: when only a change of the agent's files can (for a gate sensor: its input, the ledger, the options file).
+    recheck_at: datetime | None = None
 
 
 def _log(context: Any, verdict: AgentVerdict) -> None:
@@ -175,9 +187,16 @@ def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, lis
                 skip_reason=dg.SkipReason(f"start-up cycle due at {iso(due)} (InitialDelay)"),
                 cursor=json.dumps(cursor),
             )
-        requests, notes = _cycle_requests(
-            context, deployment, _agents(context), now, lambda agent: f"startup:{boot}:{agent}"
-        )
+        agents = _agents(context)
+        if not agents:  # a fresh instance: the discovery sensor has not registered the agents yet
+            return dg.SensorResult(
+                skip_reason=dg.SkipReason(
+                    f"no agent registered yet under {deployment.root()}; the start-up cycle waits for "
+                    "agent_discovery_sensor"
+                ),
+                cursor=json.dumps(cursor),
+            )
+        requests, notes = _cycle_requests(context, deployment, agents, now, lambda agent: f"startup:{boot}:{agent}")
         cursor["launched"] = True
         if not requests:
             return dg.SensorResult(
@@ -242,20 +261,80 @@ def _gate_sensor(pass_name: str, dream_cycle: Any) -> dg.SensorDefinition:
     )
     def _sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment):
         now = deployment.clock()
-        requests, reasons = [], []
+        started = time.monotonic()
+        seen = _gate_cursor(context.cursor)
+        extra = [Path(deployment.options_file)] if deployment.options_file else []
+        requests, reasons, unchanged, deferred = [], [], 0, 0
+        kept: dict[str, list] = {}
         for agent in _agents(context):
+            before = _signature(pass_name, deployment, agent, extra)
+            last = seen.get(agent)
+            if before is not None and last is not None and last[0] == before and _not_due(last[1], now):
+                kept[agent] = last
+                unchanged += 1
+                continue
+            if time.monotonic() - started > GATE_TICK_BUDGET_S:
+                deferred += 1  # evaluated by the next tick; what was evaluated stays in the cursor
+                continue
             verdict = gate_request(deployment, pass_name, agent, now)
             if verdict.broken:
                 context.log.warning(verdict.note)
             if verdict.request is not None:
                 requests.append(verdict.request)
-            else:
-                reasons.append(verdict.note)
+                continue
+            reasons.append(verdict.note)
+            # remembered only when nothing moved while it was decided, and only for a decision that is not broken
+            if not verdict.broken and before is not None and before == _signature(pass_name, deployment, agent, extra):
+                kept[agent] = [before, iso(verdict.recheck_at) if verdict.recheck_at else None]
+        cursor = json.dumps({"v": 1, "agents": kept}, separators=(",", ":"))
         if requests:
-            return dg.SensorResult(run_requests=requests)
-        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(reasons) or "no agent profiles registered"))
+            return dg.SensorResult(run_requests=requests, cursor=cursor)
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason(_gate_summary(reasons, unchanged, deferred) or "no agent profiles registered"),
+            cursor=cursor,
+        )
 
     return _sensor
+
+
+#: A gate sensor stops deciding agents whose files moved after this many seconds of a tick; the rest are decided by
+#: the next tick (Dagster's sensor timeout is 60 s; a fleet that just started has every agent to decide once).
+GATE_TICK_BUDGET_S = 8.0
+#: Notes shown in a skipped tick, at most (a fleet of 1,000 agents would otherwise write 1,000).
+GATE_NOTES_SHOWN = 20
+
+
+def _gate_cursor(raw: str | None) -> dict[str, list]:
+    """Per agent: [signature of the files its gate reads, when time alone can change the decision], from the last
+    tick that decided it. A cursor that cannot be read is an empty one (every agent is decided again)."""
+    try:
+        value = json.loads(raw) if raw else {}
+        agents = value.get("agents", {}) if isinstance(value, dict) and value.get("v") == 1 else {}
+        return {a: v for a, v in agents.items() if isinstance(v, list) and len(v) == 2}
+    except (ValueError, AttributeError):
+        return {}
+
+
+def _signature(pass_name: str, deployment: DreamDeployment, agent: str, extra: list[Path]) -> str | None:
+    try:
+        return gate_signature(pass_name, deployment.profile(agent), extra)
+    except (OSError, ValueError):  # an unreadable folder or a bad id: decided (and named) by gate_request
+        return None
+
+
+def _not_due(recheck_at: str | None, now: datetime) -> bool:
+    return recheck_at is None or now < parse_ts(recheck_at)
+
+
+def _gate_summary(reasons: list[str], unchanged: int, deferred: int) -> str:
+    shown = reasons[:GATE_NOTES_SHOWN]
+    if len(reasons) > len(shown):
+        shown.append(f"… and {len(reasons) - len(shown)} more agent(s) skipped")
+    if unchanged:
+        shown.append(f"{unchanged} agent(s) unchanged since their last decision (inputs, ledger and options untouched)")
+    if deferred:
+        shown.append(f"{deferred} agent(s) left for the next tick (time budget {GATE_TICK_BUDGET_S:.0f} s)")
+    return "; ".join(shown)
 
 
 def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: datetime) -> AgentVerdict:
@@ -283,7 +362,9 @@ def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: d
         forced = iso(status.decision.next_forced_at) if status.decision.next_forced_at else "never"
         when = "" if forced in status.decision.reason else f"; next forced {forced}"
         return AgentVerdict(
-            None, f"{pass_name} for {agent}: skipped — {status.decision.reason} (last ran {last}{when})"
+            None,
+            f"{pass_name} for {agent}: skipped — {status.decision.reason} (last ran {last}{when})",
+            recheck_at=status.decision.next_forced_at,
         )
     return AgentVerdict(
         dg.RunRequest(

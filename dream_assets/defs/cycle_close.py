@@ -31,7 +31,7 @@ from dream_assets.store.snapshots import prune_snapshots, take_snapshot
     "`dream report` prints.",
 )
 def corpus_snapshot(context: dg.AssetExecutionContext, deployment: DreamDeployment) -> Iterator[dg.MaterializeResult]:
-    profile = deployment.profile(context.partition_key)
+    profile = deployment.run_profile(context.partition_key)
     options = deployment.options(profile)
     now = run_now(context)
     store = open_store(profile, options)
@@ -84,7 +84,7 @@ AUDIT_CHECKS = {
     ],
 )
 def memory_audit(context: dg.AssetExecutionContext, deployment: DreamDeployment) -> dg.MaterializeResult:
-    profile = deployment.profile(context.partition_key)
+    profile = deployment.run_profile(context.partition_key)
     options = deployment.options(profile)
     result = run_audit(profile, options, run_now(context))
     warn = dg.AssetCheckSeverity.WARN

@@ -47,7 +47,7 @@ def log_warehouse(context: dg.AssetExecutionContext, deployment: DreamDeployment
     """Each (agent, day) partition gets its own metadata: that day's rows per log kind, and what this run added."""
     now = run_now(context)
     for key, (agent, day) in zip(context.partition_keys, _keys(context), strict=True):
-        profile = deployment.profile(agent)
+        profile = deployment.run_profile(agent)
         added = sync_day_to_warehouse(profile, day, now)
         rows = day_rows(profile, day)
         context.add_asset_metadata(
@@ -98,7 +98,7 @@ def _history_asset(name: str, label: str, description: str) -> dg.AssetsDefiniti
         rows_total = 0
         preview = ""
         for agent, day in _keys(context):
-            profile = deployment.profile(agent)
+            profile = deployment.run_profile(agent)
             rows = run_analysis(profile, deployment.options(profile), name, day)
             rows_total += len(rows)
             context.log.info(f"{name} {agent} {day}: {len(rows)} row(s) for the window ending {day} 24:00 UTC")

@@ -13,7 +13,7 @@ from dream_assets.orchestration.metadata import label_metadata, report_metadata,
 from dream_assets.orchestration.partitions import agents_partitions
 from dream_assets.orchestration.pass_checks import COMPLETED_CHECK, completed_check, fail_run_if_passes_failed
 from dream_assets.orchestration.resources import ModelResource
-from dream_assets.orchestration.run_tags import forced_reason
+from dream_assets.orchestration.run_tags import USES_MODEL_TAG, forced_reason
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, PassSpec
 
@@ -42,7 +42,7 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, deployment: DreamDeployment, model: ModelResource
     ) -> Iterator[dg.MaterializeResult]:
         agent = context.partition_key
-        profile = deployment.profile(agent)
+        profile = deployment.run_profile(agent)
         options = deployment.options(profile)
         ctx = PassContext(
             profile,
@@ -74,6 +74,7 @@ dream_cycle = dg.define_asset_job(
     partitions_def=agents_partitions,
     description="One dream cycle for one agent: every pass in the specification's order. When a pass fails, the "
     "other passes still run and the run fails at its last step, naming the failed passes.",
+    tags={USES_MODEL_TAG: "true"},
 )
 
 

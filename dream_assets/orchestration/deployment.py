@@ -1,6 +1,7 @@
 """The deployment resource: where agent profiles live, how options are read, and the clock of a run."""
 
 import os
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,6 +43,23 @@ class DreamDeployment(dg.ConfigurableResource):
 
     def profile(self, agent_id: str) -> AgentProfile:
         return AgentProfile(self.root() / validate_agent_id(agent_id))
+
+    def run_profile(self, agent_id: str) -> AgentProfile:
+        """The profile a run acts on, which must exist on the machine running it: a run that cannot see it fails at
+        once, naming the path and the machine, instead of creating an empty profile there (runs on other machines
+        need the profile root at the same path: docs/deployment.md)."""
+        profile = self.profile(agent_id)
+        if not holds_profile(profile.root):
+            raise dg.Failure(
+                description=(
+                    f"agent {agent_id}: no profile at {profile.root} on {socket.gethostname()}; every machine that "
+                    f"runs passes must see the profile root {self.root()} at the same path (a shared filesystem "
+                    "with working POSIX locks, or one profile root per worker pool — docs/deployment.md); set it "
+                    "with DREAM__ProfileRoot or the deployment resource's profile_root"
+                ),
+                allow_retries=False,
+            )
+        return profile
 
     def options(self, profile: AgentProfile) -> DreamOptions:
         return DreamOptions.load(env=os.environ, toml_path=self.options_file or None, profile_toml=profile.options_path)

@@ -8,6 +8,9 @@ from dream_assets.passes.registry import PASSES
 FORCE_TAG = "dream/force"
 #: Run tag: why they were forced (recorded in the pass ledger); default: "run tag dream/force".
 FORCE_REASON_TAG = "dream/force_reason"
+#: Run tag on every run that may call the model: the fleet instance limits how many such runs are in progress at once
+#: (deploy/dagster-postgres.yaml), on top of the ``llm`` pool that limits the calls themselves.
+USES_MODEL_TAG = "dream/uses_model"
 
 
 class UnknownPass(ValueError):
