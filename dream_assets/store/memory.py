@@ -123,6 +123,12 @@ def _add_to_fingerprint(conn: duckdb.DuckDBPyConnection, count: int, h1: int, h2
     )
 
 
+def _rows_by_id(conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The rows of ``ids`` (archived ones too: a filter on another column next to the id list makes DuckDB scan the
+    whole table, ten times slower at a million rows, so callers drop archived rows themselves)."""
+    return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
+
+
 def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
     """Tags are a set: trimmed, de-duplicated, sorted (so the corpus fingerprint does not see their order)."""
     return tuple(sorted({str(t).strip() for t in tags if str(t).strip()}))
@@ -521,15 +527,14 @@ class MemoryStore:
             hits = [cid for cid, _ in self._idx.bm25.search(tokens, limit=SAVE_EMBEDDING_CANDIDATES)] if tokens else []
             rows = (
                 conn.execute(
-                    "SELECT id, content FROM memories WHERE archived_at IS NULL AND id IN "
-                    "(SELECT unnest(?::VARCHAR[]))",
+                    "SELECT id, content, archived_at FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))",
                     [hits],
                 ).fetchall()
                 if hits
                 else []
             )
         order = {cid: i for i, cid in enumerate(hits)}
-        docs = sorted(((str(r[0]), str(r[1])) for r in rows), key=lambda d: order[d[0]])
+        docs = sorted(((str(r[0]), str(r[1])) for r in rows if r[2] is None), key=lambda d: order[d[0]])
         if not docs:
             return _SaveMeasure(sims={})
         if self._conn.in_transaction and index.missing([content, *(text for _, text in docs)]):
@@ -556,11 +561,8 @@ class MemoryStore:
         ids = sorted(self._idx.exact.get((category, exact_key(content)), ()))
         if not ids:
             return []
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE archived_at IS NULL AND id IN ({', '.join('?' * len(ids))})",
-            ids,
-        ).fetchall()
-        return sorted(map(_row_to_entry, rows), key=lambda e: (e.created_at, e.id))
+        live = (e for e in map(_row_to_entry, _rows_by_id(conn, ids)) if not e.is_archived)
+        return sorted(live, key=lambda e: (e.created_at, e.id))
 
     def _oldest_exact(
         self, conn: duckdb.DuckDBPyConnection, content: str, category: str, meta: Mapping[str, str]
@@ -658,10 +660,7 @@ class MemoryStore:
         if not close:
             return []
         sims = dict(close)
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE archived_at IS NULL AND id IN ({', '.join('?' * len(sims))})",
-            list(sims),
-        ).fetchall()
+        rows = _rows_by_id(conn, list(sims))
         # Distinct real-world moments (spec: Pass 1 "What the LLM does"): different subject times are not duplicates.
         incoming_subject = {
             k: v for k, v in meta.items() if k in ("subjectTime", "subjectTimeStart", "subjectTimeEnd") and v
@@ -669,7 +668,7 @@ class MemoryStore:
         found = [
             (e, sims[e.id])
             for e in map(_row_to_entry, rows)
-            if not (incoming_subject and e.subject_time and incoming_subject != e.subject_time)
+            if not e.is_archived and not (incoming_subject and e.subject_time and incoming_subject != e.subject_time)
         ]
         return sorted(found, key=lambda m: (-m[1], m[0].created_at, m[0].id))
 
