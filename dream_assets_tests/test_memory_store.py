@@ -189,6 +189,186 @@ def test_fingerprint_is_unambiguous_at_field_boundaries(profile, tmp_path, optio
     assert a.memories.fingerprint() != b.memories.fingerprint()
 
 
+def test_the_kept_fingerprint_equals_a_full_recompute_after_every_kind_of_write(store):
+    m = store.memories
+    seen = {m.fingerprint()}
+
+    def step(changes: bool) -> None:
+        fp = m.fingerprint()
+        assert fp == m.recomputed_fingerprint()
+        assert (fp not in seen) == changes
+        seen.add(fp)
+
+    a = m.save("Zoë's café serves ☕ at 7:00 — naïve résumé.", category="places/ünï", tags=["café"], now=NOW).entry
+    step(True)
+    b = m.save("The user's sister lives in Kraków.", now=NOW).entry
+    step(True)
+    m.put_many(
+        [
+            MemoryEntry(
+                id=f"bulk-{i}",
+                content=f"Bulk fact {i} with emoji 🚀 number {i * 3}",
+                category="bulk",
+                tags=("t",),
+                importance=0.5,
+                created_at=NOW,
+                updated_at=NOW,
+                last_seen_at=NOW,
+                archived_at=NOW if i % 2 else None,
+            )
+            for i in range(6)
+        ]
+    )
+    step(True)
+    m.reinforce(a.id, now=NOW + timedelta(days=1))
+    m.set_importance({a.id: 0.2, b.id: 0.9}, now=NOW + timedelta(days=2))
+    m.set_metadata({a.id: {"note": "x"}})
+    m.save("Zoë's café serves ☕ at 7:00 — naïve résumé.", category="places/ünï", now=NOW + timedelta(days=3))
+    step(False)
+    m.update(a.id, tags=["café", "morning"], now=NOW)
+    step(True)
+    m.update(b.id, category="people/family", now=NOW)
+    step(True)
+    m.update(b.id, content="The user's sister lives in Kraków, Poland.", now=NOW)
+    step(True)
+    m.archive(b.id, now=NOW)
+    step(True)
+    m.restore(b.id, now=NOW)
+    assert m.fingerprint() == m.recomputed_fingerprint()
+    m.archive(b.id, now=NOW)
+    m.purge([b.id, "bulk-1"], now=NOW)
+    assert m.fingerprint() == m.recomputed_fingerprint()
+    m.replace(m.get("bulk-3").with_(archived_at=None))
+    step(True)
+
+
+def test_undoing_a_cycle_puts_the_fingerprint_back(store):
+    m = store.memories
+    kept = m.save("The user's dentist is Dr. Okafor in Accra.", now=NOW).entry
+    gone = m.save("Project Nimbus moved its standup to 10:15.", now=NOW).entry
+    before = m.fingerprint()
+    later = NOW + timedelta(hours=1)
+    with store.transaction():
+        edited = m.update(kept.id, content="The user's dentist is Dr. Okafor in Accra, Ghana.", now=later)
+        store.changes.record(
+            cycle_id="c1",
+            pass_name="memory_consolidation",
+            kind="updated",
+            target_type="memory",
+            target_id=kept.id,
+            before=kept,
+            after=edited,
+            reason="merge",
+            now=later,
+        )
+        archived = m.archive(gone.id, now=later)
+        store.changes.record(
+            cycle_id="c1",
+            pass_name="memory_consolidation",
+            kind="archived",
+            target_type="memory",
+            target_id=gone.id,
+            before=gone,
+            after=archived,
+            reason="merge",
+            now=later,
+        )
+    assert m.fingerprint() != before
+    store.changes.undo_cycle("c1", now=later + timedelta(minutes=5))
+    assert m.fingerprint() == before == m.recomputed_fingerprint()
+
+
+def test_a_rolled_back_write_leaves_the_fingerprint_as_it_was(store):
+    a = store.memories.save("Fact one about Paris.", now=NOW).entry
+    before = store.memories.fingerprint()
+    with pytest.raises(RuntimeError):
+        with store.transaction():
+            store.memories.update(a.id, content="Fact one about Lyon.", now=NOW)
+            store.memories.save("Fact two about Rome.", now=NOW)
+            raise RuntimeError("the pass failed")
+    assert store.memories.fingerprint() == before == store.memories.recomputed_fingerprint()
+
+
+def _die_inside_a_write(root: str, entry_id: str) -> None:
+    import os
+
+    from dream_assets.options import DreamOptions
+    from dream_assets.profile import AgentProfile
+
+    st = open_store(AgentProfile(root), DreamOptions())
+    with st.transaction():
+        st.memories.update(entry_id, content="Fact one about Lyon.", now=NOW)
+        st.memories.save("Fact three about Oslo.", now=NOW)
+        os._exit(3)
+
+
+def test_a_process_killed_inside_a_write_leaves_a_fingerprint_that_matches_the_rows(profile, options):
+    st = open_store(profile, options)
+    a = st.memories.save("Fact one about Paris.", now=NOW).entry
+    before = st.memories.fingerprint()
+    st.close()
+    ctx = mp.get_context("spawn")
+    p = ctx.Process(target=_die_inside_a_write, args=(str(profile.root), a.id))
+    p.start()
+    p.join(120)
+    assert p.exitcode == 3
+    st = open_store(profile, options)
+    assert [e.content for e in st.memories.list_live()] == ["Fact one about Paris."]
+    assert st.memories.fingerprint() == before == st.memories.recomputed_fingerprint()
+    st.close()
+
+
+def test_a_store_written_by_an_older_version_gets_its_fingerprint_on_open(profile, options):
+    import duckdb
+
+    from dream_assets.store.connection import close_all
+
+    st = open_store(profile, options)
+    a = st.memories.save("Fact one about Paris.", now=NOW).entry
+    st.memories.save("Fact two about Rome.", now=NOW)
+    before = st.memories.fingerprint()
+    st.close()
+    close_all()
+    with duckdb.connect(str(profile.store_path)) as raw:  # written by a version without the kept fingerprint
+        raw.execute("DROP TABLE memory_fingerprint")
+        raw.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        raw.execute("UPDATE memories SET content = 'Fact one about Lyon.' WHERE id = ?", [a.id])
+    st = open_store(profile, options)
+    assert st.memories.fingerprint() == st.memories.recomputed_fingerprint() != before
+    st.memories.update(a.id, content="Fact one about Paris.", now=NOW)
+    assert st.memories.fingerprint() == before
+    st.close()
+
+
+def test_reading_the_fingerprint_does_not_scan_the_corpus(store):
+    store.memories.put_many(
+        [
+            MemoryEntry(
+                id=f"m{i}",
+                content=f"Fact number {i} about topic {i * 7}",
+                category="c",
+                tags=("t",),
+                importance=0.5,
+                created_at=NOW,
+                updated_at=NOW,
+                last_seen_at=NOW,
+            )
+            for i in range(50_000)
+        ]
+    )
+    import time
+
+    store.memories.fingerprint()
+    t = time.perf_counter()
+    kept = [store.memories.fingerprint() for _ in range(20)]
+    kept_s = time.perf_counter() - t
+    t = time.perf_counter()
+    full = store.memories.recomputed_fingerprint()
+    full_s = time.perf_counter() - t
+    assert set(kept) == {full}
+    assert kept_s / 20 < full_s / 5
+
+
 def test_duplicate_clusters_use_options(store):
     texts = [
         "The user's favourite colour is teal.",

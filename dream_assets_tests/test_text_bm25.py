@@ -238,3 +238,56 @@ def test_queries_with_very_common_terms_rank_exactly_like_full_scoring(
         assert [d for d, _ in got] == [d for _, d in expected]
         assert [s for _, s in got] == pytest.approx([-s for s, _ in expected], rel=1e-5)
     assert any(pruned)
+
+
+class _NoLength:
+    """An exclude container without a length: the index then scores every posting (no pruning)."""
+
+    def __contains__(self, item: object) -> bool:
+        return False
+
+
+def test_pruned_top_k_equals_full_scoring_on_a_random_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dream_assets.text import bm25
+
+    pruned = []
+    real_settled = bm25._settled
+
+    def spy(*args: object) -> object:
+        result = real_settled(*args)  # type: ignore[arg-type]
+        pruned.append(result is not None)
+        return result
+
+    monkeypatch.setattr(bm25, "_settled", spy)
+    rng = random.Random(15)
+    common = ["user", "note", "project", "meeting"]
+    vocabulary = [f"w{i}" for i in range(400)]
+    weights = [1.0 / (i + 1) for i in range(len(vocabulary))]  # Zipf-like: a few frequent words, a long tail
+    index = Bm25Index()
+    for i in range(6000):
+        words = rng.sample(common, rng.randint(1, 3)) + rng.choices(vocabulary, weights, k=rng.randint(1, 8))
+        index.add(f"d{i:05d}", words * rng.choice((1, 1, 2)))
+    for i in rng.sample(range(6000), 1500):  # dead slots until compaction, and re-added documents
+        index.remove(f"d{i:05d}")
+        if i % 3 == 0:
+            index.add(f"d{i:05d}", rng.choices(vocabulary, k=4) + ["user"])
+    for _ in range(150):
+        query = rng.sample(common, rng.randint(1, 3)) + rng.choices(vocabulary, weights, k=rng.randint(1, 5))
+        limit = rng.choice((1, 5, 10, 20))
+        exclude = set(rng.sample([f"d{i:05d}" for i in range(6000)], rng.choice((0, 3))))
+        full = index.search(query, limit=limit + len(exclude), exclude=_NoLength())
+        expected = [(d, s) for d, s in full if d not in exclude][:limit]
+        assert index.search(query, limit=limit, exclude=exclude) == expected
+    assert sum(pruned) >= 50
+
+
+@given(st.integers(1, 200_000), st.integers(1, 60), st.sampled_from([3, 50, 10_000]), st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_kth_largest_matches_sorting(size: int, k: int, distinct: int, seed: int) -> None:
+    import numpy as np
+
+    from dream_assets.text.bm25 import _kth_largest
+
+    k = min(k, size)
+    values = np.random.default_rng(seed).integers(0, distinct, size).astype(np.float64) / 7.0  # ties, and few
+    assert _kth_largest(values, k) == np.sort(values)[size - k]

@@ -19,6 +19,7 @@ the lexical measure without trying, so a dead endpoint delays at most one save p
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import Counter
@@ -35,7 +36,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
-from dream_assets.store.schema import ensure_schema, from_db, to_db
+from dream_assets.store.schema import FINGERPRINT_MODULUS, ensure_schema, fingerprint_sums_sql, from_db, to_db
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.framing import without_frame_dates
 from dream_assets.text.similarity import (
@@ -97,6 +98,35 @@ def _row_to_entry(row: Sequence[Any]) -> MemoryEntry:
         metadata=json.loads(row[9]),
         archived_at=from_db(row[10]),
     )
+
+
+def _fingerprint_part(entry: MemoryEntry) -> tuple[int, int, int]:
+    """What a live entry adds to the corpus fingerprint sums (store/schema.py ``ROW_HASH_SQL``, computed here): 1 and
+    the two 64-bit halves of its hash; nothing for an archived entry."""
+    if entry.archived_at is not None:
+        return 0, 0, 0
+    fields = (entry.id, entry.content, entry.category, json.dumps(list(entry.tags)))
+    text = "|".join(f"{len(f.encode())}:{f}" for f in fields)
+    digest = hashlib.sha256(text.encode()).digest()
+    return 1, int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:16], "big")
+
+
+def _add_to_fingerprint(conn: duckdb.DuckDBPyConnection, count: int, h1: int, h2: int) -> None:
+    """Adds (or, negative, subtracts) a change to the stored fingerprint sums, in the caller's transaction."""
+    if not (count or h1 or h2):
+        return
+    m = FINGERPRINT_MODULUS
+    conn.execute(
+        f"UPDATE memory_fingerprint SET live = live + ?, h1 = ((h1::HUGEINT + ?::HUGEINT) % {m})::UBIGINT, "
+        f"h2 = ((h2::HUGEINT + ?::HUGEINT) % {m})::UBIGINT",
+        [count, h1 % m, h2 % m],
+    )
+
+
+def _rows_by_id(conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The rows of ``ids`` (archived ones too: a filter on another column next to the id list makes DuckDB scan the
+    whole table, ten times slower at a million rows, so callers drop archived rows themselves)."""
+    return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
 
 
 def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
@@ -347,17 +377,18 @@ class MemoryStore:
 
     def fingerprint(self) -> str:
         """Order-independent hash of the live corpus: id, content, category and tags only (not importance, not
-        timestamps,
-        not reinforcement), each field length-prefixed so field boundaries are unambiguous (spec: "The change gate")."""
+        timestamps, not reinforcement), each field length-prefixed so field boundaries are unambiguous (spec: "The
+        change gate"). Every write keeps it up to date in its own transaction (store/schema.py), so reading it costs
+        one row whatever the corpus size."""
         with self._conn.session() as conn:
-            row = conn.execute(
-                """SELECT count(*), coalesce(sha256(string_agg(h, ',' ORDER BY h)), '') FROM (
-                       SELECT sha256(concat(length(id), ':', id, '|', length(content), ':', content, '|',
-                                            length(category), ':', category, '|', length(tags), ':', tags)) AS h
-                       FROM memories WHERE archived_at IS NULL)"""
-            ).fetchone()
-        n, digest = row  # type: ignore[misc]
-        return f"memories:{n}:{digest}"
+            n, h1, h2 = conn.execute("SELECT live, h1, h2 FROM memory_fingerprint").fetchone()  # type: ignore[misc]
+        return f"memories:{n}:{h1:016x}{h2:016x}"
+
+    def recomputed_fingerprint(self) -> str:
+        """The fingerprint computed from every live row (what ``fingerprint`` must equal; for audits and tests)."""
+        with self._conn.session() as conn:
+            n, h1, h2 = conn.execute(fingerprint_sums_sql("memories")).fetchone()  # type: ignore[misc]
+        return f"memories:{n}:{int(h1):016x}{int(h2):016x}"
 
     def similarity_measure(self) -> tuple[str, float, float]:
         """The lexical measure and its thresholds (clustering, save time) as the options configure them: the overlap
@@ -496,15 +527,14 @@ class MemoryStore:
             hits = [cid for cid, _ in self._idx.bm25.search(tokens, limit=SAVE_EMBEDDING_CANDIDATES)] if tokens else []
             rows = (
                 conn.execute(
-                    "SELECT id, content FROM memories WHERE archived_at IS NULL AND id IN "
-                    "(SELECT unnest(?::VARCHAR[]))",
+                    "SELECT id, content, archived_at FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))",
                     [hits],
                 ).fetchall()
                 if hits
                 else []
             )
         order = {cid: i for i, cid in enumerate(hits)}
-        docs = sorted(((str(r[0]), str(r[1])) for r in rows), key=lambda d: order[d[0]])
+        docs = sorted(((str(r[0]), str(r[1])) for r in rows if r[2] is None), key=lambda d: order[d[0]])
         if not docs:
             return _SaveMeasure(sims={})
         if self._conn.in_transaction and index.missing([content, *(text for _, text in docs)]):
@@ -531,11 +561,8 @@ class MemoryStore:
         ids = sorted(self._idx.exact.get((category, exact_key(content)), ()))
         if not ids:
             return []
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE archived_at IS NULL AND id IN ({', '.join('?' * len(ids))})",
-            ids,
-        ).fetchall()
-        return sorted(map(_row_to_entry, rows), key=lambda e: (e.created_at, e.id))
+        live = (e for e in map(_row_to_entry, _rows_by_id(conn, ids)) if not e.is_archived)
+        return sorted(live, key=lambda e: (e.created_at, e.id))
 
     def _oldest_exact(
         self, conn: duckdb.DuckDBPyConnection, content: str, category: str, meta: Mapping[str, str]
@@ -578,7 +605,7 @@ class MemoryStore:
             reinforcement_count=existing.reinforcement_count + 1,
             metadata={**meta, **existing.metadata},
         )
-        self._write(conn, updated, bump=new_tags != existing.tags)
+        self._write(conn, updated, bump=new_tags != existing.tags, before=existing)
         return SaveResult(
             "reinforced",
             updated,
@@ -633,10 +660,7 @@ class MemoryStore:
         if not close:
             return []
         sims = dict(close)
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE archived_at IS NULL AND id IN ({', '.join('?' * len(sims))})",
-            list(sims),
-        ).fetchall()
+        rows = _rows_by_id(conn, list(sims))
         # Distinct real-world moments (spec: Pass 1 "What the LLM does"): different subject times are not duplicates.
         incoming_subject = {
             k: v for k, v in meta.items() if k in ("subjectTime", "subjectTimeStart", "subjectTimeEnd") and v
@@ -644,7 +668,7 @@ class MemoryStore:
         found = [
             (e, sims[e.id])
             for e in map(_row_to_entry, rows)
-            if not (incoming_subject and e.subject_time and incoming_subject != e.subject_time)
+            if not e.is_archived and not (incoming_subject and e.subject_time and incoming_subject != e.subject_time)
         ]
         return sorted(found, key=lambda m: (-m[1], m[0].created_at, m[0].id))
 
@@ -690,7 +714,9 @@ class MemoryStore:
             reinforcement_count=existing.reinforcement_count + 1,
             metadata={**meta, **existing.metadata},
         )
-        self._write(conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags))
+        self._write(
+            conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags), before=existing
+        )
         action = "extended" if new_content != existing.content else "reinforced"
         return SaveResult(action, updated, matched_id=existing.id, similarity=similarity, reason=decision.reason), None
 
@@ -729,6 +755,8 @@ class MemoryStore:
             conn.register("_incoming", table)
             try:
                 conn.execute(f"INSERT INTO memories SELECT {_COLUMNS}, seq FROM _incoming")
+                added = conn.execute(fingerprint_sums_sql("_incoming")).fetchall()[0]
+                _add_to_fingerprint(conn, *(int(v) for v in added))
             finally:
                 conn.unregister("_incoming")
             if self._idx.ready:
@@ -760,12 +788,21 @@ class MemoryStore:
             )
         except duckdb.ConstraintException as exc:
             raise ContentError(f"a memory with id {entry.id!r} already exists") from exc
+        _add_to_fingerprint(conn, *_fingerprint_part(entry))
         if entry.archived_at is None and self._idx.ready:
             self._idx.add(entry.id, entry.content, entry.category, entry.tags)
         self._idx.mark_synced(seq)
 
-    def _write(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, bump: bool = True) -> None:
-        """Overwrite every field of an existing row. ``bump`` when searchable fields or the archive state changed."""
+    def _write(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        entry: MemoryEntry,
+        *,
+        bump: bool = True,
+        before: MemoryEntry | None = None,
+    ) -> None:
+        """Overwrite every field of an existing row. ``bump`` when searchable fields or the archive state changed;
+        ``before``: the row as it is stored (read here when not given and ``bump``)."""
         params = [
             entry.content,
             entry.category,
@@ -783,8 +820,12 @@ class MemoryStore:
             "last_seen_at = ?, reinforcement_count = ?, metadata = ?, archived_at = ?"
         )
         if bump:
+            if before is None:
+                before = self._require(conn, entry.id)
             seq = self._next_seq(conn)
             conn.execute(sql + ", seq = ? WHERE id = ?", [*params, seq, entry.id])
+            old, new = _fingerprint_part(before), _fingerprint_part(entry)
+            _add_to_fingerprint(conn, new[0] - old[0], new[1] - old[1], new[2] - old[2])
             if self._idx.ready:
                 if entry.archived_at is None:
                     self._idx.add(entry.id, entry.content, entry.category, entry.tags)
@@ -805,7 +846,7 @@ class MemoryStore:
                 entry.tags,
                 entry.archived_at,
             )
-            self._write(conn, entry, bump=bump)
+            self._write(conn, entry, bump=bump, before=current)
         return entry
 
     def _require(self, conn: duckdb.DuckDBPyConnection, entry_id: str) -> MemoryEntry:
@@ -836,7 +877,7 @@ class MemoryStore:
                 cur.metadata if metadata is None else metadata,
             )
             new = cur.with_(content=c, category=cat, tags=tg, importance=imp, metadata=meta, updated_at=utc(now))
-            self._write(conn, new, bump=(c, cat, tg) != (cur.content, cur.category, cur.tags))
+            self._write(conn, new, bump=(c, cat, tg) != (cur.content, cur.category, cur.tags), before=cur)
         return new
 
     def reinforce(self, entry_id: str, *, now: datetime) -> MemoryEntry:
@@ -863,7 +904,7 @@ class MemoryStore:
             new = (
                 cur.with_(archived_at=archived_at) if archived_at else cur.with_(archived_at=None, updated_at=utc(now))
             )
-            self._write(conn, new, bump=True)
+            self._write(conn, new, bump=True, before=cur)
         return new
 
     def purge(self, entry_ids: Iterable[str], *, now: datetime) -> list[MemoryEntry]:
@@ -884,6 +925,8 @@ class MemoryStore:
                     [eid, to_db(utc(now)), to_db(entry.archived_at), entry.content, seq],
                 )
                 conn.execute("DELETE FROM memories WHERE id = ?", [eid])
+                gone = _fingerprint_part(entry)
+                _add_to_fingerprint(conn, -gone[0], -gone[1], -gone[2])
                 self._idx.remove(eid)
                 self._idx.mark_synced(seq)
                 purged.append(entry)

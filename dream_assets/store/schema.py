@@ -2,7 +2,14 @@
 
 A store written by an older version is upgraded in place when it is opened: every statement of ``DDL`` is
 idempotent (``IF NOT EXISTS``), so an upgrade runs them all in one transaction and records the new version.
-Version history: 1 the first schema; 2 adds ``embeddings`` (vectors cached per content hash and model).
+Version history: 1 the first schema; 2 adds ``embeddings`` (vectors cached per content hash and model); 3 adds
+``memory_fingerprint``, the live corpus fingerprint kept up to date by every write (computed from the rows once when
+an older store is upgraded).
+
+The corpus fingerprint is an order-independent sum: each live memory contributes the sha256 of its length-prefixed
+id, content, category and tags (``ROW_HASH_SQL``; lengths in UTF-8 bytes), read as two 64-bit numbers, and the
+table holds their sums modulo 2**64 and the live count. A write adds the new row's part and subtracts the old one in
+the same transaction, so the sum matches the rows after a rollback or a crash as well.
 """
 
 from __future__ import annotations
@@ -13,7 +20,17 @@ import duckdb
 
 from dream_assets.store.connection import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: Per-row hash of the corpus fingerprint, over the columns of ``memories`` (or a relation with the same names).
+ROW_HASH_SQL = (
+    "sha256(concat(strlen(id), ':', id, '|', strlen(content), ':', content, '|', "
+    "strlen(category), ':', category, '|', strlen(tags), ':', tags))"
+)
+#: The two 64-bit halves of a row hash and the modulus of their sums.
+_HALVES_SQL = (
+    "('0x' || substr({h}, 1, 16))::UBIGINT::HUGEINT AS h1, ('0x' || substr({h}, 17, 16))::UBIGINT::HUGEINT AS h2"
+)
+FINGERPRINT_MODULUS = 2**64
 
 DDL = [
     "CREATE SEQUENCE IF NOT EXISTS row_seq START 1",
@@ -71,7 +88,24 @@ DDL = [
         created_at TIMESTAMP NOT NULL,      -- UTC
         PRIMARY KEY (content_hash, model)
     )""",
+    # Version 3. One row: the live count and the two sums of the live rows' hashes (see the module docstring).
+    "CREATE TABLE IF NOT EXISTS memory_fingerprint (live BIGINT NOT NULL, h1 UBIGINT NOT NULL, h2 UBIGINT NOT NULL)",
 ]
+
+
+def fingerprint_sums_sql(relation: str, where: str = "archived_at IS NULL") -> str:
+    """SELECT count, sum of h1, sum of h2 (each modulo 2**64) of the rows of ``relation`` matching ``where``."""
+    halves = _HALVES_SQL.format(h="h")
+    return (
+        f"SELECT count(*), coalesce(sum(h1) % {FINGERPRINT_MODULUS}, 0), coalesce(sum(h2) % {FINGERPRINT_MODULUS}, 0) "
+        f"FROM (SELECT {halves} FROM (SELECT {ROW_HASH_SQL} AS h FROM {relation} WHERE {where}))"
+    )
+
+
+def recompute_fingerprint(conn: duckdb.DuckDBPyConnection) -> None:
+    """Rebuild the stored corpus fingerprint from the rows (an upgrade, or a store written by an older version)."""
+    conn.execute("DELETE FROM memory_fingerprint")
+    conn.execute(f"INSERT INTO memory_fingerprint {fingerprint_sums_sql('memories')}")
 
 
 def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
@@ -91,6 +125,7 @@ def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute("BEGIN TRANSACTION")
     for stmt in DDL:
         conn.execute(stmt)
+    recompute_fingerprint(conn)
     conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
     conn.execute("COMMIT")
 

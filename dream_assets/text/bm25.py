@@ -8,6 +8,13 @@ Layout. Each document gets an integer slot. A term's postings are two append-onl
 vectorised operations however long its postings are. Removing a document only clears its slot's
 ``alive`` flag and adjusts the statistics; dead postings are dropped in one compaction once they
 outnumber live documents, which keeps remove O(tokens) amortised.
+
+Top-k search is MaxScore: query terms are scored rarest first, and as soon as the k-th best score so
+far is out of reach for a document holding only the remaining (common) terms, only the documents that
+can still reach it are scored further. Each term's reach is bounded by its idf, its highest term
+frequency and its shortest document (kept per term on first use and updated as documents are added;
+a removal leaves it a valid, looser bound), so the bound is close to what a document can really gain.
+Pruning never changes the result: the same documents, scores and order as scoring every posting.
 """
 
 from __future__ import annotations
@@ -26,14 +33,40 @@ B = 0.75
 _PRUNE_MIN_DF = 2048
 
 
+_SAMPLE = 2048
+
+
+def _kth_largest(values: np.ndarray, k: int) -> float:
+    """The ``k``-th largest of ``values`` (1 <= k <= size). A full partition costs ~9 ns an element, so a large array
+    is first cut by a threshold read off a strided sample, one cheap comparison pass, to the few above it."""
+    size = values.size
+    if size > 8 * _SAMPLE and k * 64 < size:
+        step = size // _SAMPLE
+        sample = values[::step]
+        # Enough of the sample (about 4k / the sampled fraction) that the cut keeps at least k values.
+        rank = min(sample.size, 8 + (4 * k * sample.size) // size)
+        cut = np.partition(sample, sample.size - rank)[sample.size - rank]
+        above = values[values >= cut]
+        if above.size >= k:
+            values, size = above, above.size
+    return float(np.partition(values, size - k)[size - k])
+
+
 def _settled(scores: np.ndarray, want: int, rest_bound: float) -> np.ndarray | None:
-    """The scored documents, if their top ``want`` can no longer be reached by any unscored one."""
-    scored = np.flatnonzero(scores > 0.0)
-    if scored.size < want:
+    """The documents that can still reach the ``want`` best when every other one is out of their reach.
+
+    ``scores`` are partial (the terms scored so far) and only grow; a document gains at most ``rest_bound`` from
+    the terms left. Once at least ``want`` documents already score above ``rest_bound``, their ``want``-th best is
+    a floor for the final ``want``-th best that no unscored document can reach, and a scored one only stays in if
+    its score plus ``rest_bound`` reaches that floor. None when pruning is not possible yet.
+    """
+    # The slack absorbs float32 rounding in the contributions the float64 bounds are compared against.
+    slack = rest_bound * 1e-6 + 1e-9
+    above = np.flatnonzero(scores > rest_bound + slack)
+    if above.size < want:
         return None
-    kth = np.partition(scores[scored], scored.size - want)[scored.size - want]
-    # The margin absorbs float32 rounding in the contributions the bound is compared against.
-    return scored if kth > rest_bound * (1.0 + 1e-6) else None
+    floor = _kth_largest(scores[above], want)
+    return np.flatnonzero(scores >= floor - rest_bound - slack * 2 - floor * 1e-6)
 
 
 class Bm25Index:
@@ -59,6 +92,8 @@ class Bm25Index:
             self._total_length = 0
             self._dead = 0
             self._norm_cache: np.ndarray | None = None
+            # term -> (highest tf, shortest document length) over its postings: the MaxScore bound's inputs.
+            self._reach: dict[str, tuple[float, float]] = {}
 
     def add(self, doc_id: str, tokens: Sequence[str]) -> None:
         """Index ``tokens`` under ``doc_id``, replacing whatever that id held before."""
@@ -76,6 +111,7 @@ class Bm25Index:
             self._total_length += length
             postings = self._postings
             df = self._df
+            reach = self._reach
             for term, tf in counts.items():
                 entry = postings.get(term)
                 if entry is None:
@@ -83,6 +119,9 @@ class Bm25Index:
                 entry[0].append(slot)
                 entry[1].append(float(tf))
                 df[term] = df.get(term, 0) + 1
+                known = reach.get(term)
+                if known is not None and (tf > known[0] or length < known[1]):
+                    reach[term] = (max(known[0], float(tf)), min(known[1], float(length)))
             self._maybe_compact()
 
     def remove(self, doc_id: str) -> None:
@@ -111,6 +150,7 @@ class Bm25Index:
             else:
                 del df[term]
                 del self._postings[term]  # every posting of the term was this slot's or already dead
+                self._reach.pop(term, None)
         self._terms_of[slot] = ()
         self._dead += 1
 
@@ -137,6 +177,7 @@ class Bm25Index:
         self._alive = array("b", b"\x01" * len(self._id_of))
         self._dead = 0
         self._norm_cache = None
+        self._reach = {}
 
     # ----------------------------------------------------------------- statistics
 
@@ -218,24 +259,41 @@ class Bm25Index:
             alive = np.frombuffer(self._alive, dtype=np.int8) if self._dead else None
             tf_scale = np.float32(self.k1 + 1.0)
             idfs = [math.log(1.0 + (n - df + 0.5) / (df + 0.5)) for df, _, _ in present]
-            # No document can gain more than idf * (k1 + 1) from one term: bound[i] caps terms i..end.
-            bound = np.cumsum([idf * (self.k1 + 1.0) for idf in idfs][::-1])[::-1].tolist()
             want = limit + len(exclude) if hasattr(exclude, "__len__") else None  # type: ignore[arg-type]
+            bound: list[float] = []
+            if want is not None and len(present) > 1 and present[-1][0] > _PRUNE_MIN_DF:
+                # What a document can gain from terms i..end at most: bound[i].
+                avgdl = self._total_length / n
+                reach = [
+                    idf * self._term_reach(term, slots_arr, tf_arr, avgdl)
+                    for idf, (_, term, (slots_arr, tf_arr)) in zip(idfs, present, strict=True)
+                ]
+                bound = np.cumsum(reach[::-1])[::-1].tolist()
+            # Postings of terms i..end: pruning costs two passes over every slot, so it is only worth trying when
+            # the postings it may skip are many times that (a common term is left).
+            left = np.cumsum([df for df, _, _ in present][::-1])[::-1].tolist()
             candidates: np.ndarray | None = None
             for i, (df, _, (slots_arr, tf_arr)) in enumerate(present):
                 idf = np.float32(idfs[i])
                 slots = np.frombuffer(slots_arr, dtype=np.int32)
                 tf = np.frombuffer(tf_arr, dtype=np.float32)
-                if candidates is None and want is not None and i and df > _PRUNE_MIN_DF:
-                    candidates = _settled(scores, want, bound[i])
-                if candidates is None:
+                if (
+                    candidates is None
+                    and bound
+                    and i
+                    and df > _PRUNE_MIN_DF
+                    and left[i] * 4 > norm.size
+                    and bound[0] - bound[i] > bound[i]  # else no document can have left the others behind yet
+                ):
+                    candidates = _settled(scores, want, bound[i])  # type: ignore[arg-type]
+                if candidates is None or candidates.size * 8 >= slots.size:
+                    # Every posting (cheaper than looking candidates up when they are many; the others no longer
+                    # matter).
                     contribution = idf * (tf * tf_scale) / (tf + norm[slots])
                     if alive is not None:  # dead slots keep postings until compaction
                         contribution *= alive[slots]
                     scores[slots] += contribution
                 else:
-                    # MaxScore: the top `want` are already out of reach for documents that only
-                    # have the remaining common terms, so only score those terms for candidates.
                     # Postings are slot-ordered, so a binary search finds each candidate's tf.
                     pos = np.minimum(np.searchsorted(slots, candidates), slots.size - 1)
                     hit = slots[pos] == candidates
@@ -246,6 +304,18 @@ class Bm25Index:
             if candidates is None:
                 candidates = np.flatnonzero(scores > 0.0)
             return self._top(candidates, scores, limit, exclude)
+
+    def _term_reach(self, term: str, slots_arr: array, tf_arr: array, avgdl: float) -> float:
+        """The most one occurrence set of ``term`` adds to a document's score, per unit of idf."""
+        known = self._reach.get(term)
+        if known is None:
+            slots = np.frombuffer(slots_arr, dtype=np.int32)
+            tfs = np.frombuffer(tf_arr, dtype=np.float32)
+            lengths = np.frombuffer(self._length, dtype=np.float32)
+            known = self._reach[term] = (float(tfs.max()), float(lengths[slots].min()))
+            del slots, tfs, lengths
+        top_tf, shortest = known
+        return top_tf * (self.k1 + 1.0) / (top_tf + self.k1 * (1.0 - self.b + self.b * shortest / avgdl))
 
     def _length_norm(self) -> np.ndarray:
         """k1 * (1 - b + b * |d| / avgdl) per slot, cached until the next add or remove."""
@@ -259,7 +329,8 @@ class Bm25Index:
     def _top(
         self, candidates: np.ndarray, scores: np.ndarray, limit: int, exclude: Container[str]
     ) -> list[tuple[str, float]]:
-        """Best-first selection without sorting every candidate: partition, then order the few."""
+        """Best-first selection without sorting every candidate: partition, then order the few (a group of equal
+        scores by id, so only the ids of the tied are compared)."""
         id_of = self._id_of
         want = limit + (len(exclude) if hasattr(exclude, "__len__") else 0)  # type: ignore[arg-type]
         while True:
@@ -267,17 +338,19 @@ class Bm25Index:
                 chosen = candidates
             else:
                 cand_scores = scores[candidates]
-                kth = np.partition(cand_scores, len(candidates) - want)[len(candidates) - want]
+                kth = _kth_largest(cand_scores, want)
                 # Everything tied with the cut-off comes along so ties break by id, not by position.
                 chosen = candidates[cand_scores >= kth]
-            ranked = sorted((-float(scores[s]), id_of[s]) for s in chosen)
+            chosen_scores = scores[chosen]
             out: list[tuple[str, float]] = []
-            for neg, doc_id in ranked:
-                if doc_id is None or doc_id in exclude:
-                    continue
-                out.append((doc_id, -neg))
-                if len(out) == limit:
-                    return out
+            for value in np.unique(chosen_scores)[::-1]:
+                score = float(value)
+                tied = chosen[chosen_scores == value]
+                ids = (id_of[s] for s in tied.tolist())
+                for doc_id in sorted(d for d in ids if d is not None and d not in exclude):
+                    out.append((doc_id, score))
+                    if len(out) == limit:
+                        return out
             if len(chosen) == len(candidates):
                 return out
             want *= 2
