@@ -6,8 +6,6 @@ They never change the memory store or the skill catalog: history informs, the li
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
@@ -17,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dream_assets.file_safety import atomic_writer
 from dream_assets.model import parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.passes.registry import PASSES
@@ -81,10 +80,8 @@ def run_analysis(profile: AgentProfile, options: DreamOptions, name: str, day: d
     path = analysis_path(profile, name, day)
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pylist(rows) if rows else pa.table({"empty": pa.array([], pa.bool_())})
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".parquet.tmp")
-    os.close(fd)
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with atomic_writer(path) as fh:
+        pq.write_table(table, fh)
     return rows
 
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from dream_assets.file_safety import atomic_write
 from dream_assets.model import iso
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
@@ -132,14 +131,7 @@ def record_endpoint_failure(profile: AgentProfile, cycle_id: str, pass_name: str
     path = profile.endpoint_state_path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"cycles": dict(newest)}, fh, indent=1)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        atomic_write(path, json.dumps({"cycles": dict(newest)}, indent=1))
     except OSError as exc:
         log.warning("could not write %s (%s); later passes of this cycle will try the endpoint themselves", path, exc)
 
