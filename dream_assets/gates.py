@@ -42,12 +42,19 @@ def memory_corpus_fingerprint(profile: AgentProfile, options: DreamOptions, now:
     return open_store(profile, options).memories.fingerprint()
 
 
+def contradiction_corpus_fingerprint(profile: AgentProfile, options: DreamOptions, now: datetime) -> str:
+    from dream_assets.passes import contradiction_sweep
+
+    return contradiction_sweep.corpus_fingerprint(profile, options, now)
+
+
 #: Pass -> the fingerprint of exactly the input it sends to the model.
 GATED_PASSES: dict[str, Callable[[AgentProfile, DreamOptions, datetime], str]] = {
     "memory_consolidation": memory_corpus_fingerprint,
     "skill_consolidation": skill_catalog_fingerprint,
     "wisp_failure_analysis": wisp_window_fingerprint,
     "tier_routing_review": tier_window_fingerprint,
+    "contradiction_sweep": contradiction_corpus_fingerprint,
 }
 
 
@@ -57,6 +64,7 @@ GATED_INPUTS: dict[str, Callable[[AgentProfile], Path]] = {
     "skill_consolidation": lambda profile: profile.store_path,
     "wisp_failure_analysis": lambda profile: profile.single_log_path("wisp-executions"),
     "tier_routing_review": lambda profile: profile.single_log_path("tier-routing"),
+    "contradiction_sweep": lambda profile: profile.store_path,
 }
 
 #: Pass -> the option that turns it off. A disabled pass is skipped by the cycle and never requested by a sensor.
@@ -71,6 +79,7 @@ PASS_ENABLE_OPTIONS: dict[str, str] = {
     "skill_optimization": "SkillOptimizationEnabled",
     "preference_inference": "PreferenceInferenceEnabled",
     "tier_routing_review": "TierRoutingReviewEnabled",
+    "contradiction_sweep": "ContradictionSweepEnabled",
 }
 
 

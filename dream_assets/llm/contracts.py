@@ -23,6 +23,7 @@ PASS_NAMES = (
     "preference_inference",
     "wisp_failure_analysis",
     "tier_routing_review",
+    "contradiction_sweep",
 )
 
 
@@ -157,6 +158,20 @@ class TierRoutingResponse(Contract):
     findings: list[RoutingFinding] = Field(default_factory=list)
 
 
+# --- contradiction sweep ------------------------------------------------------------------------------
+class Supersession(Contract):
+    """One proposed pair: ``winnerId`` supersedes ``loserId``. Missing ids are empty text, so the pass ignores that
+    pair with its reason instead of the whole answer failing."""
+
+    winner_id: IdText = Field(default="", alias="winnerId")
+    loser_id: IdText = Field(default="", alias="loserId")
+    reason: str = ""
+
+
+class ContradictionSweepResponse(Contract):
+    supersessions: list[Supersession] = Field(default_factory=list)
+
+
 #: pass name -> the response model its model calls must satisfy
 CONTRACTS: dict[str, type[Contract]] = {
     "memory_consolidation": MemoryConsolidationResponse,
@@ -167,6 +182,7 @@ CONTRACTS: dict[str, type[Contract]] = {
     "preference_inference": PreferenceInferenceResponse,
     "wisp_failure_analysis": WispAnalysisResponse,
     "tier_routing_review": TierRoutingResponse,
+    "contradiction_sweep": ContradictionSweepResponse,
 }
 
 

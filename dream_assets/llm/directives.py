@@ -32,6 +32,7 @@ DIRECTIVE_FILES: dict[str, tuple[str | None, str]] = {
     "preference_inference": ("PreferenceDirectivePath", "pref-dream.md"),
     "wisp_failure_analysis": ("WispFailureDirectivePath", "wisp-failure-dream.md"),
     "tier_routing_review": ("TierRoutingDirectivePath", "tier-routing-review.md"),
+    "contradiction_sweep": ("ContradictionSweepDirectivePath", "contradiction-sweep.md"),
     "merge_repair": (None, "merge-repair.md"),
 }
 

@@ -178,6 +178,19 @@ PASSES: tuple[PassSpec, ...] = (
         after=("preference_inference",),
         reads=("tier_routing_log",),
     ),
+    PassSpec(
+        "contradiction_sweep",
+        "memory",
+        "Contradiction sweep — archives a memory a later fact makes stale, as superseded.\n\nShows the model new or "
+        "changed memories next to the live memories most similar to them and applies the pairs where one supersedes "
+        "the other: the loser is archived with supersededBy (the winner carries supersedes), a user correction is "
+        "never superseded by an agent's claim, an entry about a later moment never loses to an earlier one. Skipped "
+        "when the corpus has not changed (change gate). Every change can be undone per cycle.",
+        "dream_assets.passes.contradiction_sweep:run_contradiction_sweep",
+        True,
+        after=("memory_consolidation",),
+        reads=("memory_corpus",),
+    ),
 )
 
 
