@@ -156,6 +156,8 @@ def outcome_record(report: PassReport, *, now: datetime, cycle_id: str) -> dict[
         "changes": [{"kind": c.kind, "target": c.target, "detail": c.detail} for c in report.changes[:KEEP_CHANGES]],
         "changes_total": len(report.changes),
         "fingerprint": report.extra.get("fingerprint"),
+        # A deferred pass: which deferral in a row this is and when it is retried (passes/deferral.py).
+        "deferral": report.extra.get("deferral"),
     }
 
 

@@ -197,8 +197,12 @@ PASSES: tuple[PassSpec, ...] = (
 def record_pass_outcome(ctx: PassContext, report: PassReport) -> PassReport:
     """Record the pass's last outcome in the profile; a skipped report gets its last completed counts (the live
     memory and skill counts measured now)."""
-    from dream_assets.pass_status import record_outcome
+    from dream_assets.pass_status import load_outcome, record_outcome
 
+    if report.status == "deferred":  # retried with back-off, not at the next cycle (passes/deferral.py)
+        from dream_assets.passes.deferral import note_deferral
+
+        note_deferral(report, load_outcome(ctx.profile, report.pass_name), ctx.options, ctx.now)
     measured = {
         "live": lambda: ctx.store.memories.counts()["live"],
         "skills": lambda: len(ctx.store.skills.list()),
