@@ -283,6 +283,7 @@ class WispExecutionEvent(_Record):
     failed_step: str | None = None
     error: str | None = None
     steps: list[str] = field(default_factory=list)
+    definition: str | None = None  # the wisp definition that ran, verbatim (what a promotion attaches to a skill)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Self:
@@ -296,6 +297,7 @@ class WispExecutionEvent(_Record):
             failed_step=_text(d, "failedStep", optional=True),
             error=_text(d, "error", optional=True),
             steps=_texts(d, "steps"),
+            definition=_text(d, "definition", optional=True),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -308,6 +310,8 @@ class WispExecutionEvent(_Record):
             "failedStep": self.failed_step,
             "error": self.error,
             "steps": list(self.steps),
+            # Only when present: a log written without definitions keeps its lines (and window fingerprint).
+            **({"definition": self.definition} if self.definition is not None else {}),
         }
 
 
