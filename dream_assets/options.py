@@ -171,7 +171,7 @@ class DreamOptions:
         4, "live entries most similar to a new or changed entry shown next to it", minimum=1
     )
     ContradictionSweepMaxEntriesPerCall: int = _opt(
-        100, "new or changed entries shown in one sweep call; the rest wait for the next run", minimum=1
+        500, "new or changed entries shown in one sweep call; the rest wait for the next run", minimum=1
     )
     FeedbackWindow: timedelta = _opt(timedelta(days=7), "how far back feedback signals are read")
     FeedbackMaxSignals: int = _opt(50, "most feedback signals shown to the model", minimum=0)

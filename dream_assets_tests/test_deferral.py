@@ -101,3 +101,39 @@ def test_a_run_that_is_not_deferred_ends_the_deferral(profile, store):
     store.memories.save("Alice moved back to Paris in December.", now=NOW + 6 * MIN)
     again = _deferred_run(profile, store, options, NOW + 10 * MIN)
     assert load_outcome(profile, "contradiction_sweep")["deferral"]["attempt"] == 1, again.summary
+
+
+def test_the_retry_sensor_requests_a_deferred_pass_when_its_retry_is_due(root, instance):
+    import dagster as dg
+
+    from dream_assets.definitions import build_definitions
+    from dream_assets.defs.deployment import DreamDeployment
+    from dream_assets.defs.metadata import report_metadata
+    from dream_assets.defs.partitions import AGENTS
+    from dream_assets.profile import AgentProfile
+    from dream_assets.store import open_store
+
+    profile = AgentProfile(root / "a1").ensure()
+    (profile.root / "dream.toml").write_text("BusyMaxWait = 0\n", encoding="utf-8")
+    store = open_store(profile, DreamOptions())
+    store.memories.save("Alice lives in Paris.", now=NOW - timedelta(days=3))
+    store.memories.save("Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
+    report = _deferred_run(profile, store, DreamOptions(BusyMaxWait=timedelta(0)), NOW)
+    store.close()
+    meta = report_metadata(report)
+    assert meta["status"] == "deferred" and meta["retry_at"] == "2026-11-30T12:05:00Z"
+
+    instance.add_dynamic_partitions(AGENTS, ["a1"])
+    sensor = build_definitions(DreamDeployment(profile_root=str(root))).get_sensor_def("deferred_retry_sensor")
+
+    def tick(now):
+        with dg.build_sensor_context(
+            instance=instance, resources={"deployment": DreamDeployment(profile_root=str(root), now=now.isoformat())}
+        ) as ctx:
+            return sensor(ctx)
+
+    early = tick(NOW + 4 * MIN)
+    assert not early.run_requests and "retries at 2026-11-30T12:05:00Z" in early.skip_reason.skip_message
+    due = tick(NOW + 5 * MIN)
+    (request,) = due.run_requests
+    assert request.partition_key == "a1" and request.asset_selection == [dg.AssetKey("contradiction_sweep")]

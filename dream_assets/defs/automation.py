@@ -19,6 +19,8 @@ from dream_assets.defs.partitions import AGENTS, agents_partitions
 from dream_assets.gates import GATED_INPUTS, GATED_PASSES, consolidation_floor, disabled_by, gate_status
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
+from dream_assets.pass_status import load_outcome
+from dream_assets.passes.deferral import retry_due
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
 
@@ -207,7 +209,41 @@ def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, lis
             )
         return dg.SensorResult(dynamic_partitions_requests=[agents_partitions.build_add_request(new)])
 
-    return [dream_cycle_schedule], [dream_startup_sensor, *gate_sensors, agent_discovery_sensor]
+    @dg.sensor(
+        name="deferred_retry_sensor",
+        job=dream_cycle,
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Requests a pass deferred by the agent's busy model again once its retry time is due "
+        "(BusyRetryInitialDelay doubling up to BusyRetryMaxDelay, at most BusyRetryMaxAttempts retries).",
+    )
+    def deferred_retry_sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment):
+        now = deployment.clock()
+        requests, waiting = [], []
+        for agent in _agents(context):
+            loaded = _dreaming_agent(deployment, agent)
+            if isinstance(loaded, AgentVerdict):
+                continue
+            profile, _ = loaded
+            for spec in PASSES:
+                record = load_outcome(profile, spec.name)
+                due = retry_due(record, now)
+                if due is not None:
+                    requests.append(
+                        dg.RunRequest(
+                            run_key=f"retry:{spec.name}:{agent}:{iso(due)}",
+                            partition_key=agent,
+                            asset_selection=[dg.AssetKey(spec.name)],
+                            tags={"dream/trigger": f"retry after deferral (due {iso(due)})"},
+                        )
+                    )
+                elif (record or {}).get("status") == "deferred":
+                    waiting.append(f"{spec.name} for {agent}: {record.get('summary') or 'deferred'}")
+        if requests:
+            return dg.SensorResult(run_requests=requests)
+        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(waiting) or "no deferred pass"))
+
+    return [dream_cycle_schedule], [dream_startup_sensor, *gate_sensors, agent_discovery_sensor, deferred_retry_sensor]
 
 
 def _daemon_id(context: dg.SensorEvaluationContext) -> str:
