@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from dream_assets.cycle_report import _section_of
 from dream_assets.gates import gate_status
 from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
@@ -114,7 +115,9 @@ def test_the_stale_fact_is_archived_as_superseded_and_undo_restores_both(store, 
     assert loser.is_archived and loser.metadata["supersededBy"] == berlin.id
     assert winner.metadata["supersedes"] == paris.id and not winner.is_archived
     assert all(hit.id != paris.id for hit, _ in store.memories.search("Alice lives Paris"))
-    assert any(c.kind == "superseded" and c.target == paris.id for c in report.changes)
+    (change,) = [c for c in report.changes if c.target == paris.id]
+    assert change.kind == "archived" and change.detail.startswith(f"superseded by {berlin.id}")
+    assert _section_of(change) == "Superseded"  # the cycle report lists it apart from other archives
 
     result = store.changes.undo_cycle("c1", now=NOW + timedelta(hours=1))
     assert result.ok, result
@@ -163,7 +166,7 @@ def test_an_id_not_shown_in_the_call_is_ignored(store, profile, paris_berlin):
     )
     assert other.id not in backend.requests[0].prompt
     assert not store.memories.get(other.id).is_archived
-    assert report.changes[0].detail == f"id {other.id} was not shown in this call"
+    assert report.changes[0].detail == f"ignored: id {other.id} was not shown in this call"
 
 
 def test_an_agent_claim_never_supersedes_a_user_correction(store, profile):

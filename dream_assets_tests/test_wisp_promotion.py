@@ -79,7 +79,7 @@ def test_promotions_the_host_cannot_vouch_for_are_skipped(profile, steady, field
     assert report.status == "completed", report.reason
     assert steady.skills.get("summarize-emails").content == before.content
     assert report.counts["promotions_skipped"] == 1 and report.counts["promotions_applied"] == 0
-    (skipped,) = [c for c in report.changes if c.kind == "promotion-skipped"]
+    (skipped,) = [c for c in report.changes if c.kind == "promotion-rejected"]
     assert why in skipped.detail
 
 

@@ -337,7 +337,7 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, verdicts:
         if not v.accepted:
             kind = "refused" if v.why.startswith(("a user correction", "the proposed winner")) else "ignored"
             report.count(kind)
-            report.change(f"supersession-{kind}", label, v.why)
+            report.change("supersession-rejected", label, f"{kind}: {v.why}")
             report.info(f"supersession {label} {kind}: {v.why}")
             continue
         shown_w, shown_l = selection.shown[v.winner_id], selection.shown[v.loser_id]
@@ -369,7 +369,9 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, verdicts:
             report.info(f"supersession {label} waits: {exc}")
             continue
         report.count("superseded")
-        report.change("superseded", loser.id, f"by {winner.id}: {_short(loser.content)} → {_short(winner.content)}")
+        report.change(
+            "archived", loser.id, f"superseded by {winner.id}: {_short(loser.content)} → {_short(winner.content)}"
+        )
 
 
 class _Waits(Exception):

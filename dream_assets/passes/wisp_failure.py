@@ -526,7 +526,7 @@ def _apply_promotions(
             why = _promote(ctx, report, name, file_name, p.description, candidate)
         if why:
             report.count("promotions_skipped")
-            report.change("promotion-skipped", name or target, why)
+            report.change("promotion-rejected", name or target, why)
             report.warn(f"{target} skipped: {why}")
             continue
         applied += 1
