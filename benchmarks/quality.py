@@ -27,6 +27,18 @@ the change log. One JSON object per line:
   entry holding a fact of that turn is in the top 10 of ``memories.search(question)`` (after >= before);
 * quality.model_calls and the cycles run, the merges and how many unrelated facts share an entry.
 
+Stale facts (every run, ``--quick`` too): per conversation, a store holding the speakers' first observations plus
+facts later contradicted, written by rules from the conversation's speakers and session dates: a home or a job that
+changes at a later session, and an agent's claim a user correction contradicts; half of the changes carry subject
+time. Look-alike events that are both true (two trips) sit next to them. The contradiction sweep runs until nothing
+waits, once with the offline backend and once with a judge that proposes every true supersession among the pairs it
+is shown plus hostile ones the host must refuse (the reverse direction where subject time says otherwise, an agent's
+claim over a user correction, unknown, unshown, empty and self ids):
+
+* quality.stale_live_after — contradicted facts still live after the sweep (judge; target <= 0.05), and
+  quality.stale_live_after.offline for the offline backend (it proposes no supersession: judgement is needed);
+* quality.wrong_supersessions — entries archived as superseded that were not stale (target 0), for both.
+
 ``--year``: 365 daily cycles on one or two conversations whose sessions are spread over the year, with a scripted
 model that answers like the offline backend but makes a realistic mistake in 1 of 100 decisions (each merge and each
 entry it keeps is a decision): a dropped sentence, a respelled date, a swapped number, an id that was not offered, a
@@ -570,6 +582,8 @@ class Totals:
     wrongly_merged: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     calls: Counter = field(default_factory=Counter)
+    stale_left: list[str] = field(default_factory=list)
+    wrong_supersessions: list[str] = field(default_factory=list)
 
 
 def run_conversation(corpus: Corpus, root: Path, options: DreamOptions, max_cycles: int, totals: Totals) -> None:
@@ -822,6 +836,190 @@ def run_year(
 
 
 # ---------------------------------------------------------------------------------------------- main
+# ---------------------------------------------------------------------------------------------- stale facts
+CITIES = ("Lisbon", "Toronto", "Osaka", "Denver", "Krakow", "Nairobi", "Austin", "Bergen", "Porto", "Quebec")
+JOBS = ("nurse", "barista", "architect", "teacher", "pilot", "chef", "librarian", "welder", "editor", "dentist")
+
+
+@dataclass
+class StaleSet:
+    sample_id: str
+    facts: list[Fact]
+    stale: dict[str, str]  # key of the stale fact -> key of the fact that supersedes it
+    reversible: set[str]  # stale keys whose pair carries subject time (a reversed proposal must be refused)
+    corrections: set[str]  # stale keys superseded by a user correction
+    last_at: datetime
+
+
+def build_stale_set(conv: dict[str, Any], seed: int, background: int = 60) -> StaleSet:
+    """The conversation's first ``background`` observations, then per speaker rule-written changes of state."""
+    rng = random.Random(f"{seed}:stale:{conv['sample_id']}")
+    talk = conv["conversation"]
+    speakers = [talk["speaker_a"], talk["speaker_b"]]
+    sessions = sorted(int(k.split("_")[1]) for k in talk if re.fullmatch(r"session_\d+", k))
+    when = {n: session_time(talk[f"session_{n}_date_time"]) for n in sessions}
+    facts: list[Fact] = []
+    for n in sessions:
+        for speaker, items in sorted(conv["observation"].get(f"session_{n}_observation", {}).items()):
+            for i, (text, _dia) in enumerate(items):
+                if len(facts) < background:
+                    facts.append(
+                        Fact(f"bg-{n}-{i}-{speaker}", text, f"people/{speaker.lower()}", when[n], (), "", "bg")
+                    )
+    stale: dict[str, str] = {}
+    reversible: set[str] = set()
+    corrections: set[str] = set()
+    for k, speaker in enumerate(speakers):
+        cat = f"people/{speaker.lower()}"
+        early, late = sorted(rng.sample(sessions[: max(2, len(sessions) // 2)], 2))
+        late = max(late, sessions[-1 - k])
+        a, b = rng.sample(CITIES, 2)
+        j1, j2 = rng.sample(JOBS, 2)
+        t1, t2 = when[early], when[late]
+        with_time = k % 2 == 0
+
+        def meta(t: datetime, on: bool) -> dict[str, str]:
+            return {"subjectTime": t.strftime("%Y-%m")} if on else {}
+
+        pairs = [
+            (f"{speaker} lives in {a}.", f"{speaker} moved to {b} and lives there now.", with_time, "home"),
+            (
+                f"{speaker} works as a {j1}.",
+                f"{speaker} left the {j1} job and now works as a {j2}.",
+                not with_time,
+                "job",
+            ),
+        ]
+        for old, new, timed, kind in pairs:
+            ok, nk = f"stale-{speaker}-{kind}-old", f"stale-{speaker}-{kind}-new"
+            facts.append(Fact(ok, old, cat, t1, (), "", "stale", meta(t1, timed)))
+            facts.append(Fact(nk, new, cat, t2, (), "", "stale", meta(t2, timed)))
+            stale[ok] = nk
+            if timed and t1.strftime("%Y-%m") != t2.strftime("%Y-%m"):
+                reversible.add(ok)
+        # An agent's claim and the user's correction of it; the claim is the newer entry.
+        d1, d2 = rng.sample(range(1, 28), 2)
+        month = MONTHS[rng.randrange(12)]
+        ck, uk = f"stale-{speaker}-birthday-claim", f"stale-{speaker}-birthday-fix"
+        facts.append(
+            Fact(
+                uk,
+                f"{speaker}'s birthday is on {month} {d2}, not {month} {d1}.",
+                cat,
+                t1,
+                (),
+                "",
+                "stale",
+                {"feedbackKind": "Correction"},
+            )
+        )
+        facts.append(Fact(ck, f"{speaker}'s birthday is on {month} {d1}.", cat, t2, (), "", "stale"))
+        stale[ck] = uk
+        corrections.add(ck)
+        # Two trips: both true, never a supersession.
+        c1, c2 = rng.sample(CITIES, 2)
+        facts.append(
+            Fact(
+                f"trip-{speaker}-1",
+                f"{speaker} visited {c1} in {MONTHS[t1.month - 1]}.",
+                cat,
+                t1,
+                (),
+                "",
+                "trip",
+                meta(t1, True),
+            )
+        )
+        facts.append(
+            Fact(
+                f"trip-{speaker}-2",
+                f"{speaker} visited {c2} in {MONTHS[t2.month - 1]}.",
+                cat,
+                t2,
+                (),
+                "",
+                "trip",
+                meta(t2, True),
+            )
+        )
+    return StaleSet(conv["sample_id"], facts, stale, reversible, corrections, max(when.values()))
+
+
+def stale_judge(stale: StaleSet, ids: dict[str, str]) -> Any:
+    """A model that proposes every true supersession among the pairs it is shown, and hostile pairs besides."""
+    key_of = {v: k for k, v in ids.items()}
+
+    def answer(request: Any) -> dict[str, Any]:
+        shown = [e["id"] for e in request.inputs.get("entries", [])]
+        out = []
+        for d, n in request.inputs.get("pairs", []):
+            for old_id, new_id in ((d, n), (n, d)):
+                ok, nk = key_of.get(old_id), key_of.get(new_id)
+                if ok is None or stale.stale.get(ok) != nk:
+                    continue
+                out.append({"winnerId": new_id, "loserId": old_id, "reason": "later state"})
+                if ok in stale.reversible or ok in stale.corrections:  # the host must refuse the reverse
+                    out.append({"winnerId": old_id, "loserId": new_id, "reason": "hostile: reversed"})
+        if shown:
+            hidden = next((i for i in ids.values() if i not in shown), "")
+            out += [
+                {"winnerId": shown[0], "loserId": "no-such-id"},
+                {"winnerId": shown[0], "loserId": shown[0]},
+                {"winnerId": "", "loserId": shown[-1]},
+                {"winnerId": shown[0], "loserId": hidden},
+            ]
+        return {"supersessions": out}
+
+    return answer
+
+
+def run_stale_set(stale: StaleSet, root: Path, options: DreamOptions, judge: bool, totals: Totals) -> None:
+    label = "judge" if judge else "offline"
+    profile = AgentProfile(root / f"{stale.sample_id}-stale-{label}").ensure()
+    store = open_store(profile, options)
+    ids = {
+        f.key: store.memories.save(
+            f.content, category=f.category, metadata=f.metadata or None, now=f.at, dedupe=False
+        ).entry.id
+        for f in stale.facts
+    }
+    store.close()
+    backend = CountingBackend(ScriptedBackend(stale_judge(stale, ids)) if judge else OfflineBackend())
+    now = stale.last_at + timedelta(days=1)
+    for i in range(5):
+        reports = run_cycle(
+            profile,
+            options,
+            now + timedelta(hours=i),
+            cycle_id=f"{stale.sample_id}-sweep-{label}-{i}",
+            only=["contradiction_sweep"],
+            client_factory=lambda: ModelClient(backend, profile=profile, options=options),
+        )
+        if not reports[0].counts.get("backlog"):
+            break
+    store = open_store(profile, options)
+    try:
+        entries = {e.id: e for e in store.memories.list_all()}
+    finally:
+        store.close()
+    c = totals.counts
+    for key, entry_id in ids.items():
+        entry = entries[entry_id]
+        if key in stale.stale:
+            c[f"stale:{label}:total"] += 1
+            c[f"stale:{label}:live"] += not entry.is_archived
+            if entry.is_archived:
+                continue
+            totals.stale_left.append(f"{label}: {entry.content}")
+        elif entry.is_archived and entry.metadata.get("supersededBy"):
+            c[f"stale:{label}:wrong"] += 1
+            totals.wrong_supersessions.append(
+                f"{label}: {entry.content} (by {entries[entry.metadata['supersededBy']].content})"
+            )
+    for pass_name, calls in backend.calls.items():
+        totals.calls[pass_name] += calls
+
+
 def load_conversations(root: Path, wanted: Sequence[str] | None) -> list[dict[str, Any]]:
     path = root / "locomo" / "locomo10.json"
     if not path.exists():
@@ -841,6 +1039,8 @@ def print_examples(totals: Totals, n: int) -> None:
         ("duplicate group left apart", totals.apart),
         ("distinct events merged", totals.wrongly_merged),
         ("fact lost", totals.lost),
+        ("stale fact still live", totals.stale_left),
+        ("wrong supersession", totals.wrong_supersessions),
     ):
         for item in items[:n]:
             print(f"example: {title}: {item[:600]}", file=sys.stderr)
@@ -881,6 +1081,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run_year(corpus, Path(tmp), options, days, totals, args.seed, args.mistake_rate)
             else:
                 run_conversation(corpus, Path(tmp), options, args.max_cycles, totals)
+            stale = build_stale_set(conv, args.seed)
+            for judge in (False, True):
+                run_stale_set(stale, Path(tmp), options, judge, totals)
     c = totals.counts
     n = int(c["facts"])
     emit("quality.conversations", n, c["conversations"], "count")
@@ -912,6 +1115,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         emit("quality.merged", n, c["merged"], "count")
         emit("quality.failed_consolidations", n, c["failed_passes"], "count")
     emit("quality.live_after", n, c["live_after"], "entries")
+    stale_n = int(c["stale:judge:total"])
+    emit("quality.stale_facts", stale_n, stale_n, "count")
+    emit("quality.stale_live_after", stale_n, _ratio(c["stale:judge:live"], stale_n), "fraction")
+    emit("quality.wrong_supersessions", stale_n, c["stale:judge:wrong"], "count")
+    emit(
+        "quality.stale_live_after.offline",
+        stale_n,
+        _ratio(c["stale:offline:live"], c["stale:offline:total"]),
+        "fraction",
+    )
+    emit("quality.wrong_supersessions.offline", stale_n, c["stale:offline:wrong"], "count")
     emit("quality.model_calls", n, sum(totals.calls.values()), "calls")
     for pass_name, calls in sorted(totals.calls.items()):
         emit(f"quality.model_calls.{pass_name}", n, calls, "calls")

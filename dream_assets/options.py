@@ -64,6 +64,16 @@ class DreamOptions:
         timedelta(seconds=5), "poll period while the agent's model is busy", duration="positive"
     )
     BusyMaxWait: timedelta = _opt(timedelta(minutes=30), "longest wait for a busy model before the pass is deferred")
+    BusyRetryInitialDelay: timedelta = _opt(
+        timedelta(minutes=5), "a deferred pass is retried this long after its first deferral; zero retries at once"
+    )
+    BusyRetryMultiplier: float = _opt(
+        2.0, "each further deferral multiplies the retry delay by this (1 or less keeps it)", minimum=0.0
+    )
+    BusyRetryMaxDelay: timedelta = _opt(timedelta(hours=1), "longest retry delay (never below BusyRetryInitialDelay)")
+    BusyRetryMaxAttempts: int = _opt(
+        6, "retries of a deferred pass before it waits for the next cycle; zero never retries early", minimum=0
+    )
     BusyLeaseStaleAfter: timedelta = _opt(
         timedelta(minutes=10),
         "age after which a busy lease from a crashed agent expires",
@@ -78,6 +88,7 @@ class DreamOptions:
     SkillGapDirectivePath: str = _opt("skill-gap.md", "skill gap detection directive")
     WispFailureDirectivePath: str = _opt("wisp-failure-dream.md", "wisp failure analysis directive")
     TierRoutingDirectivePath: str = _opt("tier-routing-review.md", "tier routing review directive")
+    ContradictionSweepDirectivePath: str = _opt("contradiction-sweep.md", "contradiction sweep directive")
 
     # --- Per-pass switches ---
     LogRetentionEnabled: bool = _opt(True, "pass 0: cap the telemetry logs")
@@ -90,6 +101,7 @@ class DreamOptions:
     PreferenceInferenceEnabled: bool = _opt(True, "pass 5: preference inference")
     WispFailureAnalysisEnabled: bool = _opt(True, "wisp failure analysis")
     TierRoutingReviewEnabled: bool = _opt(True, "tier routing review")
+    ContradictionSweepEnabled: bool = _opt(True, "contradiction sweep: a later fact supersedes the stale one")
 
     # --- Change gate ---
     DreamPassChangeGateEnabled: bool = _opt(True, "skip a corpus-wide pass whose input fingerprint has not moved")
@@ -153,6 +165,13 @@ class DreamOptions:
         True,
         "fold live entries of one category whose content is equal after "
         "normalising case, white space and punctuation, before the model",
+    )
+    # --- Contradiction sweep ---
+    ContradictionSweepNeighbours: int = _opt(
+        4, "live entries most similar to a new or changed entry shown next to it", minimum=1
+    )
+    ContradictionSweepMaxEntriesPerCall: int = _opt(
+        500, "new or changed entries shown in one sweep call; the rest wait for the next run", minimum=1
     )
     FeedbackWindow: timedelta = _opt(timedelta(days=7), "how far back feedback signals are read")
     FeedbackMaxSignals: int = _opt(50, "most feedback signals shown to the model", minimum=0)

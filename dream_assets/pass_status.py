@@ -24,6 +24,7 @@ from dream_assets.file_safety import atomic_write
 from dream_assets.model import iso, parse_ts, utc
 from dream_assets.passes.report import Change, PassReport
 from dream_assets.profile import AgentProfile
+from dream_assets.store.locks import path_lock
 
 log = logging.getLogger("dream_assets.pass_status")
 
@@ -135,6 +136,7 @@ def record_outcome(
         elif last_completed:
             record["last_completed"] = last_completed
         _write_json(profile.pass_report_path(report.pass_name), record)
+        _list_deferral(profile, report.pass_name, record)
     except Exception as exc:  # noqa: BLE001 - the status record is for people; it never fails the pass
         log.warning("could not record the outcome of %s for agent %s: %s", report.pass_name, profile.agent_id, exc)
     return report
@@ -155,7 +157,52 @@ def outcome_record(report: PassReport, *, now: datetime, cycle_id: str) -> dict[
         "changes": [{"kind": c.kind, "target": c.target, "detail": c.detail} for c in report.changes[:KEEP_CHANGES]],
         "changes_total": len(report.changes),
         "fingerprint": report.extra.get("fingerprint"),
+        # A deferred pass: which deferral in a row this is and when it is retried (passes/deferral.py).
+        "deferral": report.extra.get("deferral"),
     }
+
+
+def deferred_index_path(profile: AgentProfile) -> Path:
+    """The agent's deferred passes with their retry times: what the retry sensor reads (one small file per agent)."""
+    return profile.root / "pass-reports" / "deferred-passes.json"
+
+
+def load_deferred(profile: AgentProfile) -> dict[str, dict[str, Any]]:
+    """Pass name -> the deferral of its last outcome (``attempt``, ``retry_at``, ``since``) with its ``summary``, for
+    every pass of the agent whose last outcome was a deferral. Empty when there is none, or when the file cannot be
+    read (logged; it is rewritten at the next outcome that changes it)."""
+    path = deferred_index_path(profile)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("deferred-pass list %s is unreadable (%s); it is rewritten at the next deferral", path, exc)
+        return {}
+    passes = data.get("passes") if isinstance(data, dict) else None
+    if not isinstance(passes, dict):
+        log.warning("deferred-pass list %s has no 'passes' object; it is rewritten at the next deferral", path)
+        return {}
+    return {str(k): v for k, v in passes.items() if isinstance(v, dict)}
+
+
+def _list_deferral(profile: AgentProfile, pass_name: str, record: Mapping[str, Any]) -> None:
+    """Keep the deferred-pass list in step with the outcome just recorded: a deferral is listed, any other outcome
+    removes the pass. Passes of one agent record outcomes concurrently, hence the lock around the rewrite."""
+    path = deferred_index_path(profile)
+    deferral = record.get("deferral") if record.get("status") == "deferred" else None
+    if not isinstance(deferral, dict) and not path.exists():
+        return  # the common case: nothing deferred, nothing listed
+    with path_lock(path.with_name(f".{path.name}.lock"), timeout=30):
+        listed = load_deferred(profile)
+        if isinstance(deferral, dict):
+            listed[pass_name] = {**deferral, "summary": record.get("summary") or ""}
+        elif listed.pop(pass_name, None) is None:
+            return  # not listed: nothing to remove
+        if listed:
+            _write_json(path, {"version": RECORD_VERSION, "passes": dict(sorted(listed.items()))})
+        else:
+            path.unlink(missing_ok=True)
 
 
 def changes_of(record: Mapping[str, Any]) -> list[Change]:

@@ -154,6 +154,7 @@ def test_run_counts_answered_model_calls_apart_from_failed_ones(tmp_path, capsys
             "failurePatterns": [],
             "promotionNotes": {},
             "skillAnnotations": [],
+            "supersessions": [],
         }
     )
 

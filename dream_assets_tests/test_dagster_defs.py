@@ -75,6 +75,7 @@ def test_definitions_snapshot(root):
         "preference_inference",
         "wisp_failure_analysis",
         "tier_routing_review",
+        "contradiction_sweep",
     }
     assert {p.name for p in PASSES} | {
         "corpus_snapshot",
@@ -107,6 +108,7 @@ def test_definitions_snapshot(root):
     assert {s.name for s in defs.sensors} == {
         "dream_startup_sensor",
         "agent_discovery_sensor",
+        "deferred_retry_sensor",
         *(f"{p}_change_gate" for p in GATED_PASSES),
     }
     assert defs.get_schedule_def("dream_cycle_schedule").cron_schedule == "0 */4 * * *"

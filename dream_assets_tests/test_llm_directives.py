@@ -25,6 +25,7 @@ SPEC_FILES = {
     "pref-dream.md",
     "wisp-failure-dream.md",
     "tier-routing-review.md",
+    "contradiction-sweep.md",
     "merge-repair.md",
 }
 
@@ -59,9 +60,18 @@ def test_every_pass_has_a_built_in_directive_in_the_package() -> None:
         ),
         (
             "wisp_failure_analysis",
-            ["failurePatterns", "skillAnnotations", "promotionNotes", "3 or more", "80%"],
+            [
+                "failurePatterns",
+                "skillAnnotations",
+                "promotionNotes",
+                "3 or more",
+                "80%",
+                "promotions",
+                "definitionHash",
+            ],
         ),
         ("tier_routing_review", ["findings", "tier"]),
+        ("contradiction_sweep", ["supersessions", "winnerId", "loserId", "USER-CORRECTION", "later moment"]),
         ("merge_repair", ["content", "missing"]),
     ],
 )

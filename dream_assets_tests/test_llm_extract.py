@@ -136,6 +136,7 @@ def test_every_pass_has_a_contract() -> None:
         "preference_inference",
         "wisp_failure_analysis",
         "tier_routing_review",
+        "contradiction_sweep",
     }
     with pytest.raises(ValueError, match="known passes"):
         contract_for("dreaming")

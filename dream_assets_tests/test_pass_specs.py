@@ -93,6 +93,7 @@ def test_the_readers_read_the_spec(profile):
             "skill_consolidation",
             "wisp_failure_analysis",
             "tier_routing_review",
+            "contradiction_sweep",
         }
     )
 
@@ -157,6 +158,8 @@ def _route(minutes_ago, outcome):
 def _seed(profile, store, pass_name):
     if pass_name == "memory_consolidation":
         store.memories.put_many([_memory(1, "Lives in Lisbon."), _memory(2, "Plays the cello on Sundays.")])
+    elif pass_name == "contradiction_sweep":  # two similar entries: the sweep shows them to the model
+        store.memories.put_many([_memory(1, "Lives in Lisbon near the river."), _memory(2, "Lives in Porto now.")])
     elif pass_name == "skill_consolidation":
         store.skills.put(_skill("alpha"))
         store.skills.put(_skill("beta"))
@@ -169,7 +172,7 @@ def _seed(profile, store, pass_name):
 
 
 def _move(profile, store, pass_name):
-    if pass_name == "memory_consolidation":
+    if pass_name in ("memory_consolidation", "contradiction_sweep"):
         store.memories.put(_memory(3, "Adopted a cat named Io."))
     elif pass_name == "skill_consolidation":
         store.skills.put(_skill("gamma"))

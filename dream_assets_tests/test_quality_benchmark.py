@@ -46,6 +46,12 @@ def test_consolidation_keeps_distinct_events_apart_and_every_specific():
     assert metrics["quality.qa_items"] >= 100 and metrics["quality.model_calls"] >= 1
     assert metrics["quality.distinct_merged"] == 0, examples
     assert metrics["quality.specifics_lost"] == 0, examples
+    # Stale facts: every contradicted fact the judge's pairs cover is archived as superseded, and no hostile pair
+    # (reversed against subject time, an agent's claim over a user correction, bad ids) archives a true fact.
+    assert metrics["quality.stale_facts"] >= 10
+    assert metrics["quality.stale_live_after"] <= 0.05, examples
+    assert metrics["quality.wrong_supersessions"] == 0, examples
+    assert metrics["quality.wrong_supersessions.offline"] == 0, examples
     if metrics["quality.dup_groups_one_live"] < 0.90:
         warnings.warn(
             f"quality.dup_groups_one_live = {metrics['quality.dup_groups_one_live']} (target >= 0.90)",

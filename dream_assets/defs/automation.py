@@ -1,5 +1,6 @@
 """Schedules and sensors: the cycle interval with its minimum-interval floors, the start-up delay, the change gate
-per corpus-wide pass, and discovery of agent profiles (one dynamic partition each).
+per corpus-wide pass, the retry of a pass deferred by a busy model, and discovery of agent profiles (one dynamic
+partition each).
 
 One bad agent never stops the others: an agent whose profile folder is missing, whose dream.toml is unusable or whose
 store cannot be read is skipped with a reason naming it and the file (logged on the tick, and the skip reason when
@@ -30,7 +31,9 @@ from dream_assets.model import iso, parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import AgentUnavailable, DreamDeployment, describe_problem
 from dream_assets.orchestration.partitions import AGENTS, agents_partitions
-from dream_assets.passes.registry import PASSES
+from dream_assets.pass_status import load_deferred
+from dream_assets.passes.deferral import deferral_due, parse_deferral
+from dream_assets.passes.registry import PASSES, by_name
 from dream_assets.profile import AgentProfile
 
 CYCLE_ASSETS = [*(p.name for p in PASSES), "corpus_snapshot"]
@@ -233,7 +236,30 @@ def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, lis
             )
         return dg.SensorResult(dynamic_partitions_requests=[agents_partitions.build_add_request(new)])
 
-    return [dream_cycle_schedule], [dream_startup_sensor, *gate_sensors, agent_discovery_sensor]
+    @dg.sensor(
+        name="deferred_retry_sensor",
+        job=dream_cycle,
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Requests a pass deferred by the agent's busy model again once its retry time is due "
+        "(BusyRetryInitialDelay doubling up to BusyRetryMaxDelay, at most BusyRetryMaxAttempts retries).",
+    )
+    def deferred_retry_sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment):
+        now = deployment.clock()
+        requests, waiting = [], []
+        for agent in _agents(context):
+            verdict = retry_requests(deployment, agent, now)
+            _log(context, AgentVerdict(None, verdict.note, verdict.broken))
+            requests += verdict.requests
+            waiting += verdict.waiting
+        if requests:
+            return dg.SensorResult(run_requests=requests)
+        shown = waiting[:GATE_NOTES_SHOWN]
+        if len(waiting) > len(shown):
+            shown.append(f"… and {len(waiting) - len(shown)} more deferred pass(es) waiting")
+        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(shown) or "no deferred pass"))
+
+    return [dream_cycle_schedule], [dream_startup_sensor, *gate_sensors, agent_discovery_sensor, deferred_retry_sensor]
 
 
 def _daemon_id(context: dg.SensorEvaluationContext) -> str:
@@ -375,6 +401,59 @@ def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: d
         ),
         "",
     )
+
+
+class RetryVerdict(NamedTuple):
+    """What the retry sensor does for one agent: the passes it requests again, the deferred passes not due yet (each a
+    note), and a note when the agent is skipped (broken: it names the agent and the file)."""
+
+    requests: list[dg.RunRequest]
+    waiting: list[str]
+    note: str = ""
+    broken: bool = False
+
+
+def retry_requests(deployment: DreamDeployment, agent: str, now: datetime) -> RetryVerdict:
+    """The retries due for one agent. An agent with no deferred pass costs one read of its small deferred-pass list
+    (usually absent); its options are read only when a retry is due, and no store is opened. A disabled agent or pass
+    is never requested; a bad agent is skipped with a note naming it, never raised."""
+    try:
+        listed = load_deferred(deployment.profile(agent))
+    except (OSError, ValueError) as exc:
+        return RetryVerdict([], [], f"agent {agent!r} skipped — {exc}", broken=True)
+    due, waiting = [], []
+    for name, data in sorted(listed.items()):
+        deferral = parse_deferral(data)
+        at = deferral_due(deferral, now)
+        if at is not None:
+            due.append((name, at))
+        elif deferral is not None:
+            waiting.append(f"{name} for {agent}: {data.get('summary') or 'deferred'}")
+    if not due:
+        return RetryVerdict([], waiting)
+    loaded = _dreaming_agent(deployment, agent)
+    if isinstance(loaded, AgentVerdict):
+        return RetryVerdict([], waiting, loaded.note, loaded.broken)
+    _, options = loaded
+    requests, notes = [], []
+    for name, at in due:
+        try:
+            spec = by_name(name)
+        except KeyError:
+            notes.append(f"{agent}: deferred pass {name!r} is not a pass of this deployment; not requested")
+            continue
+        if spec.disabled(options):
+            notes.append(f"{name} for {agent}: disabled ({spec.enabled_by} = false), not retried")
+            continue
+        requests.append(
+            dg.RunRequest(
+                run_key=f"retry:{name}:{agent}:{iso(at)}",
+                partition_key=agent,
+                asset_selection=[dg.AssetKey(name)],
+                tags={"dream/trigger": f"retry after deferral (due {iso(at)})"},
+            )
+        )
+    return RetryVerdict(requests, waiting, "; ".join(notes))
 
 
 def automation_definitions(options: DreamOptions) -> dg.Definitions:

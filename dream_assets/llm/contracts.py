@@ -129,11 +129,22 @@ class WispSkillAnnotation(Contract):
     annotation: str
 
 
+class WispPromotion(Contract):
+    """Attach a promotion candidate's definition (named by its hash: the model never supplies the body) to an existing
+    skill as a resource file. Missing fields are empty text, so the pass skips that promotion with its reason."""
+
+    skill_name: IdText = Field(default="", alias="skillName")
+    file_name: IdText = Field(default="", alias="fileName")
+    definition_hash: IdText = Field(default="", alias="definitionHash")
+    description: str = ""
+
+
 class WispAnalysisResponse(Contract):
     failure_patterns: list[WispFailurePattern] = Field(default_factory=list, alias="failurePatterns")
     skill_annotations: list[WispSkillAnnotation] = Field(default_factory=list, alias="skillAnnotations")
     # wisp description -> why it is (or is not) worth promoting to a stored wisp skill
     promotion_notes: dict[str, str] = Field(default_factory=dict, alias="promotionNotes")
+    promotions: list[WispPromotion] = Field(default_factory=list)
 
 
 # --- tier routing review -----------------------------------------------------------------------------
@@ -145,6 +156,20 @@ class RoutingFinding(Contract):
 
 class TierRoutingResponse(Contract):
     findings: list[RoutingFinding] = Field(default_factory=list)
+
+
+# --- contradiction sweep ------------------------------------------------------------------------------
+class Supersession(Contract):
+    """One proposed pair: ``winnerId`` supersedes ``loserId``. Missing ids are empty text, so the pass ignores that
+    pair with its reason instead of the whole answer failing."""
+
+    winner_id: IdText = Field(default="", alias="winnerId")
+    loser_id: IdText = Field(default="", alias="loserId")
+    reason: str = ""
+
+
+class ContradictionSweepResponse(Contract):
+    supersessions: list[Supersession] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)

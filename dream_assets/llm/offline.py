@@ -22,8 +22,8 @@ its answers from the structured ``ModelRequest.inputs`` the passes build next to
     The host's failure patterns echoed with classification "unclassified (offline)", and for each pattern
     with a skill an annotation that quotes only the data. No promotion notes.
 ``skill_gap_detection``, ``skill_consolidation``, ``skill_optimization``, ``preference_inference``,
-``tier_routing_review``: these need judgement the backend cannot make; it answers with the empty response
-and a note the pass puts in its report.
+``tier_routing_review``, ``contradiction_sweep``: these need judgement the backend cannot make; it answers with the
+empty response and a note the pass puts in its report.
 """
 
 from __future__ import annotations

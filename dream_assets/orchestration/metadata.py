@@ -35,6 +35,9 @@ def report_metadata(report: PassReport) -> dict[str, Any]:
     }
     if report.reason:
         meta["reason"] = report.reason
+    deferral = report.extra.get("deferral")
+    if report.status == "deferred" and isinstance(deferral, dict):
+        meta["retry_at"] = deferral.get("retry_at") or "next cycle (retries used up)"
     # Numbers are plotted over time on the asset page: merged, archived, rejected, tokens, model calls...
     for key, value in sorted(report.counts.items()):
         meta[key] = (

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.passes import (
     archive_purge,
+    contradiction_sweep,
     importance_decay,
     log_retention,
     memory_consolidation,
@@ -34,6 +35,7 @@ PASSES: tuple[PassSpec, ...] = (
     skill_optimization.SPEC,
     preference_inference.SPEC,
     tier_routing.SPEC,
+    contradiction_sweep.SPEC,
 )
 
 #: Every kind of model call by name: each model pass's own, and merge repair (a call memory consolidation makes).

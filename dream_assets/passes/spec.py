@@ -24,8 +24,9 @@ from dream_assets.llm.contracts import Contract, ModelCall
 from dream_assets.llm.directives import BUILTIN_DIRECTIVES_PACKAGE
 from dream_assets.model import iso, utc
 from dream_assets.options import DreamOptions
-from dream_assets.pass_status import record_outcome
+from dream_assets.pass_status import load_outcome, record_outcome
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.deferral import note_deferral
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile
 from dream_assets.store.connection import StoreCorrupt, StoreError
@@ -150,7 +151,10 @@ class PassSpec:
 
 def record_pass_outcome(ctx: PassContext, report: PassReport) -> PassReport:
     """Record the pass's last outcome in the profile; a skipped report gets its last completed counts (the live
-    memory and skill counts measured now)."""
+    memory and skill counts measured now). A deferred report gets its retry time (passes/deferral.py): the pass is
+    retried with back-off, not at the next cycle."""
+    if report.status == "deferred":
+        note_deferral(report, load_outcome(ctx.profile, report.pass_name), ctx.options, ctx.now)
     measured = {
         "live": lambda: ctx.store.memories.counts()["live"],
         "skills": lambda: len(ctx.store.skills.list()),

@@ -1,5 +1,5 @@
 """Wisp failure analysis: recurring wisp failures annotate the skills that produced them; steady successes are
-flagged for promotion.
+flagged for promotion, and the model may promote one to a resource of an existing skill.
 
 Spec "Wisp failure analysis": the last ``WispAnalysisWindow`` (14 days) of wisp executions, grouped by description.
 The HOST decides what qualifies (DESIGN principle 4: the model proposes, the host decides):
@@ -17,6 +17,13 @@ before it is used (model_text.py): an item carrying a lone surrogate, a control 
 rejected with its reason (``invalid_items``) and the rest applies; each annotation is written with its change-log
 row in one transaction, on the skill as it is then.
 
+A promotion applies a candidate: the model names an existing skill, a relative file name and the definition hash the
+prompt showed for the candidate (the most frequent ``definition`` of its successful runs); the host appends that
+body verbatim, with its hash, when it was first seen and when it was promoted, as a resource section of the skill, in
+one transaction with its change-log row (undoable per cycle). A promotion naming a skill that does not exist, a hash
+that matches no candidate, or an empty skill name, file name or hash is skipped with its reason; a missing
+description falls back to the candidate's.
+
 The pass is gated by the event watermark of the wisp execution log, the ``wisp_execution_log`` data version
 (``input_fingerprints.events_watermark``): runs ageing out of the window are not a change, a new run is. The ledger
 is stamped only after a usable answer was applied.
@@ -24,7 +31,9 @@ is stamped only after a usable answer was applied.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +44,7 @@ from dream_assets.input_fingerprints import events_watermark
 from dream_assets.llm.contracts import ModelCall, WispAnalysisResponse
 from dream_assets.llm.offline import answer_wisp_failure_analysis
 from dream_assets.llm.prompts import render_wisp_failures
-from dream_assets.model import Skill, iso
+from dream_assets.model import Skill, iso, utc
 from dream_assets.options import DreamOptions
 from dream_assets.passes.common import call_model, gate_says_skip, note_malformed, stamp
 from dream_assets.passes.context import PassContext
@@ -49,6 +58,7 @@ from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
 PASS = "wisp_failure_analysis"
 LOG = "wisp-executions"
 SECTION_HEADING = "### Known failure"
+RESOURCE_HEADING = "### Resource"
 MAX_ANNOTATION_CHARS = 2_000  # an annotation is a negative example or a corrected pattern, not a document
 MAX_LABEL_CHARS = 200  # a failure classification is a label
 _MAX_ERRORS = 3  # distinct errors quoted per pattern
@@ -69,6 +79,8 @@ class WispGroup:
     errors: Counter[str] = field(default_factory=Counter)
     producers: Counter[str] = field(default_factory=Counter)  # skill names of the failed runs
     skills: Counter[str] = field(default_factory=Counter)  # skill names of all runs
+    # definition body of the successful runs -> (runs, first seen): what a promotion may attach
+    definitions: dict[str, tuple[int, datetime]] = field(default_factory=dict)
 
     @property
     def failures(self) -> int:
@@ -84,6 +96,9 @@ class WispGroup:
             self.skills[event.skill_name] += 1
         if event.success:
             self.successes += 1
+            if event.definition and event.definition.strip():
+                runs, first = self.definitions.get(event.definition, (0, event.timestamp))
+                self.definitions[event.definition] = (runs + 1, min(first, event.timestamp))
             return
         if event.failed_step:
             self.failed_steps[event.failed_step] += 1
@@ -153,6 +168,68 @@ def success_input(group: WispGroup) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class PromotionCandidate:
+    """The definition a steady success ran with: its most frequent body among the successful runs (ties: the one
+    first seen), the body's hash and when it was first seen in the window."""
+
+    description: str
+    body: str
+    definition_hash: str
+    created_at: datetime
+
+
+def definition_hash(body: str) -> str:
+    return "sha256:" + hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def promotion_candidate(group: WispGroup) -> PromotionCandidate | None:
+    """None when no successful run of the group recorded its definition."""
+    if not group.definitions:
+        return None
+    body, (_, first) = min(group.definitions.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0]))
+    return PromotionCandidate(group.description, body, definition_hash(body), utc(first))
+
+
+def render_promotion_candidates(candidates: Sequence[PromotionCandidate]) -> str:
+    """The definitions the model may promote, each with the hash it must name."""
+    if not candidates:
+        return ""
+    lines = ["", f"## Promotion candidate definitions ({len(candidates)})"]
+    for c in candidates:
+        fence = _fence(c.body)
+        lines += [
+            f'### "{c.description}" definitionHash={c.definition_hash} first seen {iso(c.created_at)}',
+            fence,
+            c.body.rstrip("\n"),
+            fence,
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _fence(body: str) -> str:
+    """A backtick fence longer than any run of backticks in ``body``, so the body is quoted verbatim."""
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def resource_section(file_name: str, description: str, candidate: PromotionCandidate, now: datetime) -> str:
+    """The resource block a promotion appends to a skill: the file name, its description, the definition hash, when
+    the definition was first seen and when it was promoted, then the body verbatim."""
+    fence = _fence(candidate.body)
+    return (
+        f"{RESOURCE_HEADING} `{file_name}`\n"
+        f"description: {' '.join(description.split())}\n"
+        f"definitionHash: {candidate.definition_hash}\n"
+        f"createdAt: {iso(candidate.created_at)}\n"
+        f"promotedAt: {iso(now)}\n"
+        f"{fence}\n{candidate.body.rstrip(chr(10))}\n{fence}\n"
+    )
+
+
+_FILE_NAME = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.?(?:/|$))[A-Za-z0-9._/-]{1,200}$")
+
+
 # --- annotations (pure) ------------------------------------------------------------------------------------------
 
 
@@ -216,13 +293,22 @@ def analyse_wisp_failures(ctx: PassContext) -> PassReport:
 
     failure_inputs = [failure_input(g) for g in failures]
     success_inputs = [success_input(g) for g in promotions]
-    prompt = render_wisp_failures(failure_inputs, success_inputs)
+    candidates = [c for c in (promotion_candidate(g) for g in promotions) if c is not None]
+    prompt = render_wisp_failures(failure_inputs, success_inputs) + render_promotion_candidates(candidates)
     response = call_model(
         ctx,
         report,
         PASS,
         prompt,
-        {"failure_patterns": failure_inputs, "success_patterns": success_inputs, "window_days": float(days)},
+        {
+            "failure_patterns": failure_inputs,
+            "success_patterns": success_inputs,
+            "promotion_candidates": [
+                {"description": c.description, "definition_hash": c.definition_hash, "created_at": iso(c.created_at)}
+                for c in candidates
+            ],
+            "window_days": float(days),
+        },
     )
     if response is None:
         return report
@@ -245,10 +331,11 @@ def analyse_wisp_failures(ctx: PassContext) -> PassReport:
 
     annotated = _apply_annotations(ctx, report, response.skill_annotations, failures)
     _report_promotions(report, response.promotion_notes, promotions)
+    promoted = _apply_promotions(ctx, report, response.promotions, candidates)
     stamp(ctx, PASS, fingerprint)
     return report.finish(
         f"{len(failures)} recurring failure pattern(s), {annotated} skill(s) annotated, "
-        f"{len(promotions)} promotion candidate(s) from {len(events)} execution(s) in the last "
+        f"{len(promotions)} promotion candidate(s), {promoted} promoted, from {len(events)} execution(s) in the last "
         f"{days} days"
     )
 
@@ -432,12 +519,84 @@ def _report_promotions(report: PassReport, notes: dict[str, str], promotions: Se
     report.extra["promotion_candidates"] = candidates
 
 
+def _apply_promotions(
+    ctx: PassContext, report: PassReport, proposals: Sequence[Any], candidates: Sequence[PromotionCandidate]
+) -> int:
+    """Attach the promoted definitions to their skills, one transaction with its change row per promotion. The body,
+    hash and creation time come from the candidate the hash names, never from the model. Returns the promotions
+    applied; the rest are skipped, counted and listed with their reason."""
+    by_hash = {c.definition_hash: c for c in candidates}
+    report.counts.setdefault("promotions_applied", 0)
+    report.counts.setdefault("promotions_skipped", 0)
+    applied = 0
+    for n, p in enumerate(proposals):
+        target = f"promotions[{n}]"
+        name, file_name, digest = (str(v).strip() for v in (p.skill_name, p.file_name, p.definition_hash))
+        bad = (
+            problem(p.skill_name, "id", field=f"{target}.skillName")
+            or problem(p.file_name, "id", field=f"{target}.fileName")
+            or problem(p.definition_hash, "id", field=f"{target}.definitionHash")
+            or problem(p.description, "text", field=f"{target}.description", max_chars=MAX_LABEL_CHARS)
+        )
+        candidate = by_hash.get(digest)
+        if not name or not file_name or not digest:
+            empty = "skillName" if not name else "fileName" if not file_name else "definitionHash"
+            why = f"{empty} is empty"
+        elif bad:
+            why = bad
+        elif candidate is None:
+            why = f"definitionHash {shown(digest, 80)} matches no promotion candidate of this window"
+        elif not _FILE_NAME.match(file_name):
+            why = f"fileName {shown(file_name, 80)} is not a relative file name (letters, digits, . _ - /; no ..)"
+        else:
+            why = _promote(ctx, report, name, file_name, p.description, candidate)
+        if why:
+            report.count("promotions_skipped")
+            report.change("promotion-rejected", name or target, why)
+            report.warn(f"{target} skipped: {why}")
+            continue
+        applied += 1
+    return applied
+
+
+def _promote(
+    ctx: PassContext, report: PassReport, name: str, file_name: str, description: str, candidate: PromotionCandidate
+) -> str:
+    """Attach ``candidate`` to skill ``name`` as ``file_name``; returns why it was skipped, or "" when applied."""
+    description = description.strip() or candidate.description
+    try:
+        with ctx.store.transaction():
+            skill = ctx.store.skills.get(name, include_archived=True)
+            if skill is None or skill.is_archived:
+                return f"skill {shown(name, 80)} does not exist{' (archived)' if skill else ''}"
+            if f"definitionHash: {candidate.definition_hash}" in skill.content:
+                return f"definition {candidate.definition_hash[:19]}… is already a resource of skill {name}"
+            content = f"{skill.content.rstrip()}\n\n{resource_section(file_name, description, candidate, ctx.now)}"
+            if len(content) > MAX_SKILL_CHARS:
+                return f"skill {name} would pass {MAX_SKILL_CHARS} characters with this resource"
+            after = ctx.store.skills.save(skill.with_(content=content), now=ctx.now)
+            ctx.record(
+                PASS,
+                "updated",
+                after,
+                before=skill,
+                after=after,
+                reason=f'promoted wisp "{candidate.description}" ({candidate.definition_hash}) as resource {file_name}',
+            )
+    except SkillError as exc:
+        return str(exc)
+    report.count("promotions_applied")
+    report.change("wisp-promoted", name, f'{file_name} ← "{description}" ({candidate.definition_hash[:19]}…)')
+    return ""
+
+
 SPEC = PassSpec(
     name=PASS,
     group="skills",
     description="Wisp failure analysis — annotates skills whose workflows keep failing.\n\nFinds workflow (wisp) "
     "descriptions that failed 3+ times in 14 days and annotates the skills that produced them; flags consistently "
-    "successful ones (5+ runs, over 80 %) as promotion candidates.",
+    "successful ones (5+ runs, over 80 %) as promotion candidates, and attaches the definitions the model promotes to "
+    "existing skills as resources (undoable).",
     body=analyse_wisp_failures,
     enabled_by="WispFailureAnalysisEnabled",
     after=("skill_gap_detection",),

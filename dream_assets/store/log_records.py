@@ -278,6 +278,16 @@ class WispExecutionEvent(LogRecord):
     failed_step: OptionalText = None
     error: OptionalText = None
     steps: Texts = Field(default_factory=list)
+    definition: OptionalText = Field(
+        None,
+        description="the wisp definition that ran, verbatim; a steady success can be promoted to a skill resource",
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        if self.definition is None:  # a log written without definitions keeps its lines (and its data version)
+            del out["definition"]
+        return out
 
 
 class TierRoutingEvent(LogRecord):

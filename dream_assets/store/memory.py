@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, new_id, utc
+from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, new_id, utc
 from dream_assets.options import DreamOptions
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
@@ -65,6 +65,12 @@ _MAX_TAGS = 50
 SAVE_EMBEDDING_CANDIDATES = 20
 #: After a failed embeddings call, saves use the lexical measure for this long without trying the endpoint.
 SAVE_EMBEDDING_PAUSE = timedelta(minutes=5)
+#: Supersession metadata: the archived loser names its winner (and when and why); the winner lists what it superseded
+#: (comma-separated ids).
+SUPERSEDED_BY_KEY = "supersededBy"
+SUPERSEDED_AT_KEY = "supersededAt"
+SUPERSESSION_REASON_KEY = "supersessionReason"
+SUPERSEDES_KEY = "supersedes"
 
 
 class ContentError(ValueError):
@@ -894,6 +900,35 @@ class MemoryStore:
 
     def restore(self, entry_id: str, *, now: datetime) -> MemoryEntry:
         return self._set_archived(entry_id, archived_at=None, now=now)
+
+    def supersede(
+        self, loser_id: str, winner_id: str, *, now: datetime, reason: str = ""
+    ) -> tuple[tuple[MemoryEntry, MemoryEntry], tuple[MemoryEntry, MemoryEntry]]:
+        """``winner_id`` supersedes ``loser_id``: the loser is archived (never deleted) with ``supersededBy`` (and
+        ``supersededAt``, ``supersessionReason``), the winner's ``supersedes`` gains the loser's id. Both must be live
+        and distinct. One transaction (a caller's, when one is open: record the change rows inside it). Returns
+        ``((loser_before, loser_after), (winner_before, winner_after))``."""
+        if not loser_id or not winner_id or loser_id == winner_id:
+            raise ContentError(f"a supersession needs two different ids, got {loser_id!r} and {winner_id!r}")
+        now = utc(now)
+        with self._conn.transaction() as conn:
+            loser, winner = self._require(conn, loser_id), self._require(conn, winner_id)
+            for entry in (loser, winner):
+                if entry.is_archived:
+                    raise ContentError(
+                        f"memory {entry.id!r} is archived; only live entries take part in a supersession"
+                    )
+            loser_meta = {**loser.metadata, SUPERSEDED_BY_KEY: winner.id, SUPERSEDED_AT_KEY: iso(now) or ""}
+            if reason.strip():
+                loser_meta[SUPERSESSION_REASON_KEY] = reason.strip()[:500]
+            new_loser = loser.with_(archived_at=now, metadata=loser_meta)
+            earlier = [i for i in winner.metadata.get(SUPERSEDES_KEY, "").split(",") if i]
+            new_winner = winner.with_(
+                metadata={**winner.metadata, SUPERSEDES_KEY: ",".join(dict.fromkeys([*earlier, loser.id]))}
+            )
+            self._write(conn, new_loser, bump=True)
+            self._write(conn, new_winner, bump=False)
+        return (loser, new_loser), (winner, new_winner)
 
     def _set_archived(self, entry_id: str, *, archived_at: datetime | None, now: datetime) -> MemoryEntry:
         with self._conn.transaction() as conn:

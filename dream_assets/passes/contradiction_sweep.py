@@ -1,0 +1,411 @@
+"""Contradiction sweep: a later fact supersedes the stale one it contradicts ("lives in Paris" / "moved to Berlin").
+
+A gated, delta-driven pass after memory consolidation. Each new or changed live entry (its content, category or tags
+differ from the review stamp ``contradictionReviewedHash`` in its metadata) is shown to the model next to the live
+entries most similar to it (BM25 over the live corpus, ``ContradictionSweepNeighbours`` of them); the model answers
+pairs where one entry supersedes the other. The host decides (DESIGN principle 4):
+
+- a pair with an empty id, an id that is not a live entry (unknown), an id of a live entry that was not shown in this
+  call, or the same id twice (a self-pair) is ignored, counted and listed with its reason;
+- a user correction — an entry saved from feedback of kind Correction (metadata ``feedbackKind`` = ``Correction``) or
+  stated by the user (metadata ``source`` = ``user``, ``user-stated``, ``user-correction`` or ``correction``, or the
+  tag ``user-correction``) — is never superseded by an entry that is not itself a user correction, whatever the model
+  proposes; a user correction superseding an agent's own claim is accepted;
+- between entries of equal standing, subject time decides: an entry about a later moment may supersede one about an
+  earlier moment, never the reverse. The moment is the ``subjectTime`` point, else the ``subjectTimeStart`` ..
+  ``subjectTimeEnd`` span (a date of day, month or year precision covers that whole day, month or year); a pair is
+  refused only when the winner's moment ends before the loser's begins. Without a subject time on both sides, or when
+  the moments overlap, the model's direction stands;
+- the loser is archived with ``supersededBy`` (never deleted), the winner carries ``supersedes``; both changes and
+  their change-log rows are one transaction, so the cycle can be undone, which restores both records. A pair whose
+  entries changed since they were shown, or whose loser or winner an earlier pair of the same answer archived, waits.
+
+The change gate: the gate input is ``memory_corpus``, whose data version (the live corpus's id, content, category and
+tags: ``MemoryStore.fingerprint``) the pass stamps in the ledger and its sensor compares, as for memory consolidation;
+an unchanged corpus makes no call, and so does a corpus with nothing new or changed. Review stamps are metadata, so
+they never move that data version. The shown entries are stamped reviewed only after a usable answer arrived (before
+it is applied, so an undo puts the stamps back too and an undone pair is not proposed again until one of its entries
+changes). When more entries wait than one call shows (``ContradictionSweepMaxEntriesPerCall``), the ledger records the
+run with a fingerprint no data version equals (:func:`backlog_stamp`), so the pass stays due and the change-gate sensor
+requests it again for the rest; the run that reviews the last of them stamps the data version itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from dream_assets.llm.contracts import NOT_TEXT, ContradictionSweepResponse, ModelCall
+from dream_assets.llm.offline import needs_judgement
+from dream_assets.llm.prompts import render_memory_entry
+from dream_assets.model import MemoryEntry, iso, parse_ts, utc
+from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.report import PassReport
+from dream_assets.passes.spec import PassSpec
+from dream_assets.store.memory import SUPERSEDED_BY_KEY, SUPERSEDES_KEY, ContentError, MemoryStore, NotFound
+from dream_assets.text.content_hash import stable_hash
+
+PASS = "contradiction_sweep"
+REVIEWED_KEY = "contradictionReviewedHash"
+USER_SOURCES = frozenset({"user", "user-stated", "user-correction", "correction"})
+USER_CORRECTION_TAG = "user-correction"
+__all__ = [
+    "PASS",
+    "REVIEWED_KEY",
+    "SUPERSEDED_BY_KEY",
+    "SUPERSEDES_KEY",
+    "SPEC",
+    "Verdict",
+    "backlog_stamp",
+    "is_user_correction",
+    "judge",
+    "run_contradiction_sweep",
+    "sweep_contradictions",
+]
+
+
+# --- pure decisions -----------------------------------------------------------------------------------------------
+
+
+def review_hash(entry: MemoryEntry) -> str:
+    """What the sweep reviewed of an entry: its content, category and tags (reinforcement and decay do not re-open)."""
+    return stable_hash("contradiction-review", entry.content, entry.category, sorted(entry.tags))
+
+
+def needs_review(entry: MemoryEntry) -> bool:
+    return entry.metadata.get(REVIEWED_KEY) != review_hash(entry)
+
+
+def is_user_correction(entry: MemoryEntry) -> bool:
+    meta = entry.metadata
+    return (
+        meta.get("feedbackKind", "").strip().casefold() == "correction"
+        or meta.get("source", "").strip().casefold() in USER_SOURCES
+        or USER_CORRECTION_TAG in entry.tags
+    )
+
+
+_PARTIAL_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
+
+
+def _span_of(text: str) -> tuple[datetime, datetime] | None:
+    """A subject-time value as a half-open span: a year, month or day covers all of it, an instant one microsecond.
+    None when it cannot be read."""
+    text = (text or "").strip()
+    m = _PARTIAL_DATE.match(text)
+    try:
+        if m:
+            year, month, day = int(m[1]), int(m[2] or 0), int(m[3] or 0)
+            if not month:
+                return utc(datetime(year, 1, 1)), utc(datetime(year + 1, 1, 1))
+            start = utc(datetime(year, month, day or 1))
+            if day:
+                return start, start + timedelta(days=1)
+            return start, utc(datetime(year + (month == 12), month % 12 + 1, 1))
+        at = parse_ts(text)
+    except (ValueError, OverflowError):
+        return None
+    return at, at + timedelta(microseconds=1)
+
+
+def subject_span(entry: MemoryEntry) -> tuple[datetime, datetime] | None:
+    """The moment an entry is about, from its subject-time metadata; None when it carries none that can be read."""
+    st = entry.subject_time
+    if "subjectTime" in st:
+        return _span_of(st["subjectTime"])
+    start = _span_of(st.get("subjectTimeStart", ""))
+    end = _span_of(st.get("subjectTimeEnd", ""))
+    if start and end:
+        return (start[0], end[1]) if start[0] <= end[1] else None
+    return start or end
+
+
+def about_earlier_moment(a: MemoryEntry, b: MemoryEntry) -> bool:
+    """True when ``a`` is about a moment that ends before the moment ``b`` is about begins."""
+    sa, sb = subject_span(a), subject_span(b)
+    return sa is not None and sb is not None and sa[1] <= sb[0]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    winner_id: str
+    loser_id: str
+    accepted: bool
+    why: str  # the refusal reason, or the rule that accepted it
+    reason: str = ""  # the model's reason
+
+
+def judge(
+    proposals: Sequence[tuple[str, str, str]],
+    shown: Mapping[str, MemoryEntry],
+    known: Container[str],
+) -> list[Verdict]:
+    """Host rules over the model's ``(winner id, loser id, reason)`` pairs. ``shown``: the entries of this call by id;
+    ``known``: every live id. Returns one verdict per proposal, in order."""
+    verdicts: list[Verdict] = []
+    for winner_id, loser_id, reason in proposals:
+        w, lo = (winner_id or "").strip(), (loser_id or "").strip()
+
+        def refuse(why: str, w: str = w, lo: str = lo, reason: str = reason) -> None:
+            verdicts.append(Verdict(w, lo, False, why, reason))
+
+        if not w or not lo or NOT_TEXT in (w, lo):
+            refuse("empty id")
+        elif w == lo:
+            refuse("self-pair")
+        elif missing := [i for i in (w, lo) if i not in shown and i not in known]:
+            refuse(f"unknown id {missing[0]}")
+        elif hidden := [i for i in (w, lo) if i not in shown]:
+            refuse(f"id {hidden[0]} was not shown in this call")
+        else:
+            winner, loser = shown[w], shown[lo]
+            w_user, l_user = is_user_correction(winner), is_user_correction(loser)
+            if l_user and not w_user:
+                refuse("a user correction is never superseded by an entry that is not one")
+            elif w_user and not l_user:
+                verdicts.append(Verdict(w, lo, True, "a user correction supersedes an agent's own claim", reason))
+            elif about_earlier_moment(winner, loser):
+                refuse("the proposed winner is about an earlier moment than the entry it would supersede")
+            else:
+                verdicts.append(Verdict(w, lo, True, "accepted", reason))
+    return verdicts
+
+
+# --- selection ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Selection:
+    """The entries of one call: the new or changed ones (``delta``), each with the ids of its nearest live entries."""
+
+    delta: list[MemoryEntry]
+    neighbours: dict[str, list[str]]
+    shown: dict[str, MemoryEntry]
+    backlog: int = 0
+    unreviewed: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def select(
+    live: Sequence[MemoryEntry],
+    search: Callable[[str, int], Sequence[tuple[MemoryEntry, float]]],
+    *,
+    neighbours: int,
+    max_entries: int,
+) -> Selection:
+    """New or changed entries (oldest first, at most ``max_entries``) with their ``neighbours`` nearest live
+    entries by ``search`` (BM25 over the live corpus)."""
+    unreviewed = [e for e in live if needs_review(e)]
+    delta = unreviewed[:max_entries]
+    shown = {e.id: e for e in delta}
+    near: dict[str, list[str]] = {}
+    for entry in delta:
+        ids: list[str] = []
+        for hit, _score in search(entry.content, neighbours + 1):
+            if hit.id != entry.id and not hit.is_archived and len(ids) < neighbours:
+                ids.append(hit.id)
+                shown.setdefault(hit.id, hit)
+        near[entry.id] = ids
+    return Selection(delta, near, shown, backlog=len(unreviewed) - len(delta), unreviewed=len(unreviewed))
+
+
+def backlog_stamp(data_version: str, backlog: int) -> str:
+    """What the ledger records for a run that left ``backlog`` new or changed entries for later: a value no data
+    version of ``memory_corpus`` equals (those start with ``memories:``), so the gate stays open."""
+    return f"backlog:{backlog}:{data_version}"
+
+
+# --- prompt -------------------------------------------------------------------------------------------------------
+
+
+def render_prompt(selection: Selection, now: datetime) -> str:
+    def line(entry: MemoryEntry, new: bool) -> str:
+        text = render_memory_entry(entry)[2:]
+        marks = (["NEW"] if new else []) + (["USER-CORRECTION"] if is_user_correction(entry) else [])
+        return f"- {' '.join(marks) + ' ' if marks else ''}{text}"
+
+    out = [
+        f"Today: {now.date().isoformat()}",
+        f"## New or changed entries ({len(selection.delta)}), each with the live entries most similar to it",
+        "Answer the pairs where one entry makes the other stale (a later fact replacing an earlier one). Two facts "
+        "that can both be true are not a supersession.",
+    ]
+    for n, entry in enumerate(selection.delta, 1):
+        out += ["", f"### {n}", line(entry, True)]
+        out += [line(selection.shown[i], False) for i in selection.neighbours.get(entry.id, [])]
+        if not selection.neighbours.get(entry.id):
+            out.append("(no similar live entry)")
+    return "\n".join(out)
+
+
+def _entry_input(entry: MemoryEntry) -> dict[str, object]:
+    return {
+        "id": entry.id,
+        "content": entry.content,
+        "category": entry.category,
+        "subject": entry.subject_time,
+        "created_at": iso(entry.created_at),
+        "user_correction": is_user_correction(entry),
+    }
+
+
+# --- the pass -----------------------------------------------------------------------------------------------------
+
+
+def sweep_contradictions(ctx: PassContext) -> PassReport:
+    """The pass after the shared opening (PassSpec.attempt)."""
+    report = PassReport(PASS)
+    opts = ctx.options
+    memories = ctx.store.memories
+    start_fingerprint = memories.fingerprint()  # read before the corpus: a write in between re-opens the gate
+    live = memories.list_live()
+    report.counts["live"] = len(live)
+    for key in ("superseded", "ignored", "refused", "waiting"):
+        report.counts.setdefault(key, 0)
+    if gate_says_skip(ctx, PASS, start_fingerprint, report):
+        return report
+    if len(live) < 2:
+        stamp(ctx, PASS, start_fingerprint)
+        return report.skip(f"fewer than two live memories ({len(live)}): nothing can supersede anything; no call")
+    selection = select(
+        live,
+        lambda query, limit: memories.search(query, limit=limit),
+        neighbours=opts.ContradictionSweepNeighbours,
+        max_entries=opts.ContradictionSweepMaxEntriesPerCall,
+    )
+    report.counts.update(
+        {"unreviewed": selection.unreviewed, "eligible": len(selection.delta), "backlog": selection.backlog}
+    )
+    pairs = sum(len(v) for v in selection.neighbours.values())
+    if not selection.delta or not pairs:
+        _stamp_reviewed(memories, selection.delta)
+        stamp(ctx, PASS, _completion_stamp(memories))
+        why = "no new or changed entry" if not selection.delta else "no new or changed entry has a similar live entry"
+        return report.skip(f"{why}: no call")
+    report.info(
+        f"{len(selection.delta)} new or changed entr{'y' if len(selection.delta) == 1 else 'ies'} shown with "
+        f"{len(selection.shown) - len(selection.delta)} similar live entries"
+        + (f"; {selection.backlog} more wait for the next run" if selection.backlog else "")
+    )
+    prompt = render_prompt(selection, ctx.now)
+    report.counts["prompt_chars"] = len(prompt)
+    response = call_model(
+        ctx,
+        report,
+        PASS,
+        prompt,
+        {
+            "entries": [_entry_input(e) for e in selection.shown.values()],
+            "pairs": [[d, n] for d, ns in selection.neighbours.items() for n in ns],
+        },
+    )
+    if response is None:
+        return report  # failed or deferred: nothing applied, nothing stamped
+    assert isinstance(response, ContradictionSweepResponse)
+    _stamp_reviewed(memories, selection.delta)
+    live_ids = {e.id for e in live}
+    verdicts = judge([(s.winner_id, s.loser_id, s.reason) for s in response.supersessions], selection.shown, live_ids)
+    _apply(ctx, report, selection, verdicts)
+    report.counts["live"] = memories.counts()["live"]
+    stamp(ctx, PASS, _completion_stamp(memories))
+    return report.finish(
+        f"contradiction sweep — live {int(report.counts['live'])}, shown {len(selection.delta)} new or changed, "
+        f"superseded {int(report.counts['superseded'])}, refused {int(report.counts['refused'])}, "
+        f"ignored {int(report.counts['ignored'])}, waiting {int(report.counts['waiting'])}"
+    )
+
+
+def _completion_stamp(memories: MemoryStore) -> str:
+    """What a run that got this far records: the data version, or its backlog stamp while any live entry still waits
+    for review (the backlog past this call, or an entry saved while the call ran)."""
+    version = memories.fingerprint()  # read before the corpus: an entry saved in between is counted as waiting
+    waiting = sum(1 for e in memories.list_live() if needs_review(e))
+    return backlog_stamp(version, waiting) if waiting else version
+
+
+def _stamp_reviewed(memories: MemoryStore, entries: Sequence[MemoryEntry]) -> None:
+    memories.set_metadata({e.id: {REVIEWED_KEY: review_hash(e)} for e in entries})
+
+
+def _apply(ctx: PassContext, report: PassReport, selection: Selection, verdicts: Sequence[Verdict]) -> None:
+    memories = ctx.store.memories
+    for v in verdicts:
+        label = f"{v.winner_id or '∅'} > {v.loser_id or '∅'}"
+        if not v.accepted:
+            kind = "refused" if v.why.startswith(("a user correction", "the proposed winner")) else "ignored"
+            report.count(kind)
+            report.change("supersession-rejected", label, f"{kind}: {v.why}")
+            report.info(f"supersession {label} {kind}: {v.why}")
+            continue
+        shown_w, shown_l = selection.shown[v.winner_id], selection.shown[v.loser_id]
+        try:
+            with ctx.store.transaction():
+                winner, loser = memories.get(v.winner_id), memories.get(v.loser_id)
+                if winner is None or loser is None or winner.is_archived or loser.is_archived:
+                    raise _Waits("an entry of the pair is no longer live (an earlier pair of this answer archived it)")
+                if (winner.content, loser.content) != (shown_w.content, shown_l.content):
+                    raise _Waits("an entry of the pair changed since it was shown")
+                why = v.reason.strip() or v.why
+                (l_before, l_after), (w_before, w_after) = memories.supersede(
+                    loser.id, winner.id, now=ctx.now, reason=why
+                )
+                ctx.record(
+                    PASS,
+                    "archived",
+                    l_after,
+                    before=l_before,
+                    after=l_after,
+                    reason=f"superseded by {winner.id}: {why}",
+                )
+                ctx.record(
+                    PASS, "updated", w_after, before=w_before, after=w_after, reason=f"supersedes {loser.id}: {why}"
+                )
+        except (_Waits, ContentError, NotFound) as exc:
+            report.count("waiting")
+            report.change("supersession-waiting", label, str(exc))
+            report.info(f"supersession {label} waits: {exc}")
+            continue
+        report.count("superseded")
+        report.change(
+            "archived", loser.id, f"superseded by {winner.id}: {_short(loser.content)} → {_short(winner.content)}"
+        )
+
+
+class _Waits(Exception):
+    pass
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+SPEC = PassSpec(
+    name=PASS,
+    group="memory",
+    description="Contradiction sweep — archives a memory a later fact makes stale, as superseded.\n\nShows the model "
+    "new or changed memories next to the live memories most similar to them and applies the pairs where one supersedes "
+    "the other: the loser is archived with supersededBy (the winner carries supersedes), a user correction is never "
+    "superseded by an agent's claim, an entry about a later moment never loses to an earlier one. Skipped when the "
+    "corpus has not changed (change gate). Every change can be undone per cycle.",
+    body=sweep_contradictions,
+    enabled_by="ContradictionSweepEnabled",
+    after=("memory_consolidation",),
+    reads=("memory_corpus",),
+    gate="memory_corpus",
+    model_call=ModelCall(
+        name=PASS,
+        contract=ContradictionSweepResponse,
+        directive_file="contradiction-sweep.md",
+        directive_option="ContradictionSweepDirectivePath",
+        offline=needs_judgement({"supersessions": []}),
+    ),
+)
+
+
+def run_contradiction_sweep(ctx: PassContext) -> PassReport:
+    """The pass with its shared opening (see PassSpec.attempt)."""
+    return SPEC.attempt(ctx)

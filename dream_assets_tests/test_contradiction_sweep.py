@@ -1,0 +1,261 @@
+"""Contradiction sweep: a later fact supersedes the stale one, under host rules the model cannot talk its way past."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from dream_assets.cycle_report import _section_of
+from dream_assets.gates import gate_status
+from dream_assets.input_fingerprints import data_version
+from dream_assets.llm.client import ModelClient
+from dream_assets.llm.scripted import ScriptedBackend
+from dream_assets.model import MemoryEntry
+from dream_assets.options import DreamOptions
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.contradiction_sweep import (
+    REVIEWED_KEY,
+    about_earlier_moment,
+    judge,
+    review_hash,
+    run_contradiction_sweep,
+)
+from dream_assets.passes.registry import by_name
+from dream_assets.store.ledger import PassLedger
+from dream_assets_tests.conftest import NOW, run_scripted, run_without_model
+from dream_assets_tests.openai_server import OpenAITestServer, reply
+
+
+def put(store, content, *, days_ago=10, metadata=None, tags=(), category="people/alice"):
+    at = NOW - timedelta(days=days_ago)
+    return store.memories.save(
+        content, category=category, tags=tags, metadata=metadata or {}, now=at, dedupe=False
+    ).entry
+
+
+def entry(eid, *, subject=None, meta=None, tags=()):
+    md = dict(meta or {})
+    if subject:
+        md["subjectTime"] = subject
+    return MemoryEntry(eid, f"text {eid}", "general", tuple(tags), 0.5, NOW, NOW, NOW, 1, md)
+
+
+def answer(*pairs):
+    return {"supersessions": [{"winnerId": w, "loserId": lo, "reason": "later fact"} for w, lo in pairs]}
+
+
+@pytest.fixture
+def paris_berlin(store):
+    paris = put(store, "Alice lives in Paris near the Louvre.", days_ago=40, metadata={"subjectTime": "2024-01"})
+    berlin = put(
+        store, "Alice moved to Berlin, she lives in Kreuzberg now.", days_ago=2, metadata={"subjectTime": "2024-06"}
+    )
+    other = put(store, "Bob likes chess.", days_ago=30, category="people/bob")
+    return paris, berlin, other
+
+
+# --- pure rules -----------------------------------------------------------------------------------------------------
+
+
+def test_hostile_pairs_are_ignored_with_their_reason():
+    a, b = entry("a"), entry("b")
+    shown = {"a": a, "b": b}
+    verdicts = judge(
+        [("a", "zz", ""), ("a", "c", ""), ("a", "a", ""), ("", "b", ""), ("a", "  ", ""), ("a", "b", "")],
+        shown,
+        known={"a", "b", "c"},
+    )
+    assert [(v.accepted, v.why) for v in verdicts] == [
+        (False, "unknown id zz"),
+        (False, "id c was not shown in this call"),
+        (False, "self-pair"),
+        (False, "empty id"),
+        (False, "empty id"),
+        (True, "accepted"),
+    ]
+
+
+def test_a_user_correction_is_never_superseded_by_an_agent_claim_but_beats_one():
+    claim = entry("claim", subject="2025-05-01")
+    fix = entry("fix", subject="2024-01-01", meta={"feedbackKind": "Correction"})
+    stated = entry("stated", meta={"source": "user"})
+    shown = {e.id: e for e in (claim, fix, stated)}
+    verdicts = judge(
+        [("claim", "fix", ""), ("claim", "stated", ""), ("fix", "claim", ""), ("stated", "fix", "")], shown, set(shown)
+    )
+    assert [v.accepted for v in verdicts] == [False, False, True, True]
+    assert "never superseded" in verdicts[0].why
+
+
+@pytest.mark.parametrize(
+    ("winner", "loser", "earlier"),
+    [
+        ("2024-01", "2024-06-03", True),
+        ("2024-06-03", "2024-01", False),
+        ("2024", "2024-06", False),  # overlapping moments: no evidence either way
+        ("2023-12-31T23:00:00Z", "2024-01-01", True),
+        ("not a date", "2024-01-01", False),
+    ],
+)
+def test_subject_time_decides_ties(winner, loser, earlier):
+    w, lo = entry("w", subject=winner), entry("l", subject=loser)
+    assert about_earlier_moment(w, lo) is earlier
+    (verdict,) = judge([("w", "l", "")], {"w": w, "l": lo}, {"w", "l"})
+    assert verdict.accepted is not earlier
+
+
+# --- the pass -------------------------------------------------------------------------------------------------------
+
+
+def test_the_stale_fact_is_archived_as_superseded_and_undo_restores_both(store, profile, paris_berlin):
+    paris, berlin, _ = paris_berlin
+    report, backend = run_scripted(run_contradiction_sweep, profile, store, [answer((berlin.id, paris.id))])
+    assert report.status == "completed", report.reason
+    assert report.counts["superseded"] == 1
+    assert paris.id in backend.requests[0].prompt and berlin.id in backend.requests[0].prompt
+    loser, winner = store.memories.get(paris.id), store.memories.get(berlin.id)
+    assert loser.is_archived and loser.metadata["supersededBy"] == berlin.id
+    assert winner.metadata["supersedes"] == paris.id and not winner.is_archived
+    assert all(hit.id != paris.id for hit, _ in store.memories.search("Alice lives Paris"))
+    (change,) = [c for c in report.changes if c.target == paris.id]
+    assert change.kind == "archived" and change.detail.startswith(f"superseded by {berlin.id}")
+    assert _section_of(change) == "Superseded"  # the cycle report lists it apart from other archives
+
+    result = store.changes.undo_cycle("c1", now=NOW + timedelta(hours=1))
+    assert result.ok, result
+    assert not store.memories.get(paris.id).is_archived
+    assert "supersededBy" not in store.memories.get(paris.id).metadata
+    assert "supersedes" not in store.memories.get(berlin.id).metadata
+
+
+def test_hostile_answer_changes_nothing(store, profile, paris_berlin):
+    paris, berlin, other = paris_berlin
+    hidden = put(store, "Carol plays the violin.", category="people/carol")
+    store.memories.set_metadata({hidden.id: {REVIEWED_KEY: "x"}})  # reviewed? no: a wrong stamp re-opens it
+    hostile = {
+        "supersessions": [
+            {"winnerId": berlin.id, "loserId": "no-such-id"},
+            {"winnerId": berlin.id, "loserId": berlin.id},
+            {"winnerId": "", "loserId": paris.id},
+            {"loserId": paris.id},
+            {"winnerId": paris.id, "loserId": berlin.id},  # an earlier moment never supersedes a later one
+            {"winnerId": ["not", "an", "id"], "loserId": paris.id},
+        ]
+    }
+    report, _ = run_scripted(
+        run_contradiction_sweep,
+        profile,
+        store,
+        [hostile],
+        options=DreamOptions(ContradictionSweepNeighbours=1),
+    )
+    assert report.status == "completed", report.reason
+    assert store.memories.counts()["archived"] == 0
+    assert report.counts["superseded"] == 0
+    assert report.counts["ignored"] == 5 and report.counts["refused"] == 1
+
+
+def test_an_id_not_shown_in_the_call_is_ignored(store, profile, paris_berlin):
+    paris, berlin, other = paris_berlin
+    # Only Berlin is new; Bob's entry is reviewed and not similar, so it is never shown.
+    store.memories.set_metadata({e.id: {REVIEWED_KEY: review_hash(e)} for e in (paris, other)})
+    report, backend = run_scripted(
+        run_contradiction_sweep,
+        profile,
+        store,
+        [answer((berlin.id, other.id))],
+        options=DreamOptions(ContradictionSweepNeighbours=1),
+    )
+    assert other.id not in backend.requests[0].prompt
+    assert not store.memories.get(other.id).is_archived
+    assert report.changes[0].detail == f"ignored: id {other.id} was not shown in this call"
+
+
+def test_an_agent_claim_never_supersedes_a_user_correction(store, profile):
+    fix = put(store, "Alice lives in Lyon, not Paris.", days_ago=20, metadata={"feedbackKind": "Correction"})
+    claim = put(store, "Alice lives in Paris.", days_ago=1, metadata={"subjectTime": "2026-11"})
+    report, _ = run_scripted(run_contradiction_sweep, profile, store, [answer((claim.id, fix.id))])
+    assert not store.memories.get(fix.id).is_archived
+    assert report.counts["refused"] == 1
+
+
+def test_unchanged_corpus_makes_no_call_on_a_real_endpoint(store, profile, paris_berlin):
+    paris, berlin, _ = paris_berlin
+    with OpenAITestServer() as server:
+        server.script(reply(json.dumps(answer())))
+        options = DreamOptions(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
+        ctx = PassContext(profile, options, NOW, cycle_id="c1", _store=store)
+        first = by_name("contradiction_sweep").run(ctx)
+        assert first.status == "completed", first.reason
+        assert len(server.requests) == 1
+        for hours in (1, 30):
+            again = by_name("contradiction_sweep").run(
+                PassContext(profile, options, NOW + timedelta(hours=hours), cycle_id=f"c{hours}", _store=store)
+            )
+            assert again.status == "skipped" and "change gate" in again.reason
+        assert len(server.requests) == 1
+        # The sensor's view agrees with the pass: nothing to request.
+        assert gate_status("contradiction_sweep", profile, options, NOW + timedelta(hours=2)).decision.skip
+        # One new entry re-opens the gate.
+        put(store, "Alice moved back to Paris in December.", days_ago=0, metadata={"subjectTime": "2026-12"})
+        assert not gate_status("contradiction_sweep", profile, options, NOW + timedelta(hours=2)).decision.skip
+
+
+def test_nothing_new_makes_no_call(store, profile, paris_berlin):
+    run_scripted(run_contradiction_sweep, profile, store, [answer()])
+    report = run_without_model(
+        run_contradiction_sweep, profile, store, options=DreamOptions(DreamPassChangeGateEnabled=False)
+    )
+    assert report.status == "skipped" and "no new or changed entry" in report.reason
+
+
+def test_a_backlog_keeps_the_pass_due(store, profile, paris_berlin):
+    options = DreamOptions(ContradictionSweepMaxEntriesPerCall=1)
+    report, _ = run_scripted(run_contradiction_sweep, profile, store, [answer()], options=options)
+    assert report.counts["backlog"] == 2
+    assert not gate_status("contradiction_sweep", profile, options, NOW + timedelta(minutes=5)).decision.skip
+
+
+def test_disabled_sweep_is_skipped(store, profile, paris_berlin):
+    report = run_without_model(
+        run_contradiction_sweep, profile, store, options=DreamOptions(ContradictionSweepEnabled=False)
+    )
+    assert report.status == "skipped" and "ContradictionSweepEnabled" in report.reason
+
+
+def test_the_backlog_is_swept_call_by_call_and_then_the_gate_closes(store, profile, paris_berlin):
+    paris, berlin, other = paris_berlin
+    options = DreamOptions(ContradictionSweepMaxEntriesPerCall=1)
+    sent = []
+    for n in range(1, 4):
+        assert not gate_status("contradiction_sweep", profile, options, NOW + timedelta(minutes=n)).decision.skip
+        report, backend = run_scripted(
+            run_contradiction_sweep, profile, store, [answer()], options=options, now=NOW + timedelta(minutes=n)
+        )
+        sent += [r.prompt for r in backend.requests]
+        assert report.counts["backlog"] == 3 - n, report.summary
+    # Each entry was shown as new exactly once, and once all were reviewed the ledger holds the corpus's data version.
+    assert [sum(f"NEW id={e.id} " in p for p in sent) for e in (paris, berlin)] == [1, 1]
+    assert PassLedger(profile).get("contradiction_sweep").fingerprint == data_version(profile, "memory_corpus")
+    idle = gate_status("contradiction_sweep", profile, options, NOW + timedelta(minutes=10))
+    assert idle.decision.skip
+    assert run_without_model(run_contradiction_sweep, profile, store, options=options).status == "skipped"
+
+
+def test_an_entry_saved_while_the_call_runs_keeps_the_pass_due(store, profile, paris_berlin):
+    late = []
+
+    class SaveDuringCall(ScriptedBackend):
+        def complete(self, request):
+            late.append(put(store, "Alice now lives in Munich.", days_ago=0, metadata={"subjectTime": "2026-11"}))
+            return super().complete(request)
+
+    backend = SaveDuringCall([answer()])
+    client = ModelClient(backend, profile=profile, options=DreamOptions())
+    ctx = PassContext(profile, DreamOptions(), NOW, cycle_id="c1", client_factory=lambda: client, _store=store)
+    assert run_contradiction_sweep(ctx).status == "completed" and late
+    assert not gate_status("contradiction_sweep", profile, DreamOptions(), NOW + timedelta(minutes=5)).decision.skip
+    report, backend = run_scripted(run_contradiction_sweep, profile, store, [answer()], now=NOW + timedelta(minutes=5))
+    assert report.counts["eligible"] == 1 and late[0].id in backend.requests[0].prompt
