@@ -340,6 +340,7 @@ def test_a_store_written_by_an_older_version_gets_its_fingerprint_on_open(profil
     st.close()
 
 
+@pytest.mark.slow  # a 50,000-entry corpus
 def test_reading_the_fingerprint_does_not_scan_the_corpus(store):
     store.memories.put_many(
         [

@@ -1,5 +1,7 @@
 """Preference inference, wisp failure analysis and tier routing review on the demo agent, offline backend."""
 
+import pytest
+
 from dream_assets.demo import build_demo_profile
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.offline import OfflineBackend
@@ -28,6 +30,7 @@ def cycle(profile, store, options, cycle_id):
     return reports, calls
 
 
+@pytest.mark.slow  # every pass, twice, on the full demo
 def test_every_pass_runs_on_the_demo_agent_and_a_quiet_second_run_makes_no_calls(profile, store):
     options = DreamOptions(LlmBackend="offline")
     build_demo_profile(profile, NOW, options=options)

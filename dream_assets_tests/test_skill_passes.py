@@ -743,6 +743,7 @@ def test_disabled_optimization_is_skipped(profile, store, options):
 
 
 # =================================================================== the demo agent, offline
+@pytest.mark.slow  # every skill pass, twice, on the full demo
 def test_demo_agent_runs_offline_and_an_idle_second_run_costs_no_model_call(profile, options):
     from dream_assets.demo import build_demo_profile
     from dream_assets.store import open_store
