@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dream_assets.input_fingerprints import data_version, input_path
+from dream_assets.input_fingerprints import INPUT_ASSETS, data_version, input_path
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
+from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, by_name
 from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import AgentProfile
@@ -54,13 +55,17 @@ def gate_fingerprint(pass_name: str, profile: AgentProfile) -> str:
 
 
 def gate_signature(pass_name: str, profile: AgentProfile, extra: Iterable[Path] = ()) -> str:
-    """A cheap signature of every file the gate decision of ``pass_name`` reads: its input (a store with its
-    write-ahead log), the ledger, the agent's options file, and ``extra`` (the deployment's options file). It costs a
+    """A cheap signature of every file the gate decision of ``pass_name`` reads: its gate input (a store with its
+    write-ahead log), the other inputs it needs, the ledger, the agent's options file, the consolidation pause file,
+    and ``extra`` (the deployment's options file). It costs a
     few ``stat`` calls and no read. While it is unchanged, so is the decision, except for what time alone changes
     (the maximum skip interval, a minimum-interval floor): a sensor may skip an agent whose signature did not move
     until then, so a tick's cost grows with what changed, not with the fleet."""
+    spec = by_name(pass_name)
     path = gate_input_path(pass_name, profile)
-    paths = [path, profile.ledger_path, profile.options_path, *extra]
+    reads = [input_path(profile, asset) for asset in spec.reads if asset in INPUT_ASSETS]
+    paths = [path, *reads, profile.ledger_path, profile.options_path, profile.consolidation_pause_path, *extra]
+    paths = list(dict.fromkeys(paths))
     if path == profile.store_path:
         paths.append(path.with_name(path.name + ".wal"))
     parts = []
@@ -97,6 +102,12 @@ def gate_status(pass_name: str, profile: AgentProfile, options: DreamOptions, no
         decision = GateDecision(False, "change gate disabled (DreamPassChangeGateEnabled = false)")
     else:
         decision = gate(record, fingerprint, now, options.DreamPassMaxSkipInterval)
+    if not decision.skip and spec.missing_input is not None:
+        # A pass with nothing to run on skips without a ledger stamp: requesting it would launch a run that only
+        # skips again, on every tick, for every agent without that input.
+        missing = spec.missing_input(PassContext(profile, options, now, cycle_id="gate"))
+        if missing is not None:
+            decision = GateDecision(True, f"nothing to run on — {missing}")
     if not decision.skip:
         floor = spec.floor(record, options, now)
         if floor is not None and record is not None:

@@ -24,6 +24,7 @@ from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
+from dream_assets.store.logs import SkillUsageEvent, TierRoutingEvent, WispExecutionEvent, append_event
 from dream_assets_tests.openai_server import OpenAITestServer, hang, refusing_base_url, reply
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -203,8 +204,13 @@ def test_in_dagster_the_passes_of_one_run_share_the_dead_endpoint_verdict(root, 
 
 # ---------------------------------------------------------------- one bad agent never stops the others
 def _agent(root, name: str) -> AgentProfile:
+    """An agent with a store and one event in each log a gated pass needs, so every gate sensor requests it."""
     profile = AgentProfile(root / name).ensure()
     open_store(profile).close()
+    when = NOW - timedelta(hours=1)
+    append_event(profile, "skill-usage", SkillUsageEvent(when, "s1", "mcp/email"))
+    append_event(profile, "wisp-executions", WispExecutionEvent(when, "w1", "Sync the CRM", success=True))
+    append_event(profile, "tier-routing", TierRoutingEvent(when, "live", "small", "t1", "success"))
     return profile
 
 

@@ -21,6 +21,7 @@ from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
+from dream_assets.store.logs import WispExecutionEvent, append_event
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 GATE = "memory_consolidation_change_gate"
@@ -36,6 +37,12 @@ def _tick(defs, name, instance, root, cursor=None, now=NOW):
         instance=instance, cursor=cursor, resources={"deployment": _deployment(root, now)}
     ) as ctx:
         return sensor(ctx)
+
+
+@pytest.fixture(autouse=True)
+def generous_tick_budget(monkeypatch):
+    """A loaded test machine must not turn a tick's time budget into a different outcome (one test sets its own)."""
+    monkeypatch.setattr(automation, "GATE_TICK_BUDGET_S", 600.0)
 
 
 @pytest.fixture
@@ -152,3 +159,26 @@ def test_a_run_that_cannot_see_its_agents_profile_fails_naming_the_path(tmp_path
     message = failures[0].event_specific_data.error_display_string
     assert f"no profile at {root / 'ghost'}" in message and "DREAM__ProfileRoot" in message
     assert not (root / "ghost").exists()  # nothing was created in its place
+
+
+def test_after_a_cycle_an_idle_fleet_launches_nothing_even_for_passes_whose_logs_it_never_wrote(fleet, instance):
+    """Agents without wisp, tier-routing or skill-usage logs: those passes skip without a ledger stamp, and their
+    gates must not request a run that would only skip again, tick after tick, for every agent."""
+    root, names = fleet
+    defs = build_definitions(_deployment(root))
+    gates = [s.name for s in defs.sensors if s.name.endswith("_change_gate")]
+    assert len(gates) >= 5
+    cursors = {}
+    for name in gates:
+        tick = _tick(defs, name, instance, root, now=NOW + timedelta(minutes=5))
+        assert not tick.run_requests, f"{name}: {tick.skip_reason}"
+        cursors[name] = tick.cursor
+    # the first wisp execution of alpha opens its gate, and only alpha's
+    append_event(
+        AgentProfile(root / "alpha"),
+        "wisp-executions",
+        WispExecutionEvent(NOW + timedelta(minutes=6), "w1", "Sync the CRM", success=False, failed_step="auth"),
+    )
+    name = "wisp_failure_analysis_change_gate"
+    tick = _tick(defs, name, instance, root, cursor=cursors[name], now=NOW + timedelta(minutes=10))
+    assert [r.partition_key for r in tick.run_requests] == ["alpha"]
