@@ -8,7 +8,7 @@ import os
 
 import dagster as dg
 
-from dream_assets.defs import automation, cycle_close, daily_partitions, passes, sources
+from dream_assets.defs import automation, cycle_close, daily_partitions, housekeeping, passes, sources
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.orchestration.resources import ModelResource
@@ -27,6 +27,7 @@ def build_definitions(
         passes.defs(),
         cycle_close.defs(),
         daily_partitions.defs(),
+        housekeeping.defs(),
         automation.automation_definitions(options),
         dg.Definitions(
             resources={"deployment": deployment or DreamDeployment(), "model": model or ModelResource()},

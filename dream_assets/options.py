@@ -253,6 +253,10 @@ class DreamOptions:
     )
     AuditTrendRetention: timedelta = _opt(timedelta(days=400), "how long the memory audit trend file keeps rows")
     AuditPauseOnHardDelete: bool = _opt(False, "audit writes consolidation-paused.json when it finds hard deletes")
+    RunRetention: timedelta = _opt(
+        timedelta(days=30),
+        "finished Dagster runs older than this are deleted daily with their events; zero keeps them all",
+    )
 
     # ------------------------------------------------------------------
     def replace(self, **changes: Any) -> DreamOptions:

@@ -104,6 +104,7 @@ def test_definitions_snapshot(root):
         "dream_cycle_schedule",
         "memory_audit_schedule",
         "observe_inputs_schedule",
+        "run_retention_schedule",
     }
     assert {s.name for s in defs.sensors} == {
         "dream_startup_sensor",

@@ -182,3 +182,20 @@ def test_after_a_cycle_an_idle_fleet_launches_nothing_even_for_passes_whose_logs
     name = "wisp_failure_analysis_change_gate"
     tick = _tick(defs, name, instance, root, cursor=cursors[name], now=NOW + timedelta(minutes=10))
     assert [r.partition_key for r in tick.run_requests] == ["alpha"]
+
+
+def test_finished_runs_older_than_the_run_retention_are_deleted_and_newer_ones_kept(tmp_path, instance):
+    root = tmp_path / "agents"
+    root.mkdir()
+    today = datetime.now(UTC)
+    job = build_definitions(_deployment(root, now=today)).resolve_job_def("run_retention_job")
+    first = job.execute_in_process(instance=instance)
+    second = job.execute_in_process(instance=instance)
+    assert first.success and second.success
+    assert len(instance.get_runs()) == 2  # nothing is old enough yet
+    later = build_definitions(_deployment(root, now=today + timedelta(days=31))).resolve_job_def("run_retention_job")
+    third = later.execute_in_process(instance=instance)
+    assert third.success
+    assert [r.run_id for r in instance.get_runs()] == [third.run_id]
+    logs = [e.message for e in instance.all_logs(third.run_id) if "deleted 2 finished run(s)" in (e.message or "")]
+    assert logs

@@ -1,0 +1,64 @@
+"""Housekeeping of the Dagster instance itself: finished runs older than ``RunRetention`` are deleted, with their
+event logs, once a day. With many agents the run history grows by a cycle per agent per interval plus every gate run;
+Dagster's own retention settings cover ticks (deploy/dagster-postgres.yaml), not runs."""
+
+from datetime import datetime
+
+import dagster as dg
+
+from dream_assets.model import iso
+from dream_assets.orchestration.deployment import DreamDeployment
+
+#: Runs deleted by one housekeeping run at most; the rest go the next day (keeps each run short on a large history).
+MAX_DELETED_PER_RUN = 20_000
+_FINISHED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+
+
+def delete_old_runs(instance: dg.DagsterInstance, cutoff: datetime, *, keep: str | None = None) -> int:
+    """Delete finished runs created before ``cutoff`` (never ``keep``, the run doing it); the number deleted."""
+    deleted = 0
+    while deleted < MAX_DELETED_PER_RUN:
+        records = instance.get_run_records(
+            filters=dg.RunsFilter(statuses=_FINISHED, created_before=cutoff),
+            limit=min(500, MAX_DELETED_PER_RUN - deleted),
+            ascending=True,
+        )
+        batch = [r.dagster_run.run_id for r in records if r.dagster_run.run_id != keep]
+        if not batch:
+            break
+        for run_id in batch:
+            instance.delete_run(run_id)
+        deleted += len(batch)
+    return deleted
+
+
+@dg.op(description="Deletes finished runs older than RunRetention, with their events.")
+def prune_old_runs(context: dg.OpExecutionContext, deployment: DreamDeployment) -> None:
+    retention = deployment.base_options().RunRetention
+    if not retention:
+        context.log.info("RunRetention is zero: every run is kept")
+        return
+    cutoff = deployment.clock() - retention
+    deleted = delete_old_runs(context.instance, cutoff, keep=context.run_id)
+    context.log.info(f"deleted {deleted} finished run(s) created before {iso(cutoff)} (RunRetention {retention})")
+
+
+@dg.job(description="Deletes finished runs older than RunRetention (default 30 days), with their events.")
+def run_retention_job():
+    prune_old_runs()
+
+
+run_retention_schedule = dg.ScheduleDefinition(
+    name="run_retention_schedule",
+    job=run_retention_job,
+    cron_schedule="45 2 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Once a day: finished runs older than RunRetention are deleted with their events.",
+)
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    """The daily deletion of old runs."""
+    return dg.Definitions(jobs=[run_retention_job], schedules=[run_retention_schedule])
