@@ -20,7 +20,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from dream_assets.definitions import build_definitions
 from dream_assets.demo import build_demo_profile
+from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.profile import AgentProfile
 from dream_assets_tests.postgres_server import PostgresUnavailable, start_postgres
 
@@ -84,9 +86,6 @@ def test_a_missing_postgres_setting_is_named_when_the_instance_loads(fleet_home,
 
 
 def _definitions(root: Path) -> dg.Definitions:
-    from dream_assets.definitions import build_definitions
-    from dream_assets.orchestration.deployment import DreamDeployment
-
     return build_definitions(deployment=DreamDeployment(profile_root=str(root), now=NOW.isoformat()))
 
 
@@ -112,6 +111,18 @@ def test_cycles_of_several_agents_record_runs_materializations_and_checks_in_pos
         records = instance.event_log_storage.get_asset_check_execution_history(check, limit=10)
         assert len(records) == len(AGENTS)
         assert all(r.event.dagster_event.event_specific_data.passed for r in records if r.event)
+        # the schedule and the gate sensors read this instance: a cycle per agent is due, no gate is
+        deployment = DreamDeployment(profile_root=str(root), now=NOW.isoformat())
+        with dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=NOW, resources={"deployment": deployment}
+        ) as ctx:
+            requests = defs.resolve_schedule_def("dream_cycle_schedule")(ctx)
+        assert sorted(r.partition_key for r in requests) == sorted(AGENTS)
+        for sensor in defs.sensors:
+            if sensor.name.endswith("_change_gate"):
+                with dg.build_sensor_context(instance=instance, resources={"deployment": deployment}) as ctx:
+                    tick = sensor(ctx)
+                assert not tick.run_requests, f"{sensor.name}: {tick.run_requests}"
 
 
 @pytest.mark.slow
