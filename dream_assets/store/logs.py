@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +30,7 @@ from dream_assets.model import utc
 from dream_assets.names import validate_session_id
 from dream_assets.profile import SESSION_LOGS, AgentProfile
 from dream_assets.store import warehouse
-from dream_assets.store.line_batch import MalformedLine, parse_json_line
+from dream_assets.store.line_batch import MalformedLine
 from dream_assets.store.locks import path_lock
 from dream_assets.store.log_bytes import (
     Oversized,
@@ -53,6 +52,9 @@ from dream_assets.store.log_records import (
     SkillUsageEvent,
     TierRoutingEvent,
     WispExecutionEvent,
+    parse_line,
+    parse_record,
+    parse_text,
     record_class,
 )
 from dream_assets.store.warehouse import RangeArchive, archive_file_ranges
@@ -188,7 +190,7 @@ def read_archived(profile: AgentProfile, kind: str, since: datetime, until: date
     for source, raw in warehouse.read_window_lines(profile, kind, since, until):
         file_session = source[: -len(".jsonl")] if kind in SESSION_LOGS and source.endswith(".jsonl") else None
         try:
-            result.events.append(_parse_text(cls, raw, file_session))
+            result.events.append(parse_text(cls, raw, file_session))
         except MalformedLine as exc:
             result.malformed += 1
             if len(result.problems) < MAX_PROBLEMS:
@@ -230,7 +232,7 @@ def _read(
                 if not raw.strip():
                     continue
                 try:
-                    event = _parse_record(cls, raw, path.stem if kind in SESSION_LOGS else None)
+                    event = parse_record(cls, raw, path.stem if kind in SESSION_LOGS else None)
                 except MalformedLine as exc:
                     result.malformed += 1
                     problem(f"{where}:{lineno}", str(exc))
@@ -242,51 +244,6 @@ def _read(
     rows.sort(key=lambda r: r[:3])
     result.events = [r[3] for r in rows]
     return result
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def parse_line(kind: str, raw: bytes, file_session: str | None = None) -> Any:
-    """One raw line (without its newline) as a record of ``kind``, by the rules the readers apply, or
-    ``MalformedLine`` saying why not. ``file_session``: the session id a per-session file's name gives its lines."""
-    return _parse_record(record_class(kind), raw, file_session)
-
-
-def _parse_record(cls: Any, raw: bytes, file_session: str | None) -> Any:
-    """One line as a record of ``cls``, or ``MalformedLine`` saying why not (whatever the line holds)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise MalformedLine("not valid UTF-8") from None
-    return _parse_text(cls, text, file_session)
-
-
-def _parse_text(cls: Any, text: str, file_session: str | None) -> Any:
-    obj = parse_json_line(text)
-    # Bytes that are not UTF-8 were refused above, so an unpaired surrogate can only come from a \u escape.
-    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(obj):
-        raise MalformedLine("text holds an unpaired surrogate escape (such as \\ud800), which is not a character")
-    if file_session is not None and isinstance(obj, dict) and "sessionId" not in obj:
-        obj["sessionId"] = file_session  # the file name is the session id
-    try:
-        return cls.from_json(obj)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise MalformedLine(str(exc)) from None
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_lone_surrogate(v) for v in value)
-    return False
 
 
 def display_path(profile: AgentProfile, path: Path) -> str:

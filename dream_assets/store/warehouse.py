@@ -62,7 +62,7 @@ from dream_assets.store.line_batch import (
 )
 from dream_assets.store.locks import path_lock
 from dream_assets.store.log_bytes import iter_raw_lines
-from dream_assets.store.log_records import LOG_KINDS
+from dream_assets.store.log_records import LOG_KINDS, parse_line
 
 BATCH_ROWS = 50_000
 BATCH_BYTES = 16 << 20
@@ -257,8 +257,6 @@ def import_jsonl(profile: AgentProfile, kind: str, path: Path, now: datetime) ->
     without their own, as the live log does. An unknown kind, or a path that is not a readable file, raises
     ``WarehouseError`` before anything is written.
     """
-    from dream_assets.store.logs import parse_line  # the log readers build on this module
-
     check_import_kind(kind)
     path = Path(path)
     if not path.exists():
