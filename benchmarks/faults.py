@@ -49,7 +49,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dream_assets.demo import build_demo_profile  # noqa: E402
-from dream_assets.llm.contracts import contract_for  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage  # noqa: E402
@@ -653,6 +652,7 @@ def fuzz_answer(rng: random.Random, pass_name: str, inputs: Any) -> str:
 
 def _usable(pass_name: str, text: str) -> bool:
     from dream_assets.llm.extract import parse_response
+    from dream_assets.passes.registry import contract_for
 
     try:
         parse_response(text, contract_for(pass_name))

@@ -747,7 +747,7 @@ class ImperfectModel:
         return broken
 
     def __call__(self, request: Any) -> Any:
-        answer, _note = self.offline.answer(request.pass_name, request.inputs)
+        answer, _note = self.offline.answer(request.call, request.inputs)
         broken = False
         if request.pass_name == "memory_consolidation":
             broken = self._memory_consolidation(answer, request.inputs)

@@ -15,6 +15,7 @@ from dream_assets.llm.busy import is_busy, model_busy, read_leases, wait_until_i
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
+from dream_assets.passes.registry import model_call
 from dream_assets.profile import AgentProfile
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -164,7 +165,7 @@ def test_a_deferred_call_reaches_no_model_and_is_counted(profile: AgentProfile) 
         wallclock=clock.wallclock,
     )
     with model_busy(profile, now=T0, heartbeat_every=None):
-        result = client.call(ModelRequest("tier_routing_review", "d", "p"))
+        result = client.call(ModelRequest(model_call("tier_routing_review"), "d", "p"))
     assert result.deferred and not result.ok
     assert "still busy" in result.error
     assert backend.requests == []
@@ -185,7 +186,7 @@ def test_a_call_waits_for_the_turn_then_goes_ahead(profile: AgentProfile) -> Non
             monotonic=clock.monotonic,
             wallclock=clock.wallclock,
         )
-        result = client.call(ModelRequest("tier_routing_review", "d", "p"))
+        result = client.call(ModelRequest(model_call("tier_routing_review"), "d", "p"))
     assert result.ok and len(backend.requests) == 1
     assert client.usage.records[0].waited_s == 5.0
 
@@ -203,7 +204,7 @@ def test_the_offline_backend_never_waits(profile: AgentProfile) -> None:
         wallclock=clock.wallclock,
     )
     with model_busy(profile, now=T0, heartbeat_every=None):
-        assert client.call(ModelRequest("tier_routing_review", "d", "p")).ok
+        assert client.call(ModelRequest(model_call("tier_routing_review"), "d", "p")).ok
     assert clock.sleeps == []
 
 

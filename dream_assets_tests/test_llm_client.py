@@ -7,11 +7,14 @@ import pytest
 
 from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion
 from dream_assets.llm.client import ModelClient, ModelConfigError, build_model_client, resolve_backend_name
-from dream_assets.llm.contracts import SkillGapResponse
+from dream_assets.llm.contracts import Contract, ModelCall, SkillGapResponse
+from dream_assets.llm.directives import builtin_directive
+from dream_assets.llm.offline import OfflineBackend
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.llm.usage import UsageLedger, UsageRecord
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.resources import ModelResource
+from dream_assets.passes.registry import model_call
 
 
 def _client(answers) -> ModelClient:
@@ -19,7 +22,7 @@ def _client(answers) -> ModelClient:
 
 
 def _req(pass_name: str = "skill_gap_detection", prompt: str = "sessions ...") -> ModelRequest:
-    return ModelRequest(pass_name, "directive", prompt, {})
+    return ModelRequest(model_call(pass_name), "directive", prompt, {})
 
 
 @pytest.mark.parametrize(
@@ -70,8 +73,40 @@ def test_running_out_of_scripted_answers_is_a_failed_call_that_says_so() -> None
 
 
 def test_an_unknown_pass_name_is_a_programming_error() -> None:
-    with pytest.raises(ValueError, match="known passes"):
-        _client([{}]).call(_req(pass_name="dreaming"))
+    client = _client([{}])
+    with pytest.raises(KeyError, match="known passes"):
+        client.call(_req(pass_name="dreaming"))
+    assert client.backend.requests == []
+
+
+def test_the_client_uses_the_call_it_is_handed_and_looks_no_name_up(profile) -> None:
+    """A call no registry knows: its directive option, its contract and its offline answer are the ones used."""
+
+    class Probe(Contract):
+        verdict: str
+
+    call = ModelCall(
+        name="probe_call",
+        contract=Probe,
+        directive_file="merge-repair.md",
+        directive_option="DirectivePath",
+        offline=lambda inputs: ({"verdict": f"offline saw {inputs['n']}"}, "probe note"),
+    )
+    (profile.root / "dream.md").write_text("probe directive, JSON only", encoding="utf-8")
+    client = ModelClient(OfflineBackend(), profile=profile, options=DreamOptions())
+    request = client.request(call, "prompt", {"n": 3})
+    assert request.call is call and request.pass_name == "probe_call"
+    assert request.system == "probe directive, JSON only" and request.directive_source == str(profile.root / "dream.md")
+    result = client.call(request)
+    assert result.ok and result.response == Probe(verdict="offline saw 3") and result.note == "probe note"
+    assert client.usage.totals("probe_call")["calls"] == 1
+
+    scripted = _client([{"verdict": 7}, {"other": "no verdict"}])
+    first = scripted.call(scripted.request(call, "p"))
+    second = scripted.call(scripted.request(call, "p"))
+    assert first.ok and first.response.verdict == "7"
+    assert scripted.backend.requests[0].system == builtin_directive("merge-repair.md")
+    assert not second.ok and "answer for probe_call is unusable" in second.error
 
 
 def test_usage_totals_per_pass() -> None:
@@ -150,7 +185,7 @@ def test_a_scripted_backend_reaches_assets_through_the_resource() -> None:
     @dg.asset
     def routing(model: ModelResource) -> str:
         client = model.client(None, DreamOptions())
-        result = client.call(client.request("tier_routing_review", "stats"))
+        result = client.call(client.request(model_call("tier_routing_review"), "stats"))
         return f"{client.backend_name}: {result.response.findings[0].content}"
 
     out = dg.materialize([routing], resources={"model": ModelResource.with_backend(backend)})
@@ -179,7 +214,7 @@ def _call(ctx, pass_name: str = "tier_routing_review"):
     from dream_assets.passes.report import PassReport
 
     report = PassReport(pass_name)
-    return call_model(ctx, report, pass_name, "stats", {}), report
+    return call_model(ctx, report, model_call(pass_name), "stats", {}), report
 
 
 def test_after_an_unreachable_endpoint_the_cycle_stops_calling_it_until_the_next_cycle(profile) -> None:

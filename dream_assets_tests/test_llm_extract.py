@@ -14,10 +14,9 @@ from dream_assets.llm.contracts import (
     SkillGapResponse,
     TierRoutingResponse,
     WispAnalysisResponse,
-    contract_for,
-    model_calls,
 )
 from dream_assets.llm.extract import ResponseFormatError, extract_json_object, parse_response
+from dream_assets.passes.registry import MODEL_CALLS, contract_for
 
 ANSWER = '{"toDelete": ["a"], "toSave": [{"content": "x", "sourceIds": ["a", "b"]}]}'
 EXPECTED = {"toDelete": ["a"], "toSave": [{"content": "x", "sourceIds": ["a", "b"]}]}
@@ -45,7 +44,7 @@ MESSY = [
 ]
 
 #: pass name -> its response contract, as the pass specs define them
-CONTRACTS = {name: call.contract for name, call in model_calls().items()}
+CONTRACTS = {name: call.contract for name, call in MODEL_CALLS.items()}
 
 
 @pytest.mark.parametrize("label,text", MESSY, ids=[m[0] for m in MESSY])

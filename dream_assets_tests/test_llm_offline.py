@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from dream_assets.llm.base import ModelRequest
 from dream_assets.llm.client import ModelClient, build_model_client
-from dream_assets.llm.contracts import model_calls
 from dream_assets.llm.offline import (
     JUDGEMENT_NOTE,
     OfflineBackend,
@@ -16,14 +15,15 @@ from dream_assets.llm.offline import (
     sentences_of,
 )
 from dream_assets.options import DreamOptions
+from dream_assets.passes.registry import MODEL_CALLS, model_call
 
 #: pass name -> its response contract, as the pass specs define them
-CONTRACTS = {name: call.contract for name, call in model_calls().items()}
+CONTRACTS = {name: call.contract for name, call in MODEL_CALLS.items()}
 
 
 def _call(pass_name: str, inputs: dict):
     client = ModelClient(OfflineBackend(), profile=None, options=DreamOptions())
-    return client.call(ModelRequest(pass_name, "directive", "prompt", inputs))
+    return client.call(ModelRequest(model_call(pass_name), "directive", "prompt", inputs))
 
 
 def test_offline_is_the_default_without_an_endpoint(caplog) -> None:
@@ -245,6 +245,6 @@ def test_offline_consolidation_leaves_distinct_moments_apart():
         {"id": "d", "content": "The user likes tea!", "category": "prefs", "tags": [], "subject": None},
     ]
     answer, _ = OfflineBackend().answer(
-        "memory_consolidation", {"entries": entries, "clusters": [["a", "b"], ["c", "d"]]}
+        model_call("memory_consolidation"), {"entries": entries, "clusters": [["a", "b"], ["c", "d"]]}
     )
     assert [s["sourceIds"] for s in answer["toSave"]] == [["c", "d"]]

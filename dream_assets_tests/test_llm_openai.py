@@ -11,6 +11,7 @@ from dream_assets.llm.base import ModelRequest
 from dream_assets.llm.client import ModelClient, ModelConfigError, build_model_client
 from dream_assets.llm.openai_backend import OpenAIBackend
 from dream_assets.options import DreamOptions
+from dream_assets.passes.registry import model_call
 from dream_assets_tests.openai_server import (
     OpenAITestServer,
     client_error,
@@ -64,7 +65,7 @@ def _client(server: OpenAITestServer, **kw) -> ModelClient:
 
 
 def _request(prompt: str = "tier stats ...") -> ModelRequest:
-    return ModelRequest("tier_routing_review", "Answer in JSON.", prompt, {})
+    return ModelRequest(model_call("tier_routing_review"), "Answer in JSON.", prompt, {})
 
 
 def test_a_good_answer_is_validated_and_its_usage_recorded(server: OpenAITestServer) -> None:

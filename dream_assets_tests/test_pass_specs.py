@@ -11,13 +11,13 @@ import pytest
 from dream_assets.gates import GATED_PASSES, gate_status
 from dream_assets.input_fingerprints import INPUT_ASSETS, data_version
 from dream_assets.llm.client import ModelClient
-from dream_assets.llm.contracts import model_call, model_calls
 from dream_assets.llm.directives import load_directive
 from dream_assets.llm.offline import OfflineBackend
 from dream_assets.model import MemoryEntry, Skill
 from dream_assets.options import DreamOptions
+from dream_assets.passes import memory_consolidation
 from dream_assets.passes.context import PassContext
-from dream_assets.passes.registry import MODEL_CALLS, PASSES, by_name
+from dream_assets.passes.registry import MODEL_CALLS, PASSES, by_name, model_call
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import spec_problems
 from dream_assets.store.ledger import PassLedger
@@ -71,10 +71,14 @@ def test_the_registry_lists_each_pass_once_in_an_order_that_respects_after():
 
 def test_the_model_calls_are_the_model_passes_plus_merge_repair_which_is_not_a_pass():
     model_passes = {p.name for p in PASSES if p.uses_model}
-    assert set(MODEL_CALLS) == model_passes | {"merge_repair"} == set(model_calls())
+    assert set(MODEL_CALLS) == model_passes | {"merge_repair"}
+    assert all(call.name == name for name, call in MODEL_CALLS.items())
     assert "merge_repair" not in {p.name for p in PASSES}
     repair = model_call("merge_repair")
-    assert repair.directive_option is None and load_directive("merge_repair", None, DreamOptions())[1] == "built-in"
+    assert repair is memory_consolidation.MERGE_REPAIR
+    assert repair.directive_option is None and load_directive(repair, None, DreamOptions())[1] == "built-in"
+    with pytest.raises(KeyError, match="known passes: memory_consolidation"):
+        model_call("merge_repairs")
 
 
 def test_the_readers_read_the_spec(profile):
@@ -82,8 +86,11 @@ def test_the_readers_read_the_spec(profile):
     custom = profile.directive_override_path(getattr(DreamOptions(), spec.model_call.directive_option))
     custom.parent.mkdir(parents=True, exist_ok=True)
     custom.write_text("my own gap directive, answer in JSON", encoding="utf-8")
-    assert load_directive(spec.name, profile, DreamOptions()) == ("my own gap directive, answer in JSON", str(custom))
-    answer, note = OfflineBackend().answer(spec.name, {})
+    assert load_directive(spec.model_call, profile, DreamOptions()) == (
+        "my own gap directive, answer in JSON",
+        str(custom),
+    )
+    answer, note = OfflineBackend().answer(spec.model_call, {})
     assert spec.model_call.contract.model_validate(answer).to_save == [] and "judgement" in note
     assert (
         set(GATED_PASSES)

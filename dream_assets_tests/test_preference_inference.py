@@ -9,6 +9,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.passes.preference_inference import (
     CATEGORY,
     PERMISSION_KEY,
+    SPEC,
     run_preference_inference,
     sensitive_terms,
 )
@@ -40,7 +41,7 @@ def inferred(store):
 
 # ------------------------------------------------------------------ the directive
 def test_directive_states_the_sentiment_thresholds(profile, store):
-    text, source = load_directive("preference_inference", profile, DreamOptions())
+    text, source = load_directive(SPEC.model_call, profile, DreamOptions())
     assert source == "built-in"
     assert "Very irritated" in text and "1 occurrence" in text
     assert "Mildly frustrated" in text and "2 occurrences" in text

@@ -94,6 +94,134 @@ def test_no_module_imports_one_above_its_layer() -> None:
     assert not problems, "\n".join(problems)
 
 
+#: Layers inside the library (layer 0 above), lowest first. A module may import its own layer and the ones below, never
+#: one above, whether at module level, inside a function, under TYPE_CHECKING, relatively or through importlib. The
+#: model layer sits below the store: save-time dedup in the store calls the embedding endpoint, and the model layer
+#: never reads the store. ``input_fingerprints`` (the data versions of the stores and logs the passes read) sits
+#: between the store and the passes, which stamp those versions. ``pass_status`` is the passes' own outcome record: it
+#: records a ``PassReport`` and ``PassSpec.run`` records every outcome through it, so it is in the passes' layer.
+#: Everything not named here is the rest of the library (gates, cycle, cycle_report, log_analyses, memory_audit,
+#: demo, ...), above the passes.
+LIBRARY_LAYERS = {
+    "dream_assets": 0,  # the package itself (empty)
+    "dream_assets.model": 0,
+    "dream_assets.names": 0,
+    "dream_assets.profile": 0,
+    "dream_assets.options": 0,
+    "dream_assets.file_safety": 0,
+    "dream_assets.directives": 0,  # package data
+    "dream_assets.text": 1,
+    "dream_assets.llm": 2,
+    "dream_assets.store": 3,
+    "dream_assets.input_fingerprints": 4,
+    "dream_assets.passes": 5,
+    "dream_assets.pass_status": 5,
+}
+LIBRARY_LAYER_NAMES = ["base", "text", "llm", "store", "inputs", "passes", "rest of the library"]
+
+
+def _library_layer(name: str) -> int:
+    """The library layer of a module (or of a name inside one): its longest prefix in LIBRARY_LAYERS, else the rest."""
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in LIBRARY_LAYERS and (n > 1 or name == "dream_assets"):
+            return LIBRARY_LAYERS[prefix]
+    return len(LIBRARY_LAYER_NAMES) - 1
+
+
+def _package_imports(path: Path, module: str) -> list[tuple[str, int]]:
+    """Every import of a ``dream_assets`` module in the file, anywhere in it: absolute and relative import statements
+    (module level, in functions, under TYPE_CHECKING) and ``importlib.import_module`` / ``__import__`` of a literal."""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            found += [(f"{base}.{alias.name}", node.lineno) for alias in node.names]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                found.append((node.args[0].value, node.lineno))
+    return [(name, line) for name, line in found if name == "dream_assets" or name.startswith("dream_assets.")]
+
+
+def _library_layer_problems(modules: dict[str, Path], root: Path) -> list[str]:
+    problems = []
+    for module, path in sorted(modules.items()):
+        if _layer(module) != 0:
+            continue  # orchestration and above: the outer layers, checked above
+        layer = _library_layer(module)
+        for name, line in _package_imports(path, module):
+            if _layer(name) != 0:
+                continue  # the library importing an outer layer is the test above's finding
+            target = _library_layer(name)
+            if target > layer:
+                problems.append(
+                    f"{path.relative_to(root)}:{line}: {LIBRARY_LAYER_NAMES[layer]} module {module} imports {name} "
+                    f"({LIBRARY_LAYER_NAMES[target]})"
+                )
+    return problems
+
+
+def test_no_library_module_imports_one_of_a_higher_library_layer() -> None:
+    """base < text < llm < store < inputs < passes < the rest of the library: the model layer is handed each pass's
+    model call and never reaches up for the pass registry."""
+    problems = _library_layer_problems(_modules(), ROOT)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_library_layer_check_finds_every_kind_of_upward_import(tmp_path: Path) -> None:
+    """A function-level, a TYPE_CHECKING, a relative and an importlib import of a higher layer are each reported; an
+    import of the same or a lower layer is not."""
+    files = {
+        "dream_assets/llm/contracts.py": [
+            "def model_calls():",
+            "    from dream_assets.passes.registry import MODEL_CALLS",
+            "    return MODEL_CALLS",
+        ],
+        "dream_assets/llm/client.py": [
+            "from dream_assets.llm.contracts import Contract",
+            "from dream_assets.text import bm25",
+        ],
+        "dream_assets/text/bm25.py": [
+            "from typing import TYPE_CHECKING",
+            "if TYPE_CHECKING:",
+            "    from dream_assets.store import x",
+        ],
+        "dream_assets/store/memory.py": [
+            "from ..passes import spec",
+            "from . import schema",
+            "from ..llm.base import M",
+        ],
+        "dream_assets/passes/spec.py": ["import importlib", "importlib.import_module('dream_assets.gates')"],
+        "dream_assets/gates.py": [
+            "from dream_assets.passes.registry import PASSES",
+            "from dream_assets.cycle import run",
+        ],
+    }
+    modules = {}
+    for rel, text in files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(text) + "\n", encoding="utf-8")
+        modules[".".join(Path(rel).with_suffix("").parts)] = path
+    problems = _library_layer_problems(modules, tmp_path)
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "llm module dream_assets.llm.contracts imports dream_assets.passes.registry.MODEL_CALLS (passes)",
+        "passes module dream_assets.passes.spec imports dream_assets.gates (rest of the library)",
+        "store module dream_assets.store.memory imports dream_assets.passes.spec (passes)",
+        "text module dream_assets.text.bm25 imports dream_assets.store.x (store)",
+    ], problems
+    assert problems[0].startswith("dream_assets/llm/contracts.py:2: ")
+
+
 def _module_level_imports(path: Path, modules: dict[str, Path]) -> set[str]:
     """The package's modules this file imports when it is imported (its top-level import statements)."""
     found = set()

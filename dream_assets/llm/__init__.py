@@ -1,8 +1,9 @@
 """The model layer: one client interface over three backends (openai, offline, scripted).
 
 Passes hold a ``ModelClient`` (``build_model_client(options, profile)``), render their inputs with
-``prompts``, and ``call`` it with a ``ModelRequest``; the answer comes back validated against the pass's
-contract (``contracts``) or as a failed / deferred result, with usage recorded per pass.
+``prompts``, and ``call`` it with a ``ModelRequest`` built for their own ``ModelCall`` (``client.request(call, prompt,
+inputs)``); the answer comes back validated against the call's contract (``contracts``) or as a failed / deferred
+result, with usage recorded per pass. The model layer never looks a call up by name: the passes hand it in.
 """
 
 from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion

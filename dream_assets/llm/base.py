@@ -5,16 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from dream_assets.llm.contracts import ModelCall
+
 
 @dataclass
 class ModelRequest:
-    pass_name: str
+    #: The kind of call, handed in by the pass that makes it: its contract validates the answer, its directive is
+    #: the system prompt, its offline answer is what the offline backend says. The model layer looks nothing up.
+    call: ModelCall
     system: str  # the directive text
     prompt: str  # the rendered inputs (prompts.py)
     # Structured inputs the prompt was rendered from; the offline backend computes its answer from these
     # (shapes per pass: see dream_assets.llm.offline).
     inputs: dict[str, Any] = field(default_factory=dict)
     directive_source: str = "built-in"
+
+    @property
+    def pass_name(self) -> str:
+        """The call's name: the key of its usage records, logs and messages."""
+        return self.call.name
 
 
 @dataclass

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from dream_assets.llm.base import ModelBackend, ModelCallError, ModelRequest, RawCompletion
 from dream_assets.llm.busy import wait_until_idle
-from dream_assets.llm.contracts import contract_for
+from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.directives import load_directive
 from dream_assets.llm.extract import ResponseFormatError, parse_response
 from dream_assets.llm.usage import UsageLedger, UsageRecord, estimate_tokens
@@ -99,11 +99,12 @@ class ModelClient:
         label = self.backend.name if self.backend.name != "offline" else "offline (no model: deterministic answers)"
         return {"llm_backend": self.backend.name, "llm_model": self.backend.model, "llm_label": label}
 
-    def request(self, pass_name: str, prompt: str, inputs: Mapping[str, Any] | None = None) -> ModelRequest:
-        """A request with the pass's directive (the agent's override, else the built-in) as system prompt."""
-        system, source = load_directive(pass_name, self.profile, self.options)
+    def request(self, call: ModelCall, prompt: str, inputs: Mapping[str, Any] | None = None) -> ModelRequest:
+        """A request for ``call`` (the pass's own model call) with its directive (the agent's override, else the
+        built-in) as system prompt."""
+        system, source = load_directive(call, self.profile, self.options)
         return ModelRequest(
-            pass_name=pass_name,
+            call=call,
             system=system,
             prompt=prompt,
             inputs=dict(inputs or {}),
@@ -112,7 +113,7 @@ class ModelClient:
 
     # -----------------------------------------------------------------------------------------------
     def call(self, request: ModelRequest) -> ModelResult:
-        contract = contract_for(request.pass_name)  # an unknown pass name is a programming error: raises
+        contract = request.call.contract
         name, model = self.backend.name, self.backend.model
         waited = 0.0
         if self.profile is not None and getattr(self.backend, "uses_model", True):

@@ -177,35 +177,12 @@ class ModelCall:
     """One kind of model call, defined next to the pass that makes it (its ``PassSpec.model_call``; merge repair is
     a call of memory consolidation, not a pass): the response contract, the directive (the option naming an agent's
     override file, None when there is none, and the built-in file in the package data ``dream_assets/directives/``)
-    and the offline backend's answer (structured inputs -> (answer, note))."""
+    and the offline backend's answer (structured inputs -> (answer, note)). The pass hands its call to the model
+    layer (``ModelClient.request``), which never looks a call up by name; the table of every call by name is the
+    passes' (``dream_assets.passes.registry.MODEL_CALLS``)."""
 
     name: str  # the pass name, also the usage and ledger key
     contract: type[Contract]
     directive_file: str
     directive_option: str | None
     offline: Callable[[Mapping[str, Any]], tuple[dict[str, Any], str]]
-
-
-def model_calls() -> dict[str, ModelCall]:
-    """Every model call by name, as the pass registry defines them."""
-    from dream_assets.passes.registry import MODEL_CALLS  # the registry imports every pass, which import this module
-
-    return MODEL_CALLS
-
-
-def model_call(name: str) -> ModelCall:
-    """The model call ``name``; KeyError naming the known calls when there is none."""
-    calls = model_calls()
-    try:
-        return calls[name]
-    except KeyError:
-        raise KeyError(f"unknown model call {name!r}; known passes: {', '.join(calls)}") from None
-
-
-def contract_for(pass_name: str) -> type[Contract]:
-    try:
-        return model_call(pass_name).contract
-    except KeyError:
-        raise ValueError(
-            f"no response contract for pass {pass_name!r}; known passes: {', '.join(model_calls())}"
-        ) from None

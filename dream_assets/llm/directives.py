@@ -2,8 +2,9 @@
 
 Spec, "Directive files": each pass has a directive file on the agent data volume; when it does not exist
 the built-in one is used. A custom file replaces the built-in prompt entirely — a complete replacement,
-not a diff. The file name comes from the option each pass's model call names (``PassSpec.model_call.directive_option``:
-``DirectivePath`` = ``dream.md`` ...); merge repair has only a built-in directive (``merge-repair.md``).
+not a diff. The file name comes from the option the pass's model call names (``ModelCall.directive_option``:
+``DirectivePath`` = ``dream.md`` ...), the call the pass hands in; merge repair has only a built-in directive
+(``merge-repair.md``).
 
 Built-in directives are package data (``dream_assets/directives/``), read through ``importlib.resources`` so
 they are found the same way in a source checkout, an editable install and a wheel.
@@ -15,7 +16,7 @@ import logging
 from importlib import resources
 from pathlib import Path
 
-from dream_assets.llm.contracts import model_call, model_calls
+from dream_assets.llm.contracts import ModelCall
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile, ProfileError
 
@@ -40,9 +41,9 @@ def builtin_directive(file_name: str) -> str:
     )
 
 
-def override_path(pass_name: str, profile: AgentProfile, options: DreamOptions) -> Path | None:
-    """Where an agent's own directive for ``pass_name`` would be (None for passes without overrides)."""
-    option, _ = _files(pass_name)
+def override_path(call: ModelCall, profile: AgentProfile, options: DreamOptions) -> Path | None:
+    """Where an agent's own directive for ``call`` would be (None for calls without overrides)."""
+    option = call.directive_option
     if option is None:
         return None
     file_name = getattr(options, option)
@@ -52,10 +53,10 @@ def override_path(pass_name: str, profile: AgentProfile, options: DreamOptions) 
         raise DirectiveError(f"option {option}={file_name!r}: {exc}") from None
 
 
-def load_directive(pass_name: str, profile: AgentProfile | None, options: DreamOptions) -> tuple[str, str]:
-    """(directive text, source): source is "built-in" or the path of the agent's override file."""
-    option, builtin_name = _files(pass_name)
-    path = override_path(pass_name, profile, options) if profile is not None else None
+def load_directive(call: ModelCall, profile: AgentProfile | None, options: DreamOptions) -> tuple[str, str]:
+    """(directive text, source) of ``call``: source is "built-in" or the path of the agent's override file."""
+    option, builtin_name = call.directive_option, call.directive_file
+    path = override_path(call, profile, options) if profile is not None else None
     if path is not None and path.is_file():
         try:
             text = path.read_text(encoding="utf-8")
@@ -74,12 +75,3 @@ def load_directive(pass_name: str, profile: AgentProfile | None, options: DreamO
             builtin_name,
         )
     return builtin_directive(builtin_name), BUILTIN_SOURCE
-
-
-def _files(pass_name: str) -> tuple[str | None, str]:
-    """(option naming the override file, built-in file name) of ``pass_name``, from its model call."""
-    try:
-        call = model_call(pass_name)
-    except KeyError:
-        raise DirectiveError(f"no directive for pass {pass_name!r}; known passes: {', '.join(model_calls())}") from None
-    return call.directive_option, call.directive_file

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from dream_assets.llm.base import ModelRequest, RawCompletion
-from dream_assets.llm.contracts import model_call
+from dream_assets.llm.contracts import ModelCall
 from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage, specifics_of
 from dream_assets.text.framing import without_frame_dates
 
@@ -237,7 +237,7 @@ class OfflineBackend:
     uses_model = False  # nothing competes with the agent's own model, so no busy wait
 
     def complete(self, request: ModelRequest) -> RawCompletion:
-        answer, note = self.answer(request.pass_name, request.inputs)
+        answer, note = self.answer(request.call, request.inputs)
         return RawCompletion(
             text=json.dumps(answer, ensure_ascii=False),
             prompt_tokens=0,
@@ -246,12 +246,8 @@ class OfflineBackend:
             note=note,
         )
 
-    def answer(self, pass_name: str, inputs: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
-        """The offline answer of the pass's model call (``PassSpec.model_call.offline``)."""
-        try:
-            call = model_call(pass_name)
-        except KeyError:
-            raise ValueError(f"offline backend: unknown pass {pass_name!r}") from None
+    def answer(self, call: ModelCall, inputs: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
+        """The offline answer of ``call`` (``ModelCall.offline``, defined next to the pass that makes the call)."""
         return call.offline(inputs or {})
 
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from dream_assets.file_safety import atomic_write
+from dream_assets.llm.contracts import ModelCall
 from dream_assets.model import iso
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
@@ -65,9 +66,10 @@ def stamp(ctx: PassContext, pass_name: str, fingerprint: str) -> None:
 
 
 def call_model(
-    ctx: PassContext, report: PassReport, pass_name: str, prompt: str, inputs: Mapping[str, Any] | None = None
+    ctx: PassContext, report: PassReport, call: ModelCall, prompt: str, inputs: Mapping[str, Any] | None = None
 ) -> Any | None:
-    """One model call. Returns the validated response, or None after marking the report failed / deferred.
+    """One model call of the kind ``call`` (the pass's own, ``SPEC.model_call``, or another call it makes such as
+    merge repair). Returns the validated response, or None after marking the report failed / deferred.
 
     Usage totals for this pass accumulate into ``report.usage``; the backend label goes into ``report.extra``.
     When an earlier call of this cycle found the endpoint unreachable, the report fails with that reason and the
@@ -82,8 +84,8 @@ def call_model(
         return None
     client = ctx.client
     start = len(client.usage.records)
-    result = client.call(client.request(pass_name, prompt, inputs))
-    totals = client.usage.totals(pass_name, since=start)
+    result = client.call(client.request(call, prompt, inputs))
+    totals = client.usage.totals(call.name, since=start)
     for key, value in totals.items():
         report.usage[key] = report.usage.get(key, 0.0) + value
     report.extra.update(client.describe())
@@ -94,7 +96,7 @@ def call_model(
         return None
     if not result.ok:
         if result.unreachable:
-            record_endpoint_failure(ctx.profile, ctx.cycle_id, pass_name, result.error, ctx.now)
+            record_endpoint_failure(ctx.profile, ctx.cycle_id, call.name, result.error, ctx.now)
             report.fail(
                 f"{result.error}; the rest of this cycle's model passes will not call the endpoint, "
                 "it is tried again next cycle"

@@ -295,7 +295,7 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
     response = call_model(
         ctx,
         report,
-        PASS,
+        SPEC.model_call,
         prompt,
         {
             "entries": [_entry_input(e) for e in selection.shown.values()],

@@ -240,7 +240,7 @@ def _repair(
         "invented": list(invented),
         "dropped": list(dropped),
     }
-    response = call_model(ctx, sub, REPAIR_PASS, prompt, inputs)
+    response = call_model(ctx, sub, MERGE_REPAIR, prompt, inputs)
     for key, value in sub.usage.items():
         report.usage[key] = report.usage.get(key, 0.0) + value
     if response is None:
@@ -1043,7 +1043,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         }
         report.extra["prompt_chars"] = len(prompt)
         report.counts["prompt_chars"] = len(prompt)
-        response = call_model(ctx, report, PASS, prompt, inputs)
+        response = call_model(ctx, report, SPEC.model_call, prompt, inputs)
         if response is None:
             return report  # failed or deferred: nothing applied, nothing stamped, retried next cycle
         assert isinstance(response, MemoryConsolidationResponse)

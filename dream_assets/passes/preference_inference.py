@@ -183,7 +183,7 @@ def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> No
     turns = sum(len(t) for t in sessions.values())
     report.counts.update({"sessions": len(sessions), "turns": turns, "feedback_signals": len(feedback)})
     prompt = render_preference_inference(sessions, feedback)
-    response = call_model(ctx, report, PASS, prompt, {"sessions": sessions, "feedback": feedback})
+    response = call_model(ctx, report, SPEC.model_call, prompt, {"sessions": sessions, "feedback": feedback})
     if response is None:
         return
     if response.to_delete:

@@ -127,7 +127,7 @@ def consolidate_skills(ctx: PassContext) -> PassReport:
         "co_used": [[a, b, n] for a, b, n in pairs],
         "prefix_clusters": clusters,
     }
-    response = call_model(ctx, report, PASS, prompt, inputs)
+    response = call_model(ctx, report, SPEC.model_call, prompt, inputs)
     if response is None:
         return report
     assert isinstance(response, SkillConsolidationResponse)

@@ -201,7 +201,7 @@ def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[Conve
         "skills": [s.name for s in live],
         "recurring_terms": [[t, n] for t, n in terms],
     }
-    response = call_model(ctx, report, PASS, prompt, inputs)
+    response = call_model(ctx, report, SPEC.model_call, prompt, inputs)
     if response is None:
         return report
 

@@ -181,7 +181,7 @@ def optimize_skills(ctx: PassContext) -> PassReport:
         "at_risk": [{"name": s.name, "content": s.content, "context": c} for s, c in at_risk],
         "sparse": [{"name": s.name, "content": s.content} for s in found.sparse],
     }
-    response = call_model(ctx, report, PASS, prompt, inputs)
+    response = call_model(ctx, report, SPEC.model_call, prompt, inputs)
     if response is None:
         return report
     assert isinstance(response, SkillConsolidationResponse)

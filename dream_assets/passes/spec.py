@@ -5,8 +5,9 @@ its required input is present, its change-gate input (the source asset whose dat
 its minimum-interval option, its model call (response contract, directive and offline answer) and its history
 analysis over the log warehouse. ``PassSpec.run`` does what every pass shares: the per-pass lock, the opening
 (enabled? required input present? minimum interval?), the exception-to-failed-report mapping and the recorded
-outcome. The readers — the cycle, the Dagster assets and sensors, the contract lookup, the directive loader, the
-offline backend, ``dream status`` — read the registry of specs (registry.py), never a table of their own.
+outcome. The readers — the cycle, the Dagster assets and sensors, ``dream status`` — read the registry of specs
+(registry.py), never a table of their own; the model layer (contract, directive, offline answer) is handed the pass's
+``model_call`` by the pass itself and looks nothing up by name.
 """
 
 from __future__ import annotations

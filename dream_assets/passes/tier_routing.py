@@ -140,7 +140,7 @@ def review_tier_routing(ctx: PassContext) -> PassReport:
         return report
 
     prompt = render_tier_routing(stats, days)
-    response = call_model(ctx, report, PASS, prompt, {"tier_stats": stats, "window_days": days})
+    response = call_model(ctx, report, SPEC.model_call, prompt, {"tier_stats": stats, "window_days": days})
     if response is None:
         return report
     for key in ("created", "reinforced", "extended", "rejected"):

@@ -298,7 +298,7 @@ def analyse_wisp_failures(ctx: PassContext) -> PassReport:
     response = call_model(
         ctx,
         report,
-        PASS,
+        SPEC.model_call,
         prompt,
         {
             "failure_patterns": failure_inputs,
