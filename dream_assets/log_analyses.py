@@ -23,7 +23,9 @@ from dream_assets.passes.skill_signals import usage_counts
 from dream_assets.profile import AgentProfile
 from dream_assets.store import warehouse
 from dream_assets.store.line_batch import parse_json_line
-from dream_assets.store.logs import LOG_KINDS, iter_raw_lines, log_files, read_archived
+from dream_assets.store.log_bytes import iter_raw_lines
+from dream_assets.store.log_records import LOG_KINDS
+from dream_assets.store.logs import log_files, read_archived
 
 
 def day_end(day: date) -> datetime:

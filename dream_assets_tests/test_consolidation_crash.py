@@ -21,7 +21,8 @@ from dream_assets.model import Skill
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
-from dream_assets.store.logs import SkillUsageEvent, append_event
+from dream_assets.store.log_records import SkillUsageEvent
+from dream_assets.store.logs import append_event
 
 from .conftest import NOW
 from .crash_child import KILLED

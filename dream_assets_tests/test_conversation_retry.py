@@ -15,7 +15,8 @@ from dream_assets.passes.conversation_input import PENDING_MAX_AGE
 from dream_assets.passes.preference_inference import CATEGORY, run_preference_inference
 from dream_assets.passes.skill_gap import run_skill_gap_detection
 from dream_assets.store.ledger import PassLedger
-from dream_assets.store.logs import ConversationTurn, append_event, read_events
+from dream_assets.store.log_records import ConversationTurn
+from dream_assets.store.logs import append_event, read_events
 
 from .conftest import NOW, run_scripted
 

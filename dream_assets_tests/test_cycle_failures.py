@@ -24,7 +24,8 @@ from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
-from dream_assets.store.logs import SkillUsageEvent, TierRoutingEvent, WispExecutionEvent, append_event
+from dream_assets.store.log_records import SkillUsageEvent, TierRoutingEvent, WispExecutionEvent
+from dream_assets.store.logs import append_event
 from dream_assets_tests.openai_server import OpenAITestServer, hang, refusing_base_url, reply
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -21,7 +21,8 @@ from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
-from dream_assets.store.logs import WispExecutionEvent, append_event
+from dream_assets.store.log_records import WispExecutionEvent
+from dream_assets.store.logs import append_event
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 GATE = "memory_consolidation_change_gate"

@@ -17,7 +17,8 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
 from dream_assets.passes.skill_consolidation import run_skill_consolidation
 from dream_assets.store.ledger import PassLedger
-from dream_assets.store.logs import SkillUsageEvent, append_event
+from dream_assets.store.log_records import SkillUsageEvent
+from dream_assets.store.logs import append_event
 
 from .conftest import NOW
 

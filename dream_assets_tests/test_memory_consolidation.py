@@ -19,7 +19,8 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
-from dream_assets.store.logs import FeedbackEvent, append_event
+from dream_assets.store.log_records import FeedbackEvent
+from dream_assets.store.logs import append_event
 
 from .conftest import NOW
 

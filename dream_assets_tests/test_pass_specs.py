@@ -21,7 +21,8 @@ from dream_assets.passes.registry import MODEL_CALLS, PASSES, by_name, model_cal
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import spec_problems
 from dream_assets.store.ledger import PassLedger
-from dream_assets.store.logs import SkillUsageEvent, TierRoutingEvent, WispExecutionEvent, append_event
+from dream_assets.store.log_records import SkillUsageEvent, TierRoutingEvent, WispExecutionEvent
+from dream_assets.store.logs import append_event
 
 from .conftest import NOW
 

@@ -14,7 +14,8 @@ from dream_assets.passes.preference_inference import (
     sensitive_terms,
 )
 from dream_assets.store import warehouse
-from dream_assets.store.logs import ConversationTurn, FeedbackEvent, append_event, read_events
+from dream_assets.store.log_records import ConversationTurn, FeedbackEvent
+from dream_assets.store.logs import append_event, read_events
 
 from .conftest import NOW, run_scripted, run_without_model
 

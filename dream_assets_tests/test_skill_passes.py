@@ -13,13 +13,8 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.skill_consolidation import run_skill_consolidation
 from dream_assets.passes.skill_gap import run_skill_gap_detection
 from dream_assets.passes.skill_optimization import run_skill_optimization
-from dream_assets.store.logs import (
-    ConversationTurn,
-    FeedbackEvent,
-    SkillUsageEvent,
-    append_event,
-    clear_conversation_log,
-)
+from dream_assets.store.log_records import ConversationTurn, FeedbackEvent, SkillUsageEvent
+from dream_assets.store.logs import append_event, clear_conversation_log
 
 from .conftest import NOW
 

@@ -14,7 +14,7 @@ from dream_assets.passes.skill_signals import (
     is_sparse,
     prefix_clusters,
 )
-from dream_assets.store.logs import ConversationTurn, FeedbackEvent, SkillUsageEvent
+from dream_assets.store.log_records import ConversationTurn, FeedbackEvent, SkillUsageEvent
 
 from .conftest import NOW
 

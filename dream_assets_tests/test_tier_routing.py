@@ -7,7 +7,8 @@ from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
 from dream_assets.passes.tier_routing import PASS, finding_category, run_tier_routing_review, summarise
 from dream_assets.store.ledger import PassLedger
-from dream_assets.store.logs import TierRoutingEvent, append_event
+from dream_assets.store.log_records import TierRoutingEvent
+from dream_assets.store.logs import append_event
 
 from .conftest import NOW, run_scripted, run_without_model
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from dream_assets.profile import AgentProfile
 from dream_assets.store import line_batch, warehouse
-from dream_assets.store.logs import iter_lines_between
+from dream_assets.store.log_bytes import iter_lines_between
 from dream_assets.store.warehouse import (
     WarehouseError,
     archive_file_ranges,

@@ -13,7 +13,8 @@ from dream_assets.passes.wisp_failure import (
     run_wisp_failure_analysis,
 )
 from dream_assets.store.ledger import PassLedger
-from dream_assets.store.logs import WispExecutionEvent, append_event
+from dream_assets.store.log_records import WispExecutionEvent
+from dream_assets.store.logs import append_event
 
 from .conftest import NOW, run_scripted, run_without_model
 

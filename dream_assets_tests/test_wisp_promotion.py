@@ -9,7 +9,8 @@ import pytest
 
 from dream_assets.model import Skill
 from dream_assets.passes.wisp_failure import definition_hash, run_wisp_failure_analysis
-from dream_assets.store.logs import WispExecutionEvent, append_event
+from dream_assets.store.log_records import WispExecutionEvent
+from dream_assets.store.logs import append_event
 
 from .conftest import NOW, run_scripted
 

@@ -9,7 +9,7 @@ from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, stage_tags
 from dream_assets.orchestration.partitions import agent_day_partitions
 from dream_assets.store import warehouse
-from dream_assets.store.logs import LOG_KINDS
+from dream_assets.store.log_records import LOG_KINDS
 
 _SINGLE_RUN = dg.BackfillPolicy.single_run()
 

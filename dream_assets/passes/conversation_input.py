@@ -25,7 +25,8 @@ from dream_assets.passes.common import note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.store.ledger import PendingTurns
-from dream_assets.store.logs import CONVERSATION, ConversationTurn, read_archived
+from dream_assets.store.log_records import CONVERSATION, ConversationTurn
+from dream_assets.store.logs import read_archived
 
 #: Unprocessed turns older than this are given up (spec "Pass 5": recent feedback is "the last 7 days").
 PENDING_MAX_AGE = timedelta(days=7)

@@ -37,24 +37,23 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from dream_assets.file_safety import fsync_dir
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import SESSION_LOGS, SINGLE_FILE_LOGS, AgentProfile
-from dream_assets.store import line_batch, logs, warehouse
+from dream_assets.store import line_batch, log_bytes, warehouse
 from dream_assets.store.locks import path_lock
-from dream_assets.store.logs import (
+from dream_assets.store.log_bytes import (
     count_lines_between,
-    display_path,
     file_identity,
     find_cut_offset,
-    fsync_dir,
     iter_lines_between,
-    log_files,
     replace_with_tail,
 )
+from dream_assets.store.logs import display_path, log_files
 from dream_assets.store.warehouse import archive_file_ranges
 
 PASS_NAME = "log_retention"
@@ -312,7 +311,7 @@ def _archive(plans: list[_Plan], sink: Sink) -> int:
 def _sweep_temp_files(profile: AgentProfile, now: datetime, report: PassReport) -> None:
     """Delete the temp files of rewrites that were killed before their rename (logs and warehouse)."""
     cutoff_ns = int((now - TEMP_FILE_MIN_AGE).timestamp() * 1e9)
-    for path in [*logs.temp_files(profile), *warehouse.temp_files(profile)]:
+    for path in [*log_bytes.temp_files(profile), *warehouse.temp_files(profile)]:
         where = display_path(profile, path)
         try:
             st = os.stat(path)

@@ -54,15 +54,13 @@ from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
+from dream_assets.store.log_bytes import file_identity, find_cut_offset
+from dream_assets.store.log_records import CONVERSATION, ConversationTurn
 from dream_assets.store.logs import (
-    CONVERSATION,
     ConversationLogChanged,
-    ConversationTurn,
     LogRead,
     clear_conversation_log,
     conversation_by_session,
-    file_identity,
-    find_cut_offset,
     log_exists,
     read_events,
 )

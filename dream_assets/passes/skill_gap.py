@@ -46,7 +46,8 @@ from dream_assets.passes.skill_consolidation import skill_save_problem
 from dream_assets.passes.skill_signals import note_malformed
 from dream_assets.passes.spec import HistoryAnalysis, PassSpec
 from dream_assets.profile import AgentProfile
-from dream_assets.store.logs import CONVERSATION, ConversationTurn, conversation_by_session, log_exists, read_archived
+from dream_assets.store.log_records import CONVERSATION, ConversationTurn
+from dream_assets.store.logs import conversation_by_session, log_exists, read_archived
 from dream_assets.store.skills import SkillError
 from dream_assets.text.content_hash import stable_hash
 from dream_assets.text.tokens import STOPWORDS, category_tokens, tokenize

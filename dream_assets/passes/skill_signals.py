@@ -22,7 +22,8 @@ from itertools import combinations
 from dream_assets.model import Skill, iso, utc
 from dream_assets.passes.common import note_malformed  # noqa: F401 - re-exported for the skill passes
 from dream_assets.profile import AgentProfile
-from dream_assets.store.logs import FeedbackEvent, LogRead, SkillUsageEvent, read_events
+from dream_assets.store.log_records import FeedbackEvent, SkillUsageEvent
+from dream_assets.store.logs import LogRead, read_events
 
 FAILURE_RATINGS = ("poor", "fair")
 #: Failure-context lines shown per at-risk skill; identical signals are folded into one line first.

@@ -35,7 +35,8 @@ from dream_assets.passes.preference_inference import save_memory_recorded
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import HistoryAnalysis, PassSpec
 from dream_assets.profile import AgentProfile
-from dream_assets.store.logs import TierRoutingEvent, log_exists, read_archived, read_events
+from dream_assets.store.log_records import TierRoutingEvent
+from dream_assets.store.logs import log_exists, read_archived, read_events
 from dream_assets.store.memory import ContentError
 
 PASS = "tier_routing_review"

@@ -52,7 +52,8 @@ from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import HistoryAnalysis, PassSpec
 from dream_assets.profile import AgentProfile
-from dream_assets.store.logs import WispExecutionEvent, log_exists, read_archived, read_events
+from dream_assets.store.log_records import WispExecutionEvent
+from dream_assets.store.logs import log_exists, read_archived, read_events
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
 
 PASS = "wisp_failure_analysis"

@@ -25,7 +25,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dream_assets.file_safety import fsync_dir
 from dream_assets.model import utc
 from dream_assets.names import validate_session_id
 from dream_assets.profile import SESSION_LOGS, AgentProfile
@@ -34,62 +33,20 @@ from dream_assets.store.line_batch import MalformedLine
 from dream_assets.store.locks import path_lock
 from dream_assets.store.log_bytes import (
     Oversized,
-    count_lines_between,
     file_identity,
     find_cut_offset,
-    iter_lines_between,
-    iter_raw_lines,
     raw_lines,
     replace_with_tail,
-    temp_files,
 )
 from dream_assets.store.log_records import (
     CONVERSATION,
-    LOG_KINDS,
     ConversationTurn,
-    FeedbackEvent,
     LogRecord,
-    SkillUsageEvent,
-    TierRoutingEvent,
-    WispExecutionEvent,
-    parse_line,
     parse_record,
     parse_text,
     record_class,
 )
 from dream_assets.store.warehouse import RangeArchive, archive_file_ranges
-
-#: Names the passes, the log analyses and the Dagster definitions import from here: the records and the byte
-#: primitives they read logs with.
-__all__ = [
-    "CONVERSATION",
-    "LOG_KINDS",
-    "ConversationLogChanged",
-    "ConversationTurn",
-    "FeedbackEvent",
-    "LogRead",
-    "SkillUsageEvent",
-    "TierRoutingEvent",
-    "WispExecutionEvent",
-    "append_event",
-    "clear_conversation_log",
-    "conversation_by_session",
-    "count_lines_between",
-    "display_path",
-    "file_identity",
-    "find_cut_offset",
-    "fsync_dir",
-    "iter_lines_between",
-    "iter_raw_lines",
-    "log_exists",
-    "log_files",
-    "parse_line",
-    "read_archived",
-    "read_events",
-    "read_session",
-    "replace_with_tail",
-    "temp_files",
-]
 
 MAX_PROBLEMS = 20
 
