@@ -114,7 +114,7 @@ def test_every_benchmark_takes_quick_as_a_flag_and_no_file_names(script):
 def test_make_test_fast_runs_every_test_not_marked_slow_and_make_test_runs_them_all():
     fast = make("-n", "test-fast")
     assert fast.returncode == 0, fast.stderr
-    assert fast.stdout.strip().splitlines()[-1] == '.venv/bin/python -m pytest -m "not slow"'
+    assert fast.stdout.strip().splitlines()[-1] == '.venv/bin/python -m pytest -m "not slow" -n 2'
     full = make("-n", "test")
     assert full.returncode == 0, full.stderr
     assert full.stdout.strip().splitlines()[-1] == ".venv/bin/python -m pytest"
