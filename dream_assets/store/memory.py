@@ -413,7 +413,12 @@ class MemoryStore:
                 if method == "overlap"
                 else self._options.ConsolidationSimilarityThreshold
             )
-        docs = [(e.id, e.content) for e in self.list_live()]
+        # Only ids and texts, in list_live's order: a scan of a large corpus does not build every entry.
+        with self._conn.session() as conn:
+            columns = conn.execute(
+                "SELECT id, content FROM memories WHERE archived_at IS NULL ORDER BY created_at, id"
+            ).fetchnumpy()
+        docs = list(zip(columns["id"].tolist(), columns["content"].tolist(), strict=True))
         return find_duplicate_clusters(
             docs,
             threshold,
