@@ -382,3 +382,16 @@ def test_overlap_pairs_from_texts_equal_those_from_stem_sets() -> None:
         assert expected[0].size > 0
         for a, b in zip(found, expected, strict=True):
             assert a.tolist() == b.tolist()
+
+
+def test_exact_key_of_ascii_text_agrees_with_the_unicode_path() -> None:
+    from dream_assets.text.similarity import exact_key
+
+    rng = random.Random(3)
+    alphabet = [chr(c) for c in range(128)]
+    for _ in range(5000):
+        pool = alphabet if rng.random() < 0.5 else "0123456789.,:-'()$%aB "
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 14)))
+        plain = exact_key(text)
+        # A non-ASCII word sends the same text through the Unicode path.
+        assert exact_key(text + " é") == (f"{plain} é" if plain else "é"), repr(text)

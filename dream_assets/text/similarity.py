@@ -492,7 +492,8 @@ def overlap_token_columns(texts: Sequence[str]) -> tuple[int, np.ndarray, np.nda
     data = np.frombuffer(lowered.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
     offsets = offsets - offsets[0]
     in_word = _WORD_BYTES[data]
-    in_word[np.repeat(is_slow, np.diff(offsets))] = False
+    if is_slow.any():
+        in_word[np.repeat(is_slow, np.diff(offsets))] = False
     starts_run = in_word.copy()
     starts_run[1:] &= ~in_word[:-1]
     ends_run = in_word.copy()
@@ -528,36 +529,34 @@ def overlap_token_columns(texts: Sequence[str]) -> tuple[int, np.ndarray, np.nda
     word_stem = pc.dictionary_encode(stem_text)  # word -> stem id
     stem_of = word_stem.indices.to_numpy()[encoded.indices.to_numpy()]
     keep = ~dropped[encoded.indices.to_numpy()] & ~is_slow[row]
-    # One (row, stem) each, rows in order.
-    width = max(len(word_stem.dictionary), 1)
-    keys = _distinct(row[keep].astype(np.int64) * width + stem_of[keep])
-    fast_rows, fast_stems = keys // width, keys % width
+    fast_rows, fast_stems = row[keep], stem_of[keep]
     is_slow |= np.bincount(fast_rows, minlength=n) == 0
     slow_rows = np.flatnonzero(is_slow)
     slow_sets = [overlap_tokens(texts[i]) for i in slow_rows.tolist()]
-    used = np.zeros(width, dtype=bool)
-    used[fast_stems] = True
+    used = np.bincount(fast_stems, minlength=len(word_stem.dictionary)) > 0
     terms = pa.concat_arrays(
-        [
-            word_stem.dictionary.filter(pa.array(used[: len(word_stem.dictionary)])),
-            pa.array(sorted(set().union(*slow_sets)), pa.large_string()),
-        ]
+        [word_stem.dictionary.filter(pa.array(used)), pa.array(sorted(set().union(*slow_sets)), pa.large_string())]
     )
     vocabulary = pc.unique(terms)
     vocabulary = vocabulary.take(pc.sort_indices(vocabulary))  # code point order, as sorted() gives
     fast_position = pc.index_in(word_stem.dictionary, value_set=vocabulary).fill_null(-1).to_numpy()
     slow_sizes = np.fromiter((len(s) for s in slow_sets), dtype=np.int64, count=len(slow_sets))
     slow_terms = pa.array([t for s in slow_sets for t in s], pa.large_string())
-    all_rows = np.concatenate((fast_rows, np.repeat(slow_rows, slow_sizes)))
-    all_cols = np.concatenate(
+    slow_cols = pc.index_in(slow_terms, value_set=vocabulary).to_numpy(zero_copy_only=False)
+    # One (row, stem) each: the sparse matrix sums a word met twice in a text into one entry.
+    matrix = sp.csr_matrix(
         (
-            fast_position[fast_stems].astype(np.int64),
-            pc.index_in(slow_terms, value_set=vocabulary).to_numpy(zero_copy_only=False).astype(np.int64),
-        )
+            np.ones(fast_rows.size + slow_cols.size, dtype=np.int8),
+            (
+                np.concatenate((fast_rows, np.repeat(slow_rows, slow_sizes))),
+                np.concatenate((fast_position[fast_stems], slow_cols)),
+            ),
+        ),
+        shape=(n, len(vocabulary)),
     )
-    order = np.argsort(all_rows, kind="stable")
-    sizes = np.bincount(all_rows, minlength=n).astype(np.int64)
-    return len(vocabulary), sizes, all_cols[order], np.concatenate(([0], np.cumsum(sizes)))
+    matrix.sum_duplicates()
+    sizes = np.diff(matrix.indptr).astype(np.int64)
+    return len(vocabulary), sizes, matrix.indices.astype(np.int64), matrix.indptr.astype(np.int64)
 
 
 def smooth_idf(n_docs: int, df: int) -> float:
@@ -679,12 +678,27 @@ def _row_dots_of(a, b, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- exact duplicates
 
 
+_ASCII_PUNCTUATION = "".join(chr(c) for c in range(128) if unicodedata.category(chr(c)).startswith("P"))
+_ASCII_PUNCTUATION_TO_SPACE = str.maketrans(_ASCII_PUNCTUATION, " " * len(_ASCII_PUNCTUATION))
+_ASCII_PUNCTUATION_IN_NUMBER = re.compile(rf"[0-9][{re.escape(_ASCII_PUNCTUATION)}][0-9]")
+# An ASCII punctuation character unless it stands between two digits.
+_ASCII_PUNCTUATION_OUTSIDE_NUMBERS = re.compile(
+    rf"(?<![0-9])[{re.escape(_ASCII_PUNCTUATION)}]|[{re.escape(_ASCII_PUNCTUATION)}](?![0-9])"
+)
+
+
 def exact_key(text: str) -> str:
     """Content as compared for exact duplicates: case, white space and punctuation normalised away.
 
     Only punctuation goes (Unicode category P: . , ; : ! ? quotes, brackets, dashes); symbols that carry meaning
     stay ("$3" is not "€3", "50%" is not "50"), and so does punctuation between two digits ("3.5" is not "35",
     "12:30" is not "1230"). NFKC folds full-width forms first."""
+    if (text or "").isascii():
+        # ASCII is its own NFKC form and casefolds to lower case; its punctuation is _ASCII_PUNCTUATION.
+        lowered = text.lower()
+        if _ASCII_PUNCTUATION_IN_NUMBER.search(lowered) is None:
+            return " ".join(lowered.translate(_ASCII_PUNCTUATION_TO_SPACE).split())
+        return " ".join(_ASCII_PUNCTUATION_OUTSIDE_NUMBERS.sub(" ", lowered).split())
     normalised = unicodedata.normalize("NFKC", text or "").casefold()
     out = []
     last = len(normalised) - 1
