@@ -25,7 +25,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -98,6 +98,47 @@ def _row_to_entry(row: Sequence[Any]) -> MemoryEntry:
         metadata=json.loads(row[9]),
         archived_at=from_db(row[10]),
     )
+
+
+def _entries_of_columns(columns: Sequence[list[Any]]) -> list[MemoryEntry]:
+    """``_row_to_entry`` over column lists (in ``_COLUMNS`` order), a column at a time: tags and metadata texts repeat
+    across a corpus, so each distinct one is parsed once (every entry still gets its own metadata dict)."""
+    ids, contents, categories, tags, importance, created, updated, seen, counts, metadata, archived = columns
+    tag_values: dict[str, tuple[str, ...]] = {}
+    meta_values: dict[str, dict[str, str]] = {}
+
+    def tags_of(text: str) -> tuple[str, ...]:
+        found = tag_values.get(text)
+        if found is None:
+            found = tag_values[text] = tuple(json.loads(text))
+        return found
+
+    def meta_of(text: str) -> dict[str, str]:
+        found = meta_values.get(text)
+        if found is None:
+            found = meta_values[text] = json.loads(text)
+        return dict(found)
+
+    def times(values: list[Any]) -> list[Any]:
+        return [None if v is None else v.replace(tzinfo=UTC) for v in values]
+
+    return [
+        MemoryEntry(i, c, cat, tg, float(imp), cr, up, ls, int(rc), md, ar)
+        for i, c, cat, tg, imp, cr, up, ls, rc, md, ar in zip(
+            ids,
+            contents,
+            categories,
+            map(tags_of, tags),
+            importance,
+            times(created),
+            times(updated),
+            times(seen),
+            counts,
+            map(meta_of, metadata),
+            times(archived),
+            strict=True,
+        )
+    ]
 
 
 def _fingerprint_part(entry: MemoryEntry) -> tuple[int, int, int]:
@@ -352,7 +393,7 @@ class MemoryStore:
             columns = conn.execute(
                 f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY created_at, id"
             ).fetchnumpy()
-        return [_row_to_entry(r) for r in zip(*(c.tolist() for c in columns.values()), strict=True)]
+        return _entries_of_columns([c.tolist() for c in columns.values()])
 
     def counts(self) -> dict[str, int]:
         with self._conn.session() as conn:
