@@ -44,6 +44,7 @@ from dream_assets.text.similarity import (
     exact_key,
     find_duplicate_clusters,
     overlap_score,
+    overlap_token_sets,
     overlap_tokens,
     smooth_idf,
 )
@@ -224,8 +225,39 @@ class _RecallIndex:
             self.exact.clear()
             self.exact_of.clear()
             self.synced_seq = 0
+            self._build(conn)
             self.sync(conn)
             self.ready = True
+
+    def _build(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """What ``sync`` from nothing arrives at (the live rows, added in ``seq`` order), a corpus at a time."""
+        top = conn.execute(
+            "SELECT greatest((SELECT coalesce(max(seq), 0) FROM memories), "
+            "(SELECT coalesce(max(seq), 0) FROM memory_purges))"
+        ).fetchone()[0]  # type: ignore[index]
+        columns = conn.execute(
+            "SELECT id, content, category, tags FROM memories WHERE archived_at IS NULL ORDER BY seq"
+        ).fetchnumpy()
+        ids, contents, categories, tags = (columns[c].tolist() for c in ("id", "content", "category", "tags"))
+        extra: dict[tuple[str, str], list[str]] = {}  # category and tags -> their index tokens
+        words = [content_token_list(content) for content in contents]
+        documents: list[list[str]] = []
+        for content_words, category, tag_text in zip(words, categories, tags, strict=True):
+            found = extra.get((category, tag_text))
+            if found is None:
+                found = extra[(category, tag_text)] = document_tokens("", category, json.loads(tag_text))
+            documents.append(content_words + found if found else content_words)
+        self.bm25.add_many(ids, documents)
+        del documents
+        self.content_tokens = {mid: tuple(w) for mid, w in zip(ids, words, strict=True)}
+        del words
+        stems, self.stem_df = overlap_token_sets(contents)
+        self.overlap = dict(zip(ids, stems, strict=True))
+        for mid, content, category in zip(ids, contents, categories, strict=True):
+            key = (category, exact_key(content))
+            self.exact.setdefault(key, set()).add(mid)
+            self.exact_of[mid] = key
+        self.synced_seq = int(top)
 
     def add(self, mid: str, content: str, category: str, tags: Sequence[str]) -> None:
         self.remove(mid)

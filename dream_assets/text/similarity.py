@@ -29,6 +29,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -469,16 +470,33 @@ _DATE_SHAPE_RE2 = (
 
 def overlap_token_columns(texts: Sequence[str]) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """``_token_columns([overlap_tokens(t) for t in texts])`` with the vocabulary's size in place of the vocabulary:
-    each text's stems as CSR parts over the sorted stem vocabulary. Computed a column at a time for what most texts
-    are (ASCII, no apostrophe, no date shape: their words are the runs of letters, digits and underscores of the
-    lower-cased text), and text by text for the rest and for a text left with no stem once stopwords and framing
-    words are out (overlap_tokens' fallbacks)."""
+    each text's stems as CSR parts over the sorted stem vocabulary (see _overlap_columns)."""
+    vocabulary, sizes, indices, indptr = _overlap_columns(texts)
+    return len(vocabulary), sizes, indices, indptr
+
+
+def overlap_token_sets(texts: Sequence[str]) -> tuple[list[frozenset[str]], Counter[str]]:
+    """``[overlap_tokens(t) for t in texts]`` and how many of them hold each stem, a corpus at a time."""
+    vocabulary, sizes, indices, indptr = _overlap_columns(texts)
+    terms = vocabulary.to_pylist()
+    flat = [terms[i] for i in indices.tolist()]
+    bounds = indptr.tolist()
+    sets = [frozenset(flat[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    counts = np.bincount(indices, minlength=len(terms))
+    return sets, Counter(dict(zip(terms, counts.tolist(), strict=True)))
+
+
+def _overlap_columns(texts: Sequence[str]) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    """The sorted stem vocabulary (an Arrow array) and each text's stems as CSR parts over it. Computed a column at a
+    time for what most texts are (ASCII, no apostrophe, no date shape: their words are the runs of letters, digits
+    and underscores of the lower-cased text), and text by text for the rest and for a text left with no stem once
+    stopwords and framing words are out (overlap_tokens' fallbacks)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     n = len(texts)
     if n == 0:
-        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
+        return pa.array([], pa.large_string()), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
     column = pa.array(texts, pa.large_string())
     lowered = pc.ascii_lower(column)
     slow = pc.or_(
@@ -556,7 +574,7 @@ def overlap_token_columns(texts: Sequence[str]) -> tuple[int, np.ndarray, np.nda
     )
     matrix.sum_duplicates()
     sizes = np.diff(matrix.indptr).astype(np.int64)
-    return len(vocabulary), sizes, matrix.indices.astype(np.int64), matrix.indptr.astype(np.int64)
+    return vocabulary, sizes, matrix.indices.astype(np.int64), matrix.indptr.astype(np.int64)
 
 
 def smooth_idf(n_docs: int, df: int) -> float:
