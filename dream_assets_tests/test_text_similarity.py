@@ -360,13 +360,13 @@ def test_column_wise_stems_equal_the_stems_of_each_text(seed: int) -> None:
 
 def test_the_date_shape_check_never_hides_a_frame_date() -> None:
     from dream_assets.text.framing import without_frame_dates
-    from dream_assets.text.similarity import _without_frame_dates
+    from dream_assets.text.similarity import unframed
 
     dates = ["12 May", "12th of May", "May 12", "May 12, 2023", "Sept. 3", "2026-02-03", "3/4/2027", "june 2023"]
     dates += ["Monday, 3 June", "3\x1fmay", "may\x0b12", "DECEMBER 1st"]
     for date in dates:
         for text in (f"Jon said again on {date} that he quit.", f"As of {date}, Jon works at a bank.", f"({date})"):
-            assert _without_frame_dates(text) == without_frame_dates(text), text
+            assert unframed(text) == without_frame_dates(text), text
     assert without_frame_dates("Jon said again on 12 May that he quit.") != "Jon said again on 12 May that he quit."
 
 

@@ -38,7 +38,6 @@ from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.schema import FINGERPRINT_MODULUS, ensure_schema, fingerprint_sums_sql, from_db, to_db
 from dream_assets.text.bm25 import Bm25Index
-from dream_assets.text.framing import without_frame_dates
 from dream_assets.text.similarity import (
     DuplicateClusters,
     exact_key,
@@ -47,6 +46,7 @@ from dream_assets.text.similarity import (
     overlap_token_sets,
     overlap_tokens,
     smooth_idf,
+    unframed,
 )
 from dream_assets.text.tokens import content_token_list, document_tokens, tokenize
 
@@ -601,7 +601,7 @@ class MemoryStore:
             self._idx.ensure(conn)
             if self._oldest_exact(conn, content, category, meta) is not None:
                 return _SaveMeasure()  # reinforced word for word: no vector needed
-            tokens = content_token_list(without_frame_dates(content)) or content_token_list(content)
+            tokens = content_token_list(unframed(content)) or content_token_list(content)
             hits = [cid for cid, _ in self._idx.bm25.search(tokens, limit=SAVE_EMBEDDING_CANDIDATES)] if tokens else []
             rows = (
                 conn.execute(
@@ -716,7 +716,7 @@ class MemoryStore:
             stems = overlap_tokens(content)
             q_weights = {t: self._idx.overlap_idf(t) for t in stems}
             q_total = sum(q_weights.values())
-            query = content_token_list(without_frame_dates(content)) or q_tokens
+            query = content_token_list(unframed(content)) or q_tokens
             for cid, _score in self._idx.bm25.search(query, limit=20):
                 c_stems = self._idx.overlap.get(cid)
                 if not c_stems:

@@ -439,7 +439,8 @@ def _stem(token: str) -> str:
     return found
 
 
-def _without_frame_dates(text: str) -> str:
+def unframed(text: str) -> str:
+    """text/framing.without_frame_dates, without running its patterns over text that holds no date."""
     if text.isascii() and _DATE_SHAPE.search(text.lower()) is None:
         return text
     return without_frame_dates(text)
@@ -449,7 +450,7 @@ def overlap_tokens(text: str) -> frozenset[str]:
     """The stems the overlap measure compares: content words without framing words or frame dates.
 
     Falls back to every stem of the text when nothing else is left (an entry made only of stopwords)."""
-    core = {_stem(t) for t in content_token_list(_without_frame_dates(text))}
+    core = {_stem(t) for t in content_token_list(unframed(text))}
     kept = frozenset(t for t in core if t not in FRAMING_WORDS)
     if kept:
         return kept
