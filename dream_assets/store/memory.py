@@ -101,6 +101,19 @@ def _row_to_entry(row: Sequence[Any]) -> MemoryEntry:
     )
 
 
+_SCAN_JSON = json.JSONDecoder().scan_once
+
+
+def _json_value(text: str) -> Any:
+    """``json.loads`` of the JSON this module writes (no surrounding white space), without the generic entry's
+    overhead; anything else goes through ``json.loads``."""
+    try:
+        value, end = _SCAN_JSON(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
 def _entries_of_columns(columns: Sequence[list[Any]]) -> list[MemoryEntry]:
     """``_row_to_entry`` over column lists (in ``_COLUMNS`` order), a column at a time: tags and metadata texts repeat
     across a corpus, so each distinct one is parsed once (every entry still gets its own metadata dict)."""
@@ -111,13 +124,13 @@ def _entries_of_columns(columns: Sequence[list[Any]]) -> list[MemoryEntry]:
     def tags_of(text: str) -> tuple[str, ...]:
         found = tag_values.get(text)
         if found is None:
-            found = tag_values[text] = tuple(json.loads(text))
+            found = tag_values[text] = tuple(_json_value(text))
         return found
 
     def meta_of(text: str) -> dict[str, str]:
         found = meta_values.get(text)
         if found is None:
-            found = meta_values[text] = json.loads(text)
+            found = meta_values[text] = _json_value(text)
         return dict(found)
 
     def times(values: list[Any]) -> list[Any]:
