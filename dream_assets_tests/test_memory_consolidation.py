@@ -879,3 +879,26 @@ def test_a_new_correction_alone_is_worth_one_call_and_only_once(run, store, prof
     assert "3rd floor" in run.requests[0].prompt and report.counts["created"] == 1
     run(answer(), now=NOW + timedelta(hours=1))  # the same correction is not re-sent
     assert run.requests == []
+
+
+@pytest.mark.parametrize(
+    ("content", "category", "tags", "reinforced"),
+    [
+        ("The user prefers dark mode.", "prefs", ("editor", "theme"), 1),
+        ("Café in Zürich — every Tuesday", "places/eu", ("", "zürich", "zürich", "b", "a"), 214),
+        ("x", "", (), 0),
+    ],
+)
+def test_review_hash_is_the_review_fingerprint_of_the_entry(content, category, tags, reinforced) -> None:
+    from datetime import UTC, datetime, timezone
+
+    from dream_assets.model import iso
+    from dream_assets.text.content_hash import review_fingerprint
+
+    for seen in (
+        NOW,
+        datetime(2026, 3, 1, 12, 30, 15, 123456, tzinfo=timezone(timedelta(hours=2))),
+        NOW.astimezone(UTC),
+    ):
+        e = entry("m1", content, category=category, tags=tags, reinforced=reinforced).with_(last_seen_at=seen)
+        assert review_hash(e) == review_fingerprint(content, category, tags, reinforced, iso(seen))

@@ -6,6 +6,7 @@ import pytest
 from dream_assets.model import MemoryEntry
 from dream_assets.store import open_store
 from dream_assets.store.memory import ContentError, NotFound
+from dream_assets.text.tokens import tokenize
 
 from .conftest import NOW
 
@@ -479,3 +480,36 @@ def test_an_entry_purged_and_put_back_by_another_process_is_found_again(profile,
     theirs.put(archived)
     theirs.restore(kept.id, now=NOW)
     assert [e.id for e, _ in ours.search("Lisbon lease")] == [kept.id]
+
+
+def test_recall_index_built_at_once_equals_the_one_kept_in_step_with_every_write(store):
+    from dream_assets.store.memory import _RecallIndex
+
+    store.memories.search("start the index")  # built on the empty store, then kept in step write by write
+    saved = [
+        store.memories.save(text, category=category, tags=tags, now=NOW + timedelta(minutes=i)).entry
+        for i, (text, category, tags) in enumerate(
+            [
+                ("The user prefers dark mode in VS Code.", "prefs", ["editor"]),
+                ("Melanie said again on 12 May 2023 that she loves pottery.", "people", ["melanie"]),
+                ("Café meetings in Zürich every Tuesday.", "places", []),
+                ("The user's dog is called Rex.", "pets", ["dog", "rex"]),
+                ("Kestrel alert 7732 was caused by a schema change.", "incidents", ["incidents"]),
+                ("said again", "notes", []),
+                ("Project Atlas deploys through GitHub Actions (ref 12).", "projects/atlas", ["ci"]),
+            ]
+        )
+    ]
+    store.memories.update(saved[0].id, content="The user prefers light mode in VS Code.", now=NOW)
+    store.memories.archive(saved[1].id, now=NOW)
+    store.memories.archive(saved[2].id, now=NOW)
+    store.memories.purge([saved[2].id], now=NOW)
+    kept = store.memories._idx
+    with store.connection.session() as conn:
+        fresh = _RecallIndex()
+        fresh.ensure(conn)
+    assert fresh.synced_seq == kept.synced_seq
+    assert fresh.content_tokens == kept.content_tokens and fresh.overlap == kept.overlap
+    assert +fresh.stem_df == +kept.stem_df and fresh.exact == kept.exact and fresh.exact_of == kept.exact_of
+    for query in ["dark mode", "light mode editor", "pottery melanie", "dog rex pets", "kestrel schema", "atlas ci"]:
+        assert fresh.bm25.search(tokenize(query), limit=5) == kept.bm25.search(tokenize(query), limit=5)

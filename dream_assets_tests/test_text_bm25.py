@@ -291,3 +291,30 @@ def test_kth_largest_matches_sorting(size: int, k: int, distinct: int, seed: int
     k = min(k, size)
     values = np.random.default_rng(seed).integers(0, distinct, size).astype(np.float64) / 7.0  # ties, and few
     assert _kth_largest(values, k) == np.sort(values)[size - k]
+
+
+def test_add_many_builds_the_index_adding_one_by_one_builds() -> None:
+    rng = random.Random(4)
+    words = ["kestrel", "alert", "deploy", "grafana", "lisbon", "priya", "budget", "week", "ref", "note"]
+    docs = {
+        f"d{i:04d}": " ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) + f" {rng.randint(1, 40)}"
+        for i in range(600)
+    }
+    one_by_one = _index(docs)
+    at_once = Bm25Index()
+    at_once.add_many(list(docs), [tokenize(text) for text in docs.values()])
+    assert len(at_once) == len(one_by_one) and at_once.average_length == one_by_one.average_length
+    for term in [*words, "7", "39", "absent"]:
+        assert at_once.doc_freq(term) == one_by_one.doc_freq(term)
+    queries = [[rng.choice(words) for _ in range(rng.randint(1, 4))] for _ in range(100)] + [["7", "ref"]]
+    for query in queries:
+        assert at_once.search(query, limit=7) == one_by_one.search(query, limit=7)
+    # Both go on the same way after the build: replacing, removing and adding documents.
+    for index in (at_once, one_by_one):
+        index.add("d0001", tokenize("kestrel lisbon"))
+        index.remove("d0002")
+        index.add("new", tokenize("grafana budget week"))
+    for query in queries:
+        assert at_once.search(query, limit=7) == one_by_one.search(query, limit=7)
+    with pytest.raises(ValueError, match="empty index"):
+        at_once.add_many(["other"], [["kestrel"]])

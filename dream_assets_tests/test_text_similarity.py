@@ -303,3 +303,95 @@ def test_frame_dates_are_only_dates_that_report_an_observation():
         "We met again on 3 May 2023 at the park.",
     ):
         assert without_frame_dates(event) == event
+
+
+# Texts that take each path of the column-wise stems: plain ASCII, apostrophes, non-ASCII, dates that frame and dates
+# that do not, white space RE2 and Python disagree on, stopword-only and framing-only texts, empty text.
+_STEM_CASES = [
+    "",
+    "the of and",
+    "said again",
+    "Said again, and again.",
+    "Melanie said again on 12 May that she loves pottery.",
+    "As of 3 June 2023, Jon works at a bank.",
+    "Gina loves dancing (mentioned again on 9 July).",
+    "The trip is on 2026-02-03 and the next on 3/4/2027.",
+    "Jon noted\x0bMay\x1f12 that he quit.",
+    "Jon noted\x1cmay 12th, 2024 that he quit.",
+    "Mayday 5 and Marseille 12 are not dates.",
+    "Café meetings in Zürich every Tuesday.",
+    "The user's dog is called Rex.",
+    "Loves LOVED loving lovely",
+    "1st of March, noted again.",
+    "__init__ foo_bar x_1 42",
+    "Ａｂｃ full width 12",
+    "ſeptember 12 said again",
+    "Dog 42",
+    "dog 42!",
+    "Sept. 3 was mentioned.",
+    "Monday, 3 June 2024 the user said so.",
+]
+
+
+def _random_texts(rng: random.Random, n: int) -> list[str]:
+    words = ["Kestrel", "alerts", "deploys", "loved", "said", "again", "the", "user", "Café", "x_y", "May", "on"]
+    out = []
+    for _ in range(n):
+        parts = [rng.choice(words) for _ in range(rng.randint(0, 9))]
+        if rng.random() < 0.3:
+            parts.insert(rng.randint(0, len(parts)), str(rng.randint(1, 31)))
+        out.append(" ".join(parts) + rng.choice(["", ".", "!", " (ref 7)"]))
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_column_wise_stems_equal_the_stems_of_each_text(seed: int) -> None:
+    from dream_assets.text.similarity import _token_columns, overlap_token_columns, overlap_tokens
+
+    texts = _STEM_CASES + _random_texts(random.Random(seed), 400)
+    vocabulary, sizes, indices, indptr = _token_columns([overlap_tokens(t) for t in texts])
+    n_terms, col_sizes, col_indices, col_indptr = overlap_token_columns(texts)
+    assert n_terms == len(vocabulary)
+    assert col_sizes.tolist() == sizes.tolist() and col_indptr.tolist() == indptr.tolist()
+    for i, text in enumerate(texts):
+        expected = {vocabulary[j] for j in indices[indptr[i] : indptr[i + 1]]}
+        assert {vocabulary[j] for j in col_indices[col_indptr[i] : col_indptr[i + 1]]} == expected, text
+
+
+def test_the_date_shape_check_never_hides_a_frame_date() -> None:
+    from dream_assets.text.framing import without_frame_dates
+    from dream_assets.text.similarity import unframed
+
+    dates = ["12 May", "12th of May", "May 12", "May 12, 2023", "Sept. 3", "2026-02-03", "3/4/2027", "june 2023"]
+    dates += ["Monday, 3 June", "3\x1fmay", "may\x0b12", "DECEMBER 1st"]
+    for date in dates:
+        for text in (f"Jon said again on {date} that he quit.", f"As of {date}, Jon works at a bank.", f"({date})"):
+            assert unframed(text) == without_frame_dates(text), text
+    assert without_frame_dates("Jon said again on 12 May that he quit.") != "Jon said again on 12 May that he quit."
+
+
+def test_overlap_pairs_from_texts_equal_those_from_stem_sets() -> None:
+    from dream_assets.text.similarity import overlap_pairs, overlap_text_pairs, overlap_tokens
+
+    rng = random.Random(5)
+    texts = _STEM_CASES + _random_texts(rng, 600)
+    texts += [t.upper() for t in texts[:50]] + [t + " said again" for t in texts[50:100]]
+    for threshold in (0.6, 0.75, 0.9):
+        expected = overlap_pairs([overlap_tokens(t) for t in texts], threshold)
+        found = overlap_text_pairs(texts, threshold)
+        assert expected[0].size > 0
+        for a, b in zip(found, expected, strict=True):
+            assert a.tolist() == b.tolist()
+
+
+def test_exact_key_of_ascii_text_agrees_with_the_unicode_path() -> None:
+    from dream_assets.text.similarity import exact_key
+
+    rng = random.Random(3)
+    alphabet = [chr(c) for c in range(128)]
+    for _ in range(5000):
+        pool = alphabet if rng.random() < 0.5 else "0123456789.,:-'()$%aB "
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 14)))
+        plain = exact_key(text)
+        # A non-ASCII word sends the same text through the Unicode path.
+        assert exact_key(text + " é") == (f"{plain} é" if plain else "é"), repr(text)

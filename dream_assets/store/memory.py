@@ -25,7 +25,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -38,14 +38,15 @@ from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.schema import FINGERPRINT_MODULUS, ensure_schema, fingerprint_sums_sql, from_db, to_db
 from dream_assets.text.bm25 import Bm25Index
-from dream_assets.text.framing import without_frame_dates
 from dream_assets.text.similarity import (
     DuplicateClusters,
     exact_key,
     find_duplicate_clusters,
     overlap_score,
+    overlap_token_sets,
     overlap_tokens,
     smooth_idf,
+    unframed,
 )
 from dream_assets.text.tokens import content_token_list, document_tokens, tokenize
 
@@ -104,6 +105,60 @@ def _row_to_entry(row: Sequence[Any]) -> MemoryEntry:
         metadata=json.loads(row[9]),
         archived_at=from_db(row[10]),
     )
+
+
+_SCAN_JSON = json.JSONDecoder().scan_once
+
+
+def _json_value(text: str) -> Any:
+    """``json.loads`` of the JSON this module writes (no surrounding white space), without the generic entry's
+    overhead; anything else goes through ``json.loads``."""
+    try:
+        value, end = _SCAN_JSON(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
+def _entries_of_columns(columns: Sequence[list[Any]]) -> list[MemoryEntry]:
+    """``_row_to_entry`` over column lists (in ``_COLUMNS`` order), a column at a time: tags and metadata texts repeat
+    across a corpus, so each distinct one is parsed once (every entry still gets its own metadata dict)."""
+    ids, contents, categories, tags, importance, created, updated, seen, counts, metadata, archived = columns
+    tag_values: dict[str, tuple[str, ...]] = {}
+    meta_values: dict[str, dict[str, str]] = {}
+
+    def tags_of(text: str) -> tuple[str, ...]:
+        found = tag_values.get(text)
+        if found is None:
+            found = tag_values[text] = tuple(_json_value(text))
+        return found
+
+    def meta_of(text: str) -> dict[str, str]:
+        found = meta_values.get(text)
+        if found is None:
+            found = meta_values[text] = _json_value(text)
+        return dict(found)
+
+    def times(values: list[Any]) -> list[Any]:
+        return [None if v is None else v.replace(tzinfo=UTC) for v in values]
+
+    return [
+        MemoryEntry(i, c, cat, tg, float(imp), cr, up, ls, int(rc), md, ar)
+        for i, c, cat, tg, imp, cr, up, ls, rc, md, ar in zip(
+            ids,
+            contents,
+            categories,
+            map(tags_of, tags),
+            importance,
+            times(created),
+            times(updated),
+            times(seen),
+            counts,
+            map(meta_of, metadata),
+            times(archived),
+            strict=True,
+        )
+    ]
 
 
 def _fingerprint_part(entry: MemoryEntry) -> tuple[int, int, int]:
@@ -189,8 +244,39 @@ class _RecallIndex:
             self.exact.clear()
             self.exact_of.clear()
             self.synced_seq = 0
+            self._build(conn)
             self.sync(conn)
             self.ready = True
+
+    def _build(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """What ``sync`` from nothing arrives at (the live rows, added in ``seq`` order), a corpus at a time."""
+        top = conn.execute(
+            "SELECT greatest((SELECT coalesce(max(seq), 0) FROM memories), "
+            "(SELECT coalesce(max(seq), 0) FROM memory_purges))"
+        ).fetchone()[0]  # type: ignore[index]
+        columns = conn.execute(
+            "SELECT id, content, category, tags FROM memories WHERE archived_at IS NULL ORDER BY seq"
+        ).fetchnumpy()
+        ids, contents, categories, tags = (columns[c].tolist() for c in ("id", "content", "category", "tags"))
+        extra: dict[tuple[str, str], list[str]] = {}  # category and tags -> their index tokens
+        words = [content_token_list(content) for content in contents]
+        documents: list[list[str]] = []
+        for content_words, category, tag_text in zip(words, categories, tags, strict=True):
+            found = extra.get((category, tag_text))
+            if found is None:
+                found = extra[(category, tag_text)] = document_tokens("", category, json.loads(tag_text))
+            documents.append(content_words + found if found else content_words)
+        self.bm25.add_many(ids, documents)
+        del documents
+        self.content_tokens = {mid: tuple(w) for mid, w in zip(ids, words, strict=True)}
+        del words
+        stems, self.stem_df = overlap_token_sets(contents)
+        self.overlap = dict(zip(ids, stems, strict=True))
+        for mid, content, category in zip(ids, contents, categories, strict=True):
+            key = (category, exact_key(content))
+            self.exact.setdefault(key, set()).add(mid)
+            self.exact_of[mid] = key
+        self.synced_seq = int(top)
 
     def add(self, mid: str, content: str, category: str, tags: Sequence[str]) -> None:
         self.remove(mid)
@@ -358,7 +444,7 @@ class MemoryStore:
             columns = conn.execute(
                 f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY created_at, id"
             ).fetchnumpy()
-        return [_row_to_entry(r) for r in zip(*(c.tolist() for c in columns.values()), strict=True)]
+        return _entries_of_columns([c.tolist() for c in columns.values()])
 
     def counts(self) -> dict[str, int]:
         with self._conn.session() as conn:
@@ -419,7 +505,12 @@ class MemoryStore:
                 if method == "overlap"
                 else self._options.ConsolidationSimilarityThreshold
             )
-        docs = [(e.id, e.content) for e in self.list_live()]
+        # Only ids and texts, in list_live's order: a scan of a large corpus does not build every entry.
+        with self._conn.session() as conn:
+            columns = conn.execute(
+                "SELECT id, content FROM memories WHERE archived_at IS NULL ORDER BY created_at, id"
+            ).fetchnumpy()
+        docs = list(zip(columns["id"].tolist(), columns["content"].tolist(), strict=True))
         return find_duplicate_clusters(
             docs,
             threshold,
@@ -480,7 +571,7 @@ class MemoryStore:
                 reinforcement_count=1,
                 metadata=meta,
             )
-            self._insert(conn, entry)
+            self._insert(conn, entry, fresh_id=True)
         if near is None:
             return _noted(SaveResult("created", entry), measure.note)
         return _noted(
@@ -529,7 +620,7 @@ class MemoryStore:
             self._idx.ensure(conn)
             if self._oldest_exact(conn, content, category, meta) is not None:
                 return _SaveMeasure()  # reinforced word for word: no vector needed
-            tokens = content_token_list(without_frame_dates(content)) or content_token_list(content)
+            tokens = content_token_list(unframed(content)) or content_token_list(content)
             hits = [cid for cid, _ in self._idx.bm25.search(tokens, limit=SAVE_EMBEDDING_CANDIDATES)] if tokens else []
             rows = (
                 conn.execute(
@@ -644,7 +735,7 @@ class MemoryStore:
             stems = overlap_tokens(content)
             q_weights = {t: self._idx.overlap_idf(t) for t in stems}
             q_total = sum(q_weights.values())
-            query = content_token_list(without_frame_dates(content)) or q_tokens
+            query = content_token_list(unframed(content)) or q_tokens
             for cid, _score in self._idx.bm25.search(query, limit=20):
                 c_stems = self._idx.overlap.get(cid)
                 if not c_stems:
@@ -769,28 +860,32 @@ class MemoryStore:
                 self._idx.sync(conn)
         return len(checked)
 
-    def _insert(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry) -> None:
+    def _insert(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, fresh_id: bool = False) -> None:
+        """Insert a new row. ``fresh_id``: the id was just drawn (a random UUID), so no row can hold it and the
+        check is skipped: a save makes one round trip fewer."""
         # Checked first rather than left to the key constraint: a constraint error would abort a caller's transaction.
-        if conn.execute("SELECT 1 FROM memories WHERE id = ?", [entry.id]).fetchone() is not None:
+        if not fresh_id and conn.execute("SELECT 1 FROM memories WHERE id = ?", [entry.id]).fetchone() is not None:
             raise ContentError(f"a memory with id {entry.id!r} already exists")
-        seq = self._next_seq(conn)
         try:
-            conn.execute(
-                f"INSERT INTO memories ({_COLUMNS}, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    entry.id,
-                    entry.content,
-                    entry.category,
-                    json.dumps(list(entry.tags)),
-                    entry.importance,
-                    to_db(entry.created_at),
-                    to_db(entry.updated_at),
-                    to_db(entry.last_seen_at),
-                    entry.reinforcement_count,
-                    json.dumps(entry.metadata, sort_keys=True),
-                    to_db(entry.archived_at),
-                    seq,
-                ],
+            # The row takes its sequence number in the same statement.
+            seq = int(
+                conn.execute(
+                    f"INSERT INTO memories ({_COLUMNS}, seq) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq')) RETURNING seq",
+                    [
+                        entry.id,
+                        entry.content,
+                        entry.category,
+                        json.dumps(list(entry.tags)),
+                        entry.importance,
+                        to_db(entry.created_at),
+                        to_db(entry.updated_at),
+                        to_db(entry.last_seen_at),
+                        entry.reinforcement_count,
+                        json.dumps(entry.metadata, sort_keys=True),
+                        to_db(entry.archived_at),
+                    ],
+                ).fetchone()[0]  # type: ignore[index]
             )
         except duckdb.ConstraintException as exc:
             raise ContentError(f"a memory with id {entry.id!r} already exists") from exc

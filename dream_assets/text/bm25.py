@@ -124,6 +124,46 @@ class Bm25Index:
                     reach[term] = (max(known[0], float(tf)), min(known[1], float(length)))
             self._maybe_compact()
 
+    def add_many(self, doc_ids: Sequence[str], token_lists: Sequence[Sequence[str]]) -> None:
+        """``add`` of each document in turn into an empty index (a first build): the same postings, statistics and
+        slots, with the postings of each term written at once instead of one append per document and term."""
+        if len(doc_ids) != len(token_lists):
+            raise ValueError(f"add_many: {len(doc_ids)} doc ids but {len(token_lists)} token lists")
+        if len(set(doc_ids)) != len(doc_ids):
+            raise ValueError("add_many: a doc id appears more than once; pass each document once")
+        import pyarrow as pa
+
+        with self._lock:
+            if self._id_of:
+                raise ValueError("add_many builds an empty index; use add to change one that holds documents")
+            n = len(doc_ids)
+            lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=n)
+            encoded = pa.array([t for tokens in token_lists for t in tokens], pa.string()).dictionary_encode()
+            terms = encoded.dictionary.to_pylist()  # in order of first use, as add meets them
+            term_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            slots = np.repeat(np.arange(n, dtype=np.int64), lengths)
+            # (term, slot) pairs sorted by term then slot, with their counts: each term's postings in slot order.
+            keys = np.sort(term_ids * max(n, 1) + slots)
+            first = np.concatenate(([True], keys[1:] != keys[:-1])) if keys.size else np.zeros(0, dtype=bool)
+            starts = np.flatnonzero(first)
+            tf = np.diff(np.concatenate((starts, [keys.size]))).astype(np.float32)
+            pair_term, pair_slot = keys[starts] // max(n, 1), (keys[starts] % max(n, 1)).astype(np.int32)
+            bounds = np.searchsorted(pair_term, np.arange(len(terms) + 1))
+            # Slicing bytes is far cheaper than slicing arrays, and there is a term per rare word of the corpus.
+            slot_bytes, tf_bytes, at = pair_slot.tobytes(), tf.tobytes(), (bounds * 4).tolist()
+            self._postings = {
+                term: (array("i", slot_bytes[at[k] : at[k + 1]]), array("f", tf_bytes[at[k] : at[k + 1]]))
+                for k, term in enumerate(terms)
+            }
+            self._df = dict(zip(terms, np.diff(bounds).tolist(), strict=True))
+            self._id_of = list(doc_ids)
+            self._slot_of = {d: i for i, d in enumerate(self._id_of)}
+            self._terms_of = [tuple(dict.fromkeys(tokens)) for tokens in token_lists]
+            self._alive = array("b", b"\x01" * n)
+            self._length = array("f", lengths.astype(np.float32).tobytes())
+            self._total_length = int(lengths.sum())
+            self._norm_cache = None
+
     def remove(self, doc_id: str) -> None:
         """Forget ``doc_id``; a no-op when it is not indexed."""
         with self._lock:

@@ -24,17 +24,19 @@ candidates; the survivors are verified exactly.
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.framing import FRAMING_WORDS, without_frame_dates
-from dream_assets.text.tokens import content_token_list, content_tokens, stem, tokenize
+from dream_assets.text.tokens import STOPWORDS, content_token_list, content_tokens, stem, tokenize
 
 METHODS = ("auto", "tfidf", "jaccard", "overlap")
 #: How much the longer text's extra weight counts in the overlap measure's denominator (0: pure containment).
@@ -136,7 +138,7 @@ def find_duplicate_clusters(
     used = "jaccard"
     if method == "overlap":
         used = "overlap"
-        rows, cols, sims = overlap_pairs([overlap_tokens(t) for t in texts], threshold)
+        rows, cols, sims = overlap_text_pairs(texts, threshold)
     elif method in ("auto", "tfidf"):
         try:
             rows, cols, sims = tfidf_pairs(texts, threshold)
@@ -413,17 +415,167 @@ def _chunked_candidates(
 # ignored on purpose: "pottery is what Melanie loves" and "Melanie loves pottery" are one fact.
 
 
+# Every date text/framing.DATE matches has one of these shapes (ISO and slash dates hold a digit, a dash or slash and
+# a digit; the others a day number and a month name or a month name and a number, with white space between). An
+# ASCII text, lower-cased, that has none of them has no date and so no frame date: the full framing patterns, which
+# cost about twenty times more, are left out for it. Non-ASCII text always takes the full path (case-insensitive
+# matching has non-ASCII equivalents of ASCII letters).
+_MONTH_PREFIX = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+_DATE_SHAPE = re.compile(
+    rf"[0-9](?:[-/][0-9]|(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH_PREFIX})|{_MONTH_PREFIX}[a-z]*\.?\s+[0-9]"
+)
+# Stems of the words seen so far (a word's stem never changes); numbers and identifiers, which stem to themselves,
+# are not kept, and the size is bounded.
+_STEMS: dict[str, str] = {}
+_STEM_CACHE_SIZE = 200_000
+
+
+def _stem(token: str) -> str:
+    found = _STEMS.get(token)
+    if found is None:
+        found = stem(token)
+        if len(_STEMS) < _STEM_CACHE_SIZE and token.isalpha():
+            _STEMS[token] = found
+    return found
+
+
+def unframed(text: str) -> str:
+    """text/framing.without_frame_dates, without running its patterns over text that holds no date."""
+    if text.isascii() and _DATE_SHAPE.search(text.lower()) is None:
+        return text
+    return without_frame_dates(text)
+
+
 def overlap_tokens(text: str) -> frozenset[str]:
     """The stems the overlap measure compares: content words without framing words or frame dates.
 
     Falls back to every stem of the text when nothing else is left (an entry made only of stopwords)."""
-    core = {stem(t) for t in content_token_list(without_frame_dates(text))}
+    core = {_stem(t) for t in content_token_list(unframed(text))}
     kept = frozenset(t for t in core if t not in FRAMING_WORDS)
     if kept:
         return kept
     if core:
         return frozenset(core)
     return frozenset(stem(t) for t in tokenize(text))
+
+
+# The same date shapes as _DATE_SHAPE in RE2 syntax, for pyarrow, with Python's white space (on ASCII text:
+# tab to carriage return, the four separators 0x1c-0x1f and space) spelt out, since RE2's \s leaves some out.
+_WS = r"[\t-\r\x1c-\x1f ]"
+_WORD_BYTES = np.zeros(256, dtype=bool)
+_WORD_BYTES[[*b"0123456789abcdefghijklmnopqrstuvwxyz_"]] = True
+_DATE_SHAPE_RE2 = (
+    rf"[0-9](?:[-/][0-9]|(?:st|nd|rd|th)?{_WS}+(?:of{_WS}+)?{_MONTH_PREFIX})|{_MONTH_PREFIX}[a-z]*\.?{_WS}+[0-9]"
+)
+
+
+def overlap_token_columns(texts: Sequence[str]) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """``_token_columns([overlap_tokens(t) for t in texts])`` with the vocabulary's size in place of the vocabulary:
+    each text's stems as CSR parts over the sorted stem vocabulary (see _overlap_columns)."""
+    vocabulary, sizes, indices, indptr = _overlap_columns(texts)
+    return len(vocabulary), sizes, indices, indptr
+
+
+def overlap_token_sets(texts: Sequence[str]) -> tuple[list[frozenset[str]], Counter[str]]:
+    """``[overlap_tokens(t) for t in texts]`` and how many of them hold each stem, a corpus at a time."""
+    vocabulary, sizes, indices, indptr = _overlap_columns(texts)
+    terms = vocabulary.to_pylist()
+    flat = [terms[i] for i in indices.tolist()]
+    bounds = indptr.tolist()
+    sets = [frozenset(flat[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    counts = np.bincount(indices, minlength=len(terms))
+    return sets, Counter(dict(zip(terms, counts.tolist(), strict=True)))
+
+
+def _overlap_columns(texts: Sequence[str]) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    """The sorted stem vocabulary (an Arrow array) and each text's stems as CSR parts over it. Computed a column at a
+    time for what most texts are (ASCII, no apostrophe, no date shape: their words are the runs of letters, digits
+    and underscores of the lower-cased text), and text by text for the rest and for a text left with no stem once
+    stopwords and framing words are out (overlap_tokens' fallbacks)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(texts)
+    if n == 0:
+        return pa.array([], pa.large_string()), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
+    column = pa.array(texts, pa.large_string())
+    lowered = pc.ascii_lower(column)
+    slow = pc.or_(
+        pc.invert(pc.string_is_ascii(column)),
+        pc.or_(pc.match_substring(column, "'"), pc.match_substring_regex(lowered, _DATE_SHAPE_RE2)),
+    )
+    is_slow = slow.to_numpy(zero_copy_only=False)
+    # Words of the fast texts straight from the bytes of the lower-cased column: a word is a run of [0-9a-z_] inside
+    # one text (a run never crosses from one text into the next).
+    offsets = np.frombuffer(lowered.buffers()[1], dtype=np.int64, count=n + 1, offset=lowered.offset * 8)
+    data = np.frombuffer(lowered.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    offsets = offsets - offsets[0]
+    in_word = _WORD_BYTES[data]
+    if is_slow.any():
+        in_word[np.repeat(is_slow, np.diff(offsets))] = False
+    starts_run = in_word.copy()
+    starts_run[1:] &= ~in_word[:-1]
+    ends_run = in_word.copy()
+    ends_run[:-1] &= ~in_word[1:]
+    bounded = offsets[1:] > offsets[:-1]  # non-empty texts: a run also starts at their first byte, ends at their last
+    starts_run[offsets[:-1][bounded]] = in_word[offsets[:-1][bounded]]
+    ends_run[offsets[1:][bounded] - 1] = in_word[offsets[1:][bounded] - 1]
+    word_start = np.flatnonzero(starts_run)
+    word_len = np.flatnonzero(ends_run) + 1 - word_start
+    words = pa.LargeStringArray.from_buffers(
+        word_start.size,
+        pa.py_buffer(np.concatenate(([0], np.cumsum(word_len))).astype(np.int64)),
+        pa.py_buffer(data[in_word]),
+    )
+    row = np.searchsorted(offsets, word_start, side="right") - 1
+    encoded = pc.dictionary_encode(words)
+    # A word's stem: only alphabetic words longer than three letters change (tokens.stem), and only alphabetic words
+    # can be stopwords or framing words, so the rest (numbers, identifiers: most of a large corpus's distinct
+    # words) are their own stems without a look at each.
+    distinct = encoded.dictionary
+    alphabetic = np.flatnonzero(pc.ascii_is_alpha(distinct).to_numpy(zero_copy_only=False))
+    dropped = np.zeros(len(distinct), dtype=bool)
+    stems = []
+    for i, word in zip(alphabetic.tolist(), distinct.take(pa.array(alphabetic)).to_pylist(), strict=True):
+        stemmed = _stem(word)
+        dropped[i] = word in STOPWORDS or stemmed in FRAMING_WORDS
+        stems.append(stemmed)
+    stem_text = pc.replace_with_mask(
+        distinct.cast(pa.large_string()),
+        pa.array(np.isin(np.arange(len(distinct)), alphabetic)),
+        pa.array(stems, pa.large_string()),
+    )
+    word_stem = pc.dictionary_encode(stem_text)  # word -> stem id
+    stem_of = word_stem.indices.to_numpy()[encoded.indices.to_numpy()]
+    keep = ~dropped[encoded.indices.to_numpy()] & ~is_slow[row]
+    fast_rows, fast_stems = row[keep], stem_of[keep]
+    is_slow |= np.bincount(fast_rows, minlength=n) == 0
+    slow_rows = np.flatnonzero(is_slow)
+    slow_sets = [overlap_tokens(texts[i]) for i in slow_rows.tolist()]
+    used = np.bincount(fast_stems, minlength=len(word_stem.dictionary)) > 0
+    terms = pa.concat_arrays(
+        [word_stem.dictionary.filter(pa.array(used)), pa.array(sorted(set().union(*slow_sets)), pa.large_string())]
+    )
+    vocabulary = pc.unique(terms)
+    vocabulary = vocabulary.take(pc.sort_indices(vocabulary))  # code point order, as sorted() gives
+    fast_position = pc.index_in(word_stem.dictionary, value_set=vocabulary).fill_null(-1).to_numpy()
+    slow_sizes = np.fromiter((len(s) for s in slow_sets), dtype=np.int64, count=len(slow_sets))
+    slow_terms = pa.array([t for s in slow_sets for t in s], pa.large_string())
+    slow_cols = pc.index_in(slow_terms, value_set=vocabulary).to_numpy(zero_copy_only=False)
+    # One (row, stem) each: the sparse matrix sums a word met twice in a text into one entry.
+    matrix = sp.csr_matrix(
+        (
+            np.ones(fast_rows.size + slow_cols.size, dtype=np.int8),
+            (
+                np.concatenate((fast_rows, np.repeat(slow_rows, slow_sizes))),
+                np.concatenate((fast_position[fast_stems], slow_cols)),
+            ),
+        ),
+        shape=(n, len(vocabulary)),
+    )
+    matrix.sum_duplicates()
+    sizes = np.diff(matrix.indptr).astype(np.int64)
+    return vocabulary, sizes, matrix.indices.astype(np.int64), matrix.indptr.astype(np.int64)
 
 
 def smooth_idf(n_docs: int, df: int) -> float:
@@ -462,17 +614,28 @@ def overlap_pairs(
     and since the denominator is at least min(W(A), W(B)), a pair that reaches the threshold shares a prefix stem
     of its lighter member with the other member. Candidates therefore come from X_prefix @ X_allᵀ, kept where the
     prefix row is the lighter one, and are verified exactly."""
-    n = len(sets)
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
     vocabulary, sizes, indices, indptr = _token_columns(sets)
-    if n < 2 or not vocabulary:
+    return _overlap_pairs(len(sets), len(vocabulary), sizes, indices, indptr, threshold)
+
+
+def overlap_text_pairs(texts: Sequence[str], threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``overlap_pairs([overlap_tokens(t) for t in texts], threshold)``, with the stems found a column at a time."""
+    return _overlap_pairs(len(texts), *overlap_token_columns(texts), threshold)
+
+
+def _overlap_pairs(
+    n: int, n_terms: int, sizes: np.ndarray, indices: np.ndarray, indptr: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """overlap_pairs over ``n`` sets given as CSR parts over a sorted vocabulary of ``n_terms`` stems."""
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    if n < 2 or not n_terms:
         return empty
-    df = np.bincount(indices, minlength=len(vocabulary))
+    df = np.bincount(indices, minlength=n_terms)
     idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
-    rank = np.empty(len(vocabulary), dtype=np.int64)
-    rank[np.lexsort((np.arange(len(vocabulary)), df))] = np.arange(len(vocabulary))  # rarest first
+    rank = np.empty(n_terms, dtype=np.int64)
+    rank[np.lexsort((np.arange(n_terms), df))] = np.arange(n_terms)  # rarest first
     weights = idf[indices]
-    m = sp.csr_matrix((weights, rank[indices], indptr), shape=(n, len(vocabulary)))
+    m = sp.csr_matrix((weights, rank[indices], indptr), shape=(n, n_terms))
     m.sort_indices()
     binary = sp.csr_matrix((np.ones(m.nnz), m.indices.copy(), m.indptr.copy()), shape=m.shape)
     row_of = np.repeat(np.arange(n, dtype=np.int64), sizes)
@@ -491,7 +654,7 @@ def overlap_pairs(
         shape=m.shape,
     )
     binary_t = sp.csr_matrix(binary.T)
-    postings = np.bincount(m.indices, minlength=len(vocabulary))
+    postings = np.bincount(m.indices, minlength=n_terms)
     work = np.cumsum(np.bincount(row_of[in_prefix], weights=postings[m.indices[in_prefix]], minlength=n))
 
     def lighter_first(r: np.ndarray, c: np.ndarray, _shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -502,14 +665,24 @@ def overlap_pairs(
     rows, cols = _chunked_candidates(m_prefix, binary_t, work, n, lighter_first)
     if rows.size == 0:
         return empty
-    pairs = np.unique(np.stack([rows, cols], axis=1), axis=0)
-    rows, cols = pairs[:, 0], pairs[:, 1]
+    # A pair of equal weight can come from both of its prefixes: once is enough. One int64 key per pair sorts much
+    # faster than rows of two.
+    keys = _distinct(rows * n + cols)
+    rows, cols = keys // n, keys % n
     shared_weight = _row_dots_of(m, binary, rows, cols)
     small = np.minimum(totals[rows], totals[cols])
     large = np.maximum(totals[rows], totals[cols])
     sims = np.minimum(1.0, shared_weight / (small + OVERLAP_SIZE_PENALTY * (large - small)))
     keep = sims >= threshold - _ROUNDING
     return rows[keep], cols[keep], sims[keep]
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, ascending (sorting beats np.unique's hashing on large integer arrays)."""
+    values = np.sort(values)
+    if values.size:
+        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
+    return values
 
 
 def _row_dots_of(a, b, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -524,12 +697,27 @@ def _row_dots_of(a, b, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- exact duplicates
 
 
+_ASCII_PUNCTUATION = "".join(chr(c) for c in range(128) if unicodedata.category(chr(c)).startswith("P"))
+_ASCII_PUNCTUATION_TO_SPACE = str.maketrans(_ASCII_PUNCTUATION, " " * len(_ASCII_PUNCTUATION))
+_ASCII_PUNCTUATION_IN_NUMBER = re.compile(rf"[0-9][{re.escape(_ASCII_PUNCTUATION)}][0-9]")
+# An ASCII punctuation character unless it stands between two digits.
+_ASCII_PUNCTUATION_OUTSIDE_NUMBERS = re.compile(
+    rf"(?<![0-9])[{re.escape(_ASCII_PUNCTUATION)}]|[{re.escape(_ASCII_PUNCTUATION)}](?![0-9])"
+)
+
+
 def exact_key(text: str) -> str:
     """Content as compared for exact duplicates: case, white space and punctuation normalised away.
 
     Only punctuation goes (Unicode category P: . , ; : ! ? quotes, brackets, dashes); symbols that carry meaning
     stay ("$3" is not "€3", "50%" is not "50"), and so does punctuation between two digits ("3.5" is not "35",
     "12:30" is not "1230"). NFKC folds full-width forms first."""
+    if (text or "").isascii():
+        # ASCII is its own NFKC form and casefolds to lower case; its punctuation is _ASCII_PUNCTUATION.
+        lowered = text.lower()
+        if _ASCII_PUNCTUATION_IN_NUMBER.search(lowered) is None:
+            return " ".join(lowered.translate(_ASCII_PUNCTUATION_TO_SPACE).split())
+        return " ".join(_ASCII_PUNCTUATION_OUTSIDE_NUMBERS.sub(" ", lowered).split())
     normalised = unicodedata.normalize("NFKC", text or "").casefold()
     out = []
     last = len(normalised) - 1
