@@ -13,16 +13,21 @@ Per N:
   (nothing new);
 - ``fleet.schedule_tick_s``: one tick of the cycle schedule (a run request per agent);
 - ``fleet.gate_tick_s``: the slowest gate sensor's first tick, every agent unseen;
-- a full cycle for every agent in 2 worker processes: the first 100 through the dream_cycle job in-process, as a
+- a full cycle for every agent in 2 worker processes: the first 50 through the dream_cycle job in-process, as a
   run worker executes it (``fleet.cycles_per_hour``, its n is the number of cycles timed), the rest through the
-  library (the same passes, without Dagster's event log) to keep the run short; then ``fleet.gate_idle_tick_s``
-  (slowest gate sensor, nothing changed) and
-  ``fleet.idle_runs_launched``: run requests of every gate sensor after the cycle (target 0).
+  library (the same passes, without Dagster's event log) to keep the run short; then the ticks that decide every
+  agent again (the cycle moved each ledger; a tick decides what its time budget allows and leaves the rest):
+  ``fleet.gate_after_cycle_tick_s`` (the slowest of them), ``fleet.gate_after_cycle_ticks`` (how many the slowest
+  sensor needed) and ``fleet.gate_after_cycle_runs_launched``; then one more tick, nothing changed:
+  ``fleet.gate_idle_tick_s`` and ``fleet.idle_runs_launched`` (target 0).
 Targets at 1,000: each tick <= 10 s, idle_runs_launched = 0.
 
-Daemon (not with --quick): ``fleet.inprocess_cycle_s`` (the demo agent's cycle in-process, as ``make run`` runs it)
-and ``fleet.daemon_cycle_s`` (the same cycle on an identical demo agent launched by ``dagster-daemon`` through the
-queued run coordinator and the default run launcher, start to end as the UI shows it); target ratio <= 2.
+Daemon (not with --quick; alone with --daemon-only), all on the same instance: ``fleet.inprocess_cycle_s`` (the demo
+agent's cycle in-process, in a process that has Dagster loaded), ``fleet.dream_run_s`` (``dream run`` on an
+identical agent as a fresh process, start-up included, as ``make run`` runs it) and ``fleet.daemon_cycle_s`` (the
+same cycle on an identical demo agent launched by ``dagster-daemon`` through the queued run coordinator and the
+default run launcher, start to end as the UI shows it); ``fleet.daemon_ratio`` is daemon over in-process (target
+<= 2).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import dagster as dg  # noqa: E402
 
 from dream_assets.demo import build_demo_profile  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
+from dream_assets.store.connection import close_all  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_VARS = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USERNAME", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_DB")
@@ -104,6 +110,7 @@ def make_agents(root: Path, n: int, now: datetime) -> list[str]:
     """N small agents: one built by the demo generator, copied (a profile's files hold no agent id)."""
     template = root.parent / f"template-{n}"
     build_demo_profile(AgentProfile(template), now, n_memories=6, seed=1, with_logs=False)
+    close_all()  # the template's store is closed (and checkpointed) before its files are copied
     root.mkdir(parents=True)
     agents = []
     for i in range(n):
@@ -135,7 +142,7 @@ def _tick(sensor, instance, deployment, cursor=None):  # one evaluation, as the 
 
 
 #: Agents whose cycle runs through the dream_cycle job (the rest run the same passes through the library).
-DAGSTER_CYCLES = 100
+DAGSTER_CYCLES = 50
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -231,9 +238,27 @@ def fleet(n: int, workdir: Path, workers: int) -> None:
         )
 
         with dg.DagsterInstance.get() as instance:
+            # The ticks after the cycle decide every agent again (the cycle moved each ledger), a time budget's worth
+            # per tick; once every agent is decided, a tick finds nothing changed: the steady state of an idle fleet.
+            slowest_settle, settle_ticks, launched_settle = 0.0, 0, 0
+            for sensor in gates:
+                ticks = 0
+                while ticks < 50:
+                    ticks += 1
+                    elapsed, requests, cursor, result = _tick(sensor, instance, deployment, cursors.get(sensor.name))
+                    cursors[sensor.name] = cursor
+                    slowest_settle = max(slowest_settle, elapsed)
+                    launched_settle += len(requests)
+                    skip = getattr(getattr(result, "skip_reason", None), "skip_message", "") or ""
+                    if "left for the next tick" not in skip:
+                        break
+                settle_ticks = max(settle_ticks, ticks)
+            emit("fleet.gate_after_cycle_tick_s", n, slowest_settle, "s")
+            emit("fleet.gate_after_cycle_ticks", n, settle_ticks, "ticks")
+            emit("fleet.gate_after_cycle_runs_launched", n, launched_settle, "runs")
             slowest, launched = 0.0, 0
             for sensor in gates:
-                elapsed, requests, _, _ = _tick(sensor, instance, deployment, cursors.get(sensor.name))
+                elapsed, requests, cursor, _ = _tick(sensor, instance, deployment, cursors.get(sensor.name))
                 slowest = max(slowest, elapsed)
                 launched += len(requests)
             emit("fleet.gate_idle_tick_s", n, slowest, "s")
@@ -244,22 +269,30 @@ def daemon_vs_inprocess(workdir: Path, timeout: float = 600) -> None:
     from dream_assets.launch.cycle import run_cycle_in_dagster
 
     now = datetime.now(UTC).replace(microsecond=0)
-    inproc_root, daemon_root = workdir / "inproc", workdir / "daemon"
-    for root in (inproc_root, daemon_root):
+    inproc_root, fresh_root, daemon_root = workdir / "inproc", workdir / "fresh", workdir / "daemon"
+    for root in (inproc_root, fresh_root, daemon_root):
         build_demo_profile(AgentProfile(root / "demo"), now)
-    saved = os.environ.pop("DAGSTER_HOME", None)
-    try:
+    close_all()
+
+    with fleet_instance(workdir, "daemon") as (home, postgres):
+        # In-process, on the same instance the daemon uses (as `make run` uses the persistent instance): the cycle in
+        # a process that has Dagster loaded, and `dream run` as a fresh process, start-up included.
         started = time.perf_counter()
         run = run_cycle_in_dagster(AgentProfile(inproc_root / "demo"), now=now.isoformat())
         inprocess = time.perf_counter() - started
-    finally:
-        if saved is not None:
-            os.environ["DAGSTER_HOME"] = saved
-    if not run.ok:
-        note(f"the in-process cycle did not succeed: {run.failed or run.step_errors}")
-    emit("fleet.inprocess_cycle_s", 1, inprocess, "s")
-
-    with fleet_instance(workdir, "daemon") as (home, postgres):
+        if not run.ok:
+            note(f"the in-process cycle did not succeed: {run.failed or run.step_errors}")
+        emit("fleet.inprocess_cycle_s", 1, inprocess, "s")
+        started = time.perf_counter()
+        fresh = subprocess.run(
+            [str(Path(sys.executable).parent / "dream"), "run", "--profile", str(fresh_root / "demo")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        if fresh.returncode != 0:
+            note(f"dream run exited {fresh.returncode}: {fresh.stderr[-500:]}")
+        emit("fleet.dream_run_s", 1, time.perf_counter() - started, "s")
         env = {
             **os.environ,
             "DREAM__ProfileRoot": str(daemon_root),
@@ -277,7 +310,9 @@ def daemon_vs_inprocess(workdir: Path, timeout: float = 600) -> None:
             deadline = time.monotonic() + timeout
             with dg.DagsterInstance.get() as instance:
                 while time.monotonic() < deadline:
-                    records = instance.get_run_records(filters=dg.RunsFilter(job_name="dream_cycle"))
+                    # the whole cycle the start-up sensor launched (gate sensors may launch single passes too)
+                    started_by = {"dagster/sensor_name": "dream_startup_sensor"}
+                    records = instance.get_run_records(filters=dg.RunsFilter(job_name="dream_cycle", tags=started_by))
                     finished = [r for r in records if r.dagster_run.is_finished]
                     if finished:
                         record = finished[0]
@@ -287,7 +322,7 @@ def daemon_vs_inprocess(workdir: Path, timeout: float = 600) -> None:
                         queued = record.end_time - record.create_timestamp.timestamp()
                         emit("fleet.daemon_cycle_s", 1, duration, "s")
                         emit("fleet.daemon_queue_to_end_s", 1, queued, "s")
-                        emit("fleet.daemon_ratio", 1, duration / inprocess, "x")
+                        emit("fleet.daemon_ratio", 1, duration / inprocess, "x (against the in-process cycle)")
                         return
                     time.sleep(1)
                 note(f"no daemon-launched cycle finished within {timeout:.0f} s")
@@ -305,13 +340,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="N = 100 only, no daemon run")
     parser.add_argument("--n", type=int, default=1000, help="the larger fleet (default 1000)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes for the full cycle")
+    parser.add_argument("--daemon-only", action="store_true", help="only the daemon against in-process cycle")
     args = parser.parse_args()
-    sizes = [100] if args.quick else sorted({100, args.n})
+    sizes = [] if args.daemon_only else [100] if args.quick else sorted({100, args.n})
     with tempfile.TemporaryDirectory(prefix="dream-fleet-") as tmp:
         workdir = Path(tmp)
         for n in sizes:
             fleet(n, workdir, args.workers)
-        if not args.quick:
+        if args.daemon_only or not args.quick:
             daemon_vs_inprocess(workdir)
 
 
