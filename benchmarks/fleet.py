@@ -2,7 +2,7 @@
 {"name", "n", "value", "unit"}.
 
     .venv/bin/python benchmarks/fleet.py          # N = 100 and 1,000
-    .venv/bin/python benchmarks/fleet.py --quick  # N = 100 only, no daemon run
+    .venv/bin/python benchmarks/fleet.py --quick  # N = 100 only, 10 cycles timed, no daemon run
 
 The instance is PostgreSQL-backed (deploy/dagster-postgres.yaml) when a server can be had: the DAGSTER_PG_*
 variables of an existing one, else a throwaway server from Debian's ``postgresql`` package on 127.0.0.1; otherwise
@@ -53,6 +53,7 @@ import dagster as dg  # noqa: E402
 from dream_assets.demo import build_demo_profile  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.store.connection import close_all  # noqa: E402
+from dream_assets_tests.daemon import running_daemon  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_VARS = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USERNAME", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_DB")
@@ -143,6 +144,7 @@ def _tick(sensor, instance, deployment, cursor=None):  # one evaluation, as the 
 
 #: Agents whose cycle runs through the dream_cycle job (the rest run the same passes through the library).
 DAGSTER_CYCLES = 50
+QUICK_DAGSTER_CYCLES = 10
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -175,7 +177,7 @@ def _library_worker(args: tuple[str, str, list[str]]) -> int:
     return failed
 
 
-def fleet(n: int, workdir: Path, workers: int) -> None:
+def fleet(n: int, workdir: Path, workers: int, dagster_cycles: int = DAGSTER_CYCLES) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     root = workdir / f"agents-{n}"
     started = time.perf_counter()
@@ -218,7 +220,7 @@ def fleet(n: int, workdir: Path, workers: int) -> None:
 
         # Cycles through Dagster for the first DAGSTER_CYCLES agents (the throughput figure), and the same passes
         # through the library for the rest, so that every agent has had its cycle before the idle ticks.
-        through_dagster, rest = agents[:DAGSTER_CYCLES], agents[DAGSTER_CYCLES:]
+        through_dagster, rest = agents[:dagster_cycles], agents[dagster_cycles:]
         shares = [through_dagster[i::workers] for i in range(workers)]
         started = time.perf_counter()
         ctx = mp.get_context("spawn")
@@ -298,15 +300,7 @@ def daemon_vs_inprocess(workdir: Path, timeout: float = 600) -> None:
             "DREAM__ProfileRoot": str(daemon_root),
             "DREAM__InitialDelay": "0",
         }
-        daemon = subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
+        with running_daemon(env, workdir / "daemon.log"):
             deadline = time.monotonic() + timeout
             with dg.DagsterInstance.get() as instance:
                 while time.monotonic() < deadline:
@@ -326,13 +320,6 @@ def daemon_vs_inprocess(workdir: Path, timeout: float = 600) -> None:
                         return
                     time.sleep(1)
                 note(f"no daemon-launched cycle finished within {timeout:.0f} s")
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(daemon.pid, 15)
-            try:
-                daemon.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(daemon.pid, 9)
 
 
 def main() -> None:
@@ -346,7 +333,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dream-fleet-") as tmp:
         workdir = Path(tmp)
         for n in sizes:
-            fleet(n, workdir, args.workers)
+            fleet(n, workdir, args.workers, dagster_cycles=QUICK_DAGSTER_CYCLES if args.quick else DAGSTER_CYCLES)
         if args.daemon_only or not args.quick:
             daemon_vs_inprocess(workdir)
 

@@ -24,6 +24,7 @@ from dream_assets.definitions import build_definitions
 from dream_assets.demo import build_demo_profile
 from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.profile import AgentProfile
+from dream_assets_tests.daemon import running_daemon
 from dream_assets_tests.postgres_server import PostgresUnavailable, start_postgres
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,16 +161,8 @@ def test_the_daemon_registers_every_agent_and_launches_its_cycle_through_the_que
         "DREAM__InitialDelay": "0",
         "DREAM_LOG_LEVEL": "WARNING",
     }
-    daemon = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(ROOT / "workspace.yaml")],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
+    log = tmp_path / "daemon.log"
+    with running_daemon(env, log) as daemon:
         deadline = time.monotonic() + 420
         with dg.DagsterInstance.from_config(str(fleet_home)) as instance:
             while time.monotonic() < deadline:
@@ -177,16 +170,10 @@ def test_the_daemon_registers_every_agent_and_launches_its_cycle_through_the_que
                 done = [r for r in runs if r.is_finished]
                 if len({r.tags.get("dagster/partition") for r in done}) == len(AGENTS):
                     break
-                assert daemon.poll() is None, "the daemon exited:\n" + (daemon.stdout.read() if daemon.stdout else "")
+                assert daemon.poll() is None, "the daemon exited:\n" + log.read_text()[-5000:]
                 time.sleep(3)
             else:
                 pytest.fail(f"the daemon launched {len(runs)} cycle run(s), {len(done)} finished, in 420 s")
             assert set(instance.get_dynamic_partitions("agents")) == set(AGENTS)
             assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in done), [(r.run_id, r.status) for r in done]
             assert {r.tags["dagster/partition"] for r in done} == set(AGENTS)
-    finally:
-        os.killpg(daemon.pid, 15)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(daemon.pid, 9)

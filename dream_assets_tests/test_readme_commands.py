@@ -46,6 +46,8 @@ EXCLUDED = {
     "make test": "runs the whole test suite, this test included; CI runs it as `make test` already",
     ".venv/bin/python benchmarks/faults.py --quick": "dream_assets_tests/test_faults_benchmark.py runs exactly this "
     "command and checks its numbers (about 90 s)",
+    ".venv/bin/python benchmarks/fleet.py --quick": "dream_assets_tests/test_fleet_benchmark.py runs exactly this "
+    "command and checks its numbers (one to two minutes)",
 }
 
 #: What the README points at a real model endpoint; the test server on 127.0.0.1 takes its place.
