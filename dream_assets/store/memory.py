@@ -352,6 +352,22 @@ def _noted(result: SaveResult, note: str | None) -> SaveResult:
     )
 
 
+def _row_values(entry: MemoryEntry) -> list[Any]:
+    """Every stored column of ``entry`` after its id, in the table's order, as the database takes them."""
+    return [
+        entry.content,
+        entry.category,
+        json.dumps(list(entry.tags)),
+        entry.importance,
+        to_db(entry.created_at),
+        to_db(entry.updated_at),
+        to_db(entry.last_seen_at),
+        entry.reinforcement_count,
+        json.dumps(entry.metadata, sort_keys=True),
+        to_db(entry.archived_at),
+    ]
+
+
 class MemoryStore:
     def __init__(
         self,
@@ -872,19 +888,7 @@ class MemoryStore:
                 conn.execute(
                     f"INSERT INTO memories ({_COLUMNS}, seq) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq')) RETURNING seq",
-                    [
-                        entry.id,
-                        entry.content,
-                        entry.category,
-                        json.dumps(list(entry.tags)),
-                        entry.importance,
-                        to_db(entry.created_at),
-                        to_db(entry.updated_at),
-                        to_db(entry.last_seen_at),
-                        entry.reinforcement_count,
-                        json.dumps(entry.metadata, sort_keys=True),
-                        to_db(entry.archived_at),
-                    ],
+                    [entry.id, *_row_values(entry)],
                 ).fetchone()[0]  # type: ignore[index]
             )
         except duckdb.ConstraintException as exc:
@@ -904,18 +908,7 @@ class MemoryStore:
     ) -> None:
         """Overwrite every field of an existing row. ``bump`` when searchable fields or the archive state changed;
         ``before``: the row as it is stored (read here when not given and ``bump``)."""
-        params = [
-            entry.content,
-            entry.category,
-            json.dumps(list(entry.tags)),
-            entry.importance,
-            to_db(entry.created_at),
-            to_db(entry.updated_at),
-            to_db(entry.last_seen_at),
-            entry.reinforcement_count,
-            json.dumps(entry.metadata, sort_keys=True),
-            to_db(entry.archived_at),
-        ]
+        params = _row_values(entry)
         sql = (
             "UPDATE memories SET content = ?, category = ?, tags = ?, importance = ?, created_at = ?, updated_at = ?, "
             "last_seen_at = ?, reinforcement_count = ?, metadata = ?, archived_at = ?"
