@@ -392,6 +392,17 @@ def _apply_merge(
     )
     retired: list[MemoryEntry] = []
     changed: list[str] = []
+
+    def retire(current: dict[str, MemoryEntry], reason: str) -> None:
+        """Archive the sources, each with its change row (one already retired by an earlier merge of this answer
+        is skipped)."""
+        for i in ids:
+            if i in state.archived:
+                continue
+            after = memories.archive(i, now=ctx.now)
+            ctx.record(PASS, "archived", after, before=current[i], after=after, reason=reason)
+            retired.append(current[i])
+
     try:
         with ctx.store.transaction():
             current = memories.get_many(ids)
@@ -412,19 +423,7 @@ def _apply_merge(
                     reason=f"{what} from {_ids(ids)} equals live entry {twin.id}, which takes them in",
                 )
                 state.pinned.setdefault(twin.id, ids[0])
-                for i in ids:
-                    if i in state.archived:
-                        continue
-                    after = memories.archive(i, now=ctx.now)
-                    ctx.record(
-                        PASS,
-                        "archived",
-                        after,
-                        before=current[i],
-                        after=after,
-                        reason=f"merged into existing entry {twin.id}",
-                    )
-                    retired.append(current[i])
+                retire(current, f"merged into existing entry {twin.id}")
             elif not changed:
                 merged = build_merged_entry(
                     [current[i] for i in ids],
@@ -446,19 +445,7 @@ def _apply_merge(
                     after=merged,
                     reason=f"{what} from {_ids(ids)}" + (f"; repaired, {repaired}" if repaired else ""),
                 )
-                for i in ids:
-                    if i in state.archived:
-                        continue  # already retired into an earlier merge of this answer
-                    after = memories.archive(i, now=ctx.now)
-                    ctx.record(
-                        PASS,
-                        "archived",
-                        after,
-                        before=current[i],
-                        after=after,
-                        reason=f"merged into {merged.id}",
-                    )
-                    retired.append(current[i])
+                retire(current, f"merged into {merged.id}")
     except (ContentError, OSError) as exc:
         state.untouched.update(ids)
         report.count("failed_saves")
