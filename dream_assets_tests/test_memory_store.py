@@ -156,11 +156,9 @@ def test_fingerprint_covers_content_not_importance_or_usage(store):
     assert store.memories.fingerprint() != fp
 
 
-def test_fingerprint_is_order_independent(profile, tmp_path, options):
-    from dream_assets.profile import AgentProfile
-
-    other = open_store(AgentProfile(tmp_path / "other").ensure(), options)
-    entries = [
+def _numbered_facts(n: int) -> list[MemoryEntry]:
+    """``n`` distinct live entries m0, m1, … created at NOW."""
+    return [
         MemoryEntry(
             id=f"m{i}",
             content=f"Fact number {i} about topic {i * 7}",
@@ -171,8 +169,15 @@ def test_fingerprint_is_order_independent(profile, tmp_path, options):
             updated_at=NOW,
             last_seen_at=NOW,
         )
-        for i in range(20)
+        for i in range(n)
     ]
+
+
+def test_fingerprint_is_order_independent(profile, tmp_path, options):
+    from dream_assets.profile import AgentProfile
+
+    other = open_store(AgentProfile(tmp_path / "other").ensure(), options)
+    entries = _numbered_facts(20)
     s = open_store(profile, options)
     s.memories.put_many(entries)
     other.memories.put_many(list(reversed(entries)))
@@ -343,21 +348,7 @@ def test_a_store_written_by_an_older_version_gets_its_fingerprint_on_open(profil
 
 @pytest.mark.slow  # a 50,000-entry corpus
 def test_reading_the_fingerprint_does_not_scan_the_corpus(store):
-    store.memories.put_many(
-        [
-            MemoryEntry(
-                id=f"m{i}",
-                content=f"Fact number {i} about topic {i * 7}",
-                category="c",
-                tags=("t",),
-                importance=0.5,
-                created_at=NOW,
-                updated_at=NOW,
-                last_seen_at=NOW,
-            )
-            for i in range(50_000)
-        ]
-    )
+    store.memories.put_many(_numbered_facts(50_000))
     import time
 
     store.memories.fingerprint()
