@@ -21,6 +21,7 @@ from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
+from dream_assets.store.connection import close_all
 from dream_assets.store.log_records import WispExecutionEvent
 from dream_assets.store.logs import append_event
 
@@ -55,6 +56,7 @@ def fleet(tmp_path, instance):
         profile = AgentProfile(root / name)
         build_demo_profile(profile, NOW - timedelta(days=1), n_memories=12, seed=i + 1, with_logs=False)
         run_cycle(profile, DreamOptions(), NOW)
+    close_all()  # the stores are closed (checkpointed) as an agent that went idle leaves them
     instance.add_dynamic_partitions(AGENTS, names)
     return root, names
 
