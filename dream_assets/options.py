@@ -217,6 +217,21 @@ class DreamOptions:
         maximum=1.0,
     )
     MaxContentChars: int = _opt(16_000, "largest memory content accepted", minimum=1)
+    # Recall order (store/recall.py): BM25 x (1 + RecallRecencyWeight x recency + RecallReinforcementWeight x
+    # reinforcement), then the current version of a fact before a stale one. Defaults measured by
+    # benchmarks/quality.py (quality.recall10_*, quality.current_first).
+    RecallRecencyWeight: float = _opt(
+        0.0,
+        "search boost for recently seen entries: 0.5^(age/RecallRecencyHalfLife), age counted back from the most "
+        "recently seen match; 0 = none",
+        minimum=0.0,
+    )
+    RecallRecencyHalfLife: timedelta = _opt(
+        timedelta(days=30), "age at which the recency boost of search is halved", duration="positive"
+    )
+    RecallReinforcementWeight: float = _opt(
+        0.0, "search boost for reinforced entries: 1 - 1/reinforcement_count; 0 = none", minimum=0.0
+    )
     StoreLockTimeout: timedelta = _opt(timedelta(seconds=60), "longest wait for the store's process lock")
 
     # --- Model (Llm: section) ---
