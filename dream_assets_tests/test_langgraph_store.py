@@ -243,6 +243,30 @@ def test_a_key_the_dream_cycle_superseded_leads_to_its_successor(lg):
     assert [h.key for h in lg.search(ns, query="Ana lives")] == ["home-2026"]
 
 
+def test_keys_the_dream_cycle_merged_lead_to_the_merged_entry(lg):
+    ns = ("facts",)
+    lg.put(ns, "a", {"content": "Ana lives in Porto."})
+    lg.put(ns, "b", {"content": "Ana lives in Porto, near the river."})
+    sources = [item_id(ns, "a"), item_id(ns, "b")]
+    memories = lg.store.memories
+    # What a consolidation merge leaves: a new entry naming its sources, the sources archived.
+    merged = memories.put(
+        memories.get(sources[1]).with_(
+            id="merged-1", metadata={"mergedFrom": json.dumps(sources)}, created_at=NOW, updated_at=NOW
+        )
+    )
+    for source in sources:
+        memories.archive(source, now=NOW)
+    for key in ("a", "b"):
+        item = lg.get(ns, key)
+        assert (item.namespace, item.key, item.value) == (
+            ns,
+            merged.id,
+            {"content": "Ana lives in Porto, near the river."},
+        )
+    assert lg.get(ns, "never-put") is None
+
+
 def test_namespaces_the_store_cannot_hold_are_refused_before_anything_is_written(lg):
     for bad in [(), ("the", "thing.about"), ("some", "fun", ""), ("a/b", "c"), ("langgraph", "foo")]:
         with pytest.raises(InvalidNamespaceError):
