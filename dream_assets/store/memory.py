@@ -481,7 +481,7 @@ class MemoryStore:
         tokens = tokenize(query)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
-            hits = self._idx.bm25.search(tokens, limit=candidate_count(limit))
+            hits = self._idx.bm25.search(tokens, limit=candidate_count(limit, self._options))
             if not hits:
                 return []
             rows = _rows_by_id(conn, [h for h, _ in hits])

@@ -47,10 +47,12 @@ RIVAL_SCORE_RATIO = 0.5
 VERSION_WINDOW = 10
 
 
-def candidate_count(limit: int) -> int:
-    """How many of BM25's best a search of ``limit`` results weighs: room for the recency and reinforcement signals
-    to lift an entry from just below the limit, and for a successor a restored superseded entry must follow."""
-    return 2 * limit + 10
+def candidate_count(limit: int, options: DreamOptions) -> int:
+    """How many of BM25's best a search of ``limit`` results orders: the places versions of a fact are looked for
+    in, and with a recency or reinforcement weight set, room for those signals to lift an entry from further down."""
+    if options.RecallRecencyWeight or options.RecallReinforcementWeight:
+        return max(2 * limit + 10, VERSION_WINDOW)
+    return max(limit, VERSION_WINDOW)
 
 
 def is_user_correction(entry: MemoryEntry) -> bool:
