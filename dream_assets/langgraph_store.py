@@ -306,7 +306,9 @@ class LangGraphMemoryStore(BaseStore):
         now = self._clock()
         current = self._entry_for(namespace, key)
         if op.value is None:
-            if current is not None and not current.is_archived:
+            if current is not None:
+                # Marked even when the dream cycle archived it already (merged into an entry other keys share), so
+                # a get of the deleted key no longer leads there.
                 with self.store.transaction():
                     memories.set_metadata({current.id: {DELETED_KEY: "true"}})
                     memories.archive(current.id, now=now)

@@ -265,6 +265,10 @@ def test_keys_the_dream_cycle_merged_lead_to_the_merged_entry(lg):
             {"content": "Ana lives in Porto, near the river."},
         )
     assert lg.get(ns, "never-put") is None
+    # Deleting one of the merged keys forgets that key only; the merged entry stays live for the other.
+    lg.delete(ns, "a")
+    assert lg.get(ns, "a") is None and lg.get(ns, "b").key == merged.id
+    assert not memories.get(merged.id).is_archived
 
 
 def test_namespaces_the_store_cannot_hold_are_refused_before_anything_is_written(lg):
