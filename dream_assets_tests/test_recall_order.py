@@ -135,7 +135,7 @@ def test_recency_and_reinforcement_weigh_only_when_configured(profile):
         ).entry
     finally:
         store.close()
-    assert ranked(DreamOptions()) == [
+    assert ranked(DreamOptions(RecallRecencyWeight=0.0, RecallReinforcementWeight=0.0)) == [
         "Budget review notes.",
         "The quarterly budget review with the finance team is on Friday.",
     ]
