@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dream_assets.model import parse_ts
-from dream_assets.options import DreamOptions, OptionsError
+from dream_assets.options import DreamOptions, OptionsError, load_agent_options
 from dream_assets.profile import AgentProfile, holds_profile
 
 DEMO_PROFILE = "data/agents/demo"
@@ -42,7 +42,7 @@ def _profile(args: argparse.Namespace, *, must_exist: bool = True) -> AgentProfi
 
 
 def _options(profile: AgentProfile) -> DreamOptions:
-    return DreamOptions.load(env=os.environ, profile_toml=profile.options_path)
+    return load_agent_options(profile)
 
 
 def cmd_init(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, new_id, utc
+from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, new_id, utc, utc_or_now
 from dream_assets.options import DreamOptions
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
@@ -543,7 +543,7 @@ class MemoryStore:
         tags: Sequence[str] = (),
         importance: float = 0.5,
         metadata: Mapping[str, str] | None = None,
-        now: datetime,
+        now: datetime | None = None,
         dedupe: bool = True,
     ) -> SaveResult:
         """Save a memory. With ``dedupe`` an incoming entry whose similarity with a live entry is at or above the
@@ -551,8 +551,9 @@ class MemoryStore:
         else the lexical measure: ``similarity_measure``) reinforces that entry when it adds nothing to it, or extends
         it when it only adds sentences (store/dedup.py); otherwise, a correction for example, it is created apart and
         the result names the near-duplicate (``matched_id``) and why it was not absorbed (``reason``). Stored text is
-        never rewritten. When embeddings failed, ``reason`` says the lexical measure was used instead."""
-        now = utc(now)
+        never rewritten. When embeddings failed, ``reason`` says the lexical measure was used instead. ``now`` defaults
+        to the current UTC time."""
+        now = utc_or_now(now)
         content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
         near: tuple[MemoryEntry, float, str] | None = None
         # Vectors first, outside the write transaction: an embeddings request never runs while the store is held.
@@ -953,7 +954,7 @@ class MemoryStore:
         self,
         entry_id: str,
         *,
-        now: datetime,
+        now: datetime | None = None,
         content: str | None = None,
         category: str | None = None,
         tags: Sequence[str] | None = None,
@@ -961,6 +962,7 @@ class MemoryStore:
         metadata: Mapping[str, str] | None = None,
     ) -> MemoryEntry:
         """Edit fields of a live or archived entry (a tool edit). Sets updated_at; never touches last_seen_at."""
+        now = utc_or_now(now)
         with self._conn.transaction() as conn:
             cur = self._require(conn, entry_id)
             c, cat, tg, imp, meta = self.validate(
@@ -974,20 +976,22 @@ class MemoryStore:
             self._write(conn, new, bump=(c, cat, tg) != (cur.content, cur.category, cur.tags), before=cur)
         return new
 
-    def reinforce(self, entry_id: str, *, now: datetime) -> MemoryEntry:
+    def reinforce(self, entry_id: str, *, now: datetime | None = None) -> MemoryEntry:
         """Episode reinforcement: last_seen_at = now, reinforcement_count + 1, content untouched."""
+        now = utc_or_now(now)
         with self._conn.transaction() as conn:
             cur = self._require(conn, entry_id)
             new = cur.with_(last_seen_at=utc(now), reinforcement_count=cur.reinforcement_count + 1, updated_at=utc(now))
             self._write(conn, new, bump=False)
         return new
 
-    def archive(self, entry_id: str, *, now: datetime) -> MemoryEntry:
+    def archive(self, entry_id: str, *, now: datetime | None = None) -> MemoryEntry:
         """Hide an entry from recall; it stays retrievable by id (and restorable) until the archive purge."""
-        return self._set_archived(entry_id, archived_at=utc(now), now=now)
+        now = utc_or_now(now)
+        return self._set_archived(entry_id, archived_at=now, now=now)
 
-    def restore(self, entry_id: str, *, now: datetime) -> MemoryEntry:
-        return self._set_archived(entry_id, archived_at=None, now=now)
+    def restore(self, entry_id: str, *, now: datetime | None = None) -> MemoryEntry:
+        return self._set_archived(entry_id, archived_at=None, now=utc_or_now(now))
 
     def supersede(
         self, loser_id: str, winner_id: str, *, now: datetime, reason: str = ""
