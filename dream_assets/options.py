@@ -77,6 +77,11 @@ class DreamOptions:
     BusyRetryMaxAttempts: int = _opt(
         6, "retries of a deferred pass before it waits for the next cycle; zero never retries early", minimum=0
     )
+    AgentActiveWindow: timedelta = _opt(
+        timedelta(seconds=60),
+        "every call through the agent interfaces (dream serve, dream memory, dream_assets.agent_memory) marks the "
+        "agent's model busy for this long, so a dream pass does not start a model call mid-conversation; zero: no mark",
+    )
     BusyLeaseStaleAfter: timedelta = _opt(
         timedelta(minutes=10),
         "age after which a busy lease from a crashed agent expires",
