@@ -396,6 +396,41 @@ def cmd_import_logs(args: argparse.Namespace) -> int:
     return 1 if total.malformed or total.wrong_kind else 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The MCP server: stdio for the one agent of --profile, or Streamable HTTP for every agent under the profile root
+    (--http HOST:PORT). Exit 2 when it cannot start as configured."""
+    from dream_assets import mcp_server
+
+    if not args.http:
+        mcp_server.serve_stdio(_profile(args, must_exist=False))
+        return 0
+    host, sep, port = args.http.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        print(f"dream serve --http {args.http!r}: give HOST:PORT, e.g. 127.0.0.1:8765", file=sys.stderr)
+        return 2
+    root = Path(args.profile_root or DreamOptions.load(env=os.environ).ProfileRoot)
+    try:
+        gate = mcp_server.gate_from_environment(
+            root,
+            host.strip("[]"),
+            int(port),
+            allowed_origins=args.allow_origin or (),
+            allowed_hosts=args.allow_host or (),
+            max_request_bytes=args.max_request_bytes,
+        )
+    except mcp_server.ServeConfigError as exc:
+        print(f"dream serve: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"dream serve: agents under {gate.profile_root} at http://{args.http}/agents/<agent id>/mcp"
+        + (" (bearer token required)" if gate.token or gate.agent_tokens else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+    mcp_server.serve_http(gate)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dream", description="Keep an agent's memory and skills healthy while it is idle.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -481,6 +516,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("files", nargs="+")
     sp.set_defaults(func=cmd_import_logs)
+
+    sp = sub.add_parser(
+        "serve",
+        help="the agent's memory as an MCP server: stdio for --profile, or Streamable HTTP with --http HOST:PORT "
+        "(one endpoint per agent, /agents/<id>/mcp); exit 2 when it cannot start as configured",
+    )
+    common(sp)
+    sp.add_argument("--http", metavar="HOST:PORT", help="serve every agent under --profile-root over HTTP")
+    sp.add_argument("--profile-root", help="folder of the agent profiles (default: option ProfileRoot)")
+    sp.add_argument(
+        "--allow-origin", action="append", metavar="URL", help="a browser Origin allowed besides the server's own"
+    )
+    sp.add_argument(
+        "--allow-host", action="append", metavar="HOST:PORT", help="a Host header allowed besides the loopback names"
+    )
+    sp.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=1024 * 1024,
+        help="largest request body accepted (default 1 MiB)",
+    )
+    sp.set_defaults(func=cmd_serve)
     return p
 
 
