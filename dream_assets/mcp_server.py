@@ -19,6 +19,7 @@ rebinding); the body may not exceed ``max_request_bytes``. A refused request get
 
 from __future__ import annotations
 
+import gc
 import hmac
 import json
 import os
@@ -56,13 +57,24 @@ INSTRUCTIONS = (
 )
 
 
+#: Agents whose recall index this process has built (see ``_calling``).
+_indexed: set[Path] = set()
+
+
 @contextmanager
-def _tool_errors() -> Iterator[None]:
-    """An expected failure becomes a tool error the caller reads; anything else is the SDK's unexpected error."""
+def _calling(profile: AgentProfile, *, builds_index: bool = False) -> Iterator[AgentProfile]:
+    """One tool call for ``profile``. An expected failure becomes a tool error the caller reads; anything else is the
+    SDK's unexpected error. After an agent's first save or search (``builds_index``: it builds the in-process recall
+    index, hundreds of thousands of long-lived objects for a large store) those objects are moved out of the garbage
+    collector's generations (``gc.freeze``), so later calls do not pay for full collections that scan the index."""
     try:
-        yield
+        yield profile
     except (am.AgentMemoryError, ProfileError, OptionsError) as exc:
         raise ToolError(str(exc)) from exc
+    finally:
+        if builds_index and profile.root not in _indexed:
+            _indexed.add(profile.root)
+            gc.freeze()
 
 
 def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
@@ -76,8 +88,8 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
     def memory_save(
         ctx: Context, content: str, category: str = "general", tags: list[str] | None = None, importance: float = 0.5
     ) -> am.SavedMemory:
-        with _tool_errors():
-            return am.save(profile_of(ctx), content, category=category, tags=tags or (), importance=importance)
+        with _calling(profile_of(ctx), builds_index=True) as profile:
+            return am.save(profile, content, category=category, tags=tags or (), importance=importance)
 
     @server.tool(
         description="Search live memories, best first. category keeps that category and its '/' children; "
@@ -86,51 +98,51 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
     def memory_search(
         ctx: Context, query: str, limit: int = 10, category: str | None = None, tags: list[str] | None = None
     ) -> am.SearchResult:
-        with _tool_errors():
-            return am.search(profile_of(ctx), query, limit=limit, category=category, tags=tags or ())
+        with _calling(profile_of(ctx), builds_index=True) as profile:
+            return am.search(profile, query, limit=limit, category=category, tags=tags or ())
 
     @server.tool(
         description="One memory by id, archived ones too: where it went (merged_into, superseded_by, "
         "archived_reason) and current_id, the live entry holding its fact now."
     )
     def memory_get(ctx: Context, id: str) -> am.MemoryRecord:
-        with _tool_errors():
-            return am.get(profile_of(ctx), id)
+        with _calling(profile_of(ctx)) as profile:
+            return am.get(profile, id)
 
     @server.tool(description="The fact came up again: move its last-seen time and reinforcement count.")
     def memory_reinforce(ctx: Context, id: str) -> am.MemoryRecord:
-        with _tool_errors():
-            return am.reinforce(profile_of(ctx), id)
+        with _calling(profile_of(ctx)) as profile:
+            return am.reinforce(profile, id)
 
     @server.tool(description="Forget a memory: archive it with a reason (never deleted; dream undo puts it back).")
     def memory_forget(ctx: Context, id: str, reason: str) -> am.ForgetResult:
-        with _tool_errors():
-            return am.forget(profile_of(ctx), id, reason=reason)
+        with _calling(profile_of(ctx)) as profile:
+            return am.forget(profile, id, reason=reason)
 
     @server.tool(
         description="A memory's versions from the change log: created, reinforced, extended, merged, "
         "superseded, archived, restored, purged, with cycle, pass, reason and text."
     )
     def memory_history(ctx: Context, id: str) -> am.MemoryHistory:
-        with _tool_errors():
-            return am.history(profile_of(ctx), id)
+        with _calling(profile_of(ctx)) as profile:
+            return am.history(profile, id)
 
     @server.tool(description="The agent's skills (names and summaries).")
     def skill_list(ctx: Context, include_archived: bool = False) -> am.SkillList:
-        with _tool_errors():
-            return am.list_skills(profile_of(ctx), include_archived=include_archived)
+        with _calling(profile_of(ctx)) as profile:
+            return am.list_skills(profile, include_archived=include_archived)
 
     @server.tool(description="One skill with its full text.")
     def skill_get(ctx: Context, name: str) -> am.SkillRecord:
-        with _tool_errors():
-            return am.get_skill(profile_of(ctx), name)
+        with _calling(profile_of(ctx)) as profile:
+            return am.get_skill(profile, name)
 
     @server.tool(description="Create or replace a skill (name such as mcp/email).")
     def skill_save(
         ctx: Context, name: str, content: str, summary: str = "", see_also: list[str] | None = None
     ) -> am.SkillRecord:
-        with _tool_errors():
-            return am.save_skill(profile_of(ctx), name, content, summary=summary, see_also=see_also or ())
+        with _calling(profile_of(ctx)) as profile:
+            return am.save_skill(profile, name, content, summary=summary, see_also=see_also or ())
 
     @server.tool(
         description="Record feedback: kind Correction, SessionSummary (needs rating poor/fair/good/"
@@ -145,15 +157,15 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         domain: str | None = None,
         skill_names: list[str] | None = None,
     ) -> am.Recorded:
-        with _tool_errors():
+        with _calling(profile_of(ctx)) as profile:
             return am.record_feedback(
-                profile_of(ctx), session_id, kind, text, rating=rating, domain=domain, skill_names=skill_names or ()
+                profile, session_id, kind, text, rating=rating, domain=domain, skill_names=skill_names or ()
             )
 
     @server.tool(description="Record that a skill was recalled, invoked or loaded.")
     def skill_usage_record(ctx: Context, session_id: str, skill_name: str, action: str = "invoked") -> am.Recorded:
-        with _tool_errors():
-            return am.record_skill_usage(profile_of(ctx), session_id, skill_name, action=action)
+        with _calling(profile_of(ctx)) as profile:
+            return am.record_skill_usage(profile, session_id, skill_name, action=action)
 
     @server.tool(description="Record one tool call and whether it succeeded.")
     def tool_call_record(
@@ -165,28 +177,28 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         duration_ms: float | None = None,
         skill_name: str | None = None,
     ) -> am.Recorded:
-        with _tool_errors():
+        with _calling(profile_of(ctx)) as profile:
             return am.record_tool_call(
-                profile_of(ctx), session_id, tool, success, error=error, duration_ms=duration_ms, skill_name=skill_name
+                profile, session_id, tool, success, error=error, duration_ms=duration_ms, skill_name=skill_name
             )
 
     @server.tool(description="Append one conversation turn (role user, assistant or tool).")
     def conversation_append(ctx: Context, session_id: str, role: str, content: str) -> am.Recorded:
-        with _tool_errors():
-            return am.append_turn(profile_of(ctx), session_id, role, content)
+        with _calling(profile_of(ctx)) as profile:
+            return am.append_turn(profile, session_id, role, content)
 
     @server.tool(description="Memory counts, whether the agent counts as active, and every dream pass's last outcome.")
     def dream_status(ctx: Context) -> am.DreamStatus:
-        with _tool_errors():
-            return am.status(profile_of(ctx))
+        with _calling(profile_of(ctx)) as profile:
+            return am.status(profile)
 
     @server.tool(
         description="The last dream cycle's report (or cycle_id's): what changed, what was rejected and why, "
         "how to undo it."
     )
     def dream_last_report(ctx: Context, cycle_id: str | None = None) -> am.CycleReportText:
-        with _tool_errors():
-            return am.last_cycle_report(profile_of(ctx), cycle_id=cycle_id)
+        with _calling(profile_of(ctx)) as profile:
+            return am.last_cycle_report(profile, cycle_id=cycle_id)
 
     return server
 
