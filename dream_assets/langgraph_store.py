@@ -29,7 +29,10 @@ How LangGraph's items map onto memory entries:
 - **Delete archives** (``MemoryStore.archive``; a value of ``None`` is a delete). Nothing is hard-deleted; an archived
   entry stays restorable until the archive purge.
 - **Get of a key the dream cycle retired** (merged into another entry, or superseded by a later fact) returns the live
-  entry it went into, under that entry's own namespace and key; a key deleted here, or never put, returns ``None``.
+  entry its fact lives on in (``agent_memory.get``'s ``current_id``), under that entry's own namespace and key; a key
+  deleted here, or never put, returns ``None``.
+- **Every batch marks the agent active** for ``AgentActiveWindow`` (the busy lease, as every agent operation does), so
+  a dream pass does not start a model call in the middle of the agent's conversation.
 - **Search** with a ``query`` is the store's recall (``MemoryStore.search``: BM25, the current version of a fact
   first), kept to the namespace prefix and the filter, each item with its score; without a query, the live items of
   the prefix, most recently updated first. ``filter`` matches value fields as LangGraph's stores do: equality, nested
@@ -72,12 +75,12 @@ try:  # LangGraph releases that have it check the labels of operations passed to
 except ImportError:  # pragma: no cover - older LangGraph: its public methods still check them
     validate_op_namespace = None
 
-from dream_assets.memory_audit import merged_from
+from dream_assets import agent_memory
+from dream_assets.llm.busy import mark_active
 from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.store import DreamStore, open_store
-from dream_assets.store.memory import SUPERSEDED_BY_KEY
 
 NAMESPACE_KEY = "langgraphNamespace"
 KEY_KEY = "langgraphKey"
@@ -89,7 +92,6 @@ TEXT_HASH_KEY = "langgraphTextHash"
 #: Set on an item's entry when a delete archived it, so a get does not follow it anywhere.
 DELETED_KEY = "langgraphDeleted"
 _TEXT_FIELDS = ("content", "text")
-_SUCCESSOR_HOPS = 20
 
 
 def item_id(namespace: Sequence[str], key: str) -> str:
@@ -202,13 +204,7 @@ class LangGraphMemoryStore(BaseStore):
         index_fields: Sequence[str] | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        if isinstance(store, DreamStore):
-            self.store = store
-        else:
-            profile = store if isinstance(store, AgentProfile) else AgentProfile(Path(store))
-            if options is None:
-                options = DreamOptions.load(profile_toml=profile.options_path)
-            self.store = open_store(profile, options)
+        self.store = store if isinstance(store, DreamStore) else open_store(store, options)
         self.index_fields = list(index_fields) if index_fields else None
         self._clock = clock or (lambda: datetime.now(UTC))
 
@@ -220,6 +216,8 @@ class LangGraphMemoryStore(BaseStore):
         ops = list(ops)
         for op in ops:
             _validate_op(op)
+        # The agent is in a conversation: a dream pass waits before its next model call (AgentActiveWindow).
+        mark_active(self.store.profile, self.store.options.AgentActiveWindow, now=self._clock())
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
@@ -267,25 +265,11 @@ class LangGraphMemoryStore(BaseStore):
         }
         return SearchItem(**fields, score=score) if scored else Item(**fields)
 
-    def _successor(self, entry: MemoryEntry) -> MemoryEntry | None:
-        """The live entry an archived one went into: its ``supersededBy``, else the live entry whose ``mergedFrom``
-        lists it (recall over its own text finds that one first; every live entry is read only when it does not)."""
-        memories = self.store.memories
-        for _ in range(_SUCCESSOR_HOPS):
-            if not entry.is_archived:
-                return entry
-            nxt = (
-                memories.get(entry.metadata.get(SUPERSEDED_BY_KEY, "")) if SUPERSEDED_BY_KEY in entry.metadata else None
-            )
-            if nxt is None:
-                near = [e for e, _ in memories.search(entry.content, limit=20)]
-                nxt = next((e for e in near if entry.id in merged_from(e.metadata)), None)
-                if nxt is None:
-                    nxt = next((e for e in memories.list_live() if entry.id in merged_from(e.metadata)), None)
-            if nxt is None:
-                return None
-            entry = nxt
-        return None
+    def _successor(self, entry: MemoryEntry, now: datetime) -> MemoryEntry | None:
+        """The live entry an archived one's fact lives on in (following merges and supersessions), as the agent
+        operations' ``get`` finds it."""
+        record = agent_memory.get(self.store.profile, entry.id, options=self.store.options, now=now)
+        return self.store.memories.get(record.current_id) if record.current_id else None
 
     # ------------------------------------------------------------------ operations
     def _get(self, op: GetOp) -> Item | None:
@@ -295,7 +279,7 @@ class LangGraphMemoryStore(BaseStore):
         if entry.is_archived:
             if entry.metadata.get(DELETED_KEY):
                 return None
-            entry = self._successor(entry)
+            entry = self._successor(entry, self._clock())
             if entry is None:
                 return None
         return self._item(entry)

@@ -26,8 +26,9 @@ from langgraph.store.base import (  # noqa: E402
 from typing_extensions import TypedDict  # noqa: E402
 
 from dream_assets.langgraph_store import LangGraphMemoryStore, item_id  # noqa: E402
+from dream_assets.passes.memory_consolidation import run_memory_consolidation  # noqa: E402
 from dream_assets.store import open_store  # noqa: E402
-from dream_assets_tests.conftest import NOW  # noqa: E402
+from dream_assets_tests.conftest import NOW, run_scripted  # noqa: E402
 
 
 class Clock:
@@ -243,32 +244,24 @@ def test_a_key_the_dream_cycle_superseded_leads_to_its_successor(lg):
     assert [h.key for h in lg.search(ns, query="Ana lives")] == ["home-2026"]
 
 
-def test_keys_the_dream_cycle_merged_lead_to_the_merged_entry(lg):
+def test_keys_the_dream_cycle_merged_lead_to_the_merged_entry(lg, profile):
     ns = ("facts",)
     lg.put(ns, "a", {"content": "Ana lives in Porto."})
     lg.put(ns, "b", {"content": "Ana lives in Porto, near the river."})
     sources = [item_id(ns, "a"), item_id(ns, "b")]
-    memories = lg.store.memories
-    # What a consolidation merge leaves: a new entry naming its sources, the sources archived.
-    merged = memories.put(
-        memories.get(sources[1]).with_(
-            id="merged-1", metadata={"mergedFrom": json.dumps(sources)}, created_at=NOW, updated_at=NOW
-        )
-    )
-    for source in sources:
-        memories.archive(source, now=NOW)
+    merged_text = "Ana lives in Porto, near the river."
+    answer = {"toDelete": [], "toSave": [{"content": merged_text, "sourceIds": sources}]}
+    report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [answer], now=NOW + timedelta(days=1))
+    assert report.counts.get("merged") == 1, report
+    [merged] = lg.store.memories.list_live()
     for key in ("a", "b"):
         item = lg.get(ns, key)
-        assert (item.namespace, item.key, item.value) == (
-            ns,
-            merged.id,
-            {"content": "Ana lives in Porto, near the river."},
-        )
+        assert (item.namespace, item.key, item.value) == (ns, merged.id, {"content": merged_text})
     assert lg.get(ns, "never-put") is None
     # Deleting one of the merged keys forgets that key only; the merged entry stays live for the other.
     lg.delete(ns, "a")
     assert lg.get(ns, "a") is None and lg.get(ns, "b").key == merged.id
-    assert not memories.get(merged.id).is_archived
+    assert not lg.store.memories.get(merged.id).is_archived
 
 
 def test_namespaces_the_store_cannot_hold_are_refused_before_anything_is_written(lg):
