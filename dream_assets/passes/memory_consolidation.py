@@ -88,6 +88,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.passes.standing import without_standing_tags
 from dream_assets.store.dedup import REINFORCE
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.logs import log_exists, read_events
@@ -273,7 +274,9 @@ def _save_new_entry(ctx: PassContext, report: PassReport, save: MemorySave, cont
             # The entries a dedup match could land on, so a reinforced or extended entry is recorded with its
             # prior state.
             before = {e.id: e for e, _ in memories.search(content, limit=50)}
-            result = memories.save(content, category=save.category, tags=save.tags, now=ctx.now, dedupe=True)
+            result = memories.save(
+                content, category=save.category, tags=without_standing_tags(save.tags), now=ctx.now, dedupe=True
+            )
             entry = result.entry
             if result.action == "created":
                 reviewed = review_hash(entry)
@@ -331,12 +334,15 @@ def _apply_merge(
     ids = [s.id for s in sources]
     only = sources[0] if len(sources) == 1 else None
     category = save.category.strip() if "category" in save.model_fields_set else sources[0].category
-    tags = save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
+    # Standing is the host's (standing.py): the merged entry gets the user-correction tag exactly when a source is one.
+    tags = without_standing_tags(
+        save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
+    )
     if (
         only is not None
         and content == only.content.strip()
         and category == only.category
-        and set(tags) == set(only.tags)
+        and set(tags) == set(without_standing_tags(only.tags))
     ):
         report.count("unchanged")  # an echo of the entry: nothing to replace
         return

@@ -52,6 +52,7 @@ from dream_assets.passes.conversation_input import ConversationInput, gather, se
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.passes.standing import without_standing_tags
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
 from dream_assets.store.log_bytes import file_identity, find_cut_offset
@@ -242,7 +243,7 @@ def _save_preference(
             PASS,
             content,
             category=CATEGORY,
-            tags=[TAG, *tags],
+            tags=[TAG, *without_standing_tags(tags)],  # the model never grants user-correction standing
             importance=INFERRED_IMPORTANCE,
             metadata=meta,
             reason=reason,
