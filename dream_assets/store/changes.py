@@ -9,7 +9,10 @@ too), and an exception anywhere rolls all of it back. Outside a transaction ``re
 
 Undo walks one cycle's changes, newest target first, and puts each record back as it was before the cycle, refusing —
 with a message that names the entry — where the entry was edited after that cycle, so an undo never silently discards
-later work (``force`` undoes the rest and leaves those). A purged entry is inserted again from the full record its
+later work (``force`` undoes the rest and leaves those). A later cycle that built on the cycle's results (merged,
+superseded or purged what it wrote) blocks the undo as a whole, even with ``force``: the result names that cycle
+(``blocked_by``), which is to be undone first, newest first — undoing only the earlier one would put merge sources
+back beside the entry merged from them. A purged entry is inserted again from the full record its
 "purged" row holds (archived, with its archived_at). Each target is one transaction: the put-back, the undo's own row
 and the marking of the target's changes as undone. So an undo killed half-way is finished by running it again, without
 ``force``: targets already done are marked, and a target found exactly as it was before the cycle counts as done.
@@ -74,6 +77,7 @@ class UndoResult:
     not_restored: list[str] = field(default_factory=list)  # "<target>: <why>" — could not be put back
     already_undone: list[str] = field(default_factory=list)  # "<target>" undone before (an earlier, interrupted undo)
     undo_cycle_id: str = ""
+    blocked_by: list[str] = field(default_factory=list)  # later cycles built on this one: undo them first
 
     @property
     def ok(self) -> bool:
@@ -212,22 +216,7 @@ class ChangeLog:
             rows = conn.execute(
                 f"SELECT * FROM changes WHERE {' AND '.join(where)} ORDER BY ordinal", params
             ).fetchall()
-        return [
-            ChangeRecord(
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                _load(r[6]),
-                _load(r[7]),
-                r[8],
-                from_db(r[9]),  # type: ignore[arg-type]
-                from_db(r[10]),
-            )
-            for r in rows
-        ]
+        return [_row(r) for r in rows]
 
     def cycles(self) -> list[tuple[str, datetime, int]]:
         with self._conn.session() as conn:
@@ -306,8 +295,17 @@ class ChangeLog:
             current = self._current(*key)
             if not _is_before(current, cs[0].before) and not _same_state(current, cs[-1].after):
                 refused[key] = self._why_refused(key, current, cycle_id)
+        later = self._built_on(cycle_id, pass_name)
+        for key, (later_cycle, later_change) in later.items():
+            refused.setdefault(
+                key,
+                f"{_label(key)}: cycle {later_cycle} built on this cycle's result ({later_change.pass_name} "
+                f"{later_change.kind} it); undo cycle {later_cycle} first",
+            )
         result.refused = list(refused.values())
-        if refused and not force:
+        result.blocked_by = list(dict.fromkeys(c for c, _ in later.values()))
+        if later or (refused and not force):
+            # A later cycle that built on this one's results is never left half-undone under it, even with force.
             return result
         ts = to_db(utc(now))
         for key in sorted(targets, key=lambda k: last_pos[k], reverse=True):
@@ -350,6 +348,32 @@ class ChangeLog:
             if step_hook is not None:
                 step_hook("undo:target-done")
         return result
+
+    def _built_on(self, cycle_id: str, pass_name: str | None) -> dict[tuple[str, str], tuple[str, ChangeRecord]]:
+        """Targets of ``cycle_id`` (or of its pass) that a later cycle changed after it and that are not undone: the
+        later cycle built on this one's result (merged or superseded what it wrote, purged what it archived), so
+        undoing this one first would put sources back beside what was built from them. Changes that leave what
+        counts alone (importance decay, review stamps) and the rows of undos are no such change."""
+        where = "cycle_id = ?" + (" AND pass_name = ?" if pass_name else "")
+        params = [cycle_id, *([pass_name] if pass_name else [])]
+        with self._conn.session() as conn:
+            rows = conn.execute(
+                f"""WITH mine AS (
+                        SELECT target_type, target_id, max(ordinal) AS last FROM changes
+                        WHERE {where} AND kind <> ? AND undone_at IS NULL GROUP BY ALL)
+                    SELECT c.* FROM changes c JOIN mine m USING (target_type, target_id)
+                    WHERE c.ordinal > m.last AND c.cycle_id <> ? AND c.pass_name <> ? AND c.kind <> ?
+                      AND c.undone_at IS NULL
+                    ORDER BY c.ordinal""",
+                [*params, STAMP_KIND, cycle_id, UNDO_PASS, STAMP_KIND],
+            ).fetchall()
+        found: dict[tuple[str, str], tuple[str, ChangeRecord]] = {}
+        for r in rows:
+            change = _row(r)
+            if change.before is not None and change.after is not None and _same_state(change.after, change.before):
+                continue
+            found.setdefault((change.target_type, change.target_id), (change.cycle_id, change))
+        return found
 
     def _why_refused(self, key: tuple[str, str], current: dict[str, Any] | None, cycle_id: str) -> str:
         if current is None:
@@ -394,6 +418,22 @@ class ChangeLog:
                 return self._memories.put(record).to_dict()
             return self._memories.replace(record).to_dict()
         return self._skills.replace(record).to_dict()
+
+
+def _row(r: Sequence[Any]) -> ChangeRecord:
+    return ChangeRecord(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        _load(r[6]),
+        _load(r[7]),
+        r[8],
+        from_db(r[9]),  # type: ignore[arg-type]
+        from_db(r[10]),
+    )
 
 
 def _label(key: tuple[str, str]) -> str:
