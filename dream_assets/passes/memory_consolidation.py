@@ -275,7 +275,12 @@ def _save_new_entry(ctx: PassContext, report: PassReport, save: MemorySave, cont
             # prior state.
             before = {e.id: e for e, _ in memories.search(content, limit=50)}
             result = memories.save(
-                content, category=save.category, tags=without_standing_tags(save.tags), now=ctx.now, dedupe=True
+                content,
+                category=save.category,
+                tags=without_standing_tags(save.tags),
+                now=ctx.now,
+                dedupe=True,
+                record_change=False,  # recorded below, under this cycle
             )
             entry = result.entry
             if result.action == "created":

@@ -305,7 +305,13 @@ def save_memory_recorded(
         # pre-save record for the change log.
         before_candidates = {e.id: e for e, _ in store.search(content, limit=50)}
         result = store.save(
-            content, category=category, tags=tags, importance=importance, metadata=metadata, now=ctx.now
+            content,
+            category=category,
+            tags=tags,
+            importance=importance,
+            metadata=metadata,
+            now=ctx.now,
+            record_change=False,  # recorded below, under this cycle
         )
         entry = result.entry
         missing = {k: v for k, v in (required_metadata or {}).items() if entry.metadata.get(k) != v}

@@ -34,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from dream_assets.model import MemoryEntry, Skill, new_id, utc
+from dream_assets.store.change_rows import dump, insert_change
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.memory import MemoryStore
 from dream_assets.store.schema import ensure_schema, from_db, to_db
@@ -152,24 +153,19 @@ class ChangeLog:
     ) -> str:
         """Write one row. Inside ``store.transaction()`` it is part of that transaction (written with the change it
         describes, or not at all); outside one it commits by itself. Returns the row's change id."""
-        change_id = new_id()
         with self._conn.session() as conn:
-            conn.execute(
-                "INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, nextval('row_seq'))",
-                [
-                    change_id,
-                    cycle_id,
-                    pass_name,
-                    kind,
-                    target_type,
-                    target_id,
-                    _dump(before),
-                    _dump(after),
-                    reason,
-                    to_db(utc(now)),
-                ],
+            return insert_change(
+                conn,
+                cycle_id=cycle_id,
+                pass_name=pass_name,
+                kind=kind,
+                target_type=target_type,
+                target_id=target_id,
+                before=before,
+                after=after,
+                reason=reason,
+                now=now,
             )
-        return change_id
 
     def record_many(self, rows: Sequence[Mapping[str, Any]], *, now: datetime) -> int:
         """Write many change rows in one transaction (a pass that stamps thousands of entries). Each row carries the
@@ -189,8 +185,8 @@ class ChangeLog:
                     "kind": [r["kind"] for r in rows],
                     "target_type": [r["target_type"] for r in rows],
                     "target_id": [r["target_id"] for r in rows],
-                    "before_json": pa.array([_dump(r.get("before")) for r in rows], pa.string()),
-                    "after_json": pa.array([_dump(r.get("after")) for r in rows], pa.string()),
+                    "before_json": pa.array([dump(r.get("before")) for r in rows], pa.string()),
+                    "after_json": pa.array([dump(r.get("after")) for r in rows], pa.string()),
                     "reason": [r["reason"] for r in rows],
                     "created_at": pa.array([ts] * len(rows), pa.timestamp("us")),
                     "undone_at": pa.array([None] * len(rows), pa.timestamp("us")),
@@ -443,12 +439,6 @@ def _label(key: tuple[str, str]) -> str:
 def _undo_reason(cycle_id: str, pass_name: str | None, first: ChangeRecord) -> str:
     scope = f"cycle {cycle_id}" + (f", pass {pass_name}" if pass_name else "")
     return f"undo of {scope}: put back as it was before {first.pass_name} {first.kind} it"
-
-
-def _dump(obj: MemoryEntry | Skill | dict | None) -> str | None:
-    if obj is None:
-        return None
-    return json.dumps(obj if isinstance(obj, dict) else obj.to_dict(), sort_keys=True)
 
 
 def _load(text: str | None) -> dict[str, Any] | None:

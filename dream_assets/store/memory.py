@@ -19,6 +19,7 @@ the lexical measure without trying, so a dead endpoint delays at most one save p
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -33,6 +34,7 @@ import pyarrow as pa
 
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, new_id, utc
 from dream_assets.options import DreamOptions
+from dream_assets.store.change_rows import SAVE_PASS, insert_change, save_cycle_id
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
@@ -89,6 +91,8 @@ class SaveResult:
     matched_id: str | None = None
     similarity: float | None = None
     reason: str | None = None  # why dedup reinforced, extended, or kept apart from matched_id
+    #: The change-log cycle of an extend (``dream undo --cycle <it>`` puts the entry back as it was); None otherwise.
+    change_cycle: str | None = None
 
 
 def _row_to_entry(row: Sequence[Any]) -> MemoryEntry:
@@ -343,13 +347,7 @@ def _short(text: str, limit: int = 160) -> str:
 def _noted(result: SaveResult, note: str | None) -> SaveResult:
     if not note:
         return result
-    return SaveResult(
-        result.action,
-        result.entry,
-        matched_id=result.matched_id,
-        similarity=result.similarity,
-        reason=f"{result.reason}; {note}" if result.reason else note,
-    )
+    return dataclasses.replace(result, reason=f"{result.reason}; {note}" if result.reason else note)
 
 
 def _row_values(entry: MemoryEntry) -> list[Any]:
@@ -545,13 +543,17 @@ class MemoryStore:
         metadata: Mapping[str, str] | None = None,
         now: datetime,
         dedupe: bool = True,
+        record_change: bool = True,
     ) -> SaveResult:
         """Save a memory. With ``dedupe`` an incoming entry whose similarity with a live entry is at or above the
         save-time threshold (embedding cosine and ``EmbeddingSimilarityThreshold`` when an embedding model is set,
         else the lexical measure: ``similarity_measure``) reinforces that entry when it adds nothing to it, or extends
         it when it only adds sentences (store/dedup.py); otherwise, a correction for example, it is created apart and
         the result names the near-duplicate (``matched_id``) and why it was not absorbed (``reason``). Stored text is
-        never rewritten. When embeddings failed, ``reason`` says the lexical measure was used instead."""
+        never rewritten. When embeddings failed, ``reason`` says the lexical measure was used instead. An extend writes
+        its change-log row (pass ``save``, cycle ``SaveResult.change_cycle``) in the same transaction, so it can be
+        undone like any other change; ``record_change=False`` leaves that to a caller that records the change itself
+        (a dream pass, under its cycle)."""
         now = utc(now)
         content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
         near: tuple[MemoryEntry, float, str] | None = None
@@ -572,6 +574,7 @@ class MemoryStore:
                     importance,
                     meta,
                     now,
+                    record_change=record_change,
                 )
                 if absorbed is not None:
                     return _noted(absorbed, measure.note)
@@ -795,6 +798,8 @@ class MemoryStore:
         importance: float,
         meta: Mapping[str, str],
         now: datetime,
+        *,
+        record_change: bool = True,
     ) -> tuple[SaveResult | None, tuple[MemoryEntry, float, str] | None]:
         """Reinforce the first match the incoming text adds nothing to, else extend the first it only adds sentences
         to. Otherwise nothing is written, and the closest match with the reason comes back for the "created" result."""
@@ -831,7 +836,25 @@ class MemoryStore:
             conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags), before=existing
         )
         action = "extended" if new_content != existing.content else "reinforced"
-        return SaveResult(action, updated, matched_id=existing.id, similarity=similarity, reason=decision.reason), None
+        cycle = None
+        if action == "extended" and record_change:
+            cycle = save_cycle_id()
+            insert_change(
+                conn,
+                cycle_id=cycle,
+                pass_name=SAVE_PASS,
+                kind="updated",
+                target_type="memory",
+                target_id=existing.id,
+                before=existing,
+                after=updated,
+                reason=f"save-time dedup extended it with the saved text: {decision.reason}",
+                now=now,
+            )
+        result = SaveResult(
+            action, updated, matched_id=existing.id, similarity=similarity, reason=decision.reason, change_cycle=cycle
+        )
+        return result, None
 
     def put(self, entry: MemoryEntry) -> MemoryEntry:
         """Insert a fully specified entry as is (no dedup). Used by merges, imports and the demo generator."""
