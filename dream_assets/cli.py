@@ -141,12 +141,18 @@ def cmd_undo(args: argparse.Namespace) -> int:
     for line in result.refused:
         print(f"refused  {line}", file=sys.stderr)
     if result.blocked_by:
-        later = ", ".join(result.blocked_by)
-        print(
-            f"undo of cycle {args.cycle} refused: later cycle(s) {later} built on its results; nothing was changed. "
-            f"Undo them first, newest first (`dream undo --profile {args.profile} --cycle {result.blocked_by[-1]}`), "
-            "then this cycle",
-        )
+        later = [c for c in result.blocked_by if c != args.cycle]
+        if later:
+            print(
+                f"undo of cycle {args.cycle} refused: later cycle(s) {', '.join(later)} built on its results; nothing "
+                f"was changed. Undo them first, newest first (`dream undo --profile {args.profile} --cycle "
+                f"{later[-1]}`), then this cycle",
+            )
+        else:
+            print(
+                f"undo of pass {args.pass_name} of cycle {args.cycle} refused: a later pass of the cycle built on its "
+                "results; nothing was changed. Undo that pass first, or the whole cycle",
+            )
         return 3
     nothing_done = result.refused and not args.force
     print(

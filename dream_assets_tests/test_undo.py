@@ -465,3 +465,35 @@ def test_undo_while_a_pass_of_the_agent_is_running_is_refused_and_changes_nothin
     assert _records(open_store(profile)) == state
     # Once the pass is done the undo goes through.
     assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 0
+
+
+def test_undoing_one_pass_a_later_pass_of_the_same_cycle_built_on_is_refused_the_whole_cycle_is_not(profile, store):
+    merged = store.memories.put(_entry("Kestrel ships on Fridays from dock 4."))
+    store.changes.record(
+        cycle_id="c1",
+        pass_name="memory_consolidation",
+        kind="created",
+        target_type="memory",
+        target_id=merged.id,
+        before=None,
+        after=merged,
+        reason="merged",
+        now=NOW,
+    )
+    archived = store.memories.archive(merged.id, now=NOW)
+    store.changes.record(
+        cycle_id="c1",
+        pass_name="contradiction_sweep",
+        kind="archived",
+        target_type="memory",
+        target_id=merged.id,
+        before=merged,
+        after=archived,
+        reason="superseded by x",
+        now=NOW,
+    )
+    one_pass = store.changes.undo_cycle("c1", pass_name="memory_consolidation", now=LATER)
+    assert not one_pass.restored and one_pass.blocked_by == ["c1"]
+    assert "undo pass contradiction_sweep of this cycle (or the whole cycle) first" in one_pass.refused[0]
+    whole = store.changes.undo_cycle("c1", now=LATER)
+    assert whole.ok and not whole.blocked_by

@@ -293,10 +293,16 @@ class ChangeLog:
                 refused[key] = self._why_refused(key, current, cycle_id)
         later = self._built_on(cycle_id, pass_name)
         for key, (later_cycle, later_change) in later.items():
+            first = (
+                f"cycle {later_cycle}"
+                if later_cycle != cycle_id
+                else f"pass {later_change.pass_name} of this cycle (or the whole cycle)"
+            )
             refused.setdefault(
                 key,
-                f"{_label(key)}: cycle {later_cycle} built on this cycle's result ({later_change.pass_name} "
-                f"{later_change.kind} it); undo cycle {later_cycle} first",
+                f"{_label(key)}: {first.split(' (')[0]} built on this "
+                f"{'cycle' if later_cycle != cycle_id else 'pass'}'s result ({later_change.pass_name} "
+                f"{later_change.kind} it); undo {first} first",
             )
         result.refused = list(refused.values())
         result.blocked_by = list(dict.fromkeys(c for c, _ in later.values()))
@@ -346,22 +352,26 @@ class ChangeLog:
         return result
 
     def _built_on(self, cycle_id: str, pass_name: str | None) -> dict[tuple[str, str], tuple[str, ChangeRecord]]:
-        """Targets of ``cycle_id`` (or of its pass) that a later cycle changed after it and that are not undone: the
-        later cycle built on this one's result (merged or superseded what it wrote, purged what it archived), so
-        undoing this one first would put sources back beside what was built from them. Changes that leave what
-        counts alone (importance decay, review stamps) and the rows of undos are no such change."""
+        """Targets of ``cycle_id`` (or of its pass) that a later cycle (or, when one pass is undone, a later pass of
+        the same cycle) changed after it, not undone: that change built on this one's result (merged or superseded
+        what it wrote, purged what it archived), so undoing this one first would put sources back beside what was
+        built from them. Changes that leave what counts alone (importance decay, review stamps) and the rows of
+        undos are no such change."""
         where = "cycle_id = ?" + (" AND pass_name = ?" if pass_name else "")
         params = [cycle_id, *([pass_name] if pass_name else [])]
+        # Another cycle's change; with one pass undone, also a later pass of the same cycle.
+        other = "(c.cycle_id <> ? OR c.pass_name <> ?)" if pass_name else "c.cycle_id <> ?"
+        other_params = [cycle_id, pass_name] if pass_name else [cycle_id]
         with self._conn.session() as conn:
             rows = conn.execute(
                 f"""WITH mine AS (
                         SELECT target_type, target_id, max(ordinal) AS last FROM changes
                         WHERE {where} AND kind <> ? AND undone_at IS NULL GROUP BY ALL)
                     SELECT c.* FROM changes c JOIN mine m USING (target_type, target_id)
-                    WHERE c.ordinal > m.last AND c.cycle_id <> ? AND c.pass_name <> ? AND c.kind <> ?
+                    WHERE c.ordinal > m.last AND {other} AND c.pass_name <> ? AND c.kind <> ?
                       AND c.undone_at IS NULL
                     ORDER BY c.ordinal""",
-                [*params, STAMP_KIND, cycle_id, UNDO_PASS, STAMP_KIND],
+                [*params, STAMP_KIND, *other_params, UNDO_PASS, STAMP_KIND],
             ).fetchall()
         found: dict[tuple[str, str], tuple[str, ChangeRecord]] = {}
         for r in rows:
