@@ -65,6 +65,7 @@ from dream_assets.store.logs import (
     read_events,
 )
 from dream_assets.store.memory import ContentError, SaveResult
+from dream_assets.store.standing import without_standing_tags
 
 PASS = "preference_inference"
 CATEGORY = "user-preferences/inferred"
@@ -242,7 +243,7 @@ def _save_preference(
             PASS,
             content,
             category=CATEGORY,
-            tags=[TAG, *tags],
+            tags=[TAG, *without_standing_tags(tags)],  # the model never grants user-correction standing
             importance=INFERRED_IMPORTANCE,
             metadata=meta,
             reason=reason,
@@ -304,7 +305,13 @@ def save_memory_recorded(
         # pre-save record for the change log.
         before_candidates = {e.id: e for e, _ in store.search(content, limit=50)}
         result = store.save(
-            content, category=category, tags=tags, importance=importance, metadata=metadata, now=ctx.now
+            content,
+            category=category,
+            tags=tags,
+            importance=importance,
+            metadata=metadata,
+            now=ctx.now,
+            record_change=False,  # recorded below, under this cycle
         )
         entry = result.entry
         missing = {k: v for k, v in (required_metadata or {}).items() if entry.metadata.get(k) != v}

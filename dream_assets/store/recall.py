@@ -32,12 +32,9 @@ from datetime import datetime, timedelta
 
 from dream_assets.model import MemoryEntry, parse_ts, utc
 from dream_assets.options import DreamOptions
+from dream_assets.store.standing import is_user_correction
 from dream_assets.text.tokens import document_tokens
 
-#: A user correction: an entry saved from feedback of kind Correction (metadata ``feedbackKind``), stated by the user
-#: (metadata ``source`` one of these), or tagged ``user-correction``.
-USER_SOURCES = frozenset({"user", "user-stated", "user-correction", "correction"})
-USER_CORRECTION_TAG = "user-correction"
 #: Supersession metadata: the archived loser names its winner (store/memory.py ``supersede``).
 SUPERSEDED_BY_KEY = "supersededBy"
 #: Versions of one fact score at least this share of the best of them (a passing mention is not a version).
@@ -53,15 +50,6 @@ def candidate_count(limit: int, options: DreamOptions) -> int:
     if options.RecallRecencyWeight or options.RecallReinforcementWeight:
         return max(2 * limit + 10, VERSION_WINDOW)
     return max(limit, VERSION_WINDOW)
-
-
-def is_user_correction(entry: MemoryEntry) -> bool:
-    meta = entry.metadata
-    return (
-        meta.get("feedbackKind", "").strip().casefold() == "correction"
-        or meta.get("source", "").strip().casefold() in USER_SOURCES
-        or USER_CORRECTION_TAG in entry.tags
-    )
 
 
 _PARTIAL_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
