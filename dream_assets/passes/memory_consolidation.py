@@ -339,7 +339,7 @@ def _apply_merge(
     ids = [s.id for s in sources]
     only = sources[0] if len(sources) == 1 else None
     category = save.category.strip() if "category" in save.model_fields_set else sources[0].category
-    # Standing is the host's (store/standing.py): the merged entry gets the user-correction tag exactly when a source is one.
+    # Standing is the host's (store/standing.py): the merged entry is tagged user-correction exactly when a source is.
     tags = without_standing_tags(
         save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
     )
