@@ -74,6 +74,7 @@ from dream_assets.passes.consolidation_select import (
     CLUSTER_DECLINED_KEY,
     CLUSTER_LEFT_AT_KEY,
     CLUSTER_SET_KEY,
+    REVIEWED_IN_KEY,
     REVIEWED_KEY,
     Selection,
     cluster_set_id,
@@ -81,6 +82,7 @@ from dream_assets.passes.consolidation_select import (
     declined_count,
     is_reviewed,
     review_hash,
+    reviewed_in_stamp,
     select_candidates,
 )
 from dream_assets.passes.context import PassContext
@@ -412,7 +414,10 @@ def _apply_merge(
                 # The merged text is already a live entry: that entry takes the sources in, no twin is written.
                 merged = fold_into(twin, [current[i] for i in ids if i not in state.archived], tags=tags, now=ctx.now)
                 if is_reviewed(twin):
-                    merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
+                    stamps = {REVIEWED_KEY: review_hash(merged)}
+                    if twin.id in selection.eligible:
+                        stamps[REVIEWED_IN_KEY] = reviewed_in_stamp(ctx.cycle_id, ctx.now)
+                    merged = merged.with_(metadata={**merged.metadata, **stamps})
                 merged = memories.replace(merged)
                 ctx.record(
                     PASS,
@@ -435,7 +440,13 @@ def _apply_merge(
                 )
                 # The merged text was judged this cycle against every source: stamp it reviewed so the next cycle
                 # does not re-ask the model about its own answer. Any later write re-opens it.
-                merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
+                merged = merged.with_(
+                    metadata={
+                        **merged.metadata,
+                        REVIEWED_KEY: review_hash(merged),
+                        REVIEWED_IN_KEY: reviewed_in_stamp(ctx.cycle_id, ctx.now),
+                    }
+                )
                 merged = memories.put(merged)
                 ctx.record(
                     PASS,
@@ -723,12 +734,15 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
     re-offered cluster left apart again is declined once more, and its cooldown grows). The stamps and their
     change-log rows are one write."""
     updates: dict[str, dict[str, str]] = {}
+    shown_in = reviewed_in_stamp(ctx.cycle_id, ctx.now)
     for i, shown_entry in selection.eligible.items():
         if i in state.archived or i in state.untouched:
             continue
         update: dict[str, str] = {}
         if shown_entry.metadata.get(REVIEWED_KEY) != selection.shown_hash[i]:
             update[REVIEWED_KEY] = selection.shown_hash[i]
+        if shown_entry.metadata.get(REVIEWED_IN_KEY) != shown_in:
+            update[REVIEWED_IN_KEY] = shown_in
         update.update(state.rejected_stamps.get(i, {}))
         if update:
             updates[i] = update
@@ -874,15 +888,19 @@ def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateCluster
     from dream_assets.store.embeddings import EmbeddingIndex, cosine_clusters
 
     memories = ctx.store.memories
+
+    def lexical() -> DuplicateClusters:
+        return memories.duplicate_clusters(max_cluster_size=ctx.options.ConsolidationMaxClusterSize)
+
     if not ctx.options.EmbeddingModel.strip():
-        return memories.duplicate_clusters
+        return lexical
 
     def scan() -> DuplicateClusters:
         client = ctx.client
         start = len(client.usage.records)
         provider = build_embedding_provider(ctx.options, usage=client.usage)
         if provider is None:
-            return memories.duplicate_clusters()
+            return lexical()
         try:
             live = memories.list_live()
             index = EmbeddingIndex(ctx.store, provider, now=ctx.now, pass_name=PASS)
