@@ -62,6 +62,54 @@ def test_a_merged_entry_and_an_old_reviewed_entry_are_offered_together(run, stor
     assert run.requests == [] and third.counts["settled_clusters"] == 1
 
 
+def test_a_merge_does_not_reopen_the_cluster_its_neighbour_was_shown_in(run, store):
+    store.memories.put_many(
+        [
+            entry("a", "Gina opened her dance studio in the old mill."),
+            entry("b", "Gina opened her own dance studio in the old mill."),
+            entry("x", "Gina teaches at her dance studio in the old mill."),
+        ]
+    )
+    run(answer(merge("Gina opened her own dance studio in the old mill.", "a", "b")))
+    [request] = run.requests
+    assert [set(c) for c in request.inputs["clusters"]] == [{"a", "b", "x"}]
+    merged = next(e for e in store.memories.list_live() if e.id != "x")
+    store.memories.put_many([entry("new", "Kestrel ships on Fridays.", created_days=0)])
+    # The merged entry and x now form a cluster no call flagged, but the call that wrote the merge showed x next to
+    # its sources and left x apart: only what the agent saved since is offered.
+    second = run(answer(), now=NOW + timedelta(hours=1))
+    [request] = run.requests
+    assert "id=new" in request.prompt and f"id={merged.id}" not in request.prompt and "id=x" not in request.prompt
+    assert second.counts["eligible"] == 1 and second.counts["settled_clusters"] == 1
+
+
+def test_the_second_prompt_on_the_demo_holds_only_what_the_agent_saved_since(tmp_path):
+    from dream_assets.demo import build_demo_profile
+    from dream_assets.profile import AgentProfile
+    from dream_assets.store import open_store
+
+    # n = 1,000 repeats the demo's templates, so the first review merges dozens of near-duplicates and reshapes the
+    # clusters of their neighbours; the second run must still show only the ten entries saved since.
+    profile = AgentProfile(tmp_path / "demo").ensure()
+    options = DreamOptions(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
+    build_demo_profile(profile, NOW, options=options, n_memories=1000, with_logs=False)
+    first = run_memory_consolidation(
+        PassContext(profile, options.replace(ConsolidationMaxEntriesPerCall=2000), NOW, cycle_id="d1")
+    )
+    assert first.status == "completed" and first.counts["merged"] >= 10
+    later = NOW + timedelta(hours=7)
+    saved = [
+        entry(f"new-{i}", text, created_days=-0.25, seen_days=-0.25)
+        for i, text in enumerate(
+            ["Rafael Costa joined the Pioneer team as SRE.", "The Uppsala office closes early on Fridays in July."]
+        )
+    ]
+    open_store(profile, options).memories.put_many(saved)
+    second = run_memory_consolidation(PassContext(profile, options, later, cycle_id="d2"))
+    assert second.status == "completed"
+    assert (second.counts["eligible"], second.counts["clusters"]) == (len(saved), 0)
+
+
 def test_a_cluster_left_apart_is_reoffered_after_the_cooldown_merge_only_and_its_cooldown_doubles(run, store):
     store.memories.put_many(
         [
