@@ -8,8 +8,9 @@ pairs where one entry supersedes the other. The host decides (DESIGN principle 4
 - a pair with an empty id, an id that is not a live entry (unknown), an id of a live entry that was not shown in this
   call, or the same id twice (a self-pair) is ignored, counted and listed with its reason;
 - a user correction — an entry saved from feedback of kind Correction (metadata ``feedbackKind`` = ``Correction``) or
-  stated by the user (metadata ``source`` = ``user``, ``user-stated``, ``user-correction`` or ``correction``, or the
-  tag ``user-correction``) — is never superseded by an entry that is not itself a user correction, whatever the model
+  stated by the user (metadata ``source`` = ``user``, ``user-stated``, ``user-correction`` or ``correction``, the
+  tag ``user-correction``, or filed under ``feedback/from-user`` with the tag ``correction``: model.is_user_correction)
+  — is never superseded by an entry that is not itself a user correction, whatever the model
   proposes; a user correction superseding an agent's own claim is accepted;
 - between entries of equal standing, subject time decides: an entry about a later moment may supersede one about an
   earlier moment, never the reverse. The moment is the ``subjectTime`` point, else the ``subjectTimeStart`` ..
@@ -40,7 +41,7 @@ from datetime import datetime, timedelta
 from dream_assets.llm.contracts import NOT_TEXT, ContradictionSweepResponse, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
-from dream_assets.model import MemoryEntry, iso, parse_ts, utc
+from dream_assets.model import MemoryEntry, is_user_correction, iso, parse_ts, utc
 from dream_assets.passes.common import call_model, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
@@ -50,8 +51,6 @@ from dream_assets.text.content_hash import stable_hash
 
 PASS = "contradiction_sweep"
 REVIEWED_KEY = "contradictionReviewedHash"
-USER_SOURCES = frozenset({"user", "user-stated", "user-correction", "correction"})
-USER_CORRECTION_TAG = "user-correction"
 __all__ = [
     "PASS",
     "REVIEWED_KEY",
@@ -77,15 +76,6 @@ def review_hash(entry: MemoryEntry) -> str:
 
 def needs_review(entry: MemoryEntry) -> bool:
     return entry.metadata.get(REVIEWED_KEY) != review_hash(entry)
-
-
-def is_user_correction(entry: MemoryEntry) -> bool:
-    meta = entry.metadata
-    return (
-        meta.get("feedbackKind", "").strip().casefold() == "correction"
-        or meta.get("source", "").strip().casefold() in USER_SOURCES
-        or USER_CORRECTION_TAG in entry.tags
-    )
 
 
 _PARTIAL_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")

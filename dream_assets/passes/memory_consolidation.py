@@ -60,7 +60,7 @@ from typing import Any
 from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, MergeRepairResponse, ModelCall
 from dream_assets.llm.offline import answer_memory_consolidation, answer_merge_repair
 from dream_assets.llm.prompts import render_memory_consolidation, render_merge_repair
-from dream_assets.model import MemoryEntry, iso, new_id, parse_ts
+from dream_assets.model import MemoryEntry, is_signal_entry, iso, new_id, parse_ts
 from dream_assets.passes.archive_purge import is_high_value
 from dream_assets.passes.common import call_model, note_forced, note_malformed, stamp
 from dream_assets.passes.consolidation_merge import (
@@ -490,7 +490,7 @@ def _twin(ctx: PassContext, content: str, category: str, ids: Sequence[str], sta
     merged text (equal after normalising case, white space and punctuation, same category, and nothing of the
     merged text it lacks by the save-time rules)."""
     for other in ctx.store.memories.find_exact(content, category):
-        if other.id in ids or other.id in state.archived:
+        if other.id in ids or other.id in state.archived or is_signal_entry(other):
             continue
         if (
             decide_dedup(
@@ -524,7 +524,8 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
     archived, every change-log row. Returns the live corpus after the folds."""
     groups: dict[tuple[str, str], list[MemoryEntry]] = {}
     for e in live:
-        groups.setdefault((e.category, exact_key(e.content)), []).append(e)
+        if not is_signal_entry(e):  # each occurrence of a correction, feedback or capability claim counts
+            groups.setdefault((e.category, exact_key(e.content)), []).append(e)
     memories = ctx.store.memories
     gone: set[str] = set()
     replaced: dict[str, MemoryEntry] = {}
