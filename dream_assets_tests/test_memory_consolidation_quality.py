@@ -226,6 +226,47 @@ def test_a_merge_equal_to_a_live_entry_reinforces_it_instead_of_writing_a_twin(r
     kept = store.memories.get("keep")
     assert kept.reinforcement_count == 6 and json.loads(kept.metadata["mergedFrom"]) == ["s1", "s2"]
     assert report.counts["reinforced_existing"] == 1 and report.counts["merged"] == 1
+    assert kept.updated_at == NOW - timedelta(days=1)  # its text did not change
+
+
+def test_a_fold_keeps_updated_at_every_tag_spelling_and_the_categories_apart(run, store):
+    store.memories.put_many(
+        [
+            entry("old", "Kestrel deploys on Fridays.", category="projects/kestrel", tags=("Ops",), seen_days=9),
+            entry(
+                "new",
+                "kestrel deploys on fridays",
+                category="projects/kestrel",
+                tags=("ops",),
+                created_days=5,
+                seen_days=2,
+            ),
+            entry("cased", "Kestrel deploys on Fridays.", category="Projects/kestrel", seen_days=3),
+        ]
+    )
+    report = run(answer(), options=FOLD)
+    assert report.counts["folded"] == 1 and live_ids(store) == {"old", "cased"}
+    kept = store.memories.get("old")
+    assert kept.tags == ("Ops", "ops") and kept.updated_at == NOW - timedelta(days=9)
+    assert kept.last_seen_at == NOW - timedelta(days=2) and kept.reinforcement_count == 2
+
+
+@pytest.mark.parametrize(
+    ("category", "tags"),
+    [("feedback/from-user", ("correction",)), ("capability-claims", ()), ("facts", ("user-correction",))],
+)
+def test_repeated_corrections_feedback_and_capability_claims_are_never_folded(run, store, category, tags):
+    text = "The agent cannot read the user's calendar."
+    store.memories.put_many(
+        [
+            entry("first", text, category=category, tags=tags, created_days=9),
+            entry("again", text, category=category, tags=tags, created_days=2),
+            entry("twin", text, category=category, tags=tags, created_days=1, reviewed=True),
+        ]
+    )
+    report = run(answer(merge(text, "first", "again")), options=FOLD)
+    assert report.counts.get("folded", 0) == 0 and report.counts.get("reinforced_existing", 0) == 0
+    assert "twin" in live_ids(store) and store.memories.get("twin").reinforcement_count == 1
 
 
 # ----------------------------------------------------------------------------------------------- save-time exact
