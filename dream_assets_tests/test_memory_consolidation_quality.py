@@ -229,6 +229,22 @@ def test_a_merge_equal_to_a_live_entry_reinforces_it_instead_of_writing_a_twin(r
     assert kept.updated_at == NOW - timedelta(days=1)  # its text did not change
 
 
+def test_a_merge_says_a_restated_sentence_once_and_keeps_one_that_differs(run, store):
+    store.memories.put_many(
+        [
+            entry("a", "The user prefers dark mode in VS Code."),
+            entry("b", "User prefers dark mode in VS Code. Sam paid Evan."),
+        ]
+    )
+    run(
+        answer(
+            merge("The user prefers dark mode in VS Code. User prefers dark mode in VS Code. Sam paid Evan.", "a", "b")
+        )
+    )
+    [merged] = [e for e in store.memories.list_live()]
+    assert merged.content == "The user prefers dark mode in VS Code. Sam paid Evan."
+
+
 def test_a_fold_keeps_updated_at_every_tag_spelling_and_the_categories_apart(run, store):
     store.memories.put_many(
         [

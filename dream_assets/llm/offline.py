@@ -9,9 +9,11 @@ its answers from the structured ``ModelRequest.inputs`` the passes build next to
     used by an earlier cluster is not used twice): only entries of the same category merge, so the merged
     category is one every source agrees on (``people/jon`` never merges with ``people/gina``); members are taken
     in order while they describe no distinct moment with any taken before (``distinct_moments``: different
-    subject times, or each states a name, number or date the other lacks, frame dates set aside). The merged text
-    keeps every sentence of every member in member order; a sentence equal to an earlier one after white-space,
-    case and final-punctuation normalisation is kept once. Tags = the union in order, sourceIds = the members
+    subject times, each states a name, number or date the other lacks, frame dates set aside, or a sentence of
+    each tells one thing two ways: another verb, another topic). The merged text keeps every sentence of every
+    member in member order; a sentence equal to an earlier one after white-space, case and final-punctuation
+    normalisation is kept once, and so is one another kept sentence carries whole (text/restated.py: "The user
+    prefers dark mode." and "User prefers dark mode!"). Tags = the union in order, sourceIds = the members
     taken. ``toDelete`` is always empty: no ephemeral removals, no invented facts.
 ``merge_repair``: ``{"merged": str, "sources": [{"id", "content"}], "missing": [str]}``
     The merged text followed by every source sentence that contains a missing string (a whole source when
@@ -35,8 +37,16 @@ from typing import Any
 
 from dream_assets.llm.base import ModelRequest, RawCompletion
 from dream_assets.llm.contracts import ModelCall
-from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage, specifics_of
+from dream_assets.text.coverage import (
+    BASELINE_VOCABULARY,
+    CoverageSource,
+    check_merge_coverage,
+    content_sentences,
+    content_stems,
+    specifics_of,
+)
 from dream_assets.text.framing import without_frame_dates
+from dream_assets.text.restated import without_restated_sentences
 
 OFFLINE_BACKEND = "offline"
 OFFLINE_MODEL = "offline-deterministic"
@@ -99,18 +109,36 @@ def _lacking(text: str, other: str, category: str) -> set[str]:
     return kinds | {_KIND_GROUP.get(sp.kind, sp.kind) for sp in specifics_of(text, category) if sp.text in missing}
 
 
+def _told_differently(a: str, b: str) -> bool:
+    """Some sentence of ``a`` and some sentence of ``b`` tell one thing two ways: they share at least half the
+    content words of the shorter, and each has content words the other lacks ("Dave opened his own car shop" and
+    "Dave works at a car shop"; a meeting "to discuss the quarterly planning" and one "to discuss the vendor
+    call"). Framing ("said again", "mentioned"), numbers and calendar words are not content words here: they are
+    the specifics check's."""
+    stems_b = [st for st in (content_stems(t) for t in content_sentences(b)) if st]
+    for own in (content_stems(t) for t in content_sentences(a)):
+        for other in stems_b:
+            shared = len(own & other)
+            if shared and 2 * shared >= min(len(own), len(other)) and own - other and other - own:
+                return True
+    return False
+
+
 def distinct_moments(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two entries of one cluster describe different real-world moments: their subject times differ, or
-    both state a specific of the same kind the other lacks (each its own date or number: "camping on 7 May" and
-    "camping on 20 June", "2 kids" and "3 kids"; each its own name) once frame dates are set aside ("said again on
-    12 May that ..." is when the fact came up, not what it says). Details of different kinds (one adds a year, the
-    other an employer) are one fact told with more detail; the merge keeps every sentence of both."""
+    """Whether two entries of one cluster describe different real-world moments or facts: their subject times
+    differ; both state a specific of the same kind the other lacks (each its own date or number: "camping on 7 May"
+    and "camping on 20 June", "2 kids" and "3 kids"; each its own name: another counterpart) once frame dates are
+    set aside ("said again on 12 May that ..." is when the fact came up, not what it says); or a sentence of each
+    tells one thing two ways (:func:`_told_differently`: another verb, another topic). Details of different kinds
+    (one adds a year, the other an employer) and added sentences are one fact told with more detail."""
     if _subject(a) and _subject(b) and _subject(a) != _subject(b):
         return True
     core_a = without_frame_dates(str(a.get("content") or ""))
     core_b = without_frame_dates(str(b.get("content") or ""))
     category = str(a.get("category") or "general")
-    return bool(_lacking(core_a, core_b, category) & _lacking(core_b, core_a, category))
+    return bool(_lacking(core_a, core_b, category) & _lacking(core_b, core_a, category)) or _told_differently(
+        core_a, core_b
+    )
 
 
 def _memory_consolidation(inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,9 +169,11 @@ def _memory_consolidation(inputs: Mapping[str, Any]) -> dict[str, Any]:
                 for tag in entries[mid].get("tags") or []:
                     if tag not in tags:
                         tags.append(str(tag))
+            merged = merge_keeping_every_sentence(str(entries[m].get("content") or "") for m in chosen)
             saves.append(
                 {
-                    "content": merge_keeping_every_sentence(str(entries[m].get("content") or "") for m in chosen),
+                    # A sentence another kept sentence carries whole (another wording of it) is said once.
+                    "content": without_restated_sentences(merged, category),
                     "category": category,
                     "tags": tags,
                     "sourceIds": chosen,

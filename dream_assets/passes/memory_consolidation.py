@@ -102,6 +102,7 @@ from dream_assets.text.coverage import (
     load_vocabulary,
     specifics_of,
 )
+from dream_assets.text.restated import without_restated_sentences
 from dream_assets.text.similarity import DuplicateClusters, exact_key
 from dream_assets.text.tokens import content_tokens
 
@@ -332,6 +333,9 @@ def _apply_merge(
     ):
         report.count("unchanged")  # an echo of the entry: nothing to replace
         return
+    if only is None:
+        # A sentence another kept sentence carries whole is another wording of it: the merge says it once.
+        content = without_restated_sentences(content, category, vocab)
 
     # Nothing dropped (coverage check: specifics; content check: the sentences' words) and nothing made up
     # (invented specifics, judged per sentence).
