@@ -127,23 +127,45 @@ def test_an_offline_merge_says_a_restated_sentence_once() -> None:
 
 
 @pytest.mark.parametrize(
-    ("first", "second"),
+    ("category", "first", "second"),
     [
-        ("Dave opened his own car maintenance shop.", "Dave works at a car maintenance shop."),
+        ("people/dave", "Dave opened his own car maintenance shop.", "Dave works at a car maintenance shop."),
+        ("people/dave", "Dave works at a car maintenance shop.", "Dave quit working at a car maintenance shop."),
         (
+            "episodes/meetings",
             "The user met Ingrid Solberg in Bangalore to discuss the quarterly planning.",
             "The user met Ingrid Solberg in Bangalore to discuss the vendor call.",
         ),
-        ("The user met Ingrid Solberg in Bangalore.", "The user met Oscar Lindqvist in Bangalore."),
-        ("Dave opened his own car shop on 2026-03-02.", "Dave opened his own car shop on 2026-05-14."),
+        (
+            "episodes/meetings",
+            "The user met Ingrid Solberg in Bangalore.",
+            "The user met Oscar Lindqvist in Bangalore.",
+        ),
+        ("people/dave", "Dave opened his own car shop on 2026-03-02.", "Dave opened his own car shop on 2026-05-14."),
     ],
 )
-def test_offline_never_merges_different_events(first, second) -> None:
+def test_offline_never_merges_different_events(category, first, second) -> None:
     entries = [
-        {"id": "a", "content": first, "category": "episodes", "tags": []},
-        {"id": "b", "content": second, "category": "episodes", "tags": []},
+        {"id": "a", "content": first, "category": category, "tags": []},
+        {"id": "b", "content": second, "category": category, "tags": []},
     ]
     assert _call("memory_consolidation", {"entries": entries, "clusters": [["a", "b"]]}).response.to_save == []
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Dave started a pottery course.", "Dave began a pottery course."),  # one change, two words for it
+        ("Melanie is going swimming with the kids.", "Melanie is going swimming with the children."),
+    ],
+)
+def test_offline_merges_a_fact_told_with_other_words_outside_episodes(first, second) -> None:
+    entries = [
+        {"id": "a", "content": first, "category": "people/dave", "tags": []},
+        {"id": "b", "content": second, "category": "people/dave", "tags": []},
+    ]
+    [save] = _call("memory_consolidation", {"entries": entries, "clusters": [["a", "b"]]}).response.to_save
+    assert save.source_ids == ["a", "b"]
 
 
 def test_the_demo_first_cycle_merges_only_rewordings_and_says_each_once(tmp_path) -> None:
