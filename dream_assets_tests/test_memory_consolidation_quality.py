@@ -81,6 +81,10 @@ def test_a_merge_does_not_reopen_the_cluster_its_neighbour_was_shown_in(run, sto
     [request] = run.requests
     assert "id=new" in request.prompt and f"id={merged.id}" not in request.prompt and "id=x" not in request.prompt
     assert second.counts["eligible"] == 1 and second.counts["settled_clusters"] == 1
+    # Like a cluster shown and left apart, it is offered again (merge-only) once the cooldown has passed.
+    run(answer(), now=NOW + timedelta(days=7, hours=1))
+    [request] = run.requests
+    assert [set(c) for c in request.inputs["reoffered"]] == [{merged.id, "x"}]
 
 
 def test_the_second_prompt_on_the_demo_holds_only_what_the_agent_saved_since(tmp_path):
