@@ -126,8 +126,9 @@ def in_category(category: str, root: str) -> bool:
 def user_correction_signs(category: str, tags: Iterable[str], metadata: Mapping[str, str]) -> bool:
     """Whether a record with these fields is a user correction: saved from feedback of kind Correction (metadata
     ``feedbackKind``), stated by the user (metadata ``source`` in :data:`USER_SOURCES`), tagged ``user-correction``,
-    or filed under ``feedback/from-user`` with the tag ``correction``. The one place this is decided; tag and value
-    spellings are compared without case."""
+    or filed under ``feedback/from-user`` with the tag ``correction``. The one place these signs are read
+    (``passes/standing.is_user_correction`` adds the decision consolidation records on the entries it writes); tag
+    and value spellings are compared without case."""
     folded = {str(t).strip().casefold() for t in tags}
     return (
         metadata.get("feedbackKind", "").strip().casefold() == "correction"
@@ -135,11 +136,6 @@ def user_correction_signs(category: str, tags: Iterable[str], metadata: Mapping[
         or USER_CORRECTION_TAG in folded
         or (in_category(category, FEEDBACK_FROM_USER) and CORRECTION_TAG in folded)
     )
-
-
-def is_user_correction(entry: MemoryEntry) -> bool:
-    """The entry is the user's own correction (:func:`user_correction_signs`)."""
-    return user_correction_signs(entry.category, entry.tags, entry.metadata)
 
 
 def is_signal(category: str, tags: Iterable[str], metadata: Mapping[str, str]) -> bool:
