@@ -98,10 +98,9 @@ def test_no_module_imports_one_above_its_layer() -> None:
 #: one above, whether at module level, inside a function, under TYPE_CHECKING, relatively or through importlib. The
 #: model layer sits below the store: save-time dedup in the store calls the embedding endpoint, and the model layer
 #: never reads the store. ``input_fingerprints`` (the data versions of the stores and logs the passes read) sits
-#: between the store and the passes, which stamp those versions. ``pass_status`` is the passes' own outcome record: it
-#: records a ``PassReport`` and ``PassSpec.run`` records every outcome through it, so it is in the passes' layer.
-#: Everything not named here is the rest of the library (gates, cycle, cycle_report, log_analyses, memory_audit,
-#: demo, ...), above the passes.
+#: between the store and the passes, which stamp those versions. Everything not named here is the rest of the library
+#: (gates, cycle, cycle_report, log_analyses, memory_audit, demo, ...), above the passes: a module the passes use
+#: (their outcome record, say) lives inside ``passes/`` or below, never beside the rest as a named exception.
 LIBRARY_LAYERS = {
     "dream_assets": 0,  # the package itself (empty)
     "dream_assets.model": 0,
@@ -115,9 +114,24 @@ LIBRARY_LAYERS = {
     "dream_assets.store": 3,
     "dream_assets.input_fingerprints": 4,
     "dream_assets.passes": 5,
-    "dream_assets.pass_status": 5,
 }
 LIBRARY_LAYER_NAMES = ["base", "text", "llm", "store", "inputs", "passes", "rest of the library"]
+
+
+def test_the_library_layers_are_the_documented_ones() -> None:
+    """The table above is the house layering and nothing more: every top-level module it names is a base module or
+    the inputs layer, and every package it names is a whole layer. A module of the rest of the library cannot be
+    declared part of a lower layer to let a lower module import it; it moves down instead."""
+    above_base = {name: layer for name, layer in LIBRARY_LAYERS.items() if layer > 0}
+    assert above_base == {
+        "dream_assets.text": 1,
+        "dream_assets.llm": 2,
+        "dream_assets.store": 3,
+        "dream_assets.input_fingerprints": 4,
+        "dream_assets.passes": 5,
+    }
+    for name in LIBRARY_LAYERS:
+        assert name.count(".") <= 1, f"{name}: a layer is a package or a top-level module, not a part of one"
 
 
 def _library_layer(name: str) -> int:
@@ -200,7 +214,12 @@ def test_the_library_layer_check_finds_every_kind_of_upward_import(tmp_path: Pat
             "from . import schema",
             "from ..llm.base import M",
         ],
-        "dream_assets/passes/spec.py": ["import importlib", "importlib.import_module('dream_assets.gates')"],
+        "dream_assets/passes/spec.py": [
+            "import importlib",
+            "importlib.import_module('dream_assets.gates')",
+            "from dream_assets.pass_status import record_outcome",
+            "from dream_assets.passes.outcome import load_outcome",
+        ],
         "dream_assets/gates.py": [
             "from dream_assets.passes.registry import PASSES",
             "from dream_assets.cycle import run",
@@ -215,6 +234,7 @@ def test_the_library_layer_check_finds_every_kind_of_upward_import(tmp_path: Pat
     problems = _library_layer_problems(modules, tmp_path)
     assert [p.split(": ", 1)[1] for p in problems] == [
         "llm module dream_assets.llm.contracts imports dream_assets.passes.registry.MODEL_CALLS (passes)",
+        "passes module dream_assets.passes.spec imports dream_assets.pass_status.record_outcome (rest of the library)",
         "passes module dream_assets.passes.spec imports dream_assets.gates (rest of the library)",
         "store module dream_assets.store.memory imports dream_assets.passes.spec (passes)",
         "text module dream_assets.text.bm25 imports dream_assets.store.x (store)",
@@ -298,3 +318,4 @@ def test_importing_the_definitions_reads_no_environment(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == "imported", result.stdout + result.stderr
     assert lines[1].startswith("load failed:") and "Interval" in lines[1], result.stdout + result.stderr
+
