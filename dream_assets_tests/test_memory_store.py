@@ -335,14 +335,21 @@ def test_a_store_written_by_an_older_version_gets_its_fingerprint_on_open(profil
     before = st.memories.fingerprint()
     st.close()
     close_all()
-    with duckdb.connect(str(profile.store_path)) as raw:  # written by a version without the kept fingerprint
-        raw.execute("DROP TABLE memory_fingerprint")
-        raw.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    with duckdb.connect(str(profile.store_path)) as raw:  # written by a version without per-row fingerprint parts
+        raw.execute("ALTER TABLE memories DROP COLUMN fp_h1")
+        raw.execute("ALTER TABLE memories DROP COLUMN fp_h2")
+        raw.execute("CREATE TABLE memory_fingerprint (live BIGINT NOT NULL, h1 UBIGINT NOT NULL, h2 UBIGINT NOT NULL)")
+        raw.execute("INSERT INTO memory_fingerprint VALUES (2, 1, 1)")  # version 3's running sums, now stale
+        raw.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
         raw.execute("UPDATE memories SET content = 'Fact one about Lyon.' WHERE id = ?", [a.id])
     st = open_store(profile, options)
     assert st.memories.fingerprint() == st.memories.recomputed_fingerprint() != before
     st.memories.update(a.id, content="Fact one about Paris.", now=NOW)
     assert st.memories.fingerprint() == before
+    with st.connection.session() as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'memory_fingerprint'"
+        ).fetchone() == (0,)
     st.close()
 
 
