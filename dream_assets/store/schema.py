@@ -151,6 +151,9 @@ def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
     recompute_fingerprint(conn)
     conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
     conn.execute("COMMIT")
+    # The upgrade rewrote a column of every row: write them out now rather than leave every later statement to
+    # work beside a million pending row updates until DuckDB's next automatic checkpoint.
+    conn.execute("CHECKPOINT")
 
 
 def to_db(dt: datetime | None) -> datetime | None:
