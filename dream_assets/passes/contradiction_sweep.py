@@ -7,7 +7,8 @@ pairs where one entry supersedes the other. The host decides (DESIGN principle 4
 
 - a pair with an empty id, an id that is not a live entry (unknown), an id of a live entry that was not shown in this
   call, or the same id twice (a self-pair) is ignored, counted and listed with its reason;
-- a user correction (``standing.is_user_correction``: saved from feedback of kind Correction or stated by the user;
+- a user correction (``standing.is_user_correction``: saved from feedback of kind Correction, stated by the user,
+  or filed under ``feedback/from-user`` with the tag ``correction``, as ``model.user_correction_signs`` reads them;
   an entry merged from one stays one) is never superseded by an entry that is not itself a user correction, whatever
   the model proposes; a user correction superseding an agent's own claim is accepted;
 - between entries of equal standing, subject time decides: an entry about a later moment may supersede one about an

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, new_id, utc, utc_or_now
+from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, is_signal, is_signal_entry, iso, new_id, utc, utc_or_now
 from dream_assets.options import DreamOptions
 from dream_assets.store.change_rows import SAVE_PASS, insert_change, save_cycle_id
 from dream_assets.store.connection import StoreConnection
@@ -545,14 +545,18 @@ class MemoryStore:
         else the lexical measure: ``similarity_measure``) reinforces that entry when it adds nothing to it, or extends
         it when it only adds sentences (store/dedup.py); otherwise, a correction for example, it is created apart and
         the result names the near-duplicate (``matched_id``) and why it was not absorbed (``reason``). Stored text is
-        never rewritten. When embeddings failed, ``reason`` says the lexical measure was used instead. ``now`` defaults
-        to the current UTC time. ``on_saved`` is called with the result inside the write transaction (a change-log
-        row written there is committed with the save, or neither is). An extend writes its own change-log row (pass
-        ``save``, cycle ``SaveResult.change_cycle``) in the same transaction, so it can be undone like any other
-        change; ``record_change=False`` leaves that to a caller that records the change itself (a dream pass under
-        its cycle, an agent operation through ``on_saved``)."""
+        never rewritten. Only an entry of the same category (compared case-sensitively) absorbs a save, and a signal
+        (a user correction, feedback or a capability claim: ``model.is_signal``) neither absorbs nor is absorbed.
+        When embeddings failed, ``reason`` says the lexical measure was used instead. ``now`` defaults to the current
+        UTC time. ``on_saved`` is called with the result inside the write transaction (a change-log row written there
+        is committed with the save, or neither is). An extend writes its own change-log row (pass ``save``, cycle
+        ``SaveResult.change_cycle``) in the same transaction, so it can be undone like any other change;
+        ``record_change=False`` leaves that to a caller that records the change itself (a dream pass under its
+        cycle, an agent operation through ``on_saved``)."""
         now = utc_or_now(now)
         content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
+        # Each occurrence of a user correction, feedback or a capability claim is a signal: never absorbed.
+        dedupe = dedupe and not is_signal(category, tags, meta)
         # Vectors first, outside the write transaction: an embeddings request never runs while the store is held.
         measure = self._save_measure(content, category, meta, now) if dedupe else _SaveMeasure()
         with self._conn.transaction() as conn:
@@ -708,6 +712,8 @@ class MemoryStore:
         for entry in self._exact_matches(conn, content, category):
             if incoming_subject and entry.subject_time and incoming_subject != entry.subject_time:
                 continue
+            if is_signal_entry(entry):
+                continue  # a signal is never reinforced by another occurrence
             decision = decide_dedup(
                 entry.content,
                 content,
@@ -825,6 +831,8 @@ class MemoryStore:
         chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
         first: tuple[MemoryEntry, float, str] | None = None
         for existing, similarity in matches:
+            if is_signal_entry(existing):
+                continue  # a signal is never reinforced or extended by another save
             decision = decide_dedup(
                 existing.content,
                 content,
@@ -846,7 +854,8 @@ class MemoryStore:
             content=new_content,
             tags=normalise_tags((*existing.tags, *tags)),
             importance=max(existing.importance, importance),
-            updated_at=now,
+            # Observed again is not edited: updated_at moves only when the text does.
+            updated_at=now if new_content != existing.content else existing.updated_at,
             last_seen_at=max(existing.last_seen_at, now),
             reinforcement_count=existing.reinforcement_count + 1,
             metadata={**meta, **existing.metadata},
