@@ -785,14 +785,20 @@ def hostile_log_trial(template: AgentProfile, work: Path, tally: Counter, notes:
 
 
 # ---------------------------------------------------------------------------------------------- 5: concurrent saves
-def _agent_saves(root: str, seconds: float, out: str) -> None:
+#: Each concurrent trial runs until the agent saved at least this many times and the pass ran this many cycles beside
+#: it (and for at least its given duration), however slow the machine; past the guard it stops and is reported.
+CONCURRENT_MIN_SAVES = 21
+CONCURRENT_MIN_CYCLES = 3
+CONCURRENT_GUARD_S = 600.0
+
+
+def _agent_saves(root: str, stop: Any, progress: Any, out: str) -> None:
     from dream_assets.store import open_store
 
     profile = AgentProfile(Path(root))
     store = open_store(profile, DreamOptions())
     saved, errors, i = [], [], 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while not stop.is_set():
         i += 1
         text = (
             f"Concurrent fact {i}: Zorblat-{i:05d} reported {1000 + i} widgets to Quillon on 2026-11-{1 + i % 28:02d}."
@@ -800,6 +806,7 @@ def _agent_saves(root: str, seconds: float, out: str) -> None:
         try:
             store.memories.save(text, category="general", now=NOW + timedelta(seconds=i))
             saved.append(text)
+            progress.value = len(saved)
         except Exception as exc:  # noqa: BLE001 - counted: a save the agent was told failed is not silent
             errors.append(f"{type(exc).__name__}: {exc}")
         time.sleep(0.05)
@@ -810,16 +817,25 @@ def concurrent_trial(template: AgentProfile, work: Path, seconds: float, tally: 
     profile = clone(template, work / "concurrent")
     out = work / "agent.json"
     ctx = mp.get_context("spawn")
-    agent = ctx.Process(target=_agent_saves, args=(str(profile.root), seconds, str(out)))
+    stop, progress = ctx.Event(), ctx.Value("i", 0)
+    agent = ctx.Process(target=_agent_saves, args=(str(profile.root), stop, progress, str(out)))
     agent.start()
-    deadline = time.monotonic() + seconds
+    started = time.monotonic()
     cycle = 0
     options = DreamOptions().replace(ConsolidationMinInterval=timedelta(0))
 
     def delete_everything(request: Any) -> Any:
         return {"toDelete": _ids_shown(request.inputs), "toSave": []}
 
-    while time.monotonic() < deadline:
+    while True:
+        elapsed = time.monotonic() - started
+        if elapsed >= seconds and cycle >= CONCURRENT_MIN_CYCLES and progress.value >= CONCURRENT_MIN_SAVES:
+            break
+        if elapsed > CONCURRENT_GUARD_S:
+            notes.append(
+                f"concurrent trial stopped after {elapsed:.0f}s: {cycle} cycle(s), {progress.value} agent save(s)"
+            )
+            break
         cycle += 1
         report, _ = run_pass(
             profile,
@@ -832,6 +848,7 @@ def concurrent_trial(template: AgentProfile, work: Path, seconds: float, tally: 
         if report.status == "failed":
             notes.append(f"consolidation beside a saving agent failed: {report.reason[:200]}")
             tally["concurrent_pass_failures"] += 1
+    stop.set()
     agent.join(timeout=120)
     data = json.loads(out.read_text()) if out.exists() else {"saved": [], "errors": ["agent did not finish"]}
     after = memory_state(profile)

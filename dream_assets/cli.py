@@ -239,7 +239,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     """Every pass with its last run, status and reason, when it runs next, its model calls and its full ledger
     fingerprint."""
-    from dream_assets.pass_status import load_outcomes, recorded_at
+    from dream_assets.passes.outcome import load_outcomes, recorded_at
     from dream_assets.passes.registry import PASSES
     from dream_assets.store import open_store
     from dream_assets.store.ledger import PassLedger

@@ -1,6 +1,7 @@
 """The fleet benchmark's CI-sized run: 100 agents on PostgreSQL (or embedded storage, said in fleet.postgres). Every
-tick stays far inside Dagster's sensor timeout, and after a full cycle the gate sensors of the idle fleet request
-nothing. The full run (1,000 agents, and the daemon against in-process) is `python benchmarks/fleet.py`."""
+tick ends inside Dagster's sensor timeout, and after a full cycle the gate sensors of the idle fleet request nothing.
+How fast the ticks are (and an idle tick against a deciding one) are the benchmark's figures, not this test's: they
+depend on the machine. The full run (1,000 agents, the daemon against in-process) is `python benchmarks/fleet.py`."""
 
 import json
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SENSOR_TIMEOUT_S = 60  # dagster's default DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS
 
 
 @pytest.mark.slow
@@ -26,9 +28,8 @@ def test_quick_fleet_run_ticks_fast_and_an_idle_fleet_launches_nothing():
     metrics = {m["name"]: m for m in (json.loads(line) for line in proc.stdout.splitlines() if line.strip())}
     assert {m["n"] for name, m in metrics.items() if name != "fleet.cycles_per_hour"} == {100}, metrics
     for name in ("fleet.discovery_tick_s", "fleet.schedule_tick_s", "fleet.gate_tick_s", "fleet.gate_idle_tick_s"):
-        assert metrics[name]["value"] <= 10, f"{name} = {metrics[name]['value']} s: {problems}"
+        # A tick past the sensor timeout (60 s by default) fails in the daemon.
+        assert metrics[name]["value"] < SENSOR_TIMEOUT_S, f"{name} = {metrics[name]['value']} s: {problems}"
     assert metrics["fleet.idle_runs_launched"]["value"] == 0, problems
     assert metrics["fleet.gate_after_cycle_runs_launched"]["value"] == 0, problems
-    # an idle tick costs a fraction of the tick that decided every agent
-    assert metrics["fleet.gate_idle_tick_s"]["value"] < metrics["fleet.gate_tick_s"]["value"] / 4
     assert metrics["fleet.cycles_per_hour"]["value"] > 0

@@ -31,8 +31,8 @@ from dream_assets.model import iso, parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import AgentUnavailable, DreamDeployment, describe_problem
 from dream_assets.orchestration.partitions import AGENTS, agents_partitions
-from dream_assets.pass_status import load_deferred
 from dream_assets.passes.deferral import deferral_due, parse_deferral
+from dream_assets.passes.outcome import load_deferred
 from dream_assets.passes.registry import PASSES, by_name
 from dream_assets.profile import AgentProfile
 

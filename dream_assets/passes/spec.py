@@ -25,9 +25,9 @@ from dream_assets.llm.contracts import Contract, ModelCall
 from dream_assets.llm.directives import BUILTIN_DIRECTIVES_PACKAGE
 from dream_assets.model import iso, utc
 from dream_assets.options import DreamOptions
-from dream_assets.pass_status import load_outcome, record_outcome
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.deferral import note_deferral
+from dream_assets.passes.outcome import load_outcome, record_outcome
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile
 from dream_assets.store.connection import StoreCorrupt, StoreError

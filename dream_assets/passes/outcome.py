@@ -26,7 +26,7 @@ from dream_assets.passes.report import Change, PassReport
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
 
-log = logging.getLogger("dream_assets.pass_status")
+log = logging.getLogger("dream_assets.passes.outcome")
 
 RECORD_VERSION = 1
 #: Changes kept per record (the cycle report lists them; the change log keeps every undoable one).
