@@ -130,6 +130,7 @@ def test_the_instance_is_configured_from_the_template_and_no_dagster_yaml_sits_i
     assert result.returncode == 0, result.stderr
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_settings("telemetry") == {"enabled": False}
+        assert instance.get_settings("nux") == {"enabled": False}  # no community dialog over the UI's first page
         assert instance.get_settings("concurrency")["pools"]["default_limit"] == 1
 
 
