@@ -242,11 +242,24 @@ def _processes_with(marker: bytes) -> list[int]:
     return pids
 
 
+def _ignore_sigint() -> None:
+    """What a non-interactive shell does to a job it starts with `&`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     not Path("/proc/self/environ").exists(), reason="needs /proc to find the processes make dev started"
 )
-@pytest.mark.parametrize("how", ["SIGTERM to make", "Ctrl-C (SIGINT to the process group)"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "SIGTERM to make",
+        "Ctrl-C (SIGINT to the process group)",
+        # A script's `make dev &` inherits SIGINT ignored; `dagster dev` maps SIGTERM onto SIGINT's disposition.
+        "SIGTERM to make started as a background job (SIGINT ignored)",
+    ],
+)
 def test_make_dev_stops_with_all_its_services(tmp_path, how):
     home, port = tmp_path / "home", _free_port()
     marker = f"DAGSTER_HOME={home}".encode()
@@ -268,6 +281,7 @@ def test_make_dev_stops_with_all_its_services(tmp_path, how):
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_ignore_sigint if "background job" in how else None,
         )
     try:
         deadline = time.monotonic() + 240
