@@ -135,9 +135,13 @@ def test_run_against_a_dead_endpoint_says_the_cycle_failed_and_why(tmp_path, cap
         "preference_inference",
         "tier_routing_review",
     ):
-        assert f"{name} failed: " in last
+        assert name in last and f"  {name} " in "\n".join(lines)
+    assert "skill_gap_detection failed: " in last
     assert "connection to" in last and "could not reach it earlier in this cycle" in last
-    assert "log_retention failed" not in last and "archive_purge failed" not in last
+    assert "log_retention" not in last and "archive_purge" not in last
+    # said once: the refused connection on the last line alone, not once per pass that skipped the endpoint
+    assert sum(line.count("connection to") for line in lines) == 1, lines
+    assert all(len(line) < 1200 for line in lines)
 
 
 @pytest.mark.slow  # a whole cycle through `dream run`

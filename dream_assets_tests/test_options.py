@@ -98,7 +98,7 @@ def test_unknown_option_is_refused_with_the_closest_name_and_where_every_option_
 
 def test_a_mistyped_option_in_dream_toml_names_the_file_the_closest_option_and_the_list_in_one_short_line(tmp_path):
     toml = tmp_path / "dream.toml"
-    toml.write_text("ConsolidationMinIntervall = \"PT2H\"\n")
+    toml.write_text('ConsolidationMinIntervall = "PT2H"\n')
     with pytest.raises(OptionsError) as err:
         DreamOptions.load(env={}, profile_toml=toml)
     message = str(err.value)
