@@ -158,6 +158,13 @@ def test_make_backfill_registers_the_agent_and_materializes_the_days_without_bet
     assert result.returncode == 0, output[-3000:]
     assert "DagsterInvalidSubsetError" not in output
     assert "BetaWarning" not in output and "PreviewWarning" not in output
+    # no line per Dagster event: one summary of what was materialized and where to see it
+    assert " - DEBUG - " not in output and len(output.strip().splitlines()) <= 8, output
+    assert (
+        "backfill: materialized agent demo 2026-11-01..2026-11-03: log_warehouse 3/3 day(s), "
+        "wisp_failure_history 3/3 day(s); run " in result.stdout
+    )
+    assert f"in {home} (see it with `make dev`" in result.stdout
     days = {f"demo|2026-11-0{d}" for d in (1, 2, 3)}
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_dynamic_partitions(AGENTS) == ["demo"]
