@@ -114,7 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd_init(args)
     profile = _profile(args)
     backend = resolve_backend_name(_options(profile))
-    print(f"dream cycle for agent {profile.agent_id!r} at {profile.root} (model backend: {backend})")
+    print(f"dream cycle for agent {profile.agent_id!r} at {args.profile} (model backend: {backend})")
     if forced:
         print(f"forced this run (change gate and minimum interval ignored once): {', '.join(forced)}")
     run = run_cycle_in_dagster(
