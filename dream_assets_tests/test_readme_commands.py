@@ -551,7 +551,7 @@ def test_the_operator_paths_answer_in_one_line_with_the_documented_exit_codes(ch
     shutil.copytree(demo, damaged)
     store = damaged / "store.duckdb"
     original = store.read_bytes()
-    store.write_bytes(original[: len(original) // 3])
+    store.write_bytes(original[:5000])  # truncated: not even its header and catalog can be read
     for command in ("status", "report"):
         code, out, err = _run(checkout, dream, command, "--profile", "data/agents/damaged")
         assert code == 2, (command, out, err)  # refused: a damaged store
@@ -564,7 +564,7 @@ def test_the_operator_paths_answer_in_one_line_with_the_documented_exit_codes(ch
     code, out, err = _run(checkout, dream, "rebuild", "--profile", "data/agents/damaged")
     assert code == 0, out + err
     [aside] = damaged.glob("store.duckdb.damaged-*")
-    assert aside.read_bytes() == original[: len(original) // 3]
+    assert aside.read_bytes() == original[:5000]
     assert f"kept the damaged store as {aside}" in out and "rebuilt " in out
     code, out, err = _run(checkout, dream, "status", "--profile", "data/agents/damaged")
     assert code == 0 and out.startswith("agent damaged: ") and err == "", out + err
@@ -585,3 +585,28 @@ def test_the_operator_paths_answer_in_one_line_with_the_documented_exit_codes(ch
         checkout, dream, "undo", "--profile", "data/agents/demo", "--cycle", "x", "--pass", "memory_consolidaton"
     )
     assert code == 2 and "no pass named 'memory_consolidaton'; the passes are log_retention, " in err
+
+
+def test_a_cycle_against_a_dead_endpoint_prints_each_failure_once_and_no_traceback(checkout):
+    """`dream run --force` against an endpoint that refuses connections: a line per pass, the refused URL said once,
+    exit 1 (a pass failed), no Dagster log line or stack trace unless --verbose."""
+    from dream_assets_tests.openai_server import refusing_base_url
+
+    _demo_store(checkout)
+    dream = str(checkout.root / ".venv" / "bin" / "dream")
+    with refusing_base_url() as url:
+        env = {**checkout.env, "DREAM__LlmBaseUrl": url, "DREAM__LlmModel": "m", "DREAM__LlmMaxRetries": "0"}
+        done = subprocess.run(
+            [dream, "run", "--profile", "data/agents/demo", "--force", "memory_consolidation"],
+            cwd=checkout.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT_S,
+        )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert TRACEBACK not in output and " - dagster - " not in output and "Stack Trace" not in output, output
+    assert output.count(url) == 1, output
+    assert len(output.strip().splitlines()) <= 20, output
+    assert output.strip().splitlines()[-1].startswith("cycle FAILED — "), output
