@@ -9,6 +9,7 @@ binding mirrors the spec's ``Dream__X`` convention as ``DREAM__X``; a section ma
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 import tomllib
@@ -344,8 +345,18 @@ def _canonical(key: str, where: str) -> str:
     name = "".join(parts)
     found = _BY_LOWER.get(name.lower())
     if found is None:
-        raise OptionsError(f"unknown dream option {key!r} (from {where}); known options: {', '.join(sorted(_FIELDS))}")
+        raise OptionsError(f"unknown dream option {key!r} (from {where}); {_closest(name)}{OPTIONS_LISTED}")
     return found
+
+
+#: Where every option is listed with its default and what it accepts.
+OPTIONS_LISTED = "(every option, with its default: the DreamOptions class in dream_assets/options.py)"
+
+
+def _closest(name: str) -> str:
+    """`did you mean X? ` for the option nearest a mistyped name (case aside), or nothing when none is near."""
+    near = difflib.get_close_matches(name.lower(), list(_BY_LOWER), n=1, cutoff=0.6)
+    return f"did you mean {_BY_LOWER[near[0]]}? " if near else ""
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

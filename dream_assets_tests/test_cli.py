@@ -135,9 +135,13 @@ def test_run_against_a_dead_endpoint_says_the_cycle_failed_and_why(tmp_path, cap
         "preference_inference",
         "tier_routing_review",
     ):
-        assert f"{name} failed: " in last
+        assert name in last and f"  {name} " in "\n".join(lines)
+    assert "skill_gap_detection failed: " in last
     assert "connection to" in last and "could not reach it earlier in this cycle" in last
-    assert "log_retention failed" not in last and "archive_purge failed" not in last
+    assert "log_retention" not in last and "archive_purge" not in last
+    # said once: the refused connection on the last line alone, not once per pass that skipped the endpoint
+    assert sum(line.count("connection to") for line in lines) == 1, lines
+    assert all(len(line) < 1200 for line in lines)
 
 
 @pytest.mark.slow  # a whole cycle through `dream run`
@@ -192,6 +196,8 @@ def test_run_counts_answered_model_calls_apart_from_failed_ones(tmp_path, capsys
         ["restore", "--id", "abc"],
         ["import-logs", "--kind", "tool-call", "x.jsonl"],
         ["run"],
+        ["run", "--demo"],  # `make run PROFILE=data/agents/dmeo`: the demo is made only in a folder named demo
+        ["init", "--demo", "--if-missing"],  # `make dev PROFILE=...`
     ],
 )
 def test_a_mistyped_profile_is_refused_with_the_init_hint_and_nothing_is_created(tmp_path, capsys, command):
@@ -199,10 +205,54 @@ def test_a_mistyped_profile_is_refused_with_the_init_hint_and_nothing_is_created
     AgentProfile(root / "demo").ensure()
     typo = root / "nope"
     assert main([*command[:1], "--profile", str(typo), *command[1:]]) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert f"no agent profile at {typo}" in err and f"dream init --profile {typo}" in err
+    assert len(err.strip().splitlines()) == 1 and out == ""
     assert not typo.exists()
     assert [p.agent_id for p in discover_profiles(root)] == ["demo"]
+
+
+def test_a_damaged_store_is_one_line_naming_it_and_the_traceback_only_with_verbose(tmp_path, capsys):
+    profile = AgentProfile(tmp_path / "agents" / "a1").ensure()
+    profile.store_path.write_bytes(b"not a database" * 100)
+    for command in (["status"], ["undo", "--list"], ["restore", "--id", "x"]):  # report: the README test
+        assert main([*command[:1], "--profile", str(profile.root), *command[1:]]) == 2
+        out, err = capsys.readouterr()
+        assert len(err.strip().splitlines()) == 1 and str(profile.store_path) in err, (command, err)
+        assert "Traceback" not in err
+    assert main(["status", "--profile", str(profile.root), "--verbose"]) == 2
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+    # no snapshot to rebuild from: refused, named, the damaged file untouched
+    assert main(["rebuild", "--profile", str(profile.root)]) == 2
+    err = capsys.readouterr().err
+    assert f"no snapshot under {profile.snapshots_dir}" in err and len(err.strip().splitlines()) == 1
+    assert profile.store_path.read_bytes() == b"not a database" * 100
+
+
+def test_remove_takes_the_agent_out_of_the_instance_and_keeps_or_deletes_its_data(tmp_path, capsys, monkeypatch):
+    import dagster as dg
+
+    from dream_assets.orchestration.partitions import AGENTS
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    root = tmp_path / "agents"
+    kept, gone = AgentProfile(root / "kept").ensure(), AgentProfile(root / "gone").ensure()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions(AGENTS, ["kept", "gone", "deleted"])
+    assert main(["remove", "--profile", str(kept.root), "--now", NOW]) == 0
+    assert main(["remove", "--profile", str(gone.root), "--delete-data"]) == 0
+    assert main(["remove", "--profile", str(root / "deleted")]) == 0  # its folder was deleted by hand
+    out = capsys.readouterr().out
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_dynamic_partitions(AGENTS) == []
+    assert not kept.root.exists() and (root / ".removed" / "kept-20261130T120000Z" / "logs").is_dir()
+    assert not gone.root.exists() and f"deleted its data at {gone.root}" in out
+    assert f"no data at {root / 'deleted'}" in out
+    assert list(discover_profiles(root)) == []  # the kept data is never registered again
+    assert main(["remove", "--profile", str(kept.root)]) == 0
+    assert "was not registered" in capsys.readouterr().out
 
 
 def _agent_with_memories(tmp_path):

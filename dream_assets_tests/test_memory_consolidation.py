@@ -722,7 +722,7 @@ def test_summary_line_and_counts(run, store, profile, caplog):
     caplog.set_level(logging.INFO, logger="dream_assets")
     report = run(answer(merge("Kestrel ships on Fridays.", "a", "b"), delete=("n", "vip", "h")))
     assert report.summary == (
-        "memory consolidation summary — live 4, reviewed 2, created since last run 4, merged 1, "
+        "memory consolidation summary — live 6 (4 after), reviewed 2, created since last run 4, merged 1, "
         "repaired 0, rejected 0, ephemeral 1, protected 2 (1 by the removal guard)"
     )
     assert report.summary in caplog.text

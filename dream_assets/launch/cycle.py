@@ -24,6 +24,9 @@ class CycleRun:
     failed_calls: int = 0  # of those: errors and unusable answers
     failed: dict[str, str] = field(default_factory=dict)  # failed pass -> reason
     step_errors: list[str] = field(default_factory=list)  # steps that raised (not pass failures)
+    #: The memory audit's checks after the cycle: name -> None when it passed, else what it found. A failed check of
+    #: ERROR severity is also in ``step_errors``.
+    checks: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def answered_calls(self) -> int:
@@ -41,10 +44,13 @@ def run_cycle_in_dagster(
     now: str | None = None,
     force: Sequence[str] = (),
     force_reason: str | None = None,
+    log_level: str = "CRITICAL",
 ) -> CycleRun:
     """Materialize the dream_cycle job for one agent in this process, on the DAGSTER_HOME instance when one is set
-    (so `make dev` shows the run) or an ephemeral one. ``force``: passes that ignore their change gate and
-    minimum-interval floor in this run (the ``dream/force`` run tag), ``force_reason`` saying why."""
+    (so `make dev` shows the run) or an ephemeral one, then the memory audit over the snapshot the cycle wrote (its
+    four checks are evaluated, as the daily audit schedule does). ``force``: passes that ignore their change gate
+    and minimum-interval floor in this run (the ``dream/force`` run tag), ``force_reason`` saying why.
+    ``log_level``: what Dagster's console logger prints (the run's events and failures' stack traces)."""
     tags = {NOW_TAG: now} if now else {}
     if force:
         tags[FORCE_TAG] = ",".join(parse_forced(",".join(force)))
@@ -57,14 +63,9 @@ def run_cycle_in_dagster(
     with instance:
         if not instance.has_dynamic_partition(AGENTS, profile.agent_id):
             instance.add_dynamic_partitions(AGENTS, [profile.agent_id])
+        run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
         result = defs.resolve_job_def("dream_cycle").execute_in_process(
-            instance=instance,
-            partition_key=profile.agent_id,
-            tags=tags,
-            raise_on_error=False,
-            run_config={
-                "loggers": {"console": {"config": {"log_level": os.environ.get("DREAM_LOG_LEVEL", "WARNING")}}}
-            },
+            instance=instance, partition_key=profile.agent_id, tags=tags, raise_on_error=False, run_config=run_config
         )
         run = CycleRun(result.run_id, result.success, persistent=bool(home))
         for event in result.get_asset_materialization_events():
@@ -87,4 +88,26 @@ def run_cycle_in_dagster(
             error = getattr(data, "error", None)
             message = error.message.strip() if error is not None else "failed"
             run.step_errors.append(f"{event.step_key}: {message.splitlines()[0] if message else 'failed'}")
+        audit = defs.resolve_job_def("memory_audit_job").execute_in_process(
+            instance=instance,
+            partition_key=profile.agent_id,
+            tags={NOW_TAG: now} if now else {},
+            raise_on_error=False,
+            run_config=run_config,
+        )
+        _audit_checks(run, audit)
         return run
+
+
+def _audit_checks(run: CycleRun, audit: dg.ExecuteInProcessResult) -> None:
+    """The audit's check results into ``run``; a failed ERROR check (or a failed audit) fails the cycle."""
+    for check in audit.get_asset_check_evaluations():
+        found = None if check.passed else "; ".join(f"{k}: {v.value}" for k, v in check.metadata.items())
+        run.checks[check.check_name] = found
+        if found is not None and check.severity == dg.AssetCheckSeverity.ERROR:
+            run.step_errors.append(f"memory_audit check {check.check_name} failed ({found})")
+    if not audit.success:
+        for event in audit.get_step_failure_events():
+            error = getattr(event.event_specific_data, "error", None)
+            message = error.message.strip().splitlines()[0] if error is not None and error.message else "failed"
+            run.step_errors.append(f"memory_audit: {message}")

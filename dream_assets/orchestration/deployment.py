@@ -74,7 +74,9 @@ class DreamDeployment(dg.ConfigurableResource):
         except ValueError as exc:
             raise AgentUnavailable(f"agent {agent_id!r} skipped — {exc}") from exc
         if not profile.root.is_dir():
-            raise AgentUnavailable(f"agent {agent_id} skipped — its profile folder {profile.root} is missing")
+            raise AgentUnavailable(
+                f"agent {agent_id} skipped — its profile folder {profile.root} is missing; {removal_hint(profile.root)}"
+            )
         try:
             return profile, self.options(profile)
         except Exception as exc:  # noqa: BLE001 - any unusable dream.toml skips this agent, named, never the others
@@ -105,6 +107,11 @@ class DreamDeployment(dg.ConfigurableResource):
                 continue
             found.append(child.name)
         return found, problems
+
+
+def removal_hint(folder: Path) -> str:
+    """How an operator stops the warnings about an agent whose folder is gone: remove its partition."""
+    return f"restore the folder, or stop dreaming for it with `dream remove --profile {folder}`"
 
 
 def describe_problem(exc: BaseException, path: Path) -> str:

@@ -36,6 +36,7 @@ KEEP_CHANGES = 500
 LEVEL_COUNTS = frozenset(
     {
         "live",
+        "live_after",
         "eligible",
         "withheld",
         "unreviewed",

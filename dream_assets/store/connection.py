@@ -41,7 +41,7 @@ Every failure to get at the file is a ``StoreError`` that names it. ``StoreBusy`
 ``timeout_s`` (retry later; the next cycle). ``StoreCorrupt``: the file is not a readable DuckDB database — corrupt,
 empty or truncated, found when opening it or when a read hits a damaged block; it is raised at once, since waiting
 cannot help, and says how to recover from the newest Parquet snapshot. DuckDB reports "the file is locked by another
-process" and "the file is damaged" both as ``IOException``; the message text tells them apart (``_classify``).
+process" and "the file is damaged" both as ``IOException``; the message text tells them apart (``classify``).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class StoreCorrupt(StoreError):
     """The store file is not a readable DuckDB database: corrupt, empty or truncated. Waiting will not help."""
 
 
-def _classify(exc: BaseException) -> str:
+def classify(exc: BaseException) -> str:
     """ "corrupt", "busy" or "other" for an error DuckDB raised while opening or reading the file."""
     text = str(exc).lower()
     if any(s in text for s in _CORRUPT_SIGNS):
@@ -179,7 +179,7 @@ class StoreConnection:
                 assert self._conn is not None
                 yield self._conn
             except duckdb.Error as exc:
-                if _classify(exc) == "corrupt":
+                if classify(exc) == "corrupt":
                     self._broken = True
                     raise StoreCorrupt(self._corrupt_message(exc)) from exc
                 if isinstance(exc, duckdb.FatalException):
@@ -273,7 +273,7 @@ class StoreConnection:
                 self._conn = duckdb.connect(str(self.db_path), config=_DUCKDB_CONFIG)
                 break
             except duckdb.Error as exc:
-                kind = _classify(exc)
+                kind = classify(exc)
                 if kind == "busy" and time.monotonic() + delay <= deadline:
                     # Someone outside our lock protocol holds the file: back off with jitter, within the same deadline.
                     time.sleep(delay * (0.5 + random.random()))
@@ -295,7 +295,7 @@ class StoreConnection:
                 hook(self._conn)
         except duckdb.Error as exc:
             self.close()
-            if _classify(exc) == "corrupt":
+            if classify(exc) == "corrupt":
                 raise StoreCorrupt(self._corrupt_message(exc)) from exc
             raise
         except StoreError as exc:
@@ -408,8 +408,8 @@ class StoreConnection:
         newest = self._newest_snapshot()
         if newest is not None:
             recover = (
-                f"move {self.db_path.name} aside and rebuild the store from the newest snapshot {newest} "
-                "(memories.parquet, skills.parquet)"
+                f"`dream rebuild --profile {self.db_path.parent}` rebuilds the store from the newest snapshot "
+                f"{newest} (memories.parquet, skills.parquet) and keeps the damaged file aside"
             )
         elif self.snapshots_dir is not None:
             recover = (
