@@ -22,13 +22,14 @@ pairs where one entry supersedes the other. The host decides (DESIGN principle 4
 
 The change gate: the gate input is ``memory_corpus``, whose data version (the live corpus's id, content, category and
 tags: ``MemoryStore.fingerprint``) the pass stamps in the ledger and its sensor compares, as for memory consolidation;
-an unchanged corpus makes no call, and so does a corpus with nothing new or changed. Review stamps are metadata, so
-they never move that data version. The shown entries are stamped reviewed only after a usable answer arrived, in the
+an unchanged corpus makes no call, and so does a corpus with nothing new or changed. Review stamps are metadata, so they
+never move that data version. The shown entries are stamped reviewed only after a usable answer arrived, in the
 transaction that applies it (so a kill or a failure leaves both or neither, and an undo puts the stamps back too: an
-undone pair is not proposed again until one of its entries changes). A reason is model text: one with a lone
-surrogate or a control character refuses its pair, one over 500 characters is cut with a note. When more entries wait
-than one call shows (``ContradictionSweepMaxEntriesPerCall``), the ledger records the run with a fingerprint no data version equals (:func:`backlog_stamp`), so the pass stays due and the change-gate sensor
-requests it again for the rest; the run that reviews the last of them stamps the data version itself.
+undone pair is not proposed again until one of its entries changes). A reason is model text: one with a lone surrogate
+or a control character refuses its pair, one over 500 characters is cut with a note. When more entries wait than one
+call shows (``ContradictionSweepMaxEntriesPerCall``), the ledger records the run with a fingerprint no data version
+equals (:func:`backlog_stamp`), so the pass stays due and the change-gate sensor requests it again for the rest; the run
+that reviews the last of them stamps the data version itself.
 """
 
 from __future__ import annotations
