@@ -10,6 +10,7 @@ import dagster as dg
 from dream_assets.definitions import build_definitions
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
+from dream_assets.orchestration.run_liveness import SlotWait, free_slots_of_dead_runs
 from dream_assets.orchestration.run_tags import FORCE_REASON_TAG, FORCE_TAG, parse_forced
 from dream_assets.profile import AgentProfile
 
@@ -24,6 +25,9 @@ class CycleRun:
     failed_calls: int = 0  # of those: errors and unusable answers
     failed: dict[str, str] = field(default_factory=dict)  # failed pass -> reason
     step_errors: list[str] = field(default_factory=list)  # steps that raised (not pass failures)
+    interrupted: bool = False  # stopped by SIGTERM/SIGINT while a step waited for a pool slot
+    freed_runs: list[str] = field(default_factory=list)  # dead runs whose pool slots this run freed, with why
+    from_pass_records: list[str] = field(default_factory=list)  # passes Dagster did not record: read from their record
 
     @property
     def answered_calls(self) -> int:
@@ -49,14 +53,18 @@ def run_cycle_in_dagster(
     if force:
         tags[FORCE_TAG] = ",".join(parse_forced(",".join(force)))
         tags[FORCE_REASON_TAG] = force_reason or "dream run --force"
-    defs = build_definitions(deployment=DreamDeployment(profile_root=str(profile.root.parent)))
+    deployment = DreamDeployment(profile_root=str(profile.root.parent))
+    defs = build_definitions(deployment=deployment)
     home = os.environ.get("DAGSTER_HOME")
     if home:
         Path(home).mkdir(parents=True, exist_ok=True)
     instance = dg.DagsterInstance.get() if home else dg.DagsterInstance.ephemeral()
-    with instance:
+    timeout_s = deployment.run_timeout_s()
+    with instance, SlotWait(instance, timeout_s=timeout_s) as slots:
         if not instance.has_dynamic_partition(AGENTS, profile.agent_id):
             instance.add_dynamic_partitions(AGENTS, [profile.agent_id])
+        # Slots held by runs that died (killed, their machine gone) come back before this run needs one.
+        slots.freed += free_slots_of_dead_runs(instance, timeout_s=timeout_s)
         result = defs.resolve_job_def("dream_cycle").execute_in_process(
             instance=instance,
             partition_key=profile.agent_id,
@@ -67,6 +75,8 @@ def run_cycle_in_dagster(
             },
         )
         run = CycleRun(result.run_id, result.success, persistent=bool(home))
+        run.interrupted = slots.interrupted
+        run.freed_runs = [f"{dead.run_id}: {dead.why}" for dead in slots.freed]
         for event in result.get_asset_materialization_events():
             mat = event.event_specific_data.materialization  # type: ignore[union-attr]
             meta = mat.metadata if mat is not None else {}
@@ -87,4 +97,24 @@ def run_cycle_in_dagster(
             error = getattr(data, "error", None)
             message = error.message.strip() if error is not None else "failed"
             run.step_errors.append(f"{event.step_key}: {message.splitlines()[0] if message else 'failed'}")
+        _fill_from_pass_records(run, profile)
         return run
+
+
+def _fill_from_pass_records(run: CycleRun, profile: AgentProfile) -> None:
+    """The status of every pass this run ran but Dagster did not record (its event log write failed: a PostgreSQL
+    outage), from the pass's own record, which the pass writes with its ledger stamp: the store is the truth."""
+    from dream_assets.pass_status import load_outcomes
+    from dream_assets.passes.registry import PASSES
+
+    missing = [spec.name for spec in PASSES if spec.name not in run.summaries]
+    for name, record in load_outcomes(profile, missing).items():
+        if record.get("cycle_id") != run.run_id:
+            continue  # an earlier run's outcome: this run did not get to the pass
+        status, summary = str(record["status"]), str(record.get("summary") or record.get("reason") or "")
+        run.summaries[name] = (status, summary)
+        run.from_pass_records.append(name)
+        if status == "failed":
+            run.failed[name] = str(record.get("reason") or summary)
+        calls = record.get("model_calls")
+        run.model_calls += calls if isinstance(calls, int) and not isinstance(calls, bool) else 0

@@ -54,7 +54,7 @@ class Lease:
     def expired(self, now: datetime, stale_after: timedelta) -> bool:
         if stale_after > timedelta(0) and utc(now) - self.heartbeat > stale_after:
             return True
-        return self.host == _HOST and self.pid is not None and not _pid_alive(self.pid)
+        return self.host == _HOST and self.pid is not None and not pid_alive(self.pid)
 
     def describe(self) -> str:
         who = f"pid {self.pid} on {self.host}" if self.pid is not None else "an unknown holder"
@@ -72,7 +72,7 @@ class WaitOutcome:
 _MAX_PID = 2**31 - 1
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     if os.name != "posix":  # os.kill(pid, 0) terminates the process on Windows
         return True
     try:
