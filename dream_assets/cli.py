@@ -112,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"run {run.run_id} succeeded{where}")
         return 0
     if run.interrupted:
-        print(f"run {run.run_id} STOPPED by a signal while a step waited for a pool slot{where}", file=sys.stderr)
+        print(f"run {run.run_id} STOPPED by a signal (SIGTERM or SIGINT){where}; the next cycle runs what it did not")
         return 1
     print(f"run {run.run_id} FAILED{where}")
     problems = [f"{name} failed: {reason}" for name, reason in run.failed.items()] + run.step_errors

@@ -25,7 +25,7 @@ class CycleRun:
     failed_calls: int = 0  # of those: errors and unusable answers
     failed: dict[str, str] = field(default_factory=dict)  # failed pass -> reason
     step_errors: list[str] = field(default_factory=list)  # steps that raised (not pass failures)
-    interrupted: bool = False  # stopped by SIGTERM/SIGINT while a step waited for a pool slot
+    interrupted: bool = False  # stopped by SIGTERM/SIGINT (while a step waited for a pool slot, or in a step)
     freed_runs: list[str] = field(default_factory=list)  # dead runs whose pool slots this run freed, with why
     from_pass_records: list[str] = field(default_factory=list)  # passes Dagster did not record: read from their record
 
@@ -95,6 +95,8 @@ def run_cycle_in_dagster(
             if user is not None and "failed_passes" in (user.metadata or {}) and run.failed:
                 continue  # the last step failing the run because a pass failed: those are listed per pass
             error = getattr(data, "error", None)
+            if error is not None and error.cls_name == "DagsterExecutionInterruptedError":
+                run.interrupted = True  # a signal stopped the step (Dagster interrupts the pass that runs)
             message = error.message.strip() if error is not None else "failed"
             run.step_errors.append(f"{event.step_key}: {message.splitlines()[0] if message else 'failed'}")
         _fill_from_pass_records(run, profile)
