@@ -109,3 +109,18 @@ def test_the_heartbeat_keeps_the_run_alive_from_another_machines_point_of_view(i
 def test_a_zero_run_timeout_never_frees_a_silent_run_of_another_machine(instance, timeout_s) -> None:
     _holding_run(instance, {HOST_TAG: "another-host", PID_TAG: "1", HEARTBEAT_TAG: "0"})
     assert free_slots_of_dead_runs(instance, timeout_s=timeout_s) == []
+
+
+def test_the_daemons_sensor_frees_the_slot_of_a_dead_run(instance, tmp_path) -> None:
+    from dream_assets.definitions import build_definitions
+    from dream_assets.orchestration.deployment import DreamDeployment
+
+    run_id = _holding_run(instance, {HOST_TAG: socket.gethostname(), PID_TAG: str(_dead_pid())})
+    deployment = DreamDeployment(profile_root=str(tmp_path))
+    sensor = build_definitions(deployment).get_sensor_def("dead_run_sensor")
+    with dg.build_sensor_context(instance=instance, resources={"deployment": deployment}) as ctx:
+        result = sensor(ctx)
+    assert f"run {run_id}" in result.skip_message and "is gone" in result.skip_message
+    assert _holders(instance) == []
+    with dg.build_sensor_context(instance=instance, resources={"deployment": deployment}) as ctx:
+        assert sensor(ctx).skip_message == "no dead run holds a pool slot"
