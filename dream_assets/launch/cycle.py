@@ -100,7 +100,30 @@ def run_cycle_in_dagster(
             message = error.message.strip() if error is not None else "failed"
             run.step_errors.append(f"{event.step_key}: {message.splitlines()[0] if message else 'failed'}")
         _fill_from_pass_records(run, profile)
+        if run.persistent:
+            _record_from_pass_records(instance, run, profile.agent_id)
         return run
+
+
+def _record_from_pass_records(instance: dg.DagsterInstance, run: CycleRun, agent: str) -> None:
+    """Give the UI the outcome of each pass Dagster did not record, from its pass record: a materialization of the
+    pass's partition that says where it comes from (best effort: the database may still be away)."""
+    for name in run.from_pass_records:
+        status, summary = run.summaries[name]
+        try:
+            instance.report_runless_asset_event(
+                dg.AssetMaterialization(
+                    asset_key=name,
+                    partition=agent,
+                    metadata={
+                        "status": status,
+                        "summary": summary,
+                        "recorded_from": f"the pass record of run {run.run_id} (its event log write failed)",
+                    },
+                )
+            )
+        except Exception:  # noqa: BLE001 - the CLI has said it; the UI catches up at the pass's next run
+            return
 
 
 def _fill_from_pass_records(run: CycleRun, profile: AgentProfile) -> None:
