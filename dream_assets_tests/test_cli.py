@@ -350,13 +350,13 @@ def test_run_force_calls_a_held_pass_once_and_the_next_plain_cycle_is_gated_agai
 def test_a_pass_whose_event_log_write_failed_is_reported_from_its_pass_record(tmp_path, capsys, monkeypatch):
     """The instance's database goes away as memory consolidation records its materialization: the pass applied its
     changes and stamped the ledger, so `dream run` shows it completed (from its pass record), never "not run"."""
+    import shutil
+
     import dagster as dg
 
     from dream_assets.pass_status import load_outcome
     from dream_assets.profile import AgentProfile
     from dream_assets.store.ledger import PassLedger
-
-    import shutil
 
     home = tmp_path / "dagster_home"
     home.mkdir()
