@@ -90,12 +90,12 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
-from dream_assets.passes.standing import without_standing_tags
 from dream_assets.store.connection import StoreError
 from dream_assets.store.dedup import REINFORCE
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.logs import log_exists, read_events
 from dream_assets.store.memory import ContentError
+from dream_assets.store.standing import without_standing_tags
 from dream_assets.text.coverage import (
     CoverageSource,
     CoverageVocabulary,
@@ -343,7 +343,7 @@ def _apply_merge(
     ids = [s.id for s in sources]
     only = sources[0] if len(sources) == 1 else None
     category = save.category.strip() if "category" in save.model_fields_set else sources[0].category
-    # Standing is the host's (standing.py): the merged entry gets the user-correction tag exactly when a source is one.
+    # Standing is the host's (store/standing.py): the merged entry is tagged user-correction exactly when a source is.
     tags = without_standing_tags(
         save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
     )

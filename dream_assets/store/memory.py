@@ -37,6 +37,8 @@ from dream_assets.store.change_rows import SAVE_PASS, insert_change, save_cycle_
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
+from dream_assets.store.recall import SUPERSEDED_BY_KEY, candidate_count
+from dream_assets.store.recall import rank as rank_recall
 from dream_assets.store.schema import FINGERPRINT_MODULUS, ensure_schema, fingerprint_sums_sql, from_db, to_db
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.similarity import (
@@ -69,7 +71,6 @@ SAVE_EMBEDDING_CANDIDATES = 20
 SAVE_EMBEDDING_PAUSE = timedelta(minutes=5)
 #: Supersession metadata: the archived loser names its winner (and when and why); the winner lists what it superseded
 #: (comma-separated ids).
-SUPERSEDED_BY_KEY = "supersededBy"
 SUPERSEDED_AT_KEY = "supersededAt"
 SUPERSESSION_REASON_KEY = "supersessionReason"
 SUPERSEDES_KEY = "supersedes"
@@ -469,17 +470,22 @@ class MemoryStore:
         return {"live": int(live), "archived": int(archived)}
 
     def search(self, query: str, limit: int = 10) -> list[tuple[MemoryEntry, float]]:
-        """BM25 over content, category and tags of live entries, best first."""
+        """Live entries for ``query``, best first: BM25 over content, category and tags finds them, and the current
+        version of a fact comes before a stale one (store/recall.py: correction standing, subject time or save time,
+        supersession, and the ``RecallRecencyWeight`` / ``RecallReinforcementWeight`` signals). Archived entries are
+        never returned."""
+        if limit <= 0:
+            return []
+        tokens = tokenize(query)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
-            hits = self._idx.bm25.search(tokenize(query), limit=limit)
+            hits = self._idx.bm25.search(tokens, limit=candidate_count(limit, self._options))
             if not hits:
                 return []
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?))", [[h for h, _ in hits]]
-            ).fetchall()
+            rows = _rows_by_id(conn, [h for h, _ in hits])
         by_id = {r[0]: _row_to_entry(r) for r in rows}
-        return [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
+        live = [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
+        return rank_recall(live, tokens, self._options, limit)
 
     def fingerprint(self) -> str:
         """Order-independent hash of the live corpus: id, content, category and tags only (not importance, not
