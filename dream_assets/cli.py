@@ -134,10 +134,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"memory audit: check {name} FAILED ({found})")
     failed_calls = f", {run.failed_calls} failed" if run.failed_calls else ""
     print(f"model calls this cycle: {run.answered_calls} answered{failed_calls} ({backend})")
+    if run.from_pass_records:
+        print(
+            f"Dagster's event log did not record {', '.join(run.from_pass_records)} (is its database reachable?); "
+            "their status above is from the pass records the passes wrote with their ledger stamps"
+        )
+    for freed in run.freed_runs:
+        print(f"freed the pool slots of a dead run — {freed}")
     where = "; open the Dagster UI (make dev) to see it" if run.persistent else ""
     if run.ok:
         print(f"run {run.run_id} succeeded{where}")
         return 0
+    if run.interrupted:
+        print(f"run {run.run_id} STOPPED by a signal (SIGTERM or SIGINT){where}; the next cycle runs what it did not")
+        return 1
     print(f"run {run.run_id} FAILED{where}")
     problems = [f"{', '.join(names)} failed: {reason}" for reason, names in _said_once(run.failed).items()]
     problems += run.step_errors

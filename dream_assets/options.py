@@ -290,6 +290,11 @@ class DreamOptions:
         timedelta(days=30),
         "finished Dagster runs older than this are deleted daily with their events; zero keeps them all",
     )
+    RunTimeout: timedelta = _opt(
+        timedelta(minutes=5),
+        "a run with no sign of life (its heartbeat) for this long is dead: it is marked failed and the pool slots it "
+        "held are freed (a run on the same machine whose process is gone is dead at once); zero waits for ever",
+    )
 
     # ------------------------------------------------------------------
     def replace(self, **changes: Any) -> DreamOptions:

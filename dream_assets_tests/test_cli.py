@@ -1,5 +1,7 @@
 """The `dream` command as a user runs it: init the demo, run a cycle through Dagster, undo it."""
 
+from pathlib import Path
+
 import pytest
 
 from dream_assets.cli import main
@@ -392,3 +394,48 @@ def test_run_force_calls_a_held_pass_once_and_the_next_plain_cycle_is_gated_agai
     assert main(["run", "--profile", str(profile), "--now", "2026-11-30T14:00:00Z"]) == 0
     plain = capsys.readouterr().out
     assert " skipped " in consolidation_line(plain) and "model calls this cycle: 0 answered (offline)" in plain
+
+
+@pytest.mark.slow  # a whole cycle through `dream run`
+def test_a_pass_whose_event_log_write_failed_is_reported_from_its_pass_record(tmp_path, capsys, monkeypatch):
+    """The instance's database goes away as memory consolidation records its materialization: the pass applied its
+    changes and stamped the ledger, so `dream run` shows it completed (from its pass record), never "not run"."""
+    import shutil
+
+    import dagster as dg
+
+    from dream_assets.passes.outcome import load_outcome
+    from dream_assets.profile import AgentProfile
+    from dream_assets.store.ledger import PassLedger
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DREAM__ConsolidationMinInterval", "0")
+    handle = dg.DagsterInstance.handle_new_event
+    outages = []
+
+    def outage(self, event, *args, **kwargs):
+        de = event.dagster_event
+        if de is not None and de.event_type_value == "ASSET_MATERIALIZATION" and not outages:
+            if de.asset_key.to_user_string() == "memory_consolidation":
+                outages.append(de)  # once: the database is back for what follows
+                raise ConnectionError("server closed the connection unexpectedly")
+        return handle(self, event, *args, **kwargs)
+
+    monkeypatch.setattr(dg.DagsterInstance, "handle_new_event", outage)
+    root = tmp_path / "agents" / "demo"
+    assert main(["run", "--profile", str(root), "--demo", "--now", NOW]) == 1
+    out = capsys.readouterr().out
+    record = load_outcome(AgentProfile(root), "memory_consolidation")
+    assert record["status"] == "completed" and PassLedger(AgentProfile(root)).get("memory_consolidation")
+    (line,) = [line for line in out.splitlines() if line.startswith("  memory_consolidation ")]
+    assert " completed " in line and record["summary"] in line
+    assert "Dagster's event log did not record memory_consolidation" in out
+    assert "FAILED" in out  # the Dagster run did fail; the pass did not
+    # and the UI shows the pass's outcome too, from its pass record, once the database is back
+    with dg.DagsterInstance.get() as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey("memory_consolidation"))
+    meta = event.asset_materialization.metadata
+    assert meta["status"].value == "completed" and "pass record of run" in meta["recorded_from"].value

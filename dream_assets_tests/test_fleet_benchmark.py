@@ -33,3 +33,40 @@ def test_quick_fleet_run_ticks_fast_and_an_idle_fleet_launches_nothing():
     assert metrics["fleet.idle_runs_launched"]["value"] == 0, problems
     assert metrics["fleet.gate_after_cycle_runs_launched"]["value"] == 0, problems
     assert metrics["fleet.cycles_per_hour"]["value"] > 0
+
+
+def _job(kind: str) -> str:
+    """A benchmark worker's job: one dies outright, one sits for ever (on a lock, say), the rest answer."""
+    import os
+    import signal
+    import time
+
+    if kind == "die":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "sit":
+        time.sleep(3600)
+    return kind
+
+
+def test_a_dead_worker_ends_the_benchmark_with_a_clear_error_instead_of_a_hang():
+    import threading
+
+    from dream_assets_tests.workers import WorkerDied, map_in_workers, spawn_pool
+
+    outcome: list[BaseException | list] = []
+
+    def run() -> None:
+        try:
+            with spawn_pool(2) as pool:
+                assert map_in_workers(pool, _job, ["a", "b"]) == ["a", "b"]
+                outcome.append(map_in_workers(pool, _job, ["sit", "die", "c"]))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=300)
+    assert not thread.is_alive(), "the pool still waits on a dead worker"
+    (error,) = outcome
+    assert isinstance(error, WorkerDied), error
+    assert "a worker process died while running _job" in str(error) and "the other workers were stopped" in str(error)

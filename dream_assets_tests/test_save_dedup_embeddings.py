@@ -19,7 +19,7 @@ from dream_assets.profile import AgentProfile
 from dream_assets.store import DreamStore, open_store
 from dream_assets.store.embeddings import EmbeddingCache, content_hash
 from dream_assets_tests.conftest import NOW
-from dream_assets_tests.openai_server import OpenAITestServer, hang, refusing_base_url
+from dream_assets_tests.openai_server import OpenAITestServer, Reply, hang, refusing_base_url
 
 BACKGROUND = [
     "The user drinks green tea in the afternoon.",
@@ -137,6 +137,20 @@ def test_a_dead_endpoint_falls_back_to_the_lexical_measure_and_the_save_succeeds
     assert "embeddings failed" in result.reason and "lexical measure" in result.reason
     assert any("embeddings failed" in r.getMessage() for r in caplog.records)
     assert _live(store) == sorted([*BACKGROUND, MOVE_MORE])
+    store.close()
+
+
+def test_an_embeddings_body_nested_100000_deep_never_fails_the_save(tmp_path, server, caplog):
+    deep = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    server.script(*[Reply(status=200, body=deep, headers={"Content-Type": "application/json"})] * 8)
+    store = _store(tmp_path, "deep", _options(server.base_url))
+    store.memories.save(MOVE, now=NOW)
+    with caplog.at_level(logging.WARNING, logger="dream_assets.store.memory"):
+        result = store.memories.save(MOVE + " He works at a robotics startup.", now=NOW + timedelta(minutes=1))
+    assert server.embedding_requests  # the endpoint was asked, and its answer could not be used
+    assert "nested too deeply" in result.reason and "lexical measure" in result.reason
+    assert any("embeddings failed" in r.getMessage() for r in caplog.records)
+    assert result.entry.content in _live(store)  # saved (the TF-IDF measure keeps it apart from MOVE)
     store.close()
 
 

@@ -10,6 +10,7 @@ import dagster as dg
 from dream_assets.definitions import build_definitions
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
+from dream_assets.orchestration.run_liveness import SlotWait, free_slots_of_dead_runs
 from dream_assets.orchestration.run_tags import FORCE_REASON_TAG, FORCE_TAG, parse_forced
 from dream_assets.profile import AgentProfile
 
@@ -27,6 +28,9 @@ class CycleRun:
     #: The memory audit's checks after the cycle: name -> None when it passed, else what it found. A failed check of
     #: ERROR severity is also in ``step_errors``.
     checks: dict[str, str | None] = field(default_factory=dict)
+    interrupted: bool = False  # stopped by SIGTERM/SIGINT (while a step waited for a pool slot, or in a step)
+    freed_runs: list[str] = field(default_factory=list)  # dead runs whose pool slots this run freed, with why
+    from_pass_records: list[str] = field(default_factory=list)  # passes Dagster did not record: read from their record
 
     @property
     def answered_calls(self) -> int:
@@ -55,19 +59,25 @@ def run_cycle_in_dagster(
     if force:
         tags[FORCE_TAG] = ",".join(parse_forced(",".join(force)))
         tags[FORCE_REASON_TAG] = force_reason or "dream run --force"
-    defs = build_definitions(deployment=DreamDeployment(profile_root=str(profile.root.parent)))
+    deployment = DreamDeployment(profile_root=str(profile.root.parent))
+    defs = build_definitions(deployment=deployment)
     home = os.environ.get("DAGSTER_HOME")
     if home:
         Path(home).mkdir(parents=True, exist_ok=True)
     instance = dg.DagsterInstance.get() if home else dg.DagsterInstance.ephemeral()
-    with instance:
+    timeout_s = deployment.run_timeout_s()
+    with instance, SlotWait(instance, timeout_s=timeout_s) as slots:
         if not instance.has_dynamic_partition(AGENTS, profile.agent_id):
             instance.add_dynamic_partitions(AGENTS, [profile.agent_id])
         run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+        # Slots held by runs that died (killed, their machine gone) come back before this run needs one.
+        slots.freed += free_slots_of_dead_runs(instance, timeout_s=timeout_s)
         result = defs.resolve_job_def("dream_cycle").execute_in_process(
             instance=instance, partition_key=profile.agent_id, tags=tags, raise_on_error=False, run_config=run_config
         )
         run = CycleRun(result.run_id, result.success, persistent=bool(home))
+        run.interrupted = slots.interrupted
+        run.freed_runs = [f"{dead.run_id}: {dead.why}" for dead in slots.freed]
         for event in result.get_asset_materialization_events():
             mat = event.event_specific_data.materialization  # type: ignore[union-attr]
             meta = mat.metadata if mat is not None else {}
@@ -86,8 +96,15 @@ def run_cycle_in_dagster(
             if user is not None and "failed_passes" in (user.metadata or {}) and run.failed:
                 continue  # the last step failing the run because a pass failed: those are listed per pass
             error = getattr(data, "error", None)
+            if error is not None and error.cls_name == "DagsterExecutionInterruptedError":
+                run.interrupted = True  # a signal stopped the step (Dagster interrupts the pass that runs)
             message = error.message.strip() if error is not None else "failed"
             run.step_errors.append(f"{event.step_key}: {message.splitlines()[0] if message else 'failed'}")
+        _fill_from_pass_records(run, profile)
+        if run.persistent:
+            _record_from_pass_records(instance, run, profile.agent_id)
+        if run.interrupted:
+            return run  # stopped by a signal: the audit waits for the next run
         audit = defs.resolve_job_def("memory_audit_job").execute_in_process(
             instance=instance,
             partition_key=profile.agent_id,
@@ -111,3 +128,43 @@ def _audit_checks(run: CycleRun, audit: dg.ExecuteInProcessResult) -> None:
             error = getattr(event.event_specific_data, "error", None)
             message = error.message.strip().splitlines()[0] if error is not None and error.message else "failed"
             run.step_errors.append(f"memory_audit: {message}")
+
+
+def _record_from_pass_records(instance: dg.DagsterInstance, run: CycleRun, agent: str) -> None:
+    """Give the UI the outcome of each pass Dagster did not record, from its pass record: a materialization of the
+    pass's partition that says where it comes from (best effort: the database may still be away)."""
+    for name in run.from_pass_records:
+        status, summary = run.summaries[name]
+        try:
+            instance.report_runless_asset_event(
+                dg.AssetMaterialization(
+                    asset_key=name,
+                    partition=agent,
+                    metadata={
+                        "status": status,
+                        "summary": summary,
+                        "recorded_from": f"the pass record of run {run.run_id} (its event log write failed)",
+                    },
+                )
+            )
+        except Exception:  # noqa: BLE001 - the CLI has said it; the UI catches up at the pass's next run
+            return
+
+
+def _fill_from_pass_records(run: CycleRun, profile: AgentProfile) -> None:
+    """The status of every pass this run ran but Dagster did not record (its event log write failed: a PostgreSQL
+    outage), from the pass's own record, which the pass writes with its ledger stamp: the store is the truth."""
+    from dream_assets.passes.outcome import load_outcomes
+    from dream_assets.passes.registry import PASSES
+
+    missing = [spec.name for spec in PASSES if spec.name not in run.summaries]
+    for name, record in load_outcomes(profile, missing).items():
+        if record.get("cycle_id") != run.run_id:
+            continue  # an earlier run's outcome: this run did not get to the pass
+        status, summary = str(record["status"]), str(record.get("summary") or record.get("reason") or "")
+        run.summaries[name] = (status, summary)
+        run.from_pass_records.append(name)
+        if status == "failed":
+            run.failed[name] = str(record.get("reason") or summary)
+        calls = record.get("model_calls")
+        run.model_calls += calls if isinstance(calls, int) and not isinstance(calls, bool) else 0

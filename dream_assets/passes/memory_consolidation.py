@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -90,6 +90,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.store.connection import StoreError
 from dream_assets.store.dedup import REINFORCE
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.logs import log_exists, read_events
@@ -916,8 +917,9 @@ def _apply(
 def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateClusters]:
     """The near-duplicate scan: cosine over embeddings when ``EmbeddingModel`` is set (vectors cached per content
     hash in the store, so only new or edited entries are embedded; calls are counted in the pass's usage), the
-    store's lexical measure otherwise. A failed embeddings call fails the scan, and the pass degrades to new or
-    changed entries (spec: "If the near-duplicate scan fails ...")."""
+    store's lexical measure otherwise. A failed embeddings call does not fail the scan: the clusters come from the
+    lexical measure, with a warning, as a save's near-duplicate check falls back (a scan that fails itself still
+    degrades the pass to new or changed entries, spec: "If the near-duplicate scan fails ...")."""
     from dream_assets.llm.embeddings import build_embedding_provider
     from dream_assets.store.embeddings import EmbeddingIndex, cosine_clusters
 
@@ -938,7 +940,14 @@ def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateCluster
         try:
             live = memories.list_live()
             index = EmbeddingIndex(ctx.store, provider, now=ctx.now, pass_name=PASS)
-            vectors = index.vectors(live)
+            try:
+                vectors = index.vectors(live)
+            except StoreError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failing endpoint: clusters by the lexical measure, as saves do
+                found = lexical()
+                why = f"embeddings failed ({type(exc).__name__}: {str(exc)[:300]}); the lexical measure was used"
+                return replace(found, warning="; ".join(w for w in (why, found.warning) if w))
             report.counts["embedded"] = index.embedded
             return cosine_clusters(
                 [e.id for e in live],

@@ -632,12 +632,11 @@ class MemoryStore:
         provider cannot be built (``_embedding_unavailable`` says why)."""
         if self._embedding_index is not None or self._embedding_factory is None or self._embedding_unavailable:
             return self._embedding_index
-        from dream_assets.llm.base import ModelCallError
         from dream_assets.store.embeddings import EmbeddingIndex
 
         try:
             provider = self._embedding_factory()
-        except (ModelCallError, ValueError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the provider does, the save goes on with the lexical measure
             self._embedding_unavailable = str(exc)
             log.warning("save-time dedup uses the lexical measure: the embedding provider cannot be built: %s", exc)
             return None
@@ -684,12 +683,10 @@ class MemoryStore:
         if self._conn.in_transaction and index.missing([content, *(text for _, text in docs)]):
             # A caller holds the store: no request now. Its missing vectors come with the next scan or free save.
             return _SaveMeasure()
-        from dream_assets.llm.base import ModelCallError
-
         index.now = now
         try:
             return _SaveMeasure(sims=dict(index.similar(content, docs)))
-        except (ModelCallError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - an endpoint failure of any kind never fails the save: lexical measure
             self._embedding_failed = (now, str(exc))
             log.warning("save-time dedup used the lexical measure: embeddings failed: %s", exc)
             return _SaveMeasure(note=f"embeddings failed ({_short(str(exc))}): the lexical measure was used")
