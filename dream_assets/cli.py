@@ -10,9 +10,10 @@ import sys
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from dream_assets.model import parse_ts
-from dream_assets.options import DreamOptions, OptionsError
+from dream_assets.options import DreamOptions, OptionsError, load_agent_options
 from dream_assets.profile import AgentProfile, holds_profile
 
 DEMO_PROFILE = "data/agents/demo"
@@ -42,7 +43,7 @@ def _profile(args: argparse.Namespace, *, must_exist: bool = True) -> AgentProfi
 
 
 def _options(profile: AgentProfile) -> DreamOptions:
-    return DreamOptions.load(env=os.environ, profile_toml=profile.options_path)
+    return load_agent_options(profile)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -396,6 +397,102 @@ def cmd_import_logs(args: argparse.Namespace) -> int:
     return 1 if total.malformed or total.wrong_kind else 0
 
 
+#: `dream memory` exit codes: done; nothing found (no hit, no such id); refused (a value breaks a rule, no profile);
+#: the store could not be reached in time (try again).
+MEMORY_OK, MEMORY_NOT_FOUND, MEMORY_INVALID, MEMORY_BUSY = 0, 1, 2, 3
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    """save, search, get, forget and history through the same functions as the MCP tools (dream_assets.agent_memory).
+    Exit 0 done, 1 nothing found, 2 refused (the message names the field), 3 store busy: try again."""
+    from dream_assets import agent_memory as am
+
+    profile = _profile(args)
+    try:
+        now = am.parse_time(args.now)
+        if args.action == "save":
+            content = sys.stdin.read() if args.content == "-" else args.content
+            result: Any = am.save(
+                profile, content, category=args.category, tags=args.tag or (), importance=args.importance, now=now
+            )
+            text = f"{result.outcome} {result.id}" + (f" ({result.reason})" if result.reason else "")
+        elif args.action == "search":
+            result = am.search(
+                profile, args.query, limit=args.limit, category=args.category, tags=args.tag or (), now=now
+            )
+            text = "\n".join(f"{h.id}  {h.score:.3f}  [{h.category}]  {h.content}" for h in result.hits)
+        elif args.action == "get":
+            result = am.get(profile, args.id, now=now)
+            gone = "" if result.status == "live" else f" ({result.archived_reason or result.status})"
+            lead = f"; now held by {result.current_id}" if result.current_id not in (None, result.id) else ""
+            text = f"{result.id}  {result.status}{gone}{lead}\n[{result.category}] {result.content}"
+        elif args.action == "forget":
+            result = am.forget(profile, args.id, reason=args.reason, profile_arg=args.profile, now=now)
+            text = (
+                f"archived {result.id}; undo with `{result.undo_command}`"
+                if result.archived
+                else f"{result.id} was archived already; nothing changed"
+            )
+        else:
+            result = am.history(profile, args.id, now=now)
+            text = "\n".join(
+                f"{e.at}  {e.event:<10}  {e.cycle_id} / {e.pass_name}: {e.reason}"
+                + (f"\n    {e.content}" if e.content else "")
+                for e in result.events
+            )
+    except am.NotFound as exc:
+        print(f"dream memory {args.action}: {exc}", file=sys.stderr)
+        return MEMORY_NOT_FOUND
+    except am.StoreUnavailable as exc:
+        print(f"dream memory {args.action}: {exc}", file=sys.stderr)
+        return MEMORY_BUSY
+    except am.AgentMemoryError as exc:
+        print(f"dream memory {args.action}: {exc}", file=sys.stderr)
+        return MEMORY_INVALID
+    if args.json or text:
+        print(result.model_dump_json(indent=2) if args.json else text)
+    if args.action == "search" and not result.hits:
+        if not args.json:
+            print("no memory matches", file=sys.stderr)
+        return MEMORY_NOT_FOUND
+    return MEMORY_OK
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The MCP server: stdio for the one agent of --profile, or Streamable HTTP for every agent under the profile root
+    (--http HOST:PORT). Exit 2 when it cannot start as configured."""
+    from dream_assets import mcp_server
+
+    if not args.http:
+        mcp_server.serve_stdio(_profile(args, must_exist=False))
+        return 0
+    host, sep, port = args.http.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        print(f"dream serve --http {args.http!r}: give HOST:PORT, e.g. 127.0.0.1:8765", file=sys.stderr)
+        return 2
+    root = Path(args.profile_root or DreamOptions.load(env=os.environ).ProfileRoot)
+    try:
+        gate = mcp_server.gate_from_environment(
+            root,
+            host.strip("[]"),
+            int(port),
+            allowed_origins=args.allow_origin or (),
+            allowed_hosts=args.allow_host or (),
+            max_request_bytes=args.max_request_bytes,
+        )
+    except mcp_server.ServeConfigError as exc:
+        print(f"dream serve: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"dream serve: agents under {gate.profile_root} at http://{args.http}/agents/<agent id>/mcp"
+        + (" (bearer token required)" if gate.token or gate.agent_tokens else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+    mcp_server.serve_http(gate)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dream", description="Keep an agent's memory and skills healthy while it is idle.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -481,6 +578,60 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("files", nargs="+")
     sp.set_defaults(func=cmd_import_logs)
+
+    sp = sub.add_parser(
+        "memory",
+        help="save, search, get, forget or show the history of a memory (as the MCP tools do); exit 0 done, "
+        "1 nothing found, 2 refused (the message names the field), 3 store busy",
+    )
+    actions = sp.add_subparsers(dest="action", required=True)
+    for name, text in (
+        ("save", "save a fact (CONTENT '-' reads standard input): created, reinforced or extended"),
+        ("search", "live memories matching QUERY, best first"),
+        ("get", "one memory by id, archived too, with where it went"),
+        ("forget", "archive a memory with a reason (dream undo puts it back)"),
+        ("history", "a memory's versions from the change log"),
+    ):
+        ap = actions.add_parser(name, help=text)
+        common(ap)
+        ap.add_argument("--json", action="store_true", help="print the result as JSON")
+        if name == "save":
+            ap.add_argument("content")
+            ap.add_argument("--category", default="general")
+            ap.add_argument("--importance", type=float, default=0.5)
+        elif name == "search":
+            ap.add_argument("query")
+            ap.add_argument("--limit", type=int, default=10)
+            ap.add_argument("--category")
+        else:
+            ap.add_argument("id")
+        if name in ("save", "search"):
+            ap.add_argument("--tag", action="append", help="a tag (repeat for more)")
+        if name == "forget":
+            ap.add_argument("--reason", required=True)
+        ap.set_defaults(func=cmd_memory)
+
+    sp = sub.add_parser(
+        "serve",
+        help="the agent's memory as an MCP server: stdio for --profile, or Streamable HTTP with --http HOST:PORT "
+        "(one endpoint per agent, /agents/<id>/mcp); exit 2 when it cannot start as configured",
+    )
+    common(sp)
+    sp.add_argument("--http", metavar="HOST:PORT", help="serve every agent under --profile-root over HTTP")
+    sp.add_argument("--profile-root", help="folder of the agent profiles (default: option ProfileRoot)")
+    sp.add_argument(
+        "--allow-origin", action="append", metavar="URL", help="a browser Origin allowed besides the server's own"
+    )
+    sp.add_argument(
+        "--allow-host", action="append", metavar="HOST:PORT", help="a Host header allowed besides the loopback names"
+    )
+    sp.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=1024 * 1024,
+        help="largest request body accepted (default 1 MiB)",
+    )
+    sp.set_defaults(func=cmd_serve)
     return p
 
 

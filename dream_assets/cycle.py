@@ -4,26 +4,33 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from pathlib import Path
 
-from dream_assets.model import new_id
-from dream_assets.options import DreamOptions
+from dream_assets.model import new_id, utc_or_now
+from dream_assets.options import DreamOptions, load_agent_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
 from dream_assets.passes.report import PassReport
-from dream_assets.profile import AgentProfile
+from dream_assets.profile import AgentProfile, as_profile
 
 
 def run_cycle(
-    profile: AgentProfile,
-    options: DreamOptions,
-    now: datetime,
+    profile: AgentProfile | str | Path,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
     *,
     client_factory: Callable | None = None,
     only: Iterable[str] | None = None,
     cycle_id: str | None = None,
 ) -> list[PassReport]:
-    """Run the passes in the spec's order. A pass that raises is reported as failed and the cycle goes on
-    (spec: retention is best-effort; a model error means "retry next cycle", never "done"); see PassSpec.run."""
+    """Run the passes in the spec's order, in this process and without Dagster (``dream run`` runs the same passes
+    through Dagster). ``profile``: the agent's folder or profile; ``options``: the agent's own options unless given
+    (``load_agent_options``); ``now``: the current UTC time unless given. Returns one report per pass (``status``,
+    ``summary``, ``reason``). A pass that raises is reported as failed and the cycle goes on (spec: retention is
+    best-effort; a model error means "retry next cycle", never "done"); see PassSpec.run."""
+    profile = as_profile(profile)
+    options = load_agent_options(profile) if options is None else options
+    now = utc_or_now(now)
     wanted = set(only) if only is not None else None
     ctx = PassContext(profile, options, now, cycle_id=cycle_id or new_id(), client_factory=client_factory)
     reports: list[PassReport] = []

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from dream_assets.options import DreamOptions
 from dream_assets.profile import SESSION_LOGS, AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.logs import read_events
@@ -47,9 +48,9 @@ def log_watermark(profile: AgentProfile, kind: str) -> str:
 def data_version(profile: AgentProfile, asset: str) -> str:
     """The fingerprint of input source asset ``asset`` for this agent."""
     if asset == "memory_corpus":
-        return open_store(profile).memories.fingerprint()
+        return open_store(profile, DreamOptions()).memories.fingerprint()
     if asset == "skill_catalog":
-        return open_store(profile).skills.fingerprint()
+        return open_store(profile, DreamOptions()).skills.fingerprint()
     if asset == LEDGER_INPUT:
         path = profile.ledger_path
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"

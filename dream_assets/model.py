@@ -19,6 +19,11 @@ def utc(dt: datetime) -> datetime:
     return dt.astimezone(UTC)
 
 
+def utc_or_now(now: datetime | None) -> datetime:
+    """``now`` as aware UTC, or the current UTC time when it is None (an agent's call need not pass a clock)."""
+    return datetime.now(UTC) if now is None else utc(now)
+
+
 def parse_ts(value: Any) -> datetime:
     """An ISO-8601 string (``Z`` allowed) or datetime, as aware UTC. Raises ValueError."""
     if isinstance(value, datetime):

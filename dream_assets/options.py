@@ -16,8 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from dream_assets.profile import AgentProfile
 
 ENV_PREFIX = "DREAM__"
 
@@ -73,6 +76,11 @@ class DreamOptions:
     BusyRetryMaxDelay: timedelta = _opt(timedelta(hours=1), "longest retry delay (never below BusyRetryInitialDelay)")
     BusyRetryMaxAttempts: int = _opt(
         6, "retries of a deferred pass before it waits for the next cycle; zero never retries early", minimum=0
+    )
+    AgentActiveWindow: timedelta = _opt(
+        timedelta(seconds=60),
+        "every call through the agent interfaces (dream serve, dream memory, dream_assets.agent_memory) marks the "
+        "agent's model busy for this long, so a dream pass does not start a model call mid-conversation; zero: no mark",
     )
     BusyLeaseStaleAfter: timedelta = _opt(
         timedelta(minutes=10),
@@ -292,6 +300,12 @@ class DreamOptions:
             raw[_canonical(key, key)] = (value, key)
         values = {name: _coerce(name, value, where) for name, (value, where) in raw.items()}
         return cls(**values)
+
+
+def load_agent_options(profile: AgentProfile, env: Mapping[str, str] | None = None) -> DreamOptions:
+    """One agent's options, as every ``dream`` command loads them: the defaults, the deployment file
+    (``DREAM_CONFIG``), the agent's ``dream.toml``, then the ``DREAM__*`` environment (``env``, else ``os.environ``)."""
+    return DreamOptions.load(env=os.environ if env is None else env, profile_toml=profile.options_path)
 
 
 _FIELDS = {f.name: f for f in fields(DreamOptions)}

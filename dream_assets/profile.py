@@ -173,6 +173,15 @@ class AgentProfile:
         return self
 
 
+def as_profile(profile: AgentProfile | str | Path) -> AgentProfile:
+    """An agent's profile, given as the profile or as its folder."""
+    if isinstance(profile, AgentProfile):
+        return profile
+    if isinstance(profile, str | Path):
+        return AgentProfile(Path(profile))
+    raise TypeError(f"an agent profile is an AgentProfile or the path of its folder, got {type(profile).__name__}")
+
+
 def holds_profile(path: Path) -> bool:
     """Whether the folder holds an agent's data (a store or logs), whatever its name."""
     return path.is_dir() and (

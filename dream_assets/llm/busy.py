@@ -8,6 +8,10 @@ waits rather than queuing behind an active turn. The agent says "busy" with a le
   (any name not starting with "."; optionally JSON ``{"pid", "host", "acquired_at", "heartbeat"}``) and
   delete it afterwards. A plain file at ``model-busy.lease`` itself is honoured too.
 
+An agent that cannot wrap its turns (it reaches its memory through ``dream serve`` or ``dream memory``) is marked
+active instead: each call writes a lease with an ``expires_at`` (``mark_active``, ``AgentActiveWindow`` from now),
+so a dream pass waits until the agent has been quiet for that long.
+
 One file per holder, so overlapping turns (threads, processes) never release each other's lease. A lease
 whose heartbeat (the JSON field, else the file's modification time) is older than ``BusyLeaseStaleAfter``
 is from a crashed agent and has expired; so has a lease written on this host by a process that no longer
@@ -49,8 +53,11 @@ class Lease:
     host: str
     acquired_at: datetime | None
     heartbeat: datetime
+    expires_at: datetime | None = None  # a lease for a span of activity, not a turn: over at this time
 
     def expired(self, now: datetime, stale_after: timedelta) -> bool:
+        if self.expires_at is not None and utc(now) >= self.expires_at:
+            return True
         if stale_after > timedelta(0) and utc(now) - self.heartbeat > stale_after:
             return True
         return self.host == _HOST and self.pid is not None and not _pid_alive(self.pid)
@@ -102,6 +109,7 @@ def _read_lease(path: Path) -> Lease | None:
         host=str(data.get("host") or ""),
         acquired_at=_ts(data.get("acquired_at")),
         heartbeat=heartbeat,
+        expires_at=_ts(data.get("expires_at")),
     )
 
 
@@ -185,6 +193,34 @@ def model_busy(
         if beat is not None:
             beat.join()
         path.unlink(missing_ok=True)
+
+
+#: The expiry of this process's activity lease per lease file, so a burst of calls rewrites it once per half window.
+_active_until: dict[Path, datetime] = {}
+_active_guard = threading.Lock()
+
+
+def mark_active(profile: AgentProfile, window: timedelta, *, now: datetime | None = None) -> Path | None:
+    """Mark the agent active until ``window`` from ``now``: one lease file per process (pid and host in it, so it
+    expires with the process), rewritten only when less than half the window is left. A non-positive window marks
+    nothing. Returns the lease file (None when nothing was marked)."""
+    if window <= timedelta(0):
+        return None
+    base = profile.busy_lease_path
+    if base.is_file():
+        return None  # a hand-made lease at the folder's path: the agent is busy anyway, and there is no folder
+    at = utc(now) if now is not None else datetime.now(UTC)
+    path = base / f"agent-active-{_HOST}-{os.getpid()}.json"
+    with _active_guard:
+        until = _active_until.get(path)
+        if until is not None and until - at > window / 2 and path.exists():
+            return path
+        base.mkdir(parents=True, exist_ok=True)
+        expires = at + window
+        body = {"pid": os.getpid(), "host": _HOST, "acquired_at": iso(at), "heartbeat": iso(at)}
+        _write_lease(path, {**body, "expires_at": iso(expires)})
+        _active_until[path] = expires
+    return path
 
 
 def clear_expired_leases(profile: AgentProfile, now: datetime, stale_after: timedelta) -> list[Path]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from dream_assets.options import DreamOptions
-from dream_assets.profile import AgentProfile
+from dream_assets.options import DreamOptions, load_agent_options
+from dream_assets.profile import AgentProfile, as_profile
 
 
 @dataclass
@@ -53,5 +54,9 @@ class DreamStore:
         self.connection.close()
 
 
-def open_store(profile: AgentProfile, options: DreamOptions | None = None) -> DreamStore:
-    return DreamStore(profile, options or DreamOptions())
+def open_store(profile: AgentProfile | str | Path, options: DreamOptions | None = None) -> DreamStore:
+    """The store of one agent: ``profile`` is its folder (a path) or its ``AgentProfile``. Without ``options`` the
+    agent's own options apply, as every ``dream`` command loads them: the defaults, the deployment file
+    (``DREAM_CONFIG``), the agent's ``dream.toml`` and the ``DREAM__*`` environment (``load_agent_options``)."""
+    profile = as_profile(profile)
+    return DreamStore(profile, options if options is not None else load_agent_options(profile))

@@ -208,10 +208,11 @@ class ChangeLog:
         if pass_name is not None:
             where.append("pass_name = ?")
             params.append(pass_name)
+        return self._rows(" AND ".join(where), params)
+
+    def _rows(self, where: str, params: list[Any]) -> list[ChangeRecord]:
         with self._conn.session() as conn:
-            rows = conn.execute(
-                f"SELECT * FROM changes WHERE {' AND '.join(where)} ORDER BY ordinal", params
-            ).fetchall()
+            rows = conn.execute(f"SELECT * FROM changes WHERE {where} ORDER BY ordinal", params).fetchall()
         return [
             ChangeRecord(
                 r[0],
@@ -228,6 +229,10 @@ class ChangeLog:
             )
             for r in rows
         ]
+
+    def for_target(self, target_type: str, target_id: str) -> list[ChangeRecord]:
+        """Every row about one memory or skill, oldest first: its versions as the change log knows them."""
+        return self._rows("target_type = ? AND target_id = ?", [target_type, target_id])
 
     def cycles(self) -> list[tuple[str, datetime, int]]:
         with self._conn.session() as conn:

@@ -16,7 +16,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self
 
@@ -157,7 +157,8 @@ class LogRecord(BaseModel):
     log_kind: ClassVar[str]
     example: ClassVar[str | None] = None
 
-    timestamp: Timestamp = Field(description="ISO-8601, UTC")
+    #: Required on disk; a record built in code without one carries the current UTC time.
+    timestamp: Timestamp = Field(default_factory=lambda: datetime.now(UTC), description="ISO-8601, UTC")
 
     #: The keys on disk, in field order.
     json_keys: ClassVar[tuple[str, ...]] = ()
@@ -397,9 +398,9 @@ def _has_lone_surrogate(value: Any) -> bool:
 def record_table(cls: type[LogRecord]) -> str:
     """The Markdown table of one record's fields: key, type, whether it is required, what it holds."""
     rows = ["| Field | Type | |", "| --- | --- | --- |"]
-    for info in cls.model_fields.values():
+    for name, info in cls.model_fields.items():
         rule = next(m for m in info.metadata if isinstance(m, Rule))
-        if info.is_required():
+        if info.is_required() or name == "timestamp":  # only a record built in code may leave it to the clock
             presence = "required"
         else:
             default = info.get_default(call_default_factory=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 from dream_assets.model import utc
 from dream_assets.names import validate_session_id
-from dream_assets.profile import SESSION_LOGS, AgentProfile
+from dream_assets.profile import SESSION_LOGS, AgentProfile, as_profile
 from dream_assets.store import warehouse
 from dream_assets.store.line_batch import MalformedLine
 from dream_assets.store.locks import path_lock
@@ -54,8 +54,23 @@ MAX_PROBLEMS = 20
 # --- writing ---------------------------------------------------------------------------------------------------
 
 
-def append_event(profile: AgentProfile, kind: str, event: LogRecord, *, fsync: bool = False) -> None:
-    """Append one record as one complete line, under the lock log retention also takes."""
+def append_event(
+    profile: AgentProfile | str | Path,
+    kind: str | LogRecord,
+    event: LogRecord | None = None,
+    *,
+    fsync: bool = False,
+) -> None:
+    """Append one record as one complete line, under the lock log retention also takes. The log is the record's
+    own (``append_event(profile, FeedbackEvent(...))``); naming it as well (``append_event(profile, "feedback",
+    record)``) checks the record is of that log. A record built without a ``timestamp`` carries the current UTC time."""
+    profile = as_profile(profile)
+    if isinstance(kind, LogRecord):
+        if event is not None:
+            raise TypeError("append_event takes the record once: append_event(profile, record)")
+        kind, event = kind.log_kind, kind
+    if event is None:
+        raise TypeError(f"append_event(profile, {kind!r}) needs the record to append")
     cls = record_class(kind)
     if not isinstance(event, cls):
         raise TypeError(f"a {kind} log takes {cls.__name__} records, got {type(event).__name__}")

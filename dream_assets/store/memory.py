@@ -24,14 +24,14 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 
-from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, new_id, utc
+from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, new_id, utc, utc_or_now
 from dream_assets.options import DreamOptions
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
@@ -89,6 +89,7 @@ class SaveResult:
     matched_id: str | None = None
     similarity: float | None = None
     reason: str | None = None  # why dedup reinforced, extended, or kept apart from matched_id
+    before: MemoryEntry | None = None  # the entry reinforced or extended, as it was before this save
 
 
 def _row_to_entry(row: Sequence[Any]) -> MemoryEntry:
@@ -343,13 +344,7 @@ def _short(text: str, limit: int = 160) -> str:
 def _noted(result: SaveResult, note: str | None) -> SaveResult:
     if not note:
         return result
-    return SaveResult(
-        result.action,
-        result.entry,
-        matched_id=result.matched_id,
-        similarity=result.similarity,
-        reason=f"{result.reason}; {note}" if result.reason else note,
-    )
+    return replace(result, reason=f"{result.reason}; {note}" if result.reason else note)
 
 
 def _row_values(entry: MemoryEntry) -> list[Any]:
@@ -543,51 +538,71 @@ class MemoryStore:
         tags: Sequence[str] = (),
         importance: float = 0.5,
         metadata: Mapping[str, str] | None = None,
-        now: datetime,
+        now: datetime | None = None,
         dedupe: bool = True,
+        on_saved: Callable[[SaveResult], None] | None = None,
     ) -> SaveResult:
         """Save a memory. With ``dedupe`` an incoming entry whose similarity with a live entry is at or above the
         save-time threshold (embedding cosine and ``EmbeddingSimilarityThreshold`` when an embedding model is set,
         else the lexical measure: ``similarity_measure``) reinforces that entry when it adds nothing to it, or extends
         it when it only adds sentences (store/dedup.py); otherwise, a correction for example, it is created apart and
         the result names the near-duplicate (``matched_id``) and why it was not absorbed (``reason``). Stored text is
-        never rewritten. When embeddings failed, ``reason`` says the lexical measure was used instead."""
-        now = utc(now)
+        never rewritten. When embeddings failed, ``reason`` says the lexical measure was used instead. ``now`` defaults
+        to the current UTC time. ``on_saved`` is called with the result inside the write transaction (a change-log
+        row written there is committed with the save, or neither is)."""
+        now = utc_or_now(now)
         content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
-        near: tuple[MemoryEntry, float, str] | None = None
         # Vectors first, outside the write transaction: an embeddings request never runs while the store is held.
         measure = self._save_measure(content, category, meta, now) if dedupe else _SaveMeasure()
         with self._conn.transaction() as conn:
-            self._idx.ensure(conn)
-            if dedupe:
-                twin = self._oldest_exact(conn, content, category, meta)
-                if twin is not None:
-                    return self._reinforce_exact(conn, twin, tags, importance, meta, now)
-                absorbed, near = self._absorb(
-                    conn,
-                    self._find_duplicate(conn, content, meta, sims=measure.sims),
-                    content,
-                    category,
-                    tags,
-                    importance,
-                    meta,
-                    now,
-                )
-                if absorbed is not None:
-                    return _noted(absorbed, measure.note)
-            entry = MemoryEntry(
-                id=new_id(),
-                content=content,
-                category=category,
-                tags=tags,
-                importance=importance,
-                created_at=now,
-                updated_at=now,
-                last_seen_at=now,
-                reinforcement_count=1,
-                metadata=meta,
+            result = self._save_in(conn, content, category, tags, importance, meta, now, dedupe, measure)
+            if on_saved is not None:
+                on_saved(result)
+        return result
+
+    def _save_in(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        content: str,
+        category: str,
+        tags: tuple[str, ...],
+        importance: float,
+        meta: dict[str, str],
+        now: datetime,
+        dedupe: bool,
+        measure: _SaveMeasure,
+    ) -> SaveResult:
+        self._idx.ensure(conn)
+        near: tuple[MemoryEntry, float, str] | None = None
+        if dedupe:
+            twin = self._oldest_exact(conn, content, category, meta)
+            if twin is not None:
+                return self._reinforce_exact(conn, twin, tags, importance, meta, now)
+            absorbed, near = self._absorb(
+                conn,
+                self._find_duplicate(conn, content, meta, sims=measure.sims),
+                content,
+                category,
+                tags,
+                importance,
+                meta,
+                now,
             )
-            self._insert(conn, entry, fresh_id=True)
+            if absorbed is not None:
+                return _noted(absorbed, measure.note)
+        entry = MemoryEntry(
+            id=new_id(),
+            content=content,
+            category=category,
+            tags=tags,
+            importance=importance,
+            created_at=now,
+            updated_at=now,
+            last_seen_at=now,
+            reinforcement_count=1,
+            metadata=meta,
+        )
+        self._insert(conn, entry, fresh_id=True)
         if near is None:
             return _noted(SaveResult("created", entry), measure.note)
         return _noted(
@@ -725,6 +740,7 @@ class MemoryStore:
             matched_id=existing.id,
             similarity=1.0,
             reason="the same text (case, white space and punctuation aside) in the same category",
+            before=existing,
         )
 
     def _find_duplicate(
@@ -831,7 +847,10 @@ class MemoryStore:
             conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags), before=existing
         )
         action = "extended" if new_content != existing.content else "reinforced"
-        return SaveResult(action, updated, matched_id=existing.id, similarity=similarity, reason=decision.reason), None
+        result = SaveResult(
+            action, updated, matched_id=existing.id, similarity=similarity, reason=decision.reason, before=existing
+        )
+        return result, None
 
     def put(self, entry: MemoryEntry) -> MemoryEntry:
         """Insert a fully specified entry as is (no dedup). Used by merges, imports and the demo generator."""
@@ -953,7 +972,7 @@ class MemoryStore:
         self,
         entry_id: str,
         *,
-        now: datetime,
+        now: datetime | None = None,
         content: str | None = None,
         category: str | None = None,
         tags: Sequence[str] | None = None,
@@ -961,6 +980,7 @@ class MemoryStore:
         metadata: Mapping[str, str] | None = None,
     ) -> MemoryEntry:
         """Edit fields of a live or archived entry (a tool edit). Sets updated_at; never touches last_seen_at."""
+        now = utc_or_now(now)
         with self._conn.transaction() as conn:
             cur = self._require(conn, entry_id)
             c, cat, tg, imp, meta = self.validate(
@@ -974,20 +994,22 @@ class MemoryStore:
             self._write(conn, new, bump=(c, cat, tg) != (cur.content, cur.category, cur.tags), before=cur)
         return new
 
-    def reinforce(self, entry_id: str, *, now: datetime) -> MemoryEntry:
+    def reinforce(self, entry_id: str, *, now: datetime | None = None) -> MemoryEntry:
         """Episode reinforcement: last_seen_at = now, reinforcement_count + 1, content untouched."""
+        now = utc_or_now(now)
         with self._conn.transaction() as conn:
             cur = self._require(conn, entry_id)
             new = cur.with_(last_seen_at=utc(now), reinforcement_count=cur.reinforcement_count + 1, updated_at=utc(now))
             self._write(conn, new, bump=False)
         return new
 
-    def archive(self, entry_id: str, *, now: datetime) -> MemoryEntry:
+    def archive(self, entry_id: str, *, now: datetime | None = None) -> MemoryEntry:
         """Hide an entry from recall; it stays retrievable by id (and restorable) until the archive purge."""
-        return self._set_archived(entry_id, archived_at=utc(now), now=now)
+        now = utc_or_now(now)
+        return self._set_archived(entry_id, archived_at=now, now=now)
 
-    def restore(self, entry_id: str, *, now: datetime) -> MemoryEntry:
-        return self._set_archived(entry_id, archived_at=None, now=now)
+    def restore(self, entry_id: str, *, now: datetime | None = None) -> MemoryEntry:
+        return self._set_archived(entry_id, archived_at=None, now=utc_or_now(now))
 
     def supersede(
         self, loser_id: str, winner_id: str, *, now: datetime, reason: str = ""

@@ -9,7 +9,7 @@ from typing import Any
 
 import duckdb
 
-from dream_assets.model import Skill, utc
+from dream_assets.model import Skill, utc, utc_or_now
 from dream_assets.names import validate_skill_name
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.schema import ensure_schema, from_db, to_db
@@ -71,12 +71,12 @@ class SkillStore:
             rows = conn.execute(f"SELECT {_COLUMNS} FROM skills WHERE archived_at IS NOT NULL ORDER BY name").fetchall()
         return [_row(r) for r in rows]
 
-    def save(self, skill: Skill, *, now: datetime) -> Skill:
+    def save(self, skill: Skill, *, now: datetime | None = None) -> Skill:
         """Create or replace a skill (an archived one of the same name is brought back). Keeps created_at of an
         existing skill
         unless the caller set an earlier one (merges carry the earliest)."""
         skill = self.validate(skill)
-        now = utc(now)
+        now = utc_or_now(now)
         with self._conn.transaction() as conn:
             cur_row = conn.execute(f"SELECT {_COLUMNS} FROM skills WHERE name = ?", [skill.name]).fetchone()
             if cur_row is None:
@@ -108,10 +108,10 @@ class SkillStore:
                 self._update(conn, skill)
         return skill
 
-    def archive(self, name: str, *, now: datetime) -> Skill:
-        return self._set_archived(name, utc(now))
+    def archive(self, name: str, *, now: datetime | None = None) -> Skill:
+        return self._set_archived(name, utc_or_now(now))
 
-    def restore(self, name: str, *, now: datetime) -> Skill:
+    def restore(self, name: str, *, now: datetime | None = None) -> Skill:
         return self._set_archived(name, None)
 
     def _set_archived(self, name: str, when: datetime | None) -> Skill:
@@ -126,7 +126,8 @@ class SkillStore:
             self._update(conn, new)
         return new
 
-    def touch_used(self, name: str, *, now: datetime) -> None:
+    def touch_used(self, name: str, *, now: datetime | None = None) -> None:
+        now = utc_or_now(now)
         with self._conn.session() as conn:
             conn.execute(
                 "UPDATE skills SET last_used_at = greatest(coalesce(last_used_at, ?), ?) WHERE name = ?",

@@ -1,0 +1,221 @@
+"""`dream serve` benchmarks: save and search through MCP, as an agent sees them. Prints one JSON object per line:
+{"name", "n", "value", "unit"}.
+
+    .venv/bin/python benchmarks/serve.py            # n = 10,000 and 100,000 entries
+    .venv/bin/python benchmarks/serve.py --quick    # n = 1,000, fewer calls, a 15 s cycle window (CI)
+
+For each corpus size and each transport (stdio: a `dream serve --profile` child of the client; http: a `dream serve
+--http` subprocess on 127.0.0.1), with the real `mcp` client SDK:
+
+- alone: ``serve.<transport>.save_p50_ms`` / ``save_p99_ms`` and ``search_p50_ms`` / ``search_p99_ms`` (client-observed
+  latency of one tool call; the first call, which builds the server's recall index, is left out and reported as
+  ``serve.<transport>.first_call_s``), and ``serve.<transport>.server_cpu_per_save_ms`` (the server process's CPU time
+  per save: a figure the load of a shared machine disturbs far less than latency);
+- during a cycle: a dream cycle (``dream_assets.cycle.run_cycle``, offline backend) runs in another process while the
+  client saves 20 times a second and searches after every other save, for as long as the cycle runs but at most the
+  window (``--window``; a cycle still running then is stopped, reported as ``serve.<transport>.cycle_stopped``: its
+  open transaction rolls back, which cannot touch the saves the server committed):
+  ``serve.<transport>.cycle_save_p50_ms`` / ``_p99_ms``, ``cycle_search_p50_ms`` / ``_p99_ms``,
+  ``serve.<transport>.cycle_saves`` (how many), ``serve.errors`` (tool errors, must be 0) and ``serve.saves_lost``
+  (ids a save returned that are missing from the store afterwards, must be 0).
+
+Targets at 100,000 entries: search p50 <= 15 ms, save p50 <= 30 ms, p99 <= 250 ms during a cycle, saves lost 0.
+Run it with ``nice -n 10`` on a shared machine; latencies there are upper bounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories  # noqa: E402
+from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.profile import AgentProfile  # noqa: E402
+from dream_assets.store import open_store  # noqa: E402
+from dream_assets_tests.mcp_harness import HttpServer, http_session, stdio_session  # noqa: E402
+
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
+CYCLE = "import sys; from dream_assets.cycle import run_cycle; run_cycle(sys.argv[1])"
+
+
+def emit(name: str, n: int, value: float, unit: str) -> None:
+    print(json.dumps({"name": name, "n": n, "value": round(value, 3), "unit": unit}), flush=True)
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+
+
+def build(root: Path, n: int) -> AgentProfile:
+    profile = AgentProfile(root / f"bench-{n}").ensure()
+    store = open_store(profile, DreamOptions())
+    store.memories.put_many(_memories(random.Random(n), NOW, n))
+    store.close()
+    return profile
+
+
+def fact(rng: random.Random, i: int) -> str:
+    return (
+        f"Note {i}: {rng.choice(PEOPLE)} asked about {rng.choice(TOOLS)} for {rng.choice(PROJECTS)} "
+        f"during the {rng.choice(TOPICS)} in {rng.choice(PLACES)}, ticket {rng.randint(1000, 99999)}."
+    )
+
+
+def query(rng: random.Random) -> str:
+    return f"{rng.choice(PEOPLE).split()[0]} {rng.choice(TOOLS)} {rng.choice(TOPICS)}"
+
+
+def _server_pid(match: str) -> int | None:
+    """The `dream serve` process among this process's children (its command line contains ``match``)."""
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[1] == me and "serve" in cmdline and match in cmdline:
+            return int(entry.name)
+    return None
+
+
+def _cpu_s(pid: int | None) -> float:
+    if pid is None:
+        return float("nan")
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _timed(call: Callable, name: str, args: dict) -> tuple[float, bool, dict | None]:
+    t = time.perf_counter()
+    result = await call(name, args)
+    return time.perf_counter() - t, bool(result.is_error), result.structured_content
+
+
+async def bench_transport(
+    session_of: Callable[[], AsyncIterator], transport: str, profile: AgentProfile, n: int, calls: int, window: float
+) -> None:
+    rng = random.Random(n)
+    lost_ids: list[str] = []
+    errors = 0
+    async with session_of() as session:
+        call = session.call_tool
+        elapsed, _, _ = await _timed(call, "memory_search", {"query": "warm up the recall index"})
+        emit(f"serve.{transport}.first_call_s", n, elapsed, "s")
+        pid = _server_pid(str(profile.root.parent) if transport == "http" else str(profile.root))
+        saves, searches = [], []
+        cpu = _cpu_s(pid)
+        for i in range(calls):
+            elapsed, failed, _ = await _timed(call, "memory_save", {"content": fact(rng, i), "category": "notes"})
+            saves.append(elapsed)
+            errors += failed
+        cpu = _cpu_s(pid) - cpu
+        for _ in range(calls):
+            elapsed, failed, _ = await _timed(call, "memory_search", {"query": query(rng), "limit": 10})
+            searches.append(elapsed)
+            errors += failed
+        emit(f"serve.{transport}.save_p50_ms", n, statistics.median(saves) * 1000, "ms")
+        emit(f"serve.{transport}.save_p99_ms", n, _p99(saves) * 1000, "ms")
+        emit(f"serve.{transport}.search_p50_ms", n, statistics.median(searches) * 1000, "ms")
+        emit(f"serve.{transport}.search_p99_ms", n, _p99(searches) * 1000, "ms")
+        emit(f"serve.{transport}.server_cpu_per_save_ms", n, cpu / calls * 1000, "ms")
+
+        cycle = subprocess.Popen(
+            [sys.executable, "-c", CYCLE, str(profile.root)],
+            env={k: v for k, v in os.environ.items() if not k.startswith("DREAM")},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        saves, searches, saved = [], [], []
+        deadline = time.monotonic() + window
+        tick = time.monotonic()
+        i = 0
+        while (cycle.poll() is None or i < 20) and time.monotonic() < deadline:
+            content = fact(rng, 1_000_000 + i)
+            elapsed, failed, out = await _timed(call, "memory_save", {"content": content, "category": "notes"})
+            saves.append(elapsed)
+            errors += failed
+            if not failed and out is not None:
+                saved.append(out["id"])
+            if i % 2:
+                elapsed, failed, _ = await _timed(call, "memory_search", {"query": query(rng)})
+                searches.append(elapsed)
+                errors += failed
+            i += 1
+            tick += 0.05
+            await anyio.sleep(max(0.0, tick - time.monotonic()))
+        stopped = cycle.poll() is None
+        if stopped:
+            cycle.kill()
+        emit(f"serve.{transport}.cycle_stopped", n, int(stopped), "count")
+        cycle.wait()
+        if not stopped and cycle.returncode != 0:
+            raise RuntimeError(f"the dream cycle failed: {cycle.stderr.read().decode(errors='replace')[-2000:]}")
+        cycle.stderr.close()
+    store = open_store(profile, DreamOptions())
+    try:
+        found = store.memories.get_many(saved)
+    finally:
+        store.close()
+    lost_ids = [i for i in saved if i not in found]
+    emit(f"serve.{transport}.cycle_save_p50_ms", n, statistics.median(saves) * 1000, "ms")
+    emit(f"serve.{transport}.cycle_save_p99_ms", n, _p99(saves) * 1000, "ms")
+    emit(f"serve.{transport}.cycle_search_p50_ms", n, statistics.median(searches) * 1000, "ms")
+    emit(f"serve.{transport}.cycle_search_p99_ms", n, _p99(searches) * 1000, "ms")
+    emit(f"serve.{transport}.cycle_saves", n, len(saves), "count")
+    emit("serve.errors", n, errors, "count")
+    emit("serve.saves_lost", n, len(lost_ids), "count")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="n = 1,000, fewer calls, a 15 s cycle window")
+    parser.add_argument("--transport", choices=("stdio", "http", "both"), default="both")
+    parser.add_argument("--window", type=float, help="longest measurement during a cycle, in seconds")
+    args = parser.parse_args()
+    sizes, calls = ([1_000], 30) if args.quick else ([10_000, 100_000], 300)
+    window = args.window or (15.0 if args.quick else 120.0)
+    transports = ("stdio", "http") if args.transport == "both" else (args.transport,)
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            for transport in transports:
+                profile = build(Path(tmp) / transport, n)
+                if transport == "stdio":
+
+                    @asynccontextmanager
+                    async def session_of(profile=profile):
+                        async with stdio_session(profile.root) as session:
+                            yield session
+
+                    anyio.run(bench_transport, session_of, transport, profile, n, calls, window)
+                else:
+                    with HttpServer(profile.root.parent) as server:
+
+                        @asynccontextmanager
+                        async def session_of(profile=profile, server=server):
+                            async with http_session(server.url(profile.agent_id)) as session:
+                                yield session
+
+                        anyio.run(bench_transport, session_of, transport, profile, n, calls, window)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,857 @@
+"""What an agent does with its memory, one function per operation: the library the MCP server (``dream serve``),
+the ``dream memory`` commands and other agent-facing interfaces call.
+
+Every function takes the agent's ``profile`` (its folder, or an ``AgentProfile``), ``options`` (default: the agent's
+own, ``load_agent_options``) and ``now`` (default: the current UTC time), and returns a plain pydantic model (typed,
+JSON-ready with ``model_dump(mode="json")``). Errors are ``AgentMemoryError`` subclasses whose message names the field:
+``InvalidInput`` (the caller's value breaks a rule), ``NotFound`` (no such memory or skill), ``StoreUnavailable``
+(the store stayed held longer than ``StoreLockTimeout``: try again).
+
+Rules shared by every call:
+
+- Text is checked like model text (``passes/model_text.py``): no lone surrogate, no NUL or other control character
+  (``\\n``, ``\\t`` and ``\\r\\n`` are fine), memory content at most ``MaxContentChars``.
+- Each call marks the agent active for ``AgentActiveWindow`` (the busy lease, ``llm/busy.py``), so a dream pass
+  waits for a quiet spell instead of starting a model call in the middle of the agent's conversation.
+- No store connection is held between calls (the process's connection helper lets the file go within a quarter of a
+  second, at once when a dream pass waits); a save made while a cycle runs waits its fair turn and is never lost.
+- A save applies the save-time rules of ``store/dedup.py`` (created, reinforced or extended, with the reason) and
+  records the change in the change log under the day's ``agent-YYYY-MM-DD`` cycle (pass ``agent``), so ``history``
+  shows it and ``dream undo`` can take it back. ``forget`` archives (never deletes) under a cycle of its own that
+  ``dream undo --cycle`` reverses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from dream_assets.llm.busy import active_leases, mark_active
+from dream_assets.model import MemoryEntry, Skill, iso, parse_ts, utc_or_now
+from dream_assets.options import DreamOptions, load_agent_options
+from dream_assets.passes.model_text import problem
+from dream_assets.profile import AgentProfile, as_profile
+from dream_assets.store import DreamStore, open_store
+from dream_assets.store.changes import ChangeRecord
+from dream_assets.store.connection import StoreError
+from dream_assets.store.log_records import (
+    ConversationTurn,
+    FeedbackEvent,
+    LogRecord,
+    SkillUsageEvent,
+    ToolCallEvent,
+)
+from dream_assets.store.logs import append_event
+from dream_assets.store.memory import SUPERSEDED_BY_KEY, SUPERSESSION_REASON_KEY, ContentError, SaveResult
+from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
+
+#: The pass name agent saves are recorded under in the change log, and the prefix of their (daily) cycle id.
+AGENT_PASS = "agent"
+#: The pass name and cycle-id prefix of ``forget``.
+FORGET_PASS = "forget"
+#: Most hits one search returns.
+MAX_SEARCH_LIMIT = 100
+#: Longest free text in a log record (a conversation turn, a feedback note, a tool error).
+MAX_LOG_TEXT_CHARS = 1_000_000
+#: Successors followed from an archived id to the live entry that holds its fact.
+MAX_SUCCESSOR_HOPS = 20
+
+_SUCCESSOR = re.compile(
+    r"(?:merged into (?:existing entry )?|superseded by |exact duplicate of )([0-9A-Za-z_-]{8,})", re.IGNORECASE
+)
+
+
+# --- errors ---------------------------------------------------------------------------------------------------------
+
+
+class AgentMemoryError(ValueError):
+    """A call that could not be done; the message says why and names the field or id."""
+
+
+class InvalidInput(AgentMemoryError):
+    """A value breaks a rule (the message starts with the field's name)."""
+
+
+class NotFound(AgentMemoryError):
+    """No memory or skill with that id or name."""
+
+
+class StoreUnavailable(AgentMemoryError):
+    """The store could not be reached in time (held by a long write) or is damaged; nothing was changed."""
+
+
+# --- results --------------------------------------------------------------------------------------------------------
+
+
+class SavedMemory(BaseModel):
+    """What a save did: ``created`` a new entry, or ``reinforced`` / ``extended`` the live entry ``id``."""
+
+    id: str = Field(description="the entry that now holds the fact")
+    outcome: Literal["created", "reinforced", "extended"]
+    reason: str | None = Field(None, description="why it was reinforced, extended, or kept apart from matched_id")
+    matched_id: str | None = Field(None, description="the near-duplicate live entry the save was compared with")
+    similarity: float | None = None
+    content: str = Field(description="the entry's text after the save")
+    category: str
+
+
+class MemoryHit(BaseModel):
+    id: str
+    score: float = Field(description="recall score, higher is better (comparable within one search)")
+    content: str
+    category: str
+    tags: list[str]
+    updated_at: str = Field(description="ISO-8601 UTC")
+
+
+class SearchResult(BaseModel):
+    query: str
+    hits: list[MemoryHit]
+
+
+class MemoryRecord(BaseModel):
+    """One memory, live or not. For one that is no longer live: why (``archived_reason``), the entry it went into
+    (``merged_into`` / ``superseded_by``) and the live entry that now holds its fact (``current_id``)."""
+
+    id: str
+    status: Literal["live", "archived", "purged"]
+    content: str
+    category: str
+    tags: list[str]
+    importance: float
+    created_at: str | None
+    updated_at: str | None
+    last_seen_at: str | None
+    reinforcement_count: int
+    archived_at: str | None = None
+    archived_reason: str | None = None
+    merged_into: str | None = None
+    superseded_by: str | None = None
+    current_id: str | None = Field(None, description="the live entry that holds this fact now (this id when live)")
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class HistoryEvent(BaseModel):
+    at: str = Field(description="ISO-8601 UTC")
+    event: Literal[
+        "created",
+        "reinforced",
+        "extended",
+        "merged in",
+        "merged out",
+        "superseded",
+        "supersedes",
+        "updated",
+        "archived",
+        "restored",
+        "purged",
+    ]
+    cycle_id: str
+    pass_name: str
+    reason: str
+    content: str | None = Field(None, description="the entry's text after the change (before it, for a purge)")
+    undone_at: str | None = None
+
+
+class MemoryHistory(BaseModel):
+    id: str
+    events: list[HistoryEvent]
+
+
+class ForgetResult(BaseModel):
+    id: str
+    archived: bool = Field(description="false when the entry was archived already (nothing changed)")
+    cycle_id: str | None = Field(None, description="the change-log cycle of this forget, for dream undo")
+    undo_command: str | None = None
+
+
+class SkillSummary(BaseModel):
+    name: str
+    summary: str
+    updated_at: str | None
+    last_used_at: str | None
+    archived: bool
+
+
+class SkillRecord(SkillSummary):
+    content: str
+    see_also: list[str]
+
+
+class SkillList(BaseModel):
+    skills: list[SkillSummary]
+
+
+class Recorded(BaseModel):
+    """A log record appended (``log`` is its log, ``timestamp`` the time it carries)."""
+
+    log: str
+    session_id: str | None
+    timestamp: str
+
+
+class PassState(BaseModel):
+    name: str
+    status: str = Field(description="completed, skipped, failed, deferred or 'never run'")
+    last_run: str | None
+    summary: str | None
+
+
+class DreamStatus(BaseModel):
+    agent: str
+    live_memories: int
+    archived_memories: int
+    skills: int
+    agent_active_until: str | None = Field(None, description="a dream pass waits until then (AgentActiveWindow)")
+    last_cycle_id: str | None
+    passes: list[PassState]
+
+
+class CycleReportText(BaseModel):
+    cycle_id: str | None
+    markdown: str
+
+
+# --- plumbing -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    profile: AgentProfile
+    options: DreamOptions
+    now: datetime
+
+
+def _begin(profile: AgentProfile | str | Path, options: DreamOptions | None, now: datetime | None) -> _Call:
+    prof = as_profile(profile)
+    opts = load_agent_options(prof) if options is None else options
+    at = utc_or_now(now)
+    mark_active(prof, opts.AgentActiveWindow, now=at)
+    return _Call(prof, opts, at)
+
+
+def _open(call: _Call) -> DreamStore:
+    try:
+        return open_store(call.profile, call.options)
+    except StoreError as exc:
+        raise StoreUnavailable(str(exc)) from exc
+
+
+def _check(value: object, kind: str, field: str, *, max_chars: int | None = None) -> None:
+    found = problem(value, kind, field=field, max_chars=max_chars)
+    if found:
+        raise InvalidInput(found)
+
+
+def _check_id(value: object, field: str = "id") -> str:
+    _check(value, "id", field)
+    return str(value).strip()
+
+
+def _store_errors(exc: Exception) -> AgentMemoryError:
+    if isinstance(exc, StoreError):
+        return StoreUnavailable(str(exc))
+    return InvalidInput(str(exc))
+
+
+def _day_cycle(now: datetime) -> str:
+    return f"{AGENT_PASS}-{now:%Y-%m-%d}"
+
+
+# --- memories -------------------------------------------------------------------------------------------------------
+
+
+def save(
+    profile: AgentProfile | str | Path,
+    content: str,
+    *,
+    category: str = "general",
+    tags: Sequence[str] = (),
+    importance: float = 0.5,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> SavedMemory:
+    """Save a fact. The save-time rules decide the outcome: ``created``, or ``reinforced`` / ``extended`` when a live
+    entry already says it (``reason`` says why, ``matched_id`` names the near-duplicate kept apart otherwise)."""
+    call = _begin(profile, options, now)
+    _check(content, "content", "content", max_chars=call.options.MaxContentChars)
+    _check(category, "category", "category")
+    _check(list(tags), "tags", "tags")
+    if isinstance(importance, bool) or not isinstance(importance, int | float) or not 0.0 <= importance <= 1.0:
+        raise InvalidInput(f"importance {importance!r} must be a number between 0 and 1")
+    store = _open(call)
+
+    def record(result: SaveResult) -> None:
+        kind, reason = (
+            ("created", "saved by the agent")
+            if result.action == "created"
+            else ("updated", f"{result.action} by a save of the agent: {result.reason or 'same fact'}")
+        )
+        store.changes.record(
+            cycle_id=_day_cycle(call.now),
+            pass_name=AGENT_PASS,
+            kind=kind,
+            target_type="memory",
+            target_id=result.entry.id,
+            before=result.before,
+            after=result.entry,
+            reason=reason,
+            now=call.now,
+        )
+
+    try:
+        result = store.memories.save(
+            content, category=category, tags=tags, importance=importance, now=call.now, on_saved=record
+        )
+    except (ContentError, StoreError) as exc:
+        raise _store_errors(exc) from exc
+    entry = result.entry
+    return SavedMemory(
+        id=entry.id,
+        outcome=result.action,  # type: ignore[arg-type]
+        reason=result.reason,
+        matched_id=result.matched_id,
+        similarity=result.similarity,
+        content=entry.content,
+        category=entry.category,
+    )
+
+
+def search(
+    profile: AgentProfile | str | Path,
+    query: str,
+    *,
+    limit: int = 10,
+    category: str | None = None,
+    tags: Sequence[str] = (),
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> SearchResult:
+    """Live memories that answer ``query``, best first. ``category``: only that category (and its ``/`` children);
+    ``tags``: only entries carrying every one of them."""
+    call = _begin(profile, options, now)
+    _check(query, "content", "query", max_chars=call.options.MaxContentChars)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+        raise InvalidInput(f"limit {limit!r} must be a whole number from 1 to {MAX_SEARCH_LIMIT}")
+    if category is not None:
+        _check(category, "category", "category")
+    _check(list(tags), "tags", "tags")
+    wanted_tags = {t.strip().lower() for t in tags}
+    filtered = category is not None or bool(wanted_tags)
+    store = _open(call)
+    try:
+        found = store.memories.search(query, limit=limit * 10 if filtered else limit)
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+    hits = []
+    for entry, score in found:
+        if category is not None and not (entry.category == category or entry.category.startswith(category + "/")):
+            continue
+        if wanted_tags and not wanted_tags <= {t.lower() for t in entry.tags}:
+            continue
+        hits.append(
+            MemoryHit(
+                id=entry.id,
+                score=round(float(score), 6),
+                content=entry.content,
+                category=entry.category,
+                tags=list(entry.tags),
+                updated_at=iso(entry.updated_at) or "",
+            )
+        )
+        if len(hits) == limit:
+            break
+    return SearchResult(query=query, hits=hits)
+
+
+def _successor(entry: MemoryEntry, rows: list[ChangeRecord]) -> tuple[str | None, str | None, str | None]:
+    """(merged_into, superseded_by, archived_reason) of an archived entry, from its metadata and change log."""
+    superseded = entry.metadata.get(SUPERSEDED_BY_KEY) or None
+    archived = [r for r in rows if r.kind == "archived" and r.undone_at is None]
+    reason = archived[-1].reason if archived else None
+    if reason is None and superseded:
+        reason = f"superseded by {superseded}: {entry.metadata.get(SUPERSESSION_REASON_KEY, '')}".rstrip(": ")
+    merged = None
+    if reason:
+        m = _SUCCESSOR.search(reason)
+        if m and not reason.lower().startswith("superseded by"):
+            merged = m.group(1)
+        elif m and superseded is None:
+            superseded = m.group(1)
+    return merged, superseded, reason
+
+
+def _record_of(store: DreamStore, entry_id: str) -> MemoryRecord | None:
+    entry = store.memories.get(entry_id)
+    rows = store.changes.for_target("memory", entry_id)
+    if entry is None:
+        purged = [r for r in rows if r.kind == "purged" and r.before]
+        if not purged:
+            return None
+        entry = MemoryEntry.from_dict(purged[-1].before)  # type: ignore[arg-type]
+        status = "purged"
+    else:
+        status = "archived" if entry.is_archived else "live"
+    merged, superseded, reason = _successor(entry, rows) if status != "live" else (None, None, None)
+    return MemoryRecord(
+        id=entry.id,
+        status=status,  # type: ignore[arg-type]
+        content=entry.content,
+        category=entry.category,
+        tags=list(entry.tags),
+        importance=entry.importance,
+        created_at=iso(entry.created_at),
+        updated_at=iso(entry.updated_at),
+        last_seen_at=iso(entry.last_seen_at),
+        reinforcement_count=entry.reinforcement_count,
+        archived_at=iso(entry.archived_at),
+        archived_reason=reason,
+        merged_into=merged,
+        superseded_by=superseded,
+        current_id=entry.id if status == "live" else None,
+        metadata=dict(entry.metadata),
+    )
+
+
+def get(
+    profile: AgentProfile | str | Path,
+    entry_id: str,
+    *,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> MemoryRecord:
+    """One memory by id, live, archived or purged. For one that is gone it says where it went and ``current_id`` is
+    the live entry its fact lives on in (following merges and supersessions), when there is one."""
+    call = _begin(profile, options, now)
+    entry_id = _check_id(entry_id)
+    store = _open(call)
+    try:
+        record = _record_of(store, entry_id)
+        if record is None:
+            raise NotFound(f"no memory with id {entry_id!r} in agent {call.profile.agent_id}")
+        seen = {record.id}
+        hop = record
+        while hop.status != "live" and len(seen) <= MAX_SUCCESSOR_HOPS:
+            nxt = hop.merged_into or hop.superseded_by
+            if not nxt or nxt in seen:
+                break
+            seen.add(nxt)
+            found = _record_of(store, nxt)
+            if found is None:
+                break
+            hop = found
+        if hop.status == "live":
+            record = record.model_copy(update={"current_id": hop.id})
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+    return record
+
+
+def reinforce(
+    profile: AgentProfile | str | Path,
+    entry_id: str,
+    *,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> MemoryRecord:
+    """The fact came up again: its last-seen time and reinforcement count move, its text stays. Live entries only."""
+    call = _begin(profile, options, now)
+    entry_id = _check_id(entry_id)
+    store = _open(call)
+    try:
+        with store.transaction():
+            before = store.memories.get(entry_id)
+            if before is None or before.is_archived:
+                state = "archived: reinforce its current_id (see get)" if before is not None else "no such id"
+                raise NotFound(f"no live memory with id {entry_id!r} in agent {call.profile.agent_id} ({state})")
+            after = store.memories.reinforce(entry_id, now=call.now)
+            store.changes.record(
+                cycle_id=_day_cycle(call.now),
+                pass_name=AGENT_PASS,
+                kind="updated",
+                target_type="memory",
+                target_id=entry_id,
+                before=before,
+                after=after,
+                reason="reinforced by the agent",
+                now=call.now,
+            )
+        record = _record_of(store, entry_id)
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+    assert record is not None
+    return record
+
+
+def forget(
+    profile: AgentProfile | str | Path,
+    entry_id: str,
+    *,
+    reason: str,
+    profile_arg: str | None = None,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> ForgetResult:
+    """Archive a memory (never a delete): recall no longer returns it, ``get`` still does, and the change log holds it
+    under a cycle of its own that ``dream undo --cycle`` puts back. ``reason`` (required) is recorded."""
+    call = _begin(profile, options, now)
+    entry_id = _check_id(entry_id)
+    _check(reason, "content", "reason", max_chars=2000)
+    cycle = f"{FORGET_PASS}-{call.now:%Y%m%dT%H%M%S%fZ}-{entry_id[:12]}"
+    store = _open(call)
+    try:
+        with store.transaction():
+            before = store.memories.get(entry_id)
+            if before is None:
+                raise NotFound(f"no memory with id {entry_id!r} in agent {call.profile.agent_id}")
+            if before.is_archived:
+                return ForgetResult(id=entry_id, archived=False)
+            after = store.memories.archive(entry_id, now=call.now)
+            store.changes.record(
+                cycle_id=cycle,
+                pass_name=FORGET_PASS,
+                kind="archived",
+                target_type="memory",
+                target_id=entry_id,
+                before=before,
+                after=after,
+                reason=f"forgotten by the agent: {reason.strip()}",
+                now=call.now,
+            )
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+    where = profile_arg or str(call.profile.root)
+    return ForgetResult(
+        id=entry_id, archived=True, cycle_id=cycle, undo_command=f"dream undo --profile {where} --cycle {cycle}"
+    )
+
+
+def _event_of(row: ChangeRecord) -> str:
+    reason = row.reason.lower()
+    if row.kind == "created":
+        return "merged in" if (row.after or {}).get("metadata", {}).get("mergedFrom") else "created"
+    if row.kind == "archived":
+        if reason.startswith("superseded by") or "superseded by" in reason:
+            return "superseded"
+        if "merged into" in reason or "folded into" in reason:
+            return "merged out"
+        return "archived"
+    if row.kind == "updated":
+        for word, event in (("reinforced", "reinforced"), ("extended", "extended"), ("supersedes", "supersedes")):
+            if word in reason:
+                return event
+        if "takes them in" in reason or "folded in" in reason:
+            return "merged in"
+        return "updated"
+    if row.kind in ("restored", "purged"):
+        return row.kind
+    return "updated"
+
+
+def history(
+    profile: AgentProfile | str | Path,
+    entry_id: str,
+    *,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> MemoryHistory:
+    """An entry's versions from the change log, oldest first: created, reinforced, extended, merged in or out,
+    superseded, archived, restored, purged, each with its cycle, pass, reason and the text it left."""
+    call = _begin(profile, options, now)
+    entry_id = _check_id(entry_id)
+    store = _open(call)
+    try:
+        rows = [r for r in store.changes.for_target("memory", entry_id) if r.kind != "stamped"]
+        if not rows and store.memories.get(entry_id) is None:
+            raise NotFound(f"no memory with id {entry_id!r} in agent {call.profile.agent_id}")
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+    events = []
+    for r in rows:
+        shown = r.before if r.kind == "purged" else r.after
+        events.append(
+            HistoryEvent(
+                at=iso(r.created_at) or "",
+                event=_event_of(r),  # type: ignore[arg-type]
+                cycle_id=r.cycle_id,
+                pass_name=r.pass_name,
+                reason=r.reason,
+                content=(shown or {}).get("content"),
+                undone_at=iso(r.undone_at),
+            )
+        )
+    return MemoryHistory(id=entry_id, events=events)
+
+
+# --- skills ---------------------------------------------------------------------------------------------------------
+
+
+def _skill_summary(s: Skill) -> SkillSummary:
+    return SkillSummary(
+        name=s.name,
+        summary=s.summary,
+        updated_at=iso(s.updated_at),
+        last_used_at=iso(s.last_used_at),
+        archived=s.is_archived,
+    )
+
+
+def _skill_record(s: Skill) -> SkillRecord:
+    return SkillRecord(**_skill_summary(s).model_dump(), content=s.content, see_also=list(s.see_also))
+
+
+def list_skills(
+    profile: AgentProfile | str | Path,
+    *,
+    include_archived: bool = False,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> SkillList:
+    """The agent's skills by name (names and summaries; ``get_skill`` has the text)."""
+    call = _begin(profile, options, now)
+    try:
+        skills = _open(call).skills.list(include_archived=include_archived)
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+    return SkillList(skills=[_skill_summary(s) for s in skills])
+
+
+def get_skill(
+    profile: AgentProfile | str | Path,
+    name: str,
+    *,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> SkillRecord:
+    call = _begin(profile, options, now)
+    _check(name, "name", "name")
+    try:
+        skill = _open(call).skills.get(name)
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+    if skill is None:
+        raise NotFound(f"no skill named {name!r} in agent {call.profile.agent_id}")
+    return _skill_record(skill)
+
+
+def save_skill(
+    profile: AgentProfile | str | Path,
+    name: str,
+    content: str,
+    *,
+    summary: str = "",
+    see_also: Sequence[str] = (),
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> SkillRecord:
+    """Create or replace a skill (an archived one of that name comes back)."""
+    call = _begin(profile, options, now)
+    _check(name, "name", "name")
+    _check(content, "content", "content", max_chars=MAX_SKILL_CHARS)
+    _check(summary, "text", "summary", max_chars=2000)
+    for i, other in enumerate(see_also):
+        _check(other, "name", f"see_also[{i}]")
+    store = _open(call)
+    try:
+        saved = store.skills.save(
+            Skill(name=name, summary=summary, content=content, see_also=tuple(see_also)), now=call.now
+        )
+    except (SkillError, StoreError, ValueError) as exc:
+        raise _store_errors(exc) from exc
+    return _skill_record(saved)
+
+
+# --- logs -----------------------------------------------------------------------------------------------------------
+
+
+def _append(call: _Call, cls: type[LogRecord], fields: dict[str, Any]) -> Recorded:
+    for key, value in fields.items():
+        if isinstance(value, str):
+            _check(value, "text", key, max_chars=MAX_LOG_TEXT_CHARS)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, str):
+                    _check(item, "text", f"{key}[{i}]", max_chars=MAX_LOG_TEXT_CHARS)
+    try:
+        record = cls.from_json({**fields, "timestamp": iso(call.now)})
+        append_event(call.profile, record)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
+    return Recorded(log=cls.log_kind, session_id=fields.get("sessionId"), timestamp=iso(record.timestamp) or "")
+
+
+def record_feedback(
+    profile: AgentProfile | str | Path,
+    session_id: str,
+    kind: str,
+    text: str,
+    *,
+    rating: str | None = None,
+    domain: str | None = None,
+    skill_names: Sequence[str] = (),
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> Recorded:
+    """One feedback record (docs/log-formats.md): ``kind`` Correction, SessionSummary (needs ``rating``), Positive,
+    Negative or Note."""
+    call = _begin(profile, options, now)
+    fields = {
+        "sessionId": session_id,
+        "kind": kind,
+        "text": text,
+        "rating": rating,
+        "domain": domain,
+        "skillNames": list(skill_names),
+    }
+    return _append(call, FeedbackEvent, fields)
+
+
+def record_skill_usage(
+    profile: AgentProfile | str | Path,
+    session_id: str,
+    skill_name: str,
+    *,
+    action: str = "invoked",
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> Recorded:
+    """One skill-usage record: ``action`` recalled, invoked or loaded."""
+    call = _begin(profile, options, now)
+    return _append(call, SkillUsageEvent, {"sessionId": session_id, "skillName": skill_name, "action": action})
+
+
+def record_tool_call(
+    profile: AgentProfile | str | Path,
+    session_id: str,
+    tool: str,
+    success: bool,
+    *,
+    error: str | None = None,
+    duration_ms: float | None = None,
+    skill_name: str | None = None,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> Recorded:
+    """One tool-call record."""
+    call = _begin(profile, options, now)
+    fields = {
+        "sessionId": session_id,
+        "tool": tool,
+        "success": success,
+        "error": error,
+        "durationMs": duration_ms,
+        "skillName": skill_name,
+    }
+    return _append(call, ToolCallEvent, fields)
+
+
+def append_turn(
+    profile: AgentProfile | str | Path,
+    session_id: str,
+    role: str,
+    content: str,
+    *,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> Recorded:
+    """One conversation turn (``role`` user, assistant or tool), for preference inference and skill gap detection."""
+    call = _begin(profile, options, now)
+    return _append(call, ConversationTurn, {"sessionId": session_id, "role": role, "content": content})
+
+
+# --- the dream cycle ------------------------------------------------------------------------------------------------
+
+
+def status(
+    profile: AgentProfile | str | Path,
+    *,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> DreamStatus:
+    """Counts, whether the agent counts as active, the last cycle and every pass's last outcome."""
+    from dream_assets.cycle_report import latest_cycle_id
+    from dream_assets.pass_status import load_outcomes, recorded_at
+    from dream_assets.passes.registry import PASSES
+
+    call = _begin(profile, options, now)
+    store = _open(call)
+    try:
+        counts = store.memories.counts()
+        skills = len(store.skills.list())
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+    names = [p.name for p in PASSES]
+    outcomes = load_outcomes(call.profile, names)
+    passes = []
+    for name in names:
+        out = outcomes.get(name)
+        if out is None:
+            passes.append(PassState(name=name, status="never run", last_run=None, summary=None))
+        else:
+            passes.append(
+                PassState(
+                    name=name,
+                    status=str(out.get("status")),
+                    last_run=iso(recorded_at(out)),
+                    summary=str(out.get("reason") or out.get("summary") or "") or None,
+                )
+            )
+    until = [lease.expires_at for lease in active_leases(call.profile, call.now, call.options.BusyLeaseStaleAfter)]
+    latest = max((u for u in until if u is not None), default=None)
+    return DreamStatus(
+        agent=call.profile.agent_id,
+        live_memories=counts["live"],
+        archived_memories=counts["archived"],
+        skills=skills,
+        agent_active_until=iso(latest),
+        last_cycle_id=latest_cycle_id(call.profile, names),
+        passes=passes,
+    )
+
+
+def last_cycle_report(
+    profile: AgentProfile | str | Path,
+    *,
+    cycle_id: str | None = None,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> CycleReportText:
+    """The report of the last cycle (or ``cycle_id``): what it changed, rejected and why, and how to undo it."""
+    from dream_assets.cycle_report import build_cycle_report, latest_cycle_id, saved_report
+    from dream_assets.passes.registry import PASSES
+
+    call = _begin(profile, options, now)
+    names = [p.name for p in PASSES]
+    if cycle_id is not None:
+        _check_id(cycle_id, "cycle_id")
+    cycle = cycle_id or latest_cycle_id(call.profile, names)
+    if cycle is None:
+        return CycleReportText(cycle_id=None, markdown=f"No dream cycle has run for agent {call.profile.agent_id} yet.")
+    store = _open(call)
+    try:
+        report = build_cycle_report(call.profile, store, cycle, names, profile_arg=str(call.profile.root))
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+    if not report.passes:
+        saved = saved_report(call.profile, cycle)
+        if saved is not None:
+            return CycleReportText(cycle_id=cycle, markdown=saved.read_text(encoding="utf-8"))
+        if not report.undoable:
+            raise NotFound(f"no cycle {cycle!r} for agent {call.profile.agent_id}")
+    return CycleReportText(cycle_id=cycle, markdown=report.markdown())
+
+
+def parse_time(value: str | None, field: str = "now") -> datetime | None:
+    """An ISO-8601 time given by a caller (``--now``), or None; ``InvalidInput`` naming ``field`` otherwise."""
+    if value is None:
+        return None
+    try:
+        return parse_ts(value)
+    except ValueError:
+        raise InvalidInput(f"{field} {value!r} is not an ISO-8601 time such as 2026-12-01T09:00:00Z") from None

@@ -1,0 +1,426 @@
+"""``dream serve``: the agent's memory as an MCP server, on the official ``mcp`` SDK (``MCPServer``).
+
+Each tool is a thin shell over one function of ``dream_assets.agent_memory`` (the same rules as the Python API and
+``dream memory``): typed arguments, a typed structured result, and a tool error (``isError``) whose text names the
+field or id when the call cannot be done. Two transports:
+
+- stdio, for one agent (``dream serve --profile data/agents/NAME``): the way Claude Code, Codex, Cursor and the OpenAI
+  Agents SDK start a local server.
+- Streamable HTTP (``dream serve --http 127.0.0.1:8765 --profile-root data/agents``): one endpoint per agent,
+  ``/agents/<id>/mcp``; a tool call acts on the agent its URL names, so agents never see each other. Stateless, JSON
+  responses: every request stands alone and no store connection is held between them.
+
+HTTP requests pass a gate before the SDK sees them (``HttpGate``): the agent id must be a plain agent id naming an
+existing profile folder directly under the profile root (no traversal, no symlink out of it); the bearer token must
+match when one is configured (constant-time compare; a per-agent token replaces the shared one for its agent); the
+``Origin`` header, when sent, must be one of the allowed origins and ``Host`` one of the allowed hosts (DNS
+rebinding); the body may not exceed ``max_request_bytes``. A refused request gets a JSON error and changes nothing.
+"""
+
+from __future__ import annotations
+
+import gc
+import hmac
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from ipaddress import ip_address
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+
+from dream_assets import agent_memory as am
+from dream_assets.options import OptionsError
+from dream_assets.profile import AgentProfile, ProfileError, holds_profile, validate_agent_id
+
+SERVER_NAME = "dream-memory"
+#: The environment variable holding the bearer token every agent endpoint accepts.
+TOKEN_ENV = "DREAM_SERVE_TOKEN"
+#: The environment variable holding per-agent tokens: ``agent=token`` pairs separated by commas (or a JSON object).
+AGENT_TOKENS_ENV = "DREAM_SERVE_AGENT_TOKENS"
+#: Largest HTTP request body accepted (a memory is at most MaxContentChars; 1 MiB leaves room for any valid call).
+MAX_REQUEST_BYTES = 1024 * 1024
+_AGENT_PATH = re.compile(r"^/agents/([^/]*)/mcp/?$")
+_SCOPE_KEY = "dream_profile_root"
+
+INSTRUCTIONS = (
+    "Long-term memory of this agent, kept healthy by a background dream cycle. Search before answering from memory "
+    "(memory_search), save durable facts, preferences and corrections (memory_save: the result says whether the fact "
+    "was new, reinforced an existing entry or extended it), forget what is wrong (memory_forget, undoable). An old id "
+    "leads to the entry that holds its fact now (memory_get: current_id)."
+)
+
+
+#: Agents whose recall index this process has built (see ``_calling``).
+_indexed: set[Path] = set()
+
+
+@contextmanager
+def _calling(profile: AgentProfile, *, builds_index: bool = False) -> Iterator[AgentProfile]:
+    """One tool call for ``profile``. An expected failure becomes a tool error the caller reads; anything else is the
+    SDK's unexpected error. After an agent's first save or search (``builds_index``: it builds the in-process recall
+    index, hundreds of thousands of long-lived objects for a large store) those objects are moved out of the garbage
+    collector's generations (``gc.freeze``), so later calls do not pay for full collections that scan the index."""
+    try:
+        yield profile
+    except (am.AgentMemoryError, ProfileError, OptionsError) as exc:
+        raise ToolError(str(exc)) from exc
+    finally:
+        if builds_index and profile.root not in _indexed:
+            _indexed.add(profile.root)
+            gc.freeze()
+
+
+def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
+    """The MCP server with every memory tool; ``profile_of`` says which agent a call is for."""
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+
+    @server.tool(
+        description="Save a fact, preference or correction. Returns its id and whether it was created, "
+        "reinforced or extended (with the reason)."
+    )
+    def memory_save(
+        ctx: Context, content: str, category: str = "general", tags: list[str] | None = None, importance: float = 0.5
+    ) -> am.SavedMemory:
+        with _calling(profile_of(ctx), builds_index=True) as profile:
+            return am.save(profile, content, category=category, tags=tags or (), importance=importance)
+
+    @server.tool(
+        description="Search live memories, best first. category keeps that category and its '/' children; "
+        "tags keeps entries carrying all of them."
+    )
+    def memory_search(
+        ctx: Context, query: str, limit: int = 10, category: str | None = None, tags: list[str] | None = None
+    ) -> am.SearchResult:
+        with _calling(profile_of(ctx), builds_index=True) as profile:
+            return am.search(profile, query, limit=limit, category=category, tags=tags or ())
+
+    @server.tool(
+        description="One memory by id, archived ones too: where it went (merged_into, superseded_by, "
+        "archived_reason) and current_id, the live entry holding its fact now."
+    )
+    def memory_get(ctx: Context, id: str) -> am.MemoryRecord:
+        with _calling(profile_of(ctx)) as profile:
+            return am.get(profile, id)
+
+    @server.tool(description="The fact came up again: move its last-seen time and reinforcement count.")
+    def memory_reinforce(ctx: Context, id: str) -> am.MemoryRecord:
+        with _calling(profile_of(ctx)) as profile:
+            return am.reinforce(profile, id)
+
+    @server.tool(description="Forget a memory: archive it with a reason (never deleted; dream undo puts it back).")
+    def memory_forget(ctx: Context, id: str, reason: str) -> am.ForgetResult:
+        with _calling(profile_of(ctx)) as profile:
+            return am.forget(profile, id, reason=reason)
+
+    @server.tool(
+        description="A memory's versions from the change log: created, reinforced, extended, merged, "
+        "superseded, archived, restored, purged, with cycle, pass, reason and text."
+    )
+    def memory_history(ctx: Context, id: str) -> am.MemoryHistory:
+        with _calling(profile_of(ctx)) as profile:
+            return am.history(profile, id)
+
+    @server.tool(description="The agent's skills (names and summaries).")
+    def skill_list(ctx: Context, include_archived: bool = False) -> am.SkillList:
+        with _calling(profile_of(ctx)) as profile:
+            return am.list_skills(profile, include_archived=include_archived)
+
+    @server.tool(description="One skill with its full text.")
+    def skill_get(ctx: Context, name: str) -> am.SkillRecord:
+        with _calling(profile_of(ctx)) as profile:
+            return am.get_skill(profile, name)
+
+    @server.tool(description="Create or replace a skill (name such as mcp/email).")
+    def skill_save(
+        ctx: Context, name: str, content: str, summary: str = "", see_also: list[str] | None = None
+    ) -> am.SkillRecord:
+        with _calling(profile_of(ctx)) as profile:
+            return am.save_skill(profile, name, content, summary=summary, see_also=see_also or ())
+
+    @server.tool(
+        description="Record feedback: kind Correction, SessionSummary (needs rating poor/fair/good/"
+        "excellent), Positive, Negative or Note."
+    )
+    def feedback_record(
+        ctx: Context,
+        session_id: str,
+        kind: str,
+        text: str,
+        rating: str | None = None,
+        domain: str | None = None,
+        skill_names: list[str] | None = None,
+    ) -> am.Recorded:
+        with _calling(profile_of(ctx)) as profile:
+            return am.record_feedback(
+                profile, session_id, kind, text, rating=rating, domain=domain, skill_names=skill_names or ()
+            )
+
+    @server.tool(description="Record that a skill was recalled, invoked or loaded.")
+    def skill_usage_record(ctx: Context, session_id: str, skill_name: str, action: str = "invoked") -> am.Recorded:
+        with _calling(profile_of(ctx)) as profile:
+            return am.record_skill_usage(profile, session_id, skill_name, action=action)
+
+    @server.tool(description="Record one tool call and whether it succeeded.")
+    def tool_call_record(
+        ctx: Context,
+        session_id: str,
+        tool: str,
+        success: bool,
+        error: str | None = None,
+        duration_ms: float | None = None,
+        skill_name: str | None = None,
+    ) -> am.Recorded:
+        with _calling(profile_of(ctx)) as profile:
+            return am.record_tool_call(
+                profile, session_id, tool, success, error=error, duration_ms=duration_ms, skill_name=skill_name
+            )
+
+    @server.tool(description="Append one conversation turn (role user, assistant or tool).")
+    def conversation_append(ctx: Context, session_id: str, role: str, content: str) -> am.Recorded:
+        with _calling(profile_of(ctx)) as profile:
+            return am.append_turn(profile, session_id, role, content)
+
+    @server.tool(description="Memory counts, whether the agent counts as active, and every dream pass's last outcome.")
+    def dream_status(ctx: Context) -> am.DreamStatus:
+        with _calling(profile_of(ctx)) as profile:
+            return am.status(profile)
+
+    @server.tool(
+        description="The last dream cycle's report (or cycle_id's): what changed, what was rejected and why, "
+        "how to undo it."
+    )
+    def dream_last_report(ctx: Context, cycle_id: str | None = None) -> am.CycleReportText:
+        with _calling(profile_of(ctx)) as profile:
+            return am.last_cycle_report(profile, cycle_id=cycle_id)
+
+    return server
+
+
+TOOL_NAMES = (
+    "memory_save",
+    "memory_search",
+    "memory_get",
+    "memory_reinforce",
+    "memory_forget",
+    "memory_history",
+    "skill_list",
+    "skill_get",
+    "skill_save",
+    "feedback_record",
+    "skill_usage_record",
+    "tool_call_record",
+    "conversation_append",
+    "dream_status",
+    "dream_last_report",
+)
+
+
+# --- stdio ----------------------------------------------------------------------------------------------------------
+
+
+def serve_stdio(profile: AgentProfile) -> None:
+    """Serve one agent over stdin/stdout until the client closes the stream."""
+    profile.ensure()
+    build_server(lambda _ctx: profile).run("stdio")
+
+
+# --- Streamable HTTP ------------------------------------------------------------------------------------------------
+
+
+class ServeConfigError(ValueError):
+    """The HTTP server cannot start as configured (the message says what to change)."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_agent_tokens(text: str | None) -> dict[str, str]:
+    """``agent=token,agent=token`` or a JSON object, as ``DREAM_SERVE_AGENT_TOKENS`` holds it."""
+    if not text or not text.strip():
+        return {}
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ServeConfigError(f"{AGENT_TOKENS_ENV} is not a JSON object: {exc}") from None
+        pairs = list(data.items()) if isinstance(data, dict) else None
+        if pairs is None:
+            raise ServeConfigError(f"{AGENT_TOKENS_ENV} must be a JSON object of agent id to token")
+    else:
+        pairs = []
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            agent, sep, token = part.partition("=")
+            if not sep:
+                raise ServeConfigError(f"{AGENT_TOKENS_ENV}: {part!r} is not agent=token")
+            pairs.append((agent.strip(), token.strip()))
+    tokens = {}
+    for agent, token in pairs:
+        try:
+            validate_agent_id(str(agent))
+        except ProfileError as exc:
+            raise ServeConfigError(f"{AGENT_TOKENS_ENV}: {exc}") from None
+        if not isinstance(token, str) or len(token) < 16:
+            raise ServeConfigError(f"{AGENT_TOKENS_ENV}: the token of agent {agent!r} must be at least 16 characters")
+        tokens[str(agent)] = token
+    return tokens
+
+
+@dataclass
+class HttpGate:
+    """Who may reach which agent's endpoint, and with what (see the module docstring)."""
+
+    profile_root: Path
+    host: str
+    port: int
+    token: str | None = None
+    agent_tokens: dict[str, str] = field(default_factory=dict)
+    allowed_origins: Sequence[str] = ()
+    allowed_hosts: Sequence[str] = ()  # Host header values besides the loopback names and the bound address
+    max_request_bytes: int = MAX_REQUEST_BYTES
+
+    def __post_init__(self) -> None:
+        self.profile_root = Path(self.profile_root).expanduser().resolve()
+        if self.token is not None and len(self.token) < 16:
+            raise ServeConfigError(f"the token in {TOKEN_ENV} must be at least 16 characters")
+        if not is_loopback(self.host) and not (self.token or self.agent_tokens):
+            raise ServeConfigError(
+                f"dream serve binds {self.host}, which is not a loopback address: set a bearer token in {TOKEN_ENV} "
+                f"(or per-agent tokens in {AGENT_TOKENS_ENV}) first, or bind 127.0.0.1"
+            )
+
+    @property
+    def hosts(self) -> list[str]:
+        names = {"127.0.0.1", "localhost", "[::1]", self.host if ":" not in self.host else f"[{self.host}]"}
+        return sorted({f"{n}:{self.port}" for n in names} | set(self.allowed_hosts))
+
+    @property
+    def origins(self) -> list[str]:
+        return sorted({f"http://{h}" for h in self.hosts} | set(self.allowed_origins))
+
+    def transport_security(self) -> TransportSecuritySettings:
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=self.hosts, allowed_origins=self.origins
+        )
+
+    def check(self, path: str, headers: Mapping[str, str]) -> tuple[int, str] | AgentProfile:
+        """The agent profile the request may reach, or (HTTP status, reason) when it is refused."""
+        m = _AGENT_PATH.match(path)
+        if m is None:
+            return 404, "no such endpoint: agents are served at /agents/<agent id>/mcp"
+        agent = m.group(1)
+        try:
+            validate_agent_id(agent)
+        except ProfileError as exc:
+            return 400, str(exc)
+        expected = self.agent_tokens.get(agent, self.token)
+        if expected is not None:
+            given = headers.get("authorization", "")
+            scheme, _, value = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), expected.encode()):
+                return 401, "a valid bearer token is required (Authorization: Bearer <token>)"
+        elif self.agent_tokens and self.token is None:
+            return 401, f"agent {agent!r} has no token in {AGENT_TOKENS_ENV}; it is not served"
+        origin = headers.get("origin")
+        if origin and origin not in self.origins:
+            return 403, f"origin {origin!r} is not allowed (--allow-origin adds one)"
+        host = headers.get("host", "")
+        if host not in self.hosts:
+            return 421, f"host {host!r} is not one this server answers for"
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_request_bytes):
+            return 413, f"request body over {self.max_request_bytes} bytes"
+        root = (self.profile_root / agent).resolve()
+        if root.parent != self.profile_root or not holds_profile(root):
+            return 404, f"no agent {agent!r} under the profile root (create it with `dream init --profile ...`)"
+        return AgentProfile(root)
+
+
+def _profile_from_request(ctx: Context) -> AgentProfile:
+    request = ctx.request_context.request
+    root = getattr(request, "scope", {}).get("state", {}).get(_SCOPE_KEY) if request is not None else None
+    if root is None:
+        raise ToolError("this call did not come through an agent endpoint (/agents/<id>/mcp)")
+    return AgentProfile(Path(root))
+
+
+def http_app(gate: HttpGate) -> Any:
+    """The ASGI application: the gate, then the SDK's stateless Streamable HTTP transport at each agent's path."""
+    server = build_server(_profile_from_request)
+    inner = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        json_response=True,
+        stateless_http=True,
+        max_request_body_size=gate.max_request_bytes,
+        transport_security=gate.transport_security(),
+        host=gate.host,
+    )
+
+    async def app(scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await inner(scope, receive, send)  # lifespan: starts and stops the SDK's session manager
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        verdict = gate.check(scope.get("path", ""), headers)
+        if not isinstance(verdict, AgentProfile):
+            status, reason = verdict
+            await _refuse(send, status, reason)
+            return
+        state = dict(scope.get("state") or {})
+        state[_SCOPE_KEY] = str(verdict.root)
+        await inner({**scope, "path": "/mcp", "raw_path": b"/mcp", "state": state}, receive, send)
+
+    return app
+
+
+async def _refuse(send: Callable, status: int, reason: str) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": reason}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="dream"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def gate_from_environment(
+    profile_root: str | Path,
+    host: str,
+    port: int,
+    *,
+    allowed_origins: Sequence[str] = (),
+    allowed_hosts: Sequence[str] = (),
+    max_request_bytes: int = MAX_REQUEST_BYTES,
+    env: Mapping[str, str] | None = None,
+) -> HttpGate:
+    env = os.environ if env is None else env
+    return HttpGate(
+        profile_root=Path(profile_root),
+        host=host,
+        port=port,
+        token=env.get(TOKEN_ENV) or None,
+        agent_tokens=parse_agent_tokens(env.get(AGENT_TOKENS_ENV)),
+        allowed_origins=tuple(allowed_origins),
+        allowed_hosts=tuple(allowed_hosts),
+        max_request_bytes=max_request_bytes,
+    )
+
+
+def serve_http(gate: HttpGate) -> None:
+    """Serve every agent under the gate's profile root until interrupted."""
+    import uvicorn
+
+    config = uvicorn.Config(http_app(gate), host=gate.host, port=gate.port, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run()

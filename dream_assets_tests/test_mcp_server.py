@@ -1,0 +1,205 @@
+"""`dream serve` driven by the real `mcp` client SDK: every tool in process, over stdio and over Streamable HTTP
+against a subprocess server on 127.0.0.1; two agents on one server never see each other; a request without the
+token, with a foreign Origin, with a traversal agent id or with 20 MB of content is refused and changes nothing; and
+a dream cycle runs while a client saves 20 times a second without losing a save."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+
+from dream_assets.cycle import run_cycle
+from dream_assets.demo import build_demo_profile
+from dream_assets.mcp_server import HttpGate, ServeConfigError, build_server, parse_agent_tokens
+from dream_assets.options import DreamOptions
+from dream_assets.profile import AgentProfile
+from dream_assets.store import open_store
+from dream_assets_tests.mcp_harness import HttpServer, exercise_every_tool, http_session, ok, stdio_session
+
+TOKEN = "secret-token-for-tests-0123456789"
+
+
+def _profile(root: Path, name: str) -> AgentProfile:
+    return AgentProfile(root / name).ensure()
+
+
+def _counts(profile: AgentProfile) -> dict[str, int]:
+    store = open_store(profile, DreamOptions())
+    try:
+        return store.memories.counts()
+    finally:
+        store.close()
+
+
+def test_every_tool_in_process(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, "a")
+
+    async def main() -> None:
+        async with Client(build_server(lambda _ctx: profile)) as client:
+            await exercise_every_tool(client.call_tool, profile, client.list_tools)
+
+    anyio.run(main)
+
+
+@pytest.mark.slow  # starts `dream serve` as a subprocess (several seconds of imports on a loaded machine)
+def test_every_tool_over_stdio(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, "a")
+
+    async def main() -> None:
+        async with stdio_session(profile.root) as session:
+            await exercise_every_tool(session.call_tool, profile, session.list_tools)
+
+    anyio.run(main)
+
+
+@pytest.mark.slow  # a subprocess HTTP server
+def test_every_tool_over_http_and_agents_never_see_each_other(tmp_path: Path) -> None:
+    b, c = _profile(tmp_path, "b"), _profile(tmp_path, "c")
+    with HttpServer(tmp_path, env={"DREAM_SERVE_TOKEN": TOKEN}) as server:
+
+        async def main() -> None:
+            async with http_session(server.url("b"), TOKEN) as session:
+                await exercise_every_tool(session.call_tool, b, session.list_tools)
+            async with http_session(server.url("c"), TOKEN) as session:
+                assert ok(await session.call_tool("memory_search", {"query": "release train"}))["hits"] == []
+                status = ok(await session.call_tool("dream_status", {}))
+                assert (status["agent"], status["live_memories"], status["skills"]) == ("c", 0, 0)
+                saved = ok(await session.call_tool("memory_save", {"content": "C keeps its own notes."}))
+            async with http_session(server.url("b"), TOKEN) as session:
+                missing = await session.call_tool("memory_get", {"id": saved["id"]})
+                assert missing.is_error and "no memory with id" in missing.content[0].text
+
+        anyio.run(main)
+    assert _counts(c) == {"live": 1, "archived": 0}
+
+
+def _post(url: str, body: dict, headers: dict[str, str] | None = None) -> httpx2.Response:
+    base = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    return httpx2.post(url, json=body, headers={**base, **(headers or {})}, timeout=60)
+
+
+def _save_call(content: str) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "memory_save", "arguments": {"content": content}},
+    }
+
+
+@pytest.mark.slow  # a subprocess HTTP server
+def test_refused_requests_change_nothing(tmp_path: Path) -> None:
+    b = _profile(tmp_path, "b")
+    outside = _profile(tmp_path.parent / f"{tmp_path.name}-outside", "victim")
+    (tmp_path / "escape").symlink_to(outside.root, target_is_directory=True)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with HttpServer(tmp_path, env={"DREAM_SERVE_TOKEN": TOKEN}) as server:
+        call = _save_call("A fact that must not be saved.")
+        assert _post(server.url("b"), call).status_code == 401
+        assert (
+            _post(server.url("b"), call, {"Authorization": "Bearer wrong-token-of-the-same-size!!"}).status_code == 401
+        )
+        assert _post(server.url("b"), call, {**auth, "Origin": "http://evil.example"}).status_code == 403
+        assert _post(server.url("b"), call, {**auth, "Host": "evil.example:80"}).status_code in (403, 421)
+        for agent in ("..", "%2e%2e", "..%2Fb", "escape", "nobody", ".hidden"):
+            refused = _post(f"{server.base}/agents/{agent}/mcp", call, auth)
+            assert refused.status_code in (400, 404), (agent, refused.status_code, refused.text)
+        huge = _post(server.url("b"), _save_call("x" * (20 * 1024 * 1024)), auth)
+        assert huge.status_code == 413
+        # Under the body cap but over MaxContentChars: a tool error naming the field.
+        long = _post(server.url("b"), _save_call("y" * 100_000), auth)
+        assert long.status_code == 200 and long.json()["result"]["isError"]
+        assert "content is 100000 characters" in long.json()["result"]["content"][0]["text"]
+        # The same request with the token and the server's own origin goes through.
+        fine = _post(server.url("b"), call, {**auth, "Origin": server.base})
+        assert fine.status_code == 200 and not fine.json()["result"]["isError"]
+    assert _counts(b) == {"live": 1, "archived": 0}
+    assert _counts(outside) == {"live": 0, "archived": 0}
+
+
+@pytest.mark.slow  # a subprocess HTTP server
+def test_a_per_agent_token_opens_only_its_agent(tmp_path: Path) -> None:
+    _profile(tmp_path, "b")
+    c = _profile(tmp_path, "c")
+    tokens = f"b={'b' * 20},c={'c' * 20}"
+    with HttpServer(tmp_path, env={"DREAM_SERVE_AGENT_TOKENS": tokens}) as server:
+        call = _save_call("Only c may write here.")
+        assert _post(server.url("c"), call, {"Authorization": f"Bearer {'b' * 20}"}).status_code == 401
+        assert _post(server.url("c"), call, {"Authorization": f"Bearer {'c' * 20}"}).status_code == 200
+    assert _counts(c) == {"live": 1, "archived": 0}
+
+
+def test_a_non_loopback_bind_needs_a_token(tmp_path: Path) -> None:
+    with pytest.raises(ServeConfigError, match="not a loopback address"):
+        HttpGate(profile_root=tmp_path, host="0.0.0.0", port=8765)
+    assert HttpGate(profile_root=tmp_path, host="0.0.0.0", port=8765, token=TOKEN).token == TOKEN
+    with pytest.raises(ServeConfigError, match="at least 16"):
+        parse_agent_tokens("b=short")
+    assert parse_agent_tokens('{"b": "' + "t" * 16 + '"}') == {"b": "t" * 16}
+
+
+def test_the_gate_keeps_agent_ids_inside_the_root(tmp_path: Path) -> None:
+    _profile(tmp_path, "b")
+    gate = HttpGate(profile_root=tmp_path, host="127.0.0.1", port=1)
+    headers = {"host": "127.0.0.1:1"}
+    assert isinstance(gate.check("/agents/b/mcp", headers), AgentProfile)
+    for path in ("/agents/../mcp", "/agents/../../etc/mcp", "/agents/b/../b/mcp", "/agents//mcp", "/agents/.b/mcp"):
+        verdict = gate.check(path, headers)
+        assert not isinstance(verdict, AgentProfile) and verdict[0] in (400, 404), path
+
+
+@pytest.mark.slow  # a whole dream cycle on the demo agent while a client saves over HTTP
+def test_a_cycle_while_a_client_saves_20_times_a_second_loses_nothing(tmp_path: Path) -> None:
+    profile = AgentProfile(tmp_path / "demo")
+    now = datetime.now(UTC)
+    build_demo_profile(profile, now, options=DreamOptions(), n_memories=120)
+    before = _counts(profile)["live"]
+    done = threading.Event()
+    failures: list[BaseException] = []
+
+    def cycle() -> None:
+        try:
+            reports = run_cycle(profile, DreamOptions())
+            assert not [r for r in reports if r.status == "failed"], [(r.pass_name, r.reason) for r in reports]
+        except BaseException as exc:  # reported by the test below
+            failures.append(exc)
+        finally:
+            done.set()
+
+    saved: list[tuple[str, str]] = []
+    errors: list[str] = []
+    with HttpServer(tmp_path) as server:
+
+        async def main() -> None:
+            async with http_session(server.url("demo")) as session:
+                threading.Thread(target=cycle, daemon=True).start()
+                n = 0
+                while not done.is_set() or n < 40:  # saves for as long as the cycle runs, and at least 40
+                    content = f"Load test fact number {n}: build {n * 7919 % 10007} passed on runner r{n % 5}."
+                    result = await session.call_tool("memory_save", {"content": content})
+                    if result.is_error:
+                        errors.append(result.content[0].text)
+                    else:
+                        saved.append((result.structured_content["id"], content))
+                    n += 1
+                    await anyio.sleep(0.05)
+
+        anyio.run(main)
+    assert done.wait(600)
+    assert not failures, failures
+    assert errors == []
+    store = open_store(profile, DreamOptions())
+    try:
+        found = store.memories.get_many([i for i, _ in saved])
+    finally:
+        store.close()
+    missing = [content for entry_id, content in saved if entry_id not in found]
+    assert missing == []
+    assert len(saved) >= 40 and _counts(profile)["live"] + _counts(profile)["archived"] >= before
+    assert all(content in found[i].content or found[i].is_archived for i, content in saved)

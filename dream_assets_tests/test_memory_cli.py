@@ -1,0 +1,64 @@
+"""`dream memory save|search|get|forget|history`: the agent operations from a shell, with exit codes that say what
+happened (0 done, 1 nothing found, 2 refused, 3 store busy) and --json for scripts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dream_assets.cli import MEMORY_INVALID, MEMORY_NOT_FOUND, MEMORY_OK
+from dream_assets.cli import main as dream
+from dream_assets.profile import AgentProfile
+from dream_assets.store import open_store
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> str:
+    AgentProfile(tmp_path / "a").ensure()
+    return str(tmp_path / "a")
+
+
+def _json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_save_search_get_forget_history_from_the_shell(agent: str, capsys) -> None:
+    assert dream(["memory", "save", "Invoices go to billing@example.org.", "--profile", agent, "--json"]) == MEMORY_OK
+    saved = _json(capsys)
+    assert saved["outcome"] == "created"
+    assert dream(["memory", "save", "invoices go to billing@example.org", "--profile", agent, "--json"]) == MEMORY_OK
+    assert _json(capsys)["outcome"] == "reinforced"
+    assert dream(["memory", "search", "invoices", "--profile", agent, "--json"]) == MEMORY_OK
+    assert [h["id"] for h in _json(capsys)["hits"]] == [saved["id"]]
+    assert dream(["memory", "forget", saved["id"], "--reason", "moved to AP", "--profile", agent]) == MEMORY_OK
+    assert "dream undo --profile" in capsys.readouterr().out
+    assert dream(["memory", "get", saved["id"], "--profile", agent, "--json"]) == MEMORY_OK
+    record = _json(capsys)
+    assert record["status"] == "archived" and "moved to AP" in record["archived_reason"]
+    assert dream(["memory", "history", saved["id"], "--profile", agent, "--json"]) == MEMORY_OK
+    assert [e["event"] for e in _json(capsys)["events"]] == ["created", "reinforced", "archived"]
+    assert dream(["memory", "search", "invoices", "--profile", agent]) == MEMORY_NOT_FOUND
+
+
+def test_exit_codes_for_nothing_found_and_refused_input(agent: str, capsys) -> None:
+    assert dream(["memory", "get", "f" * 32, "--profile", agent]) == MEMORY_NOT_FOUND
+    assert "no memory with id" in capsys.readouterr().err
+    assert dream(["memory", "save", "bad\x01text", "--profile", agent]) == MEMORY_INVALID
+    assert capsys.readouterr().err.startswith("dream memory save: content ")
+    assert dream(["memory", "search", "x", "--limit", "0", "--profile", agent]) == MEMORY_INVALID
+    assert open_store(agent).memories.counts() == {"live": 0, "archived": 0}
+
+
+def test_a_missing_profile_is_refused_and_not_created(tmp_path: Path, capsys) -> None:
+    assert dream(["memory", "save", "x", "--profile", str(tmp_path / "typo")]) == 2
+    assert not (tmp_path / "typo").exists()
+
+
+def test_save_reads_standard_input(agent: str, capsys, monkeypatch) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("The on-call phone is +49 30 1234567.\n"))
+    assert dream(["memory", "save", "-", "--profile", agent, "--json"]) == MEMORY_OK
+    assert _json(capsys)["content"] == "The on-call phone is +49 30 1234567."

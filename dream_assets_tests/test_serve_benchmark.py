@@ -1,0 +1,34 @@
+"""The serve benchmark's CI-sized run: every figure is printed for both transports, no tool call fails and no save is
+lost while a cycle runs. The latencies are the benchmark's to report, not this test's to judge (a loaded machine)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow  # two `dream serve` processes, each with a dream cycle beside it (about two minutes)
+def test_quick_serve_run_reports_every_figure_and_loses_no_save():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "serve.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    names = {m["name"] for m in lines}
+    for transport in ("stdio", "http"):
+        for figure in ("save", "search", "cycle_save", "cycle_search"):
+            for q in ("p50_ms", "p99_ms"):
+                assert f"serve.{transport}.{figure}_{q}" in names, names
+        saves = next(m for m in lines if m["name"] == f"serve.{transport}.cycle_saves")
+        assert saves["value"] >= 20
+    assert [m["value"] for m in lines if m["name"] == "serve.saves_lost"] == [0, 0]
+    assert [m["value"] for m in lines if m["name"] == "serve.errors"] == [0, 0]
+    assert all(m["value"] > 0 for m in lines if m["name"].endswith("_ms"))
