@@ -219,6 +219,7 @@ def test_queries_with_very_common_terms_rank_exactly_like_full_scoring(
         return result
 
     monkeypatch.setattr(bm25, "_settled", spy)
+    monkeypatch.setattr(bm25, "_PRUNE_MIN_SLOTS", 0)  # prune at this size too (large indexes only, by default)
     rng = random.Random(2)
     rare = [f"r{i}" for i in range(300)]
     docs = {
@@ -247,8 +248,13 @@ class _NoLength:
         return False
 
 
-def test_pruned_top_k_equals_full_scoring_on_a_random_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("merge", [False, True], ids=["accumulated", "merged"])
+def test_pruned_top_k_equals_full_scoring_on_a_random_corpus(monkeypatch: pytest.MonkeyPatch, merge: bool) -> None:
     from dream_assets.text import bm25
+
+    monkeypatch.setattr(bm25, "_PRUNE_MIN_SLOTS", 0)  # prune at this size too (large indexes only, by default)
+    if merge:  # full scoring by merging postings, as on an index too large for a per-slot accumulator in cache
+        monkeypatch.setattr(bm25, "_DENSE_MAX_SLOTS", 0)
 
     pruned = []
     real_settled = bm25._settled
@@ -326,6 +332,7 @@ def test_folding_the_tail_and_renumbering_slots_keep_every_search_exact(monkeypa
     from dream_assets.text import bm25
 
     monkeypatch.setattr(bm25, "_FOLD_MIN", 300)  # fold often, so searches meet every mix of base and tail
+    monkeypatch.setattr(bm25, "_PRUNE_MIN_SLOTS", 0)  # prune at this size too (large indexes only, by default)
     pruned = []
     real_settled = bm25._settled
 
