@@ -228,6 +228,7 @@ class Bm25Index:
             self._total_length = int(lengths.sum())
             self._tail, self._tail_postings = {}, 0
             self._recompute_reach()
+            pa.default_memory_pool().release_unused()  # the encoding's buffers: Arrow's pool keeps them otherwise
 
     def remove(self, doc_id: str) -> None:
         """Forget ``doc_id``; a no-op when it is not indexed."""
