@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories  # noqa: E402
+from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.store import open_store  # noqa: E402
@@ -45,11 +46,20 @@ def emit(name: str, n: int, value: float, unit: str) -> None:
     print(json.dumps({"name": name, "n": n, "value": round(value, 3), "unit": unit}), flush=True)
 
 
+def corpus(n: int) -> list[MemoryEntry]:
+    """The benchmark corpus of ``n`` entries (the same for every run of a size)."""
+    return _memories(random.Random(n), NOW, n)
+
+
+def recall_queries(rng: random.Random, count: int) -> list[str]:
+    """What an agent recalls: a person's first name, a tool and a topic."""
+    return [f"{rng.choice(PEOPLE).split()[0]} {rng.choice(TOOLS)} {rng.choice(TOPICS)}" for _ in range(count)]
+
+
 def build(root: Path, n: int) -> AgentProfile:
     profile = AgentProfile(root / f"bench-{n}").ensure()
     store = open_store(profile, DreamOptions())
-    rng = random.Random(n)
-    store.memories.put_many(_memories(rng, NOW, n))
+    store.memories.put_many(corpus(n))
     return profile
 
 
@@ -73,7 +83,7 @@ def bench_save_and_recall(profile: AgentProfile, n: int) -> None:
         store.memories.save(text, category="notes", now=NOW + timedelta(seconds=i))
         times.append(time.perf_counter() - t)
     emit("store.save_p50_ms", n, statistics.median(times) * 1000, "ms")
-    queries = [f"{rng.choice(PEOPLE).split()[0]} {rng.choice(TOOLS)} {rng.choice(TOPICS)}" for _ in range(300)]
+    queries = recall_queries(rng, 300)
     times = []
     for q in queries:
         t = time.perf_counter()
