@@ -133,6 +133,16 @@ class AgentProfile:
         return self.root / "model-busy.lease"
 
     @property
+    def memory_folder_link_path(self) -> Path:
+        """The markdown memory folder linked to this agent (``dream link``): its path and format, JSON."""
+        return self.root / "memory-folder.json"
+
+    @property
+    def memory_folder_state_path(self) -> Path:
+        """What the last read of the linked folder saw: each file's hash and each note's memory id."""
+        return self.root / "memory-folder-state.json"
+
+    @property
     def snapshots_dir(self) -> Path:
         return self.root / "snapshots"
 
