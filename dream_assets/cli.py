@@ -656,6 +656,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest request body accepted (default 1 MiB)",
     )
     sp.set_defaults(func=cmd_serve)
+
+    from dream_assets.folders.commands import add_commands
+
+    add_commands(sub, common, _profile, _now)
     return p
 
 

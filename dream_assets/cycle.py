@@ -45,5 +45,5 @@ def run_cycle(
             continue
         reports.append(spec.run(ctx))
     if folder:
-        reports.append(write_back(profile, options, now, read=reports[0]))
+        reports.append(write_back(profile, options, now))
     return reports

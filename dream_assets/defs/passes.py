@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from dream_assets.defs.folders import memory_folder_read
+from dream_assets.folders import READ_STEP
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, report_metadata, stage_tags
 from dream_assets.orchestration.partitions import agents_partitions
@@ -24,7 +26,7 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
         group_name=spec.group,
         description=spec.description,
         partitions_def=agents_partitions,
-        deps=[*spec.after, *spec.reads],
+        deps=[*spec.after, *spec.reads] if spec.after else [READ_STEP, *spec.reads],  # the folder is read first
         pool="llm" if spec.uses_model else None,
         kinds={"python", "llm"} if spec.uses_model else {"python"},
         tags=stage_tags(spec.group),
@@ -70,10 +72,11 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
 pass_assets = [_pass_asset(spec) for spec in PASSES]
 dream_cycle = dg.define_asset_job(
     "dream_cycle",
-    selection=dg.AssetSelection.assets(*[spec.name for spec in PASSES], "corpus_snapshot"),
+    selection=dg.AssetSelection.assets(READ_STEP, *[spec.name for spec in PASSES], "corpus_snapshot"),
     partitions_def=agents_partitions,
-    description="One dream cycle for one agent: every pass in the specification's order. When a pass fails, the "
-    "other passes still run and the run fails at its last step, naming the failed passes.",
+    description="One dream cycle for one agent: the linked memory folder read, every pass in the specification's "
+    "order, the snapshot (which writes the folder back). When a pass fails, the other passes still run and the run "
+    "fails at its last step, naming the failed passes.",
     tags={USES_MODEL_TAG: "true"},
 )
 
@@ -81,4 +84,4 @@ dream_cycle = dg.define_asset_job(
 @dg.definitions
 def defs() -> dg.Definitions:
     """One asset per pass, and the dream cycle job over them."""
-    return dg.Definitions(assets=pass_assets, jobs=[dream_cycle])
+    return dg.Definitions(assets=[memory_folder_read, *pass_assets], jobs=[dream_cycle])

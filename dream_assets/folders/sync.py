@@ -239,6 +239,13 @@ def _parse_all(link: FolderLink, files: dict[str, bytes]) -> dict[str, ParsedFil
     return parsed
 
 
+def _read_failed(profile: AgentProfile, state: dict, report: PassReport, message: str) -> PassReport:
+    """A read refused: the store is untouched; the write-back of this cycle is refused too (``read_failed``)."""
+    state["read_failed"] = message
+    _save_state(profile, state)
+    return report.fail(message)
+
+
 def _metadata(link: FolderLink, parsed: ParsedFile, block: Block, key: str) -> dict[str, str]:
     meta = {
         "folder.format": link.format,
@@ -268,11 +275,14 @@ def read_folder(
         link = load_link(profile)
         if link is None:
             return report.skip("no memory folder linked (dream link)")
-        files = scan(link, max_file_bytes=MAX_FILE_BYTES)
-        parsed = _parse_all(link, files)
         state = _load_state(profile)
     except FolderError as exc:
         return report.fail(str(exc))
+    try:
+        files = scan(link, max_file_bytes=MAX_FILE_BYTES)
+        parsed = _parse_all(link, files)
+    except FolderError as exc:
+        return _read_failed(profile, state, report, str(exc))
     notes: dict[str, dict[str, str]] = state["notes"]
     todo: list[tuple[ParsedFile, Block, str]] = []
     seen: set[str] = set()
@@ -290,7 +300,8 @@ def read_folder(
                 problems.append(f"{link.folder / rel} line {_line_of(pf.text, block.start)}: {found}")
             todo.append((pf, block, key))
     if problems:
-        return report.fail(f"linked folder {link.folder} was not read, the store is unchanged: " + "; ".join(problems))
+        message = f"linked folder {link.folder} was not read, the store is unchanged: " + "; ".join(problems)
+        return _read_failed(profile, state, report, message)
     for pf, block, key in todo:
         saved = agent_memory.save(
             profile,
@@ -320,6 +331,7 @@ def read_folder(
             pass
     state["files"] = {rel: _sha(data) for rel, data in files.items()}
     state["folder"] = str(link.folder)
+    state.pop("read_failed", None)
     _save_state(profile, state)
     report.summary = (
         f"read {len(files)} file(s) of {link.folder}: {len(todo)} new note(s), "
@@ -381,6 +393,8 @@ def plan_write_back(
     if not link.folder.is_dir():
         raise FolderError(f"linked folder {link.folder} does not exist; nothing was written")
     state = _load_state(profile)
+    if state.get("read_failed"):
+        raise FolderError(f"not written: the last read of the folder failed ({state['read_failed']})")
     notes = {k: dict(v) for k, v in state["notes"].items()}
     plan = WritePlan(link, notes=notes)
     by_file: dict[str, list[str]] = {}
@@ -556,17 +570,11 @@ def linked(profile: AgentProfile | str | Path) -> bool:
 
 
 def write_back(
-    profile: AgentProfile | str | Path,
-    options: DreamOptions | None = None,
-    now: datetime | None = None,
-    *,
-    read: PassReport | None = None,
+    profile: AgentProfile | str | Path, options: DreamOptions | None = None, now: datetime | None = None
 ) -> PassReport:
-    """Plan and apply the write-back of the linked folder (the last step of a cycle). ``read``: this cycle's read of
-    the folder; when it failed nothing is written (the folder is not what the store was read from)."""
+    """Plan and apply the write-back of the linked folder (the last step of a cycle). When the last read of the
+    folder failed nothing is written (the folder is not what the store was read from)."""
     profile = as_profile(profile)
-    if read is not None and read.status == "failed":
-        return PassReport(WRITE_STEP).fail(f"not written: the read of the folder failed ({read.reason})")
     try:
         plan = plan_write_back(profile, options, now)
     except FolderError as exc:
