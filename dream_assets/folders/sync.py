@@ -74,6 +74,7 @@ class FileChange:
     new: str | None  # None: the file moves to archive/ whole
     move_to: str | None = None
     reason: str = ""
+    source: str | None = None  # an archive file's change: the file its notes left (dropped when that one is)
 
 
 @dataclass
@@ -481,7 +482,8 @@ def plan_write_back(
         path = link.folder / target
         old = path.read_text(encoding="utf-8") if path.exists() else None
         entry = f"\n## Archived {iso(now)}\n\n" + "\n".join(b.rstrip() for b in blocks) + "\n"
-        plan.changes.append(FileChange(target, old, (old or f"# Archived from {rel}\n") + entry, reason="archived"))
+        new = (old or f"# Archived from {rel}\n") + entry
+        plan.changes.append(FileChange(target, old, new, reason="archived", source=rel))
     if index_drop and link.format == "claude-code":
         _drop_index_lines(plan, link, index_drop)
     if plan.changes and link.format == "openclaw":
@@ -528,8 +530,14 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan) -> Pas
         report.info(line)
     state = _load_state(profile)
     dropped: set[str] = set()
+    written = 0
     for change in plan.changes:
         path = root / change.rel
+        if not root.is_dir():
+            _save_state(profile, state)
+            return report.fail(f"linked folder {root} disappeared during the write-back; {path} was not written")
+        if change.source in dropped:
+            continue
         try:
             expected = plan.expected.get(change.rel)
             if expected is not None and (not path.exists() or _sha(path.read_bytes()) != expected):
@@ -541,13 +549,15 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan) -> Pas
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(path, target)
                 state["files"].pop(change.rel, None)
+                written += 1
                 report.change("folder-archived-file", change.rel, f"moved to {change.move_to}")
                 continue
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)  # archive/ and its subfolders, inside the folder
             mode = path.stat().st_mode & 0o7777 if path.exists() else None
             atomic_write(path, change.new, permissions=mode)
             if is_memory_file(plan.link.format, change.rel):
                 state["files"][change.rel] = _sha(change.new.encode("utf-8"))
+            written += 1
             report.change("folder-rewritten", change.rel, change.reason)
         except OSError as exc:
             _save_state(profile, state)
@@ -558,7 +568,6 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan) -> Pas
             notes[key] = info
     state["notes"] = notes
     _save_state(profile, state)
-    written = len(plan.changes) - len(dropped)
     report.count("files_written", written)
     report.summary = f"wrote {written} file(s) of {root}" + (f", left {len(dropped)} edited" if dropped else "")
     return report
