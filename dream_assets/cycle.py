@@ -45,5 +45,5 @@ def run_cycle(
             continue
         reports.append(spec.run(ctx))
     if folder:
-        reports.append(write_back(profile, options, now))
+        reports.append(write_back(profile, options, now, cycle_id=ctx.cycle_id))
     return reports

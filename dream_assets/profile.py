@@ -143,6 +143,11 @@ class AgentProfile:
         return self.root / "memory-folder-state.json"
 
     @property
+    def memory_folder_undo_dir(self) -> Path:
+        """Per cycle: the linked folder's files as they were before the cycle's write-back (for dream undo)."""
+        return self.root / "memory-folder-undo"
+
+    @property
     def snapshots_dir(self) -> Path:
         return self.root / "snapshots"
 

@@ -142,10 +142,11 @@ def _merge_release_notes(request):
     }
 
 
-def _scripted_cycle(profile, answer):
+def _scripted_cycle(profile, answer, cycle_id=None):
     options = DreamOptions(ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
     client = ModelClient(ScriptedBackend(answer), profile=profile, options=options)
-    return {r.pass_name: r for r in run_cycle(profile, options, NOW, client_factory=lambda: client)}
+    reports = run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id=cycle_id)
+    return {r.pass_name: r for r in reports}
 
 
 def test_a_merge_by_the_model_rewrites_only_the_merged_notes_and_archives_the_other(profile, tmp_path):
@@ -163,6 +164,33 @@ def test_a_merge_by_the_model_rewrites_only_the_merged_notes_and_archives_the_ot
     after = _files(folder)
     untouched = {k for k in before if k != "project_release.md"}
     assert {k: after[k] for k in untouched} == {k: before[k] for k in untouched}
+
+
+def test_undo_of_the_cycle_puts_the_files_back_as_they_were(profile, tmp_path, capsys):
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)  # the read's saves are the agent's, not the cycle's
+    before = {k: v[0] for k, v in _files(folder).items()}
+    _scripted_cycle(profile, _merge_release_notes, cycle_id="merge-cycle")
+    assert (folder / "project_release.md").read_bytes() != before["project_release.md"]
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "merge-cycle"]) == 0
+    assert f"put back {folder / 'project_release.md'}" in capsys.readouterr().out
+    after = {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")}
+    assert after == before
+    live = set(_live(profile).values())
+    assert "Merge freeze for release 4.2 begins 2026-03-05, owned by Dana Whitfield." in live
+    # the folder and the store agree again: a write-back now has nothing to do
+    assert plan_write_back(profile, now=NOW).changes == []
+
+
+def test_undo_leaves_a_file_a_person_edited_after_the_cycle(profile, tmp_path, capsys):
+    folder = _linked(profile, tmp_path, "claude-code")
+    _scripted_cycle(profile, _merge_release_notes, cycle_id="merge-cycle")
+    path = folder / "project_release.md"
+    edited = path.read_text(encoding="utf-8") + "- Added by hand.\n"
+    path.write_text(edited, encoding="utf-8")
+    main(["undo", "--profile", str(profile.root), "--cycle", "merge-cycle"])
+    assert f"NOT put back {path}: edited since the cycle wrote it" in capsys.readouterr().err
+    assert path.read_text(encoding="utf-8") == edited
 
 
 def test_every_specific_of_every_note_is_still_in_the_folder_after_a_cycle(profile, tmp_path):

@@ -36,7 +36,9 @@ def corpus_snapshot(context: dg.AssetExecutionContext, deployment: DreamDeployme
     profile = deployment.run_profile(context.partition_key)
     options = deployment.options(profile)
     now = run_now(context)
-    folder = write_back(profile, options, now)  # the linked memory folder gets the cycle's result first
+    folder = write_back(
+        profile, options, now, cycle_id=context.run.run_id
+    )  # the linked memory folder gets the cycle's result first
     if folder.status == "failed":
         context.log.error(f"memory folder of agent {profile.agent_id}: {folder.reason}")
     store = open_store(profile, options)

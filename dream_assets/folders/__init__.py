@@ -12,6 +12,7 @@ from dream_assets.folders.sync import (
     load_link,
     plan_write_back,
     read_folder,
+    undo_files,
     write_back,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "load_link",
     "plan_write_back",
     "read_folder",
+    "undo_files",
     "write_back",
 ]

@@ -520,15 +520,17 @@ def _diary(plan: WritePlan, link: FolderLink, now: datetime) -> None:
     plan.changes.append(FileChange(DREAMS_FILE, old, (old or "# Dream Diary\n") + entry, reason="dream diary"))
 
 
-def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan) -> PassReport:
+def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_id: str | None = None) -> PassReport:
     """Write ``plan``: one atomic replace per file, a move into ``archive/`` for a whole file. A file whose bytes
-    changed since the plan read it is left alone (its notes are read again next cycle)."""
+    changed since the plan read it is left alone (its notes are read again next cycle). With ``cycle_id`` the files'
+    texts before the write are kept so ``undo_files`` (``dream undo --cycle``) can put them back."""
     profile = as_profile(profile)
     report = PassReport(WRITE_STEP)
     root = plan.link.folder
     for line in plan.left:
         report.info(line)
     state = _load_state(profile)
+    undo: dict = {"folder": str(root), "notes": state["notes"], "files": {}, "written": {}}
     dropped: set[str] = set()
     written = 0
     for change in plan.changes:
@@ -544,10 +546,12 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan) -> Pas
                 report.info(f"{path}: edited while the cycle ran; left as the person wrote it, read again next cycle")
                 dropped.add(change.rel)
                 continue
+            undo["files"][change.rel] = change.old
             if change.new is None:
                 target = root / str(change.move_to)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(path, target)
+                undo["written"][change.rel] = {"moved_to": change.move_to}
                 state["files"].pop(change.rel, None)
                 written += 1
                 report.change("folder-archived-file", change.rel, f"moved to {change.move_to}")
@@ -555,6 +559,7 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan) -> Pas
             path.parent.mkdir(parents=True, exist_ok=True)  # archive/ and its subfolders, inside the folder
             mode = path.stat().st_mode & 0o7777 if path.exists() else None
             atomic_write(path, change.new, permissions=mode)
+            undo["written"][change.rel] = {"sha256": _sha(change.new.encode("utf-8"))}
             if is_memory_file(plan.link.format, change.rel):
                 state["files"][change.rel] = _sha(change.new.encode("utf-8"))
             written += 1
@@ -568,6 +573,8 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan) -> Pas
             notes[key] = info
     state["notes"] = notes
     _save_state(profile, state)
+    if cycle_id and undo["written"]:
+        _save_undo(profile, cycle_id, undo)
     report.count("files_written", written)
     report.summary = f"wrote {written} file(s) of {root}" + (f", left {len(dropped)} edited" if dropped else "")
     return report
@@ -578,8 +585,70 @@ def linked(profile: AgentProfile | str | Path) -> bool:
     return as_profile(profile).memory_folder_link_path.exists()
 
 
+def _undo_path(profile: AgentProfile, cycle_id: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in cycle_id)
+    return profile.memory_folder_undo_dir / f"{safe}.json"
+
+
+def _save_undo(profile: AgentProfile, cycle_id: str, undo: dict) -> None:
+    path = _undo_path(profile, cycle_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():  # a second write-back in the same cycle: the first one's "before" is the one to go back to
+        first = json.loads(path.read_text(encoding="utf-8"))
+        undo = {**undo, "notes": first["notes"], "files": {**undo["files"], **first["files"]}}
+        undo["written"] = {**undo["written"], **first["written"]}
+    atomic_write(path, json.dumps(undo, indent=1, sort_keys=True) + "\n")
+
+
+def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> list[str]:
+    """Put back the folder files a cycle's write-back changed (after ``dream undo --cycle`` put the store back). A
+    file edited since is left as it is and named; a file the write-back created stays (it only holds copies).
+    Returns one line per file."""
+    profile = as_profile(profile)
+    path = _undo_path(profile, cycle_id)
+    if not path.exists():
+        return []
+    undo = json.loads(path.read_text(encoding="utf-8"))
+    root = Path(undo["folder"])
+    link = load_link(profile)
+    fmt = link.format if link is not None else "markdown"
+    state = _load_state(profile)
+    lines: list[str] = []
+    for rel, written in sorted(undo["written"].items()):
+        old = undo["files"].get(rel)
+        target = root / rel
+        if "moved_to" in written:
+            moved = root / written["moved_to"]
+            if target.exists() or not moved.exists():
+                lines.append(f"NOT put back {target}: {moved} is gone or {target} exists again")
+                continue
+            os.rename(moved, target)
+            state["files"][rel] = _sha(target.read_bytes())
+            lines.append(f"put back {target} from {moved}")
+            continue
+        if not target.exists() or _sha(target.read_bytes()) != written["sha256"]:
+            lines.append(f"NOT put back {target}: edited since the cycle wrote it")
+            continue
+        if old is None:
+            lines.append(f"kept {target}: created by the cycle, it holds copies only")
+            continue
+        mode = target.stat().st_mode & 0o7777
+        atomic_write(target, old, permissions=mode)
+        if is_memory_file(fmt, rel):
+            state["files"][rel] = _sha(old.encode("utf-8"))
+        lines.append(f"put back {target}")
+    state["notes"] = undo["notes"]
+    _save_state(profile, state)
+    os.replace(path, path.with_suffix(".undone.json"))
+    return lines
+
+
 def write_back(
-    profile: AgentProfile | str | Path, options: DreamOptions | None = None, now: datetime | None = None
+    profile: AgentProfile | str | Path,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+    *,
+    cycle_id: str | None = None,
 ) -> PassReport:
     """Plan and apply the write-back of the linked folder (the last step of a cycle). When the last read of the
     folder failed nothing is written (the folder is not what the store was read from)."""
@@ -592,4 +661,4 @@ def write_back(
         return PassReport(WRITE_STEP).fail(f"{exc.filename or 'the linked folder'}: could not be read ({exc})")
     if plan is None:
         return PassReport(WRITE_STEP).skip("no memory folder linked (dream link)")
-    return apply_write_back(profile, plan)
+    return apply_write_back(profile, plan, cycle_id)
