@@ -27,9 +27,10 @@ from dream_assets.passes.registry import PASSES, PassSpec
     kinds={"python"},
     tags=stage_tags("inputs"),
     metadata=label_metadata("Memory folder read"),
-    description="Before the passes: the markdown memory folder linked to the agent (dream link) read into the "
-    "store, each note with its file, heading path and front matter; a folder that cannot be read safely fails this "
-    "step naming the file, and the store and the folder stay as they were. Skipped when no folder is linked.",
+    description="Before the passes: the agent's linked markdown memory folder read into the store.\n\n"
+    "The folder linked with dream link (Claude Code auto memory, an OpenClaw workspace or plain notes), each note "
+    "with its file, heading path and front matter; a folder that cannot be read safely fails this step naming the "
+    "file, and the store and the folder stay as they were. Skipped when no folder is linked.",
     check_specs=[
         dg.AssetCheckSpec(
             COMPLETED_CHECK,
