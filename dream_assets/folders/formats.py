@@ -175,6 +175,11 @@ def parse_file(fmt: str, rel: str, text: str) -> ParsedFile:
     return parsed
 
 
+def starts_block(line: str) -> bool:
+    """Whether ``line`` would begin a heading, a bullet or a code fence when read."""
+    return bool(_HEADING.match(line) or _BULLET.match(line) or _FENCE.match(line))
+
+
 def category_of(fmt: str, parsed: ParsedFile) -> str:
     """The store category of a file's notes: a Claude Code topic file's ``type``, else the format's own."""
     if fmt == "claude-code":

@@ -43,6 +43,7 @@ from dream_assets.folders.formats import (
     is_memory_file,
     note_key,
     parse_file,
+    starts_block,
 )
 from dream_assets.model import iso, utc_or_now
 from dream_assets.options import DreamOptions, load_agent_options
@@ -345,11 +346,17 @@ def read_folder(
 
 
 def _bullet_text(block: Block, content: str, text: str) -> str:
+    """``content`` written in the place of ``block``, so that reading the file again gives one note with that text:
+    its lines kept (a bullet's continuation lines indented under it) unless one of them would start a new note, a
+    heading or a code fence, or there is a blank line; then it is one line."""
+    lines = [ln.strip() for ln in content.strip().splitlines()]
+    if any(not ln or starts_block(ln) for ln in lines[1:]):
+        lines = [" ".join(ln for ln in lines if ln)]
     if not block.bullet:
-        return content
+        return "\n".join(lines)
     line_start = text.rfind("\n", 0, block.start) + 1
     indent = " " * (block.text_start - line_start)
-    return ("\n" + indent).join(content.splitlines())
+    return ("\n" + indent).join(lines)
 
 
 def _note(rec: agent_memory.MemoryRecord, rel: str) -> dict[str, str]:
