@@ -99,6 +99,25 @@ def test_a_user_correction_is_never_superseded_by_an_agent_claim_but_beats_one()
     assert "never superseded" in verdicts[0].why
 
 
+def test_a_correction_filed_under_feedback_from_user_with_the_tag_correction_is_a_user_correction():
+    claim = MemoryEntry("claim", "Rocky plays bass.", "people/rocky", (), 0.5, NOW, NOW, NOW, 1, {})
+    fix = MemoryEntry("fix", "Rocky plays drums.", "feedback/from-user", ("correction",), 0.5, NOW, NOW, NOW, 1, {})
+    below = fix.with_(id="below", category="feedback/from-user/chat")
+    untagged = fix.with_(id="untagged", tags=("music",))
+    elsewhere = fix.with_(id="elsewhere", category="feedback/from-agent")
+    shown = {e.id: e for e in (claim, fix, below, untagged, elsewhere)}
+    verdicts = judge(
+        [("claim", i, "") for i in ("fix", "below", "untagged", "elsewhere")],
+        shown,
+        set(shown),
+        offered=every_pair(shown),
+    )
+    # The correction (and one filed below that category) stands; the same text without the tag, or filed by the
+    # agent, is an ordinary entry the model's direction decides.
+    assert [v.accepted for v in verdicts] == [False, False, True, True]
+    assert "never superseded" in verdicts[0].why
+
+
 @pytest.mark.parametrize(
     ("winner", "loser", "earlier"),
     [

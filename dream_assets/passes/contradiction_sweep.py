@@ -7,9 +7,11 @@ pairs where one entry supersedes the other. The host decides (DESIGN principle 4
 
 - a pair with an empty id, an id that is not a live entry (unknown), an id of a live entry that was not shown in this
   call, or the same id twice (a self-pair) is ignored, counted and listed with its reason;
-- a user correction (``standing.is_user_correction``: saved from feedback of kind Correction or stated by the user;
+- a user correction (``standing.is_user_correction``: saved from feedback of kind Correction, stated by the user,
+  or filed under ``feedback/from-user`` with the tag ``correction``, as ``model.user_correction_signs`` reads them;
   an entry merged from one stays one) is never superseded by an entry that is not itself a user correction, whatever
-  the model proposes; a user correction superseding an agent's own claim is accepted;
+  the model proposes; a user correction superseding an agent's own claim is accepted (recall ranks by the same
+  standing: store/recall.py);
 - between entries of equal standing, subject time decides: an entry about a later moment may supersede one about an
   earlier moment, never the reverse. The moment is the ``subjectTime`` point, else the ``subjectTimeStart`` ..
   ``subjectTimeEnd`` span (a date of day, month or year precision covers that whole day, month or year); a pair is
@@ -31,21 +33,21 @@ requests it again for the rest; the run that reviews the last of them stamps the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from dream_assets.llm.contracts import NOT_TEXT, ContradictionSweepResponse, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
-from dream_assets.model import MemoryEntry, iso, parse_ts, utc
+from dream_assets.model import MemoryEntry, iso
 from dream_assets.passes.common import call_model, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
-from dream_assets.passes.standing import is_user_correction
 from dream_assets.store.memory import SUPERSEDED_BY_KEY, SUPERSEDES_KEY, ContentError, MemoryStore, NotFound
+from dream_assets.store.recall import about_earlier_moment
+from dream_assets.store.standing import is_user_correction
 from dream_assets.text.content_hash import stable_hash
 from dream_assets.text.coverage import (
     BASELINE_VOCABULARY,
@@ -88,47 +90,6 @@ def review_hash(entry: MemoryEntry) -> str:
 
 def needs_review(entry: MemoryEntry) -> bool:
     return entry.metadata.get(REVIEWED_KEY) != review_hash(entry)
-
-
-_PARTIAL_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
-
-
-def _span_of(text: str) -> tuple[datetime, datetime] | None:
-    """A subject-time value as a half-open span: a year, month or day covers all of it, an instant one microsecond.
-    None when it cannot be read."""
-    text = (text or "").strip()
-    m = _PARTIAL_DATE.match(text)
-    try:
-        if m:
-            year, month, day = int(m[1]), int(m[2] or 0), int(m[3] or 0)
-            if not month:
-                return utc(datetime(year, 1, 1)), utc(datetime(year + 1, 1, 1))
-            start = utc(datetime(year, month, day or 1))
-            if day:
-                return start, start + timedelta(days=1)
-            return start, utc(datetime(year + (month == 12), month % 12 + 1, 1))
-        at = parse_ts(text)
-    except (ValueError, OverflowError):
-        return None
-    return at, at + timedelta(microseconds=1)
-
-
-def subject_span(entry: MemoryEntry) -> tuple[datetime, datetime] | None:
-    """The moment an entry is about, from its subject-time metadata; None when it carries none that can be read."""
-    st = entry.subject_time
-    if "subjectTime" in st:
-        return _span_of(st["subjectTime"])
-    start = _span_of(st.get("subjectTimeStart", ""))
-    end = _span_of(st.get("subjectTimeEnd", ""))
-    if start and end:
-        return (start[0], end[1]) if start[0] <= end[1] else None
-    return start or end
-
-
-def about_earlier_moment(a: MemoryEntry, b: MemoryEntry) -> bool:
-    """True when ``a`` is about a moment that ends before the moment ``b`` is about begins."""
-    sa, sb = subject_span(a), subject_span(b)
-    return sa is not None and sb is not None and sa[1] <= sb[0]
 
 
 @dataclass(frozen=True)

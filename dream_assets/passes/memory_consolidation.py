@@ -61,7 +61,7 @@ from typing import Any
 from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, MergeRepairResponse, ModelCall
 from dream_assets.llm.offline import answer_memory_consolidation, answer_merge_repair
 from dream_assets.llm.prompts import render_memory_consolidation, render_merge_repair
-from dream_assets.model import MemoryEntry, iso, new_id, parse_ts
+from dream_assets.model import MemoryEntry, is_signal_entry, iso, new_id, parse_ts
 from dream_assets.passes.archive_purge import is_high_value
 from dream_assets.passes.common import call_model, note_forced, note_malformed, stamp
 from dream_assets.passes.consolidation_merge import (
@@ -75,6 +75,7 @@ from dream_assets.passes.consolidation_select import (
     CLUSTER_DECLINED_KEY,
     CLUSTER_LEFT_AT_KEY,
     CLUSTER_SET_KEY,
+    REVIEWED_IN_KEY,
     REVIEWED_KEY,
     Selection,
     cluster_set_id,
@@ -82,17 +83,18 @@ from dream_assets.passes.consolidation_select import (
     declined_count,
     is_reviewed,
     review_hash,
+    reviewed_in_stamp,
     select_candidates,
 )
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
-from dream_assets.passes.standing import without_standing_tags
 from dream_assets.store.dedup import REINFORCE
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.logs import log_exists, read_events
 from dream_assets.store.memory import ContentError
+from dream_assets.store.standing import without_standing_tags
 from dream_assets.text.coverage import (
     CoverageSource,
     CoverageVocabulary,
@@ -103,6 +105,7 @@ from dream_assets.text.coverage import (
     load_vocabulary,
     specifics_of,
 )
+from dream_assets.text.restated import without_restated_sentences
 from dream_assets.text.similarity import DuplicateClusters, exact_key
 from dream_assets.text.tokens import content_tokens, stem
 
@@ -339,7 +342,7 @@ def _apply_merge(
     ids = [s.id for s in sources]
     only = sources[0] if len(sources) == 1 else None
     category = save.category.strip() if "category" in save.model_fields_set else sources[0].category
-    # Standing is the host's (standing.py): the merged entry gets the user-correction tag exactly when a source is one.
+    # Standing is the host's (store/standing.py): the merged entry is tagged user-correction exactly when a source is.
     tags = without_standing_tags(
         save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
     )
@@ -351,6 +354,9 @@ def _apply_merge(
     ):
         report.count("unchanged")  # an echo of the entry: nothing to replace
         return
+    if only is None:
+        # A sentence another kept sentence carries whole is another wording of it: the merge says it once.
+        content = without_restated_sentences(content, category, vocab)
 
     # Nothing dropped (coverage check: specifics; content check: the sentences' words) and nothing made up
     # (invented specifics, judged per sentence).
@@ -433,7 +439,10 @@ def _apply_merge(
                 # The merged text is already a live entry: that entry takes the sources in, no twin is written.
                 merged = fold_into(twin, [current[i] for i in ids if i not in state.archived], tags=tags, now=ctx.now)
                 if is_reviewed(twin):
-                    merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
+                    stamps = {REVIEWED_KEY: review_hash(merged)}
+                    if twin.id in selection.eligible:
+                        stamps[REVIEWED_IN_KEY] = reviewed_in_stamp(ctx.cycle_id, ctx.now)
+                    merged = merged.with_(metadata={**merged.metadata, **stamps})
                 merged = memories.replace(merged)
                 ctx.record(
                     PASS,
@@ -456,7 +465,13 @@ def _apply_merge(
                 )
                 # The merged text was judged this cycle against every source: stamp it reviewed so the next cycle
                 # does not re-ask the model about its own answer. Any later write re-opens it.
-                merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
+                merged = merged.with_(
+                    metadata={
+                        **merged.metadata,
+                        REVIEWED_KEY: review_hash(merged),
+                        REVIEWED_IN_KEY: reviewed_in_stamp(ctx.cycle_id, ctx.now),
+                    }
+                )
                 merged = memories.put(merged)
                 ctx.record(
                     PASS,
@@ -500,7 +515,7 @@ def _twin(ctx: PassContext, content: str, category: str, ids: Sequence[str], sta
     merged text (equal after normalising case, white space and punctuation, same category, and nothing of the
     merged text it lacks by the save-time rules)."""
     for other in ctx.store.memories.find_exact(content, category):
-        if other.id in ids or other.id in state.archived:
+        if other.id in ids or other.id in state.archived or is_signal_entry(other):
             continue
         if (
             decide_dedup(
@@ -534,7 +549,8 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
     archived, every change-log row. Returns the live corpus after the folds."""
     groups: dict[tuple[str, str], list[MemoryEntry]] = {}
     for e in live:
-        groups.setdefault((e.category, exact_key(e.content)), []).append(e)
+        if not is_signal_entry(e):  # each occurrence of a correction, feedback or capability claim counts
+            groups.setdefault((e.category, exact_key(e.content)), []).append(e)
     memories = ctx.store.memories
     gone: set[str] = set()
     replaced: dict[str, MemoryEntry] = {}
@@ -752,12 +768,15 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
     re-offered cluster left apart again is declined once more, and its cooldown grows). The stamps and their
     change-log rows are one write."""
     updates: dict[str, dict[str, str]] = {}
+    shown_in = reviewed_in_stamp(ctx.cycle_id, ctx.now)
     for i, shown_entry in selection.eligible.items():
         if i in state.archived or i in state.untouched:
             continue
         update: dict[str, str] = {}
         if shown_entry.metadata.get(REVIEWED_KEY) != selection.shown_hash[i]:
             update[REVIEWED_KEY] = selection.shown_hash[i]
+        if shown_entry.metadata.get(REVIEWED_IN_KEY) != shown_in:
+            update[REVIEWED_IN_KEY] = shown_in
         update.update(state.rejected_stamps.get(i, {}))
         if update:
             updates[i] = update
@@ -903,15 +922,19 @@ def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateCluster
     from dream_assets.store.embeddings import EmbeddingIndex, cosine_clusters
 
     memories = ctx.store.memories
+
+    def lexical() -> DuplicateClusters:
+        return memories.duplicate_clusters(max_cluster_size=ctx.options.ConsolidationMaxClusterSize)
+
     if not ctx.options.EmbeddingModel.strip():
-        return memories.duplicate_clusters
+        return lexical
 
     def scan() -> DuplicateClusters:
         client = ctx.client
         start = len(client.usage.records)
         provider = build_embedding_provider(ctx.options, usage=client.usage)
         if provider is None:
-            return memories.duplicate_clusters()
+            return lexical()
         try:
             live = memories.list_live()
             index = EmbeddingIndex(ctx.store, provider, now=ctx.now, pass_name=PASS)

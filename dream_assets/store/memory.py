@@ -31,12 +31,14 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, new_id, utc, utc_or_now
+from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, is_signal, is_signal_entry, iso, new_id, utc, utc_or_now
 from dream_assets.options import DreamOptions
 from dream_assets.store.change_rows import SAVE_PASS, insert_change, save_cycle_id
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
+from dream_assets.store.recall import SUPERSEDED_BY_KEY, candidate_count
+from dream_assets.store.recall import rank as rank_recall
 from dream_assets.store.schema import FINGERPRINT_MODULUS, ensure_schema, fingerprint_sums_sql, from_db, to_db
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.similarity import (
@@ -69,7 +71,6 @@ SAVE_EMBEDDING_CANDIDATES = 20
 SAVE_EMBEDDING_PAUSE = timedelta(minutes=5)
 #: Supersession metadata: the archived loser names its winner (and when and why); the winner lists what it superseded
 #: (comma-separated ids).
-SUPERSEDED_BY_KEY = "supersededBy"
 SUPERSEDED_AT_KEY = "supersededAt"
 SUPERSESSION_REASON_KEY = "supersessionReason"
 SUPERSEDES_KEY = "supersedes"
@@ -469,17 +470,22 @@ class MemoryStore:
         return {"live": int(live), "archived": int(archived)}
 
     def search(self, query: str, limit: int = 10) -> list[tuple[MemoryEntry, float]]:
-        """BM25 over content, category and tags of live entries, best first."""
+        """Live entries for ``query``, best first: BM25 over content, category and tags finds them, and the current
+        version of a fact comes before a stale one (store/recall.py: correction standing, subject time or save time,
+        supersession, and the ``RecallRecencyWeight`` / ``RecallReinforcementWeight`` signals). Archived entries are
+        never returned."""
+        if limit <= 0:
+            return []
+        tokens = tokenize(query)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
-            hits = self._idx.bm25.search(tokenize(query), limit=limit)
+            hits = self._idx.bm25.search(tokens, limit=candidate_count(limit, self._options))
             if not hits:
                 return []
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?))", [[h for h, _ in hits]]
-            ).fetchall()
+            rows = _rows_by_id(conn, [h for h, _ in hits])
         by_id = {r[0]: _row_to_entry(r) for r in rows}
-        return [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
+        live = [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
+        return rank_recall(live, tokens, self._options, limit)
 
     def fingerprint(self) -> str:
         """Order-independent hash of the live corpus: id, content, category and tags only (not importance, not
@@ -551,14 +557,18 @@ class MemoryStore:
         else the lexical measure: ``similarity_measure``) reinforces that entry when it adds nothing to it, or extends
         it when it only adds sentences (store/dedup.py); otherwise, a correction for example, it is created apart and
         the result names the near-duplicate (``matched_id``) and why it was not absorbed (``reason``). Stored text is
-        never rewritten. When embeddings failed, ``reason`` says the lexical measure was used instead. ``now`` defaults
-        to the current UTC time. ``on_saved`` is called with the result inside the write transaction (a change-log
-        row written there is committed with the save, or neither is). An extend writes its own change-log row (pass
-        ``save``, cycle ``SaveResult.change_cycle``) in the same transaction, so it can be undone like any other
-        change; ``record_change=False`` leaves that to a caller that records the change itself (a dream pass under
-        its cycle, an agent operation through ``on_saved``)."""
+        never rewritten. Only an entry of the same category (compared case-sensitively) absorbs a save, and a signal
+        (a user correction, feedback or a capability claim: ``model.is_signal``) neither absorbs nor is absorbed.
+        When embeddings failed, ``reason`` says the lexical measure was used instead. ``now`` defaults to the current
+        UTC time. ``on_saved`` is called with the result inside the write transaction (a change-log row written there
+        is committed with the save, or neither is). An extend writes its own change-log row (pass ``save``, cycle
+        ``SaveResult.change_cycle``) in the same transaction, so it can be undone like any other change;
+        ``record_change=False`` leaves that to a caller that records the change itself (a dream pass under its
+        cycle, an agent operation through ``on_saved``)."""
         now = utc_or_now(now)
         content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
+        # Each occurrence of a user correction, feedback or a capability claim is a signal: never absorbed.
+        dedupe = dedupe and not is_signal(category, tags, meta)
         # Vectors first, outside the write transaction: an embeddings request never runs while the store is held.
         measure = self._save_measure(content, category, meta, now) if dedupe else _SaveMeasure()
         with self._conn.transaction() as conn:
@@ -714,6 +724,8 @@ class MemoryStore:
         for entry in self._exact_matches(conn, content, category):
             if incoming_subject and entry.subject_time and incoming_subject != entry.subject_time:
                 continue
+            if is_signal_entry(entry):
+                continue  # a signal is never reinforced by another occurrence
             decision = decide_dedup(
                 entry.content,
                 content,
@@ -831,6 +843,8 @@ class MemoryStore:
         chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
         first: tuple[MemoryEntry, float, str] | None = None
         for existing, similarity in matches:
+            if is_signal_entry(existing):
+                continue  # a signal is never reinforced or extended by another save
             decision = decide_dedup(
                 existing.content,
                 content,
@@ -852,7 +866,8 @@ class MemoryStore:
             content=new_content,
             tags=normalise_tags((*existing.tags, *tags)),
             importance=max(existing.importance, importance),
-            updated_at=now,
+            # Observed again is not edited: updated_at moves only when the text does.
+            updated_at=now if new_content != existing.content else existing.updated_at,
             last_seen_at=max(existing.last_seen_at, now),
             reinforcement_count=existing.reinforcement_count + 1,
             metadata={**meta, **existing.metadata},

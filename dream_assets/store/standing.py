@@ -2,21 +2,21 @@
 
 Standing is decided by the host, never by the model. An entry saved from feedback of kind Correction (metadata
 ``feedbackKind`` = ``Correction``) or stated by the user (metadata ``source`` = ``user``, ``user-stated``,
-``user-correction`` or ``correction``, or the tag ``user-correction``) is a user correction. An entry a consolidation
-merge or fold writes carries the host's decision in its metadata (``userCorrection`` = ``true`` / ``false``): it is a
-user correction exactly when one of the entries it combines was, whatever tags the model gave it, so a merge can
-neither forge the standing nor lose it. Tags the model proposes lose the ones that would grant it
-(:func:`without_standing_tags`).
+``user-correction`` or ``correction``), tagged ``user-correction``, or filed under ``feedback/from-user`` with the tag
+``correction`` is a user correction (the signs are read in one place: ``model.user_correction_signs``). An entry a
+consolidation merge or fold writes carries the host's decision in its metadata (``userCorrection`` = ``true`` /
+``false``): it is a user correction exactly when one of the entries it combines was, whatever tags the model gave it,
+so a merge can neither forge the standing nor lose it. Tags the model proposes lose the ones that would grant it
+(:func:`without_standing_tags`). Recall (store/recall.py) ranks a user correction above the claims it corrects by the
+same decision, which is why it lives with the store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from dream_assets.model import MemoryEntry
+from dream_assets.model import USER_CORRECTION_TAG, USER_SOURCES, MemoryEntry, user_correction_signs
 
-USER_SOURCES = frozenset({"user", "user-stated", "user-correction", "correction"})
-USER_CORRECTION_TAG = "user-correction"
 #: Tags that confer standing (alone or with a category): the model may not hand them out.
 STANDING_TAGS = frozenset({USER_CORRECTION_TAG, "correction"})
 #: Metadata of an entry consolidation wrote: the host's decision, which overrides every other sign.
@@ -41,11 +41,7 @@ def is_user_correction(entry: MemoryEntry) -> bool:
     decided = meta.get(STANDING_KEY)
     if decided is not None:
         return decided.strip().casefold() == "true"
-    return (
-        meta.get("feedbackKind", "").strip().casefold() == "correction"
-        or meta.get("source", "").strip().casefold() in USER_SOURCES
-        or USER_CORRECTION_TAG in entry.tags
-    )
+    return user_correction_signs(entry.category, entry.tags, meta)
 
 
 def merged_standing(sources: Iterable[MemoryEntry]) -> bool:
