@@ -228,11 +228,14 @@ class _Call:
     now: datetime
 
 
-def _begin(profile: AgentProfile | str | Path, options: DreamOptions | None, now: datetime | None) -> _Call:
+def _begin(
+    profile: AgentProfile | str | Path, options: DreamOptions | None, now: datetime | None, *, active: bool = True
+) -> _Call:
     prof = as_profile(profile)
     opts = load_agent_options(prof) if options is None else options
     at = utc_or_now(now)
-    mark_active(prof, opts.AgentActiveWindow, now=at)
+    if active:  # the agent is speaking: a dream pass waits for a quiet spell
+        mark_active(prof, opts.AgentActiveWindow, now=at)
     return _Call(prof, opts, at)
 
 
@@ -274,12 +277,16 @@ def save(
     category: str = "general",
     tags: Sequence[str] = (),
     importance: float = 0.5,
+    metadata: dict[str, str] | None = None,
     options: DreamOptions | None = None,
     now: datetime | None = None,
+    active: bool = True,
 ) -> SavedMemory:
     """Save a fact. The save-time rules decide the outcome: ``created``, or ``reinforced`` / ``extended`` when a live
-    entry already says it (``reason`` says why, ``matched_id`` names the near-duplicate kept apart otherwise)."""
-    call = _begin(profile, options, now)
+    entry already says it (``reason`` says why, ``matched_id`` names the near-duplicate kept apart otherwise).
+    ``metadata`` (strings to strings, e.g. where the fact came from) is kept on a created entry. ``active=False``
+    for a save that is not the agent speaking (a folder read at the start of a cycle): no busy lease."""
+    call = _begin(profile, options, now, active=active)
     _check(content, "content", "content", max_chars=call.options.MaxContentChars)
     _check(category, "category", "category")
     _check(list(tags), "tags", "tags")
@@ -311,6 +318,7 @@ def save(
             category=category,
             tags=tags,
             importance=importance,
+            metadata=metadata,
             now=call.now,
             on_saved=record,
             record_change=False,  # every outcome is recorded by ``record``, under the agent's day cycle
@@ -425,6 +433,28 @@ def _record_of(store: DreamStore, entry_id: str) -> MemoryRecord | None:
     )
 
 
+def resolve_record(store: DreamStore, entry_id: str) -> MemoryRecord | None:
+    """The record of ``entry_id`` (None when the store never held it) with ``current_id`` set to the live entry its
+    fact lives on in, following merges and supersessions (at most ``MAX_SUCCESSOR_HOPS``)."""
+    record = _record_of(store, entry_id)
+    if record is None:
+        return None
+    seen = {record.id}
+    hop = record
+    while hop.status != "live" and len(seen) <= MAX_SUCCESSOR_HOPS:
+        nxt = hop.merged_into or hop.superseded_by
+        if not nxt or nxt in seen:
+            break
+        seen.add(nxt)
+        found = _record_of(store, nxt)
+        if found is None:
+            break
+        hop = found
+    if hop.status == "live":
+        record = record.model_copy(update={"current_id": hop.id})
+    return record
+
+
 def get(
     profile: AgentProfile | str | Path,
     entry_id: str,
@@ -438,22 +468,9 @@ def get(
     entry_id = _check_id(entry_id)
     store = _open(call)
     try:
-        record = _record_of(store, entry_id)
+        record = resolve_record(store, entry_id)
         if record is None:
             raise NotFound(f"no memory with id {entry_id!r} in agent {call.profile.agent_id}")
-        seen = {record.id}
-        hop = record
-        while hop.status != "live" and len(seen) <= MAX_SUCCESSOR_HOPS:
-            nxt = hop.merged_into or hop.superseded_by
-            if not nxt or nxt in seen:
-                break
-            seen.add(nxt)
-            found = _record_of(store, nxt)
-            if found is None:
-                break
-            hop = found
-        if hop.status == "live":
-            record = record.model_copy(update={"current_id": hop.id})
     except StoreError as exc:
         raise _store_errors(exc) from exc
     return record
@@ -503,10 +520,11 @@ def forget(
     profile_arg: str | None = None,
     options: DreamOptions | None = None,
     now: datetime | None = None,
+    active: bool = True,
 ) -> ForgetResult:
     """Archive a memory (never a delete): recall no longer returns it, ``get`` still does, and the change log holds it
     under a cycle of its own that ``dream undo --cycle`` puts back. ``reason`` (required) is recorded."""
-    call = _begin(profile, options, now)
+    call = _begin(profile, options, now, active=active)
     entry_id = _check_id(entry_id)
     _check(reason, "content", "reason", max_chars=2000)
     cycle = f"{FORGET_PASS}-{call.now:%Y%m%dT%H%M%S%fZ}-{entry_id[:12]}"

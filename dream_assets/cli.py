@@ -216,6 +216,11 @@ def cmd_undo(args: argparse.Namespace) -> int:
                 "results; nothing was changed. Undo that pass first, or the whole cycle",
             )
         return 3
+    if result.applied and not args.pass_name:
+        from dream_assets.folders import undo_files
+
+        for line in undo_files(profile, args.cycle):  # the linked memory folder's files, as the cycle found them
+            print(line, file=sys.stderr if line.startswith("NOT") else sys.stdout)
     nothing_done = result.refused and not args.force
     print(
         f"undo of cycle {args.cycle}: {len(result.restored)} put back, {len(result.already_undone)} already undone, "
@@ -808,6 +813,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest request body accepted (default 1 MiB)",
     )
     sp.set_defaults(func=cmd_serve)
+
+    from dream_assets.folders.commands import add_commands
+
+    add_commands(sub, common, _profile, _now)
     return p
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
+from dream_assets.folders import linked, read_folder, write_back
 from dream_assets.model import new_id, utc_or_now
 from dream_assets.options import DreamOptions, load_agent_options
 from dream_assets.passes.context import PassContext
@@ -27,15 +28,22 @@ def run_cycle(
     through Dagster). ``profile``: the agent's folder or profile; ``options``: the agent's own options unless given
     (``load_agent_options``); ``now``: the current UTC time unless given. Returns one report per pass (``status``,
     ``summary``, ``reason``). A pass that raises is reported as failed and the cycle goes on (spec: retention is
-    best-effort; a model error means "retry next cycle", never "done"); see PassSpec.run."""
+    best-effort; a model error means "retry next cycle", never "done"); see PassSpec.run. With a memory folder
+    linked (``dream link``) and every pass run, the folder is read first and written back last (two more reports,
+    ``memory_folder_read`` and ``memory_folder_write``)."""
     profile = as_profile(profile)
     options = load_agent_options(profile) if options is None else options
     now = utc_or_now(now)
     wanted = set(only) if only is not None else None
     ctx = PassContext(profile, options, now, cycle_id=cycle_id or new_id(), client_factory=client_factory)
     reports: list[PassReport] = []
+    folder = wanted is None and linked(profile)
+    if folder:
+        reports.append(read_folder(profile, options, now))
     for spec in PASSES:
         if wanted is not None and spec.name not in wanted:
             continue
         reports.append(spec.run(ctx))
+    if folder:
+        reports.append(write_back(profile, options, now, cycle_id=ctx.cycle_id))
     return reports

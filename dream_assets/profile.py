@@ -133,6 +133,21 @@ class AgentProfile:
         return self.root / "model-busy.lease"
 
     @property
+    def memory_folder_link_path(self) -> Path:
+        """The markdown memory folder linked to this agent (``dream link``): its path and format, JSON."""
+        return self.root / "memory-folder.json"
+
+    @property
+    def memory_folder_state_path(self) -> Path:
+        """What the last read of the linked folder saw: each file's hash and each note's memory id."""
+        return self.root / "memory-folder-state.json"
+
+    @property
+    def memory_folder_undo_dir(self) -> Path:
+        """Per cycle: the linked folder's files as they were before the cycle's write-back (for dream undo)."""
+        return self.root / "memory-folder-undo"
+
+    @property
     def snapshots_dir(self) -> Path:
         return self.root / "snapshots"
 

@@ -92,10 +92,12 @@ def test_definitions_snapshot(root):
         "importance_decay",
         "memory_consolidation",
     ]
-    # lineage: each pass depends on the passes before it and on the inputs it reads
+    # lineage: each pass depends on the passes before it and on the inputs it reads; the first passes on the read
+    # of the agent's linked memory folder
+    assert "memory_folder_read" in keys
     for spec in PASSES:
         parents = {k.to_user_string() for k in graph.get(dg.AssetKey(spec.name)).parent_keys}
-        assert set(spec.after) | set(spec.reads) == parents
+        assert set(spec.after) | set(spec.reads) | (set() if spec.after else {"memory_folder_read"}) == parents
         node = graph.get(dg.AssetKey(spec.name))
         assert node.group_name in {"logs", "memory", "skills"}
         assert (node.pools == {"llm"}) == spec.uses_model or spec.uses_model is False
@@ -110,6 +112,7 @@ def test_definitions_snapshot(root):
         "dream_startup_sensor",
         "agent_discovery_sensor",
         "deferred_retry_sensor",
+        "dead_run_sensor",
         *(f"{p}_change_gate" for p in GATED_PASSES),
     }
     assert defs.get_schedule_def("dream_cycle_schedule").cron_schedule == "0 */4 * * *"

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from dream_assets.cycle_report import build_cycle_report, write_cycle_report
+from dream_assets.folders import write_back
 from dream_assets.memory_audit import run_audit
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, stage_tags
@@ -23,7 +24,8 @@ from dream_assets.store.snapshots import prune_snapshots, take_snapshot
     deps=[p.name for p in PASSES],
     tags=stage_tags("audit"),
     metadata=label_metadata("Cycle snapshot and report"),
-    description="After a cycle: snapshots of the corpora, and the cycle report.\n\n"
+    description="After a cycle: the linked memory folder written back, snapshots of the corpora, and the cycle "
+    "report.\n\n"
     "Parquet snapshots of the memory corpus and skill catalog (live and archived), purge records and the "
     "change log, under snapshots/ in the agent profile; old snapshots are removed after SnapshotRetention "
     "(the newest two are always kept) and the memory audit reads them. The cycle report "
@@ -34,6 +36,11 @@ def corpus_snapshot(context: dg.AssetExecutionContext, deployment: DreamDeployme
     profile = deployment.run_profile(context.partition_key)
     options = deployment.options(profile)
     now = run_now(context)
+    folder = write_back(
+        profile, options, now, cycle_id=context.run.run_id
+    )  # the linked memory folder gets the cycle's result first
+    if folder.status == "failed":
+        context.log.error(f"memory folder of agent {profile.agent_id}: {folder.reason}")
     store = open_store(profile, options)
     snap, counts = take_snapshot(profile, store, now)
     removed = prune_snapshots(profile, options.SnapshotRetention, now)
@@ -55,8 +62,11 @@ def corpus_snapshot(context: dg.AssetExecutionContext, deployment: DreamDeployme
             "snapshots_removed": dg.MetadataValue.int(removed),
             "cycle_report": dg.MetadataValue.path(report_path),
             "preview": dg.MetadataValue.md(preview.to_markdown(index=False)),
+            "memory_folder": f"{folder.status}: {folder.summary or folder.reason}",
         }
     )
+    if folder.status == "failed":
+        raise dg.Failure(description=f"memory folder write-back failed: {folder.reason}", allow_retries=False)
     fail_run_if_passes_failed(context)  # the last step of a cycle: the run fails when one of its passes failed
 
 

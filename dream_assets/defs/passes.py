@@ -1,5 +1,6 @@
-"""One asset per dream pass, built from the pass registry. Each asset only wires inputs, calls the pass function and
-turns its report into metadata; the pass itself lives in dream_assets/passes/.
+"""One asset per dream pass, built from the pass registry, after the read of the agent's linked memory folder (its
+write-back is the cycle's close, cycle_close.py). Each asset only wires inputs, calls the pass function and turns its
+report into metadata; the pass itself lives in dream_assets/passes/ and the folder's in dream_assets/folders/.
 
 A failed pass fails its ``pass_completed`` check (ERROR) and the run (see orchestration/pass_checks.py).
 """
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from dream_assets.folders import READ_STEP, read_folder
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, report_metadata, stage_tags
 from dream_assets.orchestration.partitions import agents_partitions
@@ -27,13 +29,45 @@ def asset_description(spec: PassSpec) -> str:
     return f"{spec.description}\n\nCounts (on every outcome; what the run did is 0 when it did not run):\n{listed}"
 
 
+@dg.asset(
+    name=READ_STEP,
+    group_name="inputs",
+    partitions_def=agents_partitions,
+    kinds={"python"},
+    tags=stage_tags("inputs"),
+    metadata=label_metadata("Memory folder read"),
+    description="Before the passes: the agent's linked markdown memory folder read into the store.\n\n"
+    "The folder linked with dream link (Claude Code auto memory, an OpenClaw workspace or plain notes), each note "
+    "with its file, heading path and front matter; a folder that cannot be read safely fails this step naming the "
+    "file, and the store and the folder stay as they were. Skipped when no folder is linked.",
+    check_specs=[
+        dg.AssetCheckSpec(
+            COMPLETED_CHECK,
+            asset=READ_STEP,
+            description="The folder was read, or no folder is linked. Fails (ERROR) naming the file that could not be.",
+        )
+    ],
+)
+def memory_folder_read(
+    context: dg.AssetExecutionContext, deployment: DreamDeployment
+) -> Iterator[dg.MaterializeResult]:
+    profile = deployment.run_profile(context.partition_key)
+    report = read_folder(profile, deployment.options(profile), run_now(context))
+    if report.status == "failed":
+        context.log.error(f"{READ_STEP} for agent {profile.agent_id}: {report.reason}")
+    yield dg.MaterializeResult(
+        metadata=report_metadata(report),
+        check_results=[completed_check(READ_STEP, profile.agent_id, report)],
+    )
+
+
 def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
     @dg.asset(
         name=spec.name,
         group_name=spec.group,
         description=asset_description(spec),
         partitions_def=agents_partitions,
-        deps=[*spec.after, *spec.reads],
+        deps=[*spec.after, *spec.reads] if spec.after else [READ_STEP, *spec.reads],  # the folder is read first
         pool="llm" if spec.uses_model else None,
         kinds={"python", "llm"} if spec.uses_model else {"python"},
         tags=stage_tags(spec.group),
@@ -79,10 +113,11 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
 pass_assets = [_pass_asset(spec) for spec in PASSES]
 dream_cycle = dg.define_asset_job(
     "dream_cycle",
-    selection=dg.AssetSelection.assets(*[spec.name for spec in PASSES], "corpus_snapshot"),
+    selection=dg.AssetSelection.assets(READ_STEP, *[spec.name for spec in PASSES], "corpus_snapshot"),
     partitions_def=agents_partitions,
-    description="One dream cycle for one agent: every pass in the specification's order. When a pass fails, the "
-    "other passes still run and the run fails at its last step, naming the failed passes.",
+    description="One dream cycle for one agent: the linked memory folder read, every pass in the specification's "
+    "order, the snapshot (which writes the folder back). When a pass fails, the other passes still run and the run "
+    "fails at its last step, naming the failed passes.",
     tags={USES_MODEL_TAG: "true"},
 )
 
@@ -90,4 +125,4 @@ dream_cycle = dg.define_asset_job(
 @dg.definitions
 def defs() -> dg.Definitions:
     """One asset per pass, and the dream cycle job over them."""
-    return dg.Definitions(assets=pass_assets, jobs=[dream_cycle])
+    return dg.Definitions(assets=[memory_folder_read, *pass_assets], jobs=[dream_cycle])

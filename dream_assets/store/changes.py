@@ -33,7 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dream_assets.model import MemoryEntry, Skill, new_id, utc
+from dream_assets.model import MemoryEntry, Skill, new_id, parse_ts, utc
 from dream_assets.store.change_rows import dump, insert_change
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.memory import MemoryStore
@@ -198,6 +198,30 @@ class ChangeLog:
                 conn.execute("INSERT INTO changes SELECT * FROM _changes_in")
             finally:
                 conn.unregister("_changes_in")
+        return len(rows)
+
+    def put_exact(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Insert change rows exactly as given (an import of an export): ``change_id``, ``cycle_id``, ``pass_name``,
+        ``change_kind``, ``target_type``, ``target_id``, ``before``, ``after``, ``reason``, ``created_at`` and
+        ``undone_at`` (ISO-8601 or None), in order, in one transaction (joining an open one)."""
+        with self._conn.transaction() as conn:
+            for r in rows:
+                conn.execute(
+                    "INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq'))",
+                    [
+                        r["change_id"],
+                        r["cycle_id"],
+                        r["pass_name"],
+                        r["change_kind"],
+                        r["target_type"],
+                        r["target_id"],
+                        dump(r.get("before")),
+                        dump(r.get("after")),
+                        r.get("reason") or "",
+                        to_db(utc(parse_ts(r["created_at"]))),
+                        to_db(utc(parse_ts(r["undone_at"]))) if r.get("undone_at") else None,
+                    ],
+                )
         return len(rows)
 
     def list(self, cycle_id: str | None = None, *, pass_name: str | None = None) -> list[ChangeRecord]:

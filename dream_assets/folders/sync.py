@@ -1,0 +1,671 @@
+"""A markdown memory folder linked to an agent: read into the store at the start of a cycle, written back at its end.
+
+- ``link_folder`` records the folder and its format in the profile (``memory-folder.json``).
+- ``read_folder`` saves every note not seen before through the agent's own save (``agent_memory.save``: the
+  save-time rules, the change log) with its provenance in metadata (``folder.file``, ``folder.heading``,
+  ``folder.key``, ``folder.format``, front matter as ``fm.<key>``), and archives (``agent_memory.forget``) the memory of
+  a note a person removed from its file. It records each file's hash and each note's memory id
+  (``memory-folder-state.json``); reading the same folder again changes nothing.
+- ``plan_write_back`` computes what the dream changed, file by file: a note whose memory went into another (merge,
+  supersession) carries the live memory's text in place of the first such note, the others leave their file for
+  ``archive/<file>``; a file left with no note moves to ``archive/`` whole (never deleted) and its ``MEMORY.md``
+  index line goes with it. Everything else (front matter, headings, markers, spacing) stays byte for byte.
+  ``apply_write_back`` writes it, one atomic replace per file; a file whose bytes differ from the last read (a person
+  edited it) is left alone and read again next cycle, so the change computed from its old text is dropped.
+  An idle cycle writes nothing.
+- Every file is checked before anything is read into the store (``scan``): a symlink leaving the folder, a name with
+  ``..``, a file over ``MaxFileBytes``, text that is not UTF-8, oversized front matter each refuse the read with a
+  message naming the file, and the store is left as it was.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from dream_assets import agent_memory
+from dream_assets.file_safety import atomic_write, is_temp_file
+from dream_assets.folders.formats import (
+    ARCHIVE_DIR,
+    DREAMS_FILE,
+    FORMATS,
+    INDEX_FILE,
+    INDEX_LINE_BUDGET,
+    Block,
+    FormatError,
+    ParsedFile,
+    category_of,
+    is_memory_file,
+    note_key,
+    parse_file,
+    starts_block,
+)
+from dream_assets.model import iso, utc_or_now
+from dream_assets.options import DreamOptions, load_agent_options
+from dream_assets.passes.model_text import problem
+from dream_assets.passes.report import PassReport
+from dream_assets.profile import AgentProfile, as_profile
+from dream_assets.store import open_store
+
+#: Largest file read from a linked folder.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+READ_STEP = "memory_folder_read"
+WRITE_STEP = "memory_folder_write"
+
+
+class FolderError(ValueError):
+    """The linked folder could not be read or written; the message names the folder and the file."""
+
+
+@dataclass(frozen=True)
+class FolderLink:
+    folder: Path
+    format: str
+
+
+@dataclass
+class FileChange:
+    rel: str
+    old: str | None  # None: a new file (an archive file, DREAMS.md)
+    new: str | None  # None: the file moves to archive/ whole
+    move_to: str | None = None
+    reason: str = ""
+    source: str | None = None  # an archive file's change: the file its notes left (dropped when that one is)
+
+
+@dataclass
+class WritePlan:
+    link: FolderLink
+    changes: list[FileChange] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)  # files not written, and why
+    notes: dict[str, dict[str, str]] = field(default_factory=dict)  # the notes map after the plan
+    expected: dict[str, str] = field(default_factory=dict)  # rel -> sha256 the file must still have to be written
+
+    def diff(self) -> str:
+        out: list[str] = []
+        for change in self.changes:
+            if change.new is None:
+                out.append(f"move {change.rel} -> {change.move_to} ({change.reason})\n")
+                continue
+            out.extend(
+                difflib.unified_diff(
+                    (change.old or "").splitlines(keepends=True),
+                    change.new.splitlines(keepends=True),
+                    fromfile=f"a/{change.rel}" if change.old is not None else "/dev/null",
+                    tofile=f"b/{change.rel}",
+                )
+            )
+        return "".join(out)
+
+
+# --- link and state ---------------------------------------------------------------------------------------------
+
+
+def link_folder(profile: AgentProfile | str | Path, folder: str | Path, fmt: str) -> FolderLink:
+    """Attach ``folder`` (format ``fmt``, one of ``FORMATS``) to the agent: every cycle reads it first and writes the
+    result back last."""
+    profile = as_profile(profile)
+    if fmt not in FORMATS:
+        raise FolderError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+    path = Path(folder).expanduser().resolve()
+    if not path.is_dir():
+        raise FolderError(f"folder {path} does not exist or is not a folder")
+    profile.root.mkdir(parents=True, exist_ok=True)
+    atomic_write(profile.memory_folder_link_path, json.dumps({"folder": str(path), "format": fmt}, indent=2) + "\n")
+    return FolderLink(path, fmt)
+
+
+def load_link(profile: AgentProfile) -> FolderLink | None:
+    path = profile.memory_folder_link_path
+    if not path.exists():
+        return None
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        link = FolderLink(Path(raw["folder"]), str(raw["format"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise FolderError(f"{path}: not a folder link ({exc}); link the folder again with dream link") from exc
+    if link.format not in FORMATS:
+        raise FolderError(f"{path}: field format {link.format!r} is not one of {', '.join(FORMATS)}")
+    return link
+
+
+def _load_state(profile: AgentProfile) -> dict:
+    path = profile.memory_folder_state_path
+    if not path.exists():
+        return {"files": {}, "notes": {}}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        state.setdefault("files", {})
+        state.setdefault("notes", {})
+        return state
+    except ValueError as exc:
+        raise FolderError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def _save_state(profile: AgentProfile, state: dict) -> None:
+    text = json.dumps(state, indent=1, sort_keys=True) + "\n"
+    path = profile.memory_folder_state_path
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        atomic_write(path, text)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _text_sha(text: str) -> str:
+    return _sha(" ".join(text.split()).encode("utf-8"))[:24]
+
+
+# --- reading ------------------------------------------------------------------------------------------------------
+
+
+def scan(link: FolderLink, *, max_file_bytes: int = MAX_FILE_BYTES) -> dict[str, bytes]:
+    """Every memory file of the folder (POSIX path relative to it -> bytes), after checking each; raises
+    ``FolderError`` listing every file that cannot be read safely (nothing is read into the store then)."""
+    root = link.folder
+    if not root.is_dir():
+        raise FolderError(f"linked folder {root} does not exist or is not a folder (link it again with dream link)")
+    problems: list[str] = []
+    found: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        keep = []
+        for d in dirnames:
+            full = base / d
+            if full.is_symlink():
+                target = full.resolve()
+                if not target.is_relative_to(root):
+                    problems.append(f"{full}: a symlink to {target}, outside the folder {root}")
+                continue
+            if not d.startswith("."):
+                keep.append(d)
+        dirnames[:] = keep
+        for name in filenames:
+            full = base / name
+            rel = full.relative_to(root).as_posix()
+            if is_temp_file(full) or not is_memory_file(link.format, rel):
+                continue
+            if ".." in name:
+                problems.append(f"{full}: the name contains '..'; rename it to read it")
+                continue
+            if full.is_symlink():
+                target = full.resolve()
+                if not target.is_relative_to(root):
+                    problems.append(f"{full}: a symlink to {target}, outside the folder {root}")
+                continue  # a link inside the folder: its target is read under its own name
+            try:
+                size = full.stat().st_size
+                if size > max_file_bytes:
+                    problems.append(f"{full}: {size} bytes, over the limit of {max_file_bytes} bytes")
+                    continue
+                data = full.read_bytes()
+            except FileNotFoundError:
+                problems.append(f"{full}: disappeared while the folder {root} was read")
+                continue
+            except OSError as exc:
+                problems.append(f"{full}: cannot be read ({exc.strerror})")
+                continue
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problems.append(f"{full}: not UTF-8 text (byte {exc.start})")
+                continue
+            found[rel] = data
+    if not root.is_dir():
+        raise FolderError(f"linked folder {root} disappeared while it was read; nothing was read into the store")
+    if problems:
+        raise FolderError(f"linked folder {root} was not read, the store is unchanged: " + "; ".join(sorted(problems)))
+    return found
+
+
+def _parse_all(link: FolderLink, files: dict[str, bytes]) -> dict[str, ParsedFile]:
+    parsed: dict[str, ParsedFile] = {}
+    problems: list[str] = []
+    for rel, data in sorted(files.items()):
+        try:
+            parsed[rel] = parse_file(link.format, rel, data.decode("utf-8"))
+        except FormatError as exc:
+            problems.append(f"{link.folder / rel}: {exc}")
+            continue
+        for target in parsed[rel].index_links:
+            if target.startswith("/") or ".." in target.split("/"):
+                problems.append(f"{link.folder / rel}: index entry {target!r} points outside the folder")
+    if problems:
+        raise FolderError(f"linked folder {link.folder} was not read, the store is unchanged: " + "; ".join(problems))
+    return parsed
+
+
+def _read_failed(profile: AgentProfile, state: dict, report: PassReport, message: str) -> PassReport:
+    """A read refused: the store is untouched; the write-back of this cycle is refused too (``read_failed``)."""
+    state["read_failed"] = message
+    _save_state(profile, state)
+    return report.fail(message)
+
+
+def _metadata(link: FolderLink, parsed: ParsedFile, block: Block, key: str) -> dict[str, str]:
+    meta = {
+        "folder.format": link.format,
+        "folder.file": parsed.rel,
+        "folder.heading": json.dumps(list(block.heading), ensure_ascii=False),
+        "folder.key": key,
+    }
+    for k, v in parsed.front_matter.items():
+        meta[f"fm.{k}"] = v
+    return meta
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def read_folder(
+    profile: AgentProfile | str | Path, options: DreamOptions | None = None, now: datetime | None = None
+) -> PassReport:
+    """Read the linked folder into the store (see the module). A report with status ``skipped`` when no folder is
+    linked, ``failed`` (naming the file) when the folder cannot be read safely, the store then unchanged."""
+    profile = as_profile(profile)
+    options = load_agent_options(profile) if options is None else options
+    now = utc_or_now(now)
+    report = PassReport(READ_STEP)
+    try:
+        link = load_link(profile)
+        if link is None:
+            return report.skip("no memory folder linked (dream link)")
+        state = _load_state(profile)
+    except FolderError as exc:
+        return report.fail(str(exc))
+    try:
+        files = scan(link, max_file_bytes=MAX_FILE_BYTES)
+        parsed = _parse_all(link, files)
+    except FolderError as exc:
+        return _read_failed(profile, state, report, str(exc))
+    notes: dict[str, dict[str, str]] = state["notes"]
+    todo: list[tuple[ParsedFile, Block, str]] = []
+    seen: set[str] = set()
+    problems: list[str] = []
+    for rel, pf in parsed.items():
+        for block in pf.blocks:
+            key = note_key(rel, block.heading, block.text)
+            if key in seen:
+                continue
+            seen.add(key)
+            if key in notes:
+                continue
+            found = problem(block.text, "content", field="note", max_chars=options.MaxContentChars)
+            if found:
+                problems.append(f"{link.folder / rel} line {_line_of(pf.text, block.start)}: {found}")
+            todo.append((pf, block, key))
+    if problems:
+        message = f"linked folder {link.folder} was not read, the store is unchanged: " + "; ".join(problems)
+        return _read_failed(profile, state, report, message)
+    for pf, block, key in todo:
+        saved = agent_memory.save(
+            profile,
+            block.text,
+            category=category_of(link.format, pf),
+            metadata=_metadata(link, pf, block, key),
+            options=options,
+            now=now,
+            active=False,
+        )
+        notes[key] = {"id": saved.id, "file": pf.rel, "content": _text_sha(saved.content)}
+        report.count(f"notes_{saved.outcome}")
+        report.change(f"folder-{saved.outcome}", saved.id, f"{pf.rel}: {block.text[:80]}")
+    for key in [k for k in notes if k not in seen]:
+        info = notes.pop(key)
+        try:
+            agent_memory.forget(
+                profile,
+                info["id"],
+                reason=f"removed from {info['file']} in the linked folder {link.folder}",
+                options=options,
+                now=now,
+                active=False,
+            )
+            report.count("notes_removed_by_person")
+        except agent_memory.NotFound:
+            pass
+    state["files"] = {rel: _sha(data) for rel, data in files.items()}
+    state["folder"] = str(link.folder)
+    state.pop("read_failed", None)
+    _save_state(profile, state)
+    report.summary = (
+        f"read {len(files)} file(s) of {link.folder}: {len(todo)} new note(s), "
+        f"{int(report.counts.get('notes_removed_by_person', 0))} removed by a person"
+    )
+    return report
+
+
+# --- writing back -------------------------------------------------------------------------------------------------
+
+
+def _bullet_text(block: Block, content: str, text: str) -> str:
+    """``content`` written in the place of ``block``, so that reading the file again gives one note with that text:
+    its lines kept (a bullet's continuation lines indented under it) unless one of them would start a new note, a
+    heading or a code fence, or there is a blank line; then it is one line."""
+    lines = [ln.strip() for ln in content.strip().splitlines()]
+    if any(not ln or starts_block(ln) for ln in lines[1:]):
+        lines = [" ".join(ln for ln in lines if ln)]
+    if not block.bullet:
+        return "\n".join(lines)
+    line_start = text.rfind("\n", 0, block.start) + 1
+    indent = " " * (block.text_start - line_start)
+    return ("\n" + indent).join(lines)
+
+
+def _note(rec: agent_memory.MemoryRecord, rel: str) -> dict[str, str]:
+    return {"id": rec.id, "file": rel, "content": _text_sha(rec.content)}
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+def _remove_span(text: str, block: Block) -> tuple[int, int]:
+    end = block.end
+    if text.startswith("\r\n", end):
+        end += 2
+    elif text.startswith("\n", end):
+        end += 1
+    if not block.bullet and text.startswith("\n", end):
+        end += 1
+    return block.start, end
+
+
+def _archive_name(rel: str, existing: set[str], root: Path) -> str:
+    target = f"{ARCHIVE_DIR}/{rel}"
+    n = 1
+    while target in existing or (root / target).exists():
+        stem, _, ext = rel.rpartition(".")
+        target = f"{ARCHIVE_DIR}/{stem}.{n}.{ext}"
+        n += 1
+    return target
+
+
+def plan_write_back(
+    profile: AgentProfile | str | Path, options: DreamOptions | None = None, now: datetime | None = None
+) -> WritePlan | None:
+    """What a write-back would do now (nothing is written); None when no folder is linked."""
+    profile = as_profile(profile)
+    options = load_agent_options(profile) if options is None else options
+    now = utc_or_now(now)
+    link = load_link(profile)
+    if link is None:
+        return None
+    if not link.folder.is_dir():
+        raise FolderError(f"linked folder {link.folder} does not exist; nothing was written")
+    state = _load_state(profile)
+    if state.get("read_failed"):
+        raise FolderError(f"not written: the last read of the folder failed ({state['read_failed']})")
+    notes = {k: dict(v) for k, v in state["notes"].items()}
+    plan = WritePlan(link, notes=notes)
+    by_file: dict[str, list[str]] = {}
+    for key, info in notes.items():
+        by_file.setdefault(info["file"], []).append(key)
+    store = open_store(profile, options)
+    current: dict[str, tuple[ParsedFile, bytes]] = {}
+    for rel in sorted(by_file):
+        path = link.folder / rel
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            plan.left.append(f"{path}: gone since the last read; read again next cycle")
+            continue
+        if _sha(data) != state["files"].get(rel):
+            plan.left.append(f"{path}: edited since the last read; read again next cycle, its changes wait")
+            continue
+        current[rel] = (parse_file(link.format, rel, data.decode("utf-8")), data)
+    records: dict[str, agent_memory.MemoryRecord | None] = {}
+
+    def record(entry_id: str) -> agent_memory.MemoryRecord | None:
+        if entry_id not in records:
+            records[entry_id] = agent_memory.resolve_record(store, entry_id)
+        return records[entry_id]
+
+    placed: set[str] = set()
+    for rel, (pf, _) in current.items():  # a live memory keeps its own note's place
+        for block in pf.blocks:
+            info = notes.get(note_key(rel, block.heading, block.text))
+            rec = record(info["id"]) if info else None
+            if rec is not None and rec.status == "live":
+                placed.add(rec.id)
+    archived_blocks: dict[str, list[str]] = {}
+    index_drop: set[str] = set()
+    for rel, (pf, data) in current.items():
+        text = pf.text
+        edits: list[tuple[int, int, str]] = []
+        kept = 0
+        for block in pf.blocks:
+            key = note_key(rel, block.heading, block.text)
+            info = notes.get(key)
+            if info is None:
+                kept += 1
+                continue
+            rec = record(info["id"])
+            if rec is None:
+                kept += 1
+                continue
+            if rec.status == "live":
+                kept += 1
+                if info.get("content") != _text_sha(rec.content) and not _same(rec.content, block.text):
+                    edits.append((block.text_start, block.end, _bullet_text(block, rec.content, text)))
+                    notes.pop(key)
+                    notes[note_key(rel, block.heading, rec.content)] = _note(rec, rel)
+                continue
+            successor = record(rec.current_id) if rec.current_id else None
+            if successor is not None and successor.id not in placed:
+                placed.add(successor.id)
+                kept += 1
+                edits.append((block.text_start, block.end, _bullet_text(block, successor.content, text)))
+                notes.pop(key)
+                notes[note_key(rel, block.heading, successor.content)] = _note(successor, rel)
+                continue
+            start, end = _remove_span(text, block)
+            edits.append((start, end, ""))
+            archived_blocks.setdefault(rel, []).append(text[block.start : block.end])
+            notes.pop(key)
+        if not edits:
+            continue
+        plan.expected[rel] = _sha(data)
+        if kept == 0 and not (link.format != "markdown" and rel == INDEX_FILE):
+            target = _archive_name(rel, {c.rel for c in plan.changes}, link.folder)
+            plan.changes.append(FileChange(rel, text, None, move_to=target, reason="every note in it was archived"))
+            archived_blocks.pop(rel, None)
+            index_drop.add(rel)
+            continue
+        new = text
+        for start, end, repl in sorted(edits, reverse=True):
+            new = new[:start] + repl + new[end:]
+        if new != text:
+            plan.changes.append(FileChange(rel, text, new, reason="the dream changed its notes"))
+    for rel, blocks in archived_blocks.items():
+        target = f"{ARCHIVE_DIR}/{rel}"
+        path = link.folder / target
+        old = path.read_text(encoding="utf-8") if path.exists() else None
+        entry = f"\n## Archived {iso(now)}\n\n" + "\n".join(b.rstrip() for b in blocks) + "\n"
+        new = (old or f"# Archived from {rel}\n") + entry
+        plan.changes.append(FileChange(target, old, new, reason="archived", source=rel))
+    if index_drop and link.format == "claude-code":
+        _drop_index_lines(plan, link, index_drop)
+    if plan.changes and link.format == "openclaw":
+        _diary(plan, link, now)
+    return plan
+
+
+def _drop_index_lines(plan: WritePlan, link: FolderLink, gone: set[str]) -> None:
+    path = link.folder / INDEX_FILE
+    if not path.exists():
+        return
+    change = next((c for c in plan.changes if c.rel == INDEX_FILE and c.new is not None), None)
+    old = path.read_text(encoding="utf-8")
+    text = change.new if change else old
+    kept = [ln for ln in text.splitlines(keepends=True) if not any(f"]({g})" in ln for g in gone)]
+    new = "".join(kept)
+    if new == text:
+        return
+    if change:
+        change.new = new
+    else:
+        plan.expected.setdefault(INDEX_FILE, _sha(old.encode("utf-8")))
+        plan.changes.append(FileChange(INDEX_FILE, old, new, reason="index lines of archived topic files"))
+    lines = new.count("\n")
+    if lines > INDEX_LINE_BUDGET:
+        plan.left.append(f"{path}: {lines} lines, over the {INDEX_LINE_BUDGET} a session loads")
+
+
+def _diary(plan: WritePlan, link: FolderLink, now: datetime) -> None:
+    path = link.folder / DREAMS_FILE
+    old = path.read_text(encoding="utf-8") if path.exists() else None
+    lines = [f"- {c.rel}: {c.reason}" + (f" (moved to {c.move_to})" if c.move_to else "") for c in plan.changes]
+    entry = f"\n## Dream cycle {iso(now)}\n\n" + "\n".join(lines) + "\n"
+    plan.changes.append(FileChange(DREAMS_FILE, old, (old or "# Dream Diary\n") + entry, reason="dream diary"))
+
+
+def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_id: str | None = None) -> PassReport:
+    """Write ``plan``: one atomic replace per file, a move into ``archive/`` for a whole file. A file whose bytes
+    changed since the plan read it is left alone (its notes are read again next cycle). With ``cycle_id`` the files'
+    texts before the write are kept so ``undo_files`` (``dream undo --cycle``) can put them back."""
+    profile = as_profile(profile)
+    report = PassReport(WRITE_STEP)
+    root = plan.link.folder
+    for line in plan.left:
+        report.info(line)
+    state = _load_state(profile)
+    undo: dict = {"folder": str(root), "notes": state["notes"], "files": {}, "written": {}}
+    dropped: set[str] = set()
+    written = 0
+    for change in plan.changes:
+        path = root / change.rel
+        if not root.is_dir():
+            _save_state(profile, state)
+            return report.fail(f"linked folder {root} disappeared during the write-back; {path} was not written")
+        if change.source in dropped:
+            continue
+        try:
+            expected = plan.expected.get(change.rel)
+            if expected is not None and (not path.exists() or _sha(path.read_bytes()) != expected):
+                report.info(f"{path}: edited while the cycle ran; left as the person wrote it, read again next cycle")
+                dropped.add(change.rel)
+                continue
+            undo["files"][change.rel] = change.old
+            if change.new is None:
+                target = root / str(change.move_to)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(path, target)
+                undo["written"][change.rel] = {"moved_to": change.move_to}
+                state["files"].pop(change.rel, None)
+                written += 1
+                report.change("folder-archived-file", change.rel, f"moved to {change.move_to}")
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)  # archive/ and its subfolders, inside the folder
+            mode = path.stat().st_mode & 0o7777 if path.exists() else None
+            atomic_write(path, change.new, permissions=mode)
+            undo["written"][change.rel] = {"sha256": _sha(change.new.encode("utf-8"))}
+            if is_memory_file(plan.link.format, change.rel):
+                state["files"][change.rel] = _sha(change.new.encode("utf-8"))
+            written += 1
+            report.change("folder-rewritten", change.rel, change.reason)
+        except OSError as exc:
+            _save_state(profile, state)
+            return report.fail(f"{path}: could not be written ({exc.strerror or exc}); folder {root}")
+    notes = {k: v for k, v in plan.notes.items() if v["file"] not in dropped}
+    for key, info in state["notes"].items():
+        if info["file"] in dropped:
+            notes[key] = info
+    state["notes"] = notes
+    _save_state(profile, state)
+    if cycle_id and undo["written"]:
+        _save_undo(profile, cycle_id, undo)
+    report.count("files_written", written)
+    report.summary = f"wrote {written} file(s) of {root}" + (f", left {len(dropped)} edited" if dropped else "")
+    return report
+
+
+def linked(profile: AgentProfile | str | Path) -> bool:
+    """Whether a memory folder is linked to the agent."""
+    return as_profile(profile).memory_folder_link_path.exists()
+
+
+def _undo_path(profile: AgentProfile, cycle_id: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in cycle_id)
+    return profile.memory_folder_undo_dir / f"{safe}.json"
+
+
+def _save_undo(profile: AgentProfile, cycle_id: str, undo: dict) -> None:
+    path = _undo_path(profile, cycle_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():  # a second write-back in the same cycle: the first one's "before" is the one to go back to
+        first = json.loads(path.read_text(encoding="utf-8"))
+        undo = {**undo, "notes": first["notes"], "files": {**undo["files"], **first["files"]}}
+        undo["written"] = {**undo["written"], **first["written"]}
+    atomic_write(path, json.dumps(undo, indent=1, sort_keys=True) + "\n")
+
+
+def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> list[str]:
+    """Put back the folder files a cycle's write-back changed (after ``dream undo --cycle`` put the store back). A
+    file edited since is left as it is and named; a file the write-back created stays (it only holds copies).
+    Returns one line per file."""
+    profile = as_profile(profile)
+    path = _undo_path(profile, cycle_id)
+    if not path.exists():
+        return []
+    undo = json.loads(path.read_text(encoding="utf-8"))
+    root = Path(undo["folder"])
+    link = load_link(profile)
+    fmt = link.format if link is not None else "markdown"
+    state = _load_state(profile)
+    lines: list[str] = []
+    for rel, written in sorted(undo["written"].items()):
+        old = undo["files"].get(rel)
+        target = root / rel
+        if "moved_to" in written:
+            moved = root / written["moved_to"]
+            if target.exists() or not moved.exists():
+                lines.append(f"NOT put back {target}: {moved} is gone or {target} exists again")
+                continue
+            os.rename(moved, target)
+            state["files"][rel] = _sha(target.read_bytes())
+            lines.append(f"put back {target} from {moved}")
+            continue
+        if not target.exists() or _sha(target.read_bytes()) != written["sha256"]:
+            lines.append(f"NOT put back {target}: edited since the cycle wrote it")
+            continue
+        if old is None:
+            lines.append(f"kept {target}: created by the cycle, it holds copies only")
+            continue
+        mode = target.stat().st_mode & 0o7777
+        atomic_write(target, old, permissions=mode)
+        if is_memory_file(fmt, rel):
+            state["files"][rel] = _sha(old.encode("utf-8"))
+        lines.append(f"put back {target}")
+    state["notes"] = undo["notes"]
+    _save_state(profile, state)
+    os.replace(path, path.with_suffix(".undone.json"))
+    return lines
+
+
+def write_back(
+    profile: AgentProfile | str | Path,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+    *,
+    cycle_id: str | None = None,
+) -> PassReport:
+    """Plan and apply the write-back of the linked folder (the last step of a cycle). When the last read of the
+    folder failed nothing is written (the folder is not what the store was read from)."""
+    profile = as_profile(profile)
+    try:
+        plan = plan_write_back(profile, options, now)
+    except FolderError as exc:
+        return PassReport(WRITE_STEP).fail(str(exc))
+    except OSError as exc:
+        return PassReport(WRITE_STEP).fail(f"{exc.filename or 'the linked folder'}: could not be read ({exc})")
+    if plan is None:
+        return PassReport(WRITE_STEP).skip("no memory folder linked (dream link)")
+    return apply_write_back(profile, plan, cycle_id)

@@ -1,0 +1,158 @@
+"""Export and import: a lossless JSONL of the store, and mem0's memory format both ways, all or nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dream_assets import agent_memory
+from dream_assets.cli import main
+from dream_assets.cycle import run_cycle
+from dream_assets.folders import link_folder
+from dream_assets.folders.transfer import ImportRefused, export_jsonl, export_mem0, import_jsonl, import_mem0
+from dream_assets.model import Skill
+from dream_assets.options import DreamOptions
+from dream_assets.profile import AgentProfile
+from dream_assets.store import open_store
+from dream_assets_tests.conftest import NOW
+
+FIXTURES = Path(__file__).parent / "fixtures" / "folders"
+
+#: The shape mem0's get_all returns (docs.mem0.ai, "Get Memory" / "Get All Memories").
+MEM0_EXPORT = {
+    "results": [
+        {
+            "id": "3c90c3cc-0d44-4b50-8888-8dd25736052a",
+            "memory": "Prefers vegetarian food and is allergic to peanuts",
+            "hash": "d3b1a1b2c3",
+            "metadata": {"source": "onboarding", "confidence": 0.9},
+            "categories": ["food", "health"],
+            "created_at": "2025-03-01T10:00:00Z",
+            "updated_at": "2025-03-02T08:30:00Z",
+            "user_id": "alice",
+        },
+        {
+            "id": "7f2c1e4a-1b2c-4d5e-8f90-0a1b2c3d4e5f",
+            "memory": "Works at Acme Corp as a data engineer since 2021",
+            "hash": "a1b2",
+            "metadata": None,
+            "created_at": "2025-03-03T09:00:00Z",
+            "updated_at": "2025-03-03T09:00:00Z",
+            "user_id": "alice",
+            "agent_id": "travel-bot",
+        },
+    ]
+}
+
+
+@pytest.fixture
+def dreamed(tmp_path) -> AgentProfile:
+    """An agent that read a Claude Code folder, dreamed over it (merges, archives) and has a skill."""
+    profile = AgentProfile(tmp_path / "agents" / "source").ensure()
+    shutil.copytree(FIXTURES / "claude-code", tmp_path / "cc")
+    link_folder(profile, tmp_path / "cc", "claude-code")
+    run_cycle(profile, DreamOptions(), NOW)
+    agent_memory.forget(profile, _any_live(profile), reason="no longer true", now=NOW, active=False)
+    open_store(profile).skills.put(Skill("release-checklist", "what to check", "1. tag\n2. notes", created_at=NOW))
+    return profile
+
+
+def _any_live(profile) -> str:
+    return sorted(e.id for e in open_store(profile).memories.list_live())[0]
+
+
+def test_export_import_into_an_empty_profile_and_export_again_gives_the_same_bytes(dreamed, tmp_path):
+    first = export_jsonl(dreamed, archived=True)
+    kinds = [json.loads(line)["kind"] for line in first.splitlines()]
+    assert {"memory", "skill", "change"} <= set(kinds)
+    assert any(json.loads(line).get("archived_at") for line in first.splitlines() if '"kind": "memory"' in line)
+    path = tmp_path / "export.jsonl"
+    path.write_text(first, encoding="utf-8")
+    empty = AgentProfile(tmp_path / "agents" / "copy").ensure()
+    counts = import_jsonl(empty, path)
+    assert counts["memories"] == len(open_store(dreamed).memories.list_all())
+    assert export_jsonl(empty, archived=True) == first
+    rec = open_store(empty).memories.list_live()[0]
+    assert rec.metadata.get("folder.file") or rec.metadata.get("mergedFrom")  # provenance came along
+    # the change history came along too
+    assert agent_memory.history(empty, rec.id, now=NOW).events
+
+
+def test_export_without_archived_holds_only_live_memories(dreamed):
+    lines = [json.loads(x) for x in export_jsonl(dreamed).splitlines()]
+    assert all(not x.get("archived_at") for x in lines if x["kind"] in ("memory", "skill"))
+    live = {e.id for e in open_store(dreamed).memories.list_live()}
+    assert {x["id"] for x in lines if x["kind"] == "memory"} == live
+
+
+def test_a_malformed_file_is_refused_line_by_line_and_nothing_is_imported(dreamed, tmp_path):
+    lines = export_jsonl(dreamed, archived=True).splitlines()
+    bad = list(lines)
+    bad[1] = "{not json"
+    bad[2] = json.dumps({**json.loads(lines[2]), "content": ""})
+    bad.insert(3, json.dumps({"kind": "wisdom"}))
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(bad) + "\n", encoding="utf-8")
+    empty = AgentProfile(tmp_path / "agents" / "copy").ensure()
+    with pytest.raises(ImportRefused) as refused:
+        import_jsonl(empty, path)
+    text = str(refused.value)
+    assert f"{path}:2: not JSON" in text and f"{path}:3:" in text and f"{path}:4: field kind 'wisdom'" in text
+    store = open_store(empty)
+    assert store.memories.list_all() == [] and store.changes.list() == [] and store.skills.list() == []
+
+
+def test_importing_the_same_file_twice_is_refused_the_second_time_naming_the_ids(dreamed, tmp_path, capsys):
+    path = tmp_path / "export.jsonl"
+    assert (
+        main(["export", "--profile", str(dreamed.root), "--format", "jsonl", "--archived", "--output", str(path)]) == 0
+    )
+    copy = AgentProfile(tmp_path / "agents" / "copy").ensure()
+    assert main(["import", "--profile", str(copy.root), "--format", "jsonl", str(path)]) == 0
+    before = export_jsonl(copy, archived=True)
+    assert main(["import", "--profile", str(copy.root), "--format", "jsonl", str(path)]) == 1
+    assert "is already in the store of copy" in capsys.readouterr().err
+    assert export_jsonl(copy, archived=True) == before
+
+
+def test_a_mem0_export_imports_every_memory_and_exports_back_to_the_same_records(profile, tmp_path):
+    path = tmp_path / "mem0.json"
+    path.write_text(json.dumps(MEM0_EXPORT), encoding="utf-8")
+    assert import_mem0(profile, path, NOW) == {"memories": 2}
+    live = {e.content for e in open_store(profile).memories.list_live()}
+    assert live == {r["memory"] for r in MEM0_EXPORT["results"]}
+    back = json.loads(export_mem0(profile))["results"]
+    for mine, theirs in zip(back, MEM0_EXPORT["results"], strict=True):
+        assert mine["id"] == theirs["id"] and mine["memory"] == theirs["memory"]
+        assert mine["metadata"] == (theirs["metadata"] or {})
+        assert mine["created_at"] == theirs["created_at"] and mine["updated_at"] == theirs["updated_at"]
+        assert mine["user_id"] == "alice"
+        assert len(mine["hash"]) == 32  # mem0's MD5 of the memory text
+    assert back[0]["categories"] == ["food", "health"] and back[1]["agent_id"] == "travel-bot"
+
+
+def test_an_export_to_mem0_imports_into_another_profile_without_losing_a_fact(dreamed, tmp_path):
+    path = tmp_path / "to-mem0.json"
+    path.write_text(export_mem0(dreamed), encoding="utf-8")
+    other = AgentProfile(tmp_path / "agents" / "other").ensure()
+    import_mem0(other, path, NOW)
+    assert {e.content for e in open_store(other).memories.list_live()} == {
+        e.content for e in open_store(dreamed).memories.list_live()
+    }
+
+
+def test_a_mem0_file_with_a_bad_record_is_refused_naming_its_line(profile, tmp_path):
+    good = json.dumps(MEM0_EXPORT["results"][0])
+    path = tmp_path / "mem0.jsonl"
+    path.write_text(good + "\n" + json.dumps({"id": "x1", "memory": ""}) + "\n[1,\n", encoding="utf-8")
+    with pytest.raises(ImportRefused) as refused:
+        import_mem0(profile, path, NOW)
+    assert f"{path}:3: not JSON" in str(refused.value)
+    path.write_text(good + "\n" + json.dumps({"id": "x1", "memory": ""}) + "\n", encoding="utf-8")
+    with pytest.raises(ImportRefused) as refused:
+        import_mem0(profile, path, NOW)
+    assert f"{path}:2: field memory is missing or empty" in str(refused.value)
+    assert open_store(profile).memories.list_all() == []

@@ -1,0 +1,428 @@
+"""Linked markdown memory folders: read into the store with provenance, dreamed over, written back without surprises."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dream_assets import agent_memory
+from dream_assets.cli import main
+from dream_assets.cycle import run_cycle
+from dream_assets.folders import link_folder, plan_write_back, read_folder, write_back
+from dream_assets.folders.formats import INDEX_LINE_BUDGET
+from dream_assets.llm.client import ModelClient
+from dream_assets.llm.scripted import ScriptedBackend
+from dream_assets.options import DreamOptions
+from dream_assets.store import open_store
+from dream_assets.text.coverage import specifics_of
+from dream_assets_tests.conftest import NOW
+
+FIXTURES = Path(__file__).parent / "fixtures" / "folders"
+FORMATS = ["claude-code", "openclaw", "markdown"]
+
+
+def _folder(tmp_path: Path, fmt: str) -> Path:
+    folder = tmp_path / "memory" / fmt
+    shutil.copytree(FIXTURES / fmt, folder)
+    return folder
+
+
+def _files(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _live(profile) -> dict[str, str]:
+    return {e.id: e.content for e in open_store(profile).memories.list_live()}
+
+
+def _linked(profile, tmp_path, fmt):
+    folder = _folder(tmp_path, fmt)
+    link_folder(profile, folder, fmt)
+    return folder
+
+
+def _by_text(profile, needle: str):
+    return next(e for e in open_store(profile).memories.list_all() if needle in e.content)
+
+
+# ------------------------------------------------------------------ reading
+
+
+def test_a_claude_code_folder_gives_one_memory_per_note_with_its_front_matter_and_not_the_index(profile, tmp_path):
+    _linked(profile, tmp_path, "claude-code")
+    report = read_folder(profile, now=NOW)
+    assert report.status == "completed", report.reason
+    live = open_store(profile).memories.list_live()
+    assert len(live) == 9
+    assert not any("](" in e.content for e in live)  # index lines point to topic files, they are not memories
+    rule = _by_text(profile, "real Postgres 16")
+    assert rule.category == "claude-code/feedback"
+    assert rule.metadata["folder.file"] == "feedback_testing.md"
+    assert rule.metadata["fm.type"] == "feedback"
+    assert rule.metadata["fm.related"] == "[project_release.md]"
+    assert rule.metadata["fm.originSessionId"] == "4c8d3a18-7f47-44f5-a26a-000000000001"
+    freeze = _by_text(profile, "branch is cut")
+    assert json.loads(freeze.metadata["folder.heading"]) == ["Release freeze"]
+
+
+def test_an_openclaw_workspace_reads_memory_and_daily_notes_but_not_the_dream_diary(profile, tmp_path):
+    _linked(profile, tmp_path, "openclaw")
+    assert read_folder(profile, now=NOW).status == "completed"
+    files = {e.metadata["folder.file"] for e in open_store(profile).memories.list_live()}
+    assert files == {"MEMORY.md", "memory/2026-04-01.md", "memory/2026-04-02-standup.md"}
+    berlin = _by_text(profile, "Europe/Berlin")
+    assert json.loads(berlin.metadata["folder.heading"]) == ["Long-term memory", "Preferences"]
+    assert berlin.category == "openclaw/long-term"
+
+
+def test_a_markdown_folder_keeps_a_bullet_with_its_continuation_lines_as_one_memory(profile, tmp_path):
+    _linked(profile, tmp_path, "markdown")
+    assert read_folder(profile, now=NOW).status == "completed"
+    sow = _by_text(profile, "San Marzano")
+    assert "mid-May" in sow.content
+    assert sow.metadata["folder.file"] == "projects/garden.md"
+    assert json.loads(sow.metadata["folder.heading"]) == ["Garden", "Tomatoes"]
+    assert _by_text(profile, "Bosch F016800")  # a numbered item
+    assert _by_text(profile, "70 EUR")  # a `*` bullet, non-ASCII text
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_reading_the_same_folder_twice_changes_nothing(profile, tmp_path, fmt):
+    _linked(profile, tmp_path, fmt)
+    read_folder(profile, now=NOW)
+    store = open_store(profile)
+    before = ([e.to_dict() for e in store.memories.list_all()], len(store.changes.list(f"agent-{NOW:%Y-%m-%d}")))
+    state = profile.memory_folder_state_path.read_bytes()
+    again = read_folder(profile, now=NOW)
+    assert again.status == "completed"
+    after = ([e.to_dict() for e in store.memories.list_all()], len(store.changes.list(f"agent-{NOW:%Y-%m-%d}")))
+    assert after == before
+    assert profile.memory_folder_state_path.read_bytes() == state
+
+
+# ------------------------------------------------------------------ cycles and write-back
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_cycle_with_nothing_to_do_rewrites_no_file(profile, tmp_path, fmt):
+    folder = _linked(profile, tmp_path, fmt)
+    run_cycle(profile, DreamOptions(), NOW)  # the first cycle may merge the fixture's near-duplicates
+    before = _files(folder)
+    reports = {r.pass_name: r for r in run_cycle(profile, DreamOptions(), NOW)}
+    assert reports["memory_folder_read"].status == "completed"
+    assert reports["memory_folder_write"].status == "completed"
+    assert reports["memory_folder_write"].counts["files_written"] == 0
+    assert _files(folder) == before  # bytes and modification times
+
+
+def _merge_release_notes(request):
+    if request.pass_name != "memory_consolidation":
+        raise AssertionError(f"unexpected model call of {request.pass_name}")
+    entries = request.inputs["entries"]
+    ids = [e["id"] for e in entries if "4.2" in e["content"]]
+    if len(ids) < 2:
+        return {"toDelete": [], "toSave": []}
+    return {
+        "toDelete": [],
+        "toSave": [
+            {
+                "content": "The merge freeze for release 4.2 begins on 2026-03-05; Dana Whitfield owns the release.",
+                "sourceIds": ids,
+            }
+        ],
+    }
+
+
+def _scripted_cycle(profile, answer, cycle_id=None):
+    options = DreamOptions(ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
+    client = ModelClient(ScriptedBackend(answer), profile=profile, options=options)
+    reports = run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id=cycle_id)
+    return {r.pass_name: r for r in reports}
+
+
+def test_a_merge_by_the_model_rewrites_only_the_merged_notes_and_archives_the_other(profile, tmp_path):
+    folder = _linked(profile, tmp_path, "claude-code")
+    before = _files(folder)
+    reports = _scripted_cycle(profile, _merge_release_notes)
+    assert reports["memory_consolidation"].status == "completed", reports["memory_consolidation"].reason
+    text = (folder / "project_release.md").read_text(encoding="utf-8")
+    original = before["project_release.md"][0].decode("utf-8")
+    assert text.startswith(original.split("# Release freeze")[0])  # the front matter, byte for byte
+    assert text.count("4.2") == 1
+    assert "- Non-critical merges wait until the branch is cut on 2026-03-12.\n" in text
+    archived = (folder / "archive" / "project_release.md").read_text(encoding="utf-8")
+    assert "Merge freeze for release 4.2 begins 2026-03-05, owned by Dana Whitfield." in archived
+    after = _files(folder)
+    untouched = {k for k in before if k != "project_release.md"}
+    assert {k: after[k] for k in untouched} == {k: before[k] for k in untouched}
+
+
+def test_undo_of_the_cycle_puts_the_files_back_as_they_were(profile, tmp_path, capsys):
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)  # the read's saves are the agent's, not the cycle's
+    before = {k: v[0] for k, v in _files(folder).items()}
+    _scripted_cycle(profile, _merge_release_notes, cycle_id="merge-cycle")
+    assert (folder / "project_release.md").read_bytes() != before["project_release.md"]
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "merge-cycle"]) == 0
+    assert f"put back {folder / 'project_release.md'}" in capsys.readouterr().out
+    after = {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")}
+    assert after == before
+    live = set(_live(profile).values())
+    assert "Merge freeze for release 4.2 begins 2026-03-05, owned by Dana Whitfield." in live
+    # the folder and the store agree again: a write-back now has nothing to do
+    assert plan_write_back(profile, now=NOW).changes == []
+
+
+def test_undo_leaves_a_file_a_person_edited_after_the_cycle(profile, tmp_path, capsys):
+    folder = _linked(profile, tmp_path, "claude-code")
+    _scripted_cycle(profile, _merge_release_notes, cycle_id="merge-cycle")
+    path = folder / "project_release.md"
+    edited = path.read_text(encoding="utf-8") + "- Added by hand.\n"
+    path.write_text(edited, encoding="utf-8")
+    main(["undo", "--profile", str(profile.root), "--cycle", "merge-cycle"])
+    assert f"NOT put back {path}: edited since the cycle wrote it" in capsys.readouterr().err
+    assert path.read_text(encoding="utf-8") == edited
+
+
+def test_every_specific_of_every_note_is_still_in_the_folder_after_a_cycle(profile, tmp_path):
+    """Names, numbers and dates of every note before the cycle are in a live note or in archive/ after it."""
+    folder = _linked(profile, tmp_path, "claude-code")
+    specifics = {s.text for p in folder.rglob("*.md") for s in specifics_of(p.read_text(encoding="utf-8"))}
+    assert len(specifics) > 10
+    _scripted_cycle(profile, _merge_release_notes)
+    after = "\n".join(p.read_text(encoding="utf-8") for p in folder.rglob("*.md"))
+    missing = sorted(s for s in specifics if s not in after)
+    assert not missing
+
+
+def test_a_topic_file_with_every_note_archived_moves_to_archive_and_leaves_the_index(profile, tmp_path):
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    dash = _by_text(profile, "Grafana")
+    agent_memory.forget(profile, dash.id, reason="board retired", now=NOW, active=False)
+    index_before = (folder / "MEMORY.md").read_text(encoding="utf-8")
+    report = write_back(profile, now=NOW)
+    assert report.status == "completed", report.reason
+    assert not (folder / "reference_dashboards.md").exists()
+    assert "Grafana" in (folder / "archive" / "reference_dashboards.md").read_text(encoding="utf-8")
+    index = (folder / "MEMORY.md").read_text(encoding="utf-8")
+    assert "reference_dashboards.md" not in index
+    assert index == "".join(ln for ln in index_before.splitlines(True) if "reference_dashboards.md" not in ln)
+    assert index.count("\n") <= INDEX_LINE_BUDGET
+
+
+def test_a_persons_edit_wins_and_the_dreams_change_is_retried_next_cycle(profile, tmp_path):
+    folder = _linked(profile, tmp_path, "openclaw")
+    read_folder(profile, now=NOW)
+    server = _by_text(profile, "Hetzner CX22")
+    agent_memory.forget(profile, server.id, reason="moved to a new host", now=NOW, active=False)
+    path = folder / "MEMORY.md"
+    edited = path.read_text(encoding="utf-8") + "- Allergic to penicillin.\n"
+    path.write_text(edited, encoding="utf-8")  # the person edits after the last read
+    plan = plan_write_back(profile, now=NOW)
+    assert any("MEMORY.md: edited since the last read" in line for line in plan.left)
+    assert "MEMORY.md" not in {c.rel for c in plan.changes}
+    write_back(profile, now=NOW)
+    assert path.read_text(encoding="utf-8") == edited
+    # next cycle: the edit is read, then the dream's archive of the server note is written
+    assert read_folder(profile, now=NOW).status == "completed"
+    assert _by_text(profile, "penicillin").metadata["folder.file"] == "MEMORY.md"
+    assert write_back(profile, now=NOW).status == "completed"
+    text = path.read_text(encoding="utf-8")
+    assert "Hetzner" not in text and "- Allergic to penicillin.\n" in text
+    assert "Hetzner CX22" in (folder / "archive" / "MEMORY.md").read_text(encoding="utf-8")
+
+
+def test_a_note_a_person_removed_is_archived_in_the_store_not_deleted(profile, tmp_path):
+    folder = _linked(profile, tmp_path, "markdown")
+    read_folder(profile, now=NOW)
+    boiler = _by_text(profile, "boiler")
+    path = folder / "inbox.md"
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("Call the landlord about the boiler before 2026-05-01.\n\n", "")
+    )
+    assert read_folder(profile, now=NOW).status == "completed"
+    entry = open_store(profile).memories.get(boiler.id)
+    assert entry is not None and entry.is_archived
+
+
+def test_sync_plan_prints_the_diff_and_writes_nothing(profile, tmp_path, capsys):
+    folder = _linked(profile, tmp_path, "markdown")
+    read_folder(profile, now=NOW)
+    agent_memory.forget(profile, _by_text(profile, "Passport").id, reason="renewed", now=NOW, active=False)
+    before = _files(folder)
+    assert main(["sync", "--plan", "--profile", str(profile.root), "--now", "2026-11-30T12:00:00Z"]) == 0
+    out = capsys.readouterr().out
+    assert "--- a/inbox.md" in out and "-* Passport renewal costs 70 EUR at the Bürgeramt." in out
+    assert "+++ b/archive/inbox.md" in out
+    assert _files(folder) == before
+    assert main(["sync", "--profile", str(profile.root), "--now", "2026-11-30T12:00:00Z"]) == 0
+    assert "Passport" not in (folder / "inbox.md").read_text(encoding="utf-8")
+
+
+def test_dream_link_stores_the_folder_and_refuses_an_unknown_format(profile, tmp_path, capsys):
+    folder = _folder(tmp_path, "openclaw")
+    assert main(["link", "--profile", str(profile.root), "--folder", str(folder), "--format", "openclaw"]) == 0
+    assert json.loads(profile.memory_folder_link_path.read_text()) == {"folder": str(folder), "format": "openclaw"}
+    missing = tmp_path / "nowhere"
+    assert main(["link", "--profile", str(profile.root), "--folder", str(missing), "--format", "markdown"]) == 2
+    assert str(missing) in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ hostile folders
+
+
+def _symlink_out(folder: Path, tmp_path: Path) -> str:
+    secret = tmp_path / "secret.md"
+    secret.write_text("- the root password\n")
+    (folder / "leak.md").symlink_to(secret)
+    return "leak.md"
+
+
+def _not_utf8(folder: Path, tmp_path: Path) -> str:
+    (folder / "latin1.md").write_bytes("- Caf\xe9 au lait\n".encode("latin-1"))
+    return "latin1.md"
+
+
+def _huge(folder: Path, tmp_path: Path) -> str:
+    with open(folder / "huge.md", "wb") as fh:
+        fh.truncate(50 * 1024 * 1024)  # sparse: 50 MB on paper, nothing on disk
+    return "huge.md"
+
+
+def _front_matter_bomb(folder: Path, tmp_path: Path) -> str:
+    lines = ["---", "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]" for i in range(8)]
+    lines += ["pad: " + "x" * 20_000, "---", "- a note", ""]
+    (folder / "bomb.md").write_text("\n".join(lines))
+    return "bomb.md"
+
+
+def _dotdot(folder: Path, tmp_path: Path) -> str:
+    (folder / "..notes.md").write_text("- hidden above\n")
+    return "..notes.md"
+
+
+@pytest.mark.parametrize("make", [_symlink_out, _not_utf8, _huge, _front_matter_bomb, _dotdot])
+def test_a_hostile_file_refuses_the_read_naming_it_and_leaves_folder_and_store_as_they_were(profile, tmp_path, make):
+    folder = _linked(profile, tmp_path, "markdown")
+    read_folder(profile, now=NOW)
+    (folder / "inbox.md").write_text("# Inbox\n\n- A new note.\n")  # would be read if the read went on
+    name = make(folder, tmp_path)
+    store_before, files_before = _live(profile), _files(folder)
+    report = read_folder(profile, now=NOW)
+    assert report.status == "failed"
+    assert str(folder / name) in report.reason
+    assert _live(profile) == store_before
+    assert write_back(profile, now=NOW).status == "failed"  # nothing written from a folder that was not read
+    assert _files(folder) == files_before
+
+
+def test_front_matter_aliases_are_kept_as_text_never_expanded(profile, tmp_path):
+    folder = _linked(profile, tmp_path, "claude-code")
+    (folder / "user_alias.md").write_text(
+        "---\nname: &n alias\ndescription: *n\ntype: user\nlist: &l [a, b]\nmore: [*l, *l]\n---\nLikes tea.\n"
+    )
+    assert read_folder(profile, now=NOW).status == "completed"
+    tea = _by_text(profile, "Likes tea")
+    assert tea.metadata["fm.more"] == "[*l, *l]"
+    assert tea.metadata["fm.description"] == "*n"
+
+
+def test_a_folder_that_disappears_fails_the_read_and_the_write_naming_it(profile, tmp_path):
+    folder = _linked(profile, tmp_path, "openclaw")
+    read_folder(profile, now=NOW)
+    before = _live(profile)
+    shutil.rmtree(folder)
+    report = read_folder(profile, now=NOW)
+    assert report.status == "failed" and str(folder) in report.reason
+    assert _live(profile) == before
+    written = write_back(profile, now=NOW)
+    assert written.status == "failed" and str(folder) in written.reason
+    assert not folder.exists()
+
+
+def test_a_folder_removed_during_the_write_back_fails_naming_the_file(profile, tmp_path, monkeypatch):
+    folder = _linked(profile, tmp_path, "markdown")
+    read_folder(profile, now=NOW)
+    agent_memory.forget(profile, _by_text(profile, "Passport").id, reason="renewed", now=NOW, active=False)
+    plan = plan_write_back(profile, now=NOW)
+    shutil.rmtree(folder)
+    from dream_assets.folders import apply_write_back
+
+    report = apply_write_back(profile, plan)
+    assert report.status == "failed"
+    assert str(folder) in report.reason
+    assert not folder.exists()
+    assert os.listdir(tmp_path / "memory") == []
+
+
+@pytest.mark.slow  # reason: a whole cycle through Dagster (a few seconds)
+def test_the_dagster_cycle_reads_the_folder_first_and_writes_it_back_last(profile, tmp_path, monkeypatch):
+    from dream_assets.launch.cycle import run_cycle_in_dagster
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    folder = _linked(profile, tmp_path, "openclaw")
+    run = run_cycle_in_dagster(profile, now=NOW.isoformat())
+    assert run.ok, (run.failed, run.step_errors)
+    assert run.summaries["memory_folder_read"][0] == "completed"
+    assert {e.metadata.get("folder.file") for e in open_store(profile).memories.list_all()} >= {"MEMORY.md"}
+    state = json.loads(profile.memory_folder_state_path.read_text())
+    assert set(state["files"]) >= {"MEMORY.md", "memory/2026-04-01.md"}
+    before = _files(folder)
+    again = run_cycle_in_dagster(profile, now=(NOW + timedelta(hours=4)).isoformat())
+    assert again.ok, (again.failed, again.step_errors)
+    assert _files(folder) == before  # the second cycle had nothing to do
+
+
+@pytest.mark.slow  # reason: a cycle through Dagster
+def test_a_hostile_folder_fails_the_dagster_cycle_naming_the_file(profile, tmp_path, monkeypatch):
+    from dream_assets.launch.cycle import run_cycle_in_dagster
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    folder = _linked(profile, tmp_path, "markdown")
+    _not_utf8(folder, tmp_path)
+    run = run_cycle_in_dagster(profile, now=NOW.isoformat())
+    assert not run.ok
+    assert "latin1.md" in run.failed.get("memory_folder_read", "") + " ".join(run.step_errors)
+    assert _live(profile) == {}
+
+
+def test_a_merged_text_whose_lines_would_read_as_new_notes_is_written_as_one_note(profile, tmp_path):
+    folder = _linked(profile, tmp_path, "markdown")
+    read_folder(profile, now=NOW)
+    store = open_store(profile)
+    water = _by_text(profile, "2 litres")
+    sow = _by_text(profile, "San Marzano")
+    merged = "Water 2 litres per plant every second day.\n- Sow San Marzano seeds indoors in March; transplant mid-May."
+    with store.transaction():
+        store.memories.archive(water.id, now=NOW)
+        store.memories.archive(sow.id, now=NOW)
+        new = store.memories.save(merged, category="markdown", now=NOW, dedupe=False).entry
+        for old in (water, sow):
+            store.changes.record(
+                cycle_id="c1",
+                pass_name="memory_consolidation",
+                kind="archived",
+                target_type="memory",
+                target_id=old.id,
+                before=old,
+                after=None,
+                reason=f"merged into {new.id}",
+                now=NOW,
+            )
+    assert write_back(profile, now=NOW).status == "completed"
+    garden = (folder / "projects" / "garden.md").read_text(encoding="utf-8")
+    assert "\n- Water 2 litres per plant every second day. - Sow San Marzano seeds" in garden
+    again = read_folder(profile, now=NOW)  # the written note reads back as the merged memory, nothing new
+    assert again.status == "completed" and not again.counts, again.counts
+    assert new.id in _live(profile)
