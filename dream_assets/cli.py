@@ -77,7 +77,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from dream_assets.launch.cycle import run_cycle_in_dagster
-    from dream_assets.llm.client import resolve_backend_name
+    from dream_assets.llm.client import configured_model_identity, endpoint_problem, resolve_backend_name
     from dream_assets.orchestration.run_tags import UnknownPass, parse_forced
     from dream_assets.passes.registry import PASSES
 
@@ -90,8 +90,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.if_missing, args.force = True, False
         cmd_init(args)
     profile = _profile(args)
-    backend = resolve_backend_name(_options(profile))
-    print(f"dream cycle for agent {profile.agent_id!r} at {profile.root} (model backend: {backend})")
+    options = _options(profile)
+    problem = endpoint_problem(options)
+    if problem is not None:  # the endpoint is checked before the cycle: nothing runs against a dead one
+        print(
+            f"dream run: {problem}; no cycle was run (start the endpoint, fix LlmBaseUrl, or set "
+            "DREAM__LlmBackend=offline)",
+            file=sys.stderr,
+        )
+        return 2
+    backend = resolve_backend_name(options)
+    identity = configured_model_identity(options)
+    print(f"dream cycle for agent {profile.agent_id!r} at {profile.root} (model backend: {identity})")
     if forced:
         print(f"forced this run (change gate and minimum interval ignored once): {', '.join(forced)}")
     run = run_cycle_in_dagster(profile, now=args.now, force=forced, force_reason=args.reason)
@@ -100,7 +110,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         status, summary = run.summaries.get(spec.name, ("not run", ""))
         print(f"  {spec.name:<{width}}  {status:<9}  {summary}")
     failed_calls = f", {run.failed_calls} failed" if run.failed_calls else ""
-    print(f"model calls this cycle: {run.answered_calls} answered{failed_calls} ({backend})")
+    print(f"model calls this cycle: {run.answered_calls} answered{failed_calls} ({identity})")
+    switched = [name for name, (_, summary) in run.summaries.items() if "(model switch:" in summary]
+    if switched:
+        print(f"model switch: ran once with {identity}: {', '.join(switched)}")
+    elif backend != "offline" and run.model_calls == 0:
+        print("no model pass had new input; `dream run --force PASS` runs one anyway")
     where = "; open the Dagster UI (make dev) to see it" if run.persistent else ""
     if run.ok:
         print(f"run {run.run_id} succeeded{where}")

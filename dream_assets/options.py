@@ -240,7 +240,22 @@ class DreamOptions:
     LlmMaxRetries: int = _opt(3, "retries on 429/5xx/timeouts", minimum=0)
     LlmTemperature: float = _opt(0.2, "sampling temperature", minimum=0.0, maximum=2.0)
     LlmJsonMode: str = _opt("auto", "request JSON mode: auto tries it and falls back", choices=("auto", "on", "off"))
-    LlmMaxTokens: int = _opt(4096, "completion token limit", minimum=1)
+    LlmMaxTokens: int = _opt(4096, "completion token limit, reserved for the answer in every prompt", minimum=1)
+    LlmContextTokens: int = _opt(
+        32768,
+        "the model's context window in tokens (set it to your model's: 8192 for many local models); directive + "
+        "items + LlmMaxTokens must fit; 0 = unbounded",
+        minimum=0,
+    )
+    LlmMaxCallsPerPass: int = _opt(
+        8, "model calls one batching pass may make in one run; the rest waits for the next cycle", minimum=1
+    )
+    LlmStructuredOutput: str = _opt(
+        "auto",
+        "response_format sent: json_schema (the contract's schema), json_object, off; auto tries the schema and "
+        "falls back per endpoint",
+        choices=("auto", "json_schema", "json_object", "off"),
+    )
 
     # --- Embeddings (the near-duplicate measure where available; LlmTimeout and LlmMaxRetries apply) ---
     EmbeddingModel: str = _opt("", "embedding model sent to /v1/embeddings; empty = no embeddings (lexical measure)")

@@ -43,7 +43,8 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
     ) -> Iterator[dg.MaterializeResult]:
         agent = context.partition_key
         profile = deployment.run_profile(agent)
-        options = deployment.options(profile)
+        # the model resource's settings are the options the pass stamps its ledger record with
+        options = model.effective_options(deployment.options(profile))
         ctx = PassContext(
             profile,
             options,

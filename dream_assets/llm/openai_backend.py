@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion
+from dream_assets.llm.budget import is_context_exceeded
 from dream_assets.llm.extract import head
 
 log = logging.getLogger("dream_assets.llm.openai")
@@ -96,6 +97,13 @@ class OpenAIBackend:
             try:
                 return self._attempt(messages, use_json, attempts)
             except _Rejected as exc:
+                if is_context_exceeded(exc.message):  # no parameter to adapt: the batch must shrink
+                    raise ModelCallError(
+                        f"HTTP {exc.status} from {self.endpoint}: the prompt does not fit the model's context "
+                        f"window ({exc.message}); check LlmContextTokens",
+                        attempts=attempts,
+                        context_exceeded=True,
+                    ) from None
                 fallback = self._fallback(exc, use_json)
                 if fallback is None:
                     if json_dropped:  # JSON mode was not the cause after all: try it again next call
@@ -304,7 +312,9 @@ def _error_message(exc: Any) -> str:
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:300]
+            code = err.get("code")
+            prefix = f"{code}: " if isinstance(code, str) and code and code not in str(err["message"]) else ""
+            return (prefix + str(err["message"]))[:300]
         if isinstance(err, str):
             return err[:300]
     try:
@@ -324,3 +334,23 @@ def _hint(status: int) -> str:
     if status == 404:
         return " — check LlmBaseUrl (it usually ends in /v1) and LlmModel"
     return ""
+
+
+def probe_endpoint(base_url: str, api_key: str = PLACEHOLDER_API_KEY, *, timeout_s: float = 5.0) -> str | None:
+    """One cheap request (``GET <base>/models``) before a cycle: None when the endpoint answers, else one line naming
+    the URL and the cause. Any answer but 401/403 counts as reachable (some servers do not list their models)."""
+    import httpx  # a dependency of ``openai``
+
+    base = (base_url.strip() or "https://api.openai.com/v1").rstrip("/")
+    url = f"{base}/models"
+    try:
+        answer = httpx.get(
+            url, headers={"Authorization": f"Bearer {api_key or PLACEHOLDER_API_KEY}"}, timeout=timeout_s
+        )
+    except httpx.TimeoutException:
+        return f"the model endpoint {base} did not answer GET {url} within {timeout_s:g}s"
+    except httpx.HTTPError as exc:
+        return f"the model endpoint {base} is not reachable (GET {url}: {_cause(exc) if exc.__cause__ else exc})"
+    if answer.status_code in (401, 403):
+        return f"the model endpoint {base} refused the API key (GET {url}: HTTP {answer.status_code}){_hint(401)}"
+    return None

@@ -26,6 +26,7 @@ from dream_assets.model import iso
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile
+from dream_assets.store.ledger import model_switch
 
 log = logging.getLogger("dream_assets.passes")
 
@@ -39,7 +40,9 @@ def gate_says_skip(ctx: PassContext, pass_name: str, fingerprint: str, report: P
     report.extra["fingerprint"] = fingerprint
     if not ctx.options.DreamPassChangeGateEnabled and not ctx.force:
         return False
-    decision = ctx.ledger.gate(pass_name, fingerprint, ctx.now, ctx.options.DreamPassMaxSkipInterval)
+    model = ctx.model_identity
+    decision = ctx.ledger.gate(pass_name, fingerprint, ctx.now, ctx.options.DreamPassMaxSkipInterval, model)
+    note_model_switch(ctx, pass_name, report)
     if ctx.ledger.warning:
         report.warn(ctx.ledger.warning)
     if ctx.force:
@@ -60,20 +63,44 @@ def note_forced(ctx: PassContext, report: PassReport, what: str) -> None:
     report.info(f"forced run ({ctx.force}): {what}")
 
 
+def note_model_switch(ctx: PassContext, pass_name: str, report: PassReport) -> str | None:
+    """When the pass's last stamp was answered by another backend or model than this run's, say so in the report
+    (``extra["model_switch"]``; its summary says it once the pass completed) and return the reason; else None."""
+    switched = model_switch(ctx.ledger.get(pass_name), ctx.model_identity)
+    if switched is not None:
+        report.extra["model_switch"] = switched
+        report.info(f"model switch: {switched}")
+    return switched
+
+
 def stamp(ctx: PassContext, pass_name: str, fingerprint: str) -> None:
-    """Record a completed run (a forced one with its reason). Only after a usable answer was applied."""
-    ctx.ledger.stamp(pass_name, fingerprint, ctx.now, forced=ctx.force)
+    """Record a completed run (a forced one with its reason) and the backend and model that answered. Only after a
+    usable answer was applied."""
+    ctx.ledger.stamp(pass_name, fingerprint, ctx.now, forced=ctx.force, model=ctx.model_identity)
+
+
+#: What ``call_model(..., shrinkable=True)`` returns when the prompt does not fit the window: the pass shows less.
+CONTEXT_EXCEEDED = object()
 
 
 def call_model(
-    ctx: PassContext, report: PassReport, call: ModelCall, prompt: str, inputs: Mapping[str, Any] | None = None
+    ctx: PassContext,
+    report: PassReport,
+    call: ModelCall,
+    prompt: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    shrinkable: bool = False,
 ) -> Any | None:
     """One model call of the kind ``call`` (the pass's own, ``SPEC.model_call``, or another call it makes such as
     merge repair). Returns the validated response, or None after marking the report failed / deferred.
 
     Usage totals for this pass accumulate into ``report.usage``; the backend label goes into ``report.extra``.
     When an earlier call of this cycle found the endpoint unreachable, the report fails with that reason and the
-    endpoint is not called."""
+    endpoint is not called. A prompt that does not fit the model's window (``LlmContextTokens`` less the
+    ``LlmMaxTokens`` reserve) is never sent: a ``shrinkable`` call (a pass that can show fewer items) gets
+    ``CONTEXT_EXCEEDED`` back, as it does when the endpoint itself says the prompt was too long; any other call
+    fails with the sizes and the options to change."""
     earlier = endpoint_failure(ctx.profile, ctx.cycle_id)
     if earlier is not None:
         report.count("model_calls_not_made")
@@ -83,8 +110,21 @@ def call_model(
         )
         return None
     client = ctx.client
+    request = client.request(call, prompt, inputs)
+    budget = client.budget
+    if not budget.fits(request.system, request.prompt):
+        if shrinkable:
+            return CONTEXT_EXCEEDED
+        tokens = budget.tokens(request.system, request.prompt)
+        report.count("prompts_over_window")
+        report.fail(
+            f"the {call.name} prompt ({tokens} tokens with its directive, {budget.describe()}) does not fit the "
+            "model's window and was not sent; raise LlmContextTokens, lower LlmMaxTokens or the pass's per-call "
+            "limit"
+        )
+        return None
     start = len(client.usage.records)
-    result = client.call(client.request(call, prompt, inputs))
+    result = client.call(request)
     totals = client.usage.totals(call.name, since=start)
     for key, value in totals.items():
         report.usage[key] = report.usage.get(key, 0.0) + value
@@ -94,6 +134,8 @@ def call_model(
     if result.deferred:
         report.defer(result.error)
         return None
+    if not result.ok and result.context_exceeded and shrinkable:
+        return CONTEXT_EXCEEDED
     if not result.ok:
         if result.unreachable:
             record_endpoint_failure(ctx.profile, ctx.cycle_id, call.name, result.error, ctx.now)

@@ -43,6 +43,14 @@ class PassContext:
         return PassLedger(self.profile, now=self.now)
 
     @cached_property
+    def model_identity(self) -> str:
+        """The backend and model the options select ("offline", "openai:llama3.1:8b"): what the ledger stamps and the
+        change gate compares, read without building the client (a gated pass builds none)."""
+        from dream_assets.llm.client import configured_model_identity
+
+        return configured_model_identity(self.options)
+
+    @cached_property
     def client(self) -> ModelClient:
         if self.client_factory is not None:
             return self.client_factory()
