@@ -321,7 +321,17 @@ def build_backend(options: DreamOptions, *, env: Mapping[str, str] | None = None
         temperature=options.LlmTemperature,
         json_mode=options.LlmJsonMode,
         max_tokens=options.LlmMaxTokens,
+        structured_output=structured_output(options),
     )
+
+
+def structured_output(options: DreamOptions) -> str:
+    """The response_format policy: LlmStructuredOutput, where ``auto`` follows an explicit LlmJsonMode (off: none;
+    on: json_object) so a setting made for JSON mode keeps its meaning."""
+    choice = options.LlmStructuredOutput
+    if choice == "auto" and options.LlmJsonMode != "auto":
+        return "off" if options.LlmJsonMode == "off" else "json_object"
+    return choice
 
 
 def endpoint_problem(
