@@ -91,7 +91,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd_init(args)
     profile = _profile(args)
     options = _options(profile)
-    problem = endpoint_problem(options)
+    from dream_assets.options import pass_model_options
+
+    endpoints = {
+        (o.LlmBaseUrl, o.LlmModel, o.LlmApiKeyEnv): o
+        for o in [options, *(pass_model_options(options, spec.name) for spec in PASSES if spec.uses_model)]
+    }
+    problem = next((p for p in map(endpoint_problem, endpoints.values()) if p is not None), None)
     if problem is not None:  # the endpoint is checked before the cycle: nothing runs against a dead one
         print(
             f"dream run: {problem}; no cycle was run (start the endpoint, fix LlmBaseUrl, or set "

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from dream_assets.options import pass_model_options
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, report_metadata, stage_tags
 from dream_assets.orchestration.partitions import agents_partitions
@@ -44,7 +45,7 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
         agent = context.partition_key
         profile = deployment.run_profile(agent)
         # the model resource's settings are the options the pass stamps its ledger record with
-        options = model.effective_options(deployment.options(profile))
+        options = pass_model_options(model.effective_options(deployment.options(profile)), spec.name)
         ctx = PassContext(
             profile,
             options,

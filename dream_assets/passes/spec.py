@@ -88,6 +88,7 @@ class PassSpec:
         (spec: retried next cycle; a store failure's reason names the agent and the file), and the rest of the
         cycle still runs."""
         agent = ctx.profile.agent_id
+        ctx = ctx.for_pass(self.name)
         with ExitStack() as held:
             try:
                 try:
