@@ -257,6 +257,21 @@ class DreamOptions:
         choices=("auto", "json_schema", "json_object", "off"),
     )
 
+    CycleTokenBudget: int = _opt(
+        0,
+        "tokens one cycle's model calls may spend for this agent; a call that would go over is deferred; 0 = no cap",
+        minimum=0,
+    )
+    DailyTokenBudget: int = _opt(
+        0,
+        "tokens this agent's model calls may spend per UTC day; over it, passes wait for the next day; 0 = no cap",
+        minimum=0,
+    )
+    LlmPriceInputPerMillion: float = _opt(0.0, "price of a million prompt tokens, for the cost figures", minimum=0.0)
+    LlmPriceOutputPerMillion: float = _opt(
+        0.0, "price of a million completion tokens, for the cost figures", minimum=0.0
+    )
+
     # --- A model per pass: empty = the Llm* option (pass_model_options) ---
     MemoryConsolidationModel: str = _opt("", "model for memory consolidation; empty = LlmModel")
     MemoryConsolidationBaseUrl: str = _opt("", "endpoint for memory consolidation; empty = LlmBaseUrl", url=True)

@@ -123,11 +123,26 @@ def call_model(
             "limit"
         )
         return None
+    metered = client.backend.name != "offline"  # the offline backend spends nothing
+    refused = token_budget_refusal(ctx, budget.tokens(request.system, request.prompt)) if metered else None
+    if refused is not None:
+        report.count("budget_deferred")
+        report.defer(refused)
+        return None
     start = len(client.usage.records)
     result = client.call(request)
     totals = client.usage.totals(call.name, since=start)
     for key, value in totals.items():
         report.usage[key] = report.usage.get(key, 0.0) + value
+    opts = ctx.options
+    if opts.LlmPriceInputPerMillion or opts.LlmPriceOutputPerMillion:
+        cost = (
+            totals.get("prompt_tokens", 0.0) * opts.LlmPriceInputPerMillion
+            + totals.get("completion_tokens", 0.0) * opts.LlmPriceOutputPerMillion
+        ) / 1_000_000
+        report.usage["cost"] = round(report.usage.get("cost", 0.0) + cost, 6)
+    if metered:
+        record_token_spend(ctx, int(totals.get("total_tokens", 0.0)))
     report.extra.update(client.describe())
     if result.note:
         report.info(result.note)
@@ -147,6 +162,68 @@ def call_model(
             report.fail(result.error)
         return None
     return result.response
+
+
+def _spend_path(profile: AgentProfile):
+    return profile.root / "token-spend.json"
+
+
+def _read_spend(profile: AgentProfile) -> dict[str, dict[str, int]]:
+    try:
+        data = json.loads(_spend_path(profile).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {"days": {}, "cycles": {}}
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable %s (%s); token budgets count from zero", _spend_path(profile), exc)
+        return {"days": {}, "cycles": {}}
+    out: dict[str, dict[str, int]] = {"days": {}, "cycles": {}}
+    for key in out:
+        part = data.get(key) if isinstance(data, dict) else None
+        if isinstance(part, dict):
+            out[key] = {str(k): int(v) for k, v in part.items() if isinstance(v, int | float)}
+    return out
+
+
+def token_spend(ctx: PassContext) -> tuple[int, int]:
+    """Tokens this agent's model calls spent in this cycle and on this UTC day (the token budgets' counters)."""
+    spend = _read_spend(ctx.profile)
+    return spend["cycles"].get(ctx.cycle_id, 0), spend["days"].get(ctx.now.date().isoformat(), 0)
+
+
+def token_budget_refusal(ctx: PassContext, estimate: int) -> str | None:
+    """Why a call of ``estimate`` prompt tokens would go over CycleTokenBudget or DailyTokenBudget (the pass is then
+    deferred whole, before anything is sent); None within budget or without one."""
+    opts = ctx.options
+    if not (opts.CycleTokenBudget or opts.DailyTokenBudget):
+        return None
+    cycle, day = token_spend(ctx)
+    if opts.CycleTokenBudget and cycle + estimate > opts.CycleTokenBudget:
+        return (
+            f"token budget: this call's prompt (about {estimate} tokens) would take the cycle past CycleTokenBudget "
+            f"{opts.CycleTokenBudget} ({cycle} spent); it runs next cycle"
+        )
+    if opts.DailyTokenBudget and day + estimate > opts.DailyTokenBudget:
+        return (
+            f"token budget: this call's prompt (about {estimate} tokens) would take {ctx.now.date().isoformat()} past "
+            f"DailyTokenBudget {opts.DailyTokenBudget} ({day} spent); it runs again tomorrow (UTC)"
+        )
+    return None
+
+
+def record_token_spend(ctx: PassContext, tokens: int) -> None:
+    """Add a call's tokens to this cycle's and this day's counters (kept for 31 days and 64 cycles)."""
+    if tokens <= 0:
+        return
+    spend = _read_spend(ctx.profile)
+    day = ctx.now.date().isoformat()
+    spend["days"][day] = spend["days"].get(day, 0) + tokens
+    spend["cycles"][ctx.cycle_id] = spend["cycles"].get(ctx.cycle_id, 0) + tokens
+    spend["days"] = dict(sorted(spend["days"].items())[-31:])
+    spend["cycles"] = dict(list(spend["cycles"].items())[-64:])
+    try:
+        atomic_write(_spend_path(ctx.profile), json.dumps(spend, indent=1, sort_keys=True))
+    except OSError as exc:
+        log.warning("could not write %s (%s); the token budgets miss this call", _spend_path(ctx.profile), exc)
 
 
 def endpoint_failure(profile: AgentProfile, cycle_id: str) -> dict[str, str] | None:
