@@ -134,6 +134,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_check_model(args: argparse.Namespace) -> int:
+    """Each model pass's real prompt from this agent's data against the configured endpoint, nothing applied."""
+    from dream_assets.llm.client import endpoint_problem, resolve_backend_name
+    from dream_assets.model_check import check_model
+
+    profile = _profile(args)
+    options = _options(profile)
+    if resolve_backend_name(options) == "offline":
+        print(
+            "dream check-model: no model is configured (LlmBackend is offline); set DREAM__LlmBaseUrl and "
+            "DREAM__LlmModel",
+            file=sys.stderr,
+        )
+        return 2
+    problem = endpoint_problem(options)
+    if problem is not None:
+        print(f"dream check-model: {problem}", file=sys.stderr)
+        return 2
+    print(f"rehearsing every model pass of agent {profile.agent_id!r} on a copy of its profile (nothing applied)")
+    checks = check_model(profile, options, _now(args))
+    for c in checks:
+        refused = ", ".join(f"{k} {v}" for k, v in c.refusals.items()) or "none"
+        print(
+            f"  {c.pass_name:<22} {c.status:<9} model {c.model}; fits window: {'yes' if c.fits else 'NO'}; "
+            f"parsed: {'yes' if c.parsed else 'NO'}; refused by the host: {refused}; calls {c.calls}; "
+            f"tokens {c.prompt_tokens}+{c.completion_tokens}; latency {c.latency_s:.2f}s; cost {c.cost:.4f}"
+        )
+        for note in c.notes:
+            print(f"      why: {note}")
+        if c.reason:
+            print(f"      reason: {c.reason}")
+    bad = [c.pass_name for c in checks if not c.ok]
+    print("the model is fit for every pass" if not bad else f"NOT fit for: {', '.join(bad)}")
+    return 0 if not bad else 1
+
+
 def cmd_undo(args: argparse.Namespace) -> int:
     from dream_assets.store import open_store
     from dream_assets.store.changes import UndoRefused
@@ -562,6 +598,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="undo what can be undone even if some entries were edited since"
     )
     sp.set_defaults(func=cmd_undo)
+
+    sp = sub.add_parser(
+        "check-model",
+        help="rehearse every model pass's real prompt against the configured endpoint, nothing applied",
+    )
+    common(sp)
+    sp.set_defaults(func=cmd_check_model)
 
     sp = sub.add_parser("restore", help="restore one archived memory by id")
     common(sp)

@@ -92,3 +92,31 @@ def test_a_ledger_record_without_a_model_reads_as_offline_and_keeps_its_fields(d
     old = PassLedger(demo)
     assert old.gate("skill_consolidation", "fp", NOW, timedelta(days=7), "offline").skip
     assert not old.gate("skill_consolidation", "fp", NOW, timedelta(days=7), "openai:m").skip
+
+
+@pytest.mark.slow  # every model pass of the small demo through HTTP
+def test_check_model_rehearses_every_model_pass_and_changes_nothing(demo, capsys, monkeypatch):
+    from dream_assets.cli import main
+    from dream_assets.passes.registry import PASSES
+    from dream_assets.store import open_store
+
+    before = sorted(p.name for p in demo.root.rglob("*"))
+    store = open_store(demo, DreamOptions())
+    live = store.memories.counts()["live"]
+    store.close()
+    with OpenAITestServer(default=Reply(decide=lambda body: reply(EVERY_KEY))) as server:
+        monkeypatch.setenv("DREAM__LlmBaseUrl", server.base_url)
+        monkeypatch.setenv("DREAM__LlmModel", "test-model")
+        monkeypatch.setenv("DREAM__LlmPriceInputPerMillion", "1")
+        code = main(["check-model", "--profile", str(demo.root), "--now", NOW.isoformat()])
+        assert server.requests  # the real prompts went to the endpoint
+    out = capsys.readouterr().out
+    for spec in PASSES:
+        if spec.uses_model:
+            assert f"  {spec.name} " in out, spec.name
+    assert "model openai:test-model; fits window: yes; parsed: yes" in out
+    assert code in (0, 1)
+    assert sorted(p.name for p in demo.root.rglob("*")) == before  # nothing written to the agent
+    store = open_store(demo, DreamOptions())
+    assert store.memories.counts()["live"] == live
+    store.close()
