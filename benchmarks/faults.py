@@ -9,6 +9,10 @@ Prints one JSON object per line ({"name": "faults.<metric>", "n": ..., "value": 
 * faults.misreported — a failure shown as completed or skipped: an unusable model answer, a raised pass, a pass that
   could not read its input, reported as anything but failed. Target 0.
 * faults.undo_failures — a cycle whose undo raised, refused, or did not bring the live corpus back exactly. Target 0.
+* faults.superseded_purged — entries the contradiction sweep archived as superseded that the archive purge
+  hard-deleted while their winner is live. Target 0.
+* faults.embedding_failures — saves under a hostile embeddings endpoint that landed on an unrelated entry, vectors of
+  that endpoint left in the cache, or embeddings not working again once the endpoint is fixed. Target 0.
 * the trial counts of each section, and the wall time.
 
 Sections (each in real processes on real DuckDB files):
@@ -19,7 +23,11 @@ Sections (each in real processes on real DuckDB files):
 3. fuzzed model answers across every model-calling pass (random and hostile JSON, ids that were not shown, delete
    everything, surrogates, NUL, huge strings, deep nesting);
 4. hostile log lines in every log, then a whole cycle (offline backend);
-5. an agent saving 20 facts a second while cycles with a delete-everything model run on the same store.
+5. an agent saving 20 facts a second while cycles with a delete-everything model run on the same store;
+6. fuzzed contradiction-sweep answers over a corpus never swept (mass supersession of every offered pair both ways,
+   pairs never offered, unknown ids, junk), then the archive purge 91 days on;
+7. a hostile embeddings endpoint (identical, zero, wrong-dimension, short, non-finite vectors) under an agent's
+   saves, then the endpoint fixed.
 
     .venv/bin/python benchmarks/faults.py            # the full run (10,000 fuzzed answers; about 10 minutes on 2 cores)
     .venv/bin/python benchmarks/faults.py --quick    # a CI-sized run (a few hundred trials; about a minute)
@@ -843,6 +851,164 @@ def concurrent_trial(template: AgentProfile, work: Path, seconds: float, tally: 
         notes.append(f"{len(data['errors'])} agent save(s) raised, e.g. {data['errors'][0][:200]}")
 
 
+# ---------------------------------------------------------------------------------------------- 6: sweep answers
+def sweep_answer(rng: random.Random, inputs: Any) -> str:
+    """A fuzzed contradiction-sweep answer: mass supersession (every offered pair, both ways, and pairs never
+    offered), ids that were not shown, self-pairs, junk values, or text that is no answer at all."""
+    shown = [e["id"] for e in inputs.get("entries", [])]
+    offered = [tuple(p) for p in inputs.get("pairs", [])]
+    roll = rng.random()
+    if roll < 0.1:
+        return rng.choice(["", "{", "no contradictions here", '{"supersessions": {}}', "[" * 50_000, "\ud800"])
+    pairs: list[tuple[Any, Any]] = []
+    if roll < 0.5:  # mass supersession: everything offered, in both directions
+        pairs = [(a, b) for a, b in offered] + [(b, a) for a, b in offered]
+    elif roll < 0.7:  # any two shown entries, offered or not
+        pairs = [(rng.choice(shown), rng.choice(shown)) for _ in range(len(shown))] if shown else []
+    else:
+        pairs = [(_rand_id(rng, shown), _rand_id(rng, shown)) for _ in range(rng.randint(0, 8))]
+    rng.shuffle(pairs)
+    return json.dumps(
+        {
+            "supersessions": [
+                {"winnerId": w, "loserId": lo, "reason": rng.choice(["newer", "", "x" * 300, 7])} for w, lo in pairs
+            ]
+        }
+    )
+
+
+def sweep_trials(template: AgentProfile, work: Path, trials: int, tally: Counter, notes: list[str]) -> None:
+    """Fuzzed sweep answers over a corpus never swept (the first sweep shows every entry), then the archive purge
+    91 days later: no answer half applied, no more superseded than the bound, no fact lost beyond undo, and no
+    superseded entry hard-deleted while its winner is live."""
+    from dream_assets.store import open_store
+
+    logging.disable(logging.WARNING)
+    before, _, _ = _read(template)
+    options = DreamOptions()
+    try:
+        for trial in range(trials):
+            rng = random.Random(10_000 + trial)
+            profile = clone(template, work / f"sweep-{trial}")
+            cycle = f"sweep-{trial}"
+            answers: list[str] = []
+            shown: list[int] = []
+
+            def answer(request: Any, rng: random.Random = rng, answers: list = answers, shown: list = shown) -> str:
+                shown.append(len(request.inputs.get("entries", [])))
+                answers.append(sweep_answer(rng, request.inputs))
+                return answers[-1]
+
+            state: list = []
+            report, _ = run_pass(profile, "contradiction_sweep", answer, cycle_id=cycle, state=state)
+            tally["sweep_trials"] += 1
+            if answers and report.status in ("completed", "skipped") and not _usable("contradiction_sweep", answers[0]):
+                tally["misreported"] += 1
+                notes.append(f"sweep trial {trial}: unusable answer reported as {report.status}")
+            after, _, rows = state[0] if state else _read(profile, cycle)
+            partial = partial_applies(before, after, rows)
+            if partial:
+                tally["partial_applies"] += 1
+                notes.append(f"sweep trial {trial}: {partial[0]}")
+            superseded = [m for m, e in after.items() if e["archived"] and not before[m]["archived"]]
+            tally["sweep_superseded"] += len(superseded)
+            if shown and len(superseded) > max(1, int(options.ContradictionSweepMaxSupersededShare * shown[0])):
+                tally["partial_applies"] += 1
+                notes.append(f"sweep trial {trial}: {len(superseded)} superseded of {shown[0]} shown, over the bound")
+            held = {m: after[m]["metadata"].get("supersededBy") for m in superseded}
+            # The purge 91 days on: a superseded entry whose winner is still live must survive it.
+            from dream_assets.passes.archive_purge import run_archive_purge
+            from dream_assets.passes.context import PassContext
+
+            store = open_store(profile, options)
+            try:
+                later = NOW + timedelta(days=91)
+                run_archive_purge(PassContext(profile, options, later, cycle_id=f"{cycle}-purge", _store=store))
+                for m, winner in held.items():
+                    w = store.memories.get(winner) if winner else None
+                    if store.memories.get(m) is None and w is not None and not w.is_archived:
+                        tally["superseded_purged"] += 1
+                        notes.append(f"sweep trial {trial}: purge deleted {m}, superseded by live {winner}")
+                if held:
+                    store.changes.undo_cycle(f"{cycle}-purge", now=later + timedelta(minutes=1))
+            finally:
+                store.close()
+            if lost_facts(before, after):
+                problem = undo_restores(profile, cycle, before, options)
+                if problem:
+                    tally["facts_lost"] += 1
+                    notes.append(f"sweep trial {trial}: facts lost and undo failed: {problem}")
+            shutil.rmtree(profile.root, ignore_errors=True)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+# ---------------------------------------------------------------------------------------------- 7: embeddings
+def _unrelated_text(rng: random.Random) -> str:
+    """A fact sharing no word with the demo corpus (made-up words), so no save of it may land on an entry."""
+    word = lambda: "".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(3))  # noqa: E731
+    return f"The {word()} {word()} ledger lists {rng.randint(100, 999)} crates of {word()} for {word()}."
+
+
+def embeddings_trials(template: AgentProfile, work: Path, saves: int, tally: Counter, notes: list[str]) -> None:
+    """A hostile embeddings endpoint (the same vector for every text, all-zero, another size, too few, NaN) under an
+    agent's saves: no save may fail, land on an unrelated entry or leave a vector of that endpoint in the cache; once
+    the endpoint is fixed a restatement is found by embeddings again."""
+    from dream_assets.llm.embeddings import build_embedding_provider
+    from dream_assets.store import open_store
+    from dream_assets.store.embeddings import EmbeddingCache, EmbeddingIndex
+    from dream_assets.store.memory import SAVE_EMBEDDING_PAUSE
+    from dream_assets_tests.openai_server import HOSTILE_EMBEDDINGS, OpenAITestServer, hostile_embeddings
+
+    logging.disable(logging.WARNING)
+    try:
+        with OpenAITestServer() as server:
+            options = DreamOptions().replace(
+                LexicalSimilarityMeasure="tfidf",
+                LlmMaxRetries=0,
+                LlmTimeout=timedelta(seconds=5),
+                EmbeddingModel="faults-embedding",
+                EmbeddingBaseUrl=server.base_url,
+            )
+            for kind in HOSTILE_EMBEDDINGS:
+                rng = random.Random(kind)
+                profile = clone(template, work / f"embeddings-{kind}")
+                store = open_store(profile, options)
+                try:
+                    server.embeddings = None
+                    live = store.memories.list_live()
+                    provider = build_embedding_provider(options)
+                    EmbeddingIndex(store, provider, now=NOW).vectors(live)  # the corpus's healthy vectors, cached
+                    cache = EmbeddingCache(store.connection)
+                    cached = cache.count("faults-embedding")
+                    server.embeddings = hostile_embeddings(kind)
+                    for n in range(saves):
+                        tally["embedding_saves"] += 1
+                        try:
+                            result = store.memories.save(_unrelated_text(rng), now=NOW + timedelta(seconds=1 + n))
+                        except Exception as exc:  # noqa: BLE001 - a save must never fail on the endpoint
+                            tally["misreported"] += 1
+                            notes.append(f"embeddings {kind}: a save raised {type(exc).__name__}: {exc}"[:300])
+                            continue
+                        if result.action != "created":
+                            tally["embedding_wrong_merges"] += 1
+                            notes.append(f"embeddings {kind}: an unrelated save was {result.action}")
+                    if cache.count("faults-embedding") != cached:
+                        tally["embedding_poisoned"] += 1
+                        notes.append(f"embeddings {kind}: vectors of the broken endpoint were cached")
+                    server.embeddings = None
+                    later = NOW + SAVE_EMBEDDING_PAUSE + timedelta(minutes=1)
+                    again = store.memories.save(live[0].content + " It was counted twice.", now=later)
+                    if again.action == "created" or "lexical measure was used" in (again.reason or ""):
+                        tally["embedding_not_recovered"] += 1
+                        notes.append(f"embeddings {kind}: fixed endpoint, restatement: {again.action} {again.reason}")
+                finally:
+                    store.close()
+                shutil.rmtree(profile.root, ignore_errors=True)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 # ---------------------------------------------------------------------------------------------- main
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -869,6 +1035,8 @@ def main(argv: Iterable[str] | None = None) -> int:
                 "concurrent",
                 lambda: concurrent_trial(template, work, 8.0 if args.quick else 30.0, tally, notes),
             ),
+            ("sweep", lambda: sweep_trials(template, work, 8 if args.quick else 300, tally, notes)),
+            ("embeddings", lambda: embeddings_trials(template, work, 4 if args.quick else 40, tally, notes)),
         ]
         for name, section in sections:
             t0 = time.perf_counter()
@@ -878,7 +1046,14 @@ def main(argv: Iterable[str] | None = None) -> int:
                 tally["section_errors"] += 1
                 notes.append(f"section {name} could not run: {traceback.format_exc()[-600:]}")
             emit(f"faults.{name}_seconds", 0, time.perf_counter() - t0, "s")
-    n = tally["kill_trials"] + tally["fuzz_trials"] + tally["hostile_log_trials"] + tally["concurrent_saves"]
+    n = (
+        tally["kill_trials"]
+        + tally["fuzz_trials"]
+        + tally["hostile_log_trials"]
+        + tally["concurrent_saves"]
+        + tally["sweep_trials"]
+        + tally["embedding_saves"]
+    )
     emit("faults.facts_lost", n, tally["facts_lost"], "count")
     emit("faults.partial_applies", n, tally["partial_applies"], "count")
     emit(
@@ -888,6 +1063,13 @@ def main(argv: Iterable[str] | None = None) -> int:
         "count",
     )
     emit("faults.undo_failures", n, tally["undo_failures"], "count")
+    emit("faults.superseded_purged", n, tally["superseded_purged"], "count")
+    emit(
+        "faults.embedding_failures",
+        n,
+        tally["embedding_wrong_merges"] + tally["embedding_poisoned"] + tally["embedding_not_recovered"],
+        "count",
+    )
     for key in (
         "kill_trials",
         "apply_writes",
@@ -898,6 +1080,9 @@ def main(argv: Iterable[str] | None = None) -> int:
         "concurrent_save_errors",
         "concurrent_cycles",
         "concurrent_pass_failures",
+        "sweep_trials",
+        "sweep_superseded",
+        "embedding_saves",
     ):
         emit(f"faults.{key}", n, tally[key], "count")
     emit("faults.seconds", n, time.perf_counter() - started, "s")
@@ -910,6 +1095,10 @@ def main(argv: Iterable[str] | None = None) -> int:
         + tally["undo_failures"]
         + tally["hostile_log_pass_failures"]
         + tally["section_errors"]
+        + tally["superseded_purged"]
+        + tally["embedding_wrong_merges"]
+        + tally["embedding_poisoned"]
+        + tally["embedding_not_recovered"]
     )
     return 1 if bad else 0
 

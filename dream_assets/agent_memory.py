@@ -307,7 +307,13 @@ def save(
 
     try:
         result = store.memories.save(
-            content, category=category, tags=tags, importance=importance, now=call.now, on_saved=record
+            content,
+            category=category,
+            tags=tags,
+            importance=importance,
+            now=call.now,
+            on_saved=record,
+            record_change=False,  # every outcome is recorded by ``record``, under the agent's day cycle
         )
     except (ContentError, StoreError) as exc:
         raise _store_errors(exc) from exc

@@ -171,6 +171,7 @@ def cmd_check_model(args: argparse.Namespace) -> int:
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
+    from dream_assets.passes.registry import PassRunning, no_pass_running
     from dream_assets.store import open_store
     from dream_assets.store.changes import UndoRefused
     from dream_assets.store.connection import StoreError
@@ -180,9 +181,11 @@ def cmd_undo(args: argparse.Namespace) -> int:
     try:
         if args.list:
             return _list_changes(store, args.profile)
-        result = store.changes.undo_cycle(args.cycle, now=_now(args), pass_name=args.pass_name, force=args.force)
-    except UndoRefused as exc:
-        print(str(exc), file=sys.stderr)
+        # Never beside a running pass: an undo between a pass's read and its write would leave half of each.
+        with no_pass_running(profile, wait=args.wait):
+            result = store.changes.undo_cycle(args.cycle, now=_now(args), pass_name=args.pass_name, force=args.force)
+    except (UndoRefused, PassRunning) as exc:
+        print(f"undo refused: {exc}" if isinstance(exc, PassRunning) else str(exc), file=sys.stderr)
         return 2
     except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
         print(f"undo stopped: {exc}", file=sys.stderr)
@@ -195,6 +198,20 @@ def cmd_undo(args: argparse.Namespace) -> int:
         print(f"NOT restored {line}", file=sys.stderr)
     for line in result.refused:
         print(f"refused  {line}", file=sys.stderr)
+    if result.blocked_by:
+        later = [c for c in result.blocked_by if c != args.cycle]
+        if later:
+            print(
+                f"undo of cycle {args.cycle} refused: later cycle(s) {', '.join(later)} built on its results; nothing "
+                f"was changed. Undo them first, newest first (`dream undo --profile {args.profile} --cycle "
+                f"{later[-1]}`), then this cycle",
+            )
+        else:
+            print(
+                f"undo of pass {args.pass_name} of cycle {args.cycle} refused: a later pass of the cycle built on its "
+                "results; nothing was changed. Undo that pass first, or the whole cycle",
+            )
+        return 3
     nothing_done = result.refused and not args.force
     print(
         f"undo of cycle {args.cycle}: {len(result.restored)} put back, {len(result.already_undone)} already undone, "
@@ -596,6 +613,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument(
         "--force", action="store_true", help="undo what can be undone even if some entries were edited since"
+    )
+    sp.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="while a pass of the agent is running, wait up to this long for it before refusing (default 0)",
     )
     sp.set_defaults(func=cmd_undo)
 

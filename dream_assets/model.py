@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -99,6 +100,58 @@ class MemoryEntry:
             metadata={str(k): str(v) for k, v in (d.get("metadata") or {}).items()},
             archived_at=parse_ts(d["archived_at"]) if d.get("archived_at") else None,
         )
+
+
+# --------------------------------------------------------------------------------------------------- signal entries
+#: Metadata ``source`` values of a fact the user stated.
+USER_SOURCES = frozenset({"user", "user-stated", "user-correction", "correction"})
+#: The tag of a user correction wherever it is filed.
+USER_CORRECTION_TAG = "user-correction"
+#: A correction filed under this category (or below it) with the tag ``correction`` is a user correction too.
+FEEDBACK_FROM_USER = "feedback/from-user"
+CORRECTION_TAG = "correction"
+#: Categories (with everything below them) whose entries are signals: feedback, and the agent's claims about what it
+#: can do, which users correct.
+SIGNAL_CATEGORIES = ("feedback", "capability-claims")
+#: Tags that make an entry a signal wherever it is filed.
+SIGNAL_TAGS = frozenset({"feedback", "capability-claim", CORRECTION_TAG, USER_CORRECTION_TAG})
+
+
+def in_category(category: str, root: str) -> bool:
+    """``category`` is ``root`` or below it, segment by segment ("feedback" covers "feedback/from-user", not
+    "feedbacks"); categories compare case-sensitively."""
+    return category == root or category.startswith(root + "/")
+
+
+def user_correction_signs(category: str, tags: Iterable[str], metadata: Mapping[str, str]) -> bool:
+    """Whether a record with these fields is a user correction: saved from feedback of kind Correction (metadata
+    ``feedbackKind``), stated by the user (metadata ``source`` in :data:`USER_SOURCES`), tagged ``user-correction``,
+    or filed under ``feedback/from-user`` with the tag ``correction``. The one place these signs are read
+    (``passes/standing.is_user_correction`` adds the decision consolidation records on the entries it writes); tag
+    and value spellings are compared without case."""
+    folded = {str(t).strip().casefold() for t in tags}
+    return (
+        metadata.get("feedbackKind", "").strip().casefold() == "correction"
+        or metadata.get("source", "").strip().casefold() in USER_SOURCES
+        or USER_CORRECTION_TAG in folded
+        or (in_category(category, FEEDBACK_FROM_USER) and CORRECTION_TAG in folded)
+    )
+
+
+def is_signal(category: str, tags: Iterable[str], metadata: Mapping[str, str]) -> bool:
+    """A record whose every occurrence counts: a user correction, feedback or a capability claim. Such entries are
+    never folded into, deduplicated against or reinforced by one another, at save time or by consolidation's
+    deterministic folds: a user repeating a correction is a signal, not a duplicate."""
+    tags = tuple(tags)
+    return (
+        any(in_category(category, root) for root in SIGNAL_CATEGORIES)
+        or bool({str(t).strip().casefold() for t in tags} & SIGNAL_TAGS)
+        or user_correction_signs(category, tags, metadata)
+    )
+
+
+def is_signal_entry(entry: MemoryEntry) -> bool:
+    return is_signal(entry.category, entry.tags, entry.metadata)
 
 
 @dataclass(frozen=True)

@@ -181,6 +181,13 @@ class DreamOptions:
     ContradictionSweepMaxEntriesPerCall: int = _opt(
         500, "new or changed entries shown in one sweep call; the rest wait for the next run", minimum=1
     )
+    ContradictionSweepMaxSupersededShare: float = _opt(
+        0.25,
+        "most of the entries one sweep call shows that its answer may supersede (at least one); the rest are "
+        "refused and the report says so",
+        minimum=0.0,
+        maximum=1.0,
+    )
     FeedbackWindow: timedelta = _opt(timedelta(days=7), "how far back feedback signals are read")
     FeedbackMaxSignals: int = _opt(50, "most feedback signals shown to the model", minimum=0)
 

@@ -10,7 +10,8 @@ mode, model name and temperature. With nothing scripted the server answers 418, 
 retry, so a missing script fails fast.
 
 ``/v1/embeddings`` takes the next scripted reply too (a 500 or a 429 to test retries); with nothing scripted it
-answers deterministic vectors (``embedding_vector``): feature-hashed bags of normalised words, so texts sharing most
+answers deterministic vectors (``embedding_vector``; ``OpenAITestServer(embeddings=hostile_embeddings(kind))`` answers
+broken ones instead): feature-hashed bags of normalised words, so texts sharing most
 of their words are close and texts sharing none are nearly orthogonal. ``embedding_requests`` lists those calls.
 """
 
@@ -286,6 +287,37 @@ def embeddings_ok() -> Reply:
     return Reply(decide=_embeddings_reply)
 
 
+#: Ways a broken embeddings endpoint answers (``hostile_embeddings``).
+HOSTILE_EMBEDDINGS = ("identical", "zero", "wrong-dimension", "short", "non-finite")
+
+
+def hostile_embeddings(kind: str) -> Reply:
+    """A broken ``/v1/embeddings`` answer per request: ``identical`` (one vector for every text), ``zero``
+    (all-zero vectors), ``wrong-dimension`` (vectors of another size than the server's usual ones), ``short`` (one
+    vector fewer than texts) or ``non-finite`` (a NaN and an infinity in each vector)."""
+    if kind not in HOSTILE_EMBEDDINGS:
+        raise ValueError(f"hostile embeddings {kind!r}: use one of {', '.join(HOSTILE_EMBEDDINGS)}")
+
+    def decide(request: Any) -> Reply:
+        raw = request.get("input") if isinstance(request, dict) else None
+        inputs = [raw] if isinstance(raw, str) else list(raw or [])
+        body = embeddings_body(inputs or [" "])
+        for item in body["data"]:
+            if kind == "identical":
+                item["embedding"] = embedding_vector("the same vector for every text")
+            elif kind == "zero":
+                item["embedding"] = [0.0] * EMBEDDING_DIM
+            elif kind == "wrong-dimension":
+                item["embedding"] = item["embedding"][: EMBEDDING_DIM // 4]
+            elif kind == "non-finite":
+                item["embedding"] = [float("nan"), float("inf"), *item["embedding"][2:]]
+        if kind == "short":
+            body["data"] = body["data"][:-1]
+        return _json(200, body)
+
+    return Reply(decide=decide)
+
+
 @contextmanager
 def refusing_base_url() -> Iterator[str]:
     """A base URL on 127.0.0.1 whose port refuses connections: bound (so nothing else takes it) but not listening."""
@@ -305,6 +337,7 @@ class OpenAITestServer:
         self,
         default: Reply | None = None,
         *,
+        embeddings: Reply | None = None,
         context_limit: int | None = None,
         context_error: str = "openai",
         response_formats: tuple[str, ...] = ("json_object", "json_schema"),
@@ -322,6 +355,9 @@ class OpenAITestServer:
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.default = default
+        #: The ``/v1/embeddings`` reply when nothing scripted is left (None: the deterministic vectors), e.g.
+        #: ``hostile_embeddings("identical")``; assignable while the server runs (an endpoint fixed later).
+        self.embeddings = embeddings
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -358,7 +394,8 @@ class OpenAITestServer:
                     if refused is not None:
                         self._send(refused)
                         return
-                    scripted = server._queue.popleft() if server._queue else (None if embeddings else server.default)
+                    fallback = server.embeddings if embeddings else server.default
+                    scripted = server._queue.popleft() if server._queue else fallback
                     if scripted is not None and scripted.decide is not None:
                         scripted = scripted.decide(body) or (server._queue.popleft() if server._queue else None)
                 if embeddings:

@@ -19,6 +19,7 @@ from dream_assets.passes.contradiction_sweep import (
     REVIEWED_KEY,
     about_earlier_moment,
     judge,
+    loss_of,
     review_hash,
     run_contradiction_sweep,
 )
@@ -40,6 +41,11 @@ def entry(eid, *, subject=None, meta=None, tags=()):
     if subject:
         md["subjectTime"] = subject
     return MemoryEntry(eid, f"text {eid}", "general", tuple(tags), 0.5, NOW, NOW, NOW, 1, md)
+
+
+def every_pair(ids):
+    """Every pair of ``ids`` as offered pairs (a unit test of the other rules offers them all)."""
+    return {frozenset((a, b)) for a in ids for b in ids if a != b}
 
 
 def answer(*pairs):
@@ -66,6 +72,7 @@ def test_hostile_pairs_are_ignored_with_their_reason():
         [("a", "zz", ""), ("a", "c", ""), ("a", "a", ""), ("", "b", ""), ("a", "  ", ""), ("a", "b", "")],
         shown,
         known={"a", "b", "c"},
+        offered=every_pair(shown),
     )
     assert [(v.accepted, v.why) for v in verdicts] == [
         (False, "unknown id zz"),
@@ -83,8 +90,30 @@ def test_a_user_correction_is_never_superseded_by_an_agent_claim_but_beats_one()
     stated = entry("stated", meta={"source": "user"})
     shown = {e.id: e for e in (claim, fix, stated)}
     verdicts = judge(
-        [("claim", "fix", ""), ("claim", "stated", ""), ("fix", "claim", ""), ("stated", "fix", "")], shown, set(shown)
+        [("claim", "fix", ""), ("claim", "stated", ""), ("fix", "claim", ""), ("stated", "fix", "")],
+        shown,
+        set(shown),
+        offered=every_pair(shown),
     )
+    assert [v.accepted for v in verdicts] == [False, False, True, True]
+    assert "never superseded" in verdicts[0].why
+
+
+def test_a_correction_filed_under_feedback_from_user_with_the_tag_correction_is_a_user_correction():
+    claim = MemoryEntry("claim", "Rocky plays bass.", "people/rocky", (), 0.5, NOW, NOW, NOW, 1, {})
+    fix = MemoryEntry("fix", "Rocky plays drums.", "feedback/from-user", ("correction",), 0.5, NOW, NOW, NOW, 1, {})
+    below = fix.with_(id="below", category="feedback/from-user/chat")
+    untagged = fix.with_(id="untagged", tags=("music",))
+    elsewhere = fix.with_(id="elsewhere", category="feedback/from-agent")
+    shown = {e.id: e for e in (claim, fix, below, untagged, elsewhere)}
+    verdicts = judge(
+        [("claim", i, "") for i in ("fix", "below", "untagged", "elsewhere")],
+        shown,
+        set(shown),
+        offered=every_pair(shown),
+    )
+    # The correction (and one filed below that category) stands; the same text without the tag, or filed by the
+    # agent, is an ordinary entry the model's direction decides.
     assert [v.accepted for v in verdicts] == [False, False, True, True]
     assert "never superseded" in verdicts[0].why
 
@@ -102,7 +131,7 @@ def test_a_user_correction_is_never_superseded_by_an_agent_claim_but_beats_one()
 def test_subject_time_decides_ties(winner, loser, earlier):
     w, lo = entry("w", subject=winner), entry("l", subject=loser)
     assert about_earlier_moment(w, lo) is earlier
-    (verdict,) = judge([("w", "l", "")], {"w": w, "l": lo}, {"w", "l"})
+    (verdict,) = judge([("w", "l", "")], {"w": w, "l": lo}, {"w", "l"}, offered=every_pair("wl"))
     assert verdict.accepted is not earlier
 
 
@@ -259,3 +288,126 @@ def test_an_entry_saved_while_the_call_runs_keeps_the_pass_due(store, profile, p
     assert not gate_status("contradiction_sweep", profile, DreamOptions(), NOW + timedelta(minutes=5)).decision.skip
     report, backend = run_scripted(run_contradiction_sweep, profile, store, [answer()], now=NOW + timedelta(minutes=5))
     assert report.counts["eligible"] == 1 and late[0].id in backend.requests[0].prompt
+
+
+# --- the removal guard of a supersession ------------------------------------------------------------------------------
+
+
+def fact(eid, content, **meta):
+    return MemoryEntry(eid, content, "people/alice", (), 0.5, NOW, NOW, NOW, 1, dict(meta))
+
+
+def test_only_a_pair_the_host_offered_as_similar_may_be_a_supersession():
+    a = fact("a", "Alice lives in Paris near the Louvre.")
+    b = fact("b", "Alice moved to Berlin, she lives in Kreuzberg now.")
+    c = fact("c", "Alice lives in Madrid.")
+    shown = {e.id: e for e in (a, b, c)}
+    verdicts = judge([("b", "a", ""), ("c", "a", "")], shown, set(shown), offered={frozenset(("a", "b"))})
+    assert [v.accepted for v in verdicts] == [True, False]
+    assert verdicts[1].why.startswith("not a pair the host offered as similar")
+
+
+@pytest.mark.parametrize(
+    ("winner", "loser", "accepted"),
+    [
+        # A later value of the same fact: Paris and the Louvre replaced by Berlin and Kreuzberg.
+        ("Alice moved to Berlin, she lives in Kreuzberg now.", "Alice lives in Paris near the Louvre.", True),
+        ("The user now likes pottery more than painting.", "The user likes painting.", True),
+        # A date dropped with nothing in its place: a stand-alone loss of a specific.
+        ("Alice's review with Dana is in Austin.", "Alice's review with Dana is on 2026-09-14 in Austin.", False),
+        # Another fact about the same person: what made the loser true is not in the winner.
+        ("The user went hiking with friends.", "The user likes painting sunsets by the lake.", False),
+        ("Alice attended a support group on 7 May 2023.", "Alice's badge number is 4471 at the Orinoco lab.", False),
+    ],
+)
+def test_the_winner_must_carry_what_made_the_loser_true(winner, loser, accepted):
+    w, lo = fact("w", winner), fact("l", loser)
+    assert (loss_of(w, lo) is None) is accepted
+    (verdict,) = judge([("w", "l", "")], {"w": w, "l": lo}, {"w", "l"}, offered=every_pair("wl"))
+    assert verdict.accepted is accepted
+    if not accepted:
+        assert verdict.why.startswith("the winner")
+
+
+def _people_facts() -> list[str]:
+    names = ["Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro"]
+    facts = [
+        "{n} lives in a flat near the harbour with two cats.",
+        "{n} plays the violin in a community orchestra on weekends.",
+        "{n} is training for a marathon and runs every morning.",
+        "{n} works as a nurse at the children's hospital.",
+        "{n} is allergic to peanuts and carries an inhaler.",
+    ]
+    return [f.format(n=n) for n in names for f in facts]
+
+
+def test_one_answer_superseding_everything_it_is_shown_is_bounded_and_guarded(store, profile):
+    """The first sweep over an existing corpus shows every entry; an answer that declares every offered pair a
+    supersession archives no more than the bound, only where the winner carries the loser, and says so."""
+    for n, text in enumerate(_people_facts()):
+        put(store, text, days_ago=40 - n, category="people")
+    live_before = {e.id: e for e in store.memories.list_live()}
+
+    def supersede_everything(request):
+        return {"supersessions": [{"winnerId": d, "loserId": n, "reason": "newer"} for d, n in request.inputs["pairs"]]}
+
+    report, backend = run_scripted(run_contradiction_sweep, profile, store, supersede_everything)
+    assert report.status == "completed", report.reason
+    shown = len(backend.requests[0].inputs["entries"])
+    assert shown == len(live_before)
+    bound = max(1, int(0.25 * shown))
+    archived = [e for e in store.memories.list_all() if e.is_archived]
+    assert len(archived) <= bound
+    for loser in archived:  # each loser's winner is live and carries it
+        winner = store.memories.get(loser.metadata["supersededBy"])
+        assert winner is not None and not winner.is_archived
+        assert loss_of(winner, live_before[loser.id]) is None
+    assert report.counts["superseded"] == len(archived)
+    assert report.counts["refused"] >= len(backend.requests[0].inputs["pairs"]) - bound
+
+
+def test_the_bound_refuses_the_rest_and_says_so(store, profile):
+    pairs = []
+    topics = [
+        ("Alice", "lives in Paris", "lives in Berlin"),
+        ("Bruno", "drives a red Fiat", "drives a blue Volvo"),
+        ("Chiara", "works at Acme", "works at Globex"),
+        ("Dmitri", "studies at Oxford", "studies at Cambridge"),
+        ("Elena", "plays for Boca", "plays for River"),
+        ("Farid", "banks with Monzo", "banks with Revolut"),
+    ]
+    for name, before, after in topics:
+        old = put(store, f"The user's friend {name} {before}.", days_ago=40)
+        new = put(store, f"The user's friend {name} {after} now.", days_ago=2)
+        pairs.append((new.id, old.id))
+    options = DreamOptions(ContradictionSweepMaxSupersededShare=0.2, ContradictionSweepNeighbours=1)
+    report, backend = run_scripted(run_contradiction_sweep, profile, store, [answer(*pairs)], options=options)
+    shown = len(backend.requests[0].inputs["entries"])
+    bound = max(1, int(0.2 * shown))
+    assert report.counts["superseded"] == bound and report.counts["over_bound"] == len(pairs) - bound
+    assert sum(1 for e in store.memories.list_all() if e.is_archived) == bound
+    assert any(
+        line.startswith("WARNING") and "ContradictionSweepMaxSupersededShare=0.2" in line for line in report.lines
+    )
+    assert f"({len(pairs) - bound} refused over the bound)" in report.summary
+    rows = [c for c in report.changes if c.kind == "supersession-rejected"]
+    assert len(rows) == len(pairs) - bound and all("over the bound" in c.detail for c in rows)
+
+
+def test_the_purge_keeps_a_superseded_entry_while_its_winner_is_live(store, profile, paris_berlin):
+    from dream_assets.passes.archive_purge import run_archive_purge
+
+    paris, berlin, _ = paris_berlin
+    report, _ = run_scripted(run_contradiction_sweep, profile, store, [answer((berlin.id, paris.id))])
+    assert report.counts["superseded"] == 1
+    later = NOW + timedelta(days=91)
+    purge = run_archive_purge(PassContext(profile, DreamOptions(), later, cycle_id="p1", _store=store))
+    assert purge.status == "completed" and purge.counts["purged"] == 0 and purge.counts["kept_superseded"] == 1
+    assert store.memories.get(paris.id) is not None
+    kept = next(c for c in purge.changes if c.target == paris.id)
+    assert berlin.id in kept.detail and "history" in kept.detail
+    # Once the winner is archived too and both are past retention, the whole chain goes together.
+    store.memories.archive(berlin.id, now=later)
+    much_later = later + timedelta(days=91)
+    purge = run_archive_purge(PassContext(profile, DreamOptions(), much_later, cycle_id="p2", _store=store))
+    assert purge.counts["purged"] == 2 and store.memories.get(paris.id) is None

@@ -1,4 +1,5 @@
-"""The fault benchmark's CI-sized run: kills at write steps, fuzzed model answers, hostile logs, concurrent saves.
+"""The fault benchmark's CI-sized run: kills at write steps, fuzzed model answers, hostile logs, concurrent saves,
+fuzzed contradiction-sweep answers with the purge after them, a hostile embeddings endpoint.
 
 Every trial must lose no fact, leave no answer half applied, report no failure as completed or skipped, and undo
 every cycle exactly. The full run (10,000 answers) is `python benchmarks/faults.py`."""
@@ -25,11 +26,20 @@ def test_quick_fault_run_loses_nothing_and_misreports_nothing():
     metrics = {m["name"]: m["value"] for m in (json.loads(line) for line in proc.stdout.splitlines() if line.strip())}
     problems = proc.stderr[-3000:]
     assert metrics, f"the benchmark printed no metrics: {problems}"
-    for name in ("faults.facts_lost", "faults.partial_applies", "faults.misreported", "faults.undo_failures"):
+    for name in (
+        "faults.facts_lost",
+        "faults.partial_applies",
+        "faults.misreported",
+        "faults.undo_failures",
+        "faults.superseded_purged",
+        "faults.embedding_failures",
+    ):
         assert metrics[name] == 0, f"{name} = {metrics[name]}: {problems}"
     # The run really attacked something: every section ran trials.
     assert metrics["faults.kill_trials"] >= 20 and metrics["faults.apply_writes"] > 10
     assert metrics["faults.fuzz_trials"] >= 200
     assert metrics["faults.hostile_log_trials"] == 1
     assert metrics["faults.concurrent_saves"] > 20 and metrics["faults.concurrent_cycles"] > 2
+    assert metrics["faults.sweep_trials"] >= 8 and metrics["faults.sweep_superseded"] > 0
+    assert metrics["faults.embedding_saves"] >= 20
     assert proc.returncode == 0, problems

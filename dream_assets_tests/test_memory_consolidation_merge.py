@@ -133,6 +133,7 @@ def test_merged_entry_takes_its_temporal_fields_from_the_sources():
         "mergedFrom": json.dumps(["a", "b"]),
         "mergedAt": "2026-11-30T12:00:00Z",
         "decayAppliedThrough": "2026-09-01T00:00:00Z",
+        "userCorrection": "false",  # the host's decision: no source is a user correction
     }
 
 

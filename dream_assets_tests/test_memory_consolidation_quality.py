@@ -62,6 +62,58 @@ def test_a_merged_entry_and_an_old_reviewed_entry_are_offered_together(run, stor
     assert run.requests == [] and third.counts["settled_clusters"] == 1
 
 
+def test_a_merge_does_not_reopen_the_cluster_its_neighbour_was_shown_in(run, store):
+    store.memories.put_many(
+        [
+            entry("a", "Gina opened her dance studio in the old mill."),
+            entry("b", "Gina opened her own dance studio in the old mill."),
+            entry("x", "Gina teaches at her dance studio in the old mill."),
+        ]
+    )
+    run(answer(merge("Gina opened her own dance studio in the old mill.", "a", "b")))
+    [request] = run.requests
+    assert [set(c) for c in request.inputs["clusters"]] == [{"a", "b", "x"}]
+    merged = next(e for e in store.memories.list_live() if e.id != "x")
+    store.memories.put_many([entry("new", "Kestrel ships on Fridays.", created_days=0)])
+    # The merged entry and x now form a cluster no call flagged, but the call that wrote the merge showed x next to
+    # its sources and left x apart: only what the agent saved since is offered.
+    second = run(answer(), now=NOW + timedelta(hours=1))
+    [request] = run.requests
+    assert "id=new" in request.prompt and f"id={merged.id}" not in request.prompt and "id=x" not in request.prompt
+    assert second.counts["eligible"] == 1 and second.counts["settled_clusters"] == 1
+    # Like a cluster shown and left apart, it is offered again (merge-only) once the cooldown has passed.
+    run(answer(), now=NOW + timedelta(days=7, hours=1))
+    [request] = run.requests
+    assert [set(c) for c in request.inputs["reoffered"]] == [{merged.id, "x"}]
+
+
+def test_the_second_prompt_on_the_demo_holds_only_what_the_agent_saved_since(tmp_path):
+    from dream_assets.demo import build_demo_profile
+    from dream_assets.profile import AgentProfile
+    from dream_assets.store import open_store
+
+    # n = 1,000 repeats the demo's templates, so the first review merges dozens of near-duplicates and reshapes the
+    # clusters of their neighbours; the second run must still show only the ten entries saved since.
+    profile = AgentProfile(tmp_path / "demo").ensure()
+    options = DreamOptions(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
+    build_demo_profile(profile, NOW, options=options, n_memories=1000, with_logs=False)
+    first = run_memory_consolidation(
+        PassContext(profile, options.replace(ConsolidationMaxEntriesPerCall=2000), NOW, cycle_id="d1")
+    )
+    assert first.status == "completed" and first.counts["merged"] >= 10
+    later = NOW + timedelta(hours=7)
+    saved = [
+        entry(f"new-{i}", text, created_days=-0.25, seen_days=-0.25)
+        for i, text in enumerate(
+            ["Rafael Costa joined the Pioneer team as SRE.", "The Uppsala office closes early on Fridays in July."]
+        )
+    ]
+    open_store(profile, options).memories.put_many(saved)
+    second = run_memory_consolidation(PassContext(profile, options, later, cycle_id="d2"))
+    assert second.status == "completed"
+    assert (second.counts["eligible"], second.counts["clusters"]) == (len(saved), 0)
+
+
 def test_a_cluster_left_apart_is_reoffered_after_the_cooldown_merge_only_and_its_cooldown_doubles(run, store):
     store.memories.put_many(
         [
@@ -178,6 +230,63 @@ def test_a_merge_equal_to_a_live_entry_reinforces_it_instead_of_writing_a_twin(r
     kept = store.memories.get("keep")
     assert kept.reinforcement_count == 6 and json.loads(kept.metadata["mergedFrom"]) == ["s1", "s2"]
     assert report.counts["reinforced_existing"] == 1 and report.counts["merged"] == 1
+    assert kept.updated_at == NOW - timedelta(days=1)  # its text did not change
+
+
+def test_a_merge_says_a_restated_sentence_once_and_keeps_one_that_differs(run, store):
+    store.memories.put_many(
+        [
+            entry("a", "The user prefers dark mode in VS Code."),
+            entry("b", "User prefers dark mode in VS Code. Sam paid Evan."),
+        ]
+    )
+    run(
+        answer(
+            merge("The user prefers dark mode in VS Code. User prefers dark mode in VS Code. Sam paid Evan.", "a", "b")
+        )
+    )
+    [merged] = [e for e in store.memories.list_live()]
+    assert merged.content == "The user prefers dark mode in VS Code. Sam paid Evan."
+
+
+def test_a_fold_keeps_updated_at_every_tag_spelling_and_the_categories_apart(run, store):
+    store.memories.put_many(
+        [
+            entry("old", "Kestrel deploys on Fridays.", category="projects/kestrel", tags=("Ops",), seen_days=9),
+            entry(
+                "new",
+                "kestrel deploys on fridays",
+                category="projects/kestrel",
+                tags=("ops",),
+                created_days=5,
+                seen_days=2,
+            ),
+            entry("cased", "Kestrel deploys on Fridays.", category="Projects/kestrel", seen_days=3),
+        ]
+    )
+    report = run(answer(), options=FOLD)
+    assert report.counts["folded"] == 1 and live_ids(store) == {"old", "cased"}
+    kept = store.memories.get("old")
+    assert kept.tags == ("Ops", "ops") and kept.updated_at == NOW - timedelta(days=9)
+    assert kept.last_seen_at == NOW - timedelta(days=2) and kept.reinforcement_count == 2
+
+
+@pytest.mark.parametrize(
+    ("category", "tags"),
+    [("feedback/from-user", ("correction",)), ("capability-claims", ()), ("facts", ("user-correction",))],
+)
+def test_repeated_corrections_feedback_and_capability_claims_are_never_folded(run, store, category, tags):
+    text = "The agent cannot read the user's calendar."
+    store.memories.put_many(
+        [
+            entry("first", text, category=category, tags=tags, created_days=9),
+            entry("again", text, category=category, tags=tags, created_days=2),
+            entry("twin", text, category=category, tags=tags, created_days=1, reviewed=True),
+        ]
+    )
+    report = run(answer(merge(text, "first", "again")), options=FOLD)
+    assert report.counts.get("folded", 0) == 0 and report.counts.get("reinforced_existing", 0) == 0
+    assert "twin" in live_ids(store) and store.memories.get("twin").reinforcement_count == 1
 
 
 # ----------------------------------------------------------------------------------------------- save-time exact

@@ -3,12 +3,15 @@ stand-alone removals face the removal guard, and merges that invent a specific a
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from dream_assets.passes.consolidation_merge import REJECTED_CLUSTER_KEY
 from dream_assets.passes.consolidation_select import is_reviewed
+from dream_assets.passes.memory_consolidation import noise_reason
 from dream_assets.text.coverage import (
     BASELINE_VOCABULARY,
     CoverageSource,
@@ -166,8 +169,8 @@ CORPUS = [
 
 def facts_lost(original, store) -> list[str]:
     """Original entries no single live entry carries: every specific of it (the merge coverage check) and what each
-    of its sentences says (the content check) or, for an entry without any specific, every content word. Noise (no
-    specific, importance below 0.5) is not a fact."""
+    of its sentences says (the content check) or, for an entry without any specific, every content word. Noise (a
+    text of acknowledgements only, a throw-away category or tag: ``noise_reason``) is not a fact."""
     live = store.memories.list_live()
     lost = []
     for e in original:
@@ -179,7 +182,9 @@ def facts_lost(original, store) -> list[str]:
                 for other in live
             )
         else:
-            carried = e.importance < 0.5 or any(content_tokens(e.content) <= content_tokens(o.content) for o in live)
+            carried = noise_reason(e) is not None or any(
+                content_tokens(e.content) <= content_tokens(o.content) for o in live
+            )
         if not carried:
             lost.append(e.id)
     return lost
@@ -203,7 +208,7 @@ def test_a_model_that_deletes_everything_it_is_shown_loses_no_fact(run, store):
     assert report.summary.endswith("ephemeral 4, protected 7 (7 by the removal guard)")
     why = {c.target: c.detail for c in report.changes if c.kind == "protected"}
     assert why["p1"] == 'kept by the removal guard: no other live entry carries "4471"'
-    assert "importance 0.50 is not below 0.50" in why["p3"]
+    assert why["p3"] == "kept by the removal guard: it states a fact and no other live entry carries its words"
     archived = {c.target: c.detail for c in report.changes if c.kind == "archived"}
     assert archived["n1"].startswith("ephemeral: noise")
     assert any(
@@ -399,3 +404,65 @@ def test_the_removal_guard_wants_a_carrier_that_says_what_the_entry_says(run, st
     if not removed:
         why = next(c.detail for c in report.changes if c.kind == "protected" and c.target == "x")
         assert why == "kept by the removal guard: live entry y names the same things but does not say what it says"
+
+
+# ----------------------------------------------------------------------------------------------- real facts
+def _eval_data() -> Path | None:
+    """``shared/eval-data`` next to the checkout or one of its parents (read in place)."""
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "shared" / "eval-data" / "locomo" / "locomo10.json"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _conversation_facts(limit: int) -> list[str]:
+    """Observations of the first LoCoMo conversation as an assistant of its first speaker keeps them: facts about
+    that speaker are about "the user" ("The user likes painting"), so many carry no name, number or date."""
+    path = _eval_data()
+    if path is None:
+        pytest.skip("shared/eval-data/locomo/locomo10.json is not available")
+    sample = json.loads(path.read_text(encoding="utf-8"))[0]
+    user = sample["conversation"]["speaker_a"]
+    observations = sample["observation"]
+    facts: list[str] = []
+    for session in sorted(observations, key=lambda k: int(k.split("_")[1])):
+        for lines in observations[session].values():
+            for text, _evidence in lines:
+                text = text.replace(f"{user}'s", "the user's").replace(user, "the user")
+                facts.append(text[0].upper() + text[1:])
+    return list(dict.fromkeys(facts))[:limit]
+
+
+def test_a_model_deleting_real_conversation_facts_loses_none_of_them(run, store):
+    """Facts of a real conversation, decayed well below the default importance, most of them without a date or a
+    number ("Melanie is currently managing kids and work and finds it overwhelming."): an answer that deletes every
+    entry it is shown loses none of them; only the acknowledgements, the scratch note and the ephemeral-tagged entry
+    go, and a fact restated word for word goes as the restatement's duplicate."""
+    facts = _conversation_facts(40)
+    corpus = [entry(f"f{n}", text, importance=0.2, category="people") for n, text in enumerate(facts)]
+    corpus += [
+        entry("ack1", "The user said ok.", importance=0.2),
+        entry("ack2", "Thanks, that helps!", importance=0.2),
+        entry("scratch", "Draft reply half written for the weekend plans.", category="scratch/drafts"),
+        entry("tagged", "Remember to ask about the weekend plans later.", tags=("ephemeral",)),
+        entry("again", facts[0] + " She said so again.", importance=0.2, category="people"),
+    ]
+    store.memories.put_many(corpus)
+    # Pure specifics-free facts are the ones the old rule retired as noise: there are many of them here.
+    assert sum(1 for e in corpus[: len(facts)] if not specifics_of(e.content, e.category)) >= 5
+
+    def delete_everything(request):
+        return answer(delete=tuple(e["id"] for e in request.inputs["entries"]))
+
+    report = run(delete_everything)
+    assert report.status == "completed"
+    assert facts_lost(corpus, store) == []
+    live = live_ids(store)
+    assert {"ack1", "ack2", "scratch", "tagged"}.isdisjoint(live)
+    assert len(live & {"f0", "again"}) == 1  # one of the restated pair carries both
+    assert {f"f{n}" for n in range(1, len(facts))} <= live
+    assert report.counts["ephemeral"] == 5 and report.counts["guarded"] == len(facts)
+    noise = {c.target: c.detail for c in report.changes if c.kind == "archived"}
+    assert noise["ack1"].startswith("ephemeral: noise — no content word beyond acknowledgements")
+    assert "throw-away" in noise["scratch"] and "tagged 'ephemeral'" in noise["tagged"]

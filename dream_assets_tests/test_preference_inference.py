@@ -220,7 +220,8 @@ def test_permission_flag_survives_a_merge_into_an_unflagged_memory(profile, stor
         MemoryEntry(
             id="old",
             content="Never include the user's bank details in email drafts.",
-            category="user-preferences/email",
+            # The category the pass files inferred preferences under: only an entry of the save's category absorbs it.
+            category="user-preferences/inferred",
             tags=(),
             importance=0.5,
             created_at=NOW,

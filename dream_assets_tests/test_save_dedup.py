@@ -220,6 +220,75 @@ def test_different_subject_times_are_never_merged_even_for_a_repeat(store):
     assert len(_live(store)) == 2
 
 
+def test_a_line_wrapped_sentence_and_the_same_sentence_on_one_line_are_one_sentence(store):
+    wrapped = "Rocky has a Red Fletcher show\nat White Rock Lounge on 2026-10-26."
+    first = store.memories.save(wrapped, now=NOW)
+    again = store.memories.save("Rocky has a Red Fletcher show at White Rock Lounge on 2026-10-26.", now=LATER)
+    assert again.action == "reinforced" and again.matched_id == first.entry.id
+    assert _live(store) == [wrapped]
+    # And the other way round, with more words: the stored words stay as written, the new ones follow once.
+    one_line = store.memories.save("Tim booked the Lisbon flight for the Web Summit on 2026-11-02.", now=NOW)
+    longer = store.memories.save(
+        "Tim booked the Lisbon\nflight for the Web Summit on 2026-11-02 with Ana Ribeiro.", now=LATER
+    )
+    assert longer.action == "extended" and longer.matched_id == one_line.entry.id
+    assert longer.entry.content == "Tim booked the Lisbon flight for the Web Summit on 2026-11-02 with Ana Ribeiro."
+
+
+def test_a_save_in_another_category_never_lands_on_an_entry_there(store):
+    john = store.memories.save(
+        "John supported Tim a lot during the move, as mentioned in the conversation.", category="people/john", now=NOW
+    )
+    tim = store.memories.save(
+        "Tim appreciates John's support as mentioned in the conversation.", category="people/tim", now=LATER
+    )
+    assert tim.action == "created" and tim.entry.category == "people/tim"
+    same = store.memories.save(john.entry.content, category="people/tim", now=LATER)
+    assert same.action == "created" and "category" in same.reason  # the same words elsewhere mean another memory
+    cased = store.memories.save(john.entry.content, category="People/john", now=LATER)
+    assert cased.action == "created"  # categories compare case-sensitively
+    assert store.memories.get(john.entry.id).content == john.entry.content
+    assert store.memories.get(john.entry.id).reinforcement_count == 1
+
+
+def test_a_similar_sentence_about_another_fact_is_not_appended(store):
+    stored = "Tim moved to Leeds in March. John helped with the move."
+    first = store.memories.save(stored, category="people/tim", now=NOW)
+    # Close in words (a near-duplicate candidate) but neither sentence of the entry is in it: another fact.
+    other = store.memories.save(
+        "Tim thanked John for the help with the move to Leeds.", category="people/tim", now=LATER
+    )
+    assert other.action == "created" and other.matched_id == first.entry.id, other
+    assert store.memories.get(first.entry.id).content == stored
+
+
+@pytest.mark.parametrize(
+    ("category", "tags", "metadata"),
+    [
+        ("feedback/from-user", ("correction",), {}),
+        ("feedback", (), {}),
+        ("capability-claims/calendar", (), {}),
+        ("facts", ("user-correction",), {}),
+        ("facts", (), {"feedbackKind": "Correction"}),
+    ],
+)
+def test_each_occurrence_of_a_correction_feedback_or_capability_claim_is_kept(store, category, tags, metadata):
+    text = "Do not book meetings before 10:00 on Mondays."
+    first = store.memories.save(text, category=category, tags=tags, metadata=metadata, now=NOW)
+    second = store.memories.save(text, category=category, tags=tags, metadata=metadata, now=LATER)
+    assert first.action == second.action == "created" and first.entry.id != second.entry.id
+    assert store.memories.get(first.entry.id).reinforcement_count == 1
+
+
+def test_a_repeat_keeps_updated_at_and_every_tag_spelling(store):
+    first = store.memories.save("User prefers the dark mode.", tags=("Ops",), now=NOW)
+    again = store.memories.save("The user prefers dark mode!", tags=("ops",), now=LATER)
+    assert again.action == "reinforced" and again.matched_id == first.entry.id
+    kept = store.memories.get(first.entry.id)
+    assert kept.updated_at == first.entry.updated_at and kept.last_seen_at == LATER
+    assert kept.tags == ("Ops", "ops") and kept.reinforcement_count == 2
+
+
 # --- the decision on its own ---------------------------------------------------------------------------------------
 
 
@@ -356,7 +425,11 @@ _KINDS = [
     "continued",
     "paraphrase",
     "over_cap",
+    "other_category",
 ]
+#: The category of the first save, and another one (categories compare case-sensitively).
+_CATEGORY = "people/priya"
+_OTHER_CATEGORIES = ["people/sam", "People/priya", "general"]
 _FILLER_2 = "The security team sends the audit findings and the token scopes to the owners before the review."
 _SLOTS = {
     "swap_date": [0, 1],
@@ -387,8 +460,18 @@ def _mutate(f: dict[str, object], kind: str) -> str:
     return _render(g)
 
 
+def _wrap(text: str, at: int) -> str:
+    """``text`` with one of its spaces (the ``at``-th, modulo their count) a line break: a wrapped line."""
+    spaces = [i for i, ch in enumerate(text) if ch == " " and 0 < i < len(text.rstrip()) - 1]
+    if not spaces:
+        return text
+    i = spaces[at % len(spaces)]
+    return text[:i] + "\n" + text[i + 1 :]
+
+
 @st.composite
-def _pair(draw: st.DrawFn) -> tuple[str, str, str, int | None]:
+def _pair(draw: st.DrawFn) -> tuple[str, str, str, int | None, str, str]:
+    """A kind, two texts, a size cap, and the categories of the two saves; either text may be line-wrapped."""
     kind = draw(st.sampled_from(_KINDS))
     f = draw(_fact())
     if kind in _SLOTS:  # a template that has the value this kind changes
@@ -420,27 +503,37 @@ def _pair(draw: st.DrawFn) -> tuple[str, str, str, int | None]:
     elif kind == "paraphrase":
         first = lead
         second = lead.replace("The ", "", 1) if lead.startswith("The ") else lead.replace(" with ", " together with ")
+    elif kind == "other_category":  # the same text, or the text with a new sentence, filed elsewhere
+        first, second = lead, draw(st.sampled_from([lead, f"{lead} {extra}"]))
     else:  # over_cap: the stored text plus the incoming's new sentence would not fit, each text alone does
         body = f"{_render(f)} {filler} {_FILLER_2}"
         first, second = f"{body} Lunch is provided.", f"{body} Bring snacks."
         cap = len(first) + len(" Bring snacks.") - 1
-    return kind, first, second.strip() if kind != "punctuation" else second, cap
+    if draw(st.booleans()):
+        first = _wrap(first, draw(st.integers(0, 60)))
+    if draw(st.booleans()):
+        second = _wrap(second, draw(st.integers(0, 60)))
+    other = draw(st.sampled_from(_OTHER_CATEGORIES)) if kind == "other_category" else _CATEGORY
+    return kind, first, second.strip() if kind != "punctuation" else second, cap, _CATEGORY, other
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_pair())
 @pytest.mark.slow  # a property search over every pair of saves
 def test_no_pair_of_saves_loses_a_specific(pair):
-    kind, first, second, cap = pair
+    """Nothing is lost, a repeat (line-wrapped or not) is deduplicated, a change is kept apart, and a save into
+    another category never lands on the first entry."""
+    kind, first, second, cap, first_category, second_category = pair
     options = DreamOptions() if cap is None else replace(DreamOptions(), MaxContentChars=cap)
     with tempfile.TemporaryDirectory() as root:
         store = open_store(AgentProfile(root).ensure(), options)
         try:
             for text in BACKGROUND:
                 store.memories.save(text, now=NOW)
-            a = store.memories.save(first, now=NOW)
-            b = store.memories.save(second, now=LATER)
+            a = store.memories.save(first, category=first_category, now=NOW)
+            b = store.memories.save(second, category=second_category, now=LATER)
             live = _live(store)
+            first_now = store.memories.get(a.entry.id)
         finally:
             store.close()
     assert a.action == "created"
@@ -455,3 +548,10 @@ def test_no_pair_of_saves_loses_a_specific(pair):
     if kind == "over_cap":
         assert b.action != "extended" and max(len(c) for c in live) <= options.MaxContentChars
         assert b.matched_id is None or "MaxContentChars" in b.reason, b
+    if kind == "other_category":
+        assert b.action == "created" and b.entry.category == second_category, b
+        assert first_now.content == first and first_now.reinforcement_count == 1
+    # Line breaks inside a sentence never make text the entry already holds appear twice.
+    for content in live:
+        flat = [" ".join(s.split()) for s in re.split(r"(?<=[.!?])\s+", content) if s.strip()]
+        assert len(flat) == len(set(flat)), content

@@ -117,11 +117,12 @@ def test_an_identical_resave_and_a_save_whose_vectors_are_cached_make_no_embeddi
     server.requests.clear()
     again = store.memories.save(MOVE, now=NOW + timedelta(days=1))
     assert again.action == "reinforced" and again.entry.id == first.entry.id
-    # the same words in another category: not an exact twin, so it is measured, from cached vectors only
+    # the same words in another category: not an exact twin, so it is measured, from cached vectors only, and saved
+    # apart (a category is part of what a memory means)
     other = store.memories.save(MOVE, category="people/jon", now=NOW + timedelta(days=2))
-    assert other.action == "reinforced" and other.entry.id == first.entry.id
+    assert other.action == "created" and other.matched_id == first.entry.id and "category" in other.reason
     assert server.embedding_requests == []
-    assert store.memories.get(first.entry.id).reinforcement_count == 3
+    assert store.memories.get(first.entry.id).reinforcement_count == 2
     store.close()
 
 

@@ -346,3 +346,154 @@ def test_undo_on_a_corrupt_store_stops_with_the_reason_not_a_traceback(cycled, c
     assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 2
     err = capsys.readouterr().err
     assert "undo stopped:" in err and str(profile.store_path) in err and "not a readable DuckDB database" in err
+
+
+# ------------------------------------------------------------------ cycles built on cycles
+def _consolidate(profile, store, cycle_id: str, now, answer_fn):
+    from dream_assets.llm.client import ModelClient
+    from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.passes.memory_consolidation import run_memory_consolidation
+
+    options = DreamOptions(ConsolidationMinInterval=timedelta(0), ConsolidationExactFoldEnabled=False)
+    client = ModelClient(ScriptedBackend(answer_fn), profile=profile, options=options)
+    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store)
+    report = run_memory_consolidation(ctx)
+    assert report.status == "completed", report.reason
+    return report
+
+
+def _merge_everything_shown(content: str):
+    def answer(request):
+        ids = [e["id"] for e in request.inputs["entries"]]
+        return {"toDelete": [], "toSave": [{"content": content, "sourceIds": ids}]}
+
+    return answer
+
+
+def _entry(content: str, days: int = 30) -> MemoryEntry:
+    at = NOW - timedelta(days=days)
+    return MemoryEntry(new_id(), content, "projects", (), 0.5, at, at, at, 1, {})
+
+
+def test_undoing_a_cycle_a_later_cycle_built_on_is_refused_naming_it_and_newest_first_undoes_both(profile, store):
+    a, b = _entry("Kestrel ships on Fridays."), _entry("Kestrel ships on Fridays from dock 4.")
+    store.memories.put_many([a, b])
+    original = {e.id: e.to_dict() for e in store.memories.list_all()}
+    _consolidate(profile, store, "c1", NOW, _merge_everything_shown("Kestrel ships on Fridays from dock 4."))
+    (m,) = store.memories.list_live()
+    c = store.memories.put(_entry("Kestrel ships on Fridays from dock 4, says Priya Raman.", days=1))
+    original[c.id] = c.to_dict()
+    _consolidate(
+        profile,
+        store,
+        "c2",
+        NOW + timedelta(hours=2),
+        _merge_everything_shown("Kestrel ships on Fridays from dock 4, says Priya Raman."),
+    )
+    assert store.memories.get(m.id).is_archived and len(store.memories.list_live()) == 1
+    state = _records(store)
+
+    result = store.changes.undo_cycle("c1", now=LATER, force=True)
+    assert result.blocked_by == ["c2"] and not result.restored and not result.ok
+    assert any(f"memory {m.id}: cycle c2 built on this cycle's result" in r for r in result.refused)
+    assert _records(store) == state  # nothing half-undone, even with force
+
+    assert store.changes.undo_cycle("c2", now=LATER).ok
+    assert store.changes.undo_cycle("c1", now=LATER).ok
+    live = {e.id for e in store.memories.list_live()}
+    assert live == set(original)  # the sources only: no merged entry left live beside them
+    assert all(_what_counts(_records(store)[i]) == _what_counts(original[i]) for i in original)
+
+
+def test_undo_from_the_command_line_names_the_later_cycle_and_changes_nothing(profile, store, capsys):
+    a, b = _entry("Heron load tests run on Mondays."), _entry("Heron load tests run on Mondays at 09:00.")
+    store.memories.put_many([a, b])
+    _consolidate(profile, store, "c1", NOW, _merge_everything_shown("Heron load tests run on Mondays at 09:00."))
+    (m,) = store.memories.list_live()
+    other = store.memories.put(_entry("Heron load tests run on Mondays at 09:00; results go to Priya Raman.", 1))
+    _consolidate(
+        profile,
+        store,
+        "c2",
+        NOW + timedelta(hours=2),
+        _merge_everything_shown("Heron load tests run on Mondays at 09:00; results go to Priya Raman."),
+    )
+    assert store.memories.get(other.id).is_archived and store.memories.get(m.id).is_archived
+    state = _records(store)
+    close_all()
+    code = main(["undo", "--profile", str(profile.root), "--cycle", "c1", "--now", LATER.isoformat()])
+    out = capsys.readouterr()
+    assert code == 3
+    assert "later cycle(s) c2 built on its results; nothing was changed" in out.out
+    assert "--cycle c2" in out.out
+    assert _records(open_store(profile)) == state
+
+
+def test_undo_while_a_pass_of_the_agent_is_running_is_refused_and_changes_nothing(cycled, capsys):
+    profile, _ = cycled
+    store = open_store(profile)
+    state = _records(store)
+    close_all()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import sys
+                from pathlib import Path
+                from dream_assets.store.locks import path_lock
+                with path_lock(Path({str(profile.pass_lock_path("memory_consolidation"))!r}), timeout=10):
+                    print("held", flush=True)
+                    sys.stdin.read()
+                """
+            ),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code = main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert "undo refused: pass memory_consolidation is running for agent" in err
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert _records(open_store(profile)) == state
+    # Once the pass is done the undo goes through.
+    assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 0
+
+
+def test_undoing_one_pass_a_later_pass_of_the_same_cycle_built_on_is_refused_the_whole_cycle_is_not(profile, store):
+    merged = store.memories.put(_entry("Kestrel ships on Fridays from dock 4."))
+    store.changes.record(
+        cycle_id="c1",
+        pass_name="memory_consolidation",
+        kind="created",
+        target_type="memory",
+        target_id=merged.id,
+        before=None,
+        after=merged,
+        reason="merged",
+        now=NOW,
+    )
+    archived = store.memories.archive(merged.id, now=NOW)
+    store.changes.record(
+        cycle_id="c1",
+        pass_name="contradiction_sweep",
+        kind="archived",
+        target_type="memory",
+        target_id=merged.id,
+        before=merged,
+        after=archived,
+        reason="superseded by x",
+        now=NOW,
+    )
+    one_pass = store.changes.undo_cycle("c1", pass_name="memory_consolidation", now=LATER)
+    assert not one_pass.restored and one_pass.blocked_by == ["c1"]
+    assert "undo pass contradiction_sweep of this cycle (or the whole cycle) first" in one_pass.refused[0]
+    whole = store.changes.undo_cycle("c1", now=LATER)
+    assert whole.ok and not whole.blocked_by

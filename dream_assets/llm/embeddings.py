@@ -43,12 +43,15 @@ from dream_assets.llm.openai_backend import (
 )
 from dream_assets.llm.usage import UsageLedger, UsageRecord, estimate_tokens
 from dream_assets.options import DreamOptions
+from dream_assets.text.tokens import content_tokens
 
 __all__ = [
     "EMBEDDINGS_PASS",
+    "DegenerateEmbeddings",
     "EmbeddingError",
     "EmbeddingProvider",
     "build_embedding_provider",
+    "check_vectors",
     "normalise_rows",
 ]
 
@@ -68,6 +71,59 @@ class EmbeddingError(ModelCallError):
 
     The message names the endpoint, the model and the options that configure them. ``retryable`` and
     ``unreachable`` mean what they mean on ``ModelCallError``."""
+
+
+class DegenerateEmbeddings(EmbeddingError):
+    """The endpoint answered vectors that cannot measure anything: all zero, or one vector for obviously different
+    texts. Nothing of such a batch is used or cached; callers fall back to the lexical measure."""
+
+
+#: Two vectors this close are the same vector: obviously different texts must never be this close.
+SAME_VECTOR_COSINE = 0.999
+#: Texts sharing less than this share of their content words are obviously different.
+DIFFERENT_TEXTS_SHARE = 0.5
+#: Rows compared pairwise for degeneracy (a sample beyond this: a degenerate endpoint is degenerate throughout).
+_DEGENERACY_SAMPLE = 256
+
+
+def _obviously_different(a: str, b: str) -> bool:
+    wa, wb = content_tokens(a), content_tokens(b)
+    if not wa or not wb:
+        return False  # a text without content words may embed like anything
+    return len(wa & wb) < DIFFERENT_TEXTS_SHARE * len(wa | wb)
+
+
+def check_vectors(texts: Sequence[str], matrix: np.ndarray, *, where: str, fresh: int | None = None) -> None:
+    """Raise ``DegenerateEmbeddings`` (or ``EmbeddingError`` for a malformed batch) unless ``matrix`` holds one
+    finite, non-zero row per text, all of one size, and no two obviously different texts (sharing less than half of
+    their content words) got the same vector. ``fresh``: only pairs involving the first ``fresh`` rows (the vectors
+    just fetched) are judged. ``where`` names the endpoint and model in the message."""
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2 or m.shape[0] != len(texts):
+        raise EmbeddingError(f"{where}: {m.shape[0] if m.ndim else 0} vector(s) for {len(texts)} text(s)")
+    if not len(texts):
+        return
+    if not np.isfinite(m).all():
+        raise EmbeddingError(f"{where}: embeddings holding NaN or infinity")
+    norms = np.linalg.norm(m, axis=1)
+    if (norms <= 0).any():
+        zero = int((norms <= 0).sum())
+        raise DegenerateEmbeddings(f"{where}: {zero} all-zero embedding(s), which are close to nothing")
+    fresh = len(texts) if fresh is None else fresh
+    rows = list(range(min(fresh, _DEGENERACY_SAMPLE)))
+    others = list(range(fresh, min(len(texts), fresh + _DEGENERACY_SAMPLE)))
+    sample = rows + others
+    if len(sample) < 2 or not rows:
+        return
+    unit = m[sample] / norms[sample, None]
+    sims = unit[: len(rows)] @ unit.T
+    for i, j in zip(*np.nonzero(sims >= SAME_VECTOR_COSINE), strict=True):
+        a, b = sample[i], sample[j]
+        if a != b and texts[a] != texts[b] and _obviously_different(texts[a], texts[b]):
+            raise DegenerateEmbeddings(
+                f"{where}: the same vector (cosine {float(sims[i, j]):.4f}) for obviously different texts "
+                f"{head(texts[a], 60)!r} and {head(texts[b], 60)!r}: the endpoint is not embedding"
+            )
 
 
 def normalise_rows(matrix: np.ndarray) -> np.ndarray:
@@ -149,7 +205,13 @@ class EmbeddingProvider:
                 f"embeddings from {self.endpoint} (EmbeddingModel={self.model!r}) changed size "
                 f"between requests: dimensions {sorted(dims)}"
             )
-        return np.vstack(parts)
+        matrix = np.vstack(parts)
+        try:
+            check_vectors(texts, matrix, where=f"embeddings from {self.endpoint} (EmbeddingModel={self.model!r})")
+        except EmbeddingError as exc:
+            log.warning("%s [configured by %s]", exc, _WHERE)
+            raise
+        return matrix
 
     def _request(self, batch: list[str], pass_name: str) -> np.ndarray:
         attempts = 0

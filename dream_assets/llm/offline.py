@@ -9,10 +9,12 @@ its answers from the structured ``ModelRequest.inputs`` the passes build next to
     used by an earlier cluster is not used twice): only entries of the same category merge, so the merged
     category is one every source agrees on (``people/jon`` never merges with ``people/gina``); members are taken
     in order while they describe no distinct moment with any taken before (``distinct_moments``: different
-    subject times, or each states a name, number or date the other lacks, frame dates set aside). The merged text
-    keeps every sentence of every member in member order; a sentence equal to an earlier one after white-space,
-    case and final-punctuation normalisation is kept once. Tags = the union in order, sourceIds = the members
-    taken. ``toDelete`` is always empty: no ephemeral removals, no invented facts.
+    subject times, each states a name, number or date the other lacks, frame dates set aside, or look-alike
+    sentences name another change, or in an episodic category another topic). The merged text keeps every
+    sentence of every member in member order; a sentence equal to an earlier one after white-space, case and
+    final-punctuation normalisation is kept once, and so is one another kept sentence carries whole
+    (text/restated.py: "The user prefers dark mode." and "User prefers dark mode!"). Tags = the union in order,
+    sourceIds = the members taken. ``toDelete`` is always empty: no ephemeral removals, no invented facts.
 ``merge_repair``: ``{"merged": str, "sources": [{"id", "content"}], "missing": [str]}``
     The merged text followed by every source sentence that contains a missing string (a whole source when
     the string spans sentences). A string found in no source is not invented, so the repair still fails the
@@ -35,8 +37,17 @@ from typing import Any
 
 from dream_assets.llm.base import ModelRequest, RawCompletion
 from dream_assets.llm.contracts import ModelCall
-from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage, specifics_of
+from dream_assets.text.coverage import (
+    BASELINE_VOCABULARY,
+    CoverageSource,
+    check_merge_coverage,
+    content_sentences,
+    content_stems,
+    specifics_of,
+)
 from dream_assets.text.framing import without_frame_dates
+from dream_assets.text.restated import without_restated_sentences
+from dream_assets.text.tokens import stem, tokenize
 
 OFFLINE_BACKEND = "offline"
 OFFLINE_MODEL = "offline-deterministic"
@@ -99,18 +110,75 @@ def _lacking(text: str, other: str, category: str) -> set[str]:
     return kinds | {_KIND_GROUP.get(sp.kind, sp.kind) for sp in specifics_of(text, category) if sp.text in missing}
 
 
+#: Verbs of change, by the change they name (words of one class are one change: "started" and "began" a course):
+#: a sentence that names another change than its look-alike tells another moment ("Dave opened his own car shop",
+#: "Dave works at a car shop", "Dave quit working at a car shop").
+_CHANGE_CLASSES = {
+    "start": "start begin began begun launch open found founded establish commence",
+    "end": "close stop finish end cancel cancelled shut",
+    "leave": "leave left quit resign",
+    "join": "join enroll enrol",
+    "move": "move relocate",
+    "buy": "buy bought purchase acquire",
+    "sell": "sell sold",
+    "marry": "marry wed",
+    "divorce": "divorce",
+    "hire": "hire recruit",
+    "fire": "fire dismiss",
+    "retire": "retire",
+    "graduate": "graduate",
+    "adopt": "adopt",
+    "become": "become became",
+    "lose": "lose lost",
+    "switch": "switch",
+    "promote": "promote",
+    "transfer": "transfer transferred",
+}
+_CHANGE_OF = {stem(word): change for change, words in _CHANGE_CLASSES.items() for word in words.split()}
+#: Categories of episodic memories (and everything below them): each entry is one moment, so two whose look-alike
+#: sentences each say something the other does not (another topic: "the quarterly planning", "the vendor call")
+#: are two moments.
+EVENT_CATEGORIES = ("episodes", "events")
+
+
+def _changes(sentence: str) -> frozenset[str]:
+    return frozenset(c for c in (_CHANGE_OF.get(stem(t)) for t in tokenize(sentence)) if c)
+
+
+def _told_differently(a: str, b: str, category: str) -> bool:
+    """Some sentence of ``a`` and some sentence of ``b`` look alike (they share at least half the content words of
+    the longer) but tell another moment: they name other changes (:data:`_CHANGE_CLASSES`), or, in an episodic
+    category, each has content words the other lacks. Framing ("said again", "mentioned"), numbers and calendar
+    words are not content words here: they are the specifics check's."""
+    episodic = any(category == root or category.startswith(root + "/") for root in EVENT_CATEGORIES)
+    others = [(t, st) for t in content_sentences(b) if (st := content_stems(t))]
+    for sentence in content_sentences(a):
+        own = content_stems(sentence)
+        for other_sentence, other in others:
+            shared = len(own & other)
+            if not shared or 2 * shared < max(len(own), len(other)):
+                continue
+            if _changes(sentence) != _changes(other_sentence) or (episodic and own - other and other - own):
+                return True
+    return False
+
+
 def distinct_moments(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two entries of one cluster describe different real-world moments: their subject times differ, or
-    both state a specific of the same kind the other lacks (each its own date or number: "camping on 7 May" and
-    "camping on 20 June", "2 kids" and "3 kids"; each its own name) once frame dates are set aside ("said again on
-    12 May that ..." is when the fact came up, not what it says). Details of different kinds (one adds a year, the
-    other an employer) are one fact told with more detail; the merge keeps every sentence of both."""
+    """Whether two entries of one cluster describe different real-world moments or facts: their subject times
+    differ; both state a specific of the same kind the other lacks (each its own date or number: "camping on 7 May"
+    and "camping on 20 June", "2 kids" and "3 kids"; each its own name: another counterpart) once frame dates are
+    set aside ("said again on 12 May that ..." is when the fact came up, not what it says); or look-alike sentences
+    tell another moment (:func:`_told_differently`: another verb of change; in an episodic category, another
+    topic). Details of different kinds
+    (one adds a year, the other an employer) and added sentences are one fact told with more detail."""
     if _subject(a) and _subject(b) and _subject(a) != _subject(b):
         return True
     core_a = without_frame_dates(str(a.get("content") or ""))
     core_b = without_frame_dates(str(b.get("content") or ""))
     category = str(a.get("category") or "general")
-    return bool(_lacking(core_a, core_b, category) & _lacking(core_b, core_a, category))
+    return bool(_lacking(core_a, core_b, category) & _lacking(core_b, core_a, category)) or _told_differently(
+        core_a, core_b, category
+    )
 
 
 def _memory_consolidation(inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,9 +209,11 @@ def _memory_consolidation(inputs: Mapping[str, Any]) -> dict[str, Any]:
                 for tag in entries[mid].get("tags") or []:
                     if tag not in tags:
                         tags.append(str(tag))
+            merged = merge_keeping_every_sentence(str(entries[m].get("content") or "") for m in chosen)
             saves.append(
                 {
-                    "content": merge_keeping_every_sentence(str(entries[m].get("content") or "") for m in chosen),
+                    # A sentence another kept sentence carries whole (another wording of it) is said once.
+                    "content": without_restated_sentences(merged, category),
                     "category": category,
                     "tags": tags,
                     "sourceIds": chosen,

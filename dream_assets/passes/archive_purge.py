@@ -4,12 +4,18 @@ The only path that destroys long-term memory, so the high-value floor applies: a
 PruningProtectionImportance or PruningProtectionReinforcementCount is kept past retention. Importance is frozen at
 archive time (decay skips archived entries), so in practice the reinforcement half of the floor is what bites.
 
+A memory the contradiction sweep archived as superseded (``supersededBy``) is history, not noise: it is kept while
+the entry that superseded it — or, along a chain of supersessions, any later one — is live or not yet due itself, and
+purged only together with its whole chain.
+
 Each purge writes, in one transaction, the delete, the ``memory_purges`` record and a "purged" change-log row holding
 the whole record, so ``dream undo --cycle`` can put a purged entry back exactly as it was (archived).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from datetime import timedelta
 
 from dream_assets.model import MemoryEntry
@@ -17,6 +23,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.store.memory import SUPERSEDED_BY_KEY
 
 PASS = "archive_purge"
 
@@ -28,6 +35,22 @@ def is_high_value(entry: MemoryEntry, options: DreamOptions) -> bool:
     )
 
 
+def held_by_chain(entry: MemoryEntry, get: Callable[[str], MemoryEntry | None], due: set[str]) -> str | None:
+    """The id of the entry that keeps superseded ``entry`` from the purge — the first along its chain of
+    ``supersededBy`` that is live, or archived but not yet due — or None when the whole chain is due (or gone)."""
+    seen = {entry.id}
+    current = entry
+    while winner_id := current.metadata.get(SUPERSEDED_BY_KEY, "").strip():
+        winner = get(winner_id)
+        if winner is None or winner_id in seen:
+            return None  # purged already, or a loop: nothing live keeps it
+        if not winner.is_archived or winner_id not in due:
+            return winner_id
+        seen.add(winner_id)
+        current = winner
+    return None
+
+
 def purge_archived(ctx: PassContext) -> PassReport:
     report = PassReport(PASS)
     opts = ctx.options
@@ -36,7 +59,19 @@ def purge_archived(ctx: PassContext) -> PassReport:
     cutoff = ctx.now - opts.MemoryArchiveRetention
     due = [e for e in ctx.store.memories.list_archived() if e.archived_at is not None and e.archived_at < cutoff]
     kept = [e for e in due if is_high_value(e, opts)]
-    doomed = [e for e in due if not is_high_value(e, opts)]
+    candidates = [e for e in due if not is_high_value(e, opts)]
+    doomed_ids = {e.id for e in candidates}
+    chains = functools.lru_cache(maxsize=None)(ctx.store.memories.get)
+    history = {e.id: held for e in candidates if (held := held_by_chain(e, chains, doomed_ids)) is not None}
+    doomed = [e for e in candidates if e.id not in history]
+    for e in candidates:
+        if e.id in history:
+            report.change(
+                "kept",
+                e.id,
+                f"archived {e.archived_at:%Y-%m-%d} as superseded; {history[e.id]} is not due for the purge, so "
+                "it stays as that entry's history",
+            )
     for e in kept:
         report.change(
             "kept",
@@ -59,8 +94,18 @@ def purge_archived(ctx: PassContext) -> PassReport:
     for e in purged:
         report.change("purged", e.id, e.content)
         report.info(f"purged memory {e.id} archived {e.archived_at:%Y-%m-%d}: {e.content}")
-    report.counts.update({"purged": len(purged), "kept_high_value": len(kept), "archived_total": len(due)})
-    return report.finish(f"{len(purged)} purged, {len(kept)} kept above the high-value floor")
+    report.counts.update(
+        {
+            "purged": len(purged),
+            "kept_high_value": len(kept),
+            "kept_superseded": len(history),
+            "archived_total": len(due),
+        }
+    )
+    return report.finish(
+        f"{len(purged)} purged, {len(kept)} kept above the high-value floor"
+        + (f", {len(history)} kept as the history of a live entry" if history else "")
+    )
 
 
 SPEC = PassSpec(
@@ -68,7 +113,7 @@ SPEC = PassSpec(
     group="memory",
     description="Archive purge — deletes long-archived memories, never those above the high-value floor.\n\nPass 0b. "
     "Hard-deletes memories archived longer ago than MemoryArchiveRetention (90 days), except those above the "
-    "high-value floor (importance >= 0.80 or reinforced >= 5 times).",
+    "high-value floor (importance >= 0.80 or reinforced >= 5 times) and those superseded by an entry still live.",
     body=purge_archived,
     enabled_by="ArchivePurgeEnabled",
     after=("log_retention",),

@@ -26,6 +26,7 @@ from typing import Any
 
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, parse_ts, utc
 from dream_assets.passes.importance_decay import APPLIED_KEY
+from dream_assets.passes.standing import with_standing
 from dream_assets.text.content_hash import stable_hash
 
 MERGED_FROM_KEY = "mergedFrom"
@@ -137,7 +138,8 @@ def build_merged_entry(
     tags: Sequence[str],
     now: datetime,
 ) -> MemoryEntry:
-    """The merged record. Temporal fields, importance and metadata come from the sources, never from the model."""
+    """The merged record. Temporal fields, importance, metadata and user-correction standing come from the sources,
+    never from the model."""
     if not sources:
         raise ValueError("build_merged_entry: a merge needs at least one source entry")
     now = utc(now)
@@ -147,7 +149,7 @@ def build_merged_entry(
     decay = latest_decay_stamp(sources)
     if decay:
         metadata[APPLIED_KEY] = decay
-    return MemoryEntry(
+    merged = MemoryEntry(
         id=entry_id,
         content=content.strip(),
         category=category,
@@ -156,6 +158,7 @@ def build_merged_entry(
         metadata=metadata,
         **merged_fields(sources),
     )
+    return with_standing(merged, sources)
 
 
 def rejected_cluster_id(source_ids: Iterable[str]) -> str:
@@ -169,7 +172,9 @@ def fold_into(
     """``keeper`` after ``sources`` that say the same thing are folded into it (an exact duplicate, or a merge whose
     text an existing entry already holds): its id, content and category stay; the temporal fields follow the merge
     arithmetic over keeper and sources (first seen = min, last seen = max, reinforcement = sum, subject time
-    widened), importance is the highest, tags the union, and ``mergedFrom`` gains the sources after any it had."""
+    widened), importance is the highest, tags the union (case-sensitive: ``Ops`` and ``ops`` are both kept),
+    ``updated_at`` stays (no text changed), ``mergedFrom`` gains the sources after any it had, and it is a user
+    correction exactly when keeper or a source was."""
     everyone = [keeper, *sources]
     now = utc(now)
     metadata = {k: v for k, v in keeper.metadata.items() if k not in SUBJECT_TIME_KEYS}
@@ -184,9 +189,10 @@ def fold_into(
     decay = latest_decay_stamp(everyone)
     if decay:
         metadata[APPLIED_KEY] = decay
-    return keeper.with_(
+    # The kept text does not change, so neither does updated_at (the entry was observed again, not edited).
+    folded = keeper.with_(
         tags=tuple(sorted({str(t).strip() for e in everyone for t in e.tags} | {str(t).strip() for t in tags} - {""})),
-        updated_at=now,
         metadata=metadata,
         **merged_fields(everyone),
     )
+    return with_standing(folded, everyone)

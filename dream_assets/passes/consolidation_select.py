@@ -16,7 +16,11 @@ stamped reviewed when it is written, and so is an entry shown on its own, yet ne
 entries it now clusters with. So each member of a cluster left apart carries the cluster's member-set id
 (``consolidationClusterSet``), when it was left apart and how many times (``consolidationClusterLeftAt``,
 ``consolidationClusterDeclined``). A cluster is settled only when every member is reviewed and carries its set id;
-any other membership is a new question and is offered. A settled cluster is offered again once its cooldown has
+or when every member is reviewed and was last reviewed in one and the same model call (``consolidationReviewedIn``:
+that call showed them all, so the model could have merged any of them and did not; a merged entry carries the call
+that wrote it, in which all its cluster's other members were shown). Any other membership is a new question and is
+offered: the pass's own merges reshape the clusters of their neighbours, and without the call stamp every such
+reshaped cluster of untouched entries would be asked again. A settled cluster is offered again once its cooldown has
 passed (``ConsolidationSettledCooldown``, doubled for each further time it was left apart, at most 16 times), with
 a note in the prompt; such a re-offered cluster is merge-only (the pass ignores a removal of its members).
 """
@@ -39,6 +43,8 @@ REVIEWED_KEY = "consolidationReviewedHash"
 CLUSTER_SET_KEY = "consolidationClusterSet"
 CLUSTER_LEFT_AT_KEY = "consolidationClusterLeftAt"
 CLUSTER_DECLINED_KEY = "consolidationClusterDeclined"
+#: Metadata of every entry a model call showed (and of the merged entries it wrote): which call, and when.
+REVIEWED_IN_KEY = "consolidationReviewedIn"
 #: The cooldown of a settled cluster doubles each time it is left apart again, up to this many times the option.
 COOLDOWN_MAX_FACTOR = 16
 
@@ -46,6 +52,23 @@ COOLDOWN_MAX_FACTOR = 16
 def cluster_set_id(ids: Sequence[str]) -> str:
     """A stable id of a member set, order-free."""
     return stable_hash("consolidation-cluster-set", sorted(set(ids)))[:16]
+
+
+def reviewed_in_stamp(cycle_id: str, now: datetime) -> str:
+    """The value of ``consolidationReviewedIn`` for one model call: its time and cycle (one call per pass run)."""
+    return f"{iso(now)} {cycle_id}"
+
+
+def _shown_in_one_call(members: Sequence[MemoryEntry], cooldown: timedelta) -> datetime | None:
+    """When a cluster whose members were all last reviewed in one model call may be offered again; None when they
+    were not (or the stamp is unreadable): then the cluster is a new question."""
+    stamps = {m.metadata.get(REVIEWED_IN_KEY, "") for m in members}
+    if len(stamps) != 1 or not (stamp := stamps.pop()):
+        return None
+    try:
+        return parse_ts(stamp.split(" ", 1)[0]) + cooldown_for(0, cooldown)
+    except (TypeError, ValueError):
+        return None
 
 
 def declined_count(metadata: Mapping[str, str]) -> int:
@@ -188,13 +211,16 @@ def select_candidates(
             members = [i for i in cluster if i in by_id]
             if len(members) < 2:
                 continue
-            set_id = cluster_set_id(members)
-            if any(i in unreviewed for i in members) or any(
-                by_id[i].metadata.get(CLUSTER_SET_KEY) != set_id for i in members
-            ):
-                clusters.append(members)  # new, changed, or never shown together as this set
+            if any(i in unreviewed for i in members):
+                clusters.append(members)  # new or changed
                 continue
-            until = _settled_until([by_id[i] for i in members], cooldown)
+            set_id = cluster_set_id(members)
+            entries = [by_id[i] for i in members]
+            if all(e.metadata.get(CLUSTER_SET_KEY) == set_id for e in entries):
+                until = _settled_until(entries, cooldown)
+            elif (until := _shown_in_one_call(entries, cooldown)) is None:
+                clusters.append(members)  # never shown together
+                continue
             if now is not None and (until is None or now >= until):
                 clusters.append(members)
                 reoffered.append(members)

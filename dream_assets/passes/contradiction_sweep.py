@@ -7,10 +7,10 @@ pairs where one entry supersedes the other. The host decides (DESIGN principle 4
 
 - a pair with an empty id, an id that is not a live entry (unknown), an id of a live entry that was not shown in this
   call, or the same id twice (a self-pair) is ignored, counted and listed with its reason;
-- a user correction — an entry saved from feedback of kind Correction (metadata ``feedbackKind`` = ``Correction``) or
-  stated by the user (metadata ``source`` = ``user``, ``user-stated``, ``user-correction`` or ``correction``, or the
-  tag ``user-correction``) — is never superseded by an entry that is not itself a user correction, whatever the model
-  proposes; a user correction superseding an agent's own claim is accepted;
+- a user correction (``standing.is_user_correction``: saved from feedback of kind Correction, stated by the user,
+  or filed under ``feedback/from-user`` with the tag ``correction``, as ``model.user_correction_signs`` reads them;
+  an entry merged from one stays one) is never superseded by an entry that is not itself a user correction, whatever
+  the model proposes; a user correction superseding an agent's own claim is accepted;
 - between entries of equal standing, subject time decides: an entry about a later moment may supersede one about an
   earlier moment, never the reverse. The moment is the ``subjectTime`` point, else the ``subjectTimeStart`` ..
   ``subjectTimeEnd`` span (a date of day, month or year precision covers that whole day, month or year); a pair is
@@ -33,7 +33,7 @@ requests it again for the rest; the run that reviews the last of them stamps the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -45,13 +45,23 @@ from dream_assets.passes.common import CONTEXT_EXCEEDED, call_model, gate_says_s
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.passes.standing import is_user_correction
 from dream_assets.store.memory import SUPERSEDED_BY_KEY, SUPERSEDES_KEY, ContentError, MemoryStore, NotFound
 from dream_assets.text.content_hash import stable_hash
+from dream_assets.text.coverage import (
+    BASELINE_VOCABULARY,
+    CoverageSource,
+    CoverageVocabulary,
+    check_merge_coverage,
+    content_stems,
+    invented_specifics,
+    load_vocabulary,
+)
 
 PASS = "contradiction_sweep"
 REVIEWED_KEY = "contradictionReviewedHash"
-USER_SOURCES = frozenset({"user", "user-stated", "user-correction", "correction"})
-USER_CORRECTION_TAG = "user-correction"
+#: The winner must carry at least this share of the loser's content words (those of the superseded value aside).
+KEPT_SHARE = 0.5
 __all__ = [
     "PASS",
     "REVIEWED_KEY",
@@ -62,6 +72,8 @@ __all__ = [
     "backlog_stamp",
     "is_user_correction",
     "judge",
+    "loss_of",
+    "offered_pairs",
     "run_contradiction_sweep",
     "sweep_contradictions",
 ]
@@ -77,15 +89,6 @@ def review_hash(entry: MemoryEntry) -> str:
 
 def needs_review(entry: MemoryEntry) -> bool:
     return entry.metadata.get(REVIEWED_KEY) != review_hash(entry)
-
-
-def is_user_correction(entry: MemoryEntry) -> bool:
-    meta = entry.metadata
-    return (
-        meta.get("feedbackKind", "").strip().casefold() == "correction"
-        or meta.get("source", "").strip().casefold() in USER_SOURCES
-        or USER_CORRECTION_TAG in entry.tags
-    )
 
 
 _PARTIAL_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
@@ -138,14 +141,57 @@ class Verdict:
     reason: str = ""  # the model's reason
 
 
+def loss_of(winner: MemoryEntry, loser: MemoryEntry, vocab: CoverageVocabulary = BASELINE_VOCABULARY) -> str | None:
+    """Why ``winner`` cannot stand in for ``loser`` (the removal guard's spirit: a supersession archives the loser,
+    so the winner must carry what made it true except the superseded value), or None when it can. The superseded
+    value is what the winner replaces: each specific of the loser the winner does not carry must be matched by one
+    the winner brings (Paris and the Louvre by Berlin and Kreuzberg), and the winner carries at least ``KEPT_SHARE``
+    of the loser's other content words (it is a later value of the same fact, not another fact)."""
+    own = [CoverageSource(loser.content, loser.category)]
+    lost = check_merge_coverage(own, winner.content, vocab).missing
+    brought = invented_specifics(own, winner.content, vocab)
+    if len(lost) > len(brought):
+        return (
+            f"the winner does not carry {_listed(lost)} of the entry it would supersede"
+            + (f" and replaces only {_listed(brought)}" if brought else " and replaces none of it")
+            + ": a stand-alone loss of specifics"
+        )
+    gone = {stem for value in lost for stem in content_stems(value)}
+    words = content_stems(loser.content) - gone
+    kept = words & (content_stems(winner.content) | gone)
+    if words and len(kept) < KEPT_SHARE * len(words):
+        return (
+            f"the winner carries {len(kept)} of the {len(words)} content words of the entry it would supersede: "
+            "it says something else, not a later value of the same fact"
+        )
+    return None
+
+
+def _listed(values: Sequence[str], limit: int = 4) -> str:
+    shown = ", ".join(f'"{v}"' for v in values[:limit])
+    return shown + (" …" if len(values) > limit else "")
+
+
+def offered_pairs(neighbours: Mapping[str, Sequence[str]]) -> set[frozenset[str]]:
+    """The pairs the host offered as similar: each new or changed entry with each of its shown neighbours."""
+    return {frozenset((d, n)) for d, ns in neighbours.items() for n in ns if n != d}
+
+
 def judge(
     proposals: Sequence[tuple[str, str, str]],
     shown: Mapping[str, MemoryEntry],
     known: Container[str],
+    *,
+    offered: Collection[frozenset[str]],
+    vocab: CoverageVocabulary = BASELINE_VOCABULARY,
+    max_superseded: int | None = None,
 ) -> list[Verdict]:
     """Host rules over the model's ``(winner id, loser id, reason)`` pairs. ``shown``: the entries of this call by id;
-    ``known``: every live id. Returns one verdict per proposal, in order."""
+    ``known``: every live id; ``offered``: the pairs the host offered as similar (:func:`offered_pairs`), the only
+    ones that may be a supersession; ``max_superseded``: how many supersessions one answer may carry (the rest are
+    refused, in answer order). Returns one verdict per proposal, in order."""
     verdicts: list[Verdict] = []
+    accepted = 0
     for winner_id, loser_id, reason in proposals:
         w, lo = (winner_id or "").strip(), (loser_id or "").strip()
 
@@ -160,18 +206,41 @@ def judge(
             refuse(f"unknown id {missing[0]}")
         elif hidden := [i for i in (w, lo) if i not in shown]:
             refuse(f"id {hidden[0]} was not shown in this call")
+        elif frozenset((w, lo)) not in offered:
+            refuse("not a pair the host offered as similar: only an entry and a live entry shown next to it may be one")
         else:
             winner, loser = shown[w], shown[lo]
             w_user, l_user = is_user_correction(winner), is_user_correction(loser)
+            loss = loss_of(winner, loser, vocab)
             if l_user and not w_user:
                 refuse("a user correction is never superseded by an entry that is not one")
-            elif w_user and not l_user:
-                verdicts.append(Verdict(w, lo, True, "a user correction supersedes an agent's own claim", reason))
-            elif about_earlier_moment(winner, loser):
+            elif w_user == l_user and about_earlier_moment(winner, loser):
                 refuse("the proposed winner is about an earlier moment than the entry it would supersede")
+            elif loss is not None:
+                refuse(loss)
+            elif max_superseded is not None and accepted >= max_superseded:
+                refuse(_over_bound(max_superseded))
             else:
-                verdicts.append(Verdict(w, lo, True, "accepted", reason))
+                accepted += 1
+                why = "a user correction supersedes an agent's own claim" if w_user and not l_user else "accepted"
+                verdicts.append(Verdict(w, lo, True, why, reason))
     return verdicts
+
+
+#: Refusals of a pair the host judged (not an unusable id): counted as ``refused``.
+_REFUSALS = ("a user correction", "the proposed winner", "the winner", "not a pair", "over the bound")
+
+
+def _over_bound(limit: int) -> str:
+    return (
+        f"over the bound: one answer supersedes at most {limit} entr{'y' if limit == 1 else 'ies'} "
+        "(ContradictionSweepMaxSupersededShare of the shown entries)"
+    )
+
+
+def superseded_bound(shown: int, share: float) -> int:
+    """How many supersessions one answer over ``shown`` entries may apply: ``share`` of them, at least one."""
+    return max(1, int(share * shown))
 
 
 # --- selection ----------------------------------------------------------------------------------------------------
@@ -263,7 +332,7 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
     start_fingerprint = memories.fingerprint()  # read before the corpus: a write in between re-opens the gate
     live = memories.list_live()
     report.counts["live"] = len(live)
-    for key in ("superseded", "ignored", "refused", "waiting"):
+    for key in ("superseded", "ignored", "refused", "waiting", "over_bound"):
         report.counts.setdefault(key, 0)
     if gate_says_skip(ctx, PASS, start_fingerprint, report):
         return report
@@ -317,7 +386,26 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
     assert isinstance(response, ContradictionSweepResponse)
     _stamp_reviewed(memories, selection.delta)
     live_ids = {e.id for e in live}
-    verdicts = judge([(s.winner_id, s.loser_id, s.reason) for s in response.supersessions], selection.shown, live_ids)
+    vocab, vocab_warning = load_vocabulary(ctx.profile.coverage_vocabulary_path)
+    if vocab_warning:
+        report.warn(vocab_warning)
+    bound = superseded_bound(len(selection.shown), opts.ContradictionSweepMaxSupersededShare)
+    verdicts = judge(
+        [(s.winner_id, s.loser_id, s.reason) for s in response.supersessions],
+        selection.shown,
+        live_ids,
+        offered=offered_pairs(selection.neighbours),
+        vocab=vocab,
+        max_superseded=bound,
+    )
+    over = sum(1 for v in verdicts if not v.accepted and v.why.startswith("over the bound"))
+    report.counts["over_bound"] = over
+    if over:
+        report.warn(
+            f"the answer proposed {over} supersession(s) more than one answer may apply ({bound} of "
+            f"{len(selection.shown)} shown entries, ContradictionSweepMaxSupersededShare="
+            f"{opts.ContradictionSweepMaxSupersededShare:g}): refused, those entries stay live"
+        )
     _apply(ctx, report, selection, verdicts)
     report.counts["live"] = memories.counts()["live"]
     stamp(ctx, PASS, _completion_stamp(memories))
@@ -325,6 +413,7 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
         f"contradiction sweep — live {int(report.counts['live'])}, shown {len(selection.delta)} new or changed, "
         f"superseded {int(report.counts['superseded'])}, refused {int(report.counts['refused'])}, "
         f"ignored {int(report.counts['ignored'])}, waiting {int(report.counts['waiting'])}"
+        + (f" ({int(report.counts['over_bound'])} refused over the bound)" if report.counts["over_bound"] else "")
     )
 
 
@@ -345,7 +434,7 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, verdicts:
     for v in verdicts:
         label = f"{v.winner_id or '∅'} > {v.loser_id or '∅'}"
         if not v.accepted:
-            kind = "refused" if v.why.startswith(("a user correction", "the proposed winner")) else "ignored"
+            kind = "refused" if v.why.startswith(_REFUSALS) else "ignored"
             report.count(kind)
             report.change("supersession-rejected", label, f"{kind}: {v.why}")
             report.info(f"supersession {label} {kind}: {v.why}")

@@ -28,8 +28,9 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
    archived, never deleted, each archive logged with its content; a source of a merge that did not persist is kept
    even when ``toDelete`` lists it. An entry above the high-value floor is never a stand-alone removal. With
    ``ConsolidationRemovalGuardEnabled`` (default on) the removal guard applies a stand-alone removal only when the
-   entry is noise — no name, number or date (``specifics_of``) and importance below ``NOISE_IMPORTANCE`` (0.5, the
-   store's default importance: a default entry is not noise until it has decayed or was saved as minor) — or fully
+   entry is noise by a test real facts fail (``noise_reason``: a throw-away category such as ``scratch/...``, the
+   ``ephemeral`` tag, or a text of acknowledgements only such as "The user said ok."; a fact without a name, number
+   or date, "Caroline likes painting", is no noise whatever its importance) — or fully
    superseded: one other live entry, found among the entry's best BM25 matches, carries every specific of it (the
    merge coverage check with the entry as the only source) and its content (the content check, every sentence
    judged), or every content word when it has no specific. An entry that only shares names with it is no carrier. That
@@ -60,7 +61,7 @@ from typing import Any
 from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, MergeRepairResponse, ModelCall
 from dream_assets.llm.offline import answer_memory_consolidation, answer_merge_repair
 from dream_assets.llm.prompts import render_memory_consolidation, render_memory_entry, render_merge_repair
-from dream_assets.model import MemoryEntry, iso, new_id, parse_ts
+from dream_assets.model import MemoryEntry, is_signal_entry, iso, new_id, parse_ts
 from dream_assets.passes.archive_purge import is_high_value
 from dream_assets.passes.common import (
     CONTEXT_EXCEEDED,
@@ -81,6 +82,7 @@ from dream_assets.passes.consolidation_select import (
     CLUSTER_DECLINED_KEY,
     CLUSTER_LEFT_AT_KEY,
     CLUSTER_SET_KEY,
+    REVIEWED_IN_KEY,
     REVIEWED_KEY,
     Selection,
     cluster_set_id,
@@ -88,12 +90,14 @@ from dream_assets.passes.consolidation_select import (
     declined_count,
     is_reviewed,
     review_hash,
+    reviewed_in_stamp,
     select_candidates,
 )
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.passes.standing import without_standing_tags
 from dream_assets.store.dedup import REINFORCE
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.logs import log_exists, read_events
@@ -102,19 +106,29 @@ from dream_assets.text.coverage import (
     CoverageSource,
     CoverageVocabulary,
     check_merge_coverage,
+    content_stems,
     dropped_content,
     invented_specifics,
     load_vocabulary,
     specifics_of,
 )
+from dream_assets.text.restated import without_restated_sentences
 from dream_assets.text.similarity import DuplicateClusters, exact_key
-from dream_assets.text.tokens import content_tokens
+from dream_assets.text.tokens import content_tokens, stem
 
 PASS = "memory_consolidation"
 REPAIR_PASS = "merge_repair"
 _PREVIEW = 12  # ids listed in one log line before "…"
-#: Removal guard: an entry with no name, number or date is noise below this importance (the store's default).
-NOISE_IMPORTANCE = 0.5
+#: Removal guard, noise by a test real facts fail: a category whose first segment names throw-away memory, a tag that
+#: marks an entry as throw-away, or a text of acknowledgement words only ("ok", "thanks, that helps").
+EPHEMERAL_CATEGORIES = frozenset({"ephemeral", "scratch", "scratchpad", "temp", "temporary", "transient"})
+EPHEMERAL_TAG = "ephemeral"
+_FILLER_STEMS = frozenset(
+    stem(w)
+    for w in "ok okay k thanks thank thx ty help helps helped helpful good great fine nice cool sure yes yeah yep no "
+    "nope sound sounds got noted understood right alright perfect awesome welcome please cheers hi hello hey bye "
+    "goodbye user agent assistant lol haha hmm wow done will do".split()
+)
 CARRIER_CANDIDATES = 10  # best BM25 matches searched for an entry that carries a removed one
 
 
@@ -270,7 +284,14 @@ def _save_new_entry(ctx: PassContext, report: PassReport, save: MemorySave, cont
             # The entries a dedup match could land on, so a reinforced or extended entry is recorded with its
             # prior state.
             before = {e.id: e for e, _ in memories.search(content, limit=50)}
-            result = memories.save(content, category=save.category, tags=save.tags, now=ctx.now, dedupe=True)
+            result = memories.save(
+                content,
+                category=save.category,
+                tags=without_standing_tags(save.tags),
+                now=ctx.now,
+                dedupe=True,
+                record_change=False,  # recorded below, under this cycle
+            )
             entry = result.entry
             if result.action == "created":
                 reviewed = review_hash(entry)
@@ -328,15 +349,21 @@ def _apply_merge(
     ids = [s.id for s in sources]
     only = sources[0] if len(sources) == 1 else None
     category = save.category.strip() if "category" in save.model_fields_set else sources[0].category
-    tags = save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
+    # Standing is the host's (standing.py): the merged entry gets the user-correction tag exactly when a source is one.
+    tags = without_standing_tags(
+        save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
+    )
     if (
         only is not None
         and content == only.content.strip()
         and category == only.category
-        and set(tags) == set(only.tags)
+        and set(tags) == set(without_standing_tags(only.tags))
     ):
         report.count("unchanged")  # an echo of the entry: nothing to replace
         return
+    if only is None:
+        # A sentence another kept sentence carries whole is another wording of it: the merge says it once.
+        content = without_restated_sentences(content, category, vocab)
 
     # Nothing dropped (coverage check: specifics; content check: the sentences' words) and nothing made up
     # (invented specifics, judged per sentence).
@@ -419,7 +446,10 @@ def _apply_merge(
                 # The merged text is already a live entry: that entry takes the sources in, no twin is written.
                 merged = fold_into(twin, [current[i] for i in ids if i not in state.archived], tags=tags, now=ctx.now)
                 if is_reviewed(twin):
-                    merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
+                    stamps = {REVIEWED_KEY: review_hash(merged)}
+                    if twin.id in selection.eligible:
+                        stamps[REVIEWED_IN_KEY] = reviewed_in_stamp(ctx.cycle_id, ctx.now)
+                    merged = merged.with_(metadata={**merged.metadata, **stamps})
                 merged = memories.replace(merged)
                 ctx.record(
                     PASS,
@@ -442,7 +472,13 @@ def _apply_merge(
                 )
                 # The merged text was judged this cycle against every source: stamp it reviewed so the next cycle
                 # does not re-ask the model about its own answer. Any later write re-opens it.
-                merged = merged.with_(metadata={**merged.metadata, REVIEWED_KEY: review_hash(merged)})
+                merged = merged.with_(
+                    metadata={
+                        **merged.metadata,
+                        REVIEWED_KEY: review_hash(merged),
+                        REVIEWED_IN_KEY: reviewed_in_stamp(ctx.cycle_id, ctx.now),
+                    }
+                )
                 merged = memories.put(merged)
                 ctx.record(
                     PASS,
@@ -486,7 +522,7 @@ def _twin(ctx: PassContext, content: str, category: str, ids: Sequence[str], sta
     merged text (equal after normalising case, white space and punctuation, same category, and nothing of the
     merged text it lacks by the save-time rules)."""
     for other in ctx.store.memories.find_exact(content, category):
-        if other.id in ids or other.id in state.archived:
+        if other.id in ids or other.id in state.archived or is_signal_entry(other):
             continue
         if (
             decide_dedup(
@@ -520,7 +556,8 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
     archived, every change-log row. Returns the live corpus after the folds."""
     groups: dict[tuple[str, str], list[MemoryEntry]] = {}
     for e in live:
-        groups.setdefault((e.category, exact_key(e.content)), []).append(e)
+        if not is_signal_entry(e):  # each occurrence of a correction, feedback or capability claim counts
+            groups.setdefault((e.category, exact_key(e.content)), []).append(e)
     memories = ctx.store.memories
     gone: set[str] = set()
     replaced: dict[str, MemoryEntry] = {}
@@ -602,13 +639,10 @@ def _removal_verdict(ctx: PassContext, vocab: CoverageVocabulary, state: _Apply,
             False,
             f"kept: it is the live entry that carries everything of {state.pinned[entry.id]}, removed in this answer",
         )
+    noise = noise_reason(entry)
+    if noise:
+        return _Verdict(True, f"ephemeral: noise — {noise}")
     specifics = specifics_of(entry.content, entry.category, vocab)
-    if not specifics and entry.importance < NOISE_IMPORTANCE:
-        return _Verdict(
-            True,
-            f"ephemeral: noise — no name, number or date, importance {entry.importance:.2f} below "
-            f"{NOISE_IMPORTANCE:.2f}",
-        )
     words = content_tokens(entry.content)
     own = [CoverageSource(entry.content, entry.category)]
     names_only: str | None = None  # a live entry with every specific of it but not what it says
@@ -634,11 +668,22 @@ def _removal_verdict(ctx: PassContext, vocab: CoverageVocabulary, state: _Apply,
     if names:
         held = _quoted(names[:5]) + (" …" if len(names) > 5 else "")
         return _Verdict(False, f"kept by the removal guard: no other live entry carries {held}")
-    return _Verdict(
-        False,
-        f"kept by the removal guard: importance {entry.importance:.2f} is not below "
-        f"{NOISE_IMPORTANCE:.2f} and no other live entry carries its words",
-    )
+    return _Verdict(False, "kept by the removal guard: it states a fact and no other live entry carries its words")
+
+
+def noise_reason(entry: MemoryEntry) -> str | None:
+    """Why ``entry`` is noise a stand-alone removal may retire without a carrier, or None when it may state a fact.
+    A fact needs no name, number or date ("Caroline likes painting"), and importance says nothing about whether a
+    text is one, so only what real facts fail counts: a throw-away category (first segment in
+    ``EPHEMERAL_CATEGORIES``), the ``ephemeral`` tag, or a text without a content word beyond acknowledgements."""
+    head = entry.category.strip().casefold().split("/", 1)[0]
+    if head in EPHEMERAL_CATEGORIES:
+        return f"category {entry.category!r} is throw-away memory"
+    if EPHEMERAL_TAG in (t.casefold() for t in entry.tags):
+        return f"tagged {EPHEMERAL_TAG!r}"
+    if not (content_stems(entry.content) - _FILLER_STEMS):
+        return "no content word beyond acknowledgements"
+    return None
 
 
 def _protect(report: PassReport, i: str, reason: str, content: str, *, guarded: bool) -> None:
@@ -730,12 +775,15 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
     re-offered cluster left apart again is declined once more, and its cooldown grows). The stamps and their
     change-log rows are one write."""
     updates: dict[str, dict[str, str]] = {}
+    shown_in = reviewed_in_stamp(ctx.cycle_id, ctx.now)
     for i, shown_entry in selection.eligible.items():
         if i in state.archived or i in state.untouched:
             continue
         update: dict[str, str] = {}
         if shown_entry.metadata.get(REVIEWED_KEY) != selection.shown_hash[i]:
             update[REVIEWED_KEY] = selection.shown_hash[i]
+        if shown_entry.metadata.get(REVIEWED_IN_KEY) != shown_in:
+            update[REVIEWED_IN_KEY] = shown_in
         update.update(state.rejected_stamps.get(i, {}))
         if update:
             updates[i] = update
@@ -881,15 +929,19 @@ def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateCluster
     from dream_assets.store.embeddings import EmbeddingIndex, cosine_clusters
 
     memories = ctx.store.memories
+
+    def lexical() -> DuplicateClusters:
+        return memories.duplicate_clusters(max_cluster_size=ctx.options.ConsolidationMaxClusterSize)
+
     if not ctx.options.EmbeddingModel.strip():
-        return memories.duplicate_clusters
+        return lexical
 
     def scan() -> DuplicateClusters:
         client = ctx.client
         start = len(client.usage.records)
         provider = build_embedding_provider(ctx.options, usage=client.usage)
         if provider is None:
-            return memories.duplicate_clusters()
+            return lexical()
         try:
             live = memories.list_live()
             index = EmbeddingIndex(ctx.store, provider, now=ctx.now, pass_name=PASS)

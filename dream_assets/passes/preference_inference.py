@@ -52,6 +52,7 @@ from dream_assets.passes.conversation_input import ConversationInput, gather, se
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.passes.standing import without_standing_tags
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
 from dream_assets.store.log_bytes import file_identity, find_cut_offset
@@ -242,7 +243,7 @@ def _save_preference(
             PASS,
             content,
             category=CATEGORY,
-            tags=[TAG, *tags],
+            tags=[TAG, *without_standing_tags(tags)],  # the model never grants user-correction standing
             importance=INFERRED_IMPORTANCE,
             metadata=meta,
             reason=reason,
@@ -304,7 +305,13 @@ def save_memory_recorded(
         # pre-save record for the change log.
         before_candidates = {e.id: e for e, _ in store.search(content, limit=50)}
         result = store.save(
-            content, category=category, tags=tags, importance=importance, metadata=metadata, now=ctx.now
+            content,
+            category=category,
+            tags=tags,
+            importance=importance,
+            metadata=metadata,
+            now=ctx.now,
+            record_change=False,  # recorded below, under this cycle
         )
         entry = result.entry
         missing = {k: v for k, v in (required_metadata or {}).items() if entry.metadata.get(k) != v}

@@ -6,6 +6,10 @@ builds one asset per entry; ``dream_assets.cycle.run_cycle`` runs them without D
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
 from dream_assets.llm.contracts import Contract, ModelCall
 from dream_assets.passes import (
     archive_purge,
@@ -21,8 +25,20 @@ from dream_assets.passes import (
     wisp_failure,
 )
 from dream_assets.passes.spec import PassSpec, record_pass_outcome
+from dream_assets.profile import AgentProfile
+from dream_assets.store.locks import LockTimeout, path_lock
 
-__all__ = ["MODEL_CALLS", "PASSES", "PassSpec", "by_name", "contract_for", "model_call", "record_pass_outcome"]
+__all__ = [
+    "MODEL_CALLS",
+    "PASSES",
+    "PassRunning",
+    "PassSpec",
+    "by_name",
+    "contract_for",
+    "model_call",
+    "no_pass_running",
+    "record_pass_outcome",
+]
 
 PASSES: tuple[PassSpec, ...] = (
     log_retention.SPEC,
@@ -67,3 +83,30 @@ def contract_for(name: str) -> type[Contract]:
         return MODEL_CALLS[name].contract
     except KeyError:
         raise ValueError(f"no response contract for pass {name!r}; known passes: {', '.join(MODEL_CALLS)}") from None
+
+
+class PassRunning(RuntimeError):
+    """A pass of the agent is running (a cycle is in progress), so what needs the agent's passes still waits."""
+
+    def __init__(self, agent: str, pass_name: str, waited: float) -> None:
+        self.pass_name = pass_name
+        super().__init__(
+            f"pass {pass_name} is running for agent {agent!r} (a cycle is in progress; waited {waited:.0f}s): try "
+            "again when it finishes, or pass --wait SECONDS"
+        )
+
+
+@contextmanager
+def no_pass_running(profile: AgentProfile, *, wait: float = 0.0) -> Iterator[None]:
+    """Hold every pass's lock of the agent (each pass takes its own while it runs), waiting up to ``wait`` seconds in
+    all: no pass runs meanwhile, and a pass that starts finds its lock held and skips. Raises ``PassRunning`` naming
+    the pass still running after ``wait``."""
+    deadline = time.monotonic() + max(0.0, wait)
+    with ExitStack() as held:
+        for spec in PASSES:
+            left = max(0.0, deadline - time.monotonic())
+            try:
+                held.enter_context(path_lock(profile.pass_lock_path(spec.name), timeout=left))
+            except LockTimeout:
+                raise PassRunning(profile.agent_id, spec.name, wait) from None
+        yield

@@ -9,7 +9,10 @@ too), and an exception anywhere rolls all of it back. Outside a transaction ``re
 
 Undo walks one cycle's changes, newest target first, and puts each record back as it was before the cycle, refusing —
 with a message that names the entry — where the entry was edited after that cycle, so an undo never silently discards
-later work (``force`` undoes the rest and leaves those). A purged entry is inserted again from the full record its
+later work (``force`` undoes the rest and leaves those). A later cycle that built on the cycle's results (merged,
+superseded or purged what it wrote) blocks the undo as a whole, even with ``force``: the result names that cycle
+(``blocked_by``), which is to be undone first, newest first — undoing only the earlier one would put merge sources
+back beside the entry merged from them. A purged entry is inserted again from the full record its
 "purged" row holds (archived, with its archived_at). Each target is one transaction: the put-back, the undo's own row
 and the marking of the target's changes as undone. So an undo killed half-way is finished by running it again, without
 ``force``: targets already done are marked, and a target found exactly as it was before the cycle counts as done.
@@ -31,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from dream_assets.model import MemoryEntry, Skill, new_id, utc
+from dream_assets.store.change_rows import dump, insert_change
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.memory import MemoryStore
 from dream_assets.store.schema import ensure_schema, from_db, to_db
@@ -74,6 +78,7 @@ class UndoResult:
     not_restored: list[str] = field(default_factory=list)  # "<target>: <why>" — could not be put back
     already_undone: list[str] = field(default_factory=list)  # "<target>" undone before (an earlier, interrupted undo)
     undo_cycle_id: str = ""
+    blocked_by: list[str] = field(default_factory=list)  # later cycles built on this one: undo them first
 
     @property
     def ok(self) -> bool:
@@ -148,24 +153,19 @@ class ChangeLog:
     ) -> str:
         """Write one row. Inside ``store.transaction()`` it is part of that transaction (written with the change it
         describes, or not at all); outside one it commits by itself. Returns the row's change id."""
-        change_id = new_id()
         with self._conn.session() as conn:
-            conn.execute(
-                "INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, nextval('row_seq'))",
-                [
-                    change_id,
-                    cycle_id,
-                    pass_name,
-                    kind,
-                    target_type,
-                    target_id,
-                    _dump(before),
-                    _dump(after),
-                    reason,
-                    to_db(utc(now)),
-                ],
+            return insert_change(
+                conn,
+                cycle_id=cycle_id,
+                pass_name=pass_name,
+                kind=kind,
+                target_type=target_type,
+                target_id=target_id,
+                before=before,
+                after=after,
+                reason=reason,
+                now=now,
             )
-        return change_id
 
     def record_many(self, rows: Sequence[Mapping[str, Any]], *, now: datetime) -> int:
         """Write many change rows in one transaction (a pass that stamps thousands of entries). Each row carries the
@@ -185,8 +185,8 @@ class ChangeLog:
                     "kind": [r["kind"] for r in rows],
                     "target_type": [r["target_type"] for r in rows],
                     "target_id": [r["target_id"] for r in rows],
-                    "before_json": pa.array([_dump(r.get("before")) for r in rows], pa.string()),
-                    "after_json": pa.array([_dump(r.get("after")) for r in rows], pa.string()),
+                    "before_json": pa.array([dump(r.get("before")) for r in rows], pa.string()),
+                    "after_json": pa.array([dump(r.get("after")) for r in rows], pa.string()),
                     "reason": [r["reason"] for r in rows],
                     "created_at": pa.array([ts] * len(rows), pa.timestamp("us")),
                     "undone_at": pa.array([None] * len(rows), pa.timestamp("us")),
@@ -213,22 +213,7 @@ class ChangeLog:
     def _rows(self, where: str, params: list[Any]) -> list[ChangeRecord]:
         with self._conn.session() as conn:
             rows = conn.execute(f"SELECT * FROM changes WHERE {where} ORDER BY ordinal", params).fetchall()
-        return [
-            ChangeRecord(
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                _load(r[6]),
-                _load(r[7]),
-                r[8],
-                from_db(r[9]),  # type: ignore[arg-type]
-                from_db(r[10]),
-            )
-            for r in rows
-        ]
+        return [_row(r) for r in rows]
 
     def for_target(self, target_type: str, target_id: str) -> list[ChangeRecord]:
         """Every row about one memory or skill, oldest first: its versions as the change log knows them."""
@@ -311,8 +296,23 @@ class ChangeLog:
             current = self._current(*key)
             if not _is_before(current, cs[0].before) and not _same_state(current, cs[-1].after):
                 refused[key] = self._why_refused(key, current, cycle_id)
+        later = self._built_on(cycle_id, pass_name)
+        for key, (later_cycle, later_change) in later.items():
+            first = (
+                f"cycle {later_cycle}"
+                if later_cycle != cycle_id
+                else f"pass {later_change.pass_name} of this cycle (or the whole cycle)"
+            )
+            refused.setdefault(
+                key,
+                f"{_label(key)}: {first.split(' (')[0]} built on this "
+                f"{'cycle' if later_cycle != cycle_id else 'pass'}'s result ({later_change.pass_name} "
+                f"{later_change.kind} it); undo {first} first",
+            )
         result.refused = list(refused.values())
-        if refused and not force:
+        result.blocked_by = list(dict.fromkeys(c for c, _ in later.values()))
+        if later or (refused and not force):
+            # A later cycle that built on this one's results is never left half-undone under it, even with force.
             return result
         ts = to_db(utc(now))
         for key in sorted(targets, key=lambda k: last_pos[k], reverse=True):
@@ -355,6 +355,36 @@ class ChangeLog:
             if step_hook is not None:
                 step_hook("undo:target-done")
         return result
+
+    def _built_on(self, cycle_id: str, pass_name: str | None) -> dict[tuple[str, str], tuple[str, ChangeRecord]]:
+        """Targets of ``cycle_id`` (or of its pass) that a later cycle (or, when one pass is undone, a later pass of
+        the same cycle) changed after it, not undone: that change built on this one's result (merged or superseded
+        what it wrote, purged what it archived), so undoing this one first would put sources back beside what was
+        built from them. Changes that leave what counts alone (importance decay, review stamps) and the rows of
+        undos are no such change."""
+        where = "cycle_id = ?" + (" AND pass_name = ?" if pass_name else "")
+        params = [cycle_id, *([pass_name] if pass_name else [])]
+        # Another cycle's change; with one pass undone, also a later pass of the same cycle.
+        other = "(c.cycle_id <> ? OR c.pass_name <> ?)" if pass_name else "c.cycle_id <> ?"
+        other_params = [cycle_id, pass_name] if pass_name else [cycle_id]
+        with self._conn.session() as conn:
+            rows = conn.execute(
+                f"""WITH mine AS (
+                        SELECT target_type, target_id, max(ordinal) AS last FROM changes
+                        WHERE {where} AND kind <> ? AND undone_at IS NULL GROUP BY ALL)
+                    SELECT c.* FROM changes c JOIN mine m USING (target_type, target_id)
+                    WHERE c.ordinal > m.last AND {other} AND c.pass_name <> ? AND c.kind <> ?
+                      AND c.undone_at IS NULL
+                    ORDER BY c.ordinal""",
+                [*params, STAMP_KIND, *other_params, UNDO_PASS, STAMP_KIND],
+            ).fetchall()
+        found: dict[tuple[str, str], tuple[str, ChangeRecord]] = {}
+        for r in rows:
+            change = _row(r)
+            if change.before is not None and change.after is not None and _same_state(change.after, change.before):
+                continue
+            found.setdefault((change.target_type, change.target_id), (change.cycle_id, change))
+        return found
 
     def _why_refused(self, key: tuple[str, str], current: dict[str, Any] | None, cycle_id: str) -> str:
         if current is None:
@@ -401,6 +431,22 @@ class ChangeLog:
         return self._skills.replace(record).to_dict()
 
 
+def _row(r: Sequence[Any]) -> ChangeRecord:
+    return ChangeRecord(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        _load(r[6]),
+        _load(r[7]),
+        r[8],
+        from_db(r[9]),  # type: ignore[arg-type]
+        from_db(r[10]),
+    )
+
+
 def _label(key: tuple[str, str]) -> str:
     return f"{key[0]} {key[1]}"
 
@@ -408,12 +454,6 @@ def _label(key: tuple[str, str]) -> str:
 def _undo_reason(cycle_id: str, pass_name: str | None, first: ChangeRecord) -> str:
     scope = f"cycle {cycle_id}" + (f", pass {pass_name}" if pass_name else "")
     return f"undo of {scope}: put back as it was before {first.pass_name} {first.kind} it"
-
-
-def _dump(obj: MemoryEntry | Skill | dict | None) -> str | None:
-    if obj is None:
-        return None
-    return json.dumps(obj if isinstance(obj, dict) else obj.to_dict(), sort_keys=True)
 
 
 def _load(text: str | None) -> dict[str, Any] | None:

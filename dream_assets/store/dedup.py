@@ -7,14 +7,21 @@ module decides what the save does with it, without ever losing or rewriting what
   entry's sentences (the same words in the same order; case, punctuation, spacing and the articles a/an/the
   aside, and a full date may be spelled another way: "March 6, 2026" is "2026-03-06"), and every
   case-sensitive specific it writes (name, acronym, number, date) is written the same way in the entry.
-* **extend** — besides such sentences, the incoming text only adds sentences that restate none of the
-  entry's, or continues one of the entry's sentences word for word ("... a changelog link" ->
-  "... a changelog link and a rollback plan."). The entry keeps its text and gains the new words, provided
-  the result passes the merge coverage check against both texts and fits ``MaxContentChars``.
-* **create** — anything else. A sentence that restates one of the entry's with something different (another
-  date, time, amount, the same names in another order, other words) is a correction or a different fact;
-  a specific spelled differently ("GitHub" against "Github") may be one too. Both are saved as a new entry
-  and the consolidation pass decides later. So is an extension that would not fit or not pass coverage.
+* **extend** — the incoming text is about the same fact: it carries at least one of the entry's sentences and
+  only adds sentences that restate none of the entry's, or it continues one of the entry's sentences word for
+  word ("... a changelog link" -> "... a changelog link and a rollback plan."). The entry keeps its text and
+  gains the new words, provided the result passes the merge coverage check against both texts and fits
+  ``MaxContentChars``. A text whose every sentence is new is another fact, however similar its words.
+* **create** — anything else, and always when the two are filed under different categories (compared
+  case-sensitively: a category is part of what a memory means). A sentence that restates one of the entry's
+  with something different (another date, time, amount, the same names in another order, other words) is a
+  correction or a different fact; a specific spelled differently ("GitHub" against "Github") may be one too.
+  Both are saved as a new entry and the consolidation pass decides later. So is an extension that would not
+  fit or not pass coverage.
+
+Sentences end at ``.``, ``!`` or ``?`` followed by white space. A line break ends one only where the text marks a
+break (a blank line, a line ending in a colon, a next line opening with a list or heading marker): any other line
+break is a wrapped line, so "a show\nat the Lounge." and "a show at the Lounge." are the same sentence.
 
 Numbers and dates are compared as whole units ("2026-03-06", "3.5", "$1,200", "14:30"), in order, so a
 swapped date, decimal or amount is never "the same words".
@@ -41,8 +48,12 @@ REINFORCE = "reinforce"
 EXTEND = "extend"
 CREATE = "create"
 
-# A sentence ends at . ! ? (with any closing quotes or brackets) followed by white space, or at a line break.
-_SENTENCE = re.compile(r"[^\n]*?(?:[.!?][\"'”’)\]]*(?=\s)|$)", re.MULTILINE)
+# A sentence ends at . ! ? (with any closing quotes or brackets) followed by white space, or where its block ends.
+_SENTENCE = re.compile(r".*?(?:[.!?][\"'”’)\]]*(?=\s)|\Z)", re.DOTALL)
+# A line break ends a block only where the text marks one: a blank line, a line ending in a colon, or a next line
+# opening with a list or heading marker. Any other line break is a wrapped line: white space inside a sentence.
+_BLOCK_BREAK = re.compile(r"[ \t]*\n(?:[ \t]*\n)+|(?<=:)[ \t]*\n|[ \t]*\n(?=[ \t]*(?:[-*•+>#]|[0-9]+[.)])\s)")
+_SPACE = re.compile(r"\s+")
 _TERMINAL = re.compile(r"[.!?][\"'”’)\]]*$")
 # Comparison units: a number with its decimal points, time colons, thousands commas, date and range joiners
 # (and a leading minus), a word, or a symbol that carries meaning ($, %, +, @, ...).
@@ -95,15 +106,29 @@ def _dates_as_iso(sentence: str) -> str:
     return sentence
 
 
+def _flat(text: str) -> str:
+    """White space (a wrapped line included) as single spaces."""
+    return _SPACE.sub(" ", text)
+
+
+def _blocks(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for m in _BLOCK_BREAK.finditer(text):
+        spans.append((start, m.start()))
+        start = m.end()
+    return [*spans, (start, len(text))]
+
+
 def _sentences(text: str) -> list[_Sentence]:
     out: list[_Sentence] = []
-    for m in _SENTENCE.finditer(text):
+    matches = (m for start, end in _blocks(text) for m in _SENTENCE.finditer(text, start, end))
+    for m in matches:
         raw = m.group()
         stripped = raw.strip()
         if not stripped:
             continue
         start = m.start() + (len(raw) - len(raw.lstrip()))
-        units = [u for u in _units(_dates_as_iso(stripped)) if u not in _ARTICLES]
+        units = [u for u in _units(_dates_as_iso(_flat(stripped))) if u not in _ARTICLES]
         out.append(
             _Sentence(
                 stripped,
@@ -116,14 +141,18 @@ def _sentences(text: str) -> list[_Sentence]:
     return out
 
 
-def _continues(incoming: _Sentence, stored: _Sentence) -> bool:
-    """The incoming sentence is the stored one, character for character, with more words after it."""
-    head = _TERMINAL.sub("", stored.text)
-    if not head or not incoming.text.startswith(head) or len(incoming.text) <= len(head):
-        return False
-    rest = incoming.text[len(head) :]
+def _continuation(incoming: _Sentence, stored: _Sentence) -> str | None:
+    """The stored sentence continued, when the incoming one is the stored one, character for character (a wrapped
+    line is a space), with more words after it: the stored words as written, then the incoming's new words."""
+    written = _TERMINAL.sub("", stored.text)
+    head, text = _flat(written), _flat(incoming.text)
+    if not head or not text.startswith(head) or len(text) <= len(head):
+        return None
+    rest = text[len(head) :]
     # More words, not a longer number or word: "at 9" is not continued by "at 9:30" or "at 95".
-    return re.match(r"(?:\s|[,;]\s|\s*[—–]\s)\S", rest) is not None and bool(_units(rest))
+    if re.match(r"(?:\s|[,;]\s|\s*[—–]\s)\S", rest) is None or not _units(rest):
+        return None
+    return written + rest
 
 
 def _restated(incoming: _Sentence, stored: Sequence[_Sentence]) -> _Sentence | None:
@@ -181,9 +210,9 @@ def _respelled(result: str, incoming: str, category: str, vocab: CoverageVocabul
 
 def _joined(text: str, addition: str) -> str:
     base = text.rstrip()
-    # The stored text is kept exactly; after a text without a sentence end the new sentence starts a new line,
-    # so the two do not run together into one sentence.
-    return base + (" " if _TERMINAL.search(base) else "\n") + addition
+    # The stored text is kept exactly; after a text without a sentence end the new sentence starts a new paragraph
+    # (a single line break would read as a wrapped line), so the two do not run together into one sentence.
+    return base + (" " if _TERMINAL.search(base) else "\n\n") + addition
 
 
 def decide(
@@ -196,16 +225,27 @@ def decide(
     vocab: CoverageVocabulary = BASELINE_VOCABULARY,
 ) -> DedupDecision:
     """What saving ``incoming`` does to a live entry whose content is ``stored`` (both already validated)."""
+    if stored_category != incoming_category:
+        return DedupDecision(
+            CREATE,
+            f"the entry is filed under {stored_category!r}, the save under {incoming_category!r}: a category is "
+            "part of what a memory means, so it is saved apart",
+        )
     stored_sentences = _sentences(stored)
     stored_keys = {s.key for s in stored_sentences}
-    continued: dict[int, _Sentence] = {}  # stored sentence index -> the incoming sentence that continues it
+    continued: dict[int, str] = {}  # stored sentence index -> the stored sentence continued by the incoming one
     added: list[_Sentence] = []
+    anchored = False  # some incoming sentence is one of the entry's: the save is about the same fact
     for sentence in _sentences(incoming):
         if sentence.key in stored_keys:
+            anchored = True
             continue
-        target = next((i for i, s in enumerate(stored_sentences) if _continues(sentence, s)), None)
-        if target is not None and target not in continued:
-            continued[target] = sentence
+        target, longer = next(
+            ((i, c) for i, s in enumerate(stored_sentences) if (c := _continuation(sentence, s)) is not None),
+            (None, None),
+        )
+        if target is not None and longer is not None and target not in continued:
+            continued[target] = longer
             continue
         restated = _restated(sentence, stored_sentences)
         if restated is not None:
@@ -220,7 +260,7 @@ def decide(
     extended = stored
     for index in sorted(continued, reverse=True):  # from the end, so earlier offsets stay valid
         s = stored_sentences[index]
-        extended = extended[: s.start] + continued[index].text + extended[s.end :]
+        extended = extended[: s.start] + continued[index] + extended[s.end :]
     for sentence in added:
         extended = _joined(extended, sentence.text)
     respelled = _respelled(extended, incoming, incoming_category, vocab)
@@ -233,6 +273,11 @@ def decide(
         )
     if not continued and not added:
         return DedupDecision(REINFORCE, "every sentence is already in the entry")
+    if not continued and not anchored:
+        return DedupDecision(
+            CREATE,
+            "restates none of the entry's sentences and continues none: another fact, saved apart",
+        )
     what = ", ".join(
         part
         for part in (

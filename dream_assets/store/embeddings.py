@@ -35,6 +35,7 @@ tens of thousands of entries.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -42,7 +43,13 @@ from typing import Any
 
 import numpy as np
 
-from dream_assets.llm.embeddings import EMBEDDINGS_PASS, EmbeddingError, EmbeddingProvider, normalise_rows
+from dream_assets.llm.embeddings import (
+    EMBEDDINGS_PASS,
+    EmbeddingError,
+    EmbeddingProvider,
+    check_vectors,
+    normalise_rows,
+)
 from dream_assets.model import MemoryEntry
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.schema import ensure_schema, to_db
@@ -56,6 +63,8 @@ __all__ = [
     "cosine_clusters",
     "cosine_pairs_dense",
 ]
+
+log = logging.getLogger("dream_assets.store.embeddings")
 
 #: ``DuplicateClusters.method`` of clusters found over embeddings.
 EMBEDDING_METHOD = "embeddings"
@@ -123,6 +132,25 @@ class EmbeddingCache:
             )
             return self._count(conn, model) - before
 
+    def delete(self, model: str, hashes: Sequence[str]) -> int:
+        """Drop the vectors of ``hashes`` for ``model`` (unusable ones, embedded again). Returns rows deleted."""
+        wanted = sorted(set(hashes))
+        if not wanted:
+            return 0
+        with self._conn.transaction() as conn:
+            before = self._count(conn, model)
+            conn.execute(
+                "DELETE FROM embeddings WHERE model = ? AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
+                [model, wanted],
+            )
+            return before - self._count(conn, model)
+
+    def dims(self, model: str) -> set[int]:
+        """The vector sizes cached for ``model`` (one, for a healthy endpoint)."""
+        with self._conn.session() as conn:
+            rows = conn.execute("SELECT DISTINCT dim FROM embeddings WHERE model = ?", [model]).fetchall()
+        return {int(r[0]) for r in rows}
+
     def count(self, model: str | None = None) -> int:
         with self._conn.session() as conn:
             return self._count(conn, model)
@@ -166,13 +194,18 @@ class EmbeddingIndex:
         self.pass_name = pass_name
         self.embedded = 0  # texts this index sent to the provider
         self._memo: dict[str, np.ndarray] = {}
+        self._dims: set[int] | None = None  # vector sizes cached for the model, read on first need
 
     @property
     def model(self) -> str:
         return self.provider.model
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        """One unit float32 row per text, in order. Raises ``EmbeddingError`` when the provider fails."""
+        """One unit float32 row per text, in order. Raises ``EmbeddingError`` when the provider fails or answers
+        vectors that cannot be used (``check_vectors``: wrong count, size, NaN, all zero, or the same vector for
+        obviously different texts — checked against this request's other vectors too); such vectors are never
+        cached. Cached vectors of the request that fail the same check (cached before it existed) are dropped from
+        the cache and embedded again."""
         hashes = [content_hash(t) for t in texts]
         if not hashes:
             return np.zeros((0, 0), dtype=np.float32)
@@ -180,22 +213,63 @@ class EmbeddingIndex:
         if missing:
             self._memo.update(self.cache.get(self.model, missing))
         text_of = dict(zip(hashes, texts, strict=True))
+        self._drop_unusable([h for h in dict.fromkeys(hashes) if h in self._memo], text_of)
         todo = [h for h in dict.fromkeys(hashes) if h not in self._memo]
         step = max(1, int(getattr(self.provider, "batch_size", len(todo) or 1)))
         for start in range(0, len(todo), step):
             batch = todo[start : start + step]
             matrix = self.provider.embed([text_of[h] for h in batch], pass_name=self.pass_name)
+            self._check_against_known(batch, matrix, [h for h in dict.fromkeys(hashes) if h in self._memo], text_of)
             self.cache.put(self.model, batch, matrix, now=self.now)  # kept even if a later batch fails
+            self._dims = (self._dims or set()) | {int(matrix.shape[1])}
             self.embedded += len(batch)
             self._memo.update(zip(batch, matrix, strict=True))
-        dims = {self._memo[h].shape[0] for h in hashes}
-        if len(dims) > 1:
-            raise EmbeddingError(
-                f"vectors cached for EmbeddingModel {self.model!r} have different sizes {sorted(dims)}: the endpoint "
-                f"changed the model's output; delete them from the store (DELETE FROM embeddings WHERE model = "
-                f"'{self.model}') and they are embedded again"
-            )
         return np.vstack([self._memo[h] for h in hashes])
+
+    def _where(self) -> str:
+        endpoint = getattr(self.provider, "endpoint", "the embeddings endpoint")
+        return f"embeddings from {endpoint} (EmbeddingModel={self.model!r})"
+
+    def _check_against_known(
+        self, batch: Sequence[str], matrix: np.ndarray, known: Sequence[str], text_of: Mapping[str, str]
+    ) -> None:
+        """A fetched batch must fit the vectors already known (the size cached for the model; no obviously different
+        text of this request with the same vector) before it is used or cached."""
+        if self._dims is None:
+            self._dims = self.cache.dims(self.model)
+        dims = {self._memo[h].shape[0] for h in known} | self._dims
+        if dims and dims != {int(matrix.shape[1])}:
+            raise EmbeddingError(
+                f"vectors cached for EmbeddingModel {self.model!r} and those just answered have different sizes "
+                f"{sorted(dims | {int(matrix.shape[1])})}: the endpoint changed the model's output, and nothing was "
+                f"cached; delete the old ones from the store (DELETE FROM embeddings WHERE model = '{self.model}') "
+                "and they are embedded again"
+            )
+        if not known:
+            return
+        rows = np.vstack([matrix, *(self._memo[h][None, :] for h in known)])
+        check_vectors([text_of[h] for h in (*batch, *known)], rows, where=self._where(), fresh=len(batch))
+
+    def _drop_unusable(self, cached: Sequence[str], text_of: Mapping[str, str]) -> None:
+        """Cached vectors of this request that ``check_vectors`` refuses (of mixed sizes, all zero, one vector for
+        obviously different texts: cached before they were checked) are dropped from the cache, to be embedded
+        again, with a warning."""
+        if len(cached) < 1:
+            return
+        dims = {self._memo[h].shape[0] for h in cached}
+        try:
+            if len(dims) > 1:
+                raise EmbeddingError(f"cached vectors of different sizes {sorted(dims)}")
+            check_vectors(
+                [text_of[h] for h in cached], np.vstack([self._memo[h] for h in cached]), where="cached vectors"
+            )
+        except EmbeddingError as exc:
+            dropped = self.cache.delete(self.model, cached)
+            for h in cached:
+                self._memo.pop(h, None)
+            log.warning(
+                "dropped %d cached vector(s) of EmbeddingModel %r, to embed again: %s", dropped, self.model, exc
+            )
 
     def missing(self, texts: Sequence[str]) -> list[str]:
         """The texts (once each, in order) with no vector for this model in this index or the store's cache: what

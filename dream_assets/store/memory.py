@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, new_id, utc, utc_or_now
+from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, is_signal, is_signal_entry, iso, new_id, utc, utc_or_now
 from dream_assets.options import DreamOptions
+from dream_assets.store.change_rows import SAVE_PASS, insert_change, save_cycle_id
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
@@ -89,6 +90,8 @@ class SaveResult:
     matched_id: str | None = None
     similarity: float | None = None
     reason: str | None = None  # why dedup reinforced, extended, or kept apart from matched_id
+    #: The change-log cycle of an extend (``dream undo --cycle <it>`` puts the entry back as it was); None otherwise.
+    change_cycle: str | None = None
     before: MemoryEntry | None = None  # the entry reinforced or extended, as it was before this save
 
 
@@ -540,6 +543,7 @@ class MemoryStore:
         metadata: Mapping[str, str] | None = None,
         now: datetime | None = None,
         dedupe: bool = True,
+        record_change: bool = True,
         on_saved: Callable[[SaveResult], None] | None = None,
     ) -> SaveResult:
         """Save a memory. With ``dedupe`` an incoming entry whose similarity with a live entry is at or above the
@@ -547,15 +551,24 @@ class MemoryStore:
         else the lexical measure: ``similarity_measure``) reinforces that entry when it adds nothing to it, or extends
         it when it only adds sentences (store/dedup.py); otherwise, a correction for example, it is created apart and
         the result names the near-duplicate (``matched_id``) and why it was not absorbed (``reason``). Stored text is
-        never rewritten. When embeddings failed, ``reason`` says the lexical measure was used instead. ``now`` defaults
-        to the current UTC time. ``on_saved`` is called with the result inside the write transaction (a change-log
-        row written there is committed with the save, or neither is)."""
+        never rewritten. Only an entry of the same category (compared case-sensitively) absorbs a save, and a signal
+        (a user correction, feedback or a capability claim: ``model.is_signal``) neither absorbs nor is absorbed.
+        When embeddings failed, ``reason`` says the lexical measure was used instead. ``now`` defaults to the current
+        UTC time. ``on_saved`` is called with the result inside the write transaction (a change-log row written there
+        is committed with the save, or neither is). An extend writes its own change-log row (pass ``save``, cycle
+        ``SaveResult.change_cycle``) in the same transaction, so it can be undone like any other change;
+        ``record_change=False`` leaves that to a caller that records the change itself (a dream pass under its
+        cycle, an agent operation through ``on_saved``)."""
         now = utc_or_now(now)
         content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
+        # Each occurrence of a user correction, feedback or a capability claim is a signal: never absorbed.
+        dedupe = dedupe and not is_signal(category, tags, meta)
         # Vectors first, outside the write transaction: an embeddings request never runs while the store is held.
         measure = self._save_measure(content, category, meta, now) if dedupe else _SaveMeasure()
         with self._conn.transaction() as conn:
-            result = self._save_in(conn, content, category, tags, importance, meta, now, dedupe, measure)
+            result = self._save_in(
+                conn, content, category, tags, importance, meta, now, dedupe, measure, record_change=record_change
+            )
             if on_saved is not None:
                 on_saved(result)
         return result
@@ -571,6 +584,8 @@ class MemoryStore:
         now: datetime,
         dedupe: bool,
         measure: _SaveMeasure,
+        *,
+        record_change: bool = True,
     ) -> SaveResult:
         self._idx.ensure(conn)
         near: tuple[MemoryEntry, float, str] | None = None
@@ -587,6 +602,7 @@ class MemoryStore:
                 importance,
                 meta,
                 now,
+                record_change=record_change,
             )
             if absorbed is not None:
                 return _noted(absorbed, measure.note)
@@ -702,6 +718,8 @@ class MemoryStore:
         for entry in self._exact_matches(conn, content, category):
             if incoming_subject and entry.subject_time and incoming_subject != entry.subject_time:
                 continue
+            if is_signal_entry(entry):
+                continue  # a signal is never reinforced by another occurrence
             decision = decide_dedup(
                 entry.content,
                 content,
@@ -811,12 +829,16 @@ class MemoryStore:
         importance: float,
         meta: Mapping[str, str],
         now: datetime,
+        *,
+        record_change: bool = True,
     ) -> tuple[SaveResult | None, tuple[MemoryEntry, float, str] | None]:
         """Reinforce the first match the incoming text adds nothing to, else extend the first it only adds sentences
         to. Otherwise nothing is written, and the closest match with the reason comes back for the "created" result."""
         chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
         first: tuple[MemoryEntry, float, str] | None = None
         for existing, similarity in matches:
+            if is_signal_entry(existing):
+                continue  # a signal is never reinforced or extended by another save
             decision = decide_dedup(
                 existing.content,
                 content,
@@ -838,7 +860,8 @@ class MemoryStore:
             content=new_content,
             tags=normalise_tags((*existing.tags, *tags)),
             importance=max(existing.importance, importance),
-            updated_at=now,
+            # Observed again is not edited: updated_at moves only when the text does.
+            updated_at=now if new_content != existing.content else existing.updated_at,
             last_seen_at=max(existing.last_seen_at, now),
             reinforcement_count=existing.reinforcement_count + 1,
             metadata={**meta, **existing.metadata},
@@ -847,8 +870,29 @@ class MemoryStore:
             conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags), before=existing
         )
         action = "extended" if new_content != existing.content else "reinforced"
+        cycle = None
+        if action == "extended" and record_change:
+            cycle = save_cycle_id()
+            insert_change(
+                conn,
+                cycle_id=cycle,
+                pass_name=SAVE_PASS,
+                kind="updated",
+                target_type="memory",
+                target_id=existing.id,
+                before=existing,
+                after=updated,
+                reason=f"save-time dedup extended it with the saved text: {decision.reason}",
+                now=now,
+            )
         result = SaveResult(
-            action, updated, matched_id=existing.id, similarity=similarity, reason=decision.reason, before=existing
+            action,
+            updated,
+            matched_id=existing.id,
+            similarity=similarity,
+            reason=decision.reason,
+            change_cycle=cycle,
+            before=existing,
         )
         return result, None
 

@@ -1,0 +1,108 @@
+"""Restated sentences: a sentence of a merged text that another kept sentence already says.
+
+A merge keeps every source sentence, so two wordings of one fact ("The user prefers dark mode in VS Code." and
+"User prefers dark mode in VS Code.") would both stay. A sentence is restated by another when the other carries
+every one of its content words (stopwords aside, case aside, the word as written: "works" is not "worked") and
+every one of its specifics (names, acronyms, numbers, dates: the merge coverage check's; a name or acronym
+written the same way), with the same negation
+("not", "never", "no", "n't") and its names in the same order ("Sam paid Evan" is not "Evan paid Sam"). Such a
+sentence can go without losing anything the coverage and content checks protect; of two that restate each other,
+the first is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from dream_assets.text.coverage import (
+    BASELINE_VOCABULARY,
+    CoverageSource,
+    CoverageVocabulary,
+    check_merge_coverage,
+    content_sentences,
+    specifics_of,
+)
+from dream_assets.text.tokens import STOPWORDS, tokenize
+
+_NEGATIONS = frozenset({"not", "no", "never", "nor", "neither", "none", "nothing", "nobody", "cannot", "without"})
+_CONTRACTED_NOT = re.compile(r"n['’]t\b", re.IGNORECASE)
+
+
+def _words(sentence: str) -> frozenset[str]:
+    return frozenset(t for t in tokenize(sentence) if t not in STOPWORDS)
+
+
+def _negations(sentence: str) -> frozenset[str]:
+    found = set(_words(sentence) & _NEGATIONS)
+    if _CONTRACTED_NOT.search(sentence):
+        found.add("not")
+    return frozenset(found)
+
+
+def _name_positions(sentence: str, other: str, category: str, vocab: CoverageVocabulary) -> list[int] | None:
+    """Where the names and acronyms of ``sentence`` first occur in ``other``, in ``sentence``'s order; None when
+    ``other`` does not write one of them the same way ("Github" against "GitHub" may be a correction)."""
+    positions = []
+    for sp in specifics_of(sentence, category, vocab):
+        if sp.kind not in ("name", "acronym"):
+            continue
+        # A sentence opener's capital is positional: that word may be written in any case.
+        flags = 0 if sp.case_sensitive else re.IGNORECASE
+        m = re.search(rf"(?<![^\W_]){re.escape(sp.text)}(?![^\W_])", other, flags)
+        if m is None:
+            return None
+        positions.append(m.start())
+    return positions
+
+
+def carries(
+    kept: str, sentence: str, category: str = "general", vocab: CoverageVocabulary = BASELINE_VOCABULARY
+) -> bool:
+    """Whether ``kept`` says everything ``sentence`` says (see the module docstring)."""
+    words = _words(sentence)
+    if not words or not words <= _words(kept) or _negations(sentence) != _negations(kept):
+        return False
+    if not check_merge_coverage([CoverageSource(sentence, category)], kept, vocab).ok:
+        return False
+    positions = _name_positions(sentence, kept, category, vocab)
+    return positions is not None and positions == sorted(positions)
+
+
+def drop_restated(
+    sentences: Sequence[str], category: str = "general", vocab: CoverageVocabulary = BASELINE_VOCABULARY
+) -> list[int]:
+    """The indexes of ``sentences`` to keep: every sentence but those another kept sentence carries (of two that
+    carry each other, the first stays)."""
+    kept = list(range(len(sentences)))
+    for i in range(len(sentences)):
+        for j in kept:
+            if j == i or not carries(sentences[j], sentences[i], category, vocab):
+                continue
+            if j < i or not carries(sentences[i], sentences[j], category, vocab):
+                kept.remove(i)
+                break
+    return kept
+
+
+def without_restated_sentences(
+    text: str, category: str = "general", vocab: CoverageVocabulary = BASELINE_VOCABULARY
+) -> str:
+    """``text`` less its restated sentences; the kept sentences stay as written, each after the white space that
+    preceded it (a line break stays a line break)."""
+    pieces: list[tuple[str, str]] = []  # (white space before, sentence)
+    pos = 0
+    for sentence in content_sentences(text):
+        at = text.find(sentence, pos)
+        if at < 0:
+            return text  # the sentences cannot be placed in the text: leave it as it is
+        pieces.append((text[pos:at], sentence))
+        pos = at + len(sentence)
+    keep = drop_restated([s for _, s in pieces], category, vocab)
+    if len(keep) == len(pieces):
+        return text
+    out = []
+    for n, i in enumerate(keep):
+        gap = pieces[i][0]
+        out.append(("" if n == 0 else "\n" if "\n" in gap else " ") + pieces[i][1])
+    return "".join(out)
