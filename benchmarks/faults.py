@@ -9,6 +9,11 @@ Prints one JSON object per line ({"name": "faults.<metric>", "n": ..., "value": 
 * faults.misreported — a failure shown as completed or skipped: an unusable model answer, a raised pass, a pass that
   could not read its input, reported as anything but failed. Target 0.
 * faults.undo_failures — a cycle whose undo raised, refused, or did not bring the live corpus back exactly. Target 0.
+* faults.hostile_file_failures — a cycle, a pass, `dream status` or the retry sensor's read that failed on a hostile
+  agent file (UTF-16, deeply nested or impossible lease, future heartbeat, deeply nested deferred list, pass record or
+  ledger); faults.hostile_file_stuck — a model pass deferred by such a lease once it was stale. Target 0.
+* faults.fleet_stalled_s — (not with --quick) after a `dream run` holding the `llm` pool slot is killed, the time until
+  another agent's run holds it; target at most faults.run_timeout_s (the RunTimeout the runs were given).
 * faults.superseded_purged — entries the contradiction sweep archived as superseded that the archive purge
   hard-deleted while their winner is live. Target 0.
 * faults.embedding_failures — saves under a hostile embeddings endpoint that landed on an unrelated entry, vectors of
@@ -28,6 +33,12 @@ Sections (each in real processes on real DuckDB files):
    pairs never offered, unknown ids, junk), then the archive purge 91 days on;
 7. a hostile embeddings endpoint (identical, zero, wrong-dimension, short, non-finite vectors) under an agent's
    saves, then the endpoint fixed.
+8. hostile agent files: each kind in one agent's profile, then cycles a simulated day apart (one day of memory
+   consolidation with --quick, twelve of whole cycles without), `dream status` and the retry sensor's read, and a
+   neighbour agent;
+9. (not with --quick) against a throwaway PostgreSQL: the server stops in the middle of a `dream run` and comes back
+   (what the run printed must match the pass records: faults.misreported; no fact lost, no change half applied),
+   then a `dream run` holding the `llm` slot is killed with SIGKILL and another agent's run starts.
 
     .venv/bin/python benchmarks/faults.py            # the full run (10,000 fuzzed answers; about 10 minutes on 2 cores)
     .venv/bin/python benchmarks/faults.py --quick    # a CI-sized run (a few hundred trials; about a minute)
@@ -785,14 +796,20 @@ def hostile_log_trial(template: AgentProfile, work: Path, tally: Counter, notes:
 
 
 # ---------------------------------------------------------------------------------------------- 5: concurrent saves
-def _agent_saves(root: str, seconds: float, out: str) -> None:
+#: Each concurrent trial runs until the agent saved at least this many times and the pass ran this many cycles beside
+#: it (and for at least its given duration), however slow the machine; past the guard it stops and is reported.
+CONCURRENT_MIN_SAVES = 21
+CONCURRENT_MIN_CYCLES = 3
+CONCURRENT_GUARD_S = 600.0
+
+
+def _agent_saves(root: str, stop: Any, progress: Any, out: str) -> None:
     from dream_assets.store import open_store
 
     profile = AgentProfile(Path(root))
     store = open_store(profile, DreamOptions())
     saved, errors, i = [], [], 0
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while not stop.is_set():
         i += 1
         text = (
             f"Concurrent fact {i}: Zorblat-{i:05d} reported {1000 + i} widgets to Quillon on 2026-11-{1 + i % 28:02d}."
@@ -800,6 +817,7 @@ def _agent_saves(root: str, seconds: float, out: str) -> None:
         try:
             store.memories.save(text, category="general", now=NOW + timedelta(seconds=i))
             saved.append(text)
+            progress.value = len(saved)
         except Exception as exc:  # noqa: BLE001 - counted: a save the agent was told failed is not silent
             errors.append(f"{type(exc).__name__}: {exc}")
         time.sleep(0.05)
@@ -810,16 +828,25 @@ def concurrent_trial(template: AgentProfile, work: Path, seconds: float, tally: 
     profile = clone(template, work / "concurrent")
     out = work / "agent.json"
     ctx = mp.get_context("spawn")
-    agent = ctx.Process(target=_agent_saves, args=(str(profile.root), seconds, str(out)))
+    stop, progress = ctx.Event(), ctx.Value("i", 0)
+    agent = ctx.Process(target=_agent_saves, args=(str(profile.root), stop, progress, str(out)))
     agent.start()
-    deadline = time.monotonic() + seconds
+    started = time.monotonic()
     cycle = 0
     options = DreamOptions().replace(ConsolidationMinInterval=timedelta(0))
 
     def delete_everything(request: Any) -> Any:
         return {"toDelete": _ids_shown(request.inputs), "toSave": []}
 
-    while time.monotonic() < deadline:
+    while True:
+        elapsed = time.monotonic() - started
+        if elapsed >= seconds and cycle >= CONCURRENT_MIN_CYCLES and progress.value >= CONCURRENT_MIN_SAVES:
+            break
+        if elapsed > CONCURRENT_GUARD_S:
+            notes.append(
+                f"concurrent trial stopped after {elapsed:.0f}s: {cycle} cycle(s), {progress.value} agent save(s)"
+            )
+            break
         cycle += 1
         report, _ = run_pass(
             profile,
@@ -832,6 +859,7 @@ def concurrent_trial(template: AgentProfile, work: Path, seconds: float, tally: 
         if report.status == "failed":
             notes.append(f"consolidation beside a saving agent failed: {report.reason[:200]}")
             tally["concurrent_pass_failures"] += 1
+    stop.set()
     agent.join(timeout=120)
     data = json.loads(out.read_text()) if out.exists() else {"saved": [], "errors": ["agent did not finish"]}
     after = memory_state(profile)
@@ -1010,6 +1038,262 @@ def embeddings_trials(template: AgentProfile, work: Path, saves: int, tally: Cou
 
 
 # ---------------------------------------------------------------------------------------------- main
+# ---------------------------------------------------------------------------------------------- 6: hostile agent files
+_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _hostile_agent_files(profile: AgentProfile) -> dict[str, tuple[Path, bytes]]:
+    """Files an agent or a person can write, each in a form that once stopped the agent: kind -> (path, bytes)."""
+    from dream_assets.passes.outcome import deferred_index_path
+
+    lease = profile.busy_lease_path / "turn.json"
+    stale = {"pid": 4242, "host": "elsewhere", "heartbeat": (NOW - timedelta(hours=2)).isoformat()}
+    return {
+        "lease_utf16": (lease, json.dumps(stale).encode("utf-16")),
+        "lease_deep": (lease, _DEEP.encode()),
+        "lease_huge_pid": (lease, json.dumps({**stale, "pid": 2**70, "host": os.uname().nodename}).encode()),
+        "lease_future_heartbeat": (lease, json.dumps({**stale, "heartbeat": "2099-01-01T00:00:00Z"}).encode()),
+        "deferred_deep": (deferred_index_path(profile), ('{"passes": ' + _DEEP + "}").encode()),
+        "pass_record_deep": (profile.pass_report_path("memory_consolidation"), _DEEP.encode()),
+        "pass_record_utf16_garbage": (profile.pass_report_path("contradiction_sweep"), b"\xff\xfe\x00\xd8{\x00"),
+        "ledger_deep": (profile.ledger_path, _DEEP.encode()),
+    }
+
+
+def hostile_file_section(template: AgentProfile, work: Path, quick: bool, tally: Counter, notes: list[str]) -> None:
+    """--quick: one simulated day of memory consolidation (a model pass); else 12 days of whole cycles."""
+    if quick:
+        hostile_file_trials(template, work, 1, tally, notes, only=("memory_consolidation",))
+    else:
+        hostile_file_trials(template, work, 12, tally, notes)
+
+
+def hostile_file_trials(
+    template: AgentProfile,
+    work: Path,
+    days: int,
+    tally: Counter,
+    notes: list[str],
+    only: tuple[str, ...] | None = None,
+) -> None:
+    """For each hostile file kind: an agent whose profile holds it runs a cycle a day for ``days`` simulated days
+    (the lease files are written now, so they are stale from the first simulated day); a model pass deferred for the
+    busy lease, a failed pass, a crash of the cycle, of `dream status` or of the retry sensor's read, and a neighbour
+    agent that cannot run, are counted. ``only``: the passes each cycle runs (None: all)."""
+    import contextlib
+    import io
+
+    from dream_assets.cli import main as dream_cli
+    from dream_assets.cycle import run_cycle
+    from dream_assets.llm.client import ModelClient
+    from dream_assets.llm.offline import OfflineBackend
+    from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.passes.outcome import load_deferred
+    from dream_assets.store.connection import close_all
+
+    offline = OfflineBackend()
+    neighbour = clone(template, work / "hostile-files" / "neighbour")
+    for kind, (rel_path, data) in _hostile_agent_files(template).items():
+        profile = clone(template, work / "hostile-files" / kind)
+        path = profile.root / rel_path.relative_to(template.root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        left = (NOW - timedelta(hours=1)).timestamp()  # left behind by a crashed agent (or a person) an hour ago
+        os.utime(path, (left, left))
+        tally["hostile_file_trials"] += 1
+        for day in range(1, days + 1):
+            now = NOW + timedelta(days=day)
+            for agent in (profile, neighbour) if tally["hostile_file_trials"] == 1 else (profile,):
+                options = DreamOptions(BusyMaxWait=timedelta(0))
+                # A backend that calls a model (the offline one never waits for the agent's turn), answering offline.
+                client = ModelClient(ScriptedBackend(offline.complete), profile=agent, options=options)
+                try:
+                    reports = run_cycle(agent, options, now, only=only, client_factory=lambda c=client: c)
+                except Exception as exc:  # noqa: BLE001 - the cycle itself must never raise
+                    tally["hostile_file_failures"] += 1
+                    notes.append(f"{kind}: the cycle of {agent.agent_id} raised {type(exc).__name__}: {exc}"[:300])
+                    continue
+                for r in reports:
+                    if r.status == "failed":
+                        tally["hostile_file_failures"] += 1
+                        notes.append(f"{kind}: {r.pass_name} of {agent.agent_id} failed on day {day}: {r.reason[:200]}")
+                    elif r.status == "deferred":
+                        tally["hostile_file_stuck"] += 1  # the lease is stale (or unreadable) by now
+                        notes.append(
+                            f"{kind}: {r.pass_name} of {agent.agent_id} deferred on day {day}: {r.reason[:200]}"
+                        )
+            close_all()
+        try:
+            load_deferred(profile)
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                code = dream_cli(
+                    ["status", "--profile", str(profile.root), "--now", (NOW + timedelta(days=days)).isoformat()]
+                )
+            if code != 0:
+                raise RuntimeError(f"dream status exited {code}")
+        except BaseException as exc:  # noqa: BLE001 - the status and the sensor's read must never raise
+            tally["hostile_file_failures"] += 1
+            notes.append(f"{kind}: reading the agent's status raised {type(exc).__name__}: {exc}"[:300])
+        close_all()
+
+
+# ---------------------------------------------------------------------------------------------- 7: PostgreSQL outage
+_RUN_ID = re.compile(r"^run ([0-9a-f-]{36}) ", re.M)
+_PASS_LINE = re.compile(r"^  (\w+)\s+(completed|skipped|failed|deferred|not run)\s", re.M)
+
+
+def _dream_run(profile: AgentProfile, env: dict[str, str], out: Path) -> subprocess.Popen:
+    handle = open(out, "w", encoding="utf-8")  # noqa: SIM115 - the process owns it until it ends
+    return subprocess.Popen(
+        [sys.executable, "-m", "dream_assets.cli", "run", "--profile", str(profile.root), "--now", NOW.isoformat()],
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _misreported_passes(profile: AgentProfile, said: str) -> list[str]:
+    """Passes whose status `dream run` printed differs from the pass record of that run (the store is the truth)."""
+    from dream_assets.passes.outcome import load_outcome
+
+    found = _RUN_ID.search(said)
+    if found is None:
+        return ["dream run printed no run id: " + said[-300:]]
+    run_id, shown = found.group(1), dict(_PASS_LINE.findall(said))
+    wrong = []
+    for name in MODEL_PASSES + ("log_retention", "archive_purge", "importance_decay", "contradiction_sweep"):
+        record = load_outcome(profile, name)
+        truth = record["status"] if record and record.get("cycle_id") == run_id else "not run"
+        if name in shown and shown[name] != truth:
+            wrong.append(f"{name}: dream run said {shown[name]!r}, its pass record says {truth!r}")
+    return wrong
+
+
+def _wait_for(check: Callable[[], Any], timeout_s: float, poll_s: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            found = check()
+        except Exception:  # noqa: BLE001 - the database may be away for a moment: look again
+            found = None
+        if found:
+            return found
+        time.sleep(poll_s)
+    return None
+
+
+def outage_trials(work: Path, tally: Counter, notes: list[str], run_timeout_s: float = 120.0) -> None:
+    """Against a throwaway PostgreSQL (deploy/dagster-postgres.yaml): (1) the server stops in the middle of a
+    `dream run` and comes back; what the run printed must match the pass records, and no fact is lost or change half
+    applied; (2) a `dream run` holding the `llm` slot is killed with SIGKILL and another agent's run starts: the time
+    until a model pass of any agent holds the slot again is ``faults.fleet_stalled_s`` (target: at most the run
+    timeout, ``faults.run_timeout_s``)."""
+    import dagster as dg
+
+    from dream_assets.store.connection import close_all
+    from dream_assets_tests.openai_server import OpenAITestServer, hang
+    from dream_assets_tests.postgres_server import PostgresUnavailable, start_postgres
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        server_cm = start_postgres()
+        pg = server_cm.__enter__()
+    except PostgresUnavailable as exc:
+        notes.append(f"outage section skipped: no PostgreSQL server ({exc})")
+        return
+    saved_env = dict(os.environ)
+    try:
+        db = pg.create_database("faults_outage")
+        home = work / "outage-home"
+        home.mkdir()
+        shutil.copy(root / "deploy" / "dagster-postgres.yaml", home / "dagster.yaml")
+        os.environ.update(pg.env(db))
+        env = {
+            **os.environ,
+            "DAGSTER_HOME": str(home),
+            "DREAM__RunTimeout": str(int(run_timeout_s)),
+            "DREAM_LOG_LEVEL": "WARNING",
+        }
+        agents = {}
+        for i, name in enumerate(("alpha", "bravo", "charlie")):
+            agents[name] = AgentProfile(work / "outage" / name)
+            build_demo_profile(agents[name], NOW - timedelta(hours=1), n_memories=40, seed=i + 1)
+        close_all()
+
+        # (1) the server stops while a cycle runs, and comes back
+        alpha = agents["alpha"]
+        before = memory_state(alpha)
+        out = work / "outage-alpha.out"
+        proc = _dream_run(alpha, env, out)
+        first = alpha.pass_report_path("importance_decay")
+        _wait_for(first.exists, 300)
+        pg.stop()
+        time.sleep(5)
+        pg.start()
+        try:
+            proc.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            tally["outage_problems"] += 1
+            notes.append("a dream run did not end within 900 s of a PostgreSQL outage")
+        tally["outage_trials"] += 1
+        said = out.read_text(encoding="utf-8", errors="replace")
+        wrong = _misreported_passes(alpha, said)
+        tally["misreported"] += len(wrong)
+        notes.extend(f"outage: {w}" for w in wrong)
+        after = memory_state(alpha)
+        found = _RUN_ID.search(said)
+        lost = lost_facts(before, after)
+        tally["facts_lost"] += len(lost)
+        if found:
+            half = partial_applies(before, after, change_rows(alpha, found.group(1)))
+            tally["partial_applies"] += len(half)
+            notes.extend(f"outage: {h}" for h in half[:3])
+
+        # (2) kill -9 a dream run that holds the llm slot; another agent's run must get it back
+        with OpenAITestServer(default=hang(900)) as llm, dg.DagsterInstance.from_config(str(home)) as instance:
+            bravo, charlie = agents["bravo"], agents["charlie"]
+            (bravo.root / "dream.toml").write_text(
+                f'LlmBaseUrl = "{llm.base_url}"\nLlmModel = "test"\nLlmTimeout = 900\nLlmMaxRetries = 0\n',
+                encoding="utf-8",
+            )
+
+            def claimed() -> list[str]:
+                return [c.run_id for c in instance.event_log_storage.get_concurrency_info("llm").claimed_slots]
+
+            holder = _dream_run(bravo, env, work / "outage-bravo.out")
+            held = _wait_for(lambda: llm.requests and claimed(), 300)
+            if not held:
+                holder.kill()
+                tally["outage_problems"] += 1
+                notes.append("outage: the hanging run never held the llm slot")
+                return
+            holder.kill()  # SIGKILL while it holds the slot
+            holder.wait(timeout=60)
+            killed = time.monotonic()
+            waiter = _dream_run(charlie, env, work / "outage-charlie.out")
+            got = _wait_for(lambda: [r for r in claimed() if r not in held] or waiter.poll() is not None, 900, 0.1)
+            stalled = time.monotonic() - killed
+            waiter.wait(timeout=900)
+            tally["outage_trials"] += 1
+            emit("faults.fleet_stalled_s", 1, stalled, "s")
+            emit("faults.run_timeout_s", 1, run_timeout_s, "s")
+            said = (work / "outage-charlie.out").read_text(encoding="utf-8", errors="replace")
+            if not got or stalled > run_timeout_s or waiter.returncode != 0:
+                tally["outage_problems"] += 1
+                notes.append(f"outage: the next agent waited {stalled:.0f} s for the llm slot: {said[-300:]}")
+            dead = instance.get_run_by_id(held[0])
+            if dead is None or dead.status != dg.DagsterRunStatus.FAILURE:
+                tally["misreported"] += 1
+                notes.append(f"outage: the killed run is {dead.status if dead else 'gone'}, not failed")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        close_all()
+        server_cm.__exit__(None, None, None)
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="CI-sized run")
@@ -1037,7 +1321,13 @@ def main(argv: Iterable[str] | None = None) -> int:
             ),
             ("sweep", lambda: sweep_trials(template, work, 8 if args.quick else 300, tally, notes)),
             ("embeddings", lambda: embeddings_trials(template, work, 4 if args.quick else 40, tally, notes)),
+            (
+                "hostile_files",
+                lambda: hostile_file_section(template, work, args.quick, tally, notes),
+            ),
         ]
+        if not args.quick:
+            sections.append(("outage", lambda: outage_trials(work, tally, notes)))
         for name, section in sections:
             t0 = time.perf_counter()
             try:
@@ -1059,7 +1349,10 @@ def main(argv: Iterable[str] | None = None) -> int:
     emit(
         "faults.misreported",
         n,
-        tally["misreported"] + tally["hostile_log_pass_failures"] + tally["section_errors"],
+        tally["misreported"]
+        + tally["hostile_log_pass_failures"]
+        + tally["section_errors"]
+        + tally["hostile_file_failures"],
         "count",
     )
     emit("faults.undo_failures", n, tally["undo_failures"], "count")
@@ -1083,6 +1376,11 @@ def main(argv: Iterable[str] | None = None) -> int:
         "sweep_trials",
         "sweep_superseded",
         "embedding_saves",
+        "hostile_file_trials",
+        "hostile_file_failures",
+        "hostile_file_stuck",
+        "outage_trials",
+        "outage_problems",
     ):
         emit(f"faults.{key}", n, tally[key], "count")
     emit("faults.seconds", n, time.perf_counter() - started, "s")
@@ -1099,6 +1397,9 @@ def main(argv: Iterable[str] | None = None) -> int:
         + tally["embedding_wrong_merges"]
         + tally["embedding_poisoned"]
         + tally["embedding_not_recovered"]
+        + tally["hostile_file_failures"]
+        + tally["hostile_file_stuck"]
+        + tally["outage_problems"]
     )
     return 1 if bad else 0
 

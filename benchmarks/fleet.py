@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import multiprocessing as mp
 import os
 import shutil
 import subprocess
@@ -54,6 +53,7 @@ from dream_assets.demo import build_demo_profile  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.store.connection import close_all  # noqa: E402
 from dream_assets_tests.daemon import running_daemon  # noqa: E402
+from dream_assets_tests.workers import WorkerDied, map_in_workers, spawn_pool  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_VARS = ("DAGSTER_PG_HOST", "DAGSTER_PG_PORT", "DAGSTER_PG_USERNAME", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_DB")
@@ -223,13 +223,13 @@ def fleet(n: int, workdir: Path, workers: int, dagster_cycles: int = DAGSTER_CYC
         through_dagster, rest = agents[:dagster_cycles], agents[dagster_cycles:]
         shares = [through_dagster[i::workers] for i in range(workers)]
         started = time.perf_counter()
-        ctx = mp.get_context("spawn")
-        with ctx.Pool(workers) as pool:
-            failed = sum(pool.map(_cycle_worker, [(str(home), str(root), now.isoformat(), s) for s in shares]))
+        with spawn_pool(workers) as pool:
+            jobs = [(str(home), str(root), now.isoformat(), s) for s in shares]
+            failed = sum(map_in_workers(pool, _cycle_worker, jobs))
             elapsed = time.perf_counter() - started
             if rest:
                 library = [(str(root), now.isoformat(), rest[i::workers]) for i in range(workers)]
-                failed += sum(pool.map(_library_worker, library))
+                failed += sum(map_in_workers(pool, _library_worker, library))
         if failed:
             note(f"{failed} of {n} cycles failed")
         emit(
@@ -333,7 +333,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="dream-fleet-") as tmp:
         workdir = Path(tmp)
         for n in sizes:
-            fleet(n, workdir, args.workers, dagster_cycles=QUICK_DAGSTER_CYCLES if args.quick else DAGSTER_CYCLES)
+            try:
+                fleet(n, workdir, args.workers, dagster_cycles=QUICK_DAGSTER_CYCLES if args.quick else DAGSTER_CYCLES)
+            except WorkerDied as exc:
+                sys.exit(f"fleet benchmark stopped at N = {n}: {exc}")
         if args.daemon_only or not args.quick:
             daemon_vs_inprocess(workdir)
 

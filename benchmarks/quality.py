@@ -28,16 +28,24 @@ the change log. One JSON object per line:
 * quality.model_calls and the cycles run, the merges and how many unrelated facts share an entry.
 
 Stale facts (every run, ``--quick`` too): per conversation, a store holding the speakers' first observations plus
-facts later contradicted, written by rules from the conversation's speakers and session dates: a home or a job that
-changes at a later session, and an agent's claim a user correction contradicts; half of the changes carry subject
-time. Look-alike events that are both true (two trips) sit next to them. The contradiction sweep runs until nothing
-waits, once with the offline backend and once with a judge that proposes every true supersession among the pairs it
-is shown plus hostile ones the host must refuse (the reverse direction where subject time says otherwise, an agent's
-claim over a user correction, unknown, unshown, empty and self ids):
+facts later contradicted, written by rules from the conversation's speakers and session dates: a home, a job or a
+manager that changes at a later session, and an agent's claim a user correction contradicts; half of the changes
+carry subject time. Look-alike events that are both true (two trips) sit next to them. The contradiction sweep runs
+until nothing waits, once with the offline backend and once with a judge that proposes every true supersession among
+the pairs it is shown plus hostile ones the host must refuse (the reverse direction where subject time says
+otherwise, an agent's claim over a user correction, unknown, unshown, empty and self ids):
 
 * quality.stale_live_after — contradicted facts still live after the sweep (judge; target <= 0.05), and
   quality.stale_live_after.offline for the offline backend (it proposes no supersession: judgement is needed);
-* quality.wrong_supersessions — entries archived as superseded that were not stale (target 0), for both.
+* quality.wrong_supersessions — entries archived as superseded that were not stale (target 0), for both;
+* quality.current_first — per contradicted fact and each of two questions about it ("Who is Caroline's manager?"),
+  the share where ``memories.search(question, limit=10)`` ranks the newest version (the later state, or the user's
+  correction even when the agent's claim was saved after it) above the stale one, both still live: saved, not yet
+  swept (target >= 0.95); quality.current_first.after_sweep (judge) and .after_sweep.offline after the sweep, where a
+  stale version archived must not be returned at all.
+
+``--option NAME=VALUE`` (repeatable) sets a dream option for the whole run, e.g. ``--option RecallRecencyWeight=0.2``:
+the recall options' defaults were chosen by comparing quality.recall10_* and quality.current_first across values.
 
 ``--year``: 365 daily cycles on one or two conversations whose sessions are spread over the year, with a scripted
 model that answers like the offline backend but makes a realistic mistake in 1 of 100 decisions (each merge and each
@@ -63,6 +71,7 @@ import re
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -93,6 +102,13 @@ SEED = 20240809
 QUICK_CONVERSATIONS = ("conv-26", "conv-30")
 YEAR_CONVERSATIONS = ("conv-26", "conv-30")
 WORDS_KEPT = 0.6  # share of a fact's content words its live home must hold
+
+
+def seed_ids(seed: int) -> None:
+    """Entry ids from a seeded generator instead of the system's: BM25 breaks ties by id, so with random ids the
+    recall figures move by an item or two from run to run; seeded, every figure repeats."""
+    rng = random.Random(f"{seed}:ids")
+    uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
 
 
 def emit(name: str, n: int, value: float, unit: str) -> None:
@@ -584,6 +600,7 @@ class Totals:
     calls: Counter = field(default_factory=Counter)
     stale_left: list[str] = field(default_factory=list)
     wrong_supersessions: list[str] = field(default_factory=list)
+    stale_first: list[str] = field(default_factory=list)
 
 
 def run_conversation(corpus: Corpus, root: Path, options: DreamOptions, max_cycles: int, totals: Totals) -> None:
@@ -837,6 +854,7 @@ def run_year(
 
 # ---------------------------------------------------------------------------------------------- main
 # ---------------------------------------------------------------------------------------------- stale facts
+MANAGERS = ("Tom Becker", "Priya Shah", "Ana Ruiz", "Kofi Mensah", "Lena Vogel", "Ravi Iyer", "Mei Chen", "Omar Haddad")
 CITIES = ("Lisbon", "Toronto", "Osaka", "Denver", "Krakow", "Nairobi", "Austin", "Bergen", "Porto", "Quebec")
 JOBS = ("nurse", "barista", "architect", "teacher", "pilot", "chef", "librarian", "welder", "editor", "dentist")
 
@@ -849,11 +867,14 @@ class StaleSet:
     reversible: set[str]  # stale keys whose pair carries subject time (a reversed proposal must be refused)
     corrections: set[str]  # stale keys superseded by a user correction
     last_at: datetime
+    questions: dict[str, list[str]] = field(default_factory=dict)  # stale key -> questions about the fact
 
 
 def build_stale_set(conv: dict[str, Any], seed: int, background: int = 60) -> StaleSet:
     """The conversation's first ``background`` observations, then per speaker rule-written changes of state."""
     rng = random.Random(f"{seed}:stale:{conv['sample_id']}")
+    # A separate stream for the manager changes, so the other facts stay those of earlier runs.
+    managers = random.Random(f"{seed}:stale-managers:{conv['sample_id']}")
     talk = conv["conversation"]
     speakers = [talk["speaker_a"], talk["speaker_b"]]
     sessions = sorted(int(k.split("_")[1]) for k in talk if re.fullmatch(r"session_\d+", k))
@@ -869,6 +890,7 @@ def build_stale_set(conv: dict[str, Any], seed: int, background: int = 60) -> St
     stale: dict[str, str] = {}
     reversible: set[str] = set()
     corrections: set[str] = set()
+    questions: dict[str, list[str]] = {}
     for k, speaker in enumerate(speakers):
         cat = f"people/{speaker.lower()}"
         early, late = sorted(rng.sample(sessions[: max(2, len(sessions) // 2)], 2))
@@ -881,6 +903,7 @@ def build_stale_set(conv: dict[str, Any], seed: int, background: int = 60) -> St
         def meta(t: datetime, on: bool) -> dict[str, str]:
             return {"subjectTime": t.strftime("%Y-%m")} if on else {}
 
+        m1, m2 = managers.sample(MANAGERS, 2)
         pairs = [
             (f"{speaker} lives in {a}.", f"{speaker} moved to {b} and lives there now.", with_time, "home"),
             (
@@ -889,12 +912,24 @@ def build_stale_set(conv: dict[str, Any], seed: int, background: int = 60) -> St
                 not with_time,
                 "job",
             ),
+            (
+                f"{speaker}'s manager is {m1}.",
+                f"{speaker}'s manager is {m2} since {t2.date().isoformat()}.",
+                with_time,
+                "manager",
+            ),
         ]
+        asked = {
+            "home": [f"Where {speaker} lives", f"{speaker} lives in which city?"],
+            "job": [f"What {speaker} works as", f"{speaker} works as what?"],
+            "manager": [f"Who is {speaker}'s manager?", f"{speaker}'s manager"],
+        }
         for old, new, timed, kind in pairs:
             ok, nk = f"stale-{speaker}-{kind}-old", f"stale-{speaker}-{kind}-new"
             facts.append(Fact(ok, old, cat, t1, (), "", "stale", meta(t1, timed)))
             facts.append(Fact(nk, new, cat, t2, (), "", "stale", meta(t2, timed)))
             stale[ok] = nk
+            questions[ok] = asked[kind]
             if timed and t1.strftime("%Y-%m") != t2.strftime("%Y-%m"):
                 reversible.add(ok)
         # An agent's claim and the user's correction of it; the claim is the newer entry.
@@ -916,6 +951,7 @@ def build_stale_set(conv: dict[str, Any], seed: int, background: int = 60) -> St
         facts.append(Fact(ck, f"{speaker}'s birthday is on {month} {d1}.", cat, t2, (), "", "stale"))
         stale[ck] = uk
         corrections.add(ck)
+        questions[ck] = [f"When is {speaker}'s birthday?", f"{speaker}'s birthday"]
         # Two trips: both true, never a supersession.
         c1, c2 = rng.sample(CITIES, 2)
         facts.append(
@@ -942,7 +978,28 @@ def build_stale_set(conv: dict[str, Any], seed: int, background: int = 60) -> St
                 meta(t2, True),
             )
         )
-    return StaleSet(conv["sample_id"], facts, stale, reversible, corrections, max(when.values()))
+    return StaleSet(conv["sample_id"], facts, stale, reversible, corrections, max(when.values()), questions)
+
+
+def current_first(store: Any, stale: StaleSet, ids: dict[str, str], label: str, totals: Totals) -> None:
+    """Per stale fact and question about it: does the fact's newest version rank above the stale one in
+    ``memories.search(question, limit=10)``? A stale version not returned ranks below; a newest version not returned
+    is a miss."""
+    c = totals.counts
+    for old_key, questions in sorted(stale.questions.items()):
+        old_id, new_id = ids[old_key], ids[stale.stale[old_key]]
+        for question in questions:
+            found = [e.id for e, _ in store.memories.search(question, limit=10)]
+            c[f"current:{label}:total"] += 1
+            if new_id in found and (old_id not in found or found.index(new_id) < found.index(old_id)):
+                c[f"current:{label}:first"] += 1
+            else:
+                text = {f.key: f.content for f in stale.facts}
+                totals.stale_first.append(
+                    f"{label}: {question!r}: {text[stale.stale[old_key]]!r} at "
+                    f"{found.index(new_id) + 1 if new_id in found else 'none'}, {text[old_key]!r} at "
+                    f"{found.index(old_id) + 1 if old_id in found else 'none'}"
+                )
 
 
 def stale_judge(stale: StaleSet, ids: dict[str, str]) -> Any:
@@ -983,6 +1040,8 @@ def run_stale_set(stale: StaleSet, root: Path, options: DreamOptions, judge: boo
         ).entry.id
         for f in stale.facts
     }
+    if not judge:  # the same store either way: measured once, before any sweep
+        current_first(store, stale, ids, "unswept", totals)
     store.close()
     backend = CountingBackend(ScriptedBackend(stale_judge(stale, ids)) if judge else OfflineBackend())
     now = stale.last_at + timedelta(days=1)
@@ -1000,6 +1059,7 @@ def run_stale_set(stale: StaleSet, root: Path, options: DreamOptions, judge: boo
     store = open_store(profile, options)
     try:
         entries = {e.id: e for e in store.memories.list_all()}
+        current_first(store, stale, ids, f"swept:{label}", totals)
     finally:
         store.close()
     c = totals.counts
@@ -1041,6 +1101,7 @@ def print_examples(totals: Totals, n: int) -> None:
         ("fact lost", totals.lost),
         ("stale fact still live", totals.stale_left),
         ("wrong supersession", totals.wrong_supersessions),
+        ("stale version ranked first", totals.stale_first),
     ):
         for item in items[:n]:
             print(f"example: {title}: {item[:600]}", file=sys.stderr)
@@ -1061,8 +1122,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mistake-rate", type=float, default=0.01, help="--year: share of decisions that go wrong")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--examples", type=int, default=5, help="examples of each shortfall printed on stderr")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a dream option for every store and cycle of the run (repeatable), e.g. RecallRecencyWeight=0.2",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     logging.disable(logging.WARNING)
+    seed_ids(args.seed)
     started = time.perf_counter()
     if args.conversations:
         wanted: Sequence[str] | None = [s.strip() for s in args.conversations.split(",") if s.strip()]
@@ -1071,7 +1140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         wanted = QUICK_CONVERSATIONS if args.quick else None
     convs = load_conversations(data_dir(args.data), wanted)
-    options = DreamOptions(LlmBackend="offline")
+    overrides = dict(item.split("=", 1) for item in args.option if "=" in item)
+    if len(overrides) != len(args.option):
+        parser.error("--option takes NAME=VALUE")
+    options = DreamOptions.load(env={}, overrides={**overrides, "LlmBackend": "offline"})
     totals = Totals()
     with tempfile.TemporaryDirectory(prefix="dream-bench-quality-") as tmp:
         for conv in convs:
@@ -1126,6 +1198,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "fraction",
     )
     emit("quality.wrong_supersessions.offline", stale_n, c["stale:offline:wrong"], "count")
+    for label, name in (
+        ("unswept", "quality.current_first"),
+        ("swept:offline", "quality.current_first.after_sweep.offline"),
+        ("swept:judge", "quality.current_first.after_sweep"),
+    ):
+        asked = int(c[f"current:{label}:total"])
+        emit(name, asked, _ratio(c[f"current:{label}:first"], asked), "fraction")
     emit("quality.model_calls", n, sum(totals.calls.values()), "calls")
     for pass_name, calls in sorted(totals.calls.items()):
         emit(f"quality.model_calls.{pass_name}", n, calls, "calls")

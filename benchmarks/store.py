@@ -12,7 +12,8 @@ entries: save (with dedup) p50 <= 10 ms, recall p50 <= 20 ms, duplicate scan <= 
 Fair access (n = 10,000): an agent process saves 20 times a second while a second process runs pass-like store work
 (read the live list, think, write an entry and its change-log row in one transaction). ``store.pass_wait_p99_s`` is
 how long the pass waited to get the store for one of its sessions (target <= 2 s); ``store.save_under_cycle_p99_ms``
-is the agent's save latency meanwhile (target <= 250 ms).
+is the agent's save latency meanwhile (target <= 250 ms). ``store.undo_under_saves_ratio``: the undo of a cycle of 300
+changes while the agent saves, over the same undo alone (target: a small factor; it takes turns of the file).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories  # noqa: E402
+from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.store import open_store  # noqa: E402
@@ -44,11 +46,20 @@ def emit(name: str, n: int, value: float, unit: str) -> None:
     print(json.dumps({"name": name, "n": n, "value": round(value, 3), "unit": unit}), flush=True)
 
 
+def corpus(n: int) -> list[MemoryEntry]:
+    """The benchmark corpus of ``n`` entries (the same for every run of a size)."""
+    return _memories(random.Random(n), NOW, n)
+
+
+def recall_queries(rng: random.Random, count: int) -> list[str]:
+    """What an agent recalls: a person's first name, a tool and a topic."""
+    return [f"{rng.choice(PEOPLE).split()[0]} {rng.choice(TOOLS)} {rng.choice(TOPICS)}" for _ in range(count)]
+
+
 def build(root: Path, n: int) -> AgentProfile:
     profile = AgentProfile(root / f"bench-{n}").ensure()
     store = open_store(profile, DreamOptions())
-    rng = random.Random(n)
-    store.memories.put_many(_memories(rng, NOW, n))
+    store.memories.put_many(corpus(n))
     return profile
 
 
@@ -72,7 +83,7 @@ def bench_save_and_recall(profile: AgentProfile, n: int) -> None:
         store.memories.save(text, category="notes", now=NOW + timedelta(seconds=i))
         times.append(time.perf_counter() - t)
     emit("store.save_p50_ms", n, statistics.median(times) * 1000, "ms")
-    queries = [f"{rng.choice(PEOPLE).split()[0]} {rng.choice(TOOLS)} {rng.choice(TOPICS)}" for _ in range(300)]
+    queries = recall_queries(rng, 300)
     times = []
     for q in queries:
         t = time.perf_counter()
@@ -172,6 +183,54 @@ def bench_fair_access(profile: AgentProfile, n: int, seconds: float) -> None:
     emit("store.saves_under_cycle", n, len(latencies), "count")
 
 
+def _created_cycle(store, cycle: str, k: int) -> None:
+    """A cycle that created ``k`` entries, each with its change-log row (what an undo puts back, one target each)."""
+    live = store.memories.list_live()[:k]
+    with store.transaction():
+        for i, entry in enumerate(live):
+            made = store.memories.put(entry.with_(id=f"{cycle}-{i}", created_at=NOW, updated_at=NOW))
+            store.changes.record(
+                cycle_id=cycle,
+                pass_name="memory_consolidation",
+                kind="created",
+                target_type="memory",
+                target_id=made.id,
+                before=None,
+                after=made,
+                reason="benchmark",
+                now=NOW,
+            )
+
+
+def bench_undo_under_saves(profile: AgentProfile, n: int, targets: int = 300) -> None:
+    """The undo of a cycle of ``targets`` changes alone, then while an agent saves 20 times a second:
+    ``store.undo_under_saves_ratio`` is the second over the first (target: a small factor, not one turn per target)."""
+    store = open_store(profile, DreamOptions())
+    _created_cycle(store, "undo-alone", targets)
+    t = time.perf_counter()
+    assert store.changes.undo_cycle("undo-alone", now=NOW + timedelta(hours=1)).ok
+    alone = time.perf_counter() - t
+    _created_cycle(store, "undo-busy", targets)
+    store.close()
+    ctx = mp.get_context("spawn")
+    ready, queue = ctx.Event(), ctx.Queue()
+    agent = ctx.Process(target=_agent, args=(str(profile.root), max(10.0, 20 * alone + 5), ready, queue))
+    agent.start()
+    if not ready.wait(120):
+        raise RuntimeError("the agent process did not start")
+    time.sleep(0.5)
+    store = open_store(profile, DreamOptions())
+    t = time.perf_counter()
+    assert store.changes.undo_cycle("undo-busy", now=NOW + timedelta(hours=2)).ok
+    busy = time.perf_counter() - t
+    store.close()
+    queue.get(timeout=300)
+    agent.join(60)
+    emit("store.undo_alone_s", targets, alone, "s")
+    emit("store.undo_under_saves_s", targets, busy, "s")
+    emit("store.undo_under_saves_ratio", targets, busy / alone if alone else 0.0, "ratio")
+
+
 def _p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
@@ -185,13 +244,16 @@ def main() -> None:
     sizes = [10_000] if args.quick else [args.n * 3 // 10, args.n]
     with tempfile.TemporaryDirectory() as tmp:
         if not args.quick:
-            bench_fair_access(build(Path(tmp), 10_000), 10_000, seconds=30)
+            fair = build(Path(tmp), 10_000)
+            bench_fair_access(fair, 10_000, seconds=30)
+            bench_undo_under_saves(fair, 10_000)
         for n in sizes:
             profile = build(Path(tmp), n)
             bench_scan(profile, n)
             bench_save_and_recall(profile, n)
             if args.quick:
                 bench_fair_access(profile, n, seconds=15)
+                bench_undo_under_saves(profile, n)
             shutil.rmtree(profile.root, ignore_errors=True)
 
 

@@ -782,7 +782,7 @@ def status(
 ) -> DreamStatus:
     """Counts, whether the agent counts as active, the last cycle and every pass's last outcome."""
     from dream_assets.cycle_report import latest_cycle_id
-    from dream_assets.pass_status import load_outcomes, recorded_at
+    from dream_assets.passes.outcome import load_outcomes, recorded_at
     from dream_assets.passes.registry import PASSES
 
     call = _begin(profile, options, now)

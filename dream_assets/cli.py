@@ -1,4 +1,11 @@
-"""The `dream` command: set up a profile, run a cycle through Dagster, undo a cycle, import logs, show status."""
+"""The `dream` command: set up a profile, run a cycle through Dagster, undo a cycle, import logs, show status,
+rebuild a damaged store, remove an agent.
+
+Exit codes (README "Exit codes"): 0 done; 1 the command ran and something failed (a pass, lines not imported, an
+unexpected error); 2 refused, nothing done (a usage or configuration error, no such profile, cycle or pass, a store
+that is damaged or busy); 3 `dream undo` undid nothing. A failure prints one line naming the file or URL; the
+traceback and the logs only with --verbose.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import logging
 import os
 import shutil
 import sys
+import traceback
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +25,8 @@ from dream_assets.options import DreamOptions, OptionsError, load_agent_options
 from dream_assets.profile import AgentProfile, holds_profile
 
 DEMO_PROFILE = "data/agents/demo"
+#: `--demo` creates the demo agent only in a folder of this name (data/agents/demo): a mistyped profile is refused.
+DEMO_AGENT = "demo"
 #: `dream status` shows this many characters of a longer fingerprint unless --full.
 FINGERPRINT_SHOWN = 80
 
@@ -46,10 +56,23 @@ def _options(profile: AgentProfile) -> DreamOptions:
     return load_agent_options(profile)
 
 
+def _refuse_demo_elsewhere(args: argparse.Namespace) -> None:
+    """``--demo`` on a missing profile makes the demo agent only in a folder named ``demo``: anything else is taken
+    for a mistyped profile (a fake agent would otherwise be made there and dreamed over)."""
+    profile = _profile(args, must_exist=False)
+    if profile.agent_id != DEMO_AGENT:
+        raise MissingProfile(
+            f"no agent profile at {profile.root}; the demo agent is only made at {DEMO_PROFILE} (a folder named "
+            f"{DEMO_AGENT}): check the path, or create this agent with `dream init --profile {args.profile}`"
+        )
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from dream_assets.demo import build_demo_profile
 
     profile = _profile(args, must_exist=False)
+    if args.if_missing and args.demo and not holds_profile(profile.root):
+        _refuse_demo_elsewhere(args)
     if profile.store_path.exists():
         if args.if_missing:
             print(f"profile {profile.root} already exists; leaving it as it is")
@@ -86,7 +109,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except UnknownPass as exc:
         print(f"dream run --force: {exc}", file=sys.stderr)
         return 2
-    if args.demo and not _profile(args, must_exist=False).store_path.exists():
+    if args.demo and not holds_profile(_profile(args, must_exist=False).root):
+        _refuse_demo_elsewhere(args)
         args.if_missing, args.force = True, False
         cmd_init(args)
     profile = _profile(args)
@@ -107,14 +131,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     backend = resolve_backend_name(options)
     identity = configured_model_identity(options)
-    print(f"dream cycle for agent {profile.agent_id!r} at {profile.root} (model backend: {identity})")
+    print(f"dream cycle for agent {profile.agent_id!r} at {args.profile} (model backend: {identity})")
     if forced:
         print(f"forced this run (change gate and minimum interval ignored once): {', '.join(forced)}")
-    run = run_cycle_in_dagster(profile, now=args.now, force=forced, force_reason=args.reason)
+    run = run_cycle_in_dagster(
+        profile, now=args.now, force=forced, force_reason=args.reason, log_level=_log_level(args)
+    )
     width = max(len(p.name) for p in PASSES)
     for spec in PASSES:
         status, summary = run.summaries.get(spec.name, ("not run", ""))
-        print(f"  {spec.name:<{width}}  {status:<9}  {summary}")
+        # a failure's reason is said once, on the last line
+        print(f"  {spec.name:<{width}}  {status:<9}  {'why: see the last line' if status == 'failed' else summary}")
+    passed = [name for name, found in run.checks.items() if found is None]
+    if passed:
+        print(f"memory audit: {len(passed)} of {len(run.checks)} checks passed ({', '.join(passed)})")
+    for name, found in run.checks.items():
+        if found is not None:
+            print(f"memory audit: check {name} FAILED ({found})")
     failed_calls = f", {run.failed_calls} failed" if run.failed_calls else ""
     print(f"model calls this cycle: {run.answered_calls} answered{failed_calls} ({identity})")
     switched = [name for name, (_, summary) in run.summaries.items() if "(model switch:" in summary]
@@ -122,14 +155,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"model switch: ran once with {identity}: {', '.join(switched)}")
     elif backend != "offline" and run.model_calls == 0:
         print("no model pass had new input; `dream run --force PASS` runs one anyway")
+    if run.from_pass_records:
+        print(
+            f"Dagster's event log did not record {', '.join(run.from_pass_records)} (is its database reachable?); "
+            "their status above is from the pass records the passes wrote with their ledger stamps"
+        )
+    for freed in run.freed_runs:
+        print(f"freed the pool slots of a dead run — {freed}")
     where = "; open the Dagster UI (make dev) to see it" if run.persistent else ""
     if run.ok:
         print(f"run {run.run_id} succeeded{where}")
         return 0
+    if run.interrupted:
+        print(f"run {run.run_id} STOPPED by a signal (SIGTERM or SIGINT){where}; the next cycle runs what it did not")
+        return 1
     print(f"run {run.run_id} FAILED{where}")
-    problems = [f"{name} failed: {reason}" for name, reason in run.failed.items()] + run.step_errors
+    problems = [f"{', '.join(names)} failed: {reason}" for reason, names in _said_once(run.failed).items()]
+    problems += run.step_errors
     if not problems:
-        problems = ["the Dagster run failed without a pass failure; see the run's logs"]
+        problems = ["the Dagster run failed without a pass failure; see the run's logs (--verbose shows them)"]
     print("cycle FAILED — " + "; ".join(problems))
     return 1
 
@@ -170,6 +214,19 @@ def cmd_check_model(args: argparse.Namespace) -> int:
     return 0 if not bad else 1
 
 
+def _said_once(reasons: dict[str, str]) -> dict[str, list[str]]:
+    """The failed passes grouped by reason, each reason without the text of another pass's reason quoted in it
+    (``could not reach it earlier in this cycle (...)``): a cause shared by many passes is printed once, with the pass
+    that met it."""
+    grouped: dict[str, list[str]] = {}
+    for name, reason in reasons.items():
+        for other, theirs in reasons.items():
+            for quoted in {theirs, theirs.split("; ")[0]} if other != name and theirs else ():
+                reason = reason.replace(f" ({quoted})", "")
+        grouped.setdefault(reason, []).append(name)
+    return grouped
+
+
 def cmd_undo(args: argparse.Namespace) -> int:
     from dream_assets.passes.registry import PassRunning, no_pass_running
     from dream_assets.store import open_store
@@ -181,6 +238,10 @@ def cmd_undo(args: argparse.Namespace) -> int:
     try:
         if args.list:
             return _list_changes(store, args.profile)
+        unknown = _unknown_undo_target(profile, store, args)
+        if unknown:
+            print(f"dream undo: {unknown}", file=sys.stderr)
+            return 2
         # Never beside a running pass: an undo between a pass's read and its write would leave half of each.
         with no_pass_running(profile, wait=args.wait):
             result = store.changes.undo_cycle(args.cycle, now=_now(args), pass_name=args.pass_name, force=args.force)
@@ -222,6 +283,26 @@ def cmd_undo(args: argparse.Namespace) -> int:
     # Exit 0 when the undo did something usable (put records back, or found nothing left to do), even if some entries
     # could not be restored or were refused under --force (those are listed above); 3 when nothing was undone.
     return 0 if result.applied else 3
+
+
+def _unknown_undo_target(profile: AgentProfile, store, args: argparse.Namespace) -> str | None:
+    """Why ``--cycle``/``--pass`` name nothing that exists (a mistyped pass, a cycle this agent never ran), or None.
+    A cycle that ran but changed nothing is not unknown: the undo then says it has nothing to undo."""
+    from dream_assets.cycle_report import saved_report
+    from dream_assets.passes.outcome import load_outcomes
+    from dream_assets.passes.registry import PASSES
+
+    names = [p.name for p in PASSES]
+    if args.pass_name is not None and args.pass_name not in [*names, RESTORE_PASS]:
+        return f"no pass named {args.pass_name!r}; the passes are {', '.join([*names, RESTORE_PASS])}"
+    cycles = {cycle for cycle, _, _ in store.changes.cycles()}
+    ran = any(o.get("cycle_id") == args.cycle for o in load_outcomes(profile, names).values())
+    if args.cycle not in cycles and not ran and saved_report(profile, args.cycle) is None:
+        return (
+            f"no such cycle {args.cycle!r} for agent {profile.agent_id}; nothing was changed "
+            f"(the cycles are listed by `dream undo --profile {args.profile} --list`)"
+        )
+    return None
 
 
 def _list_changes(store, profile_arg: str) -> int:
@@ -296,7 +377,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     """Every pass with its last run, status and reason, when it runs next, its model calls and its full ledger
     fingerprint."""
-    from dream_assets.pass_status import load_outcomes, recorded_at
+    from dream_assets.passes.outcome import load_outcomes, recorded_at
     from dream_assets.passes.registry import PASSES
     from dream_assets.store import open_store
     from dream_assets.store.ledger import PassLedger
@@ -471,6 +552,55 @@ def cmd_import_logs(args: argparse.Namespace) -> int:
     return 1 if total.malformed or total.wrong_kind else 0
 
 
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    """A fresh store from the newest snapshot (or --snapshot); the damaged file is moved aside, never overwritten."""
+    from dream_assets.store.rebuild import rebuild_store
+
+    profile = _profile(args, must_exist=False)
+    if not profile.root.is_dir():
+        raise MissingProfile(f"no agent profile at {profile.root}; nothing to rebuild")
+    snapshot = Path(args.snapshot) if args.snapshot else None
+    result = rebuild_store(profile, _now(args), snapshot=snapshot, options=_options(profile), force=args.force)
+    if result.damaged_aside is not None:
+        print(f"kept the damaged store as {result.damaged_aside}")
+    print(
+        f"rebuilt {profile.store_path} from the snapshot {result.snapshot}: {result.memories_live} live memories, "
+        f"{result.memories_archived} archived, {result.skills} skills, {result.purges} purge record(s); changes "
+        "after the snapshot are lost and the change log starts empty (older cycles cannot be undone)"
+    )
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    """Take the agent out of the Dagster instance (its partition); keep its data aside, or delete it."""
+    from dream_assets.launch.agents import instance_home, remove_agent_partition
+
+    profile = _profile(args, must_exist=False)
+    home = instance_home()
+    removed = remove_agent_partition(profile.agent_id, home)
+    print(
+        f"removed agent {profile.agent_id!r} from the Dagster instance in {home}"
+        if removed
+        else f"agent {profile.agent_id!r} was not registered in the Dagster instance in {home}"
+    )
+    if not profile.root.exists():
+        print(f"no data at {profile.root}")
+    elif args.delete_data:
+        shutil.rmtree(profile.root)
+        print(f"deleted its data at {profile.root}")
+    else:
+        # Out of the profile root's top level, or the discovery sensor would register the agent again.
+        aside = profile.root.parent / REMOVED_FOLDER / f"{profile.agent_id}-{_now(args):%Y%m%dT%H%M%SZ}"
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(profile.root), aside)
+        print(f"kept its data at {aside} (the discovery sensor does not look there; --delete-data deletes it)")
+    return 0
+
+
+#: Where `dream remove` keeps a removed agent's data, under the profile root.
+REMOVED_FOLDER = ".removed"
+
+
 #: `dream memory` exit codes: done; nothing found (no hit, no such id); refused (a value breaks a rule, no profile);
 #: the store could not be reached in time (try again).
 MEMORY_OK, MEMORY_NOT_FOUND, MEMORY_INVALID, MEMORY_BUSY = 0, 1, 2, 3
@@ -574,6 +704,9 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--profile", default=DEMO_PROFILE, help=f"agent profile folder (default {DEMO_PROFILE})")
         sp.add_argument("--now", help="act as if it were this ISO-8601 instant (replays, demos)")
+        sp.add_argument(
+            "--verbose", action="store_true", help="on a failure, print the traceback; `dream run`: the run's logs"
+        )
 
     sp = sub.add_parser("init", help="create an agent profile (with --demo: the bundled demo agent)")
     common(sp)
@@ -668,6 +801,25 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_import_logs)
 
     sp = sub.add_parser(
+        "rebuild",
+        help="rebuild a damaged store from the newest Parquet snapshot (the damaged file is kept aside, never "
+        "overwritten)",
+    )
+    common(sp)
+    sp.add_argument("--snapshot", help="this snapshot folder (snapshots/<time>) instead of the newest")
+    sp.add_argument("--force", action="store_true", help="rebuild even a store that is readable")
+    sp.set_defaults(func=cmd_rebuild)
+
+    sp = sub.add_parser(
+        "remove",
+        help="remove the agent from the Dagster instance (DAGSTER_HOME, else .dagster_home); its data is moved to "
+        f"{REMOVED_FOLDER}/ under the profile root, or deleted with --delete-data",
+    )
+    common(sp)
+    sp.add_argument("--delete-data", action="store_true", help="delete the agent's profile folder")
+    sp.set_defaults(func=cmd_remove)
+
+    sp = sub.add_parser(
         "memory",
         help="save, search, get, forget or show the history of a memory (as the MCP tools do); exit 0 done, "
         "1 nothing found, 2 refused (the message names the field), 3 store busy",
@@ -723,25 +875,56 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _log_level(args: argparse.Namespace) -> str:
+    """What the logs print: ``DREAM_LOG_LEVEL`` when set; else INFO with --verbose, and only what the command
+    itself prints without it (each failure is one line of the command's own)."""
+    return os.environ.get("DREAM_LOG_LEVEL") or ("INFO" if getattr(args, "verbose", False) else "CRITICAL")
+
+
+def _refusals() -> tuple[type[BaseException], ...]:
+    """Errors that leave everything as it was and say so in their message (exit 2)."""
+    from dream_assets.launch.agents import InstanceMissing
+    from dream_assets.store.connection import StoreError
+    from dream_assets.store.rebuild import RebuildError
+
+    return (MissingProfile, StoreError, RebuildError, InstanceMissing)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     # Dagster's beta/deprecation notices are for developers of this project, not for people running it.
     warnings.filterwarnings("ignore", module=r"dagster(\.|$)")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
-    logging.basicConfig(
-        level=os.environ.get("DREAM_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s"
-    )
     args = build_parser().parse_args(argv)
+    logging.basicConfig(level=_log_level(args), format="%(levelname)s %(name)s: %(message)s")
     if args.command == "undo" and not args.list and not args.cycle:
         print("dream undo: give --cycle ID (see --list)", file=sys.stderr)
         return 2
     try:
         return int(args.func(args))
     except OptionsError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+        _traceback(args)
+        print(f"configuration error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except MissingProfile as exc:
-        print(f"dream {args.command}: {exc}", file=sys.stderr)
-        return 2
+    except Exception as exc:  # noqa: BLE001 - every failure is one line naming the file or URL; --verbose: the rest
+        _traceback(args)
+        if isinstance(exc, _refusals()):
+            print(f"dream {args.command}: {_one_line(exc)}", file=sys.stderr)
+            return 2
+        print(
+            f"dream {args.command} failed: {type(exc).__name__}: {_one_line(exc)}"
+            + ("" if args.verbose else " (--verbose shows the traceback)"),
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _traceback(args: argparse.Namespace) -> None:
+    if getattr(args, "verbose", False):
+        traceback.print_exc()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The per-cycle report for people who do not open Dagster: what the cycle changed — merged, archived, superseded,
 protected, rejected with the reasons — the model calls and tokens, and the commands that undo it.
 
-Built from the pass records of the cycle (``pass-reports/``, see ``dream_assets.pass_status``) and the change log
+Built from the pass records of the cycle (``pass-reports/``, see ``dream_assets.passes.outcome``) and the change log
 (what is still undoable). The cycle writes it as Markdown under ``reports/<cycle-id>.md`` in the profile and keeps the
 newest ``REPORTS_KEEP``; `dream report` prints it.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from dream_assets.file_safety import atomic_write
 from dream_assets.model import iso
-from dream_assets.pass_status import changes_of, load_outcomes, recorded_at
+from dream_assets.passes.outcome import changes_of, load_outcomes, recorded_at
 from dream_assets.passes.report import Change
 from dream_assets.profile import AgentProfile
 from dream_assets.store.changes import PassChanges

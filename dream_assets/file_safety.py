@@ -12,6 +12,7 @@ is untouched. A process killed outright leaves at most the temp file, which ``is
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import uuid
@@ -109,3 +110,37 @@ def fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+#: The largest agent-writable JSON file read (a lease, a pass record, the deferred-pass list are a few kilobytes).
+READ_JSON_MAX_BYTES = 32 * 1024 * 1024
+
+
+class UnreadableFile(ValueError):
+    """A file that exists but cannot be used: the message names the file and says why."""
+
+
+def read_json_file(path: Path, *, max_bytes: int = READ_JSON_MAX_BYTES) -> Any:
+    """The JSON value in ``path``, read defensively: the file is one an agent or a person may have written.
+
+    UTF-8 (with or without a byte-order mark), UTF-16 and UTF-32 are read (``json.loads`` detects them: PowerShell
+    writes UTF-16). Raises ``FileNotFoundError`` when the file is absent and ``UnreadableFile`` (naming the file) for
+    anything else that makes it unusable: a folder or unreadable file, more than ``max_bytes``, undecodable text,
+    invalid JSON, or nesting too deep for the parser. Never anything else, so a caller that treats an unreadable file
+    as absent catches exactly these two."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnreadableFile(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > max_bytes:
+        raise UnreadableFile(f"{path}: larger than {max_bytes} bytes")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise UnreadableFile(f"{path}: JSON nested too deeply to read") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UnreadableFile(f"{path}: not valid JSON ({str(exc)[:200]})") from None

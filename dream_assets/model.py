@@ -127,7 +127,7 @@ def user_correction_signs(category: str, tags: Iterable[str], metadata: Mapping[
     """Whether a record with these fields is a user correction: saved from feedback of kind Correction (metadata
     ``feedbackKind``), stated by the user (metadata ``source`` in :data:`USER_SOURCES`), tagged ``user-correction``,
     or filed under ``feedback/from-user`` with the tag ``correction``. The one place these signs are read
-    (``passes/standing.is_user_correction`` adds the decision consolidation records on the entries it writes); tag
+    (``store/standing.is_user_correction`` adds the decision consolidation records on the entries it writes); tag
     and value spellings are compared without case."""
     folded = {str(t).strip().casefold() for t in tags}
     return (

@@ -9,6 +9,7 @@ binding mirrors the spec's ``Dream__X`` convention as ``DREAM__X``; a section ma
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 import tomllib
@@ -232,6 +233,23 @@ class DreamOptions:
         maximum=1.0,
     )
     MaxContentChars: int = _opt(16_000, "largest memory content accepted", minimum=1)
+    # Recall order (store/recall.py): BM25 x (1 + RecallRecencyWeight x recency + RecallReinforcementWeight x
+    # reinforcement), then the current version of a fact before a stale one. Defaults measured by
+    # benchmarks/quality.py (quality.recall10_*, quality.current_first): recall@10 before / after cycles is
+    # 0.5783 / 0.5929 at 0; recency 0.05, 0.1, 0.2 give 0.5776 / 0.5929, 0.5783 / 0.5952, 0.5753 / 0.5922, and 0.3
+    # and 1 are lower on --quick; reinforcement is lower at every weight tried (0.1 to 1). None is a clear gain.
+    RecallRecencyWeight: float = _opt(
+        0.0,
+        "search boost for recently seen entries: 0.5^(age/RecallRecencyHalfLife), age counted back from the most "
+        "recently seen match; 0 = none",
+        minimum=0.0,
+    )
+    RecallRecencyHalfLife: timedelta = _opt(
+        timedelta(days=30), "age at which the recency boost of search is halved", duration="positive"
+    )
+    RecallReinforcementWeight: float = _opt(
+        0.0, "search boost for reinforced entries: 1 - 1/reinforcement_count; 0 = none", minimum=0.0
+    )
     StoreLockTimeout: timedelta = _opt(timedelta(seconds=60), "longest wait for the store's process lock")
 
     # --- Model (Llm: section) ---
@@ -328,6 +346,11 @@ class DreamOptions:
         timedelta(days=30),
         "finished Dagster runs older than this are deleted daily with their events; zero keeps them all",
     )
+    RunTimeout: timedelta = _opt(
+        timedelta(minutes=5),
+        "a run with no sign of life (its heartbeat) for this long is dead: it is marked failed and the pool slots it "
+        "held are freed (a run on the same machine whose process is gone is dead at once); zero waits for ever",
+    )
 
     # ------------------------------------------------------------------
     def replace(self, **changes: Any) -> DreamOptions:
@@ -396,8 +419,18 @@ def _canonical(key: str, where: str) -> str:
     name = "".join(parts)
     found = _BY_LOWER.get(name.lower())
     if found is None:
-        raise OptionsError(f"unknown dream option {key!r} (from {where}); known options: {', '.join(sorted(_FIELDS))}")
+        raise OptionsError(f"unknown dream option {key!r} (from {where}); {_closest(name)}{OPTIONS_LISTED}")
     return found
+
+
+#: Where every option is listed with its default and what it accepts.
+OPTIONS_LISTED = "(every option, with its default: the DreamOptions class in dream_assets/options.py)"
+
+
+def _closest(name: str) -> str:
+    """`did you mean X? ` for the option nearest a mistyped name (case aside), or nothing when none is near."""
+    near = difflib.get_close_matches(name.lower(), list(_BY_LOWER), n=1, cutoff=0.6)
+    return f"did you mean {_BY_LOWER[near[0]]}? " if near else ""
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -33,6 +33,22 @@ class PostgresServer:
     port: int
     user: str
     bin_dir: Path
+    data_dir: Path | None = None
+    options: str = ""
+    as_user: str | None = None
+
+    def stop(self) -> None:
+        """Stop the server at once, as a crash or an outage does (``-m immediate``: no clean shutdown)."""
+        self._ctl("-m", "immediate", "stop")
+
+    def start(self) -> None:
+        """Start it again after :meth:`stop`, on the same port and data."""
+        self._ctl("-o", self.options, "-l", str(Path(str(self.data_dir)).parent / "server.log"), "-w", "start")
+
+    def _ctl(self, *args: str) -> None:
+        if self.data_dir is None:
+            raise PostgresUnavailable("this server was not started by start_postgres: it cannot be stopped here")
+        _run([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), *args], as_user=self.as_user, timeout=120)
 
     def env(self, database: str) -> dict[str, str]:
         """The environment variables ``deploy/dagster-postgres.yaml`` reads, for ``database`` on this server."""
@@ -111,7 +127,7 @@ def start_postgres() -> Iterator[PostgresServer]:
             as_user=as_user,
             timeout=120,
         )
-        server = PostgresServer("127.0.0.1", port, USER, bin_dir)
+        server = PostgresServer("127.0.0.1", port, USER, bin_dir, data, options, as_user)
         deadline = time.monotonic() + 30
         while True:
             ready = subprocess.run(

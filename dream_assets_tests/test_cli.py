@@ -1,5 +1,7 @@
 """The `dream` command as a user runs it: init the demo, run a cycle through Dagster, undo it."""
 
+from pathlib import Path
+
 import pytest
 
 from dream_assets.cli import main
@@ -183,6 +185,8 @@ def test_run_counts_answered_model_calls_apart_from_failed_ones(tmp_path, capsys
         ["restore", "--id", "abc"],
         ["import-logs", "--kind", "tool-call", "x.jsonl"],
         ["run"],
+        ["run", "--demo"],  # `make run PROFILE=data/agents/dmeo`: the demo is made only in a folder named demo
+        ["init", "--demo", "--if-missing"],  # `make dev PROFILE=...`
     ],
 )
 def test_a_mistyped_profile_is_refused_with_the_init_hint_and_nothing_is_created(tmp_path, capsys, command):
@@ -190,10 +194,54 @@ def test_a_mistyped_profile_is_refused_with_the_init_hint_and_nothing_is_created
     AgentProfile(root / "demo").ensure()
     typo = root / "nope"
     assert main([*command[:1], "--profile", str(typo), *command[1:]]) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert f"no agent profile at {typo}" in err and f"dream init --profile {typo}" in err
+    assert len(err.strip().splitlines()) == 1 and out == ""
     assert not typo.exists()
     assert [p.agent_id for p in discover_profiles(root)] == ["demo"]
+
+
+def test_a_damaged_store_is_one_line_naming_it_and_the_traceback_only_with_verbose(tmp_path, capsys):
+    profile = AgentProfile(tmp_path / "agents" / "a1").ensure()
+    profile.store_path.write_bytes(b"not a database" * 100)
+    for command in (["status"], ["undo", "--list"], ["restore", "--id", "x"]):  # report: the README test
+        assert main([*command[:1], "--profile", str(profile.root), *command[1:]]) == 2
+        out, err = capsys.readouterr()
+        assert len(err.strip().splitlines()) == 1 and str(profile.store_path) in err, (command, err)
+        assert "Traceback" not in err
+    assert main(["status", "--profile", str(profile.root), "--verbose"]) == 2
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+    # no snapshot to rebuild from: refused, named, the damaged file untouched
+    assert main(["rebuild", "--profile", str(profile.root)]) == 2
+    err = capsys.readouterr().err
+    assert f"no snapshot under {profile.snapshots_dir}" in err and len(err.strip().splitlines()) == 1
+    assert profile.store_path.read_bytes() == b"not a database" * 100
+
+
+def test_remove_takes_the_agent_out_of_the_instance_and_keeps_or_deletes_its_data(tmp_path, capsys, monkeypatch):
+    import dagster as dg
+
+    from dream_assets.orchestration.partitions import AGENTS
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    root = tmp_path / "agents"
+    kept, gone = AgentProfile(root / "kept").ensure(), AgentProfile(root / "gone").ensure()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions(AGENTS, ["kept", "gone", "deleted"])
+    assert main(["remove", "--profile", str(kept.root), "--now", NOW]) == 0
+    assert main(["remove", "--profile", str(gone.root), "--delete-data"]) == 0
+    assert main(["remove", "--profile", str(root / "deleted")]) == 0  # its folder was deleted by hand
+    out = capsys.readouterr().out
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_dynamic_partitions(AGENTS) == []
+    assert not kept.root.exists() and (root / ".removed" / "kept-20261130T120000Z" / "logs").is_dir()
+    assert not gone.root.exists() and f"deleted its data at {gone.root}" in out
+    assert f"no data at {root / 'deleted'}" in out
+    assert list(discover_profiles(root)) == []  # the kept data is never registered again
+    assert main(["remove", "--profile", str(kept.root)]) == 0
+    assert "was not registered" in capsys.readouterr().out
 
 
 def _agent_with_memories(tmp_path):
@@ -333,3 +381,48 @@ def test_run_force_calls_a_held_pass_once_and_the_next_plain_cycle_is_gated_agai
     assert main(["run", "--profile", str(profile), "--now", "2026-11-30T14:00:00Z"]) == 0
     plain = capsys.readouterr().out
     assert " skipped " in consolidation_line(plain) and "model calls this cycle: 0 answered (offline)" in plain
+
+
+@pytest.mark.slow  # a whole cycle through `dream run`
+def test_a_pass_whose_event_log_write_failed_is_reported_from_its_pass_record(tmp_path, capsys, monkeypatch):
+    """The instance's database goes away as memory consolidation records its materialization: the pass applied its
+    changes and stamped the ledger, so `dream run` shows it completed (from its pass record), never "not run"."""
+    import shutil
+
+    import dagster as dg
+
+    from dream_assets.passes.outcome import load_outcome
+    from dream_assets.profile import AgentProfile
+    from dream_assets.store.ledger import PassLedger
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("DREAM__ConsolidationMinInterval", "0")
+    handle = dg.DagsterInstance.handle_new_event
+    outages = []
+
+    def outage(self, event, *args, **kwargs):
+        de = event.dagster_event
+        if de is not None and de.event_type_value == "ASSET_MATERIALIZATION" and not outages:
+            if de.asset_key.to_user_string() == "memory_consolidation":
+                outages.append(de)  # once: the database is back for what follows
+                raise ConnectionError("server closed the connection unexpectedly")
+        return handle(self, event, *args, **kwargs)
+
+    monkeypatch.setattr(dg.DagsterInstance, "handle_new_event", outage)
+    root = tmp_path / "agents" / "demo"
+    assert main(["run", "--profile", str(root), "--demo", "--now", NOW]) == 1
+    out = capsys.readouterr().out
+    record = load_outcome(AgentProfile(root), "memory_consolidation")
+    assert record["status"] == "completed" and PassLedger(AgentProfile(root)).get("memory_consolidation")
+    (line,) = [line for line in out.splitlines() if line.startswith("  memory_consolidation ")]
+    assert " completed " in line and record["summary"] in line
+    assert "Dagster's event log did not record memory_consolidation" in out
+    assert "FAILED" in out  # the Dagster run did fail; the pass did not
+    # and the UI shows the pass's outcome too, from its pass record, once the database is back
+    with dg.DagsterInstance.get() as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey("memory_consolidation"))
+    meta = event.asset_materialization.metadata
+    assert meta["status"].value == "completed" and "pass record of run" in meta["recorded_from"].value

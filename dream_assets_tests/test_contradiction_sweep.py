@@ -290,6 +290,77 @@ def test_an_entry_saved_while_the_call_runs_keeps_the_pass_due(store, profile, p
     assert report.counts["eligible"] == 1 and late[0].id in backend.requests[0].prompt
 
 
+# --- the answer and the review stamps commit together; reasons are model text --------------------------------------
+
+
+@pytest.fixture
+def two_pairs(store):
+    paris = put(store, "Alice lives in Paris near the Louvre.", days_ago=40, metadata={"subjectTime": "2024-01"})
+    berlin = put(
+        store, "Alice moved to Berlin, she lives in Kreuzberg.", days_ago=2, metadata={"subjectTime": "2024-06"}
+    )
+    tea = put(store, "Bob drinks green tea every morning.", days_ago=30, category="people/bob")
+    coffee = put(store, "Bob drinks black coffee every morning now.", days_ago=1, category="people/bob")
+    return (berlin, paris), (coffee, tea)
+
+
+def _pairs_answer(*pairs):
+    return {"supersessions": [{"winnerId": w.id, "loserId": lo.id, "reason": r} for (w, lo), r in pairs]}
+
+
+@pytest.mark.parametrize(
+    "reason", ["later fact \ud800", "later \x1b[31mfact\x1b[0m"], ids=["lone-surrogate", "ansi-escape"]
+)
+def test_a_pair_with_an_unusable_reason_is_ignored_and_the_rest_applies(store, profile, two_pairs, reason):
+    first, second = two_pairs
+    report, _ = run_scripted(
+        run_contradiction_sweep, profile, store, [_pairs_answer((first, "moved"), (second, reason))]
+    )
+    assert report.status == "completed", report.reason
+    assert report.counts["superseded"] == 1 and report.counts["ignored"] == 1
+    assert store.memories.get(first[1].id).is_archived and not store.memories.get(second[1].id).is_archived
+    assert any("supersessions[1].reason contains" in c.detail for c in report.changes)
+    assert all(REVIEWED_KEY in store.memories.get(e.id).metadata for e in (*first, *second))  # reviewed, stamped
+
+
+def test_a_two_megabyte_reason_is_cut_with_a_note(store, profile, two_pairs):
+    first, _ = two_pairs
+    report, _ = run_scripted(run_contradiction_sweep, profile, store, [_pairs_answer((first, "x" * 2_000_000))])
+    assert report.status == "completed", report.reason
+    assert report.counts["superseded"] == 1 and report.counts["reasons_cut"] == 1
+    kept = store.memories.get(first[1].id).metadata["supersessionReason"]
+    assert len(kept) <= 500
+    assert any("cut to 500" in line for line in report.lines)
+
+
+def test_a_failure_while_applying_leaves_neither_changes_nor_stamps_and_the_next_run_retries(
+    store, profile, two_pairs, monkeypatch
+):
+    from dream_assets.store.memory import MemoryStore
+
+    first, second = two_pairs
+    real = MemoryStore.supersede
+    calls = []
+
+    def dies_on_the_second(self, *args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise RuntimeError("killed while applying")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MemoryStore, "supersede", dies_on_the_second)
+    answer_ = _pairs_answer((first, "moved"), (second, "switched"))
+    both = DreamOptions(ContradictionSweepMaxSupersededShare=1.0)  # one answer may supersede both losers
+    with pytest.raises(RuntimeError, match="killed while applying"):
+        run_scripted(run_contradiction_sweep, profile, store, [answer_], options=both)
+    assert store.memories.counts()["archived"] == 0  # the first pair did not stay applied on its own
+    assert all(REVIEWED_KEY not in e.metadata for e in store.memories.list_live())  # nor the stamps
+    monkeypatch.setattr(MemoryStore, "supersede", real)
+    again, backend = run_scripted(run_contradiction_sweep, profile, store, [answer_], options=both, cycle_id="c2")
+    assert again.status == "completed" and again.counts["superseded"] == 2, again.summary
+    assert len(backend.requests) == 1  # not "skipped — no new or changed entry"
+
+
 # --- the removal guard of a supersession ------------------------------------------------------------------------------
 
 

@@ -317,6 +317,9 @@ def test_a_missing_profile_folder_skips_that_agent(root, instance):
     assert any("agent gone skipped" in w and "is missing" in w for w in warnings)
     discovery, warnings = _sensor(defs.get_sensor_def("agent_discovery_sensor"), instance, root)
     assert "gone" in discovery.skip_reason.skip_message and "missing" in discovery.skip_reason.skip_message
+    # each warning says how to end it: remove the agent's partition
+    assert f"dream remove --profile {root / 'gone'}" in discovery.skip_reason.skip_message
+    assert any(f"dream remove --profile {root / 'gone'}" in w for w in warnings)
 
 
 def test_the_startup_sensor_launches_every_good_agent(root, instance):

@@ -468,6 +468,19 @@ def test_a_skipped_pass_materializes_the_same_numeric_keys_as_when_it_completed(
     assert second["skill_consolidation"]["merged"] == 0 and second["skill_consolidation"]["model_calls"] == 0
     # the cycle's report is written under the profile
     assert len(list(demo.cycle_reports_dir.glob("*.md"))) == 2
+    # memory consolidation: held back by its minimum interval the second time, with the very same keys
+    done, held = first["memory_consolidation"], second["memory_consolidation"]
+    assert done["status"] == "completed" and held["status"] == "skipped"
+    keys = {k for k, v in done.items() if isinstance(v, int | float)}
+    assert keys == {k for k, v in held.items() if isinstance(v, int | float)}
+    assert done["floored"] == 0 and held["floored"] == 1
+    # the counts add up: every count of entries is of the live corpus the pass started from
+    assert done["eligible"] + done["withheld"] == done["live"]
+    assert done["unreviewed"] <= done["live"] and done["live_after"] <= done["live"]
+    # and each count's meaning is in the asset description
+    description = defs.resolve_asset_graph().get(dg.AssetKey("memory_consolidation")).description
+    undocumented = sorted(k for k in keys if not k.startswith("model_") and f"`{k}`" not in description)
+    assert undocumented == [], undocumented
 
 
 def test_the_lineage_reads_inputs_logs_memory_and_skills_then_audit(root):

@@ -10,9 +10,9 @@ from dream_assets.llm.busy import model_busy
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
-from dream_assets.pass_status import load_outcome
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.deferral import retry_delay, retry_due
+from dream_assets.passes.outcome import load_outcome
 from dream_assets.passes.registry import by_name
 from dream_assets_tests.conftest import NOW
 
@@ -140,7 +140,7 @@ def test_the_retry_sensor_requests_a_deferred_pass_when_its_retry_is_due(root, i
 
 
 def test_the_deferred_pass_list_follows_the_outcomes(profile, store):
-    from dream_assets.pass_status import deferred_index_path, load_deferred
+    from dream_assets.passes.outcome import deferred_index_path, load_deferred
 
     store.memories.save("Alice lives in Paris.", now=NOW - timedelta(days=3))
     store.memories.save("Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))

@@ -58,7 +58,7 @@ def _provider(
     return EmbeddingProvider(
         model="nomic-embed-text",
         base_url=server.base_url,
-        timeout_s=2.0,
+        timeout_s=30.0,  # a guard against a hang: every answer here comes at once
         max_retries=max_retries,
         batch_size=batch_size,
         usage=usage,

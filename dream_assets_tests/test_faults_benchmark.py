@@ -40,6 +40,8 @@ def test_quick_fault_run_loses_nothing_and_misreports_nothing():
     assert metrics["faults.fuzz_trials"] >= 200
     assert metrics["faults.hostile_log_trials"] == 1
     assert metrics["faults.concurrent_saves"] > 20 and metrics["faults.concurrent_cycles"] > 2
+    assert metrics["faults.hostile_file_trials"] >= 8
+    assert metrics["faults.hostile_file_failures"] == 0 and metrics["faults.hostile_file_stuck"] == 0, problems
     assert metrics["faults.sweep_trials"] >= 8 and metrics["faults.sweep_superseded"] > 0
     assert metrics["faults.embedding_saves"] >= 20
     assert proc.returncode == 0, problems

@@ -78,8 +78,16 @@ def test_an_idle_fleet_is_decided_once_then_not_read_again_until_a_file_moves(fl
     os.utime(store, ns=(st.st_atime_ns, st.st_mtime_ns))
     second = _tick(defs, GATE, instance, root, cursor=first.cursor, now=NOW + timedelta(minutes=10))
     assert not second.run_requests
-    assert "3 agent(s) unchanged" in second.skip_reason.skip_message
+    assert "memory_consolidation: 3 agent(s) unchanged" in second.skip_reason.skip_message
     assert "bravo skipped" not in second.skip_reason.skip_message
+    # each agent not decided again is named with the pass, its last run and its next forced run
+    forced = NOW + DreamOptions().DreamPassMaxSkipInterval
+    for name in names:
+        assert (
+            f"memory_consolidation for {name}: unchanged since its last decision (last ran "
+            f"{NOW:%Y-%m-%dT%H:%M:%S}" in second.skip_reason.skip_message
+        ), second.skip_reason.skip_message
+    assert f"next forced run {forced:%Y-%m-%dT%H:%M:%S}" in second.skip_reason.skip_message
     store.write_bytes(original)
     os.utime(store, ns=(st.st_atime_ns, st.st_mtime_ns))
 

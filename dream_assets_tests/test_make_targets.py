@@ -130,6 +130,7 @@ def test_the_instance_is_configured_from_the_template_and_no_dagster_yaml_sits_i
     assert result.returncode == 0, result.stderr
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_settings("telemetry") == {"enabled": False}
+        assert instance.get_settings("nux") == {"enabled": False}  # no community dialog over the UI's first page
         assert instance.get_settings("concurrency")["pools"]["default_limit"] == 1
 
 
@@ -157,6 +158,13 @@ def test_make_backfill_registers_the_agent_and_materializes_the_days_without_bet
     assert result.returncode == 0, output[-3000:]
     assert "DagsterInvalidSubsetError" not in output
     assert "BetaWarning" not in output and "PreviewWarning" not in output
+    # no line per Dagster event: one summary of what was materialized and where to see it
+    assert " - DEBUG - " not in output and len(output.strip().splitlines()) <= 8, output
+    assert (
+        "backfill: materialized agent demo 2026-11-01..2026-11-03: log_warehouse 3/3 day(s), "
+        "wisp_failure_history 3/3 day(s); run " in result.stdout
+    )
+    assert f"in {home} (see it with `make dev`" in result.stdout
     days = {f"demo|2026-11-0{d}" for d in (1, 2, 3)}
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert instance.get_dynamic_partitions(AGENTS) == ["demo"]
@@ -241,11 +249,24 @@ def _processes_with(marker: bytes) -> list[int]:
     return pids
 
 
+def _ignore_sigint() -> None:
+    """What a non-interactive shell does to a job it starts with `&`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     not Path("/proc/self/environ").exists(), reason="needs /proc to find the processes make dev started"
 )
-@pytest.mark.parametrize("how", ["SIGTERM to make", "Ctrl-C (SIGINT to the process group)"])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "SIGTERM to make",
+        "Ctrl-C (SIGINT to the process group)",
+        # A script's `make dev &` inherits SIGINT ignored; `dagster dev` maps SIGTERM onto SIGINT's disposition.
+        "SIGTERM to make started as a background job (SIGINT ignored)",
+    ],
+)
 def test_make_dev_stops_with_all_its_services(tmp_path, how):
     home, port = tmp_path / "home", _free_port()
     marker = f"DAGSTER_HOME={home}".encode()
@@ -267,6 +288,7 @@ def test_make_dev_stops_with_all_its_services(tmp_path, how):
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_ignore_sigint if "background job" in how else None,
         )
     try:
         deadline = time.monotonic() + 240

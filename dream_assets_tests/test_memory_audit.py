@@ -126,3 +126,19 @@ def test_deleting_the_entry_an_exact_duplicate_was_folded_into_orphans_the_folde
     take_snapshot(profile, store, NOW + timedelta(hours=1))
     result = run_audit(profile, options, NOW + timedelta(hours=1))
     assert "m0" in result.unexplained_deletes and "m1" in result.orphaned_sources
+
+
+def test_a_replayed_cycle_at_the_same_instant_takes_its_snapshot_and_keeps_the_earlier_one(profile, options):
+    from dream_assets.store.snapshots import list_snapshots
+
+    build_demo_profile(profile, NOW, with_logs=False)
+    store = open_store(profile, options)
+    first, _ = take_snapshot(profile, store, NOW)
+    store.memories.save("Replays take their own snapshot.", now=NOW)
+    second, counts = take_snapshot(profile, store, NOW)  # a second cycle with the same --now
+    (listed,) = list_snapshots(profile)
+    assert listed.path == second.path and listed.taken_at == NOW
+    assert "Replays take their own snapshot." in listed.read("memories").column("content").to_pylist()
+    kept = [p for p in profile.snapshots_dir.iterdir() if p.name.startswith(first.path.name + ".replaced-")]
+    assert len(kept) == 1 and (kept[0] / "memories.parquet").is_file()
+    assert run_audit(profile, options, NOW).counts["unexplained_deletes"] == 0

@@ -192,6 +192,29 @@ def test_failed_cluster_scan_degrades_to_unreviewed_only(run, store, monkeypatch
     assert any("near-duplicate scan failed" in line for line in report.lines)
 
 
+def test_a_failing_embeddings_scan_clusters_by_the_lexical_measure(profile, store):
+    from dream_assets_tests.openai_server import refusing_base_url
+
+    store.memories.put_many(
+        [
+            entry("a", "Kestrel ships on Fridays.", reviewed=True),
+            entry("b", "Kestrel ships on Fridays!", reviewed=True),
+            entry("c", "The user's badge number is 4471.", reviewed=True),
+        ]
+    )
+    with refusing_base_url() as dead:
+        options = NO_FLOOR.replace(EmbeddingModel="test-embedding", EmbeddingBaseUrl=dead, LlmMaxRetries=0)
+        run = Run(profile, store, options)
+        report = run(answer())
+    assert report.status == "completed", report.reason
+    (request,) = run.requests
+    assert sorted(e["id"] for e in request.inputs["entries"]) == [
+        "a",
+        "b",
+    ]  # the reviewed pair is still offered as a cluster, found by the lexical measure
+    assert any("embeddings failed" in line and "lexical measure" in line for line in report.lines)
+
+
 def test_prompt_carries_temporal_context_and_recent_feedback(run, store, profile):
     store.memories.put_many(
         [
@@ -722,7 +745,7 @@ def test_summary_line_and_counts(run, store, profile, caplog):
     caplog.set_level(logging.INFO, logger="dream_assets")
     report = run(answer(merge("Kestrel ships on Fridays.", "a", "b"), delete=("n", "vip", "h")))
     assert report.summary == (
-        "memory consolidation summary — live 4, reviewed 2, created since last run 4, merged 1, "
+        "memory consolidation summary — live 6 (4 after), reviewed 2, created since last run 4, merged 1, "
         "repaired 0, rejected 0, ephemeral 1, protected 2 (1 by the removal guard)"
     )
     assert report.summary in caplog.text

@@ -16,7 +16,7 @@ from dream_assets.cycle import run_cycle
 from dream_assets.cycle_report import build_cycle_report, write_cycle_report
 from dream_assets.demo import build_demo_profile
 from dream_assets.options import DreamOptions
-from dream_assets.pass_status import LEVEL_COUNTS, load_outcome
+from dream_assets.passes.outcome import LEVEL_COUNTS, load_outcome
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store

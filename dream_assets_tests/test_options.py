@@ -90,9 +90,27 @@ def test_invalid_values_name_the_option_the_value_and_what_is_accepted(key, valu
     assert key.split("__")[-1] in msg and repr(value) in msg and fragment in msg
 
 
-def test_unknown_option_is_refused_with_the_known_names():
-    with pytest.raises(OptionsError, match="unknown dream option 'Intervall'"):
+def test_unknown_option_is_refused_with_the_closest_name_and_where_every_option_is_listed():
+    with pytest.raises(OptionsError, match="unknown dream option 'Intervall'") as err:
         DreamOptions.load(env={"DREAM__Intervall": "PT1H"})
+    assert "did you mean Interval?" in str(err.value)
+
+
+def test_a_mistyped_option_in_dream_toml_names_the_file_the_closest_option_and_the_list_in_one_short_line(tmp_path):
+    toml = tmp_path / "dream.toml"
+    toml.write_text('ConsolidationMinIntervall = "PT2H"\n')
+    with pytest.raises(OptionsError) as err:
+        DreamOptions.load(env={}, profile_toml=toml)
+    message = str(err.value)
+    assert "\n" not in message and len(message) < 300, message
+    assert f"unknown dream option 'ConsolidationMinIntervall' (from {toml})" in message
+    assert "did you mean ConsolidationMinInterval?" in message
+    assert "dream_assets/options.py" in message
+    # nothing near: no guess, still the list's place
+    toml.write_text("Zzzz = 1\n")
+    with pytest.raises(OptionsError) as err:
+        DreamOptions.load(env={}, profile_toml=toml)
+    assert "did you mean" not in str(err.value) and "dream_assets/options.py" in str(err.value)
 
 
 def test_malformed_toml_names_the_file(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -177,3 +178,96 @@ def test_the_daemon_registers_every_agent_and_launches_its_cycle_through_the_que
             assert set(instance.get_dynamic_partitions("agents")) == set(AGENTS)
             assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in done), [(r.run_id, r.status) for r in done]
             assert {r.tags["dagster/partition"] for r in done} == set(AGENTS)
+
+
+def _dream_run(profile: AgentProfile, env: dict[str, str], out: Path) -> subprocess.Popen:
+    handle = open(out, "w", encoding="utf-8")  # noqa: SIM115 - closed with the process by _finish
+    return subprocess.Popen(
+        [sys.executable, "-m", "dream_assets.cli", "run", "--profile", str(profile.root)],
+        cwd=ROOT,
+        env=env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _until(what: str, check, timeout_s: float = 240.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.3)
+    pytest.fail(f"{what}: not within {timeout_s:.0f} s")
+
+
+def _only_waits(instance: dg.DagsterInstance, run_id: str) -> bool:
+    """No step of the run is executing (twice in a row, a second apart): it only waits for a slot."""
+    for _ in range(2):
+        kinds = {dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE}
+        events = instance.all_logs(run_id, of_type=kinds)
+        started = {e.step_key for e in events if e.dagster_event_type == dg.DagsterEventType.STEP_START}
+        ended = {e.step_key for e in events if e.dagster_event_type != dg.DagsterEventType.STEP_START}
+        if started - ended:
+            return False
+        time.sleep(1.0)
+    return True
+
+
+def _llm(instance: dg.DagsterInstance):
+    return instance.event_log_storage.get_concurrency_info("llm")
+
+
+@pytest.mark.slow  # three `dream run` processes on PostgreSQL, one of them killed while it holds the `llm` slot
+def test_a_killed_dream_run_gives_its_llm_slot_back_and_a_waiting_one_stops_on_sigterm(fleet_home, tmp_path):
+    from dream_assets_tests.openai_server import OpenAITestServer, hang
+
+    alpha, bravo, charlie = _agents(tmp_path / "agents", now=datetime.now(UTC))
+    env = {**os.environ, "DREAM__RunTimeout": "600", "DREAM_LOG_LEVEL": "WARNING"}
+    with OpenAITestServer(default=hang(900)) as server, dg.DagsterInstance.from_config(str(fleet_home)) as instance:
+        # alpha's endpoint never answers: its first model step holds the one `llm` slot for as long as it lives
+        (alpha.root / "dream.toml").write_text(
+            f'LlmBaseUrl = "{server.base_url}"\nLlmModel = "test"\nLlmTimeout = 900\nLlmMaxRetries = 0\n',
+            encoding="utf-8",
+        )
+        holder = _dream_run(alpha, env, tmp_path / "alpha.out")
+        try:
+            (held,) = _until("alpha holds the llm slot", lambda: server.requests and _llm(instance).claimed_slots)
+            waiter = _dream_run(bravo, env, tmp_path / "bravo.out")
+            try:
+                waiting = _until(
+                    "bravo waits for the llm slot",
+                    lambda: [s for s in _llm(instance).pending_steps if s.run_id != held.run_id],
+                )
+                # and does nothing else: every step it could run without the slot has finished
+                _until("bravo only waits", lambda: _only_waits(instance, waiting[0].run_id), timeout_s=120)
+                waiter.send_signal(signal.SIGTERM)
+                assert waiter.wait(timeout=120) == 1  # without the fix it waits for ever
+            finally:
+                waiter.kill()
+            said = (tmp_path / "bravo.out").read_text()
+            assert "STOPPED by a signal" in said, said[-3000:]
+            (stopped,) = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": "bravo"}))
+            assert stopped.status == dg.DagsterRunStatus.FAILURE
+            assert [s.run_id for s in _llm(instance).pending_steps if s.run_id == stopped.run_id] == []
+            assert holder.poll() is None and [s.run_id for s in _llm(instance).claimed_slots] == [held.run_id]
+
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(timeout=60)
+        finally:
+            holder.kill()
+        # the next run of another agent gets the slot of the killed one at once, not after the run timeout
+        done = subprocess.run(
+            [sys.executable, "-m", "dream_assets.cli", "run", "--profile", str(charlie.root)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=500,  # under RunTimeout (600 s): only the process check can have freed the slot
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert f"freed the pool slots of a dead run — {held.run_id}" in done.stdout, done.stdout[-3000:]
+        assert "is gone" in done.stdout
+        killed = instance.get_run_by_id(held.run_id)
+        assert killed.status == dg.DagsterRunStatus.FAILURE
+        assert _llm(instance).claimed_slots == []

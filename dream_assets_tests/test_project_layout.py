@@ -5,9 +5,11 @@ them. Nothing reads the environment when the definitions module is imported."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -98,10 +100,9 @@ def test_no_module_imports_one_above_its_layer() -> None:
 #: one above, whether at module level, inside a function, under TYPE_CHECKING, relatively or through importlib. The
 #: model layer sits below the store: save-time dedup in the store calls the embedding endpoint, and the model layer
 #: never reads the store. ``input_fingerprints`` (the data versions of the stores and logs the passes read) sits
-#: between the store and the passes, which stamp those versions. ``pass_status`` is the passes' own outcome record: it
-#: records a ``PassReport`` and ``PassSpec.run`` records every outcome through it, so it is in the passes' layer.
-#: Everything not named here is the rest of the library (gates, cycle, cycle_report, log_analyses, memory_audit,
-#: demo, ...), above the passes.
+#: between the store and the passes, which stamp those versions. Everything not named here is the rest of the library
+#: (gates, cycle, cycle_report, log_analyses, memory_audit, demo, ...), above the passes: a module the passes use
+#: (their outcome record, say) lives inside ``passes/`` or below, never beside the rest as a named exception.
 LIBRARY_LAYERS = {
     "dream_assets": 0,  # the package itself (empty)
     "dream_assets.model": 0,
@@ -115,9 +116,24 @@ LIBRARY_LAYERS = {
     "dream_assets.store": 3,
     "dream_assets.input_fingerprints": 4,
     "dream_assets.passes": 5,
-    "dream_assets.pass_status": 5,
 }
 LIBRARY_LAYER_NAMES = ["base", "text", "llm", "store", "inputs", "passes", "rest of the library"]
+
+
+def test_the_library_layers_are_the_documented_ones() -> None:
+    """The table above is the house layering and nothing more: every top-level module it names is a base module or
+    the inputs layer, and every package it names is a whole layer. A module of the rest of the library cannot be
+    declared part of a lower layer to let a lower module import it; it moves down instead."""
+    above_base = {name: layer for name, layer in LIBRARY_LAYERS.items() if layer > 0}
+    assert above_base == {
+        "dream_assets.text": 1,
+        "dream_assets.llm": 2,
+        "dream_assets.store": 3,
+        "dream_assets.input_fingerprints": 4,
+        "dream_assets.passes": 5,
+    }
+    for name in LIBRARY_LAYERS:
+        assert name.count(".") <= 1, f"{name}: a layer is a package or a top-level module, not a part of one"
 
 
 def _library_layer(name: str) -> int:
@@ -200,7 +216,12 @@ def test_the_library_layer_check_finds_every_kind_of_upward_import(tmp_path: Pat
             "from . import schema",
             "from ..llm.base import M",
         ],
-        "dream_assets/passes/spec.py": ["import importlib", "importlib.import_module('dream_assets.gates')"],
+        "dream_assets/passes/spec.py": [
+            "import importlib",
+            "importlib.import_module('dream_assets.gates')",
+            "from dream_assets.pass_status import record_outcome",
+            "from dream_assets.passes.outcome import load_outcome",
+        ],
         "dream_assets/gates.py": [
             "from dream_assets.passes.registry import PASSES",
             "from dream_assets.cycle import run",
@@ -215,6 +236,7 @@ def test_the_library_layer_check_finds_every_kind_of_upward_import(tmp_path: Pat
     problems = _library_layer_problems(modules, tmp_path)
     assert [p.split(": ", 1)[1] for p in problems] == [
         "llm module dream_assets.llm.contracts imports dream_assets.passes.registry.MODEL_CALLS (passes)",
+        "passes module dream_assets.passes.spec imports dream_assets.pass_status.record_outcome (rest of the library)",
         "passes module dream_assets.passes.spec imports dream_assets.gates (rest of the library)",
         "store module dream_assets.store.memory imports dream_assets.passes.spec (passes)",
         "text module dream_assets.text.bm25 imports dream_assets.store.x (store)",
@@ -298,3 +320,83 @@ def test_importing_the_definitions_reads_no_environment(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == "imported", result.stdout + result.stderr
     assert lines[1].startswith("load failed:") and "Interval" in lines[1], result.stdout + result.stderr
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_the_wheel_lists_every_package_and_maps_the_top_level_directives_onto_the_package() -> None:
+    """Every package folder of dream_assets/ is in the wheel's package list (a list, because the mapped directives
+    package cannot be found by scanning), and dream_assets.directives is the top-level directives/ folder, which
+    holds the built-in file of every model call."""
+    from dream_assets.passes.registry import MODEL_CALLS
+
+    setuptools = _pyproject()["tool"]["setuptools"]
+    folders = {
+        ".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py") if "__pycache__" not in p.parts
+    }
+    assert set(setuptools["packages"]) == folders | {"dream_assets.directives"}
+    assert setuptools["package-dir"] == {"dream_assets.directives": "directives"}
+    assert setuptools["package-data"]["dream_assets.directives"] == ["*.md"]
+    assert not (PACKAGE / "directives").exists(), "the built-in directives live in the top-level directives/ folder"
+    shipped = {p.name for p in (ROOT / "directives").glob("*.md")}
+    assert {call.directive_file for call in MODEL_CALLS.values()} <= shipped
+
+
+@pytest.mark.slow  # builds a wheel (pip, a few seconds)
+def test_an_installed_wheel_finds_the_built_in_directives(tmp_path: Path) -> None:
+    """A wheel built from the project holds the directive files as package data, and the package installed from it
+    (unpacked onto the path, as an install lays it out) loads every model call's built-in directive from there."""
+    import shutil
+    import zipfile
+
+    from dream_assets.passes.registry import MODEL_CALLS
+
+    source = tmp_path / "source"
+    source.mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for name in ("dream_assets", "directives"):
+        shutil.copytree(ROOT / name, source / name, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    dist = tmp_path / "dist"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w", str(dist)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = dist.glob("dream_assets-*.whl")
+    files = {call.directive_file for call in MODEL_CALLS.values()}
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        assert {f"dream_assets/directives/{name}" for name in files} <= names, sorted(names)
+        assert not any(name.startswith("directives/") for name in names)
+        site = tmp_path / "site"
+        archive.extractall(site)
+    code = textwrap.dedent(
+        """
+        import json, sys
+        import dream_assets
+        from dream_assets.llm.directives import load_directive
+        from dream_assets.options import DreamOptions
+        from dream_assets.passes.registry import MODEL_CALLS
+        loaded = {
+            call.directive_file: load_directive(call, None, DreamOptions()) for call in MODEL_CALLS.values()
+        }
+        print(json.dumps({"package": dream_assets.__file__, "loaded": loaded}))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    ran = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    result = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert Path(result["package"]).is_relative_to(site), result["package"]
+    for name, (text, where) in result["loaded"].items():
+        assert where == "built-in" and text == (ROOT / "directives" / name).read_text(encoding="utf-8"), name

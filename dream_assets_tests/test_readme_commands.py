@@ -6,8 +6,9 @@ What cannot run verbatim here, and what stands in for it:
 - the project's environment is not rebuilt: the copy's ``.venv`` links to this checkout's (``make`` sees it set up);
 - ``DREAM__LlmBaseUrl`` points at the OpenAI-compatible test server on 127.0.0.1 instead of a local model;
 - placeholders (``RUN_ID``, ``MEMORY_ID``) become a cycle with undoable changes and an archived memory of the demo;
-- ``make dev`` runs on a free port until the webserver serves the workspace and the daemon is healthy, then gets the
-  SIGTERM a supervisor (or ``kill``) sends and must stop, with everything it started, within STOP_WAIT_S;
+- ``make dev`` runs as a script's background job (``make dev &``: SIGINT ignored, as a shell leaves it) on a free
+  port until the webserver serves the workspace and the daemon is healthy, then gets the SIGTERM a supervisor (or
+  ``kill``) sends and must stop, with everything it started, within STOP_WAIT_S;
 - EXCLUDED commands are not run, each for the reason given there.
 """
 
@@ -380,7 +381,8 @@ def _run_dev_block(checkout: Checkout, block: Block, env: dict[str, str]) -> lis
     problems: list[str] = []
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            ["bash", "-c", _script([command])],
+            # a background job of the script: the shell starts it with SIGINT ignored
+            ["bash", "-c", _script([f"{command} &\nwait $!"])],
             cwd=checkout.root,
             env={**env, "PORT": str(port)},
             stdin=subprocess.DEVNULL,
@@ -479,3 +481,132 @@ def test_readme_blocks_are_read_command_by_command():
     text = "intro\n```sh\nmake run   # one\n\n# a comment\nmake x \\\n    --y z\n```\n```\nnot sh\n```\n"
     [block] = readme_blocks(text)
     assert block.line == 2 and block.commands == ["make run   # one", "make x \\\n    --y z"]
+
+
+# --- what the README says the commands print, and the operator's first-hour paths ------------------------------------
+
+
+def _sample_output() -> list[str]:
+    """The lines of the README's sample `make run` output (the plain ``` block after "`make run` prints")."""
+    text = README.read_text()
+    found = re.search(r"`make run` prints[^\n]*\n\n```\n(.*?)\n```", text, flags=re.S)
+    assert found, "README.md: the sample output of `make run`"
+    return found.group(1).splitlines()
+
+
+def _make_run_output(checkout: Checkout) -> str:
+    block = next(b for b in BLOCKS if any(c.split("#")[0].strip() == "make run" for c in b.commands))
+    if block.id not in checkout.outputs:
+        pytest.skip("the README's `make run` block did not run in this session (run the whole module)")
+    return checkout.outputs[block.id]
+
+
+def test_the_readme_sample_output_is_what_make_run_prints(checkout):
+    """Each sample line is a line `make run` printed: in full, or up to a closing "..." (counts and path included)."""
+    printed = _make_run_output(checkout).splitlines()
+    missing = []
+    for line in _sample_output():
+        if line.strip() == "...":
+            continue
+        if line.endswith("..."):
+            head = line[: -len("...")].rstrip()
+            ok = any(p.startswith(head) for p in printed)
+        else:
+            ok = line in printed
+        if not ok:
+            missing.append(line)
+    assert not missing, "README sample lines `make run` did not print:\n" + "\n".join(missing)
+
+
+def _run(checkout: Checkout, *command: str) -> tuple[int, str, str]:
+    done = subprocess.run(
+        list(command), cwd=checkout.root, env=checkout.env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def _documented_exit_codes() -> dict[int, str]:
+    section = README.read_text().split("### Exit codes", 1)[1].split("\n#", 1)[0]
+    return {int(code): meaning for code, meaning in re.findall(r"^\| (\d) \| (.+) \|$", section, flags=re.M)}
+
+
+def test_the_operator_paths_answer_in_one_line_with_the_documented_exit_codes(checkout):
+    """A typo in PROFILE, a damaged store read by `dream status` and `dream report`, `dream rebuild` and `dream remove`:
+    each answers in one line naming the path, with the exit code the README's table gives it, and no traceback."""
+    codes = _documented_exit_codes()
+    assert sorted(codes) == [0, 1, 2, 3]
+    assert "no such profile" in codes[2] and "damaged" in codes[2]
+    dream = str(checkout.root / ".venv" / "bin" / "dream")
+    demo = _demo_store(checkout).parent
+
+    # a mistyped profile: refused, one line naming it, nothing made there
+    code, out, err = _run(checkout, "make", "--no-print-directory", "run", "PROFILE=data/agents/dmeo")
+    own = [line for line in (out + err).splitlines() if line.strip() and not line.startswith((".venv/", "make"))]
+    assert code != 0 and not (checkout.root / "data" / "agents" / "dmeo").exists()
+    assert own == [own[0]] and own[0].startswith("dream run: no agent profile at "), out + err
+    assert str(checkout.root / "data" / "agents" / "dmeo") in own[0] and TRACEBACK not in out + err
+
+    # a damaged store: `dream status` and `dream report` say so in one line, naming the file and the rebuild
+    damaged = demo.parent / "damaged"
+    shutil.copytree(demo, damaged)
+    store = damaged / "store.duckdb"
+    original = store.read_bytes()
+    store.write_bytes(original[:5000])  # truncated: not even its header and catalog can be read
+    for command in ("status", "report"):
+        code, out, err = _run(checkout, dream, command, "--profile", "data/agents/damaged")
+        assert code == 2, (command, out, err)  # refused: a damaged store
+        assert out == "" and len(err.strip().splitlines()) == 1, (command, out, err)
+        assert str(store) in err and "dream rebuild --profile" in err and TRACEBACK not in err
+        code, out, err = _run(checkout, dream, command, "--profile", "data/agents/damaged", "--verbose")
+        assert code == 2 and TRACEBACK in err  # the traceback only when asked for
+
+    # rebuilt from the newest snapshot; the damaged file kept aside, byte for byte
+    code, out, err = _run(checkout, dream, "rebuild", "--profile", "data/agents/damaged")
+    assert code == 0, out + err
+    [aside] = damaged.glob("store.duckdb.damaged-*")
+    assert aside.read_bytes() == original[:5000]
+    assert f"kept the damaged store as {aside}" in out and "rebuilt " in out
+    code, out, err = _run(checkout, dream, "status", "--profile", "data/agents/damaged")
+    assert code == 0 and out.startswith("agent damaged: ") and err == "", out + err
+    # a readable store is not rebuilt without --force: refused, one line
+    code, out, err = _run(checkout, dream, "rebuild", "--profile", "data/agents/damaged")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "is readable" in err
+
+    # removed: out of the instance the make targets use, its data kept where discovery does not look
+    code, out, err = _run(checkout, dream, "remove", "--profile", "data/agents/damaged")
+    assert code == 0, out + err
+    assert not damaged.exists() and list((demo.parent / ".removed").glob("damaged-*/store.duckdb"))
+    assert str(checkout.root / ".dagster_home") in out
+
+    # a mistyped cycle or pass: named as such, with where to look
+    code, out, err = _run(checkout, dream, "undo", "--profile", "data/agents/demo", "--cycle", "no-such-run")
+    assert code == 2 and err.startswith("dream undo: no such cycle 'no-such-run'") and len(err.splitlines()) == 1
+    code, out, err = _run(
+        checkout, dream, "undo", "--profile", "data/agents/demo", "--cycle", "x", "--pass", "memory_consolidaton"
+    )
+    assert code == 2 and "no pass named 'memory_consolidaton'; the passes are log_retention, " in err
+
+
+def test_a_cycle_against_a_dead_endpoint_prints_each_failure_once_and_no_traceback(checkout):
+    """`dream run --force` against an endpoint that refuses connections: a line per pass, the refused URL said once,
+    exit 1 (a pass failed), no Dagster log line or stack trace unless --verbose."""
+    from dream_assets_tests.openai_server import refusing_base_url
+
+    _demo_store(checkout)
+    dream = str(checkout.root / ".venv" / "bin" / "dream")
+    with refusing_base_url() as url:
+        env = {**checkout.env, "DREAM__LlmBaseUrl": url, "DREAM__LlmModel": "m", "DREAM__LlmMaxRetries": "0"}
+        done = subprocess.run(
+            [dream, "run", "--profile", "data/agents/demo", "--force", "memory_consolidation"],
+            cwd=checkout.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT_S,
+        )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert TRACEBACK not in output and " - dagster - " not in output and "Stack Trace" not in output, output
+    assert output.count(url) == 1, output
+    assert len(output.strip().splitlines()) <= 20, output
+    assert output.strip().splitlines()[-1].startswith("cycle FAILED — "), output

@@ -27,6 +27,10 @@ from dream_assets.store.snapshots import take_snapshot
 from .conftest import NOW
 
 SHORT_WAIT = DreamOptions(StoreLockTimeout=timedelta(seconds=1))
+#: A wait limit far beyond anything a loaded machine takes: a test that must not wait for the file asserts it took
+#: less than half of it, and one that must wait for a busy store waits this long only when it is broken.
+LONG_WAIT_S = 120
+LONG_WAIT = DreamOptions(StoreLockTimeout=timedelta(seconds=LONG_WAIT_S))
 
 
 def _spawn(code: str, *args: str) -> subprocess.Popen:
@@ -69,22 +73,22 @@ def _damage(path, how: str) -> None:
 def test_a_corrupt_store_fails_at_once_naming_the_file_and_the_snapshot_to_recover_from(demo, how):
     snapshot = sorted(p for p in demo.snapshots_dir.iterdir())[-1]
     _damage(demo.store_path, how)
-    store = open_store(demo)  # the default 60 s wait: a corrupt file must not use it
+    store = open_store(demo, LONG_WAIT)  # a corrupt file must not wait for the file to come free
     started = time.monotonic()
     with pytest.raises(StoreCorrupt) as raised:
         store.memories.list_all()
         store.changes.list()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < LONG_WAIT_S / 2
     message = str(raised.value)
     assert str(demo.store_path) in message and str(snapshot) in message and "memories.parquet" in message
 
 
 def test_a_pass_on_a_corrupt_store_is_failed_not_skipped_and_names_the_agent_and_file(demo):
     _damage(demo.store_path, "empty")
-    ctx = PassContext(demo, DreamOptions(), NOW, cycle_id="c1")
+    ctx = PassContext(demo, LONG_WAIT, NOW, cycle_id="c1")
     started = time.monotonic()
     report = by_name("archive_purge").run(ctx)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < LONG_WAIT_S / 2  # failed at once, not after waiting for the file
     assert report.status == "failed"
     assert "'demo-agent'" in report.reason and str(demo.store_path) in report.reason
     assert "snapshot" in report.reason
@@ -111,12 +115,12 @@ _HOLDER = """
 def test_a_store_kept_busy_past_the_wait_limit_fails_the_pass_retried_next_cycle(profile):
     open_store(profile).memories.counts()
     close_all()
-    holder = _spawn(_HOLDER, str(profile.root), "30")
+    holder = _spawn(_HOLDER, str(profile.root), "120")
     try:
         ctx = PassContext(profile, SHORT_WAIT, NOW, cycle_id="c1")
         started = time.monotonic()
         report = by_name("archive_purge").run(ctx)
-        assert 0.9 <= time.monotonic() - started < 10
+        assert 0.9 <= time.monotonic() - started < 60  # waited out its 1 s limit, not the holder's 120 s
     finally:
         holder.kill()
         holder.wait()
@@ -191,61 +195,68 @@ def test_a_program_holding_the_file_outside_the_lock_protocol_is_waited_for_then
 _AGENT = """
     import json, sys, time
     from datetime import UTC, datetime, timedelta
+    from pathlib import Path
     from dream_assets.profile import AgentProfile
     from dream_assets.store import open_store
     store = open_store(AgentProfile(sys.argv[1]))
-    seconds = float(sys.argv[2])
+    stop = Path(sys.argv[2])
     now = datetime(2026, 11, 30, tzinfo=UTC)
     store.memories.save("Agent warm-up note about Project Kite.", now=now, dedupe=False)
     print("ready", flush=True)
-    latencies, i = [], 0
-    tick = end = time.monotonic()
-    end += seconds
-    while time.monotonic() < end:
-        t = time.perf_counter()
+    i = 0
+    tick = time.monotonic()
+    while not stop.exists():
         store.memories.save(f"Agent note {i}: ticket {i * 7919} for Project Kite.", now=now + timedelta(seconds=i))
-        latencies.append(time.perf_counter() - t)
         i += 1
         tick += 0.05
         time.sleep(max(0.0, tick - time.monotonic()))
-    print(json.dumps(latencies), flush=True)
+    store.close()
+    print(json.dumps(i), flush=True)
 """
 
 
 @pytest.mark.slow  # a fault run: a writer saving 20 times a second
-def test_an_agent_saving_twenty_times_a_second_does_not_starve_a_pass(profile):
+def test_an_agent_saving_twenty_times_a_second_does_not_starve_a_pass(profile, tmp_path):
+    """The agent saves 20 times a second until the pass has had its six sessions. Without fair turns it would keep
+    the file all that time (each save comes before its linger ends) and the pass would fail at its wait limit; with
+    them the turns alternate, whatever the speed of the machine: the store's write order shows the agent's saves
+    between the pass's, and every save of both is there."""
     open_store(profile).memories.counts()
     close_all()
-    agent = _spawn(_AGENT, str(profile.root), "6")
+    stop = tmp_path / "stop-saving"
+    agent = _spawn(_AGENT, str(profile.root), str(stop))
     try:
-        store = open_store(profile, DreamOptions(StoreLockTimeout=timedelta(seconds=20)))
-        waits = []
+        store = open_store(profile, LONG_WAIT)
         for step in range(6):
-            started = time.monotonic()
             with store.connection.session():
-                waits.append(time.monotonic() - started)
                 store.memories.list_live()
-            time.sleep(0.1)
-            started = time.monotonic()
+            time.sleep(0.1)  # the pass thinks (a model call) without the store
             with store.transaction():
-                waits.append(time.monotonic() - started)
                 store.memories.save(f"Pass finding {step} about Project Kite.", now=NOW, dedupe=False)
             time.sleep(0.2)
         store.close()
-        out, err = agent.communicate(timeout=60)
+        stop.touch()
+        out, err = agent.communicate(timeout=LONG_WAIT_S)
     finally:
+        stop.touch()
         agent.kill()
         agent.wait()
-    latencies = json.loads(out.strip().splitlines()[-1])
-    # Without fair turns the agent keeps the file for its whole run (6 s) and the pass waits all that time.
-    assert max(waits) < 3, waits
-    assert len(latencies) >= 40 and max(latencies) < 3, max(latencies)
-    assert open_store(profile).memories.counts()["live"] == 1 + len(latencies) + 6
+    assert agent.returncode == 0, err
+    saves = json.loads(out.strip().splitlines()[-1])
+    with open_store(profile).connection.session() as conn:
+        written = [content for (content,) in conn.execute("SELECT content FROM memories ORDER BY seq").fetchall()]
+    close_all()
+    assert len(written) == 1 + saves + 6, written  # the warm-up note, every agent save, every pass finding
+    findings = [i for i, content in enumerate(written) if content.startswith("Pass finding")]
+    assert len(findings) == 6
+    between = [c for c in written[findings[0] : findings[-1]] if c.startswith("Agent note")]
+    assert between, f"the agent saved nothing while the pass had its turns: {written}"
 
 
 @pytest.mark.slow  # a fault run: processes contending for the store
 def test_a_holder_gives_the_file_up_for_a_live_waiter_but_ignores_markers_of_dead_processes(profile):
-    conn = StoreConnection(profile.store_path, profile.store_lock_path, linger_s=5, tick_s=0.01)
+    # A linger far longer than the test: every early close is the fair-turn rule's doing, however slow the machine.
+    conn = StoreConnection(profile.store_path, profile.store_lock_path, linger_s=600, tick_s=0.01)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     conn.wait_dir.mkdir(parents=True, exist_ok=True)
@@ -261,19 +272,22 @@ def test_a_holder_gives_the_file_up_for_a_live_waiter_but_ignores_markers_of_dea
     try:
         live = conn.wait_dir / f"{time.time_ns():020d}-{sleeper.pid}-0.wait"
         live.write_text("live waiter")
-        time.sleep(0.2)
-        assert conn.opens == 1 and conn._conn is None  # closed while idle, without finishing its 5 s linger
+        deadline = time.monotonic() + 60  # a guard against a holder that never lets go
+        while conn._conn is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert conn.opens == 1 and conn._conn is None  # closed while idle, without finishing its 600 s linger
         # and does not jump ahead of the older waiter — for a bounded time only, when that waiter leaves the file unused
         conn.fair_wait_s = 0.5
         started = time.monotonic()
         with conn.session():
             pass
-        assert 0.45 <= time.monotonic() - started < 3 and conn.opens == 2
+        assert 0.45 <= time.monotonic() - started < 30 and conn.opens == 2  # not its 60 s wait limit
         conn.close()
+        conn.fair_wait_s = 30
         started = time.monotonic()  # a waiter seen not taking its turn is not waited for again
         with conn.session():
             pass
-        assert time.monotonic() - started < 0.4 and conn.opens == 3 and not conn.others_waiting()
+        assert time.monotonic() - started < 15 and conn.opens == 3 and not conn.others_waiting()
     finally:
         sleeper.kill()
         sleeper.wait()

@@ -348,6 +348,24 @@ def test_undo_on_a_corrupt_store_stops_with_the_reason_not_a_traceback(cycled, c
     assert "undo stopped:" in err and str(profile.store_path) in err and "not a readable DuckDB database" in err
 
 
+def test_an_undo_while_the_agent_waits_for_the_store_takes_turns_not_one_per_target(cycled, monkeypatch):
+    """Another process waits for the file all along (the agent saving): the undo still puts many targets back per
+    turn of the file instead of handing it over after every target."""
+    from dream_assets.store.connection import StoreConnection
+
+    profile, before = cycled
+    store = open_store(profile)
+    targets = len({(c.target_type, c.target_id) for c in store.changes.list(CYCLE) if c.kind != "stamped"})
+    assert targets >= 20
+    monkeypatch.setattr(StoreConnection, "others_waiting", lambda self: True)
+    store.connection.turn_budget_s = 3600.0  # a turn outlasts the undo, however slow this machine is
+    opened = store.connection.opens
+    result = store.changes.undo_cycle(CYCLE, now=NOW + timedelta(hours=1))
+    assert result.ok, result
+    assert store.connection.opens - opened <= 3, f"{store.connection.opens - opened} turns for {targets} targets"
+    _assert_undone(store, before)
+
+
 # ------------------------------------------------------------------ cycles built on cycles
 def _consolidate(profile, store, cycle_id: str, now, answer_fn):
     from dream_assets.llm.client import ModelClient

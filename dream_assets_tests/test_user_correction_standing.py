@@ -7,7 +7,7 @@ import pytest
 
 from dream_assets.passes.consolidation_merge import fold_into
 from dream_assets.passes.contradiction_sweep import judge
-from dream_assets.passes.standing import STANDING_KEY, USER_CORRECTION_TAG, is_user_correction
+from dream_assets.store.standing import STANDING_KEY, USER_CORRECTION_TAG, is_user_correction
 
 from .conftest import NOW
 from .test_memory_consolidation import Run, answer, created, entry, live_ids, merge

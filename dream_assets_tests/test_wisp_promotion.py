@@ -89,3 +89,19 @@ def test_an_archived_skill_is_not_revived_by_a_promotion(profile, steady):
     report, _ = run_scripted(run_wisp_failure_analysis, profile, steady, [promote()])
     assert steady.skills.get("summarize-emails").is_archived
     assert report.counts["promotions_skipped"] == 1
+
+
+def test_a_definition_that_mentions_another_candidates_hash_does_not_block_its_promotion(profile, steady):
+    from dream_assets.passes.wisp_failure import PromotionCandidate, promoted_hashes, resource_section
+
+    quoting = f"steps:\n  - note: 'replaces definitionHash: {HASH}'\ndefinitionHash: {HASH}\n"
+    other = PromotionCandidate("Quote the digest", quoting, definition_hash(quoting), NOW - timedelta(days=9))
+    skill = steady.skills.get("summarize-emails")
+    prose = f"{skill.content}\nSee definitionHash: {HASH} for the digest.\n\n"
+    steady.skills.save(skill.with_(content=prose + resource_section("quote.yaml", "q", other, NOW)), now=NOW)
+    report, _ = run_scripted(run_wisp_failure_analysis, profile, steady, [promote()])
+    assert report.counts["promotions_applied"] == 1, [c.detail for c in report.changes]
+    content = steady.skills.get("summarize-emails").content
+    assert "`workflows/digest.yaml`" in content and BODY.rstrip("\n") in content
+    # the same definition promoted again is still refused: the resource headers name exactly these two
+    assert promoted_hashes(content) == {other.definition_hash, HASH}

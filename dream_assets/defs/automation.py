@@ -29,10 +29,10 @@ from dream_assets.gates import (
 )
 from dream_assets.model import iso, parse_ts
 from dream_assets.options import DreamOptions
-from dream_assets.orchestration.deployment import AgentUnavailable, DreamDeployment, describe_problem
+from dream_assets.orchestration.deployment import AgentUnavailable, DreamDeployment, describe_problem, removal_hint
 from dream_assets.orchestration.partitions import AGENTS, agents_partitions
-from dream_assets.pass_status import load_deferred
 from dream_assets.passes.deferral import deferral_due, parse_deferral
+from dream_assets.passes.outcome import load_deferred
 from dream_assets.passes.registry import PASSES, by_name
 from dream_assets.profile import AgentProfile
 
@@ -69,6 +69,10 @@ class AgentVerdict(NamedTuple):
     #: When a skip can turn into a request by time alone (the maximum skip interval, a minimum-interval floor); None
     #: when only a change of the agent's files can (for a gate sensor: its input, the ledger, the options file).
     recheck_at: datetime | None = None
+    #: A gate sensor's skip: when the pass last ran and when DreamPassMaxSkipInterval forces it next (ISO-8601, or
+    #: "never"), remembered in the cursor so a tick that does not decide the agent again can still say them.
+    last_run: str = ""
+    next_forced: str = ""
 
 
 def _log(context: Any, verdict: AgentVerdict) -> None:
@@ -220,7 +224,8 @@ def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, lis
         known = set(_agents(context))
         found, problems = deployment.discover_agents()
         problems += [
-            f"agent {a}: its profile folder {deployment.root() / a} is missing; its runs are skipped"
+            f"agent {a}: its profile folder {deployment.root() / a} is missing; its runs are skipped "
+            f"({removal_hint(deployment.root() / a)})"
             for a in sorted(known)
             if a not in found and not (deployment.root() / a).is_dir()
         ]
@@ -290,14 +295,14 @@ def _gate_sensor(pass_name: str, dream_cycle: Any) -> dg.SensorDefinition:
         started = time.monotonic()
         seen = _gate_cursor(context.cursor)
         extra = [Path(deployment.options_file)] if deployment.options_file else []
-        requests, reasons, unchanged, deferred = [], [], 0, 0
+        requests, reasons, unchanged, deferred = [], [], [], 0
         kept: dict[str, list] = {}
         for agent in _agents(context):
             before = _signature(pass_name, deployment, agent, extra)
             last = seen.get(agent)
             if before is not None and last is not None and last[0] == before and _not_due(last[1], now):
                 kept[agent] = last
-                unchanged += 1
+                unchanged.append(_unchanged_note(pass_name, agent, last))
                 continue
             if time.monotonic() - started > GATE_TICK_BUDGET_S:
                 deferred += 1  # evaluated by the next tick; what was evaluated stays in the cursor
@@ -311,12 +316,15 @@ def _gate_sensor(pass_name: str, dream_cycle: Any) -> dg.SensorDefinition:
             reasons.append(verdict.note)
             # remembered only when nothing moved while it was decided, and only for a decision that is not broken
             if not verdict.broken and before is not None and before == _signature(pass_name, deployment, agent, extra):
-                kept[agent] = [before, iso(verdict.recheck_at) if verdict.recheck_at else None]
+                recheck = iso(verdict.recheck_at) if verdict.recheck_at else None
+                kept[agent] = [before, recheck, verdict.last_run, verdict.next_forced]
         cursor = json.dumps({"v": 1, "agents": kept}, separators=(",", ":"))
         if requests:
             return dg.SensorResult(run_requests=requests, cursor=cursor)
         return dg.SensorResult(
-            skip_reason=dg.SkipReason(_gate_summary(reasons, unchanged, deferred) or "no agent profiles registered"),
+            skip_reason=dg.SkipReason(
+                _gate_summary(pass_name, reasons, unchanged, deferred) or "no agent profiles registered"
+            ),
             cursor=cursor,
         )
 
@@ -331,14 +339,21 @@ GATE_NOTES_SHOWN = 20
 
 
 def _gate_cursor(raw: str | None) -> dict[str, list]:
-    """Per agent: [signature of the files its gate reads, when time alone can change the decision], from the last
-    tick that decided it. A cursor that cannot be read is an empty one (every agent is decided again)."""
+    """Per agent: [signature of the files its gate reads, when time alone can change the decision, when the pass
+    last ran, when it is forced next], from the last tick that decided it (a cursor written before the last two were
+    kept has the first two). A cursor that cannot be read is an empty one (every agent is decided again)."""
     try:
         value = json.loads(raw) if raw else {}
         agents = value.get("agents", {}) if isinstance(value, dict) and value.get("v") == 1 else {}
-        return {a: v for a, v in agents.items() if isinstance(v, list) and len(v) == 2}
+        return {a: v for a, v in agents.items() if isinstance(v, list) and len(v) in (2, 4)}
     except (ValueError, AttributeError):
         return {}
+
+
+def _unchanged_note(pass_name: str, agent: str, remembered: list) -> str:
+    """What a tick says of an agent it did not decide again: the pass, its last run and its next forced run."""
+    last, forced = (remembered[2] or "never", remembered[3] or "never") if len(remembered) == 4 else ("?", "?")
+    return f"{pass_name} for {agent}: unchanged since its last decision (last ran {last}; next forced run {forced})"
 
 
 def _signature(pass_name: str, deployment: DreamDeployment, agent: str, extra: list[Path]) -> str | None:
@@ -352,12 +367,20 @@ def _not_due(recheck_at: str | None, now: datetime) -> bool:
     return recheck_at is None or now < parse_ts(recheck_at)
 
 
-def _gate_summary(reasons: list[str], unchanged: int, deferred: int) -> str:
+def _gate_summary(pass_name: str, reasons: list[str], unchanged: list[str], deferred: int) -> str:
+    """The skip reason of a gate tick: each agent decided (up to GATE_NOTES_SHOWN), then those not decided again,
+    each with its last and next forced run (as many as fit in the same limit), then the counts."""
     shown = reasons[:GATE_NOTES_SHOWN]
     if len(reasons) > len(shown):
         shown.append(f"… and {len(reasons) - len(shown)} more agent(s) skipped")
     if unchanged:
-        shown.append(f"{unchanged} agent(s) unchanged since their last decision (inputs, ledger and options untouched)")
+        listed = unchanged[: max(0, GATE_NOTES_SHOWN - len(reasons))]
+        shown += listed
+        more = f" ({len(unchanged) - len(listed)} not listed)" if len(unchanged) > len(listed) else ""
+        shown.append(
+            f"{pass_name}: {len(unchanged)} agent(s) unchanged since their last decision (inputs, ledger and "
+            f"options untouched){more}"
+        )
     if deferred:
         shown.append(f"{deferred} agent(s) left for the next tick (time budget {GATE_TICK_BUDGET_S:.0f} s)")
     return "; ".join(shown)
@@ -391,6 +414,8 @@ def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: d
             None,
             f"{pass_name} for {agent}: skipped — {status.decision.reason} (last ran {last}{when})",
             recheck_at=status.decision.next_forced_at,
+            last_run=last,
+            next_forced=forced,
         )
     return AgentVerdict(
         dg.RunRequest(

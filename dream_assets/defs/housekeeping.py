@@ -1,5 +1,6 @@
-"""Housekeeping of the Dagster instance itself: finished runs older than ``RunRetention`` are deleted, with their
-event logs, once a day. With many agents the run history grows by a cycle per agent per interval plus every gate run;
+"""Housekeeping of the Dagster instance itself: pool slots of dead runs are freed (``dead_run_sensor``,
+orchestration/run_liveness.py), and finished runs older than ``RunRetention`` are deleted, with their event logs, once
+a day. With many agents the run history grows by a cycle per agent per interval plus every gate run;
 Dagster's own retention settings cover ticks (deploy/dagster-postgres.yaml), not runs."""
 
 from datetime import datetime
@@ -8,6 +9,7 @@ import dagster as dg
 
 from dream_assets.model import iso
 from dream_assets.orchestration.deployment import DreamDeployment
+from dream_assets.orchestration.run_liveness import free_slots_of_dead_runs
 
 #: Runs deleted by one housekeeping run at most; the rest go the next day (keeps each run short on a large history).
 MAX_DELETED_PER_RUN = 20_000
@@ -58,7 +60,22 @@ run_retention_schedule = dg.ScheduleDefinition(
 )
 
 
+@dg.sensor(
+    name="dead_run_sensor",
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Every 30 s: a run that holds or waits for a pool slot and has died (its process gone, or no "
+    "heartbeat for RunTimeout) is marked failed and its slots are freed, so one crash never stops the fleet's model "
+    "passes.",
+)
+def dead_run_sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment) -> dg.SkipReason:
+    freed = free_slots_of_dead_runs(context.instance, timeout_s=deployment.run_timeout_s())
+    if not freed:
+        return dg.SkipReason("no dead run holds a pool slot")
+    return dg.SkipReason("freed the pool slots of " + "; ".join(f"run {d.run_id}: {d.why}" for d in freed))
+
+
 @dg.definitions
 def defs() -> dg.Definitions:
-    """The daily deletion of old runs."""
-    return dg.Definitions(jobs=[run_retention_job], schedules=[run_retention_schedule])
+    """The daily deletion of old runs, and the freeing of pool slots of dead runs."""
+    return dg.Definitions(jobs=[run_retention_job], schedules=[run_retention_schedule], sensors=[dead_run_sensor])

@@ -19,11 +19,20 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, PassSpec
 
 
+def asset_description(spec: PassSpec) -> str:
+    """The pass's description, then what each of its counts means (every materialization records every one)."""
+    meanings = spec.count_meanings
+    if not meanings:
+        return spec.description
+    listed = "\n".join(f"- `{key}`: {meaning}" for key, meaning in meanings.items())
+    return f"{spec.description}\n\nCounts (on every outcome; what the run did is 0 when it did not run):\n{listed}"
+
+
 def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
     @dg.asset(
         name=spec.name,
         group_name=spec.group,
-        description=spec.description,
+        description=asset_description(spec),
         partitions_def=agents_partitions,
         deps=[*spec.after, *spec.reads],
         pool="llm" if spec.uses_model else None,

@@ -6,7 +6,7 @@ import dagster as dg
 
 from dream_assets.input_fingerprints import INPUT_ASSETS, LEDGER_INPUT, data_version, input_path
 from dream_assets.model import iso
-from dream_assets.orchestration.deployment import DreamDeployment, describe_problem
+from dream_assets.orchestration.deployment import DreamDeployment, describe_problem, removal_hint
 from dream_assets.orchestration.metadata import label_metadata, stage_tags
 from dream_assets.orchestration.partitions import AGENTS, agents_partitions
 from dream_assets.profile import AgentProfile
@@ -57,7 +57,8 @@ def _observer(asset_name: str, description: str) -> dg.SourceAsset:
                 continue
             if not profile.root.is_dir():
                 context.log.warning(
-                    f"{asset_name}: agent {agent} skipped — its profile folder {profile.root} is missing"
+                    f"{asset_name}: agent {agent} skipped — its profile folder {profile.root} is missing; "
+                    + removal_hint(profile.root)
                 )
                 continue
             try:

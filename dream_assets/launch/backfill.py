@@ -1,11 +1,11 @@
 """`make backfill`: materialize the day-partitioned assets of one agent over a range of days, on the project's
-persistent instance.
+persistent instance, and say in one line what was materialized and where to see it.
 
 The agent dimension of the partitions is dynamic: its keys live in the Dagster instance (the discovery sensor and
 `dream run` add them), not in the code. A bare ``dagster asset materialize --partition-range 'demo|…'`` therefore
 fails with DagsterInvalidSubsetError whenever the instance it uses (an ephemeral one without DAGSTER_HOME) has never
 seen the agent. This command registers the agent in the DAGSTER_HOME instance first, then runs exactly that
-``dagster asset materialize`` against it, so the runs show in `make dev`.
+``dagster asset materialize`` against it (its console logger at WARNING), so the runs show in `make dev`.
 
 Usage: python -m dream_assets.launch.backfill --profile data/agents/demo --from 2026-11-01 --to 2026-11-05
        [--select log_warehouse,wisp_failure_history]
@@ -14,7 +14,9 @@ Usage: python -m dream_assets.launch.backfill --profile data/agents/demo --from 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from datetime import date
@@ -116,12 +118,58 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
     # The definitions find the agent's profile under the profile root.
-    os.environ["DREAM__ProfileRoot"] = str(profile.root.parent)
+    env = {**os.environ, "DREAM__ProfileRoot": str(profile.root.parent)}
     print(f"backfill: dagster {' '.join(command)}", file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "dagster", *command])
-    return 0  # not reached
+    quiet = json.dumps({"loggers": {"console": {"config": {"log_level": "WARNING"}}}})  # no DEBUG line per event
+    done = subprocess.run(
+        [sys.executable, "-m", "dagster", *command, "--config-json", quiet],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    home = Path(os.environ["DAGSTER_HOME"])
+    if done.returncode != 0:
+        log = home / "backfill.log"
+        log.write_text(done.stdout + done.stderr, encoding="utf-8")
+        errors = [line.strip() for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        print(f"backfill FAILED: {errors[-1] if errors else 'dagster exited ' + str(done.returncode)}", file=sys.stderr)
+        print(f"backfill: the whole output is in {log}", file=sys.stderr)
+        return 1
+    print(summary(profile, first_last(command), assets_of(command), home))
+    return 0
+
+
+def first_last(command: Sequence[str]) -> tuple[str, str]:
+    """The first and last partition keys of a materialize command's range."""
+    start, end = command[command.index("--partition-range") + 1].split("...")
+    return start, end
+
+
+def assets_of(command: Sequence[str]) -> list[str]:
+    return command[command.index("--select") + 1].split(",")
+
+
+def summary(profile: AgentProfile, keys: tuple[str, str], assets: Sequence[str], home: Path) -> str:
+    """One line: what the backfill materialized, in which run, and where to see it."""
+    first, last = (k.split("|", 1)[1] for k in keys)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.get_run_records(limit=1)
+        run_id = records[0].dagster_run.run_id if records else "?"
+        done = {
+            a: sum(
+                1
+                for key in instance.get_materialized_partitions(dg.AssetKey(a))
+                if key.startswith(f"{profile.agent_id}|") and first <= key.split("|", 1)[1] <= last
+            )
+            for a in assets
+        }
+    days = (date.fromisoformat(last) - date.fromisoformat(first)).days + 1
+    counts = ", ".join(f"{a} {n}/{days} day(s)" for a, n in done.items())
+    return (
+        f"backfill: materialized agent {profile.agent_id} {first}..{last}: {counts}; run {run_id} in {home} "
+        "(see it with `make dev`: Runs, or the assets' Partitions tab)"
+    )
 
 
 if __name__ == "__main__":

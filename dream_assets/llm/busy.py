@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import socket
+import stat as stat_module
 import threading
 import time
 import uuid
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from dream_assets.file_safety import atomic_write
+from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
 from dream_assets.model import iso, parse_ts, utc
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -60,7 +61,7 @@ class Lease:
             return True
         if stale_after > timedelta(0) and utc(now) - self.heartbeat > stale_after:
             return True
-        return self.host == _HOST and self.pid is not None and not _pid_alive(self.pid)
+        return self.host == _HOST and self.pid is not None and not pid_alive(self.pid)
 
     def describe(self) -> str:
         who = f"pid {self.pid} on {self.host}" if self.pid is not None else "an unknown holder"
@@ -74,41 +75,61 @@ class WaitOutcome:
     polls: int  # checks that found the model busy
 
 
-def _pid_alive(pid: int) -> bool:
+#: Process ids above this are not ids of a live process on any supported system (Linux caps them at 2**22).
+_MAX_PID = 2**31 - 1
+
+
+def pid_alive(pid: int) -> bool:
     if os.name != "posix":  # os.kill(pid, 0) terminates the process on Windows
         return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError):
+    except (PermissionError, OSError, OverflowError, ValueError):
         return True
     return True
 
 
-def _read_lease(path: Path) -> Lease | None:
+def _read_lease(path: Path, now: datetime | None = None) -> Lease | None:
+    """A lease file, whatever its content: a file that is present counts, by its modification time, when its JSON
+    cannot be read (a half-written, hand-made, UTF-16 or hostile one: logged). A time in the future (a clock ahead,
+    a hand-written value) is not believed: the heartbeat falls back to the modification time, and is at most now."""
     try:
         stat = path.stat()
-        text = path.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError):
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:
-        text, stat = "", None
-    mtime = datetime.fromtimestamp(stat.st_mtime, UTC) if stat else datetime.now(UTC)
+        stat = None
+    if stat is not None and not stat_module.S_ISREG(stat.st_mode):
+        return None
+    now = utc(now) if now is not None else datetime.now(UTC)
+    mtime = min(datetime.fromtimestamp(stat.st_mtime, UTC), now) if stat else now
     data: dict = {}
     try:
-        loaded = json.loads(text) if text.strip() else {}
+        loaded = read_json_file(path) if stat is not None and stat.st_size else {}
         data = loaded if isinstance(loaded, dict) else {}
-    except json.JSONDecodeError:
-        pass  # a half-written or hand-made lease still counts, by its modification time
-    heartbeat = _ts(data.get("heartbeat")) or mtime
+    except FileNotFoundError:
+        return None
+    except UnreadableFile as exc:
+        log.warning("busy lease %s; it counts by its modification time", exc)
+    heartbeat = _ts(data.get("heartbeat"))
+    if heartbeat is not None and heartbeat > now:
+        log.warning(
+            "busy lease %s: heartbeat %s is in the future; using its modification time %s",
+            path,
+            iso(heartbeat),
+            iso(mtime),
+        )
+        heartbeat = None
     pid = data.get("pid")
+    valid_pid = isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid <= _MAX_PID
     return Lease(
         path=path,
-        pid=pid if isinstance(pid, int) else None,
-        host=str(data.get("host") or ""),
+        pid=pid if valid_pid else None,
+        host=str(data.get("host") or "")[:255],
         acquired_at=_ts(data.get("acquired_at")),
-        heartbeat=heartbeat,
+        heartbeat=heartbeat or mtime,
         expires_at=_ts(data.get("expires_at")),
     )
 
@@ -116,15 +137,15 @@ def _read_lease(path: Path) -> Lease | None:
 def _ts(value: object) -> datetime | None:
     try:
         return parse_ts(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
-def read_leases(profile: AgentProfile) -> list[Lease]:
-    """Every lease present, expired or not, in file-name order."""
+def read_leases(profile: AgentProfile, now: datetime | None = None) -> list[Lease]:
+    """Every lease present, expired or not, in file-name order (times after ``now`` read as at most ``now``)."""
     base = profile.busy_lease_path
     if base.is_file():
-        lease = _read_lease(base)
+        lease = _read_lease(base, now)
         return [lease] if lease else []
     if not base.is_dir():
         return []
@@ -132,14 +153,14 @@ def read_leases(profile: AgentProfile) -> list[Lease]:
     for path in sorted(base.iterdir()):
         if path.name.startswith(".") or not path.is_file():
             continue
-        lease = _read_lease(path)
+        lease = _read_lease(path, now)
         if lease:
             leases.append(lease)
     return leases
 
 
 def active_leases(profile: AgentProfile, now: datetime, stale_after: timedelta) -> list[Lease]:
-    return [lease for lease in read_leases(profile) if not lease.expired(now, stale_after)]
+    return [lease for lease in read_leases(profile, now) if not lease.expired(now, stale_after)]
 
 
 def is_busy(profile: AgentProfile, now: datetime, stale_after: timedelta) -> bool:
@@ -226,7 +247,7 @@ def mark_active(profile: AgentProfile, window: timedelta, *, now: datetime | Non
 def clear_expired_leases(profile: AgentProfile, now: datetime, stale_after: timedelta) -> list[Path]:
     """Remove leases left by crashed agents (logged, so a person can see who held them)."""
     removed = []
-    for lease in read_leases(profile):
+    for lease in read_leases(profile, now):
         if lease.expired(now, stale_after):
             log.info("busy lease %s has expired (stale after %s); removing it", lease.describe(), stale_after)
             try:

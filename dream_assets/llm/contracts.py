@@ -176,10 +176,10 @@ class ContradictionSweepResponse(Contract):
 class ModelCall:
     """One kind of model call, defined next to the pass that makes it (its ``PassSpec.model_call``; merge repair is
     a call of memory consolidation, not a pass): the response contract, the directive (the option naming an agent's
-    override file, None when there is none, and the built-in file in the package data ``dream_assets/directives/``)
-    and the offline backend's answer (structured inputs -> (answer, note)). The pass hands its call to the model
-    layer (``ModelClient.request``), which never looks a call up by name; the table of every call by name is the
-    passes' (``dream_assets.passes.registry.MODEL_CALLS``)."""
+    override file, None when there is none, and the built-in file, in the top-level ``directives/`` folder installed
+    as the package data of ``dream_assets.directives``) and the offline backend's answer (structured inputs ->
+    (answer, note)). The pass hands its call to the model layer (``ModelClient.request``), which never looks a call
+    up by name; the table of every call by name is the passes' (``dream_assets.passes.registry.MODEL_CALLS``)."""
 
     name: str  # the pass name, also the usage and ledger key
     contract: type[Contract]

@@ -6,8 +6,9 @@ not a diff. The file name comes from the option the pass's model call names (``M
 ``DirectivePath`` = ``dream.md`` ...), the call the pass hands in; merge repair has only a built-in directive
 (``merge-repair.md``).
 
-Built-in directives are package data (``dream_assets/directives/``), read through ``importlib.resources`` so
-they are found the same way in a source checkout, an editable install and a wheel.
+Built-in directives are the files of the project's top-level ``directives/`` folder, installed as the package
+``dream_assets.directives`` (``pyproject.toml`` maps the folder onto it) and read through ``importlib.resources``, so
+they are found the same way in an editable install and in a wheel.
 """
 
 from __future__ import annotations

@@ -278,6 +278,10 @@ def json_response(
         raise classify_failure(openai, exc, endpoint, timeout_s, attempts) from None
     try:
         return json.loads(body), body
+    except RecursionError:
+        raise _Transient(
+            f"{endpoint} returned a JSON body nested too deeply to read (HTTP {http.status_code}): {head(body)!r}"
+        ) from None
     except json.JSONDecodeError:
         raise _Transient(
             f"{endpoint} returned a body that is not JSON (HTTP {http.status_code}, content-type "

@@ -4,8 +4,10 @@ import os
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
+from pydantic import PrivateAttr
 
 from dream_assets.model import parse_ts
 from dream_assets.options import DreamOptions
@@ -29,6 +31,29 @@ class DreamDeployment(dg.ConfigurableResource):
     profile_root: str = ""
     options_file: str = ""
     now: str = ""
+    _heartbeat: Any = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """In a run on a persistent instance: keep the run's liveness tags fresh while it runs (run_liveness.py), so
+        the pool slots of a run whose process dies come back."""
+        run, instance = context.dagster_run, context.instance
+        if run is None or instance is None or instance.is_ephemeral:
+            return
+        from dream_assets.orchestration.run_liveness import RunHeartbeat, heartbeat_interval
+
+        self._heartbeat = RunHeartbeat(instance, run.run_id, heartbeat_interval(self.run_timeout_s())).start()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+
+    def run_timeout_s(self) -> float:
+        """``RunTimeout`` in seconds (its default when the deployment's options cannot be read)."""
+        try:
+            return self.base_options().RunTimeout.total_seconds()
+        except Exception:  # noqa: BLE001 - a bad option is reported where options are used; liveness keeps going
+            return DreamOptions().RunTimeout.total_seconds()
 
     def root(self) -> Path:
         if self.profile_root:
@@ -74,7 +99,9 @@ class DreamDeployment(dg.ConfigurableResource):
         except ValueError as exc:
             raise AgentUnavailable(f"agent {agent_id!r} skipped — {exc}") from exc
         if not profile.root.is_dir():
-            raise AgentUnavailable(f"agent {agent_id} skipped — its profile folder {profile.root} is missing")
+            raise AgentUnavailable(
+                f"agent {agent_id} skipped — its profile folder {profile.root} is missing; {removal_hint(profile.root)}"
+            )
         try:
             return profile, self.options(profile)
         except Exception as exc:  # noqa: BLE001 - any unusable dream.toml skips this agent, named, never the others
@@ -105,6 +132,11 @@ class DreamDeployment(dg.ConfigurableResource):
                 continue
             found.append(child.name)
         return found, problems
+
+
+def removal_hint(folder: Path) -> str:
+    """How an operator stops the warnings about an agent whose folder is gone: remove its partition."""
+    return f"restore the folder, or stop dreaming for it with `dream remove --profile {folder}`"
 
 
 def describe_problem(exc: BaseException, path: Path) -> str:

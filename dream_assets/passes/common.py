@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from dream_assets.file_safety import atomic_write
+from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.model import iso
 from dream_assets.passes.context import PassContext
@@ -260,11 +260,11 @@ def record_endpoint_failure(profile: AgentProfile, cycle_id: str, pass_name: str
 def _endpoint_records(profile: AgentProfile) -> dict[str, Any]:
     path = profile.endpoint_state_path
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
-        log.warning("ignoring unreadable %s (%s)", path, exc)
+    except UnreadableFile as exc:
+        log.warning("ignoring unreadable endpoint state: %s", exc)
         return {}
     cycles = data.get("cycles") if isinstance(data, dict) else None
     return dict(cycles) if isinstance(cycles, dict) else {}

@@ -26,7 +26,7 @@ from typing import Any
 
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, parse_ts, utc
 from dream_assets.passes.importance_decay import APPLIED_KEY
-from dream_assets.passes.standing import with_standing
+from dream_assets.store.standing import with_standing
 from dream_assets.text.content_hash import stable_hash
 
 MERGED_FROM_KEY = "mergedFrom"

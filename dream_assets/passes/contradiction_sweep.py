@@ -10,7 +10,8 @@ pairs where one entry supersedes the other. The host decides (DESIGN principle 4
 - a user correction (``standing.is_user_correction``: saved from feedback of kind Correction, stated by the user,
   or filed under ``feedback/from-user`` with the tag ``correction``, as ``model.user_correction_signs`` reads them;
   an entry merged from one stays one) is never superseded by an entry that is not itself a user correction, whatever
-  the model proposes; a user correction superseding an agent's own claim is accepted;
+  the model proposes; a user correction superseding an agent's own claim is accepted (recall ranks by the same
+  standing: store/recall.py);
 - between entries of equal standing, subject time decides: an entry about a later moment may supersede one about an
   earlier moment, never the reverse. The moment is the ``subjectTime`` point, else the ``subjectTimeStart`` ..
   ``subjectTimeEnd`` span (a date of day, month or year precision covers that whole day, month or year); a pair is
@@ -22,31 +23,34 @@ pairs where one entry supersedes the other. The host decides (DESIGN principle 4
 
 The change gate: the gate input is ``memory_corpus``, whose data version (the live corpus's id, content, category and
 tags: ``MemoryStore.fingerprint``) the pass stamps in the ledger and its sensor compares, as for memory consolidation;
-an unchanged corpus makes no call, and so does a corpus with nothing new or changed. Review stamps are metadata, so
-they never move that data version. The shown entries are stamped reviewed only after a usable answer arrived (before
-it is applied, so an undo puts the stamps back too and an undone pair is not proposed again until one of its entries
-changes). When more entries wait than one call shows (``ContradictionSweepMaxEntriesPerCall``), the ledger records the
-run with a fingerprint no data version equals (:func:`backlog_stamp`), so the pass stays due and the change-gate sensor
-requests it again for the rest; the run that reviews the last of them stamps the data version itself.
+an unchanged corpus makes no call, and so does a corpus with nothing new or changed. Review stamps are metadata, so they
+never move that data version. The shown entries are stamped reviewed only after a usable answer arrived, in the
+transaction that applies it (so a kill or a failure leaves both or neither, and an undo puts the stamps back too: an
+undone pair is not proposed again until one of its entries changes). A reason is model text: one with a lone surrogate
+or a control character refuses its pair, one over 500 characters is cut with a note. When more entries wait than one
+call shows (``ContradictionSweepMaxEntriesPerCall``), the ledger records the run with a fingerprint no data version
+equals (:func:`backlog_stamp`), so the pass stays due and the change-gate sensor requests it again for the rest; the run
+that reviews the last of them stamps the data version itself.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from dream_assets.llm.contracts import NOT_TEXT, ContradictionSweepResponse, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
-from dream_assets.model import MemoryEntry, iso, parse_ts, utc
+from dream_assets.model import MemoryEntry, iso
 from dream_assets.passes.common import CONTEXT_EXCEEDED, call_model, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
-from dream_assets.passes.standing import is_user_correction
 from dream_assets.store.memory import SUPERSEDED_BY_KEY, SUPERSEDES_KEY, ContentError, MemoryStore, NotFound
+from dream_assets.store.recall import about_earlier_moment
+from dream_assets.store.standing import is_user_correction
 from dream_assets.text.content_hash import stable_hash
 from dream_assets.text.coverage import (
     BASELINE_VOCABULARY,
@@ -60,6 +64,8 @@ from dream_assets.text.coverage import (
 
 PASS = "contradiction_sweep"
 REVIEWED_KEY = "contradictionReviewedHash"
+#: A supersession reason is kept with the archived entry (the store keeps 500 characters of it).
+MAX_REASON_CHARS = 500
 #: The winner must carry at least this share of the loser's content words (those of the superseded value aside).
 KEPT_SHARE = 0.5
 __all__ = [
@@ -89,47 +95,6 @@ def review_hash(entry: MemoryEntry) -> str:
 
 def needs_review(entry: MemoryEntry) -> bool:
     return entry.metadata.get(REVIEWED_KEY) != review_hash(entry)
-
-
-_PARTIAL_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
-
-
-def _span_of(text: str) -> tuple[datetime, datetime] | None:
-    """A subject-time value as a half-open span: a year, month or day covers all of it, an instant one microsecond.
-    None when it cannot be read."""
-    text = (text or "").strip()
-    m = _PARTIAL_DATE.match(text)
-    try:
-        if m:
-            year, month, day = int(m[1]), int(m[2] or 0), int(m[3] or 0)
-            if not month:
-                return utc(datetime(year, 1, 1)), utc(datetime(year + 1, 1, 1))
-            start = utc(datetime(year, month, day or 1))
-            if day:
-                return start, start + timedelta(days=1)
-            return start, utc(datetime(year + (month == 12), month % 12 + 1, 1))
-        at = parse_ts(text)
-    except (ValueError, OverflowError):
-        return None
-    return at, at + timedelta(microseconds=1)
-
-
-def subject_span(entry: MemoryEntry) -> tuple[datetime, datetime] | None:
-    """The moment an entry is about, from its subject-time metadata; None when it carries none that can be read."""
-    st = entry.subject_time
-    if "subjectTime" in st:
-        return _span_of(st["subjectTime"])
-    start = _span_of(st.get("subjectTimeStart", ""))
-    end = _span_of(st.get("subjectTimeEnd", ""))
-    if start and end:
-        return (start[0], end[1]) if start[0] <= end[1] else None
-    return start or end
-
-
-def about_earlier_moment(a: MemoryEntry, b: MemoryEntry) -> bool:
-    """True when ``a`` is about a moment that ends before the moment ``b`` is about begins."""
-    sa, sb = subject_span(a), subject_span(b)
-    return sa is not None and sb is not None and sa[1] <= sb[0]
 
 
 @dataclass(frozen=True)
@@ -384,14 +349,14 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
     if response is None:
         return report  # failed or deferred: nothing applied, nothing stamped
     assert isinstance(response, ContradictionSweepResponse)
-    _stamp_reviewed(memories, selection.delta)
     live_ids = {e.id for e in live}
     vocab, vocab_warning = load_vocabulary(ctx.profile.coverage_vocabulary_path)
     if vocab_warning:
         report.warn(vocab_warning)
     bound = superseded_bound(len(selection.shown), opts.ContradictionSweepMaxSupersededShare)
-    verdicts = judge(
-        [(s.winner_id, s.loser_id, s.reason) for s in response.supersessions],
+    proposals, unusable = _checked_reasons(report, response)
+    verdicts = unusable + judge(
+        proposals,
         selection.shown,
         live_ids,
         offered=offered_pairs(selection.neighbours),
@@ -406,7 +371,13 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
             f"{len(selection.shown)} shown entries, ContradictionSweepMaxSupersededShare="
             f"{opts.ContradictionSweepMaxSupersededShare:g}): refused, those entries stay live"
         )
-    _apply(ctx, report, selection, verdicts)
+    # The answer and the review stamps commit together: a kill or an error before the commit leaves neither (the
+    # entries are shown again next run), never stamps without the answer. The stamps come first inside the
+    # transaction so that each change row's "before" carries them: an undo restores the reviewed entries, and an
+    # undone pair is not proposed again until one of its entries changes.
+    with ctx.store.transaction():
+        _stamp_reviewed(memories, selection.delta)
+        _apply(ctx, report, selection, verdicts)
     report.counts["live"] = memories.counts()["live"]
     stamp(ctx, PASS, _completion_stamp(memories))
     return report.finish(
@@ -429,10 +400,33 @@ def _stamp_reviewed(memories: MemoryStore, entries: Sequence[MemoryEntry]) -> No
     memories.set_metadata({e.id: {REVIEWED_KEY: review_hash(e)} for e in entries})
 
 
+def _checked_reasons(
+    report: PassReport, response: ContradictionSweepResponse
+) -> tuple[list[tuple[str, str, str]], list[Verdict]]:
+    """The answer's pairs with reasons that may be stored, and a refused verdict for each pair whose reason may not
+    (model text: a lone surrogate or a control character such as an ANSI escape refuses the pair; a reason longer
+    than ``MAX_REASON_CHARS`` is cut, with a note)."""
+    proposals: list[tuple[str, str, str]] = []
+    unusable: list[Verdict] = []
+    for i, s in enumerate(response.supersessions):
+        reason = s.reason if isinstance(s.reason, str) and s.reason != NOT_TEXT else ""
+        field_name = f"supersessions[{i}].reason"
+        bad = problem(reason, "text", field=field_name, max_chars=len(reason) + 1)
+        if bad:
+            unusable.append(Verdict(str(s.winner_id or ""), str(s.loser_id or ""), False, bad))
+            continue
+        if len(reason) > MAX_REASON_CHARS:
+            report.warn(f"{field_name} is {len(reason)} characters: cut to {MAX_REASON_CHARS}")
+            report.count("reasons_cut")
+            reason = reason[: MAX_REASON_CHARS - 1] + "…"
+        proposals.append((s.winner_id, s.loser_id, reason))
+    return proposals, unusable
+
+
 def _apply(ctx: PassContext, report: PassReport, selection: Selection, verdicts: Sequence[Verdict]) -> None:
     memories = ctx.store.memories
     for v in verdicts:
-        label = f"{v.winner_id or '∅'} > {v.loser_id or '∅'}"
+        label = f"{shown(v.winner_id, 40) if v.winner_id else '∅'} > {shown(v.loser_id, 40) if v.loser_id else '∅'}"
         if not v.accepted:
             kind = "refused" if v.why.startswith(_REFUSALS) else "ignored"
             report.count(kind)

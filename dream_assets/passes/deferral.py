@@ -2,12 +2,12 @@
 exponential delay, instead of waiting for the next cycle.
 
 A deferred pass is not a failed one (spec "Scheduling": the dream cycle waits rather than queuing behind an active
-turn). Its outcome record (``pass-reports/<pass>.json``, see pass_status.py) carries the deferral: which attempt this
+turn). Its outcome record (``pass-reports/<pass>.json``, see outcome.py) carries the deferral: which attempt this
 is and when the pass is retried. The first deferral is retried ``BusyRetryInitialDelay`` (5 minutes) later, each
 further one ``BusyRetryMultiplier`` (2) times later than the one before, never later than ``BusyRetryMaxDelay``
 (1 hour); after ``BusyRetryMaxAttempts`` (6) retries the pass waits for the next cycle. Any other outcome (completed,
 skipped, failed) ends the deferral. The agent's deferred passes are also listed in one small file
-(``pass_status.load_deferred``), so the retry sensor reads one file per agent, and requests a pass once its
+(``outcome.load_deferred``), so the retry sensor reads one file per agent, and requests a pass once its
 ``retry_at`` is due.
 """
 

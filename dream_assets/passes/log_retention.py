@@ -333,11 +333,20 @@ def _sweep_temp_files(profile: AgentProfile, now: datetime, report: PassReport) 
 
 
 def _apply(profile: AgentProfile, plans: list[_Plan], report: PassReport) -> None:
-    # Each file waits on its own lock and fsync; a few threads overlap those waits (10,000 session files).
+    # Each file waits on its own lock and fsync; a few threads overlap those waits (10,000 session files). Each
+    # thread takes every APPLY_THREADS-th plan, so the trims (each with an fsync) are spread over all of them, and a
+    # thread is handed its share at once rather than one future per file.
+    outcomes: list[bool | str | Exception] = [False] * len(plans)
     with ThreadPoolExecutor(max_workers=APPLY_THREADS) as pool:
-        outcomes = list(pool.map(_attempt, plans))
+        shares = pool.map(lambda k: [_attempt(plan) for plan in plans[k::APPLY_THREADS]], range(APPLY_THREADS))
+        for k, share in enumerate(shares):
+            outcomes[k::APPLY_THREADS] = share
+    folders: dict[Path, str] = {}
     for plan, outcome in zip(plans, outcomes, strict=True):
-        where = display_path(profile, plan.path)
+        folder = folders.get(plan.path.parent)
+        if folder is None:
+            folder = folders[plan.path.parent] = display_path(profile, plan.path.parent)
+        where = f"{folder}/{plan.path.name}"
         if isinstance(outcome, str | Exception):
             _error(report, where, outcome)
         elif not outcome:

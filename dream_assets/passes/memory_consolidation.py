@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -97,11 +97,12 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
-from dream_assets.passes.standing import without_standing_tags
+from dream_assets.store.connection import StoreError
 from dream_assets.store.dedup import REINFORCE
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.logs import log_exists, read_events
 from dream_assets.store.memory import ContentError
+from dream_assets.store.standing import without_standing_tags
 from dream_assets.text.coverage import (
     CoverageSource,
     CoverageVocabulary,
@@ -349,7 +350,7 @@ def _apply_merge(
     ids = [s.id for s in sources]
     only = sources[0] if len(sources) == 1 else None
     category = save.category.strip() if "category" in save.model_fields_set else sources[0].category
-    # Standing is the host's (standing.py): the merged entry gets the user-correction tag exactly when a source is one.
+    # Standing is the host's (store/standing.py): the merged entry is tagged user-correction exactly when a source is.
     tags = without_standing_tags(
         save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
     )
@@ -923,8 +924,9 @@ def _apply(
 def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateClusters]:
     """The near-duplicate scan: cosine over embeddings when ``EmbeddingModel`` is set (vectors cached per content
     hash in the store, so only new or edited entries are embedded; calls are counted in the pass's usage), the
-    store's lexical measure otherwise. A failed embeddings call fails the scan, and the pass degrades to new or
-    changed entries (spec: "If the near-duplicate scan fails ...")."""
+    store's lexical measure otherwise. A failed embeddings call does not fail the scan: the clusters come from the
+    lexical measure, with a warning, as a save's near-duplicate check falls back (a scan that fails itself still
+    degrades the pass to new or changed entries, spec: "If the near-duplicate scan fails ...")."""
     from dream_assets.llm.embeddings import build_embedding_provider
     from dream_assets.store.embeddings import EmbeddingIndex, cosine_clusters
 
@@ -945,7 +947,14 @@ def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateCluster
         try:
             live = memories.list_live()
             index = EmbeddingIndex(ctx.store, provider, now=ctx.now, pass_name=PASS)
-            vectors = index.vectors(live)
+            try:
+                vectors = index.vectors(live)
+            except StoreError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failing endpoint: clusters by the lexical measure, as saves do
+                found = lexical()
+                why = f"embeddings failed ({type(exc).__name__}: {str(exc)[:300]}); the lexical measure was used"
+                return replace(found, warning="; ".join(w for w in (why, found.warning) if w))
             report.counts["embedded"] = index.embedded
             return cosine_clusters(
                 [e.id for e in live],
@@ -976,7 +985,8 @@ def _summary(report: PassReport) -> str:
         )
     }
     return (
-        f"memory consolidation summary — live {n['live']}, reviewed {n['reviewed']}, created since last run "
+        f"memory consolidation summary — live {n['live']} ({int(c.get('live_after', n['live']))} after), reviewed "
+        f"{n['reviewed']}, created since last run "
         f"{n['created_since_last_run']}, merged {n['merged']}, repaired {n['repaired']}, rejected {n['rejected']}, "
         f"ephemeral {n['ephemeral']}, protected {n['protected']}"
         + (f" ({int(c['guarded'])} by the removal guard)" if c.get("guarded") else "")
@@ -1040,8 +1050,8 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     live = memories.list_live()
     if opts.ConsolidationExactFoldEnabled and len(live) >= 2:
         live = _fold_exact(ctx, report, live)
+    report.counts["live"] = report.counts["live_after"] = len(live)
     if len(live) < 2:
-        report.counts["live"] = len(live)
         if report.counts.get("folded"):
             # The fold changed the corpus: that is a completed pass (undoable, stamped), not a skip.
             stamp(ctx, PASS, memories.fingerprint())
@@ -1158,7 +1168,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             "open and no new correction arrived; no model call"
         )
 
-    report.counts["live"] = memories.counts()["live"]
+    report.counts["live_after"] = memories.counts()["live"]
     # Completion, for the minimum-interval floor and the change-gate sensor (which compares the corpus fingerprint).
     stamp(ctx, PASS, memories.fingerprint())
     return report.finish(_summary(report))
@@ -1172,6 +1182,56 @@ MERGE_REPAIR = ModelCall(
     directive_option=None,
     offline=answer_merge_repair,
 )
+
+#: What each count of a memory consolidation materialization means. Counts of entries are of the live corpus the
+#: pass started from (``live``): ``eligible`` + ``withheld`` = ``live``, and ``unreviewed`` is at most ``live``.
+COUNTS = {
+    "live": "live memories the pass started from, after the exact-duplicate fold (every entry count is of these)",
+    "live_after": "live memories when the pass ended (merges and archives lower it)",
+    "eligible": "live entries shown to the model: new or changed ones and members of open near-duplicate clusters, "
+    "at most ConsolidationMaxEntriesPerCall",
+    "withheld": "live entries not shown (live - eligible)",
+    "unreviewed": "live entries new or changed since their last review, shown or waiting in the backlog",
+    "backlog": "unreviewed or clustered entries over the per-call cap, left for the next cycles",
+    "clusters": "open near-duplicate clusters shown to the model",
+    "settled_clusters": "near-duplicate clusters withheld because every member is reviewed and unchanged",
+    "reoffered": "shown clusters that had settled before (offered for a merge only, never a removal)",
+    "created_since_last_run": "live entries created after the last completed run",
+    "fresh_corrections": "user corrections in the feedback log since the last completed run",
+    "prompt_chars": "characters of the prompt sent to the model (0: no call)",
+    "embedded": "entries embedded for the duplicate scan (EmbeddingModel set)",
+    "folded": "exact duplicates folded into their oldest twin before the model, without a call",
+    "reviewed": "shown entries stamped as reviewed (not offered again until they change)",
+    "merged": "merges applied",
+    "repaired": "merges applied after one repair call restored what they dropped or removed what they invented",
+    "repair_capped": "merges whose repair was not asked for: the pass's repair calls were used up",
+    "rejected": "merges rejected by the coverage check (sources kept)",
+    "rejected_dropped": "of the rejected: a name, number or date of a source was dropped",
+    "rejected_invented": "of the rejected: a specific no source has was invented",
+    "created": "new entries the merges wrote",
+    "archived": "entries archived (merge sources and removals; never deleted)",
+    "ephemeral": "entries archived as noise",
+    "protected": "proposed removals refused and the entries kept (high-value floor, removal guard)",
+    "guarded": "of the protected: kept by the removal guard",
+    "unchanged": "merges that only repeated their one source: nothing replaced",
+    "declined": "proposals not applied because the entry changed since it was shown",
+    "deferred": "entries left for the next cycle (a write could not be made now)",
+    "reinforced_existing": "merges whose text an existing live entry already held: that entry is reinforced instead",
+    "reinforced_by_new": "live entries reinforced by a merged text saved over them",
+    "kept_unmerged_sources": "sources listed for removal kept because their merge did not persist",
+    "left_apart": "sources the model put in one merge that describe different things, kept apart",
+    "skipped_blank": "merge items with empty text (their sources are offered again)",
+    "skipped_unknown_sources": "merge items naming only ids that were not shown",
+    "invalid_items": "answer items that could not be applied (listed in the changes table)",
+    "invalid_ids": "ids in the answer that are not memory ids",
+    "ignored_ids": "ids in the answer that were not shown this run",
+    "duplicate_ids": "ids the answer listed more than once",
+    "reoffered_removals_ignored": "removals of members of re-offered settled clusters, ignored (merge only)",
+    "failed_saves": "merged texts the store refused to save (sources kept)",
+    "forced": "1 when the run was forced (dream/force), else 0",
+    "gated": "1 when the change gate found the corpus unchanged and no call was made, else 0",
+    "model_calls_not_made": "model calls not made (the endpoint failed earlier in the cycle)",
+}
 
 SPEC = PassSpec(
     name=PASS,
@@ -1194,6 +1254,7 @@ SPEC = PassSpec(
         directive_option="DirectivePath",
         offline=answer_memory_consolidation,
     ),
+    counts=COUNTS,
 )
 
 

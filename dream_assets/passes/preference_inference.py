@@ -52,7 +52,6 @@ from dream_assets.passes.conversation_input import ConversationInput, gather, se
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
-from dream_assets.passes.standing import without_standing_tags
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
 from dream_assets.store.log_bytes import file_identity, find_cut_offset
@@ -66,6 +65,7 @@ from dream_assets.store.logs import (
     read_events,
 )
 from dream_assets.store.memory import ContentError, SaveResult
+from dream_assets.store.standing import without_standing_tags
 
 PASS = "preference_inference"
 CATEGORY = "user-preferences/inferred"

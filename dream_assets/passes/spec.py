@@ -13,9 +13,9 @@ outcome. The readers — the cycle, the Dagster assets and sensors, ``dream stat
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any
@@ -25,9 +25,9 @@ from dream_assets.llm.contracts import Contract, ModelCall
 from dream_assets.llm.directives import BUILTIN_DIRECTIVES_PACKAGE
 from dream_assets.model import iso, utc
 from dream_assets.options import DreamOptions
-from dream_assets.pass_status import load_outcome, record_outcome
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.deferral import note_deferral
+from dream_assets.passes.outcome import LEVEL_COUNTS, load_outcome, record_outcome
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile
 from dream_assets.store.connection import StoreCorrupt, StoreError
@@ -70,6 +70,15 @@ class PassSpec:
     history: HistoryAnalysis | None = None
     #: Said after "disabled (<option> = false)" when the pass is off.
     disabled_note: str = ""
+    #: What each count of the pass's materializations means (the asset description lists them). Every outcome
+    #: records every one of them, so the plots have no gaps: what the run did is 0 when it did not run.
+    counts: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def count_meanings(self) -> dict[str, str]:
+        """``counts``, with ``floored`` for a pass that has a minimum interval."""
+        floored = {"floored": f"1 when {self.min_interval} held the pass back this run, else 0"}
+        return {**self.counts, **(floored if self.min_interval is not None else {})}
 
     @property
     def uses_model(self) -> bool:
@@ -108,6 +117,7 @@ class PassSpec:
             except Exception as exc:  # noqa: BLE001
                 log.exception("pass %s failed for agent %s", self.name, agent)
                 report = PassReport(self.name).fail(f"{type(exc).__name__}: {exc}")
+            _declared_counts(report, self)
             return record_pass_outcome(ctx, report)  # the last status, for `dream status` and the cycle report
 
     def attempt(self, ctx: PassContext) -> PassReport:
@@ -162,9 +172,18 @@ def record_pass_outcome(ctx: PassContext, report: PassReport) -> PassReport:
         note_deferral(report, load_outcome(ctx.profile, report.pass_name), ctx.options, ctx.now)
     measured = {
         "live": lambda: ctx.store.memories.counts()["live"],
+        "live_after": lambda: ctx.store.memories.counts()["live"],
         "skills": lambda: len(ctx.store.skills.list()),
     }
     return record_outcome(ctx.profile, report, now=ctx.now, cycle_id=ctx.cycle_id, measured=measured)
+
+
+def _declared_counts(report: PassReport, spec: PassSpec) -> None:
+    """Every count the pass declares, 0 where this outcome did not set it; the counts that describe the input
+    (LEVEL_COUNTS) are left to the skipped-report fill, which keeps their last value."""
+    for key in spec.count_meanings:
+        if key not in LEVEL_COUNTS:
+            report.counts.setdefault(key, 0)
 
 
 def spec_problems(spec: PassSpec, options: DreamOptions | None = None) -> list[str]:

@@ -228,6 +228,27 @@ def resource_section(file_name: str, description: str, candidate: PromotionCandi
     )
 
 
+def promoted_hashes(skill_content: str) -> set[str]:
+    """The definition hashes of the resource sections of a skill, read from each section's own header (the lines
+    between its heading and its fenced body), exactly: a hash quoted inside a promoted body or the skill's prose is
+    not a promotion."""
+    found: set[str] = set()
+    fence: str | None = None
+    in_header = False
+    for line in skill_content.splitlines():
+        if fence is not None:
+            if line.strip() == fence:
+                fence = None
+            continue
+        if line.startswith(f"{RESOURCE_HEADING} "):
+            in_header = True
+        elif in_header and line.startswith("```"):
+            fence, in_header = line.strip(), False
+        elif in_header and line.startswith("definitionHash: "):
+            found.add(line[len("definitionHash: ") :].strip())
+    return found
+
+
 _FILE_NAME = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.?(?:/|$))[A-Za-z0-9._/-]{1,200}$")
 
 
@@ -570,7 +591,7 @@ def _promote(
             skill = ctx.store.skills.get(name, include_archived=True)
             if skill is None or skill.is_archived:
                 return f"skill {shown(name, 80)} does not exist{' (archived)' if skill else ''}"
-            if f"definitionHash: {candidate.definition_hash}" in skill.content:
+            if candidate.definition_hash in promoted_hashes(skill.content):
                 return f"definition {candidate.definition_hash[:19]}… is already a resource of skill {name}"
             content = f"{skill.content.rstrip()}\n\n{resource_section(file_name, description, candidate, ctx.now)}"
             if len(content) > MAX_SKILL_CHARS:

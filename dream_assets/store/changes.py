@@ -292,7 +292,9 @@ class ChangeLog:
             )
         )
         refused: dict[tuple[str, str], str] = {}
-        for key, cs in targets.items():
+        # Targets are checked and put back in turns (one session for many short transactions): while the agent
+        # saves, each transaction of its own would cost a turn of the file.
+        for key, cs in self._conn.in_turns(list(targets.items())):
             current = self._current(*key)
             if not _is_before(current, cs[0].before) and not _same_state(current, cs[-1].after):
                 refused[key] = self._why_refused(key, current, cycle_id)
@@ -315,7 +317,7 @@ class ChangeLog:
             # A later cycle that built on this one's results is never left half-undone under it, even with force.
             return result
         ts = to_db(utc(now))
-        for key in sorted(targets, key=lambda k: last_pos[k], reverse=True):
+        for key in self._conn.in_turns(sorted(targets, key=lambda k: last_pos[k], reverse=True)):
             if key in refused:
                 continue
             cs = targets[key]

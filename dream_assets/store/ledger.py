@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from dream_assets.file_safety import atomic_write
+from dream_assets.file_safety import atomic_write, read_json_file
 from dream_assets.model import iso, parse_ts, utc
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
@@ -175,11 +175,14 @@ class PassLedger:
             self.warning = None
             return False
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = read_json_file(self.path)
             if not isinstance(data, dict) or not isinstance(data.get("passes"), dict):
                 raise ValueError("top level must be an object with a 'passes' object")
             records = {name: LedgerRecord.from_json(rec) for name, rec in data["passes"].items()}
-        except (OSError, ValueError) as exc:
+        except FileNotFoundError:
+            self.warning = None
+            return False
+        except (OSError, ValueError, TypeError, OverflowError) as exc:
             self.warning = (
                 f"dream pass ledger {self.path} is unreadable ({exc}); running every gated pass once and rewriting it"
             )

@@ -37,7 +37,16 @@ from dream_assets.store.change_rows import SAVE_PASS, insert_change, save_cycle_
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
-from dream_assets.store.schema import FINGERPRINT_MODULUS, ensure_schema, fingerprint_sums_sql, from_db, to_db
+from dream_assets.store.recall import SUPERSEDED_BY_KEY, candidate_count
+from dream_assets.store.recall import rank as rank_recall
+from dream_assets.store.schema import (
+    KEPT_SUMS_SQL,
+    ensure_schema,
+    fingerprint_sums_sql,
+    from_db,
+    row_hash_columns_sql,
+    to_db,
+)
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.similarity import (
     DuplicateClusters,
@@ -69,7 +78,6 @@ SAVE_EMBEDDING_CANDIDATES = 20
 SAVE_EMBEDDING_PAUSE = timedelta(minutes=5)
 #: Supersession metadata: the archived loser names its winner (and when and why); the winner lists what it superseded
 #: (comma-separated ids).
-SUPERSEDED_BY_KEY = "supersededBy"
 SUPERSEDED_AT_KEY = "supersededAt"
 SUPERSESSION_REASON_KEY = "supersessionReason"
 SUPERSEDES_KEY = "supersedes"
@@ -165,27 +173,14 @@ def _entries_of_columns(columns: Sequence[list[Any]]) -> list[MemoryEntry]:
     ]
 
 
-def _fingerprint_part(entry: MemoryEntry) -> tuple[int, int, int]:
-    """What a live entry adds to the corpus fingerprint sums (store/schema.py ``ROW_HASH_SQL``, computed here): 1 and
-    the two 64-bit halves of its hash; nothing for an archived entry."""
-    if entry.archived_at is not None:
-        return 0, 0, 0
+def _fingerprint_part(entry: MemoryEntry) -> tuple[int, int]:
+    """The row's part of the corpus fingerprint, stored with it (``fp_h1``, ``fp_h2``): the two 64-bit halves of the
+    hash of its id, content, category and tags (store/schema.py ``ROW_HASH_SQL``, computed here). Archived rows
+    keep theirs too; the fingerprint sums the live rows only."""
     fields = (entry.id, entry.content, entry.category, json.dumps(list(entry.tags)))
     text = "|".join(f"{len(f.encode())}:{f}" for f in fields)
     digest = hashlib.sha256(text.encode()).digest()
-    return 1, int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:16], "big")
-
-
-def _add_to_fingerprint(conn: duckdb.DuckDBPyConnection, count: int, h1: int, h2: int) -> None:
-    """Adds (or, negative, subtracts) a change to the stored fingerprint sums, in the caller's transaction."""
-    if not (count or h1 or h2):
-        return
-    m = FINGERPRINT_MODULUS
-    conn.execute(
-        f"UPDATE memory_fingerprint SET live = live + ?, h1 = ((h1::HUGEINT + ?::HUGEINT) % {m})::UBIGINT, "
-        f"h2 = ((h2::HUGEINT + ?::HUGEINT) % {m})::UBIGINT",
-        [count, h1 % m, h2 % m],
-    )
+    return int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:16], "big")
 
 
 def _rows_by_id(conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[tuple[Any, ...]]:
@@ -469,26 +464,31 @@ class MemoryStore:
         return {"live": int(live), "archived": int(archived)}
 
     def search(self, query: str, limit: int = 10) -> list[tuple[MemoryEntry, float]]:
-        """BM25 over content, category and tags of live entries, best first."""
+        """Live entries for ``query``, best first: BM25 over content, category and tags finds them, and the current
+        version of a fact comes before a stale one (store/recall.py: correction standing, subject time or save time,
+        supersession, and the ``RecallRecencyWeight`` / ``RecallReinforcementWeight`` signals). Archived entries are
+        never returned."""
+        if limit <= 0:
+            return []
+        tokens = tokenize(query)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
-            hits = self._idx.bm25.search(tokenize(query), limit=limit)
+            hits = self._idx.bm25.search(tokens, limit=candidate_count(limit, self._options))
             if not hits:
                 return []
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?))", [[h for h, _ in hits]]
-            ).fetchall()
+            rows = _rows_by_id(conn, [h for h, _ in hits])
         by_id = {r[0]: _row_to_entry(r) for r in rows}
-        return [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
+        live = [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
+        return rank_recall(live, tokens, self._options, limit)
 
     def fingerprint(self) -> str:
         """Order-independent hash of the live corpus: id, content, category and tags only (not importance, not
         timestamps, not reinforcement), each field length-prefixed so field boundaries are unambiguous (spec: "The
-        change gate"). Every write keeps it up to date in its own transaction (store/schema.py), so reading it costs
-        one row whatever the corpus size."""
+        change gate"). Every write stores its row's part with the row (store/schema.py), so reading it sums two
+        integer columns and hashes nothing."""
         with self._conn.session() as conn:
-            n, h1, h2 = conn.execute("SELECT live, h1, h2 FROM memory_fingerprint").fetchone()  # type: ignore[misc]
-        return f"memories:{n}:{h1:016x}{h2:016x}"
+            n, h1, h2 = conn.execute(KEPT_SUMS_SQL).fetchone()  # type: ignore[misc]
+        return f"memories:{n}:{int(h1):016x}{int(h2):016x}"
 
     def recomputed_fingerprint(self) -> str:
         """The fingerprint computed from every live row (what ``fingerprint`` must equal; for audits and tests)."""
@@ -632,12 +632,11 @@ class MemoryStore:
         provider cannot be built (``_embedding_unavailable`` says why)."""
         if self._embedding_index is not None or self._embedding_factory is None or self._embedding_unavailable:
             return self._embedding_index
-        from dream_assets.llm.base import ModelCallError
         from dream_assets.store.embeddings import EmbeddingIndex
 
         try:
             provider = self._embedding_factory()
-        except (ModelCallError, ValueError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the provider does, the save goes on with the lexical measure
             self._embedding_unavailable = str(exc)
             log.warning("save-time dedup uses the lexical measure: the embedding provider cannot be built: %s", exc)
             return None
@@ -684,12 +683,10 @@ class MemoryStore:
         if self._conn.in_transaction and index.missing([content, *(text for _, text in docs)]):
             # A caller holds the store: no request now. Its missing vectors come with the next scan or free save.
             return _SaveMeasure()
-        from dream_assets.llm.base import ModelCallError
-
         index.now = now
         try:
             return _SaveMeasure(sims=dict(index.similar(content, docs)))
-        except (ModelCallError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - an endpoint failure of any kind never fails the save: lexical measure
             self._embedding_failed = (now, str(exc))
             log.warning("save-time dedup used the lexical measure: embeddings failed: %s", exc)
             return _SaveMeasure(note=f"embeddings failed ({_short(str(exc))}): the lexical measure was used")
@@ -751,7 +748,7 @@ class MemoryStore:
             reinforcement_count=existing.reinforcement_count + 1,
             metadata={**meta, **existing.metadata},
         )
-        self._write(conn, updated, bump=new_tags != existing.tags, before=existing)
+        self._write(conn, updated, bump=new_tags != existing.tags)
         return SaveResult(
             "reinforced",
             updated,
@@ -866,9 +863,7 @@ class MemoryStore:
             reinforcement_count=existing.reinforcement_count + 1,
             metadata={**meta, **existing.metadata},
         )
-        self._write(
-            conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags), before=existing
-        )
+        self._write(conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags))
         action = "extended" if new_content != existing.content else "reinforced"
         cycle = None
         if action == "extended" and record_change:
@@ -930,9 +925,10 @@ class MemoryStore:
             )
             conn.register("_incoming", table)
             try:
-                conn.execute(f"INSERT INTO memories SELECT {_COLUMNS}, seq FROM _incoming")
-                added = conn.execute(fingerprint_sums_sql("_incoming")).fetchall()[0]
-                _add_to_fingerprint(conn, *(int(v) for v in added))
+                conn.execute(
+                    f"INSERT INTO memories ({_COLUMNS}, seq, fp_h1, fp_h2) "
+                    f"SELECT {_COLUMNS}, seq, {row_hash_columns_sql('_incoming')}"
+                )
             finally:
                 conn.unregister("_incoming")
             if self._idx.ready:
@@ -949,14 +945,13 @@ class MemoryStore:
             # The row takes its sequence number in the same statement.
             seq = int(
                 conn.execute(
-                    f"INSERT INTO memories ({_COLUMNS}, seq) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq')) RETURNING seq",
-                    [entry.id, *_row_values(entry)],
+                    f"INSERT INTO memories ({_COLUMNS}, fp_h1, fp_h2, seq) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq')) RETURNING seq",
+                    [entry.id, *_row_values(entry), *_fingerprint_part(entry)],
                 ).fetchone()[0]  # type: ignore[index]
             )
         except duckdb.ConstraintException as exc:
             raise ContentError(f"a memory with id {entry.id!r} already exists") from exc
-        _add_to_fingerprint(conn, *_fingerprint_part(entry))
         if entry.archived_at is None and self._idx.ready:
             self._idx.add(entry.id, entry.content, entry.category, entry.tags)
         self._idx.mark_synced(seq)
@@ -967,22 +962,17 @@ class MemoryStore:
         entry: MemoryEntry,
         *,
         bump: bool = True,
-        before: MemoryEntry | None = None,
     ) -> None:
-        """Overwrite every field of an existing row. ``bump`` when searchable fields or the archive state changed;
-        ``before``: the row as it is stored (read here when not given and ``bump``)."""
-        params = _row_values(entry)
+        """Overwrite every field of an existing row, its fingerprint part with it. ``bump`` when searchable fields or
+        the archive state changed."""
+        params = [*_row_values(entry), *_fingerprint_part(entry)]
         sql = (
             "UPDATE memories SET content = ?, category = ?, tags = ?, importance = ?, created_at = ?, updated_at = ?, "
-            "last_seen_at = ?, reinforcement_count = ?, metadata = ?, archived_at = ?"
+            "last_seen_at = ?, reinforcement_count = ?, metadata = ?, archived_at = ?, fp_h1 = ?, fp_h2 = ?"
         )
         if bump:
-            if before is None:
-                before = self._require(conn, entry.id)
             seq = self._next_seq(conn)
             conn.execute(sql + ", seq = ? WHERE id = ?", [*params, seq, entry.id])
-            old, new = _fingerprint_part(before), _fingerprint_part(entry)
-            _add_to_fingerprint(conn, new[0] - old[0], new[1] - old[1], new[2] - old[2])
             if self._idx.ready:
                 if entry.archived_at is None:
                     self._idx.add(entry.id, entry.content, entry.category, entry.tags)
@@ -1003,7 +993,7 @@ class MemoryStore:
                 entry.tags,
                 entry.archived_at,
             )
-            self._write(conn, entry, bump=bump, before=current)
+            self._write(conn, entry, bump=bump)
         return entry
 
     def _require(self, conn: duckdb.DuckDBPyConnection, entry_id: str) -> MemoryEntry:
@@ -1035,7 +1025,7 @@ class MemoryStore:
                 cur.metadata if metadata is None else metadata,
             )
             new = cur.with_(content=c, category=cat, tags=tg, importance=imp, metadata=meta, updated_at=utc(now))
-            self._write(conn, new, bump=(c, cat, tg) != (cur.content, cur.category, cur.tags), before=cur)
+            self._write(conn, new, bump=(c, cat, tg) != (cur.content, cur.category, cur.tags))
         return new
 
     def reinforce(self, entry_id: str, *, now: datetime | None = None) -> MemoryEntry:
@@ -1093,7 +1083,7 @@ class MemoryStore:
             new = (
                 cur.with_(archived_at=archived_at) if archived_at else cur.with_(archived_at=None, updated_at=utc(now))
             )
-            self._write(conn, new, bump=True, before=cur)
+            self._write(conn, new, bump=True)
         return new
 
     def purge(self, entry_ids: Iterable[str], *, now: datetime) -> list[MemoryEntry]:
@@ -1114,8 +1104,6 @@ class MemoryStore:
                     [eid, to_db(utc(now)), to_db(entry.archived_at), entry.content, seq],
                 )
                 conn.execute("DELETE FROM memories WHERE id = ?", [eid])
-                gone = _fingerprint_part(entry)
-                _add_to_fingerprint(conn, -gone[0], -gone[1], -gone[2])
                 self._idx.remove(eid)
                 self._idx.mark_synced(seq)
                 purged.append(entry)

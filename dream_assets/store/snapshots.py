@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -107,6 +108,10 @@ def take_snapshot(profile: AgentProfile, store: DreamStore, now: datetime) -> tu
         with open(part, "rb") as fh:
             os.fsync(fh.fileno())
     fsync_dir(tmp)
+    if folder.exists():
+        # A replay (a second cycle at the same --now): the new snapshot takes the instant's name, the earlier one is
+        # kept beside it under a name the audit does not read (never deleted in place).
+        folder.rename(folder.with_name(f"{folder.name}.replaced-{uuid.uuid4().hex[:8]}"))
     tmp.rename(folder)
     fsync_dir(folder.parent)
     return Snapshot(folder, now), counts

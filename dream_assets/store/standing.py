@@ -7,7 +7,8 @@ Standing is decided by the host, never by the model. An entry saved from feedbac
 consolidation merge or fold writes carries the host's decision in its metadata (``userCorrection`` = ``true`` /
 ``false``): it is a user correction exactly when one of the entries it combines was, whatever tags the model gave it,
 so a merge can neither forge the standing nor lose it. Tags the model proposes lose the ones that would grant it
-(:func:`without_standing_tags`).
+(:func:`without_standing_tags`). Recall (store/recall.py) ranks a user correction above the claims it corrects by the
+same decision, which is why it lives with the store.
 """
 
 from __future__ import annotations

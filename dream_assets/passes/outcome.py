@@ -20,13 +20,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dream_assets.file_safety import atomic_write
+from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
 from dream_assets.model import iso, parse_ts, utc
 from dream_assets.passes.report import Change, PassReport
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import path_lock
 
-log = logging.getLogger("dream_assets.pass_status")
+log = logging.getLogger("dream_assets.passes.outcome")
 
 RECORD_VERSION = 1
 #: Changes kept per record (the cycle report lists them; the change log keeps every undoable one).
@@ -36,6 +36,7 @@ KEEP_CHANGES = 500
 LEVEL_COUNTS = frozenset(
     {
         "live",
+        "live_after",
         "eligible",
         "withheld",
         "unreviewed",
@@ -62,11 +63,11 @@ def load_outcome(profile: AgentProfile, pass_name: str) -> dict[str, Any] | None
     """The last recorded outcome of ``pass_name``, or None (never run, or a record that cannot be read — logged)."""
     path = profile.pass_report_path(pass_name)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
-        log.warning("pass record %s is unreadable (%s); it is rewritten at the next run of %s", path, exc, pass_name)
+    except UnreadableFile as exc:
+        log.warning("pass record %s; it is rewritten at the next run of %s", exc, pass_name)
         return None
     if not isinstance(data, dict) or data.get("pass") != pass_name or not isinstance(data.get("status"), str):
         log.warning("pass record %s is not a record of %s; it is rewritten at its next run", path, pass_name)
@@ -173,11 +174,11 @@ def load_deferred(profile: AgentProfile) -> dict[str, dict[str, Any]]:
     read (logged; it is rewritten at the next outcome that changes it)."""
     path = deferred_index_path(profile)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
-        log.warning("deferred-pass list %s is unreadable (%s); it is rewritten at the next deferral", path, exc)
+    except UnreadableFile as exc:
+        log.warning("deferred-pass list %s; it is rewritten at the next deferral", exc)
         return {}
     passes = data.get("passes") if isinstance(data, dict) else None
     if not isinstance(passes, dict):

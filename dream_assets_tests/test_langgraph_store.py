@@ -1,0 +1,332 @@
+"""The LangGraph store: LangGraph's own store semantics (ported from its store tests: namespaces by prefix and suffix
+with wildcards, max_depth, limit and offset, filters on value fields, a None value deletes, a missing key is None,
+created_at / updated_at, search with a query), over the real memory store, and a real LangGraph graph using it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+
+import pytest
+
+pytest.importorskip("langgraph", reason="the langgraph extra is not installed: pip install 'dream_assets[langgraph]'")
+
+from langgraph.config import get_store  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.store.base import (  # noqa: E402
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
+)
+from typing_extensions import TypedDict  # noqa: E402
+
+from dream_assets.langgraph_store import LangGraphMemoryStore, item_id  # noqa: E402
+from dream_assets.passes.memory_consolidation import run_memory_consolidation  # noqa: E402
+from dream_assets.store import open_store  # noqa: E402
+from dream_assets_tests.conftest import NOW, run_scripted  # noqa: E402
+
+
+class Clock:
+    """The store's time: moves a second per write, so updated_at is strictly later after an update."""
+
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self):
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+@pytest.fixture
+def lg(profile, options):
+    store = LangGraphMemoryStore(open_store(profile, options), clock=Clock())
+    yield store
+    store.close()
+
+
+def test_put_get_update_and_delete_keep_langgraph_semantics_and_delete_archives(lg):
+    ns = ("test", "documents")
+    value = {"title": "Test Document", "content": "Hello, World!", "n": 1, "nested": {"a": [1, 2]}}
+    lg.put(ns, "doc1", value)
+    item = lg.get(ns, "doc1")
+    assert isinstance(item, Item)
+    assert (item.namespace, item.key, item.value) == (ns, "doc1", value)
+    assert item.created_at == item.updated_at
+
+    lg.put(ns, "doc1", {"title": "Updated Document", "content": "Hello, Updated!"})
+    updated = lg.get(ns, "doc1")
+    assert updated.value == {"title": "Updated Document", "content": "Hello, Updated!"}
+    assert updated.updated_at > item.updated_at and updated.created_at == item.created_at
+
+    assert lg.get(("test", "other_documents"), "doc1") is None
+    assert lg.get(ns, "missing") is None
+
+    lg.delete(ns, "doc1")
+    assert lg.get(ns, "doc1") is None
+    assert lg.search(ns) == []
+    # Archived, not deleted: the entry is still in the file, with its text.
+    entry = lg.store.memories.get(item_id(ns, "doc1"))
+    assert entry is not None and entry.is_archived and entry.content == "Hello, Updated!"
+    assert lg.store.memories.counts() == {"live": 0, "archived": 1}
+
+    # Put again after a delete: the same entry comes back live with the new value.
+    lg.put(ns, "doc1", {"content": "Back again"})
+    assert lg.get(ns, "doc1").value == {"content": "Back again"}
+    assert lg.store.memories.counts() == {"live": 1, "archived": 0}
+
+
+def test_batch_runs_its_operations_in_order_and_a_none_value_deletes(lg):
+    lg.put(("test", "foo"), "key1", {"data": "value1"})
+    lg.put(("test", "bar"), "key2", {"data": "value2"})
+    results = lg.batch(
+        [
+            GetOp(("test", "foo"), "key1"),
+            PutOp(("test", "bar"), "key2", {"data": "value2"}),
+            SearchOp(("test",), filter={"data": "value1"}, limit=10, offset=0),
+            ListNamespacesOp(match_conditions=None, max_depth=None, limit=10, offset=0),
+            GetOp(("test",), "key3"),
+            PutOp(("test",), "key3", {"data": "value3"}),
+            GetOp(("test",), "key3"),
+            PutOp(("test", "foo"), "key1", None),
+            GetOp(("test", "foo"), "key1"),
+        ]
+    )
+    assert len(results) == 9
+    assert results[0].value == {"data": "value1"} and results[0].key == "key1"
+    assert results[1] is None and results[5] is None and results[7] is None
+    assert [i.key for i in results[2]] == ["key1"]
+    assert results[3] == [("test", "bar"), ("test", "foo")]
+    assert results[4] is None
+    assert results[6].value == {"data": "value3"}
+    assert results[8] is None
+
+
+def test_namespaces_are_categories_listed_by_prefix_suffix_wildcards_depth_and_pages(lg):
+    namespaces = [
+        ("a", "b", "c"),
+        ("a", "b", "d", "e"),
+        ("a", "b", "d", "i"),
+        ("a", "b", "f"),
+        ("a", "c", "f"),
+        ("b", "a", "f"),
+        ("users", "123"),
+        ("users", "456", "settings"),
+        ("admin", "users", "789"),
+    ]
+    for i, ns in enumerate(namespaces):
+        lg.put(ns, f"id_{i}", {"data": f"value_{i:02d}"})
+    assert lg.store.memories.get(item_id(("a", "b", "c"), "id_0")).category == "a/b/c"
+
+    assert lg.list_namespaces(prefix=("a", "b")) == [
+        ("a", "b", "c"),
+        ("a", "b", "d", "e"),
+        ("a", "b", "d", "i"),
+        ("a", "b", "f"),
+    ]
+    assert lg.list_namespaces(suffix=("f",)) == [("a", "b", "f"), ("a", "c", "f"), ("b", "a", "f")]
+    assert lg.list_namespaces(prefix=("a",), suffix=("f",)) == [("a", "b", "f"), ("a", "c", "f")]
+    assert lg.list_namespaces(prefix=("a", "b"), max_depth=3) == [("a", "b", "c"), ("a", "b", "d"), ("a", "b", "f")]
+    assert lg.list_namespaces(prefix=("a", "b"), limit=2) == [("a", "b", "c"), ("a", "b", "d", "e")]
+    assert lg.list_namespaces(prefix=("a", "b"), offset=2) == [("a", "b", "d", "i"), ("a", "b", "f")]
+    assert lg.list_namespaces(prefix=("a", "*", "f")) == [("a", "b", "f"), ("a", "c", "f")]
+    assert lg.list_namespaces(suffix=("*", "f")) == [("a", "b", "f"), ("a", "c", "f"), ("b", "a", "f")]
+    assert lg.list_namespaces(prefix=("nonexistent",)) == []
+    assert lg.list_namespaces(prefix=("users", "123")) == [("users", "123")]
+    assert lg.list_namespaces(prefix=("*", "users"), suffix=("*", "settings")) == []
+    assert lg.list_namespaces(max_depth=2) == [
+        ("a", "b"),
+        ("a", "c"),
+        ("admin", "users"),
+        ("b", "a"),
+        ("users", "123"),
+        ("users", "456"),
+    ]
+    assert lg.batch([ListNamespacesOp(match_conditions=(MatchCondition("suffix", ("789",)),))]) == [
+        [("admin", "users", "789")]
+    ]
+    # A deleted item's namespace is gone once nothing live is left in it.
+    lg.delete(("users", "123"), "id_6")
+    assert ("users", "123") not in lg.list_namespaces()
+
+
+def test_search_filters_value_fields_pages_and_keeps_to_the_prefix(lg):
+    data = [
+        (("test", "docs"), "doc1", {"title": "First Doc", "author": "Alice", "tags": ["important"], "score": 2}),
+        (("test", "docs"), "doc2", {"title": "Second Doc", "author": "Bob", "tags": ["draft"], "score": 9}),
+        (("test", "images"), "img1", {"title": "Image 1", "author": "Alice", "tags": ["final"], "score": 10}),
+        (("other",), "x", {"title": "Elsewhere", "author": "Alice", "score": 11}),
+    ]
+    for ns, key, value in data:
+        lg.put(ns, key, value)
+    assert len(lg.search(("test",))) == 3
+    docs = lg.search(("test", "docs"))
+    assert sorted(i.key for i in docs) == ["doc1", "doc2"] and all(i.namespace == ("test", "docs") for i in docs)
+    assert sorted(i.key for i in lg.search(("test",), filter={"author": "Alice"})) == ["doc1", "img1"]
+    assert [i.key for i in lg.search(("test",), filter={"tags": ["draft"]})] == ["doc2"]
+    # Numbers compare as numbers, not as text ("9" >= "10" would be true).
+    assert sorted(i.value["score"] for i in lg.search(("test",), filter={"score": {"$gte": 9}})) == [9, 10]
+    assert sorted(i.value["score"] for i in lg.search(("test",), filter={"score": {"$lt": 10}})) == [2, 9]
+    assert [i.key for i in lg.search(("test",), filter={"author": {"$ne": "Alice"}})] == ["doc2"]
+    assert len(lg.search(("test",), limit=2)) == 2
+    assert len(lg.search(("test",), offset=2)) == 1
+    # Without a query: most recently updated first.
+    assert [i.key for i in lg.search(())] == ["x", "img1", "doc2", "doc1"]
+    assert all(i.score is None for i in lg.search(()))
+    with pytest.raises(ValueError, match=r"\$regex"):
+        lg.search(("test",), filter={"author": {"$regex": "A"}})
+
+
+def test_search_with_a_query_is_the_stores_recall_with_the_current_fact_first(lg):
+    ns = ("memories", "user-1")
+    lg.put(ns, "manager-old", {"text": "The user's manager is Tom Becker.", "kind": "fact"})
+    lg.put(ns, "manager-new", {"text": "The user's manager is Priya Shah since 2026-11-01.", "kind": "fact"})
+    lg.put(ns, "lunch", {"text": "The user likes ramen for lunch.", "kind": "preference"})
+    lg.put(("memories", "user-2"), "manager", {"text": "Their manager is Sam.", "kind": "fact"})
+
+    hits = lg.search(ns, query="Who is my manager?")
+    assert [h.key for h in hits] == ["manager-new", "manager-old"]
+    assert hits[0].score >= hits[1].score > 0
+    assert hits[0].value == {"text": "The user's manager is Priya Shah since 2026-11-01.", "kind": "fact"}
+    assert [h.key for h in lg.search(ns, query="manager", filter={"kind": "preference"})] == []
+    assert [h.key for h in lg.search(ns, query="ramen lunch", filter={"kind": "preference"})] == ["lunch"]
+    assert [h.key for h in lg.search(ns, query="manager", limit=1, offset=1)] == ["manager-old"]
+    assert sorted(h.key for h in lg.search(("memories",), query="manager")) == ["manager", "manager-new", "manager-old"]
+
+
+def test_text_comes_from_content_text_index_paths_or_json_and_values_round_trip(lg):
+    ns = ("notes",)
+    lg.put(ns, "a", {"content": "Caroline moved to Porto.", "extra": 1})
+    lg.put(ns, "b", {"title": "Trip", "body": {"summary": "Two weeks in Osaka"}}, index=["title", "body.summary"])
+    lg.put(ns, "c", {"city": "Bergen", "people": ["Ana", "Kofi"]})
+    memories = lg.store.memories
+    assert memories.get(item_id(ns, "a")).content == "Caroline moved to Porto."
+    assert memories.get(item_id(ns, "b")).content == "Trip\nTwo weeks in Osaka"
+    assert json.loads(memories.get(item_id(ns, "c")).content) == {"city": "Bergen", "people": ["Ana", "Kofi"]}
+    assert lg.get(ns, "b").value == {"title": "Trip", "body": {"summary": "Two weeks in Osaka"}}
+    assert [h.key for h in lg.search(ns, query="Osaka")] == ["b"]
+    assert [h.key for h in lg.search(ns, query="Bergen")] == ["c"]
+
+
+def test_entries_saved_another_way_are_items_of_their_category_and_edits_show_in_get(lg):
+    saved = lg.store.memories.save("The user prefers dark mode.", category="prefs/ui", now=NOW).entry
+    [hit] = lg.search(("prefs",), query="dark mode")
+    assert (hit.namespace, hit.key, hit.value) == (
+        ("prefs", "ui"),
+        saved.id,
+        {"content": "The user prefers dark mode."},
+    )
+    assert lg.get(("prefs", "ui"), saved.id).value == {"content": "The user prefers dark mode."}
+    assert lg.get(("other",), saved.id) is None
+    lg.put(("prefs", "ui"), saved.id, {"content": "The user prefers light mode."})
+    assert lg.store.memories.get(saved.id).content == "The user prefers light mode."
+    lg.delete(("prefs", "ui"), saved.id)
+    assert lg.store.memories.get(saved.id).is_archived
+
+    # The entry's text edited after the put (here by a tool edit): get shows the current text in the value's field.
+    lg.put(("notes",), "k", {"text": "Ana lives in Lisbon.", "n": 1})
+    lg.store.memories.update(item_id(("notes",), "k"), content="Ana lives in Lisbon. She moved there in 2025.", now=NOW)
+    assert lg.get(("notes",), "k").value == {"text": "Ana lives in Lisbon. She moved there in 2025.", "n": 1}
+
+
+def test_a_key_the_dream_cycle_superseded_leads_to_its_successor(lg):
+    ns = ("facts",)
+    lg.put(ns, "home-2024", {"content": "Ana lives in Lisbon."})
+    lg.put(ns, "home-2026", {"content": "Ana moved to Porto and lives there now."})
+    old, new = item_id(ns, "home-2024"), item_id(ns, "home-2026")
+    lg.store.memories.supersede(old, new, now=NOW + timedelta(days=1), reason="moved")
+    item = lg.get(ns, "home-2024")
+    assert (item.key, item.value) == ("home-2026", {"content": "Ana moved to Porto and lives there now."})
+    assert [h.key for h in lg.search(ns, query="Ana lives")] == ["home-2026"]
+
+
+def test_keys_the_dream_cycle_merged_lead_to_the_merged_entry(lg, profile):
+    ns = ("facts",)
+    lg.put(ns, "a", {"content": "Ana lives in Porto."})
+    lg.put(ns, "b", {"content": "Ana lives in Porto, near the river."})
+    sources = [item_id(ns, "a"), item_id(ns, "b")]
+    merged_text = "Ana lives in Porto, near the river."
+    answer = {"toDelete": [], "toSave": [{"content": merged_text, "sourceIds": sources}]}
+    report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [answer], now=NOW + timedelta(days=1))
+    assert report.counts.get("merged") == 1, report
+    [merged] = lg.store.memories.list_live()
+    for key in ("a", "b"):
+        item = lg.get(ns, key)
+        assert (item.namespace, item.key, item.value) == (ns, merged.id, {"content": merged_text})
+    assert lg.get(ns, "never-put") is None
+    # Deleting one of the merged keys forgets that key only; the merged entry stays live for the other.
+    lg.delete(ns, "a")
+    assert lg.get(ns, "a") is None and lg.get(ns, "b").key == merged.id
+    assert not lg.store.memories.get(merged.id).is_archived
+
+
+def test_namespaces_the_store_cannot_hold_are_refused_before_anything_is_written(lg):
+    for bad in [(), ("the", "thing.about"), ("some", "fun", ""), ("a/b", "c"), ("langgraph", "foo")]:
+        with pytest.raises(InvalidNamespaceError):
+            lg.put(bad, "foo", {"foo": "bar"})
+    with pytest.raises(InvalidNamespaceError):
+        lg.batch([PutOp(("x/y",), "k", {"content": "no"})])
+    with pytest.raises(NotImplementedError):
+        lg.put(("ok",), "k", {"content": "c"}, ttl=5)
+    with pytest.raises(ValueError, match="MaxContentChars"):
+        lg.put(("ok",), "big", {"content": "x" * 20_000})
+    assert lg.store.memories.counts() == {"live": 0, "archived": 0}
+
+
+def test_async_methods_batch_through_the_same_primitive(lg):
+    async def run():
+        await asyncio.gather(
+            lg.aput(("a",), "one", {"content": "first"}), lg.aput(("a",), "two", {"content": "second"})
+        )
+        got = await asyncio.gather(lg.aget(("a",), "one"), lg.aget(("a",), "two"), lg.aget(("a",), "none"))
+        found = await lg.asearch(("a",), query="second")
+        await lg.adelete(("a",), "one")
+        return got, found, await lg.aget(("a",), "one"), await lg.alist_namespaces()
+
+    got, found, deleted, namespaces = asyncio.run(run())
+    assert [g.value if g else None for g in got] == [{"content": "first"}, {"content": "second"}, None]
+    assert [f.key for f in found] == ["two"] and deleted is None and namespaces == [("a",)]
+
+
+class State(TypedDict):
+    user: str
+    said: str
+    recalled: list[str]
+
+
+def remember(state: State) -> dict:
+    get_store().put(("memories", state["user"]), "latest", {"content": state["said"]})
+    return {}
+
+
+def recall(state: State) -> dict:
+    hits = get_store().search(("memories", state["user"]), query=state["said"], limit=5)
+    return {"recalled": [h.value["content"] for h in hits]}
+
+
+def test_a_langgraph_graph_uses_the_memory_store_as_its_long_term_store(profile, options):
+    builder = StateGraph(State)
+    builder.add_node("remember", remember)
+    builder.add_node("recall", recall)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", "recall")
+    builder.add_edge("recall", END)
+    store = LangGraphMemoryStore(profile, options=options)
+    try:
+        graph = builder.compile(store=store)
+        out = graph.invoke({"user": "u1", "said": "My manager is Priya Shah.", "recalled": []})
+        assert out["recalled"] == ["My manager is Priya Shah."]
+        graph.invoke({"user": "u2", "said": "My manager is Tom Becker.", "recalled": []})
+    finally:
+        store.close()
+    # The graph's memories are entries of the agent's store, one category per user, where the dream cycle finds them.
+    reopened = open_store(profile, options)
+    try:
+        live = {e.category: e.content for e in reopened.memories.list_live()}
+    finally:
+        reopened.close()
+    assert live == {"memories/u1": "My manager is Priya Shah.", "memories/u2": "My manager is Tom Becker."}
