@@ -125,7 +125,7 @@ def test_run_against_a_dead_endpoint_stops_before_the_cycle_with_one_line_naming
         assert main(["run", "--profile", str(profile), "--now", NOW]) == 2
     captured = capsys.readouterr()
     [line] = captured.err.strip().splitlines()
-    assert line.startswith(f"dream run: the model endpoint {url} is not reachable (GET {url}/models: ")
+    assert line.startswith(f"dream run: the model endpoint {url} is not reachable (GET /models: ")
     assert "no cycle was run" in line
     assert "succeeded" not in captured.out and "model calls this cycle" not in captured.out
     assert not AgentProfile(profile).ledger_path.exists() or "memory_consolidation" not in (

@@ -402,9 +402,9 @@ def probe_endpoint(base_url: str, api_key: str = PLACEHOLDER_API_KEY, *, timeout
             url, headers={"Authorization": f"Bearer {api_key or PLACEHOLDER_API_KEY}"}, timeout=timeout_s
         )
     except httpx.TimeoutException:
-        return f"the model endpoint {base} did not answer GET {url} within {timeout_s:g}s"
+        return f"the model endpoint {base} did not answer GET /models within {timeout_s:g}s"
     except httpx.HTTPError as exc:
-        return f"the model endpoint {base} is not reachable (GET {url}: {_cause(exc) if exc.__cause__ else exc})"
+        return f"the model endpoint {base} is not reachable (GET /models: {_cause(exc) if exc.__cause__ else exc})"
     if answer.status_code in (401, 403):
-        return f"the model endpoint {base} refused the API key (GET {url}: HTTP {answer.status_code}){_hint(401)}"
+        return f"the model endpoint {base} refused the API key (GET /models: HTTP {answer.status_code}){_hint(401)}"
     return None
