@@ -219,7 +219,6 @@ def test_queries_with_very_common_terms_rank_exactly_like_full_scoring(
         return result
 
     monkeypatch.setattr(bm25, "_settled", spy)
-    monkeypatch.setattr(bm25, "_PRUNE_MIN_SLOTS", 0)  # prune at this size too (large indexes only, by default)
     rng = random.Random(2)
     rare = [f"r{i}" for i in range(300)]
     docs = {
@@ -248,13 +247,8 @@ class _NoLength:
         return False
 
 
-@pytest.mark.parametrize("merge", [False, True], ids=["accumulated", "merged"])
-def test_pruned_top_k_equals_full_scoring_on_a_random_corpus(monkeypatch: pytest.MonkeyPatch, merge: bool) -> None:
+def test_pruned_top_k_equals_full_scoring_on_a_random_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
     from dream_assets.text import bm25
-
-    monkeypatch.setattr(bm25, "_PRUNE_MIN_SLOTS", 0)  # prune at this size too (large indexes only, by default)
-    if merge:  # full scoring by merging postings, as on an index too large for a per-slot accumulator in cache
-        monkeypatch.setattr(bm25, "_DENSE_MAX_SLOTS", 0)
 
     pruned = []
     real_settled = bm25._settled
@@ -324,87 +318,3 @@ def test_add_many_builds_the_index_adding_one_by_one_builds() -> None:
         assert at_once.search(query, limit=7) == one_by_one.search(query, limit=7)
     with pytest.raises(ValueError, match="empty index"):
         at_once.add_many(["other"], [["kestrel"]])
-
-
-def test_folding_the_tail_and_renumbering_slots_keep_every_search_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Adds land in the tail, which folds into the base; removes leave dead slots until a compaction renumbers them.
-    Through all of it a pruned top-k equals scoring every posting, and the index equals one built from scratch."""
-    from dream_assets.text import bm25
-
-    monkeypatch.setattr(bm25, "_FOLD_MIN", 300)  # fold often, so searches meet every mix of base and tail
-    monkeypatch.setattr(bm25, "_PRUNE_MIN_SLOTS", 0)  # prune at this size too (large indexes only, by default)
-    pruned = []
-    real_settled = bm25._settled
-
-    def spy(*args: object) -> object:
-        result = real_settled(*args)  # type: ignore[arg-type]
-        pruned.append(result is not None)
-        return result
-
-    monkeypatch.setattr(bm25, "_settled", spy)
-    folds = []
-    real_fold = Bm25Index._fold
-
-    def fold(self: Bm25Index, *, renumber: bool) -> None:
-        folds.append(renumber)
-        real_fold(self, renumber=renumber)
-
-    monkeypatch.setattr(Bm25Index, "_fold", fold)
-    rng = random.Random(24)
-    common = ["user", "note", "project", "meeting", "deploy"]
-    vocabulary = [f"w{i}" for i in range(300)]
-    weights = [1.0 / (i + 1) for i in range(len(vocabulary))]
-    index = Bm25Index()
-    first = {
-        f"d{i:05d}": rng.sample(common, rng.randint(1, 3)) + rng.choices(vocabulary, weights, k=rng.randint(1, 6))
-        for i in range(2500)
-    }
-    index.add_many(list(first), list(first.values()))
-    live = dict(first)
-    for step in range(4000):
-        doc_id = f"d{rng.randrange(4000):05d}"
-        if rng.random() < (0.7 if 1500 < step < 3000 else 0.4):
-            index.remove(doc_id)
-            live.pop(doc_id, None)
-        else:
-            tokens = rng.sample(common, rng.randint(0, 2)) + rng.choices(vocabulary, weights, k=rng.randint(1, 7))
-            tokens += [f"rare{step}"] * rng.choice((0, 0, 1, 3))
-            index.add(doc_id, tokens)
-            live[doc_id] = tokens
-        if step % 400 == 0:
-            query = rng.sample(common, rng.randint(1, 3)) + rng.choices(vocabulary, weights, k=rng.randint(1, 4))
-            query.append(f"rare{rng.randrange(max(1, step))}")
-            full = index.search(query, limit=15, exclude=_NoLength())
-            assert index.search(query, limit=15) == full
-    fresh = Bm25Index()
-    for doc_id, tokens in live.items():
-        fresh.add(doc_id, tokens)
-    assert set(index) == set(live) and index.average_length == pytest.approx(fresh.average_length)
-    for _ in range(120):
-        query = rng.sample(common, rng.randint(1, 3)) + rng.choices(vocabulary, weights, k=rng.randint(1, 5))
-        if rng.random() < 0.5:
-            query.append(f"rare{rng.randrange(4000)}")
-        limit = rng.choice((1, 5, 10, 20))
-        exclude = set(rng.sample(sorted(live), rng.choice((0, 2))))
-        full = index.search(query, limit=limit + len(exclude), exclude=_NoLength())
-        expected = [(d, s) for d, s in full if d not in exclude][:limit]
-        got = index.search(query, limit=limit, exclude=exclude)
-        assert got == expected
-        want = fresh.search(query, limit=limit, exclude=exclude)
-        assert [d for d, _ in got] == [d for d, _ in want]
-        assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5)
-    assert any(pruned)
-    assert True in folds and False in folds  # both a compaction and plain folds happened
-
-
-def test_a_large_tie_is_broken_by_the_whole_id_not_its_leading_bytes() -> None:
-    # Ids that share their first 16 bytes, added out of order, all scoring the same.
-    ids = [f"shared-prefix-xx-{i:03d}" for i in range(200)] + [f"a{i}" for i in range(5)] + ["shared-prefix-xx"]
-    random.Random(5).shuffle(ids)
-    index = Bm25Index()
-    for doc_id in ids:
-        index.add(doc_id, ["same", "text"])
-    expected = sorted(ids)[:12]
-    assert [d for d, _ in index.search(["same"], limit=12)] == expected
-    got = [d for d, _ in index.search(["same"], limit=5, exclude={"a0", "shared-prefix-xx-001"})]
-    assert got == [d for d in sorted(ids) if d not in {"a0", "shared-prefix-xx-001"}][:5]
