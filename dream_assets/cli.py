@@ -100,7 +100,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from dream_assets.launch.cycle import run_cycle_in_dagster
-    from dream_assets.llm.client import resolve_backend_name
+    from dream_assets.llm.client import configured_model_identity, endpoint_problem, resolve_backend_name
     from dream_assets.orchestration.run_tags import UnknownPass, parse_forced
     from dream_assets.passes.registry import PASSES
 
@@ -114,8 +114,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.if_missing, args.force = True, False
         cmd_init(args)
     profile = _profile(args)
-    backend = resolve_backend_name(_options(profile))
-    print(f"dream cycle for agent {profile.agent_id!r} at {args.profile} (model backend: {backend})")
+    options = _options(profile)
+    from dream_assets.options import pass_model_options
+
+    endpoints = {
+        (o.LlmBaseUrl, o.LlmModel, o.LlmApiKeyEnv): o
+        for o in [options, *(pass_model_options(options, spec.name) for spec in PASSES if spec.uses_model)]
+    }
+    problem = next((p for p in map(endpoint_problem, endpoints.values()) if p is not None), None)
+    if problem is not None:  # the endpoint is checked before the cycle: nothing runs against a dead one
+        print(
+            f"dream run: {problem}; no cycle was run (start the endpoint, fix LlmBaseUrl, or set "
+            "DREAM__LlmBackend=offline)",
+            file=sys.stderr,
+        )
+        return 2
+    backend = resolve_backend_name(options)
+    identity = configured_model_identity(options)
+    print(f"dream cycle for agent {profile.agent_id!r} at {args.profile} (model backend: {identity})")
     if forced:
         print(f"forced this run (change gate and minimum interval ignored once): {', '.join(forced)}")
     run = run_cycle_in_dagster(
@@ -133,7 +149,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if found is not None:
             print(f"memory audit: check {name} FAILED ({found})")
     failed_calls = f", {run.failed_calls} failed" if run.failed_calls else ""
-    print(f"model calls this cycle: {run.answered_calls} answered{failed_calls} ({backend})")
+    print(f"model calls this cycle: {run.answered_calls} answered{failed_calls} ({identity})")
+    switched = [name for name, (_, summary) in run.summaries.items() if "(model switch:" in summary]
+    if switched:
+        print(f"model switch: ran once with {identity}: {', '.join(switched)}")
+    elif backend != "offline" and run.model_calls == 0:
+        print("no model pass had new input; `dream run --force PASS` runs one anyway")
     if run.from_pass_records:
         print(
             f"Dagster's event log did not record {', '.join(run.from_pass_records)} (is its database reachable?); "
@@ -155,6 +176,42 @@ def cmd_run(args: argparse.Namespace) -> int:
         problems = ["the Dagster run failed without a pass failure; see the run's logs (--verbose shows them)"]
     print("cycle FAILED — " + "; ".join(problems))
     return 1
+
+
+def cmd_check_model(args: argparse.Namespace) -> int:
+    """Each model pass's real prompt from this agent's data against the configured endpoint, nothing applied."""
+    from dream_assets.llm.client import endpoint_problem, resolve_backend_name
+    from dream_assets.model_check import check_model
+
+    profile = _profile(args)
+    options = _options(profile)
+    if resolve_backend_name(options) == "offline":
+        print(
+            "dream check-model: no model is configured (LlmBackend is offline); set DREAM__LlmBaseUrl and "
+            "DREAM__LlmModel",
+            file=sys.stderr,
+        )
+        return 2
+    problem = endpoint_problem(options)
+    if problem is not None:
+        print(f"dream check-model: {problem}", file=sys.stderr)
+        return 2
+    print(f"rehearsing every model pass of agent {profile.agent_id!r} on a copy of its profile (nothing applied)")
+    checks = check_model(profile, options, _now(args))
+    for c in checks:
+        refused = ", ".join(f"{k} {v}" for k, v in c.refusals.items()) or "none"
+        print(
+            f"  {c.pass_name:<22} {c.status:<9} model {c.model}; fits window: {'yes' if c.fits else 'NO'}; "
+            f"parsed: {'yes' if c.parsed else 'NO'}; refused by the host: {refused}; calls {c.calls}; "
+            f"tokens {c.prompt_tokens}+{c.completion_tokens}; latency {c.latency_s:.2f}s; cost {c.cost:.4f}"
+        )
+        for note in c.notes:
+            print(f"      why: {note}")
+        if c.reason:
+            print(f"      reason: {c.reason}")
+    bad = [c.pass_name for c in checks if not c.ok]
+    print("the model is fit for every pass" if not bad else f"NOT fit for: {', '.join(bad)}")
+    return 0 if not bad else 1
 
 
 def _said_once(reasons: dict[str, str]) -> dict[str, list[str]]:
@@ -703,6 +760,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="while a pass of the agent is running, wait up to this long for it before refusing (default 0)",
     )
     sp.set_defaults(func=cmd_undo)
+
+    sp = sub.add_parser(
+        "check-model",
+        help="rehearse every model pass's real prompt against the configured endpoint, nothing applied",
+    )
+    common(sp)
+    sp.set_defaults(func=cmd_check_model)
 
     sp = sub.add_parser("restore", help="restore one archived memory by id")
     common(sp)

@@ -59,6 +59,10 @@ class CycleReport:
     def usage_total(self, key: str) -> int:
         return int(sum(float((p.get("usage") or {}).get(key, 0)) for p in self.passes))
 
+    def usage_cost(self) -> float:
+        """The cycle's estimated model cost (LlmPriceInputPerMillion, LlmPriceOutputPerMillion); 0 without prices."""
+        return sum(float((p.get("usage") or {}).get("cost", 0)) for p in self.passes)
+
     def sections(self) -> dict[str, list[tuple[str, Change]]]:
         out: dict[str, list[tuple[str, Change]]] = {title: [] for title in SECTIONS}
         out["Other changes"] = []
@@ -81,7 +85,8 @@ class CycleReport:
             "",
             f"Agent `{self.agent}`{when}. Model calls: {self.model_calls}; tokens: "
             f"{self.usage_total('prompt_tokens')} prompt + {self.usage_total('completion_tokens')} completion = "
-            f"{self.usage_total('total_tokens')}.",
+            f"{self.usage_total('total_tokens')}."
+            + (f" Estimated cost: {self.usage_cost():.4f}." if self.usage_cost() else ""),
             "",
         ]
         if not self.passes:

@@ -16,8 +16,9 @@ from datetime import datetime
 from pathlib import Path
 
 from dream_assets.input_fingerprints import INPUT_ASSETS, data_version, input_path
+from dream_assets.llm.client import configured_model_identity
 from dream_assets.model import iso
-from dream_assets.options import DreamOptions
+from dream_assets.options import DreamOptions, pass_model_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, by_name
 from dream_assets.passes.spec import PassSpec
@@ -101,7 +102,8 @@ def gate_status(pass_name: str, profile: AgentProfile, options: DreamOptions, no
     if not options.DreamPassChangeGateEnabled:
         decision = GateDecision(False, "change gate disabled (DreamPassChangeGateEnabled = false)")
     else:
-        decision = gate(record, fingerprint, now, options.DreamPassMaxSkipInterval)
+        model = configured_model_identity(pass_model_options(options, pass_name)) if spec.uses_model else None
+        decision = gate(record, fingerprint, now, options.DreamPassMaxSkipInterval, model)
     if not decision.skip and spec.missing_input is not None:
         # A pass with nothing to run on skips without a ledger stamp: requesting it would launch a run that only
         # skips again, on every tick, for every agent without that input.

@@ -265,7 +265,63 @@ class DreamOptions:
     LlmMaxRetries: int = _opt(3, "retries on 429/5xx/timeouts", minimum=0)
     LlmTemperature: float = _opt(0.2, "sampling temperature", minimum=0.0, maximum=2.0)
     LlmJsonMode: str = _opt("auto", "request JSON mode: auto tries it and falls back", choices=("auto", "on", "off"))
-    LlmMaxTokens: int = _opt(4096, "completion token limit", minimum=1)
+    LlmMaxTokens: int = _opt(4096, "completion token limit, reserved for the answer in every prompt", minimum=1)
+    LlmContextTokens: int = _opt(
+        32768,
+        "the model's context window in tokens (set it to your model's: 8192 for many local models); directive + "
+        "items + LlmMaxTokens must fit; 0 = unbounded",
+        minimum=0,
+    )
+    LlmMaxCallsPerPass: int = _opt(
+        8, "model calls one batching pass may make in one run; the rest waits for the next cycle", minimum=1
+    )
+    LlmStructuredOutput: str = _opt(
+        "auto",
+        "response_format sent: json_schema (the contract's schema), json_object, off; auto tries the schema and "
+        "falls back per endpoint",
+        choices=("auto", "json_schema", "json_object", "off"),
+    )
+
+    CycleTokenBudget: int = _opt(
+        0,
+        "tokens one cycle's model calls may spend for this agent; a call that would go over is deferred; 0 = no cap",
+        minimum=0,
+    )
+    DailyTokenBudget: int = _opt(
+        0,
+        "tokens this agent's model calls may spend per UTC day; over it, passes wait for the next day; 0 = no cap",
+        minimum=0,
+    )
+    LlmPriceInputPerMillion: float = _opt(0.0, "price of a million prompt tokens, for the cost figures", minimum=0.0)
+    LlmPriceOutputPerMillion: float = _opt(
+        0.0, "price of a million completion tokens, for the cost figures", minimum=0.0
+    )
+
+    # --- A model per pass: empty = the Llm* option (pass_model_options) ---
+    MemoryConsolidationModel: str = _opt("", "model for memory consolidation; empty = LlmModel")
+    MemoryConsolidationBaseUrl: str = _opt("", "endpoint for memory consolidation; empty = LlmBaseUrl", url=True)
+    MemoryConsolidationApiKeyEnv: str = _opt("", "API key variable for memory consolidation; empty = LlmApiKeyEnv")
+    SkillGapDetectionModel: str = _opt("", "model for skill gap detection; empty = LlmModel")
+    SkillGapDetectionBaseUrl: str = _opt("", "endpoint for skill gap detection; empty = LlmBaseUrl", url=True)
+    SkillGapDetectionApiKeyEnv: str = _opt("", "API key variable for skill gap detection; empty = LlmApiKeyEnv")
+    SkillConsolidationModel: str = _opt("", "model for skill consolidation; empty = LlmModel")
+    SkillConsolidationBaseUrl: str = _opt("", "endpoint for skill consolidation; empty = LlmBaseUrl", url=True)
+    SkillConsolidationApiKeyEnv: str = _opt("", "API key variable for skill consolidation; empty = LlmApiKeyEnv")
+    SkillOptimizationModel: str = _opt("", "model for skill optimization; empty = LlmModel")
+    SkillOptimizationBaseUrl: str = _opt("", "endpoint for skill optimization; empty = LlmBaseUrl", url=True)
+    SkillOptimizationApiKeyEnv: str = _opt("", "API key variable for skill optimization; empty = LlmApiKeyEnv")
+    PreferenceInferenceModel: str = _opt("", "model for preference inference; empty = LlmModel")
+    PreferenceInferenceBaseUrl: str = _opt("", "endpoint for preference inference; empty = LlmBaseUrl", url=True)
+    PreferenceInferenceApiKeyEnv: str = _opt("", "API key variable for preference inference; empty = LlmApiKeyEnv")
+    WispFailureAnalysisModel: str = _opt("", "model for wisp failure analysis; empty = LlmModel")
+    WispFailureAnalysisBaseUrl: str = _opt("", "endpoint for wisp failure analysis; empty = LlmBaseUrl", url=True)
+    WispFailureAnalysisApiKeyEnv: str = _opt("", "API key variable for wisp failure analysis; empty = LlmApiKeyEnv")
+    TierRoutingReviewModel: str = _opt("", "model for tier routing review; empty = LlmModel")
+    TierRoutingReviewBaseUrl: str = _opt("", "endpoint for tier routing review; empty = LlmBaseUrl", url=True)
+    TierRoutingReviewApiKeyEnv: str = _opt("", "API key variable for tier routing review; empty = LlmApiKeyEnv")
+    ContradictionSweepModel: str = _opt("", "model for contradiction sweep; empty = LlmModel")
+    ContradictionSweepBaseUrl: str = _opt("", "endpoint for contradiction sweep; empty = LlmBaseUrl", url=True)
+    ContradictionSweepApiKeyEnv: str = _opt("", "API key variable for contradiction sweep; empty = LlmApiKeyEnv")
 
     # --- Embeddings (the near-duplicate measure where available; LlmTimeout and LlmMaxRetries apply) ---
     EmbeddingModel: str = _opt("", "embedding model sent to /v1/embeddings; empty = no embeddings (lexical measure)")
@@ -330,6 +386,19 @@ class DreamOptions:
             raw[_canonical(key, key)] = (value, key)
         values = {name: _coerce(name, value, where) for name, (value, where) in raw.items()}
         return cls(**values)
+
+
+def pass_model_options(options: DreamOptions, pass_name: str) -> DreamOptions:
+    """The options a pass's model calls use: its ``<Pass>Model``, ``<Pass>BaseUrl`` and ``<Pass>ApiKeyEnv`` in place of
+    LlmModel, LlmBaseUrl and LlmApiKeyEnv where set (a cheap model for preference inference, a strong one for
+    consolidation); the options unchanged otherwise."""
+    camel = "".join(word.capitalize() for word in pass_name.split("_"))
+    changes = {
+        target: value
+        for suffix, target in (("Model", "LlmModel"), ("BaseUrl", "LlmBaseUrl"), ("ApiKeyEnv", "LlmApiKeyEnv"))
+        if (value := str(getattr(options, camel + suffix, "") or "").strip())
+    }
+    return options.replace(**changes) if changes else options
 
 
 def load_agent_options(profile: AgentProfile, env: Mapping[str, str] | None = None) -> DreamOptions:

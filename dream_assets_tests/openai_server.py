@@ -144,6 +144,70 @@ def rejects_json_mode(status: int = 400) -> Reply:
     return Reply(decide=decide)
 
 
+#: The "prompt too long" answers of real endpoints (status, body), by server kind.
+CONTEXT_ERRORS: dict[str, Callable[[int, int], tuple[int, dict]]] = {
+    "openai": lambda limit, n: (
+        400,
+        {
+            "error": {
+                "message": f"This model's maximum context length is {limit} tokens. However, your messages "
+                f"resulted in {n} tokens. Please reduce the length of the messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    "vllm": lambda limit, n: (
+        400,
+        {
+            "object": "error",
+            "message": f"This model's maximum context length is {limit} tokens. However, you requested {n} tokens "
+            f"in the messages. Please reduce the length of the messages.",
+            "type": "BadRequestError",
+            "code": 400,
+        },
+    ),
+    "llamacpp": lambda limit, n: (
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": f"the request exceeds the available context size ({n} tokens > {limit}), try increasing it",
+                "type": "exceed_context_size_error",
+            }
+        },
+    ),
+}
+
+
+def prompt_tokens_of(body: Any) -> int:
+    """The test server's token count of a request: four characters a token over the messages (what a real
+    tokenizer gives English text, roughly), plus the answer reserve it asks for."""
+    if not isinstance(body, dict):
+        return 0
+    chars = sum(len(str(m.get("content") or "")) for m in body.get("messages") or [] if isinstance(m, dict))
+    reserve = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+    return math.ceil(chars / 4) + (reserve if isinstance(reserve, int) else 0)
+
+
+def small_model(answer: Callable[[Any], str], corrupt_share: float, *, seed: int = 7) -> Reply:
+    """A simulated small model: ``answer(body)`` is the right JSON text; a ``corrupt_share`` of free-form answers
+    (no ``json_schema`` response_format) come back broken, schema-constrained ones never do."""
+    import random
+
+    rng = random.Random(seed)
+
+    def decide(body: Any) -> Reply:
+        text = answer(body)
+        constrained = isinstance(body, dict) and (body.get("response_format") or {}).get("type") == "json_schema"
+        if not constrained and rng.random() < corrupt_share:
+            text = "Sure! Here is the result: " + text[: max(1, len(text) // 2)]  # prose and a cut-off object
+        return reply(text)
+
+    return Reply(decide=decide)
+
+
 def hang(delay_s: float) -> Reply:
     """No answer for ``delay_s`` seconds (past the client's LlmTimeout: a hanging endpoint)."""
     return slow(delay_s)
@@ -269,8 +333,25 @@ class OpenAITestServer:
     """``default``: the reply when nothing scripted is left (e.g. ``hang(5)`` for an endpoint that always hangs,
     or a ``Reply(decide=...)`` answering from the request); without it, 418."""
 
-    def __init__(self, default: Reply | None = None, *, embeddings: Reply | None = None) -> None:
+    def __init__(
+        self,
+        default: Reply | None = None,
+        *,
+        embeddings: Reply | None = None,
+        context_limit: int | None = None,
+        context_error: str = "openai",
+        response_formats: tuple[str, ...] = ("json_object", "json_schema"),
+    ) -> None:
+        """``context_limit``: a chat request whose tokens (``prompt_tokens_of``) exceed it gets the ``context_error``
+        shape of a real endpoint ("openai", "vllm", "llamacpp"), as a real one does, before any script.
+        ``response_formats``: the ``response_format`` types this endpoint accepts; another one gets a 400."""
+        self.context_limit = context_limit
+        self.context_error = context_error
+        self.response_formats = response_formats
+        self.largest_prompt_tokens = 0
+        self.context_refusals = 0
         self.requests: list[RecordedRequest] = []
+        self.model_list_requests = 0
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.default = default
@@ -284,6 +365,16 @@ class OpenAITestServer:
 
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802 — http.server naming
+                """``/v1/models``: the model list (what ``dream run`` probes before a cycle); counted apart from the
+                scripted POSTs so the chat-completion counts stay what they were."""
+                with server._lock:
+                    server.model_list_requests += 1
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(_json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]}))
+                else:
+                    self._send(client_error(404, f"no route {self.path}"))
 
             def do_POST(self) -> None:  # noqa: N802 — http.server naming
                 length = int(self.headers.get("Content-Length") or 0)
@@ -299,6 +390,10 @@ class OpenAITestServer:
                             self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()
                         )
                     )
+                    refused = None if embeddings else server._refusal(body)
+                    if refused is not None:
+                        self._send(refused)
+                        return
                     fallback = server.embeddings if embeddings else server.default
                     scripted = server._queue.popleft() if server._queue else fallback
                     if scripted is not None and scripted.decide is not None:
@@ -338,6 +433,19 @@ class OpenAITestServer:
             name="openai-test-server",
             daemon=True,
         )
+
+    def _refusal(self, body: Any) -> Reply | None:
+        """What a real endpoint refuses before answering: a prompt over its window, a response_format it lacks."""
+        tokens = prompt_tokens_of(body)
+        self.largest_prompt_tokens = max(self.largest_prompt_tokens, tokens)
+        if self.context_limit is not None and tokens > self.context_limit:
+            self.context_refusals += 1
+            status, payload = CONTEXT_ERRORS[self.context_error](self.context_limit, tokens)
+            return _json(status, payload)
+        kind = (body.get("response_format") or {}).get("type") if isinstance(body, dict) else None
+        if kind and kind not in self.response_formats:
+            return client_error(400, f"response_format type {kind!r} is not supported by this server")
+        return None
 
     @property
     def base_url(self) -> str:

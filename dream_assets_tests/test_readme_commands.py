@@ -588,8 +588,8 @@ def test_the_operator_paths_answer_in_one_line_with_the_documented_exit_codes(ch
 
 
 def test_a_cycle_against_a_dead_endpoint_prints_each_failure_once_and_no_traceback(checkout):
-    """`dream run --force` against an endpoint that refuses connections: a line per pass, the refused URL said once,
-    exit 1 (a pass failed), no Dagster log line or stack trace unless --verbose."""
+    """`dream run --force` against an endpoint that refuses connections: the endpoint is checked before the cycle, so
+    one line names the refused URL once and the cause, exit 2, no pass runs, no Dagster log line or stack trace."""
     from dream_assets_tests.openai_server import refusing_base_url
 
     _demo_store(checkout)
@@ -605,8 +605,9 @@ def test_a_cycle_against_a_dead_endpoint_prints_each_failure_once_and_no_traceba
             timeout=BLOCK_TIMEOUT_S,
         )
     output = done.stdout + done.stderr
-    assert done.returncode == 1, output
+    assert done.returncode == 2, output
     assert TRACEBACK not in output and " - dagster - " not in output and "Stack Trace" not in output, output
     assert output.count(url) == 1, output
-    assert len(output.strip().splitlines()) <= 20, output
-    assert output.strip().splitlines()[-1].startswith("cycle FAILED — "), output
+    [line] = output.strip().splitlines()
+    assert line.startswith(f"dream run: the model endpoint {url} is not reachable"), output
+    assert "Connection refused" in line and "no cycle was run" in line, output

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from dream_assets.folders import READ_STEP, read_folder
+from dream_assets.options import pass_model_options
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, report_metadata, stage_tags
 from dream_assets.orchestration.partitions import agents_partitions
@@ -86,7 +87,8 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
     ) -> Iterator[dg.MaterializeResult]:
         agent = context.partition_key
         profile = deployment.run_profile(agent)
-        options = deployment.options(profile)
+        # the model resource's settings are the options the pass stamps its ledger record with
+        options = pass_model_options(model.effective_options(deployment.options(profile)), spec.name)
         ctx = PassContext(
             profile,
             options,

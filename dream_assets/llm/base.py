@@ -46,11 +46,21 @@ class ModelCallError(Exception):
     answer within the timeout), as opposed to an endpoint that answered with an error or an unusable body: the rest
     of the cycle then stops calling it (see ``dream_assets.passes.common.call_model``)."""
 
-    def __init__(self, message: str, *, attempts: int = 1, retryable: bool = False, unreachable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int = 1,
+        retryable: bool = False,
+        unreachable: bool = False,
+        context_exceeded: bool = False,
+    ) -> None:
         super().__init__(message)
         self.attempts = attempts
         self.retryable = retryable
         self.unreachable = unreachable
+        #: The endpoint said the prompt does not fit its context window: a smaller batch can succeed.
+        self.context_exceeded = context_exceeded
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from dream_assets.llm.base import ModelBackend, ModelCallError, ModelRequest, RawCompletion
+from dream_assets.llm.budget import ContextBudget, budget_for
 from dream_assets.llm.busy import wait_until_idle
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.directives import load_directive
@@ -41,6 +42,9 @@ __all__ = [
     "RawCompletion",
     "build_backend",
     "build_model_client",
+    "configured_model_identity",
+    "endpoint_problem",
+    "model_identity",
     "resolve_backend_name",
 ]
 
@@ -63,6 +67,7 @@ class ModelResult:
     note: str = ""  # e.g. the offline backend saying it cannot judge this pass
     usage: UsageRecord | None = None
     unreachable: bool = False  # the endpoint gave no answer at all (connection failure or timeout)
+    context_exceeded: bool = False  # the endpoint said the prompt does not fit its window: shrink and retry
 
 
 class ModelClient:
@@ -93,6 +98,18 @@ class ModelClient:
     @property
     def model_name(self) -> str:
         return self.backend.model
+
+    @property
+    def budget(self) -> ContextBudget:
+        """What one call may hold: LlmContextTokens and the LlmMaxTokens reserve for a real endpoint; unbounded for
+        the offline and scripted backends, which have no window."""
+        window = self.options.LlmContextTokens if self.backend.name == "openai" else 0
+        return budget_for(window, self.options.LlmMaxTokens, self.backend.model)
+
+    @property
+    def identity(self) -> str:
+        """Which backend and model answer this client's calls, as the ledger stamps it."""
+        return model_identity(self.backend.name, self.backend.model)
 
     def describe(self) -> dict[str, str]:
         """Labels for logs and materialization metadata."""
@@ -184,6 +201,7 @@ class ModelClient:
                 model,
                 usage=record,
                 unreachable=bool(getattr(exc, "unreachable", False)),
+                context_exceeded=bool(getattr(exc, "context_exceeded", False)),
             )
         latency = self._monotonic() - started
         model = raw.model or model
@@ -249,6 +267,22 @@ class ModelClient:
 
 
 # --- construction ---------------------------------------------------------------------------------------
+def model_identity(backend: str, model: str) -> str:
+    """The backend and model as the ledger stamps them: "offline", "openai:llama3.1:8b". A stamp of another identity
+    does not satisfy the change gate, so switching the model runs each gated pass once with the new one."""
+    backend = backend.strip() or "offline"
+    return backend if backend == "offline" or not model.strip() else f"{backend}:{model.strip()}"
+
+
+def configured_model_identity(options: DreamOptions) -> str:
+    """The identity the options select (what the sensors compare; the passes stamp their client's own)."""
+    try:
+        backend = resolve_backend_name(options)
+    except ModelConfigError:
+        return "unconfigured"
+    return model_identity(backend, options.LlmModel if backend != "offline" else "")
+
+
 def resolve_backend_name(options: DreamOptions) -> str:
     choice = (options.LlmBackend or "auto").strip().lower()
     if choice == "auto":
@@ -287,7 +321,35 @@ def build_backend(options: DreamOptions, *, env: Mapping[str, str] | None = None
         temperature=options.LlmTemperature,
         json_mode=options.LlmJsonMode,
         max_tokens=options.LlmMaxTokens,
+        structured_output=structured_output(options),
     )
+
+
+def structured_output(options: DreamOptions) -> str:
+    """The response_format policy: LlmStructuredOutput, where ``auto`` follows an explicit LlmJsonMode (off: none;
+    on: json_object) so a setting made for JSON mode keeps its meaning."""
+    choice = options.LlmStructuredOutput
+    if choice == "auto" and options.LlmJsonMode != "auto":
+        return "off" if options.LlmJsonMode == "off" else "json_object"
+    return choice
+
+
+def endpoint_problem(
+    options: DreamOptions, *, env: Mapping[str, str] | None = None, timeout_s: float = 5.0
+) -> str | None:
+    """Before a cycle: why the configured endpoint cannot serve it (one line naming the URL and the cause), or None
+    (the offline backend, or an endpoint that answers). Options that cannot work are a problem too."""
+    try:
+        if resolve_backend_name(options) == "offline":
+            return None
+        build_backend(options, env=env)
+    except ModelConfigError as exc:
+        return str(exc)
+    from dream_assets.llm.openai_backend import PLACEHOLDER_API_KEY, probe_endpoint
+
+    env = os.environ if env is None else env
+    key = env.get(options.LlmApiKeyEnv, "") if options.LlmApiKeyEnv else ""
+    return probe_endpoint(options.LlmBaseUrl, key or PLACEHOLDER_API_KEY, timeout_s=timeout_s)
 
 
 def build_model_client(

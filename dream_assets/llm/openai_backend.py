@@ -24,12 +24,40 @@ from collections.abc import Callable
 from typing import Any
 
 from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion
+from dream_assets.llm.budget import is_context_exceeded
 from dream_assets.llm.extract import head
 
 log = logging.getLogger("dream_assets.llm.openai")
 
 #: Sent when the endpoint needs no key (a local server); the openai client refuses an empty one.
 PLACEHOLDER_API_KEY = "not-needed"
+
+
+#: LlmStructuredOutput -> the response_format kinds tried, best first ("" = none).
+STRUCTURED_LEVELS: dict[str, list[str]] = {
+    "auto": ["json_schema", "json_object", ""],
+    "json_schema": ["json_schema"],
+    "json_object": ["json_object"],
+    "off": [""],
+}
+
+#: Per endpoint and model, the response_format kinds it rejected in this process: every backend built for it later
+#: (one per pass) starts below them.
+_REJECTED_FORMATS: dict[str, set[str]] = {}
+
+
+def response_format_schema(request: ModelRequest) -> dict[str, Any]:
+    """The ``json_schema`` response_format of a call: its contract's JSON schema (the one source of truth the answer
+    is validated against), by alias, not strict (a strict schema needs every field required)."""
+    contract = request.call.contract
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": request.call.name,
+            "schema": contract.model_json_schema(by_alias=True),
+            "strict": False,
+        },
+    }
 
 
 class OpenAIBackend:
@@ -47,6 +75,7 @@ class OpenAIBackend:
         temperature: float = 0.2,
         json_mode: str = "auto",
         max_tokens: int = 4096,
+        structured_output: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 8.0,
@@ -69,7 +98,20 @@ class OpenAIBackend:
         self._backoff_max_s = backoff_max_s
         self._retry_after_max_s = retry_after_max_s
         self._jitter = jitter
-        self._json_supported: bool | None = {"on": True, "off": False}.get(json_mode)
+        # The response_format kinds to try, best first ("" = none): LlmStructuredOutput, or LlmJsonMode alone.
+        if structured_output is None:
+            levels = {"auto": ["json_object", ""], "on": ["json_object"], "off": [""]}[json_mode]
+        elif structured_output in STRUCTURED_LEVELS:
+            levels = STRUCTURED_LEVELS[structured_output]
+        else:
+            raise ValueError(
+                f"LlmStructuredOutput {structured_output!r}: expected auto, json_schema, json_object or off"
+            )
+        self._levels = list(levels)
+        self._level_key = f"{base_url or 'openai'}|{model}"
+        # what an earlier backend of this process learned about the endpoint (the passes of a cycle each have one)
+        remembered = _REJECTED_FORMATS.get(self._level_key, set())
+        self._level = next((i for i, k in enumerate(self._levels) if k not in remembered), len(self._levels) - 1)
         self._token_param = "max_tokens"
         self._send_temperature = True
         self._openai = openai
@@ -89,21 +131,29 @@ class OpenAIBackend:
         ]
         attempts = 0
         retries = 0
-        json_dropped = False
+        started_level = self._level
         while True:
             attempts += 1
-            use_json = self._json_supported is not False
+            kind = self._levels[self._level]
             try:
-                return self._attempt(messages, use_json, attempts)
+                return self._attempt(messages, kind, request, attempts)
             except _Rejected as exc:
-                fallback = self._fallback(exc, use_json)
+                if is_context_exceeded(exc.message):  # no parameter to adapt: the batch must shrink
+                    raise ModelCallError(
+                        f"HTTP {exc.status} from {self.endpoint}: the prompt does not fit the model's context "
+                        f"window ({exc.message}); check LlmContextTokens",
+                        attempts=attempts,
+                        context_exceeded=True,
+                    ) from None
+                fallback = self._fallback(exc, kind)
                 if fallback is None:
-                    if json_dropped:  # JSON mode was not the cause after all: try it again next call
-                        self._json_supported = None
+                    if self._level != started_level:  # the format was not the cause after all: keep it
+                        for dropped in self._levels[started_level : self._level]:
+                            _REJECTED_FORMATS.get(self._level_key, set()).discard(dropped)
+                        self._level = started_level
                     raise ModelCallError(
                         f"HTTP {exc.status} from {self.endpoint}: {exc.message}", attempts=attempts
                     ) from None
-                json_dropped = json_dropped or (use_json and self._json_supported is False)
                 log.info(
                     "openai: %s rejected the request (HTTP %s: %s); repeating it %s",
                     self.endpoint,
@@ -139,7 +189,7 @@ class OpenAIBackend:
                 )
                 self._sleep(delay)
 
-    def _fallback(self, exc: _Rejected, use_json: bool) -> str | None:
+    def _fallback(self, exc: _Rejected, kind: str) -> str | None:
         """Adapt once to an endpoint that refuses a parameter; None when there is nothing left to adapt."""
         text = exc.message.lower()
         if "max_tokens" in text and "max_completion_tokens" in text and self._token_param == "max_tokens":
@@ -148,9 +198,15 @@ class OpenAIBackend:
         if "temperature" in text and self._send_temperature:
             self._send_temperature = False  # models that only allow their default temperature
             return "without temperature"
-        if use_json and self.json_mode == "auto":
-            self._json_supported = False
-            return "without JSON mode (remembered for this endpoint)"
+        if kind and self._level + 1 < len(self._levels):
+            _REJECTED_FORMATS.setdefault(self._level_key, set()).add(kind)
+            self._level += 1
+            then = self._levels[self._level]
+            return (
+                f"with {then} instead of {kind} (remembered for this endpoint)"
+                if then
+                else ("without JSON mode (remembered for this endpoint)")
+            )
         return None
 
     def _delay(self, retry_index: int, retry_after: float | None) -> tuple[float, str]:
@@ -162,7 +218,9 @@ class OpenAIBackend:
             jitter=self._jitter,
         )
 
-    def _attempt(self, messages: list[dict[str, str]], use_json: bool, attempts: int) -> RawCompletion:
+    def _attempt(
+        self, messages: list[dict[str, str]], kind: str, request: ModelRequest, attempts: int
+    ) -> RawCompletion:
         openai = self._openai
         kwargs: dict[str, Any] = {
             "model": self.model,
@@ -171,7 +229,9 @@ class OpenAIBackend:
         }
         if self._send_temperature:
             kwargs["temperature"] = self.temperature
-        if use_json:
+        if kind == "json_schema":
+            kwargs["response_format"] = response_format_schema(request)
+        elif kind == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
         data, body = json_response(
             openai,
@@ -181,8 +241,6 @@ class OpenAIBackend:
             attempts=attempts,
             url_option="LlmBaseUrl",
         )
-        if self._json_supported is None and use_json:
-            self._json_supported = True
         return _completion(data, body, self.model, attempts)
 
 
@@ -308,7 +366,9 @@ def _error_message(exc: Any) -> str:
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:300]
+            code = err.get("code")
+            prefix = f"{code}: " if isinstance(code, str) and code and code not in str(err["message"]) else ""
+            return (prefix + str(err["message"]))[:300]
         if isinstance(err, str):
             return err[:300]
     try:
@@ -328,3 +388,23 @@ def _hint(status: int) -> str:
     if status == 404:
         return " — check LlmBaseUrl (it usually ends in /v1) and LlmModel"
     return ""
+
+
+def probe_endpoint(base_url: str, api_key: str = PLACEHOLDER_API_KEY, *, timeout_s: float = 5.0) -> str | None:
+    """One cheap request (``GET <base>/models``) before a cycle: None when the endpoint answers, else one line naming
+    the URL and the cause. Any answer but 401/403 counts as reachable (some servers do not list their models)."""
+    import httpx  # a dependency of ``openai``
+
+    base = (base_url.strip() or "https://api.openai.com/v1").rstrip("/")
+    url = f"{base}/models"
+    try:
+        answer = httpx.get(
+            url, headers={"Authorization": f"Bearer {api_key or PLACEHOLDER_API_KEY}"}, timeout=timeout_s
+        )
+    except httpx.TimeoutException:
+        return f"the model endpoint {base} did not answer GET /models within {timeout_s:g}s"
+    except httpx.HTTPError as exc:
+        return f"the model endpoint {base} is not reachable (GET /models: {_cause(exc) if exc.__cause__ else exc})"
+    if answer.status_code in (401, 403):
+        return f"the model endpoint {base} refused the API key (GET /models: HTTP {answer.status_code}){_hint(401)}"
+    return None

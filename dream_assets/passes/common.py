@@ -26,6 +26,7 @@ from dream_assets.model import iso
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile
+from dream_assets.store.ledger import model_switch
 
 log = logging.getLogger("dream_assets.passes")
 
@@ -39,7 +40,9 @@ def gate_says_skip(ctx: PassContext, pass_name: str, fingerprint: str, report: P
     report.extra["fingerprint"] = fingerprint
     if not ctx.options.DreamPassChangeGateEnabled and not ctx.force:
         return False
-    decision = ctx.ledger.gate(pass_name, fingerprint, ctx.now, ctx.options.DreamPassMaxSkipInterval)
+    model = ctx.model_identity
+    decision = ctx.ledger.gate(pass_name, fingerprint, ctx.now, ctx.options.DreamPassMaxSkipInterval, model)
+    note_model_switch(ctx, pass_name, report)
     if ctx.ledger.warning:
         report.warn(ctx.ledger.warning)
     if ctx.force:
@@ -60,20 +63,44 @@ def note_forced(ctx: PassContext, report: PassReport, what: str) -> None:
     report.info(f"forced run ({ctx.force}): {what}")
 
 
+def note_model_switch(ctx: PassContext, pass_name: str, report: PassReport) -> str | None:
+    """When the pass's last stamp was answered by another backend or model than this run's, say so in the report
+    (``extra["model_switch"]``; its summary says it once the pass completed) and return the reason; else None."""
+    switched = model_switch(ctx.ledger.get(pass_name), ctx.model_identity)
+    if switched is not None:
+        report.extra["model_switch"] = switched
+        report.info(f"model switch: {switched}")
+    return switched
+
+
 def stamp(ctx: PassContext, pass_name: str, fingerprint: str) -> None:
-    """Record a completed run (a forced one with its reason). Only after a usable answer was applied."""
-    ctx.ledger.stamp(pass_name, fingerprint, ctx.now, forced=ctx.force)
+    """Record a completed run (a forced one with its reason) and the backend and model that answered. Only after a
+    usable answer was applied."""
+    ctx.ledger.stamp(pass_name, fingerprint, ctx.now, forced=ctx.force, model=ctx.model_identity)
+
+
+#: What ``call_model(..., shrinkable=True)`` returns when the prompt does not fit the window: the pass shows less.
+CONTEXT_EXCEEDED = object()
 
 
 def call_model(
-    ctx: PassContext, report: PassReport, call: ModelCall, prompt: str, inputs: Mapping[str, Any] | None = None
+    ctx: PassContext,
+    report: PassReport,
+    call: ModelCall,
+    prompt: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    shrinkable: bool = False,
 ) -> Any | None:
     """One model call of the kind ``call`` (the pass's own, ``SPEC.model_call``, or another call it makes such as
     merge repair). Returns the validated response, or None after marking the report failed / deferred.
 
     Usage totals for this pass accumulate into ``report.usage``; the backend label goes into ``report.extra``.
     When an earlier call of this cycle found the endpoint unreachable, the report fails with that reason and the
-    endpoint is not called."""
+    endpoint is not called. A prompt that does not fit the model's window (``LlmContextTokens`` less the
+    ``LlmMaxTokens`` reserve) is never sent: a ``shrinkable`` call (a pass that can show fewer items) gets
+    ``CONTEXT_EXCEEDED`` back, as it does when the endpoint itself says the prompt was too long; any other call
+    fails with the sizes and the options to change."""
     earlier = endpoint_failure(ctx.profile, ctx.cycle_id)
     if earlier is not None:
         report.count("model_calls_not_made")
@@ -83,17 +110,47 @@ def call_model(
         )
         return None
     client = ctx.client
+    request = client.request(call, prompt, inputs)
+    budget = client.budget
+    if not budget.fits(request.system, request.prompt):
+        if shrinkable:
+            return CONTEXT_EXCEEDED
+        tokens = budget.tokens(request.system, request.prompt)
+        report.count("prompts_over_window")
+        report.fail(
+            f"the {call.name} prompt ({tokens} tokens with its directive, {budget.describe()}) does not fit the "
+            "model's window and was not sent; raise LlmContextTokens, lower LlmMaxTokens or the pass's per-call "
+            "limit"
+        )
+        return None
+    metered = client.backend.name != "offline"  # the offline backend spends nothing
+    refused = token_budget_refusal(ctx, budget.tokens(request.system, request.prompt)) if metered else None
+    if refused is not None:
+        report.count("budget_deferred")
+        report.defer(refused)
+        return None
     start = len(client.usage.records)
-    result = client.call(client.request(call, prompt, inputs))
+    result = client.call(request)
     totals = client.usage.totals(call.name, since=start)
     for key, value in totals.items():
         report.usage[key] = report.usage.get(key, 0.0) + value
+    opts = ctx.options
+    if opts.LlmPriceInputPerMillion or opts.LlmPriceOutputPerMillion:
+        cost = (
+            totals.get("prompt_tokens", 0.0) * opts.LlmPriceInputPerMillion
+            + totals.get("completion_tokens", 0.0) * opts.LlmPriceOutputPerMillion
+        ) / 1_000_000
+        report.usage["cost"] = round(report.usage.get("cost", 0.0) + cost, 6)
+    if metered:
+        record_token_spend(ctx, int(totals.get("total_tokens", 0.0)))
     report.extra.update(client.describe())
     if result.note:
         report.info(result.note)
     if result.deferred:
         report.defer(result.error)
         return None
+    if not result.ok and result.context_exceeded and shrinkable:
+        return CONTEXT_EXCEEDED
     if not result.ok:
         if result.unreachable:
             record_endpoint_failure(ctx.profile, ctx.cycle_id, call.name, result.error, ctx.now)
@@ -105,6 +162,68 @@ def call_model(
             report.fail(result.error)
         return None
     return result.response
+
+
+def _spend_path(profile: AgentProfile):
+    return profile.root / "token-spend.json"
+
+
+def _read_spend(profile: AgentProfile) -> dict[str, dict[str, int]]:
+    try:
+        data = json.loads(_spend_path(profile).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {"days": {}, "cycles": {}}
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable %s (%s); token budgets count from zero", _spend_path(profile), exc)
+        return {"days": {}, "cycles": {}}
+    out: dict[str, dict[str, int]] = {"days": {}, "cycles": {}}
+    for key in out:
+        part = data.get(key) if isinstance(data, dict) else None
+        if isinstance(part, dict):
+            out[key] = {str(k): int(v) for k, v in part.items() if isinstance(v, int | float)}
+    return out
+
+
+def token_spend(ctx: PassContext) -> tuple[int, int]:
+    """Tokens this agent's model calls spent in this cycle and on this UTC day (the token budgets' counters)."""
+    spend = _read_spend(ctx.profile)
+    return spend["cycles"].get(ctx.cycle_id, 0), spend["days"].get(ctx.now.date().isoformat(), 0)
+
+
+def token_budget_refusal(ctx: PassContext, estimate: int) -> str | None:
+    """Why a call of ``estimate`` prompt tokens would go over CycleTokenBudget or DailyTokenBudget (the pass is then
+    deferred whole, before anything is sent); None within budget or without one."""
+    opts = ctx.options
+    if not (opts.CycleTokenBudget or opts.DailyTokenBudget):
+        return None
+    cycle, day = token_spend(ctx)
+    if opts.CycleTokenBudget and cycle + estimate > opts.CycleTokenBudget:
+        return (
+            f"token budget: this call's prompt (about {estimate} tokens) would take the cycle past CycleTokenBudget "
+            f"{opts.CycleTokenBudget} ({cycle} spent); it runs next cycle"
+        )
+    if opts.DailyTokenBudget and day + estimate > opts.DailyTokenBudget:
+        return (
+            f"token budget: this call's prompt (about {estimate} tokens) would take {ctx.now.date().isoformat()} past "
+            f"DailyTokenBudget {opts.DailyTokenBudget} ({day} spent); it runs again tomorrow (UTC)"
+        )
+    return None
+
+
+def record_token_spend(ctx: PassContext, tokens: int) -> None:
+    """Add a call's tokens to this cycle's and this day's counters (kept for 31 days and 64 cycles)."""
+    if tokens <= 0:
+        return
+    spend = _read_spend(ctx.profile)
+    day = ctx.now.date().isoformat()
+    spend["days"][day] = spend["days"].get(day, 0) + tokens
+    spend["cycles"][ctx.cycle_id] = spend["cycles"].get(ctx.cycle_id, 0) + tokens
+    spend["days"] = dict(sorted(spend["days"].items())[-31:])
+    spend["cycles"] = dict(list(spend["cycles"].items())[-64:])
+    try:
+        atomic_write(_spend_path(ctx.profile), json.dumps(spend, indent=1, sort_keys=True))
+    except OSError as exc:
+        log.warning("could not write %s (%s); the token budgets miss this call", _spend_path(ctx.profile), exc)
 
 
 def endpoint_failure(profile: AgentProfile, cycle_id: str) -> dict[str, str] | None:

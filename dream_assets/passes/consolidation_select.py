@@ -28,7 +28,7 @@ a note in the prompt; such a re-offered cluster is merge-only (the pass ignores 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -144,6 +144,8 @@ class Selection:
     scan_method: str = ""
     warnings: list[str] = field(default_factory=list)
     backlog: int = 0  # eligible but over the per-call cap: not shown, not stamped, next cycle
+    #: Open clusters that do not fit the call's token budget even alone: never split, never shown, said why.
+    too_large: list[list[str]] = field(default_factory=list)
     reoffered: list[list[str]] = field(default_factory=list)  # shown clusters that were settled before (merge-only)
 
     @property
@@ -162,6 +164,9 @@ def select_candidates(
     review_all: bool = False,
     now: datetime | None = None,
     cooldown: timedelta = timedelta(days=7),
+    cost: Callable[[MemoryEntry], int] | None = None,
+    budget: int | None = None,
+    exclude: set[str] | frozenset[str] = frozenset(),
 ) -> Selection:
     """Gate the live corpus. ``scan`` returns the near-duplicate clusters of the live corpus (the store's
     duplicate-candidate scan); when it raises, the selection is the unreviewed entries alone, with a warning.
@@ -173,11 +178,17 @@ def select_candidates(
 
     A cluster over the cap is never split, and the members of an open cluster left for a later cycle are not shown
     on their own meanwhile, so what the model decides does not depend on the cap; when not even one cluster fits,
-    the first is shown whole anyway so the backlog always moves."""
+    the first is shown whole anyway so the backlog always moves.
+
+    ``budget`` (with ``cost``, an entry's tokens in the prompt) caps what one call shows in tokens, the same way: whole
+    clusters, then single entries, while the total fits. A cluster over the budget alone is never split and never
+    shown (``too_large``: its members wait, with the reason, until the window is raised); an entry over the budget
+    alone likewise waits."""
     hashes = {e.id: review_hash(e) for e in live}
     by_id = {e.id: e for e in live}
     really_unreviewed = {e.id for e in live if not is_reviewed(e, hashes[e.id])}
-    unreviewed = set(by_id) if review_all else really_unreviewed
+    # ``exclude``: what an earlier call of the same run already showed (a forced run offers each entry once)
+    unreviewed = (set(by_id) - exclude) if review_all else really_unreviewed
     warnings: list[str] = []
     clusters: list[list[str]] = []
     reoffered: list[list[str]] = []
@@ -219,14 +230,44 @@ def select_candidates(
     shown_clusters: list[list[str]] = []
     held: set[str] = set()
     cap = max_entries if max_entries and max_entries > 0 else None
+    tokens = budget if budget is not None and cost is not None else None
+    spent = 0
+    costs: dict[str, int] = {}
+
+    def cost_of(ids: Iterable[str]) -> int:
+        assert cost is not None
+        return sum(costs.setdefault(i, cost(by_id[i])) for i in ids)
+
+    too_large: list[list[str]] = []
     for cluster in clusters:
+        if tokens is not None:
+            extra = cost_of(set(cluster) - eligible_ids)
+            if cost_of(cluster) > tokens:
+                too_large.append(cluster)
+                held.update(cluster)
+                continue
+            if spent + extra > tokens:
+                held.update(cluster)
+                continue
         if cap is not None and len(eligible_ids | set(cluster)) > cap and (eligible_ids or shown_clusters):
             held.update(cluster)
             continue
+        if tokens is not None:
+            spent += cost_of(set(cluster) - eligible_ids)
         eligible_ids.update(cluster)
         shown_clusters.append(cluster)
     for e in live:
-        if e.id in unreviewed and e.id not in held and (cap is None or len(eligible_ids) < cap):
+        if (
+            e.id in unreviewed
+            and e.id not in held
+            and e.id not in eligible_ids
+            and (cap is None or len(eligible_ids) < cap)
+        ):
+            if tokens is not None:
+                extra = cost_of([e.id])
+                if spent + extra > tokens:
+                    continue
+                spent += extra
             eligible_ids.add(e.id)
     # Only what is really new or changed waits for a later cycle: what a forced run leaves unshown stays reviewed.
     waiting = [c for c in clusters if not review_all or any(i in really_unreviewed for i in c)]
@@ -244,4 +285,5 @@ def select_candidates(
         warnings=warnings,
         backlog=backlog,
         reoffered=[c for c in reoffered if c in shown_clusters],
+        too_large=too_large,
     )

@@ -4,7 +4,7 @@ cycle id its changes are recorded under, and the pass ledger."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -41,6 +41,24 @@ class PassContext:
     @cached_property
     def ledger(self) -> PassLedger:
         return PassLedger(self.profile, now=self.now)
+
+    def for_pass(self, pass_name: str) -> PassContext:
+        """This context for one pass: with the pass's own model options (``<Pass>Model`` and the like) when it has
+        any, sharing the store; the same context otherwise."""
+        from dream_assets.options import pass_model_options
+
+        options = pass_model_options(self.options, pass_name)
+        if options == self.options:  # no override, or already applied (a Dagster step)
+            return self
+        return replace(self, options=options, _store=self._store or self.store, client_factory=None)
+
+    @cached_property
+    def model_identity(self) -> str:
+        """The backend and model the options select ("offline", "openai:llama3.1:8b"): what the ledger stamps and the
+        change gate compares, read without building the client (a gated pass builds none)."""
+        from dream_assets.llm.client import configured_model_identity
+
+        return configured_model_identity(self.options)
 
     @cached_property
     def client(self) -> ModelClient:

@@ -43,7 +43,7 @@ from dream_assets.llm.contracts import NOT_TEXT, ContradictionSweepResponse, Mod
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import MemoryEntry, iso
-from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.common import CONTEXT_EXCEEDED, call_model, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
@@ -304,38 +304,48 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
     if len(live) < 2:
         stamp(ctx, PASS, start_fingerprint)
         return report.skip(f"fewer than two live memories ({len(live)}): nothing can supersede anything; no call")
-    selection = select(
-        live,
-        lambda query, limit: memories.search(query, limit=limit),
-        neighbours=opts.ContradictionSweepNeighbours,
-        max_entries=opts.ContradictionSweepMaxEntriesPerCall,
-    )
-    report.counts.update(
-        {"unreviewed": selection.unreviewed, "eligible": len(selection.delta), "backlog": selection.backlog}
-    )
-    pairs = sum(len(v) for v in selection.neighbours.values())
-    if not selection.delta or not pairs:
-        _stamp_reviewed(memories, selection.delta)
-        stamp(ctx, PASS, _completion_stamp(memories))
-        why = "no new or changed entry" if not selection.delta else "no new or changed entry has a similar live entry"
-        return report.skip(f"{why}: no call")
-    report.info(
-        f"{len(selection.delta)} new or changed entr{'y' if len(selection.delta) == 1 else 'ies'} shown with "
-        f"{len(selection.shown) - len(selection.delta)} similar live entries"
-        + (f"; {selection.backlog} more wait for the next run" if selection.backlog else "")
-    )
-    prompt = render_prompt(selection, ctx.now)
-    report.counts["prompt_chars"] = len(prompt)
-    response = call_model(
-        ctx,
-        report,
-        SPEC.model_call,
-        prompt,
-        {
-            "entries": [_entry_input(e) for e in selection.shown.values()],
-            "pairs": [[d, n] for d, ns in selection.neighbours.items() for n in ns],
-        },
-    )
+    max_entries = opts.ContradictionSweepMaxEntriesPerCall
+    while True:  # a prompt over the model's window shows fewer entries: the rest waits for the next run
+        selection = select(
+            live,
+            lambda query, limit: memories.search(query, limit=limit),
+            neighbours=opts.ContradictionSweepNeighbours,
+            max_entries=max_entries,
+        )
+        report.counts.update(
+            {"unreviewed": selection.unreviewed, "eligible": len(selection.delta), "backlog": selection.backlog}
+        )
+        pairs = sum(len(v) for v in selection.neighbours.values())
+        if not selection.delta or not pairs:
+            _stamp_reviewed(memories, selection.delta)
+            stamp(ctx, PASS, _completion_stamp(memories))
+            why = (
+                "no new or changed entry" if not selection.delta else "no new or changed entry has a similar live entry"
+            )
+            return report.skip(f"{why}: no call")
+        report.info(
+            f"{len(selection.delta)} new or changed entr{'y' if len(selection.delta) == 1 else 'ies'} shown with "
+            f"{len(selection.shown) - len(selection.delta)} similar live entries"
+            + (f"; {selection.backlog} more wait for the next run" if selection.backlog else "")
+        )
+        prompt = render_prompt(selection, ctx.now)
+        report.counts["prompt_chars"] = len(prompt)
+        response = call_model(
+            ctx,
+            report,
+            SPEC.model_call,
+            prompt,
+            {
+                "entries": [_entry_input(e) for e in selection.shown.values()],
+                "pairs": [[d, n] for d, ns in selection.neighbours.items() for n in ns],
+            },
+            shrinkable=len(selection.delta) > 1,
+        )
+        if response is not CONTEXT_EXCEEDED:
+            break
+        report.count("context_exceeded_retries")
+        max_entries = max(1, len(selection.delta) // 2)
+        report.info(f"the prompt does not fit the model's window; showing at most {max_entries} entries")
     if response is None:
         return report  # failed or deferred: nothing applied, nothing stamped
     assert isinstance(response, ContradictionSweepResponse)

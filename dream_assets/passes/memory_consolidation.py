@@ -60,10 +60,17 @@ from typing import Any
 
 from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, MergeRepairResponse, ModelCall
 from dream_assets.llm.offline import answer_memory_consolidation, answer_merge_repair
-from dream_assets.llm.prompts import render_memory_consolidation, render_merge_repair
+from dream_assets.llm.prompts import render_memory_consolidation, render_memory_entry, render_merge_repair
 from dream_assets.model import MemoryEntry, is_signal_entry, iso, new_id, parse_ts
 from dream_assets.passes.archive_purge import is_high_value
-from dream_assets.passes.common import call_model, note_forced, note_malformed, stamp
+from dream_assets.passes.common import (
+    CONTEXT_EXCEEDED,
+    call_model,
+    note_forced,
+    note_malformed,
+    note_model_switch,
+    stamp,
+)
 from dream_assets.passes.consolidation_merge import (
     REJECTED_AT_KEY,
     REJECTED_CLUSTER_KEY,
@@ -997,6 +1004,32 @@ def paused(ctx: PassContext) -> str | None:
     return None
 
 
+def _entry_tokens(count: Callable[[str], int]) -> Callable[[MemoryEntry], int]:
+    """An entry's tokens in the consolidation prompt: its rendered block and its id in a cluster line."""
+    return lambda entry: count(render_memory_entry(entry)) + count(f"{entry.id}, ") + 1
+
+
+def _count_selection(report: PassReport, selection: Selection, live: list[MemoryEntry], previous: Any) -> None:
+    since = previous.last_run_at if previous is not None else None
+    report.counts.update(
+        {
+            "eligible": len(selection.eligible),
+            "withheld": selection.withheld,
+            "unreviewed": selection.unreviewed,
+            "clusters": len(selection.clusters),
+            "settled_clusters": selection.settled_clusters,
+            "backlog": selection.backlog,
+            "reoffered": len(selection.reoffered),
+            "created_since_last_run": sum(1 for e in live if since is None or e.created_at > since),
+        }
+    )
+    report.info(
+        f"{len(selection.eligible)} of {len(live)} live entries eligible for the first call ({selection.unreviewed} "
+        f"new or changed, {len(selection.clusters)} open near-duplicate cluster(s)); {selection.withheld} withheld"
+        + (f"; {selection.backlog} more wait for later calls or cycles" if selection.backlog else "")
+    )
+
+
 def consolidate_memories(ctx: PassContext) -> PassReport:
     """The pass, after the shared opening (enabled, not paused, past ConsolidationMinInterval: PassSpec.attempt)."""
     report = PassReport(PASS)
@@ -1006,6 +1039,8 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         report.warn(ctx.ledger.warning)
     if ctx.force:
         note_forced(ctx, report, "every live entry is offered again, past the review stamps and the minimum interval")
+    # Entries reviewed by another backend or model are reviewed once more by this one.
+    switched = note_model_switch(ctx, PASS, report)
 
     vocab, vocab_warning = load_vocabulary(ctx.profile.coverage_vocabulary_path)  # re-read every cycle
     if vocab_warning:
@@ -1023,30 +1058,16 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             return report.finish(_summary(report) + f", folded {int(report.counts['folded'])}")
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
-    selection = select_candidates(
-        live,
-        _scan(ctx, report),
-        ctx.options.ConsolidationMaxEntriesPerCall,
-        review_all=bool(ctx.force),
-        now=ctx.now,
-        cooldown=opts.ConsolidationSettledCooldown,
-    )
-    report.extra["select_s"] = round(time.perf_counter() - started, 3)
-    for warning in selection.warnings:
-        report.warn(warning)
-    since = previous.last_run_at if previous is not None else None
-    report.counts.update(
-        {
-            "eligible": len(selection.eligible),
-            "withheld": selection.withheld,
-            "unreviewed": selection.unreviewed,
-            "clusters": len(selection.clusters),
-            "settled_clusters": selection.settled_clusters,
-            "backlog": selection.backlog,
-            "reoffered": len(selection.reoffered),
-            "created_since_last_run": sum(1 for e in live if since is None or e.created_at > since),
-        }
-    )
+    feedback = recent_feedback(ctx, report)
+    # Corrections that arrived since the last completed pass are worth a call on their own (anti-pattern mining),
+    # even when no entry changed; older feedback was already shown with the entries of an earlier pass.
+    since_last = previous.last_run_at if previous is not None else None
+    fresh_corrections = [
+        f
+        for f in feedback
+        if f.get("kind") == "Correction" and (since_last is None or parse_ts(f["timestamp"]) > since_last)
+    ]
+    report.counts["fresh_corrections"] = len(fresh_corrections)
     for key in (
         "merged",
         "repaired",
@@ -1058,46 +1079,90 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         "reviewed",
     ):
         report.counts.setdefault(key, 0)
-    report.info(
-        f"{len(selection.eligible)} of {len(live)} live entries eligible ({selection.unreviewed} new or "
-        f"changed, {len(selection.clusters)} open near-duplicate cluster(s)); {selection.withheld} withheld"
-        + (
-            f"; {selection.backlog} more wait for later cycles (ConsolidationMaxEntriesPerCall "
-            f"{ctx.options.ConsolidationMaxEntriesPerCall})"
-            if selection.backlog
-            else ""
-        )
-    )
 
-    feedback = recent_feedback(ctx, report)
-    # Corrections that arrived since the last completed pass are worth a call on their own (anti-pattern mining),
-    # even when no entry changed; older feedback was already shown with the entries of an earlier pass.
-    since_last = previous.last_run_at if previous is not None else None
-    fresh_corrections = [
-        f
-        for f in feedback
-        if f.get("kind") == "Correction" and (since_last is None or parse_ts(f["timestamp"]) > since_last)
-    ]
-    report.counts["fresh_corrections"] = len(fresh_corrections)
-    if selection.eligible or fresh_corrections:
+    # Batches sized to the model's window: each call shows whole clusters and single entries while directive +
+    # items + answer reserve fit; what does not fit waits for the next call, and after LlmMaxCallsPerPass calls
+    # for the next cycle. An endpoint that says the prompt was too long halves the budget and the batch is redone.
+    client = ctx.client
+    budget = client.budget
+    system = client.request(SPEC.model_call, "").system
+    fixed = budget.tokens(system, render_memory_consolidation([], [], feedback, ctx.now)) if budget.bounded else 0
+    report.extra["context"] = budget.describe()
+    review_all = bool(ctx.force) or switched is not None
+    calls = 0
+    shrink = 1.0
+    selection = None
+    shown: set[str] = set()
+    while True:
+        items_budget = None
+        if budget.bounded:
+            items_budget = int((budget.prompt_limit - fixed) * shrink)
+        selection = select_candidates(
+            live,
+            _scan(ctx, report),
+            ctx.options.ConsolidationMaxEntriesPerCall,
+            review_all=review_all,
+            now=ctx.now,
+            cooldown=opts.ConsolidationSettledCooldown,
+            exclude=shown,
+            cost=_entry_tokens(budget.count) if items_budget is not None else None,
+            budget=max(0, items_budget) if items_budget is not None else None,
+        )
+        if calls == 0:
+            report.extra["select_s"] = round(time.perf_counter() - started, 3)
+            for warning in selection.warnings:
+                report.warn(warning)
+            _count_selection(report, selection, live, previous)
+        if not selection.eligible and not (fresh_corrections and calls == 0):
+            break
         entries = selection.entries()
         prompt = render_memory_consolidation(
             entries, selection.clusters, feedback, ctx.now, reoffered=selection.reoffered
         )
+        if budget.bounded and not budget.fits(system, prompt) and len(entries) > 1:
+            shrink *= 0.8  # the per-entry estimate was short (cluster lines, framing): a smaller batch
+            continue
         inputs = {
             "entries": [_entry_input(e) for e in entries],
             "clusters": selection.clusters,
             "feedback": feedback,
             "reoffered": selection.reoffered,
         }
-        report.extra["prompt_chars"] = len(prompt)
-        report.counts["prompt_chars"] = len(prompt)
-        response = call_model(ctx, report, SPEC.model_call, prompt, inputs)
+        report.extra["prompt_chars"] = max(len(prompt), int(report.extra.get("prompt_chars", 0)))
+        report.counts["prompt_chars"] = report.counts.get("prompt_chars", 0) + len(prompt)
+        response = call_model(ctx, report, SPEC.model_call, prompt, inputs, shrinkable=len(entries) > 1)
+        if response is CONTEXT_EXCEEDED:
+            shrink *= 0.5
+            report.count("context_exceeded_retries")
+            report.info(f"the endpoint said the prompt of {len(entries)} entries did not fit; retrying with half")
+            continue
         if response is None:
-            return report  # failed or deferred: nothing applied, nothing stamped, retried next cycle
+            if calls:  # earlier batches of this run are applied and reviewed: they stay; the rest waits
+                report.warn(f"batch {calls + 1} failed after {calls} applied; the rest waits for the next cycle")
+            return report  # failed or deferred: nothing of this batch applied, nothing stamped, retried next cycle
         assert isinstance(response, MemoryConsolidationResponse)
         _apply(ctx, report, selection, vocab, response)
-    else:
+        calls += 1
+        report.counts["calls"] = calls
+        shrink = 1.0
+        shown.update(selection.eligible)  # a forced or switched run offers every entry once, over its batches
+        live = memories.list_live()
+        if calls >= ctx.options.LlmMaxCallsPerPass or not budget.bounded:
+            break
+    assert selection is not None
+    if selection.too_large:
+        sizes = ", ".join(str(len(c)) for c in selection.too_large[:5])
+        report.counts["too_large_clusters"] = len(selection.too_large)
+        report.warn(
+            f"{len(selection.too_large)} near-duplicate cluster(s) (of {sizes} entries) do not fit one call "
+            f"({budget.describe()}) and are never split: they wait until LlmContextTokens is raised or "
+            "LlmMaxTokens lowered"
+        )
+    remaining = selection.backlog if calls else report.counts.get("backlog", 0)
+    report.counts["backlog"] = remaining
+    if calls and remaining:
+        report.info(f"{remaining} entries wait for the next cycle ({calls} call(s) this run, LlmMaxCallsPerPass)")
+    if not calls and not selection.eligible:
         report.info(
             "nothing eligible — every live entry is reviewed and unchanged, no near-duplicate cluster is "
             "open and no new correction arrived; no model call"

@@ -97,6 +97,7 @@ class PassSpec:
         (spec: retried next cycle; a store failure's reason names the agent and the file), and the rest of the
         cycle still runs."""
         agent = ctx.profile.agent_id
+        ctx = ctx.for_pass(self.name)
         with ExitStack() as held:
             try:
                 try:
@@ -164,6 +165,9 @@ def record_pass_outcome(ctx: PassContext, report: PassReport) -> PassReport:
     """Record the pass's last outcome in the profile; a skipped report gets its last completed counts (the live
     memory and skill counts measured now). A deferred report gets its retry time (passes/deferral.py): the pass is
     retried with back-off, not at the next cycle."""
+    switched = report.extra.get("model_switch")
+    if switched and report.status not in ("skipped",) and "model switch" not in report.summary:
+        report.summary = f"{report.summary} (model switch: {switched})"
     if report.status == "deferred":
         note_deferral(report, load_outcome(ctx.profile, report.pass_name), ctx.options, ctx.now)
     measured = {

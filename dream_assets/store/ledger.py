@@ -40,23 +40,47 @@ class LedgerRecord:
     last_run_at: datetime
     #: Why the last completed run was forced past the change gate and the floor (``dream run --force``), or None.
     forced: str | None = None
+    #: Which backend and model answered the run (``model_identity``: "offline", "openai:llama3.1:8b"), or None for a
+    #: record written before the ledger kept it (read as the offline backend, the only one such a profile could
+    #: have run without configuring a model).
+    model: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {"fingerprint": self.fingerprint, "lastRunAt": iso(self.last_run_at)}
         if self.forced:
             data["forced"] = self.forced
+        if self.model:
+            data["model"] = self.model
         return data
 
     @classmethod
     def from_json(cls, data: Any) -> LedgerRecord:
         if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), str):
             raise ValueError("record needs a string 'fingerprint'")
-        forced = data.get("forced")
+        forced, model = data.get("forced"), data.get("model")
         return cls(
             fingerprint=data["fingerprint"],
             last_run_at=parse_ts(data.get("lastRunAt")),
             forced=forced if isinstance(forced, str) and forced else None,
+            model=model if isinstance(model, str) and model else None,
         )
+
+    @property
+    def answered_by(self) -> str:
+        """The backend and model of the stamp ("offline" for a record that predates the field)."""
+        return self.model or UNRECORDED_MODEL
+
+
+#: What a ledger record without a ``model`` field was answered by.
+UNRECORDED_MODEL = "offline"
+
+
+def model_switch(record: LedgerRecord | None, model: str | None) -> str | None:
+    """Why ``record`` does not count for ``model`` (a stamp made by another backend or model), or None: no record,
+    no model to compare (a pass without a model call), or the same one."""
+    if record is None or not model or record.answered_by == model:
+        return None
+    return f"the last run was answered by {record.answered_by}, this one by {model}: running once with the new model"
 
 
 @dataclass(frozen=True)
@@ -92,13 +116,19 @@ class GateDecision:
     next_forced_at: datetime | None = None
 
 
-def gate(record: LedgerRecord | None, fingerprint: str, now: datetime, max_skip: timedelta) -> GateDecision:
-    """The change gate, with the reason a person needs. A last run in the future counts as a run now."""
+def gate(
+    record: LedgerRecord | None, fingerprint: str, now: datetime, max_skip: timedelta, model: str | None = None
+) -> GateDecision:
+    """The change gate, with the reason a person needs. A last run in the future counts as a run now. With
+    ``model`` (the backend and model that would answer now), a stamp made by another one does not count."""
     now = utc(now)
     if record is None:
         return GateDecision(False, "never run (or the ledger was missing or corrupt)")
     if record.fingerprint != fingerprint:
         return GateDecision(False, "input changed since the last run")
+    switched = model_switch(record, model)
+    if switched is not None:
+        return GateDecision(False, switched)
     last, note = record.last_run_at, ""
     if last > now:
         note = f" (the recorded last run {iso(last)} is in the future, treated as now)"
@@ -116,8 +146,10 @@ def gate(record: LedgerRecord | None, fingerprint: str, now: datetime, max_skip:
     )
 
 
-def should_skip(record: LedgerRecord | None, fingerprint: str, now: datetime, max_skip: timedelta) -> bool:
-    return gate(record, fingerprint, now, max_skip).skip
+def should_skip(
+    record: LedgerRecord | None, fingerprint: str, now: datetime, max_skip: timedelta, model: str | None = None
+) -> bool:
+    return gate(record, fingerprint, now, max_skip, model).skip
 
 
 class PassLedger:
@@ -165,7 +197,7 @@ class PassLedger:
                         f"which is in the future (a clock that was ahead, or a copied profile); treated "
                         f"as now ({iso(self.now)})"
                     )
-                    records[name] = LedgerRecord(rec.fingerprint, self.now)
+                    records[name] = LedgerRecord(rec.fingerprint, self.now, rec.forced, rec.model)
                     corrected = True
         self._records = records
         pending = data.get("pending", {})
@@ -203,13 +235,17 @@ class PassLedger:
     def records(self) -> dict[str, LedgerRecord]:
         return dict(self._records)
 
-    def gate(self, pass_name: str, fingerprint: str, now: datetime, max_skip: timedelta) -> GateDecision:
-        return gate(self.get(pass_name), fingerprint, now, max_skip)
+    def gate(
+        self, pass_name: str, fingerprint: str, now: datetime, max_skip: timedelta, model: str | None = None
+    ) -> GateDecision:
+        return gate(self.get(pass_name), fingerprint, now, max_skip, model)
 
-    def stamp(self, pass_name: str, fingerprint: str, now: datetime, *, forced: str | None = None) -> None:
-        """Record a completed run (``forced``: why it ran past the gate and the floor). Call only after the pass
-        applied a usable answer."""
-        record = LedgerRecord(fingerprint, utc(now), forced or None)
+    def stamp(
+        self, pass_name: str, fingerprint: str, now: datetime, *, forced: str | None = None, model: str | None = None
+    ) -> None:
+        """Record a completed run (``forced``: why it ran past the gate and the floor; ``model``: the backend and
+        model that answered). Call only after the pass applied a usable answer."""
+        record = LedgerRecord(fingerprint, utc(now), forced or None, model or None)
         with path_lock(self._lock_path):
             corrected = self._read()  # another process may have stamped a different pass meanwhile
             if self._records.get(pass_name) == record and not corrected:

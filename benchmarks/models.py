@@ -1,0 +1,96 @@
+"""Real-model fit: prompts against the context window, calls needed for a first review, and parse failures of a
+simulated small model with and without the contract's JSON schema.
+
+    nice -n 10 .venv/bin/python benchmarks/models.py --quick   # 1,000 entries (CI: a test runs this)
+    nice -n 10 .venv/bin/python benchmarks/models.py           # 1,000 and 100,000 entries (long)
+
+A first review of a synthetic corpus (near-duplicate pairs among distinct entries) runs the real memory consolidation
+pass through the local OpenAI-compatible test server, whose window is ``LlmContextTokens`` (4k, 8k, 32k, 128k) and
+which counts a request's tokens as four characters a token plus the answer reserve (``LlmMaxTokens``), the way a
+real endpoint does. Figures, one JSON object per line:
+
+- ``models.prompts_over_window`` (target 0): calls whose prompt exceeded the window less the answer reserve;
+- ``models.largest_prompt_share``: the largest prompt plus reserve as a share of the window;
+- ``models.first_review_calls``: calls the first review of the corpus needed (``LlmMaxCallsPerPass`` a run);
+- ``models.parse_failure_rate.free_form`` / ``.json_schema``: the share of answers of a small model that corrupts a
+  third of its free-form answers (prose around a cut-off object) that fail to parse, without and with the schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dream_assets.llm.client import build_model_client  # noqa: E402
+from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.passes.registry import MODEL_CALLS  # noqa: E402
+from dream_assets.profile import AgentProfile  # noqa: E402
+from dream_assets_tests.consolidation_corpus import corpus, review  # noqa: E402
+from dream_assets_tests.openai_server import OpenAITestServer, small_model  # noqa: E402
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+WINDOWS = (4096, 8192, 32768, 131072)
+RESERVE = 1024
+
+
+def emit(name: str, n: int, value: float, unit: str, **extra: object) -> None:
+    print(json.dumps({"name": name, "n": n, "value": value, "unit": unit, **extra}), flush=True)
+
+
+def first_review(n: int, window: int, tmp: Path) -> None:
+    options = DreamOptions(
+        ConsolidationMinInterval=timedelta(0),
+        ConsolidationExactFoldEnabled=False,
+        LlmStructuredOutput="off",
+        LlmJsonMode="off",
+        LlmMaxTokens=RESERVE,
+        LlmContextTokens=window,
+        LlmMaxCallsPerPass=10_000,
+    )
+    profile = AgentProfile(tmp / f"n{n}-w{window}").ensure()
+    _, calls, cycles, server = review(
+        profile, options, corpus(n, pairs=n // 20, now=NOW), NOW, server_kw={"context_limit": window}, max_cycles=50
+    )
+    emit("models.prompts_over_window", n, server.context_refusals, "calls", window=window)
+    emit("models.largest_prompt_share", n, round(server.largest_prompt_tokens / window, 3), "ratio", window=window)
+    emit("models.first_review_calls", n, calls, "calls", window=window, cycles=cycles)
+
+
+def parse_failures(calls: int) -> None:
+    answer = json.dumps({"findings": [{"content": "route short lookups to the small tier", "tags": ["routing"]}]})
+    for mode in ("off", "json_schema"):
+        with OpenAITestServer(default=small_model(lambda body: answer, 1 / 3)) as server:
+            options = DreamOptions(
+                LlmBaseUrl=server.base_url, LlmModel="small-model", LlmMaxRetries=0, LlmStructuredOutput=mode
+            )
+            client = build_model_client(options, None)
+            failed = sum(
+                not client.call(client.request(MODEL_CALLS["tier_routing_review"], "tier stats ...", {})).ok
+                for _ in range(calls)
+            )
+        name = "free_form" if mode == "off" else "json_schema"
+        emit(f"models.parse_failure_rate.{name}", calls, round(failed / calls, 3), "ratio")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 entries only, 60 parse calls")
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)  # the refused answers of the small model are the point, not noise to print
+    sizes = [1_000] if args.quick else [1_000, 100_000]
+    with tempfile.TemporaryDirectory(prefix="dream-bench-models-") as tmp:
+        for n in sizes:
+            for window in WINDOWS:
+                first_review(n, window, Path(tmp))
+    parse_failures(60 if args.quick else 300)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""The models benchmark's CI-sized run: every figure for every window, no prompt over its window, and the schema
+keeps a corrupting small model's answers parseable."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow  # four first reviews of 1,000 entries through HTTP (about a minute)
+def test_quick_models_run_reports_every_figure_with_no_prompt_over_the_window():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "models.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    over = {m["window"]: m["value"] for m in lines if m["name"] == "models.prompts_over_window"}
+    assert over == {4096: 0, 8192: 0, 32768: 0, 131072: 0}
+    calls = {m["window"]: m["value"] for m in lines if m["name"] == "models.first_review_calls"}
+    assert calls[4096] > calls[8192] > calls[32768] >= 1  # a smaller window takes more, smaller calls
+    assert all(m["value"] <= 1 for m in lines if m["name"] == "models.largest_prompt_share")
+    rates = {m["name"]: m["value"] for m in lines if m["name"].startswith("models.parse_failure_rate")}
+    assert rates["models.parse_failure_rate.json_schema"] == 0
+    assert rates["models.parse_failure_rate.free_form"] > 0

@@ -1,0 +1,47 @@
+"""A model per pass: ``<Pass>Model`` and ``<Pass>BaseUrl`` send one pass's calls to another model or endpoint, and
+the model used is in the pass's report (its materialization metadata) and in the ledger. Real HTTP test servers."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from dream_assets.cycle import run_cycle
+from dream_assets.options import DreamOptions, pass_model_options
+from dream_assets.store.ledger import PassLedger
+from dream_assets_tests.openai_server import OpenAITestServer, reply
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+ANSWER = json.dumps({"findings": [], "failurePatterns": [], "skillAnnotations": [], "promotionNotes": {}})
+
+
+def test_pass_model_options_override_only_what_is_set():
+    options = DreamOptions(LlmModel="big", LlmBaseUrl="http://127.0.0.1:1/v1", PreferenceInferenceModel="small")
+    mine = pass_model_options(options, "preference_inference")
+    assert (mine.LlmModel, mine.LlmBaseUrl) == ("small", "http://127.0.0.1:1/v1")
+    assert pass_model_options(options, "memory_consolidation") == options
+
+
+def test_one_pass_uses_its_own_model_and_endpoint_and_the_ledger_says_so(demo):
+    with OpenAITestServer(default=reply(ANSWER)) as main, OpenAITestServer(default=reply(ANSWER)) as other:
+        options = DreamOptions(
+            LlmBaseUrl=main.base_url,
+            LlmModel="strong",
+            LlmMaxRetries=0,
+            TierRoutingReviewModel="cheap",
+            TierRoutingReviewBaseUrl=other.base_url,
+        )
+        reports = {
+            r.pass_name: r
+            for r in run_cycle(demo, options, NOW, cycle_id="c1", only=["tier_routing_review", "wisp_failure_analysis"])
+        }
+        assert reports["tier_routing_review"].status == "completed", reports["tier_routing_review"].reason
+        assert reports["wisp_failure_analysis"].status == "completed", reports["wisp_failure_analysis"].reason
+        assert {r.body["model"] for r in other.requests} == {"cheap"}
+        assert {r.body["model"] for r in main.requests} == {"strong"}
+        assert len(other.requests) >= 1 and len(main.requests) >= 1
+    assert reports["tier_routing_review"].extra["llm_model"] == "cheap"
+    assert reports["wisp_failure_analysis"].extra["llm_model"] == "strong"
+    ledger = PassLedger(demo)
+    assert ledger.get("tier_routing_review").model == "openai:cheap"
+    assert ledger.get("wisp_failure_analysis").model == "openai:strong"
