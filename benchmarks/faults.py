@@ -1026,7 +1026,9 @@ def embeddings_trials(template: AgentProfile, work: Path, saves: int, tally: Cou
                         notes.append(f"embeddings {kind}: vectors of the broken endpoint were cached")
                     server.embeddings = None
                     later = NOW + SAVE_EMBEDDING_PAUSE + timedelta(minutes=1)
-                    again = store.memories.save(live[0].content + " It was counted twice.", now=later)
+                    again = store.memories.save(
+                        live[0].content + " It was counted twice.", category=live[0].category, now=later
+                    )  # a restatement is one in the same category: another category means another memory
                     if again.action == "created" or "lexical measure was used" in (again.reason or ""):
                         tally["embedding_not_recovered"] += 1
                         notes.append(f"embeddings {kind}: fixed endpoint, restatement: {again.action} {again.reason}")

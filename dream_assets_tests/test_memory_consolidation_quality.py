@@ -410,5 +410,8 @@ def test_with_an_embedding_model_the_scan_clusters_by_cosine_and_an_idle_agent_e
         store.memories.update("a", now=NOW, content="Kestrel ships on Fridays and Mondays.")
         server.script(server_error(500))
         degraded = run(answer(), now=NOW + timedelta(hours=2))
-        assert degraded.status == "completed" and "scan failed" in "\n".join(degraded.lines)
-        assert [e["id"] for e in run.requests[0].inputs["entries"]] == ["a"]  # new or changed only
+        # A failing endpoint does not switch the scan off: the clusters come from the lexical measure, said in a
+        # warning, and the two unrelated entries stay apart, so only the changed one is offered.
+        assert degraded.status == "completed"
+        assert "the lexical measure was used" in "\n".join(degraded.lines)
+        assert [e["id"] for e in run.requests[0].inputs["entries"]] == ["a"]

@@ -124,3 +124,32 @@ def test_the_daemons_sensor_frees_the_slot_of_a_dead_run(instance, tmp_path) -> 
     assert _holders(instance) == []
     with dg.build_sensor_context(instance=instance, resources={"deployment": deployment}) as ctx:
         assert sensor(ctx).skip_message == "no dead run holds a pool slot"
+
+
+def test_a_claim_that_lost_the_race_to_create_the_pools_limit_row_claims_again(instance) -> None:
+    """Two runs on a fresh PostgreSQL instance both insert the `llm` pool's default limit; the loser's insert fails
+    with a unique violation. That run claims again (the row exists now) instead of failing its step."""
+    from dream_assets.orchestration.run_liveness import SlotWait
+
+    class IntegrityError(Exception):  # what SQLAlchemy raises for the violated unique key, by name
+        pass
+
+    calls: list[str] = []
+    real = type(instance.event_log_storage).claim_concurrency_slot
+
+    def racing(storage, key, run_id, step_key, priority=None):  # noqa: ANN001, ANN202
+        calls.append(step_key)
+        if len(calls) == 1:
+            raise IntegrityError('duplicate key value violates unique constraint "concurrency_limits_concurrency_key"')
+        return real(storage, key, run_id, step_key, priority)
+
+    instance.event_log_storage.set_concurrency_slots("llm", 1)
+    with SlotWait(instance, timeout_s=TIMEOUT_S) as wait:
+        status = wait._claim(racing, "llm", "run-a", "memory_consolidation", None)
+    assert status.is_claimed and calls == ["memory_consolidation", "memory_consolidation"]
+
+    def broken(storage, key, run_id, step_key, priority=None):  # noqa: ANN001, ANN202
+        raise RuntimeError("the database is away")
+
+    with SlotWait(instance, timeout_s=TIMEOUT_S) as wait, pytest.raises(RuntimeError, match="away"):
+        wait._claim(broken, "llm", "run-b", "memory_consolidation", None)  # any other error is the step's failure

@@ -52,6 +52,7 @@ def asset_description(spec: PassSpec) -> str:
 def memory_folder_read(
     context: dg.AssetExecutionContext, deployment: DreamDeployment
 ) -> Iterator[dg.MaterializeResult]:
+    forced_reason(context.run.tags, READ_STEP)  # a mistyped force tag fails the run here, before anything is read
     profile = deployment.run_profile(context.partition_key)
     report = read_folder(profile, deployment.options(profile), run_now(context))
     if report.status == "failed":

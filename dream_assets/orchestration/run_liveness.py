@@ -215,7 +215,14 @@ class SlotWait:
             raise DagsterExecutionInterruptedError(
                 f"stopped by a signal while {step_key} waited for a {concurrency_key} slot"
             )
-        status = real(self._storage, concurrency_key, run_id, step_key, priority)
+        try:
+            status = real(self._storage, concurrency_key, run_id, step_key, priority)
+        except Exception as exc:  # noqa: BLE001 - only the race below is retried; anything else is raised again
+            if type(exc).__name__ != "IntegrityError":
+                raise
+            # Two runs on a fresh instance both created the pool's default limit row; the loser's insert failed, and
+            # the row is there now: claim again.
+            status = real(self._storage, concurrency_key, run_id, step_key, priority)
         if status.is_claimed:
             return status
         started = time.monotonic()
