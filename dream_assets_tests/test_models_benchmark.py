@@ -1,27 +1,14 @@
 """The models benchmark's CI-sized run: every figure for every window, no prompt over its window, and the schema
 keeps a corrupting small model's answers parseable."""
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from dream_assets_tests.benchmark_run import run_benchmark
 
 
 @pytest.mark.slow  # four first reviews of 1,000 entries through HTTP (about a minute)
 def test_quick_models_run_reports_every_figure_with_no_prompt_over_the_window():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "models.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    lines = run_benchmark("models.py", "--quick").lines
     over = {m["window"]: m["value"] for m in lines if m["name"] == "models.prompts_over_window"}
     assert over == {4096: 0, 8192: 0, 32768: 0, 131072: 0}
     calls = {m["window"]: m["value"] for m in lines if m["name"] == "models.first_review_calls"}

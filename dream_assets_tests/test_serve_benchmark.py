@@ -1,27 +1,14 @@
 """The serve benchmark's CI-sized run: every figure is printed for both transports, no tool call fails and no save is
 lost while a cycle runs. The latencies are the benchmark's to report, not this test's to judge (a loaded machine)."""
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from dream_assets_tests.benchmark_run import run_benchmark
 
 
 @pytest.mark.slow  # two `dream serve` processes, each with a dream cycle beside it (about two minutes)
 def test_quick_serve_run_reports_every_figure_and_loses_no_save():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "serve.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    lines = run_benchmark("serve.py", "--quick").lines
     names = {m["name"] for m in lines}
     for transport in ("stdio", "http"):
         for figure in ("save", "search", "cycle_save", "cycle_search"):
