@@ -12,6 +12,7 @@ import pytest
 
 from dream_assets.cycle import run_cycle as run_cycle_directly
 from dream_assets.definitions import build_definitions
+from dream_assets.folders import READ_STEP
 from dream_assets.gates import GATED_PASSES, gate_status
 from dream_assets.llm.base import ModelCallError
 from dream_assets.llm.offline import OfflineBackend
@@ -84,7 +85,7 @@ def test_a_failed_pass_fails_its_check_and_the_run_while_the_rest_of_the_cycle_r
     statuses = _statuses(result)
     assert statuses["skill_gap_detection"] == "failed"
     # every other pass ran, downstream of the failed one included, and the snapshot was still taken
-    assert set(statuses) == {p.name for p in PASSES}
+    assert set(statuses) == {p.name for p in PASSES} | {READ_STEP}  # and the memory-folder read before them
     assert all(s in {"completed", "skipped"} for name, s in statuses.items() if name != "skill_gap_detection")
     assert "corpus_snapshot" in {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     checks = _checks(result)

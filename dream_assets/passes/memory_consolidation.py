@@ -1194,6 +1194,8 @@ COUNTS = {
     "unreviewed": "live entries new or changed since their last review, shown or waiting in the backlog",
     "backlog": "unreviewed or clustered entries over the per-call cap, left for the next cycles",
     "clusters": "open near-duplicate clusters shown to the model",
+    "calls": "model calls the review took: the eligible entries are offered in batches that fit LlmContextTokens",
+    "too_large_clusters": "near-duplicate clusters too large for one call's window alone, left waiting with a warning",
     "settled_clusters": "near-duplicate clusters withheld because every member is reviewed and unchanged",
     "reoffered": "shown clusters that had settled before (offered for a merge only, never a removal)",
     "created_since_last_run": "live entries created after the last completed run",
