@@ -235,6 +235,16 @@ def test_a_line_wrapped_sentence_and_the_same_sentence_on_one_line_are_one_sente
     assert longer.entry.content == "Tim booked the Lisbon flight for the Web Summit on 2026-11-02 with Ana Ribeiro."
 
 
+def test_a_date_wrapped_before_its_year_is_still_one_sentence_and_one_date(store):
+    """A line that opens with the year and a full stop ("2026. The ...") is the wrapped end of a date, not item 2026
+    of a numbered list."""
+    one_line = "Sam plans a trip to Lisbon with Evan on February 1, 2026. The notes were taken by Sam."
+    first = store.memories.save(one_line, now=NOW)
+    again = store.memories.save(one_line.replace("February 1, 2026", "February 1,\n2026"), now=LATER)
+    assert again.action == "reinforced" and again.matched_id == first.entry.id
+    assert _live(store) == [one_line]
+
+
 def test_a_save_in_another_category_never_lands_on_an_entry_there(store):
     john = store.memories.save(
         "John supported Tim a lot during the move, as mentioned in the conversation.", category="people/john", now=NOW

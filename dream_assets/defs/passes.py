@@ -63,13 +63,19 @@ def memory_folder_read(
     )
 
 
+def pass_deps(spec: PassSpec) -> list[str]:
+    """What a pass asset depends on: the passes it runs after and the inputs it reads; a pass that runs after no
+    other pass also waits for the memory-folder read, so a linked folder is in the store before any pass."""
+    return [*spec.after, *spec.reads] if spec.after else [READ_STEP, *spec.reads]
+
+
 def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
     @dg.asset(
         name=spec.name,
         group_name=spec.group,
         description=asset_description(spec),
         partitions_def=agents_partitions,
-        deps=[*spec.after, *spec.reads] if spec.after else [READ_STEP, *spec.reads],  # the folder is read first
+        deps=pass_deps(spec),
         pool="llm" if spec.uses_model else None,
         kinds={"python", "llm"} if spec.uses_model else {"python"},
         tags=stage_tags(spec.group),

@@ -51,8 +51,12 @@ CREATE = "create"
 # A sentence ends at . ! ? (with any closing quotes or brackets) followed by white space, or where its block ends.
 _SENTENCE = re.compile(r".*?(?:[.!?][\"'”’)\]]*(?=\s)|\Z)", re.DOTALL)
 # A line break ends a block only where the text marks one: a blank line, a line ending in a colon, or a next line
-# opening with a list or heading marker. Any other line break is a wrapped line: white space inside a sentence.
-_BLOCK_BREAK = re.compile(r"[ \t]*\n(?:[ \t]*\n)+|(?<=:)[ \t]*\n|[ \t]*\n(?=[ \t]*(?:[-*•+>#]|[0-9]+[.)])\s)")
+# opening with a list or heading marker. Any other line break is a wrapped line: white space inside a sentence. A
+# number opens a numbered item only with at most three digits and after a line that does not stop at a comma, so a
+# date wrapped before its year ("on February 1,\n2026. The ...") stays one sentence.
+_BLOCK_BREAK = re.compile(
+    r"[ \t]*\n(?:[ \t]*\n)+|(?<=:)[ \t]*\n|[ \t]*\n(?=[ \t]*[-*•+>#]\s)|(?<![,;\s])[ \t]*\n(?=[ \t]*[0-9]{1,3}[.)]\s)"
+)
 _SPACE = re.compile(r"\s+")
 _TERMINAL = re.compile(r"[.!?][\"'”’)\]]*$")
 # Comparison units: a number with its decimal points, time colons, thousands commas, date and range joiners
