@@ -52,10 +52,12 @@ from __future__ import annotations
 import atexit
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -109,6 +111,35 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class SessionHold:
+    """How long one outermost session kept the file: wall and this thread's CPU time, and where it was opened (the
+    store call and the first caller outside the store package): the figure behind a waiting agent's latency."""
+
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    where: str = ""
+
+
+def _caller_outside_store() -> str:
+    """``<store call> < <its caller>``: the innermost frame of the store package that is not this module's and the
+    first frame outside the package (only read when a session sets a new longest hold, so rarely)."""
+    store_dir = os.path.dirname(__file__)
+    inner = outer = ""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        here = f"{os.path.basename(path)}:{frame.f_lineno} {frame.f_code.co_name}"
+        if os.path.dirname(path) == store_dir:
+            if not inner and path != __file__:
+                inner = here
+        elif "contextlib" not in path:
+            outer = here
+            break
+        frame = frame.f_back
+    return " < ".join(p for p in (inner, outer) if p)
+
+
 class StoreConnection:
     def __init__(
         self,
@@ -149,6 +180,8 @@ class StoreConnection:
         self._pid = os.getpid()
         self.opens = 0  # how many times the file was (re)opened — a process-turn counter, useful in tests
         self.last_wait_s = 0.0  # how long the latest outermost session waited for the file (lock, turn, open)
+        #: The longest outermost session so far: how long another process could have waited for this one.
+        self.longest_hold = SessionHold()
 
     def add_open_hook(self, hook: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
         """Called with the fresh connection each time the file is (re)opened: the place to notice other processes'
@@ -181,6 +214,7 @@ class StoreConnection:
                 self._open()
             if self._depth == 0:
                 self.last_wait_s = time.monotonic() - asked
+                held_at, held_cpu = time.monotonic(), time.thread_time()
             self._depth += 1
             try:
                 assert self._conn is not None
@@ -196,6 +230,7 @@ class StoreConnection:
                 self._depth -= 1
                 self._last_used = time.monotonic()
                 if self._depth == 0:
+                    self._note_hold(time.monotonic() - held_at, time.thread_time() - held_cpu)
                     self._end_of_session()
         finally:
             self._lock.release()
@@ -268,6 +303,10 @@ class StoreConnection:
         return bool(self._waiters(exclude_pid=os.getpid()))
 
     # ------------------------------------------------------------------
+    def _note_hold(self, wall_s: float, cpu_s: float) -> None:
+        if wall_s > self.longest_hold.wall_s:
+            self.longest_hold = SessionHold(wall_s, cpu_s, _caller_outside_store())
+
     def _check_fork(self) -> None:
         # A forked child must not use (or close) the parent's handle or lock.
         if os.getpid() != self._pid:
@@ -474,6 +513,12 @@ def store_connection(
         if snapshots_dir is not None:
             conn.snapshots_dir = Path(snapshots_dir)
         return conn
+
+
+def longest_holds() -> dict[str, SessionHold]:
+    """The longest outermost session of each store file this process opened (database path -> hold)."""
+    with _connections_guard:
+        return {key: conn.longest_hold for key, conn in _connections.items()}
 
 
 def close_all() -> None:
