@@ -172,6 +172,7 @@ class StoreConnection:
         self._flock = FileLock(str(self.lock_path), thread_local=False)
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._depth = 0
+        self._owner: int | None = None  # the thread in a session
         self._last_used = 0.0
         self._opened_at = 0.0
         self._broken = False
@@ -200,6 +201,11 @@ class StoreConnection:
     def in_transaction(self) -> bool:
         return self._tx_depth > 0
 
+    @property
+    def in_session(self) -> bool:
+        """Is this thread inside a session (so a new one joins it instead of taking a turn of its own)?"""
+        return self._depth > 0 and self._owner == threading.get_ident()
+
     @contextmanager
     def session(self) -> Iterator[duckdb.DuckDBPyConnection]:
         asked = time.monotonic()
@@ -215,6 +221,7 @@ class StoreConnection:
             if self._depth == 0:
                 self.last_wait_s = time.monotonic() - asked
                 held_at, held_cpu = time.monotonic(), time.thread_time()
+                self._owner = threading.get_ident()
             self._depth += 1
             try:
                 assert self._conn is not None
@@ -230,6 +237,7 @@ class StoreConnection:
                 self._depth -= 1
                 self._last_used = time.monotonic()
                 if self._depth == 0:
+                    self._owner = None
                     self._note_hold(time.monotonic() - held_at, time.thread_time() - held_cpu)
                     self._end_of_session()
         finally:
@@ -313,6 +321,7 @@ class StoreConnection:
             self._pid = os.getpid()
             self._conn = None
             self._depth = 0
+            self._owner = None
             self._tx_depth = 0
             self._watch_token = None
             self._flock = FileLock(str(self.lock_path), thread_local=False)

@@ -4,7 +4,9 @@ Recall and dedup use one in-process BM25 index per store, kept in step with the 
 every change to a searchable field or to the archive state bumps ``seq``; whenever this process (re)opens the
 file it applies the rows with a higher ``seq`` (and the purge records), so writes from other processes are seen.
 The index is built on first use by a search or a save; other writes only keep an index that exists in step, so a
-process that never searches (a pass) never builds it while holding the store.
+process that never searches (a pass) never builds it. The build does not hold the store: the live rows are read in
+short sessions, indexed outside them, and the rows committed meanwhile applied in one more (``_RecallIndex.prepare``),
+so an agent saving during a cycle waits for one chunk read at most, not for a whole build.
 
 Save-time dedup measures near-duplicates the way clustering does: cosine over embeddings with
 ``EmbeddingSimilarityThreshold`` when ``EmbeddingModel`` is set, the lexical measure otherwise. With embeddings the
@@ -22,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -189,6 +192,26 @@ def _rows_by_id(conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[tup
     return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
 
 
+#: Live rows a first index build reads per store session (``_RecallIndex.prepare``): about 20 ms of the store each
+#: at 100k entries, so an agent's save waits for one chunk at most, never for the whole read.
+INDEX_READ_CHUNK = 10_000
+_NO_LIMIT = 2**62
+_INDEX_COLUMNS = ("id", "content", "category", "tags")
+_LIVE_ROWS_SQL = (
+    "SELECT id, content, category, tags, seq FROM memories WHERE archived_at IS NULL AND {where} ORDER BY seq LIMIT ?"
+)
+
+
+def _top_seq(conn: duckdb.DuckDBPyConnection) -> int:
+    """The highest ``seq`` of the file: rows and purge records."""
+    return int(
+        conn.execute(
+            "SELECT greatest((SELECT coalesce(max(seq), 0) FROM memories), "
+            "(SELECT coalesce(max(seq), 0) FROM memory_purges))"
+        ).fetchone()[0]  # type: ignore[index]
+    )
+
+
 def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
     """Tags are a set: trimmed, de-duplicated, sorted (so the corpus fingerprint does not see their order)."""
     return tuple(sorted({str(t).strip() for t in tags if str(t).strip()}))
@@ -209,6 +232,7 @@ class _RecallIndex:
         self.exact_of: dict[str, tuple[str, str]] = {}
         self.synced_seq = 0
         self.ready = False
+        self._building = threading.Lock()  # one build at a time (outside the store: see prepare)
 
     def on_open(self, conn: duckdb.DuckDBPyConnection) -> None:
         ensure_schema(conn)
@@ -235,28 +259,64 @@ class _RecallIndex:
         self.synced_seq = top
 
     def ensure(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Build the index inside the caller's session when it is not built yet (``prepare`` builds it outside)."""
         if not self.ready:
-            self.bm25.clear()
-            self.content_tokens.clear()
-            self.overlap.clear()
-            self.stem_df.clear()
-            self.exact.clear()
-            self.exact_of.clear()
-            self.synced_seq = 0
-            self._build(conn)
+            top = _top_seq(conn)
+            columns = conn.execute(_LIVE_ROWS_SQL.format(where="TRUE"), [_NO_LIMIT]).fetchnumpy()
+            self._take(_RecallIndex.built(*(columns[c].tolist() for c in _INDEX_COLUMNS), top))
             self.sync(conn)
             self.ready = True
 
-    def _build(self, conn: duckdb.DuckDBPyConnection) -> None:
-        """What ``sync`` from nothing arrives at (the live rows, added in ``seq`` order), a corpus at a time."""
-        top = conn.execute(
-            "SELECT greatest((SELECT coalesce(max(seq), 0) FROM memories), "
-            "(SELECT coalesce(max(seq), 0) FROM memory_purges))"
-        ).fetchone()[0]  # type: ignore[index]
-        columns = conn.execute(
-            "SELECT id, content, category, tags FROM memories WHERE archived_at IS NULL ORDER BY seq"
-        ).fetchnumpy()
-        ids, contents, categories, tags = (columns[c].tolist() for c in ("id", "content", "category", "tags"))
+    def prepare(self, conn: StoreConnection) -> None:
+        """Build the index, when it is not built yet, without holding the store for the build: the live rows are read
+        in short sessions of ``INDEX_READ_CHUNK`` rows each (other processes take their turns in between), tokenised
+        and indexed outside any session, and the index is then brought up to date in one short session with what was
+        committed meanwhile (``sync``). Exact: every write after the first read carries a higher ``seq`` than that
+        read saw, so a row the chunks missed or saw in an older state is applied by ``sync``, in order, and the
+        index holds what a build inside one session would. A caller already inside a session (a save inside a
+        caller's transaction) does nothing here: ``ensure`` builds inside that session, which must see its
+        uncommitted rows."""
+        if self.ready or conn.in_session:
+            return
+        with self._building:
+            if self.ready:
+                return
+            top, columns = self._read_live(conn)
+            fresh = _RecallIndex.built(*columns, top)
+            del columns
+            with conn.session() as db:
+                if not self.ready:  # a build inside a session may have come first
+                    self._take(fresh)
+                    self.sync(db)
+                    self.ready = True
+
+    @staticmethod
+    def _read_live(conn: StoreConnection) -> tuple[int, tuple[list[Any], ...]]:
+        """The highest ``seq`` and the live rows at or below it (ids, contents, categories, tags in ``seq`` order),
+        read a chunk per session."""
+        out: tuple[list[Any], ...] = ([], [], [], [])
+        top: int | None = None
+        after = 0
+        while True:
+            with conn.session() as db:
+                if top is None:
+                    top = _top_seq(db)
+                chunk = db.execute(
+                    _LIVE_ROWS_SQL.format(where="seq > ? AND seq <= ?"), [after, top, INDEX_READ_CHUNK]
+                ).fetchnumpy()
+            for values, column in zip(out, _INDEX_COLUMNS, strict=True):
+                values.extend(chunk[column].tolist())
+            if len(chunk["seq"]) < INDEX_READ_CHUNK:
+                return top, out
+            after = int(chunk["seq"][-1])
+
+    @classmethod
+    def built(
+        cls, ids: list[str], contents: list[str], categories: list[str], tags: list[str], top: int
+    ) -> _RecallIndex:
+        """An index of the given live rows (in ``seq`` order: what ``sync`` from nothing arrives at, a corpus at a
+        time), synced up to ``top``."""
+        index = cls()
         extra: dict[tuple[str, str], list[str]] = {}  # category and tags -> their index tokens
         words = [content_token_list(content) for content in contents]
         documents: list[list[str]] = []
@@ -265,17 +325,24 @@ class _RecallIndex:
             if found is None:
                 found = extra[(category, tag_text)] = document_tokens("", category, json.loads(tag_text))
             documents.append(content_words + found if found else content_words)
-        self.bm25.add_many(ids, documents)
+        index.bm25.add_many(ids, documents)
         del documents
-        self.content_tokens = {mid: tuple(w) for mid, w in zip(ids, words, strict=True)}
+        index.content_tokens = {mid: tuple(w) for mid, w in zip(ids, words, strict=True)}
         del words
-        stems, self.stem_df = overlap_token_sets(contents)
-        self.overlap = dict(zip(ids, stems, strict=True))
+        stems, index.stem_df = overlap_token_sets(contents)
+        index.overlap = dict(zip(ids, stems, strict=True))
         for mid, content, category in zip(ids, contents, categories, strict=True):
             key = (category, exact_key(content))
-            self.exact.setdefault(key, set()).add(mid)
-            self.exact_of[mid] = key
-        self.synced_seq = int(top)
+            index.exact.setdefault(key, set()).add(mid)
+            index.exact_of[mid] = key
+        index.synced_seq = int(top)
+        return index
+
+    def _take(self, other: _RecallIndex) -> None:
+        """Hold what ``other`` holds (not yet ready: the caller syncs, then marks it ready)."""
+        self.bm25, self.content_tokens, self.overlap = other.bm25, other.content_tokens, other.overlap
+        self.stem_df, self.exact, self.exact_of = other.stem_df, other.exact, other.exact_of
+        self.synced_seq = other.synced_seq
 
     def add(self, mid: str, content: str, category: str, tags: Sequence[str]) -> None:
         self.remove(mid)
@@ -463,6 +530,12 @@ class MemoryStore:
             ).fetchone()  # type: ignore[misc]
         return {"live": int(live), "archived": int(archived)}
 
+    def prepare_recall(self) -> None:
+        """Build this process's recall index now if it is not built, without holding the store for the build
+        (``_RecallIndex.prepare``): for a caller about to search or save inside its own transactions, where a first
+        build would have to hold the store all along. A no-op once built, and inside a session."""
+        self._idx.prepare(self._conn)
+
     def search(self, query: str, limit: int = 10) -> list[tuple[MemoryEntry, float]]:
         """Live entries for ``query``, best first: BM25 over content, category and tags finds them, and the current
         version of a fact comes before a stale one (store/recall.py: correction standing, subject time or save time,
@@ -471,6 +544,7 @@ class MemoryStore:
         if limit <= 0:
             return []
         tokens = tokenize(query)
+        self._idx.prepare(self._conn)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
             hits = self._idx.bm25.search(tokens, limit=candidate_count(limit, self._options))
@@ -563,7 +637,9 @@ class MemoryStore:
         content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
         # Each occurrence of a user correction, feedback or a capability claim is a signal: never absorbed.
         dedupe = dedupe and not is_signal(category, tags, meta)
-        # Vectors first, outside the write transaction: an embeddings request never runs while the store is held.
+        # The recall index and vectors first, outside the write transaction: neither a first index build nor an
+        # embeddings request runs while the store is held.
+        self._idx.prepare(self._conn)
         measure = self._save_measure(content, category, meta, now) if dedupe else _SaveMeasure()
         with self._conn.transaction() as conn:
             result = self._save_in(
@@ -662,6 +738,7 @@ class MemoryStore:
                 return _SaveMeasure(
                     note=f"embeddings failed at {failed_at.isoformat()} ({_short(why)}): the lexical measure was used"
                 )
+        self._idx.prepare(self._conn)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
             if self._oldest_exact(conn, content, category, meta) is not None:
@@ -694,6 +771,7 @@ class MemoryStore:
     def find_exact(self, content: str, category: str) -> list[MemoryEntry]:
         """Live entries of ``category`` whose content equals ``content`` after normalising case, white space and
         punctuation (text/similarity.exact_key), oldest first."""
+        self._idx.prepare(self._conn)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
             return self._exact_matches(conn, content, category)
