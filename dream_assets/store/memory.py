@@ -196,6 +196,8 @@ def _rows_by_id(conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[tup
 #: at 100k entries, so an agent's save waits for one chunk at most, never for the whole read.
 INDEX_READ_CHUNK = 10_000
 _NO_LIMIT = 2**62
+#: Entries a bulk housekeeping write (importance decay) changes per transaction: about 30 ms of the store each.
+WRITE_CHUNK = 2_000
 _INDEX_COLUMNS = ("id", "content", "category", "tags")
 _LIVE_ROWS_SQL = (
     "SELECT id, content, category, tags, seq FROM memories WHERE archived_at IS NULL AND {where} ORDER BY seq LIMIT ?"
@@ -1199,25 +1201,29 @@ class MemoryStore:
         stamps: Mapping[str, Mapping[str, str]] | None = None,
     ) -> int:
         """Bulk importance rewrite (importance decay): changes score and updated_at, never content or review state.
-        ``stamps`` (metadata merged in) are written in the same transaction, so a crash cannot decay twice."""
-        if not updates and not stamps:
-            return 0
-        with self._conn.transaction() as conn:
-            if updates:
-                conn.register(
-                    "_imp",
-                    pa.table({"id": list(updates), "importance": [float(v) for v in updates.values()]}),
-                )
-                try:
-                    conn.execute(
-                        "UPDATE memories SET importance = _imp.importance, updated_at = ? FROM _imp "
-                        "WHERE memories.id = _imp.id AND memories.archived_at IS NULL",
-                        [to_db(utc(now))],
-                    )
-                finally:
-                    conn.unregister("_imp")
-            if stamps:
-                self._merge_metadata(conn, stamps)
+        ``stamps`` (metadata merged in) are written in the same transaction as the entry's importance, so a crash
+        cannot decay twice. The entries are written ``WRITE_CHUNK`` at a time, each chunk one transaction, so the
+        store is never held for a whole corpus: a crash between chunks leaves each entry either decayed and stamped
+        or untouched, and the pass run again decays the rest (a caller's open transaction makes it one unit)."""
+        stamps = stamps or {}
+        ids = list(dict.fromkeys([*updates, *stamps]))
+        for start in range(0, len(ids), WRITE_CHUNK):
+            chunk = ids[start : start + WRITE_CHUNK]
+            with self._conn.transaction() as conn:
+                values = {i: float(updates[i]) for i in chunk if i in updates}
+                if values:
+                    conn.register("_imp", pa.table({"id": list(values), "importance": list(values.values())}))
+                    try:
+                        conn.execute(
+                            "UPDATE memories SET importance = _imp.importance, updated_at = ? FROM _imp "
+                            "WHERE memories.id = _imp.id AND memories.archived_at IS NULL",
+                            [to_db(utc(now))],
+                        )
+                    finally:
+                        conn.unregister("_imp")
+                chunk_stamps = {i: stamps[i] for i in chunk if i in stamps}
+                if chunk_stamps:
+                    self._merge_metadata(conn, chunk_stamps)
         return len(updates)
 
     def set_metadata(self, updates: Mapping[str, Mapping[str, str]]) -> int:
