@@ -113,8 +113,9 @@ def _alive(pid: int) -> bool:
 
 @dataclass(frozen=True)
 class SessionHold:
-    """How long one outermost session kept the file: wall and this thread's CPU time, and where it was opened (the
-    store call and the first caller outside the store package): the figure behind a waiting agent's latency."""
+    """How long one outermost session kept the file: wall and the process's CPU time (DuckDB's threads too), and
+    where it was opened (the store call and the first caller outside the store package): the figure behind a waiting
+    agent's latency."""
 
     wall_s: float = 0.0
     cpu_s: float = 0.0
@@ -220,7 +221,7 @@ class StoreConnection:
                 self._open()
             if self._depth == 0:
                 self.last_wait_s = time.monotonic() - asked
-                held_at, held_cpu = time.monotonic(), time.thread_time()
+                held_at, held_cpu = time.monotonic(), time.process_time()
                 self._owner = threading.get_ident()
             self._depth += 1
             try:
@@ -238,7 +239,7 @@ class StoreConnection:
                 self._last_used = time.monotonic()
                 if self._depth == 0:
                     self._owner = None
-                    self._note_hold(time.monotonic() - held_at, time.thread_time() - held_cpu)
+                    self._note_hold(time.monotonic() - held_at, time.process_time() - held_cpu)
                     self._end_of_session()
         finally:
             self._lock.release()
