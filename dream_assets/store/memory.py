@@ -203,6 +203,8 @@ _NO_LIMIT = 2**62
 #: Entries a bulk housekeeping write (importance decay) changes per transaction: about 30 ms of the store each.
 WRITE_CHUNK = 2_000
 _INDEX_COLUMNS = ("id", "content", "category", "tags")
+#: A category as its labels: split on "/", empty parts dropped (langgraph_store.namespace_of in SQL).
+_CATEGORY_LABELS_SQL = "list_filter(string_split(category, '/'), lambda x: x <> '')"
 _LIVE_ROWS_SQL = (
     "SELECT id, content, category, tags, seq FROM memories WHERE archived_at IS NULL AND {where} ORDER BY seq LIMIT ?"
 )
@@ -451,6 +453,8 @@ class MemoryStore:
         self._embedding_index: EmbeddingIndex | None = None
         self._embedding_unavailable: str | None = None  # why the provider could not be built
         self._embedding_failed: tuple[datetime, str] | None = None  # last failed call at save time
+        #: Rows the reads of this store brought out of the file: what a read costs, whatever the machine's load.
+        self.rows_read = 0
 
     # ------------------------------------------------------------------ validation
     def validate(
@@ -497,6 +501,7 @@ class MemoryStore:
             row = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", [entry_id]).fetchone()
         if row is None:
             return None
+        self.rows_read += 1
         entry = _row_to_entry(row)
         if entry.is_archived and not include_archived:
             return None
@@ -508,7 +513,42 @@ class MemoryStore:
             return {}
         with self._conn.session() as conn:
             rows = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?))", [ids]).fetchall()
+        self.rows_read += len(rows)
         return {r[0]: _row_to_entry(r) for r in rows}
+
+    def live_page(
+        self, *, labels: Sequence[str] = (), limit: int, offset: int = 0, after: tuple[datetime, str] | None = None
+    ) -> list[MemoryEntry]:
+        """Live entries whose category, split on ``/`` (empty parts dropped), begins with ``labels``, the most recently
+        updated first (ties by id): ``offset`` of them skipped, at most ``limit`` returned, and with ``after`` (the
+        ``(updated_at, id)`` of the last entry of a previous page) only those after it. The store reads the page
+        alone (LIMIT and OFFSET in the query), so its cost is bounded by the page, not by the corpus."""
+        if limit <= 0:
+            return []
+        where, params = ["archived_at IS NULL"], []
+        if labels:
+            where.append(f"{_CATEGORY_LABELS_SQL}[1:{len(labels)}] = ?::VARCHAR[]")
+            params.append(list(labels))
+        if after is not None:
+            where.append("(updated_at < ? OR (updated_at = ? AND id > ?))")
+            params += [to_db(after[0]), to_db(after[0]), after[1]]
+        with self._conn.session() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
+                "ORDER BY updated_at DESC, id LIMIT ? OFFSET ?",
+                [*params, int(limit), max(0, int(offset))],
+            ).fetchall()
+        self.rows_read += len(rows)
+        return [_row_to_entry(r) for r in rows]
+
+    def live_categories(self) -> list[str]:
+        """The distinct categories of the live entries, sorted (one query: the rows read are the categories)."""
+        with self._conn.session() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT category FROM memories WHERE archived_at IS NULL ORDER BY category"
+            ).fetchall()
+        self.rows_read += len(rows)
+        return [r[0] for r in rows]
 
     def list_live(self) -> list[MemoryEntry]:
         return self._list("archived_at IS NULL")
@@ -529,6 +569,7 @@ class MemoryStore:
         with self._conn.session() as conn:
             sql = f"SELECT {columns}, created_at AS _at, id AS _id FROM memories WHERE {where}"
             table = conn.execute(sql).to_arrow_table()
+        self.rows_read += table.num_rows
         table = table.sort_by([("_at", "ascending"), ("_id", "ascending")])
         return [table.column(i).to_numpy(zero_copy_only=False).tolist() for i in range(table.num_columns - 2)]
 
@@ -561,6 +602,7 @@ class MemoryStore:
             if not hits:
                 return []
             rows = _rows_by_id(conn, [h for h, _ in hits])
+        self.rows_read += len(rows)
         by_id = {r[0]: _row_to_entry(r) for r in rows}
         live = [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
         return rank_recall(live, tokens, self._options, limit)
