@@ -526,9 +526,9 @@ def store_connection(
 
 
 def longest_holds() -> dict[str, SessionHold]:
-    """The longest outermost session of each store file this process opened (database path -> hold)."""
-    with _connections_guard:
-        return {key: conn.longest_hold for key, conn in _connections.items()}
+    """The longest outermost session of each store file this process opened (database path -> hold). Without the
+    guard, so a signal handler may call it: a copy of the dict's items is taken at once."""
+    return {key: conn.longest_hold for key, conn in list(_connections.items())}
 
 
 def close_all() -> None:
