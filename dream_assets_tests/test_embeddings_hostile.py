@@ -199,9 +199,7 @@ def test_cached_vectors_of_another_size_than_embedding_dimensions_are_dropped_an
     store.close()
 
 
-def test_a_first_batch_of_one_text_is_probed_so_a_degenerate_endpoint_is_refused_before_it_is_cached(
-    tmp_path, server
-):
+def test_a_first_batch_of_one_text_is_probed_so_a_degenerate_endpoint_is_refused_before_it_is_cached(tmp_path, server):
     """One text alone cannot show that an endpoint gives every text the same vector; with nothing cached for the
     model two obviously different probe texts go with it, so the endpoint is refused before its first vector fixes
     the model's size and poisons the cache. The probe texts are never cached, and a healthy endpoint costs no extra
