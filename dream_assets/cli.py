@@ -252,7 +252,8 @@ def cmd_undo(args: argparse.Namespace) -> int:
         print(f"undo stopped: {exc}", file=sys.stderr)
         return 2
     for line in result.restored:
-        print(f"restored {line}")
+        action = result.actions.get(line)
+        print(f"{action.kind} {line}: {action.detail}" if action else f"put back {line}")
     for line in result.already_undone:
         print(f"already undone {line}")
     for line in result.not_restored:
@@ -280,14 +281,31 @@ def cmd_undo(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr if line.startswith("NOT") else sys.stdout)
     nothing_done = result.refused and not args.force
     print(
-        f"undo of cycle {args.cycle}: {len(result.restored)} put back, {len(result.already_undone)} already undone, "
+        f"undo of cycle {args.cycle}: {len(result.restored)} put back{_undo_kinds(result)}, "
+        f"{len(result.already_undone)} already undone, "
         f"{len(result.not_restored)} could not be restored, {len(result.refused)} refused"
         + ("; nothing was changed (pass --force to undo the rest)" if nothing_done else "")
         + (f"; recorded as cycle {result.undo_cycle_id}" if result.restored else "")
     )
+    retired = result.done("retired")
+    if retired:
+        print(
+            f"the {len(retired)} entr{'y' if len(retired) == 1 else 'ies'} the cycle created (merged entries, new "
+            "notes) stay as archived rows: the undo archived them, it never deletes"
+        )
     # Exit 0 when the undo did something usable (put records back, or found nothing left to do), even if some entries
     # could not be restored or were refused under --force (those are listed above); 3 when nothing was undone.
     return 0 if result.applied else 3
+
+
+def _undo_kinds(result) -> str:
+    """ " (3 unmerged, 1 retired)": what the put-backs were, by kind."""
+    counts: dict[str, int] = {}
+    for line in result.restored:
+        action = result.actions.get(line)
+        if action is not None:
+            counts[action.kind] = counts.get(action.kind, 0) + 1
+    return f" ({', '.join(f'{n} {k}' for k, n in counts.items())})" if counts else ""
 
 
 def _unknown_undo_target(profile: AgentProfile, store, args: argparse.Namespace) -> str | None:
