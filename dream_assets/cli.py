@@ -663,8 +663,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
         else:
             result = am.history(profile, args.id, now=now)
             text = "\n".join(
-                f"{e.at}  {e.event:<10}  {e.cycle_id} / {e.pass_name}: {e.reason}"
-                + (f"\n    {e.content}" if e.content else "")
+                f"{e.at}  {e.event:<12}  {e.cycle_id} / {e.pass_name}: {e.reason}"
+                + (f"\n    {e.content}" if e.content and e.event not in ("decayed", "decay undone") else "")
                 for e in result.events
             )
     except am.NotFound as exc:
