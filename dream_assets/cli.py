@@ -635,6 +635,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from dream_assets import agent_memory as am
 
     profile = _profile(args)
+    if args.action not in ("save", "search"):
+        args.id = args.id or args.id_option
+        if not args.id:
+            print(f"dream memory {args.action}: give the memory's id (ID or --id ID)", file=sys.stderr)
+            return MEMORY_INVALID
     try:
         now = am.parse_time(args.now)
         if args.action == "save":
@@ -867,7 +872,8 @@ def build_parser() -> argparse.ArgumentParser:
             ap.add_argument("--limit", type=int, default=10)
             ap.add_argument("--category")
         else:
-            ap.add_argument("id")
+            ap.add_argument("id", nargs="?", help="the memory's id (or --id)")
+            ap.add_argument("--id", dest="id_option", metavar="ID", help="the memory's id (or as the argument)")
         if name in ("save", "search"):
             ap.add_argument("--tag", action="append", help="a tag (repeat for more)")
         if name == "forget":
