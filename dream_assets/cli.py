@@ -251,9 +251,16 @@ def cmd_undo(args: argparse.Namespace) -> int:
     except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
         print(f"undo stopped: {exc}", file=sys.stderr)
         return 2
+    decayed = result.done("importance put back")
     for line in result.restored:
         action = result.actions.get(line)
-        print(f"{action.kind} {line}: {action.detail}" if action else f"put back {line}")
+        if line not in decayed:
+            print(f"{action.kind} {line}: {action.detail}" if action else f"put back {line}")
+    if decayed:  # one line: a decay touches most of the corpus
+        print(
+            f"importance put back on {len(decayed)} entr{'y' if len(decayed) == 1 else 'ies'} decayed by the cycle "
+            "(the next cycle decays them again by the calendar): " + ", ".join(t.split(" ", 1)[1] for t in decayed)
+        )
     for line in result.already_undone:
         print(f"already undone {line}")
     for line in result.not_restored:
@@ -292,6 +299,15 @@ def cmd_undo(args: argparse.Namespace) -> int:
         print(
             f"the {len(retired)} entr{'y' if len(retired) == 1 else 'ies'} the cycle created (merged entries, new "
             "notes) stay as archived rows: the undo archived them, it never deletes"
+        )
+    marked, keys = store.changes.review_marks(args.cycle)
+    if result.restored and marked:
+        from dream_assets.passes.contradiction_sweep import REVIEWED_KEY
+
+        print(
+            f"left as the cycle wrote them: review marks on {marked} entr{'y' if marked == 1 else 'ies'} (metadata "
+            f"{', '.join(sorted({*keys, REVIEWED_KEY}))}); they record which entries the model has seen unchanged, "
+            "so those are not shown again until they change; housekeeping, not changes: an undo leaves them"
         )
     # Exit 0 when the undo did something usable (put records back, or found nothing left to do), even if some entries
     # could not be restored or were refused under --force (those are listed above); 3 when nothing was undone.

@@ -338,6 +338,19 @@ class ChangeLog:
             for c, p in order
         ]
 
+    def review_marks(self, cycle_id: str) -> tuple[int, list[str]]:
+        """The review stamps of one cycle, which an undo leaves: how many entries carry them, and the metadata keys
+        they set (sorted)."""
+        targets: set[str] = set()
+        keys: set[str] = set()
+        for c in self.list(cycle_id):
+            if c.kind != STAMP_KIND:
+                continue
+            targets.add(c.target_id)
+            before, after = (c.before or {}).get("metadata") or {}, (c.after or {}).get("metadata") or {}
+            keys.update(k for k, v in after.items() if before.get(k) != v)
+        return len(targets), sorted(keys)
+
     def undo_cycle(
         self, cycle_id: str, *, now: datetime, pass_name: str | None = None, force: bool = False
     ) -> UndoResult:
@@ -514,7 +527,7 @@ class ChangeLog:
             entry = self._memories.replace(self._record(MemoryEntry, before, decay))
             return entry.to_dict(), UndoAction(
                 "importance put back",
-                f"importance put back to {entry.importance:.3f} (was {(current or {}).get('importance', 0.0):.3f}, "
+                f"importance put back to {entry.importance:.4f} (was {(current or {}).get('importance', 0.0):.4f}, "
                 f"as {decay.pass_name} left it)",
             )
         first = full[0]
