@@ -36,7 +36,7 @@ can itself be undone.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -57,6 +57,12 @@ STAMP_KIND = "stamped"
 #: Importance decay's rows: only the fields decay writes ("importance", "updated_at", "metadata" with the stamps it
 #: sets; a stamp whose before value is None was absent), not the whole record.
 DECAY_KIND = "decayed"
+#: The undo of a decay, recorded the same compact way (so it can itself be undone).
+SCORES_PUT_BACK_KIND = "importance put back"
+#: Rows that hold only those score fields, not whole records.
+SCORE_KINDS = (DECAY_KIND, SCORES_PUT_BACK_KIND)
+#: How many decay-only targets an undo puts back per transaction (a decay touches most of a large corpus).
+SCORE_BATCH = 1000
 #: Metadata an undone purge leaves on the entry it put back: the archive purge keeps it until then (ISO-8601 UTC).
 KEEP_ARCHIVED_UNTIL_KEY = "keepArchivedUntil"
 #: The kinds of an undo's rows, each naming what the undo did to its target.
@@ -404,8 +410,15 @@ class ChangeLog:
             # A later cycle that built on this one's results is never left half-undone under it, even with force.
             return result
         ts = to_db(utc(now))
-        for key in self._conn.in_turns(sorted(plans, key=lambda k: last_pos[k], reverse=True)):
-            if key in refused:
+        order = [k for k in sorted(plans, key=lambda k: last_pos[k], reverse=True) if k not in refused]
+        scores_only = [k for k in order if k[0] == "memory" and not plans[k].full]
+        if scores_only:
+            order = [k for k in order if k[0] != "memory" or plans[k].full]
+        # One loop of turns: the targets one by one, then the decayed-only targets in batches.
+        batches = [scores_only[i : i + SCORE_BATCH] for i in range(0, len(scores_only), SCORE_BATCH)]
+        for key in self._conn.in_turns([*order, *batches]):
+            if isinstance(key, list):
+                self._put_back_scores([plans[k] for k in key], result, pass_name, now)
                 continue
             plan = plans[key]
             try:
@@ -448,6 +461,71 @@ class ChangeLog:
                 step_hook("undo:target-done")
         return result
 
+    def _put_back_scores(
+        self, plans: Sequence[_Plan], result: UndoResult, pass_name: str | None, now: datetime
+    ) -> None:
+        """Put back the importance of targets the cycle only decayed, many per transaction: the new scores, the
+        undo's (compact) rows and the marks of the decay rows are one write."""
+        rows: list[dict[str, Any]] = []
+        scores: dict[str, MemoryEntry] = {}
+        marks: list[str] = []
+        labels: list[tuple[str, UndoAction | None]] = []
+        with self._conn.transaction() as conn:
+            currents = {i: e.to_dict() for i, e in self._memories.get_many([p.key[1] for p in plans]).items()}
+            for plan in plans:
+                label, current = _label(plan.key), currents.get(plan.key[1])
+                if plan.is_before(current):
+                    labels.append((label, None))
+                elif not plan.as_left(current):  # changed since the check
+                    result.refused.append(self._why_refused(plan, current, result.cycle_id))
+                    continue
+                else:
+                    assert current is not None  # as_left
+                    before = plan.before(current) or {}
+                    stamps = ((plan.rows[0].before or {}).get("metadata") or {}).keys()
+                    try:
+                        scores[plan.key[1]] = MemoryEntry.from_dict(before)
+                    except (KeyError, ValueError, TypeError) as exc:
+                        result.not_restored.append(f"{label}: {type(exc).__name__}: {exc}")
+                        continue
+                    action = UndoAction(
+                        SCORES_PUT_BACK_KIND,
+                        f"importance put back to {before['importance']:.4f} (was {current['importance']:.4f}, "
+                        f"as {plan.rows[0].pass_name} left it)",
+                    )
+                    rows.append(
+                        {
+                            "cycle_id": result.undo_cycle_id,
+                            "pass_name": UNDO_PASS,
+                            "kind": action.kind,
+                            "target_type": "memory",
+                            "target_id": plan.key[1],
+                            "before": _scores(current, stamps),
+                            "after": _scores(before, stamps),
+                            "reason": f"undo of cycle {result.cycle_id}"
+                            + (f", pass {pass_name}" if pass_name else "")
+                            + f": {action.detail}",
+                        }
+                    )
+                    labels.append((label, action))
+                marks.extend(c.change_id for c in plan.rows)
+            self._memories.put_scores(scores.values())
+            self.record_many(rows, now=now)
+            if step_hook is not None:
+                step_hook("undo:put-back")
+            conn.execute(
+                "UPDATE changes SET undone_at = ? WHERE change_id IN (SELECT unnest(?))",
+                [to_db(utc(now)), marks],
+            )
+        for label, action in labels:
+            if action is None:
+                result.already_undone.append(label)
+            else:
+                result.actions[label] = action
+                result.restored.append(label)
+        if step_hook is not None:
+            step_hook("undo:target-done")
+
     def _built_on(self, cycle_id: str, pass_name: str | None) -> dict[tuple[str, str], tuple[str, ChangeRecord]]:
         """Targets of ``cycle_id`` (or of its pass) that a later cycle (or, when one pass is undone, a later pass of
         the same cycle) changed after it, not undone: that change built on this one's result (merged or superseded
@@ -485,7 +563,7 @@ class ChangeLog:
                 f"{_label(key)}: no longer exists (purged after cycle {cycle_id}); undo the cycle that purged it first"
             )
         last = plan.rows[-1]
-        if last.kind == DECAY_KIND and current.get("importance") != (last.after or {}).get("importance"):
+        if last.kind in SCORE_KINDS and current.get("importance") != (last.after or {}).get("importance"):
             again = [
                 c.cycle_id
                 for c in self.for_target(*key)
@@ -518,18 +596,11 @@ class ChangeLog:
     def _put_back(
         self, plan: _Plan, current: dict[str, Any] | None, now: datetime
     ) -> tuple[dict[str, Any], UndoAction]:
-        """Write the record as it was before the cycle's first change of the target; returns it and what was done."""
+        """Write the record as it was before the cycle's first change of the target; returns it and what was done.
+        (Targets the cycle only decayed are put back in batches: ``_put_back_scores``.)"""
         target_type, target_id = plan.key
         full = plan.full
         before = plan.before(current)
-        if not full:  # decayed only: its importance and stamps go back
-            decay = plan.rows[0]
-            entry = self._memories.replace(self._record(MemoryEntry, before, decay))
-            return entry.to_dict(), UndoAction(
-                "importance put back",
-                f"importance put back to {entry.importance:.4f} (was {(current or {}).get('importance', 0.0):.4f}, "
-                f"as {decay.pass_name} left it)",
-            )
         first = full[0]
         done_by = f"{first.pass_name} {first.kind} it"
         if before is None:
@@ -583,7 +654,7 @@ class _Plan:
     @property
     def full(self) -> list[ChangeRecord]:
         """The rows that hold whole records (all but decay's)."""
-        return [c for c in self.rows if c.kind != DECAY_KIND]
+        return [c for c in self.rows if c.kind not in SCORE_KINDS]
 
     def before(self, current: dict[str, Any] | None) -> dict[str, Any] | None:
         """The record as it was before the cycle (None: the cycle created it)."""
@@ -596,7 +667,7 @@ class _Plan:
             # updated_at goes back too, unless something wrote the entry after the decay
             return _overlay(current, first.before or {}, updated=current.get("updated_at") == last.get("updated_at"))
         base = full[0].before
-        if base is not None and first.kind == DECAY_KIND:
+        if base is not None and first.kind in SCORE_KINDS:
             base = _overlay(base, first.before or {}, updated=True)
         return base
 
@@ -611,9 +682,9 @@ class _Plan:
         hand) counts too: what is left to undo is the decay."""
         last = self.rows[-1]
         full = self.full
-        if full and self.rows[0].kind == DECAY_KIND and current is not None and current == full[0].before:
+        if full and self.rows[0].kind in SCORE_KINDS and current is not None and current == full[0].before:
             return True
-        if last.kind == DECAY_KIND:
+        if last.kind in SCORE_KINDS:
             if current is None or current.get("importance") != (last.after or {}).get("importance"):
                 return False
             return not full or _same_state(current, full[-1].after)
@@ -636,6 +707,17 @@ def _overlay(record: dict[str, Any], scores: dict[str, Any], *, updated: bool) -
             meta[k] = v
     out["metadata"] = meta
     return out
+
+
+def _scores(record: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """The fields a decay writes, out of a whole record: importance, updated_at and the metadata ``keys`` (None:
+    absent) — the compact form of the rows of ``SCORE_KINDS``."""
+    meta = record.get("metadata") or {}
+    return {
+        "importance": record.get("importance"),
+        "updated_at": record.get("updated_at"),
+        "metadata": {k: meta.get(k) for k in keys},
+    }
 
 
 def _scores_match(current: dict[str, Any], scores: dict[str, Any]) -> bool:
@@ -665,7 +747,7 @@ def _action_of(plan: _Plan, current: dict[str, Any] | None, before: dict[str, An
             else "put back live"
         )
         return UndoAction(kind, f"live again, as before {archiving.pass_name} archived it ({archiving.reason})")
-    also = " (its importance too)" if plan.rows[0].kind == DECAY_KIND else ""
+    also = " (its importance too)" if plan.rows[0].kind in SCORE_KINDS else ""
     return UndoAction("put back", f"put back as it was before {done_by}{also}")
 
 
