@@ -387,10 +387,16 @@ class ChangeLog:
         refused: dict[tuple[str, str], str] = {}
         # Targets are checked and put back in turns (one session for many short transactions): while the agent
         # saves, each transaction of its own would cost a turn of the file.
-        for key, plan in self._conn.in_turns(list(plans.items())):
-            current = self._current(*key)
-            if not plan.is_before(current) and not plan.as_left(current):
-                refused[key] = self._why_refused(plan, current, cycle_id)
+        keys = list(plans)
+        stale: dict[tuple[str, str], dict[str, Any] | None] = {}
+        for chunk in self._conn.in_turns([keys[i : i + SCORE_BATCH] for i in range(0, len(keys), SCORE_BATCH)]):
+            currents = self._currents(chunk)
+            for key in chunk:
+                if not plans[key].is_before(currents[key]) and not plans[key].as_left(currents[key]):
+                    stale[key] = currents[key]
+        again = self._decayed_again(cycle_id, [k for k in stale if plans[k].rows[-1].kind in SCORE_KINDS])
+        for key, current in stale.items():
+            refused[key] = self._why_refused(plans[key], current, cycle_id, again.get(key[1]))
         later = self._built_on(cycle_id, pass_name)
         for key, (later_cycle, later_change) in later.items():
             first = (
@@ -556,7 +562,32 @@ class ChangeLog:
             found.setdefault((change.target_type, change.target_id), (change.cycle_id, change))
         return found
 
-    def _why_refused(self, plan: _Plan, current: dict[str, Any] | None, cycle_id: str) -> str:
+    def _currents(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any] | None]:
+        """The current records of ``keys`` (memories read together, skills one by one); None: no such record."""
+        memories = self._memories.get_many([k[1] for k in keys if k[0] == "memory"])
+        return {
+            k: (memories[k[1]].to_dict() if k[1] in memories else None) if k[0] == "memory" else self._current(*k)
+            for k in keys
+        }
+
+    def _decayed_again(self, cycle_id: str, keys: Sequence[tuple[str, str]]) -> dict[str, str]:
+        """For memories of ``keys``: the latest other cycle that decayed them after ``cycle_id`` did, not undone."""
+        if not keys:
+            return {}
+        with self._conn.session() as conn:
+            rows = conn.execute(
+                """SELECT c.target_id, arg_max(c.cycle_id, c.ordinal) FROM changes c
+                   WHERE c.kind = ? AND c.target_type = 'memory' AND c.cycle_id <> ? AND c.undone_at IS NULL
+                     AND c.target_id IN (SELECT unnest(?))
+                     AND c.ordinal > (SELECT min(ordinal) FROM changes WHERE cycle_id = ?)
+                   GROUP BY c.target_id""",
+                [DECAY_KIND, cycle_id, [k[1] for k in keys], cycle_id],
+            ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def _why_refused(
+        self, plan: _Plan, current: dict[str, Any] | None, cycle_id: str, decayed_again: str | None = None
+    ) -> str:
         key = plan.key
         if current is None:
             return (
@@ -564,17 +595,9 @@ class ChangeLog:
             )
         last = plan.rows[-1]
         if last.kind in SCORE_KINDS and current.get("importance") != (last.after or {}).get("importance"):
-            again = [
-                c.cycle_id
-                for c in self.for_target(*key)
-                if c.kind == DECAY_KIND
-                and c.cycle_id != cycle_id
-                and c.undone_at is None
-                and c.created_at > last.created_at
-            ]
             by = (
-                f"decayed again by cycle {again[-1]}; undo cycle {again[-1]} first"
-                if again
+                f"decayed again by cycle {decayed_again}; undo cycle {decayed_again} first"
+                if decayed_again
                 else "edited since; undo it by hand"
             )
             return (
