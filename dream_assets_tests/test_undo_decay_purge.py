@@ -124,7 +124,7 @@ def test_undoing_a_restore_says_it_archived_the_entry_again(profile, store, caps
     cycle = capsys.readouterr().out.split("recorded as cycle ")[1].split(";")[0]
     assert _undo(profile, cycle, LATER) == 0
     out = capsys.readouterr().out
-    assert f"archived again memory {entry.id}: archived again, as before restore restored it" in out
+    assert f"archived again memory {entry.id}: as before restore restored it" in out
     assert "restored memory" not in out and "(1 archived again)" in out
     store = open_store(profile)
     assert store.memories.get(entry.id).is_archived

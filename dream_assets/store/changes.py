@@ -652,8 +652,8 @@ class ChangeLog:
                 )
                 keep = f"; kept archived until {until:%Y-%m-%d}, a full archive period from this undo"
             put = self._memories.put(entry).to_dict()
-            archived = f" (archived {entry.archived_at:%Y-%m-%d})" if entry.archived_at else ""
-            return put, UndoAction("unpurged", f"put back archived{archived}, as before {done_by}{keep}")
+            archived = f" (since {entry.archived_at:%Y-%m-%d})" if entry.archived_at else ""
+            return put, UndoAction("unpurged", f"back, archived{archived}, as before {done_by}{keep}")
         return self._memories.replace(entry).to_dict(), _action_of(plan, current, before, done_by)
 
     @staticmethod
@@ -755,7 +755,7 @@ def _action_of(plan: _Plan, current: dict[str, Any] | None, before: dict[str, An
     was_archived = (current or {}).get("archived_at") is not None
     will_be_archived = before.get("archived_at") is not None
     if will_be_archived and not was_archived:
-        return UndoAction("archived again", f"archived again, as before {done_by}")
+        return UndoAction("archived again", f"as before {done_by}")
     if was_archived and not will_be_archived:
         archiving = next(
             (c for c in plan.full if (c.after or {}).get("archived_at") and not (c.before or {}).get("archived_at")),
@@ -771,7 +771,7 @@ def _action_of(plan: _Plan, current: dict[str, Any] | None, before: dict[str, An
         )
         return UndoAction(kind, f"live again, as before {archiving.pass_name} archived it ({archiving.reason})")
     also = " (its importance too)" if plan.rows[0].kind in SCORE_KINDS else ""
-    return UndoAction("put back", f"put back as it was before {done_by}{also}")
+    return UndoAction("put back", f"as it was before {done_by}{also}")
 
 
 def _row(r: Sequence[Any]) -> ChangeRecord:
