@@ -11,7 +11,9 @@ import pytest
 
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
+from dream_assets.cycle_report import build_cycle_report
 from dream_assets.options import DreamOptions
+from dream_assets.passes.registry import PASSES
 from dream_assets.store import open_store
 from dream_assets.store.changes import KEEP_ARCHIVED_UNTIL_KEY
 from dream_assets.store.connection import close_all
@@ -41,6 +43,10 @@ def test_two_demo_cycles_undone_newest_first_give_back_the_pre_cycle_store_or_sa
     kinds = {c.kind for c in store.changes.list("c1")}
     assert {"decayed", "purged", "created", "archived"} <= kinds, kinds  # decay, purge and merges to undo
     assert {c.kind for c in store.changes.list("c2")} >= {"decayed"}
+    # the cycle's report says, before any undo, what an undo of it would leave behind
+    created = sum(1 for c in store.changes.list("c1") if c.kind == "created")
+    report = build_cycle_report(full_demo, store, "c1", [p.name for p in PASSES], profile_arg="demo").markdown()
+    assert f"An undo retires the {created} entries this cycle created" in report and "archived rows" in report
     store.close()
     capsys.readouterr()
 
