@@ -33,7 +33,12 @@ class DreamStore:
         self.memories = MemoryStore(self.connection, self.options, embeddings=embeddings)
         self.skills = SkillStore(self.connection)
         self.changes = ChangeLog(
-            self.connection, self.memories, self.skills, archive_retention=self.options.MemoryArchiveRetention
+            self.connection,
+            self.memories,
+            self.skills,
+            profile=self.profile,
+            cycle_stale_after_s=self.options.RunTimeout.total_seconds(),
+            archive_retention=self.options.MemoryArchiveRetention,
         )
 
     def _save_embedding_provider(self):

@@ -44,8 +44,10 @@ from typing import Any
 import pyarrow as pa
 
 from dream_assets.model import MemoryEntry, Skill, iso, new_id, parse_ts, utc
+from dream_assets.profile import AgentProfile
 from dream_assets.store.change_rows import dump, insert_change
 from dream_assets.store.connection import StoreConnection
+from dream_assets.store.cycle_marker import check_markers
 from dream_assets.store.memory import MemoryStore
 from dream_assets.store.schema import ensure_schema, from_db, to_db
 from dream_assets.store.skills import SkillStore
@@ -121,6 +123,8 @@ class UndoResult:
     undo_cycle_id: str = ""
     blocked_by: list[str] = field(default_factory=list)  # later cycles built on this one: undo them first
     actions: dict[str, UndoAction] = field(default_factory=dict)  # "<target>" -> what the undo did to it
+    #: markers of cycles that crashed (process gone, no heartbeat for RunTimeout), ignored and removed, with why
+    stale_markers: list[str] = field(default_factory=list)
 
     def done(self, kind: str) -> list[str]:
         """The targets this undo put back with ``kind`` (a key of ``UNDO_KINDS``)."""
@@ -155,6 +159,18 @@ class UndoRefused(RuntimeError):
     pass
 
 
+class CycleRunning(UndoRefused):
+    """A cycle of the agent is in progress (its marker is live): an undo now would put back what its first passes did
+    while its later passes build on it, so nothing is undone."""
+
+    def __init__(self, agent: str, running: Sequence[str]) -> None:
+        self.running = list(running)
+        super().__init__(
+            f"{'; '.join(running)} of agent {agent!r} is running: an undo between its passes would leave half of "
+            "each; nothing was changed. Try again when it finishes, or pass --wait SECONDS"
+        )
+
+
 class _CannotRestore(Exception):
     pass
 
@@ -185,13 +201,26 @@ class ChangeLog:
         skills: SkillStore,
         *,
         archive_retention: timedelta | None = None,
+        profile: AgentProfile | None = None,
+        cycle_stale_after_s: float = 300.0,
     ) -> None:
-        """``archive_retention`` (MemoryArchiveRetention): how long an undone purge keeps the entry from the purge."""
+        """``archive_retention`` (MemoryArchiveRetention): how long an undone purge keeps the entry from the purge.
+        ``profile``: the agent whose cycle markers an undo honours (``store.cycle_marker``); a marker without a
+        heartbeat for ``cycle_stale_after_s`` (``RunTimeout``) is from a crashed cycle."""
         self._conn = conn
         self._retention = archive_retention
         self._memories = memories
         self._skills = skills
+        self._profile = profile
+        self._cycle_stale_after_s = cycle_stale_after_s
         conn.add_open_hook(ensure_schema)
+
+    def cycle_markers(self) -> tuple[list[str], list[str]]:
+        """(cycles of the agent running now, stale markers just removed with why), each described for a person."""
+        if self._profile is None:
+            return [], []
+        check = check_markers(self._profile, stale_after_s=self._cycle_stale_after_s)
+        return [m.describe() for m in check.running], check.stale
 
     def record(
         self,
@@ -363,7 +392,12 @@ class ChangeLog:
         """Put back every record one cycle (optionally one pass of it) changed, newest target first.
 
         Refuses as a whole unless ``force``: when any entry was edited after the cycle, nothing is undone and the result
-        lists the refusals. Must not be called inside an open transaction (each target is its own)."""
+        lists the refusals. Raises ``CycleRunning`` (even with ``force``) while a cycle of the agent is in progress;
+        the markers of crashed cycles are ignored and listed in ``stale_markers``. Must not be called inside an open
+        transaction (each target is its own)."""
+        running, stale = self.cycle_markers()
+        if running:
+            raise CycleRunning(self._profile.agent_id if self._profile else "?", running)
         recorded = [c for c in self.list(cycle_id, pass_name=pass_name) if c.kind != STAMP_KIND]
         if not recorded:
             raise UndoRefused(
@@ -375,7 +409,7 @@ class ChangeLog:
             if c.undone_at is None:
                 targets.setdefault((c.target_type, c.target_id), []).append(c)
                 last_pos[(c.target_type, c.target_id)] = i
-        result = UndoResult(cycle_id, [], [], undo_cycle_id=undo_cycle_id(cycle_id))
+        result = UndoResult(cycle_id, [], [], undo_cycle_id=undo_cycle_id(cycle_id), stale_markers=stale)
         result.already_undone = list(
             dict.fromkeys(
                 _label(k)
@@ -388,14 +422,14 @@ class ChangeLog:
         # Targets are checked and put back in turns (one session for many short transactions): while the agent
         # saves, each transaction of its own would cost a turn of the file.
         keys = list(plans)
-        stale: dict[tuple[str, str], dict[str, Any] | None] = {}
+        edited: dict[tuple[str, str], dict[str, Any] | None] = {}
         for chunk in self._conn.in_turns([keys[i : i + SCORE_BATCH] for i in range(0, len(keys), SCORE_BATCH)]):
             currents = self._currents(chunk)
             for key in chunk:
                 if not plans[key].is_before(currents[key]) and not plans[key].as_left(currents[key]):
-                    stale[key] = currents[key]
-        again = self._decayed_again(cycle_id, [k for k in stale if plans[k].rows[-1].kind in SCORE_KINDS])
-        for key, current in stale.items():
+                    edited[key] = currents[key]
+        again = self._decayed_again(cycle_id, [k for k in edited if plans[k].rows[-1].kind in SCORE_KINDS])
+        for key, current in edited.items():
             refused[key] = self._why_refused(plans[key], current, cycle_id, again.get(key[1]))
         later = self._built_on(cycle_id, pass_name)
         for key, (later_cycle, later_change) in later.items():
