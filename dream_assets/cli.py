@@ -269,6 +269,8 @@ def cmd_undo(args: argparse.Namespace) -> int:
         )
     for line in result.already_undone:
         print(f"already undone {line}")
+    for line in result.left:
+        print(f"left     {line}")
     for line in result.not_restored:
         print(f"NOT restored {line}", file=sys.stderr)
     for line in result.refused:
@@ -297,6 +299,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
         f"undo of cycle {args.cycle}: {len(result.restored)} put back{_undo_kinds(result)}, "
         f"{len(result.already_undone)} already undone, "
         f"{len(result.not_restored)} could not be restored, {len(result.refused)} refused"
+        + (f", {len(result.left)} left as a later cycle decayed them again" if result.left else "")
         + ("; nothing was changed (pass --force to undo the rest)" if nothing_done else "")
         + (f"; recorded as cycle {result.undo_cycle_id}" if result.restored else "")
     )

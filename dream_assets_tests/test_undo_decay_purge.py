@@ -65,22 +65,26 @@ def test_a_cycle_whose_only_change_was_decay_is_undone_entry_by_entry_and_says_s
     assert again == {r.target_id for r in rows}
 
 
-def test_an_entry_whose_importance_changed_after_the_decay_is_refused_and_force_leaves_it(profile, store, capsys):
+def test_an_entry_decayed_again_later_is_left_and_named_one_edited_since_is_refused(profile, store, capsys):
     entries = [_stale(f"Heron note {i}.") for i in range(3)]
     store.memories.put_many(entries)
     before = _dump(store)
     _run(run_importance_decay, profile, store, "c1")
     _run(run_importance_decay, profile, store, "c2", now=NOW + timedelta(days=10))  # decays them again
-    edited = store.memories.get(entries[0].id)
-    assert _undo(profile, "c1", LATER + timedelta(days=10)) == 3  # nothing changed
-    err = capsys.readouterr().err
-    assert err.count("importance changed after cycle c1") == 3 and "decayed again by cycle c2" in err
-    assert store.memories.get(edited.id).importance == edited.importance
+    decayed_twice = _dump(store)
+    # a later decay is no edit: the undo of c1 goes ahead, leaves those importances and says which cycle holds them
+    assert _undo(profile, "c1", LATER + timedelta(days=10)) == 0
+    out = capsys.readouterr().out
+    assert out.count("importance left as cycle c2 decayed it again since; undo cycle c2 first") == 3
+    assert "3 left as a later cycle decayed them again" in out
+    assert _dump(store) == decayed_twice
+    assert all(c.undone_at is None for c in store.changes.list("c1"))  # still pending, for after c2's undo
     # newest first puts everything back
     assert _undo(profile, "c2", LATER + timedelta(days=10)) == 0
     assert _undo(profile, "c1", LATER + timedelta(days=10)) == 0
     assert _dump(store) == before
     capsys.readouterr()
+    edited = store.memories.get(entries[0].id)
     # an importance set by hand after the cycle is refused by name; force puts back the others and leaves it
     _run(run_importance_decay, profile, store, "c3", now=NOW + timedelta(days=20))
     store.memories.set_importance({edited.id: 0.9}, now=NOW + timedelta(days=20))

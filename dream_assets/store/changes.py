@@ -123,6 +123,9 @@ class UndoResult:
     undo_cycle_id: str = ""
     blocked_by: list[str] = field(default_factory=list)  # later cycles built on this one: undo them first
     actions: dict[str, UndoAction] = field(default_factory=dict)  # "<target>" -> what the undo did to it
+    #: "<target>: <why>" — decayed only, and decayed again by a later cycle since: its importance is left as that
+    #: cycle left it (not an edit, so it holds up nothing); its row stays pending for an undo after that cycle's
+    left: list[str] = field(default_factory=list)
     #: markers of cycles that crashed (process gone, no heartbeat for RunTimeout), ignored and removed, with why
     stale_markers: list[str] = field(default_factory=list)
 
@@ -430,7 +433,17 @@ class ChangeLog:
                     edited[key] = currents[key]
         again = self._decayed_again(cycle_id, [k for k in edited if plans[k].rows[-1].kind in SCORE_KINDS])
         for key, current in edited.items():
-            refused[key] = self._why_refused(plans[key], current, cycle_id, again.get(key[1]))
+            later_decay = again.get(key[1])
+            if not plans[key].full and later_decay and current and current.get("importance") == later_decay[1]:
+                # decayed again by a later cycle, nothing else: not an edit, so it does not hold up the undo; its
+                # importance stays as that cycle left it, and its row stays pending for an undo after that one's
+                result.left.append(
+                    f"{_label(key)}: importance left as cycle {later_decay[0]} decayed it again since; undo cycle "
+                    f"{later_decay[0]} first to put it back"
+                )
+                continue
+            refused[key] = self._why_refused(plans[key], current, cycle_id, later_decay[0] if later_decay else None)
+        left = {k for k in edited if k not in refused}
         later = self._built_on(cycle_id, pass_name)
         for key, (later_cycle, later_change) in later.items():
             first = (
@@ -450,7 +463,9 @@ class ChangeLog:
             # A later cycle that built on this one's results is never left half-undone under it, even with force.
             return result
         ts = to_db(utc(now))
-        order = [k for k in sorted(plans, key=lambda k: last_pos[k], reverse=True) if k not in refused]
+        order = [
+            k for k in sorted(plans, key=lambda k: last_pos[k], reverse=True) if k not in refused and k not in left
+        ]
         scores_only = [k for k in order if k[0] == "memory" and not plans[k].full]
         if scores_only:
             order = [k for k in order if k[0] != "memory" or plans[k].full]
@@ -604,20 +619,21 @@ class ChangeLog:
             for k in keys
         }
 
-    def _decayed_again(self, cycle_id: str, keys: Sequence[tuple[str, str]]) -> dict[str, str]:
-        """For memories of ``keys``: the latest other cycle that decayed them after ``cycle_id`` did, not undone."""
+    def _decayed_again(self, cycle_id: str, keys: Sequence[tuple[str, str]]) -> dict[str, tuple[str, float | None]]:
+        """For memories of ``keys``: the latest other cycle that decayed them after ``cycle_id`` did, not undone, and
+        the importance it left."""
         if not keys:
             return {}
         with self._conn.session() as conn:
             rows = conn.execute(
-                """SELECT c.target_id, arg_max(c.cycle_id, c.ordinal) FROM changes c
+                """SELECT c.target_id, arg_max(c.cycle_id, c.ordinal), arg_max(c.after_json, c.ordinal) FROM changes c
                    WHERE c.kind = ? AND c.target_type = 'memory' AND c.cycle_id <> ? AND c.undone_at IS NULL
                      AND c.target_id IN (SELECT unnest(?))
                      AND c.ordinal > (SELECT min(ordinal) FROM changes WHERE cycle_id = ?)
                    GROUP BY c.target_id""",
                 [DECAY_KIND, cycle_id, [k[1] for k in keys], cycle_id],
             ).fetchall()
-        return {r[0]: r[1] for r in rows}
+        return {r[0]: (r[1], (_load(r[2]) or {}).get("importance")) for r in rows}
 
     def _why_refused(
         self, plan: _Plan, current: dict[str, Any] | None, cycle_id: str, decayed_again: str | None = None
