@@ -21,8 +21,10 @@ others: the result names it and why (``not_restored``), and its changes stay pen
 
 Importance decay is recorded compactly: one "decayed" row per entry it touched, holding only what decay writes
 (importance, updated_at and its metadata stamps) before and after, not the whole record. Undo puts those fields back,
-refusing an entry whose importance changed after the cycle (decayed again by a later cycle, or edited); a target the
-cycle also changed otherwise is put back as it was before its first change, decay included.
+many entries per transaction. An entry a later cycle decayed again is left as that cycle left it and named in
+``UndoResult.left`` (a later decay is no edit, so it holds up nothing; its row stays pending for an undo after that
+cycle's); an importance changed otherwise is refused like any edit. A target the cycle also changed otherwise is put
+back as it was before its first change, decay included.
 
 An undone purge puts the entry back archived, with its archived_at, and keeps it from the purge for a full
 ``MemoryArchiveRetention`` from the undo (metadata ``keepArchivedUntil``): the next cycle does not purge it again.
