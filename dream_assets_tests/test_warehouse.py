@@ -440,7 +440,10 @@ def test_many_small_files_archive_as_their_lines_would_each_with_its_own_counts_
         "tool-call",
         bulk=True,
         archive=lambda p: archive_source_lines(
-            p, "tool-call", [(path.name, text) for (path, _, _), texts in zip(ranges, expected) for text in texts], NOW
+            p,
+            "tool-call",
+            [(path.name, text) for (path, _, _), texts in zip(ranges, expected, strict=True) for text in texts],
+            NOW,
         ),
     )
     assert together[0] == alone[0] == by_lines[0] == sum(len(texts) for texts in expected)
@@ -455,6 +458,28 @@ def test_many_small_files_archive_as_their_lines_would_each_with_its_own_counts_
     torn = [(f"s{i}.jsonl", i % 5 + 1) for i in range(40) if i % 7 == 3]
     assert [(source, lineno) for source, lineno, _ in got.problems] == torn
     assert got.problems == want.problems and got.undated == want.undated == len(torn)
+
+
+def test_ranges_are_reported_archived_only_once_their_lines_are_in_the_warehouse(
+    profile: AgentProfile, tmp_path: Path
+) -> None:
+    ranges: list[tuple[Path, int, int | None]] = []
+    for i in range(30):
+        path = tmp_path / f"s{i}.jsonl"
+        path.write_text("".join(line(T0 + timedelta(minutes=i), k, session=f"s{i}") + "\n" for k in range(1 + i % 4)))
+        ranges.append((path, 0, None if i % 5 == 0 else path.stat().st_size))  # some read block by block
+    calls: list[int] = []
+
+    def archived(k: int, result: warehouse.RangeArchive) -> None:
+        stored = {row["source"] for row in iter_rows(profile, "tool-call")}
+        assert {path.name for path, _, _ in ranges[:k]} <= stored  # written, synced and renamed into place
+        assert result.lines[:k] == [1 + i % 4 for i in range(k)]
+        calls.append(k)
+
+    with mock.patch.object(warehouse, "BATCH_BYTES", 1500), mock.patch.object(warehouse, "BATCH_ROWS", 7):
+        result = archive_file_ranges(profile, "tool-call", ranges, NOW, on_archived=archived)
+    assert result.added == sum(1 + i % 4 for i in range(30))
+    assert calls == sorted(calls) and calls[-1] == 30 and len(set(calls)) >= 3  # reported as it goes, not at the end
 
 
 def test_a_range_that_cannot_be_read_is_reported_and_the_others_archived(profile: AgentProfile, tmp_path: Path) -> None:

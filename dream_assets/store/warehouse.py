@@ -33,7 +33,7 @@ import os
 import re
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -146,8 +146,17 @@ class RangeArchive:
             self.problems.append((source, lineno, reason))
 
 
+#: Called with ``k`` and the archive's ``RangeArchive`` once the lines of the first ``k`` ranges are all written.
+Archived = Callable[[int, RangeArchive], None]
+
+
 def archive_file_ranges(
-    profile: AgentProfile, kind: str, ranges: Sequence[tuple[Path, int, int | None]], now: datetime
+    profile: AgentProfile,
+    kind: str,
+    ranges: Sequence[tuple[Path, int, int | None]],
+    now: datetime,
+    *,
+    on_archived: Archived | None = None,
 ) -> RangeArchive:
     """Archive the lines in the byte ranges ``[start, end)`` of log files (``end`` None: to the end of the file).
 
@@ -155,13 +164,21 @@ def archive_file_ranges(
     over each range, but the files are read in blocks, not line by line. All ranges go into one streamed write,
     so a directory of thousands of session files costs one set of part files. A range that cannot be read is
     reported in ``errors`` and the others are still archived; a failed warehouse write raises.
+
+    ``on_archived(k, result)`` is called each time the lines of the first ``k`` ranges are all in the warehouse (their
+    parts written, synced and renamed into place), ``k`` growing, and with ``k = len(ranges)`` before this returns;
+    ``result``'s entries for those ranges are final then. Calls come one at a time, from the archive's own threads: a
+    caller that removes what was archived (log retention) can start on the first files while the rest are archived.
     """
     result = RangeArchive(lines=[0] * len(ranges), errors=[None] * len(ranges), unarchivable=[0] * len(ranges))
-    with _Writer(profile, _check_kind(kind), utc(now), result) as writer:
-        for group in _read_ahead(_range_lines(ranges, result)):
+    with _Writer(profile, _check_kind(kind), utc(now), result, on_archived) as writer:
+        for group, done in _read_ahead(_range_lines(ranges, result)):
             for block in group:
                 writer.add_block(block)
+            writer.done = done
         result.added = writer.close()
+    if on_archived is not None:
+        on_archived(len(ranges), result)
     return result
 
 
@@ -232,10 +249,13 @@ def _read_range(path: Path, start: int, end: int) -> bytes:
         os.close(fd)
 
 
-def _range_lines(ranges: Sequence[tuple[Path, int, int | None]], result: RangeArchive) -> Iterator[list[_Block]]:
+def _range_lines(
+    ranges: Sequence[tuple[Path, int, int | None]], result: RangeArchive
+) -> Iterator[tuple[list[_Block], int]]:
     """The ranges' lines block by block, in groups of about ``BATCH_BYTES`` (thousands of small session files are
-    handed over together, as one block). A range that cannot be read is recorded, and the next one read; a line too
-    long to archive is counted and left out."""
+    handed over together, as one block), each with the number of leading ranges read to their end once the group is
+    taken. A range that cannot be read is recorded, and the next one read; a line too long to archive is counted and
+    left out."""
     group: list[_Block] = []
     size = 0
     small = _SmallRanges()
@@ -249,7 +269,7 @@ def _range_lines(ranges: Sequence[tuple[Path, int, int | None]], result: RangeAr
             except OSError as exc:  # only reading is forgiven: a failed warehouse write raises
                 result.errors[i] = exc
             if small.nbytes >= BATCH_BYTES:
-                yield [*group, small.take(result)]
+                yield [*group, small.take(result)], i + 1
                 group, size = [], 0
             continue
         if small.chunks:  # the lines stay in the order of the ranges
@@ -273,14 +293,14 @@ def _range_lines(ranges: Sequence[tuple[Path, int, int | None]], result: RangeAr
                 group.append(_Block.of_file(name, lines_of_block(data, ends), first_lineno))
                 size += group[-1].lines.nbytes
                 if size >= BATCH_BYTES:
-                    yield group
+                    yield group, i
                     group, size = [], 0
         except OSError as exc:  # only reading is forgiven: a failed warehouse write raises
             result.errors[i] = exc
     if small.chunks:
         group.append(small.take(result))
     if group:
-        yield group
+        yield group, len(ranges)
 
 
 def _read_ahead(items: Iterator[_T]) -> Iterator[_T]:
@@ -402,10 +422,17 @@ class _Writer:
     """
 
     def __init__(
-        self, profile: AgentProfile, kind: str, archived_at: datetime, result: RangeArchive | None = None
+        self,
+        profile: AgentProfile,
+        kind: str,
+        archived_at: datetime,
+        result: RangeArchive | None = None,
+        on_archived: Archived | None = None,
     ) -> None:
         self.profile, self.kind, self.archived_at = profile, kind, archived_at
         self.result = result if result is not None else RangeArchive()  # undated lines are noted here
+        self.on_archived = on_archived
+        self.done = 0  # ranges whose lines were all added (``archive_file_ranges``)
         self.per_session_log = kind in SESSION_LOGS
         self.sources: dict[str, int] = {}  # source file names of the pending batch
         self.lines: list[bytes] = []  # pending lines given as text, encoded
@@ -479,20 +506,21 @@ class _Writer:
             batches.append(LineBatch.from_lines(self.lines, self.line_sources, sources))
         self.sources, self.lines, self.line_sources, self.pieces = {}, [], [], []
         self.buffered_rows = self.buffered_bytes = 0
-        for batch in batches:
-            for part in batch.slices(BATCH_ROWS):
-                self._archive(part)
+        parts = [part for batch in batches for part in batch.slices(BATCH_ROWS)]
+        for k, part in enumerate(parts):
+            # Every line added so far is in these parts: once the last is written, so are the ranges done so far.
+            self._archive(part, self.done if k == len(parts) - 1 else None)
 
-    def _archive(self, batch: LineBatch) -> None:
+    def _archive(self, batch: LineBatch, done: int | None = None) -> None:
         self._wait_for_archiving()  # one batch at a time in the background keeps memory bounded
-        self.archiving = self.pool.submit(self._archive_in_background, batch)
+        self.archiving = self.pool.submit(self._archive_in_background, batch, done)
 
     def _wait_for_archiving(self) -> None:
         if self.archiving is not None:
             archiving, self.archiving = self.archiving, None
             archiving.result()
 
-    def _archive_in_background(self, batch: LineBatch) -> None:
+    def _archive_in_background(self, batch: LineBatch, done: int | None) -> None:
         hashing = self.pool.submit(batch.keys, self.kind)
         if len(batch) < FAST_PATH_MIN_LINES:  # too few lines to be worth starting DuckDB: read them in Python
             keys = hashing.result()
@@ -510,7 +538,9 @@ class _Writer:
             )
         self._wait_for_write()
         if rows.num_rows:  # a batch of blank lines has none
-            self.writing = self.pool.submit(self._write_days, rows, keys)
+            self.writing = self.pool.submit(self._write_days, rows, keys, done)
+        elif done:  # the batches before it are written
+            self._archived(done)
 
     def _wait_for_write(self) -> None:
         if self.writing is not None:
@@ -565,8 +595,19 @@ class _Writer:
             return source[: -len(".jsonl")]
         return None
 
-    def _write_days(self, rows: pa.Table, keys: list[str]) -> int:
-        """Writes a batch's rows, one part per day; ``keys`` are the batch's line keys, indexed by ``seq``."""
+    def _archived(self, done: int) -> None:
+        if self.on_archived is not None:
+            self.on_archived(done, self.result)
+
+    def _write_days(self, rows: pa.Table, keys: list[str], done: int | None = None) -> int:
+        """Writes a batch's rows, one part per day; ``keys`` are the batch's line keys, indexed by ``seq``. Then the
+        first ``done`` ranges are archived (writes go one at a time, in batch order)."""
+        written = self._write_batch(rows, keys)
+        if done:
+            self._archived(done)
+        return written
+
+    def _write_batch(self, rows: pa.Table, keys: list[str]) -> int:
         # Rows in event-time order, ties in the order the lines came, undated rows last in that order: each day's
         # rows are then one slice, already in the order its part keeps them.
         order = pc.sort_indices(rows, sort_keys=[("event_ts", "ascending", "at_end"), ("seq", "ascending")]).to_numpy()
