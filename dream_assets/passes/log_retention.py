@@ -8,7 +8,9 @@ value disables its dimension; a failure on one file is reported and the sweep go
 
 Nothing leaves a log unrecorded: the lines a file is about to lose — a trimmed prefix or a whole deleted file —
 are first appended to the day-partitioned warehouse, whose writes are idempotent, so a run that stops between
-archiving and trimming only repeats harmless work next time.
+archiving and trimming only repeats harmless work next time. A directory's files go into one streamed warehouse write,
+and each file is trimmed or deleted as soon as the parts holding its lines are written, synced and renamed into place,
+while the files after it are still being archived.
 
 How a trim stays cheap and safe against the writer: the prefix of an append-only file never changes, so the cut
 is found by reading blocks backwards from the end and the prefix is archived without the lock; only the copy of
