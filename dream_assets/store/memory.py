@@ -780,15 +780,18 @@ class MemoryStore:
             return []
         elif measure == "overlap":
             stems = overlap_tokens(content)
-            q_weights = {t: self._idx.overlap_idf(t) for t in stems}
-            q_total = sum(q_weights.values())
+            idf = self._idx.overlap_idf
+            weights = {t: idf(t) for t in stems}  # then each candidate's other terms, each computed once
+            q_total = sum(weights.values())
             query = content_token_list(unframed(content)) or q_tokens
             for cid, _score in self._idx.bm25.search(query, limit=20):
                 c_stems = self._idx.overlap.get(cid)
                 if not c_stems:
                     continue
-                shared = sum(q_weights[t] for t in stems & c_stems)
-                c_total = sum(q_weights[t] if t in q_weights else self._idx.overlap_idf(t) for t in c_stems)
+                shared = sum(weights[t] for t in stems & c_stems)
+                for t in c_stems - weights.keys():
+                    weights[t] = idf(t)
+                c_total = sum(weights[t] for t in c_stems)
                 sim = overlap_score(shared, q_total, c_total)
                 if sim >= threshold - 1e-12:
                     close.append((cid, sim))
