@@ -1145,6 +1145,33 @@ class MemoryStore:
                 self._merge_metadata(conn, stamps)
         return len(updates)
 
+    def put_scores(self, entries: Iterable[MemoryEntry]) -> int:
+        """Bulk write of importance, updated_at and metadata exactly as ``entries`` hold them (the undo of a decay):
+        not a content change, so no fingerprint or index moves. Joins an open transaction."""
+        entries = [self._validated(e) for e in entries]
+        if not entries:
+            return 0
+        with self._conn.transaction() as conn:
+            conn.register(
+                "_scores",
+                pa.table(
+                    {
+                        "id": [e.id for e in entries],
+                        "importance": [float(e.importance) for e in entries],
+                        "updated_at": pa.array([to_db(e.updated_at) for e in entries], pa.timestamp("us")),
+                        "metadata": [json.dumps(dict(e.metadata), sort_keys=True) for e in entries],
+                    }
+                ),
+            )
+            try:
+                conn.execute(
+                    "UPDATE memories SET importance = _scores.importance, updated_at = _scores.updated_at, "
+                    "metadata = _scores.metadata FROM _scores WHERE memories.id = _scores.id"
+                )
+            finally:
+                conn.unregister("_scores")
+        return len(entries)
+
     def set_metadata(self, updates: Mapping[str, Mapping[str, str]]) -> int:
         """Bulk metadata merge (review stamps and similar housekeeping): not a content change, updated_at untouched."""
         if not updates:
