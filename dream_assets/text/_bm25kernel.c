@@ -102,10 +102,14 @@ static int grow(void **buf, size_t *cap, size_t need, size_t item) {
 
 static inline Posting *postings(Term *t) { return t->cap ? t->u.heap : &t->u.inl; }
 
-static int idcmp(const Index *ix, uint32_t a, uint32_t b) {
-    uint32_t la = ix->id_len[a], lb = ix->id_len[b];
-    int c = memcmp(ix->idbuf + ix->id_off[a], ix->idbuf + ix->id_off[b], la < lb ? la : lb);
-    if (c) return c;
+/* UTF-8 byte order is code point order: the order Python sorts str in. Ids are short and differ early, so a byte
+   loop beats a call to memcmp. */
+static inline int idcmp(const Index *ix, uint32_t a, uint32_t b) {
+    uint32_t la = ix->id_len[a], lb = ix->id_len[b], n = la < lb ? la : lb;
+    const unsigned char *x = (const unsigned char *)ix->idbuf + ix->id_off[a];
+    const unsigned char *y = (const unsigned char *)ix->idbuf + ix->id_off[b];
+    for (uint32_t i = 0; i < n; i++)
+        if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
     return la < lb ? -1 : (la > lb ? 1 : 0);
 }
 
@@ -518,8 +522,18 @@ fail:
 
 /* ------------------------------------------------------------------ search */
 
+/* Documents shorter than this have their length normalisation and single-occurrence contributions cached per query
+   (the same float operations, done once per length instead of once per posting). */
+#define SHORT 256
+
+typedef struct {
+    float k1, b, one_minus_b, avgdl, scale;
+    float norm[SHORT]; /* 0: not computed yet */
+} Consts;
+
 typedef struct {
     const Posting *p;
+    float *once; /* the contribution of tf 1 by document length (< SHORT); 0: not computed yet */
     uint32_t n, pos;
     float idf;
     double ub;
@@ -571,6 +585,27 @@ static void sift_up(const Index *ix, Hit *h, uint32_t i) {
     }
 }
 
+static inline float norm_of(Consts *k, float len) {
+    uint32_t l = (uint32_t)len;
+    if (l < SHORT) {
+        float v = k->norm[l];
+        if (v == 0.0f) v = k->norm[l] = k->k1 * (k->one_minus_b + (k->b * len) / k->avgdl);
+        return v;
+    }
+    return k->k1 * (k->one_minus_b + (k->b * len) / k->avgdl);
+}
+
+/* idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * len / avgdl)), in float32 as the numpy path computes it */
+static inline float contribution(const Cursor *c, Consts *k, float tf, float len) {
+    uint32_t l = (uint32_t)len;
+    if (tf == 1.0f && l < SHORT) {
+        float v = c->once[l];
+        if (v == 0.0f) v = c->once[l] = (c->idf * (tf * k->scale)) / (tf + norm_of(k, len));
+        return v;
+    }
+    return (c->idf * (tf * k->scale)) / (tf + norm_of(k, len));
+}
+
 static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint32_t target) {
     if (pos >= n || p[pos].slot >= target) return pos;
     uint32_t lo = pos, hi, step = 1;
@@ -607,10 +642,12 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
     double *prefix = PyMem_Malloc((nq ? nq : 1) * sizeof(double));
     uint32_t *touched = PyMem_Malloc((nq ? nq : 1) * sizeof(uint32_t));
     float *values = PyMem_Malloc((nq ? nq : 1) * sizeof(float));
+    float *once = PyMem_Calloc((nq ? nq : 1) * SHORT, sizeof(float));
+    Consts *consts = PyMem_Calloc(1, sizeof(Consts));
     uint32_t heap_size = (uint32_t)(k < (Py_ssize_t)ix->live ? k : (Py_ssize_t)ix->live);
     Hit *heap = PyMem_Malloc((size_t)heap_size * sizeof(Hit));
     PyObject *out = NULL;
-    if (!cur || !ord || !prefix || !touched || !values || !heap) {
+    if (!cur || !ord || !prefix || !touched || !values || !heap || !once || !consts) {
         PyErr_NoMemory();
         goto done;
     }
@@ -647,11 +684,16 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
     const double n_docs = (double)ix->live;
     const double avgdl = (double)ix->total_length / n_docs;
     const float avg32 = (float)(avgdl != 0.0 ? avgdl : 1.0);
-    const float k1f = (float)ix->k1, bf = (float)ix->b, omb = (float)(1.0 - ix->b), scale = (float)(ix->k1 + 1.0);
+    consts->k1 = (float)ix->k1;
+    consts->b = (float)ix->b;
+    consts->one_minus_b = (float)(1.0 - ix->b);
+    consts->scale = (float)(ix->k1 + 1.0);
+    consts->avgdl = avg32;
     const double avg_or_1 = avgdl != 0.0 ? avgdl : 1.0;
     for (uint32_t j = 0; j < m; j++) {
         double df = (double)cur[j].df;
         cur[j].idf = (float)log(1.0 + (n_docs - df + 0.5) / (df + 0.5));
+        cur[j].once = once + (size_t)j * SHORT;
         /* The most the term adds to a document: its highest tf in its shortest document (contributions grow with
            tf and shrink with length), inflated well past float32 rounding. */
         const Term *t = &ix->terms[cur[j].tid];
@@ -684,15 +726,14 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         }
         if (d == 0xFFFFFFFFu) break;
         const int live_doc = alive[d];
-        const float norm = live_doc ? k1f * (omb + (bf * lens[d]) / avg32) : 0.0f;
+        const float len = lens[d];
         uint32_t nt = 0;
         double partial = 0.0;
         for (uint32_t r = p; r < m; r++) {
             Cursor *c = &cur[ord[r]];
             if (c->pos < c->n && c->p[c->pos].slot == d) {
                 if (live_doc) {
-                    float tf = c->p[c->pos].tf;
-                    float v = (c->idf * (tf * scale)) / (tf + norm);
+                    float v = contribution(c, consts, c->p[c->pos].tf, len);
                     touched[nt] = ord[r];
                     values[nt++] = v;
                     partial += v;
@@ -710,8 +751,7 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
             Cursor *c = &cur[ord[r]];
             c->pos = advance(c->p, c->n, c->pos, d);
             if (c->pos < c->n && c->p[c->pos].slot == d) {
-                float tf = c->p[c->pos].tf;
-                float v = (c->idf * (tf * scale)) / (tf + norm);
+                float v = contribution(c, consts, c->p[c->pos].tf, len);
                 touched[nt] = ord[r];
                 values[nt++] = v;
                 partial += v;
@@ -775,6 +815,8 @@ done:
     PyMem_Free(prefix);
     PyMem_Free(touched);
     PyMem_Free(values);
+    PyMem_Free(once);
+    PyMem_Free(consts);
     PyMem_Free(heap);
     Py_DECREF(seq);
     return out;
