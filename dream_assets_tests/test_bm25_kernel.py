@@ -92,3 +92,30 @@ def test_add_many_then_changes_match_one_by_one_adds() -> None:
     for _ in range(100):
         query = rng.choices(words, k=rng.randint(1, 6))
         assert at_once.search(query, 10) == one_by_one.search(query, 10)
+
+
+def test_a_term_repeated_past_what_a_posting_holds_scores_exactly() -> None:
+    # A posting keeps tf and document length in 16 bits each; beyond that the exact values are kept aside.
+    docs = {
+        "huge": ["x"] * 70_000 + ["y"] * 3,
+        "at-limit": ["x"] * 65_535,
+        "below": ["x"] * 65_534 + ["z"],
+        "small": ["x", "z"],
+    }
+    compiled, numpy_index = _both()
+    for index in (compiled, numpy_index):
+        for doc_id, tokens in docs.items():
+            index.add(doc_id, tokens)
+        for i in range(3000):
+            index.add(f"filler{i}", ["x", "q"])
+    queries = (["x"], ["y"], ["z"], ["x", "y", "z"], ["q", "x"])
+    for query in queries:
+        assert compiled.search(query, 10) == numpy_index.search(query, 10)
+    for index in (compiled, numpy_index):  # compactions renumber the slots the kept-aside values belong to
+        for i in range(3000):
+            index.remove(f"filler{i}")
+        index.remove("small")
+        index.add("huge", ["x"] * 66_000)
+    for query in queries:
+        assert compiled.search(query, 10) == numpy_index.search(query, 10)
+    assert {d for d, _ in compiled.search(["x"], 10)} == {"huge", "at-limit", "below"}

@@ -1,10 +1,10 @@
 /* The compiled BM25 index behind dream_assets.text.bm25 (CompiledBm25Index).
  *
  * Layout: terms and document ids live in open-addressing hash tables over byte arenas (no Python object per term or
- * id). A term's postings are one contiguous array of (slot, tf) pairs in slot order; a term with one posting keeps
- * it inline. Each slot records its length, its id and the distinct terms it holds (to undo document frequencies on
- * removal). Removing a document clears its slot's alive flag; dead postings are dropped in one compaction once they
- * outnumber the live documents.
+ * id). A term's postings are one contiguous array of (slot, tf, document length) in slot order, so scoring reads
+ * nothing else; a term with one posting keeps it inline. Each slot records its length, its id and the distinct terms
+ * it holds (to undo document frequencies on removal). Removing a document clears its slot's alive flag and marks its
+ * postings; dead postings are dropped in one compaction once they outnumber the live documents.
  *
  * Search is document-at-a-time MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach
  * the k-th best score so far are only looked up (galloping search) for documents the others found. A document is
@@ -26,10 +26,22 @@
 #define EMPTY 0u
 #define TOMB 0xFFFFFFFFu
 
+/* A posting carries its document's length, so scoring reads the postings and nothing else. A tf of 0 marks a
+   removed document's posting (every posting of a removed document is marked); TF_BIG means the exact tf is in the
+   index's overflow list, LEN_BIG that the length is in the slot's length. */
+#define TF_BIG 0xFFFFu
+#define LEN_BIG 0xFFFFu
+
 typedef struct {
     uint32_t slot;
-    float tf;
+    uint16_t tf;
+    uint16_t len;
 } Posting;
+
+typedef struct {
+    uint32_t term, slot;
+    float tf;
+} BigTf;
 
 typedef struct {
     union {
@@ -72,6 +84,8 @@ typedef struct {
     uint32_t id_mask, id_used;
     int64_t total_length;
     uint64_t last_scored; /* documents the last search scored in full (what pruning saves shows here) */
+    BigTf *big;           /* the tf of postings marked TF_BIG (a term 65,535 times or more in one document) */
+    size_t nbig, big_cap;
 } Index;
 
 /* ------------------------------------------------------------------ helpers */
@@ -102,6 +116,22 @@ static int grow(void **buf, size_t *cap, size_t need, size_t item) {
 
 static inline Posting *postings(Term *t) { return t->cap ? t->u.heap : &t->u.inl; }
 
+static BigTf *big_entry(const Index *ix, uint32_t term, uint32_t slot) {
+    for (size_t i = 0; i < ix->nbig; i++)
+        if (ix->big[i].term == term && ix->big[i].slot == slot) return &ix->big[i];
+    return NULL;
+}
+
+static inline float tf_of(const Index *ix, uint32_t term, const Posting *p) {
+    if (p->tf != TF_BIG) return (float)p->tf;
+    const BigTf *e = big_entry(ix, term, p->slot);
+    return e ? e->tf : (float)TF_BIG;
+}
+
+static inline float len_of(const Index *ix, const Posting *p) {
+    return p->len != LEN_BIG ? (float)p->len : ix->length[p->slot];
+}
+
 /* UTF-8 byte order is code point order: the order Python sorts str in. Ids are short and differ early, so a byte
    loop beats a call to memcmp. */
 static inline int idcmp(const Index *ix, uint32_t a, uint32_t b) {
@@ -128,6 +158,9 @@ static void free_all(Index *ix) {
     free(ix->idbuf);
     free(ix->tofbuf);
     free(ix->id_table);
+    free(ix->big);
+    ix->big = NULL;
+    ix->nbig = ix->big_cap = 0;
     ix->terms = NULL;
     ix->term_table = NULL;
     ix->termbuf = NULL;
@@ -250,6 +283,8 @@ static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n) {
 
 /* ------------------------------------------------------------------ maintenance */
 
+static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint32_t target);
+
 static void forget_postings(Term *t) {
     if (t->cap) free(t->u.heap);
     t->u.heap = NULL;
@@ -268,7 +303,13 @@ static void remove_slot(Index *ix, int64_t pos) {
     const uint32_t *tids = ix->tofbuf + ix->tof_off[slot];
     for (uint32_t j = 0; j < ix->tof_n[slot]; j++) {
         Term *t = &ix->terms[tids[j]];
-        if (--t->df == 0) forget_postings(t); /* every posting of the term was this slot's or already dead */
+        if (--t->df == 0) {
+            forget_postings(t); /* every posting of the term was this slot's or already dead */
+            continue;
+        }
+        Posting *p = postings(t);
+        uint32_t at = advance(p, t->n, 0, slot);
+        if (at < t->n && p[at].slot == slot) p[at].tf = 0;
     }
     ix->tof_n[slot] = 0;
 }
@@ -306,11 +347,11 @@ static int compact(Index *ix) {
         for (uint32_t j = 0; j < t->n; j++) {
             uint32_t s = p[j].slot;
             if (!ix->alive[s]) continue;
-            float len = ix->length[s];
-            if (p[j].tf > maxtf) maxtf = p[j].tf;
+            float len = ix->length[s], tf = tf_of(ix, i, &p[j]);
+            if (tf > maxtf) maxtf = tf;
             if (len < minlen) minlen = len;
+            p[k] = p[j];
             p[k].slot = new_slot[s];
-            p[k].tf = p[j].tf;
             k++;
         }
         t->n = k;
@@ -334,6 +375,16 @@ static int compact(Index *ix) {
         new_tid[i] = nt;
         ix->terms[nt++] = *t;
     }
+    /* overflow tfs follow their postings */
+    size_t kept = 0;
+    for (size_t e = 0; e < ix->nbig; e++) {
+        BigTf b = ix->big[e];
+        if (!ix->alive[b.slot] || new_tid[b.term] == TOMB) continue;
+        b.slot = new_slot[b.slot];
+        b.term = new_tid[b.term];
+        ix->big[kept++] = b;
+    }
+    ix->nbig = kept;
     /* documents */
     size_t ib = 0, fb = 0;
     for (uint32_t s = 0; s < ix->nslots; s++) {
@@ -444,6 +495,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
     }
     uint32_t slot = ix->nslots;
     size_t tof_start = ix->tof_len;
+    const uint16_t len16 = ntok < (Py_ssize_t)LEN_BIG ? (uint16_t)ntok : (uint16_t)LEN_BIG;
     uint32_t distinct = 0;
     for (Py_ssize_t i = 0; i < ntok; i++) {
         int64_t tid = term_get_or_add(ix, toks[i].s, toks[i].n);
@@ -451,12 +503,24 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         Term *t = &ix->terms[tid];
         Posting *p = postings(t);
         if (t->n && p[t->n - 1].slot == slot) {
-            p[t->n - 1].tf += 1.0f;
+            Posting *q = &p[t->n - 1];
+            if (q->tf == TF_BIG) {
+                big_entry(ix, (uint32_t)tid, slot)->tf += 1.0f;
+            } else if (q->tf == TF_BIG - 1) {
+                if (grow((void **)&ix->big, &ix->big_cap, ix->nbig + 1, sizeof(BigTf)) < 0) goto fail_partial;
+                ix->big[ix->nbig].term = (uint32_t)tid;
+                ix->big[ix->nbig].slot = slot;
+                ix->big[ix->nbig++].tf = (float)TF_BIG;
+                q->tf = TF_BIG;
+            } else {
+                q->tf++;
+            }
             continue;
         }
         if (t->n == 0 && t->cap == 0) {
             t->u.inl.slot = slot;
-            t->u.inl.tf = 1.0f;
+            t->u.inl.tf = 1;
+            t->u.inl.len = len16;
         } else {
             if (t->n + 1 > t->cap) {
                 uint32_t c = t->cap ? t->cap + t->cap / 2 + 2 : 4;
@@ -470,7 +534,8 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
                 t->cap = c;
             }
             t->u.heap[t->n].slot = slot;
-            t->u.heap[t->n].tf = 1.0f;
+            t->u.heap[t->n].tf = 1;
+            t->u.heap[t->n].len = len16;
         }
         t->n++;
         t->df++;
@@ -478,8 +543,9 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
     }
     float len = (float)ntok;
     for (uint32_t j = 0; j < distinct; j++) {
-        Term *t = &ix->terms[ix->tofbuf[tof_start + j]];
-        float tf = postings(t)[t->n - 1].tf;
+        uint32_t tid = ix->tofbuf[tof_start + j];
+        Term *t = &ix->terms[tid];
+        float tf = tf_of(ix, tid, &postings(t)[t->n - 1]);
         if (tf > t->maxtf) t->maxtf = tf;
         if (len < t->minlen) t->minlen = len;
     }
@@ -510,6 +576,12 @@ fail_partial:
         Term *t = &ix->terms[ix->tofbuf[tof_start + j]];
         t->n--;
         if (--t->df == 0) forget_postings(t);
+    }
+    {
+        size_t kept = 0;
+        for (size_t e = 0; e < ix->nbig; e++)
+            if (ix->big[e].slot != slot) ix->big[kept++] = ix->big[e];
+        ix->nbig = kept;
     }
     goto fail;
 nomem:
@@ -716,8 +788,6 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
     uint32_t hn = 0, p = 0; /* hits held; non-essential terms: ord[0..p) */
     uint64_t scored = 0;
     double thr = -1.0;
-    const uint8_t *alive = ix->alive;
-    const float *lens = ix->length;
     for (;;) {
         uint32_t d = 0xFFFFFFFFu;
         for (uint32_t r = p; r < m; r++) {
@@ -725,15 +795,20 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
             if (c->pos < c->n && c->p[c->pos].slot < d) d = c->p[c->pos].slot;
         }
         if (d == 0xFFFFFFFFu) break;
-        const int live_doc = alive[d];
-        const float len = lens[d];
+        int live_doc = -1; /* a removed document's postings are all marked: the first one found tells */
+        float len = 0.0f;
         uint32_t nt = 0;
         double partial = 0.0;
         for (uint32_t r = p; r < m; r++) {
             Cursor *c = &cur[ord[r]];
             if (c->pos < c->n && c->p[c->pos].slot == d) {
+                const Posting *q = &c->p[c->pos];
+                if (live_doc < 0) {
+                    live_doc = q->tf != 0;
+                    len = len_of(ix, q);
+                }
                 if (live_doc) {
-                    float v = contribution(c, consts, c->p[c->pos].tf, len);
+                    float v = contribution(c, consts, tf_of(ix, c->tid, q), len);
                     touched[nt] = ord[r];
                     values[nt++] = v;
                     partial += v;
@@ -751,7 +826,7 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
             Cursor *c = &cur[ord[r]];
             c->pos = advance(c->p, c->n, c->pos, d);
             if (c->pos < c->n && c->p[c->pos].slot == d) {
-                float v = contribution(c, consts, c->p[c->pos].tf, len);
+                float v = contribution(c, consts, tf_of(ix, c->tid, &c->p[c->pos]), len);
                 touched[nt] = ord[r];
                 values[nt++] = v;
                 partial += v;
