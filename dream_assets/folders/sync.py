@@ -1,11 +1,11 @@
 """A markdown memory folder linked to an agent: read into the store at the start of a cycle, written back at its end.
 
 - ``link_folder`` records the folder and its format in the profile (``memory-folder.json``).
-- ``read_folder`` saves every note not seen before through the agent's own save (``agent_memory.save``: the
-  save-time rules, the change log) with its provenance in metadata (``folder.file``, ``folder.heading``,
-  ``folder.key``, ``folder.format``, front matter as ``fm.<key>``), and archives (``agent_memory.forget``) the memory of
-  a note a person removed from its file. It records each file's hash and each note's memory id
-  (``memory-folder-state.json``); reading the same folder again changes nothing.
+- ``read_folder`` saves every note not seen before through the agent's own save (``agent_memory.save_many``: the
+  save-time rules, the change log, in a few bulk transactions) with its provenance in metadata (``folder.file``,
+  ``folder.heading``, ``folder.key``, ``folder.format``, front matter as ``fm.<key>``), and archives
+  (``agent_memory.forget``) the memory of a note a person removed from its file. It records each file's hash and
+  each note's memory id (``memory-folder-state.json``); reading the same folder again changes nothing.
 - ``plan_write_back`` computes what the dream changed, file by file: a note whose memory went into another (merge,
   supersession) carries the live memory's text in place of the first such note, the others leave their file for
   ``archive/<file>``; a file left with no note moves to ``archive/`` whole (never deleted) and its ``MEMORY.md``
@@ -304,16 +304,12 @@ def read_folder(
     if problems:
         message = f"linked folder {link.folder} was not read, the store is unchanged: " + "; ".join(problems)
         return _read_failed(profile, state, report, message)
-    for pf, block, key in todo:
-        saved = agent_memory.save(
-            profile,
-            block.text,
-            category=category_of(link.format, pf),
-            metadata=_metadata(link, pf, block, key),
-            options=options,
-            now=now,
-            active=False,
-        )
+    batch = [
+        {"content": block.text, "category": category_of(link.format, pf), "metadata": _metadata(link, pf, block, key)}
+        for pf, block, key in todo
+    ]
+    saves = agent_memory.save_many(profile, batch, options=options, now=now, active=False)
+    for (pf, block, key), saved in zip(todo, saves, strict=True):
         notes[key] = {"id": saved.id, "file": pf.rel, "content": _text_sha(saved.content)}
         report.count(f"notes_{saved.outcome}")
         report.change(f"folder-{saved.outcome}", saved.id, f"{pf.rel}: {block.text[:80]}")
