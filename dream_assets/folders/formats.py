@@ -10,7 +10,8 @@ Three layouts (``FORMATS``):
   ``memory/YYYY-MM-DD-<slug>.md``; ``DREAMS.md`` is the diary of the cycles and is never read as memory.
 - ``markdown``: every ``.md`` file under the folder.
 
-``archive/`` (where write-back moves what the dream archived) is never read as memory. Front matter is parsed as
+``archive/`` (where write-back moves what the dream archived) is never read as memory, nor is a line that is one
+HTML comment (a marker such as OpenClaw's ``<!-- openclaw-memory-promotion:... -->``). Front matter is parsed as
 the flat ``key: value`` subset (a value is kept as written, flow lists included), capped at
 ``MAX_FRONT_MATTER_CHARS``: no YAML anchors, aliases or tags are expanded, so a front-matter bomb is only text.
 """
@@ -36,6 +37,7 @@ _BULLET = re.compile(r"^(\s*)([-*+]|\d{1,9}[.)])(\s+)(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _FM_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)\s*:\s?(.*)$")
 _LINK_TO_MD = re.compile(r"\]\(([^)\s]+\.md)\)")
+_COMMENT_LINE = re.compile(r"^\s*<!--.*-->\s*$")
 
 
 class FormatError(ValueError):
@@ -154,7 +156,7 @@ def parse_file(fmt: str, rel: str, text: str) -> ParsedFile:
             if current is None:
                 current = {"start": pos, "text_start": pos, "lines": [], "bullet": False}
             current["lines"].append(line)
-        elif not stripped:
+        elif not stripped or _COMMENT_LINE.match(line):  # a comment line (a marker) is markup, not a memory
             close()
         elif (h := _HEADING.match(line)) is not None:
             close()

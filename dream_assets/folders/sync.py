@@ -24,12 +24,14 @@ import difflib
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from dream_assets import agent_memory
 from dream_assets.file_safety import atomic_write, is_temp_file
+from dream_assets.folders import promotion
 from dream_assets.folders.formats import (
     ARCHIVE_DIR,
     DREAMS_FILE,
@@ -51,10 +53,13 @@ from dream_assets.passes.model_text import problem
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.store import open_store
+from dream_assets.text.coverage import load_vocabulary
 
 #: Largest file read from a linked folder.
 MAX_FILE_BYTES = 4 * 1024 * 1024
 READ_STEP = "memory_folder_read"
+#: The expected hash of a file a write-back creates: it must still not exist when the write comes.
+ABSENT = "absent"
 WRITE_STEP = "memory_folder_write"
 
 
@@ -84,7 +89,8 @@ class WritePlan:
     changes: list[FileChange] = field(default_factory=list)
     left: list[str] = field(default_factory=list)  # files not written, and why
     notes: dict[str, dict[str, str]] = field(default_factory=dict)  # the notes map after the plan
-    expected: dict[str, str] = field(default_factory=dict)  # rel -> sha256 the file must still have to be written
+    expected: dict[str, str] = field(default_factory=dict)  # rel -> sha256 the file must still have (or ABSENT)
+    promotions: list[promotion.Promotion] = field(default_factory=list)  # what goes from daily notes to MEMORY.md
 
     def diff(self) -> str:
         out: list[str] = []
@@ -345,14 +351,17 @@ def _bullet_text(block: Block, content: str, text: str) -> str:
     """``content`` written in the place of ``block``, so that reading the file again gives one note with that text:
     its lines kept (a bullet's continuation lines indented under it) unless one of them would start a new note, a
     heading or a code fence, or there is a blank line; then it is one line."""
+    line_start = text.rfind("\n", 0, block.start) + 1
+    return _note_text(content, bullet=block.bullet, indent=" " * (block.text_start - line_start))
+
+
+def _note_text(content: str, *, bullet: bool, indent: str) -> str:
+    """``content`` as the text of one note: a bullet's lines indented by ``indent`` under it, a paragraph's as they
+    are; one line when a line would start a new note, a heading or a code fence, or there is a blank line."""
     lines = [ln.strip() for ln in content.strip().splitlines()]
     if any(not ln or starts_block(ln) for ln in lines[1:]):
         lines = [" ".join(ln for ln in lines if ln)]
-    if not block.bullet:
-        return "\n".join(lines)
-    line_start = text.rfind("\n", 0, block.start) + 1
-    indent = " " * (block.text_start - line_start)
-    return ("\n" + indent).join(lines)
+    return ("\n" + indent).join(lines) if bullet else "\n".join(lines)
 
 
 def _note(rec: agent_memory.MemoryRecord, rel: str) -> dict[str, str]:
@@ -431,6 +440,10 @@ def plan_write_back(
             rec = record(info["id"]) if info else None
             if rec is not None and rec.status == "live":
                 placed.add(rec.id)
+    waiting, promotions = (
+        _promotions(profile, link, current, notes, record, options, plan) if link.format == "openclaw" else (set(), [])
+    )
+    promoted = {p.record.id for p in promotions}
     archived_blocks: dict[str, list[str]] = {}
     index_drop: set[str] = set()
     for rel, (pf, data) in current.items():
@@ -453,6 +466,11 @@ def plan_write_back(
                     edits.append((block.text_start, block.end, _bullet_text(block, rec.content, text)))
                     notes.pop(key)
                     notes[note_key(rel, block.heading, rec.content)] = _note(rec, rel)
+                continue
+            if info.get("promoted") or rec.current_id in waiting:  # a daily note keeps what went into MEMORY.md
+                kept += 1
+                if rec.current_id in promoted:
+                    info["promoted"] = INDEX_FILE
                 continue
             successor = record(rec.current_id) if rec.current_id else None
             if successor is not None and successor.id not in placed:
@@ -480,6 +498,8 @@ def plan_write_back(
             new = new[:start] + repl + new[end:]
         if new != text:
             plan.changes.append(FileChange(rel, text, new, reason="the dream changed its notes"))
+    if promotions:
+        _promote(plan, link, current, promotions, now)
     for rel, blocks in archived_blocks.items():
         target = f"{ARCHIVE_DIR}/{rel}"
         path = link.folder / target
@@ -492,6 +512,84 @@ def plan_write_back(
     if plan.changes and link.format == "openclaw":
         _diary(plan, link, now)
     return plan
+
+
+def _promotions(
+    profile: AgentProfile,
+    link: FolderLink,
+    current: dict[str, tuple[ParsedFile, bytes]],
+    notes: dict[str, dict[str, str]],
+    record: Callable[[str], agent_memory.MemoryRecord | None],
+    options: DreamOptions,
+    plan: WritePlan,
+) -> tuple[set[str], list[promotion.Promotion]]:
+    """The live memories that recur in daily notes (``promotion.recurring``) and pass the merge's coverage guard:
+    the ids whose daily notes stay as they are this cycle, and the promotions to write now (none while MEMORY.md
+    was edited since the last read: they wait for the next cycle, the daily notes untouched meanwhile)."""
+    by_memory: dict[str, list[promotion.Note]] = {}
+    for rel, (pf, _) in current.items():
+        for block in pf.blocks:
+            info = notes.get(note_key(rel, block.heading, block.text))
+            rec = record(info["id"]) if info else None
+            target = rec.id if rec is not None and rec.status == "live" else rec.current_id if rec else None
+            if rec is not None and target is not None:
+                by_memory.setdefault(target, []).append(promotion.Note(rel, pf.text, block, rec))
+    vocab, _ = load_vocabulary(profile.coverage_vocabulary_path)
+    near = open_store(profile, options).memories.same_fact
+    waiting: set[str] = set()
+    found: list[promotion.Promotion] = []
+    for target, members in by_memory.items():
+        sources = promotion.recurring(members, options.FolderPromotionMinDailyNotes, near)
+        live = record(target) if sources else None
+        if live is None or live.status != "live":
+            continue
+        refused = promotion.coverage_problem(live, sources, vocab)
+        if refused:
+            plan.left.append(refused)
+            continue
+        waiting.add(target)
+        found.append(promotion.Promotion(live, sources))
+    index_path = link.folder / INDEX_FILE
+    if found and INDEX_FILE not in current and index_path.exists():
+        plan.left.append(f"{index_path}: {len(found)} promotion(s) from daily notes wait until it is read again")
+        return waiting, []
+    return waiting, found
+
+
+def _promote(
+    plan: WritePlan,
+    link: FolderLink,
+    current: dict[str, tuple[ParsedFile, bytes]],
+    promotions: list[promotion.Promotion],
+    now: datetime,
+) -> None:
+    """Append the promotions to MEMORY.md (``promotion.section``) and map its new notes to their memories."""
+    change = next((c for c in plan.changes if c.rel == INDEX_FILE and c.new is not None), None)
+    if change is not None:
+        text = change.new or ""
+    elif INDEX_FILE in current:
+        pf, data = current[INDEX_FILE]
+        text = pf.text
+        plan.expected[INDEX_FILE] = _sha(data)
+    else:
+        text = promotion.NEW_INDEX_HEADER
+        plan.expected[INDEX_FILE] = ABSENT
+    bullets = [(p, _note_text(p.record.content, bullet=True, indent="  ")) for p in promotions]
+    if text and not text.endswith("\n"):
+        text += "\n"
+    appended = promotion.section(bullets, now)
+    new = text + appended
+    blocks = [b for b in parse_file(link.format, INDEX_FILE, new).blocks if b.start >= len(text)]
+    for p, block in zip(promotions, blocks, strict=True):
+        plan.notes[note_key(INDEX_FILE, block.heading, block.text)] = _note(p.record, INDEX_FILE)
+    reason = f"promoted {len(promotions)} note(s) that recur in daily notes"
+    if change is not None:
+        change.new = new
+        change.reason = f"{change.reason}; {reason}"
+    else:
+        old = current[INDEX_FILE][0].text if INDEX_FILE in current else None
+        plan.changes.append(FileChange(INDEX_FILE, old, new, reason=reason))
+    plan.promotions.extend(promotions)
 
 
 def _drop_index_lines(plan: WritePlan, link: FolderLink, gone: set[str]) -> None:
@@ -518,9 +616,11 @@ def _drop_index_lines(plan: WritePlan, link: FolderLink, gone: set[str]) -> None
 def _diary(plan: WritePlan, link: FolderLink, now: datetime) -> None:
     path = link.folder / DREAMS_FILE
     old = path.read_text(encoding="utf-8") if path.exists() else None
-    lines = [f"- {c.rel}: {c.reason}" + (f" (moved to {c.move_to})" if c.move_to else "") for c in plan.changes]
-    entry = f"\n## Dream cycle {iso(now)}\n\n" + "\n".join(lines) + "\n"
-    plan.changes.append(FileChange(DREAMS_FILE, old, (old or "# Dream Diary\n") + entry, reason="dream diary"))
+    lines = [promotion.diary_line(p) for p in plan.promotions]
+    lines += [f"{c.rel}: {c.reason}" + (f" (moved to {c.move_to})" if c.move_to else "") + "." for c in plan.changes]
+    plan.expected[DREAMS_FILE] = _sha(old.encode("utf-8")) if old is not None else ABSENT
+    new = promotion.diary(old, lines, now)
+    plan.changes.append(FileChange(DREAMS_FILE, old, new, reason="dream diary"))
 
 
 def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_id: str | None = None) -> PassReport:
@@ -545,7 +645,7 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
             continue
         try:
             expected = plan.expected.get(change.rel)
-            if expected is not None and (not path.exists() or _sha(path.read_bytes()) != expected):
+            if expected is not None and (_sha(path.read_bytes()) if path.exists() else ABSENT) != expected:
                 report.info(f"{path}: edited while the cycle ran; left as the person wrote it, read again next cycle")
                 dropped.add(change.rel)
                 continue

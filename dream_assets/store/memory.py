@@ -54,9 +54,11 @@ from dream_assets.text.similarity import (
     exact_key,
     find_duplicate_clusters,
     overlap_score,
+    overlap_similarity,
     overlap_token_sets,
     overlap_tokens,
     smooth_idf,
+    tfidf_cosine,
     unframed,
 )
 from dream_assets.text.tokens import content_token_list, document_tokens, tokenize
@@ -538,6 +540,16 @@ class MemoryStore:
             t = self._options.LexicalOverlapThreshold
             return "overlap", t, t
         return "auto", self._options.ConsolidationSimilarityThreshold, self._options.DedupeSimilarityThreshold
+
+    def same_fact(self, a: str, b: str) -> bool:
+        """Whether two texts are near duplicates by the save-time measure (``similarity_measure``), with the idf of
+        the live corpus as save-time dedup and clustering weigh words."""
+        measure, _, threshold = self.similarity_measure()
+        with self._conn.session() as conn:
+            self._idx.ensure(conn)
+        if measure == "overlap":
+            return overlap_similarity(a, b, idf=self._idx.overlap_idf) >= threshold - 1e-12
+        return tfidf_cosine(a, b, self._idx.bm25) >= threshold
 
     def duplicate_clusters(
         self,
