@@ -426,3 +426,56 @@ def test_a_merged_text_whose_lines_would_read_as_new_notes_is_written_as_one_not
     again = read_folder(profile, now=NOW)  # the written note reads back as the merged memory, nothing new
     assert again.status == "completed" and not again.counts, again.counts
     assert new.id in _live(profile)
+
+
+STALE = "The team standup is at 09:30 in room Ada."
+LATER = "Since 2026-05-04 the team standup is at 10:00 in room Babbage."
+
+
+def _standup_answer(request):
+    """A scripted model: consolidation proposes nothing; the sweep says the later standup note supersedes the stale."""
+    if request.pass_name == "memory_consolidation":
+        return {"toDelete": [], "toSave": []}
+    if request.pass_name != "contradiction_sweep":
+        raise AssertionError(f"unexpected model call of {request.pass_name}")
+    ids = {e["content"]: e["id"] for e in request.inputs["entries"]}
+    if STALE not in ids or LATER not in ids:
+        return {"supersessions": []}
+    return {"supersessions": [{"winnerId": ids[LATER], "loserId": ids[STALE], "reason": "the standup moved"}]}
+
+
+def test_a_note_superseded_by_a_later_one_moves_to_archive_and_undo_puts_both_files_back(profile, tmp_path, capsys):
+    folder = _folder(tmp_path, "claude-code")
+    for name, text in (("project_standup.md", STALE), ("project_standup_moved.md", LATER)):
+        (folder / name).write_text(
+            f"---\nname: Standup\ndescription: when the standup is\ntype: project\n---\n{text}\n"
+        )
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write(
+            "- [Standup](project_standup.md) — time and room\n- [Standup moved](project_standup_moved.md) — since May\n"
+        )
+    link_folder(profile, folder, "claude-code")
+    read_folder(profile, now=NOW)
+    before = {k: v[0] for k, v in _files(folder).items()}
+    options = DreamOptions(ConsolidationExactFoldEnabled=False)
+    client = ModelClient(ScriptedBackend(_standup_answer), profile=profile, options=options)
+    reports = {
+        r.pass_name: r for r in run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="sweep-cycle")
+    }
+    assert reports["contradiction_sweep"].counts.get("superseded") == 1, reports["contradiction_sweep"].summary
+    assert reports["memory_folder_write"].status == "completed", reports["memory_folder_write"].reason
+    assert not (folder / "project_standup.md").exists()
+    assert (folder / "archive" / "project_standup.md").read_bytes() == before["project_standup.md"]  # moved whole
+    assert (folder / "project_standup_moved.md").read_bytes() == before["project_standup_moved.md"]  # the winner
+    index = (folder / "MEMORY.md").read_text(encoding="utf-8")
+    assert "(project_standup.md)" not in index and "(project_standup_moved.md)" in index
+    loser = _by_text(profile, STALE)
+    assert loser.is_archived and loser.metadata.get("supersededBy") == _by_text(profile, LATER).id
+
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "sweep-cycle"]) == 0
+    out = capsys.readouterr().out
+    assert f"put back {folder / 'project_standup.md'}" in out and f"put back {folder / 'MEMORY.md'}" in out
+    after = {k: v[0] for k, v in _files(folder).items()}
+    assert after == before
+    assert {STALE, LATER} <= set(_live(profile).values())
+    assert plan_write_back(profile, now=NOW).changes == []
