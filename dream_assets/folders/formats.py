@@ -30,6 +30,9 @@ MAX_FRONT_MATTER_CHARS = 16_384
 ARCHIVE_DIR = "archive"
 DREAMS_FILE = "DREAMS.md"
 INDEX_FILE = "MEMORY.md"
+#: Where write-back moves the lines of a Claude Code MEMORY.md past INDEX_LINE_BUDGET (folders/index_budget.py); its
+#: link lines are index entries too.
+CONTINUED_FILE = "memory_index_continued.md"
 
 _DAILY = re.compile(r"^memory/\d{4}-\d{2}-\d{2}(?:-[A-Za-z0-9][A-Za-z0-9_-]*)?\.md$")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -119,7 +122,7 @@ def parse_file(fmt: str, rel: str, text: str) -> ParsedFile:
     pos = body_at
     current: dict | None = None
     in_fence = False
-    index = fmt == "claude-code" and rel == INDEX_FILE
+    index = fmt == "claude-code" and rel in (INDEX_FILE, CONTINUED_FILE)
 
     def close() -> None:
         nonlocal current
@@ -175,6 +178,19 @@ def parse_file(fmt: str, rel: str, text: str) -> ParsedFile:
         pos += len(line)
     close()
     return parsed
+
+
+def heading_lines(text: str) -> list[str]:
+    """The headings in effect at the end of ``text`` (outside code fences), as their lines, outermost first."""
+    stack: list[tuple[int, str]] = []
+    in_fence = False
+    for line in text.splitlines(keepends=True):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (h := _HEADING.match(line)) is not None:
+            level = len(h.group(1))
+            stack = [x for x in stack if x[0] < level] + [(level, line if line.endswith("\n") else line + "\n")]
+    return [line for _, line in stack]
 
 
 def starts_block(line: str) -> bool:

@@ -31,9 +31,10 @@ from pathlib import Path
 
 from dream_assets import agent_memory
 from dream_assets.file_safety import atomic_write, is_temp_file
-from dream_assets.folders import promotion
+from dream_assets.folders import index_budget, promotion
 from dream_assets.folders.formats import (
     ARCHIVE_DIR,
+    CONTINUED_FILE,
     DREAMS_FILE,
     FORMATS,
     INDEX_FILE,
@@ -509,6 +510,8 @@ def plan_write_back(
         plan.changes.append(FileChange(target, old, new, reason="archived", source=rel))
     if index_drop and link.format == "claude-code":
         _drop_index_lines(plan, link, index_drop)
+    if link.format == "claude-code":
+        _trim_index(plan, link, state)
     if plan.changes and link.format == "openclaw":
         _diary(plan, link, now)
     return plan
@@ -608,9 +611,55 @@ def _drop_index_lines(plan: WritePlan, link: FolderLink, gone: set[str]) -> None
     else:
         plan.expected.setdefault(INDEX_FILE, _sha(old.encode("utf-8")))
         plan.changes.append(FileChange(INDEX_FILE, old, new, reason="index lines of archived topic files"))
-    lines = new.count("\n")
-    if lines > INDEX_LINE_BUDGET:
-        plan.left.append(f"{path}: {lines} lines, over the {INDEX_LINE_BUDGET} a session loads")
+
+
+def _trim_index(plan: WritePlan, link: FolderLink, state: dict) -> None:
+    """Keep MEMORY.md within ``INDEX_LINE_BUDGET`` lines (``index_budget.trim``): the lines past it move to
+    ``CONTINUED_FILE``, which is written first; MEMORY.md is written only if that write was (``source``)."""
+    path, more = link.folder / INDEX_FILE, link.folder / CONTINUED_FILE
+    change = next((c for c in plan.changes if c.rel == INDEX_FILE and c.new is not None), None)
+    if change is not None:
+        text = change.new or ""
+    elif path.exists():
+        data = path.read_bytes()
+        if _sha(data) != state["files"].get(INDEX_FILE):
+            return  # edited since the last read (left for the next cycle, see plan.left)
+        text = data.decode("utf-8")
+    else:
+        return
+    if len(text.splitlines()) <= INDEX_LINE_BUDGET:
+        return
+    known = next((c for c in plan.changes if c.rel == CONTINUED_FILE and c.new is not None), None)
+    if known is not None:
+        continued: str | None = known.new
+    elif more.exists():
+        data = more.read_bytes()
+        if _sha(data) != state["files"].get(CONTINUED_FILE):
+            plan.left.append(f"{path}: over {INDEX_LINE_BUDGET} lines; trimmed once {more} is read again")
+            return
+        continued = data.decode("utf-8")
+    else:
+        continued = None
+    result = index_budget.trim(text, continued)
+    if result is None:
+        plan.left.append(f"{path}: over the {INDEX_LINE_BUDGET} lines a session loads, with no cut between notes")
+        return
+    for old_block, new_block in result.moved:
+        info = plan.notes.pop(note_key(INDEX_FILE, old_block.heading, old_block.text), None)
+        if info is not None:
+            plan.notes[note_key(CONTINUED_FILE, new_block.heading, new_block.text)] = {**info, "file": CONTINUED_FILE}
+    reason = f"kept within the {INDEX_LINE_BUDGET} lines a session loads: {result.lines} line(s) to {CONTINUED_FILE}"
+    if known is not None:
+        known.new = result.continued
+    else:
+        plan.expected[CONTINUED_FILE] = _sha(continued.encode("utf-8")) if continued is not None else ABSENT
+        at = plan.changes.index(change) if change is not None else len(plan.changes)
+        plan.changes.insert(at, FileChange(CONTINUED_FILE, continued, result.continued, reason=reason))
+    if change is not None:
+        change.new, change.reason, change.source = result.index, f"{change.reason}; {reason}", CONTINUED_FILE
+    else:
+        plan.expected[INDEX_FILE] = _sha(text.encode("utf-8"))
+        plan.changes.append(FileChange(INDEX_FILE, text, result.index, reason=reason, source=CONTINUED_FILE))
 
 
 def _diary(plan: WritePlan, link: FolderLink, now: datetime) -> None:
@@ -642,6 +691,7 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
             _save_state(profile, state)
             return report.fail(f"linked folder {root} disappeared during the write-back; {path} was not written")
         if change.source in dropped:
+            dropped.add(change.rel)
             continue
         try:
             expected = plan.expected.get(change.rel)
@@ -705,8 +755,9 @@ def _save_undo(profile: AgentProfile, cycle_id: str, undo: dict) -> None:
 
 def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> list[str]:
     """Put back the folder files a cycle's write-back changed (after ``dream undo --cycle`` put the store back). A
-    file edited since is left as it is and named; a file the write-back created stays (it only holds copies).
-    Returns one line per file."""
+    file edited since is left as it is and named; a file the write-back created stays when it only holds copies (an
+    archive file) and moves to ``archive/`` when it is a memory file (what it held is back in place: the lines a
+    trimmed index moved, a new MEMORY.md of promotions). Returns one line per file."""
     profile = as_profile(profile)
     path = _undo_path(profile, cycle_id)
     if not path.exists():
@@ -731,6 +782,13 @@ def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> list[str]:
             continue
         if not target.exists() or _sha(target.read_bytes()) != written["sha256"]:
             lines.append(f"NOT put back {target}: edited since the cycle wrote it")
+            continue
+        if old is None and is_memory_file(fmt, rel):  # what it holds is back where it came from
+            moved = root / _archive_name(rel, set(), root)
+            moved.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(target, moved)
+            state["files"].pop(rel, None)
+            lines.append(f"moved {target} to {moved}: created by the cycle, what it held is back in place")
             continue
         if old is None:
             lines.append(f"kept {target}: created by the cycle, it holds copies only")
