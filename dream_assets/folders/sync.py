@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import dream_assets.folders.index_budget as index_budget
+import dream_assets.folders.promotion as promotion
 from dream_assets import agent_memory
 from dream_assets.file_safety import atomic_write, is_temp_file
-from dream_assets.folders import index_budget, promotion
 from dream_assets.folders.formats import (
     ARCHIVE_DIR,
     CONTINUED_FILE,
