@@ -20,6 +20,7 @@ from dream_assets.passes.registry import PASSES
 from dream_assets.store import open_store
 from dream_assets.text.coverage import specifics_of
 from dream_assets_tests.conftest import NOW
+from dream_assets_tests.test_folders import _files
 
 FIXTURE = Path(__file__).parent / "fixtures" / "folders" / "openclaw"
 DAILY = ("memory/2026-04-01.md", "memory/2026-04-02-standup.md")
@@ -31,14 +32,6 @@ def _workspace(profile, tmp_path: Path) -> Path:
     shutil.copytree(FIXTURE, folder)
     link_folder(profile, folder, "openclaw")
     return folder
-
-
-def _files(folder: Path) -> dict[str, tuple[bytes, int]]:
-    return {
-        p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
 
 
 def _promoted(folder: Path) -> str:
@@ -164,6 +157,18 @@ def _person_edits_memory_md(folder: Path) -> str:
     return edited
 
 
+def _kept_then_promoted_next_cycle(profile, folder: Path, edited: str, daily: dict[str, bytes]) -> None:
+    """The person's MEMORY.md stands and the daily notes are untouched; the next cycle reads the edit, then writes the
+    promotion after the person's line, the daily notes still untouched."""
+    assert (folder / "MEMORY.md").read_text(encoding="utf-8") == edited
+    assert {rel: (folder / rel).read_bytes() for rel in DAILY} == daily
+    assert read_folder(profile, now=NOW).status == "completed"
+    assert write_back(profile, now=NOW).status == "completed"
+    assert (folder / "MEMORY.md").read_text(encoding="utf-8").startswith(edited)
+    assert MERGED in _promoted(folder)
+    assert {rel: (folder / rel).read_bytes() for rel in DAILY} == daily
+
+
 def test_memory_md_edited_since_the_read_makes_the_promotion_wait_with_the_daily_notes_untouched(profile, tmp_path):
     folder = _workspace(profile, tmp_path)
     read_folder(profile, now=NOW)
@@ -174,14 +179,7 @@ def test_memory_md_edited_since_the_read_makes_the_promotion_wait_with_the_daily
     assert any("promotion(s) from daily notes wait" in line for line in plan.left), plan.left
     assert not set(DAILY) & {c.rel for c in plan.changes}  # not merged in place meanwhile either
     assert write_back(profile, now=NOW).status == "completed"
-    assert (folder / "MEMORY.md").read_text(encoding="utf-8") == edited
-    assert {rel: (folder / rel).read_bytes() for rel in DAILY} == daily
-    # Next cycle: the edit is read, then the promotion is written after the person's line.
-    assert read_folder(profile, now=NOW).status == "completed"
-    assert write_back(profile, now=NOW).status == "completed"
-    assert (folder / "MEMORY.md").read_text(encoding="utf-8").startswith(edited)
-    assert MERGED in _promoted(folder)
-    assert {rel: (folder / rel).read_bytes() for rel in DAILY} == daily
+    _kept_then_promoted_next_cycle(profile, folder, edited, daily)
 
 
 def test_memory_md_edited_while_the_write_back_runs_keeps_the_edit_and_promotes_next_time(profile, tmp_path):
@@ -194,13 +192,7 @@ def test_memory_md_edited_while_the_write_back_runs_keeps_the_edit_and_promotes_
     edited = _person_edits_memory_md(folder)  # between the plan and its write
     report = apply_write_back(profile, plan)
     assert any("MEMORY.md: edited while the cycle ran" in line for line in report.lines), report.lines
-    assert (folder / "MEMORY.md").read_text(encoding="utf-8") == edited
-    assert {rel: (folder / rel).read_bytes() for rel in DAILY} == daily
-    assert read_folder(profile, now=NOW).status == "completed"
-    assert write_back(profile, now=NOW).status == "completed"
-    assert (folder / "MEMORY.md").read_text(encoding="utf-8").startswith(edited)
-    assert MERGED in _promoted(folder)
-    assert {rel: (folder / rel).read_bytes() for rel in DAILY} == daily
+    _kept_then_promoted_next_cycle(profile, folder, edited, daily)
 
 
 def test_a_diary_entry_goes_inside_openclaws_diary_markers_and_keeps_what_is_there():
