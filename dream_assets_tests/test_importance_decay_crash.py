@@ -68,7 +68,8 @@ def test_decay_killed_between_any_two_writes_leaves_no_entry_half_decayed_and_a_
     done = _child({**spec, "profile": str(clean), "kill_at": 0})
     assert done.returncode == 0, done.stderr
     writes = json.loads(done.stdout.strip().splitlines()[-1])["writes"]
-    assert writes == 2 * 3  # three chunks of at most four entries, each an importance and a stamp statement
+    # Three chunks of at most four entries, each an importance, a stamp and a change-row statement.
+    assert writes == 3 * 3
     complete = _state(clean)
     assert all(complete[i][0] < before[i][0] and complete[i][1] for i in before)
 
@@ -91,4 +92,4 @@ def test_decay_killed_between_any_two_writes_leaves_no_entry_half_decayed_and_a_
         assert report.status == "completed", (n, report.reason)
         assert _state(root) == complete, n
     # The kills landed inside each chunk's transaction: nothing, one chunk, then two chunks were committed.
-    assert decayed_counts == [0, 0, 4, 4, 8, 8]
+    assert decayed_counts == [0, 0, 0, 4, 4, 4, 8, 8, 8]
