@@ -215,3 +215,65 @@ def test_apply_twice_and_unknown_ids(demo, capsys):
     assert "already applied" in capsys.readouterr().err
     assert main(["apply", "--profile", str(demo.root), "--change", "nonsense"]) == 2
     assert "no such pending change" in capsys.readouterr().err
+
+
+def _review_check(result):
+    [check] = [
+        e.event_specific_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        and e.event_specific_data.check_name == "nothing_waits_for_review"
+    ]
+    return check
+
+
+def test_dagster_check_warns_and_the_apply_job_applies_from_run_config(root, demo, instance):
+    import dagster as dg
+
+    from dream_assets.definitions import build_definitions
+    from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
+    from dream_assets.orchestration.partitions import AGENTS
+
+    (demo.root / "dream.toml").write_text('MemoryConsolidationApplyMode = "review"\n', encoding="utf-8")
+    before = _dump(demo)
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(DreamDeployment(profile_root=str(root), now=NOW.isoformat()))
+    cycle = defs.resolve_job_def("dream_cycle").execute_in_process(
+        instance=instance,
+        partition_key="demo",
+        tags={NOW_TAG: NOW.isoformat()},
+        asset_selection=[dg.AssetKey("memory_consolidation"), dg.AssetKey("review_queue")],
+    )
+    assert cycle.success
+    close_all()
+    assert _dump(demo) == before
+    n = len(review.list_changes(open_store(demo, DreamOptions())))
+    warned = _review_check(cycle)
+    assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
+    assert f"agent demo: {n} change(s) wait for review" in warned.description
+
+    applied = defs.resolve_job_def("apply_change_set").execute_in_process(
+        instance=instance,
+        partition_key="demo",
+        tags={NOW_TAG: NOW.isoformat()},
+        run_config={"ops": {"review_queue": {"config": {"decision": "apply", "cycle": cycle.run_id, "reason": "ok"}}}},
+    )
+    assert applied.success
+    green = _review_check(applied)
+    assert green.passed and "nothing waits for review" in green.description
+    close_all()
+    store = open_store(demo, DreamOptions())
+    assert not review.list_changes(store)
+    assert len(review.list_changes(store, status=review.APPLIED)) == n
+    assert {c.kind for c in store.changes.list(cycle.run_id)} >= {"created", "archived"}
+
+    # A decision on nothing waiting fails the run, naming what it could not find.
+    again = defs.resolve_job_def("apply_change_set").execute_in_process(
+        instance=instance,
+        partition_key="demo",
+        run_config={"ops": {"review_queue": {"config": {"decision": "apply", "change_ids": ["nonsense"]}}}},
+        raise_on_error=False,
+    )
+    assert not again.success
+    [failure] = again.get_step_failure_events()
+    assert "nonsense: no such pending change" in failure.event_specific_data.error.message
