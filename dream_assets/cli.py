@@ -477,6 +477,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     """Every pass with its last run, status and reason, when it runs next, its model calls and its full ledger
     fingerprint."""
+    from dream_assets.passes import review
     from dream_assets.passes.outcome import load_outcomes, recorded_at
     from dream_assets.passes.registry import PASSES
     from dream_assets.store import open_store
@@ -491,6 +492,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"agent {profile.agent_id}: {counts['live']} live memories, {counts['archived']} archived, "
         f"{len(store.skills.list())} skills"
     )
+    waits = review.waiting(store, now)
+    if waits.count:
+        print(f"review: {review.waiting_line(waits, args.profile)}")
+    if waits.expired:
+        print(f"review: {waits.expired} change(s) expired unreviewed (ReviewExpiryDays), not applied")
     ledger = PassLedger(profile)
     if ledger.warning:
         print(f"WARNING: {ledger.warning}")

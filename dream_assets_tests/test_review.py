@@ -277,3 +277,19 @@ def test_dagster_check_warns_and_the_apply_job_applies_from_run_config(root, dem
     assert not again.success
     [failure] = again.get_step_failure_events()
     assert "nonsense: no such pending change" in failure.event_specific_data.error.message
+
+
+def test_the_cycle_report_and_status_show_what_waits(demo, capsys):
+    _run(demo, "memory_consolidation", "review", "c1")
+    n = len(review.list_changes(open_store(demo, DreamOptions())))
+    capsys.readouterr()
+    assert main(["report", "--profile", str(demo.root), "--cycle", "c1"]) == 0
+    out = capsys.readouterr().out
+    assert f"## Waiting for review ({n})" in out and "memory_consolidation, pending:" in out
+    assert f"dream apply --profile {demo.root} --cycle c1" in out
+    assert main(["status", "--profile", str(demo.root), "--now", NOW.isoformat()]) == 0
+    out = capsys.readouterr().out
+    assert f"review: {n} change(s) wait for review (" in out and "the first expires 2026-12-14" in out
+    assert main(["status", "--profile", str(demo.root), "--now", (NOW + timedelta(days=15)).isoformat()]) == 0
+    out = capsys.readouterr().out
+    assert f"review: {n} change(s) expired unreviewed" in out and "wait for review" not in out
