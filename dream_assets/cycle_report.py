@@ -147,7 +147,6 @@ class CycleReport:
             ]
         return "\n".join(lines)
 
-
     def _review_lines(self) -> list[str]:
         """What of this cycle waits for review, what was decided on it, what expired (empty without review)."""
         if not self.held:

@@ -378,6 +378,8 @@ def _summary(label: str, targets: Sequence[Target], rows: Sequence[Mapping[str, 
 def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
     """Run ``spec`` on a private copy of the store and hold its changes as a pending set (``review-risky``: apply
     the safe kinds at once). The live store takes only the pending set."""
+    if spec.disabled(ctx.options):
+        return spec.attempt(ctx)  # skipped: nothing to hold, no copy to make
     live = ctx.store
     shadow_path = ctx.profile.root / ".review" / f"{spec.name}-{ctx.cycle_id}.duckdb"
     _copy_store(live, shadow_path)
@@ -393,6 +395,10 @@ def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
         shadow.close()
         for path in shadow_path.parent.glob(shadow_path.name + "*"):
             path.unlink(missing_ok=True)
+        try:
+            shadow_path.parent.rmdir()
+        except OSError:
+            pass  # another pass's copy is still there
     changes = _pending_from(spec.name, ctx, capture.groups, initial, final)
     if not changes:
         report.extra["review"] = {"mode": mode, "pending": 0, "applied_at_once": 0}
@@ -400,10 +406,10 @@ def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
     applied: list[str] = []
     held = changes
     if mode == "review-risky":
-        held = [c for c in changes if not c.safe]
+        held = _held_in_risky(changes)
     _store_pending(live, spec.name, ctx.cycle_id, changes, ctx.now)
     if mode == "review-risky":
-        safe = [c.change_id for c in changes if c.safe]
+        safe = [c.change_id for c in changes if c not in held]
         if safe:
             result = decide(
                 live,
@@ -436,6 +442,19 @@ def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
     return report
 
 
+def _held_in_risky(changes: Sequence[PendingChange]) -> list[PendingChange]:
+    """What ``review-risky`` holds: the changes of a held kind, and a safe one that touches what a held change
+    before it touched (it was decided on that change's result)."""
+    held: list[PendingChange] = []
+    touched: set[tuple[str, str]] = set()
+    for c in changes:
+        keys = {(t.type, t.id) for t in c.targets}
+        if not c.safe or keys & touched:
+            held.append(c)
+            touched |= keys
+    return held
+
+
 def _pending_from(
     pass_name: str,
     ctx: PassContext,
@@ -446,7 +465,6 @@ def _pending_from(
     expires = ctx.now + timedelta(days=ctx.options.ReviewExpiryDays)
     out: list[PendingChange] = []
     state: dict[tuple[str, str], dict[str, Any] | None] = dict(initial)
-    covered: set[tuple[str, str]] = set()
 
     def add(rows: list[dict[str, Any]], targets: list[Target]) -> None:
         label, safe = classify(pass_name, rows)
@@ -477,13 +495,13 @@ def _pending_from(
         for key, value in after.items():
             targets.append(Target(key[0], key[1], state.get(key), value))
             state[key] = value
-            covered.add(key)
         add(mine, targets)
-    # Writes with no change-log row (importance decay): one change, from the copy before and after the pass.
+    # Writes with no change-log row (importance decay): one change, from the copy as the recorded changes left it
+    # and as the pass left it.
     rest = [
-        Target(k[0], k[1], initial.get(k), final.get(k))
-        for k in sorted(set(initial) | set(final))
-        if k not in covered and initial.get(k) != final.get(k)
+        Target(k[0], k[1], state.get(k), final.get(k))
+        for k in sorted(set(state) | set(final))
+        if state.get(k) != final.get(k)
     ]
     if rest:
         add([], rest)
