@@ -537,37 +537,48 @@ def kill_shard(spec: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- 10: review path
 def _pending_rows(profile: AgentProfile) -> list[dict[str, Any]]:
-    """The pending-change table, straight from the file: id, status, label, targets."""
+    """The pending-change table, straight from the file, in the order the pass made the changes."""
     import duckdb
 
     conn = duckdb.connect(str(profile.store_path), read_only=True)
     try:
-        rows = conn.execute("SELECT change_id, status, label, targets_json FROM pending_changes").fetchall()
+        rows = conn.execute(
+            "SELECT change_id, status, label, targets_json FROM pending_changes ORDER BY created_at, cycle_id, position"
+        ).fetchall()
     finally:
         conn.close()
     return [{"id": r[0], "status": r[1], "label": r[2], "targets": json.loads(r[3])} for r in rows]
 
 
-def _visible(record: dict[str, Any] | None) -> tuple | None:
-    if record is None:
-        return None
-    return record["content"], record["category"], tuple(record["tags"]), bool(record.get("archived_at"))
-
-
 def review_half_done(profile: AgentProfile) -> list[str]:
-    """Pending changes whose store state disagrees with their status: an applied change whose records are not in the
-    store, or a change still pending (or rejected, refused) whose records are partly written."""
+    """Entries whose state disagrees with the statuses of the pending changes that touch them: each must be as the
+    last applied change left it, or as the first change found it when none was applied."""
     state = memory_state(profile)
-    problems = []
+    expected: dict[str, tuple[Any, str]] = {}
     for c in _pending_rows(profile):
         for t in c["targets"]:
             if t["type"] != "memory":
                 continue
-            e = state.get(t["id"])
-            now = None if e is None else (e["content"], e["category"], tuple(e["tags"]), e["archived"])
-            want = _visible(t["after"] if c["status"] == "applied" else t["before"])
-            if c["status"] in ("applied", "pending") and now != want:
-                problems.append(f"{c['status']} {c['label']} {c['id']}: memory {t['id']} is not as its status says")
+            if c["status"] == "applied":
+                expected[t["id"]] = (t["after"], f"applied {c['label']} {c['id']}")
+            elif t["id"] not in expected:
+                expected[t["id"]] = (t["before"], f"{c['status']} {c['label']} {c['id']}")
+    problems = []
+    for mid, (record, why) in expected.items():
+        e = state.get(mid)
+        now = None if e is None else (e["content"], e["category"], tuple(json.loads(e["tags"])), e["archived"])
+        want = (
+            None
+            if record is None
+            else (
+                record["content"],
+                record["category"],
+                tuple(record["tags"]),
+                bool(record.get("archived_at")),
+            )
+        )
+        if now != want:
+            problems.append(f"memory {mid} is not as {why} says")
     return problems
 
 
