@@ -82,6 +82,41 @@ def test_each_pass_in_review_leaves_the_live_store_unchanged(demo):
     assert not (demo.root / ".review").exists(), "the private copies are gone"
 
 
+def _as_the_statuses_say(profile: AgentProfile) -> list[str]:
+    """Entries and skills not as the pass's pending changes say: each target as the last applied change left it, or
+    as the first change found it when none was applied."""
+    store = open_store(profile, DreamOptions())
+    expected: dict[tuple[str, str], tuple] = {}
+    for c in review.list_changes(store, status=None):
+        for t in c.targets:
+            if c.status == review.APPLIED:
+                expected[(t.type, t.id)] = (t.after, f"applied {c.label}")
+            else:
+                expected.setdefault((t.type, t.id), (t.before, f"{c.status} {c.label}"))
+    wrong = []
+    for (kind, i), (record, why) in expected.items():
+        now = review._current(store, kind, i)
+        if review._edited(now, record):
+            wrong.append(f"{kind} {i} is not as the {why} says")
+    return wrong
+
+
+@pytest.mark.parametrize("pass_name", STORE_PASSES)
+def test_each_pass_in_review_risky_holds_what_it_holds(demo, pass_name):
+    """Each pass on its own in review-risky: a held change has not moved its targets, an applied one (a safe kind)
+    has, and nothing else in the store moved."""
+    _run(demo, pass_name, "review-risky", "c1")
+    store = open_store(demo, DreamOptions())
+    held, applied = review.list_changes(store), review.list_changes(store, status=review.APPLIED)
+    assert all(c.safe for c in applied)
+    assert not _as_the_statuses_say(demo)
+    applied_targets = {(t.type, t.id) for c in applied for t in c.targets}
+    held_only = {(t.type, t.id) for c in held for t in c.targets} - applied_targets
+    rows = {(c.target_type, c.target_id) for c in store.changes.list("c1") if c.kind != "stamped"}
+    assert rows <= applied_targets, "every change in the log is one of the applied safe changes"
+    assert not rows & held_only
+
+
 def test_review_risky_applies_only_the_safe_kinds(two_demos):
     auto, risky = two_demos
     before = _dump(risky)
