@@ -1,5 +1,5 @@
-"""The `dream` command: set up a profile, run a cycle through Dagster, undo a cycle, import logs, show status,
-rebuild a damaged store, remove an agent.
+"""The `dream` command: set up a profile, run a cycle through Dagster, undo a cycle, review, apply or reject the
+changes a pass held for review, import logs, show status, rebuild a damaged store, remove an agent.
 
 Exit codes (README "Exit codes"): 0 done; 1 the command ran and something failed (a pass, lines not imported, an
 unexpected error); 2 refused, nothing done (a usage or configuration error, no such profile, cycle or pass, a store
@@ -582,10 +582,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     """What the last cycle (or --cycle) changed, what it rejected and why, its model calls and how to undo it."""
     from dream_assets.cycle_report import build_cycle_report, latest_cycle_id, saved_report
     from dream_assets.passes.registry import PASSES
+    from dream_assets.passes.review import expire
     from dream_assets.store import open_store
 
     profile = _profile(args)
     store = open_store(profile, _options(profile))
+    expire(store, _now(args))  # a change set past ReviewExpiryDays shows as expired
     names = [p.name for p in PASSES]
     cycle = args.cycle or latest_cycle_id(profile, names)
     if cycle is None:

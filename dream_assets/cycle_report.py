@@ -165,7 +165,8 @@ class CycleReport:
             counts[c.label] = counts.get(c.label, 0) + 1
         for (pass_name, status), labels in by.items():
             what = ", ".join(f"{n} {label}" for label, n in labels.items())
-            lines.append(f"- {pass_name}, {status}: {what}")
+            note = " (not decided within ReviewExpiryDays; not applied)" if status == "expired" else ""
+            lines.append(f"- {pass_name}, {status}: {what}{note}")
         if waiting:
             lines += [
                 "",

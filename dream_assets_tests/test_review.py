@@ -330,3 +330,7 @@ def test_the_cycle_report_and_status_show_what_waits(demo, capsys):
     assert main(["status", "--profile", str(demo.root), "--now", (NOW + timedelta(days=15)).isoformat()]) == 0
     out = capsys.readouterr().out
     assert f"review: {n} change(s) expired unreviewed" in out and "wait for review" not in out
+    later = (NOW + timedelta(days=15)).isoformat()
+    assert main(["report", "--profile", str(demo.root), "--cycle", "c1", "--now", later]) == 0
+    out = capsys.readouterr().out
+    assert "## Waiting for review (0)" in out and "memory_consolidation, expired:" in out and "not applied" in out
