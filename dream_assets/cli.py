@@ -230,11 +230,12 @@ def _said_once(reasons: dict[str, str]) -> dict[str, list[str]]:
 def cmd_undo(args: argparse.Namespace) -> int:
     from dream_assets.passes.registry import PassRunning, no_pass_running
     from dream_assets.store import open_store
-    from dream_assets.store.changes import UndoRefused
+    from dream_assets.store.changes import CycleRunning, UndoRefused
     from dream_assets.store.connection import StoreError
 
     profile = _profile(args)
     store = open_store(profile, _options(profile))
+    stale: list[str] = []
     try:
         if args.list:
             return _list_changes(store, args.profile)
@@ -242,15 +243,20 @@ def cmd_undo(args: argparse.Namespace) -> int:
         if unknown:
             print(f"dream undo: {unknown}", file=sys.stderr)
             return 2
-        # Never beside a running pass: an undo between a pass's read and its write would leave half of each.
+        # Never inside a running cycle (between two of its passes as well) nor beside a running pass: an undo between
+        # a pass's read and its write, or under the passes that build on what it puts back, would leave half of each.
+        stale = _wait_for_cycles(store, args.wait)
         with no_pass_running(profile, wait=args.wait):
             result = store.changes.undo_cycle(args.cycle, now=_now(args), pass_name=args.pass_name, force=args.force)
     except (UndoRefused, PassRunning) as exc:
-        print(f"undo refused: {exc}" if isinstance(exc, PassRunning) else str(exc), file=sys.stderr)
+        _print_stale_markers(stale)
+        running = isinstance(exc, PassRunning | CycleRunning)
+        print(f"undo refused: {exc}" if running else str(exc), file=sys.stderr)
         return 2
     except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
         print(f"undo stopped: {exc}", file=sys.stderr)
         return 2
+    _print_stale_markers(stale + result.stale_markers)
     for line in result.restored:
         print(f"restored {line}")
     for line in result.already_undone:
@@ -288,6 +294,26 @@ def cmd_undo(args: argparse.Namespace) -> int:
     # Exit 0 when the undo did something usable (put records back, or found nothing left to do), even if some entries
     # could not be restored or were refused under --force (those are listed above); 3 when nothing was undone.
     return 0 if result.applied else 3
+
+
+def _wait_for_cycles(store, wait: float) -> list[str]:
+    """Wait up to ``wait`` seconds while a cycle of the agent is in progress (the undo itself refuses if one still
+    is). Returns the stale markers of crashed cycles found meanwhile (removed), with why."""
+    import time
+
+    deadline = time.monotonic() + max(0.0, wait)
+    stale: list[str] = []
+    while True:
+        running, found = store.changes.cycle_markers()
+        stale += found
+        if not running or time.monotonic() >= deadline:
+            return stale
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
+def _print_stale_markers(stale: list[str]) -> None:
+    for line in stale:
+        print(f"ignored the marker of a cycle that is no longer running, and removed it: {line}", file=sys.stderr)
 
 
 def _unknown_undo_target(profile: AgentProfile, store, args: argparse.Namespace) -> str | None:
@@ -860,7 +886,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="while a pass of the agent is running, wait up to this long for it before refusing (default 0)",
+        help="while a cycle or a pass of the agent is running, wait up to this long for it before refusing (default 0)",
     )
     sp.set_defaults(func=cmd_undo)
 

@@ -53,6 +53,8 @@ class CycleReport:
     finished_at: datetime | None = None
     #: This cycle's changes held for review (passes in ApplyMode review / review-risky), every status.
     held: list[Any] = field(default_factory=list)
+    #: Lines said under the title: e.g. how a run that failed after its passes applied was reconciled with them.
+    notes: list[str] = field(default_factory=list)
 
     # --- what a person reads ---------------------------------------------------------------------------------------
     @property
@@ -92,6 +94,8 @@ class CycleReport:
             + (f" Estimated cost: {self.usage_cost():.4f}." if self.usage_cost() else ""),
             "",
         ]
+        for note in self.notes:
+            lines += [" ".join(str(note).split()), ""]
         if not self.passes:
             lines += [
                 "_No pass record of this cycle is left (a later run of every pass replaced them); the change "
@@ -205,8 +209,10 @@ def build_cycle_report(
     pass_names: Sequence[str],
     *,
     profile_arg: str | None = None,
+    notes: Sequence[str] = (),
 ) -> CycleReport:
-    """The report of ``cycle_id``: the pass records written by that cycle, and its change log rows."""
+    """The report of ``cycle_id``: the pass records written by that cycle, and its change log rows; ``notes`` are
+    said under its title."""
     records = load_outcomes(profile, list(pass_names))
     passes = [records[n] for n in pass_names if n in records and records[n].get("cycle_id") == cycle_id]
     times = [t for p in passes if (t := recorded_at(p)) is not None]
@@ -218,6 +224,7 @@ def build_cycle_report(
         undoable=store.changes.by_pass(cycle_id),
         finished_at=max(times) if times else None,
         held=list_changes(store, status=None, cycle_id=cycle_id),
+        notes=list(notes),
     )
 
 

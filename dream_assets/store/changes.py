@@ -34,8 +34,10 @@ from typing import Any
 import pyarrow as pa
 
 from dream_assets.model import MemoryEntry, Skill, new_id, parse_ts, utc
+from dream_assets.profile import AgentProfile
 from dream_assets.store.change_rows import dump, insert_change
 from dream_assets.store.connection import StoreConnection
+from dream_assets.store.cycle_marker import check_markers
 from dream_assets.store.memory import MemoryStore
 from dream_assets.store.schema import ensure_schema, from_db, to_db
 from dream_assets.store.skills import SkillStore
@@ -79,6 +81,8 @@ class UndoResult:
     already_undone: list[str] = field(default_factory=list)  # "<target>" undone before (an earlier, interrupted undo)
     undo_cycle_id: str = ""
     blocked_by: list[str] = field(default_factory=list)  # later cycles built on this one: undo them first
+    #: markers of cycles that crashed (process gone, no heartbeat for RunTimeout), ignored and removed, with why
+    stale_markers: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -109,6 +113,18 @@ class UndoRefused(RuntimeError):
     pass
 
 
+class CycleRunning(UndoRefused):
+    """A cycle of the agent is in progress (its marker is live): an undo now would put back what its first passes did
+    while its later passes build on it, so nothing is undone."""
+
+    def __init__(self, agent: str, running: Sequence[str]) -> None:
+        self.running = list(running)
+        super().__init__(
+            f"{'; '.join(running)} of agent {agent!r} is running: an undo between its passes would leave half of "
+            "each; nothing was changed. Try again when it finishes, or pass --wait SECONDS"
+        )
+
+
 class _CannotRestore(Exception):
     pass
 
@@ -132,11 +148,30 @@ def _is_before(current: dict[str, Any] | None, before: dict[str, Any] | None) ->
 
 
 class ChangeLog:
-    def __init__(self, conn: StoreConnection, memories: MemoryStore, skills: SkillStore) -> None:
+    def __init__(
+        self,
+        conn: StoreConnection,
+        memories: MemoryStore,
+        skills: SkillStore,
+        *,
+        profile: AgentProfile | None = None,
+        cycle_stale_after_s: float = 300.0,
+    ) -> None:
+        """``profile``: the agent whose cycle markers an undo honours (``store.cycle_marker``); a marker without a
+        heartbeat for ``cycle_stale_after_s`` (``RunTimeout``) is from a crashed cycle."""
         self._conn = conn
         self._memories = memories
         self._skills = skills
+        self._profile = profile
+        self._cycle_stale_after_s = cycle_stale_after_s
         conn.add_open_hook(ensure_schema)
+
+    def cycle_markers(self) -> tuple[list[str], list[str]]:
+        """(cycles of the agent running now, stale markers just removed with why), each described for a person."""
+        if self._profile is None:
+            return [], []
+        check = check_markers(self._profile, stale_after_s=self._cycle_stale_after_s)
+        return [m.describe() for m in check.running], check.stale
 
     def record(
         self,
@@ -295,7 +330,12 @@ class ChangeLog:
         """Put back every record one cycle (optionally one pass of it) changed, newest target first.
 
         Refuses as a whole unless ``force``: when any entry was edited after the cycle, nothing is undone and the result
-        lists the refusals. Must not be called inside an open transaction (each target is its own)."""
+        lists the refusals. Raises ``CycleRunning`` (even with ``force``) while a cycle of the agent is in progress;
+        the markers of crashed cycles are ignored and listed in ``stale_markers``. Must not be called inside an open
+        transaction (each target is its own)."""
+        running, stale = self.cycle_markers()
+        if running:
+            raise CycleRunning(self._profile.agent_id if self._profile else "?", running)
         recorded = [c for c in self.list(cycle_id, pass_name=pass_name) if c.kind != STAMP_KIND]
         if not recorded:
             raise UndoRefused(
@@ -307,7 +347,7 @@ class ChangeLog:
             if c.undone_at is None:
                 targets.setdefault((c.target_type, c.target_id), []).append(c)
                 last_pos[(c.target_type, c.target_id)] = i
-        result = UndoResult(cycle_id, [], [], undo_cycle_id=undo_cycle_id(cycle_id))
+        result = UndoResult(cycle_id, [], [], undo_cycle_id=undo_cycle_id(cycle_id), stale_markers=stale)
         result.already_undone = list(
             dict.fromkeys(
                 _label(k)
