@@ -257,10 +257,20 @@ def cmd_undo(args: argparse.Namespace) -> int:
         print(f"undo stopped: {exc}", file=sys.stderr)
         return 2
     _print_stale_markers(stale + result.stale_markers)
+    decayed = result.done("importance put back")
     for line in result.restored:
-        print(f"restored {line}")
+        action = result.actions.get(line)
+        if line not in decayed:
+            print(f"{action.kind} {line}: {action.detail}" if action else f"put back {line}")
+    if decayed:  # one line: a decay touches most of the corpus
+        print(
+            f"importance put back on {len(decayed)} entr{'y' if len(decayed) == 1 else 'ies'} decayed by the cycle "
+            "(the next cycle decays them again by the calendar): " + ", ".join(t.split(" ", 1)[1] for t in decayed)
+        )
     for line in result.already_undone:
         print(f"already undone {line}")
+    for line in result.left:
+        print(f"left     {line}")
     for line in result.not_restored:
         print(f"NOT restored {line}", file=sys.stderr)
     for line in result.refused:
@@ -286,14 +296,41 @@ def cmd_undo(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr if line.startswith("NOT") else sys.stdout)
     nothing_done = result.refused and not args.force
     print(
-        f"undo of cycle {args.cycle}: {len(result.restored)} put back, {len(result.already_undone)} already undone, "
+        f"undo of cycle {args.cycle}: {len(result.restored)} put back{_undo_kinds(result)}, "
+        f"{len(result.already_undone)} already undone, "
         f"{len(result.not_restored)} could not be restored, {len(result.refused)} refused"
+        + (f", {len(result.left)} left as a later cycle decayed them again" if result.left else "")
         + ("; nothing was changed (pass --force to undo the rest)" if nothing_done else "")
         + (f"; recorded as cycle {result.undo_cycle_id}" if result.restored else "")
     )
+    retired = result.done("retired")
+    if retired:
+        print(
+            f"the {len(retired)} entr{'y' if len(retired) == 1 else 'ies'} the cycle created (merged entries, new "
+            "notes) stay as archived rows: the undo archived them, it never deletes"
+        )
+    marked, keys = store.changes.review_marks(args.cycle)
+    if result.restored and marked:
+        from dream_assets.passes.contradiction_sweep import REVIEWED_KEY
+
+        print(
+            f"left as the cycle wrote them: review marks on {marked} entr{'y' if marked == 1 else 'ies'} (metadata "
+            f"{', '.join(sorted({*keys, REVIEWED_KEY}))}); they record which entries the model has seen unchanged, "
+            "so those are not shown again until they change; housekeeping, not changes: an undo leaves them"
+        )
     # Exit 0 when the undo did something usable (put records back, or found nothing left to do), even if some entries
     # could not be restored or were refused under --force (those are listed above); 3 when nothing was undone.
     return 0 if result.applied else 3
+
+
+def _undo_kinds(result) -> str:
+    """ " (3 unmerged, 1 retired)": what the put-backs were, by kind."""
+    counts: dict[str, int] = {}
+    for line in result.restored:
+        action = result.actions.get(line)
+        if action is not None:
+            counts[action.kind] = counts.get(action.kind, 0) + 1
+    return f" ({', '.join(f'{n} {k}' for k, n in counts.items())})" if counts else ""
 
 
 def _wait_for_cycles(store, wait: float) -> list[str]:
@@ -746,6 +783,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from dream_assets import agent_memory as am
 
     profile = _profile(args)
+    if args.action not in ("save", "search"):
+        args.id = args.id or args.id_option
+        if not args.id:
+            print(f"dream memory {args.action}: give the memory's id (ID or --id ID)", file=sys.stderr)
+            return MEMORY_INVALID
     try:
         now = am.parse_time(args.now)
         if args.action == "save":
@@ -774,8 +816,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
         else:
             result = am.history(profile, args.id, now=now)
             text = "\n".join(
-                f"{e.at}  {e.event:<10}  {e.cycle_id} / {e.pass_name}: {e.reason}"
-                + (f"\n    {e.content}" if e.content else "")
+                f"{e.at}  {e.event:<12}  {e.cycle_id} / {e.pass_name}: {e.reason}"
+                + (f"\n    {e.content}" if e.content and e.event not in ("decayed", "decay undone") else "")
                 for e in result.events
             )
     except am.NotFound as exc:
@@ -1004,7 +1046,8 @@ def build_parser() -> argparse.ArgumentParser:
             ap.add_argument("--limit", type=int, default=10)
             ap.add_argument("--category")
         else:
-            ap.add_argument("id")
+            ap.add_argument("id", nargs="?", help="the memory's id (or --id)")
+            ap.add_argument("--id", dest="id_option", metavar="ID", help="the memory's id (or as the argument)")
         if name in ("save", "search"):
             ap.add_argument("--tag", action="append", help="a tag (repeat for more)")
         if name == "forget":

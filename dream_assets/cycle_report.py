@@ -141,6 +141,13 @@ class CycleReport:
             lines.append(
                 f"- {r.pass_name}: {r.changes} change(s) ({kinds or 'none'}), {r.undoable} still undoable{stamps}"
             )
+        created = sum(r.kinds.get("created", 0) for r in self.undoable if r.undoable)
+        if commands and created:
+            lines += [
+                "",
+                f"An undo retires the {created} entr{'y' if created == 1 else 'ies'} this cycle created (merged "
+                "entries among them): it archives them, so they stay as archived rows; it never deletes.",
+            ]
         if commands:
             lines += ["", "Undo the whole cycle, or one pass of it:", "", "```sh", *commands, "```", ""]
         else:

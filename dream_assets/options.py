@@ -252,6 +252,14 @@ class DreamOptions:
     )
     StoreLockTimeout: timedelta = _opt(timedelta(seconds=60), "longest wait for the store's process lock")
 
+    # --- Linked memory folders (dream link) ---
+    FolderPromotionMinDailyNotes: int = _opt(
+        2,
+        "distinct OpenClaw daily notes a fact must recur in (the same fact by the save-time measures) before a "
+        "write-back promotes it into MEMORY.md; 0 disables promotion",
+        minimum=0,
+    )
+
     # --- Model (Llm: section) ---
     LlmBackend: str = _opt(
         "auto",

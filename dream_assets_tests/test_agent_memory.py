@@ -37,6 +37,54 @@ def test_save_outcomes_follow_the_save_time_rules_and_enter_the_history(profile:
     assert {e.pass_name for e in events} == {am.AGENT_PASS}
 
 
+def test_save_many_gives_the_outcomes_and_history_of_one_save_after_another(tmp_path: Path) -> None:
+    """A batch whose later notes repeat, extend or sit apart from earlier ones of the same batch (rows not yet in the
+    table when they are compared) ends as the same saves made one by one."""
+    notes = [
+        {"content": "My manager is Tom Becker.", "category": "work"},
+        {"content": "The release train leaves on 2026-12-01.", "category": "work"},
+        {"content": "my manager is tom becker", "category": "work"},
+        {"content": "My manager is Tom Becker. He sits in Berlin.", "category": "work"},
+        {"content": "Prefers tea over coffee.", "category": "personal", "tags": ["drinks"], "importance": 0.7},
+        {"content": "Prefers tea over coffee. Green tea since 2025.", "category": "personal"},
+        {"content": "The release train leaves on 2026-12-01.", "category": "work"},
+    ]
+    one, batch = (AgentProfile(tmp_path / name).ensure() for name in ("one-by-one", "batch"))
+    singles = [am.save(one, **note, now=NOW) for note in notes]
+    many = am.save_many(batch, notes, now=NOW)
+
+    def shape(saved: list[am.SavedMemory]) -> list[tuple]:
+        first = {}
+        return [(s.outcome, first.setdefault(s.id, len(first)), s.content, s.category) for s in saved]
+
+    assert shape(many) == shape(singles)
+    assert [s.outcome for s in many] == [
+        "created",
+        "created",
+        "reinforced",
+        "extended",
+        "created",
+        "extended",
+        "reinforced",
+    ]
+
+    def stored(profile: AgentProfile) -> list[tuple]:
+        store = open_store(profile, DreamOptions())
+        entries = sorted(store.memories.list_all(), key=lambda e: e.content)
+        rows = sorted((r.kind, r.reason) for r in store.changes.list())
+        return [(e.content, e.category, e.tags, e.importance, e.reinforcement_count) for e in entries] + rows
+
+    assert stored(batch) == stored(one)
+    assert [e.event for e in am.history(batch, many[0].id).events] == ["created", "reinforced", "extended"]
+    assert am.search(batch, "Berlin", now=NOW).hits[0].id == many[0].id
+
+
+def test_save_many_checks_every_note_before_saving_any(profile: AgentProfile) -> None:
+    with pytest.raises(am.InvalidInput, match="content"):
+        am.save_many(profile, [{"content": "A fine note."}, {"content": "   "}], now=NOW)
+    assert open_store(profile, DreamOptions()).memories.list_all() == []
+
+
 def test_search_filters_by_category_and_tags(profile: AgentProfile) -> None:
     am.save(profile, "The staging database is pg-staging-2.", category="infra/db", tags=["postgres"], now=NOW)
     am.save(profile, "The staging web server is web-staging-1.", category="infra/web", now=NOW)

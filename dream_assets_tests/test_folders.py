@@ -426,3 +426,126 @@ def test_a_merged_text_whose_lines_would_read_as_new_notes_is_written_as_one_not
     again = read_folder(profile, now=NOW)  # the written note reads back as the merged memory, nothing new
     assert again.status == "completed" and not again.counts, again.counts
     assert new.id in _live(profile)
+
+
+STALE = "The team standup is at 09:30 in room Ada."
+LATER = "Since 2026-05-04 the team standup is at 10:00 in room Babbage."
+
+
+def _standup_answer(request):
+    """A scripted model: consolidation proposes nothing; the sweep says the later standup note supersedes the stale."""
+    if request.pass_name == "memory_consolidation":
+        return {"toDelete": [], "toSave": []}
+    if request.pass_name != "contradiction_sweep":
+        raise AssertionError(f"unexpected model call of {request.pass_name}")
+    ids = {e["content"]: e["id"] for e in request.inputs["entries"]}
+    if STALE not in ids or LATER not in ids:
+        return {"supersessions": []}
+    return {"supersessions": [{"winnerId": ids[LATER], "loserId": ids[STALE], "reason": "the standup moved"}]}
+
+
+def test_a_note_superseded_by_a_later_one_moves_to_archive_and_undo_puts_both_files_back(profile, tmp_path, capsys):
+    folder = _folder(tmp_path, "claude-code")
+    for name, text in (("project_standup.md", STALE), ("project_standup_moved.md", LATER)):
+        (folder / name).write_text(
+            f"---\nname: Standup\ndescription: when the standup is\ntype: project\n---\n{text}\n"
+        )
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write(
+            "- [Standup](project_standup.md) — time and room\n- [Standup moved](project_standup_moved.md) — since May\n"
+        )
+    link_folder(profile, folder, "claude-code")
+    read_folder(profile, now=NOW)
+    before = {k: v[0] for k, v in _files(folder).items()}
+    options = DreamOptions(ConsolidationExactFoldEnabled=False)
+    client = ModelClient(ScriptedBackend(_standup_answer), profile=profile, options=options)
+    reports = {
+        r.pass_name: r for r in run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="sweep-cycle")
+    }
+    assert reports["contradiction_sweep"].counts.get("superseded") == 1, reports["contradiction_sweep"].summary
+    assert reports["memory_folder_write"].status == "completed", reports["memory_folder_write"].reason
+    assert not (folder / "project_standup.md").exists()
+    assert (folder / "archive" / "project_standup.md").read_bytes() == before["project_standup.md"]  # moved whole
+    assert (folder / "project_standup_moved.md").read_bytes() == before["project_standup_moved.md"]  # the winner
+    index = (folder / "MEMORY.md").read_text(encoding="utf-8")
+    assert "(project_standup.md)" not in index and "(project_standup_moved.md)" in index
+    loser = _by_text(profile, STALE)
+    assert loser.is_archived and loser.metadata.get("supersededBy") == _by_text(profile, LATER).id
+
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "sweep-cycle"]) == 0
+    out = capsys.readouterr().out
+    assert f"put back {folder / 'project_standup.md'}" in out and f"put back {folder / 'MEMORY.md'}" in out
+    after = {k: v[0] for k, v in _files(folder).items()}
+    assert after == before
+    assert {STALE, LATER} <= set(_live(profile).values())
+    assert plan_write_back(profile, now=NOW).changes == []
+
+
+def _long_index(folder: Path) -> str:
+    """A MEMORY.md of 232 lines: entries, then notes, one of them a bullet of three lines across line 199."""
+    lines = ["# Memory Index", ""] + [f"- [Topic {i}](topic_{i:03d}.md) — notes of topic {i}" for i in range(150)]
+    lines += ["", "## Working notes", ""]
+    lines += [f"- Ticket {4000 + i} belongs to Dana Whitfield." for i in range(41)]
+    lines += ["- The on-call rota changes on 2026-06-01:", "  Ravi Patel takes Mondays,", "  Mei Tanaka Fridays."]
+    lines += [f"- Ticket {5000 + i} belongs to Olu Okafor." for i in range(33)]
+    text = "\n".join(lines) + "\n"
+    (folder / "MEMORY.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def test_an_index_over_its_line_budget_moves_the_rest_to_a_linked_topic_file_and_undo_puts_it_back(
+    profile, tmp_path, capsys
+):
+    folder = _folder(tmp_path, "claude-code")
+    original = _long_index(folder)
+    assert len(original.splitlines()) > INDEX_LINE_BUDGET
+    link_folder(profile, folder, "claude-code")
+    read_folder(profile, now=NOW)
+    live_before = _live(profile)
+    before = {k: v[0] for k, v in _files(folder).items()}
+    _scripted_cycle(profile, _merge_release_notes, cycle_id="trim-cycle")
+    index = (folder / "MEMORY.md").read_text(encoding="utf-8")
+    continued = (folder / "memory_index_continued.md").read_text(encoding="utf-8")
+    assert len(index.splitlines()) <= INDEX_LINE_BUDGET
+    assert index.splitlines()[-1].startswith("- [Memory index, continued](memory_index_continued.md)")
+    assert original.startswith(index.rsplit("\n- [Memory index, continued]", 1)[0])  # the first lines, as they were
+    assert continued.startswith("---\nname: Memory index, continued\n") and "\ntype: reference\n---\n" in continued
+    for line in filter(None, original.splitlines()):
+        assert line in index or line in continued, line  # every entry and note is one link away
+    assert "- The on-call rota changes on 2026-06-01:\n  Ravi Patel takes Mondays,\n  Mei Tanaka Fridays.\n" in (
+        index + continued
+    )  # not cut inside a note
+    assert "## Working notes\n" in continued  # moved notes keep the heading they stood under
+    assert _live(profile).keys() >= {k for k, v in live_before.items() if "Ticket" in v or "rota" in v}
+    again = read_folder(profile, now=NOW)
+    assert again.status == "completed" and not again.counts, again.counts  # the moved notes are known notes
+    assert plan_write_back(profile, now=NOW).changes == []
+
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "trim-cycle"]) == 0
+    out = capsys.readouterr().out
+    assert f"put back {folder / 'MEMORY.md'}" in out
+    assert (folder / "MEMORY.md").read_text(encoding="utf-8") == original
+    assert not (folder / "memory_index_continued.md").exists()
+    assert (folder / "archive" / "memory_index_continued.md").read_text(encoding="utf-8") == continued
+    assert {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")} == before
+
+
+def test_an_index_that_grows_past_its_budget_again_appends_to_the_topic_file_and_keeps_one_link(profile, tmp_path):
+    folder = _folder(tmp_path, "claude-code")
+    _long_index(folder)
+    link_folder(profile, folder, "claude-code")
+    read_folder(profile, now=NOW)
+    assert write_back(profile, now=NOW).status == "completed"
+    first = (folder / "memory_index_continued.md").read_text(encoding="utf-8")
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write("".join(f"- [Later {i}](later_{i:02d}.md) — added after the trim\n" for i in range(30)))
+    assert read_folder(profile, now=NOW).status == "completed"
+    assert write_back(profile, now=NOW).status == "completed"
+    index = (folder / "MEMORY.md").read_text(encoding="utf-8")
+    continued = (folder / "memory_index_continued.md").read_text(encoding="utf-8")
+    assert len(index.splitlines()) <= INDEX_LINE_BUDGET
+    assert index.count("](memory_index_continued.md)") == 1 and "memory_index_continued.md" not in continued
+    assert continued.startswith(first)
+    assert all(f"- [Later {i}](later_{i:02d}.md)" in index + continued for i in range(30))
+    assert read_folder(profile, now=NOW).counts == {}
+    assert plan_write_back(profile, now=NOW).changes == []

@@ -10,7 +10,8 @@ Three layouts (``FORMATS``):
   ``memory/YYYY-MM-DD-<slug>.md``; ``DREAMS.md`` is the diary of the cycles and is never read as memory.
 - ``markdown``: every ``.md`` file under the folder.
 
-``archive/`` (where write-back moves what the dream archived) is never read as memory. Front matter is parsed as
+``archive/`` (where write-back moves what the dream archived) is never read as memory, nor is a line that is one
+HTML comment (a marker such as OpenClaw's ``<!-- openclaw-memory-promotion:... -->``). Front matter is parsed as
 the flat ``key: value`` subset (a value is kept as written, flow lists included), capped at
 ``MAX_FRONT_MATTER_CHARS``: no YAML anchors, aliases or tags are expanded, so a front-matter bomb is only text.
 """
@@ -29,6 +30,9 @@ MAX_FRONT_MATTER_CHARS = 16_384
 ARCHIVE_DIR = "archive"
 DREAMS_FILE = "DREAMS.md"
 INDEX_FILE = "MEMORY.md"
+#: Where write-back moves the lines of a Claude Code MEMORY.md past INDEX_LINE_BUDGET (folders/index_budget.py); its
+#: link lines are index entries too.
+CONTINUED_FILE = "memory_index_continued.md"
 
 _DAILY = re.compile(r"^memory/\d{4}-\d{2}-\d{2}(?:-[A-Za-z0-9][A-Za-z0-9_-]*)?\.md$")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -36,6 +40,7 @@ _BULLET = re.compile(r"^(\s*)([-*+]|\d{1,9}[.)])(\s+)(.*)$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _FM_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)\s*:\s?(.*)$")
 _LINK_TO_MD = re.compile(r"\]\(([^)\s]+\.md)\)")
+_COMMENT_LINE = re.compile(r"^\s*<!--.*-->\s*$")
 
 
 class FormatError(ValueError):
@@ -117,7 +122,7 @@ def parse_file(fmt: str, rel: str, text: str) -> ParsedFile:
     pos = body_at
     current: dict | None = None
     in_fence = False
-    index = fmt == "claude-code" and rel == INDEX_FILE
+    index = fmt == "claude-code" and rel in (INDEX_FILE, CONTINUED_FILE)
 
     def close() -> None:
         nonlocal current
@@ -154,7 +159,7 @@ def parse_file(fmt: str, rel: str, text: str) -> ParsedFile:
             if current is None:
                 current = {"start": pos, "text_start": pos, "lines": [], "bullet": False}
             current["lines"].append(line)
-        elif not stripped:
+        elif not stripped or _COMMENT_LINE.match(line):  # a comment line (a marker) is markup, not a memory
             close()
         elif (h := _HEADING.match(line)) is not None:
             close()
@@ -173,6 +178,19 @@ def parse_file(fmt: str, rel: str, text: str) -> ParsedFile:
         pos += len(line)
     close()
     return parsed
+
+
+def heading_lines(text: str) -> list[str]:
+    """The headings in effect at the end of ``text`` (outside code fences), as their lines, outermost first."""
+    stack: list[tuple[int, str]] = []
+    in_fence = False
+    for line in text.splitlines(keepends=True):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (h := _HEADING.match(line)) is not None:
+            level = len(h.group(1))
+            stack = [x for x in stack if x[0] < level] + [(level, line if line.endswith("\n") else line + "\n")]
+    return [line for _, line in stack]
 
 
 def starts_block(line: str) -> bool:

@@ -1,11 +1,11 @@
 """A markdown memory folder linked to an agent: read into the store at the start of a cycle, written back at its end.
 
 - ``link_folder`` records the folder and its format in the profile (``memory-folder.json``).
-- ``read_folder`` saves every note not seen before through the agent's own save (``agent_memory.save``: the
-  save-time rules, the change log) with its provenance in metadata (``folder.file``, ``folder.heading``,
-  ``folder.key``, ``folder.format``, front matter as ``fm.<key>``), and archives (``agent_memory.forget``) the memory of
-  a note a person removed from its file. It records each file's hash and each note's memory id
-  (``memory-folder-state.json``); reading the same folder again changes nothing.
+- ``read_folder`` saves every note not seen before through the agent's own save (``agent_memory.save_many``: the
+  save-time rules, the change log, in a few bulk transactions) with its provenance in metadata (``folder.file``,
+  ``folder.heading``, ``folder.key``, ``folder.format``, front matter as ``fm.<key>``), and archives
+  (``agent_memory.forget``) the memory of a note a person removed from its file. It records each file's hash and
+  each note's memory id (``memory-folder-state.json``); reading the same folder again changes nothing.
 - ``plan_write_back`` computes what the dream changed, file by file: a note whose memory went into another (merge,
   supersession) carries the live memory's text in place of the first such note, the others leave their file for
   ``archive/<file>``; a file left with no note moves to ``archive/`` whole (never deleted) and its ``MEMORY.md``
@@ -24,14 +24,18 @@ import difflib
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import dream_assets.folders.index_budget as index_budget
+import dream_assets.folders.promotion as promotion
 from dream_assets import agent_memory
 from dream_assets.file_safety import atomic_write, is_temp_file
 from dream_assets.folders.formats import (
     ARCHIVE_DIR,
+    CONTINUED_FILE,
     DREAMS_FILE,
     FORMATS,
     INDEX_FILE,
@@ -51,10 +55,13 @@ from dream_assets.passes.model_text import problem
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.store import open_store
+from dream_assets.text.coverage import load_vocabulary
 
 #: Largest file read from a linked folder.
 MAX_FILE_BYTES = 4 * 1024 * 1024
 READ_STEP = "memory_folder_read"
+#: The expected hash of a file a write-back creates: it must still not exist when the write comes.
+ABSENT = "absent"
 WRITE_STEP = "memory_folder_write"
 
 
@@ -84,7 +91,8 @@ class WritePlan:
     changes: list[FileChange] = field(default_factory=list)
     left: list[str] = field(default_factory=list)  # files not written, and why
     notes: dict[str, dict[str, str]] = field(default_factory=dict)  # the notes map after the plan
-    expected: dict[str, str] = field(default_factory=dict)  # rel -> sha256 the file must still have to be written
+    expected: dict[str, str] = field(default_factory=dict)  # rel -> sha256 the file must still have (or ABSENT)
+    promotions: list[promotion.Promotion] = field(default_factory=list)  # what goes from daily notes to MEMORY.md
 
     def diff(self) -> str:
         out: list[str] = []
@@ -304,16 +312,12 @@ def read_folder(
     if problems:
         message = f"linked folder {link.folder} was not read, the store is unchanged: " + "; ".join(problems)
         return _read_failed(profile, state, report, message)
-    for pf, block, key in todo:
-        saved = agent_memory.save(
-            profile,
-            block.text,
-            category=category_of(link.format, pf),
-            metadata=_metadata(link, pf, block, key),
-            options=options,
-            now=now,
-            active=False,
-        )
+    batch = [
+        {"content": block.text, "category": category_of(link.format, pf), "metadata": _metadata(link, pf, block, key)}
+        for pf, block, key in todo
+    ]
+    saves = agent_memory.save_many(profile, batch, options=options, now=now, active=False)
+    for (pf, block, key), saved in zip(todo, saves, strict=True):
         notes[key] = {"id": saved.id, "file": pf.rel, "content": _text_sha(saved.content)}
         report.count(f"notes_{saved.outcome}")
         report.change(f"folder-{saved.outcome}", saved.id, f"{pf.rel}: {block.text[:80]}")
@@ -349,14 +353,17 @@ def _bullet_text(block: Block, content: str, text: str) -> str:
     """``content`` written in the place of ``block``, so that reading the file again gives one note with that text:
     its lines kept (a bullet's continuation lines indented under it) unless one of them would start a new note, a
     heading or a code fence, or there is a blank line; then it is one line."""
+    line_start = text.rfind("\n", 0, block.start) + 1
+    return _note_text(content, bullet=block.bullet, indent=" " * (block.text_start - line_start))
+
+
+def _note_text(content: str, *, bullet: bool, indent: str) -> str:
+    """``content`` as the text of one note: a bullet's lines indented by ``indent`` under it, a paragraph's as they
+    are; one line when a line would start a new note, a heading or a code fence, or there is a blank line."""
     lines = [ln.strip() for ln in content.strip().splitlines()]
     if any(not ln or starts_block(ln) for ln in lines[1:]):
         lines = [" ".join(ln for ln in lines if ln)]
-    if not block.bullet:
-        return "\n".join(lines)
-    line_start = text.rfind("\n", 0, block.start) + 1
-    indent = " " * (block.text_start - line_start)
-    return ("\n" + indent).join(lines)
+    return ("\n" + indent).join(lines) if bullet else "\n".join(lines)
 
 
 def _note(rec: agent_memory.MemoryRecord, rel: str) -> dict[str, str]:
@@ -435,6 +442,10 @@ def plan_write_back(
             rec = record(info["id"]) if info else None
             if rec is not None and rec.status == "live":
                 placed.add(rec.id)
+    waiting, promotions = (
+        _promotions(profile, link, current, notes, record, options, plan) if link.format == "openclaw" else (set(), [])
+    )
+    promoted = {p.record.id for p in promotions}
     archived_blocks: dict[str, list[str]] = {}
     index_drop: set[str] = set()
     for rel, (pf, data) in current.items():
@@ -457,6 +468,11 @@ def plan_write_back(
                     edits.append((block.text_start, block.end, _bullet_text(block, rec.content, text)))
                     notes.pop(key)
                     notes[note_key(rel, block.heading, rec.content)] = _note(rec, rel)
+                continue
+            if info.get("promoted") or rec.current_id in waiting:  # a daily note keeps what went into MEMORY.md
+                kept += 1
+                if rec.current_id in promoted:
+                    info["promoted"] = INDEX_FILE
                 continue
             successor = record(rec.current_id) if rec.current_id else None
             if successor is not None and successor.id not in placed:
@@ -484,6 +500,8 @@ def plan_write_back(
             new = new[:start] + repl + new[end:]
         if new != text:
             plan.changes.append(FileChange(rel, text, new, reason="the dream changed its notes"))
+    if promotions:
+        _promote(plan, link, current, promotions, now)
     for rel, blocks in archived_blocks.items():
         target = f"{ARCHIVE_DIR}/{rel}"
         path = link.folder / target
@@ -493,9 +511,89 @@ def plan_write_back(
         plan.changes.append(FileChange(target, old, new, reason="archived", source=rel))
     if index_drop and link.format == "claude-code":
         _drop_index_lines(plan, link, index_drop)
+    if link.format == "claude-code":
+        _trim_index(plan, link, state)
     if plan.changes and link.format == "openclaw":
         _diary(plan, link, now)
     return plan
+
+
+def _promotions(
+    profile: AgentProfile,
+    link: FolderLink,
+    current: dict[str, tuple[ParsedFile, bytes]],
+    notes: dict[str, dict[str, str]],
+    record: Callable[[str], agent_memory.MemoryRecord | None],
+    options: DreamOptions,
+    plan: WritePlan,
+) -> tuple[set[str], list[promotion.Promotion]]:
+    """The live memories that recur in daily notes (``promotion.recurring``) and pass the merge's coverage guard:
+    the ids whose daily notes stay as they are this cycle, and the promotions to write now (none while MEMORY.md
+    was edited since the last read: they wait for the next cycle, the daily notes untouched meanwhile)."""
+    by_memory: dict[str, list[promotion.Note]] = {}
+    for rel, (pf, _) in current.items():
+        for block in pf.blocks:
+            info = notes.get(note_key(rel, block.heading, block.text))
+            rec = record(info["id"]) if info else None
+            target = rec.id if rec is not None and rec.status == "live" else rec.current_id if rec else None
+            if rec is not None and target is not None:
+                by_memory.setdefault(target, []).append(promotion.Note(rel, pf.text, block, rec))
+    vocab, _ = load_vocabulary(profile.coverage_vocabulary_path)
+    near = open_store(profile, options).memories.same_fact
+    waiting: set[str] = set()
+    found: list[promotion.Promotion] = []
+    for target, members in by_memory.items():
+        sources = promotion.recurring(members, options.FolderPromotionMinDailyNotes, near)
+        live = record(target) if sources else None
+        if live is None or live.status != "live":
+            continue
+        refused = promotion.coverage_problem(live, sources, vocab)
+        if refused:
+            plan.left.append(refused)
+            continue
+        waiting.add(target)
+        found.append(promotion.Promotion(live, sources))
+    index_path = link.folder / INDEX_FILE
+    if found and INDEX_FILE not in current and index_path.exists():
+        plan.left.append(f"{index_path}: {len(found)} promotion(s) from daily notes wait until it is read again")
+        return waiting, []
+    return waiting, found
+
+
+def _promote(
+    plan: WritePlan,
+    link: FolderLink,
+    current: dict[str, tuple[ParsedFile, bytes]],
+    promotions: list[promotion.Promotion],
+    now: datetime,
+) -> None:
+    """Append the promotions to MEMORY.md (``promotion.section``) and map its new notes to their memories."""
+    change = next((c for c in plan.changes if c.rel == INDEX_FILE and c.new is not None), None)
+    if change is not None:
+        text = change.new or ""
+    elif INDEX_FILE in current:
+        pf, data = current[INDEX_FILE]
+        text = pf.text
+        plan.expected[INDEX_FILE] = _sha(data)
+    else:
+        text = promotion.NEW_INDEX_HEADER
+        plan.expected[INDEX_FILE] = ABSENT
+    bullets = [(p, _note_text(p.record.content, bullet=True, indent="  ")) for p in promotions]
+    if text and not text.endswith("\n"):
+        text += "\n"
+    appended = promotion.section(bullets, now)
+    new = text + appended
+    blocks = [b for b in parse_file(link.format, INDEX_FILE, new).blocks if b.start >= len(text)]
+    for p, block in zip(promotions, blocks, strict=True):
+        plan.notes[note_key(INDEX_FILE, block.heading, block.text)] = _note(p.record, INDEX_FILE)
+    reason = f"promoted {len(promotions)} note(s) that recur in daily notes"
+    if change is not None:
+        change.new = new
+        change.reason = f"{change.reason}; {reason}"
+    else:
+        old = current[INDEX_FILE][0].text if INDEX_FILE in current else None
+        plan.changes.append(FileChange(INDEX_FILE, old, new, reason=reason))
+    plan.promotions.extend(promotions)
 
 
 def _drop_index_lines(plan: WritePlan, link: FolderLink, gone: set[str]) -> None:
@@ -514,17 +612,65 @@ def _drop_index_lines(plan: WritePlan, link: FolderLink, gone: set[str]) -> None
     else:
         plan.expected.setdefault(INDEX_FILE, _sha(old.encode("utf-8")))
         plan.changes.append(FileChange(INDEX_FILE, old, new, reason="index lines of archived topic files"))
-    lines = new.count("\n")
-    if lines > INDEX_LINE_BUDGET:
-        plan.left.append(f"{path}: {lines} lines, over the {INDEX_LINE_BUDGET} a session loads")
+
+
+def _trim_index(plan: WritePlan, link: FolderLink, state: dict) -> None:
+    """Keep MEMORY.md within ``INDEX_LINE_BUDGET`` lines (``index_budget.trim``): the lines past it move to
+    ``CONTINUED_FILE``, which is written first; MEMORY.md is written only if that write was (``source``)."""
+    path, more = link.folder / INDEX_FILE, link.folder / CONTINUED_FILE
+    change = next((c for c in plan.changes if c.rel == INDEX_FILE and c.new is not None), None)
+    if change is not None:
+        text = change.new or ""
+    elif path.exists():
+        data = path.read_bytes()
+        if _sha(data) != state["files"].get(INDEX_FILE):
+            return  # edited since the last read (left for the next cycle, see plan.left)
+        text = data.decode("utf-8")
+    else:
+        return
+    if len(text.splitlines()) <= INDEX_LINE_BUDGET:
+        return
+    known = next((c for c in plan.changes if c.rel == CONTINUED_FILE and c.new is not None), None)
+    if known is not None:
+        continued: str | None = known.new
+    elif more.exists():
+        data = more.read_bytes()
+        if _sha(data) != state["files"].get(CONTINUED_FILE):
+            plan.left.append(f"{path}: over {INDEX_LINE_BUDGET} lines; trimmed once {more} is read again")
+            return
+        continued = data.decode("utf-8")
+    else:
+        continued = None
+    result = index_budget.trim(text, continued)
+    if result is None:
+        plan.left.append(f"{path}: over the {INDEX_LINE_BUDGET} lines a session loads, with no cut between notes")
+        return
+    for old_block, new_block in result.moved:
+        info = plan.notes.pop(note_key(INDEX_FILE, old_block.heading, old_block.text), None)
+        if info is not None:
+            plan.notes[note_key(CONTINUED_FILE, new_block.heading, new_block.text)] = {**info, "file": CONTINUED_FILE}
+    reason = f"kept within the {INDEX_LINE_BUDGET} lines a session loads: {result.lines} line(s) to {CONTINUED_FILE}"
+    if known is not None:
+        known.new = result.continued
+    else:
+        plan.expected[CONTINUED_FILE] = _sha(continued.encode("utf-8")) if continued is not None else ABSENT
+        at = plan.changes.index(change) if change is not None else len(plan.changes)
+        plan.changes.insert(at, FileChange(CONTINUED_FILE, continued, result.continued, reason=reason))
+    if change is not None:
+        change.new, change.reason, change.source = result.index, f"{change.reason}; {reason}", CONTINUED_FILE
+    else:
+        plan.expected[INDEX_FILE] = _sha(text.encode("utf-8"))
+        plan.changes.append(FileChange(INDEX_FILE, text, result.index, reason=reason, source=CONTINUED_FILE))
 
 
 def _diary(plan: WritePlan, link: FolderLink, now: datetime) -> None:
     path = link.folder / DREAMS_FILE
     old = path.read_text(encoding="utf-8") if path.exists() else None
-    lines = [f"- {c.rel}: {c.reason}" + (f" (moved to {c.move_to})" if c.move_to else "") for c in plan.changes]
-    entry = f"\n## Dream cycle {iso(now)}\n\n" + "\n".join(lines) + "\n"
-    plan.changes.append(FileChange(DREAMS_FILE, old, (old or "# Dream Diary\n") + entry, reason="dream diary"))
+    lines = [promotion.diary_line(p) for p in plan.promotions]
+    lines += [f"{c.rel}: {c.reason}" + (f" (moved to {c.move_to})" if c.move_to else "") + "." for c in plan.changes]
+    plan.expected[DREAMS_FILE] = _sha(old.encode("utf-8")) if old is not None else ABSENT
+    new = promotion.diary(old, lines, now)
+    plan.changes.append(FileChange(DREAMS_FILE, old, new, reason="dream diary"))
 
 
 def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_id: str | None = None) -> PassReport:
@@ -546,10 +692,11 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
             _save_state(profile, state)
             return report.fail(f"linked folder {root} disappeared during the write-back; {path} was not written")
         if change.source in dropped:
+            dropped.add(change.rel)
             continue
         try:
             expected = plan.expected.get(change.rel)
-            if expected is not None and (not path.exists() or _sha(path.read_bytes()) != expected):
+            if expected is not None and (_sha(path.read_bytes()) if path.exists() else ABSENT) != expected:
                 report.info(f"{path}: edited while the cycle ran; left as the person wrote it, read again next cycle")
                 dropped.add(change.rel)
                 continue
@@ -609,8 +756,9 @@ def _save_undo(profile: AgentProfile, cycle_id: str, undo: dict) -> None:
 
 def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> list[str]:
     """Put back the folder files a cycle's write-back changed (after ``dream undo --cycle`` put the store back). A
-    file edited since is left as it is and named; a file the write-back created stays (it only holds copies).
-    Returns one line per file."""
+    file edited since is left as it is and named; a file the write-back created stays when it only holds copies (an
+    archive file) and moves to ``archive/`` when it is a memory file (what it held is back in place: the lines a
+    trimmed index moved, a new MEMORY.md of promotions). Returns one line per file."""
     profile = as_profile(profile)
     path = _undo_path(profile, cycle_id)
     if not path.exists():
@@ -635,6 +783,13 @@ def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> list[str]:
             continue
         if not target.exists() or _sha(target.read_bytes()) != written["sha256"]:
             lines.append(f"NOT put back {target}: edited since the cycle wrote it")
+            continue
+        if old is None and is_memory_file(fmt, rel):  # what it holds is back where it came from
+            moved = root / _archive_name(rel, set(), root)
+            moved.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(target, moved)
+            state["files"].pop(rel, None)
+            lines.append(f"moved {target} to {moved}: created by the cycle, what it held is back in place")
             continue
         if old is None:
             lines.append(f"kept {target}: created by the cycle, it holds copies only")

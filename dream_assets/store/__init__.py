@@ -47,6 +47,7 @@ class DreamStore:
             self.skills,
             profile=self.profile,
             cycle_stale_after_s=self.options.RunTimeout.total_seconds(),
+            archive_retention=self.options.MemoryArchiveRetention,
         )
 
     def _save_embedding_provider(self):

@@ -23,7 +23,8 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -53,9 +54,11 @@ from dream_assets.text.similarity import (
     exact_key,
     find_duplicate_clusters,
     overlap_score,
+    overlap_similarity,
     overlap_token_sets,
     overlap_tokens,
     smooth_idf,
+    tfidf_cosine,
     unframed,
 )
 from dream_assets.text.tokens import content_token_list, document_tokens, tokenize
@@ -361,6 +364,38 @@ def _row_values(entry: MemoryEntry) -> list[Any]:
     ]
 
 
+def _bulk_insert(conn: duckdb.DuckDBPyConnection, entries: Sequence[MemoryEntry]) -> int:
+    """Insert validated new rows in one statement, each with its own sequence number in order; returns the last."""
+    start = int(conn.execute("SELECT nextval('row_seq')").fetchall()[0][0])
+    if len(entries) > 1:  # reserve a block of sequence numbers for the batch
+        conn.execute(f"SELECT nextval('row_seq') FROM range({len(entries) - 1})").fetchall()
+    table = pa.table(
+        {
+            "id": [e.id for e in entries],
+            "content": [e.content for e in entries],
+            "category": [e.category for e in entries],
+            "tags": [json.dumps(list(e.tags)) for e in entries],
+            "importance": [e.importance for e in entries],
+            "created_at": [to_db(e.created_at) for e in entries],
+            "updated_at": [to_db(e.updated_at) for e in entries],
+            "last_seen_at": [to_db(e.last_seen_at) for e in entries],
+            "reinforcement_count": pa.array([e.reinforcement_count for e in entries], pa.int32()),
+            "metadata": [json.dumps(e.metadata, sort_keys=True) for e in entries],
+            "archived_at": pa.array([to_db(e.archived_at) for e in entries], pa.timestamp("us")),
+            "seq": [start + i for i in range(len(entries))],
+        }
+    )
+    conn.register("_incoming", table)
+    try:
+        conn.execute(
+            f"INSERT INTO memories ({_COLUMNS}, seq, fp_h1, fp_h2) "
+            f"SELECT {_COLUMNS}, seq, {row_hash_columns_sql('_incoming')}"
+        )
+    finally:
+        conn.unregister("_incoming")
+    return start + len(entries) - 1
+
+
 class MemoryStore:
     def __init__(
         self,
@@ -378,6 +413,8 @@ class MemoryStore:
         self._embedding_index: EmbeddingIndex | None = None
         self._embedding_unavailable: str | None = None  # why the provider could not be built
         self._embedding_failed: tuple[datetime, str] | None = None  # last failed call at save time
+        # New rows of a ``batched`` block not yet inserted (id -> entry, in save order); None outside one.
+        self._pending: dict[str, MemoryEntry] | None = None
 
     # ------------------------------------------------------------------ validation
     def validate(
@@ -503,6 +540,16 @@ class MemoryStore:
             t = self._options.LexicalOverlapThreshold
             return "overlap", t, t
         return "auto", self._options.ConsolidationSimilarityThreshold, self._options.DedupeSimilarityThreshold
+
+    def same_fact(self, a: str, b: str) -> bool:
+        """Whether two texts are near duplicates by the save-time measure (``similarity_measure``), with the idf of
+        the live corpus as save-time dedup and clustering weigh words."""
+        measure, _, threshold = self.similarity_measure()
+        with self._conn.session() as conn:
+            self._idx.ensure(conn)
+        if measure == "overlap":
+            return overlap_similarity(a, b, idf=self._idx.overlap_idf) >= threshold - 1e-12
+        return tfidf_cosine(a, b, self._idx.bm25) >= threshold
 
     def duplicate_clusters(
         self,
@@ -702,6 +749,7 @@ class MemoryStore:
         ids = sorted(self._idx.exact.get((category, exact_key(content)), ()))
         if not ids:
             return []
+        self._flush_pending(conn, ids)
         live = (e for e in map(_row_to_entry, _rows_by_id(conn, ids)) if not e.is_archived)
         return sorted(live, key=lambda e: (e.created_at, e.id))
 
@@ -780,15 +828,18 @@ class MemoryStore:
             return []
         elif measure == "overlap":
             stems = overlap_tokens(content)
-            q_weights = {t: self._idx.overlap_idf(t) for t in stems}
-            q_total = sum(q_weights.values())
+            idf = self._idx.overlap_idf
+            weights = {t: idf(t) for t in stems}  # then each candidate's other terms, each computed once
+            q_total = sum(weights.values())
             query = content_token_list(unframed(content)) or q_tokens
             for cid, _score in self._idx.bm25.search(query, limit=20):
                 c_stems = self._idx.overlap.get(cid)
                 if not c_stems:
                     continue
-                shared = sum(q_weights[t] for t in stems & c_stems)
-                c_total = sum(q_weights[t] if t in q_weights else self._idx.overlap_idf(t) for t in c_stems)
+                shared = sum(weights[t] for t in stems & c_stems)
+                for t in c_stems - weights.keys():
+                    weights[t] = idf(t)
+                c_total = sum(weights[t] for t in c_stems)
                 sim = overlap_score(shared, q_total, c_total)
                 if sim >= threshold - 1e-12:
                     close.append((cid, sim))
@@ -804,6 +855,7 @@ class MemoryStore:
         if not close:
             return []
         sims = dict(close)
+        self._flush_pending(conn, sims)
         rows = _rows_by_id(conn, list(sims))
         # Distinct real-world moments (spec: Pass 1 "What the LLM does"): different subject times are not duplicates.
         incoming_subject = {
@@ -904,40 +956,46 @@ class MemoryStore:
         if not checked:
             return 0
         with self._conn.transaction() as conn:
-            start = int(conn.execute("SELECT nextval('row_seq')").fetchone()[0])  # type: ignore[index]
-            # Reserve a block of sequence numbers for the batch.
-            conn.execute(f"SELECT nextval('row_seq') FROM range({len(checked) - 1})").fetchall()
-            table = pa.table(
-                {
-                    "id": [e.id for e in checked],
-                    "content": [e.content for e in checked],
-                    "category": [e.category for e in checked],
-                    "tags": [json.dumps(list(e.tags)) for e in checked],
-                    "importance": [e.importance for e in checked],
-                    "created_at": [to_db(e.created_at) for e in checked],
-                    "updated_at": [to_db(e.updated_at) for e in checked],
-                    "last_seen_at": [to_db(e.last_seen_at) for e in checked],
-                    "reinforcement_count": pa.array([e.reinforcement_count for e in checked], pa.int32()),
-                    "metadata": [json.dumps(e.metadata, sort_keys=True) for e in checked],
-                    "archived_at": pa.array([to_db(e.archived_at) for e in checked], pa.timestamp("us")),
-                    "seq": [start + i for i in range(len(checked))],
-                }
-            )
-            conn.register("_incoming", table)
-            try:
-                conn.execute(
-                    f"INSERT INTO memories ({_COLUMNS}, seq, fp_h1, fp_h2) "
-                    f"SELECT {_COLUMNS}, seq, {row_hash_columns_sql('_incoming')}"
-                )
-            finally:
-                conn.unregister("_incoming")
+            _bulk_insert(conn, checked)
             if self._idx.ready:
                 self._idx.sync(conn)
         return len(checked)
 
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Many saves as one transaction whose new rows go into the table in one bulk insert (a row-by-row insert
+        costs DuckDB milliseconds each): the rows a save creates wait in memory, already in the recall index, and
+        are inserted when the block ends, or sooner when a later save of the block reads one of them (an exact or
+        near duplicate). Everything in the block commits together or not at all; only saves belong in it (another
+        read would not see the waiting rows)."""
+        if self._pending is not None:  # nested: the outer block inserts
+            yield
+            return
+        with self._conn.transaction() as conn:
+            self._pending = {}
+            try:
+                yield
+                self._flush_pending(conn)
+            finally:
+                self._pending = None
+
+    def _flush_pending(self, conn: duckdb.DuckDBPyConnection, ids: Iterable[str] | None = None) -> None:
+        """Insert the waiting rows of a ``batched`` block (all of them, or only when one of ``ids`` waits)."""
+        pending = self._pending
+        if not pending or (ids is not None and not any(i in pending for i in ids)):
+            return
+        top = _bulk_insert(conn, list(pending.values()))
+        pending.clear()
+        self._idx.mark_synced(top)  # the rows are in the index since their save
+
     def _insert(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, fresh_id: bool = False) -> None:
         """Insert a new row. ``fresh_id``: the id was just drawn (a random UUID), so no row can hold it and the
         check is skipped: a save makes one round trip fewer."""
+        if fresh_id and self._pending is not None:
+            self._pending[entry.id] = entry
+            if entry.archived_at is None and self._idx.ready:
+                self._idx.add(entry.id, entry.content, entry.category, entry.tags)
+            return
         # Checked first rather than left to the key constraint: a constraint error would abort a caller's transaction.
         if not fresh_id and conn.execute("SELECT 1 FROM memories WHERE id = ?", [entry.id]).fetchone() is not None:
             raise ContentError(f"a memory with id {entry.id!r} already exists")
@@ -1141,6 +1199,33 @@ class MemoryStore:
             if stamps:
                 self._merge_metadata(conn, stamps)
         return len(updates)
+
+    def put_scores(self, entries: Iterable[MemoryEntry]) -> int:
+        """Bulk write of importance, updated_at and metadata exactly as ``entries`` hold them (the undo of a decay):
+        not a content change, so no fingerprint or index moves. Joins an open transaction."""
+        entries = [self._validated(e) for e in entries]
+        if not entries:
+            return 0
+        with self._conn.transaction() as conn:
+            conn.register(
+                "_scores",
+                pa.table(
+                    {
+                        "id": [e.id for e in entries],
+                        "importance": [float(e.importance) for e in entries],
+                        "updated_at": pa.array([to_db(e.updated_at) for e in entries], pa.timestamp("us")),
+                        "metadata": [json.dumps(dict(e.metadata), sort_keys=True) for e in entries],
+                    }
+                ),
+            )
+            try:
+                conn.execute(
+                    "UPDATE memories SET importance = _scores.importance, updated_at = _scores.updated_at, "
+                    "metadata = _scores.metadata FROM _scores WHERE memories.id = _scores.id"
+                )
+            finally:
+                conn.unregister("_scores")
+        return len(entries)
 
     def set_metadata(self, updates: Mapping[str, Mapping[str, str]]) -> int:
         """Bulk metadata merge (review stamps and similar housekeeping): not a content change, updated_at untouched."""
