@@ -109,6 +109,8 @@ def test_each_pass_in_review_risky_holds_what_it_holds(demo, pass_name):
     store = open_store(demo, DreamOptions())
     held, applied = review.list_changes(store), review.list_changes(store, status=review.APPLIED)
     assert all(c.safe for c in applied)
+    if pass_name in ("importance_decay", "archive_purge"):
+        assert not held, "decay and retention purges are safe kinds"
     assert not _as_the_statuses_say(demo)
     applied_targets = {(t.type, t.id) for c in applied for t in c.targets}
     held_only = {(t.type, t.id) for c in held for t in c.targets} - applied_targets

@@ -336,6 +336,8 @@ def classify(pass_name: str, rows: Sequence[Mapping[str, Any]]) -> tuple[str, bo
         return ("importance decay", True) if pass_name == "importance_decay" else ("unrecorded change", False)
     if kinds == {STAMP_KIND}:
         return "review stamps", True
+    if pass_name == "importance_decay":
+        return "importance decay", True
     if pass_name == "archive_purge":
         return "retention purge", True
     if pass_name == "memory_consolidation":
