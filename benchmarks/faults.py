@@ -36,7 +36,11 @@ Sections (each in real processes on real DuckDB files):
 8. hostile agent files: each kind in one agent's profile, then cycles a simulated day apart (one day of memory
    consolidation with --quick, twelve of whole cycles without), `dream status` and the retry sensor's read, and a
    neighbour agent;
-9. (not with --quick) against a throwaway PostgreSQL: the server stops in the middle of a `dream run` and comes back
+9. review before apply: a consolidation held for review (ApplyMode review) must leave the store as it was; then an
+   apply and a reject of its pending set each killed before every write in turn (a forked child), each finished by
+   deciding again, with no change half applied, refused or left waiting; fuzzed change ids (none decides anything,
+   every one is reported not found); an apply twice (the second decides and moves nothing);
+10. (not with --quick) against a throwaway PostgreSQL: the server stops in the middle of a `dream run` and comes back
    (what the run printed must match the pass records: faults.misreported; no fact lost, no change half applied),
    then a `dream run` holding the `llm` slot is killed with SIGKILL and another agent's run starts.
 
@@ -404,6 +408,15 @@ def _child_body(kind: str, root: str, cycle: str, kill_at: int, count_file: str 
     profile = AgentProfile(Path(root))
     if kind == "consolidate":
         run_pass(profile, "memory_consolidation", consolidation_answer, cycle_id=cycle)
+    elif kind in ("apply", "reject"):
+        from dream_assets.passes.review import decide
+        from dream_assets.store import open_store
+
+        store = open_store(profile, DreamOptions())
+        decide(
+            store, kind, cycle_id=cycle, reason="fault trial", now=NOW + timedelta(minutes=5), options=DreamOptions()
+        )
+        store.close()
     else:
         from dream_assets.store import open_store
         from dream_assets.store.changes import UndoRefused
@@ -520,6 +533,162 @@ def kill_shard(spec: dict[str, Any]) -> dict[str, Any]:
             tally["facts_lost"] += 1
         shutil.rmtree(profile.root, ignore_errors=True)
     return {"tally": dict(tally), "notes": notes[:20]}
+
+
+# ---------------------------------------------------------------------------------------------- 10: review path
+def _pending_rows(profile: AgentProfile) -> list[dict[str, Any]]:
+    """The pending-change table, straight from the file, in the order the pass made the changes."""
+    import duckdb
+
+    conn = duckdb.connect(str(profile.store_path), read_only=True)
+    try:
+        rows = conn.execute(
+            "SELECT change_id, status, label, targets_json FROM pending_changes ORDER BY created_at, cycle_id, position"
+        ).fetchall()
+    finally:
+        conn.close()
+    return [{"id": r[0], "status": r[1], "label": r[2], "targets": json.loads(r[3])} for r in rows]
+
+
+def review_half_done(profile: AgentProfile) -> list[str]:
+    """Entries whose state disagrees with the statuses of the pending changes that touch them: each must be as the
+    last applied change left it, or as the first change found it when none was applied."""
+    state = memory_state(profile)
+    expected: dict[str, tuple[Any, str]] = {}
+    for c in _pending_rows(profile):
+        for t in c["targets"]:
+            if t["type"] != "memory":
+                continue
+            if c["status"] == "applied":
+                expected[t["id"]] = (t["after"], f"applied {c['label']} {c['id']}")
+            elif t["id"] not in expected:
+                expected[t["id"]] = (t["before"], f"{c['status']} {c['label']} {c['id']}")
+    problems = []
+    for mid, (record, why) in expected.items():
+        e = state.get(mid)
+        now = None if e is None else (e["content"], e["category"], tuple(json.loads(e["tags"])), e["archived"])
+        want = (
+            None
+            if record is None
+            else (
+                record["content"],
+                record["category"],
+                tuple(record["tags"]),
+                bool(record.get("archived_at")),
+            )
+        )
+        if now != want:
+            problems.append(f"memory {mid} is not as {why} says")
+    return problems
+
+
+def review_trials(template: AgentProfile, work: Path, quick: bool, tally: Counter, notes: list[str]) -> None:
+    """A consolidation held for review (ApplyMode review), then: kills before each write of an apply and of a reject
+    (in a forked child), each finished by deciding again in the parent; fuzzed change ids; and an apply twice."""
+    from dream_assets.passes.review import decide, list_changes
+    from dream_assets.store import open_store
+
+    before = memory_state(template)
+    reviewed = clone(template, work / "reviewed")
+    run_pass(
+        reviewed,
+        "memory_consolidation",
+        consolidation_answer,
+        cycle_id="cycle-r",
+        options=DreamOptions(ApplyMode="review"),
+    )
+    if memory_state(reviewed) != before:
+        tally["partial_applies"] += 1
+        notes.append("a consolidation in ApplyMode review moved the live store")
+    count_file = work / "review-count"
+    totals = {}
+    for kind in ("apply", "reject"):
+        _child(kind, clone(reviewed, work / f"review-probe-{kind}"), "cycle-r", 0, count_file)
+        totals[kind] = int(count_file.read_text()) if count_file.exists() else 0
+    later = NOW + timedelta(minutes=10)
+    for kind in ("apply", "reject"):
+        for k in _sample(list(range(1, totals[kind] + 1)), quick):
+            profile = clone(reviewed, work / f"review-{kind}-{k}")
+            _child(kind, profile, "cycle-r", k)
+            tally["review_trials"] += 1
+            half = review_half_done(profile) + partial_applies(
+                before, memory_state(profile), change_rows(profile, "cycle-r")
+            )
+            if half:
+                tally["partial_applies"] += 1
+                notes.append(f"kill before write {k}/{totals[kind]} of a {kind}: {half[0]}")
+            store = open_store(profile, DreamOptions())
+            try:
+                result = decide(store, kind, cycle_id="cycle-r", reason="again", now=later, options=DreamOptions())
+                left = list_changes(store)
+            finally:
+                store.close()
+            if result.refused or result.failed or left:
+                # nothing was edited meanwhile: a refusal, a failure or a change still waiting is a wrong report
+                tally["misreported"] += 1
+                notes.append(f"{kind} again after a kill at {k}: {(result.refused + result.failed)[:1] or left[:1]}")
+            if review_half_done(profile):
+                tally["partial_applies"] += 1
+                notes.append(f"{kind} again after a kill at {k}: {review_half_done(profile)[0]}")
+            if lost_facts(before, memory_state(profile)):
+                tally["facts_lost"] += 1
+            shutil.rmtree(profile.root, ignore_errors=True)
+    # Fuzzed change ids: none names a pending change, so nothing is decided and every one is reported not found.
+    rng = random.Random(23)
+    profile = clone(reviewed, work / "review-fuzz")
+    store = open_store(profile, DreamOptions())
+    real = [c.change_id for c in list_changes(store)]
+    try:
+        for _ in range(40 if quick else 400):
+            ids = [
+                rng.choice(
+                    [
+                        rng.choice(_HOSTILE_TEXT),
+                        "cycle-r",
+                        "' OR 1=1 --",
+                        (rng.choice(real) if real else "x")[:-1],
+                        (rng.choice(real) if real else "x").upper(),
+                        str(rng.random()),
+                    ]
+                )
+                for _ in range(rng.randint(1, 4))
+            ]
+            tally["review_trials"] += 1
+            try:
+                result = decide(
+                    store, rng.choice(["apply", "reject"]), change_ids=ids, now=later, options=DreamOptions()
+                )
+            except Exception as exc:  # noqa: BLE001 - the benchmark counts it
+                tally["misreported"] += 1
+                notes.append(f"fuzzed change ids {ids!r:.80}: {type(exc).__name__}: {exc}")
+                continue
+            if result.done or len(result.not_found) != len(dict.fromkeys(ids)):
+                tally["misreported"] += 1
+                notes.append(f"fuzzed change ids {ids!r:.80}: decided {result.done}, not found {result.not_found}")
+        if [c.change_id for c in list_changes(store)] != real:
+            tally["partial_applies"] += 1
+            notes.append("fuzzed change ids changed what waits for review")
+        first = decide(store, "apply", cycle_id="cycle-r", now=later, options=DreamOptions())
+    finally:
+        store.close()
+    # Apply twice: the second apply decides nothing and moves nothing.
+    state = memory_state(profile)
+    store = open_store(profile, DreamOptions())
+    try:
+        second = decide(store, "apply", cycle_id="cycle-r", now=later, options=DreamOptions())
+    finally:
+        store.close()
+    tally["review_trials"] += 2
+    if first.refused or first.failed or not first.done or second.done or not second.not_found:
+        tally["misreported"] += 1
+        notes.append(f"apply twice: first {first}, second {second}")
+    if memory_state(profile) != state or review_half_done(profile):
+        tally["partial_applies"] += 1
+        notes.append("apply twice: the second apply moved the store")
+    if lost_facts(before, memory_state(profile)):
+        tally["facts_lost"] += 1
+    tally["review_apply_writes"] = totals["apply"]
+    tally["review_reject_writes"] = totals["reject"]
 
 
 # ---------------------------------------------------------------------------------------------- 3: fuzzed answers
@@ -1320,6 +1489,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         template = build_template(work)
         sections: list[tuple[str, Callable[[], None]]] = [
             ("kill", lambda: kill_trials(template, work, args.quick, tally, notes)),
+            ("review", lambda: review_trials(template, work, args.quick, tally, notes)),
             ("fuzz", lambda: fuzz_trials(template, work, trials, tally, notes)),
             ("hostile_logs", lambda: hostile_log_trial(template, work, tally, notes)),
             (
@@ -1345,6 +1515,7 @@ def main(argv: Iterable[str] | None = None) -> int:
             emit(f"faults.{name}_seconds", 0, time.perf_counter() - t0, "s")
     n = (
         tally["kill_trials"]
+        + tally["review_trials"]
         + tally["fuzz_trials"]
         + tally["hostile_log_trials"]
         + tally["concurrent_saves"]
@@ -1374,6 +1545,9 @@ def main(argv: Iterable[str] | None = None) -> int:
         "kill_trials",
         "apply_writes",
         "undo_writes",
+        "review_trials",
+        "review_apply_writes",
+        "review_reject_writes",
         "fuzz_trials",
         "hostile_log_trials",
         "concurrent_saves",

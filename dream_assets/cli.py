@@ -1,5 +1,5 @@
-"""The `dream` command: set up a profile, run a cycle through Dagster, undo a cycle, import logs, show status,
-rebuild a damaged store, remove an agent.
+"""The `dream` command: set up a profile, run a cycle through Dagster, undo a cycle, review, apply or reject the
+changes a pass held for review, import logs, show status, rebuild a damaged store, remove an agent.
 
 Exit codes (README "Exit codes"): 0 done; 1 the command ran and something failed (a pass, lines not imported, an
 unexpected error); 2 refused, nothing done (a usage or configuration error, no such profile, cycle or pass, a store
@@ -393,6 +393,101 @@ def _list_changes(store, profile_arg: str) -> int:
     return 0
 
 
+def cmd_review(args: argparse.Namespace) -> int:
+    """The pending change sets, oldest first, each change with its id, pass, kind, reason and a before/after diff."""
+    from dream_assets.passes import review
+    from dream_assets.store import open_store
+
+    profile = _profile(args)
+    now = _now(args)
+    store = open_store(profile, _options(profile))
+    review.expire(store, now)
+    pending = review.list_changes(store)
+    expired = review.list_changes(store, status=review.EXPIRED)
+    if not pending:
+        print(
+            f"agent {profile.agent_id}: nothing waits for review"
+            + (f" ({len(expired)} expired unreviewed, not applied)" if expired else "")
+        )
+        return 0
+    sets = list(dict.fromkeys(c.cycle_id for c in pending))
+    print(f"agent {profile.agent_id}: {len(pending)} change(s) wait for review in {len(sets)} set(s)")
+    for cycle in sets:
+        mine = [c for c in pending if c.cycle_id == cycle]
+        passes = ", ".join(dict.fromkeys(c.pass_name for c in mine))
+        first = min(c.expires_at for c in mine)
+        print(
+            f"\nset {cycle} ({passes}), proposed {_when(mine[0].created_at)}: {len(mine)} change(s), expires "
+            f"{_when(first)} unless applied"
+        )
+        for c in mine:
+            for line in review.describe(c):
+                print(f"  {line}")
+    if expired:
+        print(f"\n{len(expired)} expired unreviewed (not applied)")
+    print(
+        f"\napply with `dream apply --profile {args.profile} --cycle CYCLE` (or --change ID ...), reject with "
+        f"`dream reject --profile {args.profile} --cycle CYCLE` (or --change ID ...); add --reason TEXT"
+    )
+    return 0
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    """`dream apply` and `dream reject`: a whole set (--cycle) or single changes (--change), with a reason. Exit 0
+    when every change named was decided, 1 when some were refused (edited meanwhile) or could not be written, 2 when
+    nothing was acted on (no such set or change, or decided or expired before)."""
+    from dream_assets.passes import review
+    from dream_assets.passes.registry import PassRunning, no_pass_running
+    from dream_assets.store import open_store
+
+    if not args.cycle and not args.change:
+        print(f"dream {args.command}: give --cycle CYCLE or --change ID ... (see `dream review`)", file=sys.stderr)
+        return 2
+    profile = _profile(args)
+    options = _options(profile)
+    store = open_store(profile, options)
+    decision = "apply" if args.command == "apply" else "reject"
+    try:
+        # Never beside a running pass: an apply between a pass's read and its write would leave half of each.
+        with no_pass_running(profile, wait=args.wait):
+            result = review.decide(
+                store,
+                decision,
+                cycle_id=args.cycle,
+                change_ids=args.change or (),
+                reason=args.reason or "",
+                now=_now(args),
+                options=options,
+            )
+    except PassRunning as exc:
+        print(f"{args.command} refused: {exc}", file=sys.stderr)
+        return 2
+    done = "applied" if decision == "apply" else "rejected"
+    every = {c.change_id: c for c in review.list_changes(store, status=None)}
+    for i in result.done:
+        c = every[i]
+        print(f"{done} {i}  {c.pass_name}  {c.label}: {c.summary}")
+    for line in result.refused:
+        print(f"refused {line}", file=sys.stderr)
+    for line in result.failed:
+        print(f"NOT {done} {line}", file=sys.stderr)
+    for line in result.not_found:
+        print(f"not {done}: {line}", file=sys.stderr)
+    cycles = sorted({every[i].cycle_id for i in result.done})
+    undo = (
+        f"; undo with `dream undo --profile {args.profile} --cycle {cycles[0]}`"
+        if decision == "apply" and len(cycles) == 1
+        else ""
+    )
+    print(
+        f"dream {args.command}: {len(result.done)} {done}, {len(result.refused)} refused (edited meanwhile), "
+        f"{len(result.failed)} could not be written, {len(result.not_found)} not found or decided before{undo}"
+    )
+    if result.refused or result.failed:
+        return 1
+    return 0 if result.done else 2
+
+
 #: The pass name the change log records a hand restore under (``dream restore``); undo treats it like any cycle.
 RESTORE_PASS = "restore"
 
@@ -445,6 +540,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     """Every pass with its last run, status and reason, when it runs next, its model calls and its full ledger
     fingerprint."""
+    from dream_assets.passes import review
     from dream_assets.passes.outcome import load_outcomes, recorded_at
     from dream_assets.passes.registry import PASSES
     from dream_assets.store import open_store
@@ -459,6 +555,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"agent {profile.agent_id}: {counts['live']} live memories, {counts['archived']} archived, "
         f"{len(store.skills.list())} skills"
     )
+    waits = review.waiting(store, now)
+    if waits.count:
+        print(f"review: {review.waiting_line(waits, args.profile)}")
+    if waits.expired:
+        print(f"review: {waits.expired} change(s) expired unreviewed (ReviewExpiryDays), not applied")
     ledger = PassLedger(profile)
     if ledger.warning:
         print(f"WARNING: {ledger.warning}")
@@ -544,10 +645,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     """What the last cycle (or --cycle) changed, what it rejected and why, its model calls and how to undo it."""
     from dream_assets.cycle_report import build_cycle_report, latest_cycle_id, saved_report
     from dream_assets.passes.registry import PASSES
+    from dream_assets.passes.review import expire
     from dream_assets.store import open_store
 
     profile = _profile(args)
     store = open_store(profile, _options(profile))
+    expire(store, _now(args))  # a change set past ReviewExpiryDays shows as expired
     names = [p.name for p in PASSES]
     cycle = args.cycle or latest_cycle_id(profile, names)
     if cycle is None:
@@ -828,6 +931,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="while a cycle or a pass of the agent is running, wait up to this long for it before refusing (default 0)",
     )
     sp.set_defaults(func=cmd_undo)
+
+    sp = sub.add_parser("review", help="list the change sets waiting for review, with before/after of each change")
+    common(sp)
+    sp.set_defaults(func=cmd_review)
+
+    for name, text in (
+        ("apply", "apply a pending change set (--cycle) or single changes (--change), each re-checked first"),
+        (
+            "reject",
+            "reject a pending change set (--cycle) or single changes (--change); a rejected merge is not "
+            "proposed again before the cooldown",
+        ),
+    ):
+        sp = sub.add_parser(name, help=text)
+        common(sp)
+        sp.add_argument("--cycle", help="the whole pending set of this cycle")
+        sp.add_argument("--change", nargs="+", metavar="ID", help="these changes (ids from `dream review`)")
+        sp.add_argument("--reason", help="why (recorded with the decision)")
+        sp.add_argument(
+            "--wait",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="while a pass of the agent is running, wait up to this long before refusing",
+        )
+        sp.set_defaults(func=cmd_decide)
 
     sp = sub.add_parser(
         "check-model",

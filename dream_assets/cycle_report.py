@@ -18,6 +18,7 @@ from dream_assets.file_safety import atomic_write
 from dream_assets.model import iso
 from dream_assets.passes.outcome import changes_of, load_outcomes, recorded_at
 from dream_assets.passes.report import Change
+from dream_assets.passes.review import PENDING, list_changes
 from dream_assets.profile import AgentProfile
 from dream_assets.store.changes import PassChanges
 
@@ -50,6 +51,8 @@ class CycleReport:
     passes: list[dict[str, Any]]  # the pass records of this cycle, in pass order
     undoable: list[PassChanges] = field(default_factory=list)
     finished_at: datetime | None = None
+    #: This cycle's changes held for review (passes in ApplyMode review / review-risky), every status.
+    held: list[Any] = field(default_factory=list)
     #: Lines said under the title: e.g. how a run that failed after its passes applied was reconciled with them.
     notes: list[str] = field(default_factory=list)
 
@@ -129,6 +132,7 @@ class CycleReport:
         truncated = [p["pass"] for p in self.passes if int(p.get("changes_total") or 0) > len(p.get("changes") or [])]
         if truncated:
             lines += [f"_Only the first changes of {', '.join(truncated)} were kept in its record._", ""]
+        lines += self._review_lines()
         lines += ["## Undo", ""]
         commands = self.undo_commands()
         for r in self.undoable:
@@ -153,6 +157,41 @@ class CycleReport:
                 "",
             ]
         return "\n".join(lines)
+
+    def _review_lines(self) -> list[str]:
+        """What of this cycle waits for review, what was decided on it, what expired (empty without review)."""
+        if not self.held:
+            return []
+        waiting = [c for c in self.held if c.status == PENDING]
+        lines = [f"## Waiting for review ({len(waiting)})", ""]
+        passes = list(dict.fromkeys(c.pass_name for c in self.held))
+        lines.append(
+            f"The changes of {', '.join(passes)} listed above are proposals held for review (ApplyMode review or "
+            "review-risky): only those shown applied here reached the store."
+        )
+        lines.append("")
+        by: dict[tuple[str, str], dict[str, int]] = {}
+        for c in self.held:
+            counts = by.setdefault((c.pass_name, c.status), {})
+            counts[c.label] = counts.get(c.label, 0) + 1
+        for (pass_name, status), labels in by.items():
+            what = ", ".join(f"{n} {label}" for label, n in labels.items())
+            note = " (not decided within ReviewExpiryDays; not applied)" if status == "expired" else ""
+            lines.append(f"- {pass_name}, {status}: {what}{note}")
+        if waiting:
+            lines += [
+                "",
+                f"They expire {iso(min(c.expires_at for c in waiting))} unless applied (ReviewExpiryDays). See each "
+                "change and decide:",
+                "",
+                "```sh",
+                f"dream review --profile {self.profile_arg}",
+                f"dream apply --profile {self.profile_arg} --cycle {self.cycle_id} --reason TEXT",
+                f"dream reject --profile {self.profile_arg} --cycle {self.cycle_id} --reason TEXT",
+                "```",
+            ]
+        lines.append("")
+        return lines
 
 
 def latest_cycle_id(profile: AgentProfile, pass_names: Sequence[str]) -> str | None:
@@ -191,6 +230,7 @@ def build_cycle_report(
         passes=passes,
         undoable=store.changes.by_pass(cycle_id),
         finished_at=max(times) if times else None,
+        held=list_changes(store, status=None, cycle_id=cycle_id),
         notes=list(notes),
     )
 

@@ -8,7 +8,7 @@ import os
 
 import dagster as dg
 
-from dream_assets.defs import automation, cycle_close, daily_partitions, housekeeping, passes, sources
+from dream_assets.defs import automation, cycle_close, daily_partitions, housekeeping, passes, review, sources
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.orchestration.resources import ModelResource
@@ -28,6 +28,7 @@ def build_definitions(
         cycle_close.defs(),
         daily_partitions.defs(),
         housekeeping.defs(),
+        review.defs(),
         automation.automation_definitions(options),
         dg.Definitions(
             resources={"deployment": deployment or DreamDeployment(), "model": model or ModelResource()},

@@ -331,6 +331,47 @@ class DreamOptions:
     ContradictionSweepBaseUrl: str = _opt("", "endpoint for contradiction sweep; empty = LlmBaseUrl", url=True)
     ContradictionSweepApiKeyEnv: str = _opt("", "API key variable for contradiction sweep; empty = LlmApiKeyEnv")
 
+    # --- Review before apply (passes/review.py): per pass, empty = ApplyMode ---
+    ApplyMode: str = _opt(
+        "auto",
+        "auto applies a pass's changes; review holds them as a pending change set until `dream apply`; review-risky "
+        "applies the safe kinds (exact folds, reinforcements, noise removals, retention) and holds the rest",
+        choices=("auto", "review", "review-risky"),
+    )
+    ReviewExpiryDays: float = _opt(
+        14.0, "days a pending change waits for `dream apply` or `dream reject` before it expires", minimum=0.0
+    )
+    ArchivePurgeApplyMode: str = _opt(
+        "", "ApplyMode of archive purge; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
+    )
+    ImportanceDecayApplyMode: str = _opt(
+        "", "ApplyMode of importance decay; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
+    )
+    MemoryConsolidationApplyMode: str = _opt(
+        "", "ApplyMode of memory consolidation; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
+    )
+    SkillGapDetectionApplyMode: str = _opt(
+        "", "ApplyMode of skill gap detection; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
+    )
+    WispFailureAnalysisApplyMode: str = _opt(
+        "", "ApplyMode of wisp failure analysis; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
+    )
+    SkillConsolidationApplyMode: str = _opt(
+        "", "ApplyMode of skill consolidation; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
+    )
+    SkillOptimizationApplyMode: str = _opt(
+        "", "ApplyMode of skill optimization; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
+    )
+    PreferenceInferenceApplyMode: str = _opt(
+        "", "ApplyMode of preference inference; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
+    )
+    TierRoutingReviewApplyMode: str = _opt(
+        "", "ApplyMode of tier routing review; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
+    )
+    ContradictionSweepApplyMode: str = _opt(
+        "", "ApplyMode of contradiction sweep; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
+    )
+
     # --- Embeddings (the near-duplicate measure where available; LlmTimeout and LlmMaxRetries apply) ---
     EmbeddingModel: str = _opt("", "embedding model sent to /v1/embeddings; empty = no embeddings (lexical measure)")
     EmbeddingBaseUrl: str = _opt("", "OpenAI-compatible endpoint for embeddings; empty = LlmBaseUrl", url=True)

@@ -1,5 +1,6 @@
 """The fault benchmark's CI-sized run: kills at write steps, fuzzed model answers, hostile logs, concurrent saves,
-fuzzed contradiction-sweep answers with the purge after them, a hostile embeddings endpoint.
+fuzzed contradiction-sweep answers with the purge after them, a hostile embeddings endpoint, and the review path
+(kills in an apply and a reject of a pending set, fuzzed change ids, an apply twice).
 
 Every trial must lose no fact, leave no answer half applied, report no failure as completed or skipped, and undo
 every cycle exactly. The full run (10,000 answers) is `python benchmarks/faults.py`."""
@@ -37,6 +38,8 @@ def test_quick_fault_run_loses_nothing_and_misreports_nothing():
         assert metrics[name] == 0, f"{name} = {metrics[name]}: {problems}"
     # The run really attacked something: every section ran trials.
     assert metrics["faults.kill_trials"] >= 20 and metrics["faults.apply_writes"] > 10
+    assert metrics["faults.review_trials"] >= 40 and metrics["faults.review_apply_writes"] > 10
+    assert metrics["faults.review_reject_writes"] > 0
     assert metrics["faults.fuzz_trials"] >= 200
     assert metrics["faults.hostile_log_trials"] == 1
     assert metrics["faults.concurrent_saves"] > 20 and metrics["faults.concurrent_cycles"] > 2

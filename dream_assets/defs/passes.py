@@ -122,11 +122,11 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
 pass_assets = [_pass_asset(spec) for spec in PASSES]
 dream_cycle = dg.define_asset_job(
     "dream_cycle",
-    selection=dg.AssetSelection.assets(READ_STEP, *[spec.name for spec in PASSES], "corpus_snapshot"),
+    selection=dg.AssetSelection.assets(READ_STEP, *[spec.name for spec in PASSES], "corpus_snapshot", "review_queue"),
     partitions_def=agents_partitions,
     description="One dream cycle for one agent: the linked memory folder read, every pass in the specification's "
-    "order, the snapshot (which writes the folder back). When a pass fails, the other passes still run and the run "
-    "fails at its last step, naming the failed passes.",
+    "order, the snapshot (which writes the folder back), what waits for review. When a pass fails, the other passes "
+    "still run and the run fails at its last step, naming the failed passes.",
     tags={USES_MODEL_TAG: "true"},
 )
 

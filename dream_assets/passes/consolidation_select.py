@@ -78,6 +78,15 @@ def declined_count(metadata: Mapping[str, str]) -> int:
         return 0
 
 
+def left_apart_stamps(members: Sequence[MemoryEntry], now: datetime) -> dict[str, dict[str, str]]:
+    """The stamps of a cluster shown together and left apart (by the model, or by a person rejecting its merge):
+    each member carries the cluster's set id, when it was left apart, and one more decline than before."""
+    set_id = cluster_set_id([m.id for m in members])
+    before = max((declined_count(m.metadata) for m in members if m.metadata.get(CLUSTER_SET_KEY) == set_id), default=0)
+    stamp = {CLUSTER_SET_KEY: set_id, CLUSTER_LEFT_AT_KEY: iso(now) or "", CLUSTER_DECLINED_KEY: str(before + 1)}
+    return {m.id: dict(stamp) for m in members}
+
+
 def cooldown_for(declined: int, cooldown: timedelta) -> timedelta:
     """The wait before a cluster left apart ``declined`` times is offered again."""
     return cooldown * min(COOLDOWN_MAX_FACTOR, 2 ** max(0, declined - 1))

@@ -80,15 +80,13 @@ from dream_assets.passes.consolidation_merge import (
 )
 from dream_assets.passes.consolidation_select import (
     CLUSTER_DECLINED_KEY,
-    CLUSTER_LEFT_AT_KEY,
     CLUSTER_SET_KEY,
     REVIEWED_IN_KEY,
     REVIEWED_KEY,
     Selection,
-    cluster_set_id,
     cooldown_for,
-    declined_count,
     is_reviewed,
+    left_apart_stamps,
     review_hash,
     reviewed_in_stamp,
     select_candidates,
@@ -791,23 +789,10 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
     for cluster in selection.clusters:
         if any(i in state.archived or i in state.untouched or i in state.persisted_sources for i in cluster):
             continue  # not left whole: its membership changes, which is a new question
-        set_id = cluster_set_id(cluster)
-        before = max(
-            (
-                declined_count(selection.eligible[i].metadata)
-                for i in cluster
-                if selection.eligible[i].metadata.get(CLUSTER_SET_KEY) == set_id
-            ),
-            default=0,
-        )
-        for i in cluster:
-            updates.setdefault(i, {}).update(
-                {
-                    CLUSTER_SET_KEY: set_id,
-                    CLUSTER_LEFT_AT_KEY: iso(ctx.now) or "",
-                    CLUSTER_DECLINED_KEY: str(before + 1),
-                }
-            )
+        stamps = left_apart_stamps([selection.eligible[i] for i in cluster], ctx.now)
+        for i, left in stamps.items():
+            updates.setdefault(i, {}).update(left)
+        before = int(stamps[cluster[0]][CLUSTER_DECLINED_KEY]) - 1
         report.count("left_apart")
         if before:
             report.count("declined")

@@ -104,7 +104,7 @@ class PassSpec:
                     held.enter_context(path_lock(ctx.profile.pass_lock_path(self.name), timeout=0))
                 except LockTimeout:  # not recorded: the run in progress records its own outcome
                     return PassReport(self.name).skip("another run of this pass is in progress for this agent")
-                report = self.attempt(ctx)
+                report = self.attempt_in_mode(ctx)
             except StoreCorrupt as exc:
                 log.error("pass %s failed for agent %s: %s", self.name, agent, exc)
                 report = PassReport(self.name).fail(f"the store of agent {agent!r} is unusable: {exc}")
@@ -119,6 +119,14 @@ class PassSpec:
                 report = PassReport(self.name).fail(f"{type(exc).__name__}: {exc}")
             _declared_counts(report, self)
             return record_pass_outcome(ctx, report)  # the last status, for `dream status` and the cycle report
+
+    def attempt_in_mode(self, ctx: PassContext) -> PassReport:
+        """``attempt`` as the pass's ApplyMode says: its changes applied (``auto``), or held for review on a copy of
+        the store (``review``, ``review-risky``: passes/review.py)."""
+        from dream_assets.passes.review import apply_mode, run_in_review
+
+        mode = apply_mode(ctx.options, self.name)
+        return self.attempt(ctx) if mode == "auto" else run_in_review(self, ctx, mode)
 
     def attempt(self, ctx: PassContext) -> PassReport:
         """The shared opening, then the pass: skipped when disabled, when a required input is absent, or sooner than

@@ -15,20 +15,29 @@ class DreamStore:
 
     profile: AgentProfile
     options: DreamOptions
+    #: Another database file than the profile's store (a review run's private copy, passes/review.py): opened with
+    #: a connection of its own, outside the process's shared connections, and locked beside that file.
+    path: Path | None = None
 
     def __post_init__(self) -> None:
         from dream_assets.store.changes import ChangeLog
-        from dream_assets.store.connection import store_connection
+        from dream_assets.store.connection import StoreConnection, store_connection
         from dream_assets.store.memory import MemoryStore
         from dream_assets.store.skills import SkillStore
 
         self.profile.root.mkdir(parents=True, exist_ok=True)
-        self.connection = store_connection(
-            self.profile.store_path,
-            self.profile.store_lock_path,
-            timeout_s=self.options.StoreLockTimeout.total_seconds(),
-            snapshots_dir=self.profile.snapshots_dir,
-        )
+        timeout_s = self.options.StoreLockTimeout.total_seconds()
+        if self.path is not None:
+            self.connection = StoreConnection(
+                self.path, self.path.with_name(self.path.name + ".lock"), timeout_s=timeout_s, linger_s=60.0
+            )
+        else:
+            self.connection = store_connection(
+                self.profile.store_path,
+                self.profile.store_lock_path,
+                timeout_s=timeout_s,
+                snapshots_dir=self.profile.snapshots_dir,
+            )
         embeddings = self._save_embedding_provider if self.options.EmbeddingModel.strip() else None
         self.memories = MemoryStore(self.connection, self.options, embeddings=embeddings)
         self.skills = SkillStore(self.connection)

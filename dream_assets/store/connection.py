@@ -168,6 +168,7 @@ class StoreConnection:
         self.wait_dir = self.lock_path.with_name(self.lock_path.name + ".waiting")
         self._on_open: list[Callable[[duckdb.DuckDBPyConnection], None]] = [on_open] if on_open else []
         self._on_rollback: list[Callable[[], None]] = []
+        self._on_commit: list[Callable[[], None]] = []
         self._tx_depth = 0
         self._lock = threading.RLock()
         self._flock = FileLock(str(self.lock_path), thread_local=False)
@@ -197,6 +198,13 @@ class StoreConnection:
         with self._lock:
             if hook not in self._on_rollback:
                 self._on_rollback.append(hook)
+
+    def add_commit_hook(self, hook: Callable[[], None]) -> None:
+        """Called after the outermost transaction committed, still inside its session (a caller that needs the
+        boundaries of the writes, such as a review run capturing each decision of a pass, reads them there)."""
+        with self._lock:
+            if hook not in self._on_commit:
+                self._on_commit.append(hook)
 
     @property
     def in_transaction(self) -> bool:
@@ -293,6 +301,8 @@ class StoreConnection:
                     for hook in list(self._on_rollback):
                         hook()
                     raise
+                for hook in list(self._on_commit):
+                    hook()
 
     def close(self) -> None:
         with self._lock:
