@@ -13,11 +13,15 @@ For each corpus size and each transport (stdio: a `dream serve --profile` child 
   per save: a figure the load of a shared machine disturbs far less than latency);
 - during a cycle: a dream cycle (``dream_assets.cycle.run_cycle``, offline backend) runs in another process while the
   client saves 20 times a second and searches after every other save, for as long as the cycle runs but at most the
-  window (``--window``; a cycle still running then is stopped, reported as ``serve.<transport>.cycle_stopped``: its
-  open transaction rolls back, which cannot touch the saves the server committed):
+  window (``--window``; a cycle still running then is stopped (SIGTERM, then it exits without cleaning up),
+  reported as ``serve.<transport>.cycle_stopped``: its open transaction rolls back, which cannot touch the saves the
+  server committed):
   ``serve.<transport>.cycle_save_p50_ms`` / ``_p99_ms``, ``cycle_search_p50_ms`` / ``_p99_ms``,
-  ``serve.<transport>.cycle_saves`` (how many), ``serve.errors`` (tool errors, must be 0) and ``serve.saves_lost``
-  (ids a save returned that are missing from the store afterwards, must be 0).
+  ``serve.<transport>.cycle_saves`` (how many), ``serve.<transport>.cycle_longest_lock_ms`` / ``_cpu_ms`` (the
+  cycle's longest store session until it ended or was stopped, wall and CPU time: what a save or search waits for
+  at most, a figure the load of the machine disturbs less than the client's p99; where it was opened goes to
+  stderr), ``serve.errors`` (tool errors, must be 0) and ``serve.saves_lost`` (ids a save returned that are missing
+  from the store afterwards, must be 0).
 
 Targets at 100,000 entries: search p50 <= 15 ms, save p50 <= 30 ms, p99 <= 250 ms during a cycle, saves lost 0.
 Run it with ``nice -n 10`` on a shared machine; latencies there are upper bounds.
@@ -50,7 +54,27 @@ from dream_assets.store import open_store  # noqa: E402
 from dream_assets_tests.mcp_harness import HttpServer, http_session, stdio_session  # noqa: E402
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
-CYCLE = "import sys; from dream_assets.cycle import run_cycle; run_cycle(sys.argv[1])"
+#: The cycle process: runs a cycle, then prints its longest store session so far (the longest any save or search
+#: waited for it) as one JSON line; stopped (SIGTERM) before the end, it prints it at once and exits.
+CYCLE = """
+import json, os, signal, sys
+
+def report():
+    from dream_assets.store.connection import longest_holds
+
+    holds = sorted(longest_holds().values(), key=lambda h: h.wall_s)
+    if holds:  # none when stopped before the store was first opened
+        print(json.dumps({"wall_s": holds[-1].wall_s, "cpu_s": holds[-1].cpu_s, "where": holds[-1].where}), flush=True)
+
+def stop(*_):
+    report()
+    os._exit(0)  # like a kill: the open transaction is rolled back when the file is next opened
+
+signal.signal(signal.SIGTERM, stop)
+from dream_assets.cycle import run_cycle
+run_cycle(sys.argv[1])
+report()
+"""
 
 
 def emit(name: str, n: int, value: float, unit: str) -> None:
@@ -141,7 +165,7 @@ async def bench_transport(
         cycle = subprocess.Popen(
             [sys.executable, "-c", CYCLE, str(profile.root)],
             env={k: v for k, v in os.environ.items() if not k.startswith("DREAM")},
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         saves, searches, saved = [], [], []
@@ -164,12 +188,21 @@ async def bench_transport(
             await anyio.sleep(max(0.0, tick - time.monotonic()))
         stopped = cycle.poll() is None
         if stopped:
-            cycle.kill()
+            cycle.terminate()
         emit(f"serve.{transport}.cycle_stopped", n, int(stopped), "count")
-        cycle.wait()
+        try:
+            out, err = cycle.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            cycle.kill()
+            out, err = cycle.communicate()
         if not stopped and cycle.returncode != 0:
-            raise RuntimeError(f"the dream cycle failed: {cycle.stderr.read().decode(errors='replace')[-2000:]}")
-        cycle.stderr.close()
+            raise RuntimeError(f"the dream cycle failed: {err.decode(errors='replace')[-2000:]}")
+        lines = out.decode().strip().splitlines()
+        if lines:
+            hold = json.loads(lines[-1])
+            emit(f"serve.{transport}.cycle_longest_lock_ms", n, hold["wall_s"] * 1000, "ms")
+            emit(f"serve.{transport}.cycle_longest_lock_cpu_ms", n, hold["cpu_s"] * 1000, "ms")
+            print(f"serve.{transport} n={n}: the cycle's longest store session: {hold['where']}", file=sys.stderr)
     store = open_store(profile, DreamOptions())
     try:
         found = store.memories.get_many(saved)

@@ -35,8 +35,11 @@ How LangGraph's items map onto memory entries:
   a dream pass does not start a model call in the middle of the agent's conversation.
 - **Search** with a ``query`` is the store's recall (``MemoryStore.search``: BM25, the current version of a fact
   first), kept to the namespace prefix and the filter, each item with its score; without a query, the live items of
-  the prefix, most recently updated first. ``filter`` matches value fields as LangGraph's stores do: equality, nested
-  mappings, and ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``.
+  the prefix, most recently updated first, read a page at a time (``MemoryStore.live_page``: the namespace, order,
+  offset and limit are the store query's, so the cost is the page's, not the corpus's; with a filter, pages are read
+  until enough items pass it). ``filter`` matches value fields as LangGraph's stores do: equality, nested mappings,
+  and ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``. ``list_namespaces`` reads the distinct categories of
+  the live entries, not the entries.
 - **batch** is the one primitive (``abatch`` runs it in a worker thread): its operations run in order, so a get after
   a put in one batch sees the put. Time-to-live is not supported (``supports_ttl`` is false), and every item is
   searchable whatever its ``index``.
@@ -335,14 +338,6 @@ class LangGraphMemoryStore(BaseStore):
                 memories.restore(current.id, now=now)
             memories.update(current.id, content=text, metadata=meta, now=now)
 
-    def _live_in(self, prefix: tuple[str, ...], entries: Iterable[MemoryEntry]) -> Iterable[MemoryEntry]:
-        n = len(prefix)
-        for entry in entries:
-            if entry.is_archived:
-                continue
-            if namespace_of(entry.category)[:n] == prefix:
-                yield entry
-
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
         wanted = max(0, op.offset) + max(0, op.limit)
@@ -363,21 +358,29 @@ class LangGraphMemoryStore(BaseStore):
                 if len(found) >= wanted or len(hits) < asked:
                     break
                 asked *= 4
+        elif not op.filter:
+            # The page alone: the store applies the namespace, the order, the offset and the limit.
+            memories = self.store.memories
+            page = memories.live_page(labels=prefix, limit=op.limit, offset=max(0, op.offset))
+            return [self._item(entry, scored=True) for entry in page]  # type: ignore[misc]
         else:
-            live = sorted(
-                self._live_in(prefix, self.store.memories.list_live()),
-                key=lambda e: (-e.updated_at.timestamp(), e.id),
-            )
-            for entry in live:
-                item = self._item(entry, scored=True)
-                if matches(item.value, op.filter):
-                    found.append(item)  # type: ignore[arg-type]
-                if len(found) >= wanted:
+            # A filter reads value fields, so pages of the namespace are read and filtered until the page is full.
+            after: tuple[datetime, str] | None = None
+            chunk = max(4 * wanted, 50)
+            while len(found) < wanted:
+                page = self.store.memories.live_page(labels=prefix, limit=chunk, after=after)
+                for entry in page:
+                    item = self._item(entry, scored=True)
+                    if matches(item.value, op.filter):
+                        found.append(item)  # type: ignore[arg-type]
+                if len(page) < chunk:
                     break
+                after = (page[-1].updated_at, page[-1].id)
+                chunk *= 4
         return found[op.offset : op.offset + op.limit]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        namespaces = {namespace_of(e.category) for e in self.store.memories.list_live()}
+        namespaces = {namespace_of(category) for category in self.store.memories.live_categories()}
         namespaces.discard(())
         chosen = [ns for ns in namespaces if all(_namespace_matches(c, ns) for c in op.match_conditions or ())]
         if op.max_depth is not None:

@@ -3,9 +3,10 @@ N-th write statement reaches the store, before anything else happens — the clo
 ``kill -9`` between two writes.
 
 Usage: ``python -m dream_assets_tests.crash_child SPEC_JSON`` where the spec holds ``profile`` (the profile root),
-``pass`` (``memory_consolidation`` or ``skill_consolidation``), ``answers`` (scripted model answers), ``now`` (ISO),
-``cycle`` and ``kill_at`` (0: never). Exit status ``KILLED`` when it died at the write, 0 when the pass completed
-(it then prints its status, counts and the number of write statements it made as one JSON line).
+``pass`` (``memory_consolidation``, ``skill_consolidation`` or ``importance_decay``), ``answers`` (scripted model
+answers), ``now`` (ISO), ``cycle``, ``kill_at`` (0: never) and optionally ``write_chunk`` (entries per bulk write
+transaction, store/memory.py ``WRITE_CHUNK``). Exit status ``KILLED`` when it died at the write, 0 when the pass
+completed (it then prints its status, counts and the number of write statements it made as one JSON line).
 
 With ``trials`` (a list of ``[kill_at, profile]``) instead, the process imports everything once and forks one child
 per trial (each a separate process that dies at its write), then prints ``{kill_at: exit status}`` as one JSON line:
@@ -113,8 +114,14 @@ def _run(spec: dict, state: dict) -> int:
     options = DreamOptions(ConsolidationMinInterval=timedelta(0), DreamPassChangeGateEnabled=False)
     client = ModelClient(ScriptedBackend(spec["answers"]), profile=profile, options=options)
     ctx = PassContext(profile, options, parse_ts(spec["now"]), cycle_id=spec["cycle"], client_factory=lambda: client)
+    if spec.get("write_chunk"):
+        from dream_assets.store import memory
+
+        memory.WRITE_CHUNK = int(spec["write_chunk"])
     if spec["pass"] == "memory_consolidation":
         from dream_assets.passes.memory_consolidation import run_memory_consolidation as run
+    elif spec["pass"] == "importance_decay":
+        from dream_assets.passes.importance_decay import run_importance_decay as run
     else:
         from dream_assets.passes.skill_consolidation import run_skill_consolidation as run
     report = run(ctx)

@@ -26,6 +26,7 @@ from langgraph.store.base import (  # noqa: E402
 from typing_extensions import TypedDict  # noqa: E402
 
 from dream_assets.langgraph_store import LangGraphMemoryStore, item_id  # noqa: E402
+from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.passes.memory_consolidation import run_memory_consolidation  # noqa: E402
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets_tests.conftest import NOW, run_scripted  # noqa: E402
@@ -330,3 +331,45 @@ def test_a_langgraph_graph_uses_the_memory_store_as_its_long_term_store(profile,
     finally:
         reopened.close()
     assert live == {"memories/u1": "My manager is Priya Shah.", "memories/u2": "My manager is Tom Becker."}
+
+
+def test_search_without_a_query_and_list_namespaces_read_the_page_not_the_corpus(lg):
+    """The store reads what a page needs: counted in rows brought out of the file, not timed. 3,000 live entries over
+    three namespaces; a page of ten after an offset of five reads fifteen rows, a filtered page one chunk,
+    list_namespaces the distinct categories; and each answers what reading every entry answers."""
+    memories = lg.store.memories
+    categories = ["users/u1/facts", "users/u2/facts", "teams/core"]
+    memories.put_many(
+        [
+            MemoryEntry(
+                id=f"m-{i:05d}",
+                content=f"Fact {i} about project {i % 7}.",
+                category=categories[i % 3],
+                tags=(),
+                importance=0.5,
+                created_at=NOW - timedelta(days=1),
+                updated_at=NOW - timedelta(seconds=3000 - i),
+                last_seen_at=NOW,
+            )
+            for i in range(3000)
+        ]
+    )
+    lg.put(("users", "u1", "facts"), "pinned", {"content": "The pinned fact.", "kind": "pinned"})  # the newest
+    every = memories.list_live()  # what the answers must equal, read the long way
+    newest_u1 = sorted(
+        (e for e in every if e.category.startswith("users/u1/")), key=lambda e: (-e.updated_at.timestamp(), e.id)
+    )
+
+    before = memories.rows_read
+    page = lg.search(("users", "u1"), limit=10, offset=5)
+    assert memories.rows_read - before == 10
+    assert [i.key for i in page] == [e.metadata.get("langgraphKey", e.id) for e in newest_u1[5:15]]
+
+    before = memories.rows_read
+    assert [i.key for i in lg.search(("users",), filter={"kind": "pinned"}, limit=1)] == ["pinned"]
+    assert memories.rows_read - before <= 50
+
+    before = memories.rows_read
+    assert lg.list_namespaces() == [("teams", "core"), ("users", "u1", "facts"), ("users", "u2", "facts")]
+    assert lg.list_namespaces(prefix=("users",), max_depth=2) == [("users", "u1"), ("users", "u2")]
+    assert memories.rows_read - before == 2 * len(categories)

@@ -1,4 +1,5 @@
 import multiprocessing as mp
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
@@ -507,3 +508,68 @@ def test_recall_index_built_at_once_equals_the_one_kept_in_step_with_every_write
     assert +fresh.stem_df == +kept.stem_df and fresh.exact == kept.exact and fresh.exact_of == kept.exact_of
     for query in ["dark mode", "light mode editor", "pottery melanie", "dog rex pets", "kestrel schema", "atlas ci"]:
         assert fresh.bm25.search(tokenize(query), limit=5) == kept.bm25.search(tokenize(query), limit=5)
+
+
+def _entry(i: int, content: str) -> MemoryEntry:
+    return MemoryEntry(
+        id=f"m-{i:03d}",
+        content=content,
+        category=("people", "places", "projects")[i % 3],
+        tags=(f"t{i % 4}",),
+        importance=0.5,
+        created_at=NOW,
+        updated_at=NOW,
+        last_seen_at=NOW,
+        reinforcement_count=1,
+        metadata={},
+    )
+
+
+def test_a_recall_index_built_outside_the_store_lets_others_write_and_still_equals_one_built_at_once(
+    profile, options, monkeypatch
+):
+    """The first index build reads the live rows a few at a time, each read its own short session, so another
+    process writes between the reads (it could not if the build held the file); the rows it added, rewrote, archived,
+    purged or put back meanwhile are in the index exactly as a build inside one session sees them."""
+    from dream_assets.store import memory
+    from dream_assets.store.connection import StoreConnection
+
+    monkeypatch.setattr(memory, "INDEX_READ_CHUNK", 4)
+    topics = ["lease in Lisbon", "Heron load tests", "oat milk flat whites", "Kestrel alert 7732", "dark mode"]
+    theirs = memory.MemoryStore(StoreConnection(profile.store_path, profile.store_lock_path, linger_s=0), options)
+    theirs.put_many([_entry(i, f"Fact {i} is about the {topics[i % 5]} and person {i}.") for i in range(30)])
+    theirs.archive("m-029", now=NOW)
+    writes = iter(
+        [
+            lambda: theirs.save("Priya Shah owns the Lisbon lease since 2026-11-01.", category="places", now=NOW),
+            lambda: theirs.update("m-025", content="Fact 25 moved to the Heron load tests.", now=NOW),  # unread yet
+            lambda: theirs.archive("m-001", now=NOW),  # read already
+            lambda: theirs.purge(["m-001"], now=NOW),
+            lambda: theirs.restore("m-029", now=NOW),
+            lambda: theirs.update("m-002", tags=["moved"], now=NOW),  # read already
+        ]
+    )
+    sessions = []
+
+    class Ours(StoreConnection):
+        @contextmanager
+        def session(self):
+            if not self.in_session:  # another process's write lands before each of our sessions
+                sessions.append(next(writes, lambda: None)())
+            with super().session() as conn:
+                yield conn
+
+    ours = memory.MemoryStore(Ours(profile.store_path, profile.store_lock_path, linger_s=0), options)
+    ours.prepare_recall()
+    assert ours._idx.ready and len(sessions) >= 30 // 4 + 1
+    with theirs._conn.session() as conn:
+        fresh = memory._RecallIndex()
+        fresh.ensure(conn)
+    kept = ours._idx
+    assert fresh.synced_seq == kept.synced_seq and set(fresh.bm25) == set(kept.bm25)
+    assert "m-001" not in kept.bm25 and "m-029" in kept.bm25 and len(kept.bm25) == 30
+    assert fresh.content_tokens == kept.content_tokens and fresh.overlap == kept.overlap
+    assert +fresh.stem_df == +kept.stem_df and fresh.exact == kept.exact and fresh.exact_of == kept.exact_of
+    for query in ["Lisbon lease", "Heron load tests", "flat whites", "moved", "person 25", "Priya", "dark mode t1"]:
+        assert fresh.bm25.search(tokenize(query), limit=8) == kept.bm25.search(tokenize(query), limit=8)
+    assert [e.id for e, _ in ours.search("Fact 25 moved Heron")][0] == "m-025"

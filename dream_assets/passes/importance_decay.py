@@ -39,6 +39,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
 from dream_assets.store.changes import DECAY_KIND
+from dream_assets.store.memory import WRITE_CHUNK
 from dream_assets.text.content_hash import stable_hash
 
 PASS = "importance_decay"
@@ -110,10 +111,19 @@ def decay_importance(ctx: PassContext) -> PassReport:
             if value <= opts.ImportanceDecayFloor:
                 reached_floor += 1
         rows.append(_decay_row(ctx.cycle_id, e, value, now_iso if e.id in importance else iso(e.updated_at), stamps))
-    # The new scores, their stamps and their change rows are one write.
-    with ctx.store.transaction():
-        ctx.store.memories.set_importance(importance, now=ctx.now, stamps=stamps)
-        ctx.store.changes.record_many(rows, now=ctx.now)
+    # An entry's new score, its stamps and its change row are one write, WRITE_CHUNK entries per transaction: the
+    # store is never held for the whole corpus, and a crash between chunks leaves each entry decayed, stamped and
+    # recorded, or untouched (the next run decays it).
+    ids = list(stamps)
+    for start in range(0, len(ids), WRITE_CHUNK):
+        chunk = ids[start : start + WRITE_CHUNK]
+        with ctx.store.transaction():
+            ctx.store.memories.set_importance(
+                {i: importance[i] for i in chunk if i in importance},
+                now=ctx.now,
+                stamps={i: stamps[i] for i in chunk},
+            )
+            ctx.store.changes.record_many(rows[start : start + WRITE_CHUNK], now=ctx.now)
     report.counts.update({"decayed": len(importance), "at_floor": reached_floor})
     return report.finish(
         f"importance decayed on {len(importance)} entries ({reached_floor} at the floor "

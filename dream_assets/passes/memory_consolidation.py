@@ -837,6 +837,9 @@ def _apply(
     vocab: CoverageVocabulary,
     response: MemoryConsolidationResponse,
 ) -> None:
+    # Merges, removals and saves search the corpus inside their transactions: the recall index is built before, so
+    # its first build does not hold the store (an agent saving meanwhile waits for none of it).
+    ctx.store.memories.prepare_recall()
     state = _Apply()
     not_shown: list[str] = []
     invalid_ids: list[str] = []

@@ -52,10 +52,12 @@ from __future__ import annotations
 import atexit
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -109,6 +111,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class SessionHold:
+    """How long one outermost session kept the file: wall and the process's CPU time (DuckDB's threads too), and
+    where it was opened (the store call and the first caller outside the store package): the figure behind a waiting
+    agent's latency."""
+
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    where: str = ""
+
+
+def _caller_outside_store() -> str:
+    """``<store call> < <its caller>``: the innermost frame of the store package that is not this module's and the
+    first frame outside the package (only read when a session sets a new longest hold, so rarely)."""
+    store_dir = os.path.dirname(__file__)
+    inner = outer = ""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        here = f"{os.path.basename(path)}:{frame.f_lineno} {frame.f_code.co_name}"
+        if os.path.dirname(path) == store_dir:
+            if not inner and path != __file__:
+                inner = here
+        elif "contextlib" not in path:
+            outer = here
+            break
+        frame = frame.f_back
+    return " < ".join(p for p in (inner, outer) if p)
+
+
 class StoreConnection:
     def __init__(
         self,
@@ -142,6 +174,7 @@ class StoreConnection:
         self._flock = FileLock(str(self.lock_path), thread_local=False)
         self._conn: duckdb.DuckDBPyConnection | None = None
         self._depth = 0
+        self._owner: int | None = None  # the thread in a session
         self._last_used = 0.0
         self._opened_at = 0.0
         self._broken = False
@@ -150,6 +183,8 @@ class StoreConnection:
         self._pid = os.getpid()
         self.opens = 0  # how many times the file was (re)opened — a process-turn counter, useful in tests
         self.last_wait_s = 0.0  # how long the latest outermost session waited for the file (lock, turn, open)
+        #: The longest outermost session so far: how long another process could have waited for this one.
+        self.longest_hold = SessionHold()
 
     def add_open_hook(self, hook: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
         """Called with the fresh connection each time the file is (re)opened: the place to notice other processes'
@@ -175,6 +210,11 @@ class StoreConnection:
     def in_transaction(self) -> bool:
         return self._tx_depth > 0
 
+    @property
+    def in_session(self) -> bool:
+        """Is this thread inside a session (so a new one joins it instead of taking a turn of its own)?"""
+        return self._depth > 0 and self._owner == threading.get_ident()
+
     @contextmanager
     def session(self) -> Iterator[duckdb.DuckDBPyConnection]:
         asked = time.monotonic()
@@ -189,6 +229,8 @@ class StoreConnection:
                 self._open()
             if self._depth == 0:
                 self.last_wait_s = time.monotonic() - asked
+                held_at, held_cpu = time.monotonic(), time.process_time()
+                self._owner = threading.get_ident()
             self._depth += 1
             try:
                 assert self._conn is not None
@@ -204,6 +246,8 @@ class StoreConnection:
                 self._depth -= 1
                 self._last_used = time.monotonic()
                 if self._depth == 0:
+                    self._owner = None
+                    self._note_hold(time.monotonic() - held_at, time.process_time() - held_cpu)
                     self._end_of_session()
         finally:
             self._lock.release()
@@ -278,12 +322,17 @@ class StoreConnection:
         return bool(self._waiters(exclude_pid=os.getpid()))
 
     # ------------------------------------------------------------------
+    def _note_hold(self, wall_s: float, cpu_s: float) -> None:
+        if wall_s > self.longest_hold.wall_s:
+            self.longest_hold = SessionHold(wall_s, cpu_s, _caller_outside_store())
+
     def _check_fork(self) -> None:
         # A forked child must not use (or close) the parent's handle or lock.
         if os.getpid() != self._pid:
             self._pid = os.getpid()
             self._conn = None
             self._depth = 0
+            self._owner = None
             self._tx_depth = 0
             self._watch_token = None
             self._flock = FileLock(str(self.lock_path), thread_local=False)
@@ -484,6 +533,12 @@ def store_connection(
         if snapshots_dir is not None:
             conn.snapshots_dir = Path(snapshots_dir)
         return conn
+
+
+def longest_holds() -> dict[str, SessionHold]:
+    """The longest outermost session of each store file this process opened (database path -> hold). Without the
+    guard, so a signal handler may call it: a copy of the dict's items is taken at once."""
+    return {key: conn.longest_hold for key, conn in list(_connections.items())}
 
 
 def close_all() -> None:

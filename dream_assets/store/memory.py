@@ -4,7 +4,9 @@ Recall and dedup use one in-process BM25 index per store, kept in step with the 
 every change to a searchable field or to the archive state bumps ``seq``; whenever this process (re)opens the
 file it applies the rows with a higher ``seq`` (and the purge records), so writes from other processes are seen.
 The index is built on first use by a search or a save; other writes only keep an index that exists in step, so a
-process that never searches (a pass) never builds it while holding the store.
+process that never searches (a pass) never builds it. The build does not hold the store: the live rows are read in
+short sessions, indexed outside them, and the rows committed meanwhile applied in one more (``_RecallIndex.prepare``),
+so an agent saving during a cycle waits for one chunk read at most, not for a whole build.
 
 Save-time dedup measures near-duplicates the way clustering does: cosine over embeddings with
 ``EmbeddingSimilarityThreshold`` when ``EmbeddingModel`` is set, the lexical measure otherwise. With embeddings the
@@ -22,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -68,6 +72,9 @@ if TYPE_CHECKING:
     from dream_assets.store.embeddings import EmbeddingIndex
 
 log = logging.getLogger("dream_assets.store.memory")
+# An Arrow fetch of an ``execute`` result copies the rows once more than a relation's would; still half the store
+# time of a NumPy fetch, and ``execute`` sees the caller's open transaction, which a new relation may not.
+warnings.filterwarnings("ignore", message="Arrow output on a DB-API result makes an extra copy", category=UserWarning)
 
 _COLUMNS = (
     "id, content, category, tags, importance, created_at, updated_at, last_seen_at, "
@@ -192,6 +199,31 @@ def _rows_by_id(conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[tup
     return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
 
 
+#: Live rows a first index build reads per store session (``_RecallIndex.prepare``): about 20 ms of the store each
+#: at 100k entries, so an agent's save waits for one chunk at most, never for the whole read.
+INDEX_READ_CHUNK = 10_000
+_NO_LIMIT = 2**62
+#: Entries a bulk housekeeping write (importance decay) changes per transaction: about 25 ms of the store's CPU each
+#: (2,000 took 110 ms at 100k entries, then the longest session of a cycle).
+WRITE_CHUNK = 500
+_INDEX_COLUMNS = ("id", "content", "category", "tags")
+#: A category as its labels: split on "/", empty parts dropped (langgraph_store.namespace_of in SQL).
+_CATEGORY_LABELS_SQL = "list_filter(string_split(category, '/'), lambda x: x <> '')"
+_LIVE_ROWS_SQL = (
+    "SELECT id, content, category, tags, seq FROM memories WHERE archived_at IS NULL AND {where} ORDER BY seq LIMIT ?"
+)
+
+
+def _top_seq(conn: duckdb.DuckDBPyConnection) -> int:
+    """The highest ``seq`` of the file: rows and purge records."""
+    return int(
+        conn.execute(
+            "SELECT greatest((SELECT coalesce(max(seq), 0) FROM memories), "
+            "(SELECT coalesce(max(seq), 0) FROM memory_purges))"
+        ).fetchone()[0]  # type: ignore[index]
+    )
+
+
 def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
     """Tags are a set: trimmed, de-duplicated, sorted (so the corpus fingerprint does not see their order)."""
     return tuple(sorted({str(t).strip() for t in tags if str(t).strip()}))
@@ -212,6 +244,7 @@ class _RecallIndex:
         self.exact_of: dict[str, tuple[str, str]] = {}
         self.synced_seq = 0
         self.ready = False
+        self._building = threading.Lock()  # one build at a time (outside the store: see prepare)
 
     def on_open(self, conn: duckdb.DuckDBPyConnection) -> None:
         ensure_schema(conn)
@@ -238,28 +271,64 @@ class _RecallIndex:
         self.synced_seq = top
 
     def ensure(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Build the index inside the caller's session when it is not built yet (``prepare`` builds it outside)."""
         if not self.ready:
-            self.bm25.clear()
-            self.content_tokens.clear()
-            self.overlap.clear()
-            self.stem_df.clear()
-            self.exact.clear()
-            self.exact_of.clear()
-            self.synced_seq = 0
-            self._build(conn)
+            top = _top_seq(conn)
+            columns = conn.execute(_LIVE_ROWS_SQL.format(where="TRUE"), [_NO_LIMIT]).fetchnumpy()
+            self._take(_RecallIndex.built(*(columns[c].tolist() for c in _INDEX_COLUMNS), top))
             self.sync(conn)
             self.ready = True
 
-    def _build(self, conn: duckdb.DuckDBPyConnection) -> None:
-        """What ``sync`` from nothing arrives at (the live rows, added in ``seq`` order), a corpus at a time."""
-        top = conn.execute(
-            "SELECT greatest((SELECT coalesce(max(seq), 0) FROM memories), "
-            "(SELECT coalesce(max(seq), 0) FROM memory_purges))"
-        ).fetchone()[0]  # type: ignore[index]
-        columns = conn.execute(
-            "SELECT id, content, category, tags FROM memories WHERE archived_at IS NULL ORDER BY seq"
-        ).fetchnumpy()
-        ids, contents, categories, tags = (columns[c].tolist() for c in ("id", "content", "category", "tags"))
+    def prepare(self, conn: StoreConnection) -> None:
+        """Build the index, when it is not built yet, without holding the store for the build: the live rows are read
+        in short sessions of ``INDEX_READ_CHUNK`` rows each (other processes take their turns in between), tokenised
+        and indexed outside any session, and the index is then brought up to date in one short session with what was
+        committed meanwhile (``sync``). Exact: every write after the first read carries a higher ``seq`` than that
+        read saw, so a row the chunks missed or saw in an older state is applied by ``sync``, in order, and the
+        index holds what a build inside one session would. A caller already inside a session (a save inside a
+        caller's transaction) does nothing here: ``ensure`` builds inside that session, which must see its
+        uncommitted rows."""
+        if self.ready or conn.in_session:
+            return
+        with self._building:
+            if self.ready:
+                return
+            top, columns = self._read_live(conn)
+            fresh = _RecallIndex.built(*columns, top)
+            del columns
+            with conn.session() as db:
+                if not self.ready:  # a build inside a session may have come first
+                    self._take(fresh)
+                    self.sync(db)
+                    self.ready = True
+
+    @staticmethod
+    def _read_live(conn: StoreConnection) -> tuple[int, tuple[list[Any], ...]]:
+        """The highest ``seq`` and the live rows at or below it (ids, contents, categories, tags in ``seq`` order),
+        read a chunk per session."""
+        out: tuple[list[Any], ...] = ([], [], [], [])
+        top: int | None = None
+        after = 0
+        while True:
+            with conn.session() as db:
+                if top is None:
+                    top = _top_seq(db)
+                chunk = db.execute(
+                    _LIVE_ROWS_SQL.format(where="seq > ? AND seq <= ?"), [after, top, INDEX_READ_CHUNK]
+                ).fetchnumpy()
+            for values, column in zip(out, _INDEX_COLUMNS, strict=True):
+                values.extend(chunk[column].tolist())
+            if len(chunk["seq"]) < INDEX_READ_CHUNK:
+                return top, out
+            after = int(chunk["seq"][-1])
+
+    @classmethod
+    def built(
+        cls, ids: list[str], contents: list[str], categories: list[str], tags: list[str], top: int
+    ) -> _RecallIndex:
+        """An index of the given live rows (in ``seq`` order: what ``sync`` from nothing arrives at, a corpus at a
+        time), synced up to ``top``."""
+        index = cls()
         extra: dict[tuple[str, str], list[str]] = {}  # category and tags -> their index tokens
         words = [content_token_list(content) for content in contents]
         documents: list[list[str]] = []
@@ -268,17 +337,24 @@ class _RecallIndex:
             if found is None:
                 found = extra[(category, tag_text)] = document_tokens("", category, json.loads(tag_text))
             documents.append(content_words + found if found else content_words)
-        self.bm25.add_many(ids, documents)
+        index.bm25.add_many(ids, documents)
         del documents
-        self.content_tokens = {mid: tuple(w) for mid, w in zip(ids, words, strict=True)}
+        index.content_tokens = {mid: tuple(w) for mid, w in zip(ids, words, strict=True)}
         del words
-        stems, self.stem_df = overlap_token_sets(contents)
-        self.overlap = dict(zip(ids, stems, strict=True))
+        stems, index.stem_df = overlap_token_sets(contents)
+        index.overlap = dict(zip(ids, stems, strict=True))
         for mid, content, category in zip(ids, contents, categories, strict=True):
             key = (category, exact_key(content))
-            self.exact.setdefault(key, set()).add(mid)
-            self.exact_of[mid] = key
-        self.synced_seq = int(top)
+            index.exact.setdefault(key, set()).add(mid)
+            index.exact_of[mid] = key
+        index.synced_seq = int(top)
+        return index
+
+    def _take(self, other: _RecallIndex) -> None:
+        """Hold what ``other`` holds (not yet ready: the caller syncs, then marks it ready)."""
+        self.bm25, self.content_tokens, self.overlap = other.bm25, other.content_tokens, other.overlap
+        self.stem_df, self.exact, self.exact_of = other.stem_df, other.exact, other.exact_of
+        self.synced_seq = other.synced_seq
 
     def add(self, mid: str, content: str, category: str, tags: Sequence[str]) -> None:
         self.remove(mid)
@@ -413,6 +489,8 @@ class MemoryStore:
         self._embedding_index: EmbeddingIndex | None = None
         self._embedding_unavailable: str | None = None  # why the provider could not be built
         self._embedding_failed: tuple[datetime, str] | None = None  # last failed call at save time
+        #: Rows the reads of this store brought out of the file: what a read costs, whatever the machine's load.
+        self.rows_read = 0
         # New rows of a ``batched`` block not yet inserted (id -> entry, in save order); None outside one.
         self._pending: dict[str, MemoryEntry] | None = None
 
@@ -461,6 +539,7 @@ class MemoryStore:
             row = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", [entry_id]).fetchone()
         if row is None:
             return None
+        self.rows_read += 1
         entry = _row_to_entry(row)
         if entry.is_archived and not include_archived:
             return None
@@ -472,7 +551,42 @@ class MemoryStore:
             return {}
         with self._conn.session() as conn:
             rows = conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?))", [ids]).fetchall()
+        self.rows_read += len(rows)
         return {r[0]: _row_to_entry(r) for r in rows}
+
+    def live_page(
+        self, *, labels: Sequence[str] = (), limit: int, offset: int = 0, after: tuple[datetime, str] | None = None
+    ) -> list[MemoryEntry]:
+        """Live entries whose category, split on ``/`` (empty parts dropped), begins with ``labels``, the most recently
+        updated first (ties by id): ``offset`` of them skipped, at most ``limit`` returned, and with ``after`` (the
+        ``(updated_at, id)`` of the last entry of a previous page) only those after it. The store reads the page
+        alone (LIMIT and OFFSET in the query), so its cost is bounded by the page, not by the corpus."""
+        if limit <= 0:
+            return []
+        where, params = ["archived_at IS NULL"], []
+        if labels:
+            where.append(f"{_CATEGORY_LABELS_SQL}[1:{len(labels)}] = ?::VARCHAR[]")
+            params.append(list(labels))
+        if after is not None:
+            where.append("(updated_at < ? OR (updated_at = ? AND id > ?))")
+            params += [to_db(after[0]), to_db(after[0]), after[1]]
+        with self._conn.session() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
+                "ORDER BY updated_at DESC, id LIMIT ? OFFSET ?",
+                [*params, int(limit), max(0, int(offset))],
+            ).fetchall()
+        self.rows_read += len(rows)
+        return [_row_to_entry(r) for r in rows]
+
+    def live_categories(self) -> list[str]:
+        """The distinct categories of the live entries, sorted (one query: the rows read are the categories)."""
+        with self._conn.session() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT category FROM memories WHERE archived_at IS NULL ORDER BY category"
+            ).fetchall()
+        self.rows_read += len(rows)
+        return [r[0] for r in rows]
 
     def list_live(self) -> list[MemoryEntry]:
         return self._list("archived_at IS NULL")
@@ -484,13 +598,18 @@ class MemoryStore:
         return self._list("TRUE")
 
     def _list(self, where: str) -> list[MemoryEntry]:
-        # Column arrays are fetched about twice as fast as row tuples, and turned into rows after the session: the
-        # file is held only for the read, so other processes wait less (store/connection.py: fair turns).
+        return _entries_of_columns(self._columns(_COLUMNS, where))
+
+    def _columns(self, columns: str, where: str) -> list[list[Any]]:
+        """``columns`` of the rows ``where`` holds, ordered by (created_at, id), as lists. The session only reads an
+        Arrow table (a third of the store time of a NumPy fetch at 100k entries); ordering it and turning it into
+        Python values happen after the session, so other processes wait less (store/connection.py: fair turns)."""
         with self._conn.session() as conn:
-            columns = conn.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE {where} ORDER BY created_at, id"
-            ).fetchnumpy()
-        return _entries_of_columns([c.tolist() for c in columns.values()])
+            sql = f"SELECT {columns}, created_at AS _at, id AS _id FROM memories WHERE {where}"
+            table = conn.execute(sql).to_arrow_table()
+        self.rows_read += table.num_rows
+        table = table.sort_by([("_at", "ascending"), ("_id", "ascending")])
+        return [table.column(i).to_numpy(zero_copy_only=False).tolist() for i in range(table.num_columns - 2)]
 
     def counts(self) -> dict[str, int]:
         with self._conn.session() as conn:
@@ -500,6 +619,12 @@ class MemoryStore:
             ).fetchone()  # type: ignore[misc]
         return {"live": int(live), "archived": int(archived)}
 
+    def prepare_recall(self) -> None:
+        """Build this process's recall index now if it is not built, without holding the store for the build
+        (``_RecallIndex.prepare``): for a caller about to search or save inside its own transactions, where a first
+        build would have to hold the store all along. A no-op once built, and inside a session."""
+        self._idx.prepare(self._conn)
+
     def search(self, query: str, limit: int = 10) -> list[tuple[MemoryEntry, float]]:
         """Live entries for ``query``, best first: BM25 over content, category and tags finds them, and the current
         version of a fact comes before a stale one (store/recall.py: correction standing, subject time or save time,
@@ -508,12 +633,14 @@ class MemoryStore:
         if limit <= 0:
             return []
         tokens = tokenize(query)
+        self._idx.prepare(self._conn)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
             hits = self._idx.bm25.search(tokens, limit=candidate_count(limit, self._options))
             if not hits:
                 return []
             rows = _rows_by_id(conn, [h for h, _ in hits])
+        self.rows_read += len(rows)
         by_id = {r[0]: _row_to_entry(r) for r in rows}
         live = [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
         return rank_recall(live, tokens, self._options, limit)
@@ -545,6 +672,7 @@ class MemoryStore:
         """Whether two texts are near duplicates by the save-time measure (``similarity_measure``), with the idf of
         the live corpus as save-time dedup and clustering weigh words."""
         measure, _, threshold = self.similarity_measure()
+        self._idx.prepare(self._conn)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
         if measure == "overlap":
@@ -567,11 +695,7 @@ class MemoryStore:
                 else self._options.ConsolidationSimilarityThreshold
             )
         # Only ids and texts, in list_live's order: a scan of a large corpus does not build every entry.
-        with self._conn.session() as conn:
-            columns = conn.execute(
-                "SELECT id, content FROM memories WHERE archived_at IS NULL ORDER BY created_at, id"
-            ).fetchnumpy()
-        docs = list(zip(columns["id"].tolist(), columns["content"].tolist(), strict=True))
+        docs = list(zip(*self._columns("id, content", "archived_at IS NULL"), strict=True))
         return find_duplicate_clusters(
             docs,
             threshold,
@@ -610,7 +734,9 @@ class MemoryStore:
         content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
         # Each occurrence of a user correction, feedback or a capability claim is a signal: never absorbed.
         dedupe = dedupe and not is_signal(category, tags, meta)
-        # Vectors first, outside the write transaction: an embeddings request never runs while the store is held.
+        # The recall index and vectors first, outside the write transaction: neither a first index build nor an
+        # embeddings request runs while the store is held.
+        self._idx.prepare(self._conn)
         measure = self._save_measure(content, category, meta, now) if dedupe else _SaveMeasure()
         with self._conn.transaction() as conn:
             result = self._save_in(
@@ -709,6 +835,7 @@ class MemoryStore:
                 return _SaveMeasure(
                     note=f"embeddings failed at {failed_at.isoformat()} ({_short(why)}): the lexical measure was used"
                 )
+        self._idx.prepare(self._conn)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
             if self._oldest_exact(conn, content, category, meta) is not None:
@@ -741,6 +868,7 @@ class MemoryStore:
     def find_exact(self, content: str, category: str) -> list[MemoryEntry]:
         """Live entries of ``category`` whose content equals ``content`` after normalising case, white space and
         punctuation (text/similarity.exact_key), oldest first."""
+        self._idx.prepare(self._conn)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
             return self._exact_matches(conn, content, category)
@@ -971,6 +1099,7 @@ class MemoryStore:
         if self._pending is not None:  # nested: the outer block inserts
             yield
             return
+        self._idx.prepare(self._conn)  # the saves of the block need the index: built before the store is held
         with self._conn.transaction() as conn:
             self._pending = {}
             try:
@@ -1179,25 +1308,29 @@ class MemoryStore:
         stamps: Mapping[str, Mapping[str, str]] | None = None,
     ) -> int:
         """Bulk importance rewrite (importance decay): changes score and updated_at, never content or review state.
-        ``stamps`` (metadata merged in) are written in the same transaction, so a crash cannot decay twice."""
-        if not updates and not stamps:
-            return 0
-        with self._conn.transaction() as conn:
-            if updates:
-                conn.register(
-                    "_imp",
-                    pa.table({"id": list(updates), "importance": [float(v) for v in updates.values()]}),
-                )
-                try:
-                    conn.execute(
-                        "UPDATE memories SET importance = _imp.importance, updated_at = ? FROM _imp "
-                        "WHERE memories.id = _imp.id AND memories.archived_at IS NULL",
-                        [to_db(utc(now))],
-                    )
-                finally:
-                    conn.unregister("_imp")
-            if stamps:
-                self._merge_metadata(conn, stamps)
+        ``stamps`` (metadata merged in) are written in the same transaction as the entry's importance, so a crash
+        cannot decay twice. The entries are written ``WRITE_CHUNK`` at a time, each chunk one transaction, so the
+        store is never held for a whole corpus: a crash between chunks leaves each entry either decayed and stamped
+        or untouched, and the pass run again decays the rest (a caller's open transaction makes it one unit)."""
+        stamps = stamps or {}
+        ids = list(dict.fromkeys([*updates, *stamps]))
+        for start in range(0, len(ids), WRITE_CHUNK):
+            chunk = ids[start : start + WRITE_CHUNK]
+            with self._conn.transaction() as conn:
+                values = {i: float(updates[i]) for i in chunk if i in updates}
+                if values:
+                    conn.register("_imp", pa.table({"id": list(values), "importance": list(values.values())}))
+                    try:
+                        conn.execute(
+                            "UPDATE memories SET importance = _imp.importance, updated_at = ? FROM _imp "
+                            "WHERE memories.id = _imp.id AND memories.archived_at IS NULL",
+                            [to_db(utc(now))],
+                        )
+                    finally:
+                        conn.unregister("_imp")
+                chunk_stamps = {i: stamps[i] for i in chunk if i in stamps}
+                if chunk_stamps:
+                    self._merge_metadata(conn, chunk_stamps)
         return len(updates)
 
     def put_scores(self, entries: Iterable[MemoryEntry]) -> int:
