@@ -84,6 +84,7 @@ from dream_assets.passes.consolidation_select import (
     CLUSTER_SET_KEY,
     REVIEWED_IN_KEY,
     REVIEWED_KEY,
+    SPLIT_KEY,
     Selection,
     cluster_set_id,
     cooldown_for,
@@ -449,7 +450,7 @@ def _apply_merge(
                 if is_reviewed(twin):
                     stamps = {REVIEWED_KEY: review_hash(merged)}
                     if twin.id in selection.eligible:
-                        stamps[REVIEWED_IN_KEY] = reviewed_in_stamp(ctx.cycle_id, ctx.now)
+                        stamps[REVIEWED_IN_KEY] = reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call)
                     merged = merged.with_(metadata={**merged.metadata, **stamps})
                 merged = memories.replace(merged)
                 ctx.record(
@@ -473,11 +474,13 @@ def _apply_merge(
                 )
                 # The merged text was judged this cycle against every source: stamp it reviewed so the next cycle
                 # does not re-ask the model about its own answer. Any later write re-opens it.
+                lineage = next((selection.part_of[i] for i in ids if i in selection.part_of), None)
                 merged = merged.with_(
                     metadata={
                         **merged.metadata,
                         REVIEWED_KEY: review_hash(merged),
-                        REVIEWED_IN_KEY: reviewed_in_stamp(ctx.cycle_id, ctx.now),
+                        REVIEWED_IN_KEY: reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call),
+                        **({SPLIT_KEY: lineage} if lineage else {}),
                     }
                 )
                 merged = memories.put(merged)
@@ -776,7 +779,7 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
     re-offered cluster left apart again is declined once more, and its cooldown grows). The stamps and their
     change-log rows are one write."""
     updates: dict[str, dict[str, str]] = {}
-    shown_in = reviewed_in_stamp(ctx.cycle_id, ctx.now)
+    shown_in = reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call)
     for i, shown_entry in selection.eligible.items():
         if i in state.archived or i in state.untouched:
             continue
@@ -786,6 +789,8 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
         if shown_entry.metadata.get(REVIEWED_IN_KEY) != shown_in:
             update[REVIEWED_IN_KEY] = shown_in
         update.update(state.rejected_stamps.get(i, {}))
+        if i in selection.part_of and shown_entry.metadata.get(SPLIT_KEY) != selection.part_of[i]:
+            update[SPLIT_KEY] = selection.part_of[i]  # shown in a part: its cluster's lineage, asked together again
         if update:
             updates[i] = update
     for cluster in selection.clusters:
@@ -1093,11 +1098,13 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     shrink = 1.0
     selection = None
     shown: set[str] = set()
+    max_calls = ctx.options.LlmMaxCallsPerPass
     while True:
         items_budget = None
         if budget.bounded:
             items_budget = int((budget.prompt_limit - fixed) * shrink)
-        selection = select_candidates(
+        # One scan plans the calls left (disjoint batches); the next scan sees what their merges made.
+        planned = select_candidates(
             live,
             _scan(ctx, report),
             ctx.options.ConsolidationMaxEntriesPerCall,
@@ -1107,7 +1114,15 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             exclude=shown,
             cost=_entry_tokens(budget.count) if items_budget is not None else None,
             budget=max(0, items_budget) if items_budget is not None else None,
+            batches=max(1, max_calls - calls) if budget.bounded else 1,
         )
+        selection = planned
+        if planned.split and planned.eligible:
+            report.counts["split_clusters"] = report.counts.get("split_clusters", 0) + planned.split
+            report.info(
+                f"{planned.split} near-duplicate cluster(s) too large for one call ({budget.describe()}) offered in "
+                "parts of the most similar members; each merged part joins the rest of its cluster on a later call"
+            )
         if calls == 0:
             report.extra["select_s"] = round(time.perf_counter() - started, 3)
             for warning in selection.warnings:
@@ -1115,39 +1130,46 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             _count_selection(report, selection, live, previous)
         if not selection.eligible and not (fresh_corrections and calls == 0):
             break
-        entries = selection.entries()
-        prompt = render_memory_consolidation(
-            entries, selection.clusters, feedback, ctx.now, reoffered=selection.reoffered
-        )
-        if budget.bounded and not budget.fits(system, prompt) and len(entries) > 1:
-            shrink *= 0.8  # the per-entry estimate was short (cluster lines, framing): a smaller batch
-            continue
-        inputs = {
-            "entries": [_entry_input(e) for e in entries],
-            "clusters": selection.clusters,
-            "feedback": feedback,
-            "reoffered": selection.reoffered,
-        }
-        report.extra["prompt_chars"] = max(len(prompt), int(report.extra.get("prompt_chars", 0)))
-        report.counts["prompt_chars"] = report.counts.get("prompt_chars", 0) + len(prompt)
-        response = call_model(ctx, report, SPEC.model_call, prompt, inputs, shrinkable=len(entries) > 1)
-        if response is CONTEXT_EXCEEDED:
-            shrink *= 0.5
-            report.count("context_exceeded_retries")
-            report.info(f"the endpoint said the prompt of {len(entries)} entries did not fit; retrying with half")
-            continue
-        if response is None:
-            if calls:  # earlier batches of this run are applied and reviewed: they stay; the rest waits
-                report.warn(f"batch {calls + 1} failed after {calls} applied; the rest waits for the next cycle")
-            return report  # failed or deferred: nothing of this batch applied, nothing stamped, retried next cycle
-        assert isinstance(response, MemoryConsolidationResponse)
-        _apply(ctx, report, selection, vocab, response)
-        calls += 1
-        report.counts["calls"] = calls
-        shrink = 1.0
-        shown.update(selection.eligible)  # a forced or switched run offers every entry once, over its batches
+        redo = False
+        for batch in [planned, *planned.later]:
+            entries = batch.entries()
+            prompt = render_memory_consolidation(entries, batch.clusters, feedback, ctx.now, reoffered=batch.reoffered)
+            if budget.bounded and not budget.fits(system, prompt) and len(entries) > 1:
+                shrink *= 0.8  # the per-entry estimate was short (cluster lines, framing): a smaller batch
+                redo = True
+                break
+            inputs = {
+                "entries": [_entry_input(e) for e in entries],
+                "clusters": batch.clusters,
+                "feedback": feedback,
+                "reoffered": batch.reoffered,
+            }
+            report.extra["prompt_chars"] = max(len(prompt), int(report.extra.get("prompt_chars", 0)))
+            report.counts["prompt_chars"] = report.counts.get("prompt_chars", 0) + len(prompt)
+            response = call_model(ctx, report, SPEC.model_call, prompt, inputs, shrinkable=len(entries) > 1)
+            if response is CONTEXT_EXCEEDED:
+                shrink *= 0.5
+                report.count("context_exceeded_retries")
+                report.info(f"the endpoint said the prompt of {len(entries)} entries did not fit; retrying with half")
+                redo = True
+                break
+            if response is None:
+                if calls:  # earlier batches of this run are applied and reviewed: they stay; the rest waits
+                    report.warn(f"batch {calls + 1} failed after {calls} applied; the rest waits for the next cycle")
+                return report  # failed or deferred: nothing of this batch applied, nothing stamped, retried next cycle
+            assert isinstance(response, MemoryConsolidationResponse)
+            batch.call = calls + 1
+            _apply(ctx, report, batch, vocab, response)
+            calls += 1
+            report.counts["calls"] = calls
+            selection = batch
+            shown.update(batch.eligible)  # a forced or switched run offers every entry once, over its batches
+            if calls >= max_calls:
+                break
+        if not redo:
+            shrink = 1.0
         live = memories.list_live()
-        if calls >= ctx.options.LlmMaxCallsPerPass or not budget.bounded:
+        if calls >= max_calls or not budget.bounded:
             break
     assert selection is not None
     if selection.too_large:
@@ -1155,7 +1177,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         report.counts["too_large_clusters"] = len(selection.too_large)
         report.warn(
             f"{len(selection.too_large)} near-duplicate cluster(s) (of {sizes} entries) do not fit one call "
-            f"({budget.describe()}) and are never split: they wait until LlmContextTokens is raised or "
+            f"({budget.describe()}) even two members at a time: they wait until LlmContextTokens is raised or "
             "LlmMaxTokens lowered"
         )
     remaining = selection.backlog if calls else report.counts.get("backlog", 0)
@@ -1195,7 +1217,10 @@ COUNTS = {
     "backlog": "unreviewed or clustered entries over the per-call cap, left for the next cycles",
     "clusters": "open near-duplicate clusters shown to the model",
     "calls": "model calls the review took: the eligible entries are offered in batches that fit LlmContextTokens",
-    "too_large_clusters": "near-duplicate clusters too large for one call's window alone, left waiting with a warning",
+    "too_large_clusters": "near-duplicate clusters of which not even two members fit one call's window, left waiting "
+    "with a warning",
+    "split_clusters": "near-duplicate clusters too large for one call's window alone, offered in parts (counted "
+    "once per selection that offered them)",
     "settled_clusters": "near-duplicate clusters withheld because every member is reviewed and unchanged",
     "reoffered": "shown clusters that had settled before (offered for a merge only, never a removal)",
     "created_since_last_run": "live entries created after the last completed run",
