@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
@@ -127,7 +128,9 @@ def call_model(
     refused = token_budget_refusal(ctx, budget.tokens(request.system, request.prompt)) if metered else None
     if refused is not None:
         report.count("budget_deferred")
-        report.defer(refused)
+        report.extra["budget_deferral"] = refused.to_json()  # waits for the next cycle or day: no busy back-off
+        report.summary = f"{report.pass_name} deferred: budget — {refused.reason}"
+        report.defer(refused.reason)
         return None
     start = len(client.usage.records)
     result = client.call(request)
@@ -190,23 +193,51 @@ def token_spend(ctx: PassContext) -> tuple[int, int]:
     return spend["cycles"].get(ctx.cycle_id, 0), spend["days"].get(ctx.now.date().isoformat(), 0)
 
 
-def token_budget_refusal(ctx: PassContext, estimate: int) -> str | None:
-    """Why a call of ``estimate`` prompt tokens would go over CycleTokenBudget or DailyTokenBudget (the pass is then
-    deferred whole, before anything is sent); None within budget or without one."""
+@dataclass(frozen=True)
+class BudgetRefusal:
+    """A call the token budgets refuse: which budget, its limit, what was spent, the call's estimate, and when the
+    pass can run again (the next cycle, or the next UTC day). A budget deferral is not retried with back-off."""
+
+    budget: str  # CycleTokenBudget or DailyTokenBudget
+    limit: int
+    spent: int
+    estimate: int
+    resumes: str  # "next cycle" or the next UTC midnight
+
+    scope: str = "the cycle"  # what the budget counts: the cycle, or the UTC day
+
+    @property
+    def reason(self) -> str:
+        when = "it runs next cycle" if self.resumes == "next cycle" else f"it runs again tomorrow (UTC, {self.resumes})"
+        return (
+            f"token budget: this call's prompt (about {self.estimate} tokens) would take {self.scope} past "
+            f"{self.budget} {self.limit} ({self.spent} spent); {when}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "budget",
+            "budget": self.budget,
+            "limit": self.limit,
+            "spent": self.spent,
+            "estimate": self.estimate,
+            "resumes": self.resumes,
+        }
+
+
+def token_budget_refusal(ctx: PassContext, estimate: int) -> BudgetRefusal | None:
+    """The refusal of a call of ``estimate`` prompt tokens that would go over CycleTokenBudget or DailyTokenBudget
+    (the pass is then deferred whole, before anything is sent); None within budget or without one."""
     opts = ctx.options
     if not (opts.CycleTokenBudget or opts.DailyTokenBudget):
         return None
     cycle, day = token_spend(ctx)
     if opts.CycleTokenBudget and cycle + estimate > opts.CycleTokenBudget:
-        return (
-            f"token budget: this call's prompt (about {estimate} tokens) would take the cycle past CycleTokenBudget "
-            f"{opts.CycleTokenBudget} ({cycle} spent); it runs next cycle"
-        )
+        return BudgetRefusal("CycleTokenBudget", opts.CycleTokenBudget, cycle, estimate, "next cycle")
     if opts.DailyTokenBudget and day + estimate > opts.DailyTokenBudget:
-        return (
-            f"token budget: this call's prompt (about {estimate} tokens) would take {ctx.now.date().isoformat()} past "
-            f"DailyTokenBudget {opts.DailyTokenBudget} ({day} spent); it runs again tomorrow (UTC)"
-        )
+        tomorrow = datetime.combine(ctx.now.astimezone(UTC).date() + timedelta(days=1), datetime.min.time(), UTC)
+        day_name = ctx.now.astimezone(UTC).date().isoformat()
+        return BudgetRefusal("DailyTokenBudget", opts.DailyTokenBudget, day, estimate, iso(tomorrow) or "", day_name)
     return None
 
 
