@@ -360,47 +360,59 @@ def select_candidates(
     # Only what is really new or changed waits for a later cycle: what a forced run leaves unshown stays reviewed.
     waiting += [c for c in clusters + too_large if not review_all or any(i in really_unreviewed for i in c)]
     must_review = really_unreviewed | {i for c in waiting for i in c}
+    position = {e.id: n for n, e in enumerate(live)}
+    clustered = in_parts.union(*clusters) if clusters else set(in_parts)
+    # Single new or changed entries, in corpus order: the first call takes every one that still fits after the
+    # clusters; each later call takes them in order while they fit (one pass over the corpus for all the calls).
+    singles = [e.id for e in live if e.id in unreviewed and e.id not in clustered]
+    pending = list(clusters)  # whole clusters and parts not shown yet, in scan order
     placed: set[str] = set()  # shown by an earlier batch of this selection
+    reviewed_so_far = 0  # of must_review, how many the batches so far show
     planned: list[Selection] = []
     for _ in range(max(1, batches)):
         eligible_ids: set[str] = set()
         shown_clusters: list[list[str]] = []
-        held: set[str] = set(in_parts)
         spent = 0
-        for cluster in clusters:
-            if placed.intersection(cluster):
+        waiting_clusters = []
+        for cluster in pending:
+            fits = True
+            if tokens is not None:
+                extra = cost_of(cluster)
+                fits = extra <= tokens and spent + extra <= tokens
+            if fits and cap is not None and len(eligible_ids) + len(cluster) > cap and eligible_ids:
+                fits = False
+            if not fits:
+                waiting_clusters.append(cluster)
                 continue
             if tokens is not None:
-                extra = cost_of(set(cluster) - eligible_ids)
-                if cost_of(cluster) > tokens or spent + extra > tokens:
-                    held.update(cluster)
-                    continue
-            if cap is not None and len(eligible_ids | set(cluster)) > cap and (eligible_ids or shown_clusters):
-                held.update(cluster)
-                continue
-            if tokens is not None:
-                spent += cost_of(set(cluster) - eligible_ids)
+                spent += cost_of(cluster)
             eligible_ids.update(cluster)
             shown_clusters.append(cluster)
-        for e in live:
-            if (
-                e.id in unreviewed
-                and e.id not in held
-                and e.id not in eligible_ids
-                and e.id not in placed
-                and (cap is None or len(eligible_ids) < cap)
-            ):
-                if tokens is not None:
-                    extra = cost_of([e.id])
-                    if spent + extra > tokens:
-                        continue
-                    spent += extra
-                eligible_ids.add(e.id)
+        pending = waiting_clusters
+        left = []
+        for n, i in enumerate(singles):
+            if cap is not None and len(eligible_ids) >= cap:
+                left.extend(singles[n:])
+                break
+            if tokens is not None:
+                extra = cost_of([i])
+                if extra > tokens:
+                    continue  # over the budget alone: it waits, with the window as it is
+                if spent + extra > tokens:
+                    if planned:  # a later call stops at the first entry that does not fit
+                        left.extend(singles[n:])
+                        break
+                    left.append(i)
+                    continue
+                spent += extra
+            eligible_ids.add(i)
+        singles = left
         if planned and not eligible_ids:
             break
         placed |= eligible_ids
+        reviewed_so_far += len(eligible_ids & must_review)
         # Keep corpus order (created_at, id) so everything downstream is deterministic.
-        eligible = {e.id: e for e in live if e.id in eligible_ids}
+        eligible = {i: by_id[i] for i in sorted(eligible_ids, key=position.__getitem__)}
         planned.append(
             Selection(
                 live=len(live),
@@ -411,12 +423,14 @@ def select_candidates(
                 settled_clusters=settled,
                 scan_method=method,
                 warnings=warnings,
-                backlog=len(must_review - placed),
+                backlog=len(must_review) - reviewed_so_far,
                 reoffered=[c for c in reoffered if c in shown_clusters],
                 too_large=too_large,
                 split=split,
                 part_of={i: part_of[i] for i in eligible if i in part_of},
             )
         )
+        if not pending and not singles:
+            break
     planned[0].later = planned[1:]
     return planned[0]
