@@ -23,6 +23,11 @@ offered: the pass's own merges reshape the clusters of their neighbours, and wit
 reshaped cluster of untouched entries would be asked again. A settled cluster is offered again once its cooldown has
 passed (``ConsolidationSettledCooldown``, doubled for each further time it was left apart, at most 16 times), with
 a note in the prompt; such a re-offered cluster is merge-only (the pass ignores a removal of its members).
+
+A cluster too large for one call's window is offered in parts (``split_cluster``); each part is judged like a cluster
+by its own stamps. Its members shown in a part and the entries merged from a part carry the cluster's lineage
+(``consolidationSplitOf``), which joins them into one cluster on the next selection even when the scan no longer
+does: merged parts are themselves merged, and no part is left behind as a question never asked.
 """
 
 from __future__ import annotations
