@@ -10,8 +10,8 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
    shown. The lookup used to apply the answer is keyed on that eligible set, so an id the model invents or remembers
    resolves to nothing. Nothing eligible: no model call.
 3. Model calls sized to the window, planned from one scan (a near-duplicate cluster too large for one call is
-   offered in parts of its most similar members; consolidation_select.py); the store is not held meanwhile. Every string of the answer is checked before anything is
-   applied (model_text.py): an item with a lone surrogate, a control character, an over-long or blank text, or a
+   offered in parts of its most similar members; consolidation_select.py); the store is not held meanwhile.
+   Every string of the answer is checked before anything is applied (model_text.py): an item with a lone surrogate, a control character, an over-long or blank text, or a
    malformed category or tag is rejected with its reason (``invalid_items``, an ``invalid-item`` row in the changes
    table) and the rest of the answer applies; ids that are not strings or not usable (``invalid_ids``), repeated
    within one list (``duplicate_ids``) or not shown this cycle (``ignored_ids``) are ignored with a count.
