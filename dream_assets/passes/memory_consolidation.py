@@ -11,10 +11,11 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
    resolves to nothing. Nothing eligible: no model call.
 3. Model calls sized to the window, planned from one scan (a near-duplicate cluster too large for one call is
    offered in parts of its most similar members; consolidation_select.py); the store is not held meanwhile.
-   Every string of the answer is checked before anything is applied (model_text.py): an item with a lone surrogate, a control character, an over-long or blank text, or a
-   malformed category or tag is rejected with its reason (``invalid_items``, an ``invalid-item`` row in the changes
-   table) and the rest of the answer applies; ids that are not strings or not usable (``invalid_ids``), repeated
-   within one list (``duplicate_ids``) or not shown this cycle (``ignored_ids``) are ignored with a count.
+   Every string of the answer is checked before anything is applied (model_text.py): an item with a lone
+   surrogate, a control character, an over-long or blank text, or a malformed category or tag is rejected with
+   its reason (``invalid_items``, an ``invalid-item`` row in the changes table) and the rest of the answer
+   applies; ids that are not strings or not usable (``invalid_ids``), repeated within one list
+   (``duplicate_ids``) or not shown this cycle (``ignored_ids``) are ignored with a count.
 4. For each merge: the coverage check (every name, acronym, multi-digit number and date of the sources must
    survive), the content check (every source sentence keeps most of its content words, ``dropped_content``: a
    dropped sentence or a sentence rewritten down to half its words fails it) and the invented-specifics check (no
