@@ -6,7 +6,8 @@ simulated small model with and without the contract's JSON schema.
     nice -n 10 .venv/bin/python benchmarks/models.py --entries 100000 --windows 32768 --no-parse   # one of them
 
 A first review plans all of a run's calls from one near-duplicate scan, so its cost grows with the corpus and the
-merges, not with calls x corpus: 10,000 entries take about 70 s of CPU at an 8k window (185 calls).
+merges, not with calls x corpus: 10,000 entries take about 70 s of CPU at an 8k window (185 calls); 100,000 about
+230 s at a 32k window (338 calls) and 260 s at 128k (200 calls, ConsolidationMaxEntriesPerCall), none over the window.
 
 A first review of a synthetic corpus (near-duplicate pairs among distinct entries) runs the real memory consolidation
 pass through the local OpenAI-compatible test server, whose window is ``LlmContextTokens`` (4k, 8k, 32k, 128k) and
