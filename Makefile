@@ -20,7 +20,7 @@ INSTANCE := $(DAGSTER_HOME)/dagster.yaml
 
 .PHONY: run test test-fast dev status backfill bench lint clean setup
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py dream_assets/text/_bm25kernel.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

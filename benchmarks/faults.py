@@ -32,7 +32,7 @@ Sections (each in real processes on real DuckDB files):
 6. fuzzed contradiction-sweep answers over a corpus never swept (mass supersession of every offered pair both ways,
    pairs never offered, unknown ids, junk), then the archive purge 91 days on;
 7. a hostile embeddings endpoint (identical, zero, wrong-dimension, short, non-finite vectors) under an agent's
-   saves, then the endpoint fixed.
+   saves, then the endpoint fixed; another size and identical vectors also while nothing is cached for the model.
 8. hostile agent files: each kind in one agent's profile, then cycles a simulated day apart (one day of memory
    consolidation with --quick, twelve of whole cycles without), `dream status` and the retry sensor's read, and a
    neighbour agent;
@@ -986,27 +986,32 @@ def embeddings_trials(template: AgentProfile, work: Path, saves: int, tally: Cou
     from dream_assets.store import open_store
     from dream_assets.store.embeddings import EmbeddingCache, EmbeddingIndex
     from dream_assets.store.memory import SAVE_EMBEDDING_PAUSE
-    from dream_assets_tests.openai_server import HOSTILE_EMBEDDINGS, OpenAITestServer, hostile_embeddings
+    from dream_assets_tests.openai_server import EMBEDDING_DIM, HOSTILE_EMBEDDINGS, OpenAITestServer, hostile_embeddings
 
     logging.disable(logging.WARNING)
     try:
         with OpenAITestServer() as server:
-            options = DreamOptions().replace(
+            base = DreamOptions().replace(
                 LexicalSimilarityMeasure="tfidf",
                 LlmMaxRetries=0,
                 LlmTimeout=timedelta(seconds=5),
                 EmbeddingModel="faults-embedding",
                 EmbeddingBaseUrl=server.base_url,
             )
-            for kind in HOSTILE_EMBEDDINGS:
+            # Each kind against a cache holding the corpus's healthy vectors; then, with nothing cached for the model
+            # yet, another size (refused by EmbeddingDimensions) and one vector for every text.
+            trials = [(kind, False) for kind in HOSTILE_EMBEDDINGS] + [("wrong-dimension", True), ("identical", True)]
+            for kind, cold in trials:
                 rng = random.Random(kind)
-                profile = clone(template, work / f"embeddings-{kind}")
+                options = base.replace(EmbeddingDimensions=EMBEDDING_DIM) if cold else base
+                profile = clone(template, work / f"embeddings-{kind}{'-cold' if cold else ''}")
                 store = open_store(profile, options)
                 try:
                     server.embeddings = None
                     live = store.memories.list_live()
                     provider = build_embedding_provider(options)
-                    EmbeddingIndex(store, provider, now=NOW).vectors(live)  # the corpus's healthy vectors, cached
+                    if not cold:
+                        EmbeddingIndex(store, provider, now=NOW).vectors(live)  # the corpus's healthy vectors, cached
                     cache = EmbeddingCache(store.connection)
                     cached = cache.count("faults-embedding")
                     server.embeddings = hostile_embeddings(kind)

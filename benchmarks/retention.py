@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/retention.py            # 1 GiB single-file log, 10,000 session files
     .venv/bin/python benchmarks/retention.py --quick    # 64 MiB, 1,000 files
+    .venv/bin/python benchmarks/retention.py --sessions-only    # only the 10,000 session files (with --quick: 1,000)
 
 Prints one JSON object per line: {"name": "retention.<metric>", "n": <size>, "value": <num>, "unit": "<unit>"}.
 
@@ -14,8 +15,8 @@ Prints one JSON object per line: {"name": "retention.<metric>", "n": <size>, "va
   to ``archive_file_ranges``, which reads the file in blocks instead of taking lines one by one.
 - retention.single_file_pass_s / _peak_mb (n = file size in bytes): ``run_log_retention`` end to end on a profile
   whose only log is that file (cut search, archive of the removed lines, trim), into an empty warehouse.
-- retention.session_dir_s (n = files): the whole pass over one per-session directory (age + count pruning,
-  line trims, and the warehouse archive of everything removed).
+- retention.session_dir_s / _cpu_s (n = files): the whole pass over one per-session directory (age + count pruning,
+  line trims, and the warehouse archive of everything removed), wall time and processor time of all its threads.
 
 Files are generated in a temporary folder (removed afterwards); they sit in the page cache when measured.
 """
@@ -175,13 +176,14 @@ def child_session_dir(profile_root: str, max_lines: int) -> None:
         LogRetentionMaxFilesPerDirectory=1000,
         LogRetentionMaxLinesPerFile=max_lines,
     )
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     report = run_log_retention(AgentProfile(Path(profile_root)), options, NOW)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     print(
         json.dumps(
             {
                 "s": elapsed,
+                "cpu_s": cpu,
                 "counts": report.counts,
                 "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             }
@@ -238,6 +240,7 @@ def bench_session_dir(tmp: Path, files: int) -> None:
     left = list((profile_root / "logs" / "tool-call").glob("*.jsonl"))
     assert c["errors"] == 0 and len(left) == min(files - files * 3 // 10, 1000), (c, len(left))
     emit("session_dir_s", files, result["s"], "s")
+    emit("session_dir_cpu_s", files, result["cpu_s"], "s")  # all threads of the pass
     emit("session_dir_lines_archived", files, c["lines_archived"], "lines")
     shutil.rmtree(profile_root)
 
@@ -254,8 +257,11 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="64 MiB file and 1,000 session files")
+    parser.add_argument("--sessions-only", action="store_true", help="only the per-session directory figures")
     args = parser.parse_args()
     sizes = [64 << 20] if args.quick else [64 << 20, 1 << 30]  # the small size shows memory does not grow
+    if args.sessions_only:
+        sizes = []
     files = 1_000 if args.quick else 10_000
     tmp = Path(tempfile.mkdtemp(prefix="dream-retention-bench-"))
     try:

@@ -38,7 +38,7 @@ from dream_assets.options import DreamOptions, load_agent_options
 from dream_assets.passes.model_text import problem
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.store import DreamStore, open_store
-from dream_assets.store.changes import ChangeRecord
+from dream_assets.store.changes import DECAY_KIND, UNDO_PASS, ChangeRecord
 from dream_assets.store.connection import StoreError
 from dream_assets.store.log_records import (
     ConversationTurn,
@@ -151,11 +151,18 @@ class HistoryEvent(BaseModel):
         "archived",
         "restored",
         "purged",
+        "decayed",
+        "unpurged",
+        "decay undone",
+        "undone",
     ]
     cycle_id: str
     pass_name: str
     reason: str
-    content: str | None = Field(None, description="the entry's text after the change (before it, for a purge)")
+    content: str | None = Field(
+        None, description="the entry's text after the change (before it, for a purge; unchanged by a decay)"
+    )
+    importance: float | None = Field(None, description="the entry's importance after the change")
     undone_at: str | None = None
 
 
@@ -556,8 +563,24 @@ def forget(
     )
 
 
+#: What each kind of undo row did to the entry, as a history event.
+_UNDO_EVENTS = {
+    "put back live": "restored",
+    "unmerged": "restored",
+    "unsuperseded": "restored",
+    "archived again": "archived",
+    "retired": "archived",
+    "unpurged": "unpurged",
+    "importance put back": "decay undone",
+}
+
+
 def _event_of(row: ChangeRecord) -> str:
     reason = row.reason.lower()
+    if row.pass_name == UNDO_PASS:
+        return _UNDO_EVENTS.get(row.kind, "restored" if row.kind == "restored" else "undone")
+    if row.kind == DECAY_KIND:
+        return "decayed"
     if row.kind == "created":
         return "merged in" if (row.after or {}).get("metadata", {}).get("mergedFrom") else "created"
     if row.kind == "archived":
@@ -597,8 +620,11 @@ def history(
     except StoreError as exc:
         raise _store_errors(exc) from exc
     events = []
+    text: str | None = None
     for r in rows:
-        shown = r.before if r.kind == "purged" else r.after
+        shown = (r.before if r.kind == "purged" else r.after) or {}
+        # a decay row holds the scores only: the text is the one the entry had before it
+        text = shown.get("content", text)
         events.append(
             HistoryEvent(
                 at=iso(r.created_at) or "",
@@ -606,7 +632,8 @@ def history(
                 cycle_id=r.cycle_id,
                 pass_name=r.pass_name,
                 reason=r.reason,
-                content=(shown or {}).get("content"),
+                content=text,
+                importance=shown.get("importance"),
                 undone_at=iso(r.undone_at),
             )
         )

@@ -230,11 +230,12 @@ def _said_once(reasons: dict[str, str]) -> dict[str, list[str]]:
 def cmd_undo(args: argparse.Namespace) -> int:
     from dream_assets.passes.registry import PassRunning, no_pass_running
     from dream_assets.store import open_store
-    from dream_assets.store.changes import UndoRefused
+    from dream_assets.store.changes import CycleRunning, UndoRefused
     from dream_assets.store.connection import StoreError
 
     profile = _profile(args)
     store = open_store(profile, _options(profile))
+    stale: list[str] = []
     try:
         if args.list:
             return _list_changes(store, args.profile)
@@ -242,19 +243,34 @@ def cmd_undo(args: argparse.Namespace) -> int:
         if unknown:
             print(f"dream undo: {unknown}", file=sys.stderr)
             return 2
-        # Never beside a running pass: an undo between a pass's read and its write would leave half of each.
+        # Never inside a running cycle (between two of its passes as well) nor beside a running pass: an undo between
+        # a pass's read and its write, or under the passes that build on what it puts back, would leave half of each.
+        stale = _wait_for_cycles(store, args.wait)
         with no_pass_running(profile, wait=args.wait):
             result = store.changes.undo_cycle(args.cycle, now=_now(args), pass_name=args.pass_name, force=args.force)
     except (UndoRefused, PassRunning) as exc:
-        print(f"undo refused: {exc}" if isinstance(exc, PassRunning) else str(exc), file=sys.stderr)
+        _print_stale_markers(stale)
+        running = isinstance(exc, PassRunning | CycleRunning)
+        print(f"undo refused: {exc}" if running else str(exc), file=sys.stderr)
         return 2
     except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
         print(f"undo stopped: {exc}", file=sys.stderr)
         return 2
+    _print_stale_markers(stale + result.stale_markers)
+    decayed = result.done("importance put back")
     for line in result.restored:
-        print(f"restored {line}")
+        action = result.actions.get(line)
+        if line not in decayed:
+            print(f"{action.kind} {line}: {action.detail}" if action else f"put back {line}")
+    if decayed:  # one line: a decay touches most of the corpus
+        print(
+            f"importance put back on {len(decayed)} entr{'y' if len(decayed) == 1 else 'ies'} decayed by the cycle "
+            "(the next cycle decays them again by the calendar): " + ", ".join(t.split(" ", 1)[1] for t in decayed)
+        )
     for line in result.already_undone:
         print(f"already undone {line}")
+    for line in result.left:
+        print(f"left     {line}")
     for line in result.not_restored:
         print(f"NOT restored {line}", file=sys.stderr)
     for line in result.refused:
@@ -280,14 +296,61 @@ def cmd_undo(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr if line.startswith("NOT") else sys.stdout)
     nothing_done = result.refused and not args.force
     print(
-        f"undo of cycle {args.cycle}: {len(result.restored)} put back, {len(result.already_undone)} already undone, "
+        f"undo of cycle {args.cycle}: {len(result.restored)} put back{_undo_kinds(result)}, "
+        f"{len(result.already_undone)} already undone, "
         f"{len(result.not_restored)} could not be restored, {len(result.refused)} refused"
+        + (f", {len(result.left)} left as a later cycle decayed them again" if result.left else "")
         + ("; nothing was changed (pass --force to undo the rest)" if nothing_done else "")
         + (f"; recorded as cycle {result.undo_cycle_id}" if result.restored else "")
     )
+    retired = result.done("retired")
+    if retired:
+        print(
+            f"the {len(retired)} entr{'y' if len(retired) == 1 else 'ies'} the cycle created (merged entries, new "
+            "notes) stay as archived rows: the undo archived them, it never deletes"
+        )
+    marked, keys = store.changes.review_marks(args.cycle)
+    if result.restored and marked:
+        from dream_assets.passes.contradiction_sweep import REVIEWED_KEY
+
+        print(
+            f"left as the cycle wrote them: review marks on {marked} entr{'y' if marked == 1 else 'ies'} (metadata "
+            f"{', '.join(sorted({*keys, REVIEWED_KEY}))}); they record which entries the model has seen unchanged, "
+            "so those are not shown again until they change; housekeeping, not changes: an undo leaves them"
+        )
     # Exit 0 when the undo did something usable (put records back, or found nothing left to do), even if some entries
     # could not be restored or were refused under --force (those are listed above); 3 when nothing was undone.
     return 0 if result.applied else 3
+
+
+def _undo_kinds(result) -> str:
+    """ " (3 unmerged, 1 retired)": what the put-backs were, by kind."""
+    counts: dict[str, int] = {}
+    for line in result.restored:
+        action = result.actions.get(line)
+        if action is not None:
+            counts[action.kind] = counts.get(action.kind, 0) + 1
+    return f" ({', '.join(f'{n} {k}' for k, n in counts.items())})" if counts else ""
+
+
+def _wait_for_cycles(store, wait: float) -> list[str]:
+    """Wait up to ``wait`` seconds while a cycle of the agent is in progress (the undo itself refuses if one still
+    is). Returns the stale markers of crashed cycles found meanwhile (removed), with why."""
+    import time
+
+    deadline = time.monotonic() + max(0.0, wait)
+    stale: list[str] = []
+    while True:
+        running, found = store.changes.cycle_markers()
+        stale += found
+        if not running or time.monotonic() >= deadline:
+            return stale
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
+def _print_stale_markers(stale: list[str]) -> None:
+    for line in stale:
+        print(f"ignored the marker of a cycle that is no longer running, and removed it: {line}", file=sys.stderr)
 
 
 def _unknown_undo_target(profile: AgentProfile, store, args: argparse.Namespace) -> str | None:
@@ -615,6 +678,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from dream_assets import agent_memory as am
 
     profile = _profile(args)
+    if args.action not in ("save", "search"):
+        args.id = args.id or args.id_option
+        if not args.id:
+            print(f"dream memory {args.action}: give the memory's id (ID or --id ID)", file=sys.stderr)
+            return MEMORY_INVALID
     try:
         now = am.parse_time(args.now)
         if args.action == "save":
@@ -643,8 +711,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
         else:
             result = am.history(profile, args.id, now=now)
             text = "\n".join(
-                f"{e.at}  {e.event:<10}  {e.cycle_id} / {e.pass_name}: {e.reason}"
-                + (f"\n    {e.content}" if e.content else "")
+                f"{e.at}  {e.event:<12}  {e.cycle_id} / {e.pass_name}: {e.reason}"
+                + (f"\n    {e.content}" if e.content and e.event not in ("decayed", "decay undone") else "")
                 for e in result.events
             )
     except am.NotFound as exc:
@@ -755,7 +823,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="while a pass of the agent is running, wait up to this long for it before refusing (default 0)",
+        help="while a cycle or a pass of the agent is running, wait up to this long for it before refusing (default 0)",
     )
     sp.set_defaults(func=cmd_undo)
 
@@ -847,7 +915,8 @@ def build_parser() -> argparse.ArgumentParser:
             ap.add_argument("--limit", type=int, default=10)
             ap.add_argument("--category")
         else:
-            ap.add_argument("id")
+            ap.add_argument("id", nargs="?", help="the memory's id (or --id)")
+            ap.add_argument("--id", dest="id_option", metavar="ID", help="the memory's id (or as the argument)")
         if name in ("save", "search"):
             ap.add_argument("--tag", action="append", help="a tag (repeat for more)")
         if name == "forget":

@@ -13,6 +13,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile, as_profile
+from dream_assets.store.cycle_marker import CycleHold
 
 
 def run_cycle(
@@ -27,7 +28,8 @@ def run_cycle(
     """Run the passes in the spec's order, in this process and without Dagster (``dream run`` runs the same passes
     through Dagster). ``profile``: the agent's folder or profile; ``options``: the agent's own options unless given
     (``load_agent_options``); ``now``: the current UTC time unless given. Returns one report per pass (``status``,
-    ``summary``, ``reason``). A pass that raises is reported as failed and the cycle goes on (spec: retention is
+    ``summary``, ``reason``). While it runs the cycle is marked in progress (``store.cycle_marker``), so `dream undo`
+    refuses even between two passes. A pass that raises is reported as failed and the cycle goes on (spec: retention is
     best-effort; a model error means "retry next cycle", never "done"); see PassSpec.run. With a memory folder
     linked (``dream link``) and every pass run, the folder is read first and written back last (two more reports,
     ``memory_folder_read`` and ``memory_folder_write``)."""
@@ -38,12 +40,14 @@ def run_cycle(
     ctx = PassContext(profile, options, now, cycle_id=cycle_id or new_id(), client_factory=client_factory)
     reports: list[PassReport] = []
     folder = wanted is None and linked(profile)
-    if folder:
-        reports.append(read_folder(profile, options, now))
-    for spec in PASSES:
-        if wanted is not None and spec.name not in wanted:
-            continue
-        reports.append(spec.run(ctx))
-    if folder:
-        reports.append(write_back(profile, options, now, cycle_id=ctx.cycle_id))
+    # Marked in progress from the first pass to the close: `dream undo` refuses meanwhile, between passes too.
+    with CycleHold(profile, ctx.cycle_id, stale_after_s=options.RunTimeout.total_seconds()):
+        if folder:
+            reports.append(read_folder(profile, options, now))
+        for spec in PASSES:
+            if wanted is not None and spec.name not in wanted:
+                continue
+            reports.append(spec.run(ctx))
+        if folder:
+            reports.append(write_back(profile, options, now, cycle_id=ctx.cycle_id))
     return reports

@@ -50,6 +50,8 @@ class CycleReport:
     passes: list[dict[str, Any]]  # the pass records of this cycle, in pass order
     undoable: list[PassChanges] = field(default_factory=list)
     finished_at: datetime | None = None
+    #: Lines said under the title: e.g. how a run that failed after its passes applied was reconciled with them.
+    notes: list[str] = field(default_factory=list)
 
     # --- what a person reads ---------------------------------------------------------------------------------------
     @property
@@ -89,6 +91,8 @@ class CycleReport:
             + (f" Estimated cost: {self.usage_cost():.4f}." if self.usage_cost() else ""),
             "",
         ]
+        for note in self.notes:
+            lines += [" ".join(str(note).split()), ""]
         if not self.passes:
             lines += [
                 "_No pass record of this cycle is left (a later run of every pass replaced them); the change "
@@ -133,6 +137,13 @@ class CycleReport:
             lines.append(
                 f"- {r.pass_name}: {r.changes} change(s) ({kinds or 'none'}), {r.undoable} still undoable{stamps}"
             )
+        created = sum(r.kinds.get("created", 0) for r in self.undoable if r.undoable)
+        if commands and created:
+            lines += [
+                "",
+                f"An undo retires the {created} entr{'y' if created == 1 else 'ies'} this cycle created (merged "
+                "entries among them): it archives them, so they stay as archived rows; it never deletes.",
+            ]
         if commands:
             lines += ["", "Undo the whole cycle, or one pass of it:", "", "```sh", *commands, "```", ""]
         else:
@@ -166,8 +177,10 @@ def build_cycle_report(
     pass_names: Sequence[str],
     *,
     profile_arg: str | None = None,
+    notes: Sequence[str] = (),
 ) -> CycleReport:
-    """The report of ``cycle_id``: the pass records written by that cycle, and its change log rows."""
+    """The report of ``cycle_id``: the pass records written by that cycle, and its change log rows; ``notes`` are
+    said under its title."""
     records = load_outcomes(profile, list(pass_names))
     passes = [records[n] for n in pass_names if n in records and records[n].get("cycle_id") == cycle_id]
     times = [t for p in passes if (t := recorded_at(p)) is not None]
@@ -178,6 +191,7 @@ def build_cycle_report(
         passes=passes,
         undoable=store.changes.by_pass(cycle_id),
         finished_at=max(times) if times else None,
+        notes=list(notes),
     )
 
 

@@ -328,6 +328,13 @@ class DreamOptions:
     EmbeddingBaseUrl: str = _opt("", "OpenAI-compatible endpoint for embeddings; empty = LlmBaseUrl", url=True)
     EmbeddingApiKeyEnv: str = _opt("", "environment variable holding the embeddings API key; empty = LlmApiKeyEnv")
     EmbeddingBatchSize: int = _opt(64, "texts sent in one embeddings request", minimum=1, maximum=2048)
+    EmbeddingDimensions: int = _opt(
+        0,
+        "size of the embedding model's vectors: an answer or a cached vector of another size is refused (the lexical "
+        "measure is used); 0 = not fixed, the size first cached for the model holds",
+        minimum=0,
+        maximum=65536,
+    )
     EmbeddingSimilarityThreshold: float = _opt(
         0.88,
         "cosine threshold over embeddings, for near-duplicate clusters and save-time dedup alike",

@@ -169,6 +169,11 @@ class AgentProfile:
         return self.root / "pass-reports" / f"{pass_name}.json"
 
     @property
+    def cycle_markers_dir(self) -> Path:
+        """One file per cycle in progress, from its first pass to its close (``store.cycle_marker``)."""
+        return self.root / "cycles-running"
+
+    @property
     def cycle_reports_dir(self) -> Path:
         """One Markdown report per cycle: what changed, what was rejected and why, and how to undo it."""
         return self.root / "reports"

@@ -424,5 +424,8 @@ def test_a_pass_whose_event_log_write_failed_is_reported_from_its_pass_record(tm
     # and the UI shows the pass's outcome too, from its pass record, once the database is back
     with dg.DagsterInstance.get() as instance:
         event = instance.get_latest_materialization_event(dg.AssetKey("memory_consolidation"))
+        (run,) = instance.get_runs(filters=dg.RunsFilter(job_name="dream_cycle"))
     meta = event.asset_materialization.metadata
     assert meta["status"].value == "completed" and "pass record of run" in meta["recorded_from"].value
+    # the run is marked reconciled, so the daemon's reconciliation of failed runs does not record the pass again
+    assert run.tags["dream/reconciled"] == "by dream run: memory_consolidation"

@@ -156,3 +156,69 @@ def test_a_save_time_extend_is_recorded_and_dream_undo_puts_the_entry_back(tmp_p
     again = open_store(AgentProfile(profile_root))
     assert again.memories.get(first.entry.id).content == MOVE
     again.close()
+
+
+# ---------------------------------------------------------------- nothing cached yet for the model
+def test_with_nothing_cached_a_wrong_size_is_refused_where_embedding_dimensions_fixes_the_size(tmp_path, server):
+    """A store that has never cached a vector of the model has nothing to compare the size with: with
+    EmbeddingDimensions set, the first answer of another size is refused before anything uses or caches it, saves
+    fall back and say so, and a right-sized answer is used once the endpoint is fixed."""
+    profile = AgentProfile(tmp_path / "agents" / "agent").ensure()
+    options = _options(server).replace(EmbeddingDimensions=256)
+    store = open_store(profile, options)
+    for n, text in enumerate(FACTS):
+        store.memories.save(text, now=NOW + timedelta(seconds=n), dedupe=False)
+    cache = EmbeddingCache(store.connection)
+    assert cache.count(MODEL) == 0
+    server.embeddings = hostile_embeddings("wrong-dimension")
+    with pytest.raises(EmbeddingError, match="not the 256 of EmbeddingDimensions"):
+        build_embedding_provider(options).embed(SAVES[:2])
+    results = [store.memories.save(text, now=NOW + timedelta(minutes=10, seconds=n)) for n, text in enumerate(SAVES)]
+    assert [r.action for r in results] == ["created"] * len(SAVES)
+    assert sum("the lexical measure was used" in (r.reason or "") for r in results) >= len(SAVES) // 2
+    assert cache.count(MODEL) == 0  # no vector of the wrong size fixed the model's size
+
+    server.embeddings = None
+    later = NOW + timedelta(minutes=10) + SAVE_EMBEDDING_PAUSE + timedelta(minutes=1)
+    assert store.memories.save(MOVE, now=later).action == "created"
+    extended = store.memories.save(MOVE_MORE, now=later + timedelta(seconds=1))
+    assert extended.action == "extended" and "lexical" not in (extended.reason or "")
+    assert cache.dims(MODEL) == {256}
+    store.close()
+
+
+def test_cached_vectors_of_another_size_than_embedding_dimensions_are_dropped_and_embedded_again(tmp_path, server):
+    store = _store(tmp_path, server)
+    cache = EmbeddingCache(store.connection)
+    short = np.eye(len(FACTS), 16, dtype=np.float32)  # distinct unit vectors, but of a size the model does not have
+    cache.put(MODEL, [content_hash(t) for t in FACTS], short, now=NOW)
+    index = EmbeddingIndex(store, build_embedding_provider(_options(server).replace(EmbeddingDimensions=256)), now=NOW)
+    vectors = index.embed_texts(FACTS)
+    assert index.embedded == len(FACTS) and vectors.shape == (len(FACTS), 256)
+    assert cache.dims(MODEL) == {256}
+    store.close()
+
+
+def test_a_first_batch_of_one_text_is_probed_so_a_degenerate_endpoint_is_refused_before_it_is_cached(tmp_path, server):
+    """One text alone cannot show that an endpoint gives every text the same vector; with nothing cached for the
+    model two obviously different probe texts go with it, so the endpoint is refused before its first vector fixes
+    the model's size and poisons the cache. The probe texts are never cached, and a healthy endpoint costs no extra
+    request."""
+    store = _store(tmp_path, server)
+    cache = EmbeddingCache(store.connection)
+    server.embeddings = hostile_embeddings("identical")
+    index = EmbeddingIndex(store, build_embedding_provider(_options(server)), now=NOW)
+    with pytest.raises(DegenerateEmbeddings, match="the same vector"):
+        index.embed_texts([MOVE])
+    assert cache.count(MODEL) == 0
+
+    server.embeddings = None
+    requests = len(server.embedding_requests)
+    index = EmbeddingIndex(store, build_embedding_provider(_options(server)), now=NOW)
+    assert index.embed_texts([MOVE]).shape == (1, 256)
+    assert len(server.embedding_requests) == requests + 1 and index.embedded == 1
+    assert server.embedding_requests[-1].body["input"][0] == MOVE
+    assert cache.count(MODEL) == 1  # the text's vector, not the probes'
+    index.embed_texts([MOVE_MORE])  # the model's size is known now: no probe
+    assert server.embedding_requests[-1].body["input"] == [MOVE_MORE]
+    store.close()

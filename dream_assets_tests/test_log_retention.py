@@ -155,10 +155,14 @@ def test_a_file_written_after_it_was_selected_is_not_deleted(
     old = write_session(profile, "old", 3, age=timedelta(days=60))
     real = log_retention.archive_file_ranges
 
-    def archive_then_the_agent_writes(*args: object) -> object:
-        added = real(*args)
-        append_event(profile, "tool-call", ToolCallEvent(NOW, "old", "late", True))
-        return added
+    def archive_then_the_agent_writes(*args: object, on_archived) -> object:
+        def archived(k: int, result: object) -> None:
+            if k and not wrote:  # the file's lines are in the warehouse; it is not removed yet
+                wrote.append(append_event(profile, "tool-call", ToolCallEvent(NOW, "old", "late", True)))
+            on_archived(k, result)
+
+        wrote: list[object] = []
+        return real(*args, on_archived=archived)
 
     monkeypatch.setattr(log_retention, "archive_file_ranges", archive_then_the_agent_writes)
     report = run_log_retention(profile, opts(), NOW)
@@ -166,6 +170,27 @@ def test_a_file_written_after_it_was_selected_is_not_deleted(
     assert [e.tool for e in read_events(profile, "tool-call").events][-1] == "late"
     assert report.counts["files_deleted_age"] == 0 and report.counts["errors"] == 0
     assert any("changed while it was being swept" in line for line in report.lines)
+
+
+def test_a_file_is_trimmed_or_deleted_only_once_its_lines_are_in_the_warehouse(
+    profile: AgentProfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(40):
+        write_session(profile, f"s{i}", 3 + i % 3, age=timedelta(days=60 if i % 2 else 0, minutes=i))
+    monkeypatch.setattr(warehouse, "BATCH_BYTES", 2000)  # many batches: files are removed while others are archived
+    real = log_retention._apply_one
+    checked: list[str] = []
+
+    def apply_after_archiving(plan, **kwargs):
+        stored = {row["source"] for row in warehouse.iter_rows(profile, "tool-call")}
+        assert plan.path.name in stored, f"{plan.path.name} removed before its lines were archived"
+        checked.append(plan.path.name)
+        return real(plan, **kwargs)
+
+    monkeypatch.setattr(log_retention, "_apply_one", apply_after_archiving)
+    report = run_log_retention(profile, opts(LogRetentionMaxLinesPerFile=2), NOW)
+    assert report.counts["errors"] == 0 and len(checked) == 40
+    assert report.counts["files_deleted_age"] == 20 and report.counts["files_trimmed"] == 20
 
 
 def test_a_deleted_file_with_a_torn_last_line_is_archived_whole(profile: AgentProfile) -> None:

@@ -110,9 +110,9 @@ def test_undo_list_follows_a_partial_undo(agent, capsys):
     assert f"{purged} still undoable" in before[(CYCLE, "archive_purge")]
     assert "0 still undoable" in after[(CYCLE, "archive_purge")]
     assert after[(CYCLE, "memory_consolidation")] == before[(CYCLE, "memory_consolidation")]
-    # the undo is its own cycle, which can itself be undone
+    # the undo is its own cycle, which can itself be undone; its kinds say what it did: purged entries put back
     assert after[(f"undo-{CYCLE}", "undo")].startswith(
-        f"{purged} change(s) ({purged} restored), {purged} still undoable"
+        f"{purged} change(s) ({purged} unpurged), {purged} still undoable"
     )
 
 

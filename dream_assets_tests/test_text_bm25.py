@@ -1,4 +1,8 @@
-"""BM25 recall: ranking, incremental maintenance and the TF-IDF statistics save-time dedup reads."""
+"""BM25 recall: ranking, incremental maintenance and the TF-IDF statistics save-time dedup reads.
+
+Every test runs against both implementations: the compiled index ``Bm25Index()`` gives when it is built, and the
+numpy index it falls back to without a compiler.
+"""
 
 import math
 import random
@@ -7,8 +11,43 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dream_assets.text.bm25 import Bm25Index
+from dream_assets.text import bm25
+from dream_assets.text.bm25 import Bm25Index, CompiledBm25Index, NumpyBm25Index
 from dream_assets.text.tokens import document_tokens, tokenize
+
+
+@pytest.fixture(autouse=True, scope="module", params=["compiled", "numpy"])
+def implementation(request: pytest.FixtureRequest):
+    """``Bm25Index()`` as an install with the compiled module gives it, then as one built without a compiler."""
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "numpy":
+            patch.setattr(bm25, "_bm25kernel", None)
+        expected = CompiledBm25Index if request.param == "compiled" else NumpyBm25Index
+        assert type(Bm25Index()) is expected  # the compiled module must be built (make setup)
+        yield request.param
+
+
+class _PruningSpy:
+    """Records, per search, whether MaxScore pruning left documents unscored, for either implementation."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pruned: list[bool] = []
+        real_settled = bm25._settled
+
+        def spy(*args: object) -> object:
+            result = real_settled(*args)  # type: ignore[arg-type]
+            self.pruned.append(result is not None)
+            return result
+
+        monkeypatch.setattr(bm25, "_settled", spy)
+
+    def search(self, index: Bm25Index, query: list[str], limit: int, exclude: set[str]) -> list[tuple[str, float]]:
+        got = index.search(query, limit=limit, exclude=exclude)
+        if isinstance(index, CompiledBm25Index):
+            scored = index._index.stats()[3]
+            index._search_unpruned(query, limit + len(exclude))
+            self.pruned.append(scored < index._index.stats()[3])
+        return got
 
 
 def _index(docs: dict[str, str]) -> Bm25Index:
@@ -208,17 +247,7 @@ def _reference_bm25(docs: dict[str, list[str]], query: list[str]) -> dict[str, f
 def test_queries_with_very_common_terms_rank_exactly_like_full_scoring(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dream_assets.text import bm25
-
-    pruned = []
-    real_settled = bm25._settled
-
-    def spy(*args: object) -> object:
-        result = real_settled(*args)  # type: ignore[arg-type]
-        pruned.append(result is not None)
-        return result
-
-    monkeypatch.setattr(bm25, "_settled", spy)
+    spy = _PruningSpy(monkeypatch)
     rng = random.Random(2)
     rare = [f"r{i}" for i in range(300)]
     docs = {
@@ -234,10 +263,10 @@ def test_queries_with_very_common_terms_rank_exactly_like_full_scoring(
     ]:
         reference = _reference_bm25(docs, query)
         expected = sorted(((-s, d) for d, s in reference.items() if d not in exclude))[:5]
-        got = index.search(query, limit=5, exclude=exclude)
+        got = spy.search(index, query, 5, exclude)
         assert [d for d, _ in got] == [d for _, d in expected]
         assert [s for _, s in got] == pytest.approx([-s for s, _ in expected], rel=1e-5)
-    assert any(pruned)
+    assert any(spy.pruned)
 
 
 class _NoLength:
@@ -248,17 +277,7 @@ class _NoLength:
 
 
 def test_pruned_top_k_equals_full_scoring_on_a_random_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dream_assets.text import bm25
-
-    pruned = []
-    real_settled = bm25._settled
-
-    def spy(*args: object) -> object:
-        result = real_settled(*args)  # type: ignore[arg-type]
-        pruned.append(result is not None)
-        return result
-
-    monkeypatch.setattr(bm25, "_settled", spy)
+    spy = _PruningSpy(monkeypatch)
     rng = random.Random(15)
     common = ["user", "note", "project", "meeting"]
     vocabulary = [f"w{i}" for i in range(400)]
@@ -277,8 +296,9 @@ def test_pruned_top_k_equals_full_scoring_on_a_random_corpus(monkeypatch: pytest
         exclude = set(rng.sample([f"d{i:05d}" for i in range(6000)], rng.choice((0, 3))))
         full = index.search(query, limit=limit + len(exclude), exclude=_NoLength())
         expected = [(d, s) for d, s in full if d not in exclude][:limit]
-        assert index.search(query, limit=limit, exclude=exclude) == expected
-    assert sum(pruned) >= 50
+        assert index._search_unpruned(query, limit + len(exclude)) == full
+        assert spy.search(index, query, limit, exclude) == expected
+    assert sum(spy.pruned) >= 50
 
 
 @given(st.integers(1, 200_000), st.integers(1, 60), st.sampled_from([3, 50, 10_000]), st.integers(0, 2**32 - 1))

@@ -17,13 +17,13 @@ import pytest
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
-from dream_assets.model import MemoryEntry, new_id
+from dream_assets.model import MemoryEntry, iso, new_id
 from dream_assets.options import DreamOptions
 from dream_assets.passes.archive_purge import run_archive_purge
 from dream_assets.passes.context import PassContext
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
-from dream_assets.store.changes import UNDO_PASS, undo_cycle_id
+from dream_assets.store.changes import KEEP_ARCHIVED_UNTIL_KEY, UNDO_PASS, undo_cycle_id
 from dream_assets.store.connection import close_all
 
 from .conftest import NOW
@@ -89,11 +89,17 @@ def test_a_cycle_whose_purge_deleted_entries_can_be_undone_and_purged_entries_co
     result = store.changes.undo_cycle(CYCLE, now=LATER)
     assert result.ok and not result.not_restored and not result.refused
     _assert_undone(store, before)
-    for i in purged:  # the whole record, archived with its archived_at, not just its text
-        assert store.memories.get(i).to_dict() == before[i]
-    # the undo is visible, as its own cycle of "restored" rows, one per target put back
+    keep = iso(LATER + DreamOptions().MemoryArchiveRetention)
+    for i in purged:  # the whole record, archived with its archived_at, not just its text; kept a full period again
+        back = store.memories.get(i).to_dict()
+        assert back["metadata"].pop(KEEP_ARCHIVED_UNTIL_KEY) == keep
+        assert back == before[i]
+        assert f"kept archived until {keep[:10]}" in result.actions[f"memory {i}"].detail
+    # the undo is visible, as its own cycle of rows, one per target put back, each kind naming what it did
     rows = store.changes.list(undo_cycle_id(CYCLE))
-    assert {r.pass_name for r in rows} == {UNDO_PASS} and {r.kind for r in rows} == {"restored"}
+    assert {r.pass_name for r in rows} == {UNDO_PASS}
+    assert {r.kind for r in rows} == {"unpurged", "retired", "unmerged", "put back", "importance put back"}
+    assert {r.target_id for r in rows if r.kind == "unpurged"} == set(purged)
     assert sorted(r.target_id for r in rows) == sorted(t.split()[1] for t in result.restored)
     assert all(c.undone_at is not None for c in store.changes.list(CYCLE) if c.kind != "stamped")
 
@@ -182,11 +188,24 @@ def test_a_target_found_as_it_was_before_the_cycle_counts_as_undone(cycled):
     profile, before = cycled
     store = open_store(profile)
     archived = next(c for c in store.changes.list(CYCLE) if c.kind == "archived")
-    store.memories.replace(MemoryEntry.from_dict(archived.before))  # put back by hand, outside undo
+    store.memories.replace(MemoryEntry.from_dict(before[archived.target_id]))  # put back by hand, outside undo
     result = store.changes.undo_cycle(CYCLE, now=LATER)
     assert result.ok
     assert f"memory {archived.target_id}" in result.already_undone
     assert f"memory {archived.target_id}" not in result.restored
+    _assert_undone(store, before)
+
+
+def test_a_decayed_entry_whose_later_change_was_put_back_by_hand_gets_its_importance_back(cycled):
+    profile, before = cycled
+    store = open_store(profile)
+    rows = store.changes.list(CYCLE)
+    decayed = {c.target_id for c in rows if c.kind == "decayed"}
+    archived = next(c for c in rows if c.kind == "archived" and c.target_id in decayed)
+    store.memories.replace(MemoryEntry.from_dict(archived.before))  # the merge put back by hand, the decay not
+    result = store.changes.undo_cycle(CYCLE, now=LATER)
+    assert result.ok and f"memory {archived.target_id}" in result.restored
+    assert store.memories.get(archived.target_id).to_dict() == before[archived.target_id]
     _assert_undone(store, before)
 
 

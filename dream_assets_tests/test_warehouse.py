@@ -403,6 +403,85 @@ def test_archiving_byte_ranges_of_a_file_equals_archiving_its_lines(tmp_path: Pa
     assert result[0].errors == [None, None, None]
 
 
+def test_many_small_files_archive_as_their_lines_would_each_with_its_own_counts_and_line_numbers(
+    tmp_path: Path,
+) -> None:
+    # Small files are read whole and split into lines together; every file's count, error and line numbers stay its
+    # own, and the rows are the ones archiving each file's lines would write.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    ranges: list[tuple[Path, int, int | None]] = []
+    for i in range(40):
+        body = "".join(line(T0 + timedelta(minutes=i, seconds=k), k, session=f"s{i}") + "\n" for k in range(i % 5))
+        if i % 7 == 3:
+            body += "{torn\n" + line(T0, 99, session=f"s{i}") + "\n"  # line (i % 5) + 1 is not a record
+        if i % 9 == 4:
+            body += line(T0, 98, session=f"s{i}")  # no final newline
+        path = logs / f"s{i}.jsonl"
+        path.write_text(body)
+        ranges.append((path, 0, len(body.encode())))
+        if i == 20:
+            ranges.append((logs / "gone.jsonl", 0, 100))
+    expected = [list(iter_lines_between(p, 0, end)) if p.exists() else [] for p, _, end in ranges]
+    results = {}
+
+    def by_ranges(key: str):
+        def run(p: AgentProfile) -> int:
+            results[key] = archive_file_ranges(p, "tool-call", ranges, NOW)
+            return results[key].added
+
+        return run
+
+    together = _archived(tmp_path / "together", "tool-call", bulk=True, archive=by_ranges("together"))
+    with mock.patch.object(warehouse, "SMALL_RANGE_BYTES", 0):  # every file read block by block
+        alone = _archived(tmp_path / "alone", "tool-call", bulk=True, archive=by_ranges("alone"))
+    by_lines = _archived(
+        tmp_path / "lines",
+        "tool-call",
+        bulk=True,
+        archive=lambda p: archive_source_lines(
+            p,
+            "tool-call",
+            [(path.name, text) for (path, _, _), texts in zip(ranges, expected, strict=True) for text in texts],
+            NOW,
+        ),
+    )
+    assert together[0] == alone[0] == by_lines[0] == sum(len(texts) for texts in expected)
+    assert {day: sorted(rows, key=repr) for day, rows in together[1].items()} == {
+        day: sorted(rows, key=repr) for day, rows in by_lines[1].items()
+    }
+    assert together[1] == alone[1]
+    got, want = results["together"], results["alone"]
+    assert got.lines == want.lines == [len(texts) for texts in expected]
+    assert [type(e) for e in got.errors] == [type(e) for e in want.errors]
+    assert isinstance(got.errors[21], FileNotFoundError) and sum(e is not None for e in got.errors) == 1
+    torn = [(f"s{i}.jsonl", i % 5 + 1) for i in range(40) if i % 7 == 3]
+    assert [(source, lineno) for source, lineno, _ in got.problems] == torn
+    assert got.problems == want.problems and got.undated == want.undated == len(torn)
+
+
+def test_ranges_are_reported_archived_only_once_their_lines_are_in_the_warehouse(
+    profile: AgentProfile, tmp_path: Path
+) -> None:
+    ranges: list[tuple[Path, int, int | None]] = []
+    for i in range(30):
+        path = tmp_path / f"s{i}.jsonl"
+        path.write_text("".join(line(T0 + timedelta(minutes=i), k, session=f"s{i}") + "\n" for k in range(1 + i % 4)))
+        ranges.append((path, 0, None if i % 5 == 0 else path.stat().st_size))  # some read block by block
+    calls: list[int] = []
+
+    def archived(k: int, result: warehouse.RangeArchive) -> None:
+        stored = {row["source"] for row in iter_rows(profile, "tool-call")}
+        assert {path.name for path, _, _ in ranges[:k]} <= stored  # written, synced and renamed into place
+        assert result.lines[:k] == [1 + i % 4 for i in range(k)]
+        calls.append(k)
+
+    with mock.patch.object(warehouse, "BATCH_BYTES", 1500), mock.patch.object(warehouse, "BATCH_ROWS", 7):
+        result = archive_file_ranges(profile, "tool-call", ranges, NOW, on_archived=archived)
+    assert result.added == sum(1 + i % 4 for i in range(30))
+    assert calls == sorted(calls) and calls[-1] == 30 and len(set(calls)) >= 3  # reported as it goes, not at the end
+
+
 def test_a_range_that_cannot_be_read_is_reported_and_the_others_archived(profile: AgentProfile, tmp_path: Path) -> None:
     good = tmp_path / "s1.jsonl"
     good.write_text(line(T0, 1) + "\n" + line(T0, 2) + "\n")

@@ -1,6 +1,7 @@
 """Housekeeping of the Dagster instance itself: pool slots of dead runs are freed (``dead_run_sensor``,
-orchestration/run_liveness.py), and finished runs older than ``RunRetention`` are deleted, with their event logs, once
-a day. With many agents the run history grows by a cycle per agent per interval plus every gate run;
+orchestration/run_liveness.py), failed cycle runs are reconciled with the pass records of the passes they applied
+(the same sensor, orchestration/reconcile.py), and finished runs older than ``RunRetention`` are deleted, with their
+event logs, once a day. With many agents the run history grows by a cycle per agent per interval plus every gate run;
 Dagster's own retention settings cover ticks (deploy/dagster-postgres.yaml), not runs."""
 
 from datetime import datetime
@@ -9,6 +10,7 @@ import dagster as dg
 
 from dream_assets.model import iso
 from dream_assets.orchestration.deployment import DreamDeployment
+from dream_assets.orchestration.reconcile import reconcile_failed_runs
 from dream_assets.orchestration.run_liveness import free_slots_of_dead_runs
 
 #: Runs deleted by one housekeeping run at most; the rest go the next day (keeps each run short on a large history).
@@ -66,13 +68,25 @@ run_retention_schedule = dg.ScheduleDefinition(
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Every 30 s: a run that holds or waits for a pool slot and has died (its process gone, or no "
     "heartbeat for RunTimeout) is marked failed and its slots are freed, so one crash never stops the fleet's model "
-    "passes.",
+    "passes; and a cycle run that ended failed or canceled after some of its passes applied shows those passes "
+    "from their pass records (a materialization naming the run, a line in the cycle report).",
 )
 def dead_run_sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment) -> dg.SkipReason:
     freed = free_slots_of_dead_runs(context.instance, timeout_s=deployment.run_timeout_s())
-    if not freed:
-        return dg.SkipReason("no dead run holds a pool slot")
-    return dg.SkipReason("freed the pool slots of " + "; ".join(f"run {d.run_id}: {d.why}" for d in freed))
+    said = (
+        ["freed the pool slots of " + "; ".join(f"run {d.run_id}: {d.why}" for d in freed)]
+        if freed
+        else ["no dead run holds a pool slot"]
+    )
+    # A cycle run that failed after passes applied (its event-log write failed, its process died after the store
+    # commit; one marked failed just above too) shows those passes from their pass records, as the store has them.
+    reconciled = [r for r in reconcile_failed_runs(context.instance, deployment) if r.passes]
+    if reconciled:
+        said.append(
+            "reconciled with their pass records: "
+            + "; ".join(f"run {r.run_id} of agent {r.agent} ({', '.join(r.passes)} applied)" for r in reconciled)
+        )
+    return dg.SkipReason("; ".join(said))
 
 
 @dg.definitions

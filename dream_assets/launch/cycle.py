@@ -10,6 +10,7 @@ import dagster as dg
 from dream_assets.definitions import build_definitions
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
+from dream_assets.orchestration.reconcile import RECONCILED_TAG, report_from_pass_records
 from dream_assets.orchestration.run_liveness import SlotWait, free_slots_of_dead_runs
 from dream_assets.orchestration.run_tags import FORCE_REASON_TAG, FORCE_TAG, parse_forced
 from dream_assets.profile import AgentProfile
@@ -132,23 +133,20 @@ def _audit_checks(run: CycleRun, audit: dg.ExecuteInProcessResult) -> None:
 
 def _record_from_pass_records(instance: dg.DagsterInstance, run: CycleRun, agent: str) -> None:
     """Give the UI the outcome of each pass Dagster did not record, from its pass record: a materialization of the
-    pass's partition that says where it comes from (best effort: the database may still be away)."""
-    for name in run.from_pass_records:
-        status, summary = run.summaries[name]
-        try:
-            instance.report_runless_asset_event(
-                dg.AssetMaterialization(
-                    asset_key=name,
-                    partition=agent,
-                    metadata={
-                        "status": status,
-                        "summary": summary,
-                        "recorded_from": f"the pass record of run {run.run_id} (its event log write failed)",
-                    },
-                )
-            )
-        except Exception:  # noqa: BLE001 - the CLI has said it; the UI catches up at the pass's next run
-            return
+    pass's partition that says where it comes from, and the run tagged reconciled so the daemon's reconciliation
+    does not say it again (best effort: the database may still be away; the daemon then catches up)."""
+    try:
+        report_from_pass_records(
+            instance,
+            run.run_id,
+            agent,
+            {name: run.summaries[name] for name in run.from_pass_records},
+            why="its event log write failed",
+        )
+        if run.from_pass_records and not run.success:
+            instance.add_run_tags(run.run_id, {RECONCILED_TAG: f"by dream run: {', '.join(run.from_pass_records)}"})
+    except Exception:  # noqa: BLE001 - the CLI has said it; the UI catches up at the daemon's next look
+        return
 
 
 def _fill_from_pass_records(run: CycleRun, profile: AgentProfile) -> None:

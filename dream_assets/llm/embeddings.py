@@ -9,6 +9,8 @@ LM Studio. Configured like the chat model:
 - ``EmbeddingBaseUrl`` / ``EmbeddingApiKeyEnv`` default to ``LlmBaseUrl`` / ``LlmApiKeyEnv`` (one endpoint and key
   for both), or name a separate endpoint and key. ``LlmTimeout`` and ``LlmMaxRetries`` apply.
 - ``EmbeddingBatchSize`` texts go in one request: N texts cost ceil(N / EmbeddingBatchSize) requests.
+- ``EmbeddingDimensions`` (0: not fixed) is the size every answered vector must have; an answer of another size is
+  refused like any unusable batch (``EmbeddingError``), before anything uses or caches it.
 
 Retries follow the chat backend (``openai_backend.classify_failure`` and ``backoff_delay``): 408/409/429/5xx, a
 timeout, a refused connection or a body that is not JSON are retried with exponential back-off or after the
@@ -147,6 +149,7 @@ class EmbeddingProvider:
         timeout_s: float = 120.0,
         max_retries: int = 3,
         batch_size: int = 64,
+        dimensions: int = 0,
         usage: UsageLedger | None = None,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
@@ -166,6 +169,7 @@ class EmbeddingProvider:
         self.timeout_s = timeout_s
         self.max_retries = max(0, int(max_retries))
         self.batch_size = int(batch_size)
+        self.dimensions = max(0, int(dimensions))  # the size every vector must have; 0: not fixed
         self.usage = usage if usage is not None else UsageLedger()
         self._sleep, self._monotonic = sleep, monotonic
         self._backoff_base_s = backoff_base_s
@@ -207,7 +211,12 @@ class EmbeddingProvider:
             )
         matrix = np.vstack(parts)
         try:
-            check_vectors(texts, matrix, where=f"embeddings from {self.endpoint} (EmbeddingModel={self.model!r})")
+            where = f"embeddings from {self.endpoint} (EmbeddingModel={self.model!r})"
+            if self.dimensions and matrix.shape[1] != self.dimensions:
+                raise EmbeddingError(
+                    f"{where}: vectors of size {matrix.shape[1]}, not the {self.dimensions} of EmbeddingDimensions"
+                )
+            check_vectors(texts, matrix, where=where)
         except EmbeddingError as exc:
             log.warning("%s [configured by %s]", exc, _WHERE)
             raise
@@ -413,6 +422,7 @@ def build_embedding_provider(
         timeout_s=options.LlmTimeout.total_seconds(),
         max_retries=options.LlmMaxRetries,
         batch_size=options.EmbeddingBatchSize,
+        dimensions=options.EmbeddingDimensions,
         usage=usage,
         **overrides,
     )

@@ -14,6 +14,9 @@ from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile, discover_profiles, holds_profile, validate_agent_id
 
 NOW_TAG = "dream/now"
+PARTITION_TAG = "dagster/partition"
+#: The job of one dream cycle (defs/passes.py): its runs mark the agent's cycle in progress.
+CYCLE_JOB = "dream_cycle"
 
 
 class AgentUnavailable(Exception):
@@ -32,21 +35,43 @@ class DreamDeployment(dg.ConfigurableResource):
     options_file: str = ""
     now: str = ""
     _heartbeat: Any = PrivateAttr(default=None)
+    _cycle_hold: Any = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """In a run on a persistent instance: keep the run's liveness tags fresh while it runs (run_liveness.py), so
-        the pool slots of a run whose process dies come back."""
+        """In a run of the dream cycle: mark the agent's cycle in progress until the run's last step is done
+        (``store.cycle_marker``: `dream undo` refuses meanwhile, between passes too). In a run on a persistent
+        instance: keep the run's liveness tags fresh while it runs (run_liveness.py), so the pool slots of a run whose
+        process dies come back."""
         run, instance = context.dagster_run, context.instance
-        if run is None or instance is None or instance.is_ephemeral:
+        if run is None:
+            return
+        self._cycle_hold = self._hold_cycle(run)
+        if instance is None or instance.is_ephemeral:
             return
         from dream_assets.orchestration.run_liveness import RunHeartbeat, heartbeat_interval
 
         self._heartbeat = RunHeartbeat(instance, run.run_id, heartbeat_interval(self.run_timeout_s())).start()
 
+    def _hold_cycle(self, run: dg.DagsterRun) -> Any:
+        agent = run.tags.get(PARTITION_TAG)
+        if run.job_name != CYCLE_JOB or not agent:
+            return None
+        try:
+            profile = self.run_profile(agent)
+            stale_after_s = self.options(profile).RunTimeout.total_seconds()
+        except Exception:  # noqa: BLE001 - an unusable agent fails the run's first step, naming why
+            return None
+        from dream_assets.store.cycle_marker import CycleHold
+
+        return CycleHold(profile, run.run_id, stale_after_s=stale_after_s).start()
+
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         if self._heartbeat is not None:
             self._heartbeat.stop()
             self._heartbeat = None
+        if self._cycle_hold is not None:
+            self._cycle_hold.stop()
+            self._cycle_hold = None
 
     def run_timeout_s(self) -> float:
         """``RunTimeout`` in seconds (its default when the deployment's options cannot be read)."""

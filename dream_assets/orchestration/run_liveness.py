@@ -206,13 +206,14 @@ class SlotWait:
         self._storage.__dict__.pop("claim_concurrency_slot", None)
 
     def _claim(self, real, concurrency_key, run_id, step_key, priority):  # noqa: ANN001, ANN202
-        from dagster._core.errors import DagsterExecutionInterruptedError
+        # Dagster has no public way to look at a signal it captured without consuming it and swapping the process's
+        # signal handlers (``dg.raise_execution_interrupts``), nor a public hook on slot claims: both stay internal.
         from dagster._utils.interrupts import check_captured_interrupt
 
         self.run_id = run_id
         if check_captured_interrupt():
             self.interrupted = True
-            raise DagsterExecutionInterruptedError(
+            raise dg.DagsterExecutionInterruptedError(
                 f"stopped by a signal while {step_key} waited for a {concurrency_key} slot"
             )
         try:

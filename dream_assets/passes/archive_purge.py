@@ -8,6 +8,9 @@ A memory the contradiction sweep archived as superseded (``supersededBy``) is hi
 the entry that superseded it — or, along a chain of supersessions, any later one — is live or not yet due itself, and
 purged only together with its whole chain.
 
+An entry an undo put back after its purge carries ``keepArchivedUntil`` (a full retention from the undo): it is kept
+until then, and the report says so, so the next cycle does not purge again what the operator just brought back.
+
 Each purge writes, in one transaction, the delete, the ``memory_purges`` record and a "purged" change-log row holding
 the whole record, so ``dream undo --cycle`` can put a purged entry back exactly as it was (archived).
 """
@@ -16,13 +19,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from dream_assets.model import MemoryEntry
+from dream_assets.model import MemoryEntry, parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.store.changes import KEEP_ARCHIVED_UNTIL_KEY
 from dream_assets.store.memory import SUPERSEDED_BY_KEY
 
 PASS = "archive_purge"
@@ -33,6 +37,17 @@ def is_high_value(entry: MemoryEntry, options: DreamOptions) -> bool:
         entry.importance >= options.PruningProtectionImportance
         or entry.reinforcement_count >= options.PruningProtectionReinforcementCount
     )
+
+
+def kept_until(entry: MemoryEntry) -> datetime | None:
+    """Until when an undo of its purge keeps ``entry`` from the purge (None: no such keep, or an unreadable one)."""
+    raw = entry.metadata.get(KEEP_ARCHIVED_UNTIL_KEY)
+    if not raw:
+        return None
+    try:
+        return parse_ts(raw)
+    except ValueError:
+        return None
 
 
 def held_by_chain(entry: MemoryEntry, get: Callable[[str], MemoryEntry | None], due: set[str]) -> str | None:
@@ -58,6 +73,10 @@ def purge_archived(ctx: PassContext) -> PassReport:
         return report.skip("MemoryArchiveRetention is not positive: archived entries are kept forever")
     cutoff = ctx.now - opts.MemoryArchiveRetention
     due = [e for e in ctx.store.memories.list_archived() if e.archived_at is not None and e.archived_at < cutoff]
+    undone = {e.id: until for e in due if (until := kept_until(e)) is not None and until > ctx.now}
+    due = [e for e in due if e.id not in undone]
+    for eid, until in undone.items():
+        report.change("kept", eid, f"put back by an undo of its purge; kept archived until {until:%Y-%m-%d}")
     kept = [e for e in due if is_high_value(e, opts)]
     candidates = [e for e in due if not is_high_value(e, opts)]
     doomed_ids = {e.id for e in candidates}
@@ -99,12 +118,14 @@ def purge_archived(ctx: PassContext) -> PassReport:
             "purged": len(purged),
             "kept_high_value": len(kept),
             "kept_superseded": len(history),
-            "archived_total": len(due),
+            "kept_undone": len(undone),
+            "archived_total": len(due) + len(undone),
         }
     )
     return report.finish(
         f"{len(purged)} purged, {len(kept)} kept above the high-value floor"
         + (f", {len(history)} kept as the history of a live entry" if history else "")
+        + (f", {len(undone)} kept archived after an undo of their purge" if undone else "")
     )
 
 

@@ -23,6 +23,10 @@ writes are found where they are recorded:
 An entry never decayed and never merged has no record of an earlier content write than its sighting, so the clock is
 the sighting's alone. Each write only delays the decay of the time before it; cumulative decay goes on while
 last_seen_at stays stale.
+
+Undoable. Every entry decay writes gets a "decayed" change row in the same transaction, holding only what decay
+writes (importance, updated_at, its two stamps) before and after, so ``dream undo`` puts the old values back. An undone
+decay is not an exemption: its stamps go back too, so the next cycle decays that time again.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.store.changes import DECAY_KIND
 from dream_assets.text.content_hash import stable_hash
 
 PASS = "importance_decay"
@@ -91,7 +96,9 @@ def decay_importance(ctx: PassContext) -> PassReport:
         return report.skip("ImportanceDecayHalfLifeDays is not positive: decay is off")
     importance: dict[str, float] = {}
     stamps: dict[str, dict[str, str]] = {}
+    rows: list[dict] = []
     reached_floor = 0
+    now_iso = iso(ctx.now)
     for e in ctx.store.memories.list_live():
         result = decayed_importance(e, opts, ctx.now)
         if result is None:
@@ -102,12 +109,34 @@ def decay_importance(ctx: PassContext) -> PassReport:
             importance[e.id] = value
             if value <= opts.ImportanceDecayFloor:
                 reached_floor += 1
-    ctx.store.memories.set_importance(importance, now=ctx.now, stamps=stamps)
+        rows.append(_decay_row(ctx.cycle_id, e, value, now_iso if e.id in importance else iso(e.updated_at), stamps))
+    # The new scores, their stamps and their change rows are one write.
+    with ctx.store.transaction():
+        ctx.store.memories.set_importance(importance, now=ctx.now, stamps=stamps)
+        ctx.store.changes.record_many(rows, now=ctx.now)
     report.counts.update({"decayed": len(importance), "at_floor": reached_floor})
     return report.finish(
         f"importance decayed on {len(importance)} entries ({reached_floor} at the floor "
         f"{opts.ImportanceDecayFloor:.2f})"
     )
+
+
+def _decay_row(cycle_id: str, e: MemoryEntry, value: float, updated_at: str | None, stamps: dict) -> dict:
+    """The change row of one decayed entry: only the fields decay writes, before and after."""
+    return {
+        "cycle_id": cycle_id,
+        "pass_name": PASS,
+        "kind": DECAY_KIND,
+        "target_type": "memory",
+        "target_id": e.id,
+        "before": {
+            "importance": e.importance,
+            "updated_at": iso(e.updated_at),
+            "metadata": {k: e.metadata.get(k) for k in (APPLIED_KEY, CONTENT_HASH_KEY)},
+        },
+        "after": {"importance": value, "updated_at": updated_at, "metadata": stamps[e.id]},
+        "reason": f"not seen since {e.last_seen_at:%Y-%m-%d}: importance {e.importance:.3f} -> {value:.3f}",
+    }
 
 
 SPEC = PassSpec(

@@ -8,7 +8,9 @@ value disables its dimension; a failure on one file is reported and the sweep go
 
 Nothing leaves a log unrecorded: the lines a file is about to lose — a trimmed prefix or a whole deleted file —
 are first appended to the day-partitioned warehouse, whose writes are idempotent, so a run that stops between
-archiving and trimming only repeats harmless work next time.
+archiving and trimming only repeats harmless work next time. A directory's files go into one streamed warehouse write,
+and each file is trimmed or deleted as soon as the parts holding its lines are written, synced and renamed into place,
+while the files after it are still being archived.
 
 How a trim stays cheap and safe against the writer: the prefix of an append-only file never changes, so the cut
 is found by reading blocks backwards from the end and the prefix is archived without the lock; only the copy of
@@ -54,7 +56,7 @@ from dream_assets.store.log_bytes import (
     replace_with_tail,
 )
 from dream_assets.store.logs import display_path, log_files
-from dream_assets.store.warehouse import archive_file_ranges
+from dream_assets.store.warehouse import RangeArchive, archive_file_ranges
 
 PASS_NAME = "log_retention"
 COUNT_KEYS = (
@@ -121,8 +123,7 @@ def retain_logs(ctx: PassContext) -> PassReport:
             if max_lines > 0 and path.is_file():
                 plan = _plan_trim(path, profile.log_lock_path(kind), max_lines)
                 if plan is not None:
-                    report.count("lines_archived", _archive_ranges(profile, kind, [plan], now, report))
-                    _apply(profile, [plan], report)
+                    _archive_and_apply(profile, kind, [plan], now, report)
         except Exception as exc:
             _error(report, display_path(profile, path), exc)
 
@@ -244,8 +245,7 @@ def _sweep_session_dir(
     if not plans:
         return
     # One streamed warehouse write for the whole directory: thousands of files cost one set of part files.
-    report.count("lines_archived", _archive_ranges(profile, kind, plans, now, report))
-    _apply(profile, plans, report)
+    _archive_and_apply(profile, kind, plans, now, report)
 
 
 # --- planning, archiving, applying -------------------------------------------------------------------------
@@ -259,16 +259,44 @@ def _plan_trim(path: Path, lock_path: Path, max_lines: int) -> _Plan | None:
     return _Plan(path, lock_path, file_identity(st), st.st_mtime_ns, cut, "trim")
 
 
-def _archive_ranges(profile: AgentProfile, kind: str, plans: list[_Plan], now: datetime, report: PassReport) -> int:
-    """Archive every plan's doomed byte range [0, end) in one streamed warehouse write (the bulk path); a file that
-    cannot be read is marked failed, and is then neither trimmed nor deleted. Lines archived as raw text and lines
-    too long to archive are counted and named in the report."""
-    result = archive_file_ranges(profile, kind, [(p.path, 0, p.end) for p in plans], now)
-    for plan, lines, error, unarchivable in zip(plans, result.lines, result.errors, result.unarchivable, strict=True):
-        plan.lines = lines
-        plan.unarchivable = unarchivable
-        if error is not None:
-            plan.failed = f"could not be read for archiving ({error.strerror or error})"
+def _archive_and_apply(profile: AgentProfile, kind: str, plans: list[_Plan], now: datetime, report: PassReport) -> None:
+    """Archive every plan's doomed byte range [0, end) in one streamed warehouse write (the bulk path), and apply
+    each plan as soon as its lines are in the warehouse, while the rest are still being archived (the removals wait on
+    locks, syncs and the file system, the archive on the processor). If the warehouse write fails, the plans already
+    applied are reported as done and the others are left as they were."""
+    applier = _Applier(plans)
+    try:
+        report.count("lines_archived", _archive_ranges(profile, kind, plans, now, report, applier.release))
+    finally:
+        _report_applied(profile, plans, applier.wait(), report)
+
+
+def _archive_ranges(
+    profile: AgentProfile,
+    kind: str,
+    plans: list[_Plan],
+    now: datetime,
+    report: PassReport,
+    on_archived: Callable[[int], None] | None = None,
+) -> int:
+    """Archive every plan's doomed byte range [0, end) in one streamed warehouse write; ``on_archived(k)`` is called
+    once the first ``k`` plans' lines are in the warehouse (their counts set). A file that cannot be read is marked
+    failed, and is then neither trimmed nor deleted. Lines archived as raw text and lines too long to archive are
+    counted and named in the report."""
+    counted = 0
+
+    def archived(k: int, result: RangeArchive) -> None:
+        nonlocal counted
+        for i in range(counted, k):
+            plan, error = plans[i], result.errors[i]
+            plan.lines, plan.unarchivable = result.lines[i], result.unarchivable[i]
+            if error is not None:
+                plan.failed = f"could not be read for archiving ({error.strerror or error})"
+        counted = max(counted, k)
+        if on_archived is not None:
+            on_archived(counted)
+
+    result = archive_file_ranges(profile, kind, [(p.path, 0, p.end) for p in plans], now, on_archived=archived)
     unarchivable = sum(result.unarchivable)
     report.count("lines_undated", result.undated)
     report.count("lines_unarchivable", unarchivable)
@@ -332,17 +360,42 @@ def _sweep_temp_files(profile: AgentProfile, now: datetime, report: PassReport) 
         )
 
 
-def _apply(profile: AgentProfile, plans: list[_Plan], report: PassReport) -> None:
-    # Each file waits on its own lock and fsync; a few threads overlap those waits (10,000 session files). Each
-    # thread takes every APPLY_THREADS-th plan, so the trims (each with an fsync) are spread over all of them, and a
-    # thread is handed its share at once rather than one future per file.
-    outcomes: list[bool | str | Exception] = [False] * len(plans)
-    with ThreadPoolExecutor(max_workers=APPLY_THREADS) as pool:
-        shares = pool.map(lambda k: [_attempt(plan) for plan in plans[k::APPLY_THREADS]], range(APPLY_THREADS))
-        for k, share in enumerate(shares):
-            outcomes[k::APPLY_THREADS] = share
+class _Applier:
+    """Applies plans on a few threads as they are released, in order: each file waits on its own lock and sync, and
+    the threads overlap those waits (10,000 session files). A release hands each thread every ``APPLY_THREADS``-th
+    plan of it at once, so the trims (each with a sync) are spread over all of them."""
+
+    def __init__(self, plans: list[_Plan]) -> None:
+        self.plans = plans
+        self.outcomes: list[bool | str | Exception | None] = [None] * len(plans)  # None: not applied
+        self.released = 0
+        self.pool = ThreadPoolExecutor(max_workers=APPLY_THREADS, thread_name_prefix="retention-apply")
+
+    def release(self, k: int) -> None:
+        """Apply plans up to the ``k``-th (their lines are archived)."""
+        first, self.released = self.released, max(self.released, k)
+        for t in range(APPLY_THREADS):
+            share = range(first + t, self.released, APPLY_THREADS)
+            if share:
+                self.pool.submit(self._apply_share, share)
+
+    def _apply_share(self, share: range) -> None:
+        for i in share:
+            self.outcomes[i] = _attempt(self.plans[i])
+
+    def wait(self) -> list[bool | str | Exception | None]:
+        """Every released plan's outcome, once all are applied."""
+        self.pool.shutdown(wait=True)
+        return self.outcomes
+
+
+def _report_applied(
+    profile: AgentProfile, plans: list[_Plan], outcomes: list[bool | str | Exception | None], report: PassReport
+) -> None:
     folders: dict[Path, str] = {}
     for plan, outcome in zip(plans, outcomes, strict=True):
+        if outcome is None:
+            continue  # not applied: its archive did not complete (reported by the caller)
         folder = folders.get(plan.path.parent)
         if folder is None:
             folder = folders[plan.path.parent] = display_path(profile, plan.path.parent)

@@ -32,7 +32,14 @@ class DreamStore:
         embeddings = self._save_embedding_provider if self.options.EmbeddingModel.strip() else None
         self.memories = MemoryStore(self.connection, self.options, embeddings=embeddings)
         self.skills = SkillStore(self.connection)
-        self.changes = ChangeLog(self.connection, self.memories, self.skills)
+        self.changes = ChangeLog(
+            self.connection,
+            self.memories,
+            self.skills,
+            profile=self.profile,
+            cycle_stale_after_s=self.options.RunTimeout.total_seconds(),
+            archive_retention=self.options.MemoryArchiveRetention,
+        )
 
     def _save_embedding_provider(self):
         """The embedding provider of save-time dedup, from the options and the environment (built on the first save

@@ -19,23 +19,37 @@ and the marking of the target's changes as undone. So an undo killed half-way is
 A target that cannot be put back (its row holds no usable record, the record no longer validates) does not stop the
 others: the result names it and why (``not_restored``), and its changes stay pending for a later retry.
 
-Undo is visible: every put-back writes a "restored" row (pass "undo") under the cycle id ``undo-<cycle>``, with the
-record before and after the undo; it lists with the other cycles and can itself be undone.
+Importance decay is recorded compactly: one "decayed" row per entry it touched, holding only what decay writes
+(importance, updated_at and its metadata stamps) before and after, not the whole record. Undo puts those fields back,
+many entries per transaction. An entry a later cycle decayed again is left as that cycle left it and named in
+``UndoResult.left`` (a later decay is no edit, so it holds up nothing; its row stays pending for an undo after that
+cycle's); an importance changed otherwise is refused like any edit. A target the cycle also changed otherwise is put
+back as it was before its first change, decay included.
+
+An undone purge puts the entry back archived, with its archived_at, and keeps it from the purge for a full
+``MemoryArchiveRetention`` from the undo (metadata ``keepArchivedUntil``): the next cycle does not purge it again.
+An entry the cycle created is retired by the undo: archived, never deleted, so it stays as an archived row.
+
+Undo is visible: every put-back writes a row (pass "undo") under the cycle id ``undo-<cycle>``, with the record
+before and after the undo; its kind names what the undo did (see ``UNDO_KINDS``), it lists with the other cycles and
+can itself be undone.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 
-from dream_assets.model import MemoryEntry, Skill, new_id, parse_ts, utc
+from dream_assets.model import MemoryEntry, Skill, iso, new_id, parse_ts, utc
+from dream_assets.profile import AgentProfile
 from dream_assets.store.change_rows import dump, insert_change
 from dream_assets.store.connection import StoreConnection
+from dream_assets.store.cycle_marker import check_markers
 from dream_assets.store.memory import MemoryStore
 from dream_assets.store.schema import ensure_schema, from_db, to_db
 from dream_assets.store.skills import SkillStore
@@ -43,6 +57,29 @@ from dream_assets.store.skills import SkillStore
 UNDO_PASS = "undo"
 #: Review stamps (an entry shown to the model and left unchanged): recorded, never undone, not a change.
 STAMP_KIND = "stamped"
+
+#: Importance decay's rows: only the fields decay writes ("importance", "updated_at", "metadata" with the stamps it
+#: sets; a stamp whose before value is None was absent), not the whole record.
+DECAY_KIND = "decayed"
+#: The undo of a decay, recorded the same compact way (so it can itself be undone).
+SCORES_PUT_BACK_KIND = "importance put back"
+#: Rows that hold only those score fields, not whole records.
+SCORE_KINDS = (DECAY_KIND, SCORES_PUT_BACK_KIND)
+#: How many decay-only targets an undo puts back per transaction (a decay touches most of a large corpus).
+SCORE_BATCH = 1000
+#: Metadata an undone purge leaves on the entry it put back: the archive purge keeps it until then (ISO-8601 UTC).
+KEEP_ARCHIVED_UNTIL_KEY = "keepArchivedUntil"
+#: The kinds of an undo's rows, each naming what the undo did to its target.
+UNDO_KINDS = {
+    "put back": "put back as it was before the cycle",
+    "put back live": "archived by the cycle, live again",
+    "unmerged": "archived by a merge, live again",
+    "unsuperseded": "archived as superseded, live again",
+    "archived again": "restored by the cycle, archived again",
+    "retired": "created by the cycle, archived; it stays as an archived row",
+    "unpurged": "purged by the cycle, put back archived",
+    "importance put back": "decayed by the cycle, its importance put back",
+}
 
 #: Test hook (None in production): called with the name of an undo step — "undo:put-back" inside a target's
 #: transaction after the record was put back and before its changes are marked undone, "undo:target-done" after that
@@ -70,15 +107,33 @@ class ChangeRecord:
     undone_at: datetime | None
 
 
+@dataclass(frozen=True)
+class UndoAction:
+    """What the undo did to one target: its kind (a key of ``UNDO_KINDS``) and a line that says it plainly."""
+
+    kind: str
+    detail: str
+
+
 @dataclass
 class UndoResult:
     cycle_id: str
-    restored: list[str]  # "<target>" put back by this undo
+    restored: list[str]  # "<target>" put back by this undo (what was done to each: ``actions``)
     refused: list[str]  # "<target>: <why>" — edited after the cycle; left as they are
     not_restored: list[str] = field(default_factory=list)  # "<target>: <why>" — could not be put back
     already_undone: list[str] = field(default_factory=list)  # "<target>" undone before (an earlier, interrupted undo)
     undo_cycle_id: str = ""
     blocked_by: list[str] = field(default_factory=list)  # later cycles built on this one: undo them first
+    actions: dict[str, UndoAction] = field(default_factory=dict)  # "<target>" -> what the undo did to it
+    #: "<target>: <why>" — decayed only, and decayed again by a later cycle since: its importance is left as that
+    #: cycle left it (not an edit, so it holds up nothing); its row stays pending for an undo after that cycle's
+    left: list[str] = field(default_factory=list)
+    #: markers of cycles that crashed (process gone, no heartbeat for RunTimeout), ignored and removed, with why
+    stale_markers: list[str] = field(default_factory=list)
+
+    def done(self, kind: str) -> list[str]:
+        """The targets this undo put back with ``kind`` (a key of ``UNDO_KINDS``)."""
+        return [t for t in self.restored if t in self.actions and self.actions[t].kind == kind]
 
     @property
     def ok(self) -> bool:
@@ -109,6 +164,18 @@ class UndoRefused(RuntimeError):
     pass
 
 
+class CycleRunning(UndoRefused):
+    """A cycle of the agent is in progress (its marker is live): an undo now would put back what its first passes did
+    while its later passes build on it, so nothing is undone."""
+
+    def __init__(self, agent: str, running: Sequence[str]) -> None:
+        self.running = list(running)
+        super().__init__(
+            f"{'; '.join(running)} of agent {agent!r} is running: an undo between its passes would leave half of "
+            "each; nothing was changed. Try again when it finishes, or pass --wait SECONDS"
+        )
+
+
 class _CannotRestore(Exception):
     pass
 
@@ -132,11 +199,33 @@ def _is_before(current: dict[str, Any] | None, before: dict[str, Any] | None) ->
 
 
 class ChangeLog:
-    def __init__(self, conn: StoreConnection, memories: MemoryStore, skills: SkillStore) -> None:
+    def __init__(
+        self,
+        conn: StoreConnection,
+        memories: MemoryStore,
+        skills: SkillStore,
+        *,
+        archive_retention: timedelta | None = None,
+        profile: AgentProfile | None = None,
+        cycle_stale_after_s: float = 300.0,
+    ) -> None:
+        """``archive_retention`` (MemoryArchiveRetention): how long an undone purge keeps the entry from the purge.
+        ``profile``: the agent whose cycle markers an undo honours (``store.cycle_marker``); a marker without a
+        heartbeat for ``cycle_stale_after_s`` (``RunTimeout``) is from a crashed cycle."""
         self._conn = conn
+        self._retention = archive_retention
         self._memories = memories
         self._skills = skills
+        self._profile = profile
+        self._cycle_stale_after_s = cycle_stale_after_s
         conn.add_open_hook(ensure_schema)
+
+    def cycle_markers(self) -> tuple[list[str], list[str]]:
+        """(cycles of the agent running now, stale markers just removed with why), each described for a person."""
+        if self._profile is None:
+            return [], []
+        check = check_markers(self._profile, stale_after_s=self._cycle_stale_after_s)
+        return [m.describe() for m in check.running], check.stale
 
     def record(
         self,
@@ -289,13 +378,31 @@ class ChangeLog:
             for c, p in order
         ]
 
+    def review_marks(self, cycle_id: str) -> tuple[int, list[str]]:
+        """The review stamps of one cycle, which an undo leaves: how many entries carry them, and the metadata keys
+        they set (sorted)."""
+        targets: set[str] = set()
+        keys: set[str] = set()
+        for c in self.list(cycle_id):
+            if c.kind != STAMP_KIND:
+                continue
+            targets.add(c.target_id)
+            before, after = (c.before or {}).get("metadata") or {}, (c.after or {}).get("metadata") or {}
+            keys.update(k for k, v in after.items() if before.get(k) != v)
+        return len(targets), sorted(keys)
+
     def undo_cycle(
         self, cycle_id: str, *, now: datetime, pass_name: str | None = None, force: bool = False
     ) -> UndoResult:
         """Put back every record one cycle (optionally one pass of it) changed, newest target first.
 
         Refuses as a whole unless ``force``: when any entry was edited after the cycle, nothing is undone and the result
-        lists the refusals. Must not be called inside an open transaction (each target is its own)."""
+        lists the refusals. Raises ``CycleRunning`` (even with ``force``) while a cycle of the agent is in progress;
+        the markers of crashed cycles are ignored and listed in ``stale_markers``. Must not be called inside an open
+        transaction (each target is its own)."""
+        running, stale = self.cycle_markers()
+        if running:
+            raise CycleRunning(self._profile.agent_id if self._profile else "?", running)
         recorded = [c for c in self.list(cycle_id, pass_name=pass_name) if c.kind != STAMP_KIND]
         if not recorded:
             raise UndoRefused(
@@ -307,7 +414,7 @@ class ChangeLog:
             if c.undone_at is None:
                 targets.setdefault((c.target_type, c.target_id), []).append(c)
                 last_pos[(c.target_type, c.target_id)] = i
-        result = UndoResult(cycle_id, [], [], undo_cycle_id=undo_cycle_id(cycle_id))
+        result = UndoResult(cycle_id, [], [], undo_cycle_id=undo_cycle_id(cycle_id), stale_markers=stale)
         result.already_undone = list(
             dict.fromkeys(
                 _label(k)
@@ -315,13 +422,30 @@ class ChangeLog:
                 if k not in targets
             )
         )
+        plans = {key: _Plan(key, cs) for key, cs in targets.items()}
         refused: dict[tuple[str, str], str] = {}
         # Targets are checked and put back in turns (one session for many short transactions): while the agent
         # saves, each transaction of its own would cost a turn of the file.
-        for key, cs in self._conn.in_turns(list(targets.items())):
-            current = self._current(*key)
-            if not _is_before(current, cs[0].before) and not _same_state(current, cs[-1].after):
-                refused[key] = self._why_refused(key, current, cycle_id)
+        keys = list(plans)
+        edited: dict[tuple[str, str], dict[str, Any] | None] = {}
+        for chunk in self._conn.in_turns([keys[i : i + SCORE_BATCH] for i in range(0, len(keys), SCORE_BATCH)]):
+            currents = self._currents(chunk)
+            for key in chunk:
+                if not plans[key].is_before(currents[key]) and not plans[key].as_left(currents[key]):
+                    edited[key] = currents[key]
+        again = self._decayed_again(cycle_id, [k for k in edited if plans[k].rows[-1].kind in SCORE_KINDS])
+        for key, current in edited.items():
+            later_decay = again.get(key[1])
+            if not plans[key].full and later_decay and current and current.get("importance") == later_decay[1]:
+                # decayed again by a later cycle, nothing else: not an edit, so it does not hold up the undo; its
+                # importance stays as that cycle left it, and its row stays pending for an undo after that one's
+                result.left.append(
+                    f"{_label(key)}: importance left as cycle {later_decay[0]} decayed it again since; undo cycle "
+                    f"{later_decay[0]} first to put it back"
+                )
+                continue
+            refused[key] = self._why_refused(plans[key], current, cycle_id, later_decay[0] if later_decay else None)
+        left = {k for k in edited if k not in refused}
         later = self._built_on(cycle_id, pass_name)
         for key, (later_cycle, later_change) in later.items():
             first = (
@@ -341,37 +465,49 @@ class ChangeLog:
             # A later cycle that built on this one's results is never left half-undone under it, even with force.
             return result
         ts = to_db(utc(now))
-        for key in self._conn.in_turns(sorted(targets, key=lambda k: last_pos[k], reverse=True)):
-            if key in refused:
+        order = [
+            k for k in sorted(plans, key=lambda k: last_pos[k], reverse=True) if k not in refused and k not in left
+        ]
+        scores_only = [k for k in order if k[0] == "memory" and not plans[k].full]
+        if scores_only:
+            order = [k for k in order if k[0] != "memory" or plans[k].full]
+        # One loop of turns: the targets one by one, then the decayed-only targets in batches.
+        batches = [scores_only[i : i + SCORE_BATCH] for i in range(0, len(scores_only), SCORE_BATCH)]
+        for key in self._conn.in_turns([*order, *batches]):
+            if isinstance(key, list):
+                self._put_back_scores([plans[k] for k in key], result, pass_name, now)
                 continue
-            cs = targets[key]
+            plan = plans[key]
             try:
                 with self._conn.transaction() as conn:
                     current = self._current(*key)
-                    if _is_before(current, cs[0].before):
+                    if plan.is_before(current):
                         done = result.already_undone
-                    elif not _same_state(current, cs[-1].after):  # edited since the check above
-                        result.refused.append(self._why_refused(key, current, cycle_id))
+                    elif not plan.as_left(current):  # edited since the check above
+                        result.refused.append(self._why_refused(plan, current, cycle_id))
                         continue
                     else:
-                        after = self._put_back(key, cs[0], now)
+                        after, action = self._put_back(plan, current, now)
                         self.record(
                             cycle_id=result.undo_cycle_id,
                             pass_name=UNDO_PASS,
-                            kind="restored",
+                            kind=action.kind,
                             target_type=key[0],
                             target_id=key[1],
                             before=current,
                             after=after,
-                            reason=_undo_reason(cycle_id, pass_name, cs[0]),
+                            reason=f"undo of cycle {cycle_id}"
+                            + (f", pass {pass_name}" if pass_name else "")
+                            + f": {action.detail}",
                             now=now,
                         )
+                        result.actions[_label(key)] = action
                         done = result.restored
                     if step_hook is not None:
                         step_hook("undo:put-back")
                     conn.execute(
                         "UPDATE changes SET undone_at = ? WHERE change_id IN (SELECT unnest(?))",
-                        [ts, [c.change_id for c in cs]],
+                        [ts, [c.change_id for c in plan.rows]],
                     )
             except (_CannotRestore, ValueError, KeyError, TypeError) as exc:
                 why = str(exc) if isinstance(exc, _CannotRestore) else f"{type(exc).__name__}: {exc}"
@@ -381,6 +517,71 @@ class ChangeLog:
             if step_hook is not None:
                 step_hook("undo:target-done")
         return result
+
+    def _put_back_scores(
+        self, plans: Sequence[_Plan], result: UndoResult, pass_name: str | None, now: datetime
+    ) -> None:
+        """Put back the importance of targets the cycle only decayed, many per transaction: the new scores, the
+        undo's (compact) rows and the marks of the decay rows are one write."""
+        rows: list[dict[str, Any]] = []
+        scores: dict[str, MemoryEntry] = {}
+        marks: list[str] = []
+        labels: list[tuple[str, UndoAction | None]] = []
+        with self._conn.transaction() as conn:
+            currents = {i: e.to_dict() for i, e in self._memories.get_many([p.key[1] for p in plans]).items()}
+            for plan in plans:
+                label, current = _label(plan.key), currents.get(plan.key[1])
+                if plan.is_before(current):
+                    labels.append((label, None))
+                elif not plan.as_left(current):  # changed since the check
+                    result.refused.append(self._why_refused(plan, current, result.cycle_id))
+                    continue
+                else:
+                    assert current is not None  # as_left
+                    before = plan.before(current) or {}
+                    stamps = ((plan.rows[0].before or {}).get("metadata") or {}).keys()
+                    try:
+                        scores[plan.key[1]] = MemoryEntry.from_dict(before)
+                    except (KeyError, ValueError, TypeError) as exc:
+                        result.not_restored.append(f"{label}: {type(exc).__name__}: {exc}")
+                        continue
+                    action = UndoAction(
+                        SCORES_PUT_BACK_KIND,
+                        f"importance put back to {before['importance']:.4f} (was {current['importance']:.4f}, "
+                        f"as {plan.rows[0].pass_name} left it)",
+                    )
+                    rows.append(
+                        {
+                            "cycle_id": result.undo_cycle_id,
+                            "pass_name": UNDO_PASS,
+                            "kind": action.kind,
+                            "target_type": "memory",
+                            "target_id": plan.key[1],
+                            "before": _scores(current, stamps),
+                            "after": _scores(before, stamps),
+                            "reason": f"undo of cycle {result.cycle_id}"
+                            + (f", pass {pass_name}" if pass_name else "")
+                            + f": {action.detail}",
+                        }
+                    )
+                    labels.append((label, action))
+                marks.extend(c.change_id for c in plan.rows)
+            self._memories.put_scores(scores.values())
+            self.record_many(rows, now=now)
+            if step_hook is not None:
+                step_hook("undo:put-back")
+            conn.execute(
+                "UPDATE changes SET undone_at = ? WHERE change_id IN (SELECT unnest(?))",
+                [to_db(utc(now)), marks],
+            )
+        for label, action in labels:
+            if action is None:
+                result.already_undone.append(label)
+            else:
+                result.actions[label] = action
+                result.restored.append(label)
+        if step_hook is not None:
+            step_hook("undo:target-done")
 
     def _built_on(self, cycle_id: str, pass_name: str | None) -> dict[tuple[str, str], tuple[str, ChangeRecord]]:
         """Targets of ``cycle_id`` (or of its pass) that a later cycle (or, when one pass is undone, a later pass of
@@ -412,10 +613,48 @@ class ChangeLog:
             found.setdefault((change.target_type, change.target_id), (change.cycle_id, change))
         return found
 
-    def _why_refused(self, key: tuple[str, str], current: dict[str, Any] | None, cycle_id: str) -> str:
+    def _currents(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any] | None]:
+        """The current records of ``keys`` (memories read together, skills one by one); None: no such record."""
+        memories = self._memories.get_many([k[1] for k in keys if k[0] == "memory"])
+        return {
+            k: (memories[k[1]].to_dict() if k[1] in memories else None) if k[0] == "memory" else self._current(*k)
+            for k in keys
+        }
+
+    def _decayed_again(self, cycle_id: str, keys: Sequence[tuple[str, str]]) -> dict[str, tuple[str, float | None]]:
+        """For memories of ``keys``: the latest other cycle that decayed them after ``cycle_id`` did, not undone, and
+        the importance it left."""
+        if not keys:
+            return {}
+        with self._conn.session() as conn:
+            rows = conn.execute(
+                """SELECT c.target_id, arg_max(c.cycle_id, c.ordinal), arg_max(c.after_json, c.ordinal) FROM changes c
+                   WHERE c.kind = ? AND c.target_type = 'memory' AND c.cycle_id <> ? AND c.undone_at IS NULL
+                     AND c.target_id IN (SELECT unnest(?))
+                     AND c.ordinal > (SELECT min(ordinal) FROM changes WHERE cycle_id = ?)
+                   GROUP BY c.target_id""",
+                [DECAY_KIND, cycle_id, [k[1] for k in keys], cycle_id],
+            ).fetchall()
+        return {r[0]: (r[1], (_load(r[2]) or {}).get("importance")) for r in rows}
+
+    def _why_refused(
+        self, plan: _Plan, current: dict[str, Any] | None, cycle_id: str, decayed_again: str | None = None
+    ) -> str:
+        key = plan.key
         if current is None:
             return (
                 f"{_label(key)}: no longer exists (purged after cycle {cycle_id}); undo the cycle that purged it first"
+            )
+        last = plan.rows[-1]
+        if last.kind in SCORE_KINDS and current.get("importance") != (last.after or {}).get("importance"):
+            by = (
+                f"decayed again by cycle {decayed_again}; undo cycle {decayed_again} first"
+                if decayed_again
+                else "edited since; undo it by hand"
+            )
+            return (
+                f"{_label(key)}: importance changed after cycle {cycle_id} (now {current.get('importance'):.3f}, the "
+                f"cycle left {(last.after or {}).get('importance', 0.0):.3f}): {by}, or pass force to leave it"
             )
         return (
             f"{_label(key)}: edited after cycle {cycle_id} (now differs from what the cycle left); undo it by hand "
@@ -429,10 +668,16 @@ class ChangeLog:
         s = self._skills.get(target_id)
         return None if s is None else s.to_dict()
 
-    def _put_back(self, key: tuple[str, str], first: ChangeRecord, now: datetime) -> dict[str, Any] | None:
-        """Write the record as it was before ``first`` (the cycle's first change of this target); returns it."""
-        target_type, target_id = key
-        before = first.before
+    def _put_back(
+        self, plan: _Plan, current: dict[str, Any] | None, now: datetime
+    ) -> tuple[dict[str, Any], UndoAction]:
+        """Write the record as it was before the cycle's first change of the target; returns it and what was done.
+        (Targets the cycle only decayed are put back in batches: ``_put_back_scores``.)"""
+        target_type, target_id = plan.key
+        full = plan.full
+        before = plan.before(current)
+        first = full[0]
+        done_by = f"{first.pass_name} {first.kind} it"
         if before is None:
             if first.kind == "purged":
                 raise _CannotRestore(
@@ -440,21 +685,145 @@ class ChangeLog:
                 )
             # created by the cycle: retire it (archive, never delete)
             if target_type == "memory":
-                return self._memories.archive(target_id, now=now).to_dict()
-            return self._skills.archive(target_id, now=now).to_dict()
-        try:
-            record: MemoryEntry | Skill = (
-                MemoryEntry.from_dict(before) if target_type == "memory" else Skill.from_dict(before)
+                retired = self._memories.archive(target_id, now=now).to_dict()
+            else:
+                retired = self._skills.archive(target_id, now=now).to_dict()
+            return retired, UndoAction(
+                "retired", f"archived ({first.pass_name} created it); it stays as an archived row, not deleted"
             )
-        except (KeyError, ValueError, TypeError) as exc:
+        if target_type != "memory":
+            skill = self._skills.replace(self._record(Skill, before, first))
+            return skill.to_dict(), _action_of(plan, current, before, done_by)
+        entry = self._record(MemoryEntry, before, first)
+        if self._memories.get(target_id) is None:  # purged by the cycle: insert it again, as it was
+            keep = ""
+            if self._retention is not None and self._retention > timedelta(0):
+                until = utc(now) + self._retention
+                entry = MemoryEntry.from_dict(
+                    {**entry.to_dict(), "metadata": {**entry.metadata, KEEP_ARCHIVED_UNTIL_KEY: iso(until)}}
+                )
+                keep = f"; kept archived until {until:%Y-%m-%d}, a full archive period from this undo"
+            put = self._memories.put(entry).to_dict()
+            archived = f" (since {entry.archived_at:%Y-%m-%d})" if entry.archived_at else ""
+            return put, UndoAction("unpurged", f"back, archived{archived}, as before {done_by}{keep}")
+        return self._memories.replace(entry).to_dict(), _action_of(plan, current, before, done_by)
+
+    @staticmethod
+    def _record(cls: type, record: dict[str, Any] | None, row: ChangeRecord) -> Any:
+        try:
+            return cls.from_dict(record)
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise _CannotRestore(
-                f"the record kept by {first.pass_name} ({first.kind}) is incomplete: {type(exc).__name__}: {exc}"
+                f"the record kept by {row.pass_name} ({row.kind}) is incomplete: {type(exc).__name__}: {exc}"
             ) from exc
-        if isinstance(record, MemoryEntry):
-            if self._memories.get(target_id) is None:  # purged by the cycle: insert it again, as it was
-                return self._memories.put(record).to_dict()
-            return self._memories.replace(record).to_dict()
-        return self._skills.replace(record).to_dict()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One target's pending rows of the cycle (in order), read as a whole: what it was before the cycle, whether it
+    is already so, whether it is still as the cycle left it."""
+
+    key: tuple[str, str]
+    rows: list[ChangeRecord]
+
+    @property
+    def full(self) -> list[ChangeRecord]:
+        """The rows that hold whole records (all but decay's)."""
+        return [c for c in self.rows if c.kind not in SCORE_KINDS]
+
+    def before(self, current: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The record as it was before the cycle (None: the cycle created it)."""
+        first = self.rows[0]
+        full = self.full
+        if not full:
+            if current is None:
+                return None
+            last = self.rows[-1].after or {}
+            # updated_at goes back too, unless something wrote the entry after the decay
+            return _overlay(current, first.before or {}, updated=current.get("updated_at") == last.get("updated_at"))
+        base = full[0].before
+        if base is not None and first.kind in SCORE_KINDS:
+            base = _overlay(base, first.before or {}, updated=True)
+        return base
+
+    def is_before(self, current: dict[str, Any] | None) -> bool:
+        if not self.full:
+            return current is not None and _scores_match(current, self.rows[0].before or {})
+        return _is_before(current, self.before(current))
+
+    def as_left(self, current: dict[str, Any] | None) -> bool:
+        """Is the target as the cycle left it (the fields a person edits; for decay, its importance)? A target decayed
+        and then changed by the cycle that is found as it was just after the decay (its other changes put back by
+        hand) counts too: what is left to undo is the decay."""
+        last = self.rows[-1]
+        full = self.full
+        if full and self.rows[0].kind in SCORE_KINDS and current is not None and current == full[0].before:
+            return True
+        if last.kind in SCORE_KINDS:
+            if current is None or current.get("importance") != (last.after or {}).get("importance"):
+                return False
+            return not full or _same_state(current, full[-1].after)
+        return _same_state(current, last.after)
+
+
+def _overlay(record: dict[str, Any], scores: dict[str, Any], *, updated: bool) -> dict[str, Any]:
+    """``record`` with the fields of a decay row put in: importance, the metadata stamps (None: absent) and, when
+    ``updated``, updated_at."""
+    out = dict(record)
+    if "importance" in scores:
+        out["importance"] = scores["importance"]
+    if updated and scores.get("updated_at"):
+        out["updated_at"] = scores["updated_at"]
+    meta = dict(out.get("metadata") or {})
+    for k, v in (scores.get("metadata") or {}).items():
+        if v is None:
+            meta.pop(k, None)
+        else:
+            meta[k] = v
+    out["metadata"] = meta
+    return out
+
+
+def _scores(record: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """The fields a decay writes, out of a whole record: importance, updated_at and the metadata ``keys`` (None:
+    absent) — the compact form of the rows of ``SCORE_KINDS``."""
+    meta = record.get("metadata") or {}
+    return {
+        "importance": record.get("importance"),
+        "updated_at": record.get("updated_at"),
+        "metadata": {k: meta.get(k) for k in keys},
+    }
+
+
+def _scores_match(current: dict[str, Any], scores: dict[str, Any]) -> bool:
+    meta = current.get("metadata") or {}
+    return current.get("importance") == scores.get("importance") and all(
+        meta.get(k) == v for k, v in (scores.get("metadata") or {}).items()
+    )
+
+
+def _action_of(plan: _Plan, current: dict[str, Any] | None, before: dict[str, Any], done_by: str) -> UndoAction:
+    """What putting ``before`` back over ``current`` does, in the words of the change that is undone."""
+    was_archived = (current or {}).get("archived_at") is not None
+    will_be_archived = before.get("archived_at") is not None
+    if will_be_archived and not was_archived:
+        return UndoAction("archived again", f"as before {done_by}")
+    if was_archived and not will_be_archived:
+        archiving = next(
+            (c for c in plan.full if (c.after or {}).get("archived_at") and not (c.before or {}).get("archived_at")),
+            plan.full[0],
+        )
+        reason = archiving.reason.lower()
+        kind = (
+            "unmerged"
+            if "merged into" in reason or "folded into" in reason
+            else "unsuperseded"
+            if "superseded by" in reason
+            else "put back live"
+        )
+        return UndoAction(kind, f"live again, as before {archiving.pass_name} archived it ({archiving.reason})")
+    also = " (its importance too)" if plan.rows[0].kind in SCORE_KINDS else ""
+    return UndoAction("put back", f"as it was before {done_by}{also}")
 
 
 def _row(r: Sequence[Any]) -> ChangeRecord:
@@ -475,11 +844,6 @@ def _row(r: Sequence[Any]) -> ChangeRecord:
 
 def _label(key: tuple[str, str]) -> str:
     return f"{key[0]} {key[1]}"
-
-
-def _undo_reason(cycle_id: str, pass_name: str | None, first: ChangeRecord) -> str:
-    scope = f"cycle {cycle_id}" + (f", pass {pass_name}" if pass_name else "")
-    return f"undo of {scope}: put back as it was before {first.pass_name} {first.kind} it"
 
 
 def _load(text: str | None) -> dict[str, Any] | None:

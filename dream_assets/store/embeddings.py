@@ -72,6 +72,13 @@ EMBEDDING_METHOD = "embeddings"
 _FLOAT32_SLACK = 1e-6
 # Cells of one block of the pairwise product (bounds peak memory of cosine_pairs_dense: 4 bytes each).
 _BLOCK_CELLS = 4_000_000
+#: Sent with the first batch of a model whose store caches nothing for it yet, when that batch is a single text:
+#: without them a degenerate endpoint (one vector for every text, a vector too short to tell texts apart) could not
+#: be told from a working one, and its first vector would fix the model's size and be compared with later texts.
+PROBE_TEXTS = (
+    "Volcanic basalt columns cool into hexagonal shapes.",
+    "Quarterly payroll invoices are reconciled every Friday.",
+)
 
 
 def content_hash(text: str) -> str:
@@ -218,8 +225,14 @@ class EmbeddingIndex:
         step = max(1, int(getattr(self.provider, "batch_size", len(todo) or 1)))
         for start in range(0, len(todo), step):
             batch = todo[start : start + step]
-            matrix = self.provider.embed([text_of[h] for h in batch], pass_name=self.pass_name)
-            self._check_against_known(batch, matrix, [h for h in dict.fromkeys(hashes) if h in self._memo], text_of)
+            known = [h for h in dict.fromkeys(hashes) if h in self._memo]
+            texts_sent = [text_of[h] for h in batch]
+            probe = self._needs_probe(texts_sent, known)
+            matrix = self.provider.embed(texts_sent + list(PROBE_TEXTS) * probe, pass_name=self.pass_name)
+            if probe:
+                check_vectors(texts_sent + list(PROBE_TEXTS), matrix, where=self._where())
+                matrix = matrix[: len(batch)]
+            self._check_against_known(batch, matrix, known, text_of)
             self.cache.put(self.model, batch, matrix, now=self.now)  # kept even if a later batch fails
             self._dims = (self._dims or set()) | {int(matrix.shape[1])}
             self.embedded += len(batch)
@@ -230,14 +243,36 @@ class EmbeddingIndex:
         endpoint = getattr(self.provider, "endpoint", "the embeddings endpoint")
         return f"embeddings from {endpoint} (EmbeddingModel={self.model!r})"
 
+    @property
+    def dimensions(self) -> int:
+        """The size every vector of the model must have (``EmbeddingDimensions``); 0 when not fixed."""
+        return int(getattr(self.provider, "dimensions", 0) or 0)
+
+    def _needs_probe(self, texts: Sequence[str], known: Sequence[str]) -> bool:
+        """Whether the probe texts go with this batch: nothing is known or cached for the model yet and the batch is a
+        single text (which no check can compare with anything)."""
+        if known:
+            return False
+        if self._dims is None:
+            self._dims = self.cache.dims(self.model)
+        if self._dims:
+            return False
+        return len(set(texts)) == 1
+
     def _check_against_known(
         self, batch: Sequence[str], matrix: np.ndarray, known: Sequence[str], text_of: Mapping[str, str]
     ) -> None:
-        """A fetched batch must fit the vectors already known (the size cached for the model; no obviously different
-        text of this request with the same vector) before it is used or cached."""
+        """A fetched batch must fit the vectors already known (the size cached for the model, the size
+        ``EmbeddingDimensions`` fixes; no obviously different text of this request with the same vector) before it
+        is used or cached."""
         if self._dims is None:
             self._dims = self.cache.dims(self.model)
-        dims = {self._memo[h].shape[0] for h in known} | self._dims
+        if self.dimensions and int(matrix.shape[1]) != self.dimensions:
+            raise EmbeddingError(
+                f"{self._where()}: vectors of size {int(matrix.shape[1])}, not the {self.dimensions} of "
+                "EmbeddingDimensions; nothing was cached"
+            )
+        dims = {self._memo[h].shape[0] for h in known} | ({self.dimensions} if self.dimensions else self._dims)
         if dims and dims != {int(matrix.shape[1])}:
             raise EmbeddingError(
                 f"vectors cached for EmbeddingModel {self.model!r} and those just answered have different sizes "
@@ -260,6 +295,10 @@ class EmbeddingIndex:
         try:
             if len(dims) > 1:
                 raise EmbeddingError(f"cached vectors of different sizes {sorted(dims)}")
+            if self.dimensions and dims != {self.dimensions}:
+                raise EmbeddingError(
+                    f"cached vectors of size {sorted(dims)}, not the {self.dimensions} of EmbeddingDimensions"
+                )
             check_vectors(
                 [text_of[h] for h in cached], np.vstack([self._memo[h] for h in cached]), where="cached vectors"
             )

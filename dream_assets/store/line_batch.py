@@ -166,17 +166,13 @@ class LineBatch:
     line_numbers: np.ndarray  # per line, its number in its source counted from 1; 0 where not known
 
     @classmethod
-    def from_pieces(cls, pieces: list[tuple[int, pa.LargeBinaryArray, int]], sources: tuple[str, ...]) -> LineBatch:
-        """Lines from ``lines_of_block``, each piece tagged with its source's index and its first line's number."""
+    def from_pieces(
+        cls, pieces: list[tuple[np.ndarray, pa.LargeBinaryArray, np.ndarray]], sources: tuple[str, ...]
+    ) -> LineBatch:
+        """Lines from ``lines_of_block``, each piece with its lines' source indexes and line numbers."""
         raw = pieces[0][1] if len(pieces) == 1 else pa.concat_arrays([lines for _, lines, _ in pieces])
-        sizes = [len(lines) for _, lines, _ in pieces]
-        source_ids = np.repeat(np.array([i for i, _, _ in pieces], np.int32), sizes)
-        numbers = np.concatenate(
-            [
-                np.arange(first, first + n, dtype=np.int64) if first else np.zeros(n, np.int64)
-                for (_, _, first), n in zip(pieces, sizes, strict=True)
-            ]
-        )
+        source_ids = np.concatenate([ids for ids, _, _ in pieces]).astype(np.int32, copy=False)
+        numbers = np.concatenate([numbers for _, _, numbers in pieces]).astype(np.int64, copy=False)
         return cls(raw, source_ids, sources, numbers)
 
     @classmethod

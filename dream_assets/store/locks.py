@@ -1,7 +1,7 @@
 """Process + thread locks on lock files.
 
-An exclusive ``flock`` on the lock file serialises processes; a per-path ``threading.RLock`` serialises threads of
-one process (a ``flock`` is held by the open file, which the threads of a process would otherwise share). Every
+An exclusive ``flock`` on the lock file serialises processes; a ``threading.RLock`` per lock file serialises threads
+of one process (a ``flock`` is held by the open file, which the threads of a process would otherwise share). Every
 writer of a store or log, and log retention, goes through ``path_lock`` for the same path.
 
 The ``flock`` is taken directly rather than through ``filelock``: log retention takes one lock per session file, ten
@@ -38,7 +38,7 @@ class LockTimeout(TimeoutError):
     pass
 
 
-def _thread_lock(key: str) -> threading.RLock:
+def _thread_lock(key: object) -> threading.RLock:
     with _registry_guard:
         lock = _thread_locks.get(key)
         if lock is None:
@@ -46,21 +46,34 @@ def _thread_lock(key: str) -> threading.RLock:
         return lock
 
 
-@contextmanager
-def path_lock(lock_path: Path, timeout: float = 60.0) -> Iterator[None]:
-    """Hold the lock for ``lock_path`` (created with its parent folders) across threads and processes."""
-    lock_path = Path(lock_path)
-    key = str(lock_path.resolve())
+def _acquire_thread_lock(key: object, lock_path: Path, timeout: float) -> threading.RLock:
     tlock = _thread_lock(key)
     if not tlock.acquire(timeout=timeout if timeout >= 0 else -1):
         raise LockTimeout(f"timed out after {timeout:.0f}s waiting for {lock_path} (held by another thread)")
-    try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        if fcntl is None:
+    return tlock
+
+
+@contextmanager
+def path_lock(lock_path: Path, timeout: float = 60.0) -> Iterator[None]:
+    """Hold the lock for ``lock_path`` (created with its parent folders) across threads and processes.
+
+    The threads of a process are told apart by the lock file itself (device and inode of the file opened), so two
+    spellings of one path, a symlink included, are one lock, without resolving the path on every call.
+    """
+    lock_path = Path(lock_path)
+    if fcntl is None:
+        tlock = _acquire_thread_lock(str(lock_path.resolve()), lock_path, timeout)
+        try:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
             with _filelock(lock_path, timeout):
                 yield
-            return
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        finally:
+            tlock.release()
+        return
+    fd = _open_lock_file(lock_path)
+    try:
+        st = os.fstat(fd)
+        tlock = _acquire_thread_lock((st.st_dev, st.st_ino), lock_path, timeout)
         try:
             _flock(fd, lock_path, timeout)
             try:
@@ -68,9 +81,19 @@ def path_lock(lock_path: Path, timeout: float = 60.0) -> Iterator[None]:
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
-            os.close(fd)
+            tlock.release()
     finally:
-        tlock.release()
+        os.close(fd)
+
+
+def _open_lock_file(lock_path: Path) -> int:
+    """The lock file opened for ``flock``, created (with its folders) when missing."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(lock_path, flags, 0o644)
+    except FileNotFoundError:  # a missing folder: the usual case is a lock file that exists, one system call
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(lock_path, flags, 0o644)
 
 
 def _flock(fd: int, lock_path: Path, timeout: float) -> None:

@@ -780,15 +780,18 @@ class MemoryStore:
             return []
         elif measure == "overlap":
             stems = overlap_tokens(content)
-            q_weights = {t: self._idx.overlap_idf(t) for t in stems}
-            q_total = sum(q_weights.values())
+            idf = self._idx.overlap_idf
+            weights = {t: idf(t) for t in stems}  # then each candidate's other terms, each computed once
+            q_total = sum(weights.values())
             query = content_token_list(unframed(content)) or q_tokens
             for cid, _score in self._idx.bm25.search(query, limit=20):
                 c_stems = self._idx.overlap.get(cid)
                 if not c_stems:
                     continue
-                shared = sum(q_weights[t] for t in stems & c_stems)
-                c_total = sum(q_weights[t] if t in q_weights else self._idx.overlap_idf(t) for t in c_stems)
+                shared = sum(weights[t] for t in stems & c_stems)
+                for t in c_stems - weights.keys():
+                    weights[t] = idf(t)
+                c_total = sum(weights[t] for t in c_stems)
                 sim = overlap_score(shared, q_total, c_total)
                 if sim >= threshold - 1e-12:
                     close.append((cid, sim))
@@ -1141,6 +1144,33 @@ class MemoryStore:
             if stamps:
                 self._merge_metadata(conn, stamps)
         return len(updates)
+
+    def put_scores(self, entries: Iterable[MemoryEntry]) -> int:
+        """Bulk write of importance, updated_at and metadata exactly as ``entries`` hold them (the undo of a decay):
+        not a content change, so no fingerprint or index moves. Joins an open transaction."""
+        entries = [self._validated(e) for e in entries]
+        if not entries:
+            return 0
+        with self._conn.transaction() as conn:
+            conn.register(
+                "_scores",
+                pa.table(
+                    {
+                        "id": [e.id for e in entries],
+                        "importance": [float(e.importance) for e in entries],
+                        "updated_at": pa.array([to_db(e.updated_at) for e in entries], pa.timestamp("us")),
+                        "metadata": [json.dumps(dict(e.metadata), sort_keys=True) for e in entries],
+                    }
+                ),
+            )
+            try:
+                conn.execute(
+                    "UPDATE memories SET importance = _scores.importance, updated_at = _scores.updated_at, "
+                    "metadata = _scores.metadata FROM _scores WHERE memories.id = _scores.id"
+                )
+            finally:
+                conn.unregister("_scores")
+        return len(entries)
 
     def set_metadata(self, updates: Mapping[str, Mapping[str, str]]) -> int:
         """Bulk metadata merge (review stamps and similar housekeeping): not a content change, updated_at untouched."""

@@ -29,10 +29,11 @@ A part is written as a temp file renamed into place; a writer killed before the 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -145,8 +146,17 @@ class RangeArchive:
             self.problems.append((source, lineno, reason))
 
 
+#: Called with ``k`` and the archive's ``RangeArchive`` once the lines of the first ``k`` ranges are all written.
+Archived = Callable[[int, RangeArchive], None]
+
+
 def archive_file_ranges(
-    profile: AgentProfile, kind: str, ranges: Sequence[tuple[Path, int, int | None]], now: datetime
+    profile: AgentProfile,
+    kind: str,
+    ranges: Sequence[tuple[Path, int, int | None]],
+    now: datetime,
+    *,
+    on_archived: Archived | None = None,
 ) -> RangeArchive:
     """Archive the lines in the byte ranges ``[start, end)`` of log files (``end`` None: to the end of the file).
 
@@ -154,26 +164,117 @@ def archive_file_ranges(
     over each range, but the files are read in blocks, not line by line. All ranges go into one streamed write,
     so a directory of thousands of session files costs one set of part files. A range that cannot be read is
     reported in ``errors`` and the others are still archived; a failed warehouse write raises.
+
+    ``on_archived(k, result)`` is called each time the lines of the first ``k`` ranges are all in the warehouse (their
+    parts written, synced and renamed into place), ``k`` growing, and with ``k = len(ranges)`` before this returns;
+    ``result``'s entries for those ranges are final then. Calls come one at a time, from the archive's own threads: a
+    caller that removes what was archived (log retention) can start on the first files while the rest are archived.
     """
     result = RangeArchive(lines=[0] * len(ranges), errors=[None] * len(ranges), unarchivable=[0] * len(ranges))
-    with _Writer(profile, _check_kind(kind), utc(now), result) as writer:
-        for group in _read_ahead(_range_lines(ranges, result)):
-            for source, lines, first_lineno in group:
-                writer.add_lines(source, lines, first_lineno)
+    with _Writer(profile, _check_kind(kind), utc(now), result, on_archived) as writer:
+        for group, done in _read_ahead(_range_lines(ranges, result)):
+            for block in group:
+                writer.add_block(block)
+            writer.done = done
         result.added = writer.close()
+    if on_archived is not None:
+        on_archived(len(ranges), result)
     return result
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Lines read from files, in order: ``counts[k]`` lines of ``sources[k]``, each with its line number there."""
+
+    sources: list[str]
+    counts: np.ndarray
+    lines: pa.LargeBinaryArray
+    numbers: np.ndarray  # per line, its number in its file counted from 1
+
+    @classmethod
+    def of_file(cls, source: str, lines: pa.LargeBinaryArray, first_lineno: int) -> _Block:
+        n = len(lines)
+        return cls([source], np.array([n]), lines, np.arange(first_lineno, first_lineno + n, dtype=np.int64))
+
+
+class _SmallRanges:
+    """Whole ranges of small files, read with one call each and split into lines together: for thousands of session
+    files, the per-file work of the block reader would cost more than the reading itself."""
+
+    def __init__(self) -> None:
+        self.sources: list[str] = []  # per chunk: the file it was read from
+        self.indexes: list[int] = []  # per chunk: its range's place in the ranges given
+        self.chunks: list[bytes] = []  # whole lines, the last one ended by a newline
+        self.nbytes = 0
+
+    def add(self, index: int, source: str, data: bytes) -> None:
+        if not data:
+            return
+        if not data.endswith(b"\n"):
+            data += b"\n"  # a last line without its newline is a line too (as ``read_line_blocks`` reads it)
+        self.sources.append(source)
+        self.indexes.append(index)
+        self.chunks.append(data)
+        self.nbytes += len(data)
+
+    def take(self, result: RangeArchive) -> _Block:
+        """The lines collected so far, counted on their ranges in ``result``; the collection starts again empty."""
+        data = np.frombuffer(b"".join(self.chunks), np.uint8)
+        ends = np.flatnonzero(data == ord("\n"))
+        # Every chunk ends with a newline, so a chunk's lines are the newlines before its end.
+        bounds = np.cumsum([len(chunk) for chunk in self.chunks])
+        counts = np.diff(np.searchsorted(ends, bounds, side="left"), prepend=0)
+        for index, count in zip(self.indexes, counts.tolist(), strict=True):
+            result.lines[index] += count
+        first_line = np.repeat(np.cumsum(counts) - counts, counts)
+        block = _Block(self.sources, counts, lines_of_block(data, ends), np.arange(len(ends)) - first_line + 1)
+        self.sources, self.indexes, self.chunks, self.nbytes = [], [], [], 0
+        return block
+
+
+#: A range of at most this many bytes is read whole with others (``_SmallRanges``); a longer one block by block.
+SMALL_RANGE_BYTES = 1 << 20
+
+
+def _read_range(path: Path, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of a file, fewer if it ends sooner."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        parts = []
+        while start < end and (part := os.pread(fd, end - start, start)):
+            parts.append(part)
+            start += len(part)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    finally:
+        os.close(fd)
 
 
 def _range_lines(
     ranges: Sequence[tuple[Path, int, int | None]], result: RangeArchive
-) -> Iterator[list[tuple[str, pa.LargeBinaryArray, int]]]:
-    """``(file name, lines, number of the first line)`` block by block, in groups of about ``BATCH_BYTES``
-    (thousands of small session files are handed over together). A range that cannot be read is recorded, and the
-    next one read; a line too long to archive is counted and left out."""
-    group: list[tuple[str, pa.LargeBinaryArray, int]] = []
+) -> Iterator[tuple[list[_Block], int]]:
+    """The ranges' lines block by block, in groups of about ``BATCH_BYTES`` (thousands of small session files are
+    handed over together, as one block), each with the number of leading ranges read to their end once the group is
+    taken. A range that cannot be read is recorded, and the next one read; a line too long to archive is counted and
+    left out."""
+    group: list[_Block] = []
     size = 0
+    small = _SmallRanges()
+    # A small range cannot hold a line too long to archive (nor can it grow into one: its end is given).
+    small_limit = min(SMALL_RANGE_BYTES, line_batch.MAX_LINE_BYTES)
     for i, (path, start, end) in enumerate(ranges):
-        name = Path(path).name
+        name = os.path.basename(path)
+        if end is not None and end - start <= small_limit:
+            try:
+                small.add(i, name, _read_range(path, start, end) if end > start else b"")
+            except OSError as exc:  # only reading is forgiven: a failed warehouse write raises
+                result.errors[i] = exc
+            if small.nbytes >= BATCH_BYTES:
+                yield [*group, small.take(result)], i + 1
+                group, size = [], 0
+            continue
+        if small.chunks:  # the lines stay in the order of the ranges
+            group.append(small.take(result))
+            size += group[-1].lines.nbytes
 
         def oversized(offset: int, length: int, i: int = i, name: str = name) -> None:
             result.lines[i] += 1
@@ -189,16 +290,17 @@ def _range_lines(
             for data, ends in read_line_blocks(Path(path), start, end, BATCH_BYTES, oversized=oversized):
                 first_lineno = result.lines[i] + 1
                 result.lines[i] += len(ends)
-                lines = lines_of_block(data, ends)
-                group.append((name, lines, first_lineno))
-                size += lines.nbytes
+                group.append(_Block.of_file(name, lines_of_block(data, ends), first_lineno))
+                size += group[-1].lines.nbytes
                 if size >= BATCH_BYTES:
-                    yield group
+                    yield group, i
                     group, size = [], 0
         except OSError as exc:  # only reading is forgiven: a failed warehouse write raises
             result.errors[i] = exc
+    if small.chunks:
+        group.append(small.take(result))
     if group:
-        yield group
+        yield group, len(ranges)
 
 
 def _read_ahead(items: Iterator[_T]) -> Iterator[_T]:
@@ -320,15 +422,22 @@ class _Writer:
     """
 
     def __init__(
-        self, profile: AgentProfile, kind: str, archived_at: datetime, result: RangeArchive | None = None
+        self,
+        profile: AgentProfile,
+        kind: str,
+        archived_at: datetime,
+        result: RangeArchive | None = None,
+        on_archived: Archived | None = None,
     ) -> None:
         self.profile, self.kind, self.archived_at = profile, kind, archived_at
         self.result = result if result is not None else RangeArchive()  # undated lines are noted here
+        self.on_archived = on_archived
+        self.done = 0  # ranges whose lines were all added (``archive_file_ranges``)
         self.per_session_log = kind in SESSION_LOGS
         self.sources: dict[str, int] = {}  # source file names of the pending batch
         self.lines: list[bytes] = []  # pending lines given as text, encoded
         self.line_sources: list[int] = []
-        self.pieces: list[tuple[int, pa.LargeBinaryArray, int]] = []  # pending lines read from files
+        self.pieces: list[tuple[np.ndarray, pa.LargeBinaryArray, np.ndarray]] = []  # pending lines read from files
         self.buffered_rows = 0
         self.buffered_bytes = 0
         self.known: OrderedDict[str, _Partition] = OrderedDict()
@@ -370,12 +479,13 @@ class _Writer:
         if self.buffered_rows >= BATCH_ROWS or self.buffered_bytes >= BATCH_BYTES:
             self.flush()
 
-    def add_lines(self, source: str, lines: pa.LargeBinaryArray, first_lineno: int = 0) -> None:
-        """Raw lines of one source, already split (blank ones included; they are skipped when read). ``first_lineno``
-        is the number of the first one in its file (0: not known)."""
+    def add_block(self, block: _Block) -> None:
+        """Raw lines read from files (blank ones included; they are skipped when read)."""
+        lines = block.lines
         if self.buffered_bytes and self.buffered_bytes + lines.nbytes > BATCH_BYTES:
             self.flush()  # a block of a large file makes a batch of its own rather than be copied into one
-        self.pieces.append((self.sources.setdefault(source, len(self.sources)), lines, first_lineno))
+        ids = np.array([self.sources.setdefault(source, len(self.sources)) for source in block.sources], np.int32)
+        self.pieces.append((np.repeat(ids, block.counts), lines, block.numbers))
         self.buffered_rows += len(lines)
         self.buffered_bytes += lines.nbytes
         if self.buffered_rows >= BATCH_ROWS or self.buffered_bytes >= BATCH_BYTES:
@@ -396,20 +506,21 @@ class _Writer:
             batches.append(LineBatch.from_lines(self.lines, self.line_sources, sources))
         self.sources, self.lines, self.line_sources, self.pieces = {}, [], [], []
         self.buffered_rows = self.buffered_bytes = 0
-        for batch in batches:
-            for part in batch.slices(BATCH_ROWS):
-                self._archive(part)
+        parts = [part for batch in batches for part in batch.slices(BATCH_ROWS)]
+        for k, part in enumerate(parts):
+            # Every line added so far is in these parts: once the last is written, so are the ranges done so far.
+            self._archive(part, self.done if k == len(parts) - 1 else None)
 
-    def _archive(self, batch: LineBatch) -> None:
+    def _archive(self, batch: LineBatch, done: int | None = None) -> None:
         self._wait_for_archiving()  # one batch at a time in the background keeps memory bounded
-        self.archiving = self.pool.submit(self._archive_in_background, batch)
+        self.archiving = self.pool.submit(self._archive_in_background, batch, done)
 
     def _wait_for_archiving(self) -> None:
         if self.archiving is not None:
             archiving, self.archiving = self.archiving, None
             archiving.result()
 
-    def _archive_in_background(self, batch: LineBatch) -> None:
+    def _archive_in_background(self, batch: LineBatch, done: int | None) -> None:
         hashing = self.pool.submit(batch.keys, self.kind)
         if len(batch) < FAST_PATH_MIN_LINES:  # too few lines to be worth starting DuckDB: read them in Python
             keys = hashing.result()
@@ -427,7 +538,9 @@ class _Writer:
             )
         self._wait_for_write()
         if rows.num_rows:  # a batch of blank lines has none
-            self.writing = self.pool.submit(self._write_days, rows, keys)
+            self.writing = self.pool.submit(self._write_days, rows, keys, done)
+        elif done:  # the batches before it are written
+            self._archived(done)
 
     def _wait_for_write(self) -> None:
         if self.writing is not None:
@@ -482,8 +595,19 @@ class _Writer:
             return source[: -len(".jsonl")]
         return None
 
-    def _write_days(self, rows: pa.Table, keys: list[str]) -> int:
-        """Writes a batch's rows, one part per day; ``keys`` are the batch's line keys, indexed by ``seq``."""
+    def _archived(self, done: int) -> None:
+        if self.on_archived is not None:
+            self.on_archived(done, self.result)
+
+    def _write_days(self, rows: pa.Table, keys: list[str], done: int | None = None) -> int:
+        """Writes a batch's rows, one part per day; ``keys`` are the batch's line keys, indexed by ``seq``. Then the
+        first ``done`` ranges are archived (writes go one at a time, in batch order)."""
+        written = self._write_batch(rows, keys)
+        if done:
+            self._archived(done)
+        return written
+
+    def _write_batch(self, rows: pa.Table, keys: list[str]) -> int:
         # Rows in event-time order, ties in the order the lines came, undated rows last in that order: each day's
         # rows are then one slice, already in the order its part keeps them.
         order = pc.sort_indices(rows, sort_keys=[("event_ts", "ascending", "at_end"), ("seq", "ascending")]).to_numpy()

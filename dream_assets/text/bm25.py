@@ -15,6 +15,12 @@ can still reach it are scored further. Each term's reach is bounded by its idf, 
 frequency and its shortest document (kept per term on first use and updated as documents are added;
 a removal leaves it a valid, looser bound), so the bound is close to what a document can really gain.
 Pruning never changes the result: the same documents, scores and order as scoring every posting.
+
+Two implementations share that contract. ``Bm25Index()`` gives the compiled one (``_bm25kernel.c``, built at install
+time when a C compiler is there): terms and ids in hash tables over byte arenas, each term's postings one contiguous
+array of (slot, tf, document length), and document-at-a-time MaxScore over them, so a query reads only the postings
+it walks. Without the compiled module it is the numpy index described above. Both give the same results, scores
+bit for bit included (``Bm25Index(compiled=False)`` asks for the numpy one).
 """
 
 from __future__ import annotations
@@ -26,6 +32,11 @@ from collections import Counter
 from collections.abc import Container, Iterator, Sequence
 
 import numpy as np
+
+try:
+    from dream_assets.text import _bm25kernel
+except ImportError:  # built without a C compiler: the numpy index serves
+    _bm25kernel = None
 
 K1 = 1.2
 B = 0.75
@@ -69,10 +80,164 @@ def _settled(scores: np.ndarray, want: int, rest_bound: float) -> np.ndarray | N
     return np.flatnonzero(scores >= floor - rest_bound - slack * 2 - floor * 1e-6)
 
 
-class Bm25Index:
-    """Okapi BM25 (k1=1.2, b=0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5))) over string doc ids."""
+class _NoneExcluded:
+    """An exclude container without a length: the numpy index then scores every posting (no pruning)."""
 
-    def __init__(self, k1: float = K1, b: float = B) -> None:
+    def __contains__(self, item: object) -> bool:
+        return False
+
+
+class Bm25Index:
+    """Okapi BM25 (k1=1.2, b=0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5))) over string doc ids.
+
+    ``compiled``: None takes the compiled index when it is built, else the numpy one; True requires the compiled one;
+    False takes the numpy one.
+    """
+
+    k1: float
+    b: float
+    _lock: threading.RLock
+
+    def __new__(cls, k1: float = K1, b: float = B, *, compiled: bool | None = None) -> Bm25Index:
+        if cls is Bm25Index:
+            if compiled and _bm25kernel is None:
+                raise RuntimeError(
+                    "the compiled BM25 index dream_assets/text/_bm25kernel.c is not built: reinstall with a C compiler"
+                )
+            use = _bm25kernel is not None if compiled is None else compiled
+            cls = CompiledBm25Index if use else NumpyBm25Index
+        return super().__new__(cls)
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def doc_freq(self, term: str) -> int:
+        raise NotImplementedError
+
+    @property
+    def n_docs(self) -> int:
+        return len(self)
+
+    def idf(self, term: str) -> float:
+        """The BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); always positive."""
+        n = len(self)
+        df = self.doc_freq(term)
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    def idf_tfidf(self, term: str) -> float:
+        """scikit-learn's smooth idf, ln((1 + N) / (1 + df)) + 1, over this index's corpus."""
+        return math.log((1.0 + len(self)) / (1.0 + self.doc_freq(term))) + 1.0
+
+    def tfidf_vector(self, tokens: Sequence[str]) -> dict[str, float]:
+        """Raw term frequency times :meth:`idf_tfidf`, L2-normalised. Empty tokens give an empty vector."""
+        with self._lock:
+            weights = {t: tf * self.idf_tfidf(t) for t, tf in Counter(tokens).items()}
+        norm = math.sqrt(sum(w * w for w in weights.values()))
+        if norm == 0.0:
+            return {}
+        return {t: w / norm for t, w in weights.items()}
+
+    @staticmethod
+    def cosine(a: dict[str, float], b: dict[str, float]) -> float:
+        """Cosine of two sparse vectors (normalised here, so unnormalised input is fine)."""
+        if not a or not b:
+            return 0.0
+        if len(a) > len(b):
+            a, b = b, a
+        dot = sum(w * b[t] for t, w in a.items() if t in b)
+        if dot == 0.0:
+            return 0.0
+        na = math.sqrt(sum(w * w for w in a.values()))
+        nb = math.sqrt(sum(w * w for w in b.values()))
+        return max(0.0, min(1.0, dot / (na * nb)))
+
+    @staticmethod
+    def _check_many(doc_ids: Sequence[str], token_lists: Sequence[Sequence[str]]) -> None:
+        if len(doc_ids) != len(token_lists):
+            raise ValueError(f"add_many: {len(doc_ids)} doc ids but {len(token_lists)} token lists")
+        if len(set(doc_ids)) != len(doc_ids):
+            raise ValueError("add_many: a doc id appears more than once; pass each document once")
+
+
+class CompiledBm25Index(Bm25Index):
+    """The compiled index (``_bm25kernel.Index``): the same contract as :class:`NumpyBm25Index`."""
+
+    def __init__(self, k1: float = K1, b: float = B, *, compiled: bool | None = None) -> None:
+        self.k1 = k1
+        self.b = b
+        self._lock = threading.RLock()
+        self._index = _bm25kernel.Index(k1, b)  # type: ignore[union-attr]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._index.clear()
+
+    def add(self, doc_id: str, tokens: Sequence[str]) -> None:
+        """Index ``tokens`` under ``doc_id``, replacing whatever that id held before."""
+        with self._lock:
+            self._index.add(doc_id, tokens)
+
+    def add_many(self, doc_ids: Sequence[str], token_lists: Sequence[Sequence[str]]) -> None:
+        """``add`` of each document in turn into an empty index (a first build)."""
+        self._check_many(doc_ids, token_lists)
+        with self._lock:
+            if len(self._index):
+                raise ValueError("add_many builds an empty index; use add to change one that holds documents")
+            self._index.add_many(doc_ids, token_lists)
+
+    def remove(self, doc_id: str) -> None:
+        """Forget ``doc_id``; a no-op when it is not indexed."""
+        with self._lock:
+            self._index.remove(doc_id)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return self._index.contains(doc_id)
+
+    def __iter__(self) -> Iterator[str]:
+        with self._lock:
+            return iter(self._index.ids())
+
+    @property
+    def average_length(self) -> float:
+        live, _dead, total, _scored = self._index.stats()
+        return total / live if live else 0.0
+
+    def doc_freq(self, term: str) -> int:
+        return self._index.doc_freq(term)
+
+    def search(
+        self, query_tokens: Sequence[str], limit: int = 10, *, exclude: Container[str] = ()
+    ) -> list[tuple[str, float]]:
+        """The ``limit`` best (doc_id, score) pairs, best first, ties by doc_id ascending.
+
+        Only documents sharing at least one query term are returned. A query term repeated counts
+        once. Ids in ``exclude`` are skipped without reducing the number of results returned.
+        """
+        if limit <= 0:
+            return []
+        # An exclude set of known size is covered by asking for that many more; one without a size by asking again.
+        want = limit + len(exclude) if hasattr(exclude, "__len__") else limit  # type: ignore[arg-type]
+        with self._lock:
+            while True:
+                hits = self._index.search(query_tokens, want)
+                out = [hit for hit in hits if hit[0] not in exclude][:limit] if exclude else hits[:limit]
+                if len(out) == limit or len(hits) < want:
+                    return out
+                want *= 2
+
+    def _search_unpruned(self, query_tokens: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """Every posting of the query terms scored (no pruning): what :meth:`search` must equal."""
+        with self._lock:
+            return self._index.search(query_tokens, limit, prune=False)
+
+
+class NumpyBm25Index(Bm25Index):
+    """The index in numpy arrays (see the module's description)."""
+
+    def __init__(self, k1: float = K1, b: float = B, *, compiled: bool | None = None) -> None:
         self.k1 = k1
         self.b = b
         self._lock = threading.RLock()
@@ -127,10 +292,7 @@ class Bm25Index:
     def add_many(self, doc_ids: Sequence[str], token_lists: Sequence[Sequence[str]]) -> None:
         """``add`` of each document in turn into an empty index (a first build): the same postings, statistics and
         slots, with the postings of each term written at once instead of one append per document and term."""
-        if len(doc_ids) != len(token_lists):
-            raise ValueError(f"add_many: {len(doc_ids)} doc ids but {len(token_lists)} token lists")
-        if len(set(doc_ids)) != len(doc_ids):
-            raise ValueError("add_many: a doc id appears more than once; pass each document once")
+        self._check_many(doc_ids, token_lists)
         import pyarrow as pa
 
         with self._lock:
@@ -231,50 +393,12 @@ class Bm25Index:
         return iter(list(self._slot_of))
 
     @property
-    def n_docs(self) -> int:
-        return len(self._slot_of)
-
-    @property
     def average_length(self) -> float:
         n = len(self._slot_of)
         return self._total_length / n if n else 0.0
 
     def doc_freq(self, term: str) -> int:
         return self._df.get(term, 0)
-
-    def idf(self, term: str) -> float:
-        """The BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); always positive."""
-        n = len(self._slot_of)
-        df = self._df.get(term, 0)
-        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-
-    def idf_tfidf(self, term: str) -> float:
-        """scikit-learn's smooth idf, ln((1 + N) / (1 + df)) + 1, over this index's corpus."""
-        n = len(self._slot_of)
-        return math.log((1.0 + n) / (1.0 + self._df.get(term, 0))) + 1.0
-
-    def tfidf_vector(self, tokens: Sequence[str]) -> dict[str, float]:
-        """Raw term frequency times :meth:`idf_tfidf`, L2-normalised. Empty tokens give an empty vector."""
-        with self._lock:
-            weights = {t: tf * self.idf_tfidf(t) for t, tf in Counter(tokens).items()}
-        norm = math.sqrt(sum(w * w for w in weights.values()))
-        if norm == 0.0:
-            return {}
-        return {t: w / norm for t, w in weights.items()}
-
-    @staticmethod
-    def cosine(a: dict[str, float], b: dict[str, float]) -> float:
-        """Cosine of two sparse vectors (normalised here, so unnormalised input is fine)."""
-        if not a or not b:
-            return 0.0
-        if len(a) > len(b):
-            a, b = b, a
-        dot = sum(w * b[t] for t, w in a.items() if t in b)
-        if dot == 0.0:
-            return 0.0
-        na = math.sqrt(sum(w * w for w in a.values()))
-        nb = math.sqrt(sum(w * w for w in b.values()))
-        return max(0.0, min(1.0, dot / (na * nb)))
 
     # ----------------------------------------------------------------- search
 
@@ -344,6 +468,10 @@ class Bm25Index:
             if candidates is None:
                 candidates = np.flatnonzero(scores > 0.0)
             return self._top(candidates, scores, limit, exclude)
+
+    def _search_unpruned(self, query_tokens: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """Every posting of the query terms scored (no pruning): what :meth:`search` must equal."""
+        return self.search(query_tokens, limit, exclude=_NoneExcluded())
 
     def _term_reach(self, term: str, slots_arr: array, tf_arr: array, avgdl: float) -> float:
         """The most one occurrence set of ``term`` adds to a document's score, per unit of idf."""

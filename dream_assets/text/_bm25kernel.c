@@ -1,0 +1,1066 @@
+/* The compiled BM25 index behind dream_assets.text.bm25 (CompiledBm25Index).
+ *
+ * Layout: terms and document ids live in open-addressing hash tables over byte arenas (no Python object per term or
+ * id). A term's postings are one contiguous array of (slot, tf, document length) in slot order, so scoring reads
+ * nothing else; a term with one posting keeps it inline. Each slot records its length, its id and the distinct terms
+ * it holds (to undo document frequencies on removal). Removing a document clears its slot's alive flag and marks its
+ * postings; dead postings are dropped in one compaction once they outnumber the live documents.
+ *
+ * Search is document-at-a-time MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach
+ * the k-th best score so far are only looked up (galloping search) for documents the others found. A document is
+ * skipped only when its bound is strictly below the k-th best, so ties at the cut-off are scored and ordered by id.
+ *
+ * Scores are bit for bit those of the numpy path: each term's contribution is computed in float32 with the same
+ * operations in the same order, idf = ln(1 + (N - df + 0.5) / (df + 0.5)) in double rounded to float32, and a
+ * document's contributions are summed in double over its terms rarest first (ties by term). This file must be
+ * compiled without floating-point contraction (-ffp-contract=off) for that to hold.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EMPTY 0u
+#define TOMB 0xFFFFFFFFu
+
+/* A posting carries its document's length, so scoring reads the postings and nothing else. A tf of 0 marks a
+   removed document's posting (every posting of a removed document is marked); TF_BIG means the exact tf is in the
+   index's overflow list, LEN_BIG that the length is in the slot's length. */
+#define TF_BIG 0xFFFFu
+#define LEN_BIG 0xFFFFu
+
+typedef struct {
+    uint32_t slot;
+    uint16_t tf;
+    uint16_t len;
+} Posting;
+
+typedef struct {
+    uint32_t term, slot;
+    float tf;
+} BigTf;
+
+typedef struct {
+    union {
+        Posting *heap;
+        Posting inl; /* the only posting while cap == 0 */
+    } u;
+    uint32_t n;      /* postings, dead ones included */
+    uint32_t cap;    /* 0: the posting is inline */
+    uint32_t df;     /* live documents holding the term */
+    float maxtf;     /* highest tf and shortest document over the postings: the MaxScore bound's inputs */
+    float minlen;
+    uint32_t hash;
+    uint32_t str_off;
+    uint32_t str_len;
+} Term;
+
+typedef struct {
+    PyObject_HEAD
+    double k1, b;
+    /* terms */
+    Term *terms;
+    uint32_t nterms, terms_cap;
+    uint32_t *term_table; /* term index + 1, or EMPTY */
+    uint32_t term_mask;
+    char *termbuf;
+    size_t termbuf_len, termbuf_cap;
+    /* documents, by slot */
+    uint32_t nslots, slots_cap, live, dead;
+    uint8_t *alive;
+    float *length;
+    uint64_t *id_off;
+    uint32_t *id_len;
+    uint64_t *tof_off;
+    uint32_t *tof_n;
+    char *idbuf;
+    size_t idbuf_len, idbuf_cap;
+    uint32_t *tofbuf;
+    size_t tof_len, tof_cap;
+    uint32_t *id_table; /* slot + 1, EMPTY or TOMB */
+    uint32_t id_mask, id_used;
+    int64_t total_length;
+    uint64_t last_scored; /* documents the last search scored in full (what pruning saves shows here) */
+    BigTf *big;           /* the tf of postings marked TF_BIG (a term 65,535 times or more in one document) */
+    size_t nbig, big_cap;
+} Index;
+
+/* ------------------------------------------------------------------ helpers */
+
+static uint32_t hash_bytes(const char *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    h ^= h >> 29;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static int grow(void **buf, size_t *cap, size_t need, size_t item) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < need) c += c / 2 + 16;
+    void *p = realloc(*buf, c * item);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buf = p;
+    *cap = c;
+    return 0;
+}
+
+static inline Posting *postings(Term *t) { return t->cap ? t->u.heap : &t->u.inl; }
+
+static BigTf *big_entry(const Index *ix, uint32_t term, uint32_t slot) {
+    for (size_t i = 0; i < ix->nbig; i++)
+        if (ix->big[i].term == term && ix->big[i].slot == slot) return &ix->big[i];
+    return NULL;
+}
+
+static inline float tf_of(const Index *ix, uint32_t term, const Posting *p) {
+    if (p->tf != TF_BIG) return (float)p->tf;
+    const BigTf *e = big_entry(ix, term, p->slot);
+    return e ? e->tf : (float)TF_BIG;
+}
+
+static inline float len_of(const Index *ix, const Posting *p) {
+    return p->len != LEN_BIG ? (float)p->len : ix->length[p->slot];
+}
+
+/* UTF-8 byte order is code point order: the order Python sorts str in. Ids are short and differ early, so a byte
+   loop beats a call to memcmp. */
+static inline int idcmp(const Index *ix, uint32_t a, uint32_t b) {
+    uint32_t la = ix->id_len[a], lb = ix->id_len[b], n = la < lb ? la : lb;
+    const unsigned char *x = (const unsigned char *)ix->idbuf + ix->id_off[a];
+    const unsigned char *y = (const unsigned char *)ix->idbuf + ix->id_off[b];
+    for (uint32_t i = 0; i < n; i++)
+        if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+    return la < lb ? -1 : (la > lb ? 1 : 0);
+}
+
+static void free_all(Index *ix) {
+    for (uint32_t i = 0; i < ix->nterms; i++)
+        if (ix->terms[i].cap) free(ix->terms[i].u.heap);
+    free(ix->terms);
+    free(ix->term_table);
+    free(ix->termbuf);
+    free(ix->alive);
+    free(ix->length);
+    free(ix->id_off);
+    free(ix->id_len);
+    free(ix->tof_off);
+    free(ix->tof_n);
+    free(ix->idbuf);
+    free(ix->tofbuf);
+    free(ix->id_table);
+    free(ix->big);
+    ix->big = NULL;
+    ix->nbig = ix->big_cap = 0;
+    ix->terms = NULL;
+    ix->term_table = NULL;
+    ix->termbuf = NULL;
+    ix->alive = NULL;
+    ix->length = NULL;
+    ix->id_off = NULL;
+    ix->id_len = NULL;
+    ix->tof_off = NULL;
+    ix->tof_n = NULL;
+    ix->idbuf = NULL;
+    ix->tofbuf = NULL;
+    ix->id_table = NULL;
+    ix->nterms = ix->terms_cap = ix->term_mask = 0;
+    ix->termbuf_len = ix->termbuf_cap = 0;
+    ix->nslots = ix->slots_cap = ix->live = ix->dead = 0;
+    ix->idbuf_len = ix->idbuf_cap = ix->tof_len = ix->tof_cap = 0;
+    ix->id_mask = ix->id_used = 0;
+    ix->total_length = 0;
+}
+
+/* ------------------------------------------------------------------ term table */
+
+static int term_table_resize(Index *ix, uint32_t size) {
+    uint32_t *table = calloc(size, sizeof(uint32_t));
+    if (!table) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint32_t mask = size - 1;
+    for (uint32_t i = 0; i < ix->nterms; i++) {
+        uint32_t h = ix->terms[i].hash & mask;
+        while (table[h] != EMPTY) h = (h + 1) & mask;
+        table[h] = i + 1;
+    }
+    free(ix->term_table);
+    ix->term_table = table;
+    ix->term_mask = mask;
+    return 0;
+}
+
+/* The term's index, or -1 when absent. */
+static int64_t term_find(const Index *ix, const char *s, Py_ssize_t n, uint32_t h) {
+    if (!ix->term_table) return -1;
+    uint32_t i = h & ix->term_mask;
+    for (;;) {
+        uint32_t e = ix->term_table[i];
+        if (e == EMPTY) return -1;
+        const Term *t = &ix->terms[e - 1];
+        if (t->hash == h && t->str_len == (uint32_t)n && memcmp(ix->termbuf + t->str_off, s, n) == 0) return e - 1;
+        i = (i + 1) & ix->term_mask;
+    }
+}
+
+static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
+    uint32_t h = hash_bytes(s, n);
+    int64_t found = term_find(ix, s, n, h);
+    if (found >= 0) return found;
+    if (ix->nterms >= 0xFFFFFFF0u || ix->termbuf_len + (size_t)n > 0xFFFFFFF0u) {
+        PyErr_SetString(PyExc_OverflowError, "bm25 kernel: too many distinct terms");
+        return -1;
+    }
+    if ((size_t)(ix->nterms + 1) * 2 > (size_t)ix->term_mask + 1 || !ix->term_table) {
+        uint32_t size = ix->term_table ? (ix->term_mask + 1) * 2 : 1024;
+        if (term_table_resize(ix, size) < 0) return -1;
+    }
+    size_t cap = ix->terms_cap;
+    if (grow((void **)&ix->terms, &cap, ix->nterms + 1, sizeof(Term)) < 0) return -1;
+    ix->terms_cap = (uint32_t)cap;
+    if (grow((void **)&ix->termbuf, &ix->termbuf_cap, ix->termbuf_len + n, 1) < 0) return -1;
+    memcpy(ix->termbuf + ix->termbuf_len, s, n);
+    Term *t = &ix->terms[ix->nterms];
+    memset(t, 0, sizeof(Term));
+    t->hash = h;
+    t->str_off = (uint32_t)ix->termbuf_len;
+    t->str_len = (uint32_t)n;
+    t->minlen = INFINITY;
+    ix->termbuf_len += n;
+    uint32_t i = h & ix->term_mask;
+    while (ix->term_table[i] != EMPTY) i = (i + 1) & ix->term_mask;
+    ix->term_table[i] = ++ix->nterms;
+    return ix->nterms - 1;
+}
+
+/* ------------------------------------------------------------------ id table */
+
+static int id_table_resize(Index *ix, uint32_t size) {
+    uint32_t *table = calloc(size, sizeof(uint32_t));
+    if (!table) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint32_t mask = size - 1;
+    for (uint32_t s = 0; s < ix->nslots; s++) {
+        if (!ix->alive[s]) continue;
+        uint32_t h = hash_bytes(ix->idbuf + ix->id_off[s], ix->id_len[s]) & mask;
+        while (table[h] != EMPTY) h = (h + 1) & mask;
+        table[h] = s + 1;
+    }
+    free(ix->id_table);
+    ix->id_table = table;
+    ix->id_mask = mask;
+    ix->id_used = ix->live;
+    return 0;
+}
+
+/* The table position of the id (holding slot + 1), or -1 when absent. */
+static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n) {
+    if (!ix->id_table) return -1;
+    uint32_t i = hash_bytes(s, n) & ix->id_mask;
+    for (;;) {
+        uint32_t e = ix->id_table[i];
+        if (e == EMPTY) return -1;
+        if (e != TOMB) {
+            uint32_t slot = e - 1;
+            if (ix->id_len[slot] == (uint32_t)n && memcmp(ix->idbuf + ix->id_off[slot], s, n) == 0) return i;
+        }
+        i = (i + 1) & ix->id_mask;
+    }
+}
+
+/* ------------------------------------------------------------------ maintenance */
+
+static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint32_t target);
+
+static void forget_postings(Term *t) {
+    if (t->cap) free(t->u.heap);
+    t->u.heap = NULL;
+    t->n = t->cap = 0;
+    t->maxtf = 0.0f;
+    t->minlen = INFINITY;
+}
+
+static void remove_slot(Index *ix, int64_t pos) {
+    uint32_t slot = ix->id_table[pos] - 1;
+    ix->id_table[pos] = TOMB;
+    ix->alive[slot] = 0;
+    ix->live--;
+    ix->dead++;
+    ix->total_length -= (int64_t)ix->length[slot];
+    const uint32_t *tids = ix->tofbuf + ix->tof_off[slot];
+    for (uint32_t j = 0; j < ix->tof_n[slot]; j++) {
+        Term *t = &ix->terms[tids[j]];
+        if (--t->df == 0) {
+            forget_postings(t); /* every posting of the term was this slot's or already dead */
+            continue;
+        }
+        Posting *p = postings(t);
+        uint32_t at = advance(p, t->n, 0, slot);
+        if (at < t->n && p[at].slot == slot) p[at].tf = 0;
+    }
+    ix->tof_n[slot] = 0;
+}
+
+/* Renumber live slots densely, drop dead postings and unused terms, rebuild both tables. */
+static int compact(Index *ix) {
+    uint32_t *new_slot = malloc((size_t)(ix->nslots ? ix->nslots : 1) * sizeof(uint32_t));
+    uint32_t *new_tid = malloc((size_t)(ix->nterms ? ix->nterms : 1) * sizeof(uint32_t));
+    char *idbuf = malloc(ix->idbuf_len ? ix->idbuf_len : 1);
+    char *termbuf = malloc(ix->termbuf_len ? ix->termbuf_len : 1);
+    uint32_t *tofbuf = malloc((ix->tof_len ? ix->tof_len : 1) * sizeof(uint32_t));
+    if (!new_slot || !new_tid || !idbuf || !termbuf || !tofbuf) {
+        free(new_slot);
+        free(new_tid);
+        free(idbuf);
+        free(termbuf);
+        free(tofbuf);
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint32_t live = 0;
+    for (uint32_t s = 0; s < ix->nslots; s++) new_slot[s] = ix->alive[s] ? live++ : TOMB;
+    /* terms: keep those still held, postings of live slots only, bounds recomputed exactly */
+    uint32_t nt = 0;
+    size_t tb = 0;
+    for (uint32_t i = 0; i < ix->nterms; i++) {
+        Term *t = &ix->terms[i];
+        if (t->df == 0) {
+            new_tid[i] = TOMB;
+            continue;
+        }
+        Posting *p = postings(t);
+        uint32_t k = 0;
+        float maxtf = 0.0f, minlen = INFINITY;
+        for (uint32_t j = 0; j < t->n; j++) {
+            uint32_t s = p[j].slot;
+            if (!ix->alive[s]) continue;
+            float len = ix->length[s], tf = tf_of(ix, i, &p[j]);
+            if (tf > maxtf) maxtf = tf;
+            if (len < minlen) minlen = len;
+            p[k] = p[j];
+            p[k].slot = new_slot[s];
+            k++;
+        }
+        t->n = k;
+        if (t->cap && k == 1) {
+            Posting only = p[0];
+            free(t->u.heap);
+            t->u.inl = only;
+            t->cap = 0;
+        } else if (t->cap && k * 2 < t->cap) {
+            Posting *shrunk = realloc(t->u.heap, (size_t)k * sizeof(Posting));
+            if (shrunk) {
+                t->u.heap = shrunk;
+                t->cap = k;
+            }
+        }
+        t->maxtf = maxtf;
+        t->minlen = minlen;
+        memcpy(termbuf + tb, ix->termbuf + t->str_off, t->str_len);
+        t->str_off = (uint32_t)tb;
+        tb += t->str_len;
+        new_tid[i] = nt;
+        ix->terms[nt++] = *t;
+    }
+    /* overflow tfs follow their postings */
+    size_t kept = 0;
+    for (size_t e = 0; e < ix->nbig; e++) {
+        BigTf b = ix->big[e];
+        if (!ix->alive[b.slot] || new_tid[b.term] == TOMB) continue;
+        b.slot = new_slot[b.slot];
+        b.term = new_tid[b.term];
+        ix->big[kept++] = b;
+    }
+    ix->nbig = kept;
+    /* documents */
+    size_t ib = 0, fb = 0;
+    for (uint32_t s = 0; s < ix->nslots; s++) {
+        if (!ix->alive[s]) continue;
+        uint32_t d = new_slot[s];
+        memcpy(idbuf + ib, ix->idbuf + ix->id_off[s], ix->id_len[s]);
+        const uint32_t *tids = ix->tofbuf + ix->tof_off[s];
+        for (uint32_t j = 0; j < ix->tof_n[s]; j++) tofbuf[fb + j] = new_tid[tids[j]];
+        ix->alive[d] = 1;
+        ix->length[d] = ix->length[s];
+        ix->id_off[d] = ib;
+        ix->id_len[d] = ix->id_len[s];
+        ix->tof_off[d] = fb;
+        ix->tof_n[d] = ix->tof_n[s];
+        ib += ix->id_len[s];
+        fb += ix->tof_n[s];
+    }
+    free(new_slot);
+    free(new_tid);
+    free(ix->idbuf);
+    free(ix->termbuf);
+    free(ix->tofbuf);
+    ix->idbuf = idbuf;
+    ix->idbuf_cap = ix->idbuf_len ? ix->idbuf_len : 1;
+    ix->idbuf_len = ib;
+    ix->termbuf = termbuf;
+    ix->termbuf_cap = ix->termbuf_len ? ix->termbuf_len : 1;
+    ix->termbuf_len = tb;
+    ix->tofbuf = tofbuf;
+    ix->tof_cap = ix->tof_len ? ix->tof_len : 1;
+    ix->tof_len = fb;
+    ix->nterms = nt;
+    ix->nslots = live;
+    ix->dead = 0;
+    uint32_t size = 1024;
+    while ((size_t)size < (size_t)nt * 2 + 2) size *= 2;
+    if (term_table_resize(ix, size) < 0) return -1;
+    size = 1024;
+    while ((size_t)size < (size_t)live * 2 + 2) size *= 2;
+    return id_table_resize(ix, size);
+}
+
+static int maybe_compact(Index *ix) {
+    if (ix->dead > (ix->live > 1024 ? ix->live : 1024)) return compact(ix);
+    return 0;
+}
+
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+} Bytes;
+
+static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
+    Py_ssize_t idn;
+    const char *ids = PyUnicode_AsUTF8AndSize(doc_id, &idn);
+    if (!ids) return -1;
+    PyObject *seq = PySequence_Fast(tokens, "tokens must be a sequence of str");
+    if (!seq) return -1;
+    Py_ssize_t ntok = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Bytes *toks = PyMem_Malloc((ntok ? ntok : 1) * sizeof(Bytes));
+    if (!toks) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < ntok; i++) { /* every token checked before anything changes */
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "tokens must be str, not %.80s", Py_TYPE(items[i])->tp_name);
+            goto fail;
+        }
+        toks[i].s = PyUnicode_AsUTF8AndSize(items[i], &toks[i].n);
+        if (!toks[i].s) goto fail;
+    }
+    if (ix->nslots >= 0xFFFFFFF0u) {
+        PyErr_SetString(PyExc_OverflowError, "bm25 kernel: too many documents");
+        goto fail;
+    }
+    int64_t pos = id_find(ix, ids, idn);
+    if (pos >= 0) remove_slot(ix, pos);
+    /* room for everything first, so a failure leaves the index as it was (less the replaced document) */
+    size_t cap = ix->slots_cap;
+    size_t need = (size_t)ix->nslots + 1;
+    if (need > cap) {
+        size_t c = cap ? cap + cap / 2 : 1024;
+        void *p;
+        /* each array is replaced once grown, so a failure part-way leaves larger arrays, never lost ones */
+        if (!(p = realloc(ix->alive, c))) goto nomem;
+        ix->alive = p;
+        if (!(p = realloc(ix->length, c * sizeof(float)))) goto nomem;
+        ix->length = p;
+        if (!(p = realloc(ix->id_off, c * sizeof(uint64_t)))) goto nomem;
+        ix->id_off = p;
+        if (!(p = realloc(ix->id_len, c * sizeof(uint32_t)))) goto nomem;
+        ix->id_len = p;
+        if (!(p = realloc(ix->tof_off, c * sizeof(uint64_t)))) goto nomem;
+        ix->tof_off = p;
+        if (!(p = realloc(ix->tof_n, c * sizeof(uint32_t)))) goto nomem;
+        ix->tof_n = p;
+        ix->slots_cap = (uint32_t)c;
+    }
+    if (grow((void **)&ix->idbuf, &ix->idbuf_cap, ix->idbuf_len + idn, 1) < 0) goto fail;
+    if (grow((void **)&ix->tofbuf, &ix->tof_cap, ix->tof_len + ntok, sizeof(uint32_t)) < 0) goto fail;
+    if ((size_t)(ix->id_used + 1) * 2 > (size_t)ix->id_mask + 1 || !ix->id_table) {
+        uint32_t size = ix->id_table ? ix->id_mask + 1 : 1024;
+        while ((size_t)size < (size_t)(ix->live + 1) * 4) size *= 2;
+        if (id_table_resize(ix, size) < 0) goto fail;
+    }
+    uint32_t slot = ix->nslots;
+    size_t tof_start = ix->tof_len;
+    const uint16_t len16 = ntok < (Py_ssize_t)LEN_BIG ? (uint16_t)ntok : (uint16_t)LEN_BIG;
+    uint32_t distinct = 0;
+    for (Py_ssize_t i = 0; i < ntok; i++) {
+        int64_t tid = term_get_or_add(ix, toks[i].s, toks[i].n);
+        if (tid < 0) goto fail_partial;
+        Term *t = &ix->terms[tid];
+        Posting *p = postings(t);
+        if (t->n && p[t->n - 1].slot == slot) {
+            Posting *q = &p[t->n - 1];
+            if (q->tf == TF_BIG) {
+                big_entry(ix, (uint32_t)tid, slot)->tf += 1.0f;
+            } else if (q->tf == TF_BIG - 1) {
+                if (grow((void **)&ix->big, &ix->big_cap, ix->nbig + 1, sizeof(BigTf)) < 0) goto fail_partial;
+                ix->big[ix->nbig].term = (uint32_t)tid;
+                ix->big[ix->nbig].slot = slot;
+                ix->big[ix->nbig++].tf = (float)TF_BIG;
+                q->tf = TF_BIG;
+            } else {
+                q->tf++;
+            }
+            continue;
+        }
+        if (t->n == 0 && t->cap == 0) {
+            t->u.inl.slot = slot;
+            t->u.inl.tf = 1;
+            t->u.inl.len = len16;
+        } else {
+            if (t->n + 1 > t->cap) {
+                uint32_t c = t->cap ? t->cap + t->cap / 2 + 2 : 4;
+                Posting *heap = t->cap ? realloc(t->u.heap, (size_t)c * sizeof(Posting)) : malloc(c * sizeof(Posting));
+                if (!heap) {
+                    PyErr_NoMemory();
+                    goto fail_partial;
+                }
+                if (!t->cap) heap[0] = t->u.inl;
+                t->u.heap = heap;
+                t->cap = c;
+            }
+            t->u.heap[t->n].slot = slot;
+            t->u.heap[t->n].tf = 1;
+            t->u.heap[t->n].len = len16;
+        }
+        t->n++;
+        t->df++;
+        ix->tofbuf[tof_start + distinct++] = (uint32_t)tid;
+    }
+    float len = (float)ntok;
+    for (uint32_t j = 0; j < distinct; j++) {
+        uint32_t tid = ix->tofbuf[tof_start + j];
+        Term *t = &ix->terms[tid];
+        float tf = tf_of(ix, tid, &postings(t)[t->n - 1]);
+        if (tf > t->maxtf) t->maxtf = tf;
+        if (len < t->minlen) t->minlen = len;
+    }
+    ix->tof_len += distinct;
+    ix->alive[slot] = 1;
+    ix->length[slot] = len;
+    ix->id_off[slot] = ix->idbuf_len;
+    ix->id_len[slot] = (uint32_t)idn;
+    ix->tof_off[slot] = tof_start;
+    ix->tof_n[slot] = distinct;
+    memcpy(ix->idbuf + ix->idbuf_len, ids, idn);
+    ix->idbuf_len += idn;
+    ix->nslots++;
+    ix->live++;
+    ix->total_length += ntok;
+    {
+        uint32_t i = hash_bytes(ids, idn) & ix->id_mask;
+        while (ix->id_table[i] != EMPTY && ix->id_table[i] != TOMB) i = (i + 1) & ix->id_mask;
+        if (ix->id_table[i] == EMPTY) ix->id_used++;
+        ix->id_table[i] = slot + 1;
+    }
+    PyMem_Free(toks);
+    Py_DECREF(seq);
+    return maybe_compact(ix);
+fail_partial:
+    /* postings already appended for this slot are taken back */
+    for (uint32_t j = 0; j < distinct; j++) {
+        Term *t = &ix->terms[ix->tofbuf[tof_start + j]];
+        t->n--;
+        if (--t->df == 0) forget_postings(t);
+    }
+    {
+        size_t kept = 0;
+        for (size_t e = 0; e < ix->nbig; e++)
+            if (ix->big[e].slot != slot) ix->big[kept++] = ix->big[e];
+        ix->nbig = kept;
+    }
+    goto fail;
+nomem:
+    PyErr_NoMemory();
+fail:
+    PyMem_Free(toks);
+    Py_DECREF(seq);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ search */
+
+/* Documents shorter than this have their length normalisation and single-occurrence contributions cached per query
+   (the same float operations, done once per length instead of once per posting). */
+#define SHORT 256
+
+typedef struct {
+    float k1, b, one_minus_b, avgdl, scale;
+    float norm[SHORT]; /* 0: not computed yet */
+} Consts;
+
+typedef struct {
+    const Posting *p;
+    float *once; /* the contribution of tf 1 by document length (< SHORT); 0: not computed yet */
+    uint32_t n, pos;
+    float idf;
+    double ub;
+    uint32_t df, tid;
+    const char *s;
+    uint32_t slen;
+} Cursor;
+
+typedef struct {
+    double score;
+    uint32_t slot;
+} Hit;
+
+static int cursor_order(const void *a, const void *b) { /* rarest first, ties by term */
+    const Cursor *x = a, *y = b;
+    if (x->df != y->df) return x->df < y->df ? -1 : 1;
+    int c = memcmp(x->s, y->s, x->slen < y->slen ? x->slen : y->slen);
+    if (c) return c;
+    return x->slen < y->slen ? -1 : (x->slen > y->slen ? 1 : 0);
+}
+
+/* a ranks below b: a lower score, or the same score and a later id */
+static inline int worse(const Index *ix, double as, uint32_t aslot, double bs, uint32_t bslot) {
+    if (as != bs) return as < bs;
+    return idcmp(ix, aslot, bslot) > 0;
+}
+
+static void sift_down(const Index *ix, Hit *h, uint32_t n, uint32_t i) {
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && worse(ix, h[l].score, h[l].slot, h[m].score, h[m].slot)) m = l;
+        if (r < n && worse(ix, h[r].score, h[r].slot, h[m].score, h[m].slot)) m = r;
+        if (m == i) return;
+        Hit tmp = h[i];
+        h[i] = h[m];
+        h[m] = tmp;
+        i = m;
+    }
+}
+
+static void sift_up(const Index *ix, Hit *h, uint32_t i) {
+    while (i) {
+        uint32_t parent = (i - 1) / 2;
+        if (!worse(ix, h[i].score, h[i].slot, h[parent].score, h[parent].slot)) return;
+        Hit tmp = h[i];
+        h[i] = h[parent];
+        h[parent] = tmp;
+        i = parent;
+    }
+}
+
+static inline float norm_of(Consts *k, float len) {
+    uint32_t l = (uint32_t)len;
+    if (l < SHORT) {
+        float v = k->norm[l];
+        if (v == 0.0f) v = k->norm[l] = k->k1 * (k->one_minus_b + (k->b * len) / k->avgdl);
+        return v;
+    }
+    return k->k1 * (k->one_minus_b + (k->b * len) / k->avgdl);
+}
+
+/* idf * (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * len / avgdl)), in float32 as the numpy path computes it */
+static inline float contribution(const Cursor *c, Consts *k, float tf, float len) {
+    uint32_t l = (uint32_t)len;
+    if (tf == 1.0f && l < SHORT) {
+        float v = c->once[l];
+        if (v == 0.0f) v = c->once[l] = (c->idf * (tf * k->scale)) / (tf + norm_of(k, len));
+        return v;
+    }
+    return (c->idf * (tf * k->scale)) / (tf + norm_of(k, len));
+}
+
+static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint32_t target) {
+    if (pos >= n || p[pos].slot >= target) return pos;
+    uint32_t lo = pos, hi, step = 1;
+    for (;;) {
+        hi = lo + step;
+        if (hi >= n) {
+            hi = n;
+            break;
+        }
+        if (p[hi].slot >= target) break;
+        lo = hi;
+        step <<= 1;
+    }
+    lo++; /* p[lo - 1] < target; the answer is in [lo, hi] */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p[mid].slot < target)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The k best (slot, score) of the query, best first, ties by id; prune = 0 scores every posting. */
+static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prune) {
+    if (k <= 0 || ix->live == 0) return PyList_New(0);
+    PyObject *seq = PySequence_Fast(tokens, "query tokens must be a sequence of str");
+    if (!seq) return NULL;
+    Py_ssize_t nq = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Cursor *cur = PyMem_Malloc((nq ? nq : 1) * sizeof(Cursor));
+    uint32_t *ord = PyMem_Malloc((nq ? nq : 1) * sizeof(uint32_t));
+    double *prefix = PyMem_Malloc((nq ? nq : 1) * sizeof(double));
+    uint32_t *touched = PyMem_Malloc((nq ? nq : 1) * sizeof(uint32_t));
+    float *values = PyMem_Malloc((nq ? nq : 1) * sizeof(float));
+    float *once = PyMem_Calloc((nq ? nq : 1) * SHORT, sizeof(float));
+    Consts *consts = PyMem_Calloc(1, sizeof(Consts));
+    uint32_t heap_size = (uint32_t)(k < (Py_ssize_t)ix->live ? k : (Py_ssize_t)ix->live);
+    Hit *heap = PyMem_Malloc((size_t)heap_size * sizeof(Hit));
+    PyObject *out = NULL;
+    if (!cur || !ord || !prefix || !touched || !values || !heap || !once || !consts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint32_t m = 0;
+    for (Py_ssize_t i = 0; i < nq; i++) {
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "query tokens must be str, not %.80s", Py_TYPE(items[i])->tp_name);
+            goto done;
+        }
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(items[i], &n);
+        if (!s) goto done;
+        int64_t tid = term_find(ix, s, n, hash_bytes(s, n));
+        if (tid < 0 || ix->terms[tid].df == 0) continue;
+        Term *t = &ix->terms[tid];
+        const Posting *p = postings(t);
+        int seen = 0; /* a query term repeated counts once */
+        for (uint32_t j = 0; j < m && !seen; j++) seen = cur[j].p == p;
+        if (seen) continue;
+        cur[m].p = p;
+        cur[m].n = t->n;
+        cur[m].pos = 0;
+        cur[m].df = t->df;
+        cur[m].tid = (uint32_t)tid;
+        cur[m].s = ix->termbuf + t->str_off;
+        cur[m].slen = t->str_len;
+        m++;
+    }
+    if (m == 0) {
+        out = PyList_New(0);
+        goto done;
+    }
+    qsort(cur, m, sizeof(Cursor), cursor_order);
+    const double n_docs = (double)ix->live;
+    const double avgdl = (double)ix->total_length / n_docs;
+    const float avg32 = (float)(avgdl != 0.0 ? avgdl : 1.0);
+    consts->k1 = (float)ix->k1;
+    consts->b = (float)ix->b;
+    consts->one_minus_b = (float)(1.0 - ix->b);
+    consts->scale = (float)(ix->k1 + 1.0);
+    consts->avgdl = avg32;
+    const double avg_or_1 = avgdl != 0.0 ? avgdl : 1.0;
+    for (uint32_t j = 0; j < m; j++) {
+        double df = (double)cur[j].df;
+        cur[j].idf = (float)log(1.0 + (n_docs - df + 0.5) / (df + 0.5));
+        cur[j].once = once + (size_t)j * SHORT;
+        /* The most the term adds to a document: its highest tf in its shortest document (contributions grow with
+           tf and shrink with length), inflated well past float32 rounding. */
+        const Term *t = &ix->terms[cur[j].tid];
+        double norm = ix->k1 * (1.0 - ix->b + ix->b * (double)t->minlen / avg_or_1);
+        cur[j].ub = (double)cur[j].idf * t->maxtf * (ix->k1 + 1.0) / (t->maxtf + norm) * (1.0 + 1e-5) + 1e-9;
+        ord[j] = j;
+    }
+    /* non-essential candidates by ascending bound (insertion sort: m is small) */
+    for (uint32_t a = 1; a < m; a++) {
+        uint32_t x = ord[a], b2 = a;
+        while (b2 && cur[ord[b2 - 1]].ub > cur[x].ub) {
+            ord[b2] = ord[b2 - 1];
+            b2--;
+        }
+        ord[b2] = x;
+    }
+    double run = 0.0;
+    for (uint32_t r = 0; r < m; r++) prefix[r] = run += cur[ord[r]].ub;
+
+    uint32_t hn = 0, p = 0; /* hits held; non-essential terms: ord[0..p) */
+    uint64_t scored = 0;
+    double thr = -1.0;
+    for (;;) {
+        uint32_t d = 0xFFFFFFFFu;
+        for (uint32_t r = p; r < m; r++) {
+            const Cursor *c = &cur[ord[r]];
+            if (c->pos < c->n && c->p[c->pos].slot < d) d = c->p[c->pos].slot;
+        }
+        if (d == 0xFFFFFFFFu) break;
+        int live_doc = -1; /* a removed document's postings are all marked: the first one found tells */
+        float len = 0.0f;
+        uint32_t nt = 0;
+        double partial = 0.0;
+        for (uint32_t r = p; r < m; r++) {
+            Cursor *c = &cur[ord[r]];
+            if (c->pos < c->n && c->p[c->pos].slot == d) {
+                const Posting *q = &c->p[c->pos];
+                if (live_doc < 0) {
+                    live_doc = q->tf != 0;
+                    len = len_of(ix, q);
+                }
+                if (live_doc) {
+                    float v = contribution(c, consts, tf_of(ix, c->tid, q), len);
+                    touched[nt] = ord[r];
+                    values[nt++] = v;
+                    partial += v;
+                }
+                c->pos++;
+            }
+        }
+        if (!live_doc) continue;
+        int pruned = 0;
+        for (uint32_t r = p; r-- > 0;) {
+            if (partial + prefix[r] < thr) {
+                pruned = 1;
+                break;
+            }
+            Cursor *c = &cur[ord[r]];
+            c->pos = advance(c->p, c->n, c->pos, d);
+            if (c->pos < c->n && c->p[c->pos].slot == d) {
+                float v = contribution(c, consts, tf_of(ix, c->tid, &c->p[c->pos]), len);
+                touched[nt] = ord[r];
+                values[nt++] = v;
+                partial += v;
+            }
+        }
+        if (pruned) continue;
+        /* the score, summed over the document's terms rarest first */
+        for (uint32_t a = 1; a < nt; a++) {
+            uint32_t x = touched[a];
+            float xv = values[a];
+            uint32_t b2 = a;
+            while (b2 && touched[b2 - 1] > x) {
+                touched[b2] = touched[b2 - 1];
+                values[b2] = values[b2 - 1];
+                b2--;
+            }
+            touched[b2] = x;
+            values[b2] = xv;
+        }
+        double score = 0.0;
+        for (uint32_t a = 0; a < nt; a++) score += (double)values[a];
+        scored++;
+        if (hn < heap_size) {
+            heap[hn].score = score;
+            heap[hn].slot = d;
+            sift_up(ix, heap, hn++);
+            if (hn < heap_size) continue;
+        } else if (worse(ix, heap[0].score, heap[0].slot, score, d)) {
+            heap[0].score = score;
+            heap[0].slot = d;
+            sift_down(ix, heap, hn, 0);
+        } else {
+            continue;
+        }
+        if (prune) {
+            thr = heap[0].score;
+            while (p < m && prefix[p] < thr) p++;
+        }
+    }
+    ix->last_scored = scored;
+    out = PyList_New(hn);
+    if (!out) goto done;
+    for (uint32_t i = hn; i-- > 0;) { /* the worst leaves the heap first */
+        Hit h = heap[0];
+        heap[0] = heap[i];
+        sift_down(ix, heap, i, 0);
+        PyObject *id = PyUnicode_DecodeUTF8(ix->idbuf + ix->id_off[h.slot], ix->id_len[h.slot], NULL);
+        PyObject *sc = id ? PyFloat_FromDouble(h.score) : NULL;
+        PyObject *pair = sc ? PyTuple_Pack(2, id, sc) : NULL;
+        Py_XDECREF(id);
+        Py_XDECREF(sc);
+        if (!pair) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, pair);
+    }
+done:
+    PyMem_Free(cur);
+    PyMem_Free(ord);
+    PyMem_Free(prefix);
+    PyMem_Free(touched);
+    PyMem_Free(values);
+    PyMem_Free(once);
+    PyMem_Free(consts);
+    PyMem_Free(heap);
+    Py_DECREF(seq);
+    return out;
+}
+
+/* ------------------------------------------------------------------ Python type */
+
+static int Index_init(Index *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"k1", "b", NULL};
+    double k1 = 1.2, b = 0.75;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|dd", kwlist, &k1, &b)) return -1;
+    free_all(self);
+    self->k1 = k1;
+    self->b = b;
+    return 0;
+}
+
+static void Index_dealloc(Index *self) {
+    free_all(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Index_clear(Index *self, PyObject *Py_UNUSED(ignored)) {
+    free_all(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Index_add(Index *self, PyObject *args) {
+    PyObject *doc_id, *tokens;
+    if (!PyArg_ParseTuple(args, "UO", &doc_id, &tokens)) return NULL;
+    if (add_doc(self, doc_id, tokens) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Index_add_many(Index *self, PyObject *args) {
+    PyObject *ids, *lists;
+    if (!PyArg_ParseTuple(args, "OO", &ids, &lists)) return NULL;
+    PyObject *a = PySequence_Fast(ids, "doc ids must be a sequence");
+    if (!a) return NULL;
+    PyObject *b = PySequence_Fast(lists, "token lists must be a sequence");
+    if (!b) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(a);
+    if (n != PySequence_Fast_GET_SIZE(b)) {
+        PyErr_SetString(PyExc_ValueError, "add_many: as many doc ids as token lists");
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *doc_id = PySequence_Fast_GET_ITEM(a, i);
+        if (!PyUnicode_Check(doc_id)) {
+            PyErr_Format(PyExc_TypeError, "doc ids must be str, not %.80s", Py_TYPE(doc_id)->tp_name);
+            goto fail;
+        }
+        if (add_doc(self, doc_id, PySequence_Fast_GET_ITEM(b, i)) < 0) goto fail;
+    }
+    Py_DECREF(a);
+    Py_DECREF(b);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(a);
+    Py_DECREF(b);
+    return NULL;
+}
+
+static PyObject *Index_remove(Index *self, PyObject *arg) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (!s) return NULL;
+    int64_t pos = id_find(self, s, n);
+    if (pos < 0) Py_RETURN_FALSE;
+    remove_slot(self, pos);
+    if (maybe_compact(self) < 0) return NULL;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *Index_contains(Index *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) Py_RETURN_FALSE;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (!s) return NULL;
+    return PyBool_FromLong(id_find(self, s, n) >= 0);
+}
+
+static PyObject *Index_doc_freq(Index *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) return PyLong_FromLong(0);
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (!s) return NULL;
+    int64_t tid = term_find(self, s, n, hash_bytes(s, n));
+    return PyLong_FromUnsignedLong(tid < 0 ? 0 : self->terms[tid].df);
+}
+
+static PyObject *Index_ids(Index *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *out = PyList_New(self->live);
+    if (!out) return NULL;
+    Py_ssize_t k = 0;
+    for (uint32_t s = 0; s < self->nslots; s++) {
+        if (!self->alive[s]) continue;
+        PyObject *id = PyUnicode_DecodeUTF8(self->idbuf + self->id_off[s], self->id_len[s], NULL);
+        if (!id) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k++, id);
+    }
+    return out;
+}
+
+static PyObject *Index_search(Index *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"tokens", "k", "prune", NULL};
+    PyObject *tokens;
+    Py_ssize_t k;
+    int prune = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "On|p", kwlist, &tokens, &k, &prune)) return NULL;
+    return search_impl(self, tokens, k, prune);
+}
+
+static PyObject *Index_stats(Index *self, PyObject *Py_UNUSED(ignored)) {
+    return Py_BuildValue("(kkLK)", (unsigned long)self->live, (unsigned long)self->dead, (long long)self->total_length,
+                         (unsigned long long)self->last_scored);
+}
+
+static Py_ssize_t Index_len(Index *self) { return self->live; }
+
+static PyMethodDef Index_methods[] = {
+    {"clear", (PyCFunction)Index_clear, METH_NOARGS, "Forget every document."},
+    {"add", (PyCFunction)Index_add, METH_VARARGS, "add(doc_id, tokens): index tokens under doc_id, replacing it."},
+    {"add_many", (PyCFunction)Index_add_many, METH_VARARGS, "add_many(doc_ids, token_lists): add each in turn."},
+    {"remove", (PyCFunction)Index_remove, METH_O, "remove(doc_id) -> whether it was indexed."},
+    {"contains", (PyCFunction)Index_contains, METH_O, "contains(doc_id) -> bool."},
+    {"doc_freq", (PyCFunction)Index_doc_freq, METH_O, "doc_freq(term) -> live documents holding it."},
+    {"ids", (PyCFunction)Index_ids, METH_NOARGS, "The live ids in slot order."},
+    {"search", (PyCFunction)(void (*)(void))Index_search, METH_VARARGS | METH_KEYWORDS,
+     "search(tokens, k, prune=True) -> the k best (doc_id, score), best first, ties by doc_id."},
+    {"stats", (PyCFunction)Index_stats, METH_NOARGS, "(live documents, dead slots, total length, documents the last search scored in full)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods Index_as_sequence = {
+    .sq_length = (lenfunc)Index_len,
+};
+
+static PyTypeObject IndexType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dream_assets.text._bm25kernel.Index",
+    .tp_basicsize = sizeof(Index),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An incremental Okapi BM25 index with exact MaxScore top-k.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Index_init,
+    .tp_dealloc = (destructor)Index_dealloc,
+    .tp_methods = Index_methods,
+    .tp_as_sequence = &Index_as_sequence,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_bm25kernel", "The compiled BM25 index behind dream_assets.text.bm25.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__bm25kernel(void) {
+    if (PyType_Ready(&IndexType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&IndexType);
+    if (PyModule_AddObject(m, "Index", (PyObject *)&IndexType) < 0) {
+        Py_DECREF(&IndexType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
