@@ -572,10 +572,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         else:
             at = recorded_at(out)
             tokens = int(float((out.get("usage") or {}).get("total_tokens", 0)))
-            head = (
-                f"{out['status']:<9}  last run {_when(at)}  model calls {int(out.get('model_calls') or 0)}, "
-                f"tokens {tokens}"
-            )
+            status = "deferred: budget" if out.get("budget_deferral") else out["status"]
+            head = f"{status:<9}  last run {_when(at)}  model calls {int(out.get('model_calls') or 0)}, tokens {tokens}"
         print(f"  {spec.name:<{width}}  {head}")
         pad = " " * (width + 4)
         if out is not None and (out.get("reason") or out.get("summary")):

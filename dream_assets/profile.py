@@ -106,6 +106,11 @@ class AgentProfile:
         return self.root / "model-endpoint-state.json"
 
     @property
+    def model_formats_path(self) -> Path:
+        """The structured-output formats each model endpoint rejected, and when (expires after seven days)."""
+        return self.root / "model-formats.json"
+
+    @property
     def coverage_vocabulary_path(self) -> Path:
         return self.root / "merge-coverage-vocabulary.json"
 

@@ -70,13 +70,33 @@ def merging_model(contents: dict[str, str]) -> Reply:
     return Reply(decide=decide)
 
 
-def review(profile, options, corpus, now, *, server_kw=None, max_cycles=12):
+ENTRY_LINE = re.compile(r"^- id=(\S+) .*? :: (.*)$", re.MULTILINE)
+
+
+def union_model(contents: dict[str, str]) -> Reply:
+    """Merges every cluster a prompt shows into the union of its members' sentences, in order (nothing dropped);
+    reads each member's text from the prompt, so merged entries merge again."""
+
+    def decide(body):
+        prompt = body["messages"][1]["content"]
+        shown = dict(ENTRY_LINE.findall(prompt))
+        saves = []
+        for match in CLUSTER_LINE.finditer(prompt):
+            ids = [i.strip() for i in match.group(1).split(",")]
+            sentences = dict.fromkeys(s for i in ids for s in re.split(r"(?<=\.)\s+", shown[i].strip()) if s)
+            saves.append({"content": " ".join(sentences), "sourceIds": ids})
+        return reply(json.dumps({"toDelete": [], "toSave": saves}))
+
+    return Reply(decide=decide)
+
+
+def review(profile, options, corpus, now, *, server_kw=None, max_cycles=12, model=merging_model):
     """Cycles of memory consolidation against the test server until nothing waits: (live contents, merged source
     groups, calls, cycles, server)."""
     store = open_store(profile, options)
     store.memories.put_many(corpus)
     contents = {e.id: e.content for e in corpus}
-    with OpenAITestServer(default=merging_model(contents), **(server_kw or {})) as server:
+    with OpenAITestServer(default=model(contents), **(server_kw or {})) as server:
         opts = options.replace(LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0)
         client = build_model_client(opts, profile)
         cycles = 0

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.llm.budget import budget_for, estimate_prompt_tokens, is_context_exceeded
+from dream_assets.llm.prompts import render_memory_consolidation
 from dream_assets.options import DreamOptions
 from dream_assets_tests.consolidation_corpus import corpus as _corpus
 from dream_assets_tests.consolidation_corpus import review as _review
@@ -89,3 +90,42 @@ def test_the_estimate_is_conservative_and_the_budget_reserves_the_answer():
     assert budget.prompt_limit < 8192 - 1024
     assert budget.fits("system", "x" * 3000) and not budget.fits("system", "x" * 30000)
     assert budget_for(0, 1024).fits("s", "x" * 10**6)
+
+
+@pytest.mark.slow  # a dozen calls through HTTP
+def test_a_cluster_too_large_for_the_window_is_merged_in_parts_with_no_fact_lost(tmp_path):
+    from dream_assets.profile import AgentProfile
+    from dream_assets_tests.consolidation_corpus import entry, union_model
+
+    base = (
+        "The Falcon release train ships from the Dresden plant every second Tuesday; Marta Kuehn owns it, the budget "
+        "code is FX-2291, the on-call rota lives in the Orion wiki and rollbacks need sign-off from Pieter Vos."
+    )
+    facts = [f"Batch {k + 100} passed inspection." for k in range(40)]
+    cluster = [
+        entry(f"f{k:02d}", f"{base} {fact}", NOW - timedelta(days=40, minutes=k)) for k, fact in enumerate(facts)
+    ]
+    singles = _corpus(60, pairs=0, now=NOW)
+    window, reserve = 4096, 512
+    options = DreamOptions(
+        ConsolidationMinInterval=timedelta(0),
+        ConsolidationExactFoldEnabled=False,
+        ConsolidationMaxClusterSize=64,
+        LlmJsonMode="off",
+        LlmStructuredOutput="off",
+        LlmMaxTokens=reserve,
+        LlmContextTokens=window,
+    )
+    profile = AgentProfile(tmp_path / "a").ensure()
+    live, calls, _, server = _review(
+        profile, options, cluster + singles, NOW, server_kw={"context_limit": window}, model=union_model
+    )
+    # the 40 members shown together would be over the window, even without the directive: no prompt was
+    together = render_memory_consolidation(cluster, [[e.id for e in cluster]], [], NOW)
+    assert not budget_for(window, reserve).fits("", together)
+    assert server.context_refusals == 0 and server.largest_prompt_tokens <= window
+    assert max(r.body["messages"][1]["content"].count("- id=f") for r in server.requests) < 40
+    merged = [text for text in live if text.startswith("The Falcon release train")]
+    assert len(merged) == 1  # merged over several calls into one entry
+    assert all(fact in merged[0] for fact in facts)  # no fact lost
+    assert sorted(set(live) - set(merged)) == sorted(e.content for e in singles)  # nothing else touched

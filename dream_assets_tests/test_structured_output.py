@@ -57,3 +57,42 @@ def test_structured_output_off_and_json_mode_off_send_no_response_format():
         assert _call(server, LlmJsonMode="off").ok
         assert _call(server, LlmStructuredOutput="json_object").ok
         assert _formats(server) == ["none", "none", "json_object"]
+
+
+def test_a_rejected_schema_is_remembered_in_the_profile_across_processes_and_expires(tmp_path, monkeypatch):
+    from datetime import UTC, datetime, timedelta
+
+    from dream_assets.llm import openai_backend
+    from dream_assets.model import iso
+    from dream_assets.profile import AgentProfile
+
+    profile = AgentProfile(tmp_path / "agent").ensure()
+    with OpenAITestServer(default=reply(ANSWER), response_formats=("json_object",)) as server:
+        opts = DreamOptions(LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0)
+
+        def call_in_a_new_process():
+            monkeypatch.setattr(openai_backend, "_REJECTED_FORMATS", {})  # nothing learnt in memory
+            client = build_model_client(opts, profile)
+            return client.call(client.request(MODEL_CALLS["tier_routing_review"], "tier stats ...", {}))
+
+        assert call_in_a_new_process().ok
+        assert call_in_a_new_process().ok  # the next run does not ask for the schema again
+        assert _formats(server) == ["json_schema", "json_object", "json_object"]
+        saved = json.loads(profile.model_formats_path.read_text())
+        assert list(saved["endpoints"]) == [f"{server.base_url}|test-model"]
+        assert set(saved["endpoints"][f"{server.base_url}|test-model"]) == {"json_schema"}
+
+        # eight days on, the endpoint (perhaps upgraded) is asked again
+        saved["endpoints"][f"{server.base_url}|test-model"]["json_schema"] = iso(datetime.now(UTC) - timedelta(days=8))
+        profile.model_formats_path.write_text(json.dumps(saved))
+        assert call_in_a_new_process().ok
+        assert _formats(server)[3:] == ["json_schema", "json_object"]
+
+        # a damaged file is as good as none: the schema is asked for, and the file is written anew
+        profile.model_formats_path.write_text("{not json")
+        assert call_in_a_new_process().ok
+        assert _formats(server)[5:] == ["json_schema", "json_object"]
+        assert (
+            "json_schema"
+            in json.loads(profile.model_formats_path.read_text())["endpoints"][f"{server.base_url}|test-model"]
+        )

@@ -51,3 +51,22 @@ def test_a_cycle_budget_defers_what_would_go_over_in_that_cycle_only(demo):
         report = _one(demo, options, NOW, "tier_routing_review", "c1")
         assert report.status == "deferred" and "CycleTokenBudget 10" in report.reason
         assert not server.requests
+
+
+def test_a_budget_deferral_says_so_with_its_figures_and_is_not_retried_with_back_off(demo):
+    from dream_assets.passes.outcome import load_deferred, load_outcome
+
+    with OpenAITestServer(default=reply(ANSWER, prompt_tokens=900, completion_tokens=100)) as server:
+        options = DreamOptions(
+            LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0, DailyTokenBudget=1500
+        )
+        assert _one(demo, options, NOW, "tier_routing_review", "c1").status == "completed"
+        held = _one(demo, options, NOW + timedelta(hours=1), "wisp_failure_analysis", "c2")
+    assert held.status == "deferred"
+    assert held.summary.startswith("wisp_failure_analysis deferred: budget — ")
+    record = load_outcome(demo, "wisp_failure_analysis")
+    assert record["deferral"] is None  # no busy back-off: no retry time
+    budget = record["budget_deferral"]
+    assert (budget["budget"], budget["limit"], budget["spent"]) == ("DailyTokenBudget", 1500, 1000)
+    assert budget["estimate"] > 0 and budget["resumes"] == "2026-12-01T00:00:00Z"
+    assert "wisp_failure_analysis" not in load_deferred(demo)  # the retry sensor never requests it

@@ -292,12 +292,16 @@ def resolve_backend_name(options: DreamOptions) -> str:
     return choice
 
 
-def build_backend(options: DreamOptions, *, env: Mapping[str, str] | None = None) -> ModelBackend:
+def build_backend(
+    options: DreamOptions, *, env: Mapping[str, str] | None = None, profile: AgentProfile | None = None
+) -> ModelBackend:
+    """The backend the options select; with ``profile`` an OpenAI-compatible one remembers the structured-output
+    formats its endpoint rejected in the profile (``AgentProfile.model_formats_path``)."""
     if resolve_backend_name(options) == "offline":
         from dream_assets.llm.offline import OfflineBackend
 
         return OfflineBackend()
-    from dream_assets.llm.openai_backend import PLACEHOLDER_API_KEY, OpenAIBackend
+    from dream_assets.llm.openai_backend import PLACEHOLDER_API_KEY, FormatMemory, OpenAIBackend
 
     env = os.environ if env is None else env
     if not options.LlmModel.strip():
@@ -322,6 +326,7 @@ def build_backend(options: DreamOptions, *, env: Mapping[str, str] | None = None
         json_mode=options.LlmJsonMode,
         max_tokens=options.LlmMaxTokens,
         structured_output=structured_output(options),
+        format_memory=FormatMemory(profile.model_formats_path) if profile is not None else None,
     )
 
 
@@ -356,4 +361,4 @@ def build_model_client(
     options: DreamOptions, profile: AgentProfile | None, *, env: Mapping[str, str] | None = None
 ) -> ModelClient:
     """The client the options select. Raises ModelConfigError for options that cannot work."""
-    return ModelClient(build_backend(options, env=env), profile=profile, options=options)
+    return ModelClient(build_backend(options, env=env, profile=profile), profile=profile, options=options)

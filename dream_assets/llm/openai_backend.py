@@ -6,11 +6,12 @@ is built with ``max_retries=0``), so every attempt is logged and counted, the wa
 ``Retry-After`` (``retry-after-ms`` too), and a body that is cut off or not JSON is retried like a 5xx.
 
 JSON mode: "on" always sends ``response_format={"type": "json_object"}``; "off" never does; "auto" sends it
-until the endpoint rejects a request with 400/422, then repeats that request without it and remembers, for
-this backend, that the endpoint has no JSON mode. The directives ask for JSON either way and the extractor
-tolerates prose around it, so losing JSON mode costs nothing but robustness. In the same way, a 400 that
-names ``max_tokens`` (newer OpenAI models want ``max_completion_tokens``) or ``temperature`` (models with a
-fixed temperature) is answered once by adapting that parameter.
+until the endpoint rejects a request with 400/422, then repeats that request without it and remembers that the
+endpoint has no JSON mode: in the process, and (``FormatMemory``) in the agent profile for seven days. The
+directives ask for JSON either way and the extractor tolerates prose around it, so losing JSON mode costs nothing
+but robustness. In the same way, a 400 that names ``max_tokens`` (newer OpenAI models want
+``max_completion_tokens``) or ``temperature`` (models with a fixed temperature) is answered once by adapting that
+parameter.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
 from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion
 from dream_assets.llm.budget import is_context_exceeded
 from dream_assets.llm.extract import head
+from dream_assets.model import iso, parse_ts
 
 log = logging.getLogger("dream_assets.llm.openai")
 
@@ -44,6 +49,73 @@ STRUCTURED_LEVELS: dict[str, list[str]] = {
 #: Per endpoint and model, the response_format kinds it rejected in this process: every backend built for it later
 #: (one per pass) starts below them.
 _REJECTED_FORMATS: dict[str, set[str]] = {}
+#: How long a rejection remembered on disk holds: after that the endpoint (perhaps upgraded) is asked again.
+FORMAT_MEMORY_TTL = timedelta(days=7)
+
+
+class FormatMemory:
+    """The response_format kinds each endpoint and model rejected, kept in a small JSON file of the agent profile
+    (``{"version": 1, "endpoints": {"<base url>|<model>": {"<kind>": "<when rejected>"}}}``) so a rejected format is
+    not tried again every run; a rejection older than ``ttl`` is forgotten. The file is read defensively (an
+    unreadable one is as good as none, with a warning) and rewritten atomically."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        ttl: timedelta = FORMAT_MEMORY_TTL,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.path = path
+        self.ttl = ttl
+        self._clock = clock
+
+    def _read(self) -> dict[str, dict[str, str]]:
+        try:
+            data = read_json_file(self.path)
+        except FileNotFoundError:
+            return {}
+        except UnreadableFile as exc:
+            log.warning("openai: %s; the structured-output formats are asked for again", exc)
+            return {}
+        endpoints = data.get("endpoints") if isinstance(data, dict) else None
+        if not isinstance(endpoints, dict):
+            log.warning("openai: %s: field 'endpoints' is not an object; ignored", self.path)
+            return {}
+        return {
+            key: {k: v for k, v in kinds.items() if isinstance(k, str) and isinstance(v, str)}
+            for key, kinds in endpoints.items()
+            if isinstance(key, str) and isinstance(kinds, dict)
+        }
+
+    def rejected(self, key: str) -> set[str]:
+        """The kinds ``key`` rejected less than ``ttl`` ago."""
+        now = self._clock()
+        out = set()
+        for kind, when in self._read().get(key, {}).items():
+            try:
+                at = parse_ts(when)
+            except (TypeError, ValueError):
+                continue
+            if at is not None and now - at < self.ttl:
+                out.add(kind)
+        return out
+
+    def update(self, key: str, *, add: str | None = None, drop: Sequence[str] = ()) -> None:
+        endpoints = self._read()
+        kinds = endpoints.setdefault(key, {})
+        if add:
+            kinds[add] = iso(self._clock()) or ""
+        for kind in drop:
+            kinds.pop(kind, None)
+        if not kinds:
+            endpoints.pop(key, None)
+        try:
+            atomic_write(self.path, json.dumps({"version": 1, "endpoints": endpoints}, indent=2, sort_keys=True))
+        except OSError as exc:
+            log.warning(
+                "openai: could not write %s (%s); the rejection is remembered for this process only", self.path, exc
+            )
 
 
 def response_format_schema(request: ModelRequest) -> dict[str, Any]:
@@ -81,6 +153,7 @@ class OpenAIBackend:
         backoff_max_s: float = 8.0,
         retry_after_max_s: float = 120.0,
         jitter: Callable[[], float] = random.random,
+        format_memory: FormatMemory | None = None,
     ) -> None:
         import openai  # imported here: the offline default never pays for it
 
@@ -110,7 +183,10 @@ class OpenAIBackend:
         self._levels = list(levels)
         self._level_key = f"{base_url or 'openai'}|{model}"
         # what an earlier backend of this process learned about the endpoint (the passes of a cycle each have one)
+        self._format_memory = format_memory
         remembered = _REJECTED_FORMATS.get(self._level_key, set())
+        if format_memory is not None:  # and what an earlier run learned (FormatMemory: on disk, expiring)
+            remembered = remembered | format_memory.rejected(self._level_key)
         self._level = next((i for i, k in enumerate(self._levels) if k not in remembered), len(self._levels) - 1)
         self._token_param = "max_tokens"
         self._send_temperature = True
@@ -148,8 +224,11 @@ class OpenAIBackend:
                 fallback = self._fallback(exc, kind)
                 if fallback is None:
                     if self._level != started_level:  # the format was not the cause after all: keep it
-                        for dropped in self._levels[started_level : self._level]:
+                        dropped_kinds = self._levels[started_level : self._level]
+                        for dropped in dropped_kinds:
                             _REJECTED_FORMATS.get(self._level_key, set()).discard(dropped)
+                        if self._format_memory is not None:
+                            self._format_memory.update(self._level_key, drop=dropped_kinds)
                         self._level = started_level
                     raise ModelCallError(
                         f"HTTP {exc.status} from {self.endpoint}: {exc.message}", attempts=attempts
@@ -200,6 +279,8 @@ class OpenAIBackend:
             return "without temperature"
         if kind and self._level + 1 < len(self._levels):
             _REJECTED_FORMATS.setdefault(self._level_key, set()).add(kind)
+            if self._format_memory is not None:
+                self._format_memory.update(self._level_key, add=kind)
             self._level += 1
             then = self._levels[self._level]
             return (

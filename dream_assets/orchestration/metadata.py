@@ -38,6 +38,13 @@ def report_metadata(report: PassReport) -> dict[str, Any]:
     deferral = report.extra.get("deferral")
     if report.status == "deferred" and isinstance(deferral, dict):
         meta["retry_at"] = deferral.get("retry_at") or "next cycle (retries used up)"
+    budget = report.extra.get("budget_deferral")
+    if report.status == "deferred" and isinstance(budget, dict):
+        meta["deferred"] = (
+            f"budget: {budget.get('budget')} {budget.get('limit')}, {budget.get('spent')} spent, this call about "
+            f"{budget.get('estimate')}; runs {budget.get('resumes')}"
+        )
+        meta["retry_at"] = budget.get("resumes") or "next cycle"
     # Numbers are plotted over time on the asset page: merged, archived, rejected, tokens, model calls...
     for key, value in sorted(report.counts.items()):
         meta[key] = (

@@ -64,5 +64,5 @@ class ModelResource(dg.ConfigurableResource):
     ) -> ModelClient:
         """A fresh client (own usage ledger) for one agent profile."""
         opts = self.effective_options(options)
-        backend = self.fixed_backend or build_backend(opts, env=env)
+        backend = self.fixed_backend or build_backend(opts, env=env, profile=profile)
         return ModelClient(backend, profile=profile, options=opts)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
@@ -127,7 +128,9 @@ def call_model(
     refused = token_budget_refusal(ctx, budget.tokens(request.system, request.prompt)) if metered else None
     if refused is not None:
         report.count("budget_deferred")
-        report.defer(refused)
+        report.extra["budget_deferral"] = refused.to_json()  # waits for the next cycle or day: no busy back-off
+        report.summary = f"{report.pass_name} deferred: budget — {refused.reason}"
+        report.defer(refused.reason)
         return None
     start = len(client.usage.records)
     result = client.call(request)
@@ -164,6 +167,118 @@ def call_model(
     return result.response
 
 
+def plan_batches(fits: Callable[[Sequence[Any]], bool], items: Sequence[Any]) -> tuple[list[list[Any]], list[Any]]:
+    """Consecutive batches of ``items`` whose prompt ``fits`` the window, each as large as fits (a binary search over
+    the rendered prompt, so the count is exact, not estimated per item), and the items that do not fit even alone."""
+    batches: list[list[Any]] = []
+    alone: list[Any] = []
+    start = 0
+    while start < len(items):
+        if fits(items[start:]):
+            batches.append(list(items[start:]))
+            break
+        low, high = start, len(items) - 1  # items[start:low] fits (empty when low == start); items[start:high+1] not
+        while low < high:
+            mid = (low + high + 1) // 2
+            if fits(items[start:mid]):
+                low = mid
+            else:
+                high = mid - 1
+        if low == start:
+            alone.append(items[start])
+            start += 1
+            continue
+        batches.append(list(items[start:low]))
+        start = low
+    return batches, alone
+
+
+def combine_responses(responses: Sequence[Any]) -> Any:
+    """The answers of one pass's batches as one answer: every list field concatenated, every mapping merged (the
+    contracts are lists of items, so an answer per batch adds up)."""
+    first = responses[0]
+    if len(responses) == 1:
+        return first
+    update: dict[str, Any] = {}
+    for name in type(first).model_fields:
+        values = [getattr(r, name) for r in responses]
+        if isinstance(values[0], list):
+            update[name] = [v for value in values for v in value]
+        elif isinstance(values[0], dict):
+            update[name] = {k: v for value in values for k, v in value.items()}
+    return first.model_copy(update=update)
+
+
+def call_model_batched(
+    ctx: PassContext,
+    report: PassReport,
+    call: ModelCall,
+    items: Sequence[Any],
+    render: Callable[[Sequence[Any]], tuple[str, Mapping[str, Any]]],
+    *,
+    what: str,
+    label: Callable[[Any], str] = str,
+) -> Any | None:
+    """The pass's model call over ``items`` (sessions, skills, patterns...), in batches sized to the window when the
+    whole prompt (``render(items)``: prompt and inputs) does not fit: each batch's prompt shows its items with the
+    fixed part of the prompt, and the answers add up (``combine_responses``). An item that does not fit even alone is
+    left out with a warning naming it (``items_over_window``). A plan over ``LlmMaxCallsPerPass`` calls fails the pass
+    before any call, with the figures, and so does a failed batch: nothing of a pass is applied half. An endpoint
+    that says a batch was too long makes the plan use smaller batches. Returns the combined answer, or None."""
+    budget = ctx.client.budget
+    system = ctx.client.request(call, "").system
+    if not budget.bounded or not items:
+        prompt, inputs = render(items)
+        return call_model(ctx, report, call, prompt, inputs)
+    limit = len(items)  # the largest batch, lowered when the endpoint says a batch was too long
+
+    def fits(batch: Sequence[Any]) -> bool:
+        return len(batch) <= limit and budget.fits(system, render(batch)[0])
+
+    while True:
+        batches, alone = plan_batches(fits, items)
+        if not batches:
+            report.fail(
+                f"not one of the {len(items)} {what} fits the model's window with the {call.name} directive "
+                f"({budget.describe()}); raise LlmContextTokens or lower LlmMaxTokens"
+            )
+            return None
+        if len(batches) > ctx.options.LlmMaxCallsPerPass:
+            report.fail(
+                f"the {len(items)} {what} need {len(batches)} calls to fit the model's window ({budget.describe()}), "
+                f"more than LlmMaxCallsPerPass {ctx.options.LlmMaxCallsPerPass}; nothing was sent — raise "
+                "LlmMaxCallsPerPass or LlmContextTokens"
+            )
+            return None
+        responses = []
+        for batch in batches:
+            prompt, inputs = render(batch)
+            response = call_model(ctx, report, call, prompt, inputs, shrinkable=len(batch) > 1)
+            if response is CONTEXT_EXCEEDED:
+                break
+            if response is None:
+                if responses:
+                    report.warn(f"batch {len(responses) + 1} of {len(batches)} failed; nothing of the pass applied")
+                return None
+            responses.append(response)
+        else:
+            break
+        limit = max(1, max(len(b) for b in batches) // 2)
+        report.count("context_exceeded_retries")
+        report.info(f"the endpoint said a batch of {what} did not fit; planning batches of at most {limit}")
+    if alone:
+        report.count("items_over_window", len(alone))
+        shown = ", ".join(label(i) for i in alone[:5]) + (" …" if len(alone) > 5 else "")
+        report.warn(
+            f"{len(alone)} of the {len(items)} {what} do not fit the model's window even alone ({budget.describe()}) "
+            f"and were left out: {shown}"
+        )
+    if len(batches) > 1:
+        report.counts["calls"] = len(batches)
+        report.info(f"the {len(items)} {what} were shown in {len(batches)} calls sized to the model's window")
+    return combine_responses(responses)
+
+
 def _spend_path(profile: AgentProfile):
     return profile.root / "token-spend.json"
 
@@ -190,23 +305,51 @@ def token_spend(ctx: PassContext) -> tuple[int, int]:
     return spend["cycles"].get(ctx.cycle_id, 0), spend["days"].get(ctx.now.date().isoformat(), 0)
 
 
-def token_budget_refusal(ctx: PassContext, estimate: int) -> str | None:
-    """Why a call of ``estimate`` prompt tokens would go over CycleTokenBudget or DailyTokenBudget (the pass is then
-    deferred whole, before anything is sent); None within budget or without one."""
+@dataclass(frozen=True)
+class BudgetRefusal:
+    """A call the token budgets refuse: which budget, its limit, what was spent, the call's estimate, and when the
+    pass can run again (the next cycle, or the next UTC day). A budget deferral is not retried with back-off."""
+
+    budget: str  # CycleTokenBudget or DailyTokenBudget
+    limit: int
+    spent: int
+    estimate: int
+    resumes: str  # "next cycle" or the next UTC midnight
+
+    scope: str = "the cycle"  # what the budget counts: the cycle, or the UTC day
+
+    @property
+    def reason(self) -> str:
+        when = "it runs next cycle" if self.resumes == "next cycle" else f"it runs again tomorrow (UTC, {self.resumes})"
+        return (
+            f"token budget: this call's prompt (about {self.estimate} tokens) would take {self.scope} past "
+            f"{self.budget} {self.limit} ({self.spent} spent); {when}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "budget",
+            "budget": self.budget,
+            "limit": self.limit,
+            "spent": self.spent,
+            "estimate": self.estimate,
+            "resumes": self.resumes,
+        }
+
+
+def token_budget_refusal(ctx: PassContext, estimate: int) -> BudgetRefusal | None:
+    """The refusal of a call of ``estimate`` prompt tokens that would go over CycleTokenBudget or DailyTokenBudget
+    (the pass is then deferred whole, before anything is sent); None within budget or without one."""
     opts = ctx.options
     if not (opts.CycleTokenBudget or opts.DailyTokenBudget):
         return None
     cycle, day = token_spend(ctx)
     if opts.CycleTokenBudget and cycle + estimate > opts.CycleTokenBudget:
-        return (
-            f"token budget: this call's prompt (about {estimate} tokens) would take the cycle past CycleTokenBudget "
-            f"{opts.CycleTokenBudget} ({cycle} spent); it runs next cycle"
-        )
+        return BudgetRefusal("CycleTokenBudget", opts.CycleTokenBudget, cycle, estimate, "next cycle")
     if opts.DailyTokenBudget and day + estimate > opts.DailyTokenBudget:
-        return (
-            f"token budget: this call's prompt (about {estimate} tokens) would take {ctx.now.date().isoformat()} past "
-            f"DailyTokenBudget {opts.DailyTokenBudget} ({day} spent); it runs again tomorrow (UTC)"
-        )
+        tomorrow = datetime.combine(ctx.now.astimezone(UTC).date() + timedelta(days=1), datetime.min.time(), UTC)
+        day_name = ctx.now.astimezone(UTC).date().isoformat()
+        return BudgetRefusal("DailyTokenBudget", opts.DailyTokenBudget, day, estimate, iso(tomorrow) or "", day_name)
     return None
 
 

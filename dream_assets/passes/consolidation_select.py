@@ -23,6 +23,11 @@ offered: the pass's own merges reshape the clusters of their neighbours, and wit
 reshaped cluster of untouched entries would be asked again. A settled cluster is offered again once its cooldown has
 passed (``ConsolidationSettledCooldown``, doubled for each further time it was left apart, at most 16 times), with
 a note in the prompt; such a re-offered cluster is merge-only (the pass ignores a removal of its members).
+
+A cluster too large for one call's window is offered in parts (``split_cluster``); each part is judged like a cluster
+by its own stamps. Its members shown in a part and the entries merged from a part carry the cluster's lineage
+(``consolidationSplitOf``), which joins them into one cluster on the next selection even when the scan no longer
+does: merged parts are themselves merged, and no part is left behind as a question never asked.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from dream_assets.model import MemoryEntry, iso, parse_ts
 from dream_assets.store.connection import StoreError
 from dream_assets.text.content_hash import stable_hash
 from dream_assets.text.similarity import DuplicateClusters
+from dream_assets.text.tokens import content_tokens
 
 #: Metadata key of the review stamp (spec: "consolidationReviewedHash in entry metadata").
 REVIEWED_KEY = "consolidationReviewedHash"
@@ -45,6 +51,9 @@ CLUSTER_LEFT_AT_KEY = "consolidationClusterLeftAt"
 CLUSTER_DECLINED_KEY = "consolidationClusterDeclined"
 #: Metadata of every entry a model call showed (and of the merged entries it wrote): which call, and when.
 REVIEWED_IN_KEY = "consolidationReviewedIn"
+#: Metadata of the entries of a cluster offered in parts (the members shown in a part, the entries merged from one):
+#: the cluster's lineage, so the merged parts are offered together again even when the scan no longer joins them.
+SPLIT_KEY = "consolidationSplitOf"
 #: The cooldown of a settled cluster doubles each time it is left apart again, up to this many times the option.
 COOLDOWN_MAX_FACTOR = 16
 
@@ -54,9 +63,10 @@ def cluster_set_id(ids: Sequence[str]) -> str:
     return stable_hash("consolidation-cluster-set", sorted(set(ids)))[:16]
 
 
-def reviewed_in_stamp(cycle_id: str, now: datetime) -> str:
-    """The value of ``consolidationReviewedIn`` for one model call: its time and cycle (one call per pass run)."""
-    return f"{iso(now)} {cycle_id}"
+def reviewed_in_stamp(cycle_id: str, now: datetime, call: int = 1) -> str:
+    """The value of ``consolidationReviewedIn`` for one model call: its time, cycle and, after the first, its number
+    within the pass run (a run that batches to the window makes several calls, each showing different entries)."""
+    return f"{iso(now)} {cycle_id}" + (f" #{call}" if call > 1 else "")
 
 
 def _shown_in_one_call(members: Sequence[MemoryEntry], cooldown: timedelta) -> datetime | None:
@@ -153,9 +163,16 @@ class Selection:
     scan_method: str = ""
     warnings: list[str] = field(default_factory=list)
     backlog: int = 0  # eligible but over the per-call cap: not shown, not stamped, next cycle
-    #: Open clusters that do not fit the call's token budget even alone: never split, never shown, said why.
+    #: Open clusters that cannot be shown even in parts (not two of their members fit one call): said why.
     too_large: list[list[str]] = field(default_factory=list)
     reoffered: list[list[str]] = field(default_factory=list)  # shown clusters that were settled before (merge-only)
+    #: Open clusters too large for one call alone, offered in parts (each part is a cluster line of its own).
+    split: int = 0
+    call: int = 1  # which call of the pass run shows it (set by the pass before the call)
+    #: Member id -> lineage (``SPLIT_KEY``) of the split cluster whose offered part it is in.
+    part_of: dict[str, str] = field(default_factory=dict)
+    #: The further calls of the same selection (``batches`` > 1), each with what it shows and what waits after it.
+    later: list[Selection] = field(default_factory=list)
 
     @property
     def withheld(self) -> int:
@@ -163,6 +180,72 @@ class Selection:
 
     def entries(self) -> list[MemoryEntry]:
         return list(self.eligible.values())
+
+
+def _with_lineage(clusters: Sequence[Sequence[str]], live: Sequence[MemoryEntry]) -> list[list[str]]:
+    """The scan's clusters, with the entries of one split cluster's lineage (``SPLIT_KEY``) and every cluster that
+    holds one of them joined into one: merged parts stay a question together. Members in corpus order, clusters by
+    their first member."""
+    lineages: dict[str, list[str]] = {}
+    for e in live:
+        if key := e.metadata.get(SPLIT_KEY):
+            lineages.setdefault(key, []).append(e.id)
+    groups = [ids for ids in lineages.values() if len(ids) >= 2]
+    if not groups:
+        return [list(c) for c in clusters]
+    parent: dict[str, str] = {}
+
+    def find(i: str) -> str:
+        parent.setdefault(i, i)
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for members in [*clusters, *groups]:
+        for i in members[1:]:
+            parent[find(i)] = find(members[0])
+        find(members[0])
+    joined: dict[str, list[str]] = {}
+    for e in live:
+        if e.id in parent:
+            joined.setdefault(find(e.id), []).append(e.id)
+    return [ids for ids in joined.values() if len(ids) >= 2]
+
+
+def split_cluster(
+    members: Sequence[str], cost: Callable[[str], int], budget: int, tokens: Callable[[str], set[str]]
+) -> list[list[str]]:
+    """Parts of a cluster too large for one call, each fitting ``budget`` and holding the most similar members
+    together: a part starts from the earliest member not placed yet and takes, while it fits, the member most
+    similar to the part (mean Jaccard over content tokens; ties by corpus order). A member over the budget alone,
+    and a last member with no partner left, is in no part (it may be shown on its own). Members keep corpus order."""
+    sets = {i: tokens(i) for i in members}
+
+    def similarity(a: str, b: str) -> float:
+        inter = len(sets[a] & sets[b])
+        return inter / (len(sets[a]) + len(sets[b]) - inter) if inter else 0.0
+
+    rest = [i for i in members if cost(i) <= budget]
+    order = {i: n for n, i in enumerate(members)}
+    parts: list[list[str]] = []
+    while len(rest) >= 2:
+        seed = rest.pop(0)
+        part, spent = [seed], cost(seed)
+        affinity = {i: similarity(seed, i) for i in rest}
+        while True:
+            fitting = [i for i in rest if spent + cost(i) <= budget]
+            if not fitting:
+                break
+            best = max(fitting, key=lambda i: (affinity[i], -order[i]))
+            part.append(best)
+            rest.remove(best)
+            spent += cost(best)
+            for i in rest:
+                affinity[i] += similarity(best, i)
+        if len(part) >= 2:
+            parts.append(sorted(part, key=order.__getitem__))
+    return parts
 
 
 def select_candidates(
@@ -176,6 +259,7 @@ def select_candidates(
     cost: Callable[[MemoryEntry], int] | None = None,
     budget: int | None = None,
     exclude: set[str] | frozenset[str] = frozenset(),
+    batches: int = 1,
 ) -> Selection:
     """Gate the live corpus. ``scan`` returns the near-duplicate clusters of the live corpus (the store's
     duplicate-candidate scan); when it raises, the selection is the unreviewed entries alone, with a warning.
@@ -185,24 +269,27 @@ def select_candidates(
     ``review_all`` (a forced run, asked for by a person) treats every entry as unreviewed, once. A settled cluster
     is offered again when ``now`` is past its cooldown (never without ``now``).
 
-    A cluster over the cap is never split, and the members of an open cluster left for a later cycle are not shown
-    on their own meanwhile, so what the model decides does not depend on the cap; when not even one cluster fits,
-    the first is shown whole anyway so the backlog always moves.
+    A cluster that fits one call is never split, and the members of an open cluster left for a later call are not
+    shown on their own meanwhile, so what the model decides does not depend on the cap; when not even one cluster
+    fits the entry cap, the first is shown whole anyway so the backlog always moves.
 
     ``budget`` (with ``cost``, an entry's tokens in the prompt) caps what one call shows in tokens, the same way: whole
-    clusters, then single entries, while the total fits. A cluster over the budget alone is never split and never
-    shown (``too_large``: its members wait, with the reason, until the window is raised); an entry over the budget
-    alone likewise waits."""
+    clusters, then single entries, while the total fits. A cluster over the budget alone is offered in parts
+    (``split_cluster``), each part a cluster of its own that is settled, re-offered or open by its own stamps; a merge
+    of a part is a normal merge, and the merged entry clusters with the rest on the next selection. A cluster of which
+    not two members fit one call is ``too_large`` (its members wait, with the reason, until the window is raised); an
+    entry over the budget alone likewise waits.
+
+    ``batches`` plans that many calls from one scan (each call's entries disjoint from the earlier ones'): the first
+    is the selection itself, the others ``later``; each one's ``backlog`` is what waits after it."""
     hashes = {e.id: review_hash(e) for e in live}
     by_id = {e.id: e for e in live}
     really_unreviewed = {e.id for e in live if not is_reviewed(e, hashes[e.id])}
     # ``exclude``: what an earlier call of the same run already showed (a forced run offers each entry once)
     unreviewed = (set(by_id) - exclude) if review_all else really_unreviewed
     warnings: list[str] = []
-    clusters: list[list[str]] = []
-    reoffered: list[list[str]] = []
-    settled = 0
     method = ""
+    found: DuplicateClusters | None = None
     try:
         found = scan()
     except StoreError:
@@ -212,87 +299,152 @@ def select_candidates(
             f"near-duplicate scan failed ({type(exc).__name__}: {exc}); only new or changed entries are "
             "eligible this cycle"
         )
-    else:
-        method = found.method
-        if found.warning:
-            warnings.append(found.warning)
-        for cluster in found.clusters:
-            members = [i for i in cluster if i in by_id]
-            if len(members) < 2:
-                continue
-            if any(i in unreviewed for i in members):
-                clusters.append(members)  # new or changed
-                continue
-            set_id = cluster_set_id(members)
-            entries = [by_id[i] for i in members]
-            if all(e.metadata.get(CLUSTER_SET_KEY) == set_id for e in entries):
-                until = _settled_until(entries, cooldown)
-            elif (until := _shown_in_one_call(entries, cooldown)) is None:
-                clusters.append(members)  # never shown together
-                continue
-            if now is not None and (until is None or now >= until):
-                clusters.append(members)
-                reoffered.append(members)
-            else:
-                settled += 1  # shown together and left apart: not asked again before its cooldown
-    eligible_ids: set[str] = set()
-    shown_clusters: list[list[str]] = []
-    held: set[str] = set()
-    cap = max_entries if max_entries and max_entries > 0 else None
     tokens = budget if budget is not None and cost is not None else None
-    spent = 0
     costs: dict[str, int] = {}
 
     def cost_of(ids: Iterable[str]) -> int:
         assert cost is not None
         return sum(costs.setdefault(i, cost(by_id[i])) for i in ids)
 
+    def judge(members: list[str]) -> str:
+        """open (new or changed, or never shown together), reoffered (settled, past its cooldown) or settled."""
+        if any(i in unreviewed for i in members):
+            return "open"
+        set_id = cluster_set_id(members)
+        entries = [by_id[i] for i in members]
+        if all(e.metadata.get(CLUSTER_SET_KEY) == set_id for e in entries):
+            until = _settled_until(entries, cooldown)
+        elif (until := _shown_in_one_call(entries, cooldown)) is None:
+            return "open"
+        return "reoffered" if now is not None and (until is None or now >= until) else "settled"
+
+    clusters: list[list[str]] = []  # what may be shown: whole clusters and the parts of split ones
+    reoffered: list[list[str]] = []
+    part_of: dict[str, str] = {}
+    in_parts: set[str] = set()  # members of an offered part or a too-large cluster: never shown on their own
+    waiting: list[list[str]] = []  # open clusters whose members wait when not shown
     too_large: list[list[str]] = []
-    for cluster in clusters:
-        if tokens is not None:
-            extra = cost_of(set(cluster) - eligible_ids)
-            if cost_of(cluster) > tokens:
-                too_large.append(cluster)
-                held.update(cluster)
+    settled = split = 0
+    if found is not None:
+        method = found.method
+        if found.warning:
+            warnings.append(found.warning)
+        for cluster in _with_lineage(found.clusters, live):
+            members = [i for i in cluster if i in by_id]
+            if len(members) < 2:
                 continue
-            if spent + extra > tokens:
-                held.update(cluster)
+            if tokens is not None and cost_of(members) > tokens:
+                parts = split_cluster(
+                    members, lambda i: cost_of([i]), tokens, lambda i: content_tokens(by_id[i].content)
+                )
+                if not parts:
+                    if judge(members) != "settled":
+                        too_large.append(members)
+                        in_parts.update(members)  # never shown on their own either
+                    else:
+                        settled += 1
+                    continue
+                verdicts = [(part, judge(part)) for part in parts]
+                offered = [(part, verdict) for part, verdict in verdicts if verdict != "settled"]
+                if not offered:
+                    settled += 1
+                    continue
+                split += 1
+                lineage = min(
+                    (by_id[i].metadata[SPLIT_KEY] for i in members if by_id[i].metadata.get(SPLIT_KEY)),
+                    default=cluster_set_id(members),
+                )
+                for part, verdict in offered:
+                    part_of.update(dict.fromkeys(part, lineage))
+                    clusters.append(part)
+                    in_parts.update(part)
+                    if verdict == "reoffered":
+                        reoffered.append(part)
+                if any(i in really_unreviewed for i in members):
+                    waiting.append(members)
                 continue
-        if cap is not None and len(eligible_ids | set(cluster)) > cap and (eligible_ids or shown_clusters):
-            held.update(cluster)
-            continue
-        if tokens is not None:
-            spent += cost_of(set(cluster) - eligible_ids)
-        eligible_ids.update(cluster)
-        shown_clusters.append(cluster)
-    for e in live:
-        if (
-            e.id in unreviewed
-            and e.id not in held
-            and e.id not in eligible_ids
-            and (cap is None or len(eligible_ids) < cap)
-        ):
+            verdict = judge(members)
+            if verdict == "settled":
+                settled += 1  # shown together and left apart: not asked again before its cooldown
+                continue
+            clusters.append(members)
+            if verdict == "reoffered":
+                reoffered.append(members)
+    cap = max_entries if max_entries and max_entries > 0 else None
+    # Only what is really new or changed waits for a later cycle: what a forced run leaves unshown stays reviewed.
+    waiting += [c for c in clusters + too_large if not review_all or any(i in really_unreviewed for i in c)]
+    must_review = really_unreviewed | {i for c in waiting for i in c}
+    position = {e.id: n for n, e in enumerate(live)}
+    clustered = in_parts.union(*clusters) if clusters else set(in_parts)
+    # Single new or changed entries, in corpus order: the first call takes every one that still fits after the
+    # clusters; each later call takes them in order while they fit (one pass over the corpus for all the calls).
+    singles = [e.id for e in live if e.id in unreviewed and e.id not in clustered]
+    pending = list(clusters)  # whole clusters and parts not shown yet, in scan order
+    placed: set[str] = set()  # shown by an earlier batch of this selection
+    reviewed_so_far = 0  # of must_review, how many the batches so far show
+    planned: list[Selection] = []
+    for _ in range(max(1, batches)):
+        eligible_ids: set[str] = set()
+        shown_clusters: list[list[str]] = []
+        spent = 0
+        waiting_clusters = []
+        for cluster in pending:
+            fits = True
             if tokens is not None:
-                extra = cost_of([e.id])
+                extra = cost_of(cluster)
+                fits = extra <= tokens and spent + extra <= tokens
+            if fits and cap is not None and len(eligible_ids) + len(cluster) > cap and eligible_ids:
+                fits = False
+            if not fits:
+                waiting_clusters.append(cluster)
+                continue
+            if tokens is not None:
+                spent += cost_of(cluster)
+            eligible_ids.update(cluster)
+            shown_clusters.append(cluster)
+        pending = waiting_clusters
+        left = []
+        for n, i in enumerate(singles):
+            if cap is not None and len(eligible_ids) >= cap:
+                left.extend(singles[n:])
+                break
+            if tokens is not None:
+                extra = cost_of([i])
+                if extra > tokens:
+                    continue  # over the budget alone: it waits, with the window as it is
                 if spent + extra > tokens:
+                    if planned:  # a later call stops at the first entry that does not fit
+                        left.extend(singles[n:])
+                        break
+                    left.append(i)
                     continue
                 spent += extra
-            eligible_ids.add(e.id)
-    # Only what is really new or changed waits for a later cycle: what a forced run leaves unshown stays reviewed.
-    waiting = [c for c in clusters if not review_all or any(i in really_unreviewed for i in c)]
-    backlog = len((really_unreviewed | {i for c in waiting for i in c}) - eligible_ids)
-    # Keep corpus order (created_at, id) so everything downstream is deterministic.
-    eligible = {e.id: e for e in live if e.id in eligible_ids}
-    return Selection(
-        live=len(live),
-        eligible=eligible,
-        shown_hash={i: hashes[i] for i in eligible},
-        clusters=shown_clusters,
-        unreviewed=len(really_unreviewed),
-        settled_clusters=settled,
-        scan_method=method,
-        warnings=warnings,
-        backlog=backlog,
-        reoffered=[c for c in reoffered if c in shown_clusters],
-        too_large=too_large,
-    )
+            eligible_ids.add(i)
+        singles = left
+        if planned and not eligible_ids:
+            break
+        placed |= eligible_ids
+        reviewed_so_far += len(eligible_ids & must_review)
+        # Keep corpus order (created_at, id) so everything downstream is deterministic.
+        eligible = {i: by_id[i] for i in sorted(eligible_ids, key=position.__getitem__)}
+        planned.append(
+            Selection(
+                live=len(live),
+                eligible=eligible,
+                shown_hash={i: hashes[i] for i in eligible},
+                clusters=shown_clusters,
+                unreviewed=len(really_unreviewed),
+                settled_clusters=settled,
+                scan_method=method,
+                warnings=warnings,
+                backlog=len(must_review) - reviewed_so_far,
+                reoffered=[c for c in reoffered if c in shown_clusters],
+                too_large=too_large,
+                split=split,
+                part_of={i: part_of[i] for i in eligible if i in part_of},
+            )
+        )
+        if not pending and not singles:
+            break
+    planned[0].later = planned[1:]
+    return planned[0]

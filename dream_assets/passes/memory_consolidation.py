@@ -9,11 +9,13 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
 2. Gate the candidates (consolidation_select.py): only new or changed entries and open near-duplicate clusters are
    shown. The lookup used to apply the answer is keyed on that eligible set, so an id the model invents or remembers
    resolves to nothing. Nothing eligible: no model call.
-3. One model call (the store is not held meanwhile). Every string of the answer is checked before anything is
-   applied (model_text.py): an item with a lone surrogate, a control character, an over-long or blank text, or a
-   malformed category or tag is rejected with its reason (``invalid_items``, an ``invalid-item`` row in the changes
-   table) and the rest of the answer applies; ids that are not strings or not usable (``invalid_ids``), repeated
-   within one list (``duplicate_ids``) or not shown this cycle (``ignored_ids``) are ignored with a count.
+3. Model calls sized to the window, planned from one scan (a near-duplicate cluster too large for one call is
+   offered in parts of its most similar members; consolidation_select.py); the store is not held meanwhile.
+   Every string of the answer is checked before anything is applied (model_text.py): an item with a lone
+   surrogate, a control character, an over-long or blank text, or a malformed category or tag is rejected with
+   its reason (``invalid_items``, an ``invalid-item`` row in the changes table) and the rest of the answer
+   applies; ids that are not strings or not usable (``invalid_ids``), repeated within one list
+   (``duplicate_ids``) or not shown this cycle (``ignored_ids``) are ignored with a count.
 4. For each merge: the coverage check (every name, acronym, multi-digit number and date of the sources must
    survive), the content check (every source sentence keeps most of its content words, ``dropped_content``: a
    dropped sentence or a sentence rewritten down to half its words fails it) and the invented-specifics check (no
@@ -83,6 +85,7 @@ from dream_assets.passes.consolidation_select import (
     CLUSTER_SET_KEY,
     REVIEWED_IN_KEY,
     REVIEWED_KEY,
+    SPLIT_KEY,
     Selection,
     cooldown_for,
     is_reviewed,
@@ -447,7 +450,7 @@ def _apply_merge(
                 if is_reviewed(twin):
                     stamps = {REVIEWED_KEY: review_hash(merged)}
                     if twin.id in selection.eligible:
-                        stamps[REVIEWED_IN_KEY] = reviewed_in_stamp(ctx.cycle_id, ctx.now)
+                        stamps[REVIEWED_IN_KEY] = reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call)
                     merged = merged.with_(metadata={**merged.metadata, **stamps})
                 merged = memories.replace(merged)
                 ctx.record(
@@ -471,11 +474,13 @@ def _apply_merge(
                 )
                 # The merged text was judged this cycle against every source: stamp it reviewed so the next cycle
                 # does not re-ask the model about its own answer. Any later write re-opens it.
+                lineage = next((selection.part_of[i] for i in ids if i in selection.part_of), None)
                 merged = merged.with_(
                     metadata={
                         **merged.metadata,
                         REVIEWED_KEY: review_hash(merged),
-                        REVIEWED_IN_KEY: reviewed_in_stamp(ctx.cycle_id, ctx.now),
+                        REVIEWED_IN_KEY: reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call),
+                        **({SPLIT_KEY: lineage} if lineage else {}),
                     }
                 )
                 merged = memories.put(merged)
@@ -774,7 +779,7 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
     re-offered cluster left apart again is declined once more, and its cooldown grows). The stamps and their
     change-log rows are one write."""
     updates: dict[str, dict[str, str]] = {}
-    shown_in = reviewed_in_stamp(ctx.cycle_id, ctx.now)
+    shown_in = reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call)
     for i, shown_entry in selection.eligible.items():
         if i in state.archived or i in state.untouched:
             continue
@@ -784,6 +789,8 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
         if shown_entry.metadata.get(REVIEWED_IN_KEY) != shown_in:
             update[REVIEWED_IN_KEY] = shown_in
         update.update(state.rejected_stamps.get(i, {}))
+        if i in selection.part_of and shown_entry.metadata.get(SPLIT_KEY) != selection.part_of[i]:
+            update[SPLIT_KEY] = selection.part_of[i]  # shown in a part: its cluster's lineage, asked together again
         if update:
             updates[i] = update
     for cluster in selection.clusters:
@@ -1081,11 +1088,13 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     shrink = 1.0
     selection = None
     shown: set[str] = set()
+    max_calls = ctx.options.LlmMaxCallsPerPass
     while True:
         items_budget = None
         if budget.bounded:
             items_budget = int((budget.prompt_limit - fixed) * shrink)
-        selection = select_candidates(
+        # One scan plans the calls left (disjoint batches); the next scan sees what their merges made.
+        planned = select_candidates(
             live,
             _scan(ctx, report),
             ctx.options.ConsolidationMaxEntriesPerCall,
@@ -1095,7 +1104,15 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             exclude=shown,
             cost=_entry_tokens(budget.count) if items_budget is not None else None,
             budget=max(0, items_budget) if items_budget is not None else None,
+            batches=max(1, max_calls - calls) if budget.bounded else 1,
         )
+        selection = planned
+        if planned.split and planned.eligible:
+            report.counts["split_clusters"] = report.counts.get("split_clusters", 0) + planned.split
+            report.info(
+                f"{planned.split} near-duplicate cluster(s) too large for one call ({budget.describe()}) offered in "
+                "parts of the most similar members; each merged part joins the rest of its cluster on a later call"
+            )
         if calls == 0:
             report.extra["select_s"] = round(time.perf_counter() - started, 3)
             for warning in selection.warnings:
@@ -1103,39 +1120,46 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             _count_selection(report, selection, live, previous)
         if not selection.eligible and not (fresh_corrections and calls == 0):
             break
-        entries = selection.entries()
-        prompt = render_memory_consolidation(
-            entries, selection.clusters, feedback, ctx.now, reoffered=selection.reoffered
-        )
-        if budget.bounded and not budget.fits(system, prompt) and len(entries) > 1:
-            shrink *= 0.8  # the per-entry estimate was short (cluster lines, framing): a smaller batch
-            continue
-        inputs = {
-            "entries": [_entry_input(e) for e in entries],
-            "clusters": selection.clusters,
-            "feedback": feedback,
-            "reoffered": selection.reoffered,
-        }
-        report.extra["prompt_chars"] = max(len(prompt), int(report.extra.get("prompt_chars", 0)))
-        report.counts["prompt_chars"] = report.counts.get("prompt_chars", 0) + len(prompt)
-        response = call_model(ctx, report, SPEC.model_call, prompt, inputs, shrinkable=len(entries) > 1)
-        if response is CONTEXT_EXCEEDED:
-            shrink *= 0.5
-            report.count("context_exceeded_retries")
-            report.info(f"the endpoint said the prompt of {len(entries)} entries did not fit; retrying with half")
-            continue
-        if response is None:
-            if calls:  # earlier batches of this run are applied and reviewed: they stay; the rest waits
-                report.warn(f"batch {calls + 1} failed after {calls} applied; the rest waits for the next cycle")
-            return report  # failed or deferred: nothing of this batch applied, nothing stamped, retried next cycle
-        assert isinstance(response, MemoryConsolidationResponse)
-        _apply(ctx, report, selection, vocab, response)
-        calls += 1
-        report.counts["calls"] = calls
-        shrink = 1.0
-        shown.update(selection.eligible)  # a forced or switched run offers every entry once, over its batches
+        redo = False
+        for batch in [planned, *planned.later]:
+            entries = batch.entries()
+            prompt = render_memory_consolidation(entries, batch.clusters, feedback, ctx.now, reoffered=batch.reoffered)
+            if budget.bounded and not budget.fits(system, prompt) and len(entries) > 1:
+                shrink *= 0.8  # the per-entry estimate was short (cluster lines, framing): a smaller batch
+                redo = True
+                break
+            inputs = {
+                "entries": [_entry_input(e) for e in entries],
+                "clusters": batch.clusters,
+                "feedback": feedback,
+                "reoffered": batch.reoffered,
+            }
+            report.extra["prompt_chars"] = max(len(prompt), int(report.extra.get("prompt_chars", 0)))
+            report.counts["prompt_chars"] = report.counts.get("prompt_chars", 0) + len(prompt)
+            response = call_model(ctx, report, SPEC.model_call, prompt, inputs, shrinkable=len(entries) > 1)
+            if response is CONTEXT_EXCEEDED:
+                shrink *= 0.5
+                report.count("context_exceeded_retries")
+                report.info(f"the endpoint said the prompt of {len(entries)} entries did not fit; retrying with half")
+                redo = True
+                break
+            if response is None:
+                if calls:  # earlier batches of this run are applied and reviewed: they stay; the rest waits
+                    report.warn(f"batch {calls + 1} failed after {calls} applied; the rest waits for the next cycle")
+                return report  # failed or deferred: nothing of this batch applied, nothing stamped, retried next cycle
+            assert isinstance(response, MemoryConsolidationResponse)
+            batch.call = calls + 1
+            _apply(ctx, report, batch, vocab, response)
+            calls += 1
+            report.counts["calls"] = calls
+            selection = batch
+            shown.update(batch.eligible)  # a forced or switched run offers every entry once, over its batches
+            if calls >= max_calls:
+                break
+        if not redo:
+            shrink = 1.0
         live = memories.list_live()
-        if calls >= ctx.options.LlmMaxCallsPerPass or not budget.bounded:
+        if calls >= max_calls or not budget.bounded:
             break
     assert selection is not None
     if selection.too_large:
@@ -1143,7 +1167,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         report.counts["too_large_clusters"] = len(selection.too_large)
         report.warn(
             f"{len(selection.too_large)} near-duplicate cluster(s) (of {sizes} entries) do not fit one call "
-            f"({budget.describe()}) and are never split: they wait until LlmContextTokens is raised or "
+            f"({budget.describe()}) even two members at a time: they wait until LlmContextTokens is raised or "
             "LlmMaxTokens lowered"
         )
     remaining = selection.backlog if calls else report.counts.get("backlog", 0)
@@ -1183,7 +1207,10 @@ COUNTS = {
     "backlog": "unreviewed or clustered entries over the per-call cap, left for the next cycles",
     "clusters": "open near-duplicate clusters shown to the model",
     "calls": "model calls the review took: the eligible entries are offered in batches that fit LlmContextTokens",
-    "too_large_clusters": "near-duplicate clusters too large for one call's window alone, left waiting with a warning",
+    "too_large_clusters": "near-duplicate clusters of which not even two members fit one call's window, left waiting "
+    "with a warning",
+    "split_clusters": "near-duplicate clusters too large for one call's window alone, offered in parts (counted "
+    "once per selection that offered them)",
     "settled_clusters": "near-duplicate clusters withheld because every member is reviewed and unchanged",
     "reoffered": "shown clusters that had settled before (offered for a merge only, never a removal)",
     "created_since_last_run": "live entries created after the last completed run",

@@ -160,6 +160,8 @@ def outcome_record(report: PassReport, *, now: datetime, cycle_id: str) -> dict[
         "fingerprint": report.extra.get("fingerprint"),
         # A deferred pass: which deferral in a row this is and when it is retried (passes/deferral.py).
         "deferral": report.extra.get("deferral"),
+        # A pass deferred by a token budget: which budget, its figures, and when it can run (not retried before).
+        "budget_deferral": report.extra.get("budget_deferral"),
     }
 
 

@@ -46,7 +46,7 @@ from typing import Any
 from dream_assets.llm.contracts import ModelCall, PreferenceInferenceResponse
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_preference_inference
-from dream_assets.passes.common import call_model, note_malformed
+from dream_assets.passes.common import call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
 from dream_assets.passes.model_text import problem, shown
@@ -181,8 +181,12 @@ def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> No
     feedback = _recent_feedback(ctx, report)
     turns = sum(len(t) for t in sessions.values())
     report.counts.update({"sessions": len(sessions), "turns": turns, "feedback_signals": len(feedback)})
-    prompt = render_preference_inference(sessions, feedback)
-    response = call_model(ctx, report, SPEC.model_call, prompt, {"sessions": sessions, "feedback": feedback})
+
+    def render(ids):
+        shown = {sid: sessions[sid] for sid in ids}
+        return render_preference_inference(shown, feedback), {"sessions": shown, "feedback": feedback}
+
+    response = call_model_batched(ctx, report, SPEC.model_call, list(sessions), render, what="sessions")
     if response is None:
         return
     if response.to_delete:

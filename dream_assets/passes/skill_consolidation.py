@@ -35,7 +35,7 @@ from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_skill_consolidation
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
-from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.common import call_model_batched, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import IdCheck, check_ids, problem, shown
 from dream_assets.passes.report import PassReport
@@ -110,24 +110,45 @@ def consolidate_skills(ctx: PassContext) -> PassReport:
     pairs = co_used_pairs(session_skills(usage.events), opts.SkillCoUsedPairs, known=names)
     clusters = prefix_clusters(names)
     window_days = opts.SkillUsageWindow.total_seconds() / 86400
-    prompt = render_skill_consolidation(skills, counts, sparse, pairs, clusters, window_days=window_days)
     report.counts.update({"sparse": len(sparse), "co_used_pairs": len(pairs), "prefix_clusters": len(clusters)})
-    inputs = {
-        "skills": [
-            {
-                "name": s.name,
-                "summary": s.summary,
-                "content": s.content,
-                "seeAlso": list(s.see_also),
-                "uses": counts.get(s.name, 0),
-                "sparse": s.name in sparse,
-            }
-            for s in skills
-        ],
-        "co_used": [[a, b, n] for a, b, n in pairs],
-        "prefix_clusters": clusters,
-    }
-    response = call_model(ctx, report, SPEC.model_call, prompt, inputs)
+
+    def render(batch):
+        # a batch shows its skills with the pairs and prefix clusters among them (skills that belong together are
+        # next to each other: in name order, a prefix cluster is one run of the catalog)
+        shown = {s.name for s in batch}
+        batch_pairs = [p for p in pairs if p[0] in shown and p[1] in shown]
+        batch_clusters = {
+            prefix: kept for prefix, members in clusters.items() if len(kept := [n for n in members if n in shown]) > 1
+        }
+        prompt = render_skill_consolidation(
+            batch, counts, sparse & shown, batch_pairs, batch_clusters, window_days=window_days
+        )
+        inputs = {
+            "skills": [
+                {
+                    "name": s.name,
+                    "summary": s.summary,
+                    "content": s.content,
+                    "seeAlso": list(s.see_also),
+                    "uses": counts.get(s.name, 0),
+                    "sparse": s.name in sparse,
+                }
+                for s in batch
+            ],
+            "co_used": [[a, b, n] for a, b, n in batch_pairs],
+            "prefix_clusters": batch_clusters,
+        }
+        return prompt, inputs
+
+    response = call_model_batched(
+        ctx,
+        report,
+        SPEC.model_call,
+        sorted(skills, key=lambda s: s.name),
+        render,
+        what="skills",
+        label=lambda s: s.name,
+    )
     if response is None:
         return report
     assert isinstance(response, SkillConsolidationResponse)

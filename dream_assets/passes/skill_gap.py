@@ -37,7 +37,7 @@ from dream_assets.llm.prompts import render_skill_gap
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName, validate_skill_name
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.common import call_model_batched, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
 from dream_assets.passes.model_text import shown as shown_text
@@ -197,12 +197,13 @@ def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[Conve
     fingerprint = stable_hash(PASS, prompt)
     if gate_says_skip(ctx, PASS, fingerprint, report):
         return report
-    inputs = {
-        "sessions": session_json,
-        "skills": [s.name for s in live],
-        "recurring_terms": [[t, n] for t, n in terms],
-    }
-    response = call_model(ctx, report, SPEC.model_call, prompt, inputs)
+
+    def render(ids):
+        shown = {sid: session_json[sid] for sid in ids}
+        inputs = {"sessions": shown, "skills": [s.name for s in live], "recurring_terms": [[t, n] for t, n in terms]}
+        return render_skill_gap(shown, live, terms), inputs
+
+    response = call_model_batched(ctx, report, SPEC.model_call, list(session_json), render, what="sessions")
     if response is None:
         return report
 

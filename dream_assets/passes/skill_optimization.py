@@ -36,7 +36,7 @@ from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_skill_optimization
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
-from dream_assets.passes.common import call_model, gate_says_skip, stamp
+from dream_assets.passes.common import call_model_batched, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
@@ -176,12 +176,20 @@ def optimize_skills(ctx: PassContext) -> PassReport:
                 "concrete steps, examples and edge cases."
             )
         at_risk.append((skill, context))
-    prompt = render_skill_optimization(at_risk, found.sparse)
-    inputs = {
-        "at_risk": [{"name": s.name, "content": s.content, "context": c} for s, c in at_risk],
-        "sparse": [{"name": s.name, "content": s.content} for s in found.sparse],
-    }
-    response = call_model(ctx, report, SPEC.model_call, prompt, inputs)
+
+    def render(items):
+        risky = [(s, c) for kind, s, c in items if kind == "at_risk"]
+        sparse = [s for kind, s, _ in items if kind == "sparse"]
+        inputs = {
+            "at_risk": [{"name": s.name, "content": s.content, "context": c} for s, c in risky],
+            "sparse": [{"name": s.name, "content": s.content} for s in sparse],
+        }
+        return render_skill_optimization(risky, sparse), inputs
+
+    items = [("at_risk", s, c) for s, c in at_risk] + [("sparse", s, []) for s in found.sparse]
+    response = call_model_batched(
+        ctx, report, SPEC.model_call, items, render, what="skills", label=lambda item: item[1].name
+    )
     if response is None:
         return report
     assert isinstance(response, SkillConsolidationResponse)

@@ -171,12 +171,14 @@ class PassSpec:
 
 def record_pass_outcome(ctx: PassContext, report: PassReport) -> PassReport:
     """Record the pass's last outcome in the profile; a skipped report gets its last completed counts (the live
-    memory and skill counts measured now). A deferred report gets its retry time (passes/deferral.py): the pass is
-    retried with back-off, not at the next cycle."""
+    memory and skill counts measured now). A report deferred by the agent's busy model gets its retry time
+    (passes/deferral.py): the pass is retried with back-off, not at the next cycle. One deferred by a token budget
+    does not: it runs with the next cycle (or UTC day), and the retry sensor never requests it."""
     switched = report.extra.get("model_switch")
     if switched and report.status not in ("skipped",) and "model switch" not in report.summary:
         report.summary = f"{report.summary} (model switch: {switched})"
-    if report.status == "deferred":
+    if report.status == "deferred" and "budget_deferral" not in report.extra:
+        # busy: retried with back-off; a budget deferral waits for the next cycle or UTC day instead
         note_deferral(report, load_outcome(ctx.profile, report.pass_name), ctx.options, ctx.now)
     measured = {
         "live": lambda: ctx.store.memories.counts()["live"],

@@ -28,7 +28,7 @@ from dream_assets.llm.contracts import ModelCall, TierRoutingResponse
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_tier_routing
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model, gate_says_skip, note_malformed, stamp
+from dream_assets.passes.common import call_model_batched, gate_says_skip, note_malformed, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem
 from dream_assets.passes.preference_inference import save_memory_recorded
@@ -140,8 +140,12 @@ def review_tier_routing(ctx: PassContext) -> PassReport:
     if gate_says_skip(ctx, PASS, fingerprint, report):
         return report
 
-    prompt = render_tier_routing(stats, days)
-    response = call_model(ctx, report, SPEC.model_call, prompt, {"tier_stats": stats, "window_days": days})
+    def render(tiers):
+        return render_tier_routing(tiers, days), {"tier_stats": list(tiers), "window_days": days}
+
+    response = call_model_batched(
+        ctx, report, SPEC.model_call, list(stats), render, what="tiers", label=lambda s: str(s.get("tier"))
+    )
     if response is None:
         return report
     for key in ("created", "reinforced", "extended", "rejected"):

@@ -46,7 +46,7 @@ from dream_assets.llm.offline import answer_wisp_failure_analysis
 from dream_assets.llm.prompts import render_wisp_failures
 from dream_assets.model import Skill, iso, utc
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model, gate_says_skip, note_malformed, stamp
+from dream_assets.passes.common import call_model_batched, gate_says_skip, note_malformed, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
@@ -280,6 +280,10 @@ def no_wisp_log(ctx: PassContext) -> str | None:
     return None if log_exists(ctx.profile, LOG) else "no wisp execution log (logs/wisp-executions.jsonl is absent)"
 
 
+def _item_label(item: Any) -> str:
+    return str(item.get("description", "") if isinstance(item, dict) else getattr(item, "description", item))
+
+
 def analyse_wisp_failures(ctx: PassContext) -> PassReport:
     """The pass, after the shared opening (enabled, wisp execution log present: PassSpec.attempt)."""
     report = PassReport(PASS)
@@ -316,21 +320,29 @@ def analyse_wisp_failures(ctx: PassContext) -> PassReport:
     failure_inputs = [failure_input(g) for g in failures]
     success_inputs = [success_input(g) for g in promotions]
     candidates = [c for c in (promotion_candidate(g) for g in promotions) if c is not None]
-    prompt = render_wisp_failures(failure_inputs, success_inputs) + render_promotion_candidates(candidates)
-    response = call_model(
-        ctx,
-        report,
-        SPEC.model_call,
-        prompt,
-        {
-            "failure_patterns": failure_inputs,
-            "success_patterns": success_inputs,
+
+    def render(items):
+        failed = [x for kind, x in items if kind == "failure"]
+        succeeded = [x for kind, x in items if kind == "success"]
+        promotable = [x for kind, x in items if kind == "candidate"]
+        inputs = {
+            "failure_patterns": failed,
+            "success_patterns": succeeded,
             "promotion_candidates": [
                 {"description": c.description, "definition_hash": c.definition_hash, "created_at": iso(c.created_at)}
-                for c in candidates
+                for c in promotable
             ],
             "window_days": float(days),
-        },
+        }
+        return render_wisp_failures(failed, succeeded) + render_promotion_candidates(promotable), inputs
+
+    items = (
+        [("failure", x) for x in failure_inputs]
+        + [("success", x) for x in success_inputs]
+        + [("candidate", c) for c in candidates]
+    )
+    response = call_model_batched(
+        ctx, report, SPEC.model_call, items, render, what="patterns", label=lambda item: _item_label(item[1])
     )
     if response is None:
         return report
