@@ -3,7 +3,7 @@ simulated small model with and without the contract's JSON schema.
 
     nice -n 10 .venv/bin/python benchmarks/models.py --quick   # 1,000 entries (CI: a test runs this)
     nice -n 10 .venv/bin/python benchmarks/models.py           # 1,000 and 100,000 entries (long)
-    nice -n 10 .venv/bin/python benchmarks/models.py --entries 100000 --windows 32768 --no-parse   # one of them
+    nice -n 10 .venv/bin/python benchmarks/models.py --entries 100000 --windows 32768,131072 --no-parse   # one of them
 
 A first review plans all of a run's calls from one near-duplicate scan, so its cost grows with the corpus and the
 merges, not with calls x corpus: 10,000 entries take about 70 s of CPU at an 8k window (185 calls); 100,000 about
@@ -84,11 +84,24 @@ def parse_failures(calls: int) -> None:
         emit(f"models.parse_failure_rate.{name}", calls, round(failed / calls, 3), "ratio")
 
 
+def _sizes(text: str) -> list[int]:
+    """A comma-separated list of positive whole numbers, as ``--entries 1000,100000``."""
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive numbers: {text!r}")
+    return sizes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000 entries only, 60 parse calls")
-    parser.add_argument("--entries", type=int, nargs="+", help="corpus sizes (default 1,000 and 100,000)")
-    parser.add_argument("--windows", type=int, nargs="+", help=f"context windows (default {WINDOWS})")
+    parser.add_argument("--entries", type=_sizes, help="comma-separated corpus sizes (default 1000,100000)")
+    parser.add_argument(
+        "--windows", type=_sizes, help="comma-separated context windows (default " + ",".join(map(str, WINDOWS)) + ")"
+    )
     parser.add_argument("--no-parse", action="store_true", help="skip the parse-failure figures")
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # the refused answers of the small model are the point, not noise to print
