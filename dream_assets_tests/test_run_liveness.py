@@ -153,3 +153,45 @@ def test_a_claim_that_lost_the_race_to_create_the_pools_limit_row_claims_again(i
 
     with SlotWait(instance, timeout_s=TIMEOUT_S) as wait, pytest.raises(RuntimeError, match="away"):
         wait._claim(broken, "llm", "run-b", "memory_consolidation", None)  # any other error is the step's failure
+
+
+def test_every_run_creates_the_pools_limit_row_before_a_claim_and_a_lost_race_or_a_failure_never_fails_it(
+    tmp_path, caplog
+) -> None:
+    """On a fresh PostgreSQL instance two runs' first claims both insert the `llm` pool's limit row, and Dagster fails
+    the loser's step (one agent's cycle lost in a fleet). Each run makes the row at its start instead: with the
+    deployment's default limit it is there before any claim; a run that lost that race, or cannot reach the
+    database, goes on (its claim reports a real failure)."""
+    from dream_assets.orchestration.run_liveness import LLM_POOL, ensure_pool_rows
+
+    overrides = {"concurrency": {"pools": {"default_limit": 1}}}
+    with dg.instance_for_test(temp_dir=str(tmp_path), overrides=overrides) as instance:
+        storage = instance.event_log_storage
+        assert LLM_POOL not in {pool.name for pool in storage.get_pool_limits()}
+
+        class IntegrityError(Exception):  # what SQLAlchemy raises for the violated unique key, by name
+            pass
+
+        def lost_race(key: str) -> bool:
+            raise IntegrityError('duplicate key value violates unique constraint "concurrency_limits_concurrency_key"')
+
+        real = storage.initialize_concurrency_limit_to_default
+        storage.initialize_concurrency_limit_to_default = lost_race  # type: ignore[method-assign]
+        ensure_pool_rows(instance)  # another run is making the row: nothing raised
+        storage.initialize_concurrency_limit_to_default = real  # type: ignore[method-assign]
+
+        ensure_pool_rows(instance)
+        (pool,) = [pool for pool in storage.get_pool_limits() if pool.name == LLM_POOL]
+        assert pool.limit == 1 and pool.from_default
+        assert storage.claim_concurrency_slot(LLM_POOL, "run-a", "memory_consolidation").is_claimed
+
+        storage.set_concurrency_slots(LLM_POOL, 2)  # an operator's own limit stays
+        ensure_pool_rows(instance)
+        assert [pool.limit for pool in storage.get_pool_limits() if pool.name == LLM_POOL] == [2]
+
+        def away() -> list:
+            raise RuntimeError("the database is away")
+
+        storage.get_pool_limits = away  # type: ignore[method-assign]
+        ensure_pool_rows(instance)
+        assert "could not prepare" in caplog.text and "away" in caplog.text

@@ -16,6 +16,7 @@ from dream_assets.orchestration.metadata import label_metadata, report_metadata,
 from dream_assets.orchestration.partitions import agents_partitions
 from dream_assets.orchestration.pass_checks import COMPLETED_CHECK, completed_check, fail_run_if_passes_failed
 from dream_assets.orchestration.resources import ModelResource
+from dream_assets.orchestration.run_liveness import LLM_POOL
 from dream_assets.orchestration.run_tags import USES_MODEL_TAG, forced_reason
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, PassSpec
@@ -76,7 +77,7 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
         description=asset_description(spec),
         partitions_def=agents_partitions,
         deps=pass_deps(spec),
-        pool="llm" if spec.uses_model else None,
+        pool=LLM_POOL if spec.uses_model else None,
         kinds={"python", "llm"} if spec.uses_model else {"python"},
         tags=stage_tags(spec.group),
         metadata=label_metadata(spec.description.split(" — ")[0]),

@@ -48,8 +48,9 @@ class DreamDeployment(dg.ConfigurableResource):
         self._cycle_hold = self._hold_cycle(run)
         if instance is None or instance.is_ephemeral:
             return
-        from dream_assets.orchestration.run_liveness import RunHeartbeat, heartbeat_interval
+        from dream_assets.orchestration.run_liveness import RunHeartbeat, ensure_pool_rows, heartbeat_interval
 
+        ensure_pool_rows(instance)
         self._heartbeat = RunHeartbeat(instance, run.run_id, heartbeat_interval(self.run_timeout_s())).start()
 
     def _hold_cycle(self, run: dg.DagsterRun) -> Any:

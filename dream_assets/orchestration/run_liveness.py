@@ -45,6 +45,40 @@ HEARTBEAT_TAG = "dream/heartbeat"
 _HOST = socket.gethostname()
 
 
+#: The instance pool every model step claims a slot of (one model call at a time per instance by default).
+LLM_POOL = "llm"
+
+
+def ensure_pool_rows(instance: dg.DagsterInstance, pools: tuple[str, ...] = (LLM_POOL,)) -> None:
+    """Create each pool's default limit row before any step of the run claims a slot of it.
+
+    A step's first claim creates the row when it is missing; on a fresh PostgreSQL instance two runs' first claims
+    then both insert it, and the loser's insert fails inside Dagster's transaction, which fails that step (a cycle of
+    one agent lost in a fleet). Made here, at the start of every run, the race is taken as won by whoever inserted
+    the row first, and no claim needs to create it. Anything going wrong here is only logged: the claim itself then
+    tries again and fails the step honestly if the instance's database is really unusable."""
+    storage = instance.event_log_storage
+    try:
+        if not storage.supports_global_concurrency_limits:
+            return
+        default_limit = storage.get_pool_config().default_pool_limit
+        if default_limit is None:
+            return  # no default: a pool without a row has no limit, and Dagster creates none
+        current = {pool.name: pool for pool in storage.get_pool_limits()}
+        for name in pools:
+            known = current.get(name)
+            if known is not None and not (known.from_default and known.limit != default_limit):
+                continue
+            try:
+                storage.initialize_concurrency_limit_to_default(name)
+            except Exception as exc:  # noqa: BLE001 - the race below; the claim retries anything else
+                if "IntegrityError" not in type(exc).__name__ and "UniqueViolation" not in str(exc):
+                    raise
+                log.info("pool %s: another run created its limit row first", name)
+    except Exception as exc:  # noqa: BLE001 - a pre-warm only; the step's claim reports a real failure
+        log.warning("could not prepare the %s pool's limit row (%s); the first claim will", pools, exc)
+
+
 def heartbeat_interval(timeout_s: float) -> float:
     """How often a run refreshes its heartbeat: a fifth of the run timeout, between 1 and 30 seconds."""
     return max(1.0, min(30.0, timeout_s / 5))
