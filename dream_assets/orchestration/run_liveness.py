@@ -28,14 +28,13 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import dagster as dg
 
-from dream_assets.llm.busy import pid_alive
+from dream_assets.llm.busy import Heartbeat, pid_alive
 
 log = logging.getLogger("dream_assets.orchestration.run_liveness")
 
@@ -84,23 +83,16 @@ def heartbeat_interval(timeout_s: float) -> float:
     return max(1.0, min(30.0, timeout_s / 5))
 
 
-class RunHeartbeat:
+class RunHeartbeat(Heartbeat):
     """Keeps the liveness tags of one run fresh from a background thread, until :meth:`stop`. A heartbeat that cannot
     be written (the instance's database is unreachable) is logged and tried again at the next beat."""
 
     def __init__(self, instance: dg.DagsterInstance, run_id: str, interval_s: float) -> None:
         self._instance = instance
         self._run_id = run_id
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"run-heartbeat-{run_id[:8]}", daemon=True)
         self.beats = 0
         self._warned = False
-
-    def start(self) -> RunHeartbeat:
-        self.beat()
-        self._thread.start()
-        return self
+        super().__init__(interval_s, name=f"run-heartbeat-{run_id[:8]}")
 
     def beat(self) -> None:
         try:
@@ -113,15 +105,6 @@ class RunHeartbeat:
             if not self._warned:
                 log.warning("run %s: could not record its heartbeat (%s); retrying", self._run_id, exc)
                 self._warned = True
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self.beat()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
 
 
 @dataclass(frozen=True)

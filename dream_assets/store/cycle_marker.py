@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
-from dream_assets.llm.busy import pid_alive
+from dream_assets.llm.busy import Heartbeat, pid_alive
 from dream_assets.model import iso
 from dream_assets.profile import AgentProfile
 
@@ -138,7 +137,7 @@ def check_markers(
     return check
 
 
-class CycleHold:
+class CycleHold(Heartbeat):
     """The marker of one running cycle, written by :meth:`start` and kept fresh from a background thread until
     :meth:`stop` removes it. A heartbeat that cannot be written is logged and tried again at the next beat."""
 
@@ -154,16 +153,13 @@ class CycleHold:
         self.path = profile.cycle_markers_dir / f"{safe}.json"
         self.cycle_id = cycle_id
         self._clock = clock
-        self._interval_s = heartbeat_interval(stale_after_s)
         self._started = clock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"cycle-marker-{safe[:8]}", daemon=True)
         self._warned = False
+        super().__init__(heartbeat_interval(stale_after_s), name=f"cycle-marker-{safe[:8]}")
 
     def start(self) -> CycleHold:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.beat()
-        self._thread.start()
+        super().start()
         return self
 
     def beat(self) -> None:
@@ -183,14 +179,8 @@ class CycleHold:
                 log.warning("could not refresh the cycle marker %s (%s); retrying", self.path, exc)
                 self._warned = True
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self.beat()
-
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        super().stop()
         self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> CycleHold:
