@@ -173,6 +173,35 @@ def _schedule_tick(schedule, instance, root, when):
         return schedule(ctx)
 
 
+def test_a_gate_run_of_a_pass_in_review_also_shows_its_pending_set(root, demo, instance):
+    """A pass the change gate runs alone, in ApplyMode review, brings the review queue along: its check warns about
+    the new pending set at once, not at the next cycle. A pass in auto runs alone."""
+    from dream_assets.passes import review
+    from dream_assets.store.connection import close_all
+
+    (demo.root / "dream.toml").write_text('MemoryConsolidationApplyMode = "review"\n', encoding="utf-8")
+    instance.add_dynamic_partitions(AGENTS, ["demo"])
+    defs = build_definitions(deployment(root))
+    (req,) = _tick(_gate_sensor(defs, "memory_consolidation"), instance, root).run_requests
+    assert req.asset_selection == [dg.AssetKey("memory_consolidation"), dg.AssetKey("review_queue")]
+    (auto,) = _tick(_gate_sensor(defs, "skill_consolidation"), instance, root).run_requests
+    assert auto.asset_selection == [dg.AssetKey("skill_consolidation")]
+    result = defs.resolve_job_def("dream_cycle").execute_in_process(
+        instance=instance, partition_key="demo", tags={NOW_TAG: NOW.isoformat()}, asset_selection=req.asset_selection
+    )
+    assert result.success
+    close_all()
+    waiting = len(review.list_changes(open_store(demo, DreamOptions())))
+    assert waiting > 0  # the demo's first consolidation merges
+    (check,) = [
+        e.event_specific_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+        and e.event_specific_data.check_name == "nothing_waits_for_review"
+    ]
+    assert not check.passed and f"agent demo: {waiting} change(s) wait for review" in check.description
+
+
 def test_gate_sensor_requests_a_pass_never_run_and_skips_it_when_unchanged(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))

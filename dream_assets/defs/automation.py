@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import dagster as dg
 
 from dream_assets.defs.passes import dream_cycle
+from dream_assets.defs.review import REVIEW_ASSET
 from dream_assets.gates import (
     GATED_PASSES,
     disabled_by,
@@ -31,6 +32,7 @@ from dream_assets.model import iso, parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import AgentUnavailable, DreamDeployment, describe_problem, removal_hint
 from dream_assets.orchestration.partitions import AGENTS, agents_partitions
+from dream_assets.passes import review
 from dream_assets.passes.deferral import deferral_due, parse_deferral
 from dream_assets.passes.outcome import load_deferred
 from dream_assets.passes.registry import PASSES, by_name
@@ -386,6 +388,15 @@ def _gate_summary(pass_name: str, reasons: list[str], unchanged: list[str], defe
     return "; ".join(shown)
 
 
+def pass_selection(pass_name: str, options: DreamOptions) -> list[dg.AssetKey]:
+    """What a run of one pass alone materializes: the pass, and when its changes wait for review (ApplyMode review or
+    review-risky) the review queue too, so its check shows the new pending set at once, not at the next cycle."""
+    selection = [dg.AssetKey(pass_name)]
+    if review.apply_mode(options, pass_name) != "auto":
+        selection.append(dg.AssetKey(REVIEW_ASSET))
+    return selection
+
+
 def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: datetime) -> AgentVerdict:
     """The change gate's run request for one agent and pass, or None with the reason it is not requested. A bad agent
     is skipped with a note naming it and the file; it never raises."""
@@ -421,7 +432,7 @@ def gate_request(deployment: DreamDeployment, pass_name: str, agent: str, now: d
         dg.RunRequest(
             run_key=f"{pass_name}:{agent}:{status.fingerprint}:{iso(status.last_run_at) or 'never'}",
             partition_key=agent,
-            asset_selection=[dg.AssetKey(pass_name)],
+            asset_selection=pass_selection(pass_name, options),
             tags={"dream/trigger": f"change gate: {status.decision.reason}"},
         ),
         "",
@@ -474,7 +485,7 @@ def retry_requests(deployment: DreamDeployment, agent: str, now: datetime) -> Re
             dg.RunRequest(
                 run_key=f"retry:{name}:{agent}:{iso(at)}",
                 partition_key=agent,
-                asset_selection=[dg.AssetKey(name)],
+                asset_selection=pass_selection(name, options),
                 tags={"dream/trigger": f"retry after deferral (due {iso(at)})"},
             )
         )
