@@ -48,6 +48,12 @@ _HOST = socket.gethostname()
 LLM_POOL = "llm"
 
 
+def lost_the_row_race(exc: BaseException) -> bool:
+    """Is ``exc`` the unique violation of a pool's limit row that another run inserted first (SQLAlchemy's
+    IntegrityError, known by name: the storage's driver is not imported here)?"""
+    return type(exc).__name__ == "IntegrityError"
+
+
 def ensure_pool_rows(instance: dg.DagsterInstance, pools: tuple[str, ...] = (LLM_POOL,)) -> None:
     """Create each pool's default limit row before any step of the run claims a slot of it.
 
@@ -71,7 +77,7 @@ def ensure_pool_rows(instance: dg.DagsterInstance, pools: tuple[str, ...] = (LLM
             try:
                 storage.initialize_concurrency_limit_to_default(name)
             except Exception as exc:  # noqa: BLE001 - the race below; the claim retries anything else
-                if "IntegrityError" not in type(exc).__name__ and "UniqueViolation" not in str(exc):
+                if not lost_the_row_race(exc):
                     raise
                 log.info("pool %s: another run created its limit row first", name)
     except Exception as exc:  # noqa: BLE001 - a pre-warm only; the step's claim reports a real failure
@@ -236,7 +242,7 @@ class SlotWait:
         try:
             status = real(self._storage, concurrency_key, run_id, step_key, priority)
         except Exception as exc:  # noqa: BLE001 - only the race below is retried; anything else is raised again
-            if type(exc).__name__ != "IntegrityError":
+            if not lost_the_row_race(exc):
                 raise
             # Two runs on a fresh instance both created the pool's default limit row; the loser's insert failed, and
             # the row is there now: claim again.
