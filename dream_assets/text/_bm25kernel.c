@@ -53,6 +53,7 @@ typedef struct {
     uint32_t df;     /* live documents holding the term */
     float maxtf;     /* highest tf and shortest document over the postings: the MaxScore bound's inputs */
     float minlen;
+    float minlen_multi; /* the shortest document holding the term more than once: shorter ones hold it once */
     uint32_t hash;
     uint32_t str_off;
     uint32_t str_len;
@@ -86,6 +87,7 @@ typedef struct {
     uint64_t last_scored; /* documents the last search scored in full (what pruning saves shows here) */
     BigTf *big;           /* the tf of postings marked TF_BIG (a term 65,535 times or more in one document) */
     size_t nbig, big_cap;
+    uint32_t sorted_upto; /* slots [0, sorted_upto) hold ascending ids: a document there loses a tie to every earlier one */
 } Index;
 
 /* ------------------------------------------------------------------ helpers */
@@ -179,6 +181,7 @@ static void free_all(Index *ix) {
     ix->idbuf_len = ix->idbuf_cap = ix->tof_len = ix->tof_cap = 0;
     ix->id_mask = ix->id_used = 0;
     ix->total_length = 0;
+    ix->sorted_upto = 0;
 }
 
 /* ------------------------------------------------------------------ term table */
@@ -237,6 +240,7 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
     t->str_off = (uint32_t)ix->termbuf_len;
     t->str_len = (uint32_t)n;
     t->minlen = INFINITY;
+    t->minlen_multi = INFINITY;
     ix->termbuf_len += n;
     uint32_t i = h & ix->term_mask;
     while (ix->term_table[i] != EMPTY) i = (i + 1) & ix->term_mask;
@@ -291,6 +295,7 @@ static void forget_postings(Term *t) {
     t->n = t->cap = 0;
     t->maxtf = 0.0f;
     t->minlen = INFINITY;
+    t->minlen_multi = INFINITY;
 }
 
 static void remove_slot(Index *ix, int64_t pos) {
@@ -343,13 +348,14 @@ static int compact(Index *ix) {
         }
         Posting *p = postings(t);
         uint32_t k = 0;
-        float maxtf = 0.0f, minlen = INFINITY;
+        float maxtf = 0.0f, minlen = INFINITY, minlen_multi = INFINITY;
         for (uint32_t j = 0; j < t->n; j++) {
             uint32_t s = p[j].slot;
             if (!ix->alive[s]) continue;
             float len = ix->length[s], tf = tf_of(ix, i, &p[j]);
             if (tf > maxtf) maxtf = tf;
             if (len < minlen) minlen = len;
+            if (tf > 1.0f && len < minlen_multi) minlen_multi = len;
             p[k] = p[j];
             p[k].slot = new_slot[s];
             k++;
@@ -369,6 +375,7 @@ static int compact(Index *ix) {
         }
         t->maxtf = maxtf;
         t->minlen = minlen;
+        t->minlen_multi = minlen_multi;
         memcpy(termbuf + tb, ix->termbuf + t->str_off, t->str_len);
         t->str_off = (uint32_t)tb;
         tb += t->str_len;
@@ -419,6 +426,9 @@ static int compact(Index *ix) {
     ix->nterms = nt;
     ix->nslots = live;
     ix->dead = 0;
+    ix->sorted_upto = 0;
+    while (ix->sorted_upto < live && (!ix->sorted_upto || idcmp(ix, ix->sorted_upto - 1, ix->sorted_upto) < 0))
+        ix->sorted_upto++;
     uint32_t size = 1024;
     while ((size_t)size < (size_t)nt * 2 + 2) size *= 2;
     if (term_table_resize(ix, size) < 0) return -1;
@@ -548,6 +558,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         float tf = tf_of(ix, tid, &postings(t)[t->n - 1]);
         if (tf > t->maxtf) t->maxtf = tf;
         if (len < t->minlen) t->minlen = len;
+        if (tf > 1.0f && len < t->minlen_multi) t->minlen_multi = len;
     }
     ix->tof_len += distinct;
     ix->alive[slot] = 1;
@@ -558,6 +569,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
     ix->tof_n[slot] = distinct;
     memcpy(ix->idbuf + ix->idbuf_len, ids, idn);
     ix->idbuf_len += idn;
+    if (ix->sorted_upto == slot && (!slot || idcmp(ix, slot - 1, slot) < 0)) ix->sorted_upto = slot + 1;
     ix->nslots++;
     ix->live++;
     ix->total_length += ntok;
@@ -612,6 +624,8 @@ typedef struct {
     uint32_t df, tid;
     const char *s;
     uint32_t slen;
+    float maxtf, minlen, minlen_multi; /* the term's bound inputs */
+    int exact;           /* its bound at (maxtf, length) is the float32 contribution itself, not inflated */
 } Cursor;
 
 typedef struct {
@@ -627,10 +641,16 @@ static int cursor_order(const void *a, const void *b) { /* rarest first, ties by
     return x->slen < y->slen ? -1 : (x->slen > y->slen ? 1 : 0);
 }
 
+/* Whether slot a's id sorts after slot b's: among slots in id order the slots tell, without reading the ids. */
+static inline int id_after(const Index *ix, uint32_t a, uint32_t b) {
+    if (a < ix->sorted_upto && b < ix->sorted_upto) return a > b;
+    return idcmp(ix, a, b) > 0;
+}
+
 /* a ranks below b: a lower score, or the same score and a later id */
 static inline int worse(const Index *ix, double as, uint32_t aslot, double bs, uint32_t bslot) {
     if (as != bs) return as < bs;
-    return idcmp(ix, aslot, bslot) > 0;
+    return id_after(ix, aslot, bslot);
 }
 
 static void sift_down(const Index *ix, Hit *h, uint32_t n, uint32_t i) {
@@ -702,6 +722,45 @@ static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint3
     return lo;
 }
 
+/* Queries of at most this many terms get exact bound sums (summed in the score's order) and per-length bound rows. */
+#define EXACT_TERMS 64
+
+/* The most the term adds to a document of length len: nothing below its shortest document, else its contribution at
+   its highest tf. Contributions fall with length exactly (each float operation is monotone), and rise with tf; when
+   the term is exact that rise is far above float32 rounding (or every tf is 1) so the float32 value itself bounds every
+   posting, which lets a bound equal a score and a tie at the cut-off be settled by id. Otherwise it is inflated. */
+static inline double term_bound(Cursor *c, Consts *k, float len) {
+    if (len < c->minlen) return 0.0;
+    if (len < c->minlen_multi) return (double)contribution(c, k, 1.0f, len); /* it occurs once there */
+    double v = (double)contribution(c, k, c->maxtf, len);
+    return c->exact ? v : v * (1.0 + 1e-5) + 1e-9;
+}
+
+/* row[r]: the bounds at length len of the terms ord[0..r], summed (cached per short length). */
+static const double *length_row(Cursor *cur, Consts *k, const uint32_t *ord, uint32_t m, double *rows, uint8_t *done,
+                                double *scratch, float len) {
+    uint32_t l = (uint32_t)len;
+    int cached = rows && l < SHORT;
+    double *row = cached ? rows + (size_t)l * m : scratch;
+    if (cached && done[l]) return row;
+    double run = 0.0;
+    for (uint32_t r = 0; r < m; r++) row[r] = run += term_bound(&cur[ord[r]], k, len);
+    if (cached) done[l] = 1;
+    return row;
+}
+
+/* A document's bound summed exactly as its score would be (over the query's terms rarest first, in double): the
+   contributions found, the bound at len of the terms not looked up yet (rank <= last), nothing for the others. Each
+   part is at least the score's and rounding is monotone, so the bound is never below the score. */
+static double ordered_bound(Cursor *cur, Consts *k, uint32_t m, const uint32_t *rank, uint32_t last,
+                            const uint32_t *touched, const float *values, uint32_t nt, double *scratch, float len) {
+    for (uint32_t j = 0; j < m; j++) scratch[j] = rank[j] <= last ? term_bound(&cur[j], k, len) : 0.0;
+    for (uint32_t a = 0; a < nt; a++) scratch[touched[a]] = (double)values[a];
+    double sum = 0.0;
+    for (uint32_t j = 0; j < m; j++) sum += scratch[j];
+    return sum;
+}
+
 /* The k best (slot, score) of the query, best first, ties by id; prune = 0 scores every posting. */
 static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prune) {
     if (k <= 0 || ix->live == 0) return PyList_New(0);
@@ -716,10 +775,16 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
     float *values = PyMem_Malloc((nq ? nq : 1) * sizeof(float));
     float *once = PyMem_Calloc((nq ? nq : 1) * SHORT, sizeof(float));
     Consts *consts = PyMem_Calloc(1, sizeof(Consts));
+    uint32_t *rank = PyMem_Malloc((nq ? nq : 1) * sizeof(uint32_t));
+    double *scratch = PyMem_Malloc((nq ? nq : 1) * sizeof(double));
+    double *lrow = PyMem_Malloc((nq ? nq : 1) * sizeof(double));
+    double *rows = nq <= EXACT_TERMS ? PyMem_Malloc((size_t)(nq ? nq : 1) * SHORT * sizeof(double)) : NULL;
+    uint8_t *done_len = PyMem_Calloc(SHORT, 1);
     uint32_t heap_size = (uint32_t)(k < (Py_ssize_t)ix->live ? k : (Py_ssize_t)ix->live);
     Hit *heap = PyMem_Malloc((size_t)heap_size * sizeof(Hit));
     PyObject *out = NULL;
-    if (!cur || !ord || !prefix || !touched || !values || !heap || !once || !consts) {
+    if (!cur || !ord || !prefix || !touched || !values || !heap || !once || !consts || !rank || !scratch || !lrow ||
+        !done_len || (nq <= EXACT_TERMS && !rows)) {
         PyErr_NoMemory();
         goto done;
     }
@@ -746,6 +811,9 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         cur[m].tid = (uint32_t)tid;
         cur[m].s = ix->termbuf + t->str_off;
         cur[m].slen = t->str_len;
+        cur[m].maxtf = t->maxtf;
+        cur[m].minlen = t->minlen;
+        cur[m].minlen_multi = t->minlen_multi;
         m++;
     }
     if (m == 0) {
@@ -766,11 +834,16 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         double df = (double)cur[j].df;
         cur[j].idf = (float)log(1.0 + (n_docs - df + 0.5) / (df + 0.5));
         cur[j].once = once + (size_t)j * SHORT;
-        /* The most the term adds to a document: its highest tf in its shortest document (contributions grow with
-           tf and shrink with length), inflated well past float32 rounding. */
-        const Term *t = &ix->terms[cur[j].tid];
-        double norm = ix->k1 * (1.0 - ix->b + ix->b * (double)t->minlen / avg_or_1);
-        cur[j].ub = (double)cur[j].idf * t->maxtf * (ix->k1 + 1.0) / (t->maxtf + norm) * (1.0 + 1e-5) + 1e-9;
+        /* Exact when every tf is 1, or when one more occurrence raises the real contribution by a relative
+           norm / ((tf)(tf + 1 + norm)) > 1e-5 up to maxtf even in the term's shortest document (float32 rounding
+           is below 1e-6 relative): then a lower tf's float32 contribution never exceeds maxtf's. */
+        double tf_top = (double)cur[j].maxtf;
+        double norm = ix->k1 * (1.0 - ix->b + ix->b * (double)cur[j].minlen_multi / avg_or_1);
+        cur[j].exact = tf_top == 1.0 || (tf_top < 4096.0 && norm > 0.0 && norm / ((tf_top - 1.0) * (tf_top + norm)) > 1e-5);
+        /* The most the term adds to any document: its bound at its shortest document. */
+        double once_top = term_bound(&cur[j], consts, cur[j].minlen);
+        double multi_top = cur[j].minlen_multi < INFINITY ? term_bound(&cur[j], consts, cur[j].minlen_multi) : 0.0;
+        cur[j].ub = once_top > multi_top ? once_top : multi_top;
         ord[j] = j;
     }
     /* non-essential candidates by ascending bound (insertion sort: m is small) */
@@ -782,17 +855,43 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         }
         ord[b2] = x;
     }
+    for (uint32_t r = 0; r < m; r++) rank[ord[r]] = r;
+    /* prefix[r]: the most a document holding only the terms ord[0..r] can score, summed as a score is when the query
+       is short enough, else inflated past the rounding of a sum in another order */
     double run = 0.0;
-    for (uint32_t r = 0; r < m; r++) prefix[r] = run += cur[ord[r]].ub;
+    for (uint32_t r = 0; r < m; r++) {
+        run += cur[ord[r]].ub;
+        if (m > EXACT_TERMS) {
+            prefix[r] = run * (1.0 + (double)m * 1e-15);
+            continue;
+        }
+        double sum = 0.0;
+        for (uint32_t j = 0; j < m; j++)
+            if (rank[j] <= r) sum += cur[j].ub;
+        prefix[r] = sum;
+    }
 
     uint32_t hn = 0, p = 0; /* hits held; non-essential terms: ord[0..p) */
     uint64_t scored = 0;
     double thr = -1.0;
+    int tie_split = 0; /* the split admits ties: the documents still to come sit in id order after the heap's */
     for (;;) {
         uint32_t d = 0xFFFFFFFFu;
         for (uint32_t r = p; r < m; r++) {
             const Cursor *c = &cur[ord[r]];
             if (c->pos < c->n && c->p[c->pos].slot < d) d = c->p[c->pos].slot;
+        }
+        if (tie_split && d >= ix->sorted_upto) {
+            /* past the slots in id order: a document only the non-essential terms hold may tie and win again */
+            tie_split = 0;
+            uint32_t q = 0;
+            while (q < p && prefix[q] < thr) q++;
+            for (uint32_t r = q; r < p; r++) {
+                Cursor *c = &cur[ord[r]];
+                c->pos = advance(c->p, c->n, c->pos, ix->sorted_upto);
+            }
+            p = q;
+            continue;
         }
         if (d == 0xFFFFFFFFu) break;
         int live_doc = -1; /* a removed document's postings are all marked: the first one found tells */
@@ -818,12 +917,27 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         }
         if (!live_doc) continue;
         int pruned = 0;
+        /* The non-essential terms, highest bound first, each bounded at this document's length: the document is
+           dropped once its bound is below the k-th best, or equal to it with a later id (a bound that close is
+           summed as the score is, so an equal bound means the score can at best tie). */
+        const double *row = p && thr >= 0.0 ? length_row(cur, consts, ord, m, rows, done_len, lrow, len) : NULL;
         for (uint32_t r = p; r-- > 0;) {
-            if (partial + prefix[r] < thr) {
-                pruned = 1;
-                break;
-            }
             Cursor *c = &cur[ord[r]];
+            if (row) {
+                double a = partial + row[r], tol = thr * 1e-9;
+                if (a < thr - tol) {
+                    pruned = 1;
+                    break;
+                }
+                if (a <= thr + tol) {
+                    double e = ordered_bound(cur, consts, m, rank, r, touched, values, nt, scratch, len);
+                    if (e < thr || (e == thr && id_after(ix, d, heap[0].slot))) {
+                        pruned = 1;
+                        break;
+                    }
+                }
+            }
+            if (len < c->minlen) continue; /* too short to hold the term */
             c->pos = advance(c->p, c->n, c->pos, d);
             if (c->pos < c->n && c->p[c->pos].slot == d) {
                 float v = contribution(c, consts, tf_of(ix, c->tid, &c->p[c->pos]), len);
@@ -863,7 +977,10 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         }
         if (prune) {
             thr = heap[0].score;
-            while (p < m && prefix[p] < thr) p++;
+            /* Among slots in id order every later document loses a tie, so one that only terms summing to exactly
+               the k-th best hold cannot enter either. */
+            tie_split = d < ix->sorted_upto;
+            while (p < m && (prefix[p] < thr || (tie_split && prefix[p] == thr))) p++;
         }
     }
     ix->last_scored = scored;
@@ -893,6 +1010,11 @@ done:
     PyMem_Free(once);
     PyMem_Free(consts);
     PyMem_Free(heap);
+    PyMem_Free(rank);
+    PyMem_Free(scratch);
+    PyMem_Free(lrow);
+    PyMem_Free(rows);
+    PyMem_Free(done_len);
     Py_DECREF(seq);
     return out;
 }
