@@ -7,8 +7,10 @@
  * postings; dead postings are dropped in one compaction once they outnumber the live documents.
  *
  * Search is document-at-a-time MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach
- * the k-th best score so far are only looked up (galloping search) for documents the others found. A document is
- * skipped only when its bound is strictly below the k-th best, so ties at the cut-off are scored and ordered by id.
+ * the k-th best score so far are only looked up (galloping search) for documents the others found. Bounds are taken
+ * at the document's length (postings carry it) and summed exactly as a score is, so a document whose bound is below
+ * the k-th best, or equal to it with a later id, is dropped unscored; postings whose documents could not reach the
+ * k-th best even holding every other query term are skipped without a look-up.
  *
  * Scores are bit for bit those of the numpy path: each term's contribution is computed in float32 with the same
  * operations in the same order, idf = ln(1 + (N - df + 0.5) / (df + 0.5)) in double rounded to float32, and a
@@ -626,6 +628,8 @@ typedef struct {
     uint32_t slen;
     float maxtf, minlen, minlen_multi; /* the term's bound inputs */
     int exact;           /* its bound at (maxtf, length) is the float32 contribution itself, not inflated */
+    double *reach;       /* by length (< SHORT): the most a document holding the term once can score; < 0: not yet */
+    uint32_t hope_tries, hope_skips; /* heads skip_hopeless looked at, postings it skipped: it gives up on few */
 } Cursor;
 
 typedef struct {
@@ -724,6 +728,8 @@ static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint3
 
 /* Queries of at most this many terms get exact bound sums (summed in the score's order) and per-length bound rows. */
 #define EXACT_TERMS 64
+/* and at most this many, bounds of the essential split taken at one document length */
+#define SPLIT_TERMS 24
 
 /* The most the term adds to a document of length len: nothing below its shortest document, else its contribution at
    its highest tf. Contributions fall with length exactly (each float operation is monotone), and rise with tf; when
@@ -761,6 +767,32 @@ static double ordered_bound(Cursor *cur, Consts *k, uint32_t m, const uint32_t *
     return sum;
 }
 
+/* Skip the postings of tf 1 whose documents cannot reach cut even if they held every other query term (each at its
+   bound at the document's length): whichever term a skipped document is met by later, it scores below cut. */
+static double reach_at(Cursor *cur, Consts *k, uint32_t m, Cursor *c, double *full, uint32_t l) {
+    float len = (float)l;
+    double all = full[l];
+    if (all < 0.0) {
+        all = 0.0;
+        for (uint32_t j = 0; j < m; j++) all += term_bound(&cur[j], k, len);
+        full[l] = all;
+    }
+    return c->reach[l] = all - term_bound(c, k, len) + (double)contribution(c, k, 1.0f, len);
+}
+
+static inline void skip_hopeless(Cursor *cur, Consts *k, uint32_t m, Cursor *c, double *full, double cut) {
+    if (c->hope_tries >= 256 && c->hope_skips < c->hope_tries / 2) return;
+    c->hope_tries++;
+    const Posting *q = c->p + c->pos, *end = c->p + c->n;
+    for (; q < end && q->tf == 1 && q->len < SHORT; q++) {
+        double v = c->reach[q->len];
+        if (v < 0.0) v = reach_at(cur, k, m, c, full, q->len);
+        if (v >= cut) break;
+    }
+    c->hope_skips += (uint32_t)(q - (c->p + c->pos));
+    c->pos = (uint32_t)(q - c->p);
+}
+
 /* The k best (slot, score) of the query, best first, ties by id; prune = 0 scores every posting. */
 static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prune) {
     if (k <= 0 || ix->live == 0) return PyList_New(0);
@@ -780,11 +812,12 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
     double *lrow = PyMem_Malloc((nq ? nq : 1) * sizeof(double));
     double *rows = nq <= EXACT_TERMS ? PyMem_Malloc((size_t)(nq ? nq : 1) * SHORT * sizeof(double)) : NULL;
     uint8_t *done_len = PyMem_Calloc(SHORT, 1);
+    double *reach = nq <= EXACT_TERMS ? PyMem_Malloc((size_t)((nq ? nq : 1) + 1) * SHORT * sizeof(double)) : NULL;
     uint32_t heap_size = (uint32_t)(k < (Py_ssize_t)ix->live ? k : (Py_ssize_t)ix->live);
     Hit *heap = PyMem_Malloc((size_t)heap_size * sizeof(Hit));
     PyObject *out = NULL;
     if (!cur || !ord || !prefix || !touched || !values || !heap || !once || !consts || !rank || !scratch || !lrow ||
-        !done_len || (nq <= EXACT_TERMS && !rows)) {
+        !done_len || (nq <= EXACT_TERMS && (!rows || !reach))) {
         PyErr_NoMemory();
         goto done;
     }
@@ -834,6 +867,8 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         double df = (double)cur[j].df;
         cur[j].idf = (float)log(1.0 + (n_docs - df + 0.5) / (df + 0.5));
         cur[j].once = once + (size_t)j * SHORT;
+        cur[j].reach = reach ? reach + (size_t)(j + 1) * SHORT : NULL;
+        cur[j].hope_tries = cur[j].hope_skips = 0;
         /* Exact when every tf is 1, or when one more occurrence raises the real contribution by a relative
            norm / ((tf)(tf + 1 + norm)) > 1e-5 up to maxtf even in the term's shortest document (float32 rounding
            is below 1e-6 relative): then a lower tf's float32 contribution never exceeds maxtf's. */
@@ -856,6 +891,8 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         ord[b2] = x;
     }
     for (uint32_t r = 0; r < m; r++) rank[ord[r]] = r;
+    if (reach)
+        for (size_t i = 0; i < (size_t)(m + 1) * SHORT; i++) reach[i] = -1.0; /* reach[0..SHORT): all terms' bounds */
     /* prefix[r]: the most a document holding only the terms ord[0..r] can score, summed as a score is when the query
        is short enough, else inflated past the rounding of a sum in another order */
     double run = 0.0;
@@ -865,10 +902,24 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
             prefix[r] = run * (1.0 + (double)m * 1e-15);
             continue;
         }
-        double sum = 0.0;
-        for (uint32_t j = 0; j < m; j++)
-            if (rank[j] <= r) sum += cur[j].ub;
-        prefix[r] = sum;
+        /* Summed over the terms' bounds at one length, whichever length is worst; each bound falls with length
+           between the lengths where a term starts (its shortest document, its shortest holding it twice), so those
+           are the lengths to try. Long queries sum each term's highest bound instead. */
+        double best = 0.0;
+        for (uint32_t i = 0; i <= r; i++) {
+            const Cursor *c = &cur[ord[i]];
+            for (int at = 0; at < 2; at++) {
+                float len = at ? c->minlen_multi : c->minlen;
+                if (len == INFINITY || (m > SPLIT_TERMS && at)) continue;
+                double sum = 0.0;
+                for (uint32_t j = 0; j < m; j++)
+                    if (rank[j] <= r) sum += m > SPLIT_TERMS ? cur[j].ub : term_bound(&cur[j], consts, len);
+                if (sum > best) best = sum;
+                if (m > SPLIT_TERMS) break;
+            }
+            if (m > SPLIT_TERMS) break;
+        }
+        prefix[r] = best;
     }
 
     uint32_t hn = 0, p = 0; /* hits held; non-essential terms: ord[0..p) */
@@ -913,6 +964,7 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
                     partial += v;
                 }
                 c->pos++;
+                if (reach && thr > 0.0) skip_hopeless(cur, consts, m, c, reach, thr - thr * 1e-9);
             }
         }
         if (!live_doc) continue;
@@ -981,6 +1033,8 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
                the k-th best hold cannot enter either. */
             tie_split = d < ix->sorted_upto;
             while (p < m && (prefix[p] < thr || (tie_split && prefix[p] == thr))) p++;
+            if (reach)
+                for (uint32_t r = p; r < m; r++) skip_hopeless(cur, consts, m, &cur[ord[r]], reach, thr - thr * 1e-9);
         }
     }
     ix->last_scored = scored;
@@ -1015,6 +1069,7 @@ done:
     PyMem_Free(lrow);
     PyMem_Free(rows);
     PyMem_Free(done_len);
+    PyMem_Free(reach);
     Py_DECREF(seq);
     return out;
 }
