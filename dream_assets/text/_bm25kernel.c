@@ -55,7 +55,6 @@ typedef struct {
     uint32_t df;     /* live documents holding the term */
     float maxtf;     /* highest tf and shortest document over the postings: the MaxScore bound's inputs */
     float minlen;
-    float minlen_multi; /* the shortest document holding the term more than once: shorter ones hold it once */
     uint32_t hash;
     uint32_t str_off;
     uint32_t str_len;
@@ -242,7 +241,6 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
     t->str_off = (uint32_t)ix->termbuf_len;
     t->str_len = (uint32_t)n;
     t->minlen = INFINITY;
-    t->minlen_multi = INFINITY;
     ix->termbuf_len += n;
     uint32_t i = h & ix->term_mask;
     while (ix->term_table[i] != EMPTY) i = (i + 1) & ix->term_mask;
@@ -297,7 +295,6 @@ static void forget_postings(Term *t) {
     t->n = t->cap = 0;
     t->maxtf = 0.0f;
     t->minlen = INFINITY;
-    t->minlen_multi = INFINITY;
 }
 
 static void remove_slot(Index *ix, int64_t pos) {
@@ -350,14 +347,13 @@ static int compact(Index *ix) {
         }
         Posting *p = postings(t);
         uint32_t k = 0;
-        float maxtf = 0.0f, minlen = INFINITY, minlen_multi = INFINITY;
+        float maxtf = 0.0f, minlen = INFINITY;
         for (uint32_t j = 0; j < t->n; j++) {
             uint32_t s = p[j].slot;
             if (!ix->alive[s]) continue;
             float len = ix->length[s], tf = tf_of(ix, i, &p[j]);
             if (tf > maxtf) maxtf = tf;
             if (len < minlen) minlen = len;
-            if (tf > 1.0f && len < minlen_multi) minlen_multi = len;
             p[k] = p[j];
             p[k].slot = new_slot[s];
             k++;
@@ -377,7 +373,6 @@ static int compact(Index *ix) {
         }
         t->maxtf = maxtf;
         t->minlen = minlen;
-        t->minlen_multi = minlen_multi;
         memcpy(termbuf + tb, ix->termbuf + t->str_off, t->str_len);
         t->str_off = (uint32_t)tb;
         tb += t->str_len;
@@ -560,7 +555,6 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         float tf = tf_of(ix, tid, &postings(t)[t->n - 1]);
         if (tf > t->maxtf) t->maxtf = tf;
         if (len < t->minlen) t->minlen = len;
-        if (tf > 1.0f && len < t->minlen_multi) t->minlen_multi = len;
     }
     ix->tof_len += distinct;
     ix->alive[slot] = 1;
@@ -626,7 +620,7 @@ typedef struct {
     uint32_t df, tid;
     const char *s;
     uint32_t slen;
-    float maxtf, minlen, minlen_multi; /* the term's bound inputs */
+    float maxtf, minlen; /* the term's bound inputs */
     int exact;           /* its bound at (maxtf, length) is the float32 contribution itself, not inflated */
     double *reach;       /* by length (< SHORT): the most a document holding the term once can score; < 0: not yet */
     uint32_t hope_tries, hope_skips; /* heads skip_hopeless looked at, postings it skipped: it gives up on few */
@@ -737,7 +731,6 @@ static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint3
    posting, which lets a bound equal a score and a tie at the cut-off be settled by id. Otherwise it is inflated. */
 static inline double term_bound(Cursor *c, Consts *k, float len) {
     if (len < c->minlen) return 0.0;
-    if (len < c->minlen_multi) return (double)contribution(c, k, 1.0f, len); /* it occurs once there */
     double v = (double)contribution(c, k, c->maxtf, len);
     return c->exact ? v : v * (1.0 + 1e-5) + 1e-9;
 }
@@ -846,7 +839,6 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         cur[m].slen = t->str_len;
         cur[m].maxtf = t->maxtf;
         cur[m].minlen = t->minlen;
-        cur[m].minlen_multi = t->minlen_multi;
         m++;
     }
     if (m == 0) {
@@ -873,12 +865,10 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
            norm / ((tf)(tf + 1 + norm)) > 1e-5 up to maxtf even in the term's shortest document (float32 rounding
            is below 1e-6 relative): then a lower tf's float32 contribution never exceeds maxtf's. */
         double tf_top = (double)cur[j].maxtf;
-        double norm = ix->k1 * (1.0 - ix->b + ix->b * (double)cur[j].minlen_multi / avg_or_1);
+        double norm = ix->k1 * (1.0 - ix->b + ix->b * (double)cur[j].minlen / avg_or_1);
         cur[j].exact = tf_top == 1.0 || (tf_top < 4096.0 && norm > 0.0 && norm / ((tf_top - 1.0) * (tf_top + norm)) > 1e-5);
         /* The most the term adds to any document: its bound at its shortest document. */
-        double once_top = term_bound(&cur[j], consts, cur[j].minlen);
-        double multi_top = cur[j].minlen_multi < INFINITY ? term_bound(&cur[j], consts, cur[j].minlen_multi) : 0.0;
-        cur[j].ub = once_top > multi_top ? once_top : multi_top;
+        cur[j].ub = term_bound(&cur[j], consts, cur[j].minlen);
         ord[j] = j;
     }
     /* non-essential candidates by ascending bound (insertion sort: m is small) */
@@ -902,21 +892,16 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
             prefix[r] = run * (1.0 + (double)m * 1e-15);
             continue;
         }
-        /* Summed over the terms' bounds at one length, whichever length is worst; each bound falls with length
-           between the lengths where a term starts (its shortest document, its shortest holding it twice), so those
-           are the lengths to try. Long queries sum each term's highest bound instead. */
+        /* Summed over the terms' bounds at one length, whichever length is worst: each bound falls with length from
+           the term's shortest document on, so those lengths are the ones to try. Longer queries sum each term's
+           highest bound. */
         double best = 0.0;
         for (uint32_t i = 0; i <= r; i++) {
-            const Cursor *c = &cur[ord[i]];
-            for (int at = 0; at < 2; at++) {
-                float len = at ? c->minlen_multi : c->minlen;
-                if (len == INFINITY || (m > SPLIT_TERMS && at)) continue;
-                double sum = 0.0;
-                for (uint32_t j = 0; j < m; j++)
-                    if (rank[j] <= r) sum += m > SPLIT_TERMS ? cur[j].ub : term_bound(&cur[j], consts, len);
-                if (sum > best) best = sum;
-                if (m > SPLIT_TERMS) break;
-            }
+            float len = cur[ord[i]].minlen;
+            double sum = 0.0;
+            for (uint32_t j = 0; j < m; j++)
+                if (rank[j] <= r) sum += m > SPLIT_TERMS ? cur[j].ub : term_bound(&cur[j], consts, len);
+            if (sum > best) best = sum;
             if (m > SPLIT_TERMS) break;
         }
         prefix[r] = best;
