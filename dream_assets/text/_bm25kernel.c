@@ -898,6 +898,9 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         double best = 0.0;
         for (uint32_t i = 0; i <= r; i++) {
             float len = cur[ord[i]].minlen;
+            uint32_t same = 0;
+            while (same < i && cur[ord[same]].minlen != len) same++;
+            if (same < i) continue; /* that length was tried */
             double sum = 0.0;
             for (uint32_t j = 0; j < m; j++)
                 if (rank[j] <= r) sum += m > SPLIT_TERMS ? cur[j].ub : term_bound(&cur[j], consts, len);
@@ -949,7 +952,8 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
                     partial += v;
                 }
                 c->pos++;
-                if (reach && thr > 0.0) skip_hopeless(cur, consts, m, c, reach, thr - thr * 1e-9);
+                /* with more lists read in full the merge costs what a skip would save */
+                if (reach && thr > 0.0 && m - p <= 2) skip_hopeless(cur, consts, m, c, reach, thr - thr * 1e-9);
             }
         }
         if (!live_doc) continue;
@@ -1018,7 +1022,7 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
                the k-th best hold cannot enter either. */
             tie_split = d < ix->sorted_upto;
             while (p < m && (prefix[p] < thr || (tie_split && prefix[p] == thr))) p++;
-            if (reach)
+            if (reach && m - p <= 2)
                 for (uint32_t r = p; r < m; r++) skip_hopeless(cur, consts, m, &cur[ord[r]], reach, thr - thr * 1e-9);
         }
     }
