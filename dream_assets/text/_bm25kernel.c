@@ -5,7 +5,7 @@
  * nothing else; a term with one posting keeps it inline. Each slot has one record in a byte arena: its id, its length
  * and the distinct terms it holds (to undo document frequencies on removal), as varints, the terms sorted and stored
  * as gaps. Removing a document clears its slot's alive flag and marks its postings; dead postings are dropped in one
- * compaction once they outnumber the live documents. A first build and a compaction hand back unused capacity.
+ * compaction once they outnumber the live documents, which also hands back the capacity left unused.
  *
  * Search is document-at-a-time MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach
  * the k-th best score so far are only looked up (galloping search) for documents the others found. A document is
@@ -63,7 +63,7 @@ typedef struct {
     /* terms */
     Term *terms;
     uint32_t nterms, terms_cap;
-    uint32_t *term_table; /* term index + 1, or EMPTY */
+    uint32_t *term_table; /* term index + 1 and hash tag (see entry), or EMPTY */
     uint32_t term_mask;
     char *termbuf;
     size_t termbuf_len, termbuf_cap;
@@ -74,7 +74,7 @@ typedef struct {
     uint32_t *doc_off;
     uint8_t *docbuf;
     size_t docbuf_len, docbuf_cap;
-    uint32_t *id_table; /* slot + 1, EMPTY or TOMB */
+    uint32_t *id_table; /* slot + 1 and hash tag, EMPTY or a tombstone (see entry) */
     uint32_t id_mask, id_used;
     int64_t total_length;
     uint64_t last_scored; /* documents the last search scored in full (what pruning saves shows here) */
@@ -212,7 +212,15 @@ static void free_all(Index *ix) {
 
 /* ------------------------------------------------------------------ term table */
 
-/* Both tables probe linearly and are kept at most 3/4 full; a table is rebuilt at least twice the entries it holds. */
+/* Both tables probe linearly and are kept at most 3/4 full; a table is rebuilt at least twice the entries it holds.
+   An entry holds the index + 1 in its low bits (as many as the table has positions: at most 3/4 full, an index + 1
+   never sets them all) and the hash's bits above those as a tag, so a probe reads the term or id only when the tag
+   matches (the id table is also sized past the slot numbers it holds). EMPTY is 0; an entry whose low bits are all
+   set is a removed id's tombstone. */
+static inline uint32_t entry(uint32_t index, uint32_t h, uint32_t mask) { return (index + 1) | (h & ~mask); }
+
+static inline int tag_matches(uint32_t e, uint32_t h, uint32_t mask) { return ((e ^ h) & ~mask) == 0; }
+
 static inline int table_full(uint32_t used, uint32_t mask) { return ((size_t)used + 1) * 4 > ((size_t)mask + 1) * 3; }
 
 static uint32_t table_size(size_t entries) {
@@ -229,9 +237,9 @@ static int term_table_resize(Index *ix, uint32_t size) {
     }
     uint32_t mask = size - 1;
     for (uint32_t i = 0; i < ix->nterms; i++) {
-        uint32_t h = hash_bytes(ix->termbuf + ix->terms[i].str_off, term_len(ix, i)) & mask;
-        while (table[h] != EMPTY) h = (h + 1) & mask;
-        table[h] = i + 1;
+        uint32_t h = hash_bytes(ix->termbuf + ix->terms[i].str_off, term_len(ix, i)), at = h & mask;
+        while (table[at] != EMPTY) at = (at + 1) & mask;
+        table[at] = entry(i, h, mask);
     }
     free(ix->term_table);
     ix->term_table = table;
@@ -242,12 +250,16 @@ static int term_table_resize(Index *ix, uint32_t size) {
 /* The term's index, or -1 when absent. */
 static int64_t term_find(const Index *ix, const char *s, Py_ssize_t n, uint32_t h) {
     if (!ix->term_table) return -1;
-    uint32_t i = h & ix->term_mask;
+    const uint32_t mask = ix->term_mask;
+    uint32_t i = h & mask;
     for (;;) {
         uint32_t e = ix->term_table[i];
         if (e == EMPTY) return -1;
-        if (term_len(ix, e - 1) == (uint32_t)n && memcmp(ix->termbuf + ix->terms[e - 1].str_off, s, n) == 0) return e - 1;
-        i = (i + 1) & ix->term_mask;
+        if (tag_matches(e, h, mask)) {
+            uint32_t t = (e & mask) - 1;
+            if (term_len(ix, t) == (uint32_t)n && memcmp(ix->termbuf + ix->terms[t].str_off, s, n) == 0) return t;
+        }
+        i = (i + 1) & mask;
     }
 }
 
@@ -274,8 +286,8 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
     ix->termbuf_len += n;
     uint32_t i = h & ix->term_mask;
     while (ix->term_table[i] != EMPTY) i = (i + 1) & ix->term_mask;
-    ix->term_table[i] = ++ix->nterms;
-    return ix->nterms - 1;
+    ix->term_table[i] = entry(ix->nterms, h, ix->term_mask);
+    return ix->nterms++;
 }
 
 /* ------------------------------------------------------------------ id table */
@@ -291,9 +303,9 @@ static int id_table_resize(Index *ix, uint32_t size) {
         if (!ix->alive[s]) continue;
         uint32_t n;
         const char *id = doc_id(ix, s, &n);
-        uint32_t h = hash_bytes(id, n) & mask;
-        while (table[h] != EMPTY) h = (h + 1) & mask;
-        table[h] = s + 1;
+        uint32_t h = hash_bytes(id, n), at = h & mask;
+        while (table[at] != EMPTY) at = (at + 1) & mask;
+        table[at] = entry(s, h, mask);
     }
     free(ix->id_table);
     ix->id_table = table;
@@ -302,19 +314,20 @@ static int id_table_resize(Index *ix, uint32_t size) {
     return 0;
 }
 
-/* The table position of the id (holding slot + 1), or -1 when absent. */
+/* The table position of the id (its entry's low bits: slot + 1), or -1 when absent. */
 static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n) {
     if (!ix->id_table) return -1;
-    uint32_t i = hash_bytes(s, n) & ix->id_mask;
+    const uint32_t mask = ix->id_mask, h = hash_bytes(s, n);
+    uint32_t i = h & mask;
     for (;;) {
         uint32_t e = ix->id_table[i];
         if (e == EMPTY) return -1;
-        if (e != TOMB) {
+        if ((e & mask) != mask && tag_matches(e, h, mask)) {
             uint32_t len;
-            const char *id = doc_id(ix, e - 1, &len);
+            const char *id = doc_id(ix, (e & mask) - 1, &len);
             if (len == (uint32_t)n && memcmp(id, s, n) == 0) return i;
         }
-        i = (i + 1) & ix->id_mask;
+        i = (i + 1) & mask;
     }
 }
 
@@ -331,8 +344,8 @@ static void forget_postings(Term *t) {
 }
 
 static void remove_slot(Index *ix, int64_t pos) {
-    uint32_t slot = ix->id_table[pos] - 1;
-    ix->id_table[pos] = TOMB;
+    uint32_t slot = (ix->id_table[pos] & ix->id_mask) - 1;
+    ix->id_table[pos] = ix->id_mask; /* a tombstone */
     ix->alive[slot] = 0;
     ix->live--;
     ix->dead++;
@@ -378,9 +391,9 @@ static int shrink_block(void **p, size_t bytes) {
     return 1;
 }
 
-/* Hand back the capacity growth left unused (after a first build and a compaction, when no adds are expected soon). */
+/* Hand back the arrays' capacity a compaction left unused. (Not after a first build: there the unused capacity is
+   pages never touched, which hold no memory, and the next adds would pay to grow the arrays back.) */
 static void shrink_to_fit(Index *ix) {
-    for (uint32_t i = 0; i < ix->nterms; i++) fit_postings(&ix->terms[i]);
     if (ix->terms_cap > ix->nterms && shrink_block((void **)&ix->terms, (size_t)ix->nterms * sizeof(Term)))
         ix->terms_cap = ix->nterms;
     if (ix->termbuf_cap > ix->termbuf_len && shrink_block((void **)&ix->termbuf, ix->termbuf_len))
@@ -579,8 +592,9 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         ix->slots_cap = (uint32_t)c;
     }
     if (grow((void **)&ix->docbuf, &ix->docbuf_cap, ix->docbuf_len + record, 1) < 0) goto fail;
-    if (!ix->id_table || table_full(ix->id_used, ix->id_mask)) {
-        if (id_table_resize(ix, table_size((size_t)ix->live + 1)) < 0) goto fail;
+    /* the id table holds slot numbers, dead slots' included: it has room for the new slot's */
+    if (!ix->id_table || table_full(ix->id_used, ix->id_mask) || (size_t)ix->nslots + 2 > ix->id_mask) {
+        if (id_table_resize(ix, table_size((size_t)ix->nslots + 1)) < 0) goto fail;
     }
     uint32_t slot = ix->nslots;
     const uint16_t len16 = ntok < (Py_ssize_t)LEN_BIG ? (uint16_t)ntok : (uint16_t)LEN_BIG;
@@ -654,10 +668,11 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
     ix->live++;
     ix->total_length += ntok;
     {
-        uint32_t i = hash_bytes(ids, idn) & ix->id_mask;
-        while (ix->id_table[i] != EMPTY && ix->id_table[i] != TOMB) i = (i + 1) & ix->id_mask;
+        const uint32_t mask = ix->id_mask, h = hash_bytes(ids, idn);
+        uint32_t i = h & mask;
+        while (ix->id_table[i] != EMPTY && (ix->id_table[i] & mask) != mask) i = (i + 1) & mask;
         if (ix->id_table[i] == EMPTY) ix->id_used++;
-        ix->id_table[i] = slot + 1;
+        ix->id_table[i] = entry(slot, h, mask);
     }
     PyMem_Free(toks);
     PyMem_Free(tids);
@@ -1045,7 +1060,6 @@ static PyObject *Index_add_many(Index *self, PyObject *args) {
         }
         if (add_doc(self, doc_id, PySequence_Fast_GET_ITEM(b, i)) < 0) goto fail;
     }
-    shrink_to_fit(self);
     Py_DECREF(a);
     Py_DECREF(b);
     Py_RETURN_NONE;
@@ -1117,6 +1131,24 @@ static PyObject *Index_stats(Index *self, PyObject *Py_UNUSED(ignored)) {
 
 static Py_ssize_t Index_len(Index *self) { return self->live; }
 
+static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
+    size_t postings_used = 0, postings_cap = 0;
+    for (uint32_t i = 0; i < self->nterms; i++) {
+        if (!self->terms[i].cap) continue;
+        postings_used += (size_t)self->terms[i].n * sizeof(Posting);
+        postings_cap += (size_t)self->terms[i].cap * sizeof(Posting);
+    }
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "terms", (Py_ssize_t)self->nterms * sizeof(Term),
+                         "term_table", (Py_ssize_t)(self->term_table ? (self->term_mask + 1) * sizeof(uint32_t) : 0),
+                         "term_bytes", (Py_ssize_t)self->termbuf_len, "postings", (Py_ssize_t)postings_used,
+                         "postings_capacity", (Py_ssize_t)postings_cap, "slots",
+                         (Py_ssize_t)self->nslots * (sizeof(uint8_t) + sizeof(uint32_t)), "slots_capacity",
+                         (Py_ssize_t)self->slots_cap * (sizeof(uint8_t) + sizeof(uint32_t)), "records",
+                         (Py_ssize_t)self->docbuf_len, "records_capacity", (Py_ssize_t)self->docbuf_cap, "id_table",
+                         (Py_ssize_t)(self->id_table ? (self->id_mask + 1) * sizeof(uint32_t) : 0), "big_tf",
+                         (Py_ssize_t)(self->nbig * sizeof(BigTf)));
+}
+
 static PyMethodDef Index_methods[] = {
     {"clear", (PyCFunction)Index_clear, METH_NOARGS, "Forget every document."},
     {"add", (PyCFunction)Index_add, METH_VARARGS, "add(doc_id, tokens): index tokens under doc_id, replacing it."},
@@ -1127,6 +1159,9 @@ static PyMethodDef Index_methods[] = {
     {"ids", (PyCFunction)Index_ids, METH_NOARGS, "The live ids in slot order."},
     {"search", (PyCFunction)(void (*)(void))Index_search, METH_VARARGS | METH_KEYWORDS,
      "search(tokens, k, prune=True) -> the k best (doc_id, score), best first, ties by doc_id."},
+    {"memory", (PyCFunction)Index_memory, METH_NOARGS,
+     "Bytes by part: terms, term_table, term_bytes, postings (heap arrays; one posting is inline in its term), slots, "
+     "records (ids, lengths, term lists), id_table, big_tf; *_capacity what is allocated."},
     {"stats", (PyCFunction)Index_stats, METH_NOARGS, "(live documents, dead slots, total length, documents the last search scored in full)."},
     {NULL, NULL, 0, NULL},
 };
