@@ -69,6 +69,34 @@ def test_a_tie_at_the_cut_off_goes_to_the_earlier_id_even_in_a_slot_added_last()
     assert len({s for _, s in top}) == 1
 
 
+def test_a_first_build_lays_random_ids_out_in_id_order_and_ranks_exactly() -> None:
+    """A store's ids are random (uuid4 hex) and its rows arrive in write order: the first build still lays the slots
+    out in id order (what ``iter`` walks), so the slots-in-id-order shortcut covers every document it built, not only
+    ids that happen to ascend; results are the same either way."""
+    rng = random.Random(5)
+    docs = [(f"{rng.getrandbits(128):032x}", ["lukas", "release", "sync", "f1", "f2"]) for _ in range(400)]
+    docs += [(f"{rng.getrandbits(128):032x}", ["project", "kube", "kube", "stack"]) for _ in range(400)]
+    compiled, numpy_index = _both()
+    for index in (compiled, numpy_index):
+        index.add_many([d for d, _ in docs], [t for _, t in docs])
+    query = ["lukas", "kube", "release", "sync"]
+    top = _agree(compiled, numpy_index, query, 5)
+    assert [d for d, _ in top] == sorted(d for d, t in docs if t[0] == "lukas")[:5]
+    assert list(compiled) == sorted(d for d, _ in docs)
+
+
+def test_a_first_build_that_fails_part_way_leaves_the_index_empty() -> None:
+    compiled, _ = _both()
+    ids = [f"m{i:03d}" for i in range(10)]
+    tokens: list[list] = [["lukas", "sync"] for _ in ids]
+    tokens[7] = ["lukas", 7]  # not a token
+    with pytest.raises(TypeError, match="tokens must be str"):
+        compiled.add_many(ids, tokens)
+    assert len(compiled) == 0 and compiled.search(["lukas"], 5) == [] and compiled.doc_freq("lukas") == 0
+    compiled.add_many(ids[:3], tokens[:3])  # and a build can start again
+    assert [d for d, _ in compiled.search(["lukas"], 5)] == ids[:3]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_recall_shaped_queries_with_ties_removals_and_late_ids_rank_like_full_scoring(seed: int) -> None:
     rng = random.Random(seed)
