@@ -11,7 +11,10 @@
  * the k-th best score so far are only looked up (galloping search) for documents the others found. Bounds are taken
  * at the document's length (postings carry it) and summed exactly as a score is, so a document whose bound is below
  * the k-th best, or equal to it with a later id, is dropped unscored; postings whose documents could not reach the
- * k-th best even holding every other query term are skipped without a look-up.
+ * k-th best even holding every other query term are skipped without a look-up. A first build (add_many) lays the
+ * slots out in id order whatever order the documents come in, so over the slots it built a tie is settled by slot
+ * number and a term whose documents could only tie need not be read in full; documents added later take the slots
+ * after them, where ties are settled by comparing ids.
  *
  * Scores are bit for bit those of the numpy path: each term's contribution is computed in float32 with the same
  * operations in the same order, idf = ln(1 + (N - df + 0.5) / (df + 0.5)) in double rounded to float32, and a
