@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/recall.py        # n = 100,000, 300,000 and 1,000,000
     .venv/bin/python benchmarks/recall.py --sizes 100000,1000000
     .venv/bin/python benchmarks/recall.py --quick  # n = 3,000: a smoke run
+    .venv/bin/python benchmarks/recall.py --random-ids  # ids as a store makes them (uuid4 hex), not ascending
 
 Both engines index the corpus and queries of ``benchmarks/store.py`` as the same BM25 tokens (tantivy gets our tokens
 joined by spaces and splits them with its whitespace tokenizer), k1 1.2, b 0.75, one indexing thread. Each engine runs
@@ -63,8 +64,11 @@ class Workload:
     new_docs: list[list[str]]
 
 
-def workload(n: int, queries: int, repeat: int) -> Workload:
+def workload(n: int, queries: int, repeat: int, random_ids: bool = False) -> Workload:
     live = [e for e in corpus(n) if e.archived_at is None]
+    if random_ids:  # a store's ids are uuid4 hex in no order; the corpus's own ascend with the rows
+        id_rng = random.Random(n)
+        live = [e.with_(id=f"{id_rng.getrandbits(128):032x}") for e in live]
     rng = random.Random(7)
     recalls = [tokenize(q) for q in recall_queries(rng, queries)]
     lookups = [content_token_list(unframed(incoming(rng, i))) for i in range(queries)]
@@ -248,6 +252,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="rounds per figure (the median is reported)")
     parser.add_argument("--queries", type=int, default=300, help="queries per round, of each kind")
     parser.add_argument("--no-tantivy", action="store_true", help="only our own figures")
+    parser.add_argument("--random-ids", action="store_true", help="uuid4-hex ids in no order, as a store's are")
     args = parser.parse_args()
     sizes = [3000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
     queries = 40 if args.quick else args.queries
@@ -255,7 +260,7 @@ def main() -> None:
     if tantivy is None and not args.no_tantivy:
         print("tantivy is not installed (pip install tantivy): the comparison is left out", file=sys.stderr)
     for n in sizes:
-        work = workload(n, queries, args.repeat)
+        work = workload(n, queries, args.repeat, args.random_ids)
         ours = run(Ours, work, args.repeat)
         theirs = None
         if compare:
