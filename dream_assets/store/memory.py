@@ -438,6 +438,11 @@ class _RecallIndex:
     def overlap_idf(self, term: str) -> float:
         return smooth_idf(len(self.overlap), self.stem_df.get(term, 0))
 
+    def overlap_weights(self, terms: Iterable[str]) -> dict[str, float]:
+        """``overlap_idf`` of each of ``terms``."""
+        n, df = len(self.overlap), self.stem_df.get
+        return {t: smooth_idf(n, df(t, 0)) for t in terms}
+
     def invalidate(self) -> None:
         """A transaction rolled back: entries added from its rows may never have been committed; rebuild on next use.
         The cached rows may be ones it wrote."""
@@ -1017,19 +1022,14 @@ class MemoryStore:
             return []
         elif measure == "overlap":
             stems = overlap_tokens(content)
-            idf = self._idx.overlap_idf
-            weights = {t: idf(t) for t in stems}  # then each candidate's other terms, each computed once
-            q_total = sum(weights.values())
             query = content_token_list(unframed(content)) or q_tokens
-            for cid, _score in self._idx.bm25.search(query, limit=20):
-                c_stems = self._idx.overlap.get(cid)
-                if not c_stems:
-                    continue
+            stems_of = self._idx.overlap.get
+            candidates = [(cid, c) for cid, _ in self._idx.bm25.search(query, limit=20) if (c := stems_of(cid))]
+            weights = self._idx.overlap_weights(stems.union(*(c for _, c in candidates)))  # each term's idf once
+            q_total = sum(weights[t] for t in stems)
+            for cid, c_stems in candidates:
                 shared = sum(weights[t] for t in stems & c_stems)
-                for t in c_stems - weights.keys():
-                    weights[t] = idf(t)
-                c_total = sum(weights[t] for t in c_stems)
-                sim = overlap_score(shared, q_total, c_total)
+                sim = overlap_score(shared, q_total, sum(weights[t] for t in c_stems))
                 if sim >= threshold - 1e-12:
                     close.append((cid, sim))
         else:
