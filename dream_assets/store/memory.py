@@ -8,6 +8,12 @@ process that never searches (a pass) never builds it. The build does not hold th
 short sessions, indexed outside them, and the rows committed meanwhile applied in one more (``_RecallIndex.prepare``),
 so an agent saving during a cycle waits for one chunk read at most, not for a whole build.
 
+The rows a search or a save-time comparison reads by id stay in a small cache beside the index (``_RowCache``):
+fetching a few rows by id costs DuckDB about a millisecond a query at a million entries, more than the rest of a
+search but the BM25 lookup. It holds exactly what the file holds: it is emptied whenever the file is opened again
+(another process may have written it meanwhile) and when a transaction rolls back, and every write drops the rows it
+changes.
+
 Save-time dedup measures near-duplicates the way clustering does: cosine over embeddings with
 ``EmbeddingSimilarityThreshold`` when ``EmbeddingModel`` is set, the lexical measure otherwise. With embeddings the
 candidates are the live entries BM25 ranks highest for the incoming text (``SAVE_EMBEDDING_CANDIDATES`` of them), so
@@ -683,7 +689,8 @@ class MemoryStore:
     def forget_cached_rows(self) -> None:
         """Empty this process's cache of rows read for this file (``_RowCache``): the next reads come from the file
         (for benchmarks of a first read; results never depend on it)."""
-        self._idx.rows.clear()
+        with self._conn.session():  # the cache is only ever used inside a session
+            self._idx.rows.clear()
 
     def prepare_recall(self) -> None:
         """Build this process's recall index now if it is not built, without holding the store for the build
