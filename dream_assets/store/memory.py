@@ -202,8 +202,18 @@ def _fingerprint_part(entry: MemoryEntry) -> tuple[int, int]:
 
 def _rows_by_id(conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[tuple[Any, ...]]:
     """The rows of ``ids`` (archived ones too: a filter on another column next to the id list makes DuckDB scan the
-    whole table, ten times slower at a million rows, so callers drop archived rows themselves)."""
+    whole table, ten times slower at a million rows, so callers drop archived rows themselves). A few ids go in as an
+    IN list of parameters: a third cheaper than the list parameter for one to three ids at a million rows, and still
+    a little cheaper up to ``_ID_LIST_MAX``; more go in as one list."""
+    if not ids:
+        return []
+    if len(ids) <= _ID_LIST_MAX:
+        marks = ", ".join("?" * len(ids))
+        return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", list(ids)).fetchall()
     return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
+
+
+_ID_LIST_MAX = 16
 
 
 #: Rows the row cache of a file holds at most (a few MB): the hits of recent searches and save-time comparisons.
