@@ -5,6 +5,9 @@ instance, with the instance's database failing as the pass's materialization is 
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -18,6 +21,9 @@ from dream_assets.passes.outcome import load_outcome
 from dream_assets.store.ledger import PassLedger
 
 from .conftest import NOW
+from .postgres_server import PostgresUnavailable, start_postgres
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PASS = "memory_consolidation"
 
@@ -51,6 +57,36 @@ def _sensor(defs, instance, deployment) -> str:
 
 @pytest.mark.slow  # a Dagster run of memory consolidation, then the sensor twice
 def test_a_run_that_failed_after_its_pass_applied_shows_the_pass_from_its_record(demo, instance, monkeypatch):
+    _failed_after_apply_is_reconciled_once(demo, instance, monkeypatch)
+
+
+@pytest.fixture
+def postgres_instance(tmp_path, monkeypatch):
+    """A Dagster instance on the fleet deployment's PostgreSQL storage (deploy/dagster-postgres.yaml), on a fresh
+    database of a throwaway server."""
+    try:
+        with start_postgres() as server:
+            for key, value in server.env(server.create_database("dream_reconcile")).items():
+                monkeypatch.setenv(key, value)
+            home = tmp_path / "dagster_home"
+            home.mkdir()
+            shutil.copy(ROOT / "deploy" / "dagster-postgres.yaml", home / "dagster.yaml")
+            with dg.DagsterInstance.from_config(str(home)) as inst:
+                yield inst
+    except PostgresUnavailable as exc:
+        pytest.skip(f"no PostgreSQL server for the fleet deployment's storage: {exc}")
+
+
+@pytest.mark.slow  # a PostgreSQL server, a Dagster run of memory consolidation, then the sensor twice
+def test_the_fleets_postgres_storage_reconciles_a_run_that_failed_after_its_pass_applied(
+    demo, postgres_instance, monkeypatch
+):
+    """The same reconciliation on the fleet's storage: the run, its tags and the runless materialization in
+    PostgreSQL."""
+    _failed_after_apply_is_reconciled_once(demo, postgres_instance, monkeypatch)
+
+
+def _failed_after_apply_is_reconciled_once(demo, instance, monkeypatch) -> None:
     monkeypatch.setenv("DREAM__ConsolidationMinInterval", "0")
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     deployment = DreamDeployment(profile_root=str(demo.root.parent))

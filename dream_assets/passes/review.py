@@ -48,7 +48,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.store import DreamStore
 from dream_assets.store.changes import STAMP_KIND
-from dream_assets.store.schema import from_db, to_db
+from dream_assets.store.schema import from_db, to_db, where_equal
 
 if TYPE_CHECKING:
     from dream_assets.passes.spec import PassSpec
@@ -191,19 +191,12 @@ def list_changes(
     store: DreamStore, *, status: str | None = PENDING, cycle_id: str | None = None
 ) -> list[PendingChange]:
     """The pending changes (or those of ``status``; None: all), oldest set first, in the order the pass made them."""
-    where, params = ["TRUE"], []
-    if status is not None:
-        where.append("status = ?")
-        params.append(status)
-    if cycle_id is not None:
-        where.append("cycle_id = ?")
-        params.append(cycle_id)
+    where, params = where_equal(status=status, cycle_id=cycle_id)
     with store.connection.session() as conn:
         if not _table_exists(conn):
             return []
         rows = conn.execute(
-            f"SELECT * FROM pending_changes WHERE {' AND '.join(where)} ORDER BY created_at, cycle_id, position",
-            params,
+            f"SELECT * FROM pending_changes WHERE {where} ORDER BY created_at, cycle_id, position", params
         ).fetchall()
     return [_from_row(r) for r in rows]
 

@@ -51,7 +51,7 @@ from dream_assets.store.change_rows import dump, insert_change
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.cycle_marker import check_markers
 from dream_assets.store.memory import MemoryStore
-from dream_assets.store.schema import ensure_schema, from_db, to_db
+from dream_assets.store.schema import ensure_schema, from_db, to_db, where_equal
 from dream_assets.store.skills import SkillStore
 
 UNDO_PASS = "undo"
@@ -314,14 +314,7 @@ class ChangeLog:
         return len(rows)
 
     def list(self, cycle_id: str | None = None, *, pass_name: str | None = None) -> list[ChangeRecord]:
-        where, params = ["TRUE"], []
-        if cycle_id is not None:
-            where.append("cycle_id = ?")
-            params.append(cycle_id)
-        if pass_name is not None:
-            where.append("pass_name = ?")
-            params.append(pass_name)
-        return self._rows(" AND ".join(where), params)
+        return self._rows(*where_equal(cycle_id=cycle_id, pass_name=pass_name))
 
     def _rows(self, where: str, params: list[Any]) -> list[ChangeRecord]:
         with self._conn.session() as conn:
@@ -341,12 +334,12 @@ class ChangeLog:
 
     def by_pass(self, cycle_id: str | None = None) -> list[PassChanges]:
         """Per cycle and pass (cycles oldest first, passes in the order they wrote): changes, undoable, stamps."""
-        where, params = ("WHERE cycle_id = ?", [cycle_id]) if cycle_id is not None else ("", [])
+        where, params = where_equal(cycle_id=cycle_id)
         with self._conn.session() as conn:
             rows = conn.execute(
                 f"""SELECT cycle_id, pass_name, kind, count(*), count(*) FILTER (WHERE undone_at IS NULL),
                            min(ordinal), min(created_at)
-                    FROM changes {where} GROUP BY cycle_id, pass_name, kind""",
+                    FROM changes WHERE {where} GROUP BY cycle_id, pass_name, kind""",
                 params,
             ).fetchall()
         started: dict[str, datetime] = {}

@@ -167,3 +167,9 @@ def to_db(dt: datetime | None) -> datetime | None:
 
 def from_db(dt: datetime | None) -> datetime | None:
     return None if dt is None else dt.replace(tzinfo=UTC)
+
+
+def where_equal(**columns: object) -> tuple[str, list[object]]:
+    """A WHERE condition that each given column equals its value (a None value is left out), and its parameters."""
+    given = {name: value for name, value in columns.items() if value is not None}
+    return " AND ".join([f"{name} = ?" for name in given] or ["TRUE"]), list(given.values())

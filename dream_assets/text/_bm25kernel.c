@@ -2,13 +2,19 @@
  *
  * Layout: terms and document ids live in open-addressing hash tables over byte arenas (no Python object per term or
  * id). A term's postings are one contiguous array of (slot, tf, document length) in slot order, so scoring reads
- * nothing else; a term with one posting keeps it inline. Each slot records its length, its id and the distinct terms
- * it holds (to undo document frequencies on removal). Removing a document clears its slot's alive flag and marks its
- * postings; dead postings are dropped in one compaction once they outnumber the live documents.
+ * nothing else; a term with one posting keeps it inline. Each slot has one record in a byte arena: its id, its length
+ * and the distinct terms it holds (to undo document frequencies on removal), as varints, the terms sorted and stored
+ * as gaps. Removing a document clears its slot's alive flag and marks its postings; dead postings are dropped in one
+ * compaction once they outnumber the live documents, which also hands back the capacity left unused.
  *
  * Search is document-at-a-time MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach
- * the k-th best score so far are only looked up (galloping search) for documents the others found. A document is
- * skipped only when its bound is strictly below the k-th best, so ties at the cut-off are scored and ordered by id.
+ * the k-th best score so far are only looked up (galloping search) for documents the others found. Bounds are taken
+ * at the document's length (postings carry it) and summed exactly as a score is, so a document whose bound is below
+ * the k-th best, or equal to it with a later id, is dropped unscored; postings whose documents could not reach the
+ * k-th best even holding every other query term are skipped without a look-up. A first build (add_many) lays the
+ * slots out in id order whatever order the documents come in, so over the slots it built a tie is settled by slot
+ * number and a term whose documents could only tie need not be read in full; documents added later take the slots
+ * after them, where ties are settled by comparing ids.
  *
  * Scores are bit for bit those of the numpy path: each term's contribution is computed in float32 with the same
  * operations in the same order, idf = ln(1 + (N - df + 0.5) / (df + 0.5)) in double rounded to float32, and a
@@ -53,9 +59,7 @@ typedef struct {
     uint32_t df;     /* live documents holding the term */
     float maxtf;     /* highest tf and shortest document over the postings: the MaxScore bound's inputs */
     float minlen;
-    uint32_t hash;
-    uint32_t str_off;
-    uint32_t str_len;
+    uint32_t str_off; /* terms lie in the arena in index order: a term ends where the next begins */
 } Term;
 
 typedef struct {
@@ -64,28 +68,24 @@ typedef struct {
     /* terms */
     Term *terms;
     uint32_t nterms, terms_cap;
-    uint32_t *term_table; /* term index + 1, or EMPTY */
+    uint32_t *term_table; /* term index + 1 and hash tag (see entry), or EMPTY */
     uint32_t term_mask;
     char *termbuf;
     size_t termbuf_len, termbuf_cap;
-    /* documents, by slot */
+    /* documents, by slot: a slot's record at docbuf + doc_off[slot] is varint id length, id bytes, varint length in
+       tokens, varint count of distinct terms, then their term ids ascending as varint gaps (the first from 0) */
     uint32_t nslots, slots_cap, live, dead;
     uint8_t *alive;
-    float *length;
-    uint64_t *id_off;
-    uint32_t *id_len;
-    uint64_t *tof_off;
-    uint32_t *tof_n;
-    char *idbuf;
-    size_t idbuf_len, idbuf_cap;
-    uint32_t *tofbuf;
-    size_t tof_len, tof_cap;
-    uint32_t *id_table; /* slot + 1, EMPTY or TOMB */
+    uint32_t *doc_off;
+    uint8_t *docbuf;
+    size_t docbuf_len, docbuf_cap;
+    uint32_t *id_table; /* slot + 1 and hash tag, EMPTY or a tombstone (see entry) */
     uint32_t id_mask, id_used;
     int64_t total_length;
     uint64_t last_scored; /* documents the last search scored in full (what pruning saves shows here) */
     BigTf *big;           /* the tf of postings marked TF_BIG (a term 65,535 times or more in one document) */
     size_t nbig, big_cap;
+    uint32_t sorted_upto; /* slots [0, sorted_upto) hold ascending ids: a document there loses a tie to every earlier one */
 } Index;
 
 /* ------------------------------------------------------------------ helpers */
@@ -116,6 +116,51 @@ static int grow(void **buf, size_t *cap, size_t need, size_t item) {
 
 static inline Posting *postings(Term *t) { return t->cap ? t->u.heap : &t->u.inl; }
 
+/* The term's length in bytes: up to where the next term's bytes begin. */
+static inline uint32_t term_len(const Index *ix, uint32_t i) {
+    return (i + 1 < ix->nterms ? ix->terms[i + 1].str_off : (uint32_t)ix->termbuf_len) - ix->terms[i].str_off;
+}
+
+/* The largest a varint of a uint32 takes. */
+#define VARINT_MAX 5
+
+static inline uint8_t *put_varint(uint8_t *p, uint32_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline uint32_t get_varint(const uint8_t **p) {
+    const uint8_t *q = *p;
+    uint32_t v = *q & 0x7F;
+    for (int shift = 7; *q++ & 0x80; shift += 7) v |= (uint32_t)(*q & 0x7F) << shift;
+    *p = q;
+    return v;
+}
+
+/* The slot's id (*n bytes, UTF-8). */
+static inline const char *doc_id(const Index *ix, uint32_t slot, uint32_t *n) {
+    const uint8_t *r = ix->docbuf + ix->doc_off[slot];
+    *n = get_varint(&r);
+    return (const char *)r;
+}
+
+/* The slot's record past its id: its length in tokens, then its terms. */
+static inline const uint8_t *doc_rest(const Index *ix, uint32_t slot) {
+    uint32_t n;
+    const char *id = doc_id(ix, slot, &n);
+    return (const uint8_t *)id + n;
+}
+
+/* Out of line: only documents of 65,535 tokens or more take it, and scoring's loop stays small. */
+static __attribute__((noinline)) float doc_length(const Index *ix, uint32_t slot) {
+    const uint8_t *r = doc_rest(ix, slot);
+    return (float)get_varint(&r);
+}
+
 static BigTf *big_entry(const Index *ix, uint32_t term, uint32_t slot) {
     for (size_t i = 0; i < ix->nbig; i++)
         if (ix->big[i].term == term && ix->big[i].slot == slot) return &ix->big[i];
@@ -129,15 +174,16 @@ static inline float tf_of(const Index *ix, uint32_t term, const Posting *p) {
 }
 
 static inline float len_of(const Index *ix, const Posting *p) {
-    return p->len != LEN_BIG ? (float)p->len : ix->length[p->slot];
+    return p->len != LEN_BIG ? (float)p->len : doc_length(ix, p->slot);
 }
 
 /* UTF-8 byte order is code point order: the order Python sorts str in. Ids are short and differ early, so a byte
    loop beats a call to memcmp. */
 static inline int idcmp(const Index *ix, uint32_t a, uint32_t b) {
-    uint32_t la = ix->id_len[a], lb = ix->id_len[b], n = la < lb ? la : lb;
-    const unsigned char *x = (const unsigned char *)ix->idbuf + ix->id_off[a];
-    const unsigned char *y = (const unsigned char *)ix->idbuf + ix->id_off[b];
+    uint32_t la, lb;
+    const unsigned char *x = (const unsigned char *)doc_id(ix, a, &la);
+    const unsigned char *y = (const unsigned char *)doc_id(ix, b, &lb);
+    uint32_t n = la < lb ? la : lb;
     for (uint32_t i = 0; i < n; i++)
         if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
     return la < lb ? -1 : (la > lb ? 1 : 0);
@@ -150,13 +196,8 @@ static void free_all(Index *ix) {
     free(ix->term_table);
     free(ix->termbuf);
     free(ix->alive);
-    free(ix->length);
-    free(ix->id_off);
-    free(ix->id_len);
-    free(ix->tof_off);
-    free(ix->tof_n);
-    free(ix->idbuf);
-    free(ix->tofbuf);
+    free(ix->doc_off);
+    free(ix->docbuf);
     free(ix->id_table);
     free(ix->big);
     ix->big = NULL;
@@ -165,23 +206,36 @@ static void free_all(Index *ix) {
     ix->term_table = NULL;
     ix->termbuf = NULL;
     ix->alive = NULL;
-    ix->length = NULL;
-    ix->id_off = NULL;
-    ix->id_len = NULL;
-    ix->tof_off = NULL;
-    ix->tof_n = NULL;
-    ix->idbuf = NULL;
-    ix->tofbuf = NULL;
+    ix->doc_off = NULL;
+    ix->docbuf = NULL;
     ix->id_table = NULL;
     ix->nterms = ix->terms_cap = ix->term_mask = 0;
     ix->termbuf_len = ix->termbuf_cap = 0;
     ix->nslots = ix->slots_cap = ix->live = ix->dead = 0;
-    ix->idbuf_len = ix->idbuf_cap = ix->tof_len = ix->tof_cap = 0;
+    ix->docbuf_len = ix->docbuf_cap = 0;
     ix->id_mask = ix->id_used = 0;
     ix->total_length = 0;
+    ix->sorted_upto = 0;
 }
 
 /* ------------------------------------------------------------------ term table */
+
+/* Both tables probe linearly and are kept at most 3/4 full; a table is rebuilt at least twice the entries it holds.
+   An entry holds the index + 1 in its low bits (as many as the table has positions: at most 3/4 full, an index + 1
+   never sets them all) and the hash's bits above those as a tag, so a probe reads the term or id only when the tag
+   matches (the id table is also sized past the slot numbers it holds). EMPTY is 0; an entry whose low bits are all
+   set is a removed id's tombstone. */
+static inline uint32_t entry(uint32_t index, uint32_t h, uint32_t mask) { return (index + 1) | (h & ~mask); }
+
+static inline int tag_matches(uint32_t e, uint32_t h, uint32_t mask) { return ((e ^ h) & ~mask) == 0; }
+
+static inline int table_full(uint32_t used, uint32_t mask) { return ((size_t)used + 1) * 4 > ((size_t)mask + 1) * 3; }
+
+static uint32_t table_size(size_t entries) {
+    size_t size = 1024;
+    while (size < entries * 2 + 2) size *= 2;
+    return (uint32_t)size;
+}
 
 static int term_table_resize(Index *ix, uint32_t size) {
     uint32_t *table = calloc(size, sizeof(uint32_t));
@@ -191,9 +245,9 @@ static int term_table_resize(Index *ix, uint32_t size) {
     }
     uint32_t mask = size - 1;
     for (uint32_t i = 0; i < ix->nterms; i++) {
-        uint32_t h = ix->terms[i].hash & mask;
-        while (table[h] != EMPTY) h = (h + 1) & mask;
-        table[h] = i + 1;
+        uint32_t h = hash_bytes(ix->termbuf + ix->terms[i].str_off, term_len(ix, i)), at = h & mask;
+        while (table[at] != EMPTY) at = (at + 1) & mask;
+        table[at] = entry(i, h, mask);
     }
     free(ix->term_table);
     ix->term_table = table;
@@ -204,13 +258,16 @@ static int term_table_resize(Index *ix, uint32_t size) {
 /* The term's index, or -1 when absent. */
 static int64_t term_find(const Index *ix, const char *s, Py_ssize_t n, uint32_t h) {
     if (!ix->term_table) return -1;
-    uint32_t i = h & ix->term_mask;
+    const uint32_t mask = ix->term_mask;
+    uint32_t i = h & mask;
     for (;;) {
         uint32_t e = ix->term_table[i];
         if (e == EMPTY) return -1;
-        const Term *t = &ix->terms[e - 1];
-        if (t->hash == h && t->str_len == (uint32_t)n && memcmp(ix->termbuf + t->str_off, s, n) == 0) return e - 1;
-        i = (i + 1) & ix->term_mask;
+        if (tag_matches(e, h, mask)) {
+            uint32_t t = (e & mask) - 1;
+            if (term_len(ix, t) == (uint32_t)n && memcmp(ix->termbuf + ix->terms[t].str_off, s, n) == 0) return t;
+        }
+        i = (i + 1) & mask;
     }
 }
 
@@ -222,9 +279,8 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
         PyErr_SetString(PyExc_OverflowError, "bm25 kernel: too many distinct terms");
         return -1;
     }
-    if ((size_t)(ix->nterms + 1) * 2 > (size_t)ix->term_mask + 1 || !ix->term_table) {
-        uint32_t size = ix->term_table ? (ix->term_mask + 1) * 2 : 1024;
-        if (term_table_resize(ix, size) < 0) return -1;
+    if (!ix->term_table || table_full(ix->nterms, ix->term_mask)) {
+        if (term_table_resize(ix, table_size((size_t)ix->nterms + 1)) < 0) return -1;
     }
     size_t cap = ix->terms_cap;
     if (grow((void **)&ix->terms, &cap, ix->nterms + 1, sizeof(Term)) < 0) return -1;
@@ -233,15 +289,13 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
     memcpy(ix->termbuf + ix->termbuf_len, s, n);
     Term *t = &ix->terms[ix->nterms];
     memset(t, 0, sizeof(Term));
-    t->hash = h;
     t->str_off = (uint32_t)ix->termbuf_len;
-    t->str_len = (uint32_t)n;
     t->minlen = INFINITY;
     ix->termbuf_len += n;
     uint32_t i = h & ix->term_mask;
     while (ix->term_table[i] != EMPTY) i = (i + 1) & ix->term_mask;
-    ix->term_table[i] = ++ix->nterms;
-    return ix->nterms - 1;
+    ix->term_table[i] = entry(ix->nterms, h, ix->term_mask);
+    return ix->nterms++;
 }
 
 /* ------------------------------------------------------------------ id table */
@@ -255,9 +309,11 @@ static int id_table_resize(Index *ix, uint32_t size) {
     uint32_t mask = size - 1;
     for (uint32_t s = 0; s < ix->nslots; s++) {
         if (!ix->alive[s]) continue;
-        uint32_t h = hash_bytes(ix->idbuf + ix->id_off[s], ix->id_len[s]) & mask;
-        while (table[h] != EMPTY) h = (h + 1) & mask;
-        table[h] = s + 1;
+        uint32_t n;
+        const char *id = doc_id(ix, s, &n);
+        uint32_t h = hash_bytes(id, n), at = h & mask;
+        while (table[at] != EMPTY) at = (at + 1) & mask;
+        table[at] = entry(s, h, mask);
     }
     free(ix->id_table);
     ix->id_table = table;
@@ -266,18 +322,20 @@ static int id_table_resize(Index *ix, uint32_t size) {
     return 0;
 }
 
-/* The table position of the id (holding slot + 1), or -1 when absent. */
+/* The table position of the id (its entry's low bits: slot + 1), or -1 when absent. */
 static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n) {
     if (!ix->id_table) return -1;
-    uint32_t i = hash_bytes(s, n) & ix->id_mask;
+    const uint32_t mask = ix->id_mask, h = hash_bytes(s, n);
+    uint32_t i = h & mask;
     for (;;) {
         uint32_t e = ix->id_table[i];
         if (e == EMPTY) return -1;
-        if (e != TOMB) {
-            uint32_t slot = e - 1;
-            if (ix->id_len[slot] == (uint32_t)n && memcmp(ix->idbuf + ix->id_off[slot], s, n) == 0) return i;
+        if ((e & mask) != mask && tag_matches(e, h, mask)) {
+            uint32_t len;
+            const char *id = doc_id(ix, (e & mask) - 1, &len);
+            if (len == (uint32_t)n && memcmp(id, s, n) == 0) return i;
         }
-        i = (i + 1) & ix->id_mask;
+        i = (i + 1) & mask;
     }
 }
 
@@ -294,15 +352,17 @@ static void forget_postings(Term *t) {
 }
 
 static void remove_slot(Index *ix, int64_t pos) {
-    uint32_t slot = ix->id_table[pos] - 1;
-    ix->id_table[pos] = TOMB;
+    uint32_t slot = (ix->id_table[pos] & ix->id_mask) - 1;
+    ix->id_table[pos] = ix->id_mask; /* a tombstone */
     ix->alive[slot] = 0;
     ix->live--;
     ix->dead++;
-    ix->total_length -= (int64_t)ix->length[slot];
-    const uint32_t *tids = ix->tofbuf + ix->tof_off[slot];
-    for (uint32_t j = 0; j < ix->tof_n[slot]; j++) {
-        Term *t = &ix->terms[tids[j]];
+    const uint8_t *r = doc_rest(ix, slot);
+    ix->total_length -= (int64_t)get_varint(&r);
+    uint32_t distinct = get_varint(&r), tid = 0;
+    for (uint32_t j = 0; j < distinct; j++) {
+        tid += get_varint(&r);
+        Term *t = &ix->terms[tid];
         if (--t->df == 0) {
             forget_postings(t); /* every posting of the term was this slot's or already dead */
             continue;
@@ -311,27 +371,71 @@ static void remove_slot(Index *ix, int64_t pos) {
         uint32_t at = advance(p, t->n, 0, slot);
         if (at < t->n && p[at].slot == slot) p[at].tf = 0;
     }
-    ix->tof_n[slot] = 0;
+}
+
+/* A term's postings in a block of exactly their number (one posting inline); a failed shrink keeps the larger block. */
+static void fit_postings(Term *t) {
+    if (!t->cap || t->cap == t->n || t->n == 0) return;
+    if (t->n == 1) {
+        Posting only = t->u.heap[0];
+        free(t->u.heap);
+        t->u.inl = only;
+        t->cap = 0;
+        return;
+    }
+    Posting *p = realloc(t->u.heap, (size_t)t->n * sizeof(Posting));
+    if (p) {
+        t->u.heap = p;
+        t->cap = t->n;
+    }
+}
+
+/* realloc to a smaller size; the block as it was when that fails (a smaller block is only ever a saving). */
+static int shrink_block(void **p, size_t bytes) {
+    if (!bytes) return 0;
+    void *q = realloc(*p, bytes);
+    if (!q) return 0;
+    *p = q;
+    return 1;
+}
+
+/* Hand back the arrays' capacity a compaction left unused. (Not after a first build: there the unused capacity is
+   pages never touched, which hold no memory, and the next adds would pay to grow the arrays back.) */
+static void shrink_to_fit(Index *ix) {
+    if (ix->terms_cap > ix->nterms && shrink_block((void **)&ix->terms, (size_t)ix->nterms * sizeof(Term)))
+        ix->terms_cap = ix->nterms;
+    if (ix->termbuf_cap > ix->termbuf_len && shrink_block((void **)&ix->termbuf, ix->termbuf_len))
+        ix->termbuf_cap = ix->termbuf_len;
+    if (ix->docbuf_cap > ix->docbuf_len && shrink_block((void **)&ix->docbuf, ix->docbuf_len))
+        ix->docbuf_cap = ix->docbuf_len;
+    if (ix->slots_cap > ix->nslots) { /* the capacity is what both arrays hold at least */
+        int a = shrink_block((void **)&ix->alive, ix->nslots);
+        int b = shrink_block((void **)&ix->doc_off, (size_t)ix->nslots * sizeof(uint32_t));
+        if (a || b) ix->slots_cap = ix->nslots;
+    }
 }
 
 /* Renumber live slots densely, drop dead postings and unused terms, rebuild both tables. */
 static int compact(Index *ix) {
     uint32_t *new_slot = malloc((size_t)(ix->nslots ? ix->nslots : 1) * sizeof(uint32_t));
     uint32_t *new_tid = malloc((size_t)(ix->nterms ? ix->nterms : 1) * sizeof(uint32_t));
-    char *idbuf = malloc(ix->idbuf_len ? ix->idbuf_len : 1);
+    float *lengths = malloc((size_t)(ix->nslots ? ix->nslots : 1) * sizeof(float));
     char *termbuf = malloc(ix->termbuf_len ? ix->termbuf_len : 1);
-    uint32_t *tofbuf = malloc((ix->tof_len ? ix->tof_len : 1) * sizeof(uint32_t));
-    if (!new_slot || !new_tid || !idbuf || !termbuf || !tofbuf) {
+    uint8_t *docbuf = malloc(ix->docbuf_len ? ix->docbuf_len : 1); /* records only shrink: term ids only drop */
+    if (!new_slot || !new_tid || !lengths || !termbuf || !docbuf) {
         free(new_slot);
         free(new_tid);
-        free(idbuf);
+        free(lengths);
         free(termbuf);
-        free(tofbuf);
+        free(docbuf);
         PyErr_NoMemory();
         return -1;
     }
     uint32_t live = 0;
-    for (uint32_t s = 0; s < ix->nslots; s++) new_slot[s] = ix->alive[s] ? live++ : TOMB;
+    for (uint32_t s = 0; s < ix->nslots; s++) {
+        new_slot[s] = ix->alive[s] ? live++ : TOMB;
+        if (ix->alive[s]) lengths[s] = doc_length(ix, s);
+    }
     /* terms: keep those still held, postings of live slots only, bounds recomputed exactly */
     uint32_t nt = 0;
     size_t tb = 0;
@@ -341,13 +445,14 @@ static int compact(Index *ix) {
             new_tid[i] = TOMB;
             continue;
         }
+        uint32_t slen = term_len(ix, i); /* before this term moves: it reads the next term's start */
         Posting *p = postings(t);
         uint32_t k = 0;
         float maxtf = 0.0f, minlen = INFINITY;
         for (uint32_t j = 0; j < t->n; j++) {
             uint32_t s = p[j].slot;
             if (!ix->alive[s]) continue;
-            float len = ix->length[s], tf = tf_of(ix, i, &p[j]);
+            float len = lengths[s], tf = tf_of(ix, i, &p[j]);
             if (tf > maxtf) maxtf = tf;
             if (len < minlen) minlen = len;
             p[k] = p[j];
@@ -355,23 +460,12 @@ static int compact(Index *ix) {
             k++;
         }
         t->n = k;
-        if (t->cap && k == 1) {
-            Posting only = p[0];
-            free(t->u.heap);
-            t->u.inl = only;
-            t->cap = 0;
-        } else if (t->cap && k * 2 < t->cap) {
-            Posting *shrunk = realloc(t->u.heap, (size_t)k * sizeof(Posting));
-            if (shrunk) {
-                t->u.heap = shrunk;
-                t->cap = k;
-            }
-        }
+        fit_postings(t);
         t->maxtf = maxtf;
         t->minlen = minlen;
-        memcpy(termbuf + tb, ix->termbuf + t->str_off, t->str_len);
+        memcpy(termbuf + tb, ix->termbuf + t->str_off, slen);
         t->str_off = (uint32_t)tb;
-        tb += t->str_len;
+        tb += slen;
         new_tid[i] = nt;
         ix->terms[nt++] = *t;
     }
@@ -385,46 +479,49 @@ static int compact(Index *ix) {
         ix->big[kept++] = b;
     }
     ix->nbig = kept;
-    /* documents */
-    size_t ib = 0, fb = 0;
+    /* documents: records copied with their term ids renumbered (still ascending: renumbering keeps the order) */
+    uint8_t *w = docbuf;
     for (uint32_t s = 0; s < ix->nslots; s++) {
         if (!ix->alive[s]) continue;
         uint32_t d = new_slot[s];
-        memcpy(idbuf + ib, ix->idbuf + ix->id_off[s], ix->id_len[s]);
-        const uint32_t *tids = ix->tofbuf + ix->tof_off[s];
-        for (uint32_t j = 0; j < ix->tof_n[s]; j++) tofbuf[fb + j] = new_tid[tids[j]];
+        const uint8_t *r = ix->docbuf + ix->doc_off[s];
+        uint32_t idn = get_varint(&r);
+        ix->doc_off[d] = (uint32_t)(w - docbuf);
+        w = put_varint(w, idn);
+        memcpy(w, r, idn);
+        w += idn;
+        r += idn;
+        w = put_varint(w, get_varint(&r));
+        uint32_t distinct = get_varint(&r), old = 0, prev = 0;
+        w = put_varint(w, distinct);
+        for (uint32_t j = 0; j < distinct; j++) {
+            old += get_varint(&r);
+            uint32_t tid = new_tid[old];
+            w = put_varint(w, tid - prev);
+            prev = tid;
+        }
         ix->alive[d] = 1;
-        ix->length[d] = ix->length[s];
-        ix->id_off[d] = ib;
-        ix->id_len[d] = ix->id_len[s];
-        ix->tof_off[d] = fb;
-        ix->tof_n[d] = ix->tof_n[s];
-        ib += ix->id_len[s];
-        fb += ix->tof_n[s];
     }
     free(new_slot);
     free(new_tid);
-    free(ix->idbuf);
+    free(lengths);
     free(ix->termbuf);
-    free(ix->tofbuf);
-    ix->idbuf = idbuf;
-    ix->idbuf_cap = ix->idbuf_len ? ix->idbuf_len : 1;
-    ix->idbuf_len = ib;
+    free(ix->docbuf);
     ix->termbuf = termbuf;
     ix->termbuf_cap = ix->termbuf_len ? ix->termbuf_len : 1;
     ix->termbuf_len = tb;
-    ix->tofbuf = tofbuf;
-    ix->tof_cap = ix->tof_len ? ix->tof_len : 1;
-    ix->tof_len = fb;
+    ix->docbuf = docbuf;
+    ix->docbuf_cap = ix->docbuf_len ? ix->docbuf_len : 1;
+    ix->docbuf_len = (size_t)(w - docbuf);
     ix->nterms = nt;
     ix->nslots = live;
     ix->dead = 0;
-    uint32_t size = 1024;
-    while ((size_t)size < (size_t)nt * 2 + 2) size *= 2;
-    if (term_table_resize(ix, size) < 0) return -1;
-    size = 1024;
-    while ((size_t)size < (size_t)live * 2 + 2) size *= 2;
-    return id_table_resize(ix, size);
+    ix->sorted_upto = 0;
+    while (ix->sorted_upto < live && (!ix->sorted_upto || idcmp(ix, ix->sorted_upto - 1, ix->sorted_upto) < 0))
+        ix->sorted_upto++;
+    shrink_to_fit(ix);
+    if (term_table_resize(ix, table_size(nt)) < 0) return -1;
+    return id_table_resize(ix, table_size(live));
 }
 
 static int maybe_compact(Index *ix) {
@@ -437,6 +534,24 @@ typedef struct {
     Py_ssize_t n;
 } Bytes;
 
+static int uint32_order(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Ascending: insertion for the few terms of a typical document, qsort past that. */
+static void sort_ids(uint32_t *v, uint32_t n) {
+    if (n > 32) {
+        qsort(v, n, sizeof(uint32_t), uint32_order);
+        return;
+    }
+    for (uint32_t a = 1; a < n; a++) {
+        uint32_t x = v[a], b = a;
+        for (; b && v[b - 1] > x; b--) v[b] = v[b - 1];
+        v[b] = x;
+    }
+}
+
 static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
     Py_ssize_t idn;
     const char *ids = PyUnicode_AsUTF8AndSize(doc_id, &idn);
@@ -446,7 +561,10 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
     Py_ssize_t ntok = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
     Bytes *toks = PyMem_Malloc((ntok ? ntok : 1) * sizeof(Bytes));
-    if (!toks) {
+    uint32_t *tids = PyMem_Malloc((ntok ? ntok : 1) * sizeof(uint32_t)); /* the distinct terms, as first seen */
+    if (!toks || !tids) {
+        PyMem_Free(toks);
+        PyMem_Free(tids);
         Py_DECREF(seq);
         PyErr_NoMemory();
         return -1;
@@ -459,8 +577,14 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         toks[i].s = PyUnicode_AsUTF8AndSize(items[i], &toks[i].n);
         if (!toks[i].s) goto fail;
     }
-    if (ix->nslots >= 0xFFFFFFF0u) {
+    /* the most the slot's record takes: the id, the length, the count and every token a new term */
+    size_t record = (size_t)idn + (size_t)(ntok + 3) * VARINT_MAX;
+    if (ix->nslots >= 0xFFFFFFF0u || ix->docbuf_len + record > 0xFFFFFFF0u) {
         PyErr_SetString(PyExc_OverflowError, "bm25 kernel: too many documents");
+        goto fail;
+    }
+    if ((uint64_t)idn > 0xFFFFFFFFu || (uint64_t)ntok > 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_OverflowError, "bm25 kernel: a document id or token list too long");
         goto fail;
     }
     int64_t pos = id_find(ix, ids, idn);
@@ -474,27 +598,16 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         /* each array is replaced once grown, so a failure part-way leaves larger arrays, never lost ones */
         if (!(p = realloc(ix->alive, c))) goto nomem;
         ix->alive = p;
-        if (!(p = realloc(ix->length, c * sizeof(float)))) goto nomem;
-        ix->length = p;
-        if (!(p = realloc(ix->id_off, c * sizeof(uint64_t)))) goto nomem;
-        ix->id_off = p;
-        if (!(p = realloc(ix->id_len, c * sizeof(uint32_t)))) goto nomem;
-        ix->id_len = p;
-        if (!(p = realloc(ix->tof_off, c * sizeof(uint64_t)))) goto nomem;
-        ix->tof_off = p;
-        if (!(p = realloc(ix->tof_n, c * sizeof(uint32_t)))) goto nomem;
-        ix->tof_n = p;
+        if (!(p = realloc(ix->doc_off, c * sizeof(uint32_t)))) goto nomem;
+        ix->doc_off = p;
         ix->slots_cap = (uint32_t)c;
     }
-    if (grow((void **)&ix->idbuf, &ix->idbuf_cap, ix->idbuf_len + idn, 1) < 0) goto fail;
-    if (grow((void **)&ix->tofbuf, &ix->tof_cap, ix->tof_len + ntok, sizeof(uint32_t)) < 0) goto fail;
-    if ((size_t)(ix->id_used + 1) * 2 > (size_t)ix->id_mask + 1 || !ix->id_table) {
-        uint32_t size = ix->id_table ? ix->id_mask + 1 : 1024;
-        while ((size_t)size < (size_t)(ix->live + 1) * 4) size *= 2;
-        if (id_table_resize(ix, size) < 0) goto fail;
+    if (grow((void **)&ix->docbuf, &ix->docbuf_cap, ix->docbuf_len + record, 1) < 0) goto fail;
+    /* the id table holds slot numbers, dead slots' included: it has room for the new slot's */
+    if (!ix->id_table || table_full(ix->id_used, ix->id_mask) || (size_t)ix->nslots + 2 > ix->id_mask) {
+        if (id_table_resize(ix, table_size((size_t)ix->nslots + 1)) < 0) goto fail;
     }
     uint32_t slot = ix->nslots;
-    size_t tof_start = ix->tof_len;
     const uint16_t len16 = ntok < (Py_ssize_t)LEN_BIG ? (uint16_t)ntok : (uint16_t)LEN_BIG;
     uint32_t distinct = 0;
     for (Py_ssize_t i = 0; i < ntok; i++) {
@@ -539,41 +652,48 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         }
         t->n++;
         t->df++;
-        ix->tofbuf[tof_start + distinct++] = (uint32_t)tid;
+        tids[distinct++] = (uint32_t)tid;
     }
     float len = (float)ntok;
     for (uint32_t j = 0; j < distinct; j++) {
-        uint32_t tid = ix->tofbuf[tof_start + j];
+        uint32_t tid = tids[j];
         Term *t = &ix->terms[tid];
         float tf = tf_of(ix, tid, &postings(t)[t->n - 1]);
         if (tf > t->maxtf) t->maxtf = tf;
         if (len < t->minlen) t->minlen = len;
     }
-    ix->tof_len += distinct;
+    sort_ids(tids, distinct);
+    {
+        uint8_t *w = ix->docbuf + ix->docbuf_len;
+        w = put_varint(w, (uint32_t)idn);
+        memcpy(w, ids, idn);
+        w += idn;
+        w = put_varint(w, (uint32_t)ntok);
+        w = put_varint(w, distinct);
+        for (uint32_t j = 0, prev = 0; j < distinct; prev = tids[j++]) w = put_varint(w, tids[j] - prev);
+        ix->doc_off[slot] = (uint32_t)ix->docbuf_len;
+        ix->docbuf_len = (size_t)(w - ix->docbuf);
+    }
     ix->alive[slot] = 1;
-    ix->length[slot] = len;
-    ix->id_off[slot] = ix->idbuf_len;
-    ix->id_len[slot] = (uint32_t)idn;
-    ix->tof_off[slot] = tof_start;
-    ix->tof_n[slot] = distinct;
-    memcpy(ix->idbuf + ix->idbuf_len, ids, idn);
-    ix->idbuf_len += idn;
+    if (ix->sorted_upto == slot && (!slot || idcmp(ix, slot - 1, slot) < 0)) ix->sorted_upto = slot + 1;
     ix->nslots++;
     ix->live++;
     ix->total_length += ntok;
     {
-        uint32_t i = hash_bytes(ids, idn) & ix->id_mask;
-        while (ix->id_table[i] != EMPTY && ix->id_table[i] != TOMB) i = (i + 1) & ix->id_mask;
+        const uint32_t mask = ix->id_mask, h = hash_bytes(ids, idn);
+        uint32_t i = h & mask;
+        while (ix->id_table[i] != EMPTY && (ix->id_table[i] & mask) != mask) i = (i + 1) & mask;
         if (ix->id_table[i] == EMPTY) ix->id_used++;
-        ix->id_table[i] = slot + 1;
+        ix->id_table[i] = entry(slot, h, mask);
     }
     PyMem_Free(toks);
+    PyMem_Free(tids);
     Py_DECREF(seq);
     return maybe_compact(ix);
 fail_partial:
     /* postings already appended for this slot are taken back */
     for (uint32_t j = 0; j < distinct; j++) {
-        Term *t = &ix->terms[ix->tofbuf[tof_start + j]];
+        Term *t = &ix->terms[tids[j]];
         t->n--;
         if (--t->df == 0) forget_postings(t);
     }
@@ -588,6 +708,7 @@ nomem:
     PyErr_NoMemory();
 fail:
     PyMem_Free(toks);
+    PyMem_Free(tids);
     Py_DECREF(seq);
     return -1;
 }
@@ -612,6 +733,10 @@ typedef struct {
     uint32_t df, tid;
     const char *s;
     uint32_t slen;
+    float maxtf, minlen; /* the term's bound inputs */
+    int exact;           /* its bound at (maxtf, length) is the float32 contribution itself, not inflated */
+    double *reach;       /* by length (< SHORT): the most a document holding the term once can score; < 0: not yet */
+    uint32_t hope_tries, hope_skips; /* heads skip_hopeless looked at, postings it skipped: it gives up on few */
 } Cursor;
 
 typedef struct {
@@ -627,10 +752,16 @@ static int cursor_order(const void *a, const void *b) { /* rarest first, ties by
     return x->slen < y->slen ? -1 : (x->slen > y->slen ? 1 : 0);
 }
 
+/* Whether slot a's id sorts after slot b's: among slots in id order the slots tell, without reading the ids. */
+static inline int id_after(const Index *ix, uint32_t a, uint32_t b) {
+    if (a < ix->sorted_upto && b < ix->sorted_upto) return a > b;
+    return idcmp(ix, a, b) > 0;
+}
+
 /* a ranks below b: a lower score, or the same score and a later id */
 static inline int worse(const Index *ix, double as, uint32_t aslot, double bs, uint32_t bslot) {
     if (as != bs) return as < bs;
-    return idcmp(ix, aslot, bslot) > 0;
+    return id_after(ix, aslot, bslot);
 }
 
 static void sift_down(const Index *ix, Hit *h, uint32_t n, uint32_t i) {
@@ -702,6 +833,72 @@ static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint3
     return lo;
 }
 
+/* Queries of at most this many terms get exact bound sums (summed in the score's order) and per-length bound rows. */
+#define EXACT_TERMS 64
+/* and at most this many, bounds of the essential split taken at one document length */
+#define SPLIT_TERMS 24
+
+/* The most the term adds to a document of length len: nothing below its shortest document, else its contribution at
+   its highest tf. Contributions fall with length exactly (each float operation is monotone), and rise with tf; when
+   the term is exact that rise is far above float32 rounding (or every tf is 1) so the float32 value itself bounds every
+   posting, which lets a bound equal a score and a tie at the cut-off be settled by id. Otherwise it is inflated. */
+static inline double term_bound(Cursor *c, Consts *k, float len) {
+    if (len < c->minlen) return 0.0;
+    double v = (double)contribution(c, k, c->maxtf, len);
+    return c->exact ? v : v * (1.0 + 1e-5) + 1e-9;
+}
+
+/* row[r]: the bounds at length len of the terms ord[0..r], summed (cached per short length). */
+static const double *length_row(Cursor *cur, Consts *k, const uint32_t *ord, uint32_t m, double *rows, uint8_t *done,
+                                double *scratch, float len) {
+    uint32_t l = (uint32_t)len;
+    int cached = rows && l < SHORT;
+    double *row = cached ? rows + (size_t)l * m : scratch;
+    if (cached && done[l]) return row;
+    double run = 0.0;
+    for (uint32_t r = 0; r < m; r++) row[r] = run += term_bound(&cur[ord[r]], k, len);
+    if (cached) done[l] = 1;
+    return row;
+}
+
+/* A document's bound summed exactly as its score would be (over the query's terms rarest first, in double): the
+   contributions found, the bound at len of the terms not looked up yet (rank <= last), nothing for the others. Each
+   part is at least the score's and rounding is monotone, so the bound is never below the score. */
+static double ordered_bound(Cursor *cur, Consts *k, uint32_t m, const uint32_t *rank, uint32_t last,
+                            const uint32_t *touched, const float *values, uint32_t nt, double *scratch, float len) {
+    for (uint32_t j = 0; j < m; j++) scratch[j] = rank[j] <= last ? term_bound(&cur[j], k, len) : 0.0;
+    for (uint32_t a = 0; a < nt; a++) scratch[touched[a]] = (double)values[a];
+    double sum = 0.0;
+    for (uint32_t j = 0; j < m; j++) sum += scratch[j];
+    return sum;
+}
+
+/* Skip the postings of tf 1 whose documents cannot reach cut even if they held every other query term (each at its
+   bound at the document's length): whichever term a skipped document is met by later, it scores below cut. */
+static double reach_at(Cursor *cur, Consts *k, uint32_t m, Cursor *c, double *full, uint32_t l) {
+    float len = (float)l;
+    double all = full[l];
+    if (all < 0.0) {
+        all = 0.0;
+        for (uint32_t j = 0; j < m; j++) all += term_bound(&cur[j], k, len);
+        full[l] = all;
+    }
+    return c->reach[l] = all - term_bound(c, k, len) + (double)contribution(c, k, 1.0f, len);
+}
+
+static inline void skip_hopeless(Cursor *cur, Consts *k, uint32_t m, Cursor *c, double *full, double cut) {
+    if (c->hope_tries >= 256 && c->hope_skips < c->hope_tries / 2) return;
+    c->hope_tries++;
+    const Posting *q = c->p + c->pos, *end = c->p + c->n;
+    for (; q < end && q->tf == 1 && q->len < SHORT; q++) {
+        double v = c->reach[q->len];
+        if (v < 0.0) v = reach_at(cur, k, m, c, full, q->len);
+        if (v >= cut) break;
+    }
+    c->hope_skips += (uint32_t)(q - (c->p + c->pos));
+    c->pos = (uint32_t)(q - c->p);
+}
+
 /* The k best (slot, score) of the query, best first, ties by id; prune = 0 scores every posting. */
 static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prune) {
     if (k <= 0 || ix->live == 0) return PyList_New(0);
@@ -716,10 +913,17 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
     float *values = PyMem_Malloc((nq ? nq : 1) * sizeof(float));
     float *once = PyMem_Calloc((nq ? nq : 1) * SHORT, sizeof(float));
     Consts *consts = PyMem_Calloc(1, sizeof(Consts));
+    uint32_t *rank = PyMem_Malloc((nq ? nq : 1) * sizeof(uint32_t));
+    double *scratch = PyMem_Malloc((nq ? nq : 1) * sizeof(double));
+    double *lrow = PyMem_Malloc((nq ? nq : 1) * sizeof(double));
+    double *rows = nq <= EXACT_TERMS ? PyMem_Malloc((size_t)(nq ? nq : 1) * SHORT * sizeof(double)) : NULL;
+    uint8_t *done_len = PyMem_Calloc(SHORT, 1);
+    double *reach = nq <= EXACT_TERMS ? PyMem_Malloc((size_t)((nq ? nq : 1) + 1) * SHORT * sizeof(double)) : NULL;
     uint32_t heap_size = (uint32_t)(k < (Py_ssize_t)ix->live ? k : (Py_ssize_t)ix->live);
     Hit *heap = PyMem_Malloc((size_t)heap_size * sizeof(Hit));
     PyObject *out = NULL;
-    if (!cur || !ord || !prefix || !touched || !values || !heap || !once || !consts) {
+    if (!cur || !ord || !prefix || !touched || !values || !heap || !once || !consts || !rank || !scratch || !lrow ||
+        !done_len || (nq <= EXACT_TERMS && (!rows || !reach))) {
         PyErr_NoMemory();
         goto done;
     }
@@ -745,7 +949,9 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         cur[m].df = t->df;
         cur[m].tid = (uint32_t)tid;
         cur[m].s = ix->termbuf + t->str_off;
-        cur[m].slen = t->str_len;
+        cur[m].slen = term_len(ix, (uint32_t)tid);
+        cur[m].maxtf = t->maxtf;
+        cur[m].minlen = t->minlen;
         m++;
     }
     if (m == 0) {
@@ -766,11 +972,16 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         double df = (double)cur[j].df;
         cur[j].idf = (float)log(1.0 + (n_docs - df + 0.5) / (df + 0.5));
         cur[j].once = once + (size_t)j * SHORT;
-        /* The most the term adds to a document: its highest tf in its shortest document (contributions grow with
-           tf and shrink with length), inflated well past float32 rounding. */
-        const Term *t = &ix->terms[cur[j].tid];
-        double norm = ix->k1 * (1.0 - ix->b + ix->b * (double)t->minlen / avg_or_1);
-        cur[j].ub = (double)cur[j].idf * t->maxtf * (ix->k1 + 1.0) / (t->maxtf + norm) * (1.0 + 1e-5) + 1e-9;
+        cur[j].reach = reach ? reach + (size_t)(j + 1) * SHORT : NULL;
+        cur[j].hope_tries = cur[j].hope_skips = 0;
+        /* Exact when every tf is 1, or when one more occurrence raises the real contribution by a relative
+           norm / ((tf)(tf + 1 + norm)) > 1e-5 up to maxtf even in the term's shortest document (float32 rounding
+           is below 1e-6 relative): then a lower tf's float32 contribution never exceeds maxtf's. */
+        double tf_top = (double)cur[j].maxtf;
+        double norm = ix->k1 * (1.0 - ix->b + ix->b * (double)cur[j].minlen / avg_or_1);
+        cur[j].exact = tf_top == 1.0 || (tf_top < 4096.0 && norm > 0.0 && norm / ((tf_top - 1.0) * (tf_top + norm)) > 1e-5);
+        /* The most the term adds to any document: its bound at its shortest document. */
+        cur[j].ub = term_bound(&cur[j], consts, cur[j].minlen);
         ord[j] = j;
     }
     /* non-essential candidates by ascending bound (insertion sort: m is small) */
@@ -782,17 +993,57 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         }
         ord[b2] = x;
     }
+    for (uint32_t r = 0; r < m; r++) rank[ord[r]] = r;
+    if (reach)
+        for (size_t i = 0; i < (size_t)(m + 1) * SHORT; i++) reach[i] = -1.0; /* reach[0..SHORT): all terms' bounds */
+    /* prefix[r]: the most a document holding only the terms ord[0..r] can score, summed as a score is when the query
+       is short enough, else inflated past the rounding of a sum in another order */
     double run = 0.0;
-    for (uint32_t r = 0; r < m; r++) prefix[r] = run += cur[ord[r]].ub;
+    for (uint32_t r = 0; r < m; r++) {
+        run += cur[ord[r]].ub;
+        if (m > EXACT_TERMS) {
+            prefix[r] = run * (1.0 + (double)m * 1e-15);
+            continue;
+        }
+        /* Summed over the terms' bounds at one length, whichever length is worst: each bound falls with length from
+           the term's shortest document on, so those lengths are the ones to try. Longer queries sum each term's
+           highest bound. */
+        double best = 0.0;
+        for (uint32_t i = 0; i <= r; i++) {
+            float len = cur[ord[i]].minlen;
+            uint32_t same = 0;
+            while (same < i && cur[ord[same]].minlen != len) same++;
+            if (same < i) continue; /* that length was tried */
+            double sum = 0.0;
+            for (uint32_t j = 0; j < m; j++)
+                if (rank[j] <= r) sum += m > SPLIT_TERMS ? cur[j].ub : term_bound(&cur[j], consts, len);
+            if (sum > best) best = sum;
+            if (m > SPLIT_TERMS) break;
+        }
+        prefix[r] = best;
+    }
 
     uint32_t hn = 0, p = 0; /* hits held; non-essential terms: ord[0..p) */
     uint64_t scored = 0;
     double thr = -1.0;
+    int tie_split = 0; /* the split admits ties: the documents still to come sit in id order after the heap's */
     for (;;) {
         uint32_t d = 0xFFFFFFFFu;
         for (uint32_t r = p; r < m; r++) {
             const Cursor *c = &cur[ord[r]];
             if (c->pos < c->n && c->p[c->pos].slot < d) d = c->p[c->pos].slot;
+        }
+        if (tie_split && d >= ix->sorted_upto) {
+            /* past the slots in id order: a document only the non-essential terms hold may tie and win again */
+            tie_split = 0;
+            uint32_t q = 0;
+            while (q < p && prefix[q] < thr) q++;
+            for (uint32_t r = q; r < p; r++) {
+                Cursor *c = &cur[ord[r]];
+                c->pos = advance(c->p, c->n, c->pos, ix->sorted_upto);
+            }
+            p = q;
+            continue;
         }
         if (d == 0xFFFFFFFFu) break;
         int live_doc = -1; /* a removed document's postings are all marked: the first one found tells */
@@ -814,16 +1065,33 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
                     partial += v;
                 }
                 c->pos++;
+                /* with more lists read in full the merge costs what a skip would save */
+                if (reach && thr > 0.0 && m - p <= 2) skip_hopeless(cur, consts, m, c, reach, thr - thr * 1e-9);
             }
         }
         if (!live_doc) continue;
         int pruned = 0;
+        /* The non-essential terms, highest bound first, each bounded at this document's length: the document is
+           dropped once its bound is below the k-th best, or equal to it with a later id (a bound that close is
+           summed as the score is, so an equal bound means the score can at best tie). */
+        const double *row = p && thr >= 0.0 ? length_row(cur, consts, ord, m, rows, done_len, lrow, len) : NULL;
         for (uint32_t r = p; r-- > 0;) {
-            if (partial + prefix[r] < thr) {
-                pruned = 1;
-                break;
-            }
             Cursor *c = &cur[ord[r]];
+            if (row) {
+                double a = partial + row[r], tol = thr * 1e-9;
+                if (a < thr - tol) {
+                    pruned = 1;
+                    break;
+                }
+                if (a <= thr + tol) {
+                    double e = ordered_bound(cur, consts, m, rank, r, touched, values, nt, scratch, len);
+                    if (e < thr || (e == thr && id_after(ix, d, heap[0].slot))) {
+                        pruned = 1;
+                        break;
+                    }
+                }
+            }
+            if (len < c->minlen) continue; /* too short to hold the term */
             c->pos = advance(c->p, c->n, c->pos, d);
             if (c->pos < c->n && c->p[c->pos].slot == d) {
                 float v = contribution(c, consts, tf_of(ix, c->tid, &c->p[c->pos]), len);
@@ -863,7 +1131,12 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         }
         if (prune) {
             thr = heap[0].score;
-            while (p < m && prefix[p] < thr) p++;
+            /* Among slots in id order every later document loses a tie, so one that only terms summing to exactly
+               the k-th best hold cannot enter either. */
+            tie_split = d < ix->sorted_upto;
+            while (p < m && (prefix[p] < thr || (tie_split && prefix[p] == thr))) p++;
+            if (reach && m - p <= 2)
+                for (uint32_t r = p; r < m; r++) skip_hopeless(cur, consts, m, &cur[ord[r]], reach, thr - thr * 1e-9);
         }
     }
     ix->last_scored = scored;
@@ -873,7 +1146,9 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         Hit h = heap[0];
         heap[0] = heap[i];
         sift_down(ix, heap, i, 0);
-        PyObject *id = PyUnicode_DecodeUTF8(ix->idbuf + ix->id_off[h.slot], ix->id_len[h.slot], NULL);
+        uint32_t idn;
+        const char *ids = doc_id(ix, h.slot, &idn);
+        PyObject *id = PyUnicode_DecodeUTF8(ids, idn, NULL);
         PyObject *sc = id ? PyFloat_FromDouble(h.score) : NULL;
         PyObject *pair = sc ? PyTuple_Pack(2, id, sc) : NULL;
         Py_XDECREF(id);
@@ -893,6 +1168,12 @@ done:
     PyMem_Free(once);
     PyMem_Free(consts);
     PyMem_Free(heap);
+    PyMem_Free(rank);
+    PyMem_Free(scratch);
+    PyMem_Free(lrow);
+    PyMem_Free(rows);
+    PyMem_Free(done_len);
+    PyMem_Free(reach);
     Py_DECREF(seq);
     return out;
 }
@@ -926,12 +1207,46 @@ static PyObject *Index_add(Index *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+typedef struct {
+    uint64_t head[2]; /* the id's first 16 bytes, big-endian, zero-padded: most comparisons end here */
+    const char *s;
+    Py_ssize_t n, i;
+} IdRef;
+
+static void idref_set(IdRef *r, const char *s, Py_ssize_t n, Py_ssize_t i) {
+    unsigned char pad[16] = {0};
+    memcpy(pad, s, (size_t)(n < 16 ? n : 16));
+    for (int w = 0; w < 2; w++) {
+        uint64_t v = 0;
+        for (int j = 0; j < 8; j++) v = v << 8 | pad[8 * w + j];
+        r->head[w] = v;
+    }
+    r->s = s;
+    r->n = n;
+    r->i = i;
+}
+
+static int idref_order(const void *a, const void *b) { /* by id bytes (idcmp's order), then as given */
+    const IdRef *x = a, *y = b;
+    for (int w = 0; w < 2; w++)
+        if (x->head[w] != y->head[w]) return x->head[w] < y->head[w] ? -1 : 1;
+    int c = memcmp(x->s, y->s, (size_t)(x->n < y->n ? x->n : y->n));
+    if (c) return c;
+    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    return x->i < y->i ? -1 : (x->i > y->i);
+}
+
+/* The documents are added in id order, whatever order they come in: slots then hold ascending ids (sorted_upto
+   covers them all), so a search settles ties at the cut-off by slot number. A build that fails part way leaves an
+   index that was empty empty again. */
 static PyObject *Index_add_many(Index *self, PyObject *args) {
     PyObject *ids, *lists;
     if (!PyArg_ParseTuple(args, "OO", &ids, &lists)) return NULL;
     PyObject *a = PySequence_Fast(ids, "doc ids must be a sequence");
     if (!a) return NULL;
     PyObject *b = PySequence_Fast(lists, "token lists must be a sequence");
+    IdRef *order = NULL;
+    const int was_empty = self->nslots == 0;
     if (!b) {
         Py_DECREF(a);
         return NULL;
@@ -941,18 +1256,47 @@ static PyObject *Index_add_many(Index *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "add_many: as many doc ids as token lists");
         goto fail;
     }
+    order = PyMem_Malloc((n ? n : 1) * sizeof(IdRef));
+    if (!order) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *doc_id = PySequence_Fast_GET_ITEM(a, i);
         if (!PyUnicode_Check(doc_id)) {
             PyErr_Format(PyExc_TypeError, "doc ids must be str, not %.80s", Py_TYPE(doc_id)->tp_name);
             goto fail;
         }
-        if (add_doc(self, doc_id, PySequence_Fast_GET_ITEM(b, i)) < 0) goto fail;
+        Py_ssize_t len;
+        const char *id = PyUnicode_AsUTF8AndSize(doc_id, &len);
+        if (!id) goto fail;
+        idref_set(&order[i], id, len, i);
     }
+    qsort(order, (size_t)n, sizeof(IdRef), idref_order);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = order[k].i;
+        /* In id order the documents lie scattered in memory: fetch ahead in three steps (the list, its items, the
+           tokens), each once the step before has arrived. */
+        if (k + 16 < n) __builtin_prefetch(PySequence_Fast_GET_ITEM(b, order[k + 16].i));
+        if (k + 8 < n) {
+            PyObject *list = PySequence_Fast_GET_ITEM(b, order[k + 8].i);
+            if (PyList_CheckExact(list)) __builtin_prefetch(((PyListObject *)list)->ob_item);
+        }
+        if (k + 4 < n) {
+            PyObject *list = PySequence_Fast_GET_ITEM(b, order[k + 4].i);
+            if (PyList_CheckExact(list))
+                for (Py_ssize_t j = 0; j < PyList_GET_SIZE(list) && j < 32; j++)
+                    __builtin_prefetch(PyList_GET_ITEM(list, j));
+        }
+        if (add_doc(self, PySequence_Fast_GET_ITEM(a, i), PySequence_Fast_GET_ITEM(b, i)) < 0) goto fail;
+    }
+    PyMem_Free(order);
     Py_DECREF(a);
     Py_DECREF(b);
     Py_RETURN_NONE;
 fail:
+    if (was_empty) free_all(self);
+    PyMem_Free(order);
     Py_DECREF(a);
     Py_DECREF(b);
     return NULL;
@@ -992,7 +1336,9 @@ static PyObject *Index_ids(Index *self, PyObject *Py_UNUSED(ignored)) {
     Py_ssize_t k = 0;
     for (uint32_t s = 0; s < self->nslots; s++) {
         if (!self->alive[s]) continue;
-        PyObject *id = PyUnicode_DecodeUTF8(self->idbuf + self->id_off[s], self->id_len[s], NULL);
+        uint32_t n;
+        const char *ids = doc_id(self, s, &n);
+        PyObject *id = PyUnicode_DecodeUTF8(ids, n, NULL);
         if (!id) {
             Py_DECREF(out);
             return NULL;
@@ -1018,6 +1364,24 @@ static PyObject *Index_stats(Index *self, PyObject *Py_UNUSED(ignored)) {
 
 static Py_ssize_t Index_len(Index *self) { return self->live; }
 
+static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
+    size_t postings_used = 0, postings_cap = 0;
+    for (uint32_t i = 0; i < self->nterms; i++) {
+        if (!self->terms[i].cap) continue;
+        postings_used += (size_t)self->terms[i].n * sizeof(Posting);
+        postings_cap += (size_t)self->terms[i].cap * sizeof(Posting);
+    }
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "terms", (Py_ssize_t)self->nterms * sizeof(Term),
+                         "term_table", (Py_ssize_t)(self->term_table ? (self->term_mask + 1) * sizeof(uint32_t) : 0),
+                         "term_bytes", (Py_ssize_t)self->termbuf_len, "postings", (Py_ssize_t)postings_used,
+                         "postings_capacity", (Py_ssize_t)postings_cap, "slots",
+                         (Py_ssize_t)self->nslots * (sizeof(uint8_t) + sizeof(uint32_t)), "slots_capacity",
+                         (Py_ssize_t)self->slots_cap * (sizeof(uint8_t) + sizeof(uint32_t)), "records",
+                         (Py_ssize_t)self->docbuf_len, "records_capacity", (Py_ssize_t)self->docbuf_cap, "id_table",
+                         (Py_ssize_t)(self->id_table ? (self->id_mask + 1) * sizeof(uint32_t) : 0), "big_tf",
+                         (Py_ssize_t)(self->nbig * sizeof(BigTf)));
+}
+
 static PyMethodDef Index_methods[] = {
     {"clear", (PyCFunction)Index_clear, METH_NOARGS, "Forget every document."},
     {"add", (PyCFunction)Index_add, METH_VARARGS, "add(doc_id, tokens): index tokens under doc_id, replacing it."},
@@ -1028,6 +1392,9 @@ static PyMethodDef Index_methods[] = {
     {"ids", (PyCFunction)Index_ids, METH_NOARGS, "The live ids in slot order."},
     {"search", (PyCFunction)(void (*)(void))Index_search, METH_VARARGS | METH_KEYWORDS,
      "search(tokens, k, prune=True) -> the k best (doc_id, score), best first, ties by doc_id."},
+    {"memory", (PyCFunction)Index_memory, METH_NOARGS,
+     "Bytes by part: terms, term_table, term_bytes, postings (heap arrays; one posting is inline in its term), slots, "
+     "records (ids, lengths, term lists), id_table, big_tf; *_capacity what is allocated."},
     {"stats", (PyCFunction)Index_stats, METH_NOARGS, "(live documents, dead slots, total length, documents the last search scored in full)."},
     {NULL, NULL, 0, NULL},
 };
