@@ -8,6 +8,12 @@ process that never searches (a pass) never builds it. The build does not hold th
 short sessions, indexed outside them, and the rows committed meanwhile applied in one more (``_RecallIndex.prepare``),
 so an agent saving during a cycle waits for one chunk read at most, not for a whole build.
 
+The rows a search or a save-time comparison reads by id stay in a small cache beside the index (``_RowCache``):
+fetching a few rows by id costs DuckDB about a millisecond a query at a million entries, more than the rest of a
+search but the BM25 lookup. It holds exactly what the file holds: it is emptied whenever the file is opened again
+(another process may have written it meanwhile) and when a transaction rolls back, and every write drops the rows it
+changes.
+
 Save-time dedup measures near-duplicates the way clustering does: cosine over embeddings with
 ``EmbeddingSimilarityThreshold`` when ``EmbeddingModel`` is set, the lexical measure otherwise. With embeddings the
 candidates are the live entries BM25 ranks highest for the incoming text (``SAVE_EMBEDDING_CANDIDATES`` of them), so
@@ -22,6 +28,7 @@ the lexical measure without trying, so a dead endpoint delays at most one save p
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import threading
@@ -195,8 +202,69 @@ def _fingerprint_part(entry: MemoryEntry) -> tuple[int, int]:
 
 def _rows_by_id(conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[tuple[Any, ...]]:
     """The rows of ``ids`` (archived ones too: a filter on another column next to the id list makes DuckDB scan the
-    whole table, ten times slower at a million rows, so callers drop archived rows themselves)."""
+    whole table, ten times slower at a million rows, so callers drop archived rows themselves). A few ids go in as an
+    IN list of parameters: a third cheaper than the list parameter for one to three ids at a million rows, and still
+    a little cheaper up to ``_ID_LIST_MAX``; more go in as one list."""
+    if not ids:
+        return []
+    if len(ids) <= _ID_LIST_MAX:
+        marks = ", ".join("?" * len(ids))
+        return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", list(ids)).fetchall()
     return conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))", [ids]).fetchall()
+
+
+_ID_LIST_MAX = 16
+
+
+#: Rows the row cache of a file holds at most (a few MB): the hits of recent searches and save-time comparisons.
+ROW_CACHE_SIZE = 2048
+
+
+class _RowCache:
+    """Rows of ``memories`` by id, as this process last read them, so the hits a search or a save-time comparison
+    read a moment ago are not fetched from the file again (an id lookup costs DuckDB about 0.1 ms a row and 1 ms a
+    query at a million rows). Exact, not approximate: no other process writes the file while this one has it open
+    (store/connection.py), so the cache is emptied whenever the file is opened again and when a transaction rolls
+    back, and every write of this module drops the rows it changes (``drop``) before it changes them. Holds at most
+    ``ROW_CACHE_SIZE`` rows, the oldest read leaving first."""
+
+    def __init__(self, size: int = ROW_CACHE_SIZE) -> None:
+        self.size = size
+        self._rows: dict[str, tuple[Any, ...]] = {}
+        self.last_read = 0  # rows the latest ``rows_by_id`` read from the file
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def rows_by_id(self, conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """``_rows_by_id`` for the ids this cache does not hold, the others from the cache (in no particular
+        order)."""
+        found, missing = [], []
+        for mid in ids:
+            row = self._rows.get(mid)
+            if row is None:
+                missing.append(mid)
+            else:
+                found.append(row)
+        self.last_read = 0
+        if missing:
+            read = _rows_by_id(conn, missing)
+            self.last_read = len(read)
+            for row in read:
+                self._rows[row[0]] = row
+            excess = len(self._rows) - self.size
+            if excess > 0:
+                for mid in list(itertools.islice(self._rows, excess)):
+                    del self._rows[mid]
+            found += read
+        return found
+
+    def drop(self, ids: Iterable[str]) -> None:
+        for mid in ids:
+            self._rows.pop(mid, None)
+
+    def clear(self) -> None:
+        self._rows.clear()
 
 
 #: Live rows a first index build reads per store session (``_RecallIndex.prepare``): about 20 ms of the store each
@@ -244,9 +312,11 @@ class _RecallIndex:
         self.exact_of: dict[str, tuple[str, str]] = {}
         self.synced_seq = 0
         self.ready = False
+        self.rows = _RowCache()  # not part of the index: a build (``_take``) keeps it
         self._building = threading.Lock()  # one build at a time (outside the store: see prepare)
 
     def on_open(self, conn: duckdb.DuckDBPyConnection) -> None:
+        self.rows.clear()  # the file may have been written by another process since this one last had it
         ensure_schema(conn)
         if self.ready:
             self.sync(conn)
@@ -384,9 +454,16 @@ class _RecallIndex:
     def overlap_idf(self, term: str) -> float:
         return smooth_idf(len(self.overlap), self.stem_df.get(term, 0))
 
+    def overlap_weights(self, terms: Iterable[str]) -> dict[str, float]:
+        """``overlap_idf`` of each of ``terms``."""
+        n, df = len(self.overlap), self.stem_df.get
+        return {t: smooth_idf(n, df(t, 0)) for t in terms}
+
     def invalidate(self) -> None:
-        """A transaction rolled back: entries added from its rows may never have been committed; rebuild on next use."""
+        """A transaction rolled back: entries added from its rows may never have been committed; rebuild on next use.
+        The cached rows may be ones it wrote."""
         self.ready = False
+        self.rows.clear()
 
     def mark_synced(self, seq: int) -> None:
         # Our own writes go into the index directly; nobody else writes while this process holds the file.
@@ -619,6 +696,12 @@ class MemoryStore:
             ).fetchone()  # type: ignore[misc]
         return {"live": int(live), "archived": int(archived)}
 
+    def forget_cached_rows(self) -> None:
+        """Empty this process's cache of rows read for this file (``_RowCache``): the next reads come from the file
+        (for benchmarks of a first read; results never depend on it)."""
+        with self._conn.session():  # the cache is only ever used inside a session
+            self._idx.rows.clear()
+
     def prepare_recall(self) -> None:
         """Build this process's recall index now if it is not built, without holding the store for the build
         (``_RecallIndex.prepare``): for a caller about to search or save inside its own transactions, where a first
@@ -639,8 +722,8 @@ class MemoryStore:
             hits = self._idx.bm25.search(tokens, limit=candidate_count(limit, self._options))
             if not hits:
                 return []
-            rows = _rows_by_id(conn, [h for h, _ in hits])
-        self.rows_read += len(rows)
+            rows = self._idx.rows.rows_by_id(conn, [h for h, _ in hits])
+        self.rows_read += self._idx.rows.last_read
         by_id = {r[0]: _row_to_entry(r) for r in rows}
         live = [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
         return rank_recall(live, tokens, self._options, limit)
@@ -878,7 +961,7 @@ class MemoryStore:
         if not ids:
             return []
         self._flush_pending(conn, ids)
-        live = (e for e in map(_row_to_entry, _rows_by_id(conn, ids)) if not e.is_archived)
+        live = (e for e in map(_row_to_entry, self._idx.rows.rows_by_id(conn, ids)) if not e.is_archived)
         return sorted(live, key=lambda e: (e.created_at, e.id))
 
     def _oldest_exact(
@@ -956,19 +1039,14 @@ class MemoryStore:
             return []
         elif measure == "overlap":
             stems = overlap_tokens(content)
-            idf = self._idx.overlap_idf
-            weights = {t: idf(t) for t in stems}  # then each candidate's other terms, each computed once
-            q_total = sum(weights.values())
             query = content_token_list(unframed(content)) or q_tokens
-            for cid, _score in self._idx.bm25.search(query, limit=20):
-                c_stems = self._idx.overlap.get(cid)
-                if not c_stems:
-                    continue
+            stems_of = self._idx.overlap.get
+            candidates = [(cid, c) for cid, _ in self._idx.bm25.search(query, limit=20) if (c := stems_of(cid))]
+            weights = self._idx.overlap_weights(stems.union(*(c for _, c in candidates)))  # each term's idf once
+            q_total = sum(weights[t] for t in stems)
+            for cid, c_stems in candidates:
                 shared = sum(weights[t] for t in stems & c_stems)
-                for t in c_stems - weights.keys():
-                    weights[t] = idf(t)
-                c_total = sum(weights[t] for t in c_stems)
-                sim = overlap_score(shared, q_total, c_total)
+                sim = overlap_score(shared, q_total, sum(weights[t] for t in c_stems))
                 if sim >= threshold - 1e-12:
                     close.append((cid, sim))
         else:
@@ -984,7 +1062,7 @@ class MemoryStore:
             return []
         sims = dict(close)
         self._flush_pending(conn, sims)
-        rows = _rows_by_id(conn, list(sims))
+        rows = self._idx.rows.rows_by_id(conn, list(sims))
         # Distinct real-world moments (spec: Pass 1 "What the LLM does"): different subject times are not duplicates.
         incoming_subject = {
             k: v for k, v in meta.items() if k in ("subjectTime", "subjectTimeStart", "subjectTimeEnd") and v
@@ -1084,6 +1162,7 @@ class MemoryStore:
         if not checked:
             return 0
         with self._conn.transaction() as conn:
+            self._idx.rows.drop(e.id for e in checked)
             _bulk_insert(conn, checked)
             if self._idx.ready:
                 self._idx.sync(conn)
@@ -1113,6 +1192,7 @@ class MemoryStore:
         pending = self._pending
         if not pending or (ids is not None and not any(i in pending for i in ids)):
             return
+        self._idx.rows.drop(pending)
         top = _bulk_insert(conn, list(pending.values()))
         pending.clear()
         self._idx.mark_synced(top)  # the rows are in the index since their save
@@ -1125,6 +1205,7 @@ class MemoryStore:
             if entry.archived_at is None and self._idx.ready:
                 self._idx.add(entry.id, entry.content, entry.category, entry.tags)
             return
+        self._idx.rows.drop((entry.id,))
         # Checked first rather than left to the key constraint: a constraint error would abort a caller's transaction.
         if not fresh_id and conn.execute("SELECT 1 FROM memories WHERE id = ?", [entry.id]).fetchone() is not None:
             raise ContentError(f"a memory with id {entry.id!r} already exists")
@@ -1152,6 +1233,7 @@ class MemoryStore:
     ) -> None:
         """Overwrite every field of an existing row, its fingerprint part with it. ``bump`` when searchable fields or
         the archive state changed."""
+        self._idx.rows.drop((entry.id,))
         params = [*_row_values(entry), *_fingerprint_part(entry)]
         sql = (
             "UPDATE memories SET content = ?, category = ?, tags = ?, importance = ?, created_at = ?, updated_at = ?, "
@@ -1290,6 +1372,7 @@ class MemoryStore:
                     "INSERT INTO memory_purges VALUES (?, ?, ?, ?, ?)",
                     [eid, to_db(utc(now)), to_db(entry.archived_at), entry.content, seq],
                 )
+                self._idx.rows.drop((eid,))
                 conn.execute("DELETE FROM memories WHERE id = ?", [eid])
                 self._idx.remove(eid)
                 self._idx.mark_synced(seq)
@@ -1318,6 +1401,7 @@ class MemoryStore:
             chunk = ids[start : start + WRITE_CHUNK]
             with self._conn.transaction() as conn:
                 values = {i: float(updates[i]) for i in chunk if i in updates}
+                self._idx.rows.drop(values)
                 if values:
                     conn.register("_imp", pa.table({"id": list(values), "importance": list(values.values())}))
                     try:
@@ -1340,6 +1424,7 @@ class MemoryStore:
         if not entries:
             return 0
         with self._conn.transaction() as conn:
+            self._idx.rows.drop(e.id for e in entries)
             conn.register(
                 "_scores",
                 pa.table(
@@ -1367,8 +1452,8 @@ class MemoryStore:
         with self._conn.transaction() as conn:
             return self._merge_metadata(conn, updates)
 
-    @staticmethod
-    def _merge_metadata(conn: duckdb.DuckDBPyConnection, updates: Mapping[str, Mapping[str, str]]) -> int:
+    def _merge_metadata(self, conn: duckdb.DuckDBPyConnection, updates: Mapping[str, Mapping[str, str]]) -> int:
+        self._idx.rows.drop(updates)
         rows = conn.execute(
             "SELECT id, metadata FROM memories WHERE id IN (SELECT unnest(?))", [list(updates)]
         ).fetchall()
