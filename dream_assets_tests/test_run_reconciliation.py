@@ -86,11 +86,13 @@ def test_the_fleets_postgres_storage_reconciles_a_run_that_failed_after_its_pass
     _failed_after_apply_is_reconciled_once(demo, postgres_instance, monkeypatch)
 
 
-def _failed_after_apply_is_reconciled_once(demo, instance, monkeypatch) -> None:
+def _run_losing_its_record(demo, instance, monkeypatch, backend):
+    """A ``dream_cycle`` run of the pass alone on ``backend`` whose materialization fails to be written: its
+    definitions, deployment and result."""
     monkeypatch.setenv("DREAM__ConsolidationMinInterval", "0")
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     deployment = DreamDeployment(profile_root=str(demo.root.parent))
-    defs = build_definitions(deployment, model=ModelResource.with_backend(OfflineBackend()))
+    defs = build_definitions(deployment, model=ModelResource.with_backend(backend))
     outages = _fail_event_write_of(monkeypatch, PASS)
     result = defs.resolve_job_def("dream_cycle").execute_in_process(
         instance=instance,
@@ -100,6 +102,11 @@ def _failed_after_apply_is_reconciled_once(demo, instance, monkeypatch) -> None:
         raise_on_error=False,
     )
     assert outages and not result.success
+    return defs, deployment, result
+
+
+def _failed_after_apply_is_reconciled_once(demo, instance, monkeypatch) -> None:
+    defs, deployment, result = _run_losing_its_record(demo, instance, monkeypatch, OfflineBackend())
     assert instance.get_run_by_id(result.run_id).status == dg.DagsterRunStatus.FAILURE
     record = load_outcome(demo, PASS)
     assert record["status"] == "completed" and record["cycle_id"] == result.run_id  # the pass applied
@@ -130,20 +137,8 @@ def test_a_failed_pass_whose_record_was_lost_too_is_never_shown_as_materialized(
     from dream_assets.llm.base import ModelCallError
     from dream_assets.llm.scripted import ScriptedBackend
 
-    monkeypatch.setenv("DREAM__ConsolidationMinInterval", "0")
-    instance.add_dynamic_partitions(AGENTS, ["demo"])
-    deployment = DreamDeployment(profile_root=str(demo.root.parent))
     failing = ScriptedBackend(lambda req: ModelCallError("HTTP 503 from the endpoint: overloaded"))
-    defs = build_definitions(deployment, model=ModelResource.with_backend(failing))
-    outages = _fail_event_write_of(monkeypatch, PASS)
-    result = defs.resolve_job_def("dream_cycle").execute_in_process(
-        instance=instance,
-        partition_key="demo",
-        tags={NOW_TAG: NOW.isoformat()},
-        asset_selection=[dg.AssetKey(PASS)],
-        raise_on_error=False,
-    )
-    assert outages and not result.success
+    defs, deployment, result = _run_losing_its_record(demo, instance, monkeypatch, failing)
     assert load_outcome(demo, PASS)["status"] == "failed"
     assert "reconciled" not in _sensor(defs, instance, deployment)
     assert _materializations(instance) == []
