@@ -1,6 +1,11 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -121,3 +126,17 @@ def run_without_model(pass_fn, profile, store, *, options=None, now=NOW):
 
     ctx = PassContext(profile, options or DreamOptions(), now, cycle_id="c1", client_factory=no_client, _store=store)
     return pass_fn(ctx)
+
+
+@contextmanager
+def held_by_another_process(hold: str) -> Iterator[subprocess.Popen]:
+    """A Python process that runs ``hold`` (statements that take a lock, a marker...), says so, and keeps it until
+    the block ends (its standard input closes) or the block kills it."""
+    code = textwrap.dedent(hold) + '\nprint("held", flush=True)\nimport sys\nsys.stdin.read()\n'
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)

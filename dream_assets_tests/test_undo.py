@@ -26,7 +26,7 @@ from dream_assets.store import open_store
 from dream_assets.store.changes import KEEP_ARCHIVED_UNTIL_KEY, UNDO_PASS, undo_cycle_id
 from dream_assets.store.connection import close_all
 
-from .conftest import NOW
+from .conftest import NOW, held_by_another_process
 
 LATER = NOW + timedelta(minutes=30)
 CYCLE = "cycle-1"
@@ -471,34 +471,19 @@ def test_undo_while_a_pass_of_the_agent_is_running_is_refused_and_changes_nothin
     store = open_store(profile)
     state = _records(store)
     close_all()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(
-                f"""
-                import sys
-                from pathlib import Path
-                from dream_assets.store.locks import path_lock
-                with path_lock(Path({str(profile.pass_lock_path("memory_consolidation"))!r}), timeout=10):
-                    print("held", flush=True)
-                    sys.stdin.read()
-                """
-            ),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_by_another_process(
+        f"""
+        from contextlib import ExitStack
+        from pathlib import Path
+        from dream_assets.store.locks import path_lock
+        held = ExitStack()
+        held.enter_context(path_lock(Path({str(profile.pass_lock_path("memory_consolidation"))!r}), timeout=10))
+        """
+    ):
         code = main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()])
         err = capsys.readouterr().err
         assert code == 2
         assert "undo refused: pass memory_consolidation is running for agent" in err
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
     assert _records(open_store(profile)) == state
     # Once the pass is done the undo goes through.
     assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 0

@@ -8,9 +8,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
-import textwrap
 import time
 from datetime import timedelta
 
@@ -27,7 +24,7 @@ from dream_assets.passes.spec import PassSpec
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
 
-from .conftest import NOW
+from .conftest import NOW, held_by_another_process
 
 FIRST = "cycle-1"
 LATER = NOW + timedelta(hours=1)
@@ -110,32 +107,16 @@ def test_an_undo_between_two_passes_of_a_dagster_cycle_run_is_refused(cycled, un
 
 def test_the_marker_of_a_killed_cycle_never_blocks_undo_and_the_undo_says_it_was_stale(cycled, capsys):
     """A cycle killed with its marker held: on this machine its process is gone, so the marker is stale at once."""
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(
-                f"""
-                import sys
-                from dream_assets.profile import AgentProfile
-                from dream_assets.store.cycle_marker import CycleHold
-                CycleHold(AgentProfile({str(cycled.root)!r}), "killed-cycle", stale_after_s=300).start()
-                print("held", flush=True)
-                sys.stdin.read()
-                """
-            ),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_by_another_process(
+        f"""
+        from dream_assets.profile import AgentProfile
+        from dream_assets.store.cycle_marker import CycleHold
+        CycleHold(AgentProfile({str(cycled.root)!r}), "killed-cycle", stale_after_s=300).start()
+        """
+    ) as holder:
         code, err = _undo(cycled, capsys)
         assert code == 2 and "undo refused: cycle killed-cycle" in err  # alive: refused
         holder.send_signal(signal.SIGKILL)
-    finally:
-        holder.kill()
         holder.wait(timeout=30)
     assert [p.stem for p in cycled.cycle_markers_dir.glob("*.json")] == ["killed-cycle"]  # left behind
     code, err = _undo(cycled, capsys)
