@@ -111,6 +111,22 @@ class Bm25Index:
     def __len__(self) -> int:
         raise NotImplementedError
 
+    def search(
+        self, query_tokens: Sequence[str], limit: int = 10, *, exclude: Container[str] = ()
+    ) -> list[tuple[str, float]]:
+        """The ``limit`` best (doc_id, score) pairs, best first, ties by doc_id ascending.
+
+        Only documents sharing at least one query term are returned. A query term repeated counts
+        once. Ids in ``exclude`` are skipped without reducing the number of results returned.
+        """
+        if limit <= 0:
+            return []
+        return self._search(query_tokens, limit, exclude)
+
+    def _search(self, query_tokens: Sequence[str], limit: int, exclude: Container[str]) -> list[tuple[str, float]]:
+        """``search`` for a ``limit`` of 1 or more."""
+        raise NotImplementedError
+
     def doc_freq(self, term: str) -> int:
         raise NotImplementedError
 
@@ -208,16 +224,7 @@ class CompiledBm25Index(Bm25Index):
     def doc_freq(self, term: str) -> int:
         return self._index.doc_freq(term)
 
-    def search(
-        self, query_tokens: Sequence[str], limit: int = 10, *, exclude: Container[str] = ()
-    ) -> list[tuple[str, float]]:
-        """The ``limit`` best (doc_id, score) pairs, best first, ties by doc_id ascending.
-
-        Only documents sharing at least one query term are returned. A query term repeated counts
-        once. Ids in ``exclude`` are skipped without reducing the number of results returned.
-        """
-        if limit <= 0:
-            return []
+    def _search(self, query_tokens: Sequence[str], limit: int, exclude: Container[str]) -> list[tuple[str, float]]:
         # An exclude set of known size is covered by asking for that many more; one without a size by asking again.
         want = limit + len(exclude) if hasattr(exclude, "__len__") else limit  # type: ignore[arg-type]
         with self._lock:
@@ -402,16 +409,7 @@ class NumpyBm25Index(Bm25Index):
 
     # ----------------------------------------------------------------- search
 
-    def search(
-        self, query_tokens: Sequence[str], limit: int = 10, *, exclude: Container[str] = ()
-    ) -> list[tuple[str, float]]:
-        """The ``limit`` best (doc_id, score) pairs, best first, ties by doc_id ascending.
-
-        Only documents sharing at least one query term are returned. A query term repeated counts
-        once. Ids in ``exclude`` are skipped without reducing the number of results returned.
-        """
-        if limit <= 0:
-            return []
+    def _search(self, query_tokens: Sequence[str], limit: int, exclude: Container[str]) -> list[tuple[str, float]]:
         with self._lock:
             n = len(self._slot_of)
             if n == 0:
