@@ -154,3 +154,35 @@ def test_odd_k1_and_b_rank_exactly_like_full_scoring(k1: float, b: float) -> Non
     for query in (["lukas", "kube", "release", "sync"], ["mei", "jira", "budget", "review"], ["kube", "lukas"]):
         for limit in (1, 5, 20):
             _agree(compiled, numpy_index, query, limit)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_long_queries_read_a_window_at_a_time_and_rank_like_full_scoring(seed: int) -> None:
+    """A save's lookup has many terms: their postings are read a window of slots at a time (windows from 16 slots
+    up to 16,384, so this corpus spans several full ones), and only documents whose sum can reach the k-th best are
+    read exactly. Ties, removed documents, late ids that sort first and a term far past tf 1 still rank as full
+    scoring does."""
+    rng = random.Random(seed)
+    compiled, numpy_index = _both()
+    docs = _recall_corpus(rng, 40_000)
+    for i in range(0, 40_000, 97):
+        docs[i] = (docs[i][0], [*docs[i][1], "burst", *(["burst"] * rng.choice((1, 5, 300)))])
+    for index in (compiled, numpy_index):
+        index.add_many([d for d, _ in docs], [t for _, t in docs])
+    for i in rng.sample(range(40_000), 9_000):
+        for index in (compiled, numpy_index):
+            index.remove(f"m{i:05d}")
+    for doc_id, tokens in _recall_corpus(rng, 500):
+        for index in (compiled, numpy_index):
+            index.add("a" + doc_id, tokens)
+    words = ["lukas", "mei", "ana", "kube", "jira", "release", "sync", "budget", "review", "project", "stack", "burst"]
+    words += [f"f{i}" for i in range(41)]
+    scored_pruned, scored_full = 0, 0
+    for _ in range(30):
+        query = rng.sample(words, rng.randint(6, 14))
+        for limit in (1, 5, 20, 60):
+            _agree(compiled, numpy_index, query, limit)
+            scored_full += _scored(compiled)
+            compiled.search(query, limit)
+            scored_pruned += _scored(compiled)
+    assert scored_pruned * 4 < scored_full

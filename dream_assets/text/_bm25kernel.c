@@ -7,8 +7,11 @@
  * as gaps. Removing a document clears its slot's alive flag and marks its postings; dead postings are dropped in one
  * compaction once they outnumber the live documents, which also hands back the capacity left unused.
  *
- * Search is document-at-a-time MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach
- * the k-th best score so far are only looked up (galloping search) for documents the others found. Bounds are taken
+ * Search is MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach the k-th best score
+ * so far are only looked up (galloping search) for documents the others found. Short queries merge their essential
+ * terms' postings document at a time; queries of WINDOW_TERMS terms or more (a save's lookup) read them a window of
+ * slots at a time, adding each contribution to its document's sum in a tight loop, and read exactly only the
+ * documents whose sum plus the other terms' bounds can reach the k-th best. Bounds are taken
  * at the document's length (postings carry it) and summed exactly as a score is, so a document whose bound is below
  * the k-th best, or equal to it with a later id, is dropped unscored; postings whose documents could not reach the
  * k-th best even holding every other query term are skipped without a look-up. A first build (add_many) lays the
@@ -899,6 +902,267 @@ static inline void skip_hopeless(Cursor *cur, Consts *k, uint32_t m, Cursor *c, 
     c->pos = (uint32_t)(q - c->p);
 }
 
+/* What a search carries from one document to the next. */
+typedef struct {
+    Index *ix;
+    Cursor *cur;
+    Consts *consts;
+    uint32_t m;
+    const uint32_t *ord, *rank; /* the terms by ascending bound; each term's place in ord */
+    double *rows, *lrow, *scratch;
+    uint8_t *done_len;
+    uint32_t *touched; /* the terms found in the document at hand, and their contributions */
+    float *values;
+    Hit *heap;
+    uint32_t heap_size, hn;
+    double thr; /* the k-th best score once the heap is full, else -1 */
+    uint64_t scored;
+} Search;
+
+/* The contributions to document d (of length len) of the terms ord[p..m), appended to touched/values after the nt
+   there; returns the new count. The terms' cursors move to d, so documents are to be read in slot order. */
+static uint32_t read_terms(Search *s, uint32_t p, uint32_t d, float len, uint32_t nt) {
+    for (uint32_t r = p; r < s->m; r++) {
+        Cursor *c = &s->cur[s->ord[r]];
+        c->pos = advance(c->p, c->n, c->pos, d);
+        if (c->pos < c->n && c->p[c->pos].slot == d) {
+            s->touched[nt] = s->ord[r];
+            s->values[nt++] = contribution(c, s->consts, tf_of(s->ix, c->tid, &c->p[c->pos]), len);
+        }
+    }
+    return nt;
+}
+
+/* Document d (of length len), for which the terms ord[p..m) have been read (nt contributions in touched/values, summed
+   in partial): the other terms are looked up highest bound first, each bounded at d's length, and d is dropped once
+   its bound is below the k-th best, or equal to it with a later id (a bound that close is summed as the score is, so
+   an equal bound means the score can at best tie). Else d is scored and offered to the heap. Returns whether the heap
+   is full and its k-th best has changed. */
+static int offer(Search *s, uint32_t p, uint32_t d, float len, uint32_t nt, double partial, int unread) {
+    Index *ix = s->ix;
+    Cursor *cur = s->cur;
+    uint32_t *touched = s->touched;
+    float *values = s->values;
+    const double thr = s->thr;
+    /* unread: partial is the essential terms' sum but their contributions are read only when needed (found in
+       touched/values), which a document dropped on its bound never is */
+#define READ_ESSENTIAL()                                                                                               \
+    if (unread) {                                                                                                      \
+        unread = 0;                                                                                                    \
+        nt = read_terms(s, p, d, len, nt);                                                                             \
+    }
+    const double *row = p && thr >= 0.0 ? length_row(cur, s->consts, s->ord, s->m, s->rows, s->done_len, s->lrow, len) : NULL;
+    for (uint32_t r = p; r-- > 0;) {
+        Cursor *c = &cur[s->ord[r]];
+        if (row) {
+            double a = partial + row[r], tol = thr * 1e-9;
+            if (a < thr - tol) return 0;
+            if (a <= thr + tol) {
+                READ_ESSENTIAL();
+                double e = ordered_bound(cur, s->consts, s->m, s->rank, r, touched, values, nt, s->scratch, len);
+                if (e < thr || (e == thr && id_after(ix, d, s->heap[0].slot))) return 0;
+            }
+        }
+        if (len < c->minlen) continue; /* too short to hold the term */
+        c->pos = advance(c->p, c->n, c->pos, d);
+        if (c->pos < c->n && c->p[c->pos].slot == d) {
+            float v = contribution(c, s->consts, tf_of(ix, c->tid, &c->p[c->pos]), len);
+            touched[nt] = s->ord[r];
+            values[nt++] = v;
+            partial += v;
+        }
+    }
+    READ_ESSENTIAL();
+#undef READ_ESSENTIAL
+    /* the score, summed over the document's terms rarest first */
+    for (uint32_t a = 1; a < nt; a++) {
+        uint32_t x = touched[a];
+        float xv = values[a];
+        uint32_t b2 = a;
+        while (b2 && touched[b2 - 1] > x) {
+            touched[b2] = touched[b2 - 1];
+            values[b2] = values[b2 - 1];
+            b2--;
+        }
+        touched[b2] = x;
+        values[b2] = xv;
+    }
+    double score = 0.0;
+    for (uint32_t a = 0; a < nt; a++) score += (double)values[a];
+    s->scored++;
+    Hit *heap = s->heap;
+    if (s->hn < s->heap_size) {
+        heap[s->hn].score = score;
+        heap[s->hn].slot = d;
+        sift_up(ix, heap, s->hn++);
+        return s->hn == s->heap_size;
+    }
+    if (!worse(ix, heap[0].score, heap[0].slot, score, d)) return 0;
+    heap[0].score = score;
+    heap[0].slot = d;
+    sift_down(ix, heap, s->hn, 0);
+    return 1;
+}
+
+/* Document-at-a-time MaxScore over the documents in slots below end, from the split p (non-essential terms: ord[0..p),
+   tie_split as below), the split moved as soon as the k-th best rises; prune = 0 scores every posting. Long queries
+   (no bound rows) take it for every slot, the window search for windows where few terms are essential. */
+static void daat_search(Search *s, const double *prefix, double *reach, int prune, uint32_t p, int tie_split,
+                        uint32_t end) {
+    Index *ix = s->ix;
+    Cursor *cur = s->cur;
+    Consts *consts = s->consts;
+    const uint32_t m = s->m, *ord = s->ord;
+    /* tie_split: the split admits ties, for the documents still to come sit in id order after the heap's */
+    for (;;) {
+        uint32_t d = 0xFFFFFFFFu;
+        for (uint32_t r = p; r < m; r++) {
+            const Cursor *c = &cur[ord[r]];
+            if (c->pos < c->n && c->p[c->pos].slot < d) d = c->p[c->pos].slot;
+        }
+        if (tie_split && d >= ix->sorted_upto) {
+            /* past the slots in id order: a document only the non-essential terms hold may tie and win again */
+            tie_split = 0;
+            uint32_t q = 0;
+            while (q < p && prefix[q] < s->thr) q++;
+            for (uint32_t r = q; r < p; r++) {
+                Cursor *c = &cur[ord[r]];
+                c->pos = advance(c->p, c->n, c->pos, ix->sorted_upto);
+            }
+            p = q;
+            continue;
+        }
+        if (d >= end) break;
+        int live_doc = -1; /* a removed document's postings are all marked: the first one found tells */
+        float len = 0.0f;
+        uint32_t nt = 0;
+        double partial = 0.0;
+        for (uint32_t r = p; r < m; r++) {
+            Cursor *c = &cur[ord[r]];
+            if (c->pos < c->n && c->p[c->pos].slot == d) {
+                const Posting *q = &c->p[c->pos];
+                if (live_doc < 0) {
+                    live_doc = q->tf != 0;
+                    len = len_of(ix, q);
+                }
+                if (live_doc) {
+                    float v = contribution(c, consts, tf_of(ix, c->tid, q), len);
+                    s->touched[nt] = ord[r];
+                    s->values[nt++] = v;
+                    partial += v;
+                }
+                c->pos++;
+                /* with more lists read in full the merge costs what a skip would save */
+                if (reach && s->thr > 0.0 && m - p <= 2) skip_hopeless(cur, consts, m, c, reach, s->thr - s->thr * 1e-9);
+            }
+        }
+        if (!live_doc || !offer(s, p, d, len, nt, partial, 0) || !prune) continue;
+        s->thr = s->heap[0].score;
+        /* Among slots in id order every later document loses a tie, so one that only terms summing to exactly the
+           k-th best hold cannot enter either. */
+        tie_split = d < ix->sorted_upto;
+        while (p < m && (prefix[p] < s->thr || (tie_split && prefix[p] == s->thr))) p++;
+        if (reach && m - p <= 2)
+            for (uint32_t r = p; r < m; r++) skip_hopeless(cur, consts, m, &cur[ord[r]], reach, s->thr - s->thr * 1e-9);
+    }
+}
+
+/* The window search reads the essential terms' postings a window of slots at a time, the first windows short so the
+   split settles early, then WINDOW_SLOTS wide. */
+#define WINDOW_FIRST 16u
+#define WINDOW_SLOTS 16384u
+/* Queries of fewer terms are merged document at a time throughout: with so few lists the merge is cheap, and it skips
+   hopeless postings the window search would read. */
+#define WINDOW_TERMS 6u
+
+/* MaxScore a window of slots at a time. The split into essential and non-essential terms is set at each window's
+   start from the k-th best so far; the essential terms' postings in the window are read straight through, each
+   contribution added to its document's sum (in whatever order: that sum only filters), and only documents whose sum
+   plus the non-essential terms' bounds at their length can reach the k-th best are then read exactly (offer), in slot
+   order. A tight loop over contiguous postings instead of a merge across terms per document. Returns 0 with a
+   MemoryError set if its buffers cannot be had. */
+static int window_search(Search *s, const double *prefix, double *reach) {
+    Index *ix = s->ix;
+    Cursor *cur = s->cur;
+    Consts *consts = s->consts;
+    const uint32_t m = s->m, *ord = s->ord;
+    uint32_t wmax = ix->nslots < WINDOW_SLOTS ? (ix->nslots + 63) & ~63u : WINDOW_SLOTS;
+    double *acc = PyMem_Malloc((size_t)wmax * sizeof(double));
+    float *lens = PyMem_Malloc((size_t)wmax * sizeof(float));
+    uint64_t *bits = PyMem_Calloc(wmax / 64, sizeof(uint64_t));
+    double rest[SHORT];
+    int ok = acc && lens && bits;
+    if (!ok) PyErr_NoMemory();
+    uint32_t width = WINDOW_FIRST;
+    for (uint32_t w = 0; ok && w < ix->nslots;) {
+        uint32_t end = ix->nslots - w > width ? w + width : ix->nslots;
+        if (w < ix->sorted_upto && end > ix->sorted_upto) end = ix->sorted_upto;
+        if (width < wmax) width = width * 2 < wmax ? width * 2 : wmax;
+        /* Every document of the window comes after every one held; within the slots in id order it also loses a tie
+           to each of them, so terms summing to exactly the k-th best need not be read either. */
+        int ties_lose = s->hn == s->heap_size && end <= ix->sorted_upto;
+        uint32_t p = 0;
+        if (s->thr >= 0.0)
+            while (p < m && (prefix[p] < s->thr || (ties_lose && prefix[p] == s->thr))) p++;
+        for (uint32_t r = p; r < m; r++) {
+            Cursor *c = &cur[ord[r]];
+            c->pos = advance(c->p, c->n, c->pos, w);
+        }
+        if (reach && s->thr > 0.0 && m - p <= 2) {
+            /* one or two lists to read: merged, their hopeless postings skipped unread */
+            daat_search(s, prefix, reach, 1, p, ties_lose, end);
+            w = end;
+            continue;
+        }
+        for (uint32_t l = 0; l < SHORT; l++) rest[l] = -1.0;
+        for (uint32_t r = p; r < m; r++) {
+            Cursor *c = &cur[ord[r]];
+            for (const Posting *q = c->p + c->pos, *stop = c->p + c->n; q < stop && q->slot < end; q++) {
+                if (!q->tf) continue; /* a removed document's */
+                uint32_t o = q->slot - w;
+                uint64_t bit = 1ull << (o & 63);
+                float len = len_of(ix, q);
+                double v = (double)contribution(c, consts, tf_of(ix, c->tid, q), len);
+                if (bits[o >> 6] & bit) {
+                    acc[o] += v;
+                } else {
+                    bits[o >> 6] |= bit;
+                    acc[o] = v;
+                    lens[o] = len;
+                }
+            }
+        }
+        for (uint32_t wi = 0, words = (end - w + 63) / 64; wi < words; wi++) {
+            uint64_t word = bits[wi];
+            bits[wi] = 0;
+            while (word) {
+                uint32_t o = wi * 64 + (uint32_t)__builtin_ctzll(word);
+                word &= word - 1;
+                float len = lens[o];
+                if (s->thr >= 0.0) {
+                    double bound = acc[o];
+                    if (p) { /* the non-essential terms' bounds at the document's length, summed */
+                        uint32_t l = (uint32_t)len;
+                        double v = l < SHORT ? rest[l] : -1.0;
+                        if (v < 0.0) {
+                            v = length_row(cur, consts, ord, m, s->rows, s->done_len, s->lrow, len)[p - 1];
+                            if (l < SHORT) rest[l] = v;
+                        }
+                        bound += v;
+                    }
+                    if (bound < s->thr - s->thr * 1e-9) continue;
+                }
+                if (offer(s, p, w + o, len, 0, acc[o], 1)) s->thr = s->heap[0].score;
+            }
+        }
+        w = end;
+    }
+    PyMem_Free(acc);
+    PyMem_Free(lens);
+    PyMem_Free(bits);
+    return ok;
+}
+
 /* The k best (slot, score) of the query, best first, ties by id; prune = 0 scores every posting. */
 static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prune) {
     if (k <= 0 || ix->live == 0) return PyList_New(0);
@@ -1023,123 +1287,14 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         prefix[r] = best;
     }
 
-    uint32_t hn = 0, p = 0; /* hits held; non-essential terms: ord[0..p) */
-    uint64_t scored = 0;
-    double thr = -1.0;
-    int tie_split = 0; /* the split admits ties: the documents still to come sit in id order after the heap's */
-    for (;;) {
-        uint32_t d = 0xFFFFFFFFu;
-        for (uint32_t r = p; r < m; r++) {
-            const Cursor *c = &cur[ord[r]];
-            if (c->pos < c->n && c->p[c->pos].slot < d) d = c->p[c->pos].slot;
-        }
-        if (tie_split && d >= ix->sorted_upto) {
-            /* past the slots in id order: a document only the non-essential terms hold may tie and win again */
-            tie_split = 0;
-            uint32_t q = 0;
-            while (q < p && prefix[q] < thr) q++;
-            for (uint32_t r = q; r < p; r++) {
-                Cursor *c = &cur[ord[r]];
-                c->pos = advance(c->p, c->n, c->pos, ix->sorted_upto);
-            }
-            p = q;
-            continue;
-        }
-        if (d == 0xFFFFFFFFu) break;
-        int live_doc = -1; /* a removed document's postings are all marked: the first one found tells */
-        float len = 0.0f;
-        uint32_t nt = 0;
-        double partial = 0.0;
-        for (uint32_t r = p; r < m; r++) {
-            Cursor *c = &cur[ord[r]];
-            if (c->pos < c->n && c->p[c->pos].slot == d) {
-                const Posting *q = &c->p[c->pos];
-                if (live_doc < 0) {
-                    live_doc = q->tf != 0;
-                    len = len_of(ix, q);
-                }
-                if (live_doc) {
-                    float v = contribution(c, consts, tf_of(ix, c->tid, q), len);
-                    touched[nt] = ord[r];
-                    values[nt++] = v;
-                    partial += v;
-                }
-                c->pos++;
-                /* with more lists read in full the merge costs what a skip would save */
-                if (reach && thr > 0.0 && m - p <= 2) skip_hopeless(cur, consts, m, c, reach, thr - thr * 1e-9);
-            }
-        }
-        if (!live_doc) continue;
-        int pruned = 0;
-        /* The non-essential terms, highest bound first, each bounded at this document's length: the document is
-           dropped once its bound is below the k-th best, or equal to it with a later id (a bound that close is
-           summed as the score is, so an equal bound means the score can at best tie). */
-        const double *row = p && thr >= 0.0 ? length_row(cur, consts, ord, m, rows, done_len, lrow, len) : NULL;
-        for (uint32_t r = p; r-- > 0;) {
-            Cursor *c = &cur[ord[r]];
-            if (row) {
-                double a = partial + row[r], tol = thr * 1e-9;
-                if (a < thr - tol) {
-                    pruned = 1;
-                    break;
-                }
-                if (a <= thr + tol) {
-                    double e = ordered_bound(cur, consts, m, rank, r, touched, values, nt, scratch, len);
-                    if (e < thr || (e == thr && id_after(ix, d, heap[0].slot))) {
-                        pruned = 1;
-                        break;
-                    }
-                }
-            }
-            if (len < c->minlen) continue; /* too short to hold the term */
-            c->pos = advance(c->p, c->n, c->pos, d);
-            if (c->pos < c->n && c->p[c->pos].slot == d) {
-                float v = contribution(c, consts, tf_of(ix, c->tid, &c->p[c->pos]), len);
-                touched[nt] = ord[r];
-                values[nt++] = v;
-                partial += v;
-            }
-        }
-        if (pruned) continue;
-        /* the score, summed over the document's terms rarest first */
-        for (uint32_t a = 1; a < nt; a++) {
-            uint32_t x = touched[a];
-            float xv = values[a];
-            uint32_t b2 = a;
-            while (b2 && touched[b2 - 1] > x) {
-                touched[b2] = touched[b2 - 1];
-                values[b2] = values[b2 - 1];
-                b2--;
-            }
-            touched[b2] = x;
-            values[b2] = xv;
-        }
-        double score = 0.0;
-        for (uint32_t a = 0; a < nt; a++) score += (double)values[a];
-        scored++;
-        if (hn < heap_size) {
-            heap[hn].score = score;
-            heap[hn].slot = d;
-            sift_up(ix, heap, hn++);
-            if (hn < heap_size) continue;
-        } else if (worse(ix, heap[0].score, heap[0].slot, score, d)) {
-            heap[0].score = score;
-            heap[0].slot = d;
-            sift_down(ix, heap, hn, 0);
-        } else {
-            continue;
-        }
-        if (prune) {
-            thr = heap[0].score;
-            /* Among slots in id order every later document loses a tie, so one that only terms summing to exactly
-               the k-th best hold cannot enter either. */
-            tie_split = d < ix->sorted_upto;
-            while (p < m && (prefix[p] < thr || (tie_split && prefix[p] == thr))) p++;
-            if (reach && m - p <= 2)
-                for (uint32_t r = p; r < m; r++) skip_hopeless(cur, consts, m, &cur[ord[r]], reach, thr - thr * 1e-9);
-        }
+    Search s = {ix, cur, consts, m, ord, rank, rows, lrow, scratch, done_len, touched, values, heap, heap_size, 0, -1.0, 0};
+    if (prune && rows && m >= WINDOW_TERMS) {
+        if (!window_search(&s, prefix, reach)) goto done;
+    } else {
+        daat_search(&s, prefix, reach, prune, 0, 0, 0xFFFFFFFFu);
     }
-    ix->last_scored = scored;
+    uint32_t hn = s.hn;
+    ix->last_scored = s.scored;
     out = PyList_New(hn);
     if (!out) goto done;
     for (uint32_t i = hn; i-- > 0;) { /* the worst leaves the heap first */
