@@ -18,9 +18,9 @@ Pruning never changes the result: the same documents, scores and order as scorin
 
 Two implementations share that contract. ``Bm25Index()`` gives the compiled one (``_bm25kernel.c``, built at install
 time when a C compiler is there): terms and ids in hash tables over byte arenas, each term's postings one contiguous
-array of (slot, tf, document length), and MaxScore over them, so a query reads only the postings
-it walks (see the C file for how). Without the compiled module it is the numpy index described above. Both give the same results, scores
-bit for bit included (``Bm25Index(compiled=False)`` asks for the numpy one).
+array of (slot, tf, document length), and MaxScore over them (see the C file for how), so a query reads only the
+postings it walks. Without the compiled module it is the numpy index described above. Both give the same results,
+scores bit for bit included (``Bm25Index(compiled=False)`` asks for the numpy one).
 """
 
 from __future__ import annotations
