@@ -194,3 +194,20 @@ def test_memory_reports_small_singleton_terms_and_the_blocks_headers() -> None:
     assert 0 < memory["postings_headers"] <= 16 * 51  # only the 51 terms with more than one posting have a block
     assert memory["postings"] == 8 * (n + n)  # "common" and the c* terms: every posting but the tickets'
     assert memory["postings_capacity"] >= memory["postings"]
+
+
+def test_a_first_build_leaves_no_spare_postings_room_and_later_adds_still_grow() -> None:
+    compiled, numpy_index = _both()
+    n = 4_000
+    ids, docs = [f"e{i:05d}" for i in range(n)], [["all", f"k{i % 37}", f"t{i}"] for i in range(n)]
+    for index in (compiled, numpy_index):
+        index.add_many(ids, docs)
+    assert compiled._index.memory()["postings_capacity"] == compiled._index.memory()["postings"]
+    for i in range(300):  # the fitted blocks grow again, and removals mark postings in them
+        for index in (compiled, numpy_index):
+            index.add(f"late{i}", ["all", f"k{i % 5}", "late"])
+            if i % 3 == 0:
+                index.remove(f"e{i:05d}")
+    memory = compiled._index.memory()
+    assert memory["postings_capacity"] >= memory["postings"] == 8 * (2 * n + 3 * 300)
+    _agree(compiled, numpy_index, ["all", "k1", "late", "t5", "t3"], [["all"], ["k1", "late"], ["t3"], ["k4", "all"]])

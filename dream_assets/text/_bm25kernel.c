@@ -443,6 +443,21 @@ static void shrink_to_fit(Index *ix) {
     }
 }
 
+/* Every postings block cut to its postings. After a first build most of a block's spare room lies in heap memory
+   reused from the smaller blocks it grew out of, so it is held, unlike the untouched pages past the arrays' ends; the
+   terms the next adds extend grow again by half. */
+static void fit_all_postings(Index *ix) {
+    for (uint32_t i = 0; i < ix->nterms; i++) {
+        Term *t = &ix->terms[i];
+        if (t->n < 2 || t->u.heap->cap == t->n) continue;
+        Block *b = realloc(t->u.heap, sizeof(Block) + (size_t)t->n * sizeof(Posting));
+        if (b) {
+            b->cap = t->n;
+            t->u.heap = b;
+        }
+    }
+}
+
 /* Renumber live slots densely, drop dead postings and unused terms, rebuild both tables. */
 static int compact(Index *ix) {
     uint32_t *new_slot = malloc((size_t)(ix->nslots ? ix->nslots : 1) * sizeof(uint32_t));
@@ -1338,6 +1353,7 @@ static PyObject *Index_add_many(Index *self, PyObject *args) {
         }
         if (add_doc(self, PySequence_Fast_GET_ITEM(a, i), PySequence_Fast_GET_ITEM(b, i)) < 0) goto fail;
     }
+    fit_all_postings(self);
     PyMem_Free(order);
     Py_DECREF(a);
     Py_DECREF(b);
