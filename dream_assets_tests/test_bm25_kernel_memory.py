@@ -119,3 +119,95 @@ def test_the_bookkeeping_stays_small_per_document_and_compaction_hands_memory_ba
     assert after["terms"] <= memory["terms"] / 5
     assert after["postings_capacity"] == after["postings"]
     assert compiled.search(["ticket-19999"], 3)[0][0] == "m-00019999"
+
+
+def test_a_term_going_from_one_posting_to_many_and_back_keeps_its_frequency_and_bounds() -> None:
+    # A term's one posting is inline and its df and bound inputs come from it; from the second posting on they live
+    # in the postings' block. Grow terms past one posting, remove back down to one (a compaction moves it inline
+    # again), and to none, with tfs and lengths that make the bound inputs matter.
+    rng = random.Random(11)
+    compiled, numpy_index = _both()
+    terms = [f"g{i}" for i in range(40)]
+    queries = [[t] for t in terms] + [rng.sample(terms, 3) for _ in range(30)]
+    fillers = [f"p{i}" for i in range(1500)]
+    for doc_id in fillers:  # enough documents that removing most of them compacts
+        for index in (compiled, numpy_index):
+            index.add(doc_id, ["filler", f"only-{doc_id}"])
+    for round_ in range(4):
+        for i, term in enumerate(terms):
+            holders = 1 + (i + round_) % 4  # 1 to 4 documents hold each term this round
+            for h in range(holders):
+                words = [term] * (1 + (h * 3 + i) % 5) + ["pad"] * ((h * 7 + i) % 9)
+                for index in (compiled, numpy_index):
+                    index.add(f"t{i}-{h}", words)
+            for h in range(holders, 4):  # fewer holders than last round: the term shrinks back
+                for index in (compiled, numpy_index):
+                    index.remove(f"t{i}-{h}")
+        _agree(compiled, numpy_index, terms + ["pad"], queries + [["pad", "g1"]])
+    for doc_id in fillers[:1400]:
+        for index in (compiled, numpy_index):
+            index.remove(doc_id)
+    assert compiled._index.stats()[1] < 1024  # compacted: terms left with one posting hold it inline again
+    _agree(compiled, numpy_index, terms + ["pad", "filler", "only-p1499"], queries + [["filler"], ["only-p1499"]])
+    for i in range(len(terms)):
+        for h in range(4):
+            for index in (compiled, numpy_index):
+                index.remove(f"t{i}-{h}")
+    assert all(compiled.doc_freq(t) == 0 for t in terms)
+    for i, term in enumerate(terms):  # a term no document holds starts over from one inline posting
+        for index in (compiled, numpy_index):
+            index.add(f"again-{i}", [term, term, "pad"])
+    _agree(compiled, numpy_index, terms + ["pad"], queries)
+
+
+def test_a_first_build_then_adds_and_removals_agree_with_numpy() -> None:
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(200)]
+    ids = [f"b{i:05d}" for i in range(3000)]
+    docs = [rng.choices(vocabulary, k=rng.randint(1, 12)) + [f"ticket-{i}"] for i in range(3000)]
+    compiled, numpy_index = _both()
+    order = list(range(3000))
+    rng.shuffle(order)
+    compiled.add_many([ids[i] for i in order], [docs[i] for i in order])  # laid out in id order whatever the order
+    numpy_index.add_many(ids, docs)
+    queries = [rng.sample(vocabulary, 3) for _ in range(30)] + [["ticket-7"], ["ticket-7", "w3"]]
+    _agree(compiled, numpy_index, vocabulary + ["ticket-7"], queries)
+    for step in range(2500):  # singletons and common terms alike gain and lose postings after the build
+        doc_id = ids[rng.randrange(3000)] if step % 3 else f"new-{step}"
+        words = rng.choices(vocabulary, k=4) + [f"ticket-{step % 40}"]
+        for index in (compiled, numpy_index):
+            if step % 5 == 4:
+                index.remove(doc_id)
+            else:
+                index.add(doc_id, words)
+        if step % 500 == 499:
+            _agree(compiled, numpy_index, vocabulary + [f"ticket-{i}" for i in range(40)], queries)
+
+
+def test_memory_reports_small_singleton_terms_and_the_blocks_headers() -> None:
+    compiled = Bm25Index(compiled=True)
+    n = 5_000
+    compiled.add_many([f"m-{i:06d}" for i in range(n)], [["common", f"c{i % 50}", f"ticket-{i}"] for i in range(n)])
+    memory = compiled._index.memory()
+    terms = n + 51
+    assert memory["terms"] == 16 * terms  # a term is 16 bytes, its one posting inline
+    assert 0 < memory["postings_headers"] <= 16 * 51  # only the 51 terms with more than one posting have a block
+    assert memory["postings"] == 8 * (n + n)  # "common" and the c* terms: every posting but the tickets'
+    assert memory["postings_capacity"] >= memory["postings"]
+
+
+def test_a_first_build_leaves_no_spare_postings_room_and_later_adds_still_grow() -> None:
+    compiled, numpy_index = _both()
+    n = 4_000
+    ids, docs = [f"e{i:05d}" for i in range(n)], [["all", f"k{i % 37}", f"t{i}"] for i in range(n)]
+    for index in (compiled, numpy_index):
+        index.add_many(ids, docs)
+    assert compiled._index.memory()["postings_capacity"] == compiled._index.memory()["postings"]
+    for i in range(300):  # the fitted blocks grow again, and removals mark postings in them
+        for index in (compiled, numpy_index):
+            index.add(f"late{i}", ["all", f"k{i % 5}", "late"])
+            if i % 3 == 0:
+                index.remove(f"e{i:05d}")
+    memory = compiled._index.memory()
+    assert memory["postings_capacity"] >= memory["postings"] == 8 * (2 * n + 3 * 300)
+    _agree(compiled, numpy_index, ["all", "k1", "late", "t5", "t3"], [["all"], ["k1", "late"], ["t3"], ["k4", "all"]])

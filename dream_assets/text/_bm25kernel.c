@@ -2,10 +2,12 @@
  *
  * Layout: terms and document ids live in open-addressing hash tables over byte arenas (no Python object per term or
  * id). A term's postings are one contiguous array of (slot, tf, document length) in slot order, so scoring reads
- * nothing else; a term with one posting keeps it inline. Each slot has one record in a byte arena: its id, its length
- * and the distinct terms it holds (to undo document frequencies on removal), as varints, the terms sorted and stored
- * as gaps. Removing a document clears its slot's alive flag and marks its postings; dead postings are dropped in one
- * compaction once they outnumber the live documents, which also hands back the capacity left unused.
+ * nothing else. A term with one posting (most terms: ticket numbers, names) keeps it inline in a 16-byte term, its
+ * document frequency and bound inputs implied by it; a term with more keeps them in a heap block whose header holds
+ * what only it needs (capacity, document frequency, bound inputs). Each slot has one record in a byte arena: its id,
+ * its length and the distinct terms it holds (to undo document frequencies on removal), as varints, the terms sorted
+ * and stored as gaps. Removing a document clears its slot's alive flag and marks its postings; dead postings are
+ * dropped in one compaction once they outnumber the live documents, which also hands back the capacity left unused.
  *
  * Search is MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach the k-th best score
  * so far are only looked up (galloping search) for documents the others found. Short queries merge their essential
@@ -52,16 +54,22 @@ typedef struct {
     float tf;
 } BigTf;
 
+/* The postings of a term with two or more lie on the heap behind this header, which holds what only such a term
+   needs. A term with one posting has it inline, and that posting is a live document's (removing it forgets the
+   term's postings): its df is 1, its maxtf the posting's tf and its minlen the posting's length. */
+typedef struct {
+    uint32_t cap;    /* postings the block has room for */
+    uint32_t df;     /* live documents holding the term */
+    float maxtf;     /* highest tf and shortest document over the postings, dead ones included until a compaction: */
+    float minlen;    /* the MaxScore bound's inputs */
+} Block;
+
 typedef struct {
     union {
-        Posting *heap;
-        Posting inl; /* the only posting while cap == 0 */
+        Block *heap;  /* n >= 2: the header, then the postings */
+        Posting inl;  /* n == 1: the only posting */
     } u;
-    uint32_t n;      /* postings, dead ones included */
-    uint32_t cap;    /* 0: the posting is inline */
-    uint32_t df;     /* live documents holding the term */
-    float maxtf;     /* highest tf and shortest document over the postings: the MaxScore bound's inputs */
-    float minlen;
+    uint32_t n;       /* postings, dead ones included; 0 once no live document holds the term */
     uint32_t str_off; /* terms lie in the arena in index order: a term ends where the next begins */
 } Term;
 
@@ -117,7 +125,11 @@ static int grow(void **buf, size_t *cap, size_t need, size_t item) {
     return 0;
 }
 
-static inline Posting *postings(Term *t) { return t->cap ? t->u.heap : &t->u.inl; }
+static inline Posting *block_postings(Block *b) { return (Posting *)(b + 1); }
+
+static inline Posting *postings(Term *t) { return t->n >= 2 ? block_postings(t->u.heap) : &t->u.inl; }
+
+static inline uint32_t term_df(const Term *t) { return t->n >= 2 ? t->u.heap->df : t->n; }
 
 /* The term's length in bytes: up to where the next term's bytes begin. */
 static inline uint32_t term_len(const Index *ix, uint32_t i) {
@@ -180,6 +192,17 @@ static inline float len_of(const Index *ix, const Posting *p) {
     return p->len != LEN_BIG ? (float)p->len : doc_length(ix, p->slot);
 }
 
+/* The MaxScore bound's inputs: a term with one posting takes them from it. */
+static inline float term_maxtf(const Index *ix, const Term *t, uint32_t tid) {
+    if (t->n >= 2) return t->u.heap->maxtf;
+    return t->n ? tf_of(ix, tid, &t->u.inl) : 0.0f;
+}
+
+static inline float term_minlen(const Index *ix, const Term *t) {
+    if (t->n >= 2) return t->u.heap->minlen;
+    return t->n ? len_of(ix, &t->u.inl) : INFINITY;
+}
+
 /* UTF-8 byte order is code point order: the order Python sorts str in. Ids are short and differ early, so a byte
    loop beats a call to memcmp. */
 static inline int idcmp(const Index *ix, uint32_t a, uint32_t b) {
@@ -194,7 +217,7 @@ static inline int idcmp(const Index *ix, uint32_t a, uint32_t b) {
 
 static void free_all(Index *ix) {
     for (uint32_t i = 0; i < ix->nterms; i++)
-        if (ix->terms[i].cap) free(ix->terms[i].u.heap);
+        if (ix->terms[i].n >= 2) free(ix->terms[i].u.heap);
     free(ix->terms);
     free(ix->term_table);
     free(ix->termbuf);
@@ -293,7 +316,6 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
     Term *t = &ix->terms[ix->nterms];
     memset(t, 0, sizeof(Term));
     t->str_off = (uint32_t)ix->termbuf_len;
-    t->minlen = INFINITY;
     ix->termbuf_len += n;
     uint32_t i = h & ix->term_mask;
     while (ix->term_table[i] != EMPTY) i = (i + 1) & ix->term_mask;
@@ -347,11 +369,9 @@ static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n) {
 static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint32_t target);
 
 static void forget_postings(Term *t) {
-    if (t->cap) free(t->u.heap);
+    if (t->n >= 2) free(t->u.heap);
     t->u.heap = NULL;
-    t->n = t->cap = 0;
-    t->maxtf = 0.0f;
-    t->minlen = INFINITY;
+    t->n = 0;
 }
 
 static void remove_slot(Index *ix, int64_t pos) {
@@ -366,7 +386,7 @@ static void remove_slot(Index *ix, int64_t pos) {
     for (uint32_t j = 0; j < distinct; j++) {
         tid += get_varint(&r);
         Term *t = &ix->terms[tid];
-        if (--t->df == 0) {
+        if (t->n < 2 || --t->u.heap->df == 0) {
             forget_postings(t); /* every posting of the term was this slot's or already dead */
             continue;
         }
@@ -376,21 +396,29 @@ static void remove_slot(Index *ix, int64_t pos) {
     }
 }
 
-/* A term's postings in a block of exactly their number (one posting inline); a failed shrink keeps the larger block. */
-static void fit_postings(Term *t) {
-    if (!t->cap || t->cap == t->n || t->n == 0) return;
-    if (t->n == 1) {
-        Posting only = t->u.heap[0];
-        free(t->u.heap);
+/* The term's first k postings kept (k >= 1), in a block of exactly their number or inline when one is left, with the
+   bound inputs over them; a failed shrink keeps the larger block. */
+static void keep_postings(Term *t, uint32_t k, float maxtf, float minlen) {
+    if (t->n < 2) return; /* inline: its one posting is live and gives the bound inputs */
+    Block *b = t->u.heap;
+    if (k == 1) {
+        Posting only = block_postings(b)[0];
+        free(b);
         t->u.inl = only;
-        t->cap = 0;
+        t->n = 1;
         return;
     }
-    Posting *p = realloc(t->u.heap, (size_t)t->n * sizeof(Posting));
-    if (p) {
-        t->u.heap = p;
-        t->cap = t->n;
+    if (k < b->cap) {
+        Block *q = realloc(b, sizeof(Block) + (size_t)k * sizeof(Posting));
+        if (q) {
+            b = q;
+            b->cap = k;
+        }
     }
+    t->u.heap = b;
+    t->n = k;
+    b->maxtf = maxtf;
+    b->minlen = minlen;
 }
 
 /* realloc to a smaller size; the block as it was when that fails (a smaller block is only ever a saving). */
@@ -415,6 +443,21 @@ static void shrink_to_fit(Index *ix) {
         int a = shrink_block((void **)&ix->alive, ix->nslots);
         int b = shrink_block((void **)&ix->doc_off, (size_t)ix->nslots * sizeof(uint32_t));
         if (a || b) ix->slots_cap = ix->nslots;
+    }
+}
+
+/* Every postings block cut to its postings. After a first build most of a block's spare room lies in heap memory
+   reused from the smaller blocks it grew out of, so it is held, unlike the untouched pages past the arrays' ends; the
+   terms the next adds extend grow again by half. */
+static void fit_all_postings(Index *ix) {
+    for (uint32_t i = 0; i < ix->nterms; i++) {
+        Term *t = &ix->terms[i];
+        if (t->n < 2 || t->u.heap->cap == t->n) continue;
+        Block *b = realloc(t->u.heap, sizeof(Block) + (size_t)t->n * sizeof(Posting));
+        if (b) {
+            b->cap = t->n;
+            t->u.heap = b;
+        }
     }
 }
 
@@ -444,7 +487,7 @@ static int compact(Index *ix) {
     size_t tb = 0;
     for (uint32_t i = 0; i < ix->nterms; i++) {
         Term *t = &ix->terms[i];
-        if (t->df == 0) {
+        if (term_df(t) == 0) {
             new_tid[i] = TOMB;
             continue;
         }
@@ -462,10 +505,7 @@ static int compact(Index *ix) {
             p[k].slot = new_slot[s];
             k++;
         }
-        t->n = k;
-        fit_postings(t);
-        t->maxtf = maxtf;
-        t->minlen = minlen;
+        keep_postings(t, k, maxtf, minlen);
         memcpy(termbuf + tb, ix->termbuf + t->str_off, slen);
         t->str_off = (uint32_t)tb;
         tb += slen;
@@ -633,37 +673,51 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
             }
             continue;
         }
-        if (t->n == 0 && t->cap == 0) {
+        if (t->n == 0) {
             t->u.inl.slot = slot;
             t->u.inl.tf = 1;
             t->u.inl.len = len16;
         } else {
-            if (t->n + 1 > t->cap) {
-                uint32_t c = t->cap ? t->cap + t->cap / 2 + 2 : 4;
-                Posting *heap = t->cap ? realloc(t->u.heap, (size_t)c * sizeof(Posting)) : malloc(c * sizeof(Posting));
-                if (!heap) {
+            if (t->n == 1) { /* a second posting: the term's postings move to a block, its bound inputs with them */
+                Block *b = malloc(sizeof(Block) + 4 * sizeof(Posting));
+                if (!b) {
                     PyErr_NoMemory();
                     goto fail_partial;
                 }
-                if (!t->cap) heap[0] = t->u.inl;
-                t->u.heap = heap;
-                t->cap = c;
+                block_postings(b)[0] = t->u.inl;
+                b->cap = 4;
+                b->df = 1;
+                b->maxtf = tf_of(ix, (uint32_t)tid, &t->u.inl);
+                b->minlen = len_of(ix, &t->u.inl);
+                t->u.heap = b;
+            } else if (t->n + 1 > t->u.heap->cap) {
+                uint32_t c = t->u.heap->cap + t->u.heap->cap / 2 + 2;
+                Block *b = realloc(t->u.heap, sizeof(Block) + (size_t)c * sizeof(Posting));
+                if (!b) {
+                    PyErr_NoMemory();
+                    goto fail_partial;
+                }
+                b->cap = c;
+                t->u.heap = b;
             }
-            t->u.heap[t->n].slot = slot;
-            t->u.heap[t->n].tf = 1;
-            t->u.heap[t->n].len = len16;
+            Posting *q = &block_postings(t->u.heap)[t->n];
+            q->slot = slot;
+            q->tf = 1;
+            q->len = len16;
+            t->u.heap->df++;
         }
         t->n++;
-        t->df++;
         tids[distinct++] = (uint32_t)tid;
     }
     float len = (float)ntok;
     for (uint32_t j = 0; j < distinct; j++) {
         uint32_t tid = tids[j];
         Term *t = &ix->terms[tid];
-        float tf = tf_of(ix, tid, &postings(t)[t->n - 1]);
-        if (tf > t->maxtf) t->maxtf = tf;
-        if (len < t->minlen) t->minlen = len;
+        if (t->n < 2) continue; /* its one posting gives the bound inputs */
+        Block *b = t->u.heap;
+        float tf = tf_of(ix, tid, &block_postings(b)[t->n - 1]);
+        if (tf > b->maxtf) b->maxtf = tf;
+        if (len < b->minlen) b->minlen = len;
     }
     sort_ids(tids, distinct);
     {
@@ -697,8 +751,17 @@ fail_partial:
     /* postings already appended for this slot are taken back */
     for (uint32_t j = 0; j < distinct; j++) {
         Term *t = &ix->terms[tids[j]];
-        t->n--;
-        if (--t->df == 0) forget_postings(t);
+        if (t->n == 1) {
+            forget_postings(t);
+        } else if (t->n == 2) { /* back inline: the posting before this slot's was the term's only one, a live one */
+            Posting only = block_postings(t->u.heap)[0];
+            free(t->u.heap);
+            t->u.inl = only;
+            t->n = 1;
+        } else {
+            t->n--;
+            if (--t->u.heap->df == 0) forget_postings(t);
+        }
     }
     {
         size_t kept = 0;
@@ -1201,7 +1264,7 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         const char *s = PyUnicode_AsUTF8AndSize(items[i], &n);
         if (!s) goto done;
         int64_t tid = term_find(ix, s, n, hash_bytes(s, n));
-        if (tid < 0 || ix->terms[tid].df == 0) continue;
+        if (tid < 0 || term_df(&ix->terms[tid]) == 0) continue;
         Term *t = &ix->terms[tid];
         const Posting *p = postings(t);
         int seen = 0; /* a query term repeated counts once */
@@ -1210,12 +1273,12 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         cur[m].p = p;
         cur[m].n = t->n;
         cur[m].pos = 0;
-        cur[m].df = t->df;
+        cur[m].df = term_df(t);
         cur[m].tid = (uint32_t)tid;
         cur[m].s = ix->termbuf + t->str_off;
         cur[m].slen = term_len(ix, (uint32_t)tid);
-        cur[m].maxtf = t->maxtf;
-        cur[m].minlen = t->minlen;
+        cur[m].maxtf = term_maxtf(ix, t, (uint32_t)tid);
+        cur[m].minlen = term_minlen(ix, t);
         m++;
     }
     if (m == 0) {
@@ -1445,6 +1508,7 @@ static PyObject *Index_add_many(Index *self, PyObject *args) {
         }
         if (add_doc(self, PySequence_Fast_GET_ITEM(a, i), PySequence_Fast_GET_ITEM(b, i)) < 0) goto fail;
     }
+    fit_all_postings(self);
     PyMem_Free(order);
     Py_DECREF(a);
     Py_DECREF(b);
@@ -1482,7 +1546,7 @@ static PyObject *Index_doc_freq(Index *self, PyObject *arg) {
     const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
     if (!s) return NULL;
     int64_t tid = term_find(self, s, n, hash_bytes(s, n));
-    return PyLong_FromUnsignedLong(tid < 0 ? 0 : self->terms[tid].df);
+    return PyLong_FromUnsignedLong(tid < 0 ? 0 : term_df(&self->terms[tid]));
 }
 
 static PyObject *Index_ids(Index *self, PyObject *Py_UNUSED(ignored)) {
@@ -1520,16 +1584,19 @@ static PyObject *Index_stats(Index *self, PyObject *Py_UNUSED(ignored)) {
 static Py_ssize_t Index_len(Index *self) { return self->live; }
 
 static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
-    size_t postings_used = 0, postings_cap = 0;
+    size_t postings_used = 0, postings_cap = 0, blocks = 0;
     for (uint32_t i = 0; i < self->nterms; i++) {
-        if (!self->terms[i].cap) continue;
-        postings_used += (size_t)self->terms[i].n * sizeof(Posting);
-        postings_cap += (size_t)self->terms[i].cap * sizeof(Posting);
+        const Term *t = &self->terms[i];
+        if (t->n < 2) continue;
+        postings_used += (size_t)t->n * sizeof(Posting);
+        postings_cap += (size_t)t->u.heap->cap * sizeof(Posting);
+        blocks++;
     }
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "terms", (Py_ssize_t)self->nterms * sizeof(Term),
-                         "term_table", (Py_ssize_t)(self->term_table ? (self->term_mask + 1) * sizeof(uint32_t) : 0),
-                         "term_bytes", (Py_ssize_t)self->termbuf_len, "postings", (Py_ssize_t)postings_used,
-                         "postings_capacity", (Py_ssize_t)postings_cap, "slots",
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "terms",
+                         (Py_ssize_t)self->nterms * sizeof(Term), "term_table",
+                         (Py_ssize_t)(self->term_table ? (self->term_mask + 1) * sizeof(uint32_t) : 0), "term_bytes",
+                         (Py_ssize_t)self->termbuf_len, "postings", (Py_ssize_t)postings_used, "postings_capacity",
+                         (Py_ssize_t)postings_cap, "postings_headers", (Py_ssize_t)(blocks * sizeof(Block)), "slots",
                          (Py_ssize_t)self->nslots * (sizeof(uint8_t) + sizeof(uint32_t)), "slots_capacity",
                          (Py_ssize_t)self->slots_cap * (sizeof(uint8_t) + sizeof(uint32_t)), "records",
                          (Py_ssize_t)self->docbuf_len, "records_capacity", (Py_ssize_t)self->docbuf_cap, "id_table",
@@ -1548,8 +1615,9 @@ static PyMethodDef Index_methods[] = {
     {"search", (PyCFunction)(void (*)(void))Index_search, METH_VARARGS | METH_KEYWORDS,
      "search(tokens, k, prune=True) -> the k best (doc_id, score), best first, ties by doc_id."},
     {"memory", (PyCFunction)Index_memory, METH_NOARGS,
-     "Bytes by part: terms, term_table, term_bytes, postings (heap arrays; one posting is inline in its term), slots, "
-     "records (ids, lengths, term lists), id_table, big_tf; *_capacity what is allocated."},
+     "Bytes by part: terms, term_table, term_bytes, postings (heap blocks of terms with two or more; one posting is "
+     "inline in its term), postings_headers (those blocks' headers), slots, records (ids, lengths, term lists), "
+     "id_table, big_tf; *_capacity what is allocated."},
     {"stats", (PyCFunction)Index_stats, METH_NOARGS, "(live documents, dead slots, total length, documents the last search scored in full)."},
     {NULL, NULL, 0, NULL},
 };
