@@ -27,6 +27,21 @@ def _agree(compiled: CompiledBm25Index, numpy_index: NumpyBm25Index, query: list
     return got
 
 
+def _assert_agree_and_prune(
+    compiled: CompiledBm25Index, numpy_index: NumpyBm25Index, queries: list[list[str]], limits: tuple[int, ...]
+) -> None:
+    """Every query at every limit ranks as full scoring and the numpy index do, and pruning leaves most documents
+    unscored: fewer than a quarter of what full scoring scores."""
+    scored_pruned, scored_full = 0, 0
+    for query in queries:
+        for limit in limits:
+            _agree(compiled, numpy_index, query, limit)
+            scored_full += _scored(compiled)
+            compiled.search(query, limit)
+            scored_pruned += _scored(compiled)
+    assert scored_pruned * 4 < scored_full
+
+
 def _recall_corpus(rng: random.Random, n: int) -> list[tuple[str, list[str]]]:
     """Entries shaped like an agent's memory: a person, a topic of two words, fillers to a length of 5 to 8, and
     project entries that name a tool twice; many entries score exactly alike."""
@@ -117,14 +132,7 @@ def test_recall_shaped_queries_with_ties_removals_and_late_ids_rank_like_full_sc
         for t in ("kube", "jira")
         for topic in (("release", "sync"), ("budget", "review"))
     ]
-    scored_pruned, scored_full = 0, 0
-    for query in queries:
-        for limit in (1, 3, 10, 40):
-            _agree(compiled, numpy_index, query, limit)
-            scored_full += _scored(compiled)
-            compiled.search(query, limit)
-            scored_pruned += _scored(compiled)
-    assert scored_pruned * 4 < scored_full
+    _assert_agree_and_prune(compiled, numpy_index, queries, (1, 3, 10, 40))
 
 
 def test_large_tf_keeps_its_bound_inflated_and_ranks_exactly() -> None:
@@ -177,12 +185,5 @@ def test_long_queries_read_a_window_at_a_time_and_rank_like_full_scoring(seed: i
             index.add("a" + doc_id, tokens)
     words = ["lukas", "mei", "ana", "kube", "jira", "release", "sync", "budget", "review", "project", "stack", "burst"]
     words += [f"f{i}" for i in range(41)]
-    scored_pruned, scored_full = 0, 0
-    for _ in range(30):
-        query = rng.sample(words, rng.randint(6, 14))
-        for limit in (1, 5, 20, 60):
-            _agree(compiled, numpy_index, query, limit)
-            scored_full += _scored(compiled)
-            compiled.search(query, limit)
-            scored_pruned += _scored(compiled)
-    assert scored_pruned * 4 < scored_full
+    queries = [rng.sample(words, rng.randint(6, 14)) for _ in range(30)]
+    _assert_agree_and_prune(compiled, numpy_index, queries, (1, 5, 20, 60))
