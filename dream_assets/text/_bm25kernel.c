@@ -396,16 +396,21 @@ static void remove_slot(Index *ix, int64_t pos) {
     }
 }
 
+/* A term with a block down to its first posting, a live one: that posting back inline. */
+static void move_inline(Term *t) {
+    Posting only = block_postings(t->u.heap)[0];
+    free(t->u.heap);
+    t->u.inl = only;
+    t->n = 1;
+}
+
 /* The term's first k postings kept (k >= 1), in a block of exactly their number or inline when one is left, with the
    bound inputs over them; a failed shrink keeps the larger block. */
 static void keep_postings(Term *t, uint32_t k, float maxtf, float minlen) {
     if (t->n < 2) return; /* inline: its one posting is live and gives the bound inputs */
     Block *b = t->u.heap;
     if (k == 1) {
-        Posting only = block_postings(b)[0];
-        free(b);
-        t->u.inl = only;
-        t->n = 1;
+        move_inline(t);
         return;
     }
     if (k < b->cap) {
@@ -452,12 +457,7 @@ static void shrink_to_fit(Index *ix) {
 static void fit_all_postings(Index *ix) {
     for (uint32_t i = 0; i < ix->nterms; i++) {
         Term *t = &ix->terms[i];
-        if (t->n < 2 || t->u.heap->cap == t->n) continue;
-        Block *b = realloc(t->u.heap, sizeof(Block) + (size_t)t->n * sizeof(Posting));
-        if (b) {
-            b->cap = t->n;
-            t->u.heap = b;
-        }
+        if (t->n >= 2) keep_postings(t, t->n, t->u.heap->maxtf, t->u.heap->minlen);
     }
 }
 
@@ -754,10 +754,7 @@ fail_partial:
         if (t->n == 1) {
             forget_postings(t);
         } else if (t->n == 2) { /* back inline: the posting before this slot's was the term's only one, a live one */
-            Posting only = block_postings(t->u.heap)[0];
-            free(t->u.heap);
-            t->u.inl = only;
-            t->n = 1;
+            move_inline(t);
         } else {
             t->n--;
             if (--t->u.heap->df == 0) forget_postings(t);
@@ -982,17 +979,21 @@ typedef struct {
     uint64_t scored;
 } Search;
 
-/* The contributions to document d (of length len) of the terms ord[p..m), appended to touched/values after the nt
-   there; returns the new count. The terms' cursors move to d, so documents are to be read in slot order. */
+/* Whether the term ord[r] holds document d (of length len), its contribution then appended to touched/values at nt
+   and put in *v. Its cursor moves to d, so documents are to be read in slot order. */
+static inline int read_term(Search *s, uint32_t r, uint32_t d, float len, uint32_t nt, float *v) {
+    Cursor *c = &s->cur[s->ord[r]];
+    c->pos = advance(c->p, c->n, c->pos, d);
+    if (c->pos >= c->n || c->p[c->pos].slot != d) return 0;
+    s->touched[nt] = s->ord[r];
+    s->values[nt] = *v = contribution(c, s->consts, tf_of(s->ix, c->tid, &c->p[c->pos]), len);
+    return 1;
+}
+
+/* The contributions to document d of the terms ord[p..m), appended after the nt in touched/values; the new count. */
 static uint32_t read_terms(Search *s, uint32_t p, uint32_t d, float len, uint32_t nt) {
-    for (uint32_t r = p; r < s->m; r++) {
-        Cursor *c = &s->cur[s->ord[r]];
-        c->pos = advance(c->p, c->n, c->pos, d);
-        if (c->pos < c->n && c->p[c->pos].slot == d) {
-            s->touched[nt] = s->ord[r];
-            s->values[nt++] = contribution(c, s->consts, tf_of(s->ix, c->tid, &c->p[c->pos]), len);
-        }
-    }
+    float v;
+    for (uint32_t r = p; r < s->m; r++) nt += read_term(s, r, d, len, nt, &v);
     return nt;
 }
 
@@ -1009,11 +1010,6 @@ static int offer(Search *s, uint32_t p, uint32_t d, float len, uint32_t nt, doub
     const double thr = s->thr;
     /* unread: partial is the essential terms' sum but their contributions are read only when needed (found in
        touched/values), which a document dropped on its bound never is */
-#define READ_ESSENTIAL()                                                                                               \
-    if (unread) {                                                                                                      \
-        unread = 0;                                                                                                    \
-        nt = read_terms(s, p, d, len, nt);                                                                             \
-    }
     const double *row = p && thr >= 0.0 ? length_row(cur, s->consts, s->ord, s->m, s->rows, s->done_len, s->lrow, len) : NULL;
     for (uint32_t r = p; r-- > 0;) {
         Cursor *c = &cur[s->ord[r]];
@@ -1021,22 +1017,20 @@ static int offer(Search *s, uint32_t p, uint32_t d, float len, uint32_t nt, doub
             double a = partial + row[r], tol = thr * 1e-9;
             if (a < thr - tol) return 0;
             if (a <= thr + tol) {
-                READ_ESSENTIAL();
+                if (unread) nt = read_terms(s, p, d, len, nt);
+                unread = 0;
                 double e = ordered_bound(cur, s->consts, s->m, s->rank, r, touched, values, nt, s->scratch, len);
                 if (e < thr || (e == thr && id_after(ix, d, s->heap[0].slot))) return 0;
             }
         }
         if (len < c->minlen) continue; /* too short to hold the term */
-        c->pos = advance(c->p, c->n, c->pos, d);
-        if (c->pos < c->n && c->p[c->pos].slot == d) {
-            float v = contribution(c, s->consts, tf_of(ix, c->tid, &c->p[c->pos]), len);
-            touched[nt] = s->ord[r];
-            values[nt++] = v;
+        float v;
+        if (read_term(s, r, d, len, nt, &v)) {
+            nt++;
             partial += v;
         }
     }
-    READ_ESSENTIAL();
-#undef READ_ESSENTIAL
+    if (unread) nt = read_terms(s, p, d, len, nt);
     /* the score, summed over the document's terms rarest first */
     for (uint32_t a = 1; a < nt; a++) {
         uint32_t x = touched[a];
