@@ -108,6 +108,7 @@ def test_the_bookkeeping_stays_small_per_document_and_compaction_hands_memory_ba
     terms = n + 400
     assert memory["terms"] <= 32 * terms  # no stored hash or length per term
     assert memory["slots"] <= 5 * n  # alive flag and record offset
+    assert memory["postings"] <= 3 * 10 * n  # packed gaps and tfs, the last postings of a term unpacked
     assert memory["records"] <= 32 * n  # id 10 + 1, length 1, count 1, 11 term ids as gaps
     assert memory["term_table"] <= 4 * 2 * terms and memory["id_table"] <= 4 * 2 * n  # up to 3/4 full
     for i in range(n - 2_000):
@@ -191,8 +192,11 @@ def test_memory_reports_small_singleton_terms_and_the_blocks_headers() -> None:
     memory = compiled._index.memory()
     terms = n + 51
     assert memory["terms"] == 16 * terms  # a term is 16 bytes, its one posting inline
-    assert 0 < memory["postings_headers"] <= 16 * 51  # only the 51 terms with more than one posting have a block
-    assert memory["postings"] == 8 * (n + n)  # "common" and the c* terms: every posting but the tickets'
+    assert 0 < memory["postings_headers"] <= 48 * 51  # only the 51 terms with more than one posting have a block
+    # "common" holds consecutive slots with tf 1 in documents of one length: its 39 full chunks of 128 take no bits,
+    # only their 16-byte entries (and an 8-byte pad), and its last 8 postings are unpacked; each c* term's 100
+    # postings are all unpacked.
+    assert memory["postings"] == (39 * 16 + 8 + 8 * 8) + 50 * 100 * 8
     assert memory["postings_capacity"] >= memory["postings"]
 
 
@@ -209,5 +213,53 @@ def test_a_first_build_leaves_no_spare_postings_room_and_later_adds_still_grow()
             if i % 3 == 0:
                 index.remove(f"e{i:05d}")
     memory = compiled._index.memory()
-    assert memory["postings_capacity"] >= memory["postings"] == 8 * (2 * n + 3 * 300)
+    assert memory["postings_capacity"] >= memory["postings"]
+    assert memory["postings"] < 8 * (2 * n + 3 * 300) / 2  # what unpacked postings would take, halved
     _agree(compiled, numpy_index, ["all", "k1", "late", "t5", "t3"], [["all"], ["k1", "late"], ["t3"], ["k4", "all"]])
+
+
+def test_packed_postings_keep_every_score_through_big_counts_removals_and_compaction() -> None:
+    # Terms held by hundreds to thousands of documents are packed 128 postings at a time (slot gaps, tfs and lengths at
+    # the fewest bits each chunk needs). Chunks must hold irregular gaps, tfs and lengths, a tf and a length past what
+    # a posting holds (65,535), documents removed from packed chunks, and repacking by compaction, and every search,
+    # short (merged a document at a time) or long (read a window at a time), must still score as the numpy index does.
+    rng = random.Random(23)
+    compiled, numpy_index = _both()
+    dense, sparse = ["all", "most"], [f"s{i}" for i in range(12)]
+    vocabulary = dense + sparse + ["rare", "huge"]
+    ids = [f"d{i:05d}" for i in range(4000)]
+    docs = []
+    for i in range(len(ids)):
+        words = ["all"] * rng.choice([1, 1, 1, 2, 7])
+        if rng.random() < 0.8:
+            words.append("most")
+        words += rng.sample(sparse, rng.randint(1, 4)) + ["pad"] * rng.choice([0, 1, 5, 40, 300])
+        if i % 997 == 5:
+            words += ["rare"] * 3
+        docs.append(words)
+    docs[1234] = ["huge"] * 70_000 + ["all", "s3"]  # a tf and a length past 65,535, in a packed chunk of "all"
+    docs[2345] = ["s5"] + ["pad"] * 66_000  # a length past 65,535 alone
+    compiled.add_many(ids, docs)
+    numpy_index.add_many(ids, docs)
+    assert compiled._index.memory()["postings"] < 8 * sum(len(set(d)) for d in docs) / 3  # packed, not 8 bytes each
+    queries = [["all"], ["most", "s1"], ["huge"], ["s5", "pad"], ["rare", "all", "most"]]
+    queries += [rng.sample(vocabulary, 7) for _ in range(12)] + [vocabulary]
+    _agree(compiled, numpy_index, vocabulary + ["pad"], queries)
+    removed = rng.sample(ids, 1500)  # removals inside packed chunks: their slots tell, no byte changes
+    for doc_id in removed:
+        for index in (compiled, numpy_index):
+            index.remove(doc_id)
+    assert compiled._index.stats()[1] == 1500
+    _agree(compiled, numpy_index, vocabulary + ["pad"], queries)
+    for i in range(600):  # added after the build: tails fill and pack again
+        words = ["all", rng.choice(sparse)] + ["most"] * rng.randint(0, 3) + ["pad"] * rng.randint(0, 70)
+        for index in (compiled, numpy_index):
+            index.add(f"late{i:04d}", words)
+    _agree(compiled, numpy_index, vocabulary + ["pad"], queries)
+    for doc_id in [i for i in ids if i not in set(removed)][:1000]:  # enough dead slots to compact: chunks repacked
+        for index in (compiled, numpy_index):
+            index.remove(doc_id)
+    assert compiled._index.stats()[1] < 1024
+    _agree(compiled, numpy_index, vocabulary + ["pad"], queries)
+    memory = compiled._index.memory()
+    assert memory["postings_capacity"] == memory["postings"]  # a compaction leaves no spare room

@@ -1,10 +1,12 @@
 /* The compiled BM25 index behind dream_assets.text.bm25 (CompiledBm25Index).
  *
  * Layout: terms and document ids live in open-addressing hash tables over byte arenas (no Python object per term or
- * id). A term's postings are one contiguous array of (slot, tf, document length) in slot order, so scoring reads
- * nothing else. A term with one posting (most terms: ticket numbers, names) keeps it inline in a 16-byte term, its
- * document frequency and bound inputs implied by it; a term with more keeps them in a heap block whose header holds
- * what only it needs (capacity, document frequency, bound inputs). Each slot has one record in a byte arena: its id,
+ * id). A term's postings are (slot, tf, document length) in slot order, so scoring reads nothing else. A term with one
+ * posting (most terms: ticket numbers, names) keeps it inline in a 16-byte term, its document frequency and bound
+ * inputs implied by it; a term with more keeps them in a heap block whose header holds what only it needs (document
+ * frequency, bound inputs), its postings packed 128 at a time (slot gaps, tfs and lengths, each at the fewest bits the
+ * chunk needs: a common word in every document takes a few bits a posting) but for the last ones, kept as they are
+ * until 128 have come. A search unpacks a chunk's slots as it reaches it and skips chunks by their last slots. Each slot has one record in a byte arena: its id,
  * its length and the distinct terms it holds (to undo document frequencies on removal), as varints, the terms sorted
  * and stored as gaps. Removing a document clears its slot's alive flag and marks its postings; dead postings are
  * dropped in one compaction once they outnumber the live documents, which also hands back the capacity left unused.
@@ -54,14 +56,34 @@ typedef struct {
     float tf;
 } BigTf;
 
-/* The postings of a term with two or more lie on the heap behind this header, which holds what only such a term
-   needs. A term with one posting has it inline, and that posting is a live document's (removing it forgets the
-   term's postings): its df is 1, its maxtf the posting's tf and its minlen the posting's length. */
+/* A term's postings but the last few are packed CHUNK at a time: the slot gaps less one, the tfs less one and the
+   lengths less the chunk's shortest, each at the fewest bits that hold the chunk's largest (none when all are 0:
+   consecutive slots, every tf 1, one length). Whether a packed posting is live is its slot's alive flag, so removing a
+   document changes no packed byte. */
+#define CHUNK 128u
+
 typedef struct {
-    uint32_t cap;    /* postings the block has room for */
-    uint32_t df;     /* live documents holding the term */
-    float maxtf;     /* highest tf and shortest document over the postings, dead ones included until a compaction: */
-    float minlen;    /* the MaxScore bound's inputs */
+    uint32_t last; /* the slot of the chunk's last posting */
+    uint32_t off;  /* where its bytes begin in the block's packed bytes: slot bits, tf bits, length bits */
+    uint16_t lenbase; /* the shortest of its documents' lengths (as postings hold them) */
+    uint8_t wslot, wtf, wlen;
+} Chunk;
+
+/* The postings of a term with two or more lie on the heap behind this header, which holds what only such a term
+   needs: its packed chunks, then the postings after them (the tail: at most CHUNK, unpacked, a removed
+   document's marked tf 0). A term with one posting has it inline, and that posting is a live document's
+   (removing it forgets the term's postings): its df is 1, its maxtf the posting's tf and its minlen the posting's
+   length. */
+typedef struct {
+    uint32_t cap;     /* tail postings the block has room for */
+    uint32_t df;      /* live documents holding the term */
+    float maxtf;      /* highest tf and shortest document over the postings, dead ones included until a compaction: */
+    float minlen;     /* the MaxScore bound's inputs */
+    uint32_t nchunks; /* packed chunks, CHUNK postings each, before the tail */
+    uint32_t chunks_cap;
+    Chunk *chunks;
+    uint8_t *packed; /* the chunks' bits; 8 bytes past its length are always there (a read takes a word) */
+    uint32_t packed_len, packed_cap;
 } Block;
 
 typedef struct {
@@ -127,7 +149,10 @@ static int grow(void **buf, size_t *cap, size_t need, size_t item) {
 
 static inline Posting *block_postings(Block *b) { return (Posting *)(b + 1); }
 
+/* The postings a term holds unpacked (a block's tail, or the inline one), and how many. */
 static inline Posting *postings(Term *t) { return t->n >= 2 ? block_postings(t->u.heap) : &t->u.inl; }
+
+static inline uint32_t tail_n(const Term *t) { return t->n >= 2 ? t->n - t->u.heap->nchunks * CHUNK : t->n; }
 
 static inline uint32_t term_df(const Term *t) { return t->n >= 2 ? t->u.heap->df : t->n; }
 
@@ -154,6 +179,114 @@ static inline uint32_t get_varint(const uint8_t **p) {
     for (int shift = 7; *q++ & 0x80; shift += 7) v |= (uint32_t)(*q & 0x7F) << shift;
     *p = q;
     return v;
+}
+
+/* ------------------------------------------------------------------ packed chunks */
+
+static inline uint32_t bits_for(uint32_t v) { return v ? 32u - (uint32_t)__builtin_clz(v) : 0u; }
+
+/* The w bits (1 to 32) at bit `bit` of d, least significant first. */
+static inline uint32_t get_bits(const uint8_t *d, uint64_t bit, uint32_t w) {
+    uint64_t word;
+    memcpy(&word, d + (bit >> 3), sizeof word);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    word = __builtin_bswap64(word);
+#endif
+    return (uint32_t)((word >> (bit & 7)) & ((1ull << w) - 1));
+}
+
+static inline uint64_t load_le64(const uint8_t *d) {
+    uint64_t word;
+    memcpy(&word, d, sizeof word);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    word = __builtin_bswap64(word);
+#endif
+    return word;
+}
+
+/* A chunk's CHUNK values of W bits each at d, eight at a time (W bytes a group), for each W from 1 to 32: with W a
+   constant each value is a load, a shift and a mask. unpack_W puts them in v; slots_W takes them for slot gaps, each
+   slot the one before (from prev, the slot before the chunk's first) plus its gap plus one, into out[].slot. */
+#define BITS(W, j) (uint32_t)((load_le64(d + (j * W) / 8) >> ((j * W) % 8)) & ((1ull << W) - 1))
+#define UNPACK(W)                                                                                                  \
+    static void unpack_##W(const uint8_t *d, uint32_t *v) {                                                       \
+        for (uint32_t g = 0; g < CHUNK; g += 8, d += W) {                                                          \
+            _Pragma("GCC unroll 8") for (uint32_t j = 0; j < 8; j++) v[g + j] = BITS(W, j);                       \
+        }                                                                                                          \
+    }                                                                                                              \
+    static void slots_##W(const uint8_t *d, Posting *out, uint32_t prev) {                                        \
+        for (uint32_t g = 0; g < CHUNK; g += 8, d += W) {                                                          \
+            _Pragma("GCC unroll 8") for (uint32_t j = 0; j < 8; j++) out[g + j].slot = prev += BITS(W, j) + 1;    \
+        }                                                                                                          \
+    }
+UNPACK(1) UNPACK(2) UNPACK(3) UNPACK(4) UNPACK(5) UNPACK(6) UNPACK(7) UNPACK(8)
+UNPACK(9) UNPACK(10) UNPACK(11) UNPACK(12) UNPACK(13) UNPACK(14) UNPACK(15) UNPACK(16)
+UNPACK(17) UNPACK(18) UNPACK(19) UNPACK(20) UNPACK(21) UNPACK(22) UNPACK(23) UNPACK(24)
+UNPACK(25) UNPACK(26) UNPACK(27) UNPACK(28) UNPACK(29) UNPACK(30) UNPACK(31) UNPACK(32)
+#undef UNPACK
+#undef BITS
+
+static void (*const unpack_w[33])(const uint8_t *, uint32_t *) = {
+    NULL,      unpack_1,  unpack_2,  unpack_3,  unpack_4,  unpack_5,  unpack_6,  unpack_7,  unpack_8,
+    unpack_9,  unpack_10, unpack_11, unpack_12, unpack_13, unpack_14, unpack_15, unpack_16, unpack_17,
+    unpack_18, unpack_19, unpack_20, unpack_21, unpack_22, unpack_23, unpack_24, unpack_25, unpack_26,
+    unpack_27, unpack_28, unpack_29, unpack_30, unpack_31, unpack_32};
+
+static void (*const slots_w[33])(const uint8_t *, Posting *, uint32_t) = {
+    NULL,     slots_1,  slots_2,  slots_3,  slots_4,  slots_5,  slots_6,  slots_7,  slots_8,  slots_9,  slots_10,
+    slots_11, slots_12, slots_13, slots_14, slots_15, slots_16, slots_17, slots_18, slots_19, slots_20, slots_21,
+    slots_22, slots_23, slots_24, slots_25, slots_26, slots_27, slots_28, slots_29, slots_30, slots_31, slots_32};
+
+/* CHUNK values of w bits each (0 to 32; a multiple of 8 bits in all), least significant first; past the end. */
+static uint8_t *put_bits(uint8_t *d, const uint32_t *v, uint32_t w) {
+    if (!w) return d;
+    uint64_t acc = 0;
+    uint32_t have = 0;
+    for (uint32_t i = 0; i < CHUNK; i++) {
+        acc |= (uint64_t)v[i] << have;
+        for (have += w; have >= 8; have -= 8) {
+            *d++ = (uint8_t)acc;
+            acc >>= 8;
+        }
+    }
+    return d;
+}
+
+/* The block's postings tail[0..CHUNK) packed as its next chunk (they follow its last packed one). -1 with a
+   MemoryError set when there is no room, the block as it was. */
+static int pack_chunk(Block *b, const Posting *tail) {
+    uint32_t gaps[CHUNK], tfs[CHUNK], lens[CHUNK], orgap = 0, ortf = 0, orlen = 0, lenbase = LEN_BIG;
+    uint32_t prev = b->nchunks ? b->chunks[b->nchunks - 1].last : 0xFFFFFFFFu; /* the first gap from slot -1 */
+    for (uint32_t i = 0; i < CHUNK; i++) {
+        orgap |= gaps[i] = tail[i].slot - prev - 1;
+        prev = tail[i].slot;
+        ortf |= tfs[i] = tail[i].tf ? tail[i].tf - 1u : 0u; /* a removed document's: its slot tells */
+        if (tail[i].len < lenbase) lenbase = tail[i].len;
+    }
+    for (uint32_t i = 0; i < CHUNK; i++) orlen |= lens[i] = tail[i].len - lenbase;
+    const uint32_t ws = bits_for(orgap), wt = bits_for(ortf), wl = bits_for(orlen), bytes = CHUNK / 8 * (ws + wt + wl);
+    if (b->packed_len + (size_t)bytes + 8 > 0xFFFFFFF0u) {
+        PyErr_SetString(PyExc_OverflowError, "bm25 kernel: a term's postings too long");
+        return -1;
+    }
+    size_t pcap = b->packed_cap, ccap = b->chunks_cap;
+    if (grow((void **)&b->packed, &pcap, (size_t)b->packed_len + bytes + 8, 1) < 0) return -1;
+    b->packed_cap = (uint32_t)pcap;
+    if (grow((void **)&b->chunks, &ccap, (size_t)b->nchunks + 1, sizeof(Chunk)) < 0) return -1;
+    b->chunks_cap = (uint32_t)ccap;
+    uint8_t *w = put_bits(b->packed + b->packed_len, gaps, ws);
+    w = put_bits(w, tfs, wt);
+    w = put_bits(w, lens, wl);
+    memset(w, 0, 8);
+    Chunk *c = &b->chunks[b->nchunks++];
+    c->last = prev;
+    c->off = b->packed_len;
+    c->wslot = (uint8_t)ws;
+    c->wtf = (uint8_t)wt;
+    c->wlen = (uint8_t)wl;
+    c->lenbase = (uint16_t)lenbase;
+    b->packed_len += bytes;
+    return 0;
 }
 
 /* The slot's id (*n bytes, UTF-8). */
@@ -192,6 +325,68 @@ static inline float len_of(const Index *ix, const Posting *p) {
     return p->len != LEN_BIG ? (float)p->len : doc_length(ix, p->slot);
 }
 
+/* Where a chunk's tfs and lengths lie once its slots are unpacked. */
+typedef struct {
+    const uint8_t *tfbits, *lenbits;
+    uint32_t wtf, wlen, lenbase;
+} Fill;
+
+/* The slots of chunk k of the block into out[0..CHUNK), and where its tfs and lengths lie in *f. */
+static void chunk_slots(const Block *b, uint32_t k, Posting *out, Fill *f) {
+    const Chunk *c = &b->chunks[k];
+    const uint8_t *d = b->packed + c->off;
+    const uint32_t ws = c->wslot;
+    uint32_t prev = k ? b->chunks[k - 1].last : 0xFFFFFFFFu;
+    if (!ws) {
+        for (uint32_t i = 0; i < CHUNK; i++) out[i].slot = prev + 1 + i;
+    } else {
+        slots_w[ws](d, out, prev);
+    }
+    f->tfbits = d + CHUNK / 8 * ws;
+    f->lenbits = f->tfbits + CHUNK / 8 * c->wtf;
+    f->wtf = c->wtf;
+    f->wlen = c->wlen;
+    f->lenbase = c->lenbase;
+}
+
+/* Whether the slot's document is live; every one is while none has been removed. */
+static inline int live_slot(const Index *ix, uint32_t slot) { return !ix->dead || ix->alive[slot]; }
+
+/* The tf (0 for a removed document's) and length of out[i], the i-th posting of a chunk whose slots are in out. */
+static inline void chunk_fill(const Index *ix, Posting *out, uint32_t i, const Fill *f) {
+    uint32_t tf = f->wtf ? get_bits(f->tfbits, (uint64_t)i * f->wtf, f->wtf) + 1 : 1;
+    out[i].tf = live_slot(ix, out[i].slot) ? (uint16_t)tf : 0;
+    out[i].len = (uint16_t)(f->lenbase + (f->wlen ? get_bits(f->lenbits, (uint64_t)i * f->wlen, f->wlen) : 0));
+}
+
+/* Every posting of a chunk whose slots are in out filled in. */
+static void chunk_fill_all(const Index *ix, Posting *out, const Fill *f) {
+    uint32_t tfs[CHUNK], lens[CHUNK];
+    if (f->wtf) unpack_w[f->wtf](f->tfbits, tfs);
+    if (f->wlen) unpack_w[f->wlen](f->lenbits, lens);
+    const uint8_t *alive = ix->dead ? ix->alive : NULL;
+    for (uint32_t i = 0; i < CHUNK; i++) {
+        uint32_t tf = f->wtf ? tfs[i] + 1 : 1;
+        out[i].tf = !alive || alive[out[i].slot] ? (uint16_t)tf : 0;
+        out[i].len = (uint16_t)(f->lenbase + (f->wlen ? lens[i] : 0));
+    }
+}
+
+/* Chunk k of the block unpacked into out[0..CHUNK): slots, tfs and lengths. */
+static void chunk_decode(const Index *ix, const Block *b, uint32_t k, Posting *out) {
+    Fill f;
+    chunk_slots(b, k, out, &f);
+    chunk_fill_all(ix, out, &f);
+}
+
+/* Every posting of the term in slot order into out (t->n of them), as chunk_decode gives them. */
+static void all_postings(const Index *ix, Term *t, Posting *out) {
+    uint32_t k = 0;
+    if (t->n >= 2)
+        for (; k < t->u.heap->nchunks; k++) chunk_decode(ix, t->u.heap, k, out + (size_t)k * CHUNK);
+    memcpy(out + (size_t)k * CHUNK, postings(t), (size_t)tail_n(t) * sizeof(Posting));
+}
+
 /* The MaxScore bound's inputs: a term with one posting takes them from it. */
 static inline float term_maxtf(const Index *ix, const Term *t, uint32_t tid) {
     if (t->n >= 2) return t->u.heap->maxtf;
@@ -215,9 +410,16 @@ static inline int idcmp(const Index *ix, uint32_t a, uint32_t b) {
     return la < lb ? -1 : (la > lb ? 1 : 0);
 }
 
+static void free_block(Block *b) {
+    if (!b) return;
+    free(b->chunks);
+    free(b->packed);
+    free(b);
+}
+
 static void free_all(Index *ix) {
     for (uint32_t i = 0; i < ix->nterms; i++)
-        if (ix->terms[i].n >= 2) free(ix->terms[i].u.heap);
+        if (ix->terms[i].n >= 2) free_block(ix->terms[i].u.heap);
     free(ix->terms);
     free(ix->term_table);
     free(ix->termbuf);
@@ -369,7 +571,7 @@ static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n) {
 static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint32_t target);
 
 static void forget_postings(Term *t) {
-    if (t->n >= 2) free(t->u.heap);
+    if (t->n >= 2) free_block(t->u.heap);
     t->u.heap = NULL;
     t->n = 0;
 }
@@ -390,40 +592,19 @@ static void remove_slot(Index *ix, int64_t pos) {
             forget_postings(t); /* every posting of the term was this slot's or already dead */
             continue;
         }
+        /* a packed posting's slot tells it is removed; one in the tail is marked */
         Posting *p = postings(t);
-        uint32_t at = advance(p, t->n, 0, slot);
-        if (at < t->n && p[at].slot == slot) p[at].tf = 0;
+        uint32_t tn = tail_n(t), at = advance(p, tn, 0, slot);
+        if (at < tn && p[at].slot == slot) p[at].tf = 0;
     }
 }
 
-/* A term with a block down to its first posting, a live one: that posting back inline. */
+/* A term with a block down to its first posting, a live one in the tail: that posting back inline. */
 static void move_inline(Term *t) {
     Posting only = block_postings(t->u.heap)[0];
-    free(t->u.heap);
+    free_block(t->u.heap);
     t->u.inl = only;
     t->n = 1;
-}
-
-/* The term's first k postings kept (k >= 1), in a block of exactly their number or inline when one is left, with the
-   bound inputs over them; a failed shrink keeps the larger block. */
-static void keep_postings(Term *t, uint32_t k, float maxtf, float minlen) {
-    if (t->n < 2) return; /* inline: its one posting is live and gives the bound inputs */
-    Block *b = t->u.heap;
-    if (k == 1) {
-        move_inline(t);
-        return;
-    }
-    if (k < b->cap) {
-        Block *q = realloc(b, sizeof(Block) + (size_t)k * sizeof(Posting));
-        if (q) {
-            b = q;
-            b->cap = k;
-        }
-    }
-    t->u.heap = b;
-    t->n = k;
-    b->maxtf = maxtf;
-    b->minlen = minlen;
 }
 
 /* realloc to a smaller size; the block as it was when that fails (a smaller block is only ever a saving). */
@@ -444,45 +625,99 @@ static void shrink_to_fit(Index *ix) {
         ix->termbuf_cap = ix->termbuf_len;
     if (ix->docbuf_cap > ix->docbuf_len && shrink_block((void **)&ix->docbuf, ix->docbuf_len))
         ix->docbuf_cap = ix->docbuf_len;
-    if (ix->slots_cap > ix->nslots) { /* the capacity is what both arrays hold at least */
+    if (ix->slots_cap > ix->nslots) { /* the capacity is what every slot array holds at least */
         int a = shrink_block((void **)&ix->alive, ix->nslots);
         int b = shrink_block((void **)&ix->doc_off, (size_t)ix->nslots * sizeof(uint32_t));
         if (a || b) ix->slots_cap = ix->nslots;
     }
 }
 
+/* The block's packed bytes, chunk list and tail cut to what they hold. */
+static void fit_block(Term *t) {
+    Block *b = t->u.heap;
+    const uint32_t tn = tail_n(t);
+    if (b->packed_cap > b->packed_len + 8 && shrink_block((void **)&b->packed, (size_t)b->packed_len + 8))
+        b->packed_cap = b->packed_len + 8;
+    if (b->chunks_cap > b->nchunks && shrink_block((void **)&b->chunks, (size_t)b->nchunks * sizeof(Chunk)))
+        b->chunks_cap = b->nchunks;
+    if (tn < b->cap && shrink_block((void **)&t->u.heap, sizeof(Block) + (size_t)tn * sizeof(Posting)))
+        t->u.heap->cap = tn;
+}
+
 /* Every postings block cut to its postings. After a first build most of a block's spare room lies in heap memory
    reused from the smaller blocks it grew out of, so it is held, unlike the untouched pages past the arrays' ends; the
    terms the next adds extend grow again by half. */
 static void fit_all_postings(Index *ix) {
-    for (uint32_t i = 0; i < ix->nterms; i++) {
-        Term *t = &ix->terms[i];
-        if (t->n >= 2) keep_postings(t, t->n, t->u.heap->maxtf, t->u.heap->minlen);
-    }
+    for (uint32_t i = 0; i < ix->nterms; i++)
+        if (ix->terms[i].n >= 2) fit_block(&ix->terms[i]);
 }
 
-/* Renumber live slots densely, drop dead postings and unused terms, rebuild both tables. */
+/* A block of the k >= 2 postings in p (live, in slot order), all but the last k % CHUNK packed; NULL with a
+   MemoryError set when there is no room. */
+static Block *block_of(const Posting *p, uint32_t k, uint32_t df, float maxtf, float minlen) {
+    const uint32_t packed = k / CHUNK, tn = k - packed * CHUNK;
+    Block *b = malloc(sizeof(Block) + (size_t)tn * sizeof(Posting));
+    if (!b) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memset(b, 0, sizeof(Block));
+    b->cap = tn;
+    b->df = df;
+    b->maxtf = maxtf;
+    b->minlen = minlen;
+    for (uint32_t c = 0; c < packed; c++) {
+        if (pack_chunk(b, p + (size_t)c * CHUNK) < 0) {
+            free_block(b);
+            return NULL;
+        }
+    }
+    memcpy(block_postings(b), p + (size_t)packed * CHUNK, (size_t)tn * sizeof(Posting));
+    Term t = {.n = k};
+    t.u.heap = b;
+    fit_block(&t);
+    return t.u.heap;
+}
+
+/* Renumber live slots densely, drop dead postings and unused terms, rebuild both tables. Every block is rebuilt before
+   anything changes, so running out of memory leaves the index as it was, only not compacted. */
 static int compact(Index *ix) {
+    uint32_t most = 1;
+    for (uint32_t i = 0; i < ix->nterms; i++)
+        if (ix->terms[i].n > most) most = ix->terms[i].n;
     uint32_t *new_slot = malloc((size_t)(ix->nslots ? ix->nslots : 1) * sizeof(uint32_t));
     uint32_t *new_tid = malloc((size_t)(ix->nterms ? ix->nterms : 1) * sizeof(uint32_t));
-    float *lengths = malloc((size_t)(ix->nslots ? ix->nslots : 1) * sizeof(float));
     char *termbuf = malloc(ix->termbuf_len ? ix->termbuf_len : 1);
     uint8_t *docbuf = malloc(ix->docbuf_len ? ix->docbuf_len : 1); /* records only shrink: term ids only drop */
-    if (!new_slot || !new_tid || !lengths || !termbuf || !docbuf) {
-        free(new_slot);
-        free(new_tid);
-        free(lengths);
-        free(termbuf);
-        free(docbuf);
+    Block **fresh = calloc(ix->nterms ? ix->nterms : 1, sizeof(Block *));
+    Posting *all = malloc((size_t)most * sizeof(Posting));
+    if (!new_slot || !new_tid || !termbuf || !docbuf || !fresh || !all) {
         PyErr_NoMemory();
-        return -1;
+        goto fail;
     }
     uint32_t live = 0;
-    for (uint32_t s = 0; s < ix->nslots; s++) {
-        new_slot[s] = ix->alive[s] ? live++ : TOMB;
-        if (ix->alive[s]) lengths[s] = doc_length(ix, s);
+    for (uint32_t s = 0; s < ix->nslots; s++) new_slot[s] = ix->alive[s] ? live++ : TOMB;
+    /* the terms' new blocks (a term with one posting keeps it inline: it is live): postings of live slots only, the
+       slots renumbered, bounds recomputed exactly; new_tid holds how many each keeps until the terms move */
+    for (uint32_t i = 0; i < ix->nterms; i++) {
+        Term *t = &ix->terms[i];
+        if (t->n < 2 || term_df(t) == 0) continue;
+        all_postings(ix, t, all);
+        uint32_t k = 0;
+        float maxtf = 0.0f, minlen = INFINITY;
+        for (uint32_t j = 0; j < t->n; j++) {
+            uint32_t s = all[j].slot;
+            if (!ix->alive[s]) continue;
+            float len = len_of(ix, &all[j]), tf = tf_of(ix, i, &all[j]);
+            if (tf > maxtf) maxtf = tf;
+            if (len < minlen) minlen = len;
+            all[k] = all[j];
+            all[k].slot = new_slot[s];
+            k++;
+        }
+        if (!(fresh[i] = block_of(all, k, term_df(t), maxtf, minlen))) goto fail;
+        new_tid[i] = k;
     }
-    /* terms: keep those still held, postings of live slots only, bounds recomputed exactly */
     uint32_t nt = 0;
     size_t tb = 0;
     for (uint32_t i = 0; i < ix->nterms; i++) {
@@ -492,20 +727,14 @@ static int compact(Index *ix) {
             continue;
         }
         uint32_t slen = term_len(ix, i); /* before this term moves: it reads the next term's start */
-        Posting *p = postings(t);
-        uint32_t k = 0;
-        float maxtf = 0.0f, minlen = INFINITY;
-        for (uint32_t j = 0; j < t->n; j++) {
-            uint32_t s = p[j].slot;
-            if (!ix->alive[s]) continue;
-            float len = lengths[s], tf = tf_of(ix, i, &p[j]);
-            if (tf > maxtf) maxtf = tf;
-            if (len < minlen) minlen = len;
-            p[k] = p[j];
-            p[k].slot = new_slot[s];
-            k++;
+        if (t->n >= 2) {
+            free_block(t->u.heap);
+            t->u.heap = fresh[i];
+            t->n = new_tid[i];
+            if (t->n == 1) move_inline(t);
+        } else {
+            t->u.inl.slot = new_slot[t->u.inl.slot];
         }
-        keep_postings(t, k, maxtf, minlen);
         memcpy(termbuf + tb, ix->termbuf + t->str_off, slen);
         t->str_off = (uint32_t)tb;
         tb += slen;
@@ -547,7 +776,8 @@ static int compact(Index *ix) {
     }
     free(new_slot);
     free(new_tid);
-    free(lengths);
+    free(fresh);
+    free(all);
     free(ix->termbuf);
     free(ix->docbuf);
     ix->termbuf = termbuf;
@@ -565,6 +795,16 @@ static int compact(Index *ix) {
     shrink_to_fit(ix);
     if (term_table_resize(ix, table_size(nt)) < 0) return -1;
     return id_table_resize(ix, table_size(live));
+fail:
+    if (fresh)
+        for (uint32_t i = 0; i < ix->nterms; i++) free_block(fresh[i]);
+    free(new_slot);
+    free(new_tid);
+    free(termbuf);
+    free(docbuf);
+    free(fresh);
+    free(all);
+    return -1;
 }
 
 static int maybe_compact(Index *ix) {
@@ -658,8 +898,9 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         if (tid < 0) goto fail_partial;
         Term *t = &ix->terms[tid];
         Posting *p = postings(t);
-        if (t->n && p[t->n - 1].slot == slot) {
-            Posting *q = &p[t->n - 1];
+        uint32_t tn = tail_n(t); /* this slot's posting, once made, is the tail's last */
+        if (tn && p[tn - 1].slot == slot) {
+            Posting *q = &p[tn - 1];
             if (q->tf == TF_BIG) {
                 big_entry(ix, (uint32_t)tid, slot)->tf += 1.0f;
             } else if (q->tf == TF_BIG - 1) {
@@ -684,14 +925,19 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
                     PyErr_NoMemory();
                     goto fail_partial;
                 }
+                memset(b, 0, sizeof(Block));
                 block_postings(b)[0] = t->u.inl;
                 b->cap = 4;
                 b->df = 1;
                 b->maxtf = tf_of(ix, (uint32_t)tid, &t->u.inl);
                 b->minlen = len_of(ix, &t->u.inl);
                 t->u.heap = b;
-            } else if (t->n + 1 > t->u.heap->cap) {
+            } else if (tn == CHUNK) { /* a full tail: packed, and this posting begins the next */
+                if (pack_chunk(t->u.heap, block_postings(t->u.heap)) < 0) goto fail_partial;
+                tn = 0;
+            } else if (tn + 1 > t->u.heap->cap) {
                 uint32_t c = t->u.heap->cap + t->u.heap->cap / 2 + 2;
+                if (c > CHUNK) c = CHUNK;
                 Block *b = realloc(t->u.heap, sizeof(Block) + (size_t)c * sizeof(Posting));
                 if (!b) {
                     PyErr_NoMemory();
@@ -700,7 +946,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
                 b->cap = c;
                 t->u.heap = b;
             }
-            Posting *q = &block_postings(t->u.heap)[t->n];
+            Posting *q = &block_postings(t->u.heap)[tn];
             q->slot = slot;
             q->tf = 1;
             q->len = len16;
@@ -715,7 +961,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         Term *t = &ix->terms[tid];
         if (t->n < 2) continue; /* its one posting gives the bound inputs */
         Block *b = t->u.heap;
-        float tf = tf_of(ix, tid, &block_postings(b)[t->n - 1]);
+        float tf = tf_of(ix, tid, &block_postings(b)[tail_n(t) - 1]);
         if (tf > b->maxtf) b->maxtf = tf;
         if (len < b->minlen) b->minlen = len;
     }
@@ -787,8 +1033,16 @@ typedef struct {
     float norm[SHORT]; /* 0: not computed yet */
 } Consts;
 
+/* A term's postings a segment at a time: each packed chunk (unpacked into buf as it is reached), then the tail (read in
+   place). p[pos] is the posting at hand, and pos < n until the term's postings are all read. Cursors only move on. */
 typedef struct {
     const Posting *p;
+    const Index *ix;
+    const Block *blk; /* NULL for a term with its one posting inline */
+    Posting *buf;     /* CHUNK postings */
+    uint32_t seg, nseg, tailn; /* the segment at hand; segments nseg (the tail) and before */
+    Fill fill;       /* a chunk's slots are unpacked as it is reached, its tfs and lengths when read: */
+    uint32_t filled; /* all of them once filled, else each as it is read */
     float *once; /* the contribution of tf 1 by document length (< SHORT); 0: not computed yet */
     uint32_t n, pos;
     float idf;
@@ -896,6 +1150,78 @@ static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint3
     return lo;
 }
 
+static void cursor_load(Cursor *c, uint32_t k) {
+    c->seg = k;
+    c->pos = 0;
+    if (k < c->nseg) {
+        chunk_slots(c->blk, k, c->buf, &c->fill);
+        c->p = c->buf;
+        c->n = CHUNK;
+        c->filled = 0;
+    } else {
+        c->p = c->blk ? block_postings((Block *)c->blk) : c->p;
+        c->n = c->tailn;
+        c->filled = 1;
+    }
+}
+
+/* The posting at hand, its tf and length read. */
+static inline const Posting *cursor_posting(Cursor *c) {
+    if (!c->filled) chunk_fill(c->ix, c->buf, c->pos, &c->fill);
+    return &c->p[c->pos];
+}
+
+/* Every posting of the segment at hand read, for a loop over them. */
+static inline void cursor_fill(Cursor *c) {
+    if (c->filled) return;
+    chunk_fill_all(c->ix, c->buf, &c->fill);
+    c->filled = 1;
+}
+
+/* The next posting, past the segment's end into the next segment, read whole: what moves a posting at a time reads
+   each one. */
+static inline void cursor_next(Cursor *c) {
+    if (++c->pos >= c->n && c->seg < c->nseg) {
+        cursor_load(c, c->seg + 1);
+        cursor_fill(c);
+    }
+}
+
+/* cursor_seek past the segment at hand. */
+static __attribute__((noinline)) void cursor_seek_on(Cursor *c, uint32_t target) {
+    if (c->seg >= c->nseg) { /* the tail, and every posting in it below target */
+        c->pos = c->n;
+        return;
+    }
+    /* the first later chunk whose last slot reaches target, else the tail: galloping from the chunk at hand */
+    const Chunk *ch = c->blk->chunks;
+    uint32_t lo = c->seg + 1, hi = lo, step = 1;
+    while (hi < c->nseg && ch[hi].last < target) {
+        lo = hi + 1;
+        hi += step;
+        step <<= 1;
+    }
+    if (hi > c->nseg) hi = c->nseg;
+    while (lo < hi) { /* the answer is in [lo, hi]: ch[hi] reaches target, or hi is the tail */
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ch[mid].last < target)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    cursor_load(c, lo);
+    c->pos = advance(c->p, c->n, 0, target);
+}
+
+/* The first posting of a slot >= target (or the end). */
+static inline void cursor_seek(Cursor *c, uint32_t target) {
+    if (c->pos >= c->n) return;
+    if (c->p[c->n - 1].slot >= target)
+        c->pos = advance(c->p, c->n, c->pos, target);
+    else
+        cursor_seek_on(c, target);
+}
+
 /* Queries of at most this many terms get exact bound sums (summed in the score's order) and per-length bound rows. */
 #define EXACT_TERMS 64
 /* and at most this many, bounds of the essential split taken at one document length */
@@ -952,14 +1278,19 @@ static double reach_at(Cursor *cur, Consts *k, uint32_t m, Cursor *c, double *fu
 static inline void skip_hopeless(Cursor *cur, Consts *k, uint32_t m, Cursor *c, double *full, double cut) {
     if (c->hope_tries >= 256 && c->hope_skips < c->hope_tries / 2) return;
     c->hope_tries++;
-    const Posting *q = c->p + c->pos, *end = c->p + c->n;
-    for (; q < end && q->tf == 1 && q->len < SHORT; q++) {
-        double v = c->reach[q->len];
-        if (v < 0.0) v = reach_at(cur, k, m, c, full, q->len);
-        if (v >= cut) break;
+    for (;;) {
+        cursor_fill(c);
+        const Posting *q = c->p + c->pos, *end = c->p + c->n;
+        for (; q < end && q->tf == 1 && q->len < SHORT; q++) {
+            double v = c->reach[q->len];
+            if (v < 0.0) v = reach_at(cur, k, m, c, full, q->len);
+            if (v >= cut) break;
+        }
+        c->hope_skips += (uint32_t)(q - (c->p + c->pos));
+        c->pos = (uint32_t)(q - c->p);
+        if (q < end || c->seg >= c->nseg) return;
+        cursor_load(c, c->seg + 1);
     }
-    c->hope_skips += (uint32_t)(q - (c->p + c->pos));
-    c->pos = (uint32_t)(q - c->p);
 }
 
 /* What a search carries from one document to the next. */
@@ -983,10 +1314,10 @@ typedef struct {
    and put in *v. Its cursor moves to d, so documents are to be read in slot order. */
 static inline int read_term(Search *s, uint32_t r, uint32_t d, float len, uint32_t nt, float *v) {
     Cursor *c = &s->cur[s->ord[r]];
-    c->pos = advance(c->p, c->n, c->pos, d);
+    cursor_seek(c, d);
     if (c->pos >= c->n || c->p[c->pos].slot != d) return 0;
     s->touched[nt] = s->ord[r];
-    s->values[nt] = *v = contribution(c, s->consts, tf_of(s->ix, c->tid, &c->p[c->pos]), len);
+    s->values[nt] = *v = contribution(c, s->consts, tf_of(s->ix, c->tid, cursor_posting(c)), len);
     return 1;
 }
 
@@ -1083,8 +1414,7 @@ static void daat_search(Search *s, const double *prefix, double *reach, int prun
             uint32_t q = 0;
             while (q < p && prefix[q] < s->thr) q++;
             for (uint32_t r = q; r < p; r++) {
-                Cursor *c = &cur[ord[r]];
-                c->pos = advance(c->p, c->n, c->pos, ix->sorted_upto);
+                cursor_seek(&cur[ord[r]], ix->sorted_upto);
             }
             p = q;
             continue;
@@ -1097,7 +1427,7 @@ static void daat_search(Search *s, const double *prefix, double *reach, int prun
         for (uint32_t r = p; r < m; r++) {
             Cursor *c = &cur[ord[r]];
             if (c->pos < c->n && c->p[c->pos].slot == d) {
-                const Posting *q = &c->p[c->pos];
+                const Posting *q = cursor_posting(c);
                 if (live_doc < 0) {
                     live_doc = q->tf != 0;
                     len = len_of(ix, q);
@@ -1108,7 +1438,7 @@ static void daat_search(Search *s, const double *prefix, double *reach, int prun
                     s->values[nt++] = v;
                     partial += v;
                 }
-                c->pos++;
+                cursor_next(c);
                 /* with more lists read in full the merge costs what a skip would save */
                 if (reach && s->thr > 0.0 && m - p <= 2) skip_hopeless(cur, consts, m, c, reach, s->thr - s->thr * 1e-9);
             }
@@ -1131,6 +1461,18 @@ static void daat_search(Search *s, const double *prefix, double *reach, int prun
 /* Queries of fewer terms are merged document at a time throughout: with so few lists the merge is cheap, and it skips
    hopeless postings the window search would read. */
 #define WINDOW_TERMS 6u
+
+/* A contribution v to the window's document o (of length len): its sum begun or added to. */
+static inline void gather(double *acc, uint64_t *bits, float *lens, uint32_t o, float len, float v) {
+    uint64_t bit = 1ull << (o & 63);
+    if (bits[o >> 6] & bit) {
+        acc[o] += (double)v;
+    } else {
+        bits[o >> 6] |= bit;
+        acc[o] = (double)v;
+        lens[o] = len;
+    }
+}
 
 /* MaxScore a window of slots at a time. The split into essential and non-essential terms is set at each window's
    start from the k-th best so far; the essential terms' postings in the window are read straight through, each
@@ -1161,10 +1503,7 @@ static int window_search(Search *s, const double *prefix, double *reach) {
         uint32_t p = 0;
         if (s->thr >= 0.0)
             while (p < m && (prefix[p] < s->thr || (ties_lose && prefix[p] == s->thr))) p++;
-        for (uint32_t r = p; r < m; r++) {
-            Cursor *c = &cur[ord[r]];
-            c->pos = advance(c->p, c->n, c->pos, w);
-        }
+        for (uint32_t r = p; r < m; r++) cursor_seek(&cur[ord[r]], w);
         if (reach && s->thr > 0.0 && m - p <= 2) {
             /* one or two lists to read: merged, their hopeless postings skipped unread */
             daat_search(s, prefix, reach, 1, p, ties_lose, end);
@@ -1174,20 +1513,22 @@ static int window_search(Search *s, const double *prefix, double *reach) {
         for (uint32_t l = 0; l < SHORT; l++) rest[l] = -1.0;
         for (uint32_t r = p; r < m; r++) {
             Cursor *c = &cur[ord[r]];
-            for (const Posting *q = c->p + c->pos, *stop = c->p + c->n; q < stop && q->slot < end; q++) {
-                if (!q->tf) continue; /* a removed document's */
-                uint32_t o = q->slot - w;
-                uint64_t bit = 1ull << (o & 63);
-                float len = len_of(ix, q);
-                double v = (double)contribution(c, consts, tf_of(ix, c->tid, q), len);
-                if (bits[o >> 6] & bit) {
-                    acc[o] += v;
-                } else {
-                    bits[o >> 6] |= bit;
-                    acc[o] = v;
-                    lens[o] = len;
+            /* read through the window's segments, then back to where it begins: the documents that pass are read
+               exactly from there on */
+            const uint32_t seg = c->seg, pos = c->pos;
+            for (;;) {
+                cursor_fill(c);
+                const Posting *q = c->p + c->pos, *stop = c->p + c->n;
+                for (; q < stop && q->slot < end; q++) {
+                    if (!q->tf) continue; /* a removed document's */
+                    float len = len_of(ix, q);
+                    gather(acc, bits, lens, q->slot - w, len, contribution(c, consts, tf_of(ix, c->tid, q), len));
                 }
+                if (q < stop || c->seg >= c->nseg) break;
+                cursor_load(c, c->seg + 1);
             }
+            if (c->seg != seg) cursor_load(c, seg);
+            c->pos = pos;
         }
         for (uint32_t wi = 0, words = (end - w + 63) / 64; wi < words; wi++) {
             uint64_t word = bits[wi];
@@ -1242,8 +1583,9 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
     double *reach = nq <= EXACT_TERMS ? PyMem_Malloc((size_t)((nq ? nq : 1) + 1) * SHORT * sizeof(double)) : NULL;
     uint32_t heap_size = (uint32_t)(k < (Py_ssize_t)ix->live ? k : (Py_ssize_t)ix->live);
     Hit *heap = PyMem_Malloc((size_t)heap_size * sizeof(Hit));
+    Posting *bufs = PyMem_Malloc((size_t)(nq ? nq : 1) * CHUNK * sizeof(Posting));
     PyObject *out = NULL;
-    if (!cur || !ord || !prefix || !touched || !values || !heap || !once || !consts || !rank || !scratch || !lrow ||
+    if (!cur || !ord || !prefix || !touched || !values || !heap || !bufs || !once || !consts || !rank || !scratch || !lrow ||
         !done_len || (nq <= EXACT_TERMS && (!rows || !reach))) {
         PyErr_NoMemory();
         goto done;
@@ -1260,13 +1602,16 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         int64_t tid = term_find(ix, s, n, hash_bytes(s, n));
         if (tid < 0 || term_df(&ix->terms[tid]) == 0) continue;
         Term *t = &ix->terms[tid];
-        const Posting *p = postings(t);
         int seen = 0; /* a query term repeated counts once */
-        for (uint32_t j = 0; j < m && !seen; j++) seen = cur[j].p == p;
+        for (uint32_t j = 0; j < m && !seen; j++) seen = cur[j].tid == (uint32_t)tid;
         if (seen) continue;
-        cur[m].p = p;
-        cur[m].n = t->n;
-        cur[m].pos = 0;
+        cur[m].ix = ix;
+        cur[m].buf = bufs + (size_t)m * CHUNK;
+        cur[m].blk = t->n >= 2 ? t->u.heap : NULL;
+        cur[m].nseg = t->n >= 2 ? t->u.heap->nchunks : 0;
+        cur[m].tailn = tail_n(t);
+        cur[m].p = postings(t);
+        cursor_load(&cur[m], 0);
         cur[m].df = term_df(t);
         cur[m].tid = (uint32_t)tid;
         cur[m].s = ix->termbuf + t->str_off;
@@ -1380,6 +1725,7 @@ done:
     PyMem_Free(once);
     PyMem_Free(consts);
     PyMem_Free(heap);
+    PyMem_Free(bufs);
     PyMem_Free(rank);
     PyMem_Free(scratch);
     PyMem_Free(lrow);
@@ -1578,24 +1924,28 @@ static PyObject *Index_stats(Index *self, PyObject *Py_UNUSED(ignored)) {
 static Py_ssize_t Index_len(Index *self) { return self->live; }
 
 static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
-    size_t postings_used = 0, postings_cap = 0, blocks = 0;
+    size_t packed = 0, packed_cap = 0, tails = 0, tails_cap = 0, headers = 0;
     for (uint32_t i = 0; i < self->nterms; i++) {
         const Term *t = &self->terms[i];
         if (t->n < 2) continue;
-        postings_used += (size_t)t->n * sizeof(Posting);
-        postings_cap += (size_t)t->u.heap->cap * sizeof(Posting);
-        blocks++;
+        const Block *b = t->u.heap;
+        packed += (b->packed_cap ? b->packed_len + 8 : 0) + (size_t)b->nchunks * sizeof(Chunk);
+        packed_cap += b->packed_cap + (size_t)b->chunks_cap * sizeof(Chunk);
+        tails += (size_t)tail_n(t) * sizeof(Posting);
+        tails_cap += (size_t)b->cap * sizeof(Posting);
+        headers += sizeof(Block);
     }
     return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "terms",
                          (Py_ssize_t)self->nterms * sizeof(Term), "term_table",
                          (Py_ssize_t)(self->term_table ? (self->term_mask + 1) * sizeof(uint32_t) : 0), "term_bytes",
-                         (Py_ssize_t)self->termbuf_len, "postings", (Py_ssize_t)postings_used, "postings_capacity",
-                         (Py_ssize_t)postings_cap, "postings_headers", (Py_ssize_t)(blocks * sizeof(Block)), "slots",
-                         (Py_ssize_t)self->nslots * (sizeof(uint8_t) + sizeof(uint32_t)), "slots_capacity",
-                         (Py_ssize_t)self->slots_cap * (sizeof(uint8_t) + sizeof(uint32_t)), "records",
-                         (Py_ssize_t)self->docbuf_len, "records_capacity", (Py_ssize_t)self->docbuf_cap, "id_table",
-                         (Py_ssize_t)(self->id_table ? (self->id_mask + 1) * sizeof(uint32_t) : 0), "big_tf",
-                         (Py_ssize_t)(self->nbig * sizeof(BigTf)));
+                         (Py_ssize_t)self->termbuf_len, "postings", (Py_ssize_t)(packed + tails), "postings_capacity",
+                         (Py_ssize_t)(packed_cap + tails_cap), "postings_headers", (Py_ssize_t)headers, "slots",
+                         (Py_ssize_t)self->nslots * (sizeof(uint8_t) + sizeof(uint32_t)),
+                         "slots_capacity",
+                         (Py_ssize_t)self->slots_cap * (sizeof(uint8_t) + sizeof(uint32_t)),
+                         "records", (Py_ssize_t)self->docbuf_len, "records_capacity", (Py_ssize_t)self->docbuf_cap,
+                         "id_table", (Py_ssize_t)(self->id_table ? (self->id_mask + 1) * sizeof(uint32_t) : 0),
+                         "big_tf", (Py_ssize_t)(self->nbig * sizeof(BigTf)));
 }
 
 static PyMethodDef Index_methods[] = {
@@ -1609,8 +1959,9 @@ static PyMethodDef Index_methods[] = {
     {"search", (PyCFunction)(void (*)(void))Index_search, METH_VARARGS | METH_KEYWORDS,
      "search(tokens, k, prune=True) -> the k best (doc_id, score), best first, ties by doc_id."},
     {"memory", (PyCFunction)Index_memory, METH_NOARGS,
-     "Bytes by part: terms, term_table, term_bytes, postings (heap blocks of terms with two or more; one posting is "
-     "inline in its term), postings_headers (those blocks' headers), slots, records (ids, lengths, term lists), "
+     "Bytes by part: terms, term_table, term_bytes, postings (of terms with two or more: packed chunks, their "
+     "entries and the postings after them; one posting is inline in its term), postings_headers (those terms' block "
+     "headers), slots, records (ids, lengths, term lists), "
      "id_table, big_tf; *_capacity what is allocated."},
     {"stats", (PyCFunction)Index_stats, METH_NOARGS, "(live documents, dead slots, total length, documents the last search scored in full)."},
     {NULL, NULL, 0, NULL},

@@ -17,10 +17,10 @@ a removal leaves it a valid, looser bound), so the bound is close to what a docu
 Pruning never changes the result: the same documents, scores and order as scoring every posting.
 
 Two implementations share that contract. ``Bm25Index()`` gives the compiled one (``_bm25kernel.c``, built at install
-time when a C compiler is there): terms and ids in hash tables over byte arenas, each term's postings one contiguous
-array of (slot, tf, document length), and MaxScore over them (see the C file for how), so a query reads only the
-postings it walks. Without the compiled module it is the numpy index described above. Both give the same results,
-scores bit for bit included (``Bm25Index(compiled=False)`` asks for the numpy one).
+time when a C compiler is there): terms and ids in hash tables over byte arenas, each term's postings (slot, tf,
+document length) packed 128 at a time at the fewest bits each chunk needs, and MaxScore over them (see the C file for
+how), so a query reads only the postings it walks. Without the compiled module it is the numpy index described above.
+Both give the same results, scores bit for bit included (``Bm25Index(compiled=False)`` asks for the numpy one).
 """
 
 from __future__ import annotations
