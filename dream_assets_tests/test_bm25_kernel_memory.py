@@ -193,10 +193,10 @@ def test_memory_reports_small_singleton_terms_and_the_blocks_headers() -> None:
     terms = n + 51
     assert memory["terms"] == 16 * terms  # a term is 16 bytes, its one posting inline
     assert 0 < memory["postings_headers"] <= 48 * 51  # only the 51 terms with more than one posting have a block
-    # "common" holds consecutive slots with tf 1 in documents of one length: its 39 full chunks of 128 take no bits,
-    # only their 16-byte entries (and an 8-byte pad), and its last 8 postings are unpacked; each c* term's 100
-    # postings are all unpacked.
-    assert memory["postings"] == (39 * 16 + 8 + 8 * 8) + 50 * 100 * 8
+    # "common" holds consecutive slots with tf 1 in documents of one length: its 78 full chunks of 64 take no bits,
+    # only their 16-byte entries (and an 8-byte pad), and its last 8 postings are unpacked. Each c* term holds every
+    # 50th slot: one chunk of 6-bit gaps (48 bytes, entry and pad), then 36 postings unpacked.
+    assert memory["postings"] == (78 * 16 + 8 + 8 * 8) + 50 * (16 + 48 + 8 + 36 * 8)
     assert memory["postings_capacity"] >= memory["postings"]
 
 
@@ -219,7 +219,7 @@ def test_a_first_build_leaves_no_spare_postings_room_and_later_adds_still_grow()
 
 
 def test_packed_postings_keep_every_score_through_big_counts_removals_and_compaction() -> None:
-    # Terms held by hundreds to thousands of documents are packed 128 postings at a time (slot gaps, tfs and lengths at
+    # Terms held by hundreds to thousands of documents are packed 64 postings at a time (slot gaps, tfs and lengths at
     # the fewest bits each chunk needs). Chunks must hold irregular gaps, tfs and lengths, a tf and a length past what
     # a posting holds (65,535), documents removed from packed chunks, and repacking by compaction, and every search,
     # short (merged a document at a time) or long (read a window at a time), must still score as the numpy index does.

@@ -4,12 +4,13 @@
  * id). A term's postings are (slot, tf, document length) in slot order, so scoring reads nothing else. A term with one
  * posting (most terms: ticket numbers, names) keeps it inline in a 16-byte term, its document frequency and bound
  * inputs implied by it; a term with more keeps them in a heap block whose header holds what only it needs (document
- * frequency, bound inputs), its postings packed 128 at a time (slot gaps, tfs and lengths, each at the fewest bits the
- * chunk needs: a common word in every document takes a few bits a posting) but for the last ones, kept as they are
- * until 128 have come. A search unpacks a chunk's slots as it reaches it and skips chunks by their last slots. Each slot has one record in a byte arena: its id,
- * its length and the distinct terms it holds (to undo document frequencies on removal), as varints, the terms sorted
- * and stored as gaps. Removing a document clears its slot's alive flag and marks its postings; dead postings are
- * dropped in one compaction once they outnumber the live documents, which also hands back the capacity left unused.
+ * frequency, bound inputs), its postings packed CHUNK (64) at a time (slot gaps, tfs and lengths, each at the fewest
+ * bits the chunk needs: a common word in every document takes a few bits a posting) but for the last ones, kept as
+ * they are until CHUNK have come. A search unpacks a chunk's slots as it reaches it and skips chunks by their last
+ * slots. Each slot has one record in a byte arena: its id, its length and the distinct terms it holds (to undo document
+ * frequencies on removal), as varints, the terms sorted and stored as gaps. Removing a document clears its slot's alive
+ * flag (and marks its unpacked postings); dead postings are dropped in one compaction once they outnumber the live
+ * documents, which also hands back the capacity left unused.
  *
  * Search is MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach the k-th best score
  * so far are only looked up (galloping search) for documents the others found. Short queries merge their essential
@@ -60,7 +61,7 @@ typedef struct {
    lengths less the chunk's shortest, each at the fewest bits that hold the chunk's largest (none when all are 0:
    consecutive slots, every tf 1, one length). Whether a packed posting is live is its slot's alive flag, so removing a
    document changes no packed byte. */
-#define CHUNK 128u
+#define CHUNK 64u
 
 typedef struct {
     uint32_t last; /* the slot of the chunk's last posting */
@@ -1171,6 +1172,14 @@ static inline const Posting *cursor_posting(Cursor *c) {
     return &c->p[c->pos];
 }
 
+/* The tf of the posting at hand, a live document's (its length is known): only its tf bits are read. */
+static inline float cursor_tf(Cursor *c) {
+    Posting q = c->p[c->pos];
+    if (!c->filled)
+        q.tf = (uint16_t)(c->fill.wtf ? get_bits(c->fill.tfbits, (uint64_t)c->pos * c->fill.wtf, c->fill.wtf) + 1 : 1);
+    return tf_of(c->ix, c->tid, &q);
+}
+
 /* Every posting of the segment at hand read, for a loop over them. */
 static inline void cursor_fill(Cursor *c) {
     if (c->filled) return;
@@ -1317,7 +1326,7 @@ static inline int read_term(Search *s, uint32_t r, uint32_t d, float len, uint32
     cursor_seek(c, d);
     if (c->pos >= c->n || c->p[c->pos].slot != d) return 0;
     s->touched[nt] = s->ord[r];
-    s->values[nt] = *v = contribution(c, s->consts, tf_of(s->ix, c->tid, cursor_posting(c)), len);
+    s->values[nt] = *v = contribution(c, s->consts, cursor_tf(c), len);
     return 1;
 }
 

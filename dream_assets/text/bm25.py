@@ -18,7 +18,7 @@ Pruning never changes the result: the same documents, scores and order as scorin
 
 Two implementations share that contract. ``Bm25Index()`` gives the compiled one (``_bm25kernel.c``, built at install
 time when a C compiler is there): terms and ids in hash tables over byte arenas, each term's postings (slot, tf,
-document length) packed 128 at a time at the fewest bits each chunk needs, and MaxScore over them (see the C file for
+document length) packed 64 at a time at the fewest bits each chunk needs, and MaxScore over them (see the C file for
 how), so a query reads only the postings it walks. Without the compiled module it is the numpy index described above.
 Both give the same results, scores bit for bit included (``Bm25Index(compiled=False)`` asks for the numpy one).
 """
