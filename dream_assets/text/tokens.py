@@ -66,13 +66,16 @@ def category_tokens(category: str) -> list[str]:
     return tokenize(_CATEGORY_SEPARATORS.sub(" ", category or ""))
 
 
-def document_tokens(content: str, category: str, tags: Sequence[str]) -> list[str]:
+def document_tokens(
+    content: str, category: str, tags: Sequence[str], *, words: Sequence[str] | None = None
+) -> list[str]:
     """What BM25 indexes for one memory entry: content tokens, category segments and tag tokens.
 
     Stopwords are left out of the index: they carry no recall signal and their postings would span
-    nearly every document, which is what makes a query slow.
+    nearly every document, which is what makes a query slow. ``words``: ``content_token_list(content)``
+    when the caller has it already.
     """
-    out = content_token_list(content)
+    out = content_token_list(content) if words is None else list(words)
     out.extend(t for t in category_tokens(category) if t not in STOPWORDS)
     for tag in tags or ():
         out.extend(t for t in category_tokens(tag) if t not in STOPWORDS)
