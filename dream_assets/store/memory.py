@@ -517,6 +517,22 @@ class _SaveText:
 
 
 @dataclass(frozen=True)
+class _SavePlan:
+    """What a save writes, as its dedup checks decided: reinforce ``twin`` (an exact duplicate), absorb into
+    ``chosen`` (a near duplicate and the decision), or create a new entry, naming ``near`` (the closest match kept
+    apart, and why) when there is one. ``note``: why embeddings were not used, for the result."""
+
+    twin: MemoryEntry | None = None
+    chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
+    near: tuple[MemoryEntry, float, str] | None = None
+    note: str | None = None
+
+    @property
+    def creates(self) -> bool:
+        return self.twin is None and self.chosen is None
+
+
+@dataclass(frozen=True)
 class _SaveMeasure:
     """How a save measures near-duplicates: ``sims`` (id -> embedding cosine of the candidates) when embeddings
     chose them, None for the lexical measure; ``note`` says why embeddings were not used when they should have been."""
@@ -857,51 +873,61 @@ class MemoryStore:
         self._idx.prepare(self._conn)
         text = _SaveText(content)
         measure = self._save_measure(text, category, meta, now) if dedupe else _SaveMeasure()
-        with self._conn.transaction() as conn:
-            result = self._save_in(
-                conn, text, category, tags, importance, meta, now, dedupe, measure, record_change=record_change
-            )
+        # The dedup checks only read; what they decide is written by one statement when the save creates its entry
+        # (``StoreConnection.statement``: no explicit BEGIN and COMMIT), else in a transaction. Both inside the one
+        # session, which no other process or thread writes meanwhile; with ``on_saved`` everything is one transaction.
+        with self._conn.transaction() if on_saved is not None else self._conn.session() as conn:
+            self._idx.ensure(conn)
+            plan = self._plan_save(conn, text, category, meta, dedupe, measure)
+            with self._conn.statement() if plan.creates else self._conn.transaction() as conn:
+                result = self._apply_save(
+                    conn, plan, text, category, tags, importance, meta, now, record_change=record_change
+                )
             if on_saved is not None:
                 on_saved(result)
         return result
 
-    def _save_in(
+    def _plan_save(
         self,
         conn: duckdb.DuckDBPyConnection,
+        text: _SaveText,
+        category: str,
+        meta: dict[str, str],
+        dedupe: bool,
+        measure: _SaveMeasure,
+    ) -> _SavePlan:
+        """What a save will write, decided by reads alone: an exact duplicate to reinforce, else a near duplicate to
+        absorb it, else a new entry (naming the closest match kept apart)."""
+        if not dedupe:
+            return _SavePlan(note=measure.note)
+        twin = self._oldest_exact(conn, text, category, meta)
+        if twin is not None:
+            return _SavePlan(twin=twin)
+        chosen, near = self._absorb_choice(self._find_duplicate(conn, text, meta, sims=measure.sims), text, category)
+        return _SavePlan(chosen=chosen, near=near, note=measure.note)
+
+    def _apply_save(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        plan: _SavePlan,
         text: _SaveText,
         category: str,
         tags: tuple[str, ...],
         importance: float,
         meta: dict[str, str],
         now: datetime,
-        dedupe: bool,
-        measure: _SaveMeasure,
         *,
         record_change: bool = True,
     ) -> SaveResult:
-        self._idx.ensure(conn)
-        content = text.content
-        near: tuple[MemoryEntry, float, str] | None = None
-        if dedupe:
-            twin = self._oldest_exact(conn, text, category, meta)
-            if twin is not None:
-                return self._reinforce_exact(conn, twin, tags, importance, meta, now)
-            absorbed, near = self._absorb(
-                conn,
-                self._find_duplicate(conn, text, meta, sims=measure.sims),
-                content,
-                category,
-                tags,
-                importance,
-                meta,
-                now,
-                record_change=record_change,
-            )
-            if absorbed is not None:
-                return _noted(absorbed, measure.note)
+        """Write what ``plan`` decided."""
+        if plan.twin is not None:
+            return self._reinforce_exact(conn, plan.twin, tags, importance, meta, now)
+        if plan.chosen is not None:
+            absorbed = self._absorb(conn, plan.chosen, tags, importance, meta, now, record_change=record_change)
+            return _noted(absorbed, plan.note)
         entry = MemoryEntry(
             id=new_id(),
-            content=content,
+            content=text.content,
             category=category,
             tags=tags,
             importance=importance,
@@ -912,11 +938,12 @@ class MemoryStore:
             metadata=meta,
         )
         self._insert(conn, entry, fresh_id=True, text=text)
+        near = plan.near
         if near is None:
-            return _noted(SaveResult("created", entry), measure.note)
+            return _noted(SaveResult("created", entry), plan.note)
         return _noted(
             SaveResult("created", entry, matched_id=near[0].id, similarity=near[1], reason=near[2]),
-            measure.note,
+            plan.note,
         )
 
     # ------------------------------------------------------------------ save-time embeddings
@@ -1113,21 +1140,11 @@ class MemoryStore:
         ]
         return sorted(found, key=lambda m: (-m[1], m[0].created_at, m[0].id))
 
-    def _absorb(
-        self,
-        conn: duckdb.DuckDBPyConnection,
-        matches: Sequence[tuple[MemoryEntry, float]],
-        content: str,
-        category: str,
-        tags: tuple[str, ...],
-        importance: float,
-        meta: Mapping[str, str],
-        now: datetime,
-        *,
-        record_change: bool = True,
-    ) -> tuple[SaveResult | None, tuple[MemoryEntry, float, str] | None]:
-        """Reinforce the first match the incoming text adds nothing to, else extend the first it only adds sentences
-        to. Otherwise nothing is written, and the closest match with the reason comes back for the "created" result."""
+    def _absorb_choice(
+        self, matches: Sequence[tuple[MemoryEntry, float]], text: _SaveText, category: str
+    ) -> tuple[tuple[MemoryEntry, float, DedupDecision] | None, tuple[MemoryEntry, float, str] | None]:
+        """The match the save absorbs into: the first the incoming text adds nothing to (reinforce), else the first it
+        only adds sentences to (extend). Without one, the closest match with the reason, for the "created" result."""
         chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
         first: tuple[MemoryEntry, float, str] | None = None
         for existing, similarity in matches:
@@ -1135,7 +1152,7 @@ class MemoryStore:
                 continue  # a signal is never reinforced or extended by another save
             decision = decide_dedup(
                 existing.content,
-                content,
+                text.content,
                 max_chars=self._options.MaxContentChars,
                 stored_category=existing.category,
                 incoming_category=category,
@@ -1146,8 +1163,20 @@ class MemoryStore:
             if decision.action == EXTEND and chosen is None:
                 chosen = (existing, similarity, decision)
             first = first or (existing, similarity, decision.reason)
-        if chosen is None:
-            return None, first
+        return (chosen, None) if chosen is not None else (None, first)
+
+    def _absorb(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        chosen: tuple[MemoryEntry, float, DedupDecision],
+        tags: tuple[str, ...],
+        importance: float,
+        meta: Mapping[str, str],
+        now: datetime,
+        *,
+        record_change: bool = True,
+    ) -> SaveResult:
+        """Reinforce or extend the chosen match (``_absorb_choice``) with the saved text."""
         existing, similarity, decision = chosen
         new_content = decision.content if decision.action == EXTEND and decision.content else existing.content
         updated = existing.with_(
@@ -1186,7 +1215,7 @@ class MemoryStore:
             change_cycle=cycle,
             before=existing,
         )
-        return result, None
+        return result
 
     def put(self, entry: MemoryEntry) -> MemoryEntry:
         """Insert a fully specified entry as is (no dedup). Used by merges, imports and the demo generator."""
@@ -1256,18 +1285,24 @@ class MemoryStore:
         # Checked first rather than left to the key constraint: a constraint error would abort a caller's transaction.
         if not fresh_id and conn.execute("SELECT 1 FROM memories WHERE id = ?", [entry.id]).fetchone() is not None:
             raise ContentError(f"a memory with id {entry.id!r} already exists")
+        indexed = entry.archived_at is None and self._idx.ready
+        if indexed and fresh_id:
+            # A fresh id is no other entry's: indexed first, so the statement is the save's last step that can fail
+            # (StoreConnection.statement: a failure before it leaves nothing written, the index forgotten).
+            self._idx.add(entry.id, entry.content, entry.category, entry.tags, text)
         try:
-            # The row takes its sequence number in the same statement.
+            # The row takes its sequence number in the same statement. Read to its end: outside a transaction
+            # (StoreConnection.statement) the statement commits when its result is done, not at a later statement.
             seq = int(
                 conn.execute(
                     f"INSERT INTO memories ({_COLUMNS}, fp_h1, fp_h2, seq) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq')) RETURNING seq",
                     [entry.id, *_row_values(entry), *_fingerprint_part(entry)],
-                ).fetchone()[0]  # type: ignore[index]
+                ).fetchall()[0][0]
             )
         except duckdb.ConstraintException as exc:
             raise ContentError(f"a memory with id {entry.id!r} already exists") from exc
-        if entry.archived_at is None and self._idx.ready:
+        if indexed and not fresh_id:
             self._idx.add(entry.id, entry.content, entry.category, entry.tags, text)
         self._idx.mark_synced(seq)
 
