@@ -31,6 +31,7 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import threading
 import warnings
 from collections import Counter
@@ -38,6 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -426,14 +428,18 @@ class _RecallIndex:
         self.stem_df, self.exact, self.exact_of = other.stem_df, other.exact, other.exact_of
         self.synced_seq = other.synced_seq
 
-    def add(self, mid: str, content: str, category: str, tags: Sequence[str]) -> None:
+    def add(self, mid: str, content: str, category: str, tags: Sequence[str], text: _SaveText | None = None) -> None:
+        """Index an entry; ``text``: what a save derived from ``content`` already (used only when it is of
+        ``content``)."""
+        if text is None or text.content != content:
+            text = _SaveText(content)
         self.remove(mid)
-        self.bm25.add(mid, document_tokens(content, category, tags))
-        self.content_tokens[mid] = tuple(content_token_list(content))
-        stems = overlap_tokens(content)
+        self.bm25.add(mid, document_tokens(content, category, tags, words=text.words))
+        self.content_tokens[mid] = tuple(text.words)
+        stems = text.stems
         self.overlap[mid] = stems
         self.stem_df.update(stems)
-        key = (category, exact_key(content))
+        key = (category, text.key)
         self.exact.setdefault(key, set()).add(mid)
         self.exact_of[mid] = key
 
@@ -455,9 +461,10 @@ class _RecallIndex:
         return smooth_idf(len(self.overlap), self.stem_df.get(term, 0))
 
     def overlap_weights(self, terms: Iterable[str]) -> dict[str, float]:
-        """``overlap_idf`` of each of ``terms``."""
-        n, df = len(self.overlap), self.stem_df.get
-        return {t: smooth_idf(n, df(t, 0)) for t in terms}
+        """``overlap_idf`` of each of ``terms`` (smooth_idf's arithmetic inline, the same floats: a save weighs a
+        hundred stems or so, and the calls cost more than the sums)."""
+        top, df, log = 1.0 + len(self.overlap), self.stem_df.get, math.log
+        return {t: log(top / (1.0 + max(df(t, 0), 0))) + 1.0 for t in terms}
 
     def invalidate(self) -> None:
         """A transaction rolled back: entries added from its rows may never have been committed; rebuild on next use.
@@ -479,6 +486,50 @@ def _recall_index(conn: StoreConnection) -> _RecallIndex:
         conn.add_open_hook(index.on_open)
         conn.add_rollback_hook(index.invalidate)
     return index
+
+
+class _SaveText:
+    """What a save derives from its text, each computed once when first needed: the exact-duplicate key, the content
+    words (the BM25 document, the TF-IDF vector), the content words without frame dates (the near-duplicate lookup's
+    query) and the overlap stems. The exact check, the near-duplicate lookup and the recall index of a created entry
+    read the same forms, where each used to tokenise the text again (six times a save)."""
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+
+    @cached_property
+    def key(self) -> str:
+        return exact_key(self.content)
+
+    @cached_property
+    def words(self) -> list[str]:
+        return content_token_list(self.content)
+
+    @cached_property
+    def unframed_words(self) -> list[str]:
+        """``content_token_list(unframed(content))``: ``words`` itself when the text holds no frame date."""
+        core = unframed(self.content)
+        return self.words if core is self.content else content_token_list(core)
+
+    @cached_property
+    def stems(self) -> frozenset[str]:
+        return overlap_tokens(self.content, self.unframed_words)
+
+
+@dataclass(frozen=True)
+class _SavePlan:
+    """What a save writes, as its dedup checks decided: reinforce ``twin`` (an exact duplicate), absorb into
+    ``chosen`` (a near duplicate and the decision), or create a new entry, naming ``near`` (the closest match kept
+    apart, and why) when there is one. ``note``: why embeddings were not used, for the result."""
+
+    twin: MemoryEntry | None = None
+    chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
+    near: tuple[MemoryEntry, float, str] | None = None
+    note: str | None = None
+
+    @property
+    def creates(self) -> bool:
+        return self.twin is None and self.chosen is None
 
 
 @dataclass(frozen=True)
@@ -820,51 +871,63 @@ class MemoryStore:
         # The recall index and vectors first, outside the write transaction: neither a first index build nor an
         # embeddings request runs while the store is held.
         self._idx.prepare(self._conn)
-        measure = self._save_measure(content, category, meta, now) if dedupe else _SaveMeasure()
-        with self._conn.transaction() as conn:
-            result = self._save_in(
-                conn, content, category, tags, importance, meta, now, dedupe, measure, record_change=record_change
-            )
+        text = _SaveText(content)
+        measure = self._save_measure(text, category, meta, now) if dedupe else _SaveMeasure()
+        # The dedup checks only read; what they decide is written by one statement when the save creates its entry
+        # (``StoreConnection.statement``: no explicit BEGIN and COMMIT), else in a transaction. Both inside the one
+        # session, which no other process or thread writes meanwhile; with ``on_saved`` everything is one transaction.
+        with self._conn.transaction() if on_saved is not None else self._conn.session() as conn:
+            self._idx.ensure(conn)
+            plan = self._plan_save(conn, text, category, meta, dedupe, measure)
+            with self._conn.statement() if plan.creates else self._conn.transaction() as conn:
+                result = self._apply_save(
+                    conn, plan, text, category, tags, importance, meta, now, record_change=record_change
+                )
             if on_saved is not None:
                 on_saved(result)
         return result
 
-    def _save_in(
+    def _plan_save(
         self,
         conn: duckdb.DuckDBPyConnection,
-        content: str,
+        text: _SaveText,
+        category: str,
+        meta: dict[str, str],
+        dedupe: bool,
+        measure: _SaveMeasure,
+    ) -> _SavePlan:
+        """What a save will write, decided by reads alone: an exact duplicate to reinforce, else a near duplicate to
+        absorb it, else a new entry (naming the closest match kept apart)."""
+        if not dedupe:
+            return _SavePlan(note=measure.note)
+        twin = self._oldest_exact(conn, text, category, meta)
+        if twin is not None:
+            return _SavePlan(twin=twin)
+        chosen, near = self._absorb_choice(self._find_duplicate(conn, text, meta, sims=measure.sims), text, category)
+        return _SavePlan(chosen=chosen, near=near, note=measure.note)
+
+    def _apply_save(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        plan: _SavePlan,
+        text: _SaveText,
         category: str,
         tags: tuple[str, ...],
         importance: float,
         meta: dict[str, str],
         now: datetime,
-        dedupe: bool,
-        measure: _SaveMeasure,
         *,
         record_change: bool = True,
     ) -> SaveResult:
-        self._idx.ensure(conn)
-        near: tuple[MemoryEntry, float, str] | None = None
-        if dedupe:
-            twin = self._oldest_exact(conn, content, category, meta)
-            if twin is not None:
-                return self._reinforce_exact(conn, twin, tags, importance, meta, now)
-            absorbed, near = self._absorb(
-                conn,
-                self._find_duplicate(conn, content, meta, sims=measure.sims),
-                content,
-                category,
-                tags,
-                importance,
-                meta,
-                now,
-                record_change=record_change,
-            )
-            if absorbed is not None:
-                return _noted(absorbed, measure.note)
+        """Write what ``plan`` decided."""
+        if plan.twin is not None:
+            return self._reinforce_exact(conn, plan.twin, tags, importance, meta, now)
+        if plan.chosen is not None:
+            absorbed = self._absorb(conn, plan.chosen, tags, importance, meta, now, record_change=record_change)
+            return _noted(absorbed, plan.note)
         entry = MemoryEntry(
             id=new_id(),
-            content=content,
+            content=text.content,
             category=category,
             tags=tags,
             importance=importance,
@@ -874,12 +937,13 @@ class MemoryStore:
             reinforcement_count=1,
             metadata=meta,
         )
-        self._insert(conn, entry, fresh_id=True)
+        self._insert(conn, entry, fresh_id=True, text=text)
+        near = plan.near
         if near is None:
-            return _noted(SaveResult("created", entry), measure.note)
+            return _noted(SaveResult("created", entry), plan.note)
         return _noted(
             SaveResult("created", entry, matched_id=near[0].id, similarity=near[1], reason=near[2]),
-            measure.note,
+            plan.note,
         )
 
     # ------------------------------------------------------------------ save-time embeddings
@@ -902,7 +966,7 @@ class MemoryStore:
         self._embedding_index = EmbeddingIndex(self._conn, provider, now=now)
         return self._embedding_index
 
-    def _save_measure(self, content: str, category: str, meta: Mapping[str, str], now: datetime) -> _SaveMeasure:
+    def _save_measure(self, text: _SaveText, category: str, meta: Mapping[str, str], now: datetime) -> _SaveMeasure:
         """The embedding cosine of the save's candidates, computed before its write transaction; the lexical measure
         (``sims`` None) when no embedding model is set, an exact duplicate will be reinforced, or embeddings fail."""
         index = self._save_index(now)
@@ -918,12 +982,13 @@ class MemoryStore:
                 return _SaveMeasure(
                     note=f"embeddings failed at {failed_at.isoformat()} ({_short(why)}): the lexical measure was used"
                 )
+        content = text.content
         self._idx.prepare(self._conn)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
-            if self._oldest_exact(conn, content, category, meta) is not None:
+            if self._oldest_exact(conn, text, category, meta) is not None:
                 return _SaveMeasure()  # reinforced word for word: no vector needed
-            tokens = content_token_list(unframed(content)) or content_token_list(content)
+            tokens = text.unframed_words or text.words
             hits = [cid for cid, _ in self._idx.bm25.search(tokens, limit=SAVE_EMBEDDING_CANDIDATES)] if tokens else []
             rows = (
                 conn.execute(
@@ -954,10 +1019,11 @@ class MemoryStore:
         self._idx.prepare(self._conn)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
-            return self._exact_matches(conn, content, category)
+            return self._exact_matches(conn, exact_key(content), category)
 
-    def _exact_matches(self, conn: duckdb.DuckDBPyConnection, content: str, category: str) -> list[MemoryEntry]:
-        ids = sorted(self._idx.exact.get((category, exact_key(content)), ()))
+    def _exact_matches(self, conn: duckdb.DuckDBPyConnection, key: str, category: str) -> list[MemoryEntry]:
+        """The live entries of ``category`` whose exact-duplicate key (text/similarity.exact_key) is ``key``."""
+        ids = sorted(self._idx.exact.get((category, key), ()))
         if not ids:
             return []
         self._flush_pending(conn, ids)
@@ -965,13 +1031,14 @@ class MemoryStore:
         return sorted(live, key=lambda e: (e.created_at, e.id))
 
     def _oldest_exact(
-        self, conn: duckdb.DuckDBPyConnection, content: str, category: str, meta: Mapping[str, str]
+        self, conn: duckdb.DuckDBPyConnection, text: _SaveText, category: str, meta: Mapping[str, str]
     ) -> MemoryEntry | None:
         """The oldest live exact duplicate in the same category whose subject time does not differ and that the
         save-time rules (store/dedup.py) let the incoming text reinforce: a name written with other capitals
         ("GitHub" against "Github") may be a correction, so it is not an exact duplicate."""
         incoming_subject = {k: v for k, v in meta.items() if k in SUBJECT_TIME_KEYS and v}
-        for entry in self._exact_matches(conn, content, category):
+        content = text.content
+        for entry in self._exact_matches(conn, text.key, category):
             if incoming_subject and entry.subject_time and incoming_subject != entry.subject_time:
                 continue
             if is_signal_entry(entry):
@@ -1020,7 +1087,7 @@ class MemoryStore:
     def _find_duplicate(
         self,
         conn: duckdb.DuckDBPyConnection,
-        content: str,
+        text: _SaveText,
         meta: Mapping[str, str],
         *,
         sims: Mapping[str, float] | None = None,
@@ -1030,7 +1097,7 @@ class MemoryStore:
         threshold, else the lexical measure (similarity_measure) with the idf of the live corpus."""
         # Stopwords are not in the index (df 0 would give them the highest idf): vectors use content tokens only.
         measure, _, threshold = self.similarity_measure()
-        q_tokens = content_token_list(content)
+        q_tokens = text.words
         close: list[tuple[str, float]] = []
         if sims is not None:
             floor = self._options.EmbeddingSimilarityThreshold - 1e-6  # float32 rounding, as clustering allows
@@ -1038,15 +1105,14 @@ class MemoryStore:
         elif not q_tokens:
             return []
         elif measure == "overlap":
-            stems = overlap_tokens(content)
-            query = content_token_list(unframed(content)) or q_tokens
+            stems = text.stems
+            query = text.unframed_words or q_tokens
             stems_of = self._idx.overlap.get
             candidates = [(cid, c) for cid, _ in self._idx.bm25.search(query, limit=20) if (c := stems_of(cid))]
-            weights = self._idx.overlap_weights(stems.union(*(c for _, c in candidates)))  # each term's idf once
-            q_total = sum(weights[t] for t in stems)
+            weight = self._idx.overlap_weights(stems.union(*(c for _, c in candidates))).__getitem__  # each idf once
+            q_total = sum(map(weight, stems))
             for cid, c_stems in candidates:
-                shared = sum(weights[t] for t in stems & c_stems)
-                sim = overlap_score(shared, q_total, sum(weights[t] for t in c_stems))
+                sim = overlap_score(sum(map(weight, stems & c_stems)), q_total, sum(map(weight, c_stems)))
                 if sim >= threshold - 1e-12:
                     close.append((cid, sim))
         else:
@@ -1074,21 +1140,11 @@ class MemoryStore:
         ]
         return sorted(found, key=lambda m: (-m[1], m[0].created_at, m[0].id))
 
-    def _absorb(
-        self,
-        conn: duckdb.DuckDBPyConnection,
-        matches: Sequence[tuple[MemoryEntry, float]],
-        content: str,
-        category: str,
-        tags: tuple[str, ...],
-        importance: float,
-        meta: Mapping[str, str],
-        now: datetime,
-        *,
-        record_change: bool = True,
-    ) -> tuple[SaveResult | None, tuple[MemoryEntry, float, str] | None]:
-        """Reinforce the first match the incoming text adds nothing to, else extend the first it only adds sentences
-        to. Otherwise nothing is written, and the closest match with the reason comes back for the "created" result."""
+    def _absorb_choice(
+        self, matches: Sequence[tuple[MemoryEntry, float]], text: _SaveText, category: str
+    ) -> tuple[tuple[MemoryEntry, float, DedupDecision] | None, tuple[MemoryEntry, float, str] | None]:
+        """The match the save absorbs into: the first the incoming text adds nothing to (reinforce), else the first it
+        only adds sentences to (extend). Without one, the closest match with the reason, for the "created" result."""
         chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
         first: tuple[MemoryEntry, float, str] | None = None
         for existing, similarity in matches:
@@ -1096,7 +1152,7 @@ class MemoryStore:
                 continue  # a signal is never reinforced or extended by another save
             decision = decide_dedup(
                 existing.content,
-                content,
+                text.content,
                 max_chars=self._options.MaxContentChars,
                 stored_category=existing.category,
                 incoming_category=category,
@@ -1107,8 +1163,20 @@ class MemoryStore:
             if decision.action == EXTEND and chosen is None:
                 chosen = (existing, similarity, decision)
             first = first or (existing, similarity, decision.reason)
-        if chosen is None:
-            return None, first
+        return (chosen, None) if chosen is not None else (None, first)
+
+    def _absorb(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        chosen: tuple[MemoryEntry, float, DedupDecision],
+        tags: tuple[str, ...],
+        importance: float,
+        meta: Mapping[str, str],
+        now: datetime,
+        *,
+        record_change: bool = True,
+    ) -> SaveResult:
+        """Reinforce or extend the chosen match (``_absorb_choice``) with the saved text."""
         existing, similarity, decision = chosen
         new_content = decision.content if decision.action == EXTEND and decision.content else existing.content
         updated = existing.with_(
@@ -1147,7 +1215,7 @@ class MemoryStore:
             change_cycle=cycle,
             before=existing,
         )
-        return result, None
+        return result
 
     def put(self, entry: MemoryEntry) -> MemoryEntry:
         """Insert a fully specified entry as is (no dedup). Used by merges, imports and the demo generator."""
@@ -1197,31 +1265,45 @@ class MemoryStore:
         pending.clear()
         self._idx.mark_synced(top)  # the rows are in the index since their save
 
-    def _insert(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, fresh_id: bool = False) -> None:
+    def _insert(
+        self,
+        conn: duckdb.DuckDBPyConnection,
+        entry: MemoryEntry,
+        *,
+        fresh_id: bool = False,
+        text: _SaveText | None = None,
+    ) -> None:
         """Insert a new row. ``fresh_id``: the id was just drawn (a random UUID), so no row can hold it and the
-        check is skipped: a save makes one round trip fewer."""
+        check is skipped: a save makes one round trip fewer. ``text``: what the save derived from the content (the
+        recall index takes it as it is)."""
         if fresh_id and self._pending is not None:
             self._pending[entry.id] = entry
             if entry.archived_at is None and self._idx.ready:
-                self._idx.add(entry.id, entry.content, entry.category, entry.tags)
+                self._idx.add(entry.id, entry.content, entry.category, entry.tags, text)
             return
         self._idx.rows.drop((entry.id,))
         # Checked first rather than left to the key constraint: a constraint error would abort a caller's transaction.
         if not fresh_id and conn.execute("SELECT 1 FROM memories WHERE id = ?", [entry.id]).fetchone() is not None:
             raise ContentError(f"a memory with id {entry.id!r} already exists")
+        indexed = entry.archived_at is None and self._idx.ready
+        if indexed and fresh_id:
+            # A fresh id is no other entry's: indexed first, so the statement is the save's last step that can fail
+            # (StoreConnection.statement: a failure before it leaves nothing written, the index forgotten).
+            self._idx.add(entry.id, entry.content, entry.category, entry.tags, text)
         try:
-            # The row takes its sequence number in the same statement.
+            # The row takes its sequence number in the same statement. Read to its end: outside a transaction
+            # (StoreConnection.statement) the statement commits when its result is done, not at a later statement.
             seq = int(
                 conn.execute(
                     f"INSERT INTO memories ({_COLUMNS}, fp_h1, fp_h2, seq) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq')) RETURNING seq",
                     [entry.id, *_row_values(entry), *_fingerprint_part(entry)],
-                ).fetchone()[0]  # type: ignore[index]
+                ).fetchall()[0][0]
             )
         except duckdb.ConstraintException as exc:
             raise ContentError(f"a memory with id {entry.id!r} already exists") from exc
-        if entry.archived_at is None and self._idx.ready:
-            self._idx.add(entry.id, entry.content, entry.category, entry.tags)
+        if indexed and not fresh_id:
+            self._idx.add(entry.id, entry.content, entry.category, entry.tags, text)
         self._idx.mark_synced(seq)
 
     def _write(

@@ -446,11 +446,12 @@ def unframed(text: str) -> str:
     return without_frame_dates(text)
 
 
-def overlap_tokens(text: str) -> frozenset[str]:
-    """The stems the overlap measure compares: content words without framing words or frame dates.
+def overlap_tokens(text: str, words: Sequence[str] | None = None) -> frozenset[str]:
+    """The stems the overlap measure compares: content words without framing words or frame dates (``words``:
+    ``content_token_list(unframed(text))`` when the caller has it already).
 
     Falls back to every stem of the text when nothing else is left (an entry made only of stopwords)."""
-    core = {_stem(t) for t in content_token_list(unframed(text))}
+    core = {_stem(t) for t in (content_token_list(unframed(text)) if words is None else words)}
     kept = frozenset(t for t in core if t not in FRAMING_WORDS)
     if kept:
         return kept

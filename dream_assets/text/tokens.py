@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from functools import lru_cache
 
 # Unicode-aware word runs: letters, digits (so "2026" and "19" survive as tokens) and underscore.
 # Hyphens, slashes, apostrophes and other punctuation separate tokens.
@@ -66,17 +67,28 @@ def category_tokens(category: str) -> list[str]:
     return tokenize(_CATEGORY_SEPARATORS.sub(" ", category or ""))
 
 
-def document_tokens(content: str, category: str, tags: Sequence[str]) -> list[str]:
+def document_tokens(
+    content: str, category: str, tags: Sequence[str], *, words: Sequence[str] | None = None
+) -> list[str]:
     """What BM25 indexes for one memory entry: content tokens, category segments and tag tokens.
 
     Stopwords are left out of the index: they carry no recall signal and their postings would span
-    nearly every document, which is what makes a query slow.
+    nearly every document, which is what makes a query slow. ``words``: ``content_token_list(content)``
+    when the caller has it already.
     """
-    out = content_token_list(content)
-    out.extend(t for t in category_tokens(category) if t not in STOPWORDS)
-    for tag in tags or ():
-        out.extend(t for t in category_tokens(tag) if t not in STOPWORDS)
+    out = content_token_list(content) if words is None else list(words)
+    out.extend(_label_tokens(category, tuple(tags or ())))
     return out
+
+
+@lru_cache(maxsize=4096)
+def _label_tokens(category: str, tags: tuple[str, ...]) -> tuple[str, ...]:
+    """The index tokens of a category and tags (``document_tokens`` without the content): a corpus has few distinct
+    ones, and every save of an agent's usual category would tokenise it again."""
+    out = [t for t in category_tokens(category) if t not in STOPWORDS]
+    for tag in tags:
+        out.extend(t for t in category_tokens(tag) if t not in STOPWORDS)
+    return tuple(out)
 
 
 _VOWELS = frozenset("aeiouy")
