@@ -41,15 +41,17 @@ def _negations(sentence: str) -> frozenset[str]:
 
 
 def _name_positions(sentence: str, other: str, category: str, vocab: CoverageVocabulary) -> list[int] | None:
-    """Where the names and acronyms of ``sentence`` first occur in ``other``, in ``sentence``'s order; None when
-    ``other`` does not write one of them the same way ("Github" against "GitHub" may be a correction)."""
-    positions = []
+    """Where the names and acronyms of ``sentence`` occur in ``other`` in ``sentence``'s order, each found after the
+    one before (a name said twice, "Ann met Bo and Ann", is looked for twice); None when ``other`` does not write one
+    of them the same way ("Github" against "GitHub" may be a correction) or not in that order."""
+    positions: list[int] = []
     for sp in specifics_of(sentence, category, vocab):
         if sp.kind not in ("name", "acronym"):
             continue
         # A sentence opener's capital is positional: that word may be written in any case.
         flags = 0 if sp.case_sensitive else re.IGNORECASE
-        m = re.search(rf"(?<![^\W_]){re.escape(sp.text)}(?![^\W_])", other, flags)
+        pattern = re.compile(rf"(?<![^\W_]){re.escape(sp.text)}(?![^\W_])", flags)
+        m = pattern.search(other, positions[-1] + 1 if positions else 0)
         if m is None:
             return None
         positions.append(m.start())
@@ -69,17 +71,39 @@ def carries(
     return positions is not None and positions == sorted(positions)
 
 
+# A full stop, ! or ? before white space: where a sentence the content splitter keeps whole ("A. Smith came", "Dr. Lee
+# called") may still hold two sentences, as the merges that keep every sentence split them.
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+
+
+def _carries_every_piece(
+    kept: str, sentence: str, category: str = "general", vocab: CoverageVocabulary = BASELINE_VOCABULARY
+) -> bool:
+    """``carries`` for ``sentence`` whole, and for each piece of it between sentence breaks by one piece of ``kept``: a
+    sentence goes as restated only when nothing of it could be a sentence of its own that no one sentence of ``kept``
+    says ("A. 0" is not restated by "0 0": "A." has no content word that could show it is said; "0 00" is not restated
+    by "0 A. 00", whose pieces each say only half of it)."""
+    if not carries(kept, sentence, category, vocab):
+        return False
+    kept_pieces = _pieces(kept)
+    return all(any(carries(k, p, category, vocab) for k in kept_pieces) for p in _pieces(sentence))
+
+
+def _pieces(sentence: str) -> list[str]:
+    return [p for p in _SENTENCE_BREAK.split(sentence) if p.strip()]
+
+
 def drop_restated(
     sentences: Sequence[str], category: str = "general", vocab: CoverageVocabulary = BASELINE_VOCABULARY
 ) -> list[int]:
-    """The indexes of ``sentences`` to keep: every sentence but those another kept sentence carries (of two that
-    carry each other, the first stays)."""
+    """The indexes of ``sentences`` to keep: every sentence but those another kept sentence carries, each piece of it
+    included (of two that carry each other, the first stays)."""
     kept = list(range(len(sentences)))
     for i in range(len(sentences)):
         for j in kept:
-            if j == i or not carries(sentences[j], sentences[i], category, vocab):
+            if j == i or not _carries_every_piece(sentences[j], sentences[i], category, vocab):
                 continue
-            if j < i or not carries(sentences[i], sentences[j], category, vocab):
+            if j < i or not _carries_every_piece(sentences[i], sentences[j], category, vocab):
                 kept.remove(i)
                 break
     return kept
@@ -102,7 +126,11 @@ def without_restated_sentences(
     if len(keep) == len(pieces):
         return text
     out = []
-    for n, i in enumerate(keep):
-        gap = pieces[i][0]
-        out.append(("" if n == 0 else "\n" if "\n" in gap else " ") + pieces[i][1])
+    kept, broken = set(keep), False
+    for i, (gap, sentence) in enumerate(pieces):
+        # A line break before a dropped sentence stays before the next kept one: two lines never fuse into one.
+        broken = broken or "\n" in gap
+        if i in kept:
+            out.append(("" if not out else "\n" if broken else " ") + sentence)
+            broken = False
     return "".join(out)
