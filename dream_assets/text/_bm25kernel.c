@@ -187,15 +187,6 @@ static inline uint32_t get_varint(const uint8_t **p) {
 static inline uint32_t bits_for(uint32_t v) { return v ? 32u - (uint32_t)__builtin_clz(v) : 0u; }
 
 /* The w bits (1 to 32) at bit `bit` of d, least significant first. */
-static inline uint32_t get_bits(const uint8_t *d, uint64_t bit, uint32_t w) {
-    uint64_t word;
-    memcpy(&word, d + (bit >> 3), sizeof word);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    word = __builtin_bswap64(word);
-#endif
-    return (uint32_t)((word >> (bit & 7)) & ((1ull << w) - 1));
-}
-
 static inline uint64_t load_le64(const uint8_t *d) {
     uint64_t word;
     memcpy(&word, d, sizeof word);
@@ -203,6 +194,10 @@ static inline uint64_t load_le64(const uint8_t *d) {
     word = __builtin_bswap64(word);
 #endif
     return word;
+}
+
+static inline uint32_t get_bits(const uint8_t *d, uint64_t bit, uint32_t w) {
+    return (uint32_t)((load_le64(d + (bit >> 3)) >> (bit & 7)) & ((1ull << w) - 1));
 }
 
 /* A chunk's CHUNK values of W bits each at d, eight at a time (W bytes a group), for each W from 1 to 32: with W a
@@ -353,10 +348,14 @@ static void chunk_slots(const Block *b, uint32_t k, Posting *out, Fill *f) {
 /* Whether the slot's document is live; every one is while none has been removed. */
 static inline int live_slot(const Index *ix, uint32_t slot) { return !ix->dead || ix->alive[slot]; }
 
+/* The tf of the chunk's i-th posting as packed (a removed document's included). */
+static inline uint32_t chunk_tf(const Fill *f, uint32_t i) {
+    return f->wtf ? get_bits(f->tfbits, (uint64_t)i * f->wtf, f->wtf) + 1 : 1;
+}
+
 /* The tf (0 for a removed document's) and length of out[i], the i-th posting of a chunk whose slots are in out. */
 static inline void chunk_fill(const Index *ix, Posting *out, uint32_t i, const Fill *f) {
-    uint32_t tf = f->wtf ? get_bits(f->tfbits, (uint64_t)i * f->wtf, f->wtf) + 1 : 1;
-    out[i].tf = live_slot(ix, out[i].slot) ? (uint16_t)tf : 0;
+    out[i].tf = live_slot(ix, out[i].slot) ? (uint16_t)chunk_tf(f, i) : 0;
     out[i].len = (uint16_t)(f->lenbase + (f->wlen ? get_bits(f->lenbits, (uint64_t)i * f->wlen, f->wlen) : 0));
 }
 
@@ -626,7 +625,7 @@ static void shrink_to_fit(Index *ix) {
         ix->termbuf_cap = ix->termbuf_len;
     if (ix->docbuf_cap > ix->docbuf_len && shrink_block((void **)&ix->docbuf, ix->docbuf_len))
         ix->docbuf_cap = ix->docbuf_len;
-    if (ix->slots_cap > ix->nslots) { /* the capacity is what every slot array holds at least */
+    if (ix->slots_cap > ix->nslots) { /* the capacity is what both arrays hold at least */
         int a = shrink_block((void **)&ix->alive, ix->nslots);
         int b = shrink_block((void **)&ix->doc_off, (size_t)ix->nslots * sizeof(uint32_t));
         if (a || b) ix->slots_cap = ix->nslots;
@@ -1175,8 +1174,7 @@ static inline const Posting *cursor_posting(Cursor *c) {
 /* The tf of the posting at hand, a live document's (its length is known): only its tf bits are read. */
 static inline float cursor_tf(Cursor *c) {
     Posting q = c->p[c->pos];
-    if (!c->filled)
-        q.tf = (uint16_t)(c->fill.wtf ? get_bits(c->fill.tfbits, (uint64_t)c->pos * c->fill.wtf, c->fill.wtf) + 1 : 1);
+    if (!c->filled) q.tf = (uint16_t)chunk_tf(&c->fill, c->pos);
     return tf_of(c->ix, c->tid, &q);
 }
 
@@ -1594,8 +1592,8 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
     Hit *heap = PyMem_Malloc((size_t)heap_size * sizeof(Hit));
     Posting *bufs = PyMem_Malloc((size_t)(nq ? nq : 1) * CHUNK * sizeof(Posting));
     PyObject *out = NULL;
-    if (!cur || !ord || !prefix || !touched || !values || !heap || !bufs || !once || !consts || !rank || !scratch || !lrow ||
-        !done_len || (nq <= EXACT_TERMS && (!rows || !reach))) {
+    if (!cur || !ord || !prefix || !touched || !values || !heap || !bufs || !once || !consts || !rank || !scratch ||
+        !lrow || !done_len || (nq <= EXACT_TERMS && (!rows || !reach))) {
         PyErr_NoMemory();
         goto done;
     }
