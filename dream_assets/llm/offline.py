@@ -46,7 +46,7 @@ from dream_assets.text.coverage import (
     specifics_of,
 )
 from dream_assets.text.framing import without_frame_dates
-from dream_assets.text.restated import without_restated_sentences
+from dream_assets.text.restated import sentence_pieces, without_restated_sentences
 from dream_assets.text.tokens import stem, tokenize
 
 OFFLINE_BACKEND = "offline"
@@ -54,14 +54,13 @@ OFFLINE_MODEL = "offline-deterministic"
 OFFLINE_LABEL = "model backend: offline (no endpoint configured) — deterministic conservative answers"
 JUDGEMENT_NOTE = "offline backend: this pass needs model judgement; no changes proposed"
 
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 _FINAL_PUNCT = ".!?;:,…"
 
 
 # --- sentences -------------------------------------------------------------------------------------
 def split_sentences(text: str) -> list[list[str]]:
     """Lines of sentences: a line break always ends a sentence; so does . ! or ? before white space."""
-    return [[s.strip() for s in _SENTENCE_BREAK.split(line) if s.strip()] for line in text.split("\n")]
+    return [sentence_pieces(line) for line in text.split("\n")]
 
 
 def sentence_key(sentence: str) -> str:

@@ -68,12 +68,17 @@ def carries(
     if not check_merge_coverage([CoverageSource(sentence, category)], kept, vocab).ok:
         return False
     positions = _name_positions(sentence, kept, category, vocab)
-    return positions is not None and positions == sorted(positions)
+    return positions is not None  # found in the sentence's order, each after the one before
 
 
-# A full stop, ! or ? before white space: where a sentence the content splitter keeps whole ("A. Smith came", "Dr. Lee
-# called") may still hold two sentences, as the merges that keep every sentence split them.
+# A full stop, ! or ? before white space: where the merges that keep every sentence end one (llm/offline.py), so where
+# a sentence the content splitter keeps whole ("A. Smith came", "Dr. Lee called") may still hold two.
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+
+
+def sentence_pieces(line: str) -> list[str]:
+    """The sentences of one line as the merges split them: at each sentence break, white space trimmed."""
+    return [s.strip() for s in _SENTENCE_BREAK.split(line) if s.strip()]
 
 
 def _carries_every_piece(
@@ -85,12 +90,8 @@ def _carries_every_piece(
     by "0 A. 00", whose pieces each say only half of it)."""
     if not carries(kept, sentence, category, vocab):
         return False
-    kept_pieces = _pieces(kept)
-    return all(any(carries(k, p, category, vocab) for k in kept_pieces) for p in _pieces(sentence))
-
-
-def _pieces(sentence: str) -> list[str]:
-    return [p for p in _SENTENCE_BREAK.split(sentence) if p.strip()]
+    kept_pieces = sentence_pieces(kept)
+    return all(any(carries(k, p, category, vocab) for k in kept_pieces) for p in sentence_pieces(sentence))
 
 
 def drop_restated(
