@@ -31,7 +31,6 @@ import hashlib
 import itertools
 import json
 import logging
-import math
 import threading
 import warnings
 from collections import Counter
@@ -461,10 +460,9 @@ class _RecallIndex:
         return smooth_idf(len(self.overlap), self.stem_df.get(term, 0))
 
     def overlap_weights(self, terms: Iterable[str]) -> dict[str, float]:
-        """``overlap_idf`` of each of ``terms`` (smooth_idf's arithmetic inline, the same floats: a save weighs a
-        hundred stems or so, and the calls cost more than the sums)."""
-        top, df, log = 1.0 + len(self.overlap), self.stem_df.get, math.log
-        return {t: log(top / (1.0 + max(df(t, 0), 0))) + 1.0 for t in terms}
+        """``overlap_idf`` of each of ``terms``."""
+        n, df = len(self.overlap), self.stem_df.get
+        return {t: smooth_idf(n, df(t, 0)) for t in terms}
 
     def invalidate(self) -> None:
         """A transaction rolled back: entries added from its rows may never have been committed; rebuild on next use.
