@@ -1,6 +1,7 @@
-"""The compiled index's compact bookkeeping: each document's id, length and term list in one varint record, hash tags
-in the tables, capacity handed back at compaction. Removals, replacements and compactions must still undo exactly
-what an add did, for ids and terms of any length and script, so the numpy index is the reference throughout."""
+"""The compiled index's compact bookkeeping: each document's id and length in one varint record, document
+frequencies that catch up with removals when asked for, hash tags in the tables, capacity handed back at compaction.
+Removals, replacements and compactions must still undo exactly what an add did, for ids and terms of any length and
+script, so the numpy index is the reference throughout."""
 
 import random
 
@@ -109,13 +110,14 @@ def test_the_bookkeeping_stays_small_per_document_and_compaction_hands_memory_ba
     assert memory["terms"] <= 32 * terms  # no stored hash or length per term
     assert memory["slots"] <= 5 * n  # alive flag and record offset
     assert memory["postings"] <= 3 * 10 * n  # packed gaps and tfs, the last postings of a term unpacked
-    assert memory["records"] <= 32 * n  # id 10 + 1, length 1, count 1, 11 term ids as gaps
+    assert memory["records"] == 12 * n  # id 10 + 1, length 1: no list of the document's terms
     assert memory["term_table"] <= 4 * 2 * terms and memory["id_table"] <= 4 * 2 * n  # up to 3/4 full
     for i in range(n - 2_000):
         compiled.remove(f"m-{i:08d}")
     after = compiled._index.memory()
     assert len(compiled) == 2_000 and compiled._index.stats()[1] < 1024
     assert after["records_capacity"] <= memory["records"] / 5
+    assert after["removed"] <= 2 * 4 * 1024  # the removals logged since the compaction only
     assert after["slots_capacity"] <= memory["slots"] / 5
     assert after["terms"] <= memory["terms"] / 5
     assert after["postings_capacity"] == after["postings"]
@@ -192,7 +194,7 @@ def test_memory_reports_small_singleton_terms_and_the_blocks_headers() -> None:
     memory = compiled._index.memory()
     terms = n + 51
     assert memory["terms"] == 16 * terms  # a term is 16 bytes, its one posting inline
-    assert 0 < memory["postings_headers"] <= 48 * 51  # only the 51 terms with more than one posting have a block
+    assert 0 < memory["postings_headers"] <= 56 * 51  # only the 51 terms with more than one posting have a block
     # "common" holds consecutive slots with tf 1 in documents of one length: its 78 full chunks of 64 take no bits,
     # only their 16-byte entries (and an 8-byte pad), and its last 8 postings are unpacked. Each c* term holds every
     # 50th slot: one chunk of 6-bit gaps (48 bytes, entry and pad), then 36 postings unpacked.
@@ -263,3 +265,65 @@ def test_packed_postings_keep_every_score_through_big_counts_removals_and_compac
     _agree(compiled, numpy_index, vocabulary + ["pad"], queries)
     memory = compiled._index.memory()
     assert memory["postings_capacity"] == memory["postings"]  # a compaction leaves no spare room
+
+
+def test_document_frequencies_catch_up_with_removals_however_many_come_between() -> None:
+    """A removal visits none of the document's terms: each term's count is brought up to date when next read, by
+    looking up the few removals since (in packed chunks or the tail) or by recounting after many. Asked after one
+    removal, after hundreds, after the same id was replaced again and again, and after a term's only document went,
+    the counts and every score stay the numpy index's."""
+    rng = random.Random(11)
+    # "all" in every document (hundreds of chunks), "half"/"tenth" packed and tailed, "p*" a few each, "solo-*" one each
+    vocabulary = ["all", "half", "tenth"] + [f"p{i}" for i in range(40)]
+    compiled, numpy_index = _both()
+    n = 30_000
+    ids = [f"d-{i:06d}" for i in range(n)]
+
+    def words(i: int, round_: int) -> list[str]:
+        out = ["all"] * (1 + i % 3) + [f"p{rng.randrange(40)}", f"solo-{i}-{round_}"]
+        if i % 2 == 0:
+            out.append("half")
+        if i % 10 == 0:
+            out.append("tenth")
+        return out
+
+    docs = [words(i, 0) for i in range(n)]
+    for index in (compiled, numpy_index):
+        index.add_many(ids, docs)
+    terms = vocabulary + ["solo-5-0", "solo-6-0", "solo-5-1", "solo-6-1"]
+    queries = [["all"], ["half", "tenth"], ["p3", "all", "solo-6-0"], ["solo-5-0"], ["solo-5-1", "half"]]
+    queries += [rng.sample(vocabulary, 4) + ["solo-7-0"] for _ in range(10)]
+    queries += [rng.sample(vocabulary[3:], 8) for _ in range(10)]  # long enough to be read a window at a time
+    _agree(compiled, numpy_index, terms, queries)
+    order = rng.sample(range(n), n)
+    steps = [1, 1, 3, 60, 700, 5_000, 9_000]  # few (looked up), then many (recounted), never a compaction
+    done = 0
+    for step in steps:
+        for i in order[done : done + step]:
+            for index in (compiled, numpy_index):
+                index.remove(ids[i])
+        done += step
+        assert 0 < compiled._index.stats()[1] == done  # every removal is still a dead slot: no compaction ran
+        _agree(compiled, numpy_index, terms, queries)
+    # replaced, over and over: each add removes the document before (its solo term's only posting) and adds it again
+    for round_ in range(1, 4):
+        for i in (5, 6, *order[done : done + 50]):
+            again = words(i, round_)
+            for index in (compiled, numpy_index):
+                index.add(ids[i], again)
+        _agree(compiled, numpy_index, terms + [f"solo-5-{round_}"], queries)
+    assert compiled.doc_freq("solo-5-0") == 0 and compiled.doc_freq("solo-5-3") == 1
+    # a term whose only document went is counted 0 and found nowhere; a new document holding it counts again
+    compiled.remove(ids[6])
+    numpy_index.remove(ids[6])
+    assert compiled.doc_freq("solo-6-3") == 0 and compiled.search(["solo-6-3"], 5) == []
+    for index in (compiled, numpy_index):
+        index.add("late", ["solo-6-3", "all"])
+    assert compiled.doc_freq("solo-6-3") == 1
+    _agree(compiled, numpy_index, terms + ["solo-6-3"], queries + [["solo-6-3", "all"]])
+    # and a compaction leaves the counts exact with an empty log
+    for i in order[done : done + 12_000]:
+        for index in (compiled, numpy_index):
+            index.remove(ids[i])
+    assert compiled._index.stats()[1] < 1024
+    _agree(compiled, numpy_index, terms, queries)

@@ -7,10 +7,10 @@
  * frequency, bound inputs), its postings packed CHUNK (64) at a time (slot gaps, tfs and lengths, each at the fewest
  * bits the chunk needs: a common word in every document takes a few bits a posting) but for the last ones, kept as
  * they are until CHUNK have come. A search unpacks a chunk's slots as it reaches it and skips chunks by their last
- * slots. Each slot has one record in a byte arena: its id, its length and the distinct terms it holds (to undo document
- * frequencies on removal), as varints, the terms sorted and stored as gaps. Removing a document clears its slot's alive
- * flag (and marks its unpacked postings); dead postings are dropped in one compaction once they outnumber the live
- * documents, which also hands back the capacity left unused.
+ * slots. Each slot has one record in a byte arena: its id and its length, as varints. Removing a document clears its
+ * slot's alive flag and logs the slot; it visits none of its terms, whose document frequencies catch up with the log
+ * when next asked for (term_df). Dead postings are dropped in one compaction once they outnumber the live documents,
+ * which also hands back the capacity left unused.
  *
  * Search is MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach the k-th best score
  * so far are only looked up (galloping search) for documents the others found. Short queries merge their essential
@@ -40,9 +40,9 @@
 #define EMPTY 0u
 #define TOMB 0xFFFFFFFFu
 
-/* A posting carries its document's length, so scoring reads the postings and nothing else. A tf of 0 marks a
-   removed document's posting (every posting of a removed document is marked); TF_BIG means the exact tf is in the
-   index's overflow list, LEN_BIG that the length is in the slot's length. */
+/* A posting carries its document's length, so scoring reads the postings and nothing else. Whether it is a live
+   document's is its slot's alive flag (a packed one reads tf 0 once unpacked, see chunk_fill); TF_BIG means the exact
+   tf is in the index's overflow list, LEN_BIG that the length is in the slot's record. */
 #define TF_BIG 0xFFFFu
 #define LEN_BIG 0xFFFFu
 
@@ -71,13 +71,13 @@ typedef struct {
 } Chunk;
 
 /* The postings of a term with two or more lie on the heap behind this header, which holds what only such a term
-   needs: its packed chunks, then the postings after them (the tail: at most CHUNK, unpacked, a removed
-   document's marked tf 0). A term with one posting has it inline, and that posting is a live document's
-   (removing it forgets the term's postings): its df is 1, its maxtf the posting's tf and its minlen the posting's
-   length. */
+   needs: its packed chunks, then the postings after them (the tail: at most CHUNK, unpacked). A term with one
+   posting has it inline: its df is 1 while that document is live, else 0 (and the term's next posting takes its
+   place), its maxtf the posting's tf and its minlen the posting's length. */
 typedef struct {
     uint32_t cap;     /* tail postings the block has room for */
-    uint32_t df;      /* live documents holding the term */
+    uint32_t df;      /* live documents holding the term, as of the first `seen` removals logged (see term_df) */
+    uint32_t seen;
     float maxtf;      /* highest tf and shortest document over the postings, dead ones included until a compaction: */
     float minlen;     /* the MaxScore bound's inputs */
     uint32_t nchunks; /* packed chunks, CHUNK postings each, before the tail */
@@ -92,7 +92,7 @@ typedef struct {
         Block *heap;  /* n >= 2: the header, then the postings */
         Posting inl;  /* n == 1: the only posting */
     } u;
-    uint32_t n;       /* postings, dead ones included; 0 once no live document holds the term */
+    uint32_t n;       /* postings, dead ones included */
     uint32_t str_off; /* terms lie in the arena in index order: a term ends where the next begins */
 } Term;
 
@@ -107,8 +107,10 @@ typedef struct {
     char *termbuf;
     size_t termbuf_len, termbuf_cap;
     /* documents, by slot: a slot's record at docbuf + doc_off[slot] is varint id length, id bytes, varint length in
-       tokens, varint count of distinct terms, then their term ids ascending as varint gaps (the first from 0) */
+       tokens */
     uint32_t nslots, slots_cap, live, dead;
+    uint32_t *removed; /* the slots removed since the last compaction (dead of them), in the order they were */
+    size_t removed_cap;
     uint8_t *alive;
     uint32_t *doc_off;
     uint8_t *docbuf;
@@ -155,7 +157,6 @@ static inline Posting *postings(Term *t) { return t->n >= 2 ? block_postings(t->
 
 static inline uint32_t tail_n(const Term *t) { return t->n >= 2 ? t->n - t->u.heap->nchunks * CHUNK : t->n; }
 
-static inline uint32_t term_df(const Term *t) { return t->n >= 2 ? t->u.heap->df : t->n; }
 
 /* The term's length in bytes: up to where the next term's bytes begin. */
 static inline uint32_t term_len(const Index *ix, uint32_t i) {
@@ -387,6 +388,67 @@ static void all_postings(const Index *ix, Term *t, Posting *out) {
     memcpy(out + (size_t)k * CHUNK, postings(t), (size_t)tail_n(t) * sizeof(Posting));
 }
 
+static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint32_t target);
+
+/* Whether the block holds a posting of the slot. */
+static int block_holds(const Block *b, uint32_t slot) {
+    uint32_t lo = 0, hi = b->nchunks; /* the first chunk whose last slot reaches slot, or the tail */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (b->chunks[mid].last < slot)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < b->nchunks) {
+        Posting buf[CHUNK];
+        Fill f;
+        chunk_slots(b, lo, buf, &f);
+        for (uint32_t i = 0; i < CHUNK; i++)
+            if (buf[i].slot == slot) return 1;
+        return 0;
+    }
+    return 0; /* the tail: see term_df */
+}
+
+/* Live documents holding the term. A removal does not visit the terms of the document (no list of them is kept): the
+   slot goes on the index's removed list, and a block's df is brought up to date when it is next asked for, by looking
+   for each slot removed since in its postings, or by counting its live postings when that is less work. A term with
+   one posting holds a live document or none. */
+static uint32_t term_df(const Index *ix, Term *t) {
+    if (t->n < 2) return t->n && live_slot(ix, t->u.inl.slot);
+    Block *b = t->u.heap;
+    const uint32_t pending = ix->dead - b->seen;
+    if (!pending) return b->df;
+    const Posting *tail = block_postings(b);
+    const uint32_t tn = tail_n(t);
+    if (pending > b->nchunks) { /* about what looking each one up would cost */
+        uint32_t df = 0;
+        Posting buf[CHUNK];
+        Fill f;
+        for (uint32_t k = 0; k < b->nchunks; k++) {
+            chunk_slots(b, k, buf, &f);
+            for (uint32_t i = 0; i < CHUNK; i++) df += ix->alive[buf[i].slot];
+        }
+        for (uint32_t i = 0; i < tn; i++) df += ix->alive[tail[i].slot];
+        b->df = df;
+    } else {
+        for (uint32_t r = b->seen; r < ix->dead; r++) {
+            const uint32_t slot = ix->removed[r];
+            int held;
+            if (tn && slot >= tail[0].slot) {
+                uint32_t at = advance(tail, tn, 0, slot);
+                held = at < tn && tail[at].slot == slot;
+            } else {
+                held = block_holds(b, slot);
+            }
+            b->df -= (uint32_t)held;
+        }
+    }
+    b->seen = ix->dead;
+    return b->df;
+}
+
 /* The MaxScore bound's inputs: a term with one posting takes them from it. */
 static inline float term_maxtf(const Index *ix, const Term *t, uint32_t tid) {
     if (t->n >= 2) return t->u.heap->maxtf;
@@ -428,6 +490,9 @@ static void free_all(Index *ix) {
     free(ix->docbuf);
     free(ix->id_table);
     free(ix->big);
+    free(ix->removed);
+    ix->removed = NULL;
+    ix->removed_cap = 0;
     ix->big = NULL;
     ix->nbig = ix->big_cap = 0;
     ix->terms = NULL;
@@ -568,35 +633,24 @@ static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n) {
 
 /* ------------------------------------------------------------------ maintenance */
 
-static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint32_t target);
-
 static void forget_postings(Term *t) {
     if (t->n >= 2) free_block(t->u.heap);
     t->u.heap = NULL;
     t->n = 0;
 }
 
-static void remove_slot(Index *ix, int64_t pos) {
+/* The document at the id table's position pos removed: its slot dead, and on the removed list (see term_df). -1 with
+   a MemoryError set when the list has no room, the index as it was. */
+static int remove_slot(Index *ix, int64_t pos) {
+    if (grow((void **)&ix->removed, &ix->removed_cap, (size_t)ix->dead + 1, sizeof(uint32_t)) < 0) return -1;
     uint32_t slot = (ix->id_table[pos] & ix->id_mask) - 1;
     ix->id_table[pos] = ix->id_mask; /* a tombstone */
     ix->alive[slot] = 0;
     ix->live--;
-    ix->dead++;
+    ix->removed[ix->dead++] = slot;
     const uint8_t *r = doc_rest(ix, slot);
     ix->total_length -= (int64_t)get_varint(&r);
-    uint32_t distinct = get_varint(&r), tid = 0;
-    for (uint32_t j = 0; j < distinct; j++) {
-        tid += get_varint(&r);
-        Term *t = &ix->terms[tid];
-        if (t->n < 2 || --t->u.heap->df == 0) {
-            forget_postings(t); /* every posting of the term was this slot's or already dead */
-            continue;
-        }
-        /* a packed posting's slot tells it is removed; one in the tail is marked */
-        Posting *p = postings(t);
-        uint32_t tn = tail_n(t), at = advance(p, tn, 0, slot);
-        if (at < tn && p[at].slot == slot) p[at].tf = 0;
-    }
+    return 0;
 }
 
 /* A term with a block down to its first posting, a live one in the tail: that posting back inline. */
@@ -688,7 +742,7 @@ static int compact(Index *ix) {
     uint32_t *new_slot = malloc((size_t)(ix->nslots ? ix->nslots : 1) * sizeof(uint32_t));
     uint32_t *new_tid = malloc((size_t)(ix->nterms ? ix->nterms : 1) * sizeof(uint32_t));
     char *termbuf = malloc(ix->termbuf_len ? ix->termbuf_len : 1);
-    uint8_t *docbuf = malloc(ix->docbuf_len ? ix->docbuf_len : 1); /* records only shrink: term ids only drop */
+    uint8_t *docbuf = malloc(ix->docbuf_len ? ix->docbuf_len : 1); /* the live records only */
     Block **fresh = calloc(ix->nterms ? ix->nterms : 1, sizeof(Block *));
     Posting *all = malloc((size_t)most * sizeof(Posting));
     if (!new_slot || !new_tid || !termbuf || !docbuf || !fresh || !all) {
@@ -697,11 +751,12 @@ static int compact(Index *ix) {
     }
     uint32_t live = 0;
     for (uint32_t s = 0; s < ix->nslots; s++) new_slot[s] = ix->alive[s] ? live++ : TOMB;
-    /* the terms' new blocks (a term with one posting keeps it inline: it is live): postings of live slots only, the
-       slots renumbered, bounds recomputed exactly; new_tid holds how many each keeps until the terms move */
+    /* the terms' new blocks (a term with one posting keeps it inline, or is dropped): postings of live slots only,
+       the slots renumbered, bounds recomputed exactly; new_tid holds how many each keeps until the terms move */
     for (uint32_t i = 0; i < ix->nterms; i++) {
         Term *t = &ix->terms[i];
-        if (t->n < 2 || term_df(t) == 0) continue;
+        new_tid[i] = t->n == 1 && ix->alive[t->u.inl.slot];
+        if (t->n < 2) continue;
         all_postings(ix, t, all);
         uint32_t k = 0;
         float maxtf = 0.0f, minlen = INFINITY;
@@ -715,14 +770,15 @@ static int compact(Index *ix) {
             all[k].slot = new_slot[s];
             k++;
         }
-        if (!(fresh[i] = block_of(all, k, term_df(t), maxtf, minlen))) goto fail;
         new_tid[i] = k;
+        if (k && !(fresh[i] = block_of(all, k, k, maxtf, minlen))) goto fail;
     }
     uint32_t nt = 0;
     size_t tb = 0;
     for (uint32_t i = 0; i < ix->nterms; i++) {
         Term *t = &ix->terms[i];
-        if (term_df(t) == 0) {
+        if (new_tid[i] == 0) { /* no live document holds it */
+            if (t->n >= 2) free_block(t->u.heap);
             new_tid[i] = TOMB;
             continue;
         }
@@ -751,7 +807,7 @@ static int compact(Index *ix) {
         ix->big[kept++] = b;
     }
     ix->nbig = kept;
-    /* documents: records copied with their term ids renumbered (still ascending: renumbering keeps the order) */
+    /* documents: the live records copied */
     uint8_t *w = docbuf;
     for (uint32_t s = 0; s < ix->nslots; s++) {
         if (!ix->alive[s]) continue;
@@ -764,14 +820,6 @@ static int compact(Index *ix) {
         w += idn;
         r += idn;
         w = put_varint(w, get_varint(&r));
-        uint32_t distinct = get_varint(&r), old = 0, prev = 0;
-        w = put_varint(w, distinct);
-        for (uint32_t j = 0; j < distinct; j++) {
-            old += get_varint(&r);
-            uint32_t tid = new_tid[old];
-            w = put_varint(w, tid - prev);
-            prev = tid;
-        }
         ix->alive[d] = 1;
     }
     free(new_slot);
@@ -788,7 +836,10 @@ static int compact(Index *ix) {
     ix->docbuf_len = (size_t)(w - docbuf);
     ix->nterms = nt;
     ix->nslots = live;
-    ix->dead = 0;
+    ix->dead = 0; /* the removed list empty: every block's df is exact again */
+    free(ix->removed);
+    ix->removed = NULL;
+    ix->removed_cap = 0;
     ix->sorted_upto = 0;
     while (ix->sorted_upto < live && (!ix->sorted_upto || idcmp(ix, ix->sorted_upto - 1, ix->sorted_upto) < 0))
         ix->sorted_upto++;
@@ -817,24 +868,6 @@ typedef struct {
     Py_ssize_t n;
 } Bytes;
 
-static int uint32_order(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Ascending: insertion for the few terms of a typical document, qsort past that. */
-static void sort_ids(uint32_t *v, uint32_t n) {
-    if (n > 32) {
-        qsort(v, n, sizeof(uint32_t), uint32_order);
-        return;
-    }
-    for (uint32_t a = 1; a < n; a++) {
-        uint32_t x = v[a], b = a;
-        for (; b && v[b - 1] > x; b--) v[b] = v[b - 1];
-        v[b] = x;
-    }
-}
-
 static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
     Py_ssize_t idn;
     const char *ids = PyUnicode_AsUTF8AndSize(doc_id, &idn);
@@ -860,8 +893,8 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         toks[i].s = PyUnicode_AsUTF8AndSize(items[i], &toks[i].n);
         if (!toks[i].s) goto fail;
     }
-    /* the most the slot's record takes: the id, the length, the count and every token a new term */
-    size_t record = (size_t)idn + (size_t)(ntok + 3) * VARINT_MAX;
+    /* the most the slot's record takes: the id and the two varints */
+    size_t record = (size_t)idn + 2 * VARINT_MAX;
     if (ix->nslots >= 0xFFFFFFF0u || ix->docbuf_len + record > 0xFFFFFFF0u) {
         PyErr_SetString(PyExc_OverflowError, "bm25 kernel: too many documents");
         goto fail;
@@ -871,7 +904,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         goto fail;
     }
     int64_t pos = id_find(ix, ids, idn);
-    if (pos >= 0) remove_slot(ix, pos);
+    if (pos >= 0 && remove_slot(ix, pos) < 0) goto fail;
     /* room for everything first, so a failure leaves the index as it was (less the replaced document) */
     size_t cap = ix->slots_cap;
     size_t need = (size_t)ix->nslots + 1;
@@ -914,6 +947,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
             }
             continue;
         }
+        if (t->n == 1 && !live_slot(ix, t->u.inl.slot)) t->n = 0; /* a removed document's: this one takes its place */
         if (t->n == 0) {
             t->u.inl.slot = slot;
             t->u.inl.tf = 1;
@@ -929,6 +963,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
                 block_postings(b)[0] = t->u.inl;
                 b->cap = 4;
                 b->df = 1;
+                b->seen = ix->dead; /* the one posting is a live document's: none of the removals logged is in it */
                 b->maxtf = tf_of(ix, (uint32_t)tid, &t->u.inl);
                 b->minlen = len_of(ix, &t->u.inl);
                 t->u.heap = b;
@@ -965,15 +1000,12 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         if (tf > b->maxtf) b->maxtf = tf;
         if (len < b->minlen) b->minlen = len;
     }
-    sort_ids(tids, distinct);
     {
         uint8_t *w = ix->docbuf + ix->docbuf_len;
         w = put_varint(w, (uint32_t)idn);
         memcpy(w, ids, idn);
         w += idn;
         w = put_varint(w, (uint32_t)ntok);
-        w = put_varint(w, distinct);
-        for (uint32_t j = 0, prev = 0; j < distinct; prev = tids[j++]) w = put_varint(w, tids[j] - prev);
         ix->doc_off[slot] = (uint32_t)ix->docbuf_len;
         ix->docbuf_len = (size_t)(w - ix->docbuf);
     }
@@ -1427,7 +1459,7 @@ static void daat_search(Search *s, const double *prefix, double *reach, int prun
             continue;
         }
         if (d >= end) break;
-        int live_doc = -1; /* a removed document's postings are all marked: the first one found tells */
+        int live_doc = -1; /* told once, at the first posting found */
         float len = 0.0f;
         uint32_t nt = 0;
         double partial = 0.0;
@@ -1436,7 +1468,7 @@ static void daat_search(Search *s, const double *prefix, double *reach, int prun
             if (c->pos < c->n && c->p[c->pos].slot == d) {
                 const Posting *q = cursor_posting(c);
                 if (live_doc < 0) {
-                    live_doc = q->tf != 0;
+                    live_doc = live_slot(ix, d);
                     len = len_of(ix, q);
                 }
                 if (live_doc) {
@@ -1526,8 +1558,10 @@ static int window_search(Search *s, const double *prefix, double *reach) {
             for (;;) {
                 cursor_fill(c);
                 const Posting *q = c->p + c->pos, *stop = c->p + c->n;
+                /* a removed document's posting: tf 0 in a chunk, its alive flag in the tail */
+                const uint8_t *dead_in = c->seg >= c->nseg && ix->dead ? ix->alive : NULL;
                 for (; q < stop && q->slot < end; q++) {
-                    if (!q->tf) continue; /* a removed document's */
+                    if (!q->tf || (dead_in && !dead_in[q->slot])) continue;
                     float len = len_of(ix, q);
                     gather(acc, bits, lens, q->slot - w, len, contribution(c, consts, tf_of(ix, c->tid, q), len));
                 }
@@ -1607,7 +1641,7 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         const char *s = PyUnicode_AsUTF8AndSize(items[i], &n);
         if (!s) goto done;
         int64_t tid = term_find(ix, s, n, hash_bytes(s, n));
-        if (tid < 0 || term_df(&ix->terms[tid]) == 0) continue;
+        if (tid < 0 || term_df(ix, &ix->terms[tid]) == 0) continue;
         Term *t = &ix->terms[tid];
         int seen = 0; /* a query term repeated counts once */
         for (uint32_t j = 0; j < m && !seen; j++) seen = cur[j].tid == (uint32_t)tid;
@@ -1619,7 +1653,7 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         cur[m].tailn = tail_n(t);
         cur[m].p = postings(t);
         cursor_load(&cur[m], 0);
-        cur[m].df = term_df(t);
+        cur[m].df = term_df(ix, t);
         cur[m].tid = (uint32_t)tid;
         cur[m].s = ix->termbuf + t->str_off;
         cur[m].slen = term_len(ix, (uint32_t)tid);
@@ -1874,8 +1908,7 @@ static PyObject *Index_remove(Index *self, PyObject *arg) {
     if (!s) return NULL;
     int64_t pos = id_find(self, s, n);
     if (pos < 0) Py_RETURN_FALSE;
-    remove_slot(self, pos);
-    if (maybe_compact(self) < 0) return NULL;
+    if (remove_slot(self, pos) < 0 || maybe_compact(self) < 0) return NULL;
     Py_RETURN_TRUE;
 }
 
@@ -1893,7 +1926,7 @@ static PyObject *Index_doc_freq(Index *self, PyObject *arg) {
     const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
     if (!s) return NULL;
     int64_t tid = term_find(self, s, n, hash_bytes(s, n));
-    return PyLong_FromUnsignedLong(tid < 0 ? 0 : term_df(&self->terms[tid]));
+    return PyLong_FromUnsignedLong(tid < 0 ? 0 : term_df(self, &self->terms[tid]));
 }
 
 static PyObject *Index_ids(Index *self, PyObject *Py_UNUSED(ignored)) {
@@ -1942,7 +1975,7 @@ static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
         tails_cap += (size_t)b->cap * sizeof(Posting);
         headers += sizeof(Block);
     }
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "terms",
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "terms",
                          (Py_ssize_t)self->nterms * sizeof(Term), "term_table",
                          (Py_ssize_t)(self->term_table ? (self->term_mask + 1) * sizeof(uint32_t) : 0), "term_bytes",
                          (Py_ssize_t)self->termbuf_len, "postings", (Py_ssize_t)(packed + tails), "postings_capacity",
@@ -1952,7 +1985,8 @@ static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
                          (Py_ssize_t)self->slots_cap * (sizeof(uint8_t) + sizeof(uint32_t)),
                          "records", (Py_ssize_t)self->docbuf_len, "records_capacity", (Py_ssize_t)self->docbuf_cap,
                          "id_table", (Py_ssize_t)(self->id_table ? (self->id_mask + 1) * sizeof(uint32_t) : 0),
-                         "big_tf", (Py_ssize_t)(self->nbig * sizeof(BigTf)));
+                         "big_tf", (Py_ssize_t)(self->nbig * sizeof(BigTf)), "removed",
+                         (Py_ssize_t)(self->removed_cap * sizeof(uint32_t)));
 }
 
 static PyMethodDef Index_methods[] = {
@@ -1968,8 +2002,8 @@ static PyMethodDef Index_methods[] = {
     {"memory", (PyCFunction)Index_memory, METH_NOARGS,
      "Bytes by part: terms, term_table, term_bytes, postings (of terms with two or more: packed chunks, their "
      "entries and the postings after them; one posting is inline in its term), postings_headers (those terms' block "
-     "headers), slots, records (ids, lengths, term lists), "
-     "id_table, big_tf; *_capacity what is allocated."},
+     "headers), slots, records (ids and lengths), "
+     "id_table, big_tf, removed (the slots removed since the last compaction); *_capacity what is allocated."},
     {"stats", (PyCFunction)Index_stats, METH_NOARGS, "(live documents, dead slots, total length, documents the last search scored in full)."},
     {NULL, NULL, 0, NULL},
 };
