@@ -390,9 +390,16 @@ static void all_postings(const Index *ix, Term *t, Posting *out) {
 
 static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint32_t target);
 
-/* Whether the block holds a posting of the slot. */
-static int block_holds(const Block *b, uint32_t slot) {
-    uint32_t lo = 0, hi = b->nchunks; /* the first chunk whose last slot reaches slot, or the tail */
+/* Whether the term's block holds a posting of the slot: in its tail, or in the first chunk whose last slot reaches it. */
+static int block_holds(const Term *t, uint32_t slot) {
+    Block *b = t->u.heap;
+    const Posting *tail = block_postings(b);
+    const uint32_t tn = tail_n(t);
+    if (tn && slot >= tail[0].slot) {
+        uint32_t at = advance(tail, tn, 0, slot);
+        return at < tn && tail[at].slot == slot;
+    }
+    uint32_t lo = 0, hi = b->nchunks;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (b->chunks[mid].last < slot)
@@ -400,15 +407,12 @@ static int block_holds(const Block *b, uint32_t slot) {
         else
             hi = mid;
     }
-    if (lo < b->nchunks) {
-        Posting buf[CHUNK];
-        Fill f;
-        chunk_slots(b, lo, buf, &f);
-        for (uint32_t i = 0; i < CHUNK; i++)
-            if (buf[i].slot == slot) return 1;
-        return 0;
-    }
-    return 0; /* the tail: see term_df */
+    if (lo == b->nchunks) return 0;
+    Posting buf[CHUNK];
+    Fill f;
+    chunk_slots(b, lo, buf, &f);
+    uint32_t at = advance(buf, CHUNK, 0, slot);
+    return at < CHUNK && buf[at].slot == slot;
 }
 
 /* Live documents holding the term. A removal does not visit the terms of the document (no list of them is kept): the
@@ -420,9 +424,9 @@ static uint32_t term_df(const Index *ix, Term *t) {
     Block *b = t->u.heap;
     const uint32_t pending = ix->dead - b->seen;
     if (!pending) return b->df;
-    const Posting *tail = block_postings(b);
-    const uint32_t tn = tail_n(t);
     if (pending > b->nchunks) { /* about what looking each one up would cost */
+        const Posting *tail = block_postings(b);
+        const uint32_t tn = tail_n(t);
         uint32_t df = 0;
         Posting buf[CHUNK];
         Fill f;
@@ -433,17 +437,7 @@ static uint32_t term_df(const Index *ix, Term *t) {
         for (uint32_t i = 0; i < tn; i++) df += ix->alive[tail[i].slot];
         b->df = df;
     } else {
-        for (uint32_t r = b->seen; r < ix->dead; r++) {
-            const uint32_t slot = ix->removed[r];
-            int held;
-            if (tn && slot >= tail[0].slot) {
-                uint32_t at = advance(tail, tn, 0, slot);
-                held = at < tn && tail[at].slot == slot;
-            } else {
-                held = block_holds(b, slot);
-            }
-            b->df -= (uint32_t)held;
-        }
+        for (uint32_t r = b->seen; r < ix->dead; r++) b->df -= (uint32_t)block_holds(t, ix->removed[r]);
     }
     b->seen = ix->dead;
     return b->df;
