@@ -1,8 +1,9 @@
-"""The compiled index's compact bookkeeping: each document's id and length in one varint record, document
+"""The compiled index's compact bookkeeping: each document's id (front-coded) and length in one varint record, document
 frequencies that catch up with removals when asked for, hash tags in the tables, capacity handed back at compaction.
 Removals, replacements and compactions must still undo exactly what an add did, for ids and terms of any length and
 script, so the numpy index is the reference throughout."""
 
+import os
 import random
 
 from dream_assets.text.bm25 import Bm25Index, CompiledBm25Index, NumpyBm25Index
@@ -108,10 +109,16 @@ def test_the_bookkeeping_stays_small_per_document_and_compaction_hands_memory_ba
     memory = compiled._index.memory()
     terms = n + 400
     assert memory["terms"] <= 32 * terms  # no stored hash or length per term
-    assert memory["slots"] <= 5 * n  # alive flag and record offset
+    assert memory["slots"] == n + 4 * (n // 16)  # an alive flag, a record offset for every 16
     assert memory["postings"] <= 3 * 10 * n  # packed gaps and tfs, the last postings of a term unpacked
-    assert memory["records"] == 12 * n  # id 10 + 1, length 1: no list of the document's terms
-    assert memory["term_table"] <= 4 * 2 * terms and memory["id_table"] <= 4 * 2 * n  # up to 3/4 full
+    # A record is the bytes its id shares with the one before (none at each 16th), the rest, its length: no list of
+    # the document's terms.
+    ids = [f"m-{i:08d}" for i in range(n)]
+    shared = [0 if i % 16 == 0 else len(os.path.commonprefix([ids[i - 1], ids[i]])) for i in range(n)]
+    assert memory["records"] == sum(3 + len(doc_id) - s for doc_id, s in zip(ids, shared, strict=True))
+    assert memory["records"] < 5 * n
+    assert memory["term_table"] <= 4 * 2 * terms
+    assert memory["id_table"] == 0  # added in id order: found by binary search
     for i in range(n - 2_000):
         compiled.remove(f"m-{i:08d}")
     after = compiled._index.memory()
@@ -327,3 +334,40 @@ def test_document_frequencies_catch_up_with_removals_however_many_come_between()
             index.remove(ids[i])
     assert compiled._index.stats()[1] < 1024
     _agree(compiled, numpy_index, terms, queries)
+
+
+def test_ids_in_order_are_found_by_their_groups_and_later_ones_by_the_table() -> None:
+    # A first build lays ids out in order and keeps no id table: an id is found by binary search over every 16th
+    # record, each record holding only what its id does not share with the one before. Ids removed from there, added
+    # back (past the ordered slots, in the table), removed again, and ids sharing long prefixes across the groups'
+    # edges must be found, listed and ranked as the numpy index does, before and after compactions.
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(60)]
+    compiled, numpy_index = _both()
+    ids = [f"shared-prefix-{i:05d}" for i in range(3000)] + ["", "a", "shared-prefix-", "shared-prefix-0", "zz" * 40]
+    docs = {doc_id: rng.choices(vocabulary, k=rng.randint(1, 12)) for doc_id in ids}
+    order = list(ids)
+    rng.shuffle(order)
+    compiled.add_many(order, [docs[doc_id] for doc_id in order])
+    numpy_index.add_many(sorted(ids), [docs[doc_id] for doc_id in sorted(ids)])  # the order the compiled one keeps
+    assert compiled._index.memory()["id_table"] == 0
+    queries = [[t] for t in vocabulary[:20]] + [rng.sample(vocabulary, 4) for _ in range(20)]
+    _agree(compiled, numpy_index, vocabulary, queries)
+    for absent in ["shared-prefix-03000", "shared-prefix-1", "b", "shared-prefix-00000x", "zz" * 41]:
+        assert absent not in compiled
+    for round_ in range(3):
+        gone = rng.sample(ids, 900)
+        for doc_id in gone:
+            for index in (compiled, numpy_index):
+                index.remove(doc_id)
+        assert not any(doc_id in compiled for doc_id in gone)
+        back = gone[: 600 - 200 * round_]
+        for doc_id in back:
+            tokens = rng.choices(vocabulary, k=rng.randint(1, 12))
+            for index in (compiled, numpy_index):
+                index.add(doc_id, tokens)
+        for doc_id in back[:50]:  # replaced where they now lie, past the ordered slots
+            for index in (compiled, numpy_index):
+                index.add(doc_id, ["w0", doc_id])
+        _agree(compiled, numpy_index, vocabulary, queries + [["w0", doc_id] for doc_id in back[:5]])
+        assert sorted(compiled) == sorted(numpy_index)

@@ -1,15 +1,15 @@
 /* The compiled BM25 index behind dream_assets.text.bm25 (CompiledBm25Index).
  *
- * Layout: terms and document ids live in open-addressing hash tables over byte arenas (no Python object per term or
- * id). A term's postings are (slot, tf, document length) in slot order, so scoring reads nothing else. A term with one
+ * Layout: terms and document ids live in byte arenas (no Python object per term or id), found through open-addressing
+ * hash tables or, for ids in order, by binary search. A term's postings are (slot, tf, document length) in slot order, so scoring reads nothing else. A term with one
  * posting (most terms: ticket numbers, names) keeps it inline in a 16-byte term, its document frequency and bound
  * inputs implied by it; a term with more keeps them in a heap block whose header holds what only it needs (document
  * frequency, bound inputs), its postings packed CHUNK (64) at a time (slot gaps, tfs and lengths, each at the fewest
  * bits the chunk needs: a common word in every document takes a few bits a posting) but for the last ones, kept as
  * they are until CHUNK have come. A search unpacks a chunk's slots as it reaches it and skips chunks by their last
- * slots. Each slot has one record in a byte arena: its id and its length, as varints. Removing a document clears its
- * slot's alive flag and logs the slot; it visits none of its terms, whose document frequencies catch up with the log
- * when next asked for (term_df). Dead postings are dropped in one compaction once they outnumber the live documents,
+ * slots. Each slot has one record in a byte arena: its id, less the bytes it shares with the record before (every
+ * 16th whole), and its length, as varints. Removing a document clears its slot's alive flag and logs the slot; it
+ * visits none of its terms, whose document frequencies catch up with the log when next asked for (term_df). Dead postings are dropped in one compaction once they outnumber the live documents,
  * which also hands back the capacity left unused.
  *
  * Search is MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach the k-th best score
@@ -106,16 +106,23 @@ typedef struct {
     uint32_t term_mask;
     char *termbuf;
     size_t termbuf_len, termbuf_cap;
-    /* documents, by slot: a slot's record at docbuf + doc_off[slot] is varint id length, id bytes, varint length in
-       tokens */
+    /* documents, by slot: the slots' records lie in docbuf in slot order, GROUP slots to a group, the group's first
+       record at grp_off[slot / GROUP]. A record is varint bytes shared with the previous record's id (0 for a
+       group's first), varint bytes that follow, those bytes, varint length in tokens: ids in order share most of
+       their bytes with the one before. */
     uint32_t nslots, slots_cap, live, dead;
     uint32_t *removed; /* the slots removed since the last compaction (dead of them), in the order they were */
     size_t removed_cap;
     uint8_t *alive;
-    uint32_t *doc_off;
+    uint32_t *grp_off;
+    size_t grp_cap;
     uint8_t *docbuf;
     size_t docbuf_len, docbuf_cap;
-    uint32_t *id_table; /* slot + 1 and hash tag, EMPTY or a tombstone (see entry) */
+    char *scratch;        /* room for two ids of the longest length indexed (scratch_cap each): ids decoded */
+    uint32_t scratch_cap;
+    /* the slots from sorted_upto on (those in id order are found by binary search): slot - sorted_upto + 1 and hash
+       tag, EMPTY or a tombstone (see entry). sorted_upto only moves while no slot lies past it, so the entries hold. */
+    uint32_t *id_table;
     uint32_t id_mask, id_used;
     int64_t total_length;
     uint64_t last_scored; /* documents the last search scored in full (what pruning saves shows here) */
@@ -286,24 +293,76 @@ static int pack_chunk(Block *b, const Posting *tail) {
     return 0;
 }
 
-/* The slot's id (*n bytes, UTF-8). */
-static inline const char *doc_id(const Index *ix, uint32_t slot, uint32_t *n) {
-    const uint8_t *r = ix->docbuf + ix->doc_off[slot];
-    *n = get_varint(&r);
-    return (const char *)r;
+/* ------------------------------------------------------------------ records */
+
+#define GROUP 16u
+
+/* Records read in slot order: the id so far in id (room for the longest), its n bytes, the length in tokens. */
+typedef struct {
+    const uint8_t *r;
+    char *id;
+    uint32_t n, ntok;
+} RecWalk;
+
+static inline void rec_next(RecWalk *w) {
+    uint32_t shared = get_varint(&w->r), more = get_varint(&w->r);
+    memcpy(w->id + shared, w->r, more);
+    w->r += more;
+    w->n = shared + more;
+    w->ntok = get_varint(&w->r);
 }
 
-/* The slot's record past its id: its length in tokens, then its terms. */
-static inline const uint8_t *doc_rest(const Index *ix, uint32_t slot) {
-    uint32_t n;
-    const char *id = doc_id(ix, slot, &n);
-    return (const uint8_t *)id + n;
+/* The walk at the slot's record: decoded from its group's first. */
+static inline void rec_at(const Index *ix, uint32_t slot, char *buf, RecWalk *w) {
+    w->r = ix->docbuf + ix->grp_off[slot / GROUP];
+    w->id = buf;
+    w->n = w->ntok = 0;
+    for (uint32_t s = slot & ~(GROUP - 1); s <= slot; s++) rec_next(w);
 }
 
-/* Out of line: only documents of 65,535 tokens or more take it, and scoring's loop stays small. */
-static __attribute__((noinline)) float doc_length(const Index *ix, uint32_t slot) {
-    const uint8_t *r = doc_rest(ix, slot);
-    return (float)get_varint(&r);
+/* The slot's id (*n bytes, UTF-8) in scratch buffer `which` (0 or 1), valid until that buffer is next used. */
+static inline const char *slot_id(const Index *ix, uint32_t slot, int which, uint32_t *n) {
+    RecWalk w;
+    rec_at(ix, slot, ix->scratch + (size_t)which * ix->scratch_cap, &w);
+    *n = w.n;
+    return w.id;
+}
+
+/* The slot's length in tokens. Out of line: only documents of 65,535 tokens or more and removals take it, and
+   scoring's loop stays small. */
+static __attribute__((noinline)) uint32_t doc_ntok(const Index *ix, uint32_t slot) {
+    RecWalk w;
+    rec_at(ix, slot, ix->scratch, &w);
+    return w.ntok;
+}
+
+static inline float doc_length(const Index *ix, uint32_t slot) { return (float)doc_ntok(ix, slot); }
+
+/* The bytes a slot's record shares with the record before it (whose id is prev, pn bytes): none at a group's start. */
+static inline uint32_t shared_bytes(uint32_t slot, const char *id, uint32_t n, const char *prev, uint32_t pn) {
+    uint32_t shared = 0;
+    if (slot % GROUP)
+        while (shared < n && shared < pn && id[shared] == prev[shared]) shared++;
+    return shared;
+}
+
+/* The record of a document whose id is id (n bytes), shared of them as the record before, at w; the end of it. At
+   most n + 3 * VARINT_MAX bytes. */
+static uint8_t *put_record(uint8_t *w, uint32_t shared, const char *id, uint32_t n, uint32_t ntok) {
+    w = put_varint(w, shared);
+    w = put_varint(w, n - shared);
+    memcpy(w, id + shared, n - shared);
+    return put_varint(w + (n - shared), ntok);
+}
+
+/* UTF-8 byte order is code point order: the order Python sorts str in. Ids are short and differ early, so a byte
+   loop beats a call to memcmp. */
+static inline int bytes_cmp(const char *a, uint32_t la, const char *b, uint32_t lb) {
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    uint32_t n = la < lb ? la : lb;
+    for (uint32_t i = 0; i < n; i++)
+        if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+    return la < lb ? -1 : (la > lb ? 1 : 0);
 }
 
 static BigTf *big_entry(const Index *ix, uint32_t term, uint32_t slot) {
@@ -454,16 +513,11 @@ static inline float term_minlen(const Index *ix, const Term *t) {
     return t->n ? len_of(ix, &t->u.inl) : INFINITY;
 }
 
-/* UTF-8 byte order is code point order: the order Python sorts str in. Ids are short and differ early, so a byte
-   loop beats a call to memcmp. */
 static inline int idcmp(const Index *ix, uint32_t a, uint32_t b) {
     uint32_t la, lb;
-    const unsigned char *x = (const unsigned char *)doc_id(ix, a, &la);
-    const unsigned char *y = (const unsigned char *)doc_id(ix, b, &lb);
-    uint32_t n = la < lb ? la : lb;
-    for (uint32_t i = 0; i < n; i++)
-        if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
-    return la < lb ? -1 : (la > lb ? 1 : 0);
+    const char *x = slot_id(ix, a, 0, &la);
+    const char *y = slot_id(ix, b, 1, &lb);
+    return bytes_cmp(x, la, y, lb);
 }
 
 static void free_block(Block *b) {
@@ -480,8 +534,9 @@ static void free_all(Index *ix) {
     free(ix->term_table);
     free(ix->termbuf);
     free(ix->alive);
-    free(ix->doc_off);
+    free(ix->grp_off);
     free(ix->docbuf);
+    free(ix->scratch);
     free(ix->id_table);
     free(ix->big);
     free(ix->removed);
@@ -493,8 +548,11 @@ static void free_all(Index *ix) {
     ix->term_table = NULL;
     ix->termbuf = NULL;
     ix->alive = NULL;
-    ix->doc_off = NULL;
+    ix->grp_off = NULL;
+    ix->grp_cap = 0;
     ix->docbuf = NULL;
+    ix->scratch = NULL;
+    ix->scratch_cap = 0;
     ix->id_table = NULL;
     ix->nterms = ix->terms_cap = ix->term_mask = 0;
     ix->termbuf_len = ix->termbuf_cap = 0;
@@ -586,43 +644,80 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
 
 /* ------------------------------------------------------------------ id table */
 
+/* The id table rebuilt at `size` positions over the live slots past sorted_upto (none at size 0). */
 static int id_table_resize(Index *ix, uint32_t size) {
-    uint32_t *table = calloc(size, sizeof(uint32_t));
-    if (!table) {
+    uint32_t *table = NULL, mask = 0, used = 0;
+    if (size && !(table = calloc(size, sizeof(uint32_t)))) {
         PyErr_NoMemory();
         return -1;
     }
-    uint32_t mask = size - 1;
-    for (uint32_t s = 0; s < ix->nslots; s++) {
-        if (!ix->alive[s]) continue;
-        uint32_t n;
-        const char *id = doc_id(ix, s, &n);
-        uint32_t h = hash_bytes(id, n), at = h & mask;
-        while (table[at] != EMPTY) at = (at + 1) & mask;
-        table[at] = entry(s, h, mask);
+    if (size) mask = size - 1;
+    if (size && ix->nslots > ix->sorted_upto) {
+        RecWalk w;
+        rec_at(ix, ix->sorted_upto, ix->scratch, &w);
+        for (uint32_t s = ix->sorted_upto;; ) {
+            if (ix->alive[s]) {
+                uint32_t h = hash_bytes(w.id, w.n), at = h & mask;
+                while (table[at] != EMPTY) at = (at + 1) & mask;
+                table[at] = entry(s - ix->sorted_upto, h, mask);
+                used++;
+            }
+            if (++s == ix->nslots) break;
+            rec_next(&w);
+        }
     }
     free(ix->id_table);
     ix->id_table = table;
     ix->id_mask = mask;
-    ix->id_used = ix->live;
+    ix->id_used = used;
     return 0;
 }
 
-/* The table position of the id (its entry's low bits: slot + 1), or -1 when absent. */
-static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n) {
-    if (!ix->id_table) return -1;
-    const uint32_t mask = ix->id_mask, h = hash_bytes(s, n);
-    uint32_t i = h & mask;
-    for (;;) {
-        uint32_t e = ix->id_table[i];
-        if (e == EMPTY) return -1;
-        if ((e & mask) != mask && tag_matches(e, h, mask)) {
-            uint32_t len;
-            const char *id = doc_id(ix, (e & mask) - 1, &len);
-            if (len == (uint32_t)n && memcmp(id, s, n) == 0) return i;
-        }
-        i = (i + 1) & mask;
+/* The slot of the document with the id among slots [0, sorted_upto), dead ones included, by binary search over
+   their groups' first ids, or -1. */
+static int64_t sorted_find(const Index *ix, const char *s, uint32_t n) {
+    if (!ix->sorted_upto) return -1;
+    uint32_t lo = 0, hi = (ix->sorted_upto + GROUP - 1) / GROUP; /* the group: the last whose first id is <= s */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        const uint8_t *r = ix->docbuf + ix->grp_off[mid];
+        get_varint(&r); /* a group's first record shares nothing */
+        uint32_t len = get_varint(&r);
+        if (bytes_cmp((const char *)r, len, s, n) <= 0) lo = mid;
+        else hi = mid;
     }
+    RecWalk w = {ix->docbuf + ix->grp_off[lo], ix->scratch, 0, 0};
+    uint32_t end = lo * GROUP + GROUP < ix->sorted_upto ? lo * GROUP + GROUP : ix->sorted_upto;
+    for (uint32_t slot = lo * GROUP; slot < end; slot++) {
+        rec_next(&w);
+        int c = bytes_cmp(w.id, w.n, s, n);
+        if (c == 0) return slot;
+        if (c > 0) break;
+    }
+    return -1;
+}
+
+/* The slot of the live document with the id, or -1. *pos is its id table position, or -1 when it lies before
+   sorted_upto. */
+static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n, int64_t *pos) {
+    *pos = -1;
+    if (ix->id_table) {
+        const uint32_t mask = ix->id_mask, h = hash_bytes(s, n);
+        for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+            uint32_t e = ix->id_table[i];
+            if (e == EMPTY) break;
+            if ((e & mask) != mask && tag_matches(e, h, mask)) {
+                uint32_t len, slot = (e & mask) - 1 + ix->sorted_upto;
+                const char *id = slot_id(ix, slot, 0, &len);
+                if (len == (uint32_t)n && memcmp(id, s, n) == 0) {
+                    *pos = i;
+                    return slot;
+                }
+            }
+        }
+    }
+    int64_t slot = sorted_find(ix, s, (uint32_t)n);
+    return slot >= 0 && ix->alive[slot] ? slot : -1;
 }
 
 /* ------------------------------------------------------------------ maintenance */
@@ -633,17 +728,15 @@ static void forget_postings(Term *t) {
     t->n = 0;
 }
 
-/* The document at the id table's position pos removed: its slot dead, and on the removed list (see term_df). -1 with
-   a MemoryError set when the list has no room, the index as it was. */
-static int remove_slot(Index *ix, int64_t pos) {
+/* The live document at the slot removed (pos: its id table position, as id_find gives it): its slot dead, and on
+   the removed list (see term_df). -1 with a MemoryError set when the list has no room, the index as it was. */
+static int remove_slot(Index *ix, uint32_t slot, int64_t pos) {
     if (grow((void **)&ix->removed, &ix->removed_cap, (size_t)ix->dead + 1, sizeof(uint32_t)) < 0) return -1;
-    uint32_t slot = (ix->id_table[pos] & ix->id_mask) - 1;
-    ix->id_table[pos] = ix->id_mask; /* a tombstone */
+    if (pos >= 0) ix->id_table[pos] = ix->id_mask; /* a tombstone */
     ix->alive[slot] = 0;
     ix->live--;
     ix->removed[ix->dead++] = slot;
-    const uint8_t *r = doc_rest(ix, slot);
-    ix->total_length -= (int64_t)get_varint(&r);
+    ix->total_length -= (int64_t)doc_ntok(ix, slot);
     return 0;
 }
 
@@ -673,11 +766,7 @@ static void shrink_to_fit(Index *ix) {
         ix->termbuf_cap = ix->termbuf_len;
     if (ix->docbuf_cap > ix->docbuf_len && shrink_block((void **)&ix->docbuf, ix->docbuf_len))
         ix->docbuf_cap = ix->docbuf_len;
-    if (ix->slots_cap > ix->nslots) { /* the capacity is what both arrays hold at least */
-        int a = shrink_block((void **)&ix->alive, ix->nslots);
-        int b = shrink_block((void **)&ix->doc_off, (size_t)ix->nslots * sizeof(uint32_t));
-        if (a || b) ix->slots_cap = ix->nslots;
-    }
+    if (ix->slots_cap > ix->nslots && shrink_block((void **)&ix->alive, ix->nslots)) ix->slots_cap = ix->nslots;
 }
 
 /* The block's packed bytes, chunk list and tail cut to what they hold. */
@@ -736,10 +825,15 @@ static int compact(Index *ix) {
     uint32_t *new_slot = malloc((size_t)(ix->nslots ? ix->nslots : 1) * sizeof(uint32_t));
     uint32_t *new_tid = malloc((size_t)(ix->nterms ? ix->nterms : 1) * sizeof(uint32_t));
     char *termbuf = malloc(ix->termbuf_len ? ix->termbuf_len : 1);
-    uint8_t *docbuf = malloc(ix->docbuf_len ? ix->docbuf_len : 1); /* the live records only */
+    /* the live records only, grown should one take more than it did (a group's first shares nothing) */
+    size_t docbuf_cap = ix->docbuf_len + 64, docbuf_len = 0;
+    uint8_t *docbuf = malloc(docbuf_cap);
+    char *prev = malloc(ix->scratch_cap ? ix->scratch_cap : 1); /* the last live id copied */
+    size_t grp_cap = (size_t)ix->live / GROUP + 1;
+    uint32_t *grp_off = malloc(grp_cap * sizeof(uint32_t));
     Block **fresh = calloc(ix->nterms ? ix->nterms : 1, sizeof(Block *));
     Posting *all = malloc((size_t)most * sizeof(Posting));
-    if (!new_slot || !new_tid || !termbuf || !docbuf || !fresh || !all) {
+    if (!new_slot || !new_tid || !termbuf || !docbuf || !prev || !grp_off || !fresh || !all) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -766,6 +860,21 @@ static int compact(Index *ix) {
         }
         new_tid[i] = k;
         if (k && !(fresh[i] = block_of(all, k, k, maxtf, minlen))) goto fail;
+    }
+    /* documents: the live records written again, in groups of the new slots */
+    RecWalk rw = {ix->docbuf, ix->scratch, 0, 0};
+    uint32_t pn = 0, sorted = 0; /* the new slots from 0 in ascending id order */
+    for (uint32_t s = 0; s < ix->nslots; s++) {
+        rec_next(&rw);
+        if (!ix->alive[s]) continue;
+        uint32_t d = new_slot[s];
+        if (grow((void **)&docbuf, &docbuf_cap, docbuf_len + rw.n + 3 * VARINT_MAX, 1) < 0) goto fail;
+        if (d % GROUP == 0) grp_off[d / GROUP] = (uint32_t)docbuf_len;
+        uint32_t shared = shared_bytes(d, rw.id, rw.n, prev, pn);
+        docbuf_len = (size_t)(put_record(docbuf + docbuf_len, shared, rw.id, rw.n, rw.ntok) - docbuf);
+        if (sorted == d && (!d || bytes_cmp(prev, pn, rw.id, rw.n) < 0)) sorted = d + 1;
+        memcpy(prev, rw.id, rw.n);
+        pn = rw.n;
     }
     uint32_t nt = 0;
     size_t tb = 0;
@@ -801,23 +910,11 @@ static int compact(Index *ix) {
         ix->big[kept++] = b;
     }
     ix->nbig = kept;
-    /* documents: the live records copied */
-    uint8_t *w = docbuf;
-    for (uint32_t s = 0; s < ix->nslots; s++) {
-        if (!ix->alive[s]) continue;
-        uint32_t d = new_slot[s];
-        const uint8_t *r = ix->docbuf + ix->doc_off[s];
-        uint32_t idn = get_varint(&r);
-        ix->doc_off[d] = (uint32_t)(w - docbuf);
-        w = put_varint(w, idn);
-        memcpy(w, r, idn);
-        w += idn;
-        r += idn;
-        w = put_varint(w, get_varint(&r));
-        ix->alive[d] = 1;
-    }
+    for (uint32_t s = 0; s < ix->nslots; s++)
+        if (ix->alive[s]) ix->alive[new_slot[s]] = 1;
     free(new_slot);
     free(new_tid);
+    free(prev);
     free(fresh);
     free(all);
     free(ix->termbuf);
@@ -826,20 +923,21 @@ static int compact(Index *ix) {
     ix->termbuf_cap = ix->termbuf_len ? ix->termbuf_len : 1;
     ix->termbuf_len = tb;
     ix->docbuf = docbuf;
-    ix->docbuf_cap = ix->docbuf_len ? ix->docbuf_len : 1;
-    ix->docbuf_len = (size_t)(w - docbuf);
+    ix->docbuf_cap = docbuf_cap;
+    ix->docbuf_len = docbuf_len;
+    free(ix->grp_off);
+    ix->grp_off = grp_off;
+    ix->grp_cap = grp_cap;
     ix->nterms = nt;
     ix->nslots = live;
     ix->dead = 0; /* the removed list empty: every block's df is exact again */
     free(ix->removed);
     ix->removed = NULL;
     ix->removed_cap = 0;
-    ix->sorted_upto = 0;
-    while (ix->sorted_upto < live && (!ix->sorted_upto || idcmp(ix, ix->sorted_upto - 1, ix->sorted_upto) < 0))
-        ix->sorted_upto++;
+    ix->sorted_upto = sorted;
     shrink_to_fit(ix);
     if (term_table_resize(ix, table_size(nt)) < 0) return -1;
-    return id_table_resize(ix, table_size(live));
+    return id_table_resize(ix, live > ix->sorted_upto ? table_size(live - ix->sorted_upto) : 0);
 fail:
     if (fresh)
         for (uint32_t i = 0; i < ix->nterms; i++) free_block(fresh[i]);
@@ -847,6 +945,8 @@ fail:
     free(new_tid);
     free(termbuf);
     free(docbuf);
+    free(prev);
+    free(grp_off);
     free(fresh);
     free(all);
     return -1;
@@ -887,8 +987,8 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         toks[i].s = PyUnicode_AsUTF8AndSize(items[i], &toks[i].n);
         if (!toks[i].s) goto fail;
     }
-    /* the most the slot's record takes: the id and the two varints */
-    size_t record = (size_t)idn + 2 * VARINT_MAX;
+    /* the most the slot's record takes: the id and three varints */
+    size_t record = (size_t)idn + 3 * VARINT_MAX;
     if (ix->nslots >= 0xFFFFFFF0u || ix->docbuf_len + record > 0xFFFFFFF0u) {
         PyErr_SetString(PyExc_OverflowError, "bm25 kernel: too many documents");
         goto fail;
@@ -897,27 +997,39 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         PyErr_SetString(PyExc_OverflowError, "bm25 kernel: a document id or token list too long");
         goto fail;
     }
-    int64_t pos = id_find(ix, ids, idn);
-    if (pos >= 0 && remove_slot(ix, pos) < 0) goto fail;
+    if ((uint32_t)idn > ix->scratch_cap) { /* room to decode the longest id, twice */
+        char *p = realloc(ix->scratch, 2 * (size_t)idn);
+        if (!p) goto nomem;
+        ix->scratch = p;
+        ix->scratch_cap = (uint32_t)idn;
+    }
+    int64_t pos, found = id_find(ix, ids, idn, &pos);
+    if (found >= 0 && remove_slot(ix, (uint32_t)found, pos) < 0) goto fail;
     /* room for everything first, so a failure leaves the index as it was (less the replaced document) */
-    size_t cap = ix->slots_cap;
-    size_t need = (size_t)ix->nslots + 1;
-    if (need > cap) {
-        size_t c = cap ? cap + cap / 2 : 1024;
-        void *p;
-        /* each array is replaced once grown, so a failure part-way leaves larger arrays, never lost ones */
-        if (!(p = realloc(ix->alive, c))) goto nomem;
+    uint32_t slot = ix->nslots;
+    if ((size_t)slot + 1 > ix->slots_cap) {
+        size_t c = ix->slots_cap ? ix->slots_cap + ix->slots_cap / 2 : 1024;
+        void *p = realloc(ix->alive, c);
+        if (!p) goto nomem;
         ix->alive = p;
-        if (!(p = realloc(ix->doc_off, c * sizeof(uint32_t)))) goto nomem;
-        ix->doc_off = p;
         ix->slots_cap = (uint32_t)c;
     }
+    if (grow((void **)&ix->grp_off, &ix->grp_cap, (size_t)slot / GROUP + 1, sizeof(uint32_t)) < 0) goto fail;
     if (grow((void **)&ix->docbuf, &ix->docbuf_cap, ix->docbuf_len + record, 1) < 0) goto fail;
-    /* the id table holds slot numbers, dead slots' included: it has room for the new slot's */
-    if (!ix->id_table || table_full(ix->id_used, ix->id_mask) || (size_t)ix->nslots + 2 > ix->id_mask) {
-        if (id_table_resize(ix, table_size((size_t)ix->nslots + 1)) < 0) goto fail;
+    /* the record's bytes shared with the one before, and whether the slot keeps the slots in id order */
+    uint32_t shared = 0;
+    int in_order = ix->sorted_upto == slot;
+    if (slot) {
+        uint32_t pn;
+        const char *prev = slot_id(ix, slot - 1, 1, &pn);
+        shared = shared_bytes(slot, ids, (uint32_t)idn, prev, pn);
+        in_order = in_order && bytes_cmp(prev, pn, ids, (uint32_t)idn) < 0;
     }
-    uint32_t slot = ix->nslots;
+    /* the id table holds the slots past sorted_upto, dead ones included: it has room for this one */
+    if (!in_order && (!ix->id_table || table_full(ix->id_used, ix->id_mask) ||
+                      (size_t)(slot - ix->sorted_upto) + 2 > ix->id_mask)) {
+        if (id_table_resize(ix, table_size((size_t)(slot - ix->sorted_upto) + 1)) < 0) goto fail;
+    }
     const uint16_t len16 = ntok < (Py_ssize_t)LEN_BIG ? (uint16_t)ntok : (uint16_t)LEN_BIG;
     uint32_t distinct = 0;
     for (Py_ssize_t i = 0; i < ntok; i++) {
@@ -994,26 +1106,21 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         if (tf > b->maxtf) b->maxtf = tf;
         if (len < b->minlen) b->minlen = len;
     }
-    {
-        uint8_t *w = ix->docbuf + ix->docbuf_len;
-        w = put_varint(w, (uint32_t)idn);
-        memcpy(w, ids, idn);
-        w += idn;
-        w = put_varint(w, (uint32_t)ntok);
-        ix->doc_off[slot] = (uint32_t)ix->docbuf_len;
-        ix->docbuf_len = (size_t)(w - ix->docbuf);
-    }
+    if (slot % GROUP == 0) ix->grp_off[slot / GROUP] = (uint32_t)ix->docbuf_len;
+    ix->docbuf_len = (size_t)(put_record(ix->docbuf + ix->docbuf_len, shared, ids, (uint32_t)idn, (uint32_t)ntok) -
+                              ix->docbuf);
     ix->alive[slot] = 1;
-    if (ix->sorted_upto == slot && (!slot || idcmp(ix, slot - 1, slot) < 0)) ix->sorted_upto = slot + 1;
     ix->nslots++;
     ix->live++;
     ix->total_length += ntok;
-    {
+    if (in_order) {
+        ix->sorted_upto = slot + 1; /* the id table holds nothing: no slot lies past sorted_upto */
+    } else {
         const uint32_t mask = ix->id_mask, h = hash_bytes(ids, idn);
         uint32_t i = h & mask;
         while (ix->id_table[i] != EMPTY && (ix->id_table[i] & mask) != mask) i = (i + 1) & mask;
         if (ix->id_table[i] == EMPTY) ix->id_used++;
-        ix->id_table[i] = entry(slot, h, mask);
+        ix->id_table[i] = entry(slot - ix->sorted_upto, h, mask);
     }
     PyMem_Free(toks);
     PyMem_Free(tids);
@@ -1739,7 +1846,7 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         heap[0] = heap[i];
         sift_down(ix, heap, i, 0);
         uint32_t idn;
-        const char *ids = doc_id(ix, h.slot, &idn);
+        const char *ids = slot_id(ix, h.slot, 0, &idn);
         PyObject *id = PyUnicode_DecodeUTF8(ids, idn, NULL);
         PyObject *sc = id ? PyFloat_FromDouble(h.score) : NULL;
         PyObject *pair = sc ? PyTuple_Pack(2, id, sc) : NULL;
@@ -1900,9 +2007,9 @@ static PyObject *Index_remove(Index *self, PyObject *arg) {
     Py_ssize_t n;
     const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
     if (!s) return NULL;
-    int64_t pos = id_find(self, s, n);
-    if (pos < 0) Py_RETURN_FALSE;
-    if (remove_slot(self, pos) < 0 || maybe_compact(self) < 0) return NULL;
+    int64_t pos, slot = id_find(self, s, n, &pos);
+    if (slot < 0) Py_RETURN_FALSE;
+    if (remove_slot(self, (uint32_t)slot, pos) < 0 || maybe_compact(self) < 0) return NULL;
     Py_RETURN_TRUE;
 }
 
@@ -1911,7 +2018,8 @@ static PyObject *Index_contains(Index *self, PyObject *arg) {
     Py_ssize_t n;
     const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
     if (!s) return NULL;
-    return PyBool_FromLong(id_find(self, s, n) >= 0);
+    int64_t pos;
+    return PyBool_FromLong(id_find(self, s, n, &pos) >= 0);
 }
 
 static PyObject *Index_doc_freq(Index *self, PyObject *arg) {
@@ -1927,11 +2035,11 @@ static PyObject *Index_ids(Index *self, PyObject *Py_UNUSED(ignored)) {
     PyObject *out = PyList_New(self->live);
     if (!out) return NULL;
     Py_ssize_t k = 0;
+    RecWalk w = {self->docbuf, self->scratch, 0, 0};
     for (uint32_t s = 0; s < self->nslots; s++) {
+        rec_next(&w);
         if (!self->alive[s]) continue;
-        uint32_t n;
-        const char *ids = doc_id(self, s, &n);
-        PyObject *id = PyUnicode_DecodeUTF8(ids, n, NULL);
+        PyObject *id = PyUnicode_DecodeUTF8(w.id, w.n, NULL);
         if (!id) {
             Py_DECREF(out);
             return NULL;
@@ -1974,9 +2082,8 @@ static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
                          (Py_ssize_t)(self->term_table ? (self->term_mask + 1) * sizeof(uint32_t) : 0), "term_bytes",
                          (Py_ssize_t)self->termbuf_len, "postings", (Py_ssize_t)(packed + tails), "postings_capacity",
                          (Py_ssize_t)(packed_cap + tails_cap), "postings_headers", (Py_ssize_t)headers, "slots",
-                         (Py_ssize_t)self->nslots * (sizeof(uint8_t) + sizeof(uint32_t)),
-                         "slots_capacity",
-                         (Py_ssize_t)self->slots_cap * (sizeof(uint8_t) + sizeof(uint32_t)),
+                         (Py_ssize_t)(self->nslots + (self->nslots + GROUP - 1) / GROUP * sizeof(uint32_t)),
+                         "slots_capacity", (Py_ssize_t)(self->slots_cap + self->grp_cap * sizeof(uint32_t)),
                          "records", (Py_ssize_t)self->docbuf_len, "records_capacity", (Py_ssize_t)self->docbuf_cap,
                          "id_table", (Py_ssize_t)(self->id_table ? (self->id_mask + 1) * sizeof(uint32_t) : 0),
                          "big_tf", (Py_ssize_t)(self->nbig * sizeof(BigTf)), "removed",
@@ -1996,7 +2103,7 @@ static PyMethodDef Index_methods[] = {
     {"memory", (PyCFunction)Index_memory, METH_NOARGS,
      "Bytes by part: terms, term_table, term_bytes, postings (of terms with two or more: packed chunks, their "
      "entries and the postings after them; one posting is inline in its term), postings_headers (those terms' block "
-     "headers), slots, records (ids and lengths), "
+     "headers), slots (alive flags, record offsets), records (ids and lengths), "
      "id_table, big_tf, removed (the slots removed since the last compaction); *_capacity what is allocated."},
     {"stats", (PyCFunction)Index_stats, METH_NOARGS, "(live documents, dead slots, total length, documents the last search scored in full)."},
     {NULL, NULL, 0, NULL},
