@@ -342,7 +342,8 @@ def test_ids_in_order_are_found_by_their_groups_and_later_ones_by_the_table() ->
     # back (past the ordered slots, in the table), removed again, and ids sharing long prefixes across the groups'
     # edges must be found, listed and ranked as the numpy index does, before and after compactions.
     rng = random.Random(5)
-    vocabulary = [f"w{i}" for i in range(60)]
+    # Terms sharing their first 8 bytes and more (the binary search's heads), and odd ones.
+    vocabulary = [f"w{i}" for i in range(60)] + [f"longshared{i:04d}" for i in range(0, 400, 7)] + ODD_TERMS
     compiled, numpy_index = _both()
     ids = [f"shared-prefix-{i:05d}" for i in range(3000)] + ["", "a", "shared-prefix-", "shared-prefix-0", "zz" * 40]
     docs = {doc_id: rng.choices(vocabulary, k=rng.randint(1, 12)) for doc_id in ids}
@@ -350,11 +351,15 @@ def test_ids_in_order_are_found_by_their_groups_and_later_ones_by_the_table() ->
     rng.shuffle(order)
     compiled.add_many(order, [docs[doc_id] for doc_id in order])
     numpy_index.add_many(sorted(ids), [docs[doc_id] for doc_id in sorted(ids)])  # the order the compiled one keeps
-    assert compiled._index.memory()["id_table"] == 0
+    memory = compiled._index.memory()
+    assert memory["id_table"] == 0
+    assert memory["term_table"] == 8 * -(-len(set(vocabulary)) // 16)  # no table: the sorted terms' heads
     queries = [[t] for t in vocabulary[:20]] + [rng.sample(vocabulary, 4) for _ in range(20)]
     _agree(compiled, numpy_index, vocabulary, queries)
     for absent in ["shared-prefix-03000", "shared-prefix-1", "b", "shared-prefix-00000x", "zz" * 41]:
         assert absent not in compiled
+    for absent in ["longshared0001", "longshared", "longshared03990", "w", "w600", "", "t" * 128, "zzz"]:
+        assert compiled.doc_freq(absent) == 0 and compiled.search([absent], 5) == []
     for round_ in range(3):
         gone = rng.sample(ids, 900)
         for doc_id in gone:
@@ -362,7 +367,8 @@ def test_ids_in_order_are_found_by_their_groups_and_later_ones_by_the_table() ->
                 index.remove(doc_id)
         assert not any(doc_id in compiled for doc_id in gone)
         back = gone[: 600 - 200 * round_]
-        for doc_id in back:
+        vocabulary += [f"longshared{i:04d}x{round_}" for i in range(0, 400, 9)] + [f"a{round_}", f"w{round_}0"]
+        for doc_id in back:  # new terms too: past the sorted ones, in the table
             tokens = rng.choices(vocabulary, k=rng.randint(1, 12))
             for index in (compiled, numpy_index):
                 index.add(doc_id, tokens)

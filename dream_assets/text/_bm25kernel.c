@@ -1,7 +1,8 @@
 /* The compiled BM25 index behind dream_assets.text.bm25 (CompiledBm25Index).
  *
- * Layout: terms and document ids live in byte arenas (no Python object per term or id), found through open-addressing
- * hash tables or, for ids in order, by binary search. A term's postings are (slot, tf, document length) in slot order, so scoring reads nothing else. A term with one
+ * Layout: terms and document ids live in byte arenas (no Python object per term or id), found by binary search where
+ * they lie in order (a first build sorts its terms and lays its documents out in id order) and through
+ * open-addressing hash tables past that. A term's postings are (slot, tf, document length) in slot order, so scoring reads nothing else. A term with one
  * posting (most terms: ticket numbers, names) keeps it inline in a 16-byte term, its document frequency and bound
  * inputs implied by it; a term with more keeps them in a heap block whose header holds what only it needs (document
  * frequency, bound inputs), its postings packed CHUNK (64) at a time (slot gaps, tfs and lengths, each at the fewest
@@ -102,8 +103,12 @@ typedef struct {
     /* terms */
     Term *terms;
     uint32_t nterms, terms_cap;
-    uint32_t *term_table; /* term index + 1 and hash tag (see entry), or EMPTY */
-    uint32_t term_mask;
+    /* terms [0, terms_sorted) are in byte order (a first build sorts them), found by binary search over every 16th's
+       first 8 bytes (term_heads); the others through term_table: index - terms_sorted + 1 and hash tag (see entry),
+       or EMPTY */
+    uint32_t *term_table;
+    uint32_t term_mask, terms_sorted;
+    uint64_t *term_heads;
     char *termbuf;
     size_t termbuf_len, termbuf_cap;
     /* documents, by slot: the slots' records lie in docbuf in slot order, GROUP slots to a group, the group's first
@@ -532,6 +537,7 @@ static void free_all(Index *ix) {
         if (ix->terms[i].n >= 2) free_block(ix->terms[i].u.heap);
     free(ix->terms);
     free(ix->term_table);
+    free(ix->term_heads);
     free(ix->termbuf);
     free(ix->alive);
     free(ix->grp_off);
@@ -546,6 +552,8 @@ static void free_all(Index *ix) {
     ix->nbig = ix->big_cap = 0;
     ix->terms = NULL;
     ix->term_table = NULL;
+    ix->term_heads = NULL;
+    ix->terms_sorted = 0;
     ix->termbuf = NULL;
     ix->alive = NULL;
     ix->grp_off = NULL;
@@ -582,17 +590,18 @@ static uint32_t table_size(size_t entries) {
     return (uint32_t)size;
 }
 
+/* The term table rebuilt at `size` positions over the terms from terms_sorted on (none at size 0). */
 static int term_table_resize(Index *ix, uint32_t size) {
-    uint32_t *table = calloc(size, sizeof(uint32_t));
-    if (!table) {
+    uint32_t *table = size ? calloc(size, sizeof(uint32_t)) : NULL;
+    if (size && !table) {
         PyErr_NoMemory();
         return -1;
     }
-    uint32_t mask = size - 1;
-    for (uint32_t i = 0; i < ix->nterms; i++) {
+    uint32_t mask = size ? size - 1 : 0;
+    for (uint32_t i = ix->terms_sorted; size && i < ix->nterms; i++) {
         uint32_t h = hash_bytes(ix->termbuf + ix->terms[i].str_off, term_len(ix, i)), at = h & mask;
         while (table[at] != EMPTY) at = (at + 1) & mask;
-        table[at] = entry(i, h, mask);
+        table[at] = entry(i - ix->terms_sorted, h, mask);
     }
     free(ix->term_table);
     ix->term_table = table;
@@ -600,20 +609,59 @@ static int term_table_resize(Index *ix, uint32_t size) {
     return 0;
 }
 
+/* The first 8 bytes, big-endian, zero-padded: in the order of the bytes wherever two differ. */
+static inline uint64_t prefix8(const char *s, uint32_t n) {
+    uint64_t v = 0;
+    for (uint32_t j = 0; j < 8; j++) v = v << 8 | (j < n ? (unsigned char)s[j] : 0u);
+    return v;
+}
+
+/* term_heads for terms [0, sorted): -1 when there is no memory for them, terms_sorted as it was. */
+static int set_terms_sorted(Index *ix, uint32_t sorted) {
+    uint32_t ng = (sorted + GROUP - 1) / GROUP;
+    uint64_t *heads = malloc((size_t)(ng ? ng : 1) * sizeof(uint64_t));
+    if (!heads) return -1;
+    for (uint32_t g = 0; g < ng; g++) heads[g] = prefix8(ix->termbuf + ix->terms[g * GROUP].str_off, term_len(ix, g * GROUP));
+    free(ix->term_heads);
+    ix->term_heads = heads;
+    ix->terms_sorted = sorted;
+    return 0;
+}
+
+static inline int term_cmp(const Index *ix, uint32_t t, const char *s, uint32_t n) {
+    return bytes_cmp(ix->termbuf + ix->terms[t].str_off, term_len(ix, t), s, n);
+}
+
 /* The term's index, or -1 when absent. */
 static int64_t term_find(const Index *ix, const char *s, Py_ssize_t n, uint32_t h) {
-    if (!ix->term_table) return -1;
-    const uint32_t mask = ix->term_mask;
-    uint32_t i = h & mask;
-    for (;;) {
-        uint32_t e = ix->term_table[i];
-        if (e == EMPTY) return -1;
-        if (tag_matches(e, h, mask)) {
-            uint32_t t = (e & mask) - 1;
-            if (term_len(ix, t) == (uint32_t)n && memcmp(ix->termbuf + ix->terms[t].str_off, s, n) == 0) return t;
+    if (ix->term_table) {
+        const uint32_t mask = ix->term_mask;
+        for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+            uint32_t e = ix->term_table[i];
+            if (e == EMPTY) break;
+            if (tag_matches(e, h, mask)) {
+                uint32_t t = (e & mask) - 1 + ix->terms_sorted;
+                if (term_len(ix, t) == (uint32_t)n && memcmp(ix->termbuf + ix->terms[t].str_off, s, n) == 0) return t;
+            }
         }
-        i = (i + 1) & mask;
     }
+    if (!ix->terms_sorted) return -1;
+    /* the group: the last whose first term is <= s */
+    const uint64_t key = prefix8(s, (uint32_t)n);
+    uint32_t lo = 0, hi = (ix->terms_sorted + GROUP - 1) / GROUP;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        uint64_t head = ix->term_heads[mid];
+        if (head != key ? head < key : term_cmp(ix, mid * GROUP, s, (uint32_t)n) <= 0) lo = mid;
+        else hi = mid;
+    }
+    uint32_t end = lo * GROUP + GROUP < ix->terms_sorted ? lo * GROUP + GROUP : ix->terms_sorted;
+    for (uint32_t t = lo * GROUP; t < end; t++) {
+        int c = term_cmp(ix, t, s, (uint32_t)n);
+        if (c == 0) return t;
+        if (c > 0) break;
+    }
+    return -1;
 }
 
 static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
@@ -624,8 +672,9 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
         PyErr_SetString(PyExc_OverflowError, "bm25 kernel: too many distinct terms");
         return -1;
     }
-    if (!ix->term_table || table_full(ix->nterms, ix->term_mask)) {
-        if (term_table_resize(ix, table_size((size_t)ix->nterms + 1)) < 0) return -1;
+    const uint32_t rel = ix->nterms - ix->terms_sorted; /* its index in the table */
+    if (!ix->term_table || table_full(rel, ix->term_mask)) {
+        if (term_table_resize(ix, table_size((size_t)rel + 1)) < 0) return -1;
     }
     size_t cap = ix->terms_cap;
     if (grow((void **)&ix->terms, &cap, ix->nterms + 1, sizeof(Term)) < 0) return -1;
@@ -638,7 +687,7 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
     ix->termbuf_len += n;
     uint32_t i = h & ix->term_mask;
     while (ix->term_table[i] != EMPTY) i = (i + 1) & ix->term_mask;
-    ix->term_table[i] = entry(ix->nterms, h, ix->term_mask);
+    ix->term_table[i] = entry(rel, h, ix->term_mask);
     return ix->nterms++;
 }
 
@@ -876,8 +925,8 @@ static int compact(Index *ix) {
         memcpy(prev, rw.id, rw.n);
         pn = rw.n;
     }
-    uint32_t nt = 0;
-    size_t tb = 0;
+    uint32_t nt = 0, tsorted = 0; /* the kept terms from 0 in byte order (those of a first build, at least) */
+    size_t tb = 0, prev_off = 0;
     for (uint32_t i = 0; i < ix->nterms; i++) {
         Term *t = &ix->terms[i];
         if (new_tid[i] == 0) { /* no live document holds it */
@@ -895,6 +944,9 @@ static int compact(Index *ix) {
             t->u.inl.slot = new_slot[t->u.inl.slot];
         }
         memcpy(termbuf + tb, ix->termbuf + t->str_off, slen);
+        if (tsorted == nt && (!nt || bytes_cmp(termbuf + prev_off, (uint32_t)(tb - prev_off), termbuf + tb, slen) < 0))
+            tsorted = nt + 1;
+        prev_off = tb;
         t->str_off = (uint32_t)tb;
         tb += slen;
         new_tid[i] = nt;
@@ -936,7 +988,8 @@ static int compact(Index *ix) {
     ix->removed_cap = 0;
     ix->sorted_upto = sorted;
     shrink_to_fit(ix);
-    if (term_table_resize(ix, table_size(nt)) < 0) return -1;
+    if (set_terms_sorted(ix, tsorted) < 0) ix->terms_sorted = 0; /* no memory for the heads: every term hashed */
+    if (term_table_resize(ix, nt > ix->terms_sorted ? table_size(nt - ix->terms_sorted) : 0) < 0) return -1;
     return id_table_resize(ix, live > ix->sorted_upto ? table_size(live - ix->sorted_upto) : 0);
 fail:
     if (fresh)
@@ -1936,6 +1989,53 @@ static int idref_order(const void *a, const void *b) { /* by id bytes (idcmp's o
     return x->i < y->i ? -1 : (x->i > y->i);
 }
 
+/* After a first build: the terms renumbered in byte order, found from then on by binary search, so the term table
+   (at its fullest 8 bytes a term) goes. Nothing changes when there is no memory for it. */
+static void sort_terms(Index *ix) {
+    const uint32_t n = ix->nterms;
+    if (!n) return;
+    IdRef *order = malloc((size_t)n * sizeof(IdRef));
+    uint32_t *new_tid = malloc((size_t)n * sizeof(uint32_t));
+    Term *terms = malloc((size_t)n * sizeof(Term));
+    char *termbuf = malloc(ix->termbuf_len ? ix->termbuf_len : 1);
+    uint64_t *heads = malloc((size_t)((n + GROUP - 1) / GROUP) * sizeof(uint64_t));
+    if (!order || !new_tid || !terms || !termbuf || !heads) {
+        free(terms);
+        free(termbuf);
+        free(heads);
+        goto done;
+    }
+    for (uint32_t i = 0; i < n; i++) idref_set(&order[i], ix->termbuf + ix->terms[i].str_off, term_len(ix, i), i);
+    qsort(order, n, sizeof(IdRef), idref_order);
+    size_t tb = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = (uint32_t)order[k].i;
+        terms[k] = ix->terms[i];
+        terms[k].str_off = (uint32_t)tb;
+        memcpy(termbuf + tb, order[k].s, (size_t)order[k].n);
+        tb += (size_t)order[k].n;
+        new_tid[i] = k;
+    }
+    for (size_t e = 0; e < ix->nbig; e++) ix->big[e].term = new_tid[ix->big[e].term];
+    free(ix->terms);
+    free(ix->termbuf);
+    ix->terms = terms;
+    ix->terms_cap = n;
+    ix->termbuf = termbuf;
+    ix->termbuf_cap = ix->termbuf_len ? ix->termbuf_len : 1;
+    for (uint32_t g = 0; g * GROUP < n; g++)
+        heads[g] = prefix8(termbuf + terms[g * GROUP].str_off, term_len(ix, g * GROUP));
+    free(ix->term_heads);
+    ix->term_heads = heads;
+    ix->terms_sorted = n;
+    free(ix->term_table);
+    ix->term_table = NULL;
+    ix->term_mask = 0;
+done:
+    free(order);
+    free(new_tid);
+}
+
 /* The documents are added in id order, whatever order they come in: slots then hold ascending ids (sorted_upto
    covers them all), so a search settles ties at the cut-off by slot number. A build that fails part way leaves an
    index that was empty empty again. */
@@ -1991,6 +2091,7 @@ static PyObject *Index_add_many(Index *self, PyObject *args) {
         if (add_doc(self, PySequence_Fast_GET_ITEM(a, i), PySequence_Fast_GET_ITEM(b, i)) < 0) goto fail;
     }
     fit_all_postings(self);
+    if (was_empty) sort_terms(self);
     PyMem_Free(order);
     Py_DECREF(a);
     Py_DECREF(b);
@@ -2079,7 +2180,9 @@ static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
     }
     return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "terms",
                          (Py_ssize_t)self->nterms * sizeof(Term), "term_table",
-                         (Py_ssize_t)(self->term_table ? (self->term_mask + 1) * sizeof(uint32_t) : 0), "term_bytes",
+                         (Py_ssize_t)((self->term_table ? (self->term_mask + 1) * sizeof(uint32_t) : 0) +
+                                      (self->terms_sorted + GROUP - 1) / GROUP * sizeof(uint64_t)),
+                         "term_bytes",
                          (Py_ssize_t)self->termbuf_len, "postings", (Py_ssize_t)(packed + tails), "postings_capacity",
                          (Py_ssize_t)(packed_cap + tails_cap), "postings_headers", (Py_ssize_t)headers, "slots",
                          (Py_ssize_t)(self->nslots + (self->nslots + GROUP - 1) / GROUP * sizeof(uint32_t)),
@@ -2101,7 +2204,7 @@ static PyMethodDef Index_methods[] = {
     {"search", (PyCFunction)(void (*)(void))Index_search, METH_VARARGS | METH_KEYWORDS,
      "search(tokens, k, prune=True) -> the k best (doc_id, score), best first, ties by doc_id."},
     {"memory", (PyCFunction)Index_memory, METH_NOARGS,
-     "Bytes by part: terms, term_table, term_bytes, postings (of terms with two or more: packed chunks, their "
+     "Bytes by part: terms, term_table (with the sorted terms' heads), term_bytes, postings (of terms with two or more: packed chunks, their "
      "entries and the postings after them; one posting is inline in its term), postings_headers (those terms' block "
      "headers), slots (alive flags, record offsets), records (ids and lengths), "
      "id_table, big_tf, removed (the slots removed since the last compaction); *_capacity what is allocated."},
