@@ -76,6 +76,7 @@ typedef struct {
    posting has it inline: its df is 1 while that document is live, else 0 (and the term's next posting takes its
    place), its maxtf the posting's tf and its minlen the posting's length. */
 typedef struct {
+    uint32_t n;       /* postings, dead ones included */
     uint32_t cap;     /* tail postings the block has room for */
     uint32_t df;      /* live documents holding the term, as of the first `seen` removals logged (see term_df) */
     uint32_t seen;
@@ -88,14 +89,35 @@ typedef struct {
     uint32_t packed_len, packed_cap;
 } Block;
 
-typedef struct {
+/* 12 bytes: there are about as many terms as documents (most are a ticket number's or a name's). The block pointer
+   is read unaligned, which x86-64 and ARM64 do at no cost. */
+typedef struct __attribute__((packed, aligned(4))) {
     union {
-        Block *heap;  /* n >= 2: the header, then the postings */
-        Posting inl;  /* n == 1: the only posting */
+        Block *heap;  /* two postings or more (kind TERM_BLOCK): the header, then the postings */
+        Posting inl;  /* one (TERM_ONE): the only posting */
     } u;
-    uint32_t n;       /* postings, dead ones included */
-    uint32_t str_off; /* terms lie in the arena in index order: a term ends where the next begins */
+    uint32_t at;      /* where the term's bytes begin in the arena (the low TERM_OFF bits; terms lie there in index
+                         order: a term ends where the next begins), and its kind (the top two) */
 } Term;
+
+#define TERM_OFF 0x3FFFFFFFu
+#define TERM_ONE 1u
+#define TERM_BLOCK 2u
+
+static inline int is_block(const Term *t) { return t->at >> 30 == TERM_BLOCK; }
+
+/* The term's postings, dead ones included. */
+static inline uint32_t term_n(const Term *t) { return is_block(t) ? t->u.heap->n : t->at >> 30; }
+
+/* n postings: 0 or 1 in the term, 2 or more in the block u.heap points to. */
+static inline void set_term_n(Term *t, uint32_t n) {
+    if (n >= 2) t->u.heap->n = n;
+    t->at = (t->at & TERM_OFF) | (n >= 2 ? TERM_BLOCK : n) << 30;
+}
+
+static inline uint32_t str_off(const Term *t) { return t->at & TERM_OFF; }
+
+static inline void set_str_off(Term *t, uint32_t off) { t->at = (t->at & ~TERM_OFF) | off; }
 
 typedef struct {
     PyObject_HEAD
@@ -165,14 +187,16 @@ static int grow(void **buf, size_t *cap, size_t need, size_t item) {
 static inline Posting *block_postings(Block *b) { return (Posting *)(b + 1); }
 
 /* The postings a term holds unpacked (a block's tail, or the inline one), and how many. */
-static inline Posting *postings(Term *t) { return t->n >= 2 ? block_postings(t->u.heap) : &t->u.inl; }
+static inline Posting *postings(Term *t) { return is_block(t) ? block_postings(t->u.heap) : &t->u.inl; }
 
-static inline uint32_t tail_n(const Term *t) { return t->n >= 2 ? t->n - t->u.heap->nchunks * CHUNK : t->n; }
+static inline uint32_t tail_n(const Term *t) {
+    return is_block(t) ? t->u.heap->n - t->u.heap->nchunks * CHUNK : t->at >> 30;
+}
 
 
 /* The term's length in bytes: up to where the next term's bytes begin. */
 static inline uint32_t term_len(const Index *ix, uint32_t i) {
-    return (i + 1 < ix->nterms ? ix->terms[i + 1].str_off : (uint32_t)ix->termbuf_len) - ix->terms[i].str_off;
+    return (i + 1 < ix->nterms ? str_off(&ix->terms[i + 1]) : (uint32_t)ix->termbuf_len) - str_off(&ix->terms[i]);
 }
 
 /* The largest a varint of a uint32 takes. */
@@ -444,10 +468,10 @@ static void chunk_decode(const Index *ix, const Block *b, uint32_t k, Posting *o
     chunk_fill_all(ix, out, &f);
 }
 
-/* Every posting of the term in slot order into out (t->n of them), as chunk_decode gives them. */
+/* Every posting of the term in slot order into out (term_n of them), as chunk_decode gives them. */
 static void all_postings(const Index *ix, Term *t, Posting *out) {
     uint32_t k = 0;
-    if (t->n >= 2)
+    if (is_block(t))
         for (; k < t->u.heap->nchunks; k++) chunk_decode(ix, t->u.heap, k, out + (size_t)k * CHUNK);
     memcpy(out + (size_t)k * CHUNK, postings(t), (size_t)tail_n(t) * sizeof(Posting));
 }
@@ -484,7 +508,7 @@ static int block_holds(const Term *t, uint32_t slot) {
    for each slot removed since in its postings, or by counting its live postings when that is less work. A term with
    one posting holds a live document or none. */
 static uint32_t term_df(const Index *ix, Term *t) {
-    if (t->n < 2) return t->n && live_slot(ix, t->u.inl.slot);
+    if (!is_block(t)) return term_n(t) && live_slot(ix, t->u.inl.slot);
     Block *b = t->u.heap;
     const uint32_t pending = ix->dead - b->seen;
     if (!pending) return b->df;
@@ -509,13 +533,13 @@ static uint32_t term_df(const Index *ix, Term *t) {
 
 /* The MaxScore bound's inputs: a term with one posting takes them from it. */
 static inline float term_maxtf(const Index *ix, const Term *t, uint32_t tid) {
-    if (t->n >= 2) return t->u.heap->maxtf;
-    return t->n ? tf_of(ix, tid, &t->u.inl) : 0.0f;
+    if (is_block(t)) return t->u.heap->maxtf;
+    return term_n(t) ? tf_of(ix, tid, &t->u.inl) : 0.0f;
 }
 
 static inline float term_minlen(const Index *ix, const Term *t) {
-    if (t->n >= 2) return t->u.heap->minlen;
-    return t->n ? len_of(ix, &t->u.inl) : INFINITY;
+    if (is_block(t)) return t->u.heap->minlen;
+    return term_n(t) ? len_of(ix, &t->u.inl) : INFINITY;
 }
 
 static inline int idcmp(const Index *ix, uint32_t a, uint32_t b) {
@@ -534,7 +558,7 @@ static void free_block(Block *b) {
 
 static void free_all(Index *ix) {
     for (uint32_t i = 0; i < ix->nterms; i++)
-        if (ix->terms[i].n >= 2) free_block(ix->terms[i].u.heap);
+        if (is_block(&ix->terms[i])) free_block(ix->terms[i].u.heap);
     free(ix->terms);
     free(ix->term_table);
     free(ix->term_heads);
@@ -599,7 +623,7 @@ static int term_table_resize(Index *ix, uint32_t size) {
     }
     uint32_t mask = size ? size - 1 : 0;
     for (uint32_t i = ix->terms_sorted; size && i < ix->nterms; i++) {
-        uint32_t h = hash_bytes(ix->termbuf + ix->terms[i].str_off, term_len(ix, i)), at = h & mask;
+        uint32_t h = hash_bytes(ix->termbuf + str_off(&ix->terms[i]), term_len(ix, i)), at = h & mask;
         while (table[at] != EMPTY) at = (at + 1) & mask;
         table[at] = entry(i - ix->terms_sorted, h, mask);
     }
@@ -621,7 +645,7 @@ static int set_terms_sorted(Index *ix, uint32_t sorted) {
     uint32_t ng = (sorted + GROUP - 1) / GROUP;
     uint64_t *heads = malloc((size_t)(ng ? ng : 1) * sizeof(uint64_t));
     if (!heads) return -1;
-    for (uint32_t g = 0; g < ng; g++) heads[g] = prefix8(ix->termbuf + ix->terms[g * GROUP].str_off, term_len(ix, g * GROUP));
+    for (uint32_t g = 0; g < ng; g++) heads[g] = prefix8(ix->termbuf + str_off(&ix->terms[g * GROUP]), term_len(ix, g * GROUP));
     free(ix->term_heads);
     ix->term_heads = heads;
     ix->terms_sorted = sorted;
@@ -629,7 +653,7 @@ static int set_terms_sorted(Index *ix, uint32_t sorted) {
 }
 
 static inline int term_cmp(const Index *ix, uint32_t t, const char *s, uint32_t n) {
-    return bytes_cmp(ix->termbuf + ix->terms[t].str_off, term_len(ix, t), s, n);
+    return bytes_cmp(ix->termbuf + str_off(&ix->terms[t]), term_len(ix, t), s, n);
 }
 
 /* The term's index, or -1 when absent. */
@@ -641,7 +665,7 @@ static int64_t term_find(const Index *ix, const char *s, Py_ssize_t n, uint32_t 
             if (e == EMPTY) break;
             if (tag_matches(e, h, mask)) {
                 uint32_t t = (e & mask) - 1 + ix->terms_sorted;
-                if (term_len(ix, t) == (uint32_t)n && memcmp(ix->termbuf + ix->terms[t].str_off, s, n) == 0) return t;
+                if (term_len(ix, t) == (uint32_t)n && memcmp(ix->termbuf + str_off(&ix->terms[t]), s, n) == 0) return t;
             }
         }
     }
@@ -668,7 +692,7 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
     uint32_t h = hash_bytes(s, n);
     int64_t found = term_find(ix, s, n, h);
     if (found >= 0) return found;
-    if (ix->nterms >= 0xFFFFFFF0u || ix->termbuf_len + (size_t)n > 0xFFFFFFF0u) {
+    if (ix->nterms >= 0xFFFFFFF0u || ix->termbuf_len + (size_t)n > TERM_OFF) {
         PyErr_SetString(PyExc_OverflowError, "bm25 kernel: too many distinct terms");
         return -1;
     }
@@ -683,7 +707,7 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
     memcpy(ix->termbuf + ix->termbuf_len, s, n);
     Term *t = &ix->terms[ix->nterms];
     memset(t, 0, sizeof(Term));
-    t->str_off = (uint32_t)ix->termbuf_len;
+    t->at = (uint32_t)ix->termbuf_len;
     ix->termbuf_len += n;
     uint32_t i = h & ix->term_mask;
     while (ix->term_table[i] != EMPTY) i = (i + 1) & ix->term_mask;
@@ -772,9 +796,9 @@ static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n, int64_t *po
 /* ------------------------------------------------------------------ maintenance */
 
 static void forget_postings(Term *t) {
-    if (t->n >= 2) free_block(t->u.heap);
+    if (is_block(t)) free_block(t->u.heap);
     t->u.heap = NULL;
-    t->n = 0;
+    set_term_n(t, 0);
 }
 
 /* The live document at the slot removed (pos: its id table position, as id_find gives it): its slot dead, and on
@@ -794,7 +818,7 @@ static void move_inline(Term *t) {
     Posting only = block_postings(t->u.heap)[0];
     free_block(t->u.heap);
     t->u.inl = only;
-    t->n = 1;
+    set_term_n(t, 1);
 }
 
 /* realloc to a smaller size; the block as it was when that fails (a smaller block is only ever a saving). */
@@ -826,8 +850,11 @@ static void fit_block(Term *t) {
         b->packed_cap = b->packed_len + 8;
     if (b->chunks_cap > b->nchunks && shrink_block((void **)&b->chunks, (size_t)b->nchunks * sizeof(Chunk)))
         b->chunks_cap = b->nchunks;
-    if (tn < b->cap && shrink_block((void **)&t->u.heap, sizeof(Block) + (size_t)tn * sizeof(Posting)))
+    void *heap = b;
+    if (tn < b->cap && shrink_block(&heap, sizeof(Block) + (size_t)tn * sizeof(Posting))) {
+        t->u.heap = heap;
         t->u.heap->cap = tn;
+    }
 }
 
 /* Every postings block cut to its postings. After a first build most of a block's spare room lies in heap memory
@@ -835,7 +862,7 @@ static void fit_block(Term *t) {
    terms the next adds extend grow again by half. */
 static void fit_all_postings(Index *ix) {
     for (uint32_t i = 0; i < ix->nterms; i++)
-        if (ix->terms[i].n >= 2) fit_block(&ix->terms[i]);
+        if (is_block(&ix->terms[i])) fit_block(&ix->terms[i]);
 }
 
 /* A block of the k >= 2 postings in p (live, in slot order), all but the last k % CHUNK packed; NULL with a
@@ -859,7 +886,8 @@ static Block *block_of(const Posting *p, uint32_t k, uint32_t df, float maxtf, f
         }
     }
     memcpy(block_postings(b), p + (size_t)packed * CHUNK, (size_t)tn * sizeof(Posting));
-    Term t = {.n = k};
+    b->n = k;
+    Term t = {.at = TERM_BLOCK << 30};
     t.u.heap = b;
     fit_block(&t);
     return t.u.heap;
@@ -870,7 +898,7 @@ static Block *block_of(const Posting *p, uint32_t k, uint32_t df, float maxtf, f
 static int compact(Index *ix) {
     uint32_t most = 1;
     for (uint32_t i = 0; i < ix->nterms; i++)
-        if (ix->terms[i].n > most) most = ix->terms[i].n;
+        if (term_n(&ix->terms[i]) > most) most = term_n(&ix->terms[i]);
     uint32_t *new_slot = malloc((size_t)(ix->nslots ? ix->nslots : 1) * sizeof(uint32_t));
     uint32_t *new_tid = malloc((size_t)(ix->nterms ? ix->nterms : 1) * sizeof(uint32_t));
     char *termbuf = malloc(ix->termbuf_len ? ix->termbuf_len : 1);
@@ -892,12 +920,12 @@ static int compact(Index *ix) {
        the slots renumbered, bounds recomputed exactly; new_tid holds how many each keeps until the terms move */
     for (uint32_t i = 0; i < ix->nterms; i++) {
         Term *t = &ix->terms[i];
-        new_tid[i] = t->n == 1 && ix->alive[t->u.inl.slot];
-        if (t->n < 2) continue;
+        new_tid[i] = term_n(t) == 1 && ix->alive[t->u.inl.slot];
+        if (!is_block(t)) continue;
         all_postings(ix, t, all);
         uint32_t k = 0;
         float maxtf = 0.0f, minlen = INFINITY;
-        for (uint32_t j = 0; j < t->n; j++) {
+        for (uint32_t j = 0, n = term_n(t); j < n; j++) {
             uint32_t s = all[j].slot;
             if (!ix->alive[s]) continue;
             float len = len_of(ix, &all[j]), tf = tf_of(ix, i, &all[j]);
@@ -930,24 +958,23 @@ static int compact(Index *ix) {
     for (uint32_t i = 0; i < ix->nterms; i++) {
         Term *t = &ix->terms[i];
         if (new_tid[i] == 0) { /* no live document holds it */
-            if (t->n >= 2) free_block(t->u.heap);
+            if (is_block(t)) free_block(t->u.heap);
             new_tid[i] = TOMB;
             continue;
         }
         uint32_t slen = term_len(ix, i); /* before this term moves: it reads the next term's start */
-        if (t->n >= 2) {
+        if (is_block(t)) {
             free_block(t->u.heap);
-            t->u.heap = fresh[i];
-            t->n = new_tid[i];
-            if (t->n == 1) move_inline(t);
+            t->u.heap = fresh[i]; /* its n is the postings kept, new_tid[i] */
+            if (new_tid[i] == 1) move_inline(t);
         } else {
             t->u.inl.slot = new_slot[t->u.inl.slot];
         }
-        memcpy(termbuf + tb, ix->termbuf + t->str_off, slen);
+        memcpy(termbuf + tb, ix->termbuf + str_off(t), slen);
         if (tsorted == nt && (!nt || bytes_cmp(termbuf + prev_off, (uint32_t)(tb - prev_off), termbuf + tb, slen) < 0))
             tsorted = nt + 1;
         prev_off = tb;
-        t->str_off = (uint32_t)tb;
+        set_str_off(t, (uint32_t)tb);
         tb += slen;
         new_tid[i] = nt;
         ix->terms[nt++] = *t;
@@ -1106,13 +1133,14 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
             }
             continue;
         }
-        if (t->n == 1 && !live_slot(ix, t->u.inl.slot)) t->n = 0; /* a removed document's: this one takes its place */
-        if (t->n == 0) {
+        uint32_t n = term_n(t);
+        if (n == 1 && !live_slot(ix, t->u.inl.slot)) n = 0; /* a removed document's: this one takes its place */
+        if (n == 0) {
             t->u.inl.slot = slot;
             t->u.inl.tf = 1;
             t->u.inl.len = len16;
         } else {
-            if (t->n == 1) { /* a second posting: the term's postings move to a block, its bound inputs with them */
+            if (n == 1) { /* a second posting: the term's postings move to a block, its bound inputs with them */
                 Block *b = malloc(sizeof(Block) + 4 * sizeof(Posting));
                 if (!b) {
                     PyErr_NoMemory();
@@ -1146,14 +1174,14 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
             q->len = len16;
             t->u.heap->df++;
         }
-        t->n++;
+        set_term_n(t, n + 1);
         tids[distinct++] = (uint32_t)tid;
     }
     float len = (float)ntok;
     for (uint32_t j = 0; j < distinct; j++) {
         uint32_t tid = tids[j];
         Term *t = &ix->terms[tid];
-        if (t->n < 2) continue; /* its one posting gives the bound inputs */
+        if (!is_block(t)) continue; /* its one posting gives the bound inputs */
         Block *b = t->u.heap;
         float tf = tf_of(ix, tid, &block_postings(b)[tail_n(t) - 1]);
         if (tf > b->maxtf) b->maxtf = tf;
@@ -1183,12 +1211,13 @@ fail_partial:
     /* postings already appended for this slot are taken back */
     for (uint32_t j = 0; j < distinct; j++) {
         Term *t = &ix->terms[tids[j]];
-        if (t->n == 1) {
+        uint32_t n = term_n(t);
+        if (n == 1) {
             forget_postings(t);
-        } else if (t->n == 2) { /* back inline: the posting before this slot's was the term's only one, a live one */
+        } else if (n == 2) { /* back inline: the posting before this slot's was the term's only one, a live one */
             move_inline(t);
         } else {
-            t->n--;
+            set_term_n(t, n - 1);
             if (--t->u.heap->df == 0) forget_postings(t);
         }
     }
@@ -1802,14 +1831,14 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         if (seen) continue;
         cur[m].ix = ix;
         cur[m].buf = bufs + (size_t)m * CHUNK;
-        cur[m].blk = t->n >= 2 ? t->u.heap : NULL;
-        cur[m].nseg = t->n >= 2 ? t->u.heap->nchunks : 0;
+        cur[m].blk = is_block(t) ? t->u.heap : NULL;
+        cur[m].nseg = is_block(t) ? t->u.heap->nchunks : 0;
         cur[m].tailn = tail_n(t);
         cur[m].p = postings(t);
         cursor_load(&cur[m], 0);
         cur[m].df = term_df(ix, t);
         cur[m].tid = (uint32_t)tid;
-        cur[m].s = ix->termbuf + t->str_off;
+        cur[m].s = ix->termbuf + str_off(t);
         cur[m].slen = term_len(ix, (uint32_t)tid);
         cur[m].maxtf = term_maxtf(ix, t, (uint32_t)tid);
         cur[m].minlen = term_minlen(ix, t);
@@ -2005,13 +2034,13 @@ static void sort_terms(Index *ix) {
         free(heads);
         goto done;
     }
-    for (uint32_t i = 0; i < n; i++) idref_set(&order[i], ix->termbuf + ix->terms[i].str_off, term_len(ix, i), i);
+    for (uint32_t i = 0; i < n; i++) idref_set(&order[i], ix->termbuf + str_off(&ix->terms[i]), term_len(ix, i), i);
     qsort(order, n, sizeof(IdRef), idref_order);
     size_t tb = 0;
     for (uint32_t k = 0; k < n; k++) {
         uint32_t i = (uint32_t)order[k].i;
         terms[k] = ix->terms[i];
-        terms[k].str_off = (uint32_t)tb;
+        set_str_off(&terms[k], (uint32_t)tb);
         memcpy(termbuf + tb, order[k].s, (size_t)order[k].n);
         tb += (size_t)order[k].n;
         new_tid[i] = k;
@@ -2024,7 +2053,7 @@ static void sort_terms(Index *ix) {
     ix->termbuf = termbuf;
     ix->termbuf_cap = ix->termbuf_len ? ix->termbuf_len : 1;
     for (uint32_t g = 0; g * GROUP < n; g++)
-        heads[g] = prefix8(termbuf + terms[g * GROUP].str_off, term_len(ix, g * GROUP));
+        heads[g] = prefix8(termbuf + str_off(&terms[g * GROUP]), term_len(ix, g * GROUP));
     free(ix->term_heads);
     ix->term_heads = heads;
     ix->terms_sorted = n;
@@ -2170,7 +2199,7 @@ static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
     size_t packed = 0, packed_cap = 0, tails = 0, tails_cap = 0, headers = 0;
     for (uint32_t i = 0; i < self->nterms; i++) {
         const Term *t = &self->terms[i];
-        if (t->n < 2) continue;
+        if (!is_block(t)) continue;
         const Block *b = t->u.heap;
         packed += (b->packed_cap ? b->packed_len + 8 : 0) + (size_t)b->nchunks * sizeof(Chunk);
         packed_cap += b->packed_cap + (size_t)b->chunks_cap * sizeof(Chunk);
