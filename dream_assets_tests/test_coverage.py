@@ -839,3 +839,11 @@ def test_content_sentences_end_at_stops_and_line_breaks_but_not_at_abbreviations
     text: str, sentences: list[str]
 ) -> None:
     assert content_sentences(text) == sentences
+
+
+def test_a_date_wrapped_across_a_line_is_kept_but_not_one_that_reads_another_number() -> None:
+    source = [CoverageSource("The Atlas review is on February 1, 2026.", "general")]
+    assert check_merge_coverage(source, "The Atlas review is on February\n1, 2026.", BASELINE_VOCABULARY).ok
+    assert check_merge_coverage(source, "The Atlas review is on February  1,\n 2026.", BASELINE_VOCABULARY).ok
+    lost = check_merge_coverage(source, "The Atlas review is on February\n11, 2026.", BASELINE_VOCABULARY)
+    assert not lost.ok and "February 1, 2026" in lost.missing

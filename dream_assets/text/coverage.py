@@ -709,8 +709,9 @@ class _MergedText:
         if specific.kind == "range":
             return _range_key(specific.text) in self.ranges
         if specific.kind == "date":
-            # The exact spelling, as a whole phrase (not "August 19" inside "August 190").
-            return re.search(rf"(?<![^\W_]){re.escape(specific.text)}(?![^\W_])", self.text) is not None
+            # The exact spelling, as a whole phrase (not "August 19" inside "August 190"), wrapped across lines or not.
+            spelling = r"\s+".join(re.escape(part) for part in specific.text.split())
+            return re.search(rf"(?<![^\W_]){spelling}(?![^\W_])", self.text) is not None
         key = _word_key(specific.text)
         lowered = key.lower()
         if lowered in vocab.always_specific_words:
