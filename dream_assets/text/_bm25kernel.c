@@ -2,15 +2,16 @@
  *
  * Layout: terms and document ids live in byte arenas (no Python object per term or id), found by binary search where
  * they lie in order (a first build sorts its terms and lays its documents out in id order) and through
- * open-addressing hash tables past that. A term's postings are (slot, tf, document length) in slot order, so scoring reads nothing else. A term with one
- * posting (most terms: ticket numbers, names) keeps it inline in a 16-byte term, its document frequency and bound
- * inputs implied by it; a term with more keeps them in a heap block whose header holds what only it needs (document
- * frequency, bound inputs), its postings packed CHUNK (64) at a time (slot gaps, tfs and lengths, each at the fewest
- * bits the chunk needs: a common word in every document takes a few bits a posting) but for the last ones, kept as
- * they are until CHUNK have come. A search unpacks a chunk's slots as it reaches it and skips chunks by their last
- * slots. Each slot has one record in a byte arena: its id, less the bytes it shares with the record before (every
- * 16th whole), and its length, as varints. Removing a document clears its slot's alive flag and logs the slot; it
- * visits none of its terms, whose document frequencies catch up with the log when next asked for (term_df). Dead postings are dropped in one compaction once they outnumber the live documents,
+ * open-addressing hash tables past that. A term's postings are (slot, tf, document length) in slot order, so scoring
+ * reads nothing else. A term with one posting (most terms: ticket numbers, names) keeps it inline in a 12-byte term,
+ * its document frequency and bound inputs implied by it; a term with more keeps them in a heap block whose header
+ * holds what only it needs (posting count, document frequency, bound inputs), its postings packed CHUNK (64) at a time
+ * (slot gaps, tfs and lengths, each at the fewest bits the chunk needs: a common word in every document takes a few
+ * bits a posting) but for the last ones, kept as they are until CHUNK have come. A search unpacks a chunk's slots as
+ * it reaches it and skips chunks by their last slots. Each slot has one record in a byte arena: its id, less the bytes
+ * it shares with the record before (every 16th whole), and its length, as varints. Removing a document clears its
+ * slot's alive flag and logs the slot; it visits none of its terms, whose document frequencies catch up with the log
+ * when next asked for (term_df). Dead postings are dropped in one compaction once they outnumber the live documents,
  * which also hands back the capacity left unused.
  *
  * Search is MaxScore over the query terms' postings: terms whose summed upper bounds cannot reach the k-th best score
@@ -94,15 +95,14 @@ typedef struct {
 typedef struct __attribute__((packed, aligned(4))) {
     union {
         Block *heap;  /* two postings or more (kind TERM_BLOCK): the header, then the postings */
-        Posting inl;  /* one (TERM_ONE): the only posting */
+        Posting inl;  /* one (kind 1): the only posting */
     } u;
     uint32_t at;      /* where the term's bytes begin in the arena (the low TERM_OFF bits; terms lie there in index
                          order: a term ends where the next begins), and its kind (the top two) */
 } Term;
 
 #define TERM_OFF 0x3FFFFFFFu
-#define TERM_ONE 1u
-#define TERM_BLOCK 2u
+#define TERM_BLOCK 2u /* the kinds 0 and 1 are the postings the term holds itself */
 
 static inline int is_block(const Term *t) { return t->at >> 30 == TERM_BLOCK; }
 
@@ -640,16 +640,17 @@ static inline uint64_t prefix8(const char *s, uint32_t n) {
     return v;
 }
 
-/* term_heads for terms [0, sorted): -1 when there is no memory for them, terms_sorted as it was. */
-static int set_terms_sorted(Index *ix, uint32_t sorted) {
-    uint32_t ng = (sorted + GROUP - 1) / GROUP;
-    uint64_t *heads = malloc((size_t)(ng ? ng : 1) * sizeof(uint64_t));
-    if (!heads) return -1;
-    for (uint32_t g = 0; g < ng; g++) heads[g] = prefix8(ix->termbuf + str_off(&ix->terms[g * GROUP]), term_len(ix, g * GROUP));
+static inline uint64_t *alloc_heads(uint32_t sorted) {
+    return malloc((size_t)((sorted + GROUP - 1) / GROUP + 1) * sizeof(uint64_t));
+}
+
+/* Terms [0, sorted) in byte order from now on, their groups' first 8 bytes in heads (from alloc_heads). */
+static void install_heads(Index *ix, uint64_t *heads, uint32_t sorted) {
+    for (uint32_t g = 0; g * GROUP < sorted; g++)
+        heads[g] = prefix8(ix->termbuf + str_off(&ix->terms[g * GROUP]), term_len(ix, g * GROUP));
     free(ix->term_heads);
     ix->term_heads = heads;
     ix->terms_sorted = sorted;
-    return 0;
 }
 
 static inline int term_cmp(const Index *ix, uint32_t t, const char *s, uint32_t n) {
@@ -905,12 +906,12 @@ static int compact(Index *ix) {
     /* the live records only, grown should one take more than it did (a group's first shares nothing) */
     size_t docbuf_cap = ix->docbuf_len + 64, docbuf_len = 0;
     uint8_t *docbuf = malloc(docbuf_cap);
-    char *prev = malloc(ix->scratch_cap ? ix->scratch_cap : 1); /* the last live id copied */
+    char *prev = ix->scratch + ix->scratch_cap; /* the last live id copied: the second scratch buffer */
     size_t grp_cap = (size_t)ix->live / GROUP + 1;
     uint32_t *grp_off = malloc(grp_cap * sizeof(uint32_t));
     Block **fresh = calloc(ix->nterms ? ix->nterms : 1, sizeof(Block *));
     Posting *all = malloc((size_t)most * sizeof(Posting));
-    if (!new_slot || !new_tid || !termbuf || !docbuf || !prev || !grp_off || !fresh || !all) {
+    if (!new_slot || !new_tid || !termbuf || !docbuf || !grp_off || !fresh || !all) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -993,7 +994,6 @@ static int compact(Index *ix) {
         if (ix->alive[s]) ix->alive[new_slot[s]] = 1;
     free(new_slot);
     free(new_tid);
-    free(prev);
     free(fresh);
     free(all);
     free(ix->termbuf);
@@ -1015,7 +1015,9 @@ static int compact(Index *ix) {
     ix->removed_cap = 0;
     ix->sorted_upto = sorted;
     shrink_to_fit(ix);
-    if (set_terms_sorted(ix, tsorted) < 0) ix->terms_sorted = 0; /* no memory for the heads: every term hashed */
+    uint64_t *heads = alloc_heads(tsorted);
+    if (heads) install_heads(ix, heads, tsorted);
+    else ix->terms_sorted = 0; /* no memory for the heads: every term hashed */
     if (term_table_resize(ix, nt > ix->terms_sorted ? table_size(nt - ix->terms_sorted) : 0) < 0) return -1;
     return id_table_resize(ix, live > ix->sorted_upto ? table_size(live - ix->sorted_upto) : 0);
 fail:
@@ -1025,7 +1027,6 @@ fail:
     free(new_tid);
     free(termbuf);
     free(docbuf);
-    free(prev);
     free(grp_off);
     free(fresh);
     free(all);
@@ -2027,7 +2028,7 @@ static void sort_terms(Index *ix) {
     uint32_t *new_tid = malloc((size_t)n * sizeof(uint32_t));
     Term *terms = malloc((size_t)n * sizeof(Term));
     char *termbuf = malloc(ix->termbuf_len ? ix->termbuf_len : 1);
-    uint64_t *heads = malloc((size_t)((n + GROUP - 1) / GROUP) * sizeof(uint64_t));
+    uint64_t *heads = alloc_heads(n);
     if (!order || !new_tid || !terms || !termbuf || !heads) {
         free(terms);
         free(termbuf);
@@ -2052,11 +2053,7 @@ static void sort_terms(Index *ix) {
     ix->terms_cap = n;
     ix->termbuf = termbuf;
     ix->termbuf_cap = ix->termbuf_len ? ix->termbuf_len : 1;
-    for (uint32_t g = 0; g * GROUP < n; g++)
-        heads[g] = prefix8(termbuf + str_off(&terms[g * GROUP]), term_len(ix, g * GROUP));
-    free(ix->term_heads);
-    ix->term_heads = heads;
-    ix->terms_sorted = n;
+    install_heads(ix, heads, n);
     free(ix->term_table);
     ix->term_table = NULL;
     ix->term_mask = 0;
@@ -2233,9 +2230,9 @@ static PyMethodDef Index_methods[] = {
     {"search", (PyCFunction)(void (*)(void))Index_search, METH_VARARGS | METH_KEYWORDS,
      "search(tokens, k, prune=True) -> the k best (doc_id, score), best first, ties by doc_id."},
     {"memory", (PyCFunction)Index_memory, METH_NOARGS,
-     "Bytes by part: terms, term_table (with the sorted terms' heads), term_bytes, postings (of terms with two or more: packed chunks, their "
-     "entries and the postings after them; one posting is inline in its term), postings_headers (those terms' block "
-     "headers), slots (alive flags, record offsets), records (ids and lengths), "
+     "Bytes by part: terms, term_table (with the sorted terms' heads), term_bytes, postings (of terms with two or "
+     "more: packed chunks, their entries and the postings after them; one posting is inline in its term), "
+     "postings_headers (those terms' block headers), slots (alive flags, record offsets), records (ids and lengths), "
      "id_table, big_tf, removed (the slots removed since the last compaction); *_capacity what is allocated."},
     {"stats", (PyCFunction)Index_stats, METH_NOARGS, "(live documents, dead slots, total length, documents the last search scored in full)."},
     {NULL, NULL, 0, NULL},
