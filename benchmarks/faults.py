@@ -74,6 +74,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dream_assets.demo import build_demo_profile  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
+from dream_assets.store.connection import connect_quietly  # noqa: E402
 from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage  # noqa: E402
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -159,9 +160,7 @@ def _rows(conn: Any, cycle_id: str | None) -> tuple[dict, dict, list]:
 def _read(profile: AgentProfile, cycle_id: str | None = None) -> tuple[dict, dict, list]:
     """Memories, skills and (for ``cycle_id``) change rows as plain data, straight from the file with plain SQL
     (the store under test is not asked to report on itself)."""
-    import duckdb
-
-    conn = duckdb.connect(str(profile.store_path), read_only=True)
+    conn = connect_quietly(str(profile.store_path), read_only=True)
     try:
         return _rows(conn, cycle_id)
     finally:
@@ -538,9 +537,7 @@ def kill_shard(spec: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- 10: review path
 def _pending_rows(profile: AgentProfile) -> list[dict[str, Any]]:
     """The pending-change table, straight from the file, in the order the pass made the changes."""
-    import duckdb
-
-    conn = duckdb.connect(str(profile.store_path), read_only=True)
+    conn = connect_quietly(str(profile.store_path), read_only=True)
     try:
         rows = conn.execute(
             "SELECT change_id, status, label, targets_json FROM pending_changes ORDER BY created_at, cycle_id, position"

@@ -326,3 +326,38 @@ def test_a_lock_timeout_inside_a_pass_is_a_failure_not_another_run_in_progress(p
     spec = replace(by_name("archive_purge"), body=stuck)
     report = spec.run(PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
     assert report.status == "failed" and str(profile.ledger_lock_path) in report.reason
+
+
+def test_no_connection_the_library_opens_prints_duckdb_s_progress_bar(profile):
+    """DuckDB prints a progress bar to stdout once a query runs for two seconds, which on a loaded machine would put
+    it into the MCP stdio server's JSON-RPC stream and a benchmark's JSON lines. Every connection is opened with it
+    off: the store's, the log archive's in-memory one, and the read-only one (a rebuild's check of a file). Checked
+    in a fresh process: under pytest DuckDB leaves the bar off on its own."""
+    code = """
+        import json, sys
+        import duckdb
+        from dream_assets.profile import AgentProfile
+        from dream_assets.store import line_batch, open_store
+        from dream_assets.store.connection import close_all, connect_quietly
+
+        def bar(conn):
+            return conn.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0]
+
+        profile = AgentProfile(sys.argv[1])
+        seen = {"default": bar(duckdb.connect())}
+        with open_store(profile).connection.session() as conn:
+            seen["store"], seen["store cursor"] = bar(conn), bar(conn.cursor())
+        close_all()
+        with line_batch.connect() as conn:
+            seen["log archive"] = bar(conn)
+        with connect_quietly(str(profile.store_path), read_only=True) as conn:
+            seen["read-only"] = bar(conn)
+        print(json.dumps(seen))
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), str(profile.root)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen.pop("default"), "DuckDB's default changed: this test no longer shows the fix"
+    assert seen == {"store": False, "store cursor": False, "log archive": False, "read-only": False}

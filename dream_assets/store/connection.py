@@ -101,6 +101,22 @@ def classify(exc: BaseException) -> str:
     return "other"
 
 
+def connect_quietly(
+    database: str = ":memory:", *, read_only: bool = False, config: dict[str, object] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect`` with DuckDB's progress bar off. The bar is on by default and prints to stdout once a query
+    runs for two seconds (a loaded machine, a large archive), which would corrupt the MCP stdio server's JSON-RPC
+    stream and the JSON lines of a benchmark or a shell command. It cannot be set in ``config`` (DuckDB rejects it
+    as a global option), so it is switched off on the connection right after it opens."""
+    conn = duckdb.connect(database, read_only=read_only, config=config or {})
+    try:
+        conn.execute("SET enable_progress_bar = false")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -371,7 +387,7 @@ class StoreConnection:
         delay = 0.01
         while True:
             try:
-                self._conn = duckdb.connect(str(self.db_path), config=_DUCKDB_CONFIG)
+                self._conn = connect_quietly(str(self.db_path), config=_DUCKDB_CONFIG)
                 break
             except duckdb.Error as exc:
                 kind = classify(exc)

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dream_assets.model import parse_ts
+from dream_assets.store.connection import connect_quietly
 
 EVENT_TS = pa.timestamp("us", tz="UTC")
 _GIL_SLICE = 1024  # lines hashed between chances for other threads to take the GIL
@@ -153,7 +154,7 @@ def connect() -> duckdb.DuckDBPyConnection:
     One thread: the archive's own threads keep the other cores busy hashing and writing, and DuckDB's memory stays
     smaller. Rows come back in the order they went in, which the results are matched by.
     """
-    return duckdb.connect(config={"threads": 1, "preserve_insertion_order": True})
+    return connect_quietly(config={"threads": 1, "preserve_insertion_order": True})
 
 
 @dataclass(frozen=True)

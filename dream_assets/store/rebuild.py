@@ -27,6 +27,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.connection import classify as classify_store_error
+from dream_assets.store.connection import connect_quietly
 from dream_assets.store.snapshots import list_snapshots
 
 #: The tables a snapshot must hold for a rebuild.
@@ -132,7 +133,7 @@ def _readable(path: Path) -> bool:
     if not path.exists():
         return False
     try:
-        with duckdb.connect(str(path), read_only=True) as conn:
+        with connect_quietly(str(path), read_only=True) as conn:
             conn.execute("SELECT count(*) FROM memories").fetchone()
         return True
     except duckdb.Error as exc:
