@@ -194,13 +194,37 @@ def test_a_first_build_then_adds_and_removals_agree_with_numpy() -> None:
             _agree(compiled, numpy_index, vocabulary + [f"ticket-{i}" for i in range(40)], queries)
 
 
+def _varint_size(v: int) -> int:
+    return max(1, (v.bit_length() + 6) // 7)
+
+
+def _front_coded_size(terms: list[str]) -> int:
+    """The bytes a first build's sorted terms take: in groups of 16, each term's bytes less those it shares with the
+    term before (none for a group's first), behind a byte holding both counts (or a marker and two varints when either
+    is 15 or more), and one 4-byte offset a group."""
+    keys = sorted(t.encode() for t in terms)
+    size = 4 * ((len(keys) + 15) // 16)
+    for k, key in enumerate(keys):
+        shared = 0
+        if k % 16:
+            prev = keys[k - 1]
+            while shared < min(len(prev), len(key)) and prev[shared] == key[shared]:
+                shared += 1
+        more = len(key) - shared
+        size += more + (1 if shared < 15 and more < 15 else 1 + _varint_size(shared) + _varint_size(more))
+    return size
+
+
 def test_memory_reports_small_singleton_terms_and_the_blocks_headers() -> None:
     compiled = Bm25Index(compiled=True)
     n = 5_000
     compiled.add_many([f"m-{i:06d}" for i in range(n)], [["common", f"c{i % 50}", f"ticket-{i}"] for i in range(n)])
     memory = compiled._index.memory()
     terms = n + 51
-    assert memory["terms"] == 12 * terms  # a term is 12 bytes, its one posting inline
+    assert memory["terms"] == 8 * terms  # a term is 8 bytes, its one posting inline
+    assert memory["term_bytes"] == _front_coded_size(
+        ["common"] + [f"c{i}" for i in range(50)] + [f"ticket-{i}" for i in range(n)]
+    )
     assert 0 < memory["postings_headers"] <= 56 * 51  # only the 51 terms with more than one posting have a block
     # "common" holds consecutive slots with tf 1 in documents of one length: its 78 full chunks of 64 take no bits,
     # only their 16-byte entries (and an 8-byte pad), and its last 8 postings are unpacked. Each c* term holds every

@@ -1,9 +1,10 @@
 /* The compiled BM25 index behind dream_assets.text.bm25 (CompiledBm25Index).
  *
  * Layout: terms and document ids live in byte arenas (no Python object per term or id), found by binary search where
- * they lie in order (a first build sorts its terms and lays its documents out in id order) and through
- * open-addressing hash tables past that. A term's postings are (slot, tf, document length) in slot order, so scoring
- * reads nothing else. A term with one posting (most terms: ticket numbers, names) keeps it inline in a 12-byte term,
+ * they lie in order (a first build sorts its terms and lays its documents out in id order; both are front-coded in
+ * groups of 16 there, each keeping only the bytes it does not share with the one before) and through open-addressing
+ * hash tables past that. A term's postings are (slot, tf, document length) in slot order, so scoring reads nothing
+ * else. A term with one posting (most terms: ticket numbers, names) keeps it inline in an 8-byte term,
  * its document frequency and bound inputs implied by it; a term with more keeps them in a heap block whose header
  * holds what only it needs (posting count, document frequency, bound inputs), its postings packed CHUNK (64) at a time
  * (slot gaps, tfs and lengths, each at the fewest bits the chunk needs: a common word in every document takes a few
@@ -90,34 +91,36 @@ typedef struct {
     uint32_t packed_len, packed_cap;
 } Block;
 
-/* 12 bytes: there are about as many terms as documents (most are a ticket number's or a name's). The block pointer
-   is read unaligned, which x86-64 and ARM64 do at no cost. */
-typedef struct __attribute__((packed, aligned(4))) {
-    union {
-        Block *heap;  /* two postings or more (kind TERM_BLOCK): the header, then the postings */
-        Posting inl;  /* one (kind 1): the only posting */
-    } u;
-    uint32_t at;      /* where the term's bytes begin in the arena (the low TERM_OFF bits; terms lie there in index
-                         order: a term ends where the next begins), and its kind (the top two) */
+/* 8 bytes: there are about as many terms as documents (most are a ticket number's or a name's). Its kind is in
+   its bits: none (all 0), its only posting (a posting's length is at least 1, so its top 16 bits are never all 0;
+   little-endian) or a pointer to its block (user-space pointers leave the top 16 bits 0). Its bytes are in the term
+   arena (see Index). */
+typedef union {
+    Block *heap;  /* two postings or more: the header, then the postings */
+    Posting inl;  /* one: the only posting */
+    uint64_t raw;
 } Term;
 
-#define TERM_OFF 0x3FFFFFFFu
-#define TERM_BLOCK 2u /* the kinds 0 and 1 are the postings the term holds itself */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "a Term tells its kind by the top bytes of a posting's length: little-endian only"
+#endif
 
-static inline int is_block(const Term *t) { return t->at >> 30 == TERM_BLOCK; }
+static inline int is_block(const Term *t) { return t->raw && !(t->raw >> 48); }
 
 /* The term's postings, dead ones included. */
-static inline uint32_t term_n(const Term *t) { return is_block(t) ? t->u.heap->n : t->at >> 30; }
+static inline uint32_t term_n(const Term *t) { return !t->raw ? 0 : is_block(t) ? t->heap->n : 1; }
 
-/* n postings: 0 or 1 in the term, 2 or more in the block u.heap points to. */
-static inline void set_term_n(Term *t, uint32_t n) {
-    if (n >= 2) t->u.heap->n = n;
-    t->at = (t->at & TERM_OFF) | (n >= 2 ? TERM_BLOCK : n) << 30;
+/* The term's postings move to block b (its n set by the caller). */
+static inline void set_heap(Term *t, Block *b) {
+    if ((uint64_t)(uintptr_t)b >> 48) abort(); /* no platform this builds on hands out such an address */
+    t->raw = (uint64_t)(uintptr_t)b;
 }
 
-static inline uint32_t str_off(const Term *t) { return t->at & TERM_OFF; }
-
-static inline void set_str_off(Term *t, uint32_t off) { t->at = (t->at & ~TERM_OFF) | off; }
+/* n postings, when 2 or more in the block the term points to (0: none; 1: the inline one says so itself). */
+static inline void set_term_n(Term *t, uint32_t n) {
+    if (n >= 2) t->heap->n = n;
+    else if (n == 0) t->raw = 0;
+}
 
 typedef struct {
     PyObject_HEAD
@@ -127,12 +130,19 @@ typedef struct {
     uint32_t nterms, terms_cap;
     /* terms [0, terms_sorted) are in byte order (a first build sorts them), found by binary search over every 16th's
        first 8 bytes (term_heads); the others through term_table: index - terms_sorted + 1 and hash tag (see entry),
-       or EMPTY */
+       or EMPTY. Their bytes are in termbuf: first the sorted terms' records, GROUP to a group, group g's first at
+       tgrp[g] (a record is the bytes shared with the term before, none for a group's first, and the bytes that
+       follow: see put_term), then the others' bytes as they are, term i's from toff[i - terms_sorted] up to the
+       next's. Sorted terms share most of their bytes with the one before (numbers, words of one stem). */
     uint32_t *term_table;
     uint32_t term_mask, terms_sorted;
     uint64_t *term_heads;
     char *termbuf;
     size_t termbuf_len, termbuf_cap;
+    uint32_t *tgrp;
+    uint32_t *toff;
+    size_t toff_cap;
+    uint32_t term_longest; /* the most bytes a term added had: room to decode any of them */
     /* documents, by slot: the slots' records lie in docbuf in slot order, GROUP slots to a group, the group's first
        record at grp_off[slot / GROUP]. A record is varint bytes shared with the previous record's id (0 for a
        group's first), varint bytes that follow, those bytes, varint length in tokens: ids in order share most of
@@ -187,17 +197,12 @@ static int grow(void **buf, size_t *cap, size_t need, size_t item) {
 static inline Posting *block_postings(Block *b) { return (Posting *)(b + 1); }
 
 /* The postings a term holds unpacked (a block's tail, or the inline one), and how many. */
-static inline Posting *postings(Term *t) { return is_block(t) ? block_postings(t->u.heap) : &t->u.inl; }
+static inline Posting *postings(Term *t) { return is_block(t) ? block_postings(t->heap) : &t->inl; }
 
 static inline uint32_t tail_n(const Term *t) {
-    return is_block(t) ? t->u.heap->n - t->u.heap->nchunks * CHUNK : t->at >> 30;
+    return is_block(t) ? t->heap->n - t->heap->nchunks * CHUNK : term_n(t);
 }
 
-
-/* The term's length in bytes: up to where the next term's bytes begin. */
-static inline uint32_t term_len(const Index *ix, uint32_t i) {
-    return (i + 1 < ix->nterms ? str_off(&ix->terms[i + 1]) : (uint32_t)ix->termbuf_len) - str_off(&ix->terms[i]);
-}
 
 /* The largest a varint of a uint32 takes. */
 #define VARINT_MAX 5
@@ -217,6 +222,65 @@ static inline uint32_t get_varint(const uint8_t **p) {
     for (int shift = 7; *q++ & 0x80; shift += 7) v |= (uint32_t)(*q & 0x7F) << shift;
     *p = q;
     return v;
+}
+
+/* ------------------------------------------------------------------ term bytes */
+
+/* A sorted term's record: one byte, the bytes it shares with the term before (high 4 bits) and the bytes that follow
+   (low 4), or 0xFF and the two as varints when either is 15 or more; then the bytes that follow. At most
+   1 + 2 * VARINT_MAX bytes more than the term. The record's bytes after `shared` ones of prev (n bytes in all). */
+#define TERM_RECORD_MAX(n) ((size_t)(n) + 1 + 2 * VARINT_MAX)
+
+static inline uint32_t shared_prefix(const char *a, uint32_t la, const char *b, uint32_t lb) {
+    uint32_t k = 0;
+    while (k < la && k < lb && a[k] == b[k]) k++;
+    return k;
+}
+
+static inline size_t term_record_size(uint32_t shared, uint32_t n) {
+    uint32_t more = n - shared;
+    return shared < 15 && more < 15 ? 1 + (size_t)more : TERM_RECORD_MAX(more);
+}
+
+static inline uint8_t *put_term(uint8_t *w, uint32_t shared, const char *s, uint32_t n) {
+    uint32_t more = n - shared;
+    if (shared < 15 && more < 15) {
+        *w++ = (uint8_t)(shared << 4 | more);
+    } else {
+        *w++ = 0xFF;
+        w = put_varint(w, shared);
+        w = put_varint(w, more);
+    }
+    memcpy(w, s + shared, more);
+    return w + more;
+}
+
+/* The record at r: the bytes shared with the term before and the bytes that follow, which begin where it returns. */
+static inline const uint8_t *term_head(const uint8_t *r, uint32_t *shared, uint32_t *more) {
+    uint8_t h = *r++;
+    if (h != 0xFF) {
+        *shared = h >> 4;
+        *more = h & 15u;
+        return r;
+    }
+    *shared = get_varint(&r);
+    *more = get_varint(&r);
+    return r;
+}
+
+/* Sorted terms read in order: the term so far in term (room for the longest), its n bytes. */
+typedef struct {
+    const uint8_t *r;
+    char *term;
+    uint32_t n;
+} TermWalk;
+
+static inline void term_next(TermWalk *w) {
+    uint32_t shared, more;
+    w->r = term_head(w->r, &shared, &more);
+    memcpy(w->term + shared, w->r, more);
+    w->r += more;
+    w->n = shared + more;
 }
 
 /* ------------------------------------------------------------------ packed chunks */
@@ -472,7 +536,7 @@ static void chunk_decode(const Index *ix, const Block *b, uint32_t k, Posting *o
 static void all_postings(const Index *ix, Term *t, Posting *out) {
     uint32_t k = 0;
     if (is_block(t))
-        for (; k < t->u.heap->nchunks; k++) chunk_decode(ix, t->u.heap, k, out + (size_t)k * CHUNK);
+        for (; k < t->heap->nchunks; k++) chunk_decode(ix, t->heap, k, out + (size_t)k * CHUNK);
     memcpy(out + (size_t)k * CHUNK, postings(t), (size_t)tail_n(t) * sizeof(Posting));
 }
 
@@ -480,7 +544,7 @@ static inline uint32_t advance(const Posting *p, uint32_t n, uint32_t pos, uint3
 
 /* Whether the term's block holds a posting of the slot: in its tail, or in the first chunk whose last slot reaches it. */
 static int block_holds(const Term *t, uint32_t slot) {
-    Block *b = t->u.heap;
+    Block *b = t->heap;
     const Posting *tail = block_postings(b);
     const uint32_t tn = tail_n(t);
     if (tn && slot >= tail[0].slot) {
@@ -508,8 +572,8 @@ static int block_holds(const Term *t, uint32_t slot) {
    for each slot removed since in its postings, or by counting its live postings when that is less work. A term with
    one posting holds a live document or none. */
 static uint32_t term_df(const Index *ix, Term *t) {
-    if (!is_block(t)) return term_n(t) && live_slot(ix, t->u.inl.slot);
-    Block *b = t->u.heap;
+    if (!is_block(t)) return term_n(t) && live_slot(ix, t->inl.slot);
+    Block *b = t->heap;
     const uint32_t pending = ix->dead - b->seen;
     if (!pending) return b->df;
     if (pending > b->nchunks) { /* about what looking each one up would cost */
@@ -533,13 +597,13 @@ static uint32_t term_df(const Index *ix, Term *t) {
 
 /* The MaxScore bound's inputs: a term with one posting takes them from it. */
 static inline float term_maxtf(const Index *ix, const Term *t, uint32_t tid) {
-    if (is_block(t)) return t->u.heap->maxtf;
-    return term_n(t) ? tf_of(ix, tid, &t->u.inl) : 0.0f;
+    if (is_block(t)) return t->heap->maxtf;
+    return term_n(t) ? tf_of(ix, tid, &t->inl) : 0.0f;
 }
 
 static inline float term_minlen(const Index *ix, const Term *t) {
-    if (is_block(t)) return t->u.heap->minlen;
-    return term_n(t) ? len_of(ix, &t->u.inl) : INFINITY;
+    if (is_block(t)) return t->heap->minlen;
+    return term_n(t) ? len_of(ix, &t->inl) : INFINITY;
 }
 
 static inline int idcmp(const Index *ix, uint32_t a, uint32_t b) {
@@ -558,11 +622,13 @@ static void free_block(Block *b) {
 
 static void free_all(Index *ix) {
     for (uint32_t i = 0; i < ix->nterms; i++)
-        if (is_block(&ix->terms[i])) free_block(ix->terms[i].u.heap);
+        if (is_block(&ix->terms[i])) free_block(ix->terms[i].heap);
     free(ix->terms);
     free(ix->term_table);
     free(ix->term_heads);
     free(ix->termbuf);
+    free(ix->tgrp);
+    free(ix->toff);
     free(ix->alive);
     free(ix->grp_off);
     free(ix->docbuf);
@@ -579,6 +645,9 @@ static void free_all(Index *ix) {
     ix->term_heads = NULL;
     ix->terms_sorted = 0;
     ix->termbuf = NULL;
+    ix->tgrp = ix->toff = NULL;
+    ix->toff_cap = 0;
+    ix->term_longest = 0;
     ix->alive = NULL;
     ix->grp_off = NULL;
     ix->grp_cap = 0;
@@ -614,23 +683,43 @@ static uint32_t table_size(size_t entries) {
     return (uint32_t)size;
 }
 
-/* The term table rebuilt at `size` positions over the terms from terms_sorted on (none at size 0). */
-static int term_table_resize(Index *ix, uint32_t size) {
-    uint32_t *table = size ? calloc(size, sizeof(uint32_t)) : NULL;
-    if (size && !table) {
+/* A table of `size` positions (none at 0): 0 with *table set, or -1 with a MemoryError set. */
+static int table_alloc(uint32_t size, uint32_t **table) {
+    *table = size ? calloc(size, sizeof(uint32_t)) : NULL;
+    if (size && !*table) {
         PyErr_NoMemory();
         return -1;
     }
+    return 0;
+}
+
+/* Term i's bytes (*n of them), i at terms_sorted or later. */
+static inline const char *loose_term(const Index *ix, uint32_t i, uint32_t *n) {
+    const uint32_t j = i - ix->terms_sorted;
+    const size_t start = ix->toff[j], end = i + 1 < ix->nterms ? ix->toff[j + 1] : ix->termbuf_len;
+    *n = (uint32_t)(end - start);
+    return ix->termbuf + start;
+}
+
+/* The first term of sorted group g (kept whole), *n bytes. */
+static inline const char *group_first(const Index *ix, uint32_t g, uint32_t *n) {
+    uint32_t shared;
+    return (const char *)term_head((const uint8_t *)ix->termbuf + ix->tgrp[g], &shared, n);
+}
+
+/* The term table, `size` positions (table from table_alloc), filled with the terms from terms_sorted on. */
+static void term_table_fill(Index *ix, uint32_t *table, uint32_t size) {
     uint32_t mask = size ? size - 1 : 0;
     for (uint32_t i = ix->terms_sorted; size && i < ix->nterms; i++) {
-        uint32_t h = hash_bytes(ix->termbuf + str_off(&ix->terms[i]), term_len(ix, i)), at = h & mask;
+        uint32_t n;
+        const char *t = loose_term(ix, i, &n);
+        uint32_t h = hash_bytes(t, n), at = h & mask;
         while (table[at] != EMPTY) at = (at + 1) & mask;
         table[at] = entry(i - ix->terms_sorted, h, mask);
     }
     free(ix->term_table);
     ix->term_table = table;
     ix->term_mask = mask;
-    return 0;
 }
 
 /* The first 8 bytes, big-endian, zero-padded: in the order of the bytes wherever two differ. */
@@ -644,17 +733,39 @@ static inline uint64_t *alloc_heads(uint32_t sorted) {
     return malloc((size_t)((sorted + GROUP - 1) / GROUP + 1) * sizeof(uint64_t));
 }
 
-/* Terms [0, sorted) in byte order from now on, their groups' first 8 bytes in heads (from alloc_heads). */
-static void install_heads(Index *ix, uint64_t *heads, uint32_t sorted) {
-    for (uint32_t g = 0; g * GROUP < sorted; g++)
-        heads[g] = prefix8(ix->termbuf + str_off(&ix->terms[g * GROUP]), term_len(ix, g * GROUP));
+/* The sorted terms' groups' first 8 bytes in heads (from alloc_heads), once termbuf and tgrp hold them. */
+static void install_heads(Index *ix, uint64_t *heads) {
+    for (uint32_t g = 0; g * GROUP < ix->terms_sorted; g++) {
+        uint32_t n;
+        const char *first = group_first(ix, g, &n);
+        heads[g] = prefix8(first, n);
+    }
     free(ix->term_heads);
     ix->term_heads = heads;
-    ix->terms_sorted = sorted;
 }
 
-static inline int term_cmp(const Index *ix, uint32_t t, const char *s, uint32_t n) {
-    return bytes_cmp(ix->termbuf + str_off(&ix->terms[t]), term_len(ix, t), s, n);
+/* The index of the term s (n bytes) in sorted group g, or -1. The records are compared with s as they are, not
+   decoded: m is how many first bytes the term at hand shares with s, and every term before it sorts before s. */
+static int64_t group_find(const Index *ix, uint32_t g, const char *s, uint32_t n) {
+    const uint8_t *r = (const uint8_t *)ix->termbuf + ix->tgrp[g];
+    const uint32_t end = g * GROUP + GROUP < ix->terms_sorted ? g * GROUP + GROUP : ix->terms_sorted;
+    uint32_t m = 0;
+    for (uint32_t t = g * GROUP; t < end; t++) {
+        uint32_t shared, more;
+        const uint8_t *x = term_head(r, &shared, &more);
+        r = x + more;
+        if (shared < m) return -1; /* it differs from the term before where that one agreed with s: above s */
+        if (shared > m) continue;  /* it agrees with the term before where that one was below s */
+        uint32_t j = 0;
+        while (j < more && m + j < n && x[j] == (unsigned char)s[m + j]) j++;
+        m += j;
+        if (j == more) {
+            if (m == n) return t;
+            continue; /* a prefix of s */
+        }
+        if (m == n || x[j] > (unsigned char)s[m]) return -1; /* s is a prefix of it, or it sorts after s */
+    }
+    return -1;
 }
 
 /* The term's index, or -1 when absent. */
@@ -665,8 +776,9 @@ static int64_t term_find(const Index *ix, const char *s, Py_ssize_t n, uint32_t 
             uint32_t e = ix->term_table[i];
             if (e == EMPTY) break;
             if (tag_matches(e, h, mask)) {
-                uint32_t t = (e & mask) - 1 + ix->terms_sorted;
-                if (term_len(ix, t) == (uint32_t)n && memcmp(ix->termbuf + str_off(&ix->terms[t]), s, n) == 0) return t;
+                uint32_t len, t = (e & mask) - 1 + ix->terms_sorted;
+                const char *bytes = loose_term(ix, t, &len);
+                if (len == (uint32_t)n && memcmp(bytes, s, n) == 0) return t;
             }
         }
     }
@@ -677,39 +789,42 @@ static int64_t term_find(const Index *ix, const char *s, Py_ssize_t n, uint32_t 
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
         uint64_t head = ix->term_heads[mid];
-        if (head != key ? head < key : term_cmp(ix, mid * GROUP, s, (uint32_t)n) <= 0) lo = mid;
+        int below = head < key;
+        if (head == key) { /* the first 8 bytes alike: the whole first term */
+            uint32_t len;
+            const char *first = group_first(ix, mid, &len);
+            below = bytes_cmp(first, len, s, (uint32_t)n) <= 0;
+        }
+        if (below) lo = mid;
         else hi = mid;
     }
-    uint32_t end = lo * GROUP + GROUP < ix->terms_sorted ? lo * GROUP + GROUP : ix->terms_sorted;
-    for (uint32_t t = lo * GROUP; t < end; t++) {
-        int c = term_cmp(ix, t, s, (uint32_t)n);
-        if (c == 0) return t;
-        if (c > 0) break;
-    }
-    return -1;
+    return group_find(ix, lo, s, (uint32_t)n);
 }
 
 static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
     uint32_t h = hash_bytes(s, n);
     int64_t found = term_find(ix, s, n, h);
     if (found >= 0) return found;
-    if (ix->nterms >= 0xFFFFFFF0u || ix->termbuf_len + (size_t)n > TERM_OFF) {
+    if (ix->nterms >= 0xFFFFFFF0u || ix->termbuf_len + (size_t)n > 0xFFFFFFF0u) {
         PyErr_SetString(PyExc_OverflowError, "bm25 kernel: too many distinct terms");
         return -1;
     }
     const uint32_t rel = ix->nterms - ix->terms_sorted; /* its index in the table */
     if (!ix->term_table || table_full(rel, ix->term_mask)) {
-        if (term_table_resize(ix, table_size((size_t)rel + 1)) < 0) return -1;
+        uint32_t size = table_size((size_t)rel + 1), *table;
+        if (table_alloc(size, &table) < 0) return -1;
+        term_table_fill(ix, table, size);
     }
     size_t cap = ix->terms_cap;
     if (grow((void **)&ix->terms, &cap, ix->nterms + 1, sizeof(Term)) < 0) return -1;
     ix->terms_cap = (uint32_t)cap;
     if (grow((void **)&ix->termbuf, &ix->termbuf_cap, ix->termbuf_len + n, 1) < 0) return -1;
+    if (grow((void **)&ix->toff, &ix->toff_cap, (size_t)rel + 1, sizeof(uint32_t)) < 0) return -1;
     memcpy(ix->termbuf + ix->termbuf_len, s, n);
-    Term *t = &ix->terms[ix->nterms];
-    memset(t, 0, sizeof(Term));
-    t->at = (uint32_t)ix->termbuf_len;
+    ix->terms[ix->nterms].raw = 0;
+    ix->toff[rel] = (uint32_t)ix->termbuf_len;
     ix->termbuf_len += n;
+    if ((uint32_t)n > ix->term_longest) ix->term_longest = (uint32_t)n;
     uint32_t i = h & ix->term_mask;
     while (ix->term_table[i] != EMPTY) i = (i + 1) & ix->term_mask;
     ix->term_table[i] = entry(rel, h, ix->term_mask);
@@ -718,14 +833,9 @@ static int64_t term_get_or_add(Index *ix, const char *s, Py_ssize_t n) {
 
 /* ------------------------------------------------------------------ id table */
 
-/* The id table rebuilt at `size` positions over the live slots past sorted_upto (none at size 0). */
-static int id_table_resize(Index *ix, uint32_t size) {
-    uint32_t *table = NULL, mask = 0, used = 0;
-    if (size && !(table = calloc(size, sizeof(uint32_t)))) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (size) mask = size - 1;
+/* The id table, `size` positions (table from table_alloc), filled with the live slots past sorted_upto. */
+static void id_table_fill(Index *ix, uint32_t *table, uint32_t size) {
+    uint32_t mask = size ? size - 1 : 0, used = 0;
     if (size && ix->nslots > ix->sorted_upto) {
         RecWalk w;
         rec_at(ix, ix->sorted_upto, ix->scratch, &w);
@@ -744,6 +854,13 @@ static int id_table_resize(Index *ix, uint32_t size) {
     ix->id_table = table;
     ix->id_mask = mask;
     ix->id_used = used;
+}
+
+/* The id table rebuilt at `size` positions (none at 0). */
+static int id_table_resize(Index *ix, uint32_t size) {
+    uint32_t *table;
+    if (table_alloc(size, &table) < 0) return -1;
+    id_table_fill(ix, table, size);
     return 0;
 }
 
@@ -797,8 +914,8 @@ static int64_t id_find(const Index *ix, const char *s, Py_ssize_t n, int64_t *po
 /* ------------------------------------------------------------------ maintenance */
 
 static void forget_postings(Term *t) {
-    if (is_block(t)) free_block(t->u.heap);
-    t->u.heap = NULL;
+    if (is_block(t)) free_block(t->heap);
+    set_heap(t, NULL);
     set_term_n(t, 0);
 }
 
@@ -816,9 +933,9 @@ static int remove_slot(Index *ix, uint32_t slot, int64_t pos) {
 
 /* A term with a block down to its first posting, a live one in the tail: that posting back inline. */
 static void move_inline(Term *t) {
-    Posting only = block_postings(t->u.heap)[0];
-    free_block(t->u.heap);
-    t->u.inl = only;
+    Posting only = block_postings(t->heap)[0];
+    free_block(t->heap);
+    t->inl = only;
     set_term_n(t, 1);
 }
 
@@ -845,7 +962,7 @@ static void shrink_to_fit(Index *ix) {
 
 /* The block's packed bytes, chunk list and tail cut to what they hold. */
 static void fit_block(Term *t) {
-    Block *b = t->u.heap;
+    Block *b = t->heap;
     const uint32_t tn = tail_n(t);
     if (b->packed_cap > b->packed_len + 8 && shrink_block((void **)&b->packed, (size_t)b->packed_len + 8))
         b->packed_cap = b->packed_len + 8;
@@ -853,8 +970,8 @@ static void fit_block(Term *t) {
         b->chunks_cap = b->nchunks;
     void *heap = b;
     if (tn < b->cap && shrink_block(&heap, sizeof(Block) + (size_t)tn * sizeof(Posting))) {
-        t->u.heap = heap;
-        t->u.heap->cap = tn;
+        set_heap(t, heap);
+        t->heap->cap = tn;
     }
 }
 
@@ -888,21 +1005,27 @@ static Block *block_of(const Posting *p, uint32_t k, uint32_t df, float maxtf, f
     }
     memcpy(block_postings(b), p + (size_t)packed * CHUNK, (size_t)tn * sizeof(Posting));
     b->n = k;
-    Term t = {.at = TERM_BLOCK << 30};
-    t.u.heap = b;
+    Term t;
+    set_heap(&t, b);
     fit_block(&t);
-    return t.u.heap;
+    return t.heap;
 }
 
-/* Renumber live slots densely, drop dead postings and unused terms, rebuild both tables. Every block is rebuilt before
-   anything changes, so running out of memory leaves the index as it was, only not compacted. */
+/* Renumber live slots densely, drop dead postings and unused terms, rebuild both tables. Every block, the records,
+   the term bytes and both tables are made before anything changes, so running out of memory leaves the index as it
+   was, only not compacted. */
 static int compact(Index *ix) {
     uint32_t most = 1;
     for (uint32_t i = 0; i < ix->nterms; i++)
         if (term_n(&ix->terms[i]) > most) most = term_n(&ix->terms[i]);
     uint32_t *new_slot = malloc((size_t)(ix->nslots ? ix->nslots : 1) * sizeof(uint32_t));
     uint32_t *new_tid = malloc((size_t)(ix->nterms ? ix->nterms : 1) * sizeof(uint32_t));
-    char *termbuf = malloc(ix->termbuf_len ? ix->termbuf_len : 1);
+    /* the kept terms' bytes, grown should the sorted ones' records take more (a term dropped, the next shares less) */
+    size_t termbuf_cap = ix->termbuf_len + 64, tb = 0, toff_cap = 0;
+    char *termbuf = malloc(termbuf_cap);
+    uint32_t *tgrp = NULL, *toff = NULL, *term_table = NULL, *id_table = NULL;
+    uint64_t *heads = NULL;
+    char *tw = malloc(2 * (size_t)ix->term_longest + 2); /* a sorted term decoded, and the last one kept */
     /* the live records only, grown should one take more than it did (a group's first shares nothing) */
     size_t docbuf_cap = ix->docbuf_len + 64, docbuf_len = 0;
     uint8_t *docbuf = malloc(docbuf_cap);
@@ -911,7 +1034,7 @@ static int compact(Index *ix) {
     uint32_t *grp_off = malloc(grp_cap * sizeof(uint32_t));
     Block **fresh = calloc(ix->nterms ? ix->nterms : 1, sizeof(Block *));
     Posting *all = malloc((size_t)most * sizeof(Posting));
-    if (!new_slot || !new_tid || !termbuf || !docbuf || !grp_off || !fresh || !all) {
+    if (!new_slot || !new_tid || !termbuf || !tw || !docbuf || !grp_off || !fresh || !all) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -921,7 +1044,7 @@ static int compact(Index *ix) {
        the slots renumbered, bounds recomputed exactly; new_tid holds how many each keeps until the terms move */
     for (uint32_t i = 0; i < ix->nterms; i++) {
         Term *t = &ix->terms[i];
-        new_tid[i] = term_n(t) == 1 && ix->alive[t->u.inl.slot];
+        new_tid[i] = term_n(t) == 1 && ix->alive[t->inl.slot];
         if (!is_block(t)) continue;
         all_postings(ix, t, all);
         uint32_t k = 0;
@@ -954,29 +1077,67 @@ static int compact(Index *ix) {
         memcpy(prev, rw.id, rw.n);
         pn = rw.n;
     }
-    uint32_t nt = 0, tsorted = 0; /* the kept terms from 0 in byte order (those of a first build, at least) */
-    size_t tb = 0, prev_off = 0;
+    /* the kept terms' bytes: the sorted ones' records written again, the others' bytes as they are; both tables */
+    uint32_t tsorted = 0, nloose = 0;
+    for (uint32_t i = 0; i < ix->nterms; i++)
+        if (new_tid[i]) *(i < ix->terms_sorted ? &tsorted : &nloose) += 1;
+    tgrp = malloc(((size_t)(tsorted + GROUP - 1) / GROUP + 1) * sizeof(uint32_t));
+    toff_cap = (size_t)nloose + 1;
+    toff = malloc(toff_cap * sizeof(uint32_t));
+    heads = alloc_heads(tsorted);
+    const uint32_t term_size = nloose ? table_size(nloose) : 0;
+    const uint32_t id_size = live > sorted ? table_size(live - sorted) : 0;
+    if (!tgrp || !toff || !heads) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (table_alloc(term_size, &term_table) < 0 || table_alloc(id_size, &id_table) < 0) goto fail;
+    {
+        TermWalk w = {(const uint8_t *)ix->termbuf, tw, 0};
+        char *last = tw + ix->term_longest + 1; /* the last sorted term kept */
+        uint32_t ln = 0, k = 0;
+        for (uint32_t i = 0; i < ix->terms_sorted; i++) {
+            term_next(&w);
+            if (new_tid[i] == 0) continue;
+            uint32_t shared = k % GROUP ? shared_prefix(last, ln, w.term, w.n) : 0;
+            if (grow((void **)&termbuf, &termbuf_cap, tb + TERM_RECORD_MAX(w.n), 1) < 0) goto fail;
+            if (k % GROUP == 0) tgrp[k / GROUP] = (uint32_t)tb;
+            tb = (size_t)(put_term((uint8_t *)termbuf + tb, shared, w.term, w.n) - (uint8_t *)termbuf);
+            memcpy(last + shared, w.term + shared, w.n - shared);
+            ln = w.n;
+            k++;
+        }
+        k = 0;
+        for (uint32_t i = ix->terms_sorted; i < ix->nterms; i++) {
+            if (new_tid[i] == 0) continue;
+            uint32_t n;
+            const char *t = loose_term(ix, i, &n);
+            if (grow((void **)&termbuf, &termbuf_cap, tb + n, 1) < 0) goto fail;
+            toff[k++] = (uint32_t)tb;
+            memcpy(termbuf + tb, t, n);
+            tb += n;
+        }
+        if (tb > 0xFFFFFFF0u) {
+            PyErr_SetString(PyExc_OverflowError, "bm25 kernel: too many distinct terms");
+            goto fail;
+        }
+    }
+    /* from here on nothing fails */
+    uint32_t nt = 0;
     for (uint32_t i = 0; i < ix->nterms; i++) {
         Term *t = &ix->terms[i];
         if (new_tid[i] == 0) { /* no live document holds it */
-            if (is_block(t)) free_block(t->u.heap);
+            if (is_block(t)) free_block(t->heap);
             new_tid[i] = TOMB;
             continue;
         }
-        uint32_t slen = term_len(ix, i); /* before this term moves: it reads the next term's start */
         if (is_block(t)) {
-            free_block(t->u.heap);
-            t->u.heap = fresh[i]; /* its n is the postings kept, new_tid[i] */
+            free_block(t->heap);
+            set_heap(t, fresh[i]); /* its n is the postings kept, new_tid[i] */
             if (new_tid[i] == 1) move_inline(t);
         } else {
-            t->u.inl.slot = new_slot[t->u.inl.slot];
+            t->inl.slot = new_slot[t->inl.slot];
         }
-        memcpy(termbuf + tb, ix->termbuf + str_off(t), slen);
-        if (tsorted == nt && (!nt || bytes_cmp(termbuf + prev_off, (uint32_t)(tb - prev_off), termbuf + tb, slen) < 0))
-            tsorted = nt + 1;
-        prev_off = tb;
-        set_str_off(t, (uint32_t)tb);
-        tb += slen;
         new_tid[i] = nt;
         ix->terms[nt++] = *t;
     }
@@ -996,11 +1157,18 @@ static int compact(Index *ix) {
     free(new_tid);
     free(fresh);
     free(all);
+    free(tw);
     free(ix->termbuf);
+    free(ix->tgrp);
+    free(ix->toff);
     free(ix->docbuf);
     ix->termbuf = termbuf;
-    ix->termbuf_cap = ix->termbuf_len ? ix->termbuf_len : 1;
+    ix->termbuf_cap = termbuf_cap;
     ix->termbuf_len = tb;
+    ix->tgrp = tgrp;
+    ix->toff = toff;
+    ix->toff_cap = toff_cap;
+    ix->terms_sorted = tsorted;
     ix->docbuf = docbuf;
     ix->docbuf_cap = docbuf_cap;
     ix->docbuf_len = docbuf_len;
@@ -1015,17 +1183,22 @@ static int compact(Index *ix) {
     ix->removed_cap = 0;
     ix->sorted_upto = sorted;
     shrink_to_fit(ix);
-    uint64_t *heads = alloc_heads(tsorted);
-    if (heads) install_heads(ix, heads, tsorted);
-    else ix->terms_sorted = 0; /* no memory for the heads: every term hashed */
-    if (term_table_resize(ix, nt > ix->terms_sorted ? table_size(nt - ix->terms_sorted) : 0) < 0) return -1;
-    return id_table_resize(ix, live > ix->sorted_upto ? table_size(live - ix->sorted_upto) : 0);
+    install_heads(ix, heads);
+    term_table_fill(ix, term_table, term_size);
+    id_table_fill(ix, id_table, id_size);
+    return 0;
 fail:
     if (fresh)
         for (uint32_t i = 0; i < ix->nterms; i++) free_block(fresh[i]);
     free(new_slot);
     free(new_tid);
     free(termbuf);
+    free(tgrp);
+    free(toff);
+    free(heads);
+    free(term_table);
+    free(id_table);
+    free(tw);
     free(docbuf);
     free(grp_off);
     free(fresh);
@@ -1135,11 +1308,11 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
             continue;
         }
         uint32_t n = term_n(t);
-        if (n == 1 && !live_slot(ix, t->u.inl.slot)) n = 0; /* a removed document's: this one takes its place */
+        if (n == 1 && !live_slot(ix, t->inl.slot)) n = 0; /* a removed document's: this one takes its place */
         if (n == 0) {
-            t->u.inl.slot = slot;
-            t->u.inl.tf = 1;
-            t->u.inl.len = len16;
+            t->inl.slot = slot;
+            t->inl.tf = 1;
+            t->inl.len = len16;
         } else {
             if (n == 1) { /* a second posting: the term's postings move to a block, its bound inputs with them */
                 Block *b = malloc(sizeof(Block) + 4 * sizeof(Posting));
@@ -1148,32 +1321,32 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
                     goto fail_partial;
                 }
                 memset(b, 0, sizeof(Block));
-                block_postings(b)[0] = t->u.inl;
+                block_postings(b)[0] = t->inl;
                 b->cap = 4;
                 b->df = 1;
                 b->seen = ix->dead; /* the one posting is a live document's: none of the removals logged is in it */
-                b->maxtf = tf_of(ix, (uint32_t)tid, &t->u.inl);
-                b->minlen = len_of(ix, &t->u.inl);
-                t->u.heap = b;
+                b->maxtf = tf_of(ix, (uint32_t)tid, &t->inl);
+                b->minlen = len_of(ix, &t->inl);
+                set_heap(t, b);
             } else if (tn == CHUNK) { /* a full tail: packed, and this posting begins the next */
-                if (pack_chunk(t->u.heap, block_postings(t->u.heap)) < 0) goto fail_partial;
+                if (pack_chunk(t->heap, block_postings(t->heap)) < 0) goto fail_partial;
                 tn = 0;
-            } else if (tn + 1 > t->u.heap->cap) {
-                uint32_t c = t->u.heap->cap + t->u.heap->cap / 2 + 2;
+            } else if (tn + 1 > t->heap->cap) {
+                uint32_t c = t->heap->cap + t->heap->cap / 2 + 2;
                 if (c > CHUNK) c = CHUNK;
-                Block *b = realloc(t->u.heap, sizeof(Block) + (size_t)c * sizeof(Posting));
+                Block *b = realloc(t->heap, sizeof(Block) + (size_t)c * sizeof(Posting));
                 if (!b) {
                     PyErr_NoMemory();
                     goto fail_partial;
                 }
                 b->cap = c;
-                t->u.heap = b;
+                set_heap(t, b);
             }
-            Posting *q = &block_postings(t->u.heap)[tn];
+            Posting *q = &block_postings(t->heap)[tn];
             q->slot = slot;
             q->tf = 1;
             q->len = len16;
-            t->u.heap->df++;
+            t->heap->df++;
         }
         set_term_n(t, n + 1);
         tids[distinct++] = (uint32_t)tid;
@@ -1183,7 +1356,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         uint32_t tid = tids[j];
         Term *t = &ix->terms[tid];
         if (!is_block(t)) continue; /* its one posting gives the bound inputs */
-        Block *b = t->u.heap;
+        Block *b = t->heap;
         float tf = tf_of(ix, tid, &block_postings(b)[tail_n(t) - 1]);
         if (tf > b->maxtf) b->maxtf = tf;
         if (len < b->minlen) b->minlen = len;
@@ -1219,7 +1392,7 @@ fail_partial:
             move_inline(t);
         } else {
             set_term_n(t, n - 1);
-            if (--t->u.heap->df == 0) forget_postings(t);
+            if (--t->heap->df == 0) forget_postings(t);
         }
     }
     {
@@ -1832,15 +2005,15 @@ static PyObject *search_impl(Index *ix, PyObject *tokens, Py_ssize_t k, int prun
         if (seen) continue;
         cur[m].ix = ix;
         cur[m].buf = bufs + (size_t)m * CHUNK;
-        cur[m].blk = is_block(t) ? t->u.heap : NULL;
-        cur[m].nseg = is_block(t) ? t->u.heap->nchunks : 0;
+        cur[m].blk = is_block(t) ? t->heap : NULL;
+        cur[m].nseg = is_block(t) ? t->heap->nchunks : 0;
         cur[m].tailn = tail_n(t);
         cur[m].p = postings(t);
         cursor_load(&cur[m], 0);
         cur[m].df = term_df(ix, t);
         cur[m].tid = (uint32_t)tid;
-        cur[m].s = ix->termbuf + str_off(t);
-        cur[m].slen = term_len(ix, (uint32_t)tid);
+        cur[m].s = s; /* the term's bytes: the query token's, alive as long as the query */
+        cur[m].slen = (uint32_t)n;
         cur[m].maxtf = term_maxtf(ix, t, (uint32_t)tid);
         cur[m].minlen = term_minlen(ix, t);
         m++;
@@ -2019,45 +2192,66 @@ static int idref_order(const void *a, const void *b) { /* by id bytes (idcmp's o
     return x->i < y->i ? -1 : (x->i > y->i);
 }
 
-/* After a first build: the terms renumbered in byte order, found from then on by binary search, so the term table
-   (at its fullest 8 bytes a term) goes. Nothing changes when there is no memory for it. */
+/* After a first build: the terms renumbered in byte order and their bytes front-coded, found from then on by binary
+   search, so the term table (at its fullest 8 bytes a term) and the offsets of their bytes go. Nothing changes when
+   there is no memory for it. */
 static void sort_terms(Index *ix) {
     const uint32_t n = ix->nterms;
-    if (!n) return;
+    if (!n || ix->terms_sorted) return; /* a first build: every term is one of the others */
     IdRef *order = malloc((size_t)n * sizeof(IdRef));
     uint32_t *new_tid = malloc((size_t)n * sizeof(uint32_t));
     Term *terms = malloc((size_t)n * sizeof(Term));
-    char *termbuf = malloc(ix->termbuf_len ? ix->termbuf_len : 1);
+    uint32_t *tgrp = malloc(((size_t)(n + GROUP - 1) / GROUP + 1) * sizeof(uint32_t));
     uint64_t *heads = alloc_heads(n);
-    if (!order || !new_tid || !terms || !termbuf || !heads) {
-        free(terms);
-        free(termbuf);
-        free(heads);
-        goto done;
+    char *termbuf = NULL;
+    if (!order || !new_tid || !terms || !tgrp || !heads) goto fail;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t len;
+        const char *t = loose_term(ix, i, &len);
+        idref_set(&order[i], t, len, i);
     }
-    for (uint32_t i = 0; i < n; i++) idref_set(&order[i], ix->termbuf + str_off(&ix->terms[i]), term_len(ix, i), i);
     qsort(order, n, sizeof(IdRef), idref_order);
-    size_t tb = 0;
+    size_t size = 0; /* the records' bytes, counted first: they are far fewer than the terms' */
     for (uint32_t k = 0; k < n; k++) {
-        uint32_t i = (uint32_t)order[k].i;
+        uint32_t shared = k % GROUP ? shared_prefix(order[k - 1].s, (uint32_t)order[k - 1].n, order[k].s,
+                                                    (uint32_t)order[k].n)
+                                    : 0;
+        size += term_record_size(shared, (uint32_t)order[k].n);
+    }
+    if (size > 0xFFFFFFF0u || !(termbuf = malloc(size ? size : 1))) goto fail;
+    uint8_t *w = (uint8_t *)termbuf;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = (uint32_t)order[k].i, len = (uint32_t)order[k].n;
+        uint32_t shared = k % GROUP ? shared_prefix(order[k - 1].s, (uint32_t)order[k - 1].n, order[k].s, len) : 0;
+        if (k % GROUP == 0) tgrp[k / GROUP] = (uint32_t)(w - (uint8_t *)termbuf);
+        w = put_term(w, shared, order[k].s, len);
         terms[k] = ix->terms[i];
-        set_str_off(&terms[k], (uint32_t)tb);
-        memcpy(termbuf + tb, order[k].s, (size_t)order[k].n);
-        tb += (size_t)order[k].n;
         new_tid[i] = k;
     }
     for (size_t e = 0; e < ix->nbig; e++) ix->big[e].term = new_tid[ix->big[e].term];
     free(ix->terms);
     free(ix->termbuf);
+    free(ix->toff);
     ix->terms = terms;
     ix->terms_cap = n;
     ix->termbuf = termbuf;
-    ix->termbuf_cap = ix->termbuf_len ? ix->termbuf_len : 1;
-    install_heads(ix, heads, n);
+    ix->termbuf_len = ix->termbuf_cap = size;
+    ix->toff = NULL;
+    ix->toff_cap = 0;
+    free(ix->tgrp);
+    ix->tgrp = tgrp;
+    ix->terms_sorted = n;
+    install_heads(ix, heads);
     free(ix->term_table);
     ix->term_table = NULL;
     ix->term_mask = 0;
-done:
+    free(order);
+    free(new_tid);
+    return;
+fail:
+    free(terms);
+    free(tgrp);
+    free(heads);
     free(order);
     free(new_tid);
 }
@@ -2197,7 +2391,7 @@ static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
     for (uint32_t i = 0; i < self->nterms; i++) {
         const Term *t = &self->terms[i];
         if (!is_block(t)) continue;
-        const Block *b = t->u.heap;
+        const Block *b = t->heap;
         packed += (b->packed_cap ? b->packed_len + 8 : 0) + (size_t)b->nchunks * sizeof(Chunk);
         packed_cap += b->packed_cap + (size_t)b->chunks_cap * sizeof(Chunk);
         tails += (size_t)tail_n(t) * sizeof(Posting);
@@ -2209,7 +2403,8 @@ static PyObject *Index_memory(Index *self, PyObject *Py_UNUSED(ignored)) {
                          (Py_ssize_t)((self->term_table ? (self->term_mask + 1) * sizeof(uint32_t) : 0) +
                                       (self->terms_sorted + GROUP - 1) / GROUP * sizeof(uint64_t)),
                          "term_bytes",
-                         (Py_ssize_t)self->termbuf_len, "postings", (Py_ssize_t)(packed + tails), "postings_capacity",
+                         (Py_ssize_t)(self->termbuf_len + (self->terms_sorted + GROUP - 1) / GROUP * sizeof(uint32_t) +
+                                      (size_t)(self->nterms - self->terms_sorted) * sizeof(uint32_t)), "postings", (Py_ssize_t)(packed + tails), "postings_capacity",
                          (Py_ssize_t)(packed_cap + tails_cap), "postings_headers", (Py_ssize_t)headers, "slots",
                          (Py_ssize_t)(self->nslots + (self->nslots + GROUP - 1) / GROUP * sizeof(uint32_t)),
                          "slots_capacity", (Py_ssize_t)(self->slots_cap + self->grp_cap * sizeof(uint32_t)),
