@@ -143,3 +143,92 @@ def test_dream_status_shows_an_agent_whose_pass_record_is_nested_too_deeply(prof
     record.write_text(DEEP)
     assert main(["status", "--profile", str(profile.root)]) == 0
     assert "memory_consolidation" in capsys.readouterr().out
+
+
+def _future_leases(profile: AgentProfile, at: datetime) -> None:
+    """Four kinds of lease that claim times after ``at``: a plain file touched a year ahead, a JSON lease whose
+    heartbeat and file time are both ahead, a lease folder entry with no JSON touched ahead, and an activity lease
+    expiring in 9999 written by a clock a month ahead."""
+    ahead = (at + timedelta(days=365)).timestamp()
+    month = at + timedelta(days=30)
+    lease_dir = profile.busy_lease_path
+    lease_dir.mkdir(parents=True, exist_ok=True)
+    bodies = {
+        "both-ahead.json": json.dumps({"host": "elsewhere", "heartbeat": "2099-01-01T00:00:00Z"}),
+        "plain": "",
+        "active.json": json.dumps(
+            {"host": "elsewhere", "heartbeat": month.isoformat(), "expires_at": "9999-12-31T23:59:59Z"}
+        ),
+    }
+    for name, body in bodies.items():
+        (lease_dir / name).write_text(body)
+        os.utime(lease_dir / name, (ahead, ahead))
+
+
+@pytest.mark.parametrize("kind", ["folder", "plain-file"])
+def test_a_lease_dated_in_the_future_holds_passes_no_longer_than_its_window_after_first_seen(
+    profile: AgentProfile, kind: str
+) -> None:
+    from dream_assets.llm.busy import wait_until_idle
+    from dream_assets.options import DreamOptions
+
+    if kind == "folder":
+        _future_leases(profile, NOW)
+    else:
+        profile.busy_lease_path.write_text("busy")
+        ahead = (NOW + timedelta(days=365)).timestamp()
+        os.utime(profile.busy_lease_path, (ahead, ahead))
+    options = DreamOptions(BusyMaxWait=timedelta(minutes=30), BusyPollInterval=timedelta(seconds=30))
+    waits = []
+    for day in (0, 1, 5, 12, 20, 33, 50, 70):  # 8 cycles over 70 days, each a separate call as in separate processes
+        clock = {"t": 0.0}
+        start = NOW + timedelta(days=day)
+
+        def sleep(seconds: float, clock=clock) -> None:
+            clock["t"] += seconds
+
+        outcome = wait_until_idle(
+            profile,
+            options,
+            sleep=sleep,
+            monotonic=lambda clock=clock: clock["t"],
+            wallclock=lambda clock=clock, start=start: start + timedelta(seconds=clock["t"]),
+        )
+        assert not outcome.deferred, f"day {day}: a future-dated lease deferred the pass"
+        waits.append(outcome.waited_s)
+    # the first cycle waits out the window from when the leases were first seen, never more; then no wait at all
+    assert STALE.total_seconds() <= waits[0] <= STALE.total_seconds() + options.BusyPollInterval.total_seconds()
+    assert waits[1:] == [0.0] * 7
+
+
+def test_a_future_dated_lease_written_again_is_a_new_turn(profile: AgentProfile) -> None:
+    """An agent whose clock runs ahead still holds the model while it keeps writing its lease (each write a turn),
+    and its lease expires a window after the last write was first seen."""
+    from dream_assets.llm.busy import FirstSeen, active_leases, first_seen_path
+
+    path = _lease(profile, "turn.json", json.dumps({"host": "elsewhere"}))
+    for minute, rewrite in ((0, True), (8, False), (12, True), (20, False), (23, False)):
+        now = NOW + timedelta(minutes=minute)
+        if rewrite:
+            ahead = (now + timedelta(days=2)).timestamp()
+            os.utime(path, (ahead, ahead))
+        seen = FirstSeen(first_seen_path(profile))
+        held = active_leases(profile, now, STALE, seen)
+        seen.save()
+        assert bool(held) == (minute != 23), minute
+
+
+def test_a_damaged_first_seen_file_only_restarts_the_window(profile: AgentProfile, caplog) -> None:
+    from dream_assets.llm.busy import FirstSeen, active_leases, first_seen_path
+
+    path = _lease(profile, "turn.json", "")
+    ahead = (NOW + timedelta(days=2)).timestamp()
+    os.utime(path, (ahead, ahead))
+    first_seen_path(profile).write_text(DEEP)
+    with caplog.at_level(logging.WARNING, logger="dream_assets.llm.busy"):
+        seen = FirstSeen(first_seen_path(profile))
+        assert active_leases(profile, NOW, STALE, seen)
+        seen.save()
+    assert str(first_seen_path(profile)) in caplog.text
+    seen = FirstSeen(first_seen_path(profile))
+    assert not active_leases(profile, NOW + STALE + timedelta(seconds=1), STALE, seen)

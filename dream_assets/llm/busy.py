@@ -17,6 +17,12 @@ whose heartbeat (the JSON field, else the file's modification time) is older tha
 is from a crashed agent and has expired; so has a lease written on this host by a process that no longer
 exists. ``model_busy`` refreshes its heartbeat in a background thread, so long turns stay held.
 
+A time in the future (a clock ahead, a hand-written ``touch -d 2030`` or ``"heartbeat": "2099-..."``) is not
+believed: such a lease counts as fresh from the first time a dream pass saw it, never from the time it claims, so
+it holds passes for at most ``BusyLeaseStaleAfter`` after that. When it was first seen is kept beside the leases
+(``model-busy.seen.json``) so the rule holds across cycles in separate processes; a lease that is written again
+(another turn of an agent whose clock is ahead) starts a new window.
+
 A wait longer than ``BusyMaxWait`` defers the pass: it reports "deferred" and stamps nothing, and the
 next cycle tries again. A non-positive ``BusyMaxWait`` means "never wait": defer at once while busy.
 """
@@ -119,10 +125,70 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _read_lease(path: Path, now: datetime | None = None) -> Lease | None:
+class FirstSeen:
+    """When each future-dated lease was first seen, by file name and the signature of what it held then (its
+    modification time, size and claimed heartbeat), persisted in ``path`` (None: kept for this call only, which is
+    what a read-only look such as ``dream status`` uses: a future time then reads as now)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._seen: dict[str, dict[str, str]] = {}
+        self._used: set[str] = set()
+        self._changed = False
+        if path is None:
+            return
+        try:
+            loaded = read_json_file(path)
+        except FileNotFoundError:
+            return
+        except UnreadableFile as exc:  # lost memory only restarts the windows: logged, never fatal
+            log.warning("busy lease first-seen times %s; starting them again", exc)
+            return
+        if isinstance(loaded, dict):
+            self._seen = {
+                str(name): entry
+                for name, entry in loaded.items()
+                if isinstance(entry, dict) and isinstance(entry.get("sig"), str) and _ts(entry.get("at")) is not None
+            }
+
+    def at(self, name: str, signature: str, now: datetime) -> datetime:
+        """The time the lease ``name`` was first seen holding ``signature`` (now, the first time)."""
+        self._used.add(name)
+        entry = self._seen.get(name)
+        if entry is not None and entry["sig"] == signature:
+            first = _ts(entry["at"])
+            if first is not None and first <= now:
+                return first
+        self._seen[name] = {"sig": signature, "at": iso(now)}
+        self._changed = True
+        return now
+
+    def save(self) -> None:
+        """Keep what was used in this look (leases gone since are forgotten)."""
+        if self.path is None:
+            return
+        kept = {name: entry for name, entry in self._seen.items() if name in self._used}
+        if not self._changed and kept == self._seen:
+            return
+        try:
+            if kept:
+                atomic_write(self.path, json.dumps(kept, sort_keys=True))
+            else:
+                self.path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("could not keep busy lease first-seen times in %s: %s", self.path, exc)
+        self._seen, self._changed = kept, False
+
+
+def first_seen_path(profile: AgentProfile) -> Path:
+    return profile.root / "model-busy.seen.json"
+
+
+def _read_lease(path: Path, now: datetime | None = None, seen: FirstSeen | None = None) -> Lease | None:
     """A lease file, whatever its content: a file that is present counts, by its modification time, when its JSON
     cannot be read (a half-written, hand-made, UTF-16 or hostile one: logged). A time in the future (a clock ahead,
-    a hand-written value) is not believed: the heartbeat falls back to the modification time, and is at most now."""
+    a hand-written value) is not believed: the heartbeat falls back to the modification time, and a modification
+    time in the future to the time ``seen`` first saw the lease (now, without ``seen``)."""
     try:
         stat = path.stat()
     except (FileNotFoundError, NotADirectoryError):
@@ -132,7 +198,7 @@ def _read_lease(path: Path, now: datetime | None = None) -> Lease | None:
     if stat is not None and not stat_module.S_ISREG(stat.st_mode):
         return None
     now = utc(now) if now is not None else datetime.now(UTC)
-    mtime = min(datetime.fromtimestamp(stat.st_mtime, UTC), now) if stat else now
+    mtime = _mtime(stat) if stat else now
     data: dict = {}
     try:
         loaded = read_json_file(path) if stat is not None and stat.st_size else {}
@@ -150,6 +216,16 @@ def _read_lease(path: Path, now: datetime | None = None) -> Lease | None:
             iso(mtime),
         )
         heartbeat = None
+    if heartbeat is None and mtime > now:
+        first = (seen or FirstSeen(None)).at(path.name, _signature(stat, data), now)
+        if first < now or seen is None:
+            log.warning(
+                "busy lease %s: modification time %s is in the future; it counts from %s, when it was first seen",
+                path,
+                iso(mtime),
+                iso(first),
+            )
+        mtime = first
     pid = data.get("pid")
     valid_pid = isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid <= _MAX_PID
     return Lease(
@@ -162,6 +238,19 @@ def _read_lease(path: Path, now: datetime | None = None) -> Lease | None:
     )
 
 
+def _mtime(stat: os.stat_result) -> datetime:
+    try:
+        return datetime.fromtimestamp(stat.st_mtime, UTC)
+    except (OverflowError, OSError, ValueError):  # a time past the year 9999: in the future all the same
+        return datetime.max.replace(tzinfo=UTC)
+
+
+def _signature(stat: os.stat_result | None, data: dict) -> str:
+    """What a lease held: a rewrite (another turn) changes it, a lease left alone keeps it."""
+    held = [stat.st_mtime_ns, stat.st_size] if stat else []
+    return json.dumps([*held, str(data.get("heartbeat"))[:64]])
+
+
 def _ts(value: object) -> datetime | None:
     try:
         return parse_ts(value)
@@ -169,11 +258,12 @@ def _ts(value: object) -> datetime | None:
         return None
 
 
-def read_leases(profile: AgentProfile, now: datetime | None = None) -> list[Lease]:
-    """Every lease present, expired or not, in file-name order (times after ``now`` read as at most ``now``)."""
+def read_leases(profile: AgentProfile, now: datetime | None = None, seen: FirstSeen | None = None) -> list[Lease]:
+    """Every lease present, expired or not, in file-name order (a time after ``now`` reads as the time ``seen``
+    first saw the lease, at most ``now``)."""
     base = profile.busy_lease_path
     if base.is_file():
-        lease = _read_lease(base, now)
+        lease = _read_lease(base, now, seen)
         return [lease] if lease else []
     if not base.is_dir():
         return []
@@ -181,14 +271,16 @@ def read_leases(profile: AgentProfile, now: datetime | None = None) -> list[Leas
     for path in sorted(base.iterdir()):
         if path.name.startswith(".") or not path.is_file():
             continue
-        lease = _read_lease(path, now)
+        lease = _read_lease(path, now, seen)
         if lease:
             leases.append(lease)
     return leases
 
 
-def active_leases(profile: AgentProfile, now: datetime, stale_after: timedelta) -> list[Lease]:
-    return [lease for lease in read_leases(profile, now) if not lease.expired(now, stale_after)]
+def active_leases(
+    profile: AgentProfile, now: datetime, stale_after: timedelta, seen: FirstSeen | None = None
+) -> list[Lease]:
+    return [lease for lease in read_leases(profile, now, seen) if not lease.expired(now, stale_after)]
 
 
 def is_busy(profile: AgentProfile, now: datetime, stale_after: timedelta) -> bool:
@@ -272,10 +364,12 @@ def mark_active(profile: AgentProfile, window: timedelta, *, now: datetime | Non
     return path
 
 
-def clear_expired_leases(profile: AgentProfile, now: datetime, stale_after: timedelta) -> list[Path]:
+def clear_expired_leases(
+    profile: AgentProfile, now: datetime, stale_after: timedelta, seen: FirstSeen | None = None
+) -> list[Path]:
     """Remove leases left by crashed agents (logged, so a person can see who held them)."""
     removed = []
-    for lease in read_leases(profile, now):
+    for lease in read_leases(profile, now, seen):
         if lease.expired(now, stale_after):
             log.info("busy lease %s has expired (stale after %s); removing it", lease.describe(), stale_after)
             try:
@@ -303,10 +397,12 @@ def wait_until_idle(
     cleared = False
     while True:
         now = wallclock()
+        seen = FirstSeen(first_seen_path(profile))
         if not cleared:
-            clear_expired_leases(profile, now, stale_after)
+            clear_expired_leases(profile, now, stale_after, seen)
             cleared = True
-        held = active_leases(profile, now, stale_after)
+        held = active_leases(profile, now, stale_after, seen)
+        seen.save()
         elapsed = monotonic() - start
         if not held:
             if polls:
