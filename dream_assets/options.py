@@ -3,7 +3,8 @@
 Names follow the specification (``LogRetentionMaxFileAge``, ``DreamPassMaxSkipInterval`` ...). The environment
 binding mirrors the spec's ``Dream__X`` convention as ``DREAM__X``; a section may be spelled out
 (``DREAM__Memory__DedupeSimilarityThreshold``, ``DREAM__Llm__BaseUrl``). Durations accept ISO-8601
-(``PT6H``, ``P7D``), ``HH:MM:SS``, ``D.HH:MM:SS`` (the .NET TimeSpan form) or a number of seconds.
+(``PT6H``, ``P7D``), ``HH:MM:SS``, ``D.HH:MM:SS`` (the .NET TimeSpan form), units as people type them (``90s``,
+``30m``, ``4h``, ``7d``, ``2w``, ``1h30m``) or a number of seconds.
 """
 
 from __future__ import annotations
@@ -528,10 +529,24 @@ _ISO = re.compile(
     r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
     re.IGNORECASE,
 )
+#: ``90s``, ``30m``, ``4h``, ``7d``, ``2w`` and runs of them from the largest unit down (``1h30m``, ``1d 12h``).
+_UNITS = re.compile(
+    r"^(?P<sign>-)?\s*(?:(?P<w>\d+(?:\.\d+)?)\s*w\s*)?(?:(?P<d>\d+(?:\.\d+)?)\s*d\s*)?"
+    r"(?:(?P<h>\d+(?:\.\d+)?)\s*h\s*)?(?:(?P<m>\d+(?:\.\d+)?)\s*m\s*)?(?:(?P<s>\d+(?:\.\d+)?)\s*s)?$",
+    re.IGNORECASE,
+)
 
 
 def parse_duration(text: str) -> timedelta:
-    """ISO-8601 (``P7D``, ``PT6H30M``), ``[-][D.]HH:MM[:SS]`` or plain seconds. Raises ValueError."""
+    """ISO-8601 (``P7D``, ``PT6H30M``), ``[-][D.]HH:MM[:SS]``, units (``90s``, ``30m``, ``4h``, ``7d``, ``2w``,
+    ``1h30m``) or plain seconds. Raises ValueError, also for a value no ``timedelta`` holds (``1e30``, ``nan``)."""
+    try:
+        return _parse_duration(text)
+    except OverflowError:
+        raise ValueError(text) from None
+
+
+def _parse_duration(text: str) -> timedelta:
     s = text.strip()
     negative = s.startswith("-")
     body = s[1:] if negative else s
@@ -540,6 +555,16 @@ def parse_duration(text: str) -> timedelta:
         td = timedelta(days=int(m["days"] or 0), hours=int(m["h"]), minutes=int(m["m"]), seconds=float(m["s"] or 0))
         return -td if negative else td
     m = _ISO.match(s)
+    if m and any(m[g] for g in ("w", "d", "h", "m", "s")):
+        td = timedelta(
+            weeks=float(m["w"] or 0),
+            days=float(m["d"] or 0),
+            hours=float(m["h"] or 0),
+            minutes=float(m["m"] or 0),
+            seconds=float(m["s"] or 0),
+        )
+        return -td if m["sign"] else td
+    m = _UNITS.match(s)
     if m and any(m[g] for g in ("w", "d", "h", "m", "s")):
         td = timedelta(
             weeks=float(m["w"] or 0),
@@ -589,13 +614,16 @@ def _coerce(name: str, value: Any, where: str) -> Any:
     elif kind == "timedelta":
         if isinstance(value, timedelta):
             result = value
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            result = timedelta(seconds=value)
         else:
             try:
-                result = parse_duration(str(value))
-            except ValueError:
-                raise fail("a duration: ISO-8601 such as PT6H or P7D, HH:MM:SS, D.HH:MM:SS, or seconds") from None
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    result = timedelta(seconds=value)
+                else:
+                    result = parse_duration(str(value))
+            except (ValueError, OverflowError):
+                raise fail(
+                    "a duration: 30m, 4h or 7d, ISO-8601 such as PT6H or P7D, HH:MM:SS, D.HH:MM:SS, or seconds"
+                ) from None
         _check_duration_range(name, result, fail)
     else:
         result = str(value)

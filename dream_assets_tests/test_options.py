@@ -41,10 +41,33 @@ def test_defaults_match_the_spec():
         ("00:00:05", timedelta(seconds=5)),
         ("-01:00:00", timedelta(hours=-1)),
         ("90", timedelta(seconds=90)),
+        ("90s", timedelta(seconds=90)),
+        ("30m", timedelta(minutes=30)),
+        ("1h", timedelta(hours=1)),
+        ("4H", timedelta(hours=4)),
+        ("7d", timedelta(days=7)),
+        ("2w", timedelta(weeks=2)),
+        ("1h30m", timedelta(hours=1, minutes=30)),
+        ("1d 12h", timedelta(days=1, hours=12)),
+        ("1.5h", timedelta(minutes=90)),
+        ("-30m", timedelta(minutes=-30)),
     ],
 )
-def test_durations_accept_iso_and_timespan_forms(text, expected):
+def test_durations_accept_iso_timespan_and_unit_forms(text, expected):
     assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["m", "30x", "1m1h", "h30", "1e30", "nan", "inf", "9" * 20 + "d", ""])
+def test_a_duration_that_is_not_one_is_refused_as_a_value_error(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_an_interval_typed_as_people_type_it_is_taken_and_a_huge_one_is_refused_by_name():
+    assert DreamOptions.load(env={"DREAM__Interval": "1h"}).Interval == timedelta(hours=1)
+    assert DreamOptions.load(env={"DREAM__Interval": "30m"}).Interval == timedelta(minutes=30)
+    with pytest.raises(OptionsError, match="Interval.*expected a duration"):
+        DreamOptions.load(env={"DREAM__Interval": "1e30"})
 
 
 def test_environment_binding_with_and_without_sections():
