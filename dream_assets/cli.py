@@ -10,6 +10,8 @@ traceback and the logs only with --verbose.
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import logging
 import os
 import shutil
@@ -819,14 +821,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
                 for e in result.events
             )
     except am.NotFound as exc:
-        print(f"dream memory {args.action}: {exc}", file=sys.stderr)
-        return MEMORY_NOT_FOUND
+        return _failed(args, MEMORY_NOT_FOUND, f"dream memory {args.action}: {exc}")
     except am.StoreUnavailable as exc:
-        print(f"dream memory {args.action}: {exc}", file=sys.stderr)
-        return MEMORY_BUSY
+        return _failed(args, MEMORY_BUSY, f"dream memory {args.action}: {exc}")
     except am.AgentMemoryError as exc:
-        print(f"dream memory {args.action}: {exc}", file=sys.stderr)
-        return MEMORY_INVALID
+        return _failed(args, MEMORY_INVALID, f"dream memory {args.action}: {exc}")
     if args.json or text:
         print(result.model_dump_json(indent=2) if args.json else text)
     if args.action == "search" and not result.hits:
@@ -871,8 +870,52 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """No abbreviated flags (``--profil`` is not ``--profile``: a typo never runs a whole cycle), and a flag no
+    command knows is refused with the usage of the command it was given to and the closest flag it has."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+        self.chosen: _Parser = self  # the deepest command parsed (set on the top-level parser while parsing)
+        self.top: _Parser = self
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self.top.chosen = self
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.chosen.unrecognized(extras)
+        return parsed
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
+        top = self.top
+        original = action.add_parser
+
+        def add_parser(name: str, **kw: Any) -> _Parser:
+            parser = original(name, **kw)
+            parser.top = top
+            return parser
+
+        action.add_parser = add_parser  # type: ignore[method-assign]
+        return action
+
+    def unrecognized(self, extras: list[str]) -> None:
+        flags = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        hints = []
+        for extra in extras:
+            if extra.startswith("-"):
+                close = difflib.get_close_matches(extra.split("=", 1)[0], flags, n=1, cutoff=0.6)
+                if close:
+                    hints.append(f"did you mean {close[0]}?")
+        self.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dream", description="Keep an agent's memory and skills healthy while it is idle.")
+    p = _Parser(prog="dream", description="Keep an agent's memory and skills healthy while it is idle.")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
@@ -1099,6 +1142,16 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _failed(args: argparse.Namespace, code: int, message: str) -> int:
+    """Report a failure: one line on standard error, or with ``--json`` one JSON object on standard output (where a
+    script reads the result) ``{"error": ..., "exit": code}``. Returns ``code``."""
+    if getattr(args, "json", False):
+        print(json.dumps({"error": message, "exit": code}), flush=True)
+    else:
+        print(message, file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     # Dagster's beta/deprecation notices are for developers of this project, not for people running it.
     warnings.filterwarnings("ignore", module=r"dagster(\.|$)")
@@ -1112,19 +1165,17 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except OptionsError as exc:
         _traceback(args)
-        print(f"configuration error: {_one_line(exc)}", file=sys.stderr)
-        return 2
+        return _failed(args, 2, f"configuration error: {_one_line(exc)}")
     except Exception as exc:  # noqa: BLE001 - every failure is one line naming the file or URL; --verbose: the rest
         _traceback(args)
         if isinstance(exc, _refusals()):
-            print(f"dream {args.command}: {_one_line(exc)}", file=sys.stderr)
-            return 2
-        print(
+            return _failed(args, 2, f"dream {args.command}: {_one_line(exc)}")
+        return _failed(
+            args,
+            1,
             f"dream {args.command} failed: {type(exc).__name__}: {_one_line(exc)}"
             + ("" if args.verbose else " (--verbose shows the traceback)"),
-            file=sys.stderr,
         )
-        return 1
 
 
 def _traceback(args: argparse.Namespace) -> None:

@@ -51,6 +51,37 @@ def test_exit_codes_for_nothing_found_and_refused_input(agent: str, capsys) -> N
     assert open_store(agent).memories.counts() == {"live": 0, "archived": 0}
 
 
+def test_errors_under_json_are_json_on_standard_output(agent: str, tmp_path: Path, capsys) -> None:
+    assert dream(["memory", "get", "f" * 32, "--profile", agent, "--json"]) == MEMORY_NOT_FOUND
+    out = _json(capsys)
+    assert out["exit"] == MEMORY_NOT_FOUND and "no memory with id" in out["error"]
+    assert dream(["memory", "save", "bad\x01text", "--profile", agent, "--json"]) == MEMORY_INVALID
+    assert _json(capsys)["error"].startswith("dream memory save: content ")
+    assert dream(["memory", "search", "x", "--profile", str(tmp_path / "typo"), "--json"]) == 2
+    out = _json(capsys)
+    assert out["exit"] == 2 and "no agent profile at" in out["error"]
+
+
+@pytest.mark.parametrize(
+    "argv,usage,hint",
+    [
+        (["memory", "save", "x", "--catgory", "a"], "usage: dream memory save", "did you mean --category?"),
+        (["status", "--profil", "{agent}"], "usage: dream status", "did you mean --profile?"),
+        (["run", "--profil", "{agent}"], "usage: dream run", "did you mean --profile?"),
+        (["memory", "search", "x", "--lim", "3"], "usage: dream memory search", "did you mean --limit?"),
+    ],
+)
+def test_a_mistyped_or_abbreviated_flag_is_refused_with_the_command_s_usage_and_the_closest_flag(
+    agent: str, capsys, argv: list[str], usage: str, hint: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        dream([a.format(agent=agent) for a in argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert usage in err and hint in err
+    assert open_store(agent).memories.counts() == {"live": 0, "archived": 0}
+
+
 def test_a_missing_profile_is_refused_and_not_created(tmp_path: Path, capsys) -> None:
     assert dream(["memory", "save", "x", "--profile", str(tmp_path / "typo")]) == 2
     assert not (tmp_path / "typo").exists()

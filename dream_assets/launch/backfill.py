@@ -101,7 +101,7 @@ def register_agent(agent: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--profile", required=True, help="the agent's profile folder")
     parser.add_argument("--from", dest="first", default="", help="first day, YYYY-MM-DD")
     parser.add_argument("--to", dest="last", default="", help="last day, YYYY-MM-DD (inclusive)")
