@@ -22,7 +22,18 @@ from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
 
 #: Counts a pass keeps for what the host refused of an answer.
-REFUSAL_COUNTS = ("rejected", "refused", "ignored", "invalid_ids", "not_shown", "guarded", "protected", "unusable")
+REFUSAL_COUNTS = (
+    "rejected",
+    "refused",
+    "ignored",
+    "invalid_ids",
+    "not_shown",
+    "guarded",
+    "protected",
+    "unusable",
+    "copied",
+    "shrunk",
+)
 
 
 @dataclass

@@ -120,3 +120,36 @@ def test_check_model_rehearses_every_model_pass_and_changes_nothing(demo, capsys
     store = open_store(demo, DreamOptions())
     assert store.memories.counts()["live"] == live
     store.close()
+
+
+@pytest.mark.slow  # every model pass of the small demo through HTTP
+def test_check_model_calls_a_model_that_copies_placeholders_not_fit(demo, capsys, monkeypatch):
+    """A model that answers skill optimization with the directive's ``"content": "..."`` for every skill it is shown
+    is reported NOT fit for that pass, with the refusals counted, and the agent's skills are untouched."""
+    import re
+
+    from dream_assets.cli import main
+    from dream_assets.store import open_store
+
+    def decide(body: dict) -> str:
+        system, prompt = body["messages"][0]["content"], body["messages"][-1]["content"]
+        if system.startswith("# Skill optimization"):
+            names = re.findall(r"^### skill: (\S+)", prompt, flags=re.MULTILINE)
+            return reply(json.dumps({"toDelete": [], "toSave": [{"name": n, "content": "..."} for n in names]}))
+        return reply(EVERY_KEY)
+
+    store = open_store(demo, DreamOptions())
+    skills = {s.name: s.content for s in store.skills.list()}
+    store.close()
+    with OpenAITestServer(default=Reply(decide=decide)) as server:
+        monkeypatch.setenv("DREAM__LlmBaseUrl", server.base_url)
+        monkeypatch.setenv("DREAM__LlmModel", "test-model")
+        code = main(["check-model", "--profile", str(demo.root), "--now", NOW.isoformat()])
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if x.startswith("  skill_optimization ")]
+    assert " failed " in line and re.search(r"refused by the host: .*copied [1-9]", line), line
+    assert "NOT fit for: " in out and "skill_optimization" in out.rsplit("NOT fit for: ", 1)[1]
+    assert code == 1
+    store = open_store(demo, DreamOptions())
+    assert {s.name: s.content for s in store.skills.list()} == skills
+    store.close()

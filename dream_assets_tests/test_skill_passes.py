@@ -13,6 +13,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.skill_consolidation import run_skill_consolidation
 from dream_assets.passes.skill_gap import run_skill_gap_detection
 from dream_assets.passes.skill_optimization import run_skill_optimization
+from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import ConversationTurn, FeedbackEvent, SkillUsageEvent
 from dream_assets.store.logs import append_event, clear_conversation_log
 
@@ -324,7 +325,7 @@ def test_merge_into_an_existing_skill_keeps_the_earliest_dates_of_both(profile, 
                 "toSave": [
                     {
                         "name": "writing/report",
-                        "content": "Weekly report: bullets, metrics first.",
+                        "content": "Weekly report: bullets, metrics first.\n" + LONG,
                         "sourceNames": ["writing/weekly"],
                     }
                 ]
@@ -612,7 +613,7 @@ def test_optimization_rewrites_only_sent_skills_and_never_deletes(profile, store
         "toSave": [
             {
                 "name": "mcp/calendar",
-                "content": "Check free/busy first, then create the event; never retry writes twice.",
+                "content": "Check free/busy first, then create the event; never retry writes twice.\n" + LONG,
             },
             {"name": "code/review", "content": "Rewritten although nobody asked."},
             {
@@ -646,7 +647,7 @@ def test_optimization_rejects_unusable_text_with_a_reason_and_applies_the_rest(p
                 "summary": "Check\u0007 visa rules",
                 "content": "1. Open the embassy site.",
             },
-            {"name": "mcp/calendar", "content": "Check free/busy first, then create the event."},
+            {"name": "mcp/calendar", "content": "Check free/busy first, then create the event.\n" + LONG},
         ]
     }
     client, _ = scripted(profile, options, [answer])
@@ -654,7 +655,7 @@ def test_optimization_rejects_unusable_text_with_a_reason_and_applies_the_rest(p
     assert report.status == "completed" and report.counts["updated"] == 1 and report.counts["invalid_items"] == 2
     reasons = {c.target: c.detail for c in report.changes if c.kind == "invalid-item"}
     assert "lone surrogate" in reasons["toSave[0]"] and "toSave[1].summary contains a control" in reasons["toSave[1]"]
-    assert store.skills.get("mcp/calendar").content == "Check free/busy first, then create the event."
+    assert store.skills.get("mcp/calendar").content == "Check free/busy first, then create the event.\n" + LONG
     assert store.skills.get("travel/visa").content == "Check the embassy site."
     assert [(c.kind, c.target_id) for c in store.changes.list("c1")] == [("updated", "mcp/calendar")]
 
@@ -759,3 +760,68 @@ def test_demo_agent_runs_offline_and_an_idle_second_run_costs_no_model_call(prof
         assert all(r.status == "skipped" and r.reason for r in second)
     finally:
         store.close()
+
+
+# =================================================================== copied answers and cut rewrites
+def test_placeholders_and_the_directive_example_are_refused_and_the_pass_fails_unstamped(profile, store, options):
+    """A small model copies the directive's example (``"content": "..."``) for every skill: nothing of it applies,
+    each refusal is counted with its reason, and the pass is a failure (not stamped, so the next cycle asks again)
+    while a real improvement in the same answer still applies."""
+    risky_world(profile, store)
+    before = {s.name: s.content for s in store.skills.list()}
+    answer = {
+        "toSave": [
+            {"name": "mcp/calendar", "summary": "Summarize an inbox digest into key action items", "content": "..."},
+            {"name": "writing/report", "content": "<content>"},
+            {"name": "research/web", "content": " TODO "},
+            {"name": "travel/visa", "content": "1. Open the embassy site.\n2. Read the entry rules for your passport."},
+        ]
+    }
+    client, _ = scripted(profile, options, [answer, answer])
+    report = run_skill_optimization(context(profile, store, client))
+    assert report.status == "failed" and "copied" in report.reason
+    assert report.counts["copied"] == 3 and report.counts["updated"] == 1
+    refused = {c.target: c.detail for c in report.changes if c.kind == "copied"}
+    assert "placeholder" in refused["skill 'mcp/calendar'"] and "template slot" in refused["skill 'writing/report'"]
+    for name in ("mcp/calendar", "writing/report", "research/web"):
+        assert store.skills.get(name).content == before[name]
+    assert store.skills.get("travel/visa").content.startswith("1. Open the embassy site.")
+    assert PassLedger(profile, now=NOW).get("skill_optimization") is None
+    # not stamped: the next run asks the model again
+    again = run_skill_optimization(context(profile, store, client, cycle="c2"))
+    assert again.model_calls == 1
+
+
+def test_a_rewrite_that_throws_most_of_a_skill_away_is_refused(profile, store, options):
+    risky_world(profile, store)
+    old = store.skills.get("mcp/calendar").content
+    answer = {"toSave": [{"name": "mcp/calendar", "content": "Check the calendar."}]}
+    client, _ = scripted(profile, options, [answer])
+    report = run_skill_optimization(context(profile, store, client))
+    assert report.status == "failed" and report.counts["shrunk"] == 1
+    assert store.skills.get("mcp/calendar").content == old
+    assert [c.detail for c in report.changes if c.kind == "shrunk"][0].startswith("the rewrite keeps 19 of")
+
+
+def test_gap_detection_refuses_a_copied_example_skill(profile, store, options):
+    gap_sessions(profile)
+    answer = {"toSave": [{**INVOICE_SKILL, "content": "..."}]}
+    client, _ = scripted(profile, options, [answer])
+    report = run_skill_gap_detection(context(profile, store, client))
+    assert report.status == "failed" and report.counts["copied"] == 1
+    assert store.skills.get("finance/convert-invoice") is None
+
+
+def test_consolidation_refuses_a_copied_or_cut_merge_and_keeps_its_sources(profile, store, options):
+    catalog(store, skill("writing/report"), skill("writing/weekly"))
+    some_usage(profile)
+    answer = {
+        "toSave": [
+            {"name": "writing/report", "content": "The merged skill.", "sourceNames": ["writing/weekly"]},
+        ]
+    }
+    client, _ = scripted(profile, options, [answer])
+    report = run_skill_consolidation(context(profile, store, client))
+    assert report.status == "failed" and report.counts["shrunk"] == 1
+    assert not store.skills.get("writing/weekly").is_archived
+    assert store.skills.get("writing/report").content == skill("writing/report").content

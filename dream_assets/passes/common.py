@@ -423,3 +423,75 @@ def note_malformed(report: PassReport, kind: str, read: Any) -> None:
             + (" …" if len(read.problems) > 3 else "")
             + " — fix or remove those lines"
         )
+
+
+@dataclass(frozen=True)
+class CopyGuard:
+    """Refuses model content that is a placeholder or a copy of the pass's directive example (model_text.copied),
+    and a rewrite that throws most of what it replaces away. Each refusal is counted (``copied``, ``shrunk``), listed
+    in the changes table and warned; :meth:`failed` then reports the pass as failed and unstamped."""
+
+    examples: frozenset[str]
+
+    @classmethod
+    def for_call(cls, ctx: PassContext, call: ModelCall) -> CopyGuard:
+        from dream_assets.llm.directives import DirectiveError, load_directive
+        from dream_assets.passes.model_text import directive_examples
+
+        try:
+            directive, _ = load_directive(call, ctx.profile, ctx.options)
+        except DirectiveError:  # the model call itself reports an unreadable directive
+            return cls(frozenset())
+        return cls(directive_examples(directive))
+
+    def refuse(self, report: PassReport, content: str, *, field: str, target: str) -> bool:
+        """True (and the refusal noted) when ``content`` is a placeholder or the directive's example."""
+        from dream_assets.passes.model_text import copied
+
+        why = copied(content, examples=self.examples)
+        if why is None:
+            return False
+        report.count("copied")
+        report.change("copied", target, f"{field} {why}")
+        report.warn(f"{target} refused: {field} {why}")
+        return True
+
+    def refuse_shrink(self, report: PassReport, before: str, after: str, *, target: str) -> bool:
+        """True (and noted) when a rewrite keeps less than ``MIN_KEPT_SHARE`` of the text it replaces."""
+        old, new = len(before.strip()), len(after.strip())
+        if old == 0 or new >= MIN_KEPT_SHARE * old:
+            return False
+        report.count("shrunk")
+        report.change(
+            "shrunk",
+            target,
+            f"the rewrite keeps {new} of {old} characters (under {MIN_KEPT_SHARE:.0%}): a rewrite improves a text, "
+            "it does not throw most of it away",
+        )
+        report.warn(f"{target} refused: the rewrite would shrink it from {old} to {new} characters")
+        return True
+
+    @staticmethod
+    def failed(report: PassReport, summary: str) -> PassReport | None:
+        """The pass reported failed when any item was refused as copied or shrunk (what applied stays applied and
+        recorded); None when none was. The caller then does not stamp, so the next cycle asks again."""
+        copies, shrunk = int(report.counts.get("copied", 0)), int(report.counts.get("shrunk", 0))
+        if not copies and not shrunk:
+            return None
+        what = " and ".join(
+            part
+            for part in (
+                f"{copies} item(s) a placeholder or the directive's example" if copies else "",
+                f"{shrunk} rewrite(s) throwing most of a text away" if shrunk else "",
+            )
+            if part
+        )
+        return report.fail(
+            f"the model copied or cut instead of answering: {what}, refused; {summary}; not stamped, so the next "
+            "cycle asks again"
+        )
+
+
+#: A rewrite of a skill must keep at least this share of its characters (a sparse skill is expanded, an at-risk one
+#: corrected: neither comes out a fraction of what it was).
+MIN_KEPT_SHARE = 0.5

@@ -22,10 +22,17 @@ Rules, by ``kind``:
 
 Every kind refuses lone surrogates and, except ``content`` and ``text``, every invisible formatting character
 (bidirectional overrides, zero-width characters), which could make two different names look the same.
+
+A model can also copy instead of answer: a small model given a directive whose example says ``"content": "..."``
+answers ``"..."``. :func:`copied` finds content that is a placeholder (only punctuation, a template slot such as
+``<content>``, ``TODO``, ``lorem ipsum``) or the text of an example in the pass's directive
+(:func:`directive_examples`); a pass refuses such an item with the reason, counts it as ``copied``, and reports the
+pass as failed (a model that copies is not a healthy model, however much of its answer applied).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -132,6 +139,73 @@ def problem(value: object, kind: str, *, field: str, max_chars: int | None = Non
         segments = value.strip().split("/")
         if any(not s.strip() for s in segments):
             return f"{field} {shown(value)} has an empty '/' segment"
+    return None
+
+
+#: Whole answers that are a placeholder, compared lower-cased with punctuation and spacing folded.
+_PLACEHOLDERS = frozenset(
+    {
+        "todo",
+        "tbd",
+        "fixme",
+        "xxx",
+        "placeholder",
+        "content",
+        "content here",
+        "your content",
+        "your content here",
+        "insert content here",
+        "text",
+        "text here",
+        "etc",
+        "n a",
+        "none",
+        "null",
+        "lorem ipsum",
+        "skill content",
+        "memory content",
+        "the content",
+        "new content",
+        "improved content",
+        "merged content",
+    }
+)
+_SLOT = re.compile(r"[<{\[]{1,2}\s*[\w .:/-]{1,40}?\s*[>}\]]{1,2}")
+_EXAMPLE_VALUE = re.compile(r'"(?:content|summary|text)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _folded(value: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", value.lower()).split())
+
+
+def directive_examples(directive: str) -> frozenset[str]:
+    """The texts a directive's example answers give as content (``"content": "..."``, a summary, a text), folded:
+    an answer that repeats one copied the example instead of answering."""
+    found = set()
+    for m in _EXAMPLE_VALUE.finditer(directive):
+        try:
+            value = json.loads(f'"{m.group(1)}"')
+        except ValueError:
+            value = m.group(1)
+        folded = _folded(value)
+        if folded:
+            found.add(folded)
+    return frozenset(found)
+
+
+def copied(value: str, *, examples: frozenset[str] = frozenset()) -> str | None:
+    """Why ``value`` (model-provided content that passed :func:`problem`) is a placeholder or a copy of the
+    directive's example rather than content, or None when it is content."""
+    inner = value.strip().strip("`'\"*_ \t\n")
+    if not any(ch.isalnum() for ch in inner):
+        return f"is a placeholder ({shown(value.strip(), 20)}), not content"
+    if _SLOT.fullmatch(inner):
+        return f"is a template slot ({shown(inner, 40)}), not content"
+    folded = _folded(inner)
+    if folded in _PLACEHOLDERS:
+        return f"is a placeholder ({shown(inner, 40)}), not content"
+    if folded in examples:
+        return f"copies the directive's example ({shown(inner, 40)}) instead of answering"
     return None
 
 

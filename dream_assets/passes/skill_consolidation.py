@@ -35,7 +35,7 @@ from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_skill_consolidation
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
-from dream_assets.passes.common import call_model_batched, gate_says_skip, stamp
+from dream_assets.passes.common import CopyGuard, call_model_batched, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import IdCheck, check_ids, problem, shown
 from dream_assets.passes.report import PassReport
@@ -162,7 +162,12 @@ def consolidate_skills(ctx: PassContext) -> PassReport:
             "cycle asks again (spec 'Pass 3' safety guard)"
         )
 
-    outcome = apply_consolidation(ctx, report, response, {s.name: s for s in skills})
+    outcome = apply_consolidation(
+        ctx, report, response, {s.name: s for s in skills}, CopyGuard.for_call(ctx, SPEC.model_call)
+    )
+    failed = CopyGuard.failed(report, outcome.summary())
+    if failed is not None:
+        return failed
     stamp(ctx, PASS, fingerprint)
     return report.finish(outcome.summary())
 
@@ -266,6 +271,7 @@ def _plan(
     response: SkillConsolidationResponse,
     shown_skills: Mapping[str, Skill],
     outcome: ConsolidationOutcome,
+    guard: CopyGuard,
 ) -> list[_Planned]:
     planned: list[_Planned] = []
     seen: set[str] = set()
@@ -282,6 +288,14 @@ def _plan(
         if name in seen:
             outcome.rejected += 1
             report.warn(f"toSave lists {name!r} twice; the first entry is used")
+            continue
+        target = f"toSave[{n}] ({name!r})"
+        if guard.refuse(report, save.content, field="content", target=target):
+            outcome.rejected += 1
+            continue
+        rewritten = shown_skills.get(name)
+        if rewritten is not None and guard.refuse_shrink(report, rewritten.content, save.content, target=target):
+            outcome.rejected += 1
             continue
         found = check_ids([s for s in save.source_names if s != name], shown_skills, field=f"toSave[{n}].sourceNames")
         _note_ids(report, found, f"skill {name!r}: sourceNames")
@@ -310,12 +324,15 @@ def apply_consolidation(
     report: PassReport,
     response: SkillConsolidationResponse,
     shown_skills: Mapping[str, Skill],
+    guard: CopyGuard | None = None,
 ) -> ConsolidationOutcome:
     """Apply one answer. Each save is one write with its change-log row and the retirement of its sources (a merge is
-    whole or absent); each prune and each link repair is one write with its row."""
+    whole or absent); each prune and each link repair is one write with its row. ``guard`` refuses a save whose
+    content is a placeholder or the directive's example, and a rewrite of a skill keeping under half of it (its
+    sources are kept)."""
     store = ctx.store.skills
     outcome = ConsolidationOutcome()
-    planned = _plan(report, response, shown_skills, outcome)
+    planned = _plan(report, response, shown_skills, outcome, guard or CopyGuard(frozenset()))
     planned_names = {p.save.name for p in planned}
 
     found = check_ids(response.to_delete, shown_skills, field="toDelete")

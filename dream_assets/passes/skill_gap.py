@@ -37,7 +37,7 @@ from dream_assets.llm.prompts import render_skill_gap
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName, validate_skill_name
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model_batched, gate_says_skip, stamp
+from dream_assets.passes.common import CopyGuard, call_model_batched, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
 from dream_assets.passes.model_text import shown as shown_text
@@ -209,17 +209,22 @@ def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[Conve
 
     existing = {s.name for s in catalog}
     created = 0
+    guard = CopyGuard.for_call(ctx, SPEC.model_call)
     for index, proposal in enumerate(response.to_save):
-        if _apply_proposal(ctx, report, proposal, index, existing, recurring):
+        if _apply_proposal(ctx, report, proposal, index, existing, recurring, guard):
             created += 1
             existing.add(proposal.name)
-    stamp(ctx, PASS, fingerprint)
     report.counts["created"] = created
     rejected = len(response.to_save) - created
-    return report.finish(
+    summary = (
         f"{created} skill(s) created from {len(firsts)} sessions "
         f"({len(recurring)} recurring terms); {rejected} proposal(s) not applied"
     )
+    failed = CopyGuard.failed(report, summary)
+    if failed is not None:
+        return failed
+    stamp(ctx, PASS, fingerprint)
+    return report.finish(summary)
 
 
 def _apply_proposal(
@@ -229,6 +234,7 @@ def _apply_proposal(
     index: int,
     existing: set[str],
     recurring: Sequence[RecurringTerm],
+    guard: CopyGuard,
 ) -> bool:
     name = proposal.name
     try:
@@ -255,6 +261,8 @@ def _apply_proposal(
         report.count("rejected_invalid_text")
         report.change("rejected", shown_text(name), bad)
         report.warn(f"proposed skill {shown_text(name)} skipped: {bad}")
+        return False
+    if guard.refuse(report, proposal.content, field=f"toSave[{index}].content", target=f"proposed skill {name!r}"):
         return False
     terms, sessions = evidence(proposal, recurring)
     if len(sessions) < MIN_SESSIONS:

@@ -36,7 +36,7 @@ from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_skill_optimization
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
-from dream_assets.passes.common import call_model_batched, gate_says_skip, stamp
+from dream_assets.passes.common import CopyGuard, call_model_batched, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
@@ -197,12 +197,16 @@ def optimize_skills(ctx: PassContext) -> PassReport:
     sent = {s.name: s for s, _ in found.at_risk} | {s.name: s for s in found.sparse}
     reasons = {s.name: f"at risk: {len(sig)} failure signal(s)" for s, sig in found.at_risk}
     reasons |= {s.name: f"sparse: expanded from {len(s.content.strip())} characters" for s in found.sparse}
-    updated = _apply(ctx, report, response, sent, reasons)
-    stamp(ctx, PASS, current)
+    updated = _apply(ctx, report, response, sent, reasons, CopyGuard.for_call(ctx, SPEC.model_call))
     report.counts["updated"] = updated
-    return report.finish(
+    summary = (
         f"{updated} skill(s) improved of {len(sent)} sent ({len(found.at_risk)} at risk, {len(found.sparse)} sparse)"
     )
+    failed = CopyGuard.failed(report, summary)
+    if failed is not None:
+        return failed
+    stamp(ctx, PASS, current)
+    return report.finish(summary)
 
 
 def _apply(
@@ -211,9 +215,11 @@ def _apply(
     response: SkillConsolidationResponse,
     sent: dict[str, Skill],
     reasons: dict[str, str],
+    guard: CopyGuard,
 ) -> int:
     """Rewrite the sent skills the answer improves. Each rewrite is checked first (model_text.py: a bad name, a blank,
-    over-long or unencodable content or summary rejects that item with its reason) and then written with its
+    over-long or unencodable content or summary rejects that item with its reason; a placeholder, the directive's
+    example or a rewrite keeping under half of the skill is refused by ``guard``) and then written with its
     change-log row in one transaction, on the skill as it is then (an edit since it was read wins)."""
     store = ctx.store.skills
     if response.to_delete:
@@ -254,6 +260,10 @@ def _apply(
             report.warn(f"toSave[{n}] rejected: {bad}")
             continue
         done.add(name)
+        if guard.refuse(report, save.content, field=f"toSave[{n}].content", target=f"skill {name!r}"):
+            continue
+        if guard.refuse_shrink(report, sent[name].content, save.content, target=f"skill {name!r}"):
+            continue
         try:
             with ctx.store.transaction():
                 current = store.get(name)
