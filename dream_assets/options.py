@@ -537,6 +537,9 @@ _UNITS = re.compile(
 )
 
 
+_UNIT_NAMES = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
 def parse_duration(text: str) -> timedelta:
     """ISO-8601 (``P7D``, ``PT6H30M``), ``[-][D.]HH:MM[:SS]``, units (``90s``, ``30m``, ``4h``, ``7d``, ``2w``,
     ``1h30m``) or plain seconds. Raises ValueError, also for a value no ``timedelta`` holds (``1e30``, ``nan``)."""
@@ -554,26 +557,11 @@ def _parse_duration(text: str) -> timedelta:
     if m:
         td = timedelta(days=int(m["days"] or 0), hours=int(m["h"]), minutes=int(m["m"]), seconds=float(m["s"] or 0))
         return -td if negative else td
-    m = _ISO.match(s)
-    if m and any(m[g] for g in ("w", "d", "h", "m", "s")):
-        td = timedelta(
-            weeks=float(m["w"] or 0),
-            days=float(m["d"] or 0),
-            hours=float(m["h"] or 0),
-            minutes=float(m["m"] or 0),
-            seconds=float(m["s"] or 0),
-        )
-        return -td if m["sign"] else td
-    m = _UNITS.match(s)
-    if m and any(m[g] for g in ("w", "d", "h", "m", "s")):
-        td = timedelta(
-            weeks=float(m["w"] or 0),
-            days=float(m["d"] or 0),
-            hours=float(m["h"] or 0),
-            minutes=float(m["m"] or 0),
-            seconds=float(m["s"] or 0),
-        )
-        return -td if m["sign"] else td
+    for pattern in (_ISO, _UNITS):
+        m = pattern.match(s)
+        if m and any(m[g] for g in ("w", "d", "h", "m", "s")):
+            parts = {unit: float(m[g] or 0) for g, unit in _UNIT_NAMES.items()}
+            return -timedelta(**parts) if m["sign"] else timedelta(**parts)
     try:
         return timedelta(seconds=float(s))
     except ValueError:

@@ -478,17 +478,14 @@ class CopyGuard:
         copies, shrunk = int(report.counts.get("copied", 0)), int(report.counts.get("shrunk", 0))
         if not copies and not shrunk:
             return None
-        what = " and ".join(
-            part
-            for part in (
-                f"{copies} item(s) a placeholder or the directive's example" if copies else "",
-                f"{shrunk} rewrite(s) throwing most of a text away" if shrunk else "",
-            )
-            if part
-        )
+        what = []
+        if copies:
+            what.append(f"{copies} item(s) a placeholder or the directive's example")
+        if shrunk:
+            what.append(f"{shrunk} rewrite(s) throwing most of a text away")
         return report.fail(
-            f"the model copied or cut instead of answering: {what}, refused; {summary}; not stamped, so the next "
-            "cycle asks again"
+            f"the model copied or cut instead of answering: {' and '.join(what)}, refused; {summary}; not stamped, "
+            "so the next cycle asks again"
         )
 
 
