@@ -318,7 +318,7 @@ class HttpGate:
 
     def check(self, path: str, headers: Mapping[str, str]) -> tuple[int, str] | AgentProfile:
         """The agent profile the request may reach, or (HTTP status, reason) when it is refused."""
-        m = _AGENT_PATH.match(path)
+        m = _AGENT_PATH.fullmatch(path)
         if m is None:
             return 404, "no such endpoint: agents are served at /agents/<agent id>/mcp"
         agent = m.group(1)

@@ -535,11 +535,11 @@ def parse_duration(text: str) -> timedelta:
     s = text.strip()
     negative = s.startswith("-")
     body = s[1:] if negative else s
-    m = _TIMESPAN.match(body)
+    m = _TIMESPAN.fullmatch(body)
     if m:
         td = timedelta(days=int(m["days"] or 0), hours=int(m["h"]), minutes=int(m["m"]), seconds=float(m["s"] or 0))
         return -td if negative else td
-    m = _ISO.match(s)
+    m = _ISO.fullmatch(s)
     if m and any(m[g] for g in ("w", "d", "h", "m", "s")):
         td = timedelta(
             weeks=float(m["w"] or 0),
