@@ -12,7 +12,8 @@ field or id when the call cannot be done. Two transports:
 
 HTTP requests pass a gate before the SDK sees them (``HttpGate``): the agent id must be a plain agent id naming an
 existing profile folder directly under the profile root (no traversal, no symlink out of it); the bearer token must
-match when one is configured (constant-time compare; a per-agent token replaces the shared one for its agent); the
+match when one is configured (constant-time compare; a per-agent token replaces the shared one for its agent, also
+when a symlink inside the root leads to it under another name: the token follows the folder reached); the
 ``Origin`` header, when sent, must be one of the allowed origins and ``Host`` one of the allowed hosts (DNS
 rebinding); the body may not exceed ``max_request_bytes``. A refused request gets a JSON error and changes nothing.
 """
@@ -326,7 +327,12 @@ class HttpGate:
             validate_agent_id(agent)
         except ProfileError as exc:
             return 400, str(exc)
-        expected = self.agent_tokens.get(agent, self.token)
+        # The folder the request would reach decides the token: a symlink inside the root (alias -> alpha) reaches
+        # alpha, whose own token replaces the shared one whatever name the URL gives it.
+        root = (self.profile_root / agent).resolve()
+        inside = root.parent == self.profile_root and _is_agent_id(root.name)
+        real = root.name if inside else agent
+        expected = self.agent_tokens.get(real, self.token)
         if expected is not None:
             given = headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
@@ -343,10 +349,17 @@ class HttpGate:
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_request_bytes):
             return 413, f"request body over {self.max_request_bytes} bytes"
-        root = (self.profile_root / agent).resolve()
-        if root.parent != self.profile_root or not holds_profile(root):
+        if not inside or not holds_profile(root):
             return 404, f"no agent {agent!r} under the profile root (create it with `dream init --profile ...`)"
         return AgentProfile(root)
+
+
+def _is_agent_id(name: str) -> bool:
+    try:
+        validate_agent_id(name)
+    except ProfileError:
+        return False
+    return True
 
 
 def _profile_from_request(ctx: Context) -> AgentProfile:

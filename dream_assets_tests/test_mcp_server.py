@@ -133,6 +133,16 @@ def test_a_per_agent_token_opens_only_its_agent(tmp_path: Path) -> None:
         assert _post(server.url("c"), call, {"Authorization": f"Bearer {'b' * 20}"}).status_code == 401
         assert _post(server.url("c"), call, {"Authorization": f"Bearer {'c' * 20}"}).status_code == 200
     assert _counts(c) == {"live": 1, "archived": 0}
+    alpha = _profile(tmp_path, "alpha")
+    (tmp_path / "alias").symlink_to(alpha.root, target_is_directory=True)
+    env = {"DREAM_SERVE_TOKEN": TOKEN, "DREAM_SERVE_AGENT_TOKENS": f"alpha={'a' * 20}"}
+    with HttpServer(tmp_path, env=env) as server:
+        call = _save_call("The shared token must not write into alpha.")
+        for agent in ("alpha", "alias"):
+            refused = _post(server.url(agent), call, {"Authorization": f"Bearer {TOKEN}"})
+            assert refused.status_code == 401, (agent, refused.status_code, refused.text)
+        assert _post(server.url("alias"), call, {"Authorization": f"Bearer {'a' * 20}"}).status_code == 200
+    assert _counts(alpha) == {"live": 1, "archived": 0}
 
 
 def test_a_non_loopback_bind_needs_a_token(tmp_path: Path) -> None:
@@ -152,6 +162,31 @@ def test_the_gate_keeps_agent_ids_inside_the_root(tmp_path: Path) -> None:
     for path in ("/agents/../mcp", "/agents/../../etc/mcp", "/agents/b/../b/mcp", "/agents//mcp", "/agents/.b/mcp"):
         verdict = gate.check(path, headers)
         assert not isinstance(verdict, AgentProfile) and verdict[0] in (400, 404), path
+
+
+def test_a_symlink_inside_the_root_does_not_dodge_an_agents_own_token(tmp_path: Path) -> None:
+    """The token is chosen by the folder a request reaches, not by the name in its URL: ``alias -> alpha`` needs
+    alpha's own token, and the shared one it replaces does not open alpha under any name."""
+    alpha = _profile(tmp_path, "alpha")
+    _profile(tmp_path, "beta")
+    (tmp_path / "alias").symlink_to(alpha.root, target_is_directory=True)
+    (tmp_path / ".hidden").mkdir()
+    AgentProfile(tmp_path / ".hidden").ensure()
+    (tmp_path / "veiled").symlink_to(tmp_path / ".hidden", target_is_directory=True)
+    own = "a" * 20
+    gate = HttpGate(profile_root=tmp_path, host="127.0.0.1", port=1, token=TOKEN, agent_tokens={"alpha": own})
+
+    def check(agent: str, token: str) -> int | Path:
+        verdict = gate.check(f"/agents/{agent}/mcp", {"host": "127.0.0.1:1", "authorization": f"Bearer {token}"})
+        return verdict.root if isinstance(verdict, AgentProfile) else verdict[0]
+
+    assert check("alpha", TOKEN) == 401
+    assert check("alias", TOKEN) == 401
+    assert check("alias", own) == alpha.root
+    assert check("alpha", own) == alpha.root
+    assert check("beta", TOKEN) == tmp_path.resolve() / "beta"
+    assert check("beta", own) == 401
+    assert check("veiled", TOKEN) == 404  # reaches a folder that is not a valid agent id
 
 
 @pytest.mark.slow  # a whole dream cycle on the demo agent while a client saves over HTTP
