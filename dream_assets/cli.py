@@ -883,7 +883,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    mcp_server.serve_http(gate)
+    mcp_server.serve_http(gate, mcp_server.connection_limits(options))
     return 0
 
 

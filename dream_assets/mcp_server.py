@@ -16,6 +16,8 @@ match when one is configured (constant-time compare; a per-agent token replaces 
 when a symlink inside the root leads to it under another name: the token follows the folder reached); the
 ``Origin`` header, when sent, must be one of the allowed origins and ``Host`` one of the allowed hosts (DNS
 rebinding); the body may not exceed ``max_request_bytes``. A refused request gets a JSON error and changes nothing.
+Before the gate, each connection is held to the limits of ``dream_assets.serve_guard`` (header and body timeouts,
+connections per client and in all), so slow or half-sent requests cannot take the server's descriptors.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from dream_assets import agent_memory as am
-from dream_assets.options import OptionsError
+from dream_assets.options import DreamOptions, OptionsError
 from dream_assets.profile import AgentProfile, ProfileError, holds_profile, validate_agent_id
+from dream_assets.serve_guard import ConnectionGuard, ConnectionLimits
 
 SERVER_NAME = "dream-memory"
 #: The environment variable holding the bearer token every agent endpoint accepts.
@@ -431,9 +434,29 @@ def gate_from_environment(
     )
 
 
-def serve_http(gate: HttpGate) -> None:
-    """Serve every agent under the gate's profile root until interrupted."""
-    import uvicorn
+def connection_limits(options: DreamOptions) -> ConnectionLimits:
+    """The HTTP server's connection limits from the options (``ServeHeaderTimeout`` ... ``ServeMaxConnections``)."""
+    return ConnectionLimits(
+        header_timeout_s=options.ServeHeaderTimeout.total_seconds(),
+        body_timeout_s=options.ServeBodyTimeout.total_seconds(),
+        max_per_client=options.ServeMaxConnectionsPerClient,
+        max_total=options.ServeMaxConnections,
+    )
 
-    config = uvicorn.Config(http_app(gate), host=gate.host, port=gate.port, log_level="warning", lifespan="on")
+
+def serve_http(gate: HttpGate, limits: ConnectionLimits | None = None) -> None:
+    """Serve every agent under the gate's profile root until interrupted, within ``limits`` (``serve_guard``)."""
+    import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    guard = ConnectionGuard(limits or ConnectionLimits())
+    config = uvicorn.Config(
+        guard.asgi(http_app(gate)),
+        host=gate.host,
+        port=gate.port,
+        log_level="warning",
+        lifespan="on",
+        http=guard.protocol(AutoHTTPProtocol),
+        ws="none",
+    )
     uvicorn.Server(config).run()
