@@ -7,11 +7,12 @@ failed. The guard sits at two levels, each where it can see what it needs:
 - the connection (an ``asyncio.Protocol`` wrapped around uvicorn's own HTTP protocol): each connection is counted
   for its client address and in all; a connection whose request headers are not complete ``header_timeout_s`` after
   it opened (or after its previous response) is closed, and so is one whose body is not complete ``body_timeout_s``
-  after its headers. When a client has ``max_per_client`` connections, or the server ``max_total`` (never more than
-  half the process's descriptor limit, so files and the store always have descriptors left), a new connection takes
-  the place of the one that has waited longest for its headers, else of the one that has waited longest for its
-  body: a flood of half-sent requests closes its own connections, never a request being answered. Only when every
-  connection is being answered is a new one refused (503, Retry-After).
+  after its headers; one whose request line and headers pass ``MAX_HEADER_BYTES`` is answered 431 and closed. When
+  a client has ``max_per_client`` connections, or the server ``max_total`` (never more than half the process's
+  descriptor limit, so files and the store always have descriptors left), a new connection takes the place of the
+  one that has waited longest for its headers, else of the one that has waited longest for its body: a flood of
+  half-sent requests closes its own connections, never a request being answered. Only when every connection is
+  being answered is a new one refused (503, Retry-After).
 - the application (an ASGI wrapper): it is called when a request's headers are complete, its ``receive`` returns the
   last piece of the body, and it returns when the response is done; each of these moves the connection on.
 
@@ -27,6 +28,10 @@ import resource
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+#: Largest request head (request line and headers) accepted: uvicorn's httptools parser keeps any amount, so within
+#: the header timeout one connection could fill a gigabyte of memory. The tools need a few hundred bytes.
+MAX_HEADER_BYTES = 64 * 1024
 
 #: What a connection is doing: waiting for the headers of a request (also between requests), for the rest of its
 #: body, or being answered (the body is read; the application works or sends the response).
@@ -58,7 +63,7 @@ class ConnectionLimits:
 
 
 class _Connection:
-    __slots__ = ("client", "host", "phase", "since", "timer", "transport")
+    __slots__ = ("client", "head_bytes", "head_done", "head_tail", "host", "phase", "since", "timer", "transport")
 
     def __init__(self, client: tuple[str, int], transport: asyncio.BaseTransport, now: float) -> None:
         self.client = client
@@ -67,6 +72,22 @@ class _Connection:
         self.phase = HEADERS
         self.since = now
         self.timer: asyncio.TimerHandle | None = None
+        self.head_bytes = 0  # of the request head being received
+        self.head_done = False  # its blank line was seen: what follows is its body
+        self.head_tail = b""
+
+    def head_over(self, data: bytes) -> bool:
+        """Count ``data`` into the request head being received; True when the head is over ``MAX_HEADER_BYTES``."""
+        if self.head_done or self.phase != HEADERS:
+            return False
+        seen = self.head_tail + data
+        end = min((i for i in (seen.find(b"\r\n\r\n"), seen.find(b"\n\n")) if i >= 0), default=-1)
+        if end >= 0:
+            self.head_done = True
+            return self.head_bytes + end - len(self.head_tail) > MAX_HEADER_BYTES
+        self.head_bytes += len(data)
+        self.head_tail = seen[-3:]
+        return self.head_bytes > MAX_HEADER_BYTES
 
 
 class ConnectionGuard:
@@ -83,21 +104,21 @@ class ConnectionGuard:
         self.refused = 0
 
     # --- the connection level ------------------------------------------------------------------------------------
-    def admit(self, client: tuple[str, int], transport: asyncio.BaseTransport) -> bool:
-        """Count a new connection in, making room where needed; False when it must be refused."""
+    def admit(self, client: tuple[str, int], transport: asyncio.BaseTransport) -> _Connection | None:
+        """Count a new connection in, making room where needed; None when it must be refused."""
         loop = asyncio.get_running_loop()
         mine = self.by_host.get(client[0], {})
         if len(mine) >= self.limits.max_per_client and not self._make_room(mine.values()):
             self.refused += 1
-            return False
+            return None
         if len(self.connections) >= self.max_total and not self._make_room(self.connections.values()):
             self.refused += 1
-            return False
+            return None
         conn = _Connection(client, transport, loop.time())
         self.connections[client] = conn
         self.by_host.setdefault(client[0], {})[client] = conn
         self._arm(conn, self.limits.header_timeout_s)
-        return True
+        return conn
 
     def forget(self, client: tuple[str, int], transport: asyncio.BaseTransport) -> None:
         """The connection is closed (a later connection from the same address and port is another one)."""
@@ -151,6 +172,7 @@ class ConnectionGuard:
         conn.phase = phase
         conn.since = asyncio.get_running_loop().time()
         if phase == HEADERS:
+            conn.head_bytes, conn.head_done, conn.head_tail = 0, False, b""
             self._arm(conn, self.limits.header_timeout_s)
         elif phase == BODY:
             self._arm(conn, self.limits.body_timeout_s)
@@ -187,13 +209,15 @@ class ConnectionGuard:
         return type("GuardedHTTPProtocol", (_GuardedProtocol,), {"guard": self, "inner_class": inner})
 
 
-_BUSY = json.dumps(
-    {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "the server is at its connection limit"}}
-).encode()
-_BUSY_RESPONSE = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n"
-    + f"Content-Length: {len(_BUSY)}\r\n\r\n".encode()
-    + _BUSY
+def _response(status: bytes, message: str, extra: bytes = b"") -> bytes:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}).encode()
+    head = b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\nConnection: close\r\n" + extra
+    return head + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+_BUSY_RESPONSE = _response(b"503 Service Unavailable", "the server is at its connection limit", b"Retry-After: 1\r\n")
+_HEAD_TOO_LARGE = _response(
+    b"431 Request Header Fields Too Large", f"the request line and headers are over {MAX_HEADER_BYTES} bytes"
 )
 
 
@@ -205,7 +229,9 @@ class _GuardedProtocol(asyncio.Protocol):
         self.inner = self.inner_class(*args, **kwargs)
         self.client: tuple[str, int] = ("", 0)
         self.transport: asyncio.BaseTransport | None = None
+        self.conn: _Connection | None = None
         self.admitted = False
+        self.closing = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         from uvicorn.protocols.utils import get_remote_addr
@@ -213,7 +239,8 @@ class _GuardedProtocol(asyncio.Protocol):
         # Not a TCP peer (never so for a TCP bind): a bucket of its own.
         self.client = get_remote_addr(transport) or ("", id(transport))  # type: ignore[arg-type]
         self.transport = transport
-        if not self.guard.admit(self.client, transport):
+        self.conn = self.guard.admit(self.client, transport)
+        if self.conn is None:
             transport.write(_BUSY_RESPONSE)  # type: ignore[attr-defined]
             transport.close()
             return
@@ -221,8 +248,17 @@ class _GuardedProtocol(asyncio.Protocol):
         self.inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        if self.admitted:
-            self.inner.data_received(data)
+        if not self.admitted:
+            return
+        if self.closing:
+            return
+        if self.conn is not None and self.conn.head_over(data):
+            self.closing = True  # nothing more reaches the parser; uvicorn's protocol sees the connection end as usual
+            self.guard.forget(self.client, self.transport)  # type: ignore[arg-type]
+            self.transport.write(_HEAD_TOO_LARGE)  # type: ignore[union-attr]
+            self.transport.close()  # type: ignore[union-attr]
+            return
+        self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
         return self.inner.eof_received() if self.admitted else None

@@ -312,6 +312,17 @@ def test_slow_headers_and_slow_bodies_are_timed_out(tmp_path: Path) -> None:
         for sock in trickling:
             sock.close()
         assert still_open == 0, f"{still_open} of 30 trickling connections still open after 15 s"
+        # Headers without end, sent as fast as loopback takes them, are cut off at the header size cap (64 KiB): the
+        # server kept every byte of them until the header timeout (a gigabyte in 8 s).
+        sock = socket.create_connection((HOST, server.port), timeout=10)
+        sent, line = 0, b"X-Pad: " + b"a" * 65_536 + b"\r\n"
+        with pytest.raises(OSError):  # the server's close: a reset, or a send that no longer goes through
+            sock.sendall(f"POST /agents/b/mcp HTTP/1.1\r\nHost: {HOST}:{server.port}\r\n".encode())
+            while sent < 64 * 1024 * 1024:
+                sock.sendall(line)
+                sent += len(line)
+        sock.close()
+        assert sent < 64 * 1024 * 1024
         anyio.run(_legit_session, server.url("b"))
 
 
