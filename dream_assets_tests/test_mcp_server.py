@@ -240,6 +240,43 @@ def test_connection_limits_come_from_the_options_and_stay_below_the_descriptor_l
             DreamOptions.load(env=bad)
 
 
+class _Transport:
+    def __init__(self) -> None:
+        self.aborted = False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_a_connection_past_a_cap_takes_the_place_of_the_longest_waiting_one_never_of_one_being_answered() -> None:
+    from dream_assets.serve_guard import ANSWERING, BODY, ConnectionGuard
+
+    async def main() -> None:
+        guard = ConnectionGuard(ConnectionLimits(max_per_client=3, max_total=4), descriptor_limit=1024)
+        t = {n: _Transport() for n in "abcdefg"}
+        for port, n in enumerate("abc"):
+            assert guard.admit(("127.0.0.1", port), t[n]) is not None
+            await anyio.sleep(0.01)
+        guard._move(("127.0.0.1", 0), BODY)  # a: its headers are in, its body is coming
+        guard._move(("127.0.0.1", 1), ANSWERING)  # b: being answered
+        assert guard.admit(("127.0.0.1", 3), t["d"]) is not None  # c waited for its headers: it goes first
+        assert [n for n in "abc" if t[n].aborted] == ["c"]
+        assert guard.admit(("127.0.0.1", 4), t["e"]) is not None  # d waits for its headers, but came after a
+        assert [n for n in "abcd" if t[n].aborted] == ["c", "d"]
+        guard._move(("127.0.0.1", 4), ANSWERING)
+        assert guard.admit(("127.0.0.1", 5), t["f"]) is not None  # then a, whose body is late
+        assert [n for n in "abcde" if t[n].aborted] == ["a", "c", "d"]
+        guard._move(("127.0.0.1", 5), ANSWERING)
+        assert guard.admit(("127.0.0.1", 6), t["g"]) is None  # b, e and f are all being answered: refused (503)
+        assert guard.admit(("127.0.0.2", 1), t["g"]) is not None  # another client, under the cap in all
+        guard._move(("127.0.0.2", 1), ANSWERING)
+        assert guard.admit(("127.0.0.3", 1), _Transport()) is None  # the cap in all (4), every one being answered
+        assert not t["b"].aborted and not t["e"].aborted and not t["f"].aborted
+        assert (guard.closed_to_make_room, guard.refused) == (3, 2)
+
+    anyio.run(main)
+
+
 @pytest.mark.slow  # a subprocess HTTP server and 1,100 connections
 def test_a_legitimate_call_is_answered_while_1100_half_sent_requests_are_held(tmp_path: Path) -> None:
     """The issue's check: with 1,100 half-open connections held against a server limited to 1,024 descriptors, a
