@@ -848,7 +848,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not args.create and not holds_profile(profile.root):
             raise MissingProfile(
                 f"no agent profile at {profile.root}; create one with `dream init --profile {args.profile}` "
-                "(or start an empty one with `dream serve --create`)"
+                "(or start an empty one with --create)"
             )
         mcp_server.serve_stdio(profile)
         return 0
@@ -858,13 +858,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     options = DreamOptions.load(env=os.environ)
     root = Path(args.profile_root or options.ProfileRoot).expanduser()
-    if not root.is_dir():
-        if not args.create:
-            raise MissingProfile(
-                f"no profile root at {root.resolve()}; create an agent under it with "
-                f"`dream init --profile {root / '<agent id>'}` (or pass --create to start with an empty root)"
-            )
-        root.mkdir(parents=True, exist_ok=True)
+    if not root.is_dir() and not args.create:
+        raise MissingProfile(
+            f"no profile root at {root.resolve()}; create an agent under it with "
+            f"`dream init --profile {root / '<agent id>'}` (or pass --create to start with an empty root)"
+        )
     try:
         gate = mcp_server.gate_from_environment(
             root,
@@ -877,6 +875,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except mcp_server.ServeConfigError as exc:
         print(f"dream serve: {exc}", file=sys.stderr)
         return 2
+    root.mkdir(parents=True, exist_ok=True)  # only with --create does it not exist yet
     print(
         f"dream serve: agents under {gate.profile_root} at http://{args.http}/agents/<agent id>/mcp"
         + (" (bearer token required)" if gate.token or gate.agent_tokens else ""),
