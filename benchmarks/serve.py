@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/serve.py            # n = 10,000 and 100,000 entries
     .venv/bin/python benchmarks/serve.py --quick    # n = 1,000, fewer calls, a 15 s cycle window (CI)
+    .venv/bin/python benchmarks/serve.py --only-half-open   # the slow-client figure alone
 
 For each corpus size and each transport (stdio: a `dream serve --profile` child of the client; http: a `dream serve
 --http` subprocess on 127.0.0.1), with the real `mcp` client SDK:
@@ -22,6 +23,13 @@ For each corpus size and each transport (stdio: a `dream serve --profile` child 
   at most, a figure the load of the machine disturbs less than the client's p99; where it was opened goes to
   stderr), ``serve.errors`` (tool errors, must be 0) and ``serve.saves_lost`` (ids a save returned that are missing
   from the store afterwards, must be 0).
+
+Slow clients (http only, once, on a small agent): ``serve.http.call_s_with_half_open`` with n = the connections held
+(``--half-open``, default 1,100): a `dream serve --http` subprocess limited to 1,024 descriptors (the common soft
+limit) holds that many connections stopped in the middle of their headers, half from the client's own address and
+half from ten other loopback addresses, and a legitimate session (initialize, a save, a search) is timed from start
+to its last answer; ``serve.http.descriptors_with_half_open`` is the server's open descriptors meanwhile. Target:
+answered within 1 s (before the connection limits every call failed: the server had no descriptor left).
 
 Targets at 100,000 entries: search p50 <= 15 ms, save p50 <= 30 ms, p99 <= 250 ms during a cycle, saves lost 0.
 Run it with ``nice -n 10`` on a shared machine; latencies there are upper bounds.
@@ -51,7 +59,7 @@ from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.store import open_store  # noqa: E402
-from dream_assets_tests.mcp_harness import HttpServer, http_session, stdio_session  # noqa: E402
+from dream_assets_tests.mcp_harness import HttpServer, hold_half_open, http_session, stdio_session  # noqa: E402
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 #: The cycle process: runs a cycle, then prints its longest store session so far (the longest any save or search
@@ -218,16 +226,61 @@ async def bench_transport(
     emit("serve.saves_lost", n, len(lost_ids), "count")
 
 
+HALF_OPEN_TOKEN = "half-open-benchmark-token-0123456789"
+#: The server's soft descriptor limit in the slow-client figure; this process needs the count held plus a margin.
+HALF_OPEN_SERVER_DESCRIPTORS = 1024
+
+
+def bench_half_open(root: Path, count: int) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, count + 200)), hard))
+    count = min(count, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 200)
+    print(f"half-open: holding {count} connections against a server limited to 1,024 descriptors", file=sys.stderr)
+    profile = AgentProfile(root / "b").ensure()
+
+    async def session(url: str) -> float:
+        start = time.perf_counter()
+        async with http_session(url, HALF_OPEN_TOKEN) as s:
+            for name, args in (("memory_save", {"content": f"Fact {start}."}), ("memory_search", {"query": "fact"})):
+                if (await s.call_tool(name, args)).is_error:
+                    return float("nan")  # a failed call has no answer time
+        return time.perf_counter() - start
+
+    env = {"DREAM_SERVE_TOKEN": HALF_OPEN_TOKEN}
+    with HttpServer(root, env=env, descriptor_limit=HALF_OPEN_SERVER_DESCRIPTORS) as server:
+        anyio.run(session, server.url(profile.agent_id))  # builds the recall index
+        others = [f"127.0.0.{i}" for i in range(2, 12)]
+        held = hold_half_open(server.port, count // 2, ["127.0.0.1"])
+        held += hold_half_open(server.port, count - count // 2, others)
+        try:
+            took = anyio.run(session, server.url(profile.agent_id))
+            descriptors = len(os.listdir(f"/proc/{server.proc.pid}/fd"))
+        finally:
+            for sock in held:
+                sock.close()
+    emit("serve.http.call_s_with_half_open", count, took, "s")
+    emit("serve.http.descriptors_with_half_open", count, descriptors, "count")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="n = 1,000, fewer calls, a 15 s cycle window")
     parser.add_argument("--transport", choices=("stdio", "http", "both"), default="both")
     parser.add_argument("--window", type=float, help="longest measurement during a cycle, in seconds")
+    parser.add_argument("--half-open", type=int, default=1100, help="connections held by the slow-client figure")
+    parser.add_argument("--only-half-open", action="store_true", help="only the slow-client figure")
     args = parser.parse_args()
     sizes, calls = ([1_000], 30) if args.quick else ([10_000, 100_000], 300)
     window = args.window or (15.0 if args.quick else 120.0)
     transports = ("stdio", "http") if args.transport == "both" else (args.transport,)
     with tempfile.TemporaryDirectory() as tmp:
+        if "http" in transports:
+            bench_half_open(Path(tmp) / "half-open", args.half_open)
+        if args.only_half_open:
+            return
         for n in sizes:
             for transport in transports:
                 profile = build(Path(tmp) / transport, n)

@@ -837,17 +837,31 @@ def cmd_memory(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """The MCP server: stdio for the one agent of --profile, or Streamable HTTP for every agent under the profile root
-    (--http HOST:PORT). Exit 2 when it cannot start as configured."""
+    (--http HOST:PORT). Exit 2 when it cannot start as configured, also when the profile (stdio) or the profile root
+    (HTTP) does not exist: an MCP client starts the server in a working directory of its own, where a missing or
+    mistyped profile would otherwise become a new, empty agent that saves there. --create makes it instead."""
     from dream_assets import mcp_server
 
     if not args.http:
-        mcp_server.serve_stdio(_profile(args, must_exist=False))
+        profile = _profile(args, must_exist=False)
+        if not args.create and not holds_profile(profile.root):
+            raise MissingProfile(
+                f"no agent profile at {profile.root}; create one with `dream init --profile {args.profile}` "
+                "(or start an empty one with --create)"
+            )
+        mcp_server.serve_stdio(profile)
         return 0
     host, sep, port = args.http.rpartition(":")
     if not sep or not port.isdigit() or not host:
         print(f"dream serve --http {args.http!r}: give HOST:PORT, e.g. 127.0.0.1:8765", file=sys.stderr)
         return 2
-    root = Path(args.profile_root or DreamOptions.load(env=os.environ).ProfileRoot)
+    options = DreamOptions.load(env=os.environ)
+    root = Path(args.profile_root or options.ProfileRoot).expanduser()
+    if not root.is_dir() and not args.create:
+        raise MissingProfile(
+            f"no profile root at {root.resolve()}; create an agent under it with "
+            f"`dream init --profile {root / '<agent id>'}` (or pass --create to start with an empty root)"
+        )
     try:
         gate = mcp_server.gate_from_environment(
             root,
@@ -860,13 +874,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except mcp_server.ServeConfigError as exc:
         print(f"dream serve: {exc}", file=sys.stderr)
         return 2
+    root.mkdir(parents=True, exist_ok=True)  # only with --create does it not exist yet
     print(
         f"dream serve: agents under {gate.profile_root} at http://{args.http}/agents/<agent id>/mcp"
         + (" (bearer token required)" if gate.token or gate.agent_tokens else ""),
         file=sys.stderr,
         flush=True,
     )
-    mcp_server.serve_http(gate)
+    mcp_server.serve_http(gate, mcp_server.connection_limits(options))
     return 0
 
 
@@ -1103,6 +1118,12 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.add_argument("--http", metavar="HOST:PORT", help="serve every agent under --profile-root over HTTP")
     sp.add_argument("--profile-root", help="folder of the agent profiles (default: option ProfileRoot)")
+    sp.add_argument(
+        "--create",
+        action="store_true",
+        help="create the profile (stdio) or the profile root (HTTP) when it does not exist; without it a missing "
+        "one is refused (exit 2)",
+    )
     sp.add_argument(
         "--allow-origin", action="append", metavar="URL", help="a browser Origin allowed besides the server's own"
     )

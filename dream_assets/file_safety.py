@@ -31,7 +31,7 @@ def temp_path(path: Path) -> Path:
 
 def is_temp_file(path: Path) -> bool:
     """Whether ``path`` is named like a temp file of an atomic write (one left by a killed writer, or in progress)."""
-    return bool(_TEMP.match(path.name))
+    return bool(_TEMP.fullmatch(path.name))
 
 
 @contextmanager

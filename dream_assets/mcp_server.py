@@ -12,9 +12,12 @@ field or id when the call cannot be done. Two transports:
 
 HTTP requests pass a gate before the SDK sees them (``HttpGate``): the agent id must be a plain agent id naming an
 existing profile folder directly under the profile root (no traversal, no symlink out of it); the bearer token must
-match when one is configured (constant-time compare; a per-agent token replaces the shared one for its agent); the
+match when one is configured (constant-time compare; a per-agent token replaces the shared one for its agent, also
+when a symlink inside the root leads to it under another name: the token follows the folder reached); the
 ``Origin`` header, when sent, must be one of the allowed origins and ``Host`` one of the allowed hosts (DNS
 rebinding); the body may not exceed ``max_request_bytes``. A refused request gets a JSON error and changes nothing.
+Before the gate, each connection is held to the limits of ``dream_assets.serve_guard`` (header and body timeouts,
+connections per client and in all), so slow or half-sent requests cannot take the server's descriptors.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from dream_assets import agent_memory as am
-from dream_assets.options import OptionsError
+from dream_assets.options import DreamOptions, OptionsError
 from dream_assets.profile import AgentProfile, ProfileError, holds_profile, validate_agent_id
+from dream_assets.serve_guard import ConnectionGuard, ConnectionLimits
 
 SERVER_NAME = "dream-memory"
 #: The environment variable holding the bearer token every agent endpoint accepts.
@@ -318,7 +322,7 @@ class HttpGate:
 
     def check(self, path: str, headers: Mapping[str, str]) -> tuple[int, str] | AgentProfile:
         """The agent profile the request may reach, or (HTTP status, reason) when it is refused."""
-        m = _AGENT_PATH.match(path)
+        m = _AGENT_PATH.fullmatch(path)
         if m is None:
             return 404, "no such endpoint: agents are served at /agents/<agent id>/mcp"
         agent = m.group(1)
@@ -326,7 +330,12 @@ class HttpGate:
             validate_agent_id(agent)
         except ProfileError as exc:
             return 400, str(exc)
-        expected = self.agent_tokens.get(agent, self.token)
+        # The folder the request would reach decides the token: a symlink inside the root (alias -> alpha) reaches
+        # alpha, whose own token replaces the shared one whatever name the URL gives it.
+        root = (self.profile_root / agent).resolve()
+        inside = root.parent == self.profile_root and _is_agent_id(root.name)
+        real = root.name if inside else agent
+        expected = self.agent_tokens.get(real, self.token)
         if expected is not None:
             given = headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
@@ -343,10 +352,17 @@ class HttpGate:
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_request_bytes):
             return 413, f"request body over {self.max_request_bytes} bytes"
-        root = (self.profile_root / agent).resolve()
-        if root.parent != self.profile_root or not holds_profile(root):
+        if not inside or not holds_profile(root):
             return 404, f"no agent {agent!r} under the profile root (create it with `dream init --profile ...`)"
         return AgentProfile(root)
+
+
+def _is_agent_id(name: str) -> bool:
+    try:
+        validate_agent_id(name)
+    except ProfileError:
+        return False
+    return True
 
 
 def _profile_from_request(ctx: Context) -> AgentProfile:
@@ -418,9 +434,29 @@ def gate_from_environment(
     )
 
 
-def serve_http(gate: HttpGate) -> None:
-    """Serve every agent under the gate's profile root until interrupted."""
-    import uvicorn
+def connection_limits(options: DreamOptions) -> ConnectionLimits:
+    """The HTTP server's connection limits from the options (``ServeHeaderTimeout`` ... ``ServeMaxConnections``)."""
+    return ConnectionLimits(
+        header_timeout_s=options.ServeHeaderTimeout.total_seconds(),
+        body_timeout_s=options.ServeBodyTimeout.total_seconds(),
+        max_per_client=options.ServeMaxConnectionsPerClient,
+        max_total=options.ServeMaxConnections,
+    )
 
-    config = uvicorn.Config(http_app(gate), host=gate.host, port=gate.port, log_level="warning", lifespan="on")
+
+def serve_http(gate: HttpGate, limits: ConnectionLimits | None = None) -> None:
+    """Serve every agent under the gate's profile root until interrupted, within ``limits`` (``serve_guard``)."""
+    import uvicorn
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    guard = ConnectionGuard(limits or ConnectionLimits())
+    config = uvicorn.Config(
+        guard.asgi(http_app(gate)),
+        host=gate.host,
+        port=gate.port,
+        log_level="warning",
+        lifespan="on",
+        http=guard.protocol(AutoHTTPProtocol),
+        ws="none",
+    )
     uvicorn.Server(config).run()

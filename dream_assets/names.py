@@ -33,7 +33,7 @@ def validate_skill_name(name: str) -> str:
 
 def validate_session_id(session_id: str) -> str:
     """Session ids name files (``{sessionId}.jsonl``): letters, digits, ``_ . @ -``; no separators or ``..``."""
-    if not isinstance(session_id, str) or not _SESSION_ID.match(session_id) or ".." in session_id:
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id) or ".." in session_id:
         raise InvalidName(
             f"invalid session id {session_id!r}: use 1-200 letters, digits, '_', '.', '@' or '-', "
             "starting with a letter or digit, without '..'"

@@ -394,6 +394,29 @@ class DreamOptions:
 
     # --- Deployment ---
     ProfileRoot: str = _opt("data/agents", "folder whose sub-folders are agent profiles")
+    ServeHeaderTimeout: timedelta = _opt(
+        timedelta(seconds=10),
+        "dream serve --http: a connection whose request headers are not complete this long after it opened (or after "
+        "its previous response) is closed",
+        duration="positive",
+    )
+    ServeBodyTimeout: timedelta = _opt(
+        timedelta(seconds=30),
+        "dream serve --http: a connection whose request body is not complete this long after its headers is closed",
+        duration="positive",
+    )
+    ServeMaxConnectionsPerClient: int = _opt(
+        64,
+        "dream serve --http: connections one client address holds at most; one more takes the place of its "
+        "connection waiting longest for its request (503 when every one is being answered)",
+        minimum=1,
+    )
+    ServeMaxConnections: int = _opt(
+        512,
+        "dream serve --http: connections in all (never more than half the process's descriptor limit); one more "
+        "takes the place of the connection waiting longest for its request (503 when every one is being answered)",
+        minimum=1,
+    )
     SnapshotRetention: timedelta = _opt(
         timedelta(days=30), "snapshots older than this are removed (the newest is always kept)"
     )
@@ -553,12 +576,12 @@ def _parse_duration(text: str) -> timedelta:
     s = text.strip()
     negative = s.startswith("-")
     body = s[1:] if negative else s
-    m = _TIMESPAN.match(body)
+    m = _TIMESPAN.fullmatch(body)
     if m:
         td = timedelta(days=int(m["days"] or 0), hours=int(m["h"]), minutes=int(m["m"]), seconds=float(m["s"] or 0))
         return -td if negative else td
     for pattern in (_ISO, _UNITS):
-        m = pattern.match(s)
+        m = pattern.fullmatch(s)
         if m and any(m[g] for g in ("w", "d", "h", "m", "s")):
             parts = {unit: float(m[g] or 0) for g, unit in _UNIT_NAMES.items()}
             return -timedelta(**parts) if m["sign"] else timedelta(**parts)

@@ -24,7 +24,7 @@ class ProfileError(ValueError):
 
 
 def validate_agent_id(agent_id: str) -> str:
-    if not _AGENT_ID.match(agent_id or ""):
+    if not _AGENT_ID.fullmatch(agent_id or ""):
         raise ProfileError(
             f"invalid agent id {agent_id!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or "
             f"digit"
@@ -220,5 +220,5 @@ def discover_profiles(root: str | Path) -> Iterator[AgentProfile]:
     if not base.is_dir():
         return
     for child in sorted(base.iterdir()):
-        if _AGENT_ID.match(child.name) and holds_profile(child):
+        if _AGENT_ID.fullmatch(child.name) and holds_profile(child):
             yield AgentProfile(child)

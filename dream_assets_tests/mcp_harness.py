@@ -4,6 +4,7 @@ stdio and Streamable HTTP, and one pass over every tool whose outcomes are check
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -47,15 +48,30 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 class HttpServer:
     """`dream serve --http` in a subprocess, stopped (and waited for) on exit."""
 
-    def __init__(self, root: Path, *, env: Mapping[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        descriptor_limit: int | None = None,
+    ) -> None:
+        """``descriptor_limit``: the server's soft RLIMIT_NOFILE (e.g. the common 1,024), else this process's."""
         self.root, self.port = root, free_port()
         self.base = f"http://{HOST}:{self.port}"
+
+        def limit_descriptors() -> None:
+            if descriptor_limit is not None:
+                hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+                resource.setrlimit(resource.RLIMIT_NOFILE, (descriptor_limit, hard))
+
         self.proc = subprocess.Popen(
             serve_command("--http", f"{HOST}:{self.port}", "--profile-root", str(root), *args),
             env=clean_env(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            preexec_fn=limit_descriptors if descriptor_limit is not None else None,
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -89,6 +105,25 @@ class HttpServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def hold_half_open(port: int, n: int, sources: list[str], agent: str = "b") -> list[socket.socket]:
+    """``n`` connections to 127.0.0.1 from the given loopback addresses, each stopped in the middle of its headers
+    (the caller closes them)."""
+    held = []
+    try:
+        for i in range(n):
+            sock = socket.socket()
+            held.append(sock)
+            sock.bind((sources[i % len(sources)], 0))
+            sock.settimeout(10)
+            sock.connect((HOST, port))
+            sock.sendall(f"POST /agents/{agent}/mcp HTTP/1.1\r\nHost: {HOST}:{port}\r\nContent-Type: appl".encode())
+    except BaseException:
+        for sock in held:
+            sock.close()
+        raise
+    return held
 
 
 @asynccontextmanager

@@ -1,5 +1,8 @@
 """The `dream` command as a user runs it: init the demo, run a cycle through Dagster, undo it."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,6 +190,7 @@ def test_run_counts_answered_model_calls_apart_from_failed_ones(tmp_path, capsys
         ["run"],
         ["run", "--demo"],  # `make run PROFILE=data/agents/dmeo`: the demo is made only in a folder named demo
         ["init", "--demo", "--if-missing"],  # `make dev PROFILE=...`
+        ["serve"],  # an MCP client's config with a typo: no new empty agent in the client's working directory
     ],
 )
 def test_a_mistyped_profile_is_refused_with_the_init_hint_and_nothing_is_created(tmp_path, capsys, command):
@@ -429,3 +433,42 @@ def test_a_pass_whose_event_log_write_failed_is_reported_from_its_pass_record(tm
     assert meta["status"].value == "completed" and "pass record of run" in meta["recorded_from"].value
     # the run is marked reconciled, so the daemon's reconciliation of failed runs does not record the pass again
     assert run.tags["dream/reconciled"] == "by dream run: memory_consolidation"
+
+
+def _serve(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DREAM")}
+    return subprocess.run(
+        [sys.executable, "-m", "dream_assets.cli", "serve", *args],
+        cwd=cwd,
+        env={**base, **(env or {})},
+        stdin=subprocess.DEVNULL,  # a stdio server that starts ends at once: the client closed the stream
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.slow  # `dream serve` subprocesses, as an MCP client starts them
+def test_serve_refuses_a_missing_profile_or_profile_root_unless_told_to_create_it(tmp_path):
+    """An MCP client starts `dream serve` in a working directory of its own: without --profile (the demo's default
+    path) or with a mistyped one, it refused nothing and made ./data/agents/demo or the typo there, and saved there."""
+    client_cwd = tmp_path / "client"
+    client_cwd.mkdir()
+    for args, path in (
+        ((), client_cwd / "data" / "agents" / "demo"),
+        (("--profile", "data/agents/my-agnet"), client_cwd / "data" / "agents" / "my-agnet"),
+    ):
+        done = _serve(client_cwd, *args)
+        assert done.returncode == 2, (args, done.returncode, done.stderr)
+        line = done.stderr.strip()
+        assert len(line.splitlines()) == 1 and f"no agent profile at {path}" in line and "dream init --profile" in line
+        assert done.stdout == ""  # nothing on the MCP stream
+    assert list(client_cwd.iterdir()) == []
+    missing_root = tmp_path / "no-such-root"
+    done = _serve(client_cwd, "--http", "127.0.0.1:1", "--profile-root", str(missing_root))
+    assert done.returncode == 2 and f"no profile root at {missing_root}" in done.stderr and "dream init" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not missing_root.exists()
+    # Told to, it creates the profile and serves it (here: until the client closes the stream at once).
+    done = _serve(client_cwd, "--profile", "data/agents/fresh", "--create")
+    assert done.returncode == 0, done.stderr
+    assert (client_cwd / "data" / "agents" / "fresh" / "logs").is_dir()

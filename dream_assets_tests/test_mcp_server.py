@@ -1,11 +1,18 @@
 """`dream serve` driven by the real `mcp` client SDK: every tool in process, over stdio and over Streamable HTTP
 against a subprocess server on 127.0.0.1; two agents on one server never see each other; a request without the
 token, with a foreign Origin, with a traversal agent id or with 20 MB of content is refused and changes nothing; and
-a dream cycle runs while a client saves 20 times a second without losing a save."""
+a dream cycle runs while a client saves 20 times a second without losing a save; headers or bodies sent a byte at a
+time are timed out, and 1,100 half-sent requests held against a 1,024-descriptor server do not keep a legitimate call
+from being answered."""
 
 from __future__ import annotations
 
+import os
+import resource
+import select
+import socket
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,11 +23,20 @@ from mcp import Client
 
 from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
-from dream_assets.mcp_server import HttpGate, ServeConfigError, build_server, parse_agent_tokens
-from dream_assets.options import DreamOptions
+from dream_assets.mcp_server import HttpGate, ServeConfigError, build_server, connection_limits, parse_agent_tokens
+from dream_assets.options import DreamOptions, OptionsError
 from dream_assets.profile import AgentProfile
+from dream_assets.serve_guard import ConnectionLimits
 from dream_assets.store import open_store
-from dream_assets_tests.mcp_harness import HttpServer, exercise_every_tool, http_session, ok, stdio_session
+from dream_assets_tests.mcp_harness import (
+    HOST,
+    HttpServer,
+    exercise_every_tool,
+    hold_half_open,
+    http_session,
+    ok,
+    stdio_session,
+)
 
 TOKEN = "secret-token-for-tests-0123456789"
 
@@ -133,6 +149,16 @@ def test_a_per_agent_token_opens_only_its_agent(tmp_path: Path) -> None:
         assert _post(server.url("c"), call, {"Authorization": f"Bearer {'b' * 20}"}).status_code == 401
         assert _post(server.url("c"), call, {"Authorization": f"Bearer {'c' * 20}"}).status_code == 200
     assert _counts(c) == {"live": 1, "archived": 0}
+    alpha = _profile(tmp_path, "alpha")
+    (tmp_path / "alias").symlink_to(alpha.root, target_is_directory=True)
+    env = {"DREAM_SERVE_TOKEN": TOKEN, "DREAM_SERVE_AGENT_TOKENS": f"alpha={'a' * 20}"}
+    with HttpServer(tmp_path, env=env) as server:
+        call = _save_call("The shared token must not write into alpha.")
+        for agent in ("alpha", "alias"):
+            refused = _post(server.url(agent), call, {"Authorization": f"Bearer {TOKEN}"})
+            assert refused.status_code == 401, (agent, refused.status_code, refused.text)
+        assert _post(server.url("alias"), call, {"Authorization": f"Bearer {'a' * 20}"}).status_code == 200
+    assert _counts(alpha) == {"live": 1, "archived": 0}
 
 
 def test_a_non_loopback_bind_needs_a_token(tmp_path: Path) -> None:
@@ -152,6 +178,189 @@ def test_the_gate_keeps_agent_ids_inside_the_root(tmp_path: Path) -> None:
     for path in ("/agents/../mcp", "/agents/../../etc/mcp", "/agents/b/../b/mcp", "/agents//mcp", "/agents/.b/mcp"):
         verdict = gate.check(path, headers)
         assert not isinstance(verdict, AgentProfile) and verdict[0] in (400, 404), path
+
+
+def test_a_symlink_inside_the_root_does_not_dodge_an_agents_own_token(tmp_path: Path) -> None:
+    """The token is chosen by the folder a request reaches, not by the name in its URL: ``alias -> alpha`` needs
+    alpha's own token, and the shared one it replaces does not open alpha under any name."""
+    alpha = _profile(tmp_path, "alpha")
+    _profile(tmp_path, "beta")
+    (tmp_path / "alias").symlink_to(alpha.root, target_is_directory=True)
+    (tmp_path / ".hidden").mkdir()
+    AgentProfile(tmp_path / ".hidden").ensure()
+    (tmp_path / "veiled").symlink_to(tmp_path / ".hidden", target_is_directory=True)
+    own = "a" * 20
+    gate = HttpGate(profile_root=tmp_path, host="127.0.0.1", port=1, token=TOKEN, agent_tokens={"alpha": own})
+
+    def check(agent: str, token: str) -> int | Path:
+        verdict = gate.check(f"/agents/{agent}/mcp", {"host": "127.0.0.1:1", "authorization": f"Bearer {token}"})
+        return verdict.root if isinstance(verdict, AgentProfile) else verdict[0]
+
+    assert check("alpha", TOKEN) == 401
+    assert check("alias", TOKEN) == 401
+    assert check("alias", own) == alpha.root
+    assert check("alpha", own) == alpha.root
+    assert check("beta", TOKEN) == tmp_path.resolve() / "beta"
+    assert check("beta", own) == 401
+    assert check("veiled", TOKEN) == 404  # reaches a folder that is not a valid agent id
+
+
+#: Half-sent requests held open by the slow-client test, and the server's descriptor limit (the common soft limit
+#: under which 1,100 of them made every authorised call fail).
+HALF_OPEN = 1100
+SERVER_DESCRIPTORS = 1024
+#: A legitimate session (initialize, a save, a search) is answered in well under a second; the bound is generous
+#: for a loaded machine. Before the limits, the calls failed at once (the server had no descriptor left).
+LEGIT_BOUND_S = 10
+
+
+async def _legit_session(url: str) -> float:
+    start = time.monotonic()
+    with anyio.fail_after(LEGIT_BOUND_S):
+        async with http_session(url, TOKEN) as session:
+            saved = ok(await session.call_tool("memory_save", {"content": f"Legit fact saved at {start}."}))
+            hits = ok(await session.call_tool("memory_search", {"query": "legit fact saved"}))["hits"]
+            assert saved["id"] in [h["id"] for h in hits]
+    return time.monotonic() - start
+
+
+def test_connection_limits_come_from_the_options_and_stay_below_the_descriptor_limit() -> None:
+    assert connection_limits(DreamOptions()) == ConnectionLimits(10.0, 30.0, 64, 512)
+    env = {
+        "DREAM__ServeHeaderTimeout": "PT5S",
+        "DREAM__ServeBodyTimeout": "00:01:00",
+        "DREAM__ServeMaxConnectionsPerClient": "8",
+        "DREAM__ServeMaxConnections": "2000",
+    }
+    limits = connection_limits(DreamOptions.load(env=env))
+    assert limits == ConnectionLimits(5.0, 60.0, 8, 2000)
+    assert (limits.total_cap(1024), limits.total_cap(100_000), limits.total_cap(3)) == (512, 2000, 1)
+    for bad in ({"DREAM__ServeHeaderTimeout": "0"}, {"DREAM__ServeMaxConnections": "0"}):
+        with pytest.raises(OptionsError):
+            DreamOptions.load(env=bad)
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.aborted = False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_a_connection_past_a_cap_takes_the_place_of_the_longest_waiting_one_never_of_one_being_answered() -> None:
+    from dream_assets.serve_guard import ANSWERING, BODY, ConnectionGuard
+
+    async def main() -> None:
+        guard = ConnectionGuard(ConnectionLimits(max_per_client=3, max_total=4), descriptor_limit=1024)
+        t = {n: _Transport() for n in "abcdefg"}
+        for port, n in enumerate("abc"):
+            assert guard.admit(("127.0.0.1", port), t[n]) is not None
+            await anyio.sleep(0.01)
+        guard._move(("127.0.0.1", 0), BODY)  # a: its headers are in, its body is coming
+        guard._move(("127.0.0.1", 1), ANSWERING)  # b: being answered
+        assert guard.admit(("127.0.0.1", 3), t["d"]) is not None  # c waited for its headers: it goes first
+        assert [n for n in "abc" if t[n].aborted] == ["c"]
+        assert guard.admit(("127.0.0.1", 4), t["e"]) is not None  # d waits for its headers, but came after a
+        assert [n for n in "abcd" if t[n].aborted] == ["c", "d"]
+        guard._move(("127.0.0.1", 4), ANSWERING)
+        assert guard.admit(("127.0.0.1", 5), t["f"]) is not None  # then a, whose body is late
+        assert [n for n in "abcde" if t[n].aborted] == ["a", "c", "d"]
+        guard._move(("127.0.0.1", 5), ANSWERING)
+        assert guard.admit(("127.0.0.1", 6), t["g"]) is None  # b, e and f are all being answered: refused (503)
+        assert guard.admit(("127.0.0.2", 1), t["g"]) is not None  # another client, under the cap in all
+        guard._move(("127.0.0.2", 1), ANSWERING)
+        assert guard.admit(("127.0.0.3", 1), _Transport()) is None  # the cap in all (4), every one being answered
+        assert not t["b"].aborted and not t["e"].aborted and not t["f"].aborted
+        assert (guard.closed_to_make_room, guard.refused) == (3, 2)
+
+    anyio.run(main)
+
+
+@pytest.mark.slow  # a subprocess HTTP server and 1,100 connections
+def test_a_legitimate_call_is_answered_while_1100_half_sent_requests_are_held(tmp_path: Path) -> None:
+    """The issue's check: with 1,100 half-open connections held against a server limited to 1,024 descriptors, a
+    legitimate call is answered. Half of them come from the legitimate client's own address (its per-client cap),
+    half from ten other loopback addresses (the cap in all). This process holds as many as its own descriptor limit
+    allows (raised to the hard limit); where that is fewer, the server's limit is lowered to keep them above it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = HALF_OPEN + 200
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+    try:
+        n = min(HALF_OPEN, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 200)
+        server_limit = min(SERVER_DESCRIPTORS, n - 76)
+        if server_limit < 128:
+            pytest.skip(f"this process may open only {n + 200} descriptors: too few to hold the connections")
+        if n < HALF_OPEN:
+            print(f"holding {n} half-open connections (descriptor limit), server limited to {server_limit}")
+        _profile(tmp_path, "b")
+        with HttpServer(tmp_path, env={"DREAM_SERVE_TOKEN": TOKEN}, descriptor_limit=server_limit) as server:
+            anyio.run(_legit_session, server.url("b"))  # the first call builds the recall index
+            others = [f"127.0.0.{i}" for i in range(2, 12)]
+            held = hold_half_open(server.port, n // 2, [HOST]) + hold_half_open(server.port, n - n // 2, others)
+            try:
+                took = anyio.run(_legit_session, server.url("b"))
+                assert took < LEGIT_BOUND_S
+                descriptors = len(os.listdir(f"/proc/{server.proc.pid}/fd"))
+                assert descriptors < server_limit // 2 + 64, descriptors  # connections capped below the limit
+            finally:
+                for sock in held:
+                    sock.close()
+            anyio.run(_legit_session, server.url("b"))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.slow  # a subprocess HTTP server and 15 s of trickling clients at most
+def test_slow_headers_and_slow_bodies_are_timed_out(tmp_path: Path) -> None:
+    """A client that sends its headers or its body a byte at a time is closed once the header or body timeout has
+    passed (here 1 s and 2 s), with or without a token, however steadily it trickles."""
+    _profile(tmp_path, "b")
+    env = {"DREAM_SERVE_TOKEN": TOKEN, "DREAM__ServeHeaderTimeout": "1", "DREAM__ServeBodyTimeout": "PT2S"}
+    with HttpServer(tmp_path, env=env) as server:
+        trickling: dict[socket.socket, bytes] = {}
+        for i in range(20):
+            sock = socket.create_connection((HOST, server.port), timeout=10)
+            sock.sendall(f"POST /agents/b/mcp HTTP/1.1\r\nHost: {HOST}:{server.port}\r\nX-Slow-{i}: ".encode())
+            trickling[sock] = b"a"
+        for i in range(10):
+            auth = f"Authorization: Bearer {TOKEN}\r\n" if i % 2 else ""  # without it: 401, then the rest trickles
+            head = (
+                f"POST /agents/b/mcp HTTP/1.1\r\nHost: {HOST}:{server.port}\r\n{auth}Content-Type: application/json"
+                "\r\nAccept: application/json, text/event-stream\r\nContent-Length: 4000\r\n\r\n{"
+            )
+            sock = socket.create_connection((HOST, server.port), timeout=10)
+            sock.sendall(head.encode())
+            trickling[sock] = b" "
+        deadline = time.monotonic() + 15
+        while trickling and time.monotonic() < deadline:
+            time.sleep(0.25)
+            for sock in list(trickling):
+                try:
+                    while select.select([sock], [], [], 0)[0]:
+                        if not sock.recv(65536):  # closed by the server (a 401 answer is read and passed over)
+                            raise ConnectionError
+                    sock.sendall(trickling[sock])
+                except OSError:
+                    sock.close()
+                    del trickling[sock]
+        still_open = len(trickling)
+        for sock in trickling:
+            sock.close()
+        assert still_open == 0, f"{still_open} of 30 trickling connections still open after 15 s"
+        # Headers without end, sent as fast as loopback takes them, are cut off at the header size cap (64 KiB): the
+        # server kept every byte of them until the header timeout (a gigabyte in 8 s).
+        sock = socket.create_connection((HOST, server.port), timeout=10)
+        sent, line = 0, b"X-Pad: " + b"a" * 65_536 + b"\r\n"
+        with pytest.raises(OSError):  # the server's close: a reset, or a send that no longer goes through
+            sock.sendall(f"POST /agents/b/mcp HTTP/1.1\r\nHost: {HOST}:{server.port}\r\n".encode())
+            while sent < 64 * 1024 * 1024:
+                sock.sendall(line)
+                sent += len(line)
+        sock.close()
+        assert sent < 64 * 1024 * 1024
+        anyio.run(_legit_session, server.url("b"))
 
 
 @pytest.mark.slow  # a whole dream cycle on the demo agent while a client saves over HTTP

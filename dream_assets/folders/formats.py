@@ -81,7 +81,7 @@ def is_memory_file(fmt: str, rel: str) -> bool:
     if not rel.endswith(".md") or rel.split("/")[0] == ARCHIVE_DIR:
         return False
     if fmt == "openclaw":
-        return rel == INDEX_FILE or bool(_DAILY.match(rel))
+        return rel == INDEX_FILE or bool(_DAILY.fullmatch(rel))
     if fmt == "claude-code":
         return "/" not in rel
     return True

@@ -46,7 +46,7 @@ _PAST_END = "\uffff"  # a partial date as an end bound reaches to its last insta
 def _normalise(value: str) -> str:
     """ISO dates as written; date-times as UTC ``YYYY-MM-DDTHH:MM:SSZ`` so zones compare correctly."""
     text = value.strip()
-    if _ISO_LIKE.match(text) and len(text) > 10:
+    if _ISO_LIKE.fullmatch(text) and len(text) > 10:
         try:
             return iso(parse_ts(text.replace(" ", "T", 1))) or text
         except ValueError:
@@ -55,7 +55,7 @@ def _normalise(value: str) -> str:
 
 
 def _is_iso(value: str) -> bool:
-    return bool(_ISO_LIKE.match(value))
+    return bool(_ISO_LIKE.fullmatch(value))
 
 
 def _start_key(value: str) -> str:

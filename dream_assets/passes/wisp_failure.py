@@ -580,7 +580,7 @@ def _apply_promotions(
             why = bad
         elif candidate is None:
             why = f"definitionHash {shown(digest, 80)} matches no promotion candidate of this window"
-        elif not _FILE_NAME.match(file_name):
+        elif not _FILE_NAME.fullmatch(file_name):
             why = f"fileName {shown(file_name, 80)} is not a relative file name (letters, digits, . _ - /; no ..)"
         else:
             why = _promote(ctx, report, name, file_name, p.description, candidate)

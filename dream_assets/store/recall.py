@@ -59,7 +59,7 @@ def _span_of(text: str) -> tuple[datetime, datetime] | None:
     """A subject-time value as a half-open span: a year, month or day covers all of it, an instant one microsecond.
     None when it cannot be read."""
     text = (text or "").strip()
-    m = _PARTIAL_DATE.match(text)
+    m = _PARTIAL_DATE.fullmatch(text)
     try:
         if m:
             year, month, day = int(m[1]), int(m[2] or 0), int(m[3] or 0)

@@ -797,7 +797,7 @@ def _records(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def _check_kind(kind: str) -> str:
-    if not isinstance(kind, str) or not _KIND.match(kind):
+    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
         raise WarehouseError(
             f"invalid warehouse kind {kind!r}: use a log kind such as tool-call or conversation "
             "(lower-case letters, digits and '-')"
