@@ -318,8 +318,10 @@ def cmd_undo(args: argparse.Namespace) -> int:
             f"{', '.join(sorted({*keys, REVIEWED_KEY}))}); they record which entries the model has seen unchanged, "
             "so those are not shown again until they change; housekeeping, not changes: an undo leaves them"
         )
-    # Exit 0 when the undo did something usable (put records back, or found nothing left to do), even if some entries
-    # could not be restored or were refused under --force (those are listed above); 3 when nothing was undone.
+    # Exit 0 when the undo did something usable (put records back, or found nothing left to do), refusals under
+    # --force listed above; 1 when some entries could not be restored (each named above), 3 when nothing was undone.
+    if result.not_restored:
+        return 1 if result.restored else 3
     return 0 if result.applied else 3
 
 

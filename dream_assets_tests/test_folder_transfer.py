@@ -156,3 +156,26 @@ def test_a_mem0_file_with_a_bad_record_is_refused_naming_its_line(profile, tmp_p
         import_mem0(profile, path, NOW)
     assert f"{path}:2: field memory is missing or empty" in str(refused.value)
     assert open_store(profile).memories.list_all() == []
+
+
+def test_undo_in_a_copy_imported_without_archived_keeps_the_merged_entries_and_says_so(dreamed, tmp_path, capsys):
+    """A live-only export holds a merge's result and its change row, not its sources: undoing the merge in the copy
+    cannot give the sources back, so the merged entries stay live, each named, and the undo exits non-zero."""
+    path = tmp_path / "live.jsonl"
+    assert main(["export", "--profile", str(dreamed.root), "--format", "jsonl", "--output", str(path)]) == 0
+    copy = AgentProfile(tmp_path / "agents" / "copy").ensure()
+    assert main(["import", "--profile", str(copy.root), "--format", "jsonl", str(path)]) == 0
+    store = open_store(copy)
+    merged = [
+        c.target_id for c in store.changes.list() if c.kind == "created" and c.pass_name == "memory_consolidation"
+    ]
+    assert merged, "the dream merged entries"
+    [cycle] = {c.cycle_id for c in store.changes.list() if c.target_id in merged}
+    live = {e.id: e.content for e in store.memories.list_live()}
+    capsys.readouterr()
+    code = main(["undo", "--profile", str(copy.root), "--cycle", cycle, "--now", "2026-12-01T00:00:00Z"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert {e.id: e.content for e in store.memories.list_live()} == live, "no fact left the live set"
+    for mid in merged:
+        assert f"NOT restored memory {mid}: memory_consolidation merged it from" in err
