@@ -158,11 +158,15 @@ def test_a_mem0_file_with_a_bad_record_is_refused_naming_its_line(profile, tmp_p
     assert open_store(profile).memories.list_all() == []
 
 
-def test_undo_in_a_copy_imported_without_archived_keeps_the_merged_entries_and_says_so(dreamed, tmp_path, capsys):
+def test_undo_in_a_copy_imported_without_archived_keeps_the_merged_entries_and_says_so(tmp_path, capsys):
     """A live-only export holds a merge's result and its change row, not its sources: undoing the merge in the copy
     cannot give the sources back, so the merged entries stay live, each named, and the undo exits non-zero."""
+    source = AgentProfile(tmp_path / "agents" / "source").ensure()
+    shutil.copytree(FIXTURES / "claude-code", tmp_path / "cc")
+    link_folder(source, tmp_path / "cc", "claude-code")
+    run_cycle(source, DreamOptions(), NOW)
     path = tmp_path / "live.jsonl"
-    assert main(["export", "--profile", str(dreamed.root), "--format", "jsonl", "--output", str(path)]) == 0
+    assert main(["export", "--profile", str(source.root), "--format", "jsonl", "--output", str(path)]) == 0
     copy = AgentProfile(tmp_path / "agents" / "copy").ensure()
     assert main(["import", "--profile", str(copy.root), "--format", "jsonl", str(path)]) == 0
     store = open_store(copy)
