@@ -89,6 +89,12 @@ UNDO_KINDS = {
     "importance put back": "decayed by the cycle, its importance put back",
 }
 
+#: Every kind a change row can have: what the passes, the agent's calls and ``dream restore`` record, and the undo's
+#: own kinds. An import refuses any other.
+CHANGE_KINDS = frozenset({"created", "updated", "archived", "restored", "purged", STAMP_KIND, DECAY_KIND, *UNDO_KINDS})
+#: What a change row is about.
+TARGET_TYPES = ("memory", "skill")
+
 #: Test hook (None in production): called with the name of an undo step — "undo:put-back" inside a target's
 #: transaction after the record was put back and before its changes are marked undone, "undo:target-done" after that
 #: transaction committed. Crash tests set it in a subprocess to ``os._exit`` at a chosen point.
