@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from dream_assets.llm.busy import active_leases, mark_active
-from dream_assets.model import MemoryEntry, Skill, iso, parse_ts, utc_or_now
+from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc_or_now
 from dream_assets.options import DreamOptions, load_agent_options
 from dream_assets.passes.model_text import problem
 from dream_assets.profile import AgentProfile, as_profile
@@ -248,6 +248,9 @@ def _begin(
     prof = as_profile(profile)
     opts = load_agent_options(prof) if options is None else options
     at = utc_or_now(now)
+    bad = clock_problem(at)
+    if bad:
+        raise InvalidInput(bad)
     if active:  # the agent is speaking: a dream pass waits for a quiet spell
         mark_active(prof, opts.AgentActiveWindow, now=at)
     return _Call(prof, opts, at)
@@ -983,6 +986,10 @@ def parse_time(value: str | None, field: str = "now") -> datetime | None:
     if value is None:
         return None
     try:
-        return parse_ts(value)
+        at = parse_ts(value)
     except ValueError:
         raise InvalidInput(f"{field} {value!r} is not an ISO-8601 time such as 2026-12-01T09:00:00Z") from None
+    bad = clock_problem(at, field)
+    if bad:
+        raise InvalidInput(bad)
+    return at
