@@ -314,3 +314,13 @@ def test_a_bad_mem0_record_is_refused_with_its_line_and_field(profile, tmp_path,
         import_mem0(profile, path, NOW)
     assert f"{path}:{line}: {message}" in str(refused.value)
     assert open_store(profile).memories.list_all() == []
+
+
+def test_a_mem0_category_a_save_would_not_take_stays_in_its_metadata_and_the_memory_imports(profile, tmp_path):
+    record = {**MEM0_EXPORT["results"][0], "metadata": {"category": "Food & drinks!"}}
+    path = tmp_path / "mem0.json"
+    path.write_text(json.dumps({"results": [record]}), encoding="utf-8")
+    assert import_mem0(profile, path, NOW) == {"memories": 1}
+    [entry] = open_store(profile).memories.list_live()
+    assert entry.category == "mem0"
+    assert json.loads(export_mem0(profile))["results"][0]["metadata"] == {"category": "Food & drinks!"}

@@ -35,7 +35,7 @@ from typing import Any
 from dream_assets.agent_memory import successor
 from dream_assets.folders import import_checks as checks
 from dream_assets.model import MemoryEntry, Skill, iso, utc_or_now
-from dream_assets.passes.model_text import shown
+from dream_assets.passes.model_text import problem, shown
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.store import DreamStore, open_store
 from dream_assets.store.changes import ChangeRecord
@@ -377,8 +377,11 @@ def _mem0_entry(item: object, now: datetime, max_content: int) -> MemoryEntry:
         for i, c in enumerate(categories):
             checks.check(c, "text", f"categories[{i}]", max_chars=checks.MAX_METADATA_CHARS)
         meta["mem0.categories"] = json.dumps(categories)
-    category = own.get("category") if isinstance(own.get("category"), str) else "mem0"
-    checks.check(category, "category", "metadata.category")
+    # mem0's metadata is free-form: a category there that a save would not take stays in it, the entry is filed
+    # under "mem0"
+    category = own.get("category")
+    if problem(category, "category", field="metadata.category") is not None:
+        category = "mem0"
     return MemoryEntry(item["id"], item["memory"], category, (), 0.5, created, updated, updated, 1, meta, archived_at)
 
 

@@ -614,12 +614,14 @@ class ChangeLog:
             for source in plans[key].merged_from():
                 skey = ("memory", source)
                 plan = plans.get(skey)
-                if source in live and plan is None:
-                    continue
-                if plan is not None and skey not in skipped and skey not in seen:
-                    if plan.restores_live() or (plan.merged_from() and not lost(skey, seen | {skey})):
-                        continue
-                missing.append(source)
+                if plan is None or skey in skipped:  # the undo leaves it as it is
+                    back = source in live
+                else:  # put back live, or itself a merged entry of the cycle whose sources come back
+                    back = plan.restores_live() or (
+                        bool(plan.merged_from()) and skey not in seen and not lost(skey, seen | {skey})
+                    )
+                if not back:
+                    missing.append(source)
             return missing
 
         kept: dict[tuple[str, str], str] = {}
