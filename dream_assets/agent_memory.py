@@ -33,7 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from dream_assets.llm.busy import active_leases, mark_active
-from dream_assets.model import MemoryEntry, Skill, iso, parse_ts, utc_or_now
+from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc_or_now
 from dream_assets.options import DreamOptions, load_agent_options
 from dream_assets.passes.model_text import problem
 from dream_assets.profile import AgentProfile, as_profile
@@ -48,7 +48,14 @@ from dream_assets.store.log_records import (
     ToolCallEvent,
 )
 from dream_assets.store.logs import append_event
-from dream_assets.store.memory import SUPERSEDED_BY_KEY, SUPERSESSION_REASON_KEY, ContentError, SaveResult
+from dream_assets.store.memory import (
+    ARCHIVED_REASON_KEY,
+    MERGED_INTO_KEY,
+    SUPERSEDED_BY_KEY,
+    SUPERSESSION_REASON_KEY,
+    ContentError,
+    SaveResult,
+)
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
 
 #: The pass name agent saves are recorded under in the change log, and the prefix of their (daily) cycle id.
@@ -241,6 +248,9 @@ def _begin(
     prof = as_profile(profile)
     opts = load_agent_options(prof) if options is None else options
     at = utc_or_now(now)
+    bad = clock_problem(at)
+    if bad:
+        raise InvalidInput(bad)
     if active:  # the agent is speaking: a dream pass waits for a quiet spell
         mark_active(prof, opts.AgentActiveWindow, now=at)
     return _Call(prof, opts, at)
@@ -461,11 +471,12 @@ def search(
     return SearchResult(query=query, hits=hits)
 
 
-def _successor(entry: MemoryEntry, rows: list[ChangeRecord]) -> tuple[str | None, str | None, str | None]:
-    """(merged_into, superseded_by, archived_reason) of an archived entry, from its metadata and change log."""
+def successor(entry: MemoryEntry, rows: Sequence[ChangeRecord]) -> tuple[str | None, str | None, str | None]:
+    """(merged_into, superseded_by, archived_reason) of an archived entry, from its metadata and change log (an
+    imported entry, whose archiving has no row here, carries them in its metadata)."""
     superseded = entry.metadata.get(SUPERSEDED_BY_KEY) or None
     archived = [r for r in rows if r.kind == "archived" and r.undone_at is None]
-    reason = archived[-1].reason if archived else None
+    reason = archived[-1].reason if archived else (entry.metadata.get(ARCHIVED_REASON_KEY) or None)
     if reason is None and superseded:
         reason = f"superseded by {superseded}: {entry.metadata.get(SUPERSESSION_REASON_KEY, '')}".rstrip(": ")
     merged = None
@@ -475,6 +486,8 @@ def _successor(entry: MemoryEntry, rows: list[ChangeRecord]) -> tuple[str | None
             merged = m.group(1)
         elif m and superseded is None:
             superseded = m.group(1)
+    if merged is None and superseded is None:
+        merged = entry.metadata.get(MERGED_INTO_KEY) or None
     return merged, superseded, reason
 
 
@@ -489,7 +502,7 @@ def _record_of(store: DreamStore, entry_id: str) -> MemoryRecord | None:
         status = "purged"
     else:
         status = "archived" if entry.is_archived else "live"
-    merged, superseded, reason = _successor(entry, rows) if status != "live" else (None, None, None)
+    merged, superseded, reason = successor(entry, rows) if status != "live" else (None, None, None)
     return MemoryRecord(
         id=entry.id,
         status=status,  # type: ignore[arg-type]
@@ -973,6 +986,10 @@ def parse_time(value: str | None, field: str = "now") -> datetime | None:
     if value is None:
         return None
     try:
-        return parse_ts(value)
+        at = parse_ts(value)
     except ValueError:
         raise InvalidInput(f"{field} {value!r} is not an ISO-8601 time such as 2026-12-01T09:00:00Z") from None
+    bad = clock_problem(at, field)
+    if bad:
+        raise InvalidInput(bad)
+    return at

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dream_assets.model import parse_ts
+from dream_assets.model import clock_problem, parse_ts
 from dream_assets.options import DreamOptions, OptionsError, load_agent_options
 from dream_assets.profile import AgentProfile, holds_profile
 
@@ -35,6 +35,18 @@ FINGERPRINT_SHOWN = 80
 
 def _now(args: argparse.Namespace) -> datetime:
     return parse_ts(args.now) if getattr(args, "now", None) else datetime.now(UTC)
+
+
+def _now_arg(text: str) -> str:
+    """``--now``: an ISO-8601 instant a clock may take (``model.clock_problem``), kept as given."""
+    try:
+        at = parse_ts(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO-8601 time such as 2026-12-01T09:00:00Z") from None
+    bad = clock_problem(at, "--now")
+    if bad:
+        raise argparse.ArgumentTypeError(bad)
+    return text
 
 
 class MissingProfile(Exception):
@@ -320,8 +332,10 @@ def cmd_undo(args: argparse.Namespace) -> int:
             f"{', '.join(sorted({*keys, REVIEWED_KEY}))}); they record which entries the model has seen unchanged, "
             "so those are not shown again until they change; housekeeping, not changes: an undo leaves them"
         )
-    # Exit 0 when the undo did something usable (put records back, or found nothing left to do), even if some entries
-    # could not be restored or were refused under --force (those are listed above); 3 when nothing was undone.
+    # Exit 0 when the undo did something usable (put records back, or found nothing left to do), refusals under
+    # --force listed above; 1 when some entries could not be restored (each named above), 3 when nothing was undone.
+    if result.not_restored:
+        return 1 if result.restored else 3
     return 0 if result.applied else 3
 
 
@@ -935,7 +949,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--profile", default=DEMO_PROFILE, help=f"agent profile folder (default {DEMO_PROFILE})")
-        sp.add_argument("--now", help="act as if it were this ISO-8601 instant (replays, demos)")
+        sp.add_argument("--now", type=_now_arg, help="act as if it were this ISO-8601 instant (replays, demos)")
         sp.add_argument(
             "--verbose", action="store_true", help="on a failure, print the traceback; `dream run`: the run's logs"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 #: Metadata keys that carry subject time: when the thing a memory talks about happened
@@ -25,6 +25,32 @@ def utc_or_now(now: datetime | None) -> datetime:
     return datetime.now(UTC) if now is None else utc(now)
 
 
+#: The clocks the project computes with: a ``now`` (``--now``, a call's ``now``) outside them is refused, so that
+#: every window, grace period and expiry added to or taken from it stays inside the calendar (years 1 to 9999).
+EARLIEST_NOW = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_NOW = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def clock_problem(now: datetime, field: str = "now") -> str | None:
+    """Why ``now`` cannot be the clock (see ``EARLIEST_NOW``), or None."""
+    if EARLIEST_NOW <= utc(now) < LATEST_NOW:
+        return None
+    return (
+        f"{field} {iso(now)} is outside the times a clock may take ({EARLIEST_NOW:%Y-%m-%d} to "
+        f"{LATEST_NOW - timedelta(days=1):%Y-%m-%d}): date arithmetic on it would leave the calendar"
+    )
+
+
+def shifted(at: datetime, delta: timedelta) -> datetime:
+    """``at + delta``, or the calendar's first or last instant when that leaves it: a stored time near year 9999 (an
+    imported date, a file's modification time) plus a grace period is "never", not an ``OverflowError``."""
+    try:
+        return at + delta
+    except OverflowError:
+        edge = datetime.max if delta > timedelta(0) else datetime.min
+        return edge.replace(tzinfo=UTC)
+
+
 def parse_ts(value: Any) -> datetime:
     """An ISO-8601 string (``Z`` allowed) or datetime, as aware UTC. Raises ValueError."""
     if isinstance(value, datetime):
@@ -34,7 +60,10 @@ def parse_ts(value: Any) -> datetime:
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
-    return utc(datetime.fromisoformat(text))
+    try:
+        return utc(datetime.fromisoformat(text))
+    except OverflowError:  # 9999-12-31T23:00-05:00 is in year 10000 in UTC
+        raise ValueError(f"{value!r} is outside the calendar in UTC") from None
 
 
 def iso(dt: datetime | None) -> str | None:

@@ -1,4 +1,4 @@
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -203,3 +203,17 @@ def test_a_content_edit_after_a_decay_restarts_the_clock_and_other_edits_do_not(
     assert store.memories.get("m2").importance == pytest.approx(after_first * 0.5 ** (20 / 45))
     run_importance_decay(ctx(profile, store, now=NOW + timedelta(days=9)))  # the edit is counted once
     assert store.memories.get("m1").importance == pytest.approx(after_first * 0.5 ** (14 / 45))
+
+
+@pytest.mark.parametrize(
+    "meta", [{}, {"decayAppliedThrough": "9999-12-31T23:00:00-05:00"}, {"mergedAt": "9999-12-31T23:00:00-05:00"}]
+)
+def test_a_sighting_at_the_end_of_the_calendar_is_not_decayed_and_does_not_fail_the_pass(profile, store, meta):
+    """An imported last_seen_at of 9999-12-31 (or a stamp past the calendar in UTC): its grace period never ends, so
+    it is not decayed, and the others are."""
+    far = entry(1, importance=0.8).with_(last_seen_at=datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC), metadata=meta)
+    store.memories.put_many([far, entry(2, importance=0.8, seen_days=30 + 45)])
+    report = run_importance_decay(ctx(profile, store))
+    assert report.status == "completed", report.summary
+    assert store.memories.get("m1").importance == 0.8
+    assert store.memories.get("m2").importance == pytest.approx(0.4)

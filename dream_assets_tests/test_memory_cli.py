@@ -93,3 +93,23 @@ def test_save_reads_standard_input(agent: str, capsys, monkeypatch) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO("The on-call phone is +49 30 1234567.\n"))
     assert dream(["memory", "save", "-", "--profile", agent, "--json"]) == MEMORY_OK
     assert _json(capsys)["content"] == "The on-call phone is +49 30 1234567."
+
+
+@pytest.mark.parametrize("action", [["save", "a fact"], ["search", "fact"], ["get", "f" * 32]])
+def test_a_now_at_the_end_of_the_calendar_is_refused_naming_it_not_an_overflow(agent: str, capsys, action) -> None:
+    with pytest.raises(SystemExit) as done:
+        dream(["memory", *action, "--profile", agent, "--now", "9999-12-31T23:59:59Z"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "--now 9999-12-31T23:59:59Z is outside the times a clock may take" in err
+    assert "OverflowError" not in err
+    assert open_store(agent).memories.counts() == {"live": 0, "archived": 0}
+
+
+def test_a_library_call_with_a_clock_past_the_calendar_is_invalid_input(agent: str) -> None:
+    from datetime import UTC, datetime
+
+    from dream_assets import agent_memory
+
+    with pytest.raises(agent_memory.InvalidInput, match="now 9999-12-31T23:59:59Z is outside"):
+        agent_memory.save(agent, "a fact", now=datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC))

@@ -126,7 +126,8 @@ def test_a_purged_entry_that_cannot_be_restored_is_named_and_everything_else_is_
             "UPDATE changes SET before_json = ? WHERE change_id = ?",
             [json.dumps({"id": broken}), purged[0].change_id],
         )
-    assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 0
+    # everything else is undone, and the undo says it is not whole: exit 1, not success
+    assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 1
     captured = capsys.readouterr()
     assert f"NOT restored memory {broken}: the record kept by archive_purge (purged) is incomplete" in captured.err
     assert "1 could not be restored" in captured.out
@@ -519,3 +520,24 @@ def test_undoing_one_pass_a_later_pass_of_the_same_cycle_built_on_is_refused_the
     assert "undo pass contradiction_sweep of this cycle (or the whole cycle) first" in one_pass.refused[0]
     whole = store.changes.undo_cycle("c1", now=LATER)
     assert whole.ok and not whole.blocked_by
+
+
+def test_a_merged_entry_whose_source_cannot_be_put_back_stays_live_and_is_named(cycled, capsys):
+    """A source of a merge whose change row lost its record cannot come back: the entry merged from it is not retired
+    (its facts would leave the live set), both are named, and the undo exits 1."""
+    profile, before = cycled
+    store = open_store(profile)
+    rows = store.changes.list(CYCLE)
+    merge = next(c for c in rows if c.kind == "created" and (c.after or {}).get("metadata", {}).get("mergedFrom"))
+    source = json.loads(merge.after["metadata"]["mergedFrom"])[0]
+    first = next(c for c in rows if c.target_id == source and c.kind not in ("stamped", "decayed"))
+    with store.connection.session() as conn:  # the record the source is put back from lost its fields
+        conn.execute(
+            "UPDATE changes SET before_json = ? WHERE change_id = ?",
+            [json.dumps({"id": source}), first.change_id],
+        )
+    assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 1
+    err = capsys.readouterr().err
+    assert f"NOT restored memory {source}: the record kept by" in err
+    assert f"NOT restored memory {merge.target_id}: memory_consolidation merged it from {source}" in err
+    assert not store.memories.get(merge.target_id).is_archived

@@ -9,11 +9,18 @@ exporting again gives the same bytes.
 
 mem0 (``export_mem0`` / ``import_mem0``): the shape mem0's ``get_all`` returns, ``{"results": [{"id", "memory",
 "hash", "metadata", "created_at", "updated_at", "user_id", ...}]}``; ``hash`` is the MD5 of the memory text as mem0
-computes it. Import also takes a JSON list of such records or one record per line. mem0's own fields are kept in
-metadata (``mem0.metadata`` as JSON, ``mem0.user_id``, ...) so an export gives them back.
+computes it. Import also takes a JSON list of such records, one record, or one record per line; a graph export's
+``relations`` (before or after ``results``) are not memories: they are counted and left out. mem0's own fields are
+kept in metadata (``mem0.metadata`` as JSON, ``mem0.user_id``, ...) so an export gives them back. mem0 has no
+archive: with ``archived`` an archived memory's metadata carries a ``dream`` block (``archived_at``,
+``archived_reason``, ``merged_into``, ``superseded_by``), and an import makes such a record an archived entry again,
+its successor kept in its metadata (``mergedInto``, ``supersededBy``, ``archivedReason``), so a round trip does not
+put a corrected fact back beside its correction.
 
-An import checks every line first and refuses the whole file, naming the file and line of each problem (an id the
-store already holds included); otherwise it writes everything in one store transaction.
+An import checks every field of every record first (``import_checks.py``: the rules a save applies, and no time
+more than a year ahead) and refuses the whole file, naming the file, line and field of each problem (an id twice in
+the file or already in the store included); otherwise it writes everything in one store transaction. A UTF-8
+byte-order mark and CRLF line ends are taken.
 """
 
 from __future__ import annotations
@@ -25,13 +32,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from dream_assets.model import MemoryEntry, Skill, iso, parse_ts, utc_or_now
-from dream_assets.passes.model_text import problem
+from dream_assets.agent_memory import successor
+from dream_assets.folders import import_checks as checks
+from dream_assets.model import MemoryEntry, Skill, iso, utc_or_now
+from dream_assets.passes.model_text import problem, shown
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.store import DreamStore, open_store
 from dream_assets.store.changes import ChangeRecord
+from dream_assets.store.memory import ARCHIVED_REASON_KEY, MERGED_INTO_KEY, SUPERSEDED_BY_KEY
 
 HEADER = {"kind": "dream-export", "version": 1}
+#: The key, in an archived memory's mem0 metadata, of its archive state (see the module).
+DREAM_STATE_KEY = "dream"
 MEM0_SCOPES = ("user_id", "agent_id", "app_id", "run_id", "actor_id", "role")
 MAX_REPORTED = 50
 
@@ -81,7 +93,9 @@ def export_jsonl(profile: AgentProfile | str | Path, *, archived: bool = False) 
 
 
 def _parse_lines(path: Path, text: str) -> Iterable[tuple[int, Any, str | None]]:
-    for n, raw in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only (a "\r" before it goes too): an export writes U+2028 and U+0085 inside its strings as
+    # they are, and ``str.splitlines`` would cut a record there.
+    for n, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         try:
@@ -91,28 +105,30 @@ def _parse_lines(path: Path, text: str) -> Iterable[tuple[int, Any, str | None]]
 
 
 def _read_text(path: Path) -> str:
+    """The file as text; a UTF-8 byte-order mark (which editors on Windows write) is not part of it."""
     try:
-        return path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ImportRefused([f"{path}: not UTF-8 text (byte {exc.start})"]) from exc
     except OSError as exc:
         raise ImportRefused([f"{path}: cannot be read ({exc.strerror})"]) from exc
+    return text.removeprefix("\ufeff")
 
 
-def _content_problem(where: str, entry: MemoryEntry) -> str | None:
-    found = problem(entry.content, "content", field="content") or problem(entry.category, "category", field="category")
-    return f"{where}: {found}" if found else None
+def _max_content(store: DreamStore) -> int:
+    return store.options.MaxContentChars
 
 
 def import_jsonl(profile: AgentProfile | str | Path, path: Path, now: datetime | None = None) -> dict[str, int]:
     """Import a JSONL export (see the module); returns counts per kind. Raises ``ImportRefused``."""
     path = Path(path)
+    now = utc_or_now(now)
     text = _read_text(path)
     store = open_store(as_profile(profile))
     problems: list[str] = []
-    memories: list[MemoryEntry] = []
-    skills: list[Skill] = []
-    changes: list[dict[str, Any]] = []
+    memories: list[tuple[str, MemoryEntry]] = []
+    skills: list[tuple[str, Skill]] = []
+    changes: list[tuple[str, dict[str, Any]]] = []
     header_seen = False
     for n, obj, err in _parse_lines(path, text):
         where = f"{path}:{n}"
@@ -126,64 +142,58 @@ def import_jsonl(profile: AgentProfile | str | Path, path: Path, now: datetime |
         try:
             if kind == "dream-export":
                 if obj.get("version") != 1:
-                    problems.append(f"{where}: field version {obj.get('version')!r} is not 1")
+                    problems.append(f"{where}: field version {shown(obj.get('version'), 40)} is not 1")
                 header_seen = True
             elif kind == "memory":
-                entry = MemoryEntry.from_dict(obj)
-                found = _content_problem(where, entry)
-                if found:
-                    problems.append(found)
-                memories.append(entry)
+                memories.append((where, checks.memory(obj, now, _max_content(store))))
             elif kind == "skill":
-                skills.append(Skill.from_dict(obj))
+                skills.append((where, checks.skill(obj, now)))
             elif kind == "change":
-                for name in ("change_id", "cycle_id", "pass_name", "change_kind", "target_type", "target_id"):
-                    if not isinstance(obj.get(name), str) or not obj[name]:
-                        raise KeyError(name)
-                parse_ts(obj["created_at"])
-                if obj.get("undone_at"):
-                    parse_ts(obj["undone_at"])
-                changes.append(obj)
+                changes.append((where, checks.change(obj, now)))
             else:
-                problems.append(f"{where}: field kind {kind!r} is not dream-export, memory, skill or change")
-        except KeyError as exc:
-            problems.append(f"{where}: field {exc.args[0]} is missing or empty")
-        except (TypeError, ValueError) as exc:
+                problems.append(f"{where}: field kind {shown(kind, 40)!r} is not dream-export, memory, skill or change")
+        except checks.Bad as exc:
             problems.append(f"{where}: {exc}")
     if not header_seen and not problems:
         problems.append(f"{path}:1: no dream-export header line; use --format mem0 for a mem0 export")
-    problems += _clashes(store, path, memories, skills, changes)
+    problems += _clashes(store, memories, skills, changes)
     if problems:
         raise ImportRefused(problems)
     with store.transaction():
         if memories:
-            store.memories.put_many(memories)
-        for skill in skills:
+            store.memories.put_many([m for _, m in memories])
+        for _, skill in skills:
             store.skills.put(skill)
         if changes:
-            store.changes.put_exact(changes)
+            store.changes.put_exact([c for _, c in changes])
     return {"memories": len(memories), "skills": len(skills), "changes": len(changes)}
 
 
 def _clashes(
-    store: DreamStore, path: Path, memories: list[MemoryEntry], skills: list[Skill], changes: list[dict]
+    store: DreamStore,
+    memories: list[tuple[str, MemoryEntry]],
+    skills: list[tuple[str, Skill]],
+    changes: list[tuple[str, dict[str, Any]]],
 ) -> list[str]:
+    """An id twice in the file, or one the store already holds, named with the line of each."""
     problems: list[str] = []
-    seen: set[str] = set()
-    held = store.memories.get_many([m.id for m in memories])
-    for m in memories:
-        if m.id in seen:
-            problems.append(f"{path}: memory {m.id} appears twice")
-        elif m.id in held:
-            problems.append(f"{path}: memory {m.id} is already in the store of {store.profile.agent_id}")
-        seen.add(m.id)
-    for s in skills:
-        if store.skills.get(s.name) is not None:
-            problems.append(f"{path}: skill {s.name!r} is already in the store of {store.profile.agent_id}")
-    held_changes = {r.change_id for r in store.changes.list()} if changes else set()
-    for c in changes:
-        if c["change_id"] in held_changes:
-            problems.append(f"{path}: change {c['change_id']} is already in the change log")
+    agent = store.profile.agent_id
+
+    def twice(what: str, items: list[tuple[str, str]], held: set[str]) -> None:
+        first: dict[str, str] = {}
+        for where, key in items:
+            if key in first:
+                problems.append(f"{where}: {what} {shown(key)} appears twice (first at {first[key]})")
+                continue
+            first[key] = where
+            if key in held:
+                problems.append(f"{where}: {what} {shown(key)} is already in the store of {agent}")
+
+    twice("memory", [(w, m.id) for w, m in memories], set(store.memories.get_many([m.id for _, m in memories])))
+    names = {s.name for s in store.skills.list(include_archived=True)} if skills else set()
+    twice("skill", [(w, s.name) for w, s in skills], names)
+    held = {r.change_id for r in store.changes.list()} if changes else set()
+    twice("change", [(w, c["change_id"]) for w, c in changes], held)
     return problems
 
 
@@ -194,17 +204,26 @@ def _mem0_hash(text: str) -> str:
     return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
-def _mem0_record(entry: MemoryEntry) -> dict[str, Any]:
+def _archive_state(entry: MemoryEntry, rows: list[ChangeRecord]) -> dict[str, Any]:
+    """The ``dream`` block of an archived entry's mem0 metadata: when and why it was archived, and the entry its fact
+    lives on in (merged into, superseded by) where known."""
+    merged, superseded, reason = successor(entry, rows)
+    state = {"archived_at": iso(entry.archived_at), "archived_reason": reason}
+    state.update({"merged_into": merged, "superseded_by": superseded})
+    return {k: v for k, v in state.items() if v}
+
+
+def _mem0_record(entry: MemoryEntry, rows: list[ChangeRecord]) -> dict[str, Any]:
     meta = entry.metadata
     try:
         own = json.loads(meta["mem0.metadata"]) if "mem0.metadata" in meta else None
     except ValueError:
         own = None
-    if own is None:
+    if not isinstance(own, dict):
         own = {k: v for k, v in meta.items() if not k.startswith("mem0.")}
         own.update({"category": entry.category, "tags": list(entry.tags), "importance": entry.importance})
-        if entry.archived_at is not None:
-            own["archived_at"] = iso(entry.archived_at)
+    if entry.archived_at is not None:
+        own[DREAM_STATE_KEY] = _archive_state(entry, rows)
     record: dict[str, Any] = {
         "id": meta.get("mem0.id", entry.id),
         "memory": entry.content,
@@ -225,21 +244,76 @@ def export_mem0(profile: AgentProfile | str | Path, *, archived: bool = False) -
     """The memories in mem0's ``get_all`` shape (JSON)."""
     store = open_store(as_profile(profile))
     memories = store.memories.list_all() if archived else store.memories.list_live()
-    records = [_mem0_record(m) for m in sorted(memories, key=lambda m: (m.created_at, m.id))]
+    rows: dict[str, list[ChangeRecord]] = {}
+    if any(m.is_archived for m in memories):
+        for row in store.changes.list():
+            if row.target_type == "memory":
+                rows.setdefault(row.target_id, []).append(row)
+    records = [_mem0_record(m, rows.get(m.id, [])) for m in sorted(memories, key=lambda m: (m.created_at, m.id))]
     return json.dumps({"results": records}, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def _mem0_records(path: Path, text: str) -> list[tuple[str, Any]]:
-    stripped = text.lstrip()
-    if stripped.startswith("{") and '"results"' in stripped[:4096] or stripped.startswith("["):
-        try:
-            doc = json.loads(text)
-        except ValueError as exc:
+_DECODER = json.JSONDecoder()
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def _array_items(text: str, i: int) -> list[tuple[int, Any]]:
+    """The items of the JSON array at ``text[i] == "["``, each with where it starts (the document parsed already)."""
+    out: list[tuple[int, Any]] = []
+    i = _skip(text, i + 1)
+    while text[i] != "]":
+        item, end = _DECODER.raw_decode(text, i)
+        out.append((i, item))
+        i = _skip(text, end)
+        if text[i] == ",":
+            i = _skip(text, i + 1)
+    return out
+
+
+def _results_at(text: str, i: int) -> int | None:
+    """Where the value of key ``results`` starts in the JSON object at ``text[i] == "{"`` (None: no such key)."""
+    i = _skip(text, i + 1)
+    while text[i] != "}":
+        key, i = _DECODER.raw_decode(text, i)
+        i = _skip(text, _skip(text, i) + 1)  # the colon
+        if key == "results":
+            return i
+        _, i = _DECODER.raw_decode(text, i)
+        i = _skip(text, i)
+        if text[i] == ",":
+            i = _skip(text, i + 1)
+    return None
+
+
+def _mem0_records(path: Path, text: str) -> tuple[list[tuple[str, Any]], int]:
+    """The records of a mem0 file with where each starts (``file:line``), and how many graph relations it holds
+    beside them (mem0's graph memory; not memories, so not imported). A whole JSON document (``{"results": [...]}``,
+    with ``relations`` before or after, or a list) or one record per line."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        if text.lstrip().startswith("["):
             raise ImportRefused([f"{path}:{exc.lineno}: not JSON ({exc.msg})"]) from exc
-        items = doc.get("results") if isinstance(doc, dict) else doc
-        if not isinstance(items, list):
+        doc = None
+    line = lambda i: f"{path}:{text.count(chr(10), 0, i) + 1}"  # noqa: E731
+    if isinstance(doc, list):
+        return [(line(i), item) for i, item in _array_items(text, _skip(text, 0))], 0
+    if isinstance(doc, dict) and "results" in doc:
+        if not isinstance(doc["results"], list):
             raise ImportRefused([f"{path}: field results is not a list"])
-        return [(f"{path}: record {i + 1}", item) for i, item in enumerate(items)]
+        at = _results_at(text, _skip(text, 0))
+        assert at is not None  # the key is there
+        relations = doc.get("relations")
+        return [(line(i), item) for i, item in _array_items(text, at)], len(relations) if isinstance(
+            relations, list
+        ) else 0
+    if isinstance(doc, dict):  # one record, as a whole document
+        return [(line(_skip(text, 0)), doc)], 0
     out: list[tuple[str, Any]] = []
     problems = []
     for n, obj, err in _parse_lines(path, text):
@@ -248,55 +322,90 @@ def _mem0_records(path: Path, text: str) -> list[tuple[str, Any]]:
         out.append((f"{path}:{n}", obj))
     if problems:
         raise ImportRefused(problems)
-    return out
+    return out, 0
+
+
+def _archive_from(state: object, now: datetime) -> tuple[datetime, dict[str, str]]:
+    """An archived entry's time and metadata from the ``dream`` block of its mem0 metadata (``_archive_state``)."""
+    if not isinstance(state, dict):
+        raise checks.Bad(f"field metadata.{DREAM_STATE_KEY} is not an object")
+    when = checks.timestamp(state, "archived_at", now)
+    meta: dict[str, str] = {}
+    for name, key, kind in (
+        ("merged_into", MERGED_INTO_KEY, "id"),
+        ("superseded_by", SUPERSEDED_BY_KEY, "id"),
+        ("archived_reason", ARCHIVED_REASON_KEY, "text"),
+    ):
+        if state.get(name) is not None:
+            checks.check(state[name], kind, f"metadata.{DREAM_STATE_KEY}.{name}")
+            meta[key] = state[name]
+    return when, meta  # type: ignore[return-value]
+
+
+def _mem0_entry(item: object, now: datetime, max_content: int) -> MemoryEntry:
+    if not isinstance(item, dict):
+        raise checks.Bad("not an object")
+    checks.check(item.get("id"), "id", "id")
+    checks.check(item.get("memory"), "content", "memory", max_chars=max_content)
+    created = checks.timestamp(item, "created_at", now, required=False) or now
+    updated = checks.timestamp(item, "updated_at", now, required=False) or created
+    own = {} if item.get("metadata") is None else item["metadata"]
+    if not isinstance(own, dict):
+        raise checks.Bad(f"field metadata is not an object ({type(own).__name__})")
+    own = dict(own)
+    archived_at, meta = (None, {}) if DREAM_STATE_KEY not in own else _archive_from(own.pop(DREAM_STATE_KEY), now)
+    try:
+        meta["mem0.metadata"] = json.dumps(own, sort_keys=True, allow_nan=False)
+    except ValueError:
+        raise checks.Bad("field metadata holds a number JSON cannot write (NaN or infinity)") from None
+    meta["mem0.id"] = item["id"]
+    for key in ("created_at", "updated_at"):
+        if item.get(key):
+            meta[f"mem0.{key}"] = str(item[key])
+    for scope in MEM0_SCOPES:
+        value = item.get(scope)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise checks.Bad(f"field {scope} is not a string ({type(value).__name__})")
+        checks.check(str(value), "text", scope, max_chars=checks.MAX_METADATA_CHARS)
+        meta[f"mem0.{scope}"] = str(value)
+    if item.get("categories"):
+        categories = item["categories"]
+        if not isinstance(categories, list) or not all(isinstance(c, str) for c in categories):
+            raise checks.Bad("field categories is not a list of strings")
+        for i, c in enumerate(categories):
+            checks.check(c, "text", f"categories[{i}]", max_chars=checks.MAX_METADATA_CHARS)
+        meta["mem0.categories"] = json.dumps(categories)
+    # mem0's metadata is free-form: a category there that a save would not take stays in it, the entry is filed
+    # under "mem0"
+    category = own.get("category")
+    if problem(category, "category", field="metadata.category") is not None:
+        category = "mem0"
+    return MemoryEntry(item["id"], item["memory"], category, (), 0.5, created, updated, updated, 1, meta, archived_at)
 
 
 def import_mem0(profile: AgentProfile | str | Path, path: Path, now: datetime | None = None) -> dict[str, int]:
-    """Import mem0 memories (see the module) as live entries in one transaction; raises ``ImportRefused``."""
+    """Import mem0 memories (see the module) in one transaction; raises ``ImportRefused``. A record this project
+    exported archived (its metadata's ``dream`` block) comes back archived, with its successor."""
     path = Path(path)
     now = utc_or_now(now)
     store = open_store(as_profile(profile))
     problems: list[str] = []
-    entries: list[MemoryEntry] = []
-    for where, item in _mem0_records(path, _read_text(path)):
-        if not isinstance(item, dict):
-            problems.append(f"{where}: not an object")
-            continue
-        text = item.get("memory")
-        if not isinstance(text, str) or not text.strip():
-            problems.append(f"{where}: field memory is missing or empty")
-            continue
-        mid = item.get("id")
-        if not isinstance(mid, str) or not mid:
-            problems.append(f"{where}: field id is missing or empty")
-            continue
+    entries: list[tuple[str, MemoryEntry]] = []
+    records, relations = _mem0_records(path, _read_text(path))
+    for where, item in records:
         try:
-            created = parse_ts(item["created_at"]) if item.get("created_at") else now
-            updated = parse_ts(item["updated_at"]) if item.get("updated_at") else created
-        except (TypeError, ValueError) as exc:
-            problems.append(f"{where}: field created_at/updated_at: {exc}")
-            continue
-        meta = {"mem0.id": mid, "mem0.metadata": json.dumps(item.get("metadata") or {}, sort_keys=True)}
-        for key in ("created_at", "updated_at"):
-            if item.get(key):
-                meta[f"mem0.{key}"] = str(item[key])
-        for scope in MEM0_SCOPES:
-            if item.get(scope) is not None:
-                meta[f"mem0.{scope}"] = str(item[scope])
-        if item.get("categories"):
-            meta["mem0.categories"] = json.dumps(item["categories"])
-        own = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
-        category = own.get("category") if isinstance(own.get("category"), str) else "mem0"
-        entry = MemoryEntry(mid, text, category, (), 0.5, created, updated, updated, 1, meta)
-        found = _content_problem(where, entry)
-        if found:
-            problems.append(found)
-            continue
-        entries.append(entry)
-    problems += _clashes(store, path, entries, [], [])
+            entries.append((where, _mem0_entry(item, now, _max_content(store))))
+        except checks.Bad as exc:
+            problems.append(f"{where}: {exc}")
+    problems += _clashes(store, entries, [], [])
     if problems:
         raise ImportRefused(problems)
     with store.transaction():
         if entries:
-            store.memories.put_many(entries)
-    return {"memories": len(entries)}
+            store.memories.put_many([e for _, e in entries])
+    counts = {"memories": len(entries)}
+    if relations:
+        counts["graph relations left out (not memories)"] = relations
+    return counts

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from dream_assets.model import MemoryEntry, iso, parse_ts
+from dream_assets.model import MemoryEntry, iso, parse_ts, shifted
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
@@ -73,7 +73,8 @@ def decayed_importance(entry: MemoryEntry, options: DreamOptions, now: datetime)
     floor = options.ImportanceDecayFloor
     if half_life <= 0 or entry.importance <= floor:
         return None
-    start = entry.last_seen_at + timedelta(days=options.ImportanceDecayGraceDays)
+    # A sighting near the calendar's end (an imported 9999-12-31) ends its grace period "never", not in an overflow.
+    start = shifted(entry.last_seen_at, timedelta(days=options.ImportanceDecayGraceDays))
     applied = entry.metadata.get(APPLIED_KEY)
     if applied:
         try:

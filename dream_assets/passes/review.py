@@ -187,18 +187,42 @@ def _from_row(r: Sequence[Any]) -> PendingChange:
     )
 
 
+def _pass_rank(pass_name: str) -> int:
+    """Where the pass runs in a cycle (the spec's order, ``registry.PASSES``); a name no pass has goes last."""
+    from dream_assets.passes.registry import PASSES  # the registry imports every pass, which import this module
+
+    for i, spec in enumerate(PASSES):
+        if spec.name == pass_name:
+            return i
+    return len(PASSES)
+
+
+def apply_order(change: PendingChange) -> tuple[datetime, str, int, str, int, str]:
+    """The order changes are listed and applied in: oldest set first; in a set, the passes in the spec's order
+    (every pass of a cycle proposes at the cycle's time, so the time alone interleaves them: a fold applied before
+    the decay proposed on the same entries would refuse the decay), each pass's changes in the order it made them.
+    A total order on stored fields, so a retry after a kill applies what is left in the same order."""
+    return (
+        change.created_at,
+        change.cycle_id,
+        _pass_rank(change.pass_name),
+        change.pass_name,
+        change.position,
+        change.change_id,
+    )
+
+
 def list_changes(
     store: DreamStore, *, status: str | None = PENDING, cycle_id: str | None = None
 ) -> list[PendingChange]:
-    """The pending changes (or those of ``status``; None: all), oldest set first, in the order the pass made them."""
+    """The pending changes (or those of ``status``; None: all) in ``apply_order``: oldest set first, in a set the
+    passes in the spec's order, each pass's changes in the order it made them."""
     where, params = where_equal(status=status, cycle_id=cycle_id)
     with store.connection.session() as conn:
         if not _table_exists(conn):
             return []
-        rows = conn.execute(
-            f"SELECT * FROM pending_changes WHERE {where} ORDER BY created_at, cycle_id, position", params
-        ).fetchall()
-    return [_from_row(r) for r in rows]
+        rows = conn.execute(f"SELECT * FROM pending_changes WHERE {where}", params).fetchall()
+    return sorted((_from_row(r) for r in rows), key=apply_order)
 
 
 def expire(store: DreamStore, now: datetime) -> list[PendingChange]:
@@ -619,7 +643,7 @@ def decide(
             result.not_found.append(f"{i}: already {c.status}{why}")
         elif c not in wanted:
             wanted.append(c)
-    wanted.sort(key=lambda c: (c.created_at, c.cycle_id, c.position))
+    wanted.sort(key=apply_order)
     for c in wanted:
         try:
             if decision == "apply":

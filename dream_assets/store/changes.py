@@ -19,6 +19,12 @@ and the marking of the target's changes as undone. So an undo killed half-way is
 A target that cannot be put back (its row holds no usable record, the record no longer validates) does not stop the
 others: the result names it and why (``not_restored``), and its changes stay pending for a later retry.
 
+An entry the cycle merged from others (``mergedFrom``) is retired only when the undo gives its facts back: each source
+is live, or put back live by this undo (or is itself such a merged entry). A store that lacks a source's record or its
+change row (a copy imported without ``--archived`` holds a merge's result and not its sources) keeps the merged entry
+live and names it in ``not_restored``, so an undo never takes a fact out of the live set with nothing in its place.
+Such entries are retired after every other target, so a source whose put-back failed keeps its merged entry too.
+
 Importance decay is recorded compactly: one "decayed" row per entry it touched, holding only what decay writes
 (importance, updated_at and its metadata stamps) before and after, not the whole record. Undo puts those fields back,
 many entries per transaction. An entry a later cycle decayed again is left as that cycle left it and named in
@@ -69,6 +75,8 @@ SCORE_KINDS = (DECAY_KIND, SCORES_PUT_BACK_KIND)
 SCORE_BATCH = 1000
 #: Metadata an undone purge leaves on the entry it put back: the archive purge keeps it until then (ISO-8601 UTC).
 KEEP_ARCHIVED_UNTIL_KEY = "keepArchivedUntil"
+#: Metadata of a merged entry: the ids it was merged from (``passes.consolidation_merge.MERGED_FROM_KEY``).
+MERGED_FROM_KEY = "mergedFrom"
 #: The kinds of an undo's rows, each naming what the undo did to its target.
 UNDO_KINDS = {
     "put back": "put back as it was before the cycle",
@@ -80,6 +88,12 @@ UNDO_KINDS = {
     "unpurged": "purged by the cycle, put back archived",
     "importance put back": "decayed by the cycle, its importance put back",
 }
+
+#: Every kind a change row can have: what the passes, the agent's calls and ``dream restore`` record, and the undo's
+#: own kinds. An import refuses any other.
+CHANGE_KINDS = frozenset({"created", "updated", "archived", "restored", "purged", STAMP_KIND, DECAY_KIND, *UNDO_KINDS})
+#: What a change row is about.
+TARGET_TYPES = ("memory", "skill")
 
 #: Test hook (None in production): called with the name of an undo step — "undo:put-back" inside a target's
 #: transaction after the record was put back and before its changes are marked undone, "undo:target-done" after that
@@ -458,9 +472,16 @@ class ChangeLog:
             # A later cycle that built on this one's results is never left half-undone under it, even with force.
             return result
         ts = to_db(utc(now))
+        kept = self._kept_merges(plans, set(refused) | left)
+        for key, why in kept.items():
+            result.not_restored.append(f"{_label(key)}: {why}")
         order = [
-            k for k in sorted(plans, key=lambda k: last_pos[k], reverse=True) if k not in refused and k not in left
+            k
+            for k in sorted(plans, key=lambda k: last_pos[k], reverse=True)
+            if k not in refused and k not in left and k not in kept
         ]
+        # A merged entry is retired once its sources are back (see the module).
+        order.sort(key=lambda k: bool(plans[k].merged_from()))
         scores_only = [k for k in order if k[0] == "memory" and not plans[k].full]
         if scores_only:
             order = [k for k in order if k[0] != "memory" or plans[k].full]
@@ -480,6 +501,7 @@ class ChangeLog:
                         result.refused.append(self._why_refused(plan, current, cycle_id))
                         continue
                     else:
+                        self._check_sources_back(plan, plans)
                         after, action = self._put_back(plan, current, now)
                         self.record(
                             cycle_id=result.undo_cycle_id,
@@ -575,6 +597,66 @@ class ChangeLog:
                 result.restored.append(label)
         if step_hook is not None:
             step_hook("undo:target-done")
+
+    def _kept_merges(
+        self, plans: Mapping[tuple[str, str], _Plan], skipped: set[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """The merged entries the undo would retire while a source's fact would not come back (``skipped``: targets
+        this undo leaves as they are), with why: they stay live (see the module)."""
+        live = {
+            i
+            for i, e in self._memories.get_many({s for p in plans.values() for s in p.merged_from()}).items()
+            if not e.is_archived
+        }
+
+        def lost(key: tuple[str, str], seen: frozenset[tuple[str, str]]) -> list[str]:
+            missing = []
+            for source in plans[key].merged_from():
+                skey = ("memory", source)
+                plan = plans.get(skey)
+                if plan is None or skey in skipped:  # the undo leaves it as it is
+                    back = source in live
+                else:  # put back live, or itself a merged entry of the cycle whose sources come back
+                    back = plan.restores_live() or (
+                        bool(plan.merged_from()) and skey not in seen and not lost(skey, seen | {skey})
+                    )
+                if not back:
+                    missing.append(source)
+            return missing
+
+        kept: dict[tuple[str, str], str] = {}
+        for key, plan in plans.items():
+            if key in skipped or not plan.merged_from():
+                continue
+            missing = lost(key, frozenset({key}))
+            if missing:
+                first = plan.full[0]
+                kept[key] = (
+                    f"{first.pass_name} merged it from {', '.join(missing)}, which this undo cannot put back (no "
+                    "record or change row of "
+                    f"{'it' if len(missing) == 1 else 'them'} in this store, e.g. a copy exported without --archived, "
+                    "or left as they are); it stays live, so its facts stay in the live set"
+                )
+        return kept
+
+    def _check_sources_back(self, plan: _Plan, plans: Mapping[tuple[str, str], _Plan]) -> None:
+        """Before a merged entry is retired: each source is live again, or is itself a merged entry of the cycle
+        (retired only once its own sources were back). Raises ``_CannotRestore`` naming the others."""
+        sources = plan.merged_from()
+        if not sources:
+            return
+        back = self._memories.get_many(sources)
+        missing = [
+            s
+            for s in sources
+            if s not in back
+            or (back[s].is_archived and not (("memory", s) in plans and plans["memory", s].merged_from()))
+        ]
+        if missing:
+            raise _CannotRestore(
+                f"{plan.full[0].pass_name} merged it from {', '.join(missing)}, which are not live again; it stays "
+                "live, so its facts stay in the live set"
+            )
 
     def _built_on(self, cycle_id: str, pass_name: str | None) -> dict[tuple[str, str], tuple[str, ChangeRecord]]:
         """Targets of ``cycle_id`` (or of its pass) that a later cycle (or, when one pass is undone, a later pass of
@@ -738,6 +820,26 @@ class _Plan:
         if base is not None and first.kind in SCORE_KINDS:
             base = _overlay(base, first.before or {}, updated=True)
         return base
+
+    def merged_from(self) -> list[str]:
+        """The sources of a memory the cycle created by a merge (its ``mergedFrom``); [] for any other target."""
+        full = self.full
+        if self.key[0] != "memory" or not full or full[0].before is not None or full[0].kind == "purged":
+            return []
+        raw = ((full[0].after or {}).get("metadata") or {}).get(MERGED_FROM_KEY) or ""
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw.split(",")
+        return [str(v).strip() for v in value if str(v).strip()] if isinstance(value, list) else []
+
+    def restores_live(self) -> bool:
+        """Does undoing the target leave it live (it was live before the cycle)?"""
+        full = self.full
+        if not full:
+            return True
+        before = full[0].before
+        return before is not None and not before.get("archived_at")
 
     def is_before(self, current: dict[str, Any] | None) -> bool:
         if not self.full:

@@ -99,6 +99,10 @@ SAVE_EMBEDDING_PAUSE = timedelta(minutes=5)
 SUPERSEDED_AT_KEY = "supersededAt"
 SUPERSESSION_REASON_KEY = "supersessionReason"
 SUPERSEDES_KEY = "supersedes"
+#: An archived entry brought in by an import, which holds no change row of its archiving: the entry its fact was
+#: merged into, and why it was archived (the change log says both for an entry archived here).
+MERGED_INTO_KEY = "mergedInto"
+ARCHIVED_REASON_KEY = "archivedReason"
 
 
 class ContentError(ValueError):
