@@ -18,6 +18,7 @@ from dream_assets.folders.formats import INDEX_LINE_BUDGET
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
+from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.text.coverage import specifics_of
 from dream_assets_tests.conftest import NOW
@@ -549,3 +550,133 @@ def test_an_index_that_grows_past_its_budget_again_appends_to_the_topic_file_and
     assert all(f"- [Later {i}](later_{i:02d}.md)" in index + continued for i in range(30))
     assert read_folder(profile, now=NOW).counts == {}
     assert plan_write_back(profile, now=NOW).changes == []
+
+
+# ------------------------------------------------------------------ a person's edits between cycles
+
+
+KEPT = [  # every note of the claude-code fixture a person keeps through each edit below (a fragment of each)
+    "real Postgres 16",
+    "schema v42",
+    "make db-up",
+    "The merge freeze for release 4.2 begins",
+    "owned by Dana Whitfield",
+    "branch is cut on 2026-03-12",
+    "Ingest API p99",
+    "written Go for 10 years",
+    "Prefers pnpm",
+    "Works from Lisbon",
+]
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _sentence_added(folder: Path) -> None:
+    _replace(folder / "project_release.md", "cut on 2026-03-12.", "cut on 2026-03-12. Hotfixes still go in.")
+
+
+def _heading_renamed(folder: Path) -> None:
+    _replace(folder / "project_release.md", "# Release freeze\n", "# Release freeze (mobile)\n")
+
+
+def _moved_to_another_file(folder: Path) -> None:
+    _replace(folder / "user_role.md", "\nPrefers pnpm over npm in every JavaScript project.\n", "")
+    with open(folder / "user_place.md", "a", encoding="utf-8") as fh:
+        fh.write("\nPrefers pnpm over npm in every JavaScript project.\n")
+
+
+def _file_split(folder: Path) -> None:
+    _replace(folder / "user_role.md", "\nPrefers pnpm over npm in every JavaScript project.\n", "")
+    (folder / "user_tools.md").write_text(
+        "---\nname: Tools\ndescription: tools the user prefers\ntype: user\n---\n"
+        "Prefers pnpm over npm in every JavaScript project.\n",
+        encoding="utf-8",
+    )
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write("- [Tools](user_tools.md) — tools the user prefers\n")
+
+
+def _copy_deleted(folder: Path) -> None:  # the copy was read in a cycle of its own (see the test)
+    _replace(folder / "user_place.md", "\nPrefers pnpm over npm in every JavaScript project.\n", "")
+
+
+@pytest.mark.parametrize(
+    "edit", [_sentence_added, _heading_renamed, _moved_to_another_file, _file_split, _copy_deleted]
+)
+def test_a_note_a_person_edited_stays_in_their_file_and_its_memory_stays_live(profile, tmp_path, edit):
+    folder = _folder(tmp_path, "claude-code")
+    (folder / "user_place.md").write_text(
+        "---\nname: Place\ndescription: where the user works\ntype: user\n---\nWorks from Lisbon since 2025.\n"
+    )
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write("- [Place](user_place.md) — where the user works\n")
+    link_folder(profile, folder, "claude-code")
+    assert read_folder(profile, now=NOW).status == "completed"
+    if edit is _copy_deleted:  # a second copy of one note, read as the same memory
+        with open(folder / "user_place.md", "a", encoding="utf-8") as fh:
+            fh.write("\nPrefers pnpm over npm in every JavaScript project.\n")
+        assert read_folder(profile, now=NOW).status == "completed"
+        assert write_back(profile, now=NOW).status == "completed"
+    edit(folder)
+    for cycle in range(2):  # the read of the edit, then a cycle after it
+        read = read_folder(profile, now=NOW + timedelta(hours=cycle + 1))
+        assert read.status == "completed", read.reason
+        assert write_back(profile, now=NOW + timedelta(hours=cycle + 1)).status == "completed"
+    live_files = "\n".join(p.read_text(encoding="utf-8") for p in folder.glob("*.md") if p.name != "MEMORY.md")
+    live = "\n".join(_live(profile).values())
+    for fragment in KEPT:
+        assert fragment in live_files, f"{fragment!r} was taken out of the person's files"
+        assert fragment in live, f"{fragment!r} has no live memory"
+    assert not (folder / "archive").exists()
+    assert plan_write_back(profile, now=NOW).changes == []
+
+
+def _merge_by_hand(profile, sources, merged: str, cycle_id: str):
+    """What a consolidation pass records: ``sources`` archived, merged into one new memory holding ``merged``."""
+    store = open_store(profile)
+    with store.transaction():
+        new = store.memories.save(merged, category=sources[0].category, now=NOW, dedupe=False).entry
+        for old in sources:
+            store.memories.archive(old.id, now=NOW)
+            store.changes.record(
+                cycle_id=cycle_id,
+                pass_name="memory_consolidation",
+                kind="archived",
+                target_type="memory",
+                target_id=old.id,
+                before=old,
+                after=None,
+                reason=f"merged into {new.id}",
+                now=NOW,
+            )
+    return new
+
+
+def test_one_folder_linked_to_two_agents_loses_no_note(profile, tmp_path):
+    """Agent A merges two notes and writes the merged one back; agent B reads it as an extension of a memory it
+    holds, and neither agent takes it (nor any other note) out of the folder afterwards."""
+    folder = _folder(tmp_path, "claude-code")
+    other = AgentProfile(tmp_path / "agents" / "agent-b").ensure()
+    for agent in (profile, other):
+        link_folder(agent, folder, "claude-code")
+        assert read_folder(agent, now=NOW).status == "completed"
+    specifics = {s.text for p in folder.rglob("*.md") for s in specifics_of(p.read_text(encoding="utf-8"))}
+
+    first, second = _by_text(profile, "The merge freeze for release 4.2"), _by_text(profile, "owned by Dana")
+    merged = first.content + " Hotfixes go in only with her sign-off."  # an extension of a note agent B holds
+    _merge_by_hand(profile, [first, second], merged, "c1")
+    assert write_back(profile, now=NOW).status == "completed"
+    assert merged in (folder / "project_release.md").read_text(encoding="utf-8")
+    for hour, agent in enumerate((other, profile, other, profile), start=1):
+        assert read_folder(agent, now=NOW + timedelta(hours=hour)).status == "completed"
+        assert write_back(agent, now=NOW + timedelta(hours=hour)).status == "completed"
+    live_files = "\n".join(p.read_text(encoding="utf-8") for p in folder.glob("*.md"))
+    assert not [s for s in specifics if s not in live_files]
+    for agent in (profile, other):
+        live = "\n".join(_live(agent).values())
+        assert "Dana Whitfield" in live and "2026-03-12" in live and "Ingest API p99" in live
+    assert merged in live_files

@@ -321,13 +321,20 @@ def read_folder(
         notes[key] = {"id": saved.id, "file": pf.rel, "content": _text_sha(saved.content)}
         report.count(f"notes_{saved.outcome}")
         report.change(f"folder-{saved.outcome}", saved.id, f"{pf.rel}: {block.text[:80]}")
+    # A note's key is its file, heading path and text, so an edited, moved or split note has a new key, and its save
+    # may return the memory the old key held (reinforced, extended, a duplicate). Only a memory that no note of the
+    # folder maps to any more was removed by the person.
+    mapped = {notes[k]["id"] for k in seen if k in notes}
     for key in [k for k in notes if k not in seen]:
         info = notes.pop(key)
+        if info["id"] in mapped:
+            continue
+        mapped.add(info["id"])  # forgotten once, however many of its notes went
         try:
             agent_memory.forget(
                 profile,
                 info["id"],
-                reason=f"removed from {info['file']} in the linked folder {link.folder}",
+                reason=PERSON_REMOVED.format(file=info["file"], folder=link.folder),
                 options=options,
                 now=now,
                 active=False,
@@ -372,6 +379,17 @@ def _note(rec: agent_memory.MemoryRecord, rel: str) -> dict[str, str]:
 
 def _same(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
+
+
+#: The reason ``read_folder`` gives a memory whose note a person removed (``_dream_archived`` tells it apart).
+PERSON_REMOVED = "removed from {file} in the linked folder {folder}"
+
+
+def _dream_archived(rec: agent_memory.MemoryRecord) -> bool:
+    """Whether ``rec`` was archived by a decision recorded in the change log (a pass, the agent's forget) rather
+    than retired by an undo (no reason) or archived by a read that no longer saw its note."""
+    reason = rec.archived_reason or ""
+    return bool(reason) and not (reason.startswith("removed from ") and " in the linked folder " in reason)
 
 
 def _remove_span(text: str, block: Block) -> tuple[int, int]:
@@ -481,6 +499,12 @@ def plan_write_back(
                 edits.append((block.text_start, block.end, _bullet_text(block, successor.content, text)))
                 notes.pop(key)
                 notes[note_key(rel, block.heading, successor.content)] = _note(successor, rel)
+                continue
+            if successor is None and not _dream_archived(rec):
+                # Not a dream's decision (an undo retired it, or a read took it for removed): the person's note stays
+                # and is read again as a memory of its own next cycle.
+                kept += 1
+                notes.pop(key)
                 continue
             start, end = _remove_span(text, block)
             edits.append((start, end, ""))
