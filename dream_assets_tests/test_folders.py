@@ -680,3 +680,67 @@ def test_one_folder_linked_to_two_agents_loses_no_note(profile, tmp_path):
         live = "\n".join(_live(agent).values())
         assert "Dana Whitfield" in live and "2026-03-12" in live and "Ingest API p99" in live
     assert merged in live_files
+
+
+def _one_note_archived_in_place(profile, folder: Path):
+    """A plan that takes one note (the Grafana board's copy in user_role.md) out of user_role.md into archive/."""
+    with open(folder / "user_role.md", "a", encoding="utf-8") as fh:
+        fh.write("\nOn-call rotates every Monday at 10:00.\n")
+    assert read_folder(profile, now=NOW).status == "completed"
+    agent_memory.forget(profile, _by_text(profile, "On-call rotates").id, reason="rota ended", now=NOW, active=False)
+    plan = plan_write_back(profile, now=NOW)
+    assert {c.rel for c in plan.changes} == {"user_role.md", "archive/user_role.md"}
+    return plan
+
+
+@pytest.mark.parametrize("whole_file", [False, True])
+def test_archive_swapped_for_a_symlink_after_the_plan_is_refused_and_nothing_is_written_outside(
+    profile, tmp_path, whole_file
+):
+    from dream_assets.folders import apply_write_back
+
+    folder = _linked(profile, tmp_path, "claude-code")
+    if whole_file:
+        assert read_folder(profile, now=NOW).status == "completed"
+        agent_memory.forget(profile, _by_text(profile, "Grafana").id, reason="board retired", now=NOW, active=False)
+        plan = plan_write_back(profile, now=NOW)
+        kept, note = "reference_dashboards.md", "Ingest API p99"
+    else:
+        plan = _one_note_archived_in_place(profile, folder)
+        kept, note = "user_role.md", "On-call rotates"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (folder / "archive").symlink_to(outside, target_is_directory=True)  # between the read and the write-back
+    report = apply_write_back(profile, plan)
+    assert report.status == "failed"
+    assert str(folder / "archive") in report.reason and "outside the linked folder" in report.reason
+    assert list(outside.iterdir()) == []
+    assert note in (folder / kept).read_text(encoding="utf-8")  # the note stays where it was
+
+
+@pytest.mark.parametrize("by_rename", [False, True])  # written in place, or saved beside it and renamed over it
+def test_a_save_in_the_instant_before_the_replace_is_kept_in_place(profile, tmp_path, monkeypatch, by_rename):
+    import dream_assets.folders.sync as sync
+
+    folder = _linked(profile, tmp_path, "claude-code")
+    plan = _one_note_archived_in_place(profile, folder)
+    path = folder / "user_role.md"
+    edited = path.read_text(encoding="utf-8") + "\nLikes tabs over spaces.\n"
+    saves: list[str] = []
+
+    def person_saves(target: Path) -> None:  # after the write-back's last look at the file, before its replace
+        if target == path and not saves:
+            saves.append(edited)
+            if by_rename:
+                (folder / ".user_role.md.swp").write_text(edited, encoding="utf-8")
+                os.replace(folder / ".user_role.md.swp", path)
+            else:
+                path.write_text(edited, encoding="utf-8")
+
+    monkeypatch.setattr(sync, "_before_replace", person_saves)
+    report = sync.apply_write_back(profile, plan, cycle_id="race")
+    assert saves and report.status == "completed", report.reason
+    assert path.read_text(encoding="utf-8") == edited  # the person's save, as they made it
+    assert any("user_role.md: edited while the cycle ran" in line for line in report.lines), report.lines
+    assert read_folder(profile, now=NOW).status == "completed"
+    assert "Likes tabs over spaces." in _live(profile).values()

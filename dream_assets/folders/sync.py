@@ -32,7 +32,7 @@ from pathlib import Path
 import dream_assets.folders.index_budget as index_budget
 import dream_assets.folders.promotion as promotion
 from dream_assets import agent_memory
-from dream_assets.file_safety import atomic_write, is_temp_file
+from dream_assets.file_safety import atomic_write, is_temp_file, replace_unless_changed
 from dream_assets.folders.formats import (
     ARCHIVE_DIR,
     CONTINUED_FILE,
@@ -82,7 +82,9 @@ class FileChange:
     new: str | None  # None: the file moves to archive/ whole
     move_to: str | None = None
     reason: str = ""
-    source: str | None = None  # an archive file's change: the file its notes left (dropped when that one is)
+    source: str | None = None  # written only if this file's change was (the index after memory_index_continued.md)
+    copy_of: str | None = None  # an archive file's change: the file its notes leave (written before it)
+    archive: str | None = None  # the archive file its notes go to: this file is cut only once they are there
 
 
 @dataclass
@@ -526,13 +528,16 @@ def plan_write_back(
             plan.changes.append(FileChange(rel, text, new, reason="the dream changed its notes"))
     if promotions:
         _promote(plan, link, current, promotions, now)
-    for rel, blocks in archived_blocks.items():
+    for rel, blocks in archived_blocks.items():  # each archive copy is written before the notes leave their file
         target = f"{ARCHIVE_DIR}/{rel}"
         path = link.folder / target
         old = path.read_text(encoding="utf-8") if path.exists() else None
         entry = f"\n## Archived {iso(now)}\n\n" + "\n".join(b.rstrip() for b in blocks) + "\n"
         new = (old or f"# Archived from {rel}\n") + entry
-        plan.changes.append(FileChange(target, old, new, reason="archived", source=rel))
+        at, cut = next((i, c) for i, c in enumerate(plan.changes) if c.rel == rel and c.new is not None)
+        cut.archive = target
+        plan.expected[target] = _sha(old.encode("utf-8")) if old is not None else ABSENT
+        plan.changes.insert(at, FileChange(target, old, new, reason="archived", copy_of=rel))
     if index_drop and link.format == "claude-code":
         _drop_index_lines(plan, link, index_drop)
     if link.format == "claude-code":
@@ -697,10 +702,47 @@ def _diary(plan: WritePlan, link: FolderLink, now: datetime) -> None:
     plan.changes.append(FileChange(DREAMS_FILE, old, new, reason="dream diary"))
 
 
+def _before_replace(path: Path) -> None:
+    """Runs between the last comparison of a file's bytes and its replace (a test widens that window here)."""
+
+
+def _outside(root: Path, path: Path) -> str | None:
+    """Why writing ``path`` would leave the linked folder ``root`` (a symlinked folder or file on the way, resolved
+    now), or None."""
+    real_root = Path(os.path.realpath(root))
+    for step in (path.parent, path):
+        real = Path(os.path.realpath(step))
+        if not real.is_relative_to(real_root):
+            return f"{path}: resolves to {real}, outside the linked folder {root}; not written"
+    return None
+
+
+def _move_unless_changed(path: Path, target: Path, expected: str) -> str | None:
+    """Move ``path`` to ``target`` while it holds the bytes hashed ``expected``; a save that lands in the instant
+    of the move is moved back in place. None when moved, else why not."""
+    if target.exists():
+        return f"{target} exists"
+    if _sha(path.read_bytes()) != expected:
+        return f"{path}: edited while the cycle ran"
+    _before_replace(path)
+    os.rename(path, target)
+    if _sha(target.read_bytes()) == expected:
+        return None
+    try:
+        os.link(target, path)  # the person's save goes back where they made it
+    except FileExistsError:
+        return f"{path}: edited while the cycle ran; their earlier save is kept at {target}"
+    target.unlink()
+    return f"{path}: edited while the cycle ran"
+
+
 def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_id: str | None = None) -> PassReport:
-    """Write ``plan``: one atomic replace per file, a move into ``archive/`` for a whole file. A file whose bytes
-    changed since the plan read it is left alone (its notes are read again next cycle). With ``cycle_id`` the files'
-    texts before the write are kept so ``undo_files`` (``dream undo --cycle``) can put them back."""
+    """Write ``plan``: one replace per file, a move into ``archive/`` for a whole file; archived notes reach their
+    archive file before they leave theirs. A file whose bytes changed since the plan read them (a person saved it)
+    is left alone, even in the instant of the replace (``replace_unless_changed``), and read again next cycle. Every
+    path is resolved again right before it is written: one leading out of the linked folder (``archive/`` swapped
+    for a symlink) is refused and named, and the write-back fails. With ``cycle_id`` the files' texts before the
+    write are kept so ``undo_files`` (``dream undo --cycle``) can put them back."""
     profile = as_profile(profile)
     report = PassReport(WRITE_STEP)
     root = plan.link.folder
@@ -709,34 +751,78 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
     state = _load_state(profile)
     undo: dict = {"folder": str(root), "notes": state["notes"], "files": {}, "written": {}}
     dropped: set[str] = set()
+    refused: list[str] = []
+    edited = "edited while the cycle ran; left as the person wrote it, read again next cycle"
+
+    def as_planned(rel: str) -> tuple[bool, bytes | None]:
+        """Whether ``rel`` still holds what the plan read (when the plan names it), and its bytes now."""
+        path = root / rel
+        now = path.read_bytes() if path.exists() else None
+        expected = plan.expected.get(rel)
+        return expected is None or (_sha(now) if now is not None else ABSENT) == expected, now
+
+    for change in plan.changes:  # files edited since the plan: left, and the archive copies of their notes too
+        if change.copy_of is None and not as_planned(change.rel)[0]:
+            dropped.add(change.rel)
+            report.info(f"{root / change.rel}: {edited}")
     written = 0
     for change in plan.changes:
         path = root / change.rel
         if not root.is_dir():
             _save_state(profile, state)
             return report.fail(f"linked folder {root} disappeared during the write-back; {path} was not written")
-        if change.source in dropped:
+        if change.rel in dropped:
+            continue
+        if (
+            change.source in dropped
+            or change.archive in dropped
+            or (change.copy_of is not None and change.copy_of in dropped)
+        ):
             dropped.add(change.rel)
             continue
         try:
-            expected = plan.expected.get(change.rel)
-            if expected is not None and (_sha(path.read_bytes()) if path.exists() else ABSENT) != expected:
-                report.info(f"{path}: edited while the cycle ran; left as the person wrote it, read again next cycle")
-                dropped.add(change.rel)
-                continue
-            undo["files"][change.rel] = change.old
             if change.new is None:
                 target = root / str(change.move_to)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.rename(path, target)
+                why = _outside(root, path) or _outside(root, target)
+                if why is None:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    why = _outside(root, target)
+                if why is not None:
+                    refused.append(why)
+                    dropped.add(change.rel)
+                    continue
+                left = _move_unless_changed(path, target, plan.expected[change.rel])
+                if left is not None:
+                    report.info(f"{left}; left as the person wrote it, read again next cycle")
+                    dropped.add(change.rel)
+                    continue
+                undo["files"][change.rel] = change.old
                 undo["written"][change.rel] = {"moved_to": change.move_to}
                 state["files"].pop(change.rel, None)
                 written += 1
                 report.change("folder-archived-file", change.rel, f"moved to {change.move_to}")
                 continue
-            path.parent.mkdir(parents=True, exist_ok=True)  # archive/ and its subfolders, inside the folder
+            why = _outside(root, path)
+            if why is None:
+                path.parent.mkdir(parents=True, exist_ok=True)  # archive/ and its subfolders, inside the folder
+                why = _outside(root, path)
+            if why is not None:
+                refused.append(why)
+                dropped.add(change.rel)
+                continue
+            same, before = as_planned(change.rel)
+            if not same:
+                report.info(f"{path}: {edited}")
+                dropped.add(change.rel)
+                continue
             mode = path.stat().st_mode & 0o7777 if path.exists() else None
-            atomic_write(path, change.new, permissions=mode)
+            done = replace_unless_changed(path, change.new, before, permissions=mode, before_replace=_before_replace)
+            if not done.written:
+                kept = f"; a save made in the same instant is kept at {done.kept}" if done.kept else ""
+                report.info(f"{path}: {edited}{kept}")
+                dropped.add(change.rel)
+                continue
+            undo["files"][change.rel] = change.old
             undo["written"][change.rel] = {"sha256": _sha(change.new.encode("utf-8"))}
             if is_memory_file(plan.link.format, change.rel):
                 state["files"][change.rel] = _sha(change.new.encode("utf-8"))
@@ -744,6 +830,8 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
             report.change("folder-rewritten", change.rel, change.reason)
         except OSError as exc:
             _save_state(profile, state)
+            if cycle_id and undo["written"]:
+                _save_undo(profile, cycle_id, undo)
             return report.fail(f"{path}: could not be written ({exc.strerror or exc}); folder {root}")
     notes = {k: v for k, v in plan.notes.items() if v["file"] not in dropped}
     for key, info in state["notes"].items():
@@ -755,6 +843,8 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
         _save_undo(profile, cycle_id, undo)
     report.count("files_written", written)
     report.summary = f"wrote {written} file(s) of {root}" + (f", left {len(dropped)} edited" if dropped else "")
+    if refused:
+        return report.fail("; ".join(refused))
     return report
 
 
