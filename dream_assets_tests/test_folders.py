@@ -189,8 +189,10 @@ def test_undo_leaves_a_file_a_person_edited_after_the_cycle(profile, tmp_path, c
     path = folder / "project_release.md"
     edited = path.read_text(encoding="utf-8") + "- Added by hand.\n"
     path.write_text(edited, encoding="utf-8")
-    main(["undo", "--profile", str(profile.root), "--cycle", "merge-cycle"])
-    assert f"NOT put back {path}: edited since the cycle wrote it" in capsys.readouterr().err
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "merge-cycle"]) == 1
+    out, err = capsys.readouterr()
+    assert f"NOT put back {path}: edited since the cycle wrote it" in err
+    assert "1 refused (1 file(s) of the linked folder, named above)" in out
     assert path.read_text(encoding="utf-8") == edited
 
 
@@ -744,3 +746,94 @@ def test_a_save_in_the_instant_before_the_replace_is_kept_in_place(profile, tmp_
     assert any("user_role.md: edited while the cycle ran" in line for line in report.lines), report.lines
     assert read_folder(profile, now=NOW).status == "completed"
     assert "Likes tabs over spaces." in _live(profile).values()
+
+
+# ------------------------------------------------------------------ undo of every change set that touched the folder
+
+
+def _release_in_two_files(tmp_path: Path) -> Path:
+    """The claude-code fixture with the second release-freeze note in a topic file of its own."""
+    folder = _folder(tmp_path, "claude-code")
+    _replace(
+        folder / "project_release.md",
+        "- Merge freeze for release 4.2 begins 2026-03-05, owned by Dana Whitfield.\n",
+        "",
+    )
+    (folder / "project_release_owner.md").write_text(
+        "---\nname: Release owner\ndescription: who owns the release\ntype: project\n---\n"
+        "Merge freeze for release 4.2 begins 2026-03-05, owned by Dana Whitfield.\n",
+        encoding="utf-8",
+    )
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write("- [Release owner](project_release_owner.md) — who owns the release\n")
+    return folder
+
+
+def test_undo_of_an_applied_review_set_puts_the_files_a_sync_wrote_back(profile, tmp_path, capsys):
+    folder = _release_in_two_files(tmp_path)
+    link_folder(profile, folder, "claude-code")
+    assert read_folder(profile, now=NOW).status == "completed"
+    before = {k: v[0] for k, v in _files(folder).items()}
+    options = DreamOptions(ApplyMode="review", ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
+    client = ModelClient(ScriptedBackend(_merge_release_notes), profile=profile, options=options)
+    run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="set1")
+    assert {k: v[0] for k, v in _files(folder).items()} == before  # a review set waits; the folder too
+    assert main(["apply", "--profile", str(profile.root), "--cycle", "set1"]) == 0
+    assert main(["sync", "--profile", str(profile.root)]) == 0
+    assert (folder / "archive" / "project_release_owner.md").exists()  # the merged-away file moved
+    capsys.readouterr()
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "set1"]) == 0
+    out = capsys.readouterr().out
+    assert f"put back {folder / 'project_release_owner.md'}" in out and f"put back {folder / 'MEMORY.md'}" in out
+    after = {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")}
+    assert after == before
+    assert main(["sync", "--profile", str(profile.root)]) == 0  # and the folder agrees with the store again
+    assert {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")} == before
+    live = list(_live(profile).values())
+    assert sum("4.2" in c for c in live) == 2
+
+
+def _standup_cycle(profile, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """A claude-code folder whose project_standup.md the sweep of cycle ``sweep-cycle`` moves to archive/ whole."""
+    folder = _folder(tmp_path, "claude-code")
+    for name, text in (("project_standup.md", STALE), ("project_standup_moved.md", LATER)):
+        (folder / name).write_text(
+            f"---\nname: Standup\ndescription: when the standup is\ntype: project\n---\n{text}\n"
+        )
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write(
+            "- [Standup](project_standup.md) — time and room\n- [Standup moved](project_standup_moved.md) — since May\n"
+        )
+    link_folder(profile, folder, "claude-code")
+    read_folder(profile, now=NOW)
+    before = {k: v[0] for k, v in _files(folder).items()}
+    options = DreamOptions(ConsolidationExactFoldEnabled=False)
+    client = ModelClient(ScriptedBackend(_standup_answer), profile=profile, options=options)
+    run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="sweep-cycle")
+    assert not (folder / "project_standup.md").exists()
+    return folder, before
+
+
+def test_undo_after_the_agent_added_a_memory_puts_the_file_and_its_index_line_back(profile, tmp_path, capsys):
+    folder, before = _standup_cycle(profile, tmp_path)
+    (folder / "user_editor.md").write_text("---\nname: Editor\ndescription: editor\ntype: user\n---\nUses Helix.\n")
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:  # what Claude Code does when it saves a memory
+        fh.write("- [Editor](user_editor.md) — the editor the user uses\n")
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "sweep-cycle"]) == 0
+    out = capsys.readouterr().out
+    assert f"put back {folder / 'project_standup.md'}" in out and "0 refused" in out
+    index = (folder / "MEMORY.md").read_text(encoding="utf-8")
+    assert index == before["MEMORY.md"].decode("utf-8") + "- [Editor](user_editor.md) — the editor the user uses\n"
+    assert (folder / "project_standup.md").read_bytes() == before["project_standup.md"]
+
+
+def test_undo_that_cannot_put_a_file_back_names_it_counts_it_refused_and_exits_1(profile, tmp_path, capsys):
+    folder, before = _standup_cycle(profile, tmp_path)
+    again = folder / "project_standup.md"
+    again.write_text("---\nname: Standup\ndescription: new\ntype: project\n---\nStandup is async now.\n")
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "sweep-cycle"]) == 1
+    out, err = capsys.readouterr()
+    assert f"NOT put back {again}:" in err
+    assert "1 refused (1 file(s) of the linked folder, named above)" in out
+    assert again.read_text(encoding="utf-8").endswith("Standup is async now.\n")  # the person's file stays
+    assert (folder / "archive" / "project_standup.md").read_bytes() == before["project_standup.md"]

@@ -95,6 +95,7 @@ class WritePlan:
     notes: dict[str, dict[str, str]] = field(default_factory=dict)  # the notes map after the plan
     expected: dict[str, str] = field(default_factory=dict)  # rel -> sha256 the file must still have (or ABSENT)
     promotions: list[promotion.Promotion] = field(default_factory=list)  # what goes from daily notes to MEMORY.md
+    cycles: set[str] = field(default_factory=set)  # the change sets (cycles, review sets, undos) it writes out
 
     def diff(self) -> str:
         out: list[str] = []
@@ -455,6 +456,12 @@ def plan_write_back(
             records[entry_id] = agent_memory.resolve_record(store, entry_id)
         return records[entry_id]
 
+    def caused(entry_id: str) -> None:
+        """Note the change set whose change of ``entry_id`` the plan writes out: an undo of it puts the files back."""
+        rows = [r for r in store.changes.for_target("memory", entry_id) if r.undone_at is None]
+        if rows:
+            plan.cycles.add(rows[-1].cycle_id)
+
     placed: set[str] = set()
     for rel, (pf, _) in current.items():  # a live memory keeps its own note's place
         for block in pf.blocks:
@@ -485,6 +492,7 @@ def plan_write_back(
             if rec.status == "live":
                 kept += 1
                 if info.get("content") != _text_sha(rec.content) and not _same(rec.content, block.text):
+                    caused(rec.id)
                     edits.append((block.text_start, block.end, _bullet_text(block, rec.content, text)))
                     notes.pop(key)
                     notes[note_key(rel, block.heading, rec.content)] = _note(rec, rel)
@@ -498,6 +506,7 @@ def plan_write_back(
             if successor is not None and successor.id not in placed:
                 placed.add(successor.id)
                 kept += 1
+                caused(rec.id)
                 edits.append((block.text_start, block.end, _bullet_text(block, successor.content, text)))
                 notes.pop(key)
                 notes[note_key(rel, block.heading, successor.content)] = _note(successor, rel)
@@ -508,6 +517,7 @@ def plan_write_back(
                 kept += 1
                 notes.pop(key)
                 continue
+            caused(rec.id)
             start, end = _remove_span(text, block)
             edits.append((start, end, ""))
             archived_blocks.setdefault(rel, []).append(text[block.start : block.end])
@@ -527,6 +537,8 @@ def plan_write_back(
         if new != text:
             plan.changes.append(FileChange(rel, text, new, reason="the dream changed its notes"))
     if promotions:
+        for p in promotions:
+            caused(p.record.id)
         _promote(plan, link, current, promotions, now)
     for rel, blocks in archived_blocks.items():  # each archive copy is written before the notes leave their file
         target = f"{ARCHIVE_DIR}/{rel}"
@@ -749,7 +761,13 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
     for line in plan.left:
         report.info(line)
     state = _load_state(profile)
-    undo: dict = {"folder": str(root), "notes": state["notes"], "files": {}, "written": {}}
+    undo: dict = {
+        "folder": str(root),
+        "notes": state["notes"],
+        "files": {},
+        "written": {},
+        "cycles": sorted(plan.cycles),
+    }
     dropped: set[str] = set()
     refused: list[str] = []
     edited = "edited while the cycle ran; left as the person wrote it, read again next cycle"
@@ -824,23 +842,23 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
                 continue
             undo["files"][change.rel] = change.old
             undo["written"][change.rel] = {"sha256": _sha(change.new.encode("utf-8"))}
+            if change.rel == INDEX_FILE:
+                undo["written"][change.rel]["text"] = change.new
             if is_memory_file(plan.link.format, change.rel):
                 state["files"][change.rel] = _sha(change.new.encode("utf-8"))
             written += 1
             report.change("folder-rewritten", change.rel, change.reason)
         except OSError as exc:
             _save_state(profile, state)
-            if cycle_id and undo["written"]:
-                _save_undo(profile, cycle_id, undo)
+            _record_undo(profile, state, cycle_id, undo)
             return report.fail(f"{path}: could not be written ({exc.strerror or exc}); folder {root}")
     notes = {k: v for k, v in plan.notes.items() if v["file"] not in dropped}
     for key, info in state["notes"].items():
         if info["file"] in dropped:
             notes[key] = info
     state["notes"] = notes
+    _record_undo(profile, state, cycle_id, undo)
     _save_state(profile, state)
-    if cycle_id and undo["written"]:
-        _save_undo(profile, cycle_id, undo)
     report.count("files_written", written)
     report.summary = f"wrote {written} file(s) of {root}" + (f", left {len(dropped)} edited" if dropped else "")
     if refused:
@@ -858,65 +876,151 @@ def _undo_path(profile: AgentProfile, cycle_id: str) -> Path:
     return profile.memory_folder_undo_dir / f"{safe}.json"
 
 
+def _record_undo(profile: AgentProfile, state: dict, cycle_id: str | None, undo: dict) -> None:
+    """Keep what a write-back replaced, under its cycle (a ``dream sync``: under a number of its own), with the change
+    sets it wrote out (``cycles``), so the undo of any of them puts the files back (``undo_files``)."""
+    if not undo["written"]:
+        return
+    state["undo_seq"] = int(state.get("undo_seq", 0)) + 1
+    undo["seq"] = state["undo_seq"]
+    _save_undo(profile, cycle_id or f"sync-{state['undo_seq']:06d}", undo)
+
+
 def _save_undo(profile: AgentProfile, cycle_id: str, undo: dict) -> None:
     path = _undo_path(profile, cycle_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():  # a second write-back in the same cycle: the first one's "before" is the one to go back to
         first = json.loads(path.read_text(encoding="utf-8"))
         undo = {**undo, "notes": first["notes"], "files": {**undo["files"], **first["files"]}}
-        undo["written"] = {**undo["written"], **first["written"]}
+        undo["written"] = {**first["written"], **undo["written"]}
+        undo["cycles"] = sorted({*first.get("cycles", []), *undo["cycles"]})
     atomic_write(path, json.dumps(undo, indent=1, sort_keys=True) + "\n")
 
 
-def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> list[str]:
-    """Put back the folder files a cycle's write-back changed (after ``dream undo --cycle`` put the store back). A
-    file edited since is left as it is and named; a file the write-back created stays when it only holds copies (an
-    archive file) and moves to ``archive/`` when it is a memory file (what it held is back in place: the lines a
-    trimmed index moved, a new MEMORY.md of promotions). Returns one line per file."""
+@dataclass
+class FolderUndo:
+    """What ``undo_files`` did: one line per file, and the files it could not put back (each named in a line)."""
+
+    lines: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def put_back(self, line: str) -> None:
+        self.lines.append(line)
+
+    def refuse(self, line: str) -> None:
+        self.lines.append(f"NOT put back {line}")
+        self.refused.append(line)
+
+
+def _undo_files_of(profile: AgentProfile, cycle_id: str) -> list[tuple[Path, dict]]:
+    """The write-backs to undo with change set ``cycle_id``, newest first: its own cycle's, and every write-back
+    (a ``dream sync``, a later cycle's) that wrote out its changes."""
+    folder = profile.memory_folder_undo_dir
+    own = _undo_path(profile, cycle_id)
+    found: list[tuple[Path, dict]] = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path.name.endswith(".undone.json"):
+            continue
+        undo = json.loads(path.read_text(encoding="utf-8"))
+        if path == own or cycle_id in undo.get("cycles", []):
+            found.append((path, undo))
+    return sorted(found, key=lambda item: int(item[1].get("seq", 0)), reverse=True)
+
+
+def _index_lines_back(root: Path, undo: dict, moved_back: list[str], result: FolderUndo, refused: str | None) -> None:
+    """Put back the ``MEMORY.md`` lines that linked the files ``moved_back`` when the index itself could not be put
+    back whole (``refused``: the agent or a person edited it since): each line goes after the line it followed, or at
+    the end, and their edits stay. The index counts as put back when those lines were all the write-back changed in
+    it, else as refused."""
+    old = undo["files"].get(INDEX_FILE)
+    path = root / INDEX_FILE
+    linked = lambda ln: any(f"]({rel})" in ln for rel in moved_back)  # noqa: E731
+    if old is not None and moved_back and path.exists():
+        data = path.read_bytes()
+        lines = data.decode("utf-8").splitlines(keepends=True)
+        old_lines = old.splitlines(keepends=True)
+        for i, line in enumerate(old_lines):
+            if not linked(line) or line in lines:
+                continue
+            anchor = next((lines.index(o) for o in reversed(old_lines[:i]) if o in lines), None)
+            if lines and not lines[-1].endswith("\n"):
+                lines[-1] += "\n"
+            line = line if line.endswith("\n") else line + "\n"
+            lines.insert(len(lines) if anchor is None else anchor + 1, line)
+        new = "".join(lines)
+        if new != data.decode("utf-8"):
+            done = replace_unless_changed(path, new, data, permissions=path.stat().st_mode & 0o7777)
+            if not done.written:
+                result.refuse(f"{path}: edited while the undo ran; the lines linking {', '.join(moved_back)} are not")
+                return
+            result.put_back(f"put back the line(s) linking {', '.join(moved_back)} in {path}")
+        written = undo["written"].get(INDEX_FILE, {}).get("text")
+        if refused and written is not None and written == "".join(ln for ln in old_lines if not linked(ln)):
+            return  # the lines the write-back took out were all it changed, and they are back
+    if refused:
+        result.refuse(refused)
+
+
+def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> FolderUndo:
+    """Put back the folder files the write-backs of change set ``cycle_id`` changed (after ``dream undo --cycle``
+    put the store back): its cycle's own write-back and any ``dream sync`` or later cycle that wrote its changes
+    out, newest first. A file edited since is left as it is and named as refused, except the lines of ``MEMORY.md``
+    that linked a file put back, which come back with it; a file the write-back created stays when it only holds
+    copies (an archive file) and moves to ``archive/`` when it is a memory file (what it held is back in place: the
+    lines a trimmed index moved, a new MEMORY.md of promotions)."""
     profile = as_profile(profile)
-    path = _undo_path(profile, cycle_id)
-    if not path.exists():
-        return []
-    undo = json.loads(path.read_text(encoding="utf-8"))
+    result = FolderUndo()
+    for path, undo in _undo_files_of(profile, cycle_id):
+        _undo_one(profile, undo, result)
+        os.replace(path, path.with_suffix(".undone.json"))
+    return result
+
+
+def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
     root = Path(undo["folder"])
     link = load_link(profile)
     fmt = link.format if link is not None else "markdown"
     state = _load_state(profile)
-    lines: list[str] = []
+    moved_back: list[str] = []
+    index_refused: str | None = None
     for rel, written in sorted(undo["written"].items()):
         old = undo["files"].get(rel)
         target = root / rel
         if "moved_to" in written:
             moved = root / written["moved_to"]
             if target.exists() or not moved.exists():
-                lines.append(f"NOT put back {target}: {moved} is gone or {target} exists again")
+                result.refuse(f"{target}: {moved} is gone or {target} exists again")
                 continue
             os.rename(moved, target)
             state["files"][rel] = _sha(target.read_bytes())
-            lines.append(f"put back {target} from {moved}")
+            moved_back.append(rel)
+            result.put_back(f"put back {target} from {moved}")
             continue
         if not target.exists() or _sha(target.read_bytes()) != written["sha256"]:
-            lines.append(f"NOT put back {target}: edited since the cycle wrote it")
+            if rel == INDEX_FILE and fmt == "claude-code":
+                index_refused = f"{target}: edited since the cycle wrote it"
+                continue
+            result.refuse(f"{target}: edited since the cycle wrote it")
             continue
         if old is None and is_memory_file(fmt, rel):  # what it holds is back where it came from
             moved = root / _archive_name(rel, set(), root)
             moved.parent.mkdir(parents=True, exist_ok=True)
             os.rename(target, moved)
             state["files"].pop(rel, None)
-            lines.append(f"moved {target} to {moved}: created by the cycle, what it held is back in place")
+            result.put_back(f"moved {target} to {moved}: created by the cycle, what it held is back in place")
             continue
         if old is None:
-            lines.append(f"kept {target}: created by the cycle, it holds copies only")
+            result.put_back(f"kept {target}: created by the cycle, it holds copies only")
             continue
         mode = target.stat().st_mode & 0o7777
         atomic_write(target, old, permissions=mode)
         if is_memory_file(fmt, rel):
             state["files"][rel] = _sha(old.encode("utf-8"))
-        lines.append(f"put back {target}")
+        result.put_back(f"put back {target}")
+    if fmt == "claude-code":
+        _index_lines_back(root, undo, moved_back, result, index_refused)
     state["notes"] = undo["notes"]
     _save_state(profile, state)
-    os.replace(path, path.with_suffix(".undone.json"))
-    return lines
 
 
 def write_back(
