@@ -837,3 +837,18 @@ def test_undo_that_cannot_put_a_file_back_names_it_counts_it_refused_and_exits_1
     assert "1 refused (1 file(s) of the linked folder, named above)" in out
     assert again.read_text(encoding="utf-8").endswith("Standup is async now.\n")  # the person's file stays
     assert (folder / "archive" / "project_standup.md").read_bytes() == before["project_standup.md"]
+
+
+def test_a_note_whose_merge_was_undone_in_the_store_only_stays_in_its_file(profile, tmp_path):
+    """The store's undo retires the merged memory (no successor, no decision); a write-back before the files are put
+    back leaves the note in the person's file, and the next read takes it in again."""
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    _scripted_cycle(profile, _merge_release_notes, cycle_id="merge-cycle")
+    merged = (folder / "project_release.md").read_text(encoding="utf-8")
+    assert merged.count("4.2") == 1
+    open_store(profile).changes.undo_cycle("merge-cycle", now=NOW)  # the store only
+    assert write_back(profile, now=NOW).status == "completed"
+    assert (folder / "project_release.md").read_text(encoding="utf-8") == merged
+    assert read_folder(profile, now=NOW).status == "completed"
+    assert sum("4.2" in c for c in _live(profile).values()) >= 2
