@@ -4,15 +4,20 @@
 - ``read_folder`` saves every note not seen before through the agent's own save (``agent_memory.save_many``: the
   save-time rules, the change log, in a few bulk transactions) with its provenance in metadata (``folder.file``,
   ``folder.heading``, ``folder.key``, ``folder.format``, front matter as ``fm.<key>``), and archives
-  (``agent_memory.forget``) the memory of a note a person removed from its file. It records each file's hash and
-  each note's memory id (``memory-folder-state.json``); reading the same folder again changes nothing.
+  (``agent_memory.forget``) the memory of a note a person removed from its file: only a memory no note of the
+  folder maps to any more (an edited, moved or split note, or one copy of two, keeps its memory). It records each
+  file's hash and each note's memory id (``memory-folder-state.json``); reading the same folder again changes nothing.
 - ``plan_write_back`` computes what the dream changed, file by file: a note whose memory went into another (merge,
   supersession) carries the live memory's text in place of the first such note, the others leave their file for
   ``archive/<file>``; a file left with no note moves to ``archive/`` whole (never deleted) and its ``MEMORY.md``
-  index line goes with it. Everything else (front matter, headings, markers, spacing) stays byte for byte.
-  ``apply_write_back`` writes it, one atomic replace per file; a file whose bytes differ from the last read (a person
-  edited it) is left alone and read again next cycle, so the change computed from its old text is dropped.
-  An idle cycle writes nothing.
+  index line goes with it. A note whose memory was archived with no successor leaves only on a recorded decision (a
+  pass, the agent's forget), never because an undo retired it. Everything else (front matter, headings, markers,
+  spacing) stays byte for byte. ``apply_write_back`` writes it, one replace per file, archive copies first; a file
+  whose bytes differ from the last read (a person edited it, even in the instant of the replace) is left alone and
+  read again next cycle, so the change computed from its old text is dropped; a path that resolves outside the
+  folder when it is written is refused. An idle cycle writes nothing.
+- Every write-back keeps what it replaced (``memory-folder-undo/``) with the change sets it wrote out, so
+  ``undo_files`` puts the files back with the undo of any of them (a cycle, a review set, a restore, a forget).
 - Every file is checked before anything is read into the store (``scan``): a symlink leaving the folder, a name with
   ``..``, a file over ``MaxFileBytes``, text that is not UTF-8, oversized front matter each refuse the read with a
   message naming the file, and the store is left as it was.
@@ -860,7 +865,9 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
     _record_undo(profile, state, cycle_id, undo)
     _save_state(profile, state)
     report.count("files_written", written)
-    report.summary = f"wrote {written} file(s) of {root}" + (f", left {len(dropped)} edited" if dropped else "")
+    left = len(dropped) - len(refused)
+    report.summary = f"wrote {written} file(s) of {root}" + (f", left {left} edited" if left else "")
+    report.summary += f", refused {len(refused)} outside the folder" if refused else ""
     if refused:
         return report.fail("; ".join(refused))
     return report
@@ -982,6 +989,7 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
     fmt = link.format if link is not None else "markdown"
     state = _load_state(profile)
     moved_back: list[str] = []
+    left: set[str] = set()  # files not put back
     index_refused: str | None = None
     for rel, written in sorted(undo["written"].items()):
         old = undo["files"].get(rel)
@@ -990,20 +998,35 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
             moved = root / written["moved_to"]
             if target.exists() or not moved.exists():
                 result.refuse(f"{target}: {moved} is gone or {target} exists again")
+                left.add(rel)
                 continue
-            os.rename(moved, target)
+            try:
+                os.link(moved, target)  # never over a file that appeared in the meantime
+            except FileExistsError:
+                result.refuse(f"{target}: exists again")
+                left.add(rel)
+                continue
+            moved.unlink()
             state["files"][rel] = _sha(target.read_bytes())
             moved_back.append(rel)
             result.put_back(f"put back {target} from {moved}")
             continue
-        if not target.exists() or _sha(target.read_bytes()) != written["sha256"]:
+        found = target.read_bytes() if target.is_file() else None
+        if found is None or _sha(found) != written["sha256"]:
             if rel == INDEX_FILE and fmt == "claude-code":
                 index_refused = f"{target}: edited since the cycle wrote it"
+                left.add(rel)
                 continue
             result.refuse(f"{target}: edited since the cycle wrote it")
+            left.add(rel)
             continue
         if old is None and is_memory_file(fmt, rel):  # what it holds is back where it came from
             moved = root / _archive_name(rel, set(), root)
+            why = _outside(root, moved)
+            if why is not None:
+                result.refuse(why)
+                left.add(rel)
+                continue
             moved.parent.mkdir(parents=True, exist_ok=True)
             os.rename(target, moved)
             state["files"].pop(rel, None)
@@ -1013,13 +1036,19 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
             result.put_back(f"kept {target}: created by the cycle, it holds copies only")
             continue
         mode = target.stat().st_mode & 0o7777
-        atomic_write(target, old, permissions=mode)
+        if not replace_unless_changed(target, old, found, permissions=mode).written:
+            result.refuse(f"{target}: edited while the undo ran")
+            left.add(rel)
+            continue
         if is_memory_file(fmt, rel):
             state["files"][rel] = _sha(old.encode("utf-8"))
         result.put_back(f"put back {target}")
     if fmt == "claude-code":
         _index_lines_back(root, undo, moved_back, result, index_refused)
-    state["notes"] = undo["notes"]
+    # the notes as the write-back found them, but those of a file left as it is now: they are what it holds
+    notes = {k: v for k, v in undo["notes"].items() if v["file"] not in left}
+    notes.update({k: v for k, v in state["notes"].items() if v["file"] in left})
+    state["notes"] = notes
     _save_state(profile, state)
 
 
