@@ -852,3 +852,16 @@ def test_a_note_whose_merge_was_undone_in_the_store_only_stays_in_its_file(profi
     assert (folder / "project_release.md").read_text(encoding="utf-8") == merged
     assert read_folder(profile, now=NOW).status == "completed"
     assert sum("4.2" in c for c in _live(profile).values()) >= 2
+
+
+def test_undo_of_a_forget_written_out_by_a_sync_puts_the_file_and_its_index_line_back(profile, tmp_path, capsys):
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    before = {k: v[0] for k, v in _files(folder).items()}
+    forgot = agent_memory.forget(profile, _by_text(profile, "Grafana").id, reason="board retired", now=NOW)
+    assert main(["sync", "--profile", str(profile.root)]) == 0
+    assert not (folder / "reference_dashboards.md").exists()
+    assert main(["undo", "--profile", str(profile.root), "--cycle", forgot.cycle_id]) == 0
+    assert f"put back {folder / 'reference_dashboards.md'}" in capsys.readouterr().out
+    assert {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")} == before
+    assert plan_write_back(profile, now=NOW).changes == []
