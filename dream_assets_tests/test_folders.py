@@ -13,6 +13,7 @@ import pytest
 from dream_assets import agent_memory
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
+from dream_assets.file_safety import is_temp_file
 from dream_assets.folders import link_folder, plan_write_back, read_folder, write_back
 from dream_assets.folders.formats import INDEX_LINE_BUDGET
 from dream_assets.llm.client import ModelClient
@@ -865,3 +866,38 @@ def test_undo_of_a_forget_written_out_by_a_sync_puts_the_file_and_its_index_line
     assert f"put back {folder / 'reference_dashboards.md'}" in capsys.readouterr().out
     assert {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")} == before
     assert plan_write_back(profile, now=NOW).changes == []
+
+
+_KILLED_WRITE_BACK = """
+import os, sys
+import dream_assets.folders.sync as sync
+from dream_assets.folders import write_back
+
+def die_before_the_index(path):  # the topic files are written; killed before MEMORY.md is
+    if path.name == "MEMORY.md":
+        os._exit(9)
+sync._before_replace = die_before_the_index
+write_back(sys.argv[1])
+"""
+
+
+def test_a_write_back_killed_before_it_finished_is_undone_with_the_change_set_it_wrote(profile, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    folder = _linked(profile, tmp_path, "claude-code")
+    with open(folder / "user_role.md", "a", encoding="utf-8") as fh:
+        fh.write("\nOn-call rotates every Monday at 10:00.\n")
+    assert read_folder(profile, now=NOW).status == "completed"
+    before = {k: v[0] for k, v in _files(folder).items()}
+    forgot = agent_memory.forget(profile, _by_text(profile, "On-call rotates").id, reason="rota ended", now=NOW)
+    agent_memory.forget(profile, _by_text(profile, "Grafana").id, reason="board retired", now=NOW)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.run([sys.executable, "-c", _KILLED_WRITE_BACK, str(profile.root)], env=env, timeout=120)
+    assert child.returncode == 9
+    assert "On-call" not in (folder / "user_role.md").read_text(encoding="utf-8")  # written, then killed
+    assert (folder / "MEMORY.md").read_bytes() == before["MEMORY.md"]
+    assert main(["undo", "--profile", str(profile.root), "--cycle", forgot.cycle_id]) == 0
+    assert f"put back {folder / 'user_role.md'}" in capsys.readouterr().out
+    after = {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")}
+    assert {k: v for k, v in after.items() if not is_temp_file(folder / k)} == before  # a kill leaves a temp file

@@ -788,6 +788,7 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
         if change.copy_of is None and not as_planned(change.rel)[0]:
             dropped.add(change.rel)
             report.info(f"{root / change.rel}: {edited}")
+    journal = _UndoJournal(profile, state, cycle_id, undo)
     written = 0
     for change in plan.changes:
         path = root / change.rel
@@ -814,13 +815,13 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
                     refused.append(why)
                     dropped.add(change.rel)
                     continue
+                journal.before(change.rel, change.old, {"moved_to": change.move_to})
                 left = _move_unless_changed(path, target, plan.expected[change.rel])
                 if left is not None:
+                    journal.not_written(change.rel)
                     report.info(f"{left}; left as the person wrote it, read again next cycle")
                     dropped.add(change.rel)
                     continue
-                undo["files"][change.rel] = change.old
-                undo["written"][change.rel] = {"moved_to": change.move_to}
                 state["files"].pop(change.rel, None)
                 written += 1
                 report.change("folder-archived-file", change.rel, f"moved to {change.move_to}")
@@ -839,30 +840,29 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
                 dropped.add(change.rel)
                 continue
             mode = path.stat().st_mode & 0o7777 if path.exists() else None
+            entry = {"sha256": _sha(change.new.encode("utf-8"))}
+            if change.rel == INDEX_FILE:
+                entry["text"] = change.new
+            journal.before(change.rel, change.old, entry)  # kept before the write: a kill after it can be undone
             done = replace_unless_changed(path, change.new, before, permissions=mode, before_replace=_before_replace)
             if not done.written:
+                journal.not_written(change.rel)
                 kept = f"; a save made in the same instant is kept at {done.kept}" if done.kept else ""
                 report.info(f"{path}: {edited}{kept}")
                 dropped.add(change.rel)
                 continue
-            undo["files"][change.rel] = change.old
-            undo["written"][change.rel] = {"sha256": _sha(change.new.encode("utf-8"))}
-            if change.rel == INDEX_FILE:
-                undo["written"][change.rel]["text"] = change.new
             if is_memory_file(plan.link.format, change.rel):
                 state["files"][change.rel] = _sha(change.new.encode("utf-8"))
             written += 1
             report.change("folder-rewritten", change.rel, change.reason)
         except OSError as exc:
             _save_state(profile, state)
-            _record_undo(profile, state, cycle_id, undo)
             return report.fail(f"{path}: could not be written ({exc.strerror or exc}); folder {root}")
     notes = {k: v for k, v in plan.notes.items() if v["file"] not in dropped}
     for key, info in state["notes"].items():
         if info["file"] in dropped:
             notes[key] = info
     state["notes"] = notes
-    _record_undo(profile, state, cycle_id, undo)
     _save_state(profile, state)
     report.count("files_written", written)
     left = len(dropped) - len(refused)
@@ -883,25 +883,42 @@ def _undo_path(profile: AgentProfile, cycle_id: str) -> Path:
     return profile.memory_folder_undo_dir / f"{safe}.json"
 
 
-def _record_undo(profile: AgentProfile, state: dict, cycle_id: str | None, undo: dict) -> None:
-    """Keep what a write-back replaced, under its cycle (a ``dream sync``: under a number of its own), with the change
-    sets it wrote out (``cycles``), so the undo of any of them puts the files back (``undo_files``)."""
-    if not undo["written"]:
-        return
-    state["undo_seq"] = int(state.get("undo_seq", 0)) + 1
-    undo["seq"] = state["undo_seq"]
-    _save_undo(profile, cycle_id or f"sync-{state['undo_seq']:06d}", undo)
+class _UndoJournal:
+    """What a write-back replaces, kept on disk before each write (``memory-folder-undo/<cycle>.json``; a ``dream
+    sync`` under a number of its own), with the change sets the write-back writes out (``cycles``), so the undo of
+    any of them puts the files back (``undo_files``), a write-back killed half-way included."""
 
+    def __init__(self, profile: AgentProfile, state: dict, cycle_id: str | None, undo: dict) -> None:
+        self.profile, self.state, self.cycle_id, self.undo = profile, state, cycle_id, undo
+        self.path: Path | None = None
+        self.first: dict | None = None
 
-def _save_undo(profile: AgentProfile, cycle_id: str, undo: dict) -> None:
-    path = _undo_path(profile, cycle_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():  # a second write-back in the same cycle: the first one's "before" is the one to go back to
-        first = json.loads(path.read_text(encoding="utf-8"))
-        undo = {**undo, "notes": first["notes"], "files": {**undo["files"], **first["files"]}}
-        undo["written"] = {**first["written"], **undo["written"]}
-        undo["cycles"] = sorted({*first.get("cycles", []), *undo["cycles"]})
-    atomic_write(path, json.dumps(undo, indent=1, sort_keys=True) + "\n")
+    def before(self, rel: str, old: str | None, written: dict) -> None:
+        if self.path is None:
+            self.state["undo_seq"] = int(self.state.get("undo_seq", 0)) + 1
+            _save_state(self.profile, self.state)
+            self.path = _undo_path(self.profile, self.cycle_id or f"sync-{self.state['undo_seq']:06d}")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():  # a second write-back in the same cycle: the first one's "before" is kept
+                self.first = json.loads(self.path.read_text(encoding="utf-8"))
+        self.undo["files"][rel] = old
+        self.undo["written"][rel] = written
+        self._save()
+
+    def not_written(self, rel: str) -> None:
+        self.undo["files"].pop(rel, None)
+        self.undo["written"].pop(rel, None)
+        self._save()
+
+    def _save(self) -> None:
+        assert self.path is not None
+        undo = {**self.undo, "seq": self.state["undo_seq"]}
+        first = self.first
+        if first is not None:
+            undo = {**undo, "notes": first["notes"], "files": {**undo["files"], **first["files"]}}
+            undo["written"] = {**first["written"], **self.undo["written"]}
+            undo["cycles"] = sorted({*first.get("cycles", []), *self.undo["cycles"]})
+        atomic_write(self.path, json.dumps(undo, indent=1, sort_keys=True) + "\n")
 
 
 @dataclass
@@ -983,6 +1000,10 @@ def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> FolderUndo:
     return result
 
 
+def _same_bytes(path: Path, text: str) -> bool:
+    return path.read_bytes() == text.encode("utf-8")
+
+
 def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
     root = Path(undo["folder"])
     link = load_link(profile)
@@ -996,6 +1017,9 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
         target = root / rel
         if "moved_to" in written:
             moved = root / written["moved_to"]
+            if not moved.exists() and target.is_file() and old is not None and _same_bytes(target, old):
+                result.put_back(f"{target}: as it was (the write-back stopped before moving it)")
+                continue
             if target.exists() or not moved.exists():
                 result.refuse(f"{target}: {moved} is gone or {target} exists again")
                 left.add(rel)
@@ -1012,6 +1036,9 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
             result.put_back(f"put back {target} from {moved}")
             continue
         found = target.read_bytes() if target.is_file() else None
+        if found is not None and old is not None and _same_bytes(target, old) and _sha(found) != written["sha256"]:
+            result.put_back(f"{target}: as it was (the write-back stopped before writing it)")
+            continue
         if found is None or _sha(found) != written["sha256"]:
             if rel == INDEX_FILE and fmt == "claude-code":
                 index_refused = f"{target}: edited since the cycle wrote it"
