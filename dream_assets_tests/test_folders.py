@@ -901,3 +901,15 @@ def test_a_write_back_killed_before_it_finished_is_undone_with_the_change_set_it
     assert f"put back {folder / 'user_role.md'}" in capsys.readouterr().out
     after = {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")}
     assert {k: v for k, v in after.items() if not is_temp_file(folder / k)} == before  # a kill leaves a temp file
+
+
+def test_an_unreadable_undo_record_of_the_folder_is_named_and_the_undo_exits_1(profile, tmp_path, capsys):
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    forgot = agent_memory.forget(profile, _by_text(profile, "Grafana").id, reason="board retired", now=NOW)
+    assert write_back(profile, now=NOW).status == "completed"
+    (record,) = profile.memory_folder_undo_dir.glob("*.json")
+    record.write_bytes(b"\xff\xfe{")
+    assert main(["undo", "--profile", str(profile.root), "--cycle", forgot.cycle_id]) == 1
+    assert str(record) in capsys.readouterr().err
+    assert not (folder / "reference_dashboards.md").exists()  # nothing was guessed

@@ -37,7 +37,13 @@ from pathlib import Path
 import dream_assets.folders.index_budget as index_budget
 import dream_assets.folders.promotion as promotion
 from dream_assets import agent_memory
-from dream_assets.file_safety import atomic_write, is_temp_file, replace_unless_changed
+from dream_assets.file_safety import (
+    UnreadableFile,
+    atomic_write,
+    is_temp_file,
+    read_json_file,
+    replace_unless_changed,
+)
 from dream_assets.folders.formats import (
     ARCHIVE_DIR,
     CONTINUED_FILE,
@@ -936,16 +942,22 @@ class FolderUndo:
         self.refused.append(line)
 
 
-def _undo_files_of(profile: AgentProfile, cycle_id: str) -> list[tuple[Path, dict]]:
+def _undo_files_of(profile: AgentProfile, cycle_id: str, result: FolderUndo) -> list[tuple[Path, dict]]:
     """The write-backs to undo with change set ``cycle_id``, newest first: its own cycle's, and every write-back
-    (a ``dream sync``, a later cycle's) that wrote out its changes."""
+    (a ``dream sync``, a later cycle's) that wrote out its changes. An unreadable record is named as refused."""
     folder = profile.memory_folder_undo_dir
     own = _undo_path(profile, cycle_id)
     found: list[tuple[Path, dict]] = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         if path.name.endswith(".undone.json"):
             continue
-        undo = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            undo = read_json_file(path)
+            if not isinstance(undo, dict) or not isinstance(undo.get("written"), dict):
+                raise UnreadableFile(f"{path}: not a write-back's undo record")
+        except (UnreadableFile, FileNotFoundError) as exc:
+            result.refuse(f"the files of the write-back recorded in {path}: {exc}")
+            continue
         if path == own or cycle_id in undo.get("cycles", []):
             found.append((path, undo))
     return sorted(found, key=lambda item: int(item[1].get("seq", 0)), reverse=True)
@@ -994,7 +1006,7 @@ def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> FolderUndo:
     lines a trimmed index moved, a new MEMORY.md of promotions)."""
     profile = as_profile(profile)
     result = FolderUndo()
-    for path, undo in _undo_files_of(profile, cycle_id):
+    for path, undo in _undo_files_of(profile, cycle_id, result):
         _undo_one(profile, undo, result)
         os.replace(path, path.with_suffix(".undone.json"))
     return result
