@@ -18,6 +18,8 @@ Prints one JSON object per line ({"name": "faults.<metric>", "n": ..., "value": 
   hard-deleted while their winner is live. Target 0.
 * faults.embedding_failures — saves under a hostile embeddings endpoint that landed on an unrelated entry, vectors of
   that endpoint left in the cache, or embeddings not working again once the endpoint is fixed. Target 0.
+* faults.person_edits_lost — in a linked memory folder, a note a person kept or a save they made that is in no live
+  file of the folder afterwards (cut out into archive/, overwritten, written outside the folder). Target 0.
 * the trial counts of each section, and the wall time.
 
 Sections (each in real processes on real DuckDB files):
@@ -42,7 +44,11 @@ Sections (each in real processes on real DuckDB files):
    every one is reported not found); an apply twice (the second decides and moves nothing);
 10. (not with --quick) against a throwaway PostgreSQL: the server stops in the middle of a `dream run` and comes back
    (what the run printed must match the pass records: faults.misreported; no fact lost, no change half applied),
-   then a `dream run` holding the `llm` slot is killed with SIGKILL and another agent's run starts.
+   then a `dream run` holding the `llm` slot is killed with SIGKILL and another agent's run starts;
+11. linked memory folders (Claude Code format): a person's edits between cycles (a sentence added, a heading renamed,
+   a note moved to another file, a file split, one of two copies deleted), one folder linked to two agents after a
+   merge that extends a note, archive/ swapped for a symlink to a folder outside between the read and the write-back,
+   and a person's save in the instant before a write-back's replace (one round with --quick, six without).
 
     .venv/bin/python benchmarks/faults.py            # the full run (10,000 fuzzed answers; about 10 minutes on 2 cores)
     .venv/bin/python benchmarks/faults.py --quick    # a CI-sized run (a few hundred trials; about a minute)
@@ -1467,6 +1473,304 @@ def outage_trials(work: Path, tally: Counter, notes: list[str], run_timeout_s: f
         server_cm.__exit__(None, None, None)
 
 
+# ---------------------------------------------------------------------------------------------- 11: linked folders
+
+#: A Claude Code memory folder: topic files of notes, each note with its own specifics (the fragments checked).
+_FOLDER_FILES = {
+    "project_release.md": (
+        "project",
+        "Release freeze",
+        [
+            "The merge freeze for release 4.2 begins on 2026-03-05; Dana Whitfield owns the release.",
+            "Non-critical merges wait until the branch is cut on 2026-03-12.",
+            "Release 4.3 ships on 2026-04-20 with the offline mode.",
+        ],
+    ),
+    "project_infra.md": (
+        "project",
+        "Infrastructure",
+        [
+            "The ingest API runs on Hetzner CX22 in Falkenstein.",
+            "Backups go to bucket s3://ingest-bak-7 every night at 02:00.",
+        ],
+    ),
+    "user_role.md": (
+        "user",
+        None,
+        [
+            "The user is a data engineer on the ingest team and has written Go for 10 years.",
+            "Prefers pnpm over npm in every JavaScript project.",
+        ],
+    ),
+    "user_tools.md": (
+        "user",
+        None,
+        [
+            "Uses Helix as the editor on Fedora 41.",
+            "Keeps a Zettelkasten in Obsidian since 2021.",
+        ],
+    ),
+    "reference_dashboards.md": (
+        "reference",
+        None,
+        [
+            'The Grafana board "Ingest API p99" tracks request latency; on-call watches it.',
+        ],
+    ),
+}
+
+
+def _folder_file(kind: str, heading: str | None, notes: list[str]) -> str:
+    head = f"---\nname: {kind}\ndescription: {kind} notes\ntype: {kind}\n---\n"
+    if heading:
+        return head + f"# {heading}\n\n" + "".join(f"- {n}\n" for n in notes)
+    return head + "\n".join(f"{n}\n" for n in notes)
+
+
+def _make_folder(folder: Path) -> list[str]:
+    """Write the folder; returns every note's text."""
+    folder.mkdir(parents=True)
+    index = ["# Memory Index", ""]
+    for rel, (kind, heading, notes) in _FOLDER_FILES.items():
+        (folder / rel).write_text(_folder_file(kind, heading, notes), encoding="utf-8")
+        index.append(f"- [{rel[:-3]}]({rel}) — {kind}")
+    (folder / "MEMORY.md").write_text("\n".join(index) + "\n", encoding="utf-8")
+    return [n for _, _, notes in _FOLDER_FILES.values() for n in notes]
+
+
+def _edit(folder: Path, rel: str, old: str, new: str) -> None:
+    path = folder / rel
+    text = path.read_text(encoding="utf-8")
+    if old not in text:
+        raise AssertionError(f"{rel}: {old!r} not found")
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _person_edits(rng: random.Random) -> list[tuple[str, Callable[[Path], list[str]]]]:
+    """Edits a person makes between cycles, each returning the texts the folder must still carry after it."""
+
+    def sentence_added(folder: Path) -> list[str]:
+        rel = rng.choice(["project_release.md", "project_infra.md", "user_role.md"])
+        note = rng.choice(_FOLDER_FILES[rel][2])
+        extended = note + " Confirmed again on 2026-11-02."
+        _edit(folder, rel, note, extended)
+        return [extended]
+
+    def heading_renamed(folder: Path) -> list[str]:
+        rel = rng.choice(["project_release.md", "project_infra.md"])
+        heading = _FOLDER_FILES[rel][1]
+        _edit(folder, rel, f"# {heading}\n", f"# {heading} (renamed)\n")
+        return []
+
+    def moved(folder: Path) -> list[str]:
+        note = rng.choice(_FOLDER_FILES["user_role.md"][2])
+        _edit(folder, "user_role.md", f"{note}\n", "")
+        with open(folder / "user_tools.md", "a", encoding="utf-8") as fh:
+            fh.write(f"\n{note}\n")
+        return []
+
+    def split(folder: Path) -> list[str]:
+        notes = _FOLDER_FILES["project_release.md"][2]
+        moved_out = notes[rng.randrange(len(notes))]
+        _edit(folder, "project_release.md", f"- {moved_out}\n", "")
+        (folder / "project_release_next.md").write_text(
+            _folder_file("project", "Release freeze", [moved_out]), encoding="utf-8"
+        )
+        with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+            fh.write("- [next](project_release_next.md) — project\n")
+        return []
+
+    def copy_deleted(folder: Path) -> list[str]:  # the copy was read in a cycle of its own: see folder_trials
+        note = _FOLDER_FILES["user_tools.md"][2][0]
+        _edit(folder, "user_role.md", f"\n{note}\n", "")
+        return []
+
+    return [
+        ("sentence_added", sentence_added),
+        ("heading_renamed", heading_renamed),
+        ("moved_to_another_file", moved),
+        ("file_split", split),
+        ("copy_deleted", copy_deleted),
+    ]
+
+
+def _folder_text(folder: Path) -> str:
+    """What a session loads: every file of the folder outside archive/, as one text with whitespace folded."""
+    return " ".join(
+        " ".join(p.read_text(encoding="utf-8").split())
+        for p in sorted(folder.rglob("*.md"))
+        if "archive" not in p.parts
+    )
+
+
+def _live_text(profile: AgentProfile) -> str:
+    from dream_assets.store import open_store
+
+    store = open_store(profile)
+    try:
+        return "\n".join(" ".join(e.content.split()) for e in store.memories.list_live())
+    finally:
+        store.close()
+
+
+def folder_trials(work: Path, quick: bool, tally: Counter, notes: list[str]) -> None:
+    """Linked memory folders (Claude Code format): a person's edits of every kind between cycles, one folder linked to
+    two agents, ``archive/`` swapped for a symlink to a folder outside between a read and its write-back, and a save
+    by the person in the instant before a write-back's replace. Emits faults.person_edits_lost (a note a person kept
+    or an edit they made that is in no live file of the folder afterwards) and faults.folder_trials; a note in no
+    live memory counts in faults.facts_lost, a write outside the folder or a failure reported as anything but failed
+    in faults.misreported."""
+    import dream_assets.folders.sync as sync
+    from dream_assets import agent_memory
+    from dream_assets.folders import link_folder, plan_write_back, read_folder, write_back
+
+    rng = random.Random(11)
+    lost_edits = 0
+    trials = 0
+    base = work / "folders"
+
+    def check(tag: str, folder: Path, agents: list[AgentProfile], kept: list[str]) -> None:
+        nonlocal lost_edits
+        text = _folder_text(folder)
+        for note in kept:
+            folded = " ".join(note.split())
+            if folded not in text:
+                lost_edits += 1
+                notes.append(f"folder {tag}: {note!r} is in no live file of the folder")
+            for agent in agents:  # its memory may hold more (an extension, a merge): all its words in one
+                if not any(set(folded.split()) <= set(t.split()) for t in _live_text(agent).splitlines()):
+                    tally["facts_lost"] += 1
+                    notes.append(f"folder {tag}: {note!r} has no live memory in {agent.agent_id}")
+
+    def cycle(agent: AgentProfile, hour: int, tag: str) -> None:
+        at = NOW + timedelta(hours=hour)
+        read = read_folder(agent, now=at)
+        written = write_back(agent, now=at)
+        if read.status != "completed" or written.status != "completed":
+            tally["misreported"] += 1
+            notes.append(f"folder {tag}: read {read.status} ({read.reason}), write {written.status} ({written.reason})")
+
+    rounds = 1 if quick else 6
+    for r in range(rounds):
+        for name, edit in _person_edits(rng):
+            tag = f"{name}-{r}"
+            folder, agent = base / tag / "memory", AgentProfile(base / tag / "agent").ensure()
+            kept = _make_folder(folder)
+            link_folder(agent, folder, "claude-code")
+            cycle(agent, 0, tag)
+            if name == "copy_deleted":  # a second copy of a note, in a file of the same type, read as one memory
+                with open(folder / "user_role.md", "a", encoding="utf-8") as fh:
+                    fh.write(f"\n{_FOLDER_FILES['user_tools.md'][2][0]}\n")
+                cycle(agent, 1, tag)
+            added = edit(folder)
+            kept = [n for n in kept if not any(n in a for a in added)] + added
+            for hour in (2, 3):
+                cycle(agent, hour, tag)
+            check(tag, folder, [agent], kept)
+            trials += 1
+
+        # one folder, two agents: A merges two notes into one that extends a note B holds
+        tag = f"two_agents-{r}"
+        folder = base / tag / "memory"
+        kept = _make_folder(folder)
+        a, b = (AgentProfile(base / tag / n).ensure() for n in ("agent-a", "agent-b"))
+        for agent in (a, b):
+            link_folder(agent, folder, "claude-code")
+            cycle(agent, 0, tag)
+        from dream_assets.store import open_store
+
+        store = open_store(a)
+        try:
+            live = {e.content: e for e in store.memories.list_live()}
+            first, second = (live[n] for n in _FOLDER_FILES["project_release.md"][2][:2])
+            merged = f"{first.content} {second.content}"
+            with store.transaction():
+                new = store.memories.save(merged, category=first.category, now=NOW, dedupe=False).entry
+                for old in (first, second):
+                    store.memories.archive(old.id, now=NOW)
+                    store.changes.record(
+                        cycle_id=f"merge-{r}",
+                        pass_name="memory_consolidation",
+                        kind="archived",
+                        target_type="memory",
+                        target_id=old.id,
+                        before=old,
+                        after=None,
+                        reason=f"merged into {new.id}",
+                        now=NOW,
+                    )
+        finally:
+            store.close()
+        for hour, agent in enumerate((a, b, a, b, a), start=1):
+            cycle(agent, hour, tag)
+        check(tag, folder, [a, b], [merged, *kept[2:]])
+        trials += 1
+
+        # archive/ swapped for a symlink to a folder outside between the plan and the write
+        tag = f"symlink-{r}"
+        folder, agent = base / tag / "memory", AgentProfile(base / tag / "agent").ensure()
+        kept = _make_folder(folder)
+        link_folder(agent, folder, "claude-code")
+        cycle(agent, 0, tag)
+        gone = rng.choice(kept)
+        store = open_store(agent)
+        try:
+            victim = next(e for e in store.memories.list_live() if e.content == gone)
+        finally:
+            store.close()
+        agent_memory.forget(agent, victim.id, reason="retired", now=NOW, active=False)
+        plan = plan_write_back(agent, now=NOW)
+        outside = base / tag / "outside"
+        outside.mkdir()
+        (folder / "archive").symlink_to(outside, target_is_directory=True)
+        report = sync.apply_write_back(agent, plan)
+        if list(outside.iterdir()) or report.status != "failed":
+            tally["misreported"] += 1
+            notes.append(f"folder {tag}: wrote {sorted(p.name for p in outside.iterdir())}, reported {report.status}")
+        if " ".join(gone.split()) not in _folder_text(folder):
+            lost_edits += 1
+            notes.append(f"folder {tag}: {gone!r} left the folder while its archive copy could not be written")
+        trials += 1
+
+        # a person saves a file in the instant between the write-back's last look at it and its replace
+        tag = f"race-{r}"
+        folder, agent = base / tag / "memory", AgentProfile(base / tag / "agent").ensure()
+        kept = _make_folder(folder)
+        link_folder(agent, folder, "claude-code")
+        cycle(agent, 0, tag)
+        store = open_store(agent)
+        try:
+            victim = next(e for e in store.memories.list_live() if "Go for 10 years" in e.content)
+        finally:
+            store.close()
+        agent_memory.forget(agent, victim.id, reason="retired", now=NOW, active=False)
+        target = folder / "user_role.md"
+        saved = f"Works from Lisbon since 2025 (trial {r})."
+
+        def person_saves(path: Path, target: Path = target, saved: str = saved) -> None:
+            if path == target and saved not in path.read_text(encoding="utf-8"):
+                tmp = path.with_name(".user_role.md.swp")
+                tmp.write_text(path.read_text(encoding="utf-8") + f"\n{saved}\n", encoding="utf-8")
+                os.replace(tmp, path)  # the way an editor saves
+
+        hook = sync._before_replace
+        sync._before_replace = person_saves
+        try:
+            report = write_back(agent, now=NOW)
+        finally:
+            sync._before_replace = hook
+        if report.status == "failed":
+            tally["misreported"] += 1
+            notes.append(f"folder {tag}: the write-back failed: {report.reason}")
+        cycle(agent, 1, tag)
+        check(tag, folder, [agent], [saved])
+        trials += 1
+    tally["folder_trials"] += trials
+    tally["person_edits_lost"] += lost_edits
+    emit("faults.person_edits_lost", trials, lost_edits, "count")
+    emit("faults.folder_trials", trials, trials, "count")
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="CI-sized run")
@@ -1500,6 +1804,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                 lambda: hostile_file_section(template, work, args.quick, tally, notes),
             ),
         ]
+        sections.append(("folder", lambda: folder_trials(work, args.quick, tally, notes)))
         if not args.quick:
             sections.append(("outage", lambda: outage_trials(work, tally, notes)))
         for name, section in sections:
@@ -1578,6 +1883,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         + tally["hostile_file_failures"]
         + tally["hostile_file_stuck"]
         + tally["outage_problems"]
+        + tally["person_edits_lost"]
     )
     return 1 if bad else 0
 

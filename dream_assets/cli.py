@@ -303,16 +303,23 @@ def cmd_undo(args: argparse.Namespace) -> int:
                 "results; nothing was changed. Undo that pass first, or the whole cycle",
             )
         return 3
+    files_refused: list[str] = []
     if result.applied and not args.pass_name:
         from dream_assets.folders import undo_files
 
-        for line in undo_files(profile, args.cycle):  # the linked memory folder's files, as the cycle found them
+        # the linked memory folder's files, as the change set found them: its cycle's write-back and any later one
+        # (a dream sync, the next cycle) that wrote its changes out
+        folder = undo_files(profile, args.cycle)
+        for line in folder.lines:
             print(line, file=sys.stderr if line.startswith("NOT") else sys.stdout)
+        files_refused = folder.refused
     nothing_done = result.refused and not args.force
+    refused = len(result.refused) + len(files_refused)
     print(
         f"undo of cycle {args.cycle}: {len(result.restored)} put back{_undo_kinds(result)}, "
         f"{len(result.already_undone)} already undone, "
-        f"{len(result.not_restored)} could not be restored, {len(result.refused)} refused"
+        f"{len(result.not_restored)} could not be restored, {refused} refused"
+        + (f" ({len(files_refused)} file(s) of the linked folder, named above)" if files_refused else "")
         + (f", {len(result.left)} left as a later cycle decayed them again" if result.left else "")
         + ("; nothing was changed (pass --force to undo the rest)" if nothing_done else "")
         + (f"; recorded as cycle {result.undo_cycle_id}" if result.restored else "")
@@ -333,10 +340,13 @@ def cmd_undo(args: argparse.Namespace) -> int:
             "so those are not shown again until they change; housekeeping, not changes: an undo leaves them"
         )
     # Exit 0 when the undo did something usable (put records back, or found nothing left to do), refusals under
-    # --force listed above; 1 when some entries could not be restored (each named above), 3 when nothing was undone.
-    if result.not_restored:
-        return 1 if result.restored else 3
-    return 0 if result.applied else 3
+    # --force listed above; 1 when some entries could not be restored or a file of the linked folder could not be put
+    # back (each named above: the folder and the store disagree until it is); 3 when nothing was undone.
+    if result.not_restored and not result.restored:
+        return 3
+    if not result.applied:
+        return 3
+    return 1 if result.not_restored or files_refused else 0
 
 
 def _undo_kinds(result) -> str:

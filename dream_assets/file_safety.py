@@ -16,8 +16,9 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -144,3 +145,105 @@ def read_json_file(path: Path, *, max_bytes: int = READ_JSON_MAX_BYTES) -> Any:
         raise UnreadableFile(f"{path}: JSON nested too deeply to read") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise UnreadableFile(f"{path}: not valid JSON ({str(exc)[:200]})") from None
+
+
+# --- replacing a file another person may be editing ----------------------------------------------------------------
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the files at ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False when the platform
+    or the file system cannot."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: not supported here
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+@dataclass
+class Replaced:
+    """What ``replace_unless_changed`` did: ``written``, or not because the file held ``found`` (None: absent) instead
+    of the bytes expected. ``kept`` names a file holding bytes a person wrote in the instant of the replace when they
+    could not be put back in place (never silently dropped)."""
+
+    written: bool
+    found: bytes | None = None
+    kept: Path | None = None
+
+
+def replace_unless_changed(
+    path: Path,
+    data: str | bytes,
+    expected: bytes | None,
+    *,
+    permissions: int | None = None,
+    before_replace: Callable[[Path], None] | None = None,
+) -> Replaced:
+    """Replace ``path`` with ``data`` only while it still holds ``expected`` (None: while it does not exist), so a
+    person's save is never overwritten. A plain file system has no compare-and-swap, so the window is closed from
+    both sides: the bytes are compared immediately before the replace, and the replace itself is an exchange
+    (``renameat2(RENAME_EXCHANGE)``) that hands back exactly the file it took out; when that is not ``expected``
+    (a save landed in between) it is exchanged back into place. A new file is created with a hard link, which fails
+    when a file appeared meanwhile. Where an exchange is not available the plain replace follows the comparison
+    (the window is then the few microseconds between them). ``before_replace`` runs between the comparison and the
+    replace (a test widens the window with it)."""
+    path = Path(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    tmp = temp_path(path)
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(data)
+            fh.flush()
+            if permissions is not None:
+                os.fchmod(fh.fileno(), permissions)
+            os.fsync(fh.fileno())
+        found = _read_or_none(path)
+        if found != expected:
+            return Replaced(False, found)
+        if before_replace is not None:
+            before_replace(path)
+        if expected is None:
+            try:
+                os.link(tmp, path)  # fails if a file appeared since the comparison
+            except FileExistsError:
+                return Replaced(False, _read_or_none(path))
+            fsync_dir(path.parent)
+            return Replaced(True)
+        if not _exchange(tmp, path):
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+            return Replaced(True)
+        taken = _read_or_none(tmp)
+        if taken == expected:
+            fsync_dir(path.parent)
+            return Replaced(True)
+        _exchange(tmp, path)  # a save landed in the window: it goes back in place
+        back = _read_or_none(tmp)
+        if back != data:  # and another one after it: keep that one beside the file, never drop it
+            kept = path.with_name(f"{path.name}.edited-{uuid.uuid4().hex[:8]}")
+            os.rename(tmp, kept)
+            fsync_dir(path.parent)
+            return Replaced(False, taken, kept)
+        fsync_dir(path.parent)
+        return Replaced(False, taken)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,6 +1,8 @@
 """The fault benchmark's CI-sized run: kills at write steps, fuzzed model answers, hostile logs, concurrent saves,
 fuzzed contradiction-sweep answers with the purge after them, a hostile embeddings endpoint, and the review path
-(kills in an apply and a reject of a pending set, fuzzed change ids, an apply twice).
+(kills in an apply and a reject of a pending set, fuzzed change ids, an apply twice), and linked memory folders (a
+person's edits of every kind between cycles, two agents on one folder, a symlinked archive/, a save during a
+write-back).
 
 Every trial must lose no fact, leave no answer half applied, report no failure as completed or skipped, and undo
 every cycle exactly. The full run (10,000 answers) is `python benchmarks/faults.py`."""
@@ -34,6 +36,7 @@ def test_quick_fault_run_loses_nothing_and_misreports_nothing():
         "faults.undo_failures",
         "faults.superseded_purged",
         "faults.embedding_failures",
+        "faults.person_edits_lost",
     ):
         assert metrics[name] == 0, f"{name} = {metrics[name]}: {problems}"
     # The run really attacked something: every section ran trials.
@@ -47,4 +50,5 @@ def test_quick_fault_run_loses_nothing_and_misreports_nothing():
     assert metrics["faults.hostile_file_failures"] == 0 and metrics["faults.hostile_file_stuck"] == 0, problems
     assert metrics["faults.sweep_trials"] >= 8 and metrics["faults.sweep_superseded"] > 0
     assert metrics["faults.embedding_saves"] >= 20
+    assert metrics["faults.folder_trials"] >= 8
     assert proc.returncode == 0, problems

@@ -109,3 +109,25 @@ def test_permissions_and_times_are_set_on_the_new_file(tmp_path: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(st.st_mode) == 0o666 & ~umask
+
+
+def test_replace_unless_changed_leaves_a_file_saved_in_the_instant_before_the_replace(tmp_path):
+    from dream_assets.file_safety import replace_unless_changed
+
+    path = tmp_path / "notes.md"
+    path.write_text("old\n")
+    done = replace_unless_changed(path, "dream\n", b"old\n", before_replace=lambda p: p.write_text("person\n"))
+    assert not done.written and done.found == b"person\n"
+    assert path.read_text() == "person\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.md"]  # no temp file left
+    done = replace_unless_changed(path, "dream\n", b"person\n")
+    assert done.written and path.read_text() == "dream\n"
+
+
+def test_replace_unless_changed_never_overwrites_a_file_created_in_the_instant_before(tmp_path):
+    from dream_assets.file_safety import replace_unless_changed
+
+    path = tmp_path / "new.md"
+    done = replace_unless_changed(path, "dream\n", None, before_replace=lambda p: p.write_text("person\n"))
+    assert not done.written and path.read_text() == "person\n"
+    assert replace_unless_changed(path, "dream\n", None).found == b"person\n"

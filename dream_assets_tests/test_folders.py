@@ -13,11 +13,13 @@ import pytest
 from dream_assets import agent_memory
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
+from dream_assets.file_safety import is_temp_file
 from dream_assets.folders import link_folder, plan_write_back, read_folder, write_back
 from dream_assets.folders.formats import INDEX_LINE_BUDGET
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
+from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.text.coverage import specifics_of
 from dream_assets_tests.conftest import NOW
@@ -188,8 +190,10 @@ def test_undo_leaves_a_file_a_person_edited_after_the_cycle(profile, tmp_path, c
     path = folder / "project_release.md"
     edited = path.read_text(encoding="utf-8") + "- Added by hand.\n"
     path.write_text(edited, encoding="utf-8")
-    main(["undo", "--profile", str(profile.root), "--cycle", "merge-cycle"])
-    assert f"NOT put back {path}: edited since the cycle wrote it" in capsys.readouterr().err
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "merge-cycle"]) == 1
+    out, err = capsys.readouterr()
+    assert f"NOT put back {path}: edited since the cycle wrote it" in err
+    assert "1 refused (1 file(s) of the linked folder, named above)" in out
     assert path.read_text(encoding="utf-8") == edited
 
 
@@ -549,3 +553,363 @@ def test_an_index_that_grows_past_its_budget_again_appends_to_the_topic_file_and
     assert all(f"- [Later {i}](later_{i:02d}.md)" in index + continued for i in range(30))
     assert read_folder(profile, now=NOW).counts == {}
     assert plan_write_back(profile, now=NOW).changes == []
+
+
+# ------------------------------------------------------------------ a person's edits between cycles
+
+
+KEPT = [  # every note of the claude-code fixture a person keeps through each edit below (a fragment of each)
+    "real Postgres 16",
+    "schema v42",
+    "make db-up",
+    "The merge freeze for release 4.2 begins",
+    "owned by Dana Whitfield",
+    "branch is cut on 2026-03-12",
+    "Ingest API p99",
+    "written Go for 10 years",
+    "Prefers pnpm",
+    "Works from Lisbon",
+]
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _sentence_added(folder: Path) -> None:
+    _replace(folder / "project_release.md", "cut on 2026-03-12.", "cut on 2026-03-12. Hotfixes still go in.")
+
+
+def _heading_renamed(folder: Path) -> None:
+    _replace(folder / "project_release.md", "# Release freeze\n", "# Release freeze (mobile)\n")
+
+
+def _moved_to_another_file(folder: Path) -> None:
+    _replace(folder / "user_role.md", "\nPrefers pnpm over npm in every JavaScript project.\n", "")
+    with open(folder / "user_place.md", "a", encoding="utf-8") as fh:
+        fh.write("\nPrefers pnpm over npm in every JavaScript project.\n")
+
+
+def _file_split(folder: Path) -> None:
+    _replace(folder / "user_role.md", "\nPrefers pnpm over npm in every JavaScript project.\n", "")
+    (folder / "user_tools.md").write_text(
+        "---\nname: Tools\ndescription: tools the user prefers\ntype: user\n---\n"
+        "Prefers pnpm over npm in every JavaScript project.\n",
+        encoding="utf-8",
+    )
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write("- [Tools](user_tools.md) — tools the user prefers\n")
+
+
+def _copy_deleted(folder: Path) -> None:  # the copy was read in a cycle of its own (see the test)
+    _replace(folder / "user_place.md", "\nPrefers pnpm over npm in every JavaScript project.\n", "")
+
+
+@pytest.mark.parametrize(
+    "edit", [_sentence_added, _heading_renamed, _moved_to_another_file, _file_split, _copy_deleted]
+)
+def test_a_note_a_person_edited_stays_in_their_file_and_its_memory_stays_live(profile, tmp_path, edit):
+    folder = _folder(tmp_path, "claude-code")
+    (folder / "user_place.md").write_text(
+        "---\nname: Place\ndescription: where the user works\ntype: user\n---\nWorks from Lisbon since 2025.\n"
+    )
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write("- [Place](user_place.md) — where the user works\n")
+    link_folder(profile, folder, "claude-code")
+    assert read_folder(profile, now=NOW).status == "completed"
+    if edit is _copy_deleted:  # a second copy of one note, read as the same memory
+        with open(folder / "user_place.md", "a", encoding="utf-8") as fh:
+            fh.write("\nPrefers pnpm over npm in every JavaScript project.\n")
+        assert read_folder(profile, now=NOW).status == "completed"
+        assert write_back(profile, now=NOW).status == "completed"
+    edit(folder)
+    for cycle in range(2):  # the read of the edit, then a cycle after it
+        read = read_folder(profile, now=NOW + timedelta(hours=cycle + 1))
+        assert read.status == "completed", read.reason
+        assert write_back(profile, now=NOW + timedelta(hours=cycle + 1)).status == "completed"
+    live_files = "\n".join(p.read_text(encoding="utf-8") for p in folder.glob("*.md") if p.name != "MEMORY.md")
+    live = "\n".join(_live(profile).values())
+    for fragment in KEPT:
+        assert fragment in live_files, f"{fragment!r} was taken out of the person's files"
+        assert fragment in live, f"{fragment!r} has no live memory"
+    assert not (folder / "archive").exists()
+    assert plan_write_back(profile, now=NOW).changes == []
+
+
+def _merge_by_hand(profile, sources, merged: str, cycle_id: str):
+    """What a consolidation pass records: ``sources`` archived, merged into one new memory holding ``merged``."""
+    store = open_store(profile)
+    with store.transaction():
+        new = store.memories.save(merged, category=sources[0].category, now=NOW, dedupe=False).entry
+        for old in sources:
+            store.memories.archive(old.id, now=NOW)
+            store.changes.record(
+                cycle_id=cycle_id,
+                pass_name="memory_consolidation",
+                kind="archived",
+                target_type="memory",
+                target_id=old.id,
+                before=old,
+                after=None,
+                reason=f"merged into {new.id}",
+                now=NOW,
+            )
+    return new
+
+
+def test_one_folder_linked_to_two_agents_loses_no_note(profile, tmp_path):
+    """Agent A merges two notes and writes the merged one back; agent B reads it as an extension of a memory it
+    holds, and neither agent takes it (nor any other note) out of the folder afterwards."""
+    folder = _folder(tmp_path, "claude-code")
+    other = AgentProfile(tmp_path / "agents" / "agent-b").ensure()
+    for agent in (profile, other):
+        link_folder(agent, folder, "claude-code")
+        assert read_folder(agent, now=NOW).status == "completed"
+    specifics = {s.text for p in folder.rglob("*.md") for s in specifics_of(p.read_text(encoding="utf-8"))}
+
+    first, second = _by_text(profile, "The merge freeze for release 4.2"), _by_text(profile, "owned by Dana")
+    merged = first.content + " Hotfixes go in only with her sign-off."  # an extension of a note agent B holds
+    _merge_by_hand(profile, [first, second], merged, "c1")
+    assert write_back(profile, now=NOW).status == "completed"
+    assert merged in (folder / "project_release.md").read_text(encoding="utf-8")
+    for hour, agent in enumerate((other, profile, other, profile), start=1):
+        assert read_folder(agent, now=NOW + timedelta(hours=hour)).status == "completed"
+        assert write_back(agent, now=NOW + timedelta(hours=hour)).status == "completed"
+    live_files = "\n".join(p.read_text(encoding="utf-8") for p in folder.glob("*.md"))
+    assert not [s for s in specifics if s not in live_files]
+    for agent in (profile, other):
+        live = "\n".join(_live(agent).values())
+        assert "Dana Whitfield" in live and "2026-03-12" in live and "Ingest API p99" in live
+    assert merged in live_files
+
+
+def _one_note_archived_in_place(profile, folder: Path):
+    """A plan that takes one note (the Grafana board's copy in user_role.md) out of user_role.md into archive/."""
+    with open(folder / "user_role.md", "a", encoding="utf-8") as fh:
+        fh.write("\nOn-call rotates every Monday at 10:00.\n")
+    assert read_folder(profile, now=NOW).status == "completed"
+    agent_memory.forget(profile, _by_text(profile, "On-call rotates").id, reason="rota ended", now=NOW, active=False)
+    plan = plan_write_back(profile, now=NOW)
+    assert {c.rel for c in plan.changes} == {"user_role.md", "archive/user_role.md"}
+    return plan
+
+
+@pytest.mark.parametrize("whole_file", [False, True])
+def test_archive_swapped_for_a_symlink_after_the_plan_is_refused_and_nothing_is_written_outside(
+    profile, tmp_path, whole_file
+):
+    from dream_assets.folders import apply_write_back
+
+    folder = _linked(profile, tmp_path, "claude-code")
+    if whole_file:
+        assert read_folder(profile, now=NOW).status == "completed"
+        agent_memory.forget(profile, _by_text(profile, "Grafana").id, reason="board retired", now=NOW, active=False)
+        plan = plan_write_back(profile, now=NOW)
+        kept, note = "reference_dashboards.md", "Ingest API p99"
+    else:
+        plan = _one_note_archived_in_place(profile, folder)
+        kept, note = "user_role.md", "On-call rotates"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (folder / "archive").symlink_to(outside, target_is_directory=True)  # between the read and the write-back
+    report = apply_write_back(profile, plan)
+    assert report.status == "failed"
+    assert str(folder / "archive") in report.reason and "outside the linked folder" in report.reason
+    assert list(outside.iterdir()) == []
+    assert note in (folder / kept).read_text(encoding="utf-8")  # the note stays where it was
+
+
+@pytest.mark.parametrize("by_rename", [False, True])  # written in place, or saved beside it and renamed over it
+def test_a_save_in_the_instant_before_the_replace_is_kept_in_place(profile, tmp_path, monkeypatch, by_rename):
+    import dream_assets.folders.sync as sync
+
+    folder = _linked(profile, tmp_path, "claude-code")
+    plan = _one_note_archived_in_place(profile, folder)
+    path = folder / "user_role.md"
+    edited = path.read_text(encoding="utf-8") + "\nLikes tabs over spaces.\n"
+    saves: list[str] = []
+
+    def person_saves(target: Path) -> None:  # after the write-back's last look at the file, before its replace
+        if target == path and not saves:
+            saves.append(edited)
+            if by_rename:
+                (folder / ".user_role.md.swp").write_text(edited, encoding="utf-8")
+                os.replace(folder / ".user_role.md.swp", path)
+            else:
+                path.write_text(edited, encoding="utf-8")
+
+    monkeypatch.setattr(sync, "_before_replace", person_saves)
+    report = sync.apply_write_back(profile, plan, cycle_id="race")
+    assert saves and report.status == "completed", report.reason
+    assert path.read_text(encoding="utf-8") == edited  # the person's save, as they made it
+    assert any("user_role.md: edited while the cycle ran" in line for line in report.lines), report.lines
+    assert read_folder(profile, now=NOW).status == "completed"
+    assert "Likes tabs over spaces." in _live(profile).values()
+
+
+# ------------------------------------------------------------------ undo of every change set that touched the folder
+
+
+def _release_in_two_files(tmp_path: Path) -> Path:
+    """The claude-code fixture with the second release-freeze note in a topic file of its own."""
+    folder = _folder(tmp_path, "claude-code")
+    _replace(
+        folder / "project_release.md",
+        "- Merge freeze for release 4.2 begins 2026-03-05, owned by Dana Whitfield.\n",
+        "",
+    )
+    (folder / "project_release_owner.md").write_text(
+        "---\nname: Release owner\ndescription: who owns the release\ntype: project\n---\n"
+        "Merge freeze for release 4.2 begins 2026-03-05, owned by Dana Whitfield.\n",
+        encoding="utf-8",
+    )
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write("- [Release owner](project_release_owner.md) — who owns the release\n")
+    return folder
+
+
+def test_undo_of_an_applied_review_set_puts_the_files_a_sync_wrote_back(profile, tmp_path, capsys):
+    folder = _release_in_two_files(tmp_path)
+    link_folder(profile, folder, "claude-code")
+    assert read_folder(profile, now=NOW).status == "completed"
+    before = {k: v[0] for k, v in _files(folder).items()}
+    options = DreamOptions(ApplyMode="review", ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
+    client = ModelClient(ScriptedBackend(_merge_release_notes), profile=profile, options=options)
+    run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="set1")
+    assert {k: v[0] for k, v in _files(folder).items()} == before  # a review set waits; the folder too
+    assert main(["apply", "--profile", str(profile.root), "--cycle", "set1"]) == 0
+    assert main(["sync", "--profile", str(profile.root)]) == 0
+    assert (folder / "archive" / "project_release_owner.md").exists()  # the merged-away file moved
+    capsys.readouterr()
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "set1"]) == 0
+    out = capsys.readouterr().out
+    assert f"put back {folder / 'project_release_owner.md'}" in out and f"put back {folder / 'MEMORY.md'}" in out
+    after = {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")}
+    assert after == before
+    assert main(["sync", "--profile", str(profile.root)]) == 0  # and the folder agrees with the store again
+    assert {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")} == before
+    live = list(_live(profile).values())
+    assert sum("4.2" in c for c in live) == 2
+
+
+def _standup_cycle(profile, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """A claude-code folder whose project_standup.md the sweep of cycle ``sweep-cycle`` moves to archive/ whole."""
+    folder = _folder(tmp_path, "claude-code")
+    for name, text in (("project_standup.md", STALE), ("project_standup_moved.md", LATER)):
+        (folder / name).write_text(
+            f"---\nname: Standup\ndescription: when the standup is\ntype: project\n---\n{text}\n"
+        )
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write(
+            "- [Standup](project_standup.md) — time and room\n- [Standup moved](project_standup_moved.md) — since May\n"
+        )
+    link_folder(profile, folder, "claude-code")
+    read_folder(profile, now=NOW)
+    before = {k: v[0] for k, v in _files(folder).items()}
+    options = DreamOptions(ConsolidationExactFoldEnabled=False)
+    client = ModelClient(ScriptedBackend(_standup_answer), profile=profile, options=options)
+    run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="sweep-cycle")
+    assert not (folder / "project_standup.md").exists()
+    return folder, before
+
+
+def test_undo_after_the_agent_added_a_memory_puts_the_file_and_its_index_line_back(profile, tmp_path, capsys):
+    folder, before = _standup_cycle(profile, tmp_path)
+    (folder / "user_editor.md").write_text("---\nname: Editor\ndescription: editor\ntype: user\n---\nUses Helix.\n")
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:  # what Claude Code does when it saves a memory
+        fh.write("- [Editor](user_editor.md) — the editor the user uses\n")
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "sweep-cycle"]) == 0
+    out = capsys.readouterr().out
+    assert f"put back {folder / 'project_standup.md'}" in out and "0 refused" in out
+    index = (folder / "MEMORY.md").read_text(encoding="utf-8")
+    assert index == before["MEMORY.md"].decode("utf-8") + "- [Editor](user_editor.md) — the editor the user uses\n"
+    assert (folder / "project_standup.md").read_bytes() == before["project_standup.md"]
+
+
+def test_undo_that_cannot_put_a_file_back_names_it_counts_it_refused_and_exits_1(profile, tmp_path, capsys):
+    folder, before = _standup_cycle(profile, tmp_path)
+    again = folder / "project_standup.md"
+    again.write_text("---\nname: Standup\ndescription: new\ntype: project\n---\nStandup is async now.\n")
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "sweep-cycle"]) == 1
+    out, err = capsys.readouterr()
+    assert f"NOT put back {again}:" in err
+    assert "1 refused (1 file(s) of the linked folder, named above)" in out
+    assert again.read_text(encoding="utf-8").endswith("Standup is async now.\n")  # the person's file stays
+    assert (folder / "archive" / "project_standup.md").read_bytes() == before["project_standup.md"]
+
+
+def test_a_note_whose_merge_was_undone_in_the_store_only_stays_in_its_file(profile, tmp_path):
+    """The store's undo retires the merged memory (no successor, no decision); a write-back before the files are put
+    back leaves the note in the person's file, and the next read takes it in again."""
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    _scripted_cycle(profile, _merge_release_notes, cycle_id="merge-cycle")
+    merged = (folder / "project_release.md").read_text(encoding="utf-8")
+    assert merged.count("4.2") == 1
+    open_store(profile).changes.undo_cycle("merge-cycle", now=NOW)  # the store only
+    assert write_back(profile, now=NOW).status == "completed"
+    assert (folder / "project_release.md").read_text(encoding="utf-8") == merged
+    assert read_folder(profile, now=NOW).status == "completed"
+    assert sum("4.2" in c for c in _live(profile).values()) >= 2
+
+
+def test_undo_of_a_forget_written_out_by_a_sync_puts_the_file_and_its_index_line_back(profile, tmp_path, capsys):
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    before = {k: v[0] for k, v in _files(folder).items()}
+    forgot = agent_memory.forget(profile, _by_text(profile, "Grafana").id, reason="board retired", now=NOW)
+    assert main(["sync", "--profile", str(profile.root)]) == 0
+    assert not (folder / "reference_dashboards.md").exists()
+    assert main(["undo", "--profile", str(profile.root), "--cycle", forgot.cycle_id]) == 0
+    assert f"put back {folder / 'reference_dashboards.md'}" in capsys.readouterr().out
+    assert {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")} == before
+    assert plan_write_back(profile, now=NOW).changes == []
+
+
+_KILLED_WRITE_BACK = """
+import os, sys
+import dream_assets.folders.sync as sync
+from dream_assets.folders import write_back
+
+def die_before_the_index(path):  # the topic files are written; killed before MEMORY.md is
+    if path.name == "MEMORY.md":
+        os._exit(9)
+sync._before_replace = die_before_the_index
+write_back(sys.argv[1])
+"""
+
+
+def test_a_write_back_killed_before_it_finished_is_undone_with_the_change_set_it_wrote(profile, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    folder = _linked(profile, tmp_path, "claude-code")
+    with open(folder / "user_role.md", "a", encoding="utf-8") as fh:
+        fh.write("\nOn-call rotates every Monday at 10:00.\n")
+    assert read_folder(profile, now=NOW).status == "completed"
+    before = {k: v[0] for k, v in _files(folder).items()}
+    forgot = agent_memory.forget(profile, _by_text(profile, "On-call rotates").id, reason="rota ended", now=NOW)
+    agent_memory.forget(profile, _by_text(profile, "Grafana").id, reason="board retired", now=NOW)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.run([sys.executable, "-c", _KILLED_WRITE_BACK, str(profile.root)], env=env, timeout=120)
+    assert child.returncode == 9
+    assert "On-call" not in (folder / "user_role.md").read_text(encoding="utf-8")  # written, then killed
+    assert (folder / "MEMORY.md").read_bytes() == before["MEMORY.md"]
+    assert main(["undo", "--profile", str(profile.root), "--cycle", forgot.cycle_id]) == 0
+    assert f"put back {folder / 'user_role.md'}" in capsys.readouterr().out
+    after = {k: v[0] for k, v in _files(folder).items() if not k.startswith("archive/")}
+    assert {k: v for k, v in after.items() if not is_temp_file(folder / k)} == before  # a kill leaves a temp file
+
+
+def test_an_unreadable_undo_record_of_the_folder_is_named_and_the_undo_exits_1(profile, tmp_path, capsys):
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    forgot = agent_memory.forget(profile, _by_text(profile, "Grafana").id, reason="board retired", now=NOW)
+    assert write_back(profile, now=NOW).status == "completed"
+    (record,) = profile.memory_folder_undo_dir.glob("*.json")
+    record.write_bytes(b"\xff\xfe{")
+    assert main(["undo", "--profile", str(profile.root), "--cycle", forgot.cycle_id]) == 1
+    assert str(record) in capsys.readouterr().err
+    assert not (folder / "reference_dashboards.md").exists()  # nothing was guessed

@@ -4,15 +4,20 @@
 - ``read_folder`` saves every note not seen before through the agent's own save (``agent_memory.save_many``: the
   save-time rules, the change log, in a few bulk transactions) with its provenance in metadata (``folder.file``,
   ``folder.heading``, ``folder.key``, ``folder.format``, front matter as ``fm.<key>``), and archives
-  (``agent_memory.forget``) the memory of a note a person removed from its file. It records each file's hash and
-  each note's memory id (``memory-folder-state.json``); reading the same folder again changes nothing.
+  (``agent_memory.forget``) the memory of a note a person removed from its file: only a memory no note of the
+  folder maps to any more (an edited, moved or split note, or one copy of two, keeps its memory). It records each
+  file's hash and each note's memory id (``memory-folder-state.json``); reading the same folder again changes nothing.
 - ``plan_write_back`` computes what the dream changed, file by file: a note whose memory went into another (merge,
   supersession) carries the live memory's text in place of the first such note, the others leave their file for
   ``archive/<file>``; a file left with no note moves to ``archive/`` whole (never deleted) and its ``MEMORY.md``
-  index line goes with it. Everything else (front matter, headings, markers, spacing) stays byte for byte.
-  ``apply_write_back`` writes it, one atomic replace per file; a file whose bytes differ from the last read (a person
-  edited it) is left alone and read again next cycle, so the change computed from its old text is dropped.
-  An idle cycle writes nothing.
+  index line goes with it. A note whose memory was archived with no successor leaves only on a recorded decision (a
+  pass, the agent's forget), never because an undo retired it. Everything else (front matter, headings, markers,
+  spacing) stays byte for byte. ``apply_write_back`` writes it, one replace per file, archive copies first; a file
+  whose bytes differ from the last read (a person edited it, even in the instant of the replace) is left alone and
+  read again next cycle, so the change computed from its old text is dropped; a path that resolves outside the
+  folder when it is written is refused. An idle cycle writes nothing.
+- Every write-back keeps what it replaced (``memory-folder-undo/``) with the change sets it wrote out, so
+  ``undo_files`` puts the files back with the undo of any of them (a cycle, a review set, a restore, a forget).
 - Every file is checked before anything is read into the store (``scan``): a symlink leaving the folder, a name with
   ``..``, a file over ``MaxFileBytes``, text that is not UTF-8, oversized front matter each refuse the read with a
   message naming the file, and the store is left as it was.
@@ -32,7 +37,13 @@ from pathlib import Path
 import dream_assets.folders.index_budget as index_budget
 import dream_assets.folders.promotion as promotion
 from dream_assets import agent_memory
-from dream_assets.file_safety import atomic_write, is_temp_file
+from dream_assets.file_safety import (
+    UnreadableFile,
+    atomic_write,
+    is_temp_file,
+    read_json_file,
+    replace_unless_changed,
+)
 from dream_assets.folders.formats import (
     ARCHIVE_DIR,
     CONTINUED_FILE,
@@ -82,7 +93,9 @@ class FileChange:
     new: str | None  # None: the file moves to archive/ whole
     move_to: str | None = None
     reason: str = ""
-    source: str | None = None  # an archive file's change: the file its notes left (dropped when that one is)
+    source: str | None = None  # written only if this file's change was (the index after memory_index_continued.md)
+    copy_of: str | None = None  # an archive file's change: the file its notes leave (written before it)
+    archive: str | None = None  # the archive file its notes go to: this file is cut only once they are there
 
 
 @dataclass
@@ -93,6 +106,7 @@ class WritePlan:
     notes: dict[str, dict[str, str]] = field(default_factory=dict)  # the notes map after the plan
     expected: dict[str, str] = field(default_factory=dict)  # rel -> sha256 the file must still have (or ABSENT)
     promotions: list[promotion.Promotion] = field(default_factory=list)  # what goes from daily notes to MEMORY.md
+    cycles: set[str] = field(default_factory=set)  # the change sets (cycles, review sets, undos) it writes out
 
     def diff(self) -> str:
         out: list[str] = []
@@ -321,13 +335,20 @@ def read_folder(
         notes[key] = {"id": saved.id, "file": pf.rel, "content": _text_sha(saved.content)}
         report.count(f"notes_{saved.outcome}")
         report.change(f"folder-{saved.outcome}", saved.id, f"{pf.rel}: {block.text[:80]}")
+    # A note's key is its file, heading path and text, so an edited, moved or split note has a new key, and its save
+    # may return the memory the old key held (reinforced, extended, a duplicate). Only a memory that no note of the
+    # folder maps to any more was removed by the person.
+    mapped = {notes[k]["id"] for k in seen if k in notes}
     for key in [k for k in notes if k not in seen]:
         info = notes.pop(key)
+        if info["id"] in mapped:
+            continue
+        mapped.add(info["id"])  # forgotten once, however many of its notes went
         try:
             agent_memory.forget(
                 profile,
                 info["id"],
-                reason=f"removed from {info['file']} in the linked folder {link.folder}",
+                reason=PERSON_REMOVED.format(file=info["file"], folder=link.folder),
                 options=options,
                 now=now,
                 active=False,
@@ -372,6 +393,17 @@ def _note(rec: agent_memory.MemoryRecord, rel: str) -> dict[str, str]:
 
 def _same(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
+
+
+#: The reason ``read_folder`` gives a memory whose note a person removed (``_dream_archived`` tells it apart).
+PERSON_REMOVED = "removed from {file} in the linked folder {folder}"
+
+
+def _dream_archived(rec: agent_memory.MemoryRecord) -> bool:
+    """Whether ``rec`` was archived by a decision recorded in the change log (a pass, the agent's forget) rather
+    than retired by an undo (no reason) or archived by a read that no longer saw its note."""
+    reason = rec.archived_reason or ""
+    return bool(reason) and not (reason.startswith("removed from ") and " in the linked folder " in reason)
 
 
 def _remove_span(text: str, block: Block) -> tuple[int, int]:
@@ -435,6 +467,12 @@ def plan_write_back(
             records[entry_id] = agent_memory.resolve_record(store, entry_id)
         return records[entry_id]
 
+    def caused(entry_id: str) -> None:
+        """Note the change set whose change of ``entry_id`` the plan writes out: an undo of it puts the files back."""
+        rows = [r for r in store.changes.for_target("memory", entry_id) if r.undone_at is None]
+        if rows:
+            plan.cycles.add(rows[-1].cycle_id)
+
     placed: set[str] = set()
     for rel, (pf, _) in current.items():  # a live memory keeps its own note's place
         for block in pf.blocks:
@@ -465,6 +503,7 @@ def plan_write_back(
             if rec.status == "live":
                 kept += 1
                 if info.get("content") != _text_sha(rec.content) and not _same(rec.content, block.text):
+                    caused(rec.id)
                     edits.append((block.text_start, block.end, _bullet_text(block, rec.content, text)))
                     notes.pop(key)
                     notes[note_key(rel, block.heading, rec.content)] = _note(rec, rel)
@@ -478,10 +517,18 @@ def plan_write_back(
             if successor is not None and successor.id not in placed:
                 placed.add(successor.id)
                 kept += 1
+                caused(rec.id)
                 edits.append((block.text_start, block.end, _bullet_text(block, successor.content, text)))
                 notes.pop(key)
                 notes[note_key(rel, block.heading, successor.content)] = _note(successor, rel)
                 continue
+            if successor is None and not _dream_archived(rec):
+                # Not a dream's decision (an undo retired it, or a read took it for removed): the person's note stays
+                # and is read again as a memory of its own next cycle.
+                kept += 1
+                notes.pop(key)
+                continue
+            caused(rec.id)
             start, end = _remove_span(text, block)
             edits.append((start, end, ""))
             archived_blocks.setdefault(rel, []).append(text[block.start : block.end])
@@ -501,14 +548,19 @@ def plan_write_back(
         if new != text:
             plan.changes.append(FileChange(rel, text, new, reason="the dream changed its notes"))
     if promotions:
+        for p in promotions:
+            caused(p.record.id)
         _promote(plan, link, current, promotions, now)
-    for rel, blocks in archived_blocks.items():
+    for rel, blocks in archived_blocks.items():  # each archive copy is written before the notes leave their file
         target = f"{ARCHIVE_DIR}/{rel}"
         path = link.folder / target
         old = path.read_text(encoding="utf-8") if path.exists() else None
         entry = f"\n## Archived {iso(now)}\n\n" + "\n".join(b.rstrip() for b in blocks) + "\n"
         new = (old or f"# Archived from {rel}\n") + entry
-        plan.changes.append(FileChange(target, old, new, reason="archived", source=rel))
+        at, cut = next((i, c) for i, c in enumerate(plan.changes) if c.rel == rel and c.new is not None)
+        cut.archive = target
+        plan.expected[target] = _sha(old.encode("utf-8")) if old is not None else ABSENT
+        plan.changes.insert(at, FileChange(target, old, new, reason="archived", copy_of=rel))
     if index_drop and link.format == "claude-code":
         _drop_index_lines(plan, link, index_drop)
     if link.format == "claude-code":
@@ -673,47 +725,138 @@ def _diary(plan: WritePlan, link: FolderLink, now: datetime) -> None:
     plan.changes.append(FileChange(DREAMS_FILE, old, new, reason="dream diary"))
 
 
+def _before_replace(path: Path) -> None:
+    """Runs between the last comparison of a file's bytes and its replace (a test widens that window here)."""
+
+
+def _outside(root: Path, path: Path) -> str | None:
+    """Why writing ``path`` would leave the linked folder ``root`` (a symlinked folder or file on the way, resolved
+    now), or None."""
+    real_root = Path(os.path.realpath(root))
+    for step in (path.parent, path):
+        real = Path(os.path.realpath(step))
+        if not real.is_relative_to(real_root):
+            return f"{path}: resolves to {real}, outside the linked folder {root}; not written"
+    return None
+
+
+def _move_unless_changed(path: Path, target: Path, expected: str) -> str | None:
+    """Move ``path`` to ``target`` while it holds the bytes hashed ``expected``; a save that lands in the instant
+    of the move is moved back in place. None when moved, else why not."""
+    if target.exists():
+        return f"{target} exists"
+    if _sha(path.read_bytes()) != expected:
+        return f"{path}: edited while the cycle ran"
+    _before_replace(path)
+    os.rename(path, target)
+    if _sha(target.read_bytes()) == expected:
+        return None
+    try:
+        os.link(target, path)  # the person's save goes back where they made it
+    except FileExistsError:
+        return f"{path}: edited while the cycle ran; their earlier save is kept at {target}"
+    target.unlink()
+    return f"{path}: edited while the cycle ran"
+
+
 def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_id: str | None = None) -> PassReport:
-    """Write ``plan``: one atomic replace per file, a move into ``archive/`` for a whole file. A file whose bytes
-    changed since the plan read it is left alone (its notes are read again next cycle). With ``cycle_id`` the files'
-    texts before the write are kept so ``undo_files`` (``dream undo --cycle``) can put them back."""
+    """Write ``plan``: one replace per file, a move into ``archive/`` for a whole file; archived notes reach their
+    archive file before they leave theirs. A file whose bytes changed since the plan read them (a person saved it)
+    is left alone, even in the instant of the replace (``replace_unless_changed``), and read again next cycle. Every
+    path is resolved again right before it is written: one leading out of the linked folder (``archive/`` swapped
+    for a symlink) is refused and named, and the write-back fails. With ``cycle_id`` the files' texts before the
+    write are kept so ``undo_files`` (``dream undo --cycle``) can put them back."""
     profile = as_profile(profile)
     report = PassReport(WRITE_STEP)
     root = plan.link.folder
     for line in plan.left:
         report.info(line)
     state = _load_state(profile)
-    undo: dict = {"folder": str(root), "notes": state["notes"], "files": {}, "written": {}}
+    undo: dict = {
+        "folder": str(root),
+        "notes": state["notes"],
+        "files": {},
+        "written": {},
+        "cycles": sorted(plan.cycles),
+    }
     dropped: set[str] = set()
+    refused: list[str] = []
+    edited = "edited while the cycle ran; left as the person wrote it, read again next cycle"
+
+    def as_planned(rel: str) -> tuple[bool, bytes | None]:
+        """Whether ``rel`` still holds what the plan read (when the plan names it), and its bytes now."""
+        path = root / rel
+        now = path.read_bytes() if path.exists() else None
+        expected = plan.expected.get(rel)
+        return expected is None or (_sha(now) if now is not None else ABSENT) == expected, now
+
+    for change in plan.changes:  # files edited since the plan: left, and the archive copies of their notes too
+        if change.copy_of is None and not as_planned(change.rel)[0]:
+            dropped.add(change.rel)
+            report.info(f"{root / change.rel}: {edited}")
+    journal = _UndoJournal(profile, state, cycle_id, undo)
     written = 0
     for change in plan.changes:
         path = root / change.rel
         if not root.is_dir():
             _save_state(profile, state)
             return report.fail(f"linked folder {root} disappeared during the write-back; {path} was not written")
-        if change.source in dropped:
+        if change.rel in dropped:
+            continue
+        if (
+            change.source in dropped
+            or change.archive in dropped
+            or (change.copy_of is not None and change.copy_of in dropped)
+        ):
             dropped.add(change.rel)
             continue
         try:
-            expected = plan.expected.get(change.rel)
-            if expected is not None and (_sha(path.read_bytes()) if path.exists() else ABSENT) != expected:
-                report.info(f"{path}: edited while the cycle ran; left as the person wrote it, read again next cycle")
-                dropped.add(change.rel)
-                continue
-            undo["files"][change.rel] = change.old
             if change.new is None:
                 target = root / str(change.move_to)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.rename(path, target)
-                undo["written"][change.rel] = {"moved_to": change.move_to}
+                why = _outside(root, path) or _outside(root, target)
+                if why is None:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    why = _outside(root, target)
+                if why is not None:
+                    refused.append(why)
+                    dropped.add(change.rel)
+                    continue
+                journal.before(change.rel, change.old, {"moved_to": change.move_to})
+                left = _move_unless_changed(path, target, plan.expected[change.rel])
+                if left is not None:
+                    journal.not_written(change.rel)
+                    report.info(f"{left}; left as the person wrote it, read again next cycle")
+                    dropped.add(change.rel)
+                    continue
                 state["files"].pop(change.rel, None)
                 written += 1
                 report.change("folder-archived-file", change.rel, f"moved to {change.move_to}")
                 continue
-            path.parent.mkdir(parents=True, exist_ok=True)  # archive/ and its subfolders, inside the folder
+            why = _outside(root, path)
+            if why is None:
+                path.parent.mkdir(parents=True, exist_ok=True)  # archive/ and its subfolders, inside the folder
+                why = _outside(root, path)
+            if why is not None:
+                refused.append(why)
+                dropped.add(change.rel)
+                continue
+            same, before = as_planned(change.rel)
+            if not same:
+                report.info(f"{path}: {edited}")
+                dropped.add(change.rel)
+                continue
             mode = path.stat().st_mode & 0o7777 if path.exists() else None
-            atomic_write(path, change.new, permissions=mode)
-            undo["written"][change.rel] = {"sha256": _sha(change.new.encode("utf-8"))}
+            entry = {"sha256": _sha(change.new.encode("utf-8"))}
+            if change.rel == INDEX_FILE:
+                entry["text"] = change.new
+            journal.before(change.rel, change.old, entry)  # kept before the write: a kill after it can be undone
+            done = replace_unless_changed(path, change.new, before, permissions=mode, before_replace=_before_replace)
+            if not done.written:
+                journal.not_written(change.rel)
+                kept = f"; a save made in the same instant is kept at {done.kept}" if done.kept else ""
+                report.info(f"{path}: {edited}{kept}")
+                dropped.add(change.rel)
+                continue
             if is_memory_file(plan.link.format, change.rel):
                 state["files"][change.rel] = _sha(change.new.encode("utf-8"))
             written += 1
@@ -727,10 +870,12 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
             notes[key] = info
     state["notes"] = notes
     _save_state(profile, state)
-    if cycle_id and undo["written"]:
-        _save_undo(profile, cycle_id, undo)
     report.count("files_written", written)
-    report.summary = f"wrote {written} file(s) of {root}" + (f", left {len(dropped)} edited" if dropped else "")
+    left = len(dropped) - len(refused)
+    report.summary = f"wrote {written} file(s) of {root}" + (f", left {left} edited" if left else "")
+    report.summary += f", refused {len(refused)} outside the folder" if refused else ""
+    if refused:
+        return report.fail("; ".join(refused))
     return report
 
 
@@ -744,65 +889,206 @@ def _undo_path(profile: AgentProfile, cycle_id: str) -> Path:
     return profile.memory_folder_undo_dir / f"{safe}.json"
 
 
-def _save_undo(profile: AgentProfile, cycle_id: str, undo: dict) -> None:
-    path = _undo_path(profile, cycle_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():  # a second write-back in the same cycle: the first one's "before" is the one to go back to
-        first = json.loads(path.read_text(encoding="utf-8"))
-        undo = {**undo, "notes": first["notes"], "files": {**undo["files"], **first["files"]}}
-        undo["written"] = {**undo["written"], **first["written"]}
-    atomic_write(path, json.dumps(undo, indent=1, sort_keys=True) + "\n")
+class _UndoJournal:
+    """What a write-back replaces, kept on disk before each write (``memory-folder-undo/<cycle>.json``; a ``dream
+    sync`` under a number of its own), with the change sets the write-back writes out (``cycles``), so the undo of
+    any of them puts the files back (``undo_files``), a write-back killed half-way included."""
+
+    def __init__(self, profile: AgentProfile, state: dict, cycle_id: str | None, undo: dict) -> None:
+        self.profile, self.state, self.cycle_id, self.undo = profile, state, cycle_id, undo
+        self.path: Path | None = None
+        self.first: dict | None = None
+
+    def before(self, rel: str, old: str | None, written: dict) -> None:
+        if self.path is None:
+            self.state["undo_seq"] = int(self.state.get("undo_seq", 0)) + 1
+            _save_state(self.profile, self.state)
+            self.path = _undo_path(self.profile, self.cycle_id or f"sync-{self.state['undo_seq']:06d}")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():  # a second write-back in the same cycle: the first one's "before" is kept
+                self.first = json.loads(self.path.read_text(encoding="utf-8"))
+        self.undo["files"][rel] = old
+        self.undo["written"][rel] = written
+        self._save()
+
+    def not_written(self, rel: str) -> None:
+        self.undo["files"].pop(rel, None)
+        self.undo["written"].pop(rel, None)
+        self._save()
+
+    def _save(self) -> None:
+        assert self.path is not None
+        undo = {**self.undo, "seq": self.state["undo_seq"]}
+        first = self.first
+        if first is not None:
+            undo = {**undo, "notes": first["notes"], "files": {**undo["files"], **first["files"]}}
+            undo["written"] = {**first["written"], **self.undo["written"]}
+            undo["cycles"] = sorted({*first.get("cycles", []), *self.undo["cycles"]})
+        atomic_write(self.path, json.dumps(undo, indent=1, sort_keys=True) + "\n")
 
 
-def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> list[str]:
-    """Put back the folder files a cycle's write-back changed (after ``dream undo --cycle`` put the store back). A
-    file edited since is left as it is and named; a file the write-back created stays when it only holds copies (an
-    archive file) and moves to ``archive/`` when it is a memory file (what it held is back in place: the lines a
-    trimmed index moved, a new MEMORY.md of promotions). Returns one line per file."""
+@dataclass
+class FolderUndo:
+    """What ``undo_files`` did: one line per file, and the files it could not put back (each named in a line)."""
+
+    lines: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def put_back(self, line: str) -> None:
+        self.lines.append(line)
+
+    def refuse(self, line: str) -> None:
+        self.lines.append(f"NOT put back {line}")
+        self.refused.append(line)
+
+
+def _undo_files_of(profile: AgentProfile, cycle_id: str, result: FolderUndo) -> list[tuple[Path, dict]]:
+    """The write-backs to undo with change set ``cycle_id``, newest first: its own cycle's, and every write-back
+    (a ``dream sync``, a later cycle's) that wrote out its changes. An unreadable record is named as refused."""
+    folder = profile.memory_folder_undo_dir
+    own = _undo_path(profile, cycle_id)
+    found: list[tuple[Path, dict]] = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path.name.endswith(".undone.json"):
+            continue
+        try:
+            undo = read_json_file(path)
+            if not isinstance(undo, dict) or not isinstance(undo.get("written"), dict):
+                raise UnreadableFile(f"{path}: not a write-back's undo record")
+        except (UnreadableFile, FileNotFoundError) as exc:
+            result.refuse(f"the files of the write-back recorded in {path}: {exc}")
+            continue
+        if path == own or cycle_id in undo.get("cycles", []):
+            found.append((path, undo))
+    return sorted(found, key=lambda item: int(item[1].get("seq", 0)), reverse=True)
+
+
+def _index_lines_back(root: Path, undo: dict, moved_back: list[str], result: FolderUndo, refused: str | None) -> None:
+    """Put back the ``MEMORY.md`` lines that linked the files ``moved_back`` when the index itself could not be put
+    back whole (``refused``: the agent or a person edited it since): each line goes after the line it followed, or at
+    the end, and their edits stay. The index counts as put back when those lines were all the write-back changed in
+    it, else as refused."""
+    old = undo["files"].get(INDEX_FILE)
+    path = root / INDEX_FILE
+    linked = lambda ln: any(f"]({rel})" in ln for rel in moved_back)  # noqa: E731
+    if old is not None and moved_back and path.exists():
+        data = path.read_bytes()
+        lines = data.decode("utf-8").splitlines(keepends=True)
+        old_lines = old.splitlines(keepends=True)
+        for i, line in enumerate(old_lines):
+            if not linked(line) or line in lines:
+                continue
+            anchor = next((lines.index(o) for o in reversed(old_lines[:i]) if o in lines), None)
+            if lines and not lines[-1].endswith("\n"):
+                lines[-1] += "\n"
+            line = line if line.endswith("\n") else line + "\n"
+            lines.insert(len(lines) if anchor is None else anchor + 1, line)
+        new = "".join(lines)
+        if new != data.decode("utf-8"):
+            done = replace_unless_changed(path, new, data, permissions=path.stat().st_mode & 0o7777)
+            if not done.written:
+                result.refuse(f"{path}: edited while the undo ran; the lines linking {', '.join(moved_back)} are not")
+                return
+            result.put_back(f"put back the line(s) linking {', '.join(moved_back)} in {path}")
+        written = undo["written"].get(INDEX_FILE, {}).get("text")
+        if refused and written is not None and written == "".join(ln for ln in old_lines if not linked(ln)):
+            return  # the lines the write-back took out were all it changed, and they are back
+    if refused:
+        result.refuse(refused)
+
+
+def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> FolderUndo:
+    """Put back the folder files the write-backs of change set ``cycle_id`` changed (after ``dream undo --cycle``
+    put the store back): its cycle's own write-back and any ``dream sync`` or later cycle that wrote its changes
+    out, newest first. A file edited since is left as it is and named as refused, except the lines of ``MEMORY.md``
+    that linked a file put back, which come back with it; a file the write-back created stays when it only holds
+    copies (an archive file) and moves to ``archive/`` when it is a memory file (what it held is back in place: the
+    lines a trimmed index moved, a new MEMORY.md of promotions)."""
     profile = as_profile(profile)
-    path = _undo_path(profile, cycle_id)
-    if not path.exists():
-        return []
-    undo = json.loads(path.read_text(encoding="utf-8"))
+    result = FolderUndo()
+    for path, undo in _undo_files_of(profile, cycle_id, result):
+        _undo_one(profile, undo, result)
+        os.replace(path, path.with_suffix(".undone.json"))
+    return result
+
+
+def _same_bytes(path: Path, text: str) -> bool:
+    return path.read_bytes() == text.encode("utf-8")
+
+
+def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
     root = Path(undo["folder"])
     link = load_link(profile)
     fmt = link.format if link is not None else "markdown"
     state = _load_state(profile)
-    lines: list[str] = []
+    moved_back: list[str] = []
+    left: set[str] = set()  # files not put back
+    index_refused: str | None = None
     for rel, written in sorted(undo["written"].items()):
         old = undo["files"].get(rel)
         target = root / rel
         if "moved_to" in written:
             moved = root / written["moved_to"]
-            if target.exists() or not moved.exists():
-                lines.append(f"NOT put back {target}: {moved} is gone or {target} exists again")
+            if not moved.exists() and target.is_file() and old is not None and _same_bytes(target, old):
+                result.put_back(f"{target}: as it was (the write-back stopped before moving it)")
                 continue
-            os.rename(moved, target)
+            if target.exists() or not moved.exists():
+                result.refuse(f"{target}: {moved} is gone or {target} exists again")
+                left.add(rel)
+                continue
+            try:
+                os.link(moved, target)  # never over a file that appeared in the meantime
+            except FileExistsError:
+                result.refuse(f"{target}: exists again")
+                left.add(rel)
+                continue
+            moved.unlink()
             state["files"][rel] = _sha(target.read_bytes())
-            lines.append(f"put back {target} from {moved}")
+            moved_back.append(rel)
+            result.put_back(f"put back {target} from {moved}")
             continue
-        if not target.exists() or _sha(target.read_bytes()) != written["sha256"]:
-            lines.append(f"NOT put back {target}: edited since the cycle wrote it")
+        found = target.read_bytes() if target.is_file() else None
+        if found is not None and old is not None and _same_bytes(target, old) and _sha(found) != written["sha256"]:
+            result.put_back(f"{target}: as it was (the write-back stopped before writing it)")
+            continue
+        if found is None or _sha(found) != written["sha256"]:
+            if rel == INDEX_FILE and fmt == "claude-code":
+                index_refused = f"{target}: edited since the cycle wrote it"
+                left.add(rel)
+                continue
+            result.refuse(f"{target}: edited since the cycle wrote it")
+            left.add(rel)
             continue
         if old is None and is_memory_file(fmt, rel):  # what it holds is back where it came from
             moved = root / _archive_name(rel, set(), root)
+            why = _outside(root, moved)
+            if why is not None:
+                result.refuse(why)
+                left.add(rel)
+                continue
             moved.parent.mkdir(parents=True, exist_ok=True)
             os.rename(target, moved)
             state["files"].pop(rel, None)
-            lines.append(f"moved {target} to {moved}: created by the cycle, what it held is back in place")
+            result.put_back(f"moved {target} to {moved}: created by the cycle, what it held is back in place")
             continue
         if old is None:
-            lines.append(f"kept {target}: created by the cycle, it holds copies only")
+            result.put_back(f"kept {target}: created by the cycle, it holds copies only")
             continue
         mode = target.stat().st_mode & 0o7777
-        atomic_write(target, old, permissions=mode)
+        if not replace_unless_changed(target, old, found, permissions=mode).written:
+            result.refuse(f"{target}: edited while the undo ran")
+            left.add(rel)
+            continue
         if is_memory_file(fmt, rel):
             state["files"][rel] = _sha(old.encode("utf-8"))
-        lines.append(f"put back {target}")
-    state["notes"] = undo["notes"]
+        result.put_back(f"put back {target}")
+    if fmt == "claude-code":
+        _index_lines_back(root, undo, moved_back, result, index_refused)
+    # the notes as the write-back found them, but those of a file left as it is now: they are what it holds
+    notes = {k: v for k, v in undo["notes"].items() if v["file"] not in left}
+    notes.update({k: v for k, v in state["notes"].items() if v["file"] in left})
+    state["notes"] = notes
     _save_state(profile, state)
-    os.replace(path, path.with_suffix(".undone.json"))
-    return lines
 
 
 def write_back(
