@@ -265,6 +265,85 @@ def test_keys_the_dream_cycle_merged_lead_to_the_merged_entry(lg, profile):
     assert not lg.store.memories.get(merged.id).is_archived
 
 
+def _users_with_the_same_fact(lg):
+    """Alice and Bob each keep an almost identical memory in a namespace of their own."""
+    alice, bob = ("memories", "alice"), ("memories", "bob")
+    lg.put(alice, "drink", {"content": "Prefers green tea in the morning, no sugar.", "owner": "alice", "n": 1})
+    lg.put(bob, "drink", {"content": "Prefers green tea in the morning, no sugar, with lemon.", "owner": "bob"})
+    return alice, bob
+
+
+def _each_keeps_its_own(lg, alice, bob):
+    a, b = lg.get(alice, "drink"), lg.get(bob, "drink")
+    assert (a.namespace, a.key, a.value) == (
+        alice,
+        "drink",
+        {"content": "Prefers green tea in the morning, no sugar.", "owner": "alice", "n": 1},
+    )
+    assert (b.namespace, b.key, b.value["owner"]) == (bob, "drink", "bob")
+    assert [(i.namespace, i.key) for i in lg.search(alice, query="green tea")] == [(alice, "drink")]
+    assert [(i.namespace, i.key) for i in lg.search(bob, query="green tea")] == [(bob, "drink")]
+    assert {i.value["owner"] for i in lg.search(alice)} == {"alice"}
+
+
+def test_a_model_merge_across_two_users_namespaces_is_refused_and_each_keeps_their_own(lg, profile):
+    alice, bob = _users_with_the_same_fact(lg)
+    ids = [item_id(alice, "drink"), item_id(bob, "drink")]
+    hostile = {
+        "toDelete": [],
+        "toSave": [{"content": "Prefers green tea in the morning, no sugar, with lemon.", "sourceIds": ids}],
+    }
+    report, backend = run_scripted(run_memory_consolidation, profile, lg.store, [hostile], now=NOW + timedelta(days=1))
+    assert report.counts.get("merged", 0) == 0 and report.counts["cross_scope_refused"] == 1, report
+    assert any("LangGraph namespace 'memories/alice'" in c.detail for c in report.changes), report.changes
+    # The host never offered them as one cluster: a near duplicate behind another wall is no merge candidate.
+    assert backend.requests and all(not r.inputs["clusters"] for r in backend.requests)
+    _each_keeps_its_own(lg, alice, bob)
+
+
+def test_a_model_cannot_move_an_item_into_another_users_namespace(lg, profile):
+    alice, bob = _users_with_the_same_fact(lg)
+    move = {
+        "toDelete": [],
+        "toSave": [
+            {
+                "content": "Prefers green tea in the morning, no sugar.",
+                "sourceIds": [item_id(alice, "drink")],
+                "category": "memories/bob",
+            }
+        ],
+    }
+    report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [move], now=NOW + timedelta(days=1))
+    assert report.counts["cross_scope_refused"] == 1, report
+    _each_keeps_its_own(lg, alice, bob)
+
+
+def test_a_removal_is_not_carried_by_an_entry_in_another_users_namespace(lg, profile):
+    alice, bob = ("memories", "alice"), ("memories", "bob")
+    lg.put(alice, "k", {"content": "Flight to Oslo on 2026-12-04 at 09:15."})
+    lg.put(bob, "k", {"content": "Flight to Oslo on 2026-12-04 at 09:15, seat 12A."})
+    remove = {"toDelete": [item_id(alice, "k")], "toSave": []}
+    report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [remove], now=NOW + timedelta(days=1))
+    assert report.counts.get("ephemeral", 0) == 0 and report.counts["protected"] == 1, report
+    assert lg.get(alice, "k").value == {"content": "Flight to Oslo on 2026-12-04 at 09:15."}
+
+
+def test_the_contradiction_sweep_never_supersedes_across_namespaces(lg, profile):
+    from dream_assets.passes.contradiction_sweep import run_contradiction_sweep
+
+    alice, bob = ("memories", "alice"), ("memories", "bob")
+    lg.put(alice, "home", {"content": "Lives in Lisbon, in the Alfama district."})
+    lg.put(bob, "home", {"content": "Lives in Porto now, in the Ribeira district."})
+    a, b = item_id(alice, "home"), item_id(bob, "home")
+    hostile = {"supersessions": [{"winnerId": b, "loserId": a, "reason": "moved"}]}
+    report, backend = run_scripted(run_contradiction_sweep, profile, lg.store, [hostile], now=NOW + timedelta(days=1))
+    assert report.counts["superseded"] == 0, report
+    # Not offered as neighbours, so no call at all; were it asked, the pair would be refused across scopes.
+    assert all(p == [] or a not in p or b not in p for r in backend.requests for p in r.inputs["pairs"])
+    assert lg.get(alice, "home").value == {"content": "Lives in Lisbon, in the Alfama district."}
+    assert lg.get(bob, "home").value == {"content": "Lives in Porto now, in the Ribeira district."}
+
+
 def test_namespaces_the_store_cannot_hold_are_refused_before_anything_is_written(lg):
     for bad in [(), ("the", "thing.about"), ("some", "fun", ""), ("a/b", "c"), ("langgraph", "foo")]:
         with pytest.raises(InvalidNamespaceError):
@@ -273,9 +352,37 @@ def test_namespaces_the_store_cannot_hold_are_refused_before_anything_is_written
         lg.batch([PutOp(("x/y",), "k", {"content": "no"})])
     with pytest.raises(NotImplementedError):
         lg.put(("ok",), "k", {"content": "c"}, ttl=5)
-    with pytest.raises(ValueError, match="MaxContentChars"):
-        lg.put(("ok",), "big", {"content": "x" * 20_000})
     assert lg.store.memories.counts() == {"live": 0, "archived": 0}
+
+
+def _long_text(words: int, tail: str) -> str:
+    return " ".join(f"Chapter{n % 97} notes on the Meridian survey." for n in range(words)) + " " + tail
+
+
+def test_a_value_over_max_content_chars_is_put_kept_whole_and_searchable_by_its_head(lg, profile):
+    """LangGraph's own stores take a value of any size: so does this one. The entry holds the head of the text (what
+    recall searches), get and search return the whole value, and a dream cycle neither merges nor removes it."""
+    ns = ("docs", "alice")
+    big = {"content": _long_text(800, "The vault code is 4471."), "source": "upload"}
+    assert len(big["content"]) > 30_000
+    lg.put(ns, "report", big)
+    assert lg.get(ns, "report").value == big
+    [hit] = lg.search(ns, query="Meridian survey")
+    assert (hit.key, hit.value) == ("report", big)
+    entry = lg.store.memories.get(item_id(ns, "report"))
+    assert len(entry.content) <= lg.store.options.MaxContentChars and big["content"].startswith(entry.content)
+    # A second long value with the same head, and a model that merges the two and removes one: the host declines.
+    twin = {"content": _long_text(800, "The vault code is 9902.")}
+    lg.put(ns, "report-v2", twin)
+    ids = [item_id(ns, "report"), item_id(ns, "report-v2")]
+    hostile = {"toDelete": [ids[1]], "toSave": [{"content": entry.content, "sourceIds": ids}]}
+    run_scripted(run_memory_consolidation, profile, lg.store, [hostile, hostile], now=NOW + timedelta(days=1))
+    assert lg.get(ns, "report").value == big and lg.get(ns, "report-v2").value == twin
+    # Updated to another long value and deleted: the same as any value.
+    lg.put(ns, "report", twin)
+    assert lg.get(ns, "report").value == twin
+    lg.delete(ns, "report")
+    assert lg.get(ns, "report") is None
 
 
 def test_async_methods_batch_through_the_same_primitive(lg):
@@ -373,3 +480,65 @@ def test_search_without_a_query_and_list_namespaces_read_the_page_not_the_corpus
     assert lg.list_namespaces() == [("teams", "core"), ("users", "u1", "facts"), ("users", "u2", "facts")]
     assert lg.list_namespaces(prefix=("users",), max_depth=2) == [("users", "u1"), ("users", "u2")]
     assert memories.rows_read - before == 2 * len(categories)
+
+
+def test_puts_and_deletes_have_a_history_and_can_be_undone(profile, options, capsys):
+    """Every LangGraph write is an agent operation with its change-log row: after a put, an update, a delete and a
+    put again, ``dream memory history`` lists created, updated, archived, restored, as the same steps through the
+    agent operations do; undoing the delete's cycle brings the key back, and undoing the day's puts retires it."""
+    from dream_assets import agent_memory
+    from dream_assets.cli import main
+
+    clock = Clock()
+    lg = LangGraphMemoryStore(open_store(profile, options), clock=clock)
+    ns = ("memories", "alice")
+    lg.put(ns, "tea", {"content": "Prefers green tea.", "n": 1})
+    lg.put(ns, "tea", {"content": "Prefers green tea, no sugar.", "n": 2})
+    lg.delete(ns, "tea")
+    eid = item_id(ns, "tea")
+    events = agent_memory.history(profile, eid, options=options, now=clock()).events
+    assert [e.event for e in events] == ["created", "updated", "archived"]
+    assert [e.content for e in events] == ["Prefers green tea.", *["Prefers green tea, no sugar."] * 2]
+    assert main(["memory", "history", "--profile", str(profile.root), "--id", eid, "--json"]) == 0
+    assert [e["event"] for e in json.loads(capsys.readouterr().out)["events"]] == ["created", "updated", "archived"]
+
+    # Undo the delete: the key is back, with its value.
+    undo = ["undo", "--profile", str(profile.root), "--cycle"]
+    assert main([*undo, events[-1].cycle_id, "--now", clock().isoformat()]) == 0
+    assert lg.get(ns, "tea").value == {"content": "Prefers green tea, no sugar.", "n": 2}
+    # A put after a delete restores, and is recorded as such.
+    lg.delete(ns, "tea")
+    lg.put(ns, "tea", {"content": "Prefers black tea."})
+    assert [e.event for e in agent_memory.history(profile, eid, options=options, now=clock()).events][-2:] == [
+        "archived",
+        "restored",
+    ]
+    # Undo the day's agent writes: the item the agent created that day is retired (archived, never deleted).
+    day = events[0].cycle_id
+    assert day.startswith("agent-")
+    assert main([*undo, day, "--force", "--now", clock().isoformat()]) == 0
+    assert lg.get(ns, "tea") is None and lg.store.memories.get(eid) is not None
+    lg.close()
+
+
+def test_the_store_writes_through_the_library_only():
+    """The LangGraph store is an agent-facing interface: its writes are library operations (agent_memory), never
+    the store's own write functions or change rows."""
+    import ast
+    import inspect
+
+    import dream_assets.langgraph_store as module
+
+    tree = ast.parse(inspect.getsource(module))
+    writes = {"put", "put_many", "update", "archive", "restore", "set_metadata", "replace", "record", "record_many"}
+    called = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and (
+            (isinstance(node.func.value, ast.Attribute) and node.func.value.attr in ("memories", "changes", "store"))
+            or (isinstance(node.func.value, ast.Name) and node.func.value.id in ("memories", "changes"))
+        )
+    }
+    assert not called & writes, called & writes
