@@ -35,8 +35,8 @@ How LangGraph's items map onto memory entries:
 - **A namespace is a wall** (dream_assets/scope.py): the dream cycle never merges, supersedes or dedups entries of
   two namespaces into one, whatever a model proposes, nor moves an entry out of its namespace.
 - **Get of a key the dream cycle retired** (merged into another entry, or superseded by a later fact) returns the live
-  entry its fact lives on in (``agent_memory.get``'s ``current_id``), under that entry's own namespace and key; a key
-  deleted here, or never put, returns ``None``.
+  entry its fact lives on in (``agent_memory.get``'s ``current_id``), under that entry's own key, when it is in the
+  same namespace; a key deleted here, or never put, or whose successor is in another namespace, returns ``None``.
 - **Every batch marks the agent active** for ``AgentActiveWindow`` (the busy lease, as every agent operation does), so
   a dream pass does not start a model call in the middle of the agent's conversation.
 - **Search** with a ``query`` is the store's recall (``MemoryStore.search``: BM25, the current version of a fact
@@ -304,7 +304,8 @@ class LangGraphMemoryStore(BaseStore):
             if entry.metadata.get(DELETED_KEY):
                 return None
             entry = self._successor(entry, self._clock())
-            if entry is None:
+            # A successor in another namespace is behind a wall (a merge made before walls were kept): not this key's.
+            if entry is None or entry.category != category_of(op.namespace):
                 return None
         return self._item(entry)
 

@@ -542,3 +542,216 @@ def test_the_store_writes_through_the_library_only():
         )
     }
     assert not called & writes, called & writes
+
+
+def test_a_get_never_follows_a_successor_into_another_namespace(lg):
+    """A cross-namespace merge made before the walls were kept (written here by hand): bob's key no longer leads into
+    alice's namespace."""
+    alice, bob = _users_with_the_same_fact(lg)
+    lg.store.memories.supersede(item_id(bob, "drink"), item_id(alice, "drink"), now=NOW + timedelta(days=1))
+    assert lg.get(bob, "drink") is None
+    assert lg.get(alice, "drink").value["owner"] == "alice"
+
+
+# ------------------------------------------------------------------------------------ differential: LangGraph's own
+USERS = ("alice", "bob", "carol")
+SHAPES = [("memories",), ("memories", "work"), ("profile",)]
+WORDS = "Meridian survey Oslo flight ledger budget tea harbour river atlas quarry".split()
+
+
+def _namespace(rng) -> tuple[str, ...]:
+    user = rng.choice(USERS)
+    shape = rng.choice(SHAPES)
+    return (shape[0], user, *shape[1:])
+
+
+def _value(rng, ns, key, version: int) -> dict:
+    # Unique words at the head: recall searches the head of a long text, and no two texts are exact duplicates.
+    token = f"tok{ns[1]}{key}v{version}"
+    text = f"{token} {' '.join(rng.sample(WORDS, 4))} on 2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}."
+    if rng.random() < 0.15:
+        text += " " + " ".join(f"Paragraph {n} of the {rng.choice(WORDS)} appendix." for n in range(700))
+    value = {"content": text, "owner": ns[1], "n": rng.randint(0, 9)}
+    if rng.random() < 0.3:
+        value["meta"] = {"tier": rng.choice(["gold", "free"])}
+    return value
+
+
+def _filter(rng) -> dict | None:
+    return rng.choice(
+        [
+            None,
+            {"owner": rng.choice(USERS)},
+            {"n": {"$gte": rng.randint(0, 9)}},
+            {"n": {"$lt": rng.randint(0, 9)}, "owner": {"$ne": rng.choice(USERS)}},
+            {"meta": {"tier": "gold"}},
+        ]
+    )
+
+
+def _items(result) -> list:
+    if result is None:
+        return [None]
+    if isinstance(result, Item):
+        result = [result]
+    return [i if isinstance(i, tuple) else (i.namespace, i.key, json.dumps(i.value, sort_keys=True)) for i in result]
+
+
+class _Reference:
+    """LangGraph's InMemoryStore, with the one difference of record made explicit: it keeps listing a namespace
+    after its last key is deleted (it never forgets a namespace); the memory store lists the namespaces of live
+    items."""
+
+    def __init__(self) -> None:
+        from langgraph.store.memory import InMemoryStore
+
+        self.store = InMemoryStore()
+
+    def batch(self, ops):
+        results = self.store.batch(ops)
+        for namespace in [ns for ns, items in self.store._data.items() if not items]:
+            del self.store._data[namespace]
+        return results
+
+
+def _read_op(rng, known):
+    kind = rng.random()
+    if kind < 0.3 and known:
+        ns, key = rng.choice(known)
+        return GetOp(ns, key)
+    if kind < 0.7:
+        prefix = _namespace(rng)[: rng.randint(0, 2)]
+        return SearchOp(prefix, filter=_filter(rng), limit=rng.choice([1, 3, 10, 100]), offset=rng.choice([0, 0, 2]))
+    conditions = []
+    if rng.random() < 0.5:
+        conditions.append(
+            MatchCondition("prefix", (rng.choice(SHAPES)[0], rng.choice([*USERS, "*"]))[: rng.randint(1, 2)])
+        )
+    if rng.random() < 0.4:
+        conditions.append(MatchCondition("suffix", (rng.choice(["work", *USERS]),)))
+    return ListNamespacesOp(
+        match_conditions=tuple(conditions) or None,
+        max_depth=rng.choice([None, 1, 2]),
+        limit=rng.choice([2, 100]),
+        offset=rng.choice([0, 0, 1]),
+    )
+
+
+def _agree(op, ours, theirs, mine_ordered) -> None:
+    """Our answer and LangGraph's agree: exactly, but for a search's order (LangGraph's in-memory store pages in
+    insertion order, this store the most recently updated first): the same items, and a page is as long as theirs and
+    drawn from the same full result."""
+    if isinstance(op, SearchOp):
+        assert len(ours) == len(theirs), (op, ours, theirs)
+        assert set(_items(ours)) <= set(mine_ordered), (op, ours)
+        if op.offset == 0 and op.limit >= 100:
+            assert set(_items(ours)) == set(_items(theirs)), op
+    else:
+        assert _items(ours) == _items(theirs), (op, ours, theirs)
+
+
+def _cross_namespace_model(request):
+    """A hostile model: merges every shown entry with one of another namespace (and asks to remove it), and says
+    each entry of one namespace supersedes the entries of the others."""
+    if request.pass_name == "memory_consolidation":
+        entries = request.inputs["entries"]
+        saves, delete = [], []
+        for a in entries:
+            other = next((b for b in entries if b["category"] != a["category"]), None)
+            if other is not None:
+                saves.append({"content": f"{a['content']} {other['content']}", "sourceIds": [a["id"], other["id"]]})
+                delete.append(other["id"])
+        return {"toSave": saves, "toDelete": delete}
+    if request.pass_name == "contradiction_sweep":
+        entries = request.inputs["entries"]
+        pairs = [
+            {"winnerId": a["id"], "loserId": b["id"], "reason": "newer"}
+            for a in entries
+            for b in entries
+            if a["category"] != b["category"]
+        ]
+        return {"supersessions": pairs}
+    return {}
+
+
+def _dream(lg, profile, now) -> dict:
+    from dream_assets.llm.client import ModelClient
+    from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.options import DreamOptions
+    from dream_assets.passes.context import PassContext
+    from dream_assets.passes.contradiction_sweep import run_contradiction_sweep
+
+    opts = DreamOptions(ConsolidationMinInterval=timedelta(0))
+    counts: dict = {}
+    for run in (run_memory_consolidation, run_contradiction_sweep):
+        client = ModelClient(ScriptedBackend(_cross_namespace_model), profile=profile, options=opts)
+        ctx = PassContext(
+            profile, opts, now, cycle_id=f"c-{now:%H%M%S}", client_factory=lambda c=client: c, _store=lg.store
+        )
+        report = run(ctx)
+        assert report.status in ("completed", "skipped"), report
+        for k in ("merged", "archived", "superseded", "folded", "cross_scope_refused", "cross_scope", "protected"):
+            counts[k] = counts.get(k, 0) + int(report.counts.get(k, 0))
+    return counts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_random_operation_sequences_agree_with_langgraphs_in_memory_store(profile, options, seed):
+    """Random puts (values over MaxContentChars among them), deletes, gets, searches with filters, offsets and limits,
+    list_namespaces with prefix, suffix and max_depth, in batches and async batches, over the namespaces of three
+    users, with dream cycles in between whose model tries to merge, remove and supersede across those namespaces:
+    every answer agrees with LangGraph's InMemoryStore."""
+    import random
+
+    rng = random.Random(seed)
+    clock = Clock()
+    lg = LangGraphMemoryStore(open_store(profile, options), clock=clock)
+    ref = _Reference()
+    known: list[tuple[tuple[str, ...], str]] = []
+    versions: dict[tuple[tuple[str, ...], str], int] = {}
+    refused = 0
+    try:
+        for step in range(60):
+            ops = []
+            for _ in range(rng.randint(1, 4)):  # reads first, then writes: both stores see the reads before the writes
+                ops.append(_read_op(rng, known))
+            for _ in range(rng.randint(0, 3)):
+                if known and rng.random() < 0.25:
+                    ns, key = rng.choice(known)
+                    ops.append(PutOp(ns, key, None))
+                else:
+                    ns = _namespace(rng)
+                    key = rng.choice([f"k{rng.randint(0, 5)}", *(k for n, k in known if n == ns)][:3])
+                    versions[(ns, key)] = versions.get((ns, key), 0) + 1
+                    ops.append(PutOp(ns, key, _value(rng, ns, key, versions[(ns, key)])))
+                    known.append((ns, key))
+            # Every item a search could page through, as the reads see the store (before the batch's writes).
+            fulls = [
+                ref.store.batch([SearchOp(op.namespace_prefix, filter=op.filter, limit=10_000)])[0]
+                if isinstance(op, SearchOp)
+                else None
+                for op in ops
+            ]
+            theirs = ref.batch(ops)
+            ours = asyncio.run(lg.abatch(ops)) if step % 3 == 0 else lg.batch(ops)
+            for op, mine, expected, full in zip(ops, ours, theirs, fulls, strict=True):
+                if not isinstance(op, PutOp):
+                    _agree(op, mine, expected, _items(full) if full is not None else None)
+            if step % 20 == 19:
+                counts = _dream(lg, profile, clock())
+                assert counts["merged"] == counts["superseded"] == counts["folded"] == counts["archived"] == 0, counts
+                refused += counts["cross_scope_refused"] + counts["cross_scope"] + counts["protected"]
+        # A query finds an item by the words at the head of its text, in its own namespace only.
+        for ns, key in dict.fromkeys(known):
+            item = ref.store.get(ns, key)
+            if item is None:
+                assert lg.get(ns, key) is None
+                continue
+            token = item.value["content"].split()[0]
+            hits = lg.search(ns, query=token, limit=5)
+            assert (ns, key) in [(h.namespace, h.key) for h in hits]
+            assert all(h.value["owner"] == ns[1] for h in lg.search((ns[0], ns[1]), query=token, limit=50))
+        assert refused, "the model's merges, removals and supersessions across namespaces reached the host"
+    finally:
+        lg.close()
