@@ -25,7 +25,7 @@ How LangGraph's items map onto memory entries:
   the whole value, and the dream cycle leaves the entry alone (``textHeadOf``: no merge, fold or removal could check
   what the rest says). When the entry's text changed after the put (a later save extended it), the value comes back
   with that field (or ``"content"``) holding the current text. An entry saved another way reads as
-  ``{"content": <its text>}``.
+  ``{"content": <its text>}`` until a put to its key (its id) gives it a value, kept like any other.
 - **Puts** are the library's exact put (``agent_memory.put``: no save-time dedup, so every key keeps its own entry and
   the dream cycle consolidates later; a changed value replaces the text, a key put again after a delete comes back
   live). ``created_at`` is the entry's first save, ``updated_at`` its last edit.
@@ -267,7 +267,12 @@ class LangGraphMemoryStore(BaseStore):
         entry = memories.get(item_id(namespace, key))
         if entry is None and not key.startswith("lg-"):
             other = memories.get(key)
-            if other is not None and other.category == category_of(namespace) and KEY_KEY not in other.metadata:
+            # an entry saved another way, named by its id (a put to it keeps its id as the key)
+            if (
+                other is not None
+                and other.category == category_of(namespace)
+                and other.metadata.get(KEY_KEY, key) == key
+            ):
                 entry = other
         return entry
 
@@ -343,7 +348,7 @@ class LangGraphMemoryStore(BaseStore):
         if not full:  # a text of control characters only: the value as JSON (which escapes them) is searched
             full = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
         text = head_of(full, options.MaxContentChars)
-        meta: dict[str, str] | None = {
+        meta = {
             NAMESPACE_KEY: json.dumps(list(namespace), ensure_ascii=False),
             KEY_KEY: key,
             VALUE_KEY: stored_value,
@@ -352,8 +357,6 @@ class LangGraphMemoryStore(BaseStore):
             **({TEXT_HEAD_KEY: str(len(full))} if text != full else {}),
         }
         drop = [DELETED_KEY] + ([] if text != full else [TEXT_HEAD_KEY])
-        if current is not None and KEY_KEY not in current.metadata:
-            meta = None  # an entry saved another way, named by its id: only its text changes
         agent_memory.put(
             profile,
             current.id if current is not None else item_id(namespace, key),

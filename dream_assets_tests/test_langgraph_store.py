@@ -227,6 +227,11 @@ def test_entries_saved_another_way_are_items_of_their_category_and_edits_show_in
     assert lg.store.memories.get(saved.id).content == "The user prefers light mode."
     lg.delete(("prefs", "ui"), saved.id)
     assert lg.store.memories.get(saved.id).is_archived
+    # A value of other fields, or longer than an entry holds, put to it comes back whole, under the same key.
+    for value in ({"content": "Dark mode after 18:00.", "n": 2}, {"content": _long_text(700, "Night shift.")}):
+        lg.put(("prefs", "ui"), saved.id, value)
+        assert (lg.get(("prefs", "ui"), saved.id).key, lg.get(("prefs", "ui"), saved.id).value) == (saved.id, value)
+        assert [h.key for h in lg.search(("prefs", "ui"))] == [saved.id]
 
     # The entry's text edited after the put (here by a tool edit): get shows the current text in the value's field.
     lg.put(("notes",), "k", {"text": "Ana lives in Lisbon.", "n": 1})
@@ -316,6 +321,17 @@ def test_a_model_cannot_move_an_item_into_another_users_namespace(lg, profile):
     report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [move], now=NOW + timedelta(days=1))
     assert report.counts["cross_scope_refused"] == 1, report
     _each_keeps_its_own(lg, alice, bob)
+
+
+def test_a_model_cannot_write_a_new_entry_into_a_users_namespace(lg, profile):
+    alice, bob = _users_with_the_same_fact(lg)
+    copy = {
+        "toDelete": [],
+        "toSave": [{"content": "Prefers green tea in the morning, no sugar.", "category": "memories/bob"}],
+    }
+    report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [copy], now=NOW + timedelta(days=1))
+    assert report.counts["cross_scope_refused"] == 1, report
+    assert [i.key for i in lg.search(bob)] == ["drink"]
 
 
 def test_a_removal_is_not_carried_by_an_entry_in_another_users_namespace(lg, profile):

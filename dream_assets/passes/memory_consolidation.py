@@ -19,17 +19,17 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
 4. For each merge: the walls first (dream_assets/scope.py): a merge whose sources are in different scopes (LangGraph
    namespaces, ``MemoryScopeCategories``), or that would file its text under a category of another scope than its
    sources', is refused with its reason and counted (``cross_scope_refused``), its sources kept, whatever the model
-   says; clusters are only ever offered within one scope, and a removal's carrier must be in the removed entry's
-   scope. Then the coverage check (every name, acronym, multi-digit number and date of the sources must
-   survive), the content check (every source sentence keeps most of its content words, ``dropped_content``: a
-   dropped sentence or a sentence rewritten down to half its words fails it) and the invented-specifics check (no
-   name, number or date in the merged text that no source carries, judged per sentence), one narrow repair call
-   when any fails (capped per cycle; the repair prompt lists the dropped specifics and sentences and what was
-   invented), and the same three checks on the repair. Single-source rewrites
-   ("recategorised") face the same checks. Then one write: the sources are re-read — a source edited since it was
-   shown wins and the merge waits for the next cycle — the merged entry is saved with host-computed temporal fields
-   (consolidation_merge.py), its sources are archived and every change-log row is written, all in one transaction.
-   A crash at any point leaves the whole merge or none of it.
+   says; clusters are only ever offered within one scope, a removal's carrier must be in the removed entry's scope, and
+   a new entry the model proposes without sources is never filed behind a wall. Then the coverage check (every name,
+   acronym, multi-digit number and date of the sources must survive), the content check (every source sentence keeps
+   most of its content words, ``dropped_content``: a dropped sentence or a sentence rewritten down to half its words
+   fails it) and the invented-specifics check (no name, number or date in the merged text that no source carries, judged
+   per sentence), one narrow repair call when any fails (capped per cycle; the repair prompt lists the dropped specifics
+   and sentences and what was invented), and the same three checks on the repair. Single-source rewrites
+   ("recategorised") face the same checks. Then one write: the sources are re-read — a source edited since it was shown
+   wins and the merge waits for the next cycle — the merged entry is saved with host-computed temporal fields
+   (consolidation_merge.py), its sources are archived and every change-log row is written, all in one transaction. A
+   crash at any point leaves the whole merge or none of it.
 5. Stand-alone ("ephemeral") removals: the union of ``toDelete`` and the sources of merges that persisted is
    archived, never deleted, each archive logged with its content; a source of a merge that did not persist is kept
    even when ``toDelete`` lists it. An entry above the high-value floor is never a stand-alone removal. With
@@ -934,6 +934,13 @@ def _apply(
     for save, sources, content in plans:
         if sources:
             _apply_merge(ctx, report, selection, vocab, state, save, sources, content)
+        elif scope := state.scopes.of_category(save.category):
+            # The model saw every scope's entries: what it writes on its own goes to the shared pool, never behind a
+            # wall (a LangGraph namespace holds what its agent put there).
+            report.count("cross_scope_refused")
+            why = f"a new entry the model proposes is not filed in {describe(scope)}"
+            report.change("merge-refused", save.category, f"{why}: {_inline(content)[:120]}")
+            report.info(f"refused new entry [{save.category}]: {why}")
         else:
             _save_new_entry(ctx, report, save, content)
     _retire(ctx, report, selection, vocab, state, [i for i in deletes.usable if i not in merge_only])
@@ -1286,7 +1293,8 @@ COUNTS = {
     "reoffered_removals_ignored": "removals of members of re-offered settled clusters, ignored (merge only)",
     "failed_saves": "merged texts the store refused to save (sources kept)",
     "cross_scope_refused": "merges refused because their sources, or the category they would be filed under, are "
-    "behind different walls (LangGraph namespaces, MemoryScopeCategories): sources kept",
+    "behind different walls (LangGraph namespaces, MemoryScopeCategories), and new entries the model proposed "
+    "behind a wall: sources kept, nothing written",
     "forced": "1 when the run was forced (dream/force), else 0",
     "gated": "1 when the change gate found the corpus unchanged and no call was made, else 0",
     "model_calls_not_made": "model calls not made (the endpoint failed earlier in the cycle)",
