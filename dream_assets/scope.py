@@ -13,8 +13,9 @@ scope. The empty scope is the shared pool of every entry no wall holds: a scoped
   the scope ``category:users/alice`` and ``users/bob/prefs`` is ``category:users/bob``; with ``clients``, every
   category under ``clients/`` is one scope apart from the rest. The first pattern that matches decides. Default:
   none, so categories other than LangGraph namespaces share one pool and the dream may move a fact between them.
-- **A merged entry keeps its sources' scope** in its metadata (``memoryScope``), so the wall stands after every entry
-  that declared it was merged away.
+- **A merged entry keeps its sources' namespace** in its metadata (``memoryScope``), so the wall stands after every
+  item that declared it was merged away. A declared scope is not carried: the option is the truth, and removing a
+  pattern takes its wall down.
 
 The host enforces the walls; a model only proposes: clustering and candidate selection group only entries of one
 scope, an answer that joins entries of different scopes is refused per item with its reason, and save-time dedup
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 from dream_assets.model import MemoryEntry
 
-#: Metadata of a merged entry: the scope its sources shared (a wall outlives the entries that declared it).
+#: Metadata of a merged entry: the LangGraph namespace its sources shared (a wall outlives the items that declared it).
 SCOPE_KEY = "memoryScope"
 #: Metadata the LangGraph store writes on each item's entry: the item's namespace (JSON list of labels).
 LANGGRAPH_NAMESPACE_KEY = "langgraphNamespace"
@@ -83,7 +84,7 @@ class ScopeRules:
         if LANGGRAPH_NAMESPACE_KEY in entry.metadata:
             return NAMESPACE_PREFIX + entry.category
         carried = entry.metadata.get(SCOPE_KEY, "")
-        if carried:
+        if carried.startswith(NAMESPACE_PREFIX):
             return carried
         return self.of_category(entry.category)
 

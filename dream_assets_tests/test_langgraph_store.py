@@ -771,3 +771,54 @@ def test_random_operation_sequences_agree_with_langgraphs_in_memory_store(profil
         assert refused, "the model's merges, removals and supersessions across namespaces reached the host"
     finally:
         lg.close()
+
+
+def test_a_merge_within_a_namespace_keeps_its_wall_after_every_item_is_merged_away(lg, profile):
+    """Alice's two items merge (within her namespace, as the walls allow); the merged entry is no item, yet it stays
+    behind her namespace's wall: the next cycle's model cannot merge it with bob's or refile it."""
+    alice, bob = ("memories", "alice"), ("memories", "bob")
+    lg.put(alice, "a", {"content": "Ana lives in Porto."})
+    lg.put(alice, "b", {"content": "Ana lives in Porto, near the river."})
+    merge = {
+        "toDelete": [],
+        "toSave": [
+            {"content": "Ana lives in Porto, near the river.", "sourceIds": [item_id(alice, "a"), item_id(alice, "b")]}
+        ],
+    }
+    report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [merge], now=NOW + timedelta(days=1))
+    assert report.counts["merged"] == 1, report
+    [merged] = lg.store.memories.list_live()
+    lg.store.memories.save("Ana lives in Porto, near the river Douro.", category="general", now=NOW + timedelta(days=1))
+    lg.put(bob, "c", {"content": "Ana lives in Porto, near the river and the bridge."})
+    [general] = [e for e in lg.store.memories.list_live() if e.category == "general"]
+    hostile = {
+        "toDelete": [],
+        "toSave": [
+            {"content": "Ana lives in Porto, near the river Douro.", "sourceIds": [merged.id, general.id]},
+            {
+                "content": "Ana lives in Porto, near the river and the bridge.",
+                "sourceIds": [merged.id, item_id(bob, "c")],
+            },
+            {"content": "Ana lives in Porto, near the river.", "sourceIds": [merged.id], "category": "general"},
+        ],
+    }
+    # Forced, so every live entry is shown, the merged one among them (on its own it is reviewed and withheld).
+    from dream_assets.llm.client import ModelClient
+    from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.options import DreamOptions
+    from dream_assets.passes.context import PassContext
+
+    opts = DreamOptions()
+    client = ModelClient(ScriptedBackend([hostile]), profile=profile, options=opts)
+    ctx = PassContext(
+        profile,
+        opts,
+        NOW + timedelta(days=2),
+        cycle_id="c2",
+        client_factory=lambda: client,
+        _store=lg.store,
+        force="test",
+    )
+    report = run_memory_consolidation(ctx)
+    assert report.counts["cross_scope_refused"] == 3 and report.counts["merged"] == 0, report
+    assert [i.key for i in lg.search(alice)] == [merged.id] and lg.get(alice, "a").key == merged.id

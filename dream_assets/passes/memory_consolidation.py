@@ -102,7 +102,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
-from dream_assets.scope import SCOPE_KEY, ScopeRules, describe
+from dream_assets.scope import NAMESPACE_PREFIX, SCOPE_KEY, ScopeRules, describe
 from dream_assets.store.connection import StoreError
 from dream_assets.store.dedup import REINFORCE
 from dream_assets.store.dedup import decide as decide_dedup
@@ -501,7 +501,8 @@ def _apply_merge(
                         REVIEWED_KEY: review_hash(merged),
                         REVIEWED_IN_KEY: reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call),
                         **({SPLIT_KEY: lineage} if lineage else {}),
-                        **({SCOPE_KEY: target} if target else {}),  # the wall outlives its sources
+                        # a namespace's wall outlives its items (a declared scope is the option's, not carried)
+                        **({SCOPE_KEY: target} if target.startswith(NAMESPACE_PREFIX) else {}),
                     }
                 )
                 merged = memories.put(merged)
