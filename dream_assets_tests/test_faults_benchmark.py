@@ -34,6 +34,7 @@ def test_quick_fault_run_loses_nothing_and_misreports_nothing():
         "faults.undo_failures",
         "faults.superseded_purged",
         "faults.embedding_failures",
+        "faults.cross_namespace_leaks",
     ):
         assert metrics[name] == 0, f"{name} = {metrics[name]}: {problems}"
     # The run really attacked something: every section ran trials.
@@ -47,4 +48,5 @@ def test_quick_fault_run_loses_nothing_and_misreports_nothing():
     assert metrics["faults.hostile_file_failures"] == 0 and metrics["faults.hostile_file_stuck"] == 0, problems
     assert metrics["faults.sweep_trials"] >= 8 and metrics["faults.sweep_superseded"] > 0
     assert metrics["faults.embedding_saves"] >= 20
+    assert metrics["faults.langgraph_trials"] >= 3 and metrics["faults.langgraph_refused"] > 0
     assert proc.returncode == 0, problems
