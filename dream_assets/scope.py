@@ -68,6 +68,12 @@ class ScopeRules:
                 namespaces.add(carried[len(NAMESPACE_PREFIX) :])
         return cls(parse_patterns(patterns), frozenset(namespaces))
 
+    @property
+    def walls(self) -> bool:
+        """Whether any wall stands (a declared pattern or a LangGraph namespace): without one every entry is in the
+        shared pool."""
+        return bool(self.patterns or self.namespaces)
+
     def of_category(self, category: str) -> str:
         """The scope of a category ("" when no wall holds it)."""
         if category in self.namespaces:

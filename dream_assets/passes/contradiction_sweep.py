@@ -328,7 +328,7 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
             lambda query, limit: memories.search(query, limit=limit),
             neighbours=opts.ContradictionSweepNeighbours,
             max_entries=max_entries,
-            scope=scopes.of_entry,
+            scope=scopes.of_entry if scopes.walls else None,
         )
         report.counts.update(
             {"unreviewed": selection.unreviewed, "eligible": len(selection.delta), "backlog": selection.backlog}
