@@ -20,6 +20,10 @@ Prints one JSON object per line ({"name": "faults.<metric>", "n": ..., "value": 
   that endpoint left in the cache, or embeddings not working again once the endpoint is fixed. Target 0.
 * faults.person_edits_lost — in a linked memory folder, a note a person kept or a save they made that is in no live
   file of the folder afterwards (cut out into archive/, overwritten, written outside the folder). Target 0.
+* faults.cross_namespace_leaks — one user's memory found in another user's LangGraph namespace: a get that leads
+  into another namespace, a namespace whose items name another user, a merged entry or a supersession joining two
+  namespaces, a save absorbed into another namespace's entry. Target 0 (faults.langgraph_refused: the proposals
+  across namespaces the host refused).
 * the trial counts of each section, and the wall time.
 
 Sections (each in real processes on real DuckDB files):
@@ -48,7 +52,10 @@ Sections (each in real processes on real DuckDB files):
 11. linked memory folders (Claude Code format): a person's edits between cycles (a sentence added, a heading renamed,
    a note moved to another file, a file split, one of two copies deleted), one folder linked to two agents after a
    merge that extends a note, archive/ swapped for a symlink to a folder outside between the read and the write-back,
-   and a person's save in the instant before a write-back's replace (one round with --quick, six without).
+   and a person's save in the instant before a write-back's replace (one round with --quick, six without);
+12. LangGraph namespaces: three users' namespaces with near-identical facts (some values over MaxContentChars) put
+   through the LangGraph store, then memory consolidation and the contradiction sweep with a model that merges,
+   refiles, removes and supersedes across the namespaces, then a save of one user's text into another's namespace.
 
     .venv/bin/python benchmarks/faults.py            # the full run (10,000 fuzzed answers; about 10 minutes on 2 cores)
     .venv/bin/python benchmarks/faults.py --quick    # a CI-sized run (a few hundred trials; about a minute)
@@ -1769,6 +1776,186 @@ def folder_trials(work: Path, quick: bool, tally: Counter, notes: list[str]) -> 
     tally["person_edits_lost"] += lost_edits
     emit("faults.person_edits_lost", trials, lost_edits, "count")
     emit("faults.folder_trials", trials, trials, "count")
+# ------------------------------------------------------------------------------------------ 11: LangGraph namespaces
+LG_USERS = ("Alice", "Bob", "Carol")
+#: Facts every user holds in near-identical words: the clusters a scan without walls would join across namespaces.
+LG_FACTS = (
+    "{u} prefers green tea in the morning, no sugar.",
+    "{u} has the dentist on 2026-12-{d:02d} at 09:15 with Dr. Alvarez.",
+    "{u} flies to Oslo on 2026-12-{d:02d} for the Meridian review.",
+    "{u} keeps the VPN token in the top drawer of desk 4{d}.",
+)
+
+
+def _lg_value(rng: random.Random, user: str, n: int) -> dict[str, Any]:
+    text = LG_FACTS[n % len(LG_FACTS)].format(u=user, d=rng.randint(1, 9))
+    if rng.random() < 0.3:  # a near duplicate of the user's own fact: a merge the walls allow
+        text += rng.choice([" Noted again.", " Confirmed by phone.", " As before."])
+    if rng.random() < 0.15:  # over MaxContentChars: stored whole, searchable by its head, left alone by the dream
+        text += " " + " ".join(f"{user} appendix line {i} on the Meridian ledger." for i in range(500))
+    return {"content": text, "owner": user, "n": n}
+
+
+def langgraph_answer(rng: random.Random, pass_name: str, inputs: Any, every_id: list[str]) -> Any:
+    """A hostile model over several users' namespaces: merges of entries of different namespaces (keeping every
+    sentence, so only the walls refuse them), a user's entry refiled or copied into another's namespace, removals of
+    an entry whose twin lives in another namespace, supersessions across namespaces both ways; and some merges within
+    one namespace, which the walls allow."""
+    if pass_name == "merge_repair":
+        return {"content": "\n".join([inputs["merged"], *[s["content"] for s in inputs["sources"]]])}
+    entries = inputs.get("entries", [])
+    if pass_name == "contradiction_sweep":
+        ids = [e["id"] for e in entries] + rng.sample(every_id, min(len(every_id), 8))
+        pairs = [(a, b) for a in ids for b in ids if a != b]
+        rng.shuffle(pairs)
+        return {"supersessions": [{"winnerId": w, "loserId": lo, "reason": "newer"} for w, lo in pairs[:40]]}
+    by_category: dict[str, list[dict]] = {}
+    for e in entries:
+        by_category.setdefault(e["category"], []).append(e)
+    categories = sorted(by_category)
+    saves: list[dict[str, Any]] = []
+    delete: list[str] = []
+    for e in entries:
+        others = [c for c in categories if c != e["category"]]
+        if not others:
+            continue
+        other = rng.choice(by_category[rng.choice(others)])
+        roll = rng.random()
+        if roll < 0.5:
+            save = {"content": f"{e['content']} {other['content']}", "sourceIds": [e["id"], other["id"]]}
+            if rng.random() < 0.5:
+                save["category"] = rng.choice(categories)
+            saves.append(save)
+        elif roll < 0.65:
+            saves.append({"content": e["content"], "sourceIds": [e["id"]], "category": other["category"]})
+        elif roll < 0.75:  # a copy of it, as a new entry, behind another user's wall
+            saves.append({"content": e["content"], "sourceIds": [], "category": other["category"]})
+        elif roll < 0.85:
+            delete.append(e["id"])
+    for members in by_category.values():
+        if len(members) >= 2 and rng.random() < 0.5:
+            pair = rng.sample(members, 2)
+            saves.append({"content": " ".join(m["content"] for m in pair), "sourceIds": [m["id"] for m in pair]})
+    rng.shuffle(saves)
+    return {"toSave": saves, "toDelete": delete}
+
+
+def _namespace_leaks(lg: Any, items: dict[tuple[tuple[str, ...], str], dict], state: tuple[dict, dict, list]) -> list:
+    """Where one user's memory reached another's namespace: a get that leads into another namespace or returns
+    another user's value, a namespace whose items name another user, a live merged entry or a supersession whose
+    entries were in different namespaces."""
+    leaks = []
+    for ns, key in items:
+        item = lg.get(ns, key)
+        if item is not None and (tuple(item.namespace) != ns or item.value.get("owner", ns[1]) != ns[1]):
+            leaks.append(f"get {ns}/{key} returned {tuple(item.namespace)}/{item.key}")
+    for user in LG_USERS:
+        ns = ("memories", user)
+        for item in lg.search(ns, limit=1000):
+            text = str(item.value.get("content", ""))
+            strangers = [u for u in LG_USERS if u != user and u in text.split()]
+            if strangers or tuple(item.namespace[:2]) != ns:
+                leaks.append(f"{ns} holds {item.key} naming {strangers}: {text[:80]!r}")
+    memories = state[0]
+    for mid, e in memories.items():
+        if e["archived"]:
+            winner = memories.get(e["metadata"].get("supersededBy", ""))
+            if winner is not None and winner["category"] != e["category"]:
+                leaks.append(f"{mid} of {e['category']} superseded by an entry of {winner['category']}")
+            continue
+        try:
+            sources = json.loads(e["metadata"].get("mergedFrom", "[]"))
+        except ValueError:
+            sources = []
+        spread = {memories[s]["category"] for s in sources if s in memories} - {e["category"]}
+        if spread:
+            leaks.append(f"{mid} of {e['category']} merged from entries of {sorted(spread)}")
+    return leaks
+
+
+def langgraph_trials(work: Path, trials: int, tally: Counter, notes: list[str]) -> None:
+    """Three users' LangGraph namespaces holding near-identical facts (some values over MaxContentChars), a dream
+    cycle whose model merges, refiles, removes and supersedes across the namespaces, then a save of one user's exact
+    text into another's namespace: no memory reaches another namespace (faults.cross_namespace_leaks), no fact is
+    lost beyond undo, no answer is half applied, every put is recorded, and a refused proposal is reported."""
+    from dream_assets import agent_memory
+    from dream_assets.langgraph_store import LangGraphMemoryStore, item_id
+    from dream_assets.store.connection import close_all
+
+    logging.disable(logging.WARNING)
+    leaks = refused = 0
+    try:
+        for trial in range(trials):
+            rng = random.Random(20_000 + trial)
+            profile = AgentProfile(work / f"langgraph-{trial}").ensure()
+            ticks = iter(range(1_000_000))  # the puts' times: a second apart, hours before the cycle (no busy lease)
+            lg = LangGraphMemoryStore(
+                profile, clock=lambda t=ticks: NOW - timedelta(hours=3) + timedelta(seconds=next(t))
+            )
+            items: dict[tuple[tuple[str, ...], str], dict] = {}
+            for user in LG_USERS:
+                for n in range(rng.randint(3, 6)):
+                    ns, key = ("memories", user), f"fact-{n}"
+                    items[(ns, key)] = _lg_value(rng, user, n)
+                    lg.put(ns, key, items[(ns, key)])
+            with lg.store.connection.session() as conn:
+                before, _, put_rows = _rows(conn, f"agent-{(NOW - timedelta(hours=3)):%Y-%m-%d}")
+            if {r["id"] for r in put_rows if r["kind"] == "created"} != {item_id(ns, k) for ns, k in items}:
+                tally["partial_applies"] += 1
+                notes.append(f"langgraph trial {trial}: a put without its change row")
+            every_id = sorted(before)
+            for pass_name in ("memory_consolidation", "contradiction_sweep"):
+                cycle = f"langgraph-{trial}-{pass_name}"
+                state: list = []
+
+                def answer(request: Any, rng: random.Random = rng, every: list = every_id) -> Any:
+                    return langgraph_answer(rng, request.pass_name, request.inputs, every)
+
+                report, _ = run_pass(profile, pass_name, answer, cycle_id=cycle, state=state)
+                tally["langgraph_passes"] += 1
+                if report.status != "completed":
+                    tally["misreported"] += 1
+                    notes.append(f"langgraph trial {trial}: {pass_name} {report.status}: {report.reason}")
+                    continue
+                after, _, rows = state[0]
+                refused += int(report.counts.get("cross_scope_refused", 0)) + int(report.counts.get("cross_scope", 0))
+                partial = partial_applies(before, after, rows)
+                if partial:
+                    tally["partial_applies"] += 1
+                    notes.append(f"langgraph trial {trial}: {partial[0]}")
+                if lost_facts(before, after):
+                    problem = undo_restores(profile, cycle, before, DreamOptions())
+                    if problem:
+                        tally["facts_lost"] += 1
+                        notes.append(f"langgraph trial {trial}: facts lost and undo failed: {problem}")
+                    with lg.store.connection.session() as conn:
+                        after = _rows(conn, None)[0]
+                found = _namespace_leaks(lg, items, (after, {}, rows))
+                leaks += len(found)
+                notes += [f"langgraph trial {trial}: {leak}" for leak in found[:3]]
+                before = after
+            for (ns, key), value in items.items():  # every value comes back whole, the long ones too
+                item = lg.get(ns, key)
+                if item is not None and tuple(item.namespace) == ns and item.key == key and item.value != value:
+                    tally["facts_lost"] += 1
+                    notes.append(f"langgraph trial {trial}: {ns}/{key} came back changed")
+            # Save-time dedup: one user's exact text saved into another's namespace is a new entry there.
+            (ns, key), value = rng.choice([(k, v) for k, v in items.items() if len(v["content"]) < 1000])
+            other = ("memories", rng.choice([u for u in LG_USERS if u != ns[1]]))
+            saved = agent_memory.save(profile, value["content"], category="/".join(other), now=NOW, active=False)
+            if saved.category != "/".join(other) or saved.outcome != "created":
+                leaks += 1
+                notes.append(f"langgraph trial {trial}: a save into {other} was {saved.outcome} into {saved.id}")
+            tally["langgraph_trials"] += 1
+            lg.close()
+            close_all()
+            shutil.rmtree(profile.root, ignore_errors=True)
+    finally:
+        logging.disable(logging.NOTSET)
+    tally["cross_namespace_leaks"] += leaks
+    emit("faults.cross_namespace_leaks", tally["langgraph_trials"], leaks, "count")
+    emit("faults.langgraph_trials", tally["langgraph_trials"], tally["langgraph_trials"], "count")
+    emit("faults.langgraph_refused", tally["langgraph_trials"], refused, "count")
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -1799,6 +1986,7 @@ def main(argv: Iterable[str] | None = None) -> int:
             ),
             ("sweep", lambda: sweep_trials(template, work, 8 if args.quick else 300, tally, notes)),
             ("embeddings", lambda: embeddings_trials(template, work, 4 if args.quick else 40, tally, notes)),
+            ("langgraph", lambda: langgraph_trials(work, 3 if args.quick else 40, tally, notes)),
             (
                 "hostile_files",
                 lambda: hostile_file_section(template, work, args.quick, tally, notes),
@@ -1884,6 +2072,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         + tally["hostile_file_stuck"]
         + tally["outage_problems"]
         + tally["person_edits_lost"]
+        + tally["cross_namespace_leaks"]
     )
     return 1 if bad else 0
 

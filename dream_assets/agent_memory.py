@@ -17,8 +17,9 @@ Rules shared by every call:
   second, at once when a dream pass waits); a save made while a cycle runs waits its fair turn and is never lost.
 - A save applies the save-time rules of ``store/dedup.py`` (created, reinforced or extended, with the reason) and
   records the change in the change log under the day's ``agent-YYYY-MM-DD`` cycle (pass ``agent``), so ``history``
-  shows it and ``dream undo`` can take it back. ``forget`` archives (never deletes) under a cycle of its own that
-  ``dream undo --cycle`` reverses.
+  shows it and ``dream undo`` can take it back. ``put`` (a key-value store's exact put under an id the caller
+  chose, the LangGraph store's) skips the save-time rules and is recorded the same way. ``forget`` archives (never
+  deletes) under a cycle of its own that ``dream undo --cycle`` reverses.
 """
 
 from __future__ import annotations
@@ -176,6 +177,16 @@ class HistoryEvent(BaseModel):
 class MemoryHistory(BaseModel):
     id: str
     events: list[HistoryEvent]
+
+
+class PutMemory(BaseModel):
+    """What a put did: ``created`` the entry ``id``, ``updated`` its text, or ``restored`` it (it was archived)."""
+
+    id: str
+    outcome: Literal["created", "updated", "restored"]
+    content: str
+    category: str
+    cycle_id: str = Field(description="the change-log cycle the put is recorded under, for dream undo")
 
 
 class ForgetResult(BaseModel):
@@ -602,21 +613,117 @@ def reinforce(
     return record
 
 
+def put(
+    profile: AgentProfile | str | Path,
+    entry_id: str,
+    content: str,
+    *,
+    category: str | None = None,
+    tags: Sequence[str] | None = None,
+    importance: float | None = None,
+    metadata: dict[str, str] | None = None,
+    drop_metadata: Sequence[str] = (),
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+    active: bool = True,
+) -> PutMemory:
+    """Put a memory under an id the caller chose, exactly: the put of a key-value store (the LangGraph store's). No
+    save-time rules apply, so every id keeps its own entry and the dream cycle consolidates later. A new id is
+    ``created`` (``category`` required; no tags and importance 0.5 unless given). An existing id gets ``content`` as
+    its text (``updated``), and an archived one is put back live with it (``restored``); its category, tags and
+    importance stay unless given. ``metadata`` keys are set over the entry's, ``drop_metadata`` keys removed. Each
+    put is one write with its change-log row under the day's ``agent-YYYY-MM-DD`` cycle, so ``history`` shows it and
+    ``dream undo`` takes it back."""
+    call = _begin(profile, options, now, active=active)
+    entry_id = _check_id(entry_id)
+    _check(content, "content", "content", max_chars=call.options.MaxContentChars)
+    # The category is checked by the store's own rule (printable, at most 200 characters), not the stricter one of
+    # saves: a key-value store's namespace may hold any printable character.
+    if tags is not None:
+        _check(list(tags), "tags", "tags")
+    if importance is not None and (
+        isinstance(importance, bool) or not isinstance(importance, int | float) or not 0.0 <= importance <= 1.0
+    ):
+        raise InvalidInput(f"importance {importance!r} must be a number between 0 and 1")
+    if metadata is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise InvalidInput("metadata must map strings to strings")
+    cycle = _day_cycle(call.now)
+    store = _open(call)
+    try:
+        with store.transaction():
+            before = store.memories.get(entry_id)
+            if before is None:
+                if category is None:
+                    raise InvalidInput(f"category is required to put the new memory {entry_id!r}")
+                meta = {k: v for k, v in (metadata or {}).items() if k not in drop_metadata}
+                after = store.memories.put(
+                    MemoryEntry(
+                        id=entry_id,
+                        content=content,
+                        category=category,
+                        tags=tuple(tags or ()),
+                        importance=0.5 if importance is None else float(importance),
+                        created_at=call.now,
+                        updated_at=call.now,
+                        last_seen_at=call.now,
+                        metadata=meta,
+                    )
+                )
+                outcome, reason = "created", "put by the agent"
+            else:
+                meta = {k: v for k, v in {**before.metadata, **(metadata or {})}.items() if k not in drop_metadata}
+                if before.is_archived:
+                    store.memories.restore(entry_id, now=call.now)
+                after = store.memories.update(
+                    entry_id,
+                    content=content,
+                    category=category,
+                    tags=tags,
+                    importance=importance,
+                    metadata=meta,
+                    now=call.now,
+                )
+                outcome, reason = (
+                    ("restored", "put again by the agent: live again, with the text put")
+                    if before.is_archived
+                    else ("updated", "put by the agent: its text replaced")
+                )
+            store.changes.record(
+                cycle_id=cycle,
+                pass_name=AGENT_PASS,
+                kind="created" if outcome == "created" else "restored" if outcome == "restored" else "updated",
+                target_type="memory",
+                target_id=entry_id,
+                before=before,
+                after=after,
+                reason=reason,
+                now=call.now,
+            )
+    except (ContentError, StoreError) as exc:
+        raise _store_errors(exc) from exc
+    return PutMemory(id=entry_id, outcome=outcome, content=after.content, category=after.category, cycle_id=cycle)  # type: ignore[arg-type]
+
+
 def forget(
     profile: AgentProfile | str | Path,
     entry_id: str,
     *,
     reason: str,
+    marks: dict[str, str] | None = None,
     profile_arg: str | None = None,
     options: DreamOptions | None = None,
     now: datetime | None = None,
     active: bool = True,
 ) -> ForgetResult:
     """Archive a memory (never a delete): recall no longer returns it, ``get`` still does, and the change log holds it
-    under a cycle of its own that ``dream undo --cycle`` puts back. ``reason`` (required) is recorded."""
+    under a cycle of its own that ``dream undo --cycle`` puts back. ``reason`` (required) is recorded. ``marks``:
+    metadata set on the entry with the archive (a key-value store's deletion mark), set and recorded even when the
+    entry was archived already (merged or superseded by the dream; ``archived`` is then false)."""
     call = _begin(profile, options, now, active=active)
     entry_id = _check_id(entry_id)
     _check(reason, "content", "reason", max_chars=2000)
+    if marks is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in marks.items()):
+        raise InvalidInput("marks must map strings to strings")
     cycle = f"{FORGET_PASS}-{call.now:%Y%m%dT%H%M%S%fZ}-{entry_id[:12]}"
     store = _open(call)
     try:
@@ -624,9 +731,15 @@ def forget(
             before = store.memories.get(entry_id)
             if before is None:
                 raise NotFound(f"no memory with id {entry_id!r} in agent {call.profile.agent_id}")
-            if before.is_archived:
+            new_marks = {k: v for k, v in (marks or {}).items() if before.metadata.get(k) != v}
+            if before.is_archived and not new_marks:
                 return ForgetResult(id=entry_id, archived=False)
-            after = store.memories.archive(entry_id, now=call.now)
+            if new_marks:
+                store.memories.set_metadata({entry_id: new_marks})
+            after = (
+                store.memories.get(entry_id) if before.is_archived else store.memories.archive(entry_id, now=call.now)
+            )
+            assert after is not None
             store.changes.record(
                 cycle_id=cycle,
                 pass_name=FORGET_PASS,
@@ -642,7 +755,10 @@ def forget(
         raise _store_errors(exc) from exc
     where = profile_arg or str(call.profile.root)
     return ForgetResult(
-        id=entry_id, archived=True, cycle_id=cycle, undo_command=f"dream undo --profile {where} --cycle {cycle}"
+        id=entry_id,
+        archived=not before.is_archived,
+        cycle_id=cycle,
+        undo_command=f"dream undo --profile {where} --cycle {cycle}",
     )
 
 

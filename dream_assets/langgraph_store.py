@@ -19,18 +19,24 @@ How LangGraph's items map onto memory entries:
   the id of an entry of that category (an entry saved another way, as search returns it) names that entry.
 - **Value <-> entry.** The text recall searches is the value's ``"content"`` string, else its ``"text"`` string, else
   the value as JSON; with ``index=[paths]`` (on a put, or ``index_fields`` for the store) the strings at those paths
-  (LangGraph's path syntax), joined. The whole value is kept in the entry's metadata, so ``get`` returns it exactly.
-  When the entry's text changed after the put (a later save extended it), the value comes back with that field (or
-  ``"content"``) holding the current text. An entry saved another way reads as ``{"content": <its text>}``.
-- **Puts** write through the store's own functions and rules (``MemoryStore.put`` for a new key: validated, size
-  capped, no save-time dedup, so every key keeps its own entry and the dream cycle consolidates later; ``update`` for
-  a changed value, ``restore`` for a key put again after a delete). ``created_at`` is the entry's first save,
-  ``updated_at`` its last edit.
-- **Delete archives** (``MemoryStore.archive``; a value of ``None`` is a delete). Nothing is hard-deleted; an archived
-  entry stays restorable until the archive purge.
+  (LangGraph's path syntax), joined; a control character in it is a space there. The whole value is kept in the
+  entry's metadata, so ``get`` returns it exactly. A text longer than ``MaxContentChars`` is never refused (LangGraph's
+  own stores take it): the entry holds its head (cut at a word), recall searches that, ``get`` and ``search`` return
+  the whole value, and the dream cycle leaves the entry alone (``textHeadOf``: no merge, fold or removal could check
+  what the rest says). When the entry's text changed after the put (a later save extended it), the value comes back
+  with that field (or ``"content"``) holding the current text. An entry saved another way reads as
+  ``{"content": <its text>}`` until a put to its key (its id) gives it a value, kept like any other.
+- **Puts** are the library's exact put (``agent_memory.put``: no save-time dedup, so every key keeps its own entry and
+  the dream cycle consolidates later; a changed value replaces the text, a key put again after a delete comes back
+  live). ``created_at`` is the entry's first save, ``updated_at`` its last edit.
+- **Delete archives** (``agent_memory.forget``; a value of ``None`` is a delete). Nothing is hard-deleted; an archived
+  entry stays restorable until the archive purge. Puts and deletes write their change-log rows as every agent
+  operation does, so ``dream memory history`` shows each version and ``dream undo`` takes them back.
+- **A namespace is a wall** (dream_assets/scope.py): the dream cycle never merges, supersedes or dedups entries of
+  two namespaces into one, whatever a model proposes, nor moves an entry out of its namespace.
 - **Get of a key the dream cycle retired** (merged into another entry, or superseded by a later fact) returns the live
-  entry its fact lives on in (``agent_memory.get``'s ``current_id``), under that entry's own namespace and key; a key
-  deleted here, or never put, returns ``None``.
+  entry its fact lives on in (``agent_memory.get``'s ``current_id``), under that entry's own key, when it is in the
+  same namespace; a key deleted here, or never put, or whose successor is in another namespace, returns ``None``.
 - **Every batch marks the agent active** for ``AgentActiveWindow`` (the busy lease, as every agent operation does), so
   a dream pass does not start a model call in the middle of the agent's conversation.
 - **Search** with a ``query`` is the store's recall (``MemoryStore.search``: BM25, the current version of a fact
@@ -50,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,12 +87,13 @@ except ImportError:  # pragma: no cover - older LangGraph: its public methods st
 
 from dream_assets import agent_memory
 from dream_assets.llm.busy import mark_active
-from dream_assets.model import MemoryEntry
+from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
+from dream_assets.scope import LANGGRAPH_NAMESPACE_KEY
 from dream_assets.store import DreamStore, open_store
 
-NAMESPACE_KEY = "langgraphNamespace"
+NAMESPACE_KEY = LANGGRAPH_NAMESPACE_KEY
 KEY_KEY = "langgraphKey"
 VALUE_KEY = "langgraphValue"
 #: The value field the entry's text came from ("" when it is the value as JSON or joined index paths) and that text's
@@ -95,6 +103,9 @@ TEXT_HASH_KEY = "langgraphTextHash"
 #: Set on an item's entry when a delete archived it, so a get does not follow it anywhere.
 DELETED_KEY = "langgraphDeleted"
 _TEXT_FIELDS = ("content", "text")
+#: What a memory's text may not hold (control characters but tab, line feed and CR LF; lone surrogates): replaced in
+#: the text recall searches, never in the value, which is kept exactly.
+_NOT_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)|[\ud800-\udfff]")
 
 
 def item_id(namespace: Sequence[str], key: str) -> str:
@@ -113,6 +124,16 @@ def namespace_of(category: str) -> tuple[str, ...]:
 
 def _text_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def head_of(text: str, limit: int) -> str:
+    """The first ``limit`` characters of ``text`` at most, cut at the last white space of the last tenth when there
+    is one (a word is not split), for the entry of a value whose text is longer than an entry may hold."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    cut = max(head.rfind(" "), head.rfind("\n"))
+    return (head[:cut] if cut >= limit - max(1, limit // 10) else head).rstrip()
 
 
 def _check_labels(namespace: Sequence[str]) -> None:
@@ -246,7 +267,12 @@ class LangGraphMemoryStore(BaseStore):
         entry = memories.get(item_id(namespace, key))
         if entry is None and not key.startswith("lg-"):
             other = memories.get(key)
-            if other is not None and other.category == category_of(namespace) and KEY_KEY not in other.metadata:
+            # an entry saved another way, named by its id (a put to it keeps its id as the key)
+            if (
+                other is not None
+                and other.category == category_of(namespace)
+                and other.metadata.get(KEY_KEY, key) == key
+            ):
                 entry = other
         return entry
 
@@ -255,7 +281,7 @@ class LangGraphMemoryStore(BaseStore):
         if VALUE_KEY in meta and KEY_KEY in meta:
             namespace, key = tuple(json.loads(meta[NAMESPACE_KEY])), meta[KEY_KEY]
             value = json.loads(meta[VALUE_KEY])
-            if meta.get(TEXT_HASH_KEY) != _text_hash(entry.content):
+            if meta.get(TEXT_HASH_KEY) != _text_hash(entry.content) and TEXT_HEAD_KEY not in meta:
                 value = {**value, (meta.get(FIELD_KEY) or "content"): entry.content}
         else:
             namespace, key, value = namespace_of(entry.category), entry.id, {"content": entry.content}
@@ -283,22 +309,31 @@ class LangGraphMemoryStore(BaseStore):
             if entry.metadata.get(DELETED_KEY):
                 return None
             entry = self._successor(entry, self._clock())
-            if entry is None:
+            # A successor in another namespace is behind a wall (a merge made before walls were kept): not this key's.
+            if entry is None or entry.category != category_of(op.namespace):
                 return None
         return self._item(entry)
 
     def _put(self, op: PutOp) -> None:
+        """A put or a delete, through the library's operations (``agent_memory.put`` / ``forget``): each writes its
+        change-log row, so ``dream memory history`` shows every version and ``dream undo`` takes it back."""
         namespace, key = tuple(op.namespace), str(op.key)
-        memories = self.store.memories
         now = self._clock()
         current = self._entry_for(namespace, key)
+        profile, options = self.store.profile, self.store.options
         if op.value is None:
             if current is not None:
                 # Marked even when the dream cycle archived it already (merged into an entry other keys share), so
                 # a get of the deleted key no longer leads there.
-                with self.store.transaction():
-                    memories.set_metadata({current.id: {DELETED_KEY: "true"}})
-                    memories.archive(current.id, now=now)
+                agent_memory.forget(
+                    profile,
+                    current.id,
+                    reason=f"deleted through the LangGraph store: key {key!r} of namespace {namespace}",
+                    marks={DELETED_KEY: "true"},
+                    options=options,
+                    now=now,
+                    active=False,
+                )
             return
         value = dict(op.value)
         try:
@@ -306,37 +341,33 @@ class LangGraphMemoryStore(BaseStore):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"the value of key {key!r} in {namespace} is not JSON: {exc}") from None
         index = op.index if isinstance(op.index, list) else self.index_fields
-        text, source = text_of(value, index)
+        full, source = text_of(value, index)
+        # A value LangGraph accepts is never refused: a text longer than an entry holds is stored as its head (what
+        # recall searches), the whole value kept in the metadata as always; the dream leaves such an entry alone.
+        full = _NOT_TEXT.sub(lambda m: "\ufffd" if "\ud800" <= m.group() <= "\udfff" else " ", full).strip()
+        if not full:  # a text of control characters only: the value as JSON (which escapes them) is searched
+            full = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        text = head_of(full, options.MaxContentChars)
         meta = {
             NAMESPACE_KEY: json.dumps(list(namespace), ensure_ascii=False),
             KEY_KEY: key,
             VALUE_KEY: stored_value,
             FIELD_KEY: source,
             TEXT_HASH_KEY: _text_hash(text.strip()),
+            **({TEXT_HEAD_KEY: str(len(full))} if text != full else {}),
         }
-        if current is None:
-            memories.put(
-                MemoryEntry(
-                    id=item_id(namespace, key),
-                    content=text,
-                    category=category_of(namespace),
-                    tags=(),
-                    importance=0.5,
-                    created_at=now,
-                    updated_at=now,
-                    last_seen_at=now,
-                    metadata=meta,
-                )
-            )
-            return
-        if KEY_KEY not in current.metadata:  # an entry saved another way, named by its id: only its text changes
-            meta = {**current.metadata}
-        else:
-            meta = {k: v for k, v in {**current.metadata, **meta}.items() if k != DELETED_KEY}
-        with self.store.transaction():
-            if current.is_archived:
-                memories.restore(current.id, now=now)
-            memories.update(current.id, content=text, metadata=meta, now=now)
+        drop = [DELETED_KEY] + ([] if text != full else [TEXT_HEAD_KEY])
+        agent_memory.put(
+            profile,
+            current.id if current is not None else item_id(namespace, key),
+            text,
+            category=category_of(namespace) if current is None else None,
+            metadata=meta,
+            drop_metadata=drop,
+            options=options,
+            now=now,
+            active=False,
+        )
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)

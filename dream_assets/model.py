@@ -11,6 +11,10 @@ from typing import Any
 #: Metadata keys that carry subject time: when the thing a memory talks about happened
 #: (as opposed to when the agent observed it). ``subjectTime`` is a point; start/end a range.
 SUBJECT_TIME_KEYS = ("subjectTime", "subjectTimeStart", "subjectTimeEnd")
+#: Metadata of an entry whose text is only the head of a longer text kept elsewhere (a LangGraph value over
+#: ``MaxContentChars``): the whole text's length. The dream never merges, folds or removes such an entry, since a
+#: check of its text could not see what the rest says.
+TEXT_HEAD_KEY = "textHeadOf"
 
 
 def utc(dt: datetime) -> datetime:

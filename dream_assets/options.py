@@ -176,6 +176,13 @@ class DreamOptions:
         "fold live entries of one category whose content is equal after "
         "normalising case, white space and punctuation, before the model",
     )
+    MemoryScopeCategories: str = _opt(
+        "",
+        "comma-separated category patterns that are walls (labels split on '/', '*' matches one label): with "
+        "'users/*' the categories under users/alice and users/bob are two scopes, and consolidation, the "
+        "contradiction sweep and save-time dedup never join or supersede entries of different scopes; empty: none "
+        "beyond LangGraph namespaces, which are always walls",
+    )
     # --- Contradiction sweep ---
     ContradictionSweepNeighbours: int = _opt(
         4, "live entries most similar to a new or changed entry shown next to it", minimum=1

@@ -37,6 +37,7 @@ def test_quick_fault_run_loses_nothing_and_misreports_nothing():
         "faults.superseded_purged",
         "faults.embedding_failures",
         "faults.person_edits_lost",
+        "faults.cross_namespace_leaks",
     ):
         assert metrics[name] == 0, f"{name} = {metrics[name]}: {problems}"
     # The run really attacked something: every section ran trials.
@@ -51,4 +52,5 @@ def test_quick_fault_run_loses_nothing_and_misreports_nothing():
     assert metrics["faults.sweep_trials"] >= 8 and metrics["faults.sweep_superseded"] > 0
     assert metrics["faults.embedding_saves"] >= 20
     assert metrics["faults.folder_trials"] >= 8
+    assert metrics["faults.langgraph_trials"] >= 3 and metrics["faults.langgraph_refused"] > 0
     assert proc.returncode == 0, problems

@@ -227,6 +227,11 @@ def test_entries_saved_another_way_are_items_of_their_category_and_edits_show_in
     assert lg.store.memories.get(saved.id).content == "The user prefers light mode."
     lg.delete(("prefs", "ui"), saved.id)
     assert lg.store.memories.get(saved.id).is_archived
+    # A value of other fields, or longer than an entry holds, put to it comes back whole, under the same key.
+    for value in ({"content": "Dark mode after 18:00.", "n": 2}, {"content": _long_text(700, "Night shift.")}):
+        lg.put(("prefs", "ui"), saved.id, value)
+        assert (lg.get(("prefs", "ui"), saved.id).key, lg.get(("prefs", "ui"), saved.id).value) == (saved.id, value)
+        assert [h.key for h in lg.search(("prefs", "ui"))] == [saved.id]
 
     # The entry's text edited after the put (here by a tool edit): get shows the current text in the value's field.
     lg.put(("notes",), "k", {"text": "Ana lives in Lisbon.", "n": 1})
@@ -265,6 +270,96 @@ def test_keys_the_dream_cycle_merged_lead_to_the_merged_entry(lg, profile):
     assert not lg.store.memories.get(merged.id).is_archived
 
 
+def _users_with_the_same_fact(lg):
+    """Alice and Bob each keep an almost identical memory in a namespace of their own."""
+    alice, bob = ("memories", "alice"), ("memories", "bob")
+    lg.put(alice, "drink", {"content": "Prefers green tea in the morning, no sugar.", "owner": "alice", "n": 1})
+    lg.put(bob, "drink", {"content": "Prefers green tea in the morning, no sugar, with lemon.", "owner": "bob"})
+    return alice, bob
+
+
+def _each_keeps_its_own(lg, alice, bob):
+    a, b = lg.get(alice, "drink"), lg.get(bob, "drink")
+    assert (a.namespace, a.key, a.value) == (
+        alice,
+        "drink",
+        {"content": "Prefers green tea in the morning, no sugar.", "owner": "alice", "n": 1},
+    )
+    assert (b.namespace, b.key, b.value["owner"]) == (bob, "drink", "bob")
+    assert [(i.namespace, i.key) for i in lg.search(alice, query="green tea")] == [(alice, "drink")]
+    assert [(i.namespace, i.key) for i in lg.search(bob, query="green tea")] == [(bob, "drink")]
+    assert {i.value["owner"] for i in lg.search(alice)} == {"alice"}
+
+
+def test_a_model_merge_across_two_users_namespaces_is_refused_and_each_keeps_their_own(lg, profile):
+    alice, bob = _users_with_the_same_fact(lg)
+    ids = [item_id(alice, "drink"), item_id(bob, "drink")]
+    hostile = {
+        "toDelete": [],
+        "toSave": [{"content": "Prefers green tea in the morning, no sugar, with lemon.", "sourceIds": ids}],
+    }
+    report, backend = run_scripted(run_memory_consolidation, profile, lg.store, [hostile], now=NOW + timedelta(days=1))
+    assert report.counts.get("merged", 0) == 0 and report.counts["cross_scope_refused"] == 1, report
+    assert any("LangGraph namespace 'memories/alice'" in c.detail for c in report.changes), report.changes
+    # The host never offered them as one cluster: a near duplicate behind another wall is no merge candidate.
+    assert backend.requests and all(not r.inputs["clusters"] for r in backend.requests)
+    _each_keeps_its_own(lg, alice, bob)
+
+
+def test_a_model_cannot_move_an_item_into_another_users_namespace(lg, profile):
+    alice, bob = _users_with_the_same_fact(lg)
+    move = {
+        "toDelete": [],
+        "toSave": [
+            {
+                "content": "Prefers green tea in the morning, no sugar.",
+                "sourceIds": [item_id(alice, "drink")],
+                "category": "memories/bob",
+            }
+        ],
+    }
+    report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [move], now=NOW + timedelta(days=1))
+    assert report.counts["cross_scope_refused"] == 1, report
+    _each_keeps_its_own(lg, alice, bob)
+
+
+def test_a_model_cannot_write_a_new_entry_into_a_users_namespace(lg, profile):
+    alice, bob = _users_with_the_same_fact(lg)
+    copy = {
+        "toDelete": [],
+        "toSave": [{"content": "Prefers green tea in the morning, no sugar.", "category": "memories/bob"}],
+    }
+    report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [copy], now=NOW + timedelta(days=1))
+    assert report.counts["cross_scope_refused"] == 1, report
+    assert [i.key for i in lg.search(bob)] == ["drink"]
+
+
+def test_a_removal_is_not_carried_by_an_entry_in_another_users_namespace(lg, profile):
+    alice, bob = ("memories", "alice"), ("memories", "bob")
+    lg.put(alice, "k", {"content": "Flight to Oslo on 2026-12-04 at 09:15."})
+    lg.put(bob, "k", {"content": "Flight to Oslo on 2026-12-04 at 09:15, seat 12A."})
+    remove = {"toDelete": [item_id(alice, "k")], "toSave": []}
+    report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [remove], now=NOW + timedelta(days=1))
+    assert report.counts.get("ephemeral", 0) == 0 and report.counts["protected"] == 1, report
+    assert lg.get(alice, "k").value == {"content": "Flight to Oslo on 2026-12-04 at 09:15."}
+
+
+def test_the_contradiction_sweep_never_supersedes_across_namespaces(lg, profile):
+    from dream_assets.passes.contradiction_sweep import run_contradiction_sweep
+
+    alice, bob = ("memories", "alice"), ("memories", "bob")
+    lg.put(alice, "home", {"content": "Lives in Lisbon, in the Alfama district."})
+    lg.put(bob, "home", {"content": "Lives in Porto now, in the Ribeira district."})
+    a, b = item_id(alice, "home"), item_id(bob, "home")
+    hostile = {"supersessions": [{"winnerId": b, "loserId": a, "reason": "moved"}]}
+    report, backend = run_scripted(run_contradiction_sweep, profile, lg.store, [hostile], now=NOW + timedelta(days=1))
+    assert report.counts["superseded"] == 0, report
+    # Not offered as neighbours, so no call at all; were it asked, the pair would be refused across scopes.
+    assert all(p == [] or a not in p or b not in p for r in backend.requests for p in r.inputs["pairs"])
+    assert lg.get(alice, "home").value == {"content": "Lives in Lisbon, in the Alfama district."}
+    assert lg.get(bob, "home").value == {"content": "Lives in Porto now, in the Ribeira district."}
+
+
 def test_namespaces_the_store_cannot_hold_are_refused_before_anything_is_written(lg):
     for bad in [(), ("the", "thing.about"), ("some", "fun", ""), ("a/b", "c"), ("langgraph", "foo")]:
         with pytest.raises(InvalidNamespaceError):
@@ -273,9 +368,37 @@ def test_namespaces_the_store_cannot_hold_are_refused_before_anything_is_written
         lg.batch([PutOp(("x/y",), "k", {"content": "no"})])
     with pytest.raises(NotImplementedError):
         lg.put(("ok",), "k", {"content": "c"}, ttl=5)
-    with pytest.raises(ValueError, match="MaxContentChars"):
-        lg.put(("ok",), "big", {"content": "x" * 20_000})
     assert lg.store.memories.counts() == {"live": 0, "archived": 0}
+
+
+def _long_text(words: int, tail: str) -> str:
+    return " ".join(f"Chapter{n % 97} notes on the Meridian survey." for n in range(words)) + " " + tail
+
+
+def test_a_value_over_max_content_chars_is_put_kept_whole_and_searchable_by_its_head(lg, profile):
+    """LangGraph's own stores take a value of any size: so does this one. The entry holds the head of the text (what
+    recall searches), get and search return the whole value, and a dream cycle neither merges nor removes it."""
+    ns = ("docs", "alice")
+    big = {"content": _long_text(800, "The vault code is 4471."), "source": "upload"}
+    assert len(big["content"]) > 30_000
+    lg.put(ns, "report", big)
+    assert lg.get(ns, "report").value == big
+    [hit] = lg.search(ns, query="Meridian survey")
+    assert (hit.key, hit.value) == ("report", big)
+    entry = lg.store.memories.get(item_id(ns, "report"))
+    assert len(entry.content) <= lg.store.options.MaxContentChars and big["content"].startswith(entry.content)
+    # A second long value with the same head, and a model that merges the two and removes one: the host declines.
+    twin = {"content": _long_text(800, "The vault code is 9902.")}
+    lg.put(ns, "report-v2", twin)
+    ids = [item_id(ns, "report"), item_id(ns, "report-v2")]
+    hostile = {"toDelete": [ids[1]], "toSave": [{"content": entry.content, "sourceIds": ids}]}
+    run_scripted(run_memory_consolidation, profile, lg.store, [hostile, hostile], now=NOW + timedelta(days=1))
+    assert lg.get(ns, "report").value == big and lg.get(ns, "report-v2").value == twin
+    # Updated to another long value and deleted: the same as any value.
+    lg.put(ns, "report", twin)
+    assert lg.get(ns, "report").value == twin
+    lg.delete(ns, "report")
+    assert lg.get(ns, "report") is None
 
 
 def test_async_methods_batch_through_the_same_primitive(lg):
@@ -373,3 +496,329 @@ def test_search_without_a_query_and_list_namespaces_read_the_page_not_the_corpus
     assert lg.list_namespaces() == [("teams", "core"), ("users", "u1", "facts"), ("users", "u2", "facts")]
     assert lg.list_namespaces(prefix=("users",), max_depth=2) == [("users", "u1"), ("users", "u2")]
     assert memories.rows_read - before == 2 * len(categories)
+
+
+def test_puts_and_deletes_have_a_history_and_can_be_undone(profile, options, capsys):
+    """Every LangGraph write is an agent operation with its change-log row: after a put, an update, a delete and a
+    put again, ``dream memory history`` lists created, updated, archived, restored, as the same steps through the
+    agent operations do; undoing the delete's cycle brings the key back, and undoing the day's puts retires it."""
+    from dream_assets import agent_memory
+    from dream_assets.cli import main
+
+    clock = Clock()
+    lg = LangGraphMemoryStore(open_store(profile, options), clock=clock)
+    ns = ("memories", "alice")
+    lg.put(ns, "tea", {"content": "Prefers green tea.", "n": 1})
+    lg.put(ns, "tea", {"content": "Prefers green tea, no sugar.", "n": 2})
+    lg.delete(ns, "tea")
+    eid = item_id(ns, "tea")
+    events = agent_memory.history(profile, eid, options=options, now=clock()).events
+    assert [e.event for e in events] == ["created", "updated", "archived"]
+    assert [e.content for e in events] == ["Prefers green tea.", *["Prefers green tea, no sugar."] * 2]
+    assert main(["memory", "history", "--profile", str(profile.root), "--id", eid, "--json"]) == 0
+    assert [e["event"] for e in json.loads(capsys.readouterr().out)["events"]] == ["created", "updated", "archived"]
+
+    # Undo the delete: the key is back, with its value.
+    undo = ["undo", "--profile", str(profile.root), "--cycle"]
+    assert main([*undo, events[-1].cycle_id, "--now", clock().isoformat()]) == 0
+    assert lg.get(ns, "tea").value == {"content": "Prefers green tea, no sugar.", "n": 2}
+    # A put after a delete restores, and is recorded as such.
+    lg.delete(ns, "tea")
+    lg.put(ns, "tea", {"content": "Prefers black tea."})
+    assert [e.event for e in agent_memory.history(profile, eid, options=options, now=clock()).events][-2:] == [
+        "archived",
+        "restored",
+    ]
+    # Undo the day's agent writes: the item the agent created that day is retired (archived, never deleted).
+    day = events[0].cycle_id
+    assert day.startswith("agent-")
+    assert main([*undo, day, "--force", "--now", clock().isoformat()]) == 0
+    assert lg.get(ns, "tea") is None and lg.store.memories.get(eid) is not None
+    lg.close()
+
+
+def test_the_store_writes_through_the_library_only():
+    """The LangGraph store is an agent-facing interface: its writes are library operations (agent_memory), never
+    the store's own write functions or change rows."""
+    import ast
+    import inspect
+
+    import dream_assets.langgraph_store as module
+
+    tree = ast.parse(inspect.getsource(module))
+    writes = {"put", "put_many", "update", "archive", "restore", "set_metadata", "replace", "record", "record_many"}
+    called = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and (
+            (isinstance(node.func.value, ast.Attribute) and node.func.value.attr in ("memories", "changes", "store"))
+            or (isinstance(node.func.value, ast.Name) and node.func.value.id in ("memories", "changes"))
+        )
+    }
+    assert not called & writes, called & writes
+
+
+def test_a_get_never_follows_a_successor_into_another_namespace(lg):
+    """A cross-namespace merge made before the walls were kept (written here by hand): bob's key no longer leads into
+    alice's namespace."""
+    alice, bob = _users_with_the_same_fact(lg)
+    lg.store.memories.supersede(item_id(bob, "drink"), item_id(alice, "drink"), now=NOW + timedelta(days=1))
+    assert lg.get(bob, "drink") is None
+    assert lg.get(alice, "drink").value["owner"] == "alice"
+
+
+# ------------------------------------------------------------------------------------ differential: LangGraph's own
+USERS = ("alice", "bob", "carol")
+SHAPES = [("memories",), ("memories", "work"), ("profile",)]
+WORDS = "Meridian survey Oslo flight ledger budget tea harbour river atlas quarry".split()
+
+
+def _namespace(rng) -> tuple[str, ...]:
+    user = rng.choice(USERS)
+    shape = rng.choice(SHAPES)
+    return (shape[0], user, *shape[1:])
+
+
+def _value(rng, ns, key, version: int) -> dict:
+    # Unique words at the head: recall searches the head of a long text, and no two texts are exact duplicates.
+    token = f"tok{ns[1]}{key}v{version}"
+    text = f"{token} {' '.join(rng.sample(WORDS, 4))} on 2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}."
+    if rng.random() < 0.15:
+        text += " " + " ".join(f"Paragraph {n} of the {rng.choice(WORDS)} appendix." for n in range(700))
+    value = {"content": text, "owner": ns[1], "n": rng.randint(0, 9)}
+    if rng.random() < 0.3:
+        value["meta"] = {"tier": rng.choice(["gold", "free"])}
+    return value
+
+
+def _filter(rng) -> dict | None:
+    return rng.choice(
+        [
+            None,
+            {"owner": rng.choice(USERS)},
+            {"n": {"$gte": rng.randint(0, 9)}},
+            {"n": {"$lt": rng.randint(0, 9)}, "owner": {"$ne": rng.choice(USERS)}},
+            {"meta": {"tier": "gold"}},
+        ]
+    )
+
+
+def _items(result) -> list:
+    if result is None:
+        return [None]
+    if isinstance(result, Item):
+        result = [result]
+    return [i if isinstance(i, tuple) else (i.namespace, i.key, json.dumps(i.value, sort_keys=True)) for i in result]
+
+
+class _Reference:
+    """LangGraph's InMemoryStore, with the one difference of record made explicit: it keeps listing a namespace
+    after its last key is deleted (it never forgets a namespace); the memory store lists the namespaces of live
+    items."""
+
+    def __init__(self) -> None:
+        from langgraph.store.memory import InMemoryStore
+
+        self.store = InMemoryStore()
+
+    def batch(self, ops):
+        results = self.store.batch(ops)
+        for namespace in [ns for ns, items in self.store._data.items() if not items]:
+            del self.store._data[namespace]
+        return results
+
+
+def _read_op(rng, known):
+    kind = rng.random()
+    if kind < 0.3 and known:
+        ns, key = rng.choice(known)
+        return GetOp(ns, key)
+    if kind < 0.7:
+        prefix = _namespace(rng)[: rng.randint(0, 2)]
+        return SearchOp(prefix, filter=_filter(rng), limit=rng.choice([1, 3, 10, 100]), offset=rng.choice([0, 0, 2]))
+    conditions = []
+    if rng.random() < 0.5:
+        conditions.append(
+            MatchCondition("prefix", (rng.choice(SHAPES)[0], rng.choice([*USERS, "*"]))[: rng.randint(1, 2)])
+        )
+    if rng.random() < 0.4:
+        conditions.append(MatchCondition("suffix", (rng.choice(["work", *USERS]),)))
+    return ListNamespacesOp(
+        match_conditions=tuple(conditions) or None,
+        max_depth=rng.choice([None, 1, 2]),
+        limit=rng.choice([2, 100]),
+        offset=rng.choice([0, 0, 1]),
+    )
+
+
+def _agree(op, ours, theirs, mine_ordered) -> None:
+    """Our answer and LangGraph's agree: exactly, but for a search's order (LangGraph's in-memory store pages in
+    insertion order, this store the most recently updated first): the same items, and a page is as long as theirs and
+    drawn from the same full result."""
+    if isinstance(op, SearchOp):
+        assert len(ours) == len(theirs), (op, ours, theirs)
+        assert set(_items(ours)) <= set(mine_ordered), (op, ours)
+        if op.offset == 0 and op.limit >= 100:
+            assert set(_items(ours)) == set(_items(theirs)), op
+    else:
+        assert _items(ours) == _items(theirs), (op, ours, theirs)
+
+
+def _cross_namespace_model(request):
+    """A hostile model: merges every shown entry with one of another namespace (and asks to remove it), and says
+    each entry of one namespace supersedes the entries of the others."""
+    if request.pass_name == "memory_consolidation":
+        entries = request.inputs["entries"]
+        saves, delete = [], []
+        for a in entries:
+            other = next((b for b in entries if b["category"] != a["category"]), None)
+            if other is not None:
+                saves.append({"content": f"{a['content']} {other['content']}", "sourceIds": [a["id"], other["id"]]})
+                delete.append(other["id"])
+        return {"toSave": saves, "toDelete": delete}
+    if request.pass_name == "contradiction_sweep":
+        entries = request.inputs["entries"]
+        pairs = [
+            {"winnerId": a["id"], "loserId": b["id"], "reason": "newer"}
+            for a in entries
+            for b in entries
+            if a["category"] != b["category"]
+        ]
+        return {"supersessions": pairs}
+    return {}
+
+
+def _dream(lg, profile, now) -> dict:
+    from dream_assets.llm.client import ModelClient
+    from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.options import DreamOptions
+    from dream_assets.passes.context import PassContext
+    from dream_assets.passes.contradiction_sweep import run_contradiction_sweep
+
+    opts = DreamOptions(ConsolidationMinInterval=timedelta(0))
+    counts: dict = {}
+    for run in (run_memory_consolidation, run_contradiction_sweep):
+        client = ModelClient(ScriptedBackend(_cross_namespace_model), profile=profile, options=opts)
+        ctx = PassContext(
+            profile, opts, now, cycle_id=f"c-{now:%H%M%S}", client_factory=lambda c=client: c, _store=lg.store
+        )
+        report = run(ctx)
+        assert report.status in ("completed", "skipped"), report
+        for k in ("merged", "archived", "superseded", "folded", "cross_scope_refused", "cross_scope", "protected"):
+            counts[k] = counts.get(k, 0) + int(report.counts.get(k, 0))
+    return counts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_random_operation_sequences_agree_with_langgraphs_in_memory_store(profile, options, seed):
+    """Random puts (values over MaxContentChars among them), deletes, gets, searches with filters, offsets and limits,
+    list_namespaces with prefix, suffix and max_depth, in batches and async batches, over the namespaces of three
+    users, with dream cycles in between whose model tries to merge, remove and supersede across those namespaces:
+    every answer agrees with LangGraph's InMemoryStore."""
+    import random
+
+    rng = random.Random(seed)
+    clock = Clock()
+    lg = LangGraphMemoryStore(open_store(profile, options), clock=clock)
+    ref = _Reference()
+    known: list[tuple[tuple[str, ...], str]] = []
+    versions: dict[tuple[tuple[str, ...], str], int] = {}
+    refused = 0
+    try:
+        for step in range(60):
+            ops = []
+            for _ in range(rng.randint(1, 4)):  # reads first, then writes: both stores see the reads before the writes
+                ops.append(_read_op(rng, known))
+            for _ in range(rng.randint(0, 3)):
+                if known and rng.random() < 0.25:
+                    ns, key = rng.choice(known)
+                    ops.append(PutOp(ns, key, None))
+                else:
+                    ns = _namespace(rng)
+                    key = rng.choice([f"k{rng.randint(0, 5)}", *(k for n, k in known if n == ns)][:3])
+                    versions[(ns, key)] = versions.get((ns, key), 0) + 1
+                    ops.append(PutOp(ns, key, _value(rng, ns, key, versions[(ns, key)])))
+                    known.append((ns, key))
+            # Every item a search could page through, as the reads see the store (before the batch's writes).
+            fulls = [
+                ref.store.batch([SearchOp(op.namespace_prefix, filter=op.filter, limit=10_000)])[0]
+                if isinstance(op, SearchOp)
+                else None
+                for op in ops
+            ]
+            theirs = ref.batch(ops)
+            ours = asyncio.run(lg.abatch(ops)) if step % 3 == 0 else lg.batch(ops)
+            for op, mine, expected, full in zip(ops, ours, theirs, fulls, strict=True):
+                if not isinstance(op, PutOp):
+                    _agree(op, mine, expected, _items(full) if full is not None else None)
+            if step % 20 == 19:
+                counts = _dream(lg, profile, clock())
+                assert counts["merged"] == counts["superseded"] == counts["folded"] == counts["archived"] == 0, counts
+                refused += counts["cross_scope_refused"] + counts["cross_scope"] + counts["protected"]
+        # A query finds an item by the words at the head of its text, in its own namespace only.
+        for ns, key in dict.fromkeys(known):
+            item = ref.store.get(ns, key)
+            if item is None:
+                assert lg.get(ns, key) is None
+                continue
+            token = item.value["content"].split()[0]
+            hits = lg.search(ns, query=token, limit=5)
+            assert (ns, key) in [(h.namespace, h.key) for h in hits]
+            assert all(h.value["owner"] == ns[1] for h in lg.search((ns[0], ns[1]), query=token, limit=50))
+        assert refused, "the model's merges, removals and supersessions across namespaces reached the host"
+    finally:
+        lg.close()
+
+
+def test_a_merge_within_a_namespace_keeps_its_wall_after_every_item_is_merged_away(lg, profile):
+    """Alice's two items merge (within her namespace, as the walls allow); the merged entry is no item, yet it stays
+    behind her namespace's wall: the next cycle's model cannot merge it with bob's or refile it."""
+    alice, bob = ("memories", "alice"), ("memories", "bob")
+    lg.put(alice, "a", {"content": "Ana lives in Porto."})
+    lg.put(alice, "b", {"content": "Ana lives in Porto, near the river."})
+    merge = {
+        "toDelete": [],
+        "toSave": [
+            {"content": "Ana lives in Porto, near the river.", "sourceIds": [item_id(alice, "a"), item_id(alice, "b")]}
+        ],
+    }
+    report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [merge], now=NOW + timedelta(days=1))
+    assert report.counts["merged"] == 1, report
+    [merged] = lg.store.memories.list_live()
+    lg.store.memories.save("Ana lives in Porto, near the river Douro.", category="general", now=NOW + timedelta(days=1))
+    lg.put(bob, "c", {"content": "Ana lives in Porto, near the river and the bridge."})
+    [general] = [e for e in lg.store.memories.list_live() if e.category == "general"]
+    hostile = {
+        "toDelete": [],
+        "toSave": [
+            {"content": "Ana lives in Porto, near the river Douro.", "sourceIds": [merged.id, general.id]},
+            {
+                "content": "Ana lives in Porto, near the river and the bridge.",
+                "sourceIds": [merged.id, item_id(bob, "c")],
+            },
+            {"content": "Ana lives in Porto, near the river.", "sourceIds": [merged.id], "category": "general"},
+        ],
+    }
+    # Forced, so every live entry is shown, the merged one among them (on its own it is reviewed and withheld).
+    from dream_assets.llm.client import ModelClient
+    from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.options import DreamOptions
+    from dream_assets.passes.context import PassContext
+
+    opts = DreamOptions()
+    client = ModelClient(ScriptedBackend([hostile]), profile=profile, options=opts)
+    ctx = PassContext(
+        profile,
+        opts,
+        NOW + timedelta(days=2),
+        cycle_id="c2",
+        client_factory=lambda: client,
+        _store=lg.store,
+        force="test",
+    )
+    report = run_memory_consolidation(ctx)
+    assert report.counts["cross_scope_refused"] == 3 and report.counts["merged"] == 0, report
+    assert [i.key for i in lg.search(alice)] == [merged.id] and lg.get(alice, "a").key == merged.id

@@ -925,3 +925,51 @@ def test_review_hash_is_the_review_fingerprint_of_the_entry(content, category, t
     ):
         e = entry("m1", content, category=category, tags=tags, reinforced=reinforced).with_(last_seen_at=seen)
         assert review_hash(e) == review_fingerprint(content, category, tags, reinforced, iso(seen))
+
+
+# ----------------------------------------------------------------------------------------------- scopes (walls)
+SCOPED = NO_FLOOR.replace(MemoryScopeCategories="users/*")
+
+
+def test_declared_scopes_are_walls_a_model_merge_cannot_cross(run, store):
+    """MemoryScopeCategories=users/*: users/alice/... and users/bob/... are two scopes. Their near duplicates are never
+    offered as one cluster, and a merge the model proposes across them anyway (or one that would file a user's fact
+    under another user's or the shared categories) is refused with its reason; within one scope merges still apply."""
+    store.memories.put_many(
+        [
+            entry("a1", "Weekly sync with the platform team on Tuesday at 10:00.", category="users/alice/work"),
+            entry("a2", "Weekly sync with the platform team on Tuesday at 10:00 in room B.", category="users/alice"),
+            entry("b1", "Weekly sync with the platform team on Tuesday at 10:00.", category="users/bob/work"),
+            entry("b2", "Weekly sync with the platform team on Tuesday at 10:00 in room C.", category="users/bob"),
+            entry("g1", "Weekly sync with the platform team on Tuesday at 10:00, remote.", category="general"),
+        ]
+    )
+    report = run(
+        answer(
+            merge("Weekly sync with the platform team on Tuesday at 10:00 in room B.", "a1", "b1"),
+            merge("Weekly sync with the platform team on Tuesday at 10:00, remote.", "g1", category="users/bob"),
+            merge("Weekly sync with the platform team on Tuesday at 10:00 in room C.", "b2", category="general"),
+            merge("Weekly sync with the platform team on Tuesday at 10:00 in room B.", "a1", "a2"),
+        ),
+        options=SCOPED,
+    )
+    assert report.counts["cross_scope_refused"] == 3 and report.counts["merged"] == 1, report
+    refused = [c.detail for c in report.changes if c.kind == "merge-refused"]
+    assert len(refused) == 3 and "scope 'users/alice'" in refused[0] and "scope 'users/bob'" in refused[0]
+    assert {"b1", "b2", "g1"} <= live_ids(store) and not {"a1", "a2"} & live_ids(store)
+    [merged] = [e for e in store.memories.list_live() if e.id not in {"b1", "b2", "g1"}]
+    assert merged.category == "users/alice/work" and "memoryScope" not in merged.metadata  # the option is the truth
+    # Offered: the near duplicates of one scope as one cluster, never with another user's or the shared ones.
+    clusters = run.requests[0].inputs["clusters"]
+    assert clusters and all(len({i[0] for i in c}) == 1 for c in clusters), clusters
+
+
+def test_without_declared_scopes_categories_other_than_langgraph_namespaces_still_merge(run, store):
+    store.memories.put_many(
+        [
+            entry("a1", "Weekly sync with the platform team on Tuesday at 10:00.", category="users/alice"),
+            entry("b1", "Weekly sync with the platform team on Tuesday at 10:00 in room B.", category="users/bob"),
+        ]
+    )
+    report = run(answer(merge("Weekly sync with the platform team on Tuesday at 10:00 in room B.", "a1", "b1")))
+    assert report.counts["merged"] == 1 and report.counts.get("cross_scope_refused", 0) == 0, report

@@ -565,3 +565,19 @@ def test_no_pair_of_saves_loses_a_specific(pair):
     for content in live:
         flat = [" ".join(s.split()) for s in re.split(r"(?<=[.!?])\s+", content) if s.strip()]
         assert len(flat) == len(set(flat)), content
+
+
+def test_save_time_dedup_never_absorbs_a_save_into_another_scope(profile):
+    """Two users (declared scopes, and LangGraph namespaces) saving the same words keep an entry each: a save is only
+    ever reinforced or extended into an entry of its own category, hence of its own scope."""
+    from dream_assets import agent_memory
+
+    options = DreamOptions(MemoryScopeCategories="users/*")
+    text = "Standup moved to 09:30 on Mondays."
+    first = agent_memory.save(profile, text, category="users/alice", options=options, now=NOW)
+    for category in ("users/bob", "memories/bob", "general"):
+        other = agent_memory.save(profile, text + " Bring notes.", category=category, options=options, now=NOW)
+        assert other.outcome == "created" and other.id != first.id
+        again = agent_memory.save(profile, text, category=category, options=options, now=NOW)
+        assert again.id != first.id
+    assert agent_memory.get(profile, first.id, options=options, now=NOW).content == text

@@ -395,3 +395,26 @@ def test_exact_key_of_ascii_text_agrees_with_the_unicode_path() -> None:
         plain = exact_key(text)
         # A non-ASCII word sends the same text through the Unicode path.
         assert exact_key(text + " é") == (f"{plain} é" if plain else "é"), repr(text)
+
+
+def test_clusters_with_groups_never_join_two_groups_and_keep_each_groups_own_cluster():
+    """Scopes as groups (dream_assets/scope.py): the strongest pairs are across groups (the same words under two
+    users), yet each group still forms its own cluster instead of losing its places to the other group's members."""
+    from dream_assets.store.embeddings import cosine_clusters
+
+    docs = [
+        ("a1", "Weekly sync with the platform team on Tuesday at 10:00."),
+        ("b1", "Weekly sync with the platform team on Tuesday at 10:00."),
+        ("a2", "Weekly sync with the platform team on Tuesday at 10:00 in room B."),
+        ("b2", "Weekly sync with the platform team on Tuesday at 10:00 in room C."),
+    ]
+    groups = ["alice", "bob", "alice", "bob"]
+    plain = similarity.find_duplicate_clusters(docs, 0.5, 3, method="jaccard")
+    assert any({"a1", "b1"} <= set(c) for c in plain.clusters)
+    walled = similarity.find_duplicate_clusters(docs, 0.5, 3, method="jaccard", groups=groups)
+    assert sorted(map(sorted, walled.clusters)) == [["a1", "a2"], ["b1", "b2"]]
+    vectors = np.array([[1.0, 0.0], [1.0, 0.0], [0.99, 0.1], [0.98, 0.12]])
+    found = cosine_clusters([d for d, _ in docs], vectors, 0.9, 3, groups=groups)
+    assert sorted(map(sorted, found.clusters)) == [["a1", "a2"], ["b1", "b2"]]
+    with pytest.raises(ValueError, match="groups"):
+        similarity.cluster_pairs(4, np.array([0]), np.array([1]), np.array([1.0]), 3, groups=["x"])

@@ -213,6 +213,25 @@ def _with_lineage(clusters: Sequence[Sequence[str]], live: Sequence[MemoryEntry]
     return [ids for ids in joined.values() if len(ids) >= 2]
 
 
+def _within_scopes(
+    clusters: Iterable[Sequence[str]], by_id: Mapping[str, MemoryEntry], scope: Callable[[MemoryEntry], str] | None
+) -> list[list[str]]:
+    """The clusters of live ids split by scope (members in cluster order, parts in order of their first member);
+    parts of fewer than two members are dropped: a near-duplicate in another scope is no merge candidate."""
+    out: list[list[str]] = []
+    for cluster in clusters:
+        members = [i for i in cluster if i in by_id]
+        if scope is None:
+            parts = [members]
+        else:
+            grouped: dict[str, list[str]] = {}
+            for i in members:
+                grouped.setdefault(scope(by_id[i]), []).append(i)
+            parts = list(grouped.values())
+        out += [part for part in parts if len(part) >= 2]
+    return out
+
+
 def split_cluster(
     members: Sequence[str], cost: Callable[[str], int], budget: int, tokens: Callable[[str], set[str]]
 ) -> list[list[str]]:
@@ -260,6 +279,7 @@ def select_candidates(
     budget: int | None = None,
     exclude: set[str] | frozenset[str] = frozenset(),
     batches: int = 1,
+    scope: Callable[[MemoryEntry], str] | None = None,
 ) -> Selection:
     """Gate the live corpus. ``scan`` returns the near-duplicate clusters of the live corpus (the store's
     duplicate-candidate scan); when it raises, the selection is the unreviewed entries alone, with a warning.
@@ -281,7 +301,10 @@ def select_candidates(
     entry over the budget alone likewise waits.
 
     ``batches`` plans that many calls from one scan (each call's entries disjoint from the earlier ones'): the first
-    is the selection itself, the others ``later``; each one's ``backlog`` is what waits after it."""
+    is the selection itself, the others ``later``; each one's ``backlog`` is what waits after it.
+
+    ``scope`` (dream_assets/scope.py): the wall an entry is behind. A cluster holds entries of one scope only: the
+    scan's clusters are split by scope, and a part of one entry is no cluster."""
     hashes = {e.id: review_hash(e) for e in live}
     by_id = {e.id: e for e in live}
     really_unreviewed = {e.id for e in live if not is_reviewed(e, hashes[e.id])}
@@ -329,10 +352,7 @@ def select_candidates(
         method = found.method
         if found.warning:
             warnings.append(found.warning)
-        for cluster in _with_lineage(found.clusters, live):
-            members = [i for i in cluster if i in by_id]
-            if len(members) < 2:
-                continue
+        for members in _within_scopes(_with_lineage(found.clusters, live), by_id, scope):
             if tokens is not None and cost_of(members) > tokens:
                 parts = split_cluster(
                     members, lambda i: cost_of([i]), tokens, lambda i: content_tokens(by_id[i].content)

@@ -7,6 +7,9 @@ pairs where one entry supersedes the other. The host decides (DESIGN principle 4
 
 - a pair with an empty id, an id that is not a live entry (unknown), an id of a live entry that was not shown in this
   call, or the same id twice (a self-pair) is ignored, counted and listed with its reason;
+- a pair whose entries are behind different walls (dream_assets/scope.py: LangGraph namespaces,
+  ``MemoryScopeCategories``) is refused with its reason and counted (``cross_scope``), and such an entry is never
+  shown as another's neighbour;
 - a user correction (``standing.is_user_correction``: saved from feedback of kind Correction, stated by the user,
   or filed under ``feedback/from-user`` with the tag ``correction``, as ``model.user_correction_signs`` reads them;
   an entry merged from one stays one) is never superseded by an entry that is not itself a user correction, whatever
@@ -42,12 +45,13 @@ from datetime import datetime
 from dream_assets.llm.contracts import NOT_TEXT, ContradictionSweepResponse, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
-from dream_assets.model import MemoryEntry, iso
+from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, iso
 from dream_assets.passes.common import CONTEXT_EXCEEDED, call_model, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.scope import ScopeRules, describe
 from dream_assets.store.memory import SUPERSEDED_BY_KEY, SUPERSEDES_KEY, ContentError, MemoryStore, NotFound
 from dream_assets.store.recall import about_earlier_moment
 from dream_assets.store.standing import is_user_correction
@@ -150,11 +154,13 @@ def judge(
     offered: Collection[frozenset[str]],
     vocab: CoverageVocabulary = BASELINE_VOCABULARY,
     max_superseded: int | None = None,
+    scope: Callable[[MemoryEntry], str] | None = None,
 ) -> list[Verdict]:
     """Host rules over the model's ``(winner id, loser id, reason)`` pairs. ``shown``: the entries of this call by id;
     ``known``: every live id; ``offered``: the pairs the host offered as similar (:func:`offered_pairs`), the only
     ones that may be a supersession; ``max_superseded``: how many supersessions one answer may carry (the rest are
-    refused, in answer order). Returns one verdict per proposal, in order."""
+    refused, in answer order); ``scope``: the wall each entry is behind (a pair across walls is refused). Returns one
+    verdict per proposal, in order."""
     verdicts: list[Verdict] = []
     accepted = 0
     for winner_id, loser_id, reason in proposals:
@@ -171,6 +177,8 @@ def judge(
             refuse(f"unknown id {missing[0]}")
         elif hidden := [i for i in (w, lo) if i not in shown]:
             refuse(f"id {hidden[0]} was not shown in this call")
+        elif scope is not None and (sides := (scope(shown[w]), scope(shown[lo])))[0] != sides[1]:
+            refuse(f"across scopes: the winner is in {describe(sides[0])}, the loser in {describe(sides[1])}")
         elif frozenset((w, lo)) not in offered:
             refuse("not a pair the host offered as similar: only an entry and a live entry shown next to it may be one")
         else:
@@ -193,7 +201,7 @@ def judge(
 
 
 #: Refusals of a pair the host judged (not an unusable id): counted as ``refused``.
-_REFUSALS = ("a user correction", "the proposed winner", "the winner", "not a pair", "over the bound")
+_REFUSALS = ("a user correction", "the proposed winner", "the winner", "not a pair", "over the bound", "across scopes")
 
 
 def _over_bound(limit: int) -> str:
@@ -229,16 +237,22 @@ def select(
     *,
     neighbours: int,
     max_entries: int,
+    scope: Callable[[MemoryEntry], str] | None = None,
 ) -> Selection:
     """New or changed entries (oldest first, at most ``max_entries``) with their ``neighbours`` nearest live
-    entries by ``search`` (BM25 over the live corpus)."""
+    entries by ``search`` (BM25 over the live corpus), of the entry's own ``scope`` only."""
     unreviewed = [e for e in live if needs_review(e)]
     delta = unreviewed[:max_entries]
     shown = {e.id: e for e in delta}
     near: dict[str, list[str]] = {}
     for entry in delta:
         ids: list[str] = []
-        for hit, _score in search(entry.content, neighbours + 1):
+        own = scope(entry) if scope is not None else ""
+        # Neighbours behind another wall are skipped, so a few more are asked for than are shown.
+        asked = neighbours + 1 if scope is None else 4 * (neighbours + 1)
+        for hit, _score in search(entry.content, asked):
+            if (scope is not None and scope(hit) != own) or TEXT_HEAD_KEY in hit.metadata:
+                continue
             if hit.id != entry.id and not hit.is_archived and len(ids) < neighbours:
                 ids.append(hit.id)
                 shown.setdefault(hit.id, hit)
@@ -295,7 +309,9 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
     opts = ctx.options
     memories = ctx.store.memories
     start_fingerprint = memories.fingerprint()  # read before the corpus: a write in between re-opens the gate
-    live = memories.list_live()
+    # An entry whose text is only the head of a longer one (a LangGraph value over MaxContentChars) is left alone:
+    # no check of its text could see what the rest says.
+    live = [e for e in memories.list_live() if TEXT_HEAD_KEY not in e.metadata]
     report.counts["live"] = len(live)
     for key in ("superseded", "ignored", "refused", "waiting", "over_bound"):
         report.counts.setdefault(key, 0)
@@ -305,12 +321,14 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
         stamp(ctx, PASS, start_fingerprint)
         return report.skip(f"fewer than two live memories ({len(live)}): nothing can supersede anything; no call")
     max_entries = opts.ContradictionSweepMaxEntriesPerCall
+    scopes = ScopeRules.of(opts.MemoryScopeCategories, live)
     while True:  # a prompt over the model's window shows fewer entries: the rest waits for the next run
         selection = select(
             live,
             lambda query, limit: memories.search(query, limit=limit),
             neighbours=opts.ContradictionSweepNeighbours,
             max_entries=max_entries,
+            scope=scopes.of_entry if scopes.walls else None,
         )
         report.counts.update(
             {"unreviewed": selection.unreviewed, "eligible": len(selection.delta), "backlog": selection.backlog}
@@ -362,8 +380,10 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
         offered=offered_pairs(selection.neighbours),
         vocab=vocab,
         max_superseded=bound,
+        scope=scopes.of_entry,
     )
     over = sum(1 for v in verdicts if not v.accepted and v.why.startswith("over the bound"))
+    report.counts["cross_scope"] = sum(1 for v in verdicts if not v.accepted and v.why.startswith("across scopes"))
     report.counts["over_bound"] = over
     if over:
         report.warn(

@@ -16,16 +16,20 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
    its reason (``invalid_items``, an ``invalid-item`` row in the changes table) and the rest of the answer
    applies; ids that are not strings or not usable (``invalid_ids``), repeated within one list
    (``duplicate_ids``) or not shown this cycle (``ignored_ids``) are ignored with a count.
-4. For each merge: the coverage check (every name, acronym, multi-digit number and date of the sources must
-   survive), the content check (every source sentence keeps most of its content words, ``dropped_content``: a
-   dropped sentence or a sentence rewritten down to half its words fails it) and the invented-specifics check (no
-   name, number or date in the merged text that no source carries, judged per sentence), one narrow repair call
-   when any fails (capped per cycle; the repair prompt lists the dropped specifics and sentences and what was
-   invented), and the same three checks on the repair. Single-source rewrites
-   ("recategorised") face the same checks. Then one write: the sources are re-read — a source edited since it was
-   shown wins and the merge waits for the next cycle — the merged entry is saved with host-computed temporal fields
-   (consolidation_merge.py), its sources are archived and every change-log row is written, all in one transaction.
-   A crash at any point leaves the whole merge or none of it.
+4. For each merge: the walls first (dream_assets/scope.py): a merge whose sources are in different scopes (LangGraph
+   namespaces, ``MemoryScopeCategories``), or that would file its text under a category of another scope than its
+   sources', is refused with its reason and counted (``cross_scope_refused``), its sources kept, whatever the model
+   says; clusters are only ever offered within one scope, a removal's carrier must be in the removed entry's scope, and
+   a new entry the model proposes without sources is never filed behind a wall. Then the coverage check (every name,
+   acronym, multi-digit number and date of the sources must survive), the content check (every source sentence keeps
+   most of its content words, ``dropped_content``: a dropped sentence or a sentence rewritten down to half its words
+   fails it) and the invented-specifics check (no name, number or date in the merged text that no source carries, judged
+   per sentence), one narrow repair call when any fails (capped per cycle; the repair prompt lists the dropped specifics
+   and sentences and what was invented), and the same three checks on the repair. Single-source rewrites
+   ("recategorised") face the same checks. Then one write: the sources are re-read — a source edited since it was shown
+   wins and the merge waits for the next cycle — the merged entry is saved with host-computed temporal fields
+   (consolidation_merge.py), its sources are archived and every change-log row is written, all in one transaction. A
+   crash at any point leaves the whole merge or none of it.
 5. Stand-alone ("ephemeral") removals: the union of ``toDelete`` and the sources of merges that persisted is
    archived, never deleted, each archive logged with its content; a source of a merge that did not persist is kept
    even when ``toDelete`` lists it. An entry above the high-value floor is never a stand-alone removal. With
@@ -63,7 +67,7 @@ from typing import Any
 from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, MergeRepairResponse, ModelCall
 from dream_assets.llm.offline import answer_memory_consolidation, answer_merge_repair
 from dream_assets.llm.prompts import render_memory_consolidation, render_memory_entry, render_merge_repair
-from dream_assets.model import MemoryEntry, is_signal_entry, iso, new_id, parse_ts
+from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, is_signal_entry, iso, new_id, parse_ts
 from dream_assets.passes.archive_purge import is_high_value
 from dream_assets.passes.common import (
     CONTEXT_EXCEEDED,
@@ -98,6 +102,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.scope import NAMESPACE_PREFIX, SCOPE_KEY, ScopeRules, describe
 from dream_assets.store.connection import StoreError
 from dream_assets.store.dedup import REINFORCE
 from dream_assets.store.dedup import decide as decide_dedup
@@ -195,6 +200,7 @@ class _Apply:
     archived: set[str] = field(default_factory=set)  # archived by this answer (committed)
     pinned: dict[str, str] = field(default_factory=dict)  # carrier id -> removal that relies on it
     repairs_used: int = 0
+    scopes: ScopeRules = field(default_factory=ScopeRules)  # the walls no merge or carrier crosses
 
 
 @dataclass
@@ -351,6 +357,20 @@ def _apply_merge(
     ids = [s.id for s in sources]
     only = sources[0] if len(sources) == 1 else None
     category = save.category.strip() if "category" in save.model_fields_set else sources[0].category
+    # The walls a user declared (LangGraph namespaces, MemoryScopeCategories) are the host's, whatever the answer
+    # says: the sources share one scope and the merged entry is filed in it.
+    scopes = state.scopes.spans(sources)
+    target = state.scopes.of_category(category)
+    if len(scopes) > 1 or target != scopes[0]:
+        report.count("cross_scope_refused")
+        why = (
+            "its sources are in " + ", ".join(describe(x) for x in scopes)
+            if len(scopes) > 1
+            else f"it would file {describe(scopes[0])}'s entry under {category!r}, in {describe(target)}"
+        )
+        report.change("merge-refused", rejected_cluster_id(ids), f"sources {_ids(ids)} kept; {why}")
+        report.info(f"refused merge of {_ids(ids)} across scopes — {why}; sources kept")
+        return
     # Standing is the host's (store/standing.py): the merged entry is tagged user-correction exactly when a source is.
     tags = without_standing_tags(
         save.tags if "tags" in save.model_fields_set else sorted({t for s in sources for t in s.tags})
@@ -481,6 +501,8 @@ def _apply_merge(
                         REVIEWED_KEY: review_hash(merged),
                         REVIEWED_IN_KEY: reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call),
                         **({SPLIT_KEY: lineage} if lineage else {}),
+                        # a namespace's wall outlives its items (a declared scope is the option's, not carried)
+                        **({SCOPE_KEY: target} if target.startswith(NAMESPACE_PREFIX) else {}),
                     }
                 )
                 merged = memories.put(merged)
@@ -650,9 +672,12 @@ def _removal_verdict(ctx: PassContext, vocab: CoverageVocabulary, state: _Apply,
     words = content_tokens(entry.content)
     own = [CoverageSource(entry.content, entry.category)]
     names_only: str | None = None  # a live entry with every specific of it but not what it says
+    scope = state.scopes.of_entry(entry)
     for other, _ in ctx.store.memories.search(entry.content, limit=CARRIER_CANDIDATES):
         if other.id == entry.id or other.id in state.archived or other.is_archived:
             continue
+        if state.scopes.of_entry(other) != scope:
+            continue  # an entry behind another wall carries nothing for this one's readers
         if specifics:
             carried = check_merge_coverage(own, other.content, vocab).ok
             if carried and dropped_content(own, other.content, min_words=1):
@@ -843,11 +868,12 @@ def _apply(
     selection: Selection,
     vocab: CoverageVocabulary,
     response: MemoryConsolidationResponse,
+    scopes: ScopeRules | None = None,
 ) -> None:
     # Merges, removals and saves search the corpus inside their transactions: the recall index is built before, so
     # its first build does not hold the store (an agent saving meanwhile waits for none of it).
     ctx.store.memories.prepare_recall()
-    state = _Apply()
+    state = _Apply(scopes=scopes or ScopeRules.of(ctx.options.MemoryScopeCategories, ctx.store.memories.list_live()))
     not_shown: list[str] = []
     invalid_ids: list[str] = []
     duplicate_ids = 0
@@ -909,6 +935,13 @@ def _apply(
     for save, sources, content in plans:
         if sources:
             _apply_merge(ctx, report, selection, vocab, state, save, sources, content)
+        elif scope := state.scopes.of_category(save.category):
+            # The model saw every scope's entries: what it writes on its own goes to the shared pool, never behind a
+            # wall (a LangGraph namespace holds what its agent put there).
+            report.count("cross_scope_refused")
+            why = f"a new entry the model proposes is not filed in {describe(scope)}"
+            report.change("merge-refused", save.category, f"{why}: {_inline(content)[:120]}")
+            report.info(f"refused new entry [{save.category}]: {why}")
         else:
             _save_new_entry(ctx, report, save, content)
     _retire(ctx, report, selection, vocab, state, [i for i in deletes.usable if i not in merge_only])
@@ -916,19 +949,24 @@ def _apply(
 
 
 # --------------------------------------------------------------------------------------------------- the pass
-def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateClusters]:
+def _scan(
+    ctx: PassContext, report: PassReport, scopes: dict[str, str] | None = None
+) -> Callable[[], DuplicateClusters]:
     """The near-duplicate scan: cosine over embeddings when ``EmbeddingModel`` is set (vectors cached per content
     hash in the store, so only new or edited entries are embedded; calls are counted in the pass's usage), the
     store's lexical measure otherwise. A failed embeddings call does not fail the scan: the clusters come from the
     lexical measure, with a warning, as a save's near-duplicate check falls back (a scan that fails itself still
-    degrades the pass to new or changed entries, spec: "If the near-duplicate scan fails ...")."""
+    degrades the pass to new or changed entries, spec: "If the near-duplicate scan fails ...").
+
+    Either way a cluster joins entries of one scope only (``scopes``: id -> scope, dream_assets/scope.py), so two
+    users' near duplicates never fill one cluster's places and crowd out the cluster each would form on its own."""
     from dream_assets.llm.embeddings import build_embedding_provider
     from dream_assets.store.embeddings import EmbeddingIndex, cosine_clusters
 
     memories = ctx.store.memories
 
     def lexical() -> DuplicateClusters:
-        return memories.duplicate_clusters(max_cluster_size=ctx.options.ConsolidationMaxClusterSize)
+        return memories.duplicate_clusters(max_cluster_size=ctx.options.ConsolidationMaxClusterSize, scopes=scopes)
 
     if not ctx.options.EmbeddingModel.strip():
         return lexical
@@ -956,6 +994,7 @@ def _scan(ctx: PassContext, report: PassReport) -> Callable[[], DuplicateCluster
                 vectors,
                 ctx.options.EmbeddingSimilarityThreshold,
                 ctx.options.ConsolidationMaxClusterSize,
+                groups=None if scopes is None else [scopes.get(e.id, "") for e in live],
             )
         finally:
             for key, value in client.usage.totals(PASS, since=start).items():
@@ -1025,6 +1064,12 @@ def _count_selection(report: PassReport, selection: Selection, live: list[Memory
     )
 
 
+def _reviewable(live: list[MemoryEntry]) -> list[MemoryEntry]:
+    """The live entries the pass may show, fold or remove: not one whose text is only the head of a longer text
+    (``TEXT_HEAD_KEY``, a LangGraph value over MaxContentChars), as no check of its text sees what the rest says."""
+    return [e for e in live if TEXT_HEAD_KEY not in e.metadata]
+
+
 def consolidate_memories(ctx: PassContext) -> PassReport:
     """The pass, after the shared opening (enabled, not paused, past ConsolidationMinInterval: PassSpec.attempt)."""
     report = PassReport(PASS)
@@ -1042,7 +1087,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         report.warn(vocab_warning)
     memories = ctx.store.memories
     started = time.perf_counter()  # a duration for the report, never a clock the logic reads
-    live = memories.list_live()
+    live = _reviewable(memories.list_live())
     if opts.ConsolidationExactFoldEnabled and len(live) >= 2:
         live = _fold_exact(ctx, report, live)
     report.counts["live"] = report.counts["live_after"] = len(live)
@@ -1094,9 +1139,11 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         if budget.bounded:
             items_budget = int((budget.prompt_limit - fixed) * shrink)
         # One scan plans the calls left (disjoint batches); the next scan sees what their merges made.
+        scopes = ScopeRules.of(opts.MemoryScopeCategories, live)
+        scope_of = {e.id: scopes.of_entry(e) for e in live}
         planned = select_candidates(
             live,
-            _scan(ctx, report),
+            _scan(ctx, report, scope_of if any(scope_of.values()) else None),
             ctx.options.ConsolidationMaxEntriesPerCall,
             review_all=review_all,
             now=ctx.now,
@@ -1105,6 +1152,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             cost=_entry_tokens(budget.count) if items_budget is not None else None,
             budget=max(0, items_budget) if items_budget is not None else None,
             batches=max(1, max_calls - calls) if budget.bounded else 1,
+            scope=scopes.of_entry,
         )
         selection = planned
         if planned.split and planned.eligible:
@@ -1149,7 +1197,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
                 return report  # failed or deferred: nothing of this batch applied, nothing stamped, retried next cycle
             assert isinstance(response, MemoryConsolidationResponse)
             batch.call = calls + 1
-            _apply(ctx, report, batch, vocab, response)
+            _apply(ctx, report, batch, vocab, response, scopes)
             calls += 1
             report.counts["calls"] = calls
             selection = batch
@@ -1158,7 +1206,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
                 break
         if not redo:
             shrink = 1.0
-        live = memories.list_live()
+        live = _reviewable(memories.list_live())
         if calls >= max_calls or not budget.bounded:
             break
     assert selection is not None
@@ -1245,6 +1293,9 @@ COUNTS = {
     "duplicate_ids": "ids the answer listed more than once",
     "reoffered_removals_ignored": "removals of members of re-offered settled clusters, ignored (merge only)",
     "failed_saves": "merged texts the store refused to save (sources kept)",
+    "cross_scope_refused": "merges refused because their sources, or the category they would be filed under, are "
+    "behind different walls (LangGraph namespaces, MemoryScopeCategories), and new entries the model proposed "
+    "behind a wall: sources kept, nothing written",
     "forced": "1 when the run was forced (dream/force), else 0",
     "gated": "1 when the change gate found the corpus unchanged and no call was made, else 0",
     "model_calls_not_made": "model calls not made (the endpoint failed earlier in the cycle)",

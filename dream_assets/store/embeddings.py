@@ -377,12 +377,15 @@ def cosine_clusters(
     vectors: Mapping[str, np.ndarray] | np.ndarray,
     threshold: float,
     max_cluster_size: int,
+    *,
+    groups: Sequence[str] | None = None,
 ) -> DuplicateClusters:
     """Near-duplicate clusters of ``ids`` whose embedding cosine reaches ``threshold``, in the shape of
     ``find_duplicate_clusters``: grown from the strongest pairs down, a union past ``max_cluster_size`` refused,
     members in input order, clusters by first member, singletons left out, ``method`` "embeddings".
 
-    ``vectors``: ``{id: vector}`` (as ``EmbeddingIndex.vectors`` returns) or a matrix with one row per id."""
+    ``vectors``: ``{id: vector}`` (as ``EmbeddingIndex.vectors`` returns) or a matrix with one row per id;
+    ``groups``: one per id, only ids of one group are joined (dream_assets/scope.py)."""
     ids = [str(i) for i in ids]
     if len(set(ids)) != len(ids):
         dup = next(d for d, c in Counter(ids).items() if c > 1)
@@ -407,7 +410,7 @@ def cosine_clusters(
         if matrix.ndim != 2 or matrix.shape[0] != len(ids):
             raise ValueError(f"cosine_clusters: a matrix of shape {matrix.shape} for {len(ids)} ids")
     rows, cols, sims = cosine_pairs_dense(normalise_rows(matrix), threshold)
-    clusters = cluster_pairs(len(ids), rows, cols, sims, max_cluster_size)
+    clusters = cluster_pairs(len(ids), rows, cols, sims, max_cluster_size, groups=groups)
     return DuplicateClusters(
         clusters=[[ids[i] for i in members] for members in clusters], method=EMBEDDING_METHOD, pairs=len(rows)
     )

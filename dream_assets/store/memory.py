@@ -821,8 +821,11 @@ class MemoryStore:
         threshold: float | None = None,
         max_cluster_size: int | None = None,
         method: str | None = None,
+        scopes: Mapping[str, str] | None = None,
     ) -> DuplicateClusters:
-        """Near-duplicate clusters of the live corpus, by the configured measure unless ``method`` names one."""
+        """Near-duplicate clusters of the live corpus, by the configured measure unless ``method`` names one.
+        ``scopes``: id -> scope (dream_assets/scope.py; an id not in it is in the shared pool ""): a cluster holds
+        entries of one scope only."""
         method = method or self.similarity_measure()[0]
         if threshold is None:
             threshold = (
@@ -837,6 +840,7 @@ class MemoryStore:
             threshold,
             self._options.ConsolidationMaxClusterSize if max_cluster_size is None else max_cluster_size,
             method=method,
+            groups=None if scopes is None else [scopes.get(d[0], "") for d in docs],
         )
 
     # ------------------------------------------------------------------ writes

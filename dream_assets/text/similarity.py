@@ -113,8 +113,10 @@ def find_duplicate_clusters(
     max_cluster_size: int,
     *,
     method: str = "auto",
+    groups: Sequence[str] | None = None,
 ) -> DuplicateClusters:
-    """Cluster ``docs`` ((id, text) pairs) whose similarity reaches ``threshold``.
+    """Cluster ``docs`` ((id, text) pairs) whose similarity reaches ``threshold``; with ``groups`` (one per doc),
+    only docs of one group are joined (the walls of dream_assets/scope.py).
 
     ``method``: "tfidf" (cosine over scikit-learn TF-IDF fitted on ``docs``), "jaccard" (over
     content tokens) or "auto" (TF-IDF, falling back to Jaccard with a warning when TF-IDF cannot be
@@ -152,7 +154,7 @@ def find_duplicate_clusters(
     if used == "jaccard":
         rows, cols, sims = jaccard_pairs([content_tokens(t) for t in texts], threshold)
 
-    clusters = cluster_pairs(len(docs), rows, cols, sims, max_cluster_size)
+    clusters = cluster_pairs(len(docs), rows, cols, sims, max_cluster_size, groups=groups)
     return DuplicateClusters(
         clusters=[[ids[i] for i in members] for members in clusters],
         method=used,
@@ -166,9 +168,22 @@ def find_duplicate_clusters(
 
 
 def cluster_pairs(
-    n: int, rows: np.ndarray, cols: np.ndarray, sims: np.ndarray, max_cluster_size: int
+    n: int,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    sims: np.ndarray,
+    max_cluster_size: int,
+    *,
+    groups: Sequence[str] | None = None,
 ) -> list[list[int]]:
-    """Greedy capped union-find over pairs, strongest first (ties by positions), as sorted index lists."""
+    """Greedy capped union-find over pairs, strongest first (ties by positions), as sorted index lists. With
+    ``groups`` (one per position) a pair of two groups is no pair: a cluster holds one group's members only."""
+    if groups is not None and len(rows):
+        if len(groups) != n:
+            raise ValueError(f"cluster_pairs: {len(groups)} groups for {n} positions")
+        codes = np.unique(np.asarray(list(groups), dtype=object).astype(str), return_inverse=True)[1]
+        same = codes[np.asarray(rows)] == codes[np.asarray(cols)]
+        rows, cols, sims = np.asarray(rows)[same], np.asarray(cols)[same], np.asarray(sims)[same]
     parent = list(range(n))
     size = [1] * n
 
