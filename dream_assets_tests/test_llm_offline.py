@@ -145,6 +145,11 @@ def test_an_offline_merge_says_a_restated_sentence_once() -> None:
         ("people/dave", "Dave started a pottery course.", "Dave attends a pottery course."),  # a change, a state
         ("people/gina", "Gina opened her own dance studio.", "Gina closed her own dance studio."),  # two changes
         ("people/gina", "Gina lost her job at the bakery.", "Gina quit her job at the bakery."),
+        (
+            "people/john",  # sharing a photo is an event: its date is no frame date
+            "On 27 December 2023, John shares a photo of a tranquil forest near his hometown.",
+            "On 7 February 2024, John shares a photo of a tranquil forest near his hometown.",
+        ),
     ],
 )
 def test_offline_never_merges_different_events(category, first, second) -> None:
