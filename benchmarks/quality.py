@@ -19,6 +19,11 @@ changes nothing (at most ``--max-cycles``). Where each fact ends up is followed 
 the change log. One JSON object per line:
 
 * quality.dup_groups_one_live — fraction of duplicate groups whose members all end in one live entry (target >= 0.90);
+* quality.groups_left_apart.<reason> — duplicate groups left with two or more live entries, per reason, read from
+  the store at the end: never_clustered (the near-duplicate scan puts them in no one cluster), below_merge_rule (one
+  cluster, but the offline merge rule leaves them apart), merge_refused_by_coverage (a merge of them was rejected, or
+  the rule's merge would be, by the coverage and content checks), settled_after_left_apart (the rule would merge them
+  now, but their cluster is settled and no longer offered);
 * quality.distinct_merged — pairs of look-alike distinct events that end in the same live entry (target 0);
 * quality.specifics_lost — specifics (names, numbers, dates) of saved facts that the fact's live home — its live
   descendant, else the best of its ten best search matches — does not carry (target 0);
@@ -83,10 +88,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dream_assets.cycle import run_cycle  # noqa: E402
 from dream_assets.llm.client import ModelClient  # noqa: E402
-from dream_assets.llm.offline import OfflineBackend, split_sentences  # noqa: E402
+from dream_assets.llm.offline import OfflineBackend, answer_memory_consolidation, split_sentences  # noqa: E402
 from dream_assets.llm.scripted import ScriptedBackend  # noqa: E402
 from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.passes.consolidation_merge import REJECTED_CLUSTER_KEY  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets.store.connection import close_all  # noqa: E402
@@ -94,6 +100,8 @@ from dream_assets.text.coverage import (  # noqa: E402
     BASELINE_VOCABULARY,
     CoverageSource,
     check_merge_coverage,
+    dropped_content,
+    invented_specifics,
     specifics_of,
 )
 from dream_assets.text.tokens import content_tokens  # noqa: E402
@@ -508,19 +516,93 @@ class GroupScore:
     unrelated_shared: int = 0
     apart: list[str] = field(default_factory=list)
     wrongly_merged: list[str] = field(default_factory=list)
+    apart_reasons: Counter = field(default_factory=Counter)  # groups with two or more live entries, per reason
 
 
-def score_groups(corpus: Corpus, homes: dict[str, str | None], store: Any) -> GroupScore:
+#: Why a duplicate group ends with two or more live entries (quality.groups_left_apart.<reason>).
+APART_REASONS = (
+    "never_clustered",  # the near-duplicate scan puts its live entries in no one cluster
+    "below_merge_rule",  # clustered, but the offline merge rule leaves them apart
+    "merge_refused_by_coverage",  # the rule merges them, the coverage or content check refuses the merge
+    "settled_after_left_apart",  # the rule would merge them now, but their cluster is settled and not offered
+)
+
+
+class ApartReasons:
+    """Classifies a duplicate group left with two or more live entries (``APART_REASONS``): the store's lexical scan as
+    the pass runs it, the rejection stamps, and the offline rule asked again on the cluster that holds most of them,
+    its merge put to the checks the pass applies."""
+
+    def __init__(self, store: Any, options: DreamOptions) -> None:
+        self.store = store
+        self.live = {e.id: e for e in store.memories.list_live()}
+        found = store.memories.duplicate_clusters(max_cluster_size=options.ConsolidationMaxClusterSize)
+        self.cluster_of = {i: n for n, c in enumerate(found.clusters) for i in c}
+        self.clusters = found.clusters
+
+    def reason(self, ids: set[str]) -> str:
+        by_cluster: dict[int, set[str]] = defaultdict(set)
+        for i in ids:
+            if i in self.cluster_of:
+                by_cluster[self.cluster_of[i]].add(i)
+        together = max(by_cluster.items(), key=lambda kv: len(kv[1]), default=(None, set()))
+        if len(together[1]) < 2:
+            return "never_clustered"
+        members = [self.live[i] for i in self.clusters[together[0]] if i in self.live]
+        if any(REJECTED_CLUSTER_KEY in self.live[i].metadata for i in together[1]):
+            return "merge_refused_by_coverage"
+        inputs = {
+            "entries": [
+                {
+                    "id": e.id,
+                    "content": e.content,
+                    "category": e.category,
+                    "tags": sorted(e.tags),
+                    "subject": e.subject_time or None,
+                }
+                for e in members
+            ],
+            "clusters": [[e.id for e in members]],
+        }
+        answer, _ = answer_memory_consolidation(inputs)
+        for save in answer["toSave"]:
+            chosen = set(save["sourceIds"])
+            if len(chosen & together[1]) < 2:
+                continue
+            sources = [CoverageSource(self.live[i].content, self.live[i].category) for i in save["sourceIds"]]
+            content = save["content"]
+            if (
+                not check_merge_coverage(sources, content, BASELINE_VOCABULARY).ok
+                or invented_specifics(sources, content, BASELINE_VOCABULARY)
+                or dropped_content(sources, content)
+            ):
+                return "merge_refused_by_coverage"
+            return "settled_after_left_apart"
+        return "below_merge_rule"
+
+
+def score_groups(
+    corpus: Corpus, homes: dict[str, str | None], store: Any, options: DreamOptions | None = None
+) -> GroupScore:
     text = {f.key: f.content for f in corpus.facts}
     fact = {f.key: f for f in corpus.facts}
     g = GroupScore()
+    reasons = ApartReasons(store, options) if options is not None else None
     for group in corpus.dup_groups:
         g.dup_total += 1
         ends = {homes.get(k) for k in group}
         if len(ends) == 1 and None not in ends:
             g.dup_one_live += 1
         else:
-            g.apart.append(" | ".join(f"{text[k]!r} -> {homes.get(k) or 'no live entry'}" for k in group))
+            why = ""
+            live_ends = {e for e in ends if e}
+            if reasons is not None and len(live_ends) >= 2:
+                why = reasons.reason(live_ends)
+                g.apart_reasons[why] += 1
+            g.apart.append(
+                (f"[{why}] " if why else "")
+                + " | ".join(f"{text[k]!r} -> {homes.get(k) or 'no live entry'}" for k in group)
+            )
     for group in corpus.lookalike_groups:
         for i, a in enumerate(group):
             for b in group[i + 1 :]:
@@ -629,10 +711,11 @@ def run_conversation(corpus: Corpus, root: Path, options: DreamOptions, max_cycl
     store = open_store(profile, options)
     after = locate(store, corpus, saved)
     hits_after, _ = recall10(store, corpus, after.homes)
-    groups = score_groups(corpus, after.homes, store)
+    groups = score_groups(corpus, after.homes, store, options)
     c = totals.counts
     c["conversations"] += 1
     c["facts"] += len(corpus.facts)
+    c.update({f"apart:{k}": v for k, v in groups.apart_reasons.items()})
     c["live_before"] += len(set(filter(None, before.homes.values())))
     c["live_after"] += store.memories.counts()["live"]
     c["dup_one_live"] += groups.dup_one_live
@@ -826,10 +909,11 @@ def run_year(
             failed += 1
     store = open_store(profile, options)
     after = locate(store, corpus, saved)
-    groups = score_groups(corpus, after.homes, store)
+    groups = score_groups(corpus, after.homes, store, options)
     c = totals.counts
     c["conversations"] += 1
     c["facts"] += len(corpus.facts)
+    c.update({f"apart:{k}": v for k, v in groups.apart_reasons.items()})
     c["days"] += days
     c["facts_lost"] += len(after.facts_lost)
     c["specifics_lost"] += after.specifics_lost
@@ -1162,6 +1246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     emit("quality.facts", n, c["facts"], "count")
     emit("quality.dup_groups", n, c["dup_total"], "count")
     emit("quality.dup_groups_one_live", n, _ratio(c["dup_one_live"], c["dup_total"]), "fraction")
+    for reason in APART_REASONS:
+        emit(f"quality.groups_left_apart.{reason}", int(c["dup_total"]), c[f"apart:{reason}"], "groups")
     emit("quality.lookalike_pairs", n, c["lookalike_pairs"], "count")
     emit("quality.distinct_merged", n, c["distinct_merged"], "count")
     for key in sorted(k for k in c if k.startswith("lookalike:") and k.endswith(":pairs")):

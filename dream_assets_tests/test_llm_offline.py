@@ -142,6 +142,14 @@ def test_an_offline_merge_says_a_restated_sentence_once() -> None:
             "The user met Oscar Lindqvist in Bangalore.",
         ),
         ("people/dave", "Dave opened his own car shop on 2026-03-02.", "Dave opened his own car shop on 2026-05-14."),
+        ("people/dave", "Dave started a pottery course.", "Dave attends a pottery course."),  # a change, a state
+        ("people/gina", "Gina opened her own dance studio.", "Gina closed her own dance studio."),  # two changes
+        ("people/gina", "Gina lost her job at the bakery.", "Gina quit her job at the bakery."),
+        (
+            "people/john",  # sharing a photo is an event: its date is no frame date
+            "On 27 December 2023, John shares a photo of a tranquil forest near his hometown.",
+            "On 7 February 2024, John shares a photo of a tranquil forest near his hometown.",
+        ),
     ],
 )
 def test_offline_never_merges_different_events(category, first, second) -> None:
@@ -157,6 +165,26 @@ def test_offline_never_merges_different_events(category, first, second) -> None:
     [
         ("Dave started a pottery course.", "Dave began a pottery course."),  # one change, two words for it
         ("Melanie is going swimming with the kids.", "Melanie is going swimming with the children."),
+        # A verb of change told with words outside its class, in its place and form: one change.
+        ("John started a weekend yoga class with a colleague.", "John took up a weekend yoga class with a colleague."),
+        (
+            "Maria joined a nearby church to feel closer to a community.",
+            "Maria signed up for a nearby church to feel closer to a community.",
+        ),
+        (
+            "Andrew found an awesome cafe with amazing pastries.",  # "found": the past of find, not of found
+            "On 13 October 2023, Andrew mentioned again that Andrew discovered an awesome cafe with amazing pastries.",
+        ),
+        ("Dave has a close bond with his sister.", "Dave has a tight bond with his sister."),
+        (
+            "John recently left his IT job because he wanted something that made a difference.",
+            "Because he wanted something that made a difference, John recently walked away from his IT job.",
+        ),
+        # One shared word (the name) does not make a framing sentence look like the fact.
+        (
+            "John has recently graduated.",
+            "John has lately graduated. John brought this up again while talking with Maria.",
+        ),
     ],
 )
 def test_offline_merges_a_fact_told_with_other_words_outside_episodes(first, second) -> None:

@@ -143,6 +143,60 @@ def test_a_cluster_left_apart_is_reoffered_after_the_cooldown_merge_only_and_its
     assert len(run.requests) == 1 and len(live_ids(store)) == 1
 
 
+def _offline_pass(profile, store, now, options=NO_FLOOR):
+    client = ModelClient(OfflineBackend(), profile=profile, options=options)
+    ctx = PassContext(profile, options, now, cycle_id=f"c{now:%j%H%M}", client_factory=lambda: client, _store=store)
+    return run_memory_consolidation(ctx)
+
+
+def _gina(store):
+    store.memories.put_many(
+        [
+            entry("a", "Gina opened her own dance studio in the old mill building.", category="people/gina"),
+            entry("b", "Gina closed her own dance studio in the old mill building.", category="people/gina"),
+        ]
+    )
+
+
+def test_a_cluster_settled_under_older_offline_rules_is_offered_again_and_merged_by_the_new_ones(
+    profile, store, monkeypatch
+):
+    from dream_assets.llm import offline
+
+    _gina(store)
+    first = _offline_pass(profile, store, NOW)
+    assert first.counts["left_apart"] == 1 and live_ids(store) == {"a", "b"}  # another change: two facts
+    settled = _offline_pass(profile, store, NOW + timedelta(hours=1))
+    assert settled.counts["settled_clusters"] == 1 and settled.counts["clusters"] == 0
+
+    # Rules that merge the pair, released without a new version: the cluster stays settled (nothing says they
+    # changed); with the version bumped it is offered again, long before its cooldown, and merged.
+    monkeypatch.setattr(offline, "distinct_moments", lambda a, b: False)
+    unchanged = _offline_pass(profile, store, NOW + timedelta(hours=2))
+    assert unchanged.counts["settled_clusters"] == 1 and live_ids(store) == {"a", "b"}
+    monkeypatch.setattr(offline, "OFFLINE_RULES_VERSION", offline.OFFLINE_RULES_VERSION + "-next")
+    healed = _offline_pass(profile, store, NOW + timedelta(hours=3))
+    assert healed.counts["reoffered"] == 1 and healed.counts["merged"] == 1
+    [merged] = store.memories.list_live()
+    assert merged.content == (
+        "Gina opened her own dance studio in the old mill building.\n"
+        "Gina closed her own dance studio in the old mill building."
+    )
+
+
+def test_a_cluster_settled_under_another_directive_is_offered_again(profile, store):
+    _gina(store)
+    _offline_pass(profile, store, NOW)
+    assert _offline_pass(profile, store, NOW + timedelta(hours=1)).counts["settled_clusters"] == 1
+    profile.directive_override_path(NO_FLOOR.DirectivePath).write_text(
+        "Merge what is one fact; keep two facts apart.\n", encoding="utf-8"
+    )
+    again = _offline_pass(profile, store, NOW + timedelta(hours=2))
+    assert again.counts["reoffered"] == 1 and again.counts["settled_clusters"] == 0
+    assert live_ids(store) == {"a", "b"}  # the offline rules still leave them apart: settled under this directive
+    assert _offline_pass(profile, store, NOW + timedelta(hours=3)).counts["settled_clusters"] == 1
+
+
 # ----------------------------------------------------------------------------------------------- exact fold
 def test_exact_duplicates_fold_into_the_oldest_without_a_model_call(run, store):
     store.memories.put_many(

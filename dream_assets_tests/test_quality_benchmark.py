@@ -49,6 +49,15 @@ def test_consolidation_keeps_distinct_events_apart_and_every_specific():
     assert metrics["quality.qa_items"] >= 100 and metrics["quality.model_calls"] >= 1
     assert metrics["quality.distinct_merged"] == 0, examples
     assert metrics["quality.specifics_lost"] == 0, examples
+    # A duplicate group left apart says why: each reason is counted (zero included), and no more groups than are
+    # left apart.
+    reasons = {k: v for k, v in metrics.items() if k.startswith("quality.groups_left_apart.")}
+    assert set(reasons) == {
+        f"quality.groups_left_apart.{r}"
+        for r in ("never_clustered", "below_merge_rule", "merge_refused_by_coverage", "settled_after_left_apart")
+    }
+    apart = round(metrics["quality.dup_groups"] * (1 - metrics["quality.dup_groups_one_live"]))
+    assert sum(reasons.values()) <= apart, reasons
     # Stale facts: every contradicted fact the judge's pairs cover is archived as superseded, and no hostile pair
     # (reversed against subject time, an agent's claim over a user correction, bad ids) archives a true fact.
     assert metrics["quality.stale_facts"] >= 10

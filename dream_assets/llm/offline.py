@@ -10,11 +10,12 @@ its answers from the structured ``ModelRequest.inputs`` the passes build next to
     category is one every source agrees on (``people/jon`` never merges with ``people/gina``); members are taken
     in order while they describe no distinct moment with any taken before (``distinct_moments``: different
     subject times, each states a name, number or date the other lacks, frame dates set aside, or look-alike
-    sentences name another change, or in an episodic category another topic). The merged text keeps every
-    sentence of every member in member order; a sentence equal to an earlier one after white-space, case and
-    final-punctuation normalisation is kept once, and so is one another kept sentence carries whole
-    (text/restated.py: "The user prefers dark mode." and "User prefers dark mode!"). Tags = the union in order,
-    sourceIds = the members taken. ``toDelete`` is always empty: no ephemeral removals, no invented facts.
+    sentences name another change, not told with other words in its place, or in an episodic category another
+    topic). The merged text keeps every sentence of every member in member order; a sentence equal to an earlier
+    one after white-space, case and final-punctuation normalisation is kept once, and so is one another kept
+    sentence carries whole (text/restated.py: "The user prefers dark mode." and "User prefers dark mode!"). Tags =
+    the union in order, sourceIds = the members taken. ``toDelete`` is always empty: no ephemeral removals, no
+    invented facts. A change of these rules bumps ``OFFLINE_RULES_VERSION``.
 ``merge_repair``: ``{"merged": str, "sources": [{"id", "content"}], "missing": [str]}``
     The merged text followed by every source sentence that contains a missing string (a whole source when
     the string spans sentences). A string found in no source is not invented, so the repair still fails the
@@ -45,12 +46,15 @@ from dream_assets.text.coverage import (
     content_stems,
     specifics_of,
 )
-from dream_assets.text.framing import without_frame_dates
+from dream_assets.text.framing import FRAMING_WORDS, without_frame_dates
 from dream_assets.text.restated import sentence_pieces, without_restated_sentences
-from dream_assets.text.tokens import stem, tokenize
+from dream_assets.text.tokens import content_token_list, stem, tokenize
 
 OFFLINE_BACKEND = "offline"
 OFFLINE_MODEL = "offline-deterministic"
+#: The version of the offline merge rules (``distinct_moments`` and the merged text). Bump it whenever they change: a
+#: cluster the offline backend left apart under older rules is offered again (passes/consolidation_select.py).
+OFFLINE_RULES_VERSION = "2"
 OFFLINE_LABEL = "model backend: offline (no endpoint configured) — deterministic conservative answers"
 JUDGEMENT_NOTE = "offline backend: this pass needs model judgement; no changes proposed"
 
@@ -144,20 +148,115 @@ def _changes(sentence: str) -> frozenset[str]:
     return frozenset(c for c in (_CHANGE_OF.get(stem(t)) for t in tokenize(sentence)) if c)
 
 
+#: Past tenses that do not end in -ed: a verb of change is told again with a verb of the same form ("lost her job",
+#: "misplaced her job"; "started a class", "took up a class"), another fact with a verb of another form ("opened a
+#: shop", "works at a shop").
+_IRREGULAR_PAST = frozenset(
+    "began became bought brought built came caught chose did drew drove fell felt found gave got grew had heard held "
+    "hid kept knew led left lent lost made meant met paid put quit ran rode rose said sang sat saw sent set shut sold "
+    "spent spoke stood stole swam taught thought threw told took tore understood wed went woke won wore wrote".split()
+)
+#: How many words may stand in for one verb of change in a rewording of it ("signed up for" for "joined").
+_REWORDING_SPAN = 3
+
+
+def _form(word: str) -> str:
+    """The grammatical form of a word, read from its ending: past, -ing, -s, or the base form."""
+    if word in _IRREGULAR_PAST or (len(word) > 4 and word.endswith("ed")):
+        return "past"
+    if len(word) > 4 and word.endswith("ing"):
+        return "ing"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return "s"
+    return "base"
+
+
+def _content_words(sentence: str) -> list[tuple[str, str]]:
+    """(word, stem) of the words that carry ``sentence``'s content, in order: no stopwords, framing words or
+    numbers (``content_stems``' words, kept in their order), so a frame or a date does not shift the alignment."""
+    out = []
+    for token in content_token_list(sentence):
+        st = stem(token)
+        if st not in FRAMING_WORDS and not any(c.isdigit() for c in token):
+            out.append((token, st))
+    return out
+
+
+def _stand_in(words: Sequence[tuple[str, str]], n: int, other: Sequence[tuple[str, str]]) -> list[int] | None:
+    """Where ``other`` says something in place of ``words[n]``: the positions of ``other`` between the words the two
+    share next to it (the nearest shared word before it and after it; at an end of the sentence, the one there is),
+    when the stretch of ``words`` there and the stretch of ``other`` are each one to :data:`_REWORDING_SPAN` words.
+    None when there is no such place: the word is said where the other says nothing, or the two are not worded alike
+    around it."""
+    theirs = [st for _, st in other]
+    mine = {st for _, st in words}
+    before = next((i for i in range(n - 1, -1, -1) if words[i][1] in theirs), None)
+    after = next((i for i in range(n + 1, len(words)) if words[i][1] in theirs), None)
+    if before is None and after is None:
+        return None
+    low = before + 1 if before is not None else 0
+    high = after if after is not None else len(words)
+    if high - low > _REWORDING_SPAN:
+        return None
+    starts = [j for j, st in enumerate(theirs) if before is not None and st == words[before][1]]
+    ends = [j for j, st in enumerate(theirs) if after is not None and st == words[after][1]]
+    if starts and ends:
+        return next((list(range(p + 1, q)) for p in starts for q in ends if 0 < q - p - 1 <= _REWORDING_SPAN), None)
+    # At an end of the sentence: the words of ``other`` next to the one shared word, up to a word both say.
+    for anchor in starts or ends:
+        steps = range(anchor + 1, len(theirs)) if starts else range(anchor - 1, -1, -1)
+        span: list[int] = []
+        for j in steps:
+            if theirs[j] in mine or len(span) == _REWORDING_SPAN:
+                break
+            span.append(j)
+        if span:
+            return sorted(span)
+    return None
+
+
+def _change_reworded(sentence: str, other: str) -> bool:
+    """Whether the verbs of change that ``sentence`` and ``other`` do not share are one change told with other
+    words: each such verb stands, between the same shared words, where the other sentence has a few other words
+    that name no change, one of them in the same form ("Gina lost her job" and "Gina misplaced her job", "John
+    started a yoga class" and "John took up a yoga class", "a close bond" and "a near bond"; clauses may be in
+    another order). A verb of change said where the other says nothing ("works at a shop", "quit working at a
+    shop"), next to another change, or in place of words of another form ("opened his own shop", "works at a shop")
+    tells another fact."""
+    words = (_content_words(sentence), _content_words(other))
+    classes = ([_CHANGE_OF.get(st) for _, st in words[0]], [_CHANGE_OF.get(st) for _, st in words[1]])
+    for side in (0, 1):
+        own, theirs = classes[side], set(classes[1 - side])
+        for n, change in enumerate(own):
+            if change is None or change in theirs:
+                continue
+            span = _stand_in(words[side], n, words[1 - side])
+            if span is None or any(classes[1 - side][j] for j in span):
+                return False
+            if _form(words[side][n][0]) not in {_form(words[1 - side][j][0]) for j in span}:
+                return False
+    return True
+
+
 def _told_differently(a: str, b: str, category: str) -> bool:
-    """Some sentence of ``a`` and some sentence of ``b`` look alike (they share at least half the content words of
-    the longer) but tell another moment: they name other changes (:data:`_CHANGE_CLASSES`), or, in an episodic
-    category, each has content words the other lacks. Framing ("said again", "mentioned"), numbers and calendar
-    words are not content words here: they are the specifics check's."""
+    """Some sentence of ``a`` and some sentence of ``b`` look alike (they share two content words or more, and at
+    least half those of the longer) but tell another moment: they name other changes (:data:`_CHANGE_CLASSES`) that
+    are not one change told with other words (:func:`_change_reworded`), or, in an episodic category, each has
+    content words the other lacks. Framing ("said again", "mentioned"), numbers and calendar words are not content
+    words here: they are the specifics check's."""
     episodic = any(category == root or category.startswith(root + "/") for root in EVENT_CATEGORIES)
     others = [(t, st) for t in content_sentences(b) if (st := content_stems(t))]
     for sentence in content_sentences(a):
         own = content_stems(sentence)
         for other_sentence, other in others:
             shared = len(own & other)
-            if not shared or 2 * shared < max(len(own), len(other)):
+            # One shared word (the person's name in "John has graduated." and "John said so to Maria.") is no
+            # likeness.
+            if shared < 2 or 2 * shared < max(len(own), len(other)):
                 continue
-            if _changes(sentence) != _changes(other_sentence) or (episodic and own - other and other - own):
+            if episodic and own - other and other - own:
+                return True
+            if _changes(sentence) != _changes(other_sentence) and not _change_reworded(sentence, other_sentence):
                 return True
     return False
 

@@ -24,6 +24,13 @@ reshaped cluster of untouched entries would be asked again. A settled cluster is
 passed (``ConsolidationSettledCooldown``, doubled for each further time it was left apart, at most 16 times), with
 a note in the prompt; such a re-offered cluster is merge-only (the pass ignores a removal of its members).
 
+A cluster is settled under the rules that decided it: every entry a call showed (and every entry a call wrote) carries
+the stamp of the rules it was judged by (``consolidationRules``: the backend and model, the directive, and for the
+offline backend the version of its merge rules, ``OFFLINE_RULES_VERSION``). A settled cluster whose members do not all
+carry the current stamp is re-offered at once, merge-only like any re-offered cluster: a new model, a new directive or
+better offline rules heal what older ones left apart, instead of leaving it settled until its cooldown. A merge a
+person rejected in review is stamped ``PERSON_RULES``: their decision stands whatever the rules become.
+
 A cluster too large for one call's window is offered in parts (``split_cluster``); each part is judged like a cluster
 by its own stamps. Its members shown in a part and the entries merged from a part carry the cluster's lineage
 (``consolidationSplitOf``), which joins them into one cluster on the next selection even when the scan no longer
@@ -37,6 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from dream_assets.llm import offline
 from dream_assets.model import MemoryEntry, iso, parse_ts
 from dream_assets.store.connection import StoreError
 from dream_assets.text.content_hash import stable_hash
@@ -56,11 +64,23 @@ REVIEWED_IN_KEY = "consolidationReviewedIn"
 SPLIT_KEY = "consolidationSplitOf"
 #: The cooldown of a settled cluster doubles each time it is left apart again, up to this many times the option.
 COOLDOWN_MAX_FACTOR = 16
+#: Metadata of every entry a model call showed or wrote: the stamp of the rules it was judged by (``rules_stamp``).
+RULES_KEY = "consolidationRules"
+#: The rules stamp of a cluster a person left apart (a merge rejected in review): no change of rules re-offers it.
+PERSON_RULES = "person"
 
 
 def cluster_set_id(ids: Sequence[str]) -> str:
     """A stable id of a member set, order-free."""
     return stable_hash("consolidation-cluster-set", sorted(set(ids)))[:16]
+
+
+def rules_stamp(model: str, directive: str) -> str:
+    """The stamp of the rules a consolidation call judges by: the backend and model that answer (``model_identity``),
+    the directive they are given, and for the offline backend the version of its merge rules, bumped whenever they
+    change. A settled cluster stamped with other rules is a question not asked of these ones."""
+    version = offline.OFFLINE_RULES_VERSION if model == offline.OFFLINE_BACKEND else ""
+    return stable_hash("consolidation-rules", [model, version, directive])[:16]
 
 
 def reviewed_in_stamp(cycle_id: str, now: datetime, call: int = 1) -> str:
@@ -173,6 +193,8 @@ class Selection:
     part_of: dict[str, str] = field(default_factory=dict)
     #: The further calls of the same selection (``batches`` > 1), each with what it shows and what waits after it.
     later: list[Selection] = field(default_factory=list)
+    #: The stamp of the rules the calls judge by (``rules_stamp``), stamped on what they show and write ("": none).
+    rules: str = ""
 
     @property
     def withheld(self) -> int:
@@ -280,6 +302,7 @@ def select_candidates(
     exclude: set[str] | frozenset[str] = frozenset(),
     batches: int = 1,
     scope: Callable[[MemoryEntry], str] | None = None,
+    rules: str | None = None,
 ) -> Selection:
     """Gate the live corpus. ``scan`` returns the near-duplicate clusters of the live corpus (the store's
     duplicate-candidate scan); when it raises, the selection is the unreviewed entries alone, with a warning.
@@ -304,7 +327,10 @@ def select_candidates(
     is the selection itself, the others ``later``; each one's ``backlog`` is what waits after it.
 
     ``scope`` (dream_assets/scope.py): the wall an entry is behind. A cluster holds entries of one scope only: the
-    scan's clusters are split by scope, and a part of one entry is no cluster."""
+    scan's clusters are split by scope, and a part of one entry is no cluster.
+
+    ``rules`` (``rules_stamp``) is the stamp of the rules this run judges by: a settled cluster a member of which
+    carries another stamp (or none) is re-offered now, past its cooldown."""
     hashes = {e.id: review_hash(e) for e in live}
     by_id = {e.id: e for e in live}
     really_unreviewed = {e.id for e in live if not is_reviewed(e, hashes[e.id])}
@@ -339,6 +365,8 @@ def select_candidates(
             until = _settled_until(entries, cooldown)
         elif (until := _shown_in_one_call(entries, cooldown)) is None:
             return "open"
+        if rules is not None and any(e.metadata.get(RULES_KEY) not in (rules, PERSON_RULES) for e in entries):
+            return "reoffered"  # settled under other rules: a question these rules were never asked
         return "reoffered" if now is not None and (until is None or now >= until) else "settled"
 
     clusters: list[list[str]] = []  # what may be shown: whole clusters and the parts of split ones
@@ -462,6 +490,7 @@ def select_candidates(
                 too_large=too_large,
                 split=split,
                 part_of={i: part_of[i] for i in eligible if i in part_of},
+                rules=rules or "",
             )
         )
         if not pending and not singles:

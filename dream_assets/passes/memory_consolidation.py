@@ -89,6 +89,7 @@ from dream_assets.passes.consolidation_select import (
     CLUSTER_SET_KEY,
     REVIEWED_IN_KEY,
     REVIEWED_KEY,
+    RULES_KEY,
     SPLIT_KEY,
     Selection,
     cooldown_for,
@@ -96,6 +97,7 @@ from dream_assets.passes.consolidation_select import (
     left_apart_stamps,
     review_hash,
     reviewed_in_stamp,
+    rules_stamp,
     select_candidates,
 )
 from dream_assets.passes.context import PassContext
@@ -471,6 +473,8 @@ def _apply_merge(
                     stamps = {REVIEWED_KEY: review_hash(merged)}
                     if twin.id in selection.eligible:
                         stamps[REVIEWED_IN_KEY] = reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call)
+                        if selection.rules:
+                            stamps[RULES_KEY] = selection.rules
                     merged = merged.with_(metadata={**merged.metadata, **stamps})
                 merged = memories.replace(merged)
                 ctx.record(
@@ -500,6 +504,7 @@ def _apply_merge(
                         **merged.metadata,
                         REVIEWED_KEY: review_hash(merged),
                         REVIEWED_IN_KEY: reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call),
+                        **({RULES_KEY: selection.rules} if selection.rules else {}),
                         **({SPLIT_KEY: lineage} if lineage else {}),
                         # a namespace's wall outlives its items (a declared scope is the option's, not carried)
                         **({SCOPE_KEY: target} if target.startswith(NAMESPACE_PREFIX) else {}),
@@ -813,6 +818,8 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
             update[REVIEWED_KEY] = selection.shown_hash[i]
         if shown_entry.metadata.get(REVIEWED_IN_KEY) != shown_in:
             update[REVIEWED_IN_KEY] = shown_in
+        if selection.rules and shown_entry.metadata.get(RULES_KEY) != selection.rules:
+            update[RULES_KEY] = selection.rules  # judged by these rules: settled under them, asked again under others
         update.update(state.rejected_stamps.get(i, {}))
         if i in selection.part_of and shown_entry.metadata.get(SPLIT_KEY) != selection.part_of[i]:
             update[SPLIT_KEY] = selection.part_of[i]  # shown in a part: its cluster's lineage, asked together again
@@ -1129,6 +1136,8 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     fixed = budget.tokens(system, render_memory_consolidation([], [], feedback, ctx.now)) if budget.bounded else 0
     report.extra["context"] = budget.describe()
     review_all = bool(ctx.force) or switched is not None
+    # The rules this run judges by: a cluster settled under others is asked again (consolidation_select.py).
+    rules = rules_stamp(client.identity, system)
     calls = 0
     shrink = 1.0
     selection = None
@@ -1153,6 +1162,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             budget=max(0, items_budget) if items_budget is not None else None,
             batches=max(1, max_calls - calls) if budget.bounded else 1,
             scope=scopes.of_entry,
+            rules=rules,
         )
         selection = planned
         if planned.split and planned.eligible:

@@ -728,7 +728,13 @@ def merge_sources(c: PendingChange) -> list[str]:
 def _stamp_left_apart(store: DreamStore, c: PendingChange, reason: str, now: datetime) -> None:
     """A rejected merge is remembered like a cluster the model left apart: its live sources carry the cluster's set
     id, when it was left apart and how often, so it is not offered again before the cooldown."""
-    from dream_assets.passes.consolidation_select import REVIEWED_KEY, left_apart_stamps, review_hash
+    from dream_assets.passes.consolidation_select import (
+        PERSON_RULES,
+        REVIEWED_KEY,
+        RULES_KEY,
+        left_apart_stamps,
+        review_hash,
+    )
 
     sources = [e for e in store.memories.get_many(merge_sources(c)).values() if not e.is_archived]
     if len(sources) < 2:
@@ -736,6 +742,7 @@ def _stamp_left_apart(store: DreamStore, c: PendingChange, reason: str, now: dat
     updates = left_apart_stamps(sources, now)
     for e in sources:  # shown and left as they are: reviewed, as the pass stamps what it leaves
         updates[e.id][REVIEWED_KEY] = review_hash(e)
+        updates[e.id][RULES_KEY] = PERSON_RULES  # a person's decision: no change of rules re-offers it
     store.memories.set_metadata(updates)
     store.changes.record_many(
         [

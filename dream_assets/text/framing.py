@@ -12,8 +12,9 @@ the fact was observed, not when the thing it talks about happened. Two measures 
 
 A date counts as a frame date only in a narrow set of positions, so an event date is never mistaken for one:
 right after a reporting verb ("said on 12 May", "mentioned again in June 2023"), right before a short subject and a
-reporting verb ("On 12 May, Melanie mentioned ..."), after "as of", or inside a parenthesis that holds a reporting
-verb or "again", or anywhere in a sentence that only reports ("This came up again in a chat on 9 July 2023").
+reporting verb ("On 12 May, Melanie mentioned ..."; not one that shares a thing: "On 12 May, John shares a photo"),
+after "as of", or inside a parenthesis that holds a reporting verb or "again", or anywhere in a sentence that only
+reports ("This came up again in a chat on 9 July 2023").
 "Caroline said she went hiking on 7 May" keeps 7 May: words stand between the verb and the date; so does "We met
 again on 3 May 2023 at the park": that sentence says more than that something came up.
 """
@@ -55,8 +56,12 @@ _AFTER_VERB = re.compile(
 # "(On|In) DATE, Melanie (again) mentioned"
 _BEFORE_VERB = re.compile(
     rf"(?:\b(?:on|in|during)\s+)?(?P<date>{DATE}),?\s+{_SUBJECT}(?:again\s+|also\s+)?"
-    rf"{REPORTING}\b",
+    rf"(?P<verb>{REPORTING})\b",
     re.IGNORECASE,
+)
+#: Sharing a thing is an event, not a report: "On 27 December 2023, John shares a photo of the forest" keeps its date.
+_SHARES_A_THING = re.compile(
+    r"share[sd]?\s+(?:a|an|the|some|his|her|their|my|our|your|its|photos?|pictures?|pics?)\b", re.IGNORECASE
 )
 # "As of DATE", "As at DATE"
 _AS_OF = re.compile(rf"\b(?:as\s+of|as\s+at)\s+(?P<date>{DATE})", re.IGNORECASE)
@@ -87,6 +92,8 @@ def frame_date_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     for pattern in (_AFTER_VERB, _BEFORE_VERB, _AS_OF):
         for m in pattern.finditer(text):
+            if pattern is _BEFORE_VERB and _SHARES_A_THING.match(text, m.start("verb")):
+                continue
             spans.append(m.span("date"))
     for m in _PAREN.finditer(text):
         inner = m.group(1)
