@@ -23,10 +23,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from dream_assets.llm.base import ModelBackend, ModelCallError, ModelRequest, RawCompletion
-from dream_assets.llm.budget import ContextBudget, budget_for
+from dream_assets.llm.budget import MESSAGE_OVERHEAD, ContextBudget, budget_for, token_counter
 from dream_assets.llm.busy import wait_until_idle
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.directives import load_directive
+from dream_assets.llm.endpoint_profile import EndpointFacts, EndpointProfile, bytes_per_token_observation, endpoint_key
 from dream_assets.llm.extract import ResponseFormatError, parse_response
 from dream_assets.llm.usage import UsageLedger, UsageRecord, estimate_tokens
 from dream_assets.options import DreamOptions
@@ -100,11 +101,49 @@ class ModelClient:
         return self.backend.model
 
     @property
+    def endpoint_key(self) -> str:
+        """This client's endpoint and model, as the endpoint profile keys them."""
+        return endpoint_key(str(getattr(self.backend, "base_url", "") or ""), self.backend.model)
+
+    def endpoint_profile(self) -> EndpointProfile | None:
+        """The agent's endpoint profile file (None without a profile, or for a backend without an endpoint)."""
+        if self.profile is None or self.backend.name != "openai":
+            return None
+        return EndpointProfile(self.profile.endpoint_profile_path)
+
+    def endpoint_facts(self) -> EndpointFacts:
+        """What was measured of this client's endpoint (nothing for the offline and scripted backends)."""
+        store = self.endpoint_profile()
+        return store.get(self.endpoint_key) if store is not None else EndpointFacts()
+
+    @property
     def budget(self) -> ContextBudget:
-        """What one call may hold: LlmContextTokens and the LlmMaxTokens reserve for a real endpoint; unbounded for
-        the offline and scripted backends, which have no window."""
-        window = self.options.LlmContextTokens if self.backend.name == "openai" else 0
-        return budget_for(window, self.options.LlmMaxTokens, self.backend.model)
+        """What one call may hold: LlmContextTokens (or the window the endpoint measured, when smaller) and the
+        LlmMaxTokens reserve for a real endpoint, counted as the endpoint counts (``token_counter``); unbounded for the
+        offline and scripted backends, which have no window."""
+        if self.backend.name != "openai":
+            return budget_for(0, self.options.LlmMaxTokens, self.backend.model)
+        facts = self.endpoint_facts()
+        window = self.options.LlmContextTokens
+        if window and facts.window:
+            window = min(window, facts.window)
+        counter = token_counter(
+            self.backend.model,
+            base_url=str(getattr(self.backend, "base_url", "") or ""),
+            bytes_per_token=facts.calibrated_bytes_per_token,
+            ask_endpoint=True,
+        )
+        return budget_for(window, self.options.LlmMaxTokens, self.backend.model, counter=counter)
+
+    def _calibrate(self, request: ModelRequest, raw: RawCompletion) -> None:
+        """One running-calibration observation from the prompt tokens the endpoint reported (plausible ones only)."""
+        store = self.endpoint_profile()
+        if store is None or raw.prompt_tokens is None:
+            return
+        size = sum(len(text.encode("utf-8", "surrogatepass")) for text in (request.system, request.prompt))
+        store.observe_bytes_per_token(
+            self.endpoint_key, bytes_per_token_observation(size, raw.prompt_tokens, 2 * MESSAGE_OVERHEAD)
+        )
 
     @property
     def identity(self) -> str:
@@ -205,6 +244,7 @@ class ModelClient:
             )
         latency = self._monotonic() - started
         model = raw.model or model
+        self._calibrate(request, raw)
 
         estimated = raw.prompt_tokens is None or raw.completion_tokens is None
         prompt_tokens = (
