@@ -183,7 +183,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_check_model(args: argparse.Namespace) -> int:
     """Each model pass's real prompt from this agent's data against the configured endpoint, nothing applied."""
     from dream_assets.llm.client import endpoint_problem, resolve_backend_name
-    from dream_assets.model_check import check_model
+    from dream_assets.model_check import check_model, measure_endpoint, recommend, store_measurement
 
     profile = _profile(args)
     options = _options(profile)
@@ -198,6 +198,23 @@ def cmd_check_model(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"dream check-model: {problem}", file=sys.stderr)
         return 2
+    print(f"measuring the endpoint {options.LlmBaseUrl or 'https://api.openai.com/v1'} (model {options.LlmModel})")
+    measured = measure_endpoint(options)
+    facts = store_measurement(profile, measured)
+
+    def shown(value, unit: str = "") -> str:
+        return "unknown" if value is None else f"{value:.3g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+
+    schema = {True: "yes", False: "NO (json_object or prose is used)", None: "unknown"}[measured.json_schema]
+    print(
+        f"  speed: prompt {shown(measured.prompt_tps, ' tokens/s')}, answer {shown(measured.gen_tps, ' tokens/s')}"
+        f"{' (reported by the endpoint)' if measured.timings_reported else ' (timed)'}; window: "
+        f"{shown(measured.window, ' tokens')}; json_schema: {schema}; tokens counted by: "
+        f"{measured.tokenizer or 'an estimate calibrated from the usage the answers report'}"
+    )
+    for problem in measured.problems:
+        print(f"      problem: {problem}")
+    print(f"  kept in {profile.endpoint_profile_path}: each call's timeout now follows this speed")
     print(f"rehearsing every model pass of agent {profile.agent_id!r} on a copy of its profile (nothing applied)")
     checks = check_model(profile, options, _now(args))
     for c in checks:
@@ -211,6 +228,18 @@ def cmd_check_model(args: argparse.Namespace) -> int:
             print(f"      why: {note}")
         if c.reason:
             print(f"      reason: {c.reason}")
+    advice = recommend(options, facts, checks)
+    print(
+        f"recommended for this endpoint: DREAM__LlmContextTokens={advice.window} DREAM__LlmMaxTokens={advice.reserve} "
+        f"DREAM__LlmMaxCallsPerPass={advice.calls_per_pass}"
+        + (
+            f" (a full call: up to {advice.worst_call_s:.0f}s, timeout {advice.timeout_s:.0f}s)"
+            if advice.worst_call_s
+            else ""
+        )
+    )
+    for why in advice.why:
+        print(f"      because {why}")
     bad = [c.pass_name for c in checks if not c.ok]
     print("the model is fit for every pass" if not bad else f"NOT fit for: {', '.join(bad)}")
     return 0 if not bad else 1

@@ -347,6 +347,7 @@ class OpenAITestServer:
         response_formats: tuple[str, ...] = ("json_object", "json_schema"),
         bytes_per_token: float | None = None,
         tokenize: bool = False,
+        speed: tuple[float, float] | None = None,
     ) -> None:
         """``context_limit``: a chat request whose tokens (``prompt_tokens_of``) exceed it gets the ``context_error``
         shape of a real endpoint ("openai", "vllm", "llamacpp"), as a real one does, before any script.
@@ -354,9 +355,13 @@ class OpenAITestServer:
         ``bytes_per_token``: the server's tokenizer packs this many UTF-8 bytes into a token (a real one: Qwen on
         text full of ids, about 2.1); its window check and the ``usage`` of its answers count that way (each message
         adds ``CHAT_FRAMING`` tokens) instead of four characters a token. ``tokenize``: it serves llama.cpp's
-        ``POST /tokenize`` at its root with that count (else that path answers 404, as OpenAI's and Ollama's do)."""
+        ``POST /tokenize`` at its root with that count (else that path answers 404, as OpenAI's and Ollama's do),
+        and ``GET /props`` with ``context_limit`` as its ``n_ctx``. ``speed``: (prompt, answer) tokens a second: each
+        answer takes the time a model of that speed would (prompt tokens / prompt speed + answer tokens / answer
+        speed) and reports it as llama.cpp's ``timings``."""
         self.bytes_per_token = bytes_per_token
         self.tokenize = tokenize
+        self.speed = speed
         self.tokenize_requests = 0
         self.context_limit = context_limit
         self.context_error = context_error
@@ -384,9 +389,12 @@ class OpenAITestServer:
             def do_GET(self) -> None:  # noqa: N802 — http.server naming
                 """``/v1/models``: the model list (what ``dream run`` probes before a cycle); counted apart from the
                 scripted POSTs so the chat-completion counts stay what they were."""
-                with server._lock:
-                    server.model_list_requests += 1
                 if self.path.rstrip("/").endswith("/models"):
+                    with server._lock:
+                        server.model_list_requests += 1
+                if self.path.rstrip("/") == "/props" and server.tokenize:  # llama.cpp's, at the server root
+                    self._send(_json(200, {"default_generation_settings": {"n_ctx": server.context_limit or 4096}}))
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send(_json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]}))
                 else:
                     self._send(client_error(404, f"no route {self.path}"))
@@ -424,7 +432,7 @@ class OpenAITestServer:
                     scripted = client_error(404, f"no route {self.path}")
                 if scripted is None:
                     scripted = client_error(418, "test server: no scripted reply left")
-                if not embeddings and server.bytes_per_token is not None:
+                if not embeddings and (server.bytes_per_token is not None or server.speed is not None):
                     scripted = server._with_usage(scripted, body)
                 self._send(scripted)
 
@@ -478,7 +486,20 @@ class OpenAITestServer:
         usage = payload["usage"]
         usage["prompt_tokens"] = self.message_tokens(body)
         usage["total_tokens"] = usage["prompt_tokens"] + int(usage.get("completion_tokens") or 0)
-        return Reply(r.status, json.dumps(payload).encode(), r.headers, r.delay_s, r.declared_length)
+        delay = r.delay_s
+        if self.speed is not None:
+            prompt_tps, gen_tps = self.speed
+            answered = int(usage.get("completion_tokens") or 0)
+            payload["timings"] = {
+                "prompt_n": usage["prompt_tokens"],
+                "prompt_ms": 1000 * usage["prompt_tokens"] / prompt_tps,
+                "prompt_per_second": prompt_tps,
+                "predicted_n": answered,
+                "predicted_ms": 1000 * answered / gen_tps,
+                "predicted_per_second": gen_tps,
+            }
+            delay = max(delay, usage["prompt_tokens"] / prompt_tps + answered / gen_tps)
+        return Reply(r.status, json.dumps(payload).encode(), r.headers, delay, r.declared_length)
 
     def _tokenize(self, body: Any) -> Reply:
         if not self.tokenize:

@@ -144,3 +144,90 @@ def test_tiktoken_that_cannot_load_its_encoding_degrades_to_the_estimate(monkeyp
         assert "tokens are estimated instead" in caplog.text
     finally:
         budget._tiktoken_counter.cache_clear()
+
+
+# --- calls sized to the endpoint's speed --------------------------------------------------------------------------
+def _measured(profile: AgentProfile, server: OpenAITestServer, prompt_tps: float, gen_tps: float) -> None:
+    EndpointProfile(profile.endpoint_profile_path).update(
+        endpoint_key(server.base_url, "qwen"), prompt_tps=prompt_tps, gen_tps=gen_tps
+    )
+
+
+def test_each_calls_timeout_follows_the_measured_speed(tmp_path, monkeypatch):
+    """The timeout is 2 x (prompt / prompt speed + reserve / answer speed) + slack: with the floor and the slack set to
+    zero here, an endpoint measured fast gets a 1 s timeout (an answer taking 3 s times out), one measured slow gets
+    10 s (the same answer arrives). LlmTimeout is left at its default: it bounds nothing."""
+    from dream_assets.llm import endpoint_profile
+
+    monkeypatch.setattr(endpoint_profile, "TIMEOUT_FLOOR_S", 0.0)
+    monkeypatch.setattr(endpoint_profile, "TIMEOUT_SLACK_S", 0.0)
+    profile = AgentProfile(tmp_path / "a").ensure()
+    with OpenAITestServer(default=reply(ANSWER, delay_s=3.0)) as server:
+        options = _options(server, LlmContextTokens=8192, LlmMaxTokens=50)
+        for gen_tps, answered, timeout in ((100.0, False, 1.0), (10.0, True, 10.0)):
+            _measured(profile, server, prompt_tps=1e6, gen_tps=gen_tps)
+            client = build_model_client(options, profile)
+            result = client.call(client.request(model_call("tier_routing_review"), "stats"))
+            assert result.ok is answered, result.error
+            assert result.usage.timeout_s == pytest.approx(timeout, rel=0.01)
+            if not answered:
+                assert "within 1s (measured speed)" in result.error
+
+
+def test_the_timeout_is_the_formula_and_llm_timeout_bounds_it_only_when_set():
+    from dream_assets.llm.endpoint_profile import (
+        TIMEOUT_CEILING_S,
+        TIMEOUT_FLOOR_S,
+        TIMEOUT_SAFETY,
+        TIMEOUT_SLACK_S,
+        EndpointFacts,
+        call_timing,
+    )
+
+    slow = EndpointFacts(prompt_tps=10.0, gen_tps=1.5)  # the 1.5B model on the busy 2-core machine
+    timing = call_timing(3000, 1024, slow, 120.0)  # LlmTimeout at its default
+    worst = 3000 / 10 + 1024 / 1.5
+    assert timing.worst_s == pytest.approx(worst)
+    assert timing.timeout_s == pytest.approx(TIMEOUT_SAFETY * worst + TIMEOUT_SLACK_S) and not timing.capped
+    assert not timing.explains_timeout  # the speed says it answers well within its timeout
+    capped = call_timing(3000, 1024, slow, 600.0)  # set by the user: an upper bound
+    assert capped.timeout_s == 600.0 and capped.capped and capped.explains_timeout
+    assert call_timing(10, 10, EndpointFacts(prompt_tps=1e5, gen_tps=1e4), 120.0).timeout_s == pytest.approx(
+        TIMEOUT_FLOOR_S, abs=0.01
+    )
+    assert call_timing(10**6, 4096, EndpointFacts(prompt_tps=0.5, gen_tps=0.1), 120.0).timeout_s == TIMEOUT_CEILING_S
+    assert call_timing(3000, 1024, EndpointFacts(), 120.0).timeout_s == 120.0  # not measured: LlmTimeout
+
+
+def test_a_timeout_the_measured_speed_explains_is_not_retried(tmp_path):
+    profile = AgentProfile(tmp_path / "a").ensure()
+    with OpenAITestServer(default=reply(ANSWER, delay_s=3.0)) as server:
+        _measured(profile, server, prompt_tps=100.0, gen_tps=1.0)  # 100 answer tokens: up to 100 s
+        options = _options(server, LlmContextTokens=8192, LlmMaxTokens=100, LlmTimeout=timedelta(seconds=1))
+        options = options.replace(LlmMaxRetries=3)
+        client = build_model_client(options, profile)
+        result = client.call(client.request(model_call("tier_routing_review"), "stats"))
+        assert not result.ok and "measured speed explains it, so the call is not retried" in result.error
+        assert len(server.requests) == 1 and result.usage.attempts == 1
+
+
+def test_check_model_measures_the_endpoint_and_keeps_it_in_the_profile(tmp_path):
+    from dream_assets.model_check import measure_endpoint, recommend, store_measurement
+
+    profile = AgentProfile(tmp_path / "a").ensure()
+    with OpenAITestServer(
+        default=reply(ANSWER), speed=(400.0, 40.0), tokenize=True, context_limit=8192, bytes_per_token=2.1
+    ) as server:
+        measured = measure_endpoint(_options(server))
+        assert not measured.problems
+        assert (measured.prompt_tps, measured.gen_tps, measured.window) == (400.0, 40.0, 8192)
+        assert measured.json_schema is True and measured.tokenizer and measured.timings_reported
+        facts = store_measurement(profile, measured)
+        assert EndpointProfile(profile.endpoint_profile_path).get(endpoint_key(server.base_url, "qwen")) == facts
+        advice = recommend(_options(server, LlmMaxTokens=4096), facts, [])
+        assert advice.window == 8192 and advice.worst_call_s == pytest.approx((8192 - 4096) / 400 + 4096 / 40)
+        assert advice.calls_per_pass >= 1
+    with OpenAITestServer(default=reply(ANSWER), response_formats=("json_object",)) as server:  # no json_schema
+        measured = measure_endpoint(_options(server))
+        assert measured.json_schema is False and measured.window is None and not measured.tokenizer
+        assert measured.prompt_tps is not None and not measured.timings_reported

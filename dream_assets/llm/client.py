@@ -27,7 +27,14 @@ from dream_assets.llm.budget import MESSAGE_OVERHEAD, ContextBudget, budget_for,
 from dream_assets.llm.busy import wait_until_idle
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.directives import load_directive
-from dream_assets.llm.endpoint_profile import EndpointFacts, EndpointProfile, bytes_per_token_observation, endpoint_key
+from dream_assets.llm.endpoint_profile import (
+    CallTiming,
+    EndpointFacts,
+    EndpointProfile,
+    bytes_per_token_observation,
+    call_timing,
+    endpoint_key,
+)
 from dream_assets.llm.extract import ResponseFormatError, parse_response
 from dream_assets.llm.usage import UsageLedger, UsageRecord, estimate_tokens
 from dream_assets.options import DreamOptions
@@ -135,6 +142,38 @@ class ModelClient:
         )
         return budget_for(window, self.options.LlmMaxTokens, self.backend.model, counter=counter)
 
+    def timing(self, request: ModelRequest) -> CallTiming | None:
+        """The timeout of ``request``, from its prompt, the LlmMaxTokens reserve and the endpoint's measured speed
+        (``endpoint_profile.call_timing``); None for a backend without an endpoint."""
+        if self.backend.name != "openai":
+            return None
+        return call_timing(
+            self._prompt_tokens(request),
+            self.options.LlmMaxTokens,
+            self.endpoint_facts(),
+            self.options.LlmTimeout.total_seconds(),
+        )
+
+    def _prompt_tokens(self, request: ModelRequest) -> int:
+        return self.budget.tokens(request.system, request.prompt)
+
+    def _observe_speed(self, raw: RawCompletion) -> None:
+        """The speeds the endpoint reported for a call (llama.cpp's ``timings``) move the measured ones halfway, so the
+        next calls' timeouts follow a machine that got busier or idler."""
+        store = self.endpoint_profile()
+        if store is None or (raw.prompt_tps is None and raw.gen_tps is None):
+            return
+        facts = store.get(self.endpoint_key)
+
+        def blend(old: float | None, new: float | None) -> float | None:
+            return None if new is None else new if old is None else (old + new) / 2
+
+        store.update(
+            self.endpoint_key,
+            prompt_tps=blend(facts.prompt_tps, raw.prompt_tps),
+            gen_tps=blend(facts.gen_tps, raw.gen_tps),
+        )
+
     def _calibrate(self, request: ModelRequest, raw: RawCompletion) -> None:
         """One running-calibration observation from the prompt tokens the endpoint reported (plausible ones only)."""
         store = self.endpoint_profile()
@@ -203,6 +242,8 @@ class ModelClient:
                 )
                 return ModelResult(False, None, "", error, True, name, model, usage=record)
 
+        request.timing = self.timing(request)
+        timeout_s = request.timing.timeout_s if request.timing is not None else 0.0
         started = self._monotonic()
         try:
             raw = self.backend.complete(request)
@@ -228,6 +269,7 @@ class ModelClient:
                     attempts=attempts,
                     waited_s=waited,
                     error=error,
+                    timeout_s=timeout_s,
                 )
             )
             return ModelResult(
@@ -245,6 +287,7 @@ class ModelClient:
         latency = self._monotonic() - started
         model = raw.model or model
         self._calibrate(request, raw)
+        self._observe_speed(raw)
 
         estimated = raw.prompt_tokens is None or raw.completion_tokens is None
         prompt_tokens = (
@@ -273,6 +316,7 @@ class ModelClient:
                     "invalid-response",
                     attempts=raw.attempts,
                     waited_s=waited,
+                    timeout_s=timeout_s,
                     error=error,
                 )
             )
@@ -290,6 +334,7 @@ class ModelClient:
                 "ok",
                 attempts=raw.attempts,
                 waited_s=waited,
+                timeout_s=timeout_s,
             )
         )
         log.info(

@@ -56,7 +56,7 @@ def endpoint_key(base_url: str, model: str) -> str:
     return f"{base_url.strip() or 'openai'}|{model.strip()}"
 
 
-def _number(value: Any, low: float, high: float) -> float | None:
+def plausible_number(value: Any, low: float, high: float) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     number = float(value)
@@ -117,16 +117,18 @@ class EndpointFacts:
                 return None
             return value
 
-        prompt = _number(data.get("prompt_tps"), *SPEED_RANGE)
+        prompt = plausible_number(data.get("prompt_tps"), *SPEED_RANGE)
         checked("prompt_tps", data.get("prompt_tps"), prompt is not None)
-        gen = _number(data.get("gen_tps"), *SPEED_RANGE)
+        gen = plausible_number(data.get("gen_tps"), *SPEED_RANGE)
         checked("gen_tps", data.get("gen_tps"), gen is not None)
-        window = _number(data.get("window"), *WINDOW_RANGE)
+        window = plausible_number(data.get("window"), *WINDOW_RANGE)
         checked("window", data.get("window"), window is not None and float(window).is_integer())
         schema = data.get("json_schema")
         schema = checked("json_schema", schema, isinstance(schema, bool))
         ratios_raw = data.get("bytes_per_token")
-        ratios = [_number(v, *BYTES_PER_TOKEN_RANGE) for v in ratios_raw] if isinstance(ratios_raw, list) else []
+        ratios = (
+            [plausible_number(v, *BYTES_PER_TOKEN_RANGE) for v in ratios_raw] if isinstance(ratios_raw, list) else []
+        )
         if ratios_raw is not None and (not isinstance(ratios_raw, list) or None in ratios):
             log.warning("%s: field 'bytes_per_token' holds values that are not plausible; those are ignored", where)
         tokenizer = data.get("tokenizer")
@@ -145,13 +147,13 @@ class EndpointFacts:
 def bytes_per_token_observation(prompt_bytes: int, reported_tokens: Any, overhead: int) -> float | None:
     """One calibration observation from a call: its prompt's bytes over the prompt tokens the endpoint reported (less
     the chat framing), or None when the numbers do not make a plausible one (short prompt, absurd or missing count)."""
-    tokens = _number(reported_tokens, 1, 100_000_000)
+    tokens = plausible_number(reported_tokens, 1, 100_000_000)
     if tokens is None or prompt_bytes < CALIBRATION_MIN_BYTES:
         return None
     content_tokens = tokens - overhead
     if content_tokens <= 0:
         return None
-    return _number(prompt_bytes / content_tokens, *BYTES_PER_TOKEN_RANGE)
+    return plausible_number(prompt_bytes / content_tokens, *BYTES_PER_TOKEN_RANGE)
 
 
 @dataclass
@@ -198,8 +200,66 @@ class EndpointProfile:
 
     def observe_bytes_per_token(self, key: str, ratio: float | None) -> None:
         """Add one calibration observation (a plausible one only), keeping the newest ``CALIBRATION_KEEP``."""
-        if ratio is None or _number(ratio, *BYTES_PER_TOKEN_RANGE) is None:
+        if ratio is None or plausible_number(ratio, *BYTES_PER_TOKEN_RANGE) is None:
             return
         facts = self.get(key)
         kept = (*facts.bytes_per_token, float(ratio))[-CALIBRATION_KEEP:]
         self._write(key, replace(facts, bytes_per_token=kept))
+
+
+# --- calls sized to the endpoint's speed ------------------------------------------------------------------------
+#: The timeout allows this many times the time the measured speed predicts (a busy machine runs slower than measured).
+TIMEOUT_SAFETY = 2.0
+#: ... plus this much: the connection, a request queued behind another one on a one-slot server.
+TIMEOUT_SLACK_S = 30.0
+#: No call's timeout is shorter.
+TIMEOUT_FLOOR_S = 30.0
+#: With LlmTimeout left at its default, no call's timeout is longer (a call that needs more is mis-sized).
+TIMEOUT_CEILING_S = 6 * 3600.0
+#: LlmTimeout's default: left at it, LlmTimeout does not bound a measured endpoint's calls; any other value does.
+DEFAULT_LLM_TIMEOUT_S = 120.0
+
+
+def llm_timeout_set(timeout_s: float) -> bool:
+    """Whether LlmTimeout was set by the user (any value but its default)."""
+    return abs(timeout_s - DEFAULT_LLM_TIMEOUT_S) > 1e-9
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """One call's timeout and why. ``worst_s``: the time the measured speed predicts for its prompt and a whole answer
+    reserve (None when the speed is not measured)."""
+
+    timeout_s: float
+    worst_s: float | None = None
+    capped: bool = False  # LlmTimeout cut the timeout below what the speed asks for
+    prompt_tps: float | None = None
+    gen_tps: float | None = None
+
+    @property
+    def explains_timeout(self) -> bool:
+        """A timeout of this call is what the measured speed predicts: a retry cannot do better."""
+        return self.worst_s is not None and self.worst_s >= self.timeout_s
+
+    def describe(self) -> str:
+        if self.worst_s is None:
+            return f"{self.timeout_s:g}s (LlmTimeout; the endpoint's speed is not measured: dream check-model)"
+        speed = f"{self.prompt_tps:.3g} prompt and {self.gen_tps:.3g} answer tokens/s"
+        if self.capped:
+            return f"{self.timeout_s:g}s (LlmTimeout; at the measured {speed} the call can take {self.worst_s:.0f}s)"
+        return f"{self.timeout_s:.0f}s (from the measured {speed}: up to {self.worst_s:.0f}s for this call)"
+
+
+def call_timing(prompt_tokens: int, reserve: int, facts: EndpointFacts, llm_timeout_s: float) -> CallTiming:
+    """The timeout of a call of ``prompt_tokens`` with an answer reserve of ``reserve`` tokens:
+
+    - speed not measured: LlmTimeout;
+    - measured: ``TIMEOUT_SAFETY`` x (prompt / prompt speed + reserve / answer speed) + ``TIMEOUT_SLACK_S``, at least
+      ``TIMEOUT_FLOOR_S``, at most LlmTimeout when the user set it, else at most ``TIMEOUT_CEILING_S``."""
+    if not facts.has_speed:
+        return CallTiming(llm_timeout_s)
+    assert facts.prompt_tps is not None and facts.gen_tps is not None
+    worst = max(0, prompt_tokens) / facts.prompt_tps + max(0, reserve) / facts.gen_tps
+    wanted = max(TIMEOUT_FLOOR_S, TIMEOUT_SAFETY * worst + TIMEOUT_SLACK_S)
+    cap = llm_timeout_s if llm_timeout_set(llm_timeout_s) else TIMEOUT_CEILING_S
+    return CallTiming(min(wanted, cap), worst, wanted > cap, facts.prompt_tps, facts.gen_tps)
