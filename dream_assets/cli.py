@@ -136,9 +136,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"dream cycle for agent {profile.agent_id!r} at {args.profile} (model backend: {identity})")
     if forced:
         print(f"forced this run (change gate and minimum interval ignored once): {', '.join(forced)}")
-    run = run_cycle_in_dagster(
-        profile, now=args.now, force=forced, force_reason=args.reason, log_level=_log_level(args)
-    )
+    from dream_assets.llm.progress import ProgressPrinter
+
+    with ProgressPrinter(profile.model_progress_path):  # every model call as it runs
+        run = run_cycle_in_dagster(
+            profile, now=args.now, force=forced, force_reason=args.reason, log_level=_log_level(args)
+        )
     width = max(len(p.name) for p in PASSES)
     for spec in PASSES:
         status, summary = run.summaries.get(spec.name, ("not run", ""))
@@ -594,6 +597,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     ledger = PassLedger(profile)
     if ledger.warning:
         print(f"WARNING: {ledger.warning}")
+    from dream_assets.llm.progress import ProgressFile
+
+    waiting, _ = ProgressFile(profile.model_progress_path).read()
+    if waiting is not None:
+        print(f"running now: {waiting.line(now.timestamp())}")
     outcomes = load_outcomes(profile, [p.name for p in PASSES])
     width = max(len(p.name) for p in PASSES)
     for spec in PASSES:

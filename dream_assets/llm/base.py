@@ -22,6 +22,8 @@ class ModelRequest:
     directive_source: str = "built-in"
     #: The call's timeout, set by the client from the endpoint's measured speed (None: the backend's LlmTimeout).
     timing: CallTiming | None = None
+    #: Which call of how many of its pass this is (None: the client counts the pass's calls, total unknown).
+    part: tuple[int, int] | None = None
 
     @property
     def pass_name(self) -> str:

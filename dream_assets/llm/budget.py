@@ -92,10 +92,7 @@ def _tiktoken_counter(model: str) -> Callable[[str], int] | None:
     return lambda text: len(encoding.encode(text, disallowed_special=()))
 
 
-#: Per server root: whether it answered ``POST /tokenize`` (a llama.cpp server does; others answer 404).
-_TOKENIZE_AVAILABLE: dict[str, bool] = {}
-#: Per server root and model, the counts it gave (a batch plan and the next cycle count the same texts again).
-_TOKEN_COUNTS: dict[str, dict[str, int]] = {}
+#: Counts one tokenizer keeps (a batch plan counts the same directive and items many times).
 TOKEN_COUNTS_KEEP = 20_000
 #: How long one ``/tokenize`` request may take (the server tokenizes outside its generation queue).
 TOKENIZE_TIMEOUT_S = 10.0
@@ -119,7 +116,8 @@ class EndpointTokenizer:
         self.model = model
         self.fallback = fallback
         self.timeout_s = timeout_s
-        self._cache = _TOKEN_COUNTS.setdefault(f"{self.root}|{model}", {})
+        self._cache: dict[str, int] = {}
+        self._available: bool | None = None
         self._warned = False
         self._http: Any = None
 
@@ -136,10 +134,11 @@ class EndpointTokenizer:
         return len(tokens) if isinstance(tokens, list) else None
 
     def available(self) -> bool:
-        """Whether the endpoint counts tokens (asked once per server root and process)."""
-        if self.root not in _TOKENIZE_AVAILABLE:
-            _TOKENIZE_AVAILABLE[self.root] = self._ask("dream") is not None
-        return _TOKENIZE_AVAILABLE[self.root]
+        """Whether the endpoint counts tokens (asked once: a model client keeps its tokenizer for its pass's run, so a
+        server restarted with another model or without ``/tokenize`` is asked again next run)."""
+        if self._available is None:
+            self._available = self._ask("dream") is not None
+        return self._available
 
     def __call__(self, text: str) -> int:
         if not text:
@@ -161,7 +160,7 @@ class EndpointTokenizer:
 
 
 def token_counter(
-    model: str = "", *, base_url: str = "", bytes_per_token: float | None = None, ask_endpoint: bool = False
+    model: str = "", *, bytes_per_token: float | None = None, endpoint: EndpointTokenizer | None = None
 ) -> tuple[Callable[[str], int], str]:
     """How to count tokens for ``model`` at ``base_url`` and what the count is: the endpoint's own tokenizer (when
     ``ask_endpoint`` and it has one), tiktoken, the estimate calibrated at ``bytes_per_token``, or the default
@@ -171,10 +170,9 @@ def token_counter(
         estimate_method = f"estimate calibrated from the endpoint's usage ({bytes_per_token:.2f} bytes a token)"
     else:
         estimate, estimate_method = estimate_prompt_tokens, "estimate (3 bytes a token, not calibrated yet)"
-    if ask_endpoint and base_url.strip():
-        tokenizer = EndpointTokenizer(base_url, estimate, model=model.strip())
-        if tokenizer.available():
-            return tokenizer, f"the endpoint's tokenizer ({tokenizer.root}/tokenize)"
+    if endpoint is not None and endpoint.available():
+        endpoint.fallback = estimate
+        return endpoint, f"the endpoint's tokenizer ({endpoint.root}/tokenize)"
     exact = _tiktoken_counter(model.strip())
     if exact is not None:
         return exact, "tiktoken"

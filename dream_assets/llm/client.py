@@ -23,7 +23,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from dream_assets.llm.base import ModelBackend, ModelCallError, ModelRequest, RawCompletion
-from dream_assets.llm.budget import MESSAGE_OVERHEAD, ContextBudget, budget_for, token_counter
+from dream_assets.llm.budget import (
+    MESSAGE_OVERHEAD,
+    ContextBudget,
+    EndpointTokenizer,
+    budget_for,
+    estimate_prompt_tokens,
+    token_counter,
+)
 from dream_assets.llm.busy import wait_until_idle
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.directives import load_directive
@@ -36,6 +43,7 @@ from dream_assets.llm.endpoint_profile import (
     endpoint_key,
 )
 from dream_assets.llm.extract import ResponseFormatError, parse_response
+from dream_assets.llm.progress import CallProgress, CallReporter, ProgressFile
 from dream_assets.llm.usage import UsageLedger, UsageRecord, estimate_tokens
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -94,6 +102,10 @@ class ModelClient:
         self.options = options
         self.usage = UsageLedger()
         self._sleep, self._monotonic, self._wallclock = sleep, monotonic, wallclock
+        #: Called with each call's progress (start, waiting every progress.TICK_S, done / failed): the Dagster log.
+        self.progress_listeners: list[Callable[[CallProgress], None]] = []
+        self._calls_per_pass: dict[str, int] = {}
+        self._tokenizer: EndpointTokenizer | None = None  # the endpoint's /tokenize, asked once per client
         if backend.name == "offline":
             from dream_assets.llm.offline import OFFLINE_LABEL
 
@@ -134,11 +146,11 @@ class ModelClient:
         window = self.options.LlmContextTokens
         if window and facts.window:
             window = min(window, facts.window)
+        base_url = str(getattr(self.backend, "base_url", "") or "").strip()
+        if self._tokenizer is None and base_url:
+            self._tokenizer = EndpointTokenizer(base_url, estimate_prompt_tokens, model=self.backend.model)
         counter = token_counter(
-            self.backend.model,
-            base_url=str(getattr(self.backend, "base_url", "") or ""),
-            bytes_per_token=facts.calibrated_bytes_per_token,
-            ask_endpoint=True,
+            self.backend.model, bytes_per_token=facts.calibrated_bytes_per_token, endpoint=self._tokenizer
         )
         return budget_for(window, self.options.LlmMaxTokens, self.backend.model, counter=counter)
 
@@ -156,6 +168,34 @@ class ModelClient:
 
     def _prompt_tokens(self, request: ModelRequest) -> int:
         return self.budget.tokens(request.system, request.prompt)
+
+    def _report_start(self, request: ModelRequest) -> CallReporter | None:
+        """Progress of this call, for a backend with a model (the offline one answers at once)."""
+        if self.backend.name == "offline":
+            return None
+        name = request.pass_name
+        self._calls_per_pass[name] = self._calls_per_pass.get(name, 0) + 1
+        index, total = request.part or (self._calls_per_pass[name], 0)
+        timing = request.timing
+        first = CallProgress(
+            pass_name=name,
+            index=index,
+            total=total,
+            prompt_tokens=self._prompt_tokens(request),
+            reserve=self.options.LlmMaxTokens,
+            started_at=self._wallclock().timestamp(),
+            elapsed_s=0.0,
+            estimate_s=timing.worst_s if timing is not None else None,
+            timeout_s=timing.timeout_s if timing is not None else 0.0,
+            phase="start",
+            pid=os.getpid(),
+        )
+        file = ProgressFile(self.profile.model_progress_path) if self.profile is not None else None
+        try:
+            return CallReporter(first, self.progress_listeners, file, wallclock=lambda: self._wallclock().timestamp())
+        except Exception:  # noqa: BLE001 - progress is reported, never relied on
+            log.debug("progress of %s not reported", name, exc_info=True)
+            return None
 
     def _observe_speed(self, raw: RawCompletion) -> None:
         """The speeds the endpoint reported for a call (llama.cpp's ``timings``) move the measured ones halfway, so the
@@ -244,10 +284,13 @@ class ModelClient:
 
         request.timing = self.timing(request)
         timeout_s = request.timing.timeout_s if request.timing is not None else 0.0
+        reporter = self._report_start(request)
         started = self._monotonic()
         try:
             raw = self.backend.complete(request)
         except Exception as exc:  # the boundary: a failed call is reported, never raised into the pass
+            if reporter is not None:
+                reporter.finish(False, None)
             latency = self._monotonic() - started
             attempts = getattr(exc, "attempts", 1)
             error = (
@@ -285,6 +328,8 @@ class ModelClient:
                 context_exceeded=bool(getattr(exc, "context_exceeded", False)),
             )
         latency = self._monotonic() - started
+        if reporter is not None:
+            reporter.finish(True, raw.completion_tokens)
         model = raw.model or model
         self._calibrate(request, raw)
         self._observe_speed(raw)
