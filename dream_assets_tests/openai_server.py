@@ -346,7 +346,7 @@ class OpenAITestServer:
         context_error: str = "openai",
         response_formats: tuple[str, ...] = ("json_object", "json_schema"),
         bytes_per_token: float | None = None,
-        tokenize: bool = False,
+        tokenize: bool | Callable[[str], Any] = False,
         speed: tuple[float, float] | None = None,
     ) -> None:
         """``context_limit``: a chat request whose tokens (``prompt_tokens_of``) exceed it gets the ``context_error``
@@ -356,9 +356,10 @@ class OpenAITestServer:
         text full of ids, about 2.1); its window check and the ``usage`` of its answers count that way (each message
         adds ``CHAT_FRAMING`` tokens) instead of four characters a token. ``tokenize``: it serves llama.cpp's
         ``POST /tokenize`` at its root with that count (else that path answers 404, as OpenAI's and Ollama's do),
-        and ``GET /props`` with ``context_limit`` as its ``n_ctx``. ``speed``: (prompt, answer) tokens a second: each
-        answer takes the time a model of that speed would (prompt tokens / prompt speed + answer tokens / answer
-        speed) and reports it as llama.cpp's ``timings``."""
+        and ``GET /props`` with ``context_limit`` as its ``n_ctx``; a callable instead answers
+        ``{"tokens": f(text)}``. ``speed``: (prompt, answer) tokens a second: each answer takes the time a model of
+        that speed would (prompt tokens / prompt speed + answer tokens / answer speed) and reports it as llama.cpp's
+        ``timings``."""
         self.bytes_per_token = bytes_per_token
         self.tokenize = tokenize
         self.speed = speed
@@ -507,6 +508,8 @@ class OpenAITestServer:
         content = body.get("content") if isinstance(body, dict) else None
         if not isinstance(content, str):
             return client_error(400, '"content" must be provided')
+        if callable(self.tokenize):  # a broken tokenizer: its answer for the text
+            return _json(200, {"tokens": self.tokenize(content)})
         return _json(200, {"tokens": list(range(self.count_tokens(content)))})
 
     def _refusal(self, body: Any) -> Reply | None:

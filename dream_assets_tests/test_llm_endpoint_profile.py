@@ -231,3 +231,21 @@ def test_check_model_measures_the_endpoint_and_keeps_it_in_the_profile(tmp_path)
         measured = measure_endpoint(_options(server))
         assert measured.json_schema is False and measured.window is None and not measured.tokenizer
         assert measured.prompt_tps is not None and not measured.timings_reported
+
+
+def test_a_tokenize_answer_fewer_than_any_tokenizer_makes_is_not_believed():
+    with OpenAITestServer(default=reply(ANSWER), tokenize=lambda text: []) as server:
+        budget = build_model_client(_options(server, LlmContextTokens=8192), None).budget
+        text = _ids(40)
+        assert "tokenize" in budget.method and budget.count(text) == math.ceil(len(text.encode()) / 3)
+
+
+def test_one_answers_reported_speed_moves_the_measured_one_at_most_fourfold(tmp_path):
+    profile = AgentProfile(tmp_path / "a").ensure()
+    # a freak (or hostile) report
+    with OpenAITestServer(default=reply(ANSWER, completion_tokens=40), speed=(1e6, 1e6)) as server:
+        _measured(profile, server, prompt_tps=10.0, gen_tps=1.0)
+        client = build_model_client(_options(server, LlmContextTokens=8192), profile)
+        assert client.call(client.request(model_call("tier_routing_review"), _ids(40))).ok
+        facts = client.endpoint_facts()
+        assert (facts.prompt_tps, facts.gen_tps) == (25.0, 2.5)  # halfway to 4x, not to a million

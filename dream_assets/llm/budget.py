@@ -92,6 +92,8 @@ def _tiktoken_counter(model: str) -> Callable[[str], int] | None:
     return lambda text: len(encoding.encode(text, disallowed_special=()))
 
 
+#: No tokenizer packs more bytes than this into a token on average; a count that says so is not believed.
+MAX_BYTES_PER_TOKEN = 8
 #: Counts one tokenizer keeps (a batch plan counts the same directive and items many times).
 TOKEN_COUNTS_KEEP = 20_000
 #: How long one ``/tokenize`` request may take (the server tokenizes outside its generation queue).
@@ -147,10 +149,12 @@ class EndpointTokenizer:
         if cached is not None:
             return cached
         count = self._ask(text)
+        if count is not None and count * MAX_BYTES_PER_TOKEN < len(text.encode("utf-8", "surrogatepass")):
+            count = None  # fewer tokens than any tokenizer makes of this text: not believed, the estimate counts
         if count is None:
             if not self._warned:
                 self._warned = True
-                log.warning("%s/tokenize stopped answering; tokens are estimated instead", self.root)
+                log.warning("%s/tokenize stopped answering or answered implausibly; tokens are estimated", self.root)
             return self.fallback(text)
         if len(self._cache) >= TOKEN_COUNTS_KEEP:
             for old in list(self._cache)[: TOKEN_COUNTS_KEEP // 2]:

@@ -67,6 +67,10 @@ __all__ = [
 log = logging.getLogger("dream_assets.llm")
 
 
+#: How far (as a factor) one call's reported speed may move the measured one.
+SPEED_STEP = 4.0
+
+
 class ModelConfigError(ValueError):
     """The model options cannot work together. The message names the option and the fix."""
 
@@ -206,7 +210,10 @@ class ModelClient:
         facts = store.get(self.endpoint_key)
 
         def blend(old: float | None, new: float | None) -> float | None:
-            return None if new is None else new if old is None else (old + new) / 2
+            if new is None or old is None:
+                return new
+            # one answer moves the speed at most fourfold: a hostile or freak figure cannot shrink every timeout
+            return (old + min(max(new, old / SPEED_STEP), old * SPEED_STEP)) / 2
 
         store.update(
             self.endpoint_key,
