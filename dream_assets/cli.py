@@ -186,6 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_check_model(args: argparse.Namespace) -> int:
     """Each model pass's real prompt from this agent's data against the configured endpoint, nothing applied."""
     from dream_assets.llm.client import endpoint_problem, resolve_backend_name
+    from dream_assets.llm.endpoint_profile import rate
     from dream_assets.model_check import check_model, measure_endpoint, recommend, store_measurement
 
     profile = _profile(args)
@@ -206,7 +207,7 @@ def cmd_check_model(args: argparse.Namespace) -> int:
     facts = store_measurement(profile, measured)
 
     def shown(value, unit: str = "") -> str:
-        return "unknown" if value is None else f"{value:.3g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+        return "unknown" if value is None else f"{rate(value) if isinstance(value, float) else value}{unit}"
 
     schema = {True: "yes", False: "NO (json_object or prose is used)", None: "unknown"}[measured.json_schema]
     print(

@@ -38,6 +38,7 @@ from dream_assets.llm.endpoint_profile import (
     call_timing,
     endpoint_key,
     plausible_number,
+    rate,
 )
 from dream_assets.options import DreamOptions, pass_model_options
 from dream_assets.passes.context import PassContext
@@ -319,7 +320,7 @@ def recommend(options: DreamOptions, facts: EndpointFacts, checks: list[PassChec
         calls = min(calls, max(options.LlmMaxCallsPerPass, 64))
         why.append(
             f"a full {window}-token call answering {reserve} tokens takes up to {worst:.0f}s at "
-            f"{facts.prompt_tps:.3g} prompt and {facts.gen_tps:.3g} answer tokens/s (timeout {timeout:.0f}s, "
+            f"{rate(facts.prompt_tps)} prompt and {rate(facts.gen_tps)} answer tokens/s (timeout {timeout:.0f}s, "
             f"{TIMEOUT_SAFETY:g}x that and a margin); {passes} model passes share half of Interval"
         )
     return Recommendation(window, reserve, calls, worst, timeout, why)

@@ -220,6 +220,13 @@ TIMEOUT_CEILING_S = 6 * 3600.0
 DEFAULT_LLM_TIMEOUT_S = 120.0
 
 
+def rate(tokens_per_s: float | None) -> str:
+    """A speed as a person reads it: 2000, 9.5, 0.83."""
+    if tokens_per_s is None:
+        return "unknown"
+    return f"{tokens_per_s:.0f}" if tokens_per_s >= 100 else f"{tokens_per_s:.3g}"
+
+
 def llm_timeout_set(timeout_s: float) -> bool:
     """Whether LlmTimeout was set by the user (any value but its default)."""
     return abs(timeout_s - DEFAULT_LLM_TIMEOUT_S) > 1e-9
@@ -244,7 +251,7 @@ class CallTiming:
     def describe(self) -> str:
         if self.worst_s is None:
             return f"{self.timeout_s:g}s (LlmTimeout; the endpoint's speed is not measured: dream check-model)"
-        speed = f"{self.prompt_tps:.3g} prompt and {self.gen_tps:.3g} answer tokens/s"
+        speed = f"{rate(self.prompt_tps)} prompt and {rate(self.gen_tps)} answer tokens/s"
         if self.capped:
             return f"{self.timeout_s:g}s (LlmTimeout; at the measured {speed} the call can take {self.worst_s:.0f}s)"
         return f"{self.timeout_s:.0f}s (from the measured {speed}: up to {self.worst_s:.0f}s for this call)"
