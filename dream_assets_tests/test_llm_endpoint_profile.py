@@ -249,3 +249,29 @@ def test_one_answers_reported_speed_moves_the_measured_one_at_most_fourfold(tmp_
         assert client.call(client.request(model_call("tier_routing_review"), _ids(40))).ok
         facts = client.endpoint_facts()
         assert (facts.prompt_tps, facts.gen_tps) == (25.0, 2.5)  # halfway to 4x, not to a million
+
+
+def test_an_endpoints_too_long_answer_calibrates_the_estimate(tmp_path):
+    """Before any answer the estimate (3 bytes a token) lets a dense prompt through; the endpoint's refusal names its
+    token count, and the next prompt is counted with what it taught, so it is not sent over the window again."""
+    from dream_assets.llm.budget import prompt_tokens_in_refusal
+    from dream_assets_tests.openai_server import CONTEXT_ERRORS
+
+    for shape, make in CONTEXT_ERRORS.items():
+        _, body = make(4096, 5543)
+        assert prompt_tokens_in_refusal(json.dumps(body)) == 5543, shape
+    profile = AgentProfile(tmp_path / "a").ensure()
+    window, reserve = 2048, 64
+    with OpenAITestServer(
+        default=reply(ANSWER), bytes_per_token=2.1, context_limit=window, context_error="llamacpp"
+    ) as server:
+        client = build_model_client(_options(server, LlmContextTokens=window, LlmMaxTokens=reserve), profile)
+        call = model_call("tier_routing_review")
+        n = 1
+        while client.budget.fits(client.request(call, "").system, _ids(n + 1)):
+            n += 1
+        request = client.request(call, _ids(n))
+        result = client.call(request)
+        assert result.context_exceeded and server.context_refusals == 1  # the estimate let it through
+        assert not client.budget.fits(request.system, request.prompt)  # now counted as the endpoint counts
+        assert "calibrated" in client.budget.method

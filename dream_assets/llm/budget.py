@@ -51,6 +51,25 @@ def is_context_exceeded(message: str) -> bool:
     return bool(_CONTEXT_EXCEEDED.search(message or ""))
 
 
+#: Where an endpoint's "too long" answer says how many tokens the prompt had: llama.cpp "(5543 tokens > 4096)", vLLM
+#: "(8000 in the messages, ...)" or "requested 9000 tokens in the messages", OpenAI "your messages resulted in 9000".
+_REFUSAL_COUNTS = (
+    re.compile(r"\((\d+) tokens > \d+\)"),
+    re.compile(r"\((\d+) in the messages"),
+    re.compile(r"requested (\d+) tokens in the messages"),
+    re.compile(r"messages resulted in (\d+) tokens"),
+)
+
+
+def prompt_tokens_in_refusal(message: str) -> int | None:
+    """The prompt tokens an endpoint's "context length exceeded" answer names, or None."""
+    for pattern in _REFUSAL_COUNTS:
+        found = pattern.search(message or "")
+        if found:
+            return int(found.group(1)[:12])
+    return None
+
+
 def estimate_prompt_tokens(text: str) -> int:
     """The uncalibrated estimate: one token per three UTF-8 bytes."""
     return math.ceil(len(text.encode("utf-8", "surrogatepass")) / 3) if text else 0

@@ -29,6 +29,7 @@ from dream_assets.llm.budget import (
     EndpointTokenizer,
     budget_for,
     estimate_prompt_tokens,
+    prompt_tokens_in_refusal,
     token_counter,
 )
 from dream_assets.llm.busy import wait_until_idle
@@ -221,14 +222,16 @@ class ModelClient:
             gen_tps=blend(facts.gen_tps, raw.gen_tps),
         )
 
-    def _calibrate(self, request: ModelRequest, raw: RawCompletion) -> None:
-        """One running-calibration observation from the prompt tokens the endpoint reported (plausible ones only)."""
+    def _calibrate(self, request: ModelRequest, raw: RawCompletion | int) -> None:
+        """One running-calibration observation from the prompt tokens the endpoint reported (plausible ones only): in
+        its ``usage``, or (an int) in its "too long" answer, so the prompt planned next is counted closer."""
         store = self.endpoint_profile()
-        if store is None or raw.prompt_tokens is None:
+        reported = raw if isinstance(raw, int) else raw.prompt_tokens
+        if store is None or reported is None:
             return
         size = sum(len(text.encode("utf-8", "surrogatepass")) for text in (request.system, request.prompt))
         store.observe_bytes_per_token(
-            self.endpoint_key, bytes_per_token_observation(size, raw.prompt_tokens, 2 * MESSAGE_OVERHEAD)
+            self.endpoint_key, bytes_per_token_observation(size, reported, 2 * MESSAGE_OVERHEAD)
         )
 
     @property
@@ -300,6 +303,10 @@ class ModelClient:
                 reporter.finish(False, None)
             latency = self._monotonic() - started
             attempts = getattr(exc, "attempts", 1)
+            if getattr(exc, "context_exceeded", False):
+                counted = prompt_tokens_in_refusal(str(exc))
+                if counted is not None:
+                    self._calibrate(request, counted)
             error = (
                 f"{name} call for {request.pass_name} failed: {exc}"
                 if isinstance(exc, ModelCallError)
