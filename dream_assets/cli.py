@@ -134,6 +134,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     backend = resolve_backend_name(options)
     identity = configured_model_identity(options)
     print(f"dream cycle for agent {profile.agent_id!r} at {args.profile} (model backend: {identity})")
+    if backend == "openai":
+        from dream_assets.llm.endpoint_profile import EndpointProfile, endpoint_key
+
+        facts = EndpointProfile(profile.endpoint_profile_path).get(endpoint_key(options.LlmBaseUrl, options.LlmModel))
+        if not facts.has_speed:
+            print(
+                f"the endpoint's speed is not measured: each model call waits at most LlmTimeout "
+                f"({options.LlmTimeout.total_seconds():g}s); `dream check-model` measures it and sizes each call's "
+                "timeout to it"
+            )
     if forced:
         print(f"forced this run (change gate and minimum interval ignored once): {', '.join(forced)}")
     from dream_assets.llm.progress import ProgressPrinter

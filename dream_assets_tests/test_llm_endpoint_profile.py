@@ -275,3 +275,13 @@ def test_an_endpoints_too_long_answer_calibrates_the_estimate(tmp_path):
         assert result.context_exceeded and server.context_refusals == 1  # the estimate let it through
         assert not client.budget.fits(request.system, request.prompt)  # now counted as the endpoint counts
         assert "calibrated" in client.budget.method
+
+
+def test_a_timeout_of_an_endpoint_never_measured_says_how_to_measure_it(tmp_path):
+    profile = AgentProfile(tmp_path / "a").ensure()
+    with OpenAITestServer(default=reply(ANSWER, delay_s=2.0)) as server:
+        options = _options(server, LlmContextTokens=8192, LlmTimeout=timedelta(seconds=0.5))
+        client = build_model_client(options, profile)
+        result = client.call(client.request(model_call("tier_routing_review"), "stats"))
+    assert not result.ok and "within 0.5s (LlmTimeout)" in result.error
+    assert "the endpoint's speed is not measured: dream check-model measures it" in result.error

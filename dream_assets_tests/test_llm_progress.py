@@ -127,6 +127,7 @@ def test_dream_run_shows_every_model_call_and_the_dagster_log_says_the_same(tmp_
         calls = len(server.requests)
     out = capsys.readouterr().out
     assert calls >= 4
+    assert "the endpoint's speed is not measured: each model call waits at most LlmTimeout (120s)" in out
     answered = [line for line in out.splitlines() if re.search(r"model call \d+.*, answered in", line)]
     assert len(answered) == calls, out  # not a terminal: a plain line per call
     run_id = re.search(r"run (\S+) succeeded", out).group(1)

@@ -252,8 +252,15 @@ class OpenAIBackend:
                         retryable=False,
                     ) from None
                 if retries >= self.max_retries:
+                    unmeasured = exc.timed_out and (timing is None or timing.worst_s is None)
+                    hint = (
+                        "; the endpoint's speed is not measured: dream check-model measures it, and each call's "
+                        "timeout then follows it"
+                        if unmeasured
+                        else ""
+                    )
                     raise ModelCallError(
-                        f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries={self.max_retries})",
+                        f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries={self.max_retries}){hint}",
                         attempts=attempts,
                         retryable=True,
                         unreachable=exc.unreachable,
