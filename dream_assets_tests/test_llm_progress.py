@@ -134,3 +134,16 @@ def test_dream_run_shows_every_model_call_and_the_dagster_log_says_the_same(tmp_
     with dg.DagsterInstance.from_config(str(home)) as instance:
         logged = [e.user_message for e in instance.all_logs(run_id) if "answered in" in (e.user_message or "")]
     assert len(logged) == calls
+
+
+def test_a_failing_progress_listener_or_an_unwritable_progress_file_never_fails_the_call(tmp_path):
+    profile = AgentProfile(tmp_path / "a").ensure()
+    profile.model_progress_path.mkdir()  # a folder where the file should be: every write fails
+    with OpenAITestServer(default=reply(ANSWER)) as server:
+        client = build_model_client(_options(server), profile)
+
+        def broken(progress):
+            raise RuntimeError("listener bug")
+
+        client.progress_listeners.append(broken)
+        assert client.call(client.request(model_call("tier_routing_review"), "stats")).ok

@@ -196,11 +196,7 @@ class ModelClient:
             pid=os.getpid(),
         )
         file = ProgressFile(self.profile.model_progress_path) if self.profile is not None else None
-        try:
-            return CallReporter(first, self.progress_listeners, file, wallclock=lambda: self._wallclock().timestamp())
-        except Exception:  # noqa: BLE001 - progress is reported, never relied on
-            log.debug("progress of %s not reported", name, exc_info=True)
-            return None
+        return CallReporter(first, self.progress_listeners, file, wallclock=lambda: self._wallclock().timestamp())
 
     def _observe_speed(self, raw: RawCompletion) -> None:
         """The speeds the endpoint reported for a call (llama.cpp's ``timings``) move the measured ones halfway, so the
@@ -292,9 +288,17 @@ class ModelClient:
                 )
                 return ModelResult(False, None, "", error, True, name, model, usage=record)
 
-        request.timing = self.timing(request)
+        try:
+            request.timing = self.timing(request)
+        except Exception:  # noqa: BLE001 - the call is made with LlmTimeout rather than not at all
+            log.warning("the timeout of %s could not be sized to the endpoint; LlmTimeout applies", request.pass_name)
+            request.timing = None
         timeout_s = request.timing.timeout_s if request.timing is not None else 0.0
-        reporter = self._report_start(request)
+        try:
+            reporter = self._report_start(request)
+        except Exception:  # noqa: BLE001 - progress is reported, never relied on
+            log.debug("progress of %s not reported", request.pass_name, exc_info=True)
+            reporter = None
         started = self._monotonic()
         try:
             raw = self.backend.complete(request)
@@ -345,8 +349,11 @@ class ModelClient:
         if reporter is not None:
             reporter.finish(True, raw.completion_tokens)
         model = raw.model or model
-        self._calibrate(request, raw)
-        self._observe_speed(raw)
+        try:
+            self._calibrate(request, raw)
+            self._observe_speed(raw)
+        except Exception:  # noqa: BLE001 - what the answer teaches is kept when it can be, never fails the call
+            log.warning("what the %s answer reported could not be kept", request.pass_name, exc_info=True)
 
         estimated = raw.prompt_tokens is None or raw.completion_tokens is None
         prompt_tokens = (

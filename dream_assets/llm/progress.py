@@ -217,15 +217,12 @@ class CallReporter:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        elapsed = self._wall() - self.current.started_at
-        self._emit(
-            replace(
-                self.current,
-                phase="done" if ok else "failed",
-                elapsed_s=elapsed,
-                completion_tokens=completion_tokens,
-            )
-        )
+        try:
+            elapsed = self._wall() - self.current.started_at
+            end = replace(self.current, phase="done" if ok else "failed", elapsed_s=elapsed)
+            self._emit(replace(end, completion_tokens=completion_tokens))
+        except Exception:  # noqa: BLE001 - progress is reported, never relied on
+            log.debug("the end of %s's model call not reported", self.current.pass_name, exc_info=True)
 
 
 class ProgressPrinter:
