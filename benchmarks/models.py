@@ -18,7 +18,11 @@ real endpoint does. Figures, one JSON object per line:
 - ``models.largest_prompt_share``: the largest prompt plus reserve as a share of the window;
 - ``models.first_review_calls``: calls the first review of the corpus needed (``LlmMaxCallsPerPass`` a run);
 - ``models.parse_failure_rate.free_form`` / ``.json_schema``: the share of answers of a small model that corrupts a
-  third of its free-form answers (prose around a cut-off object) that fail to parse, without and with the schema.
+  third of its free-form answers (prose around a cut-off object) that fail to parse, without and with the schema;
+- ``models.dense_tokenizer.prompts_over_window`` (``counted`` = ``estimate`` or ``tokenize``; target 0 with
+  ``tokenize``): a first review at a 4k window against a server whose tokenizer packs 2.1 bytes a token (Qwen on text
+  full of ids), counting with the uncalibrated estimate (no ``/tokenize``) or with the server's own ``/tokenize``;
+  ``models.dense_tokenizer.seconds`` what each took, ``models.dense_tokenizer.tokenize_requests`` the counts asked.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import json
 import logging
 import sys
 import tempfile
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -66,6 +71,38 @@ def first_review(n: int, window: int, tmp: Path) -> None:
     emit("models.prompts_over_window", n, server.context_refusals, "calls", window=window)
     emit("models.largest_prompt_share", n, round(server.largest_prompt_tokens / window, 3), "ratio", window=window)
     emit("models.first_review_calls", n, calls, "calls", window=window, cycles=cycles)
+
+
+def dense_tokenizer(n: int, tmp: Path, window: int = 4096) -> None:
+    options = DreamOptions(
+        ConsolidationMinInterval=timedelta(0),
+        ConsolidationExactFoldEnabled=False,
+        LlmStructuredOutput="off",
+        LlmJsonMode="off",
+        LlmMaxTokens=512,
+        LlmContextTokens=window,
+        LlmMaxCallsPerPass=10_000,
+    )
+    for counted, tokenize in (("estimate", False), ("tokenize", True)):
+        profile = AgentProfile(tmp / f"dense-{n}-{counted}").ensure()
+        started = time.perf_counter()
+        _, calls, _, server = review(
+            profile,
+            options,
+            corpus(n, pairs=n // 20, now=NOW),
+            NOW,
+            server_kw={
+                "context_limit": window,
+                "bytes_per_token": 2.1,
+                "tokenize": tokenize,
+                "context_error": "llamacpp",
+            },
+            max_cycles=50,
+        )
+        seconds = round(time.perf_counter() - started, 2)
+        emit("models.dense_tokenizer.prompts_over_window", n, server.context_refusals, "calls", counted=counted)
+        emit("models.dense_tokenizer.seconds", n, seconds, "s", counted=counted, calls=calls)
+        emit("models.dense_tokenizer.tokenize_requests", n, server.tokenize_requests, "requests", counted=counted)
 
 
 def parse_failures(calls: int) -> None:
@@ -110,6 +147,7 @@ def main() -> None:
         for n in sizes:
             for window in args.windows or WINDOWS:
                 first_review(n, window, Path(tmp))
+        dense_tokenizer(200 if args.quick else min(sizes), Path(tmp))
     if not args.no_parse:
         parse_failures(60 if args.quick else 300)
 

@@ -146,11 +146,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     backend = resolve_backend_name(options)
     identity = configured_model_identity(options)
     print(f"dream cycle for agent {profile.agent_id!r} at {args.profile} (model backend: {identity})")
+    if backend == "openai":
+        from dream_assets.llm.endpoint_profile import EndpointProfile, endpoint_key
+
+        facts = EndpointProfile(profile.endpoint_profile_path).get(endpoint_key(options.LlmBaseUrl, options.LlmModel))
+        if not facts.has_speed:
+            print(
+                f"the endpoint's speed is not measured: each model call waits at most LlmTimeout "
+                f"({options.LlmTimeout.total_seconds():g}s); `dream check-model` measures it and sizes each call's "
+                "timeout to it"
+            )
     if forced:
         print(f"forced this run (change gate and minimum interval ignored once): {', '.join(forced)}")
-    run = run_cycle_in_dagster(
-        profile, now=args.now, force=forced, force_reason=args.reason, log_level=_log_level(args)
-    )
+    from dream_assets.llm.progress import ProgressPrinter
+
+    with ProgressPrinter(profile.model_progress_path):  # every model call as it runs
+        run = run_cycle_in_dagster(
+            profile, now=args.now, force=forced, force_reason=args.reason, log_level=_log_level(args)
+        )
     width = max(len(p.name) for p in PASSES)
     for spec in PASSES:
         status, summary = run.summaries.get(spec.name, ("not run", ""))
@@ -195,7 +208,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_check_model(args: argparse.Namespace) -> int:
     """Each model pass's real prompt from this agent's data against the configured endpoint, nothing applied."""
     from dream_assets.llm.client import endpoint_problem, resolve_backend_name
-    from dream_assets.model_check import check_model
+    from dream_assets.llm.endpoint_profile import rate
+    from dream_assets.model_check import check_model, measure_endpoint, recommend, store_measurement
 
     profile = _profile(args)
     options = _options(profile)
@@ -210,6 +224,23 @@ def cmd_check_model(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"dream check-model: {problem}", file=sys.stderr)
         return 2
+    print(f"measuring the endpoint {options.LlmBaseUrl or 'https://api.openai.com/v1'} (model {options.LlmModel})")
+    measured = measure_endpoint(options)
+    facts = store_measurement(profile, measured)
+
+    def shown(value, unit: str = "") -> str:
+        return "unknown" if value is None else f"{rate(value) if isinstance(value, float) else value}{unit}"
+
+    schema = {True: "yes", False: "NO (json_object or prose is used)", None: "unknown"}[measured.json_schema]
+    print(
+        f"  speed: prompt {shown(measured.prompt_tps, ' tokens/s')}, answer {shown(measured.gen_tps, ' tokens/s')}"
+        f"{' (reported by the endpoint)' if measured.timings_reported else ' (timed)'}; window: "
+        f"{shown(measured.window, ' tokens')}; json_schema: {schema}; tokens counted by: "
+        f"{measured.tokenizer or 'an estimate calibrated from the usage the answers report'}"
+    )
+    for problem in measured.problems:
+        print(f"      problem: {problem}")
+    print(f"  kept in {profile.endpoint_profile_path}: each call's timeout now follows this speed")
     print(f"rehearsing every model pass of agent {profile.agent_id!r} on a copy of its profile (nothing applied)")
     checks = check_model(profile, options, _now(args))
     for c in checks:
@@ -223,6 +254,18 @@ def cmd_check_model(args: argparse.Namespace) -> int:
             print(f"      why: {note}")
         if c.reason:
             print(f"      reason: {c.reason}")
+    advice = recommend(options, facts, checks)
+    print(
+        f"recommended for this endpoint: DREAM__LlmContextTokens={advice.window} DREAM__LlmMaxTokens={advice.reserve} "
+        f"DREAM__LlmMaxCallsPerPass={advice.calls_per_pass}"
+        + (
+            f" (a full call: up to {advice.worst_call_s:.0f}s, timeout {advice.timeout_s:.0f}s)"
+            if advice.worst_call_s
+            else ""
+        )
+    )
+    for why in advice.why:
+        print(f"      because {why}")
     bad = [c.pass_name for c in checks if not c.ok]
     print("the model is fit for every pass" if not bad else f"NOT fit for: {', '.join(bad)}")
     return 0 if not bad else 1
@@ -589,6 +632,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     ledger = PassLedger(profile)
     if ledger.warning:
         print(f"WARNING: {ledger.warning}")
+    from dream_assets.llm.progress import ProgressFile
+
+    waiting, _ = ProgressFile(profile.model_progress_path).read()
+    if waiting is not None:
+        print(f"running now: {waiting.line(now.timestamp())}")
     outcomes = load_outcomes(profile, [p.name for p in PASSES])
     width = max(len(p.name) for p in PASSES)
     for spec in PASSES:

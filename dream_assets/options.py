@@ -277,7 +277,12 @@ class DreamOptions:
     LlmBaseUrl: str = _opt("", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1; empty: none", url=True)
     LlmModel: str = _opt("", "model name sent to the endpoint")
     LlmApiKeyEnv: str = _opt("OPENAI_API_KEY", "environment variable holding the API key")
-    LlmTimeout: timedelta = _opt(timedelta(seconds=120), "per-request timeout", duration="positive")
+    LlmTimeout: timedelta = _opt(
+        timedelta(seconds=120),
+        "per-request timeout of an endpoint whose speed is not measured; once dream check-model measured it, each "
+        "call's timeout follows the speed, and LlmTimeout set to anything but this default is its upper bound",
+        duration="positive",
+    )
     LlmMaxRetries: int = _opt(3, "retries on 429/5xx/timeouts", minimum=0)
     LlmTemperature: float = _opt(0.2, "sampling temperature", minimum=0.0, maximum=2.0)
     LlmJsonMode: str = _opt("auto", "request JSON mode: auto tries it and falls back", choices=("auto", "on", "off"))

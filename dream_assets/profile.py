@@ -111,6 +111,16 @@ class AgentProfile:
         return self.root / "model-formats.json"
 
     @property
+    def endpoint_profile_path(self) -> Path:
+        """Per model endpoint: its measured speed, window, json_schema support and token calibration."""
+        return self.root / "model-endpoint-profile.json"
+
+    @property
+    def model_progress_path(self) -> Path:
+        """The model call a pass is waiting on right now (``dream status``, ``dream run``'s progress)."""
+        return self.root / "model-progress.json"
+
+    @property
     def coverage_vocabulary_path(self) -> Path:
         return self.root / "merge-coverage-vocabulary.json"
 

@@ -144,6 +144,10 @@ def rejects_json_mode(status: int = 400) -> Reply:
     return Reply(decide=decide)
 
 
+#: Tokens of chat framing a message costs on the test server with a ``bytes_per_token`` tokenizer (Qwen's template:
+#: ``<|im_start|>role\n`` ... ``<|im_end|>\n``).
+CHAT_FRAMING = 5
+
 #: The "prompt too long" answers of real endpoints (status, body), by server kind.
 CONTEXT_ERRORS: dict[str, Callable[[int, int], tuple[int, dict]]] = {
     "openai": lambda limit, n: (
@@ -341,10 +345,25 @@ class OpenAITestServer:
         context_limit: int | None = None,
         context_error: str = "openai",
         response_formats: tuple[str, ...] = ("json_object", "json_schema"),
+        bytes_per_token: float | None = None,
+        tokenize: bool | Callable[[str], Any] = False,
+        speed: tuple[float, float] | None = None,
     ) -> None:
         """``context_limit``: a chat request whose tokens (``prompt_tokens_of``) exceed it gets the ``context_error``
         shape of a real endpoint ("openai", "vllm", "llamacpp"), as a real one does, before any script.
-        ``response_formats``: the ``response_format`` types this endpoint accepts; another one gets a 400."""
+        ``response_formats``: the ``response_format`` types this endpoint accepts; another one gets a 400.
+        ``bytes_per_token``: the server's tokenizer packs this many UTF-8 bytes into a token (a real one: Qwen on
+        text full of ids, about 2.1); its window check and the ``usage`` of its answers count that way (each message
+        adds ``CHAT_FRAMING`` tokens) instead of four characters a token. ``tokenize``: it serves llama.cpp's
+        ``POST /tokenize`` at its root with that count (else that path answers 404, as OpenAI's and Ollama's do),
+        and ``GET /props`` with ``context_limit`` as its ``n_ctx``; a callable instead answers
+        ``{"tokens": f(text)}``. ``speed``: (prompt, answer) tokens a second: each answer takes the time a model of
+        that speed would (prompt tokens / prompt speed + answer tokens / answer speed) and reports it as llama.cpp's
+        ``timings``."""
+        self.bytes_per_token = bytes_per_token
+        self.tokenize = tokenize
+        self.speed = speed
+        self.tokenize_requests = 0
         self.context_limit = context_limit
         self.context_error = context_error
         self.response_formats = response_formats
@@ -362,6 +381,8 @@ class OpenAITestServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out as two writes: with Nagle's algorithm each answer waits for a delayed ACK
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
@@ -369,9 +390,12 @@ class OpenAITestServer:
             def do_GET(self) -> None:  # noqa: N802 — http.server naming
                 """``/v1/models``: the model list (what ``dream run`` probes before a cycle); counted apart from the
                 scripted POSTs so the chat-completion counts stay what they were."""
-                with server._lock:
-                    server.model_list_requests += 1
                 if self.path.rstrip("/").endswith("/models"):
+                    with server._lock:
+                        server.model_list_requests += 1
+                if self.path.rstrip("/") == "/props" and server.tokenize:  # llama.cpp's, at the server root
+                    self._send(_json(200, {"default_generation_settings": {"n_ctx": server.context_limit or 4096}}))
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send(_json(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]}))
                 else:
                     self._send(client_error(404, f"no route {self.path}"))
@@ -383,6 +407,11 @@ class OpenAITestServer:
                     body: Any = json.loads(raw) if raw else None
                 except json.JSONDecodeError:
                     body = raw.decode(errors="replace")
+                if self.path.rstrip("/") == "/tokenize":  # llama.cpp's, at the server root; kept out of the script
+                    with server._lock:
+                        server.tokenize_requests += 1
+                    self._send(server._tokenize(body))
+                    return
                 embeddings = self.path.rstrip("/").endswith("/embeddings")
                 with server._lock:
                     server.requests.append(
@@ -404,6 +433,8 @@ class OpenAITestServer:
                     scripted = client_error(404, f"no route {self.path}")
                 if scripted is None:
                     scripted = client_error(418, "test server: no scripted reply left")
+                if not embeddings and (server.bytes_per_token is not None or server.speed is not None):
+                    scripted = server._with_usage(scripted, body)
                 self._send(scripted)
 
             def _send(self, r: Reply) -> None:
@@ -434,9 +465,60 @@ class OpenAITestServer:
             daemon=True,
         )
 
+    def count_tokens(self, text: str) -> int:
+        """The server tokenizer's count of ``text`` (``bytes_per_token``; four characters a token without it)."""
+        if self.bytes_per_token is None:
+            return math.ceil(len(text) / 4)
+        return math.ceil(len(text.encode("utf-8")) / self.bytes_per_token)
+
+    def message_tokens(self, body: Any) -> int:
+        """The prompt tokens of a chat request as this server's tokenizer counts them, chat framing included."""
+        messages = [m for m in (body.get("messages") or []) if isinstance(m, dict)] if isinstance(body, dict) else []
+        return sum(self.count_tokens(str(m.get("content") or "")) + CHAT_FRAMING for m in messages)
+
+    def _with_usage(self, r: Reply, body: Any) -> Reply:
+        """An answer whose ``usage.prompt_tokens`` is this server's count of the request (as a real server reports)."""
+        try:
+            payload = json.loads(r.body)
+        except ValueError:
+            return r
+        if r.status != 200 or not isinstance(payload, dict) or not isinstance(payload.get("usage"), dict):
+            return r
+        usage = payload["usage"]
+        usage["prompt_tokens"] = self.message_tokens(body)
+        usage["total_tokens"] = usage["prompt_tokens"] + int(usage.get("completion_tokens") or 0)
+        delay = r.delay_s
+        if self.speed is not None:
+            prompt_tps, gen_tps = self.speed
+            answered = int(usage.get("completion_tokens") or 0)
+            payload["timings"] = {
+                "prompt_n": usage["prompt_tokens"],
+                "prompt_ms": 1000 * usage["prompt_tokens"] / prompt_tps,
+                "prompt_per_second": prompt_tps,
+                "predicted_n": answered,
+                "predicted_ms": 1000 * answered / gen_tps,
+                "predicted_per_second": gen_tps,
+            }
+            delay = max(delay, usage["prompt_tokens"] / prompt_tps + answered / gen_tps)
+        return Reply(r.status, json.dumps(payload).encode(), r.headers, delay, r.declared_length)
+
+    def _tokenize(self, body: Any) -> Reply:
+        if not self.tokenize:
+            return client_error(404, "File Not Found")
+        content = body.get("content") if isinstance(body, dict) else None
+        if not isinstance(content, str):
+            return client_error(400, '"content" must be provided')
+        if callable(self.tokenize):  # a broken tokenizer: its answer for the text
+            return _json(200, {"tokens": self.tokenize(content)})
+        return _json(200, {"tokens": list(range(self.count_tokens(content)))})
+
     def _refusal(self, body: Any) -> Reply | None:
         """What a real endpoint refuses before answering: a prompt over its window, a response_format it lacks."""
-        tokens = prompt_tokens_of(body)
+        if self.bytes_per_token is None:
+            tokens = prompt_tokens_of(body)
+        else:
+            reserve = body.get("max_tokens") or body.get("max_completion_tokens") or 0 if isinstance(body, dict) else 0
+            tokens = self.message_tokens(body) + (reserve if isinstance(reserve, int) else 0)
         self.largest_prompt_tokens = max(self.largest_prompt_tokens, tokens)
         if self.context_limit is not None and tokens > self.context_limit:
             self.context_refusals += 1

@@ -116,7 +116,12 @@ def test_check_model_rehearses_every_model_pass_and_changes_nothing(demo, capsys
             assert f"  {spec.name} " in out, spec.name
     assert "model openai:test-model; fits window: yes; parsed: yes" in out
     assert code in (0, 1)
-    assert sorted(p.name for p in demo.root.rglob("*")) == before  # nothing written to the agent
+    assert "recommended for this endpoint: DREAM__LlmContextTokens=" in out
+    # nothing written to the agent but what was measured of the endpoint (each call's timeout follows its speed)
+    after = sorted(p.name for p in demo.root.rglob("*"))
+    assert after == sorted([*before, demo.endpoint_profile_path.name])
+    measured = json.loads(demo.endpoint_profile_path.read_text())["endpoints"]
+    assert [facts["prompt_tps"] > 0 and facts["gen_tps"] > 0 for facts in measured.values()] == [True]
     store = open_store(demo, DreamOptions())
     assert store.memories.counts()["live"] == live
     store.close()

@@ -17,3 +17,5 @@ def test_quick_models_run_reports_every_figure_with_no_prompt_over_the_window():
     rates = {m["name"]: m["value"] for m in lines if m["name"].startswith("models.parse_failure_rate")}
     assert rates["models.parse_failure_rate.json_schema"] == 0
     assert rates["models.parse_failure_rate.free_form"] > 0
+    dense = {m["counted"]: m["value"] for m in lines if m["name"] == "models.dense_tokenizer.prompts_over_window"}
+    assert dense["tokenize"] == 0  # counted by the endpoint's own tokenizer, nothing goes over the window

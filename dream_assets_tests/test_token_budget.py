@@ -26,7 +26,8 @@ def test_a_daily_budget_defers_a_pass_whole_and_the_next_day_it_runs(demo):
             LlmBaseUrl=server.base_url,
             LlmModel="test-model",
             LlmMaxRetries=0,
-            DailyTokenBudget=1500,
+            # over 1000 spent + the next prompt, whose count is calibrated by the usage the first answer reported
+            DailyTokenBudget=2000,
             LlmPriceInputPerMillion=2.0,
             LlmPriceOutputPerMillion=8.0,
         )
@@ -37,7 +38,7 @@ def test_a_daily_budget_defers_a_pass_whole_and_the_next_day_it_runs(demo):
 
         held = _one(demo, options, NOW + timedelta(hours=1), "wisp_failure_analysis", "c2")
         assert held.status == "deferred"
-        assert "DailyTokenBudget 1500 (1000 spent)" in held.reason and "tomorrow" in held.reason
+        assert "DailyTokenBudget 2000 (1000 spent)" in held.reason and "tomorrow" in held.reason
         assert len(server.requests) == sent  # never half-run: nothing was sent
 
         tomorrow = _one(demo, options, NOW + timedelta(days=1), "wisp_failure_analysis", "c3")

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from dream_assets.folders import READ_STEP, read_folder
+from dream_assets.llm.client import ModelClient
 from dream_assets.options import pass_model_options
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, report_metadata, stage_tags
@@ -64,6 +65,12 @@ def memory_folder_read(
     )
 
 
+def logging_progress(client: ModelClient, context: dg.AssetExecutionContext) -> ModelClient:
+    """The client, with each model call's progress (start, every minute while waiting, end) in the run's log."""
+    client.progress_listeners.append(lambda progress: context.log.info(progress.line()))
+    return client
+
+
 def pass_deps(spec: PassSpec) -> list[str]:
     """What a pass asset depends on: the passes it runs after and the inputs it reads; a pass that runs after no
     other pass also waits for the memory-folder read, so a linked folder is in the store before any pass."""
@@ -102,7 +109,7 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
             options,
             run_now(context),
             cycle_id=context.run.run_id,
-            client_factory=lambda: model.client(profile, options),
+            client_factory=lambda: logging_progress(model.client(profile, options), context),
             force=forced_reason(context.run.tags, spec.name),
         )
         report = spec.run(ctx)  # never raises: a failed pass is a report with status "failed"

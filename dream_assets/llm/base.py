@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from dream_assets.llm.contracts import ModelCall
+from dream_assets.llm.endpoint_profile import CallTiming
 
 
 @dataclass
@@ -19,6 +20,10 @@ class ModelRequest:
     # (shapes per pass: see dream_assets.llm.offline).
     inputs: dict[str, Any] = field(default_factory=dict)
     directive_source: str = "built-in"
+    #: The call's timeout, set by the client from the endpoint's measured speed (None: the backend's LlmTimeout).
+    timing: CallTiming | None = None
+    #: Which call of how many of its pass this is (None: the client counts the pass's calls, total unknown).
+    part: tuple[int, int] | None = None
 
     @property
     def pass_name(self) -> str:
@@ -37,6 +42,9 @@ class RawCompletion:
     attempts: int = 1
     finish_reason: str = ""
     note: str = ""
+    #: The speeds the endpoint reported for this call (llama.cpp's ``timings``), tokens a second; None when it did not.
+    prompt_tps: float | None = None
+    gen_tps: float | None = None
 
 
 class ModelCallError(Exception):

@@ -23,11 +23,28 @@ from typing import Any
 from pydantic import BaseModel
 
 from dream_assets.llm.base import ModelBackend, ModelCallError, ModelRequest, RawCompletion
-from dream_assets.llm.budget import ContextBudget, budget_for
+from dream_assets.llm.budget import (
+    MESSAGE_OVERHEAD,
+    ContextBudget,
+    EndpointTokenizer,
+    budget_for,
+    estimate_prompt_tokens,
+    prompt_tokens_in_refusal,
+    token_counter,
+)
 from dream_assets.llm.busy import wait_until_idle
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.directives import load_directive
+from dream_assets.llm.endpoint_profile import (
+    CallTiming,
+    EndpointFacts,
+    EndpointProfile,
+    bytes_per_token_observation,
+    call_timing,
+    endpoint_key,
+)
 from dream_assets.llm.extract import ResponseFormatError, parse_response
+from dream_assets.llm.progress import CallProgress, CallReporter, ProgressFile
 from dream_assets.llm.usage import UsageLedger, UsageRecord, estimate_tokens
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -49,6 +66,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("dream_assets.llm")
+
+
+#: How far (as a factor) one call's reported speed may move the measured one.
+SPEED_STEP = 4.0
 
 
 class ModelConfigError(ValueError):
@@ -86,6 +107,10 @@ class ModelClient:
         self.options = options
         self.usage = UsageLedger()
         self._sleep, self._monotonic, self._wallclock = sleep, monotonic, wallclock
+        #: Called with each call's progress (start, waiting every progress.TICK_S, done / failed): the Dagster log.
+        self.progress_listeners: list[Callable[[CallProgress], None]] = []
+        self._calls_per_pass: dict[str, int] = {}
+        self._tokenizer: EndpointTokenizer | None = None  # the endpoint's /tokenize, asked once per client
         if backend.name == "offline":
             from dream_assets.llm.offline import OFFLINE_LABEL
 
@@ -100,11 +125,110 @@ class ModelClient:
         return self.backend.model
 
     @property
+    def endpoint_key(self) -> str:
+        """This client's endpoint and model, as the endpoint profile keys them."""
+        return endpoint_key(str(getattr(self.backend, "base_url", "") or ""), self.backend.model)
+
+    def endpoint_profile(self) -> EndpointProfile | None:
+        """The agent's endpoint profile file (None without a profile, or for a backend without an endpoint)."""
+        if self.profile is None or self.backend.name != "openai":
+            return None
+        return EndpointProfile(self.profile.endpoint_profile_path)
+
+    def endpoint_facts(self) -> EndpointFacts:
+        """What was measured of this client's endpoint (nothing for the offline and scripted backends)."""
+        store = self.endpoint_profile()
+        return store.get(self.endpoint_key) if store is not None else EndpointFacts()
+
+    @property
     def budget(self) -> ContextBudget:
-        """What one call may hold: LlmContextTokens and the LlmMaxTokens reserve for a real endpoint; unbounded for
-        the offline and scripted backends, which have no window."""
-        window = self.options.LlmContextTokens if self.backend.name == "openai" else 0
-        return budget_for(window, self.options.LlmMaxTokens, self.backend.model)
+        """What one call may hold: LlmContextTokens (or the window the endpoint measured, when smaller) and the
+        LlmMaxTokens reserve for a real endpoint, counted as the endpoint counts (``token_counter``); unbounded for the
+        offline and scripted backends, which have no window."""
+        if self.backend.name != "openai":
+            return budget_for(0, self.options.LlmMaxTokens, self.backend.model)
+        facts = self.endpoint_facts()
+        window = self.options.LlmContextTokens
+        if window and facts.window:
+            window = min(window, facts.window)
+        base_url = str(getattr(self.backend, "base_url", "") or "").strip()
+        if self._tokenizer is None and base_url:
+            self._tokenizer = EndpointTokenizer(base_url, estimate_prompt_tokens, model=self.backend.model)
+        counter = token_counter(
+            self.backend.model, bytes_per_token=facts.calibrated_bytes_per_token, endpoint=self._tokenizer
+        )
+        return budget_for(window, self.options.LlmMaxTokens, self.backend.model, counter=counter)
+
+    def timing(self, request: ModelRequest) -> CallTiming | None:
+        """The timeout of ``request``, from its prompt, the LlmMaxTokens reserve and the endpoint's measured speed
+        (``endpoint_profile.call_timing``); None for a backend without an endpoint."""
+        if self.backend.name != "openai":
+            return None
+        return call_timing(
+            self._prompt_tokens(request),
+            self.options.LlmMaxTokens,
+            self.endpoint_facts(),
+            self.options.LlmTimeout.total_seconds(),
+        )
+
+    def _prompt_tokens(self, request: ModelRequest) -> int:
+        return self.budget.tokens(request.system, request.prompt)
+
+    def _report_start(self, request: ModelRequest) -> CallReporter | None:
+        """Progress of this call, for a backend with a model (the offline one answers at once)."""
+        if self.backend.name == "offline":
+            return None
+        name = request.pass_name
+        self._calls_per_pass[name] = self._calls_per_pass.get(name, 0) + 1
+        index, total = request.part or (self._calls_per_pass[name], 0)
+        timing = request.timing
+        first = CallProgress(
+            pass_name=name,
+            index=index,
+            total=total,
+            prompt_tokens=self._prompt_tokens(request),
+            reserve=self.options.LlmMaxTokens,
+            started_at=self._wallclock().timestamp(),
+            elapsed_s=0.0,
+            estimate_s=timing.worst_s if timing is not None else None,
+            timeout_s=timing.timeout_s if timing is not None else 0.0,
+            phase="start",
+            pid=os.getpid(),
+        )
+        file = ProgressFile(self.profile.model_progress_path) if self.profile is not None else None
+        return CallReporter(first, self.progress_listeners, file, wallclock=lambda: self._wallclock().timestamp())
+
+    def _observe_speed(self, raw: RawCompletion) -> None:
+        """The speeds the endpoint reported for a call (llama.cpp's ``timings``) move the measured ones halfway, so the
+        next calls' timeouts follow a machine that got busier or idler."""
+        store = self.endpoint_profile()
+        if store is None or (raw.prompt_tps is None and raw.gen_tps is None):
+            return
+        facts = store.get(self.endpoint_key)
+
+        def blend(old: float | None, new: float | None) -> float | None:
+            if new is None or old is None:
+                return new
+            # one answer moves the speed at most fourfold: a hostile or freak figure cannot shrink every timeout
+            return (old + min(max(new, old / SPEED_STEP), old * SPEED_STEP)) / 2
+
+        store.update(
+            self.endpoint_key,
+            prompt_tps=blend(facts.prompt_tps, raw.prompt_tps),
+            gen_tps=blend(facts.gen_tps, raw.gen_tps),
+        )
+
+    def _calibrate(self, request: ModelRequest, raw: RawCompletion | int) -> None:
+        """One running-calibration observation from the prompt tokens the endpoint reported (plausible ones only): in
+        its ``usage``, or (an int) in its "too long" answer, so the prompt planned next is counted closer."""
+        store = self.endpoint_profile()
+        reported = raw if isinstance(raw, int) else raw.prompt_tokens
+        if store is None or reported is None:
+            return
+        size = sum(len(text.encode("utf-8", "surrogatepass")) for text in (request.system, request.prompt))
+        store.observe_bytes_per_token(
+            self.endpoint_key, bytes_per_token_observation(size, reported, 2 * MESSAGE_OVERHEAD)
+        )
 
     @property
     def identity(self) -> str:
@@ -164,12 +288,29 @@ class ModelClient:
                 )
                 return ModelResult(False, None, "", error, True, name, model, usage=record)
 
+        try:
+            request.timing = self.timing(request)
+        except Exception:  # noqa: BLE001 - the call is made with LlmTimeout rather than not at all
+            log.warning("the timeout of %s could not be sized to the endpoint; LlmTimeout applies", request.pass_name)
+            request.timing = None
+        timeout_s = request.timing.timeout_s if request.timing is not None else 0.0
+        try:
+            reporter = self._report_start(request)
+        except Exception:  # noqa: BLE001 - progress is reported, never relied on
+            log.debug("progress of %s not reported", request.pass_name, exc_info=True)
+            reporter = None
         started = self._monotonic()
         try:
             raw = self.backend.complete(request)
         except Exception as exc:  # the boundary: a failed call is reported, never raised into the pass
+            if reporter is not None:
+                reporter.finish(False, None)
             latency = self._monotonic() - started
             attempts = getattr(exc, "attempts", 1)
+            if getattr(exc, "context_exceeded", False):
+                counted = prompt_tokens_in_refusal(str(exc))
+                if counted is not None:
+                    self._calibrate(request, counted)
             error = (
                 f"{name} call for {request.pass_name} failed: {exc}"
                 if isinstance(exc, ModelCallError)
@@ -189,6 +330,7 @@ class ModelClient:
                     attempts=attempts,
                     waited_s=waited,
                     error=error,
+                    timeout_s=timeout_s,
                 )
             )
             return ModelResult(
@@ -204,7 +346,14 @@ class ModelClient:
                 context_exceeded=bool(getattr(exc, "context_exceeded", False)),
             )
         latency = self._monotonic() - started
+        if reporter is not None:
+            reporter.finish(True, raw.completion_tokens)
         model = raw.model or model
+        try:
+            self._calibrate(request, raw)
+            self._observe_speed(raw)
+        except Exception:  # noqa: BLE001 - what the answer teaches is kept when it can be, never fails the call
+            log.warning("what the %s answer reported could not be kept", request.pass_name, exc_info=True)
 
         estimated = raw.prompt_tokens is None or raw.completion_tokens is None
         prompt_tokens = (
@@ -233,6 +382,7 @@ class ModelClient:
                     "invalid-response",
                     attempts=raw.attempts,
                     waited_s=waited,
+                    timeout_s=timeout_s,
                     error=error,
                 )
             )
@@ -250,6 +400,7 @@ class ModelClient:
                 "ok",
                 attempts=raw.attempts,
                 waited_s=waited,
+                timeout_s=timeout_s,
             )
         )
         log.info(

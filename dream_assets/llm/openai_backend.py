@@ -242,9 +242,25 @@ class OpenAIBackend:
                 )
                 continue  # a compatibility fallback, not a retry
             except _Transient as exc:
-                if retries >= self.max_retries:
+                timing = request.timing
+                if exc.timed_out and timing is not None and timing.explains_timeout:
                     raise ModelCallError(
-                        f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries={self.max_retries})",
+                        f"no answer from {self.endpoint} within {timing.describe()}: the endpoint's measured speed "
+                        "explains it, so the call is not retried — raise LlmTimeout, lower LlmMaxTokens or the "
+                        "pass's per-call limit (dream check-model recommends settings)",
+                        attempts=attempts,
+                        retryable=False,
+                    ) from None
+                if retries >= self.max_retries:
+                    unmeasured = exc.timed_out and (timing is None or timing.worst_s is None)
+                    hint = (
+                        "; the endpoint's speed is not measured: dream check-model measures it, and each call's "
+                        "timeout then follows it"
+                        if unmeasured
+                        else ""
+                    )
+                    raise ModelCallError(
+                        f"{exc.message} (gave up after {attempts} attempt(s), LlmMaxRetries={self.max_retries}){hint}",
                         attempts=attempts,
                         retryable=True,
                         unreachable=exc.unreachable,
@@ -314,22 +330,35 @@ class OpenAIBackend:
             kwargs["response_format"] = response_format_schema(request)
         elif kind == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
+        timing = request.timing
+        timeout_s = timing.timeout_s if timing is not None else self.timeout_s
+        kwargs["timeout"] = timeout_s
+        label = "LlmTimeout" if timing is None or timing.worst_s is None or timing.capped else "measured speed"
         data, body = json_response(
             openai,
             lambda: self._client.chat.completions.with_raw_response.create(**kwargs),
             endpoint=self.endpoint,
-            timeout_s=self.timeout_s,
+            timeout_s=timeout_s,
             attempts=attempts,
             url_option="LlmBaseUrl",
+            timeout_label=label,
         )
         return _completion(data, body, self.model, attempts)
 
 
-def classify_failure(openai: Any, exc: Exception, endpoint: str, timeout_s: float, attempts: int) -> Exception:
+def classify_failure(
+    openai: Any, exc: Exception, endpoint: str, timeout_s: float, attempts: int, timeout_label: str = "LlmTimeout"
+) -> Exception:
     """What a failed ``openai`` request means: ``_Transient`` (worth a retry: no answer, 408/409/429/5xx, a body cut
     off mid-read), ``_Rejected`` (400/422: the request itself was refused) or ``ModelCallError`` (any other status)."""
     if isinstance(exc, openai.APITimeoutError):
-        return _Transient(f"no answer from {endpoint} within {timeout_s:g}s (LlmTimeout)", unreachable=True)
+        return _Transient(
+            f"no answer from {endpoint} within {timeout_s:.0f}s ({timeout_label})"
+            if timeout_s >= 10 or timeout_label != "LlmTimeout"
+            else f"no answer from {endpoint} within {timeout_s:g}s ({timeout_label})",
+            unreachable=True,
+            timed_out=True,
+        )
     if isinstance(exc, openai.APIConnectionError):
         return _Transient(f"connection to {endpoint} failed: {_cause(exc)}", unreachable=True)
     if isinstance(exc, openai.APIStatusError):
@@ -347,7 +376,14 @@ def classify_failure(openai: Any, exc: Exception, endpoint: str, timeout_s: floa
 
 
 def json_response(
-    openai: Any, create: Callable[[], Any], *, endpoint: str, timeout_s: float, attempts: int, url_option: str
+    openai: Any,
+    create: Callable[[], Any],
+    *,
+    endpoint: str,
+    timeout_s: float,
+    attempts: int,
+    url_option: str,
+    timeout_label: str = "LlmTimeout",
 ) -> tuple[Any, str]:
     """One request through the ``openai`` client's raw-response API: the parsed JSON body and the body text. A failed
     request is classified (``classify_failure``); a body that is not JSON is a transient failure naming the status,
@@ -356,7 +392,7 @@ def json_response(
         http = create().http_response
         body = http.text
     except Exception as exc:
-        raise classify_failure(openai, exc, endpoint, timeout_s, attempts) from None
+        raise classify_failure(openai, exc, endpoint, timeout_s, attempts, timeout_label) from None
     try:
         return json.loads(body), body
     except RecursionError:
@@ -386,11 +422,14 @@ def backoff_delay(
 class _Transient(Exception):
     """A failure worth retrying. ``unreachable``: no answer at all (connection failure or timeout)."""
 
-    def __init__(self, message: str, retry_after: float | None = None, *, unreachable: bool = False) -> None:
+    def __init__(
+        self, message: str, retry_after: float | None = None, *, unreachable: bool = False, timed_out: bool = False
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.retry_after = retry_after
         self.unreachable = unreachable
+        self.timed_out = timed_out
 
 
 class _Rejected(Exception):
@@ -410,6 +449,7 @@ def _completion(data: Any, body: str, model: str, attempts: int) -> RawCompletio
     if not isinstance(text, str):
         text = str(message.get("refusal") or "")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
     return RawCompletion(
         text=text,
         prompt_tokens=_int(usage.get("prompt_tokens")),
@@ -417,7 +457,23 @@ def _completion(data: Any, body: str, model: str, attempts: int) -> RawCompletio
         model=str(data.get("model") or model),
         attempts=attempts,
         finish_reason=str(choice.get("finish_reason") or ""),
+        prompt_tps=_speed(timings, "prompt_n", "prompt_per_second", MIN_PROMPT_SAMPLE),
+        gen_tps=_speed(timings, "predicted_n", "predicted_per_second", MIN_ANSWER_SAMPLE),
     )
+
+
+#: A llama.cpp ``timings`` speed counts only over this many tokens (a prompt served from its cache says nothing).
+MIN_PROMPT_SAMPLE = 64
+MIN_ANSWER_SAMPLE = 16
+
+
+def _speed(timings: dict, count_field: str, speed_field: str, minimum: int) -> float | None:
+    """A speed from llama.cpp's ``timings`` when measured over enough tokens and plausible, else None."""
+    from dream_assets.llm.endpoint_profile import SPEED_RANGE, plausible_number
+
+    count = plausible_number(timings.get(count_field), minimum, 1e9)
+    speed = plausible_number(timings.get(speed_field), *SPEED_RANGE)
+    return speed if count is not None else None
 
 
 def _int(value: Any) -> int | None:

@@ -24,6 +24,7 @@ class UsageRecord:
     attempts: int = 1  # HTTP attempts, retries included
     waited_s: float = 0.0  # time spent waiting for the agent's busy model before the call
     error: str = ""
+    timeout_s: float = 0.0  # the call's timeout (from the endpoint's measured speed, or LlmTimeout); 0: none
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

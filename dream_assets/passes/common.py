@@ -92,6 +92,7 @@ def call_model(
     inputs: Mapping[str, Any] | None = None,
     *,
     shrinkable: bool = False,
+    part: tuple[int, int] | None = None,
 ) -> Any | None:
     """One model call of the kind ``call`` (the pass's own, ``SPEC.model_call``, or another call it makes such as
     merge repair). Returns the validated response, or None after marking the report failed / deferred.
@@ -112,6 +113,7 @@ def call_model(
         return None
     client = ctx.client
     request = client.request(call, prompt, inputs)
+    request.part = part  # which call of how many, for the progress shown
     budget = client.budget
     if not budget.fits(request.system, request.prompt):
         if shrinkable:
@@ -251,9 +253,11 @@ def call_model_batched(
             )
             return None
         responses = []
-        for batch in batches:
+        for number, batch in enumerate(batches, 1):
             prompt, inputs = render(batch)
-            response = call_model(ctx, report, call, prompt, inputs, shrinkable=len(batch) > 1)
+            response = call_model(
+                ctx, report, call, prompt, inputs, shrinkable=len(batch) > 1, part=(number, len(batches))
+            )
             if response is CONTEXT_EXCEEDED:
                 break
             if response is None:
