@@ -196,3 +196,46 @@ def test_the_file_is_kept_current_at_the_end_of_a_cycle(profile, options, corpus
     finally:
         conn.close()
 
+
+def test_dream_status_says_which_index_recall_uses(profile, options, corpus, capsys):
+    from dream_assets.cli import main as dream
+
+    assert dream(["status", "--profile", str(profile.root)]) == 0
+    line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith("recall index: "))
+    assert "compiled BM25 kernel" in line and "index file of 391 entries at row sequence 400" in line
+
+
+_SHELL_CALL = """
+import json, sys
+from dream_assets.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("dagster", "pandas", "mcp", "scipy", "sklearn") if m in sys.modules)
+print(json.dumps({"exit": code, "heavy": heavy}), file=sys.stderr)
+"""
+
+
+def test_a_memory_command_from_the_shell_imports_no_dagster_pandas_or_mcp_and_loads_the_index(profile, corpus):
+    import json
+    import subprocess
+    import sys
+
+    def shell(*args: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", _SHELL_CALL, "memory", *args, "--profile", str(profile.root)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**__import__("os").environ, "DREAM_LOG_LEVEL": "INFO"},
+        )
+        report = json.loads(done.stderr.strip().splitlines()[-1])
+        report["log"] = done.stderr
+        return report
+
+    searched = shell("search", "Alice standup")
+    assert searched["exit"] == 0 and searched["heavy"] == [], searched["log"]
+    assert "recall index loaded" in searched["log"]
+    saved = shell("save", "The walrus enclosure opens at nine")
+    assert saved["exit"] == 0 and saved["heavy"] == [], saved["log"]
+    assert "recall index loaded" in saved["log"]
+    got = shell("get", corpus[30].id)
+    assert got["exit"] == 0 and got["heavy"] == [], got["log"]

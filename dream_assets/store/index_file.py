@@ -273,6 +273,17 @@ def write(path: Path, state: IndexState, token: str) -> int:
     return size
 
 
+def peek_stamp(path: Path) -> dict[str, Any]:
+    """The stamp of the file at ``path`` without reading the rest (``read`` checks the whole file)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return read_stamp({"stamp": archive["stamp"]})
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise IndexFileError(f"it is damaged ({type(exc).__name__}: {exc})") from None
+
+
 def read(path: Path) -> tuple[IndexState, dict[str, Any]]:
     """The state in ``path`` and its stamp. ``FileNotFoundError`` when there is none; ``IndexFileError`` when it
     cannot be used (damaged, another format or tokeniser)."""
