@@ -124,19 +124,22 @@ def _strings(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return (blob if blob is not None else np.zeros(0, np.uint8)), off
 
 
-def _decode(blob: np.ndarray, offsets: np.ndarray, name: str) -> list[str]:
+def _checked_strings(blob: np.ndarray, offsets: np.ndarray, name: str) -> Any:
+    """The strings of ``blob`` at ``offsets`` as an Arrow array, checked (offsets in order and in range, UTF-8)."""
     import pyarrow as pa
 
     n = offsets.size - 1
-    if n < 0 or offsets.dtype != np.int64 or blob.dtype != np.uint8:
+    if n < 0 or offsets.ndim != 1 or offsets.dtype != np.int64 or blob.dtype != np.uint8:
         raise IndexFileError(f"array {name!r} is malformed")
-    if n and (offsets[0] != 0 or offsets[-1] != blob.size or np.any(offsets[1:] < offsets[:-1])):
+    if offsets[0] != 0 or offsets[-1] != blob.size or np.any(offsets[1:] < offsets[:-1]):
         raise IndexFileError(f"array {name!r} has offsets out of order or out of range")
-    if n == 0:
-        return []
     array = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(blob))
     array.validate(full=True)  # UTF-8 checked: a damaged byte is an error, not a wrong token
-    return array.to_pylist()
+    return array
+
+
+def _decode(blob: np.ndarray, offsets: np.ndarray, name: str) -> list[str]:
+    return _checked_strings(blob, offsets, name).to_pylist()
 
 
 def _term_ids(groups: list[tuple[str, ...]]) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -186,31 +189,49 @@ def encode(state: IndexState, token: str) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _groups(arrays: Any, name: str, counts: list[Counter[str]] | None = None) -> list[tuple[str, ...]]:
-    """The groups of terms ``put_groups`` wrote; ``counts``: receives how many groups hold each term."""
+@dataclass
+class _Groups:
+    """Groups of terms as the file holds them, checked: each group's terms are ``flat[offsets[i]:offsets[i + 1]]``,
+    ids into ``words``."""
+
+    words: list[str]
+    flat: np.ndarray
+    offsets: np.ndarray
+
+    def tuples(self) -> list[tuple[str, ...]]:
+        vocab = np.empty(len(self.words), dtype=object)
+        vocab[:] = self.words
+        terms = tuple(vocab[self.flat].tolist())
+        bounds = self.offsets.tolist()
+        # Tuple slices in C loops: a million groups in a fraction of a second.
+        return list(map(terms.__getitem__, map(slice, bounds[:-1], bounds[1:])))
+
+    def counts(self) -> Counter[str]:
+        """How many groups hold each term (the groups hold distinct terms)."""
+        return Counter(dict(zip(self.words, np.bincount(self.flat, minlength=len(self.words)).tolist(), strict=True)))
+
+
+def _groups(arrays: Any, name: str) -> _Groups:
     words = _decode(arrays[name + "_vocab_utf8"], arrays[name + "_vocab_off"], name)
-    vocab = np.empty(len(words), dtype=object)
-    vocab[:] = words
     flat, offsets = arrays[name + "_ids"], arrays[name + "_off"]
     if flat.dtype != np.int32 or offsets.dtype != np.int64 or offsets.ndim != 1 or offsets.size < 1:
         raise IndexFileError(f"array {name!r} is malformed")
     if offsets[0] != 0 or offsets[-1] != flat.size or np.any(offsets[1:] < offsets[:-1]):
         raise IndexFileError(f"array {name!r} has offsets out of order or out of range")
-    if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= vocab.size):
+    if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= len(words)):
         raise IndexFileError(f"array {name!r} names a term its vocabulary does not hold")
-    if counts is not None:
-        counts.append(Counter(dict(zip(words, np.bincount(flat, minlength=len(words)).tolist(), strict=True))))
-    terms = tuple(vocab[flat].tolist())
-    bounds = offsets.tolist()
-    # Tuple slices in C loops: a million groups in a fraction of a second.
-    return list(map(terms.__getitem__, map(slice, bounds[:-1], bounds[1:])))
+    return _Groups(words, flat, offsets)
 
 
-def _picked(values: list[Any], which: np.ndarray, n: int, name: str) -> list[Any]:
+def _checked_picks(count: int, which: np.ndarray, n: int, name: str) -> np.ndarray:
     if which.dtype != np.int32 or which.shape != (n,):
         raise IndexFileError(f"array {name!r} is malformed")
-    if n and (int(which.min()) < 0 or int(which.max()) >= len(values)):
+    if n and (int(which.min()) < 0 or int(which.max()) >= count):
         raise IndexFileError(f"array {name!r} is out of range")
+    return which
+
+
+def _picked(values: list[Any], which: np.ndarray) -> list[Any]:
     table = np.empty(len(values), dtype=object)
     table[:] = values
     return table[which].tolist()
@@ -232,33 +253,46 @@ def read_stamp(arrays: Any) -> dict[str, Any]:
     return stamp
 
 
+class LoadedFile:
+    """A checked index file: the BM25 documents at once (ids, content and label tokens), the save-time tables (overlap
+    stems, exact keys) when first asked for (``rest``). Everything is checked before it is returned; ``rest`` only
+    makes the Python objects."""
+
+    def __init__(self, arrays: Any) -> None:
+        self.stamp = read_stamp(arrays)
+        self.ids: list[str] = _decode(arrays["ids_utf8"], arrays["ids_off"], "ids")
+        n = len(self.ids)
+        if n != self.stamp.get("entries"):
+            raise IndexFileError("its entry count does not match its stamp")
+        content, labels = _groups(arrays, "content"), _groups(arrays, "labels")
+        if content.offsets.size != n + 1:
+            raise IndexFileError("its tables are of different lengths")
+        label_of = _checked_picks(labels.offsets.size - 1, arrays["label_of"], n, "label_of")
+        self._stems = _groups(arrays, "stems")
+        self._categories = _decode(arrays["categories_utf8"], arrays["categories_off"], "categories")
+        self._category_of = _checked_picks(len(self._categories), arrays["category_of"], n, "category_of")
+        self._keys = _checked_strings(arrays["exact_utf8"], arrays["exact_off"], "exact")
+        if self._stems.offsets.size != n + 1 or len(self._keys) != n:
+            raise IndexFileError("its tables are of different lengths")
+        self.content: list[tuple[str, ...]] = content.tuples()
+        self.labels: list[tuple[str, ...]] = _picked(labels.tuples(), label_of)
+        self.synced_seq = int(self.stamp["synced_seq"])
+
+    def rest(self) -> tuple[list[frozenset[str]], Counter[str], list[tuple[str, str]]]:
+        """The overlap stems per entry, how many entries hold each stem, and (category, exact key) per entry."""
+        stems = list(map(frozenset, self._stems.tuples()))
+        exact = list(zip(_picked(self._categories, self._category_of), self._keys.to_pylist(), strict=True))
+        return stems, self._stems.counts(), exact
+
+    def state(self) -> IndexState:
+        stems, stem_df, exact = self.rest()
+        return IndexState(self.ids, self.content, self.labels, stems, exact, self.synced_seq, stem_df)
+
+
 def decode(arrays: Any) -> tuple[IndexState, dict[str, Any]]:
     """The state the file holds and its stamp; ``IndexFileError`` when anything in it does not add up."""
-    stamp = read_stamp(arrays)
-    ids = _decode(arrays["ids_utf8"], arrays["ids_off"], "ids")
-    n = len(ids)
-    if n != stamp.get("entries"):
-        raise IndexFileError("its entry count does not match its stamp")
-    content = _groups(arrays, "content")
-    label_groups = _groups(arrays, "labels")
-    labels = _picked(label_groups, arrays["label_of"], n, "label_of")
-    stem_df: list[Counter[str]] = []
-    stems = list(map(frozenset, _groups(arrays, "stems", stem_df)))
-    categories = _decode(arrays["categories_utf8"], arrays["categories_off"], "categories")
-    category_of = _picked(categories, arrays["category_of"], n, "category_of")
-    keys = _decode(arrays["exact_utf8"], arrays["exact_off"], "exact")
-    if not (len(content) == len(stems) == len(keys) == n):
-        raise IndexFileError("its tables are of different lengths")
-    state = IndexState(
-        ids=ids,
-        content=content,
-        labels=labels,
-        stems=stems,
-        exact=list(zip(category_of, keys, strict=True)),
-        synced_seq=int(stamp["synced_seq"]),
-        stem_df=stem_df[0],
-    )
-    return state, stamp
+    loaded = LoadedFile(arrays)
+    return loaded.state(), loaded.stamp
 
 
 # ---------------------------------------------------------------------------------------------- files
@@ -284,9 +318,9 @@ def peek_stamp(path: Path) -> dict[str, Any]:
         raise IndexFileError(f"it is damaged ({type(exc).__name__}: {exc})") from None
 
 
-def read(path: Path) -> tuple[IndexState, dict[str, Any]]:
-    """The state in ``path`` and its stamp. ``FileNotFoundError`` when there is none; ``IndexFileError`` when it
-    cannot be used (damaged, another format or tokeniser)."""
+def open_file(path: Path) -> LoadedFile:
+    """The checked file at ``path``. ``FileNotFoundError`` when there is none; ``IndexFileError`` when it cannot be
+    used (damaged, another format or tokeniser)."""
     try:
         with np.load(path, allow_pickle=False) as archive:
             # Reading every member whole makes zipfile check its CRC.
@@ -296,11 +330,17 @@ def read(path: Path) -> tuple[IndexState, dict[str, Any]]:
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise IndexFileError(f"it is damaged ({type(exc).__name__}: {exc})") from None
     try:
-        return decode(arrays)
+        return LoadedFile(arrays)
     except IndexFileError:
         raise
     except (KeyError, ValueError, IndexError, TypeError) as exc:
         raise IndexFileError(f"it is damaged ({type(exc).__name__}: {exc})") from None
+
+
+def read(path: Path) -> tuple[IndexState, dict[str, Any]]:
+    """The whole state in ``path`` and its stamp (``open_file`` with everything made)."""
+    loaded = open_file(path)
+    return loaded.state(), loaded.stamp
 
 
 @contextmanager

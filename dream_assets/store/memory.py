@@ -303,12 +303,42 @@ def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({str(t).strip() for t in tags if str(t).strip()}))
 
 
+def _table(name: str) -> property:
+    """One of the index's save-time tables: made from the index file when first read after a load (``_made``)."""
+    attr = "_" + name
+
+    def get(self: _RecallIndex) -> Any:
+        if self._unmade is not None:
+            self._make()
+        return getattr(self, attr)
+
+    def put(self: _RecallIndex, value: Any) -> None:
+        setattr(self, attr, value)
+
+    return property(get, put)
+
+
 class _RecallIndex:
     """BM25 index over the live entries of one database file, shared by every MemoryStore of this process on that
-    file."""
+    file.
+
+    Loaded from the index file, the BM25 index is made at once and the save-time tables (content tokens, labels,
+    overlap stems and their counts, exact keys) when first read: a search from the shell never needs them. Changes
+    meanwhile go into the BM25 index at once and are replayed on the tables when they are made."""
+
+    content_tokens = _table("content_tokens")
+    labels = _table("labels")
+    overlap = _table("overlap")
+    stem_df = _table("stem_df")
+    exact = _table("exact")
+    exact_of = _table("exact_of")
 
     def __init__(self, file: Path | None = None) -> None:
         self.file = file  # the index file (store/index_file.py); None: none is kept
+        # The file the tables are still to be made from, and the changes to replay on them (None: made).
+        self._unmade: index_file.LoadedFile | None = None
+        self._pending: list[tuple[str, tuple[str, str, tuple[str, ...], _SaveText] | None]] = []
+        self._making = threading.Lock()
         self.bm25 = Bm25Index()
         self.content_tokens: dict[str, tuple[str, ...]] = {}
         # The overlap measure's stems per entry and their document frequencies over the live corpus (the idf that
@@ -406,7 +436,7 @@ class _RecallIndex:
     @classmethod
     def _loaded_from(cls, conn: StoreConnection | duckdb.DuckDBPyConnection, path: Path) -> _RecallIndex | None:
         try:
-            state, stamp = index_file.read(path)
+            loaded = index_file.open_file(path)
         except FileNotFoundError:
             return None
         except index_file.IndexFileError as exc:
@@ -417,44 +447,78 @@ class _RecallIndex:
                 vouched, top = index_file.store_stamp(db), _top_seq(db)
         else:
             vouched, top = index_file.store_stamp(conn), _top_seq(conn)
-        reason = index_file.stale_reason(stamp, vouched, top)
+        reason = index_file.stale_reason(loaded.stamp, vouched, top)
         if reason is not None:
             log.warning("recall index file %s is not used, the index is built from the store: %s", path, reason)
             return None
         try:
-            index = cls.from_state(state)
-        except (index_file.IndexFileError, ValueError) as exc:
+            index = cls.from_file(loaded)
+        except ValueError as exc:  # an id twice
             log.warning("recall index file %s is not used, the index is built from the store: %s", path, exc)
             return None
         index.changes_since_file = 0
-        log.info("recall index loaded from %s (%d entries, row sequence %d)", path, len(state.ids), state.synced_seq)
+        log.info("recall index loaded from %s (%d entries, row sequence %d)", path, len(loaded.ids), loaded.synced_seq)
         return index
 
     @classmethod
-    def from_state(cls, state: index_file.IndexState) -> _RecallIndex:
-        """The index of ``state`` (entries in its order), synced up to its watermark."""
+    def from_file(cls, loaded: index_file.LoadedFile) -> _RecallIndex:
+        """The index of a checked index file, synced up to its watermark: the BM25 index now, the tables on first
+        use."""
         index = cls()
-        ids = state.ids
-        index.content_tokens = dict(zip(ids, state.content, strict=True))
-        if len(index.content_tokens) != len(ids):
-            raise index_file.IndexFileError("an entry id appears more than once")
-        index.bm25.add_many(ids, list(map(operator.add, state.content, state.labels)))
-        index.labels = dict(zip(ids, state.labels, strict=True))
-        index.overlap = dict(zip(ids, state.stems, strict=True))
-        if state.stem_df is not None:
-            index.stem_df = Counter(state.stem_df)
-        else:
-            for stems in state.stems:
-                index.stem_df.update(stems)
-        index.exact_of = dict(zip(ids, state.exact, strict=True))
+        index.bm25.add_many(loaded.ids, list(map(operator.add, loaded.content, loaded.labels)))
+        index._unmade, index._pending = loaded, []
+        index.synced_seq = loaded.synced_seq
+        return index
+
+    def _make(self) -> None:
+        """Make the tables from the file and replay the changes made since it was loaded."""
+        with self._making, index_file.no_cyclic_gc():
+            loaded = self._unmade
+            if loaded is None:
+                return
+            stems, stem_df, exact = loaded.rest()
+            self._set_tables(loaded.ids, loaded.content, loaded.labels, stems, stem_df, exact)
+            pending, self._unmade, self._pending = self._pending, None, []
+            for mid, change in pending:
+                if change is None:
+                    self._remove_tables(mid)
+                else:
+                    self._add_tables(mid, *change)
+
+    def _set_tables(
+        self,
+        ids: list[str],
+        content: list[tuple[str, ...]],
+        labels: list[tuple[str, ...]],
+        stems: list[frozenset[str]],
+        stem_df: Counter[str],
+        exact_of: list[tuple[str, str]],
+    ) -> None:
+        self._content_tokens = dict(zip(ids, content, strict=True))
+        self._labels = dict(zip(ids, labels, strict=True))
+        self._overlap = dict(zip(ids, stems, strict=True))
+        self._stem_df = stem_df
+        self._exact_of = dict(zip(ids, exact_of, strict=True))
         exact: dict[tuple[str, str], set[str]] = {}
-        for mid, key in zip(ids, state.exact, strict=True):
+        for mid, key in zip(ids, exact_of, strict=True):
             found = exact.get(key)
             if found is None:
                 exact[key] = {mid}
             else:
                 found.add(mid)
-        index.exact = exact
+        self._exact = exact
+
+    @classmethod
+    def from_state(cls, state: index_file.IndexState) -> _RecallIndex:
+        """The index of ``state`` (entries in its order), synced up to its watermark."""
+        index = cls()
+        index.bm25.add_many(state.ids, list(map(operator.add, state.content, state.labels)))
+        stem_df = state.stem_df
+        if stem_df is None:
+            stem_df = Counter()
+            for stems in state.stems:
+                stem_df.update(stems)
+        index._set_tables(state.ids, state.content, state.labels, state.stems, Counter(stem_df), state.exact)
         index.synced_seq = int(state.synced_seq)
         return index
 
@@ -551,9 +615,10 @@ class _RecallIndex:
 
     def _take(self, other: _RecallIndex) -> None:
         """Hold what ``other`` holds (not yet ready: the caller syncs, then marks it ready)."""
-        self.bm25, self.content_tokens, self.overlap = other.bm25, other.content_tokens, other.overlap
-        self.stem_df, self.exact, self.exact_of = other.stem_df, other.exact, other.exact_of
-        self.labels, self.synced_seq = other.labels, other.synced_seq
+        self.bm25, self._content_tokens, self._overlap = other.bm25, other._content_tokens, other._overlap
+        self._stem_df, self._exact, self._exact_of = other._stem_df, other._exact, other._exact_of
+        self._labels, self.synced_seq = other._labels, other.synced_seq
+        self._unmade, self._pending = other._unmade, other._pending
         self.changes_since_file = other.changes_since_file
 
     def add(self, mid: str, content: str, category: str, tags: Sequence[str], text: _SaveText | None = None) -> None:
@@ -564,32 +629,47 @@ class _RecallIndex:
         self.remove(mid)
         labels = label_tokens(category, tags)
         self.bm25.add(mid, [*text.words, *labels])
-        self.content_tokens[mid] = tuple(text.words)
-        self.labels[mid] = labels
         if self.changes_since_file is not None:
             self.changes_since_file += 1
+        if self._unmade is not None:
+            self._pending.append((mid, (category, content, labels, text)))
+        else:
+            self._add_tables(mid, category, content, labels, text)
+
+    def _add_tables(self, mid: str, category: str, content: str, labels: tuple[str, ...], text: _SaveText) -> None:
+        self._content_tokens[mid] = tuple(text.words)
+        self._labels[mid] = labels
         stems = text.stems
-        self.overlap[mid] = stems
-        self.stem_df.update(stems)
+        self._overlap[mid] = stems
+        self._stem_df.update(stems)
         key = (category, text.key)
-        self.exact.setdefault(key, set()).add(mid)
-        self.exact_of[mid] = key
+        self._exact.setdefault(key, set()).add(mid)
+        self._exact_of[mid] = key
 
     def remove(self, mid: str) -> None:
+        if mid not in self.bm25:
+            return
         self.bm25.remove(mid)
-        if self.content_tokens.pop(mid, None) is not None and self.changes_since_file is not None:
+        if self.changes_since_file is not None:
             self.changes_since_file += 1
-        self.labels.pop(mid, None)
-        stems = self.overlap.pop(mid, None)
+        if self._unmade is not None:
+            self._pending.append((mid, None))
+        else:
+            self._remove_tables(mid)
+
+    def _remove_tables(self, mid: str) -> None:
+        self._content_tokens.pop(mid, None)
+        self._labels.pop(mid, None)
+        stems = self._overlap.pop(mid, None)
         if stems:
-            self.stem_df.subtract(stems)
-        key = self.exact_of.pop(mid, None)
+            self._stem_df.subtract(stems)
+        key = self._exact_of.pop(mid, None)
         if key is not None:
-            ids = self.exact.get(key)
+            ids = self._exact.get(key)
             if ids is not None:
                 ids.discard(mid)
                 if not ids:
-                    del self.exact[key]
+                    del self._exact[key]
 
     def overlap_idf(self, term: str) -> float:
         return smooth_idf(len(self.overlap), self.stem_df.get(term, 0))
