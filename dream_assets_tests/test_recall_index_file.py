@@ -82,6 +82,7 @@ def test_a_loaded_index_equals_a_fresh_build_after_catching_up(profile, options,
     try:
         loaded_index = _index_of(loaded)
         hits = {q: loaded.search(q, limit=10) for q in QUERIES}
+        assert loaded_index._unmade is not None  # searches never made the save-time tables
     finally:
         conn.close()
     assert any("recall index loaded" in r.getMessage() for r in caplog.records)
@@ -239,3 +240,46 @@ def test_a_memory_command_from_the_shell_imports_no_dagster_pandas_or_mcp_and_lo
     assert "recall index loaded" in saved["log"]
     got = shell("get", corpus[30].id)
     assert got["exit"] == 0 and got["heavy"] == [], got["log"]
+
+
+def test_a_cycle_leaves_the_index_file_current(profile, options, corpus):
+    from dream_assets.cycle import run_cycle
+    from dream_assets.store import open_store
+
+    store = open_store(profile, options)
+    store.memories.save("The walrus enclosure opens at nine on Sundays", now=NOW + timedelta(days=3))
+    before = index_file.read(index_file.index_path(profile.store_path))[1]["synced_seq"]
+    run_cycle(profile, options, NOW + timedelta(days=3), only=["log_retention"])
+    state, stamp = index_file.read(index_file.index_path(profile.store_path))
+    assert stamp["synced_seq"] > before
+    assert any("walrus" in c for c in state.content)
+    store.close()
+
+
+_WRITER = """
+import sys
+from datetime import UTC, datetime
+from dream_assets.demo import _memories
+import random
+from dream_assets.options import DreamOptions
+from dream_assets.store import open_store
+store = open_store(sys.argv[1], DreamOptions())
+store.memories.search("warm up")
+entries = _memories(random.Random(9), datetime(2026, 12, 1, tzinfo=UTC), int(sys.argv[2]))
+store.memories.put_many([e.with_(id="exit-" + e.id) for e in entries])
+"""
+
+
+@pytest.mark.parametrize(("changes", "written"), [(3, False), (index_file.REWRITE_AFTER_CHANGES, True)])
+def test_a_process_ending_with_many_unwritten_changes_writes_the_file(profile, corpus, changes, written):
+    import subprocess
+    import sys
+
+    path = index_file.index_path(profile.store_path)
+    before = index_file.read(path)[1]["synced_seq"]
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITER, str(profile.root), str(changes)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    after = index_file.read(path)[1]["synced_seq"]
+    assert (after > before) is written

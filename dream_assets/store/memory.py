@@ -540,7 +540,7 @@ class _RecallIndex:
         was last written or read (always when no file holds it). Holds the store to copy the index's tables and to
         record the file's token, not while encoding and writing. Whether it wrote the file."""
         path = self.file
-        if path is None or conn.in_session:
+        if path is None or conn.in_session or not conn.db_path.exists():  # a store removed meanwhile stays removed
             return False
         with conn.session():
             if not self.ready:
@@ -703,14 +703,17 @@ def _recall_index(conn: StoreConnection) -> _RecallIndex:
     return index
 
 
+#: How long a process that ends waits for a store another process holds to write its index file (then it leaves it).
+EXIT_WAIT_S = 3.0
 _indexed: list[tuple[int, StoreConnection]] = []  # (process, connection) of every recall index made
 _indexed_guard = threading.Lock()
 
 
-def persist_recall_indexes(*, min_changes: int = 1, db_path: Path | None = None) -> int:
+def persist_recall_indexes(*, min_changes: int = 1, db_path: Path | None = None, wait_s: float | None = None) -> int:
     """Bring the index file of every store this process has a built recall index of (of ``db_path`` only, when given)
     up to date when at least ``min_changes`` entries changed since it was written (store/index_file.py): at the end
-    of a cycle, on shutdown. How many files it wrote."""
+    of a cycle, on shutdown. ``wait_s``: wait at most this long for a store another process holds (then skip it).
+    How many files it wrote."""
     with _indexed_guard:
         mine = [conn for pid, conn in _indexed if pid == os.getpid()]
     if db_path is not None:
@@ -720,10 +723,15 @@ def persist_recall_indexes(*, min_changes: int = 1, db_path: Path | None = None)
         index = getattr(conn, "_recall_index", None)
         if index is None or not index.ready:
             continue
+        timeout_s = conn.timeout_s
+        if wait_s is not None:
+            conn.timeout_s = min(timeout_s, wait_s)
         try:
             written += index.persist(conn, min_changes=min_changes)
         except Exception as exc:  # noqa: BLE001 - the file only saves the next process time
             log.warning("recall index of %s not written: %s", conn.db_path, exc)
+        finally:
+            conn.timeout_s = timeout_s
     return written
 
 
@@ -731,7 +739,7 @@ def persist_recall_indexes(*, min_changes: int = 1, db_path: Path | None = None)
 def _persist_at_exit() -> None:
     """A process that leaves many changes unwritten (a server, a long cycle) writes the file as it ends, so the next
     one does not catch up on them row by row; a few are cheaper to catch up on than to write."""
-    persist_recall_indexes(min_changes=index_file.REWRITE_AFTER_CHANGES)
+    persist_recall_indexes(min_changes=index_file.REWRITE_AFTER_CHANGES, wait_s=EXIT_WAIT_S)
 
 
 class _SaveText:
