@@ -283,3 +283,33 @@ def test_a_process_ending_with_many_unwritten_changes_writes_the_file(profile, c
     assert done.returncode == 0, done.stderr
     after = index_file.read(path)[1]["synced_seq"]
     assert (after > before) is written
+
+
+@pytest.mark.parametrize("hostile", ["term out of range", "offsets backwards", "id twice", "stems short"])
+def test_a_well_formed_archive_with_inconsistent_tables_is_not_trusted(profile, options, corpus, caplog, hostile):
+    """Damage the archive's CRCs cannot see: a file written whole by something else, or by a faulty writer."""
+    import numpy as np
+
+    path = index_file.index_path(profile.store_path)
+    state, stamp = index_file.read(path)
+    arrays = index_file.encode(state, stamp["token"])
+    if hostile == "term out of range":
+        arrays["content_ids"][3] = 10**6
+    elif hostile == "offsets backwards":
+        arrays["content_off"][5], arrays["content_off"][6] = arrays["content_off"][6], arrays["content_off"][5] - 1
+    elif hostile == "id twice":
+        state.ids[1] = state.ids[0]
+        arrays = index_file.encode(state, stamp["token"])
+    else:
+        arrays["stems_off"] = arrays["stems_off"][:-2]
+    with path.open("wb") as fh:
+        np.savez(fh, **arrays)
+    caplog.set_level(logging.INFO, logger=LOG)
+    conn, memories = _another_process(profile, options)
+    try:
+        index = _index_of(memories)
+        assert len(index.content_tokens) == len(index.bm25) > 0
+    finally:
+        conn.close()
+    assert any("is not used" in r.getMessage() for r in caplog.records)
+    assert not any("recall index loaded" in r.getMessage() for r in caplog.records)

@@ -314,7 +314,7 @@ def peek_stamp(path: Path) -> dict[str, Any]:
             return read_stamp({"stamp": archive["stamp"]})
     except FileNotFoundError:
         raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, KeyError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
         raise IndexFileError(f"it is damaged ({type(exc).__name__}: {exc})") from None
 
 
@@ -327,7 +327,7 @@ def open_file(path: Path) -> LoadedFile:
             arrays = {name: archive[name] for name in archive.files}
     except FileNotFoundError:
         raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, KeyError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
         raise IndexFileError(f"it is damaged ({type(exc).__name__}: {exc})") from None
     try:
         return LoadedFile(arrays)
