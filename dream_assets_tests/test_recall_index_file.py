@@ -313,3 +313,13 @@ def test_a_well_formed_archive_with_inconsistent_tables_is_not_trusted(profile, 
         conn.close()
     assert any("is not used" in r.getMessage() for r in caplog.records)
     assert not any("recall index loaded" in r.getMessage() for r in caplog.records)
+
+
+def test_an_index_file_that_cannot_be_written_leaves_search_working(store, caplog):
+    index_file.index_path(store.connection.db_path).mkdir()  # in the way of the rename
+    store.memories.put_many(_memories(random.Random(5), NOW, 50))
+    walrus = _memories(random.Random(6), NOW, 1)[0].with_(id="w", content="The walrus enclosure opens at nine")
+    store.memories.put(walrus)
+    caplog.set_level(logging.INFO, logger=LOG)
+    assert [e.content for e, _ in store.memories.search("walrus")] == ["The walrus enclosure opens at nine"]
+    assert any("not written" in r.getMessage() for r in caplog.records)

@@ -537,27 +537,32 @@ class _RecallIndex:
 
     def persist(self, conn: StoreConnection, *, min_changes: int = 1) -> bool:
         """Write the index file when this index is built and at least ``min_changes`` entries changed since the file
-        was last written or read (always when no file holds it). Holds the store to copy the index's tables and to
-        record the file's token, not while encoding and writing. Whether it wrote the file."""
+        was last written or read (an index no file holds counts as changed in every entry). Holds the store to copy
+        the index's tables and to record the file's token, not while encoding and writing. Whether it wrote the file;
+        a failure is logged, never raised (the file only saves the next process time)."""
         path = self.file
         if path is None or conn.in_session or not conn.db_path.exists():  # a store removed meanwhile stays removed
             return False
-        with conn.session():
-            if not self.ready:
-                return False
-            behind = self.changes_since_file
-            if behind is not None and behind < min_changes:
-                return False
-            state = self.state()
-            self.changes_since_file = 0  # changes from here on are after the state written
+        try:
+            with conn.session():
+                if not self.ready:
+                    return False
+                behind = self.changes_since_file
+                if (len(self.bm25) if behind is None else behind) < min_changes:
+                    return False
+                state = self.state()
+                self.changes_since_file = 0  # changes from here on are after the state written
+        except Exception as exc:  # noqa: BLE001 - see above
+            log.warning("recall index file %s not written: %s", path, exc)
+            return False
         token = index_file.new_token()
         try:
             size = index_file.write(path, state, token)
             with conn.session() as db:
                 index_file.record_stamp(db, token, state.synced_seq)
-        except Exception as exc:  # noqa: BLE001 - the file only saves time: an index that cannot be kept still works
-            with conn.session():
-                self.changes_since_file = None if behind is None else (self.changes_since_file or 0) + (behind or 0)
+        except Exception as exc:  # noqa: BLE001 - see above
+            # The changes the file was to hold are still unwritten (a count: a race only moves the next rewrite).
+            self.changes_since_file = None if behind is None else (self.changes_since_file or 0) + behind
             log.warning("recall index file %s not written: %s", path, exc)
             return False
         log.info("recall index written to %s (%d entries, %d bytes)", path, len(state.ids), size)
