@@ -8,6 +8,12 @@ process that never searches (a pass) never builds it. The build does not hold th
 short sessions, indexed outside them, and the rows committed meanwhile applied in one more (``_RecallIndex.prepare``),
 so an agent saving during a cycle waits for one chunk read at most, not for a whole build.
 
+A build is written beside the store (store/index_file.py: the documents, overlap stems and exact keys per entry,
+stamped with the ``seq`` watermark and a token the store records) after the build, at the end of a cycle
+(``persist_recall_indexes``) and when a process ends with many changes unwritten. A process that finds the file
+current loads it instead of building (the BM25 index at once, the save-time tables on first use, ``_RecallIndex._make``)
+and applies the rows changed since its watermark (``sync``); one it cannot trust is logged and the index built.
+
 The rows a search or a save-time comparison reads by id stay in a small cache beside the index (``_RowCache``):
 fetching a few rows by id costs DuckDB about a millisecond a query at a million entries, more than the rest of a
 search but the BM25 lookup. It holds exactly what the file holds: it is emptied whenever the file is opened again
@@ -304,7 +310,7 @@ def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
 
 
 def _table(name: str) -> property:
-    """One of the index's save-time tables: made from the index file when first read after a load (``_made``)."""
+    """One of the index's save-time tables: made from the index file when first read after a load (``_make``)."""
     attr = "_" + name
 
     def get(self: _RecallIndex) -> Any:
