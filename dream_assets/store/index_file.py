@@ -11,9 +11,9 @@ The file is ``<store file>.recall`` (a NumPy ``.npz`` archive, no pickles), writ
 fsync, atomic rename). It is stamped with:
 
 - ``FORMAT``: the layout of the file;
-- ``TOKENS``: a digest of what the tokenisers make of a probe text (content words, category and tag tokens, overlap
-  stems, exact keys), so a change to any of them makes every older file stale without anyone remembering to bump
-  a number;
+- ``tokens_digest()``: a digest of what the tokenisers make of a probe text (content words, category and tag
+  tokens, overlap stems, exact keys), so a change to any of them makes every older file stale without anyone
+  remembering to bump a number;
 - the watermark and a random token that the store itself records (row ``recall_index`` of its ``meta`` table) when
   the file is written: a store replaced by another file, restored from a snapshot or rebuilt does not hold the
   file's token, and a store whose highest ``seq`` is below the watermark is not the one the file was made from.
@@ -22,8 +22,9 @@ Nothing in it is trusted blindly: a file that is missing, unreadable, damaged (t
 ranges are checked), of another format or tokeniser, or not vouched for by the store is logged and ignored, and the
 index is built from the rows as before (and the file written anew).
 
-Writing holds the store only to copy the index's per-entry tables (dictionary copies, a fraction of a second at a
-million entries) and to record the token; encoding and writing the file happen outside any session.
+Writing holds the store only to list the index's per-entry tables (under a second at a million entries, more when a
+loaded index's save-time tables are still to be made) and to record the token; encoding and writing the file (several
+seconds at a million entries) happen outside any session.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ log = logging.getLogger("dream_assets.store.index_file")
 FORMAT = 1
 #: The store's ``meta`` row that vouches for the file (``<token>:<watermark>``).
 META_KEY = "recall_index"
-#: Changes applied since the file was written after which a closing process (``persist_if_behind``) writes it anew:
+#: Changes applied since the file was written after which an ending process (memory.py ``persist_recall_indexes``)
+#: writes it anew:
 #: catching up that many rows costs a loading process tens of milliseconds.
 REWRITE_AFTER_CHANGES = 1000
 
