@@ -76,14 +76,15 @@ def test_the_kernel_under_address_and_undefined_behaviour_sanitizers_agrees_with
     }
     tests = [str(Path(__file__).with_name(name)) for name in DIFFERENTIAL]
     done = subprocess.run(
-        [sys.executable, "-c", _BOOT, str(built), "-q", "-x", "-p", "no:xdist", "-p", "no:cacheprovider", *tests],
+        [sys.executable, "-c", _BOOT, str(built), "-q", "-x", "-s", "-p", "no:xdist", "-p", "no:cacheprovider", *tests],
         capture_output=True,
         text=True,
         env=env,
         timeout=1800,
         cwd=tmp_path,
     )
-    output = done.stdout[-4000:] + done.stderr[-6000:]
+    found = max(done.stderr.find("ERROR: AddressSanitizer"), done.stderr.find("runtime error:"))
+    output = done.stdout[-4000:] + (done.stderr[found : found + 6000] if found >= 0 else done.stderr[-6000:])
     assert done.returncode == 0, output
     assert "ERROR: AddressSanitizer" not in done.stderr and "runtime error:" not in done.stderr, output
     assert "[100%]" in done.stdout, output
