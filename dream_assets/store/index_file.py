@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("dream_assets.store.index_file")
 
 #: The file's layout; a file of another one is rebuilt.
-FORMAT = 1
+FORMAT = 2
 #: The store's ``meta`` row that vouches for the file (``<token>:<watermark>``).
 META_KEY = "recall_index"
 #: Changes applied since the file was written after which an ending process (memory.py ``persist_recall_indexes``)
@@ -173,6 +173,7 @@ def encode(state: IndexState, token: str) -> dict[str, np.ndarray]:
         arrays[name + "_ids"], arrays[name + "_off"] = flat, offsets
 
     put_strings("ids", state.ids)
+    put_groups("docs", [c + la for c, la in zip(state.content, state.labels, strict=True)])
     put_groups("content", state.content)
     distinct_labels, arrays["label_of"] = _interned(state.labels)
     put_groups("labels", distinct_labels)
@@ -201,11 +202,17 @@ class _Groups:
     offsets: np.ndarray
 
     def tuples(self) -> list[tuple[str, ...]]:
+        return self._slices(tuple)
+
+    def lists(self) -> list[list[str]]:
+        return self._slices(list)
+
+    def _slices(self, kind: type) -> list[Any]:
         vocab = np.empty(len(self.words), dtype=object)
         vocab[:] = self.words
-        terms = tuple(vocab[self.flat].tolist())
+        terms = kind(vocab[self.flat].tolist())
         bounds = self.offsets.tolist()
-        # Tuple slices in C loops: a million groups in a fraction of a second.
+        # Slices in C loops: a million groups in a fraction of a second.
         return list(map(terms.__getitem__, map(slice, bounds[:-1], bounds[1:])))
 
     def counts(self) -> Counter[str]:
@@ -256,9 +263,9 @@ def read_stamp(arrays: Any) -> dict[str, Any]:
 
 
 class LoadedFile:
-    """A checked index file: the BM25 documents at once (ids, content and label tokens), the save-time tables (overlap
-    stems, exact keys) when first asked for (``rest``). Everything is checked before it is returned; ``rest`` only
-    makes the Python objects."""
+    """A checked index file: the BM25 documents at once (``ids``, ``documents``), the save-time tables (content and
+    label tokens, overlap stems, exact keys) when first asked for (``rest``). Everything is checked before it is
+    returned; ``rest`` only makes the Python objects."""
 
     def __init__(self, arrays: Any) -> None:
         self.stamp = read_stamp(arrays)
@@ -266,29 +273,38 @@ class LoadedFile:
         n = len(self.ids)
         if n != self.stamp.get("entries"):
             raise IndexFileError("its entry count does not match its stamp")
-        content, labels = _groups(arrays, "content"), _groups(arrays, "labels")
-        if content.offsets.size != n + 1:
-            raise IndexFileError("its tables are of different lengths")
-        label_of = _checked_picks(labels.offsets.size - 1, arrays["label_of"], n, "label_of")
+        documents = _groups(arrays, "docs")
+        self._content, self._labels = _groups(arrays, "content"), _groups(arrays, "labels")
+        self._label_of = _checked_picks(self._labels.offsets.size - 1, arrays["label_of"], n, "label_of")
         self._stems = _groups(arrays, "stems")
         self._categories = _decode(arrays["categories_utf8"], arrays["categories_off"], "categories")
         self._category_of = _checked_picks(len(self._categories), arrays["category_of"], n, "category_of")
         self._keys = _checked_strings(arrays["exact_utf8"], arrays["exact_off"], "exact")
-        if self._stems.offsets.size != n + 1 or len(self._keys) != n:
+        sizes = (documents.offsets.size, self._content.offsets.size, self._stems.offsets.size, len(self._keys) + 1)
+        if any(size != n + 1 for size in sizes):
             raise IndexFileError("its tables are of different lengths")
-        self.content: list[tuple[str, ...]] = content.tuples()
-        self.labels: list[tuple[str, ...]] = _picked(labels.tuples(), label_of)
+        if documents.flat.size != self._content.flat.size + int(
+            np.diff(self._labels.offsets)[self._label_of].sum() if n else 0
+        ):
+            raise IndexFileError("its documents do not hold its content and label tokens")
+        #: Each entry's BM25 document (content tokens, then category and tag tokens); the kernel's input.
+        self.documents: list[list[str]] | None = documents.lists()
         self.synced_seq = int(self.stamp["synced_seq"])
 
-    def rest(self) -> tuple[list[frozenset[str]], Counter[str], list[tuple[str, str]]]:
-        """The overlap stems per entry, how many entries hold each stem, and (category, exact key) per entry."""
+    def rest(
+        self,
+    ) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], list[frozenset[str]], Counter[str], list[tuple[str, str]]]:
+        """Per entry its content tokens, its label tokens, its overlap stems, how many entries hold each stem, and
+        (category, exact key) per entry."""
+        content = self._content.tuples()
+        labels = _picked(self._labels.tuples(), self._label_of)
         stems = list(map(frozenset, self._stems.tuples()))
         exact = list(zip(_picked(self._categories, self._category_of), self._keys.to_pylist(), strict=True))
-        return stems, self._stems.counts(), exact
+        return content, labels, stems, self._stems.counts(), exact
 
     def state(self) -> IndexState:
-        stems, stem_df, exact = self.rest()
-        return IndexState(self.ids, self.content, self.labels, stems, exact, self.synced_seq, stem_df)
+        content, labels, stems, stem_df, exact = self.rest()
+        return IndexState(self.ids, content, labels, stems, exact, self.synced_seq, stem_df)
 
 
 def decode(arrays: Any) -> tuple[IndexState, dict[str, Any]]:

@@ -471,7 +471,8 @@ class _RecallIndex:
         """The index of a checked index file, synced up to its watermark: the BM25 index now, the tables on first
         use."""
         index = cls()
-        index.bm25.add_many(loaded.ids, list(map(operator.add, loaded.content, loaded.labels)))
+        documents, loaded.documents = loaded.documents, None  # the kernel holds them now
+        index.bm25.add_many(loaded.ids, documents)
         index._unmade, index._pending = loaded, []
         index.synced_seq = loaded.synced_seq
         return index
@@ -482,8 +483,8 @@ class _RecallIndex:
             loaded = self._unmade
             if loaded is None:
                 return
-            stems, stem_df, exact = loaded.rest()
-            self._set_tables(loaded.ids, loaded.content, loaded.labels, stems, stem_df, exact)
+            content, labels, stems, stem_df, exact = loaded.rest()
+            self._set_tables(loaded.ids, content, labels, stems, stem_df, exact)
             pending, self._unmade, self._pending = self._pending, None, []
             for mid, change in pending:
                 if change is None:
