@@ -624,6 +624,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"agent {profile.agent_id}: {counts['live']} live memories, {counts['archived']} archived, "
         f"{len(store.skills.list())} skills"
     )
+    print(f"recall index: {recall_index_line(profile)}")
     waits = review.waiting(store, now)
     if waits.count:
         print(f"review: {review.waiting_line(waits, args.profile)}")
@@ -665,6 +666,23 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"{pad}last completed {_when(rec.last_run_at)}{forced}, input fingerprint {shown}")
         print(f"{pad}next run: {_next_run(spec.name, profile, options, rec, now)}")
     return 0
+
+
+def recall_index_line(profile: AgentProfile) -> str:
+    """Which BM25 index recall uses in this installation and what the index file beside the store holds."""
+    from dream_assets.store import index_file
+    from dream_assets.text.bm25 import kernel_description
+
+    path = index_file.index_path(profile.store_path)
+    try:
+        stamp = index_file.peek_stamp(path)
+    except FileNotFoundError:
+        kept = "no index file yet (the first search builds it)"
+    except index_file.IndexFileError as exc:
+        kept = f"index file {path} is not usable and will be rebuilt: {exc}"
+    else:
+        kept = f"index file of {stamp['entries']} entries at row sequence {stamp['synced_seq']}"
+    return f"{kernel_description()}; {kept}"
 
 
 def _duration(value) -> str:

@@ -14,6 +14,7 @@ from dream_assets.passes.registry import PASSES
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.store.cycle_marker import CycleHold
+from dream_assets.store.memory import persist_recall_indexes
 
 
 def run_cycle(
@@ -50,4 +51,6 @@ def run_cycle(
             reports.append(spec.run(ctx))
         if folder:
             reports.append(write_back(profile, options, now, cycle_id=ctx.cycle_id))
+    # The next process (a search from the shell, the next cycle) loads the recall index instead of rebuilding it.
+    persist_recall_indexes(db_path=profile.store_path)
     return reports

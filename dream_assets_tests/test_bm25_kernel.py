@@ -119,3 +119,18 @@ def test_a_term_repeated_past_what_a_posting_holds_scores_exactly() -> None:
     for query in queries:
         assert compiled.search(query, 10) == numpy_index.search(query, 10)
     assert {d for d, _ in compiled.search(["x"], 10)} == {"huge", "at-limit", "below"}
+
+
+def test_the_numpy_fallback_warns_once_per_process_with_how_to_get_the_compiled_kernel(monkeypatch, caplog) -> None:
+    from dream_assets.text import bm25
+
+    monkeypatch.setattr(bm25, "_bm25kernel", None)
+    monkeypatch.setattr(bm25, "_fallback_warned", False)
+    caplog.set_level("WARNING", logger="dream_assets.text.bm25")
+    assert type(Bm25Index()) is NumpyBm25Index and type(Bm25Index()) is NumpyBm25Index
+    warned = [r.getMessage() for r in caplog.records if r.name == "dream_assets.text.bm25"]
+    assert len(warned) == 1
+    assert "compiled kernel is not built" in warned[0] and "C compiler" in warned[0] and "reinstall" in warned[0]
+    assert bm25.kernel_in_use() == "numpy"
+    Bm25Index(compiled=False)  # asked for by name: no warning
+    assert len([r for r in caplog.records if r.name == "dream_assets.text.bm25"]) == 1

@@ -71,6 +71,11 @@ class DreamDeployment(dg.ConfigurableResource):
             self._heartbeat.stop()
             self._heartbeat = None
         if self._cycle_hold is not None:
+            # The end of the cycle's steps in this process: the next process loads the recall index it kept current
+            # instead of rebuilding it from every row (store/index_file.py).
+            from dream_assets.store.memory import persist_recall_indexes
+
+            persist_recall_indexes()
             self._cycle_hold.stop()
             self._cycle_hold = None
 

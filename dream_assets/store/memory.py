@@ -8,6 +8,12 @@ process that never searches (a pass) never builds it. The build does not hold th
 short sessions, indexed outside them, and the rows committed meanwhile applied in one more (``_RecallIndex.prepare``),
 so an agent saving during a cycle waits for one chunk read at most, not for a whole build.
 
+A build is written beside the store (store/index_file.py: the documents, overlap stems and exact keys per entry,
+stamped with the ``seq`` watermark and a token the store records) after the build, at the end of a cycle
+(``persist_recall_indexes``) and when a process ends with many changes unwritten. A process that finds the file
+current loads it instead of building (the BM25 index at once, the save-time tables on first use, ``_RecallIndex._make``)
+and applies the rows changed since its watermark (``sync``); one it cannot trust is logged and the index built.
+
 The rows a search or a save-time comparison reads by id stay in a small cache beside the index (``_RowCache``):
 fetching a few rows by id costs DuckDB about a millisecond a query at a million entries, more than the rest of a
 search but the BM25 lookup. It holds exactly what the file holds: it is emptied whenever the file is opened again
@@ -27,10 +33,13 @@ the lexical measure without trying, so a dead endpoint delays at most one save p
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import itertools
 import json
 import logging
+import operator
+import os
 import threading
 import warnings
 from collections import Counter
@@ -39,6 +48,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -46,6 +56,7 @@ import pyarrow as pa
 
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, is_signal, is_signal_entry, iso, new_id, utc, utc_or_now
 from dream_assets.options import DreamOptions
+from dream_assets.store import index_file
 from dream_assets.store.change_rows import SAVE_PASS, insert_change, save_cycle_id
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
@@ -73,7 +84,7 @@ from dream_assets.text.similarity import (
     tfidf_cosine,
     unframed,
 )
-from dream_assets.text.tokens import content_token_list, document_tokens, tokenize
+from dream_assets.text.tokens import content_token_list, document_tokens, label_tokens, tokenize
 
 if TYPE_CHECKING:
     from dream_assets.llm.embeddings import EmbeddingProvider
@@ -302,11 +313,42 @@ def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({str(t).strip() for t in tags if str(t).strip()}))
 
 
+def _table(name: str) -> property:
+    """One of the index's save-time tables: made from the index file when first read after a load (``_make``)."""
+    attr = "_" + name
+
+    def get(self: _RecallIndex) -> Any:
+        if self._unmade is not None:
+            self._make()
+        return getattr(self, attr)
+
+    def put(self: _RecallIndex, value: Any) -> None:
+        setattr(self, attr, value)
+
+    return property(get, put)
+
+
 class _RecallIndex:
     """BM25 index over the live entries of one database file, shared by every MemoryStore of this process on that
-    file."""
+    file.
 
-    def __init__(self) -> None:
+    Loaded from the index file, the BM25 index is made at once and the save-time tables (content tokens, labels,
+    overlap stems and their counts, exact keys) when first read: a search from the shell never needs them. Changes
+    meanwhile go into the BM25 index at once and are replayed on the tables when they are made."""
+
+    content_tokens = _table("content_tokens")
+    labels = _table("labels")
+    overlap = _table("overlap")
+    stem_df = _table("stem_df")
+    exact = _table("exact")
+    exact_of = _table("exact_of")
+
+    def __init__(self, file: Path | None = None) -> None:
+        self.file = file  # the index file (store/index_file.py); None: none is kept
+        # The file the tables are still to be made from, and the changes to replay on them (None: made).
+        self._unmade: index_file.LoadedFile | None = None
+        self._pending: list[tuple[str, tuple[str, str, tuple[str, ...], _SaveText] | None]] = []
+        self._making = threading.Lock()
         self.bm25 = Bm25Index()
         self.content_tokens: dict[str, tuple[str, ...]] = {}
         # The overlap measure's stems per entry and their document frequencies over the live corpus (the idf that
@@ -315,8 +357,13 @@ class _RecallIndex:
         self.stem_df: Counter[str] = Counter()
         self.exact: dict[tuple[str, str], set[str]] = {}
         self.exact_of: dict[str, tuple[str, str]] = {}
+        # Category and tag tokens per entry (the BM25 document is its content tokens and these): what the index file
+        # (store/index_file.py) needs to give the kernel the same documents. The tuples are shared across entries.
+        self.labels: dict[str, tuple[str, ...]] = {}
         self.synced_seq = 0
         self.ready = False
+        #: Entries added or removed since the index file was last written or read (None: no file holds this index).
+        self.changes_since_file: int | None = None
         self.rows = _RowCache()  # not part of the index: a build (``_take``) keeps it
         self._building = threading.Lock()  # one build at a time (outside the store: see prepare)
 
@@ -349,8 +396,12 @@ class _RecallIndex:
         """Build the index inside the caller's session when it is not built yet (``prepare`` builds it outside)."""
         if not self.ready:
             top = _top_seq(conn)
-            columns = conn.execute(_LIVE_ROWS_SQL.format(where="TRUE"), [_NO_LIMIT]).fetchnumpy()
-            self._take(_RecallIndex.built(*(columns[c].tolist() for c in _INDEX_COLUMNS), top))
+            loaded = self._loaded(conn, self.file)
+            if loaded is not None:
+                self._take(loaded)
+            else:
+                columns = conn.execute(_LIVE_ROWS_SQL.format(where="TRUE"), [_NO_LIMIT]).fetchnumpy()
+                self._take(_RecallIndex.built(*(columns[c].tolist() for c in _INDEX_COLUMNS), top))
             self.sync(conn)
             self.ready = True
 
@@ -368,14 +419,165 @@ class _RecallIndex:
         with self._building:
             if self.ready:
                 return
-            top, columns = self._read_live(conn)
-            fresh = _RecallIndex.built(*columns, top)
-            del columns
+            fresh = self._loaded(conn, self.file)
+            if fresh is None:
+                top, columns = self._read_live(conn)
+                fresh = _RecallIndex.built(*columns, top)
+                del columns
             with conn.session() as db:
                 if not self.ready:  # a build inside a session may have come first
                     self._take(fresh)
                     self.sync(db)
                     self.ready = True
+            if fresh.changes_since_file is None:
+                self.persist(conn)  # built from the rows: the next process loads it instead
+
+    # ------------------------------------------------------------------ the index file (store/index_file.py)
+    @classmethod
+    def _loaded(cls, conn: StoreConnection | duckdb.DuckDBPyConnection, path: Path | None) -> _RecallIndex | None:
+        """The index the file at ``path`` holds when it is current for this store (at its watermark: the caller
+        syncs), else None; a file that cannot be used is logged and left for the next write to replace. ``conn``: the
+        store, or the caller's session on it."""
+        if path is None:
+            return None
+        with index_file.no_cyclic_gc():
+            return cls._loaded_from(conn, path)
+
+    @classmethod
+    def _loaded_from(cls, conn: StoreConnection | duckdb.DuckDBPyConnection, path: Path) -> _RecallIndex | None:
+        try:
+            loaded = index_file.open_file(path)
+        except FileNotFoundError:
+            return None
+        except index_file.IndexFileError as exc:
+            log.warning("recall index file %s is not used, the index is built from the store: %s", path, exc)
+            return None
+        if isinstance(conn, StoreConnection):
+            with conn.session() as db:
+                vouched, top = index_file.store_stamp(db), _top_seq(db)
+        else:
+            vouched, top = index_file.store_stamp(conn), _top_seq(conn)
+        reason = index_file.stale_reason(loaded.stamp, vouched, top)
+        if reason is not None:
+            log.warning("recall index file %s is not used, the index is built from the store: %s", path, reason)
+            return None
+        try:
+            index = cls.from_file(loaded)
+        except ValueError as exc:  # an id twice
+            log.warning("recall index file %s is not used, the index is built from the store: %s", path, exc)
+            return None
+        index.changes_since_file = 0
+        log.info("recall index loaded from %s (%d entries, row sequence %d)", path, len(loaded.ids), loaded.synced_seq)
+        return index
+
+    @classmethod
+    def from_file(cls, loaded: index_file.LoadedFile) -> _RecallIndex:
+        """The index of a checked index file, synced up to its watermark: the BM25 index now, the tables on first
+        use."""
+        index = cls()
+        documents, loaded.documents = loaded.documents, None  # the kernel holds them now
+        index.bm25.add_many(loaded.ids, documents)
+        index._unmade, index._pending = loaded, []
+        index.synced_seq = loaded.synced_seq
+        return index
+
+    def _make(self) -> None:
+        """Make the tables from the file and replay the changes made since it was loaded."""
+        with self._making, index_file.no_cyclic_gc():
+            loaded = self._unmade
+            if loaded is None:
+                return
+            content, labels, stems, stem_df, exact = loaded.rest()
+            self._set_tables(loaded.ids, content, labels, stems, stem_df, exact)
+            pending, self._unmade, self._pending = self._pending, None, []
+            for mid, change in pending:
+                if change is None:
+                    self._remove_tables(mid)
+                else:
+                    self._add_tables(mid, *change)
+
+    def _set_tables(
+        self,
+        ids: list[str],
+        content: list[tuple[str, ...]],
+        labels: list[tuple[str, ...]],
+        stems: list[frozenset[str]],
+        stem_df: Counter[str],
+        exact_of: list[tuple[str, str]],
+    ) -> None:
+        self._content_tokens = dict(zip(ids, content, strict=True))
+        self._labels = dict(zip(ids, labels, strict=True))
+        self._overlap = dict(zip(ids, stems, strict=True))
+        self._stem_df = stem_df
+        self._exact_of = dict(zip(ids, exact_of, strict=True))
+        exact: dict[tuple[str, str], set[str]] = {}
+        for mid, key in zip(ids, exact_of, strict=True):
+            found = exact.get(key)
+            if found is None:
+                exact[key] = {mid}
+            else:
+                found.add(mid)
+        self._exact = exact
+
+    @classmethod
+    def from_state(cls, state: index_file.IndexState) -> _RecallIndex:
+        """The index of ``state`` (entries in its order), synced up to its watermark."""
+        index = cls()
+        index.bm25.add_many(state.ids, list(map(operator.add, state.content, state.labels)))
+        stem_df = state.stem_df
+        if stem_df is None:
+            stem_df = Counter()
+            for stems in state.stems:
+                stem_df.update(stems)
+        index._set_tables(state.ids, state.content, state.labels, state.stems, Counter(stem_df), state.exact)
+        index.synced_seq = int(state.synced_seq)
+        return index
+
+    def state(self) -> index_file.IndexState:
+        """What this index holds, for the index file (the caller holds the store: the tables do not change)."""
+        ids = list(self.content_tokens)
+        labels, overlap, exact_of = self.labels, self.overlap, self.exact_of
+        return index_file.IndexState(
+            ids=ids,
+            content=list(self.content_tokens.values()),
+            labels=[labels[m] for m in ids],
+            stems=[overlap[m] for m in ids],
+            exact=[exact_of[m] for m in ids],
+            synced_seq=self.synced_seq,
+        )
+
+    def persist(self, conn: StoreConnection, *, min_changes: int = 1) -> bool:
+        """Write the index file when this index is built and at least ``min_changes`` entries changed since the file
+        was last written or read (an index no file holds counts as changed in every entry). Holds the store to copy
+        the index's tables and to record the file's token, not while encoding and writing. Whether it wrote the file;
+        a failure is logged, never raised (the file only saves the next process time)."""
+        path = self.file
+        if path is None or conn.in_session or not conn.db_path.exists():  # a store removed meanwhile stays removed
+            return False
+        try:
+            with conn.session():
+                if not self.ready:
+                    return False
+                behind = self.changes_since_file
+                if (len(self.bm25) if behind is None else behind) < min_changes:
+                    return False
+                state = self.state()
+                self.changes_since_file = 0  # changes from here on are after the state written
+        except Exception as exc:  # noqa: BLE001 - see above
+            log.warning("recall index file %s not written: %s", path, exc)
+            return False
+        token = index_file.new_token()
+        try:
+            size = index_file.write(path, state, token)
+            with conn.session() as db:
+                index_file.record_stamp(db, token, state.synced_seq)
+        except Exception as exc:  # noqa: BLE001 - see above
+            # The changes the file was to hold are still unwritten (a count: a race only moves the next rewrite).
+            self.changes_since_file = None if behind is None else (self.changes_since_file or 0) + behind
+            log.warning("recall index file %s not written: %s", path, exc)
+            return False
+        log.info("recall index written to %s (%d entries, %d bytes)", path, len(state.ids), size)
+        return True
 
     @staticmethod
     def _read_live(conn: StoreConnection) -> tuple[int, tuple[list[Any], ...]]:
@@ -422,14 +624,18 @@ class _RecallIndex:
             key = (category, exact_key(content))
             index.exact.setdefault(key, set()).add(mid)
             index.exact_of[mid] = key
+        labels = {key: tuple(found) for key, found in extra.items()}
+        index.labels = {mid: labels[(c, t)] for mid, c, t in zip(ids, categories, tags, strict=True)}
         index.synced_seq = int(top)
         return index
 
     def _take(self, other: _RecallIndex) -> None:
         """Hold what ``other`` holds (not yet ready: the caller syncs, then marks it ready)."""
-        self.bm25, self.content_tokens, self.overlap = other.bm25, other.content_tokens, other.overlap
-        self.stem_df, self.exact, self.exact_of = other.stem_df, other.exact, other.exact_of
-        self.synced_seq = other.synced_seq
+        self.bm25, self._content_tokens, self._overlap = other.bm25, other._content_tokens, other._overlap
+        self._stem_df, self._exact, self._exact_of = other._stem_df, other._exact, other._exact_of
+        self._labels, self.synced_seq = other._labels, other.synced_seq
+        self._unmade, self._pending = other._unmade, other._pending
+        self.changes_since_file = other.changes_since_file
 
     def add(self, mid: str, content: str, category: str, tags: Sequence[str], text: _SaveText | None = None) -> None:
         """Index an entry; ``text``: what a save derived from ``content`` already (used only when it is of
@@ -437,28 +643,49 @@ class _RecallIndex:
         if text is None or text.content != content:
             text = _SaveText(content)
         self.remove(mid)
-        self.bm25.add(mid, document_tokens(content, category, tags, words=text.words))
-        self.content_tokens[mid] = tuple(text.words)
+        labels = label_tokens(category, tags)
+        self.bm25.add(mid, [*text.words, *labels])
+        if self.changes_since_file is not None:
+            self.changes_since_file += 1
+        if self._unmade is not None:
+            self._pending.append((mid, (category, content, labels, text)))
+        else:
+            self._add_tables(mid, category, content, labels, text)
+
+    def _add_tables(self, mid: str, category: str, content: str, labels: tuple[str, ...], text: _SaveText) -> None:
+        self._content_tokens[mid] = tuple(text.words)
+        self._labels[mid] = labels
         stems = text.stems
-        self.overlap[mid] = stems
-        self.stem_df.update(stems)
+        self._overlap[mid] = stems
+        self._stem_df.update(stems)
         key = (category, text.key)
-        self.exact.setdefault(key, set()).add(mid)
-        self.exact_of[mid] = key
+        self._exact.setdefault(key, set()).add(mid)
+        self._exact_of[mid] = key
 
     def remove(self, mid: str) -> None:
+        if mid not in self.bm25:
+            return
         self.bm25.remove(mid)
-        self.content_tokens.pop(mid, None)
-        stems = self.overlap.pop(mid, None)
+        if self.changes_since_file is not None:
+            self.changes_since_file += 1
+        if self._unmade is not None:
+            self._pending.append((mid, None))
+        else:
+            self._remove_tables(mid)
+
+    def _remove_tables(self, mid: str) -> None:
+        self._content_tokens.pop(mid, None)
+        self._labels.pop(mid, None)
+        stems = self._overlap.pop(mid, None)
         if stems:
-            self.stem_df.subtract(stems)
-        key = self.exact_of.pop(mid, None)
+            self._stem_df.subtract(stems)
+        key = self._exact_of.pop(mid, None)
         if key is not None:
-            ids = self.exact.get(key)
+            ids = self._exact.get(key)
             if ids is not None:
                 ids.discard(mid)
                 if not ids:
-                    del self.exact[key]
+                    del self._exact[key]
 
     def overlap_idf(self, term: str) -> float:
         return smooth_idf(len(self.overlap), self.stem_df.get(term, 0))
@@ -483,11 +710,52 @@ class _RecallIndex:
 def _recall_index(conn: StoreConnection) -> _RecallIndex:
     index = getattr(conn, "_recall_index", None)
     if index is None:
-        index = _RecallIndex()
+        index = _RecallIndex(index_file.index_path(conn.db_path))
         conn._recall_index = index  # type: ignore[attr-defined]
         conn.add_open_hook(index.on_open)
         conn.add_rollback_hook(index.invalidate)
+        with _indexed_guard:
+            _indexed.append((os.getpid(), conn))
     return index
+
+
+#: How long a process that ends waits for a store another process holds to write its index file (then it leaves it).
+EXIT_WAIT_S = 3.0
+_indexed: list[tuple[int, StoreConnection]] = []  # (process, connection) of every recall index made
+_indexed_guard = threading.Lock()
+
+
+def persist_recall_indexes(*, min_changes: int = 1, db_path: Path | None = None, wait_s: float | None = None) -> int:
+    """Bring the index file of every store this process has a built recall index of (of ``db_path`` only, when given)
+    up to date when at least ``min_changes`` entries changed since it was written (store/index_file.py): at the end
+    of a cycle, on shutdown. ``wait_s``: wait at most this long for a store another process holds (then skip it).
+    How many files it wrote."""
+    with _indexed_guard:
+        mine = [conn for pid, conn in _indexed if pid == os.getpid()]
+    if db_path is not None:
+        mine = [conn for conn in mine if conn.db_path.resolve() == Path(db_path).resolve()]
+    written = 0
+    for conn in mine:
+        index = getattr(conn, "_recall_index", None)
+        if index is None or not index.ready:
+            continue
+        timeout_s = conn.timeout_s
+        if wait_s is not None:
+            conn.timeout_s = min(timeout_s, wait_s)
+        try:
+            written += index.persist(conn, min_changes=min_changes)
+        except Exception as exc:  # noqa: BLE001 - the file only saves the next process time
+            log.warning("recall index of %s not written: %s", conn.db_path, exc)
+        finally:
+            conn.timeout_s = timeout_s
+    return written
+
+
+@atexit.register
+def _persist_at_exit() -> None:
+    """A process that leaves many changes unwritten (a server, a long cycle) writes the file as it ends, so the next
+    one does not catch up on them row by row; a few are cheaper to catch up on than to write."""
+    persist_recall_indexes(min_changes=index_file.REWRITE_AFTER_CHANGES, wait_s=EXIT_WAIT_S)
 
 
 class _SaveText:
@@ -754,6 +1022,11 @@ class MemoryStore:
         (for benchmarks of a first read; results never depend on it)."""
         with self._conn.session():  # the cache is only ever used inside a session
             self._idx.rows.clear()
+
+    def persist_recall_index(self, *, min_changes: int = 1) -> bool:
+        """Write this process's recall index to its file beside the store (store/index_file.py) when it is built and
+        at least ``min_changes`` entries changed since the file was written; whether it wrote it."""
+        return self._idx.persist(self._conn, min_changes=min_changes)
 
     def prepare_recall(self) -> None:
         """Build this process's recall index now if it is not built, without holding the store for the build

@@ -25,6 +25,7 @@ Both give the same results, scores bit for bit included (``Bm25Index(compiled=Fa
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from array import array
@@ -38,8 +39,46 @@ try:
 except ImportError:  # built without a C compiler: the numpy index serves
     _bm25kernel = None
 
+log = logging.getLogger("dream_assets.text.bm25")
+
 K1 = 1.2
 B = 0.75
+#: How to get the compiled kernel where it is missing (what the numpy fallback's warning and `dream status` say).
+COMPILED_KERNEL_HINT = (
+    "install a C compiler (Debian/Ubuntu: apt-get install build-essential python3-dev) and reinstall dream_assets "
+    "(pip install --force-reinstall --no-deps <its source folder>)"
+)
+
+
+def kernel_in_use() -> str:
+    """Which BM25 index ``Bm25Index()`` gives in this process: "compiled" or "numpy"."""
+    return "compiled" if _bm25kernel is not None else "numpy"
+
+
+def kernel_description() -> str:
+    """One line naming the recall index in use, for `dream status` and the server's start line."""
+    if _bm25kernel is not None:
+        return "compiled BM25 kernel (dream_assets/text/_bm25kernel.c)"
+    return (
+        "numpy BM25 index: the compiled kernel is not built (about 11x slower recall and 17x the memory at a "
+        f"million entries); to get it, {COMPILED_KERNEL_HINT}"
+    )
+
+
+_fallback_warned = False
+_warn_guard = threading.Lock()
+
+
+def _warn_fallback_once() -> None:
+    """The numpy fallback serves because the compiled kernel is missing: said once per process, with how to fix it."""
+    global _fallback_warned
+    with _warn_guard:
+        if _fallback_warned:
+            return
+        _fallback_warned = True
+    log.warning("recall uses the %s", kernel_description())
+
+
 # Query terms with longer postings than this are candidates for MaxScore pruning (see search).
 _PRUNE_MIN_DF = 2048
 
@@ -105,6 +144,8 @@ class Bm25Index:
                     "the compiled BM25 index dream_assets/text/_bm25kernel.c is not built: reinstall with a C compiler"
                 )
             use = _bm25kernel is not None if compiled is None else compiled
+            if compiled is None and not use:
+                _warn_fallback_once()
             cls = CompiledBm25Index if use else NumpyBm25Index
         return super().__new__(cls)
 

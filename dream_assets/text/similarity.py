@@ -29,10 +29,24 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+else:
+
+    class _SparseOnFirstUse:
+        """``scipy.sparse``, imported when first used: a search or a save never needs it, and importing it costs a
+        shell call (`dream memory search`) a fifth of its time."""
+
+        def __getattr__(self, name: str) -> Any:
+            import scipy.sparse
+
+            return getattr(scipy.sparse, name)
+
+    sp = _SparseOnFirstUse()
 
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.framing import FRAMING_WORDS, without_frame_dates

@@ -81,6 +81,11 @@ def document_tokens(
     return out
 
 
+def label_tokens(category: str, tags: Sequence[str]) -> tuple[str, ...]:
+    """The index tokens of a category and tags: what ``document_tokens`` adds after the content words."""
+    return _label_tokens(category, tuple(tags or ()))
+
+
 @lru_cache(maxsize=4096)
 def _label_tokens(category: str, tags: tuple[str, ...]) -> tuple[str, ...]:
     """The index tokens of a category and tags (``document_tokens`` without the content): a corpus has few distinct

@@ -1,0 +1,399 @@
+"""The recall index persisted beside the store, so a new process loads it instead of reading and tokenising every row.
+
+A first build of the in-process recall index (store/memory.py ``_RecallIndex``) spends most of its time reading the
+live rows and tokenising them; the BM25 kernel itself is a small part. This file keeps what the build derives from
+the rows: per live entry its id, its content tokens, its category and tag tokens, its overlap stems and its exact
+duplicate key, with the row-sequence watermark the state is at (``synced_seq``). A process that finds the file current
+rebuilds the index from it (no row read, no tokeniser) and then applies the rows changed since the watermark
+(``_RecallIndex.sync``), arriving at what a fresh build holds: the same documents, so the same scores bit for bit.
+
+The file is ``<store file>.recall`` (a NumPy ``.npz`` archive, no pickles), written through file_safety.py (temp file,
+fsync, atomic rename). It is stamped with:
+
+- ``FORMAT``: the layout of the file;
+- ``tokens_digest()``: a digest of what the tokenisers make of a probe text (content words, category and tag
+  tokens, overlap stems, exact keys), so a change to any of them makes every older file stale without anyone
+  remembering to bump a number;
+- the watermark and a random token that the store itself records (row ``recall_index`` of its ``meta`` table) when
+  the file is written: a store replaced by another file, restored from a snapshot or rebuilt does not hold the
+  file's token, and a store whose highest ``seq`` is below the watermark is not the one the file was made from.
+
+Nothing in it is trusted blindly: a file that is missing, unreadable, damaged (the archive's CRCs, array shapes and
+ranges are checked), of another format or tokeniser, or not vouched for by the store is logged and ignored, and the
+index is built from the rows as before (and the file written anew).
+
+Writing holds the store only to list the index's per-entry tables (under a second at a million entries, more when a
+loaded index's save-time tables are still to be made) and to record the token; encoding and writing the file (several
+seconds at a million entries) happen outside any session.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import itertools
+import json
+import logging
+import secrets
+import zipfile
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dream_assets.file_safety import atomic_writer
+
+if TYPE_CHECKING:
+    import duckdb
+
+log = logging.getLogger("dream_assets.store.index_file")
+
+#: The file's layout; a file of another one is rebuilt.
+FORMAT = 2
+#: The store's ``meta`` row that vouches for the file (``<token>:<watermark>``).
+META_KEY = "recall_index"
+#: Changes applied since the file was written after which an ending process (memory.py ``persist_recall_indexes``)
+#: writes it anew:
+#: catching up that many rows costs a loading process tens of milliseconds.
+REWRITE_AFTER_CHANGES = 1000
+
+_PROBE = (
+    "Alice's café léger: the Ｆｕｌｌ-width TESTS were running, stopped and tried; 3.5% of $12:30 notes "
+    "(v2_beta) ran—twice! “quoted” naïve"
+)
+
+
+class IndexFileError(ValueError):
+    """A recall index file that cannot be used; the message says why (it is then rebuilt)."""
+
+
+def index_path(db_path: Path) -> Path:
+    """Where the recall index of the store ``db_path`` is kept: beside it."""
+    db_path = Path(db_path)
+    return db_path.with_name(db_path.name + ".recall")
+
+
+_tokens_digest: str | None = None
+
+
+def tokens_digest() -> str:
+    """A digest of what the tokenisers make of a probe text: it changes whenever one of them does."""
+    global _tokens_digest
+    if _tokens_digest is None:
+        from dream_assets.text.similarity import exact_key, overlap_tokens
+        from dream_assets.text.tokens import content_token_list, document_tokens
+
+        made = [
+            content_token_list(_PROBE),
+            document_tokens(_PROBE, "anti-patterns/Routing_notes", ["Tag One", "two-2"]),
+            sorted(overlap_tokens(_PROBE)),
+            exact_key(_PROBE),
+        ]
+        _tokens_digest = hashlib.sha256(json.dumps(made, ensure_ascii=False).encode()).hexdigest()[:16]
+    return _tokens_digest
+
+
+@dataclass
+class IndexState:
+    """What the recall index holds for its live entries, as lists in one order (the file's content)."""
+
+    ids: list[str]
+    content: list[tuple[str, ...]]  # content tokens per entry
+    labels: list[tuple[str, ...]]  # category and tag tokens per entry (the document is content + labels)
+    stems: list[frozenset[str]]  # overlap stems per entry
+    exact: list[tuple[str, str]]  # (category, exact key) per entry
+    synced_seq: int
+    #: How many of the entries hold each stem (computed from ``stems`` when not given).
+    stem_df: Counter[str] | None = None
+
+
+# ---------------------------------------------------------------------------------------------- encoding
+
+
+def _strings(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes and int64 offsets of ``values`` (an Arrow large string array's buffers)."""
+    import pyarrow as pa
+
+    # An object ndarray, not a list: a list makes pyarrow look for pandas first (a costly import).
+    array = pa.array(np.array(values, dtype=object) if values else np.zeros(0, dtype=object), pa.large_string())
+    _, offsets, data = array.buffers()
+    off = np.frombuffer(offsets, dtype=np.int64, count=len(values) + 1).copy()
+    blob = np.frombuffer(data, dtype=np.uint8, count=int(off[-1])).copy() if data is not None and off[-1] else None
+    return (blob if blob is not None else np.zeros(0, np.uint8)), off
+
+
+def _checked_strings(blob: np.ndarray, offsets: np.ndarray, name: str) -> Any:
+    """The strings of ``blob`` at ``offsets`` as an Arrow array, checked (offsets in order and in range, UTF-8)."""
+    import pyarrow as pa
+
+    n = offsets.size - 1
+    if n < 0 or offsets.ndim != 1 or offsets.dtype != np.int64 or blob.dtype != np.uint8:
+        raise IndexFileError(f"array {name!r} is malformed")
+    if offsets[0] != 0 or offsets[-1] != blob.size or np.any(offsets[1:] < offsets[:-1]):
+        raise IndexFileError(f"array {name!r} has offsets out of order or out of range")
+    array = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(blob))
+    array.validate(full=True)  # UTF-8 checked: a damaged byte is an error, not a wrong token
+    return array
+
+
+def _decode(blob: np.ndarray, offsets: np.ndarray, name: str) -> list[str]:
+    return _checked_strings(blob, offsets, name).to_pylist()
+
+
+def _term_ids(groups: list[tuple[str, ...]]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """A vocabulary and each group's terms as ids into it (flat int32, int64 offsets)."""
+    vocab: dict[str, int] = {}
+    flat = np.fromiter((vocab.setdefault(t, len(vocab)) for t in itertools.chain.from_iterable(groups)), dtype=np.int32)
+    offsets = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups)), out=offsets[1:])
+    return list(vocab), flat, offsets
+
+
+def _interned(values: list[Any]) -> tuple[list[Any], np.ndarray]:
+    """The distinct values (in order of first use) and each value's position among them."""
+    seen: dict[Any, int] = {}
+    which = np.fromiter((seen.setdefault(v, len(seen)) for v in values), dtype=np.int32, count=len(values))
+    return list(seen), which
+
+
+def encode(state: IndexState, token: str) -> dict[str, np.ndarray]:
+    """The file's arrays for ``state``, stamped with ``token``."""
+    arrays: dict[str, np.ndarray] = {}
+
+    def put_strings(name: str, values: list[str]) -> None:
+        arrays[name + "_utf8"], arrays[name + "_off"] = _strings(values)
+
+    def put_groups(name: str, groups: list[tuple[str, ...]]) -> None:
+        vocab, flat, offsets = _term_ids(groups)
+        put_strings(name + "_vocab", vocab)
+        arrays[name + "_ids"], arrays[name + "_off"] = flat, offsets
+
+    put_strings("ids", state.ids)
+    put_groups("docs", [c + la for c, la in zip(state.content, state.labels, strict=True)])
+    put_groups("content", state.content)
+    distinct_labels, arrays["label_of"] = _interned(state.labels)
+    put_groups("labels", distinct_labels)
+    put_groups("stems", [tuple(s) for s in state.stems])
+    categories, arrays["category_of"] = _interned([c for c, _ in state.exact])
+    put_strings("categories", categories)
+    put_strings("exact", [k for _, k in state.exact])
+    stamp = {
+        "format": FORMAT,
+        "tokens": tokens_digest(),
+        "token": token,
+        "synced_seq": int(state.synced_seq),
+        "entries": len(state.ids),
+    }
+    arrays["stamp"] = np.frombuffer(json.dumps(stamp).encode(), dtype=np.uint8)
+    return arrays
+
+
+@dataclass
+class _Groups:
+    """Groups of terms as the file holds them, checked: each group's terms are ``flat[offsets[i]:offsets[i + 1]]``,
+    ids into ``words``."""
+
+    words: list[str]
+    flat: np.ndarray
+    offsets: np.ndarray
+
+    def tuples(self) -> list[tuple[str, ...]]:
+        return self._slices(tuple)
+
+    def lists(self) -> list[list[str]]:
+        return self._slices(list)
+
+    def _slices(self, kind: type) -> list[Any]:
+        vocab = np.empty(len(self.words), dtype=object)
+        vocab[:] = self.words
+        terms = kind(vocab[self.flat].tolist())
+        bounds = self.offsets.tolist()
+        # Slices in C loops: a million groups in a fraction of a second.
+        return list(map(terms.__getitem__, map(slice, bounds[:-1], bounds[1:])))
+
+    def counts(self) -> Counter[str]:
+        """How many groups hold each term (the groups hold distinct terms)."""
+        return Counter(dict(zip(self.words, np.bincount(self.flat, minlength=len(self.words)).tolist(), strict=True)))
+
+
+def _groups(arrays: Any, name: str) -> _Groups:
+    words = _decode(arrays[name + "_vocab_utf8"], arrays[name + "_vocab_off"], name)
+    flat, offsets = arrays[name + "_ids"], arrays[name + "_off"]
+    if flat.dtype != np.int32 or offsets.dtype != np.int64 or offsets.ndim != 1 or offsets.size < 1:
+        raise IndexFileError(f"array {name!r} is malformed")
+    if offsets[0] != 0 or offsets[-1] != flat.size or np.any(offsets[1:] < offsets[:-1]):
+        raise IndexFileError(f"array {name!r} has offsets out of order or out of range")
+    if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= len(words)):
+        raise IndexFileError(f"array {name!r} names a term its vocabulary does not hold")
+    return _Groups(words, flat, offsets)
+
+
+def _checked_picks(count: int, which: np.ndarray, n: int, name: str) -> np.ndarray:
+    if which.dtype != np.int32 or which.shape != (n,):
+        raise IndexFileError(f"array {name!r} is malformed")
+    if n and (int(which.min()) < 0 or int(which.max()) >= count):
+        raise IndexFileError(f"array {name!r} is out of range")
+    return which
+
+
+def _picked(values: list[Any], which: np.ndarray) -> list[Any]:
+    table = np.empty(len(values), dtype=object)
+    table[:] = values
+    return table[which].tolist()
+
+
+def read_stamp(arrays: Any) -> dict[str, Any]:
+    try:
+        stamp = json.loads(bytes(arrays["stamp"]).decode())
+    except (KeyError, ValueError) as exc:
+        raise IndexFileError(f"its stamp is unreadable ({exc})") from None
+    if not isinstance(stamp, dict):
+        raise IndexFileError("its stamp is unreadable")
+    if stamp.get("format") != FORMAT:
+        raise IndexFileError(f"it is of format {stamp.get('format')!r}, this version reads {FORMAT}")
+    if stamp.get("tokens") != tokens_digest():
+        raise IndexFileError("it was made by another tokeniser")
+    if not isinstance(stamp.get("synced_seq"), int) or not isinstance(stamp.get("token"), str):
+        raise IndexFileError("its stamp is incomplete")
+    return stamp
+
+
+class LoadedFile:
+    """A checked index file: the BM25 documents at once (``ids``, ``documents``), the save-time tables (content and
+    label tokens, overlap stems, exact keys) when first asked for (``rest``). Everything is checked before it is
+    returned; ``rest`` only makes the Python objects."""
+
+    def __init__(self, arrays: Any) -> None:
+        self.stamp = read_stamp(arrays)
+        self.ids: list[str] = _decode(arrays["ids_utf8"], arrays["ids_off"], "ids")
+        n = len(self.ids)
+        if n != self.stamp.get("entries"):
+            raise IndexFileError("its entry count does not match its stamp")
+        documents = _groups(arrays, "docs")
+        self._content, self._labels = _groups(arrays, "content"), _groups(arrays, "labels")
+        self._label_of = _checked_picks(self._labels.offsets.size - 1, arrays["label_of"], n, "label_of")
+        self._stems = _groups(arrays, "stems")
+        self._categories = _decode(arrays["categories_utf8"], arrays["categories_off"], "categories")
+        self._category_of = _checked_picks(len(self._categories), arrays["category_of"], n, "category_of")
+        self._keys = _checked_strings(arrays["exact_utf8"], arrays["exact_off"], "exact")
+        sizes = (documents.offsets.size, self._content.offsets.size, self._stems.offsets.size, len(self._keys) + 1)
+        if any(size != n + 1 for size in sizes):
+            raise IndexFileError("its tables are of different lengths")
+        if documents.flat.size != self._content.flat.size + int(
+            np.diff(self._labels.offsets)[self._label_of].sum() if n else 0
+        ):
+            raise IndexFileError("its documents do not hold its content and label tokens")
+        #: Each entry's BM25 document (content tokens, then category and tag tokens); the kernel's input.
+        self.documents: list[list[str]] | None = documents.lists()
+        self.synced_seq = int(self.stamp["synced_seq"])
+
+    def rest(
+        self,
+    ) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], list[frozenset[str]], Counter[str], list[tuple[str, str]]]:
+        """Per entry its content tokens, its label tokens, its overlap stems, how many entries hold each stem, and
+        (category, exact key) per entry."""
+        content = self._content.tuples()
+        labels = _picked(self._labels.tuples(), self._label_of)
+        stems = list(map(frozenset, self._stems.tuples()))
+        exact = list(zip(_picked(self._categories, self._category_of), self._keys.to_pylist(), strict=True))
+        return content, labels, stems, self._stems.counts(), exact
+
+    def state(self) -> IndexState:
+        content, labels, stems, stem_df, exact = self.rest()
+        return IndexState(self.ids, content, labels, stems, exact, self.synced_seq, stem_df)
+
+
+def decode(arrays: Any) -> tuple[IndexState, dict[str, Any]]:
+    """The state the file holds and its stamp; ``IndexFileError`` when anything in it does not add up."""
+    loaded = LoadedFile(arrays)
+    return loaded.state(), loaded.stamp
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+
+def write(path: Path, state: IndexState, token: str) -> int:
+    """Write ``state`` to ``path`` atomically (temp file, fsync, rename); returns the bytes written."""
+    arrays = encode(state, token)
+    with atomic_writer(path) as fh:
+        np.savez(fh, allow_pickle=False, **arrays)
+        size = fh.tell()
+    return size
+
+
+def peek_stamp(path: Path) -> dict[str, Any]:
+    """The stamp of the file at ``path`` without reading the rest (``read`` checks the whole file)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return read_stamp({"stamp": archive["stamp"]})
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
+        raise IndexFileError(f"it is damaged ({type(exc).__name__}: {exc})") from None
+
+
+def open_file(path: Path) -> LoadedFile:
+    """The checked file at ``path``. ``FileNotFoundError`` when there is none; ``IndexFileError`` when it cannot be
+    used (damaged, another format or tokeniser)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            # Reading every member whole makes zipfile check its CRC.
+            arrays = {name: archive[name] for name in archive.files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
+        raise IndexFileError(f"it is damaged ({type(exc).__name__}: {exc})") from None
+    try:
+        return LoadedFile(arrays)
+    except IndexFileError:
+        raise
+    except (KeyError, ValueError, IndexError, TypeError) as exc:
+        raise IndexFileError(f"it is damaged ({type(exc).__name__}: {exc})") from None
+
+
+def read(path: Path) -> tuple[IndexState, dict[str, Any]]:
+    """The whole state in ``path`` and its stamp (``open_file`` with everything made)."""
+    loaded = open_file(path)
+    return loaded.state(), loaded.stamp
+
+
+@contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection meanwhile: loading makes millions of tuples and sets (none in a cycle), and the
+    collector would walk them again and again (a third of the load's time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def new_token() -> str:
+    return secrets.token_hex(8)
+
+
+def store_stamp(db: duckdb.DuckDBPyConnection) -> str | None:
+    """The stamp the store vouches for (``<token>:<watermark>``), or None."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [META_KEY]).fetchone()
+    return None if row is None else str(row[0])
+
+
+def record_stamp(db: duckdb.DuckDBPyConnection, token: str, synced_seq: int) -> None:
+    db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [META_KEY, f"{token}:{int(synced_seq)}"])
+
+
+def stale_reason(stamp: dict[str, Any], vouched: str | None, top_seq: int) -> str | None:
+    """Why a file with ``stamp`` cannot serve a store that vouches for ``vouched`` and whose highest ``seq`` is
+    ``top_seq``; None when it can."""
+    expected = f"{stamp['token']}:{stamp['synced_seq']}"
+    if vouched != expected:
+        return "the store does not vouch for it (the store was replaced, restored or rebuilt since it was written)"
+    if stamp["synced_seq"] > top_seq:
+        return f"it is ahead of the store (row sequence {stamp['synced_seq']} > {top_seq})"
+    return None
