@@ -1776,6 +1776,8 @@ def folder_trials(work: Path, quick: bool, tally: Counter, notes: list[str]) -> 
     tally["person_edits_lost"] += lost_edits
     emit("faults.person_edits_lost", trials, lost_edits, "count")
     emit("faults.folder_trials", trials, trials, "count")
+
+
 # ------------------------------------------------------------------------------------------ 11: LangGraph namespaces
 LG_USERS = ("Alice", "Bob", "Carol")
 #: Facts every user holds in near-identical words: the clusters a scan without walls would join across namespaces.
