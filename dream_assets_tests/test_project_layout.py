@@ -110,6 +110,7 @@ LIBRARY_LAYERS = {
     "dream_assets.profile": 0,
     "dream_assets.options": 0,
     "dream_assets.file_safety": 0,
+    "dream_assets.scope": 0,  # the walls between namespaces: a rule over entries, read by the store and the passes
     "dream_assets.directives": 0,  # package data
     "dream_assets.text": 1,
     "dream_assets.llm": 2,

@@ -39,9 +39,18 @@ def _localised(text: str, data: Path) -> str:
     return text.replace(f"{PLACEHOLDER}/data", str(data)).replace(PLACEHOLDER, str(ROOT))
 
 
+def _init(profile: Path) -> None:
+    """The README's step before any client: `dream init --profile ... --if-missing` (serve refuses a missing agent)."""
+    from dream_assets.cli import main
+
+    assert main(["init", "--profile", str(profile), "--if-missing"]) == 0
+
+
 async def _stdio_lists_and_saves(command: str, args: list[str], profile: Path) -> None:
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    _init(profile)
 
     params = StdioServerParameters(command=command, args=args, env=clean_env())
     async with stdio_client(params) as (read, write):
@@ -102,6 +111,7 @@ def test_the_cursor_config_reaches_the_server_over_stdio_and_http(tmp_path: Path
 
 def test_the_openai_agents_sdk_example_lists_and_calls_the_tools(tmp_path: Path) -> None:
     code = _localised(_blocks("python")[1], tmp_path / "data")
+    _init(tmp_path / "data/agents/my-agent")
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=300
     )

@@ -62,6 +62,7 @@ NOTHING_TO_CHANGE = json.dumps(
         "failurePatterns": [],
         "skillAnnotations": [],
         "promotionNotes": {},
+        "supersessions": [],
     }
 )
 
