@@ -913,3 +913,28 @@ def test_an_unreadable_undo_record_of_the_folder_is_named_and_the_undo_exits_1(p
     assert main(["undo", "--profile", str(profile.root), "--cycle", forgot.cycle_id]) == 1
     assert str(record) in capsys.readouterr().err
     assert not (folder / "reference_dashboards.md").exists()  # nothing was guessed
+
+
+def test_a_merge_written_into_a_crlf_file_keeps_its_crlf_line_ends(profile, tmp_path):
+    """A file a person keeps with Windows line ends (CRLF) gets the merged note's lines with CRLF too, never bare LFs
+    mixed in, and reads back as the merged memory."""
+    import re
+
+    folder = _folder(tmp_path, "claude-code")
+    for path in folder.rglob("*.md"):
+        path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    link_folder(profile, folder, "claude-code")
+
+    def two_line_merge(request):
+        answer = _merge_release_notes(request)
+        for save in answer["toSave"]:
+            save["content"] = "The merge freeze for release 4.2 begins on 2026-03-05;\nDana Whitfield owns the release."
+        return answer
+
+    reports = _scripted_cycle(profile, two_line_merge)
+    assert reports["memory_consolidation"].status == "completed", reports["memory_consolidation"].reason
+    data = (folder / "project_release.md").read_bytes()
+    assert b"Dana Whitfield owns the release." in data and data.count(b"4.2") == 1
+    assert re.search(rb"(?<!\r)\n", data) is None, data
+    again = read_folder(profile, now=NOW)
+    assert again.status == "completed" and not again.counts.get("saved"), again.counts

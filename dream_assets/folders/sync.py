@@ -391,6 +391,12 @@ def _note(rec: agent_memory.MemoryRecord, rel: str) -> dict[str, str]:
     return {"id": rec.id, "file": rel, "content": _text_sha(rec.content)}
 
 
+def _crlf(text: str) -> bool:
+    """Whether a file ends its lines with CRLF (most of them): text written into it then does too."""
+    crlf = text.count("\r\n")
+    return crlf > 0 and crlf >= text.count("\n") - crlf
+
+
 def _same(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
 
@@ -543,7 +549,10 @@ def plan_write_back(
             index_drop.add(rel)
             continue
         new = text
+        crlf = _crlf(text)
         for start, end, repl in sorted(edits, reverse=True):
+            if crlf:  # the person's line ends, not bare LFs mixed into their file
+                repl = repl.replace("\r\n", "\n").replace("\n", "\r\n")
             new = new[:start] + repl + new[end:]
         if new != text:
             plan.changes.append(FileChange(rel, text, new, reason="the dream changed its notes"))
