@@ -449,23 +449,7 @@ def _standup_answer(request):
 
 
 def test_a_note_superseded_by_a_later_one_moves_to_archive_and_undo_puts_both_files_back(profile, tmp_path, capsys):
-    folder = _folder(tmp_path, "claude-code")
-    for name, text in (("project_standup.md", STALE), ("project_standup_moved.md", LATER)):
-        (folder / name).write_text(
-            f"---\nname: Standup\ndescription: when the standup is\ntype: project\n---\n{text}\n"
-        )
-    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
-        fh.write(
-            "- [Standup](project_standup.md) — time and room\n- [Standup moved](project_standup_moved.md) — since May\n"
-        )
-    link_folder(profile, folder, "claude-code")
-    read_folder(profile, now=NOW)
-    before = {k: v[0] for k, v in _files(folder).items()}
-    options = DreamOptions(ConsolidationExactFoldEnabled=False)
-    client = ModelClient(ScriptedBackend(_standup_answer), profile=profile, options=options)
-    reports = {
-        r.pass_name: r for r in run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="sweep-cycle")
-    }
+    folder, before, reports = _standup_cycle(profile, tmp_path)
     assert reports["contradiction_sweep"].counts.get("superseded") == 1, reports["contradiction_sweep"].summary
     assert reports["memory_folder_write"].status == "completed", reports["memory_folder_write"].reason
     assert not (folder / "project_standup.md").exists()
@@ -794,8 +778,9 @@ def test_undo_of_an_applied_review_set_puts_the_files_a_sync_wrote_back(profile,
     assert sum("4.2" in c for c in live) == 2
 
 
-def _standup_cycle(profile, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
-    """A claude-code folder whose project_standup.md the sweep of cycle ``sweep-cycle`` moves to archive/ whole."""
+def _standup_cycle(profile, tmp_path: Path) -> tuple[Path, dict[str, bytes], dict]:
+    """A claude-code folder whose project_standup.md the sweep of cycle ``sweep-cycle`` moves to archive/ whole: the
+    folder, its files' bytes before the cycle, and the cycle's reports by pass."""
     folder = _folder(tmp_path, "claude-code")
     for name, text in (("project_standup.md", STALE), ("project_standup_moved.md", LATER)):
         (folder / name).write_text(
@@ -810,13 +795,15 @@ def _standup_cycle(profile, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     before = {k: v[0] for k, v in _files(folder).items()}
     options = DreamOptions(ConsolidationExactFoldEnabled=False)
     client = ModelClient(ScriptedBackend(_standup_answer), profile=profile, options=options)
-    run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="sweep-cycle")
+    reports = {
+        r.pass_name: r for r in run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="sweep-cycle")
+    }
     assert not (folder / "project_standup.md").exists()
-    return folder, before
+    return folder, before, reports
 
 
 def test_undo_after_the_agent_added_a_memory_puts_the_file_and_its_index_line_back(profile, tmp_path, capsys):
-    folder, before = _standup_cycle(profile, tmp_path)
+    folder, before, _ = _standup_cycle(profile, tmp_path)
     (folder / "user_editor.md").write_text("---\nname: Editor\ndescription: editor\ntype: user\n---\nUses Helix.\n")
     with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:  # what Claude Code does when it saves a memory
         fh.write("- [Editor](user_editor.md) — the editor the user uses\n")
@@ -829,7 +816,7 @@ def test_undo_after_the_agent_added_a_memory_puts_the_file_and_its_index_line_ba
 
 
 def test_undo_that_cannot_put_a_file_back_names_it_counts_it_refused_and_exits_1(profile, tmp_path, capsys):
-    folder, before = _standup_cycle(profile, tmp_path)
+    folder, before, _ = _standup_cycle(profile, tmp_path)
     again = folder / "project_standup.md"
     again.write_text("---\nname: Standup\ndescription: new\ntype: project\n---\nStandup is async now.\n")
     assert main(["undo", "--profile", str(profile.root), "--cycle", "sweep-cycle"]) == 1
