@@ -404,26 +404,11 @@ def test_a_hostile_folder_fails_the_dagster_cycle_naming_the_file(profile, tmp_p
 def test_a_merged_text_whose_lines_would_read_as_new_notes_is_written_as_one_note(profile, tmp_path):
     folder = _linked(profile, tmp_path, "markdown")
     read_folder(profile, now=NOW)
-    store = open_store(profile)
     water = _by_text(profile, "2 litres")
     sow = _by_text(profile, "San Marzano")
     merged = "Water 2 litres per plant every second day.\n- Sow San Marzano seeds indoors in March; transplant mid-May."
-    with store.transaction():
-        store.memories.archive(water.id, now=NOW)
-        store.memories.archive(sow.id, now=NOW)
-        new = store.memories.save(merged, category="markdown", now=NOW, dedupe=False).entry
-        for old in (water, sow):
-            store.changes.record(
-                cycle_id="c1",
-                pass_name="memory_consolidation",
-                kind="archived",
-                target_type="memory",
-                target_id=old.id,
-                before=old,
-                after=None,
-                reason=f"merged into {new.id}",
-                now=NOW,
-            )
+    assert {water.category, sow.category} == {"markdown"}
+    new = _merge_by_hand(profile, [water, sow], merged, "c1")
     assert write_back(profile, now=NOW).status == "completed"
     garden = (folder / "projects" / "garden.md").read_text(encoding="utf-8")
     assert "\n- Water 2 litres per plant every second day. - Sow San Marzano seeds" in garden
