@@ -89,6 +89,20 @@ def _json(status: int, payload: Any, headers: dict[str, str] | None = None, dela
     )
 
 
+#: One answer every pass's contract reads as "nothing to change" (each pass ignores the keys of the others).
+NOTHING_TO_CHANGE = json.dumps(
+    {
+        "toSave": [],
+        "toDelete": [],
+        "findings": [],
+        "failurePatterns": [],
+        "promotionNotes": {},
+        "skillAnnotations": [],
+        "supersessions": [],
+    }
+)
+
+
 def reply(content: str, **kw: Any) -> Reply:
     """A normal answer. ``usage=False`` omits the usage field; ``delay_s`` answers slowly."""
     delay = kw.pop("delay_s", 0.0)

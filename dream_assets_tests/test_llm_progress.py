@@ -20,21 +20,10 @@ from dream_assets.llm.progress import CallProgress, ProgressFile, ProgressPrinte
 from dream_assets.options import DreamOptions
 from dream_assets.passes.registry import model_call
 from dream_assets.profile import AgentProfile
-from dream_assets_tests.openai_server import OpenAITestServer, Reply, reply
+from dream_assets_tests.openai_server import NOTHING_TO_CHANGE, OpenAITestServer, Reply, reply
 
 NOW = "2026-11-30T12:00:00Z"
 ANSWER = json.dumps({"findings": [], "failurePatterns": [], "skillAnnotations": [], "promotionNotes": {}})
-EVERY_KEY = json.dumps(
-    {
-        "toSave": [],
-        "toDelete": [],
-        "findings": [],
-        "failurePatterns": [],
-        "promotionNotes": {},
-        "skillAnnotations": [],
-        "supersessions": [],
-    }
-)
 
 
 class _Terminal(io.StringIO):
@@ -119,7 +108,7 @@ def test_dream_run_shows_every_model_call_and_the_dagster_log_says_the_same(tmp_
     profile = tmp_path / "agents" / "demo"
     assert main(["init", "--profile", str(profile), "--demo", "--now", NOW]) == 0
     capsys.readouterr()
-    with OpenAITestServer(default=Reply(decide=lambda body: reply(EVERY_KEY))) as server:
+    with OpenAITestServer(default=Reply(decide=lambda body: reply(NOTHING_TO_CHANGE))) as server:
         monkeypatch.setenv("DREAM__LlmBaseUrl", server.base_url)
         monkeypatch.setenv("DREAM__LlmModel", "test-model")
         monkeypatch.setenv("OPENAI_API_KEY", "test")

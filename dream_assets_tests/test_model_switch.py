@@ -13,20 +13,9 @@ from dream_assets.cycle import run_cycle
 from dream_assets.gates import GATED_PASSES, gate_status
 from dream_assets.options import DreamOptions
 from dream_assets.store.ledger import PassLedger
-from dream_assets_tests.openai_server import OpenAITestServer, Reply, reply
+from dream_assets_tests.openai_server import NOTHING_TO_CHANGE, OpenAITestServer, Reply, reply
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-EVERY_KEY = json.dumps(
-    {
-        "toSave": [],
-        "toDelete": [],
-        "findings": [],
-        "failurePatterns": [],
-        "promotionNotes": {},
-        "skillAnnotations": [],
-        "supersessions": [],
-    }
-)
 
 
 def _reports(profile, options, now, cycle_id):
@@ -43,7 +32,7 @@ def test_switching_to_a_real_model_reruns_each_gated_pass_exactly_once(demo):
     ledger = PassLedger(demo)
     assert {ledger.get(name).model for name in held} == {"offline"}
 
-    with OpenAITestServer(default=Reply(decide=lambda body: reply(EVERY_KEY))) as server:
+    with OpenAITestServer(default=Reply(decide=lambda body: reply(NOTHING_TO_CHANGE))) as server:
         options = offline.replace(LlmBaseUrl=server.base_url, LlmModel="test-model", LlmJsonMode="off", LlmMaxRetries=0)
         # the sensors' view: the offline stamps do not count for the new model
         for name in [n for n in held if n in GATED_PASSES]:
@@ -104,7 +93,7 @@ def test_check_model_rehearses_every_model_pass_and_changes_nothing(demo, capsys
     store = open_store(demo, DreamOptions())
     live = store.memories.counts()["live"]
     store.close()
-    with OpenAITestServer(default=Reply(decide=lambda body: reply(EVERY_KEY))) as server:
+    with OpenAITestServer(default=Reply(decide=lambda body: reply(NOTHING_TO_CHANGE))) as server:
         monkeypatch.setenv("DREAM__LlmBaseUrl", server.base_url)
         monkeypatch.setenv("DREAM__LlmModel", "test-model")
         monkeypatch.setenv("DREAM__LlmPriceInputPerMillion", "1")
@@ -141,7 +130,7 @@ def test_check_model_calls_a_model_that_copies_placeholders_not_fit(demo, capsys
         if system.startswith("# Skill optimization"):
             names = re.findall(r"^### skill: (\S+)", prompt, flags=re.MULTILINE)
             return reply(json.dumps({"toDelete": [], "toSave": [{"name": n, "content": "..."} for n in names]}))
-        return reply(EVERY_KEY)
+        return reply(NOTHING_TO_CHANGE)
 
     store = open_store(demo, DreamOptions())
     skills = {s.name: s.content for s in store.skills.list()}

@@ -30,7 +30,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from dream_assets_tests.openai_server import OpenAITestServer, reply
+from dream_assets_tests.openai_server import NOTHING_TO_CHANGE, OpenAITestServer, reply
 
 pytestmark = pytest.mark.slow  # whole dream cycles, a backfill, the Dagster UI and a benchmark, as a user runs them
 
@@ -53,18 +53,6 @@ EXCLUDED = {
 
 #: What the README points at a real model endpoint; the test server on 127.0.0.1 takes its place.
 README_ENDPOINT = "http://127.0.0.1:11434/v1"
-#: One answer every model contract reads as "nothing to change" (unknown keys are ignored).
-NOTHING_TO_CHANGE = json.dumps(
-    {
-        "toSave": [],
-        "toDelete": [],
-        "findings": [],
-        "failurePatterns": [],
-        "skillAnnotations": [],
-        "promotionNotes": {},
-        "supersessions": [],
-    }
-)
 
 TRACEBACK = "Traceback (most recent call last)"
 DAGSTER_NOISE = ("BetaWarning", "PreviewWarning", "will not be used")
