@@ -91,7 +91,6 @@ from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.scope import LANGGRAPH_NAMESPACE_KEY
-from dream_assets.store import DreamStore, open_store
 
 NAMESPACE_KEY = LANGGRAPH_NAMESPACE_KEY
 KEY_KEY = "langgraphKey"
@@ -213,22 +212,23 @@ def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) ->
 
 class LangGraphMemoryStore(BaseStore):
     """LangGraph's ``BaseStore`` over one agent's memory store (the module docstring says how items map onto
-    entries). ``store``: an open ``DreamStore``, an ``AgentProfile`` or the profile's folder; ``options`` apply when
-    the store is opened here (default: the profile's ``dream.toml`` and ``DREAM__*`` settings); ``index_fields``: the
-    value paths whose text recall searches, unless a put names its own; ``clock``: the time of writes (default: the
-    current UTC time)."""
+    entries), every read and write an operation of the memory service (``agent_memory``). ``store``: an open store
+    handle (``agent_memory.connect``), an ``AgentProfile`` or the profile's folder; ``options`` apply when the store
+    is opened here (default: the profile's ``dream.toml`` and ``DREAM__*`` settings); ``index_fields``: the value
+    paths whose text recall searches, unless a put names its own; ``clock``: the time of writes (default: the current
+    UTC time)."""
 
     supports_ttl = False
 
     def __init__(
         self,
-        store: DreamStore | AgentProfile | str | Path,
+        store: agent_memory.MemoryHandle | AgentProfile | str | Path,
         *,
         options: DreamOptions | None = None,
         index_fields: Sequence[str] | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        self.store = store if isinstance(store, DreamStore) else open_store(store, options)
+        self.store = store if isinstance(store, agent_memory.MemoryHandle) else agent_memory.connect(store, options)
         self.index_fields = list(index_fields) if index_fields else None
         self._clock = clock or (lambda: datetime.now(UTC))
 
@@ -263,10 +263,9 @@ class LangGraphMemoryStore(BaseStore):
     # ------------------------------------------------------------------ entries <-> items
     def _entry_for(self, namespace: tuple[str, ...], key: str) -> MemoryEntry | None:
         """The entry that holds ``key`` of ``namespace`` (live or archived), or None."""
-        memories = self.store.memories
-        entry = memories.get(item_id(namespace, key))
+        entry = agent_memory.read_entry(self.store, item_id(namespace, key))
         if entry is None and not key.startswith("lg-"):
-            other = memories.get(key)
+            other = agent_memory.read_entry(self.store, key)
             # an entry saved another way, named by its id (a put to it keeps its id as the key)
             if (
                 other is not None
@@ -297,8 +296,8 @@ class LangGraphMemoryStore(BaseStore):
     def _successor(self, entry: MemoryEntry, now: datetime) -> MemoryEntry | None:
         """The live entry an archived one's fact lives on in (following merges and supersessions), as the agent
         operations' ``get`` finds it."""
-        record = agent_memory.get(self.store.profile, entry.id, options=self.store.options, now=now)
-        return self.store.memories.get(record.current_id) if record.current_id else None
+        record = agent_memory.get(self.store, entry.id, now=now)
+        return agent_memory.read_entry(self.store, record.current_id) if record.current_id else None
 
     # ------------------------------------------------------------------ operations
     def _get(self, op: GetOp) -> Item | None:
@@ -320,17 +319,16 @@ class LangGraphMemoryStore(BaseStore):
         namespace, key = tuple(op.namespace), str(op.key)
         now = self._clock()
         current = self._entry_for(namespace, key)
-        profile, options = self.store.profile, self.store.options
+        options = self.store.options
         if op.value is None:
             if current is not None:
                 # Marked even when the dream cycle archived it already (merged into an entry other keys share), so
                 # a get of the deleted key no longer leads there.
                 agent_memory.forget(
-                    profile,
+                    self.store,
                     current.id,
                     reason=f"deleted through the LangGraph store: key {key!r} of namespace {namespace}",
                     marks={DELETED_KEY: "true"},
-                    options=options,
                     now=now,
                     active=False,
                 )
@@ -358,13 +356,12 @@ class LangGraphMemoryStore(BaseStore):
         }
         drop = [DELETED_KEY] + ([] if text != full else [TEXT_HEAD_KEY])
         agent_memory.put(
-            profile,
+            self.store,
             current.id if current is not None else item_id(namespace, key),
             text,
             category=category_of(namespace) if current is None else None,
             metadata=meta,
             drop_metadata=drop,
-            options=options,
             now=now,
             active=False,
         )
@@ -378,7 +375,7 @@ class LangGraphMemoryStore(BaseStore):
         if op.query:
             asked = max(4 * wanted, 50)
             while True:
-                hits = self.store.memories.search(op.query, limit=asked)
+                hits = agent_memory.recall_entries(self.store, op.query, limit=asked)
                 found = []
                 for entry, score in hits:
                     if entry.is_archived or namespace_of(entry.category)[: len(prefix)] != prefix:
@@ -391,15 +388,14 @@ class LangGraphMemoryStore(BaseStore):
                 asked *= 4
         elif not op.filter:
             # The page alone: the store applies the namespace, the order, the offset and the limit.
-            memories = self.store.memories
-            page = memories.live_page(labels=prefix, limit=op.limit, offset=max(0, op.offset))
+            page = agent_memory.live_entries_page(self.store, labels=prefix, limit=op.limit, offset=max(0, op.offset))
             return [self._item(entry, scored=True) for entry in page]  # type: ignore[misc]
         else:
             # A filter reads value fields, so pages of the namespace are read and filtered until the page is full.
             after: tuple[datetime, str] | None = None
             chunk = max(4 * wanted, 50)
             while len(found) < wanted:
-                page = self.store.memories.live_page(labels=prefix, limit=chunk, after=after)
+                page = agent_memory.live_entries_page(self.store, labels=prefix, limit=chunk, after=after)
                 for entry in page:
                     item = self._item(entry, scored=True)
                     if matches(item.value, op.filter):
@@ -411,7 +407,7 @@ class LangGraphMemoryStore(BaseStore):
         return found[op.offset : op.offset + op.limit]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        namespaces = {namespace_of(category) for category in self.store.memories.live_categories()}
+        namespaces = {namespace_of(category) for category in agent_memory.live_categories(self.store)}
         namespaces.discard(())
         chosen = [ns for ns in namespaces if all(_namespace_matches(c, ns) for c in op.match_conditions or ())]
         if op.max_depth is not None:
