@@ -11,7 +11,7 @@ How LangGraph's items map onto memory entries:
 
 - **Namespace <-> category.** ``("users", "u1", "facts")`` is the category ``users/u1/facts``; a category is the
   namespace of its labels split on ``/``. So ``list_namespaces`` lists the categories of live entries, and entries
-  saved another way (``MemoryStore.save``, the dream cycle's merges) appear in their category's namespace with their
+  saved another way (``agent_memory.save``, the dream cycle's merges) appear in their category's namespace with their
   id as the key. A namespace label may not hold ``/`` (it would be two labels), besides LangGraph's own rules (no
   ``.``, not empty).
 - **Key <-> id.** An item's entry id is ``lg-`` and 32 hex digits of a SHA-256 over the namespace and the key, so it is
@@ -39,13 +39,13 @@ How LangGraph's items map onto memory entries:
   same namespace; a key deleted here, or never put, or whose successor is in another namespace, returns ``None``.
 - **Every batch marks the agent active** for ``AgentActiveWindow`` (the busy lease, as every agent operation does), so
   a dream pass does not start a model call in the middle of the agent's conversation.
-- **Search** with a ``query`` is the store's recall (``MemoryStore.search``: BM25, the current version of a fact
-  first), kept to the namespace prefix and the filter, each item with its score; without a query, the live items of
-  the prefix, most recently updated first, read a page at a time (``MemoryStore.live_page``: the namespace, order,
-  offset and limit are the store query's, so the cost is the page's, not the corpus's; with a filter, pages are read
-  until enough items pass it). ``filter`` matches value fields as LangGraph's stores do: equality, nested mappings,
-  and ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``. ``list_namespaces`` reads the distinct categories of
-  the live entries, not the entries.
+- **Search** with a ``query`` is the store's recall (``agent_memory.recall_entries``: BM25, the current version of a
+  fact first), kept to the namespace prefix and the filter, each item with its score; without a query, the live items
+  of the prefix, most recently updated first, read a page at a time (``agent_memory.live_entries_page``: the
+  namespace, order, offset and limit are the store query's, so the cost is the page's, not the corpus's; with a
+  filter, pages are read until enough items pass it). ``filter`` matches value fields as LangGraph's stores do:
+  equality, nested mappings, and ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``. ``list_namespaces`` reads
+  the distinct categories of the live entries, not the entries.
 - **batch** is the one primitive (``abatch`` runs it in a worker thread): its operations run in order, so a get after
   a put in one batch sees the put. Time-to-live is not supported (``supports_ttl`` is false), and every item is
   searchable whatever its ``index``.
