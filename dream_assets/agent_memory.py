@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dream_assets.llm.busy import active_leases, mark_active
+from dream_assets.llm.busy import mark_active
 from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc, utc_or_now
 from dream_assets.names import MAX_NAME_LENGTH
 from dream_assets.options import DreamOptions, load_agent_options
@@ -114,6 +114,17 @@ class NotFound(AgentMemoryError):
 
 class StoreUnavailable(AgentMemoryError):
     """The store could not be reached in time (held by a long write) or is damaged; nothing was changed."""
+
+
+class Refused(AgentMemoryError):
+    """A running cycle or pass, or an edit made since, refused the operation before it acted: nothing was changed.
+    ``running``: a cycle or pass of the agent is in progress (try again when it finishes, or wait longer).
+    ``stale_markers``: markers of crashed cycles found and removed while checking, with why."""
+
+    def __init__(self, message: str, *, running: bool = False, stale_markers: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.running = running
+        self.stale_markers = list(stale_markers)
 
 
 # --- results --------------------------------------------------------------------------------------------------------
@@ -269,10 +280,31 @@ class PassState(BaseModel):
     name: str
     status: str = Field(description="completed, skipped, failed, deferred or 'never run'")
     last_run: str | None
-    summary: str | None
+    summary: str | None = Field(description="the reason of its last outcome, else its summary")
+    reason: str | None = Field(None, description="why it ended as it did (skipped, deferred, failed)")
+    budget_deferral: bool = Field(False, description="deferred because the model budget was spent")
+    model_calls: int = 0
+    tokens: int = Field(0, description="model tokens of its last run")
+    last_completed: str | None = Field(None, description="ISO-8601 UTC of its last completed run (the pass ledger)")
+    forced: str | None = Field(None, description="why its last completed run was forced, when it was")
+    fingerprint: str | None = Field(None, description="the input fingerprint of its last completed run")
+    next_run: str = Field("", description="when it runs next, as the change gate and the floors decide it")
+
+
+class ReviewWaits(BaseModel):
+    """What waits for review (``dream review``)."""
+
+    count: int = 0
+    by_pass: dict[str, int] = Field(default_factory=dict)
+    cycles: list[str] = Field(default_factory=list)
+    next_expiry: str | None = Field(None, description="ISO-8601 UTC: the first pending change expires then")
+    expired: int = Field(0, description="changes that expired unreviewed (ReviewExpiryDays), never applied")
+    line: str = Field("", description="one sentence on what waits (empty when nothing does)")
 
 
 class DreamStatus(BaseModel):
+    """The one status of an agent: ``dream status``, the MCP tool ``dream_status`` and this library's ``status``."""
+
     agent: str
     live_memories: int
     archived_memories: int
@@ -280,6 +312,10 @@ class DreamStatus(BaseModel):
     agent_active_until: str | None = Field(None, description="a dream pass waits until then (AgentActiveWindow)")
     last_cycle_id: str | None
     passes: list[PassState]
+    recall_index: str = Field("", description="which BM25 index recall uses, and what the index file holds")
+    review: ReviewWaits = Field(default_factory=ReviewWaits)
+    ledger_warning: str | None = Field(None, description="a problem with the pass ledger, when it has one")
+    running_now: str | None = Field(None, description="a model call a pass is waiting on now")
 
 
 class CycleReportText(BaseModel):
@@ -1234,45 +1270,12 @@ def status(
     options: DreamOptions | None = None,
     now: datetime | None = None,
 ) -> DreamStatus:
-    """Counts, whether the agent counts as active, the last cycle and every pass's last outcome."""
-    from dream_assets.cycle_report import latest_cycle_id
-    from dream_assets.passes.outcome import load_outcomes, recorded_at
-    from dream_assets.passes.registry import PASSES
+    """Counts, whether the agent counts as active, the last cycle, what waits for review and every pass's last
+    outcome and next run: the service's ``status`` (the same as ``dream status``), called by the agent."""
+    from dream_assets.service.status import status as service_status
 
     call = _begin(profile, options, now)
-    store = _open(call)
-    try:
-        counts = store.memories.counts()
-        skills = len(store.skills.list())
-    except StoreError as exc:
-        raise _store_errors(exc) from exc
-    names = [p.name for p in PASSES]
-    outcomes = load_outcomes(call.profile, names)
-    passes = []
-    for name in names:
-        out = outcomes.get(name)
-        if out is None:
-            passes.append(PassState(name=name, status="never run", last_run=None, summary=None))
-        else:
-            passes.append(
-                PassState(
-                    name=name,
-                    status=str(out.get("status")),
-                    last_run=iso(recorded_at(out)),
-                    summary=str(out.get("reason") or out.get("summary") or "") or None,
-                )
-            )
-    until = [lease.expires_at for lease in active_leases(call.profile, call.now, call.options.BusyLeaseStaleAfter)]
-    latest = max((u for u in until if u is not None), default=None)
-    return DreamStatus(
-        agent=call.profile.agent_id,
-        live_memories=counts["live"],
-        archived_memories=counts["archived"],
-        skills=skills,
-        agent_active_until=iso(latest),
-        last_cycle_id=latest_cycle_id(call.profile, names),
-        passes=passes,
-    )
+    return service_status(call.profile, options=call.options, now=call.now)
 
 
 def last_cycle_report(
@@ -1282,29 +1285,12 @@ def last_cycle_report(
     options: DreamOptions | None = None,
     now: datetime | None = None,
 ) -> CycleReportText:
-    """The report of the last cycle (or ``cycle_id``): what it changed, rejected and why, and how to undo it."""
-    from dream_assets.cycle_report import build_cycle_report, latest_cycle_id, saved_report
-    from dream_assets.passes.registry import PASSES
+    """The report of the last cycle (or ``cycle_id``): what it changed, rejected and why, and how to undo it (the
+    service's ``report``, the same as ``dream report``)."""
+    from dream_assets.service.operator import report
 
     call = _begin(profile, options, now)
-    names = [p.name for p in PASSES]
-    if cycle_id is not None:
-        _check_id(cycle_id, "cycle_id")
-    cycle = cycle_id or latest_cycle_id(call.profile, names)
-    if cycle is None:
-        return CycleReportText(cycle_id=None, markdown=f"No dream cycle has run for agent {call.profile.agent_id} yet.")
-    store = _open(call)
-    try:
-        report = build_cycle_report(call.profile, store, cycle, names, profile_arg=str(call.profile.root))
-    except StoreError as exc:
-        raise _store_errors(exc) from exc
-    if not report.passes:
-        saved = saved_report(call.profile, cycle)
-        if saved is not None:
-            return CycleReportText(cycle_id=cycle, markdown=saved.read_text(encoding="utf-8"))
-        if not report.undoable:
-            raise NotFound(f"no cycle {cycle!r} for agent {call.profile.agent_id}")
-    return CycleReportText(cycle_id=cycle, markdown=report.markdown())
+    return report(call.profile, cycle_id=cycle_id, options=call.options, now=call.now)
 
 
 def parse_time(value: str | None, field: str = "now") -> datetime | None:

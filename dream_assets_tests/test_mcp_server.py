@@ -434,8 +434,9 @@ READ_ONLY_TOOLS = {
     "skill_get",
     "dream_status",
     "dream_last_report",
+    "review_list",
 }
-DESTRUCTIVE_TOOLS = {"memory_forget", "skill_save"}
+DESTRUCTIVE_TOOLS = {"memory_forget", "skill_save", "memory_undo", "review_apply", "review_reject"}
 
 
 def _listed_tools(profile: AgentProfile) -> dict:
