@@ -225,6 +225,7 @@ class HistoryEvent(BaseModel):
     content: str | None = Field(
         None, description="the entry's text after the change (before it, for a purge; unchanged by a decay)"
     )
+    change_id: str | None = Field(None, description="the change-log row, for an undo of this change alone")
     importance: float | None = Field(None, description="the entry's importance after the change")
     undone_at: str | None = None
 
@@ -1090,6 +1091,7 @@ def history(
                 pass_name=r.pass_name,
                 reason=r.reason,
                 content=text,
+                change_id=r.change_id,
                 importance=shown.get("importance"),
                 undone_at=iso(r.undone_at),
             )
