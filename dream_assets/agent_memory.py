@@ -225,9 +225,11 @@ class HistoryEvent(BaseModel):
     content: str | None = Field(
         None, description="the entry's text after the change (before it, for a purge; unchanged by a decay)"
     )
-    change_id: str | None = Field(None, description="the change-log row, for an undo of this change alone")
     importance: float | None = Field(None, description="the entry's importance after the change")
     undone_at: str | None = None
+    change_id: str | None = Field(
+        None, description="the change's id: `dream undo --change` (or the agent's memory_undo) undoes it alone"
+    )
 
 
 class MemoryHistory(BaseModel):
@@ -1091,9 +1093,9 @@ def history(
                 pass_name=r.pass_name,
                 reason=r.reason,
                 content=text,
-                change_id=r.change_id,
                 importance=shown.get("importance"),
                 undone_at=iso(r.undone_at),
+                change_id=r.change_id,
             )
         )
     return MemoryHistory(id=entry_id, events=events)
