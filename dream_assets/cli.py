@@ -660,12 +660,13 @@ MEMORY_OK, MEMORY_NOT_FOUND, MEMORY_INVALID, MEMORY_BUSY = 0, 1, 2, 3
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    """save, search, get, forget and history through the same functions as the MCP tools (dream_assets.service).
-    Exit 0 done, 1 nothing found, 2 refused (the message names the field), 3 store busy: try again."""
+    """save, search, list, get, forget and history through the same functions as the MCP tools
+    (dream_assets.service). Exit 0 done, 1 nothing found, 2 refused (the message names the field), 3 store busy:
+    try again."""
     from dream_assets import service as am
 
     profile = _profile(args)
-    if args.action not in ("save", "search"):
+    if args.action not in ("save", "search", "list"):
         args.id = args.id or args.id_option
         if not args.id:
             print(f"dream memory {args.action}: give the memory's id (ID or --id ID)", file=sys.stderr)
@@ -683,6 +684,19 @@ def cmd_memory(args: argparse.Namespace) -> int:
                 profile, args.query, limit=args.limit, category=args.category, tags=args.tag or (), now=now
             )
             text = "\n".join(f"{h.id}  {h.score:.3f}  [{h.category}]  {h.content}" for h in result.hits)
+        elif args.action == "list":
+            result = am.list_memories(
+                profile,
+                category=args.category,
+                include_archived=args.archived,
+                cursor=args.cursor,
+                limit=args.limit,
+                now=now,
+            )
+            text = "\n".join(
+                f"{m.id}  {m.created_at}  [{m.category}]{'' if m.status == 'live' else ' (archived)'}  {m.content}"
+                for m in result.items
+            ) + (f"\nnext page: --cursor {result.next_cursor}" if result.next_cursor else "")
         elif args.action == "get":
             result = am.get(profile, args.id, now=now)
             gone = "" if result.status == "live" else f" ({result.archived_reason or result.status})"
@@ -710,7 +724,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         return _failed(args, MEMORY_INVALID, f"dream memory {args.action}: {exc}")
     if args.json or text:
         print(result.model_dump_json(indent=2) if args.json else text)
-    if args.action == "search" and not result.hits:
+    if (args.action == "search" and not result.hits) or (args.action == "list" and not result.items):
         if not args.json:
             print("no memory matches", file=sys.stderr)
         return MEMORY_NOT_FOUND
@@ -966,13 +980,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser(
         "memory",
-        help="save, search, get, forget or show the history of a memory (as the MCP tools do); exit 0 done, "
+        help="save, search, list, get, forget or show the history of a memory (as the MCP tools do); exit 0 done, "
         "1 nothing found, 2 refused (the message names the field), 3 store busy",
     )
     actions = sp.add_subparsers(dest="action", required=True)
     for name, text in (
         ("save", "save a fact (CONTENT '-' reads standard input): created, reinforced or extended"),
         ("search", "live memories matching QUERY, best first"),
+        ("list", "the memories a page at a time, oldest first (--cursor gives the next page)"),
         ("get", "one memory by id, archived too, with where it went"),
         ("forget", "archive a memory with a reason (dream undo puts it back)"),
         ("history", "a memory's versions from the change log"),
@@ -988,6 +1003,11 @@ def build_parser() -> argparse.ArgumentParser:
             ap.add_argument("query")
             ap.add_argument("--limit", type=int, default=10)
             ap.add_argument("--category")
+        elif name == "list":
+            ap.add_argument("--category", help="only this category and its '/' children")
+            ap.add_argument("--archived", action="store_true", help="archived memories too")
+            ap.add_argument("--cursor", help="the next page's cursor, as the previous page printed it")
+            ap.add_argument("--limit", type=int, default=50, help="most memories on the page")
         else:
             ap.add_argument("id", nargs="?", help="the memory's id (or --id)")
             ap.add_argument("--id", dest="id_option", metavar="ID", help="the memory's id (or as the argument)")
