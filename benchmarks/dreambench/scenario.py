@@ -445,8 +445,8 @@ def build(
         questions=b.questions,
         corrections=b.corrections,
         sources={
-            "locomo": f"{data / 'locomo' / 'locomo10.json'}: {', '.join(conversations)}",
-            "halumem": f"{data / 'halumem-profiles' / 'stage2_1_extend_dynamic.jsonl'}: first {profiles} profiles",
-            "msc": f"{data / 'msc-personas-locomo' / 'msc_personas_all.json'}: valid split, noise",
+            "locomo": f"`locomo/locomo10.json` ({', '.join(conversations)})",
+            "halumem": f"`halumem-profiles/stage2_1_extend_dynamic.jsonl` (the first {profiles} people)",
+            "msc": "`msc-personas-locomo/msc_personas_all.json` (valid split, as noise)",
         },
     )

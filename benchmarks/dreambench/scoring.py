@@ -58,15 +58,16 @@ def loss(facts: dict[str, Fact], index: EntryIndex) -> tuple[int, int, int, int,
     """(specifics_lost, facts_lost, specifics_missing_live, facts_missing_live, examples of facts lost)."""
     spec_lost = facts_lost = spec_live = facts_live = 0
     examples = []
+    live = EntryIndex(e for e in index.entries if e.live)
     for key, fact in facts.items():
         _, lacking, _ = index.best(fact)
         spec_lost += lacking
         if not index.holders(fact, live_only=False):
             facts_lost += 1
             examples.append(f"{key}: {fact.text}")
-        _, lacking_live, _ = index.best(fact, live_only=True)
+        _, lacking_live, _ = live.best(fact)
         spec_live += lacking_live
-        if not index.holders(fact, live_only=True):
+        if not live.holders(fact):
             facts_live += 1
     return spec_lost, facts_lost, spec_live, facts_live, examples
 

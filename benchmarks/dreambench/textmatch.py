@@ -48,14 +48,14 @@ def _norm_number(token: str) -> str:
 
 
 def expand(text: str) -> str:
-    """``text`` with ISO dates also spelled out (2023-05-08 -> "2023-05-08 8 May 2023"), so a date written either way
-    counts as the same date."""
+    """``text`` with ISO dates spelled out (2023-05-08 -> "8 May 2023"), so a date written either way counts as the
+    same date."""
 
     def spell(m: re.Match) -> str:
         year, month, day = m.groups()
         if not 1 <= int(month) <= 12:
             return m.group()
-        return f"{m.group()} {int(day)} {MONTHS[int(month) - 1]} {year}"
+        return f"{int(day)} {MONTHS[int(month) - 1]} {year}"
 
     return _ISO.sub(spell, text)
 
@@ -143,21 +143,22 @@ class EntryIndex:
                 self.by_token.setdefault(t, []).append(i)
 
     def candidates(self, fact: Fact) -> list[Entry]:
-        """The entries holding the fact's rarest specific (its rarest content word when it has none) that some
-        entry holds: an entry holding the fact holds that one too."""
-        keys = [k for k in (fact.specifics or fact.words) if self.by_token.get(k)]
+        """The entries that may hold ``fact``: those carrying its rarest specific that any entry carries (an entry
+        holding the fact carries every specific); for a fact without specifics, those sharing a content word."""
+        if not fact.specifics:
+            seen = sorted({i for w in fact.words for i in self.by_token.get(w, ())})
+            return [self.entries[i] for i in seen]
+        keys = [k for k in fact.specifics if self.by_token.get(k)]
         if not keys:
             return []
         rarest = min(keys, key=lambda k: (len(self.by_token[k]), k))
         return [self.entries[i] for i in self.by_token[rarest]]
 
-    def best(self, fact: Fact, *, live_only: bool = False) -> tuple[Entry | None, int, float]:
+    def best(self, fact: Fact) -> tuple[Entry | None, int, float]:
         """The entry that keeps most of ``fact`` (fewest specifics lacking, then most words): (entry, lacking,
         share); (None, every specific, 0) when no entry shares a word with it."""
         best: tuple[Entry | None, int, float] = (None, len(fact.specifics), 0.0)
         for e in self.candidates(fact):
-            if live_only and not e.live:
-                continue
             lacking, share = missing(fact, e)
             if best[0] is None or (lacking, -share) < (best[1], -best[2]):
                 best = (e, lacking, share)

@@ -23,9 +23,9 @@ from .base import Kept, workdir
 class DreamAssets:
     name = "dream_assets"
 
-    def __init__(self, *, root: Path, **_: object) -> None:
+    def __init__(self, *, root: Path, env: dict[str, str] | None = None, **_: object) -> None:
         self.profile = AgentProfile(workdir(root, "dream_assets")).ensure()
-        self.options = load_agent_options(self.profile)
+        self.options = load_agent_options(self.profile, env)
         self.backend = self.options.LlmBackend
         self.tokens = 0
         self.failed_passes: list[str] = []
