@@ -5,6 +5,7 @@ adapter run through a tiny year, the model-based ones against the local scripted
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -140,7 +141,10 @@ def test_append_only_keeps_every_save_and_finds_it_with_bm25(tmp_path):
     assert final["facts_lost"] == 0 and final["specifics_lost"] == 0
     assert final["dup_groups_one_live"] == 0.0  # both sayings stay apart
     assert final["live_entries"] == 7 and final["recall_at_10"] == 1.0
-    assert final["tokens_per_idle_cycle"] == 0 and result.final["reversible"] == (1.0, 0)
+    # nothing was ever taken out: no share to give
+    assert (
+        final["tokens_per_idle_cycle"] == 0 and math.isnan(final["reversible"]) and result.final["reversible"][1] == 0
+    )
     assert [c["idle"] for c in result.cycles] == [False, False, True]
 
 
@@ -151,7 +155,7 @@ def test_dream_assets_offline_runs_its_cycles_and_loses_nothing(tmp_path):
     finally:
         adapter.close()
     final = {k: v for k, (v, _n) in result.final.items()}
-    assert result.backend == "offline" and not result.failures
+    assert result.backend.startswith("offline backend") and not result.failures
     assert final["facts_lost"] == 0 and final["specifics_lost"] == 0 and final["distinct_merged"] == 0
     assert final["tokens_total"] == 0 and final["reversible"] == 1.0
     assert final["recall_at_10"] == 1.0

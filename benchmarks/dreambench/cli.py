@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import random
 import shlex
@@ -32,7 +33,9 @@ PER_CYCLE_UNITS = {"tokens": "tokens", "reversible": "fraction", **UNITS}
 
 
 def emit(name: str, n: int, value: float, unit: str, **extra: object) -> None:
-    print(json.dumps({"name": name, "n": int(n), "value": round(float(value), 4), "unit": unit, **extra}), flush=True)
+    """One JSON line; a share of nothing (n = 0) has the value null."""
+    number = None if math.isnan(value) else round(float(value), 4)
+    print(json.dumps({"name": name, "n": int(n), "value": number, "unit": unit, **extra}), flush=True)
 
 
 def seed_ids(seed: int) -> None:
@@ -43,7 +46,11 @@ def seed_ids(seed: int) -> None:
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="dreambench", description=(__doc__ or "").splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="dreambench",
+        description="A scripted year of public data through memory systems, scored for what each consolidation "
+        "loses, merges wrongly, keeps stale and can give back (benchmarks/dreambench/README.md).",
+    )
     p.add_argument("--quick", action="store_true", help="one LoCoMo conversation and 5 HaluMem people (minutes)")
     p.add_argument("--adapters", default=",".join(ADAPTERS), help=f"comma-separated, of {', '.join(ADAPTERS)}")
     p.add_argument(
@@ -101,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.final_only:
                     return
                 for metric, value in row.items():
-                    if metric in PER_CYCLE_UNITS and not isinstance(value, bool):
+                    if metric in PER_CYCLE_UNITS and not isinstance(value, bool) and not math.isnan(value):
                         emit(
                             f"dreambench.{name}.cycle.{metric}",
                             row["cycle"],

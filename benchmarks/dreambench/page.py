@@ -3,6 +3,7 @@ one PNG per metric over the simulated year, written beside the page as ``<page n
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import sys
@@ -24,7 +25,7 @@ ABOUT = {
     "tokens_per_cycle": "model tokens per consolidation after days with saves",
     "tokens_per_idle_cycle": "model tokens per consolidation with nothing saved since the last one",
     "reversible": "share of live entries a consolidation took out or rewrote whose text can still be restored "
-    "(1 with n = 0: nothing was taken out)",
+    "(– with n = 0: nothing was taken out)",
     "live_entries": "live entries (n: live and restorable entries)",
     "tokens": "model tokens spent by each consolidation",
 }
@@ -72,6 +73,8 @@ def load() -> str:
 
 
 def _fmt(value: float, unit: str) -> str:
+    if math.isnan(value):
+        return "–"
     if unit == "fraction":
         return f"{value:.3f}"
     return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.1f}"

@@ -3,6 +3,7 @@ metrics of ``scoring.py`` plus the tokens it spent and how much of what it took 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,7 +81,7 @@ def run(scenario: Scenario, adapter: Adapter, *, on_cycle: Any = None) -> Result
             "idle": fresh == 0,
             "saves": fresh,
             "tokens": spent,
-            "reversible": rev_kept / rev_total if rev_total else 1.0,
+            "reversible": rev_kept / rev_total if rev_total else math.nan,
             "reversible_n": rev_total,
             **last.values,
         }
@@ -94,7 +95,7 @@ def run(scenario: Scenario, adapter: Adapter, *, on_cycle: Any = None) -> Result
     result.final["tokens_per_cycle"] = (sum(busy) / len(busy) if busy else 0.0, len(busy))
     result.final["tokens_per_idle_cycle"] = (sum(idle) / len(idle) if idle else 0.0, len(idle))
     result.final["tokens_total"] = (float(adapter.tokens_used()), len(result.cycles))
-    result.final["reversible"] = (rev_kept / rev_total if rev_total else 1.0, rev_total)
+    result.final["reversible"] = (rev_kept / rev_total if rev_total else math.nan, rev_total)
     result.examples = last.examples
     result.failures = list(getattr(adapter, "failed_passes", []) or getattr(adapter, "failed_calls", []))
     result.final["failures"] = (float(len(result.failures)), len(result.cycles))

@@ -72,9 +72,6 @@ class Scenario:
     corrections: list[Correction]
     sources: dict[str, str] = field(default_factory=dict)  # what was read, for the results page
 
-    def saved_by(self, at: datetime) -> set[str]:
-        return {s.key for s in self.saves if s.at <= at}
-
     def summary(self) -> dict[str, int]:
         kinds = defaultdict(int)
         for k in self.kinds.values():

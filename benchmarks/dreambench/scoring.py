@@ -23,6 +23,7 @@ and per group, question and change:
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +52,8 @@ class Snapshot:
 
 
 def _ratio(a: int, b: int) -> float:
-    return a / b if b else 1.0
+    """``a / b``; NaN when there is nothing to count yet (printed as null, left out of the plots)."""
+    return a / b if b else math.nan
 
 
 def loss(facts: dict[str, Fact], index: EntryIndex) -> tuple[int, int, int, int, list[str]]:

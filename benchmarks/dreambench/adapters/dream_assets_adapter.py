@@ -33,7 +33,9 @@ class DreamAssets:
 
     def describe(self) -> str:
         o = self.options
-        return f"openai endpoint {o.LlmBaseUrl} model {o.LlmModel or '(default)'}" if o.LlmBaseUrl else "offline"
+        if o.LlmBaseUrl:
+            return f"openai endpoint {o.LlmBaseUrl} model {o.LlmModel or '(default)'}"
+        return "offline backend (the project's rule-based answers, no model)"
 
     def save(self, text: str, when: datetime) -> None:
         # Not the agent speaking live (no busy lease): a scripted save, as a folder read is.

@@ -1,9 +1,11 @@
 """mem0 (the ``mem0ai`` package, open-source ``Memory``) with ``infer=True``: each save goes through mem0's own
 extraction and update step (ADD / UPDATE / DELETE decided by the model at save time), so ``consolidate`` has
 nothing to do. The model is the endpoint ``DREAM__LlmBaseUrl`` names, the embeddings come from
-``DREAM__EmbeddingBaseUrl`` (else the same endpoint) with ``DREAM__EmbeddingModel``; the vector store is mem0's
+``DREAM__EmbeddingBaseUrl`` (else the same endpoint) with ``DREAM__EmbeddingModel`` (``DREAM__EmbeddingDimensions``
+for a model whose vectors are not 1536 long); the vector store is mem0's
 local Qdrant in the run's folder. mem0 keeps a history of its changes but offers no restore of a deleted memory,
-so ``dump`` lists live memories only. Token use is not reported by mem0 and counts as 0 here (the page says so).
+so ``dump`` lists live memories only. Tokens are counted from the ``usage`` of the answers mem0's own OpenAI client
+receives (embeddings not included).
 
 Unavailable unless ``mem0ai`` imports and an endpoint is set."""
 
@@ -34,6 +36,8 @@ class Mem0:
         embed_model = env.get("DREAM__EmbeddingModel", "").strip()
         if not embed_model:
             raise Unavailable("mem0 needs an embeddings model: set DREAM__EmbeddingModel (and DREAM__EmbeddingBaseUrl)")
+        dims = int(env.get("DREAM__EmbeddingDimensions") or 0)  # 0: the model's own (mem0 assumes 1536)
+        sized = {"embedding_dims": dims} if dims else {}
         folder = workdir(root, "mem0")
         self.memory = Memory.from_config(
             {
@@ -48,12 +52,37 @@ class Mem0:
                 },
                 "embedder": {
                     "provider": "openai",
-                    "config": {"model": embed_model, "openai_base_url": embed_url, "api_key": self.endpoint.api_key},
+                    "config": {
+                        "model": embed_model,
+                        "openai_base_url": embed_url,
+                        "api_key": self.endpoint.api_key,
+                        **sized,
+                    },
                 },
-                "vector_store": {"provider": "qdrant", "config": {"path": str(folder / "qdrant"), "on_disk": True}},
+                "vector_store": {
+                    "provider": "qdrant",
+                    "config": {
+                        "path": str(folder / "qdrant"),
+                        "on_disk": True,
+                        **({"embedding_model_dims": dims} if dims else {}),
+                    },
+                },
                 "history_db_path": str(folder / "history.db"),
             }
         )
+
+        self.tokens = 0
+        client = getattr(getattr(self.memory, "llm", None), "client", None)
+        if client is not None:
+            create = client.chat.completions.create
+
+            def counted(*args: object, **kwargs: object) -> object:
+                answer = create(*args, **kwargs)
+                usage = getattr(answer, "usage", None)
+                self.tokens += int(getattr(usage, "total_tokens", 0) or 0)
+                return answer
+
+            client.chat.completions.create = counted
 
     def describe(self) -> str:
         return f"mem0 infer=True, openai endpoint {self.endpoint.base_url} model {self.endpoint.model}"
@@ -75,7 +104,7 @@ class Mem0:
         return [Kept(r["memory"]) for r in (found.get("results", []) if isinstance(found, dict) else found)]
 
     def tokens_used(self) -> int:
-        return 0
+        return self.tokens
 
     def close(self) -> None:
         pass
