@@ -212,6 +212,15 @@ def test_llm_rewrite_replaces_the_file_with_the_model_answer_and_what_it_drops_i
     assert (tmp_path / "llm_rewrite" / "MEMORY.md").read_text().startswith("- Melanie bought a red bike")
 
 
+def test_llm_rewrite_never_writes_an_answer_cut_off_at_the_token_limit(tmp_path):
+    cut = Reply(decide=lambda body: reply("- Melanie bought a red", finish_reason="length"))
+    with OpenAITestServer(default=cut) as server:
+        env = {"DREAM__LlmBaseUrl": server.base_url, "DREAM__LlmModel": "test-model"}
+        result = run(tiny_year(), create("llm_rewrite", root=tmp_path, env=env))
+    assert result.final["failures"][0] == 3 and "token limit" in result.failures[0]
+    assert result.final["facts_lost"][0] == 0 and result.final["live_entries"][0] == 7
+
+
 def test_an_adapter_that_cannot_run_here_says_why():
     with pytest.raises(Unavailable, match="DREAM__LlmBaseUrl"):
         create("llm_rewrite", root=Path("/nonexistent"), env={})

@@ -24,11 +24,7 @@ from .runner import FINAL, Result, run
 SEED = 20240809
 QUICK = {"conversations": "conv-26", "profiles": 5}
 FULL = {"conversations": "conv-26,conv-30,conv-41,conv-42", "profiles": 20}
-UNITS = {name: unit for name, unit, _ in FINAL} | {
-    "tokens_total": "tokens",
-    "failures": "count",
-    "seconds": "s",
-}
+UNITS = {name: unit for name, unit, _ in FINAL} | {"tokens_total": "tokens", "seconds": "s"}
 PER_CYCLE_UNITS = {"tokens": "tokens", "reversible": "fraction", **UNITS}
 
 

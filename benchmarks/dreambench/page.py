@@ -28,6 +28,8 @@ ABOUT = {
     "(– with n = 0: nothing was taken out)",
     "live_entries": "live entries (n: live and restorable entries)",
     "tokens": "model tokens spent by each consolidation",
+    "failures": "failed passes or model calls over the year (a failed rewrite leaves the file as it was, so its "
+    "cycle changes nothing)",
 }
 
 PENDING = """\
@@ -35,13 +37,19 @@ PENDING = """\
 OpenClaw-style dreaming behaves) and `mem0` (`mem0ai` with `infer=True`) need a real model endpoint. The tests run
 them against the project's scripted test endpoint, which proves the adapters work but measures nothing, so no
 figure of theirs appears here from such a run. **Their figures, and `dream_assets` with a model, are pending a run
-against the local model in `../shared/local-model/`** (served as an OpenAI-compatible endpoint):
+against the local model in `../shared/local-model/`** (Qwen2.5-Coder-1.5B-Instruct on llama.cpp, and e5-small
+embeddings for mem0), with the settings its README gives:
 
-    DREAM__LlmBaseUrl=http://127.0.0.1:8080/v1 DREAM__LlmModel=local \\
-        .venv/bin/python benchmarks/dreambench --quick --page docs/dreambench.md
+    ../shared/local-model/serve.sh start
+    export DREAM__LlmBaseUrl=http://127.0.0.1:8091/v1 DREAM__LlmModel=qwen2.5-coder-1.5b-instruct OPENAI_API_KEY=local
+    export DREAM__LlmContextTokens=8192 DREAM__LlmTimeout=1800 DREAM__LlmMaxTokens=1024
+    export DREAM__EmbeddingBaseUrl=http://127.0.0.1:8093/v1 DREAM__EmbeddingModel=multilingual-e5-small-q4 \\
+        DREAM__EmbeddingDimensions=384
+    .venv/bin/python benchmarks/dreambench --quick --page docs/dreambench.md
 
-(`mem0` also needs `pip install mem0ai` and an embeddings endpoint: `DREAM__EmbeddingModel`,
-`DREAM__EmbeddingBaseUrl`.)"""
+At the speeds that README measured on this 2-core machine (a few tokens a second), such a run takes hours;
+`--every 28` cuts it to 13 consolidations. A whole-file rewrite larger than the model's window fails, leaves the
+file as it was and is counted in `failures`. (`mem0` also needs `pip install mem0ai`.)"""
 
 
 def machine() -> str:

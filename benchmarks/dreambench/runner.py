@@ -27,6 +27,7 @@ FINAL = (
     ("tokens_per_idle_cycle", "tokens", "lower"),
     ("reversible", "fraction", "higher"),
     ("live_entries", "entries", "-"),
+    ("failures", "count", "lower"),
 )
 #: The metrics plotted over the year, one PNG each.
 PLOTTED = (

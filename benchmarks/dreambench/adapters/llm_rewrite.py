@@ -2,10 +2,12 @@
 save appends a line to ``MEMORY.md``; every consolidation sends the whole file to the model, which returns the tidied
 file, and the answer replaces the file. Nothing is kept aside, so what the rewrite drops is gone. Search is BM25
 over the file's lines. The endpoint is the one ``DREAM__LlmBaseUrl`` names (``DREAM__LlmModel``,
-``DREAM__LlmMaxTokens`` for the answer, default 4096); with none set the adapter is unavailable.
+``DREAM__LlmMaxTokens`` for the answer, ``DREAM__LlmTimeout`` per call, as for ``dream run``); with none set the
+adapter is unavailable.
 
-A call that fails (the endpoint refuses, times out, or the file is past the model's window) leaves the file as it
-was and is counted in ``failed_calls``."""
+A call that fails (the endpoint refuses, times out, or the file is past the model's window) or whose answer is cut
+off at the token limit leaves the file as it was and is counted in ``failed_calls``; any other answer, an empty
+one included, becomes the file."""
 
 from __future__ import annotations
 
@@ -38,10 +40,15 @@ class LlmRewrite:
             )
         import openai
 
-        env = dict(os.environ if env is None else env)
-        self.max_tokens = int(env.get("DREAM__LlmMaxTokens") or 4096)
+        from dream_assets.options import DreamOptions  # the same DREAM__* options, read the same way
+
+        options = DreamOptions.load(env={k: v for k, v in (os.environ if env is None else env).items()})
+        self.max_tokens = options.LlmMaxTokens
         self.client = openai.OpenAI(
-            base_url=self.endpoint.base_url, api_key=self.endpoint.api_key, timeout=600.0, max_retries=1
+            base_url=self.endpoint.base_url,
+            api_key=self.endpoint.api_key,
+            timeout=options.LlmTimeout.total_seconds(),
+            max_retries=1,
         )
         self.file = workdir(root, "llm_rewrite") / "MEMORY.md"
         self.lines: list[str] = []
@@ -78,6 +85,9 @@ class LlmRewrite:
             return
         if answer.usage is not None:
             self.tokens += int(answer.usage.total_tokens or 0)
+        if answer.choices[0].finish_reason == "length":  # a cut-off file is not written: the fairest reading
+            self.failed_calls.append(f"{when:%Y-%m-%d}: the answer reached the {self.max_tokens}-token limit")
+            return
         text = answer.choices[0].message.content or ""
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not _FENCE.match(ln.strip())]
         self.lines = [ln[2:].strip() if ln.startswith(("- ", "* ")) else ln for ln in lines]
