@@ -87,6 +87,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dream_assets.demo import build_demo_profile  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
+from dream_assets.service.save import save_memory
 from dream_assets.store.connection import connect_quietly  # noqa: E402
 from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage  # noqa: E402
 
@@ -332,7 +333,7 @@ def run_pass(
     options = options or DreamOptions()
     backend = ScriptedBackend(answer)
     client = ModelClient(backend, profile=profile, options=options)
-    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client)
+    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, save_memory=save_memory)
     try:
         report = by_name(pass_name).run(ctx)
         if state is not None:
@@ -994,7 +995,7 @@ def _agent_saves(root: str, stop: Any, progress: Any, out: str) -> None:
             f"Concurrent fact {i}: Zorblat-{i:05d} reported {1000 + i} widgets to Quillon on 2026-11-{1 + i % 28:02d}."
         )
         try:
-            store.memories.save(text, category="general", now=NOW + timedelta(seconds=i))
+            save_memory(store.memories, text, category="general", now=NOW + timedelta(seconds=i))
             saved.append(text)
             progress.value = len(saved)
         except Exception as exc:  # noqa: BLE001 - counted: a save the agent was told failed is not silent
@@ -1130,7 +1131,11 @@ def sweep_trials(template: AgentProfile, work: Path, trials: int, tally: Counter
             store = open_store(profile, options)
             try:
                 later = NOW + timedelta(days=91)
-                run_archive_purge(PassContext(profile, options, later, cycle_id=f"{cycle}-purge", _store=store))
+                run_archive_purge(
+                    PassContext(
+                        profile, options, later, cycle_id=f"{cycle}-purge", _store=store, save_memory=save_memory
+                    )
+                )
                 for m, winner in held.items():
                     w = store.memories.get(winner) if winner else None
                     if store.memories.get(m) is None and w is not None and not w.is_archived:
@@ -1161,10 +1166,11 @@ def embeddings_trials(template: AgentProfile, work: Path, saves: int, tally: Cou
     """A hostile embeddings endpoint (the same vector for every text, all-zero, another size, too few, NaN) under an
     agent's saves: no save may fail, land on an unrelated entry or leave a vector of that endpoint in the cache; once
     the endpoint is fixed a restatement is found by embeddings again."""
+    from dream_assets.llm.embedding_index import EmbeddingIndex
     from dream_assets.llm.embeddings import build_embedding_provider
+    from dream_assets.service.save import SAVE_EMBEDDING_PAUSE
     from dream_assets.store import open_store
-    from dream_assets.store.embeddings import EmbeddingCache, EmbeddingIndex
-    from dream_assets.store.memory import SAVE_EMBEDDING_PAUSE
+    from dream_assets.store.embeddings import EmbeddingCache
     from dream_assets_tests.openai_server import EMBEDDING_DIM, HOSTILE_EMBEDDINGS, OpenAITestServer, hostile_embeddings
 
     logging.disable(logging.WARNING)
@@ -1197,7 +1203,9 @@ def embeddings_trials(template: AgentProfile, work: Path, saves: int, tally: Cou
                     for n in range(saves):
                         tally["embedding_saves"] += 1
                         try:
-                            result = store.memories.save(_unrelated_text(rng), now=NOW + timedelta(seconds=1 + n))
+                            result = save_memory(
+                                store.memories, _unrelated_text(rng), now=NOW + timedelta(seconds=1 + n)
+                            )
                         except Exception as exc:  # noqa: BLE001 - a save must never fail on the endpoint
                             tally["misreported"] += 1
                             notes.append(f"embeddings {kind}: a save raised {type(exc).__name__}: {exc}"[:300])
@@ -1210,8 +1218,8 @@ def embeddings_trials(template: AgentProfile, work: Path, saves: int, tally: Cou
                         notes.append(f"embeddings {kind}: vectors of the broken endpoint were cached")
                     server.embeddings = None
                     later = NOW + SAVE_EMBEDDING_PAUSE + timedelta(minutes=1)
-                    again = store.memories.save(
-                        live[0].content + " It was counted twice.", category=live[0].category, now=later
+                    again = save_memory(
+                        store.memories, live[0].content + " It was counted twice.", category=live[0].category, now=later
                     )  # a restatement is one in the same category: another category means another memory
                     if again.action == "created" or "lexical measure was used" in (again.reason or ""):
                         tally["embedding_not_recovered"] += 1
@@ -1692,7 +1700,7 @@ def folder_trials(work: Path, quick: bool, tally: Counter, notes: list[str]) -> 
             first, second = (live[n] for n in _FOLDER_FILES["project_release.md"][2][:2])
             merged = f"{first.content} {second.content}"
             with store.transaction():
-                new = store.memories.save(merged, category=first.category, now=NOW, dedupe=False).entry
+                new = save_memory(store.memories, merged, category=first.category, now=NOW, dedupe=False).entry
                 for old in (first, second):
                     store.memories.archive(old.id, now=NOW)
                     store.changes.record(

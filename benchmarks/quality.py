@@ -14,7 +14,7 @@ conversation:
 * QA items (categories 1 to 4) linked to the facts derived from their evidence dialogue turns.
 
 Each conversation goes into its own real store (a DuckDB file under a temporary directory) through
-``memories.save`` (save-time dedup on), then whole dream cycles run daily with the offline backend until a cycle
+``save_memory`` (save-time dedup on), then whole dream cycles run daily with the offline backend until a cycle
 changes nothing (at most ``--max-cycles``). Where each fact ends up is followed through ``mergedFrom`` provenance and
 the change log. One JSON object per line:
 
@@ -94,6 +94,7 @@ from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.passes.consolidation_merge import REJECTED_CLUSTER_KEY  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets.store.connection import close_all  # noqa: E402
 from dream_assets.text.coverage import (  # noqa: E402
@@ -646,8 +647,14 @@ class CountingBackend:
 
 
 def save_fact(store: Any, f: Fact) -> str:
-    result = store.memories.save(
-        f.content, category=f.category, tags=("locomo",), metadata=f.metadata or None, now=f.at, dedupe=True
+    result = save_memory(
+        store.memories,
+        f.content,
+        category=f.category,
+        tags=("locomo",),
+        metadata=f.metadata or None,
+        now=f.at,
+        dedupe=True,
     )
     return result.entry.id
 
@@ -894,7 +901,8 @@ def run_year(
             store = open_store(profile, options)
             for i, f in enumerate(by_day[d]):
                 # Saved in the agent's day, with the fact's own date kept apart from the clock.
-                saved[f.key] = store.memories.save(
+                saved[f.key] = save_memory(
+                    store.memories,
                     f.content,
                     category=f.category,
                     tags=("locomo",),
@@ -1119,8 +1127,8 @@ def run_stale_set(stale: StaleSet, root: Path, options: DreamOptions, judge: boo
     profile = AgentProfile(root / f"{stale.sample_id}-stale-{label}").ensure()
     store = open_store(profile, options)
     ids = {
-        f.key: store.memories.save(
-            f.content, category=f.category, metadata=f.metadata or None, now=f.at, dedupe=False
+        f.key: save_memory(
+            store.memories, f.content, category=f.category, metadata=f.metadata or None, now=f.at, dedupe=False
         ).entry.id
         for f in stale.facts
     }

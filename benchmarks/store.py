@@ -50,6 +50,7 @@ from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories
 from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets.store.connection import StoreConnection, close_all  # noqa: E402
 from dream_assets.store.index_file import index_path  # noqa: E402
@@ -116,7 +117,7 @@ def bench_save_and_recall(profile: AgentProfile, n: int) -> None:
     rng = random.Random(7)
     texts = [incoming(rng, i) for i in range(300)]
     wall, cpu = _timed(
-        partial(store.memories.save, text, category="notes", now=NOW + timedelta(seconds=i))
+        partial(save_memory, store.memories, text, category="notes", now=NOW + timedelta(seconds=i))
         for i, text in enumerate(texts)
     )
     emit("store.save_p50_ms", n, wall, "ms")
@@ -207,7 +208,7 @@ def _agent(root: str, seconds: float, ready, queue) -> None:
     i = 0
     while time.monotonic() < end:
         t = time.perf_counter()
-        store.memories.save(incoming(rng, 100_000 + i), category="notes", now=NOW + timedelta(seconds=i))
+        save_memory(store.memories, incoming(rng, 100_000 + i), category="notes", now=NOW + timedelta(seconds=i))
         latencies.append(time.perf_counter() - t)
         i += 1
         tick += 0.05

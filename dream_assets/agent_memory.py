@@ -48,6 +48,7 @@ from dream_assets.passes.model_text import MAX_TAG_CHARS as MAX_TAG_CHARS
 from dream_assets.passes.model_text import MAX_TAGS as MAX_TAGS
 from dream_assets.passes.model_text import problem
 from dream_assets.profile import AgentProfile, as_profile
+from dream_assets.service.save import save_memory
 from dream_assets.store import DreamStore, open_store
 from dream_assets.store.changes import DECAY_KIND, UNDO_PASS, ChangeRecord
 from dream_assets.store.connection import StoreError
@@ -429,7 +430,8 @@ def save(
         store.changes.record(**_save_change(call, result), now=call.now)
 
     try:
-        result = store.memories.save(
+        result = save_memory(
+            store.memories,
             content,
             category=category,
             tags=tags,
@@ -488,7 +490,8 @@ def save_many(
             rows.clear()
             with store.memories.batched():
                 for note in notes[start : start + SAVE_MANY_CHUNK]:
-                    result = store.memories.save(
+                    result = save_memory(
+                        store.memories,
                         note["content"],
                         category=note.get("category", "general"),
                         tags=note.get("tags", ()),

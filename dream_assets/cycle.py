@@ -13,6 +13,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile, as_profile
+from dream_assets.service.save import save_memory
 from dream_assets.store.cycle_marker import CycleHold
 from dream_assets.store.memory import persist_recall_indexes
 
@@ -38,7 +39,14 @@ def run_cycle(
     options = load_agent_options(profile) if options is None else options
     now = utc_or_now(now)
     wanted = set(only) if only is not None else None
-    ctx = PassContext(profile, options, now, cycle_id=cycle_id or new_id(), client_factory=client_factory)
+    ctx = PassContext(
+        profile,
+        options,
+        now,
+        cycle_id=cycle_id or new_id(),
+        client_factory=client_factory,
+        save_memory=save_memory,
+    )
     reports: list[PassReport] = []
     folder = wanted is None and linked(profile)
     # Marked in progress from the first pass to the close: `dream undo` refuses meanwhile, between passes too.

@@ -13,6 +13,7 @@ import pytest
 
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
+from dream_assets.service.save import save_memory
 from dream_assets.store import DreamStore, open_store
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -113,7 +114,9 @@ def run_scripted(pass_fn, profile, store, answers, *, options=None, now=NOW, cyc
     options = options or DreamOptions()
     backend = ScriptedBackend(answers)
     client = ModelClient(backend, profile=profile, options=options)
-    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store)
+    ctx = PassContext(
+        profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store, save_memory=save_memory
+    )
     return pass_fn(ctx), backend
 
 
@@ -124,7 +127,15 @@ def run_without_model(pass_fn, profile, store, *, options=None, now=NOW):
     def no_client():
         pytest.fail("the model client was built although no call was due")
 
-    ctx = PassContext(profile, options or DreamOptions(), now, cycle_id="c1", client_factory=no_client, _store=store)
+    ctx = PassContext(
+        profile,
+        options or DreamOptions(),
+        now,
+        cycle_id="c1",
+        client_factory=no_client,
+        _store=store,
+        save_memory=save_memory,
+    )
     return pass_fn(ctx)
 
 

@@ -24,6 +24,7 @@ from dream_assets.passes.contradiction_sweep import (
     run_contradiction_sweep,
 )
 from dream_assets.passes.registry import by_name
+from dream_assets.service.save import save_memory
 from dream_assets.store.ledger import PassLedger
 from dream_assets_tests.conftest import NOW, run_scripted, run_without_model
 from dream_assets_tests.openai_server import OpenAITestServer, reply
@@ -31,8 +32,8 @@ from dream_assets_tests.openai_server import OpenAITestServer, reply
 
 def put(store, content, *, days_ago=10, metadata=None, tags=(), category="people/alice"):
     at = NOW - timedelta(days=days_ago)
-    return store.memories.save(
-        content, category=category, tags=tags, metadata=metadata or {}, now=at, dedupe=False
+    return save_memory(
+        store.memories, content, category=category, tags=tags, metadata=metadata or {}, now=at, dedupe=False
     ).entry
 
 

@@ -19,6 +19,7 @@ from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.warehouse import read_day
@@ -448,7 +449,7 @@ def test_observing_the_inputs_records_content_fingerprints_as_data_versions(root
         skills,
         wisp,
     )
-    store.memories.save("The user's new laptop is a ThinkPad X1 Carbon.", now=NOW)
+    save_memory(store.memories, "The user's new laptop is a ThinkPad X1 Carbon.", now=NOW)
     assert job.execute_in_process(instance=instance).success
     assert version("memory_corpus") != corpus and version("skill_catalog") == skills
 

@@ -14,6 +14,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.deferral import retry_delay, retry_due
 from dream_assets.passes.outcome import load_outcome
 from dream_assets.passes.registry import by_name
+from dream_assets.service.save import save_memory
 from dream_assets_tests.conftest import NOW
 
 MIN = timedelta(minutes=1)
@@ -65,8 +66,8 @@ def _deferred_run(profile, store, options, now):
 
 
 def test_a_deferred_pass_is_not_failed_and_shows_when_it_retries(profile, store):
-    store.memories.save("Alice lives in Paris.", now=NOW - timedelta(days=3))
-    store.memories.save("Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
+    save_memory(store.memories, "Alice lives in Paris.", now=NOW - timedelta(days=3))
+    save_memory(store.memories, "Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
     options = DreamOptions(BusyMaxWait=timedelta(0), BusyRetryMaxAttempts=3)
     expected = [5, 10, 20]
     now = NOW
@@ -87,8 +88,8 @@ def test_a_deferred_pass_is_not_failed_and_shows_when_it_retries(profile, store)
 
 
 def test_a_run_that_is_not_deferred_ends_the_deferral(profile, store):
-    store.memories.save("Alice lives in Paris.", now=NOW - timedelta(days=3))
-    store.memories.save("Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
+    save_memory(store.memories, "Alice lives in Paris.", now=NOW - timedelta(days=3))
+    save_memory(store.memories, "Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
     options = DreamOptions(BusyMaxWait=timedelta(0))
     _deferred_run(profile, store, options, NOW)
     backend = ScriptedBackend([{"supersessions": []}])
@@ -98,7 +99,7 @@ def test_a_run_that_is_not_deferred_ends_the_deferral(profile, store):
     record = load_outcome(profile, "contradiction_sweep")
     assert record["deferral"] is None and retry_due(record, NOW + timedelta(days=1)) is None
     # The next deferral starts again from the initial delay.
-    store.memories.save("Alice moved back to Paris in December.", now=NOW + 6 * MIN)
+    save_memory(store.memories, "Alice moved back to Paris in December.", now=NOW + 6 * MIN)
     again = _deferred_run(profile, store, options, NOW + 10 * MIN)
     assert load_outcome(profile, "contradiction_sweep")["deferral"]["attempt"] == 1, again.summary
 
@@ -116,8 +117,8 @@ def test_the_retry_sensor_requests_a_deferred_pass_when_its_retry_is_due(root, i
     profile = AgentProfile(root / "a1").ensure()
     (profile.root / "dream.toml").write_text("BusyMaxWait = 0\n", encoding="utf-8")
     store = open_store(profile, DreamOptions())
-    store.memories.save("Alice lives in Paris.", now=NOW - timedelta(days=3))
-    store.memories.save("Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
+    save_memory(store.memories, "Alice lives in Paris.", now=NOW - timedelta(days=3))
+    save_memory(store.memories, "Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
     report = _deferred_run(profile, store, DreamOptions(BusyMaxWait=timedelta(0)), NOW)
     store.close()
     meta = report_metadata(report)
@@ -142,8 +143,8 @@ def test_the_retry_sensor_requests_a_deferred_pass_when_its_retry_is_due(root, i
 def test_the_deferred_pass_list_follows_the_outcomes(profile, store):
     from dream_assets.passes.outcome import deferred_index_path, load_deferred
 
-    store.memories.save("Alice lives in Paris.", now=NOW - timedelta(days=3))
-    store.memories.save("Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
+    save_memory(store.memories, "Alice lives in Paris.", now=NOW - timedelta(days=3))
+    save_memory(store.memories, "Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
     options = DreamOptions(BusyMaxWait=timedelta(0))
     assert not deferred_index_path(profile).exists()
     _deferred_run(profile, store, options, NOW)
@@ -170,8 +171,8 @@ def test_the_retry_sensor_reads_only_the_deferred_pass_list_of_each_agent(root, 
     def deferred_agent(agent):
         profile = AgentProfile(root / agent).ensure()
         store = open_store(profile, DreamOptions())
-        store.memories.save("Alice lives in Paris.", now=NOW - timedelta(days=3))
-        store.memories.save("Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
+        save_memory(store.memories, "Alice lives in Paris.", now=NOW - timedelta(days=3))
+        save_memory(store.memories, "Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
         _deferred_run(profile, store, DreamOptions(BusyMaxWait=timedelta(0)), NOW)
         store.close()
         return profile

@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 
 from dream_assets.llm.client import ModelConfigError
+from dream_assets.llm.embedding_index import EmbeddingIndex, cosine_clusters
 from dream_assets.llm.embeddings import EmbeddingError, EmbeddingProvider, build_embedding_provider
 from dream_assets.llm.usage import UsageLedger
 from dream_assets.options import DreamOptions
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
-from dream_assets.store.embeddings import EmbeddingCache, EmbeddingIndex, content_hash, cosine_clusters
+from dream_assets.store.embeddings import EmbeddingCache, content_hash
 from dream_assets.store.schema import SCHEMA_VERSION
 from dream_assets.text.similarity import DuplicateClusters
 from dream_assets_tests.conftest import NOW
@@ -205,7 +207,7 @@ def test_the_default_openai_endpoint_without_a_key_is_a_config_error_naming_the_
 
 def test_an_embedded_corpus_is_never_embedded_again_and_an_edit_costs_one_text(server, profile):
     store = open_store(profile)
-    entries = [store.memories.save(text, now=NOW).entry for text in CORPUS]
+    entries = [save_memory(store.memories, text, now=NOW).entry for text in CORPUS]
 
     first = EmbeddingIndex(store, _provider(server, batch_size=3), now=NOW).vectors(entries)
     assert len(server.embedding_requests) == 3  # ceil(7 / 3)
@@ -281,7 +283,7 @@ def test_vectors_of_different_sizes_for_one_model_raise_instead_of_mixing(server
 
 
 def test_orphan_vectors_are_pruned_and_live_ones_kept(server, store):
-    kept = store.memories.save("Caroline adopted a puppy named Max", now=NOW).entry
+    kept = save_memory(store.memories, "Caroline adopted a puppy named Max", now=NOW).entry
     index = EmbeddingIndex(store, _provider(server), now=NOW)
     index.vectors([kept, ("gone", "a text no memory holds")])
     cache = EmbeddingCache(store.connection)
@@ -294,7 +296,7 @@ def test_orphan_vectors_are_pruned_and_live_ones_kept(server, store):
 
 def test_a_version_1_store_is_upgraded_in_place_keeping_its_memories(profile, server):
     store = open_store(profile)
-    saved = store.memories.save("Melanie ran a charity race", now=NOW).entry
+    saved = save_memory(store.memories, "Melanie ran a charity race", now=NOW).entry
     store.close()
     close_all()
     with duckdb.connect(str(profile.store_path)) as raw:  # what a store written before embeddings looked like
@@ -341,7 +343,7 @@ def test_cosine_clusters_honours_the_cluster_cap_strongest_pairs_first():
 
 
 def test_cosine_clusters_across_blocks_matches_a_full_comparison(monkeypatch):
-    import dream_assets.store.embeddings as emb
+    import dream_assets.llm.embedding_index as emb
 
     rng = np.random.default_rng(7)
     centres = rng.normal(size=(12, 16))

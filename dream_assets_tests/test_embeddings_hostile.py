@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 
 from dream_assets.cli import main
+from dream_assets.llm.embedding_index import EmbeddingIndex
 from dream_assets.llm.embeddings import DegenerateEmbeddings, EmbeddingError, build_embedding_provider
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
+from dream_assets.service.save import SAVE_EMBEDDING_PAUSE, save_memory
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
-from dream_assets.store.embeddings import EmbeddingCache, EmbeddingIndex, content_hash
-from dream_assets.store.memory import SAVE_EMBEDDING_PAUSE
+from dream_assets.store.embeddings import EmbeddingCache, content_hash
 from dream_assets_tests.conftest import NOW
 from dream_assets_tests.openai_server import HOSTILE_EMBEDDINGS, OpenAITestServer, hostile_embeddings
 
@@ -72,7 +73,7 @@ def _options(server: OpenAITestServer) -> DreamOptions:
 def _store(tmp_path, server, name="agent"):
     store = open_store(AgentProfile(tmp_path / "agents" / name).ensure(), _options(server))
     for n, text in enumerate(FACTS):
-        store.memories.save(text, now=NOW + timedelta(seconds=n), dedupe=False)
+        save_memory(store.memories, text, now=NOW + timedelta(seconds=n), dedupe=False)
     return store
 
 
@@ -83,12 +84,14 @@ def test_a_broken_endpoint_merges_nothing_caches_nothing_and_saves_say_the_lexic
     store = _store(tmp_path, server)
     cache = EmbeddingCache(store.connection)
     if kind == "wrong-dimension":  # only wrong against vectors cached before: cache the corpus while it is healthy
-        warm = store.memories.save(MOVE, now=NOW + timedelta(minutes=1))
+        warm = save_memory(store.memories, MOVE, now=NOW + timedelta(minutes=1))
         assert warm.action == "created" and cache.count(MODEL) > 0
     cached = cache.count(MODEL)
     before = {e.id: e.content for e in store.memories.list_live()}
     server.embeddings = hostile_embeddings(kind)
-    results = [store.memories.save(text, now=NOW + timedelta(minutes=10, seconds=n)) for n, text in enumerate(SAVES)]
+    results = [
+        save_memory(store.memories, text, now=NOW + timedelta(minutes=10, seconds=n)) for n, text in enumerate(SAVES)
+    ]
     assert [r.action for r in results] == ["created"] * len(SAVES)  # nothing appended to an unrelated entry
     assert {i: store.memories.get(i).content for i in before} == before
     # Each save that had candidates to compare says it fell back (a save with none needs no vector at all).
@@ -99,8 +102,8 @@ def test_a_broken_endpoint_merges_nothing_caches_nothing_and_saves_say_the_lexic
     server.embeddings = None
     later = NOW + timedelta(minutes=10) + SAVE_EMBEDDING_PAUSE + timedelta(minutes=1)
     if kind != "wrong-dimension":
-        assert store.memories.save(MOVE, now=later).action == "created"
-    extended = store.memories.save(MOVE_MORE, now=later + timedelta(seconds=1))
+        assert save_memory(store.memories, MOVE, now=later).action == "created"
+    extended = save_memory(store.memories, MOVE_MORE, now=later + timedelta(seconds=1))
     assert extended.action == "extended" and "lexical" not in (extended.reason or "")
     store.close()
 
@@ -133,8 +136,8 @@ def test_poisoned_vectors_cached_before_they_were_checked_are_dropped_and_embedd
 
 def test_a_save_time_extend_is_recorded_and_dream_undo_puts_the_entry_back(tmp_path, server):
     store = _store(tmp_path, server)
-    first = store.memories.save(MOVE, now=NOW + timedelta(minutes=1))
-    extended = store.memories.save(MOVE_MORE, now=NOW + timedelta(minutes=2))
+    first = save_memory(store.memories, MOVE, now=NOW + timedelta(minutes=1))
+    extended = save_memory(store.memories, MOVE_MORE, now=NOW + timedelta(minutes=2))
     assert extended.action == "extended" and extended.change_cycle
     (row,) = store.changes.list(extended.change_cycle)
     assert (row.pass_name, row.kind, row.target_id) == ("save", "updated", first.entry.id)
@@ -167,21 +170,23 @@ def test_with_nothing_cached_a_wrong_size_is_refused_where_embedding_dimensions_
     options = _options(server).replace(EmbeddingDimensions=256)
     store = open_store(profile, options)
     for n, text in enumerate(FACTS):
-        store.memories.save(text, now=NOW + timedelta(seconds=n), dedupe=False)
+        save_memory(store.memories, text, now=NOW + timedelta(seconds=n), dedupe=False)
     cache = EmbeddingCache(store.connection)
     assert cache.count(MODEL) == 0
     server.embeddings = hostile_embeddings("wrong-dimension")
     with pytest.raises(EmbeddingError, match="not the 256 of EmbeddingDimensions"):
         build_embedding_provider(options).embed(SAVES[:2])
-    results = [store.memories.save(text, now=NOW + timedelta(minutes=10, seconds=n)) for n, text in enumerate(SAVES)]
+    results = [
+        save_memory(store.memories, text, now=NOW + timedelta(minutes=10, seconds=n)) for n, text in enumerate(SAVES)
+    ]
     assert [r.action for r in results] == ["created"] * len(SAVES)
     assert sum("the lexical measure was used" in (r.reason or "") for r in results) >= len(SAVES) // 2
     assert cache.count(MODEL) == 0  # no vector of the wrong size fixed the model's size
 
     server.embeddings = None
     later = NOW + timedelta(minutes=10) + SAVE_EMBEDDING_PAUSE + timedelta(minutes=1)
-    assert store.memories.save(MOVE, now=later).action == "created"
-    extended = store.memories.save(MOVE_MORE, now=later + timedelta(seconds=1))
+    assert save_memory(store.memories, MOVE, now=later).action == "created"
+    extended = save_memory(store.memories, MOVE_MORE, now=later + timedelta(seconds=1))
     assert extended.action == "extended" and "lexical" not in (extended.reason or "")
     assert cache.dims(MODEL) == {256}
     store.close()

@@ -20,6 +20,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.profile import AgentProfile
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
 from dream_assets.store.log_records import WispExecutionEvent
@@ -93,7 +94,7 @@ def test_an_idle_fleet_is_decided_once_then_not_read_again_until_a_file_moves(fl
 
     # A memory saved by charlie moves its store: only charlie is decided again, and its pass is requested.
     store_c = open_store(AgentProfile(root / "charlie"), DreamOptions())
-    store_c.memories.save("Charlie moved the build to Tuesday mornings.", now=NOW + timedelta(minutes=12))
+    save_memory(store_c.memories, "Charlie moved the build to Tuesday mornings.", now=NOW + timedelta(minutes=12))
     store_c.close()
     # Only charlie is decided again: its input moved, but its minimum interval still holds the pass back until then.
     third = _tick(defs, GATE, instance, root, cursor=second.cursor, now=NOW + timedelta(minutes=15))

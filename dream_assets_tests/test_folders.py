@@ -20,6 +20,7 @@ from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets.text.coverage import specifics_of
 from dream_assets_tests.conftest import NOW
@@ -611,7 +612,7 @@ def _merge_by_hand(profile, sources, merged: str, cycle_id: str):
     """What a consolidation pass records: ``sources`` archived, merged into one new memory holding ``merged``."""
     store = open_store(profile)
     with store.transaction():
-        new = store.memories.save(merged, category=sources[0].category, now=NOW, dedupe=False).entry
+        new = save_memory(store.memories, merged, category=sources[0].category, now=NOW, dedupe=False).entry
         for old in sources:
             store.memories.archive(old.id, now=NOW)
             store.changes.record(

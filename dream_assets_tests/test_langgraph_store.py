@@ -28,6 +28,7 @@ from typing_extensions import TypedDict  # noqa: E402
 from dream_assets.langgraph_store import LangGraphMemoryStore, item_id  # noqa: E402
 from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.passes.memory_consolidation import run_memory_consolidation  # noqa: E402
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets_tests.conftest import NOW, run_scripted  # noqa: E402
 
@@ -214,7 +215,7 @@ def test_text_comes_from_content_text_index_paths_or_json_and_values_round_trip(
 
 
 def test_entries_saved_another_way_are_items_of_their_category_and_edits_show_in_get(lg):
-    saved = lg.store.memories.save("The user prefers dark mode.", category="prefs/ui", now=NOW).entry
+    saved = save_memory(lg.store.memories, "The user prefers dark mode.", category="prefs/ui", now=NOW).entry
     [hit] = lg.search(("prefs",), query="dark mode")
     assert (hit.namespace, hit.key, hit.value) == (
         ("prefs", "ui"),
@@ -788,7 +789,9 @@ def test_a_merge_within_a_namespace_keeps_its_wall_after_every_item_is_merged_aw
     report, _ = run_scripted(run_memory_consolidation, profile, lg.store, [merge], now=NOW + timedelta(days=1))
     assert report.counts["merged"] == 1, report
     [merged] = lg.store.memories.list_live()
-    lg.store.memories.save("Ana lives in Porto, near the river Douro.", category="general", now=NOW + timedelta(days=1))
+    save_memory(
+        lg.store.memories, "Ana lives in Porto, near the river Douro.", category="general", now=NOW + timedelta(days=1)
+    )
     lg.put(bob, "c", {"content": "Ana lives in Porto, near the river and the bridge."})
     [general] = [e for e in lg.store.memories.list_live() if e.category == "general"]
     hostile = {

@@ -7,6 +7,7 @@ from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
 from dream_assets.memory_audit import merged_from, read_trend, run_audit
 from dream_assets.options import DreamOptions
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.snapshots import take_snapshot
 
@@ -134,7 +135,7 @@ def test_a_replayed_cycle_at_the_same_instant_takes_its_snapshot_and_keeps_the_e
     build_demo_profile(profile, NOW, with_logs=False)
     store = open_store(profile, options)
     first, _ = take_snapshot(profile, store, NOW)
-    store.memories.save("Replays take their own snapshot.", now=NOW)
+    save_memory(store.memories, "Replays take their own snapshot.", now=NOW)
     second, counts = take_snapshot(profile, store, NOW)  # a second cycle with the same --now
     (listed,) = list_snapshots(profile)
     assert listed.path == second.path and listed.taken_at == NOW

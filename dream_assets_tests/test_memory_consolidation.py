@@ -17,6 +17,7 @@ from dream_assets.passes.consolidation_merge import REJECTED_AT_KEY, REJECTED_CL
 from dream_assets.passes.consolidation_select import REVIEWED_KEY, is_reviewed, review_hash
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import FeedbackEvent
@@ -82,7 +83,15 @@ class Run:
         opts = options or self.options
         self.backend = ScriptedBackend(answers[0] if len(answers) == 1 and callable(answers[0]) else list(answers))
         client = ModelClient(self.backend, profile=self.profile, options=opts)
-        ctx = PassContext(self.profile, opts, now, cycle_id=cycle_id, client_factory=lambda: client, _store=self.store)
+        ctx = PassContext(
+            self.profile,
+            opts,
+            now,
+            cycle_id=cycle_id,
+            client_factory=lambda: client,
+            _store=self.store,
+            save_memory=save_memory,
+        )
         return run_memory_consolidation(ctx)
 
     @property
@@ -843,12 +852,14 @@ def test_demo_agent_second_run_offers_the_model_nothing(tmp_path):
     profile = AgentProfile(tmp_path / "demo").ensure()
     opts = DreamOptions(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
     build_demo_profile(profile, NOW, options=opts)
-    first = run_memory_consolidation(PassContext(profile, opts, NOW, cycle_id="d1"))
+    first = run_memory_consolidation(PassContext(profile, opts, NOW, cycle_id="d1", save_memory=save_memory))
     # Word-for-word duplicates fold before the model; the rest are merged by it.
     assert first.status == "completed" and first.model_calls == 1 and first.counts["merged"] >= 5
     assert first.counts["merged"] + first.counts["folded"] >= 8
     assert first.counts["rejected"] == 0
-    second = run_memory_consolidation(PassContext(profile, opts, NOW + timedelta(hours=1), cycle_id="d2"))
+    second = run_memory_consolidation(
+        PassContext(profile, opts, NOW + timedelta(hours=1), cycle_id="d2", save_memory=save_memory)
+    )
     assert second.status == "completed" and second.model_calls == 0 and second.counts["eligible"] == 0
     store = open_store(profile, opts)
     peanuts = [e for e in store.memories.list_live() if "allergic to peanuts" in e.content]

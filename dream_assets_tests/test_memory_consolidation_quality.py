@@ -19,6 +19,7 @@ from dream_assets.passes.consolidation_select import (
 )
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
+from dream_assets.service.save import save_memory
 
 from .conftest import NOW
 from .test_memory_consolidation import NO_FLOOR, Run, answer, entry, live_ids, merge
@@ -98,7 +99,9 @@ def test_the_second_prompt_on_the_demo_holds_only_what_the_agent_saved_since(tmp
     options = DreamOptions(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
     build_demo_profile(profile, NOW, options=options, n_memories=1000, with_logs=False)
     first = run_memory_consolidation(
-        PassContext(profile, options.replace(ConsolidationMaxEntriesPerCall=2000), NOW, cycle_id="d1")
+        PassContext(
+            profile, options.replace(ConsolidationMaxEntriesPerCall=2000), NOW, cycle_id="d1", save_memory=save_memory
+        )
     )
     assert first.status == "completed" and first.counts["merged"] >= 10
     later = NOW + timedelta(hours=7)
@@ -109,7 +112,7 @@ def test_the_second_prompt_on_the_demo_holds_only_what_the_agent_saved_since(tmp
         )
     ]
     open_store(profile, options).memories.put_many(saved)
-    second = run_memory_consolidation(PassContext(profile, options, later, cycle_id="d2"))
+    second = run_memory_consolidation(PassContext(profile, options, later, cycle_id="d2", save_memory=save_memory))
     assert second.status == "completed"
     assert (second.counts["eligible"], second.counts["clusters"]) == (len(saved), 0)
 
@@ -145,7 +148,15 @@ def test_a_cluster_left_apart_is_reoffered_after_the_cooldown_merge_only_and_its
 
 def _offline_pass(profile, store, now, options=NO_FLOOR):
     client = ModelClient(OfflineBackend(), profile=profile, options=options)
-    ctx = PassContext(profile, options, now, cycle_id=f"c{now:%j%H%M}", client_factory=lambda: client, _store=store)
+    ctx = PassContext(
+        profile,
+        options,
+        now,
+        cycle_id=f"c{now:%j%H%M}",
+        client_factory=lambda: client,
+        _store=store,
+        save_memory=save_memory,
+    )
     return run_memory_consolidation(ctx)
 
 
@@ -345,17 +356,24 @@ def test_repeated_corrections_feedback_and_capability_claims_are_never_folded(ru
 
 # ----------------------------------------------------------------------------------------------- save-time exact
 def test_save_time_exact_duplicate_reinforces_the_oldest_without_moving_updated_at(store):
-    first = store.memories.save("Melanie loves pottery.", category="people/melanie", now=NOW - timedelta(days=9))
-    store.memories.save("Melanie loves pottery!", category="people/melanie", now=NOW - timedelta(days=8), dedupe=False)
-    again = store.memories.save("melanie   loves pottery", category="people/melanie", tags=("hobby",), now=NOW)
+    first = save_memory(
+        store.memories, "Melanie loves pottery.", category="people/melanie", now=NOW - timedelta(days=9)
+    )
+    save_memory(
+        store.memories, "Melanie loves pottery!", category="people/melanie", now=NOW - timedelta(days=8), dedupe=False
+    )
+    again = save_memory(store.memories, "melanie   loves pottery", category="people/melanie", tags=("hobby",), now=NOW)
     assert again.action == "reinforced" and again.entry.id == first.entry.id
     assert again.entry.updated_at == NOW - timedelta(days=9) and again.entry.last_seen_at == NOW
     assert again.entry.reinforcement_count == 2 and again.entry.tags == ("hobby",)
 
 
 def test_a_framed_re_observation_is_a_save_time_candidate_but_saved_apart(store):
-    store.memories.save("Melanie loves pottery classes.", category="people/melanie", now=NOW - timedelta(days=9))
-    later = store.memories.save(
+    save_memory(
+        store.memories, "Melanie loves pottery classes.", category="people/melanie", now=NOW - timedelta(days=9)
+    )
+    later = save_memory(
+        store.memories,
         "On 25 May 2023, Melanie mentioned again that she loves pottery classes.",
         category="people/melanie",
         now=NOW,
@@ -414,7 +432,15 @@ def _converge(profile, store, options: DreamOptions, limit: int) -> tuple[list[s
         before = store.memories.fingerprint()
         client = ModelClient(OfflineBackend(), profile=profile, options=options)
         run_memory_consolidation(
-            PassContext(profile, options, now, cycle_id=f"k{cycle}", client_factory=lambda c=client: c, _store=store)
+            PassContext(
+                profile,
+                options,
+                now,
+                cycle_id=f"k{cycle}",
+                client_factory=lambda c=client: c,
+                _store=store,
+                save_memory=save_memory,
+            )
         )
         now += timedelta(minutes=1)
         if store.memories.fingerprint() == before and cycle > 1:

@@ -16,6 +16,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.contradiction_sweep import run_contradiction_sweep
 from dream_assets.passes.importance_decay import run_importance_decay
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
+from dream_assets.service.save import save_memory
 
 from .conftest import NOW
 
@@ -32,7 +33,7 @@ def _pass(pass_fn, profile, store, cycle_id, now, answer=None, **options):
 
 def _save(store, content, *, days_ago, metadata=None, category="people/alice"):
     at = NOW - timedelta(days=days_ago)
-    return store.memories.save(content, category=category, metadata=metadata or {}, now=at, dedupe=False).entry
+    return save_memory(store.memories, content, category=category, metadata=metadata or {}, now=at, dedupe=False).entry
 
 
 def test_an_entry_merged_superseded_restored_and_purged_lists_every_step(profile, store, capsys):

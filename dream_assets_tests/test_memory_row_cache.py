@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.model import MemoryEntry, new_id
+from dream_assets.service.save import save_memory
 from dream_assets.store.memory import ROW_CACHE_SIZE
 
 from .conftest import NOW
@@ -64,7 +65,7 @@ WRITES = {
     "set_importance": lambda m, e: m.set_importance({e.id: 0.1}, now=NOW + timedelta(hours=1)),
     "set_metadata": lambda m, e: m.set_metadata({e.id: {"reviewedAt": "2026-12-01"}}),
     "put_scores": lambda m, e: m.put_scores([e.with_(importance=0.7, metadata={"decayedAt": "2026-12-01"})]),
-    "save_reinforces": lambda m, e: m.save(e.content, category=e.category, now=NOW + timedelta(hours=1)),
+    "save_reinforces": lambda m, e: save_memory(m, e.content, category=e.category, now=NOW + timedelta(hours=1)),
     "archive": lambda m, e: m.archive(e.id, now=NOW + timedelta(hours=1)),
 }
 
@@ -108,11 +109,16 @@ def test_a_rolled_back_write_read_inside_its_transaction_is_not_returned_after(s
 
 
 def test_a_save_time_comparison_reads_the_current_row(store):
-    original = store.memories.save("The Atlas release sync is on Thursdays in Lisbon.", category="work", now=NOW)
+    original = save_memory(
+        store.memories, "The Atlas release sync is on Thursdays in Lisbon.", category="work", now=NOW
+    )
     assert original.entry.id in _found(store, "Atlas release sync")  # the row is read (and kept) by a search
     store.memories.update(original.entry.id, importance=0.9, now=NOW)
-    result = store.memories.save(
-        "The Atlas release sync is on Thursdays in Lisbon. It starts at 10:00.", category="work", now=NOW
+    result = save_memory(
+        store.memories,
+        "The Atlas release sync is on Thursdays in Lisbon. It starts at 10:00.",
+        category="work",
+        now=NOW,
     )
     assert result.action == "extended"
     assert result.before.importance == 0.9

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.model import MemoryEntry
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.memory import ContentError, NotFound
 from dream_assets.text.tokens import tokenize
@@ -13,7 +14,8 @@ from .conftest import NOW
 
 
 def test_save_get_and_list(store):
-    r = store.memories.save(
+    r = save_memory(
+        store.memories,
         "The user's timezone is Europe/Berlin.",
         category="user-preferences/timezone",
         tags=["timezone", "profile", "timezone"],
@@ -35,18 +37,18 @@ def test_save_get_and_list(store):
 )
 def test_invalid_content_is_refused_with_a_clear_error(store, content, error):
     with pytest.raises(ContentError, match=error):
-        store.memories.save(content, now=NOW)
+        save_memory(store.memories, content, now=NOW)
     assert store.memories.counts() == {"live": 0, "archived": 0}
 
 
 def test_importance_out_of_range_is_refused(store):
     with pytest.raises(ContentError, match="importance"):
-        store.memories.save("A fact", importance=1.5, now=NOW)
+        save_memory(store.memories, "A fact", importance=1.5, now=NOW)
 
 
 def test_paraphrase_above_threshold_reinforces_instead_of_creating(store):
-    a = store.memories.save("The user prefers dark mode in the code editor.", now=NOW)
-    b = store.memories.save("the user prefers dark mode in the code editor", now=NOW + timedelta(days=3))
+    a = save_memory(store.memories, "The user prefers dark mode in the code editor.", now=NOW)
+    b = save_memory(store.memories, "the user prefers dark mode in the code editor", now=NOW + timedelta(days=3))
     assert b.action == "reinforced" and b.matched_id == a.entry.id and b.similarity >= 0.88
     live = store.memories.list_live()
     assert len(live) == 1
@@ -60,10 +62,10 @@ def test_near_copy_with_more_detail_extends_the_entry(store):
         "Deploys to the staging cluster run every Tuesday after the release review, are owned by the platform "
         "team and are announced in the deploys channel with a changelog link."
     )
-    first = store.memories.save(base, now=NOW)
+    first = save_memory(store.memories, base, now=NOW)
     for fact in ["The user drinks green tea.", "Invoices are due on the 5th.", "Standup is at 9:30."]:
-        store.memories.save(fact, now=NOW)
-    r = store.memories.save(base[:-1] + " and a rollback plan.", now=NOW + timedelta(days=1))
+        save_memory(store.memories, fact, now=NOW)
+    r = save_memory(store.memories, base[:-1] + " and a rollback plan.", now=NOW + timedelta(days=1))
     assert r.action == "extended" and r.matched_id == first.entry.id
     live = {e.id: e for e in store.memories.list_live()}
     assert len(live) == 4
@@ -72,8 +74,8 @@ def test_near_copy_with_more_detail_extends_the_entry(store):
 
 
 def test_a_distinct_fact_creates_a_new_entry(store):
-    store.memories.save("The user prefers dark mode in the code editor.", now=NOW)
-    r = store.memories.save("The user's daughter is called Mia and plays the violin.", now=NOW)
+    save_memory(store.memories, "The user prefers dark mode in the code editor.", now=NOW)
+    r = save_memory(store.memories, "The user's daughter is called Mia and plays the violin.", now=NOW)
     assert r.action == "created"
     assert store.memories.counts()["live"] == 2
 
@@ -81,8 +83,8 @@ def test_a_distinct_fact_creates_a_new_entry(store):
 def test_same_wording_different_subject_time_is_kept_apart(store):
     meta1 = {"subjectTimeStart": "2026-03-01", "subjectTimeEnd": "2026-03-05"}
     meta2 = {"subjectTimeStart": "2026-08-10", "subjectTimeEnd": "2026-08-14"}
-    store.memories.save("The user went on a ski trip to Innsbruck.", metadata=meta1, now=NOW)
-    r = store.memories.save("The user went on a ski trip to Innsbruck.", metadata=meta2, now=NOW)
+    save_memory(store.memories, "The user went on a ski trip to Innsbruck.", metadata=meta1, now=NOW)
+    r = save_memory(store.memories, "The user went on a ski trip to Innsbruck.", metadata=meta2, now=NOW)
     assert r.action == "created"
 
 
@@ -94,7 +96,7 @@ def test_bm25_search_ranks_the_specific_match_first_and_ignores_archived(store):
         "report": "The weekly report is due on Friday.",
         "old": "The old weekly report email went to Bob.",
     }.items():
-        ids[key] = store.memories.save(text, now=NOW, dedupe=False).entry.id
+        ids[key] = save_memory(store.memories, text, now=NOW, dedupe=False).entry.id
     store.memories.archive(ids["old"], now=NOW)
     hits = store.memories.search("send report email to Sarah", limit=5)
     assert hits[0][0].id == ids["email"]
@@ -104,14 +106,14 @@ def test_bm25_search_ranks_the_specific_match_first_and_ignores_archived(store):
 
 
 def test_search_covers_category_and_tags(store):
-    r = store.memories.save("Prefers aisle seats.", category="travel/flights", tags=["airline"], now=NOW)
-    store.memories.save("Likes window views at home.", category="home", now=NOW)
+    r = save_memory(store.memories, "Prefers aisle seats.", category="travel/flights", tags=["airline"], now=NOW)
+    save_memory(store.memories, "Likes window views at home.", category="home", now=NOW)
     assert store.memories.search("flights")[0][0].id == r.entry.id
     assert store.memories.search("airline")[0][0].id == r.entry.id
 
 
 def test_archive_restore_and_purge(store):
-    e = store.memories.save("A fact to retire.", now=NOW).entry
+    e = save_memory(store.memories, "A fact to retire.", now=NOW).entry
     store.memories.archive(e.id, now=NOW + timedelta(days=1))
     assert store.memories.get(e.id).archived_at == NOW + timedelta(days=1)
     assert store.memories.get(e.id, include_archived=False) is None
@@ -128,7 +130,7 @@ def test_archive_restore_and_purge(store):
 
 
 def test_reinforce_touches_only_last_seen_and_count(store):
-    e = store.memories.save("Episode: the user visited the Louvre.", now=NOW).entry
+    e = save_memory(store.memories, "Episode: the user visited the Louvre.", now=NOW).entry
     r = store.memories.reinforce(e.id, now=NOW + timedelta(days=40))
     assert r.content == e.content and r.created_at == e.created_at
     assert r.last_seen_at == NOW + timedelta(days=40) and r.reinforcement_count == 2
@@ -137,7 +139,7 @@ def test_reinforce_touches_only_last_seen_and_count(store):
 
 
 def test_update_changes_fields_and_keeps_last_seen(store):
-    e = store.memories.save("Coffee order: flat white.", now=NOW).entry
+    e = save_memory(store.memories, "Coffee order: flat white.", now=NOW).entry
     u = store.memories.update(
         e.id, content="Coffee order: oat flat white.", tags=["coffee"], now=NOW + timedelta(hours=1)
     )
@@ -147,8 +149,8 @@ def test_update_changes_fields_and_keeps_last_seen(store):
 
 
 def test_fingerprint_covers_content_not_importance_or_usage(store):
-    a = store.memories.save("Fact one about Paris.", now=NOW).entry
-    store.memories.save("Fact two about Rome.", now=NOW)
+    a = save_memory(store.memories, "Fact one about Paris.", now=NOW).entry
+    save_memory(store.memories, "Fact two about Rome.", now=NOW)
     fp = store.memories.fingerprint()
     store.memories.set_importance({a.id: 0.11}, now=NOW + timedelta(days=60))
     store.memories.reinforce(a.id, now=NOW + timedelta(days=61))
@@ -206,9 +208,11 @@ def test_the_kept_fingerprint_equals_a_full_recompute_after_every_kind_of_write(
         assert (fp not in seen) == changes
         seen.add(fp)
 
-    a = m.save("Zoë's café serves ☕ at 7:00 — naïve résumé.", category="places/ünï", tags=["café"], now=NOW).entry
+    a = save_memory(
+        m, "Zoë's café serves ☕ at 7:00 — naïve résumé.", category="places/ünï", tags=["café"], now=NOW
+    ).entry
     step(True)
-    b = m.save("The user's sister lives in Kraków.", now=NOW).entry
+    b = save_memory(m, "The user's sister lives in Kraków.", now=NOW).entry
     step(True)
     m.put_many(
         [
@@ -230,7 +234,7 @@ def test_the_kept_fingerprint_equals_a_full_recompute_after_every_kind_of_write(
     m.reinforce(a.id, now=NOW + timedelta(days=1))
     m.set_importance({a.id: 0.2, b.id: 0.9}, now=NOW + timedelta(days=2))
     m.set_metadata({a.id: {"note": "x"}})
-    m.save("Zoë's café serves ☕ at 7:00 — naïve résumé.", category="places/ünï", now=NOW + timedelta(days=3))
+    save_memory(m, "Zoë's café serves ☕ at 7:00 — naïve résumé.", category="places/ünï", now=NOW + timedelta(days=3))
     step(False)
     m.update(a.id, tags=["café", "morning"], now=NOW)
     step(True)
@@ -251,8 +255,8 @@ def test_the_kept_fingerprint_equals_a_full_recompute_after_every_kind_of_write(
 
 def test_undoing_a_cycle_puts_the_fingerprint_back(store):
     m = store.memories
-    kept = m.save("The user's dentist is Dr. Okafor in Accra.", now=NOW).entry
-    gone = m.save("Project Nimbus moved its standup to 10:15.", now=NOW).entry
+    kept = save_memory(m, "The user's dentist is Dr. Okafor in Accra.", now=NOW).entry
+    gone = save_memory(m, "Project Nimbus moved its standup to 10:15.", now=NOW).entry
     before = m.fingerprint()
     later = NOW + timedelta(hours=1)
     with store.transaction():
@@ -286,12 +290,12 @@ def test_undoing_a_cycle_puts_the_fingerprint_back(store):
 
 
 def test_a_rolled_back_write_leaves_the_fingerprint_as_it_was(store):
-    a = store.memories.save("Fact one about Paris.", now=NOW).entry
+    a = save_memory(store.memories, "Fact one about Paris.", now=NOW).entry
     before = store.memories.fingerprint()
     with pytest.raises(RuntimeError):
         with store.transaction():
             store.memories.update(a.id, content="Fact one about Lyon.", now=NOW)
-            store.memories.save("Fact two about Rome.", now=NOW)
+            save_memory(store.memories, "Fact two about Rome.", now=NOW)
             raise RuntimeError("the pass failed")
     assert store.memories.fingerprint() == before == store.memories.recomputed_fingerprint()
 
@@ -305,13 +309,13 @@ def _die_inside_a_write(root: str, entry_id: str) -> None:
     st = open_store(AgentProfile(root), DreamOptions())
     with st.transaction():
         st.memories.update(entry_id, content="Fact one about Lyon.", now=NOW)
-        st.memories.save("Fact three about Oslo.", now=NOW)
+        save_memory(st.memories, "Fact three about Oslo.", now=NOW)
         os._exit(3)
 
 
 def test_a_process_killed_inside_a_write_leaves_a_fingerprint_that_matches_the_rows(profile, options):
     st = open_store(profile, options)
-    a = st.memories.save("Fact one about Paris.", now=NOW).entry
+    a = save_memory(st.memories, "Fact one about Paris.", now=NOW).entry
     before = st.memories.fingerprint()
     st.close()
     ctx = mp.get_context("spawn")
@@ -331,8 +335,8 @@ def test_a_store_written_by_an_older_version_gets_its_fingerprint_on_open(profil
     from dream_assets.store.connection import close_all
 
     st = open_store(profile, options)
-    a = st.memories.save("Fact one about Paris.", now=NOW).entry
-    st.memories.save("Fact two about Rome.", now=NOW)
+    a = save_memory(st.memories, "Fact one about Paris.", now=NOW).entry
+    save_memory(st.memories, "Fact two about Rome.", now=NOW)
     before = st.memories.fingerprint()
     st.close()
     close_all()
@@ -375,7 +379,7 @@ def test_duplicate_clusters_use_options(store):
         "An unrelated fact about bicycles and rain.",
     ]
     for t in texts:
-        store.memories.save(t, now=NOW, dedupe=False)
+        save_memory(store.memories, t, now=NOW, dedupe=False)
     result = store.memories.duplicate_clusters(threshold=0.8, max_cluster_size=3)
     assert result.method == "overlap" and result.threshold == 0.8  # the default lexical measure
     assert len(result.clusters) == 1 and len(result.clusters[0]) >= 2
@@ -386,8 +390,8 @@ def test_duplicate_clusters_use_options(store):
 
 def test_tfidf_measure_is_an_option(profile, options):
     store = open_store(profile, options.replace(LexicalSimilarityMeasure="tfidf"))
-    store.memories.save("The user's favourite colour is teal.", now=NOW, dedupe=False)
-    store.memories.save("The user's favourite colour is teal!", now=NOW, dedupe=False)
+    save_memory(store.memories, "The user's favourite colour is teal.", now=NOW, dedupe=False)
+    save_memory(store.memories, "The user's favourite colour is teal!", now=NOW, dedupe=False)
     result = store.memories.duplicate_clusters()
     assert result.method == "tfidf" and result.threshold == options.ConsolidationSimilarityThreshold
     assert result.clusters == [[e.id for e in store.memories.list_live()]]
@@ -395,7 +399,7 @@ def test_tfidf_measure_is_an_option(profile, options):
 
 def test_store_sees_writes_of_another_process(profile, options):
     s = open_store(profile, options)
-    s.memories.save("A first fact about lighthouses.", now=NOW)
+    save_memory(s.memories, "A first fact about lighthouses.", now=NOW)
     assert s.memories.search("lighthouses")
     ctx = mp.get_context("spawn")
     p = ctx.Process(target=_save_many, args=(str(profile.root), "volcano", 5))
@@ -411,7 +415,8 @@ def _save_many(root: str, word: str, n: int) -> None:
 
     st = open_store(AgentProfile(root), DreamOptions())
     for i in range(n):
-        st.memories.save(
+        save_memory(
+            st.memories,
             f"Distinct {word} fact number {i}: {word} {i * 13} erupted in year {1900 + i}.",
             now=NOW,
             dedupe=False,
@@ -425,7 +430,7 @@ def _writer(root: str, tag: str, n: int) -> None:
 
     st = open_store(AgentProfile(root), DreamOptions())
     for i in range(n):
-        st.memories.save(f"Process {tag} wrote fact {i} about item-{tag}-{i}.", now=NOW, dedupe=False)
+        save_memory(st.memories, f"Process {tag} wrote fact {i} about item-{tag}-{i}.", now=NOW, dedupe=False)
     st.close()
 
 
@@ -482,7 +487,7 @@ def test_recall_index_built_at_once_equals_the_one_kept_in_step_with_every_write
 
     store.memories.search("start the index")  # built on the empty store, then kept in step write by write
     saved = [
-        store.memories.save(text, category=category, tags=tags, now=NOW + timedelta(minutes=i)).entry
+        save_memory(store.memories, text, category=category, tags=tags, now=NOW + timedelta(minutes=i)).entry
         for i, (text, category, tags) in enumerate(
             [
                 ("The user prefers dark mode in VS Code.", "prefs", ["editor"]),
@@ -541,7 +546,9 @@ def test_a_recall_index_built_outside_the_store_lets_others_write_and_still_equa
     theirs.archive("m-029", now=NOW)
     writes = iter(
         [
-            lambda: theirs.save("Priya Shah owns the Lisbon lease since 2026-11-01.", category="places", now=NOW),
+            lambda: save_memory(
+                theirs, "Priya Shah owns the Lisbon lease since 2026-11-01.", category="places", now=NOW
+            ),
             lambda: theirs.update("m-025", content="Fact 25 moved to the Heron load tests.", now=NOW),  # unread yet
             lambda: theirs.archive("m-001", now=NOW),  # read already
             lambda: theirs.purge(["m-001"], now=NOW),

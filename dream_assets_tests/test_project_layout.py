@@ -98,11 +98,13 @@ def test_no_module_imports_one_above_its_layer() -> None:
 
 #: Layers inside the library (layer 0 above), lowest first. A module may import its own layer and the ones below, never
 #: one above, whether at module level, inside a function, under TYPE_CHECKING, relatively or through importlib. The
-#: model layer sits below the store: save-time dedup in the store calls the embedding endpoint, and the model layer
-#: never reads the store. ``input_fingerprints`` (the data versions of the stores and logs the passes read) sits
-#: between the store and the passes, which stamp those versions. Everything not named here is the rest of the library
-#: (gates, cycle, cycle_report, log_analyses, memory_audit, demo, ...), above the passes: a module the passes use
-#: (their outcome record, say) lives inside ``passes/`` or below, never beside the rest as a named exception.
+#: store sits below the model layer: it keeps rows, SQL and cached vectors, makes no network call and imports nothing
+#: of the model layer, which may read the store's vectors cache (llm/embedding_index.py). ``input_fingerprints`` (the
+#: data versions of the stores and logs the passes read) sits between the store and the passes, which stamp those
+#: versions. Everything not named here is the rest of the library (gates, cycle, cycle_report, log_analyses,
+#: memory_audit, demo, the memory service, ...), above the passes: a module the passes use (their outcome record, say)
+#: lives inside ``passes/`` or below, never beside the rest as a named exception; what the passes need of the service
+#: (its save) is handed to them in their ``PassContext``.
 LIBRARY_LAYERS = {
     "dream_assets": 0,  # the package itself (empty)
     "dream_assets.model": 0,
@@ -110,15 +112,16 @@ LIBRARY_LAYERS = {
     "dream_assets.profile": 0,
     "dream_assets.options": 0,
     "dream_assets.file_safety": 0,
+    "dream_assets.liveness": 0,  # a heartbeat thread and whether a process lives: runs, cycles and busy leases
     "dream_assets.scope": 0,  # the walls between namespaces: a rule over entries, read by the store and the passes
     "dream_assets.directives": 0,  # package data
     "dream_assets.text": 1,
-    "dream_assets.llm": 2,
-    "dream_assets.store": 3,
+    "dream_assets.store": 2,
+    "dream_assets.llm": 3,
     "dream_assets.input_fingerprints": 4,
     "dream_assets.passes": 5,
 }
-LIBRARY_LAYER_NAMES = ["base", "text", "llm", "store", "inputs", "passes", "rest of the library"]
+LIBRARY_LAYER_NAMES = ["base", "text", "store", "llm", "inputs", "passes", "rest of the library"]
 
 
 def test_the_library_layers_are_the_documented_ones() -> None:
@@ -128,8 +131,8 @@ def test_the_library_layers_are_the_documented_ones() -> None:
     above_base = {name: layer for name, layer in LIBRARY_LAYERS.items() if layer > 0}
     assert above_base == {
         "dream_assets.text": 1,
-        "dream_assets.llm": 2,
-        "dream_assets.store": 3,
+        "dream_assets.store": 2,
+        "dream_assets.llm": 3,
         "dream_assets.input_fingerprints": 4,
         "dream_assets.passes": 5,
     }
@@ -240,9 +243,25 @@ def test_the_library_layer_check_finds_every_kind_of_upward_import(tmp_path: Pat
         "passes module dream_assets.passes.spec imports dream_assets.pass_status.record_outcome (rest of the library)",
         "passes module dream_assets.passes.spec imports dream_assets.gates (rest of the library)",
         "store module dream_assets.store.memory imports dream_assets.passes.spec (passes)",
+        "store module dream_assets.store.memory imports dream_assets.llm.base.M (llm)",
         "text module dream_assets.text.bm25 imports dream_assets.store.x (store)",
     ], problems
     assert problems[0].startswith("dream_assets/llm/contracts.py:2: ")
+
+
+def test_the_store_imports_nothing_of_the_model_layer() -> None:
+    """The store keeps rows, SQL and cached vectors: no module under store/ imports from llm/, at module level or
+    inside a function, so the store makes no model or embeddings call (the save pipeline, service/save.py, asks for
+    vectors before it opens the store)."""
+    modules = _modules()
+    problems = [
+        f"{path.relative_to(ROOT)}:{line}: {module} imports {name}"
+        for module, path in sorted(modules.items())
+        if module == "dream_assets.store" or module.startswith("dream_assets.store.")
+        for name, line in _package_imports(path, module)
+        if name == "dream_assets.llm" or name.startswith("dream_assets.llm.")
+    ]
+    assert not problems, "\n".join(problems)
 
 
 def _module_level_imports(path: Path, modules: dict[str, Path]) -> set[str]:

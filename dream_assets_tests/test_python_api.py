@@ -11,6 +11,7 @@ import pytest
 from dream_assets.cycle import run_cycle
 from dream_assets.model import Skill
 from dream_assets.profile import AgentProfile
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.log_records import FeedbackEvent, SkillUsageEvent
 from dream_assets.store.logs import append_event, read_events
@@ -26,7 +27,7 @@ def test_open_store_from_a_path_applies_the_agents_dream_toml(tmp_path: Path, mo
     try:
         assert store.options.MaxContentChars == 40
         with pytest.raises(ContentError, match="MaxContentChars"):
-            store.memories.save("x" * 41)
+            save_memory(store.memories, "x" * 41)
         assert store.memories.counts()["live"] == 0
     finally:
         store.close()
@@ -40,7 +41,7 @@ def test_open_store_applies_the_environment_over_the_file(tmp_path: Path, monkey
     store = open_store(Path(root))
     try:
         assert store.options.MaxContentChars == 60
-        assert store.memories.save("y" * 50).action == "created"
+        assert save_memory(store.memories, "y" * 50).action == "created"
     finally:
         store.close()
 
@@ -49,7 +50,7 @@ def test_calls_without_now_use_the_current_utc_time(tmp_path: Path) -> None:
     before = datetime.now(UTC)
     store = open_store(AgentProfile(tmp_path / "a"))
     try:
-        saved = store.memories.save("The build server is ci-7 in Frankfurt.").entry
+        saved = save_memory(store.memories, "The build server is ci-7 in Frankfurt.").entry
         reinforced = store.memories.reinforce(saved.id)
         archived = store.memories.archive(saved.id)
         skill = store.skills.save(Skill("mcp/email", "send mail", "Use the mail tool to send a message."))
@@ -82,7 +83,7 @@ def test_run_cycle_takes_only_the_profile_folder(tmp_path: Path) -> None:
     root = tmp_path / "a"
     store = open_store(root)
     try:
-        store.memories.save("The deploy window is Tuesday 14:00 UTC.")
+        save_memory(store.memories, "The deploy window is Tuesday 14:00 UTC.")
     finally:
         store.close()
     reports = run_cycle(root, only=["archive_purge", "importance_decay"])

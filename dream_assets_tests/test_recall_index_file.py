@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.demo import _memories
+from dream_assets.service.save import save_memory
 from dream_assets.store import index_file
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.memory import MemoryStore, persist_recall_indexes
@@ -66,7 +67,7 @@ def corpus(store):
     store.memories.search("warm up")  # builds the index and writes the file
     assert index_file.index_path(store.connection.db_path).exists()
     for i in range(12):
-        store.memories.save(f"Note {i}: Alice moved the Atlas standup to room {i}", category="work", now=NOW)
+        save_memory(store.memories, f"Note {i}: Alice moved the Atlas standup to room {i}", category="work", now=NOW)
     for entry in entries[:5]:
         store.memories.archive(entry.id, now=NOW + timedelta(hours=1))
     store.memories.update(entries[10].id, content="Completely new words: zebra quantum ledger", now=NOW)
@@ -104,7 +105,7 @@ def test_a_save_through_a_loaded_index_decides_as_a_fresh_build(profile, options
     text = corpus[20].content
     conn, loaded = _another_process(profile, options)
     try:
-        result = loaded.save(text, category=corpus[20].category, now=NOW + timedelta(days=1))
+        result = save_memory(loaded, text, category=corpus[20].category, now=NOW + timedelta(days=1))
     finally:
         conn.close()
     assert result.action == "reinforced" and result.entry.id == corpus[20].id
@@ -156,7 +157,7 @@ def test_a_file_the_store_does_not_vouch_for_is_rebuilt(profile, options, corpus
         memories.prepare_recall()
         conn.close()
         shutil.copy(profile.store_path, older)  # the store as the file was written
-        memories.save("One more fact about the zebra ledger", now=NOW + timedelta(days=2))
+        save_memory(memories, "One more fact about the zebra ledger", now=NOW + timedelta(days=2))
         assert memories.persist_recall_index()
     finally:
         conn.close()
@@ -187,7 +188,7 @@ def test_the_file_is_kept_current_at_the_end_of_a_cycle(profile, options, corpus
     conn, memories = _another_process(profile, options)
     try:
         memories.prepare_recall()
-        memories.save("A fact saved during the cycle about walruses", now=NOW + timedelta(days=3))
+        save_memory(memories, "A fact saved during the cycle about walruses", now=NOW + timedelta(days=3))
         stamp_before = index_file.read(index_file.index_path(profile.store_path))[1]
         assert persist_recall_indexes() >= 1
         state, stamp = index_file.read(index_file.index_path(profile.store_path))
@@ -247,7 +248,7 @@ def test_a_cycle_leaves_the_index_file_current(profile, options, corpus):
     from dream_assets.store import open_store
 
     store = open_store(profile, options)
-    store.memories.save("The walrus enclosure opens at nine on Sundays", now=NOW + timedelta(days=3))
+    save_memory(store.memories, "The walrus enclosure opens at nine on Sundays", now=NOW + timedelta(days=3))
     before = index_file.read(index_file.index_path(profile.store_path))[1]["synced_seq"]
     run_cycle(profile, options, NOW + timedelta(days=3), only=["log_retention"])
     state, stamp = index_file.read(index_file.index_path(profile.store_path))

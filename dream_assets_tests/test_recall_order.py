@@ -9,13 +9,20 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.options import DreamOptions, OptionsError
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets_tests.conftest import NOW
 
 
 def save(store, content, *, days_ago, category="people/work", metadata=None, tags=()):
-    return store.memories.save(
-        content, category=category, metadata=metadata or {}, tags=tags, now=NOW - timedelta(days=days_ago), dedupe=False
+    return save_memory(
+        store.memories,
+        content,
+        category=category,
+        metadata=metadata or {},
+        tags=tags,
+        now=NOW - timedelta(days=days_ago),
+        dedupe=False,
     ).entry
 
 
@@ -129,9 +136,12 @@ def test_recency_and_reinforcement_weigh_only_when_configured(profile):
     store = open_store(profile, DreamOptions())
     try:
         # Different words about one topic (not versions of one fact): the shorter text scores higher by BM25.
-        store.memories.save("Budget review notes.", category="finance", now=NOW - timedelta(days=300))
-        seen = store.memories.save(
-            "The quarterly budget review with the finance team is on Friday.", category="planning", now=NOW
+        save_memory(store.memories, "Budget review notes.", category="finance", now=NOW - timedelta(days=300))
+        seen = save_memory(
+            store.memories,
+            "The quarterly budget review with the finance team is on Friday.",
+            category="planning",
+            now=NOW,
         ).entry
     finally:
         store.close()

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.dedup import CREATE, EXTEND, REINFORCE, decide
 from dream_assets.text import coverage
@@ -80,7 +81,7 @@ def _assert_nothing_lost(first: str, second: str, live: list[str]) -> None:
 @pytest.fixture
 def seeded(store):
     for text in BACKGROUND:
-        store.memories.save(text, now=NOW)
+        save_memory(store.memories, text, now=NOW)
     return store
 
 
@@ -92,8 +93,8 @@ def _live(store) -> list[str]:
 
 
 def test_corrected_date_is_saved_as_a_new_entry(store):
-    first = store.memories.save("The launch review is on 2026-03-06.", now=NOW)
-    second = store.memories.save("The launch review is on 2026-06-03.", now=LATER)
+    first = save_memory(store.memories, "The launch review is on 2026-03-06.", now=NOW)
+    second = save_memory(store.memories, "The launch review is on 2026-06-03.", now=LATER)
     assert second.action == "created"
     assert second.matched_id == first.entry.id  # the near-duplicate is named, for consolidation and the caller
     assert "2026-06-03" in second.reason and "2026-03-06" in second.reason
@@ -105,8 +106,8 @@ def test_corrected_date_is_saved_as_a_new_entry(store):
 
 
 def test_swapped_names_are_a_different_fact(store):
-    first = store.memories.save("Sam plans a trip with Evan.", now=NOW)
-    second = store.memories.save("Evan plans a trip with Sam.", now=LATER)
+    first = save_memory(store.memories, "Sam plans a trip with Evan.", now=NOW)
+    second = save_memory(store.memories, "Evan plans a trip with Sam.", now=LATER)
     assert second.action == "created" and second.matched_id == first.entry.id
     assert "another order" in second.reason
     assert sorted(_live(store)) == ["Evan plans a trip with Sam.", "Sam plans a trip with Evan."]
@@ -129,17 +130,17 @@ def test_swapped_names_are_a_different_fact(store):
     ],
 )
 def test_a_changed_value_or_order_is_a_correction_saved_apart(store, stored, incoming):
-    first = store.memories.save(stored, now=NOW)
-    second = store.memories.save(incoming, now=LATER)
+    first = save_memory(store.memories, stored, now=NOW)
+    second = save_memory(store.memories, incoming, now=LATER)
     assert second.action == "created" and second.matched_id == first.entry.id and second.reason
     assert sorted(_live(store)) == sorted([stored, incoming])
     assert store.memories.get(first.entry.id).reinforcement_count == 1
 
 
 def test_incoming_superset_never_replaces_the_stored_casing(seeded):
-    first = seeded.memories.save(REVIEW, now=NOW)
+    first = save_memory(seeded.memories, REVIEW, now=NOW)
     # The incoming words include all of the stored entry's words, lower-cased, with more detail.
-    second = seeded.memories.save(REVIEW.lower()[:-1] + " and the sso setup.", now=LATER)
+    second = save_memory(seeded.memories, REVIEW.lower()[:-1] + " and the sso setup.", now=LATER)
     assert second.matched_id == first.entry.id
     assert second.action == "created"  # the stored sentence is restated in other spelling: kept apart
     live = _live(seeded)
@@ -147,16 +148,16 @@ def test_incoming_superset_never_replaces_the_stored_casing(seeded):
 
 
 def test_repeat_with_a_new_sentence_extends_and_keeps_the_stored_text(seeded):
-    first = seeded.memories.save(REVIEW, now=NOW)
-    second = seeded.memories.save(REVIEW.lower() + " Bring the threat model.", now=LATER)
+    first = save_memory(seeded.memories, REVIEW, now=NOW)
+    second = save_memory(seeded.memories, REVIEW.lower() + " Bring the threat model.", now=LATER)
     assert second.action == "extended" and second.matched_id == first.entry.id
     assert _live(seeded) == [REVIEW + " Bring the threat model."]
     assert seeded.memories.get(first.entry.id).reinforcement_count == 2
 
 
 def test_continuing_a_sentence_extends_it_in_place(seeded):
-    first = seeded.memories.save(REVIEW, now=NOW)
-    second = seeded.memories.save(REVIEW[:-1] + " and the SSO setup.", now=LATER)
+    first = save_memory(seeded.memories, REVIEW, now=NOW)
+    second = save_memory(seeded.memories, REVIEW[:-1] + " and the SSO setup.", now=LATER)
     assert second.action == "extended" and second.matched_id == first.entry.id
     assert _live(seeded) == [REVIEW[:-1] + " and the SSO setup."]
 
@@ -168,11 +169,11 @@ def test_extension_over_the_size_cap_creates_a_new_entry(profile):
     store = open_store(profile, options)
     try:
         for text in BACKGROUND:
-            store.memories.save(text, now=NOW)
-        first = store.memories.save(stored, now=NOW)
+            save_memory(store.memories, text, now=NOW)
+        first = save_memory(store.memories, stored, now=NOW)
         incoming = body + extra  # fits the cap; the stored text plus the incoming's new sentence does not
         assert len(incoming) <= options.MaxContentChars
-        second = store.memories.save(incoming, now=LATER)
+        second = save_memory(store.memories, incoming, now=LATER)
         assert second.action == "created" and second.matched_id == first.entry.id
         assert "MaxContentChars" in second.reason
         assert sorted(_live(store)) == sorted([stored, incoming])
@@ -181,30 +182,30 @@ def test_extension_over_the_size_cap_creates_a_new_entry(profile):
 
 
 def test_a_respelled_name_is_saved_apart(store):
-    store.memories.save("The user hosts the dotfiles repository on Github.", now=NOW)
-    second = store.memories.save("The user hosts the dotfiles repository on GitHub.", now=LATER)
+    save_memory(store.memories, "The user hosts the dotfiles repository on Github.", now=NOW)
+    second = save_memory(store.memories, "The user hosts the dotfiles repository on GitHub.", now=LATER)
     assert second.action == "created" and "'GitHub'" in second.reason
     assert len(_live(store)) == 2
 
 
 def test_a_lowercase_repeat_reinforces_and_keeps_the_stored_spelling(store):
-    first = store.memories.save("The user deploys the MCP gateway to AWS in eu-west-1.", now=NOW)
-    second = store.memories.save("the user deploys the mcp gateway to aws in eu-west-1", now=LATER)
+    first = save_memory(store.memories, "The user deploys the MCP gateway to AWS in eu-west-1.", now=NOW)
+    second = save_memory(store.memories, "the user deploys the mcp gateway to aws in eu-west-1", now=LATER)
     assert second.action == "reinforced" and second.matched_id == first.entry.id
     assert _live(store) == ["The user deploys the MCP gateway to AWS in eu-west-1."]
 
 
 def test_the_same_date_in_another_spelling_reinforces_and_keeps_the_stored_spelling(store):
-    first = store.memories.save("The contract with Globex renews on March 6, 2026.", now=NOW)
-    second = store.memories.save("The contract with Globex renews on 6 March 2026", now=LATER)
+    first = save_memory(store.memories, "The contract with Globex renews on March 6, 2026.", now=NOW)
+    second = save_memory(store.memories, "The contract with Globex renews on 6 March 2026", now=LATER)
     assert second.action == "reinforced" and second.matched_id == first.entry.id
     assert _live(store) == ["The contract with Globex renews on March 6, 2026."]
 
 
 def test_repeating_a_correction_reinforces_the_correction(store):
-    store.memories.save("The launch review is on 2026-03-06.", now=NOW)
-    correction = store.memories.save("The launch review is on 2026-06-03.", now=NOW + timedelta(hours=1))
-    again = store.memories.save("The launch review is on 2026-06-03.", now=LATER)
+    save_memory(store.memories, "The launch review is on 2026-03-06.", now=NOW)
+    correction = save_memory(store.memories, "The launch review is on 2026-06-03.", now=NOW + timedelta(hours=1))
+    again = save_memory(store.memories, "The launch review is on 2026-06-03.", now=LATER)
     assert again.action == "reinforced" and again.matched_id == correction.entry.id
     assert sorted(_live(store)) == [
         "The launch review is on 2026-03-06.",
@@ -214,22 +215,24 @@ def test_repeating_a_correction_reinforces_the_correction(store):
 
 
 def test_different_subject_times_are_never_merged_even_for_a_repeat(store):
-    store.memories.save("The user went skiing in Innsbruck.", metadata={"subjectTime": "2026-02-01"}, now=NOW)
-    r = store.memories.save("The user went skiing in Innsbruck.", metadata={"subjectTime": "2025-02-01"}, now=LATER)
+    save_memory(store.memories, "The user went skiing in Innsbruck.", metadata={"subjectTime": "2026-02-01"}, now=NOW)
+    r = save_memory(
+        store.memories, "The user went skiing in Innsbruck.", metadata={"subjectTime": "2025-02-01"}, now=LATER
+    )
     assert r.action == "created" and r.matched_id is None
     assert len(_live(store)) == 2
 
 
 def test_a_line_wrapped_sentence_and_the_same_sentence_on_one_line_are_one_sentence(store):
     wrapped = "Rocky has a Red Fletcher show\nat White Rock Lounge on 2026-10-26."
-    first = store.memories.save(wrapped, now=NOW)
-    again = store.memories.save("Rocky has a Red Fletcher show at White Rock Lounge on 2026-10-26.", now=LATER)
+    first = save_memory(store.memories, wrapped, now=NOW)
+    again = save_memory(store.memories, "Rocky has a Red Fletcher show at White Rock Lounge on 2026-10-26.", now=LATER)
     assert again.action == "reinforced" and again.matched_id == first.entry.id
     assert _live(store) == [wrapped]
     # And the other way round, with more words: the stored words stay as written, the new ones follow once.
-    one_line = store.memories.save("Tim booked the Lisbon flight for the Web Summit on 2026-11-02.", now=NOW)
-    longer = store.memories.save(
-        "Tim booked the Lisbon\nflight for the Web Summit on 2026-11-02 with Ana Ribeiro.", now=LATER
+    one_line = save_memory(store.memories, "Tim booked the Lisbon flight for the Web Summit on 2026-11-02.", now=NOW)
+    longer = save_memory(
+        store.memories, "Tim booked the Lisbon\nflight for the Web Summit on 2026-11-02 with Ana Ribeiro.", now=LATER
     )
     assert longer.action == "extended" and longer.matched_id == one_line.entry.id
     assert longer.entry.content == "Tim booked the Lisbon flight for the Web Summit on 2026-11-02 with Ana Ribeiro."
@@ -239,23 +242,29 @@ def test_a_date_wrapped_before_its_year_is_still_one_sentence_and_one_date(store
     """A line that opens with the year and a full stop ("2026. The ...") is the wrapped end of a date, not item 2026
     of a numbered list."""
     one_line = "Sam plans a trip to Lisbon with Evan on February 1, 2026. The notes were taken by Sam."
-    first = store.memories.save(one_line, now=NOW)
-    again = store.memories.save(one_line.replace("February 1, 2026", "February 1,\n2026"), now=LATER)
+    first = save_memory(store.memories, one_line, now=NOW)
+    again = save_memory(store.memories, one_line.replace("February 1, 2026", "February 1,\n2026"), now=LATER)
     assert again.action == "reinforced" and again.matched_id == first.entry.id
     assert _live(store) == [one_line]
 
 
 def test_a_save_in_another_category_never_lands_on_an_entry_there(store):
-    john = store.memories.save(
-        "John supported Tim a lot during the move, as mentioned in the conversation.", category="people/john", now=NOW
+    john = save_memory(
+        store.memories,
+        "John supported Tim a lot during the move, as mentioned in the conversation.",
+        category="people/john",
+        now=NOW,
     )
-    tim = store.memories.save(
-        "Tim appreciates John's support as mentioned in the conversation.", category="people/tim", now=LATER
+    tim = save_memory(
+        store.memories,
+        "Tim appreciates John's support as mentioned in the conversation.",
+        category="people/tim",
+        now=LATER,
     )
     assert tim.action == "created" and tim.entry.category == "people/tim"
-    same = store.memories.save(john.entry.content, category="people/tim", now=LATER)
+    same = save_memory(store.memories, john.entry.content, category="people/tim", now=LATER)
     assert same.action == "created" and "category" in same.reason  # the same words elsewhere mean another memory
-    cased = store.memories.save(john.entry.content, category="People/john", now=LATER)
+    cased = save_memory(store.memories, john.entry.content, category="People/john", now=LATER)
     assert cased.action == "created"  # categories compare case-sensitively
     assert store.memories.get(john.entry.id).content == john.entry.content
     assert store.memories.get(john.entry.id).reinforcement_count == 1
@@ -263,10 +272,10 @@ def test_a_save_in_another_category_never_lands_on_an_entry_there(store):
 
 def test_a_similar_sentence_about_another_fact_is_not_appended(store):
     stored = "Tim moved to Leeds in March. John helped with the move."
-    first = store.memories.save(stored, category="people/tim", now=NOW)
+    first = save_memory(store.memories, stored, category="people/tim", now=NOW)
     # Close in words (a near-duplicate candidate) but neither sentence of the entry is in it: another fact.
-    other = store.memories.save(
-        "Tim thanked John for the help with the move to Leeds.", category="people/tim", now=LATER
+    other = save_memory(
+        store.memories, "Tim thanked John for the help with the move to Leeds.", category="people/tim", now=LATER
     )
     assert other.action == "created" and other.matched_id == first.entry.id, other
     assert store.memories.get(first.entry.id).content == stored
@@ -284,15 +293,15 @@ def test_a_similar_sentence_about_another_fact_is_not_appended(store):
 )
 def test_each_occurrence_of_a_correction_feedback_or_capability_claim_is_kept(store, category, tags, metadata):
     text = "Do not book meetings before 10:00 on Mondays."
-    first = store.memories.save(text, category=category, tags=tags, metadata=metadata, now=NOW)
-    second = store.memories.save(text, category=category, tags=tags, metadata=metadata, now=LATER)
+    first = save_memory(store.memories, text, category=category, tags=tags, metadata=metadata, now=NOW)
+    second = save_memory(store.memories, text, category=category, tags=tags, metadata=metadata, now=LATER)
     assert first.action == second.action == "created" and first.entry.id != second.entry.id
     assert store.memories.get(first.entry.id).reinforcement_count == 1
 
 
 def test_a_repeat_keeps_updated_at_and_every_tag_spelling(store):
-    first = store.memories.save("User prefers the dark mode.", tags=("Ops",), now=NOW)
-    again = store.memories.save("The user prefers dark mode!", tags=("ops",), now=LATER)
+    first = save_memory(store.memories, "User prefers the dark mode.", tags=("Ops",), now=NOW)
+    again = save_memory(store.memories, "The user prefers dark mode!", tags=("ops",), now=LATER)
     assert again.action == "reinforced" and again.matched_id == first.entry.id
     kept = store.memories.get(first.entry.id)
     assert kept.updated_at == first.entry.updated_at and kept.last_seen_at == LATER
@@ -539,9 +548,9 @@ def test_no_pair_of_saves_loses_a_specific(pair):
         store = open_store(AgentProfile(root).ensure(), options)
         try:
             for text in BACKGROUND:
-                store.memories.save(text, now=NOW)
-            a = store.memories.save(first, category=first_category, now=NOW)
-            b = store.memories.save(second, category=second_category, now=LATER)
+                save_memory(store.memories, text, now=NOW)
+            a = save_memory(store.memories, first, category=first_category, now=NOW)
+            b = save_memory(store.memories, second, category=second_category, now=LATER)
             live = _live(store)
             first_now = store.memories.get(a.entry.id)
         finally:

@@ -16,6 +16,7 @@ import pytest
 
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
+from dream_assets.service.save import save_memory
 from dream_assets.store import DreamStore, open_store
 from dream_assets.store.embeddings import EmbeddingCache, content_hash
 from dream_assets_tests.conftest import NOW
@@ -51,7 +52,7 @@ def _options(base_url: str | None, **kw) -> DreamOptions:
 def _store(tmp_path, name: str, options: DreamOptions) -> DreamStore:
     store = open_store(AgentProfile(tmp_path / "agents" / name).ensure(), options)
     for text in BACKGROUND:
-        store.memories.save(text, now=NOW)
+        save_memory(store.memories, text, now=NOW)
     return store
 
 
@@ -71,14 +72,14 @@ def test_a_restatement_the_lexical_measure_misses_is_absorbed_when_the_embedding
     tmp_path, server, stored, incoming, action, content
 ):
     lexical = _store(tmp_path, "lexical", _options(None))
-    lexical.memories.save(stored, now=NOW)
-    missed = lexical.memories.save(incoming, now=NOW + timedelta(days=1))
+    save_memory(lexical.memories, stored, now=NOW)
+    missed = save_memory(lexical.memories, incoming, now=NOW + timedelta(days=1))
     assert missed.action == "created"  # the lexical measure keeps a twin
     lexical.close()
 
     store = _store(tmp_path, "embedded", _options(server.base_url))
-    first = store.memories.save(stored, now=NOW).entry
-    result = store.memories.save(incoming, now=NOW + timedelta(days=1))
+    first = save_memory(store.memories, stored, now=NOW).entry
+    result = save_memory(store.memories, incoming, now=NOW + timedelta(days=1))
 
     assert result.action == action and result.matched_id == first.id
     assert result.similarity is not None and result.similarity >= store.options.EmbeddingSimilarityThreshold
@@ -98,8 +99,8 @@ def test_the_embedding_threshold_decides_not_the_lexical_one(tmp_path, server):
             EmbeddingModel=MODEL, EmbeddingBaseUrl=server.base_url, EmbeddingSimilarityThreshold=0.99
         ),
     )
-    store.memories.save(MOVE, now=NOW)
-    result = store.memories.save(MOVE_MORE, now=NOW)
+    save_memory(store.memories, MOVE, now=NOW)
+    result = save_memory(store.memories, MOVE_MORE, now=NOW)
     assert result.action == "created"
     assert _live(store) == sorted([*BACKGROUND, MOVE, MOVE_MORE])
     assert server.embedding_requests
@@ -109,17 +110,17 @@ def test_the_embedding_threshold_decides_not_the_lexical_one(tmp_path, server):
 def test_an_identical_resave_and_a_save_whose_vectors_are_cached_make_no_embedding_request(tmp_path, server):
     store = _store(tmp_path, "cached", _options(server.base_url))
     server.requests.clear()
-    first = store.memories.save(MOVE, now=NOW)
+    first = save_memory(store.memories, MOVE, now=NOW)
     assert first.action == "created" and len(server.embedding_requests) == 1  # it and its candidates, one batch
     cache = EmbeddingCache(store.connection)
     assert cache.get(MODEL, [content_hash(MOVE)])  # the saved text's vector is kept for clustering
 
     server.requests.clear()
-    again = store.memories.save(MOVE, now=NOW + timedelta(days=1))
+    again = save_memory(store.memories, MOVE, now=NOW + timedelta(days=1))
     assert again.action == "reinforced" and again.entry.id == first.entry.id
     # the same words in another category: not an exact twin, so it is measured, from cached vectors only, and saved
     # apart (a category is part of what a memory means)
-    other = store.memories.save(MOVE, category="people/jon", now=NOW + timedelta(days=2))
+    other = save_memory(store.memories, MOVE, category="people/jon", now=NOW + timedelta(days=2))
     assert other.action == "created" and other.matched_id == first.entry.id and "category" in other.reason
     assert server.embedding_requests == []
     assert store.memories.get(first.entry.id).reinforcement_count == 2
@@ -129,9 +130,9 @@ def test_an_identical_resave_and_a_save_whose_vectors_are_cached_make_no_embeddi
 def test_a_dead_endpoint_falls_back_to_the_lexical_measure_and_the_save_succeeds(tmp_path, caplog):
     with refusing_base_url() as dead:
         store = _store(tmp_path, "dead", DreamOptions().replace(EmbeddingModel=MODEL, EmbeddingBaseUrl=dead))
-        store.memories.save(MOVE, now=NOW)
+        save_memory(store.memories, MOVE, now=NOW)
         with caplog.at_level(logging.WARNING, logger="dream_assets.store.memory"):
-            result = store.memories.save(MOVE_MORE, now=NOW + timedelta(minutes=1))
+            result = save_memory(store.memories, MOVE_MORE, now=NOW + timedelta(minutes=1))
     # the default lexical (overlap) measure matched it, and the save says embeddings were not used
     assert result.action == "extended" and result.entry.content == MOVE_MORE
     assert "embeddings failed" in result.reason and "lexical measure" in result.reason
@@ -144,9 +145,9 @@ def test_an_embeddings_body_nested_100000_deep_never_fails_the_save(tmp_path, se
     deep = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     server.script(*[Reply(status=200, body=deep, headers={"Content-Type": "application/json"})] * 8)
     store = _store(tmp_path, "deep", _options(server.base_url))
-    store.memories.save(MOVE, now=NOW)
+    save_memory(store.memories, MOVE, now=NOW)
     with caplog.at_level(logging.WARNING, logger="dream_assets.store.memory"):
-        result = store.memories.save(MOVE + " He works at a robotics startup.", now=NOW + timedelta(minutes=1))
+        result = save_memory(store.memories, MOVE + " He works at a robotics startup.", now=NOW + timedelta(minutes=1))
     assert server.embedding_requests  # the endpoint was asked, and its answer could not be used
     assert "nested too deeply" in result.reason and "lexical measure" in result.reason
     assert any("embeddings failed" in r.getMessage() for r in caplog.records)
@@ -168,11 +169,11 @@ def test_a_hanging_endpoint_delays_one_save_by_one_timeout_then_is_left_alone_fo
         ),
     )
     studio = "Gina opened her dance studio downtown in June."
-    store.memories.save(studio, now=NOW)
+    save_memory(store.memories, studio, now=NOW)
     assert server.embedding_requests == []  # nothing to compare with: nothing embedded
 
     started = time.monotonic()
-    first = store.memories.save(f"{studio} It has two rooms.", now=NOW + timedelta(minutes=1))
+    first = save_memory(store.memories, f"{studio} It has two rooms.", now=NOW + timedelta(minutes=1))
     took = time.monotonic() - started
     assert first.action == "extended" and "embeddings failed" in first.reason
     # At least the 0.5 s timeout, and less than the hang: the save cannot have waited for the answer, however slow the
@@ -180,7 +181,9 @@ def test_a_hanging_endpoint_delays_one_save_by_one_timeout_then_is_left_alone_fo
     assert 0.4 <= took < HANG_S
     assert len(server.embedding_requests) == 1
 
-    second = store.memories.save(f"{studio} It has two rooms. Classes start at six.", now=NOW + timedelta(minutes=2))
+    second = save_memory(
+        store.memories, f"{studio} It has two rooms. Classes start at six.", now=NOW + timedelta(minutes=2)
+    )
     assert second.action == "extended" and "lexical measure" in second.reason
     assert len(server.embedding_requests) == 1  # within the pause: not tried again
     assert [e.content for e in store.memories.list_live()] == [f"{studio} It has two rooms. Classes start at six."]
@@ -190,8 +193,8 @@ def test_a_hanging_endpoint_delays_one_save_by_one_timeout_then_is_left_alone_fo
 def test_without_an_embedding_model_no_request_is_ever_made(tmp_path, server):
     options = DreamOptions().replace(LlmBaseUrl=server.base_url, LlmModel="qwen")
     store = _store(tmp_path, "offline", options)
-    store.memories.save(MOVE, now=NOW)
-    result = store.memories.save(MOVE_MORE, now=NOW)
+    save_memory(store.memories, MOVE, now=NOW)
+    result = save_memory(store.memories, MOVE_MORE, now=NOW)
     assert result.action == "extended" and result.reason == "adds 1 sentence"
     assert server.requests == []
     store.close()
@@ -199,10 +202,10 @@ def test_without_an_embedding_model_no_request_is_ever_made(tmp_path, server):
 
 def test_a_save_inside_a_callers_transaction_never_calls_the_endpoint(tmp_path, server):
     store = _store(tmp_path, "held", _options(server.base_url))
-    store.memories.save(MOVE, now=NOW)
+    save_memory(store.memories, MOVE, now=NOW)
     server.requests.clear()
     with store.transaction():
-        result = store.memories.save(MOVE_MORE, now=NOW)
+        result = save_memory(store.memories, MOVE_MORE, now=NOW)
         assert server.embedding_requests == []  # the store is held: no request
     assert result.action == "created"  # the lexical (tfidf) measure decided
     store.close()

@@ -20,6 +20,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import by_name
 from dream_assets.profile import AgentProfile
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.connection import StoreBusy, StoreConnection, StoreCorrupt, close_all
 from dream_assets.store.snapshots import take_snapshot
@@ -197,16 +198,18 @@ _AGENT = """
     from datetime import UTC, datetime, timedelta
     from pathlib import Path
     from dream_assets.profile import AgentProfile
+    from dream_assets.service.save import save_memory
     from dream_assets.store import open_store
     store = open_store(AgentProfile(sys.argv[1]))
     stop = Path(sys.argv[2])
     now = datetime(2026, 11, 30, tzinfo=UTC)
-    store.memories.save("Agent warm-up note about Project Kite.", now=now, dedupe=False)
+    save_memory(store.memories, "Agent warm-up note about Project Kite.", now=now, dedupe=False)
     print("ready", flush=True)
     i = 0
     tick = time.monotonic()
     while not stop.exists():
-        store.memories.save(f"Agent note {i}: ticket {i * 7919} for Project Kite.", now=now + timedelta(seconds=i))
+        note = f"Agent note {i}: ticket {i * 7919} for Project Kite."
+        save_memory(store.memories, note, now=now + timedelta(seconds=i))
         i += 1
         tick += 0.05
         time.sleep(max(0.0, tick - time.monotonic()))
@@ -232,7 +235,7 @@ def test_an_agent_saving_twenty_times_a_second_does_not_starve_a_pass(profile, t
                 store.memories.list_live()
             time.sleep(0.1)  # the pass thinks (a model call) without the store
             with store.transaction():
-                store.memories.save(f"Pass finding {step} about Project Kite.", now=NOW, dedupe=False)
+                save_memory(store.memories, f"Pass finding {step} about Project Kite.", now=NOW, dedupe=False)
             time.sleep(0.2)
         store.close()
         stop.touch()

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.model import MemoryEntry, Skill, new_id
+from dream_assets.service.save import save_memory
 from dream_assets.store import memory as memory_module
 from dream_assets.store import open_store
 from dream_assets.store.memory import ContentError
@@ -94,7 +95,7 @@ def _seed(store):
 MEMORY_WRITES = {
     "put": lambda s, live, gone: s.memories.put(_entry("Farah Ali joins Project Zephyr in May.")),
     "put_many": lambda s, live, gone: s.memories.put_many([_entry("Gus Bell owns Project Kite.")]),
-    "save": lambda s, live, gone: s.memories.save("Hana Sato books the Vienna offsite.", now=NOW),
+    "save": lambda s, live, gone: save_memory(s.memories, "Hana Sato books the Vienna offsite.", now=NOW),
     "replace": lambda s, live, gone: s.memories.replace(live.with_(content="Dana Kim leads the Paris data team.")),
     "update": lambda s, live, gone: s.memories.update(live.id, now=NOW, content="Dana Kim left the Berlin team."),
     "reinforce": lambda s, live, gone: s.memories.reinforce(live.id, now=NOW + timedelta(days=1)),
@@ -218,7 +219,7 @@ def test_a_refused_duplicate_inside_a_transaction_leaves_the_rest_of_it_usable(s
 def test_a_save_that_creates_its_entry_is_committed_when_it_returns(store, profile, options):
     # Outside a transaction a creating save is one statement, committed by DuckDB with it: another store of the file
     # (a fresh open, as another process would make) sees the row as soon as the save returns.
-    made = store.memories.save("Jun Ito keeps the Osaka rack inventory.", category="notes", now=NOW)
+    made = save_memory(store.memories, "Jun Ito keeps the Osaka rack inventory.", category="notes", now=NOW)
     assert made.action == "created"
     assert not store.connection.in_transaction
     store.close()
@@ -231,41 +232,43 @@ def test_a_save_that_creates_its_entry_is_committed_when_it_returns(store, profi
 
 
 def test_a_save_whose_write_fails_leaves_no_trace_and_later_saves_dedup_against_committed_rows(store, monkeypatch):
-    kept = store.memories.save("Kai Moss signs off the Dublin release notes.", category="notes", now=NOW).entry
+    kept = save_memory(store.memories, "Kai Moss signs off the Dublin release notes.", category="notes", now=NOW).entry
 
     def failing(entry):
         raise Boom("the write fails")
 
     monkeypatch.setattr(memory_module, "_fingerprint_part", failing)
     with pytest.raises(Boom):
-        store.memories.save("Lena Voss books the Prague offsite venue.", category="notes", now=NOW)
+        save_memory(store.memories, "Lena Voss books the Prague offsite venue.", category="notes", now=NOW)
     monkeypatch.undo()
     assert store.memories.counts()["live"] == 1
     assert store.memories.search("Prague offsite venue") == []
-    again = store.memories.save("Kai Moss signs off the Dublin release notes.", category="notes", now=NOW)
+    again = save_memory(store.memories, "Kai Moss signs off the Dublin release notes.", category="notes", now=NOW)
     assert (again.action, again.matched_id) == ("reinforced", kept.id)
-    assert store.memories.save("Lena Voss books the Prague offsite venue.", category="notes", now=NOW).action == (
-        "created"
-    )
+    assert save_memory(
+        store.memories, "Lena Voss books the Prague offsite venue.", category="notes", now=NOW
+    ).action == ("created")
 
 
 def test_a_save_rolled_back_with_its_callers_transaction_leaves_no_trace(store):
-    kept = store.memories.save("Mira Roth owns the Vilnius on-call rota.", category="notes", now=NOW).entry
+    kept = save_memory(store.memories, "Mira Roth owns the Vilnius on-call rota.", category="notes", now=NOW).entry
     with pytest.raises(Boom), store.transaction():
-        gone = store.memories.save("Nils Berg hosts the Tallinn design review.", category="notes", now=NOW).entry
+        gone = save_memory(
+            store.memories, "Nils Berg hosts the Tallinn design review.", category="notes", now=NOW
+        ).entry
         assert [e.id for e, _ in store.memories.search("Tallinn design review")] == [gone.id]  # searchable inside
         raise Boom()
     assert store.memories.get(gone.id) is None
     assert store.memories.search("Tallinn design review") == []
-    assert store.memories.save("Nils Berg hosts the Tallinn design review.", category="notes", now=NOW).action == (
-        "created"
-    )
-    again = store.memories.save("Mira Roth owns the Vilnius on-call rota.", category="notes", now=NOW)
+    assert save_memory(
+        store.memories, "Nils Berg hosts the Tallinn design review.", category="notes", now=NOW
+    ).action == ("created")
+    again = save_memory(store.memories, "Mira Roth owns the Vilnius on-call rota.", category="notes", now=NOW)
     assert (again.action, again.matched_id) == ("reinforced", kept.id)
 
 
 def test_a_save_commits_through_the_commit_hooks_when_some_are_registered(store):
     committed = []
     store.connection.add_commit_hook(lambda: committed.append(store.memories.counts()["live"]))
-    store.memories.save("Omar Haddad runs the Cairo intake survey.", category="notes", now=NOW)
+    save_memory(store.memories, "Omar Haddad runs the Cairo intake survey.", category="notes", now=NOW)
     assert committed == [1]

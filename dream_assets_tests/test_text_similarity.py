@@ -400,7 +400,7 @@ def test_exact_key_of_ascii_text_agrees_with_the_unicode_path() -> None:
 def test_clusters_with_groups_never_join_two_groups_and_keep_each_groups_own_cluster():
     """Scopes as groups (dream_assets/scope.py): the strongest pairs are across groups (the same words under two
     users), yet each group still forms its own cluster instead of losing its places to the other group's members."""
-    from dream_assets.store.embeddings import cosine_clusters
+    from dream_assets.llm.embedding_index import cosine_clusters
 
     docs = [
         ("a1", "Weekly sync with the platform team on Tuesday at 10:00."),

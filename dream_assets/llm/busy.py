@@ -44,6 +44,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
+
+# Heartbeat and pid_alive were first defined here; dream_assets.liveness is their home, below the store.
+from dream_assets.liveness import Heartbeat as Heartbeat
+from dream_assets.liveness import pid_alive
 from dream_assets.model import iso, parse_ts, utc
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -83,46 +87,6 @@ class WaitOutcome:
 
 #: Process ids above this are not ids of a live process on any supported system (Linux caps them at 2**22).
 _MAX_PID = 2**31 - 1
-
-
-class Heartbeat:
-    """Calls :meth:`beat` once at :meth:`start`, then every ``interval_s`` from a daemon thread until :meth:`stop`: the
-    liveness of a run or a cycle that others judge by how fresh its heartbeat is. ``beat`` never raises into the
-    thread: a beat that cannot be written is the subclass's to log and try again at the next one."""
-
-    def __init__(self, interval_s: float, name: str) -> None:
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-
-    def beat(self) -> None:
-        raise NotImplementedError
-
-    def start(self) -> Heartbeat:
-        self.beat()
-        self._thread.start()
-        return self
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self.beat()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-
-def pid_alive(pid: int) -> bool:
-    if os.name != "posix":  # os.kill(pid, 0) terminates the process on Windows
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError, OverflowError, ValueError):
-        return True
-    return True
 
 
 class FirstSeen:

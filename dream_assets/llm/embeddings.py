@@ -20,7 +20,8 @@ one) in the provider's ``UsageLedger``, which may be a chat client's (``ModelCli
 A call that cannot be completed raises ``EmbeddingError`` (a ``ModelCallError``): never an empty or partial
 result. Callers degrade on it the way the spec asks of a failed near-duplicate scan.
 
-The cache, the index over a store and the clustering are in ``dream_assets.store.embeddings``.
+The cache is ``dream_assets.store.embeddings``; the index over a store and the clustering are in
+``dream_assets.llm.embedding_index``.
 """
 
 from __future__ import annotations

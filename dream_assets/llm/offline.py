@@ -47,7 +47,8 @@ from dream_assets.text.coverage import (
     specifics_of,
 )
 from dream_assets.text.framing import FRAMING_WORDS, without_frame_dates
-from dream_assets.text.restated import sentence_pieces, without_restated_sentences
+from dream_assets.text.restated import without_restated_sentences
+from dream_assets.text.sentences import sentence_lines
 from dream_assets.text.tokens import content_token_list, stem, tokenize
 
 OFFLINE_BACKEND = "offline"
@@ -63,8 +64,9 @@ _FINAL_PUNCT = ".!?;:,…"
 
 # --- sentences -------------------------------------------------------------------------------------
 def split_sentences(text: str) -> list[list[str]]:
-    """Lines of sentences: a line break always ends a sentence; so does . ! or ? before white space."""
-    return [sentence_pieces(line) for line in text.split("\n")]
+    """Lines of sentences (text/sentences.py: a line break always ends a sentence; so does . ! or ? before white
+    space, except the period of an abbreviation or an initial)."""
+    return sentence_lines(text)
 
 
 def sentence_key(sentence: str) -> str:

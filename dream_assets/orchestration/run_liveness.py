@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from dream_assets.llm.busy import Heartbeat, pid_alive
+from dream_assets.liveness import Heartbeat, pid_alive
 
 log = logging.getLogger("dream_assets.orchestration.run_liveness")
 

@@ -289,12 +289,17 @@ def _save_new_entry(ctx: PassContext, report: PassReport, save: MemorySave, cont
     """A toSave entry without sources (an anti-pattern the model mined, or another new fact): save-time dedup applies.
     The save, its review stamp and its change-log row are one write."""
     memories = ctx.store.memories
+    if ctx.save_memory is None:
+        report.warn(f"could not save new entry [{save.category}] {content[:80]!r}: no save function was handed in")
+        report.count("failed_saves")
+        return
     try:
         with ctx.store.transaction():
             # The entries a dedup match could land on, so a reinforced or extended entry is recorded with its
             # prior state.
             before = {e.id: e for e, _ in memories.search(content, limit=50)}
-            result = memories.save(
+            result = ctx.save_memory(
+                memories,
                 content,
                 category=save.category,
                 tags=without_standing_tags(save.tags),
@@ -967,8 +972,8 @@ def _scan(
 
     Either way a cluster joins entries of one scope only (``scopes``: id -> scope, dream_assets/scope.py), so two
     users' near duplicates never fill one cluster's places and crowd out the cluster each would form on its own."""
+    from dream_assets.llm.embedding_index import EmbeddingIndex, cosine_clusters
     from dream_assets.llm.embeddings import build_embedding_provider
-    from dream_assets.store.embeddings import EmbeddingIndex, cosine_clusters
 
     memories = ctx.store.memories
 

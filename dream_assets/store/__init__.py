@@ -38,8 +38,7 @@ class DreamStore:
                 timeout_s=timeout_s,
                 snapshots_dir=self.profile.snapshots_dir,
             )
-        embeddings = self._save_embedding_provider if self.options.EmbeddingModel.strip() else None
-        self.memories = MemoryStore(self.connection, self.options, embeddings=embeddings)
+        self.memories = MemoryStore(self.connection, self.options)
         self.skills = SkillStore(self.connection)
         self.changes = ChangeLog(
             self.connection,
@@ -49,17 +48,6 @@ class DreamStore:
             cycle_stale_after_s=self.options.RunTimeout.total_seconds(),
             archive_retention=self.options.MemoryArchiveRetention,
         )
-
-    def _save_embedding_provider(self):
-        """The embedding provider of save-time dedup, from the options and the environment (built on the first save
-        that needs it). No retries: a failing endpoint costs a save at most one ``LlmTimeout`` before it falls back
-        to the lexical measure."""
-        from dream_assets.llm.embeddings import build_embedding_provider
-
-        provider = build_embedding_provider(self.options)
-        if provider is not None:
-            provider.max_retries = 0
-        return provider
 
     def transaction(self):
         """One all-or-nothing unit across the memories, skills and change log (nested store writes join it): a change

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
-from dream_assets.llm.busy import Heartbeat, pid_alive
+from dream_assets.liveness import Heartbeat, pid_alive
 from dream_assets.model import iso
 from dream_assets.profile import AgentProfile
 

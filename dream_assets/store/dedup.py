@@ -19,7 +19,7 @@ module decides what the save does with it, without ever losing or rewriting what
   Both are saved as a new entry and the consolidation pass decides later. So is an extension that would not
   fit or not pass coverage.
 
-Sentences end at ``.``, ``!`` or ``?`` followed by white space. A line break ends one only where the text marks a
+Sentences are text/sentences.py's, read after joining wrapped lines: a line break ends one only where the text marks a
 break (a blank line, a line ending in a colon, a next line opening with a list or heading marker): any other line
 break is a wrapped line, so "a show\nat the Lounge." and "a show at the Lounge." are the same sentence.
 
@@ -42,21 +42,13 @@ from dream_assets.text.coverage import (
     extract_specifics,
     lowercase_words,
 )
+from dream_assets.text.sentences import sentence_spans, unwrapped
 from dream_assets.text.tokens import STOPWORDS
 
 REINFORCE = "reinforce"
 EXTEND = "extend"
 CREATE = "create"
 
-# A sentence ends at . ! ? (with any closing quotes or brackets) followed by white space, or where its block ends.
-_SENTENCE = re.compile(r".*?(?:[.!?][\"'”’)\]]*(?=\s)|\Z)", re.DOTALL)
-# A line break ends a block only where the text marks one: a blank line, a line ending in a colon, or a next line
-# opening with a list or heading marker. Any other line break is a wrapped line: white space inside a sentence. A
-# number opens a numbered item only with at most three digits and after a line that does not stop at a comma, so a
-# date wrapped before its year ("on February 1,\n2026. The ...") stays one sentence.
-_BLOCK_BREAK = re.compile(
-    r"[ \t]*\n(?:[ \t]*\n)+|(?<=:)[ \t]*\n|[ \t]*\n(?=[ \t]*[-*•+>#]\s)|(?<![,;\s])[ \t]*\n(?=[ \t]*[0-9]{1,3}[.)]\s)"
-)
 _SPACE = re.compile(r"\s+")
 _TERMINAL = re.compile(r"[.!?][\"'”’)\]]*$")
 # Comparison units: a number with its decimal points, time colons, thousands commas, date and range joiners
@@ -115,33 +107,12 @@ def _flat(text: str) -> str:
     return _SPACE.sub(" ", text)
 
 
-def _blocks(text: str) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for m in _BLOCK_BREAK.finditer(text):
-        spans.append((start, m.start()))
-        start = m.end()
-    return [*spans, (start, len(text))]
-
-
 def _sentences(text: str) -> list[_Sentence]:
     out: list[_Sentence] = []
-    matches = (m for start, end in _blocks(text) for m in _SENTENCE.finditer(text, start, end))
-    for m in matches:
-        raw = m.group()
-        stripped = raw.strip()
-        if not stripped:
-            continue
-        start = m.start() + (len(raw) - len(raw.lstrip()))
-        units = [u for u in _units(_dates_as_iso(_flat(stripped))) if u not in _ARTICLES]
-        out.append(
-            _Sentence(
-                stripped,
-                start,
-                start + len(stripped),
-                tuple(units),
-                frozenset(u for u in units if u not in STOPWORDS),
-            )
-        )
+    for start, end in sentence_spans(unwrapped(text)):  # a wrapped line is one line
+        written = text[start:end]
+        units = [u for u in _units(_dates_as_iso(_flat(written))) if u not in _ARTICLES]
+        out.append(_Sentence(written, start, end, tuple(units), frozenset(u for u in units if u not in STOPWORDS)))
     return out
 
 

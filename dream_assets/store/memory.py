@@ -1,4 +1,4 @@
-"""Long-term memory store on DuckDB: save with save-time dedup, BM25 recall, archive/restore/purge, reinforce.
+"""Long-term memory store on DuckDB: the rows of saves, BM25 recall, archive/restore/purge, reinforce.
 
 Recall and dedup use one in-process BM25 index per store, kept in step with the file through a row sequence:
 every change to a searchable field or to the archive state bumps ``seq``; whenever this process (re)opens the
@@ -20,15 +20,9 @@ search but the BM25 lookup. It holds exactly what the file holds: it is emptied 
 (another process may have written it meanwhile) and when a transaction rolls back, and every write drops the rows it
 changes.
 
-Save-time dedup measures near-duplicates the way clustering does: cosine over embeddings with
-``EmbeddingSimilarityThreshold`` when ``EmbeddingModel`` is set, the lexical measure otherwise. With embeddings the
-candidates are the live entries BM25 ranks highest for the incoming text (``SAVE_EMBEDDING_CANDIDATES`` of them), so
-a save embeds at most that many texts plus its own, and only those never embedded before (vectors are cached per
-content hash in the store); a save whose vectors are all cached makes no request. Vectors are fetched before the
-write transaction opens, never while the store is held; a save made inside a caller's transaction uses cached
-vectors only (and the lexical measure when one is missing). When the endpoint fails, the save uses the lexical
-measure, says so in its ``reason`` and a warning, and saves within ``SAVE_EMBEDDING_PAUSE`` after that failure use
-the lexical measure without trying, so a dead endpoint delays at most one save per pause by one ``LlmTimeout``.
+What a save does (reinforce, extend, create) is decided by the save pipeline (dream_assets/service/save.py); this
+class keeps the rows, the SQL and the recall index it reads (``exact_matches``, ``recall_candidates``,
+``lexical_matches``, ``live_entries``) and the writes it makes (``insert_saved``, ``overwrite``).
 """
 
 from __future__ import annotations
@@ -43,24 +37,21 @@ import os
 import threading
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, is_signal, is_signal_entry, iso, new_id, utc, utc_or_now
+from dream_assets.model import MemoryEntry, iso, utc, utc_or_now
 from dream_assets.options import DreamOptions
 from dream_assets.store import index_file
-from dream_assets.store.change_rows import SAVE_PASS, insert_change, save_cycle_id
 from dream_assets.store.connection import StoreConnection
-from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
-from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.recall import SUPERSEDED_BY_KEY, candidate_count
 from dream_assets.store.recall import rank as rank_recall
 from dream_assets.store.schema import (
@@ -86,10 +77,6 @@ from dream_assets.text.similarity import (
 )
 from dream_assets.text.tokens import content_token_list, document_tokens, label_tokens, tokenize
 
-if TYPE_CHECKING:
-    from dream_assets.llm.embeddings import EmbeddingProvider
-    from dream_assets.store.embeddings import EmbeddingIndex
-
 log = logging.getLogger("dream_assets.store.memory")
 # An Arrow fetch of an ``execute`` result copies the rows once more than a relation's would; still half the store
 # time of a NumPy fetch, and ``execute`` sees the caller's open transaction, which a new relation may not.
@@ -101,10 +88,6 @@ _COLUMNS = (
 )
 _MAX_CATEGORY = 200
 _MAX_TAGS = 50
-#: Live entries (BM25's best for the incoming text) a save compares by embedding cosine.
-SAVE_EMBEDDING_CANDIDATES = 20
-#: After a failed embeddings call, saves use the lexical measure for this long without trying the endpoint.
-SAVE_EMBEDDING_PAUSE = timedelta(minutes=5)
 #: Supersession metadata: the archived loser names its winner (and when and why); the winner lists what it superseded
 #: (comma-separated ids).
 SUPERSEDED_AT_KEY = "supersededAt"
@@ -347,7 +330,7 @@ class _RecallIndex:
         self.file = file  # the index file (store/index_file.py); None: none is kept
         # The file the tables are still to be made from, and the changes to replay on them (None: made).
         self._unmade: index_file.LoadedFile | None = None
-        self._pending: list[tuple[str, tuple[str, str, tuple[str, ...], _SaveText] | None]] = []
+        self._pending: list[tuple[str, tuple[str, str, tuple[str, ...], SaveText] | None]] = []
         self._making = threading.Lock()
         self.bm25 = Bm25Index()
         self.content_tokens: dict[str, tuple[str, ...]] = {}
@@ -637,11 +620,11 @@ class _RecallIndex:
         self._unmade, self._pending = other._unmade, other._pending
         self.changes_since_file = other.changes_since_file
 
-    def add(self, mid: str, content: str, category: str, tags: Sequence[str], text: _SaveText | None = None) -> None:
+    def add(self, mid: str, content: str, category: str, tags: Sequence[str], text: SaveText | None = None) -> None:
         """Index an entry; ``text``: what a save derived from ``content`` already (used only when it is of
         ``content``)."""
         if text is None or text.content != content:
-            text = _SaveText(content)
+            text = SaveText(content)
         self.remove(mid)
         labels = label_tokens(category, tags)
         self.bm25.add(mid, [*text.words, *labels])
@@ -652,7 +635,7 @@ class _RecallIndex:
         else:
             self._add_tables(mid, category, content, labels, text)
 
-    def _add_tables(self, mid: str, category: str, content: str, labels: tuple[str, ...], text: _SaveText) -> None:
+    def _add_tables(self, mid: str, category: str, content: str, labels: tuple[str, ...], text: SaveText) -> None:
         self._content_tokens[mid] = tuple(text.words)
         self._labels[mid] = labels
         stems = text.stems
@@ -758,7 +741,7 @@ def _persist_at_exit() -> None:
     persist_recall_indexes(min_changes=index_file.REWRITE_AFTER_CHANGES, wait_s=EXIT_WAIT_S)
 
 
-class _SaveText:
+class SaveText:
     """What a save derives from its text, each computed once when first needed: the exact-duplicate key, the content
     words (the BM25 document, the TF-IDF vector), the content words without frame dates (the near-duplicate lookup's
     query) and the overlap stems. The exact check, the near-duplicate lookup and the recall index of a created entry
@@ -784,42 +767,6 @@ class _SaveText:
     @cached_property
     def stems(self) -> frozenset[str]:
         return overlap_tokens(self.content, self.unframed_words)
-
-
-@dataclass(frozen=True)
-class _SavePlan:
-    """What a save writes, as its dedup checks decided: reinforce ``twin`` (an exact duplicate), absorb into
-    ``chosen`` (a near duplicate and the decision), or create a new entry, naming ``near`` (the closest match kept
-    apart, and why) when there is one. ``note``: why embeddings were not used, for the result."""
-
-    twin: MemoryEntry | None = None
-    chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
-    near: tuple[MemoryEntry, float, str] | None = None
-    note: str | None = None
-
-    @property
-    def creates(self) -> bool:
-        return self.twin is None and self.chosen is None
-
-
-@dataclass(frozen=True)
-class _SaveMeasure:
-    """How a save measures near-duplicates: ``sims`` (id -> embedding cosine of the candidates) when embeddings
-    chose them, None for the lexical measure; ``note`` says why embeddings were not used when they should have been."""
-
-    sims: Mapping[str, float] | None = None
-    note: str | None = None
-
-
-def _short(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _noted(result: SaveResult, note: str | None) -> SaveResult:
-    if not note:
-        return result
-    return replace(result, reason=f"{result.reason}; {note}" if result.reason else note)
 
 
 def _row_values(entry: MemoryEntry) -> list[Any]:
@@ -871,22 +818,10 @@ def _bulk_insert(conn: duckdb.DuckDBPyConnection, entries: Sequence[MemoryEntry]
 
 
 class MemoryStore:
-    def __init__(
-        self,
-        conn: StoreConnection,
-        options: DreamOptions,
-        *,
-        embeddings: Callable[[], EmbeddingProvider | None] | None = None,
-    ) -> None:
-        """``embeddings``: builds the save-time embedding provider on first need (None: lexical measure only). It may
-        raise (a configuration error): saves then use the lexical measure and say why."""
+    def __init__(self, conn: StoreConnection, options: DreamOptions) -> None:
         self._conn = conn
         self._options = options
         self._idx = _recall_index(conn)
-        self._embedding_factory = embeddings
-        self._embedding_index: EmbeddingIndex | None = None
-        self._embedding_unavailable: str | None = None  # why the provider could not be built
-        self._embedding_failed: tuple[datetime, str] | None = None  # last failed call at save time
         #: Rows the reads of this store brought out of the file: what a read costs, whatever the machine's load.
         self.rows_read = 0
         # New rows of a ``batched`` block not yet inserted (id -> entry, in save order); None outside one.
@@ -1116,181 +1051,28 @@ class MemoryStore:
             groups=None if scopes is None else [scopes.get(d[0], "") for d in docs],
         )
 
+    @property
+    def options(self) -> DreamOptions:
+        return self._options
+
+    @property
+    def connection(self) -> StoreConnection:
+        return self._conn
+
     # ------------------------------------------------------------------ writes
-    def save(
-        self,
-        content: str,
-        *,
-        category: str = "general",
-        tags: Sequence[str] = (),
-        importance: float = 0.5,
-        metadata: Mapping[str, str] | None = None,
-        now: datetime | None = None,
-        dedupe: bool = True,
-        record_change: bool = True,
-        on_saved: Callable[[SaveResult], None] | None = None,
-    ) -> SaveResult:
-        """Save a memory. With ``dedupe`` an incoming entry whose similarity with a live entry is at or above the
-        save-time threshold (embedding cosine and ``EmbeddingSimilarityThreshold`` when an embedding model is set,
-        else the lexical measure: ``similarity_measure``) reinforces that entry when it adds nothing to it, or extends
-        it when it only adds sentences (store/dedup.py); otherwise, a correction for example, it is created apart and
-        the result names the near-duplicate (``matched_id``) and why it was not absorbed (``reason``). Stored text is
-        never rewritten. Only an entry of the same category (compared case-sensitively) absorbs a save, and a signal
-        (a user correction, feedback or a capability claim: ``model.is_signal``) neither absorbs nor is absorbed.
-        When embeddings failed, ``reason`` says the lexical measure was used instead. ``now`` defaults to the current
-        UTC time. ``on_saved`` is called with the result inside the write transaction (a change-log row written there
-        is committed with the save, or neither is). An extend writes its own change-log row (pass ``save``, cycle
-        ``SaveResult.change_cycle``) in the same transaction, so it can be undone like any other change;
-        ``record_change=False`` leaves that to a caller that records the change itself (a dream pass under its
-        cycle, an agent operation through ``on_saved``)."""
-        now = utc_or_now(now)
-        content, category, tags, importance, meta = self.validate(content, category, tags, importance, metadata or {})
-        # Each occurrence of a user correction, feedback or a capability claim is a signal: never absorbed.
-        dedupe = dedupe and not is_signal(category, tags, meta)
-        # The recall index and vectors first, outside the write transaction: neither a first index build nor an
-        # embeddings request runs while the store is held.
-        self._idx.prepare(self._conn)
-        text = _SaveText(content)
-        measure = self._save_measure(text, category, meta, now) if dedupe else _SaveMeasure()
-        # The dedup checks only read; what they decide is written by one statement when the save creates its entry
-        # (``StoreConnection.statement``: no explicit BEGIN and COMMIT), else in a transaction. Both inside the one
-        # session, which no other process or thread writes meanwhile; with ``on_saved`` everything is one transaction.
-        with self._conn.transaction() if on_saved is not None else self._conn.session() as conn:
+    # ------------------------------------------------------------------ what a save reads and writes
+    @contextmanager
+    def save_session(self, *, transaction: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The session a save reads in (one transaction with ``transaction``), the recall index in step with the
+        file: no other process or thread writes the store meanwhile."""
+        with self._conn.transaction() if transaction else self._conn.session() as conn:
             self._idx.ensure(conn)
-            plan = self._plan_save(conn, text, category, meta, dedupe, measure)
-            with self._conn.statement() if plan.creates else self._conn.transaction() as conn:
-                result = self._apply_save(
-                    conn, plan, text, category, tags, importance, meta, now, record_change=record_change
-                )
-            if on_saved is not None:
-                on_saved(result)
-        return result
+            yield conn
 
-    def _plan_save(
-        self,
-        conn: duckdb.DuckDBPyConnection,
-        text: _SaveText,
-        category: str,
-        meta: dict[str, str],
-        dedupe: bool,
-        measure: _SaveMeasure,
-    ) -> _SavePlan:
-        """What a save will write, decided by reads alone: an exact duplicate to reinforce, else a near duplicate to
-        absorb it, else a new entry (naming the closest match kept apart)."""
-        if not dedupe:
-            return _SavePlan(note=measure.note)
-        twin = self._oldest_exact(conn, text, category, meta)
-        if twin is not None:
-            return _SavePlan(twin=twin)
-        chosen, near = self._absorb_choice(self._find_duplicate(conn, text, meta, sims=measure.sims), text, category)
-        return _SavePlan(chosen=chosen, near=near, note=measure.note)
-
-    def _apply_save(
-        self,
-        conn: duckdb.DuckDBPyConnection,
-        plan: _SavePlan,
-        text: _SaveText,
-        category: str,
-        tags: tuple[str, ...],
-        importance: float,
-        meta: dict[str, str],
-        now: datetime,
-        *,
-        record_change: bool = True,
-    ) -> SaveResult:
-        """Write what ``plan`` decided."""
-        if plan.twin is not None:
-            return self._reinforce_exact(conn, plan.twin, tags, importance, meta, now)
-        if plan.chosen is not None:
-            absorbed = self._absorb(conn, plan.chosen, tags, importance, meta, now, record_change=record_change)
-            return _noted(absorbed, plan.note)
-        entry = MemoryEntry(
-            id=new_id(),
-            content=text.content,
-            category=category,
-            tags=tags,
-            importance=importance,
-            created_at=now,
-            updated_at=now,
-            last_seen_at=now,
-            reinforcement_count=1,
-            metadata=meta,
-        )
-        self._insert(conn, entry, fresh_id=True, text=text)
-        near = plan.near
-        if near is None:
-            return _noted(SaveResult("created", entry), plan.note)
-        return _noted(
-            SaveResult("created", entry, matched_id=near[0].id, similarity=near[1], reason=near[2]),
-            plan.note,
-        )
-
-    # ------------------------------------------------------------------ save-time embeddings
-    def _save_index(self, now: datetime) -> EmbeddingIndex | None:
-        """The embedding index saves use, built on first need; None when no embedding model is configured or the
-        provider cannot be built (``_embedding_unavailable`` says why)."""
-        if self._embedding_index is not None or self._embedding_factory is None or self._embedding_unavailable:
-            return self._embedding_index
-        from dream_assets.store.embeddings import EmbeddingIndex
-
-        try:
-            provider = self._embedding_factory()
-        except Exception as exc:  # noqa: BLE001 - whatever the provider does, the save goes on with the lexical measure
-            self._embedding_unavailable = str(exc)
-            log.warning("save-time dedup uses the lexical measure: the embedding provider cannot be built: %s", exc)
-            return None
-        if provider is None:
-            self._embedding_factory = None
-            return None
-        self._embedding_index = EmbeddingIndex(self._conn, provider, now=now)
-        return self._embedding_index
-
-    def _save_measure(self, text: _SaveText, category: str, meta: Mapping[str, str], now: datetime) -> _SaveMeasure:
-        """The embedding cosine of the save's candidates, computed before its write transaction; the lexical measure
-        (``sims`` None) when no embedding model is set, an exact duplicate will be reinforced, or embeddings fail."""
-        index = self._save_index(now)
-        if index is None:
-            if self._embedding_unavailable:
-                return _SaveMeasure(
-                    note=f"embeddings unavailable ({_short(self._embedding_unavailable)}): the lexical measure was used"
-                )
-            return _SaveMeasure()
-        if self._embedding_failed is not None:
-            failed_at, why = self._embedding_failed
-            if timedelta(0) <= now - failed_at < SAVE_EMBEDDING_PAUSE:
-                return _SaveMeasure(
-                    note=f"embeddings failed at {failed_at.isoformat()} ({_short(why)}): the lexical measure was used"
-                )
-        content = text.content
-        self._idx.prepare(self._conn)
-        with self._conn.session() as conn:
-            self._idx.ensure(conn)
-            if self._oldest_exact(conn, text, category, meta) is not None:
-                return _SaveMeasure()  # reinforced word for word: no vector needed
-            tokens = text.unframed_words or text.words
-            hits = [cid for cid, _ in self._idx.bm25.search(tokens, limit=SAVE_EMBEDDING_CANDIDATES)] if tokens else []
-            rows = (
-                conn.execute(
-                    "SELECT id, content, archived_at FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))",
-                    [hits],
-                ).fetchall()
-                if hits
-                else []
-            )
-        order = {cid: i for i, cid in enumerate(hits)}
-        docs = sorted(((str(r[0]), str(r[1])) for r in rows if r[2] is None), key=lambda d: order[d[0]])
-        if not docs:
-            return _SaveMeasure(sims={})
-        if self._conn.in_transaction and index.missing([content, *(text for _, text in docs)]):
-            # A caller holds the store: no request now. Its missing vectors come with the next scan or free save.
-            return _SaveMeasure()
-        index.now = now
-        try:
-            return _SaveMeasure(sims=dict(index.similar(content, docs)))
-        except Exception as exc:  # noqa: BLE001 - an endpoint failure of any kind never fails the save: lexical measure
-            self._embedding_failed = (now, str(exc))
-            log.warning("save-time dedup used the lexical measure: embeddings failed: %s", exc)
-            return _SaveMeasure(note=f"embeddings failed ({_short(str(exc))}): the lexical measure was used")
+    def save_write(self, *, creates: bool) -> Any:
+        """Where a save writes inside its session: one statement when it creates an entry
+        (``StoreConnection.statement``: no explicit BEGIN and COMMIT), else a transaction."""
+        return self._conn.statement() if creates else self._conn.transaction()
 
     def find_exact(self, content: str, category: str) -> list[MemoryEntry]:
         """Live entries of ``category`` whose content equals ``content`` after normalising case, white space and
@@ -1298,10 +1080,11 @@ class MemoryStore:
         self._idx.prepare(self._conn)
         with self._conn.session() as conn:
             self._idx.ensure(conn)
-            return self._exact_matches(conn, exact_key(content), category)
+            return self.exact_matches(conn, exact_key(content), category)
 
-    def _exact_matches(self, conn: duckdb.DuckDBPyConnection, key: str, category: str) -> list[MemoryEntry]:
-        """The live entries of ``category`` whose exact-duplicate key (text/similarity.exact_key) is ``key``."""
+    def exact_matches(self, conn: duckdb.DuckDBPyConnection, key: str, category: str) -> list[MemoryEntry]:
+        """The live entries of ``category`` whose exact-duplicate key (text/similarity.exact_key) is ``key``, oldest
+        first."""
         ids = sorted(self._idx.exact.get((category, key), ()))
         if not ids:
             return []
@@ -1309,81 +1092,31 @@ class MemoryStore:
         live = (e for e in map(_row_to_entry, self._idx.rows.rows_by_id(conn, ids)) if not e.is_archived)
         return sorted(live, key=lambda e: (e.created_at, e.id))
 
-    def _oldest_exact(
-        self, conn: duckdb.DuckDBPyConnection, text: _SaveText, category: str, meta: Mapping[str, str]
-    ) -> MemoryEntry | None:
-        """The oldest live exact duplicate in the same category whose subject time does not differ and that the
-        save-time rules (store/dedup.py) let the incoming text reinforce: a name written with other capitals
-        ("GitHub" against "Github") may be a correction, so it is not an exact duplicate."""
-        incoming_subject = {k: v for k, v in meta.items() if k in SUBJECT_TIME_KEYS and v}
-        content = text.content
-        for entry in self._exact_matches(conn, text.key, category):
-            if incoming_subject and entry.subject_time and incoming_subject != entry.subject_time:
-                continue
-            if is_signal_entry(entry):
-                continue  # a signal is never reinforced by another occurrence
-            decision = decide_dedup(
-                entry.content,
-                content,
-                max_chars=self._options.MaxContentChars,
-                stored_category=entry.category,
-                incoming_category=category,
-            )
-            if decision.action == REINFORCE:
-                return entry
-        return None
+    def recall_candidates(
+        self, conn: duckdb.DuckDBPyConnection, text: SaveText, *, limit: int
+    ) -> list[tuple[str, str]]:
+        """(id, content) of the live entries BM25 ranks highest for ``text`` (its words without frame dates), best
+        first, at most ``limit``."""
+        tokens = text.unframed_words or text.words
+        hits = [cid for cid, _ in self._idx.bm25.search(tokens, limit=limit)] if tokens else []
+        if not hits:
+            return []
+        rows = conn.execute(
+            "SELECT id, content, archived_at FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))", [hits]
+        ).fetchall()
+        order = {cid: i for i, cid in enumerate(hits)}
+        return sorted(((str(r[0]), str(r[1])) for r in rows if r[2] is None), key=lambda d: order[d[0]])
 
-    def _reinforce_exact(
-        self,
-        conn: duckdb.DuckDBPyConnection,
-        existing: MemoryEntry,
-        tags: tuple[str, ...],
-        importance: float,
-        meta: Mapping[str, str],
-        now: datetime,
-    ) -> SaveResult:
-        """Seen again word for word: last seen and reinforcement move, the stored record's text, tags and
-        ``updated_at`` do not (the entry was observed, not edited). Importance never drops; a tag or metadata key
-        only the incoming save carries is added, so nothing it says is lost."""
-        new_tags = normalise_tags((*existing.tags, *tags))
-        updated = existing.with_(
-            tags=new_tags,
-            importance=max(existing.importance, importance),
-            last_seen_at=max(existing.last_seen_at, now),
-            reinforcement_count=existing.reinforcement_count + 1,
-            metadata={**meta, **existing.metadata},
-        )
-        self._write(conn, updated, bump=new_tags != existing.tags)
-        return SaveResult(
-            "reinforced",
-            updated,
-            matched_id=existing.id,
-            similarity=1.0,
-            reason="the same text (case, white space and punctuation aside) in the same category",
-            before=existing,
-        )
-
-    def _find_duplicate(
-        self,
-        conn: duckdb.DuckDBPyConnection,
-        text: _SaveText,
-        meta: Mapping[str, str],
-        *,
-        sims: Mapping[str, float] | None = None,
-    ) -> list[tuple[MemoryEntry, float]]:
-        """Live entries at or above the dedup threshold, most similar first (ties: the older entry first). The
-        measure and threshold are clustering's: with ``sims`` (the candidates' embedding cosine) the embedding
-        threshold, else the lexical measure (similarity_measure) with the idf of the live corpus."""
+    def lexical_matches(self, conn: duckdb.DuckDBPyConnection, text: SaveText) -> list[tuple[str, float]]:
+        """(id, similarity) of the indexed entries at or above the save-time threshold of the lexical measure
+        (``similarity_measure``), with the idf of the live corpus, as clustering measures them."""
         # Stopwords are not in the index (df 0 would give them the highest idf): vectors use content tokens only.
         measure, _, threshold = self.similarity_measure()
         q_tokens = text.words
-        close: list[tuple[str, float]] = []
-        if sims is not None:
-            floor = self._options.EmbeddingSimilarityThreshold - 1e-6  # float32 rounding, as clustering allows
-            close = [(cid, sim) for cid, sim in sims.items() if sim >= floor]
-        elif not q_tokens:
+        if not q_tokens:
             return []
-        elif measure == "overlap":
+        close: list[tuple[str, float]] = []
+        if measure == "overlap":
             stems = text.stems
             query = text.unframed_words or q_tokens
             stems_of = self._idx.overlap.get
@@ -1394,107 +1127,30 @@ class MemoryStore:
                 sim = overlap_score(sum(map(weight, stems & c_stems)), q_total, sum(map(weight, c_stems)))
                 if sim >= threshold - 1e-12:
                     close.append((cid, sim))
-        else:
-            q_vec = self._idx.bm25.tfidf_vector(q_tokens)
-            for cid, _score in self._idx.bm25.search(q_tokens, limit=10):
-                c_tokens = self._idx.content_tokens.get(cid)
-                if not c_tokens:
-                    continue
-                sim = self._idx.bm25.cosine(q_vec, self._idx.bm25.tfidf_vector(c_tokens))
-                if sim >= threshold:
-                    close.append((cid, sim))
-        if not close:
-            return []
-        sims = dict(close)
-        self._flush_pending(conn, sims)
-        rows = self._idx.rows.rows_by_id(conn, list(sims))
-        # Distinct real-world moments (spec: Pass 1 "What the LLM does"): different subject times are not duplicates.
-        incoming_subject = {
-            k: v for k, v in meta.items() if k in ("subjectTime", "subjectTimeStart", "subjectTimeEnd") and v
-        }
-        found = [
-            (e, sims[e.id])
-            for e in map(_row_to_entry, rows)
-            if not e.is_archived and not (incoming_subject and e.subject_time and incoming_subject != e.subject_time)
-        ]
-        return sorted(found, key=lambda m: (-m[1], m[0].created_at, m[0].id))
+            return close
+        q_vec = self._idx.bm25.tfidf_vector(q_tokens)
+        for cid, _score in self._idx.bm25.search(q_tokens, limit=10):
+            c_tokens = self._idx.content_tokens.get(cid)
+            if not c_tokens:
+                continue
+            sim = self._idx.bm25.cosine(q_vec, self._idx.bm25.tfidf_vector(c_tokens))
+            if sim >= threshold:
+                close.append((cid, sim))
+        return close
 
-    def _absorb_choice(
-        self, matches: Sequence[tuple[MemoryEntry, float]], text: _SaveText, category: str
-    ) -> tuple[tuple[MemoryEntry, float, DedupDecision] | None, tuple[MemoryEntry, float, str] | None]:
-        """The match the save absorbs into: the first the incoming text adds nothing to (reinforce), else the first it
-        only adds sentences to (extend). Without one, the closest match with the reason, for the "created" result."""
-        chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
-        first: tuple[MemoryEntry, float, str] | None = None
-        for existing, similarity in matches:
-            if is_signal_entry(existing):
-                continue  # a signal is never reinforced or extended by another save
-            decision = decide_dedup(
-                existing.content,
-                text.content,
-                max_chars=self._options.MaxContentChars,
-                stored_category=existing.category,
-                incoming_category=category,
-            )
-            if decision.action == REINFORCE:
-                chosen = (existing, similarity, decision)
-                break
-            if decision.action == EXTEND and chosen is None:
-                chosen = (existing, similarity, decision)
-            first = first or (existing, similarity, decision.reason)
-        return (chosen, None) if chosen is not None else (None, first)
+    def live_entries(self, conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[MemoryEntry]:
+        """The live entries among ``ids`` (read through the row cache), in no particular order."""
+        self._flush_pending(conn, ids)
+        return [e for e in map(_row_to_entry, self._idx.rows.rows_by_id(conn, list(ids))) if not e.is_archived]
 
-    def _absorb(
-        self,
-        conn: duckdb.DuckDBPyConnection,
-        chosen: tuple[MemoryEntry, float, DedupDecision],
-        tags: tuple[str, ...],
-        importance: float,
-        meta: Mapping[str, str],
-        now: datetime,
-        *,
-        record_change: bool = True,
-    ) -> SaveResult:
-        """Reinforce or extend the chosen match (``_absorb_choice``) with the saved text."""
-        existing, similarity, decision = chosen
-        new_content = decision.content if decision.action == EXTEND and decision.content else existing.content
-        updated = existing.with_(
-            content=new_content,
-            tags=normalise_tags((*existing.tags, *tags)),
-            importance=max(existing.importance, importance),
-            # Observed again is not edited: updated_at moves only when the text does.
-            updated_at=now if new_content != existing.content else existing.updated_at,
-            last_seen_at=max(existing.last_seen_at, now),
-            reinforcement_count=existing.reinforcement_count + 1,
-            metadata={**meta, **existing.metadata},
-        )
-        self._write(conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags))
-        action = "extended" if new_content != existing.content else "reinforced"
-        cycle = None
-        if action == "extended" and record_change:
-            cycle = save_cycle_id()
-            insert_change(
-                conn,
-                cycle_id=cycle,
-                pass_name=SAVE_PASS,
-                kind="updated",
-                target_type="memory",
-                target_id=existing.id,
-                before=existing,
-                after=updated,
-                reason=f"save-time dedup extended it with the saved text: {decision.reason}",
-                now=now,
-            )
-        result = SaveResult(
-            action,
-            updated,
-            matched_id=existing.id,
-            similarity=similarity,
-            reason=decision.reason,
-            change_cycle=cycle,
-            before=existing,
-        )
-        return result
+    def insert_saved(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, text: SaveText) -> None:
+        """Insert the new entry of a save (a fresh id), indexed with the forms the save derived from its text."""
+        self._insert(conn, entry, fresh_id=True, text=text)
+
+    def overwrite(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, bump: bool) -> None:
+        """Overwrite every field of an existing row on ``conn`` (``bump`` when searchable fields or the archive state
+        changed)."""
+        self._write(conn, entry, bump=bump)
 
     def put(self, entry: MemoryEntry) -> MemoryEntry:
         """Insert a fully specified entry as is (no dedup). Used by merges, imports and the demo generator."""
@@ -1550,7 +1206,7 @@ class MemoryStore:
         entry: MemoryEntry,
         *,
         fresh_id: bool = False,
-        text: _SaveText | None = None,
+        text: SaveText | None = None,
     ) -> None:
         """Insert a new row. ``fresh_id``: the id was just drawn (a random UUID), so no row can hold it and the
         check is skipped: a save makes one round trip fewer. ``text``: what the save derived from the content (the

@@ -50,6 +50,7 @@ from datetime import date
 from pathlib import Path
 
 from dream_assets.text.framing import FRAMING_WORDS
+from dream_assets.text.sentences import ABBREVIATIONS, DOTTED_INITIALS, split_sentences
 from dream_assets.text.tokens import content_token_list, stem, tokenize
 
 #: Built into every vocabulary and not removable (spec: "Numbers can be exempted by category").
@@ -220,17 +221,11 @@ _STOP_WINDOW = 16
 # The period of an abbreviation is not a sentence end. Titles and Latin abbreviations precede more of the
 # same sentence ("Dr. May", "Mr. Will Turner", "St. Paul", "e.g. Python"), and so does a single initial
 # ("J. R. R. Tolkien"): the word after them is mid-sentence, whatever it is (rejection-biased).
-_ABBREVIATIONS = frozenset(
-    """
-    dr mr mrs ms mx prof st mt ft jr sr capt gen col lt sgt cpl adm rev hon gov sen rep pres supt insp det
-    messrs mme mlle fr sra sr srta
-    vs v e.g i.e cf viz approx ca
-    """.split()
-)
+_ABBREVIATIONS = ABBREVIATIONS
 # These end a name or a figure as often as a sentence ("etc.", "Inc.", "5 p.m.", "the U.S."): the next
 # word opens a new sentence only when it is common English ("etc. Then ...").
 _AMBIGUOUS_ABBREVIATIONS = frozenset("etc inc ltd co corp bros llc plc a.m p.m no nos".split())
-_DOTTED_INITIALS = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
+_DOTTED_INITIALS = DOTTED_INITIALS
 _WORD_BEFORE_STOP = re.compile(r"(?<![^\W_])((?:[^\W\d_]\.)*[^\W\d_]+)$")
 
 # Lower-case words joined to a neighbour by one of these are parts of identifiers (calendar-mcp,
@@ -885,31 +880,12 @@ CONTENT_MIN_WORDS = 2
 _CALENDAR_WORDS = frozenset(_MONTHS) | frozenset(
     "monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs fri sat sun".split()
 )
-# A sentence ends at . ! ? (with closing quotes or brackets) before white space, and at a line break.
-_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*\s+")
-_LAST_TOKEN = re.compile(r"(\S+)$")
 
 
 def content_sentences(text: str) -> list[str]:
-    """The sentences of ``text``: a line break ends one; so does . ! or ? before white space, except the period of
-    an abbreviation or an initial ("Dr. May", "J. R. R. Tolkien", "e.g. Python")."""
-    out: list[str] = []
-    for line in text.splitlines():
-        start = 0
-        for m in _SENTENCE_END.finditer(line):
-            if line[m.start()] == "." and m.group().startswith(".") and not m.group().startswith(".."):
-                last = _LAST_TOKEN.search(line[start : m.start()])
-                word = last.group(1).strip("\"'“‘([").lower() if last else ""
-                if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()) or _DOTTED_INITIALS.fullmatch(word):
-                    continue
-            piece = line[start : m.end()].strip()
-            if piece:
-                out.append(piece)
-            start = m.end()
-        piece = line[start:].strip()
-        if piece:
-            out.append(piece)
-    return out
+    """The sentences of ``text`` (text/sentences.py: a line break ends one; so does . ! or ? before white space,
+    except the period of an abbreviation or an initial: "Dr. May", "J. R. R. Tolkien", "e.g. Python")."""
+    return split_sentences(text)
 
 
 def content_stems(text: str) -> frozenset[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from dream_assets.text.sentences import sentence_spans
 from dream_assets.text.tokens import STOPWORDS, stem
 
 _MONTHS = (
@@ -68,7 +69,6 @@ _AS_OF = re.compile(rf"\b(?:as\s+of|as\s+at)\s+(?P<date>{DATE})", re.IGNORECASE)
 # A parenthesis, dash clause or trailing clause that only reports: "(mentioned again on 9 July)"
 _PAREN = re.compile(r"\(([^()]*)\)")
 _REPORTING_WORD = re.compile(rf"\b(?:{REPORTING}|again|as\s+of)\b", re.IGNORECASE)
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _WORD = re.compile(r"[^\W_]+")
 #: A sentence that reports and says nothing else ("This came up again in a chat with Gina on 9 July 2023.") is a
 #: frame as a whole: at most this many of its words are neither framing, stop, name nor date words.
@@ -100,8 +100,8 @@ def frame_date_spans(text: str) -> list[tuple[int, int]]:
         if _REPORTING_WORD.search(inner):
             for d in re.finditer(DATE, inner, re.IGNORECASE):
                 spans.append((m.start(1) + d.start(), m.start(1) + d.end()))
-    for m in _SENTENCE.finditer(text):
-        sentence = m.group()
+    for start, end in sentence_spans(text):
+        sentence = text[start:end]
         if not _REPORTING_WORD.search(sentence):
             continue
         dates = list(re.finditer(DATE, sentence, re.IGNORECASE))
@@ -117,7 +117,7 @@ def frame_date_spans(text: str) -> list[tuple[int, int]]:
             if not w[:1].isupper() and w.lower() not in STOPWORDS and stem(w.lower()) not in FRAMING_WORDS
         ]
         if len(words) <= _FRAME_SENTENCE_WORDS:
-            spans += [(m.start() + d.start(), m.start() + d.end()) for d in dates]
+            spans += [(start + d.start(), start + d.end()) for d in dates]
     merged: list[tuple[int, int]] = []
     for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:

@@ -20,9 +20,9 @@ from dream_assets.text.coverage import (
     CoverageSource,
     CoverageVocabulary,
     check_merge_coverage,
-    content_sentences,
     specifics_of,
 )
+from dream_assets.text.sentences import sentence_pieces, sentence_spans
 from dream_assets.text.tokens import STOPWORDS, tokenize
 
 _NEGATIONS = frozenset({"not", "no", "never", "nor", "neither", "none", "nothing", "nobody", "cannot", "without"})
@@ -71,16 +71,6 @@ def carries(
     return positions is not None  # found in the sentence's order, each after the one before
 
 
-# A full stop, ! or ? before white space: where the merges that keep every sentence end one (llm/offline.py), so where
-# a sentence the content splitter keeps whole ("A. Smith came", "Dr. Lee called") may still hold two.
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
-
-
-def sentence_pieces(line: str) -> list[str]:
-    """The sentences of one line as the merges split them: at each sentence break, white space trimmed."""
-    return [s.strip() for s in _SENTENCE_BREAK.split(line) if s.strip()]
-
-
 def _carries_every_piece(
     kept: str, sentence: str, category: str = "general", vocab: CoverageVocabulary = BASELINE_VOCABULARY
 ) -> bool:
@@ -117,12 +107,9 @@ def without_restated_sentences(
     preceded it (a line break stays a line break)."""
     pieces: list[tuple[str, str]] = []  # (white space before, sentence)
     pos = 0
-    for sentence in content_sentences(text):
-        at = text.find(sentence, pos)
-        if at < 0:
-            return text  # the sentences cannot be placed in the text: leave it as it is
-        pieces.append((text[pos:at], sentence))
-        pos = at + len(sentence)
+    for start, end in sentence_spans(text):
+        pieces.append((text[pos:start], text[start:end]))
+        pos = end
     keep = drop_restated([s for _, s in pieces], category, vocab)
     if len(keep) == len(pieces):
         return text
