@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from dream_assets import cycle_ids
+from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow
 from dream_assets.model import clock_problem, parse_ts
 from dream_assets.options import DreamOptions, OptionsError, load_agent_options
 from dream_assets.profile import AgentProfile, holds_profile
@@ -558,7 +560,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 
 #: The pass name the change log records a hand restore under (``dream restore``); undo treats it like any cycle.
-RESTORE_PASS = "restore"
+RESTORE_PASS = ACTOR_PASS_NAMES[Actor.RESTORE]
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
@@ -569,7 +571,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
     profile = _profile(args)
     now = _now(args)
-    cycle = f"restore-{now:%Y%m%dT%H%M%SZ}-{args.id[:12]}"
+    cycle = cycle_ids.restore(now, args.id)
     store = open_store(profile, _options(profile))
     try:
         with store.transaction():
@@ -586,14 +588,16 @@ def cmd_restore(args: argparse.Namespace) -> int:
                 return 0
             restored = store.memories.restore(args.id, now=now)
             store.changes.record(
-                cycle_id=cycle,
-                pass_name=RESTORE_PASS,
-                kind="restored",
-                target_type="memory",
-                target_id=args.id,
-                before=entry,
-                after=restored,
-                reason="restored by hand with dream restore",
+                ChangeRow(
+                    cycle_id=cycle,
+                    actor=Actor.RESTORE,
+                    kind="restored",
+                    target_type="memory",
+                    target_id=args.id,
+                    before=entry,
+                    after=restored,
+                    reason="restored by hand with dream restore",
+                ),
                 now=now,
             )
     except StoreError as exc:

@@ -54,10 +54,12 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
+from dream_assets import cycle_ids
+from dream_assets.changes_model import Actor, ChangeRow
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, is_signal, is_signal_entry, iso, new_id, utc, utc_or_now
 from dream_assets.options import DreamOptions
 from dream_assets.store import index_file
-from dream_assets.store.change_rows import SAVE_PASS, insert_change, save_cycle_id
+from dream_assets.store.change_rows import insert_change
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
@@ -1472,17 +1474,19 @@ class MemoryStore:
         action = "extended" if new_content != existing.content else "reinforced"
         cycle = None
         if action == "extended" and record_change:
-            cycle = save_cycle_id()
+            cycle = cycle_ids.save()
             insert_change(
                 conn,
-                cycle_id=cycle,
-                pass_name=SAVE_PASS,
-                kind="updated",
-                target_type="memory",
-                target_id=existing.id,
-                before=existing,
-                after=updated,
-                reason=f"save-time dedup extended it with the saved text: {decision.reason}",
+                ChangeRow(
+                    cycle_id=cycle,
+                    actor=Actor.SAVE_DEDUP,
+                    kind="updated",
+                    target_type="memory",
+                    target_id=existing.id,
+                    before=existing,
+                    after=updated,
+                    reason=f"save-time dedup extended it with the saved text: {decision.reason}",
+                ),
                 now=now,
             )
         result = SaveResult(
