@@ -5,7 +5,8 @@ The store writes and reads these (``store/change_rows.py``, ``store/changes.py``
 ``dream restore``, review decisions and undo build them. Where an entry went is never read back out of the reason
 text: the reason is for a person, the successor fields are for code (``agent_memory.successor``, undo, history).
 The one exception is data written before the fields existed — a store upgraded from schema version 4, a pending
-review set held then, an export without them — which ``legacy_successor`` reads once, when that data comes in.
+review set held then, an export or a corpus snapshot without them — which ``legacy_successor`` reads as that data
+comes in.
 
 ``pass_name`` stays beside ``actor`` for compatibility: a dream pass's rows carry the pass's name, every other actor
 has one fixed name (``ACTOR_PASS_NAMES``), the one stored by versions that knew only pass names, so either one
@@ -168,30 +169,26 @@ def _as_dict(obj: MemoryEntry | Skill | dict | None) -> dict | None:
 
 # --- rows written before the successor fields ------------------------------------------------------------------------
 
-_ID = r"([0-9A-Za-z_-]{8,})"
-#: The reasons the archiving code wrote before the fields existed, each at the start of the reason.
-_LEGACY_MEMORY_REASONS = (
-    (re.compile(rf"superseded by {_ID}", re.IGNORECASE), SuccessorHow.SUPERSEDED_BY),
-    (re.compile(rf"merged into existing entry {_ID}", re.IGNORECASE), SuccessorHow.FOLDED_INTO),
-    (re.compile(rf"merged into {_ID}", re.IGNORECASE), SuccessorHow.MERGED_INTO),
-    (re.compile(rf"exact duplicate of {_ID}", re.IGNORECASE), SuccessorHow.DUPLICATE_OF),
+#: The reasons the archiving code wrote before the fields existed, each the whole reason (up to a supersession's
+#: ": why"), the successor's id where the writer put it.
+_LEGACY_REASONS = (
+    (re.compile(r"superseded by (.+?)(?:: .*)?", re.IGNORECASE | re.DOTALL), SuccessorHow.SUPERSEDED_BY),
+    (re.compile(r"merged into existing entry (.+)", re.IGNORECASE | re.DOTALL), SuccessorHow.FOLDED_INTO),
+    (re.compile(r"exact duplicate of (.+?), folded into it", re.IGNORECASE | re.DOTALL), SuccessorHow.DUPLICATE_OF),
+    (re.compile(r"merged into (.+)", re.IGNORECASE | re.DOTALL), SuccessorHow.MERGED_INTO),
 )
-_LEGACY_SKILL_MERGE = re.compile(r"merged into (\S.*?)\s*$", re.IGNORECASE)
 
 
-def legacy_successor(target_type: str, kind: str, reason: str | None) -> tuple[str | None, SuccessorHow]:
-    """Where an entry archived by a version without the successor fields went, read from the reason that version
-    wrote ("merged into <id>", "merged into existing entry <id>", "superseded by <id>: …", "exact duplicate of <id>,
-    folded into it"; a skill's "merged into <name>"). Only for data written before the fields: a store's upgrade, an
-    old pending review set, an export without them. A reason that does not start with one of those phrases (a
-    forget's reason, written by the agent, may say anything) has no successor."""
+def legacy_successor(kind: str, reason: str | None) -> tuple[str | None, SuccessorHow]:
+    """Where an entry (or a skill) archived by a version without the successor fields went, read from the reason that
+    version wrote: "merged into <id>", "merged into existing entry <id>", "superseded by <id>: <why>", "exact
+    duplicate of <id>, folded into it", a skill's "merged into <name>". Only for data written before the fields: a
+    store's upgrade, an old pending review set, an export or a snapshot without them. A reason that is not one of
+    those (a forget's reason, the agent's own words, may say anything) has no successor."""
     if kind != "archived" or not reason:
         return None, SuccessorHow.NONE
-    if target_type == "skill":
-        m = _LEGACY_SKILL_MERGE.match(reason)
-        return (m.group(1), SuccessorHow.MERGED_INTO) if m else (None, SuccessorHow.NONE)
-    for pattern, how in _LEGACY_MEMORY_REASONS:
-        m = pattern.match(reason)
-        if m:
-            return m.group(1), how
+    for pattern, how in _LEGACY_REASONS:
+        m = pattern.fullmatch(reason.strip())
+        if m and m.group(1).strip():
+            return m.group(1).strip(), how
     return None, SuccessorHow.NONE

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from dream_assets import agent_memory as am
-from dream_assets.changes_model import Actor, SuccessorHow
+from dream_assets.changes_model import Actor, SuccessorHow, legacy_successor
 from dream_assets.cli import main
 from dream_assets.model import MemoryEntry, Skill, iso
 from dream_assets.options import DreamOptions
@@ -328,3 +328,22 @@ def test_a_review_set_held_before_the_upgrade_records_where_its_entry_went_when_
     got = am.get(profile, "pend-src-0001", now=NOW)
     assert (got.status, got.merged_into, got.current_id) == ("archived", "keep-0000001", "keep-0000001")
     assert iso(store.memories.get("pend-src-0001").archived_at) == iso(T1)
+
+
+@pytest.mark.parametrize(
+    "kind,reason,expected",
+    [
+        ("archived", "merged into 5f0c2a", ("5f0c2a", SuccessorHow.MERGED_INTO)),
+        ("archived", "merged into existing entry keep-1", ("keep-1", SuccessorHow.FOLDED_INTO)),
+        ("archived", "exact duplicate of m0, folded into it", ("m0", SuccessorHow.DUPLICATE_OF)),
+        ("archived", "superseded by w1: a later fact: moved in May", ("w1", SuccessorHow.SUPERSEDED_BY)),
+        ("archived", "merged into writing/report", ("writing/report", SuccessorHow.MERGED_INTO)),  # a skill
+        # the agent's own words, a removal, a row that archives nothing: no successor
+        ("archived", "forgotten by the agent: merged into keep-1 by hand", (None, SuccessorHow.NONE)),
+        ("archived", "ephemeral: superseded — every word of it is in live entry x1", (None, SuccessorHow.NONE)),
+        ("updated", "merged into x1", (None, SuccessorHow.NONE)),
+        ("archived", "", (None, SuccessorHow.NONE)),
+    ],
+)
+def test_the_reasons_older_versions_wrote_name_the_successor_they_meant(kind, reason, expected):
+    assert legacy_successor(kind, reason) == expected

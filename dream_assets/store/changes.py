@@ -294,7 +294,7 @@ class ChangeLog:
             for r in rows:
                 successor_id, how = r.get("successor_id"), r.get("successor_how")
                 if how is None:
-                    successor_id, how = legacy_successor(r["target_type"], r["change_kind"], r.get("reason"))
+                    successor_id, how = legacy_successor(r["change_kind"], r.get("reason"))
                 row = ChangeRow(
                     cycle_id=r["cycle_id"],
                     actor=Actor(r["actor"]) if r.get("actor") else None,

@@ -169,9 +169,9 @@ def backfill_change_rows(conn: duckdb.DuckDBPyConnection) -> None:
     cases = " ".join(f"WHEN '{name}' THEN '{actor}'" for actor, name in ACTOR_PASS_NAMES.items())
     conn.execute(f"UPDATE changes SET actor = CASE pass_name {cases} ELSE '{Actor.PASS}' END WHERE actor IS NULL")
     archived = conn.execute(
-        "SELECT change_id, target_type, reason FROM changes WHERE kind = 'archived' AND successor_how IS NULL"
+        "SELECT change_id, reason FROM changes WHERE kind = 'archived' AND successor_how IS NULL"
     ).fetchall()
-    found = {cid: legacy_successor(target_type, "archived", reason) for cid, target_type, reason in archived}
+    found = {cid: legacy_successor("archived", reason) for cid, reason in archived}
     found = {cid: s for cid, s in found.items() if s[0]}
     if found:
         table = pa.table(
@@ -201,7 +201,7 @@ def backfill_change_rows(conn: duckdb.DuckDBPyConnection) -> None:
         rows = json.loads(rows_json)
         for r in rows:
             if "successor_how" not in r:
-                sid, how = legacy_successor(r.get("target_type", ""), r.get("kind", ""), r.get("reason"))
+                sid, how = legacy_successor(r.get("kind", ""), r.get("reason"))
                 r.update(successor_id=sid, successor_how=str(how))
         conn.execute(
             "UPDATE pending_changes SET rows_json = ? WHERE change_id = ?",
