@@ -310,7 +310,7 @@ class ChangeLog:
                 )
                 created = parse_ts(r["created_at"])
                 undone = parse_ts(r["undone_at"]) if r.get("undone_at") else None
-                conn.execute(INSERT_SQL, [r["change_id"], *row_values(r["change_id"], row, created, undone)[1:]])
+                conn.execute(INSERT_SQL, row_values(r["change_id"], row, created, undone))
         return len(rows)
 
     def list(self, cycle_id: str | None = None, *, pass_name: str | None = None) -> list[ChangeRecord]:
