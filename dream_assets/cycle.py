@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
+from dream_assets import cycle_ids
 from dream_assets.folders import linked, read_folder, write_back
-from dream_assets.model import new_id, utc_or_now
+from dream_assets.model import utc_or_now
 from dream_assets.options import DreamOptions, load_agent_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
@@ -38,7 +39,9 @@ def run_cycle(
     options = load_agent_options(profile) if options is None else options
     now = utc_or_now(now)
     wanted = set(only) if only is not None else None
-    ctx = PassContext(profile, options, now, cycle_id=cycle_id or new_id(), client_factory=client_factory)
+    ctx = PassContext(
+        profile, options, now, cycle_id=cycle_id or cycle_ids.dream_cycle(), client_factory=client_factory
+    )
     reports: list[PassReport] = []
     folder = wanted is None and linked(profile)
     # Marked in progress from the first pass to the close: `dream undo` refuses meanwhile, between passes too.

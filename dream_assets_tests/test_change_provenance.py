@@ -13,15 +13,18 @@ from dream_assets import agent_memory as am
 from dream_assets import cycle_ids
 from dream_assets.changes_model import Actor, ChangeRow, SuccessorHow
 from dream_assets.cli import main
+from dream_assets.folders.transfer import export_jsonl, import_jsonl
 from dream_assets.options import DreamOptions
 from dream_assets.passes.contradiction_sweep import run_contradiction_sweep
 from dream_assets.passes.skill_consolidation import run_skill_consolidation
+from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
 
 from .conftest import NOW, run_scripted
 from .test_contradiction_sweep import answer as sweep_answer
 from .test_contradiction_sweep import paris_berlin  # noqa: F401 (a fixture)
+from .test_folder_transfer import dreamed  # noqa: F401 (a fixture)
 from .test_memory_consolidation import Run, answer, entry, live_ids, merge
 from .test_memory_consolidation_quality import FOLD
 from .test_review import _run as run_pass_in_mode
@@ -232,3 +235,18 @@ def test_dream_restore_is_recorded_by_its_actor_under_its_cycle(profile, capsys)
     assert f"recorded as cycle {cycle}" in capsys.readouterr().out
     (row,) = open_store(profile, DreamOptions()).changes.list(cycle)
     assert (row.actor, row.pass_name, row.kind) == (Actor.RESTORE, "restore", "restored")
+
+
+def test_an_export_imported_elsewhere_says_where_each_archived_entry_went(dreamed, tmp_path):  # noqa: F811
+    """The export's change lines carry the reasons; the import gives its rows their successors from them."""
+    path = tmp_path / "export.jsonl"
+    path.write_text(export_jsonl(dreamed, archived=True), encoding="utf-8")
+    copy = AgentProfile(tmp_path / "agents" / "copy").ensure()
+    import_jsonl(copy, path)
+
+    def went(profile) -> dict[str, tuple]:
+        archived = [e.id for e in open_store(profile).memories.list_all() if e.is_archived]
+        return {i: (r.merged_into, r.superseded_by, r.current_id) for i in archived for r in [am.get(profile, i)]}
+
+    assert any(merged for merged, _, _ in went(dreamed).values())  # the cycle merged
+    assert went(copy) == went(dreamed)
