@@ -100,6 +100,19 @@ class ChangeRow:
     successor_how: SuccessorHow = SuccessorHow.NONE
 
     def __post_init__(self) -> None:
+        if (
+            type(self.actor) is Actor
+            and type(self.successor_how) is SuccessorHow
+            and self.cycle_id
+            and self.target_type in TARGET_TYPES
+            and (self.pass_name or self.actor is not Actor.PASS)
+            and (self.successor_how is SuccessorHow.NONE) == (self.successor_id is None)
+            and (self.actor is Actor.PASS or self.pass_name in ("", ACTOR_PASS_NAMES[self.actor]))
+            and not (self.actor is Actor.PASS and self.pass_name in _ACTOR_OF_PASS)
+        ):  # the common case, checked without conversions (a pass writes a row per entry of a large corpus)
+            if not self.pass_name:
+                object.__setattr__(self, "pass_name", ACTOR_PASS_NAMES[self.actor])
+            return
         if not self.cycle_id:
             raise ValueError("ChangeRow: field cycle_id is empty")
         if self.target_type not in TARGET_TYPES:

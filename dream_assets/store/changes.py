@@ -62,7 +62,7 @@ from dream_assets.changes_model import (
 from dream_assets.changes_model import TARGET_TYPES as TARGET_TYPES
 from dream_assets.model import MemoryEntry, Skill, iso, new_id, parse_ts, utc
 from dream_assets.profile import AgentProfile
-from dream_assets.store.change_rows import INSERT_SQL, insert_change, row_values
+from dream_assets.store.change_rows import INSERT_SQL, dump, insert_change, row_values
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.cycle_marker import check_markers
 from dream_assets.store.memory import MemoryStore
@@ -269,14 +269,23 @@ class ChangeLog:
             start = int(conn.execute("SELECT nextval('row_seq')").fetchall()[0][0])
             if len(rows) > 1:  # reserve a block of ordinals for the batch
                 conn.execute(f"SELECT nextval('row_seq') FROM range({len(rows) - 1})").fetchall()
-            values = [row_values(new_id(), r, now) for r in rows]
-            names = [c for c in CHANGE_COLUMNS if c != "ordinal"]
-            types = {"created_at": pa.timestamp("us"), "undone_at": pa.timestamp("us")}
+            text = pa.string()
             columns = {
-                name: pa.array([v[i] for v in values], types.get(name, pa.string())) for i, name in enumerate(names)
+                "change_id": pa.array([new_id() for _ in rows], text),
+                "cycle_id": pa.array([r.cycle_id for r in rows], text),
+                "pass_name": pa.array([r.pass_name for r in rows], text),
+                "kind": pa.array([r.kind for r in rows], text),
+                "target_type": pa.array([r.target_type for r in rows], text),
+                "target_id": pa.array([r.target_id for r in rows], text),
+                "before_json": pa.array([dump(r.before) for r in rows], text),
+                "after_json": pa.array([dump(r.after) for r in rows], text),
+                "reason": pa.array([r.reason for r in rows], text),
+                "created_at": pa.array([ts] * len(rows), pa.timestamp("us")),
+                "ordinal": pa.array(range(start, start + len(rows)), pa.int64()),
+                "actor": pa.array([r.actor.value for r in rows], text),  # type: ignore[union-attr]
+                "successor_id": pa.array([r.successor_id for r in rows], text),
+                "successor_how": pa.array([r.successor_how.value for r in rows], text),
             }
-            columns["created_at"] = pa.array([ts] * len(rows), pa.timestamp("us"))
-            columns["ordinal"] = pa.array([start + i for i in range(len(rows))], pa.int64())
             conn.register("_changes_in", pa.table(columns))
             try:
                 conn.execute(f"INSERT INTO changes ({', '.join(columns)}) SELECT {', '.join(columns)} FROM _changes_in")
