@@ -1,7 +1,10 @@
 """The change log of dream passes, and undo.
 
 Every change a pass makes to a memory or a skill is recorded with the cycle (run) it belongs to, the full record
-before and after, and the reason (DESIGN: "Nothing is destroyed in place").
+before and after, and the reason (DESIGN: "Nothing is destroyed in place"). A row is a ``ChangeRow``
+(``dream_assets/changes_model.py``): who made it (its actor: the agent, a pass, review, undo, ``dream restore``) and,
+for an entry archived into another, that entry and how (``successor_id``, ``successor_how``), which undo reads to say
+what it put back ("unmerged", "unsuperseded"). Cycle ids come from ``dream_assets/cycle_ids.py``.
 
 A change and its row are one write: ``record`` and ``record_many`` write through the store's connection, so inside
 ``with store.transaction():`` they join the open transaction together with the store writes made there (which join it
