@@ -84,6 +84,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dream_assets.changes_model import ChangeRow, SuccessorHow
 from dream_assets.demo import build_demo_profile  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
@@ -1704,14 +1705,18 @@ def folder_trials(work: Path, quick: bool, tally: Counter, notes: list[str]) -> 
                 for old in (first, second):
                     store.memories.archive(old.id, now=NOW)
                     store.changes.record(
-                        cycle_id=f"merge-{r}",
-                        pass_name="memory_consolidation",
-                        kind="archived",
-                        target_type="memory",
-                        target_id=old.id,
-                        before=old,
-                        after=None,
-                        reason=f"merged into {new.id}",
+                        ChangeRow(
+                            cycle_id=f"merge-{r}",
+                            pass_name="memory_consolidation",
+                            kind="archived",
+                            target_type="memory",
+                            target_id=old.id,
+                            before=old,
+                            after=None,
+                            reason=f"merged into {new.id}",
+                            successor_id=new.id,
+                            successor_how=SuccessorHow.MERGED_INTO,
+                        ),
                         now=NOW,
                     )
         finally:

@@ -86,6 +86,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dream_assets.changes_model import SuccessorHow  # noqa: E402
 from dream_assets.cycle import run_cycle  # noqa: E402
 from dream_assets.llm.client import ModelClient  # noqa: E402
 from dream_assets.llm.offline import OfflineBackend, answer_memory_consolidation, split_sentences  # noqa: E402
@@ -394,9 +395,6 @@ def build_corpus(conv: dict[str, Any], seed: int) -> Corpus:
 
 
 # ---------------------------------------------------------------------------------------------- measuring
-_INTO = re.compile(r"\binto (?:existing (?:live )?entry |entry )?([0-9A-Za-z_-]{6,})")
-
-
 def successors(store: Any) -> dict[str, str]:
     """Source id -> the entry it went into: ``mergedFrom`` provenance, and change-log rows that archived an entry
     into another."""
@@ -410,15 +408,16 @@ def successors(store: Any) -> dict[str, str]:
                         succ[str(src)] = e.id
             except ValueError:
                 pass
+    merged = [str(how) for how in SuccessorHow if how.merged]
     with store.connection.session() as conn:
         rows = conn.execute(
-            "SELECT target_id, reason FROM changes WHERE target_type = 'memory' AND kind = 'archived' "
-            "AND undone_at IS NULL ORDER BY ordinal"
+            "SELECT target_id, successor_id FROM changes WHERE target_type = 'memory' AND kind = 'archived' "
+            "AND undone_at IS NULL AND successor_how IN (SELECT unnest(?)) ORDER BY ordinal",
+            [merged],
         ).fetchall()
-    for target, reason in rows:
-        m = _INTO.search(reason or "")
-        if m and m.group(1) != target:
-            succ.setdefault(target, m.group(1))
+    for target, into in rows:
+        if into != target:
+            succ.setdefault(target, into)
     return succ
 
 

@@ -46,6 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dream_assets.changes_model import ChangeRow
 from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories  # noqa: E402
 from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
@@ -237,14 +238,16 @@ def bench_fair_access(profile: AgentProfile, n: int, seconds: float) -> None:
             waits.append(store.connection.last_wait_s)
             merged = store.memories.put(entry.with_(id=f"bench-merge-{step}", created_at=NOW, updated_at=NOW))
             store.changes.record(
-                cycle_id="bench",
-                pass_name="memory_consolidation",
-                kind="created",
-                target_type="memory",
-                target_id=merged.id,
-                before=None,
-                after=merged,
-                reason="benchmark",
+                ChangeRow(
+                    cycle_id="bench",
+                    pass_name="memory_consolidation",
+                    kind="created",
+                    target_type="memory",
+                    target_id=merged.id,
+                    before=None,
+                    after=merged,
+                    reason="benchmark",
+                ),
                 now=NOW,
             )
         step += 1
@@ -267,14 +270,16 @@ def _created_cycle(store, cycle: str, k: int) -> None:
         for i, entry in enumerate(live):
             made = store.memories.put(entry.with_(id=f"{cycle}-{i}", created_at=NOW, updated_at=NOW))
             store.changes.record(
-                cycle_id=cycle,
-                pass_name="memory_consolidation",
-                kind="created",
-                target_type="memory",
-                target_id=made.id,
-                before=None,
-                after=made,
-                reason="benchmark",
+                ChangeRow(
+                    cycle_id=cycle,
+                    pass_name="memory_consolidation",
+                    kind="created",
+                    target_type="memory",
+                    target_id=made.id,
+                    before=None,
+                    after=made,
+                    reason="benchmark",
+                ),
                 now=NOW,
             )
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +35,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from dream_assets import cycle_ids
+from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
 from dream_assets.llm.busy import mark_active
 from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc, utc_or_now
 from dream_assets.names import MAX_NAME_LENGTH
@@ -50,7 +51,7 @@ from dream_assets.passes.model_text import problem
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.service.save import save_memory
 from dream_assets.store import DreamStore, open_store
-from dream_assets.store.changes import DECAY_KIND, UNDO_PASS, ChangeRecord
+from dream_assets.store.changes import DECAY_KIND, ChangeRecord
 from dream_assets.store.connection import StoreError
 from dream_assets.store.log_records import FEEDBACK_KINDS as FEEDBACK_KINDS
 from dream_assets.store.log_records import RATINGS as RATINGS
@@ -76,9 +77,9 @@ from dream_assets.store.skills import MAX_SKILL_CHARS as MAX_SKILL_CHARS
 from dream_assets.store.skills import SkillError
 
 #: The pass name agent saves are recorded under in the change log, and the prefix of their (daily) cycle id.
-AGENT_PASS = "agent"
+AGENT_PASS = ACTOR_PASS_NAMES[Actor.AGENT_SAVE]
 #: The pass name and cycle-id prefix of ``forget``.
-FORGET_PASS = "forget"
+FORGET_PASS = ACTOR_PASS_NAMES[Actor.AGENT_FORGET]
 #: Most hits one search returns.
 MAX_SEARCH_LIMIT = 100
 #: Most memories one ``list_memories`` page holds.
@@ -92,10 +93,6 @@ MAX_SUMMARY_CHARS = 2000
 MAX_LOG_TEXT_CHARS = 1_000_000
 #: Successors followed from an archived id to the live entry that holds its fact.
 MAX_SUCCESSOR_HOPS = 20
-
-_SUCCESSOR = re.compile(
-    r"(?:merged into (?:existing entry )?|superseded by |exact duplicate of )([0-9A-Za-z_-]{8,})", re.IGNORECASE
-)
 
 
 # --- errors ---------------------------------------------------------------------------------------------------------
@@ -399,10 +396,6 @@ def _store_errors(exc: Exception) -> AgentMemoryError:
     return InvalidInput(str(exc))
 
 
-def _day_cycle(now: datetime) -> str:
-    return f"{AGENT_PASS}-{now:%Y-%m-%d}"
-
-
 # --- memories -------------------------------------------------------------------------------------------------------
 
 
@@ -427,7 +420,7 @@ def save(
     store = _open(call)
 
     def record(result: SaveResult) -> None:
-        store.changes.record(**_save_change(call, result), now=call.now)
+        store.changes.record(_save_change(call, result), now=call.now)
 
     try:
         result = save_memory(
@@ -480,7 +473,7 @@ def save_many(
         ]
     store = _open(call)
     out: list[SavedMemory] = []
-    rows: list[dict] = []
+    rows: list[ChangeRow] = []
 
     def record(result: SaveResult) -> None:
         rows.append(_save_change(call, result))
@@ -516,23 +509,23 @@ def _check_save(call: _Call, content: object, category: object, tags: Sequence[s
         raise InvalidInput(f"importance {importance!r} must be a number between 0 and 1")
 
 
-def _save_change(call: _Call, result: SaveResult) -> dict:
-    """The change-log row of one save by the agent (keyword arguments of ``ChangeLog.record`` but ``now``)."""
+def _save_change(call: _Call, result: SaveResult) -> ChangeRow:
+    """The change-log row of one save by the agent."""
     kind, reason = (
         ("created", "saved by the agent")
         if result.action == "created"
         else ("updated", f"{result.action} by a save of the agent: {result.reason or 'same fact'}")
     )
-    return {
-        "cycle_id": _day_cycle(call.now),
-        "pass_name": AGENT_PASS,
-        "kind": kind,
-        "target_type": "memory",
-        "target_id": result.entry.id,
-        "before": result.before,
-        "after": result.entry,
-        "reason": reason,
-    }
+    return ChangeRow(
+        cycle_id=cycle_ids.agent_day(call.now),
+        actor=Actor.AGENT_SAVE,
+        kind=kind,
+        target_type="memory",
+        target_id=result.entry.id,
+        before=result.before,
+        after=result.entry,
+        reason=reason,
+    )
 
 
 def _saved(result: SaveResult) -> SavedMemory:
@@ -596,20 +589,22 @@ def search(
 
 
 def successor(entry: MemoryEntry, rows: Sequence[ChangeRecord]) -> tuple[str | None, str | None, str | None]:
-    """(merged_into, superseded_by, archived_reason) of an archived entry, from its metadata and change log (an
-    imported entry, whose archiving has no row here, carries them in its metadata)."""
+    """(merged_into, superseded_by, archived_reason) of an archived entry: where it went is the successor its last
+    archiving row names (``successor_id``, ``successor_how``: merged, folded or a duplicate -> merged_into,
+    superseded -> superseded_by), the reason is that row's. An imported entry, whose archiving has no row here,
+    carries them in its metadata."""
     superseded = entry.metadata.get(SUPERSEDED_BY_KEY) or None
     archived = [r for r in rows if r.kind == "archived" and r.undone_at is None]
-    reason = archived[-1].reason if archived else (entry.metadata.get(ARCHIVED_REASON_KEY) or None)
+    last = archived[-1] if archived else None
+    reason = last.reason if last is not None else (entry.metadata.get(ARCHIVED_REASON_KEY) or None)
     if reason is None and superseded:
         reason = f"superseded by {superseded}: {entry.metadata.get(SUPERSESSION_REASON_KEY, '')}".rstrip(": ")
     merged = None
-    if reason:
-        m = _SUCCESSOR.search(reason)
-        if m and not reason.lower().startswith("superseded by"):
-            merged = m.group(1)
-        elif m and superseded is None:
-            superseded = m.group(1)
+    if last is not None and last.successor_id:
+        if last.successor_how is SuccessorHow.SUPERSEDED_BY:
+            superseded = superseded or last.successor_id
+        else:
+            merged = last.successor_id
     if merged is None and superseded is None:
         merged = entry.metadata.get(MERGED_INTO_KEY) or None
     return merged, superseded, reason
@@ -860,14 +855,16 @@ def reinforce(
                 raise NotFound(f"no live memory with id {entry_id!r} in agent {call.profile.agent_id} ({state})")
             after = store.memories.reinforce(entry_id, now=call.now)
             store.changes.record(
-                cycle_id=_day_cycle(call.now),
-                pass_name=AGENT_PASS,
-                kind="updated",
-                target_type="memory",
-                target_id=entry_id,
-                before=before,
-                after=after,
-                reason="reinforced by the agent",
+                ChangeRow(
+                    cycle_id=cycle_ids.agent_day(call.now),
+                    actor=Actor.AGENT_SAVE,
+                    kind="updated",
+                    target_type="memory",
+                    target_id=entry_id,
+                    before=before,
+                    after=after,
+                    reason="reinforced by the agent",
+                ),
                 now=call.now,
             )
         record = _record_of(store, entry_id)
@@ -911,7 +908,7 @@ def put(
         raise InvalidInput(f"importance {importance!r} must be a number between 0 and 1")
     if metadata is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise InvalidInput("metadata must map strings to strings")
-    cycle = _day_cycle(call.now)
+    cycle = cycle_ids.agent_day(call.now)
     store = _open(call)
     try:
         with store.transaction():
@@ -953,14 +950,16 @@ def put(
                     else ("updated", "put by the agent: its text replaced")
                 )
             store.changes.record(
-                cycle_id=cycle,
-                pass_name=AGENT_PASS,
-                kind="created" if outcome == "created" else "restored" if outcome == "restored" else "updated",
-                target_type="memory",
-                target_id=entry_id,
-                before=before,
-                after=after,
-                reason=reason,
+                ChangeRow(
+                    cycle_id=cycle,
+                    actor=Actor.AGENT_SAVE,
+                    kind="created" if outcome == "created" else "restored" if outcome == "restored" else "updated",
+                    target_type="memory",
+                    target_id=entry_id,
+                    before=before,
+                    after=after,
+                    reason=reason,
+                ),
                 now=call.now,
             )
     except (ContentError, StoreError) as exc:
@@ -988,7 +987,7 @@ def forget(
     _check(reason, "content", "reason", max_chars=MAX_REASON_CHARS)
     if marks is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in marks.items()):
         raise InvalidInput("marks must map strings to strings")
-    cycle = f"{FORGET_PASS}-{call.now:%Y%m%dT%H%M%S%fZ}-{entry_id[:12]}"
+    cycle = cycle_ids.forget(call.now, entry_id)
     store = _open(call)
     try:
         with store.transaction():
@@ -1005,14 +1004,16 @@ def forget(
             )
             assert after is not None
             store.changes.record(
-                cycle_id=cycle,
-                pass_name=FORGET_PASS,
-                kind="archived",
-                target_type="memory",
-                target_id=entry_id,
-                before=before,
-                after=after,
-                reason=f"forgotten by the agent: {reason.strip()}",
+                ChangeRow(
+                    cycle_id=cycle,
+                    actor=Actor.AGENT_FORGET,
+                    kind="archived",
+                    target_type="memory",
+                    target_id=entry_id,
+                    before=before,
+                    after=after,
+                    reason=f"forgotten by the agent: {reason.strip()}",
+                ),
                 now=call.now,
             )
     except StoreError as exc:
@@ -1040,16 +1041,16 @@ _UNDO_EVENTS = {
 
 def _event_of(row: ChangeRecord) -> str:
     reason = row.reason.lower()
-    if row.pass_name == UNDO_PASS:
+    if row.actor is Actor.UNDO:
         return _UNDO_EVENTS.get(row.kind, "restored" if row.kind == "restored" else "undone")
     if row.kind == DECAY_KIND:
         return "decayed"
     if row.kind == "created":
         return "merged in" if (row.after or {}).get("metadata", {}).get("mergedFrom") else "created"
     if row.kind == "archived":
-        if reason.startswith("superseded by") or "superseded by" in reason:
+        if row.successor_how is SuccessorHow.SUPERSEDED_BY:
             return "superseded"
-        if "merged into" in reason or "folded into" in reason:
+        if row.successor_how.merged:
             return "merged out"
         return "archived"
     if row.kind == "updated":

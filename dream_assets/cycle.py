@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
+from dream_assets import cycle_ids
 from dream_assets.folders import linked, read_folder, write_back
-from dream_assets.model import new_id, utc_or_now
+from dream_assets.model import utc_or_now
 from dream_assets.options import DreamOptions, load_agent_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
@@ -43,7 +44,7 @@ def run_cycle(
         profile,
         options,
         now,
-        cycle_id=cycle_id or new_id(),
+        cycle_id=cycle_id or cycle_ids.dream_cycle(),
         client_factory=client_factory,
         save_memory=save_memory,
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dream_assets.changes_model import SuccessorHow, legacy_successor
 from dream_assets.file_safety import atomic_write
 from dream_assets.model import iso, parse_ts, utc
 from dream_assets.options import DreamOptions
@@ -79,14 +80,10 @@ def run_audit(profile: AgentProfile, options: DreamOptions, now: datetime) -> Au
                 result.dangling_provenance.append(f"{r['id']} -> {src}")
     changes = latest.read("changes").to_pylist()
     for c in changes:
-        reason = (c["reason"] or "").lower()
-        # Sources retired into another entry: by a merge ("merged into …") or by the exact-duplicate fold ("folded
-        # into").
-        if (
-            c["pass_name"] == "memory_consolidation"
-            and c["kind"] == "archived"
-            and ("merge" in reason or "fold" in reason)
-        ):
+        # Sources retired into another entry, by a merge or the exact-duplicate fold: their row names how. A snapshot
+        # written before rows had the field says it in the reason the archiving wrote.
+        how = SuccessorHow(c.get("successor_how") or legacy_successor(c["kind"], c["reason"])[1])
+        if c["pass_name"] == "memory_consolidation" and c["kind"] == "archived" and how.merged:
             if c["target_id"] not in referenced:
                 result.orphaned_sources.append(c["target_id"])
     # A cluster rejected in several cycles: distinct rejection instants per cluster across the snapshots kept.

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dream_assets import agent_memory as am
+from dream_assets.changes_model import ChangeRow, SuccessorHow
 from dream_assets.cli import main as dream
 from dream_assets.llm.busy import is_busy
 from dream_assets.options import DreamOptions
@@ -107,14 +108,18 @@ def test_an_old_id_leads_to_its_live_successor(profile: AgentProfile) -> None:
         before = store.memories.get(a)
         after = store.memories.archive(a, now=NOW)
         store.changes.record(
-            cycle_id="c1",
-            pass_name="memory_consolidation",
-            kind="archived",
-            target_type="memory",
-            target_id=a,
-            before=before,
-            after=after,
-            reason=f"merged into {b}",
+            ChangeRow(
+                cycle_id="c1",
+                pass_name="memory_consolidation",
+                kind="archived",
+                target_type="memory",
+                target_id=a,
+                before=before,
+                after=after,
+                reason=f"merged into {b}",
+                successor_id=b,
+                successor_how=SuccessorHow.MERGED_INTO,
+            ),
             now=NOW,
         )
     store.memories.supersede(b, c, now=NOW, reason="a later fact")

@@ -130,7 +130,7 @@ def test_turns_left_unprocessed_longer_than_the_limit_are_given_up_with_a_warnin
 def test_a_pass_that_cannot_write_its_change_row_saves_nothing(profile, store, monkeypatch):
     say(profile, "Use 24-hour times.", at=NOW - timedelta(hours=1))
 
-    def refuse(**kwargs):
+    def refuse(*args, **kwargs):
         raise RuntimeError("change log unavailable")
 
     monkeypatch.setattr(store.changes, "record", refuse)
@@ -150,7 +150,7 @@ def test_a_skill_created_by_gap_detection_is_rolled_back_without_its_change_row(
     )
     say(profile, "Please convert this invoice PDF into a row", at=NOW - timedelta(hours=4), session="b")
 
-    def refuse(**kwargs):
+    def refuse(*args, **kwargs):
         raise RuntimeError("change log unavailable")
 
     monkeypatch.setattr(store.changes, "record", refuse)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dream_assets import agent_memory
+from dream_assets.changes_model import ChangeRow, SuccessorHow
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
 from dream_assets.file_safety import is_temp_file
@@ -616,14 +617,18 @@ def _merge_by_hand(profile, sources, merged: str, cycle_id: str):
         for old in sources:
             store.memories.archive(old.id, now=NOW)
             store.changes.record(
-                cycle_id=cycle_id,
-                pass_name="memory_consolidation",
-                kind="archived",
-                target_type="memory",
-                target_id=old.id,
-                before=old,
-                after=None,
-                reason=f"merged into {new.id}",
+                ChangeRow(
+                    cycle_id=cycle_id,
+                    pass_name="memory_consolidation",
+                    kind="archived",
+                    target_type="memory",
+                    target_id=old.id,
+                    before=old,
+                    after=None,
+                    reason=f"merged into {new.id}",
+                    successor_id=new.id,
+                    successor_how=SuccessorHow.MERGED_INTO,
+                ),
                 now=NOW,
             )
     return new

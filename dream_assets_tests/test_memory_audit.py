@@ -3,6 +3,9 @@
 import json
 from datetime import timedelta
 
+import pyarrow.parquet as pq
+import pytest
+
 from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
 from dream_assets.memory_audit import merged_from, read_trend, run_audit
@@ -98,7 +101,11 @@ def test_pause_file_only_when_opted_in(profile, options):
     assert profile.consolidation_pause_path.exists()
 
 
-def test_deleting_the_entry_an_exact_duplicate_was_folded_into_orphans_the_folded_source(profile, options):
+@pytest.mark.parametrize("written_before_successors", [False, True])
+def test_deleting_the_entry_an_exact_duplicate_was_folded_into_orphans_the_folded_source(
+    profile, options, written_before_successors
+):
+    """Also in a snapshot written before change rows named their successor: its rows say it in their reasons."""
     from dream_assets.model import MemoryEntry
 
     store = open_store(profile, options)
@@ -124,7 +131,12 @@ def test_deleting_the_entry_an_exact_duplicate_was_folded_into_orphans_the_folde
     assert store.memories.get("m1").is_archived and merged_from(store.memories.get("m0").metadata) == ["m1"]
     with store.connection.session() as conn:  # a hard delete outside the archive purge
         conn.execute("DELETE FROM memories WHERE id = 'm0'")
-    take_snapshot(profile, store, NOW + timedelta(hours=1))
+    latest, _ = take_snapshot(profile, store, NOW + timedelta(hours=1))
+    if written_before_successors:
+        changes = latest.read("changes")
+        pq.write_table(
+            changes.drop_columns(["actor", "successor_id", "successor_how"]), latest.path / "changes.parquet"
+        )
     result = run_audit(profile, options, NOW + timedelta(hours=1))
     assert "m0" in result.unexplained_deletes and "m1" in result.orphaned_sources
 

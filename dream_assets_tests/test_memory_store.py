@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 
+from dream_assets.changes_model import ChangeRow
 from dream_assets.model import MemoryEntry
 from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
@@ -262,26 +263,30 @@ def test_undoing_a_cycle_puts_the_fingerprint_back(store):
     with store.transaction():
         edited = m.update(kept.id, content="The user's dentist is Dr. Okafor in Accra, Ghana.", now=later)
         store.changes.record(
-            cycle_id="c1",
-            pass_name="memory_consolidation",
-            kind="updated",
-            target_type="memory",
-            target_id=kept.id,
-            before=kept,
-            after=edited,
-            reason="merge",
+            ChangeRow(
+                cycle_id="c1",
+                pass_name="memory_consolidation",
+                kind="updated",
+                target_type="memory",
+                target_id=kept.id,
+                before=kept,
+                after=edited,
+                reason="merge",
+            ),
             now=later,
         )
         archived = m.archive(gone.id, now=later)
         store.changes.record(
-            cycle_id="c1",
-            pass_name="memory_consolidation",
-            kind="archived",
-            target_type="memory",
-            target_id=gone.id,
-            before=gone,
-            after=archived,
-            reason="merge",
+            ChangeRow(
+                cycle_id="c1",
+                pass_name="memory_consolidation",
+                kind="archived",
+                target_type="memory",
+                target_id=gone.id,
+                before=gone,
+                after=archived,
+                reason="merge",
+            ),
             now=later,
         )
     assert m.fingerprint() != before

@@ -114,6 +114,8 @@ LIBRARY_LAYERS = {
     "dream_assets.file_safety": 0,
     "dream_assets.liveness": 0,  # a heartbeat thread and whether a process lives: runs, cycles and busy leases
     "dream_assets.scope": 0,  # the walls between namespaces: a rule over entries, read by the store and the passes
+    "dream_assets.changes_model": 0,  # the typed change row, written by the store and built by everyone who changes
+    "dream_assets.cycle_ids": 0,  # the one cycle-id scheme: the store, the passes, the agent's calls, the CLI
     "dream_assets.directives": 0,  # package data
     "dream_assets.text": 1,
     "dream_assets.store": 2,

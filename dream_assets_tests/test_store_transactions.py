@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 
+from dream_assets.changes_model import ChangeRow
 from dream_assets.model import MemoryEntry, Skill, new_id
 from dream_assets.service.save import save_memory
 from dream_assets.store import memory as memory_module
@@ -39,14 +40,16 @@ def test_a_failure_after_a_write_rolls_back_the_write_and_its_change_row(store):
         merged = store.memories.put(_entry("Bob Lee owns the Q3 budget for Project Atlas."))
         store.memories.archive(kept.id, now=NOW)
         store.changes.record(
-            cycle_id="c1",
-            pass_name="memory_consolidation",
-            kind="created",
-            target_type="memory",
-            target_id=merged.id,
-            before=None,
-            after=merged,
-            reason="test",
+            ChangeRow(
+                cycle_id="c1",
+                pass_name="memory_consolidation",
+                kind="created",
+                target_type="memory",
+                target_id=merged.id,
+                before=None,
+                after=merged,
+                reason="test",
+            ),
             now=NOW,
         )
         raise Boom("crash between the write and the rest of the merge")
@@ -62,14 +65,16 @@ def test_nested_writes_commit_together(store):
     with store.transaction():
         a = store.memories.put(_entry("Carol Diaz moved to the Lisbon office in 2025."))
         store.changes.record(
-            cycle_id="c2",
-            pass_name="memory_consolidation",
-            kind="created",
-            target_type="memory",
-            target_id=a.id,
-            before=None,
-            after=a,
-            reason="test",
+            ChangeRow(
+                cycle_id="c2",
+                pass_name="memory_consolidation",
+                kind="created",
+                target_type="memory",
+                target_id=a.id,
+                before=None,
+                after=a,
+                reason="test",
+            ),
             now=NOW,
         )
     assert store.memories.get(a.id) is not None
@@ -130,28 +135,30 @@ def test_every_store_write_inside_a_transaction_rolls_back_with_its_change_row(s
     with pytest.raises(Boom), store.transaction():
         MEMORY_WRITES[write](store, live, gone)
         store.changes.record(
-            cycle_id="c3",
-            pass_name="p",
-            kind="updated",
-            target_type="memory",
-            target_id=live.id,
-            before=live,
-            after=live,
-            reason="test",
+            ChangeRow(
+                cycle_id="c3",
+                pass_name="p",
+                kind="updated",
+                target_type="memory",
+                target_id=live.id,
+                before=live,
+                after=live,
+                reason="test",
+            ),
             now=NOW,
         )
         store.changes.record_many(
             [
-                {
-                    "cycle_id": "c3",
-                    "pass_name": "p",
-                    "kind": "stamped",
-                    "target_type": "memory",
-                    "target_id": live.id,
-                    "before": None,
-                    "after": None,
-                    "reason": "test",
-                }
+                ChangeRow(
+                    cycle_id="c3",
+                    pass_name="p",
+                    kind="stamped",
+                    target_type="memory",
+                    target_id=live.id,
+                    before=None,
+                    after=None,
+                    reason="test",
+                )
             ],
             now=NOW,
         )
@@ -163,14 +170,16 @@ def test_every_store_write_inside_a_transaction_rolls_back_with_its_change_row(s
     with store.transaction():
         MEMORY_WRITES[write](store, live, gone)
         store.changes.record(
-            cycle_id="c3",
-            pass_name="p",
-            kind="updated",
-            target_type="memory",
-            target_id=live.id,
-            before=live,
-            after=live,
-            reason="test",
+            ChangeRow(
+                cycle_id="c3",
+                pass_name="p",
+                kind="updated",
+                target_type="memory",
+                target_id=live.id,
+                before=live,
+                after=live,
+                reason="test",
+            ),
             now=NOW,
         )
     after = _state(store)
@@ -191,14 +200,16 @@ def test_the_recall_index_follows_a_rolled_back_purge_and_archive(store):
 def test_a_record_outside_any_transaction_commits_on_its_own(store):
     live, _ = _seed(store)
     store.changes.record(
-        cycle_id="c4",
-        pass_name="p",
-        kind="updated",
-        target_type="memory",
-        target_id=live.id,
-        before=live,
-        after=live,
-        reason="alone",
+        ChangeRow(
+            cycle_id="c4",
+            pass_name="p",
+            kind="updated",
+            target_type="memory",
+            target_id=live.id,
+            before=live,
+            after=live,
+            reason="alone",
+        ),
         now=NOW,
     )
     store.close()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from dream_assets.changes_model import ChangeRow, SuccessorHow
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
@@ -228,14 +229,16 @@ def test_an_entry_purged_by_a_later_cycle_is_refused_with_that_reason(profile, s
     )
     archived = store.memories.archive(e.id, now=old)
     store.changes.record(
-        cycle_id="early",
-        pass_name="memory_consolidation",
-        kind="archived",
-        target_type="memory",
-        target_id=e.id,
-        before=e,
-        after=archived,
-        reason="merged",
+        ChangeRow(
+            cycle_id="early",
+            pass_name="memory_consolidation",
+            kind="archived",
+            target_type="memory",
+            target_id=e.id,
+            before=e,
+            after=archived,
+            reason="merged",
+        ),
         now=old,
     )
     run_archive_purge(PassContext(profile, DreamOptions(), NOW, cycle_id="late", _store=store))
@@ -493,26 +496,32 @@ def test_undo_while_a_pass_of_the_agent_is_running_is_refused_and_changes_nothin
 def test_undoing_one_pass_a_later_pass_of_the_same_cycle_built_on_is_refused_the_whole_cycle_is_not(profile, store):
     merged = store.memories.put(_entry("Kestrel ships on Fridays from dock 4."))
     store.changes.record(
-        cycle_id="c1",
-        pass_name="memory_consolidation",
-        kind="created",
-        target_type="memory",
-        target_id=merged.id,
-        before=None,
-        after=merged,
-        reason="merged",
+        ChangeRow(
+            cycle_id="c1",
+            pass_name="memory_consolidation",
+            kind="created",
+            target_type="memory",
+            target_id=merged.id,
+            before=None,
+            after=merged,
+            reason="merged",
+        ),
         now=NOW,
     )
     archived = store.memories.archive(merged.id, now=NOW)
     store.changes.record(
-        cycle_id="c1",
-        pass_name="contradiction_sweep",
-        kind="archived",
-        target_type="memory",
-        target_id=merged.id,
-        before=merged,
-        after=archived,
-        reason="superseded by x",
+        ChangeRow(
+            cycle_id="c1",
+            pass_name="contradiction_sweep",
+            kind="archived",
+            target_type="memory",
+            target_id=merged.id,
+            before=merged,
+            after=archived,
+            reason="superseded by x",
+            successor_id="x",
+            successor_how=SuccessorHow.SUPERSEDED_BY,
+        ),
         now=NOW,
     )
     one_pass = store.changes.undo_cycle("c1", pass_name="memory_consolidation", now=LATER)

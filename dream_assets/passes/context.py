@@ -9,7 +9,9 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from dream_assets.model import MemoryEntry, Skill, new_id, utc
+from dream_assets import cycle_ids
+from dream_assets.changes_model import Actor, ChangeRow, SuccessorHow
+from dream_assets.model import MemoryEntry, Skill, utc
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.store import DreamStore, open_store
@@ -25,7 +27,7 @@ class PassContext:
     profile: AgentProfile
     options: DreamOptions
     now: datetime
-    cycle_id: str = field(default_factory=new_id)
+    cycle_id: str = field(default_factory=cycle_ids.dream_cycle)
     client_factory: Callable[[], ModelClient] | None = None
     _store: DreamStore | None = None
     #: Why this pass is forced in this run (``dream run --force``, the ``dream/force`` run tag), or None. A forced pass
@@ -82,18 +84,48 @@ class PassContext:
         before: MemoryEntry | Skill | None,
         after: MemoryEntry | Skill | None,
         reason: str,
+        successor_id: str | None = None,
+        successor_how: SuccessorHow = SuccessorHow.NONE,
     ) -> None:
-        """Write one row of the change log for this cycle (see store/changes.py)."""
-        target_type = "memory" if isinstance(target, MemoryEntry) else "skill"
-        target_id = target.id if isinstance(target, MemoryEntry) else target.name
+        """Write one row of the change log for this cycle (see store/changes.py). An entry archived into another
+        names it: ``successor_id`` and how (``successor_how``)."""
         self.store.changes.record(
+            self.row(
+                pass_name,
+                kind,
+                target,
+                before=before,
+                after=after,
+                reason=reason,
+                successor_id=successor_id,
+                successor_how=successor_how,
+            ),
+            now=self.now,
+        )
+
+    def row(
+        self,
+        pass_name: str,
+        kind: str,
+        target: MemoryEntry | Skill,
+        *,
+        before: MemoryEntry | Skill | None,
+        after: MemoryEntry | Skill | None,
+        reason: str,
+        successor_id: str | None = None,
+        successor_how: SuccessorHow = SuccessorHow.NONE,
+    ) -> ChangeRow:
+        """The change row of ``pass_name`` about ``target`` in this cycle (``record`` writes it)."""
+        return ChangeRow(
             cycle_id=self.cycle_id,
+            actor=Actor.PASS,
             pass_name=pass_name,
             kind=kind,
-            target_type=target_type,
-            target_id=target_id,
+            target_type="memory" if isinstance(target, MemoryEntry) else "skill",
+            target_id=target.id if isinstance(target, MemoryEntry) else target.name,
             before=before,
             after=after,
             reason=reason,
-            now=self.now,
+            successor_id=successor_id,
+            successor_how=successor_how,
         )

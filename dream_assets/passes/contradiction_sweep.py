@@ -42,6 +42,7 @@ from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from dream_assets.changes_model import SuccessorHow
 from dream_assets.llm.contracts import NOT_TEXT, ContradictionSweepResponse, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
@@ -472,6 +473,8 @@ def _apply(ctx: PassContext, report: PassReport, selection: Selection, verdicts:
                     before=l_before,
                     after=l_after,
                     reason=f"superseded by {winner.id}: {why}",
+                    successor_id=winner.id,
+                    successor_how=SuccessorHow.SUPERSEDED_BY,
                 )
                 ctx.record(
                     PASS, "updated", w_after, before=w_before, after=w_after, reason=f"supersedes {loser.id}: {why}"

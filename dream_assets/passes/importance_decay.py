@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from dream_assets.changes_model import Actor, ChangeRow
 from dream_assets.model import MemoryEntry, iso, parse_ts, shifted
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
@@ -98,7 +99,7 @@ def decay_importance(ctx: PassContext) -> PassReport:
         return report.skip("ImportanceDecayHalfLifeDays is not positive: decay is off")
     importance: dict[str, float] = {}
     stamps: dict[str, dict[str, str]] = {}
-    rows: list[dict] = []
+    rows: list[ChangeRow] = []
     reached_floor = 0
     now_iso = iso(ctx.now)
     for e in ctx.store.memories.list_live():
@@ -132,22 +133,23 @@ def decay_importance(ctx: PassContext) -> PassReport:
     )
 
 
-def _decay_row(cycle_id: str, e: MemoryEntry, value: float, updated_at: str | None, stamps: dict) -> dict:
+def _decay_row(cycle_id: str, e: MemoryEntry, value: float, updated_at: str | None, stamps: dict) -> ChangeRow:
     """The change row of one decayed entry: only the fields decay writes, before and after."""
-    return {
-        "cycle_id": cycle_id,
-        "pass_name": PASS,
-        "kind": DECAY_KIND,
-        "target_type": "memory",
-        "target_id": e.id,
-        "before": {
+    return ChangeRow(
+        cycle_id=cycle_id,
+        actor=Actor.PASS,
+        pass_name=PASS,
+        kind=DECAY_KIND,
+        target_type="memory",
+        target_id=e.id,
+        before={
             "importance": e.importance,
             "updated_at": iso(e.updated_at),
             "metadata": {k: e.metadata.get(k) for k in (APPLIED_KEY, CONTENT_HASH_KEY)},
         },
-        "after": {"importance": value, "updated_at": updated_at, "metadata": stamps[e.id]},
-        "reason": f"not seen since {e.last_seen_at:%Y-%m-%d}: importance {e.importance:.3f} -> {value:.3f}",
-    }
+        after={"importance": value, "updated_at": updated_at, "metadata": stamps[e.id]},
+        reason=f"not seen since {e.last_seen_at:%Y-%m-%d}: importance {e.importance:.3f} -> {value:.3f}",
+    )
 
 
 SPEC = PassSpec(

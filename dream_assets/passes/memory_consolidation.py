@@ -64,6 +64,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
+from dream_assets.changes_model import SuccessorHow
 from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, MergeRepairResponse, ModelCall
 from dream_assets.llm.offline import answer_memory_consolidation, answer_merge_repair
 from dream_assets.llm.prompts import render_memory_consolidation, render_memory_entry, render_merge_repair
@@ -456,14 +457,23 @@ def _apply_merge(
     retired: list[MemoryEntry] = []
     changed: list[str] = []
 
-    def retire(current: dict[str, MemoryEntry], reason: str) -> None:
-        """Archive the sources, each with its change row (one already retired by an earlier merge of this answer
-        is skipped)."""
+    def retire(current: dict[str, MemoryEntry], into: str, how: SuccessorHow, reason: str) -> None:
+        """Archive the sources into ``into``, each with its change row (one already retired by an earlier merge of
+        this answer is skipped)."""
         for i in ids:
             if i in state.archived:
                 continue
             after = memories.archive(i, now=ctx.now)
-            ctx.record(PASS, "archived", after, before=current[i], after=after, reason=reason)
+            ctx.record(
+                PASS,
+                "archived",
+                after,
+                before=current[i],
+                after=after,
+                reason=reason,
+                successor_id=into,
+                successor_how=how,
+            )
             retired.append(current[i])
 
     try:
@@ -491,7 +501,7 @@ def _apply_merge(
                     reason=f"{what} from {_ids(ids)} equals live entry {twin.id}, which takes them in",
                 )
                 state.pinned.setdefault(twin.id, ids[0])
-                retire(current, f"merged into existing entry {twin.id}")
+                retire(current, twin.id, SuccessorHow.FOLDED_INTO, f"merged into existing entry {twin.id}")
             elif not changed:
                 merged = build_merged_entry(
                     [current[i] for i in ids],
@@ -524,7 +534,7 @@ def _apply_merge(
                     after=merged,
                     reason=f"{what} from {_ids(ids)}" + (f"; repaired, {repaired}" if repaired else ""),
                 )
-                retire(current, f"merged into {merged.id}")
+                retire(current, merged.id, SuccessorHow.MERGED_INTO, f"merged into {merged.id}")
     except (ContentError, OSError) as exc:
         state.untouched.update(ids)
         report.count("failed_saves")
@@ -652,6 +662,8 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
                     before=current[i],
                     after=after,
                     reason=f"exact duplicate of {keeper.id}, folded into it",
+                    successor_id=keeper.id,
+                    successor_how=SuccessorHow.DUPLICATE_OF,
                 )
         gone.update(ids)
         replaced[keeper.id] = folded
@@ -857,16 +869,14 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
             else "reviewed, left unchanged"
         )
         rows.append(
-            {
-                "cycle_id": ctx.cycle_id,
-                "pass_name": PASS,
-                "kind": "stamped",
-                "target_type": "memory",
-                "target_id": i,
-                "before": shown_entry,
-                "after": shown_entry.with_(metadata={**shown_entry.metadata, **update}),
-                "reason": reason,
-            }
+            ctx.row(
+                PASS,
+                "stamped",
+                shown_entry,
+                before=shown_entry,
+                after=shown_entry.with_(metadata={**shown_entry.metadata, **update}),
+                reason=reason,
+            )
         )
     with ctx.store.transaction():
         ctx.store.memories.set_metadata(updates)

@@ -42,13 +42,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
 from dream_assets.model import MemoryEntry, Skill, iso, new_id, parse_ts, utc
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.store import DreamStore
 from dream_assets.store.changes import STAMP_KIND
-from dream_assets.store.schema import from_db, to_db, where_equal
+from dream_assets.store.schema import CHANGE_COLUMNS, from_db, to_db, where_equal
 
 if TYPE_CHECKING:
     from dream_assets.passes.spec import PassSpec
@@ -66,7 +67,7 @@ PENDING, APPLIED, REJECTED, REFUSED, EXPIRED, SUPERSEDED = (
 )
 #: The pass name the change log records review decisions under that are not the pass's own (a rejected merge's
 #: left-apart stamps).
-REVIEW_PASS = "review"
+REVIEW_PASS = ACTOR_PASS_NAMES[Actor.REVIEW]
 
 #: Test hook (None in production): called with the name of a step — "apply:written" inside a change's transaction
 #: after its records and rows were written and before it is marked applied, "reject:stamped" likewise for a reject,
@@ -318,10 +319,12 @@ class _Capture:
 
     def __call__(self) -> None:
         with self.store.connection.session() as conn:
-            rows = conn.execute("SELECT * FROM changes WHERE ordinal > ? ORDER BY ordinal", [self.last]).fetchall()
+            rows = conn.execute(
+                f"SELECT {', '.join(CHANGE_COLUMNS)} FROM changes WHERE ordinal > ? ORDER BY ordinal", [self.last]
+            ).fetchall()
         if not rows:
             return
-        self.last = int(rows[-1][11])
+        self.last = int(rows[-1][CHANGE_COLUMNS.index("ordinal")])
         found = [_change_row(r) for r in rows]
         after = {
             (r["target_type"], r["target_id"]): _current(self.store, r["target_type"], r["target_id"])
@@ -332,16 +335,21 @@ class _Capture:
 
 
 def _change_row(r: Sequence[Any]) -> dict[str, Any]:
-    return {
-        "cycle_id": r[1],
-        "pass_name": r[2],
-        "kind": r[3],
-        "target_type": r[4],
-        "target_id": r[5],
-        "before": None if r[6] is None else json.loads(r[6]),
-        "after": None if r[7] is None else json.loads(r[7]),
-        "reason": r[8],
-    }
+    """A row of ``changes`` (its ``CHANGE_COLUMNS``) as the JSON of its ``ChangeRow``, as a pending set keeps it."""
+    col = dict(zip(CHANGE_COLUMNS, r, strict=True))
+    return ChangeRow(
+        cycle_id=col["cycle_id"],
+        actor=Actor(col["actor"]),
+        pass_name=col["pass_name"],
+        kind=col["kind"],
+        target_type=col["target_type"],
+        target_id=col["target_id"],
+        before=None if col["before_json"] is None else json.loads(col["before_json"]),
+        after=None if col["after_json"] is None else json.loads(col["after_json"]),
+        reason=col["reason"],
+        successor_id=col["successor_id"],
+        successor_how=SuccessorHow(col["successor_how"]),
+    ).to_json()
 
 
 def classify(pass_name: str, rows: Sequence[Mapping[str, Any]]) -> tuple[str, bool]:
@@ -349,6 +357,7 @@ def classify(pass_name: str, rows: Sequence[Mapping[str, Any]]) -> tuple[str, bo
     at once)."""
     kinds = {r["kind"] for r in rows}
     reasons = [str(r["reason"]) for r in rows]
+    hows = {r.get("successor_how") or SuccessorHow.NONE for r in rows}  # where the archived entries went
     if not rows:
         return ("importance decay", True) if pass_name == "importance_decay" else ("unrecorded change", False)
     if kinds == {STAMP_KIND}:
@@ -358,9 +367,9 @@ def classify(pass_name: str, rows: Sequence[Mapping[str, Any]]) -> tuple[str, bo
     if pass_name == "archive_purge":
         return "retention purge", True
     if pass_name == "memory_consolidation":
-        if any("exact duplicate" in r for r in reasons):
+        if SuccessorHow.DUPLICATE_OF in hows:
             return "exact fold", True
-        if any(r.startswith("merged into") for r in reasons):
+        if hows & {SuccessorHow.MERGED_INTO, SuccessorHow.FOLDED_INTO}:
             return "merge", False
         if any("(save-time dedup)" in r for r in reasons):
             return ("reinforcement", True) if any(" reinforced existing " in r for r in reasons) else ("extend", False)
@@ -695,8 +704,7 @@ def _apply_one(store: DreamStore, c: PendingChange, reason: str, now: datetime) 
                 raise _Refused(f"{t.type} {t.id} {what}; the edit wins, this {c.label} is not applied")
         for t in c.targets:
             _write(store, t, found[t.id], now)
-        rows = [{k: v for k, v in r.items()} for r in c.rows]
-        store.changes.record_many(rows, now=c.created_at)
+        store.changes.record_many([ChangeRow.from_json(r) for r in c.rows], now=c.created_at)
         if step_hook is not None:
             step_hook("apply:written")
         _close(store, c.change_id, APPLIED, reason or "applied", now, conn)
@@ -746,16 +754,16 @@ def _stamp_left_apart(store: DreamStore, c: PendingChange, reason: str, now: dat
     store.memories.set_metadata(updates)
     store.changes.record_many(
         [
-            {
-                "cycle_id": c.cycle_id,
-                "pass_name": REVIEW_PASS,
-                "kind": STAMP_KIND,
-                "target_type": "memory",
-                "target_id": e.id,
-                "before": e,
-                "after": e.with_(metadata={**e.metadata, **updates[e.id]}),
-                "reason": f"merge rejected in review ({reason or 'no reason given'}): left apart",
-            }
+            ChangeRow(
+                cycle_id=c.cycle_id,
+                actor=Actor.REVIEW,
+                kind=STAMP_KIND,
+                target_type="memory",
+                target_id=e.id,
+                before=e,
+                after=e.with_(metadata={**e.metadata, **updates[e.id]}),
+                reason=f"merge rejected in review ({reason or 'no reason given'}): left apart",
+            )
             for e in sources
         ],
         now=now,

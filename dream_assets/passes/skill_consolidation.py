@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dream_assets.changes_model import SuccessorHow
 from dream_assets.llm.contracts import ModelCall, SkillConsolidationResponse, SkillGapSave, SkillSave
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_skill_consolidation
@@ -507,7 +508,16 @@ def _persist(
             for src in retire:
                 before = store.get(src.name)
                 archived = store.archive(src.name, now=ctx.now)
-                ctx.record(PASS, "archived", archived, before=before, after=archived, reason=f"merged into {name}")
+                ctx.record(
+                    PASS,
+                    "archived",
+                    archived,
+                    before=before,
+                    after=archived,
+                    reason=f"merged into {name}",
+                    successor_id=name,
+                    successor_how=SuccessorHow.MERGED_INTO,
+                )
                 retired.append(src.name)
     except _Moved as exc:
         outcome.rejected += 1

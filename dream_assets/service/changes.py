@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+from dream_assets import cycle_ids
 from dream_assets.agent_memory import (
     AGENT_PASS,
     FORGET_PASS,
@@ -27,12 +28,12 @@ from dream_assets.agent_memory import (
     Refused,
     StoreUnavailable,
 )
+from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.service._common import Op, begin, check_id
 from dream_assets.store import DreamStore
-from dream_assets.store.change_rows import SAVE_PASS
 from dream_assets.store.changes import CycleRunning, UndoRefused, UndoResult
 from dream_assets.store.connection import StoreError
 
@@ -41,15 +42,12 @@ if TYPE_CHECKING:
 
 #: The pass name a hand restore is recorded under (``dream restore``, the ``memory_restore`` tool), and the prefix of
 #: its cycle id; an undo treats it like any cycle.
-RESTORE_PASS = "restore"
+RESTORE_PASS = ACTOR_PASS_NAMES[Actor.RESTORE]
+#: The pass name of a save-time extend's change (save-time dedup).
+SAVE_PASS = ACTOR_PASS_NAMES[Actor.SAVE_DEDUP]
 #: The passes whose changes are the agent's own: its saves and puts (``agent``), the extends of save-time dedup
 #: (``save``), its forgets and its restores. ``undo_own`` undoes these and nothing else.
 OWN_PASSES = (AGENT_PASS, SAVE_PASS, FORGET_PASS, RESTORE_PASS)
-
-
-def restore_cycle_id(memory_id: str, now: datetime) -> str:
-    """The cycle one restore is recorded under: ``undo`` of it archives the memory again."""
-    return f"{RESTORE_PASS}-{now:%Y%m%dT%H%M%SZ}-{memory_id[:12]}"
 
 
 # --- results --------------------------------------------------------------------------------------------------------
@@ -426,7 +424,7 @@ def restore(
     never held, or one that was purged, is ``NotFound``."""
     op = begin(profile, options, now)
     memory_id = check_id(memory_id, "id")
-    cycle = restore_cycle_id(memory_id, op.now)
+    cycle = cycle_ids.restore(op.now, memory_id)
     store = op.store()
     try:
         with store.transaction():
@@ -440,14 +438,16 @@ def restore(
                 return RestoreResult(id=memory_id, status="already_live", content=entry.content)
             restored = store.memories.restore(memory_id, now=op.now)
             store.changes.record(
-                cycle_id=cycle,
-                pass_name=RESTORE_PASS,
-                kind="restored",
-                target_type="memory",
-                target_id=memory_id,
-                before=entry,
-                after=restored,
-                reason="restored by hand with dream restore",
+                ChangeRow(
+                    cycle_id=cycle,
+                    actor=Actor.RESTORE,
+                    kind="restored",
+                    target_type="memory",
+                    target_id=memory_id,
+                    before=entry,
+                    after=restored,
+                    reason="restored by hand with dream restore",
+                ),
                 now=op.now,
             )
     except StoreError as exc:

@@ -31,9 +31,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from dream_assets import cycle_ids
+from dream_assets.changes_model import Actor, ChangeRow
 from dream_assets.llm.embedding_index import EmbeddingIndex
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, is_signal, is_signal_entry, new_id, utc_or_now
-from dream_assets.store.change_rows import SAVE_PASS, insert_change, save_cycle_id
+from dream_assets.store.change_rows import insert_change
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.memory import MemoryStore, SaveResult, SaveText, normalise_tags
@@ -313,17 +315,19 @@ def _absorb(
     action = "extended" if new_content != existing.content else "reinforced"
     cycle = None
     if action == "extended" and record_change:
-        cycle = save_cycle_id()
+        cycle = cycle_ids.save()
         insert_change(
             conn,
-            cycle_id=cycle,
-            pass_name=SAVE_PASS,
-            kind="updated",
-            target_type="memory",
-            target_id=existing.id,
-            before=existing,
-            after=updated,
-            reason=f"save-time dedup extended it with the saved text: {decision.reason}",
+            ChangeRow(
+                cycle_id=cycle,
+                actor=Actor.SAVE_DEDUP,
+                kind="updated",
+                target_type="memory",
+                target_id=existing.id,
+                before=existing,
+                after=updated,
+                reason=f"save-time dedup extended it with the saved text: {decision.reason}",
+            ),
             now=now,
         )
     return SaveResult(

@@ -1,7 +1,10 @@
 """The change log of dream passes, and undo.
 
 Every change a pass makes to a memory or a skill is recorded with the cycle (run) it belongs to, the full record
-before and after, and the reason (DESIGN: "Nothing is destroyed in place").
+before and after, and the reason (DESIGN: "Nothing is destroyed in place"). A row is a ``ChangeRow``
+(``dream_assets/changes_model.py``): who made it (its actor: the agent, a pass, review, undo, ``dream restore``) and,
+for an entry archived into another, that entry and how (``successor_id``, ``successor_how``), which undo reads to say
+what it put back ("unmerged", "unsuperseded"). Cycle ids come from ``dream_assets/cycle_ids.py``.
 
 A change and its row are one write: ``record`` and ``record_many`` write through the store's connection, so inside
 ``with store.transaction():`` they join the open transaction together with the store writes made there (which join it
@@ -51,16 +54,25 @@ from typing import Any
 
 import pyarrow as pa
 
+from dream_assets import cycle_ids
+from dream_assets.changes_model import (
+    ACTOR_PASS_NAMES,
+    Actor,
+    ChangeRow,
+    SuccessorHow,
+    legacy_successor,
+)
+from dream_assets.changes_model import TARGET_TYPES as TARGET_TYPES
 from dream_assets.model import MemoryEntry, Skill, iso, new_id, parse_ts, utc
 from dream_assets.profile import AgentProfile
-from dream_assets.store.change_rows import dump, insert_change
+from dream_assets.store.change_rows import INSERT_SQL, dump, insert_change, row_values
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.cycle_marker import check_markers
 from dream_assets.store.memory import MemoryStore
-from dream_assets.store.schema import ensure_schema, from_db, to_db, where_equal
+from dream_assets.store.schema import CHANGE_COLUMNS, ensure_schema, from_db, to_db, where_equal
 from dream_assets.store.skills import SkillStore
 
-UNDO_PASS = "undo"
+UNDO_PASS = ACTOR_PASS_NAMES[Actor.UNDO]
 #: Review stamps (an entry shown to the model and left unchanged): recorded, never undone, not a change.
 STAMP_KIND = "stamped"
 
@@ -92,8 +104,6 @@ UNDO_KINDS = {
 #: Every kind a change row can have: what the passes, the agent's calls and ``dream restore`` record, and the undo's
 #: own kinds. An import refuses any other.
 CHANGE_KINDS = frozenset({"created", "updated", "archived", "restored", "purged", STAMP_KIND, DECAY_KIND, *UNDO_KINDS})
-#: What a change row is about.
-TARGET_TYPES = ("memory", "skill")
 
 #: Test hook (None in production): called with the name of an undo step — "undo:put-back" inside a target's
 #: transaction after the record was put back and before its changes are marked undone, "undo:target-done" after that
@@ -103,11 +113,13 @@ step_hook: Callable[[str], None] | None = None
 
 def undo_cycle_id(cycle_id: str) -> str:
     """The cycle id the rows of an undo of ``cycle_id`` are recorded under."""
-    return f"undo-{cycle_id}"
+    return cycle_ids.undo(cycle_id)
 
 
 @dataclass(frozen=True)
 class ChangeRecord:
+    """A stored change row: the ``ChangeRow`` written, with its id, time and whether it was undone."""
+
     change_id: str
     cycle_id: str
     pass_name: str
@@ -119,6 +131,9 @@ class ChangeRecord:
     reason: str
     created_at: datetime
     undone_at: datetime | None
+    actor: Actor = Actor.PASS
+    successor_id: str | None = None
+    successor_how: SuccessorHow = SuccessorHow.NONE
 
 
 @dataclass(frozen=True)
@@ -241,38 +256,15 @@ class ChangeLog:
         check = check_markers(self._profile, stale_after_s=self._cycle_stale_after_s)
         return [m.describe() for m in check.running], check.stale
 
-    def record(
-        self,
-        *,
-        cycle_id: str,
-        pass_name: str,
-        kind: str,
-        target_type: str,
-        target_id: str,
-        before: MemoryEntry | Skill | dict | None,
-        after: MemoryEntry | Skill | dict | None,
-        reason: str,
-        now: datetime,
-    ) -> str:
+    def record(self, row: ChangeRow, *, now: datetime) -> str:
         """Write one row. Inside ``store.transaction()`` it is part of that transaction (written with the change it
         describes, or not at all); outside one it commits by itself. Returns the row's change id."""
         with self._conn.session() as conn:
-            return insert_change(
-                conn,
-                cycle_id=cycle_id,
-                pass_name=pass_name,
-                kind=kind,
-                target_type=target_type,
-                target_id=target_id,
-                before=before,
-                after=after,
-                reason=reason,
-                now=now,
-            )
+            return insert_change(conn, row, now=now)
 
-    def record_many(self, rows: Sequence[Mapping[str, Any]], *, now: datetime) -> int:
-        """Write many change rows in one transaction (a pass that stamps thousands of entries). Each row carries the
-        keyword arguments of :meth:`record` except ``now``; rows keep their order."""
+    def record_many(self, rows: Sequence[ChangeRow], *, now: datetime) -> int:
+        """Write many change rows in one transaction (a pass that stamps thousands of entries); rows keep their
+        order."""
         if not rows:
             return 0
         ts = to_db(utc(now))
@@ -280,25 +272,26 @@ class ChangeLog:
             start = int(conn.execute("SELECT nextval('row_seq')").fetchall()[0][0])
             if len(rows) > 1:  # reserve a block of ordinals for the batch
                 conn.execute(f"SELECT nextval('row_seq') FROM range({len(rows) - 1})").fetchall()
-            table = pa.table(
-                {
-                    "change_id": [new_id() for _ in rows],
-                    "cycle_id": [r["cycle_id"] for r in rows],
-                    "pass_name": [r["pass_name"] for r in rows],
-                    "kind": [r["kind"] for r in rows],
-                    "target_type": [r["target_type"] for r in rows],
-                    "target_id": [r["target_id"] for r in rows],
-                    "before_json": pa.array([dump(r.get("before")) for r in rows], pa.string()),
-                    "after_json": pa.array([dump(r.get("after")) for r in rows], pa.string()),
-                    "reason": [r["reason"] for r in rows],
-                    "created_at": pa.array([ts] * len(rows), pa.timestamp("us")),
-                    "undone_at": pa.array([None] * len(rows), pa.timestamp("us")),
-                    "ordinal": pa.array([start + i for i in range(len(rows))], pa.int64()),
-                }
-            )
-            conn.register("_changes_in", table)
+            text = pa.string()
+            columns = {
+                "change_id": pa.array([new_id() for _ in rows], text),
+                "cycle_id": pa.array([r.cycle_id for r in rows], text),
+                "pass_name": pa.array([r.pass_name for r in rows], text),
+                "kind": pa.array([r.kind for r in rows], text),
+                "target_type": pa.array([r.target_type for r in rows], text),
+                "target_id": pa.array([r.target_id for r in rows], text),
+                "before_json": pa.array([dump(r.before) for r in rows], text),
+                "after_json": pa.array([dump(r.after) for r in rows], text),
+                "reason": pa.array([r.reason for r in rows], text),
+                "created_at": pa.array([ts] * len(rows), pa.timestamp("us")),
+                "ordinal": pa.array(range(start, start + len(rows)), pa.int64()),
+                "actor": pa.array([r.actor.value for r in rows], text),  # type: ignore[union-attr]
+                "successor_id": pa.array([r.successor_id for r in rows], text),
+                "successor_how": pa.array([r.successor_how.value for r in rows], text),
+            }
+            conn.register("_changes_in", pa.table(columns))
             try:
-                conn.execute("INSERT INTO changes SELECT * FROM _changes_in")
+                conn.execute(f"INSERT INTO changes ({', '.join(columns)}) SELECT {', '.join(columns)} FROM _changes_in")
             finally:
                 conn.unregister("_changes_in")
         return len(rows)
@@ -306,25 +299,30 @@ class ChangeLog:
     def put_exact(self, rows: Sequence[Mapping[str, Any]]) -> int:
         """Insert change rows exactly as given (an import of an export): ``change_id``, ``cycle_id``, ``pass_name``,
         ``change_kind``, ``target_type``, ``target_id``, ``before``, ``after``, ``reason``, ``created_at`` and
-        ``undone_at`` (ISO-8601 or None), in order, in one transaction (joining an open one)."""
+        ``undone_at`` (ISO-8601 or None), and ``actor``, ``successor_id``, ``successor_how`` when the export has
+        them, in order, in one transaction (joining an open one). A row of an export without the successor fields
+        gets the one its reason names (``legacy_successor``), as an upgraded store does."""
         with self._conn.transaction() as conn:
             for r in rows:
-                conn.execute(
-                    "INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('row_seq'))",
-                    [
-                        r["change_id"],
-                        r["cycle_id"],
-                        r["pass_name"],
-                        r["change_kind"],
-                        r["target_type"],
-                        r["target_id"],
-                        dump(r.get("before")),
-                        dump(r.get("after")),
-                        r.get("reason") or "",
-                        to_db(utc(parse_ts(r["created_at"]))),
-                        to_db(utc(parse_ts(r["undone_at"]))) if r.get("undone_at") else None,
-                    ],
+                successor_id, how = r.get("successor_id"), r.get("successor_how")
+                if how is None:
+                    successor_id, how = legacy_successor(r["change_kind"], r.get("reason"))
+                row = ChangeRow(
+                    cycle_id=r["cycle_id"],
+                    actor=Actor(r["actor"]) if r.get("actor") else None,
+                    pass_name=r["pass_name"],
+                    kind=r["change_kind"],
+                    target_type=r["target_type"],
+                    target_id=r["target_id"],
+                    before=r.get("before"),
+                    after=r.get("after"),
+                    reason=r.get("reason") or "",
+                    successor_id=successor_id,
+                    successor_how=SuccessorHow(how),
                 )
+                created = parse_ts(r["created_at"])
+                undone = parse_ts(r["undone_at"]) if r.get("undone_at") else None
+                conn.execute(INSERT_SQL, row_values(r["change_id"], row, created, undone))
         return len(rows)
 
     def list(self, cycle_id: str | None = None, *, pass_name: str | None = None) -> list[ChangeRecord]:
@@ -332,7 +330,7 @@ class ChangeLog:
 
     def _rows(self, where: str, params: list[Any]) -> list[ChangeRecord]:
         with self._conn.session() as conn:
-            rows = conn.execute(f"SELECT * FROM changes WHERE {where} ORDER BY ordinal", params).fetchall()
+            rows = conn.execute(f"SELECT {_SELECTED} FROM changes WHERE {where} ORDER BY ordinal", params).fetchall()
         return [_row(r) for r in rows]
 
     def for_target(self, target_type: str, target_id: str) -> list[ChangeRecord]:
@@ -509,16 +507,18 @@ class ChangeLog:
                         self._check_sources_back(plan, plans)
                         after, action = self._put_back(plan, current, now)
                         self.record(
-                            cycle_id=result.undo_cycle_id,
-                            pass_name=UNDO_PASS,
-                            kind=action.kind,
-                            target_type=key[0],
-                            target_id=key[1],
-                            before=current,
-                            after=after,
-                            reason=f"undo of cycle {cycle_id}"
-                            + (f", pass {pass_name}" if pass_name else "")
-                            + f": {action.detail}",
+                            ChangeRow(
+                                cycle_id=result.undo_cycle_id,
+                                actor=Actor.UNDO,
+                                kind=action.kind,
+                                target_type=key[0],
+                                target_id=key[1],
+                                before=current,
+                                after=after,
+                                reason=f"undo of cycle {cycle_id}"
+                                + (f", pass {pass_name}" if pass_name else "")
+                                + f": {action.detail}",
+                            ),
                             now=now,
                         )
                         result.actions[_label(key)] = action
@@ -623,7 +623,7 @@ class ChangeLog:
     ) -> None:
         """Put back the importance of targets the cycle only decayed, many per transaction: the new scores, the
         undo's (compact) rows and the marks of the decay rows are one write."""
-        rows: list[dict[str, Any]] = []
+        rows: list[ChangeRow] = []
         scores: dict[str, MemoryEntry] = {}
         marks: list[str] = []
         labels: list[tuple[str, UndoAction | None]] = []
@@ -651,18 +651,18 @@ class ChangeLog:
                         f"as {plan.rows[0].pass_name} left it)",
                     )
                     rows.append(
-                        {
-                            "cycle_id": result.undo_cycle_id,
-                            "pass_name": UNDO_PASS,
-                            "kind": action.kind,
-                            "target_type": "memory",
-                            "target_id": plan.key[1],
-                            "before": _scores(current, stamps),
-                            "after": _scores(before, stamps),
-                            "reason": f"undo of cycle {result.cycle_id}"
+                        ChangeRow(
+                            cycle_id=result.undo_cycle_id,
+                            actor=Actor.UNDO,
+                            kind=action.kind,
+                            target_type="memory",
+                            target_id=plan.key[1],
+                            before=_scores(current, stamps),
+                            after=_scores(before, stamps),
+                            reason=f"undo of cycle {result.cycle_id}"
                             + (f", pass {pass_name}" if pass_name else "")
                             + f": {action.detail}",
-                        }
+                        )
                     )
                     labels.append((label, action))
                 marks.extend(c.change_id for c in plan.rows)
@@ -759,7 +759,8 @@ class ChangeLog:
                 f"""WITH mine AS (
                         SELECT target_type, target_id, max(ordinal) AS last FROM changes
                         WHERE {where} AND kind <> ? AND undone_at IS NULL GROUP BY ALL)
-                    SELECT c.* FROM changes c JOIN mine m USING (target_type, target_id)
+                    SELECT {_SELECTED_C} FROM changes c
+                    JOIN mine m USING (target_type, target_id)
                     WHERE c.ordinal > m.last AND {other} AND c.pass_name <> ? AND c.kind <> ?
                       AND c.undone_at IS NULL
                     ORDER BY c.ordinal""",
@@ -993,20 +994,20 @@ def _action_of(plan: _Plan, current: dict[str, Any] | None, before: dict[str, An
             (c for c in plan.full if (c.after or {}).get("archived_at") and not (c.before or {}).get("archived_at")),
             plan.full[0],
         )
-        reason = archiving.reason.lower()
-        kind = (
-            "unmerged"
-            if "merged into" in reason or "folded into" in reason
-            else "unsuperseded"
-            if "superseded by" in reason
-            else "put back live"
-        )
+        how = archiving.successor_how
+        kind = "unmerged" if how.merged else "unsuperseded" if how is SuccessorHow.SUPERSEDED_BY else "put back live"
         return UndoAction(kind, f"live again, as before {archiving.pass_name} archived it ({archiving.reason})")
     also = " (its importance too)" if plan.rows[0].kind in SCORE_KINDS else ""
     return UndoAction("put back", f"as it was before {done_by}{also}")
 
 
+#: The columns ``_row`` reads, in ``CHANGE_COLUMNS`` order.
+_SELECTED = ", ".join(CHANGE_COLUMNS)
+_SELECTED_C = ", ".join(f"c.{name}" for name in CHANGE_COLUMNS)
+
+
 def _row(r: Sequence[Any]) -> ChangeRecord:
+    """A row of ``SELECT _SELECTED FROM changes``."""
     return ChangeRecord(
         r[0],
         r[1],
@@ -1019,6 +1020,9 @@ def _row(r: Sequence[Any]) -> ChangeRecord:
         r[8],
         from_db(r[9]),  # type: ignore[arg-type]
         from_db(r[10]),
+        Actor(r[12]),
+        r[13],
+        SuccessorHow(r[14]),
     )
 
 

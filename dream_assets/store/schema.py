@@ -5,7 +5,10 @@ idempotent (``IF NOT EXISTS``), so an upgrade runs them all in one transaction a
 Version history: 1 the first schema; 2 adds ``embeddings`` (vectors cached per content hash and model); 3 adds
 ``memory_fingerprint``, the live corpus fingerprint kept up to date by every write; 4 keeps each row's part of the
 fingerprint in the row itself (``fp_h1``, ``fp_h2``) instead, and drops ``memory_fingerprint`` (the parts are
-computed from the rows once when an older store is upgraded).
+computed from the rows once when an older store is upgraded); 5 gives each change row its actor and, for an archived
+entry, its successor (``actor``, ``successor_id``, ``successor_how``: ``dream_assets/changes_model.py``), filled in
+for the rows of an older store by the upgrade — the one place a successor is read out of a reason's text
+(``legacy_successor``), for the rows and for the pending review sets that hold rows.
 
 The corpus fingerprint is an order-independent sum: each live memory contributes the sha256 of its length-prefixed
 id, content, category and tags (``ROW_HASH_SQL``; lengths in UTF-8 bytes), read as two 64-bit numbers. Every write
@@ -17,13 +20,16 @@ and one more modified table in its commit, about a fifth of a save.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import duckdb
+import pyarrow as pa
 
+from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, SuccessorHow, legacy_successor
 from dream_assets.store.connection import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Per-row hash of the corpus fingerprint, over the columns of ``memories`` (or a relation with the same names).
 ROW_HASH_SQL = (
     "sha256(concat(strlen(id), ':', id, '|', strlen(content), ':', content, '|', "
@@ -38,6 +44,25 @@ FINGERPRINT_MODULUS = 2**64
 KEPT_SUMS_SQL = (
     f"SELECT count(*), coalesce(sum(fp_h1::HUGEINT) % {FINGERPRINT_MODULUS}, 0), "
     f"coalesce(sum(fp_h2::HUGEINT) % {FINGERPRINT_MODULUS}, 0) FROM memories WHERE archived_at IS NULL"
+)
+
+#: The columns of ``changes``, in table order (an upgraded table has them in this order too: new ones are appended).
+CHANGE_COLUMNS = (
+    "change_id",
+    "cycle_id",
+    "pass_name",
+    "kind",
+    "target_type",
+    "target_id",
+    "before_json",
+    "after_json",
+    "reason",
+    "created_at",
+    "undone_at",
+    "ordinal",
+    "actor",
+    "successor_id",
+    "successor_how",
 )
 
 DDL = [
@@ -88,8 +113,15 @@ DDL = [
         reason VARCHAR NOT NULL,
         created_at TIMESTAMP NOT NULL,
         undone_at TIMESTAMP,
-        ordinal BIGINT NOT NULL
+        ordinal BIGINT NOT NULL,
+        actor VARCHAR,                      -- who made it: changes_model.Actor
+        successor_id VARCHAR,               -- an archived entry: the entry (or skill) its fact went into
+        successor_how VARCHAR               -- how: changes_model.SuccessorHow (none without a successor)
     )""",
+    # Version 5 on an older store: the actor and successor columns (filled in by the upgrade).
+    "ALTER TABLE changes ADD COLUMN IF NOT EXISTS actor VARCHAR",
+    "ALTER TABLE changes ADD COLUMN IF NOT EXISTS successor_id VARCHAR",
+    "ALTER TABLE changes ADD COLUMN IF NOT EXISTS successor_how VARCHAR",
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)",
     # Version 2. One vector per (text, embedding model): content_hash is sha256 of the UTF-8 text, lower-case hex
     # (DuckDB's sha256(content) gives the same), so an unchanged entry is never embedded twice.
@@ -131,24 +163,74 @@ def recompute_fingerprint(conn: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+def backfill_change_rows(conn: duckdb.DuckDBPyConnection) -> None:
+    """Give the change rows of an older store (version < 5) their actor (from the pass name) and successor (from the
+    reason its archiving wrote, ``legacy_successor``), and the rows held by pending review sets their successor."""
+    cases = " ".join(f"WHEN '{name}' THEN '{actor}'" for actor, name in ACTOR_PASS_NAMES.items())
+    conn.execute(f"UPDATE changes SET actor = CASE pass_name {cases} ELSE '{Actor.PASS}' END WHERE actor IS NULL")
+    archived = conn.execute(
+        "SELECT change_id, reason FROM changes WHERE kind = 'archived' AND successor_how IS NULL"
+    ).fetchall()
+    found = {cid: legacy_successor("archived", reason) for cid, reason in archived}
+    found = {cid: s for cid, s in found.items() if s[0]}
+    if found:
+        table = pa.table(
+            {
+                "change_id": list(found),
+                "successor_id": [s[0] for s in found.values()],
+                "successor_how": [str(s[1]) for s in found.values()],
+            }
+        )
+        conn.register("_successors_in", table)
+        try:
+            conn.execute(
+                "UPDATE changes SET successor_id = s.successor_id, successor_how = s.successor_how "
+                "FROM _successors_in s WHERE changes.change_id = s.change_id"
+            )
+        finally:
+            conn.unregister("_successors_in")
+    conn.execute(f"UPDATE changes SET successor_how = '{SuccessorHow.NONE}' WHERE successor_how IS NULL")
+    held = conn.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'pending_changes'"
+    ).fetchall()[0][0]
+    if not held:
+        return
+    for change_id, rows_json in conn.execute(
+        "SELECT change_id, rows_json FROM pending_changes WHERE status = 'pending'"
+    ).fetchall():
+        rows = json.loads(rows_json)
+        for r in rows:
+            if "successor_how" not in r:
+                sid, how = legacy_successor(r.get("kind", ""), r.get("reason"))
+                r.update(successor_id=sid, successor_how=str(how))
+        conn.execute(
+            "UPDATE pending_changes SET rows_json = ? WHERE change_id = ?",
+            [json.dumps(rows, sort_keys=True), change_id],
+        )
+
+
 def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
     row = None
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except duckdb.CatalogException:
         row = None
-    if row is not None:
-        if int(row[0]) > SCHEMA_VERSION:
+    old = None if row is None else int(row[0])
+    if old is not None:
+        if old > SCHEMA_VERSION:
             raise StoreError(
-                f"store schema version {row[0]} is newer than this dream_assets ({SCHEMA_VERSION}); "
+                f"store schema version {old} is newer than this dream_assets ({SCHEMA_VERSION}); "
                 "upgrade dream_assets to use this store"
             )
-        if int(row[0]) == SCHEMA_VERSION:
+        if old == SCHEMA_VERSION:
             return
     conn.execute("BEGIN TRANSACTION")
     for stmt in DDL:
         conn.execute(stmt)
-    recompute_fingerprint(conn)
+    if old is None or old < 4:
+        recompute_fingerprint(conn)
+    if old is None or old < 5:
+        backfill_change_rows(conn)
     conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
     conn.execute("COMMIT")
     # The upgrade rewrote a column of every row: write them out now rather than leave every later statement to

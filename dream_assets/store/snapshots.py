@@ -79,8 +79,8 @@ def take_snapshot(profile: AgentProfile, store: DreamStore, now: datetime) -> tu
     with store.connection.session() as conn:
         purges = conn.execute("SELECT id, purged_at, archived_at FROM memory_purges ORDER BY seq").fetchall()
         changes = conn.execute(
-            "SELECT cycle_id, pass_name, kind, target_type, target_id, reason, after_json, created_at "
-            "FROM changes ORDER BY ordinal"
+            "SELECT cycle_id, pass_name, kind, target_type, target_id, reason, after_json, created_at, actor, "
+            "successor_id, successor_how FROM changes ORDER BY ordinal"
         ).fetchall()
     pq.write_table(
         pa.table(
@@ -101,6 +101,10 @@ def take_snapshot(profile: AgentProfile, store: DreamStore, now: datetime) -> tu
                 )
             }
             | {"created_at": pa.array([r[7] for r in changes], pa.timestamp("us"))}
+            | {
+                k: pa.array([r[i] for r in changes], pa.string())
+                for i, k in enumerate(("actor", "successor_id", "successor_how"), start=8)
+            }
         ),
         tmp / "changes.parquet",
     )
