@@ -1076,16 +1076,30 @@ def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> FolderUndo:
     profile = as_profile(profile)
     result = FolderUndo()
     for path, undo in _undo_files_of(profile, cycle_id, result):
-        _undo_one(profile, undo, result)
+        _undo_one(profile, path, undo, result)
         os.replace(path, path.with_suffix(".undone.json"))
     return result
+
+
+def _before_undo_step(path: Path) -> None:
+    """Runs before each file an undo puts back, between the two steps of a move back, and before the index lines
+    (a test kills the undo at each: run again, it finishes the job)."""
+
+
+def _undoing(record: Path, undo: dict, rel: str, where: str) -> None:
+    """Note in the undo record, before the file is touched, that the undo puts ``rel`` back (``where``: the path it
+    ends at, or where it moves to): a run after a kill knows the file it finds as put back from its own work."""
+    undo.setdefault("undone", {})[rel] = where
+    atomic_write(record, json.dumps(undo, indent=1, sort_keys=True) + "\n")
 
 
 def _same_bytes(path: Path, text: str) -> bool:
     return path.read_bytes() == text.encode("utf-8")
 
 
-def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
+def _undo_one(profile: AgentProfile, record: Path, undo: dict, result: FolderUndo) -> None:
+    """Put back the files of one write-back (its undo record ``record``). Safe to run again after a kill: a file
+    already put back by the run that was killed is recognised as put back (never refused as edited)."""
     root = Path(undo["folder"])
     link = load_link(profile)
     fmt = link.format if link is not None else "markdown"
@@ -1096,21 +1110,31 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
     for rel, written in sorted(undo["written"].items()):
         old = undo["files"].get(rel)
         target = root / rel
+        _before_undo_step(target)
         if "moved_to" in written:
             moved = root / written["moved_to"]
+            if moved.exists() and target.exists() and os.path.samefile(moved, target):  # killed between link, unlink
+                moved.unlink()
             if not moved.exists() and target.is_file() and old is not None and _same_bytes(target, old):
-                result.put_back(f"{target}: as it was (the write-back stopped before moving it)")
+                if rel in undo.get("undone", {}):  # put back by an undo that was killed before it finished
+                    state["files"][rel] = _sha(target.read_bytes())
+                    moved_back.append(rel)
+                    result.put_back(f"put back {target} from {moved}")
+                else:
+                    result.put_back(f"{target}: as it was (the write-back stopped before moving it)")
                 continue
             if target.exists() or not moved.exists():
                 result.refuse(f"{target}: {moved} is gone or {target} exists again")
                 left.add(rel)
                 continue
+            _undoing(record, undo, rel, written["moved_to"])
             try:
                 os.link(moved, target)  # never over a file that appeared in the meantime
             except FileExistsError:
                 result.refuse(f"{target}: exists again")
                 left.add(rel)
                 continue
+            _before_undo_step(moved)
             moved.unlink()
             state["files"][rel] = _sha(target.read_bytes())
             moved_back.append(rel)
@@ -1118,8 +1142,19 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
             continue
         found = target.read_bytes() if target.is_file() else None
         if found is not None and old is not None and _same_bytes(target, old) and _sha(found) != written["sha256"]:
-            result.put_back(f"{target}: as it was (the write-back stopped before writing it)")
+            if is_memory_file(fmt, rel):
+                state["files"][rel] = _sha(found)
+            if rel in undo.get("undone", {}):  # put back by an undo that was killed before it finished
+                result.put_back(f"put back {target}")
+            else:
+                result.put_back(f"{target}: as it was (the write-back stopped before writing it)")
             continue
+        moved_away = undo.get("undone", {}).get(rel)
+        if found is None and old is None and moved_away and (root / moved_away).is_file():
+            if _sha((root / moved_away).read_bytes()) == written["sha256"]:  # moved by an undo that was killed
+                state["files"].pop(rel, None)
+                result.put_back(f"moved {target} to {root / moved_away}: created by the cycle, what it held is back")
+                continue
         if found is None or _sha(found) != written["sha256"]:
             if rel == INDEX_FILE and fmt == "claude-code":
                 index_refused = f"{target}: edited since the cycle wrote it"
@@ -1136,6 +1171,7 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
                 left.add(rel)
                 continue
             moved.parent.mkdir(parents=True, exist_ok=True)
+            _undoing(record, undo, rel, moved.relative_to(root).as_posix())
             os.rename(target, moved)
             state["files"].pop(rel, None)
             result.put_back(f"moved {target} to {moved}: created by the cycle, what it held is back in place")
@@ -1144,6 +1180,7 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
             result.put_back(f"kept {target}: created by the cycle, it holds copies only")
             continue
         mode = target.stat().st_mode & 0o7777
+        _undoing(record, undo, rel, rel)
         if not replace_unless_changed(target, old, found, permissions=mode).written:
             result.refuse(f"{target}: edited while the undo ran")
             left.add(rel)
@@ -1151,6 +1188,7 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
         if is_memory_file(fmt, rel):
             state["files"][rel] = _sha(old.encode("utf-8"))
         result.put_back(f"put back {target}")
+    _before_undo_step(root / INDEX_FILE)
     if fmt == "claude-code":
         _index_lines_back(root, undo, moved_back, result, index_refused)
     # the notes as the write-back found them, but those of a file left as it is now: they are what it holds
