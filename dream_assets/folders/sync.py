@@ -1,23 +1,28 @@
 """A markdown memory folder linked to an agent: read into the store at the start of a cycle, written back at its end.
+This module holds the files' side; the store's side (the saves, the forgets, the memories a plan reads) is the memory
+service's (``dream_assets.service.folders``), which drives the steps below.
 
 - ``link_folder`` records the folder and its format in the profile (``memory-folder.json``).
-- ``read_folder`` saves every note not seen before through the agent's own save (``agent_memory.save_many``: the
-  save-time rules, the change log, in a few bulk transactions) with its provenance in metadata (``folder.file``,
-  ``folder.heading``, ``folder.key``, ``folder.format``, front matter as ``fm.<key>``), and archives
-  (``agent_memory.forget``) the memory of a note a person removed from its file: only a memory no note of the
-  folder maps to any more (an edited, moved or split note, or one copy of two, keeps its memory). It records each
-  file's hash and each note's memory id (``memory-folder-state.json``); reading the same folder again changes nothing.
-- ``plan_write_back`` computes what the dream changed, file by file: a note whose memory went into another (merge,
-  supersession) carries the live memory's text in place of the first such note, the others leave their file for
-  ``archive/<file>``; a file left with no note moves to ``archive/`` whole (never deleted) and its ``MEMORY.md``
-  index line goes with it. A note whose memory was archived with no successor leaves only on a recorded decision (a
-  pass, the agent's forget), never because an undo retired it. Everything else (front matter, headings, markers,
-  spacing) stays byte for byte. ``apply_write_back`` writes it, one replace per file, archive copies first; a file
-  whose bytes differ from the last read (a person edited it, even in the instant of the replace) is left alone and
-  read again next cycle, so the change computed from its old text is dropped; a path that resolves outside the
-  folder when it is written is refused. An idle cycle writes nothing.
+- A read (``begin_read``, then ``FolderRead.saved`` and ``FolderRead.finish`` around the service's saves) gives every
+  note not seen before to the agent's own save (``agent_memory.save_many``: the save-time rules, the change log, in a
+  few bulk transactions) with its provenance in metadata (``folder.file``, ``folder.heading``, ``folder.key``,
+  ``folder.format``, front matter as ``fm.<key>``), and names for the agent's forget the memory of a note a person
+  removed from its file: only a memory no note of the folder maps to any more (an edited, moved or split note, or one
+  copy of two, keeps its memory). It records each file's hash and each note's memory id
+  (``memory-folder-state.json``); reading the same folder again changes nothing.
+- ``plan_from`` computes what the dream changed, file by file, from the memories a ``StoreView`` reads: a note whose
+  memory went into another (merge, supersession) carries the live memory's text in place of the first such note,
+  the others leave their file for ``archive/<file>``; a file left with no note moves to ``archive/`` whole (never
+  deleted) and its ``MEMORY.md`` index line goes with it. A note whose memory was archived with no successor leaves
+  only on a recorded decision (a pass, the agent's forget), never because an undo retired it. Everything else (front
+  matter, headings, markers, spacing) stays byte for byte. ``apply_write_back`` writes it, one replace per file,
+  archive copies first; a file whose bytes differ from the last read (a person edited it, even in the instant of the
+  replace), or that the caller holds (``hold``: the service holds a file whose removed note's memory is live again),
+  is left alone with its index line and read again next cycle, so the change computed from its old text is dropped;
+  a path that resolves outside the folder when it is written is refused. An idle cycle writes nothing.
 - Every write-back keeps what it replaced (``memory-folder-undo/``) with the change sets it wrote out, so
-  ``undo_files`` puts the files back with the undo of any of them (a cycle, a review set, a restore, a forget).
+  ``undo_files`` puts the files back with the undo of any of them (a cycle, a review set, a restore, a forget); an
+  undo killed part-way is finished by running it again.
 - Every file is checked before anything is read into the store (``scan``): a symlink leaving the folder, a name with
   ``..``, a file over ``MaxFileBytes``, text that is not UTF-8, oversized front matter each refuse the read with a
   message naming the file, and the store is left as it was.
