@@ -51,6 +51,23 @@ def test_a_write_back_leaves_a_note_whose_memory_is_live_again_since_the_plan(pr
     assert plan_write_back(profile, now=NOW).changes == []
 
 
+def test_a_file_a_person_edited_after_the_plan_keeps_its_index_line(profile, tmp_path):
+    """A topic file planned to move to archive/ whole, edited by a person before the write: it stays as they wrote
+    it, and so does the MEMORY.md line that links it (a session still finds it)."""
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    index = (folder / "MEMORY.md").read_bytes()
+    agent_memory.forget(profile, _by_text(profile, "Grafana").id, reason="board retired", now=NOW)
+    plan = plan_write_back(profile, now=NOW)
+    assert any(c.rel == "MEMORY.md" for c in plan.changes)
+    with open(folder / "reference_dashboards.md", "a", encoding="utf-8") as fh:
+        fh.write("\nThe staging board is called Ingest API staging.\n")
+    report = apply_write_back(profile, plan)
+    assert report.status == "completed", report.reason
+    assert "Ingest API staging" in (folder / "reference_dashboards.md").read_text(encoding="utf-8")
+    assert (folder / "MEMORY.md").read_bytes() == index
+
+
 def _review_set(profile, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     """The release notes in two files, a merge of them held for review as set ``set1`` and applied."""
     folder = _release_in_two_files(tmp_path)
