@@ -17,6 +17,7 @@ from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
+from dream_assets.store import open_store
 from dream_assets_tests.conftest import NOW
 from dream_assets_tests.test_folders import (
     FIXTURES,
@@ -66,6 +67,66 @@ def test_a_file_a_person_edited_after_the_plan_keeps_its_index_line(profile, tmp
     assert report.status == "completed", report.reason
     assert "Ingest API staging" in (folder / "reference_dashboards.md").read_text(encoding="utf-8")
     assert (folder / "MEMORY.md").read_bytes() == index
+
+
+def test_undo_of_a_later_set_that_changed_a_merged_note_s_text_puts_the_file_back(profile, tmp_path, capsys):
+    """Set c1 merges the two release-freeze notes; set c2 then extends the merged memory's text; one sync writes both
+    out (the first note carries c2's text). Undoing c2 puts the file back, and the next sync writes c1's text."""
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    before = _outside_archive(folder)
+    sources = [_by_text(profile, "The merge freeze for release 4.2"), _by_text(profile, "Merge freeze for release 4.2")]
+    store = open_store(profile)
+    with store.transaction():
+        merged = store.memories.save(sources[0].content, category=sources[0].category, now=NOW, dedupe=False).entry
+        store.changes.record(
+            cycle_id="c1",
+            pass_name="memory_consolidation",
+            kind="created",
+            target_type="memory",
+            target_id=merged.id,
+            before=None,
+            after=merged,
+            reason="merged",
+            now=NOW,
+        )
+        for old in sources:
+            store.memories.archive(old.id, now=NOW)
+            store.changes.record(
+                cycle_id="c1",
+                pass_name="memory_consolidation",
+                kind="archived",
+                target_type="memory",
+                target_id=old.id,
+                before=old,
+                after=None,
+                reason=f"merged into {merged.id}",
+                now=NOW,
+            )
+    extended = merged.content + " The freeze was confirmed at the planning on 2026-02-20."
+    with store.transaction():
+        after = store.memories.update(merged.id, content=extended, now=NOW)
+        store.changes.record(
+            cycle_id="c2",
+            pass_name="memory_consolidation",
+            kind="updated",
+            target_type="memory",
+            target_id=merged.id,
+            before=merged,
+            after=after,
+            reason="extended",
+            now=NOW,
+        )
+    assert main(["sync", "--profile", str(profile.root)]) == 0
+    release = folder / "project_release.md"
+    assert "confirmed at the planning" in release.read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert main(["undo", "--profile", str(profile.root), "--cycle", "c2"]) == 0
+    assert f"put back {release}" in capsys.readouterr().out
+    assert _outside_archive(folder) == before
+    assert main(["sync", "--profile", str(profile.root)]) == 0
+    text = release.read_text(encoding="utf-8")
+    assert "confirmed at the planning" not in text and text.count("4.2") == 1
 
 
 def _review_set(profile, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:

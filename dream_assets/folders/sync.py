@@ -466,6 +466,10 @@ class StoreView(Protocol):
         """The change set (cycle, review set, agent's day, restore, undo) of the last change of ``entry_id`` not
         undone, None when there is none."""
 
+    def text_set(self, entry_id: str) -> str | None:
+        """The change set of the change not undone that gave ``entry_id`` its text now (it created the memory or
+        changed its content), None when there is none."""
+
     def same_fact(self, a: str, b: str) -> bool:
         """Whether two texts are near duplicates by the save-time measure."""
 
@@ -511,6 +515,13 @@ def plan_from(profile: AgentProfile, view: StoreView, options: DreamOptions, now
         if cycle is not None:
             plan.cycles.add(cycle)
 
+    def caused_text(entry_id: str) -> None:
+        """Note the change set that gave ``entry_id`` the text the plan writes into a note (a merge of merges over
+        two change sets: the undo of the later one puts the files back too)."""
+        cycle = view.text_set(entry_id)
+        if cycle is not None:
+            plan.cycles.add(cycle)
+
     placed: set[str] = set()
     for rel, (pf, _) in current.items():  # a live memory keeps its own note's place
         for block in pf.blocks:
@@ -545,6 +556,7 @@ def plan_from(profile: AgentProfile, view: StoreView, options: DreamOptions, now
                 kept += 1
                 if info.get("content") != _text_sha(rec.content) and not _same(rec.content, block.text):
                     caused(rec.id)
+                    caused_text(rec.id)
                     edits.append((block.text_start, block.end, _bullet_text(block, rec.content, text)))
                     notes.pop(key)
                     notes[note_key(rel, block.heading, rec.content)] = _note(rec, rel)
@@ -559,6 +571,7 @@ def plan_from(profile: AgentProfile, view: StoreView, options: DreamOptions, now
                 placed.add(successor.id)
                 kept += 1
                 caused(rec.id)
+                caused_text(successor.id)
                 edits.append((block.text_start, block.end, _bullet_text(block, successor.content, text)))
                 notes.pop(key)
                 notes[note_key(rel, block.heading, successor.content)] = _note(successor, rel)

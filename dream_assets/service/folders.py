@@ -67,6 +67,16 @@ class StoreReader:
         rows = [r for r in self.store.changes.for_target("memory", entry_id) if r.undone_at is None]
         return rows[-1].cycle_id if rows else None
 
+    def text_set(self, entry_id: str) -> str | None:
+        rows = [
+            r
+            for r in self.store.changes.for_target("memory", entry_id)
+            if r.undone_at is None
+            and r.after is not None
+            and (r.before is None or r.before.get("content") != r.after.get("content"))
+        ]
+        return rows[-1].cycle_id if rows else None
+
     def same_fact(self, a: str, b: str) -> bool:
         return self.store.memories.same_fact(a, b)
 
