@@ -170,8 +170,8 @@ def test_undo_of_a_restore_and_of_the_forget_before_it_leave_the_folder_as_it_wa
     forgot = agent_memory.forget(profile, dash.id, reason="board retired", now=NOW)
     assert main(["sync", "--profile", str(profile.root)]) == 0
     assert main(["restore", "--profile", str(profile.root), "--id", dash.id]) == 0
-    restore = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("recorded as cycle "))
-    restore_cycle = restore.split()[3].rstrip(";")
+    restore_cycle = open_store(profile).changes.for_target("memory", dash.id)[-1].cycle_id  # the restore's own set
+    assert restore_cycle != forgot.cycle_id
     assert main(["sync", "--profile", str(profile.root)]) == 0
     assert main(["undo", "--profile", str(profile.root), "--cycle", restore_cycle]) == 0
     assert main(["sync", "--profile", str(profile.root)]) == 0
