@@ -36,9 +36,9 @@ $(INSTANCE): deploy/dagster.yaml
 run: $(STAMP) $(INSTANCE)
 	$(BIN)/dream run --profile $(PROFILE) --demo
 
-## Run the test suite.
+## Run the test suite, on both cores (each test file stays on one worker: its fixtures are built once).
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 ## Run the tests not marked slow (browser, whole cycles on the full demo, fault runs) on both cores, in under a minute.
 test-fast: $(STAMP)

@@ -339,6 +339,11 @@ class ChangeLog:
         """Every row about one memory or skill, oldest first: its versions as the change log knows them."""
         return self._rows("target_type = ? AND target_id = ?", [target_type, target_id])
 
+    def get(self, change_id: str) -> ChangeRecord | None:
+        """One row by its change id (None: the log holds no such change)."""
+        found = self._rows("change_id = ?", [change_id])
+        return found[0] if found else None
+
     def cycles(self) -> list[tuple[str, datetime, int]]:
         with self._conn.session() as conn:
             rows = conn.execute(
@@ -531,6 +536,86 @@ class ChangeLog:
             done.append(_label(key))
             if step_hook is not None:
                 step_hook("undo:target-done")
+        return result
+
+    def undo_change(self, change_id: str, *, now: datetime) -> UndoResult:
+        """Put back what one change did to its target, as ``undo_cycle`` does for each target of a cycle. Refused,
+        with nothing changed, when a later change (of any cycle, not undone) changed what counts in the target after
+        it: that change built on this one, so it is to be undone first (``blocked_by`` names its cycle); and when the
+        target was edited since (``refused``). The undo's row is recorded under ``undo-<change id>``. Raises
+        ``UndoRefused`` for a change the log does not hold or a review stamp (not a change), ``CycleRunning`` while a
+        cycle of the agent is in progress. Must not be called inside an open transaction."""
+        running, stale = self.cycle_markers()
+        if running:
+            raise CycleRunning(self._profile.agent_id if self._profile else "?", running)
+        with self._conn.session() as conn:
+            found = conn.execute("SELECT * FROM changes WHERE change_id = ?", [change_id]).fetchall()
+        if not found:
+            raise UndoRefused(f"no change {change_id!r} in the change log; nothing was changed")
+        change, ordinal = _row(found[0]), int(found[0][11])
+        if change.kind == STAMP_KIND:
+            raise UndoRefused(f"change {change_id} is a review stamp, not a change: an undo leaves it")
+        key = (change.target_type, change.target_id)
+        label = _label(key)
+        result = UndoResult(change.cycle_id, [], [], undo_cycle_id=undo_cycle_id(change_id), stale_markers=stale)
+        if change.undone_at is not None:
+            result.already_undone.append(label)
+            return result
+        later = [
+            c
+            for c in self._rows(
+                "target_type = ? AND target_id = ? AND ordinal > ? AND undone_at IS NULL AND kind <> ? "
+                "AND pass_name <> ?",
+                [*key, ordinal, STAMP_KIND, UNDO_PASS],
+            )
+            if not (c.before is not None and c.after is not None and _same_state(c.after, c.before))
+        ]
+        if later:
+            first = later[0]
+            result.refused.append(
+                f"{label}: change {first.change_id} of cycle {first.cycle_id} ({first.pass_name} {first.kind} it) "
+                f"built on change {change_id} after it; undo that change (or its cycle) first"
+            )
+            result.blocked_by = list(dict.fromkeys(c.cycle_id for c in later))
+            return result
+        plan = _Plan(key, [change])
+        if change.kind in SCORE_KINDS:
+            self._put_back_scores([plan], result, None, now)
+            return result
+        try:
+            with self._conn.transaction() as conn:
+                current = self._current(*key)
+                if plan.is_before(current):
+                    done = result.already_undone
+                elif not plan.as_left(current):
+                    gone = (
+                        "no longer exists" if current is None else "was edited after it (now differs from what it left)"
+                    )
+                    result.refused.append(f"{label}: {gone}; undo it by hand")
+                    return result
+                else:
+                    self._check_sources_back(plan, {key: plan})
+                    after, action = self._put_back(plan, current, now)
+                    self.record(
+                        cycle_id=result.undo_cycle_id,
+                        pass_name=UNDO_PASS,
+                        kind=action.kind,
+                        target_type=key[0],
+                        target_id=key[1],
+                        before=current,
+                        after=after,
+                        reason=f"undo of change {change_id} of cycle {change.cycle_id} ({change.pass_name}): "
+                        f"{action.detail}",
+                        now=now,
+                    )
+                    result.actions[label] = action
+                    done = result.restored
+                conn.execute("UPDATE changes SET undone_at = ? WHERE change_id = ?", [to_db(utc(now)), change_id])
+        except (_CannotRestore, ValueError, KeyError, TypeError) as exc:
+            why = str(exc) if isinstance(exc, _CannotRestore) else f"{type(exc).__name__}: {exc}"
+            result.not_restored.append(f"{label}: {why}")
+            return result
+        done.append(label)
         return result
 
     def _put_back_scores(

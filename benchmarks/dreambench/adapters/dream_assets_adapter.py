@@ -1,0 +1,69 @@
+"""This project, through its public Python API: ``dream_assets.agent_memory.save`` and ``.search`` (what the MCP
+server and ``dream memory`` call), and a whole dream cycle in this process with ``dream_assets.cycle.run_cycle``
+(the passes ``dream run`` runs through Dagster, without Dagster). The model is the agent's configured one: the
+offline backend unless ``DREAM__LlmBaseUrl`` names an OpenAI-compatible endpoint (``DREAM__LlmModel``, and the other
+``DREAM__*`` options, as for ``dream run``). ``dump`` lists live entries and archived ones (``dream restore`` brings
+them back); an entry purged by retention is gone and not listed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from dream_assets import agent_memory
+from dream_assets.cycle import run_cycle
+from dream_assets.options import load_agent_options
+from dream_assets.profile import AgentProfile
+from dream_assets.store import open_store
+from dream_assets.store.connection import close_all
+
+from .base import Kept, workdir
+
+
+class DreamAssets:
+    name = "dream_assets"
+
+    def __init__(self, *, root: Path, env: dict[str, str] | None = None, **_: object) -> None:
+        self.profile = AgentProfile(workdir(root, "dream_assets")).ensure()
+        self.options = load_agent_options(self.profile, env)
+        self.backend = self.options.LlmBackend
+        self.tokens = 0
+        self.failed_passes: list[str] = []
+        self.now: datetime | None = None
+
+    def describe(self) -> str:
+        o = self.options
+        if o.LlmBaseUrl:
+            return f"openai endpoint {o.LlmBaseUrl} model {o.LlmModel or '(default)'}"
+        return "offline backend (the project's rule-based answers, no model)"
+
+    def save(self, text: str, when: datetime) -> None:
+        # Not the agent speaking live (no busy lease): a scripted save, as a folder read is.
+        agent_memory.save(self.profile, text, options=self.options, now=when, active=False)
+        self.now = when
+
+    def consolidate(self, when: datetime) -> None:
+        for report in run_cycle(self.profile, self.options, when, cycle_id=f"bench-{when:%Y%m%d}"):
+            self.tokens += int(report.usage.get("total_tokens", 0))
+            if report.status == "failed":
+                self.failed_passes.append(f"{when:%Y-%m-%d} {report.pass_name}: {report.reason}")
+        self.now = when
+
+    def search(self, query: str, k: int) -> list[str]:
+        return [
+            h.content
+            for h in agent_memory.search(self.profile, query, limit=k, options=self.options, now=self.now).hits
+        ]
+
+    def dump(self) -> list[Kept]:
+        store = open_store(self.profile, self.options)
+        try:
+            return [Kept(e.content, not e.is_archived) for e in store.memories.list_all()]
+        finally:
+            store.close()
+
+    def tokens_used(self) -> int:
+        return self.tokens
+
+    def close(self) -> None:
+        close_all()

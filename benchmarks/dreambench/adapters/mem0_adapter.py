@@ -1,0 +1,110 @@
+"""mem0 (the ``mem0ai`` package, open-source ``Memory``) with ``infer=True``: each save goes through mem0's own
+extraction and update step (ADD / UPDATE / DELETE decided by the model at save time), so ``consolidate`` has
+nothing to do. The model is the endpoint ``DREAM__LlmBaseUrl`` names, the embeddings come from
+``DREAM__EmbeddingBaseUrl`` (else the same endpoint) with ``DREAM__EmbeddingModel`` (``DREAM__EmbeddingDimensions``
+for a model whose vectors are not 1536 long); the vector store is mem0's
+local Qdrant in the run's folder. mem0 keeps a history of its changes but offers no restore of a deleted memory,
+so ``dump`` lists live memories only. Tokens are counted from the ``usage`` of the answers mem0's own OpenAI client
+receives (embeddings not included).
+
+Unavailable unless ``mem0ai`` imports and an endpoint is set."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from .base import Endpoint, Kept, Unavailable, workdir
+
+USER = "dreambench"
+
+
+class Mem0:
+    name = "mem0"
+
+    def __init__(self, *, root: Path, env: dict[str, str] | None = None, **_: object) -> None:
+        try:
+            from mem0 import Memory
+        except ImportError as exc:
+            raise Unavailable(f"mem0 needs the mem0ai package, which does not import here ({exc})") from exc
+        self.endpoint = Endpoint.from_env(env)
+        if self.endpoint is None:
+            raise Unavailable("mem0 needs a model: set DREAM__LlmBaseUrl to an OpenAI-compatible endpoint")
+        env = dict(os.environ if env is None else env)
+        embed_url = env.get("DREAM__EmbeddingBaseUrl", "").strip() or self.endpoint.base_url
+        embed_model = env.get("DREAM__EmbeddingModel", "").strip()
+        if not embed_model:
+            raise Unavailable("mem0 needs an embeddings model: set DREAM__EmbeddingModel (and DREAM__EmbeddingBaseUrl)")
+        dims = int(env.get("DREAM__EmbeddingDimensions") or 0)  # 0: the model's own (mem0 assumes 1536)
+        sized = {"embedding_dims": dims} if dims else {}
+        folder = workdir(root, "mem0")
+        self.memory = Memory.from_config(
+            {
+                "llm": {
+                    "provider": "openai",
+                    "config": {
+                        "model": self.endpoint.model,
+                        "openai_base_url": self.endpoint.base_url,
+                        "api_key": self.endpoint.api_key,
+                        "temperature": 0.2,
+                    },
+                },
+                "embedder": {
+                    "provider": "openai",
+                    "config": {
+                        "model": embed_model,
+                        "openai_base_url": embed_url,
+                        "api_key": self.endpoint.api_key,
+                        **sized,
+                    },
+                },
+                "vector_store": {
+                    "provider": "qdrant",
+                    "config": {
+                        "path": str(folder / "qdrant"),
+                        "on_disk": True,
+                        **({"embedding_model_dims": dims} if dims else {}),
+                    },
+                },
+                "history_db_path": str(folder / "history.db"),
+            }
+        )
+
+        self.tokens = 0
+        client = getattr(getattr(self.memory, "llm", None), "client", None)
+        if client is not None:
+            create = client.chat.completions.create
+
+            def counted(*args: object, **kwargs: object) -> object:
+                answer = create(*args, **kwargs)
+                usage = getattr(answer, "usage", None)
+                self.tokens += int(getattr(usage, "total_tokens", 0) or 0)
+                return answer
+
+            client.chat.completions.create = counted
+
+    def describe(self) -> str:
+        return f"mem0 infer=True, openai endpoint {self.endpoint.base_url} model {self.endpoint.model}"
+
+    def save(self, text: str, when: datetime) -> None:
+        self.memory.add(
+            [{"role": "user", "content": text}], user_id=USER, infer=True, metadata={"at": when.isoformat()}
+        )
+
+    def consolidate(self, when: datetime) -> None:
+        pass  # mem0 consolidates at save time
+
+    def search(self, query: str, k: int) -> list[str]:
+        found = self.memory.search(query, user_id=USER, limit=k)
+        return [r["memory"] for r in (found.get("results", []) if isinstance(found, dict) else found)]
+
+    def dump(self) -> list[Kept]:
+        found = self.memory.get_all(user_id=USER, limit=100_000)
+        return [Kept(r["memory"]) for r in (found.get("results", []) if isinstance(found, dict) else found)]
+
+    def tokens_used(self) -> int:
+        return self.tokens
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,194 @@
+"""The metrics, scored with no model judge: from what an adapter's ``dump()`` keeps and what its ``search()`` returns,
+compared with the scenario's facts by their specifics (names, numbers, dates) and content words
+(``textmatch.holds``: an entry holds a fact when it carries every specific of the fact and at least 60 % of its
+content words, so a fact said in other words still counts as kept).
+
+Per fact saved so far (noise and the stale versions of corrected facts are not scored for loss):
+
+* specifics_lost — specifics of the fact that its best home (the kept entry, live or restorable, lacking fewest of
+  them) lacks, summed; specifics_missing_live — the same over live entries only;
+* facts_lost — facts no kept entry holds; facts_missing_live — facts no live entry holds;
+
+and per group, question and change:
+
+* dup_groups_one_live — share of duplicate groups (a fact and its re-observations) held by exactly one live entry;
+* distinct_merged — pairs of distinct events that read alike held by one live entry, with no live entry holding one
+  of them alone;
+* stale_first — corrections (new version saved) whose question, searched, finds an entry holding only the stale
+  version before any entry holding the current one; correction_missed — found neither in the top 10;
+* recall_at_10 — share of questions for which every evidence item has a fact held by one of the top 10 results;
+* reversible — of the live entries a consolidation took out or rewrote, the share whose text is still kept as a
+  restorable entry afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .adapters.base import Kept
+from .scenario import Correction, Question, Scenario
+from .textmatch import Entry, EntryIndex, Fact, holds
+
+K = 10
+
+
+@dataclass
+class Snapshot:
+    """The metrics after one consolidation (value, and the count it is a share or a sum of)."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def put(self, name: str, value: float, n: int, examples: Sequence[str] = ()) -> None:
+        self.values[name] = value
+        self.counts[name] = n
+        if examples:
+            self.examples[name] = list(examples)
+
+
+def _ratio(a: int, b: int) -> float:
+    """``a / b``; NaN when there is nothing to count yet (printed as null, left out of the plots)."""
+    return a / b if b else math.nan
+
+
+def loss(facts: dict[str, Fact], index: EntryIndex) -> tuple[int, int, int, int, list[str]]:
+    """(specifics_lost, facts_lost, specifics_missing_live, facts_missing_live, examples of facts lost)."""
+    spec_lost = facts_lost = spec_live = facts_live = 0
+    examples = []
+    live = EntryIndex(e for e in index.entries if e.live)
+    for key, fact in facts.items():
+        _, lacking, _ = index.best(fact)
+        spec_lost += lacking
+        if not index.holders(fact, live_only=False):
+            facts_lost += 1
+            examples.append(f"{key}: {fact.text}")
+        _, lacking_live, _ = live.best(fact)
+        spec_live += lacking_live
+        if not live.holders(fact):
+            facts_live += 1
+    return spec_lost, facts_lost, spec_live, facts_live, examples
+
+
+def dup_one_live(groups: list[list[str]], facts: dict[str, Fact], index: EntryIndex) -> tuple[int, int]:
+    """(groups held by exactly one live entry, groups with two or more members saved)."""
+    one = total = 0
+    for group in groups:
+        members = [facts[k] for k in group if k in facts]
+        if len(members) < 2:
+            continue
+        total += 1
+        holders = {id(e) for f in members for e in index.holders(f)}
+        one += len(holders) == 1
+    return one, total
+
+
+def distinct_merged(groups: list[list[str]], facts: dict[str, Fact], index: EntryIndex) -> tuple[int, int, list[str]]:
+    """(pairs of distinct events wrongly merged, pairs saved, examples)."""
+    merged = pairs = 0
+    examples = []
+    for group in groups:
+        members = [k for k in group if k in facts]
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                pairs += 1
+                ha = {id(e): e for e in index.holders(facts[a])}
+                hb = {id(e): e for e in index.holders(facts[b])}
+                both = ha.keys() & hb.keys()
+                if both and not (ha.keys() - hb.keys()) and not (hb.keys() - ha.keys()):
+                    merged += 1
+                    examples.append(f"{facts[a].text!r} + {facts[b].text!r} -> {ha[next(iter(both))].text!r}")
+    return merged, pairs, examples
+
+
+def stale_first(
+    corrections: list[Correction], texts: dict[str, str], search: Callable[[str, int], list[str]], now: datetime
+) -> tuple[int, int, int, list[str]]:
+    """(answered stale first, corrections due, found in neither version, examples)."""
+    stale = missed = due = 0
+    examples = []
+    for c in corrections:
+        if c.at > now:
+            continue
+        due += 1
+        old, new = Fact(texts[c.old_key]), Fact(texts[c.new_key])
+        verdict = "missed"
+        for hit in search(c.question, K):
+            entry = Entry(hit)
+            if holds(new, entry):
+                verdict = "current"
+                break
+            if holds(old, entry):
+                verdict = "stale"
+                break
+        stale += verdict == "stale"
+        missed += verdict == "missed"
+        if verdict == "stale":
+            examples.append(f"{c.question!r}: {old.text!r} before {new.text!r}")
+    return stale, due, missed, examples
+
+
+def recall(
+    questions: list[Question], facts: dict[str, Fact], search: Callable[[str, int], list[str]]
+) -> tuple[int, int]:
+    hits = asked = 0
+    for q in questions:
+        evidence = [[facts[k] for k in keys if k in facts] for keys in q.evidence]
+        if not evidence or any(not e for e in evidence):
+            continue
+        asked += 1
+        top = [Entry(t) for t in search(q.text, K)]
+        hits += all(any(holds(f, e) for f in keys for e in top) for keys in evidence)
+    return hits, asked
+
+
+def reversible(before: list[Kept], after: list[Kept]) -> tuple[int, int]:
+    """(live texts a consolidation took out or rewrote that are still kept restorable, all it took out)."""
+    was = Counter(k.text for k in before if k.live)
+    now_live = Counter(k.text for k in after if k.live)
+    restorable = Counter(k.text for k in after if not k.live)
+    gone = was - now_live
+    kept = sum(min(n, restorable[t]) for t, n in gone.items())
+    return kept, sum(gone.values())
+
+
+def snapshot(
+    scenario: Scenario,
+    now: datetime,
+    kept: list[Kept],
+    search: Callable[[str, int], list[str]],
+    saved: set[str],
+) -> Snapshot:
+    """Every metric but tokens and reversibility, after the consolidation at ``now``; ``saved``: keys saved so far."""
+    index = EntryIndex(Entry(k.text, k.live) for k in kept)
+    scored = {
+        k: Fact(t) for k, t in scenario.facts.items() if k in saved and scenario.kinds[k] != "stale"
+    }  # the stale versions are meant to go
+    every = {k: Fact(t) for k, t in scenario.facts.items() if k in saved}
+    s = Snapshot()
+    spec_lost, facts_lost, spec_live, facts_live, lost = loss(scored, index)
+    n = len(scored)
+    s.put("specifics_lost", spec_lost, n, lost[:5])
+    s.put("facts_lost", facts_lost, n, lost[:5])
+    s.put("specifics_missing_live", spec_live, n)
+    s.put("facts_missing_live", facts_live, n)
+    one, groups = dup_one_live(scenario.dup_groups, every, index)
+    s.put("dup_groups_one_live", _ratio(one, groups), groups)
+    merged, pairs, wrong = distinct_merged(scenario.lookalike_groups, every, index)
+    s.put("distinct_merged", merged, pairs, wrong[:5])
+    stale, due, missed, examples = stale_first(scenario.corrections, scenario.facts, search, now)
+    s.put("stale_first", stale, due, examples[:5])
+    s.put("correction_missed", missed, due)
+    hits, asked = recall(scenario.questions, every, search)
+    s.put("recall_at_10", _ratio(hits, asked), asked)
+    s.put("live_entries", sum(k.live for k in kept), len(kept))
+    return s
+
+
+def fact_holds(fact: str, entry: str) -> bool:
+    """Does ``entry`` hold ``fact`` (every specific, 60 % of the content words)? For tests and one-off checks."""
+    return holds(Fact(fact), Entry(entry))
