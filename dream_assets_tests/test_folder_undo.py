@@ -238,3 +238,21 @@ def test_an_undo_killed_at_any_file_it_puts_back_is_finished_by_running_it_again
         assert main(["undo", "--profile", str(agent.root), "--cycle", retired.cycle_id]) == 0, k  # its file is back
         assert _outside_archive(dest / "memory") == before, k
         assert plan_write_back(agent, now=NOW).changes == [], k
+
+
+def test_undo_of_the_one_change_a_forget_made_puts_its_file_back(profile, tmp_path, capsys):
+    """``dream undo --change`` of a forget a sync wrote out (the file moved to archive/, its index line dropped): the
+    whole change set is undone by it, so the file and its index line come back with the memory."""
+    folder = _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    before = _outside_archive(folder)
+    dash = _by_text(profile, "Grafana")
+    agent_memory.forget(profile, dash.id, reason="board retired", now=NOW)
+    assert main(["sync", "--profile", str(profile.root)]) == 0
+    assert not (folder / "reference_dashboards.md").exists()
+    change = open_store(profile).changes.for_target("memory", dash.id)[-1].change_id
+    capsys.readouterr()
+    assert main(["undo", "--profile", str(profile.root), "--change", change]) == 0
+    assert f"put back {folder / 'reference_dashboards.md'}" in capsys.readouterr().out
+    assert _outside_archive(folder) == before
+    assert plan_write_back(profile, now=NOW).changes == []
