@@ -55,7 +55,11 @@ Sections (each in real processes on real DuckDB files):
    and a person's save in the instant before a write-back's replace (one round with --quick, six without);
 12. LangGraph namespaces: three users' namespaces with near-identical facts (some values over MaxContentChars) put
    through the LangGraph store, then memory consolidation and the contradiction sweep with a model that merges,
-   refiles, removes and supersedes across the namespaces, then a save of one user's text into another's namespace.
+   refiles, removes and supersedes across the namespaces, then a save of one user's text into another's namespace;
+13. undo of a review set with a linked folder: a merge of two notes in two files held for review, applied, written out
+   by a sync (one file moved to archive/, its index line dropped); its `dream undo --cycle` killed (a forked child)
+   before write statements of the store's undo and before each step on the folder's files, then run again: it must
+   exit 0 with nothing refused, every file as before the set, the folder and the store agreeing.
 
     .venv/bin/python benchmarks/faults.py            # the full run (10,000 fuzzed answers; about 10 minutes on 2 cores)
     .venv/bin/python benchmarks/faults.py --quick    # a CI-sized run (a few hundred trials; about a minute)
@@ -1786,9 +1790,171 @@ def folder_trials(work: Path, quick: bool, tally: Counter, notes: list[str]) -> 
         check(tag, folder, [agent], [saved])
         trials += 1
     tally["folder_trials"] += trials
-    tally["person_edits_lost"] += lost_edits
-    emit("faults.person_edits_lost", trials, lost_edits, "count")
+    tally["person_edits_lost"] += lost_edits  # with those of the undo trials of section 13, which run first
+    emit("faults.person_edits_lost", trials, tally["person_edits_lost"], "count")
     emit("faults.folder_trials", trials, trials, "count")
+
+
+# ------------------------------------------------------------------------------ 13: undo of a review set, killed
+#: A near copy of the first release note, in a topic file of its own: the review set merges the two.
+_OWNER_NOTE = "Merge freeze for release 4.2 begins 2026-03-05, owned by Dana Whitfield."
+
+
+def _merge_release(request: Any) -> Any:
+    """The consolidation answer of the review set: the two release-freeze notes as one (the first note's text)."""
+    if request.pass_name != "memory_consolidation":
+        return {}
+    entries = request.inputs.get("entries", [])
+    ids = [e["id"] for e in entries if "4.2" in e["content"]]
+    if len(ids) < 2:
+        return {"toDelete": [], "toSave": []}
+    text = _FOLDER_FILES["project_release.md"][2][0]
+    return {"toDelete": [], "toSave": [{"content": text, "category": "project", "sourceIds": ids}]}
+
+
+def _relocated(base: Path, dest: Path) -> AgentProfile:
+    """A copy of ``base`` (an agent and its linked folder) at ``dest``, the folder paths its records hold made
+    ``dest``'s; the copy's agent."""
+    shutil.copytree(base, dest, ignore=shutil.ignore_patterns(".locks*"))
+    for path in (dest / "agent").rglob("*.json"):
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace(str(base), str(dest)), encoding="utf-8")
+    return AgentProfile(dest / "agent")
+
+
+def _folder_undo_body(root: str, cycle: str, kill_store: int, kill_file: int, count_file: str | None) -> None:
+    """A forked crash child: ``dream undo --cycle`` of the review set, exiting before its ``kill_store``-th write
+    statement or before its ``kill_file``-th step on the folder's files (counted into ``count_file`` when given)."""
+    import contextlib
+    import io
+
+    import dream_assets.folders.sync as sync
+    from dream_assets.cli import main as dream
+
+    os.environ[_KILL_ENV] = str(kill_store)
+    _install_kill_hook()  # counts the store's writes into the file _COUNT_ENV names, when the parent set it
+    steps = {"files": 0}
+
+    def step(path: Path) -> None:
+        steps["files"] += 1
+        if count_file:
+            Path(count_file).write_text(str(steps["files"]))
+        if kill_file and steps["files"] >= kill_file:
+            os._exit(77)
+
+    sync._before_undo_step = step
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        rc = dream(["undo", "--profile", root, "--cycle", cycle])
+    os._exit(0 if rc == 0 else 1)
+
+
+def _folder_undo_child(root: Path, cycle: str, kill_store: int, kill_file: int, count_file: Path | None = None) -> int:
+    from dream_assets.store.connection import close_all
+
+    close_all()
+    proc = mp.get_context("fork").Process(
+        target=_folder_undo_body,
+        args=(str(root), cycle, kill_store, kill_file, str(count_file) if count_file else None),
+    )
+    proc.start()
+    proc.join(timeout=300)
+    return int(proc.exitcode if proc.exitcode is not None else -1)
+
+
+def folder_undo_trials(work: Path, quick: bool, tally: Counter, notes: list[str]) -> None:
+    """A Claude Code folder whose two release-freeze notes (in two files) a consolidation held for review merges;
+    the set applied and written out by a ``dream sync``; then its ``dream undo --cycle`` killed (a forked child)
+    before a write statement of the store's undo and before each step on the folder's files in turn, and run again
+    in the parent. Every run again must exit 0 with nothing refused (faults.misreported), leave the folder's files
+    as they were before the set, and the folder and the store agreeing: a write-back then has nothing to do
+    (faults.partial_applies); every note in a live file and a live memory (faults.person_edits_lost,
+    faults.facts_lost). Emits faults.folder_undo_trials."""
+    import contextlib
+    import io
+
+    from dream_assets.cli import main as dream
+    from dream_assets.folders import link_folder, plan_write_back, read_folder, write_back
+    from dream_assets.passes.review import decide
+    from dream_assets.store import open_store
+    from dream_assets.store.connection import close_all
+
+    base = work / "folder-undo" / "base"
+    folder, agent = base / "memory", AgentProfile(base / "agent").ensure()
+    kept = _make_folder(folder)
+    (folder / "project_release_owner.md").write_text(_folder_file("project", None, [_OWNER_NOTE]), encoding="utf-8")
+    with open(folder / "MEMORY.md", "a", encoding="utf-8") as fh:
+        fh.write("- [owner](project_release_owner.md) — project\n")
+    kept.append(_OWNER_NOTE)
+    link_folder(agent, folder, "claude-code")
+    if read_folder(agent, now=NOW).status != "completed" or write_back(agent, now=NOW).status != "completed":
+        raise RuntimeError("the folder of the undo trials could not be read and written")
+    before = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    run_pass(agent, "memory_consolidation", _merge_release, cycle_id="set-f", options=DreamOptions(ApplyMode="review"))
+    store = open_store(agent, DreamOptions())
+    try:
+        applied = decide(store, "apply", cycle_id="set-f", now=NOW + timedelta(minutes=5), options=DreamOptions())
+    finally:
+        store.close()
+    written = write_back(agent, now=NOW + timedelta(minutes=6))  # the `dream sync` that writes the set out
+    if not applied.done or written.status != "completed" or (folder / "project_release_owner.md").exists():
+        raise RuntimeError(f"the review set was not applied and written out: {applied}, {written.status}")
+    close_all()
+
+    count = work / "folder-undo" / "count"
+    probe = _relocated(base, work / "folder-undo" / "probe")
+    os.environ[_COUNT_ENV] = str(count)  # the store's write statements of a whole undo
+    try:
+        _folder_undo_child(probe.root, "set-f", 0, 0)
+    finally:
+        os.environ.pop(_COUNT_ENV, None)
+    store_writes = int(count.read_text()) if count.exists() else 0
+    count.unlink(missing_ok=True)
+    probe = _relocated(base, work / "folder-undo" / "probe-files")
+    _folder_undo_child(probe.root, "set-f", 0, 0, count)
+    file_steps = int(count.read_text()) if count.exists() else 0
+    if store_writes == 0 or file_steps == 0:
+        raise RuntimeError(f"the undo of the review set wrote nothing ({store_writes} writes, {file_steps} file steps)")
+    points = [(k, 0) for k in _sample(list(range(1, store_writes + 1)), quick)][:: 3 if quick else 1]
+    points += [(0, k) for k in range(1, file_steps + 1)]
+    trials = 0
+    for kill_store, kill_file in points:
+        tag = f"undo killed at {'write' if kill_store else 'file step'} {kill_store or kill_file}"
+        dest = work / "folder-undo" / f"kill-{kill_store}-{kill_file}"
+        trial = _relocated(base, dest)
+        if _folder_undo_child(trial.root, "set-f", kill_store, kill_file) != 77:
+            notes.append(f"folder {tag}: the child was not killed")
+            continue
+        trials += 1
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = dream(["undo", "--profile", str(trial.root), "--cycle", "set-f"])
+        if rc != 0 or "NOT put back" in err.getvalue() or " 0 refused" not in out.getvalue():
+            tally["misreported"] += 1
+            notes.append(f"folder {tag}, run again: exit {rc}: {(err.getvalue() or out.getvalue())[-300:]}")
+        moved = dest / "memory"
+        now_files = {p.relative_to(moved).as_posix(): p.read_bytes() for p in moved.rglob("*") if p.is_file()}
+        outside = {k: v for k, v in now_files.items() if not k.startswith("archive/")}
+        if outside != {k: v for k, v in before.items() if not k.startswith("archive/")}:
+            tally["partial_applies"] += 1
+            notes.append(f"folder {tag}: files not as before the set: {sorted(set(outside) ^ set(before))}")
+        text = _folder_text(moved)
+        for note in kept:
+            if " ".join(note.split()) not in text:
+                tally["person_edits_lost"] += 1
+                notes.append(f"folder {tag}: {note!r} is in no live file of the folder")
+        live = _live_text(trial).splitlines()
+        for note in kept:  # its memory may hold more (a merge): all its words in one
+            if not any(set(note.split()) <= set(t.split()) for t in live):
+                tally["facts_lost"] += 1
+                notes.append(f"folder {tag}: {note!r} has no live memory after the undo")
+        if plan_write_back(trial, now=NOW + timedelta(minutes=10)).changes:
+            tally["partial_applies"] += 1
+            notes.append(f"folder {tag}: the folder and the store disagree after the undo (a write-back would write)")
+        close_all()
+        shutil.rmtree(dest, ignore_errors=True)
+    tally["folder_undo_trials"] += trials
+    tally["folder_undo_file_steps"] = file_steps
+    emit("faults.folder_undo_trials", trials, trials, "count")
 
 
 # ------------------------------------------------------------------------------------------ 11: LangGraph namespaces
@@ -2007,6 +2173,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                 lambda: hostile_file_section(template, work, args.quick, tally, notes),
             ),
         ]
+        sections.append(("folder_undo", lambda: folder_undo_trials(work, args.quick, tally, notes)))
         sections.append(("folder", lambda: folder_trials(work, args.quick, tally, notes)))
         if not args.quick:
             sections.append(("outage", lambda: outage_trials(work, tally, notes)))
@@ -2067,6 +2234,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         "hostile_file_stuck",
         "outage_trials",
         "outage_problems",
+        "folder_undo_file_steps",
     ):
         emit(f"faults.{key}", n, tally[key], "count")
     emit("faults.seconds", n, time.perf_counter() - started, "s")

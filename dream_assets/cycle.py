@@ -7,13 +7,13 @@ from datetime import datetime
 from pathlib import Path
 
 from dream_assets import cycle_ids
-from dream_assets.folders import linked, read_folder, write_back
 from dream_assets.model import utc_or_now
 from dream_assets.options import DreamOptions, load_agent_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile, as_profile
+from dream_assets.service.folders import linked, read_folder, write_back
 from dream_assets.service.save import save_memory
 from dream_assets.store.cycle_marker import CycleHold
 from dream_assets.store.memory import persist_recall_indexes

@@ -2,7 +2,7 @@
 fuzzed contradiction-sweep answers with the purge after them, a hostile embeddings endpoint, and the review path
 (kills in an apply and a reject of a pending set, fuzzed change ids, an apply twice), and linked memory folders (a
 person's edits of every kind between cycles, two agents on one folder, a symlinked archive/, a save during a
-write-back).
+write-back, and the undo of a review set written out to a folder killed at each step and run again).
 
 Every trial must lose no fact, leave no answer half applied, report no failure as completed or skipped, and undo
 every cycle exactly. The full run (10,000 answers) is `python benchmarks/faults.py`."""
@@ -52,5 +52,6 @@ def test_quick_fault_run_loses_nothing_and_misreports_nothing():
     assert metrics["faults.sweep_trials"] >= 8 and metrics["faults.sweep_superseded"] > 0
     assert metrics["faults.embedding_saves"] >= 20
     assert metrics["faults.folder_trials"] >= 8
+    assert metrics["faults.folder_undo_trials"] >= 6 and metrics["faults.folder_undo_file_steps"] >= 3
     assert metrics["faults.langgraph_trials"] >= 3 and metrics["faults.langgraph_refused"] > 0
     assert proc.returncode == 0, problems

@@ -422,3 +422,16 @@ def test_an_installed_wheel_finds_the_built_in_directives(tmp_path: Path) -> Non
     assert Path(result["package"]).is_relative_to(site), result["package"]
     for name, (text, where) in result["loaded"].items():
         assert where == "built-in" and text == (ROOT / "directives" / name).read_text(encoding="utf-8"), name
+
+
+def test_the_folder_sync_reaches_the_store_only_through_the_memory_service() -> None:
+    """Nothing in ``dream_assets/folders/`` imports the store, anywhere in a file: reading it and writing memories and
+    change rows for a linked folder is the memory service's (``dream_assets.service.folders``)."""
+    problems = [
+        f"{path.relative_to(ROOT)}:{line}: {module} imports {name}"
+        for module, path in sorted(_modules().items())
+        if module == "dream_assets.folders" or module.startswith("dream_assets.folders.")
+        for name, line in _package_imports(path, module)
+        if name == "dream_assets.store" or name.startswith("dream_assets.store.")
+    ]
+    assert not problems, "\n".join(problems)

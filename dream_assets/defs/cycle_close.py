@@ -5,13 +5,13 @@ from collections.abc import Iterator
 import dagster as dg
 
 from dream_assets.cycle_report import build_cycle_report, write_cycle_report
-from dream_assets.folders import write_back
 from dream_assets.memory_audit import run_audit
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, stage_tags
 from dream_assets.orchestration.partitions import agents_partitions
 from dream_assets.orchestration.pass_checks import fail_run_if_passes_failed
 from dream_assets.passes.registry import PASSES
+from dream_assets.service.folders import write_back
 from dream_assets.store import open_store
 from dream_assets.store.snapshots import prune_snapshots, take_snapshot
 

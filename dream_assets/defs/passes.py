@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from dream_assets.folders import READ_STEP, read_folder
 from dream_assets.llm.client import ModelClient
 from dream_assets.options import pass_model_options
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
@@ -21,6 +20,7 @@ from dream_assets.orchestration.run_liveness import LLM_POOL
 from dream_assets.orchestration.run_tags import USES_MODEL_TAG, forced_reason
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, PassSpec
+from dream_assets.service.folders import READ_STEP, read_folder
 from dream_assets.service.save import save_memory
 
 

@@ -1,26 +1,34 @@
 """Markdown memory folders agents already keep (Claude Code auto memory, OpenClaw workspaces, plain notes): linked
-to an agent, read into the store before a cycle and written back after it."""
+to an agent, read into the store before a cycle and written back after it.
+
+This package holds the formats, the parsing, the file safety and the file writing; the operations that read the
+store or write memories (``read_folder``, ``plan_write_back``, ``apply_write_back``, ``write_back``) are the memory
+service's (``dream_assets.service.folders``) and are named here too, loaded when first asked for (the service
+builds on this package)."""
+
+from typing import Any
 
 from dream_assets.folders.sync import (
     READ_STEP,
     WRITE_STEP,
     FolderError,
     FolderLink,
-    apply_write_back,
+    FolderUndo,
     link_folder,
     linked,
     load_link,
-    plan_write_back,
-    read_folder,
     undo_files,
-    write_back,
 )
+
+#: The names that live in the memory service (they read the store).
+_SERVICE = ("apply_write_back", "plan_write_back", "read_folder", "write_back")
 
 __all__ = [
     "READ_STEP",
     "WRITE_STEP",
     "FolderError",
     "FolderLink",
+    "FolderUndo",
     "apply_write_back",
     "link_folder",
     "linked",
@@ -30,3 +38,11 @@ __all__ = [
     "undo_files",
     "write_back",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SERVICE:
+        from dream_assets.service import folders
+
+        return getattr(folders, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

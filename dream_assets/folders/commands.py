@@ -11,9 +11,9 @@ from pathlib import Path
 
 from dream_assets.file_safety import atomic_write
 from dream_assets.folders.formats import FORMATS
-from dream_assets.folders.sync import FolderError, apply_write_back, link_folder, plan_write_back, read_folder
 from dream_assets.options import load_agent_options
 from dream_assets.profile import AgentProfile
+from dream_assets.service.folders import FolderError, apply_write_back, link_folder, plan_write_back, read_folder
 
 
 def add_commands(
@@ -24,7 +24,7 @@ def add_commands(
 ) -> None:
     """Add ``link``, ``sync``, ``export`` and ``import`` to the ``dream`` parser (``common`` adds --profile and
     --now)."""
-    from dream_assets.folders import transfer
+    from dream_assets.service import transfer
 
     def cmd_link(args: argparse.Namespace) -> int:
         profile = profile_of(args)

@@ -1,23 +1,28 @@
 """A markdown memory folder linked to an agent: read into the store at the start of a cycle, written back at its end.
+This module holds the files' side; the store's side (the saves, the forgets, the memories a plan reads) is the memory
+service's (``dream_assets.service.folders``), which drives the steps below.
 
 - ``link_folder`` records the folder and its format in the profile (``memory-folder.json``).
-- ``read_folder`` saves every note not seen before through the agent's own save (``agent_memory.save_many``: the
-  save-time rules, the change log, in a few bulk transactions) with its provenance in metadata (``folder.file``,
-  ``folder.heading``, ``folder.key``, ``folder.format``, front matter as ``fm.<key>``), and archives
-  (``agent_memory.forget``) the memory of a note a person removed from its file: only a memory no note of the
-  folder maps to any more (an edited, moved or split note, or one copy of two, keeps its memory). It records each
-  file's hash and each note's memory id (``memory-folder-state.json``); reading the same folder again changes nothing.
-- ``plan_write_back`` computes what the dream changed, file by file: a note whose memory went into another (merge,
-  supersession) carries the live memory's text in place of the first such note, the others leave their file for
-  ``archive/<file>``; a file left with no note moves to ``archive/`` whole (never deleted) and its ``MEMORY.md``
-  index line goes with it. A note whose memory was archived with no successor leaves only on a recorded decision (a
-  pass, the agent's forget), never because an undo retired it. Everything else (front matter, headings, markers,
-  spacing) stays byte for byte. ``apply_write_back`` writes it, one replace per file, archive copies first; a file
-  whose bytes differ from the last read (a person edited it, even in the instant of the replace) is left alone and
-  read again next cycle, so the change computed from its old text is dropped; a path that resolves outside the
-  folder when it is written is refused. An idle cycle writes nothing.
+- A read (``begin_read``, then ``FolderRead.saved`` and ``FolderRead.finish`` around the service's saves) gives every
+  note not seen before to the agent's own save (``agent_memory.save_many``: the save-time rules, the change log, in a
+  few bulk transactions) with its provenance in metadata (``folder.file``, ``folder.heading``, ``folder.key``,
+  ``folder.format``, front matter as ``fm.<key>``), and names for the agent's forget the memory of a note a person
+  removed from its file: only a memory no note of the folder maps to any more (an edited, moved or split note, or one
+  copy of two, keeps its memory). It records each file's hash and each note's memory id
+  (``memory-folder-state.json``); reading the same folder again changes nothing.
+- ``plan_from`` computes what the dream changed, file by file, from the memories a ``StoreView`` reads: a note whose
+  memory went into another (merge, supersession) carries the live memory's text in place of the first such note,
+  the others leave their file for ``archive/<file>``; a file left with no note moves to ``archive/`` whole (never
+  deleted) and its ``MEMORY.md`` index line goes with it. A note whose memory was archived with no successor leaves
+  only on a recorded decision (a pass, the agent's forget), never because an undo retired it. Everything else (front
+  matter, headings, markers, spacing) stays byte for byte. ``apply_write_back`` writes it, one replace per file,
+  archive copies first; a file whose bytes differ from the last read (a person edited it, even in the instant of the
+  replace), or that the caller holds (``hold``: the service holds a file whose removed note's memory is live again),
+  is left alone with its index line and read again next cycle, so the change computed from its old text is dropped;
+  a path that resolves outside the folder when it is written is refused. An idle cycle writes nothing.
 - Every write-back keeps what it replaced (``memory-folder-undo/``) with the change sets it wrote out, so
-  ``undo_files`` puts the files back with the undo of any of them (a cycle, a review set, a restore, a forget).
+  ``undo_files`` puts the files back with the undo of any of them (a cycle, a review set, a restore, a forget); an
+  undo killed part-way is finished by running it again.
 - Every file is checked before anything is read into the store (``scan``): a symlink leaving the folder, a name with
   ``..``, a file over ``MaxFileBytes``, text that is not UTF-8, oversized front matter each refuse the read with a
   message naming the file, and the store is left as it was.
@@ -33,10 +38,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 import dream_assets.folders.index_budget as index_budget
 import dream_assets.folders.promotion as promotion
-from dream_assets import agent_memory
+from dream_assets.agent_memory import MemoryRecord
 from dream_assets.file_safety import (
     UnreadableFile,
     atomic_write,
@@ -60,12 +66,11 @@ from dream_assets.folders.formats import (
     parse_file,
     starts_block,
 )
-from dream_assets.model import iso, utc_or_now
-from dream_assets.options import DreamOptions, load_agent_options
+from dream_assets.model import iso
+from dream_assets.options import DreamOptions
 from dream_assets.passes.model_text import problem
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile, as_profile
-from dream_assets.store import open_store
 from dream_assets.text.coverage import load_vocabulary
 
 #: Largest file read from a linked folder.
@@ -96,6 +101,7 @@ class FileChange:
     source: str | None = None  # written only if this file's change was (the index after memory_index_continued.md)
     copy_of: str | None = None  # an archive file's change: the file its notes leave (written before it)
     archive: str | None = None  # the archive file its notes go to: this file is cut only once they are there
+    removes: list[str] = field(default_factory=list)  # the memories whose notes it takes out of the file
 
 
 @dataclass
@@ -286,14 +292,69 @@ def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def read_folder(
-    profile: AgentProfile | str | Path, options: DreamOptions | None = None, now: datetime | None = None
-) -> PassReport:
-    """Read the linked folder into the store (see the module). A report with status ``skipped`` when no folder is
-    linked, ``failed`` (naming the file) when the folder cannot be read safely, the store then unchanged."""
-    profile = as_profile(profile)
-    options = load_agent_options(profile) if options is None else options
-    now = utc_or_now(now)
+@dataclass
+class FolderRead:
+    """A read of the linked folder in progress: the notes not seen before (``batch``, in the shape the agent's
+    ``save_many`` takes) and, once they are saved (``saved``), the memories of notes a person removed (``removed``)."""
+
+    link: FolderLink
+    state: dict
+    files: dict[str, bytes]
+    report: PassReport
+    todo: list[tuple[ParsedFile, Block, str]]
+    seen: set[str]
+
+    @property
+    def batch(self) -> list[dict]:
+        return [
+            {
+                "content": block.text,
+                "category": category_of(self.link.format, pf),
+                "metadata": _metadata(self.link, pf, block, key),
+            }
+            for pf, block, key in self.todo
+        ]
+
+    def saved(self, saves: list) -> list[tuple[str, str]]:
+        """Map each new note to the memory its save gave (``saves``: the results of saving ``batch``, in order), and
+        return the memories a person removed: (id, reason) of each memory no note of the folder maps to any more, once.
+        A note's key is its file, heading path and text, so an edited, moved or split note has a new key, and its save
+        may return the memory the old key held (reinforced, extended, a duplicate)."""
+        notes: dict[str, dict[str, str]] = self.state["notes"]
+        for (pf, block, key), saved in zip(self.todo, saves, strict=True):
+            notes[key] = {"id": saved.id, "file": pf.rel, "content": _text_sha(saved.content)}
+            self.report.count(f"notes_{saved.outcome}")
+            self.report.change(f"folder-{saved.outcome}", saved.id, f"{pf.rel}: {block.text[:80]}")
+        mapped = {notes[k]["id"] for k in self.seen if k in notes}
+        removed: list[tuple[str, str]] = []
+        for key in [k for k in notes if k not in self.seen]:
+            info = notes.pop(key)
+            if info["id"] in mapped:
+                continue
+            mapped.add(info["id"])  # forgotten once, however many of its notes went
+            removed.append((info["id"], PERSON_REMOVED.format(file=info["file"], folder=self.link.folder)))
+        return removed
+
+    def finish(self, profile: AgentProfile, removed: int) -> PassReport:
+        """Record the files as read (their hashes, the notes map) once the store has them; ``removed``: how many
+        memories were archived because a person removed their notes."""
+        if removed:
+            self.report.count("notes_removed_by_person", removed)
+        self.state["files"] = {rel: _sha(data) for rel, data in self.files.items()}
+        self.state["folder"] = str(self.link.folder)
+        self.state.pop("read_failed", None)
+        _save_state(profile, self.state)
+        self.report.summary = (
+            f"read {len(self.files)} file(s) of {self.link.folder}: {len(self.todo)} new note(s), {removed} removed "
+            "by a person"
+        )
+        return self.report
+
+
+def begin_read(profile: AgentProfile, options: DreamOptions) -> FolderRead | PassReport:
+    """Check and parse every file of the linked folder (see the module) and find the notes not seen before; a report
+    (nothing to save) with status ``skipped`` when no folder is linked, ``failed`` (naming the file) when the folder
+    cannot be read safely, the store then unchanged."""
     report = PassReport(READ_STEP)
     try:
         link = load_link(profile)
@@ -326,45 +387,7 @@ def read_folder(
     if problems:
         message = f"linked folder {link.folder} was not read, the store is unchanged: " + "; ".join(problems)
         return _read_failed(profile, state, report, message)
-    batch = [
-        {"content": block.text, "category": category_of(link.format, pf), "metadata": _metadata(link, pf, block, key)}
-        for pf, block, key in todo
-    ]
-    saves = agent_memory.save_many(profile, batch, options=options, now=now, active=False)
-    for (pf, block, key), saved in zip(todo, saves, strict=True):
-        notes[key] = {"id": saved.id, "file": pf.rel, "content": _text_sha(saved.content)}
-        report.count(f"notes_{saved.outcome}")
-        report.change(f"folder-{saved.outcome}", saved.id, f"{pf.rel}: {block.text[:80]}")
-    # A note's key is its file, heading path and text, so an edited, moved or split note has a new key, and its save
-    # may return the memory the old key held (reinforced, extended, a duplicate). Only a memory that no note of the
-    # folder maps to any more was removed by the person.
-    mapped = {notes[k]["id"] for k in seen if k in notes}
-    for key in [k for k in notes if k not in seen]:
-        info = notes.pop(key)
-        if info["id"] in mapped:
-            continue
-        mapped.add(info["id"])  # forgotten once, however many of its notes went
-        try:
-            agent_memory.forget(
-                profile,
-                info["id"],
-                reason=PERSON_REMOVED.format(file=info["file"], folder=link.folder),
-                options=options,
-                now=now,
-                active=False,
-            )
-            report.count("notes_removed_by_person")
-        except agent_memory.NotFound:
-            pass
-    state["files"] = {rel: _sha(data) for rel, data in files.items()}
-    state["folder"] = str(link.folder)
-    state.pop("read_failed", None)
-    _save_state(profile, state)
-    report.summary = (
-        f"read {len(files)} file(s) of {link.folder}: {len(todo)} new note(s), "
-        f"{int(report.counts.get('notes_removed_by_person', 0))} removed by a person"
-    )
-    return report
+    return FolderRead(link, state, files, report, todo, seen)
 
 
 # --- writing back -------------------------------------------------------------------------------------------------
@@ -387,7 +410,7 @@ def _note_text(content: str, *, bullet: bool, indent: str) -> str:
     return ("\n" + indent).join(lines) if bullet else "\n".join(lines)
 
 
-def _note(rec: agent_memory.MemoryRecord, rel: str) -> dict[str, str]:
+def _note(rec: MemoryRecord, rel: str) -> dict[str, str]:
     return {"id": rec.id, "file": rel, "content": _text_sha(rec.content)}
 
 
@@ -405,7 +428,7 @@ def _same(a: str, b: str) -> bool:
 PERSON_REMOVED = "removed from {file} in the linked folder {folder}"
 
 
-def _dream_archived(rec: agent_memory.MemoryRecord) -> bool:
+def _dream_archived(rec: MemoryRecord) -> bool:
     """Whether ``rec`` was archived by a decision recorded in the change log (a pass, the agent's forget) rather
     than retired by an undo (no reason) or archived by a read that no longer saw its note."""
     reason = rec.archived_reason or ""
@@ -433,13 +456,27 @@ def _archive_name(rel: str, existing: set[str], root: Path) -> str:
     return target
 
 
-def plan_write_back(
-    profile: AgentProfile | str | Path, options: DreamOptions | None = None, now: datetime | None = None
-) -> WritePlan | None:
-    """What a write-back would do now (nothing is written); None when no folder is linked."""
-    profile = as_profile(profile)
-    options = load_agent_options(profile) if options is None else options
-    now = utc_or_now(now)
+class StoreView(Protocol):
+    """What a write-back plan reads from the agent's memory (the memory service gives it, ``service.folders``)."""
+
+    def record(self, entry_id: str) -> MemoryRecord | None:
+        """The memory ``entry_id`` with the live entry its fact lives on in (``current_id``), None if never held."""
+
+    def change_set(self, entry_id: str) -> str | None:
+        """The change set (cycle, review set, agent's day, restore, undo) of the last change of ``entry_id`` not
+        undone, None when there is none."""
+
+    def text_set(self, entry_id: str) -> str | None:
+        """The change set of the change not undone that gave ``entry_id`` its text now (it created the memory or
+        changed its content), None when there is none."""
+
+    def same_fact(self, a: str, b: str) -> bool:
+        """Whether two texts are near duplicates by the save-time measure."""
+
+
+def plan_from(profile: AgentProfile, view: StoreView, options: DreamOptions, now: datetime) -> WritePlan | None:
+    """What a write-back would do now (nothing is written), from the memories ``view`` reads; None when no folder is
+    linked."""
     link = load_link(profile)
     if link is None:
         return None
@@ -453,7 +490,6 @@ def plan_write_back(
     by_file: dict[str, list[str]] = {}
     for key, info in notes.items():
         by_file.setdefault(info["file"], []).append(key)
-    store = open_store(profile, options)
     current: dict[str, tuple[ParsedFile, bytes]] = {}
     for rel in sorted(by_file):
         path = link.folder / rel
@@ -466,18 +502,25 @@ def plan_write_back(
             plan.left.append(f"{path}: edited since the last read; read again next cycle, its changes wait")
             continue
         current[rel] = (parse_file(link.format, rel, data.decode("utf-8")), data)
-    records: dict[str, agent_memory.MemoryRecord | None] = {}
+    records: dict[str, MemoryRecord | None] = {}
 
-    def record(entry_id: str) -> agent_memory.MemoryRecord | None:
+    def record(entry_id: str) -> MemoryRecord | None:
         if entry_id not in records:
-            records[entry_id] = agent_memory.resolve_record(store, entry_id)
+            records[entry_id] = view.record(entry_id)
         return records[entry_id]
 
     def caused(entry_id: str) -> None:
         """Note the change set whose change of ``entry_id`` the plan writes out: an undo of it puts the files back."""
-        rows = [r for r in store.changes.for_target("memory", entry_id) if r.undone_at is None]
-        if rows:
-            plan.cycles.add(rows[-1].cycle_id)
+        cycle = view.change_set(entry_id)
+        if cycle is not None:
+            plan.cycles.add(cycle)
+
+    def caused_text(entry_id: str) -> None:
+        """Note the change set that gave ``entry_id`` the text the plan writes into a note (a merge of merges over
+        two change sets: the undo of the later one puts the files back too)."""
+        cycle = view.text_set(entry_id)
+        if cycle is not None:
+            plan.cycles.add(cycle)
 
     placed: set[str] = set()
     for rel, (pf, _) in current.items():  # a live memory keeps its own note's place
@@ -487,7 +530,9 @@ def plan_write_back(
             if rec is not None and rec.status == "live":
                 placed.add(rec.id)
     waiting, promotions = (
-        _promotions(profile, link, current, notes, record, options, plan) if link.format == "openclaw" else (set(), [])
+        _promotions(profile, link, current, notes, record, view.same_fact, options, plan)
+        if link.format == "openclaw"
+        else (set(), [])
     )
     promoted = {p.record.id for p in promotions}
     archived_blocks: dict[str, list[str]] = {}
@@ -495,6 +540,7 @@ def plan_write_back(
     for rel, (pf, data) in current.items():
         text = pf.text
         edits: list[tuple[int, int, str]] = []
+        removes: list[str] = []
         kept = 0
         for block in pf.blocks:
             key = note_key(rel, block.heading, block.text)
@@ -510,6 +556,7 @@ def plan_write_back(
                 kept += 1
                 if info.get("content") != _text_sha(rec.content) and not _same(rec.content, block.text):
                     caused(rec.id)
+                    caused_text(rec.id)
                     edits.append((block.text_start, block.end, _bullet_text(block, rec.content, text)))
                     notes.pop(key)
                     notes[note_key(rel, block.heading, rec.content)] = _note(rec, rel)
@@ -524,6 +571,7 @@ def plan_write_back(
                 placed.add(successor.id)
                 kept += 1
                 caused(rec.id)
+                caused_text(successor.id)
                 edits.append((block.text_start, block.end, _bullet_text(block, successor.content, text)))
                 notes.pop(key)
                 notes[note_key(rel, block.heading, successor.content)] = _note(successor, rel)
@@ -535,6 +583,7 @@ def plan_write_back(
                 notes.pop(key)
                 continue
             caused(rec.id)
+            removes.append(rec.id)
             start, end = _remove_span(text, block)
             edits.append((start, end, ""))
             archived_blocks.setdefault(rel, []).append(text[block.start : block.end])
@@ -544,7 +593,9 @@ def plan_write_back(
         plan.expected[rel] = _sha(data)
         if kept == 0 and not (link.format != "markdown" and rel == INDEX_FILE):
             target = _archive_name(rel, {c.rel for c in plan.changes}, link.folder)
-            plan.changes.append(FileChange(rel, text, None, move_to=target, reason="every note in it was archived"))
+            plan.changes.append(
+                FileChange(rel, text, None, move_to=target, reason="every note in it was archived", removes=removes)
+            )
             archived_blocks.pop(rel, None)
             index_drop.add(rel)
             continue
@@ -555,7 +606,7 @@ def plan_write_back(
                 repl = repl.replace("\r\n", "\n").replace("\n", "\r\n")
             new = new[:start] + repl + new[end:]
         if new != text:
-            plan.changes.append(FileChange(rel, text, new, reason="the dream changed its notes"))
+            plan.changes.append(FileChange(rel, text, new, reason="the dream changed its notes", removes=removes))
     if promotions:
         for p in promotions:
             caused(p.record.id)
@@ -584,7 +635,8 @@ def _promotions(
     link: FolderLink,
     current: dict[str, tuple[ParsedFile, bytes]],
     notes: dict[str, dict[str, str]],
-    record: Callable[[str], agent_memory.MemoryRecord | None],
+    record: Callable[[str], MemoryRecord | None],
+    near: Callable[[str, str], bool],
     options: DreamOptions,
     plan: WritePlan,
 ) -> tuple[set[str], list[promotion.Promotion]]:
@@ -600,7 +652,6 @@ def _promotions(
             if rec is not None and target is not None:
                 by_memory.setdefault(target, []).append(promotion.Note(rel, pf.text, block, rec))
     vocab, _ = load_vocabulary(profile.coverage_vocabulary_path)
-    near = open_store(profile, options).memories.same_fact
     waiting: set[str] = set()
     found: list[promotion.Promotion] = []
     for target, members in by_memory.items():
@@ -768,13 +819,20 @@ def _move_unless_changed(path: Path, target: Path, expected: str) -> str | None:
     return f"{path}: edited while the cycle ran"
 
 
-def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_id: str | None = None) -> PassReport:
+def apply_write_back(
+    profile: AgentProfile | str | Path,
+    plan: WritePlan,
+    cycle_id: str | None = None,
+    *,
+    hold: dict[str, str] | None = None,
+) -> PassReport:
     """Write ``plan``: one replace per file, a move into ``archive/`` for a whole file; archived notes reach their
     archive file before they leave theirs. A file whose bytes changed since the plan read them (a person saved it)
     is left alone, even in the instant of the replace (``replace_unless_changed``), and read again next cycle. Every
     path is resolved again right before it is written: one leading out of the linked folder (``archive/`` swapped
     for a symlink) is refused and named, and the write-back fails. With ``cycle_id`` the files' texts before the
-    write are kept so ``undo_files`` (``dream undo --cycle``) can put them back."""
+    write are kept so ``undo_files`` (``dream undo --cycle``) can put them back. The files of ``hold`` (file ->
+    why) are left as they are, like a file a person edited."""
     profile = as_profile(profile)
     report = PassReport(WRITE_STEP)
     root = plan.link.folder
@@ -799,7 +857,12 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
         expected = plan.expected.get(rel)
         return expected is None or (_sha(now) if now is not None else ABSENT) == expected, now
 
+    for rel, why in (hold or {}).items():
+        dropped.add(rel)
+        report.info(why)
     for change in plan.changes:  # files edited since the plan: left, and the archive copies of their notes too
+        if change.rel in dropped:
+            continue
         if change.copy_of is None and not as_planned(change.rel)[0]:
             dropped.add(change.rel)
             report.info(f"{root / change.rel}: {edited}")
@@ -854,6 +917,11 @@ def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_
                 report.info(f"{path}: {edited}")
                 dropped.add(change.rel)
                 continue
+            kept_files = [c.rel for c in plan.changes if c.new is None and c.rel in dropped]
+            if change.rel == INDEX_FILE and change.old is not None and kept_files and plan.link.format == "claude-code":
+                change.new = _with_index_lines(change.new, change.old, kept_files)
+                if change.new == change.old:
+                    continue
             mode = path.stat().st_mode & 0o7777 if path.exists() else None
             entry = {"sha256": _sha(change.new.encode("utf-8"))}
             if change.rel == INDEX_FILE:
@@ -972,6 +1040,26 @@ def _undo_files_of(profile: AgentProfile, cycle_id: str, result: FolderUndo) -> 
     return sorted(found, key=lambda item: int(item[1].get("seq", 0)), reverse=True)
 
 
+def _links_to(line: str, rels: list[str] | set[str]) -> bool:
+    return any(f"]({rel})" in line for rel in rels)
+
+
+def _with_index_lines(text: str, old: str, rels: list[str] | set[str]) -> str:
+    """``text`` (an index) with the lines of ``old`` that link one of ``rels`` and that it lacks, each after the line
+    it followed in ``old`` (or at the end)."""
+    lines = text.splitlines(keepends=True)
+    old_lines = old.splitlines(keepends=True)
+    for i, line in enumerate(old_lines):
+        if not _links_to(line, rels) or line in lines:
+            continue
+        anchor = next((lines.index(o) for o in reversed(old_lines[:i]) if o in lines), None)
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        line = line if line.endswith("\n") else line + "\n"
+        lines.insert(len(lines) if anchor is None else anchor + 1, line)
+    return "".join(lines)
+
+
 def _index_lines_back(root: Path, undo: dict, moved_back: list[str], result: FolderUndo, refused: str | None) -> None:
     """Put back the ``MEMORY.md`` lines that linked the files ``moved_back`` when the index itself could not be put
     back whole (``refused``: the agent or a person edited it since): each line goes after the line it followed, or at
@@ -979,20 +1067,9 @@ def _index_lines_back(root: Path, undo: dict, moved_back: list[str], result: Fol
     it, else as refused."""
     old = undo["files"].get(INDEX_FILE)
     path = root / INDEX_FILE
-    linked = lambda ln: any(f"]({rel})" in ln for rel in moved_back)  # noqa: E731
     if old is not None and moved_back and path.exists():
         data = path.read_bytes()
-        lines = data.decode("utf-8").splitlines(keepends=True)
-        old_lines = old.splitlines(keepends=True)
-        for i, line in enumerate(old_lines):
-            if not linked(line) or line in lines:
-                continue
-            anchor = next((lines.index(o) for o in reversed(old_lines[:i]) if o in lines), None)
-            if lines and not lines[-1].endswith("\n"):
-                lines[-1] += "\n"
-            line = line if line.endswith("\n") else line + "\n"
-            lines.insert(len(lines) if anchor is None else anchor + 1, line)
-        new = "".join(lines)
+        new = _with_index_lines(data.decode("utf-8"), old, moved_back)
         if new != data.decode("utf-8"):
             done = replace_unless_changed(path, new, data, permissions=path.stat().st_mode & 0o7777)
             if not done.written:
@@ -1000,7 +1077,8 @@ def _index_lines_back(root: Path, undo: dict, moved_back: list[str], result: Fol
                 return
             result.put_back(f"put back the line(s) linking {', '.join(moved_back)} in {path}")
         written = undo["written"].get(INDEX_FILE, {}).get("text")
-        if refused and written is not None and written == "".join(ln for ln in old_lines if not linked(ln)):
+        rest = "".join(ln for ln in old.splitlines(keepends=True) if not _links_to(ln, moved_back))
+        if refused and written is not None and written == rest:
             return  # the lines the write-back took out were all it changed, and they are back
     if refused:
         result.refuse(refused)
@@ -1016,16 +1094,30 @@ def undo_files(profile: AgentProfile | str | Path, cycle_id: str) -> FolderUndo:
     profile = as_profile(profile)
     result = FolderUndo()
     for path, undo in _undo_files_of(profile, cycle_id, result):
-        _undo_one(profile, undo, result)
+        _undo_one(profile, path, undo, result)
         os.replace(path, path.with_suffix(".undone.json"))
     return result
+
+
+def _before_undo_step(path: Path) -> None:
+    """Runs before each file an undo puts back, between the two steps of a move back, and before the index lines
+    (a test kills the undo at each: run again, it finishes the job)."""
+
+
+def _undoing(record: Path, undo: dict, rel: str, where: str) -> None:
+    """Note in the undo record, before the file is touched, that the undo puts ``rel`` back (``where``: the path it
+    ends at, or where it moves to): a run after a kill knows the file it finds as put back from its own work."""
+    undo.setdefault("undone", {})[rel] = where
+    atomic_write(record, json.dumps(undo, indent=1, sort_keys=True) + "\n")
 
 
 def _same_bytes(path: Path, text: str) -> bool:
     return path.read_bytes() == text.encode("utf-8")
 
 
-def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
+def _undo_one(profile: AgentProfile, record: Path, undo: dict, result: FolderUndo) -> None:
+    """Put back the files of one write-back (its undo record ``record``). Safe to run again after a kill: a file
+    already put back by the run that was killed is recognised as put back (never refused as edited)."""
     root = Path(undo["folder"])
     link = load_link(profile)
     fmt = link.format if link is not None else "markdown"
@@ -1036,21 +1128,31 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
     for rel, written in sorted(undo["written"].items()):
         old = undo["files"].get(rel)
         target = root / rel
+        _before_undo_step(target)
         if "moved_to" in written:
             moved = root / written["moved_to"]
+            if moved.exists() and target.exists() and os.path.samefile(moved, target):  # killed between link, unlink
+                moved.unlink()
             if not moved.exists() and target.is_file() and old is not None and _same_bytes(target, old):
-                result.put_back(f"{target}: as it was (the write-back stopped before moving it)")
+                if rel in undo.get("undone", {}):  # put back by an undo that was killed before it finished
+                    state["files"][rel] = _sha(target.read_bytes())
+                    moved_back.append(rel)
+                    result.put_back(f"put back {target} from {moved}")
+                else:
+                    result.put_back(f"{target}: as it was (the write-back stopped before moving it)")
                 continue
             if target.exists() or not moved.exists():
                 result.refuse(f"{target}: {moved} is gone or {target} exists again")
                 left.add(rel)
                 continue
+            _undoing(record, undo, rel, written["moved_to"])
             try:
                 os.link(moved, target)  # never over a file that appeared in the meantime
             except FileExistsError:
                 result.refuse(f"{target}: exists again")
                 left.add(rel)
                 continue
+            _before_undo_step(moved)
             moved.unlink()
             state["files"][rel] = _sha(target.read_bytes())
             moved_back.append(rel)
@@ -1058,8 +1160,19 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
             continue
         found = target.read_bytes() if target.is_file() else None
         if found is not None and old is not None and _same_bytes(target, old) and _sha(found) != written["sha256"]:
-            result.put_back(f"{target}: as it was (the write-back stopped before writing it)")
+            if is_memory_file(fmt, rel):
+                state["files"][rel] = _sha(found)
+            if rel in undo.get("undone", {}):  # put back by an undo that was killed before it finished
+                result.put_back(f"put back {target}")
+            else:
+                result.put_back(f"{target}: as it was (the write-back stopped before writing it)")
             continue
+        moved_away = undo.get("undone", {}).get(rel)
+        if found is None and old is None and moved_away and (root / moved_away).is_file():
+            if _sha((root / moved_away).read_bytes()) == written["sha256"]:  # moved by an undo that was killed
+                state["files"].pop(rel, None)
+                result.put_back(f"moved {target} to {root / moved_away}: created by the cycle, what it held is back")
+                continue
         if found is None or _sha(found) != written["sha256"]:
             if rel == INDEX_FILE and fmt == "claude-code":
                 index_refused = f"{target}: edited since the cycle wrote it"
@@ -1076,6 +1189,7 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
                 left.add(rel)
                 continue
             moved.parent.mkdir(parents=True, exist_ok=True)
+            _undoing(record, undo, rel, moved.relative_to(root).as_posix())
             os.rename(target, moved)
             state["files"].pop(rel, None)
             result.put_back(f"moved {target} to {moved}: created by the cycle, what it held is back in place")
@@ -1084,6 +1198,7 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
             result.put_back(f"kept {target}: created by the cycle, it holds copies only")
             continue
         mode = target.stat().st_mode & 0o7777
+        _undoing(record, undo, rel, rel)
         if not replace_unless_changed(target, old, found, permissions=mode).written:
             result.refuse(f"{target}: edited while the undo ran")
             left.add(rel)
@@ -1091,6 +1206,7 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
         if is_memory_file(fmt, rel):
             state["files"][rel] = _sha(old.encode("utf-8"))
         result.put_back(f"put back {target}")
+    _before_undo_step(root / INDEX_FILE)
     if fmt == "claude-code":
         _index_lines_back(root, undo, moved_back, result, index_refused)
     # the notes as the write-back found them, but those of a file left as it is now: they are what it holds
@@ -1098,24 +1214,3 @@ def _undo_one(profile: AgentProfile, undo: dict, result: FolderUndo) -> None:
     notes.update({k: v for k, v in state["notes"].items() if v["file"] in left})
     state["notes"] = notes
     _save_state(profile, state)
-
-
-def write_back(
-    profile: AgentProfile | str | Path,
-    options: DreamOptions | None = None,
-    now: datetime | None = None,
-    *,
-    cycle_id: str | None = None,
-) -> PassReport:
-    """Plan and apply the write-back of the linked folder (the last step of a cycle). When the last read of the
-    folder failed nothing is written (the folder is not what the store was read from)."""
-    profile = as_profile(profile)
-    try:
-        plan = plan_write_back(profile, options, now)
-    except FolderError as exc:
-        return PassReport(WRITE_STEP).fail(str(exc))
-    except OSError as exc:
-        return PassReport(WRITE_STEP).fail(f"{exc.filename or 'the linked folder'}: could not be read ({exc})")
-    if plan is None:
-        return PassReport(WRITE_STEP).skip("no memory folder linked (dream link)")
-    return apply_write_back(profile, plan, cycle_id)

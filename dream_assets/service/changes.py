@@ -34,7 +34,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.service._common import Op, begin, check_id
 from dream_assets.store import DreamStore
-from dream_assets.store.changes import CycleRunning, UndoRefused, UndoResult
+from dream_assets.store.changes import STAMP_KIND, CycleRunning, UndoRefused, UndoResult
 from dream_assets.store.connection import StoreError
 
 if TYPE_CHECKING:
@@ -140,8 +140,9 @@ def undo(
     Never inside a running cycle, nor beside a running pass: it waits up to ``wait`` seconds for them, then raises
     ``Refused`` (``running``). A cycle whose entries were edited since is refused as a whole unless ``force`` (the
     result lists the refusals and nothing is changed); a later cycle that built on it blocks it even with ``force``
-    (``blocked_by``). Undoing a whole cycle also puts back the files of the linked folder its write-backs changed,
-    and a file it could not put back makes the outcome ``partial``. ``NotFound`` for a cycle, pass or change the
+    (``blocked_by``). Undoing a whole cycle (or the last standing pass or change of one: a forget's one change)
+    also puts back the files of the linked folder its write-backs changed, and a file it could not put back makes
+    the outcome ``partial``. ``NotFound`` for a cycle, pass or change the
     agent never had; ``StoreUnavailable`` when the store is busy or damaged (what was done is kept: a rerun finishes
     it)."""
     op = begin(profile, options, now)
@@ -223,7 +224,7 @@ def _undo(
             else:
                 assert cycle_id is not None
                 result = store.changes.undo_cycle(cycle_id, now=op.now, pass_name=pass_name, force=force)
-            files = _undo_files(op, cycle_id) if cycle_id and not pass_name and result.applied else None
+            files = _undo_files(op, _whole_set(store, cycle_id, change_id, pass_name)) if result.applied else None
     except (UndoRefused, PassRunning) as exc:
         raise Refused(str(exc), running=isinstance(exc, PassRunning | CycleRunning), stale_markers=stale) from exc
     except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
@@ -241,12 +242,23 @@ def _undo(
     return report
 
 
-def _undo_files(op: Op, cycle_id: str) -> FolderUndo:
+def _whole_set(store: DreamStore, cycle_id: str | None, change_id: str | None, pass_name: str | None) -> str:
+    """The change set whose linked-folder files an undo puts back: the cycle undone whole, or the set of the pass or
+    the change undone when that left none of its changes standing (a forget's one change is its whole set); "" when
+    some stand (the write-back wrote them out with the rest: the files stay as the set left them)."""
+    if cycle_id and not pass_name:
+        return cycle_id
+    whole = cycle_id or (row.cycle_id if change_id and (row := store.changes.get(change_id)) else "")
+    standing = [r for r in store.changes.list(whole) if r.undone_at is None and r.kind != STAMP_KIND] if whole else []
+    return "" if standing else whole
+
+
+def _undo_files(op: Op, cycle_id: str) -> FolderUndo | None:
     """The linked memory folder's files, as the change set found them: its cycle's write-back and any later one (a
     dream sync, the next cycle) that wrote its changes out."""
     from dream_assets.folders import undo_files
 
-    return undo_files(op.profile, cycle_id)
+    return undo_files(op.profile, cycle_id) if cycle_id else None
 
 
 def _check_target(
