@@ -597,15 +597,17 @@ class ChangeLog:
                     self._check_sources_back(plan, {key: plan})
                     after, action = self._put_back(plan, current, now)
                     self.record(
-                        cycle_id=result.undo_cycle_id,
-                        pass_name=UNDO_PASS,
-                        kind=action.kind,
-                        target_type=key[0],
-                        target_id=key[1],
-                        before=current,
-                        after=after,
-                        reason=f"undo of change {change_id} of cycle {change.cycle_id} ({change.pass_name}): "
-                        f"{action.detail}",
+                        ChangeRow(
+                            cycle_id=result.undo_cycle_id,
+                            actor=Actor.UNDO,
+                            kind=action.kind,
+                            target_type=key[0],
+                            target_id=key[1],
+                            before=current,
+                            after=after,
+                            reason=f"undo of change {change_id} of cycle {change.cycle_id} ({change.pass_name}): "
+                            f"{action.detail}",
+                        ),
                         now=now,
                     )
                     result.actions[label] = action
