@@ -49,7 +49,6 @@ from dream_assets.passes.model_text import MAX_TAG_CHARS as MAX_TAG_CHARS
 from dream_assets.passes.model_text import MAX_TAGS as MAX_TAGS
 from dream_assets.passes.model_text import problem
 from dream_assets.profile import AgentProfile, as_profile
-from dream_assets.service.save import save_memory
 from dream_assets.store import DreamStore, open_store
 from dream_assets.store.changes import DECAY_KIND, ChangeRecord
 from dream_assets.store.connection import StoreError
@@ -236,10 +235,11 @@ class MemoryHistory(BaseModel):
 
 
 class PutMemory(BaseModel):
-    """What a put did: ``created`` the entry ``id``, ``updated`` its text, or ``restored`` it (it was archived)."""
+    """What a put did: ``created`` the entry ``id``, ``updated`` its text, ``restored`` it (it was archived), or
+    ``reinforced`` it (the same value put again: the fact came up again, as a save of the same text says)."""
 
     id: str
-    outcome: Literal["created", "updated", "restored"]
+    outcome: Literal["created", "updated", "restored", "reinforced"]
     content: str
     category: str
     cycle_id: str = Field(description="the change-log cycle the put is recorded under, for dream undo")
@@ -423,6 +423,8 @@ def save(
         store.changes.record(_save_change(call, result), now=call.now)
 
     try:
+        from dream_assets.service.save import save_memory  # the service package imports this module
+
         result = save_memory(
             store.memories,
             content,
@@ -471,6 +473,8 @@ def save_many(
             save(call.handle or call.profile, **note, options=call.options, now=call.now, active=False)
             for note in notes
         ]
+    from dream_assets.service.save import save_memory  # the service package imports this module
+
     store = _open(call)
     out: list[SavedMemory] = []
     rows: list[ChangeRow] = []
@@ -931,6 +935,11 @@ def put(
                     )
                 )
                 outcome, reason = "created", "put by the agent"
+            elif _puts_nothing_new(before, content, category, tags, importance, metadata, drop_metadata):
+                # The value the key holds, put again: observed again, not edited (the same event a save of the same
+                # fact records), so every interface tells the same history of one fact.
+                after = store.memories.reinforce(entry_id, now=call.now)
+                outcome, reason = "reinforced", "reinforced by the agent: the same value put again"
             else:
                 meta = {k: v for k, v in {**before.metadata, **(metadata or {})}.items() if k not in drop_metadata}
                 if before.is_archived:
@@ -965,6 +974,27 @@ def put(
     except (ContentError, StoreError) as exc:
         raise _store_errors(exc) from exc
     return PutMemory(id=entry_id, outcome=outcome, content=after.content, category=after.category, cycle_id=cycle)  # type: ignore[arg-type]
+
+
+def _puts_nothing_new(
+    before: MemoryEntry,
+    content: str,
+    category: str | None,
+    tags: Sequence[str] | None,
+    importance: float | None,
+    metadata: dict[str, str] | None,
+    drop_metadata: Sequence[str],
+) -> bool:
+    """Whether a put on the live entry ``before`` would leave every field as it is."""
+    return (
+        not before.is_archived
+        and content == before.content
+        and category in (None, before.category)
+        and (tags is None or tuple(tags) == tuple(before.tags))
+        and (importance is None or float(importance) == before.importance)
+        and all(before.metadata.get(k) == v for k, v in (metadata or {}).items())
+        and not any(k in before.metadata for k in drop_metadata)
+    )
 
 
 def forget(

@@ -10,6 +10,7 @@ import pytest
 
 import dream_assets.folders.sync as sync
 from dream_assets import agent_memory
+from dream_assets.changes_model import Actor, ChangeRow, SuccessorHow
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
 from dream_assets.folders import apply_write_back, link_folder, plan_write_back, read_folder
@@ -17,6 +18,7 @@ from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
+from dream_assets.service.save import save_memory
 from dream_assets.store import open_store
 from dream_assets_tests.conftest import NOW
 from dream_assets_tests.test_folders import (
@@ -78,43 +80,56 @@ def test_undo_of_a_later_set_that_changed_a_merged_note_s_text_puts_the_file_bac
     sources = [_by_text(profile, "The merge freeze for release 4.2"), _by_text(profile, "Merge freeze for release 4.2")]
     store = open_store(profile)
     with store.transaction():
-        merged = store.memories.save(sources[0].content, category=sources[0].category, now=NOW, dedupe=False).entry
+        merged = save_memory(
+            store.memories, sources[0].content, category=sources[0].category, now=NOW, dedupe=False
+        ).entry
         store.changes.record(
-            cycle_id="c1",
-            pass_name="memory_consolidation",
-            kind="created",
-            target_type="memory",
-            target_id=merged.id,
-            before=None,
-            after=merged,
-            reason="merged",
+            ChangeRow(
+                cycle_id="c1",
+                actor=Actor.PASS,
+                pass_name="memory_consolidation",
+                kind="created",
+                target_type="memory",
+                target_id=merged.id,
+                before=None,
+                after=merged,
+                reason="merged",
+            ),
             now=NOW,
         )
         for old in sources:
             store.memories.archive(old.id, now=NOW)
             store.changes.record(
-                cycle_id="c1",
-                pass_name="memory_consolidation",
-                kind="archived",
-                target_type="memory",
-                target_id=old.id,
-                before=old,
-                after=None,
-                reason=f"merged into {merged.id}",
+                ChangeRow(
+                    cycle_id="c1",
+                    actor=Actor.PASS,
+                    pass_name="memory_consolidation",
+                    kind="archived",
+                    target_type="memory",
+                    target_id=old.id,
+                    before=old,
+                    after=None,
+                    reason=f"merged into {merged.id}",
+                    successor_id=merged.id,
+                    successor_how=SuccessorHow.MERGED_INTO,
+                ),
                 now=NOW,
             )
     extended = merged.content + " The freeze was confirmed at the planning on 2026-02-20."
     with store.transaction():
         after = store.memories.update(merged.id, content=extended, now=NOW)
         store.changes.record(
-            cycle_id="c2",
-            pass_name="memory_consolidation",
-            kind="updated",
-            target_type="memory",
-            target_id=merged.id,
-            before=merged,
-            after=after,
-            reason="extended",
+            ChangeRow(
+                cycle_id="c2",
+                actor=Actor.PASS,
+                pass_name="memory_consolidation",
+                kind="updated",
+                target_type="memory",
+                target_id=merged.id,
+                before=merged,
+                after=after,
+                reason="extended",
+            ),
             now=NOW,
         )
     assert main(["sync", "--profile", str(profile.root)]) == 0
