@@ -424,14 +424,92 @@ def test_an_installed_wheel_finds_the_built_in_directives(tmp_path: Path) -> Non
         assert where == "built-in" and text == (ROOT / "directives" / name).read_text(encoding="utf-8"), name
 
 
-def test_the_folder_sync_reaches_the_store_only_through_the_memory_service() -> None:
-    """Nothing in ``dream_assets/folders/`` imports the store, anywhere in a file: reading it and writing memories and
-    change rows for a linked folder is the memory service's (``dream_assets.service.folders``)."""
+#: The interfaces agents and people reach the memory through: thin shells over the memory service.
+INTERFACES = ("dream_assets.cli", "dream_assets.mcp_server", "dream_assets.langgraph_store", "dream_assets.folders")
+#: What only the memory service (and the passes, through the cycle runner) may import.
+SERVICE_ONLY = ("dream_assets.store", "dream_assets.passes.review")
+
+
+def _writes_rows(func: ast.expr) -> bool:
+    """A call that writes change rows: ``<...>.changes.record(...)``, ``<...>.changes.record_many(...)`` or
+    ``insert_change(...)``."""
+    if isinstance(func, ast.Name):
+        return func.id == "insert_change"
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr == "insert_change":
+        return True
+    owner = func.value
+    named = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
+    return func.attr in ("record", "record_many") and named == "changes"
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
+def _is_interface(module: str) -> bool:
+    return any(module == i or module.startswith(f"{i}.") for i in INTERFACES)
+
+
+def _interface_problems(modules: dict[str, Path]) -> list[str]:
+    """Every import of the store (or of the review rules) in an interface module, anywhere in a file, and every call
+    there that writes change rows."""
     problems = [
-        f"{path.relative_to(ROOT)}:{line}: {module} imports {name}"
-        for module, path in sorted(_modules().items())
-        if module == "dream_assets.folders" or module.startswith("dream_assets.folders.")
+        f"{_shown(path)}:{line}: {module} imports {name}"
+        for module, path in sorted(modules.items())
+        if _is_interface(module)
         for name, line in _package_imports(path, module)
-        if name == "dream_assets.store" or name.startswith("dream_assets.store.")
+        if any(name == s or name.startswith(f"{s}.") for s in SERVICE_ONLY)
     ]
+    for module, path in sorted(modules.items()):
+        if not _is_interface(module):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and _writes_rows(node.func):
+                problems.append(f"{_shown(path)}:{node.lineno}: {module} writes change rows ({ast.unparse(node.func)})")
+    return problems
+
+
+def test_every_interface_reaches_the_store_only_through_the_memory_service() -> None:
+    """The CLI, the MCP server, the LangGraph store and the folder sync are thin shells over the memory service
+    (``dream_assets.service``): none imports the store or the review rules, anywhere in a file, and none writes a
+    change row itself."""
+    problems = _interface_problems(_modules())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_interface_check_finds_a_store_import_and_a_row_write(tmp_path: Path) -> None:
+    """The check above is not vacuous: a shell that imports the store inside a function and records a row is named."""
+    bad = tmp_path / "cli.py"
+    bad.write_text(
+        "def cmd(store, row):\n    from dream_assets.store import open_store\n    store.changes.record(row)\n",
+        encoding="utf-8",
+    )
+    problems = _interface_problems({"dream_assets.cli": bad})
+    assert (
+        len(problems) == 2 and "imports dream_assets.store" in problems[0] and "(store.changes.record)" in problems[1]
+    ), problems
+
+
+def test_the_store_makes_no_network_call() -> None:
+    """No module under store/ imports a network client: the store reads and writes files, the model layer calls."""
+    network = ("openai", "httpx", "requests", "urllib.request", "http.client", "aiohttp", "mcp")
+    problems = []
+    for module, path in sorted(_modules().items()):
+        if not (module == "dream_assets.store" or module.startswith("dream_assets.store.")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            problems += [
+                f"{path.relative_to(ROOT)}:{node.lineno}: imports {n}"
+                for n in names
+                if any(n == x or n.startswith(f"{x}.") for x in network)
+            ]
     assert not problems, "\n".join(problems)
