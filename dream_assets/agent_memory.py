@@ -24,23 +24,37 @@ Rules shared by every call:
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from dream_assets.llm.busy import mark_active
-from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc_or_now
+from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc, utc_or_now
+from dream_assets.names import MAX_NAME_LENGTH
 from dream_assets.options import DreamOptions, load_agent_options
+
+# The text limits and vocabularies the checks apply, re-exported for interfaces that show them (schemas, --help).
+from dream_assets.passes.model_text import MAX_CATEGORY_CHARS as MAX_CATEGORY_CHARS
+from dream_assets.passes.model_text import MAX_ID_CHARS as MAX_ID_CHARS
+from dream_assets.passes.model_text import MAX_TAG_CHARS as MAX_TAG_CHARS
+from dream_assets.passes.model_text import MAX_TAGS as MAX_TAGS
 from dream_assets.passes.model_text import problem
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.store import DreamStore, open_store
 from dream_assets.store.changes import DECAY_KIND, UNDO_PASS, ChangeRecord
 from dream_assets.store.connection import StoreError
+from dream_assets.store.log_records import FEEDBACK_KINDS as FEEDBACK_KINDS
+from dream_assets.store.log_records import RATINGS as RATINGS
+from dream_assets.store.log_records import ROLES as ROLES
+from dream_assets.store.log_records import SKILL_ACTIONS as SKILL_ACTIONS
 from dream_assets.store.log_records import (
     ConversationTurn,
     FeedbackEvent,
@@ -57,7 +71,8 @@ from dream_assets.store.memory import (
     ContentError,
     SaveResult,
 )
-from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
+from dream_assets.store.skills import MAX_SKILL_CHARS as MAX_SKILL_CHARS
+from dream_assets.store.skills import SkillError
 
 #: The pass name agent saves are recorded under in the change log, and the prefix of their (daily) cycle id.
 AGENT_PASS = "agent"
@@ -65,6 +80,13 @@ AGENT_PASS = "agent"
 FORGET_PASS = "forget"
 #: Most hits one search returns.
 MAX_SEARCH_LIMIT = 100
+#: Most memories one ``list_memories`` page holds.
+MAX_LIST_LIMIT = 500
+#: Longest skill name.
+MAX_NAME_CHARS = MAX_NAME_LENGTH
+#: Longest reason of a forget, and longest skill summary.
+MAX_REASON_CHARS = 2000
+MAX_SUMMARY_CHARS = 2000
 #: Longest free text in a log record (a conversation turn, a feedback note, a tool error).
 MAX_LOG_TEXT_CHARS = 1_000_000
 #: Successors followed from an archived id to the live entry that holds its fact.
@@ -154,6 +176,28 @@ class MemoryRecord(BaseModel):
     superseded_by: str | None = None
     current_id: str | None = Field(None, description="the live entry that holds this fact now (this id when live)")
     metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class MemoryListItem(BaseModel):
+    id: str
+    status: Literal["live", "archived"]
+    content: str
+    category: str
+    tags: list[str]
+    importance: float
+    created_at: str | None = Field(description="ISO-8601 UTC; the page order is created_at, then id")
+    updated_at: str | None
+    archived_at: str | None = None
+
+
+class MemoryPage(BaseModel):
+    """One page of ``list_memories``: the oldest first (created time, then id), so a page never shifts when memories
+    are saved while a caller pages."""
+
+    items: list[MemoryListItem]
+    next_cursor: str | None = Field(
+        None, description="give it as cursor to read the next page; null when this page is the last"
+    )
 
 
 class HistoryEvent(BaseModel):
@@ -282,28 +326,52 @@ class CycleReportText(BaseModel):
 # --- plumbing -------------------------------------------------------------------------------------------------------
 
 
+#: An open store of one agent (``connect``), for an interface that makes many calls in a row (the LangGraph store):
+#: every operation here takes it in place of the profile and reads and writes through it.
+MemoryHandle = DreamStore
+
+
 @dataclass
 class _Call:
     profile: AgentProfile
     options: DreamOptions
     now: datetime
+    handle: MemoryHandle | None = None
+
+
+def connect(profile: AgentProfile | str | Path, options: DreamOptions | None = None) -> MemoryHandle:
+    """An open handle on the agent's store (``options`` default: the agent's own), to pass as ``profile`` to the
+    operations of this module; ``close()`` it when done. It holds no connection between calls either."""
+    prof = as_profile(profile)
+    try:
+        return open_store(prof, load_agent_options(prof) if options is None else options)
+    except StoreError as exc:
+        raise StoreUnavailable(str(exc)) from exc
 
 
 def _begin(
-    profile: AgentProfile | str | Path, options: DreamOptions | None, now: datetime | None, *, active: bool = True
+    profile: AgentProfile | MemoryHandle | str | Path,
+    options: DreamOptions | None,
+    now: datetime | None,
+    *,
+    active: bool = True,
 ) -> _Call:
-    prof = as_profile(profile)
-    opts = load_agent_options(prof) if options is None else options
+    handle = profile if isinstance(profile, DreamStore) else None
+    prof = handle.profile if handle is not None else as_profile(profile)  # type: ignore[arg-type]
+    if options is None:
+        options = handle.options if handle is not None else load_agent_options(prof)
     at = utc_or_now(now)
     bad = clock_problem(at)
     if bad:
         raise InvalidInput(bad)
     if active:  # the agent is speaking: a dream pass waits for a quiet spell
-        mark_active(prof, opts.AgentActiveWindow, now=at)
-    return _Call(prof, opts, at)
+        mark_active(prof, options.AgentActiveWindow, now=at)
+    return _Call(prof, options, at, handle)
 
 
 def _open(call: _Call) -> DreamStore:
+    if call.handle is not None:
+        return call.handle
     try:
         return open_store(call.profile, call.options)
     except StoreError as exc:
@@ -401,7 +469,10 @@ def save_many(
             note.get("importance", 0.5),
         )
     if call.options.EmbeddingModel.strip():
-        return [save(call.profile, **note, options=call.options, now=call.now, active=False) for note in notes]
+        return [
+            save(call.handle or call.profile, **note, options=call.options, now=call.now, active=False)
+            for note in notes
+        ]
     store = _open(call)
     out: list[SavedMemory] = []
     rows: list[dict] = []
@@ -613,6 +684,145 @@ def get(
     return record
 
 
+_CURSOR_PREFIX = "m1."
+_EPOCH = datetime.fromtimestamp(0, tz=UTC)
+
+
+def _list_key(entry: MemoryEntry) -> tuple[datetime, str]:
+    return (utc(entry.created_at) if entry.created_at is not None else _EPOCH, entry.id)
+
+
+def _cursor_of(key: tuple[datetime, str]) -> str:
+    raw = json.dumps([key[0].isoformat(), key[1]], separators=(",", ":")).encode()
+    return _CURSOR_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _cursor_key(cursor: object) -> tuple[datetime, str]:
+    """The (created time, id) a cursor of ``_cursor_of`` continues after; ``InvalidInput`` naming ``cursor``."""
+    bad = InvalidInput(
+        f"cursor {cursor!r} is not a cursor memory_list returned: give the next_cursor of the previous page "
+        "(or no cursor for the first page)"
+    )
+    if not isinstance(cursor, str) or not cursor.startswith(_CURSOR_PREFIX) or len(cursor) > 1000:
+        raise bad
+    body = cursor[len(_CURSOR_PREFIX) :]
+    try:
+        at, entry_id = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        when = datetime.fromisoformat(at)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise bad from None
+    if not isinstance(entry_id, str) or when.tzinfo is None:
+        raise bad
+    return utc(when), entry_id
+
+
+def list_memories(
+    profile: AgentProfile | str | Path,
+    *,
+    category: str | None = None,
+    include_archived: bool = False,
+    cursor: str | None = None,
+    limit: int = 50,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> MemoryPage:
+    """The agent's memories a page at a time, oldest first (created time, then id): live ones, and archived ones too
+    with ``include_archived``. ``category`` keeps that category and its ``/`` children (as ``search``). ``cursor``:
+    the ``next_cursor`` of the previous page (a memory saved meanwhile comes on a later page, none is repeated)."""
+    call = _begin(profile, options, now)
+    if category is not None:
+        _check(category, "category", "category")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
+        raise InvalidInput(f"limit {limit!r} must be a whole number from 1 to {MAX_LIST_LIMIT}")
+    after = _cursor_key(cursor) if cursor is not None else None
+    store = _open(call)
+    try:
+        entries = store.memories.list_all() if include_archived else store.memories.list_live()
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+    chosen = sorted(
+        (
+            e
+            for e in entries
+            if (category is None or e.category == category or e.category.startswith(category + "/"))
+            and (after is None or _list_key(e) > after)
+        ),
+        key=_list_key,
+    )
+    page = chosen[:limit]
+    items = [
+        MemoryListItem(
+            id=e.id,
+            status="archived" if e.is_archived else "live",
+            content=e.content,
+            category=e.category,
+            tags=list(e.tags),
+            importance=e.importance,
+            created_at=iso(e.created_at),
+            updated_at=iso(e.updated_at),
+            archived_at=iso(e.archived_at),
+        )
+        for e in page
+    ]
+    more = len(chosen) > limit
+    return MemoryPage(items=items, next_cursor=_cursor_of(_list_key(page[-1])) if more else None)
+
+
+# --- entries as they are stored, for key-value interfaces (the LangGraph store) --------------------------------------
+
+
+def read_entry(
+    profile: AgentProfile | MemoryHandle | str | Path, entry_id: str, *, options: DreamOptions | None = None
+) -> MemoryEntry | None:
+    """The entry ``entry_id`` as stored (live or archived, with its metadata), or None."""
+    call = _begin(profile, options, None, active=False)
+    try:
+        return _open(call).memories.get(entry_id)
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+
+
+def recall_entries(
+    profile: AgentProfile | MemoryHandle | str | Path, query: str, *, limit: int, options: DreamOptions | None = None
+) -> list[tuple[MemoryEntry, float]]:
+    """``search``'s recall as stored entries with their scores, best first (live entries only)."""
+    call = _begin(profile, options, None, active=False)
+    try:
+        return _open(call).memories.search(query, limit=limit)
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+
+
+def live_entries_page(
+    profile: AgentProfile | MemoryHandle | str | Path,
+    *,
+    labels: Sequence[str] = (),
+    limit: int,
+    offset: int = 0,
+    after: tuple[datetime, str] | None = None,
+    options: DreamOptions | None = None,
+) -> list[MemoryEntry]:
+    """Live entries whose category's ``/`` labels begin with ``labels``, the most recently updated first (ties by id):
+    ``offset`` skipped, at most ``limit``, after ``(updated_at, id)`` of a previous page's last entry. Only the page
+    is read from the store."""
+    call = _begin(profile, options, None, active=False)
+    try:
+        return _open(call).memories.live_page(labels=labels, limit=limit, offset=offset, after=after)
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+
+
+def live_categories(
+    profile: AgentProfile | MemoryHandle | str | Path, *, options: DreamOptions | None = None
+) -> list[str]:
+    """The distinct categories of the live entries, sorted."""
+    call = _begin(profile, options, None, active=False)
+    try:
+        return _open(call).memories.live_categories()
+    except StoreError as exc:
+        raise _store_errors(exc) from exc
+
+
 def reinforce(
     profile: AgentProfile | str | Path,
     entry_id: str,
@@ -757,7 +967,7 @@ def forget(
     entry was archived already (merged or superseded by the dream; ``archived`` is then false)."""
     call = _begin(profile, options, now, active=active)
     entry_id = _check_id(entry_id)
-    _check(reason, "content", "reason", max_chars=2000)
+    _check(reason, "content", "reason", max_chars=MAX_REASON_CHARS)
     if marks is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in marks.items()):
         raise InvalidInput("marks must map strings to strings")
     cycle = f"{FORGET_PASS}-{call.now:%Y%m%dT%H%M%S%fZ}-{entry_id[:12]}"
@@ -940,7 +1150,7 @@ def save_skill(
     call = _begin(profile, options, now)
     _check(name, "name", "name")
     _check(content, "content", "content", max_chars=MAX_SKILL_CHARS)
-    _check(summary, "text", "summary", max_chars=2000)
+    _check(summary, "text", "summary", max_chars=MAX_SUMMARY_CHARS)
     for i, other in enumerate(see_also):
         _check(other, "name", f"see_also[{i}]")
     store = _open(call)

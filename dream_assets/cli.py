@@ -285,136 +285,91 @@ def _said_once(reasons: dict[str, str]) -> dict[str, list[str]]:
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
-    from dream_assets.passes.registry import PassRunning, no_pass_running
-    from dream_assets.store import open_store
-    from dream_assets.store.changes import CycleRunning, UndoRefused
-    from dream_assets.store.connection import StoreError
+    from dream_assets import service
 
     profile = _profile(args)
-    store = open_store(profile, _options(profile))
-    stale: list[str] = []
-    try:
-        if args.list:
-            return _list_changes(store, args.profile)
-        unknown = _unknown_undo_target(profile, store, args)
-        if unknown:
-            print(f"dream undo: {unknown}", file=sys.stderr)
-            return 2
-        # Never inside a running cycle (between two of its passes as well) nor beside a running pass: an undo between
-        # a pass's read and its write, or under the passes that build on what it puts back, would leave half of each.
-        stale = _wait_for_cycles(store, args.wait)
-        with no_pass_running(profile, wait=args.wait):
-            result = store.changes.undo_cycle(args.cycle, now=_now(args), pass_name=args.pass_name, force=args.force)
-    except (UndoRefused, PassRunning) as exc:
-        _print_stale_markers(stale)
-        running = isinstance(exc, PassRunning | CycleRunning)
-        print(f"undo refused: {exc}" if running else str(exc), file=sys.stderr)
+    if args.list:
+        return _list_changes(service.list_changes(profile, options=_options(profile)), args.profile)
+    if args.change and (args.cycle or args.pass_name or args.force):
+        print("dream undo: --change ID goes alone (not with --cycle, --pass or --force)", file=sys.stderr)
         return 2
-    except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
+    try:
+        report = service.undo(
+            profile,
+            cycle_id=args.cycle,
+            change_id=args.change,
+            pass_name=args.pass_name,
+            force=args.force,
+            wait=args.wait,
+            now=_now(args),
+            options=_options(profile),
+            profile_arg=args.profile,
+        )
+    except (service.NotFound, service.InvalidInput) as exc:
+        print(f"dream undo: {exc}", file=sys.stderr)
+        return 2
+    except service.Refused as exc:
+        _print_stale_markers(exc.stale_markers)
+        print(f"undo refused: {exc}" if exc.running else str(exc), file=sys.stderr)
+        return 2
+    except service.StoreUnavailable as exc:  # busy: try again later (what was done is kept; a rerun finishes it)
         print(f"undo stopped: {exc}", file=sys.stderr)
         return 2
-    _print_stale_markers(stale + result.stale_markers)
-    decayed = result.done("importance put back")
-    for line in result.restored:
-        action = result.actions.get(line)
-        if line not in decayed:
-            print(f"{action.kind} {line}: {action.detail}" if action else f"put back {line}")
+    return _print_undo(report)
+
+
+#: `dream undo` exit codes by the undo's outcome: done, partly done (named above), nothing undone.
+UNDO_EXIT = {"done": 0, "partial": 1, "nothing": 3}
+
+
+def _print_undo(report) -> int:
+    """What an undo did, target by target, from its report; the exit code of its outcome."""
+    _print_stale_markers(report.stale_markers)
+    decayed = report.done("importance put back")
+    for p in report.put_back:
+        if p.kind != "importance put back":
+            print(f"{p.kind} {p.target}: {p.detail}" if p.detail else f"put back {p.target}")
     if decayed:  # one line: a decay touches most of the corpus
         print(
             f"importance put back on {len(decayed)} entr{'y' if len(decayed) == 1 else 'ies'} decayed by the cycle "
-            "(the next cycle decays them again by the calendar): " + ", ".join(t.split(" ", 1)[1] for t in decayed)
+            "(the next cycle decays them again by the calendar): "
+            + ", ".join(p.target.split(" ", 1)[1] for p in decayed)
         )
-    for line in result.already_undone:
+    for line in report.already_undone:
         print(f"already undone {line}")
-    for line in result.left:
+    for line in report.left:
         print(f"left     {line}")
-    for line in result.not_restored:
+    for line in report.not_restored:
         print(f"NOT restored {line}", file=sys.stderr)
-    for line in result.refused:
+    for line in report.refused:
         print(f"refused  {line}", file=sys.stderr)
-    if result.blocked_by:
-        later = [c for c in result.blocked_by if c != args.cycle]
-        if later:
-            print(
-                f"undo of cycle {args.cycle} refused: later cycle(s) {', '.join(later)} built on its results; nothing "
-                f"was changed. Undo them first, newest first (`dream undo --profile {args.profile} --cycle "
-                f"{later[-1]}`), then this cycle",
-            )
-        else:
-            print(
-                f"undo of pass {args.pass_name} of cycle {args.cycle} refused: a later pass of the cycle built on its "
-                "results; nothing was changed. Undo that pass first, or the whole cycle",
-            )
-        return 3
-    files_refused: list[str] = []
-    if result.applied and not args.pass_name:
-        from dream_assets.folders import undo_files
-
-        # the linked memory folder's files, as the change set found them: its cycle's write-back and any later one
-        # (a dream sync, the next cycle) that wrote its changes out
-        folder = undo_files(profile, args.cycle)
-        for line in folder.lines:
-            print(line, file=sys.stderr if line.startswith("NOT") else sys.stdout)
-        files_refused = folder.refused
-    nothing_done = result.refused and not args.force
-    refused = len(result.refused) + len(files_refused)
-    print(
-        f"undo of cycle {args.cycle}: {len(result.restored)} put back{_undo_kinds(result)}, "
-        f"{len(result.already_undone)} already undone, "
-        f"{len(result.not_restored)} could not be restored, {refused} refused"
-        + (f" ({len(files_refused)} file(s) of the linked folder, named above)" if files_refused else "")
-        + (f", {len(result.left)} left as a later cycle decayed them again" if result.left else "")
-        + ("; nothing was changed (pass --force to undo the rest)" if nothing_done else "")
-        + (f"; recorded as cycle {result.undo_cycle_id}" if result.restored else "")
-    )
-    retired = result.done("retired")
+    if report.blocked_by:
+        print(report.summary)
+        return UNDO_EXIT[report.outcome]
+    # the linked memory folder's files, as the change set found them
+    for line in report.files:
+        print(line, file=sys.stderr if line.startswith("NOT") else sys.stdout)
+    print(report.summary)
+    retired = report.done("retired")
     if retired:
         print(
             f"the {len(retired)} entr{'y' if len(retired) == 1 else 'ies'} the cycle created (merged entries, new "
             "notes) stay as archived rows: the undo archived them, it never deletes"
         )
-    marked, keys = store.changes.review_marks(args.cycle)
-    if result.restored and marked:
+    if report.put_back and report.review_marks:
         from dream_assets.passes.contradiction_sweep import REVIEWED_KEY
 
+        marked = report.review_marks
         print(
             f"left as the cycle wrote them: review marks on {marked} entr{'y' if marked == 1 else 'ies'} (metadata "
-            f"{', '.join(sorted({*keys, REVIEWED_KEY}))}); they record which entries the model has seen unchanged, "
-            "so those are not shown again until they change; housekeeping, not changes: an undo leaves them"
+            f"{', '.join(sorted({*report.review_mark_keys, REVIEWED_KEY}))}); they record which entries the model has "
+            "seen unchanged, so those are not shown again until they change; housekeeping, not changes: an undo "
+            "leaves them"
         )
     # Exit 0 when the undo did something usable (put records back, or found nothing left to do), refusals under
     # --force listed above; 1 when some entries could not be restored or a file of the linked folder could not be put
     # back (each named above: the folder and the store disagree until it is); 3 when nothing was undone.
-    if result.not_restored and not result.restored:
-        return 3
-    if not result.applied:
-        return 3
-    return 1 if result.not_restored or files_refused else 0
-
-
-def _undo_kinds(result) -> str:
-    """ " (3 unmerged, 1 retired)": what the put-backs were, by kind."""
-    counts: dict[str, int] = {}
-    for line in result.restored:
-        action = result.actions.get(line)
-        if action is not None:
-            counts[action.kind] = counts.get(action.kind, 0) + 1
-    return f" ({', '.join(f'{n} {k}' for k, n in counts.items())})" if counts else ""
-
-
-def _wait_for_cycles(store, wait: float) -> list[str]:
-    """Wait up to ``wait`` seconds while a cycle of the agent is in progress (the undo itself refuses if one still
-    is). Returns the stale markers of crashed cycles found meanwhile (removed), with why."""
-    import time
-
-    deadline = time.monotonic() + max(0.0, wait)
-    stale: list[str] = []
-    while True:
-        running, found = store.changes.cycle_markers()
-        stale += found
-        if not running or time.monotonic() >= deadline:
-            return stale
-        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    return UNDO_EXIT[report.outcome]
 
 
 def _print_stale_markers(stale: list[str]) -> None:
@@ -422,30 +377,9 @@ def _print_stale_markers(stale: list[str]) -> None:
         print(f"ignored the marker of a cycle that is no longer running, and removed it: {line}", file=sys.stderr)
 
 
-def _unknown_undo_target(profile: AgentProfile, store, args: argparse.Namespace) -> str | None:
-    """Why ``--cycle``/``--pass`` name nothing that exists (a mistyped pass, a cycle this agent never ran), or None.
-    A cycle that ran but changed nothing is not unknown: the undo then says it has nothing to undo."""
-    from dream_assets.cycle_report import saved_report
-    from dream_assets.passes.outcome import load_outcomes
-    from dream_assets.passes.registry import PASSES
-
-    names = [p.name for p in PASSES]
-    if args.pass_name is not None and args.pass_name not in [*names, RESTORE_PASS]:
-        return f"no pass named {args.pass_name!r}; the passes are {', '.join([*names, RESTORE_PASS])}"
-    cycles = {cycle for cycle, _, _ in store.changes.cycles()}
-    ran = any(o.get("cycle_id") == args.cycle for o in load_outcomes(profile, names).values())
-    if args.cycle not in cycles and not ran and saved_report(profile, args.cycle) is None:
-        return (
-            f"no such cycle {args.cycle!r} for agent {profile.agent_id}; nothing was changed "
-            f"(the cycles are listed by `dream undo --profile {args.profile} --list`)"
-        )
-    return None
-
-
-def _list_changes(store, profile_arg: str) -> int:
+def _list_changes(rows, profile_arg: str) -> int:
     """One line per cycle and pass, oldest cycle first, each starting with the cycle id: real changes, how many are
     still undoable, and the review stamps apart (they are not changes and undo leaves them)."""
-    rows = store.changes.by_pass()
     if not rows:
         print("no changes recorded yet")
         return 0
@@ -458,42 +392,33 @@ def _list_changes(store, profile_arg: str) -> int:
         kinds = ", ".join(f"{n} {k}" for k, n in r.kinds.items())
         text = f"{r.changes} change(s) ({kinds}), {r.undoable} still undoable" if r.changes else "no changes"
         stamps = f"; {r.stamps} review stamp(s), not changes" if r.stamps else ""
-        print(f"{r.cycle_id}  {r.cycle_started_at:%Y-%m-%d %H:%M}  {r.pass_name:<{width}}  {text}{stamps}")
+        print(f"{r.cycle_id}  {parse_ts(r.started_at):%Y-%m-%d %H:%M}  {r.pass_name:<{width}}  {text}{stamps}")
     return 0
 
 
 def cmd_review(args: argparse.Namespace) -> int:
     """The pending change sets, oldest first, each change with its id, pass, kind, reason and a before/after diff."""
-    from dream_assets.passes import review
-    from dream_assets.store import open_store
+    from dream_assets import service
 
     profile = _profile(args)
-    now = _now(args)
-    store = open_store(profile, _options(profile))
-    review.expire(store, now)
-    pending = review.list_changes(store)
-    expired = review.list_changes(store, status=review.EXPIRED)
-    if not pending:
+    listed = service.review_list(profile, options=_options(profile), now=_now(args))
+    if not listed.pending:
         print(
-            f"agent {profile.agent_id}: nothing waits for review"
-            + (f" ({len(expired)} expired unreviewed, not applied)" if expired else "")
+            f"agent {listed.agent}: nothing waits for review"
+            + (f" ({listed.expired} expired unreviewed, not applied)" if listed.expired else "")
         )
         return 0
-    sets = list(dict.fromkeys(c.cycle_id for c in pending))
-    print(f"agent {profile.agent_id}: {len(pending)} change(s) wait for review in {len(sets)} set(s)")
-    for cycle in sets:
-        mine = [c for c in pending if c.cycle_id == cycle]
-        passes = ", ".join(dict.fromkeys(c.pass_name for c in mine))
-        first = min(c.expires_at for c in mine)
+    print(f"agent {listed.agent}: {listed.pending} change(s) wait for review in {len(listed.sets)} set(s)")
+    for s in listed.sets:
         print(
-            f"\nset {cycle} ({passes}), proposed {_when(mine[0].created_at)}: {len(mine)} change(s), expires "
-            f"{_when(first)} unless applied"
+            f"\nset {s.cycle_id} ({', '.join(s.passes)}), proposed {_when(parse_ts(s.proposed_at))}: "
+            f"{len(s.changes)} change(s), expires {_when(parse_ts(s.expires_at))} unless applied"
         )
-        for c in mine:
-            for line in review.describe(c):
+        for c in s.changes:
+            for line in c.lines:
                 print(f"  {line}")
-    if expired:
-        print(f"\n{len(expired)} expired unreviewed (not applied)")
+    if listed.expired:
+        print(f"\n{listed.expired} expired unreviewed (not applied)")
     print(
         f"\napply with `dream apply --profile {args.profile} --cycle CYCLE` (or --change ID ...), reject with "
         f"`dream reject --profile {args.profile} --cycle CYCLE` (or --change ID ...); add --reason TEXT"
@@ -501,160 +426,115 @@ def cmd_review(args: argparse.Namespace) -> int:
     return 0
 
 
+#: `dream apply` / `dream reject` exit codes by the decision's outcome.
+DECIDE_EXIT = {"done": 0, "partial": 1, "nothing": 2}
+
+
 def cmd_decide(args: argparse.Namespace) -> int:
     """`dream apply` and `dream reject`: a whole set (--cycle) or single changes (--change), with a reason. Exit 0
     when every change named was decided, 1 when some were refused (edited meanwhile) or could not be written, 2 when
     nothing was acted on (no such set or change, or decided or expired before)."""
-    from dream_assets.passes import review
-    from dream_assets.passes.registry import PassRunning, no_pass_running
-    from dream_assets.store import open_store
+    from dream_assets import service
 
     if not args.cycle and not args.change:
         print(f"dream {args.command}: give --cycle CYCLE or --change ID ... (see `dream review`)", file=sys.stderr)
         return 2
     profile = _profile(args)
-    options = _options(profile)
-    store = open_store(profile, options)
     decision = "apply" if args.command == "apply" else "reject"
     try:
-        # Never beside a running pass: an apply between a pass's read and its write would leave half of each.
-        with no_pass_running(profile, wait=args.wait):
-            result = review.decide(
-                store,
-                decision,
-                cycle_id=args.cycle,
-                change_ids=args.change or (),
-                reason=args.reason or "",
-                now=_now(args),
-                options=options,
-            )
-    except PassRunning as exc:
+        result = service.review_decide(
+            profile,
+            decision,
+            cycle_id=args.cycle,
+            change_ids=args.change or (),
+            reason=args.reason or "",
+            wait=args.wait,
+            now=_now(args),
+            options=_options(profile),
+        )
+    except service.Refused as exc:
         print(f"{args.command} refused: {exc}", file=sys.stderr)
         return 2
+    except service.InvalidInput as exc:
+        print(f"dream {args.command}: {exc}", file=sys.stderr)
+        return 2
     done = "applied" if decision == "apply" else "rejected"
-    every = {c.change_id: c for c in review.list_changes(store, status=None)}
-    for i in result.done:
-        c = every[i]
-        print(f"{done} {i}  {c.pass_name}  {c.label}: {c.summary}")
+    for c in result.done:
+        print(f"{done} {c.id}  {c.pass_name}  {c.label}: {c.summary}")
     for line in result.refused:
         print(f"refused {line}", file=sys.stderr)
     for line in result.failed:
         print(f"NOT {done} {line}", file=sys.stderr)
     for line in result.not_found:
         print(f"not {done}: {line}", file=sys.stderr)
-    cycles = sorted({every[i].cycle_id for i in result.done})
     undo = (
-        f"; undo with `dream undo --profile {args.profile} --cycle {cycles[0]}`"
-        if decision == "apply" and len(cycles) == 1
+        f"; undo with `dream undo --profile {args.profile} --cycle {result.undo_cycle_id}`"
+        if result.undo_cycle_id
         else ""
     )
     print(
         f"dream {args.command}: {len(result.done)} {done}, {len(result.refused)} refused (edited meanwhile), "
         f"{len(result.failed)} could not be written, {len(result.not_found)} not found or decided before{undo}"
     )
-    if result.refused or result.failed:
-        return 1
-    return 0 if result.done else 2
-
-
-#: The pass name the change log records a hand restore under (``dream restore``); undo treats it like any cycle.
-RESTORE_PASS = "restore"
+    return DECIDE_EXIT[result.outcome]
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
     """Put one archived memory back in the live corpus, recorded in the change log under a cycle of its own so
     `dream undo` can archive it again. A live memory is left alone (exit 0); an unknown or purged id exits 2."""
-    from dream_assets.store import open_store
-    from dream_assets.store.connection import StoreError
+    from dream_assets import service
 
     profile = _profile(args)
-    now = _now(args)
-    cycle = f"restore-{now:%Y%m%dT%H%M%SZ}-{args.id[:12]}"
-    store = open_store(profile, _options(profile))
     try:
-        with store.transaction():
-            entry = store.memories.get(args.id)
-            if entry is None:
-                gone = "it was purged" if args.id in store.memories.purged_ids() else "no such id"
-                print(
-                    f"no memory with id {args.id!r} in agent {profile.agent_id} ({gone}); nothing restored",
-                    file=sys.stderr,
-                )
-                return 2
-            if not entry.is_archived:
-                print(f"memory {args.id} is live, not archived; nothing to restore: {entry.content}")
-                return 0
-            restored = store.memories.restore(args.id, now=now)
-            store.changes.record(
-                cycle_id=cycle,
-                pass_name=RESTORE_PASS,
-                kind="restored",
-                target_type="memory",
-                target_id=args.id,
-                before=entry,
-                after=restored,
-                reason="restored by hand with dream restore",
-                now=now,
-            )
-    except StoreError as exc:
+        result = service.restore(profile, args.id, now=_now(args), options=_options(profile), profile_arg=args.profile)
+    except service.NotFound as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except service.InvalidInput as exc:
+        print(f"dream restore: {exc}", file=sys.stderr)
+        return 2
+    except service.StoreUnavailable as exc:
         print(f"restore stopped: {exc}", file=sys.stderr)
         return 2
-    finally:
-        store.close()
-    print(f"restored memory {args.id}: {restored.content}")
-    print(f"recorded as cycle {cycle}; archive it again with `dream undo --profile {args.profile} --cycle {cycle}`")
+    if result.status == "already_live":
+        print(f"memory {result.id} is live, not archived; nothing to restore: {result.content}")
+        return 0
+    print(f"restored memory {result.id}: {result.content}")
+    print(f"recorded as cycle {result.cycle_id}; archive it again with `{result.undo_command}`")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Every pass with its last run, status and reason, when it runs next, its model calls and its full ledger
     fingerprint."""
-    from dream_assets.passes import review
-    from dream_assets.passes.outcome import load_outcomes, recorded_at
-    from dream_assets.passes.registry import PASSES
-    from dream_assets.store import open_store
-    from dream_assets.store.ledger import PassLedger
+    from dream_assets import service
 
     profile = _profile(args)
-    options = _options(profile)
-    now = _now(args)
-    store = open_store(profile, options)
-    counts = store.memories.counts()
-    print(
-        f"agent {profile.agent_id}: {counts['live']} live memories, {counts['archived']} archived, "
-        f"{len(store.skills.list())} skills"
-    )
-    print(f"recall index: {recall_index_line(profile)}")
-    waits = review.waiting(store, now)
-    if waits.count:
-        print(f"review: {review.waiting_line(waits, args.profile)}")
-    if waits.expired:
-        print(f"review: {waits.expired} change(s) expired unreviewed (ReviewExpiryDays), not applied")
-    ledger = PassLedger(profile)
-    if ledger.warning:
-        print(f"WARNING: {ledger.warning}")
-    from dream_assets.llm.progress import ProgressFile
-
-    waiting, _ = ProgressFile(profile.model_progress_path).read()
-    if waiting is not None:
-        print(f"running now: {waiting.line(now.timestamp())}")
-    outcomes = load_outcomes(profile, [p.name for p in PASSES])
-    width = max(len(p.name) for p in PASSES)
-    for spec in PASSES:
-        out, rec = outcomes.get(spec.name), ledger.get(spec.name)
-        if out is None:
+    st = service.status(profile, options=_options(profile), now=_now(args), profile_arg=args.profile)
+    print(f"agent {st.agent}: {st.live_memories} live memories, {st.archived_memories} archived, {st.skills} skills")
+    print(f"recall index: {st.recall_index}")
+    if st.review.count:
+        print(f"review: {st.review.line}")
+    if st.review.expired:
+        print(f"review: {st.review.expired} change(s) expired unreviewed (ReviewExpiryDays), not applied")
+    if st.ledger_warning:
+        print(f"WARNING: {st.ledger_warning}")
+    if st.running_now is not None:
+        print(f"running now: {st.running_now}")
+    width = max(len(p.name) for p in st.passes)
+    for p in st.passes:
+        if p.status == "never run":
             head = "never run (no record yet)"
         else:
-            at = recorded_at(out)
-            tokens = int(float((out.get("usage") or {}).get("total_tokens", 0)))
-            status = "deferred: budget" if out.get("budget_deferral") else out["status"]
-            head = f"{status:<9}  last run {_when(at)}  model calls {int(out.get('model_calls') or 0)}, tokens {tokens}"
-        print(f"  {spec.name:<{width}}  {head}")
+            status = "deferred: budget" if p.budget_deferral else p.status
+            at = parse_ts(p.last_run) if p.last_run else None
+            head = f"{status:<9}  last run {_when(at)}  model calls {p.model_calls}, tokens {p.tokens}"
+        print(f"  {p.name:<{width}}  {head}")
         pad = " " * (width + 4)
-        if out is not None and (out.get("reason") or out.get("summary")):
-            print(f"{pad}{'reason' if out.get('reason') else 'summary'}: {out.get('reason') or out.get('summary')}")
-        if rec is not None:
-            fp = rec.fingerprint
+        if p.summary:
+            print(f"{pad}{'reason' if p.reason else 'summary'}: {p.summary}")
+        if p.fingerprint is not None and p.last_completed is not None:
+            fp = p.fingerprint
             shown = (
                 fp
                 if args.full or len(fp) <= FINGERPRINT_SHOWN
@@ -662,170 +542,84 @@ def cmd_status(args: argparse.Namespace) -> int:
                     f"{fp[:FINGERPRINT_SHOWN]}… (first {FINGERPRINT_SHOWN} of {len(fp)} characters; --full shows all)"
                 )
             )
-            forced = f" (forced: {rec.forced})" if rec.forced else ""
-            print(f"{pad}last completed {_when(rec.last_run_at)}{forced}, input fingerprint {shown}")
-        print(f"{pad}next run: {_next_run(spec.name, profile, options, rec, now)}")
+            forced = f" (forced: {p.forced})" if p.forced else ""
+            print(f"{pad}last completed {_when(parse_ts(p.last_completed))}{forced}, input fingerprint {shown}")
+        print(f"{pad}next run: {p.next_run}")
     return 0
-
-
-def recall_index_line(profile: AgentProfile) -> str:
-    """Which BM25 index recall uses in this installation and what the index file beside the store holds."""
-    from dream_assets.store import index_file
-    from dream_assets.text.bm25 import kernel_description
-
-    path = index_file.index_path(profile.store_path)
-    try:
-        stamp = index_file.peek_stamp(path)
-    except FileNotFoundError:
-        kept = "no index file yet (the first search builds it)"
-    except index_file.IndexFileError as exc:
-        kept = f"index file {path} is not usable and will be rebuilt: {exc}"
-    else:
-        kept = f"index file of {stamp['entries']} entries at row sequence {stamp['synced_seq']}"
-    return f"{kernel_description()}; {kept}"
-
-
-def _duration(value) -> str:
-    """A duration as the options take it (ISO-8601: P7D, PT6H, PT1H30M)."""
-    seconds = int(value.total_seconds())
-    sign, seconds = ("-", -seconds) if seconds < 0 else ("", seconds)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    time_part = "".join(f"{n}{u}" for n, u in ((hours, "H"), (minutes, "M"), (secs, "S")) if n)
-    return f"{sign}P{f'{days}D' if days else ''}{f'T{time_part}' if time_part else ''}" if seconds else "PT0S"
 
 
 def _when(at: datetime | None) -> str:
     return f"{at:%Y-%m-%d %H:%M} UTC" if at is not None else "unknown"
 
 
-def _next_run(pass_name: str, profile: AgentProfile, options: DreamOptions, rec, now: datetime) -> str:
-    """When the pass runs next, as the change gate and the floors decide it."""
-    from dream_assets.gates import GATED_PASSES, disabled_by, min_interval_floor
-    from dream_assets.passes.registry import by_name
-
-    off = disabled_by(pass_name, options)
-    if off is not None:
-        return f"never: disabled ({off} = false)"
-    if pass_name not in GATED_PASSES:
-        text = "every cycle"
-    elif not options.DreamPassChangeGateEnabled:
-        text = "every cycle (change gate off: DreamPassChangeGateEnabled = false)"
-    elif rec is None:
-        text = "next cycle (never completed)"
-    elif options.DreamPassMaxSkipInterval.total_seconds() <= 0:
-        text = "when its input changes; no forced run (DreamPassMaxSkipInterval is not positive)"
-    else:
-        forced = rec.last_run_at + options.DreamPassMaxSkipInterval
-        text = (
-            f"next cycle (forced: DreamPassMaxSkipInterval {_duration(options.DreamPassMaxSkipInterval)} elapsed)"
-            if forced <= now
-            else f"when its input changes; next forced run {_when(forced)} (last completed + DreamPassMaxSkipInterval "
-            f"{_duration(options.DreamPassMaxSkipInterval)})"
-        )
-    floor = min_interval_floor(pass_name, profile, options, now)
-    if floor is not None:
-        option = by_name(pass_name).min_interval
-        text += f"; held back until {_when(floor)} ({option} {_duration(getattr(options, option))})"
-    return text
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     """What the last cycle (or --cycle) changed, what it rejected and why, its model calls and how to undo it."""
-    from dream_assets.cycle_report import build_cycle_report, latest_cycle_id, saved_report
-    from dream_assets.passes.registry import PASSES
-    from dream_assets.passes.review import expire
-    from dream_assets.store import open_store
+    from dream_assets import service
 
     profile = _profile(args)
-    store = open_store(profile, _options(profile))
-    expire(store, _now(args))  # a change set past ReviewExpiryDays shows as expired
-    names = [p.name for p in PASSES]
-    cycle = args.cycle or latest_cycle_id(profile, names)
-    if cycle is None:
+    try:
+        found = service.report(
+            profile, cycle_id=args.cycle, options=_options(profile), now=_now(args), profile_arg=args.profile
+        )
+    except service.NotFound as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    if found.cycle_id is None:
         print(f"no cycle has run for agent {profile.agent_id} yet; run one with `dream run --profile {args.profile}`")
         return 0
-    report = build_cycle_report(profile, store, cycle, names, profile_arg=args.profile)
-    if not report.passes:
-        saved = saved_report(profile, cycle)
-        if saved is not None:
-            print(saved.read_text(encoding="utf-8"))
-            return 0
-        if not report.undoable:
-            print(
-                f"no cycle {cycle!r} for agent {profile.agent_id}: no pass record, saved report or change of it "
-                f"(see `dream undo --profile {args.profile} --list`)",
-                file=sys.stderr,
-            )
-            return 2
-    print(report.markdown())
+    print(found.markdown)
     return 0
 
 
 def cmd_import_logs(args: argparse.Namespace) -> int:
     """Exit 0: every line was imported (or was already there); 1: some lines were left out (not records of the kind;
     listed); 2: nothing was imported (no profile, an unknown kind, a file that is missing or unreadable)."""
-    from dream_assets.store.warehouse import ImportResult, WarehouseError, check_import_kind, import_jsonl
+    from dream_assets import service
 
     profile = _profile(args)
     try:
-        check_import_kind(args.kind)
-        for path in map(Path, args.files):
-            if not path.is_file():
-                raise WarehouseError(f"cannot import {path}: {'not a file' if path.exists() else 'no such file'}")
-    except WarehouseError as exc:
+        result = service.import_logs(profile, args.kind, args.files, options=_options(profile), now=_now(args))
+    except service.InvalidInput as exc:
         print(f"dream import-logs: {exc}", file=sys.stderr)
         return 2
-    now = _now(args)
-    total = ImportResult()
-    for path in args.files:
-        try:
-            r = import_jsonl(profile, args.kind, Path(path), now)
-        except WarehouseError as exc:
-            print(f"dream import-logs: {exc}", file=sys.stderr)
-            return 2
-        others = ", ".join(f"{n} {k}" for k, n in sorted(r.other_kinds.items()))
+    for r in result.files:
+        others = ", ".join(f"{n} {k}" for k, n in r.other_kinds.items())
         print(
-            f"{path}: {r.imported} new line(s) in the {args.kind} warehouse, {r.already_there} already there, "
+            f"{r.path}: {r.imported} new line(s) in the {args.kind} warehouse, {r.already_there} already there, "
             f"{r.malformed} malformed, {r.wrong_kind} of another kind" + (f" ({others})" if others else "")
         )
         for problem in r.problems:
             print(f"  not imported: {problem}", file=sys.stderr)
-        if r.malformed + r.wrong_kind > len(r.problems):
-            print(
-                f"  … and {r.malformed + r.wrong_kind - len(r.problems)} more line(s) not imported",
-                file=sys.stderr,
-            )
-        total.imported += r.imported
-        total.valid += r.valid
-        total.malformed += r.malformed
-        total.wrong_kind += r.wrong_kind
-        for kind, n in r.other_kinds.items():
-            total.other_kinds[kind] = total.other_kinds.get(kind, 0) + n
+        if r.more_problems:
+            print(f"  … and {r.more_problems} more line(s) not imported", file=sys.stderr)
+    if result.error is not None:
+        print(f"dream import-logs: {result.error}", file=sys.stderr)
+        return 2
     print(
-        f"{total.imported} line(s) imported, {total.already_there} already there, {total.malformed} malformed, "
-        f"{total.wrong_kind} of another kind"
+        f"{result.imported} line(s) imported, {result.already_there} already there, {result.malformed} malformed, "
+        f"{result.wrong_kind} of another kind"
     )
-    if total.other_kinds and total.wrong_kind > total.valid:
-        likely = max(total.other_kinds, key=lambda k: total.other_kinds[k])
-        print(f"most lines are {likely} records: did you mean --kind {likely}?", file=sys.stderr)
-    return 1 if total.malformed or total.wrong_kind else 0
+    if result.likely_kind:
+        print(
+            f"most lines are {result.likely_kind} records: did you mean --kind {result.likely_kind}?", file=sys.stderr
+        )
+    return 1 if result.malformed or result.wrong_kind else 0
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """A fresh store from the newest snapshot (or --snapshot); the damaged file is moved aside, never overwritten."""
-    from dream_assets.store.rebuild import rebuild_store
+    from dream_assets import service
 
     profile = _profile(args, must_exist=False)
     if not profile.root.is_dir():
         raise MissingProfile(f"no agent profile at {profile.root}; nothing to rebuild")
-    snapshot = Path(args.snapshot) if args.snapshot else None
-    result = rebuild_store(profile, _now(args), snapshot=snapshot, options=_options(profile), force=args.force)
+    result = service.rebuild(
+        profile, snapshot=args.snapshot, force=args.force, options=_options(profile), now=_now(args)
+    )
     if result.damaged_aside is not None:
         print(f"kept the damaged store as {result.damaged_aside}")
     print(
-        f"rebuilt {profile.store_path} from the snapshot {result.snapshot}: {result.memories_live} live memories, "
+        f"rebuilt {result.store} from the snapshot {result.snapshot}: {result.memories_live} live memories, "
         f"{result.memories_archived} archived, {result.skills} skills, {result.purges} purge record(s); changes "
         "after the snapshot are lost and the change log starts empty (older cycles cannot be undone)"
     )
@@ -868,12 +662,13 @@ MEMORY_OK, MEMORY_NOT_FOUND, MEMORY_INVALID, MEMORY_BUSY = 0, 1, 2, 3
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    """save, search, get, forget and history through the same functions as the MCP tools (dream_assets.agent_memory).
-    Exit 0 done, 1 nothing found, 2 refused (the message names the field), 3 store busy: try again."""
-    from dream_assets import agent_memory as am
+    """save, search, list, get, forget and history through the same functions as the MCP tools
+    (dream_assets.service). Exit 0 done, 1 nothing found, 2 refused (the message names the field), 3 store busy:
+    try again."""
+    from dream_assets import service as am
 
     profile = _profile(args)
-    if args.action not in ("save", "search"):
+    if args.action not in ("save", "search", "list"):
         args.id = args.id or args.id_option
         if not args.id:
             print(f"dream memory {args.action}: give the memory's id (ID or --id ID)", file=sys.stderr)
@@ -891,6 +686,19 @@ def cmd_memory(args: argparse.Namespace) -> int:
                 profile, args.query, limit=args.limit, category=args.category, tags=args.tag or (), now=now
             )
             text = "\n".join(f"{h.id}  {h.score:.3f}  [{h.category}]  {h.content}" for h in result.hits)
+        elif args.action == "list":
+            result = am.list_memories(
+                profile,
+                category=args.category,
+                include_archived=args.archived,
+                cursor=args.cursor,
+                limit=args.limit,
+                now=now,
+            )
+            text = "\n".join(
+                f"{m.id}  {m.created_at}  [{m.category}]{'' if m.status == 'live' else ' (archived)'}  {m.content}"
+                for m in result.items
+            ) + (f"\nnext page: --cursor {result.next_cursor}" if result.next_cursor else "")
         elif args.action == "get":
             result = am.get(profile, args.id, now=now)
             gone = "" if result.status == "live" else f" ({result.archived_reason or result.status})"
@@ -918,7 +726,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         return _failed(args, MEMORY_INVALID, f"dream memory {args.action}: {exc}")
     if args.json or text:
         print(result.model_dump_json(indent=2) if args.json else text)
-    if args.action == "search" and not result.hits:
+    if (args.action == "search" and not result.hits) or (args.action == "list" and not result.items):
         if not args.json:
             print("no memory matches", file=sys.stderr)
         return MEMORY_NOT_FOUND
@@ -1055,12 +863,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser(
         "undo",
-        help="undo one cycle's changes (or list cycles with --list); exits 0 when records "
-        "were put back or nothing was left to undo, 3 when nothing could be undone",
+        help="undo one cycle's changes, or one change (or list cycles with --list); exits 0 when records "
+        "were put back or nothing was left to undo, 1 when some could not be, 3 when nothing could be undone",
     )
     common(sp)
     sp.add_argument("--cycle", help="cycle (Dagster run) id")
     sp.add_argument("--pass", dest="pass_name", help="only this pass's changes, e.g. memory_consolidation")
+    sp.add_argument(
+        "--change",
+        metavar="ID",
+        help="only this one change (ids from `dream memory history --json`); refused while a later change builds on it",
+    )
     sp.add_argument(
         "--list",
         action="store_true",
@@ -1169,13 +982,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser(
         "memory",
-        help="save, search, get, forget or show the history of a memory (as the MCP tools do); exit 0 done, "
+        help="save, search, list, get, forget or show the history of a memory (as the MCP tools do); exit 0 done, "
         "1 nothing found, 2 refused (the message names the field), 3 store busy",
     )
     actions = sp.add_subparsers(dest="action", required=True)
     for name, text in (
         ("save", "save a fact (CONTENT '-' reads standard input): created, reinforced or extended"),
         ("search", "live memories matching QUERY, best first"),
+        ("list", "the memories a page at a time, oldest first (--cursor gives the next page)"),
         ("get", "one memory by id, archived too, with where it went"),
         ("forget", "archive a memory with a reason (dream undo puts it back)"),
         ("history", "a memory's versions from the change log"),
@@ -1191,6 +1005,11 @@ def build_parser() -> argparse.ArgumentParser:
             ap.add_argument("query")
             ap.add_argument("--limit", type=int, default=10)
             ap.add_argument("--category")
+        elif name == "list":
+            ap.add_argument("--category", help="only this category and its '/' children")
+            ap.add_argument("--archived", action="store_true", help="archived memories too")
+            ap.add_argument("--cursor", help="the next page's cursor, as the previous page printed it")
+            ap.add_argument("--limit", type=int, default=50, help="most memories on the page")
         else:
             ap.add_argument("id", nargs="?", help="the memory's id (or --id)")
             ap.add_argument("--id", dest="id_option", metavar="ID", help="the memory's id (or as the argument)")
@@ -1243,10 +1062,10 @@ def _log_level(args: argparse.Namespace) -> str:
 def _refusals() -> tuple[type[BaseException], ...]:
     """Errors that leave everything as it was and say so in their message (exit 2)."""
     from dream_assets.launch.agents import InstanceMissing
-    from dream_assets.store.connection import StoreError
-    from dream_assets.store.rebuild import RebuildError
+    from dream_assets.service import AgentMemoryError, StoreError
 
-    return (MissingProfile, StoreError, RebuildError, InstanceMissing)
+    # a service error says why and names the field or id, and nothing was changed
+    return (MissingProfile, StoreError, AgentMemoryError, InstanceMissing)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -1269,8 +1088,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=_log_level(args), format="%(levelname)s %(name)s: %(message)s")
-    if args.command == "undo" and not args.list and not args.cycle:
-        print("dream undo: give --cycle ID (see --list)", file=sys.stderr)
+    if args.command == "undo" and not args.list and not args.cycle and not args.change:
+        print("dream undo: give --cycle ID or --change ID (see --list)", file=sys.stderr)
         return 2
     try:
         return int(args.func(args))

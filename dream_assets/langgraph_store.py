@@ -11,7 +11,7 @@ How LangGraph's items map onto memory entries:
 
 - **Namespace <-> category.** ``("users", "u1", "facts")`` is the category ``users/u1/facts``; a category is the
   namespace of its labels split on ``/``. So ``list_namespaces`` lists the categories of live entries, and entries
-  saved another way (``MemoryStore.save``, the dream cycle's merges) appear in their category's namespace with their
+  saved another way (``service.save``, the dream cycle's merges) appear in their category's namespace with their
   id as the key. A namespace label may not hold ``/`` (it would be two labels), besides LangGraph's own rules (no
   ``.``, not empty).
 - **Key <-> id.** An item's entry id is ``lg-`` and 32 hex digits of a SHA-256 over the namespace and the key, so it is
@@ -26,26 +26,26 @@ How LangGraph's items map onto memory entries:
   what the rest says). When the entry's text changed after the put (a later save extended it), the value comes back
   with that field (or ``"content"``) holding the current text. An entry saved another way reads as
   ``{"content": <its text>}`` until a put to its key (its id) gives it a value, kept like any other.
-- **Puts** are the library's exact put (``agent_memory.put``: no save-time dedup, so every key keeps its own entry and
+- **Puts** are the library's exact put (``service.put``: no save-time dedup, so every key keeps its own entry and
   the dream cycle consolidates later; a changed value replaces the text, a key put again after a delete comes back
   live). ``created_at`` is the entry's first save, ``updated_at`` its last edit.
-- **Delete archives** (``agent_memory.forget``; a value of ``None`` is a delete). Nothing is hard-deleted; an archived
+- **Delete archives** (``service.forget``; a value of ``None`` is a delete). Nothing is hard-deleted; an archived
   entry stays restorable until the archive purge. Puts and deletes write their change-log rows as every agent
   operation does, so ``dream memory history`` shows each version and ``dream undo`` takes them back.
 - **A namespace is a wall** (dream_assets/scope.py): the dream cycle never merges, supersedes or dedups entries of
   two namespaces into one, whatever a model proposes, nor moves an entry out of its namespace.
 - **Get of a key the dream cycle retired** (merged into another entry, or superseded by a later fact) returns the live
-  entry its fact lives on in (``agent_memory.get``'s ``current_id``), under that entry's own key, when it is in the
+  entry its fact lives on in (``service.get``'s ``current_id``), under that entry's own key, when it is in the
   same namespace; a key deleted here, or never put, or whose successor is in another namespace, returns ``None``.
 - **Every batch marks the agent active** for ``AgentActiveWindow`` (the busy lease, as every agent operation does), so
   a dream pass does not start a model call in the middle of the agent's conversation.
-- **Search** with a ``query`` is the store's recall (``MemoryStore.search``: BM25, the current version of a fact
-  first), kept to the namespace prefix and the filter, each item with its score; without a query, the live items of
-  the prefix, most recently updated first, read a page at a time (``MemoryStore.live_page``: the namespace, order,
-  offset and limit are the store query's, so the cost is the page's, not the corpus's; with a filter, pages are read
-  until enough items pass it). ``filter`` matches value fields as LangGraph's stores do: equality, nested mappings,
-  and ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``. ``list_namespaces`` reads the distinct categories of
-  the live entries, not the entries.
+- **Search** with a ``query`` is the store's recall (``service.recall_entries``: BM25, the current version of a
+  fact first), kept to the namespace prefix and the filter, each item with its score; without a query, the live items
+  of the prefix, most recently updated first, read a page at a time (``service.live_entries_page``: the
+  namespace, order, offset and limit are the store query's, so the cost is the page's, not the corpus's; with a
+  filter, pages are read until enough items pass it). ``filter`` matches value fields as LangGraph's stores do:
+  equality, nested mappings, and ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``. ``list_namespaces`` reads
+  the distinct categories of the live entries, not the entries.
 - **batch** is the one primitive (``abatch`` runs it in a worker thread): its operations run in order, so a get after
   a put in one batch sees the put. Time-to-live is not supported (``supports_ttl`` is false), and every item is
   searchable whatever its ``index``.
@@ -85,13 +85,12 @@ try:  # LangGraph releases that have it check the labels of operations passed to
 except ImportError:  # pragma: no cover - older LangGraph: its public methods still check them
     validate_op_namespace = None
 
-from dream_assets import agent_memory
+from dream_assets import service
 from dream_assets.llm.busy import mark_active
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.scope import LANGGRAPH_NAMESPACE_KEY
-from dream_assets.store import DreamStore, open_store
 
 NAMESPACE_KEY = LANGGRAPH_NAMESPACE_KEY
 KEY_KEY = "langgraphKey"
@@ -213,22 +212,23 @@ def _namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) ->
 
 class LangGraphMemoryStore(BaseStore):
     """LangGraph's ``BaseStore`` over one agent's memory store (the module docstring says how items map onto
-    entries). ``store``: an open ``DreamStore``, an ``AgentProfile`` or the profile's folder; ``options`` apply when
-    the store is opened here (default: the profile's ``dream.toml`` and ``DREAM__*`` settings); ``index_fields``: the
-    value paths whose text recall searches, unless a put names its own; ``clock``: the time of writes (default: the
-    current UTC time)."""
+    entries), every read and write an operation of the memory service (``dream_assets.service``). ``store``: an open
+    store handle (``service.connect``), an ``AgentProfile`` or the profile's folder; ``options`` apply when the store
+    is opened here (default: the profile's ``dream.toml`` and ``DREAM__*`` settings); ``index_fields``: the value
+    paths whose text recall searches, unless a put names its own; ``clock``: the time of writes (default: the current
+    UTC time)."""
 
     supports_ttl = False
 
     def __init__(
         self,
-        store: DreamStore | AgentProfile | str | Path,
+        store: service.MemoryHandle | AgentProfile | str | Path,
         *,
         options: DreamOptions | None = None,
         index_fields: Sequence[str] | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        self.store = store if isinstance(store, DreamStore) else open_store(store, options)
+        self.store = store if isinstance(store, service.MemoryHandle) else service.connect(store, options)
         self.index_fields = list(index_fields) if index_fields else None
         self._clock = clock or (lambda: datetime.now(UTC))
 
@@ -263,10 +263,9 @@ class LangGraphMemoryStore(BaseStore):
     # ------------------------------------------------------------------ entries <-> items
     def _entry_for(self, namespace: tuple[str, ...], key: str) -> MemoryEntry | None:
         """The entry that holds ``key`` of ``namespace`` (live or archived), or None."""
-        memories = self.store.memories
-        entry = memories.get(item_id(namespace, key))
+        entry = service.read_entry(self.store, item_id(namespace, key))
         if entry is None and not key.startswith("lg-"):
-            other = memories.get(key)
+            other = service.read_entry(self.store, key)
             # an entry saved another way, named by its id (a put to it keeps its id as the key)
             if (
                 other is not None
@@ -297,8 +296,8 @@ class LangGraphMemoryStore(BaseStore):
     def _successor(self, entry: MemoryEntry, now: datetime) -> MemoryEntry | None:
         """The live entry an archived one's fact lives on in (following merges and supersessions), as the agent
         operations' ``get`` finds it."""
-        record = agent_memory.get(self.store.profile, entry.id, options=self.store.options, now=now)
-        return self.store.memories.get(record.current_id) if record.current_id else None
+        record = service.get(self.store, entry.id, now=now)
+        return service.read_entry(self.store, record.current_id) if record.current_id else None
 
     # ------------------------------------------------------------------ operations
     def _get(self, op: GetOp) -> Item | None:
@@ -315,22 +314,21 @@ class LangGraphMemoryStore(BaseStore):
         return self._item(entry)
 
     def _put(self, op: PutOp) -> None:
-        """A put or a delete, through the library's operations (``agent_memory.put`` / ``forget``): each writes its
+        """A put or a delete, through the library's operations (``service.put`` / ``forget``): each writes its
         change-log row, so ``dream memory history`` shows every version and ``dream undo`` takes it back."""
         namespace, key = tuple(op.namespace), str(op.key)
         now = self._clock()
         current = self._entry_for(namespace, key)
-        profile, options = self.store.profile, self.store.options
+        options = self.store.options
         if op.value is None:
             if current is not None:
                 # Marked even when the dream cycle archived it already (merged into an entry other keys share), so
                 # a get of the deleted key no longer leads there.
-                agent_memory.forget(
-                    profile,
+                service.forget(
+                    self.store,
                     current.id,
                     reason=f"deleted through the LangGraph store: key {key!r} of namespace {namespace}",
                     marks={DELETED_KEY: "true"},
-                    options=options,
                     now=now,
                     active=False,
                 )
@@ -357,14 +355,13 @@ class LangGraphMemoryStore(BaseStore):
             **({TEXT_HEAD_KEY: str(len(full))} if text != full else {}),
         }
         drop = [DELETED_KEY] + ([] if text != full else [TEXT_HEAD_KEY])
-        agent_memory.put(
-            profile,
+        service.put(
+            self.store,
             current.id if current is not None else item_id(namespace, key),
             text,
             category=category_of(namespace) if current is None else None,
             metadata=meta,
             drop_metadata=drop,
-            options=options,
             now=now,
             active=False,
         )
@@ -378,7 +375,7 @@ class LangGraphMemoryStore(BaseStore):
         if op.query:
             asked = max(4 * wanted, 50)
             while True:
-                hits = self.store.memories.search(op.query, limit=asked)
+                hits = service.recall_entries(self.store, op.query, limit=asked)
                 found = []
                 for entry, score in hits:
                     if entry.is_archived or namespace_of(entry.category)[: len(prefix)] != prefix:
@@ -391,15 +388,14 @@ class LangGraphMemoryStore(BaseStore):
                 asked *= 4
         elif not op.filter:
             # The page alone: the store applies the namespace, the order, the offset and the limit.
-            memories = self.store.memories
-            page = memories.live_page(labels=prefix, limit=op.limit, offset=max(0, op.offset))
+            page = service.live_entries_page(self.store, labels=prefix, limit=op.limit, offset=max(0, op.offset))
             return [self._item(entry, scored=True) for entry in page]  # type: ignore[misc]
         else:
             # A filter reads value fields, so pages of the namespace are read and filtered until the page is full.
             after: tuple[datetime, str] | None = None
             chunk = max(4 * wanted, 50)
             while len(found) < wanted:
-                page = self.store.memories.live_page(labels=prefix, limit=chunk, after=after)
+                page = service.live_entries_page(self.store, labels=prefix, limit=chunk, after=after)
                 for entry in page:
                     item = self._item(entry, scored=True)
                     if matches(item.value, op.filter):
@@ -411,7 +407,7 @@ class LangGraphMemoryStore(BaseStore):
         return found[op.offset : op.offset + op.limit]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        namespaces = {namespace_of(category) for category in self.store.memories.live_categories()}
+        namespaces = {namespace_of(category) for category in service.live_categories(self.store)}
         namespaces.discard(())
         chosen = [ns for ns in namespaces if all(_namespace_matches(c, ns) for c in op.match_conditions or ())]
         if op.max_depth is not None:

@@ -1,8 +1,10 @@
 """``dream serve``: the agent's memory as an MCP server, on the official ``mcp`` SDK (``MCPServer``).
 
-Each tool is a thin shell over one function of ``dream_assets.agent_memory`` (the same rules as the Python API and
-``dream memory``): typed arguments, a typed structured result, and a tool error (``isError``) whose text names the
-field or id when the call cannot be done. Two transports:
+Each tool is a thin shell over one function of the memory service ``dream_assets.service`` (the same rules as the
+Python API and ``dream memory``): typed arguments, each described with its limits in the schema the model reads, a
+typed structured result, annotations saying which tools change nothing (``readOnlyHint``) and which archive, undo or
+decide (``destructiveHint``), and a tool error (``isError``) whose text names the field or id when the call cannot be
+done. Two transports:
 
 - stdio, for one agent (``dream serve --profile data/agents/NAME``): the way Claude Code, Codex, Cursor and the OpenAI
   Agents SDK start a local server.
@@ -32,13 +34,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from ipaddress import ip_address
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import ToolAnnotations
+from pydantic import Field
 
-from dream_assets import agent_memory as am
+from dream_assets import service as svc
 from dream_assets.options import DreamOptions, OptionsError
 from dream_assets.profile import AgentProfile, ProfileError, holds_profile, validate_agent_id
 from dream_assets.serve_guard import ConnectionGuard, ConnectionLimits
@@ -56,8 +60,10 @@ _SCOPE_KEY = "dream_profile_root"
 INSTRUCTIONS = (
     "Long-term memory of this agent, kept healthy by a background dream cycle. Search before answering from memory "
     "(memory_search), save durable facts, preferences and corrections (memory_save: the result says whether the fact "
-    "was new, reinforced an existing entry or extended it), forget what is wrong (memory_forget, undoable). An old id "
-    "leads to the entry that holds its fact now (memory_get: current_id)."
+    "was new, reinforced an existing entry or extended it), forget what is wrong (memory_forget; memory_restore or "
+    "memory_undo puts it back). An old id leads to the entry that holds its fact now (memory_get: current_id). "
+    "memory_list pages through the memories by category; review_list shows changes the dream waits on a decision for "
+    "(review_apply, review_reject)."
 )
 
 
@@ -73,12 +79,35 @@ def _calling(profile: AgentProfile, *, builds_index: bool = False) -> Iterator[A
     collector's generations (``gc.freeze``), so later calls do not pay for full collections that scan the index."""
     try:
         yield profile
-    except (am.AgentMemoryError, ProfileError, OptionsError) as exc:
+    except (svc.AgentMemoryError, ProfileError, OptionsError) as exc:
         raise ToolError(str(exc)) from exc
     finally:
         if builds_index and profile.root not in _indexed:
             _indexed.add(profile.root)
             gc.freeze()
+
+
+def _arg(description: str, **schema: Any) -> Any:
+    """A parameter's description and its limits as the JSON schema shows them to the model (``maxLength``,
+    ``minimum``/``maximum``, ``enum``, ``maxItems``). The limits are shown, not enforced here: the memory service
+    checks every value and its error names the field (and a limit an agent's options raise is not refused)."""
+    return Field(description=description, json_schema_extra=schema or None)
+
+
+#: The largest memory text by default (``MaxContentChars``; an agent's options may raise it).
+MAX_CONTENT = DreamOptions().MaxContentChars
+_ID = {"maxLength": svc.MAX_ID_CHARS}
+_NAME = {"maxLength": svc.MAX_NAME_CHARS}
+_CATEGORY = {"maxLength": svc.MAX_CATEGORY_CHARS}
+_TAGS = {"maxItems": svc.MAX_TAGS, "items": {"type": "string", "maxLength": svc.MAX_TAG_CHARS}}
+_LOG_TEXT = {"maxLength": svc.MAX_LOG_TEXT_CHARS}
+_SESSION = "the conversation (session) the record belongs to"
+
+#: What each tool does to the agent's memory, for the client (hints: the service enforces the rules).
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+ADDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+ADDS_ONCE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+REPLACES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
 def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
@@ -87,122 +116,285 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
 
     @server.tool(
         description="Save a fact, preference or correction. Returns its id and whether it was created, "
-        "reinforced or extended (with the reason)."
+        "reinforced or extended (with the reason).",
+        annotations=ADDS,
     )
     def memory_save(
-        ctx: Context, content: str, category: str = "general", tags: list[str] | None = None, importance: float = 0.5
-    ) -> am.SavedMemory:
+        ctx: Context,
+        content: Annotated[str, _arg("the fact, in one or a few sentences", maxLength=MAX_CONTENT)],
+        category: Annotated[
+            str, _arg("where it is filed, '/' separating levels (e.g. prefs/ui); searches by category", **_CATEGORY)
+        ] = "general",
+        tags: Annotated[list[str] | None, _arg("labels to filter searches by", **_TAGS)] = None,
+        importance: Annotated[
+            float, _arg("how much it matters, 0 to 1 (0.5 is ordinary)", minimum=0.0, maximum=1.0)
+        ] = 0.5,
+    ) -> svc.SavedMemory:
         with _calling(profile_of(ctx), builds_index=True) as profile:
-            return am.save(profile, content, category=category, tags=tags or (), importance=importance)
+            return svc.save(profile, content, category=category, tags=tags or (), importance=importance)
 
     @server.tool(
         description="Search live memories, best first. category keeps that category and its '/' children; "
-        "tags keeps entries carrying all of them."
+        "tags keeps entries carrying all of them.",
+        annotations=READ_ONLY,
     )
     def memory_search(
-        ctx: Context, query: str, limit: int = 10, category: str | None = None, tags: list[str] | None = None
-    ) -> am.SearchResult:
+        ctx: Context,
+        query: Annotated[str, _arg("what to recall, in words", maxLength=MAX_CONTENT)],
+        limit: Annotated[int, _arg("most hits returned", minimum=1, maximum=svc.MAX_SEARCH_LIMIT)] = 10,
+        category: Annotated[
+            str | None, _arg("only this category and its '/' children (none: every category)", **_CATEGORY)
+        ] = None,
+        tags: Annotated[list[str] | None, _arg("only entries carrying all of these tags", **_TAGS)] = None,
+    ) -> svc.SearchResult:
         with _calling(profile_of(ctx), builds_index=True) as profile:
-            return am.search(profile, query, limit=limit, category=category, tags=tags or ())
+            return svc.search(profile, query, limit=limit, category=category, tags=tags or ())
 
     @server.tool(
         description="One memory by id, archived ones too: where it went (merged_into, superseded_by, "
-        "archived_reason) and current_id, the live entry holding its fact now."
+        "archived_reason) and current_id, the live entry holding its fact now.",
+        annotations=READ_ONLY,
     )
-    def memory_get(ctx: Context, id: str) -> am.MemoryRecord:
+    def memory_get(
+        ctx: Context, id: Annotated[str, _arg("the memory's id (as save, search or list gave it)", **_ID)]
+    ) -> svc.MemoryRecord:
         with _calling(profile_of(ctx)) as profile:
-            return am.get(profile, id)
+            return svc.get(profile, id)
 
-    @server.tool(description="The fact came up again: move its last-seen time and reinforcement count.")
-    def memory_reinforce(ctx: Context, id: str) -> am.MemoryRecord:
+    @server.tool(
+        description="The agent's memories a page at a time, oldest first (created time, then id). Give "
+        "next_cursor back as cursor for the next page; it is null on the last page.",
+        annotations=READ_ONLY,
+    )
+    def memory_list(
+        ctx: Context,
+        category: Annotated[
+            str | None, _arg("only this category and its '/' children (none: every category)", **_CATEGORY)
+        ] = None,
+        include_archived: Annotated[bool, _arg("list archived (forgotten, merged, superseded) ones too")] = False,
+        cursor: Annotated[
+            str | None, _arg("next_cursor of the previous page; none for the first page", maxLength=1000)
+        ] = None,
+        limit: Annotated[int, _arg("most memories on the page", minimum=1, maximum=svc.MAX_LIST_LIMIT)] = 50,
+    ) -> svc.MemoryPage:
         with _calling(profile_of(ctx)) as profile:
-            return am.reinforce(profile, id)
+            return svc.list_memories(
+                profile, category=category, include_archived=include_archived, cursor=cursor, limit=limit
+            )
 
-    @server.tool(description="Forget a memory: archive it with a reason (never deleted; dream undo puts it back).")
-    def memory_forget(ctx: Context, id: str, reason: str) -> am.ForgetResult:
+    @server.tool(
+        description="The fact came up again: move its last-seen time and reinforcement count.", annotations=ADDS
+    )
+    def memory_reinforce(
+        ctx: Context, id: Annotated[str, _arg("the live memory's id (an archived one: use its current_id)", **_ID)]
+    ) -> svc.MemoryRecord:
         with _calling(profile_of(ctx)) as profile:
-            return am.forget(profile, id, reason=reason)
+            return svc.reinforce(profile, id)
+
+    @server.tool(
+        description="Forget a memory: archive it with a reason (never deleted; memory_restore or memory_undo puts "
+        "it back).",
+        annotations=REPLACES,
+    )
+    def memory_forget(
+        ctx: Context,
+        id: Annotated[str, _arg("the memory's id", **_ID)],
+        reason: Annotated[str, _arg("why it is wrong or no longer true (recorded)", maxLength=svc.MAX_REASON_CHARS)],
+    ) -> svc.ForgetResult:
+        with _calling(profile_of(ctx)) as profile:
+            return svc.forget(profile, id, reason=reason)
 
     @server.tool(
         description="A memory's versions from the change log: created, reinforced, extended, merged, "
-        "superseded, archived, restored, purged, with cycle, pass, reason and text."
+        "superseded, archived, restored, purged, with cycle, pass, reason and text.",
+        annotations=READ_ONLY,
     )
-    def memory_history(ctx: Context, id: str) -> am.MemoryHistory:
+    def memory_history(
+        ctx: Context, id: Annotated[str, _arg("the memory's id, live or not", **_ID)]
+    ) -> svc.MemoryHistory:
         with _calling(profile_of(ctx)) as profile:
-            return am.history(profile, id)
+            return svc.history(profile, id)
 
-    @server.tool(description="The agent's skills (names and summaries).")
-    def skill_list(ctx: Context, include_archived: bool = False) -> am.SkillList:
+    @server.tool(
+        description="Put an archived memory back live (forgotten, merged or superseded by mistake). Returns its "
+        "text and the cycle_id memory_undo archives it again with; a live memory is left alone (already_live).",
+        annotations=ADDS_ONCE,
+    )
+    def memory_restore(
+        ctx: Context, id: Annotated[str, _arg("the archived memory's id (memory_get or memory_list shows it)", **_ID)]
+    ) -> svc.RestoreResult:
         with _calling(profile_of(ctx)) as profile:
-            return am.list_skills(profile, include_archived=include_archived)
+            return svc.restore(profile, id)
 
-    @server.tool(description="One skill with its full text.")
-    def skill_get(ctx: Context, name: str) -> am.SkillRecord:
+    @server.tool(
+        description="Undo the agent's own changes: a forget's or restore's cycle_id, a day's saves "
+        "(agent-YYYY-MM-DD) or one change_id of them. A dream cycle or review set is refused: an operator undoes "
+        "those with dream undo. The result lists what was put back, what was edited since and left alone.",
+        annotations=REPLACES,
+    )
+    def memory_undo(
+        ctx: Context,
+        cycle_id: Annotated[
+            str | None, _arg("the cycle to undo, as memory_forget or memory_restore returned it (or change_id)", **_ID)
+        ] = None,
+        change_id: Annotated[
+            str | None, _arg("one change to undo, from memory_history's cycle (or cycle_id)", **_ID)
+        ] = None,
+    ) -> svc.UndoReport:
         with _calling(profile_of(ctx)) as profile:
-            return am.get_skill(profile, name)
+            return svc.undo_own(profile, cycle_id=cycle_id, change_id=change_id)
 
-    @server.tool(description="Create or replace a skill (name such as mcp/email).")
+    @server.tool(
+        description="Changes the dream cycle proposes and waits on a decision for (review mode): sets by cycle, each "
+        "change with its id, pass, kind, reason, before/after lines and when it expires.",
+        annotations=READ_ONLY,
+    )
+    def review_list(ctx: Context) -> svc.ReviewList:
+        with _calling(profile_of(ctx)) as profile:
+            return svc.review_list(profile)
+
+    @server.tool(
+        description="Apply a pending review set (cycle_id) or some of its changes (change_ids). A change whose "
+        "memory was edited since is refused (the edit wins); undo_cycle_id undoes the apply.",
+        annotations=REPLACES,
+    )
+    def review_apply(
+        ctx: Context,
+        cycle_id: Annotated[str | None, _arg("the pending set to apply whole (from review_list)", **_ID)] = None,
+        change_ids: Annotated[
+            list[str] | None, _arg("single changes to apply (ids from review_list)", items={"type": "string", **_ID})
+        ] = None,
+        reason: Annotated[str, _arg("why, recorded with the decision", maxLength=svc.MAX_REASON_CHARS)] = "",
+    ) -> svc.ReviewDecision:
+        with _calling(profile_of(ctx)) as profile:
+            return svc.review_decide(profile, "apply", cycle_id=cycle_id, change_ids=change_ids or (), reason=reason)
+
+    @server.tool(
+        description="Reject a pending review set (cycle_id) or some of its changes (change_ids): they are never "
+        "applied, and a rejected merge is not proposed again.",
+        annotations=REPLACES,
+    )
+    def review_reject(
+        ctx: Context,
+        cycle_id: Annotated[str | None, _arg("the pending set to reject whole (from review_list)", **_ID)] = None,
+        change_ids: Annotated[
+            list[str] | None, _arg("single changes to reject (ids from review_list)", items={"type": "string", **_ID})
+        ] = None,
+        reason: Annotated[str, _arg("why, recorded with the decision", maxLength=svc.MAX_REASON_CHARS)] = "",
+    ) -> svc.ReviewDecision:
+        with _calling(profile_of(ctx)) as profile:
+            return svc.review_decide(profile, "reject", cycle_id=cycle_id, change_ids=change_ids or (), reason=reason)
+
+    @server.tool(description="The agent's skills (names and summaries).", annotations=READ_ONLY)
+    def skill_list(
+        ctx: Context, include_archived: Annotated[bool, _arg("list archived skills too")] = False
+    ) -> svc.SkillList:
+        with _calling(profile_of(ctx)) as profile:
+            return svc.list_skills(profile, include_archived=include_archived)
+
+    @server.tool(description="One skill with its full text.", annotations=READ_ONLY)
+    def skill_get(
+        ctx: Context, name: Annotated[str, _arg("the skill's name, e.g. mcp/email", **_NAME)]
+    ) -> svc.SkillRecord:
+        with _calling(profile_of(ctx)) as profile:
+            return svc.get_skill(profile, name)
+
+    @server.tool(description="Create or replace a skill (name such as mcp/email).", annotations=REPLACES)
     def skill_save(
-        ctx: Context, name: str, content: str, summary: str = "", see_also: list[str] | None = None
-    ) -> am.SkillRecord:
+        ctx: Context,
+        name: Annotated[
+            str, _arg("the skill's name, '/' separating levels (e.g. mcp/email)", maxLength=svc.MAX_NAME_CHARS)
+        ],
+        content: Annotated[str, _arg("the skill's full text (instructions, steps)", maxLength=svc.MAX_SKILL_CHARS)],
+        summary: Annotated[str, _arg("one line saying what it is for", maxLength=svc.MAX_SUMMARY_CHARS)] = "",
+        see_also: Annotated[
+            list[str] | None,
+            _arg("names of related skills", items={"type": "string", **_NAME}),
+        ] = None,
+    ) -> svc.SkillRecord:
         with _calling(profile_of(ctx)) as profile:
-            return am.save_skill(profile, name, content, summary=summary, see_also=see_also or ())
+            return svc.save_skill(profile, name, content, summary=summary, see_also=see_also or ())
 
     @server.tool(
         description="Record feedback: kind Correction, SessionSummary (needs rating poor/fair/good/"
-        "excellent), Positive, Negative or Note."
+        "excellent), Positive, Negative or Note.",
+        annotations=ADDS,
     )
     def feedback_record(
         ctx: Context,
-        session_id: str,
-        kind: str,
-        text: str,
-        rating: str | None = None,
-        domain: str | None = None,
-        skill_names: list[str] | None = None,
-    ) -> am.Recorded:
+        session_id: Annotated[str, _arg(_SESSION, **_LOG_TEXT)],
+        kind: Annotated[str, _arg("what the feedback is", enum=list(svc.FEEDBACK_KINDS))],
+        text: Annotated[str, _arg("the feedback in words", **_LOG_TEXT)],
+        rating: Annotated[
+            str | None, _arg("how the session went; required for a SessionSummary", enum=[*svc.RATINGS, None])
+        ] = None,
+        domain: Annotated[
+            str | None, _arg("the area it concerns, e.g. calendar (anti-patterns are filed under it)", **_LOG_TEXT)
+        ] = None,
+        skill_names: Annotated[
+            list[str] | None,
+            _arg("skills used in the session", items={"type": "string", **_LOG_TEXT}),
+        ] = None,
+    ) -> svc.Recorded:
         with _calling(profile_of(ctx)) as profile:
-            return am.record_feedback(
+            return svc.record_feedback(
                 profile, session_id, kind, text, rating=rating, domain=domain, skill_names=skill_names or ()
             )
 
-    @server.tool(description="Record that a skill was recalled, invoked or loaded.")
-    def skill_usage_record(ctx: Context, session_id: str, skill_name: str, action: str = "invoked") -> am.Recorded:
+    @server.tool(description="Record that a skill was recalled, invoked or loaded.", annotations=ADDS)
+    def skill_usage_record(
+        ctx: Context,
+        session_id: Annotated[str, _arg(_SESSION, **_LOG_TEXT)],
+        skill_name: Annotated[str, _arg("the skill's name, e.g. mcp/email", **_LOG_TEXT)],
+        action: Annotated[str, _arg("what was done with it", enum=list(svc.SKILL_ACTIONS))] = "invoked",
+    ) -> svc.Recorded:
         with _calling(profile_of(ctx)) as profile:
-            return am.record_skill_usage(profile, session_id, skill_name, action=action)
+            return svc.record_skill_usage(profile, session_id, skill_name, action=action)
 
-    @server.tool(description="Record one tool call and whether it succeeded.")
+    @server.tool(description="Record one tool call and whether it succeeded.", annotations=ADDS)
     def tool_call_record(
         ctx: Context,
-        session_id: str,
-        tool: str,
-        success: bool,
-        error: str | None = None,
-        duration_ms: float | None = None,
-        skill_name: str | None = None,
-    ) -> am.Recorded:
+        session_id: Annotated[str, _arg(_SESSION, **_LOG_TEXT)],
+        tool: Annotated[str, _arg("the tool called, e.g. calendar.create", **_LOG_TEXT)],
+        success: Annotated[bool, _arg("whether the call succeeded")],
+        error: Annotated[str | None, _arg("the error it returned, when it failed", **_LOG_TEXT)] = None,
+        duration_ms: Annotated[float | None, _arg("how long the call took, in milliseconds")] = None,
+        skill_name: Annotated[str | None, _arg("the skill that led to the call", **_LOG_TEXT)] = None,
+    ) -> svc.Recorded:
         with _calling(profile_of(ctx)) as profile:
-            return am.record_tool_call(
+            return svc.record_tool_call(
                 profile, session_id, tool, success, error=error, duration_ms=duration_ms, skill_name=skill_name
             )
 
-    @server.tool(description="Append one conversation turn (role user, assistant or tool).")
-    def conversation_append(ctx: Context, session_id: str, role: str, content: str) -> am.Recorded:
+    @server.tool(description="Append one conversation turn (role user, assistant or tool).", annotations=ADDS)
+    def conversation_append(
+        ctx: Context,
+        session_id: Annotated[str, _arg(_SESSION, **_LOG_TEXT)],
+        role: Annotated[str, _arg("who spoke", enum=list(svc.ROLES))],
+        content: Annotated[str, _arg("what was said", **_LOG_TEXT)],
+    ) -> svc.Recorded:
         with _calling(profile_of(ctx)) as profile:
-            return am.append_turn(profile, session_id, role, content)
+            return svc.append_turn(profile, session_id, role, content)
 
-    @server.tool(description="Memory counts, whether the agent counts as active, and every dream pass's last outcome.")
-    def dream_status(ctx: Context) -> am.DreamStatus:
+    @server.tool(
+        description="Memory counts, whether the agent counts as active, and every dream pass's last outcome.",
+        annotations=READ_ONLY,
+    )
+    def dream_status(ctx: Context) -> svc.DreamStatus:
         with _calling(profile_of(ctx)) as profile:
-            return am.status(profile)
+            return svc.status(profile)
 
     @server.tool(
         description="The last dream cycle's report (or cycle_id's): what changed, what was rejected and why, "
-        "how to undo it."
+        "how to undo it.",
+        annotations=READ_ONLY,
     )
-    def dream_last_report(ctx: Context, cycle_id: str | None = None) -> am.CycleReportText:
+    def dream_last_report(
+        ctx: Context,
+        cycle_id: Annotated[str | None, _arg("the cycle whose report to show (none: the last cycle)", **_ID)] = None,
+    ) -> svc.CycleReportText:
         with _calling(profile_of(ctx)) as profile:
-            return am.last_cycle_report(profile, cycle_id=cycle_id)
+            return svc.last_cycle_report(profile, cycle_id=cycle_id)
 
     return server
 
@@ -211,9 +403,15 @@ TOOL_NAMES = (
     "memory_save",
     "memory_search",
     "memory_get",
+    "memory_list",
     "memory_reinforce",
     "memory_forget",
     "memory_history",
+    "memory_restore",
+    "memory_undo",
+    "review_list",
+    "review_apply",
+    "review_reject",
     "skill_list",
     "skill_get",
     "skill_save",
@@ -230,7 +428,7 @@ TOOL_NAMES = (
 
 
 def serve_stdio(profile: AgentProfile) -> None:
-    """Serve one agent over stdin/stdout until the client closes the stream."""
+    """Serve one agent over stdin/stdout until the client closes the stresvc."""
     profile.ensure()
     build_server(lambda _ctx: profile).run("stdio")
 

@@ -173,6 +173,8 @@ async def exercise_every_tool(call: Call, profile: AgentProfile, list_tools: Cal
     assert got["status"] == "archived" and "no longer true" in got["archived_reason"]
     events = ok(await call("memory_history", {"id": other["id"]}))["events"]
     assert [e["event"] for e in events] == ["created", "reinforced", "archived"]
+    listed_now = ok(await call("memory_list", {"include_archived": True}))
+    assert [m["id"] for m in listed_now["items"]] == [first["id"], other["id"]] and listed_now["next_cursor"] is None
 
     ok(await call("skill_save", {"name": "ops/release", "content": "Tag, build, announce.", "summary": "release"}))
     assert [s["name"] for s in ok(await call("skill_list", {}))["skills"]] == ["ops/release"]

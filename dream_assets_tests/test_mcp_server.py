@@ -13,7 +13,7 @@ import select
 import socket
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -21,9 +21,17 @@ import httpx2
 import pytest
 from mcp import Client
 
+from dream_assets import agent_memory as am
 from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
-from dream_assets.mcp_server import HttpGate, ServeConfigError, build_server, connection_limits, parse_agent_tokens
+from dream_assets.mcp_server import (
+    TOOL_NAMES,
+    HttpGate,
+    ServeConfigError,
+    build_server,
+    connection_limits,
+    parse_agent_tokens,
+)
 from dream_assets.options import DreamOptions, OptionsError
 from dream_assets.profile import AgentProfile
 from dream_assets.serve_guard import ConnectionLimits
@@ -412,3 +420,149 @@ def test_a_cycle_while_a_client_saves_20_times_a_second_loses_nothing(tmp_path: 
     assert missing == []
     assert len(saved) >= 40 and _counts(profile)["live"] + _counts(profile)["archived"] >= before
     assert all(content in found[i].content or found[i].is_archived for i, content in saved)
+
+
+# --- what the model sees: descriptions, limits and annotations ------------------------------------------------------
+
+#: Tools that change nothing, and tools whose change removes or replaces something (archives, undoes, decides).
+READ_ONLY_TOOLS = {
+    "memory_search",
+    "memory_get",
+    "memory_list",
+    "memory_history",
+    "skill_list",
+    "skill_get",
+    "dream_status",
+    "dream_last_report",
+    "review_list",
+}
+DESTRUCTIVE_TOOLS = {"memory_forget", "skill_save", "memory_undo", "review_apply", "review_reject"}
+
+
+def _listed_tools(profile: AgentProfile) -> dict:
+    async def main() -> dict:
+        async with Client(build_server(lambda _ctx: profile)) as client:
+            return {t.name: t for t in (await client.list_tools()).tools}
+
+    return anyio.run(main)
+
+
+def test_every_tool_shows_the_model_its_parameters_limits_and_effects(tmp_path: Path) -> None:
+    """What a client lists (the real SDK client): every parameter of every tool described, every tool annotated
+    (read-only ones as such, destructive ones as such, none open-world), and the limits the memory service applies
+    in the schema: content length, ranges, and the fixed vocabularies as enums."""
+    tools = _listed_tools(_profile(tmp_path, "a"))
+    assert set(tools) == set(TOOL_NAMES)
+    for name, tool in tools.items():
+        props = tool.input_schema.get("properties", {})
+        undescribed = [p for p, schema in props.items() if not schema.get("description")]
+        assert undescribed == [], f"{name}: {undescribed} have no description"
+        hints = tool.annotations
+        assert hints is not None, name
+        assert hints.open_world_hint is False, name
+        assert hints.read_only_hint is (name in READ_ONLY_TOOLS), name
+        if name not in READ_ONLY_TOOLS:
+            assert hints.destructive_hint is (name in DESTRUCTIVE_TOOLS), name
+            assert hints.idempotent_hint is not None, name
+
+    def prop(tool: str, param: str) -> dict:
+        return tools[tool].input_schema["properties"][param]
+
+    assert prop("memory_save", "content")["maxLength"] == DreamOptions().MaxContentChars
+    assert (prop("memory_save", "importance")["minimum"], prop("memory_save", "importance")["maximum"]) == (0, 1)
+    assert prop("memory_save", "tags")["maxItems"] == am.MAX_TAGS
+    assert prop("memory_save", "category")["maxLength"] == am.MAX_CATEGORY_CHARS
+    assert (prop("memory_search", "limit")["minimum"], prop("memory_search", "limit")["maximum"]) == (1, 100)
+    assert (prop("memory_list", "limit")["minimum"], prop("memory_list", "limit")["maximum"]) == (1, am.MAX_LIST_LIMIT)
+    assert prop("memory_forget", "reason")["maxLength"] == am.MAX_REASON_CHARS
+    assert prop("skill_save", "content")["maxLength"] == am.MAX_SKILL_CHARS
+    assert prop("feedback_record", "kind")["enum"] == ["Correction", "SessionSummary", "Positive", "Negative", "Note"]
+    assert prop("feedback_record", "rating")["enum"] == ["poor", "fair", "good", "excellent", None]
+    assert prop("skill_usage_record", "action")["enum"] == ["recalled", "invoked", "loaded"]
+    assert prop("conversation_append", "role")["enum"] == ["user", "assistant", "tool"]
+    for tool in tools.values():  # every id parameter is bounded
+        for param, schema in tool.input_schema.get("properties", {}).items():
+            if param in ("id", "cycle_id", "change_id"):
+                assert schema.get("maxLength") == am.MAX_ID_CHARS, (tool.name, param)
+
+
+def test_a_limit_shown_in_the_schema_never_refuses_what_the_service_accepts(tmp_path: Path) -> None:
+    """The schema is for the model to read; the service's own checks decide. A feedback kind in another letter case is
+    recorded as today, and an agent whose MaxContentChars is raised saves a memory longer than the default limit."""
+    profile = _profile(tmp_path, "a")
+    (profile.root / "dream.toml").write_text("MaxContentChars = 20000\n", encoding="utf-8")
+    long_fact = "The migration plan has many steps. " * 500  # 17,500 characters
+
+    async def main() -> None:
+        async with Client(build_server(lambda _ctx: profile)) as client:
+            ok(await client.call_tool("feedback_record", {"session_id": "s1", "kind": "correction", "text": "x"}))
+            saved = ok(await client.call_tool("memory_save", {"content": long_fact}))
+            assert saved["outcome"] == "created"
+
+    anyio.run(main)
+
+
+def test_memory_list_pages_a_category_and_its_children_in_a_stable_order(tmp_path: Path) -> None:
+    """Eleven memories over work, work/deep, workshop and home, one of them forgotten: the pages of category work
+    (three a page) hold work and work/deep only, oldest first, each once; archived ones only when asked for; the
+    last page has no next cursor."""
+    profile = _profile(tmp_path, "a")
+    t0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+    spread = ["work", "work/deep", "workshop", "home", "work", "work/deep", "work", "home", "work", "workshop", "work"]
+    ids = []
+    for i, category in enumerate(spread):
+        put = am.put(profile, f"m-{10 - i:02d}", f"Fact {i} filed under {category}.", category=category, now=t0)
+        ids.append(put.id)  # the same created time for all: the id decides the order
+    am.forget(profile, ids[4], reason="no longer true", now=t0)
+    wanted_live = sorted(i for i, c in zip(ids, spread, strict=True) if c.split("/")[0] == "work" and i != ids[4])
+
+    async def pages(client: Client, **args) -> list[list[dict]]:
+        out, cursor = [], None
+        while True:
+            page = ok(
+                await client.call_tool("memory_list", {**args, "limit": 3, **({"cursor": cursor} if cursor else {})})
+            )
+            out.append(page["items"])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return out
+
+    async def main() -> None:
+        async with Client(build_server(lambda _ctx: profile)) as client:
+            live = await pages(client, category="work")
+            assert [len(p) for p in live] == [3, 3]
+            assert [m["id"] for p in live for m in p] == wanted_live
+            assert {m["category"] for p in live for m in p} == {"work", "work/deep"}
+            every = await pages(client, category="work", include_archived=True)
+            assert [m["id"] for p in every for m in p] == sorted([*wanted_live, ids[4]])
+            assert [m["status"] for p in every for m in p if m["id"] == ids[4]] == ["archived"]
+            everything = await pages(client)
+            assert len([m for p in everything for m in p]) == len(ids) - 1
+
+    anyio.run(main)
+
+
+def test_memory_list_orders_by_created_time_and_a_memory_saved_between_pages_is_not_repeated(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, "a")
+    t0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+    for i in range(4):
+        am.put(profile, f"z-{i}", f"Fact number {i}.", category="notes", now=t0 + timedelta(minutes=10 - i))
+    first = am.list_memories(profile, limit=2)
+    assert [m.id for m in first.items] == ["z-3", "z-2"]  # the oldest first, whatever the ids
+    am.put(profile, "a-new", "A fact saved while paging.", category="notes", now=t0 + timedelta(hours=1))
+    rest = am.list_memories(profile, cursor=first.next_cursor, limit=10)
+    assert [m.id for m in rest.items] == ["z-1", "z-0", "a-new"] and rest.next_cursor is None
+
+
+def test_a_bad_cursor_or_limit_is_a_tool_error_naming_the_field(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, "a")
+
+    async def main() -> None:
+        async with Client(build_server(lambda _ctx: profile)) as client:
+            for bad in ("nope", "m1.!!!", "m1." + "e30"):
+                refused = await client.call_tool("memory_list", {"cursor": bad})
+                assert refused.is_error and "cursor" in refused.content[0].text, refused.content
+            refused = await client.call_tool("memory_list", {"limit": 0})
+            assert refused.is_error and "limit 0 must be a whole number from 1" in refused.content[0].text
+
+    anyio.run(main)

@@ -113,3 +113,34 @@ def test_a_library_call_with_a_clock_past_the_calendar_is_invalid_input(agent: s
 
     with pytest.raises(agent_memory.InvalidInput, match="now 9999-12-31T23:59:59Z is outside"):
         agent_memory.save(agent, "a fact", now=datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC))
+
+
+def test_memory_list_pages_from_the_shell(agent: str, capsys) -> None:
+    """`dream memory list`: a page of a category with the cursor of the next one, archived ones with --archived,
+    exit 1 for an empty page and 2 for a cursor it never printed."""
+    for fact, category in (
+        ("Invoices go to billing@example.org.", "finance"),
+        ("Quarterly reports are due on the fifth.", "finance/reports"),
+        ("The office closes at six on Fridays.", "office"),
+    ):
+        assert dream(["memory", "save", fact, "--category", category, "--profile", agent, "--json"]) == MEMORY_OK
+        capsys.readouterr()
+    assert dream(["memory", "list", "--category", "finance", "--limit", "1", "--profile", agent, "--json"]) == MEMORY_OK
+    first = _json(capsys)
+    assert [m["category"] for m in first["items"]] == ["finance"] and first["next_cursor"]
+    cursor = first["next_cursor"]
+    assert dream(["memory", "list", "--category", "finance", "--cursor", cursor, "--profile", agent]) == MEMORY_OK
+    out = capsys.readouterr().out
+    assert "[finance/reports]" in out and "Quarterly reports" in out and "next page" not in out
+    invoices = first["items"][0]["id"]
+    assert dream(["memory", "forget", invoices, "--reason", "moved", "--profile", agent]) == MEMORY_OK
+    capsys.readouterr()
+    assert dream(["memory", "list", "--category", "finance/reports", "--profile", agent, "--json"]) == MEMORY_OK
+    assert len(_json(capsys)["items"]) == 1
+    assert dream(["memory", "list", "--category", "finance", "--profile", agent, "--json"]) == MEMORY_OK
+    assert [m["category"] for m in _json(capsys)["items"]] == ["finance/reports"]
+    assert dream(["memory", "list", "--category", "finance", "--archived", "--profile", agent, "--json"]) == MEMORY_OK
+    assert [m["status"] for m in _json(capsys)["items"]] == ["archived", "live"]
+    assert dream(["memory", "list", "--category", "nowhere", "--profile", agent]) == MEMORY_NOT_FOUND
+    assert dream(["memory", "list", "--cursor", "bogus", "--profile", agent]) == MEMORY_INVALID
+    assert "cursor 'bogus'" in capsys.readouterr().err
