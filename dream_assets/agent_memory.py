@@ -227,6 +227,7 @@ class HistoryEvent(BaseModel):
     )
     importance: float | None = Field(None, description="the entry's importance after the change")
     undone_at: str | None = None
+    change_id: str | None = Field(None, description="the change's id: `dream undo --change` undoes it alone")
 
 
 class MemoryHistory(BaseModel):
@@ -1080,6 +1081,7 @@ def history(
                 content=text,
                 importance=shown.get("importance"),
                 undone_at=iso(r.undone_at),
+                change_id=r.change_id,
             )
         )
     return MemoryHistory(id=entry_id, events=events)
