@@ -1,16 +1,19 @@
 """One scenario, five interfaces, one outcome: the memory service behind every interface (issue 39, "How we will
-check"). The scenario saves a fact, saves it again (reinforced), saves a corrected version of it, forgets a note and
-restores it, forgets another and undoes that forget, runs a dream cycle and undoes it, then runs a cycle in review,
-applies its pending set and undoes the apply. It is driven through the Python API (``dream_assets.service``), the
-``dream`` CLI (a subprocess per command, ``--json``), MCP over stdio and over Streamable HTTP (the real ``mcp`` SDK
-client against a ``dream serve`` subprocess) and the LangGraph store, each on a fresh profile of its own, and every
+check"). The scenario saves a fact, saves it again (reinforced), saves a corrected version of it (kept apart for the
+dream), saves near-duplicates, forgets a note and restores it, forgets another and undoes that forget (the agent's
+own undo), runs a dream cycle (it merges the fact with its correction, and the near-duplicates) and undoes it, then
+runs a cycle in review (it proposes those merges again), applies the pending set and undoes the apply. It is driven
+through the Python API (``dream_assets.service``), the ``dream`` CLI (a subprocess per command: ``--json`` where the
+command has it, else the lines it prints), MCP over stdio and over Streamable HTTP (the real ``mcp`` SDK client
+against a ``dream serve`` subprocess) and the LangGraph store, each on a fresh profile of its own, and every
 interface must leave the same store (every entry's content, category and status), the same ``history`` for every
-entry (event, pass, undone) and the same undo and review results as the Python API.
+entry (event, pass, undone) and the same restore, undo and review results as the Python API.
 
 What an interface has no verb for is done with the Python API on the same profile, and each driver says which
-(``BORROWED``): the dream cycle itself (run in-process with the offline backend, as ``dream run`` runs the same
-passes through Dagster); over MCP, the undo of a dream cycle (``memory_undo`` undoes the agent's own changes only);
-through LangGraph, ``get``/``history``/restore/undo/review (a ``BaseStore`` has put, get, search and delete).
+(``BORROWED``): the dream cycle itself for every interface (run in this process with the offline backend, the passes
+``dream run`` runs through Dagster); over MCP, the undo of the dream cycle and of the applied review set
+(``memory_undo`` undoes the agent's own changes only, and refuses those by name); through LangGraph, everything but
+save (put), search and forget (delete).
 
 Times: the Python API, the CLI (``--now``) and the LangGraph store (its clock) get the same injected times, a minute
 a step. The MCP tools take no time (they act at the server's clock), so the MCP scenarios, and what they borrow from
@@ -57,8 +60,6 @@ DEPLOYS = (
 )
 HOTFIX = "Hotfixes skip the release train."
 PLANT = "The office plant is watered on Mondays."
-# Saved after the dream cycle's undo: new entries re-open their cluster for the cycle in review.
-STANDUP = ("Standups start at nine every weekday.", "The daily standup begins at nine.")
 
 
 # --- the interfaces -------------------------------------------------------------------------------------------------
@@ -402,11 +403,9 @@ def run_scenario(driver: PythonDriver) -> Outcome:
     steps["undo dream cycle"] = _undone(driver.undo(DREAM_CYCLE))
     steps["fact after undo"] = _status(driver.get(first["id"]))
 
-    for text in STANDUP:
-        driver.save(text, "meetings")
     _cycle(profile, REVIEW_CYCLE, clock(), ApplyMode="review")
     steps["review list"] = _pending(driver.review_list())
-    applied = driver.review_apply(REVIEW_CYCLE, "the standup notes say one thing")
+    applied = driver.review_apply(REVIEW_CYCLE, "each cluster says one thing")
     steps["review apply"] = _decided(applied)
     steps["undo review apply"] = _undone(driver.undo(applied["undo_cycle_id"]))
 
@@ -555,7 +554,6 @@ def test_the_scenario_through_the_python_api_does_what_it_says(reference):
     # nothing lost: every source of a merge is live again after the undos, every merged entry archived
     live = {(c, t) for c, t, status in reference.store if status == "live"}
     assert {("process", t) for t in (FACT, CORRECTION, *DEPLOYS)} | {("general", HOTFIX), ("general", PLANT)} <= live
-    assert {("meetings", t) for t in STANDUP} <= live
 
 
 class RepeatRecordedAsUpdate(AssertionError):
