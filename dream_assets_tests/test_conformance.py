@@ -295,7 +295,12 @@ class McpDriver(PythonDriver):
     def undo_own(self, cycle_id: str) -> dict:
         return self._call("memory_undo", cycle_id=cycle_id)
 
-    # undo of a dream cycle or review set: the Python API's, inherited (an operator's, not the agent's)
+    def undo(self, cycle_id: str) -> dict:
+        """A dream cycle or an applied review set is an operator's to undo: ``memory_undo`` refuses it by name and
+        changes nothing, and the Python API undoes it."""
+        refused = self.portal.call(self.session.call_tool, "memory_undo", {"cycle_id": cycle_id})
+        assert refused.is_error and f"cycle {cycle_id} is not the agent's own" in refused.content[0].text
+        return super().undo(cycle_id)
 
     def review_list(self) -> dict:
         return self._call("review_list")
