@@ -772,6 +772,18 @@ def list_memories(
 # --- entries as they are stored, for key-value interfaces (the LangGraph store) --------------------------------------
 
 
+def mark_agent_active(
+    profile: AgentProfile | MemoryHandle | str | Path,
+    *,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+) -> None:
+    """The agent is in a conversation: a dream pass waits for a quiet spell (``AgentActiveWindow``) before its next
+    model call. Every operation here does this itself; an interface whose calls pass ``active=False`` does it once
+    for a batch of them."""
+    _begin(profile, options, now, active=True)
+
+
 def read_entry(
     profile: AgentProfile | MemoryHandle | str | Path, entry_id: str, *, options: DreamOptions | None = None
 ) -> MemoryEntry | None:

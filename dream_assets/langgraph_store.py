@@ -86,7 +86,6 @@ except ImportError:  # pragma: no cover - older LangGraph: its public methods st
     validate_op_namespace = None
 
 from dream_assets import service
-from dream_assets.llm.busy import mark_active
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -241,7 +240,7 @@ class LangGraphMemoryStore(BaseStore):
         for op in ops:
             _validate_op(op)
         # The agent is in a conversation: a dream pass waits before its next model call (AgentActiveWindow).
-        mark_active(self.store.profile, self.store.options.AgentActiveWindow, now=self._clock())
+        service.mark_agent_active(self.store, now=self._clock())
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):

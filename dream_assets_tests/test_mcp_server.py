@@ -566,3 +566,121 @@ def test_a_bad_cursor_or_limit_is_a_tool_error_naming_the_field(tmp_path: Path) 
             assert refused.is_error and "limit 0 must be a whole number from 1" in refused.content[0].text
 
     anyio.run(main)
+
+
+# --- what agents could not do before: restore, undo of their own changes, review ------------------------------------
+
+
+def test_an_agent_restores_a_memory_and_undoes_its_own_changes(tmp_path: Path) -> None:
+    """Forget, restore, then undo the restore: the memory is archived again; undo of the forget puts it back; a
+    second undo of the same cycle changes nothing; a live memory's restore says so; and history shows each step."""
+    profile = _profile(tmp_path, "a")
+
+    async def main() -> None:
+        async with Client(build_server(lambda _ctx: profile)) as client:
+            call = client.call_tool
+            saved = ok(await call("memory_save", {"content": "The staging database is on port 5433."}))
+            mid = saved["id"]
+            forgot = ok(await call("memory_forget", {"id": mid, "reason": "moved to 5434"}))
+            restored = ok(await call("memory_restore", {"id": mid}))
+            assert restored["status"] == "restored" and restored["cycle_id"]
+            assert restored["content"] == "The staging database is on port 5433."
+            assert ok(await call("memory_get", {"id": mid}))["status"] == "live"
+            assert ok(await call("memory_restore", {"id": mid}))["status"] == "already_live"
+
+            undone = ok(await call("memory_undo", {"cycle_id": restored["cycle_id"]}))
+            assert undone["outcome"] == "done", undone
+            assert ok(await call("memory_get", {"id": mid}))["status"] == "archived"
+            again = ok(await call("memory_undo", {"cycle_id": restored["cycle_id"]}))
+            assert again["put_back"] == [] and again["already_undone"] == [f"memory {mid}"]
+
+            undone = ok(await call("memory_undo", {"cycle_id": forgot["cycle_id"]}))
+            assert undone["outcome"] == "done", undone
+            assert ok(await call("memory_get", {"id": mid}))["status"] == "live"
+            events = [e["event"] for e in ok(await call("memory_history", {"id": mid}))["events"]]
+            assert events[0] == "created" and "restored" in events and events.count("archived") >= 2
+
+            neither = await call("memory_undo", {})
+            assert neither.is_error and "cycle_id" in neither.content[0].text
+            unknown = await call("memory_restore", {"id": "no-such-memory"})
+            assert unknown.is_error and "no-such-memory" in unknown.content[0].text
+
+    anyio.run(main)
+    assert _counts(profile) == {"live": 1, "archived": 0}
+
+
+def _dump(profile: AgentProfile) -> list[dict]:
+    store = open_store(profile, DreamOptions())
+    try:
+        return sorted((e.to_dict() for e in store.memories.list_all()), key=lambda d: d["id"])
+    finally:
+        store.close()
+
+
+def test_memory_undo_refuses_a_dream_cycle_and_changes_nothing(demo: AgentProfile) -> None:
+    """A dream cycle's changes are the operator's to undo (dream undo): memory_undo refuses the cycle and any one of
+    its changes by name, and the store stays as the cycle left it."""
+    now = datetime.now(UTC)
+    reports = run_cycle(demo, DreamOptions(), now, only=["archive_purge"], cycle_id="c-dream")
+    assert [r.status for r in reports] == ["completed"], [(r.pass_name, r.summary) for r in reports]
+    store = open_store(demo, DreamOptions())
+    try:
+        [change, *_] = store.changes.list("c-dream")
+    finally:
+        store.close()
+    after_cycle = _dump(demo)
+
+    async def main() -> None:
+        async with Client(build_server(lambda _ctx: demo)) as client:
+            refused = await client.call_tool("memory_undo", {"cycle_id": "c-dream"})
+            assert refused.is_error and "cycle c-dream is not the agent's own" in refused.content[0].text
+            refused = await client.call_tool("memory_undo", {"change_id": change.change_id})
+            assert refused.is_error and "archive_purge" in refused.content[0].text
+
+    anyio.run(main)
+    assert _dump(demo) == after_cycle
+
+
+def test_review_list_apply_and_reject_over_mcp(demo: AgentProfile) -> None:
+    """A pass in review mode leaves its changes pending: review_list shows them with their diff lines, review_apply of
+    one change applies it (and only it), review_reject of the set closes the rest, and nothing is left pending; the
+    apply is a dream change the agent may not undo itself."""
+    now = datetime.now(UTC)
+    before = _dump(demo)
+    passes = ["archive_purge", "importance_decay"]
+    reports = run_cycle(demo, DreamOptions(ApplyMode="review"), now, only=passes, cycle_id="c-review")
+    assert [r.status for r in reports] == ["completed", "completed"], [(r.pass_name, r.summary) for r in reports]
+    assert _dump(demo) == before  # review: nothing applied yet
+    seen: dict[str, dict] = {}
+
+    async def main() -> None:
+        async with Client(build_server(lambda _ctx: demo)) as client:
+            call = client.call_tool
+            listed = ok(await call("review_list", {}))
+            [pending] = listed["sets"]
+            assert pending["cycle_id"] == "c-review" and listed["pending"] == len(pending["changes"]) >= 2
+            first, *rest = pending["changes"]
+            seen["first"] = first
+            assert {c["pass_name"] for c in pending["changes"]} == set(passes)
+            assert first["lines"] and first["expires_at"] and first["targets"]
+
+            applied = ok(await call("review_apply", {"change_ids": [first["id"]], "reason": "old enough"}))
+            assert applied["outcome"] == "done" and [d["id"] for d in applied["done"]] == [first["id"]]
+            assert applied["undo_cycle_id"] == "c-review"
+            twice = ok(await call("review_apply", {"change_ids": [first["id"]]}))
+            assert twice["done"] == [] and twice["not_found"]
+
+            rejected = ok(await call("review_reject", {"cycle_id": "c-review", "reason": "keep the rest"}))
+            assert sorted(d["id"] for d in rejected["done"]) == sorted(c["id"] for c in rest)
+            assert ok(await call("review_list", {}))["pending"] == 0
+
+            refused = await call("memory_undo", {"cycle_id": applied["undo_cycle_id"]})
+            assert refused.is_error and "not the agent's own" in refused.content[0].text
+            neither = await call("review_apply", {})
+            assert neither.is_error and "cycle_id" in neither.content[0].text
+
+    anyio.run(main)
+    touched = {t["id"] for t in seen["first"]["targets"] if t["type"] == "memory"}
+    old, new = {e["id"]: e for e in before}, {e["id"]: e for e in _dump(demo)}
+    assert touched and all(old.get(i) != new.get(i) for i in touched)  # the applied change, and only it
+    assert {i: e for i, e in old.items() if i not in touched} == {i: e for i, e in new.items() if i not in touched}
