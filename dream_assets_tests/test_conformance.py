@@ -353,7 +353,7 @@ class LangGraphDriver(PythonDriver):
         namespace, key = self.keys[entry_id]
         self.lg.delete(namespace, key)
         # a delete returns nothing: the cycle to undo it with is the one history shows for the archive
-        return self.service.history(self.profile, entry_id).events[-1].cycle_id
+        return self.service.history(self.profile, entry_id, now=self._at).events[-1].cycle_id
 
 
 # --- the scenario ---------------------------------------------------------------------------------------------------
