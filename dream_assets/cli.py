@@ -357,12 +357,10 @@ def _print_undo(report) -> int:
             "notes) stay as archived rows: the undo archived them, it never deletes"
         )
     if report.put_back and report.review_marks:
-        from dream_assets.passes.contradiction_sweep import REVIEWED_KEY
-
         marked = report.review_marks
         print(
             f"left as the cycle wrote them: review marks on {marked} entr{'y' if marked == 1 else 'ies'} (metadata "
-            f"{', '.join(sorted({*report.review_mark_keys, REVIEWED_KEY}))}); they record which entries the model has "
+            f"{', '.join(report.review_mark_keys)}); they record which entries the model has "
             "seen unchanged, so those are not shown again until they change; housekeeping, not changes: an undo "
             "leaves them"
         )

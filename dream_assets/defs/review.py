@@ -5,7 +5,7 @@ The asset runs at the end of every cycle (after the passes) and shows what waits
 agent and the count while a pass's changes wait for review (ApplyMode ``review`` or ``review-risky``), and passes
 when nothing does. ``apply_change_set`` materializes the same asset with a decision in its run config (partition:
 the agent; ``cycle`` or ``change_ids``, ``decision`` apply or reject, ``reason``), so after an apply the check turns
-green. The decision itself is the library's (``dream_assets.passes.review.decide``, the same as ``dream apply``); a
+green. The decision itself is the service's (``dream_assets.service.review_decide``, the same as ``dream apply``); a
 change refused because its target was edited meanwhile, or an id that names nothing waiting, fails the run after the
 check was recorded, naming them.
 """
@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from dream_assets import service
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, stage_tags
 from dream_assets.orchestration.partitions import agents_partitions
 from dream_assets.passes import review
-from dream_assets.passes.registry import PASSES, no_pass_running
-from dream_assets.store import open_store
+from dream_assets.passes.registry import PASSES
 
 REVIEW_ASSET = "review_queue"
 REVIEW_CHECK = "nothing_waits_for_review"
@@ -61,32 +61,31 @@ def review_queue(
     profile = deployment.run_profile(agent)
     options = deployment.options(profile)
     now = run_now(context)
-    store = open_store(profile, options)
-    decided: review.Decision | None = None
+    decided: service.ReviewDecision | None = None
     if config.decision:
         if config.decision not in ("apply", "reject"):
             raise dg.Failure(description=f"decision {config.decision!r}: use apply or reject", allow_retries=False)
         if not config.cycle and not config.change_ids:
             raise dg.Failure(description="give the cycle of a set or change_ids to decide on", allow_retries=False)
-        with no_pass_running(profile, wait=60.0):
-            decided = review.decide(
-                store,
-                config.decision,
-                cycle_id=config.cycle or None,
-                change_ids=config.change_ids,
-                reason=config.reason or f"{config.decision} from Dagster run {context.run.run_id}",
-                now=now,
-                options=options,
-            )
-        for i in decided.done:
-            context.log.info(f"{config.decision} {i}")
+        decided = service.review_decide(
+            profile,
+            config.decision,  # type: ignore[arg-type]
+            cycle_id=config.cycle or None,
+            change_ids=config.change_ids,
+            reason=config.reason or f"{config.decision} from Dagster run {context.run.run_id}",
+            wait=60.0,
+            now=now,
+            options=options,
+        )
+        for c in decided.done:
+            context.log.info(f"{config.decision} {c.id}")
         for line in decided.refused + decided.failed + decided.not_found:
             context.log.warning(line)
-    waits = review.waiting(store, now)
-    line = review.waiting_line(waits, str(profile.root))
-    description = f"agent {agent}: {line}" if waits.count else f"agent {agent}: nothing waits for review"
-    pending = review.list_changes(store)
-    listing = "\n".join(f"- `{c.change_id}` {c.pass_name} {c.label}: {c.summary[:200]}" for c in pending[:200])
+    listed = service.review_list(profile, options=options, now=now)
+    waits = service.review_waits(profile, options=options, now=now)
+    description = f"agent {agent}: {waits.line}" if waits.count else f"agent {agent}: nothing waits for review"
+    pending = [c for s in listed.sets for c in s.changes]
+    listing = "\n".join(f"- `{c.id}` {c.pass_name} {c.label}: {c.summary[:200]}" for c in pending[:200])
     yield dg.MaterializeResult(
         metadata={
             "pending": dg.MetadataValue.int(waits.count),
@@ -105,7 +104,7 @@ def review_queue(
             )
         ],
     )
-    if decided is not None and not decided.ok:
+    if decided is not None and (decided.refused or decided.failed or decided.not_found):
         raise dg.Failure(
             description=f"{config.decision} for agent {agent}: "
             + "; ".join(

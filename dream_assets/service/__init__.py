@@ -110,6 +110,7 @@ from dream_assets.service.review import (
     ReviewTarget,
     review_decide,
     review_list,
+    review_waits,
 )
 from dream_assets.service.status import status
 from dream_assets.store.connection import StoreError
@@ -199,6 +200,7 @@ __all__ = [
     "restore",
     "review_decide",
     "review_list",
+    "review_waits",
     "save",
     "save_many",
     "save_skill",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
@@ -35,6 +35,9 @@ from dream_assets.store import DreamStore
 from dream_assets.store.change_rows import SAVE_PASS
 from dream_assets.store.changes import CycleRunning, UndoRefused, UndoResult
 from dream_assets.store.connection import StoreError
+
+if TYPE_CHECKING:
+    from dream_assets.folders.sync import FolderUndo
 
 #: The pass name a hand restore is recorded under (``dream restore``, the ``memory_restore`` tool), and the prefix of
 #: its cycle id; an undo treats it like any cycle.
@@ -85,7 +88,7 @@ class UndoReport(BaseModel):
     )
     undo_cycle_id: str | None = Field(None, description="the cycle the undo's own rows are recorded under")
     review_marks: int = Field(0, description="entries whose review marks the undo left as the cycle wrote them")
-    review_mark_keys: list[str] = Field(default_factory=list)
+    review_mark_keys: list[str] = Field(default_factory=list, description="the metadata keys of those marks")
     outcome: Literal["done", "partial", "nothing"]
     summary: str = Field(description="one line saying what was done")
 
@@ -222,7 +225,7 @@ def _undo(
             else:
                 assert cycle_id is not None
                 result = store.changes.undo_cycle(cycle_id, now=op.now, pass_name=pass_name, force=force)
-            files = _undo_files(op, cycle_id, result) if cycle_id and not pass_name and result.applied else None
+            files = _undo_files(op, cycle_id) if cycle_id and not pass_name and result.applied else None
     except (UndoRefused, PassRunning) as exc:
         raise Refused(str(exc), running=isinstance(exc, PassRunning | CycleRunning), stale_markers=stale) from exc
     except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
@@ -230,13 +233,17 @@ def _undo(
     report = _report(result, cycle_id, change_id, pass_name, force, stale, files, where)
     if cycle_id is not None and report.put_back:
         try:
-            report.review_marks, report.review_mark_keys = store.changes.review_marks(cycle_id)
+            report.review_marks, keys = store.changes.review_marks(cycle_id)
         except StoreError as exc:
             raise StoreUnavailable(str(exc)) from exc
+        if report.review_marks:
+            from dream_assets.passes.contradiction_sweep import REVIEWED_KEY
+
+            report.review_mark_keys = sorted({*keys, REVIEWED_KEY})
     return report
 
 
-def _undo_files(op: Op, cycle_id: str, result: UndoResult):
+def _undo_files(op: Op, cycle_id: str) -> FolderUndo:
     """The linked memory folder's files, as the change set found them: its cycle's write-back and any later one (a
     dream sync, the next cycle) that wrote its changes out."""
     from dream_assets.folders import undo_files
@@ -292,7 +299,7 @@ def _report(
     pass_name: str | None,
     force: bool,
     stale: list[str],
-    files,
+    files: FolderUndo | None,
     where: str,
 ) -> UndoReport:
     put_back = []

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dream_assets.agent_memory import InvalidInput, Refused, StoreUnavailable
+from dream_assets.agent_memory import InvalidInput, Refused, ReviewWaits, StoreUnavailable
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -119,6 +119,37 @@ def review_list(
             )
         )
     return ReviewList(agent=op.profile.agent_id, pending=len(pending), sets=sets, expired=len(expired))
+
+
+def review_waits(
+    profile: AgentProfile | str | Path,
+    *,
+    options: DreamOptions | None = None,
+    now: datetime | None = None,
+    profile_arg: str | None = None,
+) -> ReviewWaits:
+    """How many changes wait for review, per pass and set, when the first expires, and how many expired unreviewed
+    (closed as expired first); ``line`` says it in one sentence naming ``dream review --profile <profile_arg>``."""
+    op = begin(profile, options, now)
+    store = op.store()
+    try:
+        return waits_of(store, op.now, profile_arg or str(op.profile.root))
+    except StoreError as exc:
+        raise StoreUnavailable(str(exc)) from exc
+
+
+def waits_of(store: Any, now: datetime, profile_arg: str) -> ReviewWaits:
+    from dream_assets.passes import review
+
+    waits = review.waiting(store, now)
+    return ReviewWaits(
+        count=waits.count,
+        by_pass=dict(waits.by_pass),
+        cycles=list(waits.cycles),
+        next_expiry=iso(waits.next_expiry),
+        expired=waits.expired,
+        line=review.waiting_line(waits, profile_arg),
+    )
 
 
 def review_decide(

@@ -7,11 +7,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from dream_assets.agent_memory import DreamStatus, PassState, ReviewWaits, StoreUnavailable
+from dream_assets.agent_memory import DreamStatus, PassState, StoreUnavailable
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.service._common import begin
+from dream_assets.service.review import waits_of
 from dream_assets.store.connection import StoreError
 
 
@@ -27,7 +28,6 @@ def status(
     from dream_assets.cycle_report import latest_cycle_id
     from dream_assets.llm.busy import active_leases
     from dream_assets.llm.progress import ProgressFile
-    from dream_assets.passes import review
     from dream_assets.passes.outcome import load_outcomes, recorded_at
     from dream_assets.passes.registry import PASSES
     from dream_assets.store.ledger import PassLedger
@@ -37,7 +37,7 @@ def status(
     try:
         counts = store.memories.counts()
         skills = len(store.skills.list())
-        waits = review.waiting(store, op.now)
+        waits = waits_of(store, op.now, profile_arg or str(op.profile.root))
     except StoreError as exc:
         raise StoreUnavailable(str(exc)) from exc
     names = [p.name for p in PASSES]
@@ -77,14 +77,7 @@ def status(
         last_cycle_id=latest_cycle_id(op.profile, names),
         passes=passes,
         recall_index=recall_index_line(op.profile),
-        review=ReviewWaits(
-            count=waits.count,
-            by_pass=dict(waits.by_pass),
-            cycles=list(waits.cycles),
-            next_expiry=iso(waits.next_expiry),
-            expired=waits.expired,
-            line=review.waiting_line(waits, profile_arg or str(op.profile.root)),
-        ),
+        review=waits,
         ledger_warning=ledger.warning or None,
         running_now=waiting.line(op.now.timestamp()) if waiting is not None else None,
     )
