@@ -227,7 +227,9 @@ class HistoryEvent(BaseModel):
     )
     importance: float | None = Field(None, description="the entry's importance after the change")
     undone_at: str | None = None
-    change_id: str | None = Field(None, description="the change's id: `dream undo --change` undoes it alone")
+    change_id: str | None = Field(
+        None, description="the change's id: `dream undo --change` (or the agent's memory_undo) undoes it alone"
+    )
 
 
 class MemoryHistory(BaseModel):

@@ -238,7 +238,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
             str | None, _arg("the cycle to undo, as memory_forget or memory_restore returned it (or change_id)", **_ID)
         ] = None,
         change_id: Annotated[
-            str | None, _arg("one change to undo, from memory_history's cycle (or cycle_id)", **_ID)
+            str | None, _arg("one change to undo, a change_id memory_history shows (or cycle_id)", **_ID)
         ] = None,
     ) -> svc.UndoReport:
         with _calling(profile_of(ctx)) as profile:

@@ -597,8 +597,15 @@ def test_an_agent_restores_a_memory_and_undoes_its_own_changes(tmp_path: Path) -
             undone = ok(await call("memory_undo", {"cycle_id": forgot["cycle_id"]}))
             assert undone["outcome"] == "done", undone
             assert ok(await call("memory_get", {"id": mid}))["status"] == "live"
-            events = [e["event"] for e in ok(await call("memory_history", {"id": mid}))["events"]]
+            history = ok(await call("memory_history", {"id": mid}))["events"]
+            events = [e["event"] for e in history]
             assert events[0] == "created" and "restored" in events and events.count("archived") >= 2
+
+            # one change alone, by the change_id history shows: the save's creation is the agent's own
+            created = history[0]["change_id"]
+            one = ok(await call("memory_undo", {"change_id": created}))
+            assert one["outcome"] == "done" and one["change_id"] == created, one
+            assert ok(await call("memory_get", {"id": mid}))["status"] == "archived"
 
             neither = await call("memory_undo", {})
             assert neither.is_error and "cycle_id" in neither.content[0].text
@@ -606,7 +613,7 @@ def test_an_agent_restores_a_memory_and_undoes_its_own_changes(tmp_path: Path) -
             assert unknown.is_error and "no-such-memory" in unknown.content[0].text
 
     anyio.run(main)
-    assert _counts(profile) == {"live": 1, "archived": 0}
+    assert _counts(profile) == {"live": 0, "archived": 1}
 
 
 def _dump(profile: AgentProfile) -> list[dict]:
