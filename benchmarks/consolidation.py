@@ -31,7 +31,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save import save_memory
+from dream_assets.service.save_pipeline import save_memory
 from dream_assets.store import open_store
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -92,7 +92,7 @@ from dream_assets.changes_model import ChangeRow, SuccessorHow
 from dream_assets.demo import build_demo_profile  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
-from dream_assets.service.save import save_memory
+from dream_assets.service.save_pipeline import save_memory
 from dream_assets.store.connection import connect_quietly  # noqa: E402
 from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage  # noqa: E402
 
@@ -1173,7 +1173,7 @@ def embeddings_trials(template: AgentProfile, work: Path, saves: int, tally: Cou
     the endpoint is fixed a restatement is found by embeddings again."""
     from dream_assets.llm.embedding_index import EmbeddingIndex
     from dream_assets.llm.embeddings import build_embedding_provider
-    from dream_assets.service.save import SAVE_EMBEDDING_PAUSE
+    from dream_assets.service.save_pipeline import SAVE_EMBEDDING_PAUSE
     from dream_assets.store import open_store
     from dream_assets.store.embeddings import EmbeddingCache
     from dream_assets_tests.openai_server import EMBEDDING_DIM, HOSTILE_EMBEDDINGS, OpenAITestServer, hostile_embeddings

@@ -44,7 +44,7 @@ from dream_assets.options import DreamOptions, pass_model_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save import save_memory
+from dream_assets.service.save_pipeline import save_memory
 
 #: Counts a pass keeps for what the host refused of an answer.
 REFUSAL_COUNTS = (

@@ -13,7 +13,7 @@ import pytest
 
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save import save_memory
+from dream_assets.service.save_pipeline import save_memory
 from dream_assets.store import DreamStore, open_store
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

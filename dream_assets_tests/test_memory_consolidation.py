@@ -17,7 +17,7 @@ from dream_assets.passes.consolidation_merge import REJECTED_AT_KEY, REJECTED_CL
 from dream_assets.passes.consolidation_select import REVIEWED_KEY, is_reviewed, review_hash
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
-from dream_assets.service.save import save_memory
+from dream_assets.service.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import FeedbackEvent

@@ -19,7 +19,7 @@ from dream_assets.passes.consolidation_select import (
 )
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
-from dream_assets.service.save import save_memory
+from dream_assets.service.save_pipeline import save_memory
 
 from .conftest import NOW
 from .test_memory_consolidation import NO_FLOOR, Run, answer, entry, live_ids, merge

@@ -253,7 +253,7 @@ def test_the_library_layer_check_finds_every_kind_of_upward_import(tmp_path: Pat
 
 def test_the_store_imports_nothing_of_the_model_layer() -> None:
     """The store keeps rows, SQL and cached vectors: no module under store/ imports from llm/, at module level or
-    inside a function, so the store makes no model or embeddings call (the save pipeline, service/save.py, asks for
+    inside a function, so the store makes no model or embeddings call (the save pipeline, service/save_pipeline.py, asks for
     vectors before it opens the store)."""
     modules = _modules()
     problems = [

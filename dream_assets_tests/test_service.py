@@ -280,3 +280,19 @@ def test_the_cli_imports_nothing_from_the_store_nor_the_review_rules():
     assert not bad, f"cli.py imports {bad}: it calls the service instead"
     source = Path(cli.__file__).read_text(encoding="utf-8")
     assert "changes.record" not in source and "open_store" not in source
+
+
+def test_no_module_of_the_service_hides_one_of_its_operations() -> None:
+    """``service.save``, ``service.status``... stay functions after every module of the package was loaded (a
+    submodule named like an operation replaces it on the package when first imported)."""
+    import importlib
+    import pkgutil
+    import types
+
+    import dream_assets.service as service
+
+    for info in pkgutil.iter_modules(service.__path__):
+        importlib.import_module(f"dream_assets.service.{info.name}")
+    hidden = [name for name in service.__all__ if isinstance(getattr(service, name, None), types.ModuleType)]
+    assert not hidden, hidden
+    assert callable(service.save) and callable(service.status) and callable(service.undo)

@@ -21,7 +21,7 @@ from dream_assets.orchestration.run_tags import USES_MODEL_TAG, forced_reason
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, PassSpec
 from dream_assets.service.folders import READ_STEP, read_folder
-from dream_assets.service.save import save_memory
+from dream_assets.service.save_pipeline import save_memory
 
 
 def asset_description(spec: PassSpec) -> str:

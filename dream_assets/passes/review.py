@@ -693,16 +693,33 @@ def _still_pending(conn: Any, change_id: str) -> None:
         raise _NotPending(f"already {row[0][0] if row else 'gone'}")
 
 
+def marks_only(c: PendingChange) -> bool:
+    """Whether the change only sets metadata marks (the contradiction sweep's "seen unchanged" hashes, review
+    stamps): housekeeping that never touches a text, category, importance or archive state."""
+    return bool(c.targets) and all(
+        t.before is not None
+        and t.after is not None
+        and {k for k in {*t.before, *t.after} if t.before.get(k) != t.after.get(k)} <= {"metadata"}
+        for t in c.targets
+    )
+
+
 def _apply_one(store: DreamStore, c: PendingChange, reason: str, now: datetime) -> None:
+    # Marks are written onto each target as it is now (rebased, per metadata key), never refused for an edit: they
+    # record what the pass saw by a hash of it, so a mark on an entry changed since (by a person, or merged by an
+    # earlier change of the same set) simply no longer matches. A target gone since gets none.
+    housekeeping = marks_only(c)
     with store.transaction() as conn:
         _still_pending(conn, c.change_id)
         found = {}
         for t in c.targets:
             found[t.id] = current = _current(store, t.type, t.id)
-            if _edited(current, t.before):
+            if _edited(current, t.before) and not housekeeping:
                 what = "no longer exists" if current is None else "was edited since the pass proposed this change"
                 raise _Refused(f"{t.type} {t.id} {what}; the edit wins, this {c.label} is not applied")
         for t in c.targets:
+            if housekeeping and found[t.id] is None:
+                continue
             _write(store, t, found[t.id], now)
         store.changes.record_many([ChangeRow.from_json(r) for r in c.rows], now=c.created_at)
         if step_hook is not None:
