@@ -31,7 +31,6 @@ from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import save_memory
 from dream_assets.store import open_store
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -62,9 +61,7 @@ def measure(n: int, root: Path) -> None:
     # The one-off first review is shown in one call here (no per-call cap), so the measured second run starts from a
     # fully reviewed corpus; the measured run uses the default cap.
     uncapped = options.replace(ConsolidationMaxEntriesPerCall=n + 10)
-    first = run_memory_consolidation(
-        PassContext(profile, uncapped, NOW, cycle_id=f"bench-{n}-1", save_memory=save_memory)
-    )
+    first = run_memory_consolidation(PassContext(profile, uncapped, NOW, cycle_id=f"bench-{n}-1"))
     emit("consolidation.first_run_s", n, time.perf_counter() - started, "s")
     if first.status != "completed":
         raise SystemExit(f"first run at n={n} did not complete: {first.reason}")
@@ -86,7 +83,7 @@ def measure(n: int, root: Path) -> None:
         ]
     )
     second = run_memory_consolidation(
-        PassContext(profile, options, later + timedelta(minutes=1), cycle_id=f"bench-{n}-2", save_memory=save_memory)
+        PassContext(profile, options, later + timedelta(minutes=1), cycle_id=f"bench-{n}-2")
     )
     if second.status != "completed":
         raise SystemExit(f"second run at n={n} did not complete: {second.reason}")

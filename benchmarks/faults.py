@@ -92,7 +92,7 @@ from dream_assets.changes_model import ChangeRow, SuccessorHow
 from dream_assets.demo import build_demo_profile  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store.connection import connect_quietly  # noqa: E402
 from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage  # noqa: E402
 
@@ -338,7 +338,7 @@ def run_pass(
     options = options or DreamOptions()
     backend = ScriptedBackend(answer)
     client = ModelClient(backend, profile=profile, options=options)
-    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, save_memory=save_memory)
+    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client)
     try:
         report = by_name(pass_name).run(ctx)
         if state is not None:
@@ -1136,11 +1136,7 @@ def sweep_trials(template: AgentProfile, work: Path, trials: int, tally: Counter
             store = open_store(profile, options)
             try:
                 later = NOW + timedelta(days=91)
-                run_archive_purge(
-                    PassContext(
-                        profile, options, later, cycle_id=f"{cycle}-purge", _store=store, save_memory=save_memory
-                    )
-                )
+                run_archive_purge(PassContext(profile, options, later, cycle_id=f"{cycle}-purge", _store=store))
                 for m, winner in held.items():
                     w = store.memories.get(winner) if winner else None
                     if store.memories.get(m) is None and w is not None and not w.is_archived:
@@ -1173,7 +1169,7 @@ def embeddings_trials(template: AgentProfile, work: Path, saves: int, tally: Cou
     the endpoint is fixed a restatement is found by embeddings again."""
     from dream_assets.llm.embedding_index import EmbeddingIndex
     from dream_assets.llm.embeddings import build_embedding_provider
-    from dream_assets.service.save_pipeline import SAVE_EMBEDDING_PAUSE
+    from dream_assets.save_pipeline import SAVE_EMBEDDING_PAUSE
     from dream_assets.store import open_store
     from dream_assets.store.embeddings import EmbeddingCache
     from dream_assets_tests.openai_server import EMBEDDING_DIM, HOSTILE_EMBEDDINGS, OpenAITestServer, hostile_embeddings

@@ -95,7 +95,7 @@ from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.passes.consolidation_merge import REJECTED_CLUSTER_KEY  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets.store.connection import close_all  # noqa: E402
 from dream_assets.text.coverage import (  # noqa: E402

@@ -51,7 +51,7 @@ from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories
 from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets.store.connection import StoreConnection, close_all  # noqa: E402
 from dream_assets.store.index_file import index_path  # noqa: E402

@@ -423,7 +423,7 @@ def save(
         store.changes.record(_save_change(call, result), now=call.now)
 
     try:
-        from dream_assets.service.save_pipeline import save_memory  # the service package imports this module
+        from dream_assets.save_pipeline import save_memory  # the service package imports this module
 
         result = save_memory(
             store.memories,
@@ -473,7 +473,7 @@ def save_many(
             save(call.handle or call.profile, **note, options=call.options, now=call.now, active=False)
             for note in notes
         ]
-    from dream_assets.service.save_pipeline import save_memory  # the service package imports this module
+    from dream_assets.save_pipeline import save_memory  # the service package imports this module
 
     store = _open(call)
     out: list[SavedMemory] = []

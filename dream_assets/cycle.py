@@ -14,7 +14,6 @@ from dream_assets.passes.registry import PASSES
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.service.folders import linked, read_folder, write_back
-from dream_assets.service.save_pipeline import save_memory
 from dream_assets.store.cycle_marker import CycleHold
 from dream_assets.store.memory import persist_recall_indexes
 
@@ -46,7 +45,6 @@ def run_cycle(
         now,
         cycle_id=cycle_id or cycle_ids.dream_cycle(),
         client_factory=client_factory,
-        save_memory=save_memory,
     )
     reports: list[PassReport] = []
     folder = wanted is None and linked(profile)

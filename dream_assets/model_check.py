@@ -44,7 +44,6 @@ from dream_assets.options import DreamOptions, pass_model_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import save_memory
 
 #: Counts a pass keeps for what the host refused of an answer.
 REFUSAL_COUNTS = (
@@ -99,7 +98,6 @@ def check_model(profile: AgentProfile, options: DreamOptions, now: datetime) -> 
                 cycle_id="check-model",
                 client_factory=lambda client=client: client,
                 force="dream check-model: a rehearsal on a copy of the profile",
-                save_memory=save_memory,
             )
             report = spec.run(ctx)
             usage = report.usage

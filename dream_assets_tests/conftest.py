@@ -13,7 +13,6 @@ import pytest
 
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import save_memory
 from dream_assets.store import DreamStore, open_store
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -114,9 +113,7 @@ def run_scripted(pass_fn, profile, store, answers, *, options=None, now=NOW, cyc
     options = options or DreamOptions()
     backend = ScriptedBackend(answers)
     client = ModelClient(backend, profile=profile, options=options)
-    ctx = PassContext(
-        profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store, save_memory=save_memory
-    )
+    ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store)
     return pass_fn(ctx), backend
 
 
@@ -134,7 +131,6 @@ def run_without_model(pass_fn, profile, store, *, options=None, now=NOW):
         cycle_id="c1",
         client_factory=no_client,
         _store=store,
-        save_memory=save_memory,
     )
     return pass_fn(ctx)
 

@@ -13,7 +13,6 @@ from dream_assets.llm.client import build_model_client
 from dream_assets.model import MemoryEntry
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
-from dream_assets.service.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets_tests.openai_server import OpenAITestServer, Reply, reply
 
@@ -108,7 +107,6 @@ def review(profile, options, corpus, now, *, server_kw=None, max_cycles=12, mode
                 now + timedelta(hours=cycles),
                 cycle_id=f"c{cycles}",
                 client_factory=lambda: client,
-                save_memory=save_memory,
             )
             ctx._store = store
             report = run_memory_consolidation(ctx)

@@ -1,12 +1,13 @@
-"""One scenario, five interfaces, one outcome: the memory service behind every interface. The scenario saves a fact, saves it again (reinforced), saves a corrected version of it (kept apart for the
-dream), saves near-duplicates, forgets a note and restores it, forgets another and undoes that forget (the agent's
-own undo), runs a dream cycle (it merges the fact with its correction, and the near-duplicates) and undoes it, then
-runs a cycle in review (it proposes those merges again), applies the pending set and undoes the apply. It is driven
-through the Python API (``dream_assets.service``), the ``dream`` CLI (a subprocess per command: ``--json`` where the
-command has it, else the lines it prints), MCP over stdio and over Streamable HTTP (the real ``mcp`` SDK client
-against a ``dream serve`` subprocess) and the LangGraph store, each on a fresh profile of its own, and every
-interface must leave the same store (every entry's content, category and status), the same ``history`` for every
-entry (event, pass, undone) and the same restore, undo and review results as the Python API.
+"""One scenario, five interfaces, one outcome: the memory service behind every interface. The scenario saves a fact,
+saves it again (reinforced), saves a corrected version of it (kept apart for the dream), saves near-duplicates, forgets
+a note and restores it, forgets another and undoes that forget (the agent's own undo), runs a dream cycle (it merges the
+fact with its correction, and the near-duplicates) and undoes it, then runs a cycle in review (it proposes those merges
+again), applies the pending set and undoes the apply. It is driven through the Python API (``dream_assets.service``),
+the ``dream`` CLI (a subprocess per command: ``--json`` where the command has it, else the lines it prints), MCP over
+stdio and over Streamable HTTP (the real ``mcp`` SDK client against a ``dream serve`` subprocess) and the LangGraph
+store, each on a fresh profile of its own, and every interface must leave the same store (every entry's content,
+category and status), the same ``history`` for every entry (event, pass, undone) and the same restore, undo and review
+results as the Python API.
 
 What an interface has no verb for is done with the Python API on the same profile, and each driver says which
 (``BORROWED``): the dream cycle itself for every interface (run in this process with the offline backend, the passes

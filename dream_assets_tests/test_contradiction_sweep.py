@@ -24,7 +24,7 @@ from dream_assets.passes.contradiction_sweep import (
     run_contradiction_sweep,
 )
 from dream_assets.passes.registry import by_name
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store.ledger import PassLedger
 from dream_assets_tests.conftest import NOW, run_scripted, run_without_model
 from dream_assets_tests.openai_server import OpenAITestServer, reply

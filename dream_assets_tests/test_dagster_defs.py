@@ -19,7 +19,7 @@ from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.warehouse import read_day

@@ -14,7 +14,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.deferral import retry_delay, retry_due
 from dream_assets.passes.outcome import load_outcome
 from dream_assets.passes.registry import by_name
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets_tests.conftest import NOW
 
 MIN = timedelta(minutes=1)

@@ -15,7 +15,7 @@ from dream_assets.llm.embedding_index import EmbeddingIndex, cosine_clusters
 from dream_assets.llm.embeddings import EmbeddingError, EmbeddingProvider, build_embedding_provider
 from dream_assets.llm.usage import UsageLedger
 from dream_assets.options import DreamOptions
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
 from dream_assets.store.embeddings import EmbeddingCache, content_hash

@@ -18,7 +18,7 @@ from dream_assets.llm.embedding_index import EmbeddingIndex
 from dream_assets.llm.embeddings import DegenerateEmbeddings, EmbeddingError, build_embedding_provider
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import SAVE_EMBEDDING_PAUSE, save_memory
+from dream_assets.save_pipeline import SAVE_EMBEDDING_PAUSE, save_memory
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
 from dream_assets.store.embeddings import EmbeddingCache, content_hash

@@ -20,7 +20,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
 from dream_assets.store.log_records import WispExecutionEvent

@@ -18,7 +18,7 @@ from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets_tests.conftest import NOW
 from dream_assets_tests.test_folders import (

@@ -28,7 +28,7 @@ from typing_extensions import TypedDict  # noqa: E402
 from dream_assets.langgraph_store import LangGraphMemoryStore, item_id  # noqa: E402
 from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.passes.memory_consolidation import run_memory_consolidation  # noqa: E402
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets_tests.conftest import NOW, run_scripted  # noqa: E402
 

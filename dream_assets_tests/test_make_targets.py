@@ -117,7 +117,7 @@ def test_make_test_fast_runs_every_test_not_marked_slow_and_make_test_runs_them_
     assert fast.stdout.strip().splitlines()[-1] == '.venv/bin/python -m pytest -m "not slow" -n 2'
     full = make("-n", "test")
     assert full.returncode == 0, full.stderr
-    assert full.stdout.strip().splitlines()[-1] == ".venv/bin/python -m pytest"
+    assert full.stdout.strip().splitlines()[-1] == ".venv/bin/python -m pytest -n 2 --dist loadfile"
 
 
 def test_the_instance_is_configured_from_the_template_and_no_dagster_yaml_sits_in_the_working_directory(

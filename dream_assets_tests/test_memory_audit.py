@@ -10,7 +10,7 @@ from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
 from dream_assets.memory_audit import merged_from, read_trend, run_audit
 from dream_assets.options import DreamOptions
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.snapshots import take_snapshot
 

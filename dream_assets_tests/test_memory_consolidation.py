@@ -17,7 +17,6 @@ from dream_assets.passes.consolidation_merge import REJECTED_AT_KEY, REJECTED_CL
 from dream_assets.passes.consolidation_select import REVIEWED_KEY, is_reviewed, review_hash
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
-from dream_assets.service.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import FeedbackEvent
@@ -90,7 +89,6 @@ class Run:
             cycle_id=cycle_id,
             client_factory=lambda: client,
             _store=self.store,
-            save_memory=save_memory,
         )
         return run_memory_consolidation(ctx)
 
@@ -852,14 +850,12 @@ def test_demo_agent_second_run_offers_the_model_nothing(tmp_path):
     profile = AgentProfile(tmp_path / "demo").ensure()
     opts = DreamOptions(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
     build_demo_profile(profile, NOW, options=opts)
-    first = run_memory_consolidation(PassContext(profile, opts, NOW, cycle_id="d1", save_memory=save_memory))
+    first = run_memory_consolidation(PassContext(profile, opts, NOW, cycle_id="d1"))
     # Word-for-word duplicates fold before the model; the rest are merged by it.
     assert first.status == "completed" and first.model_calls == 1 and first.counts["merged"] >= 5
     assert first.counts["merged"] + first.counts["folded"] >= 8
     assert first.counts["rejected"] == 0
-    second = run_memory_consolidation(
-        PassContext(profile, opts, NOW + timedelta(hours=1), cycle_id="d2", save_memory=save_memory)
-    )
+    second = run_memory_consolidation(PassContext(profile, opts, NOW + timedelta(hours=1), cycle_id="d2"))
     assert second.status == "completed" and second.model_calls == 0 and second.counts["eligible"] == 0
     store = open_store(profile, opts)
     peanuts = [e for e in store.memories.list_live() if "allergic to peanuts" in e.content]

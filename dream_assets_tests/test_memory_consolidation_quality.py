@@ -19,7 +19,7 @@ from dream_assets.passes.consolidation_select import (
 )
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 
 from .conftest import NOW
 from .test_memory_consolidation import NO_FLOOR, Run, answer, entry, live_ids, merge
@@ -99,9 +99,7 @@ def test_the_second_prompt_on_the_demo_holds_only_what_the_agent_saved_since(tmp
     options = DreamOptions(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
     build_demo_profile(profile, NOW, options=options, n_memories=1000, with_logs=False)
     first = run_memory_consolidation(
-        PassContext(
-            profile, options.replace(ConsolidationMaxEntriesPerCall=2000), NOW, cycle_id="d1", save_memory=save_memory
-        )
+        PassContext(profile, options.replace(ConsolidationMaxEntriesPerCall=2000), NOW, cycle_id="d1")
     )
     assert first.status == "completed" and first.counts["merged"] >= 10
     later = NOW + timedelta(hours=7)
@@ -112,7 +110,7 @@ def test_the_second_prompt_on_the_demo_holds_only_what_the_agent_saved_since(tmp
         )
     ]
     open_store(profile, options).memories.put_many(saved)
-    second = run_memory_consolidation(PassContext(profile, options, later, cycle_id="d2", save_memory=save_memory))
+    second = run_memory_consolidation(PassContext(profile, options, later, cycle_id="d2"))
     assert second.status == "completed"
     assert (second.counts["eligible"], second.counts["clusters"]) == (len(saved), 0)
 
@@ -155,7 +153,6 @@ def _offline_pass(profile, store, now, options=NO_FLOOR):
         cycle_id=f"c{now:%j%H%M}",
         client_factory=lambda: client,
         _store=store,
-        save_memory=save_memory,
     )
     return run_memory_consolidation(ctx)
 
@@ -439,7 +436,6 @@ def _converge(profile, store, options: DreamOptions, limit: int) -> tuple[list[s
                 cycle_id=f"k{cycle}",
                 client_factory=lambda c=client: c,
                 _store=store,
-                save_memory=save_memory,
             )
         )
         now += timedelta(minutes=1)

@@ -16,7 +16,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.contradiction_sweep import run_contradiction_sweep
 from dream_assets.passes.importance_decay import run_importance_decay
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 
 from .conftest import NOW
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.model import MemoryEntry, new_id
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store.memory import ROW_CACHE_SIZE
 
 from .conftest import NOW

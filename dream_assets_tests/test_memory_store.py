@@ -6,7 +6,7 @@ import pytest
 
 from dream_assets.changes_model import ChangeRow
 from dream_assets.model import MemoryEntry
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.memory import ContentError, NotFound
 from dream_assets.text.tokens import tokenize

@@ -121,9 +121,10 @@ LIBRARY_LAYERS = {
     "dream_assets.store": 2,
     "dream_assets.llm": 3,
     "dream_assets.input_fingerprints": 4,
+    "dream_assets.save_pipeline": 4,  # the save-time rules over the store: the agent's saves and the passes' alike
     "dream_assets.passes": 5,
 }
-LIBRARY_LAYER_NAMES = ["base", "text", "store", "llm", "inputs", "passes", "rest of the library"]
+LIBRARY_LAYER_NAMES = ["base", "text", "store", "llm", "inputs and the save pipeline", "passes", "rest of the library"]
 
 
 def test_the_library_layers_are_the_documented_ones() -> None:
@@ -136,6 +137,7 @@ def test_the_library_layers_are_the_documented_ones() -> None:
         "dream_assets.store": 2,
         "dream_assets.llm": 3,
         "dream_assets.input_fingerprints": 4,
+        "dream_assets.save_pipeline": 4,
         "dream_assets.passes": 5,
     }
     for name in LIBRARY_LAYERS:
@@ -253,7 +255,7 @@ def test_the_library_layer_check_finds_every_kind_of_upward_import(tmp_path: Pat
 
 def test_the_store_imports_nothing_of_the_model_layer() -> None:
     """The store keeps rows, SQL and cached vectors: no module under store/ imports from llm/, at module level or
-    inside a function, so the store makes no model or embeddings call (the save pipeline, service/save_pipeline.py, asks for
+    inside a function, so the store makes no model or embeddings call (the save pipeline, save_pipeline.py, asks for
     vectors before it opens the store)."""
     modules = _modules()
     problems = [

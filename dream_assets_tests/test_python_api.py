@@ -11,7 +11,7 @@ import pytest
 from dream_assets.cycle import run_cycle
 from dream_assets.model import Skill
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.log_records import FeedbackEvent, SkillUsageEvent
 from dream_assets.store.logs import append_event, read_events

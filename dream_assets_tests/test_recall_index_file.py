@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.demo import _memories
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import index_file
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.memory import MemoryStore, persist_recall_indexes

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.options import DreamOptions, OptionsError
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets_tests.conftest import NOW
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.dedup import CREATE, EXTEND, REINFORCE, decide
 from dream_assets.text import coverage

@@ -16,7 +16,7 @@ import pytest
 
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import DreamStore, open_store
 from dream_assets.store.embeddings import EmbeddingCache, content_hash
 from dream_assets_tests.conftest import NOW

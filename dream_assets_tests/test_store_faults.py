@@ -20,7 +20,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import by_name
 from dream_assets.profile import AgentProfile
-from dream_assets.service.save_pipeline import save_memory
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.connection import StoreBusy, StoreConnection, StoreCorrupt, close_all
 from dream_assets.store.snapshots import take_snapshot
@@ -198,7 +198,7 @@ _AGENT = """
     from datetime import UTC, datetime, timedelta
     from pathlib import Path
     from dream_assets.profile import AgentProfile
-    from dream_assets.service.save_pipeline import save_memory
+    from dream_assets.save_pipeline import save_memory
     from dream_assets.store import open_store
     store = open_store(AgentProfile(sys.argv[1]))
     stop = Path(sys.argv[2])

@@ -21,7 +21,6 @@ from dream_assets.orchestration.run_tags import USES_MODEL_TAG, forced_reason
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, PassSpec
 from dream_assets.service.folders import READ_STEP, read_folder
-from dream_assets.service.save_pipeline import save_memory
 
 
 def asset_description(spec: PassSpec) -> str:
@@ -112,7 +111,6 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
             cycle_id=context.run.run_id,
             client_factory=lambda: logging_progress(model.client(profile, options), context),
             force=forced_reason(context.run.tags, spec.name),
-            save_memory=save_memory,
         )
         report = spec.run(ctx)  # never raises: a failed pass is a report with status "failed"
         for line in report.lines:

@@ -19,7 +19,6 @@ from dream_assets.store.ledger import PassLedger
 
 if TYPE_CHECKING:
     from dream_assets.llm.client import ModelClient
-    from dream_assets.store.memory import SaveResult
 
 
 @dataclass
@@ -33,10 +32,6 @@ class PassContext:
     #: Why this pass is forced in this run (``dream run --force``, the ``dream/force`` run tag), or None. A forced pass
     #: ignores its change gate and minimum-interval floor once, and the ledger records the run as forced.
     force: str | None = None
-    #: The memory service's save (service/save_pipeline.py ``save_memory``: exact twin, candidates, measure, absorb or create),
-    #: for a pass that saves a new fact under the save-time rules. The passes sit below the service, so whoever runs
-    #: them hands it in (the cycle runner, the Dagster pass assets); None: such a save is reported as failed.
-    save_memory: Callable[..., SaveResult] | None = None
 
     def __post_init__(self) -> None:
         self.now = utc(self.now)

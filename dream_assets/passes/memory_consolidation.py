@@ -105,6 +105,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
+from dream_assets.save_pipeline import save_memory
 from dream_assets.scope import NAMESPACE_PREFIX, SCOPE_KEY, ScopeRules, describe
 from dream_assets.store.connection import StoreError
 from dream_assets.store.dedup import REINFORCE
@@ -290,16 +291,12 @@ def _save_new_entry(ctx: PassContext, report: PassReport, save: MemorySave, cont
     """A toSave entry without sources (an anti-pattern the model mined, or another new fact): save-time dedup applies.
     The save, its review stamp and its change-log row are one write."""
     memories = ctx.store.memories
-    if ctx.save_memory is None:
-        report.warn(f"could not save new entry [{save.category}] {content[:80]!r}: no save function was handed in")
-        report.count("failed_saves")
-        return
     try:
         with ctx.store.transaction():
             # The entries a dedup match could land on, so a reinforced or extended entry is recorded with its
             # prior state.
             before = {e.id: e for e, _ in memories.search(content, limit=50)}
-            result = ctx.save_memory(
+            result = save_memory(
                 memories,
                 content,
                 category=save.category,

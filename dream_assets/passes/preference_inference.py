@@ -53,6 +53,7 @@ from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import AgentProfile
+from dream_assets.save_pipeline import save_memory
 from dream_assets.store.locks import path_lock
 from dream_assets.store.log_bytes import file_identity, find_cut_offset
 from dream_assets.store.log_records import CONVERSATION, ConversationTurn
@@ -308,7 +309,8 @@ def save_memory_recorded(
         # Dedup picks its match among the top BM25 hits of the same tokens; a wider net here holds the match's
         # pre-save record for the change log.
         before_candidates = {e.id: e for e, _ in store.search(content, limit=50)}
-        result = store.save(
+        result = save_memory(
+            store,
             content,
             category=category,
             tags=tags,

@@ -20,7 +20,7 @@ search but the BM25 lookup. It holds exactly what the file holds: it is emptied 
 (another process may have written it meanwhile) and when a transaction rolls back, and every write drops the rows it
 changes.
 
-What a save does (reinforce, extend, create) is decided by the save pipeline (dream_assets/service/save_pipeline.py); this
+What a save does (reinforce, extend, create) is decided by the save pipeline (dream_assets/save_pipeline.py); this
 class keeps the rows, the SQL and the recall index it reads (``exact_matches``, ``recall_candidates``,
 ``lexical_matches``, ``live_entries``) and the writes it makes (``insert_saved``, ``overwrite``).
 """
