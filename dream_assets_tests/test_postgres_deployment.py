@@ -23,7 +23,7 @@ import pytest
 
 from dream_assets.definitions import build_definitions
 from dream_assets.demo import build_demo_profile
-from dream_assets.orchestration.deployment import DreamDeployment
+from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.profile import AgentProfile
 from dream_assets_tests.daemon import running_daemon
 from dream_assets_tests.postgres_server import PostgresUnavailable, start_postgres
@@ -100,7 +100,11 @@ def test_cycles_of_several_agents_record_runs_materializations_and_checks_in_pos
     with dg.DagsterInstance.from_config(str(fleet_home)) as instance:
         instance.add_dynamic_partitions("agents", list(AGENTS))
         for profile in profiles:
-            result = job.execute_in_process(instance=instance, partition_key=profile.agent_id, raise_on_error=False)
+            # the run acts at the fleet's NOW, as the schedule and sensors below do (not at the wall clock, which
+            # moves the wisp log's 14-day window off the demo's executions as days pass)
+            result = job.execute_in_process(
+                instance=instance, partition_key=profile.agent_id, raise_on_error=False, tags={NOW_TAG: NOW.isoformat()}
+            )
             assert result.success, f"cycle of {profile.agent_id} failed"
         runs = instance.get_runs(filters=dg.RunsFilter(job_name="dream_cycle"))
         assert {run.tags["dagster/partition"] for run in runs} == set(AGENTS)
