@@ -40,7 +40,7 @@ run: $(STAMP) $(INSTANCE)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-## Run the tests not marked slow (browser, whole cycles on the full demo, fault runs) on both cores, in under a minute.
+## Run the tests not marked slow (browser, whole cycles on the full demo, fault runs) on both cores.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" -n 2
 
