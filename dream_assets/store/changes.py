@@ -506,21 +506,8 @@ class ChangeLog:
                     else:
                         self._check_sources_back(plan, plans)
                         after, action = self._put_back(plan, current, now)
-                        self.record(
-                            ChangeRow(
-                                cycle_id=result.undo_cycle_id,
-                                actor=Actor.UNDO,
-                                kind=action.kind,
-                                target_type=key[0],
-                                target_id=key[1],
-                                before=current,
-                                after=after,
-                                reason=f"undo of cycle {cycle_id}"
-                                + (f", pass {pass_name}" if pass_name else "")
-                                + f": {action.detail}",
-                            ),
-                            now=now,
-                        )
+                        what = f"undo of cycle {cycle_id}" + (f", pass {pass_name}" if pass_name else "")
+                        self._record_put_back(result, key, current, after, action, what, now)
                         result.actions[_label(key)] = action
                         done = result.restored
                     if step_hook is not None:
@@ -596,20 +583,8 @@ class ChangeLog:
                 else:
                     self._check_sources_back(plan, {key: plan})
                     after, action = self._put_back(plan, current, now)
-                    self.record(
-                        ChangeRow(
-                            cycle_id=result.undo_cycle_id,
-                            actor=Actor.UNDO,
-                            kind=action.kind,
-                            target_type=key[0],
-                            target_id=key[1],
-                            before=current,
-                            after=after,
-                            reason=f"undo of change {change_id} of cycle {change.cycle_id} ({change.pass_name}): "
-                            f"{action.detail}",
-                        ),
-                        now=now,
-                    )
+                    what = f"undo of change {change_id} of cycle {change.cycle_id} ({change.pass_name})"
+                    self._record_put_back(result, key, current, after, action, what, now)
                     result.actions[label] = action
                     done = result.restored
                 conn.execute("UPDATE changes SET undone_at = ? WHERE change_id = ?", [to_db(utc(now)), change_id])
@@ -619,6 +594,31 @@ class ChangeLog:
             return result
         done.append(label)
         return result
+
+    def _record_put_back(
+        self,
+        result: UndoResult,
+        key: tuple[str, str],
+        current: dict[str, Any] | None,
+        after: Any,
+        action: UndoAction,
+        what: str,
+        now: datetime,
+    ) -> None:
+        """The undo's own row for one target it put back (``what``: which undo, for the reason)."""
+        self.record(
+            ChangeRow(
+                cycle_id=result.undo_cycle_id,
+                actor=Actor.UNDO,
+                kind=action.kind,
+                target_type=key[0],
+                target_id=key[1],
+                before=current,
+                after=after,
+                reason=f"{what}: {action.detail}",
+            ),
+            now=now,
+        )
 
     def _put_back_scores(
         self, plans: Sequence[_Plan], result: UndoResult, pass_name: str | None, now: datetime
