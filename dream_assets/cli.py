@@ -738,7 +738,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     mistyped profile would otherwise become a new, empty agent that saves there. --create makes it instead."""
     from dream_assets import mcp_server
 
+    if args.http and args.profile is not None:
+        print(
+            f"dream serve --http serves every agent under --profile-root; --profile {args.profile} names one agent "
+            "(stdio). Give --profile-root (the folder of the agents) with --http, or drop --http",
+            file=sys.stderr,
+        )
+        return 2
     if not args.http:
+        args.profile = args.profile or DEMO_PROFILE
         profile = _profile(args, must_exist=False)
         if not args.create and not holds_profile(profile.root):
             raise MissingProfile(
@@ -770,6 +778,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except mcp_server.ServeConfigError as exc:
         print(f"dream serve: {exc}", file=sys.stderr)
         return 2
+    try:
+        sock = mcp_server.listen(gate.host, gate.port)  # before the banner: a taken port is said, and exits 2
+    except mcp_server.ServeConfigError as exc:
+        print(f"dream serve: {exc}", file=sys.stderr)
+        return 2
     root.mkdir(parents=True, exist_ok=True)  # only with --create does it not exist yet
     print(
         f"dream serve: agents under {gate.profile_root} at http://{args.http}/agents/<agent id>/mcp"
@@ -777,7 +790,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    mcp_server.serve_http(gate, mcp_server.connection_limits(options))
+    mcp_server.serve_http(gate, mcp_server.connection_limits(options), sock)
     return 0
 
 
@@ -1023,6 +1036,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(one endpoint per agent, /agents/<id>/mcp); exit 2 when it cannot start as configured",
     )
     common(sp)
+    sp.set_defaults(profile=None)  # stdio: the demo agent unless given; with --http, --profile is refused
     sp.add_argument("--http", metavar="HOST:PORT", help="serve every agent under --profile-root over HTTP")
     sp.add_argument("--profile-root", help="folder of the agent profiles (default: option ProfileRoot)")
     sp.add_argument(

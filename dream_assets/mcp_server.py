@@ -24,11 +24,13 @@ connections per client and in all), so slow or half-sent requests cannot take th
 
 from __future__ import annotations
 
+import errno
 import gc
 import hmac
 import json
 import os
 import re
+import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -546,7 +548,7 @@ class HttpGate:
             return 403, f"origin {origin!r} is not allowed (--allow-origin adds one)"
         host = headers.get("host", "")
         if host not in self.hosts:
-            return 421, f"host {host!r} is not one this server answers for"
+            return 421, f"host {host!r} is not one this server answers for (--allow-host adds one)"
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_request_bytes):
             return 413, f"request body over {self.max_request_bytes} bytes"
@@ -642,8 +644,31 @@ def connection_limits(options: DreamOptions) -> ConnectionLimits:
     )
 
 
-def serve_http(gate: HttpGate, limits: ConnectionLimits | None = None) -> None:
-    """Serve every agent under the gate's profile root until interrupted, within ``limits`` (``serve_guard``)."""
+def listen(host: str, port: int) -> socket.socket:
+    """The server's listening socket on ``host:port``, bound before anything is announced: a port another process
+    holds (or an address this machine does not have) is a ``ServeConfigError`` naming it, not a banner and a crash."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ServeConfigError(f"cannot listen on {host}:{port}: {exc}") from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        why = "the port is taken by another process" if exc.errno == errno.EADDRINUSE else str(exc)
+        raise ServeConfigError(f"cannot listen on {host}:{port}: {why} (choose another port)") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve_http(gate: HttpGate, limits: ConnectionLimits | None = None, sock: socket.socket | None = None) -> None:
+    """Serve every agent under the gate's profile root until interrupted, within ``limits`` (``serve_guard``), on
+    ``sock`` (from ``listen``) or a socket bound here."""
     import uvicorn
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
@@ -657,4 +682,4 @@ def serve_http(gate: HttpGate, limits: ConnectionLimits | None = None) -> None:
         http=guard.protocol(AutoHTTPProtocol),
         ws="none",
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock or listen(gate.host, gate.port)])

@@ -22,6 +22,7 @@ import pytest
 from mcp import Client
 
 from dream_assets import agent_memory as am
+from dream_assets.cli import main as cli_main
 from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
 from dream_assets.mcp_server import (
@@ -186,6 +187,36 @@ def test_the_gate_keeps_agent_ids_inside_the_root(tmp_path: Path) -> None:
     for path in ("/agents/../mcp", "/agents/../../etc/mcp", "/agents/b/../b/mcp", "/agents//mcp", "/agents/.b/mcp"):
         verdict = gate.check(path, headers)
         assert not isinstance(verdict, AgentProfile) and verdict[0] in (400, 404), path
+
+
+def test_a_host_the_server_does_not_answer_for_is_told_which_flag_adds_it(tmp_path: Path) -> None:
+    _profile(tmp_path, "b")
+    gate = HttpGate(profile_root=tmp_path, host="127.0.0.1", port=1)
+    status, reason = gate.check("/agents/b/mcp", {"host": "memory.lan:1"})  # type: ignore[misc]
+    assert status == 421 and "'memory.lan:1'" in reason and "--allow-host" in reason
+    opened = HttpGate(profile_root=tmp_path, host="127.0.0.1", port=1, allowed_hosts=["memory.lan:1"])
+    assert isinstance(opened.check("/agents/b/mcp", {"host": "memory.lan:1"}), AgentProfile)
+
+
+def test_a_taken_port_fails_with_exit_2_before_the_server_is_announced(tmp_path: Path, capsys) -> None:
+    _profile(tmp_path, "b")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code = cli_main(["serve", "--http", f"127.0.0.1:{port}", "--profile-root", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"cannot listen on 127.0.0.1:{port}: the port is taken by another process" in err
+    assert "agents under" not in err  # nothing announced that is not served
+
+
+def test_profile_with_http_is_refused_not_ignored(tmp_path: Path, capsys) -> None:
+    """--http serves a folder of agents (--profile-root); a --profile beside it would otherwise be silently ignored."""
+    agent = _profile(tmp_path, "b")
+    code = cli_main(["serve", "--http", "127.0.0.1:1", "--profile", str(agent.root)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--profile {agent.root} names one agent" in err and "--profile-root" in err
 
 
 def test_a_symlink_inside_the_root_does_not_dodge_an_agents_own_token(tmp_path: Path) -> None:
