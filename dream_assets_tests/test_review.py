@@ -62,6 +62,11 @@ def two_demos(demo, tmp_path) -> tuple[AgentProfile, AgentProfile]:
     return demo, AgentProfile(other)
 
 
+def _decisions(store) -> list:
+    """The pending changes a person decides on (housekeeping marks wait with their set but are none)."""
+    return [c for c in review.list_changes(store) if not review.marks_only(c)]
+
+
 def _run(profile: AgentProfile, pass_name: str, mode: str, cycle: str) -> None:
     options = DreamOptions(ApplyMode=mode)
     reports = run_cycle(profile, options, NOW, only=[pass_name], cycle_id=cycle)
@@ -300,7 +305,7 @@ def test_pending_sets_expire_and_say_so(demo, capsys):
     options = DreamOptions(ApplyMode="review", ReviewExpiryDays=2)
     run_cycle(demo, options, NOW, only=["memory_consolidation"], cycle_id="c1")
     store = open_store(demo, options)
-    n = len(review.list_changes(store))
+    n = len(_decisions(store))
     assert n
     capsys.readouterr()
     assert main(["review", "--profile", str(demo.root), "--now", (NOW + timedelta(days=1)).isoformat()]) == 0
@@ -371,7 +376,7 @@ def test_dagster_check_warns_and_the_apply_job_applies_from_run_config(root, dem
     assert cycle.success
     close_all()
     assert _dump(demo) == before
-    n = len(review.list_changes(open_store(demo, DreamOptions())))
+    n = len(_decisions(open_store(demo, DreamOptions())))
     warned = _review_check(cycle)
     assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
     assert f"agent demo: {n} change(s) wait for review" in warned.description
@@ -388,7 +393,8 @@ def test_dagster_check_warns_and_the_apply_job_applies_from_run_config(root, dem
     close_all()
     store = open_store(demo, DreamOptions())
     assert not review.list_changes(store)
-    assert len(review.list_changes(store, status=review.APPLIED)) == n
+    applied_now = review.list_changes(store, status=review.APPLIED)
+    assert len([c for c in applied_now if not review.marks_only(c)]) == n, "every decision, and its housekeeping too"
     assert {c.kind for c in store.changes.list(cycle.run_id)} >= {"created", "archived"}
 
     # A decision on nothing waiting fails the run, naming what it could not find.
@@ -405,7 +411,7 @@ def test_dagster_check_warns_and_the_apply_job_applies_from_run_config(root, dem
 
 def test_the_cycle_report_and_status_show_what_waits(demo, capsys):
     _run(demo, "memory_consolidation", "review", "c1")
-    n = len(review.list_changes(open_store(demo, DreamOptions())))
+    n = len(_decisions(open_store(demo, DreamOptions())))
     capsys.readouterr()
     assert main(["report", "--profile", str(demo.root), "--cycle", "c1"]) == 0
     out = capsys.readouterr().out
@@ -421,3 +427,29 @@ def test_the_cycle_report_and_status_show_what_waits(demo, capsys):
     assert main(["report", "--profile", str(demo.root), "--cycle", "c1", "--now", later]) == 0
     out = capsys.readouterr().out
     assert "## Waiting for review (0)" in out and "memory_consolidation, expired:" in out and "not applied" in out
+
+
+def test_housekeeping_marks_wait_with_their_set_but_are_never_a_decision(demo):
+    """The sweep's "seen unchanged" marks and consolidation's review stamps are held with the cycle's set (the live
+    store does not take them before a decision), are not listed or counted as changes waiting for review, and an
+    apply of the set writes them with the rest."""
+    from dream_assets import service
+    from dream_assets.passes.contradiction_sweep import REVIEWED_KEY
+
+    _run(demo, "contradiction_sweep", "review", "c1")
+    store = open_store(demo, DreamOptions())
+    held = review.list_changes(store)
+    marks = [c for c in held if review.marks_only(c)]
+    assert marks, "the demo's sweep marks the entries it saw unchanged"
+    assert all(c.label == "review stamps" and c.safe for c in marks)
+    marked = {t.id for c in marks for t in c.targets}
+    assert not any(REVIEWED_KEY in store.memories.get(i).metadata for i in marked), "held, not yet in the live store"
+    listed = service.review_list(demo, now=NOW)
+    shown = {c.id for s in listed.sets for c in s.changes}
+    assert not shown & {c.change_id for c in marks}
+    assert listed.pending == len(held) - len(marks) == len(shown)
+    assert review.waiting(store, NOW).count == listed.pending
+    service.review_decide(demo, "apply", cycle_id="c1", now=NOW)
+    store = open_store(demo, DreamOptions())
+    assert all(REVIEWED_KEY in store.memories.get(i).metadata for i in marked if not store.memories.get(i).is_archived)
+    assert not review.list_changes(store), "the apply of the set took its housekeeping too"

@@ -255,7 +255,7 @@ class Waiting:
 
 def waiting(store: DreamStore, now: datetime) -> Waiting:
     expire(store, now)
-    pending = list_changes(store)
+    pending = [c for c in list_changes(store) if not marks_only(c)]  # housekeeping is no decision
     by_pass: dict[str, int] = {}
     for c in pending:
         by_pass[c.pass_name] = by_pass.get(c.pass_name, 0) + 1
@@ -264,7 +264,7 @@ def waiting(store: DreamStore, now: datetime) -> Waiting:
         by_pass,
         tuple(dict.fromkeys(c.cycle_id for c in pending)),
         min((c.expires_at for c in pending), default=None),
-        len(list_changes(store, status=EXPIRED)),
+        len([c for c in list_changes(store, status=EXPIRED) if not marks_only(c)]),
     )
 
 
@@ -432,12 +432,13 @@ def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
         report.extra["review"] = {"mode": mode, "pending": 0, "applied_at_once": 0}
         return report
     applied: list[str] = []
-    held = changes
-    if mode == "review-risky":
-        held = _held_in_risky(changes)
+    # Housekeeping (marks-only changes: the sweep's "seen unchanged" hashes, review stamps) is held with its set and
+    # applied with it, but it is no decision for a person: it is not counted or listed as waiting for review.
+    kept = _held_in_risky(changes) if mode == "review-risky" else changes
+    held = [c for c in kept if not marks_only(c)]
     _store_pending(live, spec.name, ctx.cycle_id, changes, ctx.now)
     if mode == "review-risky":
-        safe = [c.change_id for c in changes if c not in held]
+        safe = [c.change_id for c in changes if c not in kept]
         if safe:
             result = decide(
                 live,
@@ -496,6 +497,8 @@ def _pending_from(
 
     def add(rows: list[dict[str, Any]], targets: list[Target]) -> None:
         label, safe = classify(pass_name, rows)
+        if label == "unrecorded change" and _marks_only_targets(targets):
+            label, safe = "review stamps", True  # the sweep's "seen unchanged" hashes: housekeeping, no row
         out.append(
             PendingChange(
                 new_id(),
@@ -696,11 +699,15 @@ def _still_pending(conn: Any, change_id: str) -> None:
 def marks_only(c: PendingChange) -> bool:
     """Whether the change only sets metadata marks (the contradiction sweep's "seen unchanged" hashes, review
     stamps): housekeeping that never touches a text, category, importance or archive state."""
-    return bool(c.targets) and all(
+    return _marks_only_targets(c.targets)
+
+
+def _marks_only_targets(targets: Sequence[Target]) -> bool:
+    return bool(targets) and all(
         t.before is not None
         and t.after is not None
         and {k for k in {*t.before, *t.after} if t.before.get(k) != t.after.get(k)} <= {"metadata"}
-        for t in c.targets
+        for t in targets
     )
 
 

@@ -102,8 +102,10 @@ def review_list(
     store = op.store()
     try:
         review.expire(store, op.now)
-        pending = review.list_changes(store)
-        expired = review.list_changes(store, status=review.EXPIRED)
+        # Housekeeping (the sweep's "seen unchanged" marks, review stamps) waits with its set and is applied with it,
+        # but it is no decision for a person: it is not listed.
+        pending = [c for c in review.list_changes(store) if not review.marks_only(c)]
+        expired = [c for c in review.list_changes(store, status=review.EXPIRED) if not review.marks_only(c)]
     except StoreError as exc:
         raise StoreUnavailable(str(exc)) from exc
     sets = []
@@ -206,6 +208,7 @@ def review_decide(
             summary=every[i].summary,
         )
         for i in result.done
+        if not review.marks_only(every[i])  # housekeeping, decided with its set: not a change a person named
     ]
     cycles = sorted({d.cycle_id for d in done})
     return ReviewDecision(
