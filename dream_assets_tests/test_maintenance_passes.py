@@ -8,7 +8,7 @@ from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
 from dream_assets.passes.archive_purge import run_archive_purge
 from dream_assets.passes.context import PassContext
-from dream_assets.passes.importance_decay import decayed_importance, run_importance_decay
+from dream_assets.passes.importance_decay import QUIET_DECAY, decayed_importance, run_importance_decay
 
 from .conftest import NOW
 
@@ -117,6 +117,46 @@ def test_calendar_time_invariant_across_run_frequencies(start, span):
     once = _run_every(24 * span, span, start)
     assert twice_daily == pytest.approx(daily, abs=1e-9) == pytest.approx(weekly, abs=1e-9)
     assert daily == pytest.approx(once, abs=1e-9)
+
+
+@pytest.mark.parametrize("step", [timedelta(seconds=14), timedelta(minutes=5), timedelta(hours=1)])
+def test_decay_too_small_to_show_writes_nothing_and_loses_no_time(step):
+    """Cycles seconds or minutes apart: a run whose decay would move an importance by less than QUIET_DECAY writes
+    nothing, and the time it skipped is applied later, so at every instant the applied score carried forward from its
+    applied-through stamp is the exact calendar curve. Over a year (14 s: a day) at each cadence."""
+    o = DreamOptions()
+    e = entry(1, importance=0.9, seen_days=0)
+    t = start = e.last_seen_at + timedelta(days=o.ImportanceDecayGraceDays)
+    end = start + (timedelta(days=1) if step < timedelta(minutes=1) else timedelta(days=365))
+    runs = writes = 0
+    half_life = o.ImportanceDecayHalfLifeDays
+    while t < end:
+        t += step
+        runs += 1
+        r = decayed_importance(e, o, t)
+        if r:
+            assert e.importance - r[0] >= QUIET_DECAY or r[0] == o.ImportanceDecayFloor
+            writes += 1
+            e = e.with_(importance=r[0], metadata={**e.metadata, "decayAppliedThrough": r[1].isoformat()})
+        through = datetime.fromisoformat(e.metadata.get("decayAppliedThrough", start.isoformat()))
+        exact = max(o.ImportanceDecayFloor, 0.9 * 0.5 ** ((t - start).total_seconds() / 86400 / half_life))
+        carried = max(o.ImportanceDecayFloor, e.importance * 0.5 ** ((t - through).total_seconds() / 86400 / half_life))
+        assert carried == pytest.approx(exact, abs=1e-9), t
+        assert e.importance - exact < QUIET_DECAY + 1e-12  # what is shown is never a visible step behind
+    # every write moved the score visibly: a run per 14 s or 5 min writes a small share of what it used to
+    assert writes <= int((0.9 - o.ImportanceDecayFloor) / QUIET_DECAY) + 1
+    if step <= timedelta(minutes=5):
+        assert writes < runs / 2, (writes, runs)
+
+
+def test_a_second_cycle_seconds_after_the_first_writes_no_decay_rows(profile, store):
+    store.memories.put_many([entry(i, importance=0.8, seen_days=75) for i in range(1, 6)])
+    first = run_importance_decay(ctx(profile, store))
+    assert first.counts["decayed"] == 5
+    later = PassContext(profile, DreamOptions(), NOW + timedelta(seconds=14), cycle_id="cycle-2", _store=store)
+    second = run_importance_decay(later)
+    assert second.counts["decayed"] == 0 and not store.changes.list("cycle-2")
+    assert len(store.changes.list("cycle-1")) == 5
 
 
 def test_decay_does_not_move_the_corpus_fingerprint_or_touch_archived(profile, store):

@@ -24,6 +24,10 @@ An entry never decayed and never merged has no record of an earlier content writ
 the sighting's alone. Each write only delays the decay of the time before it; cumulative decay goes on while
 last_seen_at stays stale.
 
+Quiet. A decay that would change an importance by less than ``QUIET_DECAY`` (below the 4 decimals every output
+shows) is not written: no change row, no stamp. The entry's applied-through instant stays, so a later run applies
+that time too, and the curve is the same at any cadence.
+
 Undoable. Every entry decay writes gets a "decayed" change row in the same transaction, holding only what decay
 writes (importance, updated_at, its two stamps) before and after, so ``dream undo`` puts the old values back. An undone
 decay is not an exemption: its stamps go back too, so the next cycle decays that time again.
@@ -47,6 +51,9 @@ PASS = "importance_decay"
 APPLIED_KEY = "decayAppliedThrough"
 CONTENT_HASH_KEY = "decayContentHash"
 MERGED_AT_KEY = "mergedAt"  # written by consolidation_merge.build_merged_entry (which imports this module)
+#: A decay smaller than this (importance is shown to 4 decimals) is left for a later run: cycles minutes apart write no
+#: rows of 1e-6 changes, and the time they skip is applied, exactly, when the change is big enough to see.
+QUIET_DECAY = 1e-4
 
 
 def content_hash(content: str) -> str:
@@ -89,6 +96,10 @@ def decayed_importance(entry: MemoryEntry, options: DreamOptions, now: datetime)
         return None
     elapsed_days = (now - start).total_seconds() / 86400.0
     value = max(floor, entry.importance * 0.5 ** (elapsed_days / half_life))
+    if value > floor and entry.importance - value < QUIET_DECAY:
+        # Below what any output shows: no write and no change row. The applied-through stamp stays where it is, so
+        # the time is not lost: a later run applies all of it at once (the curve composes), calendar-exact.
+        return None
     return value, now
 
 
