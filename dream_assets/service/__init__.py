@@ -82,7 +82,7 @@ from dream_assets.agent_memory import (
     search,
 )
 from dream_assets.service.changes import (
-    OWN_PASSES,
+    OWN_ACTORS,
     RESTORE_PASS,
     ChangeSetSummary,
     PutBack,
@@ -130,7 +130,7 @@ __all__ = [
     "MAX_SUMMARY_CHARS",
     "MAX_TAGS",
     "MAX_TAG_CHARS",
-    "OWN_PASSES",
+    "OWN_ACTORS",
     "RATINGS",
     "RESTORE_PASS",
     "ROLES",

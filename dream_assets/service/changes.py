@@ -21,8 +21,6 @@ from pydantic import BaseModel, Field
 
 from dream_assets import cycle_ids
 from dream_assets.agent_memory import (
-    AGENT_PASS,
-    FORGET_PASS,
     InvalidInput,
     NotFound,
     Refused,
@@ -43,11 +41,9 @@ if TYPE_CHECKING:
 #: The pass name a hand restore is recorded under (``dream restore``, the ``memory_restore`` tool), and the prefix of
 #: its cycle id; an undo treats it like any cycle.
 RESTORE_PASS = ACTOR_PASS_NAMES[Actor.RESTORE]
-#: The pass name of a save-time extend's change (save-time dedup).
-SAVE_PASS = ACTOR_PASS_NAMES[Actor.SAVE_DEDUP]
-#: The passes whose changes are the agent's own: its saves and puts (``agent``), the extends of save-time dedup
-#: (``save``), its forgets and its restores. ``undo_own`` undoes these and nothing else.
-OWN_PASSES = (AGENT_PASS, SAVE_PASS, FORGET_PASS, RESTORE_PASS)
+#: Who makes the agent's own changes: its saves, puts and reinforcements, the extends of save-time dedup, its forgets
+#: and its restores. ``undo_own`` undoes these and nothing else.
+OWN_ACTORS = frozenset({Actor.AGENT_SAVE, Actor.SAVE_DEDUP, Actor.AGENT_FORGET, Actor.RESTORE})
 
 
 # --- results --------------------------------------------------------------------------------------------------------
@@ -180,16 +176,16 @@ def undo_own(
             row = store.changes.get(change_id)
             if row is None:
                 raise NotFound(f"no change {change_id!r} in agent {op.profile.agent_id}; nothing was changed")
-            if row.pass_name not in OWN_PASSES:
+            if row.actor not in OWN_ACTORS:
                 raise Refused(
                     f"change {change_id} was made by {row.pass_name} (cycle {row.cycle_id}), not by the agent: an "
                     "agent undoes only its own saves, forgets and restores; nothing was changed"
                 )
         else:
-            passes = {r.pass_name for r in store.changes.list(cycle_id)}
-            if not passes:
+            rows = store.changes.list(cycle_id)
+            if not rows:
                 raise NotFound(f"no changes of cycle {cycle_id!r} in agent {op.profile.agent_id}; nothing was changed")
-            others = sorted(passes - set(OWN_PASSES))
+            others = sorted({r.pass_name for r in rows if r.actor not in OWN_ACTORS})
             if others:
                 raise Refused(
                     f"cycle {cycle_id} is not the agent's own (it holds changes of {', '.join(others)}): an agent "
