@@ -18,7 +18,7 @@ from dream_assets.file_safety import atomic_write
 from dream_assets.model import iso
 from dream_assets.passes.outcome import changes_of, load_outcomes, recorded_at
 from dream_assets.passes.report import Change
-from dream_assets.passes.review import PENDING, list_changes, marks_only
+from dream_assets.passes.review import PENDING, decisions
 from dream_assets.profile import AgentProfile
 from dream_assets.store.changes import PassChanges
 
@@ -230,7 +230,7 @@ def build_cycle_report(
         passes=passes,
         undoable=store.changes.by_pass(cycle_id),
         finished_at=max(times) if times else None,
-        held=[c for c in list_changes(store, status=None, cycle_id=cycle_id) if not marks_only(c)],  # no housekeeping
+        held=decisions(store, status=None, cycle_id=cycle_id),
         notes=list(notes),
     )
 

@@ -192,7 +192,7 @@ def test_a_gate_run_of_a_pass_in_review_also_shows_its_pending_set(root, demo, i
     )
     assert result.success
     close_all()
-    waiting = len([c for c in review.list_changes(open_store(demo, DreamOptions())) if not review.marks_only(c)])
+    waiting = len(review.decisions(open_store(demo, DreamOptions())))
     assert waiting > 0  # the demo's first consolidation merges
     (check,) = [
         e.event_specific_data

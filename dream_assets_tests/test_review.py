@@ -62,11 +62,6 @@ def two_demos(demo, tmp_path) -> tuple[AgentProfile, AgentProfile]:
     return demo, AgentProfile(other)
 
 
-def _decisions(store) -> list:
-    """The pending changes a person decides on (housekeeping marks wait with their set but are none)."""
-    return [c for c in review.list_changes(store) if not review.marks_only(c)]
-
-
 def _run(profile: AgentProfile, pass_name: str, mode: str, cycle: str) -> None:
     options = DreamOptions(ApplyMode=mode)
     reports = run_cycle(profile, options, NOW, only=[pass_name], cycle_id=cycle)
@@ -305,7 +300,7 @@ def test_pending_sets_expire_and_say_so(demo, capsys):
     options = DreamOptions(ApplyMode="review", ReviewExpiryDays=2)
     run_cycle(demo, options, NOW, only=["memory_consolidation"], cycle_id="c1")
     store = open_store(demo, options)
-    n = len(_decisions(store))
+    n = len(review.decisions(store))
     assert n
     capsys.readouterr()
     assert main(["review", "--profile", str(demo.root), "--now", (NOW + timedelta(days=1)).isoformat()]) == 0
@@ -376,7 +371,7 @@ def test_dagster_check_warns_and_the_apply_job_applies_from_run_config(root, dem
     assert cycle.success
     close_all()
     assert _dump(demo) == before
-    n = len(_decisions(open_store(demo, DreamOptions())))
+    n = len(review.decisions(open_store(demo, DreamOptions())))
     warned = _review_check(cycle)
     assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
     assert f"agent demo: {n} change(s) wait for review" in warned.description
@@ -411,7 +406,7 @@ def test_dagster_check_warns_and_the_apply_job_applies_from_run_config(root, dem
 
 def test_the_cycle_report_and_status_show_what_waits(demo, capsys):
     _run(demo, "memory_consolidation", "review", "c1")
-    n = len(_decisions(open_store(demo, DreamOptions())))
+    n = len(review.decisions(open_store(demo, DreamOptions())))
     capsys.readouterr()
     assert main(["report", "--profile", str(demo.root), "--cycle", "c1"]) == 0
     out = capsys.readouterr().out

@@ -253,9 +253,15 @@ class Waiting:
     expired: int  # changes that expired unreviewed (all time)
 
 
+def decisions(store: DreamStore, *, status: str | None = PENDING, cycle_id: str | None = None) -> list[PendingChange]:
+    """``list_changes`` without housekeeping (``marks_only``): what a person decides on. Housekeeping waits with its
+    set and is applied with it, but is never listed, counted or reported as a change to decide."""
+    return [c for c in list_changes(store, status=status, cycle_id=cycle_id) if not marks_only(c)]
+
+
 def waiting(store: DreamStore, now: datetime) -> Waiting:
     expire(store, now)
-    pending = [c for c in list_changes(store) if not marks_only(c)]  # housekeeping is no decision
+    pending = decisions(store)
     by_pass: dict[str, int] = {}
     for c in pending:
         by_pass[c.pass_name] = by_pass.get(c.pass_name, 0) + 1
@@ -264,7 +270,7 @@ def waiting(store: DreamStore, now: datetime) -> Waiting:
         by_pass,
         tuple(dict.fromkeys(c.cycle_id for c in pending)),
         min((c.expires_at for c in pending), default=None),
-        len([c for c in list_changes(store, status=EXPIRED) if not marks_only(c)]),
+        len(decisions(store, status=EXPIRED)),
     )
 
 

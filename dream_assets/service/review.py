@@ -102,10 +102,8 @@ def review_list(
     store = op.store()
     try:
         review.expire(store, op.now)
-        # Housekeeping (the sweep's "seen unchanged" marks, review stamps) waits with its set and is applied with it,
-        # but it is no decision for a person: it is not listed.
-        pending = [c for c in review.list_changes(store) if not review.marks_only(c)]
-        expired = [c for c in review.list_changes(store, status=review.EXPIRED) if not review.marks_only(c)]
+        pending = review.decisions(store)  # housekeeping waits with its set but is no decision: not listed
+        expired = review.decisions(store, status=review.EXPIRED)
     except StoreError as exc:
         raise StoreUnavailable(str(exc)) from exc
     sets = []
