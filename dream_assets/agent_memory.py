@@ -333,11 +333,18 @@ MemoryHandle = DreamStore
 
 
 @dataclass
-class _Call:
+class Call:
+    """One call's agent, options and clock (and the open handle it was given, if any): what every operation of the
+    service starts with (``begin_call``)."""
+
     profile: AgentProfile
     options: DreamOptions
     now: datetime
     handle: MemoryHandle | None = None
+
+    def store(self) -> DreamStore:
+        """The agent's store: the handle given, or opened now (a store error becomes ``StoreUnavailable``)."""
+        return _open(self)
 
 
 def connect(profile: AgentProfile | str | Path, options: DreamOptions | None = None) -> MemoryHandle:
@@ -350,13 +357,13 @@ def connect(profile: AgentProfile | str | Path, options: DreamOptions | None = N
         raise StoreUnavailable(str(exc)) from exc
 
 
-def _begin(
+def begin_call(
     profile: AgentProfile | MemoryHandle | str | Path,
     options: DreamOptions | None,
     now: datetime | None,
     *,
     active: bool = True,
-) -> _Call:
+) -> Call:
     handle = profile if isinstance(profile, DreamStore) else None
     prof = handle.profile if handle is not None else as_profile(profile)  # type: ignore[arg-type]
     if options is None:
@@ -367,10 +374,10 @@ def _begin(
         raise InvalidInput(bad)
     if active:  # the agent is speaking: a dream pass waits for a quiet spell
         mark_active(prof, options.AgentActiveWindow, now=at)
-    return _Call(prof, options, at, handle)
+    return Call(prof, options, at, handle)
 
 
-def _open(call: _Call) -> DreamStore:
+def _open(call: Call) -> DreamStore:
     if call.handle is not None:
         return call.handle
     try:
@@ -385,7 +392,9 @@ def _check(value: object, kind: str, field: str, *, max_chars: int | None = None
         raise InvalidInput(found)
 
 
-def _check_id(value: object, field: str = "id") -> str:
+def check_id(value: object, field: str = "id") -> str:
+    """An id given by a caller (a memory, a cycle, a change): a short printable text, or ``InvalidInput`` naming
+    ``field``."""
     _check(value, "id", field)
     return str(value).strip()
 
@@ -415,7 +424,7 @@ def save(
     entry already says it (``reason`` says why, ``matched_id`` names the near-duplicate kept apart otherwise).
     ``metadata`` (strings to strings, e.g. where the fact came from) is kept on a created entry. ``active=False``
     for a save that is not the agent speaking (a folder read at the start of a cycle): no busy lease."""
-    call = _begin(profile, options, now, active=active)
+    call = begin_call(profile, options, now, active=active)
     _check_save(call, content, category, tags, importance)
     store = _open(call)
 
@@ -459,7 +468,7 @@ def save_many(
     thousands of notes is read in seconds instead of milliseconds a note. Every note is checked before any is
     saved. With an embedding model configured each save is its own transaction (an embeddings request never runs
     while the store is held)."""
-    call = _begin(profile, options, now, active=active)
+    call = begin_call(profile, options, now, active=active)
     for note in notes:
         _check_save(
             call,
@@ -505,7 +514,7 @@ def save_many(
     return out
 
 
-def _check_save(call: _Call, content: object, category: object, tags: Sequence[str], importance: object) -> None:
+def _check_save(call: Call, content: object, category: object, tags: Sequence[str], importance: object) -> None:
     _check(content, "content", "content", max_chars=call.options.MaxContentChars)
     _check(category, "category", "category")
     _check(list(tags), "tags", "tags")
@@ -513,7 +522,7 @@ def _check_save(call: _Call, content: object, category: object, tags: Sequence[s
         raise InvalidInput(f"importance {importance!r} must be a number between 0 and 1")
 
 
-def _save_change(call: _Call, result: SaveResult) -> ChangeRow:
+def _save_change(call: Call, result: SaveResult) -> ChangeRow:
     """The change-log row of one save by the agent."""
     kind, reason = (
         ("created", "saved by the agent")
@@ -557,7 +566,7 @@ def search(
 ) -> SearchResult:
     """Live memories that answer ``query``, best first. ``category``: only that category (and its ``/`` children);
     ``tags``: only entries carrying every one of them."""
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     _check(query, "content", "query", max_chars=call.options.MaxContentChars)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
         raise InvalidInput(f"limit {limit!r} must be a whole number from 1 to {MAX_SEARCH_LIMIT}")
@@ -677,8 +686,8 @@ def get(
 ) -> MemoryRecord:
     """One memory by id, live, archived or purged. For one that is gone it says where it went and ``current_id`` is
     the live entry its fact lives on in (following merges and supersessions), when there is one."""
-    call = _begin(profile, options, now)
-    entry_id = _check_id(entry_id)
+    call = begin_call(profile, options, now)
+    entry_id = check_id(entry_id)
     store = _open(call)
     try:
         record = resolve_record(store, entry_id)
@@ -734,7 +743,7 @@ def list_memories(
     """The agent's memories a page at a time, oldest first (created time, then id): live ones, and archived ones too
     with ``include_archived``. ``category`` keeps that category and its ``/`` children (as ``search``). ``cursor``:
     the ``next_cursor`` of the previous page (a memory saved meanwhile comes on a later page, none is repeated)."""
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     if category is not None:
         _check(category, "category", "category")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
@@ -785,14 +794,14 @@ def mark_agent_active(
     """The agent is in a conversation: a dream pass waits for a quiet spell (``AgentActiveWindow``) before its next
     model call. Every operation here does this itself; an interface whose calls pass ``active=False`` does it once
     for a batch of them."""
-    _begin(profile, options, now, active=True)
+    begin_call(profile, options, now, active=True)
 
 
 def read_entry(
     profile: AgentProfile | MemoryHandle | str | Path, entry_id: str, *, options: DreamOptions | None = None
 ) -> MemoryEntry | None:
     """The entry ``entry_id`` as stored (live or archived, with its metadata), or None."""
-    call = _begin(profile, options, None, active=False)
+    call = begin_call(profile, options, None, active=False)
     try:
         return _open(call).memories.get(entry_id)
     except StoreError as exc:
@@ -803,7 +812,7 @@ def recall_entries(
     profile: AgentProfile | MemoryHandle | str | Path, query: str, *, limit: int, options: DreamOptions | None = None
 ) -> list[tuple[MemoryEntry, float]]:
     """``search``'s recall as stored entries with their scores, best first (live entries only)."""
-    call = _begin(profile, options, None, active=False)
+    call = begin_call(profile, options, None, active=False)
     try:
         return _open(call).memories.search(query, limit=limit)
     except StoreError as exc:
@@ -822,7 +831,7 @@ def live_entries_page(
     """Live entries whose category's ``/`` labels begin with ``labels``, the most recently updated first (ties by id):
     ``offset`` skipped, at most ``limit``, after ``(updated_at, id)`` of a previous page's last entry. Only the page
     is read from the store."""
-    call = _begin(profile, options, None, active=False)
+    call = begin_call(profile, options, None, active=False)
     try:
         return _open(call).memories.live_page(labels=labels, limit=limit, offset=offset, after=after)
     except StoreError as exc:
@@ -833,7 +842,7 @@ def live_categories(
     profile: AgentProfile | MemoryHandle | str | Path, *, options: DreamOptions | None = None
 ) -> list[str]:
     """The distinct categories of the live entries, sorted."""
-    call = _begin(profile, options, None, active=False)
+    call = begin_call(profile, options, None, active=False)
     try:
         return _open(call).memories.live_categories()
     except StoreError as exc:
@@ -848,8 +857,8 @@ def reinforce(
     now: datetime | None = None,
 ) -> MemoryRecord:
     """The fact came up again: its last-seen time and reinforcement count move, its text stays. Live entries only."""
-    call = _begin(profile, options, now)
-    entry_id = _check_id(entry_id)
+    call = begin_call(profile, options, now)
+    entry_id = check_id(entry_id)
     store = _open(call)
     try:
         with store.transaction():
@@ -899,8 +908,8 @@ def put(
     importance stay unless given. ``metadata`` keys are set over the entry's, ``drop_metadata`` keys removed. Each
     put is one write with its change-log row under the day's ``agent-YYYY-MM-DD`` cycle, so ``history`` shows it and
     ``dream undo`` takes it back."""
-    call = _begin(profile, options, now, active=active)
-    entry_id = _check_id(entry_id)
+    call = begin_call(profile, options, now, active=active)
+    entry_id = check_id(entry_id)
     _check(content, "content", "content", max_chars=call.options.MaxContentChars)
     # The category is checked by the store's own rule (printable, at most 200 characters), not the stricter one of
     # saves: a key-value store's namespace may hold any printable character.
@@ -1012,8 +1021,8 @@ def forget(
     under a cycle of its own that ``dream undo --cycle`` puts back. ``reason`` (required) is recorded. ``marks``:
     metadata set on the entry with the archive (a key-value store's deletion mark), set and recorded even when the
     entry was archived already (merged or superseded by the dream; ``archived`` is then false)."""
-    call = _begin(profile, options, now, active=active)
-    entry_id = _check_id(entry_id)
+    call = begin_call(profile, options, now, active=active)
+    entry_id = check_id(entry_id)
     _check(reason, "content", "reason", max_chars=MAX_REASON_CHARS)
     if marks is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in marks.items()):
         raise InvalidInput("marks must map strings to strings")
@@ -1104,8 +1113,8 @@ def history(
 ) -> MemoryHistory:
     """An entry's versions from the change log, oldest first: created, reinforced, extended, merged in or out,
     superseded, archived, restored, purged, each with its cycle, pass, reason and the text it left."""
-    call = _begin(profile, options, now)
-    entry_id = _check_id(entry_id)
+    call = begin_call(profile, options, now)
+    entry_id = check_id(entry_id)
     store = _open(call)
     try:
         rows = [r for r in store.changes.for_target("memory", entry_id) if r.kind != "stamped"]
@@ -1160,7 +1169,7 @@ def list_skills(
     now: datetime | None = None,
 ) -> SkillList:
     """The agent's skills by name (names and summaries; ``get_skill`` has the text)."""
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     try:
         skills = _open(call).skills.list(include_archived=include_archived)
     except StoreError as exc:
@@ -1175,7 +1184,7 @@ def get_skill(
     options: DreamOptions | None = None,
     now: datetime | None = None,
 ) -> SkillRecord:
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     _check(name, "name", "name")
     try:
         skill = _open(call).skills.get(name)
@@ -1197,7 +1206,7 @@ def save_skill(
     now: datetime | None = None,
 ) -> SkillRecord:
     """Create or replace a skill (an archived one of that name comes back)."""
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     _check(name, "name", "name")
     _check(content, "content", "content", max_chars=MAX_SKILL_CHARS)
     _check(summary, "text", "summary", max_chars=MAX_SUMMARY_CHARS)
@@ -1216,7 +1225,7 @@ def save_skill(
 # --- logs -----------------------------------------------------------------------------------------------------------
 
 
-def _append(call: _Call, cls: type[LogRecord], fields: dict[str, Any]) -> Recorded:
+def _append(call: Call, cls: type[LogRecord], fields: dict[str, Any]) -> Recorded:
     for key, value in fields.items():
         if isinstance(value, str):
             _check(value, "text", key, max_chars=MAX_LOG_TEXT_CHARS)
@@ -1246,7 +1255,7 @@ def record_feedback(
 ) -> Recorded:
     """One feedback record (docs/log-formats.md): ``kind`` Correction, SessionSummary (needs ``rating``), Positive,
     Negative or Note."""
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     fields = {
         "sessionId": session_id,
         "kind": kind,
@@ -1268,7 +1277,7 @@ def record_skill_usage(
     now: datetime | None = None,
 ) -> Recorded:
     """One skill-usage record: ``action`` recalled, invoked or loaded."""
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     return _append(call, SkillUsageEvent, {"sessionId": session_id, "skillName": skill_name, "action": action})
 
 
@@ -1285,7 +1294,7 @@ def record_tool_call(
     now: datetime | None = None,
 ) -> Recorded:
     """One tool-call record."""
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     fields = {
         "sessionId": session_id,
         "tool": tool,
@@ -1307,7 +1316,7 @@ def append_turn(
     now: datetime | None = None,
 ) -> Recorded:
     """One conversation turn (``role`` user, assistant or tool), for preference inference and skill gap detection."""
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     return _append(call, ConversationTurn, {"sessionId": session_id, "role": role, "content": content})
 
 
@@ -1324,7 +1333,7 @@ def status(
     outcome and next run: the service's ``status`` (the same as ``dream status``), called by the agent."""
     from dream_assets.service.status import status as service_status
 
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     return service_status(call.profile, options=call.options, now=call.now)
 
 
@@ -1339,7 +1348,7 @@ def last_cycle_report(
     service's ``report``, the same as ``dream report``)."""
     from dream_assets.service.operator import report
 
-    call = _begin(profile, options, now)
+    call = begin_call(profile, options, now)
     return report(call.profile, cycle_id=cycle_id, options=call.options, now=call.now)
 
 
