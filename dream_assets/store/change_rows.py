@@ -1,7 +1,7 @@
 """One row of the change log, written on an open connection (so it joins that connection's transaction).
 
-``ChangeLog`` (changes.py) writes every row through here; ``MemoryStore.save`` writes the row of a save-time extend
-through it, in the transaction of the extend itself, so that change can be undone like any other
+``ChangeLog`` (changes.py) writes every row through here; the save pipeline (``save_pipeline.py``) writes the row of
+a save-time extend through it, in the transaction of the extend itself, so that change can be undone like any other
 (``dream undo --cycle save-...``). The row is a ``ChangeRow`` (``dream_assets/changes_model.py``): its actor and
 where an archived entry went are columns of their own.
 """
