@@ -23,7 +23,7 @@ INSTANCE := $(DAGSTER_HOME)/dagster.yaml
 $(STAMP): pyproject.toml setup.py dream_assets/text/_bm25kernel.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[dagster,tfidf,langgraph,test]'
 	touch $(STAMP)
 
 ## Create .venv with the project installed (then `. .venv/bin/activate` puts `dream` and `dagster` on PATH).

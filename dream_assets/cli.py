@@ -113,10 +113,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dream_assets.launch.cycle import run_cycle_in_dagster
+    from dream_assets.extras import has_extra
     from dream_assets.llm.client import configured_model_identity, endpoint_problem, resolve_backend_name
-    from dream_assets.orchestration.run_tags import UnknownPass, parse_forced
-    from dream_assets.passes.registry import PASSES
+    from dream_assets.passes.registry import PASSES, UnknownPass, parse_forced
 
     try:
         forced = parse_forced(",".join(args.force_passes or ()))
@@ -160,6 +159,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"forced this run (change gate and minimum interval ignored once): {', '.join(forced)}")
     from dream_assets.llm.progress import ProgressPrinter
 
+    if not has_extra("dagster"):  # the base install: the same passes in this process, without a run history
+        with ProgressPrinter(profile.model_progress_path):
+            return _run_in_process(args, profile, options, forced, identity)
+    from dream_assets.launch.cycle import run_cycle_in_dagster
+
     with ProgressPrinter(profile.model_progress_path):  # every model call as it runs
         run = run_cycle_in_dagster(
             profile, now=args.now, force=forced, force_reason=args.reason, log_level=_log_level(args)
@@ -189,7 +193,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     for freed in run.freed_runs:
         print(f"freed the pool slots of a dead run — {freed}")
-    where = "; open the Dagster UI (make dev) to see it" if run.persistent else ""
+    where = (
+        f"; the Dagster UI of the instance in {run.instance} shows it (make dev)"
+        if run.instance
+        else "; it was recorded in no Dagster instance (set DAGSTER_HOME, or run it where make dev keeps .dagster_home)"
+    )
     if run.ok:
         print(f"run {run.run_id} succeeded{where}")
         return 0
@@ -201,6 +209,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     problems += run.step_errors
     if not problems:
         problems = ["the Dagster run failed without a pass failure; see the run's logs (--verbose shows them)"]
+    print("cycle FAILED — " + "; ".join(problems))
+    return 1
+
+
+def _run_in_process(
+    args: argparse.Namespace, profile: AgentProfile, options: DreamOptions, forced: list[str], identity: str
+) -> int:
+    """`dream run` on an install without Dagster: the passes in this process (cycle.run_cycle), reported as the
+    Dagster path reports them; exit 1 when a pass failed."""
+    from dream_assets.cycle import run_cycle
+
+    print(
+        "Dagster is not installed: the cycle runs in this process (no run history, schedules or UI; "
+        "pip install 'dream-assets[dagster]' for them)"
+    )
+    reports = run_cycle(profile, options, _now(args), force=forced, force_reason=args.reason)
+    width = max(len(r.pass_name) for r in reports)
+    for r in reports:
+        summary = "why: see the last line" if r.status == "failed" else (r.summary or r.reason)
+        print(f"  {r.pass_name:<{width}}  {r.status:<9}  {summary}")
+    calls = sum(r.model_calls for r in reports)
+    print(f"model calls this cycle: {calls} ({identity})")
+    failed = {r.pass_name: r.reason or r.summary for r in reports if r.status == "failed"}
+    if not failed:
+        print("cycle succeeded")
+        return 0
+    problems = [f"{', '.join(names)} failed: {reason}" for reason, names in _said_once(failed).items()]
     print("cycle FAILED — " + "; ".join(problems))
     return 1
 
@@ -1073,11 +1108,12 @@ def _log_level(args: argparse.Namespace) -> str:
 
 def _refusals() -> tuple[type[BaseException], ...]:
     """Errors that leave everything as it was and say so in their message (exit 2)."""
+    from dream_assets.extras import MissingExtra
     from dream_assets.launch.agents import InstanceMissing
     from dream_assets.service import AgentMemoryError, StoreError
 
-    # a service error says why and names the field or id, and nothing was changed
-    return (MissingProfile, StoreError, AgentMemoryError, InstanceMissing)
+    # a service error says why and names the field or id, and nothing was changed; a missing extra names it
+    return (MissingProfile, StoreError, AgentMemoryError, InstanceMissing, MissingExtra)
 
 
 def _one_line(exc: BaseException) -> str:

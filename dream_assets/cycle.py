@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -26,6 +27,8 @@ def run_cycle(
     client_factory: Callable | None = None,
     only: Iterable[str] | None = None,
     cycle_id: str | None = None,
+    force: Iterable[str] = (),
+    force_reason: str | None = None,
 ) -> list[PassReport]:
     """Run the passes in the spec's order, in this process and without Dagster (``dream run`` runs the same passes
     through Dagster). ``profile``: the agent's folder or profile; ``options``: the agent's own options unless given
@@ -34,11 +37,13 @@ def run_cycle(
     refuses even between two passes. A pass that raises is reported as failed and the cycle goes on (spec: retention is
     best-effort; a model error means "retry next cycle", never "done"); see PassSpec.run. With a memory folder
     linked (``dream link``) and every pass run, the folder is read first and written back last (two more reports,
-    ``memory_folder_read`` and ``memory_folder_write``)."""
+    ``memory_folder_read`` and ``memory_folder_write``). ``force``: passes that ignore their change gate and
+    minimum-interval floor once (`dream run --force`), ``force_reason`` saying why."""
     profile = as_profile(profile)
     options = load_agent_options(profile) if options is None else options
     now = utc_or_now(now)
     wanted = set(only) if only is not None else None
+    forced, reason = set(force), (force_reason or "").strip() or "dream run --force"
     ctx = PassContext(
         profile,
         options,
@@ -55,7 +60,7 @@ def run_cycle(
         for spec in PASSES:
             if wanted is not None and spec.name not in wanted:
                 continue
-            reports.append(spec.run(ctx))
+            reports.append(spec.run(replace(ctx, force=reason, _store=ctx.store) if spec.name in forced else ctx))
         if folder:
             reports.append(write_back(profile, options, now, cycle_id=ctx.cycle_id))
     # The next process (a search from the shell, the next cycle) loads the recall index instead of rebuilding it.

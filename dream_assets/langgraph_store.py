@@ -77,8 +77,10 @@ try:
         SearchOp,
     )
     from langgraph.store.base.embed import get_text_at_path, tokenize_path
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("dream_assets.langgraph_store needs LangGraph: pip install 'dream_assets[langgraph]'") from exc
+except ImportError as exc:  # pragma: no cover - exercised only without the extra (test_install.py)
+    from dream_assets.extras import MissingExtra
+
+    raise MissingExtra("dream_assets.langgraph_store", "langgraph", "langgraph") from exc
 
 try:  # LangGraph releases that have it check the labels of operations passed to batch directly
     from langgraph.store.base import validate_op_namespace

@@ -5,10 +5,6 @@ history stays in the instance."""
 import os
 from pathlib import Path
 
-import dagster as dg
-
-from dream_assets.orchestration.partitions import AGENTS
-
 #: The instance the make targets use when DAGSTER_HOME is not set (relative to the working directory).
 DEFAULT_HOME = ".dagster_home"
 
@@ -31,8 +27,25 @@ def instance_home(env: dict[str, str] | None = None) -> Path:
     return home
 
 
+def project_instance(env: dict[str, str] | None = None) -> Path | None:
+    """The persistent instance a run started in a shell records into: DAGSTER_HOME, else the make targets'
+    ``.dagster_home`` in the working directory when it holds an instance (so `make dev`'s UI shows the run); None
+    when there is neither."""
+    try:
+        return instance_home(env)
+    except InstanceMissing:
+        return None
+
+
 def remove_agent_partition(agent_id: str, home: Path) -> bool:
     """Delete the agent's partition from the instance in ``home``; False when the instance did not have it."""
+    # imported here: this module's InstanceMissing is one of the CLI's refusals, which a base install without
+    # Dagster must still be able to name
+    from dream_assets.extras import require
+
+    dg = require("dagster", "dagster", "removing an agent from a Dagster instance")
+    from dream_assets.orchestration.partitions import AGENTS
+
     with dg.DagsterInstance.from_config(str(home)) as instance:
         if not instance.has_dynamic_partition(AGENTS, agent_id):
             return False

@@ -1,6 +1,5 @@
 """Running one dream cycle through Dagster from the command line (`dream run`)."""
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -8,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from dream_assets.definitions import build_definitions
+from dream_assets.launch.agents import project_instance
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.orchestration.reconcile import RECONCILED_TAG, report_from_pass_records
@@ -21,6 +21,7 @@ class CycleRun:
     run_id: str
     success: bool
     persistent: bool  # recorded in a DAGSTER_HOME instance the UI can show
+    instance: str | None = None  # the folder of that instance (None: an ephemeral one, gone with the process)
     summaries: dict[str, tuple[str, str]] = field(default_factory=dict)  # pass -> (status, summary)
     model_calls: int = 0  # calls that reached the model (answered + failed)
     failed_calls: int = 0  # of those: errors and unusable answers
@@ -51,8 +52,9 @@ def run_cycle_in_dagster(
     force_reason: str | None = None,
     log_level: str = "CRITICAL",
 ) -> CycleRun:
-    """Materialize the dream_cycle job for one agent in this process, on the DAGSTER_HOME instance when one is set
-    (so `make dev` shows the run) or an ephemeral one, then the memory audit over the snapshot the cycle wrote (its
+    """Materialize the dream_cycle job for one agent in this process, on the project's persistent instance when there
+    is one (DAGSTER_HOME, else ``.dagster_home`` in the working directory: `make dev` shows the run) or an ephemeral
+    one, then the memory audit over the snapshot the cycle wrote (its
     four checks are evaluated, as the daily audit schedule does). ``force``: passes that ignore their change gate
     and minimum-interval floor in this run (the ``dream/force`` run tag), ``force_reason`` saying why.
     ``log_level``: what Dagster's console logger prints (the run's events and failures' stack traces)."""
@@ -62,10 +64,11 @@ def run_cycle_in_dagster(
         tags[FORCE_REASON_TAG] = force_reason or "dream run --force"
     deployment = DreamDeployment(profile_root=str(profile.root.parent))
     defs = build_definitions(deployment=deployment)
-    home = os.environ.get("DAGSTER_HOME")
+    found = project_instance()
+    home = str(found.resolve()) if found is not None else None
     if home:
         Path(home).mkdir(parents=True, exist_ok=True)
-    instance = dg.DagsterInstance.get() if home else dg.DagsterInstance.ephemeral()
+    instance = dg.DagsterInstance.from_config(home) if home else dg.DagsterInstance.ephemeral()
     timeout_s = deployment.run_timeout_s()
     with instance, SlotWait(instance, timeout_s=timeout_s) as slots:
         if not instance.has_dynamic_partition(AGENTS, profile.agent_id):
@@ -76,7 +79,7 @@ def run_cycle_in_dagster(
         result = defs.resolve_job_def("dream_cycle").execute_in_process(
             instance=instance, partition_key=profile.agent_id, tags=tags, raise_on_error=False, run_config=run_config
         )
-        run = CycleRun(result.run_id, result.success, persistent=bool(home))
+        run = CycleRun(result.run_id, result.success, persistent=bool(home), instance=home)
         run.interrupted = slots.interrupted
         run.freed_runs = [f"{dead.run_id}: {dead.why}" for dead in slots.freed]
         for event in result.get_asset_materialization_events():

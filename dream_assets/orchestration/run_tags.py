@@ -2,7 +2,10 @@
 
 import dagster as dg
 
-from dream_assets.passes.registry import PASSES
+# parse_forced lives with the passes: `dream run --force` reads it on an install without Dagster
+from dream_assets.passes.registry import UnknownPass, parse_forced
+
+__all__ = ["FORCE_REASON_TAG", "FORCE_TAG", "USES_MODEL_TAG", "UnknownPass", "forced_reason", "parse_forced"]
 
 #: Run tag naming the passes (comma-separated) that ignore their change gate and minimum-interval floor in this run.
 FORCE_TAG = "dream/force"
@@ -11,21 +14,6 @@ FORCE_REASON_TAG = "dream/force_reason"
 #: Run tag on every run that may call the model: the fleet instance limits how many such runs are in progress at once
 #: (deploy/dagster-postgres.yaml), on top of the ``llm`` pool that limits the calls themselves.
 USES_MODEL_TAG = "dream/uses_model"
-
-
-class UnknownPass(ValueError):
-    pass
-
-
-def parse_forced(value: str | None) -> list[str]:
-    """The pass names of a ``dream/force`` value (commas or spaces between them); an unknown name is refused with the
-    list of passes."""
-    names = [n for n in (value or "").replace(",", " ").split() if n]
-    known = [p.name for p in PASSES]
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise UnknownPass(f"unknown pass(es) {', '.join(map(repr, unknown))} to force; passes: {', '.join(known)}")
-    return list(dict.fromkeys(names))
 
 
 def forced_reason(tags: dict[str, str], pass_name: str) -> str | None:

@@ -85,6 +85,21 @@ def contract_for(name: str) -> type[Contract]:
         raise ValueError(f"no response contract for pass {name!r}; known passes: {', '.join(MODEL_CALLS)}") from None
 
 
+class UnknownPass(ValueError):
+    pass
+
+
+def parse_forced(value: str | None) -> list[str]:
+    """The pass names of a ``dream/force`` value (commas or spaces between them); an unknown name is refused with the
+    list of passes."""
+    names = [n for n in (value or "").replace(",", " ").split() if n]
+    known = [p.name for p in PASSES]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UnknownPass(f"unknown pass(es) {', '.join(map(repr, unknown))} to force; passes: {', '.join(known)}")
+    return list(dict.fromkeys(names))
+
+
 class PassRunning(RuntimeError):
     """A pass of the agent is running (a cycle is in progress), so what needs the agent's passes still waits."""
 

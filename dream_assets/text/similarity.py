@@ -228,9 +228,13 @@ def cluster_pairs(
 
 
 def tfidf_matrix(texts: Sequence[str]) -> sp.csr_matrix:
-    """L2-normalised smooth-idf TF-IDF rows over content tokens. Raises ValueError on an empty vocabulary."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    """L2-normalised smooth-idf TF-IDF rows over content tokens. Raises ValueError on an empty vocabulary, and
+    MissingExtra when scikit-learn is not installed (the ``tfidf`` extra; the default overlap measure needs none)."""
+    from dream_assets.extras import require
 
+    TfidfVectorizer = require(  # noqa: N806 - the class, imported only when this measure is used
+        "sklearn.feature_extraction.text", "tfidf", "the TF-IDF measure (LexicalSimilarityMeasure=tfidf)"
+    ).TfidfVectorizer
     vectorizer = TfidfVectorizer(
         tokenizer=content_token_list,
         lowercase=False,
