@@ -119,3 +119,62 @@ def test_the_openai_agents_sdk_example_lists_and_calls_the_tools(tmp_path: Path)
     listed, saved = done.stdout.strip().splitlines()[-2:]
     assert sorted(ast.literal_eval(listed)) == sorted(TOOL_NAMES)  # the list the example prints
     assert "'outcome': 'created'" in saved
+
+
+#: Feeds standard input to the interactive interpreter line by line, as a paste into `python` does (a blank line ends
+#: an indented block; a statement right after one is a SyntaxError there, though fine in a file); exit 1 on any error.
+REPL = """
+import code, sys
+
+failed = []
+
+
+class Paste(code.InteractiveConsole):
+    def showsyntaxerror(self, filename=None, **kwargs):
+        failed.append("SyntaxError")
+        super().showsyntaxerror(filename, **kwargs)
+
+    def showtraceback(self):
+        failed.append("error")
+        super().showtraceback()
+
+
+console = Paste()
+for line in sys.stdin.read().splitlines():
+    console.push(line)
+console.push("")
+sys.exit(1 if failed else 0)
+"""
+
+
+def _python_blocks() -> list[str]:
+    return _blocks("python")
+
+
+@pytest.mark.parametrize("index", range(len(_python_blocks())), ids=lambda i: f"python-block-{i + 1}")
+def test_every_python_block_runs_pasted_into_the_interpreter(index: int, tmp_path: Path) -> None:
+    code = _localised(_python_blocks()[index], tmp_path / "data")
+    if PLACEHOLDER in _python_blocks()[index]:
+        _init(tmp_path / "data/agents/my-agent")  # the MCP examples' step before (dream init)
+    done = subprocess.run(
+        [sys.executable, "-c", REPL],
+        input=code,
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr[-3000:]
+
+
+def test_the_langgraph_example_runs_as_a_file(tmp_path: Path) -> None:
+    (code,) = [block for block in _python_blocks() if "LangGraphMemoryStore" in block]
+    (tmp_path / "example.py").write_text(code)
+    done = subprocess.run(
+        [sys.executable, "example.py"], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "The user lives in Lisbon."
+    assert (tmp_path / "data/agents/my-agent/store.duckdb").exists()
