@@ -178,3 +178,27 @@ def test_the_langgraph_example_runs_as_a_file(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "The user lives in Lisbon."
     assert (tmp_path / "data/agents/my-agent/store.duckdb").exists()
+
+
+def test_the_memory_folder_commands_run_as_written(tmp_path: Path) -> None:
+    """The "Memory folders" block, line by line, with Claude Code's folder of the project a temporary one."""
+    section = README[README.index("## Memory folders") :]
+    (block,) = re.findall(r"^```text\n(.*?)^```", section, flags=re.MULTILINE | re.DOTALL)[:1]
+    claude = tmp_path / "claude-memory"
+    claude.mkdir()
+    (claude / "deploys.md").write_text(
+        "---\nname: deploys\ntype: project\n---\n\n# Deploys\n\n- Deploys are on Tuesdays.\n"
+    )
+    for line in block.strip().splitlines():
+        words = shlex.split(line.replace("~/.claude/projects/<project>/memory", str(claude)), comments=True)
+        assert words[0] == "dream", line
+        done = subprocess.run(
+            [sys.executable, "-m", "dream_assets.cli", *words[1:]],
+            cwd=tmp_path,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
+    assert (tmp_path / "me.jsonl").exists() and (tmp_path / "data/agents/new/store.duckdb").exists()
