@@ -44,13 +44,15 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" -n 2
 
-## Open the Dagster UI (webserver + daemon) on $(HOST):$(PORT) with the persistent instance. `exec` makes
-## `dagster dev` make's own child, so the SIGTERM make forwards (and Ctrl-C) reach it and it stops its services;
-## launch.interruptible restores SIGINT's default first (a background job inherits it ignored, and `dagster dev`
-## then ignores SIGTERM as well).
+## Open the Dagster UI (webserver + daemon) on $(HOST):$(PORT) with the persistent instance, after saying which agents
+## it dreams for (those `dream init` set up, or DREAM_AGENTS names: dream_assets/enrolment.py) and when the first cycle
+## fires. `exec` makes `dagster dev` make's own child, so the SIGTERM make forwards (and Ctrl-C) reach it and it stops
+## its services; launch.interruptible restores SIGINT's default first (a background job inherits it ignored, and
+## `dagster dev` then ignores SIGTERM as well).
 dev: export DREAM__ProfileRoot = $(PROFILE_ROOT)
 dev: $(STAMP) $(INSTANCE)
 	$(BIN)/dream init --profile $(PROFILE) --demo --if-missing
+	$(BIN)/python -m dream_assets.enrolment
 	exec $(BIN)/python -m dream_assets.launch.interruptible $(BIN)/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
 
 ## The agent's counts and pass ledger.

@@ -87,9 +87,13 @@ def cmd_init(args: argparse.Namespace) -> int:
     profile = _profile(args, must_exist=False)
     if args.if_missing and args.demo and not holds_profile(profile.root):
         _refuse_demo_elsewhere(args)
+    from dream_assets.enrolment import enrol
+
     if profile.store_path.exists():
         if args.if_missing:
-            print(f"profile {profile.root} already exists; leaving it as it is")
+            # a profile from before dream-agent.json: set up for dreaming now, its data left as it is
+            note = " (now set up for dreaming)" if enrol(profile, _now(args)) else ""
+            print(f"profile {profile.root} already exists; leaving it as it is{note}")
             return 0
         if not args.force:
             print(
@@ -101,7 +105,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         shutil.move(str(profile.root), aside)
         print(f"moved the old profile to {aside}")
     if not args.demo:
-        profile.ensure()
+        enrol(profile.ensure(), _now(args))
         print(f"created an empty profile at {profile.root}")
         return 0
     summary = build_demo_profile(profile, _now(args), options=_options(profile), n_memories=args.memories)

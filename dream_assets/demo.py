@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from dream_assets.enrolment import enrol
 from dream_assets.model import MemoryEntry, Skill, utc
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -132,6 +133,7 @@ def build_demo_profile(
     if with_logs:
         sessions = _logs(profile, rng, now, [s.name for s in skills])
     archived = sum(1 for e in entries if e.archived_at is not None)
+    enrol(profile, now, by="the demo")  # the demo agent is one make dev dreams for
     return DemoSummary(memories=len(entries), archived=archived, skills=len(skills), sessions=sessions)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from dream_assets.cycle import run_cycle as run_cycle_directly
 from dream_assets.definitions import build_definitions
+from dream_assets.enrolment import enrol
 from dream_assets.folders import READ_STEP
 from dream_assets.gates import GATED_PASSES, gate_status
 from dream_assets.llm.base import ModelCallError
@@ -206,8 +207,10 @@ def test_in_dagster_the_passes_of_one_run_share_the_dead_endpoint_verdict(root, 
 
 # ---------------------------------------------------------------- one bad agent never stops the others
 def _agent(root, name: str) -> AgentProfile:
-    """An agent with a store and one event in each log a gated pass needs, so every gate sensor requests it."""
+    """An agent set up for dreaming (as `dream init` does), with a store and one event in each log a gated pass
+    needs, so every gate sensor requests it."""
     profile = AgentProfile(root / name).ensure()
+    enrol(profile, NOW)
     open_store(profile).close()
     when = NOW - timedelta(hours=1)
     append_event(profile, "skill-usage", SkillUsageEvent(when, "s1", "mcp/email"))

@@ -117,6 +117,7 @@ LIBRARY_LAYERS = {
     "dream_assets.changes_model": 0,  # the typed change row, written by the store and built by everyone who changes
     "dream_assets.cycle_ids": 0,  # the one cycle-id scheme: the store, the passes, the agent's calls, the CLI
     "dream_assets.directives": 0,  # package data
+    "dream_assets.extras": 0,  # which optional packages the install has: asked by any layer that needs one
     "dream_assets.text": 1,
     "dream_assets.store": 2,
     "dream_assets.llm": 3,

@@ -20,6 +20,7 @@ import dagster as dg
 
 from dream_assets.defs.passes import dream_cycle
 from dream_assets.defs.review import REVIEW_ASSET
+from dream_assets.enrolment import left_out_note
 from dream_assets.gates import (
     GATED_PASSES,
     disabled_by,
@@ -220,11 +221,13 @@ def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, lis
         name="agent_discovery_sensor",
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Registers every agent profile folder under the profile root as a partition of 'agents'.",
+        description="Registers every agent set up for dreaming under the profile root (by `dream init`, or named in "
+        "DREAM_AGENTS) as a partition of 'agents'; a folder of agent data made otherwise is left alone.",
     )
     def agent_discovery_sensor(context: dg.SensorEvaluationContext, deployment: DreamDeployment):
         known = set(_agents(context))
-        found, problems = deployment.discover_agents()
+        plan = deployment.dream_plan()
+        found, problems = plan.agents, list(plan.problems)
         problems += [
             f"agent {a}: its profile folder {deployment.root() / a} is missing; its runs are skipped "
             f"({removal_hint(deployment.root() / a)})"
@@ -239,6 +242,7 @@ def build_automation(dream_cycle: Any, options: DreamOptions) -> tuple[list, lis
                 skip_reason=dg.SkipReason(
                     f"no new agent profiles under {deployment.root()} ({len(known)} known)"
                     + (f"; {'; '.join(problems)}" if problems else "")
+                    + (f"; {left_out_note(plan)}" if plan.left_out else "")
                 )
             )
         return dg.SensorResult(dynamic_partitions_requests=[agents_partitions.build_add_request(new)])

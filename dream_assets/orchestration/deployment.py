@@ -9,6 +9,7 @@ from typing import Any
 import dagster as dg
 from pydantic import PrivateAttr
 
+from dream_assets.enrolment import DreamPlan, dream_plan
 from dream_assets.model import parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile, discover_profiles, holds_profile, validate_agent_id
@@ -143,26 +144,14 @@ class DreamDeployment(dg.ConfigurableResource):
         return [p.agent_id for p in discover_profiles(self.root())]
 
     def discover_agents(self) -> tuple[list[str], list[str]]:
-        """The agent ids of the profile folders under the root, and the folders skipped, each with the reason: a name
-        that is not a valid agent id, or a folder that cannot be examined. One bad folder never hides the others."""
-        root = self.root()
-        if not root.is_dir():
-            return [], []
-        found: list[str] = []
-        problems: list[str] = []
-        for child in sorted(root.iterdir()):
-            try:
-                if not holds_profile(child):
-                    continue
-                validate_agent_id(child.name)
-            except ValueError as exc:
-                problems.append(f"folder {child} skipped — {exc}")
-                continue
-            except OSError as exc:
-                problems.append(f"folder {child} skipped — it cannot be examined: {exc}")
-                continue
-            found.append(child.name)
-        return found, problems
+        """The agent ids dreamed for under the root (set up by `dream init` or named in DREAM_AGENTS:
+        dream_assets/enrolment.py), and the folders skipped, each with the reason: a name that is not a valid agent
+        id, or a folder that cannot be examined. One bad folder never hides the others."""
+        plan = self.dream_plan()
+        return plan.agents, plan.problems
+
+    def dream_plan(self) -> DreamPlan:
+        return dream_plan(self.root())
 
 
 def removal_hint(folder: Path) -> str:
