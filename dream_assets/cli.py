@@ -177,6 +177,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         status, summary = run.summaries.get(spec.name, ("not run", ""))
         # a failure's reason is said once, on the last line
         print(f"  {spec.name:<{width}}  {status:<9}  {'why: see the last line' if status == 'failed' else summary}")
+    for what, said in (("read", run.folder_read), ("write-back", run.folder_written)):
+        if said:
+            print(f"memory folder {what}: {said}")
     passed = [name for name, found in run.checks.items() if found is None]
     if passed:
         print(f"memory audit: {len(passed)} of {len(run.checks)} checks passed ({', '.join(passed)})")

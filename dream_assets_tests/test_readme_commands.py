@@ -49,6 +49,10 @@ EXCLUDED = {
     "command and checks its numbers (about 90 s)",
     ".venv/bin/python benchmarks/fleet.py --quick": "dream_assets_tests/test_fleet_benchmark.py runs exactly this "
     "command and checks its numbers (one to two minutes)",
+    "pip install .": "would change the environment the tests run in; dream_assets_tests/test_install.py builds this "
+    "wheel and installs it with its base dependencies into a fresh environment",
+    "pip install '.[all]'": "would change the environment the tests run in; benchmarks/install.py installs it into a "
+    "fresh environment (install.full_mb)",
 }
 
 #: What the README points at a real model endpoint; the test server on 127.0.0.1 takes its place.

@@ -42,3 +42,20 @@ def test_dream_run_without_an_instance_says_it_was_recorded_nowhere(tmp_path, ca
     assert main(["run", "--profile", profile, "--now", NOW]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert "recorded in no Dagster instance (set DAGSTER_HOME" in last
+
+
+@pytest.mark.slow  # a cycle through Dagster
+def test_dream_run_says_what_it_read_from_and_wrote_to_a_linked_folder(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "memory"
+    folder.mkdir()
+    (folder / "deploys.md").write_text("---\nname: deploys\ntype: project\n---\n\n- Deploys are on Tuesdays.\n")
+    profile = str(tmp_path / "agents" / "alice")
+    assert main(["init", "--profile", profile]) == 0
+    assert main(["link", "--profile", profile, "--folder", str(folder), "--format", "claude-code"]) == 0
+    capsys.readouterr()
+    assert main(["run", "--profile", profile, "--now", NOW]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"memory folder read: completed: read 1 file(s) of {folder}: 1 new note(s), 0 removed by a person" in lines
+    assert f"memory folder write-back: completed: wrote 0 file(s) of {folder}" in lines

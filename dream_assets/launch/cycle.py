@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from dream_assets.definitions import build_definitions
+from dream_assets.folders import READ_STEP
 from dream_assets.launch.agents import project_instance
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
@@ -33,6 +34,9 @@ class CycleRun:
     interrupted: bool = False  # stopped by SIGTERM/SIGINT (while a step waited for a pool slot, or in a step)
     freed_runs: list[str] = field(default_factory=list)  # dead runs whose pool slots this run freed, with why
     from_pass_records: list[str] = field(default_factory=list)  # passes Dagster did not record: read from their record
+    #: The linked memory folder: what the cycle read from it and wrote back ("status: summary"); None without one.
+    folder_read: str | None = None
+    folder_written: str | None = None
 
     @property
     def answered_calls(self) -> int:
@@ -85,9 +89,13 @@ def run_cycle_in_dagster(
         for event in result.get_asset_materialization_events():
             mat = event.event_specific_data.materialization  # type: ignore[union-attr]
             meta = mat.metadata if mat is not None else {}
+            if "memory_folder" in meta and not str(meta["memory_folder"].value).startswith("skipped"):
+                run.folder_written = str(meta["memory_folder"].value)  # the write-back, in the cycle's snapshot step
             if "status" not in meta:
                 continue
             name = mat.asset_key.to_user_string()
+            if name == READ_STEP and str(meta["status"].value) != "skipped":
+                run.folder_read = f"{meta['status'].value}: {meta['summary'].value}"
             status = str(meta["status"].value)
             run.summaries[name] = (status, str(meta["summary"].value))
             if status == "failed":
