@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -148,6 +149,20 @@ CORRECTION_TAG = "correction"
 SIGNAL_CATEGORIES = ("feedback", "capability-claims")
 #: Tags that make an entry a signal wherever it is filed.
 SIGNAL_TAGS = frozenset({"feedback", "capability-claim", CORRECTION_TAG, USER_CORRECTION_TAG})
+
+
+def folder_place(record: Mapping[str, Any] | None) -> str:
+    """Where a memory read from a linked memory folder lives, as a person finds it: ``file › Heading / Sub``
+    (the ``folder.file`` and ``folder.heading`` metadata the folder read writes); '' for any other memory."""
+    metadata = (record or {}).get("metadata") or {}
+    file = metadata.get("folder.file") if isinstance(metadata, Mapping) else None
+    if not file:
+        return ""
+    try:
+        heading = [str(h) for h in json.loads(metadata.get("folder.heading") or "[]")]
+    except (TypeError, ValueError):
+        heading = []
+    return f"{file} › {' / '.join(heading)}" if heading else str(file)
 
 
 def in_category(category: str, root: str) -> bool:

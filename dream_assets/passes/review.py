@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
-from dream_assets.model import MemoryEntry, Skill, iso, new_id, parse_ts, utc
+from dream_assets.model import MemoryEntry, Skill, folder_place, iso, new_id, parse_ts, utc
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
@@ -821,12 +821,16 @@ def describe(c: PendingChange) -> list[str]:
         return lines
     for t in c.targets:
         before, after = _text(t.before), _text(t.after)
+        place = folder_place(t.before) or folder_place(t.after)
+        name = f"{t.type} {t.id}" + (f" ({place})" if place else "")  # a linked folder's note: its file and heading
         if before == after:
-            lines.append(f"  {t.type} {t.id}: text unchanged")
+            lines.append(f"  {name}: text unchanged")
             continue
-        lines.append(f"  {t.type} {t.id}:")
-        lines.append(f"    - {before}")
-        lines.append(f"    + {after}")
+        lines.append(f"  {name}:")
+        for mark, text in (("-", before), ("+", after)):
+            first, *rest = text.split("\n")
+            lines.append(f"    {mark} {first}")
+            lines.extend(f"      {line}" for line in rest)  # a multi-line text stays indented under its marker
     return lines
 
 
