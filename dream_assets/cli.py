@@ -370,7 +370,8 @@ def _print_undo(report) -> int:
     decayed = report.done("importance put back")
     for p in report.put_back:
         if p.kind != "importance put back":
-            print(f"{p.kind} {p.target}: {p.detail}" if p.detail else f"put back {p.target}")
+            target = f"{p.target} ({p.place})" if p.place else p.target  # a folder note: its file and heading
+            print(f"{p.kind} {target}: {p.detail}" if p.detail else f"put back {target}")
     if decayed:  # one line: a decay touches most of the corpus
         print(
             f"importance put back on {len(decayed)} entr{'y' if len(decayed) == 1 else 'ies'} decayed by the cycle "

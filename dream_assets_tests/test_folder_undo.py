@@ -271,3 +271,16 @@ def test_undo_of_the_one_change_a_forget_made_puts_its_file_back(profile, tmp_pa
     assert f"put back {folder / 'reference_dashboards.md'}" in capsys.readouterr().out
     assert _outside_archive(folder) == before
     assert plan_write_back(profile, now=NOW).changes == []
+
+
+def test_undo_names_a_folder_memory_by_its_file_and_heading(profile, tmp_path, capsys):
+    """What `dream undo` put back is named as a person finds it in the folder, not only by its hex id."""
+    _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    dash = _by_text(profile, "Grafana")
+    agent_memory.forget(profile, dash.id, reason="board retired", now=NOW)
+    change = open_store(profile).changes.for_target("memory", dash.id)[-1].change_id
+    capsys.readouterr()
+    assert main(["undo", "--profile", str(profile.root), "--change", change]) == 0
+    named = [line for line in capsys.readouterr().out.splitlines() if f"memory {dash.id}" in line]
+    assert named and all(f"memory {dash.id} (reference_dashboards.md" in line for line in named), named

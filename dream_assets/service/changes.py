@@ -27,7 +27,7 @@ from dream_assets.agent_memory import (
     StoreUnavailable,
 )
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow
-from dream_assets.model import iso
+from dream_assets.model import folder_place, iso
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.service._common import Op, begin, check_id
@@ -56,6 +56,7 @@ class PutBack(BaseModel):
         "retired, unpurged or importance put back"
     )
     detail: str
+    place: str = Field("", description="a note of the linked memory folder: its file and heading, else ''")
 
 
 class UndoReport(BaseModel):
@@ -226,6 +227,10 @@ def _undo(
     except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
         raise StoreUnavailable(str(exc)) from exc
     report = _report(result, cycle_id, change_id, pass_name, force, stale, files, where)
+    for put in report.put_back:  # a folder note is named by its file and heading, not only its id
+        kind, _, entry_id = put.target.partition(" ")
+        entry = store.memories.get(entry_id) if kind == "memory" else None
+        put.place = folder_place(entry.to_dict()) if entry is not None else ""
     if cycle_id is not None and report.put_back:
         try:
             report.review_marks, keys = store.changes.review_marks(cycle_id)
