@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_assets.file_safety import atomic_write
-from dream_assets.model import iso
+from dream_assets.model import folder_place, iso
 from dream_assets.passes.outcome import changes_of, load_outcomes, recorded_at
 from dream_assets.passes.report import Change
 from dream_assets.passes.review import PENDING, decisions
@@ -55,6 +55,8 @@ class CycleReport:
     held: list[Any] = field(default_factory=list)
     #: Lines said under the title: e.g. how a run that failed after its passes applied was reconciled with them.
     notes: list[str] = field(default_factory=list)
+    #: A changed memory read from the linked memory folder -> its file and heading (model.folder_place).
+    places: dict[str, str] = field(default_factory=dict)
 
     # --- what a person reads ---------------------------------------------------------------------------------------
     @property
@@ -125,7 +127,8 @@ class CycleReport:
             lines += [f"## {title} ({len(rows)})", ""]
             for pass_name, c in rows[:SECTION_LIMIT]:
                 detail = f": {_inline(c.detail)}" if c.detail else ""
-                lines.append(f"- {pass_name} {c.kind} `{_inline(c.target)}`{detail}")
+                place = f" ({_inline(self.places[c.target])})" if c.target in self.places else ""
+                lines.append(f"- {pass_name} {c.kind} `{_inline(c.target)}`{place}{detail}")
             if len(rows) > SECTION_LIMIT:
                 lines.append(f"- … {len(rows) - SECTION_LIMIT} more (see the pass's `changes` in Dagster)")
             lines.append("")
@@ -223,7 +226,7 @@ def build_cycle_report(
     records = load_outcomes(profile, list(pass_names))
     passes = [records[n] for n in pass_names if n in records and records[n].get("cycle_id") == cycle_id]
     times = [t for p in passes if (t := recorded_at(p)) is not None]
-    return CycleReport(
+    report = CycleReport(
         agent=profile.agent_id,
         cycle_id=cycle_id,
         profile_arg=profile_arg or str(profile.root),
@@ -233,6 +236,12 @@ def build_cycle_report(
         held=decisions(store, status=None, cycle_id=cycle_id),
         notes=list(notes),
     )
+    shown = {c.target for rows in report.sections().values() for _, c in rows[:SECTION_LIMIT]}
+    for target in sorted(shown):  # the changes the report lists, each looked up once
+        entry = store.memories.get(target) if target and " " not in target else None
+        if entry is not None and (place := folder_place(entry.to_dict())):
+            report.places[target] = place
+    return report
 
 
 def write_cycle_report(profile: AgentProfile, report: CycleReport, *, keep: int = REPORTS_KEEP) -> Path:

@@ -284,3 +284,17 @@ def test_undo_names_a_folder_memory_by_its_file_and_heading(profile, tmp_path, c
     assert main(["undo", "--profile", str(profile.root), "--change", change]) == 0
     named = [line for line in capsys.readouterr().out.splitlines() if f"memory {dash.id}" in line]
     assert named and all(f"memory {dash.id} (reference_dashboards.md" in line for line in named), named
+
+
+def test_the_cycle_report_names_the_folder_notes_a_merge_changed_by_file_and_heading(profile, tmp_path):
+    from dream_assets.cycle_report import build_cycle_report
+    from dream_assets.passes.registry import PASSES
+    from dream_assets_tests.test_folders import _scripted_cycle
+
+    _linked(profile, tmp_path, "claude-code")
+    read_folder(profile, now=NOW)
+    _scripted_cycle(profile, _merge_release_notes, cycle_id="merge-cycle")
+    report = build_cycle_report(profile, open_store(profile), "merge-cycle", [p.name for p in PASSES])
+    merged = [line for line in report.markdown().splitlines() if line.startswith("- memory_consolidation ")]
+    archived = [line for line in merged if " archived " in line]
+    assert len(archived) == 2 and all("(project_release.md › Release freeze)" in line for line in archived), merged
