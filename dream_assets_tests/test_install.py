@@ -6,6 +6,7 @@ in the process; what needs an extra it lacks says which one to install."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import zipfile
 from pathlib import Path
@@ -16,7 +17,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from dream_assets_tests.mcp_harness import clean_env as _clean_env
-from dream_assets_tests.wheel_env import build_wheel, fresh_env
+from dream_assets_tests.wheel_env import ROOT, build_wheel, fresh_env, size_mb
 
 pytestmark = pytest.mark.slow  # a wheel build and a fresh environment (about a minute with pip's cache warm)
 
@@ -155,3 +156,12 @@ def test_without_a_compiler_the_wheel_builds_and_recall_says_it_uses_numpy(base:
     )
     assert status.returncode == 0, status.stderr
     assert "numpy BM25 index: the compiled kernel is not built" in status.stdout
+
+
+def test_the_readme_states_the_size_of_the_base_install(base: Path) -> None:
+    """benchmarks/install.py measured the figure; it stays true within 15% (dependencies move between releases)."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    sizes = re.search(r"the base install ([\d,]+) MB, with `\[all\]` ([\d,]+) MB", readme)
+    assert sizes, "README.md states the sizes of the base install and of [all]"
+    stated = float(sizes.group(1).replace(",", ""))
+    assert abs(size_mb(base.parent) - stated) <= 0.15 * stated, (size_mb(base.parent), stated)
