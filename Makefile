@@ -20,6 +20,8 @@ INSTANCE := $(DAGSTER_HOME)/dagster.yaml
 
 .PHONY: run test test-fast dev status backfill bench lint clean setup
 
+# Every extra a user runs and the tests' tools; not `tokens`: tiktoken fetches its encodings from the network on first
+# use, which a machine without one cannot (an estimate counts instead: README, "Tokens are counted").
 $(STAMP): pyproject.toml setup.py dream_assets/text/_bm25kernel.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
