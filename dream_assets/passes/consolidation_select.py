@@ -137,6 +137,16 @@ def _settled_until(members: Sequence[MemoryEntry], cooldown: timedelta) -> datet
     return None if latest is None else latest + cooldown_for(declined, cooldown)
 
 
+def kept_apart_by_a_person(members: Sequence[MemoryEntry], now: datetime, cooldown: timedelta) -> bool:
+    """The members carry one left-apart set a person stamped (a merge of theirs rejected in review, or undone) and
+    its cooldown has not passed: they stay apart even where their words are the same (the exact-duplicate fold)."""
+    sets = {m.metadata.get(CLUSTER_SET_KEY) for m in members}
+    if len(sets) != 1 or not next(iter(sets)) or any(m.metadata.get(RULES_KEY) != PERSON_RULES for m in members):
+        return False
+    until = _settled_until(members, cooldown)
+    return until is not None and now < until
+
+
 def review_hash(entry: MemoryEntry) -> str:
     """The review fingerprint of an entry as it is now: content, category, tags, reinforcement and last-seen time.
 

@@ -95,6 +95,7 @@ from dream_assets.passes.consolidation_select import (
     Selection,
     cooldown_for,
     is_reviewed,
+    kept_apart_by_a_person,
     left_apart_stamps,
     review_hash,
     reviewed_in_stamp,
@@ -612,6 +613,8 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
         for other in members[1:]:
             if not _same_moment(keeper.subject_time, other.subject_time):
                 continue  # the same words about another moment
+            if kept_apart_by_a_person((keeper, other), ctx.now, ctx.options.ConsolidationSettledCooldown):
+                continue  # a person undid or rejected their merge: the same words, kept as two entries
             if (
                 decide_dedup(
                     keeper.content,

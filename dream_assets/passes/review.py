@@ -766,6 +766,23 @@ def merge_sources(c: PendingChange) -> list[str]:
 def _stamp_left_apart(store: DreamStore, c: PendingChange, reason: str, now: datetime) -> None:
     """A rejected merge is remembered like a cluster the model left apart: its live sources carry the cluster's set
     id, when it was left apart and how often, so it is not offered again before the cooldown."""
+    leave_apart(
+        store,
+        merge_sources(c),
+        cycle_id=c.cycle_id,
+        actor=Actor.REVIEW,
+        reason=f"merge rejected in review ({reason or 'no reason given'}): left apart",
+        now=now,
+    )
+
+
+def leave_apart(
+    store: DreamStore, ids: Sequence[str], *, cycle_id: str, actor: Actor, reason: str, now: datetime
+) -> list[str]:
+    """A person's decision that these memories stay apart (a merge rejected in review, or undone): the live ones
+    carry the set's left-apart stamps with the person's rules stamp, so no change of rules re-offers them before the
+    cooldown, each stamp recorded as a review-stamp row of ``cycle_id``. Returns the ids stamped (none when fewer
+    than two are live)."""
     from dream_assets.passes.consolidation_select import (
         PERSON_RULES,
         REVIEWED_KEY,
@@ -774,30 +791,32 @@ def _stamp_left_apart(store: DreamStore, c: PendingChange, reason: str, now: dat
         review_hash,
     )
 
-    sources = [e for e in store.memories.get_many(merge_sources(c)).values() if not e.is_archived]
+    sources = [e for e in store.memories.get_many(ids).values() if not e.is_archived]
     if len(sources) < 2:
-        return
+        return []
     updates = left_apart_stamps(sources, now)
     for e in sources:  # shown and left as they are: reviewed, as the pass stamps what it leaves
         updates[e.id][REVIEWED_KEY] = review_hash(e)
         updates[e.id][RULES_KEY] = PERSON_RULES  # a person's decision: no change of rules re-offers it
-    store.memories.set_metadata(updates)
-    store.changes.record_many(
-        [
-            ChangeRow(
-                cycle_id=c.cycle_id,
-                actor=Actor.REVIEW,
-                kind=STAMP_KIND,
-                target_type="memory",
-                target_id=e.id,
-                before=e,
-                after=e.with_(metadata={**e.metadata, **updates[e.id]}),
-                reason=f"merge rejected in review ({reason or 'no reason given'}): left apart",
-            )
-            for e in sources
-        ],
-        now=now,
-    )
+    with store.transaction():
+        store.memories.set_metadata(updates)
+        store.changes.record_many(
+            [
+                ChangeRow(
+                    cycle_id=cycle_id,
+                    actor=actor,
+                    kind=STAMP_KIND,
+                    target_type="memory",
+                    target_id=e.id,
+                    before=e,
+                    after=e.with_(metadata={**e.metadata, **updates[e.id]}),
+                    reason=reason,
+                )
+                for e in sources
+            ],
+            now=now,
+        )
+    return [e.id for e in sources]
 
 
 # --------------------------------------------------------------------------------------------------- showing
