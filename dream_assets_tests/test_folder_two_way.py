@@ -57,7 +57,9 @@ def test_a_memory_saved_through_the_agent_reaches_a_claude_code_folder_as_a_topi
 
 
 def test_memories_saved_before_the_folder_was_linked_stay_out_of_it(profile, tmp_path):
-    service.save(profile, "An old fact kept before any folder was linked.", category="process", now=LINKED - timedelta(days=3))
+    service.save(
+        profile, "An old fact kept before any folder was linked.", category="process", now=LINKED - timedelta(days=3)
+    )
     folder = _linked(profile, tmp_path, "claude-code")
     before = _texts(folder)
     assert write_back(profile, now=LATER).status == "completed"
