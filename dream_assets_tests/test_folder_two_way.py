@@ -160,3 +160,17 @@ def test_a_search_while_the_folder_is_being_written_back_answers_from_the_store(
         hits = service.search(profile, "Helix editor quick edits", now=NOW).hits
     assert not any("Helix" in h.content for h in hits)
     assert any("Helix" in h.content for h in service.search(profile, "Helix editor quick edits", now=NOW).hits)
+
+
+def test_a_langgraph_agent_finds_a_note_a_person_just_added_to_the_linked_folder(profile, tmp_path):
+    from dream_assets.langgraph_store import LangGraphMemoryStore
+
+    folder = _linked(profile, tmp_path, "claude-code")
+    topic = folder / "user_role.md"
+    topic.write_text(topic.read_text(encoding="utf-8") + "\n- Prefers Helix over Vim for quick edits.\n")
+    store = LangGraphMemoryStore(profile, clock=lambda: NOW)
+    try:
+        items = store.search(("claude-code",), query="Helix editor quick edits")
+    finally:
+        store.close()
+    assert any("Helix" in str(item.value) for item in items)

@@ -97,7 +97,7 @@ from dream_assets.service.changes import (
     undo,
     undo_own,
 )
-from dream_assets.service.folders import refresh as _refresh_folder
+from dream_assets.service.folders import refresh as refresh_folder
 from dream_assets.service.operator import (
     FileImport,
     LogImport,
@@ -121,6 +121,7 @@ from dream_assets.service.status import status
 from dream_assets.store.connection import StoreError
 
 __all__ = [
+    "refresh_folder",
     "AGENT_PASS",
     "FEEDBACK_KINDS",
     "FORGET_PASS",
@@ -224,7 +225,7 @@ def _with_folder_read(op):  # type: ignore[no-untyped-def]
     @functools.wraps(op)
     def call(profile, *args, **kwargs):  # type: ignore[no-untyped-def]
         if isinstance(profile, str | Path | AgentProfile):
-            _refresh_folder(profile, kwargs.get("options"), kwargs.get("now"))
+            refresh_folder(profile, kwargs.get("options"), kwargs.get("now"))
         return op(profile, *args, **kwargs)
 
     return call
