@@ -206,7 +206,7 @@ def test_a_pass_that_raises_is_reported_failed_and_the_cycle_goes_on(profile, st
 
 # ------------------------------------------------------------------ decay counts from the last content write
 def test_a_dream_rewrite_delays_decay_to_the_merge_but_does_not_shield_the_entry(profile, store):
-    from dream_assets.passes.consolidation_merge import build_merged_entry
+    from dream_assets.passes.memory_consolidation.merge import build_merged_entry
 
     merged_at = NOW - timedelta(days=10)
     sources = [

@@ -766,7 +766,7 @@ def merge_sources(c: PendingChange) -> list[str]:
 def _stamp_left_apart(store: DreamStore, c: PendingChange, reason: str, now: datetime) -> None:
     """A rejected merge is remembered like a cluster the model left apart: its live sources carry the cluster's set
     id, when it was left apart and how often, so it is not offered again before the cooldown."""
-    from dream_assets.passes.consolidation_select import (
+    from dream_assets.passes.memory_consolidation.select import (
         PERSON_RULES,
         REVIEWED_KEY,
         RULES_KEY,
