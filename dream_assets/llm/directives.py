@@ -3,8 +3,8 @@
 Spec, "Directive files": each pass has a directive file on the agent data volume; when it does not exist
 the built-in one is used. A custom file replaces the built-in prompt entirely — a complete replacement,
 not a diff. The file name comes from the option the pass's model call names (``ModelCall.directive_option``:
-``DirectivePath`` = ``dream.md`` ...), the call the pass hands in; merge repair has only a built-in directive
-(``merge-repair.md``).
+``DirectivePath`` = ``dream.md`` ...), the call the pass hands in; a call without such an option
+(``directive_option`` None) has only its built-in directive.
 
 Built-in directives are the files of the project's top-level ``directives/`` folder, installed as the package
 ``dream_assets.directives`` (``pyproject.toml`` maps the folder onto it) and read through ``importlib.resources``, so

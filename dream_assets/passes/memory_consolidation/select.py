@@ -44,9 +44,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import dream_assets.passes.memory_consolidation.offline as offline
 from dream_assets.llm.offline import OFFLINE_BACKEND
 from dream_assets.model import MemoryEntry, iso, parse_ts
-from dream_assets.passes.memory_consolidation import offline
 from dream_assets.store.connection import StoreError
 from dream_assets.text.content_hash import stable_hash
 from dream_assets.text.similarity import DuplicateClusters
