@@ -15,6 +15,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
+#: The package of the built-in directive files: the top-level ``directives/`` folder, installed as package data.
+BUILTIN_DIRECTIVES_PACKAGE = "dream_assets.directives"
+
 
 class Contract(BaseModel):
     """Base of every response model."""
@@ -74,3 +77,6 @@ class ModelCall:
     directive_file: str
     directive_option: str | None
     offline: Callable[[Mapping[str, Any]], tuple[dict[str, Any], str]]
+    #: The package whose data holds ``directive_file`` (the project's ``directives/`` folder unless a pass ships its
+    #: directive beside itself).
+    directive_package: str = BUILTIN_DIRECTIVES_PACKAGE
