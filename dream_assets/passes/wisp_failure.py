@@ -161,6 +161,10 @@ def _wisp_failure_analysis(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def answer_wisp_failure_analysis(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The offline backend's answer (``ModelCall.offline``). Inputs: ``{"failure_patterns": [{"description",
+    "skill_name", "count", "failed_steps", "errors"}], "success_patterns": [...]}``. The host's failure patterns echoed
+    with classification "unclassified (offline)", and for each pattern with a skill an annotation that quotes only the
+    data. No promotion notes."""
     return _wisp_failure_analysis(inputs), "offline backend: failure patterns echoed unclassified; no promotion notes"
 
 
