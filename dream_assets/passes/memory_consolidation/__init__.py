@@ -1,7 +1,9 @@
 """Pass 1 — Memory consolidation: merge near-duplicates, refine categories, retire noise, mine anti-patterns.
 
 This pass can destroy an agent's memory, so the model only proposes and the host decides (spec "Pass 1 — Memory
-consolidation" and "LLM response format"; DESIGN principle 4). In order:
+consolidation" and "LLM response format"; DESIGN principle 4). The pass is this package: the body and ``SPEC`` here,
+what it shows (select.py), the merged entry's arithmetic (merge.py), its response contracts (contract.py), its
+prompts (prompt.py) and the offline backend's answers (offline.py). In order:
 
 1. Skip (the shared opening, ``PassSpec.attempt``) while ``memory-audit/consolidation-paused.json`` exists, or
    sooner than ``ConsolidationMinInterval`` after the last completed pass (the ledger record ``memory_consolidation``
