@@ -9,8 +9,8 @@ from pathlib import Path
 from dream_assets import cycle_ids
 from dream_assets.model import utc_or_now
 from dream_assets.options import DreamOptions, load_agent_options
+from dream_assets.passes import registry
 from dream_assets.passes.context import PassContext
-from dream_assets.passes.registry import PASSES
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.service.folders import linked, read_folder, write_back
@@ -52,7 +52,7 @@ def run_cycle(
     with CycleHold(profile, ctx.cycle_id, stale_after_s=options.RunTimeout.total_seconds()):
         if folder:
             reports.append(read_folder(profile, options, now))
-        for spec in PASSES:
+        for spec in registry.PASSES:  # read when the cycle runs: a pass registered since is run too
             if wanted is not None and spec.name not in wanted:
                 continue
             reports.append(spec.run(ctx))

@@ -42,8 +42,10 @@ from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pydantic import Field
+
 from dream_assets.changes_model import SuccessorHow
-from dream_assets.llm.contracts import NOT_TEXT, ContradictionSweepResponse, ModelCall
+from dream_assets.llm.contracts import NOT_TEXT, Contract, IdText, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, iso
@@ -88,6 +90,20 @@ __all__ = [
     "run_contradiction_sweep",
     "sweep_contradictions",
 ]
+
+
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+class Supersession(Contract):
+    """One proposed pair: ``winnerId`` supersedes ``loserId``. Missing ids are empty text, so the pass ignores that
+    pair with its reason instead of the whole answer failing."""
+
+    winner_id: IdText = Field(default="", alias="winnerId")
+    loser_id: IdText = Field(default="", alias="loserId")
+    reason: str = ""
+
+
+class ContradictionSweepResponse(Contract):
+    supersessions: list[Supersession] = Field(default_factory=list)
 
 
 # --- pure decisions -----------------------------------------------------------------------------------------------

@@ -40,19 +40,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
 from dream_assets.model import MemoryEntry, Skill, iso, new_id, parse_ts, utc
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.cycle_order import CYCLE_ORDER
 from dream_assets.passes.report import PassReport
 from dream_assets.store import DreamStore
 from dream_assets.store.changes import STAMP_KIND
 from dream_assets.store.schema import CHANGE_COLUMNS, from_db, to_db, where_equal
-
-if TYPE_CHECKING:
-    from dream_assets.passes.spec import PassSpec
 
 log = logging.getLogger("dream_assets.passes")
 
@@ -189,13 +187,8 @@ def _from_row(r: Sequence[Any]) -> PendingChange:
 
 
 def _pass_rank(pass_name: str) -> int:
-    """Where the pass runs in a cycle (the spec's order, ``registry.PASSES``); a name no pass has goes last."""
-    from dream_assets.passes.registry import PASSES  # the registry imports every pass, which import this module
-
-    for i, spec in enumerate(PASSES):
-        if spec.name == pass_name:
-            return i
-    return len(PASSES)
+    """Where the pass runs in a cycle (the spec's order, ``CYCLE_ORDER``); a name no pass has goes last."""
+    return CYCLE_ORDER.index(pass_name) if pass_name in CYCLE_ORDER else len(CYCLE_ORDER)
 
 
 def apply_order(change: PendingChange) -> tuple[datetime, str, int, str, int, str]:
@@ -409,7 +402,17 @@ def _summary(label: str, targets: Sequence[Target], rows: Sequence[Mapping[str, 
     return "; ".join(reasons[:3]) + (" …" if len(reasons) > 3 else "")
 
 
-def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
+class ReviewedPass(Protocol):
+    """What review mode needs of a pass (a ``PassSpec``, which runs its passes through this module)."""
+
+    name: str
+
+    def disabled(self, options: DreamOptions) -> bool: ...
+
+    def attempt(self, ctx: PassContext) -> PassReport: ...
+
+
+def run_in_review(spec: ReviewedPass, ctx: PassContext, mode: str) -> PassReport:
     """Run ``spec`` on a private copy of the store and hold its changes as a pending set (``review-risky``: apply
     the safe kinds at once). The live store takes only the pending set."""
     if spec.disabled(ctx.options):
@@ -783,7 +786,7 @@ def leave_apart(
     carry the set's left-apart stamps with the person's rules stamp, so no change of rules re-offers them before the
     cooldown, each stamp recorded as a review-stamp row of ``cycle_id``. Returns the ids stamped (none when fewer
     than two are live)."""
-    from dream_assets.passes.consolidation_select import (
+    from dream_assets.passes.memory_consolidation.select import (
         PERSON_RULES,
         REVIEWED_KEY,
         RULES_KEY,

@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from dream_assets.llm.contracts import ModelCall, SkillGapResponse, SkillGapSave
+from pydantic import Field
+
+from dream_assets.llm.contracts import Contract, ModelCall
 from dream_assets.llm.offline import needs_judgement
-from dream_assets.llm.prompts import render_skill_gap
+from dream_assets.llm.prompts import sessions_section
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName, validate_skill_name
 from dream_assets.options import DreamOptions
@@ -42,8 +44,8 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
 from dream_assets.passes.model_text import shown as shown_text
 from dream_assets.passes.report import PassReport
-from dream_assets.passes.skill_consolidation import skill_save_problem
 from dream_assets.passes.skill_signals import note_malformed
+from dream_assets.passes.skill_vocabulary import SkillGapSave, skill_catalog, skill_save_problem
 from dream_assets.passes.spec import HistoryAnalysis, PassSpec
 from dream_assets.profile import AgentProfile
 from dream_assets.store.log_records import CONVERSATION, ConversationTurn
@@ -65,6 +67,26 @@ REQUEST_FILLER: frozenset[str] = frozenset(
     now today tonight tomorrow yesterday soon quickly again
     """.split()
 )
+
+
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+RECURRING_TOPICS_HEADER = "Recurring topics across sessions (term frequency ≥ 2 sessions):"
+
+
+class SkillGapResponse(Contract):
+    to_save: list[SkillGapSave] = Field(default_factory=list, alias="toSave")
+
+
+def render_skill_gap(
+    sessions: Mapping[str, Sequence[Mapping[str, Any]]],
+    skills: Sequence[Skill],
+    recurring_terms: Sequence[tuple[str, int]],
+) -> str:
+    lines = sessions_section(sessions) + [""] + skill_catalog(skills)
+    terms = sorted(((str(t), int(n)) for t, n in recurring_terms), key=lambda p: (-p[1], p[0]))
+    if terms:  # spec, pass 2: the quantitative nudge, in exactly this form
+        lines += ["", RECURRING_TOPICS_HEADER] + [f'- "{t}": {n} session(s)' for t, n in terms]
+    return "\n".join(lines) + "\n"
 
 
 # --- terms ---------------------------------------------------------------------------------------------------------

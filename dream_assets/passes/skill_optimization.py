@@ -31,16 +31,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from dream_assets.llm.contracts import ModelCall, SkillConsolidationResponse
+from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.offline import needs_judgement
-from dream_assets.llm.prompts import render_skill_optimization
+from dream_assets.llm.prompts import one_line
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
 from dream_assets.passes.common import CopyGuard, call_model_batched, gate_says_skip, stamp
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
-from dream_assets.passes.skill_consolidation import MAX_SUMMARY_CHARS, same_skill
 from dream_assets.passes.skill_signals import (
     FailureSignal,
     WindowRead,
@@ -50,6 +49,7 @@ from dream_assets.passes.skill_signals import (
     note_malformed,
     read_window,
 )
+from dream_assets.passes.skill_vocabulary import MAX_SUMMARY_CHARS, SkillConsolidationResponse, same_skill, skill_block
 from dream_assets.passes.spec import PassSpec
 from dream_assets.store.logs import log_exists
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
@@ -59,6 +59,29 @@ PASS = "skill_optimization"
 REQUIRED_LOGS = ("skill-usage", "feedback")
 FINGERPRINT_PREFIX = "skill-optimization:v1:"
 _ITEM_CHARS = 16
+
+
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+SPARSE_REVIEW_NOTE = (
+    "### Review note: This skill has minimal content.\nExpand it with concrete steps, examples, and edge cases."
+)
+
+
+def render_skill_optimization(at_risk: Sequence[tuple[Skill, Sequence[str]]], sparse: Sequence[Skill]) -> str:
+    lines = [f"## At-risk skills ({len(at_risk)}): used in sessions with corrections or poor/fair summaries"]
+    for skill, context in sorted(at_risk, key=lambda p: p[0].name):
+        lines += skill_block(skill)
+        lines.append("#### Failure context")
+        lines += [f"- {one_line(c)}" for c in context] or ["(none recorded)"]
+        lines.append("")
+    if not at_risk:
+        lines += ["(none)", ""]
+    lines.append(f"## Sparse skills ({len(sparse)})")
+    for skill in sorted(sparse, key=lambda s: s.name):
+        lines += skill_block(skill) + [SPARSE_REVIEW_NOTE, ""]
+    if not sparse:
+        lines.append("(none)")
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 @dataclass

@@ -22,7 +22,6 @@ from typing import Any
 
 from dream_assets.input_fingerprints import INPUT_ASSETS
 from dream_assets.llm.contracts import Contract, ModelCall
-from dream_assets.llm.directives import BUILTIN_DIRECTIVES_PACKAGE
 from dream_assets.model import iso, utc
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
@@ -55,8 +54,8 @@ class PassSpec:
     description: str
     #: The pass itself: takes a PassContext after the shared opening and returns its report.
     body: Callable[[PassContext], PassReport]
-    #: The boolean option that turns the pass off (skipped by the cycle, never requested by a sensor).
-    enabled_by: str
+    #: The boolean option that turns the pass off (skipped by the cycle, never requested by a sensor); None: always on.
+    enabled_by: str | None
     after: tuple[str, ...] = ()  # passes that must run first in a cycle
     reads: tuple[str, ...] = ()  # source assets (stores and logs) the pass reads
     #: Why a required input is absent (the skip reason), or None when the pass can run. Checked after enabled.
@@ -155,7 +154,7 @@ class PassSpec:
         return self.body(ctx)
 
     def disabled(self, options: DreamOptions) -> bool:
-        return not getattr(options, self.enabled_by)
+        return self.enabled_by is not None and not getattr(options, self.enabled_by)
 
     def floor(self, record: LedgerRecord | None, options: DreamOptions, now: datetime) -> datetime | None:
         """The minimum-interval rule: when the pass is held back, the instant it is allowed again; else None (no
@@ -210,7 +209,7 @@ def spec_problems(spec: PassSpec, options: DreamOptions | None = None) -> list[s
         out.append(f"{where}: description needs a 'Label — what it does' line, a blank line, then the details")
     if not callable(spec.body):
         out.append(f"{where}: body is not callable")
-    if not isinstance(getattr(opts, spec.enabled_by, None), bool):
+    if spec.enabled_by is not None and not isinstance(getattr(opts, spec.enabled_by, None), bool):
         out.append(f"{where}: enabled_by {spec.enabled_by!r} is not a boolean option")
     if not spec.reads:
         out.append(f"{where}: reads names no input source asset")
@@ -228,10 +227,8 @@ def spec_problems(spec: PassSpec, options: DreamOptions | None = None) -> list[s
         out.append(f"{where}: model_call.name is {call.name!r}, not the pass name")
     if not (isinstance(call.contract, type) and issubclass(call.contract, Contract)):
         out.append(f"{where}: model_call.contract is not a response contract")
-    if not resources.files(BUILTIN_DIRECTIVES_PACKAGE).joinpath(call.directive_file).is_file():
-        out.append(
-            f"{where}: directive file {call.directive_file} is not in the package data {BUILTIN_DIRECTIVES_PACKAGE}"
-        )
+    if not resources.files(call.directive_package).joinpath(call.directive_file).is_file():
+        out.append(f"{where}: directive file {call.directive_file} is not in the package data {call.directive_package}")
     if call.directive_option is not None and not isinstance(getattr(opts, call.directive_option, None), str):
         out.append(f"{where}: directive_option {call.directive_option!r} is not a file-name option")
     try:

@@ -18,20 +18,22 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pydantic import Field
+
 from dream_assets.input_fingerprints import events_watermark
-from dream_assets.llm.contracts import ModelCall, TierRoutingResponse
+from dream_assets.llm.contracts import Contract, IdText, ModelCall
 from dream_assets.llm.offline import needs_judgement
-from dream_assets.llm.prompts import render_tier_routing
+from dream_assets.llm.prompts import extras
 from dream_assets.options import DreamOptions
 from dream_assets.passes.common import call_model_batched, gate_says_skip, note_malformed, stamp
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.memory_vocabulary import save_memory_recorded
 from dream_assets.passes.model_text import problem
-from dream_assets.passes.preference_inference import save_memory_recorded
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import HistoryAnalysis, PassSpec
 from dream_assets.profile import AgentProfile
@@ -45,6 +47,27 @@ CATEGORY = "anti-patterns/routing"
 TAG = "routing"
 FINDING_IMPORTANCE = 0.5  # spec silent: the store's default importance
 _TOP_KINDS = 5
+
+
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+class RoutingFinding(Contract):
+    content: str
+    tags: list[str] = Field(default_factory=list)
+    tier: IdText | None = None
+
+
+class TierRoutingResponse(Contract):
+    findings: list[RoutingFinding] = Field(default_factory=list)
+
+
+def render_tier_routing(tier_stats: Sequence[Mapping[str, Any]], window_days: float) -> str:
+    lines = [f"## Tier routing over the last {window_days:g} days ({len(tier_stats)} tier(s))"]
+    for stats in sorted(tier_stats, key=lambda s: str(s.get("tier", ""))):
+        rest = extras(stats, {"tier"})
+        lines.append(f"- tier {stats.get('tier', '(unnamed)')}" + (f": {rest}" if rest else ""))
+    if not tier_stats:
+        lines.append("(none)")
+    return "\n".join(lines) + "\n"
 
 
 @dataclass

@@ -44,7 +44,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from dream_assets.llm import offline
+import dream_assets.passes.memory_consolidation.offline as offline
+from dream_assets.llm.offline import OFFLINE_BACKEND
 from dream_assets.model import MemoryEntry, iso, parse_ts
 from dream_assets.store.connection import StoreError
 from dream_assets.text.content_hash import stable_hash
@@ -79,7 +80,7 @@ def rules_stamp(model: str, directive: str) -> str:
     """The stamp of the rules a consolidation call judges by: the backend and model that answer (``model_identity``),
     the directive they are given, and for the offline backend the version of its merge rules, bumped whenever they
     change. A settled cluster stamped with other rules is a question not asked of these ones."""
-    version = offline.OFFLINE_RULES_VERSION if model == offline.OFFLINE_BACKEND else ""
+    version = offline.OFFLINE_RULES_VERSION if model == OFFLINE_BACKEND else ""
     return stable_hash("consolidation-rules", [model, version, directive])[:16]
 
 
