@@ -883,7 +883,8 @@ LAYOUT: dict[str, tuple[str, ...]] = {
 class PassOptions:
     """One pass's options, resolved: ``None`` for a key the pass does not have (no ``model`` for a pass that calls no
     model, no ``apply_mode`` for one that writes no store). ``model``, ``base_url`` and ``api_key_env`` fall back to
-    the model section's, ``apply_mode`` to the review section's. ``own``: the pass's own options by key."""
+    the model section's, ``apply_mode`` to the review section's. A pass with options of its own has them as fields
+    of its own subclass (``PASS_TYPES``): ``options.passes["contradiction_sweep"].neighbours``."""
 
     name: str
     enabled: bool
@@ -893,12 +894,17 @@ class PassOptions:
     apply_mode: str | None = None
     directive: str | None = None
     min_interval: timedelta | None = None
-    own: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def writes_store(self) -> bool:
         """Has the pass changes to hold for review (it has an apply mode)?"""
         return self.apply_mode is not None
+
+    @property
+    def own(self) -> dict[str, Any]:
+        """The pass's own options by key (those beyond PASS_KEYS)."""
+        shared = {f.name for f in fields(PassOptions)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in shared}
 
 
 def _pass_options(options: DreamOptions, name: str) -> PassOptions:
@@ -910,7 +916,7 @@ def _pass_options(options: DreamOptions, name: str) -> PassOptions:
 
     model, base_url, api_key_env = value("model"), value("base_url"), value("api_key_env")
     apply_mode = value("apply_mode")
-    return PassOptions(
+    return PASS_TYPES[name](
         name=name,
         enabled=value("enabled"),
         model=None if model is None else (model.strip() or options.LlmModel),
@@ -919,7 +925,7 @@ def _pass_options(options: DreamOptions, name: str) -> PassOptions:
         apply_mode=None if apply_mode is None else (apply_mode or options.ApplyMode),
         directive=value("directive"),
         min_interval=value("min_interval"),
-        own={key: getattr(options, flat) for key, flat in keys.items() if key not in PASS_KEYS},
+        **{key: getattr(options, flat) for key, flat in keys.items() if key not in PASS_KEYS},
     )
 
 
@@ -951,6 +957,18 @@ SECTION_TYPES: dict[str, type] = {
         frozen=True,
     )
     for section, keys in SECTIONS.items()
+}
+
+
+#: One frozen PassOptions subclass per pass, with the pass's own options as typed fields.
+PASS_TYPES: dict[str, type[PassOptions]] = {
+    name: dataclasses.make_dataclass(
+        "".join(word.capitalize() for word in name.split("_")) + "Options",
+        [(key, _FIELDS[flat].type, field(kw_only=True)) for key, flat in keys.items() if key not in PASS_KEYS],
+        bases=(PassOptions,),
+        frozen=True,
+    )
+    for name, keys in PASS_SECTIONS.items()
 }
 
 

@@ -213,7 +213,7 @@ def nested_view(options: DreamOptions, name: str) -> Any:
     path = LAYOUT[name]
     if path[0] == "passes":
         own: PassOptions = options.passes[path[1]]
-        return own.own[path[2]] if path[2] in own.own else vars(own)[path[2]]
+        return vars(own)[path[2]]
     return vars(vars(type(options))[path[0]].fget(options))[path[1]]
 
 
@@ -284,7 +284,12 @@ def test_a_pass_reads_its_own_model_and_apply_mode_and_falls_back_to_the_global_
     assert review.apply_mode(options, "archive_purge") == "review-risky"
     assert review.apply_mode(options, "log_retention") == "auto"
     assert options.passes["memory_consolidation"].min_interval == timedelta(hours=6)
-    assert options.passes["contradiction_sweep"].own["neighbours"] == 4
+    assert options.passes["contradiction_sweep"].neighbours == 4  # type: ignore[attr-defined]
+    assert options.passes["contradiction_sweep"].own == {
+        "neighbours": 4,
+        "max_entries_per_call": 500,
+        "max_superseded_share": 0.25,
+    }
     assert options.model.base_url == "" and options.schedule.interval == timedelta(hours=4)
 
 
