@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import os
 import re
 import tomllib
@@ -524,18 +525,10 @@ class DreamOptions:
         own = self.passes.get(pass_name)
         if own is None or own.model is None:
             return self
-        changes = {
-            "LlmModel": own.model or self.LlmModel,
-            "LlmBaseUrl": own.base_url or self.LlmBaseUrl,
-            "LlmApiKeyEnv": own.api_key_env or self.LlmApiKeyEnv,
-        }
-        if (changes["LlmModel"], changes["LlmBaseUrl"], changes["LlmApiKeyEnv"]) == (
-            self.LlmModel,
-            self.LlmBaseUrl,
-            self.LlmApiKeyEnv,
-        ):
+        model, base_url, api_key_env = own.model, own.base_url or self.LlmBaseUrl, own.api_key_env or self.LlmApiKeyEnv
+        if (model, base_url, api_key_env) == (self.LlmModel, self.LlmBaseUrl, self.LlmApiKeyEnv):
             return self
-        return self.replace(**changes)
+        return self.replace(LlmModel=model, LlmBaseUrl=base_url, LlmApiKeyEnv=api_key_env)
 
     @classmethod
     def load(
@@ -568,7 +561,7 @@ class DreamOptions:
             paths.append(profile_toml)
         for path in paths:
             items = _read_toml(Path(path)).items()
-            sources.append((f"{path}", [(key, value, f"{path}: {key}") for key, value in items]))
+            sources.append((str(path), [(key, value, f"{path}: {key}") for key, value in items]))
         prefixed = [key for key in env if key.upper().startswith(ENV_PREFIX)]
         sources.append(("", [(key[len(ENV_PREFIX) :], env[key], key) for key in prefixed]))
         sources.append(("", [(key, value, key) for key, value in (overrides or {}).items()]))
@@ -625,7 +618,7 @@ def format_value(value: Any) -> str:
     if isinstance(value, timedelta):
         return _format_duration(value)
     if isinstance(value, str):
-        return f'"{value}"'
+        return json.dumps(value, ensure_ascii=False)
     return str(value)
 
 
@@ -645,7 +638,7 @@ def _format_duration(value: timedelta) -> str:
 
 
 def pass_model_options(options: DreamOptions, pass_name: str) -> DreamOptions:
-    """``options.for_pass_model(pass_name)``."""
+    """``options.for_pass_model(pass_name)``, for callers written before the options nested."""
     return options.for_pass_model(pass_name)
 
 
