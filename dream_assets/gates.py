@@ -18,7 +18,7 @@ from pathlib import Path
 from dream_assets.input_fingerprints import INPUT_ASSETS, data_version, input_path
 from dream_assets.llm.client import configured_model_identity
 from dream_assets.model import iso
-from dream_assets.options import DreamOptions, pass_model_options
+from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, by_name
 from dream_assets.passes.spec import PassSpec
@@ -102,7 +102,7 @@ def gate_status(pass_name: str, profile: AgentProfile, options: DreamOptions, no
     if not options.DreamPassChangeGateEnabled:
         decision = GateDecision(False, "change gate disabled (DreamPassChangeGateEnabled = false)")
     else:
-        model = configured_model_identity(pass_model_options(options, pass_name)) if spec.uses_model else None
+        model = configured_model_identity(options.for_pass_model(pass_name)) if spec.uses_model else None
         decision = gate(record, fingerprint, now, options.DreamPassMaxSkipInterval, model)
     if not decision.skip and spec.missing_input is not None:
         # A pass with nothing to run on skips without a ledger stamp: requesting it would launch a run that only

@@ -40,7 +40,7 @@ from dream_assets.llm.endpoint_profile import (
     plausible_number,
     rate,
 )
-from dream_assets.options import DreamOptions, pass_model_options
+from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
@@ -89,7 +89,7 @@ def check_model(profile: AgentProfile, options: DreamOptions, now: datetime) -> 
         for spec in PASSES:
             if not spec.uses_model or spec.disabled(options):
                 continue
-            opts = pass_model_options(options, spec.name)
+            opts = options.for_pass_model(spec.name)
             client = build_model_client(opts, copy)
             ctx = PassContext(
                 copy,

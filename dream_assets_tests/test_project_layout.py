@@ -716,3 +716,56 @@ def test_the_review_order_is_the_registry_order() -> None:
     from dream_assets.passes.registry import PASSES
 
     assert CYCLE_ORDER == tuple(spec.name for spec in PASSES)
+
+
+_ATTRIBUTE_CALLS = {"getattr", "setattr", "hasattr", "delattr"}
+
+
+def _built_attribute_names(source: str) -> list[int]:
+    """Lines where getattr/setattr/hasattr/delattr (or operator.attrgetter) is given a name built in place: an
+    f-string, a concatenation, a %-format or a ``.format``/``.join`` call."""
+
+    def built(node: ast.expr) -> bool:
+        if isinstance(node, ast.JoinedStr | ast.BinOp):
+            return True
+        return (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "join")
+        )
+
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name in _ATTRIBUTE_CALLS and len(node.args) >= 2 and built(node.args[1]):
+            lines.append(node.lineno)
+        elif name == "attrgetter" and any(built(arg) for arg in node.args):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_attribute_name_is_built_from_a_string() -> None:
+    """An option (or any attribute) reached by a name built from a pass name silently never applies when the two
+    spellings drift apart: the package reads options by their typed place (``options.passes[name].apply_mode``)."""
+    problems = [
+        f"{_shown(path)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line in _built_attribute_names(path.read_text(encoding="utf-8"))
+    ]
+    assert not problems, "attribute names built from strings: " + ", ".join(problems)
+
+
+def test_the_built_attribute_name_check_finds_every_form() -> None:
+    source = textwrap.dedent(
+        """
+        getattr(options, camel + "ApplyMode")
+        hasattr(DreamOptions, f"{camel}Model")
+        setattr(obj, "_".join(parts), 1)
+        getattr(obj, "{}Enabled".format(camel), None)
+        operator.attrgetter(prefix + "Model")
+        getattr(options, "LlmModel")
+        getattr(options, spec.enabled_by)
+        """
+    )
+    assert _built_attribute_names(source) == [2, 3, 4, 5, 6]

@@ -95,20 +95,17 @@ _COMPARED = ("content", "category", "tags", "summary", "see_also", "archived_at"
 
 
 # --------------------------------------------------------------------------------------------------- the option
-def _camel(pass_name: str) -> str:
-    return "".join(word.capitalize() for word in pass_name.split("_"))
-
-
 def reviewable(pass_name: str) -> bool:
-    """Does the pass write the store, so that it has changes to hold (it has a ``<Pass>ApplyMode`` option)?"""
-    return hasattr(DreamOptions, _camel(pass_name) + "ApplyMode")
+    """Does the pass write the store, so that it has changes to hold (its options section has an ``apply_mode``)?"""
+    own = DreamOptions().passes.get(pass_name)
+    return own is not None and own.writes_store
 
 
 def apply_mode(options: DreamOptions, pass_name: str) -> str:
-    """The pass's ``<Pass>ApplyMode``, else ``ApplyMode``; ``auto`` for a pass that writes no store."""
-    if not reviewable(pass_name):
-        return "auto"
-    return getattr(options, _camel(pass_name) + "ApplyMode") or options.ApplyMode
+    """The pass's ``apply_mode`` (alias ``<Pass>ApplyMode``), else ``ApplyMode``; ``auto`` for a pass that writes no
+    store."""
+    own = options.passes.get(pass_name)
+    return own.apply_mode if own is not None and own.apply_mode is not None else "auto"
 
 
 # --------------------------------------------------------------------------------------------------- records
