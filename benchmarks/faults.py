@@ -334,13 +334,14 @@ def run_pass(
     from dream_assets.llm.scripted import ScriptedBackend
     from dream_assets.passes.context import PassContext
     from dream_assets.passes.registry import by_name
+    from dream_assets.passes.runner import run_pass
 
     options = options or DreamOptions()
     backend = ScriptedBackend(answer)
     client = ModelClient(backend, profile=profile, options=options)
     ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client)
     try:
-        report = by_name(pass_name).run(ctx)
+        report = run_pass(by_name(pass_name), ctx)
         if state is not None:
             with ctx.store.connection.session() as conn:
                 state.append(_rows(conn, cycle_id))

@@ -3,7 +3,7 @@
 This pass can destroy an agent's memory, so the model only proposes and the host decides (spec "Pass 1 — Memory
 consolidation" and "LLM response format"; DESIGN principle 4). In order:
 
-1. Skip (the shared opening, ``PassSpec.attempt``) while ``memory-audit/consolidation-paused.json`` exists, or
+1. Skip (the shared opening, ``runner.opening``) while ``memory-audit/consolidation-paused.json`` exists, or
    sooner than ``ConsolidationMinInterval`` after the last completed pass (the ledger record ``memory_consolidation``
    keeps that across restarts; zero disables).
 2. Gate the candidates (consolidation_select.py): only new or changed entries and open near-duplicate clusters are
@@ -76,7 +76,6 @@ from dream_assets.passes.common import (
     note_forced,
     note_malformed,
     note_model_switch,
-    stamp,
 )
 from dream_assets.passes.consolidation_merge import (
     REJECTED_AT_KEY,
@@ -1090,7 +1089,9 @@ def _reviewable(live: list[MemoryEntry]) -> list[MemoryEntry]:
 
 
 def consolidate_memories(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, not paused, past ConsolidationMinInterval: PassSpec.attempt)."""
+    """The pass, after the shared opening (enabled, not paused, past ConsolidationMinInterval: runner.opening).
+    Its gate is per entry (the review stamps), not the ledger's: the runner stamps the corpus as the run left it
+    (``report.stamp``), for the minimum-interval floor and the change-gate sensor."""
     report = PassReport(PASS)
     opts = ctx.options
     previous = ctx.ledger.get(PASS)
@@ -1113,7 +1114,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     if len(live) < 2:
         if report.counts.get("folded"):
             # The fold changed the corpus: that is a completed pass (undoable, stamped), not a skip.
-            stamp(ctx, PASS, memories.fingerprint())
+            report.stamp = memories.fingerprint()
             return report.finish(_summary(report) + f", folded {int(report.counts['folded'])}")
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
@@ -1252,7 +1253,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
 
     report.counts["live_after"] = memories.counts()["live"]
     # Completion, for the minimum-interval floor and the change-gate sensor (which compares the corpus fingerprint).
-    stamp(ctx, PASS, memories.fingerprint())
+    report.stamp = memories.fingerprint()
     return report.finish(_summary(report))
 
 
@@ -1349,5 +1350,8 @@ SPEC = PassSpec(
 
 
 def run_memory_consolidation(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)

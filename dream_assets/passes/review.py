@@ -36,11 +36,11 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
 from dream_assets.model import MemoryEntry, Skill, iso, new_id, parse_ts, utc
@@ -50,9 +50,6 @@ from dream_assets.passes.report import PassReport
 from dream_assets.store import DreamStore
 from dream_assets.store.changes import STAMP_KIND
 from dream_assets.store.schema import CHANGE_COLUMNS, from_db, to_db, where_equal
-
-if TYPE_CHECKING:
-    from dream_assets.passes.spec import PassSpec
 
 log = logging.getLogger("dream_assets.passes")
 
@@ -409,20 +406,19 @@ def _summary(label: str, targets: Sequence[Target], rows: Sequence[Mapping[str, 
     return "; ".join(reasons[:3]) + (" …" if len(reasons) > 3 else "")
 
 
-def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
-    """Run ``spec`` on a private copy of the store and hold its changes as a pending set (``review-risky``: apply
-    the safe kinds at once). The live store takes only the pending set."""
-    if spec.disabled(ctx.options):
-        return spec.attempt(ctx)  # skipped: nothing to hold, no copy to make
+def run_in_review(pass_name: str, ctx: PassContext, mode: str, run: Callable[[PassContext], PassReport]) -> PassReport:
+    """Run the pass (``run``: its body, gated and stamped, as the runner gives it) on a private copy of the store and
+    hold its changes as a pending set (``review-risky``: apply the safe kinds at once). The live store takes only the
+    pending set."""
     live = ctx.store
-    shadow_path = ctx.profile.root / ".review" / f"{spec.name}-{ctx.cycle_id}.duckdb"
+    shadow_path = ctx.profile.root / ".review" / f"{pass_name}-{ctx.cycle_id}.duckdb"
     _copy_store(live, shadow_path)
     shadow = DreamStore(ctx.profile, ctx.options, path=shadow_path)
     try:
         initial = _dump_all(shadow)
         capture = _Capture(shadow, ctx.cycle_id)
         shadow.connection.add_commit_hook(capture)
-        report = spec.attempt(replace(ctx, _store=shadow))
+        report = run(replace(ctx, _store=shadow))
         capture()  # rows written outside a transaction, after the last commit
         final = _dump_all(shadow)
     finally:
@@ -433,7 +429,7 @@ def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
             shadow_path.parent.rmdir()
         except OSError:
             pass  # another pass's copy is still there
-    changes = _pending_from(spec.name, ctx, capture.groups, initial, final)
+    changes = _pending_from(pass_name, ctx, capture.groups, initial, final)
     if not changes:
         report.extra["review"] = {"mode": mode, "pending": 0, "applied_at_once": 0}
         return report
@@ -442,7 +438,7 @@ def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
     # applied with it, but it is no decision for a person: it is not counted or listed as waiting for review.
     kept = _held_in_risky(changes) if mode == "review-risky" else changes
     held = [c for c in kept if not marks_only(c)]
-    _store_pending(live, spec.name, ctx.cycle_id, changes, ctx.now)
+    _store_pending(live, pass_name, ctx.cycle_id, changes, ctx.now)
     if mode == "review-risky":
         safe = [c.change_id for c in changes if c not in kept]
         if safe:
