@@ -21,7 +21,7 @@ from dream_assets.llm.client import configured_model_identity
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions, pass_model_options
 from dream_assets.passes.context import PassContext
-from dream_assets.passes.gate import decide, floor, input_fingerprint
+from dream_assets.passes.gate import floor, gate_decision, input_fingerprint
 from dream_assets.passes.registry import PASSES, by_name
 from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import AgentProfile
@@ -105,7 +105,7 @@ def gate_status(pass_name: str, profile: AgentProfile, options: DreamOptions, no
         decision = GateDecision(True, "nothing to run on — nothing new to send the model")
     else:
         model = configured_model_identity(pass_model_options(options, pass_name)) if spec.uses_model else None
-        decision = decide(record, fingerprint, options, now, model)
+        decision = gate_decision(record, fingerprint, options, now, model)
     if not decision.skip and missing is not None:
         decision = GateDecision(True, f"nothing to run on — {missing}")
     if not decision.skip:

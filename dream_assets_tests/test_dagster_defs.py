@@ -545,5 +545,5 @@ def test_the_change_gate_sensors_are_exactly_the_passes_the_readme_names(root):
     defs = build_definitions(deployment(root))
     sensors = {s.name.removesuffix("_change_gate") for s in defs.sensors if s.name.endswith("_change_gate")}
     assert sensors == named == set(GATED_PASSES)
-    # Skill optimization is delta-driven (failure signals and sparse skills, gated per skill inside the pass).
-    assert "skill_optimization" not in sensors
+    # Every pass that sends a whole window to the model is gated by a sensor, as by the runner.
+    assert {"skill_gap_detection", "skill_optimization"} <= sensors

@@ -29,7 +29,7 @@ from dream_assets.store.ledger import GateDecision, LedgerRecord, gate
 GATE_OFF = GateDecision(False, "change gate disabled (DreamPassChangeGateEnabled = false)")
 
 
-def decide(
+def gate_decision(
     record: LedgerRecord | None, fingerprint: str, options: DreamOptions, now: datetime, model: str | None
 ) -> GateDecision:
     """Has the input moved since ``record`` (or did DreamPassMaxSkipInterval elapse, or the answering model change)?
