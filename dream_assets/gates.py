@@ -61,8 +61,8 @@ def gate_signature(pass_name: str, profile: AgentProfile, extra: Iterable[Path] 
     reads = [input_path(profile, asset) for asset in spec.reads if asset in INPUT_ASSETS]
     paths = [path, *reads, profile.ledger_path, profile.options_path, profile.consolidation_pause_path, *extra]
     paths = list(dict.fromkeys(paths))
-    if path == profile.store_path:
-        paths.append(path.with_name(path.name + ".wal"))
+    if profile.store_path in paths:  # the gate input, or a store a pass's own fingerprint reads
+        paths.append(profile.store_path.with_name(profile.store_path.name + ".wal"))
     parts = []
     for p in paths:
         try:
