@@ -43,6 +43,7 @@ from dream_assets.llm.endpoint_profile import (
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
+from dream_assets.passes.runner import run_pass
 from dream_assets.profile import AgentProfile
 
 #: Counts a pass keeps for what the host refused of an answer.
@@ -99,7 +100,7 @@ def check_model(profile: AgentProfile, options: DreamOptions, now: datetime) -> 
                 client_factory=lambda client=client: client,
                 force="dream check-model: a rehearsal on a copy of the profile",
             )
-            report = spec.run(ctx)
+            report = run_pass(spec, ctx)
             usage = report.usage
             reason = report.reason if report.status in ("failed", "deferred") else ""
             out.append(

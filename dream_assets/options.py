@@ -341,7 +341,7 @@ class DreamOptions:
         0.0, "price of a million completion tokens, for the cost figures", minimum=0.0
     )
 
-    # --- A model per pass: empty = the Llm* option (pass_model_options) ---
+    # --- A model per pass: empty = the Llm* option (DreamOptions.for_pass_model) ---
     MemoryConsolidationModel: str = _opt("", "model for memory consolidation; empty = LlmModel")
     MemoryConsolidationBaseUrl: str = _opt("", "endpoint for memory consolidation; empty = LlmBaseUrl", url=True)
     MemoryConsolidationApiKeyEnv: str = _opt("", "API key variable for memory consolidation; empty = LlmApiKeyEnv")
@@ -635,11 +635,6 @@ def _format_duration(value: timedelta) -> str:
     if seconds:
         parts.append(f"{seconds:g}s")
     return sign + "".join(parts)
-
-
-def pass_model_options(options: DreamOptions, pass_name: str) -> DreamOptions:
-    """``options.for_pass_model(pass_name)``, for callers written before the options nested."""
-    return options.for_pass_model(pass_name)
 
 
 def load_agent_options(profile: AgentProfile, env: Mapping[str, str] | None = None) -> DreamOptions:

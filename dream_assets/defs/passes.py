@@ -19,6 +19,7 @@ from dream_assets.orchestration.run_liveness import LLM_POOL
 from dream_assets.orchestration.run_tags import USES_MODEL_TAG, forced_reason
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, PassSpec
+from dream_assets.passes.runner import run_pass
 from dream_assets.service.folders import READ_STEP, read_folder
 
 
@@ -112,7 +113,7 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
             client_factory=lambda: logging_progress(model.resolved_client(profile, options), context),
             force=forced_reason(context.run.tags, spec.name),
         )
-        report = spec.run(ctx)  # never raises: a failed pass is a report with status "failed"
+        report = run_pass(spec, ctx)  # never raises: a failed pass is a report with status "failed"
         for line in report.lines:
             context.log.info(line)
         if report.status == "failed":

@@ -157,7 +157,7 @@ def no_conversation_log(ctx: PassContext) -> str | None:
 
 
 def infer_preferences(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, conversation log present: PassSpec.attempt)."""
+    """The pass, after the shared opening (enabled, conversation log present: runner.opening)."""
     report = PassReport(PASS)
     snapshot = _read_conversation(ctx.profile)
     if snapshot.read.malformed:
@@ -186,8 +186,11 @@ def infer_preferences(ctx: PassContext) -> PassReport:
 
 
 def run_preference_inference(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
 
 
 def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> None:

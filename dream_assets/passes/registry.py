@@ -27,7 +27,7 @@ from dream_assets.passes import (
     tier_routing,
     wisp_failure,
 )
-from dream_assets.passes.spec import PassSpec, record_pass_outcome
+from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import LockTimeout, path_lock
 
@@ -40,7 +40,6 @@ __all__ = [
     "contract_for",
     "model_call",
     "no_pass_running",
-    "record_pass_outcome",
 ]
 
 PASSES: tuple[PassSpec, ...] = (

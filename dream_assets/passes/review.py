@@ -36,17 +36,18 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
 from dream_assets.model import MemoryEntry, Skill, iso, new_id, parse_ts, utc
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.cycle_order import CYCLE_ORDER
+from dream_assets.passes.left_apart import leave_apart
 from dream_assets.passes.report import PassReport
 from dream_assets.store import DreamStore
 from dream_assets.store.changes import STAMP_KIND
@@ -399,30 +400,19 @@ def _summary(label: str, targets: Sequence[Target], rows: Sequence[Mapping[str, 
     return "; ".join(reasons[:3]) + (" …" if len(reasons) > 3 else "")
 
 
-class ReviewedPass(Protocol):
-    """What review mode needs of a pass (a ``PassSpec``, which runs its passes through this module)."""
-
-    name: str
-
-    def disabled(self, options: DreamOptions) -> bool: ...
-
-    def attempt(self, ctx: PassContext) -> PassReport: ...
-
-
-def run_in_review(spec: ReviewedPass, ctx: PassContext, mode: str) -> PassReport:
-    """Run ``spec`` on a private copy of the store and hold its changes as a pending set (``review-risky``: apply
-    the safe kinds at once). The live store takes only the pending set."""
-    if spec.disabled(ctx.options):
-        return spec.attempt(ctx)  # skipped: nothing to hold, no copy to make
+def run_in_review(pass_name: str, ctx: PassContext, mode: str, run: Callable[[PassContext], PassReport]) -> PassReport:
+    """Run the pass (``run``: its body, gated and stamped, as the runner gives it) on a private copy of the store and
+    hold its changes as a pending set (``review-risky``: apply the safe kinds at once). The live store takes only the
+    pending set."""
     live = ctx.store
-    shadow_path = ctx.profile.root / ".review" / f"{spec.name}-{ctx.cycle_id}.duckdb"
+    shadow_path = ctx.profile.root / ".review" / f"{pass_name}-{ctx.cycle_id}.duckdb"
     _copy_store(live, shadow_path)
     shadow = DreamStore(ctx.profile, ctx.options, path=shadow_path)
     try:
         initial = _dump_all(shadow)
         capture = _Capture(shadow, ctx.cycle_id)
         shadow.connection.add_commit_hook(capture)
-        report = spec.attempt(replace(ctx, _store=shadow))
+        report = run(replace(ctx, _store=shadow))
         capture()  # rows written outside a transaction, after the last commit
         final = _dump_all(shadow)
     finally:
@@ -433,7 +423,7 @@ def run_in_review(spec: ReviewedPass, ctx: PassContext, mode: str) -> PassReport
             shadow_path.parent.rmdir()
         except OSError:
             pass  # another pass's copy is still there
-    changes = _pending_from(spec.name, ctx, capture.groups, initial, final)
+    changes = _pending_from(pass_name, ctx, capture.groups, initial, final)
     if not changes:
         report.extra["review"] = {"mode": mode, "pending": 0, "applied_at_once": 0}
         return report
@@ -442,7 +432,7 @@ def run_in_review(spec: ReviewedPass, ctx: PassContext, mode: str) -> PassReport
     # applied with it, but it is no decision for a person: it is not counted or listed as waiting for review.
     kept = _held_in_risky(changes) if mode == "review-risky" else changes
     held = [c for c in kept if not marks_only(c)]
-    _store_pending(live, spec.name, ctx.cycle_id, changes, ctx.now)
+    _store_pending(live, pass_name, ctx.cycle_id, changes, ctx.now)
     if mode == "review-risky":
         safe = [c.change_id for c in changes if c not in kept]
         if safe:
@@ -774,49 +764,6 @@ def _stamp_left_apart(store: DreamStore, c: PendingChange, reason: str, now: dat
         reason=f"merge rejected in review ({reason or 'no reason given'}): left apart",
         now=now,
     )
-
-
-def leave_apart(
-    store: DreamStore, ids: Sequence[str], *, cycle_id: str, actor: Actor, reason: str, now: datetime
-) -> list[str]:
-    """A person's decision that these memories stay apart (a merge rejected in review, or undone): the live ones
-    carry the set's left-apart stamps with the person's rules stamp, so no change of rules re-offers them before the
-    cooldown, each stamp recorded as a review-stamp row of ``cycle_id``. Returns the ids stamped (none when fewer
-    than two are live)."""
-    from dream_assets.passes.memory_consolidation.select import (
-        PERSON_RULES,
-        REVIEWED_KEY,
-        RULES_KEY,
-        left_apart_stamps,
-        review_hash,
-    )
-
-    sources = [e for e in store.memories.get_many(ids).values() if not e.is_archived]
-    if len(sources) < 2:
-        return []
-    updates = left_apart_stamps(sources, now)
-    for e in sources:  # shown and left as they are: reviewed, as the pass stamps what it leaves
-        updates[e.id][REVIEWED_KEY] = review_hash(e)
-        updates[e.id][RULES_KEY] = PERSON_RULES  # a person's decision: no change of rules re-offers it
-    with store.transaction():
-        store.memories.set_metadata(updates)
-        store.changes.record_many(
-            [
-                ChangeRow(
-                    cycle_id=cycle_id,
-                    actor=actor,
-                    kind=STAMP_KIND,
-                    target_type="memory",
-                    target_id=e.id,
-                    before=e,
-                    after=e.with_(metadata={**e.metadata, **updates[e.id]}),
-                    reason=reason,
-                )
-                for e in sources
-            ],
-            now=now,
-        )
-    return [e.id for e in sources]
 
 
 # --------------------------------------------------------------------------------------------------- showing

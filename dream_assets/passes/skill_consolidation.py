@@ -26,7 +26,7 @@ Corpus-wide, so it is behind the change gate: the fingerprint is the live catalo
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,10 +35,10 @@ from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
-from dream_assets.passes.common import CopyGuard, call_model_batched, gate_says_skip, stamp
+from dream_assets.passes.common import CopyGuard, call_model_batched
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import IdCheck, check_ids, problem, shown
-from dream_assets.passes.report import PassReport
+from dream_assets.passes.report import AboutToCall, PassReport
 from dream_assets.passes.skill_signals import (
     co_used_pairs,
     note_malformed,
@@ -112,15 +112,16 @@ def no_usage_log(ctx: PassContext) -> str | None:
     )
 
 
-def consolidate_skills(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, skill-usage log present: PassSpec.attempt)."""
+def consolidate_skills(ctx: PassContext) -> Generator[AboutToCall, bool, PassReport]:
+    """The pass, after the shared opening (enabled, skill-usage log present: runner.opening); gated on the catalog's
+    fingerprint and stamped with it once the answer was applied."""
     report = PassReport(PASS)
     opts = ctx.options
     fingerprint, skills = catalog_snapshot(ctx.store.skills)
     report.counts["skills"] = len(skills)
     if len(skills) < 2:
         return report.skip(f"{len(skills)} live skill(s): nothing to merge or cross-reference")
-    if gate_says_skip(ctx, PASS, fingerprint, report):
+    if not (yield AboutToCall(fingerprint, report)):
         return report
 
     usage = read_window(ctx.profile, USAGE_LOG, ctx.now, opts.SkillUsageWindow)
@@ -189,7 +190,6 @@ def consolidate_skills(ctx: PassContext) -> PassReport:
     failed = CopyGuard.failed(report, outcome.summary())
     if failed is not None:
         return failed
-    stamp(ctx, PASS, fingerprint)
     return report.finish(outcome.summary())
 
 
@@ -216,8 +216,11 @@ SPEC = PassSpec(
 
 
 def run_skill_consolidation(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
 
 
 # --- applying an answer ------------------------------------------------------------------------------------------

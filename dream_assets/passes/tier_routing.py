@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,11 +30,11 @@ from dream_assets.llm.contracts import Contract, IdText, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import extras
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model_batched, gate_says_skip, note_malformed, stamp
+from dream_assets.passes.common import call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_vocabulary import save_memory_recorded
 from dream_assets.passes.model_text import problem
-from dream_assets.passes.report import PassReport
+from dream_assets.passes.report import AboutToCall, PassReport
 from dream_assets.passes.spec import HistoryAnalysis, PassSpec
 from dream_assets.profile import AgentProfile
 from dream_assets.store.log_records import TierRoutingEvent
@@ -143,8 +143,9 @@ def no_routing_log(ctx: PassContext) -> str | None:
     return None if log_exists(ctx.profile, LOG) else "no tier-routing log (logs/tier-routing.jsonl is absent)"
 
 
-def review_tier_routing(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, tier-routing log present: PassSpec.attempt)."""
+def review_tier_routing(ctx: PassContext) -> Generator[AboutToCall, bool, PassReport]:
+    """The pass, after the shared opening (enabled, tier-routing log present: runner.opening); gated on the log's
+    watermark and stamped with it once the findings were saved."""
     report = PassReport(PASS)
     opts = ctx.options
     days = opts.TierRoutingReviewWindow.total_seconds() / 86400
@@ -160,7 +161,7 @@ def review_tier_routing(ctx: PassContext) -> PassReport:
     stats = summarise(events)
     report.counts.update({"entries": len(events), "tiers": len(stats)})
     report.extra["tier_stats"] = stats
-    if gate_says_skip(ctx, PASS, fingerprint, report):
+    if not (yield AboutToCall(fingerprint, report)):
         return report
 
     def render(tiers):
@@ -211,7 +212,6 @@ def review_tier_routing(ctx: PassContext) -> PassReport:
             continue
         report.count(result.action)
         report.change(f"routing-finding-{result.action}", entry.id, entry.content[:200])
-    stamp(ctx, PASS, fingerprint)
     c = report.counts
     return report.finish(
         f"{len(response.findings)} routing finding(s) from {len(events)} entries over "
@@ -221,8 +221,11 @@ def review_tier_routing(ctx: PassContext) -> PassReport:
 
 
 def run_tier_routing_review(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
 
 
 def history_stats(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -47,10 +47,10 @@ from dream_assets.llm.contracts import Contract, IdText, ModelCall
 from dream_assets.llm.prompts import extras, one_line, value_text
 from dream_assets.model import Skill, iso, utc
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model_batched, gate_says_skip, note_malformed, stamp
+from dream_assets.passes.common import call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
-from dream_assets.passes.report import PassReport
+from dream_assets.passes.report import AboutToCall, PassReport
 from dream_assets.passes.spec import HistoryAnalysis, PassSpec
 from dream_assets.profile import AgentProfile
 from dream_assets.store.log_records import WispExecutionEvent
@@ -386,8 +386,9 @@ def _item_label(item: Any) -> str:
     return str(item.get("description", "") if isinstance(item, dict) else getattr(item, "description", item))
 
 
-def analyse_wisp_failures(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, wisp execution log present: PassSpec.attempt)."""
+def analyse_wisp_failures(ctx: PassContext) -> Generator[AboutToCall, bool, PassReport]:
+    """The pass, after the shared opening (enabled, wisp execution log present: runner.opening); gated on the log's
+    watermark and stamped with it once the answer was applied."""
     report = PassReport(PASS)
     opts = ctx.options
     days = f"{opts.WispAnalysisWindow.total_seconds() / 86400:g}"
@@ -416,7 +417,7 @@ def analyse_wisp_failures(ctx: PassContext) -> PassReport:
             f"(≥ {opts.WispSuccessMinFrequency} runs, > {opts.WispSuccessMinRate:.0%}) among "
             f"{len(events)} execution(s) in the last {days} days: no call"
         )
-    if gate_says_skip(ctx, PASS, fingerprint, report):
+    if not (yield AboutToCall(fingerprint, report)):
         return report
 
     failure_inputs = [failure_input(g) for g in failures]
@@ -468,7 +469,6 @@ def analyse_wisp_failures(ctx: PassContext) -> PassReport:
     annotated = _apply_annotations(ctx, report, response.skill_annotations, failures)
     _report_promotions(report, response.promotion_notes, promotions)
     promoted = _apply_promotions(ctx, report, response.promotions, candidates)
-    stamp(ctx, PASS, fingerprint)
     return report.finish(
         f"{len(failures)} recurring failure pattern(s), {annotated} skill(s) annotated, "
         f"{len(promotions)} promotion candidate(s), {promoted} promoted, from {len(events)} execution(s) in the last "
@@ -477,8 +477,11 @@ def analyse_wisp_failures(ctx: PassContext) -> PassReport:
 
 
 def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
 
 
 def history_patterns(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:

@@ -254,10 +254,10 @@ def _leave_undone_merges_apart(
     op: Op, store: DreamStore, result: UndoResult, cycle_id: str | None, change_id: str | None, pass_name: str | None
 ) -> list[str]:
     """An undone merge is a person's decision, like a merge rejected in review: the memories it had joined, live
-    again, are stamped left apart (``review.leave_apart``) so the next cycle does not propose the same merge at once.
-    Stamped under the undo's own cycle, so undoing the undo takes the stamps back with the rest; a rerun of an undo
-    killed half-way stamps what the first run did not."""
-    from dream_assets.passes.review import leave_apart
+    again, are stamped left apart (``passes.left_apart.leave_apart``) so the next cycle does not propose the same
+    merge at once. Stamped under the undo's own cycle, so undoing the undo takes the stamps back with the rest; a
+    rerun of an undo killed half-way stamps what the first run did not."""
+    from dream_assets.passes.left_apart import leave_apart
 
     whole = cycle_id or (row.cycle_id if change_id and (row := store.changes.get(change_id)) else "")
     if not whole or not result.undo_cycle_id:

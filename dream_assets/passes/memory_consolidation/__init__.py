@@ -5,7 +5,7 @@ consolidation" and "LLM response format"; DESIGN principle 4). The pass is this 
 what it shows (select.py), the merged entry's arithmetic (merge.py), its response contracts (contract.py), its
 prompts (prompt.py) and the offline backend's answers (offline.py). In order:
 
-1. Skip (the shared opening, ``PassSpec.attempt``) while ``memory-audit/consolidation-paused.json`` exists, or
+1. Skip (the shared opening, ``runner.opening``) while ``memory-audit/consolidation-paused.json`` exists, or
    sooner than ``ConsolidationMinInterval`` after the last completed pass (the ledger record ``memory_consolidation``
    keeps that across restarts; zero disables).
 2. Gate the candidates (select.py): only new or changed entries and open near-duplicate clusters are
@@ -76,7 +76,6 @@ from dream_assets.passes.common import (
     note_forced,
     note_malformed,
     note_model_switch,
-    stamp,
 )
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation.contract import MemoryConsolidationResponse, MergeRepairResponse
@@ -1097,7 +1096,9 @@ def _reviewable(live: list[MemoryEntry]) -> list[MemoryEntry]:
 
 
 def consolidate_memories(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, not paused, past ConsolidationMinInterval: PassSpec.attempt)."""
+    """The pass, after the shared opening (enabled, not paused, past ConsolidationMinInterval: runner.opening).
+    Its gate is per entry (the review stamps), not the ledger's: the runner stamps the corpus as the run left it
+    (``report.stamp``), for the minimum-interval floor and the change-gate sensor."""
     report = PassReport(PASS)
     opts = ctx.options
     previous = ctx.ledger.get(PASS)
@@ -1120,7 +1121,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     if len(live) < 2:
         if report.counts.get("folded"):
             # The fold changed the corpus: that is a completed pass (undoable, stamped), not a skip.
-            stamp(ctx, PASS, memories.fingerprint())
+            report.stamp = memories.fingerprint()
             return report.finish(_summary(report) + f", folded {int(report.counts['folded'])}")
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
@@ -1259,7 +1260,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
 
     report.counts["live_after"] = memories.counts()["live"]
     # Completion, for the minimum-interval floor and the change-gate sensor (which compares the corpus fingerprint).
-    stamp(ctx, PASS, memories.fingerprint())
+    report.stamp = memories.fingerprint()
     return report.finish(_summary(report))
 
 
@@ -1356,5 +1357,8 @@ SPEC = PassSpec(
 
 
 def run_memory_consolidation(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
