@@ -332,6 +332,7 @@ def run_pass(
     SQL through the file the pass already has open (saving a second ~15 ms open) and appended to it."""
     from dream_assets.llm.client import ModelClient
     from dream_assets.llm.scripted import ScriptedBackend
+    from dream_assets.passes import runner
     from dream_assets.passes.context import PassContext
     from dream_assets.passes.registry import by_name
 
@@ -340,7 +341,7 @@ def run_pass(
     client = ModelClient(backend, profile=profile, options=options)
     ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client)
     try:
-        report = by_name(pass_name).run(ctx)
+        report = runner.run_pass(by_name(pass_name), ctx)
         if state is not None:
             with ctx.store.connection.session() as conn:
                 state.append(_rows(conn, cycle_id))
@@ -889,7 +890,7 @@ def fuzz_worker(job: tuple[str, str, int, int]) -> dict[str, Any]:
         try:
             report, _requests = run_pass(profile, pass_name, answer, cycle_id=cycle, state=state)
             status, reason = report.status, report.reason
-        except Exception as exc:  # noqa: BLE001 - a pass that raises out of PassSpec.run is itself a defect
+        except Exception as exc:  # noqa: BLE001 - a pass that raises out of the runner is itself a defect
             status, reason = "raised", f"{type(exc).__name__}: {exc}"
             notes.append(f"{pass_name} trial {trial} raised out of the pass runner: {reason[:200]}")
         tally["fuzz_trials"] += 1

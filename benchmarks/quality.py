@@ -89,11 +89,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dream_assets.changes_model import SuccessorHow  # noqa: E402
 from dream_assets.cycle import run_cycle  # noqa: E402
 from dream_assets.llm.client import ModelClient  # noqa: E402
-from dream_assets.llm.offline import OfflineBackend, answer_memory_consolidation, split_sentences  # noqa: E402
+from dream_assets.llm.offline import OfflineBackend  # noqa: E402
 from dream_assets.llm.scripted import ScriptedBackend  # noqa: E402
 from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
-from dream_assets.passes.consolidation_merge import REJECTED_CLUSTER_KEY  # noqa: E402
+from dream_assets.passes.memory_consolidation.merge import REJECTED_CLUSTER_KEY  # noqa: E402
+from dream_assets.passes.memory_consolidation.offline import answer_memory_consolidation  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store  # noqa: E402
@@ -106,6 +107,7 @@ from dream_assets.text.coverage import (  # noqa: E402
     invented_specifics,
     specifics_of,
 )
+from dream_assets.text.sentence_merge import split_sentences  # noqa: E402
 from dream_assets.text.tokens import content_tokens  # noqa: E402
 
 SEED = 20240809

@@ -635,6 +635,17 @@ def _record_of(store: DreamStore, entry_id: str) -> MemoryRecord | None:
     else:
         status = "archived" if entry.is_archived else "live"
     merged, superseded, reason = successor(entry, rows) if status != "live" else (None, None, None)
+    return _as_record(entry, status, reason, merged, superseded)
+
+
+def live_record(entry: MemoryEntry) -> MemoryRecord:
+    """The record of a live entry (nothing to follow: no change-log read)."""
+    return _as_record(entry, "live", None, None, None)
+
+
+def _as_record(
+    entry: MemoryEntry, status: str, reason: str | None, merged: str | None, superseded: str | None
+) -> MemoryRecord:
     return MemoryRecord(
         id=entry.id,
         status=status,  # type: ignore[arg-type]

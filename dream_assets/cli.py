@@ -132,11 +132,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd_init(args)
     profile = _profile(args)
     options = _options(profile)
-    from dream_assets.options import pass_model_options
-
     endpoints = {
         (o.LlmBaseUrl, o.LlmModel, o.LlmApiKeyEnv): o
-        for o in [options, *(pass_model_options(options, spec.name) for spec in PASSES if spec.uses_model)]
+        for o in [options, *(options.for_pass_model(spec.name) for spec in PASSES if spec.uses_model)]
     }
     problem = next((p for p in map(endpoint_problem, endpoints.values()) if p is not None), None)
     if problem is not None:  # the endpoint is checked before the cycle: nothing runs against a dead one
@@ -551,6 +549,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from dream_assets import service
 
     profile = _profile(args)
+    if args.options:
+        return _print_options(profile)
     st = service.status(profile, options=_options(profile), now=_now(args), profile_arg=args.profile)
     print(f"agent {st.agent}: {st.live_memories} live memories, {st.archived_memories} archived, {st.skills} skills")
     print(f"recall index: {st.recall_index}")
@@ -586,6 +586,20 @@ def cmd_status(args: argparse.Namespace) -> int:
             forced = f" (forced: {p.forced})" if p.forced else ""
             print(f"{pad}last completed {_when(parse_ts(p.last_completed))}{forced}, input fingerprint {shown}")
         print(f"{pad}next run: {p.next_run}")
+    return 0
+
+
+def _print_options(profile: AgentProfile) -> int:
+    """``dream status --options``: every option by its nested name, its resolved value, its flat alias and where the
+    value came from (the default, a file and key, or an environment variable)."""
+    from dream_assets.options import resolve_agent_options
+
+    rows = resolve_agent_options(profile).rows()
+    print(f"options of agent {profile.agent_id} (name = value  [alias]  from):")
+    width = max(len(f"{r.nested} = {r.shown}") for r in rows)
+    alias = max(len(r.alias) for r in rows) + 2
+    for r in rows:
+        print(f"  {f'{r.nested} = {r.shown}':<{width}}  {f'[{r.alias}]':<{alias}}  {r.source}")
     return 0
 
 
@@ -989,6 +1003,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common(sp)
     sp.add_argument("--full", action="store_true", help="show input fingerprints in full, however long")
+    sp.add_argument(
+        "--options", action="store_true", help="every option's resolved value and where it came from, instead"
+    )
     sp.set_defaults(func=cmd_status)
 
     sp = sub.add_parser(

@@ -10,9 +10,10 @@ from pathlib import Path
 from dream_assets import cycle_ids
 from dream_assets.model import utc_or_now
 from dream_assets.options import DreamOptions, load_agent_options
+from dream_assets.passes import registry
 from dream_assets.passes.context import PassContext
-from dream_assets.passes.registry import PASSES
 from dream_assets.passes.report import PassReport
+from dream_assets.passes.runner import run_pass
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.service.folders import linked, read_folder, write_back
 from dream_assets.store.cycle_marker import CycleHold
@@ -35,7 +36,7 @@ def run_cycle(
     (``load_agent_options``); ``now``: the current UTC time unless given. Returns one report per pass (``status``,
     ``summary``, ``reason``). While it runs the cycle is marked in progress (``store.cycle_marker``), so `dream undo`
     refuses even between two passes. A pass that raises is reported as failed and the cycle goes on (spec: retention is
-    best-effort; a model error means "retry next cycle", never "done"); see PassSpec.run. With a memory folder
+    best-effort; a model error means "retry next cycle", never "done"); see passes/runner.py. With a memory folder
     linked (``dream link``) and every pass run, the folder is read first and written back last (two more reports,
     ``memory_folder_read`` and ``memory_folder_write``). ``force``: passes that ignore their change gate and
     minimum-interval floor once (`dream run --force`), ``force_reason`` saying why."""
@@ -57,10 +58,10 @@ def run_cycle(
     with CycleHold(profile, ctx.cycle_id, stale_after_s=options.RunTimeout.total_seconds()):
         if folder:
             reports.append(read_folder(profile, options, now))
-        for spec in PASSES:
+        for spec in registry.PASSES:  # read when the cycle runs: a pass registered since is run too
             if wanted is not None and spec.name not in wanted:
                 continue
-            reports.append(spec.run(replace(ctx, force=reason, _store=ctx.store) if spec.name in forced else ctx))
+            reports.append(run_pass(spec, replace(ctx, force=reason, _store=ctx.store) if spec.name in forced else ctx))
         if folder:
             reports.append(write_back(profile, options, now, cycle_id=ctx.cycle_id))
     # The next process (a search from the shell, the next cycle) loads the recall index instead of rebuilding it.

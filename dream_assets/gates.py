@@ -1,9 +1,10 @@
 """The change gate as the sensors and ``dream status`` see it, read from each pass's spec.
 
-A gated pass (``PassSpec.gate``) compares the data version of one input source asset with its ledger record: the
-same value the pass stamps when it completes and the source asset shows (input_fingerprints.py), so a sensor and its
-pass never disagree about "unchanged". The ledger is the source of truth (a lost Dagster instance or sensor cursor
-never makes a pass skip forever); the minimum-interval rule is the spec's own (``PassSpec.floor``).
+A gated pass (``PassSpec.gate``) compares the fingerprint of its input — the data version of its gate input source
+asset (input_fingerprints.py), or the pass's own fingerprint of what it would send (``PassSpec.fingerprint``) — with
+its ledger record: the same value the runner stamps when the pass completes, decided by the same gate module
+(passes/gate.py), so a sensor and its pass never disagree about "unchanged". The ledger is the source of truth (a lost
+Dagster instance or sensor cursor never makes a pass skip forever); the minimum-interval rule is the gate module's too.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dream_assets.input_fingerprints import INPUT_ASSETS, data_version, input_path
+from dream_assets.input_fingerprints import INPUT_ASSETS, input_path
 from dream_assets.llm.client import configured_model_identity
 from dream_assets.model import iso
-from dream_assets.options import DreamOptions, pass_model_options
+from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.gate import floor, gate_decision, input_fingerprint
 from dream_assets.passes.registry import PASSES, by_name
 from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import AgentProfile
-from dream_assets.store.ledger import GateDecision, PassLedger, gate
+from dream_assets.store.ledger import GateDecision, PassLedger
 
 #: The change-gated passes, in cycle order (one change-gate sensor each).
 GATED_PASSES: tuple[str, ...] = tuple(spec.name for spec in PASSES if spec.gate is not None)
@@ -47,14 +49,6 @@ def gate_input_path(pass_name: str, profile: AgentProfile) -> Path:
     return input_path(profile, spec.gate)
 
 
-def gate_fingerprint(pass_name: str, profile: AgentProfile) -> str:
-    """The fingerprint the gated pass stamps and its sensor compares: the data version of its gate input."""
-    spec = by_name(pass_name)
-    if spec.gate is None:
-        raise KeyError(f"pass {pass_name!r} has no change gate; gated passes: {', '.join(GATED_PASSES)}")
-    return data_version(profile, spec.gate)
-
-
 def gate_signature(pass_name: str, profile: AgentProfile, extra: Iterable[Path] = ()) -> str:
     """A cheap signature of every file the gate decision of ``pass_name`` reads: its gate input (a store with its
     write-ahead log), the other inputs it needs, the ledger, the agent's options file, the consolidation pause file,
@@ -67,8 +61,8 @@ def gate_signature(pass_name: str, profile: AgentProfile, extra: Iterable[Path] 
     reads = [input_path(profile, asset) for asset in spec.reads if asset in INPUT_ASSETS]
     paths = [path, *reads, profile.ledger_path, profile.options_path, profile.consolidation_pause_path, *extra]
     paths = list(dict.fromkeys(paths))
-    if path == profile.store_path:
-        paths.append(path.with_name(path.name + ".wal"))
+    if profile.store_path in paths:  # the gate input, or a store a pass's own fingerprint reads
+        paths.append(profile.store_path.with_name(profile.store_path.name + ".wal"))
     parts = []
     for p in paths:
         try:
@@ -88,7 +82,7 @@ def gate_signature(pass_name: str, profile: AgentProfile, extra: Iterable[Path] 
 @dataclass(frozen=True)
 class GateStatus:
     pass_name: str
-    fingerprint: str
+    fingerprint: str  # "" when the pass would send nothing
     decision: GateDecision
     last_run_at: datetime | None
 
@@ -97,28 +91,32 @@ def gate_status(pass_name: str, profile: AgentProfile, options: DreamOptions, no
     """Is ``pass_name`` due for this agent? Its input moved, DreamPassMaxSkipInterval elapsed, or it never ran — and
     it is not held back by its minimum interval."""
     spec = by_name(pass_name)
-    fingerprint = gate_fingerprint(pass_name, profile)
+    ctx = PassContext(profile, options, now, cycle_id="gate")
     record = PassLedger(profile).get(pass_name)
-    if not options.DreamPassChangeGateEnabled:
-        decision = GateDecision(False, "change gate disabled (DreamPassChangeGateEnabled = false)")
+    # A pass with nothing to run on skips without a ledger stamp: requesting it would launch a run that only skips
+    # again, on every tick, for every agent without that input.
+    missing = spec.missing_input(ctx) if spec.missing_input is not None else None
+    if missing is not None and spec.fingerprint is not None:  # its fingerprint reads that input
+        return GateStatus(
+            pass_name, "", GateDecision(True, f"nothing to run on — {missing}"), record.last_run_at if record else None
+        )
+    fingerprint = input_fingerprint(spec, ctx)
+    if fingerprint is None:
+        decision = GateDecision(True, "nothing to run on — nothing new to send the model")
     else:
-        model = configured_model_identity(pass_model_options(options, pass_name)) if spec.uses_model else None
-        decision = gate(record, fingerprint, now, options.DreamPassMaxSkipInterval, model)
-    if not decision.skip and spec.missing_input is not None:
-        # A pass with nothing to run on skips without a ledger stamp: requesting it would launch a run that only
-        # skips again, on every tick, for every agent without that input.
-        missing = spec.missing_input(PassContext(profile, options, now, cycle_id="gate"))
-        if missing is not None:
-            decision = GateDecision(True, f"nothing to run on — {missing}")
+        model = configured_model_identity(options.for_pass_model(pass_name)) if spec.uses_model else None
+        decision = gate_decision(record, fingerprint, options, now, model)
+    if not decision.skip and missing is not None:
+        decision = GateDecision(True, f"nothing to run on — {missing}")
     if not decision.skip:
-        floor = spec.floor(record, options, now)
-        if floor is not None and record is not None:
+        allowed = floor(spec, record, options, now)
+        if allowed is not None and record is not None:
             decision = GateDecision(
                 True,
-                f"minimum interval: last completed {iso(record.last_run_at)}, next allowed at {iso(floor)}",
-                floor,
+                f"minimum interval: last completed {iso(record.last_run_at)}, next allowed at {iso(allowed)}",
+                allowed,
             )
-    return GateStatus(pass_name, fingerprint, decision, record.last_run_at if record else None)
+    return GateStatus(pass_name, fingerprint or "", decision, record.last_run_at if record else None)
 
 
 def min_interval_floor(pass_name: str, profile: AgentProfile, options: DreamOptions, now: datetime) -> datetime | None:
@@ -126,4 +124,4 @@ def min_interval_floor(pass_name: str, profile: AgentProfile, options: DreamOpti
     spec = by_name(pass_name)
     if spec.min_interval is None:
         return None
-    return spec.floor(PassLedger(profile).get(pass_name), options, now)
+    return floor(spec, PassLedger(profile).get(pass_name), options, now)

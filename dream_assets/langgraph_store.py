@@ -243,6 +243,8 @@ class LangGraphMemoryStore(BaseStore):
             _validate_op(op)
         # The agent is in a conversation: a dream pass waits before its next model call (AgentActiveWindow).
         service.mark_agent_active(self.store, now=self._clock())
+        # A note a person just wrote in the agent's linked folder is read in first (nothing is read when no file moved)
+        service.refresh_folder(self.store.profile, self.store.options, self._clock())
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):

@@ -40,9 +40,10 @@ from dream_assets.llm.endpoint_profile import (
     plausible_number,
     rate,
 )
-from dream_assets.options import DreamOptions, pass_model_options
+from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES
+from dream_assets.passes.runner import run_pass
 from dream_assets.profile import AgentProfile
 
 #: Counts a pass keeps for what the host refused of an answer.
@@ -89,7 +90,7 @@ def check_model(profile: AgentProfile, options: DreamOptions, now: datetime) -> 
         for spec in PASSES:
             if not spec.uses_model or spec.disabled(options):
                 continue
-            opts = pass_model_options(options, spec.name)
+            opts = options.for_pass_model(spec.name)
             client = build_model_client(opts, copy)
             ctx = PassContext(
                 copy,
@@ -99,7 +100,7 @@ def check_model(profile: AgentProfile, options: DreamOptions, now: datetime) -> 
                 client_factory=lambda client=client: client,
                 force="dream check-model: a rehearsal on a copy of the profile",
             )
-            report = spec.run(ctx)
+            report = run_pass(spec, ctx)
             usage = report.usage
             reason = report.reason if report.status in ("failed", "deferred") else ""
             out.append(

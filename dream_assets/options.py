@@ -1,20 +1,43 @@
 """DreamOptions: every option and default of the dream service, bound from a TOML file and the environment.
 
-Names follow the specification (``LogRetentionMaxFileAge``, ``DreamPassMaxSkipInterval`` ...). The environment
-binding mirrors the spec's ``Dream__X`` convention as ``DREAM__X``; a section may be spelled out
-(``DREAM__Memory__DedupeSimilarityThreshold``, ``DREAM__Llm__BaseUrl``). Durations accept ISO-8601
-(``PT6H``, ``P7D``), ``HH:MM:SS``, ``D.HH:MM:SS`` (the .NET TimeSpan form), units as people type them (``90s``,
-``30m``, ``4h``, ``7d``, ``2w``, ``1h30m``) or a number of seconds.
+Every option has a nested name: a global section (``schedule``, ``change_gate``, ``memory``, ``skills``, ``model``,
+``embeddings``, ``store``, ``review``, ``deployment``) or a pass's section ``passes.<pass>`` under the registry's pass
+name, with ``enabled``, ``model``, ``base_url``, ``api_key_env``, ``apply_mode``, ``directive`` and ``min_interval``
+where the pass has them, and the pass's own options (``LAYOUT`` lists them all). In TOML::
+
+    [passes.memory_consolidation]
+    model = "qwen2.5:14b"
+    [model]
+    base_url = "http://127.0.0.1:11434/v1"
+
+and in the environment ``DREAM__PASSES__MEMORY_CONSOLIDATION__MODEL``, ``DREAM__MODEL__BASE_URL`` (case and the
+underscores inside a name aside). Readers use ``options.passes["memory_consolidation"].model`` or
+``options.model.base_url``; no option name is built from a pass name.
+
+Every flat name of the specification (``LogRetentionMaxFileAge``, ``DreamPassMaxSkipInterval``,
+``MemoryConsolidationModel`` ...) stays accepted as the nested name's alias, and stays the attribute readers and
+``DreamOptions(...)`` use: the flat fields hold the values, the nested names are laid over them by one table. The
+environment binding mirrors the spec's ``Dream__X`` convention as ``DREAM__X``; a section may be spelled out
+(``DREAM__Memory__DedupeSimilarityThreshold``, ``DREAM__Llm__BaseUrl``).
+
+Which wins: sources are read in order — defaults, the deployment file, the agent's ``dream.toml``, the environment,
+explicit overrides — and a later source wins. Within one source, one option set twice (a nested name and its alias,
+or two spellings of one) with different values is refused with an error naming both; set twice to one value it is
+accepted. ``DreamOptions.resolve`` tells where each value came from (``dream status --options``).
+
+Durations accept ISO-8601 (``PT6H``, ``P7D``), ``HH:MM:SS``, ``D.HH:MM:SS`` (the .NET TimeSpan form), units as
+people type them (``90s``, ``30m``, ``4h``, ``7d``, ``2w``, ``1h30m``) or a number of seconds.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
@@ -318,7 +341,7 @@ class DreamOptions:
         0.0, "price of a million completion tokens, for the cost figures", minimum=0.0
     )
 
-    # --- A model per pass: empty = the Llm* option (pass_model_options) ---
+    # --- A model per pass: empty = the Llm* option (DreamOptions.for_pass_model) ---
     MemoryConsolidationModel: str = _opt("", "model for memory consolidation; empty = LlmModel")
     MemoryConsolidationBaseUrl: str = _opt("", "endpoint for memory consolidation; empty = LlmBaseUrl", url=True)
     MemoryConsolidationApiKeyEnv: str = _opt("", "API key variable for memory consolidation; empty = LlmApiKeyEnv")
@@ -452,6 +475,61 @@ class DreamOptions:
     def option_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
 
+    # --- The nested, typed view (LAYOUT): options.passes[name].model, options.schedule.interval ... ---
+    @property
+    def passes(self) -> Mapping[str, PassOptions]:
+        """Each pass's options by the registry's pass name: ``options.passes["memory_consolidation"].model``."""
+        return _PassesView(self)
+
+    @property
+    def schedule(self) -> Any:
+        return _section(self, "schedule")
+
+    @property
+    def change_gate(self) -> Any:
+        return _section(self, "change_gate")
+
+    @property
+    def memory(self) -> Any:
+        return _section(self, "memory")
+
+    @property
+    def skills(self) -> Any:
+        return _section(self, "skills")
+
+    @property
+    def model(self) -> Any:
+        return _section(self, "model")
+
+    @property
+    def embeddings(self) -> Any:
+        return _section(self, "embeddings")
+
+    @property
+    def store(self) -> Any:
+        return _section(self, "store")
+
+    @property
+    def review(self) -> Any:
+        return _section(self, "review")
+
+    @property
+    def deployment(self) -> Any:
+        return _section(self, "deployment")
+
+    def for_pass_model(self, pass_name: str) -> DreamOptions:
+        """The options a pass's model calls use: the pass's own model, endpoint and API key variable
+        (``[passes.<name>] model`` ..., alias ``<Pass>Model``) in place of the model section's where set (a cheap model
+        for preference inference, a strong one for consolidation); these options unchanged otherwise (also for a pass
+        that has no model options)."""
+        own = self.passes.get(pass_name)
+        if own is None or own.model is None:
+            return self
+        model, base_url, api_key_env = own.model, own.base_url or self.LlmBaseUrl, own.api_key_env or self.LlmApiKeyEnv
+        if (model, base_url, api_key_env) == (self.LlmModel, self.LlmBaseUrl, self.LlmApiKeyEnv):
+            return self
+        return self.replace(LlmModel=model, LlmBaseUrl=base_url, LlmApiKeyEnv=api_key_env)
+
     @classmethod
     def load(
         cls,
@@ -463,49 +541,459 @@ class DreamOptions:
     ) -> DreamOptions:
         """Defaults, then the deployment TOML file (``toml_path`` or ``DREAM_CONFIG``), then the agent's own TOML file
         (``profile_toml``, when it exists), then ``DREAM__*`` variables, then explicit overrides."""
+        return cls.resolve(env=env, toml_path=toml_path, overrides=overrides, profile_toml=profile_toml).options
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        env: Mapping[str, str] | None = None,
+        toml_path: str | Path | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        profile_toml: str | Path | None = None,
+    ) -> ResolvedOptions:
+        """``load``, and where each option's value came from (``ResolvedOptions.sources``)."""
         env = os.environ if env is None else env
-        raw: dict[str, tuple[Any, str]] = {}
+        #: each source: the file (empty for the environment and the overrides) and its (key, value, where) items
+        sources: list[tuple[str, list[tuple[str, Any, str]]]] = []
         paths = [p for p in (toml_path or env.get("DREAM_CONFIG"),) if p]
         if profile_toml and Path(profile_toml).exists():
             paths.append(profile_toml)
         for path in paths:
-            for key, value in _read_toml(Path(path)).items():
-                raw[_canonical(key, f"{path}")] = (value, f"{path}: {key}")
-        for key, value in env.items():
-            if key.upper().startswith(ENV_PREFIX):
-                raw[_canonical(key[len(ENV_PREFIX) :], key)] = (value, key)
-        for key, value in (overrides or {}).items():
-            raw[_canonical(key, key)] = (value, key)
-        values = {name: _coerce(name, value, where) for name, (value, where) in raw.items()}
-        return cls(**values)
+            items = _read_toml(Path(path)).items()
+            sources.append((str(path), [(key, value, f"{path}: {key}") for key, value in items]))
+        prefixed = [key for key in env if key.upper().startswith(ENV_PREFIX)]
+        sources.append(("", [(key[len(ENV_PREFIX) :], env[key], key) for key in prefixed]))
+        sources.append(("", [(key, value, key) for key, value in (overrides or {}).items()]))
+        values: dict[str, Any] = {}
+        where_from: dict[str, str] = {}
+        for origin, items in sources:
+            seen: dict[str, tuple[Any, str]] = {}
+            for key, value, where in items:
+                name = _canonical(key, origin or where)
+                result = _coerce(name, value, where)
+                if name in seen and seen[name][0] != result:
+                    raise OptionsError(
+                        f"option {name} is set twice with different values: {seen[name][1]} = {seen[name][0]!r} and "
+                        f"{where} = {result!r}; keep one of them (a nested name and its flat alias are one option)"
+                    )
+                seen[name] = (result, where)
+            for name, (result, where) in seen.items():
+                values[name], where_from[name] = result, where
+        return ResolvedOptions(cls(**values), where_from)
 
 
-def pass_model_options(options: DreamOptions, pass_name: str) -> DreamOptions:
-    """The options a pass's model calls use: its ``<Pass>Model``, ``<Pass>BaseUrl`` and ``<Pass>ApiKeyEnv`` in place of
-    LlmModel, LlmBaseUrl and LlmApiKeyEnv where set (a cheap model for preference inference, a strong one for
-    consolidation); the options unchanged otherwise."""
-    camel = "".join(word.capitalize() for word in pass_name.split("_"))
-    changes = {
-        target: value
-        for suffix, target in (("Model", "LlmModel"), ("BaseUrl", "LlmBaseUrl"), ("ApiKeyEnv", "LlmApiKeyEnv"))
-        if (value := str(getattr(options, camel + suffix, "") or "").strip())
-    }
-    return options.replace(**changes) if changes else options
+@dataclass(frozen=True)
+class ResolvedOptions:
+    """Options and where each came from: the file and key, or the environment variable (absent: the default)."""
+
+    options: DreamOptions
+    sources: Mapping[str, str]
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, "default")
+
+    def rows(self) -> list[OptionRow]:
+        """Every option in the nested layout's order, with its resolved value and source."""
+        rows = []
+        for name, path in LAYOUT.items():
+            value = getattr(self.options, name)
+            rows.append(OptionRow(".".join(path), name, value, format_value(value), self.source(name)))
+        return rows
+
+
+@dataclass(frozen=True)
+class OptionRow:
+    nested: str  # "passes.memory_consolidation.model"
+    alias: str  # "MemoryConsolidationModel"
+    value: Any
+    shown: str  # the value as the options file or environment would spell it
+    source: str  # "default", "<file>: <key>" or the environment variable's name
+
+
+def format_value(value: Any) -> str:
+    """A resolved value as it would be written in ``dream.toml`` or a ``DREAM__*`` variable."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, timedelta):
+        return _format_duration(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def _format_duration(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    sign, seconds = ("-", -seconds) if seconds < 0 else ("", seconds)
+    if seconds == 0:
+        return "0s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{int(count)}{unit}")
+    if seconds:
+        parts.append(f"{seconds:g}s")
+    return sign + "".join(parts)
 
 
 def load_agent_options(profile: AgentProfile, env: Mapping[str, str] | None = None) -> DreamOptions:
     """One agent's options, as every ``dream`` command loads them: the defaults, the deployment file
     (``DREAM_CONFIG``), the agent's ``dream.toml``, then the ``DREAM__*`` environment (``env``, else ``os.environ``)."""
-    return DreamOptions.load(env=os.environ if env is None else env, profile_toml=profile.options_path)
+    return resolve_agent_options(profile, env).options
+
+
+def resolve_agent_options(profile: AgentProfile, env: Mapping[str, str] | None = None) -> ResolvedOptions:
+    """``load_agent_options`` with where each value came from (``dream status --options``)."""
+    return DreamOptions.resolve(env=os.environ if env is None else env, profile_toml=profile.options_path)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The nested layout. Every option has one place: a global section or a pass's section. The table is written out
+# name by name (never built from a pass name), and import fails when it misses a field or names one that is not.
+
+#: The passes of a dream cycle by the registry's names (passes/registry.py PASSES; a test holds the two equal).
+PASS_NAMES = (
+    "log_retention",
+    "archive_purge",
+    "importance_decay",
+    "memory_consolidation",
+    "skill_gap_detection",
+    "wisp_failure_analysis",
+    "skill_consolidation",
+    "skill_optimization",
+    "preference_inference",
+    "tier_routing_review",
+    "contradiction_sweep",
+)
+
+#: The keys every pass section may have (a pass has those that apply to it).
+PASS_KEYS = ("enabled", "model", "base_url", "api_key_env", "apply_mode", "directive", "min_interval")
+
+#: Global sections: key -> the flat option name of today (its alias).
+SECTIONS: dict[str, dict[str, str]] = {
+    "schedule": {
+        "enabled": "Enabled",
+        "initial_delay": "InitialDelay",
+        "interval": "Interval",
+        "busy_poll_interval": "BusyPollInterval",
+        "busy_max_wait": "BusyMaxWait",
+        "busy_retry_initial_delay": "BusyRetryInitialDelay",
+        "busy_retry_multiplier": "BusyRetryMultiplier",
+        "busy_retry_max_delay": "BusyRetryMaxDelay",
+        "busy_retry_max_attempts": "BusyRetryMaxAttempts",
+        "agent_active_window": "AgentActiveWindow",
+        "busy_lease_stale_after": "BusyLeaseStaleAfter",
+    },
+    "change_gate": {
+        "enabled": "DreamPassChangeGateEnabled",
+        "max_skip_interval": "DreamPassMaxSkipInterval",
+    },
+    "memory": {
+        "dedupe_similarity_threshold": "DedupeSimilarityThreshold",
+        "max_content_chars": "MaxContentChars",
+        "lexical_similarity_measure": "LexicalSimilarityMeasure",
+        "lexical_overlap_threshold": "LexicalOverlapThreshold",
+        "scope_categories": "MemoryScopeCategories",
+        "pruning_protection_importance": "PruningProtectionImportance",
+        "pruning_protection_reinforcement_count": "PruningProtectionReinforcementCount",
+        "recall_recency_weight": "RecallRecencyWeight",
+        "recall_recency_half_life": "RecallRecencyHalfLife",
+        "recall_reinforcement_weight": "RecallReinforcementWeight",
+        "feedback_window": "FeedbackWindow",
+        "feedback_max_signals": "FeedbackMaxSignals",
+        "folder_promotion_min_daily_notes": "FolderPromotionMinDailyNotes",
+    },
+    "skills": {
+        "usage_window": "SkillUsageWindow",
+        "sparse_max_chars": "SparseSkillMaxChars",
+        "sparse_min_age": "SparseSkillMinAge",
+    },
+    "model": {
+        "backend": "LlmBackend",
+        "base_url": "LlmBaseUrl",
+        "model": "LlmModel",
+        "api_key_env": "LlmApiKeyEnv",
+        "timeout": "LlmTimeout",
+        "max_retries": "LlmMaxRetries",
+        "temperature": "LlmTemperature",
+        "json_mode": "LlmJsonMode",
+        "max_tokens": "LlmMaxTokens",
+        "context_tokens": "LlmContextTokens",
+        "max_calls_per_pass": "LlmMaxCallsPerPass",
+        "structured_output": "LlmStructuredOutput",
+        "cycle_token_budget": "CycleTokenBudget",
+        "daily_token_budget": "DailyTokenBudget",
+        "price_input_per_million": "LlmPriceInputPerMillion",
+        "price_output_per_million": "LlmPriceOutputPerMillion",
+    },
+    "embeddings": {
+        "model": "EmbeddingModel",
+        "base_url": "EmbeddingBaseUrl",
+        "api_key_env": "EmbeddingApiKeyEnv",
+        "batch_size": "EmbeddingBatchSize",
+        "dimensions": "EmbeddingDimensions",
+        "similarity_threshold": "EmbeddingSimilarityThreshold",
+    },
+    "store": {
+        "lock_timeout": "StoreLockTimeout",
+        "snapshot_retention": "SnapshotRetention",
+        "audit_trend_retention": "AuditTrendRetention",
+        "audit_pause_on_hard_delete": "AuditPauseOnHardDelete",
+    },
+    "review": {
+        "apply_mode": "ApplyMode",
+        "expiry_days": "ReviewExpiryDays",
+    },
+    "deployment": {
+        "profile_root": "ProfileRoot",
+        "serve_header_timeout": "ServeHeaderTimeout",
+        "serve_body_timeout": "ServeBodyTimeout",
+        "serve_max_connections_per_client": "ServeMaxConnectionsPerClient",
+        "serve_max_connections": "ServeMaxConnections",
+        "run_retention": "RunRetention",
+        "run_timeout": "RunTimeout",
+    },
+}
+
+#: Each pass's section: key -> the flat option name of today. The PASS_KEYS a pass has, then its own options.
+PASS_SECTIONS: dict[str, dict[str, str]] = {
+    "log_retention": {
+        "enabled": "LogRetentionEnabled",
+        "max_file_age": "LogRetentionMaxFileAge",
+        "max_files_per_directory": "LogRetentionMaxFilesPerDirectory",
+        "max_lines_per_file": "LogRetentionMaxLinesPerFile",
+    },
+    "archive_purge": {
+        "enabled": "ArchivePurgeEnabled",
+        "apply_mode": "ArchivePurgeApplyMode",
+        "retention": "MemoryArchiveRetention",
+    },
+    "importance_decay": {
+        "enabled": "ImportanceDecayEnabled",
+        "apply_mode": "ImportanceDecayApplyMode",
+        "grace_days": "ImportanceDecayGraceDays",
+        "half_life_days": "ImportanceDecayHalfLifeDays",
+        "floor": "ImportanceDecayFloor",
+    },
+    "memory_consolidation": {
+        "enabled": "MemoryConsolidationEnabled",
+        "model": "MemoryConsolidationModel",
+        "base_url": "MemoryConsolidationBaseUrl",
+        "api_key_env": "MemoryConsolidationApiKeyEnv",
+        "apply_mode": "MemoryConsolidationApplyMode",
+        "directive": "DirectivePath",
+        "min_interval": "ConsolidationMinInterval",
+        "similarity_threshold": "ConsolidationSimilarityThreshold",
+        "max_cluster_size": "ConsolidationMaxClusterSize",
+        "max_entries_per_call": "ConsolidationMaxEntriesPerCall",
+        "merge_repair_enabled": "MergeRepairEnabled",
+        "merge_repair_max_per_cycle": "MergeRepairMaxPerCycle",
+        "removal_guard_enabled": "ConsolidationRemovalGuardEnabled",
+        "settled_cooldown": "ConsolidationSettledCooldown",
+        "exact_fold_enabled": "ConsolidationExactFoldEnabled",
+    },
+    "skill_gap_detection": {
+        "enabled": "SkillGapEnabled",
+        "model": "SkillGapDetectionModel",
+        "base_url": "SkillGapDetectionBaseUrl",
+        "api_key_env": "SkillGapDetectionApiKeyEnv",
+        "apply_mode": "SkillGapDetectionApplyMode",
+        "directive": "SkillGapDirectivePath",
+    },
+    "wisp_failure_analysis": {
+        "enabled": "WispFailureAnalysisEnabled",
+        "model": "WispFailureAnalysisModel",
+        "base_url": "WispFailureAnalysisBaseUrl",
+        "api_key_env": "WispFailureAnalysisApiKeyEnv",
+        "apply_mode": "WispFailureAnalysisApplyMode",
+        "directive": "WispFailureDirectivePath",
+        "window": "WispAnalysisWindow",
+        "failure_min_frequency": "WispFailureMinFrequency",
+        "success_min_frequency": "WispSuccessMinFrequency",
+        "success_min_rate": "WispSuccessMinRate",
+    },
+    "skill_consolidation": {
+        "enabled": "SkillConsolidationEnabled",
+        "model": "SkillConsolidationModel",
+        "base_url": "SkillConsolidationBaseUrl",
+        "api_key_env": "SkillConsolidationApiKeyEnv",
+        "apply_mode": "SkillConsolidationApplyMode",
+        "directive": "SkillDirectivePath",
+        "co_used_pairs": "SkillCoUsedPairs",
+    },
+    "skill_optimization": {
+        "enabled": "SkillOptimizationEnabled",
+        "model": "SkillOptimizationModel",
+        "base_url": "SkillOptimizationBaseUrl",
+        "api_key_env": "SkillOptimizationApiKeyEnv",
+        "apply_mode": "SkillOptimizationApplyMode",
+        "directive": "SkillOptimizeDirectivePath",
+    },
+    "preference_inference": {
+        "enabled": "PreferenceInferenceEnabled",
+        "model": "PreferenceInferenceModel",
+        "base_url": "PreferenceInferenceBaseUrl",
+        "api_key_env": "PreferenceInferenceApiKeyEnv",
+        "apply_mode": "PreferenceInferenceApplyMode",
+        "directive": "PreferenceDirectivePath",
+    },
+    "tier_routing_review": {
+        "enabled": "TierRoutingReviewEnabled",
+        "model": "TierRoutingReviewModel",
+        "base_url": "TierRoutingReviewBaseUrl",
+        "api_key_env": "TierRoutingReviewApiKeyEnv",
+        "apply_mode": "TierRoutingReviewApplyMode",
+        "directive": "TierRoutingDirectivePath",
+        "window": "TierRoutingReviewWindow",
+    },
+    "contradiction_sweep": {
+        "enabled": "ContradictionSweepEnabled",
+        "model": "ContradictionSweepModel",
+        "base_url": "ContradictionSweepBaseUrl",
+        "api_key_env": "ContradictionSweepApiKeyEnv",
+        "apply_mode": "ContradictionSweepApplyMode",
+        "directive": "ContradictionSweepDirectivePath",
+        "neighbours": "ContradictionSweepNeighbours",
+        "max_entries_per_call": "ContradictionSweepMaxEntriesPerCall",
+        "max_superseded_share": "ContradictionSweepMaxSupersededShare",
+    },
+}
+
+#: Every option's nested path by its flat name: ("model", "base_url"), ("passes", "skill_gap_detection", "enabled").
+LAYOUT: dict[str, tuple[str, ...]] = {
+    **{flat: (section, key) for section, keys in SECTIONS.items() for key, flat in keys.items()},
+    **{flat: ("passes", name, key) for name, keys in PASS_SECTIONS.items() for key, flat in keys.items()},
+}
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    """One pass's options, resolved: ``None`` for a key the pass does not have (no ``model`` for a pass that calls no
+    model, no ``apply_mode`` for one that writes no store). ``model``, ``base_url`` and ``api_key_env`` fall back to
+    the model section's, ``apply_mode`` to the review section's. A pass with options of its own has them as fields
+    of its own subclass (``PASS_TYPES``): ``options.passes["contradiction_sweep"].neighbours``."""
+
+    name: str
+    enabled: bool
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    apply_mode: str | None = None
+    directive: str | None = None
+    min_interval: timedelta | None = None
+
+    @property
+    def writes_store(self) -> bool:
+        """Has the pass changes to hold for review (it has an apply mode)?"""
+        return self.apply_mode is not None
+
+    @property
+    def own(self) -> dict[str, Any]:
+        """The pass's own options by key (those beyond PASS_KEYS)."""
+        shared = {f.name for f in fields(PassOptions)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in shared}
+
+
+def _pass_options(options: DreamOptions, name: str) -> PassOptions:
+    keys = PASS_SECTIONS[name]
+
+    def value(key: str) -> Any:
+        flat = keys.get(key)
+        return None if flat is None else getattr(options, flat)
+
+    model, base_url, api_key_env = value("model"), value("base_url"), value("api_key_env")
+    apply_mode = value("apply_mode")
+    return PASS_TYPES[name](
+        name=name,
+        enabled=value("enabled"),
+        model=None if model is None else (model.strip() or options.LlmModel),
+        base_url=None if base_url is None else (base_url.strip() or options.LlmBaseUrl),
+        api_key_env=None if api_key_env is None else (api_key_env.strip() or options.LlmApiKeyEnv),
+        apply_mode=None if apply_mode is None else (apply_mode or options.ApplyMode),
+        directive=value("directive"),
+        min_interval=value("min_interval"),
+        **{key: getattr(options, flat) for key, flat in keys.items() if key not in PASS_KEYS},
+    )
+
+
+class _PassesView(Mapping[str, PassOptions]):
+    """``options.passes``: each pass's PassOptions, built when asked for."""
+
+    def __init__(self, options: DreamOptions) -> None:
+        self._options = options
+
+    def __getitem__(self, name: str) -> PassOptions:
+        if name not in PASS_SECTIONS:
+            raise KeyError(f"no options section for pass {name!r}; passes: {', '.join(PASS_NAMES)}")
+        return _pass_options(self._options, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(PASS_NAMES)
+
+    def __len__(self) -> int:
+        return len(PASS_NAMES)
 
 
 _FIELDS = {f.name: f for f in fields(DreamOptions)}
+
+#: One frozen dataclass per global section, its fields typed as the options they hold.
+SECTION_TYPES: dict[str, type] = {
+    section: dataclasses.make_dataclass(
+        "".join(word.capitalize() for word in section.split("_")) + "Options",
+        [(key, _FIELDS[flat].type) for key, flat in keys.items()],
+        frozen=True,
+    )
+    for section, keys in SECTIONS.items()
+}
+
+
+#: One frozen PassOptions subclass per pass, with the pass's own options as typed fields.
+PASS_TYPES: dict[str, type[PassOptions]] = {
+    name: dataclasses.make_dataclass(
+        "".join(word.capitalize() for word in name.split("_")) + "Options",
+        [(key, _FIELDS[flat].type, field(kw_only=True)) for key, flat in keys.items() if key not in PASS_KEYS],
+        bases=(PassOptions,),
+        frozen=True,
+    )
+    for name, keys in PASS_SECTIONS.items()
+}
+
+
+def _section(options: DreamOptions, section: str) -> Any:
+    return SECTION_TYPES[section](**{key: getattr(options, flat) for key, flat in SECTIONS[section].items()})
+
+
+def _check_layout() -> None:
+    missing = [name for name in _FIELDS if name not in LAYOUT]
+    unknown = [name for name in LAYOUT if name not in _FIELDS]
+    placed = [flat for keys in (*SECTIONS.values(), *PASS_SECTIONS.values()) for flat in keys.values()]
+    twice = sorted({flat for flat in placed if placed.count(flat) > 1})
+    if missing or unknown or twice or tuple(PASS_SECTIONS) != PASS_NAMES:
+        raise AssertionError(f"options layout: missing {missing}, unknown {unknown}, placed twice {twice}")
+
+
+_check_layout()
+
 _BY_LOWER = {name.lower(): name for name in _FIELDS}
 _SECTIONS = {"dream", "memory"}
 
 
+def _squash(word: str) -> str:
+    return word.replace("_", "").lower()
+
+
+#: The nested spellings, case and underscores aside: ("model", "baseurl") -> LlmBaseUrl.
+_NESTED: dict[tuple[str, ...], str] = {tuple(_squash(part) for part in path): flat for flat, path in LAYOUT.items()}
+
+
 def _canonical(key: str, where: str) -> str:
     parts = [p for p in re.split(r"__|:|\.", key) if p]
+    nested = _NESTED.get(tuple(_squash(part) for part in parts))
+    if nested is not None:
+        return nested
+    if parts and parts[0].lower() == "passes":
+        raise OptionsError(f"unknown dream option {key!r} (from {where}); {_pass_hint(parts[1:])}")
     if len(parts) > 1 and parts[0].lower() in _SECTIONS:
         parts = parts[1:]
     name = "".join(parts)
@@ -513,6 +1001,20 @@ def _canonical(key: str, where: str) -> str:
     if found is None:
         raise OptionsError(f"unknown dream option {key!r} (from {where}); {_closest(name)}{OPTIONS_LISTED}")
     return found
+
+
+def _pass_hint(parts: list[str]) -> str:
+    """What a pass option is spelled like, for a ``passes.<pass>.<key>`` that names no option."""
+    by_squash = {_squash(name): name for name in PASS_NAMES}
+    name = by_squash.get(_squash(parts[0])) if parts else None
+    if name is None:
+        near = difflib.get_close_matches(parts[0].lower() if parts else "", PASS_NAMES, n=1, cutoff=0.6)
+        guess = f"did you mean {near[0]}? " if near else ""
+        return f"{guess}a pass option is passes.<pass>.<key>; the passes: {', '.join(PASS_NAMES)}"
+    keys = list(PASS_SECTIONS[name])
+    near = difflib.get_close_matches("_".join(parts[1:]).lower(), keys, n=1, cutoff=0.6)
+    guess = f"did you mean passes.{name}.{near[0]}? " if near else ""
+    return f"{guess}the options of pass {name}: {', '.join(keys)}"
 
 
 #: Where every option is listed with its default and what it accepts.
@@ -549,12 +1051,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise OptionsError(f"options file {path} is not valid TOML: {exc}") from exc
     flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):  # [dream], [memory], [llm] tables
-            for inner, inner_value in value.items():
-                flat[f"{key}__{inner}"] = inner_value
-        else:
-            flat[key] = value
+
+    def walk(table: dict[str, Any], prefix: str) -> None:
+        # [memory], [model], [passes.memory_consolidation] ... tables: their keys as "passes.memory_consolidation.model"
+        for key, value in table.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                flat[prefix + key] = value
+
+    walk(data, "")
     return flat
 
 

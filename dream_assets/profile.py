@@ -158,6 +158,12 @@ class AgentProfile:
         return self.root / "memory-folder-state.json"
 
     @property
+    def memory_folder_lock_path(self) -> Path:
+        """Held while the linked folder is read into the store or written back (a cycle, ``dream sync``, the read a
+        search or save makes when a file changed), so one never reads what another is half-way through writing."""
+        return self.root / "memory-folder.lock"
+
+    @property
     def memory_folder_undo_dir(self) -> Path:
         """Per cycle: the linked folder's files as they were before the cycle's write-back (for dream undo)."""
         return self.root / "memory-folder-undo"

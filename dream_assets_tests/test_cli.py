@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dream_assets.cli import main
+from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile, discover_profiles
 from dream_assets.store import open_store
 
@@ -472,3 +473,24 @@ def test_serve_refuses_a_missing_profile_or_profile_root_unless_told_to_create_i
     done = _serve(client_cwd, "--profile", "data/agents/fresh", "--create")
     assert done.returncode == 0, done.stderr
     assert (client_cwd / "data" / "agents" / "fresh" / "logs").is_dir()
+
+
+def test_dream_status_options_shows_every_value_and_where_it_came_from(tmp_path, capsys, monkeypatch):
+    profile = tmp_path / "agent"
+    assert main(["init", "--profile", str(profile)]) == 0
+    (profile / "dream.toml").write_text('[passes.memory_consolidation]\nmodel = "big"\n', encoding="utf-8")
+    for key in [k for k in os.environ if k.upper().startswith("DREAM")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("DREAM__SkillGapEnabled", "false")
+    capsys.readouterr()
+    assert main(["status", "--options", "--profile", str(profile)]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert len(lines) == len(DreamOptions.option_names())
+    consolidation = lines["passes.memory_consolidation.model"].split()
+    assert consolidation[1:4] == ["=", '"big"', "[MemoryConsolidationModel]"]
+    assert lines["passes.memory_consolidation.model"].endswith(
+        f"{profile / 'dream.toml'}: passes.memory_consolidation.model"
+    )
+    assert lines["passes.skill_gap_detection.enabled"].split()[1:4] == ["=", "false", "[SkillGapEnabled]"]
+    assert lines["passes.skill_gap_detection.enabled"].endswith("DREAM__SkillGapEnabled")
+    assert lines["schedule.interval"].split()[1:] == ["=", "4h", "[Interval]", "default"]

@@ -408,7 +408,9 @@ def run_scenario(driver: PythonDriver) -> Outcome:
     steps["undo dream cycle"] = _undone(driver.undo(DREAM_CYCLE))
     steps["fact after undo"] = _status(driver.get(first["id"]))
 
-    _cycle(profile, REVIEW_CYCLE, clock(), ApplyMode="review")
+    # the undo left the merged memories apart (a person's decision) until the consolidation cooldown; at zero
+    # cooldown the cycle in review proposes those merges again
+    _cycle(profile, REVIEW_CYCLE, clock(), ApplyMode="review", ConsolidationSettledCooldown=timedelta(0))
     steps["review list"] = _pending(driver.review_list())
     applied = driver.review_apply(REVIEW_CYCLE, "each cluster says one thing")
     steps["review apply"] = _decided(applied)

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.llm.budget import budget_for, estimate_prompt_tokens, is_context_exceeded
-from dream_assets.llm.prompts import render_memory_consolidation
 from dream_assets.options import DreamOptions
+from dream_assets.passes.memory_consolidation.prompt import render_memory_consolidation
 from dream_assets_tests.consolidation_corpus import corpus as _corpus
 from dream_assets_tests.consolidation_corpus import review as _review
 from dream_assets_tests.openai_server import CONTEXT_ERRORS

@@ -24,6 +24,7 @@ from dream_assets.passes.contradiction_sweep import (
     run_contradiction_sweep,
 )
 from dream_assets.passes.registry import by_name
+from dream_assets.passes.runner import run_pass
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store.ledger import PassLedger
 from dream_assets_tests.conftest import NOW, run_scripted, run_without_model
@@ -217,12 +218,13 @@ def test_unchanged_corpus_makes_no_call_on_a_real_endpoint(store, profile, paris
         server.script(reply(json.dumps(answer())))
         options = DreamOptions(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
         ctx = PassContext(profile, options, NOW, cycle_id="c1", _store=store)
-        first = by_name("contradiction_sweep").run(ctx)
+        first = run_pass(by_name("contradiction_sweep"), ctx)
         assert first.status == "completed", first.reason
         assert len(server.requests) == 1
         for hours in (1, 30):
-            again = by_name("contradiction_sweep").run(
-                PassContext(profile, options, NOW + timedelta(hours=hours), cycle_id=f"c{hours}", _store=store)
+            again = run_pass(
+                by_name("contradiction_sweep"),
+                PassContext(profile, options, NOW + timedelta(hours=hours), cycle_id=f"c{hours}", _store=store),
             )
             assert again.status == "skipped" and "change gate" in again.reason
         assert len(server.requests) == 1

@@ -18,6 +18,7 @@ from dream_assets.gates import GATED_PASSES, gate_status
 from dream_assets.llm.base import ModelCallError
 from dream_assets.llm.offline import OfflineBackend
 from dream_assets.llm.scripted import ScriptedBackend
+from dream_assets.model import Skill
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
@@ -26,7 +27,13 @@ from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
-from dream_assets.store.log_records import SkillUsageEvent, TierRoutingEvent, WispExecutionEvent
+from dream_assets.store.log_records import (
+    ConversationTurn,
+    FeedbackEvent,
+    SkillUsageEvent,
+    TierRoutingEvent,
+    WispExecutionEvent,
+)
 from dream_assets.store.logs import append_event
 from dream_assets_tests.openai_server import OpenAITestServer, hang, refusing_base_url, reply
 
@@ -211,9 +218,14 @@ def _agent(root, name: str) -> AgentProfile:
     needs, so every gate sensor requests it."""
     profile = AgentProfile(root / name).ensure()
     enrol(profile, NOW)
-    open_store(profile).close()
+    store = open_store(profile)
+    store.skills.put(Skill("mcp/email", "Send an email", "Draft, confirm, send.", created_at=NOW, updated_at=NOW))
+    store.close()
     when = NOW - timedelta(hours=1)
     append_event(profile, "skill-usage", SkillUsageEvent(when, "s1", "mcp/email"))
+    append_event(profile, "feedback", FeedbackEvent(when, "s1", "Correction", "It went to the wrong person."))
+    for session in ("s1", "s2"):  # one request type in two sessions: something for skill gap detection to ask
+        append_event(profile, "conversation", ConversationTurn(when, session, "user", "Convert this invoice to a row"))
     append_event(profile, "wisp-executions", WispExecutionEvent(when, "w1", "Sync the CRM", success=True))
     append_event(profile, "tier-routing", TierRoutingEvent(when, "live", "small", "t1", "success"))
     return profile

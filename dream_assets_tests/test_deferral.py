@@ -14,6 +14,7 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.deferral import retry_delay, retry_due
 from dream_assets.passes.outcome import load_outcome
 from dream_assets.passes.registry import by_name
+from dream_assets.passes.runner import run_pass
 from dream_assets.save_pipeline import save_memory
 from dream_assets_tests.conftest import NOW
 
@@ -60,7 +61,7 @@ def _deferred_run(profile, store, options, now):
         profile, options, now, cycle_id=f"c-{now.isoformat()}", client_factory=lambda: client, _store=store
     )
     with model_busy(profile, heartbeat_every=None):
-        report = by_name("contradiction_sweep").run(ctx)
+        report = run_pass(by_name("contradiction_sweep"), ctx)
     assert not backend.requests
     return report
 
@@ -95,7 +96,7 @@ def test_a_run_that_is_not_deferred_ends_the_deferral(profile, store):
     backend = ScriptedBackend([{"supersessions": []}])
     client = ModelClient(backend, profile=profile, options=options)
     ctx = PassContext(profile, options, NOW + 5 * MIN, cycle_id="c2", client_factory=lambda: client, _store=store)
-    assert by_name("contradiction_sweep").run(ctx).status == "completed"
+    assert run_pass(by_name("contradiction_sweep"), ctx).status == "completed"
     record = load_outcome(profile, "contradiction_sweep")
     assert record["deferral"] is None and retry_due(record, NOW + timedelta(days=1)) is None
     # The next deferral starts again from the initial delay.
@@ -154,7 +155,7 @@ def test_the_deferred_pass_list_follows_the_outcomes(profile, store):
     assert "retries at 2026-11-30T12:05:00Z" in listed["contradiction_sweep"]["summary"]
     client = ModelClient(ScriptedBackend([{"supersessions": []}]), profile=profile, options=options)
     ctx = PassContext(profile, options, NOW + 5 * MIN, cycle_id="c2", client_factory=lambda: client, _store=store)
-    assert by_name("contradiction_sweep").run(ctx).status == "completed"
+    assert run_pass(by_name("contradiction_sweep"), ctx).status == "completed"
     assert load_deferred(profile) == {} and not deferred_index_path(profile).exists()
 
 

@@ -278,7 +278,9 @@ def test_sync_plan_prints_the_diff_and_writes_nothing(profile, tmp_path, capsys)
 def test_dream_link_stores_the_folder_and_refuses_an_unknown_format(profile, tmp_path, capsys):
     folder = _folder(tmp_path, "openclaw")
     assert main(["link", "--profile", str(profile.root), "--folder", str(folder), "--format", "openclaw"]) == 0
-    assert json.loads(profile.memory_folder_link_path.read_text()) == {"folder": str(folder), "format": "openclaw"}
+    link = json.loads(profile.memory_folder_link_path.read_text())
+    assert link.pop("linked_at")  # from then on, what the agent keeps is written into the folder too
+    assert link == {"folder": str(folder), "format": "openclaw"}
     missing = tmp_path / "nowhere"
     assert main(["link", "--profile", str(profile.root), "--folder", str(missing), "--format", "markdown"]) == 2
     assert str(missing) in capsys.readouterr().err

@@ -7,7 +7,7 @@ import pytest
 
 from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion
 from dream_assets.llm.client import ModelClient, ModelConfigError, build_model_client, resolve_backend_name
-from dream_assets.llm.contracts import Contract, ModelCall, SkillGapResponse
+from dream_assets.llm.contracts import Contract, ModelCall
 from dream_assets.llm.directives import builtin_directive
 from dream_assets.llm.offline import OfflineBackend
 from dream_assets.llm.scripted import ScriptedBackend
@@ -15,6 +15,7 @@ from dream_assets.llm.usage import UsageLedger, UsageRecord
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.resources import ModelResource
 from dream_assets.passes.registry import model_call
+from dream_assets.passes.skill_gap import SkillGapResponse
 
 
 def _client(answers) -> ModelClient:

@@ -6,17 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dream_assets.llm.contracts import (
-    MemoryConsolidationResponse,
-    MergeRepairResponse,
-    PreferenceInferenceResponse,
-    SkillConsolidationResponse,
-    SkillGapResponse,
-    TierRoutingResponse,
-    WispAnalysisResponse,
-)
 from dream_assets.llm.extract import ResponseFormatError, extract_json_object, parse_response
+from dream_assets.passes.memory_consolidation.contract import MemoryConsolidationResponse, MergeRepairResponse
+from dream_assets.passes.preference_inference import PreferenceInferenceResponse
 from dream_assets.passes.registry import MODEL_CALLS, contract_for
+from dream_assets.passes.skill_gap import SkillGapResponse
+from dream_assets.passes.skill_vocabulary import SkillConsolidationResponse
+from dream_assets.passes.tier_routing import TierRoutingResponse
+from dream_assets.passes.wisp_failure import WispAnalysisResponse
 
 ANSWER = '{"toDelete": ["a"], "toSave": [{"content": "x", "sourceIds": ["a", "b"]}]}'
 EXPECTED = {"toDelete": ["a"], "toSave": [{"content": "x", "sourceIds": ["a", "b"]}]}

@@ -8,17 +8,11 @@ from hypothesis import strategies as st
 
 from dream_assets.llm.base import ModelRequest
 from dream_assets.llm.client import ModelClient, build_model_client
-from dream_assets.llm.offline import (
-    JUDGEMENT_NOTE,
-    OfflineBackend,
-    merge_keeping_every_sentence,
-    sentence_key,
-    sentences_of,
-    split_sentences,
-)
+from dream_assets.llm.offline import JUDGEMENT_NOTE, OfflineBackend
 from dream_assets.options import DreamOptions
 from dream_assets.passes.registry import MODEL_CALLS, model_call
 from dream_assets.text.restated import carries
+from dream_assets.text.sentence_merge import merge_keeping_every_sentence, sentence_key, sentences_of, split_sentences
 
 #: pass name -> its response contract, as the pass specs define them
 CONTRACTS = {name: call.contract for name, call in MODEL_CALLS.items()}

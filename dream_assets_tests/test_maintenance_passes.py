@@ -187,14 +187,14 @@ def test_running_twice_at_the_same_instant_decays_once(profile, store):
 def test_a_pass_that_raises_is_reported_failed_and_the_cycle_goes_on(profile, store, monkeypatch):
     from dataclasses import replace
 
-    from dream_assets import cycle
     from dream_assets.cycle import run_cycle
+    from dream_assets.passes import registry
 
     def broken(ctx):
         raise RuntimeError("disk on fire")
 
-    passes = tuple(replace(p, body=broken) if p.name == "importance_decay" else p for p in cycle.PASSES)
-    monkeypatch.setattr(cycle, "PASSES", passes)
+    passes = tuple(replace(p, body=broken) if p.name == "importance_decay" else p for p in registry.PASSES)
+    monkeypatch.setattr(registry, "PASSES", passes)
     store.memories.put_many([entry(1, archived_days=200)])
     reports = {
         r.pass_name: r
@@ -206,7 +206,7 @@ def test_a_pass_that_raises_is_reported_failed_and_the_cycle_goes_on(profile, st
 
 # ------------------------------------------------------------------ decay counts from the last content write
 def test_a_dream_rewrite_delays_decay_to_the_merge_but_does_not_shield_the_entry(profile, store):
-    from dream_assets.passes.consolidation_merge import build_merged_entry
+    from dream_assets.passes.memory_consolidation.merge import build_merged_entry
 
     merged_at = NOW - timedelta(days=10)
     sources = [

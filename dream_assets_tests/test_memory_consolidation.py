@@ -13,10 +13,10 @@ from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
-from dream_assets.passes.consolidation_merge import REJECTED_AT_KEY, REJECTED_CLUSTER_KEY
-from dream_assets.passes.consolidation_select import REVIEWED_KEY, is_reviewed, review_hash
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
+from dream_assets.passes.memory_consolidation.merge import REJECTED_AT_KEY, REJECTED_CLUSTER_KEY
+from dream_assets.passes.memory_consolidation.select import REVIEWED_KEY, is_reviewed, review_hash
 from dream_assets.store import open_store
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import FeedbackEvent

@@ -9,12 +9,12 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.model import MemoryEntry
-from dream_assets.passes.consolidation_merge import (
+from dream_assets.passes.memory_consolidation.merge import (
     build_merged_entry,
     merge_subject_time,
     rejected_cluster_id,
 )
-from dream_assets.passes.consolidation_select import (
+from dream_assets.passes.memory_consolidation.select import (
     CLUSTER_LEFT_AT_KEY,
     CLUSTER_SET_KEY,
     REVIEWED_KEY,

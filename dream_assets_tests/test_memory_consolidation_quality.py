@@ -11,14 +11,14 @@ import pytest
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.offline import OfflineBackend
 from dream_assets.options import DreamOptions
-from dream_assets.passes.consolidation_select import (
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.memory_consolidation import run_memory_consolidation
+from dream_assets.passes.memory_consolidation.select import (
     CLUSTER_DECLINED_KEY,
     CLUSTER_SET_KEY,
     cluster_set_id,
     is_reviewed,
 )
-from dream_assets.passes.context import PassContext
-from dream_assets.passes.memory_consolidation import run_memory_consolidation
 from dream_assets.save_pipeline import save_memory
 
 from .conftest import NOW
@@ -169,7 +169,7 @@ def _gina(store):
 def test_a_cluster_settled_under_older_offline_rules_is_offered_again_and_merged_by_the_new_ones(
     profile, store, monkeypatch
 ):
-    from dream_assets.llm import offline
+    from dream_assets.passes.memory_consolidation import offline
 
     _gina(store)
     first = _offline_pass(profile, store, NOW)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dream_assets.passes.consolidation_merge import REJECTED_CLUSTER_KEY
-from dream_assets.passes.consolidation_select import is_reviewed
 from dream_assets.passes.memory_consolidation import noise_reason
+from dream_assets.passes.memory_consolidation.merge import REJECTED_CLUSTER_KEY
+from dream_assets.passes.memory_consolidation.select import is_reviewed
 from dream_assets.text.coverage import (
     BASELINE_VOCABULARY,
     CoverageSource,

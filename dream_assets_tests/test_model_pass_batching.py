@@ -10,12 +10,11 @@ from datetime import timedelta
 
 from dream_assets.llm.budget import MESSAGE_OVERHEAD, budget_for
 from dream_assets.llm.client import build_model_client
-from dream_assets.llm.prompts import render_tier_routing
 from dream_assets.options import DreamOptions
 from dream_assets.passes.common import plan_batches
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import MODEL_CALLS
-from dream_assets.passes.tier_routing import run_tier_routing_review, summarise
+from dream_assets.passes.tier_routing import render_tier_routing, run_tier_routing_review, summarise
 from dream_assets.store.log_records import TierRoutingEvent
 from dream_assets.store.logs import append_event, read_events
 from dream_assets_tests.openai_server import OpenAITestServer, Reply, reply

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dream_assets.llm.contracts import NOT_TEXT, MemoryConsolidationResponse
+from dream_assets.llm.contracts import NOT_TEXT
+from dream_assets.passes.memory_consolidation.contract import MemoryConsolidationResponse
 from dream_assets.passes.model_text import check_ids, problem, shown
 
 

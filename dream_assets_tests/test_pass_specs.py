@@ -19,9 +19,16 @@ from dream_assets.passes import memory_consolidation
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import MODEL_CALLS, PASSES, by_name, model_call
 from dream_assets.passes.report import PassReport
+from dream_assets.passes.runner import run_pass
 from dream_assets.passes.spec import spec_problems
 from dream_assets.store.ledger import PassLedger
-from dream_assets.store.log_records import SkillUsageEvent, TierRoutingEvent, WispExecutionEvent
+from dream_assets.store.log_records import (
+    ConversationTurn,
+    FeedbackEvent,
+    SkillUsageEvent,
+    TierRoutingEvent,
+    WispExecutionEvent,
+)
 from dream_assets.store.logs import append_event
 
 from .conftest import NOW
@@ -98,7 +105,9 @@ def test_the_readers_read_the_spec(profile):
         == {p.name for p in PASSES if p.gate is not None}
         == {
             "memory_consolidation",
+            "skill_gap_detection",
             "skill_consolidation",
+            "skill_optimization",
             "wisp_failure_analysis",
             "tier_routing_review",
             "contradiction_sweep",
@@ -110,7 +119,7 @@ def test_the_readers_read_the_spec(profile):
 @pytest.mark.parametrize("spec", PASSES, ids=lambda s: s.name)
 def test_a_disabled_pass_is_skipped_by_the_opening_with_its_option_named(profile, spec):
     options = DreamOptions().replace(**{spec.enabled_by: False})
-    report = replace(spec, body=never).run(offline_ctx(profile, options))
+    report = run_pass(replace(spec, body=never), offline_ctx(profile, options))
     assert report.status == "skipped"
     assert report.reason.startswith(f"disabled ({spec.enabled_by} = false)")
 
@@ -120,7 +129,7 @@ def test_a_pass_whose_required_input_is_absent_is_skipped_with_its_own_reason(pr
     if spec.name == "memory_consolidation":
         profile.consolidation_pause_path.parent.mkdir(parents=True, exist_ok=True)
         profile.consolidation_pause_path.write_text("{}")
-    report = replace(spec, body=never).run(offline_ctx(profile))
+    report = run_pass(replace(spec, body=never), offline_ctx(profile))
     assert report.status == "skipped" and report.reason == spec.missing_input(offline_ctx(profile))
 
 
@@ -128,7 +137,7 @@ def test_the_minimum_interval_holds_the_pass_back_and_a_forced_run_passes_it(pro
     spec = by_name("memory_consolidation")
     PassLedger(profile).stamp(spec.name, "fp", NOW - timedelta(hours=1))
     options = DreamOptions().replace(ConsolidationMinInterval=timedelta(hours=6))
-    held = replace(spec, body=never).run(offline_ctx(profile, options))
+    held = run_pass(replace(spec, body=never), offline_ctx(profile, options))
     assert held.status == "skipped" and held.counts["floored"] == 1
     assert held.reason == "minimum interval: last completed 2026-11-30T11:00:00Z"
     assert "next allowed at 2026-11-30T17:00:00Z (ConsolidationMinInterval 6:00:00)" in held.summary
@@ -138,9 +147,9 @@ def test_the_minimum_interval_holds_the_pass_back_and_a_forced_run_passes_it(pro
         ran.append(ctx.force)
         return PassReport(spec.name).finish("ran")
 
-    forced = replace(spec, body=body).run(offline_ctx(profile, options, force="operator"))
+    forced = run_pass(replace(spec, body=body), offline_ctx(profile, options, force="operator"))
     assert forced.status == "completed" and ran == ["operator"]
-    later = replace(spec, body=body).run(offline_ctx(profile, options, now=NOW + timedelta(hours=5)))
+    later = run_pass(replace(spec, body=body), offline_ctx(profile, options, now=NOW + timedelta(hours=5)))
     assert later.status == "completed" and ran == ["operator", None]
 
 
@@ -175,6 +184,13 @@ def _seed(profile, store, pass_name):
     elif pass_name == "wisp_failure_analysis":
         for minutes in (300, 200, 100):
             append_event(profile, "wisp-executions", _wisp(minutes))
+    elif pass_name == "skill_gap_detection":  # one request type in two sessions
+        _say(profile, "s1", "Convert the attached invoice into the expenses spreadsheet", 300)
+        _say(profile, "s2", "Please convert this invoice PDF into a row", 200)
+    elif pass_name == "skill_optimization":  # a skill used in a session with a correction
+        store.skills.put(_skill("mcp/calendar"))
+        append_event(profile, "skill-usage", SkillUsageEvent(NOW - timedelta(hours=2), "s1", "mcp/calendar"))
+        _correct(profile, "s1", 110)
     else:
         append_event(profile, "tier-routing", _route(120, "failure"))
 
@@ -186,15 +202,28 @@ def _move(profile, store, pass_name):
         store.skills.put(_skill("gamma"))
     elif pass_name == "wisp_failure_analysis":
         append_event(profile, "wisp-executions", _wisp(5))
+    elif pass_name == "skill_gap_detection":
+        _say(profile, "s3", "Convert one more invoice into a spreadsheet row", 5)
+    elif pass_name == "skill_optimization":
+        _correct(profile, "s1", 5)
     else:
         append_event(profile, "tier-routing", _route(5, "success"))
 
 
-@pytest.mark.parametrize("pass_name", GATED_PASSES)
+def _say(profile, session, text, minutes_ago):
+    append_event(profile, "conversation", ConversationTurn(NOW - timedelta(minutes=minutes_ago), session, "user", text))
+
+
+def _correct(profile, session, minutes_ago):
+    event = FeedbackEvent(NOW - timedelta(minutes=minutes_ago), session, "Correction", "It was double-booked.")
+    append_event(profile, "feedback", event)
+
+
+@pytest.mark.parametrize("pass_name", [p for p in GATED_PASSES if by_name(p).fingerprint is None])
 def test_a_gated_pass_stamps_the_data_version_of_its_input_and_its_gate_compares_it(profile, store, pass_name):
     spec = by_name(pass_name)
     _seed(profile, store, pass_name)
-    first = spec.run(offline_ctx(profile))
+    first = run_pass(spec, offline_ctx(profile))
     assert first.status == "completed", first.reason
     stamped = PassLedger(profile).get(pass_name).fingerprint
     assert stamped == data_version(profile, spec.gate)
@@ -204,3 +233,29 @@ def test_a_gated_pass_stamps_the_data_version_of_its_input_and_its_gate_compares
     moved = gate_status(pass_name, profile, DreamOptions(), NOW + timedelta(hours=7))
     assert not moved.decision.skip and moved.decision.reason == "input changed since the last run"
     assert moved.fingerprint == data_version(profile, spec.gate) != stamped
+
+
+@pytest.mark.parametrize("pass_name", [p for p in GATED_PASSES if by_name(p).fingerprint is not None])
+def test_a_pass_gated_on_what_it_sends_is_gated_alike_by_its_sensor(profile, store, pass_name):
+    """Skill gap detection and skill optimization fingerprint what they would send (not one input's data version):
+    the sensor computes the same fingerprint the runner stamped, so an idle agent is not requested and new input
+    is."""
+    spec = by_name(pass_name)
+    later = NOW + timedelta(hours=1)
+    before = gate_status(pass_name, profile, DreamOptions(), later)
+    assert before.decision.skip and before.decision.reason.startswith("nothing to run on"), before.decision.reason
+    _seed(profile, store, pass_name)
+    due = gate_status(pass_name, profile, DreamOptions(), later)
+    assert not due.decision.skip and due.fingerprint
+    first = run_pass(spec, offline_ctx(profile))
+    assert first.status == "completed", first.reason
+    stamped = PassLedger(profile).get(pass_name).fingerprint
+    assert stamped == due.fingerprint
+    idle = gate_status(pass_name, profile, DreamOptions(), later)
+    assert idle.decision.skip and idle.fingerprint == stamped, idle.decision.reason
+    again = run_pass(spec, offline_ctx(profile, now=later))
+    assert again.status == "skipped" and again.reason.startswith("change gate: input unchanged"), again.reason
+    _move(profile, store, pass_name)
+    moved = gate_status(pass_name, profile, DreamOptions(), later)
+    assert not moved.decision.skip and moved.decision.reason == "input changed since the last run"
+    assert moved.fingerprint != stamped

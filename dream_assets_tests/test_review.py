@@ -16,7 +16,7 @@ from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
 from dream_assets.options import DreamOptions
 from dream_assets.passes import review
-from dream_assets.passes.consolidation_select import CLUSTER_DECLINED_KEY, CLUSTER_SET_KEY, cluster_set_id
+from dream_assets.passes.memory_consolidation.select import CLUSTER_DECLINED_KEY, CLUSTER_SET_KEY, cluster_set_id
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dream_assets.llm.offline import merge_keeping_every_sentence
-from dream_assets.llm.offline import split_sentences as offline_sentences
 from dream_assets.store.dedup import _sentences as dedup_sentences
 from dream_assets.text.coverage import content_sentences
 from dream_assets.text.framing import frame_date_spans
 from dream_assets.text.restated import without_restated_sentences
+from dream_assets.text.sentence_merge import merge_keeping_every_sentence
+from dream_assets.text.sentence_merge import split_sentences as offline_sentences
 from dream_assets.text.sentences import sentence_pieces, sentence_spans, split_sentences, unwrapped
 
 # Pieces that make sentence ends hard to find: abbreviations, initials, decimals, versions, quotes, list markers.

@@ -4,7 +4,6 @@ from datetime import timedelta
 
 import pytest
 
-from dream_assets.llm.contracts import SkillGapSave
 from dream_assets.model import Skill
 from dream_assets.passes.skill_gap import evidence, first_user_messages, recurring_terms, term_key
 from dream_assets.passes.skill_signals import (
@@ -14,6 +13,7 @@ from dream_assets.passes.skill_signals import (
     is_sparse,
     prefix_clusters,
 )
+from dream_assets.passes.skill_vocabulary import SkillGapSave
 from dream_assets.store.log_records import ConversationTurn, FeedbackEvent, SkillUsageEvent
 
 from .conftest import NOW

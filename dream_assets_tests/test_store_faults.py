@@ -19,6 +19,7 @@ from dream_assets.demo import build_demo_profile
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import by_name
+from dream_assets.passes.runner import run_pass
 from dream_assets.profile import AgentProfile
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
@@ -88,7 +89,7 @@ def test_a_pass_on_a_corrupt_store_is_failed_not_skipped_and_names_the_agent_and
     _damage(demo.store_path, "empty")
     ctx = PassContext(demo, LONG_WAIT, NOW, cycle_id="c1")
     started = time.monotonic()
-    report = by_name("archive_purge").run(ctx)
+    report = run_pass(by_name("archive_purge"), ctx)
     assert time.monotonic() - started < LONG_WAIT_S / 2  # failed at once, not after waiting for the file
     assert report.status == "failed"
     assert "'demo-agent'" in report.reason and str(demo.store_path) in report.reason
@@ -120,7 +121,7 @@ def test_a_store_kept_busy_past_the_wait_limit_fails_the_pass_retried_next_cycle
     try:
         ctx = PassContext(profile, SHORT_WAIT, NOW, cycle_id="c1")
         started = time.monotonic()
-        report = by_name("archive_purge").run(ctx)
+        report = run_pass(by_name("archive_purge"), ctx)
         assert 0.9 <= time.monotonic() - started < 60  # waited out its 1 s limit, not the holder's 120 s
     finally:
         holder.kill()
@@ -142,7 +143,7 @@ def test_only_the_pass_s_own_lock_means_another_run_is_in_progress(profile):
         str(profile.pass_lock_path("archive_purge")),
     )
     try:
-        report = by_name("archive_purge").run(PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
+        report = run_pass(by_name("archive_purge"), PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
     finally:
         holder.kill()
         holder.wait()
@@ -327,7 +328,7 @@ def test_a_lock_timeout_inside_a_pass_is_a_failure_not_another_run_in_progress(p
         raise LockTimeout(f"timed out after 60s waiting for {profile.ledger_lock_path} (held by another process)")
 
     spec = replace(by_name("archive_purge"), body=stuck)
-    report = spec.run(PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
+    report = run_pass(spec, PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
     assert report.status == "failed" and str(profile.ledger_lock_path) in report.reason
 
 

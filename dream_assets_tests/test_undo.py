@@ -550,3 +550,54 @@ def test_a_merged_entry_whose_source_cannot_be_put_back_stays_live_and_is_named(
     assert f"NOT restored memory {source}: the record kept by" in err
     assert f"NOT restored memory {merge.target_id}: memory_consolidation merged it from {source}" in err
     assert not store.memories.get(merge.target_id).is_archived
+
+
+def _merged_sets(store, cycle: str) -> set[frozenset[str]]:
+    return {
+        frozenset(json.loads(c.after["metadata"]["mergedFrom"]))
+        for c in store.changes.list(cycle)
+        if c.kind == "created" and c.after and c.after.get("metadata", {}).get("mergedFrom")
+    }
+
+
+def test_a_merge_a_person_undid_is_not_made_again_by_the_next_cycle(cycled):
+    """Undoing a cycle's merges is a person's decision, like rejecting them in review: the next cycle leaves those
+    memories apart (until the consolidation cooldown), instead of merging the very same sets again that night."""
+    from dream_assets import service
+
+    profile, _ = cycled
+    undone = _merged_sets(open_store(profile), CYCLE)
+    assert undone, "the demo cycle merged nothing: nothing to test"
+    report = service.undo(profile, cycle_id=CYCLE, now=LATER)
+    assert report.outcome == "done"
+    assert set().union(*undone) <= set(report.left_apart)
+    assert "left apart" in report.summary
+    close_all()
+    next_night = NOW + timedelta(days=1)
+    run_cycle(profile, DreamOptions(), next_night, cycle_id="cycle-2", only=["memory_consolidation"])
+    assert not _merged_sets(open_store(profile), "cycle-2") & undone
+    # running the undo again stamps nothing twice, and undoing the undo merges them back as the cycle had
+    close_all()
+    again = service.undo(profile, cycle_id=CYCLE, now=LATER)
+    assert again.left_apart == []
+
+
+def test_one_source_taken_back_out_of_a_merge_is_left_apart_from_the_merged_entry(cycled):
+    """Undoing one source's archive (`dream undo --change`) puts that memory back beside the merged entry that holds
+    its text: the two are left apart, so the next cycle does not fold it straight back in."""
+    from dream_assets import service
+
+    profile, _ = cycled
+    store = open_store(profile)
+    archived = next(
+        c for c in store.changes.list(CYCLE) if c.kind == "archived" and c.successor_how is SuccessorHow.MERGED_INTO
+    )
+    close_all()
+    report = service.undo(profile, change_id=archived.change_id, now=LATER)
+    assert report.outcome == "done", report.summary
+    assert set(report.left_apart) == {archived.target_id, archived.successor_id}
+    close_all()
+    run_cycle(profile, DreamOptions(), NOW + timedelta(days=1), cycle_id="cycle-2", only=["memory_consolidation"])
+    store = open_store(profile)
+    assert not store.memories.get(archived.target_id).is_archived
+    assert not store.memories.get(archived.successor_id).is_archived

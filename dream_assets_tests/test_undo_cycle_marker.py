@@ -14,13 +14,15 @@ from datetime import timedelta
 import dagster as dg
 import pytest
 
+from dream_assets import cycle
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
 from dream_assets.definitions import build_definitions
+from dream_assets.defs import passes as defs_passes
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
-from dream_assets.passes.spec import PassSpec
+from dream_assets.passes import runner
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
 
@@ -60,14 +62,15 @@ def undo_between_passes(monkeypatch, capsys, cycled):
     """Tries `dream undo` of the first cycle when the second of PAUSED_PASSES is about to start (the first is done, no
     pass lock is held): (exit code, stderr) per try."""
     tries: list[tuple[int, str]] = []
-    real = PassSpec.run
+    real = runner.run_pass
 
-    def run(self, ctx):
-        if self.name == PAUSED_PASSES[1]:
+    def run(spec, ctx):
+        if spec.name == PAUSED_PASSES[1]:
             tries.append(_undo(cycled, capsys))
-        return real(self, ctx)
+        return real(spec, ctx)
 
-    monkeypatch.setattr(PassSpec, "run", run)
+    for caller in (cycle, defs_passes):  # the in-process cycle and the Dagster pass assets
+        monkeypatch.setattr(caller, "run_pass", run)
     return tries
 
 

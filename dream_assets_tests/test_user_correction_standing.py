@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dream_assets.passes.consolidation_merge import fold_into
 from dream_assets.passes.contradiction_sweep import judge
+from dream_assets.passes.memory_consolidation.merge import fold_into
 from dream_assets.store.standing import STANDING_KEY, USER_CORRECTION_TAG, is_user_correction
 
 from .conftest import NOW

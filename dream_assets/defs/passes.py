@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import dagster as dg
 
 from dream_assets.llm.client import ModelClient
-from dream_assets.options import pass_model_options
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, report_metadata, stage_tags
 from dream_assets.orchestration.partitions import agents_partitions
@@ -20,6 +19,7 @@ from dream_assets.orchestration.run_liveness import LLM_POOL
 from dream_assets.orchestration.run_tags import USES_MODEL_TAG, forced_reason
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import PASSES, PassSpec
+from dream_assets.passes.runner import run_pass
 from dream_assets.service.folders import READ_STEP, read_folder
 
 
@@ -102,17 +102,18 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
     ) -> Iterator[dg.MaterializeResult]:
         agent = context.partition_key
         profile = deployment.run_profile(agent)
-        # the model resource's settings are the options the pass stamps its ledger record with
-        options = pass_model_options(model.effective_options(deployment.options(profile)), spec.name)
+        # resolved once for the step: the agent's options, the model resource's settings, then the pass's own model;
+        # the ledger stamps and the client calls the same model
+        options = model.effective_options(deployment.options(profile)).for_pass_model(spec.name)
         ctx = PassContext(
             profile,
             options,
             run_now(context),
             cycle_id=context.run.run_id,
-            client_factory=lambda: logging_progress(model.client(profile, options), context),
+            client_factory=lambda: logging_progress(model.resolved_client(profile, options), context),
             force=forced_reason(context.run.tags, spec.name),
         )
-        report = spec.run(ctx)  # never raises: a failed pass is a report with status "failed"
+        report = run_pass(spec, ctx)  # never raises: a failed pass is a report with status "failed"
         for line in report.lines:
             context.log.info(line)
         if report.status == "failed":

@@ -29,7 +29,7 @@ def add_commands(
     def cmd_link(args: argparse.Namespace) -> int:
         profile = profile_of(args)
         try:
-            link = link_folder(profile, args.folder, args.format)
+            link = link_folder(profile, args.folder, args.format, now_of(args))
         except FolderError as exc:
             print(f"dream link: {exc}", file=sys.stderr)
             return 2
@@ -62,7 +62,7 @@ def add_commands(
             diff = plan.diff()
             sys.stdout.write(diff if diff else "nothing to write\n")
             return 0
-        report = apply_write_back(profile, plan)
+        report = apply_write_back(profile, plan, now=now)
         print(f"write: {report.status}: {report.summary or report.reason}")
         return 1 if report.status == "failed" else 0
 

@@ -34,6 +34,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -66,7 +67,7 @@ from dream_assets.folders.formats import (
     parse_file,
     starts_block,
 )
-from dream_assets.model import iso
+from dream_assets.model import iso, parse_ts, utc_or_now
 from dream_assets.options import DreamOptions
 from dream_assets.passes.model_text import problem
 from dream_assets.passes.report import PassReport
@@ -89,6 +90,10 @@ class FolderError(ValueError):
 class FolderLink:
     folder: Path
     format: str
+    #: When it was linked: memories the agent keeps from then on (saved through MCP, the shell, LangGraph, or made
+    #: by a pass) are written into the folder by the write-back. None for a link recorded before this was kept: the
+    #: write-back records its own time then, and nothing older is written out.
+    linked_at: datetime | None = None
 
 
 @dataclass
@@ -113,6 +118,7 @@ class WritePlan:
     expected: dict[str, str] = field(default_factory=dict)  # rel -> sha256 the file must still have (or ABSENT)
     promotions: list[promotion.Promotion] = field(default_factory=list)  # what goes from daily notes to MEMORY.md
     cycles: set[str] = field(default_factory=set)  # the change sets (cycles, review sets, undos) it writes out
+    read_keys: frozenset[str] = frozenset()  # the notes the last read had mapped when the plan was made
 
     def diff(self) -> str:
         out: list[str] = []
@@ -134,9 +140,12 @@ class WritePlan:
 # --- link and state ---------------------------------------------------------------------------------------------
 
 
-def link_folder(profile: AgentProfile | str | Path, folder: str | Path, fmt: str) -> FolderLink:
+def link_folder(
+    profile: AgentProfile | str | Path, folder: str | Path, fmt: str, now: datetime | None = None
+) -> FolderLink:
     """Attach ``folder`` (format ``fmt``, one of ``FORMATS``) to the agent: every cycle reads it first and writes the
-    result back last."""
+    result back last, memories the agent keeps after ``now`` included. Linking the same folder again keeps the
+    first link's time."""
     profile = as_profile(profile)
     if fmt not in FORMATS:
         raise FolderError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -144,8 +153,17 @@ def link_folder(profile: AgentProfile | str | Path, folder: str | Path, fmt: str
     if not path.is_dir():
         raise FolderError(f"folder {path} does not exist or is not a folder")
     profile.root.mkdir(parents=True, exist_ok=True)
-    atomic_write(profile.memory_folder_link_path, json.dumps({"folder": str(path), "format": fmt}, indent=2) + "\n")
-    return FolderLink(path, fmt)
+    before = load_link(profile) if profile.memory_folder_link_path.exists() else None
+    at = before.linked_at if before is not None and before.folder == path else None
+    return record_link(profile, FolderLink(path, fmt, at or utc_or_now(now)))
+
+
+def record_link(profile: AgentProfile, link: FolderLink) -> FolderLink:
+    raw = {"folder": str(link.folder), "format": link.format}
+    if link.linked_at is not None:
+        raw["linked_at"] = iso(link.linked_at) or ""
+    atomic_write(profile.memory_folder_link_path, json.dumps(raw, indent=2) + "\n")
+    return link
 
 
 def load_link(profile: AgentProfile) -> FolderLink | None:
@@ -154,7 +172,8 @@ def load_link(profile: AgentProfile) -> FolderLink | None:
         return None
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        link = FolderLink(Path(raw["folder"]), str(raw["format"]))
+        at = raw.get("linked_at")
+        link = FolderLink(Path(raw["folder"]), str(raw["format"]), parse_ts(at) if at else None)
     except (ValueError, KeyError, TypeError) as exc:
         raise FolderError(f"{path}: not a folder link ({exc}); link the folder again with dream link") from exc
     if link.format not in FORMATS:
@@ -191,6 +210,56 @@ def _text_sha(text: str) -> str:
 
 
 # --- reading ------------------------------------------------------------------------------------------------------
+
+
+def file_stats(link: FolderLink) -> dict[str, list[int]]:
+    """Size and modification time (ns) of each file a read would read (``scan``'s choice, without its checks): what
+    ``changed_since_read`` compares, so finding nothing changed reads no file."""
+    root = link.folder
+    found: dict[str, list[int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        base = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not (base / d).is_symlink()]
+        for name in filenames:
+            full = base / name
+            rel = full.relative_to(root).as_posix()
+            if is_temp_file(full) or not is_memory_file(link.format, rel) or full.is_symlink():
+                continue
+            try:
+                st = full.stat()
+            except OSError:
+                continue
+            found[rel] = [st.st_size, st.st_mtime_ns]
+    return found
+
+
+def changed_since_read(profile: AgentProfile) -> bool:
+    """Whether a memory file of the linked folder was added, removed or changed since the last read (a person or
+    the agent's own tool edited the folder): sizes and times first, the bytes of a file only when those moved. False
+    when no folder is linked, and after a failed read (the next cycle or ``dream sync`` reads again and reports)."""
+    link = load_link(profile)
+    if link is None or not link.folder.is_dir():
+        return False
+    state = _load_state(profile)
+    if state.get("read_failed"):
+        return False
+    stats = file_stats(link)
+    known = state.get("stat", {})
+    if stats == known:
+        return False
+    files = state["files"]
+    if set(stats) != set(files):
+        return True
+    for rel, st in stats.items():
+        if known.get(rel) != st:
+            try:
+                if _sha((link.folder / rel).read_bytes()) != files[rel]:
+                    return True
+            except OSError:
+                return True
+    state["stat"] = stats  # only times moved (a write-back, a touch): nothing to read
+    _save_state(profile, state)
+    return False
 
 
 def scan(link: FolderLink, *, max_file_bytes: int = MAX_FILE_BYTES) -> dict[str, bytes]:
@@ -303,6 +372,7 @@ class FolderRead:
     report: PassReport
     todo: list[tuple[ParsedFile, Block, str]]
     seen: set[str]
+    stats: dict[str, list[int]] = field(default_factory=dict)  # file_stats as the read began
 
     @property
     def batch(self) -> list[dict]:
@@ -341,6 +411,7 @@ class FolderRead:
         if removed:
             self.report.count("notes_removed_by_person", removed)
         self.state["files"] = {rel: _sha(data) for rel, data in self.files.items()}
+        self.state["stat"] = self.stats
         self.state["folder"] = str(self.link.folder)
         self.state.pop("read_failed", None)
         _save_state(profile, self.state)
@@ -364,6 +435,7 @@ def begin_read(profile: AgentProfile, options: DreamOptions) -> FolderRead | Pas
     except FolderError as exc:
         return report.fail(str(exc))
     try:
+        stats = file_stats(link) if link.folder.is_dir() else {}  # before the bytes: an edit meanwhile is read next
         files = scan(link, max_file_bytes=MAX_FILE_BYTES)
         parsed = _parse_all(link, files)
     except FolderError as exc:
@@ -387,7 +459,7 @@ def begin_read(profile: AgentProfile, options: DreamOptions) -> FolderRead | Pas
     if problems:
         message = f"linked folder {link.folder} was not read, the store is unchanged: " + "; ".join(problems)
         return _read_failed(profile, state, report, message)
-    return FolderRead(link, state, files, report, todo, seen)
+    return FolderRead(link, state, files, report, todo, seen, stats)
 
 
 # --- writing back -------------------------------------------------------------------------------------------------
@@ -473,6 +545,10 @@ class StoreView(Protocol):
     def same_fact(self, a: str, b: str) -> bool:
         """Whether two texts are near duplicates by the save-time measure."""
 
+    def kept_since(self, since: datetime) -> list[MemoryRecord]:
+        """The live memories created after ``since``, oldest first: what the agent kept (a save through any
+        interface, a pass's new memory) that the write-back brings into the folder when no note holds it."""
+
 
 def plan_from(profile: AgentProfile, view: StoreView, options: DreamOptions, now: datetime) -> WritePlan | None:
     """What a write-back would do now (nothing is written), from the memories ``view`` reads; None when no folder is
@@ -486,7 +562,7 @@ def plan_from(profile: AgentProfile, view: StoreView, options: DreamOptions, now
     if state.get("read_failed"):
         raise FolderError(f"not written: the last read of the folder failed ({state['read_failed']})")
     notes = {k: dict(v) for k, v in state["notes"].items()}
-    plan = WritePlan(link, notes=notes)
+    plan = WritePlan(link, notes=notes, read_keys=frozenset(notes))
     by_file: dict[str, list[str]] = {}
     for key, info in notes.items():
         by_file.setdefault(info["file"], []).append(key)
@@ -623,6 +699,8 @@ def plan_from(profile: AgentProfile, view: StoreView, options: DreamOptions, now
         plan.changes.insert(at, FileChange(target, old, new, reason="archived", copy_of=rel))
     if index_drop and link.format == "claude-code":
         _drop_index_lines(plan, link, index_drop)
+    if link.linked_at is not None:
+        _write_new(plan, link, _as_read(link, state, current), view.kept_since(link.linked_at), placed, caused, now)
     if link.format == "claude-code":
         _trim_index(plan, link, state)
     if plan.changes and link.format == "openclaw":
@@ -706,6 +784,157 @@ def _promote(
         old = current[INDEX_FILE][0].text if INDEX_FILE in current else None
         plan.changes.append(FileChange(INDEX_FILE, old, new, reason=reason))
     plan.promotions.extend(promotions)
+
+
+#: What the write-back writes the memories the agent kept outside the folder under (a markdown topic file's title).
+_KEPT_TITLE = "Memories the agent kept: {category}"
+_CLAUDE_TYPES = ("user", "feedback", "project", "reference")
+
+
+def _home_of(link: FolderLink, category: str, now: datetime) -> str:
+    """The file a memory of ``category`` kept outside the folder is written into: OpenClaw's daily note of the
+    write-back's day, else a topic file named for the category (never the name of the index or the diary)."""
+    if link.format == "openclaw":
+        return f"memory/{now:%Y-%m-%d}.md"
+    slug = re.sub(r"[^a-z0-9]+", "-", category.lower()).strip("-")[:60].strip("-") or "memories"
+    if f"{slug}.md" in {n.lower() for n in (INDEX_FILE, DREAMS_FILE, CONTINUED_FILE)}:
+        slug += "-notes"
+    return f"{slug}.md"
+
+
+def _claude_type(category: str) -> str:
+    """The Claude Code memory type of a topic file started for ``category``."""
+    parts = category.lower().split("/")
+    if parts[0] == "claude-code" and len(parts) > 1 and parts[1] in _CLAUDE_TYPES:
+        return parts[1]
+    return next((t for t in _CLAUDE_TYPES if parts[0].startswith(t)), "project")
+
+
+def _new_file(link: FolderLink, category: str, now: datetime) -> str:
+    if link.format == "claude-code":
+        return (
+            f"---\nname: {category}\ndescription: {_KEPT_TITLE.format(category=category)}\n"
+            f"type: {_claude_type(category)}\n---\n\n"
+        )
+    if link.format == "openclaw":
+        return f"# {now:%Y-%m-%d}\n\n"
+    return f"# {_KEPT_TITLE.format(category=category)}\n\n"
+
+
+def _as_read(
+    link: FolderLink, state: dict, current: dict[str, tuple[ParsedFile, bytes]]
+) -> dict[str, tuple[ParsedFile, bytes]]:
+    """``current`` with every other file of the last read that is still as it was read (an index of links only, a
+    file whose notes all left it): the files the write-back may add to."""
+    found = dict(current)
+    for rel, sha in state["files"].items():
+        if rel in found:
+            continue
+        try:
+            data = (link.folder / rel).read_bytes()
+        except OSError:
+            continue
+        if _sha(data) == sha:
+            found[rel] = (parse_file(link.format, rel, data.decode("utf-8")), data)
+    return found
+
+
+def _write_new(
+    plan: WritePlan,
+    link: FolderLink,
+    current: dict[str, tuple[ParsedFile, bytes]],
+    kept: list[MemoryRecord],
+    placed: set[str],
+    caused: Callable[[str], None],
+    now: datetime,
+) -> None:
+    """Bring into the folder the live memories the agent kept since the link that no note holds (saved through MCP,
+    the shell or LangGraph, or made by a pass): each a bullet at the end of its home file (``_home_of``), a new
+    topic file with a line in Claude Code's ``MEMORY.md``. A home file edited since the last read, or the index of
+    a new topic file, makes them wait for the next write-back; a memory read from the folder is never written back
+    as a second note. The change sets of the saves are the plan's, so their undo takes the notes out again."""
+    held = {info["id"] for info in plan.notes.values()} | placed
+    homes: dict[str, list[MemoryRecord]] = {}
+    for rec in kept:
+        if rec.status == "live" and rec.id not in held and not any(k.startswith("folder.") for k in rec.metadata):
+            homes.setdefault(_home_of(link, rec.category, now), []).append(rec)
+    index = link.folder / INDEX_FILE
+    index_free = (
+        any(c.rel == INDEX_FILE and c.new is not None for c in plan.changes)
+        or INDEX_FILE in current
+        or not (index.exists() or index.is_symlink())
+    )
+    started: list[FileChange] = []
+    for rel, recs in sorted(homes.items()):
+        path = link.folder / rel
+        change = next((c for c in plan.changes if c.rel == rel), None)
+        if change is not None and change.new is None:
+            continue  # the file moves to archive/ in this write-back: the next one starts it again
+        wait = f"{path}: {len(recs)} memory(ies) the agent kept wait until it is read again"
+        if change is not None:
+            text = change.new or ""
+        elif rel in current:
+            pf, data = current[rel]
+            text = pf.text
+            plan.expected[rel] = _sha(data)
+        elif path.exists() or path.is_symlink() or (link.format == "claude-code" and not index_free):
+            plan.left.append(wait)
+            continue
+        else:
+            text = ""
+        head = text if text else _new_file(link, recs[0].category, now)
+        if head.strip() and not head.endswith("\n\n") and not starts_block(head.rstrip("\n").rsplit("\n", 1)[-1]):
+            head = head.rstrip("\n") + "\n\n"  # a paragraph before: a blank line, so the bullets are notes of their own
+        bullets = "".join(f"- {_note_text(r.content, bullet=True, indent='  ')}\n" for r in recs)
+        if _crlf(text):
+            bullets = bullets.replace("\n", "\r\n")
+            head = head.replace("\r\n", "\n").replace("\n", "\r\n")
+        new = head + bullets
+        blocks = [b for b in parse_file(link.format, rel, new).blocks if b.start >= len(head)]
+        if len(blocks) != len(recs):
+            plan.left.append(f"{path}: {len(recs)} memory(ies) the agent kept do not read back as notes; not written")
+            continue
+        for rec, block in zip(recs, blocks, strict=True):
+            plan.notes[note_key(rel, block.heading, block.text)] = _note(rec, rel)
+            caused(rec.id)
+        reason = f"{len(recs)} memory(ies) the agent kept, written in"
+        if change is not None:
+            change.new, change.reason = new, f"{change.reason}; {reason}"
+        elif text:
+            plan.changes.append(FileChange(rel, text, new, reason=reason))
+        else:
+            plan.expected[rel] = ABSENT
+            started.append(FileChange(rel, None, new, reason=reason, source=INDEX_FILE))
+    if started and link.format == "claude-code":
+        _index_started(plan, link, current, started)
+    plan.changes.extend(started)
+
+
+def _index_started(
+    plan: WritePlan, link: FolderLink, current: dict[str, tuple[ParsedFile, bytes]], started: list[FileChange]
+) -> None:
+    """A line in ``MEMORY.md`` for each topic file the write-back starts (the file is written only if the line is)."""
+    change = next((c for c in plan.changes if c.rel == INDEX_FILE and c.new is not None), None)
+    if change is not None:
+        text = change.new or ""
+    elif INDEX_FILE in current:
+        pf, data = current[INDEX_FILE]
+        text = pf.text
+        plan.expected[INDEX_FILE] = _sha(data)
+    else:
+        text = ""
+        plan.expected[INDEX_FILE] = ABSENT
+    if text and not text.endswith("\n"):
+        text += "\n"
+    lines = "".join(f"- [{c.rel[:-3]}]({c.rel}) — {_KEPT_TITLE.format(category=c.rel[:-3])}\n" for c in started)
+    if _crlf(text):
+        lines = lines.replace("\n", "\r\n")
+    reason = f"indexed {len(started)} topic file(s) of memories the agent kept"
+    if change is not None:
+        change.new, change.reason = text + lines, f"{change.reason}; {reason}"
+    else:
+        old = current[INDEX_FILE][0].text if INDEX_FILE in current else None
+        plan.changes.append(FileChange(INDEX_FILE, old, text + lines, reason=reason))
 
 
 def _drop_index_lines(plan: WritePlan, link: FolderLink, gone: set[str]) -> None:
@@ -943,7 +1172,7 @@ def apply_write_back(
             return report.fail(f"{path}: could not be written ({exc.strerror or exc}); folder {root}")
     notes = {k: v for k, v in plan.notes.items() if v["file"] not in dropped}
     for key, info in state["notes"].items():
-        if info["file"] in dropped:
+        if info["file"] in dropped or key not in plan.read_keys:  # left as they are, or read since the plan
             notes[key] = info
     state["notes"] = notes
     _save_state(profile, state)

@@ -1,9 +1,10 @@
 """The model layer: one client interface over three backends (openai, offline, scripted).
 
-Passes hold a ``ModelClient`` (``build_model_client(options, profile)``), render their inputs with
-``prompts``, and ``call`` it with a ``ModelRequest`` built for their own ``ModelCall`` (``client.request(call, prompt,
-inputs)``); the answer comes back validated against the call's contract (``contracts``) or as a failed / deferred
-result, with usage recorded per pass. The model layer never looks a call up by name: the passes hand it in.
+Passes hold a ``ModelClient`` (``build_model_client(options, profile)``), render their inputs themselves (with the
+shared pieces of ``prompts``), and ``call`` it with a ``ModelRequest`` built for their own ``ModelCall``
+(``client.request(call, prompt, inputs)``); the answer comes back validated against the call's contract (a
+``contracts.Contract`` the pass defines) or as a failed / deferred result, with usage recorded per pass. The model
+layer names no pass and never looks a call up by name: the passes hand it in.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ class ModelRequest:
     #: the system prompt, its offline answer is what the offline backend says. The model layer looks nothing up.
     call: ModelCall
     system: str  # the directive text
-    prompt: str  # the rendered inputs (prompts.py)
-    # Structured inputs the prompt was rendered from; the offline backend computes its answer from these
-    # (shapes per pass: see dream_assets.llm.offline).
+    prompt: str  # the rendered inputs (rendered by the pass)
+    # Structured inputs the prompt was rendered from; the offline backend computes its answer from these (with the
+    # call's ``offline`` function; each pass documents their shape).
     inputs: dict[str, Any] = field(default_factory=dict)
     directive_source: str = "built-in"
     #: The call's timeout, set by the client from the endpoint's measured speed (None: the backend's LlmTimeout).

@@ -3,8 +3,8 @@
 Spec, "Directive files": each pass has a directive file on the agent data volume; when it does not exist
 the built-in one is used. A custom file replaces the built-in prompt entirely — a complete replacement,
 not a diff. The file name comes from the option the pass's model call names (``ModelCall.directive_option``:
-``DirectivePath`` = ``dream.md`` ...), the call the pass hands in; merge repair has only a built-in directive
-(``merge-repair.md``).
+``DirectivePath`` = ``dream.md`` ...), the call the pass hands in; a call without such an option
+(``directive_option`` None) has only its built-in directive.
 
 Built-in directives are the files of the project's top-level ``directives/`` folder, installed as the package
 ``dream_assets.directives`` (``pyproject.toml`` maps the folder onto it) and read through ``importlib.resources``, so
@@ -17,13 +17,12 @@ import logging
 from importlib import resources
 from pathlib import Path
 
-from dream_assets.llm.contracts import ModelCall
+from dream_assets.llm.contracts import BUILTIN_DIRECTIVES_PACKAGE, ModelCall
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile, ProfileError
 
 log = logging.getLogger("dream_assets.llm.directives")
 
-BUILTIN_DIRECTIVES_PACKAGE = "dream_assets.directives"
 BUILTIN_SOURCE = "built-in"
 
 
@@ -31,14 +30,13 @@ class DirectiveError(ValueError):
     """A directive cannot be read. The message names the file and the fix."""
 
 
-def builtin_directive(file_name: str) -> str:
-    """Text of a built-in directive file."""
-    packaged = resources.files(BUILTIN_DIRECTIVES_PACKAGE).joinpath(file_name)
+def builtin_directive(file_name: str, package: str = BUILTIN_DIRECTIVES_PACKAGE) -> str:
+    """Text of a built-in directive file (in the package data of ``package``)."""
+    packaged = resources.files(package).joinpath(file_name)
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
     raise DirectiveError(
-        f"built-in directive {file_name} is missing from the package data {BUILTIN_DIRECTIVES_PACKAGE}; "
-        "reinstall dream_assets"
+        f"built-in directive {file_name} is missing from the package data {package}; reinstall dream_assets"
     )
 
 
@@ -75,4 +73,4 @@ def load_directive(call: ModelCall, profile: AgentProfile | None, options: Dream
             option,
             builtin_name,
         )
-    return builtin_directive(builtin_name), BUILTIN_SOURCE
+    return builtin_directive(builtin_name, call.directive_package), BUILTIN_SOURCE

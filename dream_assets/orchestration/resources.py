@@ -63,6 +63,12 @@ class ModelResource(dg.ConfigurableResource):
         self, profile: AgentProfile | None, options: DreamOptions, *, env: Mapping[str, str] | None = None
     ) -> ModelClient:
         """A fresh client (own usage ledger) for one agent profile."""
-        opts = self.effective_options(options)
-        backend = self.fixed_backend or build_backend(opts, env=env, profile=profile)
-        return ModelClient(backend, profile=profile, options=opts)
+        return self.resolved_client(profile, self.effective_options(options), env=env)
+
+    def resolved_client(
+        self, profile: AgentProfile | None, options: DreamOptions, *, env: Mapping[str, str] | None = None
+    ) -> ModelClient:
+        """A fresh client for options that already hold this resource's settings (``effective_options``, then a
+        pass's own model): they are not derived again, so a pass's own model is the one called."""
+        backend = self.fixed_backend or build_backend(options, env=env, profile=profile)
+        return ModelClient(backend, profile=profile, options=options)

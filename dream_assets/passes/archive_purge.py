@@ -22,21 +22,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from dream_assets.model import MemoryEntry, parse_ts
-from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.memory_vocabulary import is_high_value
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
 from dream_assets.store.changes import KEEP_ARCHIVED_UNTIL_KEY
 from dream_assets.store.memory import SUPERSEDED_BY_KEY
 
 PASS = "archive_purge"
-
-
-def is_high_value(entry: MemoryEntry, options: DreamOptions) -> bool:
-    return (
-        entry.importance >= options.PruningProtectionImportance
-        or entry.reinforcement_count >= options.PruningProtectionReinforcementCount
-    )
 
 
 def kept_until(entry: MemoryEntry) -> datetime | None:
@@ -143,5 +136,8 @@ SPEC = PassSpec(
 
 
 def run_archive_purge(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)

@@ -1,9 +1,5 @@
-"""What the model-calling passes share: the change gate around a pass, and one model call with its reporting.
-
-Spec "The change gate": a corpus-wide pass fingerprints exactly the corpus it is about to send, skips the model call
-when the ledger says unchanged (until DreamPassMaxSkipInterval forces a run), and is stamped only after a usable
-answer was applied — a failed or unparseable call is retried next cycle. DreamPassChangeGateEnabled: false restores
-run-every-cycle.
+"""What the model-calling passes share: one model call with its reporting, and the report notes of a forced run and
+of a model switch (the change gate itself, and the ledger stamp, are the runner's: gate.py, runner.py).
 
 A dead or hanging endpoint costs one pass's retries per cycle, not every pass's: when a call finds the endpoint
 unreachable (connection failure or timeout, after the backend's own retries), the failure is written to the
@@ -35,28 +31,6 @@ log = logging.getLogger("dream_assets.passes")
 ENDPOINT_STATE_KEEP = 16
 
 
-def gate_says_skip(ctx: PassContext, pass_name: str, fingerprint: str, report: PassReport) -> bool:
-    """True (and the report marked skipped, with when the pass will next be forced) when the input has not moved.
-    A forced pass (``ctx.force``) runs whatever the gate says, and the report says what the gate would have done."""
-    report.extra["fingerprint"] = fingerprint
-    if not ctx.options.DreamPassChangeGateEnabled and not ctx.force:
-        return False
-    model = ctx.model_identity
-    decision = ctx.ledger.gate(pass_name, fingerprint, ctx.now, ctx.options.DreamPassMaxSkipInterval, model)
-    note_model_switch(ctx, pass_name, report)
-    if ctx.ledger.warning:
-        report.warn(ctx.ledger.warning)
-    if ctx.force:
-        note_forced(ctx, report, f"change gate ignored (it said: {decision.reason})")
-        return False
-    if decision.skip:
-        report.counts["gated"] = 1
-        report.skip(f"change gate: {decision.reason}")
-        return True
-    report.info(f"change gate: running — {decision.reason}")
-    return False
-
-
 def note_forced(ctx: PassContext, report: PassReport, what: str) -> None:
     """Say in the report that this is a forced run, why, and what it overrode."""
     report.counts["forced"] = 1
@@ -72,12 +46,6 @@ def note_model_switch(ctx: PassContext, pass_name: str, report: PassReport) -> s
         report.extra["model_switch"] = switched
         report.info(f"model switch: {switched}")
     return switched
-
-
-def stamp(ctx: PassContext, pass_name: str, fingerprint: str) -> None:
-    """Record a completed run (a forced one with its reason) and the backend and model that answered. Only after a
-    usable answer was applied."""
-    ctx.ledger.stamp(pass_name, fingerprint, ctx.now, forced=ctx.force, model=ctx.model_identity)
 
 
 #: What ``call_model(..., shrinkable=True)`` returns when the prompt does not fit the window: the pass shows less.

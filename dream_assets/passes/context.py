@@ -45,11 +45,9 @@ class PassContext:
         return PassLedger(self.profile, now=self.now)
 
     def for_pass(self, pass_name: str) -> PassContext:
-        """This context for one pass: with the pass's own model options (``<Pass>Model`` and the like) when it has
-        any, sharing the store; the same context otherwise."""
-        from dream_assets.options import pass_model_options
-
-        options = pass_model_options(self.options, pass_name)
+        """This context for one pass: with the pass's own model options (``[passes.<name>] model`` and the like) when
+        it has any, sharing the store; the same context otherwise."""
+        options = self.options.for_pass_model(pass_name)
         if options == self.options:  # no override, or already applied (a Dagster step)
             return self
         return replace(self, options=options, _store=self._store or self.store, client_factory=None)

@@ -38,19 +38,21 @@ that reviews the last of them stamps the data version itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Container, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from pydantic import Field
+
 from dream_assets.changes_model import SuccessorHow
-from dream_assets.llm.contracts import NOT_TEXT, ContradictionSweepResponse, ModelCall
+from dream_assets.llm.contracts import NOT_TEXT, Contract, IdText, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, iso
-from dream_assets.passes.common import CONTEXT_EXCEEDED, call_model, gate_says_skip, stamp
+from dream_assets.passes.common import CONTEXT_EXCEEDED, call_model
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
-from dream_assets.passes.report import PassReport
+from dream_assets.passes.report import AboutToCall, PassReport
 from dream_assets.passes.spec import PassSpec
 from dream_assets.scope import ScopeRules, describe
 from dream_assets.store.memory import SUPERSEDED_BY_KEY, SUPERSEDES_KEY, ContentError, MemoryStore, NotFound
@@ -88,6 +90,20 @@ __all__ = [
     "run_contradiction_sweep",
     "sweep_contradictions",
 ]
+
+
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+class Supersession(Contract):
+    """One proposed pair: ``winnerId`` supersedes ``loserId``. Missing ids are empty text, so the pass ignores that
+    pair with its reason instead of the whole answer failing."""
+
+    winner_id: IdText = Field(default="", alias="winnerId")
+    loser_id: IdText = Field(default="", alias="loserId")
+    reason: str = ""
+
+
+class ContradictionSweepResponse(Contract):
+    supersessions: list[Supersession] = Field(default_factory=list)
 
 
 # --- pure decisions -----------------------------------------------------------------------------------------------
@@ -304,8 +320,10 @@ def _entry_input(entry: MemoryEntry) -> dict[str, object]:
 # --- the pass -----------------------------------------------------------------------------------------------------
 
 
-def sweep_contradictions(ctx: PassContext) -> PassReport:
-    """The pass after the shared opening (PassSpec.attempt)."""
+def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassReport]:
+    """The pass after the shared opening (runner.opening); gated on the corpus's data version as it starts. A run
+    that got through stamps its completion stamp (``_completion_stamp``); one with fewer than two live entries counts
+    as done on the corpus it saw."""
     report = PassReport(PASS)
     opts = ctx.options
     memories = ctx.store.memories
@@ -316,10 +334,10 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
     report.counts["live"] = len(live)
     for key in ("superseded", "ignored", "refused", "waiting", "over_bound"):
         report.counts.setdefault(key, 0)
-    if gate_says_skip(ctx, PASS, start_fingerprint, report):
+    if not (yield AboutToCall(start_fingerprint, report)):
         return report
     if len(live) < 2:
-        stamp(ctx, PASS, start_fingerprint)
+        report.stamp = start_fingerprint
         return report.skip(f"fewer than two live memories ({len(live)}): nothing can supersede anything; no call")
     max_entries = opts.ContradictionSweepMaxEntriesPerCall
     scopes = ScopeRules.of(opts.MemoryScopeCategories, live)
@@ -337,7 +355,7 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
         pairs = sum(len(v) for v in selection.neighbours.values())
         if not selection.delta or not pairs:
             _stamp_reviewed(memories, selection.delta)
-            stamp(ctx, PASS, _completion_stamp(memories))
+            report.stamp = _completion_stamp(memories)
             why = (
                 "no new or changed entry" if not selection.delta else "no new or changed entry has a similar live entry"
             )
@@ -400,7 +418,7 @@ def sweep_contradictions(ctx: PassContext) -> PassReport:
         _stamp_reviewed(memories, selection.delta)
         _apply(ctx, report, selection, verdicts)
     report.counts["live"] = memories.counts()["live"]
-    stamp(ctx, PASS, _completion_stamp(memories))
+    report.stamp = _completion_stamp(memories)
     return report.finish(
         f"contradiction sweep — live {int(report.counts['live'])}, shown {len(selection.delta)} new or changed, "
         f"superseded {int(report.counts['superseded'])}, refused {int(report.counts['refused'])}, "
@@ -523,5 +541,8 @@ SPEC = PassSpec(
 
 
 def run_contradiction_sweep(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)

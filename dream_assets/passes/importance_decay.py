@@ -41,6 +41,8 @@ from dream_assets.changes_model import Actor, ChangeRow
 from dream_assets.model import MemoryEntry, iso, parse_ts, shifted
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.memory_vocabulary import DECAY_APPLIED_KEY as APPLIED_KEY
+from dream_assets.passes.memory_vocabulary import MERGED_AT_KEY
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
 from dream_assets.store.changes import DECAY_KIND
@@ -48,9 +50,7 @@ from dream_assets.store.memory import WRITE_CHUNK
 from dream_assets.text.content_hash import stable_hash
 
 PASS = "importance_decay"
-APPLIED_KEY = "decayAppliedThrough"
 CONTENT_HASH_KEY = "decayContentHash"
-MERGED_AT_KEY = "mergedAt"  # written by consolidation_merge.build_merged_entry (which imports this module)
 #: A decay smaller than this (importance is shown to 4 decimals) is left for a later run: cycles minutes apart write no
 #: rows of 1e-6 changes, and the time they skip is applied, exactly, when the change is big enough to see.
 QUIET_DECAY = 1e-4
@@ -177,5 +177,8 @@ SPEC = PassSpec(
 
 
 def run_importance_decay(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)

@@ -97,7 +97,9 @@ class _Plan:
 def run_log_retention(profile: AgentProfile, options: DreamOptions, now: datetime) -> PassReport:
     """Apply the retention policy to every telemetry log of the profile (skipped when LogRetentionEnabled is false).
     Never raises for one log's failure."""
-    return SPEC.attempt(PassContext(profile, options, now))
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, PassContext(profile, options, now))
 
 
 def retain_logs(ctx: PassContext) -> PassReport:

@@ -40,20 +40,21 @@ preference unasked, so the list leans wide.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dream_assets.llm.contracts import ModelCall, PreferenceInferenceResponse
+from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.offline import needs_judgement
-from dream_assets.llm.prompts import render_preference_inference
+from dream_assets.llm.prompts import feedback_section, sessions_section
 from dream_assets.passes.common import call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
+from dream_assets.passes.memory_vocabulary import MemoryChanges, save_memory_recorded
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import AgentProfile
-from dream_assets.save_pipeline import save_memory
 from dream_assets.store.locks import path_lock
 from dream_assets.store.log_bytes import file_identity, find_cut_offset
 from dream_assets.store.log_records import CONVERSATION, ConversationTurn
@@ -65,7 +66,7 @@ from dream_assets.store.logs import (
     log_exists,
     read_events,
 )
-from dream_assets.store.memory import ContentError, SaveResult
+from dream_assets.store.memory import ContentError
 from dream_assets.store.standing import without_standing_tags
 
 PASS = "preference_inference"
@@ -128,6 +129,18 @@ SENSITIVE_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
 )
 
 
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+class PreferenceInferenceResponse(MemoryChanges):
+    """Same shape as memory consolidation (spec: "Memory consolidation / preference inference")."""
+
+
+def render_preference_inference(
+    sessions: Mapping[str, Sequence[Mapping[str, Any]]], feedback: Sequence[Mapping[str, Any]]
+) -> str:
+    lines = sessions_section(sessions) + [""] + feedback_section(feedback, "Recent feedback signals")
+    return "\n".join(lines) + "\n"
+
+
 def sensitive_terms(text: str) -> list[str]:
     """Labels of the security, credential or financial terms in ``text`` (empty when none), in list order."""
     return [label for _, label, pattern in SENSITIVE_PATTERNS if pattern.search(text)]
@@ -144,7 +157,7 @@ def no_conversation_log(ctx: PassContext) -> str | None:
 
 
 def infer_preferences(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, conversation log present: PassSpec.attempt)."""
+    """The pass, after the shared opening (enabled, conversation log present: runner.opening)."""
     report = PassReport(PASS)
     snapshot = _read_conversation(ctx.profile)
     if snapshot.read.malformed:
@@ -173,8 +186,11 @@ def infer_preferences(ctx: PassContext) -> PassReport:
 
 
 def run_preference_inference(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
 
 
 def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> None:
@@ -278,72 +294,6 @@ def _recent_feedback(ctx: PassContext, report: PassReport) -> list[dict[str, Any
     note_malformed(report, "feedback", read)
     newest = read.events[::-1][: ctx.options.FeedbackMaxSignals]
     return [e.to_json() for e in newest]
-
-
-# --- saving with a change row -------------------------------------------------------------------------------------
-
-
-def save_memory_recorded(
-    ctx: PassContext,
-    report: PassReport,
-    pass_name: str,
-    content: str,
-    *,
-    category: str,
-    tags: list[str],
-    importance: float,
-    metadata: dict[str, str],
-    reason: str,
-    required_metadata: dict[str, str] | None = None,
-) -> tuple[SaveResult, Any]:
-    """Save through save-time dedup and record the change so the cycle can be undone; the save and its change-log
-    row are one store transaction (a stop between them leaves neither).
-
-    A new entry is recorded as "created". When dedup reinforced or extended an existing entry, that entry's record
-    from before the save is recorded as ``before`` ("updated"), so undo puts it back exactly. ``required_metadata``
-    is made to hold on the resulting entry even when dedup merged into an entry whose own metadata wins (the
-    permission flag must survive a merge). Returns the save result and the entry as stored.
-    """
-    store = ctx.store.memories
-    with ctx.store.transaction():
-        # Dedup picks its match among the top BM25 hits of the same tokens; a wider net here holds the match's
-        # pre-save record for the change log.
-        before_candidates = {e.id: e for e, _ in store.search(content, limit=50)}
-        result = save_memory(
-            store,
-            content,
-            category=category,
-            tags=tags,
-            importance=importance,
-            metadata=metadata,
-            now=ctx.now,
-            record_change=False,  # recorded below, under this cycle
-        )
-        entry = result.entry
-        missing = {k: v for k, v in (required_metadata or {}).items() if entry.metadata.get(k) != v}
-        if missing:
-            store.set_metadata({entry.id: missing})
-            entry = store.get(entry.id) or entry
-        if result.action == "created":
-            ctx.record(pass_name, "created", entry, before=None, after=entry, reason=reason)
-            return result, entry
-        before = before_candidates.get(entry.id)
-        if before is None:  # cannot happen while dedup searches the same index; never record a false "before"
-            report.warn(
-                f"memory {entry.id} was {result.action} but its previous record was not captured; "
-                "this change cannot be undone automatically"
-            )
-            before = entry
-        ctx.record(
-            pass_name,
-            "updated",
-            entry,
-            before=before,
-            after=entry,
-            reason=f"{reason}: {result.action} an existing entry (save-time dedup, similarity "
-            f"{(result.similarity or 0.0):.2f})",
-        )
-    return result, entry
 
 
 # --- the conversation log: read, then remove exactly what was read ----------------------------------------------

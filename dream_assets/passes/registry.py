@@ -1,7 +1,10 @@
 """The passes of a dream cycle, in the spec's order: one line per pass, each pass's ``SPEC`` defined next to it.
 
-Adding a pass means adding its module (with a complete ``SPEC``, see spec.py) and one line here. The Dagster layer
-builds one asset per entry; ``dream_assets.cycle.run_cycle`` runs them without Dagster.
+Adding a pass means adding its module (a package where it is large) with its body, a complete ``SPEC`` (see spec.py),
+its response contract, prompt rendering and offline answer, and its directive file, then one line here (and its name
+in cycle_order.py, the order review mode applies a cycle's changes in). What several passes share lives in a shared
+module (memory_vocabulary.py, skill_vocabulary.py, common.py ...): no pass imports another. The Dagster layer builds
+one asset per entry; ``dream_assets.cycle.run_cycle`` runs them without Dagster.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dream_assets.passes import (
     tier_routing,
     wisp_failure,
 )
-from dream_assets.passes.spec import PassSpec, record_pass_outcome
+from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import AgentProfile
 from dream_assets.store.locks import LockTimeout, path_lock
 
@@ -37,7 +40,6 @@ __all__ = [
     "contract_for",
     "model_call",
     "no_pass_running",
-    "record_pass_outcome",
 ]
 
 PASSES: tuple[PassSpec, ...] = (

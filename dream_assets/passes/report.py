@@ -1,4 +1,6 @@
-"""PassReport: what one pass did, in the shape both a person and the Dagster UI read."""
+"""PassReport: what one pass did, in the shape both a person and the Dagster UI read, and what a body says to the
+runner (passes/runner.py): the fingerprint of what it is about to send the model (``AboutToCall``, which the runner
+answers with the change gate's decision) and the completion stamp it wants recorded (``PassReport.stamp``)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ class PassReport:
     lines: list[str] = field(default_factory=list)  # the log lines of this pass, in order
     usage: dict[str, float] = field(default_factory=dict)  # model calls / tokens / latency totals
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What the runner stamps in the pass ledger for this run, when it is not the fingerprint the body gave the change
+    #: gate (a completion stamp: the corpus as the run left it, a backlog stamp), or when a skipped run counts as done.
+    #: None: the gated fingerprint, stamped only when the run completed (a usable answer was applied).
+    stamp: str | None = None
 
     # -- building ---------------------------------------------------------
     def info(self, message: str) -> None:
@@ -87,3 +93,14 @@ class PassReport:
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")[:300]
+
+
+@dataclass(frozen=True)
+class AboutToCall:
+    """What a gated pass body yields just before it sends its input to the model: the fingerprint of exactly that input
+    and the report so far. The runner answers True (go on: the change gate let it through, or the run is forced) or
+    False (the report is marked skipped with the gate's reason: the body returns it as it is). The body never reads the
+    ledger's verdict itself, and the runner stamps ``fingerprint`` once the body completed."""
+
+    fingerprint: str
+    report: PassReport

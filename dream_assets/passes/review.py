@@ -36,23 +36,22 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
 from dream_assets.model import MemoryEntry, Skill, folder_place, iso, new_id, parse_ts, utc
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.cycle_order import CYCLE_ORDER
+from dream_assets.passes.left_apart import leave_apart
 from dream_assets.passes.report import PassReport
 from dream_assets.store import DreamStore
 from dream_assets.store.changes import STAMP_KIND
 from dream_assets.store.schema import CHANGE_COLUMNS, from_db, to_db, where_equal
-
-if TYPE_CHECKING:
-    from dream_assets.passes.spec import PassSpec
 
 log = logging.getLogger("dream_assets.passes")
 
@@ -97,20 +96,17 @@ _COMPARED = ("content", "category", "tags", "summary", "see_also", "archived_at"
 
 
 # --------------------------------------------------------------------------------------------------- the option
-def _camel(pass_name: str) -> str:
-    return "".join(word.capitalize() for word in pass_name.split("_"))
-
-
 def reviewable(pass_name: str) -> bool:
-    """Does the pass write the store, so that it has changes to hold (it has a ``<Pass>ApplyMode`` option)?"""
-    return hasattr(DreamOptions, _camel(pass_name) + "ApplyMode")
+    """Does the pass write the store, so that it has changes to hold (its options section has an ``apply_mode``)?"""
+    own = DreamOptions().passes.get(pass_name)
+    return own is not None and own.writes_store
 
 
 def apply_mode(options: DreamOptions, pass_name: str) -> str:
-    """The pass's ``<Pass>ApplyMode``, else ``ApplyMode``; ``auto`` for a pass that writes no store."""
-    if not reviewable(pass_name):
-        return "auto"
-    return getattr(options, _camel(pass_name) + "ApplyMode") or options.ApplyMode
+    """The pass's ``apply_mode`` (alias ``<Pass>ApplyMode``), else ``ApplyMode``; ``auto`` for a pass that writes no
+    store."""
+    own = options.passes.get(pass_name)
+    return own.apply_mode if own is not None and own.apply_mode is not None else "auto"
 
 
 # --------------------------------------------------------------------------------------------------- records
@@ -189,13 +185,8 @@ def _from_row(r: Sequence[Any]) -> PendingChange:
 
 
 def _pass_rank(pass_name: str) -> int:
-    """Where the pass runs in a cycle (the spec's order, ``registry.PASSES``); a name no pass has goes last."""
-    from dream_assets.passes.registry import PASSES  # the registry imports every pass, which import this module
-
-    for i, spec in enumerate(PASSES):
-        if spec.name == pass_name:
-            return i
-    return len(PASSES)
+    """Where the pass runs in a cycle (the spec's order, ``CYCLE_ORDER``); a name no pass has goes last."""
+    return CYCLE_ORDER.index(pass_name) if pass_name in CYCLE_ORDER else len(CYCLE_ORDER)
 
 
 def apply_order(change: PendingChange) -> tuple[datetime, str, int, str, int, str]:
@@ -409,20 +400,19 @@ def _summary(label: str, targets: Sequence[Target], rows: Sequence[Mapping[str, 
     return "; ".join(reasons[:3]) + (" …" if len(reasons) > 3 else "")
 
 
-def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
-    """Run ``spec`` on a private copy of the store and hold its changes as a pending set (``review-risky``: apply
-    the safe kinds at once). The live store takes only the pending set."""
-    if spec.disabled(ctx.options):
-        return spec.attempt(ctx)  # skipped: nothing to hold, no copy to make
+def run_in_review(pass_name: str, ctx: PassContext, mode: str, run: Callable[[PassContext], PassReport]) -> PassReport:
+    """Run the pass (``run``: its body, gated and stamped, as the runner gives it) on a private copy of the store and
+    hold its changes as a pending set (``review-risky``: apply the safe kinds at once). The live store takes only the
+    pending set."""
     live = ctx.store
-    shadow_path = ctx.profile.root / ".review" / f"{spec.name}-{ctx.cycle_id}.duckdb"
+    shadow_path = ctx.profile.root / ".review" / f"{pass_name}-{ctx.cycle_id}.duckdb"
     _copy_store(live, shadow_path)
     shadow = DreamStore(ctx.profile, ctx.options, path=shadow_path)
     try:
         initial = _dump_all(shadow)
         capture = _Capture(shadow, ctx.cycle_id)
         shadow.connection.add_commit_hook(capture)
-        report = spec.attempt(replace(ctx, _store=shadow))
+        report = run(replace(ctx, _store=shadow))
         capture()  # rows written outside a transaction, after the last commit
         final = _dump_all(shadow)
     finally:
@@ -433,7 +423,7 @@ def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
             shadow_path.parent.rmdir()
         except OSError:
             pass  # another pass's copy is still there
-    changes = _pending_from(spec.name, ctx, capture.groups, initial, final)
+    changes = _pending_from(pass_name, ctx, capture.groups, initial, final)
     if not changes:
         report.extra["review"] = {"mode": mode, "pending": 0, "applied_at_once": 0}
         return report
@@ -442,7 +432,7 @@ def run_in_review(spec: PassSpec, ctx: PassContext, mode: str) -> PassReport:
     # applied with it, but it is no decision for a person: it is not counted or listed as waiting for review.
     kept = _held_in_risky(changes) if mode == "review-risky" else changes
     held = [c for c in kept if not marks_only(c)]
-    _store_pending(live, spec.name, ctx.cycle_id, changes, ctx.now)
+    _store_pending(live, pass_name, ctx.cycle_id, changes, ctx.now)
     if mode == "review-risky":
         safe = [c.change_id for c in changes if c not in kept]
         if safe:
@@ -766,36 +756,12 @@ def merge_sources(c: PendingChange) -> list[str]:
 def _stamp_left_apart(store: DreamStore, c: PendingChange, reason: str, now: datetime) -> None:
     """A rejected merge is remembered like a cluster the model left apart: its live sources carry the cluster's set
     id, when it was left apart and how often, so it is not offered again before the cooldown."""
-    from dream_assets.passes.consolidation_select import (
-        PERSON_RULES,
-        REVIEWED_KEY,
-        RULES_KEY,
-        left_apart_stamps,
-        review_hash,
-    )
-
-    sources = [e for e in store.memories.get_many(merge_sources(c)).values() if not e.is_archived]
-    if len(sources) < 2:
-        return
-    updates = left_apart_stamps(sources, now)
-    for e in sources:  # shown and left as they are: reviewed, as the pass stamps what it leaves
-        updates[e.id][REVIEWED_KEY] = review_hash(e)
-        updates[e.id][RULES_KEY] = PERSON_RULES  # a person's decision: no change of rules re-offers it
-    store.memories.set_metadata(updates)
-    store.changes.record_many(
-        [
-            ChangeRow(
-                cycle_id=c.cycle_id,
-                actor=Actor.REVIEW,
-                kind=STAMP_KIND,
-                target_type="memory",
-                target_id=e.id,
-                before=e,
-                after=e.with_(metadata={**e.metadata, **updates[e.id]}),
-                reason=f"merge rejected in review ({reason or 'no reason given'}): left apart",
-            )
-            for e in sources
-        ],
+    leave_apart(
+        store,
+        merge_sources(c),
+        cycle_id=c.cycle_id,
+        actor=Actor.REVIEW,
+        reason=f"merge rejected in review ({reason or 'no reason given'}): left apart",
         now=now,
     )
 

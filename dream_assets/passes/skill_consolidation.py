@@ -26,20 +26,19 @@ Corpus-wide, so it is behind the change gate: the fingerprint is the live catalo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dream_assets.changes_model import SuccessorHow
-from dream_assets.llm.contracts import ModelCall, SkillConsolidationResponse, SkillGapSave, SkillSave
+from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.offline import needs_judgement
-from dream_assets.llm.prompts import render_skill_consolidation
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
-from dream_assets.passes.common import CopyGuard, call_model_batched, gate_says_skip, stamp
+from dream_assets.passes.common import CopyGuard, call_model_batched
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import IdCheck, check_ids, problem, shown
-from dream_assets.passes.report import PassReport
+from dream_assets.passes.report import AboutToCall, PassReport
 from dream_assets.passes.skill_signals import (
     co_used_pairs,
     note_malformed,
@@ -49,13 +48,46 @@ from dream_assets.passes.skill_signals import (
     sparse_names,
     usage_counts,
 )
+from dream_assets.passes.skill_vocabulary import (
+    SkillConsolidationResponse,
+    SkillSave,
+    same_skill,
+    skill_block,
+    skill_save_problem,
+)
 from dream_assets.passes.spec import PassSpec
 from dream_assets.store.logs import log_exists
-from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError, SkillStore
+from dream_assets.store.skills import SkillError, SkillStore
 
 PASS = "skill_consolidation"
-MAX_SUMMARY_CHARS = 2_000  # a one-line description of a skill
 USAGE_LOG = "skill-usage"
+
+
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+def render_skill_consolidation(
+    skills: Sequence[Skill],
+    usage_counts: Mapping[str, int],
+    sparse: Collection[str],
+    co_used: Sequence[tuple[str, str, int]],
+    prefix_clusters: Mapping[str, Sequence[str]],
+    *,
+    window_days: float = 30,
+) -> str:
+    days = f"{window_days:g}"
+    lines = [f"## Skills ({len(skills)})"]
+    for skill in sorted(skills, key=lambda s: s.name):
+        notes = [f"used {int(usage_counts.get(skill.name, 0))}× in {days} days"]
+        if skill.name in sparse:
+            notes.append("[sparse-content]")
+        lines += skill_block(skill, notes) + [""]
+    pairs = sorted(((min(a, b), max(a, b), int(n)) for a, b, n in co_used), key=lambda p: (-p[2], p[0], p[1]))
+    lines.append(f"## Top co-used skill pairs (invoked in the same session, last {days} days)")
+    lines += [f"- {a} + {b}: {n} session(s)" for a, b, n in pairs] or ["(none)"]
+    lines += ["", "## Prefix clusters (skills grouped by name prefix)"]
+    lines += [f"- {prefix}/*: {', '.join(sorted(members))}" for prefix, members in sorted(prefix_clusters.items())] or [
+        "(none)"
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def catalog_snapshot(skills: SkillStore, attempts: int = 3) -> tuple[str, list[Skill]]:
@@ -69,18 +101,6 @@ def catalog_snapshot(skills: SkillStore, attempts: int = 3) -> tuple[str, list[S
     return fingerprint, live
 
 
-def same_skill(a: Skill | None, b: Skill | None) -> bool:
-    """Same as far as a person or the model is concerned: text, links and whether it is archived."""
-    if a is None or b is None:
-        return a is b
-    return (a.summary, a.content, tuple(a.see_also), a.is_archived) == (
-        b.summary,
-        b.content,
-        tuple(b.see_also),
-        b.is_archived,
-    )
-
-
 def no_usage_log(ctx: PassContext) -> str | None:
     """Spec "DI registration": the skill passes need the skill usage store. Without it every count would read 0 and
     the model could prune skills that are in daily use."""
@@ -92,15 +112,16 @@ def no_usage_log(ctx: PassContext) -> str | None:
     )
 
 
-def consolidate_skills(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, skill-usage log present: PassSpec.attempt)."""
+def consolidate_skills(ctx: PassContext) -> Generator[AboutToCall, bool, PassReport]:
+    """The pass, after the shared opening (enabled, skill-usage log present: runner.opening); gated on the catalog's
+    fingerprint and stamped with it once the answer was applied."""
     report = PassReport(PASS)
     opts = ctx.options
     fingerprint, skills = catalog_snapshot(ctx.store.skills)
     report.counts["skills"] = len(skills)
     if len(skills) < 2:
         return report.skip(f"{len(skills)} live skill(s): nothing to merge or cross-reference")
-    if gate_says_skip(ctx, PASS, fingerprint, report):
+    if not (yield AboutToCall(fingerprint, report)):
         return report
 
     usage = read_window(ctx.profile, USAGE_LOG, ctx.now, opts.SkillUsageWindow)
@@ -169,7 +190,6 @@ def consolidate_skills(ctx: PassContext) -> PassReport:
     failed = CopyGuard.failed(report, outcome.summary())
     if failed is not None:
         return failed
-    stamp(ctx, PASS, fingerprint)
     return report.finish(outcome.summary())
 
 
@@ -196,8 +216,11 @@ SPEC = PassSpec(
 
 
 def run_skill_consolidation(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
 
 
 # --- applying an answer ------------------------------------------------------------------------------------------
@@ -255,16 +278,6 @@ def _note_ids(report: PassReport, found: IdCheck, what: str) -> None:
             f"{what} names {', '.join(shown(n, 60) for n in found.not_shown[:10])}, which "
             f"{'is' if len(found.not_shown) == 1 else 'are'} not a live skill that was shown; ignored"
         )
-
-
-def skill_save_problem(save: SkillSave | SkillGapSave, n: int) -> str | None:
-    """What is wrong with the name, content or summary of a proposed skill (``toSave[n]``), or None."""
-    where = f"toSave[{n}]"
-    return (
-        problem(save.name, "name", field=f"{where}.name")
-        or problem(save.content, "content", field=f"{where}.content", max_chars=MAX_SKILL_CHARS)
-        or problem(save.summary, "text", field=f"{where}.summary", max_chars=MAX_SUMMARY_CHARS)
-    )
 
 
 def _plan(

@@ -26,24 +26,26 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from dream_assets.llm.contracts import ModelCall, SkillGapResponse, SkillGapSave
+from pydantic import Field
+
+from dream_assets.llm.contracts import Contract, ModelCall
 from dream_assets.llm.offline import needs_judgement
-from dream_assets.llm.prompts import render_skill_gap
+from dream_assets.llm.prompts import sessions_section
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName, validate_skill_name
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import CopyGuard, call_model_batched, gate_says_skip, stamp
+from dream_assets.passes.common import CopyGuard, call_model_batched
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
 from dream_assets.passes.model_text import shown as shown_text
-from dream_assets.passes.report import PassReport
-from dream_assets.passes.skill_consolidation import skill_save_problem
+from dream_assets.passes.report import AboutToCall, PassReport
 from dream_assets.passes.skill_signals import note_malformed
+from dream_assets.passes.skill_vocabulary import SkillGapSave, skill_catalog, skill_save_problem
 from dream_assets.passes.spec import HistoryAnalysis, PassSpec
 from dream_assets.profile import AgentProfile
 from dream_assets.store.log_records import CONVERSATION, ConversationTurn
@@ -65,6 +67,26 @@ REQUEST_FILLER: frozenset[str] = frozenset(
     now today tonight tomorrow yesterday soon quickly again
     """.split()
 )
+
+
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+RECURRING_TOPICS_HEADER = "Recurring topics across sessions (term frequency ≥ 2 sessions):"
+
+
+class SkillGapResponse(Contract):
+    to_save: list[SkillGapSave] = Field(default_factory=list, alias="toSave")
+
+
+def render_skill_gap(
+    sessions: Mapping[str, Sequence[Mapping[str, Any]]],
+    skills: Sequence[Skill],
+    recurring_terms: Sequence[tuple[str, int]],
+) -> str:
+    lines = sessions_section(sessions) + [""] + skill_catalog(skills)
+    terms = sorted(((str(t), int(n)) for t, n in recurring_terms), key=lambda p: (-p[1], p[0]))
+    if terms:  # spec, pass 2: the quantitative nudge, in exactly this form
+        lines += ["", RECURRING_TOPICS_HEADER] + [f'- "{t}": {n} session(s)' for t, n in terms]
+    return "\n".join(lines) + "\n"
 
 
 # --- terms ---------------------------------------------------------------------------------------------------------
@@ -148,8 +170,9 @@ def no_conversation_log(ctx: PassContext) -> str | None:
     )
 
 
-def detect_skill_gaps(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, conversation log present: PassSpec.attempt)."""
+def detect_skill_gaps(ctx: PassContext) -> Generator[AboutToCall, bool, PassReport]:
+    """The pass, after the shared opening (enabled, conversation log present: runner.opening); gated on what it sends
+    (``question``'s fingerprint) and stamped with it once the answer was applied."""
     report = PassReport(PASS)
     _, read = conversation_by_session(ctx.profile)
     note_malformed(report, CONVERSATION, read)
@@ -157,7 +180,7 @@ def detect_skill_gaps(ctx: PassContext) -> PassReport:
     raised = True
     try:
         given = gather(ctx, PASS, read.events, report)
-        _detect(ctx, report, given.sessions)
+        yield from _detect(ctx, report, given.sessions)
         raised = False
     finally:
         settle(ctx, PASS, given, report, raised=raised)
@@ -165,37 +188,80 @@ def detect_skill_gaps(ctx: PassContext) -> PassReport:
 
 
 def run_skill_gap_detection(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
 
 
-def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[ConversationTurn]]) -> PassReport:
-    if not sessions:
-        return report.skip("conversation log is empty: no new conversations since it was last cleared")
+@dataclass
+class Question:
+    """What one run would ask the model, or why it asks nothing (``skip``)."""
+
+    sessions: dict[str, list[ConversationTurn]]
+    firsts: dict[str, str]
+    recurring: list[RecurringTerm]
+    skip: str | None = None
+    catalog: list[Skill] | None = None
+    live: list[Skill] | None = None
+    session_json: dict[str, list[dict[str, Any]]] | None = None
+    terms: list[tuple[str, int]] | None = None
+    fingerprint: str = ""
+
+
+def question(ctx: PassContext, sessions: dict[str, list[ConversationTurn]]) -> Question:
+    """What the pass would send for ``sessions`` (read-only): the recurring request types with the sessions and the
+    live catalog, fingerprinted as rendered, or why nothing is sent."""
     firsts = first_user_messages(sessions)
     recurring = recurring_terms(firsts)
-    report.counts.update(
-        {"sessions": len(sessions), "sessions_with_request": len(firsts), "recurring_terms": len(recurring)}
-    )
-    if len(firsts) < MIN_SESSIONS:
-        return report.skip(
+    asked = Question(sessions, firsts, recurring)
+    if not sessions:
+        asked.skip = "conversation log is empty: no new conversations since it was last cleared"
+    elif len(firsts) < MIN_SESSIONS:
+        asked.skip = (
             f"{len(firsts)} session(s) with a user request: a skill needs the same request type in "
             f"{MIN_SESSIONS}+ sessions"
         )
-    if not recurring:
-        return report.skip(
+    elif not recurring:
+        asked.skip = (
             f"no term of a first user message recurs across the {len(firsts)} sessions: no request "
             f"type was seen in {MIN_SESSIONS}+ sessions"
         )
-
-    catalog = ctx.store.skills.list(include_archived=True)
-    live = [s for s in catalog if not s.is_archived]
-    session_json = {sid: [t.to_json() for t in turns] for sid, turns in sessions.items()}
-    terms = [(t.term, len(t.sessions)) for t in recurring]
-    prompt = render_skill_gap(session_json, live, terms)
+    if asked.skip is not None:
+        return asked
+    asked.catalog = ctx.store.skills.list(include_archived=True)
+    asked.live = [s for s in asked.catalog if not s.is_archived]
+    asked.session_json = {sid: [t.to_json() for t in turns] for sid, turns in sessions.items()}
+    asked.terms = [(t.term, len(t.sessions)) for t in recurring]
     # What is sent: the rendered sessions, catalog and recurring-topics block.
-    fingerprint = stable_hash(PASS, prompt)
-    if gate_says_skip(ctx, PASS, fingerprint, report):
+    asked.fingerprint = stable_hash(PASS, render_skill_gap(asked.session_json, asked.live, asked.terms))
+    return asked
+
+
+def input_fingerprint(ctx: PassContext) -> str | None:
+    """The change-gate fingerprint of what the pass would send now (the sensor's view: read-only, the conversation
+    log with the turns an earlier run left pending), or None when it would send nothing."""
+    _, read = conversation_by_session(ctx.profile)
+    asked = question(ctx, gather(ctx, PASS, read.events, PassReport(PASS)).sessions)
+    return None if asked.skip is not None else asked.fingerprint
+
+
+def _detect(
+    ctx: PassContext, report: PassReport, sessions: dict[str, list[ConversationTurn]]
+) -> Generator[AboutToCall, bool, PassReport]:
+    asked = question(ctx, sessions)
+    firsts, recurring = asked.firsts, asked.recurring
+    if sessions:
+        report.counts.update(
+            {"sessions": len(sessions), "sessions_with_request": len(firsts), "recurring_terms": len(recurring)}
+        )
+    if asked.skip is not None:
+        return report.skip(asked.skip)
+    assert asked.catalog is not None and asked.live is not None
+    assert asked.session_json is not None and asked.terms is not None
+    catalog, live, session_json, terms = asked.catalog, asked.live, asked.session_json, asked.terms
+    if not (yield AboutToCall(asked.fingerprint, report)):
         return report
 
     def render(ids):
@@ -223,7 +289,6 @@ def _detect(ctx: PassContext, report: PassReport, sessions: dict[str, list[Conve
     failed = CopyGuard.failed(report, summary)
     if failed is not None:
         return failed
-    stamp(ctx, PASS, fingerprint)
     return report.finish(summary)
 
 
@@ -320,6 +385,8 @@ SPEC = PassSpec(
     after=("log_retention",),
     reads=("conversation_log", "skill_catalog"),
     missing_input=no_conversation_log,
+    gate="conversation_log",
+    fingerprint=input_fingerprint,
     model_call=ModelCall(
         name=PASS,
         contract=SkillGapResponse,

@@ -27,20 +27,19 @@ What has been answered is not asked again:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from dream_assets.llm.contracts import ModelCall, SkillConsolidationResponse
+from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.offline import needs_judgement
-from dream_assets.llm.prompts import render_skill_optimization
+from dream_assets.llm.prompts import one_line
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
-from dream_assets.passes.common import CopyGuard, call_model_batched, gate_says_skip, stamp
+from dream_assets.passes.common import CopyGuard, call_model_batched
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
-from dream_assets.passes.report import PassReport
-from dream_assets.passes.skill_consolidation import MAX_SUMMARY_CHARS, same_skill
+from dream_assets.passes.report import AboutToCall, PassReport
 from dream_assets.passes.skill_signals import (
     FailureSignal,
     WindowRead,
@@ -50,6 +49,7 @@ from dream_assets.passes.skill_signals import (
     note_malformed,
     read_window,
 )
+from dream_assets.passes.skill_vocabulary import MAX_SUMMARY_CHARS, SkillConsolidationResponse, same_skill, skill_block
 from dream_assets.passes.spec import PassSpec
 from dream_assets.store.logs import log_exists
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
@@ -59,6 +59,29 @@ PASS = "skill_optimization"
 REQUIRED_LOGS = ("skill-usage", "feedback")
 FINGERPRINT_PREFIX = "skill-optimization:v1:"
 _ITEM_CHARS = 16
+
+
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+SPARSE_REVIEW_NOTE = (
+    "### Review note: This skill has minimal content.\nExpand it with concrete steps, examples, and edge cases."
+)
+
+
+def render_skill_optimization(at_risk: Sequence[tuple[Skill, Sequence[str]]], sparse: Sequence[Skill]) -> str:
+    lines = [f"## At-risk skills ({len(at_risk)}): used in sessions with corrections or poor/fair summaries"]
+    for skill, context in sorted(at_risk, key=lambda p: p[0].name):
+        lines += skill_block(skill)
+        lines.append("#### Failure context")
+        lines += [f"- {one_line(c)}" for c in context] or ["(none recorded)"]
+        lines.append("")
+    if not at_risk:
+        lines += ["(none)", ""]
+    lines.append(f"## Sparse skills ({len(sparse)})")
+    for skill in sorted(sparse, key=lambda s: s.name):
+        lines += skill_block(skill) + [SPARSE_REVIEW_NOTE, ""]
+    if not sparse:
+        lines.append("(none)")
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 @dataclass
@@ -127,6 +150,13 @@ def select_candidates(ctx: PassContext) -> OptimizationCandidates:
     return out
 
 
+def input_fingerprint(ctx: PassContext) -> str | None:
+    """The change-gate fingerprint of what the pass would send now (the sensor's view: read-only), or None when no
+    skill is at risk or sparse."""
+    found = select_candidates(ctx)
+    return None if found.empty else _gate_fingerprint(ctx, found.fingerprint(), found.items())
+
+
 def _gate_fingerprint(ctx: PassContext, current: str, items: Sequence[str]) -> str:
     """The stamped fingerprint when every current item was already in it (nothing new), else the current one."""
     record = ctx.ledger.get(PASS)
@@ -146,8 +176,10 @@ def no_signal_logs(ctx: PassContext) -> str | None:
     return f"no {absent}: skill optimization needs skill usage and feedback to find at-risk skills (spec 'Pass 4')"
 
 
-def optimize_skills(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, skill-usage and feedback logs present: PassSpec.attempt)."""
+def optimize_skills(ctx: PassContext) -> Generator[AboutToCall, bool, PassReport]:
+    """The pass, after the shared opening (enabled, skill-usage and feedback logs present: runner.opening); gated on
+    its selected items (nothing new when every one was in the last stamp) and stamped with this run's selection once
+    the answer was applied."""
     report = PassReport(PASS)
     opts = ctx.options
     found = select_candidates(ctx)
@@ -164,7 +196,7 @@ def optimize_skills(ctx: PassContext) -> PassReport:
         return report.skip("no at-risk or sparse skills: nothing to improve")
     items = found.items()
     current = found.fingerprint()
-    if gate_says_skip(ctx, PASS, _gate_fingerprint(ctx, current, items), report):
+    if not (yield AboutToCall(_gate_fingerprint(ctx, current, items), report)):
         return report
 
     at_risk = []
@@ -205,7 +237,7 @@ def optimize_skills(ctx: PassContext) -> PassReport:
     failed = CopyGuard.failed(report, summary)
     if failed is not None:
         return failed
-    stamp(ctx, PASS, current)
+    report.stamp = current
     return report.finish(summary)
 
 
@@ -322,6 +354,8 @@ SPEC = PassSpec(
     after=("skill_consolidation",),
     reads=("skill_catalog", "feedback_log", "skill_usage_log"),
     missing_input=no_signal_logs,
+    gate="feedback_log",
+    fingerprint=input_fingerprint,
     model_call=ModelCall(
         name=PASS,
         contract=SkillConsolidationResponse,
@@ -333,8 +367,11 @@ SPEC = PassSpec(
 
 
 def run_skill_optimization(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
 
 
 def _valid(name: str) -> bool:

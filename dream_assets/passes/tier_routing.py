@@ -18,21 +18,23 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pydantic import Field
+
 from dream_assets.input_fingerprints import events_watermark
-from dream_assets.llm.contracts import ModelCall, TierRoutingResponse
+from dream_assets.llm.contracts import Contract, IdText, ModelCall
 from dream_assets.llm.offline import needs_judgement
-from dream_assets.llm.prompts import render_tier_routing
+from dream_assets.llm.prompts import extras
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model_batched, gate_says_skip, note_malformed, stamp
+from dream_assets.passes.common import call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
+from dream_assets.passes.memory_vocabulary import save_memory_recorded
 from dream_assets.passes.model_text import problem
-from dream_assets.passes.preference_inference import save_memory_recorded
-from dream_assets.passes.report import PassReport
+from dream_assets.passes.report import AboutToCall, PassReport
 from dream_assets.passes.spec import HistoryAnalysis, PassSpec
 from dream_assets.profile import AgentProfile
 from dream_assets.store.log_records import TierRoutingEvent
@@ -45,6 +47,27 @@ CATEGORY = "anti-patterns/routing"
 TAG = "routing"
 FINDING_IMPORTANCE = 0.5  # spec silent: the store's default importance
 _TOP_KINDS = 5
+
+
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+class RoutingFinding(Contract):
+    content: str
+    tags: list[str] = Field(default_factory=list)
+    tier: IdText | None = None
+
+
+class TierRoutingResponse(Contract):
+    findings: list[RoutingFinding] = Field(default_factory=list)
+
+
+def render_tier_routing(tier_stats: Sequence[Mapping[str, Any]], window_days: float) -> str:
+    lines = [f"## Tier routing over the last {window_days:g} days ({len(tier_stats)} tier(s))"]
+    for stats in sorted(tier_stats, key=lambda s: str(s.get("tier", ""))):
+        rest = extras(stats, {"tier"})
+        lines.append(f"- tier {stats.get('tier', '(unnamed)')}" + (f": {rest}" if rest else ""))
+    if not tier_stats:
+        lines.append("(none)")
+    return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -120,8 +143,9 @@ def no_routing_log(ctx: PassContext) -> str | None:
     return None if log_exists(ctx.profile, LOG) else "no tier-routing log (logs/tier-routing.jsonl is absent)"
 
 
-def review_tier_routing(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, tier-routing log present: PassSpec.attempt)."""
+def review_tier_routing(ctx: PassContext) -> Generator[AboutToCall, bool, PassReport]:
+    """The pass, after the shared opening (enabled, tier-routing log present: runner.opening); gated on the log's
+    watermark and stamped with it once the findings were saved."""
     report = PassReport(PASS)
     opts = ctx.options
     days = opts.TierRoutingReviewWindow.total_seconds() / 86400
@@ -137,7 +161,7 @@ def review_tier_routing(ctx: PassContext) -> PassReport:
     stats = summarise(events)
     report.counts.update({"entries": len(events), "tiers": len(stats)})
     report.extra["tier_stats"] = stats
-    if gate_says_skip(ctx, PASS, fingerprint, report):
+    if not (yield AboutToCall(fingerprint, report)):
         return report
 
     def render(tiers):
@@ -188,7 +212,6 @@ def review_tier_routing(ctx: PassContext) -> PassReport:
             continue
         report.count(result.action)
         report.change(f"routing-finding-{result.action}", entry.id, entry.content[:200])
-    stamp(ctx, PASS, fingerprint)
     c = report.counts
     return report.finish(
         f"{len(response.findings)} routing finding(s) from {len(events)} entries over "
@@ -198,8 +221,11 @@ def review_tier_routing(ctx: PassContext) -> PassReport:
 
 
 def run_tier_routing_review(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
 
 
 def history_stats(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:

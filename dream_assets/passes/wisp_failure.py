@@ -35,21 +35,22 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pydantic import Field
+
 from dream_assets.input_fingerprints import events_watermark
-from dream_assets.llm.contracts import ModelCall, WispAnalysisResponse
-from dream_assets.llm.offline import answer_wisp_failure_analysis
-from dream_assets.llm.prompts import render_wisp_failures
+from dream_assets.llm.contracts import Contract, IdText, ModelCall
+from dream_assets.llm.prompts import extras, one_line, value_text
 from dream_assets.model import Skill, iso, utc
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model_batched, gate_says_skip, note_malformed, stamp
+from dream_assets.passes.common import call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
-from dream_assets.passes.report import PassReport
+from dream_assets.passes.report import AboutToCall, PassReport
 from dream_assets.passes.spec import HistoryAnalysis, PassSpec
 from dream_assets.profile import AgentProfile
 from dream_assets.store.log_records import WispExecutionEvent
@@ -64,6 +65,107 @@ MAX_ANNOTATION_CHARS = 2_000  # an annotation is a negative example or a correct
 MAX_LABEL_CHARS = 200  # a failure classification is a label
 _MAX_ERRORS = 3  # distinct errors quoted per pattern
 _MAX_ERROR_CHARS = 300
+
+
+# --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+class WispFailurePattern(Contract):
+    description: str
+    classification: str = ""
+    affected_steps: list[str] = Field(default_factory=list, alias="affectedSteps")
+
+
+class WispSkillAnnotation(Contract):
+    skill_name: IdText = Field(alias="skillName")
+    annotation: str
+
+
+class WispPromotion(Contract):
+    """Attach a promotion candidate's definition (named by its hash: the model never supplies the body) to an existing
+    skill as a resource file. Missing fields are empty text, so the pass skips that promotion with its reason."""
+
+    skill_name: IdText = Field(default="", alias="skillName")
+    file_name: IdText = Field(default="", alias="fileName")
+    definition_hash: IdText = Field(default="", alias="definitionHash")
+    description: str = ""
+
+
+class WispAnalysisResponse(Contract):
+    failure_patterns: list[WispFailurePattern] = Field(default_factory=list, alias="failurePatterns")
+    skill_annotations: list[WispSkillAnnotation] = Field(default_factory=list, alias="skillAnnotations")
+    # wisp description -> why it is (or is not) worth promoting to a stored wisp skill
+    promotion_notes: dict[str, str] = Field(default_factory=dict, alias="promotionNotes")
+    promotions: list[WispPromotion] = Field(default_factory=list)
+
+
+def _pattern_line(p: Mapping[str, Any], shown: Sequence[str]) -> list[str]:
+    head = f'- "{p.get("description", "")}"'
+    if p.get("skill_name"):
+        head += f" (skill {p['skill_name']})"
+    for key in shown:
+        if p.get(key) not in (None, "", [], {}):
+            head += f" {key}={value_text(p[key])}"
+    extra = extras(p, {"description", "skill_name", "errors", *shown})
+    lines = [head + (f" {extra}" if extra else "")]
+    for err in p.get("errors") or []:
+        lines.append(f"    error: {one_line(err)}")
+    return lines
+
+
+def render_wisp_failures(
+    failure_patterns: Sequence[Mapping[str, Any]], success_patterns: Sequence[Mapping[str, Any]]
+) -> str:
+    def order(p: Mapping[str, Any]) -> tuple[int, str]:
+        return (-int(p.get("count") or p.get("runs") or 0), str(p.get("description", "")))
+
+    lines = [f"## Recurring failure patterns ({len(failure_patterns)})"]
+    for p in sorted(failure_patterns, key=order):
+        lines += _pattern_line(p, ("count", "failed_steps"))
+    if not failure_patterns:
+        lines.append("(none)")
+    lines += ["", f"## Consistent success patterns — promotion candidates ({len(success_patterns)})"]
+    for p in sorted(success_patterns, key=order):
+        lines += _pattern_line(p, ("runs", "successes", "success_rate"))
+    if not success_patterns:
+        lines.append("(none)")
+    return "\n".join(lines) + "\n"
+
+
+def _annotation(p: Mapping[str, Any]) -> str:
+    steps = [str(s) for s in p.get("failed_steps") or []]
+    errors = [str(e) for e in p.get("errors") or []]
+    text = f'Known failure ({int(p.get("count") or 0)}× in the review window) in wisp "{p.get("description", "")}"'
+    detail = []
+    if steps:
+        detail.append(f"step {', '.join(steps)}")
+    if errors:
+        detail.append(errors[0])
+    return text + (": " + " — ".join(detail) if detail else "")
+
+
+def _wisp_failure_analysis(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    patterns = [p for p in inputs.get("failure_patterns") or [] if isinstance(p, Mapping)]
+    return {
+        "failurePatterns": [
+            {
+                "description": str(p.get("description", "")),
+                "classification": "unclassified (offline)",
+                "affectedSteps": [str(s) for s in p.get("failed_steps") or []],
+            }
+            for p in patterns
+        ],
+        "skillAnnotations": [
+            {"skillName": str(p["skill_name"]), "annotation": _annotation(p)} for p in patterns if p.get("skill_name")
+        ],
+        "promotionNotes": {},
+    }
+
+
+def answer_wisp_failure_analysis(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The offline backend's answer (``ModelCall.offline``). Inputs: ``{"failure_patterns": [{"description",
+    "skill_name", "count", "failed_steps", "errors"}], "success_patterns": [...]}``. The host's failure patterns echoed
+    with classification "unclassified (offline)", and for each pattern with a skill an annotation that quotes only the
+    data. No promotion notes."""
+    return _wisp_failure_analysis(inputs), "offline backend: failure patterns echoed unclassified; no promotion notes"
 
 
 # --- grouping (pure) ---------------------------------------------------------------------------------------------
@@ -284,8 +386,9 @@ def _item_label(item: Any) -> str:
     return str(item.get("description", "") if isinstance(item, dict) else getattr(item, "description", item))
 
 
-def analyse_wisp_failures(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, wisp execution log present: PassSpec.attempt)."""
+def analyse_wisp_failures(ctx: PassContext) -> Generator[AboutToCall, bool, PassReport]:
+    """The pass, after the shared opening (enabled, wisp execution log present: runner.opening); gated on the log's
+    watermark and stamped with it once the answer was applied."""
     report = PassReport(PASS)
     opts = ctx.options
     days = f"{opts.WispAnalysisWindow.total_seconds() / 86400:g}"
@@ -314,7 +417,7 @@ def analyse_wisp_failures(ctx: PassContext) -> PassReport:
             f"(≥ {opts.WispSuccessMinFrequency} runs, > {opts.WispSuccessMinRate:.0%}) among "
             f"{len(events)} execution(s) in the last {days} days: no call"
         )
-    if gate_says_skip(ctx, PASS, fingerprint, report):
+    if not (yield AboutToCall(fingerprint, report)):
         return report
 
     failure_inputs = [failure_input(g) for g in failures]
@@ -366,7 +469,6 @@ def analyse_wisp_failures(ctx: PassContext) -> PassReport:
     annotated = _apply_annotations(ctx, report, response.skill_annotations, failures)
     _report_promotions(report, response.promotion_notes, promotions)
     promoted = _apply_promotions(ctx, report, response.promotions, candidates)
-    stamp(ctx, PASS, fingerprint)
     return report.finish(
         f"{len(failures)} recurring failure pattern(s), {annotated} skill(s) annotated, "
         f"{len(promotions)} promotion candidate(s), {promoted} promoted, from {len(events)} execution(s) in the last "
@@ -375,8 +477,11 @@ def analyse_wisp_failures(ctx: PassContext) -> PassReport:
 
 
 def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)
 
 
 def history_patterns(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:

@@ -14,6 +14,9 @@ restore and the change log are ``service.changes``'s, review is ``service.review
 reports, log imports and rebuilds ``service.operator``'s.
 """
 
+import functools
+from pathlib import Path
+
 from dream_assets.agent_memory import (
     AGENT_PASS,
     FEEDBACK_KINDS,
@@ -76,11 +79,12 @@ from dream_assets.agent_memory import (
     record_skill_usage,
     record_tool_call,
     reinforce,
-    save,
-    save_many,
     save_skill,
-    search,
 )
+from dream_assets.agent_memory import save as _save
+from dream_assets.agent_memory import save_many as _save_many
+from dream_assets.agent_memory import search as _search
+from dream_assets.profile import AgentProfile
 from dream_assets.service.changes import (
     OWN_ACTORS,
     RESTORE_PASS,
@@ -93,6 +97,7 @@ from dream_assets.service.changes import (
     undo,
     undo_own,
 )
+from dream_assets.service.folders import refresh as refresh_folder
 from dream_assets.service.operator import (
     FileImport,
     LogImport,
@@ -116,6 +121,7 @@ from dream_assets.service.status import status
 from dream_assets.store.connection import StoreError
 
 __all__ = [
+    "refresh_folder",
     "AGENT_PASS",
     "FEEDBACK_KINDS",
     "FORGET_PASS",
@@ -209,3 +215,22 @@ __all__ = [
     "undo",
     "undo_own",
 ]
+
+
+def _with_folder_read(op):  # type: ignore[no-untyped-def]
+    """``op`` after a read of the agent's linked folder when a file of it changed since the last read
+    (``service.folders.refresh``): what a person or the agent's own tool just wrote there is found and deduplicated
+    against without waiting for a cycle. An agent with no linked folder pays one file-existence check."""
+
+    @functools.wraps(op)
+    def call(profile, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if isinstance(profile, str | Path | AgentProfile):
+            refresh_folder(profile, kwargs.get("options"), kwargs.get("now"))
+        return op(profile, *args, **kwargs)
+
+    return call
+
+
+save = _with_folder_read(_save)
+save_many = _with_folder_read(_save_many)
+search = _with_folder_read(_search)

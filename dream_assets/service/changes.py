@@ -84,6 +84,11 @@ class UndoReport(BaseModel):
     undo_cycle_id: str | None = Field(None, description="the cycle the undo's own rows are recorded under")
     review_marks: int = Field(0, description="entries whose review marks the undo left as the cycle wrote them")
     review_mark_keys: list[str] = Field(default_factory=list, description="the metadata keys of those marks")
+    left_apart: list[str] = Field(
+        default_factory=list,
+        description="memories of the merges undone, stamped left apart so a dream cycle does not merge them again "
+        "before the consolidation cooldown",
+    )
     outcome: Literal["done", "partial", "nothing"]
     summary: str = Field(description="one line saying what was done")
 
@@ -222,6 +227,7 @@ def _undo(
                 assert cycle_id is not None
                 result = store.changes.undo_cycle(cycle_id, now=op.now, pass_name=pass_name, force=force)
             files = _undo_files(op, _whole_set(store, cycle_id, change_id, pass_name)) if result.applied else None
+            apart = _leave_undone_merges_apart(op, store, result, cycle_id, change_id, pass_name)
     except (UndoRefused, PassRunning) as exc:
         raise Refused(str(exc), running=isinstance(exc, PassRunning | CycleRunning), stale_markers=stale) from exc
     except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
@@ -231,6 +237,12 @@ def _undo(
         kind, _, entry_id = put.target.partition(" ")
         entry = store.memories.get(entry_id) if kind == "memory" else None
         put.place = folder_place(entry.to_dict()) if entry is not None else ""
+    if apart:
+        report.left_apart = apart
+        report.summary += (
+            f"; {len(apart)} memories of the merges undone are left apart: a dream cycle does not merge them again "
+            "before the consolidation cooldown"
+        )
     if cycle_id is not None and report.put_back:
         try:
             report.review_marks, keys = store.changes.review_marks(cycle_id)
@@ -241,6 +253,46 @@ def _undo(
 
             report.review_mark_keys = sorted({*keys, REVIEWED_KEY})
     return report
+
+
+def _leave_undone_merges_apart(
+    op: Op, store: DreamStore, result: UndoResult, cycle_id: str | None, change_id: str | None, pass_name: str | None
+) -> list[str]:
+    """An undone merge is a person's decision, like a merge rejected in review: the memories it had joined, live
+    again, are stamped left apart (``passes.left_apart.leave_apart``) so the next cycle does not propose the same
+    merge at once. Stamped under the undo's own cycle, so undoing the undo takes the stamps back with the rest; a
+    rerun of an undo killed half-way stamps what the first run did not."""
+    from dream_assets.passes.left_apart import leave_apart
+
+    whole = cycle_id or (row.cycle_id if change_id and (row := store.changes.get(change_id)) else "")
+    if not whole or not result.undo_cycle_id:
+        return []
+    rows = store.changes.list(whole, pass_name=pass_name)
+    if change_id is not None:  # one change: the merges it belongs to (as a source's archive or the merged entry)
+        mine = {r.target_id for r in rows if r.change_id == change_id} | {
+            r.successor_id for r in rows if r.change_id == change_id and r.successor_id
+        }
+        rows = [r for r in rows if r.target_id in mine or r.successor_id in mine]
+    groups: dict[str, set[str]] = {}
+    for r in rows:
+        if r.kind == "archived" and r.actor is Actor.PASS and r.successor_how.merged and r.undone_at is not None:
+            # with the entry it went into: one the undo retired is not live (a whole merge undone leaves its
+            # sources apart), one that stays (a source's own archive undone, a fold) is left apart from the source
+            groups.setdefault(r.successor_id or "", set()).update((r.target_id, r.successor_id or ""))
+    done = {r.target_id for r in store.changes.list(result.undo_cycle_id) if r.kind == STAMP_KIND}
+    apart: list[str] = []
+    for ids in groups.values():
+        if ids & done:  # stamped by an earlier run of this undo (one transaction: all of the group or none)
+            continue
+        apart += leave_apart(
+            store,
+            sorted(ids),
+            cycle_id=result.undo_cycle_id,
+            actor=Actor.UNDO,
+            reason=f"merge undone by a person ({whole}): left apart",
+            now=op.now,
+        )
+    return apart
 
 
 def _whole_set(store: DreamStore, cycle_id: str | None, change_id: str | None, pass_name: str | None) -> str:

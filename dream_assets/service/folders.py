@@ -33,6 +33,10 @@ from dream_assets.options import DreamOptions, load_agent_options
 from dream_assets.passes.report import PassReport
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.store import DreamStore, open_store
+from dream_assets.store.locks import LockTimeout, path_lock
+
+#: How long a read or a write-back of the linked folder waits for another one to finish.
+FOLDER_LOCK_WAIT_S = 120.0
 
 __all__ = [
     "READ_STEP",
@@ -49,6 +53,7 @@ __all__ = [
     "load_link",
     "plan_write_back",
     "read_folder",
+    "refresh",
     "undo_files",
     "write_back",
 ]
@@ -80,6 +85,9 @@ class StoreReader:
     def same_fact(self, a: str, b: str) -> bool:
         return self.store.memories.same_fact(a, b)
 
+    def kept_since(self, since: datetime) -> list[MemoryRecord]:
+        return [agent_memory.live_record(e) for e in self.store.memories.live_created_after(since)]
+
 
 def read_folder(
     profile: AgentProfile | str | Path, options: DreamOptions | None = None, now: datetime | None = None
@@ -89,6 +97,30 @@ def read_folder(
     status ``skipped`` when no folder is linked, ``failed`` (naming the file) when the folder cannot be read safely,
     the store then unchanged."""
     profile = as_profile(profile)
+    with path_lock(profile.memory_folder_lock_path, timeout=FOLDER_LOCK_WAIT_S):
+        return _read(profile, options, now)
+
+
+def refresh(
+    profile: AgentProfile | str | Path, options: DreamOptions | None = None, now: datetime | None = None
+) -> PassReport | None:
+    """Before a search or a save: read the linked folder first when one of its files changed since the last read
+    (``sync.changed_since_read``: a stat of each file, nothing read when none moved), so a note a person or the
+    agent's own tool just wrote is found without waiting for a cycle. None when there was nothing to read, or the
+    folder is being read or written back right now (a cycle, ``dream sync``: the search answers from the store)."""
+    profile = as_profile(profile)
+    if not linked(profile):
+        return None
+    try:
+        with path_lock(profile.memory_folder_lock_path, timeout=0):
+            if not sync.changed_since_read(profile):
+                return None
+            return _read(profile, options, now)
+    except (LockTimeout, FolderError):
+        return None
+
+
+def _read(profile: AgentProfile, options: DreamOptions | None, now: datetime | None) -> PassReport:
     options = load_agent_options(profile) if options is None else options
     now = utc_or_now(now)
     read = sync.begin_read(profile, options)
@@ -130,11 +162,18 @@ def live_again(profile: AgentProfile, plan: WritePlan, options: DreamOptions | N
     }
 
 
-def apply_write_back(profile: AgentProfile | str | Path, plan: WritePlan, cycle_id: str | None = None) -> PassReport:
+def apply_write_back(
+    profile: AgentProfile | str | Path, plan: WritePlan, cycle_id: str | None = None, now: datetime | None = None
+) -> PassReport:
     """Write ``plan`` (``sync.apply_write_back``), leaving every file that would take out a note whose memory is
-    live in the store now (``live_again``)."""
+    live in the store now (``live_again``). A link recorded before links kept their time gets ``now``: the memories
+    the agent keeps from then on are written into the folder by the next write-back, none kept before."""
     profile = as_profile(profile)
-    return sync.apply_write_back(profile, plan, cycle_id, hold=live_again(profile, plan))
+    with path_lock(profile.memory_folder_lock_path, timeout=FOLDER_LOCK_WAIT_S):
+        report = sync.apply_write_back(profile, plan, cycle_id, hold=live_again(profile, plan))
+    if plan.link.linked_at is None and report.status != "failed":
+        sync.record_link(profile, FolderLink(plan.link.folder, plan.link.format, utc_or_now(now)))
+    return report
 
 
 def write_back(
@@ -155,4 +194,4 @@ def write_back(
         return PassReport(WRITE_STEP).fail(f"{exc.filename or 'the linked folder'}: could not be read ({exc})")
     if plan is None:
         return PassReport(WRITE_STEP).skip("no memory folder linked (dream link)")
-    return apply_write_back(profile, plan, cycle_id)
+    return apply_write_back(profile, plan, cycle_id, now)

@@ -87,7 +87,7 @@ SCORE_KINDS = (DECAY_KIND, SCORES_PUT_BACK_KIND)
 SCORE_BATCH = 1000
 #: Metadata an undone purge leaves on the entry it put back: the archive purge keeps it until then (ISO-8601 UTC).
 KEEP_ARCHIVED_UNTIL_KEY = "keepArchivedUntil"
-#: Metadata of a merged entry: the ids it was merged from (``passes.consolidation_merge.MERGED_FROM_KEY``).
+#: Metadata of a merged entry: the ids it was merged from (``passes.memory_consolidation.merge.MERGED_FROM_KEY``).
 MERGED_FROM_KEY = "mergedFrom"
 #: The kinds of an undo's rows, each naming what the undo did to its target.
 UNDO_KINDS = {

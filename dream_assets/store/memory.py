@@ -924,6 +924,10 @@ class MemoryStore:
     def list_live(self) -> list[MemoryEntry]:
         return self._list("archived_at IS NULL")
 
+    def live_created_after(self, since: datetime) -> list[MemoryEntry]:
+        """The live entries created after ``since``, oldest first."""
+        return self._list(f"archived_at IS NULL AND created_at > '{to_db(utc(since))}'")
+
     def list_archived(self) -> list[MemoryEntry]:
         return self._list("archived_at IS NOT NULL")
 

@@ -1,7 +1,7 @@
 """What a sentence is: the one rule every text check and the offline merges split by.
 
 Save-time dedup (store/dedup.py), the merge coverage check (text/coverage.py), restatement (text/restated.py),
-framing (text/framing.py) and the offline backend (llm/offline.py) all read the sentences of a text here, so a
+framing (text/framing.py) and the offline merge (text/sentence_merge.py) all read the sentences of a text here, so a
 save and a merge never disagree about where one ends:
 
 * a line break always ends a sentence (save-time dedup reads a wrapped line as one line first: see

@@ -25,12 +25,12 @@ from datetime import datetime
 from typing import Any
 
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, iso, parse_ts, utc
-from dream_assets.passes.importance_decay import APPLIED_KEY
+from dream_assets.passes.memory_vocabulary import DECAY_APPLIED_KEY as APPLIED_KEY
+from dream_assets.passes.memory_vocabulary import MERGED_AT_KEY
 from dream_assets.store.standing import with_standing
 from dream_assets.text.content_hash import stable_hash
 
 MERGED_FROM_KEY = "mergedFrom"
-MERGED_AT_KEY = "mergedAt"
 REJECTED_CLUSTER_KEY = "consolidationRejectedCluster"
 REJECTED_AT_KEY = "consolidationRejectedAt"
 

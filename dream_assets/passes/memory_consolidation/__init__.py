@@ -1,16 +1,18 @@
 """Pass 1 — Memory consolidation: merge near-duplicates, refine categories, retire noise, mine anti-patterns.
 
 This pass can destroy an agent's memory, so the model only proposes and the host decides (spec "Pass 1 — Memory
-consolidation" and "LLM response format"; DESIGN principle 4). In order:
+consolidation" and "LLM response format"; DESIGN principle 4). The pass is this package: the body and ``SPEC`` here,
+what it shows (select.py), the merged entry's arithmetic (merge.py), its response contracts (contract.py), its
+prompts (prompt.py) and the offline backend's answers (offline.py). In order:
 
-1. Skip (the shared opening, ``PassSpec.attempt``) while ``memory-audit/consolidation-paused.json`` exists, or
+1. Skip (the shared opening, ``runner.opening``) while ``memory-audit/consolidation-paused.json`` exists, or
    sooner than ``ConsolidationMinInterval`` after the last completed pass (the ledger record ``memory_consolidation``
    keeps that across restarts; zero disables).
-2. Gate the candidates (consolidation_select.py): only new or changed entries and open near-duplicate clusters are
+2. Gate the candidates (select.py): only new or changed entries and open near-duplicate clusters are
    shown. The lookup used to apply the answer is keyed on that eligible set, so an id the model invents or remembers
    resolves to nothing. Nothing eligible: no model call.
 3. Model calls sized to the window, planned from one scan (a near-duplicate cluster too large for one call is
-   offered in parts of its most similar members; consolidation_select.py); the store is not held meanwhile.
+   offered in parts of its most similar members; select.py); the store is not held meanwhile.
    Every string of the answer is checked before anything is applied (model_text.py): an item with a lone
    surrogate, a control character, an over-long or blank text, or a malformed category or tag is rejected with
    its reason (``invalid_items``, an ``invalid-item`` row in the changes table) and the rest of the answer
@@ -28,7 +30,7 @@ consolidation" and "LLM response format"; DESIGN principle 4). In order:
    and sentences and what was invented), and the same three checks on the repair. Single-source rewrites
    ("recategorised") face the same checks. Then one write: the sources are re-read — a source edited since it was shown
    wins and the merge waits for the next cycle — the merged entry is saved with host-computed temporal fields
-   (consolidation_merge.py), its sources are archived and every change-log row is written, all in one transaction. A
+   (merge.py), its sources are archived and every change-log row is written, all in one transaction. A
    crash at any point leaves the whole merge or none of it.
 5. Stand-alone ("ephemeral") removals: the union of ``toDelete`` and the sources of merges that persisted is
    archived, never deleted, each archive logged with its content; a source of a merge that did not persist is kept
@@ -65,27 +67,28 @@ from datetime import timedelta
 from typing import Any
 
 from dream_assets.changes_model import SuccessorHow
-from dream_assets.llm.contracts import MemoryConsolidationResponse, MemorySave, MergeRepairResponse, ModelCall
-from dream_assets.llm.offline import answer_memory_consolidation, answer_merge_repair
-from dream_assets.llm.prompts import render_memory_consolidation, render_memory_entry, render_merge_repair
+from dream_assets.llm.contracts import ModelCall
+from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, is_signal_entry, iso, new_id, parse_ts
-from dream_assets.passes.archive_purge import is_high_value
 from dream_assets.passes.common import (
     CONTEXT_EXCEEDED,
     call_model,
     note_forced,
     note_malformed,
     note_model_switch,
-    stamp,
 )
-from dream_assets.passes.consolidation_merge import (
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.memory_consolidation.contract import MemoryConsolidationResponse, MergeRepairResponse
+from dream_assets.passes.memory_consolidation.merge import (
     REJECTED_AT_KEY,
     REJECTED_CLUSTER_KEY,
     build_merged_entry,
     fold_into,
     rejected_cluster_id,
 )
-from dream_assets.passes.consolidation_select import (
+from dream_assets.passes.memory_consolidation.offline import answer_memory_consolidation, answer_merge_repair
+from dream_assets.passes.memory_consolidation.prompt import render_memory_consolidation, render_merge_repair
+from dream_assets.passes.memory_consolidation.select import (
     CLUSTER_DECLINED_KEY,
     CLUSTER_SET_KEY,
     REVIEWED_IN_KEY,
@@ -95,13 +98,14 @@ from dream_assets.passes.consolidation_select import (
     Selection,
     cooldown_for,
     is_reviewed,
+    kept_apart_by_a_person,
     left_apart_stamps,
     review_hash,
     reviewed_in_stamp,
     rules_stamp,
     select_candidates,
 )
-from dream_assets.passes.context import PassContext
+from dream_assets.passes.memory_vocabulary import MemorySave, is_high_value
 from dream_assets.passes.model_text import check_ids, problem
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
@@ -612,6 +616,8 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
         for other in members[1:]:
             if not _same_moment(keeper.subject_time, other.subject_time):
                 continue  # the same words about another moment
+            if kept_apart_by_a_person((keeper, other), ctx.now, ctx.options.ConsolidationSettledCooldown):
+                continue  # a person undid or rejected their merge: the same words, kept as two entries
             if (
                 decide_dedup(
                     keeper.content,
@@ -1090,7 +1096,9 @@ def _reviewable(live: list[MemoryEntry]) -> list[MemoryEntry]:
 
 
 def consolidate_memories(ctx: PassContext) -> PassReport:
-    """The pass, after the shared opening (enabled, not paused, past ConsolidationMinInterval: PassSpec.attempt)."""
+    """The pass, after the shared opening (enabled, not paused, past ConsolidationMinInterval: runner.opening).
+    Its gate is per entry (the review stamps), not the ledger's: the runner stamps the corpus as the run left it
+    (``report.stamp``), for the minimum-interval floor and the change-gate sensor."""
     report = PassReport(PASS)
     opts = ctx.options
     previous = ctx.ledger.get(PASS)
@@ -1113,7 +1121,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     if len(live) < 2:
         if report.counts.get("folded"):
             # The fold changed the corpus: that is a completed pass (undoable, stamped), not a skip.
-            stamp(ctx, PASS, memories.fingerprint())
+            report.stamp = memories.fingerprint()
             return report.finish(_summary(report) + f", folded {int(report.counts['folded'])}")
         return report.skip(f"fewer than two live memories ({len(live)}): nothing to consolidate")
 
@@ -1148,7 +1156,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     fixed = budget.tokens(system, render_memory_consolidation([], [], feedback, ctx.now)) if budget.bounded else 0
     report.extra["context"] = budget.describe()
     review_all = bool(ctx.force) or switched is not None
-    # The rules this run judges by: a cluster settled under others is asked again (consolidation_select.py).
+    # The rules this run judges by: a cluster settled under others is asked again (select.py).
     rules = rules_stamp(client.identity, system)
     calls = 0
     shrink = 1.0
@@ -1252,7 +1260,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
 
     report.counts["live_after"] = memories.counts()["live"]
     # Completion, for the minimum-interval floor and the change-gate sensor (which compares the corpus fingerprint).
-    stamp(ctx, PASS, memories.fingerprint())
+    report.stamp = memories.fingerprint()
     return report.finish(_summary(report))
 
 
@@ -1349,5 +1357,8 @@ SPEC = PassSpec(
 
 
 def run_memory_consolidation(ctx: PassContext) -> PassReport:
-    """The pass with its shared opening (see PassSpec.attempt)."""
-    return SPEC.attempt(ctx)
+    """The pass with its shared opening, change gate and ledger stamp (runner.attempt: no lock, no review mode, no
+    recorded outcome)."""
+    from dream_assets.passes.runner import attempt
+
+    return attempt(SPEC, ctx)

@@ -39,24 +39,30 @@ does: merged parts are themselves merged, and no part is left behind as a questi
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from dream_assets.llm import offline
+import dream_assets.passes.memory_consolidation.offline as offline
+from dream_assets.llm.offline import OFFLINE_BACKEND
 from dream_assets.model import MemoryEntry, iso, parse_ts
+from dream_assets.passes.left_apart import CLUSTER_DECLINED_KEY as CLUSTER_DECLINED_KEY  # the stamps' one home
+from dream_assets.passes.left_apart import (
+    CLUSTER_LEFT_AT_KEY,
+    CLUSTER_SET_KEY,
+    PERSON_RULES,
+    REVIEWED_KEY,
+    RULES_KEY,
+    cluster_set_id,
+    declined_count,
+    review_hash,
+)
+from dream_assets.passes.left_apart import left_apart_stamps as left_apart_stamps
 from dream_assets.store.connection import StoreError
 from dream_assets.text.content_hash import stable_hash
 from dream_assets.text.similarity import DuplicateClusters
 from dream_assets.text.tokens import content_tokens
 
-#: Metadata key of the review stamp (spec: "consolidationReviewedHash in entry metadata").
-REVIEWED_KEY = "consolidationReviewedHash"
-#: Metadata of the members of a cluster shown together and left apart.
-CLUSTER_SET_KEY = "consolidationClusterSet"
-CLUSTER_LEFT_AT_KEY = "consolidationClusterLeftAt"
-CLUSTER_DECLINED_KEY = "consolidationClusterDeclined"
 #: Metadata of every entry a model call showed (and of the merged entries it wrote): which call, and when.
 REVIEWED_IN_KEY = "consolidationReviewedIn"
 #: Metadata of the entries of a cluster offered in parts (the members shown in a part, the entries merged from one):
@@ -64,22 +70,13 @@ REVIEWED_IN_KEY = "consolidationReviewedIn"
 SPLIT_KEY = "consolidationSplitOf"
 #: The cooldown of a settled cluster doubles each time it is left apart again, up to this many times the option.
 COOLDOWN_MAX_FACTOR = 16
-#: Metadata of every entry a model call showed or wrote: the stamp of the rules it was judged by (``rules_stamp``).
-RULES_KEY = "consolidationRules"
-#: The rules stamp of a cluster a person left apart (a merge rejected in review): no change of rules re-offers it.
-PERSON_RULES = "person"
-
-
-def cluster_set_id(ids: Sequence[str]) -> str:
-    """A stable id of a member set, order-free."""
-    return stable_hash("consolidation-cluster-set", sorted(set(ids)))[:16]
 
 
 def rules_stamp(model: str, directive: str) -> str:
     """The stamp of the rules a consolidation call judges by: the backend and model that answer (``model_identity``),
     the directive they are given, and for the offline backend the version of its merge rules, bumped whenever they
     change. A settled cluster stamped with other rules is a question not asked of these ones."""
-    version = offline.OFFLINE_RULES_VERSION if model == offline.OFFLINE_BACKEND else ""
+    version = offline.OFFLINE_RULES_VERSION if model == OFFLINE_BACKEND else ""
     return stable_hash("consolidation-rules", [model, version, directive])[:16]
 
 
@@ -99,22 +96,6 @@ def _shown_in_one_call(members: Sequence[MemoryEntry], cooldown: timedelta) -> d
         return parse_ts(stamp.split(" ", 1)[0]) + cooldown_for(0, cooldown)
     except (TypeError, ValueError):
         return None
-
-
-def declined_count(metadata: Mapping[str, str]) -> int:
-    try:
-        return max(0, int(metadata.get(CLUSTER_DECLINED_KEY, "0")))
-    except ValueError:
-        return 0
-
-
-def left_apart_stamps(members: Sequence[MemoryEntry], now: datetime) -> dict[str, dict[str, str]]:
-    """The stamps of a cluster shown together and left apart (by the model, or by a person rejecting its merge):
-    each member carries the cluster's set id, when it was left apart, and one more decline than before."""
-    set_id = cluster_set_id([m.id for m in members])
-    before = max((declined_count(m.metadata) for m in members if m.metadata.get(CLUSTER_SET_KEY) == set_id), default=0)
-    stamp = {CLUSTER_SET_KEY: set_id, CLUSTER_LEFT_AT_KEY: iso(now) or "", CLUSTER_DECLINED_KEY: str(before + 1)}
-    return {m.id: dict(stamp) for m in members}
 
 
 def cooldown_for(declined: int, cooldown: timedelta) -> timedelta:
@@ -137,31 +118,14 @@ def _settled_until(members: Sequence[MemoryEntry], cooldown: timedelta) -> datet
     return None if latest is None else latest + cooldown_for(declined, cooldown)
 
 
-def review_hash(entry: MemoryEntry) -> str:
-    """The review fingerprint of an entry as it is now: content, category, tags, reinforcement and last-seen time.
-
-    ``review_fingerprint(entry.content, entry.category, entry.tags, entry.reinforcement_count,
-    iso(entry.last_seen_at))``, byte for byte (text/content_hash.py's encoding: a type tag, an 8-byte length and the
-    payload per field), written out for these five fields: a selection hashes every live entry, and the generic
-    encoder costs several times more per entry."""
-    tags = b"".join(_text_field(t) for t in sorted({t for t in entry.tags if t}))
-    count = str(int(entry.reinforcement_count)).encode("ascii")
-    seen = iso(entry.last_seen_at)
-    digest = hashlib.sha256(_REVIEW_PREFIX)
-    digest.update(_text_field(entry.content))
-    digest.update(_text_field(entry.category))
-    digest.update(b"l" + len(tags).to_bytes(8, "big") + tags)
-    digest.update(b"i" + len(count).to_bytes(8, "big") + count)
-    digest.update(b"N" + bytes(8) if seen is None else _text_field(seen))
-    return digest.hexdigest()
-
-
-def _text_field(text: str) -> bytes:
-    data = text.encode("utf-8")
-    return b"s" + len(data).to_bytes(8, "big") + data
-
-
-_REVIEW_PREFIX = b"dream-assets:v1" + _text_field("memory-review")
+def kept_apart_by_a_person(members: Sequence[MemoryEntry], now: datetime, cooldown: timedelta) -> bool:
+    """The members carry one left-apart set a person stamped (a merge of theirs rejected in review, or undone) and
+    its cooldown has not passed: they stay apart even where their words are the same (the exact-duplicate fold)."""
+    sets = {m.metadata.get(CLUSTER_SET_KEY) for m in members}
+    if len(sets) != 1 or not next(iter(sets)) or any(m.metadata.get(RULES_KEY) != PERSON_RULES for m in members):
+        return False
+    until = _settled_until(members, cooldown)
+    return until is not None and now < until
 
 
 def is_reviewed(entry: MemoryEntry, current_hash: str | None = None) -> bool:
