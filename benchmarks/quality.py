@@ -86,6 +86,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import SuccessorHow  # noqa: E402
 from dream_assets.cycle import run_cycle  # noqa: E402
 from dream_assets.llm.client import ModelClient  # noqa: E402
@@ -473,7 +474,7 @@ def locate(store: Any, corpus: Corpus, saved: dict[str, str]) -> Outcome:
     for f in corpus.facts:
         home, last = _follow(saved.get(f.key), succ, live)
         out.homes[f.key] = home
-        candidates = ([home] if home else []) + [e.id for e, _ in store.memories.search(f.content, limit=10)]
+        candidates = ([home] if home else []) + [e.id for e, _ in recall.search(store.memories, f.content, limit=10)]
         best: tuple[int, float] | None = None
         for cid in dict.fromkeys(candidates):
             if cid not in live:
@@ -500,7 +501,7 @@ def locate(store: Any, corpus: Corpus, saved: dict[str, str]) -> Outcome:
 def recall10(store: Any, corpus: Corpus, homes: dict[str, str | None]) -> tuple[int, int]:
     hits = 0
     for question, turns in corpus.qa:
-        top = {e.id for e, _ in store.memories.search(question, limit=10)}
+        top = {e.id for e, _ in recall.search(store.memories, question, limit=10)}
         if all(any(homes.get(k) in top for k in keys) for keys in turns):
             hits += 1
     return hits, len(corpus.qa)
@@ -1080,7 +1081,7 @@ def current_first(store: Any, stale: StaleSet, ids: dict[str, str], label: str, 
     for old_key, questions in sorted(stale.questions.items()):
         old_id, new_id = ids[old_key], ids[stale.stale[old_key]]
         for question in questions:
-            found = [e.id for e, _ in store.memories.search(question, limit=10)]
+            found = [e.id for e, _ in recall.search(store.memories, question, limit=10)]
             c[f"current:{label}:total"] += 1
             if new_id in found and (old_id not in found or found.index(new_id) < found.index(old_id)):
                 c[f"current:{label}:first"] += 1

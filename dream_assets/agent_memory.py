@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from dream_assets import cycle_ids
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
 from dream_assets.llm.busy import mark_active
 from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc, utc_or_now
@@ -494,6 +495,7 @@ def save_many(
     try:
         for start in range(0, len(notes), SAVE_MANY_CHUNK):
             rows.clear()
+            recall.prepare(store.memories)  # the saves of a block need the index: built before the store is held
             with store.memories.batched():
                 for note in notes[start : start + SAVE_MANY_CHUNK]:
                     result = save_memory(
@@ -577,7 +579,7 @@ def search(
     filtered = category is not None or bool(wanted_tags)
     store = _open(call)
     try:
-        found = store.memories.search(query, limit=limit * 10 if filtered else limit)
+        found = recall.search(store.memories, query, limit=limit * 10 if filtered else limit)
     except StoreError as exc:
         raise _store_errors(exc) from exc
     hits = []
@@ -814,7 +816,7 @@ def recall_entries(
     """``search``'s recall as stored entries with their scores, best first (live entries only)."""
     call = begin_call(profile, options, None, active=False)
     try:
-        return _open(call).memories.search(query, limit=limit)
+        return recall.search(_open(call).memories, query, limit=limit)
     except StoreError as exc:
         raise _store_errors(exc) from exc
 

@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 from filelock import FileLock, Timeout
@@ -185,6 +185,8 @@ class StoreConnection:
         self._on_open: list[Callable[[duckdb.DuckDBPyConnection], None]] = [on_open] if on_open else []
         self._on_rollback: list[Callable[[], None]] = []
         self._on_commit: list[Callable[[], None]] = []
+        #: What this process keeps in step with the rows of the file (``add_row_observer``).
+        self.row_observers: list[Any] = []
         self._tx_depth = 0
         self._lock = threading.RLock()
         self._flock = FileLock(str(self.lock_path), thread_local=False)
@@ -208,6 +210,14 @@ class StoreConnection:
         with self._lock:
             if hook not in self._on_open:
                 self._on_open.append(hook)
+
+    def add_row_observer(self, observer: Any) -> None:
+        """Something this process keeps in step with the rows of ``memories`` (the recall index): the store's writes
+        call its ``row_live(id, content, category, tags, derived)``, ``row_gone(id)``, ``rows_written(seq)`` and
+        ``rows_inserted(conn)`` (store/memory.py). Writes of other processes it reads by ``seq`` in an open hook."""
+        with self._lock:
+            if observer not in self.row_observers:
+                self.row_observers.append(observer)
 
     def add_rollback_hook(self, hook: Callable[[], None]) -> None:
         """Called after the outermost transaction rolled back."""
