@@ -219,6 +219,17 @@ class StoreConnection:
             if observer not in self.row_observers:
                 self.row_observers.append(observer)
 
+    def remove_observer(self, observer: Any, *hooks: Callable[..., None]) -> None:
+        """Stop calling ``observer`` (``add_row_observer``) and ``hooks`` (open, rollback or commit hooks): what
+        followed the rows in this process is let go (a server evicting an idle agent's recall index)."""
+        with self._lock:
+            if observer in self.row_observers:
+                self.row_observers.remove(observer)
+            for hooks_of in (self._on_open, self._on_rollback, self._on_commit):
+                for hook in hooks:
+                    if hook in hooks_of:
+                        hooks_of.remove(hook)
+
     def add_rollback_hook(self, hook: Callable[[], None]) -> None:
         """Called after the outermost transaction rolled back."""
         with self._lock:
