@@ -1,10 +1,10 @@
 """The recall index persisted beside the store, so a new process loads it instead of reading and tokenising every row.
 
-A first build of the in-process recall index (dream_assets/recall_index.py ``RecallIndex``) spends most of its time reading the
-live rows and tokenising them; the BM25 kernel itself is a small part. This file keeps what the build derives from
-the rows: per live entry its id, its content tokens, its category and tag tokens, its overlap stems and its exact
-duplicate key, with the row-sequence watermark the state is at (``synced_seq``). A process that finds the file current
-rebuilds the index from it (no row read, no tokeniser) and then applies the rows changed since the watermark
+A first build of the in-process recall index (dream_assets/recall_index.py ``RecallIndex``) spends most of its time
+reading the live rows and tokenising them; the BM25 kernel itself is a small part. This file keeps what the build
+derives from the rows: per live entry its id, its content tokens, its category and tag tokens, its overlap stems and its
+exact duplicate key, with the row-sequence watermark the state is at (``synced_seq``). A process that finds the file
+current rebuilds the index from it (no row read, no tokeniser) and then applies the rows changed since the watermark
 (``RecallIndex.sync``), arriving at what a fresh build holds: the same documents, so the same scores bit for bit.
 
 The file is ``<store file>.recall`` (a NumPy ``.npz`` archive, no pickles), written through file_safety.py (temp file,
