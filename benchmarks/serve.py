@@ -10,8 +10,11 @@ For each corpus size and each transport (stdio: a `dream serve --profile` child 
 
 - alone: ``serve.<transport>.save_p50_ms`` / ``save_p99_ms`` and ``search_p50_ms`` / ``search_p99_ms`` (client-observed
   latency of one tool call; the first call, which builds the server's recall index, is left out and reported as
-  ``serve.<transport>.first_call_s``), and ``serve.<transport>.server_cpu_per_save_ms`` (the server process's CPU time
-  per save: a figure the load of a shared machine disturbs far less than latency);
+  ``serve.<transport>.first_call_s``: the server loads the agent's persisted recall index as it starts), and
+  ``serve.<transport>.server_cpu_per_save_ms`` / ``server_cpu_per_search_ms`` (the server process's CPU time per call:
+  a figure the load of a shared machine disturbs far less than latency), against ``serve.library_save_cpu_ms`` /
+  ``serve.library_search_cpu_ms``, the same calls through the library (``dream_assets.service``) in one process: what
+  the server adds around the store call;
 - during a cycle: a dream cycle (``dream_assets.cycle.run_cycle``, offline backend) runs in another process while the
   client saves 20 times a second and searches after every other save, for as long as the cycle runs but at most the
   window (``--window``; a cycle still running then is stopped (SIGTERM, then it exits without cleaning up),
@@ -95,9 +98,15 @@ def _p99(values: list[float]) -> float:
 
 
 def build(root: Path, n: int) -> AgentProfile:
+    """An agent of ``n`` memories as one in use finds it: its recall index written beside the store (by its first
+    search, its last cycle or its server's shutdown), so a new process loads it instead of building it."""
+    from dream_assets import recall_index
+
     profile = AgentProfile(root / f"bench-{n}").ensure()
     store = open_store(profile, DreamOptions())
     store.memories.put_many(_memories(random.Random(n), NOW, n))
+    recall_index.prepare(store.memories)  # builds the index and writes its file
+    recall_index.release(store.connection)
     store.close()
     return profile
 
@@ -160,15 +169,18 @@ async def bench_transport(
             saves.append(elapsed)
             errors += failed
         cpu = _cpu_s(pid) - cpu
+        search_cpu = _cpu_s(pid)
         for _ in range(calls):
             elapsed, failed, _ = await _timed(call, "memory_search", {"query": query(rng), "limit": 10})
             searches.append(elapsed)
             errors += failed
+        search_cpu = _cpu_s(pid) - search_cpu
         emit(f"serve.{transport}.save_p50_ms", n, statistics.median(saves) * 1000, "ms")
         emit(f"serve.{transport}.save_p99_ms", n, _p99(saves) * 1000, "ms")
         emit(f"serve.{transport}.search_p50_ms", n, statistics.median(searches) * 1000, "ms")
         emit(f"serve.{transport}.search_p99_ms", n, _p99(searches) * 1000, "ms")
         emit(f"serve.{transport}.server_cpu_per_save_ms", n, cpu / calls * 1000, "ms")
+        emit(f"serve.{transport}.server_cpu_per_search_ms", n, search_cpu / calls * 1000, "ms")
 
         cycle = subprocess.Popen(
             [sys.executable, "-c", CYCLE, str(profile.root)],
@@ -226,6 +238,27 @@ async def bench_transport(
     emit("serve.saves_lost", n, len(lost_ids), "count")
 
 
+def bench_library(root: Path, n: int, calls: int) -> None:
+    """The same saves and searches through the library in this one process (``dream_assets.service`` with the
+    agent's folder, as a Python caller makes them): the CPU time per call the server's figures compare with."""
+    from dream_assets import service
+
+    profile = build(root / "library", n)
+    rng = random.Random(n)
+    service.search(profile, "warm up the recall index")
+    started = time.process_time()
+    for i in range(calls):
+        service.save(profile, fact(rng, i), category="notes")
+    emit("serve.library_save_cpu_ms", n, (time.process_time() - started) / calls * 1000, "ms")
+    started = time.process_time()
+    for _ in range(calls):
+        service.search(profile, query(rng), limit=10)
+    emit("serve.library_search_cpu_ms", n, (time.process_time() - started) / calls * 1000, "ms")
+    from dream_assets.store.connection import close_all
+
+    close_all()
+
+
 HALF_OPEN_TOKEN = "half-open-benchmark-token-0123456789"
 #: The server's soft descriptor limit in the slow-client figure; this process needs the count held plus a margin.
 HALF_OPEN_SERVER_DESCRIPTORS = 1024
@@ -272,16 +305,21 @@ def main() -> None:
     parser.add_argument("--window", type=float, help="longest measurement during a cycle, in seconds")
     parser.add_argument("--half-open", type=int, default=1100, help="connections held by the slow-client figure")
     parser.add_argument("--only-half-open", action="store_true", help="only the slow-client figure")
+    parser.add_argument("--sizes", help="comma-separated corpus sizes (instead of the default ones)")
+    parser.add_argument("--no-half-open", action="store_true", help="leave the slow-client figure out")
     args = parser.parse_args()
     sizes, calls = ([1_000], 30) if args.quick else ([10_000, 100_000], 300)
+    if args.sizes:
+        sizes = [int(s) for s in args.sizes.split(",")]
     window = args.window or (15.0 if args.quick else 120.0)
     transports = ("stdio", "http") if args.transport == "both" else (args.transport,)
     with tempfile.TemporaryDirectory() as tmp:
-        if "http" in transports:
+        if "http" in transports and not args.no_half_open:
             bench_half_open(Path(tmp) / "half-open", args.half_open)
         if args.only_half_open:
             return
         for n in sizes:
+            bench_library(Path(tmp), n, calls)
             for transport in transports:
                 profile = build(Path(tmp) / transport, n)
                 if transport == "stdio":
