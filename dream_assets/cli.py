@@ -1094,7 +1094,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest request body accepted (default 1 MiB)",
     )
     sp.add_argument(
-        "--max-agents", type=int, default=32, help="agents kept warm between calls, least recently used let go (32)"
+        "--max-agents", type=int, default=128, help="agents kept warm between calls, least recently used let go (128)"
     )
     sp.add_argument(
         "--max-index-mb",

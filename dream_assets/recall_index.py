@@ -501,19 +501,20 @@ def footprint(conn: StoreConnection) -> int:
     return 0 if index is None or not index.ready else len(index.bm25) * BYTES_PER_ENTRY
 
 
-def release(conn: StoreConnection, *, persist_first: bool = True) -> bool:
+def release(conn: StoreConnection, *, min_changes: int = 1) -> bool:
     """Let go of the recall index of this process on the file of ``conn`` (a server evicting an idle agent): written
-    to its file first when it changed since (``persist_first``), then no longer kept in step; the next use loads it
-    from the file again. Whether there was one."""
+    to its file first when at least ``min_changes`` entries changed since it was (0: never), then no longer kept in
+    step; the next use loads the file again and catches up on the rows changed since it was written. Whether there
+    was one."""
     with _indexed_guard:
         index = getattr(conn, "_recall_index", None)
         if index is None:
             return False
         del conn._recall_index  # type: ignore[attr-defined]
         _indexed[:] = [(pid, c) for pid, c in _indexed if c is not conn]
-    if persist_first and index.ready:
+    if min_changes > 0 and index.ready:
         try:
-            index.persist(conn)
+            index.persist(conn, min_changes=min_changes)
         except Exception as exc:  # noqa: BLE001 - the file only saves the next load time
             log.warning("recall index of %s not written: %s", conn.db_path, exc)
     conn.remove_observer(index, index.on_open, index.invalidate)

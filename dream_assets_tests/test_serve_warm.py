@@ -21,7 +21,7 @@ from dream_assets.profile import AgentProfile
 from dream_assets.service.warm import WarmAgents, WarmLimits
 from dream_assets.store import index_file
 from dream_assets.store.connection import StoreConnection
-from dream_assets.store.memory import MemoryStore
+from dream_assets.store.memory import MemoryStore, top_seq
 from dream_assets.text.bm25 import kernel_description
 from dream_assets.text.tokens import tokenize
 from dream_assets_tests.mcp_harness import clean_env, ok, stdio_session
@@ -157,6 +157,12 @@ def test_a_warm_agent_catches_up_on_another_processes_writes_without_a_rebuild(p
         warm.close()
 
 
+def agents_connection(profile: AgentProfile) -> StoreConnection:
+    from dream_assets.store.connection import store_connection
+
+    return store_connection(profile.store_path, profile.store_lock_path)
+
+
 def test_the_warm_agents_are_let_go_by_count_by_idle_time_and_on_close_with_their_index_written(tmp_path):
     clock = [0.0]
     warm = WarmAgents(WarmLimits(max_agents=2, idle_s=60, store_linger_s=0), clock=lambda: clock[0])
@@ -168,28 +174,35 @@ def test_the_warm_agents_are_let_go_by_count_by_idle_time_and_on_close_with_thei
             svc.save(handle, f"Agent {agent.root.name} note {i} about the Kestrel rollout.", now=NOW)
         finally:
             warm.release(agent)
-    # Three agents, room for two: the least recently used (a) was let go, its recall index written to its file.
+    # Three agents, room for two: the least recently used (a) was let go (its index released, its store closed), and
+    # a call opens it again with what it holds.
     assert agents[0] not in warm and agents[1] in warm and agents[2] in warm
-    assert index_file.index_path(agents[0].store_path).exists()
-    conn = StoreConnection(agents[0].store_path, agents[0].store_lock_path)
+    assert not hasattr(agents_connection(agents[0]), "_recall_index")
+    clock[0] += 1
+    handle = warm.acquire(agents[0])
     try:
-        assert recall.RecallIndex._loaded(conn, index_file.index_path(agents[0].store_path)) is not None
+        assert [h.content for h in svc.search(handle, "Kestrel rollout", now=NOW).hits] == [
+            "Agent a note 0 about the Kestrel rollout."
+        ]
     finally:
-        conn.close()
+        warm.release(agents[0])
+    assert agents[0] in warm and agents[1] not in warm  # b was the least recently used now
     clock[0] += 30
-    warm.acquire(agents[1])
-    warm.release(agents[1])
-    clock[0] += 45  # c idle 75 s, b 45 s
-    assert warm.sweep() == 1 and agents[2] not in warm and agents[1] in warm
-    handle = warm.acquire(agents[1])
+    warm.acquire(agents[0])
+    warm.release(agents[0])
+    clock[0] += 45  # c idle 76 s, a 45 s
+    assert warm.sweep() == 1 and agents[2] not in warm and agents[0] in warm
+    handle = warm.acquire(agents[0])
     svc.save(handle, "One more note after the sweep.", now=NOW)
-    warm.release(agents[1])
+    warm.release(agents[0])
     warm.close()
     assert len(warm) == 0
-    conn = StoreConnection(agents[1].store_path, agents[1].store_lock_path)
+    conn = StoreConnection(agents[0].store_path, agents[0].store_lock_path)
     try:
-        loaded = recall.RecallIndex._loaded(conn, index_file.index_path(agents[1].store_path))
-        assert loaded is not None and loaded.changes_since_file == 0  # written on close, after the last save
+        loaded = recall.RecallIndex._loaded(conn, index_file.index_path(agents[0].store_path))
+        with conn.session() as db:
+            top = top_seq(db)
+        assert loaded is not None and loaded.synced_seq == top  # written on close, after the last save
     finally:
         conn.close()
 

@@ -17,10 +17,11 @@ since). So:
   catch-up of what changed, never a rebuild. The save-time embeddings (save_pipeline.py) are kept with the handle.
 - An LRU of agents (an HTTP server serves many): at most ``max_agents`` warm, their recall indexes together about
   ``max_memory_mb`` (``recall_index.footprint``), and an agent idle for ``idle_s`` is let go. Letting an agent go
-  writes its recall index to its file when it changed (the next call loads it instead of building), releases the
-  index and closes the store; the next call opens it again.
+  releases its index and closes its store, writing the index to its file first when many entries changed since it
+  was written (``index_file.REWRITE_AFTER_CHANGES``: a few are cheaper for the next load to catch up on than to
+  write, which matters when more agents call in turn than are kept warm); the next call loads the file again.
 
-``close`` (a server shutting down) lets every agent go, so the recall indexes are written to their files.
+``close`` (a server shutting down) lets every agent go with every changed recall index written to its file.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from dream_assets import agent_memory, recall_index
 from dream_assets.profile import AgentProfile
+from dream_assets.store import index_file
 
 log = logging.getLogger("dream_assets.service.warm")
 
@@ -44,7 +46,7 @@ log = logging.getLogger("dream_assets.service.warm")
 class WarmLimits:
     """How much a server keeps warm (``dream serve --max-agents --max-index-mb --idle-evict --store-linger``)."""
 
-    max_agents: int = 32
+    max_agents: int = 128
     max_memory_mb: float = 2048.0
     idle_s: float = 900.0
     store_linger_s: float = 30.0
@@ -172,7 +174,7 @@ class WarmAgents:
             gone = list(self._agents.values())
             self._agents.clear()
         for old in gone:
-            self._let_go(old)
+            self._let_go(old, min_changes=1)
 
     # ------------------------------------------------------------------
     def _over_limits(self, now: float) -> list[_Agent]:
@@ -194,11 +196,11 @@ class WarmAgents:
             total -= sizes[root]
         return gone
 
-    def _let_go(self, agent: _Agent) -> None:
+    def _let_go(self, agent: _Agent, *, min_changes: int = index_file.REWRITE_AFTER_CHANGES) -> None:
         self.evictions += 1
         conn = agent.handle.connection
         try:
-            recall_index.release(conn)
+            recall_index.release(conn, min_changes=min_changes)
         finally:
             with self._lock:
                 if agent.handle.profile.root not in self._agents:  # not warm again meanwhile
