@@ -27,6 +27,12 @@ For each corpus size and each transport (stdio: a `dream serve --profile` child 
   stderr), ``serve.errors`` (tool errors, must be 0) and ``serve.saves_lost`` (ids a save returned that are missing
   from the store afterwards, must be 0).
 
+Many agents (http only, ``--agents``, default 100; 0 leaves it out): one `dream serve --http` for that many agents of
+``--agent-size`` memories each (default 1,000), ``--agent-calls`` calls each (default 10: a save, then a search, in
+turn), round robin over the agents: ``serve.http.agents_call_p50_ms`` / ``_p99_ms`` (n = the agents) and
+``serve.http.agents_rss_mb``, the server's resident memory afterwards (every agent warm: the default
+``--max-agents`` is 128).
+
 Slow clients (http only, once, on a small agent): ``serve.http.call_s_with_half_open`` with n = the connections held
 (``--half-open``, default 1,100): a `dream serve --http` subprocess limited to 1,024 descriptors (the common soft
 limit) holds that many connections stopped in the middle of their headers, half from the client's own address and
@@ -259,6 +265,45 @@ def bench_library(root: Path, n: int, calls: int) -> None:
     close_all()
 
 
+def bench_many_agents(root: Path, agents: int, size: int, calls: int) -> None:
+    """One HTTP server, ``agents`` agents of ``size`` memories, ``calls`` calls each, round robin (see the module
+    docstring)."""
+    import shutil
+    from contextlib import AsyncExitStack
+
+    template = build(root, size).root  # one agent built (its index file written), copied for the others
+    names = [f"agent-{i:03d}" for i in range(agents)]
+    for name in names:
+        shutil.copytree(template, root / name)
+    shutil.rmtree(template)
+    rng = random.Random(agents)
+    took: list[float] = []
+    errors = 0
+
+    async def run(server: HttpServer) -> None:
+        nonlocal errors
+        async with AsyncExitStack() as stack:
+            sessions = [await stack.enter_async_context(http_session(server.url(name))) for name in names]
+            for i in range(calls):
+                for session in sessions:
+                    if i % 2 == 0:
+                        args = {"content": fact(rng, i), "category": "notes"}
+                        elapsed, failed, _ = await _timed(session.call_tool, "memory_save", args)
+                    else:
+                        elapsed, failed, _ = await _timed(session.call_tool, "memory_search", {"query": query(rng)})
+                    took.append(elapsed)
+                    errors += failed
+
+    with HttpServer(root) as server:
+        anyio.run(run, server)
+        status = Path(f"/proc/{server.proc.pid}/status").read_text()
+        rss_kb = int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
+    emit("serve.http.agents_call_p50_ms", agents, statistics.median(took) * 1000, "ms")
+    emit("serve.http.agents_call_p99_ms", agents, _p99(took) * 1000, "ms")
+    emit("serve.http.agents_rss_mb", agents, rss_kb / 1024, "MB")
+    emit("serve.errors", agents, errors, "count")
+
+
 HALF_OPEN_TOKEN = "half-open-benchmark-token-0123456789"
 #: The server's soft descriptor limit in the slow-client figure; this process needs the count held plus a margin.
 HALF_OPEN_SERVER_DESCRIPTORS = 1024
@@ -307,6 +352,10 @@ def main() -> None:
     parser.add_argument("--only-half-open", action="store_true", help="only the slow-client figure")
     parser.add_argument("--sizes", help="comma-separated corpus sizes (instead of the default ones)")
     parser.add_argument("--no-half-open", action="store_true", help="leave the slow-client figure out")
+    parser.add_argument("--agents", type=int, default=100, help="agents of the many-agents figure (0: none)")
+    parser.add_argument("--agent-size", type=int, default=1000, help="memories of each of those agents")
+    parser.add_argument("--agent-calls", type=int, default=10, help="calls each of those agents makes")
+    parser.add_argument("--only-agents", action="store_true", help="only the many-agents figure")
     args = parser.parse_args()
     sizes, calls = ([1_000], 30) if args.quick else ([10_000, 100_000], 300)
     if args.sizes:
@@ -317,6 +366,10 @@ def main() -> None:
         if "http" in transports and not args.no_half_open:
             bench_half_open(Path(tmp) / "half-open", args.half_open)
         if args.only_half_open:
+            return
+        if "http" in transports and args.agents > 0 and not args.quick:
+            bench_many_agents(Path(tmp) / "many", args.agents, args.agent_size, args.agent_calls)
+        if args.only_agents:
             return
         for n in sizes:
             bench_library(Path(tmp), n, calls)

@@ -13,8 +13,9 @@ Rules shared by every call:
   (``\\n``, ``\\t`` and ``\\r\\n`` are fine), memory content at most ``MaxContentChars``.
 - Each call marks the agent active for ``AgentActiveWindow`` (the busy lease, ``llm/busy.py``), so a dream pass
   waits for a quiet spell instead of starting a model call in the middle of the agent's conversation.
-- No store connection is held between calls (the process's connection helper lets the file go within a quarter of a
-  second, at once when a dream pass waits); a save made while a cycle runs waits its fair turn and is never lost.
+- No store connection is held against another process between calls (the process's connection helper lets the file
+  go within a quarter of a second, a server's warm agents after ``--store-linger`` (service/warm.py), and at once when
+  a dream pass waits); a save made while a cycle runs waits its fair turn and is never lost.
 - A save applies the save-time rules of ``store/dedup.py`` (created, reinforced or extended, with the reason) and
   records the change in the change log under the day's ``agent-YYYY-MM-DD`` cycle (pass ``agent``), so ``history``
   shows it and ``dream undo`` can take it back. ``put`` (a key-value store's exact put under an id the caller
