@@ -14,7 +14,9 @@ For each corpus size and each transport (stdio: a `dream serve --profile` child 
   ``serve.<transport>.server_cpu_per_save_ms`` / ``server_cpu_per_search_ms`` (the server process's CPU time per call:
   a figure the load of a shared machine disturbs far less than latency), against ``serve.library_save_cpu_ms`` /
   ``serve.library_search_cpu_ms``, the same calls through the library (``dream_assets.service``) in one process: what
-  the server adds around the store call;
+  the server adds around the store call; ``serve.<transport>.spaced_save_p50_ms`` / ``spaced_save_cpu_ms``: 20 saves
+  half a second apart, as an agent between turns makes them (a server that let the store file go after a quarter of
+  a second opened it again for each);
 - during a cycle: a dream cycle (``dream_assets.cycle.run_cycle``, offline backend) runs in another process while the
   client saves 20 times a second and searches after every other save, for as long as the cycle runs but at most the
   window (``--window``; a cycle still running then is stopped (SIGTERM, then it exits without cleaning up),
@@ -151,6 +153,10 @@ def _cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+#: The pause between the spaced saves (an agent between turns).
+SPACED_S = 0.5
+
+
 async def _timed(call: Callable, name: str, args: dict) -> tuple[float, bool, dict | None]:
     t = time.perf_counter()
     result = await call(name, args)
@@ -187,6 +193,17 @@ async def bench_transport(
         emit(f"serve.{transport}.search_p99_ms", n, _p99(searches) * 1000, "ms")
         emit(f"serve.{transport}.server_cpu_per_save_ms", n, cpu / calls * 1000, "ms")
         emit(f"serve.{transport}.server_cpu_per_search_ms", n, search_cpu / calls * 1000, "ms")
+        # An agent between turns: saves half a second apart, longer than a process's default linger on the file.
+        spaced, spaced_saves = min(20, calls), []
+        spaced_cpu = _cpu_s(pid)
+        for i in range(spaced):
+            await anyio.sleep(SPACED_S)
+            elapsed, failed, _ = await _timed(call, "memory_save", {"content": fact(rng, 500_000 + i)})
+            spaced_saves.append(elapsed)
+            errors += failed
+        spaced_cpu = _cpu_s(pid) - spaced_cpu  # the idle server's own ticks (its watcher threads) included
+        emit(f"serve.{transport}.spaced_save_p50_ms", n, statistics.median(spaced_saves) * 1000, "ms")
+        emit(f"serve.{transport}.spaced_save_cpu_ms", n, spaced_cpu / spaced * 1000, "ms")
 
         cycle = subprocess.Popen(
             [sys.executable, "-c", CYCLE, str(profile.root)],

@@ -84,8 +84,9 @@ _indexed: set[Path] = set()
 def _calling(
     profile: AgentProfile, warm: WarmAgents | None = None, *, builds_index: bool = False
 ) -> Iterator[AgentProfile | svc.MemoryHandle]:
-    """One tool call for ``profile``: its warm handle (``warm``), else the profile. An expected failure becomes a tool
-    error the caller reads; anything else is the SDK's unexpected error. After an agent's first save or search
+    """One tool call for ``profile``: its warm handle (``warm``, which also keeps a new recall index out of the
+    garbage collector's generations), else the profile. An expected failure becomes a tool error the caller reads;
+    anything else is the SDK's unexpected error. Without ``warm``, after an agent's first save or search
     (``builds_index``: it builds the in-process recall index, hundreds of thousands of long-lived objects for a large
     store) those objects are moved out of the garbage collector's generations (``gc.freeze``), so later calls do not
     pay for full collections that scan the index."""
@@ -102,7 +103,7 @@ def _calling(
     finally:
         if acquired:
             warm.release(profile)  # type: ignore[union-attr]
-        if builds_index and profile.root not in _indexed:
+        elif builds_index and warm is None and profile.root not in _indexed:
             _indexed.add(profile.root)
             gc.freeze()
 

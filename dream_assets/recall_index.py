@@ -495,6 +495,12 @@ def index_of(conn: StoreConnection) -> RecallIndex:
 BYTES_PER_ENTRY = 2000
 
 
+def current(conn: StoreConnection) -> RecallIndex | None:
+    """The recall index of this process on the file of ``conn`` when one is built, else None."""
+    index = getattr(conn, "_recall_index", None)
+    return index if index is not None and index.ready else None
+
+
 def footprint(conn: StoreConnection) -> int:
     """About how many bytes the recall index of this process on the file of ``conn`` holds (0: none built)."""
     index = getattr(conn, "_recall_index", None)

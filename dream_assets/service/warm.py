@@ -26,6 +26,7 @@ since). So:
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -80,6 +81,7 @@ class _Agent:
     stamp: tuple[float | None, ...]
     last_used: float
     linger_s: float  # the connection's own linger, put back when the agent is let go
+    frozen: object | None = None  # the recall index last moved out of the collector's generations
     calls: int = 0
     users: int = 0  # calls in progress: an agent in use is never let go
 
@@ -127,13 +129,19 @@ class WarmAgents:
         return agent.handle
 
     def release(self, profile: AgentProfile) -> None:
-        """The call that ``acquire`` began is over."""
+        """The call that ``acquire`` began is over. An index built or loaded by it (hundreds of thousands of
+        long-lived objects for a large store) is moved out of the garbage collector's generations (``gc.freeze``),
+        so later calls do not pay for full collections that scan it; once let go, refcounting still frees it."""
         gone: list[_Agent] = []
         with self._lock:
             agent = self._agents.get(profile.root)
             if agent is not None:
                 agent.users = max(0, agent.users - 1)
                 agent.last_used = self._clock()
+                index = recall_index.current(agent.handle.connection)
+                if index is not None and index is not agent.frozen:
+                    agent.frozen = index
+                    gc.freeze()
             gone += self._over_limits(self._clock())
         for old in gone:
             self._let_go(old)
