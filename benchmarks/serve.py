@@ -282,7 +282,7 @@ def bench_library(root: Path, n: int, calls: int) -> None:
     close_all()
 
 
-def bench_many_agents(root: Path, agents: int, size: int, calls: int) -> None:
+def bench_many_agents(root: Path, agents: int, size: int, calls: int, server_args: tuple[str, ...] = ()) -> None:
     """One HTTP server, ``agents`` agents of ``size`` memories, ``calls`` calls each, round robin (see the module
     docstring)."""
     import shutil
@@ -311,7 +311,7 @@ def bench_many_agents(root: Path, agents: int, size: int, calls: int) -> None:
                     took.append(elapsed)
                     errors += failed
 
-    with HttpServer(root) as server:
+    with HttpServer(root, args=server_args) as server:
         anyio.run(run, server)
         status = Path(f"/proc/{server.proc.pid}/status").read_text()
         rss_kb = int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
@@ -373,6 +373,7 @@ def main() -> None:
     parser.add_argument("--agent-size", type=int, default=1000, help="memories of each of those agents")
     parser.add_argument("--agent-calls", type=int, default=10, help="calls each of those agents makes")
     parser.add_argument("--only-agents", action="store_true", help="only the many-agents figure")
+    parser.add_argument("--agents-linger", type=float, help="the many-agents server's --store-linger (its default)")
     args = parser.parse_args()
     sizes, calls = ([1_000], 30) if args.quick else ([10_000, 100_000], 300)
     if args.sizes:
@@ -385,7 +386,8 @@ def main() -> None:
         if args.only_half_open:
             return
         if "http" in transports and args.agents > 0 and not args.quick:
-            bench_many_agents(Path(tmp) / "many", args.agents, args.agent_size, args.agent_calls)
+            linger = () if args.agents_linger is None else ("--store-linger", str(args.agents_linger))
+            bench_many_agents(Path(tmp) / "many", args.agents, args.agent_size, args.agent_calls, linger)
         if args.only_agents:
             return
         for n in sizes:

@@ -824,7 +824,7 @@ def _warm_limits(args: argparse.Namespace, *, max_agents: int | None = None) -> 
 
     return WarmLimits(
         max_agents=args.max_agents if max_agents is None else max_agents,
-        max_memory_mb=args.max_index_mb,
+        max_memory_mb=args.max_warm_mb,
         idle_s=args.idle_evict,
         store_linger_s=args.store_linger,
     )
@@ -1097,10 +1097,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-agents", type=int, default=128, help="agents kept warm between calls, least recently used let go (128)"
     )
     sp.add_argument(
-        "--max-index-mb",
+        "--max-warm-mb",
         type=float,
         default=2048.0,
-        help="memory the warm agents' recall indexes may hold together, about 2 kB an entry (2048 MB)",
+        help="memory the warm agents may hold together: recall indexes (about 2 kB an entry) and open store files "
+        "(about 8 MB each) (2048 MB)",
     )
     sp.add_argument(
         "--idle-evict", type=float, default=900.0, metavar="SECONDS", help="let go of an agent idle this long (900)"

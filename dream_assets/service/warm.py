@@ -15,8 +15,9 @@ since). So:
 - The recall index is this process's, kept in step with the rows (recall_index.py): when the file was let go and
   opened again, the rows another process wrote meanwhile are applied by their ``seq`` (and the purge records), a
   catch-up of what changed, never a rebuild. The save-time embeddings (save_pipeline.py) are kept with the handle.
-- An LRU of agents (an HTTP server serves many): at most ``max_agents`` warm, their recall indexes together about
-  ``max_memory_mb`` (``recall_index.footprint``), and an agent idle for ``idle_s`` is let go. Letting an agent go
+- An LRU of agents (an HTTP server serves many): at most ``max_agents`` warm, together about ``max_memory_mb`` (their
+  recall indexes, ``recall_index.footprint``, and each store file open, ``OPEN_STORE_BYTES``), and an agent idle for
+  ``idle_s`` is let go. Letting an agent go
   releases its index and closes its store, writing the index to its file first when many entries changed since it
   was written (``index_file.REWRITE_AFTER_CHANGES``: a few are cheaper for the next load to catch up on than to
   write, which matters when more agents call in turn than are kept warm); the next call loads the file again.
@@ -42,10 +43,14 @@ from dream_assets.store import index_file
 
 log = logging.getLogger("dream_assets.service.warm")
 
+#: What one open store file holds in memory, about (DuckDB's instance, its caches and threads): 8.3 MB measured with
+#: 100 agents of 1,000 entries each lingering open (benchmarks/serve.py, the many-agents figure).
+OPEN_STORE_BYTES = 8_000_000
+
 
 @dataclass(frozen=True)
 class WarmLimits:
-    """How much a server keeps warm (``dream serve --max-agents --max-index-mb --idle-evict --store-linger``)."""
+    """How much a server keeps warm (``dream serve --max-agents --max-warm-mb --idle-evict --store-linger``)."""
 
     max_agents: int = 128
     max_memory_mb: float = 2048.0
@@ -58,6 +63,11 @@ class WarmLimits:
         for name in ("max_memory_mb", "idle_s", "store_linger_s"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be a number of at least 0, got {getattr(self, name)!r}")
+
+
+def _footprint(agent: _Agent) -> int:
+    conn = agent.handle.connection
+    return recall_index.footprint(conn) + (OPEN_STORE_BYTES if conn.is_open else 0)
 
 
 def _stamp(path: Path | None) -> float | None:
@@ -173,8 +183,8 @@ class WarmAgents:
         return thread
 
     def memory_mb(self) -> float:
-        """About how much the warm agents' recall indexes hold, in MB."""
-        return sum(recall_index.footprint(a.handle.connection) for a in self._agents.values()) / 1e6
+        """About how much the warm agents hold (recall indexes and open store files), in MB."""
+        return sum(map(_footprint, self._agents.values())) / 1e6
 
     def close(self) -> None:
         """Let every agent go (its recall index written to its file when it changed): a server shutting down."""
@@ -193,7 +203,7 @@ class WarmAgents:
             if agent.users == 0 and now - agent.last_used > limits.idle_s:
                 gone.append(self._agents.pop(root))
         cap = limits.max_memory_mb * 1e6
-        sizes = {root: recall_index.footprint(a.handle.connection) for root, a in self._agents.items()}
+        sizes = {root: _footprint(a) for root, a in self._agents.items()}
         total = sum(sizes.values())
         for root in list(self._agents):  # least recently used first
             if len(self._agents) <= limits.max_agents and total <= cap:

@@ -244,6 +244,11 @@ class StoreConnection:
                 self._on_commit.append(hook)
 
     @property
+    def is_open(self) -> bool:
+        """Is the file open in this process now (held, or lingering after the last session)?"""
+        return self._conn is not None
+
+    @property
     def in_transaction(self) -> bool:
         return self._tx_depth > 0
 
