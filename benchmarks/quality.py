@@ -29,7 +29,7 @@ the change log. One JSON object per line:
   descendant, else the best of its ten best search matches — does not carry (target 0);
 * quality.facts_lost — facts whose live home misses a specific or holds under 60 % of their content words;
 * quality.recall10_before / quality.recall10_after — fraction of QA items for which, for every evidence turn, a live
-  entry holding a fact of that turn is in the top 10 of ``memories.search(question)`` (after >= before);
+  entry holding a fact of that turn is in the top 10 of ``recall_index.search(m, question)`` (after >= before);
 * quality.model_calls and the cycles run, the merges and how many unrelated facts share an entry.
 
 Stale facts (every run, ``--quick`` too): per conversation, a store holding the speakers' first observations plus
@@ -44,7 +44,7 @@ otherwise, an agent's claim over a user correction, unknown, unshown, empty and 
   quality.stale_live_after.offline for the offline backend (it proposes no supersession: judgement is needed);
 * quality.wrong_supersessions — entries archived as superseded that were not stale (target 0), for both;
 * quality.current_first — per contradicted fact and each of two questions about it ("Who is Caroline's manager?"),
-  the share where ``memories.search(question, limit=10)`` ranks the newest version (the later state, or the user's
+  the share where ``search(m, question, limit=10)`` ranks the newest version (the later state, or the user's
   correction even when the agent's claim was saved after it) above the stale one, both still live: saved, not yet
   swept (target >= 0.95); quality.current_first.after_sweep (judge) and .after_sweep.offline after the sweep, where a
   stale version archived must not be returned at all.
@@ -1075,7 +1075,7 @@ def build_stale_set(conv: dict[str, Any], seed: int, background: int = 60) -> St
 
 def current_first(store: Any, stale: StaleSet, ids: dict[str, str], label: str, totals: Totals) -> None:
     """Per stale fact and question about it: does the fact's newest version rank above the stale one in
-    ``memories.search(question, limit=10)``? A stale version not returned ranks below; a newest version not returned
+    ``search(m, question, limit=10)``? A stale version not returned ranks below; a newest version not returned
     is a miss."""
     c = totals.counts
     for old_key, questions in sorted(stale.questions.items()):
