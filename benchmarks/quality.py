@@ -29,7 +29,7 @@ the change log. One JSON object per line:
   descendant, else the best of its ten best search matches — does not carry (target 0);
 * quality.facts_lost — facts whose live home misses a specific or holds under 60 % of their content words;
 * quality.recall10_before / quality.recall10_after — fraction of QA items for which, for every evidence turn, a live
-  entry holding a fact of that turn is in the top 10 of ``memories.search(question)`` (after >= before);
+  entry holding a fact of that turn is in the top 10 of ``recall_index.search(m, question)`` (after >= before);
 * quality.model_calls and the cycles run, the merges and how many unrelated facts share an entry.
 
 Stale facts (every run, ``--quick`` too): per conversation, a store holding the speakers' first observations plus
@@ -44,7 +44,7 @@ otherwise, an agent's claim over a user correction, unknown, unshown, empty and 
   quality.stale_live_after.offline for the offline backend (it proposes no supersession: judgement is needed);
 * quality.wrong_supersessions — entries archived as superseded that were not stale (target 0), for both;
 * quality.current_first — per contradicted fact and each of two questions about it ("Who is Caroline's manager?"),
-  the share where ``memories.search(question, limit=10)`` ranks the newest version (the later state, or the user's
+  the share where ``search(m, question, limit=10)`` ranks the newest version (the later state, or the user's
   correction even when the agent's claim was saved after it) above the stale one, both still live: saved, not yet
   swept (target >= 0.95); quality.current_first.after_sweep (judge) and .after_sweep.offline after the sweep, where a
   stale version archived must not be returned at all.
@@ -86,6 +86,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import SuccessorHow  # noqa: E402
 from dream_assets.cycle import run_cycle  # noqa: E402
 from dream_assets.llm.client import ModelClient  # noqa: E402
@@ -475,7 +476,7 @@ def locate(store: Any, corpus: Corpus, saved: dict[str, str]) -> Outcome:
     for f in corpus.facts:
         home, last = _follow(saved.get(f.key), succ, live)
         out.homes[f.key] = home
-        candidates = ([home] if home else []) + [e.id for e, _ in store.memories.search(f.content, limit=10)]
+        candidates = ([home] if home else []) + [e.id for e, _ in recall.search(store.memories, f.content, limit=10)]
         best: tuple[int, float] | None = None
         for cid in dict.fromkeys(candidates):
             if cid not in live:
@@ -502,7 +503,7 @@ def locate(store: Any, corpus: Corpus, saved: dict[str, str]) -> Outcome:
 def recall10(store: Any, corpus: Corpus, homes: dict[str, str | None]) -> tuple[int, int]:
     hits = 0
     for question, turns in corpus.qa:
-        top = {e.id for e, _ in store.memories.search(question, limit=10)}
+        top = {e.id for e, _ in recall.search(store.memories, question, limit=10)}
         if all(any(homes.get(k) in top for k in keys) for keys in turns):
             hits += 1
     return hits, len(corpus.qa)
@@ -1076,13 +1077,13 @@ def build_stale_set(conv: dict[str, Any], seed: int, background: int = 60) -> St
 
 def current_first(store: Any, stale: StaleSet, ids: dict[str, str], label: str, totals: Totals) -> None:
     """Per stale fact and question about it: does the fact's newest version rank above the stale one in
-    ``memories.search(question, limit=10)``? A stale version not returned ranks below; a newest version not returned
+    ``search(m, question, limit=10)``? A stale version not returned ranks below; a newest version not returned
     is a miss."""
     c = totals.counts
     for old_key, questions in sorted(stale.questions.items()):
         old_id, new_id = ids[old_key], ids[stale.stale[old_key]]
         for question in questions:
-            found = [e.id for e, _ in store.memories.search(question, limit=10)]
+            found = [e.id for e, _ in recall.search(store.memories, question, limit=10)]
             c[f"current:{label}:total"] += 1
             if new_id in found and (old_id not in found or found.index(new_id) < found.index(old_id)):
                 c[f"current:{label}:first"] += 1

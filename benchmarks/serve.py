@@ -10,8 +10,13 @@ For each corpus size and each transport (stdio: a `dream serve --profile` child 
 
 - alone: ``serve.<transport>.save_p50_ms`` / ``save_p99_ms`` and ``search_p50_ms`` / ``search_p99_ms`` (client-observed
   latency of one tool call; the first call, which builds the server's recall index, is left out and reported as
-  ``serve.<transport>.first_call_s``), and ``serve.<transport>.server_cpu_per_save_ms`` (the server process's CPU time
-  per save: a figure the load of a shared machine disturbs far less than latency);
+  ``serve.<transport>.first_call_s``: the server loads the agent's persisted recall index as it starts), and
+  ``serve.<transport>.server_cpu_per_save_ms`` / ``server_cpu_per_search_ms`` (the server process's CPU time per call:
+  a figure the load of a shared machine disturbs far less than latency), against ``serve.library_save_cpu_ms`` /
+  ``serve.library_search_cpu_ms``, the same calls through the library (``dream_assets.service``) in one process: what
+  the server adds around the store call; ``serve.<transport>.spaced_save_p50_ms`` / ``spaced_save_cpu_ms``: 20 saves
+  half a second apart, as an agent between turns makes them (a server that let the store file go after a quarter of
+  a second opened it again for each);
 - during a cycle: a dream cycle (``dream_assets.cycle.run_cycle``, offline backend) runs in another process while the
   client saves 20 times a second and searches after every other save, for as long as the cycle runs but at most the
   window (``--window``; a cycle still running then is stopped (SIGTERM, then it exits without cleaning up),
@@ -23,6 +28,12 @@ For each corpus size and each transport (stdio: a `dream serve --profile` child 
   at most, a figure the load of the machine disturbs less than the client's p99; where it was opened goes to
   stderr), ``serve.errors`` (tool errors, must be 0) and ``serve.saves_lost`` (ids a save returned that are missing
   from the store afterwards, must be 0).
+
+Many agents (http only, ``--agents``, default 100; 0 leaves it out): one `dream serve --http` for that many agents of
+``--agent-size`` memories each (default 1,000), ``--agent-calls`` calls each (default 10: a save, then a search, in
+turn), round robin over the agents: ``serve.http.agents_call_p50_ms`` / ``_p99_ms`` (n = the agents) and
+``serve.http.agents_rss_mb``, the server's resident memory afterwards (every agent warm: the default
+``--max-agents`` is 128).
 
 Slow clients (http only, once, on a small agent): ``serve.http.call_s_with_half_open`` with n = the connections held
 (``--half-open``, default 1,100): a `dream serve --http` subprocess limited to 1,024 descriptors (the common soft
@@ -95,9 +106,15 @@ def _p99(values: list[float]) -> float:
 
 
 def build(root: Path, n: int) -> AgentProfile:
+    """An agent of ``n`` memories as one in use finds it: its recall index written beside the store (by its first
+    search, its last cycle or its server's shutdown), so a new process loads it instead of building it."""
+    from dream_assets import recall_index
+
     profile = AgentProfile(root / f"bench-{n}").ensure()
     store = open_store(profile, DreamOptions())
     store.memories.put_many(_memories(random.Random(n), NOW, n))
+    recall_index.prepare(store.memories)  # builds the index and writes its file
+    recall_index.release(store.connection)
     store.close()
     return profile
 
@@ -136,6 +153,10 @@ def _cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+#: The pause between the spaced saves (an agent between turns).
+SPACED_S = 0.5
+
+
 async def _timed(call: Callable, name: str, args: dict) -> tuple[float, bool, dict | None]:
     t = time.perf_counter()
     result = await call(name, args)
@@ -160,15 +181,29 @@ async def bench_transport(
             saves.append(elapsed)
             errors += failed
         cpu = _cpu_s(pid) - cpu
+        search_cpu = _cpu_s(pid)
         for _ in range(calls):
             elapsed, failed, _ = await _timed(call, "memory_search", {"query": query(rng), "limit": 10})
             searches.append(elapsed)
             errors += failed
+        search_cpu = _cpu_s(pid) - search_cpu
         emit(f"serve.{transport}.save_p50_ms", n, statistics.median(saves) * 1000, "ms")
         emit(f"serve.{transport}.save_p99_ms", n, _p99(saves) * 1000, "ms")
         emit(f"serve.{transport}.search_p50_ms", n, statistics.median(searches) * 1000, "ms")
         emit(f"serve.{transport}.search_p99_ms", n, _p99(searches) * 1000, "ms")
         emit(f"serve.{transport}.server_cpu_per_save_ms", n, cpu / calls * 1000, "ms")
+        emit(f"serve.{transport}.server_cpu_per_search_ms", n, search_cpu / calls * 1000, "ms")
+        # An agent between turns: saves half a second apart, longer than a process's default linger on the file.
+        spaced, spaced_saves = min(20, calls), []
+        spaced_cpu = _cpu_s(pid)
+        for i in range(spaced):
+            await anyio.sleep(SPACED_S)
+            elapsed, failed, _ = await _timed(call, "memory_save", {"content": fact(rng, 500_000 + i)})
+            spaced_saves.append(elapsed)
+            errors += failed
+        spaced_cpu = _cpu_s(pid) - spaced_cpu  # the idle server's own ticks (its watcher threads) included
+        emit(f"serve.{transport}.spaced_save_p50_ms", n, statistics.median(spaced_saves) * 1000, "ms")
+        emit(f"serve.{transport}.spaced_save_cpu_ms", n, spaced_cpu / spaced * 1000, "ms")
 
         cycle = subprocess.Popen(
             [sys.executable, "-c", CYCLE, str(profile.root)],
@@ -226,6 +261,66 @@ async def bench_transport(
     emit("serve.saves_lost", n, len(lost_ids), "count")
 
 
+def bench_library(root: Path, n: int, calls: int) -> None:
+    """The same saves and searches through the library in this one process (``dream_assets.service`` with the
+    agent's folder, as a Python caller makes them): the CPU time per call the server's figures compare with."""
+    from dream_assets import service
+
+    profile = build(root / "library", n)
+    rng = random.Random(n)
+    service.search(profile, "warm up the recall index")
+    started = time.process_time()
+    for i in range(calls):
+        service.save(profile, fact(rng, i), category="notes")
+    emit("serve.library_save_cpu_ms", n, (time.process_time() - started) / calls * 1000, "ms")
+    started = time.process_time()
+    for _ in range(calls):
+        service.search(profile, query(rng), limit=10)
+    emit("serve.library_search_cpu_ms", n, (time.process_time() - started) / calls * 1000, "ms")
+    from dream_assets.store.connection import close_all
+
+    close_all()
+
+
+def bench_many_agents(root: Path, agents: int, size: int, calls: int, server_args: tuple[str, ...] = ()) -> None:
+    """One HTTP server, ``agents`` agents of ``size`` memories, ``calls`` calls each, round robin (see the module
+    docstring)."""
+    import shutil
+    from contextlib import AsyncExitStack
+
+    template = build(root, size).root  # one agent built (its index file written), copied for the others
+    names = [f"agent-{i:03d}" for i in range(agents)]
+    for name in names:
+        shutil.copytree(template, root / name)
+    shutil.rmtree(template)
+    rng = random.Random(agents)
+    took: list[float] = []
+    errors = 0
+
+    async def run(server: HttpServer) -> None:
+        nonlocal errors
+        async with AsyncExitStack() as stack:
+            sessions = [await stack.enter_async_context(http_session(server.url(name))) for name in names]
+            for i in range(calls):
+                for session in sessions:
+                    if i % 2 == 0:
+                        args = {"content": fact(rng, i), "category": "notes"}
+                        elapsed, failed, _ = await _timed(session.call_tool, "memory_save", args)
+                    else:
+                        elapsed, failed, _ = await _timed(session.call_tool, "memory_search", {"query": query(rng)})
+                    took.append(elapsed)
+                    errors += failed
+
+    with HttpServer(root, args=server_args) as server:
+        anyio.run(run, server)
+        status = Path(f"/proc/{server.proc.pid}/status").read_text()
+        rss_kb = int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
+    emit("serve.http.agents_call_p50_ms", agents, statistics.median(took) * 1000, "ms")
+    emit("serve.http.agents_call_p99_ms", agents, _p99(took) * 1000, "ms")
+    emit("serve.http.agents_rss_mb", agents, rss_kb / 1024, "MB")
+    emit("serve.errors", agents, errors, "count")
+
+
 HALF_OPEN_TOKEN = "half-open-benchmark-token-0123456789"
 #: The server's soft descriptor limit in the slow-client figure; this process needs the count held plus a margin.
 HALF_OPEN_SERVER_DESCRIPTORS = 1024
@@ -272,16 +367,31 @@ def main() -> None:
     parser.add_argument("--window", type=float, help="longest measurement during a cycle, in seconds")
     parser.add_argument("--half-open", type=int, default=1100, help="connections held by the slow-client figure")
     parser.add_argument("--only-half-open", action="store_true", help="only the slow-client figure")
+    parser.add_argument("--sizes", help="comma-separated corpus sizes (instead of the default ones)")
+    parser.add_argument("--no-half-open", action="store_true", help="leave the slow-client figure out")
+    parser.add_argument("--agents", type=int, default=100, help="agents of the many-agents figure (0: none)")
+    parser.add_argument("--agent-size", type=int, default=1000, help="memories of each of those agents")
+    parser.add_argument("--agent-calls", type=int, default=10, help="calls each of those agents makes")
+    parser.add_argument("--only-agents", action="store_true", help="only the many-agents figure")
+    parser.add_argument("--agents-linger", type=float, help="the many-agents server's --store-linger (its default)")
     args = parser.parse_args()
     sizes, calls = ([1_000], 30) if args.quick else ([10_000, 100_000], 300)
+    if args.sizes:
+        sizes = [int(s) for s in args.sizes.split(",")]
     window = args.window or (15.0 if args.quick else 120.0)
     transports = ("stdio", "http") if args.transport == "both" else (args.transport,)
     with tempfile.TemporaryDirectory() as tmp:
-        if "http" in transports:
+        if "http" in transports and not args.no_half_open:
             bench_half_open(Path(tmp) / "half-open", args.half_open)
         if args.only_half_open:
             return
+        if "http" in transports and args.agents > 0 and not args.quick:
+            linger = () if args.agents_linger is None else ("--store-linger", str(args.agents_linger))
+            bench_many_agents(Path(tmp) / "many", args.agents, args.agent_size, args.agent_calls, linger)
+        if args.only_agents:
+            return
         for n in sizes:
+            bench_library(Path(tmp), n, calls)
             for transport in transports:
                 profile = build(Path(tmp) / transport, n)
                 if transport == "stdio":

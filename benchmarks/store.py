@@ -46,6 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import ChangeRow
 from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories  # noqa: E402
 from dream_assets.model import MemoryEntry  # noqa: E402
@@ -105,11 +106,11 @@ def bench_save_and_recall(profile: AgentProfile, n: int) -> None:
     index_path(profile.store_path).unlink(missing_ok=True)
     store = open_store(profile, DreamOptions())
     t, c = time.perf_counter(), time.process_time()
-    store.memories.search("warm up the index")  # first use builds the in-process index; not part of a save
+    recall.search(store.memories, "warm up the index")  # first use builds the in-process index; not part of a save
     emit("store.index_build_s", n, time.perf_counter() - t, "s")
     emit("store.index_build_cpu_s", n, time.process_time() - c, "s")
     t, c = time.perf_counter(), time.process_time()
-    store.memories.persist_recall_index(min_changes=0)  # what the build wrote already, timed on its own
+    recall.persist(store.memories, min_changes=0)  # what the build wrote already, timed on its own
     emit("store.index_write_s", n, time.perf_counter() - t, "s")
     emit("store.index_write_cpu_s", n, time.process_time() - c, "s")
     store.close()
@@ -124,10 +125,10 @@ def bench_save_and_recall(profile: AgentProfile, n: int) -> None:
     emit("store.save_p50_ms", n, wall, "ms")
     emit("store.save_cpu_p50_ms", n, cpu, "ms")
     queries = recall_queries(rng, 300)
-    wall, cpu = _timed(partial(store.memories.search, q, limit=10) for q in queries)
+    wall, cpu = _timed(partial(recall.search, store.memories, q, limit=10) for q in queries)
     emit("store.recall_p50_ms", n, wall, "ms")
     emit("store.recall_cpu_p50_ms", n, cpu, "ms")
-    cold = [partial(store.memories.search, q, limit=10) for q in recall_queries(random.Random(13), 100)]
+    cold = [partial(recall.search, store.memories, q, limit=10) for q in recall_queries(random.Random(13), 100)]
     emit("store.recall_cold_p50_ms", n, _timed(cold, before=store.memories.forget_cached_rows)[0], "ms")
     times = []
     for _ in range(5):
@@ -135,7 +136,7 @@ def bench_save_and_recall(profile: AgentProfile, n: int) -> None:
         store.memories.fingerprint()
         times.append(time.perf_counter() - t)
     emit("store.fingerprint_ms", n, statistics.median(times) * 1000, "ms")
-    store.memories.persist_recall_index()  # what the end of a cycle does
+    recall.persist(store.memories)  # what the end of a cycle does
     store.close()
     close_all()
     bench_cli_search(profile, n)
@@ -148,7 +149,7 @@ def bench_index_load(profile: AgentProfile, n: int) -> None:
     conn = StoreConnection(profile.store_path, profile.store_lock_path, timeout_s=60)
     memories = MemoryStore(conn, DreamOptions())
     t, c = time.perf_counter(), time.process_time()
-    memories.prepare_recall()
+    recall.prepare(memories)
     emit("store.index_load_s", n, time.perf_counter() - t, "s")
     emit("store.index_load_cpu_s", n, time.process_time() - c, "s")
     conn.close()
@@ -200,7 +201,7 @@ def bench_scan(profile: AgentProfile, n: int) -> None:
 def _agent(root: str, seconds: float, ready, queue) -> None:
     """Saves 20 times a second for ``seconds``; sends back every save's latency."""
     store = open_store(AgentProfile(root), DreamOptions())
-    store.memories.search("warm up the index")
+    recall.search(store.memories, "warm up the index")
     rng = random.Random(11)
     ready.set()
     latencies = []

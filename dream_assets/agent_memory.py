@@ -13,8 +13,9 @@ Rules shared by every call:
   (``\\n``, ``\\t`` and ``\\r\\n`` are fine), memory content at most ``MaxContentChars``.
 - Each call marks the agent active for ``AgentActiveWindow`` (the busy lease, ``llm/busy.py``), so a dream pass
   waits for a quiet spell instead of starting a model call in the middle of the agent's conversation.
-- No store connection is held between calls (the process's connection helper lets the file go within a quarter of a
-  second, at once when a dream pass waits); a save made while a cycle runs waits its fair turn and is never lost.
+- No store connection is held against another process between calls (the process's connection helper lets the file
+  go within a quarter of a second, a server's warm agents after ``--store-linger`` (service/warm.py), and at once when
+  a dream pass waits); a save made while a cycle runs waits its fair turn and is never lost.
 - A save applies the save-time rules of ``store/dedup.py`` (created, reinforced or extended, with the reason) and
   records the change in the change log under the day's ``agent-YYYY-MM-DD`` cycle (pass ``agent``), so ``history``
   shows it and ``dream undo`` can take it back. ``put`` (a key-value store's exact put under an id the caller
@@ -36,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from dream_assets import cycle_ids
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
 from dream_assets.llm.busy import mark_active
 from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc, utc_or_now
@@ -494,6 +496,7 @@ def save_many(
     try:
         for start in range(0, len(notes), SAVE_MANY_CHUNK):
             rows.clear()
+            recall.prepare(store.memories)  # the saves of a block need the index: built before the store is held
             with store.memories.batched():
                 for note in notes[start : start + SAVE_MANY_CHUNK]:
                     result = save_memory(
@@ -577,7 +580,7 @@ def search(
     filtered = category is not None or bool(wanted_tags)
     store = _open(call)
     try:
-        found = store.memories.search(query, limit=limit * 10 if filtered else limit)
+        found = recall.search(store.memories, query, limit=limit * 10 if filtered else limit)
     except StoreError as exc:
         raise _store_errors(exc) from exc
     hits = []
@@ -825,7 +828,7 @@ def recall_entries(
     """``search``'s recall as stored entries with their scores, best first (live entries only)."""
     call = begin_call(profile, options, None, active=False)
     try:
-        return _open(call).memories.search(query, limit=limit)
+        return recall.search(_open(call).memories, query, limit=limit)
     except StoreError as exc:
         raise _store_errors(exc) from exc
 

@@ -716,10 +716,27 @@ REMOVED_FOLDER = ".removed"
 MEMORY_OK, MEMORY_NOT_FOUND, MEMORY_INVALID, MEMORY_BUSY = 0, 1, 2, 3
 
 
+class _NoPandas:
+    """An import finder that says pandas is not installed (see ``_without_pandas``)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r}: a memory command runs without it", name=name)
+
+
+def _without_pandas() -> None:
+    """A memory command never uses pandas, but pyarrow imports it (a third of a second) on its first conversion of
+    Python values when it is installed, as a recall index build makes: in this process pyarrow finds it absent, as in
+    an install without it (pyarrow then does without)."""
+    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoPandas())
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     """save, search, list, get, forget and history through the same functions as the MCP tools
     (dream_assets.service). Exit 0 done, 1 nothing found, 2 refused (the message names the field), 3 store busy:
     try again."""
+    _without_pandas()
     from dream_assets import service as am
 
     profile = _profile(args)
@@ -802,6 +819,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        warm_limits = _warm_limits(args, max_agents=None if args.http else 1)
+    except ValueError as exc:
+        print(f"dream serve: {exc}", file=sys.stderr)
+        return 2
     if not args.http:
         args.profile = args.profile or DEMO_PROFILE
         profile = _profile(args, must_exist=False)
@@ -810,7 +832,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 f"no agent profile at {profile.root}; create one with `dream init --profile {args.profile}` "
                 "(or start an empty one with --create)"
             )
-        mcp_server.serve_stdio(profile)
+        mcp_server.serve_stdio(profile, warm_limits)
         return 0
     host, sep, port = args.http.rpartition(":")
     if not sep or not port.isdigit() or not host:
@@ -842,13 +864,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     root.mkdir(parents=True, exist_ok=True)  # only with --create does it not exist yet
     print(
-        f"dream serve: agents under {gate.profile_root} at http://{args.http}/agents/<agent id>/mcp"
-        + (" (bearer token required)" if gate.token or gate.agent_tokens else ""),
+        mcp_server.start_line(
+            f"agents under {gate.profile_root} at http://{args.http}/agents/<agent id>/mcp"
+            + (" (bearer token required)" if gate.token or gate.agent_tokens else "")
+        ),
         file=sys.stderr,
         flush=True,
     )
-    mcp_server.serve_http(gate, mcp_server.connection_limits(options), sock)
+    mcp_server.serve_http(gate, mcp_server.connection_limits(options), sock, warm_limits)
     return 0
+
+
+def _warm_limits(args: argparse.Namespace, *, max_agents: int | None = None) -> Any:
+    """What ``dream serve`` keeps warm (service/warm.py), from its flags; a bad value is a ValueError naming it."""
+    from dream_assets.service.warm import WarmLimits
+
+    return WarmLimits(
+        max_agents=args.max_agents if max_agents is None else max_agents,
+        max_memory_mb=args.max_warm_mb,
+        idle_s=args.idle_evict,
+        store_linger_s=args.store_linger,
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -1116,6 +1152,26 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1024 * 1024,
         help="largest request body accepted (default 1 MiB)",
+    )
+    sp.add_argument(
+        "--max-agents", type=int, default=128, help="agents kept warm between calls, least recently used let go (128)"
+    )
+    sp.add_argument(
+        "--max-warm-mb",
+        type=float,
+        default=2048.0,
+        help="memory the warm agents may hold together: recall indexes (about 2 kB an entry) and open store files "
+        "(about 8 MB each) (2048 MB)",
+    )
+    sp.add_argument(
+        "--idle-evict", type=float, default=900.0, metavar="SECONDS", help="let go of an agent idle this long (900)"
+    )
+    sp.add_argument(
+        "--store-linger",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="keep an agent's store file open this long after a call, unless another process asks for it (30)",
     )
     sp.set_defaults(func=cmd_serve)
 

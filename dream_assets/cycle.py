@@ -15,9 +15,9 @@ from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.runner import run_pass
 from dream_assets.profile import AgentProfile, as_profile
+from dream_assets.recall_index import persist_recall_indexes
 from dream_assets.service.folders import linked, read_folder, write_back
 from dream_assets.store.cycle_marker import CycleHold
-from dream_assets.store.memory import persist_recall_indexes
 
 
 def run_cycle(

@@ -10,7 +10,13 @@ done. Two transports:
   Agents SDK start a local server.
 - Streamable HTTP (``dream serve --http 127.0.0.1:8765 --profile-root data/agents``): one endpoint per agent,
   ``/agents/<id>/mcp``; a tool call acts on the agent its URL names, so agents never see each other. Stateless, JSON
-  responses: every request stands alone and no store connection is held between them.
+  responses: every request stands alone.
+
+Both keep each agent warm between calls (service/warm.py): its open store handle, options, recall index and save-time
+embeddings stay in memory (an LRU of agents with a memory cap and idle eviction, ``WarmLimits``), the store file is
+let go at once when a dream cycle or another process asks for it, and what that process wrote is caught up by row
+sequence on the next call, never rebuilt. On shutdown every warm agent's recall index is written to its file. The
+start line names the recall index in use (the compiled kernel or the numpy fallback).
 
 HTTP requests pass a gate before the SDK sees them (``HttpGate``): the agent id must be a plain agent id naming an
 existing profile folder directly under the profile root (no traversal, no symlink out of it); the bearer token must
@@ -48,6 +54,7 @@ from dream_assets import service as svc
 from dream_assets.options import DreamOptions, OptionsError
 from dream_assets.profile import AgentProfile, ProfileError, holds_profile, validate_agent_id
 from dream_assets.serve_guard import ConnectionGuard, ConnectionLimits
+from dream_assets.service.warm import WarmAgents, WarmLimits
 
 SERVER_NAME = "dream-memory"
 #: The environment variable holding the bearer token every agent endpoint accepts.
@@ -74,17 +81,29 @@ _indexed: set[Path] = set()
 
 
 @contextmanager
-def _calling(profile: AgentProfile, *, builds_index: bool = False) -> Iterator[AgentProfile]:
-    """One tool call for ``profile``. An expected failure becomes a tool error the caller reads; anything else is the
-    SDK's unexpected error. After an agent's first save or search (``builds_index``: it builds the in-process recall
-    index, hundreds of thousands of long-lived objects for a large store) those objects are moved out of the garbage
-    collector's generations (``gc.freeze``), so later calls do not pay for full collections that scan the index."""
+def _calling(
+    profile: AgentProfile, warm: WarmAgents | None = None, *, builds_index: bool = False
+) -> Iterator[AgentProfile | svc.MemoryHandle]:
+    """One tool call for ``profile``: its warm handle (``warm``, which also keeps a new recall index out of the
+    garbage collector's generations), else the profile. An expected failure becomes a tool error the caller reads;
+    anything else is the SDK's unexpected error. Without ``warm``, after an agent's first save or search
+    (``builds_index``: it builds the in-process recall index, hundreds of thousands of long-lived objects for a large
+    store) those objects are moved out of the garbage collector's generations (``gc.freeze``), so later calls do not
+    pay for full collections that scan the index."""
+    acquired = False
     try:
-        yield profile
+        if warm is None:
+            yield profile
+        else:
+            handle = warm.acquire(profile)
+            acquired = True
+            yield handle
     except (svc.AgentMemoryError, ProfileError, OptionsError) as exc:
         raise ToolError(str(exc)) from exc
     finally:
-        if builds_index and profile.root not in _indexed:
+        if acquired:
+            warm.release(profile)  # type: ignore[union-attr]
+        elif builds_index and warm is None and profile.root not in _indexed:
             _indexed.add(profile.root)
             gc.freeze()
 
@@ -112,8 +131,9 @@ ADDS_ONCE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempo
 REPLACES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
-def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
-    """The MCP server with every memory tool; ``profile_of`` says which agent a call is for."""
+def build_server(profile_of: Callable[[Context], AgentProfile], warm: WarmAgents | None = None) -> MCPServer:
+    """The MCP server with every memory tool; ``profile_of`` says which agent a call is for, ``warm`` keeps the
+    agents warm between calls (none: each call opens its agent)."""
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
     @server.tool(
@@ -132,7 +152,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
             float, _arg("how much it matters, 0 to 1 (0.5 is ordinary)", minimum=0.0, maximum=1.0)
         ] = 0.5,
     ) -> svc.SavedMemory:
-        with _calling(profile_of(ctx), builds_index=True) as profile:
+        with _calling(profile_of(ctx), warm, builds_index=True) as profile:
             return svc.save(profile, content, category=category, tags=tags or (), importance=importance)
 
     @server.tool(
@@ -149,7 +169,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         ] = None,
         tags: Annotated[list[str] | None, _arg("only entries carrying all of these tags", **_TAGS)] = None,
     ) -> svc.SearchResult:
-        with _calling(profile_of(ctx), builds_index=True) as profile:
+        with _calling(profile_of(ctx), warm, builds_index=True) as profile:
             return svc.search(profile, query, limit=limit, category=category, tags=tags or ())
 
     @server.tool(
@@ -160,7 +180,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
     def memory_get(
         ctx: Context, id: Annotated[str, _arg("the memory's id (as save, search or list gave it)", **_ID)]
     ) -> svc.MemoryRecord:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.get(profile, id)
 
     @server.tool(
@@ -179,7 +199,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         ] = None,
         limit: Annotated[int, _arg("most memories on the page", minimum=1, maximum=svc.MAX_LIST_LIMIT)] = 50,
     ) -> svc.MemoryPage:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.list_memories(
                 profile, category=category, include_archived=include_archived, cursor=cursor, limit=limit
             )
@@ -190,7 +210,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
     def memory_reinforce(
         ctx: Context, id: Annotated[str, _arg("the live memory's id (an archived one: use its current_id)", **_ID)]
     ) -> svc.MemoryRecord:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.reinforce(profile, id)
 
     @server.tool(
@@ -203,7 +223,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         id: Annotated[str, _arg("the memory's id", **_ID)],
         reason: Annotated[str, _arg("why it is wrong or no longer true (recorded)", maxLength=svc.MAX_REASON_CHARS)],
     ) -> svc.ForgetResult:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.forget(profile, id, reason=reason)
 
     @server.tool(
@@ -214,7 +234,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
     def memory_history(
         ctx: Context, id: Annotated[str, _arg("the memory's id, live or not", **_ID)]
     ) -> svc.MemoryHistory:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.history(profile, id)
 
     @server.tool(
@@ -225,7 +245,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
     def memory_restore(
         ctx: Context, id: Annotated[str, _arg("the archived memory's id (memory_get or memory_list shows it)", **_ID)]
     ) -> svc.RestoreResult:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.restore(profile, id)
 
     @server.tool(
@@ -243,7 +263,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
             str | None, _arg("one change to undo, a change_id memory_history shows (or cycle_id)", **_ID)
         ] = None,
     ) -> svc.UndoReport:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.undo_own(profile, cycle_id=cycle_id, change_id=change_id)
 
     @server.tool(
@@ -252,7 +272,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         annotations=READ_ONLY,
     )
     def review_list(ctx: Context) -> svc.ReviewList:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.review_list(profile)
 
     @server.tool(
@@ -268,7 +288,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         ] = None,
         reason: Annotated[str, _arg("why, recorded with the decision", maxLength=svc.MAX_REASON_CHARS)] = "",
     ) -> svc.ReviewDecision:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.review_decide(profile, "apply", cycle_id=cycle_id, change_ids=change_ids or (), reason=reason)
 
     @server.tool(
@@ -284,21 +304,21 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         ] = None,
         reason: Annotated[str, _arg("why, recorded with the decision", maxLength=svc.MAX_REASON_CHARS)] = "",
     ) -> svc.ReviewDecision:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.review_decide(profile, "reject", cycle_id=cycle_id, change_ids=change_ids or (), reason=reason)
 
     @server.tool(description="The agent's skills (names and summaries).", annotations=READ_ONLY)
     def skill_list(
         ctx: Context, include_archived: Annotated[bool, _arg("list archived skills too")] = False
     ) -> svc.SkillList:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.list_skills(profile, include_archived=include_archived)
 
     @server.tool(description="One skill with its full text.", annotations=READ_ONLY)
     def skill_get(
         ctx: Context, name: Annotated[str, _arg("the skill's name, e.g. mcp/email", **_NAME)]
     ) -> svc.SkillRecord:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.get_skill(profile, name)
 
     @server.tool(description="Create or replace a skill (name such as mcp/email).", annotations=REPLACES)
@@ -314,7 +334,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
             _arg("names of related skills", items={"type": "string", **_NAME}),
         ] = None,
     ) -> svc.SkillRecord:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.save_skill(profile, name, content, summary=summary, see_also=see_also or ())
 
     @server.tool(
@@ -338,7 +358,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
             _arg("skills used in the session", items={"type": "string", **_LOG_TEXT}),
         ] = None,
     ) -> svc.Recorded:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.record_feedback(
                 profile, session_id, kind, text, rating=rating, domain=domain, skill_names=skill_names or ()
             )
@@ -350,7 +370,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         skill_name: Annotated[str, _arg("the skill's name, e.g. mcp/email", **_LOG_TEXT)],
         action: Annotated[str, _arg("what was done with it", enum=list(svc.SKILL_ACTIONS))] = "invoked",
     ) -> svc.Recorded:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.record_skill_usage(profile, session_id, skill_name, action=action)
 
     @server.tool(description="Record one tool call and whether it succeeded.", annotations=ADDS)
@@ -363,7 +383,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         duration_ms: Annotated[float | None, _arg("how long the call took, in milliseconds")] = None,
         skill_name: Annotated[str | None, _arg("the skill that led to the call", **_LOG_TEXT)] = None,
     ) -> svc.Recorded:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.record_tool_call(
                 profile, session_id, tool, success, error=error, duration_ms=duration_ms, skill_name=skill_name
             )
@@ -375,7 +395,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         role: Annotated[str, _arg("who spoke", enum=list(svc.ROLES))],
         content: Annotated[str, _arg("what was said", **_LOG_TEXT)],
     ) -> svc.Recorded:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.append_turn(profile, session_id, role, content)
 
     @server.tool(
@@ -383,7 +403,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         annotations=READ_ONLY,
     )
     def dream_status(ctx: Context) -> svc.DreamStatus:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.status(profile)
 
     @server.tool(
@@ -395,7 +415,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile]) -> MCPServer:
         ctx: Context,
         cycle_id: Annotated[str | None, _arg("the cycle whose report to show (none: the last cycle)", **_ID)] = None,
     ) -> svc.CycleReportText:
-        with _calling(profile_of(ctx)) as profile:
+        with _calling(profile_of(ctx), warm) as profile:
             return svc.last_cycle_report(profile, cycle_id=cycle_id)
 
     return server
@@ -429,10 +449,27 @@ TOOL_NAMES = (
 # --- stdio ----------------------------------------------------------------------------------------------------------
 
 
-def serve_stdio(profile: AgentProfile) -> None:
-    """Serve one agent over stdin/stdout until the client closes the stresvc."""
+def start_line(where: str) -> str:
+    """What ``dream serve`` says when it starts (on stderr): where it serves and which recall index is in use."""
+    from dream_assets.text.bm25 import kernel_description
+
+    return f"dream serve: {where}; recall index: {kernel_description()}"
+
+
+def serve_stdio(profile: AgentProfile, limits: WarmLimits | None = None) -> None:
+    """Serve one agent over stdin/stdout until the client closes the stream. The agent is opened and its recall index
+    loaded in the background at once (the first call waits for what it needs of it, no longer); on the way out its
+    recall index is written to its file."""
+    import sys
+
     profile.ensure()
-    build_server(lambda _ctx: profile).run("stdio")
+    warm = WarmAgents(limits or WarmLimits(max_agents=1))
+    print(start_line(f"agent {profile.root} over stdio"), file=sys.stderr, flush=True)
+    warm.preload(profile)
+    try:
+        build_server(lambda _ctx: profile, warm).run("stdio")
+    finally:
+        warm.close()
 
 
 # --- Streamable HTTP ------------------------------------------------------------------------------------------------
@@ -573,9 +610,10 @@ def _profile_from_request(ctx: Context) -> AgentProfile:
     return AgentProfile(Path(root))
 
 
-def http_app(gate: HttpGate) -> Any:
-    """The ASGI application: the gate, then the SDK's stateless Streamable HTTP transport at each agent's path."""
-    server = build_server(_profile_from_request)
+def http_app(gate: HttpGate, warm: WarmAgents | None = None) -> Any:
+    """The ASGI application: the gate, then the SDK's stateless Streamable HTTP transport at each agent's path;
+    ``warm`` keeps the agents warm between requests."""
+    server = build_server(_profile_from_request, warm)
     inner = server.streamable_http_app(
         streamable_http_path="/mcp",
         json_response=True,
@@ -666,15 +704,32 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_http(gate: HttpGate, limits: ConnectionLimits | None = None, sock: socket.socket | None = None) -> None:
+def serve_http(
+    gate: HttpGate,
+    limits: ConnectionLimits | None = None,
+    sock: socket.socket | None = None,
+    warm_limits: WarmLimits | None = None,
+) -> None:
     """Serve every agent under the gate's profile root until interrupted, within ``limits`` (``serve_guard``), on
-    ``sock`` (from ``listen``) or a socket bound here."""
+    ``sock`` (from ``listen``) or a socket bound here, keeping agents warm within ``warm_limits``. Idle agents are
+    let go by a sweep every minute too (not only when a call comes); on the way out every warm agent's recall index
+    is written to its file."""
+    import threading
+
     import uvicorn
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+    warm = WarmAgents(warm_limits or WarmLimits())
+    stop = threading.Event()
+
+    def sweep() -> None:
+        while not stop.wait(min(60.0, max(1.0, warm.limits.idle_s / 2))):
+            warm.sweep()
+
+    threading.Thread(target=sweep, name="warm-sweep", daemon=True).start()
     guard = ConnectionGuard(limits or ConnectionLimits())
     config = uvicorn.Config(
-        guard.asgi(http_app(gate)),
+        guard.asgi(http_app(gate, warm)),
         host=gate.host,
         port=gate.port,
         log_level="warning",
@@ -682,4 +737,8 @@ def serve_http(gate: HttpGate, limits: ConnectionLimits | None = None, sock: soc
         http=guard.protocol(AutoHTTPProtocol),
         ws="none",
     )
-    uvicorn.Server(config).run(sockets=[sock or listen(gate.host, gate.port)])
+    try:
+        uvicorn.Server(config).run(sockets=[sock or listen(gate.host, gate.port)])
+    finally:
+        stop.set()
+        warm.close()

@@ -32,13 +32,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from dream_assets import cycle_ids
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import Actor, ChangeRow
 from dream_assets.llm.embedding_index import EmbeddingIndex
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, is_signal, is_signal_entry, new_id, utc_or_now
+from dream_assets.recall_index import SaveText
 from dream_assets.store.change_rows import insert_change
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
-from dream_assets.store.memory import MemoryStore, SaveResult, SaveText, normalise_tags
+from dream_assets.store.memory import MemoryStore, SaveResult, normalise_tags
 
 log = logging.getLogger("dream_assets.service.save")
 
@@ -98,13 +100,13 @@ def save_memory(
     dedupe = dedupe and not is_signal(category, tags_, meta)
     # The recall index and vectors first, outside the write transaction: neither a first index build nor an
     # embeddings request runs while the store is held.
-    memories.prepare_recall()
+    recall.prepare(memories)
     text = SaveText(content)
     ahead = _embedding_candidates(memories, text, category, meta, now) if dedupe else _Candidates()
     # The plan only reads; what it decides is written by one statement when the save creates its entry, else in a
     # transaction. Both inside the one session, which no other process or thread writes meanwhile; with
     # ``on_saved`` everything is one transaction.
-    with memories.save_session(transaction=on_saved is not None) as conn:
+    with recall.save_session(memories, transaction=on_saved is not None) as conn:
         plan = _plan(memories, conn, text, category, meta, ahead) if dedupe else _Plan(note=ahead.note)
         with memories.save_write(creates=plan.creates) as conn:
             result = _write(memories, conn, plan, text, category, tags_, importance, meta, now, record_change)
@@ -120,7 +122,7 @@ def _exact_twin(
     """The oldest live exact duplicate in the same category whose subject time does not differ and that the save-time
     rules let the text reinforce ("GitHub" against "Github" may be a correction: not a twin)."""
     incoming = _subject_time(meta)
-    for entry in memories.exact_matches(conn, text.key, category):
+    for entry in recall.exact_matches(memories, conn, text.key, category):
         if incoming and entry.subject_time and incoming != entry.subject_time:
             continue
         if is_signal_entry(entry):
@@ -146,10 +148,10 @@ def _embedding_candidates(
         failed_at, why = embeddings.failed
         if timedelta(0) <= now - failed_at < SAVE_EMBEDDING_PAUSE:
             return _Candidates(note=f"embeddings failed at {failed_at.isoformat()} ({_short(why)}): {_LEXICAL}")
-    with memories.save_session(transaction=False) as conn:
+    with recall.save_session(memories, transaction=False) as conn:
         if _exact_twin(memories, conn, text, category, meta) is not None:
             return _Candidates()  # reinforced word for word: no vector needed
-        docs = memories.recall_candidates(conn, text, limit=SAVE_EMBEDDING_CANDIDATES)
+        docs = recall.recall_candidates(memories, conn, text, limit=SAVE_EMBEDDING_CANDIDATES)
     if not docs:
         return _Candidates(sims={})
     if memories.connection.in_transaction and index.missing([text.content, *(t for _, t in docs)]):
@@ -174,7 +176,7 @@ def _candidates(
         floor = memories.options.EmbeddingSimilarityThreshold - _FLOAT32_SLACK
         close = {cid: sim for cid, sim in sims.items() if sim >= floor}
     else:
-        close = dict(memories.lexical_matches(conn, text))
+        close = dict(recall.lexical_matches(memories, conn, text))
     if not close:
         return []
     incoming = _subject_time(meta)

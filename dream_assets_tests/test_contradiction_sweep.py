@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from dream_assets import recall_index as recall
 from dream_assets.cycle_report import _section_of
 from dream_assets.gates import gate_status
 from dream_assets.input_fingerprints import data_version
@@ -149,7 +150,7 @@ def test_the_stale_fact_is_archived_as_superseded_and_undo_restores_both(store, 
     loser, winner = store.memories.get(paris.id), store.memories.get(berlin.id)
     assert loser.is_archived and loser.metadata["supersededBy"] == berlin.id
     assert winner.metadata["supersedes"] == paris.id and not winner.is_archived
-    assert all(hit.id != paris.id for hit, _ in store.memories.search("Alice lives Paris"))
+    assert all(hit.id != paris.id for hit, _ in recall.search(store.memories, "Alice lives Paris"))
     (change,) = [c for c in report.changes if c.target == paris.id]
     assert change.kind == "archived" and change.detail.startswith(f"superseded by {berlin.id}")
     assert _section_of(change) == "Superseded"  # the cycle report lists it apart from other archives

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 
+from dream_assets import recall_index as recall
 from dream_assets.model import MemoryEntry, new_id
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store.memory import ROW_CACHE_SIZE
@@ -35,7 +36,7 @@ def stored(store) -> list[MemoryEntry]:
 
 
 def _found(store, query: str = QUERY) -> dict[str, MemoryEntry]:
-    return {e.id: e for e, _ in store.memories.search(query, limit=10)}
+    return {e.id: e for e, _ in recall.search(store.memories, query, limit=10)}
 
 
 def _as_in_the_file(store, found: dict[str, MemoryEntry]) -> None:
@@ -154,5 +155,5 @@ def test_writes_of_another_process_are_seen_by_the_next_search(store, stored, pr
 def test_the_cache_holds_at_most_its_size(store):
     store.memories.put_many([_entry(f"Atlas note number {i} about the release.") for i in range(ROW_CACHE_SIZE + 50)])
     for start in range(0, ROW_CACHE_SIZE + 50, 100):
-        store.memories.search(f"Atlas note number {start}", limit=100)
-    assert 0 < len(store.memories._idx.rows) <= ROW_CACHE_SIZE
+        recall.search(store.memories, f"Atlas note number {start}", limit=100)
+    assert 0 < len(store.memories._rows) <= ROW_CACHE_SIZE

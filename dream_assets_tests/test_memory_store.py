@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import ChangeRow
 from dream_assets.model import MemoryEntry
 from dream_assets.save_pipeline import save_memory
@@ -99,7 +100,7 @@ def test_bm25_search_ranks_the_specific_match_first_and_ignores_archived(store):
     }.items():
         ids[key] = save_memory(store.memories, text, now=NOW, dedupe=False).entry.id
     store.memories.archive(ids["old"], now=NOW)
-    hits = store.memories.search("send report email to Sarah", limit=5)
+    hits = recall.search(store.memories, "send report email to Sarah", limit=5)
     assert hits[0][0].id == ids["email"]
     assert ids["old"] not in [e.id for e, _ in hits]
     assert ids["tea"] not in [e.id for e, _ in hits]
@@ -109,8 +110,8 @@ def test_bm25_search_ranks_the_specific_match_first_and_ignores_archived(store):
 def test_search_covers_category_and_tags(store):
     r = save_memory(store.memories, "Prefers aisle seats.", category="travel/flights", tags=["airline"], now=NOW)
     save_memory(store.memories, "Likes window views at home.", category="home", now=NOW)
-    assert store.memories.search("flights")[0][0].id == r.entry.id
-    assert store.memories.search("airline")[0][0].id == r.entry.id
+    assert recall.search(store.memories, "flights")[0][0].id == r.entry.id
+    assert recall.search(store.memories, "airline")[0][0].id == r.entry.id
 
 
 def test_archive_restore_and_purge(store):
@@ -118,9 +119,9 @@ def test_archive_restore_and_purge(store):
     store.memories.archive(e.id, now=NOW + timedelta(days=1))
     assert store.memories.get(e.id).archived_at == NOW + timedelta(days=1)
     assert store.memories.get(e.id, include_archived=False) is None
-    assert store.memories.search("fact retire") == []
+    assert recall.search(store.memories, "fact retire") == []
     store.memories.restore(e.id, now=NOW + timedelta(days=2))
-    assert store.memories.search("fact retire")[0][0].id == e.id
+    assert recall.search(store.memories, "fact retire")[0][0].id == e.id
     with pytest.raises(ContentError, match="live"):
         store.memories.purge([e.id], now=NOW)
     store.memories.archive(e.id, now=NOW + timedelta(days=3))
@@ -146,7 +147,7 @@ def test_update_changes_fields_and_keeps_last_seen(store):
     )
     assert u.content == "Coffee order: oat flat white." and u.tags == ("coffee",)
     assert u.updated_at == NOW + timedelta(hours=1) and u.last_seen_at == NOW
-    assert store.memories.search("oat")[0][0].id == e.id
+    assert recall.search(store.memories, "oat")[0][0].id == e.id
 
 
 def test_fingerprint_covers_content_not_importance_or_usage(store):
@@ -405,13 +406,13 @@ def test_tfidf_measure_is_an_option(profile, options):
 def test_store_sees_writes_of_another_process(profile, options):
     s = open_store(profile, options)
     save_memory(s.memories, "A first fact about lighthouses.", now=NOW)
-    assert s.memories.search("lighthouses")
+    assert recall.search(s.memories, "lighthouses")
     ctx = mp.get_context("spawn")
     p = ctx.Process(target=_save_many, args=(str(profile.root), "volcano", 5))
     p.start()
     p.join(60)
     assert p.exitcode == 0
-    assert len(s.memories.search("volcano", limit=10)) == 5
+    assert len(recall.search(s.memories, "volcano", limit=10)) == 5
 
 
 def _save_many(root: str, word: str, n: int) -> None:
@@ -478,19 +479,19 @@ def test_an_entry_purged_and_put_back_by_another_process_is_found_again(profile,
             metadata={},
         )
     )
-    assert [e.id for e, _ in ours.search("Lisbon lease")] == [kept.id]  # our index is built and in step
+    assert [e.id for e, _ in recall.search(ours, "Lisbon lease")] == [kept.id]  # our index is built and in step
     theirs = MemoryStore(connection(), options)  # stands for another process
     archived = theirs.archive(kept.id, now=NOW)
     theirs.purge([kept.id], now=NOW)
     theirs.put(archived)
     theirs.restore(kept.id, now=NOW)
-    assert [e.id for e, _ in ours.search("Lisbon lease")] == [kept.id]
+    assert [e.id for e, _ in recall.search(ours, "Lisbon lease")] == [kept.id]
 
 
 def test_recall_index_built_at_once_equals_the_one_kept_in_step_with_every_write(store):
-    from dream_assets.store.memory import _RecallIndex
+    from dream_assets.recall_index import RecallIndex
 
-    store.memories.search("start the index")  # built on the empty store, then kept in step write by write
+    recall.search(store.memories, "start the index")  # built on the empty store, then kept in step write by write
     saved = [
         save_memory(store.memories, text, category=category, tags=tags, now=NOW + timedelta(minutes=i)).entry
         for i, (text, category, tags) in enumerate(
@@ -509,9 +510,9 @@ def test_recall_index_built_at_once_equals_the_one_kept_in_step_with_every_write
     store.memories.archive(saved[1].id, now=NOW)
     store.memories.archive(saved[2].id, now=NOW)
     store.memories.purge([saved[2].id], now=NOW)
-    kept = store.memories._idx
+    kept = recall.of(store.memories)
     with store.connection.session() as conn:
-        fresh = _RecallIndex()
+        fresh = RecallIndex()
         fresh.ensure(conn)
     assert fresh.synced_seq == kept.synced_seq
     assert fresh.content_tokens == kept.content_tokens and fresh.overlap == kept.overlap
@@ -544,7 +545,7 @@ def test_a_recall_index_built_outside_the_store_lets_others_write_and_still_equa
     from dream_assets.store import memory
     from dream_assets.store.connection import StoreConnection
 
-    monkeypatch.setattr(memory, "INDEX_READ_CHUNK", 4)
+    monkeypatch.setattr(recall, "INDEX_READ_CHUNK", 4)
     topics = ["lease in Lisbon", "Heron load tests", "oat milk flat whites", "Kestrel alert 7732", "dark mode"]
     theirs = memory.MemoryStore(StoreConnection(profile.store_path, profile.store_lock_path, linger_s=0), options)
     theirs.put_many([_entry(i, f"Fact {i} is about the {topics[i % 5]} and person {i}.") for i in range(30)])
@@ -572,16 +573,16 @@ def test_a_recall_index_built_outside_the_store_lets_others_write_and_still_equa
                 yield conn
 
     ours = memory.MemoryStore(Ours(profile.store_path, profile.store_lock_path, linger_s=0), options)
-    ours.prepare_recall()
-    assert ours._idx.ready and len(sessions) >= 30 // 4 + 1
+    recall.prepare(ours)
+    assert recall.of(ours).ready and len(sessions) >= 30 // 4 + 1
     with theirs._conn.session() as conn:
-        fresh = memory._RecallIndex()
+        fresh = recall.RecallIndex()
         fresh.ensure(conn)
-    kept = ours._idx
+    kept = recall.of(ours)
     assert fresh.synced_seq == kept.synced_seq and set(fresh.bm25) == set(kept.bm25)
     assert "m-001" not in kept.bm25 and "m-029" in kept.bm25 and len(kept.bm25) == 30
     assert fresh.content_tokens == kept.content_tokens and fresh.overlap == kept.overlap
     assert +fresh.stem_df == +kept.stem_df and fresh.exact == kept.exact and fresh.exact_of == kept.exact_of
     for query in ["Lisbon lease", "Heron load tests", "flat whites", "moved", "person 25", "Priya", "dark mode t1"]:
         assert fresh.bm25.search(tokenize(query), limit=8) == kept.bm25.search(tokenize(query), limit=8)
-    assert [e.id for e, _ in ours.search("Fact 25 moved Heron")][0] == "m-025"
+    assert [e.id for e, _ in recall.search(ours, "Fact 25 moved Heron")][0] == "m-025"

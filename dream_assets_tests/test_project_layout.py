@@ -125,6 +125,7 @@ LIBRARY_LAYERS = {
     "dream_assets.llm": 3,
     "dream_assets.input_fingerprints": 4,
     "dream_assets.save_pipeline": 4,  # the save-time rules over the store: the agent's saves and the passes' alike
+    "dream_assets.recall_index": 4,  # the recall index over the store's rows: searches and the save pipeline's reads
     "dream_assets.passes": 5,
 }
 LIBRARY_LAYER_NAMES = ["base", "text", "store", "llm", "inputs and the save pipeline", "passes", "rest of the library"]
@@ -141,6 +142,7 @@ def test_the_library_layers_are_the_documented_ones() -> None:
         "dream_assets.llm": 3,
         "dream_assets.input_fingerprints": 4,
         "dream_assets.save_pipeline": 4,
+        "dream_assets.recall_index": 4,
         "dream_assets.passes": 5,
     }
     for name in LIBRARY_LAYERS:
@@ -267,6 +269,23 @@ def test_the_store_imports_nothing_of_the_model_layer() -> None:
         if module == "dream_assets.store" or module.startswith("dream_assets.store.")
         for name, line in _package_imports(path, module)
         if name == "dream_assets.llm" or name.startswith("dream_assets.llm.")
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_store_imports_nothing_of_the_recall_index() -> None:
+    """The store keeps rows and SQL; the recall index (recall_index.py) follows the rows through the connection's row
+    observers: no module under store/ imports it, at module level or inside a function, and none builds or holds a
+    BM25 index itself."""
+    modules = _modules()
+    problems = [
+        f"{path.relative_to(ROOT)}:{line}: {module} imports {name}"
+        for module, path in sorted(modules.items())
+        if module == "dream_assets.store" or module.startswith("dream_assets.store.")
+        for name, line in _package_imports(path, module)
+        if name == "dream_assets.recall_index"
+        or name.startswith("dream_assets.recall_index.")
+        or name.startswith("dream_assets.text.bm25")
     ]
     assert not problems, "\n".join(problems)
 

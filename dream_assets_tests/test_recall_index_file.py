@@ -12,11 +12,13 @@ from datetime import timedelta
 
 import pytest
 
+from dream_assets import recall_index as recall
 from dream_assets.demo import _memories
+from dream_assets.recall_index import persist_recall_indexes
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import index_file
 from dream_assets.store.connection import StoreConnection
-from dream_assets.store.memory import MemoryStore, persist_recall_indexes
+from dream_assets.store.memory import MemoryStore
 from dream_assets.text.tokens import tokenize
 
 from .conftest import NOW
@@ -32,7 +34,7 @@ QUERIES = [
     "the",
     "notes general work",
 ]
-LOG = "dream_assets.store.memory"
+LOG = "dream_assets.recall_index"
 
 
 def _another_process(profile, options) -> tuple[StoreConnection, MemoryStore]:
@@ -42,8 +44,8 @@ def _another_process(profile, options) -> tuple[StoreConnection, MemoryStore]:
 
 
 def _index_of(memories: MemoryStore):
-    memories.prepare_recall()
-    return memories._idx
+    recall.prepare(memories)
+    return recall.of(memories)
 
 
 def _same_index(a, b) -> None:
@@ -64,7 +66,7 @@ def corpus(store):
     saves, archives, edits and purges the file does not hold (a loader must catch up on them)."""
     entries = _memories(random.Random(5), NOW, 400)
     store.memories.put_many(entries)
-    store.memories.search("warm up")  # builds the index and writes the file
+    recall.search(store.memories, "warm up")  # builds the index and writes the file
     assert index_file.index_path(store.connection.db_path).exists()
     for i in range(12):
         save_memory(store.memories, f"Note {i}: Alice moved the Atlas standup to room {i}", category="work", now=NOW)
@@ -82,7 +84,7 @@ def test_a_loaded_index_equals_a_fresh_build_after_catching_up(profile, options,
     conn, loaded = _another_process(profile, options)
     try:
         loaded_index = _index_of(loaded)
-        hits = {q: loaded.search(q, limit=10) for q in QUERIES}
+        hits = {q: recall.search(loaded, q, limit=10) for q in QUERIES}
         assert loaded_index._unmade is not None  # searches never made the save-time tables
     finally:
         conn.close()
@@ -95,7 +97,7 @@ def test_a_loaded_index_equals_a_fresh_build_after_catching_up(profile, options,
         assert not any("recall index loaded" in r.getMessage() for r in caplog.records)
         _same_index(loaded_index, built_index)
         for q in QUERIES:
-            assert [(e.id, s) for e, s in built.search(q, limit=10)] == [(e.id, s) for e, s in hits[q]], q
+            assert [(e.id, s) for e, s in recall.search(built, q, limit=10)] == [(e.id, s) for e, s in hits[q]], q
     finally:
         conn.close()
 
@@ -154,11 +156,11 @@ def test_a_file_the_store_does_not_vouch_for_is_rebuilt(profile, options, corpus
     older = tmp_path / "older.duckdb"
     conn, memories = _another_process(profile, options)
     try:
-        memories.prepare_recall()
+        recall.prepare(memories)
         conn.close()
         shutil.copy(profile.store_path, older)  # the store as the file was written
         save_memory(memories, "One more fact about the zebra ledger", now=NOW + timedelta(days=2))
-        assert memories.persist_recall_index()
+        assert recall.persist(memories)
     finally:
         conn.close()
     shutil.copy(older, profile.store_path)  # restored: it does not hold the newer file's token
@@ -166,7 +168,7 @@ def test_a_file_the_store_does_not_vouch_for_is_rebuilt(profile, options, corpus
     conn, restored = _another_process(profile, options)
     try:
         index = _index_of(restored)
-        assert not any(h.content.startswith("One more fact") for h, _ in restored.search("zebra ledger"))
+        assert not any(h.content.startswith("One more fact") for h, _ in recall.search(restored, "zebra ledger"))
     finally:
         conn.close()
     assert any("does not vouch" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records)
@@ -187,7 +189,7 @@ def test_a_file_of_another_tokeniser_is_rebuilt(profile, options, corpus, caplog
 def test_the_file_is_kept_current_at_the_end_of_a_cycle(profile, options, corpus):
     conn, memories = _another_process(profile, options)
     try:
-        memories.prepare_recall()
+        recall.prepare(memories)
         save_memory(memories, "A fact saved during the cycle about walruses", now=NOW + timedelta(days=3))
         stamp_before = index_file.read(index_file.index_path(profile.store_path))[1]
         assert persist_recall_indexes() >= 1
@@ -264,8 +266,9 @@ from dream_assets.demo import _memories
 import random
 from dream_assets.options import DreamOptions
 from dream_assets.store import open_store
+from dream_assets import recall_index as recall
 store = open_store(sys.argv[1], DreamOptions())
-store.memories.search("warm up")
+recall.search(store.memories, "warm up")
 entries = _memories(random.Random(9), datetime(2026, 12, 1, tzinfo=UTC), int(sys.argv[2]))
 store.memories.put_many([e.with_(id="exit-" + e.id) for e in entries])
 """
@@ -322,5 +325,5 @@ def test_an_index_file_that_cannot_be_written_leaves_search_working(store, caplo
     walrus = _memories(random.Random(6), NOW, 1)[0].with_(id="w", content="The walrus enclosure opens at nine")
     store.memories.put(walrus)
     caplog.set_level(logging.INFO, logger=LOG)
-    assert [e.content for e, _ in store.memories.search("walrus")] == ["The walrus enclosure opens at nine"]
+    assert [e.content for e, _ in recall.search(store.memories, "walrus")] == ["The walrus enclosure opens at nine"]
     assert any("not written" in r.getMessage() for r in caplog.records)

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from dream_assets import recall_index as recall
 from dream_assets.options import DreamOptions, OptionsError
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
@@ -27,7 +28,7 @@ def save(store, content, *, days_ago, category="people/work", metadata=None, tag
 
 
 def contents(store, query, limit=10):
-    return [e.content for e, _ in store.memories.search(query, limit=limit)]
+    return [e.content for e, _ in recall.search(store.memories, query, limit=limit)]
 
 
 def test_the_later_fact_ranks_first_while_both_are_live_whichever_words_score_higher(store):
@@ -90,7 +91,7 @@ def test_subject_time_outranks_save_time(store):
 def test_facts_that_answer_other_words_or_other_categories_keep_the_bm25_order(store):
     save(store, "Tom Becker plays chess on Sundays.", days_ago=60, category="people/tom")
     save(store, "Tom Becker likes tea.", days_ago=1, category="hobbies")
-    plain = [e.content for e, _ in store.memories.search("Tom Becker chess", limit=10)]
+    plain = [e.content for e, _ in recall.search(store.memories, "Tom Becker chess", limit=10)]
     assert plain == ["Tom Becker plays chess on Sundays.", "Tom Becker likes tea."]
 
 
@@ -102,34 +103,34 @@ def test_archived_entries_are_never_returned_and_a_restored_loser_ranks_below_it
     # Archived in another process's view of the file too: a second store on the same profile sees the archive.
     other = open_store(store.profile, DreamOptions())
     try:
-        assert [e.id for e, _ in other.memories.search("Ben nurse")] == [new.id]
+        assert [e.id for e, _ in recall.search(other.memories, "Ben nurse")] == [new.id]
     finally:
         other.close()
     # Restored by hand, it still says who superseded it, and ranks right below that entry.
     store.memories.restore(old.id, now=NOW)
-    assert [e.id for e, _ in store.memories.search("Ben nurse", limit=10)] == [new.id, old.id]
+    assert [e.id for e, _ in recall.search(store.memories, "Ben nurse", limit=10)] == [new.id, old.id]
     store.memories.archive(new.id, now=NOW)
-    assert [e.id for e, _ in store.memories.search("Ben nurse", limit=10)] == [old.id]
+    assert [e.id for e, _ in recall.search(store.memories, "Ben nurse", limit=10)] == [old.id]
 
 
 def test_scores_never_rise_down_the_list_ties_break_by_id_and_the_limit_holds(store):
     for i in range(30):
         save(store, f"Project note {i:02d}: the deploy checklist has a step.", days_ago=30, category="notes")
-    hits = store.memories.search("deploy checklist", limit=7)
+    hits = recall.search(store.memories, "deploy checklist", limit=7)
     assert len(hits) == 7
     scores = [s for _, s in hits]
     assert scores == sorted(scores, reverse=True)
-    again = store.memories.search("deploy checklist", limit=7)
+    again = recall.search(store.memories, "deploy checklist", limit=7)
     assert [e.id for e, _ in again] == [e.id for e, _ in hits]
-    assert store.memories.search("deploy checklist", limit=0) == []
-    assert store.memories.search("nothing matches this", limit=5) == []
+    assert recall.search(store.memories, "deploy checklist", limit=0) == []
+    assert recall.search(store.memories, "nothing matches this", limit=5) == []
 
 
 def test_recency_and_reinforcement_weigh_only_when_configured(profile):
     def ranked(options):
         store = open_store(profile, options)
         try:
-            return [e.content for e, _ in store.memories.search("budget review", limit=10)]
+            return [e.content for e, _ in recall.search(store.memories, "budget review", limit=10)]
         finally:
             store.close()
 

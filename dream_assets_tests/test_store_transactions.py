@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import ChangeRow
 from dream_assets.model import MemoryEntry, Skill, new_id
 from dream_assets.save_pipeline import save_memory
@@ -57,8 +58,8 @@ def test_a_failure_after_a_write_rolls_back_the_write_and_its_change_row(store):
     assert not store.memories.get(kept.id).is_archived
     assert store.changes.list("c1") == []
     # The recall index forgets what was never committed, and still finds what was.
-    assert [e.id for e, _ in store.memories.search("Project Atlas budget")] == []
-    assert [e.id for e, _ in store.memories.search("Tuesday standup")] == [kept.id]
+    assert [e.id for e, _ in recall.search(store.memories, "Project Atlas budget")] == []
+    assert [e.id for e, _ in recall.search(store.memories, "Tuesday standup")] == [kept.id]
 
 
 def test_nested_writes_commit_together(store):
@@ -193,7 +194,7 @@ def test_the_recall_index_follows_a_rolled_back_purge_and_archive(store):
         store.memories.archive(live.id, now=NOW)
         store.memories.purge([live.id, gone.id], now=NOW)
         raise Boom()
-    assert [e.id for e, _ in store.memories.search("Berlin data team")] == [live.id]
+    assert [e.id for e, _ in recall.search(store.memories, "Berlin data team")] == [live.id]
     assert store.memories.get(gone.id) is not None
 
 
@@ -237,7 +238,7 @@ def test_a_save_that_creates_its_entry_is_committed_when_it_returns(store, profi
     other = open_store(profile, options)
     try:
         assert other.memories.get(made.entry.id) == made.entry
-        assert [e.id for e, _ in other.memories.search("Osaka rack inventory")] == [made.entry.id]
+        assert [e.id for e, _ in recall.search(other.memories, "Osaka rack inventory")] == [made.entry.id]
     finally:
         other.close()
 
@@ -253,7 +254,7 @@ def test_a_save_whose_write_fails_leaves_no_trace_and_later_saves_dedup_against_
         save_memory(store.memories, "Lena Voss books the Prague offsite venue.", category="notes", now=NOW)
     monkeypatch.undo()
     assert store.memories.counts()["live"] == 1
-    assert store.memories.search("Prague offsite venue") == []
+    assert recall.search(store.memories, "Prague offsite venue") == []
     again = save_memory(store.memories, "Kai Moss signs off the Dublin release notes.", category="notes", now=NOW)
     assert (again.action, again.matched_id) == ("reinforced", kept.id)
     assert save_memory(
@@ -267,10 +268,11 @@ def test_a_save_rolled_back_with_its_callers_transaction_leaves_no_trace(store):
         gone = save_memory(
             store.memories, "Nils Berg hosts the Tallinn design review.", category="notes", now=NOW
         ).entry
-        assert [e.id for e, _ in store.memories.search("Tallinn design review")] == [gone.id]  # searchable inside
+        # searchable inside
+        assert [e.id for e, _ in recall.search(store.memories, "Tallinn design review")] == [gone.id]
         raise Boom()
     assert store.memories.get(gone.id) is None
-    assert store.memories.search("Tallinn design review") == []
+    assert recall.search(store.memories, "Tallinn design review") == []
     assert save_memory(
         store.memories, "Nils Berg hosts the Tallinn design review.", category="notes", now=NOW
     ).action == ("created")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import ChangeRow, SuccessorHow
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
@@ -252,7 +253,7 @@ def test_an_entry_purged_by_a_later_cycle_is_refused_with_that_reason(profile, s
     assert store.changes.undo_cycle("late", now=LATER).ok
     assert store.changes.undo_cycle("early", now=LATER).ok
     assert store.memories.get(e.id).to_dict() == e.to_dict()
-    assert [x.id for x, _ in store.memories.search("Lisbon lease")] == [e.id]
+    assert [x.id for x, _ in recall.search(store.memories, "Lisbon lease")] == [e.id]
 
 
 def test_an_undo_can_itself_be_undone(cycled):

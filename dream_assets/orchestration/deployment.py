@@ -74,7 +74,7 @@ class DreamDeployment(dg.ConfigurableResource):
         if self._cycle_hold is not None:
             # The end of the cycle's steps in this process: the next process loads the recall index it kept current
             # instead of rebuilding it from every row (store/index_file.py).
-            from dream_assets.store.memory import persist_recall_indexes
+            from dream_assets.recall_index import persist_recall_indexes
 
             persist_recall_indexes()
             self._cycle_hold.stop()

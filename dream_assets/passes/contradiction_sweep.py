@@ -44,6 +44,7 @@ from datetime import datetime
 
 from pydantic import Field
 
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import SuccessorHow
 from dream_assets.llm.contracts import NOT_TEXT, Contract, IdText, ModelCall
 from dream_assets.llm.offline import needs_judgement
@@ -344,7 +345,7 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
     while True:  # a prompt over the model's window shows fewer entries: the rest waits for the next run
         selection = select(
             live,
-            lambda query, limit: memories.search(query, limit=limit),
+            lambda query, limit: recall.search(memories, query, limit=limit),
             neighbours=opts.ContradictionSweepNeighbours,
             max_entries=max_entries,
             scope=scopes.of_entry if scopes.walls else None,

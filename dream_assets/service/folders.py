@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dream_assets import agent_memory
+from dream_assets import recall_index as recall
 from dream_assets.agent_memory import MemoryRecord
 from dream_assets.folders import sync
 from dream_assets.folders.sync import (
@@ -83,7 +84,7 @@ class StoreReader:
         return rows[-1].cycle_id if rows else None
 
     def same_fact(self, a: str, b: str) -> bool:
-        return self.store.memories.same_fact(a, b)
+        return recall.same_fact(self.store.memories, a, b)
 
     def kept_since(self, since: datetime) -> list[MemoryRecord]:
         return [agent_memory.live_record(e) for e in self.store.memories.live_created_after(since)]

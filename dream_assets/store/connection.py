@@ -59,7 +59,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 from filelock import FileLock, Timeout
@@ -185,6 +185,8 @@ class StoreConnection:
         self._on_open: list[Callable[[duckdb.DuckDBPyConnection], None]] = [on_open] if on_open else []
         self._on_rollback: list[Callable[[], None]] = []
         self._on_commit: list[Callable[[], None]] = []
+        #: What this process keeps in step with the rows of the file (``add_row_observer``).
+        self.row_observers: list[Any] = []
         self._tx_depth = 0
         self._lock = threading.RLock()
         self._flock = FileLock(str(self.lock_path), thread_local=False)
@@ -209,6 +211,25 @@ class StoreConnection:
             if hook not in self._on_open:
                 self._on_open.append(hook)
 
+    def add_row_observer(self, observer: Any) -> None:
+        """Something this process keeps in step with the rows of ``memories`` (the recall index): the store's writes
+        call its ``row_live(id, content, category, tags, derived)``, ``row_gone(id)``, ``rows_written(seq)`` and
+        ``rows_inserted(conn)`` (store/memory.py). Writes of other processes it reads by ``seq`` in an open hook."""
+        with self._lock:
+            if observer not in self.row_observers:
+                self.row_observers.append(observer)
+
+    def remove_observer(self, observer: Any, *hooks: Callable[..., None]) -> None:
+        """Stop calling ``observer`` (``add_row_observer``) and ``hooks`` (open, rollback or commit hooks): what
+        followed the rows in this process is let go (a server evicting an idle agent's recall index)."""
+        with self._lock:
+            if observer in self.row_observers:
+                self.row_observers.remove(observer)
+            for hooks_of in (self._on_open, self._on_rollback, self._on_commit):
+                for hook in hooks:
+                    if hook in hooks_of:
+                        hooks_of.remove(hook)
+
     def add_rollback_hook(self, hook: Callable[[], None]) -> None:
         """Called after the outermost transaction rolled back."""
         with self._lock:
@@ -221,6 +242,11 @@ class StoreConnection:
         with self._lock:
             if hook not in self._on_commit:
                 self._on_commit.append(hook)
+
+    @property
+    def is_open(self) -> bool:
+        """Is the file open in this process now (held, or lingering after the last session)?"""
+        return self._conn is not None
 
     @property
     def in_transaction(self) -> bool:

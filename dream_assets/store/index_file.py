@@ -1,11 +1,11 @@
 """The recall index persisted beside the store, so a new process loads it instead of reading and tokenising every row.
 
-A first build of the in-process recall index (store/memory.py ``_RecallIndex``) spends most of its time reading the
-live rows and tokenising them; the BM25 kernel itself is a small part. This file keeps what the build derives from
-the rows: per live entry its id, its content tokens, its category and tag tokens, its overlap stems and its exact
-duplicate key, with the row-sequence watermark the state is at (``synced_seq``). A process that finds the file current
-rebuilds the index from it (no row read, no tokeniser) and then applies the rows changed since the watermark
-(``_RecallIndex.sync``), arriving at what a fresh build holds: the same documents, so the same scores bit for bit.
+A first build of the in-process recall index (dream_assets/recall_index.py ``RecallIndex``) spends most of its time
+reading the live rows and tokenising them; the BM25 kernel itself is a small part. This file keeps what the build
+derives from the rows: per live entry its id, its content tokens, its category and tag tokens, its overlap stems and its
+exact duplicate key, with the row-sequence watermark the state is at (``synced_seq``). A process that finds the file
+current rebuilds the index from it (no row read, no tokeniser) and then applies the rows changed since the watermark
+(``RecallIndex.sync``), arriving at what a fresh build holds: the same documents, so the same scores bit for bit.
 
 The file is ``<store file>.recall`` (a NumPy ``.npz`` archive, no pickles), written through file_safety.py (temp file,
 fsync, atomic rename). It is stamped with:
@@ -56,7 +56,7 @@ log = logging.getLogger("dream_assets.store.index_file")
 FORMAT = 2
 #: The store's ``meta`` row that vouches for the file (``<token>:<watermark>``).
 META_KEY = "recall_index"
-#: Changes applied since the file was written after which an ending process (memory.py ``persist_recall_indexes``)
+#: Changes applied since the file was written after which an ending process (recall_index.py ``persist_recall_indexes``)
 #: writes it anew:
 #: catching up that many rows costs a loading process tens of milliseconds.
 REWRITE_AFTER_CHANGES = 1000

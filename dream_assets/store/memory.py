@@ -1,48 +1,32 @@
-"""Long-term memory store on DuckDB: the rows of saves, BM25 recall, archive/restore/purge, reinforce.
+"""Long-term memory store on DuckDB: the rows of saves, archive/restore/purge, reinforce, and the SQL on them.
 
-Recall and dedup use one in-process BM25 index per store, kept in step with the file through a row sequence:
-every change to a searchable field or to the archive state bumps ``seq``; whenever this process (re)opens the
-file it applies the rows with a higher ``seq`` (and the purge records), so writes from other processes are seen.
-The index is built on first use by a search or a save; other writes only keep an index that exists in step, so a
-process that never searches (a pass) never builds it. The build does not hold the store: the live rows are read in
-short sessions, indexed outside them, and the rows committed meanwhile applied in one more (``_RecallIndex.prepare``),
-so an agent saving during a cycle waits for one chunk read at most, not for a whole build.
+Rows only: recall (the BM25 index over the live entries, dream_assets/recall_index.py) follows the rows through a
+narrow hook. Every change to a searchable field or to the archive state bumps the row's ``seq`` (a purge leaves a
+record with one), and every write of this module tells the connection's row observers
+(``StoreConnection.add_row_observer``) what it wrote, so an index of this process is kept in step without this module
+knowing it; writes of other processes are read by ``seq`` (``row_events_since``) when the file is opened again.
 
-A build is written beside the store (store/index_file.py: the documents, overlap stems and exact keys per entry,
-stamped with the ``seq`` watermark and a token the store records) after the build, at the end of a cycle
-(``persist_recall_indexes``) and when a process ends with many changes unwritten. A process that finds the file
-current loads it instead of building (the BM25 index at once, the save-time tables on first use, ``_RecallIndex._make``)
-and applies the rows changed since its watermark (``sync``); one it cannot trust is logged and the index built.
-
-The rows a search or a save-time comparison reads by id stay in a small cache beside the index (``_RowCache``):
-fetching a few rows by id costs DuckDB about a millisecond a query at a million entries, more than the rest of a
-search but the BM25 lookup. It holds exactly what the file holds: it is emptied whenever the file is opened again
-(another process may have written it meanwhile) and when a transaction rolls back, and every write drops the rows it
-changes.
+The rows a search or a save-time comparison reads by id stay in a small cache (``_RowCache``): fetching a few rows by
+id costs DuckDB about a millisecond a query at a million entries, more than the rest of a search but the BM25 lookup.
+It holds exactly what the file holds: it is emptied whenever the file is opened again (another process may have
+written it meanwhile) and when a transaction rolls back, and every write drops the rows it changes.
 
 What a save does (reinforce, extend, create) is decided by the save pipeline (dream_assets/save_pipeline.py); this
-class keeps the rows, the SQL and the recall index it reads (``exact_matches``, ``recall_candidates``,
-``lexical_matches``, ``live_entries``) and the writes it makes (``insert_saved``, ``overwrite``).
+class keeps the rows and the SQL it reads (``live_entries``, ``cached_rows``, ``live_texts``) and the writes it makes
+(``insert_saved``, ``overwrite``).
 """
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import itertools
 import json
 import logging
-import operator
-import os
-import threading
 import warnings
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -50,10 +34,8 @@ import pyarrow as pa
 
 from dream_assets.model import MemoryEntry, iso, utc, utc_or_now
 from dream_assets.options import DreamOptions
-from dream_assets.store import index_file
 from dream_assets.store.connection import StoreConnection
-from dream_assets.store.recall import SUPERSEDED_BY_KEY, candidate_count
-from dream_assets.store.recall import rank as rank_recall
+from dream_assets.store.recall import SUPERSEDED_BY_KEY
 from dream_assets.store.schema import (
     KEPT_SUMS_SQL,
     ensure_schema,
@@ -62,20 +44,7 @@ from dream_assets.store.schema import (
     row_hash_columns_sql,
     to_db,
 )
-from dream_assets.text.bm25 import Bm25Index
-from dream_assets.text.similarity import (
-    DuplicateClusters,
-    exact_key,
-    find_duplicate_clusters,
-    overlap_score,
-    overlap_similarity,
-    overlap_token_sets,
-    overlap_tokens,
-    smooth_idf,
-    tfidf_cosine,
-    unframed,
-)
-from dream_assets.text.tokens import content_token_list, document_tokens, label_tokens, tokenize
+from dream_assets.text.similarity import DuplicateClusters, find_duplicate_clusters
 
 log = logging.getLogger("dream_assets.store.memory")
 # An Arrow fetch of an ``execute`` result copies the rows once more than a relation's would; still half the store
@@ -262,18 +231,17 @@ class _RowCache:
         for mid in ids:
             self._rows.pop(mid, None)
 
+    def on_open(self, _conn: duckdb.DuckDBPyConnection) -> None:
+        self._rows.clear()  # the file may have been written by another process since this one last had it
+
     def clear(self) -> None:
         self._rows.clear()
 
 
-#: Live rows a first index build reads per store session (``_RecallIndex.prepare``): about 20 ms of the store each
-#: at 100k entries, so an agent's save waits for one chunk at most, never for the whole read.
-INDEX_READ_CHUNK = 10_000
 _NO_LIMIT = 2**62
 #: Entries a bulk housekeeping write (importance decay) changes per transaction: about 25 ms of the store's CPU each
 #: (2,000 took 110 ms at 100k entries, then the longest session of a cycle).
 WRITE_CHUNK = 500
-_INDEX_COLUMNS = ("id", "content", "category", "tags")
 #: A category as its labels: split on "/", empty parts dropped (langgraph_store.namespace_of in SQL).
 _CATEGORY_LABELS_SQL = "list_filter(string_split(category, '/'), lambda x: x <> '')"
 _LIVE_ROWS_SQL = (
@@ -281,7 +249,7 @@ _LIVE_ROWS_SQL = (
 )
 
 
-def _top_seq(conn: duckdb.DuckDBPyConnection) -> int:
+def top_seq(conn: duckdb.DuckDBPyConnection) -> int:
     """The highest ``seq`` of the file: rows and purge records."""
     return int(
         conn.execute(
@@ -291,482 +259,41 @@ def _top_seq(conn: duckdb.DuckDBPyConnection) -> int:
     )
 
 
+def live_index_rows(
+    conn: duckdb.DuckDBPyConnection, *, after: int | None = None, top: int | None = None, limit: int = _NO_LIMIT
+) -> dict[str, Any]:
+    """Columns ``id``, ``content``, ``category``, ``tags`` and ``seq`` (NumPy arrays) of the live rows with ``after <
+    seq <= top`` (either bound left out: none), in ``seq`` order, at most ``limit``: what a recall index is built
+    from."""
+    where, params = ["TRUE"], []
+    if after is not None:
+        where.append("seq > ?")
+        params.append(after)
+    if top is not None:
+        where.append("seq <= ?")
+        params.append(top)
+    if len(where) > 1:
+        where = where[1:]
+    return conn.execute(_LIVE_ROWS_SQL.format(where=" AND ".join(where)), [*params, limit]).fetchnumpy()
+
+
+def row_events_since(conn: duckdb.DuckDBPyConnection, seq: int) -> list[tuple[int, tuple[Any, ...]]]:
+    """The changes of the file after ``seq``, in sequence order: ``(seq, (id, content, category, tags, archived_at))``
+    for a row changed (written, archived, restored) and ``(seq, (id,))`` for a row purged. In order: an entry purged
+    and later put back (an undone purge) must end up as its row says."""
+    rows = conn.execute(
+        "SELECT id, content, category, tags, archived_at, seq FROM memories WHERE seq > ? ORDER BY seq", [seq]
+    ).fetchall()
+    purged = conn.execute("SELECT id, seq FROM memory_purges WHERE seq > ? ORDER BY seq", [seq]).fetchall()
+    return sorted(
+        [(r[5], r[:5]) for r in rows] + [(at, (mid,)) for mid, at in purged],
+        key=lambda ev: ev[0],
+    )
+
+
 def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
     """Tags are a set: trimmed, de-duplicated, sorted (so the corpus fingerprint does not see their order)."""
     return tuple(sorted({str(t).strip() for t in tags if str(t).strip()}))
-
-
-def _table(name: str) -> property:
-    """One of the index's save-time tables: made from the index file when first read after a load (``_make``)."""
-    attr = "_" + name
-
-    def get(self: _RecallIndex) -> Any:
-        if self._unmade is not None:
-            self._make()
-        return getattr(self, attr)
-
-    def put(self: _RecallIndex, value: Any) -> None:
-        setattr(self, attr, value)
-
-    return property(get, put)
-
-
-class _RecallIndex:
-    """BM25 index over the live entries of one database file, shared by every MemoryStore of this process on that
-    file.
-
-    Loaded from the index file, the BM25 index is made at once and the save-time tables (content tokens, labels,
-    overlap stems and their counts, exact keys) when first read: a search from the shell never needs them. Changes
-    meanwhile go into the BM25 index at once and are replayed on the tables when they are made."""
-
-    content_tokens = _table("content_tokens")
-    labels = _table("labels")
-    overlap = _table("overlap")
-    stem_df = _table("stem_df")
-    exact = _table("exact")
-    exact_of = _table("exact_of")
-
-    def __init__(self, file: Path | None = None) -> None:
-        self.file = file  # the index file (store/index_file.py); None: none is kept
-        # The file the tables are still to be made from, and the changes to replay on them (None: made).
-        self._unmade: index_file.LoadedFile | None = None
-        self._pending: list[tuple[str, tuple[str, str, tuple[str, ...], SaveText] | None]] = []
-        self._making = threading.Lock()
-        self.bm25 = Bm25Index()
-        self.content_tokens: dict[str, tuple[str, ...]] = {}
-        # The overlap measure's stems per entry and their document frequencies over the live corpus (the idf that
-        # clustering fits on the same corpus), and live ids by (category, exact key) for exact duplicates.
-        self.overlap: dict[str, frozenset[str]] = {}
-        self.stem_df: Counter[str] = Counter()
-        self.exact: dict[tuple[str, str], set[str]] = {}
-        self.exact_of: dict[str, tuple[str, str]] = {}
-        # Category and tag tokens per entry (the BM25 document is its content tokens and these): what the index file
-        # (store/index_file.py) needs to give the kernel the same documents. The tuples are shared across entries.
-        self.labels: dict[str, tuple[str, ...]] = {}
-        self.synced_seq = 0
-        self.ready = False
-        #: Entries added or removed since the index file was last written or read (None: no file holds this index).
-        self.changes_since_file: int | None = None
-        self.rows = _RowCache()  # not part of the index: a build (``_take``) keeps it
-        self._building = threading.Lock()  # one build at a time (outside the store: see prepare)
-
-    def on_open(self, conn: duckdb.DuckDBPyConnection) -> None:
-        self.rows.clear()  # the file may have been written by another process since this one last had it
-        ensure_schema(conn)
-        if self.ready:
-            self.sync(conn)
-
-    def sync(self, conn: duckdb.DuckDBPyConnection) -> None:
-        rows = conn.execute(
-            "SELECT id, content, category, tags, archived_at, seq FROM memories WHERE seq > ? ORDER BY seq",
-            [self.synced_seq],
-        ).fetchall()
-        purged = conn.execute(
-            "SELECT id, seq FROM memory_purges WHERE seq > ? ORDER BY seq", [self.synced_seq]
-        ).fetchall()
-        # Apply in sequence order: an entry purged and later put back (an undone purge) must end up as its row says.
-        events = sorted([(r[5], r) for r in rows] + [(seq, (mid,)) for mid, seq in purged], key=lambda ev: ev[0])
-        top = self.synced_seq
-        for seq, row in events:
-            if len(row) == 1 or row[4] is not None:
-                self.remove(row[0])
-            else:
-                self.add(row[0], row[1], row[2], json.loads(row[3]))
-            top = max(top, seq)
-        self.synced_seq = top
-
-    def ensure(self, conn: duckdb.DuckDBPyConnection) -> None:
-        """Build the index inside the caller's session when it is not built yet (``prepare`` builds it outside)."""
-        if not self.ready:
-            top = _top_seq(conn)
-            loaded = self._loaded(conn, self.file)
-            if loaded is not None:
-                self._take(loaded)
-            else:
-                columns = conn.execute(_LIVE_ROWS_SQL.format(where="TRUE"), [_NO_LIMIT]).fetchnumpy()
-                self._take(_RecallIndex.built(*(columns[c].tolist() for c in _INDEX_COLUMNS), top))
-            self.sync(conn)
-            self.ready = True
-
-    def prepare(self, conn: StoreConnection) -> None:
-        """Build the index, when it is not built yet, without holding the store for the build: the live rows are read
-        in short sessions of ``INDEX_READ_CHUNK`` rows each (other processes take their turns in between), tokenised
-        and indexed outside any session, and the index is then brought up to date in one short session with what was
-        committed meanwhile (``sync``). Exact: every write after the first read carries a higher ``seq`` than that
-        read saw, so a row the chunks missed or saw in an older state is applied by ``sync``, in order, and the
-        index holds what a build inside one session would. A caller already inside a session (a save inside a
-        caller's transaction) does nothing here: ``ensure`` builds inside that session, which must see its
-        uncommitted rows."""
-        if self.ready or conn.in_session:
-            return
-        with self._building:
-            if self.ready:
-                return
-            fresh = self._loaded(conn, self.file)
-            if fresh is None:
-                top, columns = self._read_live(conn)
-                fresh = _RecallIndex.built(*columns, top)
-                del columns
-            with conn.session() as db:
-                if not self.ready:  # a build inside a session may have come first
-                    self._take(fresh)
-                    self.sync(db)
-                    self.ready = True
-            if fresh.changes_since_file is None:
-                self.persist(conn)  # built from the rows: the next process loads it instead
-
-    # ------------------------------------------------------------------ the index file (store/index_file.py)
-    @classmethod
-    def _loaded(cls, conn: StoreConnection | duckdb.DuckDBPyConnection, path: Path | None) -> _RecallIndex | None:
-        """The index the file at ``path`` holds when it is current for this store (at its watermark: the caller
-        syncs), else None; a file that cannot be used is logged and left for the next write to replace. ``conn``: the
-        store, or the caller's session on it."""
-        if path is None:
-            return None
-        with index_file.no_cyclic_gc():
-            return cls._loaded_from(conn, path)
-
-    @classmethod
-    def _loaded_from(cls, conn: StoreConnection | duckdb.DuckDBPyConnection, path: Path) -> _RecallIndex | None:
-        try:
-            loaded = index_file.open_file(path)
-        except FileNotFoundError:
-            return None
-        except index_file.IndexFileError as exc:
-            log.warning("recall index file %s is not used, the index is built from the store: %s", path, exc)
-            return None
-        if isinstance(conn, StoreConnection):
-            with conn.session() as db:
-                vouched, top = index_file.store_stamp(db), _top_seq(db)
-        else:
-            vouched, top = index_file.store_stamp(conn), _top_seq(conn)
-        reason = index_file.stale_reason(loaded.stamp, vouched, top)
-        if reason is not None:
-            log.warning("recall index file %s is not used, the index is built from the store: %s", path, reason)
-            return None
-        try:
-            index = cls.from_file(loaded)
-        except ValueError as exc:  # an id twice
-            log.warning("recall index file %s is not used, the index is built from the store: %s", path, exc)
-            return None
-        index.changes_since_file = 0
-        log.info("recall index loaded from %s (%d entries, row sequence %d)", path, len(loaded.ids), loaded.synced_seq)
-        return index
-
-    @classmethod
-    def from_file(cls, loaded: index_file.LoadedFile) -> _RecallIndex:
-        """The index of a checked index file, synced up to its watermark: the BM25 index now, the tables on first
-        use."""
-        index = cls()
-        documents, loaded.documents = loaded.documents, None  # the kernel holds them now
-        index.bm25.add_many(loaded.ids, documents)
-        index._unmade, index._pending = loaded, []
-        index.synced_seq = loaded.synced_seq
-        return index
-
-    def _make(self) -> None:
-        """Make the tables from the file and replay the changes made since it was loaded."""
-        with self._making, index_file.no_cyclic_gc():
-            loaded = self._unmade
-            if loaded is None:
-                return
-            content, labels, stems, stem_df, exact = loaded.rest()
-            self._set_tables(loaded.ids, content, labels, stems, stem_df, exact)
-            pending, self._unmade, self._pending = self._pending, None, []
-            for mid, change in pending:
-                if change is None:
-                    self._remove_tables(mid)
-                else:
-                    self._add_tables(mid, *change)
-
-    def _set_tables(
-        self,
-        ids: list[str],
-        content: list[tuple[str, ...]],
-        labels: list[tuple[str, ...]],
-        stems: list[frozenset[str]],
-        stem_df: Counter[str],
-        exact_of: list[tuple[str, str]],
-    ) -> None:
-        self._content_tokens = dict(zip(ids, content, strict=True))
-        self._labels = dict(zip(ids, labels, strict=True))
-        self._overlap = dict(zip(ids, stems, strict=True))
-        self._stem_df = stem_df
-        self._exact_of = dict(zip(ids, exact_of, strict=True))
-        exact: dict[tuple[str, str], set[str]] = {}
-        for mid, key in zip(ids, exact_of, strict=True):
-            found = exact.get(key)
-            if found is None:
-                exact[key] = {mid}
-            else:
-                found.add(mid)
-        self._exact = exact
-
-    @classmethod
-    def from_state(cls, state: index_file.IndexState) -> _RecallIndex:
-        """The index of ``state`` (entries in its order), synced up to its watermark."""
-        index = cls()
-        index.bm25.add_many(state.ids, list(map(operator.add, state.content, state.labels)))
-        stem_df = state.stem_df
-        if stem_df is None:
-            stem_df = Counter()
-            for stems in state.stems:
-                stem_df.update(stems)
-        index._set_tables(state.ids, state.content, state.labels, state.stems, Counter(stem_df), state.exact)
-        index.synced_seq = int(state.synced_seq)
-        return index
-
-    def state(self) -> index_file.IndexState:
-        """What this index holds, for the index file (the caller holds the store: the tables do not change)."""
-        ids = list(self.content_tokens)
-        labels, overlap, exact_of = self.labels, self.overlap, self.exact_of
-        return index_file.IndexState(
-            ids=ids,
-            content=list(self.content_tokens.values()),
-            labels=[labels[m] for m in ids],
-            stems=[overlap[m] for m in ids],
-            exact=[exact_of[m] for m in ids],
-            synced_seq=self.synced_seq,
-        )
-
-    def persist(self, conn: StoreConnection, *, min_changes: int = 1) -> bool:
-        """Write the index file when this index is built and at least ``min_changes`` entries changed since the file
-        was last written or read (an index no file holds counts as changed in every entry). Holds the store to copy
-        the index's tables and to record the file's token, not while encoding and writing. Whether it wrote the file;
-        a failure is logged, never raised (the file only saves the next process time)."""
-        path = self.file
-        if path is None or conn.in_session or not conn.db_path.exists():  # a store removed meanwhile stays removed
-            return False
-        try:
-            with conn.session():
-                if not self.ready:
-                    return False
-                behind = self.changes_since_file
-                if (len(self.bm25) if behind is None else behind) < min_changes:
-                    return False
-                state = self.state()
-                self.changes_since_file = 0  # changes from here on are after the state written
-        except Exception as exc:  # noqa: BLE001 - see above
-            log.warning("recall index file %s not written: %s", path, exc)
-            return False
-        token = index_file.new_token()
-        try:
-            size = index_file.write(path, state, token)
-            with conn.session() as db:
-                index_file.record_stamp(db, token, state.synced_seq)
-        except Exception as exc:  # noqa: BLE001 - see above
-            # The changes the file was to hold are still unwritten (a count: a race only moves the next rewrite).
-            self.changes_since_file = None if behind is None else (self.changes_since_file or 0) + behind
-            log.warning("recall index file %s not written: %s", path, exc)
-            return False
-        log.info("recall index written to %s (%d entries, %d bytes)", path, len(state.ids), size)
-        return True
-
-    @staticmethod
-    def _read_live(conn: StoreConnection) -> tuple[int, tuple[list[Any], ...]]:
-        """The highest ``seq`` and the live rows at or below it (ids, contents, categories, tags in ``seq`` order),
-        read a chunk per session."""
-        out: tuple[list[Any], ...] = ([], [], [], [])
-        top: int | None = None
-        after = 0
-        while True:
-            with conn.session() as db:
-                if top is None:
-                    top = _top_seq(db)
-                chunk = db.execute(
-                    _LIVE_ROWS_SQL.format(where="seq > ? AND seq <= ?"), [after, top, INDEX_READ_CHUNK]
-                ).fetchnumpy()
-            for values, column in zip(out, _INDEX_COLUMNS, strict=True):
-                values.extend(chunk[column].tolist())
-            if len(chunk["seq"]) < INDEX_READ_CHUNK:
-                return top, out
-            after = int(chunk["seq"][-1])
-
-    @classmethod
-    def built(
-        cls, ids: list[str], contents: list[str], categories: list[str], tags: list[str], top: int
-    ) -> _RecallIndex:
-        """An index of the given live rows (in ``seq`` order: what ``sync`` from nothing arrives at, a corpus at a
-        time), synced up to ``top``."""
-        index = cls()
-        extra: dict[tuple[str, str], list[str]] = {}  # category and tags -> their index tokens
-        words = [content_token_list(content) for content in contents]
-        documents: list[list[str]] = []
-        for content_words, category, tag_text in zip(words, categories, tags, strict=True):
-            found = extra.get((category, tag_text))
-            if found is None:
-                found = extra[(category, tag_text)] = document_tokens("", category, json.loads(tag_text))
-            documents.append(content_words + found if found else content_words)
-        index.bm25.add_many(ids, documents)
-        del documents
-        index.content_tokens = {mid: tuple(w) for mid, w in zip(ids, words, strict=True)}
-        del words
-        stems, index.stem_df = overlap_token_sets(contents)
-        index.overlap = dict(zip(ids, stems, strict=True))
-        for mid, content, category in zip(ids, contents, categories, strict=True):
-            key = (category, exact_key(content))
-            index.exact.setdefault(key, set()).add(mid)
-            index.exact_of[mid] = key
-        labels = {key: tuple(found) for key, found in extra.items()}
-        index.labels = {mid: labels[(c, t)] for mid, c, t in zip(ids, categories, tags, strict=True)}
-        index.synced_seq = int(top)
-        return index
-
-    def _take(self, other: _RecallIndex) -> None:
-        """Hold what ``other`` holds (not yet ready: the caller syncs, then marks it ready)."""
-        self.bm25, self._content_tokens, self._overlap = other.bm25, other._content_tokens, other._overlap
-        self._stem_df, self._exact, self._exact_of = other._stem_df, other._exact, other._exact_of
-        self._labels, self.synced_seq = other._labels, other.synced_seq
-        self._unmade, self._pending = other._unmade, other._pending
-        self.changes_since_file = other.changes_since_file
-
-    def add(self, mid: str, content: str, category: str, tags: Sequence[str], text: SaveText | None = None) -> None:
-        """Index an entry; ``text``: what a save derived from ``content`` already (used only when it is of
-        ``content``)."""
-        if text is None or text.content != content:
-            text = SaveText(content)
-        self.remove(mid)
-        labels = label_tokens(category, tags)
-        self.bm25.add(mid, [*text.words, *labels])
-        if self.changes_since_file is not None:
-            self.changes_since_file += 1
-        if self._unmade is not None:
-            self._pending.append((mid, (category, content, labels, text)))
-        else:
-            self._add_tables(mid, category, content, labels, text)
-
-    def _add_tables(self, mid: str, category: str, content: str, labels: tuple[str, ...], text: SaveText) -> None:
-        self._content_tokens[mid] = tuple(text.words)
-        self._labels[mid] = labels
-        stems = text.stems
-        self._overlap[mid] = stems
-        self._stem_df.update(stems)
-        key = (category, text.key)
-        self._exact.setdefault(key, set()).add(mid)
-        self._exact_of[mid] = key
-
-    def remove(self, mid: str) -> None:
-        if mid not in self.bm25:
-            return
-        self.bm25.remove(mid)
-        if self.changes_since_file is not None:
-            self.changes_since_file += 1
-        if self._unmade is not None:
-            self._pending.append((mid, None))
-        else:
-            self._remove_tables(mid)
-
-    def _remove_tables(self, mid: str) -> None:
-        self._content_tokens.pop(mid, None)
-        self._labels.pop(mid, None)
-        stems = self._overlap.pop(mid, None)
-        if stems:
-            self._stem_df.subtract(stems)
-        key = self._exact_of.pop(mid, None)
-        if key is not None:
-            ids = self._exact.get(key)
-            if ids is not None:
-                ids.discard(mid)
-                if not ids:
-                    del self._exact[key]
-
-    def overlap_idf(self, term: str) -> float:
-        return smooth_idf(len(self.overlap), self.stem_df.get(term, 0))
-
-    def overlap_weights(self, terms: Iterable[str]) -> dict[str, float]:
-        """``overlap_idf`` of each of ``terms``."""
-        n, df = len(self.overlap), self.stem_df.get
-        return {t: smooth_idf(n, df(t, 0)) for t in terms}
-
-    def invalidate(self) -> None:
-        """A transaction rolled back: entries added from its rows may never have been committed; rebuild on next use.
-        The cached rows may be ones it wrote."""
-        self.ready = False
-        self.rows.clear()
-
-    def mark_synced(self, seq: int) -> None:
-        # Our own writes go into the index directly; nobody else writes while this process holds the file.
-        if self.ready:
-            self.synced_seq = max(self.synced_seq, seq)
-
-
-def _recall_index(conn: StoreConnection) -> _RecallIndex:
-    index = getattr(conn, "_recall_index", None)
-    if index is None:
-        index = _RecallIndex(index_file.index_path(conn.db_path))
-        conn._recall_index = index  # type: ignore[attr-defined]
-        conn.add_open_hook(index.on_open)
-        conn.add_rollback_hook(index.invalidate)
-        with _indexed_guard:
-            _indexed.append((os.getpid(), conn))
-    return index
-
-
-#: How long a process that ends waits for a store another process holds to write its index file (then it leaves it).
-EXIT_WAIT_S = 3.0
-_indexed: list[tuple[int, StoreConnection]] = []  # (process, connection) of every recall index made
-_indexed_guard = threading.Lock()
-
-
-def persist_recall_indexes(*, min_changes: int = 1, db_path: Path | None = None, wait_s: float | None = None) -> int:
-    """Bring the index file of every store this process has a built recall index of (of ``db_path`` only, when given)
-    up to date when at least ``min_changes`` entries changed since it was written (store/index_file.py): at the end
-    of a cycle, on shutdown. ``wait_s``: wait at most this long for a store another process holds (then skip it).
-    How many files it wrote."""
-    with _indexed_guard:
-        mine = [conn for pid, conn in _indexed if pid == os.getpid()]
-    if db_path is not None:
-        mine = [conn for conn in mine if conn.db_path.resolve() == Path(db_path).resolve()]
-    written = 0
-    for conn in mine:
-        index = getattr(conn, "_recall_index", None)
-        if index is None or not index.ready:
-            continue
-        timeout_s = conn.timeout_s
-        if wait_s is not None:
-            conn.timeout_s = min(timeout_s, wait_s)
-        try:
-            written += index.persist(conn, min_changes=min_changes)
-        except Exception as exc:  # noqa: BLE001 - the file only saves the next process time
-            log.warning("recall index of %s not written: %s", conn.db_path, exc)
-        finally:
-            conn.timeout_s = timeout_s
-    return written
-
-
-@atexit.register
-def _persist_at_exit() -> None:
-    """A process that leaves many changes unwritten (a server, a long cycle) writes the file as it ends, so the next
-    one does not catch up on them row by row; a few are cheaper to catch up on than to write."""
-    persist_recall_indexes(min_changes=index_file.REWRITE_AFTER_CHANGES, wait_s=EXIT_WAIT_S)
-
-
-class SaveText:
-    """What a save derives from its text, each computed once when first needed: the exact-duplicate key, the content
-    words (the BM25 document, the TF-IDF vector), the content words without frame dates (the near-duplicate lookup's
-    query) and the overlap stems. The exact check, the near-duplicate lookup and the recall index of a created entry
-    read the same forms, where each used to tokenise the text again (six times a save)."""
-
-    def __init__(self, content: str) -> None:
-        self.content = content
-
-    @cached_property
-    def key(self) -> str:
-        return exact_key(self.content)
-
-    @cached_property
-    def words(self) -> list[str]:
-        return content_token_list(self.content)
-
-    @cached_property
-    def unframed_words(self) -> list[str]:
-        """``content_token_list(unframed(content))``: ``words`` itself when the text holds no frame date."""
-        core = unframed(self.content)
-        return self.words if core is self.content else content_token_list(core)
-
-    @cached_property
-    def stems(self) -> frozenset[str]:
-        return overlap_tokens(self.content, self.unframed_words)
 
 
 def _row_values(entry: MemoryEntry) -> list[Any]:
@@ -817,11 +344,28 @@ def _bulk_insert(conn: duckdb.DuckDBPyConnection, entries: Sequence[MemoryEntry]
     return start + len(entries) - 1
 
 
+def _row_cache(conn: StoreConnection) -> _RowCache:
+    """The row cache of this process on the file of ``conn``: emptied whenever the file is opened again (another
+    process may have written it meanwhile) and when a transaction rolls back (the rows may be ones it wrote)."""
+    cache = getattr(conn, "_row_cache", None)
+    if cache is None:
+        cache = _RowCache()
+        conn.add_open_hook(ensure_schema)
+        conn.add_open_hook(cache.on_open)
+        conn.add_rollback_hook(cache.clear)
+        conn._row_cache = cache  # type: ignore[attr-defined]
+    return cache
+
+
 class MemoryStore:
+    """The rows of ``memories`` and the SQL on them. What follows the rows in memory (the recall index,
+    dream_assets/recall_index.py) observes them through the connection (``StoreConnection.add_row_observer``): every
+    write tells the observers what it wrote (``_live``, ``_gone``, ``_written``), so this class imports none of them."""
+
     def __init__(self, conn: StoreConnection, options: DreamOptions) -> None:
         self._conn = conn
         self._options = options
-        self._idx = _recall_index(conn)
+        self._rows = _row_cache(conn)
         #: Rows the reads of this store brought out of the file: what a read costs, whatever the machine's load.
         self.rows_read = 0
         # New rows of a ``batched`` block not yet inserted (id -> entry, in save order); None outside one.
@@ -960,38 +504,7 @@ class MemoryStore:
         """Empty this process's cache of rows read for this file (``_RowCache``): the next reads come from the file
         (for benchmarks of a first read; results never depend on it)."""
         with self._conn.session():  # the cache is only ever used inside a session
-            self._idx.rows.clear()
-
-    def persist_recall_index(self, *, min_changes: int = 1) -> bool:
-        """Write this process's recall index to its file beside the store (store/index_file.py) when it is built and
-        at least ``min_changes`` entries changed since the file was written; whether it wrote it."""
-        return self._idx.persist(self._conn, min_changes=min_changes)
-
-    def prepare_recall(self) -> None:
-        """Build this process's recall index now if it is not built, without holding the store for the build
-        (``_RecallIndex.prepare``): for a caller about to search or save inside its own transactions, where a first
-        build would have to hold the store all along. A no-op once built, and inside a session."""
-        self._idx.prepare(self._conn)
-
-    def search(self, query: str, limit: int = 10) -> list[tuple[MemoryEntry, float]]:
-        """Live entries for ``query``, best first: BM25 over content, category and tags finds them, and the current
-        version of a fact comes before a stale one (store/recall.py: correction standing, subject time or save time,
-        supersession, and the ``RecallRecencyWeight`` / ``RecallReinforcementWeight`` signals). Archived entries are
-        never returned."""
-        if limit <= 0:
-            return []
-        tokens = tokenize(query)
-        self._idx.prepare(self._conn)
-        with self._conn.session() as conn:
-            self._idx.ensure(conn)
-            hits = self._idx.bm25.search(tokens, limit=candidate_count(limit, self._options))
-            if not hits:
-                return []
-            rows = self._idx.rows.rows_by_id(conn, [h for h, _ in hits])
-        self.rows_read += self._idx.rows.last_read
-        by_id = {r[0]: _row_to_entry(r) for r in rows}
-        live = [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
-        return rank_recall(live, tokens, self._options, limit)
+            self._rows.clear()
 
     def fingerprint(self) -> str:
         """Order-independent hash of the live corpus: id, content, category and tags only (not importance, not
@@ -1015,17 +528,6 @@ class MemoryStore:
             t = self._options.LexicalOverlapThreshold
             return "overlap", t, t
         return "auto", self._options.ConsolidationSimilarityThreshold, self._options.DedupeSimilarityThreshold
-
-    def same_fact(self, a: str, b: str) -> bool:
-        """Whether two texts are near duplicates by the save-time measure (``similarity_measure``), with the idf of
-        the live corpus as save-time dedup and clustering weigh words."""
-        measure, _, threshold = self.similarity_measure()
-        self._idx.prepare(self._conn)
-        with self._conn.session() as conn:
-            self._idx.ensure(conn)
-        if measure == "overlap":
-            return overlap_similarity(a, b, idf=self._idx.overlap_idf) >= threshold - 1e-12
-        return tfidf_cosine(a, b, self._idx.bm25) >= threshold
 
     def duplicate_clusters(
         self,
@@ -1066,11 +568,10 @@ class MemoryStore:
     # ------------------------------------------------------------------ writes
     # ------------------------------------------------------------------ what a save reads and writes
     @contextmanager
-    def save_session(self, *, transaction: bool) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The session a save reads in (one transaction with ``transaction``), the recall index in step with the
-        file: no other process or thread writes the store meanwhile."""
+    def session(self, *, transaction: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One session on the file (one transaction with ``transaction``): what a save reads in
+        (recall_index.save_session keeps the recall index in step inside it)."""
         with self._conn.transaction() if transaction else self._conn.session() as conn:
-            self._idx.ensure(conn)
             yield conn
 
     def save_write(self, *, creates: bool) -> Any:
@@ -1078,78 +579,28 @@ class MemoryStore:
         (``StoreConnection.statement``: no explicit BEGIN and COMMIT), else a transaction."""
         return self._conn.statement() if creates else self._conn.transaction()
 
-    def find_exact(self, content: str, category: str) -> list[MemoryEntry]:
-        """Live entries of ``category`` whose content equals ``content`` after normalising case, white space and
-        punctuation (text/similarity.exact_key), oldest first."""
-        self._idx.prepare(self._conn)
-        with self._conn.session() as conn:
-            self._idx.ensure(conn)
-            return self.exact_matches(conn, exact_key(content), category)
+    def cached_rows(self, conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[MemoryEntry]:
+        """The entries of ``ids`` (archived ones too), read through the row cache, in no particular order."""
+        found = self._rows.rows_by_id(conn, list(ids))
+        self.rows_read += self._rows.last_read
+        return [_row_to_entry(r) for r in found]
 
-    def exact_matches(self, conn: duckdb.DuckDBPyConnection, key: str, category: str) -> list[MemoryEntry]:
-        """The live entries of ``category`` whose exact-duplicate key (text/similarity.exact_key) is ``key``, oldest
-        first."""
-        ids = sorted(self._idx.exact.get((category, key), ()))
-        if not ids:
-            return []
-        self._flush_pending(conn, ids)
-        live = (e for e in map(_row_to_entry, self._idx.rows.rows_by_id(conn, ids)) if not e.is_archived)
-        return sorted(live, key=lambda e: (e.created_at, e.id))
-
-    def recall_candidates(
-        self, conn: duckdb.DuckDBPyConnection, text: SaveText, *, limit: int
-    ) -> list[tuple[str, str]]:
-        """(id, content) of the live entries BM25 ranks highest for ``text`` (its words without frame dates), best
-        first, at most ``limit``."""
-        tokens = text.unframed_words or text.words
-        hits = [cid for cid, _ in self._idx.bm25.search(tokens, limit=limit)] if tokens else []
-        if not hits:
-            return []
+    def live_texts(self, conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(id, content) of the live entries among ``ids``, in no particular order."""
         rows = conn.execute(
-            "SELECT id, content, archived_at FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))", [hits]
+            "SELECT id, content, archived_at FROM memories WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)]
         ).fetchall()
-        order = {cid: i for i, cid in enumerate(hits)}
-        return sorted(((str(r[0]), str(r[1])) for r in rows if r[2] is None), key=lambda d: order[d[0]])
-
-    def lexical_matches(self, conn: duckdb.DuckDBPyConnection, text: SaveText) -> list[tuple[str, float]]:
-        """(id, similarity) of the indexed entries at or above the save-time threshold of the lexical measure
-        (``similarity_measure``), with the idf of the live corpus, as clustering measures them."""
-        # Stopwords are not in the index (df 0 would give them the highest idf): vectors use content tokens only.
-        measure, _, threshold = self.similarity_measure()
-        q_tokens = text.words
-        if not q_tokens:
-            return []
-        close: list[tuple[str, float]] = []
-        if measure == "overlap":
-            stems = text.stems
-            query = text.unframed_words or q_tokens
-            stems_of = self._idx.overlap.get
-            candidates = [(cid, c) for cid, _ in self._idx.bm25.search(query, limit=20) if (c := stems_of(cid))]
-            weight = self._idx.overlap_weights(stems.union(*(c for _, c in candidates))).__getitem__  # each idf once
-            q_total = sum(map(weight, stems))
-            for cid, c_stems in candidates:
-                sim = overlap_score(sum(map(weight, stems & c_stems)), q_total, sum(map(weight, c_stems)))
-                if sim >= threshold - 1e-12:
-                    close.append((cid, sim))
-            return close
-        q_vec = self._idx.bm25.tfidf_vector(q_tokens)
-        for cid, _score in self._idx.bm25.search(q_tokens, limit=10):
-            c_tokens = self._idx.content_tokens.get(cid)
-            if not c_tokens:
-                continue
-            sim = self._idx.bm25.cosine(q_vec, self._idx.bm25.tfidf_vector(c_tokens))
-            if sim >= threshold:
-                close.append((cid, sim))
-        return close
+        return [(str(r[0]), str(r[1])) for r in rows if r[2] is None]
 
     def live_entries(self, conn: duckdb.DuckDBPyConnection, ids: Sequence[str]) -> list[MemoryEntry]:
         """The live entries among ``ids`` (read through the row cache), in no particular order."""
         self._flush_pending(conn, ids)
-        return [e for e in map(_row_to_entry, self._idx.rows.rows_by_id(conn, list(ids))) if not e.is_archived]
+        return [e for e in map(_row_to_entry, self._rows.rows_by_id(conn, list(ids))) if not e.is_archived]
 
-    def insert_saved(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, text: SaveText) -> None:
-        """Insert the new entry of a save (a fresh id), indexed with the forms the save derived from its text."""
-        self._insert(conn, entry, fresh_id=True, text=text)
+    def insert_saved(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, derived: object = None) -> None:
+        """Insert the new entry of a save (a fresh id); ``derived``, what the save derived from its text, goes to
+        the rows' observers as it is (the recall index takes it)."""
+        self._insert(conn, entry, fresh_id=True, derived=derived)
 
     def overwrite(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, bump: bool) -> None:
         """Overwrite every field of an existing row on ``conn`` (``bump`` when searchable fields or the archive state
@@ -1169,10 +620,10 @@ class MemoryStore:
         if not checked:
             return 0
         with self._conn.transaction() as conn:
-            self._idx.rows.drop(e.id for e in checked)
+            self._rows.drop(e.id for e in checked)
             _bulk_insert(conn, checked)
-            if self._idx.ready:
-                self._idx.sync(conn)
+            for observer in self._conn.row_observers:
+                observer.rows_inserted(conn)
         return len(checked)
 
     @contextmanager
@@ -1181,11 +632,11 @@ class MemoryStore:
         costs DuckDB milliseconds each): the rows a save creates wait in memory, already in the recall index, and
         are inserted when the block ends, or sooner when a later save of the block reads one of them (an exact or
         near duplicate). Everything in the block commits together or not at all; only saves belong in it (another
-        read would not see the waiting rows)."""
+        read would not see the waiting rows). The saves of the block need the recall index: the caller builds it
+        before (recall_index.prepare), so it is not built while the store is held."""
         if self._pending is not None:  # nested: the outer block inserts
             yield
             return
-        self._idx.prepare(self._conn)  # the saves of the block need the index: built before the store is held
         with self._conn.transaction() as conn:
             self._pending = {}
             try:
@@ -1199,10 +650,23 @@ class MemoryStore:
         pending = self._pending
         if not pending or (ids is not None and not any(i in pending for i in ids)):
             return
-        self._idx.rows.drop(pending)
+        self._rows.drop(pending)
         top = _bulk_insert(conn, list(pending.values()))
         pending.clear()
-        self._idx.mark_synced(top)  # the rows are in the index since their save
+        self._written(top)  # the rows are in the observers since their save
+
+    # ------------------------------------------------------------------ the rows' observers
+    def _live(self, entry: MemoryEntry, derived: object = None) -> None:
+        for observer in self._conn.row_observers:
+            observer.row_live(entry.id, entry.content, entry.category, entry.tags, derived)
+
+    def _gone(self, entry_id: str) -> None:
+        for observer in self._conn.row_observers:
+            observer.row_gone(entry_id)
+
+    def _written(self, seq: int) -> None:
+        for observer in self._conn.row_observers:
+            observer.rows_written(seq)
 
     def _insert(
         self,
@@ -1210,25 +674,25 @@ class MemoryStore:
         entry: MemoryEntry,
         *,
         fresh_id: bool = False,
-        text: SaveText | None = None,
+        derived: object = None,
     ) -> None:
         """Insert a new row. ``fresh_id``: the id was just drawn (a random UUID), so no row can hold it and the
-        check is skipped: a save makes one round trip fewer. ``text``: what the save derived from the content (the
-        recall index takes it as it is)."""
+        check is skipped: a save makes one round trip fewer. ``derived``: what the save derived from the content
+        (the recall index takes it as it is)."""
         if fresh_id and self._pending is not None:
             self._pending[entry.id] = entry
-            if entry.archived_at is None and self._idx.ready:
-                self._idx.add(entry.id, entry.content, entry.category, entry.tags, text)
+            if entry.archived_at is None:
+                self._live(entry, derived)
             return
-        self._idx.rows.drop((entry.id,))
+        self._rows.drop((entry.id,))
         # Checked first rather than left to the key constraint: a constraint error would abort a caller's transaction.
         if not fresh_id and conn.execute("SELECT 1 FROM memories WHERE id = ?", [entry.id]).fetchone() is not None:
             raise ContentError(f"a memory with id {entry.id!r} already exists")
-        indexed = entry.archived_at is None and self._idx.ready
-        if indexed and fresh_id:
+        live = entry.archived_at is None
+        if live and fresh_id:
             # A fresh id is no other entry's: indexed first, so the statement is the save's last step that can fail
             # (StoreConnection.statement: a failure before it leaves nothing written, the index forgotten).
-            self._idx.add(entry.id, entry.content, entry.category, entry.tags, text)
+            self._live(entry, derived)
         try:
             # The row takes its sequence number in the same statement. Read to its end: outside a transaction
             # (StoreConnection.statement) the statement commits when its result is done, not at a later statement.
@@ -1241,9 +705,9 @@ class MemoryStore:
             )
         except duckdb.ConstraintException as exc:
             raise ContentError(f"a memory with id {entry.id!r} already exists") from exc
-        if indexed and not fresh_id:
-            self._idx.add(entry.id, entry.content, entry.category, entry.tags, text)
-        self._idx.mark_synced(seq)
+        if live and not fresh_id:
+            self._live(entry, derived)
+        self._written(seq)
 
     def _write(
         self,
@@ -1254,7 +718,7 @@ class MemoryStore:
     ) -> None:
         """Overwrite every field of an existing row, its fingerprint part with it. ``bump`` when searchable fields or
         the archive state changed."""
-        self._idx.rows.drop((entry.id,))
+        self._rows.drop((entry.id,))
         params = [*_row_values(entry), *_fingerprint_part(entry)]
         sql = (
             "UPDATE memories SET content = ?, category = ?, tags = ?, importance = ?, created_at = ?, updated_at = ?, "
@@ -1263,12 +727,11 @@ class MemoryStore:
         if bump:
             seq = self._next_seq(conn)
             conn.execute(sql + ", seq = ? WHERE id = ?", [*params, seq, entry.id])
-            if self._idx.ready:
-                if entry.archived_at is None:
-                    self._idx.add(entry.id, entry.content, entry.category, entry.tags)
-                else:
-                    self._idx.remove(entry.id)
-            self._idx.mark_synced(seq)
+            if entry.archived_at is None:
+                self._live(entry)
+            else:
+                self._gone(entry.id)
+            self._written(seq)
         else:
             conn.execute(sql + " WHERE id = ?", [*params, entry.id])
 
@@ -1393,10 +856,10 @@ class MemoryStore:
                     "INSERT INTO memory_purges VALUES (?, ?, ?, ?, ?)",
                     [eid, to_db(utc(now)), to_db(entry.archived_at), entry.content, seq],
                 )
-                self._idx.rows.drop((eid,))
+                self._rows.drop((eid,))
                 conn.execute("DELETE FROM memories WHERE id = ?", [eid])
-                self._idx.remove(eid)
-                self._idx.mark_synced(seq)
+                self._gone(eid)
+                self._written(seq)
                 purged.append(entry)
         return purged
 
@@ -1422,7 +885,7 @@ class MemoryStore:
             chunk = ids[start : start + WRITE_CHUNK]
             with self._conn.transaction() as conn:
                 values = {i: float(updates[i]) for i in chunk if i in updates}
-                self._idx.rows.drop(values)
+                self._rows.drop(values)
                 if values:
                     conn.register("_imp", pa.table({"id": list(values), "importance": list(values.values())}))
                     try:
@@ -1445,7 +908,7 @@ class MemoryStore:
         if not entries:
             return 0
         with self._conn.transaction() as conn:
-            self._idx.rows.drop(e.id for e in entries)
+            self._rows.drop(e.id for e in entries)
             conn.register(
                 "_scores",
                 pa.table(
@@ -1474,7 +937,7 @@ class MemoryStore:
             return self._merge_metadata(conn, updates)
 
     def _merge_metadata(self, conn: duckdb.DuckDBPyConnection, updates: Mapping[str, Mapping[str, str]]) -> int:
-        self._idx.rows.drop(updates)
+        self._rows.drop(updates)
         rows = conn.execute(
             "SELECT id, metadata FROM memories WHERE id IN (SELECT unnest(?))", [list(updates)]
         ).fetchall()

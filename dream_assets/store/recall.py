@@ -2,7 +2,7 @@
 
 BM25 ranks by words alone, so "The user's manager is Tom Becker." outscores its successor "The user's manager is
 Priya Shah since 2026-11-01." (more words, a lower score) until the contradiction sweep archives the stale one, and a
-correction the agent saved a minute ago has not been swept at all. ``MemoryStore.search`` therefore takes more of
+correction the agent saved a minute ago has not been swept at all. ``recall_index.search`` therefore takes more of
 BM25's best than it returns (:func:`candidate_count`) and orders them here:
 
 1. **Score.** BM25 times ``1 + RecallRecencyWeight * recency + RecallReinforcementWeight * reinforcement``. Recency

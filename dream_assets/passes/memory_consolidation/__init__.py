@@ -66,6 +66,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
+from dream_assets import recall_index as recall
 from dream_assets.changes_model import SuccessorHow
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.prompts import render_memory_entry
@@ -299,7 +300,7 @@ def _save_new_entry(ctx: PassContext, report: PassReport, save: MemorySave, cont
         with ctx.store.transaction():
             # The entries a dedup match could land on, so a reinforced or extended entry is recorded with its
             # prior state.
-            before = {e.id: e for e, _ in memories.search(content, limit=50)}
+            before = {e.id: e for e, _ in recall.search(memories, content, limit=50)}
             result = save_memory(
                 memories,
                 content,
@@ -568,7 +569,7 @@ def _twin(ctx: PassContext, content: str, category: str, ids: Sequence[str], sta
     """The oldest live entry, not a source of this merge and not retired by this answer, that already says the
     merged text (equal after normalising case, white space and punctuation, same category, and nothing of the
     merged text it lacks by the save-time rules)."""
-    for other in ctx.store.memories.find_exact(content, category):
+    for other in recall.find_exact(ctx.store.memories, content, category):
         if other.id in ids or other.id in state.archived or is_signal_entry(other):
             continue
         if (
@@ -698,7 +699,7 @@ def _removal_verdict(ctx: PassContext, vocab: CoverageVocabulary, state: _Apply,
     own = [CoverageSource(entry.content, entry.category)]
     names_only: str | None = None  # a live entry with every specific of it but not what it says
     scope = state.scopes.of_entry(entry)
-    for other, _ in ctx.store.memories.search(entry.content, limit=CARRIER_CANDIDATES):
+    for other, _ in recall.search(ctx.store.memories, entry.content, limit=CARRIER_CANDIDATES):
         if other.id == entry.id or other.id in state.archived or other.is_archived:
             continue
         if state.scopes.of_entry(other) != scope:
@@ -897,7 +898,7 @@ def _apply(
 ) -> None:
     # Merges, removals and saves search the corpus inside their transactions: the recall index is built before, so
     # its first build does not hold the store (an agent saving meanwhile waits for none of it).
-    ctx.store.memories.prepare_recall()
+    recall.prepare(ctx.store.memories)
     state = _Apply(scopes=scopes or ScopeRules.of(ctx.options.MemoryScopeCategories, ctx.store.memories.list_live()))
     not_shown: list[str] = []
     invalid_ids: list[str] = []
