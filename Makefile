@@ -18,7 +18,7 @@ override DAGSTER_HOME := $(abspath $(DAGSTER_HOME))
 export DAGSTER_HOME
 INSTANCE := $(DAGSTER_HOME)/dagster.yaml
 
-.PHONY: run test test-fast dev status backfill bench lint clean setup
+.PHONY: run test test-unit test-fast dev status backfill bench lint clean setup
 
 # Every extra a user runs and the tests' tools; not `tokens`: tiktoken fetches its encodings from the network on first
 # use, which a machine without one cannot (an estimate counts instead: README, "Tokens are counted").
@@ -42,9 +42,14 @@ run: $(STAMP) $(INSTANCE)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-## Run the tests not marked slow (browser, whole cycles on the full demo, fault runs) on both cores.
+## The pure tests (dream_assets_tests/unit: no DuckDB file, Dagster, process or socket), on both cores.
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -n 2 dream_assets_tests/unit
+
+## The unit and integration tiers (the library in one process, on real DuckDB files), on both cores; e2e/ (the dream
+## command and servers as processes, Dagster runs, the browser, PostgreSQL, make targets, fault runs) is left out.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" -n 2
+	$(BIN)/python -m pytest -n 2 --dist loadfile dream_assets_tests/unit dream_assets_tests/integration
 
 ## Open the Dagster UI (webserver + daemon) on $(HOST):$(PORT) with the persistent instance, after saying which agents
 ## it dreams for (those `dream init` set up, or DREAM_AGENTS names: dream_assets/enrolment.py) and when the first cycle

@@ -1,0 +1,252 @@
+"""DreamBench (benchmarks/dreambench): its scoring on small hand-made cases — a loss is counted, a fact said in other
+words is not a loss, a correction answered stale first is counted, distinct events merged are counted — and each
+adapter run through a tiny year, the model-based ones against the local scripted endpoint."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dream_assets_tests.openai_server import NOTHING_TO_CHANGE, OpenAITestServer, Reply, reply
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from dreambench.adapters import Kept, Unavailable, create  # noqa: E402
+from dreambench.runner import run  # noqa: E402
+from dreambench.scenario import Correction, Question, Save, Scenario  # noqa: E402
+from dreambench.scoring import (  # noqa: E402
+    distinct_merged,
+    dup_one_live,
+    fact_holds,
+    loss,
+    reversible,
+    stale_first,
+)
+from dreambench.textmatch import Entry, EntryIndex, Fact  # noqa: E402
+
+DATA = Path(os.environ.get("DREAM_EVAL_DATA") or ROOT.parent / "shared" / "eval-data")
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def index(*kept: Kept) -> EntryIndex:
+    return EntryIndex(Entry(k.text, k.live) for k in kept)
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+def test_a_fact_whose_date_and_place_are_dropped_is_a_loss_of_each_specific():
+    facts = {"trip": Fact("Caroline moved to Lisbon on 5 May 2023.")}
+    spec_lost, facts_lost, spec_live, facts_live, lost = loss(facts, index(Kept("Caroline moved abroad.")))
+    assert (spec_lost, facts_lost) == (4, 1)  # Lisbon, 5, May, 2023
+    assert (spec_live, facts_live) == (4, 1) and lost == ["trip: Caroline moved to Lisbon on 5 May 2023."]
+
+
+def test_a_fact_said_in_other_words_with_its_specifics_is_not_a_loss():
+    facts = {"trip": Fact("Caroline moved to Lisbon on 5 May 2023.")}
+    kept = index(Kept("On 5 May 2023, Caroline relocated to Lisbon, she said again."))
+    assert loss(facts, kept)[:4] == (0, 0, 0, 0)
+    assert fact_holds("Melanie's salary is 15700 a month.", "Melanie earns 15,700 a month (salary).")
+    assert fact_holds("Martin Mark was born on 1996-08-02.", "Martin Mark: born 2 August 1996.")
+
+
+def test_a_fact_kept_only_in_a_restorable_entry_is_not_lost_but_missing_from_live_memory():
+    facts = {"trip": Fact("Caroline moved to Lisbon on 5 May 2023.")}
+    kept = index(Kept("Caroline moved to Lisbon on 5 May 2023.", live=False), Kept("Caroline moved abroad."))
+    spec_lost, facts_lost, spec_live, facts_live, _ = loss(facts, kept)
+    assert (spec_lost, facts_lost) == (0, 0)
+    assert (spec_live, facts_live) == (4, 1)
+
+
+def test_a_correction_answered_stale_first_is_counted():
+    old, new = "Martin Mark lives in Columbus.", "Martin Mark has moved to Seattle. He lives in Seattle now."
+    texts = {"old": old, "new": new}
+    correction = [Correction("Where does Martin Mark live?", "old", "new", T0)]
+    answers = {"stale": [old, new], "current": [new, old], "missed": ["Martin Mark likes Labradors."]}
+    counted = {k: stale_first(correction, texts, lambda q, k, a=a: a[:k], T0)[:3] for k, a in answers.items()}
+    assert counted == {"stale": (1, 1, 0), "current": (0, 1, 0), "missed": (0, 1, 1)}
+    # a correction not yet saved is not asked
+    assert stale_first(correction, texts, lambda q, k: [old], T0 - timedelta(days=1))[:2] == (0, 0)
+
+
+def test_distinct_events_held_by_one_live_entry_are_a_wrong_merge():
+    a, b = "On 5 May 2023, Caroline ran a charity race.", "On 20 June 2023, Caroline ran a charity race."
+    facts = {"a": Fact(a), "b": Fact(b)}
+    merged = index(Kept("On 5 May 2023 and on 20 June 2023, Caroline ran a charity race."))
+    assert distinct_merged([["a", "b"]], facts, merged)[:2] == (1, 1)
+    assert distinct_merged([["a", "b"]], facts, index(Kept(a), Kept(b)))[:2] == (0, 1)
+    # the merged entry archived and both events kept apart: no wrong merge
+    apart = index(Kept(merged.entries[0].text, live=False), Kept(a), Kept(b))
+    assert distinct_merged([["a", "b"]], facts, apart)[:2] == (0, 1)
+    # one event dropped by the merge is a loss, not a merge
+    assert distinct_merged([["a", "b"]], facts, index(Kept(a)))[:2] == (0, 1)
+
+
+def test_a_duplicate_group_counts_once_its_members_share_one_live_entry():
+    first, again = (
+        "Melanie bought a red bike in Denver.",
+        "Melanie mentioned again that she purchased a red bike in Denver.",
+    )
+    facts = {"f": Fact(first), "r": Fact(again)}
+    assert dup_one_live([["f", "r"]], facts, index(Kept(first), Kept(again))) == (0, 1)
+    merged = index(Kept("Melanie bought (purchased) a red bike in Denver, she mentioned again."))
+    assert dup_one_live([["f", "r"]], facts, merged) == (1, 1)
+
+
+def test_changes_are_reversible_only_while_their_text_can_be_restored():
+    before = [Kept("A one."), Kept("A one again.")]
+    merged = Kept("A one (again).")
+    assert reversible(before, [merged, Kept("A one.", live=False), Kept("A one again.", live=False)]) == (2, 2)
+    assert reversible(before, [merged]) == (0, 2)
+    assert reversible(before, before) == (0, 0)
+
+
+# ---------------------------------------------------------------------------------------------- adapters
+def tiny_year() -> Scenario:
+    """Two saves of one fact in other words, two distinct races, a move, noise; a consolidation after each week and
+    one idle week."""
+    facts = {
+        "bike": "Melanie bought a red bike in Denver for 450 dollars.",
+        "bike-re0": "On 3 March 2025, Melanie mentioned again that she bought a red bike in Denver for 450 dollars.",
+        "race0": "On 5 May 2023, Caroline ran a charity race in Austin.",
+        "race1": "On 20 June 2023, Caroline ran a charity race in Austin.",
+        "home": "Martin Mark lives in Columbus.",
+        "home-new": "Martin Mark has moved to Seattle. He lives in Seattle now.",
+    }
+    days = {"bike": 0, "race0": 1, "home": 1, "bike-re0": 2, "race1": 8, "home-new": 9}
+    saves = [Save(T0 + timedelta(days=d, seconds=i), facts[k], k) for i, (k, d) in enumerate(days.items())]
+    saves.append(Save(T0 + timedelta(days=3), "I love italian food and garlic bread.", "noise-0"))
+    saves.sort(key=lambda s: s.at)
+    return Scenario(
+        saves=saves,
+        consolidations=[T0 + timedelta(days=d, hours=18) for d in (6, 13, 20)],
+        facts=facts,
+        kinds={k: "stale" if k == "home" else "observation" for k in facts},
+        dup_groups=[["bike", "bike-re0"]],
+        lookalike_groups=[["race0", "race1"]],
+        questions=[Question("What did Melanie buy in Denver?", [["bike", "bike-re0"]])],
+        corrections=[Correction("Where does Martin Mark live?", "home", "home-new", T0 + timedelta(days=9))],
+    )
+
+
+def test_append_only_keeps_every_save_and_finds_it_with_bm25(tmp_path):
+    result = run(tiny_year(), create("append_only", root=tmp_path))
+    final = {k: v for k, (v, _n) in result.final.items()}
+    assert final["facts_lost"] == 0 and final["specifics_lost"] == 0
+    assert final["dup_groups_one_live"] == 0.0  # both sayings stay apart
+    assert final["live_entries"] == 7 and final["recall_at_10"] == 1.0
+    # nothing was ever taken out: no share to give
+    assert (
+        final["tokens_per_idle_cycle"] == 0 and math.isnan(final["reversible"]) and result.final["reversible"][1] == 0
+    )
+    assert [c["idle"] for c in result.cycles] == [False, False, True]
+
+
+def test_dream_assets_offline_runs_its_cycles_and_loses_nothing(tmp_path):
+    adapter = create("dream_assets", root=tmp_path, env={})
+    try:
+        result = run(tiny_year(), adapter)
+    finally:
+        adapter.close()
+    final = {k: v for k, (v, _n) in result.final.items()}
+    assert result.backend.startswith("offline backend") and not result.failures
+    assert final["facts_lost"] == 0 and final["specifics_lost"] == 0 and final["distinct_merged"] == 0
+    assert final["tokens_total"] == 0 and final["reversible"] == 1.0
+    assert final["recall_at_10"] == 1.0
+
+
+def test_dream_assets_through_an_endpoint_counts_its_model_tokens(tmp_path):
+    with OpenAITestServer(default=Reply(decide=lambda body: reply(NOTHING_TO_CHANGE))) as server:
+        env = {
+            "DREAM__LlmBaseUrl": server.base_url,
+            "DREAM__LlmModel": "test-model",
+            "DREAM__LlmMaxRetries": "0",
+        }
+        adapter = create("dream_assets", root=tmp_path, env=env)
+        try:
+            result = run(tiny_year(), adapter)
+            kept = adapter.dump()
+        finally:
+            adapter.close()
+        calls = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert result.backend.startswith(f"openai endpoint {server.base_url}")
+    assert calls and adapter.tokens_used() == 18 * len(calls)  # the test server reports 11 + 7 tokens a call
+    assert result.final["facts_lost"][0] == 0
+    assert {k.text for k in kept if k.live} >= {"Martin Mark has moved to Seattle. He lives in Seattle now."}
+
+
+def _tidy(drop: str):
+    """A scripted model that merges the file's lines about the bike into one and drops every line containing
+    ``drop``: the rewrite a careless dream makes."""
+
+    def decide(body):
+        memory = body["messages"][-1]["content"]
+        lines = [ln for ln in memory.splitlines() if ln.strip() and drop not in ln]
+        bikes = [ln for ln in lines if "bike" in ln]
+        rest = [ln for ln in lines if "bike" not in ln]
+        tidy = ["- Melanie bought a red bike in Denver for 450 dollars (said again 3 March 2025)."] if bikes else []
+        return reply("```markdown\n" + "\n".join(tidy + rest) + "\n```")
+
+    return Reply(decide=decide)
+
+
+def test_llm_rewrite_replaces_the_file_with_the_model_answer_and_what_it_drops_is_lost(tmp_path):
+    with OpenAITestServer(default=_tidy("20 June 2023")) as server:
+        env = {"DREAM__LlmBaseUrl": server.base_url, "DREAM__LlmModel": "test-model"}
+        adapter = create("llm_rewrite", root=tmp_path, env=env)
+        result = run(tiny_year(), adapter)
+        sent = [r.body["messages"][-1]["content"] for r in server.requests]
+    final = {k: v for k, (v, _n) in result.final.items()}
+    assert len(sent) == 3 and "Seattle" in sent[2]  # the idle week sends the whole file again
+    # the second race: its day and month are gone (its year and the rest live on in the first race's line)
+    assert final["facts_lost"] == 1 and final["specifics_lost"] == 2
+    assert final["dup_groups_one_live"] == 1.0  # the two sayings of the bike became one line
+    assert final["reversible"] == 0.0  # nothing it took out can be restored
+    assert final["tokens_per_idle_cycle"] == 18 and adapter.tokens_used() == 54
+    assert (tmp_path / "llm_rewrite" / "MEMORY.md").read_text().startswith("- Melanie bought a red bike")
+
+
+def test_llm_rewrite_never_writes_an_answer_cut_off_at_the_token_limit(tmp_path):
+    cut = Reply(decide=lambda body: reply("- Melanie bought a red", finish_reason="length"))
+    with OpenAITestServer(default=cut) as server:
+        env = {"DREAM__LlmBaseUrl": server.base_url, "DREAM__LlmModel": "test-model"}
+        result = run(tiny_year(), create("llm_rewrite", root=tmp_path, env=env))
+    assert result.final["failures"][0] == 3 and "token limit" in result.failures[0]
+    assert result.final["facts_lost"][0] == 0 and result.final["live_entries"][0] == 7
+
+
+def test_an_adapter_that_cannot_run_here_says_why():
+    with pytest.raises(Unavailable, match="DREAM__LlmBaseUrl"):
+        create("llm_rewrite", root=Path("/nonexistent"), env={})
+    with pytest.raises(Unavailable, match="mem0ai|DREAM__LlmBaseUrl"):
+        create("mem0", root=Path("/nonexistent"), env={})
+
+
+@pytest.mark.skipif(not (DATA / "locomo" / "locomo10.json").exists(), reason=f"{DATA} is not available")
+def test_the_command_reports_an_unavailable_adapter_as_unavailable_not_as_a_result():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DREAM__")}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "dreambench"), "--quick", "--adapters", "llm_rewrite,mem0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "DREAM_EVAL_DATA": str(DATA), "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = {m["name"]: m for m in map(json.loads, proc.stdout.splitlines())}
+    assert lines["dreambench.llm_rewrite.available"]["value"] == 0
+    assert lines["dreambench.mem0.available"]["value"] == 0
+    assert not [
+        n for n in lines if n.startswith(("dreambench.llm_rewrite.", "dreambench.mem0.")) and "available" not in n
+    ]
+    assert "llm_rewrite unavailable: llm_rewrite needs a model: set DREAM__LlmBaseUrl" in proc.stderr
+    assert (
+        lines["dreambench.scenario.questions"]["value"] > 100 and lines["dreambench.scenario.corrections"]["value"] > 5
+    )

@@ -1,0 +1,60 @@
+"""A `dream memory ...` command is a shell call an agent or a person makes often: it imports what the command needs,
+never Dagster, pandas or the MCP SDK (each a fraction of a second before the command does anything), also when it
+builds the recall index (pyarrow would import pandas for it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dream_assets.options import DreamOptions
+from dream_assets.store import index_file, open_store
+
+from ..conftest import NOW
+
+HEAVY = ("dagster", "pandas", "mcp", "uvicorn", "starlette", "langgraph", "openai")
+#: Runs one `dream` command in this interpreter, then prints the heavy packages it imported as one JSON line.
+RUN = """
+import json, sys
+from dream_assets.cli import main
+code = main(sys.argv[2:])
+heavy = json.loads(sys.argv[1])
+loaded = sorted({m.split(".")[0] for m, v in sys.modules.items() if v is not None} & set(heavy))
+print(json.dumps({"code": code, "loaded": loaded}))
+"""
+
+
+@pytest.fixture
+def agent(profile):
+    import random
+
+    from dream_assets.demo import _memories
+
+    store = open_store(profile, DreamOptions())
+    store.memories.put_many(_memories(random.Random(7), NOW, 200))
+    store.close()
+    return profile
+
+
+def _run(*args: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, json.dumps(HEAVY), *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_memory_commands_import_no_dagster_pandas_or_mcp(agent):
+    p = str(agent.root)
+    path = index_file.index_path(agent.store_path)
+    assert not path.exists()  # the first search builds the recall index from the rows
+    searched = _run("memory", "search", "--profile", p, "Alice python standup")
+    assert searched == {"code": 0, "loaded": []}
+    saved = _run("memory", "save", "--profile", p, "The Osprey runbook lives in the ops wiki.")
+    assert saved == {"code": 0, "loaded": []}
+    assert _run("memory", "list", "--profile", p) == {"code": 0, "loaded": []}
+    path.unlink(missing_ok=True)  # a save that builds the index once more
+    assert _run("memory", "save", "--profile", p, "The Heron tests run on Fridays.") == {"code": 0, "loaded": []}

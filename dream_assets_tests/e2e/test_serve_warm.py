@@ -1,0 +1,246 @@
+"""A memory server keeps each agent warm between calls (service/warm.py) and still gives a dream cycle in another
+process its turn: what the cycle writes is caught up by row sequence on the next call (the same index, not a rebuild),
+a save made while the cycle runs is visible to the next search and survives the cycle, and the recall index is
+written to its file when the server stops. The LRU lets agents go by count, memory and idle time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from dream_assets import recall_index as recall
+from dream_assets import service as svc
+from dream_assets.mcp_server import start_line
+from dream_assets.options import DreamOptions
+from dream_assets.profile import AgentProfile
+from dream_assets.service.warm import WarmAgents, WarmLimits
+from dream_assets.store import index_file
+from dream_assets.store.connection import StoreConnection
+from dream_assets.store.memory import MemoryStore, top_seq
+from dream_assets.text.bm25 import kernel_description
+from dream_assets.text.tokens import tokenize
+from dream_assets_tests.mcp_harness import clean_env, ok, stdio_session
+
+from ..conftest import NOW
+
+#: A dream cycle in a process of its own that stops between importance decay and memory consolidation until told to
+#: go on (``<mid>`` is written when it gets there, it waits for ``<go>``), holding no store session meanwhile: a save
+#: made then is made during the cycle, and the passes after it read it.
+CYCLE = """
+import sys, time
+from pathlib import Path
+
+import dream_assets.cycle as cycle
+
+mid, go = Path(sys.argv[2]), Path(sys.argv[3])
+
+
+run_pass = cycle.run_pass
+
+
+def pausing(spec, ctx):  # the cycle stops before memory consolidation until the test says go
+    if spec.name == "memory_consolidation":
+        mid.write_text("in the middle of the cycle")
+        deadline = time.monotonic() + 120
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return run_pass(spec, ctx)
+
+
+cycle.run_pass = pausing
+cycle.run_cycle(sys.argv[1])
+"""
+
+SAVED_DURING = "The Quokka ledger audit moves to the Oslo office on Thursdays, says Ingrid Vale."
+QUERIES = ("Quokka ledger Oslo", "Alice python standup", "budget review", "coffee", "meeting notes")
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the cycle ended before {path.name}: {proc.stderr.read().decode()[-2000:]}")
+        assert time.monotonic() < deadline, f"no {path.name} within {timeout_s} s"
+        time.sleep(0.02)
+
+
+@pytest.mark.slow  # a `dream serve` process and a dream cycle beside it
+def test_a_save_through_the_server_during_a_cycle_is_found_next_and_survives_the_cycle(demo, tmp_path):
+    mid, go = tmp_path / "mid", tmp_path / "go"
+
+    async def scenario() -> dict:
+        async with stdio_session(demo.root) as session:
+            call = session.call_tool
+            ok(await call("memory_search", {"query": "warm up"}))
+            cycle = subprocess.Popen(
+                [sys.executable, "-c", CYCLE, str(demo.root), str(mid), str(go)],
+                env=clean_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            try:
+                await anyio.to_thread.run_sync(_wait_for, mid, cycle)
+                saved = ok(await call("memory_save", {"content": SAVED_DURING, "category": "places"}))
+                during = ok(await call("memory_search", {"query": "Quokka ledger Oslo"}))
+                go.write_text("go on")
+                _, err = await anyio.to_thread.run_sync(lambda: cycle.communicate(timeout=300))
+                assert cycle.returncode == 0, err.decode()[-2000:]
+            finally:
+                if cycle.poll() is None:
+                    cycle.kill()
+            after = {q: ok(await call("memory_search", {"query": q, "limit": 10})) for q in QUERIES}
+            record = ok(await call("memory_get", {"id": saved["id"]}))
+        return {"saved": saved, "during": during, "after": after, "record": record}
+
+    out = anyio.run(scenario)
+    saved_id = out["saved"]["id"]
+    assert out["saved"]["outcome"] == "created"
+    assert [h["id"] for h in out["during"]["hits"]][:1] == [saved_id]  # the next search finds it, mid-cycle
+    assert out["record"]["status"] == "live" and out["record"]["content"] == SAVED_DURING  # it survived the cycle
+    assert out["after"]["Quokka ledger Oslo"]["hits"][0]["id"] == saved_id
+
+    # The server caught up on what the cycle wrote: its answers after the cycle are those of an index built afresh
+    # from the rows now (ids and scores), and the file it wrote on the way out is current for the store.
+    path = index_file.index_path(demo.store_path)
+    conn = StoreConnection(demo.store_path, demo.store_lock_path, timeout_s=30)
+    try:
+        assert recall.RecallIndex._loaded(conn, path) is not None  # written when the server stopped
+    finally:
+        conn.close()
+    path.unlink()
+    for q, answer in out["after"].items():
+        built = svc.search(demo, q, limit=10, now=NOW, options=DreamOptions()).model_dump(mode="json")
+        assert [(h["id"], h["score"]) for h in answer["hits"]] == [(h["id"], h["score"]) for h in built["hits"]], q
+
+
+def test_a_warm_agent_catches_up_on_another_processes_writes_without_a_rebuild(profile, options):
+    """The warm handle's recall index is the same object before and after another process wrote the store: the rows
+    it wrote are applied by their sequence when the server opens the file again, and searches equal a fresh build."""
+    warm = WarmAgents(WarmLimits(max_agents=1, store_linger_s=0))
+    handle = warm.acquire(profile)
+    try:
+        svc.save(handle, "Priya keeps the Lisbon lease papers in the blue folder.", now=NOW)
+        index = recall.of(handle.memories)
+        assert index.ready
+        before_seq = index.synced_seq
+    finally:
+        warm.release(profile)
+    handle.connection.close()  # what a waiting cycle makes the server do
+    other = MemoryStore(StoreConnection(profile.store_path, profile.store_lock_path, linger_s=0), options)
+    from dream_assets.save_pipeline import save_memory
+
+    written = save_memory(other, "The Heron load tests run every Friday at noon.", now=NOW).entry
+    lisbon = recall.search(other, "Lisbon lease")[0][0]
+    other.archive(lisbon.id, now=NOW)
+    other.connection.close()
+
+    again = warm.acquire(profile)
+    try:
+        assert again is handle and recall.of(again.memories) is index  # warm: not reopened from scratch
+        heron = svc.search(again, "Heron load tests", now=NOW).hits
+        assert [h.id for h in heron] == [written.id]
+        assert svc.search(again, "Lisbon lease", now=NOW).hits == []  # the archive is seen too
+        assert recall.of(again.memories) is index and index.synced_seq > before_seq
+        with again.connection.session() as db:
+            fresh = recall.RecallIndex()
+            fresh.ensure(db)
+        for q in ("Heron load tests", "Lisbon lease folder", "Friday noon"):
+            tokens = tokenize(q)
+            assert fresh.bm25.search(tokens, limit=10) == index.bm25.search(tokens, limit=10), q
+    finally:
+        warm.release(profile)
+        warm.close()
+
+
+def agents_connection(profile: AgentProfile) -> StoreConnection:
+    from dream_assets.store.connection import store_connection
+
+    return store_connection(profile.store_path, profile.store_lock_path)
+
+
+def test_the_warm_agents_are_let_go_by_count_by_idle_time_and_on_close_with_their_index_written(tmp_path):
+    clock = [0.0]
+    warm = WarmAgents(WarmLimits(max_agents=2, idle_s=60, store_linger_s=0), clock=lambda: clock[0])
+    agents = [AgentProfile(tmp_path / name).ensure() for name in ("a", "b", "c")]
+    for i, agent in enumerate(agents):
+        clock[0] += 1
+        handle = warm.acquire(agent)
+        try:
+            svc.save(handle, f"Agent {agent.root.name} note {i} about the Kestrel rollout.", now=NOW)
+        finally:
+            warm.release(agent)
+    # Three agents, room for two: the least recently used (a) was let go (its index released, its store closed), and
+    # a call opens it again with what it holds.
+    assert agents[0] not in warm and agents[1] in warm and agents[2] in warm
+    assert not hasattr(agents_connection(agents[0]), "_recall_index")
+    clock[0] += 1
+    handle = warm.acquire(agents[0])
+    try:
+        assert [h.content for h in svc.search(handle, "Kestrel rollout", now=NOW).hits] == [
+            "Agent a note 0 about the Kestrel rollout."
+        ]
+    finally:
+        warm.release(agents[0])
+    assert agents[0] in warm and agents[1] not in warm  # b was the least recently used now
+    clock[0] += 30
+    warm.acquire(agents[0])
+    warm.release(agents[0])
+    clock[0] += 45  # c idle 76 s, a 45 s
+    assert warm.sweep() == 1 and agents[2] not in warm and agents[0] in warm
+    handle = warm.acquire(agents[0])
+    svc.save(handle, "One more note after the sweep.", now=NOW)
+    warm.release(agents[0])
+    warm.close()
+    assert len(warm) == 0
+    conn = StoreConnection(agents[0].store_path, agents[0].store_lock_path)
+    try:
+        loaded = recall.RecallIndex._loaded(conn, index_file.index_path(agents[0].store_path))
+        with conn.session() as db:
+            top = top_seq(db)
+        assert loaded is not None and loaded.synced_seq == top  # written on close, after the last save
+    finally:
+        conn.close()
+
+
+def test_a_memory_cap_lets_the_least_recently_used_index_go(tmp_path):
+    warm = WarmAgents(WarmLimits(max_agents=10, max_memory_mb=0.003, store_linger_s=0))  # about one entry
+    agents = [AgentProfile(tmp_path / name).ensure() for name in ("a", "b")]
+    for agent in agents:
+        handle = warm.acquire(agent)
+        try:
+            svc.save(handle, f"Agent {agent.root.name} keeps the Osprey runbook.", now=NOW)
+        finally:
+            warm.release(agent)
+    assert agents[0] not in warm and agents[1] in warm  # the cap holds the newest only
+    warm.close()
+
+
+def test_a_changed_options_file_is_read_again_by_a_warm_agent(profile):
+    warm = WarmAgents(WarmLimits(store_linger_s=0))
+    try:
+        first = warm.acquire(profile)
+        warm.release(profile)
+        assert first.options.MaxContentChars == DreamOptions().MaxContentChars
+        profile.options_path.write_text("MaxContentChars = 1234\n", encoding="utf-8")
+        again = warm.acquire(profile)
+        warm.release(profile)
+        assert again is not first and again.options.MaxContentChars == 1234
+    finally:
+        warm.close()
+
+
+def test_warm_limits_refuse_a_bad_value_by_name():
+    with pytest.raises(ValueError, match="max_agents"):
+        WarmLimits(max_agents=0)
+    with pytest.raises(ValueError, match="idle_s"):
+        WarmLimits(idle_s=-1)
+
+
+def test_the_start_line_names_the_recall_index_in_use():
+    line = start_line("agent x over stdio")
+    assert line.startswith("dream serve: agent x over stdio") and kernel_description() in line
