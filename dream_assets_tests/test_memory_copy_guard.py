@@ -18,7 +18,7 @@ from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import ConversationTurn
 from dream_assets.store.logs import append_event
 from dream_assets_tests.conftest import NOW
-from dream_assets_tests.openai_server import OpenAITestServer, reply
+from dream_assets_tests.openai_server import NOTHING_TO_CHANGE, OpenAITestServer, Reply, reply
 
 
 def put(store, content, *, days_ago=10, metadata=None, category="people/alice"):
@@ -129,3 +129,38 @@ def test_a_supersession_whose_reason_is_copied_is_refused_and_asked_again(profil
         assert PassLedger(profile, now=NOW).get("contradiction_sweep") is None
         again = run_pass("contradiction_sweep", profile, store, server, cycle_id="c2", now=NOW + timedelta(hours=2))
         assert again.model_calls == 1 and again.status == "completed"
+
+
+# ------------------------------------------------------------------------------------------- dream check-model
+@pytest.mark.slow  # every model pass of the small demo through HTTP
+def test_check_model_calls_a_model_that_copies_into_memories_not_fit(demo, capsys, monkeypatch):
+    """A model that answers memory consolidation with the directive's example and a placeholder is reported NOT fit
+    for that pass, with the copies counted, and the agent's memories are untouched (check-model applies nothing)."""
+    import re
+
+    from dream_assets.cli import main
+    from dream_assets.store import open_store
+
+    def decide(body: dict) -> Reply:
+        system = body["messages"][0]["content"]
+        if system.startswith("# Memory consolidation"):
+            example = "The merged or improved entry, complete and self-contained."
+            saves = [{"content": example, "sourceIds": []}, {"content": "...", "sourceIds": []}]
+            return reply(json.dumps({"toDelete": [], "toSave": saves}))
+        return reply(NOTHING_TO_CHANGE)
+
+    store = open_store(demo, DreamOptions())
+    before = {e.id: e.content for e in store.memories.list_live()}
+    store.close()
+    with OpenAITestServer(default=Reply(decide=decide)) as server:
+        monkeypatch.setenv("DREAM__LlmBaseUrl", server.base_url)
+        monkeypatch.setenv("DREAM__LlmModel", "test-model")
+        code = main(["check-model", "--profile", str(demo.root), "--now", NOW.isoformat()])
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if x.startswith("  memory_consolidation ")]
+    assert " failed " in line and re.search(r"refused by the host: .*copied [1-9]", line), line
+    assert "NOT fit for: " in out and "memory_consolidation" in out.rsplit("NOT fit for: ", 1)[1]
+    assert code == 1
+    store = open_store(demo, DreamOptions())
+    assert {e.id: e.content for e in store.memories.list_live()} == before
+    store.close()
