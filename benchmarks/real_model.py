@@ -78,6 +78,7 @@ ENDPOINT_DEFAULTS = {
     "DREAM__LlmContextTokens": "8192",
     "DREAM__LlmMaxTokens": "1024",
     "DREAM__LlmTimeout": "1800",
+    "DREAM__LlmMaxRetries": "1",  # a call sent again costs its whole time again on a slow endpoint
 }
 QUICK_DEFAULTS = {"DREAM__LlmMaxCallsPerPass": "2"}
 #: Host refusals by reason: the report counts (any pass) that each sums.
@@ -228,6 +229,13 @@ class Backend:
 
     def cycle(self, when: datetime, n: int) -> list[Any]:
         client = build_model_client(self.options, self.profile, env=self.env)
+        client.progress_listeners.append(
+            lambda p: (
+                print(f"real_model: cycle {n}: {p.line()}", file=sys.stderr, flush=True)
+                if p.phase != "waiting"
+                else None
+            )
+        )
         budget = client.budget
         self.prompt_limit = budget.prompt_limit if budget.bounded else 0
         started = time.perf_counter()
@@ -259,6 +267,12 @@ class Backend:
             store.close()
         return texts
 
+    def placeholders(self) -> tuple[int, int]:
+        """(live memories and skills, those whose content is a placeholder or a directive's example)."""
+        examples = self.examples()
+        live = self.live_contents()
+        return len(live), sum(copied(t, examples=examples) is not None for t in live)
+
     def examples(self) -> frozenset[str]:
         found: set[str] = set()
         for spec in PASSES:
@@ -275,6 +289,31 @@ def _count(reports: Sequence[Any], key: str) -> int:
     if key == "protected_floor":
         return sum(int(r.counts.get("protected", 0) - r.counts.get("guarded", 0)) for r in reports)
     return sum(int(r.counts.get(key, 0)) for r in reports)
+
+
+def call_figures(backend: Backend, records: Sequence[Any], reports: Sequence[Any], seconds: Sequence[float], put: Any):
+    """The figures of the model calls ``records`` and the pass ``reports`` of one cycle or of all of them."""
+    made = [r for r in records if r.outcome != "deferred"]
+    put("calls", len(made), len(made), "calls")
+    put("answers_unparseable", len(made), sum(r.outcome == "invalid-response" for r in made), "answers")
+    put("call_errors", len(made), sum(r.outcome == "error" for r in made), "calls")
+    repairs = sum(r.pass_name == "merge_repair" for r in made)
+    put("repairs", _count(reports, "repaired"), repairs, "calls")
+    put("repairs_applied", repairs, _count(reports, "repaired"), "merges")
+    for reason, keys in REFUSALS.items():
+        put(f"refused.{reason}", len(reports), sum(_count(reports, k) for k in keys), "items")
+    put("prompt_tokens", len(made), sum(r.prompt_tokens for r in made), "tokens")
+    put("completion_tokens", len(made), sum(r.completion_tokens for r in made), "tokens")
+    latency = [r.latency_s for r in made]
+    put("seconds_per_call", len(latency), sum(latency) / len(latency) if latency else math.nan, "s")
+    put("seconds_per_cycle", len(seconds), sum(seconds) / len(seconds) if seconds else math.nan, "s")
+    measured = [r for r in made if not r.estimated]
+    limit = backend.prompt_limit
+    over = sum(1 for r in measured if limit and r.prompt_tokens > limit)
+    put("prompts_over_window", len(measured), over, "prompts")
+    put("largest_prompt_tokens", limit, max((r.prompt_tokens for r in measured), default=0), "tokens")
+    put("prompts_refused_over_window", len(reports), _count(reports, "prompts_over_window"), "prompts")
+    put("passes_failed", len(reports), sum(r.status == "failed" for r in reports), "passes")
 
 
 def measure(name: str, env: Mapping[str, str], corpus: Corpus, root: Path, emit: Any) -> dict[str, float]:
@@ -298,7 +337,15 @@ def measure(name: str, env: Mapping[str, str], corpus: Corpus, root: Path, emit:
     for n, (chunk, when) in enumerate(zip(corpus.chunks, corpus.cycles, strict=True), 1):
         dreamed.save(chunk)
         saved |= {s.key for s in chunk}
+        calls_before = len(dreamed.records)
         reports = dreamed.cycle(when, n)
+        call_figures(
+            dreamed,
+            dreamed.records[calls_before:],
+            reports,
+            dreamed.cycle_seconds[-1:],
+            lambda metric, k, value, unit, n=n: put(f"cycle{n}.{metric}", k, value, unit),
+        )
         for r in reports:
             if r.status == "failed":
                 print(f"real_model: {name} cycle {n}: {r.pass_name} failed: {r.reason[:300]}", file=sys.stderr)
@@ -311,6 +358,9 @@ def measure(name: str, env: Mapping[str, str], corpus: Corpus, root: Path, emit:
                 "fraction",
             )
         put(f"live_entries.cycle{n}", after.counts["live_entries"], after.values["live_entries"], "entries")
+        for metric, unit in (("specifics_lost", "count"), ("distinct_merged", "pairs")):
+            put(f"cycle{n}.{metric}", after.counts[metric], after.values[metric], unit)
+        put(f"cycle{n}.placeholders_applied", *dreamed.placeholders(), "entries")
     for metric, unit in (("specifics_lost", "count"), ("facts_lost", "count"), ("distinct_merged", "pairs")):
         put(metric, after.counts[metric], after.values[metric], unit)
     due = after.counts["stale_first"]
@@ -318,40 +368,8 @@ def measure(name: str, env: Mapping[str, str], corpus: Corpus, root: Path, emit:
     put("corrections_newest_first", due, newest / due if due else math.nan, "fraction")
     put("recall_at_10.after", after.counts["recall_at_10"], after.values["recall_at_10"], "fraction")
 
-    records, reports = dreamed.records, dreamed.reports
-    made = [r for r in records if r.outcome != "deferred"]
-    put("calls", len(made), len(made), "calls")
-    put("answers_unparseable", len(made), sum(r.outcome == "invalid-response" for r in made), "answers")
-    put("call_errors", len(made), sum(r.outcome == "error" for r in made), "calls")
-    put("repairs", _count(reports, "repaired"), sum(r.pass_name == "merge_repair" for r in made), "calls")
-    put("repairs_applied", sum(r.pass_name == "merge_repair" for r in made), _count(reports, "repaired"), "merges")
-    for reason, keys in REFUSALS.items():
-        put(f"refused.{reason}", len(reports), sum(_count(reports, k) for k in keys), "items")
-    put("prompt_tokens", len(made), sum(r.prompt_tokens for r in made), "tokens")
-    put("completion_tokens", len(made), sum(r.completion_tokens for r in made), "tokens")
-    latency = [r.latency_s for r in made]
-    put("seconds_per_call", len(latency), sum(latency) / len(latency) if latency else math.nan, "s")
-    put(
-        "seconds_per_cycle",
-        len(dreamed.cycle_seconds),
-        sum(dreamed.cycle_seconds) / len(dreamed.cycle_seconds),
-        "s",
-    )
-    measured = [r for r in made if not r.estimated]
-    limit = dreamed.prompt_limit
-    put(
-        "prompts_over_window",
-        len(measured),
-        sum(1 for r in measured if limit and r.prompt_tokens > limit),
-        "prompts",
-    )
-    put("largest_prompt_tokens", limit, max((r.prompt_tokens for r in measured), default=0), "tokens")
-    put("prompts_refused_over_window", len(reports), _count(reports, "prompts_over_window"), "prompts")
-    examples = dreamed.examples()
-    live = dreamed.live_contents()
-    put("placeholders_applied", len(live), sum(copied(t, examples=examples) is not None for t in live), "entries")
-    failed = [r for r in reports if r.status == "failed"]
-    put("passes_failed", len(reports), len(failed), "passes")
+    call_figures(dreamed, dreamed.records, dreamed.reports, dreamed.cycle_seconds, put)
+    put("placeholders_applied", *dreamed.placeholders(), "entries")
     return figures
 
 
