@@ -30,7 +30,9 @@ an unchanged corpus makes no call, and so does a corpus with nothing new or chan
 never move that data version. The shown entries are stamped reviewed only after a usable answer arrived, in the
 transaction that applies it (so a kill or a failure leaves both or neither, and an undo puts the stamps back too: an
 undone pair is not proposed again until one of its entries changes). A reason is model text: one with a lone surrogate
-or a control character refuses its pair, one over 500 characters is cut with a note. When more entries wait than one
+or a control character refuses its pair, one over 500 characters is cut with a note; one that is a placeholder or the
+directive's example reason refuses its pair as copied (``CopyGuard``), leaves both entries unstamped, and fails the
+pass unstamped, so the next run asks again. When more entries wait than one
 call shows (``ContradictionSweepMaxEntriesPerCall``), the ledger records the run with a fingerprint no data version
 equals (:func:`backlog_stamp`), so the pass stays due and the change-gate sensor requests it again for the rest; the run
 that reviews the last of them stamps the data version itself.
@@ -446,7 +448,7 @@ def _checked_reasons(
             continue
         pair = f"supersession {shown(s.winner_id, 40)} > {shown(s.loser_id, 40)}"
         if reason.strip() and guard.refuse(report, reason, field="reason", target=pair):
-            copied.update(str(i) for i in (s.winner_id, s.loser_id) if isinstance(i, str))
+            copied.update(x for x in (s.winner_id, s.loser_id) if isinstance(x, str))
             continue
         if len(reason) > MAX_REASON_CHARS:
             report.warn(f"{field_name} is {len(reason)} characters: cut to {MAX_REASON_CHARS}")
