@@ -30,7 +30,9 @@ an unchanged corpus makes no call, and so does a corpus with nothing new or chan
 never move that data version. The shown entries are stamped reviewed only after a usable answer arrived, in the
 transaction that applies it (so a kill or a failure leaves both or neither, and an undo puts the stamps back too: an
 undone pair is not proposed again until one of its entries changes). A reason is model text: one with a lone surrogate
-or a control character refuses its pair, one over 500 characters is cut with a note. When more entries wait than one
+or a control character refuses its pair, one over 500 characters is cut with a note; one that is a placeholder or the
+directive's example reason refuses its pair as copied (``CopyGuard``), leaves both entries unstamped, and fails the
+pass unstamped, so the next run asks again. When more entries wait than one
 call shows (``ContradictionSweepMaxEntriesPerCall``), the ledger records the run with a fingerprint no data version
 equals (:func:`backlog_stamp`), so the pass stays due and the change-gate sensor requests it again for the rest; the run
 that reviews the last of them stamps the data version itself.
@@ -50,7 +52,7 @@ from dream_assets.llm.contracts import NOT_TEXT, Contract, IdText, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, iso
-from dream_assets.passes.common import CONTEXT_EXCEEDED, call_model
+from dream_assets.passes.common import CONTEXT_EXCEEDED, CopyGuard, call_model
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import AboutToCall, PassReport
@@ -392,7 +394,7 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
     if vocab_warning:
         report.warn(vocab_warning)
     bound = superseded_bound(len(selection.shown), opts.ContradictionSweepMaxSupersededShare)
-    proposals, unusable = _checked_reasons(report, response)
+    proposals, unusable, copied = _checked_reasons(report, response, CopyGuard.for_call(ctx, SPEC.model_call))
     verdicts = unusable + judge(
         proposals,
         selection.shown,
@@ -415,17 +417,22 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
     # entries are shown again next run), never stamps without the answer. The stamps come first inside the
     # transaction so that each change row's "before" carries them: an undo restores the reviewed entries, and an
     # undone pair is not proposed again until one of its entries changes.
+    # The entries of a pair whose reason was copied are not stamped reviewed: the next run shows them again.
     with ctx.store.transaction():
-        _stamp_reviewed(memories, selection.delta)
+        _stamp_reviewed(memories, [e for e in selection.delta if e.id not in copied])
         _apply(ctx, report, selection, verdicts)
     report.counts["live"] = memories.counts()["live"]
-    report.stamp = _completion_stamp(memories)
-    return report.finish(
+    summary = (
         f"contradiction sweep — live {int(report.counts['live'])}, shown {len(selection.delta)} new or changed, "
         f"superseded {int(report.counts['superseded'])}, refused {int(report.counts['refused'])}, "
         f"ignored {int(report.counts['ignored'])}, waiting {int(report.counts['waiting'])}"
         + (f" ({int(report.counts['over_bound'])} refused over the bound)" if report.counts["over_bound"] else "")
     )
+    failed = CopyGuard.failed(report, summary)
+    if failed is not None:  # what applied stays applied; not stamped, so the next run asks again
+        return failed
+    report.stamp = _completion_stamp(memories)
+    return report.finish(summary)
 
 
 def _completion_stamp(memories: MemoryStore) -> str:
@@ -441,13 +448,16 @@ def _stamp_reviewed(memories: MemoryStore, entries: Sequence[MemoryEntry]) -> No
 
 
 def _checked_reasons(
-    report: PassReport, response: ContradictionSweepResponse
-) -> tuple[list[tuple[str, str, str]], list[Verdict]]:
-    """The answer's pairs with reasons that may be stored, and a refused verdict for each pair whose reason may not
+    report: PassReport, response: ContradictionSweepResponse, guard: CopyGuard | None = None
+) -> tuple[list[tuple[str, str, str]], list[Verdict], set[str]]:
+    """The answer's pairs with reasons that may be stored, a refused verdict for each pair whose reason may not
     (model text: a lone surrogate or a control character such as an ANSI escape refuses the pair; a reason longer
-    than ``MAX_REASON_CHARS`` is cut, with a note)."""
+    than ``MAX_REASON_CHARS`` is cut, with a note), and the ids of the pairs whose reason is a placeholder or the
+    directive's example (refused by ``guard``, counted as ``copied``: the model copied instead of judging)."""
     proposals: list[tuple[str, str, str]] = []
     unusable: list[Verdict] = []
+    copied: set[str] = set()
+    guard = guard or CopyGuard(frozenset())
     for i, s in enumerate(response.supersessions):
         reason = s.reason if isinstance(s.reason, str) and s.reason != NOT_TEXT else ""
         field_name = f"supersessions[{i}].reason"
@@ -455,12 +465,16 @@ def _checked_reasons(
         if bad:
             unusable.append(Verdict(str(s.winner_id or ""), str(s.loser_id or ""), False, bad))
             continue
+        pair = f"supersession {shown(s.winner_id, 40)} > {shown(s.loser_id, 40)}"
+        if reason.strip() and guard.refuse(report, reason, field="reason", target=pair):
+            copied.update(x for x in (s.winner_id, s.loser_id) if isinstance(x, str))
+            continue
         if len(reason) > MAX_REASON_CHARS:
             report.warn(f"{field_name} is {len(reason)} characters: cut to {MAX_REASON_CHARS}")
             report.count("reasons_cut")
             reason = reason[: MAX_REASON_CHARS - 1] + "…"
         proposals.append((s.winner_id, s.loser_id, reason))
-    return proposals, unusable
+    return proposals, unusable, copied
 
 
 def _apply(ctx: PassContext, report: PassReport, selection: Selection, verdicts: Sequence[Verdict]) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from dream_assets import recall_index as recall
 from dream_assets.llm.contracts import Contract, IdList, metadata_text
 from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
@@ -75,7 +76,7 @@ def save_memory_recorded(
     with ctx.store.transaction():
         # Dedup picks its match among the top BM25 hits of the same tokens; a wider net here holds the match's
         # pre-save record for the change log.
-        before_candidates = {e.id: e for e, _ in store.search(content, limit=50)}
+        before_candidates = {e.id: e for e, _ in recall.search(store, content, limit=50)}
         result = save_memory(
             store,
             content,

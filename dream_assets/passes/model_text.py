@@ -171,7 +171,7 @@ _PLACEHOLDERS = frozenset(
     }
 )
 _SLOT = re.compile(r"[<{\[]{1,2}\s*[\w .:/-]{1,40}?\s*[>}\]]{1,2}")
-_EXAMPLE_VALUE = re.compile(r'"(?:content|summary|text)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_EXAMPLE_VALUE = re.compile(r'"(?:content|summary|text|reason)"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 def _folded(value: str) -> str:
@@ -179,8 +179,8 @@ def _folded(value: str) -> str:
 
 
 def directive_examples(directive: str) -> frozenset[str]:
-    """The texts a directive's example answers give as content (``"content": "..."``, a summary, a text), folded:
-    an answer that repeats one copied the example instead of answering."""
+    """The texts a directive's example answers give as content (``"content": "..."``, a summary, a text, a
+    reason), folded: an answer that repeats one copied the example instead of answering."""
     found = set()
     for m in _EXAMPLE_VALUE.finditer(directive):
         try:

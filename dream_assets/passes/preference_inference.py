@@ -47,7 +47,7 @@ from typing import Any
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import feedback_section, sessions_section
-from dream_assets.passes.common import call_model_batched, note_malformed
+from dream_assets.passes.common import CopyGuard, call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
 from dream_assets.passes.memory_vocabulary import MemoryChanges, save_memory_recorded
@@ -214,6 +214,7 @@ def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> No
         report.count("deletes_ignored", len(response.to_delete))
     for key in ("created", "reinforced", "extended", "flagged", "host_flagged", "rejected"):
         report.counts.setdefault(key, 0)
+    guard = CopyGuard.for_call(ctx, SPEC.model_call)
     for n, item in enumerate(response.to_save):
         # Model text is untrusted: an item with a lone surrogate, a control character or an over-long text is
         # rejected with its reason before anything is written; the rest of the answer still applies.
@@ -238,13 +239,18 @@ def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> No
             report.change("preference-rejected", f"toSave[{n}]", bad)
             report.warn(f"preference not saved: {bad}")
             continue
+        if guard.refuse(report, item.content, field="content", target=f"preference toSave[{n}]"):
+            continue  # a placeholder or the directive's example is no preference
         _save_preference(ctx, report, item.content, list(item.tags), dict(item.metadata))
     c = report.counts
-    report.finish(
+    summary = (
         f"{len(response.to_save)} preference(s) proposed from {len(sessions)} session(s): "
         f"{c['created']:g} created, {c['reinforced']:g} reinforced, {c['extended']:g} extended, "
         f"{c['flagged']:g} need the user's permission, {c['rejected']:g} rejected"
     )
+    # A copy is a failure of the pass: its turns stay pending (settle) and are asked again next cycle.
+    if CopyGuard.failed(report, summary) is None:
+        report.finish(summary)
 
 
 def _save_preference(

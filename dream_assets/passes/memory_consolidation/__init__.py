@@ -73,6 +73,7 @@ from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, is_signal_entry, iso, new_id, parse_ts
 from dream_assets.passes.common import (
     CONTEXT_EXCEEDED,
+    CopyGuard,
     call_model,
     note_forced,
     note_malformed,
@@ -289,6 +290,9 @@ def _repair(
     if bad:
         _invalid(report, f"repair of {_ids([s.id for s in sources])}", f"{bad}; the merge stays rejected")
         return None
+    target = f"repair of {_ids([s.id for s in sources])}"
+    if CopyGuard.for_call(ctx, MERGE_REPAIR).refuse(report, response.content, field="content", target=target):
+        return None  # the merge stays rejected, its sources live
     return response.content.strip()
 
 
@@ -895,6 +899,7 @@ def _apply(
     vocab: CoverageVocabulary,
     response: MemoryConsolidationResponse,
     scopes: ScopeRules | None = None,
+    guard: CopyGuard | None = None,
 ) -> None:
     # Merges, removals and saves search the corpus inside their transactions: the recall index is built before, so
     # its first build does not hold the store (an agent saving meanwhile waits for none of it).
@@ -930,6 +935,13 @@ def _apply(
                 f"toSave[{n}]",
                 bad + (f"; its sources {_ids(source_ids)} are kept" if sources else ""),
             )
+            continue
+        # A placeholder or the directive's example copied as content is no entry: refused, its sources kept and
+        # shown again next cycle (the pass reports the copy as a failure).
+        target = f"toSave[{n}]" + (f" (sources {_ids(source_ids)} kept)" if sources else "")
+        if (guard or CopyGuard(frozenset())).refuse(report, save.content, field="content", target=target):
+            state.merge_sources.update(source_ids)
+            state.untouched.update(source_ids)
             continue
         state.merge_sources.update(source_ids)
         plans.append((save, sources, save.content.strip()))
@@ -1162,6 +1174,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     calls = 0
     shrink = 1.0
     selection = None
+    guard = CopyGuard.for_call(ctx, SPEC.model_call)
     shown: set[str] = set()
     max_calls = ctx.options.LlmMaxCallsPerPass
     while True:
@@ -1228,7 +1241,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
                 return report  # failed or deferred: nothing of this batch applied, nothing stamped, retried next cycle
             assert isinstance(response, MemoryConsolidationResponse)
             batch.call = calls + 1
-            _apply(ctx, report, batch, vocab, response, scopes)
+            _apply(ctx, report, batch, vocab, response, scopes, guard)
             calls += 1
             report.counts["calls"] = calls
             selection = batch
@@ -1260,6 +1273,9 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         )
 
     report.counts["live_after"] = memories.counts()["live"]
+    failed = CopyGuard.failed(report, _summary(report))
+    if failed is not None:  # what applied stays applied; not stamped, so the next cycle asks again
+        return failed
     # Completion, for the minimum-interval floor and the change-gate sensor (which compares the corpus fingerprint).
     report.stamp = memories.fingerprint()
     return report.finish(_summary(report))
