@@ -758,16 +758,7 @@ def _promote(
     now: datetime,
 ) -> None:
     """Append the promotions to MEMORY.md (``promotion.section``) and map its new notes to their memories."""
-    change = next((c for c in plan.changes if c.rel == INDEX_FILE and c.new is not None), None)
-    if change is not None:
-        text = change.new or ""
-    elif INDEX_FILE in current:
-        pf, data = current[INDEX_FILE]
-        text = pf.text
-        plan.expected[INDEX_FILE] = _sha(data)
-    else:
-        text = promotion.NEW_INDEX_HEADER
-        plan.expected[INDEX_FILE] = ABSENT
+    change, text = _appending_to(plan, current, INDEX_FILE, promotion.NEW_INDEX_HEADER)
     bullets = [(p, _note_text(p.record.content, bullet=True, indent="  ")) for p in promotions]
     if text and not text.endswith("\n"):
         text += "\n"
@@ -776,14 +767,42 @@ def _promote(
     blocks = [b for b in parse_file(link.format, INDEX_FILE, new).blocks if b.start >= len(text)]
     for p, block in zip(promotions, blocks, strict=True):
         plan.notes[note_key(INDEX_FILE, block.heading, block.text)] = _note(p.record, INDEX_FILE)
-    reason = f"promoted {len(promotions)} note(s) that recur in daily notes"
-    if change is not None:
-        change.new = new
-        change.reason = f"{change.reason}; {reason}"
-    else:
-        old = current[INDEX_FILE][0].text if INDEX_FILE in current else None
-        plan.changes.append(FileChange(INDEX_FILE, old, new, reason=reason))
+    _append_change(
+        plan, current, INDEX_FILE, change, new, f"promoted {len(promotions)} note(s) that recur in daily notes"
+    )
     plan.promotions.extend(promotions)
+
+
+def _appending_to(
+    plan: WritePlan, current: dict[str, tuple[ParsedFile, bytes]], rel: str, empty: str
+) -> tuple[FileChange | None, str]:
+    """The text the write-back adds to ``rel`` after: the plan's change of it, else the file as read (its bytes then
+    expected at the write), else ``empty`` (a new file: expected absent)."""
+    change = next((c for c in plan.changes if c.rel == rel and c.new is not None), None)
+    if change is not None:
+        return change, change.new or ""
+    if rel in current:
+        pf, data = current[rel]
+        plan.expected[rel] = _sha(data)
+        return None, pf.text
+    plan.expected[rel] = ABSENT
+    return None, empty
+
+
+def _append_change(
+    plan: WritePlan,
+    current: dict[str, tuple[ParsedFile, bytes]],
+    rel: str,
+    change: FileChange | None,
+    new: str,
+    reason: str,
+) -> None:
+    """``rel`` becomes ``new``: the plan's change of it (``change``) takes it with both reasons, or a change of its
+    own does."""
+    if change is not None:
+        change.new, change.reason = new, f"{change.reason}; {reason}"
+    else:
+        plan.changes.append(FileChange(rel, current[rel][0].text if rel in current else None, new, reason=reason))
 
 
 #: What the write-back writes the memories the agent kept outside the folder under (a markdown topic file's title).
@@ -914,27 +933,14 @@ def _index_started(
     plan: WritePlan, link: FolderLink, current: dict[str, tuple[ParsedFile, bytes]], started: list[FileChange]
 ) -> None:
     """A line in ``MEMORY.md`` for each topic file the write-back starts (the file is written only if the line is)."""
-    change = next((c for c in plan.changes if c.rel == INDEX_FILE and c.new is not None), None)
-    if change is not None:
-        text = change.new or ""
-    elif INDEX_FILE in current:
-        pf, data = current[INDEX_FILE]
-        text = pf.text
-        plan.expected[INDEX_FILE] = _sha(data)
-    else:
-        text = ""
-        plan.expected[INDEX_FILE] = ABSENT
+    change, text = _appending_to(plan, current, INDEX_FILE, "")
     if text and not text.endswith("\n"):
         text += "\n"
     lines = "".join(f"- [{c.rel[:-3]}]({c.rel}) — {_KEPT_TITLE.format(category=c.rel[:-3])}\n" for c in started)
     if _crlf(text):
         lines = lines.replace("\n", "\r\n")
     reason = f"indexed {len(started)} topic file(s) of memories the agent kept"
-    if change is not None:
-        change.new, change.reason = text + lines, f"{change.reason}; {reason}"
-    else:
-        old = current[INDEX_FILE][0].text if INDEX_FILE in current else None
-        plan.changes.append(FileChange(INDEX_FILE, old, text + lines, reason=reason))
+    _append_change(plan, current, INDEX_FILE, change, text + lines, reason)
 
 
 def _drop_index_lines(plan: WritePlan, link: FolderLink, gone: set[str]) -> None:
