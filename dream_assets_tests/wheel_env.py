@@ -19,6 +19,9 @@ PIP_TIMEOUT_S = 1800
 
 
 def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = PIP_TIMEOUT_S) -> str:
+    # Without PYTHONPATH: a checkout on it would count for pip as the project already installed, and the fresh
+    # environment would be left without the wheel.
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTHONPATH"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
