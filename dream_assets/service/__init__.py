@@ -224,7 +224,9 @@ def _with_folder_read(op):  # type: ignore[no-untyped-def]
 
     @functools.wraps(op)
     def call(profile, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if isinstance(profile, str | Path | AgentProfile):
+        if isinstance(profile, MemoryHandle):  # a handle kept open between calls (dream serve's warm agents)
+            refresh_folder(profile.profile, kwargs.get("options") or profile.options, kwargs.get("now"))
+        elif isinstance(profile, str | Path | AgentProfile):
             refresh_folder(profile, kwargs.get("options"), kwargs.get("now"))
         return op(profile, *args, **kwargs)
 
