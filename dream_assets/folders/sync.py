@@ -233,21 +233,34 @@ def file_stats(link: FolderLink) -> dict[str, list[int]]:
     return found
 
 
+def files_moved(profile: AgentProfile) -> bool:
+    """Whether a memory file's size or time moved, or a file came or went, since the last read: what
+    ``changed_since_read`` looks at first, with nothing written (so it needs no lock)."""
+    return _stats_moved(profile) is not None
+
+
+def _stats_moved(profile: AgentProfile) -> tuple[FolderLink, dict, dict[str, list[int]]] | None:
+    """The link, the last read's state and the files' stats now, when the stats differ from those of the last read;
+    None when they do not, when no folder is linked, and after a failed read."""
+    link = load_link(profile)
+    if link is None or not link.folder.is_dir():
+        return None
+    state = _load_state(profile)
+    if state.get("read_failed"):
+        return None
+    stats = file_stats(link)
+    return None if stats == state.get("stat", {}) else (link, state, stats)
+
+
 def changed_since_read(profile: AgentProfile) -> bool:
     """Whether a memory file of the linked folder was added, removed or changed since the last read (a person or
     the agent's own tool edited the folder): sizes and times first, the bytes of a file only when those moved. False
     when no folder is linked, and after a failed read (the next cycle or ``dream sync`` reads again and reports)."""
-    link = load_link(profile)
-    if link is None or not link.folder.is_dir():
+    moved = _stats_moved(profile)
+    if moved is None:
         return False
-    state = _load_state(profile)
-    if state.get("read_failed"):
-        return False
-    stats = file_stats(link)
-    known = state.get("stat", {})
-    if stats == known:
-        return False
-    files = state["files"]
+    link, state, stats = moved
+    known, files = state.get("stat", {}), state["files"]
     if set(stats) != set(files):
         return True
     for rel, st in stats.items():
@@ -568,16 +581,11 @@ def plan_from(profile: AgentProfile, view: StoreView, options: DreamOptions, now
         by_file.setdefault(info["file"], []).append(key)
     current: dict[str, tuple[ParsedFile, bytes]] = {}
     for rel in sorted(by_file):
-        path = link.folder / rel
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            plan.left.append(f"{path}: gone since the last read; read again next cycle")
-            continue
-        if _sha(data) != state["files"].get(rel):
-            plan.left.append(f"{path}: edited since the last read; read again next cycle, its changes wait")
-            continue
-        current[rel] = (parse_file(link.format, rel, data.decode("utf-8")), data)
+        found = _as_last_read(link, state, rel)
+        if isinstance(found, str):
+            plan.left.append(found)
+        else:
+            current[rel] = found
     records: dict[str, MemoryRecord | None] = {}
 
     def record(entry_id: str) -> MemoryRecord | None:
@@ -700,7 +708,7 @@ def plan_from(profile: AgentProfile, view: StoreView, options: DreamOptions, now
     if index_drop and link.format == "claude-code":
         _drop_index_lines(plan, link, index_drop)
     if link.linked_at is not None:
-        _write_new(plan, link, _as_read(link, state, current), view.kept_since(link.linked_at), placed, caused, now)
+        _write_new(plan, link, state, current, view.kept_since(link.linked_at), placed, caused, now)
     if link.format == "claude-code":
         _trim_index(plan, link, state)
     if plan.changes and link.format == "openclaw":
@@ -840,27 +848,22 @@ def _new_file(link: FolderLink, category: str, now: datetime) -> str:
     return f"# {_KEPT_TITLE.format(category=category)}\n\n"
 
 
-def _as_read(
-    link: FolderLink, state: dict, current: dict[str, tuple[ParsedFile, bytes]]
-) -> dict[str, tuple[ParsedFile, bytes]]:
-    """``current`` with every other file of the last read that is still as it was read (an index of links only, a
-    file whose notes all left it): the files the write-back may add to."""
-    found = dict(current)
-    for rel, sha in state["files"].items():
-        if rel in found:
-            continue
-        try:
-            data = (link.folder / rel).read_bytes()
-        except OSError:
-            continue
-        if _sha(data) == sha:
-            found[rel] = (parse_file(link.format, rel, data.decode("utf-8")), data)
-    return found
+def _as_last_read(link: FolderLink, state: dict, rel: str) -> tuple[ParsedFile, bytes] | str:
+    """``rel`` parsed, when its bytes are still those the last read saw; else why it is left (gone, edited)."""
+    path = link.folder / rel
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return f"{path}: gone since the last read; read again next cycle"
+    if _sha(data) != state["files"].get(rel):
+        return f"{path}: edited since the last read; read again next cycle, its changes wait"
+    return parse_file(link.format, rel, data.decode("utf-8")), data
 
 
 def _write_new(
     plan: WritePlan,
     link: FolderLink,
+    state: dict,
     current: dict[str, tuple[ParsedFile, bytes]],
     kept: list[MemoryRecord],
     placed: set[str],
@@ -877,6 +880,20 @@ def _write_new(
     for rec in kept:
         if rec.status == "live" and rec.id not in held and not any(k.startswith("folder.") for k in rec.metadata):
             homes.setdefault(_home_of(link, rec.category, now), []).append(rec)
+    if not homes:
+        return
+    # the files the write-back may add to: those the plan read, and the others still as read (an index of links
+    # only, a file whose notes all left it)
+    current = dict(current)
+    for rel in state["files"]:
+        if rel in current:
+            continue
+        try:
+            found = _as_last_read(link, state, rel)
+        except OSError:  # unreadable: nothing is added to it
+            continue
+        if not isinstance(found, str):
+            current[rel] = found
     index = link.folder / INDEX_FILE
     index_free = (
         any(c.rel == INDEX_FILE and c.new is not None for c in plan.changes)

@@ -121,7 +121,6 @@ from dream_assets.service.status import status
 from dream_assets.store.connection import StoreError
 
 __all__ = [
-    "refresh_folder",
     "AGENT_PASS",
     "FEEDBACK_KINDS",
     "FORGET_PASS",
@@ -201,6 +200,7 @@ __all__ = [
     "record_feedback",
     "record_skill_usage",
     "record_tool_call",
+    "refresh_folder",
     "reinforce",
     "report",
     "restore",

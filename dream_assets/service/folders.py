@@ -113,6 +113,8 @@ def refresh(
     if not linked(profile):
         return None
     try:
+        if not sync.files_moved(profile):  # the usual call: a stat per file, no lock taken
+            return None
         with path_lock(profile.memory_folder_lock_path, timeout=0):
             if not sync.changed_since_read(profile):
                 return None
