@@ -226,8 +226,9 @@ def _undo(
             else:
                 assert cycle_id is not None
                 result = store.changes.undo_cycle(cycle_id, now=op.now, pass_name=pass_name, force=force)
-            files = _undo_files(op, _whole_set(store, cycle_id, change_id, pass_name)) if result.applied else None
-            apart = _leave_undone_merges_apart(op, store, result, cycle_id, change_id, pass_name)
+            whole = cycle_id is not None and pass_name is None
+            files = _undo_files(op, _whole_set(store, result.cycle_id, whole)) if result.applied else None
+            apart = _leave_undone_merges_apart(op, store, result, change_id, pass_name)
     except (UndoRefused, PassRunning) as exc:
         raise Refused(str(exc), running=isinstance(exc, PassRunning | CycleRunning), stale_markers=stale) from exc
     except StoreError as exc:  # busy: try again later (what was done is kept; a rerun finishes it); corrupt: recover
@@ -256,7 +257,7 @@ def _undo(
 
 
 def _leave_undone_merges_apart(
-    op: Op, store: DreamStore, result: UndoResult, cycle_id: str | None, change_id: str | None, pass_name: str | None
+    op: Op, store: DreamStore, result: UndoResult, change_id: str | None, pass_name: str | None
 ) -> list[str]:
     """An undone merge is a person's decision, like a merge rejected in review: the memories it had joined, live
     again, are stamped left apart (``passes.left_apart.leave_apart``) so the next cycle does not propose the same
@@ -264,14 +265,11 @@ def _leave_undone_merges_apart(
     rerun of an undo killed half-way stamps what the first run did not."""
     from dream_assets.passes.left_apart import leave_apart
 
-    whole = cycle_id or (row.cycle_id if change_id and (row := store.changes.get(change_id)) else "")
-    if not whole or not result.undo_cycle_id:
+    if not result.undo_cycle_id:
         return []
-    rows = store.changes.list(whole, pass_name=pass_name)
+    rows = store.changes.list(result.cycle_id, pass_name=pass_name)
     if change_id is not None:  # one change: the merges it belongs to (as a source's archive or the merged entry)
-        mine = {r.target_id for r in rows if r.change_id == change_id} | {
-            r.successor_id for r in rows if r.change_id == change_id and r.successor_id
-        }
+        mine = {i for r in rows if r.change_id == change_id for i in (r.target_id, r.successor_id) if i}
         rows = [r for r in rows if r.target_id in mine or r.successor_id in mine]
     groups: dict[str, set[str]] = {}
     for r in rows:
@@ -289,21 +287,21 @@ def _leave_undone_merges_apart(
             sorted(ids),
             cycle_id=result.undo_cycle_id,
             actor=Actor.UNDO,
-            reason=f"merge undone by a person ({whole}): left apart",
+            reason=f"merge undone by a person ({result.cycle_id}): left apart",
             now=op.now,
         )
     return apart
 
 
-def _whole_set(store: DreamStore, cycle_id: str | None, change_id: str | None, pass_name: str | None) -> str:
-    """The change set whose linked-folder files an undo puts back: the cycle undone whole, or the set of the pass or
-    the change undone when that left none of its changes standing (a forget's one change is its whole set); "" when
-    some stand (the write-back wrote them out with the rest: the files stay as the set left them)."""
-    if cycle_id and not pass_name:
-        return cycle_id
-    whole = cycle_id or (row.cycle_id if change_id and (row := store.changes.get(change_id)) else "")
-    standing = [r for r in store.changes.list(whole) if r.undone_at is None and r.kind != STAMP_KIND] if whole else []
-    return "" if standing else whole
+def _whole_set(store: DreamStore, set_id: str, whole: bool) -> str:
+    """The change set whose linked-folder files an undo puts back: ``set_id`` when it was undone ``whole`` (a cycle,
+    not one pass or change of it) or when the pass or change undone left none of its changes standing (a forget's one
+    change is its whole set); "" when some stand (the write-back wrote them out with the rest: the files stay as the
+    set left them)."""
+    if whole:
+        return set_id
+    standing = [r for r in store.changes.list(set_id) if r.undone_at is None and r.kind != STAMP_KIND] if set_id else []
+    return "" if standing else set_id
 
 
 def _undo_files(op: Op, cycle_id: str) -> FolderUndo | None:
