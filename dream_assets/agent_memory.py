@@ -29,7 +29,6 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -38,9 +37,24 @@ from pydantic import BaseModel, Field
 
 from dream_assets import cycle_ids
 from dream_assets import recall_index as recall
+
+# The errors, results and call opening every operation shares (calls.py), re-exported: this module's API.
+from dream_assets.calls import AgentMemoryError as AgentMemoryError
+from dream_assets.calls import Call as Call
+from dream_assets.calls import CycleReportText as CycleReportText
+from dream_assets.calls import DreamStatus as DreamStatus
+from dream_assets.calls import InvalidInput as InvalidInput
+from dream_assets.calls import MemoryHandle as MemoryHandle
+from dream_assets.calls import NotFound as NotFound
+from dream_assets.calls import PassState as PassState
+from dream_assets.calls import Refused as Refused
+from dream_assets.calls import ReviewWaits as ReviewWaits
+from dream_assets.calls import StoreUnavailable as StoreUnavailable
+from dream_assets.calls import begin_call as begin_call
+from dream_assets.calls import check_id as check_id
+from dream_assets.calls import check_value, open_call_store
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
-from dream_assets.llm.busy import mark_active
-from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc, utc_or_now
+from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc
 from dream_assets.names import MAX_NAME_LENGTH
 from dream_assets.options import DreamOptions, load_agent_options
 
@@ -49,7 +63,6 @@ from dream_assets.passes.model_text import MAX_CATEGORY_CHARS as MAX_CATEGORY_CH
 from dream_assets.passes.model_text import MAX_ID_CHARS as MAX_ID_CHARS
 from dream_assets.passes.model_text import MAX_TAG_CHARS as MAX_TAG_CHARS
 from dream_assets.passes.model_text import MAX_TAGS as MAX_TAGS
-from dream_assets.passes.model_text import problem
 from dream_assets.profile import AgentProfile, as_profile
 from dream_assets.store import DreamStore, open_store
 from dream_assets.store.changes import DECAY_KIND, ChangeRecord
@@ -94,36 +107,6 @@ MAX_SUMMARY_CHARS = 2000
 MAX_LOG_TEXT_CHARS = 1_000_000
 #: Successors followed from an archived id to the live entry that holds its fact.
 MAX_SUCCESSOR_HOPS = 20
-
-
-# --- errors ---------------------------------------------------------------------------------------------------------
-
-
-class AgentMemoryError(ValueError):
-    """A call that could not be done; the message says why and names the field or id."""
-
-
-class InvalidInput(AgentMemoryError):
-    """A value breaks a rule (the message starts with the field's name)."""
-
-
-class NotFound(AgentMemoryError):
-    """No memory or skill with that id or name."""
-
-
-class StoreUnavailable(AgentMemoryError):
-    """The store could not be reached in time (held by a long write) or is damaged; nothing was changed."""
-
-
-class Refused(AgentMemoryError):
-    """A running cycle or pass, or an edit made since, refused the operation before it acted: nothing was changed.
-    ``running``: a cycle or pass of the agent is in progress (try again when it finishes, or wait longer).
-    ``stale_markers``: markers of crashed cycles found and removed while checking, with why."""
-
-    def __init__(self, message: str, *, running: bool = False, stale_markers: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.running = running
-        self.stale_markers = list(stale_markers)
 
 
 # --- results --------------------------------------------------------------------------------------------------------
@@ -279,74 +262,7 @@ class Recorded(BaseModel):
     timestamp: str
 
 
-class PassState(BaseModel):
-    name: str
-    status: str = Field(description="completed, skipped, failed, deferred or 'never run'")
-    last_run: str | None
-    summary: str | None = Field(description="the reason of its last outcome, else its summary")
-    reason: str | None = Field(None, description="why it ended as it did (skipped, deferred, failed)")
-    budget_deferral: bool = Field(False, description="deferred because the model budget was spent")
-    model_calls: int = 0
-    tokens: int = Field(0, description="model tokens of its last run")
-    last_completed: str | None = Field(None, description="ISO-8601 UTC of its last completed run (the pass ledger)")
-    forced: str | None = Field(None, description="why its last completed run was forced, when it was")
-    fingerprint: str | None = Field(None, description="the input fingerprint of its last completed run")
-    next_run: str = Field("", description="when it runs next, as the change gate and the floors decide it")
-
-
-class ReviewWaits(BaseModel):
-    """What waits for review (``dream review``)."""
-
-    count: int = 0
-    by_pass: dict[str, int] = Field(default_factory=dict)
-    cycles: list[str] = Field(default_factory=list)
-    next_expiry: str | None = Field(None, description="ISO-8601 UTC: the first pending change expires then")
-    expired: int = Field(0, description="changes that expired unreviewed (ReviewExpiryDays), never applied")
-    line: str = Field("", description="one sentence on what waits (empty when nothing does)")
-
-
-class DreamStatus(BaseModel):
-    """The one status of an agent: ``dream status``, the MCP tool ``dream_status`` and this library's ``status``."""
-
-    agent: str
-    live_memories: int
-    archived_memories: int
-    skills: int
-    agent_active_until: str | None = Field(None, description="a dream pass waits until then (AgentActiveWindow)")
-    last_cycle_id: str | None
-    passes: list[PassState]
-    recall_index: str = Field("", description="which BM25 index recall uses, and what the index file holds")
-    review: ReviewWaits = Field(default_factory=ReviewWaits)
-    ledger_warning: str | None = Field(None, description="a problem with the pass ledger, when it has one")
-    running_now: str | None = Field(None, description="a model call a pass is waiting on now")
-
-
-class CycleReportText(BaseModel):
-    cycle_id: str | None
-    markdown: str
-
-
 # --- plumbing -------------------------------------------------------------------------------------------------------
-
-
-#: An open store of one agent (``connect``), for an interface that makes many calls in a row (the LangGraph store):
-#: every operation here takes it in place of the profile and reads and writes through it.
-MemoryHandle = DreamStore
-
-
-@dataclass
-class Call:
-    """One call's agent, options and clock (and the open handle it was given, if any): what every operation of the
-    service starts with (``begin_call``)."""
-
-    profile: AgentProfile
-    options: DreamOptions
-    now: datetime
-    handle: MemoryHandle | None = None
-
-    def store(self) -> DreamStore:
-        """The agent's store: the handle given, or opened now (a store error becomes ``StoreUnavailable``)."""
-        return _open(self)
 
 
 def connect(profile: AgentProfile | str | Path, options: DreamOptions | None = None) -> MemoryHandle:
@@ -357,48 +273,6 @@ def connect(profile: AgentProfile | str | Path, options: DreamOptions | None = N
         return open_store(prof, load_agent_options(prof) if options is None else options)
     except StoreError as exc:
         raise StoreUnavailable(str(exc)) from exc
-
-
-def begin_call(
-    profile: AgentProfile | MemoryHandle | str | Path,
-    options: DreamOptions | None,
-    now: datetime | None,
-    *,
-    active: bool = True,
-) -> Call:
-    handle = profile if isinstance(profile, DreamStore) else None
-    prof = handle.profile if handle is not None else as_profile(profile)  # type: ignore[arg-type]
-    if options is None:
-        options = handle.options if handle is not None else load_agent_options(prof)
-    at = utc_or_now(now)
-    bad = clock_problem(at)
-    if bad:
-        raise InvalidInput(bad)
-    if active:  # the agent is speaking: a dream pass waits for a quiet spell
-        mark_active(prof, options.AgentActiveWindow, now=at)
-    return Call(prof, options, at, handle)
-
-
-def _open(call: Call) -> DreamStore:
-    if call.handle is not None:
-        return call.handle
-    try:
-        return open_store(call.profile, call.options)
-    except StoreError as exc:
-        raise StoreUnavailable(str(exc)) from exc
-
-
-def _check(value: object, kind: str, field: str, *, max_chars: int | None = None) -> None:
-    found = problem(value, kind, field=field, max_chars=max_chars)
-    if found:
-        raise InvalidInput(found)
-
-
-def check_id(value: object, field: str = "id") -> str:
-    """An id given by a caller (a memory, a cycle, a change): a short printable text, or ``InvalidInput`` naming
-    ``field``."""
-    _check(value, "id", field)
-    return str(value).strip()
 
 
 def _store_errors(exc: Exception) -> AgentMemoryError:
@@ -428,7 +302,7 @@ def save(
     for a save that is not the agent speaking (a folder read at the start of a cycle): no busy lease."""
     call = begin_call(profile, options, now, active=active)
     _check_save(call, content, category, tags, importance)
-    store = _open(call)
+    store = open_call_store(call)
 
     def record(result: SaveResult) -> None:
         store.changes.record(_save_change(call, result), now=call.now)
@@ -486,7 +360,7 @@ def save_many(
         ]
     from dream_assets.save_pipeline import save_memory  # the service package imports this module
 
-    store = _open(call)
+    store = open_call_store(call)
     out: list[SavedMemory] = []
     rows: list[ChangeRow] = []
 
@@ -518,9 +392,9 @@ def save_many(
 
 
 def _check_save(call: Call, content: object, category: object, tags: Sequence[str], importance: object) -> None:
-    _check(content, "content", "content", max_chars=call.options.MaxContentChars)
-    _check(category, "category", "category")
-    _check(list(tags), "tags", "tags")
+    check_value(content, "content", "content", max_chars=call.options.MaxContentChars)
+    check_value(category, "category", "category")
+    check_value(list(tags), "tags", "tags")
     if isinstance(importance, bool) or not isinstance(importance, int | float) or not 0.0 <= importance <= 1.0:
         raise InvalidInput(f"importance {importance!r} must be a number between 0 and 1")
 
@@ -570,15 +444,15 @@ def search(
     """Live memories that answer ``query``, best first. ``category``: only that category (and its ``/`` children);
     ``tags``: only entries carrying every one of them."""
     call = begin_call(profile, options, now)
-    _check(query, "content", "query", max_chars=call.options.MaxContentChars)
+    check_value(query, "content", "query", max_chars=call.options.MaxContentChars)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
         raise InvalidInput(f"limit {limit!r} must be a whole number from 1 to {MAX_SEARCH_LIMIT}")
     if category is not None:
-        _check(category, "category", "category")
-    _check(list(tags), "tags", "tags")
+        check_value(category, "category", "category")
+    check_value(list(tags), "tags", "tags")
     wanted_tags = {t.strip().lower() for t in tags}
     filtered = category is not None or bool(wanted_tags)
-    store = _open(call)
+    store = open_call_store(call)
     try:
         found = recall.search(store.memories, query, limit=limit * 10 if filtered else limit)
     except StoreError as exc:
@@ -702,7 +576,7 @@ def get(
     the live entry its fact lives on in (following merges and supersessions), when there is one."""
     call = begin_call(profile, options, now)
     entry_id = check_id(entry_id)
-    store = _open(call)
+    store = open_call_store(call)
     try:
         record = resolve_record(store, entry_id)
         if record is None:
@@ -759,11 +633,11 @@ def list_memories(
     the ``next_cursor`` of the previous page (a memory saved meanwhile comes on a later page, none is repeated)."""
     call = begin_call(profile, options, now)
     if category is not None:
-        _check(category, "category", "category")
+        check_value(category, "category", "category")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
         raise InvalidInput(f"limit {limit!r} must be a whole number from 1 to {MAX_LIST_LIMIT}")
     after = _cursor_key(cursor) if cursor is not None else None
-    store = _open(call)
+    store = open_call_store(call)
     try:
         entries = store.memories.list_all() if include_archived else store.memories.list_live()
     except StoreError as exc:
@@ -817,7 +691,7 @@ def read_entry(
     """The entry ``entry_id`` as stored (live or archived, with its metadata), or None."""
     call = begin_call(profile, options, None, active=False)
     try:
-        return _open(call).memories.get(entry_id)
+        return open_call_store(call).memories.get(entry_id)
     except StoreError as exc:
         raise _store_errors(exc) from exc
 
@@ -828,7 +702,7 @@ def recall_entries(
     """``search``'s recall as stored entries with their scores, best first (live entries only)."""
     call = begin_call(profile, options, None, active=False)
     try:
-        return recall.search(_open(call).memories, query, limit=limit)
+        return recall.search(open_call_store(call).memories, query, limit=limit)
     except StoreError as exc:
         raise _store_errors(exc) from exc
 
@@ -847,7 +721,7 @@ def live_entries_page(
     is read from the store."""
     call = begin_call(profile, options, None, active=False)
     try:
-        return _open(call).memories.live_page(labels=labels, limit=limit, offset=offset, after=after)
+        return open_call_store(call).memories.live_page(labels=labels, limit=limit, offset=offset, after=after)
     except StoreError as exc:
         raise _store_errors(exc) from exc
 
@@ -858,7 +732,7 @@ def live_categories(
     """The distinct categories of the live entries, sorted."""
     call = begin_call(profile, options, None, active=False)
     try:
-        return _open(call).memories.live_categories()
+        return open_call_store(call).memories.live_categories()
     except StoreError as exc:
         raise _store_errors(exc) from exc
 
@@ -873,7 +747,7 @@ def reinforce(
     """The fact came up again: its last-seen time and reinforcement count move, its text stays. Live entries only."""
     call = begin_call(profile, options, now)
     entry_id = check_id(entry_id)
-    store = _open(call)
+    store = open_call_store(call)
     try:
         with store.transaction():
             before = store.memories.get(entry_id)
@@ -924,11 +798,11 @@ def put(
     ``dream undo`` takes it back."""
     call = begin_call(profile, options, now, active=active)
     entry_id = check_id(entry_id)
-    _check(content, "content", "content", max_chars=call.options.MaxContentChars)
+    check_value(content, "content", "content", max_chars=call.options.MaxContentChars)
     # The category is checked by the store's own rule (printable, at most 200 characters), not the stricter one of
     # saves: a key-value store's namespace may hold any printable character.
     if tags is not None:
-        _check(list(tags), "tags", "tags")
+        check_value(list(tags), "tags", "tags")
     if importance is not None and (
         isinstance(importance, bool) or not isinstance(importance, int | float) or not 0.0 <= importance <= 1.0
     ):
@@ -936,7 +810,7 @@ def put(
     if metadata is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise InvalidInput("metadata must map strings to strings")
     cycle = cycle_ids.agent_day(call.now)
-    store = _open(call)
+    store = open_call_store(call)
     try:
         with store.transaction():
             before = store.memories.get(entry_id)
@@ -1037,11 +911,11 @@ def forget(
     entry was archived already (merged or superseded by the dream; ``archived`` is then false)."""
     call = begin_call(profile, options, now, active=active)
     entry_id = check_id(entry_id)
-    _check(reason, "content", "reason", max_chars=MAX_REASON_CHARS)
+    check_value(reason, "content", "reason", max_chars=MAX_REASON_CHARS)
     if marks is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in marks.items()):
         raise InvalidInput("marks must map strings to strings")
     cycle = cycle_ids.forget(call.now, entry_id)
-    store = _open(call)
+    store = open_call_store(call)
     try:
         with store.transaction():
             before = store.memories.get(entry_id)
@@ -1129,7 +1003,7 @@ def history(
     superseded, archived, restored, purged, each with its cycle, pass, reason and the text it left."""
     call = begin_call(profile, options, now)
     entry_id = check_id(entry_id)
-    store = _open(call)
+    store = open_call_store(call)
     try:
         rows = [r for r in store.changes.for_target("memory", entry_id) if r.kind != "stamped"]
         if not rows and store.memories.get(entry_id) is None:
@@ -1185,7 +1059,7 @@ def list_skills(
     """The agent's skills by name (names and summaries; ``get_skill`` has the text)."""
     call = begin_call(profile, options, now)
     try:
-        skills = _open(call).skills.list(include_archived=include_archived)
+        skills = open_call_store(call).skills.list(include_archived=include_archived)
     except StoreError as exc:
         raise _store_errors(exc) from exc
     return SkillList(skills=[_skill_summary(s) for s in skills])
@@ -1199,9 +1073,9 @@ def get_skill(
     now: datetime | None = None,
 ) -> SkillRecord:
     call = begin_call(profile, options, now)
-    _check(name, "name", "name")
+    check_value(name, "name", "name")
     try:
-        skill = _open(call).skills.get(name)
+        skill = open_call_store(call).skills.get(name)
     except StoreError as exc:
         raise _store_errors(exc) from exc
     if skill is None:
@@ -1221,12 +1095,12 @@ def save_skill(
 ) -> SkillRecord:
     """Create or replace a skill (an archived one of that name comes back)."""
     call = begin_call(profile, options, now)
-    _check(name, "name", "name")
-    _check(content, "content", "content", max_chars=MAX_SKILL_CHARS)
-    _check(summary, "text", "summary", max_chars=MAX_SUMMARY_CHARS)
+    check_value(name, "name", "name")
+    check_value(content, "content", "content", max_chars=MAX_SKILL_CHARS)
+    check_value(summary, "text", "summary", max_chars=MAX_SUMMARY_CHARS)
     for i, other in enumerate(see_also):
-        _check(other, "name", f"see_also[{i}]")
-    store = _open(call)
+        check_value(other, "name", f"see_also[{i}]")
+    store = open_call_store(call)
     try:
         saved = store.skills.save(
             Skill(name=name, summary=summary, content=content, see_also=tuple(see_also)), now=call.now
@@ -1242,11 +1116,11 @@ def save_skill(
 def _append(call: Call, cls: type[LogRecord], fields: dict[str, Any]) -> Recorded:
     for key, value in fields.items():
         if isinstance(value, str):
-            _check(value, "text", key, max_chars=MAX_LOG_TEXT_CHARS)
+            check_value(value, "text", key, max_chars=MAX_LOG_TEXT_CHARS)
         elif isinstance(value, list):
             for i, item in enumerate(value):
                 if isinstance(item, str):
-                    _check(item, "text", f"{key}[{i}]", max_chars=MAX_LOG_TEXT_CHARS)
+                    check_value(item, "text", f"{key}[{i}]", max_chars=MAX_LOG_TEXT_CHARS)
     try:
         record = cls.from_json({**fields, "timestamp": iso(call.now)})
         append_event(call.profile, record)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from dream_assets.agent_memory import CycleReportText, InvalidInput, NotFound, Refused, StoreUnavailable
+from dream_assets.calls import CycleReportText, InvalidInput, NotFound, Refused, StoreUnavailable
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.service._common import begin, check_id

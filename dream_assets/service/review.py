@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dream_assets.agent_memory import InvalidInput, Refused, ReviewWaits, StoreUnavailable
+from dream_assets.calls import InvalidInput, Refused, ReviewWaits, StoreUnavailable
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile

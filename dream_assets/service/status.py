@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from dream_assets.agent_memory import DreamStatus, PassState, StoreUnavailable
+from dream_assets.calls import DreamStatus, PassState, StoreUnavailable
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
