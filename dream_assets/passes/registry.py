@@ -22,10 +22,10 @@ from dream_assets.passes import (
     memory_consolidation,
     preference_inference,
     skill_consolidation,
-    skill_gap,
+    skill_gap_detection,
     skill_optimization,
-    tier_routing,
-    wisp_failure,
+    tier_routing_review,
+    wisp_failure_analysis,
 )
 from dream_assets.passes.spec import PassSpec
 from dream_assets.profile import AgentProfile
@@ -47,12 +47,12 @@ PASSES: tuple[PassSpec, ...] = (
     archive_purge.SPEC,
     importance_decay.SPEC,
     memory_consolidation.SPEC,
-    skill_gap.SPEC,
-    wisp_failure.SPEC,
+    skill_gap_detection.SPEC,
+    wisp_failure_analysis.SPEC,
     skill_consolidation.SPEC,
     skill_optimization.SPEC,
     preference_inference.SPEC,
-    tier_routing.SPEC,
+    tier_routing_review.SPEC,
     contradiction_sweep.SPEC,
 )
 

@@ -15,7 +15,7 @@ from dream_assets.llm.usage import UsageLedger, UsageRecord
 from dream_assets.options import DreamOptions
 from dream_assets.orchestration.resources import ModelResource
 from dream_assets.passes.registry import model_call
-from dream_assets.passes.skill_gap import SkillGapResponse
+from dream_assets.passes.skill_gap_detection import SkillGapResponse
 
 
 def _client(answers) -> ModelClient:

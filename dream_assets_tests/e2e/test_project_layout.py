@@ -720,6 +720,22 @@ def test_the_review_order_is_the_registry_order() -> None:
     assert CYCLE_ORDER == tuple(spec.name for spec in PASSES)
 
 
+def test_a_pass_has_one_name_for_its_module_asset_and_options_section() -> None:
+    """``skill_gap_detection`` lives in ``passes/skill_gap_detection.py``, is the asset ``skill_gap_detection`` and is
+    configured under ``passes.skill_gap_detection``: whoever knows one of the names finds the others."""
+    from dream_assets.options import PASS_SECTIONS
+    from dream_assets.passes.registry import PASSES
+
+    problems = []
+    for spec in PASSES:
+        module = spec.body.__module__.removeprefix("dream_assets.passes.").partition(".")[0]
+        if module != spec.name:
+            problems.append(f"pass {spec.name} lives in module {spec.body.__module__}")
+        if spec.name not in PASS_SECTIONS:
+            problems.append(f"pass {spec.name} has no options section passes.{spec.name}")
+    assert not problems, "\n".join(problems)
+
+
 _ATTRIBUTE_CALLS = {"getattr", "setattr", "hasattr", "delattr"}
 
 

@@ -13,7 +13,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import PENDING_MAX_AGE
 from dream_assets.passes.preference_inference import CATEGORY, run_preference_inference
-from dream_assets.passes.skill_gap import run_skill_gap_detection
+from dream_assets.passes.skill_gap_detection import run_skill_gap_detection
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import ConversationTurn
 from dream_assets.store.logs import append_event, read_events
@@ -45,7 +45,7 @@ def preference(profile, store, answers, now, options=None):
     )
 
 
-def skill_gap(profile, store, answers, now):
+def skill_gap_detection(profile, store, answers, now):
     return run_scripted(run_skill_gap_detection, profile, store, answers, now=now, cycle_id=f"gap-{now:%j%H}")
 
 
@@ -93,7 +93,7 @@ def test_each_conversation_pass_keeps_its_own_unprocessed_turns(profile, store):
         session="a",
     )
     say(profile, "Please convert this invoice PDF into a row", at=NOW - timedelta(hours=4), session="b")
-    gap, _ = skill_gap(profile, store, [ModelCallError("connection refused")], NOW)
+    gap, _ = skill_gap_detection(profile, store, [ModelCallError("connection refused")], NOW)
     pref, _ = preference(profile, store, [NOTHING], NOW)  # succeeds, and clears the log
     assert (gap.status, pref.status) == ("failed", "completed")
     assert read_events(profile, "conversation").events == []
@@ -101,7 +101,7 @@ def test_each_conversation_pass_keeps_its_own_unprocessed_turns(profile, store):
     assert ledger.pending("skill_gap_detection") is not None and ledger.pending("preference_inference") is None
 
     say(profile, "What's the weather in Lisbon?", at=NOW + DAY - timedelta(hours=1), session="c")
-    gap, backend = skill_gap(profile, store, [{"toSave": [INVOICE_SKILL]}], NOW + DAY)
+    gap, backend = skill_gap_detection(profile, store, [{"toSave": [INVOICE_SKILL]}], NOW + DAY)
     assert gap.status == "completed" and {s.name for s in store.skills.list()} == {"finance/convert-invoice"}
     prompt = backend.requests[0].prompt
     assert "Convert the attached invoice" in prompt and "weather in Lisbon" in prompt
@@ -110,7 +110,7 @@ def test_each_conversation_pass_keeps_its_own_unprocessed_turns(profile, store):
 
     say(profile, "Convert the March invoice too", at=NOW + 2 * DAY - timedelta(hours=2), session="d")
     say(profile, "Convert April's invoice as well", at=NOW + 2 * DAY - timedelta(hours=1), session="e")
-    gap, backend = skill_gap(profile, store, [NOTHING], NOW + 2 * DAY)
+    gap, backend = skill_gap_detection(profile, store, [NOTHING], NOW + 2 * DAY)
     prompt = backend.requests[0].prompt
     assert "March invoice" in prompt and "Convert the attached invoice" not in prompt
     assert PassLedger(profile).pending("skill_gap_detection") is None
@@ -155,7 +155,7 @@ def test_a_skill_created_by_gap_detection_is_rolled_back_without_its_change_row(
 
     monkeypatch.setattr(store.changes, "record", refuse)
     with pytest.raises(RuntimeError, match="change log unavailable"):
-        skill_gap(profile, store, [{"toSave": [INVOICE_SKILL]}], NOW)
+        skill_gap_detection(profile, store, [{"toSave": [INVOICE_SKILL]}], NOW)
     assert store.skills.list(include_archived=True) == []
     monkeypatch.undo()
     ctx = PassContext(profile, DreamOptions(), NOW, _store=store)

@@ -14,7 +14,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.passes.common import plan_batches
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import MODEL_CALLS
-from dream_assets.passes.tier_routing import render_tier_routing, run_tier_routing_review, summarise
+from dream_assets.passes.tier_routing_review import render_tier_routing, run_tier_routing_review, summarise
 from dream_assets.store.log_records import TierRoutingEvent
 from dream_assets.store.logs import append_event, read_events
 from dream_assets_tests.openai_server import OpenAITestServer, Reply, reply

@@ -8,8 +8,8 @@ from dream_assets.llm.offline import OfflineBackend
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.preference_inference import run_preference_inference
-from dream_assets.passes.tier_routing import run_tier_routing_review
-from dream_assets.passes.wisp_failure import run_wisp_failure_analysis
+from dream_assets.passes.tier_routing_review import run_tier_routing_review
+from dream_assets.passes.wisp_failure_analysis import run_wisp_failure_analysis
 from dream_assets.store.logs import read_events
 
 from ..conftest import NOW

@@ -11,7 +11,7 @@ from dream_assets.model import Skill
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.skill_consolidation import run_skill_consolidation
-from dream_assets.passes.skill_gap import run_skill_gap_detection
+from dream_assets.passes.skill_gap_detection import run_skill_gap_detection
 from dream_assets.passes.skill_optimization import run_skill_optimization
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import ConversationTurn, FeedbackEvent, SkillUsageEvent

@@ -11,7 +11,7 @@ import pytest
 from dream_assets.llm.client import build_model_client
 from dream_assets.options import DreamOptions
 from dream_assets.passes.registry import MODEL_CALLS
-from dream_assets.passes.tier_routing import TierRoutingResponse
+from dream_assets.passes.tier_routing_review import TierRoutingResponse
 from dream_assets_tests.openai_server import OpenAITestServer, reply
 
 ANSWER = json.dumps({"findings": [{"content": "route short lookups to the small tier", "tags": ["routing"]}]})

@@ -5,7 +5,7 @@ import pytest
 from dream_assets.llm.base import ModelCallError
 from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
-from dream_assets.passes.tier_routing import PASS, finding_category, run_tier_routing_review, summarise
+from dream_assets.passes.tier_routing_review import PASS, finding_category, run_tier_routing_review, summarise
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import TierRoutingEvent
 from dream_assets.store.logs import append_event

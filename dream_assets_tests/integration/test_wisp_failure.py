@@ -5,7 +5,7 @@ import pytest
 from dream_assets.llm.base import ModelCallError
 from dream_assets.model import Skill
 from dream_assets.options import DreamOptions
-from dream_assets.passes.wisp_failure import (
+from dream_assets.passes.wisp_failure_analysis import (
     PASS,
     annotate,
     group_executions,

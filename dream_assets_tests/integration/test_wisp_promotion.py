@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.model import Skill
-from dream_assets.passes.wisp_failure import definition_hash, run_wisp_failure_analysis
+from dream_assets.passes.wisp_failure_analysis import definition_hash, run_wisp_failure_analysis
 from dream_assets.store.log_records import WispExecutionEvent
 from dream_assets.store.logs import append_event
 
@@ -92,7 +92,7 @@ def test_an_archived_skill_is_not_revived_by_a_promotion(profile, steady):
 
 
 def test_a_definition_that_mentions_another_candidates_hash_does_not_block_its_promotion(profile, steady):
-    from dream_assets.passes.wisp_failure import PromotionCandidate, promoted_hashes, resource_section
+    from dream_assets.passes.wisp_failure_analysis import PromotionCandidate, promoted_hashes, resource_section
 
     quoting = f"steps:\n  - note: 'replaces definitionHash: {HASH}'\ndefinitionHash: {HASH}\n"
     other = PromotionCandidate("Quote the digest", quoting, definition_hash(quoting), NOW - timedelta(days=9))

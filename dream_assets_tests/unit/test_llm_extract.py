@@ -10,10 +10,10 @@ from dream_assets.llm.extract import ResponseFormatError, extract_json_object, p
 from dream_assets.passes.memory_consolidation.contract import MemoryConsolidationResponse, MergeRepairResponse
 from dream_assets.passes.preference_inference import PreferenceInferenceResponse
 from dream_assets.passes.registry import MODEL_CALLS, contract_for
-from dream_assets.passes.skill_gap import SkillGapResponse
+from dream_assets.passes.skill_gap_detection import SkillGapResponse
 from dream_assets.passes.skill_vocabulary import SkillConsolidationResponse
-from dream_assets.passes.tier_routing import TierRoutingResponse
-from dream_assets.passes.wisp_failure import WispAnalysisResponse
+from dream_assets.passes.tier_routing_review import TierRoutingResponse
+from dream_assets.passes.wisp_failure_analysis import WispAnalysisResponse
 
 ANSWER = '{"toDelete": ["a"], "toSave": [{"content": "x", "sourceIds": ["a", "b"]}]}'
 EXPECTED = {"toDelete": ["a"], "toSave": [{"content": "x", "sourceIds": ["a", "b"]}]}

@@ -10,10 +10,10 @@ from dream_assets.model import MemoryEntry, Skill
 from dream_assets.passes.memory_consolidation.prompt import render_memory_consolidation, render_merge_repair
 from dream_assets.passes.preference_inference import render_preference_inference
 from dream_assets.passes.skill_consolidation import render_skill_consolidation
-from dream_assets.passes.skill_gap import render_skill_gap
+from dream_assets.passes.skill_gap_detection import render_skill_gap
 from dream_assets.passes.skill_optimization import SPARSE_REVIEW_NOTE, render_skill_optimization
-from dream_assets.passes.tier_routing import render_tier_routing
-from dream_assets.passes.wisp_failure import render_wisp_failures
+from dream_assets.passes.tier_routing_review import render_tier_routing
+from dream_assets.passes.wisp_failure_analysis import render_wisp_failures
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.model import Skill
-from dream_assets.passes.skill_gap import evidence, first_user_messages, recurring_terms, term_key
+from dream_assets.passes.skill_gap_detection import evidence, first_user_messages, recurring_terms, term_key
 from dream_assets.passes.skill_signals import (
     at_risk_signals,
     co_used_pairs,
