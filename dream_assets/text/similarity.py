@@ -34,19 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    import scipy.sparse as sp
-else:
-
-    class _SparseOnFirstUse:
-        """``scipy.sparse``, imported when first used: a search or a save never needs it, and importing it costs a
-        shell call (`dream memory search`) a fifth of its time."""
-
-        def __getattr__(self, name: str) -> Any:
-            import scipy.sparse
-
-            return getattr(scipy.sparse, name)
-
-    sp = _SparseOnFirstUse()
+    import scipy.sparse
 
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.framing import FRAMING_WORDS, without_frame_dates
@@ -70,7 +58,64 @@ _BOUND_BATCH = 250_000
 # Float32 rounding allowance in that bound; generous, since it only lets more pairs through.
 _BOUND_SLACK = 1e-5
 # Exact verification handles this many candidate pairs at a time, again to bound memory.
-_VERIFY_BATCH = 500_000
+_VERIFY_BATCH = 100_000
+
+
+# --------------------------------------------------------------------------- sparse rows
+
+
+@dataclass(frozen=True)
+class SparseRows:
+    """A sparse matrix as compressed rows (CSR), what the joins below need of one in numpy alone: row i's columns
+    are ``indices[indptr[i]:indptr[i + 1]]``, ascending and each once, with ``data`` their values."""
+
+    data: np.ndarray
+    indices: np.ndarray  # int64
+    indptr: np.ndarray  # int64, one more than the rows
+    n_cols: int
+
+    @classmethod
+    def of_rows(cls, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_cols: int) -> SparseRows:
+        """Rows whose columns come in any order (each at most once in a row), sorted within each row."""
+        indices = np.asarray(indices, dtype=np.int64)
+        indptr = np.asarray(indptr, dtype=np.int64)
+        row_of = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+        order = np.lexsort((indices, row_of))
+        return cls(np.asarray(data)[order], indices[order], indptr, int(n_cols))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.indptr.size - 1, self.n_cols
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.size)
+
+    def row_of(self) -> np.ndarray:
+        """The row of each entry."""
+        return np.repeat(np.arange(self.indptr.size - 1, dtype=np.int64), np.diff(self.indptr))
+
+    def select(self, keep: np.ndarray, data: np.ndarray | None = None) -> SparseRows:
+        """The entries where ``keep`` holds, with ``data`` as their values when given."""
+        counts = np.bincount(self.row_of()[keep], minlength=self.indptr.size - 1)
+        values = self.data[keep] if data is None else data
+        return SparseRows(values, self.indices[keep], np.concatenate(([0], np.cumsum(counts))), self.n_cols)
+
+    def transposed(self) -> SparseRows:
+        order = np.argsort(self.indices, kind="stable")  # rows stay ascending within each column
+        counts = np.bincount(self.indices, minlength=self.n_cols)
+        return SparseRows(
+            self.data[order], self.row_of()[order], np.concatenate(([0], np.cumsum(counts))), self.indptr.size - 1
+        )
+
+    def gather(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The entries of ``rows`` (in that order, repeats allowed): their positions, and for each the index in
+        ``rows`` it belongs to."""
+        first = self.indptr[rows]
+        counts = self.indptr[rows + 1] - first
+        owner = np.repeat(np.arange(rows.size, dtype=np.int64), counts)
+        before = np.cumsum(counts) - counts
+        return np.arange(int(counts.sum()), dtype=np.int64) - (before - first)[owner], owner
 
 
 def jaccard(a: set[str], b: set[str]) -> float:
@@ -227,7 +272,7 @@ def cluster_pairs(
 # --------------------------------------------------------------------------- TF-IDF pairs
 
 
-def tfidf_matrix(texts: Sequence[str]) -> sp.csr_matrix:
+def tfidf_matrix(texts: Sequence[str]) -> scipy.sparse.csr_matrix:
     """L2-normalised smooth-idf TF-IDF rows over content tokens. Raises ValueError on an empty vocabulary, and
     MissingExtra when scikit-learn is not installed (the ``tfidf`` extra; the default overlap measure needs none)."""
     from dream_assets.extras import require
@@ -243,7 +288,7 @@ def tfidf_matrix(texts: Sequence[str]) -> sp.csr_matrix:
         norm="l2",
         dtype=np.float64,
     )
-    return sp.csr_matrix(vectorizer.fit_transform(texts))
+    return vectorizer.fit_transform(texts).tocsr()  # scikit-learn brings SciPy; the base install has neither
 
 
 def tfidf_pairs(texts: Sequence[str], threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -252,7 +297,9 @@ def tfidf_pairs(texts: Sequence[str], threshold: float) -> tuple[np.ndarray, np.
     return cosine_pairs(x, threshold)
 
 
-def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def cosine_pairs(
+    x: scipy.sparse.csr_matrix | SparseRows, threshold: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All-pairs cosine join of L2-normalised rows (see the module docstring for the pruning)."""
     n, n_features = x.shape
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
@@ -260,13 +307,12 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
         return empty
 
     # Renumber features by document frequency, most common first, so every row lists its common
-    # part before its rare part. Own copies throughout: sort_indices works in place.
+    # part before its rare part.
     df = np.bincount(x.indices, minlength=n_features)
     by_df = np.argsort(-df, kind="stable")
     rank = np.empty(n_features, dtype=np.int64)
     rank[by_df] = np.arange(n_features)
-    x = sp.csr_matrix((x.data.astype(np.float64), rank[x.indices], x.indptr.copy()), shape=x.shape)
-    x.sort_indices()
+    x = SparseRows.of_rows(x.data.astype(np.float64), rank[x.indices], x.indptr, n_features)
 
     row_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(x.indptr))
     squares = x.data * x.data
@@ -281,11 +327,8 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
     first_rare[has_rare] = x.indices[first_rare_at[has_rare]]
     common_by_bucket, all_by_bucket = _bucket_norms(x, row_of, squares, common)
 
-    rare_counts = np.bincount(row_of[rare], minlength=n)
-    x_rare = sp.csr_matrix(
-        (x.data[rare], x.indices[rare], np.concatenate(([0], np.cumsum(rare_counts)))), shape=x.shape
-    )
-    x_rare_t = sp.csr_matrix(x_rare.T)
+    x_rare = x.select(rare)
+    x_rare_t = x_rare.transposed()
 
     # If cos(x, y) >= threshold, P_x and P_y share a feature: say x's rare part starts at the rarer
     # rank (first_rare[x] >= first_rare[y]); x shares some feature f of P_x with y, and f, being at
@@ -309,7 +352,7 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
             keep[sl] = score[sl] + unseen >= threshold - _BOUND_SLACK
         return r[keep], c[keep]
 
-    rows, cols = _chunked_candidates(x_rare, x_rare_t, work, n, bounded)
+    rows, cols = _chunked_candidates(x_rare, x_rare_t, work, n, bounded, sums=True)
     if rows.size == 0:
         return empty
     sims = _row_dots_of(x, x, rows, cols)
@@ -318,7 +361,7 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
 
 
 def _bucket_norms(
-    x: sp.csr_matrix, row_of: np.ndarray, squares: np.ndarray, common: np.ndarray
+    x: SparseRows, row_of: np.ndarray, squares: np.ndarray, common: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-row L2 norms within rank buckets: of the common part, and of the whole row.
 
@@ -364,23 +407,18 @@ def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarra
     df = np.bincount(indices, minlength=len(vocabulary))
     rank = np.empty(len(vocabulary), dtype=np.int64)
     rank[np.argsort(df, kind="stable")] = np.arange(len(vocabulary))
-    m = sp.csr_matrix((np.ones(indices.size), rank[indices], indptr), shape=(n, len(vocabulary)))
-    m.sort_indices()
+    m = SparseRows.of_rows(np.ones(indices.size), rank[indices], indptr, len(vocabulary))
 
     row_of = np.repeat(np.arange(n, dtype=np.int64), sizes)
     prefix_len = sizes - np.ceil(threshold * sizes - _EPS).astype(np.int64) + 1
     in_prefix = (np.arange(indices.size) - indptr[:-1][row_of]) < prefix_len[row_of]
-    prefix_counts = np.bincount(row_of[in_prefix], minlength=n)
-    m_prefix = sp.csr_matrix(
-        (m.data[in_prefix], m.indices[in_prefix], np.concatenate(([0], np.cumsum(prefix_counts)))),
-        shape=m.shape,
-    )
-    m_prefix_t = sp.csr_matrix(m_prefix.T)
+    m_prefix = m.select(in_prefix)
+    m_prefix_t = m_prefix.transposed()
 
     df_prefix = np.bincount(m_prefix.indices, minlength=len(vocabulary))
     work = np.cumsum(np.bincount(row_of[in_prefix], weights=df_prefix[m.indices[in_prefix]], minlength=n))
 
-    def size_bound(r: np.ndarray, c: np.ndarray, _shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def size_bound(r: np.ndarray, c: np.ndarray, _shared: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         small = np.minimum(sizes[r], sizes[c])
         large = np.maximum(sizes[r], sizes[c])
         keep = (c > r) & (small >= threshold * large - _EPS)
@@ -408,15 +446,19 @@ def _token_columns(
 
 
 def _chunked_candidates(
-    prefix,
-    other_t,
+    prefix: SparseRows,
+    other_t: SparseRows,
     work: np.ndarray,
     n: int,
-    select: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    select: Callable[[np.ndarray, np.ndarray, np.ndarray | None], tuple[np.ndarray, np.ndarray]],
+    *,
+    sums: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate pairs of a prefix-filter join: ``prefix @ other_t``, a block of rows at a time so each sparse product
-    stays near _CHUNK_WORK (``work`` is the cumulative cost per row). ``select(rows, cols, products)`` keeps, and
-    orders, the pairs of a block worth verifying."""
+    """Candidate pairs of a prefix-filter join: the cells of ``prefix @ other_t``, a block of rows at a time so each
+    block's postings stay near _CHUNK_WORK (``work`` is the cumulative count per row). ``select(rows, cols, products)``
+    keeps, and orders, the pairs of a block worth verifying. With ``sums`` it sees each cell once with its product;
+    without, ``products`` is None and it sees each meeting of a row and a column (one per shared feature), its
+    verdict on one (row, column) being the same for all, and the pairs it keeps are then made distinct."""
     found_rows: list[np.ndarray] = []
     found_cols: list[np.ndarray] = []
     start = 0
@@ -424,9 +466,25 @@ def _chunked_candidates(
         done = work[start - 1] if start else 0.0
         stop = int(np.searchsorted(work, done + _CHUNK_WORK, side="right"))
         stop = min(max(stop, start + 1), n)
-        block = sp.coo_matrix(prefix[start:stop] @ other_t)
-        r, c = select(block.row.astype(np.int64) + start, block.col.astype(np.int64), block.data)
-        del block
+        # Each entry (row, feature) of the block meets every posting of that feature in other_t.
+        lo = prefix.indptr[start]
+        features = prefix.indices[lo : prefix.indptr[stop]]
+        at, owner = other_t.gather(features)
+        rows = np.repeat(np.arange(start, stop, dtype=np.int64), np.diff(prefix.indptr[start : stop + 1]))[owner]
+        cols = other_t.indices[at]
+        if sums:
+            keys = rows * n + cols
+            order = np.argsort(keys, kind="stable")
+            keys = keys[order]
+            products = (prefix.data[lo : prefix.indptr[stop]][owner] * other_t.data[at])[order]
+            first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) if keys.size else keys
+            r, c = select(
+                keys[first] // n, keys[first] % n, np.add.reduceat(products, first) if keys.size else products
+            )
+        else:
+            r, c = select(rows, cols, None)
+            keys = _distinct(r * n + c)
+            r, c = keys // n, keys % n
         found_rows.append(r)
         found_cols.append(c)
         start = stop
@@ -596,20 +654,14 @@ def _overlap_columns(texts: Sequence[str]) -> tuple[Any, np.ndarray, np.ndarray,
     slow_sizes = np.fromiter((len(s) for s in slow_sets), dtype=np.int64, count=len(slow_sets))
     slow_terms = pa.array([t for s in slow_sets for t in s], pa.large_string())
     slow_cols = pc.index_in(slow_terms, value_set=vocabulary).to_numpy(zero_copy_only=False)
-    # One (row, stem) each: the sparse matrix sums a word met twice in a text into one entry.
-    matrix = sp.csr_matrix(
-        (
-            np.ones(fast_rows.size + slow_cols.size, dtype=np.int8),
-            (
-                np.concatenate((fast_rows, np.repeat(slow_rows, slow_sizes))),
-                np.concatenate((fast_position[fast_stems], slow_cols)),
-            ),
-        ),
-        shape=(n, len(vocabulary)),
+    # One (row, stem) each, columns ascending within a row: a word met twice in a text counts once.
+    width = max(len(vocabulary), 1)
+    keys = _distinct(
+        np.concatenate((fast_rows, np.repeat(slow_rows, slow_sizes))).astype(np.int64) * width
+        + np.concatenate((fast_position[fast_stems], slow_cols)).astype(np.int64)
     )
-    matrix.sum_duplicates()
-    sizes = np.diff(matrix.indptr).astype(np.int64)
-    return vocabulary, sizes, matrix.indices.astype(np.int64), matrix.indptr.astype(np.int64)
+    sizes = np.bincount(keys // width, minlength=n).astype(np.int64)
+    return vocabulary, sizes, keys % width, np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
 
 
 def smooth_idf(n_docs: int, df: int) -> float:
@@ -669,29 +721,20 @@ def _overlap_pairs(
     rank = np.empty(n_terms, dtype=np.int64)
     rank[np.lexsort((np.arange(n_terms), df))] = np.arange(n_terms)  # rarest first
     weights = idf[indices]
-    m = sp.csr_matrix((weights, rank[indices], indptr), shape=(n, n_terms))
-    m.sort_indices()
-    binary = sp.csr_matrix((np.ones(m.nnz), m.indices.copy(), m.indptr.copy()), shape=m.shape)
+    m = SparseRows.of_rows(weights, rank[indices], indptr, n_terms)
+    binary = SparseRows(np.ones(m.nnz), m.indices, m.indptr, n_terms)
     row_of = np.repeat(np.arange(n, dtype=np.int64), sizes)
     totals = np.bincount(row_of, weights=m.data, minlength=n)
     cum = np.concatenate(([0.0], np.cumsum(m.data)))
     before = cum[:-1] - cum[m.indptr[:-1]][row_of]  # weight of the row's stems before this one
     remaining = totals[row_of] - before  # weight from this stem to the row's end
     in_prefix = remaining >= threshold * totals[row_of] * (1.0 - _EPS) - _EPS
-    prefix_counts = np.bincount(row_of[in_prefix], minlength=n)
-    m_prefix = sp.csr_matrix(
-        (
-            np.ones(int(in_prefix.sum())),
-            m.indices[in_prefix],
-            np.concatenate(([0], np.cumsum(prefix_counts))),
-        ),
-        shape=m.shape,
-    )
-    binary_t = sp.csr_matrix(binary.T)
+    m_prefix = m.select(in_prefix, np.ones(int(in_prefix.sum())))
+    binary_t = binary.transposed()
     postings = np.bincount(m.indices, minlength=n_terms)
     work = np.cumsum(np.bincount(row_of[in_prefix], weights=postings[m.indices[in_prefix]], minlength=n))
 
-    def lighter_first(r: np.ndarray, c: np.ndarray, _shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def lighter_first(r: np.ndarray, c: np.ndarray, _shared: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         lighter = (r != c) & (totals[r] <= totals[c] * (1.0 + _EPS) + _EPS)
         r, c = r[lighter], c[lighter]
         return np.minimum(r, c), np.maximum(r, c)
@@ -719,12 +762,28 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _row_dots_of(a, b, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """a[rows[i]] · b[cols[i]] for candidate pairs, in batches (bounded memory)."""
-    out = np.empty(rows.size, dtype=np.float64)
+def _row_dots_of(a: SparseRows, b: SparseRows, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """a[rows[i]] · b[cols[i]] for candidate pairs, in batches (bounded memory). Each dot sums the products of the
+    shared columns in column order with numpy's reduction, so a score does not depend on how the rows are stored."""
+    out = np.zeros(rows.size, dtype=np.float64)
+    width = max(a.n_cols, b.n_cols, 1)
     for lo in range(0, rows.size, _VERIFY_BATCH):
-        hi = lo + _VERIFY_BATCH
-        out[lo:hi] = np.asarray(a[rows[lo:hi]].multiply(b[cols[lo:hi]]).sum(axis=1)).ravel()
+        r, c = rows[lo : lo + _VERIFY_BATCH], cols[lo : lo + _VERIFY_BATCH]
+        a_at, a_pair = a.gather(r)
+        b_at, b_pair = b.gather(c)
+        if not a_at.size or not b_at.size:
+            continue
+        # Both key lists ascend (pairs in order, columns ascending within a row): a binary search finds the
+        # shared columns.
+        a_keys = a_pair * width + a.indices[a_at]
+        b_keys = b_pair * width + b.indices[b_at]
+        found = np.minimum(np.searchsorted(b_keys, a_keys), b_keys.size - 1)
+        shared = b_keys[found] == a_keys
+        products = a.data[a_at[shared]] * b.data[b_at[found[shared]]]
+        counts = np.bincount(a_pair[shared], minlength=r.size)
+        some = np.flatnonzero(counts)
+        if some.size:
+            out[lo + some] = np.add.reduceat(products, (np.cumsum(counts) - counts)[some])
     return out
 
 
