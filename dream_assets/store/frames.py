@@ -16,8 +16,9 @@ import numpy as np
 
 
 def texts(values: Iterable[str | None]) -> np.ndarray:
-    """A text column (VARCHAR)."""
-    return np.array(list(values), dtype=object)
+    """A text column (VARCHAR), or any column of Python values DuckDB reads one by one (lists of text)."""
+    values = list(values)
+    return np.fromiter(values, dtype=object, count=len(values))  # one dimension, even for lists of lists
 
 
 def timestamps(values: Iterable[datetime | None]) -> np.ndarray:
