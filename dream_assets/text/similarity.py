@@ -23,13 +23,14 @@ candidates; the survivors are verified exactly.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -551,14 +552,8 @@ def overlap_tokens(text: str, words: Sequence[str] | None = None) -> frozenset[s
     return frozenset(stem(t) for t in tokenize(text))
 
 
-# The same date shapes as _DATE_SHAPE in RE2 syntax, for pyarrow, with Python's white space (on ASCII text:
-# tab to carriage return, the four separators 0x1c-0x1f and space) spelt out, since RE2's \s leaves some out.
-_WS = r"[\t-\r\x1c-\x1f ]"
-_WORD_BYTES = np.zeros(256, dtype=bool)
-_WORD_BYTES[[*b"0123456789abcdefghijklmnopqrstuvwxyz_"]] = True
-_DATE_SHAPE_RE2 = (
-    rf"[0-9](?:[-/][0-9]|(?:st|nd|rd|th)?{_WS}+(?:of{_WS}+)?{_MONTH_PREFIX})|{_MONTH_PREFIX}[a-z]*\.?{_WS}+[0-9]"
-)
+# A word of an ASCII text as the overlap measure's fast path reads it: a run of [0-9a-z_] in the lower-cased text.
+_ASCII_WORD = re.compile(r"[0-9a-z_]+")
 
 
 def overlap_token_columns(texts: Sequence[str]) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
@@ -570,8 +565,7 @@ def overlap_token_columns(texts: Sequence[str]) -> tuple[int, np.ndarray, np.nda
 
 def overlap_token_sets(texts: Sequence[str]) -> tuple[list[frozenset[str]], Counter[str]]:
     """``[overlap_tokens(t) for t in texts]`` and how many of them hold each stem, a corpus at a time."""
-    vocabulary, sizes, indices, indptr = _overlap_columns(texts)
-    terms = vocabulary.to_pylist()
+    terms, sizes, indices, indptr = _overlap_columns(texts)
     flat = [terms[i] for i in indices.tolist()]
     bounds = indptr.tolist()
     sets = [frozenset(flat[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
@@ -579,81 +573,56 @@ def overlap_token_sets(texts: Sequence[str]) -> tuple[list[frozenset[str]], Coun
     return sets, Counter(dict(zip(terms, counts.tolist(), strict=True)))
 
 
-def _overlap_columns(texts: Sequence[str]) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-    """The sorted stem vocabulary (an Arrow array) and each text's stems as CSR parts over it. Computed a column at a
-    time for what most texts are (ASCII, no apostrophe, no date shape: their words are the runs of letters, digits
-    and underscores of the lower-cased text), and text by text for the rest and for a text left with no stem once
-    stopwords and framing words are out (overlap_tokens' fallbacks)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+def _overlap_columns(texts: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """The sorted stem vocabulary and each text's stems as CSR parts over it. Each distinct word is stemmed and
+    checked once for what most texts are (ASCII, no apostrophe, no date shape: their words are the runs of letters,
+    digits and underscores of the lower-cased text); the rest, and a text left with no stem once stopwords and
+    framing words are out, go text by text (overlap_tokens' fallbacks)."""
     n = len(texts)
     if n == 0:
-        return pa.array([], pa.large_string()), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
-    column = pa.array(texts, pa.large_string())
-    lowered = pc.ascii_lower(column)
-    slow = pc.or_(
-        pc.invert(pc.string_is_ascii(column)),
-        pc.or_(pc.match_substring(column, "'"), pc.match_substring_regex(lowered, _DATE_SHAPE_RE2)),
+        return [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
+    is_slow = np.zeros(n, dtype=bool)
+    fast_words: list[list[str]] = []
+    for i, text in enumerate(texts):
+        lowered = text.lower()
+        if not text.isascii() or "'" in text or _DATE_SHAPE.search(lowered) is not None:
+            is_slow[i] = True
+            fast_words.append([])
+        else:
+            fast_words.append(_ASCII_WORD.findall(lowered))
+    counts = np.fromiter(map(len, fast_words), dtype=np.int64, count=n)
+    row = np.repeat(np.arange(n, dtype=np.int64), counts)
+    distinct: dict[str, int] = {}
+    word_of = np.fromiter(
+        (distinct.setdefault(w, len(distinct)) for w in itertools.chain.from_iterable(fast_words)),
+        dtype=np.int64,
+        count=int(counts.sum()),
     )
-    is_slow = slow.to_numpy(zero_copy_only=False)
-    # Words of the fast texts straight from the bytes of the lower-cased column: a word is a run of [0-9a-z_] inside
-    # one text (a run never crosses from one text into the next).
-    offsets = np.frombuffer(lowered.buffers()[1], dtype=np.int64, count=n + 1, offset=lowered.offset * 8)
-    data = np.frombuffer(lowered.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
-    offsets = offsets - offsets[0]
-    in_word = _WORD_BYTES[data]
-    if is_slow.any():
-        in_word[np.repeat(is_slow, np.diff(offsets))] = False
-    starts_run = in_word.copy()
-    starts_run[1:] &= ~in_word[:-1]
-    ends_run = in_word.copy()
-    ends_run[:-1] &= ~in_word[1:]
-    bounded = offsets[1:] > offsets[:-1]  # non-empty texts: a run also starts at their first byte, ends at their last
-    starts_run[offsets[:-1][bounded]] = in_word[offsets[:-1][bounded]]
-    ends_run[offsets[1:][bounded] - 1] = in_word[offsets[1:][bounded] - 1]
-    word_start = np.flatnonzero(starts_run)
-    word_len = np.flatnonzero(ends_run) + 1 - word_start
-    words = pa.LargeStringArray.from_buffers(
-        word_start.size,
-        pa.py_buffer(np.concatenate(([0], np.cumsum(word_len))).astype(np.int64)),
-        pa.py_buffer(data[in_word]),
-    )
-    row = np.searchsorted(offsets, word_start, side="right") - 1
-    encoded = pc.dictionary_encode(words)
     # A word's stem: only alphabetic words longer than three letters change (tokens.stem), and only alphabetic words
     # can be stopwords or framing words, so the rest (numbers, identifiers: most of a large corpus's distinct
     # words) are their own stems without a look at each.
-    distinct = encoded.dictionary
-    alphabetic = np.flatnonzero(pc.ascii_is_alpha(distinct).to_numpy(zero_copy_only=False))
     dropped = np.zeros(len(distinct), dtype=bool)
-    stems = []
-    for i, word in zip(alphabetic.tolist(), distinct.take(pa.array(alphabetic)).to_pylist(), strict=True):
-        stemmed = _stem(word)
-        dropped[i] = word in STOPWORDS or stemmed in FRAMING_WORDS
-        stems.append(stemmed)
-    stem_text = pc.replace_with_mask(
-        distinct.cast(pa.large_string()),
-        pa.array(np.isin(np.arange(len(distinct)), alphabetic)),
-        pa.array(stems, pa.large_string()),
-    )
-    word_stem = pc.dictionary_encode(stem_text)  # word -> stem id
-    stem_of = word_stem.indices.to_numpy()[encoded.indices.to_numpy()]
-    keep = ~dropped[encoded.indices.to_numpy()] & ~is_slow[row]
+    stem_ids: dict[str, int] = {}
+    stem_of_word = np.empty(len(distinct), dtype=np.int64)
+    for i, word in enumerate(distinct):
+        stemmed = word
+        if word.isalpha():
+            stemmed = _stem(word)
+            dropped[i] = word in STOPWORDS or stemmed in FRAMING_WORDS
+        stem_of_word[i] = stem_ids.setdefault(stemmed, len(stem_ids))
+    stem_of = stem_of_word[word_of]
+    keep = ~dropped[word_of]
     fast_rows, fast_stems = row[keep], stem_of[keep]
     is_slow |= np.bincount(fast_rows, minlength=n) == 0
     slow_rows = np.flatnonzero(is_slow)
     slow_sets = [overlap_tokens(texts[i]) for i in slow_rows.tolist()]
-    used = np.bincount(fast_stems, minlength=len(word_stem.dictionary)) > 0
-    terms = pa.concat_arrays(
-        [word_stem.dictionary.filter(pa.array(used)), pa.array(sorted(set().union(*slow_sets)), pa.large_string())]
-    )
-    vocabulary = pc.unique(terms)
-    vocabulary = vocabulary.take(pc.sort_indices(vocabulary))  # code point order, as sorted() gives
-    fast_position = pc.index_in(word_stem.dictionary, value_set=vocabulary).fill_null(-1).to_numpy()
+    stems = list(stem_ids)
+    used = np.bincount(fast_stems, minlength=len(stems)) > 0
+    vocabulary = sorted({stems[i] for i in np.flatnonzero(used).tolist()}.union(*slow_sets))  # code point order
+    column = {term: i for i, term in enumerate(vocabulary)}
+    fast_position = np.fromiter((column.get(t, -1) for t in stems), dtype=np.int64, count=len(stems))
     slow_sizes = np.fromiter((len(s) for s in slow_sets), dtype=np.int64, count=len(slow_sets))
-    slow_terms = pa.array([t for s in slow_sets for t in s], pa.large_string())
-    slow_cols = pc.index_in(slow_terms, value_set=vocabulary).to_numpy(zero_copy_only=False)
+    slow_cols = np.fromiter((column[t] for s in slow_sets for t in s), dtype=np.int64, count=int(slow_sizes.sum()))
     # One (row, stem) each, columns ascending within a row: a word met twice in a text counts once.
     width = max(len(vocabulary), 1)
     keys = _distinct(
