@@ -6,14 +6,13 @@ They never change the memory store or the skill catalog: history informs, the li
 
 from __future__ import annotations
 
-import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
-from dream_assets.file_safety import atomic_writer
+from dream_assets.file_safety import atomic_path
 from dream_assets.model import parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.passes.registry import PASSES
@@ -84,13 +83,8 @@ def run_analysis(profile: AgentProfile, options: DreamOptions, name: str, day: d
     columns: dict[str, tuple[str, list[Any]]] = {"empty": ("BOOLEAN", [])}
     if rows:
         columns = {k: (_column_type(name, k, [r.get(k) for r in rows]), [r.get(k) for r in rows]) for k in rows[0]}
-    staged = path.with_name(f".{path.name}.{uuid.uuid4().hex}.staged")  # DuckDB writes a file by its name
-    try:
-        write_parquet(staged, columns)
-        with atomic_writer(path) as fh:
-            fh.write(staged.read_bytes())
-    finally:
-        staged.unlink(missing_ok=True)
+    with atomic_path(path) as tmp:  # DuckDB writes a file by its name
+        write_parquet(tmp, columns)
     return rows
 
 

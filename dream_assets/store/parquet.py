@@ -66,6 +66,18 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None) -> list[dict[
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
+def read_columns(
+    path: Path, columns: Sequence[str], where: str = "", params: Sequence[Any] = ()
+) -> dict[str, np.ndarray]:
+    """``columns`` of the rows of the Parquet file ``path`` (those ``where`` holds, an SQL condition with ``params``
+    for its ``?``), in the file's order, as numpy arrays: text as objects, times as datetime64[us] in UTC; a column
+    with nulls is a masked array."""
+    with connect() as conn:
+        wanted = ", ".join(name(c) for c in columns)
+        sql = f"SELECT {wanted} FROM read_parquet({sql_text(path)}, hive_partitioning = false)"
+        return conn.execute(sql + (f" WHERE {where}" if where else ""), list(params)).fetchnumpy()
+
+
 def _array(values: Any) -> np.ndarray:
     if isinstance(values, np.ndarray):
         return values
