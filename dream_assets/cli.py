@@ -728,9 +728,9 @@ class _NoPandas:
 
 
 def _without_pandas() -> None:
-    """A memory command never uses pandas, but pyarrow imports it (a third of a second) on its first conversion of
-    Python values when it is installed, as a recall index build makes: in this process pyarrow finds it absent, as in
-    an install without it (pyarrow then does without)."""
+    """A memory command never uses pandas (a third of a second to import): should a library look for it when it is
+    installed (pyarrow did, on its first conversion of Python values), in this process it finds it absent, as in an
+    install without it."""
     if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoPandas())
 
