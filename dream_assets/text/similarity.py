@@ -23,7 +23,6 @@ candidates; the survivors are verified exactly.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 import unicodedata
@@ -552,8 +551,9 @@ def overlap_tokens(text: str, words: Sequence[str] | None = None) -> frozenset[s
     return frozenset(stem(t) for t in tokenize(text))
 
 
-# A word of an ASCII text as the overlap measure's fast path reads it: a run of [0-9a-z_] in the lower-cased text.
-_ASCII_WORD = re.compile(r"[0-9a-z_]+")
+# A word of an ASCII text as the overlap measure's fast path reads it: a run of [0-9a-z_] in the lower-cased text; or
+# the NUL that ends a text where texts are read together.
+_ASCII_WORD_OR_END = re.compile(r"[0-9a-z_]+|\x00")
 
 
 def overlap_token_columns(texts: Sequence[str]) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
@@ -581,30 +581,31 @@ def _overlap_columns(texts: Sequence[str]) -> tuple[list[str], np.ndarray, np.nd
     n = len(texts)
     if n == 0:
         return [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
-    is_slow = np.zeros(n, dtype=bool)
-    fast_words: list[list[str]] = []
-    for i, text in enumerate(texts):
-        lowered = text.lower()
-        if not text.isascii() or "'" in text or _DATE_SHAPE.search(lowered) is not None:
-            is_slow[i] = True
-            fast_words.append([])
-        else:
-            fast_words.append(_ASCII_WORD.findall(lowered))
-    counts = np.fromiter(map(len, fast_words), dtype=np.int64, count=n)
-    row = np.repeat(np.arange(n, dtype=np.int64), counts)
-    distinct: dict[str, int] = {}
-    word_of = np.fromiter(
-        (distinct.setdefault(w, len(distinct)) for w in itertools.chain.from_iterable(fast_words)),
-        dtype=np.int64,
-        count=int(counts.sum()),
-    )
+    # The candidates for the fast path, lower-cased and read together, each followed by a NUL: neither a date shape
+    # nor a word can hold a NUL, so no match runs from one text into the next, and the NULs mark where texts end.
+    is_slow = np.fromiter((not t.isascii() or "'" in t or "\0" in t for t in texts), dtype=bool, count=n)
+    candidates = np.flatnonzero(~is_slow)
+    lowered = [texts[i].lower() for i in candidates.tolist()]
+    joined = "".join(f"{t}\0" for t in lowered)
+    starts = np.cumsum([0, *(len(t) + 1 for t in lowered)])[:-1]
+    dated = [m.start() for m in _DATE_SHAPE.finditer(joined)]
+    is_slow[candidates[np.searchsorted(starts, dated, side="right") - 1]] = True
+    tokens = _ASCII_WORD_OR_END.findall(joined)
+    index = {w: i for i, w in enumerate(dict.fromkeys(tokens))}
+    distinct = list(index)
+    token_ids = np.fromiter(map(index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    ends = token_ids == index.get("\0", -1)
+    row = candidates[np.cumsum(ends) - ends][~ends]  # the text of each word: how many texts ended before it
+    word_of = token_ids[~ends]
     # A word's stem: only alphabetic words longer than three letters change (tokens.stem), and only alphabetic words
     # can be stopwords or framing words, so the rest (numbers, identifiers: most of a large corpus's distinct
     # words) are their own stems without a look at each.
     dropped = np.zeros(len(distinct), dtype=bool)
     stem_ids: dict[str, int] = {}
-    stem_of_word = np.empty(len(distinct), dtype=np.int64)
+    stem_of_word = np.zeros(len(distinct), dtype=np.int64)
     for i, word in enumerate(distinct):
+        if word == "\0":
+            continue  # the end of a text, no word
         stemmed = word
         if word.isalpha():
             stemmed = _stem(word)
@@ -612,6 +613,7 @@ def _overlap_columns(texts: Sequence[str]) -> tuple[list[str], np.ndarray, np.nd
         stem_of_word[i] = stem_ids.setdefault(stemmed, len(stem_ids))
     stem_of = stem_of_word[word_of]
     keep = ~dropped[word_of]
+    keep &= ~is_slow[row]  # a dated text's words: it goes text by text
     fast_rows, fast_stems = row[keep], stem_of[keep]
     is_slow |= np.bincount(fast_rows, minlength=n) == 0
     slow_rows = np.flatnonzero(is_slow)
