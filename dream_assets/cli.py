@@ -172,9 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     width = max(len(p.name) for p in PASSES)
     for spec in PASSES:
-        status, summary = run.summaries.get(spec.name, ("not run", ""))
-        # a failure's reason is said once, on the last line
-        print(f"  {spec.name:<{width}}  {status:<9}  {'why: see the last line' if status == 'failed' else summary}")
+        print(pass_line(spec.name, *run.summaries.get(spec.name, ("not run", "")), width))
     for what, said in (("read", run.folder_read), ("write-back", run.folder_written)):
         if said:
             print(f"memory folder {what}: {said}")
@@ -218,6 +216,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1
 
 
+def pass_line(name: str, status: str, summary: str, width: int) -> str:
+    """One pass's line in `dream run`'s output: its name, its status and what it did, or why not (a skip's summary is
+    its cause alone; a failure's reason is said once, on the last line)."""
+    return f"  {name:<{width}}  {status:<9}  {'why: see the last line' if status == 'failed' else summary}"
+
+
 def _run_in_process(
     args: argparse.Namespace, profile: AgentProfile, options: DreamOptions, forced: list[str], identity: str
 ) -> int:
@@ -232,8 +236,7 @@ def _run_in_process(
     reports = run_cycle(profile, options, _now(args), force=forced, force_reason=args.reason)
     width = max(len(r.pass_name) for r in reports)
     for r in reports:
-        summary = "why: see the last line" if r.status == "failed" else (r.summary or r.reason)
-        print(f"  {r.pass_name:<{width}}  {r.status:<9}  {summary}")
+        print(pass_line(r.pass_name, r.status, r.summary or r.reason, width))
     calls = sum(r.model_calls for r in reports)
     print(f"model calls this cycle: {calls} ({identity})")
     failed = {r.pass_name: r.reason or r.summary for r in reports if r.status == "failed"}
@@ -725,9 +728,9 @@ class _NoPandas:
 
 
 def _without_pandas() -> None:
-    """A memory command never uses pandas, but pyarrow imports it (a third of a second) on its first conversion of
-    Python values when it is installed, as a recall index build makes: in this process pyarrow finds it absent, as in
-    an install without it (pyarrow then does without)."""
+    """A memory command never uses pandas (a third of a second to import): should a library look for it when it is
+    installed (pyarrow did, on its first conversion of Python values), in this process it finds it absent, as in an
+    install without it."""
     if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoPandas())
 

@@ -84,6 +84,28 @@ def atomic_writer(
         fsync_dir(path.parent)
 
 
+@contextmanager
+def atomic_path(path: Path, *, sync_dir: bool = True) -> Iterator[Path]:
+    """A temp file name next to ``path`` for a writer that writes a file by its name (DuckDB's ``COPY``): when the
+    block ends without an exception, the file written there is synced and replaces ``path``, as ``atomic_writer``
+    does; on any failure it is removed and ``path`` is untouched."""
+    path = Path(path)
+    tmp = temp_path(path)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
 def atomic_write(
     path: Path,
     data: str | bytes,

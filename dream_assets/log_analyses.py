@@ -12,10 +12,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from dream_assets.file_safety import atomic_writer
+from dream_assets.file_safety import atomic_path
 from dream_assets.model import parse_ts
 from dream_assets.options import DreamOptions
 from dream_assets.passes.registry import PASSES
@@ -26,6 +23,7 @@ from dream_assets.store.line_batch import parse_json_line
 from dream_assets.store.log_bytes import iter_raw_lines
 from dream_assets.store.log_records import LOG_KINDS
 from dream_assets.store.logs import log_files, read_archived
+from dream_assets.store.parquet import read_parquet, write_parquet
 
 
 def day_end(day: date) -> datetime:
@@ -81,15 +79,36 @@ def run_analysis(profile: AgentProfile, options: DreamOptions, name: str, day: d
     rows = ANALYSES[name](profile, options, day_end(day))
     path = analysis_path(profile, name, day)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(rows) if rows else pa.table({"empty": pa.array([], pa.bool_())})
-    with atomic_writer(path) as fh:
-        pq.write_table(table, fh)
+    # The columns of the first row, as a table of rows is read; a day without rows is a file with no rows.
+    columns: dict[str, tuple[str, list[Any]]] = {"empty": ("BOOLEAN", [])}
+    if rows:
+        columns = {k: (_column_type(name, k, [r.get(k) for r in rows]), [r.get(k) for r in rows]) for k in rows[0]}
+    with atomic_path(path) as tmp:  # DuckDB writes a file by its name
+        write_parquet(tmp, columns)
     return rows
+
+
+def _column_type(analysis: str, column: str, values: list[Any]) -> str:
+    """The Parquet column type of an analysis's values (each column one kind of value; None is null)."""
+    given = [v for v in values if v is not None]
+    if not given:
+        return "VARCHAR"
+    if all(isinstance(v, bool) for v in given):
+        return "BOOLEAN"
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in given):
+        return "BIGINT"
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in given):
+        return "DOUBLE"
+    if all(isinstance(v, str) for v in given):
+        return "VARCHAR"
+    if all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in given):
+        return "VARCHAR[]"
+    kinds = sorted({type(v).__name__ for v in given})
+    raise ValueError(f"analysis {analysis}: column {column!r} mixes {', '.join(kinds)} values; give it one kind")
 
 
 def read_analysis(profile: AgentProfile, name: str, day: date) -> list[dict[str, Any]]:
     path = analysis_path(profile, name, day)
     if not path.exists():
         return []
-    rows = pq.read_table(path).to_pylist()
-    return [r for r in rows if "empty" not in r]
+    return [r for r in read_parquet(path) if "empty" not in r]

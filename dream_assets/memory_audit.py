@@ -54,7 +54,7 @@ def merged_from(metadata: dict[str, str]) -> list[str]:
 
 
 def _memories(s: Snapshot) -> list[dict[str, Any]]:
-    return s.read("memories").select(["id", "metadata", "archived_at"]).to_pylist()
+    return s.read("memories", ["id", "metadata", "archived_at"])
 
 
 def run_audit(profile: AgentProfile, options: DreamOptions, now: datetime) -> AuditResult:
@@ -66,7 +66,7 @@ def run_audit(profile: AgentProfile, options: DreamOptions, now: datetime) -> Au
     result = AuditResult(latest.path.name, previous.path.name if previous else None)
     rows = _memories(latest)
     ids = {r["id"] for r in rows}
-    purged = set(latest.read("purges").column("id").to_pylist())
+    purged = {r["id"] for r in latest.read("purges", ["id"])}
     if previous is not None:
         before = {r["id"] for r in _memories(previous)}
         result.unexplained_deletes = sorted(before - ids - purged)
@@ -78,7 +78,7 @@ def run_audit(profile: AgentProfile, options: DreamOptions, now: datetime) -> Au
             referenced.add(src)
             if r["archived_at"] is None and src not in ids and src not in purged:
                 result.dangling_provenance.append(f"{r['id']} -> {src}")
-    changes = latest.read("changes").to_pylist()
+    changes = latest.read("changes")
     for c in changes:
         # Sources retired into another entry, by a merge or the exact-duplicate fold: their row names how. A snapshot
         # written before rows had the field says it in the reason the archiving wrote.

@@ -53,7 +53,10 @@ def corpus_snapshot(context: dg.AssetExecutionContext, deployment: DreamDeployme
     except Exception as exc:  # noqa: BLE001 - logged, the cycle's data is already safe
         context.log.warning(f"could not write the cycle report of agent {profile.agent_id}: {exc}")
         report_path = "not written"
-    preview = snap.read("memories").select(["id", "category", "content"]).slice(0, 10).to_pandas()
+    import pandas as pd  # the dagster extra's: the UI's 10-row preview
+
+    shown = ["id", "category", "content"]
+    preview = pd.DataFrame(snap.read("memories", shown)[:10], columns=shown)
     yield dg.MaterializeResult(
         metadata={
             "path": dg.MetadataValue.path(str(snap.path)),

@@ -118,8 +118,9 @@ def _pass_asset(spec: PassSpec) -> dg.AssetsDefinition:
             context.log.info(line)
         if report.status == "failed":
             context.log.error(f"{spec.name} for agent {agent}: {report.summary or report.reason}")
-        else:
-            context.log.info(f"{spec.name}: {report.summary or report.reason}")
+        else:  # a skip's summary is its cause alone
+            said = "skipped — " if report.status == "skipped" else ""
+            context.log.info(f"{spec.name}: {said}{report.summary or report.reason}")
         yield dg.MaterializeResult(
             metadata=report_metadata(report), check_results=[completed_check(spec.name, agent, report)]
         )

@@ -52,9 +52,12 @@ class PassReport:
         self.changes.append(Change(kind, target, detail))
 
     def skip(self, reason: str) -> PassReport:
+        """Skipped, for ``reason`` (the cause, said once). The summary is the reason itself: wherever a summary is shown
+        the pass's name and status stand beside it (`dream run`, `dream status`, the cycle report, the asset's
+        metadata), so "<pass> skipped — " in front of it would say them twice."""
         self.status, self.reason = "skipped", reason
-        self.summary = self.summary or f"{self.pass_name} skipped — {reason}"
-        self.info(self.summary)
+        self.summary = self.summary or reason
+        self.info(f"skipped — {self.summary}")
         return self
 
     def fail(self, reason: str) -> PassReport:

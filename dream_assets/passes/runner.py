@@ -92,11 +92,10 @@ def opening(spec: PassSpec, ctx: PassContext) -> PassReport | None:
             if ctx.ledger.warning:
                 report.warn(ctx.ledger.warning)
             report.counts["floored"] = 1
-            report.summary = (
-                f"{spec.label} skipped — last completed {iso(record.last_run_at)}, next allowed at {iso(allowed)} "
+            return report.skip(
+                f"minimum interval: last completed {iso(record.last_run_at)}, next allowed at {iso(allowed)} "
                 f"({spec.min_interval} {getattr(ctx.options, spec.min_interval)})"
             )
-            return report.skip(f"minimum interval: last completed {iso(record.last_run_at)}")
     return None
 
 

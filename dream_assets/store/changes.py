@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import pyarrow as pa
+import numpy as np
 
 from dream_assets import cycle_ids
 from dream_assets.changes_model import (
@@ -68,6 +68,7 @@ from dream_assets.profile import AgentProfile
 from dream_assets.store.change_rows import INSERT_SQL, dump, insert_change, row_values
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.cycle_marker import check_markers
+from dream_assets.store.frames import registered, texts, timestamps
 from dream_assets.store.memory import MemoryStore
 from dream_assets.store.schema import CHANGE_COLUMNS, ensure_schema, from_db, to_db, where_equal
 from dream_assets.store.skills import SkillStore
@@ -272,28 +273,24 @@ class ChangeLog:
             start = int(conn.execute("SELECT nextval('row_seq')").fetchall()[0][0])
             if len(rows) > 1:  # reserve a block of ordinals for the batch
                 conn.execute(f"SELECT nextval('row_seq') FROM range({len(rows) - 1})").fetchall()
-            text = pa.string()
             columns = {
-                "change_id": pa.array([new_id() for _ in rows], text),
-                "cycle_id": pa.array([r.cycle_id for r in rows], text),
-                "pass_name": pa.array([r.pass_name for r in rows], text),
-                "kind": pa.array([r.kind for r in rows], text),
-                "target_type": pa.array([r.target_type for r in rows], text),
-                "target_id": pa.array([r.target_id for r in rows], text),
-                "before_json": pa.array([dump(r.before) for r in rows], text),
-                "after_json": pa.array([dump(r.after) for r in rows], text),
-                "reason": pa.array([r.reason for r in rows], text),
-                "created_at": pa.array([ts] * len(rows), pa.timestamp("us")),
-                "ordinal": pa.array(range(start, start + len(rows)), pa.int64()),
-                "actor": pa.array([r.actor.value for r in rows], text),  # type: ignore[union-attr]
-                "successor_id": pa.array([r.successor_id for r in rows], text),
-                "successor_how": pa.array([r.successor_how.value for r in rows], text),
+                "change_id": texts(new_id() for _ in rows),
+                "cycle_id": texts(r.cycle_id for r in rows),
+                "pass_name": texts(r.pass_name for r in rows),
+                "kind": texts(r.kind for r in rows),
+                "target_type": texts(r.target_type for r in rows),
+                "target_id": texts(r.target_id for r in rows),
+                "before_json": texts(dump(r.before) for r in rows),
+                "after_json": texts(dump(r.after) for r in rows),
+                "reason": texts(r.reason for r in rows),
+                "created_at": timestamps([ts] * len(rows)),
+                "ordinal": np.arange(start, start + len(rows), dtype=np.int64),
+                "actor": texts(r.actor.value for r in rows),  # type: ignore[union-attr]
+                "successor_id": texts(r.successor_id for r in rows),
+                "successor_how": texts(r.successor_how.value for r in rows),
             }
-            conn.register("_changes_in", pa.table(columns))
-            try:
+            with registered(conn, "_changes_in", columns):
                 conn.execute(f"INSERT INTO changes ({', '.join(columns)}) SELECT {', '.join(columns)} FROM _changes_in")
-            finally:
-                conn.unregister("_changes_in")
         return len(rows)
 
     def put_exact(self, rows: Sequence[Mapping[str, Any]]) -> int:

@@ -115,33 +115,25 @@ class IndexState:
 
 
 def _strings(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """UTF-8 bytes and int64 offsets of ``values`` (an Arrow large string array's buffers)."""
-    import pyarrow as pa
-
-    # An object ndarray, not a list: a list makes pyarrow look for pandas first (a costly import).
-    array = pa.array(np.array(values, dtype=object) if values else np.zeros(0, dtype=object), pa.large_string())
-    _, offsets, data = array.buffers()
-    off = np.frombuffer(offsets, dtype=np.int64, count=len(values) + 1).copy()
-    blob = np.frombuffer(data, dtype=np.uint8, count=int(off[-1])).copy() if data is not None and off[-1] else None
-    return (blob if blob is not None else np.zeros(0, np.uint8)), off
+    """UTF-8 bytes and int64 offsets of ``values`` (string i is ``bytes[offsets[i]:offsets[i + 1]]``)."""
+    encoded = [v.encode("utf-8") for v in values]
+    off = np.zeros(len(encoded) + 1, dtype=np.int64)
+    off[1:] = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), off
 
 
-def _checked_strings(blob: np.ndarray, offsets: np.ndarray, name: str) -> Any:
-    """The strings of ``blob`` at ``offsets`` as an Arrow array, checked (offsets in order and in range, UTF-8)."""
-    import pyarrow as pa
-
+def _decode(blob: np.ndarray, offsets: np.ndarray, name: str) -> list[str]:
+    """The strings of ``blob`` at ``offsets``, checked (offsets in order and in range, UTF-8)."""
     n = offsets.size - 1
     if n < 0 or offsets.ndim != 1 or offsets.dtype != np.int64 or blob.dtype != np.uint8:
         raise IndexFileError(f"array {name!r} is malformed")
     if offsets[0] != 0 or offsets[-1] != blob.size or np.any(offsets[1:] < offsets[:-1]):
         raise IndexFileError(f"array {name!r} has offsets out of order or out of range")
-    array = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(blob))
-    array.validate(full=True)  # UTF-8 checked: a damaged byte is an error, not a wrong token
-    return array
-
-
-def _decode(blob: np.ndarray, offsets: np.ndarray, name: str) -> list[str]:
-    return _checked_strings(blob, offsets, name).to_pylist()
+    data, bounds = blob.tobytes(), offsets.tolist()
+    try:  # UTF-8 checked: a damaged byte is an error, not a wrong token
+        return [data[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    except UnicodeDecodeError as exc:
+        raise IndexFileError(f"array {name!r} is not UTF-8 text ({exc.reason})") from None
 
 
 def _term_ids(groups: list[tuple[str, ...]]) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -279,7 +271,7 @@ class LoadedFile:
         self._stems = _groups(arrays, "stems")
         self._categories = _decode(arrays["categories_utf8"], arrays["categories_off"], "categories")
         self._category_of = _checked_picks(len(self._categories), arrays["category_of"], n, "category_of")
-        self._keys = _checked_strings(arrays["exact_utf8"], arrays["exact_off"], "exact")
+        self._keys = _decode(arrays["exact_utf8"], arrays["exact_off"], "exact")
         sizes = (documents.offsets.size, self._content.offsets.size, self._stems.offsets.size, len(self._keys) + 1)
         if any(size != n + 1 for size in sizes):
             raise IndexFileError("its tables are of different lengths")
@@ -299,7 +291,7 @@ class LoadedFile:
         content = self._content.tuples()
         labels = _picked(self._labels.tuples(), self._label_of)
         stems = list(map(frozenset, self._stems.tuples()))
-        exact = list(zip(_picked(self._categories, self._category_of), self._keys.to_pylist(), strict=True))
+        exact = list(zip(_picked(self._categories, self._category_of), self._keys, strict=True))
         return content, labels, stems, self._stems.counts(), exact
 
     def state(self) -> IndexState:

@@ -1,10 +1,11 @@
 """Log lines in bulk for the warehouse: read in large blocks, keyed and dated a whole batch at a time.
 
 Archiving a 1 GiB log prefix line by line in Python (``json.loads``, then a hash, then row appends) costs tens of
-microseconds a line. Here a batch is one Arrow array of raw lines, and the work per line is done in C: newlines are
-found with numpy, the timestamp and session id are read by one DuckDB query (RE2 regular expressions plus yyjson
-validation), and only the sha256 line key is computed in a Python loop: existing warehouses hold keys made by
-``hashlib`` (the same bytes give the same digest anywhere), and DuckDB's own ``sha256`` is many times slower.
+microseconds a line. Here a batch is one buffer of raw lines with their offsets (``Lines``), and the work per line is
+done in C where it can be: newlines are found with numpy, the timestamp and session id are read by one DuckDB query
+(RE2 regular expressions plus yyjson validation), and the sha256 line key is computed in a Python loop (existing
+warehouses hold keys made by ``hashlib``: the same bytes give the same digest anywhere, and DuckDB's own ``sha256`` is
+many times slower), as is the decoding of the lines to text for DuckDB.
 
 The bulk reading is deliberately narrow. A line is *fast* only when its event fields are certain without Python's
 ``json`` module: it is valid UTF-8, starts ``{"timestamp":"<ISO-8601 UTC time>"`` (optionally followed by
@@ -38,13 +39,11 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from dream_assets.model import parse_ts
 from dream_assets.store.connection import connect_quietly
+from dream_assets.store.frames import registered, texts
 
-EVENT_TS = pa.timestamp("us", tz="UTC")
 _GIL_SLICE = 1024  # lines hashed between chances for other threads to take the GIL
 
 #: The longest line (bytes, newline not counted) any log reader reads. A record of the documented log formats is a
@@ -158,20 +157,55 @@ def connect() -> duckdb.DuckDBPyConnection:
 
 
 @dataclass(frozen=True)
+class Lines:
+    """Raw lines as one buffer: line i is ``data[offsets[i]:offsets[i + 1]]`` (a slice shares the buffer)."""
+
+    data: bytes
+    offsets: np.ndarray  # int64, one more than the lines, ascending
+
+    @classmethod
+    def of(cls, lines: list[bytes]) -> Lines:
+        offsets = np.zeros(len(lines) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, lines), np.int64, count=len(lines)), out=offsets[1:])
+        return cls(b"".join(lines), offsets)
+
+    @classmethod
+    def concat(cls, parts: list[Lines]) -> Lines:
+        if len(parts) == 1:
+            return parts[0]
+        data = b"".join(memoryview(p.data)[int(p.offsets[0]) : int(p.offsets[-1])] for p in parts)
+        sizes = np.concatenate([np.diff(p.offsets) for p in parts])
+        offsets = np.zeros(sizes.size + 1, np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return cls(data, offsets)
+
+    def __len__(self) -> int:
+        return self.offsets.size - 1
+
+    def __getitem__(self, i: int) -> bytes:
+        return self.data[int(self.offsets[i]) : int(self.offsets[i + 1])]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.offsets[-1] - self.offsets[0])
+
+    def slice(self, start: int, n: int) -> Lines:
+        return Lines(self.data, self.offsets[start : start + n + 1])
+
+
+@dataclass(frozen=True)
 class LineBatch:
     """Raw lines (bytes, newline removed) with the source file each came from and its line number there."""
 
-    raw: pa.LargeBinaryArray
+    raw: Lines
     source_ids: np.ndarray  # per line, an index into ``sources``
     sources: tuple[str, ...]
     line_numbers: np.ndarray  # per line, its number in its source counted from 1; 0 where not known
 
     @classmethod
-    def from_pieces(
-        cls, pieces: list[tuple[np.ndarray, pa.LargeBinaryArray, np.ndarray]], sources: tuple[str, ...]
-    ) -> LineBatch:
+    def from_pieces(cls, pieces: list[tuple[np.ndarray, Lines, np.ndarray]], sources: tuple[str, ...]) -> LineBatch:
         """Lines from ``lines_of_block``, each piece with its lines' source indexes and line numbers."""
-        raw = pieces[0][1] if len(pieces) == 1 else pa.concat_arrays([lines for _, lines, _ in pieces])
+        raw = Lines.concat([lines for _, lines, _ in pieces])
         source_ids = np.concatenate([ids for ids, _, _ in pieces]).astype(np.int32, copy=False)
         numbers = np.concatenate([numbers for _, _, numbers in pieces]).astype(np.int64, copy=False)
         return cls(raw, source_ids, sources, numbers)
@@ -185,11 +219,7 @@ class LineBatch:
         line_numbers: list[int] | None = None,
     ) -> LineBatch:
         """Encoded lines, which may contain newlines of their own (they are not split)."""
-        offsets = np.zeros(len(lines) + 1, np.int64)
-        np.cumsum([len(line) for line in lines], out=offsets[1:])
-        raw = pa.Array.from_buffers(
-            pa.large_binary(), len(lines), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(lines))]
-        )
+        raw = Lines.of(lines)
         numbers = np.array(line_numbers, np.int64) if line_numbers is not None else np.zeros(len(lines), np.int64)
         return cls(raw, np.array(source_ids, np.int32), sources, numbers)
 
@@ -206,14 +236,12 @@ class LineBatch:
             )
 
     def line(self, i: int) -> bytes:
-        return self.raw[i].as_py()
+        return self.raw[i]
 
     def keys(self, kind: str) -> list[str]:
         """``warehouse.line_key`` of every line: sha256 over kind, NUL, source, NUL, the line's bytes."""
-        offsets_buffer, data_buffer = self.raw.buffers()[1:]
-        start = self.raw.offset
-        offsets = np.frombuffer(offsets_buffer, np.int64)[start : start + len(self) + 1].tolist()
-        data = memoryview(data_buffer) if data_buffer is not None else memoryview(b"")
+        offsets = self.raw.offsets.tolist()
+        data = memoryview(self.raw.data)
         bases = [key_base(kind, source) for source in self.sources]
         lines = zip(self.source_ids.tolist(), itertools.pairwise(offsets), strict=True)
         keys: list[str] = []
@@ -244,53 +272,60 @@ class EventFields:
     """What the bulk reading could tell about each line of a batch; ``fast`` false means "read it in Python"."""
 
     fast: np.ndarray  # bool per line
-    text: pa.Array  # the lines as UTF-8 text (large_string); "" for a line that is not UTF-8
-    event_ts: pa.Array  # timestamp[us, UTC]; null where not fast
-    day: pa.Array  # "YYYY-MM-DD"; null where not fast
-    session_id: pa.Array  # the line's own sessionId; null where absent or not fast
+    text: np.ndarray  # the lines as text (objects); "" for a line that is not UTF-8
+    event_ts: np.ndarray  # datetime64[us], UTC; NaT where not fast
+    day: np.ndarray  # "YYYY-MM-DD" (objects); None where not fast
+    session_id: np.ndarray  # the line's own sessionId (objects); None where absent or not fast
 
 
-def classify(con: duckdb.DuckDBPyConnection, raw: pa.LargeBinaryArray) -> EventFields:
+def classify(con: duckdb.DuckDBPyConnection, raw: Lines) -> EventFields:
     text = _as_text(raw)
-    con.register("lines", pa.table({"raw": text}))
+    with registered(con, "lines", {"raw": text}):
+        result = con.sql(_CLASSIFY).fetchnumpy()
+    fast = np.ma.filled(result["fast"], False).astype(bool)
+    ts_text = np.ma.filled(result["ts"], "").tolist()
+    # The prefix took only times whose text numpy reads as parse_ts does (the offset is UTC: "Z" or "+00:00").
+    pairs = list(zip(ts_text, fast.tolist(), strict=True))
     try:
-        result = con.sql(_CLASSIFY).to_arrow_table()
-    finally:
-        con.unregister("lines")
-    fast = pc.fill_null(result.column("fast"), False).to_numpy()
-    mask = pa.array(fast)
-    ts_text = pc.if_else(mask, result.column("ts"), None)
-    try:
-        event_ts = pc.cast(ts_text, EVENT_TS)
-    except pa.ArrowInvalid:
+        event_ts = np.array(
+            [t.removesuffix("Z").removesuffix("+00:00") if ok else "NaT" for t, ok in pairs], dtype="datetime64[us]"
+        )
+    except ValueError:
         # A date the regular expression lets through but the calendar does not (2024-02-30): such lines go slow.
-        event_ts = pa.array([_parse_or_none(t) for t in ts_text.to_pylist()], EVENT_TS)
-        fast &= event_ts.is_valid().to_numpy(zero_copy_only=False)
-        mask = pa.array(fast)
-    session_id = pc.if_else(pc.and_(mask, result.column("with_session")), result.column("session_id"), None)
-    day = pc.if_else(mask, pc.utf8_slice_codeunits(ts_text, 0, 10), None)
+        parsed = [_parse_or_none(t) if ok else None for t, ok in pairs]
+        event_ts = np.array(
+            [np.datetime64("NaT") if p is None else p.replace(tzinfo=None) for p in parsed], dtype="datetime64[us]"
+        )
+        fast &= ~np.isnat(event_ts)
+    with_session = fast & np.ma.filled(result["with_session"], False).astype(bool)
+    session_id = np.where(with_session, np.ma.filled(result["session_id"], None).astype(object), None)
+    day = texts(t[:10] if ok else None for t, ok in zip(ts_text, fast.tolist(), strict=True))
     return EventFields(fast, text, event_ts, day, session_id)
 
 
-def _as_text(raw: pa.LargeBinaryArray) -> pa.LargeStringArray:
-    """The lines as UTF-8 text; a line that is not valid UTF-8 becomes "" (so it is not fast) — its bytes are kept."""
+def _as_text(raw: Lines) -> np.ndarray:
+    """The lines as text; a line that is not valid UTF-8 becomes "" (so it is not fast) — its bytes are kept."""
+    bounds = raw.offsets.tolist()
+    data = raw.data
     try:
-        return raw.cast(pa.large_string())
-    except pa.ArrowInvalid:
-        valid = [_is_utf8(line) for line in raw.to_pylist()]
-        return pc.if_else(pa.array(valid), raw, b"").cast(pa.large_string())
-
-
-def _is_utf8(line: bytes) -> bool:
-    try:
-        line.decode("utf-8")
-        return True
+        whole = data[bounds[0] : bounds[-1]].decode("utf-8")
     except UnicodeDecodeError:
-        return False
+        return texts(_decoded_or_empty(data[a:b]) for a, b in itertools.pairwise(bounds))
+    if len(whole) == bounds[-1] - bounds[0]:  # ASCII: the byte offsets are character offsets
+        first = bounds[0]
+        return texts(whole[a - first : b - first] for a, b in itertools.pairwise(bounds))
+    return texts(data[a:b].decode("utf-8") for a, b in itertools.pairwise(bounds))
+
+
+def _decoded_or_empty(line: bytes) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
 
 
 def _parse_or_none(text: str | None) -> datetime | None:
-    if text is None:
+    if not text:
         return None
     try:
         return parse_ts(text)
@@ -392,11 +427,9 @@ def read_line_blocks(
             offset += cut
 
 
-def lines_of_block(data: np.ndarray, ends: np.ndarray) -> pa.LargeBinaryArray:
+def lines_of_block(data: np.ndarray, ends: np.ndarray) -> Lines:
     """The lines of a block from ``read_line_blocks`` without their newlines, copied out of the block."""
     offsets = np.zeros(len(ends) + 1, np.int64)
-    offsets[1:] = ends + 1
-    with_newlines = pa.Array.from_buffers(
-        pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-    return pc.binary_slice(with_newlines, 0, -1)
+    offsets[1:] = ends - np.arange(len(ends))  # line i ends before its newline, less the i newlines before it
+    # Every newline of a block ends a line, so removing them all leaves the lines one after another.
+    return Lines(data.tobytes().replace(b"\n", b""), offsets)

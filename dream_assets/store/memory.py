@@ -22,7 +22,6 @@ import hashlib
 import itertools
 import json
 import logging
-import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,11 +29,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
-import pyarrow as pa
+import numpy as np
 
 from dream_assets.model import MemoryEntry, iso, utc, utc_or_now
 from dream_assets.options import DreamOptions
 from dream_assets.store.connection import StoreConnection
+from dream_assets.store.frames import registered, texts, timestamps
 from dream_assets.store.recall import SUPERSEDED_BY_KEY
 from dream_assets.store.schema import (
     KEPT_SUMS_SQL,
@@ -47,9 +47,6 @@ from dream_assets.store.schema import (
 from dream_assets.text.similarity import DuplicateClusters, find_duplicate_clusters
 
 log = logging.getLogger("dream_assets.store.memory")
-# An Arrow fetch of an ``execute`` result copies the rows once more than a relation's would; still half the store
-# time of a NumPy fetch, and ``execute`` sees the caller's open transaction, which a new relation may not.
-warnings.filterwarnings("ignore", message="Arrow output on a DB-API result makes an extra copy", category=UserWarning)
 
 _COLUMNS = (
     "id, content, category, tags, importance, created_at, updated_at, last_seen_at, "
@@ -317,30 +314,25 @@ def _bulk_insert(conn: duckdb.DuckDBPyConnection, entries: Sequence[MemoryEntry]
     start = int(conn.execute("SELECT nextval('row_seq')").fetchall()[0][0])
     if len(entries) > 1:  # reserve a block of sequence numbers for the batch
         conn.execute(f"SELECT nextval('row_seq') FROM range({len(entries) - 1})").fetchall()
-    table = pa.table(
-        {
-            "id": [e.id for e in entries],
-            "content": [e.content for e in entries],
-            "category": [e.category for e in entries],
-            "tags": [json.dumps(list(e.tags)) for e in entries],
-            "importance": [e.importance for e in entries],
-            "created_at": [to_db(e.created_at) for e in entries],
-            "updated_at": [to_db(e.updated_at) for e in entries],
-            "last_seen_at": [to_db(e.last_seen_at) for e in entries],
-            "reinforcement_count": pa.array([e.reinforcement_count for e in entries], pa.int32()),
-            "metadata": [json.dumps(e.metadata, sort_keys=True) for e in entries],
-            "archived_at": pa.array([to_db(e.archived_at) for e in entries], pa.timestamp("us")),
-            "seq": [start + i for i in range(len(entries))],
-        }
-    )
-    conn.register("_incoming", table)
-    try:
+    columns = {
+        "id": texts(e.id for e in entries),
+        "content": texts(e.content for e in entries),
+        "category": texts(e.category for e in entries),
+        "tags": texts(json.dumps(list(e.tags)) for e in entries),
+        "importance": np.array([e.importance for e in entries], dtype=np.float64),
+        "created_at": timestamps(to_db(e.created_at) for e in entries),
+        "updated_at": timestamps(to_db(e.updated_at) for e in entries),
+        "last_seen_at": timestamps(to_db(e.last_seen_at) for e in entries),
+        "reinforcement_count": np.array([e.reinforcement_count for e in entries], dtype=np.int32),
+        "metadata": texts(json.dumps(e.metadata, sort_keys=True) for e in entries),
+        "archived_at": timestamps(to_db(e.archived_at) for e in entries),
+        "seq": np.arange(start, start + len(entries), dtype=np.int64),
+    }
+    with registered(conn, "_incoming", columns):
         conn.execute(
             f"INSERT INTO memories ({_COLUMNS}, seq, fp_h1, fp_h2) "
             f"SELECT {_COLUMNS}, seq, {row_hash_columns_sql('_incoming')}"
         )
-    finally:
-        conn.unregister("_incoming")
     return start + len(entries) - 1
 
 
@@ -482,15 +474,17 @@ class MemoryStore:
         return _entries_of_columns(self._columns(_COLUMNS, where))
 
     def _columns(self, columns: str, where: str) -> list[list[Any]]:
-        """``columns`` of the rows ``where`` holds, ordered by (created_at, id), as lists. The session only reads an
-        Arrow table (a third of the store time of a NumPy fetch at 100k entries); ordering it and turning it into
-        Python values happen after the session, so other processes wait less (store/connection.py: fair turns)."""
+        """``columns`` of the rows ``where`` holds, ordered by (created_at, id), as lists. The session only reads numpy
+        columns (a third of the store time of fetching Python rows at 100k entries); ordering them and turning them
+        into Python values happen after the session, so other processes wait less (store/connection.py: fair
+        turns). A NULL is a masked value, which becomes None."""
         with self._conn.session() as conn:
             sql = f"SELECT {columns}, created_at AS _at, id AS _id FROM memories WHERE {where}"
-            table = conn.execute(sql).to_arrow_table()
-        self.rows_read += table.num_rows
-        table = table.sort_by([("_at", "ascending"), ("_id", "ascending")])
-        return [table.column(i).to_numpy(zero_copy_only=False).tolist() for i in range(table.num_columns - 2)]
+            fetched = conn.execute(sql).fetchnumpy()
+        values = list(fetched.values())
+        self.rows_read += len(values[-1])
+        order = np.lexsort((values[-1], values[-2]))
+        return [column[order].tolist() for column in values[:-2]]
 
     def counts(self) -> dict[str, int]:
         with self._conn.session() as conn:
@@ -887,15 +881,13 @@ class MemoryStore:
                 values = {i: float(updates[i]) for i in chunk if i in updates}
                 self._rows.drop(values)
                 if values:
-                    conn.register("_imp", pa.table({"id": list(values), "importance": list(values.values())}))
-                    try:
+                    imp = {"id": texts(values), "importance": np.array(list(values.values()), dtype=np.float64)}
+                    with registered(conn, "_imp", imp):
                         conn.execute(
                             "UPDATE memories SET importance = _imp.importance, updated_at = ? FROM _imp "
                             "WHERE memories.id = _imp.id AND memories.archived_at IS NULL",
                             [to_db(utc(now))],
                         )
-                    finally:
-                        conn.unregister("_imp")
                 chunk_stamps = {i: stamps[i] for i in chunk if i in stamps}
                 if chunk_stamps:
                     self._merge_metadata(conn, chunk_stamps)
@@ -909,24 +901,17 @@ class MemoryStore:
             return 0
         with self._conn.transaction() as conn:
             self._rows.drop(e.id for e in entries)
-            conn.register(
-                "_scores",
-                pa.table(
-                    {
-                        "id": [e.id for e in entries],
-                        "importance": [float(e.importance) for e in entries],
-                        "updated_at": pa.array([to_db(e.updated_at) for e in entries], pa.timestamp("us")),
-                        "metadata": [json.dumps(dict(e.metadata), sort_keys=True) for e in entries],
-                    }
-                ),
-            )
-            try:
+            scores = {
+                "id": texts(e.id for e in entries),
+                "importance": np.array([float(e.importance) for e in entries], dtype=np.float64),
+                "updated_at": timestamps(to_db(e.updated_at) for e in entries),
+                "metadata": texts(json.dumps(dict(e.metadata), sort_keys=True) for e in entries),
+            }
+            with registered(conn, "_scores", scores):
                 conn.execute(
                     "UPDATE memories SET importance = _scores.importance, updated_at = _scores.updated_at, "
                     "metadata = _scores.metadata FROM _scores WHERE memories.id = _scores.id"
                 )
-            finally:
-                conn.unregister("_scores")
         return len(entries)
 
     def set_metadata(self, updates: Mapping[str, Mapping[str, str]]) -> int:
@@ -943,9 +928,6 @@ class MemoryStore:
         ).fetchall()
         merged = {rid: json.dumps({**json.loads(meta), **updates[rid]}, sort_keys=True) for rid, meta in rows}
         if merged:
-            conn.register("_meta", pa.table({"id": list(merged), "metadata": list(merged.values())}))
-            try:
+            with registered(conn, "_meta", {"id": texts(merged), "metadata": texts(merged.values())}):
                 conn.execute("UPDATE memories SET metadata = _meta.metadata FROM _meta WHERE memories.id = _meta.id")
-            finally:
-                conn.unregister("_meta")
         return len(merged)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow.parquet as pq
 
 from dream_assets.file_safety import fsync_dir
 from dream_assets.model import MemoryEntry, Skill, utc
@@ -28,6 +27,7 @@ from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.connection import classify as classify_store_error
 from dream_assets.store.connection import connect_quietly
+from dream_assets.store.parquet import read_parquet
 from dream_assets.store.snapshots import list_snapshots
 
 #: The tables a snapshot must hold for a rebuild.
@@ -74,7 +74,7 @@ def _time(value: Any) -> datetime | None:
 
 def _rows(folder: Path, table: str) -> list[dict[str, Any]]:
     try:
-        return pq.read_table(folder / table).to_pylist()
+        return read_parquet(folder / table)
     except Exception as exc:  # noqa: BLE001 - any unreadable Parquet file stops the rebuild, named
         raise RebuildError(f"snapshot file {folder / table} cannot be read: {exc}") from exc
 

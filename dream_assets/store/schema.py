@@ -24,10 +24,10 @@ import json
 from datetime import UTC, datetime
 
 import duckdb
-import pyarrow as pa
 
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, SuccessorHow, legacy_successor
 from dream_assets.store.connection import StoreError
+from dream_assets.store.frames import registered, texts
 
 SCHEMA_VERSION = 5
 #: Per-row hash of the corpus fingerprint, over the columns of ``memories`` (or a relation with the same names).
@@ -174,21 +174,16 @@ def backfill_change_rows(conn: duckdb.DuckDBPyConnection) -> None:
     found = {cid: legacy_successor("archived", reason) for cid, reason in archived}
     found = {cid: s for cid, s in found.items() if s[0]}
     if found:
-        table = pa.table(
-            {
-                "change_id": list(found),
-                "successor_id": [s[0] for s in found.values()],
-                "successor_how": [str(s[1]) for s in found.values()],
-            }
-        )
-        conn.register("_successors_in", table)
-        try:
+        columns = {
+            "change_id": texts(found),
+            "successor_id": texts(s[0] for s in found.values()),
+            "successor_how": texts(str(s[1]) for s in found.values()),
+        }
+        with registered(conn, "_successors_in", columns):
             conn.execute(
                 "UPDATE changes SET successor_id = s.successor_id, successor_how = s.successor_how "
                 "FROM _successors_in s WHERE changes.change_id = s.change_id"
             )
-        finally:
-            conn.unregister("_successors_in")
     conn.execute(f"UPDATE changes SET successor_how = '{SuccessorHow.NONE}' WHERE successor_how IS NULL")
     held = conn.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'pending_changes'"

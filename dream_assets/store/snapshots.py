@@ -7,17 +7,21 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import numpy as np
 
 from dream_assets.file_safety import fsync_dir
 from dream_assets.model import utc
 from dream_assets.profile import AgentProfile
 from dream_assets.store import DreamStore
+from dream_assets.store.frames import timestamps
+from dream_assets.store.parquet import read_parquet, write_parquet
+from dream_assets.store.schema import to_db
 
 _STAMP = "%Y%m%dT%H%M%S%fZ"
 
@@ -27,8 +31,10 @@ class Snapshot:
     path: Path
     taken_at: datetime
 
-    def read(self, table: str) -> pa.Table:
-        return pq.read_table(self.path / f"{table}.parquet")
+    def read(self, table: str, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The rows of one of the snapshot's tables (``columns`` only, when given), in order; times as written (aware
+        UTC for the memories' and skills', naive UTC for the purges' and changes')."""
+        return read_parquet(self.path / f"{table}.parquet", columns)
 
 
 def take_snapshot(profile: AgentProfile, store: DreamStore, now: datetime) -> tuple[Snapshot, dict[str, int]]:
@@ -45,36 +51,32 @@ def take_snapshot(profile: AgentProfile, store: DreamStore, now: datetime) -> tu
         "skills_live": sum(1 for s in skills if s.archived_at is None),
         "skills_archived": sum(1 for s in skills if s.archived_at is not None),
     }
-    pq.write_table(
-        pa.table(
-            {
-                "id": [e.id for e in memories],
-                "content": [e.content for e in memories],
-                "category": [e.category for e in memories],
-                "tags": [list(e.tags) for e in memories],
-                "importance": pa.array([e.importance for e in memories], pa.float64()),
-                "created_at": pa.array([e.created_at for e in memories], pa.timestamp("us", "UTC")),
-                "last_seen_at": pa.array([e.last_seen_at for e in memories], pa.timestamp("us", "UTC")),
-                "reinforcement_count": pa.array([e.reinforcement_count for e in memories], pa.int32()),
-                "metadata": [json.dumps(e.metadata, sort_keys=True) for e in memories],
-                "archived_at": pa.array([e.archived_at for e in memories], pa.timestamp("us", "UTC")),
-            }
-        ),
+    write_parquet(
         tmp / "memories.parquet",
+        {
+            "id": ("VARCHAR", [e.id for e in memories]),
+            "content": ("VARCHAR", [e.content for e in memories]),
+            "category": ("VARCHAR", [e.category for e in memories]),
+            "tags": ("VARCHAR[]", [list(e.tags) for e in memories]),
+            "importance": ("DOUBLE", np.array([e.importance for e in memories], dtype=np.float64)),
+            "created_at": ("TIMESTAMPTZ", timestamps(to_db(e.created_at) for e in memories)),
+            "last_seen_at": ("TIMESTAMPTZ", timestamps(to_db(e.last_seen_at) for e in memories)),
+            "reinforcement_count": ("INTEGER", np.array([e.reinforcement_count for e in memories], dtype=np.int32)),
+            "metadata": ("VARCHAR", [json.dumps(e.metadata, sort_keys=True) for e in memories]),
+            "archived_at": ("TIMESTAMPTZ", timestamps(to_db(e.archived_at) for e in memories)),
+        },
     )
-    pq.write_table(
-        pa.table(
-            {
-                "name": [s.name for s in skills],
-                "summary": [s.summary for s in skills],
-                "content": [s.content for s in skills],
-                "see_also": [list(s.see_also) for s in skills],
-                "created_at": pa.array([s.created_at for s in skills], pa.timestamp("us", "UTC")),
-                "last_used_at": pa.array([s.last_used_at for s in skills], pa.timestamp("us", "UTC")),
-                "archived_at": pa.array([s.archived_at for s in skills], pa.timestamp("us", "UTC")),
-            }
-        ),
+    write_parquet(
         tmp / "skills.parquet",
+        {
+            "name": ("VARCHAR", [s.name for s in skills]),
+            "summary": ("VARCHAR", [s.summary for s in skills]),
+            "content": ("VARCHAR", [s.content for s in skills]),
+            "see_also": ("VARCHAR[]", [list(s.see_also) for s in skills]),
+            "created_at": ("TIMESTAMPTZ", timestamps(to_db(s.created_at) for s in skills)),
+            "last_used_at": ("TIMESTAMPTZ", timestamps(to_db(s.last_used_at) for s in skills)),
+            "archived_at": ("TIMESTAMPTZ", timestamps(to_db(s.archived_at) for s in skills)),
+        },
     )
     with store.connection.session() as conn:
         purges = conn.execute("SELECT id, purged_at, archived_at FROM memory_purges ORDER BY seq").fetchall()
@@ -82,31 +84,25 @@ def take_snapshot(profile: AgentProfile, store: DreamStore, now: datetime) -> tu
             "SELECT cycle_id, pass_name, kind, target_type, target_id, reason, after_json, created_at, actor, "
             "successor_id, successor_how FROM changes ORDER BY ordinal"
         ).fetchall()
-    pq.write_table(
-        pa.table(
-            {
-                "id": [r[0] for r in purges],
-                "purged_at": pa.array([r[1] for r in purges], pa.timestamp("us")),
-                "archived_at": pa.array([r[2] for r in purges], pa.timestamp("us")),
-            }
-        ),
+    write_parquet(
         tmp / "purges.parquet",
+        {
+            "id": ("VARCHAR", [r[0] for r in purges]),
+            "purged_at": ("TIMESTAMP", timestamps(r[1] for r in purges)),
+            "archived_at": ("TIMESTAMP", timestamps(r[2] for r in purges)),
+        },
     )
-    pq.write_table(
-        pa.table(
-            {
-                k: [r[i] for r in changes]
-                for i, k in enumerate(
-                    ("cycle_id", "pass_name", "kind", "target_type", "target_id", "reason", "after_json")
-                )
-            }
-            | {"created_at": pa.array([r[7] for r in changes], pa.timestamp("us"))}
-            | {
-                k: pa.array([r[i] for r in changes], pa.string())
-                for i, k in enumerate(("actor", "successor_id", "successor_how"), start=8)
-            }
-        ),
+    write_parquet(
         tmp / "changes.parquet",
+        {
+            k: ("VARCHAR", [r[i] for r in changes])
+            for i, k in enumerate(("cycle_id", "pass_name", "kind", "target_type", "target_id", "reason", "after_json"))
+        }
+        | {"created_at": ("TIMESTAMP", timestamps(r[7] for r in changes))}
+        | {
+            k: ("VARCHAR", [r[i] for r in changes])
+            for i, k in enumerate(("actor", "successor_id", "successor_how"), start=8)
+        },
     )
     for part in tmp.iterdir():  # the parts are durable before the folder is renamed into view
         with open(part, "rb") as fh:

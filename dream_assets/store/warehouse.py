@@ -35,24 +35,23 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from dream_assets.file_safety import atomic_writer
+from dream_assets.file_safety import atomic_path
 from dream_assets.model import parse_ts, utc
 from dream_assets.profile import SESSION_LOGS, AgentProfile
 from dream_assets.store import line_batch
+from dream_assets.store.frames import texts, timestamps
 from dream_assets.store.line_batch import (
     EventFields,
     LineBatch,
+    Lines,
     MalformedLine,
     classify,
     connect,
@@ -64,6 +63,8 @@ from dream_assets.store.line_batch import (
 from dream_assets.store.locks import path_lock
 from dream_assets.store.log_bytes import iter_raw_lines
 from dream_assets.store.log_records import LOG_KINDS, parse_line
+from dream_assets.store.parquet import connect as parquet_connection
+from dream_assets.store.parquet import read_columns, read_parquet, write_parquet
 
 BATCH_ROWS = 50_000
 BATCH_BYTES = 16 << 20
@@ -73,25 +74,41 @@ CACHED_PARTITIONS = 4
 UNKNOWN_DAY = "unknown"
 MAX_PROBLEMS = 20
 
-SCHEMA = pa.schema(
-    [
-        pa.field("line_key", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("session_id", pa.string()),
-        pa.field("event_ts", pa.timestamp("us", tz="UTC")),
-        pa.field("raw", pa.string(), nullable=False),
-        pa.field("archived_at", pa.timestamp("us", tz="UTC"), nullable=False),
-    ]
-)
-# The rows of one batch before they are split by day: ``seq`` is the line's place in the batch (it orders ties).
-_ROWS = pa.schema(
-    [
-        pa.field("seq", pa.int64()),
-        *(SCHEMA.field(name) for name in ("line_key", "source", "session_id", "event_ts", "raw")),
-        pa.field("day", pa.string()),
-    ]
-)
+#: The columns of a part file and their types (every one but session_id and event_ts holds a value in every row).
+SCHEMA: dict[str, str] = {
+    "line_key": "VARCHAR",
+    "kind": "VARCHAR",
+    "source": "VARCHAR",
+    "session_id": "VARCHAR",
+    "event_ts": "TIMESTAMPTZ",
+    "raw": "VARCHAR",
+    "archived_at": "TIMESTAMPTZ",
+}
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The rows of one batch before they are split by day, as columns: ``seq`` is the line's place in the batch (it
+    orders ties); text columns hold objects (None for null), ``event_ts`` datetime64[us] in UTC (NaT for null)."""
+
+    seq: np.ndarray
+    line_key: np.ndarray
+    source: np.ndarray
+    session_id: np.ndarray
+    event_ts: np.ndarray
+    raw: np.ndarray
+    day: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def take(self, index: np.ndarray | slice) -> _Rows:
+        return _Rows(*(getattr(self, f.name)[index] for f in fields(self)))
+
+    @classmethod
+    def concat(cls, parts: list[_Rows]) -> _Rows:
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
+
 
 _KIND = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
 log = logging.getLogger("dream_assets.warehouse")
@@ -188,11 +205,11 @@ class _Block:
 
     sources: list[str]
     counts: np.ndarray
-    lines: pa.LargeBinaryArray
+    lines: Lines
     numbers: np.ndarray  # per line, its number in its file counted from 1
 
     @classmethod
-    def of_file(cls, source: str, lines: pa.LargeBinaryArray, first_lineno: int) -> _Block:
+    def of_file(cls, source: str, lines: Lines, first_lineno: int) -> _Block:
         n = len(lines)
         return cls([source], np.array([n]), lines, np.arange(first_lineno, first_lineno + n, dtype=np.int64))
 
@@ -437,12 +454,13 @@ class _Writer:
         self.sources: dict[str, int] = {}  # source file names of the pending batch
         self.lines: list[bytes] = []  # pending lines given as text, encoded
         self.line_sources: list[int] = []
-        self.pieces: list[tuple[np.ndarray, pa.LargeBinaryArray, np.ndarray]] = []  # pending lines read from files
+        self.pieces: list[tuple[np.ndarray, Lines, np.ndarray]] = []  # pending lines read from files
         self.buffered_rows = 0
         self.buffered_bytes = 0
         self.known: OrderedDict[str, _Partition] = OrderedDict()
         self.added = 0
-        self.con: duckdb.DuckDBPyConnection | None = None
+        self.con: duckdb.DuckDBPyConnection | None = None  # classifies lines (the archiving thread's)
+        self.write_con: duckdb.DuckDBPyConnection | None = None  # writes parts (the writing thread's)
         # At most one batch being archived, one being hashed for it and one being written: three workers.
         self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="warehouse")
         self.archiving: Future[None] | None = None
@@ -459,8 +477,9 @@ class _Writer:
                 self.writing.exception()
         finally:
             self.pool.shutdown()
-            if self.con is not None:
-                self.con.close()
+            for con in (self.con, self.write_con):
+                if con is not None:
+                    con.close()
 
     def add_line(self, source: str, line: str) -> None:
         if not line.strip():
@@ -530,14 +549,14 @@ class _Writer:
                 self.con = connect()
             fields = classify(self.con, batch.raw)
             keys = hashing.result()
-            rows = pa.concat_tables(
+            rows = _Rows.concat(
                 [
                     self._fast_rows(batch, keys, fields),
                     self._slow_rows(batch, keys, np.flatnonzero(~fields.fast).tolist()),
                 ]
             )
         self._wait_for_write()
-        if rows.num_rows:  # a batch of blank lines has none
+        if len(rows):  # a batch of blank lines has none
             self.writing = self.pool.submit(self._write_days, rows, keys, done)
         elif done:  # the batches before it are written
             self._archived(done)
@@ -547,30 +566,22 @@ class _Writer:
             writing, self.writing = self.writing, None
             self.added += writing.result()
 
-    def _fast_rows(self, batch: LineBatch, keys: list[str], fields: EventFields) -> pa.Table:
+    def _fast_rows(self, batch: LineBatch, keys: list[str], fields: EventFields) -> _Rows:
         index = np.flatnonzero(fields.fast)
-        everything = len(index) == len(batch)
-        indices = pa.array(index)
-
-        def pick(values: pa.Array) -> pa.Array:
-            return values if everything else values.take(indices)
-
-        source_ids = pa.array(batch.source_ids[index])
-        file_session = pa.array([self._file_session(s) for s in batch.sources], pa.string()).take(source_ids)
-        return pa.table(
-            {
-                "seq": pa.array(index, pa.int64()),
-                "line_key": pick(pa.array(keys, pa.string())),
-                "source": pa.array(batch.sources, pa.string()).take(source_ids),
-                "session_id": pc.coalesce(pick(fields.session_id), file_session),
-                "event_ts": pick(fields.event_ts),
-                "raw": pick(fields.text).cast(pa.string()),  # valid UTF-8, so stored as it is
-                "day": pick(fields.day),
-            },
-            schema=_ROWS,
+        source_ids = batch.source_ids[index]
+        file_session = texts(self._file_session(s) for s in batch.sources)[source_ids]
+        own_session = fields.session_id[index]
+        return _Rows(
+            seq=index.astype(np.int64),
+            line_key=texts(keys)[index],
+            source=texts(batch.sources)[source_ids],
+            session_id=np.where(np.equal(own_session, None), file_session, own_session),
+            event_ts=fields.event_ts[index],
+            raw=fields.text[index],  # valid UTF-8, so stored as it is
+            day=fields.day[index],
         )
 
-    def _slow_rows(self, batch: LineBatch, keys: list[str], lines: Iterable[int]) -> pa.Table:
+    def _slow_rows(self, batch: LineBatch, keys: list[str], lines: Iterable[int]) -> _Rows:
         """Rows for the given lines of a batch, each read on its own with ``json.loads`` (any shape of line)."""
         rows = []
         for i in lines:
@@ -585,9 +596,17 @@ class _Writer:
                 self.result.undated += 1
                 self.result.note(source, int(batch.line_numbers[i]), f"archived as raw text: {problem}")
             day = ts.date().isoformat() if ts is not None else UNKNOWN_DAY
-            rows.append((i, keys[i], source, session_id, ts, _storable(raw), day))
-        columns = list(zip(*rows, strict=True)) if rows else [()] * len(_ROWS)
-        return pa.table(dict(zip(_ROWS.names, columns, strict=True)), schema=_ROWS)
+            rows.append((i, keys[i], source, session_id, to_naive_utc(ts), _storable(raw), day))
+        seq, line_keys, sources, sessions, stamps, raws, days = zip(*rows, strict=True) if rows else [()] * 7
+        return _Rows(
+            np.array(seq, dtype=np.int64),
+            texts(line_keys),
+            texts(sources),
+            texts(sessions),
+            timestamps(stamps),
+            texts(raws),
+            texts(days),
+        )
 
     def _file_session(self, source: str) -> str | None:
         """Per-session logs: a line without its own sessionId belongs to the session its file is named after."""
@@ -599,7 +618,7 @@ class _Writer:
         if self.on_archived is not None:
             self.on_archived(done, self.result)
 
-    def _write_days(self, rows: pa.Table, keys: list[str], done: int | None = None) -> int:
+    def _write_days(self, rows: _Rows, keys: list[str], done: int | None = None) -> int:
         """Writes a batch's rows, one part per day; ``keys`` are the batch's line keys, indexed by ``seq``. Then the
         first ``done`` ranges are archived (writes go one at a time, in batch order)."""
         written = self._write_batch(rows, keys)
@@ -607,24 +626,23 @@ class _Writer:
             self._archived(done)
         return written
 
-    def _write_batch(self, rows: pa.Table, keys: list[str]) -> int:
+    def _write_batch(self, rows: _Rows, keys: list[str]) -> int:
         # Rows in event-time order, ties in the order the lines came, undated rows last in that order: each day's
         # rows are then one slice, already in the order its part keeps them.
-        order = pc.sort_indices(rows, sort_keys=[("event_ts", "ascending", "at_end"), ("seq", "ascending")]).to_numpy()
+        order = np.lexsort((rows.seq, _undated_last(rows.event_ts)))
         if not np.array_equal(order, np.arange(len(order))):
             rows = rows.take(order)
-        seq = rows.column("seq").to_numpy()
+        seq = rows.seq
         if not np.array_equal(seq, np.arange(len(keys))):
             keys = [keys[i] for i in seq.tolist()]
-        days = rows.column("day").combine_chunks()
-        starts = [0, *(np.flatnonzero(pc.not_equal(days[1:], days[:-1]).to_numpy(zero_copy_only=False)) + 1)]
+        days = rows.day
+        starts = [0, *(np.flatnonzero(days[1:] != days[:-1]) + 1).tolist()]
         ends = [*starts[1:], len(days)]
         return sum(
-            self._write_partition(days[a].as_py(), rows.slice(a, b - a), keys[a:b])
-            for a, b in zip(starts, ends, strict=True)
+            self._write_partition(days[a], rows.take(slice(a, b)), keys[a:b]) for a, b in zip(starts, ends, strict=True)
         )
 
-    def _write_partition(self, day: str, rows: pa.Table, keys: list[str]) -> int:
+    def _write_partition(self, day: str, rows: _Rows, keys: list[str]) -> int:
         pdir = _partition_dir(self.profile, self.kind, day)
         # The lock makes "read the keys, then write the rows they do not cover" atomic across processes.
         with path_lock(_lock_path(self.profile, self.kind)):
@@ -640,25 +658,24 @@ class _Writer:
                         fresh.append(i)
                 if not fresh:
                     return 0
-                rows = rows.take(fresh)
-            n = rows.num_rows
-            table = pa.table(
-                {
-                    "line_key": rows.column("line_key"),
-                    "kind": pa.repeat(pa.scalar(self.kind, pa.string()), n),
-                    "source": rows.column("source"),
-                    "session_id": rows.column("session_id"),
-                    "event_ts": rows.column("event_ts"),
-                    "raw": rows.column("raw"),
-                    "archived_at": pa.repeat(pa.scalar(self.archived_at, SCHEMA.field("archived_at").type), n),
-                },
-                schema=SCHEMA,
-            )
+                rows = rows.take(np.array(fresh, dtype=np.int64))
+            n = len(rows)
+            values = {
+                "line_key": rows.line_key,
+                "kind": texts([self.kind] * n),
+                "source": rows.source,
+                "session_id": rows.session_id,
+                "event_ts": rows.event_ts,
+                "raw": rows.raw,
+                "archived_at": timestamps([to_naive_utc(self.archived_at)] * n),
+            }
             name = f"part-{self.archived_at:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}.parquet"
             pdir.mkdir(parents=True, exist_ok=True)
-            with atomic_writer(pdir / name) as fh:
-                # Dictionary encoding only where values repeat: trying it on raw lines and keys costs time.
-                pq.write_table(table, fh, compression="zstd", use_dictionary=["kind", "source", "session_id"])
+            if self.write_con is None:
+                self.write_con = parquet_connection()
+            with atomic_path(pdir / name) as tmp:
+                columns = {column: (sql_type, values[column]) for column, sql_type in SCHEMA.items()}
+                write_parquet(tmp, columns, options=", COMPRESSION zstd", conn=self.write_con)
             known.parts.add(name)
             return n
 
@@ -670,7 +687,7 @@ class _Writer:
         # Parts written since we last looked (by another process, or not yet read) add their keys.
         for part in _parts(pdir):
             if part.name not in known.parts:
-                known.keys.update(pq.read_table(part, columns=["line_key"]).column(0).to_pylist())
+                known.keys.update(read_columns(part, ["line_key"])["line_key"].tolist())
                 known.parts.add(part.name)
         return known
 
@@ -688,6 +705,18 @@ def _event_fields(raw: str) -> tuple[datetime | None, str | None, str]:
         return parse_ts(obj.get("timestamp")), session_id, ""
     except (ValueError, TypeError, OverflowError):
         return None, session_id, "no readable ISO-8601 'timestamp'"
+
+
+def to_naive_utc(ts: datetime | None) -> datetime | None:
+    """An aware time as the naive UTC time a part's timestamp columns are written from."""
+    return None if ts is None else utc(ts).replace(tzinfo=None)
+
+
+def _undated_last(event_ts: np.ndarray) -> np.ndarray:
+    """Sort keys of event times (microseconds), a missing time after every other."""
+    keys = event_ts.astype("datetime64[us]").view(np.int64).copy()
+    keys[np.isnat(event_ts)] = np.iinfo(np.int64).max
+    return keys
 
 
 def _storable(raw: str) -> str:
@@ -719,8 +748,7 @@ def days(profile: AgentProfile, kind: str) -> list[date]:
 
 def read_day(profile: AgentProfile, kind: str, day: date) -> list[dict[str, Any]]:
     """The archived records of one UTC day, parsed, sorted by event time."""
-    table = _read_partition(profile, _check_kind(kind), day.isoformat(), ["event_ts", "raw"])
-    return _records(table)
+    return _records(_read_partition(profile, _check_kind(kind), day.isoformat(), ["event_ts", "raw"]))
 
 
 def read_window(profile: AgentProfile, kind: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
@@ -731,37 +759,35 @@ def read_window(profile: AgentProfile, kind: str, start: datetime, end: datetime
 def read_window_lines(profile: AgentProfile, kind: str, start: datetime, end: datetime) -> list[tuple[str, str]]:
     """``(source file name, raw line)`` of the archived lines with ``start <= event time < end``, by event time (ties
     in the order they were archived), for a reader that applies the log's own record rules to them."""
-    table = _window_table(profile, kind, start, end, ["event_ts", "source", "raw"])
-    if not table.num_rows:
-        return []
-    table = table.sort_by([("event_ts", "ascending")])
-    return list(zip(table.column("source").to_pylist(), table.column("raw").to_pylist(), strict=True))
+    table = _by_event_time(_window_table(profile, kind, start, end, ["event_ts", "source", "raw"]))
+    return list(zip(table["source"].tolist(), table["raw"].tolist(), strict=True))
 
 
-def _window_table(profile: AgentProfile, kind: str, start: datetime, end: datetime, columns: list[str]) -> pa.Table:
+def _window_table(
+    profile: AgentProfile, kind: str, start: datetime, end: datetime, columns: list[str]
+) -> dict[str, np.ndarray]:
     start, end = utc(start), utc(end)
-    if end <= start:
-        return SCHEMA.empty_table().select(columns)
     tables = []
     day = start.date()
     last = (end - timedelta(microseconds=1)).date()
-    while day <= last:
-        table = _read_partition(profile, _check_kind(kind), day.isoformat(), columns)
-        if table.num_rows:
-            ts = table.column("event_ts")
-            tables.append(
-                table.filter(
-                    pc.and_(pc.greater_equal(ts, pa.scalar(start, ts.type)), pc.less(ts, pa.scalar(end, ts.type)))
-                )
+    while end > start and day <= last:
+        tables.append(
+            _read_partition(
+                profile,
+                _check_kind(kind),
+                day.isoformat(),
+                columns,
+                "event_ts >= ? AND event_ts < ?",
+                (start, end),
             )
+        )
         day += timedelta(days=1)
-    return pa.concat_tables(tables) if tables else SCHEMA.empty_table().select(columns)
+    return _concat(tables, columns)
 
 
 def read_unknown(profile: AgentProfile, kind: str) -> list[str]:
     """Raw lines archived without a readable timestamp (partition ``date=unknown``)."""
-    table = _read_partition(profile, _check_kind(kind), UNKNOWN_DAY, ["raw"])
-    return table.column("raw").to_pylist() if table.num_rows else []
+    return _read_partition(profile, _check_kind(kind), UNKNOWN_DAY, ["raw"])["raw"].tolist()
 
 
 def iter_rows(profile: AgentProfile, kind: str) -> Iterator[dict[str, Any]]:
@@ -771,21 +797,36 @@ def iter_rows(profile: AgentProfile, kind: str) -> Iterator[dict[str, Any]]:
         return
     for pdir in sorted(d for d in base.iterdir() if d.is_dir() and d.name.startswith("date=")):
         for part in _parts(pdir):
-            yield from pq.read_table(part, schema=SCHEMA).to_pylist()
+            yield from read_parquet(part, list(SCHEMA))
 
 
-def _read_partition(profile: AgentProfile, kind: str, day: str, columns: list[str]) -> pa.Table:
+def _read_partition(
+    profile: AgentProfile, kind: str, day: str, columns: list[str], where: str = "", params: tuple[Any, ...] = ()
+) -> dict[str, np.ndarray]:
+    """``columns`` of a partition's rows (those ``where`` holds), part after part in name order, each in its order."""
     parts = _parts(_partition_dir(profile, kind, day))
-    if not parts:
-        return SCHEMA.empty_table().select(columns)
-    return pa.concat_tables([pq.read_table(p, columns=columns, schema=SCHEMA) for p in parts])
+    return _concat([read_columns(p, columns, where, params) for p in parts], columns)
 
 
-def _records(table: pa.Table) -> list[dict[str, Any]]:
-    if not table.num_rows:
-        return []
+def _concat(tables: list[dict[str, np.ndarray]], columns: list[str]) -> dict[str, np.ndarray]:
+    if not tables:
+        return {c: texts([]) for c in columns}
+    return {c: np.ma.concatenate([t[c] for t in tables]) if len(tables) > 1 else tables[0][c] for c in columns}
+
+
+def _by_event_time(table: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The rows sorted by event time, ties in the order they come (a missing time last)."""
+    ts = table["event_ts"]
+    if not len(ts):
+        return table
+    keys = np.ma.filled(ts.astype("datetime64[us]").view(np.int64), np.iinfo(np.int64).max)
+    order = np.argsort(keys, kind="stable")
+    return {c: v[order] for c, v in table.items()}
+
+
+def _records(table: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     out = []
-    for raw in table.sort_by([("event_ts", "ascending")]).column("raw").to_pylist():
+    for raw in _by_event_time(table)["raw"].tolist():
         try:
             out.append(parse_json_line(raw))
         except MalformedLine:  # a dated row is valid JSON when written; guard against hand-edited parts

@@ -25,6 +25,7 @@ Both give the same results, scores bit for bit included (``Bm25Index(compiled=Fa
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
@@ -341,16 +342,16 @@ class NumpyBm25Index(Bm25Index):
         """``add`` of each document in turn into an empty index (a first build): the same postings, statistics and
         slots, with the postings of each term written at once instead of one append per document and term."""
         self._check_many(doc_ids, token_lists)
-        import pyarrow as pa
-
         with self._lock:
             if self._id_of:
                 raise ValueError("add_many builds an empty index; use add to change one that holds documents")
             n = len(doc_ids)
             lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=n)
-            encoded = pa.array([t for tokens in token_lists for t in tokens], pa.string()).dictionary_encode()
-            terms = encoded.dictionary.to_pylist()  # in order of first use, as add meets them
-            term_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            vocabulary: dict[str, int] = {}  # in order of first use, as add meets them
+            count = int(lengths.sum())
+            flat = itertools.chain.from_iterable(token_lists)
+            term_ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in flat), np.int64, count=count)
+            terms = list(vocabulary)
             slots = np.repeat(np.arange(n, dtype=np.int64), lengths)
             # (term, slot) pairs sorted by term then slot, with their counts: each term's postings in slot order.
             keys = np.sort(term_ids * max(n, 1) + slots)

@@ -13,9 +13,10 @@ What counts as a specific:
   ``alwaysSpecificWords`` wins over everything; otherwise ``extraCommonWords`` (any position), a lower-case
   spelling in any of the merge's sources, or the built-in baseline (sentence-initial, Title-case only)
   make it ordinary. The baseline is a reviewed hand list plus the most frequent English words from the
-  wordfreq package, less the ones that are mostly names (see FREQUENCY_BASELINE_SIZE); month and weekday
-  names are never in it. The period of an abbreviation ("Dr.", "Mr.", "St.", "e.g.", an initial) does
-  not end a sentence, so the word after it is mid-sentence.
+  wordfreq package, less the ones that are mostly names (see FREQUENCY_BASELINE_SIZE; the list ships as
+  frequency_baseline.txt, so the install needs no wordfreq); month and weekday names are never in it. The
+  period of an abbreviation ("Dr.", "Mr.", "St.", "e.g.", an initial) does not end a sentence, so the word
+  after it is mid-sentence.
 * A name or acronym is kept by the same word in another case as long as the merge still writes it with a
   capital ("iPhone" by "IPHONE" or "Iphone"); the all-lowercase word keeps it only when the source's
   capital was positional (a sentence opener). Words listed in ``alwaysSpecificWords`` are matched in
@@ -42,6 +43,7 @@ text no longer carries ("a dropped sentence", a sentence rewritten down to half 
 from __future__ import annotations
 
 import functools
+import importlib.resources
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -609,10 +611,42 @@ def _is_common_word(lowered: str) -> bool:
     return lowered in BASELINE_COMMON_WORDS or lowered in frequency_baseline()
 
 
+#: The wordfreq part of the baseline as shipped with the package: build_frequency_baseline(FREQUENCY_BASELINE_SIZE),
+#: one word a line after a header of "#" lines. wordfreq itself (60 MB of word lists in many languages) is needed only
+#: to rebuild it (write_frequency_baseline; the test and bench extras have it).
+FREQUENCY_BASELINE_FILE = "frequency_baseline.txt"
+_FREQUENCY_BASELINE_HEADER = """\
+# The frequency part of dream_assets' generic-English baseline (dream_assets/text/coverage.py: build_frequency_baseline
+# at FREQUENCY_BASELINE_SIZE): the most frequent English words that are not mostly names, one a line, sorted.
+# Derived from the word lists of wordfreq {version} (Robyn Speer, https://github.com/rspeer/wordfreq), whose data is
+# under CC BY-SA 4.0 (https://creativecommons.org/licenses/by-sa/4.0/), and so is this list. wordfreq's data credits
+# Google Books Ngrams (http://books.google.com/ngrams), the Leeds Internet Corpus, Wikipedia, ParaCrawl, OPUS
+# OpenSubtitles 2018 (OpenSubtitles, http://www.opensubtitles.org/), Twitter, and the SUBTLEX word lists by Marc
+# Brysbaert et al., which are freely available data (http://crr.ugent.be/programs-data/subtitle-frequencies).
+# Rebuilt by dream_assets.text.coverage.write_frequency_baseline() (needs wordfreq).
+"""
+
+
 @functools.cache
 def frequency_baseline() -> frozenset[str]:
-    """The wordfreq part of the baseline, built once per process on first use (about half a second)."""
-    return build_frequency_baseline(FREQUENCY_BASELINE_SIZE)
+    """The wordfreq part of the baseline, read from the packaged list once per process on first use."""
+    text = importlib.resources.files(__package__).joinpath(FREQUENCY_BASELINE_FILE).read_text(encoding="utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def frequency_baseline_text(words: Iterable[str], version: str) -> str:
+    """The packaged list's text for ``words``, built from wordfreq ``version``."""
+    return _FREQUENCY_BASELINE_HEADER.format(version=version) + "".join(f"{w}\n" for w in sorted(words))
+
+
+def write_frequency_baseline(path: Path | None = None) -> Path:
+    """Rebuild the packaged list (at ``path``; default: beside this module) from the installed wordfreq."""
+    from importlib.metadata import version
+
+    target = path or Path(__file__).with_name(FREQUENCY_BASELINE_FILE)
+    text = frequency_baseline_text(build_frequency_baseline(FREQUENCY_BASELINE_SIZE), version("wordfreq"))
+    target.write_text(text, encoding="utf-8")
+    return target
 
 
 def build_frequency_baseline(
@@ -622,10 +656,13 @@ def build_frequency_baseline(
     ratio: float = _NAME_FREQUENCY_RATIO,
 ) -> frozenset[str]:
     """The ``size`` most frequent English words (letters only) that are not mostly names; see
-    FREQUENCY_BASELINE_SIZE. Reads wordfreq's packaged lists directly so none of them stays cached."""
+    FREQUENCY_BASELINE_SIZE. Reads wordfreq's packaged lists directly so none of them stays cached. Needs wordfreq,
+    which the base install leaves out (the shipped list is frequency_baseline())."""
     import math
 
-    import wordfreq
+    from dream_assets.extras import require
+
+    wordfreq = require("wordfreq", "bench", "building the frequency baseline from word lists")
 
     lists = wordfreq.available_languages("large")
     english: dict[str, int] = {}  # word -> centibels below certainty (its rank bucket)

@@ -29,24 +29,12 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
-    import scipy.sparse as sp
-else:
-
-    class _SparseOnFirstUse:
-        """``scipy.sparse``, imported when first used: a search or a save never needs it, and importing it costs a
-        shell call (`dream memory search`) a fifth of its time."""
-
-        def __getattr__(self, name: str) -> Any:
-            import scipy.sparse
-
-            return getattr(scipy.sparse, name)
-
-    sp = _SparseOnFirstUse()
+    import scipy.sparse
 
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.framing import FRAMING_WORDS, without_frame_dates
@@ -70,7 +58,64 @@ _BOUND_BATCH = 250_000
 # Float32 rounding allowance in that bound; generous, since it only lets more pairs through.
 _BOUND_SLACK = 1e-5
 # Exact verification handles this many candidate pairs at a time, again to bound memory.
-_VERIFY_BATCH = 500_000
+_VERIFY_BATCH = 100_000
+
+
+# --------------------------------------------------------------------------- sparse rows
+
+
+@dataclass(frozen=True)
+class SparseRows:
+    """A sparse matrix as compressed rows (CSR), what the joins below need of one in numpy alone: row i's columns
+    are ``indices[indptr[i]:indptr[i + 1]]``, ascending and each once, with ``data`` their values."""
+
+    data: np.ndarray
+    indices: np.ndarray  # int64
+    indptr: np.ndarray  # int64, one more than the rows
+    n_cols: int
+
+    @classmethod
+    def of_rows(cls, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n_cols: int) -> SparseRows:
+        """Rows whose columns come in any order (each at most once in a row), sorted within each row."""
+        indices = np.asarray(indices, dtype=np.int64)
+        indptr = np.asarray(indptr, dtype=np.int64)
+        row_of = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+        order = np.lexsort((indices, row_of))
+        return cls(np.asarray(data)[order], indices[order], indptr, int(n_cols))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.indptr.size - 1, self.n_cols
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.size)
+
+    def row_of(self) -> np.ndarray:
+        """The row of each entry."""
+        return np.repeat(np.arange(self.indptr.size - 1, dtype=np.int64), np.diff(self.indptr))
+
+    def select(self, keep: np.ndarray, data: np.ndarray | None = None) -> SparseRows:
+        """The entries where ``keep`` holds, with ``data`` as their values when given."""
+        counts = np.bincount(self.row_of()[keep], minlength=self.indptr.size - 1)
+        values = self.data[keep] if data is None else data
+        return SparseRows(values, self.indices[keep], np.concatenate(([0], np.cumsum(counts))), self.n_cols)
+
+    def transposed(self) -> SparseRows:
+        order = np.argsort(self.indices, kind="stable")  # rows stay ascending within each column
+        counts = np.bincount(self.indices, minlength=self.n_cols)
+        return SparseRows(
+            self.data[order], self.row_of()[order], np.concatenate(([0], np.cumsum(counts))), self.indptr.size - 1
+        )
+
+    def gather(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The entries of ``rows`` (in that order, repeats allowed): their positions, and for each the index in
+        ``rows`` it belongs to."""
+        first = self.indptr[rows]
+        counts = self.indptr[rows + 1] - first
+        owner = np.repeat(np.arange(rows.size, dtype=np.int64), counts)
+        before = np.cumsum(counts) - counts
+        return np.arange(int(counts.sum()), dtype=np.int64) - (before - first)[owner], owner
 
 
 def jaccard(a: set[str], b: set[str]) -> float:
@@ -227,7 +272,7 @@ def cluster_pairs(
 # --------------------------------------------------------------------------- TF-IDF pairs
 
 
-def tfidf_matrix(texts: Sequence[str]) -> sp.csr_matrix:
+def tfidf_matrix(texts: Sequence[str]) -> scipy.sparse.csr_matrix:
     """L2-normalised smooth-idf TF-IDF rows over content tokens. Raises ValueError on an empty vocabulary, and
     MissingExtra when scikit-learn is not installed (the ``tfidf`` extra; the default overlap measure needs none)."""
     from dream_assets.extras import require
@@ -243,7 +288,7 @@ def tfidf_matrix(texts: Sequence[str]) -> sp.csr_matrix:
         norm="l2",
         dtype=np.float64,
     )
-    return sp.csr_matrix(vectorizer.fit_transform(texts))
+    return vectorizer.fit_transform(texts).tocsr()  # scikit-learn brings SciPy; the base install has neither
 
 
 def tfidf_pairs(texts: Sequence[str], threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -252,7 +297,9 @@ def tfidf_pairs(texts: Sequence[str], threshold: float) -> tuple[np.ndarray, np.
     return cosine_pairs(x, threshold)
 
 
-def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def cosine_pairs(
+    x: scipy.sparse.csr_matrix | SparseRows, threshold: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All-pairs cosine join of L2-normalised rows (see the module docstring for the pruning)."""
     n, n_features = x.shape
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
@@ -260,13 +307,12 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
         return empty
 
     # Renumber features by document frequency, most common first, so every row lists its common
-    # part before its rare part. Own copies throughout: sort_indices works in place.
+    # part before its rare part.
     df = np.bincount(x.indices, minlength=n_features)
     by_df = np.argsort(-df, kind="stable")
     rank = np.empty(n_features, dtype=np.int64)
     rank[by_df] = np.arange(n_features)
-    x = sp.csr_matrix((x.data.astype(np.float64), rank[x.indices], x.indptr.copy()), shape=x.shape)
-    x.sort_indices()
+    x = SparseRows.of_rows(x.data.astype(np.float64), rank[x.indices], x.indptr, n_features)
 
     row_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(x.indptr))
     squares = x.data * x.data
@@ -281,11 +327,8 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
     first_rare[has_rare] = x.indices[first_rare_at[has_rare]]
     common_by_bucket, all_by_bucket = _bucket_norms(x, row_of, squares, common)
 
-    rare_counts = np.bincount(row_of[rare], minlength=n)
-    x_rare = sp.csr_matrix(
-        (x.data[rare], x.indices[rare], np.concatenate(([0], np.cumsum(rare_counts)))), shape=x.shape
-    )
-    x_rare_t = sp.csr_matrix(x_rare.T)
+    x_rare = x.select(rare)
+    x_rare_t = x_rare.transposed()
 
     # If cos(x, y) >= threshold, P_x and P_y share a feature: say x's rare part starts at the rarer
     # rank (first_rare[x] >= first_rare[y]); x shares some feature f of P_x with y, and f, being at
@@ -309,7 +352,7 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
             keep[sl] = score[sl] + unseen >= threshold - _BOUND_SLACK
         return r[keep], c[keep]
 
-    rows, cols = _chunked_candidates(x_rare, x_rare_t, work, n, bounded)
+    rows, cols = _chunked_candidates(x_rare, x_rare_t, work, n, bounded, sums=True)
     if rows.size == 0:
         return empty
     sims = _row_dots_of(x, x, rows, cols)
@@ -318,7 +361,7 @@ def cosine_pairs(x: sp.csr_matrix, threshold: float) -> tuple[np.ndarray, np.nda
 
 
 def _bucket_norms(
-    x: sp.csr_matrix, row_of: np.ndarray, squares: np.ndarray, common: np.ndarray
+    x: SparseRows, row_of: np.ndarray, squares: np.ndarray, common: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-row L2 norms within rank buckets: of the common part, and of the whole row.
 
@@ -364,23 +407,18 @@ def jaccard_pairs(sets: Sequence[set[str]], threshold: float) -> tuple[np.ndarra
     df = np.bincount(indices, minlength=len(vocabulary))
     rank = np.empty(len(vocabulary), dtype=np.int64)
     rank[np.argsort(df, kind="stable")] = np.arange(len(vocabulary))
-    m = sp.csr_matrix((np.ones(indices.size), rank[indices], indptr), shape=(n, len(vocabulary)))
-    m.sort_indices()
+    m = SparseRows.of_rows(np.ones(indices.size), rank[indices], indptr, len(vocabulary))
 
     row_of = np.repeat(np.arange(n, dtype=np.int64), sizes)
     prefix_len = sizes - np.ceil(threshold * sizes - _EPS).astype(np.int64) + 1
     in_prefix = (np.arange(indices.size) - indptr[:-1][row_of]) < prefix_len[row_of]
-    prefix_counts = np.bincount(row_of[in_prefix], minlength=n)
-    m_prefix = sp.csr_matrix(
-        (m.data[in_prefix], m.indices[in_prefix], np.concatenate(([0], np.cumsum(prefix_counts)))),
-        shape=m.shape,
-    )
-    m_prefix_t = sp.csr_matrix(m_prefix.T)
+    m_prefix = m.select(in_prefix)
+    m_prefix_t = m_prefix.transposed()
 
     df_prefix = np.bincount(m_prefix.indices, minlength=len(vocabulary))
     work = np.cumsum(np.bincount(row_of[in_prefix], weights=df_prefix[m.indices[in_prefix]], minlength=n))
 
-    def size_bound(r: np.ndarray, c: np.ndarray, _shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def size_bound(r: np.ndarray, c: np.ndarray, _shared: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         small = np.minimum(sizes[r], sizes[c])
         large = np.maximum(sizes[r], sizes[c])
         keep = (c > r) & (small >= threshold * large - _EPS)
@@ -408,15 +446,19 @@ def _token_columns(
 
 
 def _chunked_candidates(
-    prefix,
-    other_t,
+    prefix: SparseRows,
+    other_t: SparseRows,
     work: np.ndarray,
     n: int,
-    select: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    select: Callable[[np.ndarray, np.ndarray, np.ndarray | None], tuple[np.ndarray, np.ndarray]],
+    *,
+    sums: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate pairs of a prefix-filter join: ``prefix @ other_t``, a block of rows at a time so each sparse product
-    stays near _CHUNK_WORK (``work`` is the cumulative cost per row). ``select(rows, cols, products)`` keeps, and
-    orders, the pairs of a block worth verifying."""
+    """Candidate pairs of a prefix-filter join: the cells of ``prefix @ other_t``, a block of rows at a time so each
+    block's postings stay near _CHUNK_WORK (``work`` is the cumulative count per row). ``select(rows, cols, products)``
+    keeps, and orders, the pairs of a block worth verifying. With ``sums`` it sees each cell once with its product;
+    without, ``products`` is None and it sees each meeting of a row and a column (one per shared feature), its
+    verdict on one (row, column) being the same for all, and the pairs it keeps are then made distinct."""
     found_rows: list[np.ndarray] = []
     found_cols: list[np.ndarray] = []
     start = 0
@@ -424,9 +466,25 @@ def _chunked_candidates(
         done = work[start - 1] if start else 0.0
         stop = int(np.searchsorted(work, done + _CHUNK_WORK, side="right"))
         stop = min(max(stop, start + 1), n)
-        block = sp.coo_matrix(prefix[start:stop] @ other_t)
-        r, c = select(block.row.astype(np.int64) + start, block.col.astype(np.int64), block.data)
-        del block
+        # Each entry (row, feature) of the block meets every posting of that feature in other_t.
+        lo = prefix.indptr[start]
+        features = prefix.indices[lo : prefix.indptr[stop]]
+        at, owner = other_t.gather(features)
+        rows = np.repeat(np.arange(start, stop, dtype=np.int64), np.diff(prefix.indptr[start : stop + 1]))[owner]
+        cols = other_t.indices[at]
+        if sums:
+            keys = rows * n + cols
+            order = np.argsort(keys, kind="stable")
+            keys = keys[order]
+            products = (prefix.data[lo : prefix.indptr[stop]][owner] * other_t.data[at])[order]
+            first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) if keys.size else keys
+            r, c = select(
+                keys[first] // n, keys[first] % n, np.add.reduceat(products, first) if keys.size else products
+            )
+        else:
+            r, c = select(rows, cols, None)
+            keys = _distinct(r * n + c)
+            r, c = keys // n, keys % n
         found_rows.append(r)
         found_cols.append(c)
         start = stop
@@ -493,14 +551,9 @@ def overlap_tokens(text: str, words: Sequence[str] | None = None) -> frozenset[s
     return frozenset(stem(t) for t in tokenize(text))
 
 
-# The same date shapes as _DATE_SHAPE in RE2 syntax, for pyarrow, with Python's white space (on ASCII text:
-# tab to carriage return, the four separators 0x1c-0x1f and space) spelt out, since RE2's \s leaves some out.
-_WS = r"[\t-\r\x1c-\x1f ]"
-_WORD_BYTES = np.zeros(256, dtype=bool)
-_WORD_BYTES[[*b"0123456789abcdefghijklmnopqrstuvwxyz_"]] = True
-_DATE_SHAPE_RE2 = (
-    rf"[0-9](?:[-/][0-9]|(?:st|nd|rd|th)?{_WS}+(?:of{_WS}+)?{_MONTH_PREFIX})|{_MONTH_PREFIX}[a-z]*\.?{_WS}+[0-9]"
-)
+# A word of an ASCII text as the overlap measure's fast path reads it: a run of [0-9a-z_] in the lower-cased text; or
+# the NUL that ends a text where texts are read together.
+_ASCII_WORD_OR_END = re.compile(r"[0-9a-z_]+|\x00")
 
 
 def overlap_token_columns(texts: Sequence[str]) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
@@ -512,8 +565,7 @@ def overlap_token_columns(texts: Sequence[str]) -> tuple[int, np.ndarray, np.nda
 
 def overlap_token_sets(texts: Sequence[str]) -> tuple[list[frozenset[str]], Counter[str]]:
     """``[overlap_tokens(t) for t in texts]`` and how many of them hold each stem, a corpus at a time."""
-    vocabulary, sizes, indices, indptr = _overlap_columns(texts)
-    terms = vocabulary.to_pylist()
+    terms, sizes, indices, indptr = _overlap_columns(texts)
     flat = [terms[i] for i in indices.tolist()]
     bounds = indptr.tolist()
     sets = [frozenset(flat[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
@@ -521,95 +573,66 @@ def overlap_token_sets(texts: Sequence[str]) -> tuple[list[frozenset[str]], Coun
     return sets, Counter(dict(zip(terms, counts.tolist(), strict=True)))
 
 
-def _overlap_columns(texts: Sequence[str]) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-    """The sorted stem vocabulary (an Arrow array) and each text's stems as CSR parts over it. Computed a column at a
-    time for what most texts are (ASCII, no apostrophe, no date shape: their words are the runs of letters, digits
-    and underscores of the lower-cased text), and text by text for the rest and for a text left with no stem once
-    stopwords and framing words are out (overlap_tokens' fallbacks)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+def _overlap_columns(texts: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """The sorted stem vocabulary and each text's stems as CSR parts over it. Each distinct word is stemmed and
+    checked once for what most texts are (ASCII, no apostrophe, no date shape: their words are the runs of letters,
+    digits and underscores of the lower-cased text); the rest, and a text left with no stem once stopwords and
+    framing words are out, go text by text (overlap_tokens' fallbacks)."""
     n = len(texts)
     if n == 0:
-        return pa.array([], pa.large_string()), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
-    column = pa.array(texts, pa.large_string())
-    lowered = pc.ascii_lower(column)
-    slow = pc.or_(
-        pc.invert(pc.string_is_ascii(column)),
-        pc.or_(pc.match_substring(column, "'"), pc.match_substring_regex(lowered, _DATE_SHAPE_RE2)),
-    )
-    is_slow = slow.to_numpy(zero_copy_only=False)
-    # Words of the fast texts straight from the bytes of the lower-cased column: a word is a run of [0-9a-z_] inside
-    # one text (a run never crosses from one text into the next).
-    offsets = np.frombuffer(lowered.buffers()[1], dtype=np.int64, count=n + 1, offset=lowered.offset * 8)
-    data = np.frombuffer(lowered.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
-    offsets = offsets - offsets[0]
-    in_word = _WORD_BYTES[data]
-    if is_slow.any():
-        in_word[np.repeat(is_slow, np.diff(offsets))] = False
-    starts_run = in_word.copy()
-    starts_run[1:] &= ~in_word[:-1]
-    ends_run = in_word.copy()
-    ends_run[:-1] &= ~in_word[1:]
-    bounded = offsets[1:] > offsets[:-1]  # non-empty texts: a run also starts at their first byte, ends at their last
-    starts_run[offsets[:-1][bounded]] = in_word[offsets[:-1][bounded]]
-    ends_run[offsets[1:][bounded] - 1] = in_word[offsets[1:][bounded] - 1]
-    word_start = np.flatnonzero(starts_run)
-    word_len = np.flatnonzero(ends_run) + 1 - word_start
-    words = pa.LargeStringArray.from_buffers(
-        word_start.size,
-        pa.py_buffer(np.concatenate(([0], np.cumsum(word_len))).astype(np.int64)),
-        pa.py_buffer(data[in_word]),
-    )
-    row = np.searchsorted(offsets, word_start, side="right") - 1
-    encoded = pc.dictionary_encode(words)
+        return [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
+    # The candidates for the fast path, lower-cased and read together, each followed by a NUL: neither a date shape
+    # nor a word can hold a NUL, so no match runs from one text into the next, and the NULs mark where texts end.
+    is_slow = np.fromiter((not t.isascii() or "'" in t or "\0" in t for t in texts), dtype=bool, count=n)
+    candidates = np.flatnonzero(~is_slow)
+    lowered = [texts[i].lower() for i in candidates.tolist()]
+    joined = "".join(f"{t}\0" for t in lowered)
+    starts = np.cumsum([0, *(len(t) + 1 for t in lowered)])[:-1]
+    dated = [m.start() for m in _DATE_SHAPE.finditer(joined)]
+    is_slow[candidates[np.searchsorted(starts, dated, side="right") - 1]] = True
+    tokens = _ASCII_WORD_OR_END.findall(joined)
+    index = {w: i for i, w in enumerate(dict.fromkeys(tokens))}
+    distinct = list(index)
+    token_ids = np.fromiter(map(index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    ends = token_ids == index.get("\0", -1)
+    row = candidates[np.cumsum(ends) - ends][~ends]  # the text of each word: how many texts ended before it
+    word_of = token_ids[~ends]
     # A word's stem: only alphabetic words longer than three letters change (tokens.stem), and only alphabetic words
     # can be stopwords or framing words, so the rest (numbers, identifiers: most of a large corpus's distinct
     # words) are their own stems without a look at each.
-    distinct = encoded.dictionary
-    alphabetic = np.flatnonzero(pc.ascii_is_alpha(distinct).to_numpy(zero_copy_only=False))
     dropped = np.zeros(len(distinct), dtype=bool)
-    stems = []
-    for i, word in zip(alphabetic.tolist(), distinct.take(pa.array(alphabetic)).to_pylist(), strict=True):
-        stemmed = _stem(word)
-        dropped[i] = word in STOPWORDS or stemmed in FRAMING_WORDS
-        stems.append(stemmed)
-    stem_text = pc.replace_with_mask(
-        distinct.cast(pa.large_string()),
-        pa.array(np.isin(np.arange(len(distinct)), alphabetic)),
-        pa.array(stems, pa.large_string()),
-    )
-    word_stem = pc.dictionary_encode(stem_text)  # word -> stem id
-    stem_of = word_stem.indices.to_numpy()[encoded.indices.to_numpy()]
-    keep = ~dropped[encoded.indices.to_numpy()] & ~is_slow[row]
+    stem_ids: dict[str, int] = {}
+    stem_of_word = np.zeros(len(distinct), dtype=np.int64)
+    for i, word in enumerate(distinct):
+        if word == "\0":
+            continue  # the end of a text, no word
+        stemmed = word
+        if word.isalpha():
+            stemmed = _stem(word)
+            dropped[i] = word in STOPWORDS or stemmed in FRAMING_WORDS
+        stem_of_word[i] = stem_ids.setdefault(stemmed, len(stem_ids))
+    stem_of = stem_of_word[word_of]
+    keep = ~dropped[word_of]
+    keep &= ~is_slow[row]  # a dated text's words: it goes text by text
     fast_rows, fast_stems = row[keep], stem_of[keep]
     is_slow |= np.bincount(fast_rows, minlength=n) == 0
     slow_rows = np.flatnonzero(is_slow)
     slow_sets = [overlap_tokens(texts[i]) for i in slow_rows.tolist()]
-    used = np.bincount(fast_stems, minlength=len(word_stem.dictionary)) > 0
-    terms = pa.concat_arrays(
-        [word_stem.dictionary.filter(pa.array(used)), pa.array(sorted(set().union(*slow_sets)), pa.large_string())]
-    )
-    vocabulary = pc.unique(terms)
-    vocabulary = vocabulary.take(pc.sort_indices(vocabulary))  # code point order, as sorted() gives
-    fast_position = pc.index_in(word_stem.dictionary, value_set=vocabulary).fill_null(-1).to_numpy()
+    stems = list(stem_ids)
+    used = np.bincount(fast_stems, minlength=len(stems)) > 0
+    vocabulary = sorted({stems[i] for i in np.flatnonzero(used).tolist()}.union(*slow_sets))  # code point order
+    column = {term: i for i, term in enumerate(vocabulary)}
+    fast_position = np.fromiter((column.get(t, -1) for t in stems), dtype=np.int64, count=len(stems))
     slow_sizes = np.fromiter((len(s) for s in slow_sets), dtype=np.int64, count=len(slow_sets))
-    slow_terms = pa.array([t for s in slow_sets for t in s], pa.large_string())
-    slow_cols = pc.index_in(slow_terms, value_set=vocabulary).to_numpy(zero_copy_only=False)
-    # One (row, stem) each: the sparse matrix sums a word met twice in a text into one entry.
-    matrix = sp.csr_matrix(
-        (
-            np.ones(fast_rows.size + slow_cols.size, dtype=np.int8),
-            (
-                np.concatenate((fast_rows, np.repeat(slow_rows, slow_sizes))),
-                np.concatenate((fast_position[fast_stems], slow_cols)),
-            ),
-        ),
-        shape=(n, len(vocabulary)),
+    slow_cols = np.fromiter((column[t] for s in slow_sets for t in s), dtype=np.int64, count=int(slow_sizes.sum()))
+    # One (row, stem) each, columns ascending within a row: a word met twice in a text counts once.
+    width = max(len(vocabulary), 1)
+    keys = _distinct(
+        np.concatenate((fast_rows, np.repeat(slow_rows, slow_sizes))).astype(np.int64) * width
+        + np.concatenate((fast_position[fast_stems], slow_cols)).astype(np.int64)
     )
-    matrix.sum_duplicates()
-    sizes = np.diff(matrix.indptr).astype(np.int64)
-    return vocabulary, sizes, matrix.indices.astype(np.int64), matrix.indptr.astype(np.int64)
+    sizes = np.bincount(keys // width, minlength=n).astype(np.int64)
+    return vocabulary, sizes, keys % width, np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
 
 
 def smooth_idf(n_docs: int, df: int) -> float:
@@ -669,29 +692,20 @@ def _overlap_pairs(
     rank = np.empty(n_terms, dtype=np.int64)
     rank[np.lexsort((np.arange(n_terms), df))] = np.arange(n_terms)  # rarest first
     weights = idf[indices]
-    m = sp.csr_matrix((weights, rank[indices], indptr), shape=(n, n_terms))
-    m.sort_indices()
-    binary = sp.csr_matrix((np.ones(m.nnz), m.indices.copy(), m.indptr.copy()), shape=m.shape)
+    m = SparseRows.of_rows(weights, rank[indices], indptr, n_terms)
+    binary = SparseRows(np.ones(m.nnz), m.indices, m.indptr, n_terms)
     row_of = np.repeat(np.arange(n, dtype=np.int64), sizes)
     totals = np.bincount(row_of, weights=m.data, minlength=n)
     cum = np.concatenate(([0.0], np.cumsum(m.data)))
     before = cum[:-1] - cum[m.indptr[:-1]][row_of]  # weight of the row's stems before this one
     remaining = totals[row_of] - before  # weight from this stem to the row's end
     in_prefix = remaining >= threshold * totals[row_of] * (1.0 - _EPS) - _EPS
-    prefix_counts = np.bincount(row_of[in_prefix], minlength=n)
-    m_prefix = sp.csr_matrix(
-        (
-            np.ones(int(in_prefix.sum())),
-            m.indices[in_prefix],
-            np.concatenate(([0], np.cumsum(prefix_counts))),
-        ),
-        shape=m.shape,
-    )
-    binary_t = sp.csr_matrix(binary.T)
+    m_prefix = m.select(in_prefix, np.ones(int(in_prefix.sum())))
+    binary_t = binary.transposed()
     postings = np.bincount(m.indices, minlength=n_terms)
     work = np.cumsum(np.bincount(row_of[in_prefix], weights=postings[m.indices[in_prefix]], minlength=n))
 
-    def lighter_first(r: np.ndarray, c: np.ndarray, _shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def lighter_first(r: np.ndarray, c: np.ndarray, _shared: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         lighter = (r != c) & (totals[r] <= totals[c] * (1.0 + _EPS) + _EPS)
         r, c = r[lighter], c[lighter]
         return np.minimum(r, c), np.maximum(r, c)
@@ -719,12 +733,28 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _row_dots_of(a, b, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """a[rows[i]] · b[cols[i]] for candidate pairs, in batches (bounded memory)."""
-    out = np.empty(rows.size, dtype=np.float64)
+def _row_dots_of(a: SparseRows, b: SparseRows, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """a[rows[i]] · b[cols[i]] for candidate pairs, in batches (bounded memory). Each dot sums the products of the
+    shared columns in column order with numpy's reduction, so a score does not depend on how the rows are stored."""
+    out = np.zeros(rows.size, dtype=np.float64)
+    width = max(a.n_cols, b.n_cols, 1)
     for lo in range(0, rows.size, _VERIFY_BATCH):
-        hi = lo + _VERIFY_BATCH
-        out[lo:hi] = np.asarray(a[rows[lo:hi]].multiply(b[cols[lo:hi]]).sum(axis=1)).ravel()
+        r, c = rows[lo : lo + _VERIFY_BATCH], cols[lo : lo + _VERIFY_BATCH]
+        a_at, a_pair = a.gather(r)
+        b_at, b_pair = b.gather(c)
+        if not a_at.size or not b_at.size:
+            continue
+        # Both key lists ascend (pairs in order, columns ascending within a row): a binary search finds the
+        # shared columns.
+        a_keys = a_pair * width + a.indices[a_at]
+        b_keys = b_pair * width + b.indices[b_at]
+        found = np.minimum(np.searchsorted(b_keys, a_keys), b_keys.size - 1)
+        shared = b_keys[found] == a_keys
+        products = a.data[a_at[shared]] * b.data[b_at[found[shared]]]
+        counts = np.bincount(a_pair[shared], minlength=r.size)
+        some = np.flatnonzero(counts)
+        if some.size:
+            out[lo + some] = np.add.reduceat(products, (np.cumsum(counts) - counts)[some])
     return out
 
 

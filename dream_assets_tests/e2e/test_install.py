@@ -58,7 +58,7 @@ def test_the_base_install_leaves_the_extras_out_and_has_the_compiled_kernel(base
         base,
         "import importlib.util, json; from dream_assets.text.bm25 import kernel_in_use; print(json.dumps("
         "{'kernel': kernel_in_use(), 'present': [m for m in ('dagster', 'sklearn', 'pandas', 'langgraph', "
-        "'tiktoken', 'duckdb', 'mcp') if importlib.util.find_spec(m)]}))",
+        "'tiktoken', 'pyarrow', 'scipy', 'wordfreq', 'duckdb', 'mcp') if importlib.util.find_spec(m)]}))",
         tmp_path,
     )
     assert probe.returncode == 0, probe.stderr

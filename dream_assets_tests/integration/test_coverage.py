@@ -13,6 +13,7 @@ from dream_assets.profile import AgentProfile
 from dream_assets.text.coverage import (
     BASELINE_COMMON_WORDS,
     BASELINE_VOCABULARY,
+    FREQUENCY_BASELINE_SIZE,
     NEVER_COMMON_WORDS,
     CoverageResult,
     CoverageSource,
@@ -713,6 +714,12 @@ def test_frequency_baseline_is_built_from_packaged_data_without_the_network(
     built = build_frequency_baseline(2_000)
     assert "eventually" in built
     assert "john" not in built
+
+
+def test_the_shipped_frequency_baseline_is_the_one_wordfreq_builds() -> None:
+    # The install reads the list from the package (no wordfreq); it must be what the rule gives from wordfreq's data.
+    assert frequency_baseline() == build_frequency_baseline(FREQUENCY_BASELINE_SIZE)
+    assert len(frequency_baseline()) > 15_000
 
 
 # --- names that differ only in case ---------------------------------------------------------------------

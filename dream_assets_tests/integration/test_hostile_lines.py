@@ -152,13 +152,12 @@ def test_numbers_that_are_not_finite_are_malformed(profile: AgentProfile) -> Non
 
 
 def _partition_rows(profile: AgentProfile, kind: str) -> dict[str, list[tuple]]:
-    import pyarrow.parquet as pq
+    from dream_assets.store.parquet import read_parquet
 
     found: dict[str, list[tuple]] = {}
     for part in sorted((profile.warehouse_dir / kind).glob("date=*/part-*.parquet")):
         found.setdefault(part.parent.name, []).extend(
-            (r["line_key"], r["source"], r["session_id"], r["event_ts"], r["raw"])
-            for r in pq.read_table(part).to_pylist()
+            (r["line_key"], r["source"], r["session_id"], r["event_ts"], r["raw"]) for r in read_parquet(part)
         )
     return found
 

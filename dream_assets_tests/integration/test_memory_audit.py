@@ -3,7 +3,6 @@
 import json
 from datetime import timedelta
 
-import pyarrow.parquet as pq
 import pytest
 
 from dream_assets.cycle import run_cycle
@@ -12,6 +11,7 @@ from dream_assets.memory_audit import merged_from, read_trend, run_audit
 from dream_assets.options import DreamOptions
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
+from dream_assets.store.parquet import write_parquet
 from dream_assets.store.snapshots import take_snapshot
 
 from ..conftest import NOW
@@ -133,9 +133,11 @@ def test_deleting_the_entry_an_exact_duplicate_was_folded_into_orphans_the_folde
         conn.execute("DELETE FROM memories WHERE id = 'm0'")
     latest, _ = take_snapshot(profile, store, NOW + timedelta(hours=1))
     if written_before_successors:
-        changes = latest.read("changes")
-        pq.write_table(
-            changes.drop_columns(["actor", "successor_id", "successor_how"]), latest.path / "changes.parquet"
+        old = ["cycle_id", "pass_name", "kind", "target_type", "target_id", "reason", "after_json", "created_at"]
+        changes = latest.read("changes", old)
+        write_parquet(
+            latest.path / "changes.parquet",
+            {k: ("TIMESTAMP" if k == "created_at" else "VARCHAR", [c[k] for c in changes]) for k in old},
         )
     result = run_audit(profile, options, NOW + timedelta(hours=1))
     assert "m0" in result.unexplained_deletes and "m1" in result.orphaned_sources
@@ -151,7 +153,7 @@ def test_a_replayed_cycle_at_the_same_instant_takes_its_snapshot_and_keeps_the_e
     second, counts = take_snapshot(profile, store, NOW)  # a second cycle with the same --now
     (listed,) = list_snapshots(profile)
     assert listed.path == second.path and listed.taken_at == NOW
-    assert "Replays take their own snapshot." in listed.read("memories").column("content").to_pylist()
+    assert "Replays take their own snapshot." in [r["content"] for r in listed.read("memories", ["content"])]
     kept = [p for p in profile.snapshots_dir.iterdir() if p.name.startswith(first.path.name + ".replaced-")]
     assert len(kept) == 1 and (kept[0] / "memories.parquet").is_file()
     assert run_audit(profile, options, NOW).counts["unexplained_deletes"] == 0

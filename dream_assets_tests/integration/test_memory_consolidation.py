@@ -708,7 +708,7 @@ def test_minimum_interval_holds_across_a_restart(profile, store):
     store.memories.put_many([entry("c", "Heron load tests use staging.")])
     early = restarted(now=NOW + timedelta(hours=2))
     assert early.status == "skipped" and restarted.requests == []
-    assert early.summary.startswith("memory consolidation skipped — last completed 2026-11-30T12:00:00Z")
+    assert early.summary.startswith("minimum interval: last completed 2026-11-30T12:00:00Z, next allowed at")
     assert restarted(answer(), now=NOW + timedelta(hours=6)).status == "completed"
     assert len(restarted.requests) == 1
 

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from dream_assets.cli import pass_line
+from dream_assets.cycle_report import CycleReport
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
-from dream_assets.passes.outcome import load_outcome
+from dream_assets.passes.outcome import load_outcome, outcome_record
 from dream_assets.passes.registry import PASSES, by_name
 from dream_assets.passes.report import AboutToCall, PassReport
 from dream_assets.passes.runner import run_pass
@@ -166,6 +168,45 @@ def test_an_absent_input_comes_before_the_floor(profile):
     spec = Toy().spec(missing_input=lambda ctx: "no toy log", min_interval="ConsolidationMinInterval")
     report = run_pass(spec, ctx_for(profile))
     assert report.status == "skipped" and report.reason == "no toy log" and not report.counts.get("floored")
+
+
+def test_every_skip_the_runner_gives_says_its_cause_once(profile):
+    # The cause each skip names, as the runner words it.
+    causes = {
+        "lock": "another run of this pass is in progress",
+        "disabled": "TierRoutingReviewEnabled = false",
+        "input absent": "no toy log",
+        "change gate": "input unchanged since",
+        "minimum interval": "ConsolidationMinInterval",
+    }
+    skips: dict[str, PassReport] = {}
+    with path_lock(profile.pass_lock_path(TOY), timeout=0):
+        skips["lock"] = run_pass(Toy().spec(), ctx_for(profile))
+    disabled = DreamOptions().replace(TierRoutingReviewEnabled=False)
+    skips["disabled"] = run_pass(Toy().spec(), ctx_for(profile, disabled))
+    skips["input absent"] = run_pass(Toy().spec(missing_input=lambda ctx: "no toy log"), ctx_for(profile))
+    assert run_pass(Toy().spec(), ctx_for(profile)).status == "completed"  # the ledger's stamp: gate and floor hold
+    later = NOW + timedelta(hours=1)
+    skips["change gate"] = run_pass(Toy().spec(), ctx_for(profile, now=later))
+    skips["minimum interval"] = run_pass(
+        Toy(fingerprint="fp-2").spec(min_interval="ConsolidationMinInterval"), ctx_for(profile, now=later)
+    )
+    for why, report in skips.items():
+        assert report.status == "skipped", why
+        # `dream run`'s line names the pass, its status and the cause once each.
+        line = pass_line(report.pass_name, report.status, report.summary or report.reason, len(TOY))
+        for part in (TOY, "skipped", causes[why], "last completed", "next allowed at", "next forced run at"):
+            assert line.count(part) == (part in (report.reason or "") or part in (TOY, "skipped")), (why, part, line)
+        # So do the pass's log line and its row in the cycle report (which has columns for the pass and status).
+        (logged,) = [said for said in report.lines if causes[why] in said]
+        assert logged.count(causes[why]) == 1 and TOY not in logged, (why, logged)
+        record = outcome_record(report, now=later, cycle_id="c2")
+        table = CycleReport("alice", "c2", "--profile alice", [record]).markdown()
+        (row,) = [r for r in table.splitlines() if r.startswith(f"| {TOY} |")]
+        assert row.count(causes[why]) == 1 and row.count(TOY) == 1 and row.count("skipped") == 1, (why, row)
+        assert row.count("last completed") == ("last completed" in report.reason), (why, row)
+    floor = skips["minimum interval"].reason
+    assert floor.startswith("minimum interval: last completed 2026-") and "next allowed at" in floor
 
 
 def test_a_floored_pass_does_not_consult_the_gate(profile):

@@ -10,8 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from unittest import mock
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 from dream_assets.profile import AgentProfile
 from dream_assets.store import line_batch, warehouse
 from dream_assets.store.log_bytes import iter_lines_between
+from dream_assets.store.parquet import read_parquet
 from dream_assets.store.warehouse import (
     WarehouseError,
     archive_file_ranges,
@@ -96,7 +96,12 @@ def test_rows_carry_their_origin_and_archive_time(profile: AgentProfile) -> None
     assert row["archived_at"] == NOW
     assert row["line_key"] == warehouse.line_key("skill-usage", "cli-session.jsonl", raw)
     part = next((profile.warehouse_dir / "skill-usage").rglob("part-*.parquet"))
-    assert str(pq.read_schema(part).field("event_ts").type) == "timestamp[us, tz=UTC]"
+    with duckdb.connect() as con:
+        types = dict(con.execute(f"SELECT name, type FROM parquet_schema('{part}')").fetchall())
+        meta = con.execute(f"SELECT name, logical_type FROM parquet_schema('{part}')").fetchall()
+    # A timestamp adjusted to UTC, in microseconds, as every part of the warehouse has had it.
+    assert types["event_ts"] == "INT64" and "isAdjustedToUTC=1" in str(dict(meta)["event_ts"])
+    assert "MICROS" in str(dict(meta)["event_ts"])
 
 
 def test_the_same_line_in_two_files_is_two_rows(profile: AgentProfile) -> None:
@@ -293,7 +298,7 @@ def _partitions(profile: AgentProfile, kind: str) -> dict[str, list[tuple]]:
     for part in sorted((profile.warehouse_dir / kind).glob("date=*/part-*.parquet")):
         found.setdefault(part.parent.name, []).extend(
             (r["line_key"], r["source"], r["session_id"], r["event_ts"], r["raw"], r["archived_at"])
-            for r in pq.read_table(part).to_pylist()
+            for r in read_parquet(part)
         )
     return found
 
@@ -308,7 +313,7 @@ def _bulk_and_one_by_one(tmp_path: Path, kind: str, archive) -> tuple[tuple, tup
 def test_lines_in_the_writers_shape_are_read_in_bulk_and_the_others_one_by_one() -> None:
     with line_batch.connect() as con:
         lines = BULK_READABLE + READ_ALONE
-        raw = pa.array([text.encode("utf-8", "surrogateescape") for text in lines], pa.large_binary())
+        raw = line_batch.Lines.of([text.encode("utf-8", "surrogateescape") for text in lines])
         fast = line_batch.classify(con, raw).fast.tolist()
     assert fast == [True] * len(BULK_READABLE) + [False] * len(READ_ALONE)
 
@@ -495,7 +500,7 @@ def test_parts_hold_a_days_rows_in_event_time_order(profile: AgentProfile) -> No
     lines = [line(T0 + timedelta(minutes=(i * 7919) % 600), i) for i in range(1_000)]  # shuffled times
     archive_lines(profile, "tool-call", "s1.jsonl", lines, NOW)
     for part in (profile.warehouse_dir / "tool-call").rglob("part-*.parquet"):
-        stamps = pq.read_table(part, columns=["event_ts"]).column(0).to_pylist()
+        stamps = [r["event_ts"] for r in read_parquet(part, ["event_ts"])]
         assert stamps == sorted(stamps)
 
 

@@ -319,6 +319,9 @@ _STEM_CASES = [
     "Jon noted\x0bMay\x1f12 that he quit.",
     "Jon noted\x1cmay 12th, 2024 that he quit.",
     "Mayday 5 and Marseille 12 are not dates.",
+    # texts are read together, each ended by a NUL: one holding a NUL of its own is still one text
+    "Kestrel\x00deploys on Fridays",
+    "Heron\x00\x00load tests 12 May",
     "Café meetings in Zürich every Tuesday.",
     "The user's dog is called Rex.",
     "Loves LOVED loving lovely",
