@@ -30,8 +30,11 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Annotated
 
-from dream_assets.llm.contracts import ModelCall
+from pydantic import Field
+
+from dream_assets.llm.contracts import IdText, ModelCall, ShownIds
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import one_line
 from dream_assets.model import Skill
@@ -49,7 +52,13 @@ from dream_assets.passes.skill_signals import (
     note_malformed,
     read_window,
 )
-from dream_assets.passes.skill_vocabulary import MAX_SUMMARY_CHARS, SkillConsolidationResponse, same_skill, skill_block
+from dream_assets.passes.skill_vocabulary import (
+    MAX_SUMMARY_CHARS,
+    SkillConsolidationResponse,
+    SkillSave,
+    same_skill,
+    skill_block,
+)
 from dream_assets.passes.spec import PassSpec
 from dream_assets.store.logs import log_exists
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
@@ -62,6 +71,18 @@ _ITEM_CHARS = 16
 
 
 # --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+# No docstrings on the contracts: a model reads their schema, where a docstring would be words it pays for.
+class SkillRewrite(SkillSave):
+    # a rewrite keeps its skill's name: one of the skills the call shows (at risk or sparse)
+    name: Annotated[IdText, ShownIds("at_risk.name", "sparse.name")]
+
+
+class SkillOptimizationResponse(SkillConsolidationResponse):
+    # skill consolidation's shape, its rewrites naming only the skills sent; toDelete and sourceNames name skills of
+    # inputs["skills"], which this call does not show, so they may hold none
+    to_save: list[SkillRewrite] = Field(default_factory=list, alias="toSave")
+
+
 SPARSE_REVIEW_NOTE = (
     "### Review note: This skill has minimal content.\nExpand it with concrete steps, examples, and edge cases."
 )
@@ -358,7 +379,7 @@ SPEC = PassSpec(
     fingerprint=input_fingerprint,
     model_call=ModelCall(
         name=PASS,
-        contract=SkillConsolidationResponse,
+        contract=SkillOptimizationResponse,
         directive_file="skill-optimize.md",
         directive_option="SkillOptimizeDirectivePath",
         offline=needs_judgement({"toDelete": [], "toSave": []}),

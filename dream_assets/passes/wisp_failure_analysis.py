@@ -38,12 +38,12 @@ from collections import Counter
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from dream_assets.input_fingerprints import events_watermark
-from dream_assets.llm.contracts import Contract, IdText, ModelCall
+from dream_assets.llm.contracts import Contract, IdText, ModelCall, ShownIds
 from dream_assets.llm.prompts import extras, one_line, value_text
 from dream_assets.model import Skill, iso, utc
 from dream_assets.options import DreamOptions
@@ -75,7 +75,7 @@ class WispFailurePattern(Contract):
 
 
 class WispSkillAnnotation(Contract):
-    skill_name: IdText = Field(alias="skillName")
+    skill_name: Annotated[IdText, ShownIds("failure_patterns.skill_name")] = Field(alias="skillName")
     annotation: str
 
 
@@ -83,9 +83,13 @@ class WispPromotion(Contract):
     """Attach a promotion candidate's definition (named by its hash: the model never supplies the body) to an existing
     skill as a resource file. Missing fields are empty text, so the pass skips that promotion with its reason."""
 
-    skill_name: IdText = Field(default="", alias="skillName")
+    skill_name: Annotated[IdText, ShownIds("success_patterns.skill_name", "failure_patterns.skill_name")] = Field(
+        default="", alias="skillName"
+    )
     file_name: IdText = Field(default="", alias="fileName")
-    definition_hash: IdText = Field(default="", alias="definitionHash")
+    definition_hash: Annotated[IdText, ShownIds("promotion_candidates.definition_hash")] = Field(
+        default="", alias="definitionHash"
+    )
     description: str = ""
 
 
