@@ -947,7 +947,8 @@ def _apply(
         plans.append((save, sources, save.content.strip()))
     deletes = check_ids(response.to_delete, selection.eligible, field="toDelete")
     merge_only = {i for c in selection.reoffered for i in c}
-    kept = [i for i in deletes.usable if i in merge_only]
+    # a source of a merge also listed in toDelete means the merge (archived with it, or kept when it is not applied)
+    kept = [i for i in deletes.usable if i in merge_only and i not in state.merge_sources]
     if kept:
         report.count("reoffered_removals_ignored", len(kept))
         report.warn(
