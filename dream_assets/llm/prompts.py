@@ -10,7 +10,8 @@ prompt (which would also defeat prompt caching on the endpoint). Orders that do 
 messages within a session, the failure context of a skill.
 
 Memory entries carry their temporal context (spec, pass 1): ``first=`` (CreatedAt), ``last=``
-(LastSeenAt), ``reinforced=N×`` (ReinforcementCount) and ``subject=`` when subject-time metadata exists.
+(LastSeenAt, when another day), ``reinforced=N×`` (ReinforcementCount, when over one) and ``subject=`` when
+subject-time metadata exists.
 """
 
 from __future__ import annotations
@@ -87,15 +88,18 @@ def _subject(entry: MemoryEntry) -> str:
 
 
 def render_memory_entry(entry: MemoryEntry) -> str:
-    """``- id=<id> [<category>] tags=<a,b> first=<date> last=<date> reinforced=N× subject=<..> :: <content>``"""
+    """``- id=<id> [<category>] tags=<a,b> first=<date> last=<date> reinforced=N× subject=<..> :: <content>``, compact:
+    ``last=`` only when it is another day than ``first=``, ``reinforced=`` only when the entry was observed more than
+    once (most entries are neither: the words a small model reads per entry go to its content)."""
     parts = [f"- id={entry.id}", f"[{entry.category}]"]
     if entry.tags:
         parts.append("tags=" + ",".join(sorted(entry.tags)))
-    parts += [
-        f"first={_date(entry.created_at)}",
-        f"last={_date(entry.last_seen_at)}",
-        f"reinforced={entry.reinforcement_count}×",
-    ]
+    first, last = _date(entry.created_at), _date(entry.last_seen_at)
+    parts.append(f"first={first}")
+    if last != first:
+        parts.append(f"last={last}")
+    if entry.reinforcement_count > 1:
+        parts.append(f"reinforced={entry.reinforcement_count}×")
     subject = _subject(entry)
     if subject:
         parts.append(f"subject={subject}")
