@@ -287,6 +287,10 @@ def _apply(
     for n, save in enumerate(response.to_save):
         name = save.name
         bad = problem(name, "name", field=f"toSave[{n}].name")
+        content_given = isinstance(save.content, str) and bool(save.content.strip())
+        if content_given and guard.refuse(report, save.content, field=f"toSave[{n}].content", target=f"skill {name!r}"):
+            done.add(name)  # a copy instead of an answer: refused whatever skill it names
+            continue
         if bad is None and name not in sent:
             report.count("ignored")
             report.warn(
@@ -313,8 +317,6 @@ def _apply(
             report.warn(f"toSave[{n}] rejected: {bad}")
             continue
         done.add(name)
-        if guard.refuse(report, save.content, field=f"toSave[{n}].content", target=f"skill {name!r}"):
-            continue
         if guard.refuse_shrink(report, sent[name].content, save.content, target=f"skill {name!r}"):
             continue
         try:

@@ -68,7 +68,7 @@ from typing import Any
 
 from dream_assets import recall_index as recall
 from dream_assets.changes_model import SuccessorHow
-from dream_assets.llm.contracts import ModelCall
+from dream_assets.llm.contracts import NOT_TEXT, ModelCall
 from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, is_signal_entry, iso, new_id, parse_ts
 from dream_assets.passes.common import (
@@ -916,6 +916,16 @@ def _apply(
         duplicate_ids += len(found.duplicates)
         sources = [selection.eligible[i] for i in found.usable]
         source_ids = [s.id for s in sources]
+        # A placeholder or the directive's example copied as content is no entry, whatever ids it names: refused, its
+        # sources kept and shown again next cycle (the pass reports the copy as a failure).
+        target = f"toSave[{n}]" + (f" (sources {_ids(source_ids)} kept)" if sources else "")
+        content_given = isinstance(save.content, str) and save.content != NOT_TEXT and bool(save.content.strip())
+        if content_given and (guard or CopyGuard(frozenset())).refuse(
+            report, save.content, field="content", target=target
+        ):
+            state.merge_sources.update(source_ids)
+            state.untouched.update(source_ids)
+            continue
         if save.source_ids and not sources:
             report.count("skipped_unknown_sources")
             report.warn(f"skipped toSave[{n}]: none of its sourceIds was shown this cycle")
@@ -935,13 +945,6 @@ def _apply(
                 f"toSave[{n}]",
                 bad + (f"; its sources {_ids(source_ids)} are kept" if sources else ""),
             )
-            continue
-        # A placeholder or the directive's example copied as content is no entry: refused, its sources kept and
-        # shown again next cycle (the pass reports the copy as a failure).
-        target = f"toSave[{n}]" + (f" (sources {_ids(source_ids)} kept)" if sources else "")
-        if (guard or CopyGuard(frozenset())).refuse(report, save.content, field="content", target=target):
-            state.merge_sources.update(source_ids)
-            state.untouched.update(source_ids)
             continue
         state.merge_sources.update(source_ids)
         plans.append((save, sources, save.content.strip()))
