@@ -27,8 +27,9 @@ A model can also copy instead of answer: a small model given a directive whose e
 answers ``"..."``. :func:`copied` finds content that is a placeholder (only punctuation, a template slot such as
 ``<content>``, ``TODO``, ``lorem ipsum``) or the text of an example in the pass's directive
 (:func:`directive_examples`), contains such a text, or names the made-up subject of the built-in directives'
-worked examples (``EXAMPLE_MARKER``, when the directive's examples name it); a pass refuses such an item with the reason, counts it as ``copied``, and reports the
-pass as failed (a model that copies is not a healthy model, however much of its answer applied).
+worked examples (``EXAMPLE_MARKER``, when the directive's examples name it); a pass refuses such an item with the
+reason, counts it as ``copied``, and reports the pass as failed (a model that copies is not a healthy model, however
+much of its answer applied).
 """
 
 from __future__ import annotations
@@ -215,7 +216,8 @@ def copied(value: str, *, examples: frozenset[str] = frozenset()) -> str | None:
     if any(len(e) >= MIN_EMBEDDED_EXAMPLE_CHARS and f" {e} " in padded for e in examples):
         return f"copies the directive's example ({shown(inner, 40)}) into its answer"
     if f" {EXAMPLE_MARKER} " in padded and any(EXAMPLE_MARKER in e.split() for e in examples):
-        return f"writes about {EXAMPLE_MARKER.title()}, the made-up subject of the directive's example ({shown(inner, 40)})"
+        subject = EXAMPLE_MARKER.title()
+        return f"writes about {subject}, the made-up subject of the directive's example ({shown(inner, 40)})"
     return None
 
 

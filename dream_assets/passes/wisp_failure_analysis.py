@@ -559,7 +559,11 @@ def _apply_annotations(
             _invalid(report, f"skillAnnotations[{n}]", bad)
             continue
         name, text = p.skill_name.strip(), p.annotation.strip()
-        if text and guard is not None and guard.refuse(report, text, field="annotation", target=f"skillAnnotations[{n}]"):
+        if (
+            text
+            and guard is not None
+            and guard.refuse(report, text, field="annotation", target=f"skillAnnotations[{n}]")
+        ):
             continue
         if name not in producers:
             ignored.append(name)
@@ -692,7 +696,11 @@ def _apply_promotions(
     for n, p in enumerate(proposals):
         target = f"promotions[{n}]"
         description = p.description if isinstance(p.description, str) else ""
-        if description.strip() and guard is not None and guard.refuse(report, description, field="description", target=target):
+        if (
+            description.strip()
+            and guard is not None
+            and guard.refuse(report, description, field="description", target=target)
+        ):
             continue
         name, file_name, digest = (str(v).strip() for v in (p.skill_name, p.file_name, p.definition_hash))
         bad = (

@@ -82,7 +82,9 @@ def test_a_copied_merge_repair_is_refused_and_the_merge_stays_rejected(profile, 
     b = put(store, "Alice goes to Dr. Kim, a dentist at the Lyon clinic, every March.", days_ago=5)
     lossy = {"toSave": [{"content": "Alice has a dentist.", "sourceIds": [a.id, b.id]}], "toDelete": []}
     with OpenAITestServer() as server:
-        server.script(reply(json.dumps(lossy)), reply(json.dumps({"content": "Nadia's bakery in Examplia opens at 7:00."})))
+        server.script(
+            reply(json.dumps(lossy)), reply(json.dumps({"content": "Nadia's bakery in Examplia opens at 7:00."}))
+        )
         report = run_pass("memory_consolidation", profile, store, server)
     assert report.status == "failed" and report.counts["copied"] == 1
     assert {a.content, b.content} <= live_texts(store)

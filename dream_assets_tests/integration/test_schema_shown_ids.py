@@ -138,5 +138,3 @@ def test_an_answer_naming_an_id_it_was_not_shown_is_still_refused_by_the_host(pr
     assert sorted(sent["properties"]["toDelete"]["items"]["enum"]) == sorted([a.id, b.id])
     assert {e.id for e in store.memories.list_live()} >= {a.id, b.id}
     assert report.counts["ignored_ids"] == 1  # the id it was not shown is ignored, with a count
-
-
