@@ -167,7 +167,7 @@ def call_schema(contract: type[BaseModel], inputs: Mapping[str, Any]) -> dict[st
 
 
 def id_fields(contract: type[BaseModel]) -> dict[str, tuple[str, ...]]:
-    """Where the contract's ``ShownIds`` fields are in its JSON schema (``"$defs.MemorySave.properties.sourceIds"``)
+    """Where the contract's ``ShownIds`` fields are in its JSON schema (``"$defs.<Item>.properties.<field>"``)
     and the input paths each takes its ids from: what a test checks every sent schema constrains."""
     found: dict[str, tuple[str, ...]] = {}
 
