@@ -9,6 +9,7 @@ does not fit is a failed call, never a partial apply.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -108,12 +109,16 @@ def shown_ids(inputs: Mapping[str, Any], paths: tuple[str, ...] | list[str]) -> 
     return list(found)
 
 
-def call_schema(contract: type[BaseModel], inputs: Mapping[str, Any]) -> dict[str, Any]:
+def call_schema(
+    contract: type[BaseModel], inputs: Mapping[str, Any], aliases: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The JSON schema of one call: the contract's (by alias), each ``ShownIds`` field constrained to the ids this
     call's ``inputs`` show — an ``enum`` of them (for a list, of its items). Where none are shown, a list of ids gets
     ``maxItems: 0``, and an item that must name one (a promotion naming its definition, when no definition is shown)
     cannot be given: the lists of such items get ``maxItems: 0`` too. Above ``MAX_ENUM_IDS`` ids a field stays plain
-    text (the host's check refuses an id that was not shown). The marker key itself is never sent."""
+    text (the host's check refuses an id that was not shown). With ``aliases`` (``id_aliases``) the enum lists the
+    short names the prompt shows instead of the ids. The marker key itself is never sent."""
+    aliases = aliases or {}
     schema = contract.model_json_schema(by_alias=True)
     impossible: set[str] = set()  # $defs whose items would have to name an id when none is shown
 
@@ -138,7 +143,8 @@ def call_schema(contract: type[BaseModel], inputs: Mapping[str, Any]) -> dict[st
             paths = node.pop(SHOWN_IDS_KEY, None)
             for value in node.values():
                 visit(value, owner)
-            if paths is not None and not constrain(node, shown_ids(inputs, paths)) and owner:
+            ids = [aliases.get(i, i) for i in shown_ids(inputs, paths)] if paths is not None else []
+            if paths is not None and not constrain(node, ids) and owner:
                 impossible.add(owner)
         elif isinstance(node, list):
             for value in node:
@@ -164,6 +170,67 @@ def call_schema(contract: type[BaseModel], inputs: Mapping[str, Any]) -> dict[st
     if impossible:
         close(schema)
     return schema
+
+
+# --- short names for long ids ----------------------------------------------------------------------------------------
+#: An id a tokenizer makes many tokens of: a long run of hex digits (a uuid, with or without dashes, a content hash).
+_OPAQUE_ID = re.compile(r"[0-9a-f][0-9a-f-]{15,}")
+_OPAQUE_TOKEN = re.compile(r"(?<![0-9A-Za-z_-])[0-9a-f][0-9a-f-]{15,}(?![0-9A-Za-z_-])")
+#: The short name of the n-th long id a call shows.
+ALIAS_PREFIX = "e"
+
+
+def id_aliases(contract: type[BaseModel], inputs: Mapping[str, Any]) -> dict[str, str]:
+    """Short names (``e1``, ``e2`` ...) for the long opaque ids (32 hex digits: about 20 tokens each for a small model's
+    tokenizer) a call shows in its ``ShownIds`` fields, in the order shown: the prompt and the schema show the short
+    names, and the answer's id fields are mapped back (``restore_ids``) before the pass reads them, so the pass, its
+    checks and its records see the real ids only. Empty when the call shows no such id, or when a short name would be
+    one of the ids it shows."""
+    shown: dict[str, None] = {}
+    for paths in id_fields(contract).values():
+        for i in shown_ids(inputs, paths):
+            shown.setdefault(i, None)
+    long_ids = [i for i in shown if _OPAQUE_ID.fullmatch(i)]
+    aliases = {real: f"{ALIAS_PREFIX}{n}" for n, real in enumerate(long_ids, 1)}
+    if set(aliases.values()) & set(shown):
+        return {}
+    return aliases
+
+
+def with_aliases(text: str, aliases: Mapping[str, str]) -> str:
+    """``text`` with every long id of ``aliases`` replaced by its short name."""
+    if not aliases:
+        return text
+    return _OPAQUE_TOKEN.sub(lambda m: aliases.get(m.group(), m.group()), text)
+
+
+def restore_ids(response: BaseModel, aliases: Mapping[str, str]) -> BaseModel:
+    """``response`` with each short name in a ``ShownIds`` field (nested answers too) mapped back to its id; anything
+    else (an id the model was not shown, a real id) is left as it is for the pass's own check."""
+    if not aliases:
+        return response
+    real = {alias: i for i, alias in aliases.items()}
+
+    def restored(value: Any) -> Any:
+        if isinstance(value, str):
+            return real.get(value, value)
+        if isinstance(value, list):
+            return [restored(v) for v in value]
+        return value
+
+    def walk(model: BaseModel) -> BaseModel:
+        update: dict[str, Any] = {}
+        for name, info in type(model).model_fields.items():
+            value = getattr(model, name)
+            if any(isinstance(m, ShownIds) for m in info.metadata):
+                update[name] = restored(value)
+            elif isinstance(value, BaseModel):
+                update[name] = walk(value)
+            elif isinstance(value, list) and any(isinstance(v, BaseModel) for v in value):
+                update[name] = [walk(v) if isinstance(v, BaseModel) else v for v in value]
+        return model.model_copy(update=update) if update else model
+
+    return walk(response)
 
 
 def id_fields(contract: type[BaseModel]) -> dict[str, tuple[str, ...]]:

@@ -128,7 +128,7 @@ def response_format_schema(request: ModelRequest) -> dict[str, Any]:
         "type": "json_schema",
         "json_schema": {
             "name": request.call.name,
-            "schema": call_schema(request.call.contract, request.inputs),
+            "schema": call_schema(request.call.contract, request.inputs, request.aliases),
             "strict": False,
         },
     }

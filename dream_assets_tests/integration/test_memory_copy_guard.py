@@ -74,7 +74,7 @@ def test_consolidation_refuses_placeholders_and_the_example_keeps_the_sources_an
     # The entries the copied merge named are not settled by it: the model is asked about them again.
     assert len(server.requests) >= 2
     shown = server.requests[-1].body["messages"][-1]["content"]
-    assert a.id in shown and b.id in shown
+    assert a.content in shown and b.content in shown
 
 
 def test_a_copied_merge_repair_is_refused_and_the_merge_stays_rejected(profile, store):

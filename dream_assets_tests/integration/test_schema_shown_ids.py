@@ -6,6 +6,7 @@ pass with id fields is covered without touching this test."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -80,7 +81,7 @@ def test_every_model_pass_sends_a_schema_naming_only_the_ids_it_shows(demo, monk
             if allowed is None and _cannot_be_given(schema, where):
                 allowed = []  # nothing of the kind is shown: no item naming one can be given
             assert allowed is not None, f"{name}: {where} is sent without the ids the call shows"
-            not_shown = [i for i in allowed if i not in prompt]
+            not_shown = [i for i in allowed if not re.search(rf"(?<![\w/-]){re.escape(i)}(?![\w/-])", prompt)]
             assert not not_shown, f"{name}: {where} allows ids its prompt does not show: {not_shown}"
             narrowed[name] = narrowed.get(name, 0) + len(allowed)
 
@@ -135,6 +136,35 @@ def test_an_answer_naming_an_id_it_was_not_shown_is_still_refused_by_the_host(pr
         options = DreamOptions(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
         report = runner.run_pass(by_name("memory_consolidation"), PassContext(profile, options, NOW, _store=store))
         sent = server.requests[0].body["response_format"]["json_schema"]["schema"]
-    assert sorted(sent["properties"]["toDelete"]["items"]["enum"]) == sorted([a.id, b.id])
+    assert sent["properties"]["toDelete"]["items"]["enum"] == ["e1", "e2"]  # the short names the prompt shows
     assert {e.id for e in store.memories.list_live()} >= {a.id, b.id}
     assert report.counts["ignored_ids"] == 1  # the id it was not shown is ignored, with a count
+
+
+def test_long_ids_are_shown_by_short_names_and_an_answer_naming_them_applies_to_the_real_entries(profile, store):
+    """A 32-hex id is about 20 tokens for a small model: the prompt and the schema show ``e1``, ``e2`` ..., and the
+    answer's ids are mapped back before the pass reads them, so the merge archives the real entries."""
+    from dream_assets.passes import runner
+    from dream_assets.passes.context import PassContext
+    from dream_assets.passes.registry import by_name
+    from dream_assets.save_pipeline import save_memory
+
+    a = save_memory(store.memories, "Alice's dentist is Dr. Kim in Lyon.", category="people/alice", now=NOW).entry
+    b = save_memory(
+        store.memories, "Alice sees Dr. Kim, a dentist in Lyon.", category="people/alice", now=NOW, dedupe=False
+    ).entry
+    merged = "Alice's dentist is Dr. Kim in Lyon."
+    answer = {
+        "toDelete": ["e1", "e2"],
+        "toSave": [{"content": merged, "category": "people/alice", "sourceIds": ["e1", "e2"]}],
+    }
+    with OpenAITestServer(default=reply(json.dumps({"toDelete": [], "toSave": []}))) as server:
+        server.script(reply(json.dumps(answer)))
+        options = DreamOptions(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
+        report = runner.run_pass(by_name("memory_consolidation"), PassContext(profile, options, NOW, _store=store))
+        prompt = server.requests[0].body["messages"][-1]["content"]
+    assert a.id not in prompt and b.id not in prompt and "id=e1 " in prompt and "id=e2 " in prompt
+    assert report.counts["merged"] == 1 and report.counts.get("ignored_ids", 0) == 0, report.reason
+    assert store.memories.get(a.id).is_archived and store.memories.get(b.id).is_archived
+    [live] = store.memories.list_live()
+    assert set(json.loads(live.metadata["mergedFrom"])) == {a.id, b.id}
