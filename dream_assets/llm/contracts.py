@@ -190,11 +190,16 @@ def id_aliases(contract: type[BaseModel], inputs: Mapping[str, Any]) -> dict[str
     for paths in id_fields(contract).values():
         for i in shown_ids(inputs, paths):
             shown.setdefault(i, None)
-    long_ids = [i for i in shown if _OPAQUE_ID.fullmatch(i)]
+    long_ids = [i for i in shown if is_long_id(i)]
     aliases = {real: f"{ALIAS_PREFIX}{n}" for n, real in enumerate(long_ids, 1)}
     if set(aliases.values()) & set(shown):
         return {}
     return aliases
+
+
+def is_long_id(value: str) -> bool:
+    """An id shown to a model by a short name when a call shows it (see ``id_aliases``)."""
+    return _OPAQUE_ID.fullmatch(value) is not None
 
 
 def with_aliases(text: str, aliases: Mapping[str, str]) -> str:

@@ -68,7 +68,7 @@ from typing import Any
 
 from dream_assets import recall_index as recall
 from dream_assets.changes_model import SuccessorHow
-from dream_assets.llm.contracts import NOT_TEXT, ModelCall
+from dream_assets.llm.contracts import NOT_TEXT, ModelCall, id_aliases, is_long_id, with_aliases
 from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, is_signal_entry, iso, new_id, parse_ts
 from dream_assets.passes.common import (
@@ -1080,9 +1080,19 @@ def paused(ctx: PassContext) -> str | None:
     return None
 
 
+#: What a long id costs in a prompt as sent: its short name (``contracts.id_aliases``), at its longest for a call.
+_SHORT_NAME = "e9999"
+
+
 def _entry_tokens(count: Callable[[str], int]) -> Callable[[MemoryEntry], int]:
-    """An entry's tokens in the consolidation prompt: its rendered block and its id in a cluster line."""
-    return lambda entry: count(render_memory_entry(entry)) + count(f"{entry.id}, ") + 1
+    """An entry's tokens in the consolidation prompt as sent (a long id shown by its short name): its rendered block
+    and its id in a cluster line."""
+
+    def cost(entry: MemoryEntry) -> int:
+        shown_id = _SHORT_NAME if is_long_id(entry.id) else entry.id
+        return count(render_memory_entry(entry.with_(id=shown_id))) + count(f"{shown_id}, ") + 1
+
+    return cost
 
 
 def _count_selection(report: PassReport, selection: Selection, live: list[MemoryEntry], previous: Any) -> None:
@@ -1220,16 +1230,17 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         for batch in [planned, *planned.later]:
             entries = batch.entries()
             prompt = render_memory_consolidation(entries, batch.clusters, feedback, ctx.now, reoffered=batch.reoffered)
-            if budget.bounded and not budget.fits(system, prompt) and len(entries) > 1:
-                shrink *= 0.8  # the per-entry estimate was short (cluster lines, framing): a smaller batch
-                redo = True
-                break
             inputs = {
                 "entries": [_entry_input(e) for e in entries],
                 "clusters": batch.clusters,
                 "feedback": feedback,
                 "reoffered": batch.reoffered,
             }
+            sent = with_aliases(prompt, id_aliases(SPEC.model_call.contract, inputs))  # as the model layer sends it
+            if budget.bounded and not budget.fits(system, sent) and len(entries) > 1:
+                shrink *= 0.8  # the per-entry estimate was short (cluster lines, framing): a smaller batch
+                redo = True
+                break
             report.extra["prompt_chars"] = max(len(prompt), int(report.extra.get("prompt_chars", 0)))
             report.counts["prompt_chars"] = report.counts.get("prompt_chars", 0) + len(prompt)
             response = call_model(ctx, report, SPEC.model_call, prompt, inputs, shrinkable=len(entries) > 1)
