@@ -24,6 +24,10 @@ Each backend gets a profile of its own in a temporary folder and runs the librar
 * answers_unparseable, repairs, calls, prompt_tokens, completion_tokens, seconds_per_call, seconds_per_cycle;
 * refused.<reason> — host refusals: invented_id, coverage, high_value_floor, removal_guard, placeholder_copy;
 * placeholders_applied — live memories and skills whose content is a placeholder or a directive's example (0 wanted);
+* prompt.<pass>.directive_tokens / .items_tokens / .bytes — per model call kind, over every call of the run: the
+  directive (system prompt) and the rendered items (user prompt) estimated at the uncalibrated three bytes a token
+  (``budget.estimate_prompt_tokens``; a small model's tokenizer makes more of id-heavy text), and their exact UTF-8
+  bytes: what a prompt change saves, measured with the offline backend too, without a model;
 * prompts_over_window — calls whose prompt, as the endpoint counted it (its ``usage``), went over the window less
   the answer reserve; largest_prompt_tokens beside it; prompts_refused_over_window — prompts the host did not send.
 """
@@ -55,6 +59,7 @@ from dreambench.scoring import snapshot  # noqa: E402
 
 from dream_assets import agent_memory  # noqa: E402
 from dream_assets.cycle import run_cycle  # noqa: E402
+from dream_assets.llm.budget import estimate_prompt_tokens  # noqa: E402
 from dream_assets.llm.client import build_model_client  # noqa: E402
 from dream_assets.llm.directives import load_directive  # noqa: E402
 from dream_assets.options import load_agent_options  # noqa: E402
@@ -221,6 +226,7 @@ class Backend:
         self.reports: list[Any] = []  # PassReports of every cycle
         self.cycle_seconds: list[float] = []
         self.prompt_limit = 0
+        self.prompts: list[tuple[str, str, str]] = []  # (call name, system prompt, user prompt) of every call
 
     def save(self, saves: Sequence[Save]) -> None:
         for s in saves:
@@ -236,6 +242,13 @@ class Backend:
                 else None
             )
         )
+        answer = client.backend.complete
+
+        def complete(request: Any) -> Any:  # every prompt as sent, whatever the backend
+            self.prompts.append((request.pass_name, request.system, request.prompt))
+            return answer(request)
+
+        client.backend.complete = complete  # type: ignore[method-assign]
         budget = client.budget
         self.prompt_limit = budget.prompt_limit if budget.bounded else 0
         started = time.perf_counter()
@@ -316,6 +329,16 @@ def call_figures(backend: Backend, records: Sequence[Any], reports: Sequence[Any
     put("passes_failed", len(reports), sum(r.status == "failed" for r in reports), "passes")
 
 
+def prompt_figures(prompts: Sequence[tuple[str, str, str]], put: Any) -> None:
+    """Per model call kind: its directives' and its items' estimated tokens, and their bytes, over every call."""
+    for name in sorted({p[0] for p in prompts}):
+        calls = [(system, prompt) for n, system, prompt in prompts if n == name]
+        put(f"prompt.{name}.directive_tokens", len(calls), sum(estimate_prompt_tokens(s) for s, _ in calls), "tokens")
+        put(f"prompt.{name}.items_tokens", len(calls), sum(estimate_prompt_tokens(p) for _, p in calls), "tokens")
+        size = sum(len(s.encode()) + len(p.encode()) for s, p in calls)
+        put(f"prompt.{name}.bytes", len(calls), size, "bytes")
+
+
 def measure(name: str, env: Mapping[str, str], corpus: Corpus, root: Path, emit: Any) -> dict[str, float]:
     """Dream ``corpus`` over three cycles through the backend ``env`` selects; emit and return its figures."""
     scenario = corpus.scenario
@@ -369,6 +392,7 @@ def measure(name: str, env: Mapping[str, str], corpus: Corpus, root: Path, emit:
     put("recall_at_10.after", after.counts["recall_at_10"], after.values["recall_at_10"], "fraction")
 
     call_figures(dreamed, dreamed.records, dreamed.reports, dreamed.cycle_seconds, put)
+    prompt_figures(dreamed.prompts, put)
     put("placeholders_applied", *dreamed.placeholders(), "entries")
     return figures
 

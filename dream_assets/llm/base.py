@@ -24,6 +24,9 @@ class ModelRequest:
     timing: CallTiming | None = None
     #: Which call of how many of its pass this is (None: the client counts the pass's calls, total unknown).
     part: tuple[int, int] | None = None
+    #: The short names the prompt and the schema show for long ids (id -> name; ``contracts.id_aliases``), mapped back
+    #: in the answer before the pass reads it.
+    aliases: dict[str, str] = field(default_factory=dict)
 
     @property
     def pass_name(self) -> str:

@@ -33,7 +33,7 @@ from dream_assets.llm.budget import (
     token_counter,
 )
 from dream_assets.llm.busy import wait_until_idle
-from dream_assets.llm.contracts import ModelCall
+from dream_assets.llm.contracts import ModelCall, id_aliases, restore_ids, with_aliases
 from dream_assets.llm.directives import load_directive
 from dream_assets.llm.endpoint_profile import (
     CallTiming,
@@ -242,14 +242,18 @@ class ModelClient:
 
     def request(self, call: ModelCall, prompt: str, inputs: Mapping[str, Any] | None = None) -> ModelRequest:
         """A request for ``call`` (the pass's own model call) with its directive (the agent's override, else the
-        built-in) as system prompt."""
+        built-in) as system prompt. The long ids the call shows are shown by short names (``contracts.id_aliases``):
+        the prompt as sent, its size and its schema are the short ones; ``call`` maps the answer back."""
         system, source = load_directive(call, self.profile, self.options)
+        given = dict(inputs or {})
+        aliases = id_aliases(call.contract, given)
         return ModelRequest(
             call=call,
             system=system,
-            prompt=prompt,
-            inputs=dict(inputs or {}),
+            prompt=with_aliases(prompt, aliases),
+            inputs=given,
             directive_source=source,
+            aliases=aliases,
         )
 
     # -----------------------------------------------------------------------------------------------
@@ -364,7 +368,7 @@ class ModelClient:
         completion_tokens = raw.completion_tokens if raw.completion_tokens is not None else estimate_tokens(raw.text)
 
         try:
-            response = parse_response(raw.text, contract)
+            response = restore_ids(parse_response(raw.text, contract), request.aliases)
         except ResponseFormatError as exc:
             error = f"{name} answer for {request.pass_name} is unusable: {exc}"
             if raw.finish_reason == "length":

@@ -29,6 +29,7 @@ from typing import Any
 from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
 from dream_assets.llm.base import ModelCallError, ModelRequest, RawCompletion
 from dream_assets.llm.budget import is_context_exceeded
+from dream_assets.llm.contracts import call_schema
 from dream_assets.llm.extract import head
 from dream_assets.model import iso, parse_ts
 
@@ -120,13 +121,14 @@ class FormatMemory:
 
 def response_format_schema(request: ModelRequest) -> dict[str, Any]:
     """The ``json_schema`` response_format of a call: its contract's JSON schema (the one source of truth the answer
-    is validated against), by alias, not strict (a strict schema needs every field required)."""
-    contract = request.call.contract
+    is validated against), by alias, not strict (a strict schema needs every field required), with every id field
+    narrowed to the ids this call shows (``contracts.call_schema``: an ``enum``), so a model that decodes under the
+    schema (llama.cpp's grammar) cannot name an entry it was not shown."""
     return {
         "type": "json_schema",
         "json_schema": {
             "name": request.call.name,
-            "schema": contract.model_json_schema(by_alias=True),
+            "schema": call_schema(request.call.contract, request.inputs, request.aliases),
             "strict": False,
         },
     }

@@ -10,7 +10,8 @@ prompt (which would also defeat prompt caching on the endpoint). Orders that do 
 messages within a session, the failure context of a skill.
 
 Memory entries carry their temporal context (spec, pass 1): ``first=`` (CreatedAt), ``last=``
-(LastSeenAt), ``reinforced=N×`` (ReinforcementCount) and ``subject=`` when subject-time metadata exists.
+(LastSeenAt, when another day), ``reinforced=N×`` (ReinforcementCount, when over one) and ``subject=`` when
+subject-time metadata exists.
 """
 
 from __future__ import annotations
@@ -87,15 +88,18 @@ def _subject(entry: MemoryEntry) -> str:
 
 
 def render_memory_entry(entry: MemoryEntry) -> str:
-    """``- id=<id> [<category>] tags=<a,b> first=<date> last=<date> reinforced=N× subject=<..> :: <content>``"""
+    """``- id=<id> [<category>] tags=<a,b> first=<date> last=<date> reinforced=N× subject=<..> :: <content>``, compact:
+    ``last=`` only when it is another day than ``first=``, ``reinforced=`` only when the entry was observed more than
+    once (most entries are neither: the words a small model reads per entry go to its content)."""
     parts = [f"- id={entry.id}", f"[{entry.category}]"]
     if entry.tags:
         parts.append("tags=" + ",".join(sorted(entry.tags)))
-    parts += [
-        f"first={_date(entry.created_at)}",
-        f"last={_date(entry.last_seen_at)}",
-        f"reinforced={entry.reinforcement_count}×",
-    ]
+    first, last = _date(entry.created_at), _date(entry.last_seen_at)
+    parts.append(f"first={first}")
+    if last != first:
+        parts.append(f"last={last}")
+    if entry.reinforcement_count > 1:
+        parts.append(f"reinforced={entry.reinforcement_count}×")
     subject = _subject(entry)
     if subject:
         parts.append(f"subject={subject}")
@@ -139,16 +143,30 @@ def feedback_section(feedback: Sequence[Mapping[str, Any]], title: str) -> list[
     return lines
 
 
-def render_message(item: Mapping[str, Any]) -> str:
-    """One conversation-log line: ``- [<timestamp>] <role>: <content>``."""
-    when = _ts_text(_first(item, "timestamp", "time", "ts"))
+_ISO_MINUTE = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}):\d{2}(?:\.\d+)?Z")
+
+
+def _message_time(value: Any, day: str | None) -> str:
+    """A message's time to the minute (``2026-10-27 08:00``), only ``08:00`` on its session's day ``day``."""
+    when = _ts_text(value)
+    m = _ISO_MINUTE.fullmatch(when)
+    if m is None:
+        return when
+    return m.group(2) if m.group(1) == day else f"{m.group(1)} {m.group(2)}"
+
+
+def render_message(item: Mapping[str, Any], day: str | None = None) -> str:
+    """One conversation-log line: ``- [<time>] <role>: <content>``, the time to the minute (a model judging requests
+    needs no seconds), without its date when it is the session's ``day``."""
+    when = _message_time(_first(item, "timestamp", "time", "ts"), day)
     role = _first(item, "role", "speaker", "author") or "message"
     text = _first(item, "content", "text", "message") or ""
     return (f"- [{when}] " if when else "- ") + f"{role}: {one_line(text)}"
 
 
 def sessions_section(sessions: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
-    """``## Conversation log (N session(s))``: the sessions by their first message, each message in its order."""
+    """``## Conversation log (N session(s))``: the sessions by their first message, each message in its order; a
+    session's heading gives its day, its messages the time of day."""
 
     def first_time(sid: str) -> tuple[tuple[int, str], str]:
         times = [_ts_key(_first(m, "timestamp", "time", "ts")) for m in sessions[sid]]
@@ -157,6 +175,8 @@ def sessions_section(sessions: Mapping[str, Sequence[Mapping[str, Any]]]) -> lis
     lines = [f"## Conversation log ({len(sessions)} session(s))"]
     for sid in sorted(sessions, key=first_time):
         msgs = sessions[sid]
-        lines.append(f"### Session {sid} ({len(msgs)} message(s))")
-        lines += [render_message(m) for m in msgs]  # conversation order is meaningful: kept
+        (known, first), _ = first_time(sid)
+        day = first[:10] if known else None
+        lines.append(f"### Session {sid} ({len(msgs)} message(s)" + (f", {day})" if day else ")"))
+        lines += [render_message(m, day) for m in msgs]  # conversation order is meaningful: kept
     return lines if sessions else lines + ["(none)"]

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dream_assets.file_safety import UnreadableFile, atomic_write, read_json_file
-from dream_assets.llm.contracts import ModelCall
+from dream_assets.llm.contracts import ModelCall, id_aliases, with_aliases
 from dream_assets.model import iso
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
@@ -203,7 +203,10 @@ def call_model_batched(
     limit = len(items)  # the largest batch, lowered when the endpoint says a batch was too long
 
     def fits(batch: Sequence[Any]) -> bool:
-        return len(batch) <= limit and budget.fits(system, render(batch)[0])
+        if len(batch) > limit:
+            return False
+        prompt, inputs = render(batch)  # sized as sent: long ids at their short names
+        return budget.fits(system, with_aliases(prompt, id_aliases(call.contract, inputs)))
 
     while True:
         batches, alone = plan_batches(fits, items)

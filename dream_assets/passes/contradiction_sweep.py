@@ -43,12 +43,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Container, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import Field
 
 from dream_assets import recall_index as recall
 from dream_assets.changes_model import SuccessorHow
-from dream_assets.llm.contracts import NOT_TEXT, Contract, IdText, ModelCall
+from dream_assets.llm.contracts import NOT_TEXT, Contract, IdText, ModelCall, ShownIds
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, iso
@@ -100,8 +101,8 @@ class Supersession(Contract):
     """One proposed pair: ``winnerId`` supersedes ``loserId``. Missing ids are empty text, so the pass ignores that
     pair with its reason instead of the whole answer failing."""
 
-    winner_id: IdText = Field(default="", alias="winnerId")
-    loser_id: IdText = Field(default="", alias="loserId")
+    winner_id: Annotated[IdText, ShownIds("entries.id")] = Field(default="", alias="winnerId")
+    loser_id: Annotated[IdText, ShownIds("entries.id")] = Field(default="", alias="loserId")
     reason: str = ""
 
 

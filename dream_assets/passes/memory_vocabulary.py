@@ -5,12 +5,12 @@ over, and a pass's save of a memory with its change-log row (preference inferenc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
 from dream_assets import recall_index as recall
-from dream_assets.llm.contracts import Contract, IdList, metadata_text
+from dream_assets.llm.contracts import Contract, IdList, ShownIds, metadata_text
 from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
 from dream_assets.passes.context import PassContext
@@ -24,11 +24,16 @@ DECAY_APPLIED_KEY = "decayAppliedThrough"
 MERGED_AT_KEY = "mergedAt"
 
 
+#: The entries a memory-changes answer may name: those the call shows (``inputs["entries"]``); a call that shows none
+#: (preference inference) may name none.
+EntryIds = Annotated[IdList, ShownIds("entries.id")]
+
+
 class MemorySave(Contract):
     content: str
     category: str = "general"
     tags: list[str] = Field(default_factory=list)
-    source_ids: IdList = Field(default_factory=list, alias="sourceIds")
+    source_ids: EntryIds = Field(default_factory=list, alias="sourceIds")
     # Preference inference sets e.g. {"requires_user_permission": "true"} (spec, pass 5).
     metadata: dict[str, str] = Field(default_factory=dict)
 
@@ -39,7 +44,7 @@ class MemorySave(Contract):
 
 
 class MemoryChanges(Contract):
-    to_delete: IdList = Field(default_factory=list, alias="toDelete")
+    to_delete: EntryIds = Field(default_factory=list, alias="toDelete")
     to_save: list[MemorySave] = Field(default_factory=list, alias="toSave")
 
 

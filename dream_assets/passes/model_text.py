@@ -26,8 +26,10 @@ Every kind refuses lone surrogates and, except ``content`` and ``text``, every i
 A model can also copy instead of answer: a small model given a directive whose example says ``"content": "..."``
 answers ``"..."``. :func:`copied` finds content that is a placeholder (only punctuation, a template slot such as
 ``<content>``, ``TODO``, ``lorem ipsum``) or the text of an example in the pass's directive
-(:func:`directive_examples`); a pass refuses such an item with the reason, counts it as ``copied``, and reports the
-pass as failed (a model that copies is not a healthy model, however much of its answer applied).
+(:func:`directive_examples`), contains such a text, or names the made-up subject of the built-in directives'
+worked examples (``EXAMPLE_MARKER``, when the directive's examples name it); a pass refuses such an item with the
+reason, counts it as ``copied``, and reports the pass as failed (a model that copies is not a healthy model, however
+much of its answer applied).
 """
 
 from __future__ import annotations
@@ -171,7 +173,11 @@ _PLACEHOLDERS = frozenset(
     }
 )
 _SLOT = re.compile(r"[<{\[]{1,2}\s*[\w .:/-]{1,40}?\s*[>}\]]{1,2}")
-_EXAMPLE_VALUE = re.compile(r'"(?:content|summary|text|reason)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_EXAMPLE_VALUE = re.compile(r'"(?:content|summary|text|reason|annotation|description)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+#: The made-up name the built-in directives' worked examples are about: content naming it was copied from one.
+EXAMPLE_MARKER = "examplia"
+#: An example text at least this long (folded) inside an answer is a copy even with words around it.
+MIN_EMBEDDED_EXAMPLE_CHARS = 24
 
 
 def _folded(value: str) -> str:
@@ -206,6 +212,12 @@ def copied(value: str, *, examples: frozenset[str] = frozenset()) -> str | None:
         return f"is a placeholder ({shown(inner, 40)}), not content"
     if folded in examples:
         return f"copies the directive's example ({shown(inner, 40)}) instead of answering"
+    padded = f" {folded} "
+    if any(len(e) >= MIN_EMBEDDED_EXAMPLE_CHARS and f" {e} " in padded for e in examples):
+        return f"copies the directive's example ({shown(inner, 40)}) into its answer"
+    if f" {EXAMPLE_MARKER} " in padded and any(EXAMPLE_MARKER in e.split() for e in examples):
+        subject = EXAMPLE_MARKER.title()
+        return f"writes about {subject}, the made-up subject of the directive's example ({shown(inner, 40)})"
     return None
 
 

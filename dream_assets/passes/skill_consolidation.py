@@ -351,12 +351,22 @@ def apply_consolidation(
 
     found = check_ids(response.to_delete, shown_skills, field="toDelete")
     _note_ids(report, found, "toDelete")
+    # A source of a merge listed in toDelete too (small models do this) means the merge: it is retired with its merge
+    # when that applies and kept when it does not, never pruned on its own.
+    merge_sources = {n for save in response.to_save for n in save.source_names if n != save.name}
     deletes: list[str] = []
+    unmerged: list[str] = []
     for name in found.usable:
         if name in planned_names:
             report.warn(f"toDelete names {name!r}, which the answer also saves; it is kept")
+        elif name in merge_sources:
+            if not any(src.name == name for p in planned for src in p.sources):
+                unmerged.append(name)
         else:
             deletes.append(name)
+    if unmerged:
+        report.count("kept_unmerged_sources", len(unmerged))
+        report.info(f"kept {', '.join(unmerged)}: listed in toDelete, but a source of a merge that was not applied")
     # Where retired skills go, for seeAlso: a merge source to its merged skill, a pruned skill nowhere.
     planned_redirects: dict[str, str | None] = {}
     for p in planned:

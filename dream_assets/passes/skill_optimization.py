@@ -30,8 +30,11 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Annotated
 
-from dream_assets.llm.contracts import ModelCall
+from pydantic import Field
+
+from dream_assets.llm.contracts import IdText, ModelCall, ShownIds
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import one_line
 from dream_assets.model import Skill
@@ -49,7 +52,13 @@ from dream_assets.passes.skill_signals import (
     note_malformed,
     read_window,
 )
-from dream_assets.passes.skill_vocabulary import MAX_SUMMARY_CHARS, SkillConsolidationResponse, same_skill, skill_block
+from dream_assets.passes.skill_vocabulary import (
+    MAX_SUMMARY_CHARS,
+    SkillConsolidationResponse,
+    SkillSave,
+    same_skill,
+    skill_block,
+)
 from dream_assets.passes.spec import PassSpec
 from dream_assets.store.logs import log_exists
 from dream_assets.store.skills import MAX_SKILL_CHARS, SkillError
@@ -62,6 +71,18 @@ _ITEM_CHARS = 16
 
 
 # --- the model call: response contract, prompt, offline answer --------------------------------------------------------
+# No docstrings on the contracts: a model reads their schema, where a docstring would be words it pays for.
+class SkillRewrite(SkillSave):
+    # a rewrite keeps its skill's name: one of the skills the call shows (at risk or sparse)
+    name: Annotated[IdText, ShownIds("at_risk.name", "sparse.name")]
+
+
+class SkillOptimizationResponse(SkillConsolidationResponse):
+    # skill consolidation's shape, its rewrites naming only the skills sent; toDelete and sourceNames name skills of
+    # inputs["skills"], which this call does not show, so they may hold none
+    to_save: list[SkillRewrite] = Field(default_factory=list, alias="toSave")
+
+
 SPARSE_REVIEW_NOTE = (
     "### Review note: This skill has minimal content.\nExpand it with concrete steps, examples, and edge cases."
 )
@@ -266,6 +287,10 @@ def _apply(
     for n, save in enumerate(response.to_save):
         name = save.name
         bad = problem(name, "name", field=f"toSave[{n}].name")
+        content_given = isinstance(save.content, str) and bool(save.content.strip())
+        if content_given and guard.refuse(report, save.content, field=f"toSave[{n}].content", target=f"skill {name!r}"):
+            done.add(name)  # a copy instead of an answer: refused whatever skill it names
+            continue
         if bad is None and name not in sent:
             report.count("ignored")
             report.warn(
@@ -292,8 +317,6 @@ def _apply(
             report.warn(f"toSave[{n}] rejected: {bad}")
             continue
         done.add(name)
-        if guard.refuse(report, save.content, field=f"toSave[{n}].content", target=f"skill {name!r}"):
-            continue
         if guard.refuse_shrink(report, sent[name].content, save.content, target=f"skill {name!r}"):
             continue
         try:
@@ -358,7 +381,7 @@ SPEC = PassSpec(
     fingerprint=input_fingerprint,
     model_call=ModelCall(
         name=PASS,
-        contract=SkillConsolidationResponse,
+        contract=SkillOptimizationResponse,
         directive_file="skill-optimize.md",
         directive_option="SkillOptimizeDirectivePath",
         offline=needs_judgement({"toDelete": [], "toSave": []}),

@@ -5,10 +5,11 @@ what "unchanged" means for a skill, and how a skill and the catalog are shown to
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 from pydantic import Field
 
-from dream_assets.llm.contracts import Contract, IdList, IdText
+from dream_assets.llm.contracts import Contract, IdList, IdText, ShownIds
 from dream_assets.llm.prompts import fenced, one_line
 from dream_assets.model import Skill
 from dream_assets.passes.model_text import problem
@@ -18,18 +19,23 @@ MAX_SUMMARY_CHARS = 2_000  # a one-line description of a skill
 
 
 # --- the answers ---------------------------------------------------------------------------------------------------
+#: The skills an answer may merge or delete: those the call shows (``inputs["skills"]``); a call that shows none by that
+#: name (skill optimization) may name none. ``seeAlso`` may also name a skill saved in the same answer: not narrowed.
+ShownSkills = Annotated[IdList, ShownIds("skills.name")]
+
+
 class SkillSave(Contract):
     name: IdText
     summary: str = ""
     content: str
-    source_names: IdList = Field(default_factory=list, alias="sourceNames")
+    source_names: ShownSkills = Field(default_factory=list, alias="sourceNames")
     see_also: IdList = Field(default_factory=list, alias="seeAlso")
 
 
 class SkillConsolidationResponse(Contract):
     """Skill consolidation and skill optimization share this shape."""
 
-    to_delete: IdList = Field(default_factory=list, alias="toDelete")
+    to_delete: ShownSkills = Field(default_factory=list, alias="toDelete")
     to_save: list[SkillSave] = Field(default_factory=list, alias="toSave")
 
 

@@ -30,7 +30,7 @@ from dream_assets.llm.contracts import Contract, IdText, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import extras
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model_batched, note_malformed
+from dream_assets.passes.common import CopyGuard, call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_vocabulary import save_memory_recorded
 from dream_assets.passes.model_text import problem
@@ -174,6 +174,7 @@ def review_tier_routing(ctx: PassContext) -> Generator[AboutToCall, bool, PassRe
         return report
     for key in ("created", "reinforced", "extended", "rejected"):
         report.counts.setdefault(key, 0)
+    guard = CopyGuard.for_call(ctx, SPEC.model_call)
     for n, finding in enumerate(response.findings):
         bad = (
             problem(finding.content, "content", field=f"findings[{n}].content", max_chars=opts.MaxContentChars)
@@ -189,6 +190,9 @@ def review_tier_routing(ctx: PassContext) -> Generator[AboutToCall, bool, PassRe
             report.count("rejected")
             report.change("invalid-item", f"findings[{n}]", bad)
             report.warn(f"findings[{n}] rejected: {bad}")
+            continue
+        if guard.refuse(report, finding.content, field="content", target=f"findings[{n}]"):
+            report.count("rejected")
             continue
         category = finding_category(finding.tier)
         metadata = {"routingTier": finding.tier.strip()} if finding.tier and finding.tier.strip() else {}
@@ -213,11 +217,15 @@ def review_tier_routing(ctx: PassContext) -> Generator[AboutToCall, bool, PassRe
         report.count(result.action)
         report.change(f"routing-finding-{result.action}", entry.id, entry.content[:200])
     c = report.counts
-    return report.finish(
+    summary = (
         f"{len(response.findings)} routing finding(s) from {len(events)} entries over "
         f"{len(stats)} tier(s) in the last {days:g} days: {c['created']:g} created, "
         f"{c['reinforced']:g} reinforced, {c['extended']:g} extended, {c['rejected']:g} rejected"
     )
+    failed = CopyGuard.failed(report, summary)
+    if failed is not None:
+        return failed
+    return report.finish(summary)
 
 
 def run_tier_routing_review(ctx: PassContext) -> PassReport:

@@ -38,16 +38,16 @@ from collections import Counter
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from dream_assets.input_fingerprints import events_watermark
-from dream_assets.llm.contracts import Contract, IdText, ModelCall
+from dream_assets.llm.contracts import Contract, IdText, ModelCall, ShownIds
 from dream_assets.llm.prompts import extras, one_line, value_text
 from dream_assets.model import Skill, iso, utc
 from dream_assets.options import DreamOptions
-from dream_assets.passes.common import call_model_batched, note_malformed
+from dream_assets.passes.common import CopyGuard, call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
 from dream_assets.passes.report import AboutToCall, PassReport
@@ -75,7 +75,7 @@ class WispFailurePattern(Contract):
 
 
 class WispSkillAnnotation(Contract):
-    skill_name: IdText = Field(alias="skillName")
+    skill_name: Annotated[IdText, ShownIds("failure_patterns.skill_name")] = Field(alias="skillName")
     annotation: str
 
 
@@ -83,9 +83,13 @@ class WispPromotion(Contract):
     """Attach a promotion candidate's definition (named by its hash: the model never supplies the body) to an existing
     skill as a resource file. Missing fields are empty text, so the pass skips that promotion with its reason."""
 
-    skill_name: IdText = Field(default="", alias="skillName")
+    skill_name: Annotated[IdText, ShownIds("success_patterns.skill_name", "failure_patterns.skill_name")] = Field(
+        default="", alias="skillName"
+    )
     file_name: IdText = Field(default="", alias="fileName")
-    definition_hash: IdText = Field(default="", alias="definitionHash")
+    definition_hash: Annotated[IdText, ShownIds("promotion_candidates.definition_hash")] = Field(
+        default="", alias="definitionHash"
+    )
     description: str = ""
 
 
@@ -466,14 +470,19 @@ def analyse_wisp_failures(ctx: PassContext) -> Generator[AboutToCall, bool, Pass
         {**failure_input(g), "classification": classification.get(description_key(g.description), "")} for g in failures
     ]
 
-    annotated = _apply_annotations(ctx, report, response.skill_annotations, failures)
+    guard = CopyGuard.for_call(ctx, SPEC.model_call)
+    annotated = _apply_annotations(ctx, report, response.skill_annotations, failures, guard)
     _report_promotions(report, response.promotion_notes, promotions)
-    promoted = _apply_promotions(ctx, report, response.promotions, candidates)
-    return report.finish(
+    promoted = _apply_promotions(ctx, report, response.promotions, candidates, guard)
+    summary = (
         f"{len(failures)} recurring failure pattern(s), {annotated} skill(s) annotated, "
         f"{len(promotions)} promotion candidate(s), {promoted} promoted, from {len(events)} execution(s) in the last "
         f"{days} days"
     )
+    failed = CopyGuard.failed(report, summary)
+    if failed is not None:
+        return failed
+    return report.finish(summary)
 
 
 def run_wisp_failure_analysis(ctx: PassContext) -> PassReport:
@@ -528,9 +537,14 @@ def _classifications(report: PassReport, patterns: Sequence[Any], by_key: dict[s
 
 
 def _apply_annotations(
-    ctx: PassContext, report: PassReport, proposals: Sequence[Any], failures: Sequence[WispGroup]
+    ctx: PassContext,
+    report: PassReport,
+    proposals: Sequence[Any],
+    failures: Sequence[WispGroup],
+    guard: CopyGuard | None = None,
 ) -> int:
-    """Append the qualified annotations, one save and one change row per skill. Returns the skills annotated."""
+    """Append the qualified annotations, one save and one change row per skill (an annotation that is a placeholder or
+    the directive's example is refused by ``guard``, whatever skill it names). Returns the skills annotated."""
     producers: dict[str, list[str]] = {}
     for g in failures:
         for name in g.producers:
@@ -545,6 +559,12 @@ def _apply_annotations(
             _invalid(report, f"skillAnnotations[{n}]", bad)
             continue
         name, text = p.skill_name.strip(), p.annotation.strip()
+        if (
+            text
+            and guard is not None
+            and guard.refuse(report, text, field="annotation", target=f"skillAnnotations[{n}]")
+        ):
+            continue
         if name not in producers:
             ignored.append(name)
             continue
@@ -659,17 +679,29 @@ def _report_promotions(report: PassReport, notes: dict[str, str], promotions: Se
 
 
 def _apply_promotions(
-    ctx: PassContext, report: PassReport, proposals: Sequence[Any], candidates: Sequence[PromotionCandidate]
+    ctx: PassContext,
+    report: PassReport,
+    proposals: Sequence[Any],
+    candidates: Sequence[PromotionCandidate],
+    guard: CopyGuard | None = None,
 ) -> int:
     """Attach the promoted definitions to their skills, one transaction with its change row per promotion. The body,
     hash and creation time come from the candidate the hash names, never from the model. Returns the promotions
-    applied; the rest are skipped, counted and listed with their reason."""
+    applied; the rest are skipped, counted and listed with their reason (a description that is a placeholder or the
+    directive's example is refused by ``guard``)."""
     by_hash = {c.definition_hash: c for c in candidates}
     report.counts.setdefault("promotions_applied", 0)
     report.counts.setdefault("promotions_skipped", 0)
     applied = 0
     for n, p in enumerate(proposals):
         target = f"promotions[{n}]"
+        description = p.description if isinstance(p.description, str) else ""
+        if (
+            description.strip()
+            and guard is not None
+            and guard.refuse(report, description, field="description", target=target)
+        ):
+            continue
         name, file_name, digest = (str(v).strip() for v in (p.skill_name, p.file_name, p.definition_hash))
         bad = (
             problem(p.skill_name, "id", field=f"{target}.skillName")

@@ -85,17 +85,17 @@ def test_quick_offline_prints_every_figure_as_a_json_line_and_loses_nothing():
 #: placeholder, and the directive's example text as a new entry.
 COPYING_MODEL = json.dumps(
     {
-        "toDelete": ["id-of-noise-entry"],
+        "toDelete": ["ex-1"],
         "toSave": [
             {"content": "...", "category": "general", "tags": [], "sourceIds": []},
             {
-                "content": "The merged or improved entry, complete and self-contained.",
+                "content": "Nadia's bakery in Examplia opens at 7:00 on weekdays.",
                 "category": "user-preferences/timezone",
                 "tags": ["timezone"],
-                "sourceIds": ["id1", "id2"],
+                "sourceIds": ["ex-1", "ex-2"],
             },
             {
-                "content": "The merged or improved entry, complete and self-contained.",
+                "content": "Nadia's bakery in Examplia opens at 7:00 on weekdays.",
                 "category": "general",
                 "tags": [],
                 "sourceIds": [],
@@ -121,7 +121,7 @@ def test_quick_through_an_endpoint_counts_invented_ids_and_copied_examples_as_re
     assert {line["model"] for line in lines if line["name"].startswith("real_model.endpoint.")} == {"test-model"}
     assert endpoint["calls"]["value"] == len(asked) >= 3
     assert endpoint["prompt_tokens"]["value"] == 11 * len(asked)  # as the endpoint's usage counted them
-    assert endpoint["refused.invented_id"]["value"] >= 2  # id1/id2 and id-of-noise-entry, every call
+    assert endpoint["refused.invented_id"]["value"] >= 2  # the example's ex-1 and ex-2, every call
     assert endpoint["refused.placeholder_copy"]["value"] >= 2  # "..." and the example, every call
     assert endpoint["placeholders_applied"]["value"] == 0
     assert endpoint["specifics_lost"]["value"] == 0

@@ -146,7 +146,8 @@ def test_the_stale_fact_is_archived_as_superseded_and_undo_restores_both(store, 
     report, backend = run_scripted(run_contradiction_sweep, profile, store, [answer((berlin.id, paris.id))])
     assert report.status == "completed", report.reason
     assert report.counts["superseded"] == 1
-    assert paris.id in backend.requests[0].prompt and berlin.id in backend.requests[0].prompt
+    [request] = backend.requests
+    assert all(f"id={request.aliases.get(e.id, e.id)} " in request.prompt for e in (paris, berlin))
     loser, winner = store.memories.get(paris.id), store.memories.get(berlin.id)
     assert loser.is_archived and loser.metadata["supersededBy"] == berlin.id
     assert winner.metadata["supersedes"] == paris.id and not winner.is_archived
@@ -200,7 +201,7 @@ def test_an_id_not_shown_in_the_call_is_ignored(store, profile, paris_berlin):
         [answer((berlin.id, other.id))],
         options=DreamOptions(ContradictionSweepNeighbours=1),
     )
-    assert other.id not in backend.requests[0].prompt
+    assert other.id not in [e["id"] for e in backend.requests[0].inputs["entries"]]
     assert not store.memories.get(other.id).is_archived
     assert report.changes[0].detail == f"ignored: id {other.id} was not shown in this call"
 
@@ -267,10 +268,10 @@ def test_the_backlog_is_swept_call_by_call_and_then_the_gate_closes(store, profi
         report, backend = run_scripted(
             run_contradiction_sweep, profile, store, [answer()], options=options, now=NOW + timedelta(minutes=n)
         )
-        sent += [r.prompt for r in backend.requests]
+        sent += [(r.prompt, r.aliases) for r in backend.requests]
         assert report.counts["backlog"] == 3 - n, report.summary
     # Each entry was shown as new exactly once, and once all were reviewed the ledger holds the corpus's data version.
-    assert [sum(f"NEW id={e.id} " in p for p in sent) for e in (paris, berlin)] == [1, 1]
+    assert [sum(f"NEW id={names.get(e.id, e.id)} " in p for p, names in sent) for e in (paris, berlin)] == [1, 1]
     assert PassLedger(profile).get("contradiction_sweep").fingerprint == data_version(profile, "memory_corpus")
     idle = gate_status("contradiction_sweep", profile, options, NOW + timedelta(minutes=10))
     assert idle.decision.skip
@@ -291,7 +292,8 @@ def test_an_entry_saved_while_the_call_runs_keeps_the_pass_due(store, profile, p
     assert run_contradiction_sweep(ctx).status == "completed" and late
     assert not gate_status("contradiction_sweep", profile, DreamOptions(), NOW + timedelta(minutes=5)).decision.skip
     report, backend = run_scripted(run_contradiction_sweep, profile, store, [answer()], now=NOW + timedelta(minutes=5))
-    assert report.counts["eligible"] == 1 and late[0].id in backend.requests[0].prompt
+    [request] = backend.requests
+    assert report.counts["eligible"] == 1 and f"id={request.aliases.get(late[0].id, late[0].id)} " in request.prompt
 
 
 # --- the answer and the review stamps commit together; reasons are model text --------------------------------------

@@ -286,6 +286,56 @@ def test_merge_without_to_delete_still_archives_its_sources(run, store):
     assert report.counts["merged"] == 1 and report.counts["archived"] == 2 and report.counts["ephemeral"] == 0
 
 
+def test_a_merge_whose_sources_are_also_in_to_delete_is_taken_as_the_merge(run, store):
+    """A small model lists a merge's sources in toDelete as well: that is the merge, not a separate removal and not a
+    conflict — the sources are archived with it, and nothing is refused or counted as ignored."""
+    store.memories.put_many(
+        [entry("a", "The user's manager is Priya Raman."), entry("b", "User's manager: Priya Raman.")]
+    )
+    merged = merge("The user's manager is Priya Raman.", "a", "b", category="people/work")
+    report = run(answer(merged, delete=("a", "b")))
+    [merged] = store.memories.list_live()
+    assert json.loads(merged.metadata["mergedFrom"]) == ["a", "b"]
+    assert store.memories.get("a").is_archived and store.memories.get("b").is_archived
+    assert report.counts["merged"] == 1 and report.counts["archived"] == 2
+    assert report.counts["ephemeral"] == 0 and report.counts.get("kept_unmerged_sources", 0) == 0
+    assert report.counts.get("ignored_ids", 0) == 0 and report.status == "completed"
+
+
+def test_sources_in_to_delete_of_a_merge_that_is_refused_are_kept(run, store):
+    """The same redundant answer whose merge drops a specific: the merge is refused, and its sources stay live —
+    toDelete does not remove on its own what the merge was to carry."""
+    store.memories.put_many(
+        [
+            entry("a", "The user's manager is Priya Raman, based in the Lisbon office."),
+            entry("b", "User's manager: Priya Raman (Lisbon office), since March 2024."),
+        ]
+    )
+    lossy = merge("The user's manager is Priya.", "a", "b")
+    report = run(answer(lossy, delete=("a", "b")), answer(lossy, delete=("a", "b")))
+    assert live_ids(store) == {"a", "b"}
+    assert report.counts["merged"] == 0 and report.counts["ephemeral"] == 0
+    assert report.counts["kept_unmerged_sources"] == 2
+
+
+def test_a_reoffered_clusters_merge_with_its_sources_in_to_delete_is_no_ignored_removal(run, store):
+    from dream_assets.passes.memory_consolidation.select import CLUSTER_SET_KEY, cluster_set_id
+
+    store.memories.put_many(
+        [
+            entry("p", "Gina opened her dance studio in the old mill."),
+            entry("q", "Gina opened her own dance studio in the old mill building."),
+        ]
+    )
+    run(answer())
+    assert all(e.metadata[CLUSTER_SET_KEY] == cluster_set_id(["p", "q"]) for e in store.memories.list_live())
+    merged = merge("Gina opened her own dance studio in the old mill building.", "p", "q")
+    again = run(answer(merged, delete=("p", "q")), now=NOW + timedelta(days=7, minutes=1))
+    assert again.counts["reoffered"] == 1 and again.counts["merged"] == 1
+    assert again.counts.get("reoffered_removals_ignored", 0) == 0
+    assert "p" not in live_ids(store) and "q" not in live_ids(store)
+
+
 def test_merge_arithmetic_is_the_hosts_not_the_models(run, store):
     store.memories.put_many(
         [

@@ -80,7 +80,8 @@ def test_a_merge_does_not_reopen_the_cluster_its_neighbour_was_shown_in(run, sto
     # its sources and left x apart: only what the agent saved since is offered.
     second = run(answer(), now=NOW + timedelta(hours=1))
     [request] = run.requests
-    assert "id=new" in request.prompt and f"id={merged.id}" not in request.prompt and "id=x" not in request.prompt
+    assert "id=new" in request.prompt and "id=x" not in request.prompt
+    assert merged.id not in [e["id"] for e in request.inputs["entries"]] and merged.id not in request.prompt
     assert second.counts["eligible"] == 1 and second.counts["settled_clusters"] == 1
     # Like a cluster shown and left apart, it is offered again (merge-only) once the cooldown has passed.
     run(answer(), now=NOW + timedelta(days=7, hours=1))

@@ -47,7 +47,7 @@ def test_consolidation_refuses_placeholders_and_the_example_keeps_the_sources_an
     a = put(store, "Alice's dentist is Dr. Kim at the Lyon clinic.")
     b = put(store, "Alice goes to Dr. Kim, a dentist at the Lyon clinic.", days_ago=5)
     put(store, "Bob plays chess on Tuesdays.", category="people/bob")
-    example = "The merged or improved entry, complete and self-contained."
+    example = "Nadia's bakery in Examplia opens at 7:00 on weekdays."
     assert example in example_of("memory_consolidation", profile)
     answer = {
         "toDelete": [],
@@ -74,7 +74,7 @@ def test_consolidation_refuses_placeholders_and_the_example_keeps_the_sources_an
     # The entries the copied merge named are not settled by it: the model is asked about them again.
     assert len(server.requests) >= 2
     shown = server.requests[-1].body["messages"][-1]["content"]
-    assert a.id in shown and b.id in shown
+    assert a.content in shown and b.content in shown
 
 
 def test_a_copied_merge_repair_is_refused_and_the_merge_stays_rejected(profile, store):
@@ -82,7 +82,9 @@ def test_a_copied_merge_repair_is_refused_and_the_merge_stays_rejected(profile, 
     b = put(store, "Alice goes to Dr. Kim, a dentist at the Lyon clinic, every March.", days_ago=5)
     lossy = {"toSave": [{"content": "Alice has a dentist.", "sourceIds": [a.id, b.id]}], "toDelete": []}
     with OpenAITestServer() as server:
-        server.script(reply(json.dumps(lossy)), reply(json.dumps({"content": "The repaired merged text."})))
+        server.script(
+            reply(json.dumps(lossy)), reply(json.dumps({"content": "Nadia's bakery in Examplia opens at 7:00."}))
+        )
         report = run_pass("memory_consolidation", profile, store, server)
     assert report.status == "failed" and report.counts["copied"] == 1
     assert {a.content, b.content} <= live_texts(store)
@@ -92,7 +94,7 @@ def test_a_copied_merge_repair_is_refused_and_the_merge_stays_rejected(profile, 
 def test_preference_inference_refuses_the_example_and_placeholders_and_retries_the_turns(profile, store):
     for i, text in enumerate(("use 24h times please", "again: 24-hour times!", "use ripgrep, not grep")):
         append_event(profile, "conversation", ConversationTurn(NOW - timedelta(minutes=30 - i), f"s{i}", "user", text))
-    example = "Use 24-hour times in replies (corrected twice, sessions s1 and s4)."
+    example = "Give distances to the Examplia office in kilometres, not miles (corrected twice)."
     assert example in example_of("preference_inference", profile)
     answer = {
         "toDelete": [],
@@ -113,13 +115,17 @@ def test_preference_inference_refuses_the_example_and_placeholders_and_retries_t
 
 
 # ------------------------------------------------------------------------------------------- contradiction sweep
-@pytest.mark.parametrize("reason", ["one short line", "...", "<reason>"])
+@pytest.mark.parametrize(
+    "reason", ["Nadia moved from Examplia to Lyon: the Examplia address is stale.", "...", "<reason>"]
+)
 def test_a_supersession_whose_reason_is_copied_is_refused_and_asked_again(profile, store, reason):
     paris = put(store, "Alice lives in Paris near the Louvre.", days_ago=40, metadata={"subjectTime": "2024-01"})
     berlin = put(
         store, "Alice moved to Berlin, she lives in Kreuzberg now.", days_ago=2, metadata={"subjectTime": "2024-06"}
     )
-    assert '"reason": "one short line"' in example_of("contradiction_sweep", profile)
+    assert '"reason": "Nadia moved from Examplia to Lyon: the Examplia address is stale."' in example_of(
+        "contradiction_sweep", profile
+    )
     copied = {"supersessions": [{"winnerId": berlin.id, "loserId": paris.id, "reason": reason}]}
     with OpenAITestServer() as server:
         server.script(reply(json.dumps(copied)), reply(json.dumps({"supersessions": []})))
@@ -145,7 +151,7 @@ def test_check_model_calls_a_model_that_copies_into_memories_not_fit(demo, capsy
     def decide(body: dict) -> Reply:
         system = body["messages"][0]["content"]
         if system.startswith("# Memory consolidation"):
-            example = "The merged or improved entry, complete and self-contained."
+            example = "Nadia's bakery in Examplia opens at 7:00 on weekdays."
             saves = [{"content": example, "sourceIds": []}, {"content": "...", "sourceIds": []}]
             return reply(json.dumps({"toDelete": [], "toSave": saves}))
         return reply(NOTHING_TO_CHANGE)

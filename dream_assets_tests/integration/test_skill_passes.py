@@ -314,6 +314,32 @@ def test_merge_keeps_earliest_created_and_latest_used_and_archives_sources(profi
     assert store.skills.get("email-summary").content == "Summarise emails."
 
 
+def test_sources_in_to_delete_of_a_merge_that_is_not_applied_are_kept_not_pruned(profile, store, options):
+    """toDelete naming a merge's sources means the merge: when the merge is refused (here its content is a copied
+    placeholder) they are kept, even though another save of the answer applied and would allow a prune."""
+    catalog(
+        store,
+        skill("summarize-emails", age=100, used=10),
+        skill("email-summary", age=20, used=1),
+        skill("mcp/email", age=300, used=2),
+        skill("mcp/calendar", age=300, used=2),
+    )
+    some_usage(profile)
+    copied = {"name": "email/summarize-inbox", "content": "...", "sourceNames": ["summarize-emails", "email-summary"]}
+    guide = {
+        "name": "mcp/guide",
+        "summary": "Choose between the MCP email and calendar tools",
+        "content": "Use mcp/email for mail and mcp/calendar for events; both need the user's account linked.",
+        "sourceNames": [],
+    }
+    answer = {"toDelete": ["summarize-emails", "email-summary"], "toSave": [copied, guide]}
+    client, _ = scripted(profile, options, [answer])
+    report = run_skill_consolidation(context(profile, store, client))
+    assert report.counts["guides"] == 1 and report.counts["copied"] == 1
+    assert {"summarize-emails", "email-summary", "mcp/guide"} <= live_names(store)
+    assert report.counts["archived"] == 0 and report.counts["kept_unmerged_sources"] == 2
+
+
 def test_merge_into_an_existing_skill_keeps_the_earliest_dates_of_both(profile, store, options):
     catalog(store, skill("writing/report", age=50, used=30), skill("writing/weekly", age=400, used=2))
     some_usage(profile)

@@ -65,6 +65,32 @@ def test_a_memory_entry_carries_its_temporal_context() -> None:
     )
 
 
+def test_an_entry_observed_once_on_one_day_shows_neither_last_nor_reinforced() -> None:
+    once = entry("m1", "Alice prefers 24-hour times.", days_old=3, seen_days_ago=3, n=1)
+    assert render_memory_entry(once) == "- id=m1 [general] first=2026-11-27 :: Alice prefers 24-hour times."
+    again = entry("m1", "Alice prefers 24-hour times.", days_old=3, seen_days_ago=3, n=2)
+    assert " reinforced=2× ::" in render_memory_entry(again) and "last=" not in render_memory_entry(again)
+
+
+def test_a_session_shows_its_day_once_and_each_message_its_time_of_day() -> None:
+    from dream_assets.llm.prompts import sessions_section
+
+    turns = [
+        {"timestamp": "2026-10-27T23:59:30Z", "role": "user", "content": "Summarize my emails"},
+        {"timestamp": "2026-10-28T00:00:10Z", "role": "assistant", "content": "Done"},
+    ]
+    assert sessions_section({"s1": turns}) == [
+        "## Conversation log (1 session(s))",
+        "### Session s1 (2 message(s), 2026-10-27)",
+        "- [23:59] user: Summarize my emails",
+        "- [2026-10-28 00:00] assistant: Done",  # past midnight: the date is shown
+    ]
+    assert sessions_section({"s2": [{"role": "user", "content": "hi"}]})[1:] == [
+        "### Session s2 (1 message(s))",
+        "- user: hi",
+    ]
+
+
 def test_subject_appears_only_with_subject_time_metadata() -> None:
     assert "subject=" not in render_memory_entry(entry("m1", "x", metadata={"source": "chat"}))
     assert "subject=2026-08-19 ::" in render_memory_entry(entry("m1", "x", metadata={"subjectTime": "2026-08-19"}))

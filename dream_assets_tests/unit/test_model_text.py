@@ -6,7 +6,7 @@ import pytest
 
 from dream_assets.llm.contracts import NOT_TEXT
 from dream_assets.passes.memory_consolidation.contract import MemoryConsolidationResponse
-from dream_assets.passes.model_text import check_ids, problem, shown
+from dream_assets.passes.model_text import check_ids, copied, directive_examples, problem, shown
 
 
 @pytest.mark.parametrize(
@@ -66,3 +66,31 @@ def test_ids_that_are_not_text_survive_validation_and_are_sorted_out_with_counts
     found = check_ids(answer.to_delete, {"a", "b"}, field="toDelete")
     assert found.usable == ["a"] and found.duplicates == ["a"] and found.not_shown == ["7", "zz"]
     assert len(found.invalid) == 5 and found.ignored == 8
+
+
+DIRECTIVE = """Answer with JSON. A worked example — made up:
+
+```json
+{"toSave": [{"content": "Nadia's bakery in Examplia opens at 7:00 on weekdays.", "sourceIds": ["ex-1"]}]}
+```
+"""
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Nadia's bakery in Examplia opens at 7:00 on weekdays.",  # the example itself
+        "nadia s bakery in EXAMPLIA opens at 7 00 on weekdays",  # folded
+        "Note: Nadia's bakery in Examplia opens at 7:00 on weekdays. Also on Sundays.",  # the example inside an answer
+        "The Examplia office is closed on Mondays.",  # the example's made-up subject
+    ],
+)
+def test_an_answer_copying_the_directives_worked_example_is_a_copy(answer):
+    assert copied(answer, examples=directive_examples(DIRECTIVE)) is not None
+
+
+def test_real_content_beside_the_example_is_not_a_copy():
+    examples = directive_examples(DIRECTIVE)
+    assert copied("Nadia's bakery in Lyon opens at 7:00 on weekdays.", examples=examples) is None
+    # without a directive naming the made-up subject, the word alone proves nothing
+    assert copied("The Examplia office is closed on Mondays.", examples=frozenset({"something else entirely"})) is None

@@ -68,7 +68,7 @@ from typing import Any
 
 from dream_assets import recall_index as recall
 from dream_assets.changes_model import SuccessorHow
-from dream_assets.llm.contracts import ModelCall
+from dream_assets.llm.contracts import NOT_TEXT, ModelCall, id_aliases, is_long_id, with_aliases
 from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, is_signal_entry, iso, new_id, parse_ts
 from dream_assets.passes.common import (
@@ -916,6 +916,16 @@ def _apply(
         duplicate_ids += len(found.duplicates)
         sources = [selection.eligible[i] for i in found.usable]
         source_ids = [s.id for s in sources]
+        # A placeholder or the directive's example copied as content is no entry, whatever ids it names: refused, its
+        # sources kept and shown again next cycle (the pass reports the copy as a failure).
+        target = f"toSave[{n}]" + (f" (sources {_ids(source_ids)} kept)" if sources else "")
+        content_given = isinstance(save.content, str) and save.content != NOT_TEXT and bool(save.content.strip())
+        if content_given and (guard or CopyGuard(frozenset())).refuse(
+            report, save.content, field="content", target=target
+        ):
+            state.merge_sources.update(source_ids)
+            state.untouched.update(source_ids)
+            continue
         if save.source_ids and not sources:
             report.count("skipped_unknown_sources")
             report.warn(f"skipped toSave[{n}]: none of its sourceIds was shown this cycle")
@@ -936,18 +946,12 @@ def _apply(
                 bad + (f"; its sources {_ids(source_ids)} are kept" if sources else ""),
             )
             continue
-        # A placeholder or the directive's example copied as content is no entry: refused, its sources kept and
-        # shown again next cycle (the pass reports the copy as a failure).
-        target = f"toSave[{n}]" + (f" (sources {_ids(source_ids)} kept)" if sources else "")
-        if (guard or CopyGuard(frozenset())).refuse(report, save.content, field="content", target=target):
-            state.merge_sources.update(source_ids)
-            state.untouched.update(source_ids)
-            continue
         state.merge_sources.update(source_ids)
         plans.append((save, sources, save.content.strip()))
     deletes = check_ids(response.to_delete, selection.eligible, field="toDelete")
     merge_only = {i for c in selection.reoffered for i in c}
-    kept = [i for i in deletes.usable if i in merge_only]
+    # a source of a merge also listed in toDelete means the merge (archived with it, or kept when it is not applied)
+    kept = [i for i in deletes.usable if i in merge_only and i not in state.merge_sources]
     if kept:
         report.count("reoffered_removals_ignored", len(kept))
         report.warn(
@@ -1076,9 +1080,19 @@ def paused(ctx: PassContext) -> str | None:
     return None
 
 
+#: What a long id costs in a prompt as sent: its short name (``contracts.id_aliases``), at its longest for a call.
+_SHORT_NAME = "e9999"
+
+
 def _entry_tokens(count: Callable[[str], int]) -> Callable[[MemoryEntry], int]:
-    """An entry's tokens in the consolidation prompt: its rendered block and its id in a cluster line."""
-    return lambda entry: count(render_memory_entry(entry)) + count(f"{entry.id}, ") + 1
+    """An entry's tokens in the consolidation prompt as sent (a long id shown by its short name): its rendered block
+    and its id in a cluster line."""
+
+    def cost(entry: MemoryEntry) -> int:
+        shown_id = _SHORT_NAME if is_long_id(entry.id) else entry.id
+        return count(render_memory_entry(entry.with_(id=shown_id))) + count(f"{shown_id}, ") + 1
+
+    return cost
 
 
 def _count_selection(report: PassReport, selection: Selection, live: list[MemoryEntry], previous: Any) -> None:
@@ -1216,16 +1230,17 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         for batch in [planned, *planned.later]:
             entries = batch.entries()
             prompt = render_memory_consolidation(entries, batch.clusters, feedback, ctx.now, reoffered=batch.reoffered)
-            if budget.bounded and not budget.fits(system, prompt) and len(entries) > 1:
-                shrink *= 0.8  # the per-entry estimate was short (cluster lines, framing): a smaller batch
-                redo = True
-                break
             inputs = {
                 "entries": [_entry_input(e) for e in entries],
                 "clusters": batch.clusters,
                 "feedback": feedback,
                 "reoffered": batch.reoffered,
             }
+            sent = with_aliases(prompt, id_aliases(SPEC.model_call.contract, inputs))  # as the model layer sends it
+            if budget.bounded and not budget.fits(system, sent) and len(entries) > 1:
+                shrink *= 0.8  # the per-entry estimate was short (cluster lines, framing): a smaller batch
+                redo = True
+                break
             report.extra["prompt_chars"] = max(len(prompt), int(report.extra.get("prompt_chars", 0)))
             report.counts["prompt_chars"] = report.counts.get("prompt_chars", 0) + len(prompt)
             response = call_model(ctx, report, SPEC.model_call, prompt, inputs, shrinkable=len(entries) > 1)
