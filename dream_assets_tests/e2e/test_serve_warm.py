@@ -5,6 +5,7 @@ written to its file when the server stops. The LRU lets agents go by count, memo
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.service.warm import WarmAgents, WarmLimits
 from dream_assets.store import index_file
-from dream_assets.store.connection import StoreConnection
+from dream_assets.store.connection import StoreConnection, close_all
 from dream_assets.store.memory import MemoryStore, top_seq
 from dream_assets.text.bm25 import kernel_description
 from dream_assets.text.tokens import tokenize
@@ -116,6 +117,45 @@ def test_a_save_through_the_server_during_a_cycle_is_found_next_and_survives_the
     for q, answer in out["after"].items():
         built = svc.search(demo, q, limit=10, now=NOW, options=DreamOptions()).model_dump(mode="json")
         assert [(h["id"], h["score"]) for h in answer["hits"]] == [(h["id"], h["score"]) for h in built["hits"]], q
+
+
+@pytest.mark.slow  # a `dream serve` process
+@pytest.mark.parametrize("damage", ["truncated", "random bytes"])
+def test_a_server_started_on_a_damaged_index_file_answers_as_a_fresh_build_says_so_and_writes_it_good(
+    demo, tmp_path, damage
+):
+    path = index_file.index_path(demo.store_path)
+    svc.search(demo, "warm up", now=NOW, options=DreamOptions())  # builds the index and writes its file
+    close_all()
+    good = path.read_bytes()
+    damaged = good[: len(good) // 2] if damage == "truncated" else random.Random(41).randbytes(len(good))
+    path.write_bytes(damaged)
+    errors = tmp_path / "serve.stderr"
+
+    async def scenario() -> dict:
+        with errors.open("w", encoding="utf-8") as errlog:
+            async with stdio_session(demo.root, errlog=errlog) as session:
+                return {q: ok(await session.call_tool("memory_search", {"query": q, "limit": 10})) for q in QUERIES}
+
+    answers = anyio.run(scenario)
+    said = errors.read_text(encoding="utf-8")
+    assert any(str(path) in line and "built from the store" in line for line in said.splitlines()), said
+
+    # Written good on the way out: current for the store, so the next process loads it instead of rebuilding.
+    assert path.read_bytes() != damaged
+    conn = StoreConnection(demo.store_path, demo.store_lock_path, timeout_s=30)
+    try:
+        assert recall.RecallIndex._loaded(conn, path) is not None
+    finally:
+        conn.close()
+
+    # Its answers, the first one included, are those of an index built afresh from the rows (ids and scores).
+    path.unlink()
+    assert sum(len(a["hits"]) for a in answers.values()) > 0
+    for q, answer in answers.items():
+        built = svc.search(demo, q, limit=10, now=NOW, options=DreamOptions()).model_dump(mode="json")
+        assert [(h["id"], h["score"]) for h in answer["hits"]] == [(h["id"], h["score"]) for h in built["hits"]], q
+    close_all()
 
 
 def test_a_warm_agent_catches_up_on_another_processes_writes_without_a_rebuild(profile, options):
