@@ -102,6 +102,26 @@ def test_a_loaded_index_equals_a_fresh_build_after_catching_up(profile, options,
         conn.close()
 
 
+def test_tables_made_ahead_of_the_first_save_equal_a_fresh_build(profile, options, corpus):
+    """A server makes a loaded index's save-time tables in the background (``make_ahead``): the changes the load
+    caught up on are in them, and they are those of an index built from the rows."""
+    conn, loaded = _another_process(profile, options)
+    try:
+        recall.prepare(loaded)
+        index = recall.of(loaded)
+        assert not index.tables_made  # a search from the shell never makes them
+        assert index.make_ahead(conn) and index.tables_made
+        assert not index.make_ahead(conn)  # once
+    finally:
+        conn.close()
+    index_file.index_path(profile.store_path).unlink()
+    conn, built = _another_process(profile, options)
+    try:
+        _same_index(index, _index_of(built))
+    finally:
+        conn.close()
+
+
 def test_a_save_through_a_loaded_index_decides_as_a_fresh_build(profile, options, corpus):
     """Save-time dedup reads the exact keys, overlap stems and content tokens the file restored."""
     text = corpus[20].content

@@ -16,6 +16,7 @@ import pytest
 
 from dream_assets import recall_index as recall
 from dream_assets import service as svc
+from dream_assets.demo import _memories
 from dream_assets.mcp_server import start_line
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -194,6 +195,39 @@ def test_a_warm_agent_catches_up_on_another_processes_writes_without_a_rebuild(p
             assert fresh.bm25.search(tokens, limit=10) == index.bm25.search(tokens, limit=10), q
     finally:
         warm.release(profile)
+        warm.close()
+
+
+def test_a_warm_agent_makes_a_loaded_index_ready_for_saves_in_the_background(profile, options):
+    """The first call loads the agent's recall index from its file (the BM25 index only); the save-time tables are
+    made behind it, so the first save does not wait for them, and that save decides as it would have."""
+    kept = "Priya keeps the Lisbon lease papers in the blue folder."
+    store = MemoryStore(StoreConnection(profile.store_path, profile.store_lock_path, linger_s=0), options)
+    store.put_many(_memories(random.Random(3), NOW, 300))
+    from dream_assets.save_pipeline import save_memory
+
+    first = save_memory(store, kept, now=NOW).entry  # builds the index and writes its file
+    store.connection.close()
+    warm = WarmAgents(WarmLimits(max_agents=1, store_linger_s=0))
+    try:
+        handle = warm.acquire(profile)
+        try:
+            assert [h.id for h in svc.search(handle, "Lisbon lease papers", now=NOW).hits][:1] == [first.id]
+            index = recall.of(handle.memories)
+            assert not index.tables_made  # loaded from the file: a search needs none of them
+        finally:
+            warm.release(profile)
+        deadline = time.monotonic() + 60
+        while not index.tables_made and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert index.tables_made
+        handle = warm.acquire(profile)
+        try:
+            again = svc.save(handle, kept, now=NOW)
+        finally:
+            warm.release(profile)
+        assert (again.outcome, again.id) == ("reinforced", first.id)
+    finally:
         warm.close()
 
 
