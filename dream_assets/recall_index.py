@@ -106,6 +106,9 @@ class RecallIndex:
         self._unmade: index_file.LoadedFile | None = None
         self._pending: list[tuple[str, tuple[str, str, tuple[str, ...], SaveText] | None]] = []
         self._making = threading.Lock()
+        # Tables ``make_ahead`` made from the file outside the store, and when they are done (None: none on the way).
+        self._ahead: tuple[index_file.LoadedFile, dict[str, Any]] | None = None
+        self._ahead_done: threading.Event | None = None
         self.bm25 = Bm25Index()
         self.content_tokens: dict[str, tuple[str, ...]] = {}
         # The overlap measure's stems per entry and their document frequencies over the live corpus (the idf that
@@ -251,19 +254,20 @@ class RecallIndex:
         index.synced_seq = loaded.synced_seq
         return index
 
-    def _make(self, made: tuple[index_file.LoadedFile, dict[str, Any]] | None = None) -> None:
-        """Make the tables from the file and replay the changes made since it was loaded; ``made``: the file's
-        tables made already (``make_ahead``), put in place only if the index still waits for that file's."""
+    def _make(self) -> None:
+        """Make the tables from the file and replay the changes made since it was loaded. Tables ``make_ahead`` is
+        making already are waited for and taken, not made a second time."""
         with self._making, index_file.no_cyclic_gc():
             loaded = self._unmade
             if loaded is None:
                 return
-            if made is None:
-                tables = self._tables(loaded.ids, *loaded.rest())
-            elif made[0] is loaded:
-                tables = made[1]
+            if self._ahead_done is not None:
+                self._ahead_done.wait()
+            ahead, self._ahead, self._ahead_done = self._ahead, None, None
+            if ahead is not None and ahead[0] is loaded:
+                tables = ahead[1]
             else:
-                return  # the index holds another file's now: its first reader makes them
+                tables = self._tables(loaded.ids, *loaded.rest())
             for name, value in tables.items():
                 setattr(self, name, value)
             pending, self._unmade, self._pending = self._pending, None, []
@@ -281,15 +285,22 @@ class RecallIndex:
     def make_ahead(self, conn: StoreConnection) -> bool:
         """Make the save-time tables of a loaded index now, ahead of the first save that reads them (a server whose
         agent just loaded its index; at a million entries they take seconds): made from the file outside any store
-        session, then put in place inside one, where every save reads and changes them, so none sees them half made
-        and the store is held only for the changes made since the load. Whether there were tables to make."""
-        loaded = self._unmade
-        if loaded is None:
-            return False
-        with index_file.no_cyclic_gc():
-            tables = self._tables(loaded.ids, *loaded.rest())
+        session (a save that needs them meanwhile waits for these, it does not make its own), then put in place
+        inside one, where every save reads and changes them, so none sees them half made and the store is held only
+        for the changes made since the load. Whether there were tables to make."""
+        done = threading.Event()
+        with self._making:
+            loaded = self._unmade
+            if loaded is None or self._ahead_done is not None:
+                return False
+            self._ahead_done = done
+        try:
+            with index_file.no_cyclic_gc():
+                self._ahead = (loaded, self._tables(loaded.ids, *loaded.rest()))
+        finally:
+            done.set()
         with conn.session():
-            self._make((loaded, tables))
+            self._make()
         return True
 
     def _set_tables(
