@@ -815,6 +815,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     mistyped profile would otherwise become a new, empty agent that saves there. --create makes it instead."""
     from dream_assets import mcp_server
 
+    if not os.environ.get("DREAM_LOG_LEVEL") and not getattr(args, "verbose", False):
+        # A server's standard error is its log (an MCP client keeps it): what the project warns of goes there, e.g. a
+        # damaged recall index file rebuilt from the store, or the numpy index serving for want of the compiled one.
+        logging.getLogger("dream_assets").setLevel(logging.WARNING)
     if args.http and args.profile is not None:
         print(
             f"dream serve --http serves every agent under --profile-root; --profile {args.profile} names one agent "

@@ -106,6 +106,9 @@ class RecallIndex:
         self._unmade: index_file.LoadedFile | None = None
         self._pending: list[tuple[str, tuple[str, str, tuple[str, ...], SaveText] | None]] = []
         self._making = threading.Lock()
+        # Tables ``make_ahead`` made from the file outside the store, and when they are done (None: none on the way).
+        self._ahead: tuple[index_file.LoadedFile, dict[str, Any]] | None = None
+        self._ahead_done: threading.Event | None = None
         self.bm25 = Bm25Index()
         self.content_tokens: dict[str, tuple[str, ...]] = {}
         # The overlap measure's stems per entry and their document frequencies over the live corpus (the idf that
@@ -252,19 +255,53 @@ class RecallIndex:
         return index
 
     def _make(self) -> None:
-        """Make the tables from the file and replay the changes made since it was loaded."""
+        """Make the tables from the file and replay the changes made since it was loaded. Tables ``make_ahead`` is
+        making already are waited for and taken, not made a second time."""
         with self._making, index_file.no_cyclic_gc():
             loaded = self._unmade
             if loaded is None:
                 return
-            content, labels, stems, stem_df, exact = loaded.rest()
-            self._set_tables(loaded.ids, content, labels, stems, stem_df, exact)
+            if self._ahead_done is not None:
+                self._ahead_done.wait()
+            ahead, self._ahead, self._ahead_done = self._ahead, None, None
+            if ahead is not None and ahead[0] is loaded:
+                tables = ahead[1]
+            else:
+                tables = self._tables(loaded.ids, *loaded.rest())
+            for name, value in tables.items():
+                setattr(self, name, value)
             pending, self._unmade, self._pending = self._pending, None, []
             for mid, change in pending:
                 if change is None:
                     self._remove_tables(mid)
                 else:
                     self._add_tables(mid, *change)
+
+    @property
+    def tables_made(self) -> bool:
+        """Whether the save-time tables are made (a loaded index makes them when first read, or ``make_ahead``)."""
+        return self._unmade is None
+
+    def make_ahead(self, conn: StoreConnection) -> bool:
+        """Make the save-time tables of a loaded index now, ahead of the first save that reads them (a server whose
+        agent just loaded its index; at a million entries they take seconds): made from the file outside any store
+        session (a save that needs them meanwhile waits for these, it does not make its own), then put in place
+        inside one, where every save reads and changes them, so none sees them half made and the store is held only
+        for the changes made since the load. Whether there were tables to make."""
+        done = threading.Event()
+        with self._making:
+            loaded = self._unmade
+            if loaded is None or self._ahead_done is not None:
+                return False
+            self._ahead_done = done
+        try:
+            with index_file.no_cyclic_gc():
+                self._ahead = (loaded, self._tables(loaded.ids, *loaded.rest()))
+        finally:
+            done.set()
+        with conn.session():
+            self._make()
+        return True
 
     def _set_tables(
         self,
@@ -275,11 +312,19 @@ class RecallIndex:
         stem_df: Counter[str],
         exact_of: list[tuple[str, str]],
     ) -> None:
-        self._content_tokens = dict(zip(ids, content, strict=True))
-        self._labels = dict(zip(ids, labels, strict=True))
-        self._overlap = dict(zip(ids, stems, strict=True))
-        self._stem_df = stem_df
-        self._exact_of = dict(zip(ids, exact_of, strict=True))
+        for name, value in self._tables(ids, content, labels, stems, stem_df, exact_of).items():
+            setattr(self, name, value)
+
+    @staticmethod
+    def _tables(
+        ids: list[str],
+        content: list[tuple[str, ...]],
+        labels: list[tuple[str, ...]],
+        stems: list[frozenset[str]],
+        stem_df: Counter[str],
+        exact_of: list[tuple[str, str]],
+    ) -> dict[str, Any]:
+        """The save-time tables of these entries, by attribute."""
         exact: dict[tuple[str, str], set[str]] = {}
         for mid, key in zip(ids, exact_of, strict=True):
             found = exact.get(key)
@@ -287,7 +332,14 @@ class RecallIndex:
                 exact[key] = {mid}
             else:
                 found.add(mid)
-        self._exact = exact
+        return {
+            "_content_tokens": dict(zip(ids, content, strict=True)),
+            "_labels": dict(zip(ids, labels, strict=True)),
+            "_overlap": dict(zip(ids, stems, strict=True)),
+            "_stem_df": stem_df,
+            "_exact_of": dict(zip(ids, exact_of, strict=True)),
+            "_exact": exact,
+        }
 
     @classmethod
     def from_state(cls, state: index_file.IndexState) -> RecallIndex:

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import httpx2
 from mcp import ClientSession
@@ -137,11 +137,14 @@ async def http_session(url: str, token: str | None = None) -> AsyncIterator[Clie
 
 
 @asynccontextmanager
-async def stdio_session(profile: Path, env: Mapping[str, str] | None = None) -> AsyncIterator[ClientSession]:
+async def stdio_session(
+    profile: Path, env: Mapping[str, str] | None = None, errlog: TextIO | None = None
+) -> AsyncIterator[ClientSession]:
+    """A client session with `dream serve --profile` as its child; ``errlog``: where the server's stderr goes."""
     params = StdioServerParameters(
         command=sys.executable, args=serve_command("--profile", str(profile))[1:], env=clean_env(env)
     )
-    async with stdio_client(params) as (read, write):
+    async with stdio_client(params, **({} if errlog is None else {"errlog": errlog})) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             yield session

@@ -15,6 +15,8 @@ since). So:
 - The recall index is this process's, kept in step with the rows (recall_index.py): when the file was let go and
   opened again, the rows another process wrote meanwhile are applied by their ``seq`` (and the purge records), a
   catch-up of what changed, never a rebuild. The save-time embeddings (save_pipeline.py) are kept with the handle.
+  An index loaded from its file has its save-time tables made in the background after the call that loaded it
+  (``RecallIndex.make_ahead``), so the agent's first save does not pay for them.
 - An LRU of agents (an HTTP server serves many): at most ``max_agents`` warm, together about ``max_memory_mb`` (their
   recall indexes, ``recall_index.footprint``, and each store file open, ``OPEN_STORE_BYTES``), and an agent idle for
   ``idle_s`` is let go. Letting an agent go
@@ -152,6 +154,10 @@ class WarmAgents:
                 if index is not None and index is not agent.frozen:
                     agent.frozen = index
                     gc.freeze()
+                    if not index.tables_made:
+                        threading.Thread(
+                            target=self._make_ahead, args=(agent, index), name="warm-tables", daemon=True
+                        ).start()
             gone += self._over_limits(self._clock())
         for old in gone:
             self._let_go(old)
@@ -213,6 +219,16 @@ class WarmAgents:
             gone.append(self._agents.pop(root))
             total -= sizes[root]
         return gone
+
+    def _make_ahead(self, agent: _Agent, index: recall_index.RecallIndex) -> None:
+        """Make a loaded recall index's save-time tables in the background, so the agent's first save does not wait
+        for them (seconds at a million entries), and move them out of the collector's generations like the index."""
+        conn = agent.handle.connection
+        try:
+            if recall_index.current(conn) is index and index.make_ahead(conn):
+                gc.freeze()
+        except Exception as exc:  # noqa: BLE001 - the first save makes them instead, as without this
+            log.info("save-time tables of %s not made ahead: %s", agent.handle.profile.root, exc)
 
     def _let_go(self, agent: _Agent, *, min_changes: int = index_file.REWRITE_AFTER_CHANGES) -> None:
         self.evictions += 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import random
 import shutil
+import threading
 from datetime import timedelta
 
 import pytest
@@ -100,6 +101,63 @@ def test_a_loaded_index_equals_a_fresh_build_after_catching_up(profile, options,
             assert [(e.id, s) for e, s in recall.search(built, q, limit=10)] == [(e.id, s) for e, s in hits[q]], q
     finally:
         conn.close()
+
+
+def test_tables_made_ahead_of_the_first_save_equal_a_fresh_build(profile, options, corpus):
+    """A server makes a loaded index's save-time tables in the background (``make_ahead``): the changes the load
+    caught up on are in them, and they are those of an index built from the rows."""
+    conn, loaded = _another_process(profile, options)
+    try:
+        recall.prepare(loaded)
+        index = recall.of(loaded)
+        assert not index.tables_made  # a search from the shell never makes them
+        assert index.make_ahead(conn) and index.tables_made
+        assert not index.make_ahead(conn)  # once
+    finally:
+        conn.close()
+    index_file.index_path(profile.store_path).unlink()
+    conn, built = _another_process(profile, options)
+    try:
+        _same_index(index, _index_of(built))
+    finally:
+        conn.close()
+
+
+def test_a_save_while_the_tables_are_made_ahead_takes_those_and_decides_as_a_fresh_build(
+    profile, options, corpus, monkeypatch
+):
+    """A save that needs the tables while ``make_ahead`` is making them waits for those: they are made once."""
+    decoded, started, go = [], threading.Event(), threading.Event()
+    rest = index_file.LoadedFile.rest
+
+    def held_rest(self):
+        decoded.append(self)
+        started.set()
+        go.wait(60)
+        return rest(self)
+
+    monkeypatch.setattr(index_file.LoadedFile, "rest", held_rest)
+    conn, loaded = _another_process(profile, options)
+    saved = []
+    try:
+        recall.prepare(loaded)
+        ahead = threading.Thread(target=recall.of(loaded).make_ahead, args=(conn,))
+        ahead.start()
+        assert started.wait(60)
+        twin = corpus[20]
+        save = threading.Thread(
+            target=lambda: saved.append(
+                save_memory(loaded, twin.content, category=twin.category, now=NOW + timedelta(days=1))
+            )
+        )
+        save.start()
+        go.set()
+        save.join(120)
+        ahead.join(120)
+    finally:
+        conn.close()
+    assert len(decoded) == 1
+    assert saved and saved[0].action == "reinforced" and saved[0].entry.id == twin.id
 
 
 def test_a_save_through_a_loaded_index_decides_as_a_fresh_build(profile, options, corpus):

@@ -5,6 +5,7 @@ written to its file when the server stops. The LRU lets agents go by count, memo
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 import time
@@ -15,12 +16,13 @@ import pytest
 
 from dream_assets import recall_index as recall
 from dream_assets import service as svc
+from dream_assets.demo import _memories
 from dream_assets.mcp_server import start_line
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.service.warm import WarmAgents, WarmLimits
 from dream_assets.store import index_file
-from dream_assets.store.connection import StoreConnection
+from dream_assets.store.connection import StoreConnection, close_all
 from dream_assets.store.memory import MemoryStore, top_seq
 from dream_assets.text.bm25 import kernel_description
 from dream_assets.text.tokens import tokenize
@@ -118,6 +120,45 @@ def test_a_save_through_the_server_during_a_cycle_is_found_next_and_survives_the
         assert [(h["id"], h["score"]) for h in answer["hits"]] == [(h["id"], h["score"]) for h in built["hits"]], q
 
 
+@pytest.mark.slow  # a `dream serve` process
+@pytest.mark.parametrize("damage", ["truncated", "random bytes"])
+def test_a_server_started_on_a_damaged_index_file_answers_as_a_fresh_build_says_so_and_writes_it_good(
+    demo, tmp_path, damage
+):
+    path = index_file.index_path(demo.store_path)
+    svc.search(demo, "warm up", now=NOW, options=DreamOptions())  # builds the index and writes its file
+    close_all()
+    good = path.read_bytes()
+    damaged = good[: len(good) // 2] if damage == "truncated" else random.Random(41).randbytes(len(good))
+    path.write_bytes(damaged)
+    errors = tmp_path / "serve.stderr"
+
+    async def scenario() -> dict:
+        with errors.open("w", encoding="utf-8") as errlog:
+            async with stdio_session(demo.root, errlog=errlog) as session:
+                return {q: ok(await session.call_tool("memory_search", {"query": q, "limit": 10})) for q in QUERIES}
+
+    answers = anyio.run(scenario)
+    said = errors.read_text(encoding="utf-8")
+    assert any(str(path) in line and "built from the store" in line for line in said.splitlines()), said
+
+    # Written good on the way out: current for the store, so the next process loads it instead of rebuilding.
+    assert path.read_bytes() != damaged
+    conn = StoreConnection(demo.store_path, demo.store_lock_path, timeout_s=30)
+    try:
+        assert recall.RecallIndex._loaded(conn, path) is not None
+    finally:
+        conn.close()
+
+    # Its answers, the first one included, are those of an index built afresh from the rows (ids and scores).
+    path.unlink()
+    assert sum(len(a["hits"]) for a in answers.values()) > 0
+    for q, answer in answers.items():
+        built = svc.search(demo, q, limit=10, now=NOW, options=DreamOptions()).model_dump(mode="json")
+        assert [(h["id"], h["score"]) for h in answer["hits"]] == [(h["id"], h["score"]) for h in built["hits"]], q
+    close_all()
+
+
 def test_a_warm_agent_catches_up_on_another_processes_writes_without_a_rebuild(profile, options):
     """The warm handle's recall index is the same object before and after another process wrote the store: the rows
     it wrote are applied by their sequence when the server opens the file again, and searches equal a fresh build."""
@@ -154,6 +195,39 @@ def test_a_warm_agent_catches_up_on_another_processes_writes_without_a_rebuild(p
             assert fresh.bm25.search(tokens, limit=10) == index.bm25.search(tokens, limit=10), q
     finally:
         warm.release(profile)
+        warm.close()
+
+
+def test_a_warm_agent_makes_a_loaded_index_ready_for_saves_in_the_background(profile, options):
+    """The first call loads the agent's recall index from its file (the BM25 index only); the save-time tables are
+    made behind it, so the first save does not wait for them, and that save decides as it would have."""
+    kept = "Priya keeps the Lisbon lease papers in the blue folder."
+    store = MemoryStore(StoreConnection(profile.store_path, profile.store_lock_path, linger_s=0), options)
+    store.put_many(_memories(random.Random(3), NOW, 300))
+    from dream_assets.save_pipeline import save_memory
+
+    first = save_memory(store, kept, now=NOW).entry  # builds the index and writes its file
+    store.connection.close()
+    warm = WarmAgents(WarmLimits(max_agents=1, store_linger_s=0))
+    try:
+        handle = warm.acquire(profile)
+        try:
+            assert [h.id for h in svc.search(handle, "Lisbon lease papers", now=NOW).hits][:1] == [first.id]
+            index = recall.of(handle.memories)
+            assert not index.tables_made  # loaded from the file: a search needs none of them
+        finally:
+            warm.release(profile)
+        deadline = time.monotonic() + 60
+        while not index.tables_made and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert index.tables_made
+        handle = warm.acquire(profile)
+        try:
+            again = svc.save(handle, kept, now=NOW)
+        finally:
+            warm.release(profile)
+        assert (again.outcome, again.id) == ("reinforced", first.id)
+    finally:
         warm.close()
 
 
