@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dream_assets import cycle_ids
+from dream_assets import cycle_ids, recall_fusion
 from dream_assets import recall_index as recall
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
 from dream_assets.llm.busy import mark_active
@@ -153,6 +153,8 @@ class MemoryHit(BaseModel):
 class SearchResult(BaseModel):
     query: str
     hits: list[MemoryHit]
+    method: str = Field("bm25", description="bm25, or bm25+embeddings when an embedding model ranked too")
+    note: str | None = Field(None, description="why embeddings were not used although a model is configured")
 
 
 class MemoryRecord(BaseModel):
@@ -316,6 +318,9 @@ class DreamStatus(BaseModel):
     last_cycle_id: str | None
     passes: list[PassState]
     recall_index: str = Field("", description="which BM25 index recall uses, and what the index file holds")
+    embeddings: str = Field(
+        "", description="the embedding model, and the near-duplicate threshold in use with where it came from"
+    )
     review: ReviewWaits = Field(default_factory=ReviewWaits)
     ledger_warning: str | None = Field(None, description="a problem with the pass ledger, when it has one")
     running_now: str | None = Field(None, description="a model call a pass is waiting on now")
@@ -580,11 +585,11 @@ def search(
     filtered = category is not None or bool(wanted_tags)
     store = _open(call)
     try:
-        found = recall.search(store.memories, query, limit=limit * 10 if filtered else limit)
+        found = recall_fusion.search(store.memories, query, limit * 10 if filtered else limit, now=call.now)
     except StoreError as exc:
         raise _store_errors(exc) from exc
     hits = []
-    for entry, score in found:
+    for entry, score in found.hits:
         if category is not None and not (entry.category == category or entry.category.startswith(category + "/")):
             continue
         if wanted_tags and not wanted_tags <= {t.lower() for t in entry.tags}:
@@ -601,7 +606,7 @@ def search(
         )
         if len(hits) == limit:
             break
-    return SearchResult(query=query, hits=hits)
+    return SearchResult(query=query, hits=hits, method=found.method, note=found.note)
 
 
 def successor(entry: MemoryEntry, rows: Sequence[ChangeRecord]) -> tuple[str | None, str | None, str | None]:
@@ -828,7 +833,7 @@ def recall_entries(
     """``search``'s recall as stored entries with their scores, best first (live entries only)."""
     call = begin_call(profile, options, None, active=False)
     try:
-        return recall.search(_open(call).memories, query, limit=limit)
+        return recall_fusion.search(_open(call).memories, query, limit, now=call.now).hits
     except StoreError as exc:
         raise _store_errors(exc) from exc
 
