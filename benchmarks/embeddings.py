@@ -16,8 +16,8 @@ Without one it says so and exits 2: it never passes silently. Data is read in pl
   scan does, and each QA question (categories 1 to 4) is searched: a hit when every evidence turn has a live entry
   holding one of its facts in the top 10. ``embeddings.recall10_bm25`` is ``recall_index.search`` (BM25 and the
   recall rules), ``embeddings.recall10_fused`` the service's search (``recall_fusion.search``: reciprocal rank
-  fusion, k = ``FUSION_K``), ``embeddings.recall10_gain`` the difference in points. Targets: fused >= 0.80 and gain
-  >= 5 points.
+  fusion, k = ``FUSION_K``, the embeddings weighted ``FUSION_DENSE_WEIGHT``), ``embeddings.recall10_gain`` the
+  difference in points. Targets: fused >= 0.80 and gain >= 5 points.
 * **Threshold.** ``embeddings.threshold`` is the threshold in use for the model on those stores
   (llm/embedding_threshold.py: the option, the table or calibrated); ``embeddings.threshold_calibrated.<corpus>``
   is what calibration on the corpus's own vectors would give (LoCoMo stores, the MRPC sentences).
