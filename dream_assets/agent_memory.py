@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from dream_assets import cycle_ids
+from dream_assets import cycle_ids, recall_fusion
 from dream_assets import recall_index as recall
 
 # The errors, results and call opening every operation shares (calls.py), re-exported: this module's API.
@@ -136,6 +136,8 @@ class MemoryHit(BaseModel):
 class SearchResult(BaseModel):
     query: str
     hits: list[MemoryHit]
+    method: str = Field("bm25", description="bm25, or bm25+embeddings when an embedding model ranked too")
+    note: str | None = Field(None, description="why embeddings were not used although a model is configured")
 
 
 class MemoryRecord(BaseModel):
@@ -454,11 +456,11 @@ def search(
     filtered = category is not None or bool(wanted_tags)
     store = open_call_store(call)
     try:
-        found = recall.search(store.memories, query, limit=limit * 10 if filtered else limit)
+        found = recall_fusion.search(store.memories, query, limit * 10 if filtered else limit, now=call.now)
     except StoreError as exc:
         raise _store_errors(exc) from exc
     hits = []
-    for entry, score in found:
+    for entry, score in found.hits:
         if category is not None and not (entry.category == category or entry.category.startswith(category + "/")):
             continue
         if wanted_tags and not wanted_tags <= {t.lower() for t in entry.tags}:
@@ -475,7 +477,7 @@ def search(
         )
         if len(hits) == limit:
             break
-    return SearchResult(query=query, hits=hits)
+    return SearchResult(query=query, hits=hits, method=found.method, note=found.note)
 
 
 def successor(entry: MemoryEntry, rows: Sequence[ChangeRecord]) -> tuple[str | None, str | None, str | None]:
@@ -702,7 +704,7 @@ def recall_entries(
     """``search``'s recall as stored entries with their scores, best first (live entries only)."""
     call = begin_call(profile, options, None, active=False)
     try:
-        return recall.search(open_call_store(call).memories, query, limit=limit)
+        return recall_fusion.search(open_call_store(call).memories, query, limit, now=call.now).hits
     except StoreError as exc:
         raise _store_errors(exc) from exc
 

@@ -93,6 +93,9 @@ class DreamStatus(BaseModel):
     last_cycle_id: str | None
     passes: list[PassState]
     recall_index: str = Field("", description="which BM25 index recall uses, and what the index file holds")
+    embeddings: str = Field(
+        "", description="the embedding model, and the near-duplicate threshold in use with where it came from"
+    )
     review: ReviewWaits = Field(default_factory=ReviewWaits)
     ledger_warning: str | None = Field(None, description="a problem with the pass ledger, when it has one")
     running_now: str | None = Field(None, description="a model call a pass is waiting on now")

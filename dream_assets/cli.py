@@ -557,6 +557,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     st = service.status(profile, options=_options(profile), now=_now(args), profile_arg=args.profile)
     print(f"agent {st.agent}: {st.live_memories} live memories, {st.archived_memories} archived, {st.skills} skills")
     print(f"recall index: {st.recall_index}")
+    print(f"embeddings: {st.embeddings}")
     if st.review.count:
         print(f"review: {st.review.line}")
     if st.review.expired:
@@ -761,6 +762,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
                 profile, args.query, limit=args.limit, category=args.category, tags=args.tag or (), now=now
             )
             text = "\n".join(f"{h.id}  {h.score:.3f}  [{h.category}]  {h.content}" for h in result.hits)
+            if result.note:
+                print(f"note: {result.note}", file=sys.stderr)
         elif args.action == "list":
             result = am.list_memories(
                 profile,

@@ -421,8 +421,9 @@ class DreamOptions:
         maximum=65536,
     )
     EmbeddingSimilarityThreshold: float = _opt(
-        0.88,
-        "cosine threshold over embeddings, for near-duplicate clusters and save-time dedup alike",
+        0.0,
+        "cosine threshold over embeddings, for near-duplicate clusters and save-time dedup alike; 0 = follow the "
+        "model: its measured value (llm/embedding_threshold.py), else calibrated on the agent's own entries",
         minimum=0.0,
         maximum=1.0,
     )

@@ -7,7 +7,8 @@
    (a name written with other capitals may be a correction): reinforced, and nothing else is looked at.
 2. **Candidates.** The live entries the save may land on, with how similar they are: by embedding cosine when an
    embedding model is set (the entries BM25 ranks highest for the text, ``SAVE_EMBEDDING_CANDIDATES`` of them, at or
-   above ``EmbeddingSimilarityThreshold``), else by the store's lexical measure (``MemoryStore.similarity_measure``).
+   above the model's threshold: ``EmbeddingSimilarityThreshold`` when set, else measured or calibrated for the model,
+   llm/embedding_threshold.py), else by the store's lexical measure (``MemoryStore.similarity_measure``).
    Another real-world moment (another subject time) is never a candidate. Most similar first, the older on a tie.
 3. **Measure.** Each candidate that is not a signal is held against the text by the save-time rules (store/dedup.py):
    reinforce (the text adds nothing), extend (it only adds sentences) or create (a correction, another fact).
@@ -35,6 +36,7 @@ from dream_assets import cycle_ids
 from dream_assets import recall_index as recall
 from dream_assets.changes_model import Actor, ChangeRow
 from dream_assets.llm.embedding_index import EmbeddingIndex
+from dream_assets.llm.embedding_threshold import CALIBRATED, DEFAULT, SimilarityThreshold, similarity_threshold
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, is_signal, is_signal_entry, new_id, utc_or_now
 from dream_assets.recall_index import SaveText
 from dream_assets.store.change_rows import insert_change
@@ -48,6 +50,8 @@ log = logging.getLogger("dream_assets.service.save")
 SAVE_EMBEDDING_CANDIDATES = 20
 #: After a failed embeddings call, saves use the lexical measure for this long without trying the endpoint.
 SAVE_EMBEDDING_PAUSE = timedelta(minutes=5)
+#: A calibrated (or default) threshold is looked up again after this many saves: the corpus it follows has grown.
+THRESHOLD_REFRESH_SAVES = 50
 # float32 rounding of a cosine, as clustering allows.
 _FLOAT32_SLACK = 1e-6
 
@@ -59,6 +63,7 @@ class _Candidates:
 
     sims: Mapping[str, float] | None = None
     note: str | None = None
+    threshold: float | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,7 @@ def _embedding_candidates(
 ) -> _Candidates:
     """The embedding cosine of the save's candidates, asked for before the store is held; the lexical measure
     (``sims`` None) when no embedding model is set, an exact twin will be reinforced, or embeddings fail."""
-    embeddings = _embeddings_of(memories)
+    embeddings = store_embeddings(memories)
     index = embeddings.index(memories, now)
     if index is None:
         if embeddings.unavailable:
@@ -159,21 +164,27 @@ def _embedding_candidates(
         return _Candidates()
     index.now = now
     try:
-        return _Candidates(sims=dict(index.similar(text.content, docs)))
+        sims = dict(index.similar(text.content, docs))
     except Exception as exc:  # noqa: BLE001 - an endpoint failure of any kind never fails the save: lexical measure
         embeddings.failed = (now, str(exc))
         log.warning("save-time dedup used the lexical measure: embeddings failed: %s", exc)
         return _Candidates(note=f"embeddings failed ({_short(str(exc))}): {_LEXICAL}")
+    return _Candidates(sims=sims, threshold=embeddings.threshold(memories, now).value)
 
 
 def _candidates(
-    memories: MemoryStore, conn, text: SaveText, meta: Mapping[str, str], sims: Mapping[str, float] | None
+    memories: MemoryStore,
+    conn,
+    text: SaveText,
+    meta: Mapping[str, str],
+    sims: Mapping[str, float] | None,
+    threshold: float | None,
 ) -> list[tuple[MemoryEntry, float]]:
     """Live entries at or above the save-time threshold, most similar first (ties: the older entry first): by the
-    embedding cosine of ``sims`` and ``EmbeddingSimilarityThreshold``, else by the store's lexical measure. Distinct
+    embedding cosine of ``sims`` and the model's ``threshold``, else by the store's lexical measure. Distinct
     real-world moments (spec: Pass 1 "What the LLM does"): another subject time is not a candidate."""
     if sims is not None:
-        floor = memories.options.EmbeddingSimilarityThreshold - _FLOAT32_SLACK
+        floor = (threshold if threshold is not None else 1.0) - _FLOAT32_SLACK
         close = {cid: sim for cid, sim in sims.items() if sim >= floor}
     else:
         close = dict(recall.lexical_matches(memories, conn, text))
@@ -198,7 +209,7 @@ def _plan(
         return _Plan(twin=twin)
     chosen: tuple[MemoryEntry, float, DedupDecision] | None = None
     first: tuple[MemoryEntry, float, str] | None = None
-    for existing, similarity in _candidates(memories, conn, text, meta, ahead.sims):
+    for existing, similarity in _candidates(memories, conn, text, meta, ahead.sims, ahead.threshold):
         if is_signal_entry(existing):
             continue  # a signal is never reinforced or extended by another save
         decision = _decide(memories, existing, text.content, category)
@@ -353,6 +364,8 @@ class _SaveEmbeddings:
 
     def __init__(self) -> None:
         self._index: EmbeddingIndex | None = None
+        self._threshold: SimilarityThreshold | None = None
+        self._threshold_uses = 0
         self._tried = False
         self.unavailable: str | None = None
         self.failed: tuple[datetime, str] | None = None
@@ -380,12 +393,27 @@ class _SaveEmbeddings:
         self._index = EmbeddingIndex(memories.connection, provider, now=now)
         return self._index
 
+    def threshold(self, memories: MemoryStore, now: datetime) -> SimilarityThreshold:
+        """The model's near-duplicate threshold (llm/embedding_threshold.py), looked up once and again after
+        ``THRESHOLD_REFRESH_SAVES`` saves when it follows the corpus (calibrated or the default). A new calibration
+        is kept in the store unless a caller holds it."""
+        stale = self._threshold is not None and self._threshold.source in (CALIBRATED, DEFAULT)
+        if self._threshold is None or (stale and self._threshold_uses >= THRESHOLD_REFRESH_SAVES):
+            keep = not memories.connection.in_transaction
+            found = similarity_threshold(memories.options, memories.connection, now=now, keep=keep)
+            if found is None:
+                raise ValueError("no embedding model is configured: there is no embedding threshold")
+            self._threshold, self._threshold_uses = found, 0
+        self._threshold_uses += 1
+        return self._threshold
+
 
 _EMBEDDINGS: weakref.WeakKeyDictionary[MemoryStore, _SaveEmbeddings] = weakref.WeakKeyDictionary()
 _EMBEDDINGS_LOCK = threading.Lock()
 
 
-def _embeddings_of(memories: MemoryStore) -> _SaveEmbeddings:
+def store_embeddings(memories: MemoryStore) -> _SaveEmbeddings:
+    """The embedding index, threshold and failure pause of ``memories`` that saves and searches share."""
     with _EMBEDDINGS_LOCK:
         found = _EMBEDDINGS.get(memories)
         if found is None:

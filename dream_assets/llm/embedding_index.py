@@ -22,8 +22,8 @@ None means no embedding model is configured and the lexical measure applies):
 Clustering with embeddings is therefore::
 
     vectors = index.vectors(live)
-    clusters = cosine_clusters([e.id for e in live], vectors, options.EmbeddingSimilarityThreshold,
-                               options.ConsolidationMaxClusterSize)
+    threshold = similarity_threshold(options, store, now=now)   # llm/embedding_threshold.py: option, table, calibrated
+    clusters = cosine_clusters([e.id for e in live], vectors, threshold.value, options.ConsolidationMaxClusterSize)
 
 Failures: any embeddings call that fails after its retries raises ``EmbeddingError`` (from
 ``dream_assets.llm.embeddings``); vectors already fetched stay cached, nothing partial is returned. A caller

@@ -38,6 +38,7 @@ def status(
         counts = store.memories.counts()
         skills = len(store.skills.list())
         waits = waits_of(store, op.now, profile_arg or str(op.profile.root))
+        embeddings = embeddings_line(op.options, store, op.now)
     except StoreError as exc:
         raise StoreUnavailable(str(exc)) from exc
     names = [p.name for p in PASSES]
@@ -77,6 +78,7 @@ def status(
         last_cycle_id=latest_cycle_id(op.profile, names),
         passes=passes,
         recall_index=recall_index_line(op.profile),
+        embeddings=embeddings,
         review=waits,
         ledger_warning=ledger.warning or None,
         running_now=waiting.line(op.now.timestamp()) if waiting is not None else None,
@@ -98,6 +100,17 @@ def recall_index_line(profile: AgentProfile) -> str:
     else:
         kept = f"index file of {stamp['entries']} entries at row sequence {stamp['synced_seq']}"
     return f"{kernel_description()}; {kept}"
+
+
+def embeddings_line(options: DreamOptions, store, now: datetime) -> str:
+    """The embedding model and the near-duplicate threshold in use (llm/embedding_threshold.py), or that there is
+    none. Reads what is kept: a threshold due for calibration is shown as it would be, and not written."""
+    from dream_assets.llm.embedding_threshold import similarity_threshold
+
+    threshold = similarity_threshold(options, store, now=now, keep=False)
+    if threshold is None:
+        return "none (EmbeddingModel is empty): near duplicates by the lexical measure, search by BM25 alone"
+    return f"model {threshold.model}; near-duplicate threshold {threshold.describe()}; search fuses BM25 and embeddings"
 
 
 def duration(value: timedelta) -> str:

@@ -8,6 +8,7 @@ The store only keeps the vectors; asking an endpoint for them, comparing and clu
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -19,6 +20,9 @@ from dream_assets.store.connection import StoreConnection
 from dream_assets.store.schema import ensure_schema, to_db
 
 __all__ = ["EmbeddingCache", "connection_of", "content_hash"]
+
+#: The ``meta`` key a model's calibrated similarity threshold is kept under (one row per embedding model).
+_CALIBRATION_KEY = "embedding_threshold:"
 
 log = logging.getLogger("dream_assets.store.embeddings")
 
@@ -119,3 +123,64 @@ class EmbeddingCache:
             before = self._count(conn, None)
             conn.execute("DELETE FROM embeddings WHERE content_hash NOT IN (SELECT sha256(content) FROM memories)")
             return before - self._count(conn, None)
+
+    # --- what the model layer searches and calibrates over: the live entries' vectors ----------------------------
+    def live_count(self, model: str) -> int:
+        """Live memories with a vector for ``model``."""
+        with self._conn.session() as conn:
+            return int(
+                conn.execute(
+                    "SELECT count(*) FROM memories m JOIN embeddings e ON e.content_hash = sha256(m.content) "
+                    "AND e.model = ? WHERE m.archived_at IS NULL",
+                    [model],
+                ).fetchall()[0][0]
+            )
+
+    def live_vectors(self, model: str, *, limit: int | None = None) -> tuple[list[str], np.ndarray]:
+        """(ids, one unit row per id) of live memories with a vector for ``model``, by id; at most ``limit`` of them
+        (a sample spread over the ids: every k-th)."""
+        with self._conn.session() as conn:
+            found = conn.execute(
+                "SELECT m.id, e.vector FROM memories m JOIN embeddings e ON e.content_hash = sha256(m.content) "
+                "AND e.model = ? WHERE m.archived_at IS NULL ORDER BY m.id",
+                [model],
+            ).fetchall()
+        if limit is not None and len(found) > limit:
+            step = len(found) / limit
+            found = [found[int(i * step)] for i in range(limit)]
+        if not found:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return [str(r[0]) for r in found], np.asarray([r[1] for r in found], dtype=np.float32)
+
+    def nearest_live(self, model: str, vector: np.ndarray, *, limit: int) -> list[tuple[str, float]]:
+        """(id, cosine) of the ``limit`` live memories whose vector for ``model`` is closest to the unit ``vector``,
+        closest first (ties by id). Computed inside the store: no vector leaves it."""
+        query = [float(x) for x in np.asarray(vector, dtype=np.float32).ravel()]
+        with self._conn.session() as conn:
+            rows = conn.execute(
+                "SELECT m.id, list_dot_product(e.vector, ?::FLOAT[]) AS sim FROM memories m JOIN embeddings e "
+                "ON e.content_hash = sha256(m.content) AND e.model = ? AND e.dim = ? "
+                "WHERE m.archived_at IS NULL ORDER BY sim DESC, m.id LIMIT ?",
+                [query, model, len(query), int(limit)],
+            ).fetchall()
+        return [(str(r[0]), float(r[1])) for r in rows]
+
+    def calibration(self, model: str) -> dict[str, Any] | None:
+        """The similarity threshold calibrated for ``model`` on this store, as it was kept; None when there is none
+        (or what is kept cannot be read)."""
+        with self._conn.session() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", [_CALIBRATION_KEY + model]).fetchone()
+        if row is None:
+            return None
+        try:
+            value = json.loads(row[0])
+        except ValueError:
+            log.warning("the similarity threshold kept for EmbeddingModel %r is not JSON: calibrating again", model)
+            return None
+        return value if isinstance(value, dict) else None
+
+    def keep_calibration(self, model: str, value: dict[str, Any]) -> None:
+        """Keep ``value`` (JSON-ready) as the calibration of ``model`` on this store, replacing an older one."""
+        with self._conn.transaction() as conn:
+            key, text = _CALIBRATION_KEY + model, json.dumps(value, sort_keys=True)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, text])

@@ -494,3 +494,22 @@ def test_dream_status_options_shows_every_value_and_where_it_came_from(tmp_path,
     assert lines["passes.skill_gap_detection.enabled"].split()[1:4] == ["=", "false", "[SkillGapEnabled]"]
     assert lines["passes.skill_gap_detection.enabled"].endswith("DREAM__SkillGapEnabled")
     assert lines["schedule.interval"].split()[1:] == ["=", "4h", "[Interval]", "default"]
+
+
+def test_dream_status_names_the_embedding_threshold_in_use_and_where_it_came_from(tmp_path, capsys, monkeypatch):
+    profile = tmp_path / "agent"
+    assert main(["init", "--profile", str(profile)]) == 0
+    for key in [k for k in os.environ if k.upper().startswith("DREAM")]:
+        monkeypatch.delenv(key)
+    capsys.readouterr()
+    assert main(["status", "--profile", str(profile)]) == 0
+    assert "embeddings: none (EmbeddingModel is empty)" in capsys.readouterr().out
+
+    monkeypatch.setenv("DREAM__EmbeddingModel", "multilingual-e5-small-q4")
+    monkeypatch.setenv("DREAM__EmbeddingBaseUrl", "http://127.0.0.1:9/v1")  # status reads what is kept: no call
+    assert main(["status", "--profile", str(profile)]) == 0
+    assert "near-duplicate threshold 0.950 (table: multilingual-e5-small" in capsys.readouterr().out
+
+    monkeypatch.setenv("DREAM__EmbeddingSimilarityThreshold", "0.93")
+    assert main(["status", "--profile", str(profile)]) == 0
+    assert "near-duplicate threshold 0.930 (option EmbeddingSimilarityThreshold)" in capsys.readouterr().out

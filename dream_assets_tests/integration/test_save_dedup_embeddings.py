@@ -1,6 +1,6 @@
 """Save-time dedup over embeddings: with ``EmbeddingModel`` set a save finds its near-duplicates by embedding cosine
-and ``EmbeddingSimilarityThreshold``, the measure clustering uses; vectors come from the store's cache when they can,
-a failing endpoint never fails the save, and without an embedding model nothing is ever requested.
+and the model's threshold (llm/embedding_threshold.py), the measure clustering uses; vectors come from the store's
+cache when they can, a failing endpoint never fails the save, and without an embedding model nothing is ever requested.
 
 Against the real OpenAI-compatible test server on 127.0.0.1 (deterministic bag-of-words vectors) and real DuckDB
 stores under tmp_path."""
@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pytest
 
+from dream_assets.llm.embedding_threshold import DEFAULT_THRESHOLD
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.save_pipeline import save_memory
@@ -82,7 +83,8 @@ def test_a_restatement_the_lexical_measure_misses_is_absorbed_when_the_embedding
     result = save_memory(store.memories, incoming, now=NOW + timedelta(days=1))
 
     assert result.action == action and result.matched_id == first.id
-    assert result.similarity is not None and result.similarity >= store.options.EmbeddingSimilarityThreshold
+    # An unknown model on a store too small to calibrate on: the default threshold applies.
+    assert result.similarity is not None and result.similarity >= DEFAULT_THRESHOLD
     assert _live(store) == sorted([*BACKGROUND, content])  # one entry for the fact, holding every sentence
     assert store.memories.get(first.id).reinforcement_count == 2
     assert server.embedding_requests and {r.body["model"] for r in server.embedding_requests} == {MODEL}

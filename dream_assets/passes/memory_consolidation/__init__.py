@@ -1003,6 +1003,7 @@ def _scan(
     Either way a cluster joins entries of one scope only (``scopes``: id -> scope, dream_assets/scope.py), so two
     users' near duplicates never fill one cluster's places and crowd out the cluster each would form on its own."""
     from dream_assets.llm.embedding_index import EmbeddingIndex, cosine_clusters
+    from dream_assets.llm.embedding_threshold import similarity_threshold
     from dream_assets.llm.embeddings import build_embedding_provider
 
     memories = ctx.store.memories
@@ -1031,10 +1032,13 @@ def _scan(
                 why = f"embeddings failed ({type(exc).__name__}: {str(exc)[:300]}); the lexical measure was used"
                 return replace(found, warning="; ".join(w for w in (why, found.warning) if w))
             report.counts["embedded"] = index.embedded
+            threshold = similarity_threshold(ctx.options, ctx.store, now=ctx.now)
+            report.extra["embedding_threshold"] = threshold.describe()
+            report.info(f"near-duplicate threshold {threshold.describe()}")
             return cosine_clusters(
                 [e.id for e in live],
                 vectors,
-                ctx.options.EmbeddingSimilarityThreshold,
+                threshold.value,
                 ctx.options.ConsolidationMaxClusterSize,
                 groups=None if scopes is None else [scopes.get(e.id, "") for e in live],
             )
