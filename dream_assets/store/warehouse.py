@@ -701,6 +701,9 @@ def _event_fields(raw: str) -> tuple[datetime | None, str | None, str]:
     if not isinstance(obj, dict):
         return None, None, f"a record must be a JSON object, got {type(obj).__name__}"
     session_id = obj.get("sessionId") if isinstance(obj.get("sessionId"), str) else None
+    if session_id is not None:
+        # A JSON escape can make a lone surrogate ("\ud800"), which no UTF-8 column holds: kept as its escape text.
+        session_id = session_id.encode("utf-8", "backslashreplace").decode("utf-8")
     try:
         return parse_ts(obj.get("timestamp")), session_id, ""
     except (ValueError, TypeError, OverflowError):

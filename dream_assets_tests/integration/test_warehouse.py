@@ -127,6 +127,17 @@ def test_bytes_that_are_not_utf8_are_kept_visibly(profile: AgentProfile) -> None
     assert archive_lines(profile, "tool-call", "s1.jsonl", [bad], NOW) == 0
 
 
+def test_a_session_id_escaping_a_lone_surrogate_is_kept_as_its_escape(profile: AgentProfile) -> None:
+    """``"sessionId": "\\ud800"`` decodes to text no UTF-8 column holds: the line is archived (never the whole batch
+    refused, which failed the pass reading the log), its session id spelled as the escape it was written with."""
+    lines = [
+        '{"timestamp": "2024-05-01T00:00:00Z", "sessionId": "\\ud800"}',
+        '{"timestamp": "\\ud800", "sessionId": "\\ud800"}',
+    ]
+    assert archive_lines(profile, "conversation", "s1.jsonl", lines, NOW) == 2
+    assert {row["session_id"] for row in iter_rows(profile, "conversation")} == {"\\ud800"}
+
+
 def tier_line(ts: datetime, n: int) -> str:
     return json.dumps(
         {
