@@ -240,7 +240,7 @@ class RecallIndex:
             log.warning("recall index file %s is not used, the index is built from the store: %s", path, exc)
             return None
         index.changes_since_file = 0
-        log.info("recall index loaded from %s (%d entries, row sequence %d)", path, len(loaded.ids), loaded.synced_seq)
+        log.info("recall index loaded from %s (%d entries, row sequence %d)", path, loaded.entries, loaded.synced_seq)
         return index
 
     @classmethod
@@ -249,7 +249,9 @@ class RecallIndex:
         use."""
         index = cls()
         documents, loaded.documents = loaded.documents, None  # the kernel holds them now
-        index.bm25.add_many(loaded.ids, documents)
+        if documents is None:
+            raise ValueError("the file's documents were taken by another index already")
+        index.bm25.add_arrays(*documents)
         index._unmade, index._pending = loaded, []
         index.synced_seq = loaded.synced_seq
         return index

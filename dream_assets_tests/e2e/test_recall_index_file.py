@@ -347,7 +347,19 @@ def test_a_process_ending_with_many_unwritten_changes_writes_the_file(profile, c
     assert (after > before) is written
 
 
-@pytest.mark.parametrize("hostile", ["term out of range", "offsets backwards", "id twice", "stems short"])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "term out of range",
+        "offsets backwards",
+        "id twice",
+        "stems short",
+        "document term out of range",
+        "document offsets backwards",
+        "id not UTF-8",
+        "term cut inside a character",
+    ],
+)
 def test_a_well_formed_archive_with_inconsistent_tables_is_not_trusted(profile, options, corpus, caplog, hostile):
     """Damage the archive's CRCs cannot see: a file written whole by something else, or by a faulty writer."""
     import numpy as np
@@ -362,8 +374,19 @@ def test_a_well_formed_archive_with_inconsistent_tables_is_not_trusted(profile, 
     elif hostile == "id twice":
         state.ids[1] = state.ids[0]
         arrays = index_file.encode(state, stamp["token"])
-    else:
+    elif hostile == "stems short":
         arrays["stems_off"] = arrays["stems_off"][:-2]
+    elif hostile == "document term out of range":
+        arrays["docs_ids"][3] = arrays["docs_vocab_off"].size  # one past the last term
+    elif hostile == "document offsets backwards":
+        arrays["docs_off"][5], arrays["docs_off"][6] = arrays["docs_off"][6], arrays["docs_off"][5] - 1
+    elif hostile == "id not UTF-8":
+        arrays["ids_utf8"][arrays["ids_off"][2]] = 0xFF
+    else:  # the first term's bytes end inside the next one's first character, which is then none
+        vocab = arrays["docs_vocab_utf8"]
+        arrays["docs_vocab_utf8"] = np.concatenate((vocab[:1], np.frombuffer("é".encode(), np.uint8), vocab[1:]))
+        arrays["docs_vocab_off"][1:] += 2
+        arrays["docs_vocab_off"][1] = 2
     with path.open("wb") as fh:
         np.savez(fh, **arrays)
     caplog.set_level(logging.INFO, logger=LOG)
