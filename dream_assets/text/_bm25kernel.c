@@ -1217,9 +1217,9 @@ typedef struct {
 } Bytes;
 
 /* Add one document: its id's bytes and its ntok tokens, as bytes (toks) or as the ids of terms the index holds already
-   (pre, each below nterms: the caller checked). */
+   (pre, each below nterms: the caller checked). fresh: the caller knows the index holds no document of that id. */
 static int add_doc_core(Index *ix, const char *ids, Py_ssize_t idn, const Bytes *toks, const uint32_t *pre,
-                        Py_ssize_t ntok) {
+                        Py_ssize_t ntok, int fresh) {
     uint32_t *tids = PyMem_Malloc((ntok ? ntok : 1) * sizeof(uint32_t)); /* the distinct terms, as first seen */
     if (!tids) {
         PyErr_NoMemory();
@@ -1241,8 +1241,10 @@ static int add_doc_core(Index *ix, const char *ids, Py_ssize_t idn, const Bytes 
         ix->scratch = p;
         ix->scratch_cap = (uint32_t)idn;
     }
-    int64_t pos, found = id_find(ix, ids, idn, &pos);
-    if (found >= 0 && remove_slot(ix, (uint32_t)found, pos) < 0) goto fail;
+    if (!fresh) { /* the id's document is replaced */
+        int64_t pos, found = id_find(ix, ids, idn, &pos);
+        if (found >= 0 && remove_slot(ix, (uint32_t)found, pos) < 0) goto fail;
+    }
     /* room for everything first, so a failure leaves the index as it was (less the replaced document) */
     uint32_t slot = ix->nslots;
     if ((size_t)slot + 1 > ix->slots_cap) {
@@ -1414,7 +1416,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         toks[i].s = PyUnicode_AsUTF8AndSize(items[i], &toks[i].n);
         if (!toks[i].s) goto done;
     }
-    rc = add_doc_core(ix, ids, idn, toks, NULL, ntok);
+    rc = add_doc_core(ix, ids, idn, toks, NULL, ntok, 0);
 done:
     PyMem_Free(toks);
     Py_DECREF(seq);
@@ -2500,7 +2502,9 @@ static PyObject *Index_add_arrays(Index *self, PyObject *args) {
         int64_t a = rd_i64(ids_off, i), b = rd_i64(ids_off, i + 1);
         idref_set(&order[i], (const char *)ids->view.buf + a, (Py_ssize_t)(b - a), i);
     }
-    qsort(order, (size_t)n, sizeof(IdRef), idref_order);
+    Py_ssize_t ordered = 1;
+    while (ordered < n && idref_order(&order[ordered - 1], &order[ordered]) < 0) ordered++;
+    if (ordered < n) qsort(order, (size_t)n, sizeof(IdRef), idref_order);
     for (Py_ssize_t k = 1; k < n; k++) {
         if (order[k].n == order[k - 1].n && !memcmp(order[k].s, order[k - 1].s, (size_t)order[k].n)) {
             PyErr_SetString(PyExc_ValueError, "add_arrays: a doc id appears more than once");
@@ -2508,6 +2512,17 @@ static PyObject *Index_add_arrays(Index *self, PyObject *args) {
         }
     }
     started = 1;
+    { /* room for every term at once: no table rebuilt or array moved while they are added */
+        uint32_t size = table_size((size_t)nv), *table;
+        size_t cap = self->terms_cap;
+        if (table_alloc(size, &table) < 0) goto done;
+        term_table_fill(self, table, size);
+        if (grow((void **)&self->terms, &cap, (size_t)nv, sizeof(Term)) < 0) goto done;
+        self->terms_cap = (uint32_t)cap;
+        if (grow((void **)&self->termbuf, &self->termbuf_cap, (size_t)vocab->count, 1) < 0 ||
+            grow((void **)&self->toff, &self->toff_cap, (size_t)nv, sizeof(uint32_t)) < 0)
+            goto done;
+    }
     for (Py_ssize_t t = 0; t < nv; t++) { /* a term the vocabulary holds twice is one term */
         int64_t a = rd_i64(vocab_off, t), b = rd_i64(vocab_off, t + 1);
         int64_t tid = term_get_or_add(self, (const char *)vocab->view.buf + a, (Py_ssize_t)(b - a));
@@ -2518,7 +2533,7 @@ static PyObject *Index_add_arrays(Index *self, PyObject *args) {
         Py_ssize_t i = order[k].i;
         int64_t a = rd_i64(doc_off, i), b = rd_i64(doc_off, i + 1);
         for (int64_t j = a; j < b; j++) doc[j - a] = term_of[rd_i32(tids, (Py_ssize_t)j)];
-        if (add_doc_core(self, order[k].s, order[k].n, NULL, doc, (Py_ssize_t)(b - a)) < 0) goto done;
+        if (add_doc_core(self, order[k].s, order[k].n, NULL, doc, (Py_ssize_t)(b - a), 1) < 0) goto done;
     }
     fit_all_postings(self);
     sort_terms(self);

@@ -155,13 +155,16 @@ def _arrays(ids: list[str], docs: list[list[str]], vocabulary: list[str]) -> lis
     return [*strings(ids), *strings(vocabulary), flat, doc_off]
 
 
-def test_a_build_from_arrays_is_add_many_bit_for_bit_in_both_indexes_and_through_churn() -> None:
+@pytest.mark.parametrize("in_order", [False, True])
+def test_a_build_from_arrays_is_add_many_bit_for_bit_in_both_indexes_and_through_churn(in_order: bool) -> None:
     """What a persisted recall index is loaded with: the same index as a build from the token lists, before and after
-    changes (replacements, removals, compactions)."""
+    changes (replacements, removals, compactions), whether the documents come in id order or not."""
     rng = random.Random(41)
     vocabulary = [f"w{i}" for i in range(400)] + ["ünïcode", "日本", "é", "e", "a"]
     weights = [1.0 / (i + 1) for i in range(len(vocabulary))]
-    ids = [f"m-{i:05d}" for i in rng.sample(range(100_000), 4000)]  # not in id order
+    ids = [f"m-{i:05d}" for i in rng.sample(range(100_000), 4000)]
+    if in_order:
+        ids.sort()
     docs = [rng.choices(vocabulary, weights, k=rng.randint(0, 12)) for _ in ids]
     docs[7] = ["w3"] * 70_000 + ["w4"]  # a tf past what a posting holds
     # The vocabulary as a file may hold it: a term twice, a term no document uses.
