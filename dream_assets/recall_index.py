@@ -16,9 +16,9 @@ whole build.
 A build is written beside the store (store/index_file.py: the documents, overlap stems and exact keys per entry,
 stamped with the ``seq`` watermark and a token the store records) after the build, at the end of a cycle
 (``persist_recall_indexes``), on a server's shutdown and when a process ends with many changes unwritten. A process
-that finds the file current loads it instead of building (the BM25 index at once, the save-time tables on first use,
-``RecallIndex._make``) and applies the rows changed since its watermark (``sync``); one it cannot trust is logged and
-the index built.
+that finds the file current loads it instead of building (the BM25 index at once, from the file's arrays in one
+kernel call, the save-time tables on first use, ``RecallIndex._make``) and applies the rows changed since its
+watermark (``sync``); one it cannot trust is logged and the index built.
 
 The reads of the index (``search``, ``same_fact``, ``find_exact``, ``exact_matches``, ``recall_candidates``,
 ``lexical_matches``) take the ``MemoryStore`` whose rows they read, and the session a save reads in

@@ -7,6 +7,11 @@ exact duplicate key, with the row-sequence watermark the state is at (``synced_s
 current rebuilds the index from it (no row read, no tokeniser) and then applies the rows changed since the watermark
 (``RecallIndex.sync``), arriving at what a fresh build holds: the same documents, so the same scores bit for bit.
 
+Loading makes no Python object per entry or token: the documents' arrays (ids as UTF-8 bytes and offsets, the
+vocabulary likewise, each document's terms as ids into it) go to the BM25 kernel as they are, in one call that checks
+them again itself (``Bm25Index.add_arrays``); the ids and the save-time tables are decoded when first used
+(``LoadedFile.ids``, ``LoadedFile.rest``), which a search from the shell never does.
+
 The file is ``<store file>.recall`` (a NumPy ``.npz`` archive, no pickles), written through file_safety.py (temp file,
 fsync, atomic rename). It is stamped with:
 
@@ -18,9 +23,10 @@ fsync, atomic rename). It is stamped with:
   the file is written: a store replaced by another file, restored from a snapshot or rebuilt does not hold the
   file's token, and a store whose highest ``seq`` is below the watermark is not the one the file was made from.
 
-Nothing in it is trusted blindly: a file that is missing, unreadable, damaged (the archive's CRCs, array shapes and
-ranges are checked), of another format or tokeniser, or not vouched for by the store is logged and ignored, and the
-index is built from the rows as before (and the file written anew).
+Nothing in it is trusted blindly: a file that is missing, unreadable, damaged (the archive's CRCs, array shapes,
+offsets, ranges and UTF-8 are checked, all before anything is taken from the file), of another format or tokeniser,
+or not vouched for by the store is logged and ignored, and the index is built from the rows as before (and the file
+written anew).
 
 Writing holds the store only to list the index's per-entry tables (under a second at a million entries, more when a
 loaded index's save-time tables are still to be made) and to record the token; encoding and writing the file (several

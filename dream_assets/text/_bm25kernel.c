@@ -27,6 +27,10 @@
  * number and a term whose documents could only tie need not be read in full; documents added later take the slots
  * after them, where ties are settled by comparing ids.
  *
+ * A first build may also come as arrays (add_arrays: UTF-8 ids and terms with offsets, each document's terms as ids into
+ * the terms), how a persisted recall index is loaded: every offset, term id and string is checked before anything is
+ * added, the terms are entered once each and the documents added as add_many adds them, so the index is the same.
+ *
  * Scores are bit for bit those of the numpy path: each term's contribution is computed in float32 with the same
  * operations in the same order, idf = ln(1 + (N - df + 0.5) / (df + 0.5)) in double rounded to float32, and a
  * document's contributions are summed in double over its terms rarest first (ties by term). This file must be

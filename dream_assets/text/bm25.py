@@ -21,6 +21,10 @@ time when a C compiler is there): terms and ids in hash tables over byte arenas,
 document length) packed 64 at a time at the fewest bits each chunk needs, and MaxScore over them (see the C file for
 how), so a query reads only the postings it walks. Without the compiled module it is the numpy index described above.
 Both give the same results, scores bit for bit included (``Bm25Index(compiled=False)`` asks for the numpy one).
+
+A first build takes the documents as token lists (``add_many``) or as arrays (``add_arrays``: UTF-8 ids and vocabulary
+with offsets, each document's terms as ids into the vocabulary), which is how a persisted recall index is loaded:
+the compiled index reads them without making a Python object per id or token, checking every offset and id first.
 """
 
 from __future__ import annotations
