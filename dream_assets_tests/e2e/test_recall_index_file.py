@@ -103,6 +103,32 @@ def test_a_loaded_index_equals_a_fresh_build_after_catching_up(profile, options,
         conn.close()
 
 
+def test_the_numpy_index_loads_the_file_to_the_scores_of_a_compiled_fresh_build(
+    profile, options, corpus, caplog, monkeypatch
+):
+    """An install without the compiled kernel loads the same file into the numpy index, to the same results."""
+    from dream_assets.text import bm25
+
+    caplog.set_level(logging.INFO, logger=LOG)
+    monkeypatch.setattr(bm25, "_bm25kernel", None)
+    conn, loaded = _another_process(profile, options)
+    try:
+        loaded_index = _index_of(loaded)
+        assert isinstance(loaded_index.bm25, bm25.NumpyBm25Index)
+    finally:
+        conn.close()
+    assert any("recall index loaded" in r.getMessage() for r in caplog.records)
+    monkeypatch.undo()
+    index_file.index_path(profile.store_path).unlink()
+    conn, built = _another_process(profile, options)
+    try:
+        built_index = _index_of(built)
+        assert isinstance(built_index.bm25, bm25.CompiledBm25Index)
+        _same_index(loaded_index, built_index)
+    finally:
+        conn.close()
+
+
 def test_tables_made_ahead_of_the_first_save_equal_a_fresh_build(profile, options, corpus):
     """A server makes a loaded index's save-time tables in the background (``make_ahead``): the changes the load
     caught up on are in them, and they are those of an index built from the rows."""
