@@ -282,3 +282,15 @@ def test_the_kernel_refuses_what_is_not_a_buffer() -> None:
     with pytest.raises(TypeError):
         kernel.add_arrays(*good[:5])
     assert len(kernel) == 0
+
+
+def test_an_empty_build_from_arrays_gives_an_empty_index_that_takes_documents() -> None:
+    """A persisted index of a store with no live entry."""
+    compiled, numpy_index = _both()
+    for index in (compiled, numpy_index):
+        index.add_arrays(*_arrays([], [], []))
+        assert len(index) == 0 and index.search(["x"], 3) == []
+        index.add("a", ["x", "y"])
+        index.add("b", ["x"])
+    assert compiled.search(["x", "y"], 3) == numpy_index.search(["x", "y"], 3)
+    assert [d for d, _ in compiled.search(["x", "y"], 3)] == ["a", "b"]
