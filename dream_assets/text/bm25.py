@@ -165,6 +165,21 @@ def _strings_of(blob: np.ndarray, off: np.ndarray) -> list[str]:
         raise ValueError(f"add_arrays: a string is not UTF-8 text ({exc.reason})") from None
 
 
+def _documents_of(
+    ids_utf8: np.ndarray,
+    ids_off: np.ndarray,
+    vocab_utf8: np.ndarray,
+    vocab_off: np.ndarray,
+    term_ids: np.ndarray,
+    doc_off: np.ndarray,
+) -> tuple[list[str], list[list[str]]]:
+    """The ids and token lists of checked arrays (``check_arrays``), as ``add_many`` takes them."""
+    table = np.empty(vocab_off.size - 1, dtype=object)
+    table[:] = _strings_of(vocab_utf8, vocab_off)
+    tokens, bounds = table[term_ids].tolist(), doc_off.tolist()
+    return _strings_of(ids_utf8, ids_off), [tokens[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 class _NoneExcluded:
     """An exclude container without a length: the numpy index then scores every posting (no pruning)."""
 
@@ -300,6 +315,9 @@ class CompiledBm25Index(Bm25Index):
         """``add_many`` of the documents the arrays hold (see :func:`check_arrays`), into an empty index: the kernel
         reads them as they are, checking every offset and term id, with no Python object made per id or token."""
         check_arrays(ids_utf8, ids_off, vocab_utf8, vocab_off, term_ids, doc_off)
+        if not hasattr(self._index, "add_arrays"):  # a kernel built from an older source: the same, through lists
+            self.add_many(*_documents_of(ids_utf8, ids_off, vocab_utf8, vocab_off, term_ids, doc_off))
+            return
         with self._lock:
             if len(self._index):
                 raise ValueError("add_arrays builds an empty index; use add to change one that holds documents")

@@ -294,3 +294,36 @@ def test_an_empty_build_from_arrays_gives_an_empty_index_that_takes_documents() 
         index.add("b", ["x"])
     assert compiled.search(["x", "y"], 3) == numpy_index.search(["x", "y"], 3)
     assert [d for d, _ in compiled.search(["x", "y"], 3)] == ["a", "b"]
+
+
+def test_a_kernel_built_from_an_older_source_loads_arrays_through_token_lists() -> None:
+    """An install whose compiled kernel predates ``add_arrays`` (its source updated, the module not rebuilt) loads a
+    persisted recall index all the same, to the same index."""
+
+    class OlderKernel:  # the kernel less its add_arrays
+        def __init__(self, kernel: object) -> None:
+            self._kernel = kernel
+
+        def __getattr__(self, name: str) -> object:
+            if name == "add_arrays":
+                raise AttributeError(name)
+            return getattr(self._kernel, name)
+
+        def __len__(self) -> int:
+            return len(self._kernel)  # type: ignore[arg-type]
+
+    rng = random.Random(3)
+    words = [f"t{i}" for i in range(50)]
+    ids = [f"m{i}" for i in range(300)]
+    docs = [rng.choices(words, k=rng.randint(0, 8)) for _ in ids]
+    older, current = Bm25Index(compiled=True), Bm25Index(compiled=True)
+    older._index = OlderKernel(older._index)  # type: ignore[attr-defined]
+    for index in (older, current):
+        index.add_arrays(*_arrays(ids, docs, words))
+    for _ in range(50):
+        query = rng.choices(words, k=rng.randint(1, 4))
+        assert older.search(query, 10) == current.search(query, 10)
+    with pytest.raises(ValueError, match="more than once"):
+        stale = Bm25Index(compiled=True)
+        stale._index = OlderKernel(stale._index)  # type: ignore[attr-defined]
+        stale.add_arrays(*_arrays(["a", "a"], [["t1"], ["t2"]], words))
