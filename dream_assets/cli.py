@@ -897,6 +897,16 @@ def _warm_limits(args: argparse.Namespace, *, max_agents: int | None = None) -> 
     )
 
 
+_terminal_width: list[int] = []
+
+
+def _help_width() -> int:
+    """What argparse's help is laid out to: the terminal's width less 2 (its own default), read once."""
+    if not _terminal_width:
+        _terminal_width.append(shutil.get_terminal_size().columns - 2)
+    return _terminal_width[0]
+
+
 class _Parser(argparse.ArgumentParser):
     """No abbreviated flags (``--profil`` is not ``--profile``: a typo never runs a whole cycle), and a flag no
     command knows is refused with the usage of the command it was given to and the closest flag it has."""
@@ -906,6 +916,11 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.chosen: _Parser = self  # the deepest command parsed (set on the top-level parser while parsing)
         self.top: _Parser = self
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # The width argparse would take, read once: building the parser asks for a formatter per argument (about 170),
+        # each asking the terminal its size again.
+        return self.formatter_class(prog=self.prog, width=_help_width())
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         self.top.chosen = self

@@ -16,9 +16,9 @@ whole build.
 A build is written beside the store (store/index_file.py: the documents, overlap stems and exact keys per entry,
 stamped with the ``seq`` watermark and a token the store records) after the build, at the end of a cycle
 (``persist_recall_indexes``), on a server's shutdown and when a process ends with many changes unwritten. A process
-that finds the file current loads it instead of building (the BM25 index at once, the save-time tables on first use,
-``RecallIndex._make``) and applies the rows changed since its watermark (``sync``); one it cannot trust is logged and
-the index built.
+that finds the file current loads it instead of building (the BM25 index at once, from the file's arrays in one
+kernel call, the save-time tables on first use, ``RecallIndex._make``) and applies the rows changed since its
+watermark (``sync``); one it cannot trust is logged and the index built.
 
 The reads of the index (``search``, ``same_fact``, ``find_exact``, ``exact_matches``, ``recall_candidates``,
 ``lexical_matches``) take the ``MemoryStore`` whose rows they read, and the session a save reads in
@@ -240,7 +240,7 @@ class RecallIndex:
             log.warning("recall index file %s is not used, the index is built from the store: %s", path, exc)
             return None
         index.changes_since_file = 0
-        log.info("recall index loaded from %s (%d entries, row sequence %d)", path, len(loaded.ids), loaded.synced_seq)
+        log.info("recall index loaded from %s (%d entries, row sequence %d)", path, loaded.entries, loaded.synced_seq)
         return index
 
     @classmethod
@@ -249,7 +249,9 @@ class RecallIndex:
         use."""
         index = cls()
         documents, loaded.documents = loaded.documents, None  # the kernel holds them now
-        index.bm25.add_many(loaded.ids, documents)
+        if documents is None:
+            raise ValueError("the file's documents were taken by another index already")
+        index.bm25.add_arrays(*documents)
         index._unmade, index._pending = loaded, []
         index.synced_seq = loaded.synced_seq
         return index

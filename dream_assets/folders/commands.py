@@ -24,7 +24,6 @@ def add_commands(
 ) -> None:
     """Add ``link``, ``sync``, ``export`` and ``import`` to the ``dream`` parser (``common`` adds --profile and
     --now)."""
-    from dream_assets.service import transfer
 
     def cmd_link(args: argparse.Namespace) -> int:
         profile = profile_of(args)
@@ -67,6 +66,8 @@ def add_commands(
         return 1 if report.status == "failed" else 0
 
     def cmd_export(args: argparse.Namespace) -> int:
+        from dream_assets.service import transfer  # only these two commands need it
+
         profile = profile_of(args)
         export = transfer.export_jsonl if args.format == "jsonl" else transfer.export_mem0
         text = export(profile, archived=args.archived)
@@ -78,6 +79,8 @@ def add_commands(
         return 0
 
     def cmd_import(args: argparse.Namespace) -> int:
+        from dream_assets.service import transfer
+
         profile = profile_of(args)
         load = transfer.import_jsonl if args.format == "jsonl" else transfer.import_mem0
         try:

@@ -7,6 +7,11 @@ exact duplicate key, with the row-sequence watermark the state is at (``synced_s
 current rebuilds the index from it (no row read, no tokeniser) and then applies the rows changed since the watermark
 (``RecallIndex.sync``), arriving at what a fresh build holds: the same documents, so the same scores bit for bit.
 
+Loading makes no Python object per entry or token: the documents' arrays (ids as UTF-8 bytes and offsets, the
+vocabulary likewise, each document's terms as ids into it) go to the BM25 kernel as they are, in one call that checks
+them again itself (``Bm25Index.add_arrays``); the ids and the save-time tables are decoded when first used
+(``LoadedFile.ids``, ``LoadedFile.rest``), which a search from the shell never does.
+
 The file is ``<store file>.recall`` (a NumPy ``.npz`` archive, no pickles), written through file_safety.py (temp file,
 fsync, atomic rename). It is stamped with:
 
@@ -18,9 +23,10 @@ fsync, atomic rename). It is stamped with:
   the file is written: a store replaced by another file, restored from a snapshot or rebuilt does not hold the
   file's token, and a store whose highest ``seq`` is below the watermark is not the one the file was made from.
 
-Nothing in it is trusted blindly: a file that is missing, unreadable, damaged (the archive's CRCs, array shapes and
-ranges are checked), of another format or tokeniser, or not vouched for by the store is logged and ignored, and the
-index is built from the rows as before (and the file written anew).
+Nothing in it is trusted blindly: a file that is missing, unreadable, damaged (the archive's CRCs, array shapes,
+offsets, ranges and UTF-8 are checked, all before anything is taken from the file), of another format or tokeniser,
+or not vouched for by the store is logged and ignored, and the index is built from the rows as before (and the file
+written anew).
 
 Writing holds the store only to list the index's per-entry tables (under a second at a million entries, more when a
 loaded index's save-time tables are still to be made) and to record the token; encoding and writing the file (several
@@ -29,6 +35,7 @@ seconds at a million entries) happen outside any session.
 
 from __future__ import annotations
 
+import codecs
 import gc
 import hashlib
 import itertools
@@ -40,6 +47,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,18 +130,27 @@ def _strings(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), off
 
 
-def _decode(blob: np.ndarray, offsets: np.ndarray, name: str) -> list[str]:
-    """The strings of ``blob`` at ``offsets``, checked (offsets in order and in range, UTF-8)."""
-    n = offsets.size - 1
-    if n < 0 or offsets.ndim != 1 or offsets.dtype != np.int64 or blob.dtype != np.uint8:
+def _check_strings(blob: np.ndarray, offsets: np.ndarray, name: str) -> None:
+    """Check strings as ``_strings`` lays them out (offsets in order and in range, each string UTF-8) without making
+    them: the whole blob is UTF-8 and every non-empty string begins at a character's first byte, so each string is."""
+    if offsets.ndim != 1 or offsets.size < 1 or offsets.dtype != np.int64 or blob.ndim != 1 or blob.dtype != np.uint8:
         raise IndexFileError(f"array {name!r} is malformed")
     if offsets[0] != 0 or offsets[-1] != blob.size or np.any(offsets[1:] < offsets[:-1]):
         raise IndexFileError(f"array {name!r} has offsets out of order or out of range")
-    data, bounds = blob.tobytes(), offsets.tolist()
-    try:  # UTF-8 checked: a damaged byte is an error, not a wrong token
-        return [data[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    try:
+        codecs.utf_8_decode(blob.data, "strict", True)  # checked, not kept
     except UnicodeDecodeError as exc:
         raise IndexFileError(f"array {name!r} is not UTF-8 text ({exc.reason})") from None
+    starts = offsets[:-1][offsets[1:] > offsets[:-1]]
+    if starts.size and bool(np.any((blob[starts] & 0xC0) == 0x80)):
+        raise IndexFileError(f"array {name!r} is not UTF-8 text (a string begins inside a character)")
+
+
+def _decode(blob: np.ndarray, offsets: np.ndarray, name: str) -> list[str]:
+    """The strings of ``blob`` at ``offsets``, checked (offsets in order and in range, UTF-8)."""
+    _check_strings(blob, offsets, name)
+    data, bounds = blob.tobytes(), offsets.tolist()
+    return [data[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _term_ids(groups: list[tuple[str, ...]]) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -184,14 +201,25 @@ def encode(state: IndexState, token: str) -> dict[str, np.ndarray]:
     return arrays
 
 
-@dataclass
 class _Groups:
     """Groups of terms as the file holds them, checked: each group's terms are ``flat[offsets[i]:offsets[i + 1]]``,
-    ids into ``words``."""
+    ids into the vocabulary ``words`` (decoded when first needed)."""
 
-    words: list[str]
-    flat: np.ndarray
-    offsets: np.ndarray
+    def __init__(self, arrays: Any, name: str) -> None:
+        self.vocab_utf8, self.vocab_off = arrays[name + "_vocab_utf8"], arrays[name + "_vocab_off"]
+        _check_strings(self.vocab_utf8, self.vocab_off, name)
+        flat, offsets = arrays[name + "_ids"], arrays[name + "_off"]
+        if flat.dtype != np.int32 or flat.ndim != 1 or offsets.dtype != np.int64 or offsets.ndim != 1:
+            raise IndexFileError(f"array {name!r} is malformed")
+        if offsets.size < 1 or offsets[0] != 0 or offsets[-1] != flat.size or np.any(offsets[1:] < offsets[:-1]):
+            raise IndexFileError(f"array {name!r} has offsets out of order or out of range")
+        if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= self.vocab_off.size - 1):
+            raise IndexFileError(f"array {name!r} names a term its vocabulary does not hold")
+        self.flat, self.offsets = flat, offsets
+
+    @cached_property
+    def words(self) -> list[str]:
+        return _decode(self.vocab_utf8, self.vocab_off, "vocabulary")
 
     def tuples(self) -> list[tuple[str, ...]]:
         return self._slices(tuple)
@@ -210,18 +238,6 @@ class _Groups:
     def counts(self) -> Counter[str]:
         """How many groups hold each term (the groups hold distinct terms)."""
         return Counter(dict(zip(self.words, np.bincount(self.flat, minlength=len(self.words)).tolist(), strict=True)))
-
-
-def _groups(arrays: Any, name: str) -> _Groups:
-    words = _decode(arrays[name + "_vocab_utf8"], arrays[name + "_vocab_off"], name)
-    flat, offsets = arrays[name + "_ids"], arrays[name + "_off"]
-    if flat.dtype != np.int32 or offsets.dtype != np.int64 or offsets.ndim != 1 or offsets.size < 1:
-        raise IndexFileError(f"array {name!r} is malformed")
-    if offsets[0] != 0 or offsets[-1] != flat.size or np.any(offsets[1:] < offsets[:-1]):
-        raise IndexFileError(f"array {name!r} has offsets out of order or out of range")
-    if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= len(words)):
-        raise IndexFileError(f"array {name!r} names a term its vocabulary does not hold")
-    return _Groups(words, flat, offsets)
 
 
 def _checked_picks(count: int, which: np.ndarray, n: int, name: str) -> np.ndarray:
@@ -255,33 +271,51 @@ def read_stamp(arrays: Any) -> dict[str, Any]:
 
 
 class LoadedFile:
-    """A checked index file: the BM25 documents at once (``ids``, ``documents``), the save-time tables (content and
-    label tokens, overlap stems, exact keys) when first asked for (``rest``). Everything is checked before it is
-    returned; ``rest`` only makes the Python objects."""
+    """A checked index file: the BM25 documents as the arrays the kernel reads (``documents``), every Python object
+    (the ids, the save-time tables: content and label tokens, overlap stems, exact keys) made when first asked for
+    (``ids``, ``rest``). Everything is checked before the file is taken (the archive's CRCs, shapes, offsets, ranges,
+    UTF-8), so making the objects later cannot find it damaged."""
 
     def __init__(self, arrays: Any) -> None:
         self.stamp = read_stamp(arrays)
-        self.ids: list[str] = _decode(arrays["ids_utf8"], arrays["ids_off"], "ids")
-        n = len(self.ids)
+        self._ids_utf8, self._ids_off = arrays["ids_utf8"], arrays["ids_off"]
+        _check_strings(self._ids_utf8, self._ids_off, "ids")
+        n = self._ids_off.size - 1
         if n != self.stamp.get("entries"):
             raise IndexFileError("its entry count does not match its stamp")
-        documents = _groups(arrays, "docs")
-        self._content, self._labels = _groups(arrays, "content"), _groups(arrays, "labels")
+        documents = _Groups(arrays, "docs")
+        self._content, self._labels = _Groups(arrays, "content"), _Groups(arrays, "labels")
         self._label_of = _checked_picks(self._labels.offsets.size - 1, arrays["label_of"], n, "label_of")
-        self._stems = _groups(arrays, "stems")
-        self._categories = _decode(arrays["categories_utf8"], arrays["categories_off"], "categories")
-        self._category_of = _checked_picks(len(self._categories), arrays["category_of"], n, "category_of")
-        self._keys = _decode(arrays["exact_utf8"], arrays["exact_off"], "exact")
-        sizes = (documents.offsets.size, self._content.offsets.size, self._stems.offsets.size, len(self._keys) + 1)
+        self._stems = _Groups(arrays, "stems")
+        self._categories_utf8, self._categories_off = arrays["categories_utf8"], arrays["categories_off"]
+        _check_strings(self._categories_utf8, self._categories_off, "categories")
+        self._category_of = _checked_picks(self._categories_off.size - 1, arrays["category_of"], n, "category_of")
+        self._keys_utf8, self._keys_off = arrays["exact_utf8"], arrays["exact_off"]
+        _check_strings(self._keys_utf8, self._keys_off, "exact")
+        sizes = (documents.offsets.size, self._content.offsets.size, self._stems.offsets.size, self._keys_off.size)
         if any(size != n + 1 for size in sizes):
             raise IndexFileError("its tables are of different lengths")
         if documents.flat.size != self._content.flat.size + int(
             np.diff(self._labels.offsets)[self._label_of].sum() if n else 0
         ):
             raise IndexFileError("its documents do not hold its content and label tokens")
-        #: Each entry's BM25 document (content tokens, then category and tag tokens); the kernel's input.
-        self.documents: list[list[str]] | None = documents.lists()
+        #: Each entry's BM25 document (content tokens, then category and tag tokens) as the arrays
+        #: ``Bm25Index.add_arrays`` takes: (ids_utf8, ids_off, vocab_utf8, vocab_off, term_ids, doc_off).
+        self.documents: tuple[np.ndarray, ...] | None = (
+            self._ids_utf8,
+            self._ids_off,
+            documents.vocab_utf8,
+            documents.vocab_off,
+            documents.flat,
+            documents.offsets,
+        )
+        self.entries = n
         self.synced_seq = int(self.stamp["synced_seq"])
+
+    @cached_property
+    def ids(self) -> list[str]:
+        """The live entries' ids, in the file's order."""
+        return _decode(self._ids_utf8, self._ids_off, "ids")
 
     def rest(
         self,
@@ -291,7 +325,9 @@ class LoadedFile:
         content = self._content.tuples()
         labels = _picked(self._labels.tuples(), self._label_of)
         stems = list(map(frozenset, self._stems.tuples()))
-        exact = list(zip(_picked(self._categories, self._category_of), self._keys, strict=True))
+        categories = _decode(self._categories_utf8, self._categories_off, "categories")
+        keys = _decode(self._keys_utf8, self._keys_off, "exact")
+        exact = list(zip(_picked(categories, self._category_of), keys, strict=True))
         return content, labels, stems, self._stems.counts(), exact
 
     def state(self) -> IndexState:

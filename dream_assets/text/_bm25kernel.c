@@ -27,6 +27,10 @@
  * number and a term whose documents could only tie need not be read in full; documents added later take the slots
  * after them, where ties are settled by comparing ids.
  *
+ * A first build may also come as arrays (add_arrays: UTF-8 ids and terms with offsets, each document's terms as ids into
+ * the terms), how a persisted recall index is loaded: every offset, term id and string is checked before anything is
+ * added, the terms are entered once each and the documents added as add_many adds them, so the index is the same.
+ *
  * Scores are bit for bit those of the numpy path: each term's contribution is computed in float32 with the same
  * operations in the same order, idf = ln(1 + (N - df + 0.5) / (df + 0.5)) in double rounded to float32, and a
  * document's contributions are summed in double over its terms rarest first (ties by term). This file must be
@@ -1216,30 +1220,14 @@ typedef struct {
     Py_ssize_t n;
 } Bytes;
 
-static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
-    Py_ssize_t idn;
-    const char *ids = PyUnicode_AsUTF8AndSize(doc_id, &idn);
-    if (!ids) return -1;
-    PyObject *seq = PySequence_Fast(tokens, "tokens must be a sequence of str");
-    if (!seq) return -1;
-    Py_ssize_t ntok = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    Bytes *toks = PyMem_Malloc((ntok ? ntok : 1) * sizeof(Bytes));
+/* Add one document: its id's bytes and its ntok tokens, as bytes (toks) or as the ids of terms the index holds already
+   (pre, each below nterms: the caller checked). fresh: the caller knows the index holds no document of that id. */
+static int add_doc_core(Index *ix, const char *ids, Py_ssize_t idn, const Bytes *toks, const uint32_t *pre,
+                        Py_ssize_t ntok, int fresh) {
     uint32_t *tids = PyMem_Malloc((ntok ? ntok : 1) * sizeof(uint32_t)); /* the distinct terms, as first seen */
-    if (!toks || !tids) {
-        PyMem_Free(toks);
-        PyMem_Free(tids);
-        Py_DECREF(seq);
+    if (!tids) {
         PyErr_NoMemory();
         return -1;
-    }
-    for (Py_ssize_t i = 0; i < ntok; i++) { /* every token checked before anything changes */
-        if (!PyUnicode_Check(items[i])) {
-            PyErr_Format(PyExc_TypeError, "tokens must be str, not %.80s", Py_TYPE(items[i])->tp_name);
-            goto fail;
-        }
-        toks[i].s = PyUnicode_AsUTF8AndSize(items[i], &toks[i].n);
-        if (!toks[i].s) goto fail;
     }
     /* the most the slot's record takes: the id and three varints */
     size_t record = (size_t)idn + 3 * VARINT_MAX;
@@ -1257,8 +1245,10 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         ix->scratch = p;
         ix->scratch_cap = (uint32_t)idn;
     }
-    int64_t pos, found = id_find(ix, ids, idn, &pos);
-    if (found >= 0 && remove_slot(ix, (uint32_t)found, pos) < 0) goto fail;
+    if (!fresh) { /* the id's document is replaced */
+        int64_t pos, found = id_find(ix, ids, idn, &pos);
+        if (found >= 0 && remove_slot(ix, (uint32_t)found, pos) < 0) goto fail;
+    }
     /* room for everything first, so a failure leaves the index as it was (less the replaced document) */
     uint32_t slot = ix->nslots;
     if ((size_t)slot + 1 > ix->slots_cap) {
@@ -1287,7 +1277,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
     const uint16_t len16 = ntok < (Py_ssize_t)LEN_BIG ? (uint16_t)ntok : (uint16_t)LEN_BIG;
     uint32_t distinct = 0;
     for (Py_ssize_t i = 0; i < ntok; i++) {
-        int64_t tid = term_get_or_add(ix, toks[i].s, toks[i].n);
+        int64_t tid = pre ? (int64_t)pre[i] : term_get_or_add(ix, toks[i].s, toks[i].n);
         if (tid < 0) goto fail_partial;
         Term *t = &ix->terms[tid];
         Posting *p = postings(t);
@@ -1377,9 +1367,7 @@ static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
         if (ix->id_table[i] == EMPTY) ix->id_used++;
         ix->id_table[i] = entry(slot - ix->sorted_upto, h, mask);
     }
-    PyMem_Free(toks);
     PyMem_Free(tids);
-    Py_DECREF(seq);
     return maybe_compact(ix);
 fail_partial:
     /* postings already appended for this slot are taken back */
@@ -1405,10 +1393,38 @@ fail_partial:
 nomem:
     PyErr_NoMemory();
 fail:
-    PyMem_Free(toks);
     PyMem_Free(tids);
-    Py_DECREF(seq);
     return -1;
+}
+
+static int add_doc(Index *ix, PyObject *doc_id, PyObject *tokens) {
+    Py_ssize_t idn;
+    const char *ids = PyUnicode_AsUTF8AndSize(doc_id, &idn);
+    if (!ids) return -1;
+    PyObject *seq = PySequence_Fast(tokens, "tokens must be a sequence of str");
+    if (!seq) return -1;
+    Py_ssize_t ntok = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Bytes *toks = PyMem_Malloc((ntok ? ntok : 1) * sizeof(Bytes));
+    int rc = -1;
+    if (!toks) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < ntok; i++) { /* every token checked before anything changes */
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "tokens must be str, not %.80s", Py_TYPE(items[i])->tp_name);
+            goto done;
+        }
+        toks[i].s = PyUnicode_AsUTF8AndSize(items[i], &toks[i].n);
+        if (!toks[i].s) goto done;
+    }
+    rc = add_doc_core(ix, ids, idn, toks, NULL, ntok, 0);
+done:
+    PyMem_Free(toks);
+    Py_DECREF(seq);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ search */
@@ -2330,6 +2346,213 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ a build from arrays (a persisted index) */
+
+/* A buffer of a given item size, read without alignment assumptions. */
+typedef struct {
+    Py_buffer view;
+    int held;
+    Py_ssize_t count; /* items */
+} Arr;
+
+static int arr_get(PyObject *obj, Arr *a, Py_ssize_t itemsize, const char *name) {
+    if (PyObject_GetBuffer(obj, &a->view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    a->held = 1;
+    if (a->view.len % itemsize) {
+        PyErr_Format(PyExc_ValueError, "add_arrays: %s is not of %zd-byte items", name, itemsize);
+        return -1;
+    }
+    a->count = a->view.len / itemsize;
+    return 0;
+}
+
+static inline int64_t rd_i64(const Arr *a, Py_ssize_t i) {
+    int64_t v;
+    memcpy(&v, (const char *)a->view.buf + 8 * i, 8);
+    return v;
+}
+
+static inline int32_t rd_i32(const Arr *a, Py_ssize_t i) {
+    int32_t v;
+    memcpy(&v, (const char *)a->view.buf + 4 * i, 4);
+    return v;
+}
+
+/* Offsets into `total` items: count + 1 of them, from 0 to total, never decreasing. */
+static int check_offsets(const Arr *off, Py_ssize_t count, Py_ssize_t total, const char *name) {
+    if (off->count != count + 1) {
+        PyErr_Format(PyExc_ValueError, "add_arrays: %s holds %zd offsets, not %zd", name, off->count, count + 1);
+        return -1;
+    }
+    int64_t prev = 0;
+    if (rd_i64(off, 0) != 0 || rd_i64(off, count) != (int64_t)total) {
+        PyErr_Format(PyExc_ValueError, "add_arrays: %s does not span its items", name);
+        return -1;
+    }
+    for (Py_ssize_t i = 1; i <= count; i++) {
+        int64_t v = rd_i64(off, i);
+        if (v < prev || v > (int64_t)total) {
+            PyErr_Format(PyExc_ValueError, "add_arrays: %s has offsets out of order or out of range", name);
+            return -1;
+        }
+        prev = v;
+    }
+    return 0;
+}
+
+/* Whether s[0:n] is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF): what Python's
+   strict decoder accepts, so every id and term is a str again when read back. */
+static int utf8_valid(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k;
+        uint32_t cp, min;
+        if ((c & 0xE0) == 0xC0) {
+            k = 1, cp = c & 0x1F, min = 0x80;
+        } else if ((c & 0xF0) == 0xE0) {
+            k = 2, cp = c & 0x0F, min = 0x800;
+        } else if ((c & 0xF8) == 0xF0) {
+            k = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            return 0;
+        }
+        if (n - i <= k) return 0;
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xC0) != 0x80) return 0;
+            cp = cp << 6 | (s[i + j] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+/* Strings blob[off[i]:off[i + 1]], each well-formed UTF-8. */
+static int check_strings(const Arr *blob, const Arr *off, Py_ssize_t count, const char *name) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t a = rd_i64(off, i), b = rd_i64(off, i + 1);
+        if (b - a > 0xFFFFFFF0ll) {
+            PyErr_Format(PyExc_ValueError, "add_arrays: a string of %s is too long", name);
+            return -1;
+        }
+        if (!utf8_valid((const unsigned char *)blob->view.buf + a, (size_t)(b - a))) {
+            PyErr_Format(PyExc_ValueError, "add_arrays: %s is not UTF-8 text", name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* add_many of the documents the arrays hold, into an empty index: document i's id is ids_utf8[ids_off[i]:ids_off[i +
+   1]] and its tokens the terms vocab[term_ids[j]] for j in doc_off[i]:doc_off[i + 1], term t being
+   vocab_utf8[vocab_off[t]:vocab_off[t + 1]]. The same index as add_many of those strings, with no Python object made
+   per id or token. Everything is checked before anything is added (sizes, offsets in order and in range, term ids
+   in range, UTF-8, no id twice); a build that fails part way leaves the index empty. */
+static PyObject *Index_add_arrays(Index *self, PyObject *args) {
+    PyObject *objs[6];
+    static const char *names[6] = {"ids_utf8", "ids_off", "vocab_utf8", "vocab_off", "term_ids", "doc_off"};
+    static const Py_ssize_t sizes[6] = {1, 8, 1, 8, 4, 8};
+    Arr arr[6];
+    memset(arr, 0, sizeof(arr));
+    IdRef *order = NULL;
+    uint32_t *term_of = NULL, *doc = NULL;
+    int started = 0;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5])) return NULL;
+    for (int i = 0; i < 6; i++)
+        if (arr_get(objs[i], &arr[i], sizes[i], names[i]) < 0) goto done;
+    const Arr *ids = &arr[0], *ids_off = &arr[1], *vocab = &arr[2], *vocab_off = &arr[3], *tids = &arr[4],
+              *doc_off = &arr[5];
+    if (self->nslots || self->nterms) {
+        PyErr_SetString(PyExc_ValueError, "add_arrays builds an empty index");
+        goto done;
+    }
+    const Py_ssize_t n = ids_off->count - 1, nv = vocab_off->count - 1;
+    if (n < 0 || nv < 0 || n >= 0xFFFFFFF0ll || nv >= 0xFFFFFFF0ll) {
+        PyErr_SetString(PyExc_ValueError, "add_arrays: the offsets are malformed");
+        goto done;
+    }
+    if (check_offsets(ids_off, n, ids->count, "ids_off") < 0 ||
+        check_offsets(vocab_off, nv, vocab->count, "vocab_off") < 0 ||
+        check_offsets(doc_off, n, tids->count, "doc_off") < 0)
+        goto done;
+    if (check_strings(ids, ids_off, n, "ids_utf8") < 0 || check_strings(vocab, vocab_off, nv, "vocab_utf8") < 0)
+        goto done;
+    for (Py_ssize_t j = 0; j < tids->count; j++) {
+        int32_t t = rd_i32(tids, j);
+        if (t < 0 || (Py_ssize_t)t >= nv) {
+            PyErr_SetString(PyExc_ValueError, "add_arrays: term_ids names a term the vocabulary does not hold");
+            goto done;
+        }
+    }
+    Py_ssize_t longest = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len = (Py_ssize_t)(rd_i64(doc_off, i + 1) - rd_i64(doc_off, i));
+        if (len > longest) longest = len;
+    }
+    order = PyMem_Malloc((n ? n : 1) * sizeof(IdRef));
+    term_of = PyMem_Malloc((nv ? nv : 1) * sizeof(uint32_t));
+    doc = PyMem_Malloc((longest ? longest : 1) * sizeof(uint32_t));
+    if (!order || !term_of || !doc) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t a = rd_i64(ids_off, i), b = rd_i64(ids_off, i + 1);
+        idref_set(&order[i], (const char *)ids->view.buf + a, (Py_ssize_t)(b - a), i);
+    }
+    Py_ssize_t ordered = 1;
+    while (ordered < n && idref_order(&order[ordered - 1], &order[ordered]) < 0) ordered++;
+    if (ordered < n) qsort(order, (size_t)n, sizeof(IdRef), idref_order);
+    for (Py_ssize_t k = 1; k < n; k++) {
+        if (order[k].n == order[k - 1].n && !memcmp(order[k].s, order[k - 1].s, (size_t)order[k].n)) {
+            PyErr_SetString(PyExc_ValueError, "add_arrays: a doc id appears more than once");
+            goto done;
+        }
+    }
+    started = 1;
+    { /* room for every term at once: no table rebuilt or array moved while they are added */
+        uint32_t size = table_size((size_t)nv), *table;
+        size_t cap = self->terms_cap;
+        if (table_alloc(size, &table) < 0) goto done;
+        term_table_fill(self, table, size);
+        if (grow((void **)&self->terms, &cap, (size_t)nv, sizeof(Term)) < 0) goto done;
+        self->terms_cap = (uint32_t)cap;
+        if (grow((void **)&self->termbuf, &self->termbuf_cap, (size_t)vocab->count, 1) < 0 ||
+            grow((void **)&self->toff, &self->toff_cap, (size_t)nv, sizeof(uint32_t)) < 0)
+            goto done;
+    }
+    for (Py_ssize_t t = 0; t < nv; t++) { /* a term the vocabulary holds twice is one term */
+        int64_t a = rd_i64(vocab_off, t), b = rd_i64(vocab_off, t + 1);
+        int64_t tid = term_get_or_add(self, (const char *)vocab->view.buf + a, (Py_ssize_t)(b - a));
+        if (tid < 0) goto done;
+        term_of[t] = (uint32_t)tid;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = order[k].i;
+        int64_t a = rd_i64(doc_off, i), b = rd_i64(doc_off, i + 1);
+        for (int64_t j = a; j < b; j++) doc[j - a] = term_of[rd_i32(tids, (Py_ssize_t)j)];
+        if (add_doc_core(self, order[k].s, order[k].n, NULL, doc, (Py_ssize_t)(b - a), 1) < 0) goto done;
+    }
+    fit_all_postings(self);
+    sort_terms(self);
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (!result && started) free_all(self);
+    PyMem_Free(order);
+    PyMem_Free(term_of);
+    PyMem_Free(doc);
+    for (int i = 0; i < 6; i++)
+        if (arr[i].held) PyBuffer_Release(&arr[i].view);
+    return result;
+}
+
 static PyObject *Index_remove(Index *self, PyObject *arg) {
     Py_ssize_t n;
     const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
@@ -2424,6 +2647,9 @@ static PyMethodDef Index_methods[] = {
     {"clear", (PyCFunction)Index_clear, METH_NOARGS, "Forget every document."},
     {"add", (PyCFunction)Index_add, METH_VARARGS, "add(doc_id, tokens): index tokens under doc_id, replacing it."},
     {"add_many", (PyCFunction)Index_add_many, METH_VARARGS, "add_many(doc_ids, token_lists): add each in turn."},
+    {"add_arrays", (PyCFunction)Index_add_arrays, METH_VARARGS,
+     "add_arrays(ids_utf8, ids_off, vocab_utf8, vocab_off, term_ids, doc_off): add_many of the documents they hold "
+     "(uint8, int64, uint8, int64, int32, int64 buffers), checked first."},
     {"remove", (PyCFunction)Index_remove, METH_O, "remove(doc_id) -> whether it was indexed."},
     {"contains", (PyCFunction)Index_contains, METH_O, "contains(doc_id) -> bool."},
     {"doc_freq", (PyCFunction)Index_doc_freq, METH_O, "doc_freq(term) -> live documents holding it."},

@@ -21,6 +21,10 @@ time when a C compiler is there): terms and ids in hash tables over byte arenas,
 document length) packed 64 at a time at the fewest bits each chunk needs, and MaxScore over them (see the C file for
 how), so a query reads only the postings it walks. Without the compiled module it is the numpy index described above.
 Both give the same results, scores bit for bit included (``Bm25Index(compiled=False)`` asks for the numpy one).
+
+A first build takes the documents as token lists (``add_many``) or as arrays (``add_arrays``: UTF-8 ids and vocabulary
+with offsets, each document's terms as ids into the vocabulary), which is how a persisted recall index is loaded:
+the compiled index reads them without making a Python object per id or token, checking every offset and id first.
 """
 
 from __future__ import annotations
@@ -118,6 +122,62 @@ def _settled(scores: np.ndarray, want: int, rest_bound: float) -> np.ndarray | N
         return None
     floor = _kth_largest(scores[above], want)
     return np.flatnonzero(scores >= floor - rest_bound - slack * 2 - floor * 1e-6)
+
+
+def check_arrays(
+    ids_utf8: np.ndarray,
+    ids_off: np.ndarray,
+    vocab_utf8: np.ndarray,
+    vocab_off: np.ndarray,
+    term_ids: np.ndarray,
+    doc_off: np.ndarray,
+) -> None:
+    """Check the arrays ``add_arrays`` takes, a ``ValueError`` naming the first that is wrong: document i's id is
+    ``ids_utf8[ids_off[i]:ids_off[i + 1]]`` (UTF-8 bytes) and its tokens ``vocab[term_ids[j]]`` for j in
+    ``doc_off[i]:doc_off[i + 1]``, term t being ``vocab_utf8[vocab_off[t]:vocab_off[t + 1]]``; the blobs uint8, the
+    offsets int64, the term ids int32, each one-dimensional."""
+    named = {"ids_utf8": ids_utf8, "ids_off": ids_off, "vocab_utf8": vocab_utf8, "vocab_off": vocab_off}
+    named |= {"term_ids": term_ids, "doc_off": doc_off}
+    kinds = {"ids_utf8": np.uint8, "vocab_utf8": np.uint8, "term_ids": np.int32}
+    for name, values in named.items():
+        if not isinstance(values, np.ndarray) or values.ndim != 1 or values.dtype != kinds.get(name, np.int64):
+            raise ValueError(f"add_arrays: {name} is not a one-dimensional {np.dtype(kinds.get(name, np.int64))} array")
+    for off, size, name in ((ids_off, ids_utf8.size, "ids_off"), (vocab_off, vocab_utf8.size, "vocab_off")):
+        _check_offsets(off, size, name)
+    _check_offsets(doc_off, term_ids.size, "doc_off")
+    if doc_off.size != ids_off.size:
+        raise ValueError("add_arrays: doc_off and ids_off are of different lengths")
+    if term_ids.size and (int(term_ids.min()) < 0 or int(term_ids.max()) >= vocab_off.size - 1):
+        raise ValueError("add_arrays: term_ids names a term the vocabulary does not hold")
+
+
+def _check_offsets(off: np.ndarray, size: int, name: str) -> None:
+    if off.size < 1 or off[0] != 0 or off[-1] != size or bool(np.any(off[1:] < off[:-1])):
+        raise ValueError(f"add_arrays: {name} has offsets out of order or out of range")
+
+
+def _strings_of(blob: np.ndarray, off: np.ndarray) -> list[str]:
+    """The UTF-8 strings ``blob[off[i]:off[i + 1]]`` (offsets checked)."""
+    data, bounds = blob.tobytes(), off.tolist()
+    try:
+        return [data[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"add_arrays: a string is not UTF-8 text ({exc.reason})") from None
+
+
+def _documents_of(
+    ids_utf8: np.ndarray,
+    ids_off: np.ndarray,
+    vocab_utf8: np.ndarray,
+    vocab_off: np.ndarray,
+    term_ids: np.ndarray,
+    doc_off: np.ndarray,
+) -> tuple[list[str], list[list[str]]]:
+    """The ids and token lists of checked arrays (``check_arrays``), as ``add_many`` takes them."""
+    table = np.empty(vocab_off.size - 1, dtype=object)
+    table[:] = _strings_of(vocab_utf8, vocab_off)
+    tokens, bounds = table[term_ids].tolist(), doc_off.tolist()
+    return _strings_of(ids_utf8, ids_off), [tokens[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 class _NoneExcluded:
@@ -243,6 +303,26 @@ class CompiledBm25Index(Bm25Index):
                 raise ValueError("add_many builds an empty index; use add to change one that holds documents")
             self._index.add_many(doc_ids, token_lists)
 
+    def add_arrays(
+        self,
+        ids_utf8: np.ndarray,
+        ids_off: np.ndarray,
+        vocab_utf8: np.ndarray,
+        vocab_off: np.ndarray,
+        term_ids: np.ndarray,
+        doc_off: np.ndarray,
+    ) -> None:
+        """``add_many`` of the documents the arrays hold (see :func:`check_arrays`), into an empty index: the kernel
+        reads them as they are, checking every offset and term id, with no Python object made per id or token."""
+        check_arrays(ids_utf8, ids_off, vocab_utf8, vocab_off, term_ids, doc_off)
+        if not hasattr(self._index, "add_arrays"):  # a kernel built from an older source: the same, through lists
+            self.add_many(*_documents_of(ids_utf8, ids_off, vocab_utf8, vocab_off, term_ids, doc_off))
+            return
+        with self._lock:
+            if len(self._index):
+                raise ValueError("add_arrays builds an empty index; use add to change one that holds documents")
+            self._index.add_arrays(ids_utf8, ids_off, vocab_utf8, vocab_off, term_ids, doc_off)
+
     def remove(self, doc_id: str) -> None:
         """Forget ``doc_id``; a no-op when it is not indexed."""
         with self._lock:
@@ -342,16 +422,54 @@ class NumpyBm25Index(Bm25Index):
         """``add`` of each document in turn into an empty index (a first build): the same postings, statistics and
         slots, with the postings of each term written at once instead of one append per document and term."""
         self._check_many(doc_ids, token_lists)
+        n = len(doc_ids)
+        lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=n)
+        vocabulary: dict[str, int] = {}  # in order of first use, as add meets them
+        flat = itertools.chain.from_iterable(token_lists)
+        count = int(lengths.sum())
+        term_ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in flat), np.int64, count=count)
+        self._build(doc_ids, list(vocabulary), term_ids, lengths, [tuple(dict.fromkeys(t)) for t in token_lists])
+
+    def add_arrays(
+        self,
+        ids_utf8: np.ndarray,
+        ids_off: np.ndarray,
+        vocab_utf8: np.ndarray,
+        vocab_off: np.ndarray,
+        term_ids: np.ndarray,
+        doc_off: np.ndarray,
+    ) -> None:
+        """``add_many`` of the documents the arrays hold (see :func:`check_arrays`), into an empty index."""
+        check_arrays(ids_utf8, ids_off, vocab_utf8, vocab_off, term_ids, doc_off)
+        doc_ids = _strings_of(ids_utf8, ids_off)
+        if len(set(doc_ids)) != len(doc_ids):
+            raise ValueError("add_arrays: a doc id appears more than once")
+        words = _strings_of(vocab_utf8, vocab_off)
+        # A term the vocabulary holds twice is one term: every id maps to its first.
+        first: dict[str, int] = {}
+        canon = np.fromiter((first.setdefault(w, k) for k, w in enumerate(words)), dtype=np.int64, count=len(words))
+        flat = canon[term_ids]
+        table = np.empty(len(words), dtype=object)
+        table[:] = words
+        tokens = table[flat].tolist()
+        bounds = doc_off.tolist()
+        terms_of = [tuple(dict.fromkeys(tokens[a:b])) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        self._build(doc_ids, words, flat, np.diff(doc_off), terms_of)
+
+    def _build(
+        self,
+        doc_ids: Sequence[str],
+        terms: list[str],
+        term_ids: np.ndarray,
+        lengths: np.ndarray,
+        terms_of: list[tuple[str, ...]],
+    ) -> None:
+        """Lay out documents ``doc_ids`` (distinct) of ``lengths`` tokens, their tokens ``terms[term_ids]`` one
+        document after another, ``terms_of`` each one's distinct terms, in an empty index."""
         with self._lock:
             if self._id_of:
                 raise ValueError("add_many builds an empty index; use add to change one that holds documents")
             n = len(doc_ids)
-            lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=n)
-            vocabulary: dict[str, int] = {}  # in order of first use, as add meets them
-            count = int(lengths.sum())
-            flat = itertools.chain.from_iterable(token_lists)
-            term_ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in flat), np.int64, count=count)
-            terms = list(vocabulary)
             slots = np.repeat(np.arange(n, dtype=np.int64), lengths)
             # (term, slot) pairs sorted by term then slot, with their counts: each term's postings in slot order.
             keys = np.sort(term_ids * max(n, 1) + slots)
@@ -362,14 +480,15 @@ class NumpyBm25Index(Bm25Index):
             bounds = np.searchsorted(pair_term, np.arange(len(terms) + 1))
             # Slicing bytes is far cheaper than slicing arrays, and there is a term per rare word of the corpus.
             slot_bytes, tf_bytes, at = pair_slot.tobytes(), tf.tobytes(), (bounds * 4).tolist()
+            used = [k for k, df in enumerate(np.diff(bounds).tolist()) if df]  # a term with no posting is none
             self._postings = {
-                term: (array("i", slot_bytes[at[k] : at[k + 1]]), array("f", tf_bytes[at[k] : at[k + 1]]))
-                for k, term in enumerate(terms)
+                terms[k]: (array("i", slot_bytes[at[k] : at[k + 1]]), array("f", tf_bytes[at[k] : at[k + 1]]))
+                for k in used
             }
-            self._df = dict(zip(terms, np.diff(bounds).tolist(), strict=True))
+            self._df = {terms[k]: (at[k + 1] - at[k]) // 4 for k in used}
             self._id_of = list(doc_ids)
             self._slot_of = {d: i for i, d in enumerate(self._id_of)}
-            self._terms_of = [tuple(dict.fromkeys(tokens)) for tokens in token_lists]
+            self._terms_of = terms_of
             self._alive = array("b", b"\x01" * n)
             self._length = array("f", lengths.astype(np.float32).tobytes())
             self._total_length = int(lengths.sum())

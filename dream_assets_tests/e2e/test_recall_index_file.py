@@ -103,6 +103,32 @@ def test_a_loaded_index_equals_a_fresh_build_after_catching_up(profile, options,
         conn.close()
 
 
+def test_the_numpy_index_loads_the_file_to_the_scores_of_a_compiled_fresh_build(
+    profile, options, corpus, caplog, monkeypatch
+):
+    """An install without the compiled kernel loads the same file into the numpy index, to the same results."""
+    from dream_assets.text import bm25
+
+    caplog.set_level(logging.INFO, logger=LOG)
+    monkeypatch.setattr(bm25, "_bm25kernel", None)
+    conn, loaded = _another_process(profile, options)
+    try:
+        loaded_index = _index_of(loaded)
+        assert isinstance(loaded_index.bm25, bm25.NumpyBm25Index)
+    finally:
+        conn.close()
+    assert any("recall index loaded" in r.getMessage() for r in caplog.records)
+    monkeypatch.undo()
+    index_file.index_path(profile.store_path).unlink()
+    conn, built = _another_process(profile, options)
+    try:
+        built_index = _index_of(built)
+        assert isinstance(built_index.bm25, bm25.CompiledBm25Index)
+        _same_index(loaded_index, built_index)
+    finally:
+        conn.close()
+
+
 def test_tables_made_ahead_of_the_first_save_equal_a_fresh_build(profile, options, corpus):
     """A server makes a loaded index's save-time tables in the background (``make_ahead``): the changes the load
     caught up on are in them, and they are those of an index built from the rows."""
@@ -347,7 +373,19 @@ def test_a_process_ending_with_many_unwritten_changes_writes_the_file(profile, c
     assert (after > before) is written
 
 
-@pytest.mark.parametrize("hostile", ["term out of range", "offsets backwards", "id twice", "stems short"])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "term out of range",
+        "offsets backwards",
+        "id twice",
+        "stems short",
+        "document term out of range",
+        "document offsets backwards",
+        "id not UTF-8",
+        "term cut inside a character",
+    ],
+)
 def test_a_well_formed_archive_with_inconsistent_tables_is_not_trusted(profile, options, corpus, caplog, hostile):
     """Damage the archive's CRCs cannot see: a file written whole by something else, or by a faulty writer."""
     import numpy as np
@@ -362,8 +400,19 @@ def test_a_well_formed_archive_with_inconsistent_tables_is_not_trusted(profile, 
     elif hostile == "id twice":
         state.ids[1] = state.ids[0]
         arrays = index_file.encode(state, stamp["token"])
-    else:
+    elif hostile == "stems short":
         arrays["stems_off"] = arrays["stems_off"][:-2]
+    elif hostile == "document term out of range":
+        arrays["docs_ids"][3] = arrays["docs_vocab_off"].size  # one past the last term
+    elif hostile == "document offsets backwards":
+        arrays["docs_off"][5], arrays["docs_off"][6] = arrays["docs_off"][6], arrays["docs_off"][5] - 1
+    elif hostile == "id not UTF-8":
+        arrays["ids_utf8"][arrays["ids_off"][2]] = 0xFF
+    else:  # the first term's bytes end inside the next one's first character, which is then none
+        vocab = arrays["docs_vocab_utf8"]
+        arrays["docs_vocab_utf8"] = np.concatenate((vocab[:1], np.frombuffer("é".encode(), np.uint8), vocab[1:]))
+        arrays["docs_vocab_off"][1:] += 2
+        arrays["docs_vocab_off"][1] = 2
     with path.open("wb") as fh:
         np.savez(fh, **arrays)
     caplog.set_level(logging.INFO, logger=LOG)
