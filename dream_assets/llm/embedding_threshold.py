@@ -115,12 +115,17 @@ def table_threshold(model: str) -> SimilarityThreshold | None:
 def calibrate(matrix: np.ndarray) -> dict[str, float]:
     """The threshold for vectors like the rows of ``matrix`` (unit rows of one model, two or more), with the figures
     it came from: ``threshold``, ``pair_mean`` and ``pair_q99`` (the mean and the 99th percentile of the cosines of
-    all pairs of rows)."""
+    all pairs of different rows: rows repeated, one text saved twice, count once)."""
     m = np.asarray(matrix, dtype=np.float32)
     if m.ndim != 2 or m.shape[0] < 2:
         raise ValueError(f"calibrate: {m.shape[0] if m.ndim else 0} vector(s); at least 2 are needed")
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     m = np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
+    # Entries of one text share one vector: a pair of them is one fact saved twice, not two different facts, and a
+    # corpus not yet consolidated holds enough of them to put the 99th percentile at 1.0 (no near-duplicate found).
+    m = np.unique(m, axis=0)
+    if m.shape[0] < 2:
+        raise ValueError("calibrate: the vectors are all one; at least 2 different ones are needed")
     sims = m @ m.T
     pairs = sims[np.triu_indices(m.shape[0], 1)].astype(np.float64)
     mean = float(pairs.mean())
@@ -152,7 +157,10 @@ def similarity_threshold(
     if count < CALIBRATION_MIN_ENTRIES:
         return kept or SimilarityThreshold(DEFAULT_THRESHOLD, DEFAULT, model, entries=count)
     _, matrix = cache.live_vectors(model, limit=CALIBRATION_SAMPLE)
-    figures = calibrate(matrix)
+    try:
+        figures = calibrate(matrix)
+    except ValueError:  # every entry one text: nothing to measure yet
+        return kept or SimilarityThreshold(DEFAULT_THRESHOLD, DEFAULT, model, entries=count)
     at = iso(now)
     record = {"model": model, "entries": count, "calibrated_at": at, **figures}
     if keep:
