@@ -2,7 +2,7 @@
 entry, skill and log line the passes read) through the offline backend, every prompt captured as it would be sent.
 
     python benchmarks/prompt_sizes.py            # the demo at its full size (320 memories)
-    python benchmarks/prompt_sizes.py --small    # only the demo's hand-written entries
+    python benchmarks/prompt_sizes.py --quick    # only the demo's hand-written entries
 
 Printed, one JSON object a line, per model call kind (``pass``): ``prompt_sizes.<pass>.calls``, ``.directive_tokens``
 and ``.items_tokens`` (the system prompt and the rendered items, estimated at the uncalibrated three bytes a token,
@@ -63,11 +63,11 @@ def captured_prompts(root: Path, n_memories: int) -> list[tuple[str, str, str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="prompt_sizes", description=__doc__.split("\n\n")[0])
-    p.add_argument("--small", action="store_true", help="only the demo's hand-written entries (no bulk memories)")
+    p.add_argument("--quick", action="store_true", help="only the demo's hand-written entries (no bulk memories)")
     args = p.parse_args(list(argv) if argv is not None else None)
     logging.disable(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="prompt-sizes-") as tmp:
-        prompts = captured_prompts(Path(tmp), 0 if args.small else 320)
+        prompts = captured_prompts(Path(tmp), 0 if args.quick else 320)
     totals = {"calls": 0, "directive_tokens": 0, "items_tokens": 0, "bytes": 0}
     for name in sorted({p[0] for p in prompts}):
         calls = [(system, prompt) for n, system, prompt in prompts if n == name]

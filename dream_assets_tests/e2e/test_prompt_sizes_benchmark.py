@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_model_pass_reports_the_size_of_its_prompts():
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "prompt_sizes.py"), "--small"],
+        [sys.executable, str(ROOT / "benchmarks" / "prompt_sizes.py"), "--quick"],
         capture_output=True,
         text=True,
         timeout=600,
