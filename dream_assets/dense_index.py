@@ -63,6 +63,7 @@ class DenseIndex:
         self.model, self.dim = model, int(dim)
         self.ready = False
         self.searches = 0
+        self._building = threading.Lock()  # one build at a time (outside the store: see prepare)
         self._reset()
 
     def _reset(self) -> None:
@@ -85,34 +86,84 @@ class DenseIndex:
 
     # ------------------------------------------------------------------ build and search
     def build(self, conn: duckdb.DuckDBPyConnection) -> None:
-        """Read every live row's hash and vector (inside the caller's session: about 0.4 s at 100k entries)."""
+        """Read every live row's hash and vector inside the caller's session (``prepare`` builds outside one)."""
+        top = top_seq(conn)
+        rows = self._live_rows(conn)
+        self._take(top, self._hashed(rows), self._fingerprint(conn), self._vectors(conn))
+
+    def prepare(self, conn: StoreConnection) -> None:
+        """Build the index, when it is not built, without holding the store for all of it (about 1 s at 100k
+        entries): the live rows are read in one short session and hashed outside it, the vectors read in a second,
+        the matrix made outside, and what changed meanwhile applied in a third as after a reopen (``on_open``: the
+        rows by ``seq``, the vectors by their fingerprint). A caller inside a session does nothing here (``nearest``
+        builds inside it)."""
+        if self.ready or conn.in_session:
+            return
+        with self._building:
+            if self.ready:
+                return
+            with conn.session() as db:
+                top, rows = top_seq(db), self._live_rows(db)
+            hashes = self._hashed(rows)
+            del rows
+            with conn.session() as db:
+                fingerprint, found = self._fingerprint(db), self._vectors(db)
+            state = self._made(hashes, found)
+            del found
+            with conn.session() as db:
+                if not self.ready:
+                    self._install(top, hashes, fingerprint, state)
+                    self.on_open(db)
+
+    @staticmethod
+    def _live_rows(conn: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        return conn.execute("SELECT id, content FROM memories WHERE archived_at IS NULL").fetchnumpy()
+
+    @staticmethod
+    def _hashed(rows: dict[str, Any]) -> dict[str, str]:
+        return {
+            mid: content_hash(text) for mid, text in zip(rows["id"].tolist(), rows["content"].tolist(), strict=True)
+        }
+
+    def _vectors(self, conn: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        return conn.execute(
+            "SELECT content_hash, vector FROM embeddings WHERE model = ? AND dim = ?", [self.model, self.dim]
+        ).fetchnumpy()
+
+    def _made(self, hashes: dict[str, str], found: dict[str, Any]) -> tuple[list[str], np.ndarray, dict[str, set[str]]]:
+        """(ids with a vector, their matrix, hash -> ids without one) of live ``hashes`` and the vectors ``found``."""
+        vector_of = dict(zip(found["content_hash"].tolist(), found["vector"], strict=True))
+        ids = [mid for mid, h in hashes.items() if h in vector_of]
+        matrix = np.zeros((len(ids), self.dim), dtype=np.float32)
+        for i, mid in enumerate(ids):
+            matrix[i] = vector_of[hashes[mid]]
+        absent: dict[str, set[str]] = {}
+        for mid, h in hashes.items():
+            if h not in vector_of:
+                absent.setdefault(h, set()).add(mid)
+        return ids, matrix, absent
+
+    def _take(self, top: int, hashes: dict[str, str], fingerprint: tuple[int, int], found: dict[str, Any]) -> None:
+        self._install(top, hashes, fingerprint, self._made(hashes, found))
+
+    def _install(
+        self,
+        top: int,
+        hashes: dict[str, str],
+        fingerprint: tuple[int, int],
+        state: tuple[list[str], np.ndarray, dict[str, set[str]]],
+    ) -> None:
         self._reset()
-        self.synced_seq = top_seq(conn)
-        live = conn.execute("SELECT id, content FROM memories WHERE archived_at IS NULL").fetchnumpy()
-        for mid, text in zip(live["id"].tolist(), live["content"].tolist(), strict=True):
-            self.hash_of[mid] = content_hash(text)
-        del live
-        self._read_all(conn)
+        self.synced_seq, self.hash_of, self.fingerprint = top, hashes, fingerprint
+        self.ids, self.matrix, self.absent = state
+        self.row_of = {mid: i for i, mid in enumerate(self.ids)}
         self.ready = True
 
     def _read_all(self, conn: duckdb.DuckDBPyConnection) -> None:
-        """Every vector of the live ids again, from the embeddings table."""
-        found = conn.execute(
-            "SELECT content_hash, vector FROM embeddings WHERE model = ? AND dim = ?", [self.model, self.dim]
-        ).fetchnumpy()
-        vector_of = dict(zip(found["content_hash"].tolist(), found["vector"], strict=True))
-        del found
-        self.fingerprint = self._fingerprint(conn)
-        with_vector = [mid for mid, h in self.hash_of.items() if h in vector_of]
-        self.ids, self.row_of = with_vector, {mid: i for i, mid in enumerate(with_vector)}
-        self.matrix = np.zeros((len(with_vector), self.dim), dtype=np.float32)
-        for i, mid in enumerate(with_vector):
-            self.matrix[i] = vector_of[self.hash_of[mid]]
-        self.unread.clear()
-        self.absent = {}
-        for mid, h in self.hash_of.items():
-            if h not in vector_of:
-                self.absent.setdefault(h, set()).add(mid)
+        """Every vector of the live ids again, from the embeddings table (inside the caller's session)."""
+        self._install(
+            self.synced_seq, self.hash_of, self._fingerprint(conn), self._made(self.hash_of, self._vectors(conn))
+        )
 
     def nearest(self, conn: duckdb.DuckDBPyConnection, vector: np.ndarray, *, limit: int) -> list[tuple[str, float]]:
         """(id, cosine) of the ``limit`` live rows closest to the unit ``vector``, closest first, ties by id."""
@@ -330,6 +381,7 @@ def nearest_live(cache: EmbeddingCache, model: str, vector: np.ndarray, *, limit
     index.searches += 1
     if not index.ready and index.searches < KEEP_AFTER_SEARCHES:
         return cache.nearest_live(model, query, limit=limit), SQL
+    index.prepare(conn)
     with conn.session() as db:
         return index.nearest(db, query, limit=limit), KEPT
 

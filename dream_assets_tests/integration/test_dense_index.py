@@ -108,13 +108,15 @@ def _all_same(handle) -> None:
         _same_as_sql(handle, query)
 
 
-def _built(handle) -> dense_index.DenseIndex:
-    """Search twice (the first search of a process takes the SQL), so the vectors are kept from then on."""
+def _built(handle, *, unchanged: bool = True) -> dense_index.DenseIndex:
+    """Search twice (the first search of a process takes the SQL), so the vectors are kept from then on;
+    ``unchanged``: nothing was written between the two, so they find the same."""
     first = recall_fusion.search(handle.memories, QUERIES[0], limit=3, now=NOW + timedelta(days=1))
     second = recall_fusion.search(handle.memories, QUERIES[0], limit=3, now=NOW + timedelta(days=1))
     assert (first.method, first.dense) == ("bm25+embeddings", dense_index.SQL)
     assert (second.method, second.dense) == ("bm25+embeddings", dense_index.KEPT)
-    assert [e.id for e, _ in first.hits] == [e.id for e, _ in second.hits]
+    if unchanged:
+        assert [e.id for e, _ in first.hits] == [e.id for e, _ in second.hits]
     index = dense_index.index_of(handle.connection, MODEL, len(_vector("x")))
     assert index.ready
     return index
@@ -233,3 +235,31 @@ def test_a_one_shot_search_uses_the_stores_sql_and_keeps_nothing(profile, option
         assert dense_index.footprint(once.connection) == 0
     finally:
         once.close()
+
+
+def test_writes_landing_while_the_matrix_is_built_are_in_it(handle, other_process, options, monkeypatch):
+    """The build reads the store in short sessions and makes the matrix outside them: what another process writes
+    meanwhile (a forget, a new entry and its vector) is applied before the first search answers."""
+    ids = [_save(handle, text, i) for i, text in enumerate(FACTS)]
+    _embed_live(handle, options)
+    made = dense_index.DenseIndex._made
+    written: list[str] = []
+
+    def made_while_others_write(self, hashes, found):
+        if not written:
+            theirs = other_process()
+            try:
+                agent_memory.forget(theirs, ids[0], reason="moved away", now=NOW + timedelta(hours=1))
+                written.append(agent_memory.save(theirs, "Dee breeds koi carp in a pond.", now=NOW).id)
+                _embed_live(theirs, options)
+            finally:
+                theirs.close()
+        return made(self, hashes, found)
+
+    monkeypatch.setattr(dense_index.DenseIndex, "_made", made_while_others_write)
+    handle.connection.linger_s = 60  # ours stays open after the build (a warm server's): no reopen catches up for it
+    _built(handle, unchanged=False)
+    assert written
+    assert ids[0] not in _same_as_sql(handle, QUERIES[0])
+    assert _same_as_sql(handle, "koi carp pond")[0] == written[0]
+    _all_same(handle)
