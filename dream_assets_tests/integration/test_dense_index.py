@@ -257,7 +257,8 @@ def test_writes_landing_while_the_matrix_is_built_are_in_it(handle, other_proces
         return made(self, hashes, found)
 
     monkeypatch.setattr(dense_index.DenseIndex, "_made", made_while_others_write)
-    handle.connection.linger_s = 60  # ours stays open after the build (a warm server's): no reopen catches up for it
+    handle.connection.linger_s = 1  # ours stays open after the build (another process waits for that): no reopen
+    # catches up for it, the build does
     _built(handle, unchanged=False)
     assert written
     assert ids[0] not in _same_as_sql(handle, QUERIES[0])
