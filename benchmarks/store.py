@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/store.py                # n = 30,000 and 100,000 (fair access at 10,000)
     .venv/bin/python benchmarks/store.py --n 1000000    # n = 300,000 and 1,000,000: the growth is visible
     .venv/bin/python benchmarks/store.py --quick        # n = 10,000 only
+    .venv/bin/python benchmarks/store.py --only dense --corpus-dir /tmp/corpora   # the dense search at 100,000
     .venv/bin/python benchmarks/store.py --n 1000000 --only save-recall --corpus-dir /tmp/corpora
         # save and recall only, on corpora built once in /tmp/corpora and copied for each run
 
@@ -17,6 +18,14 @@ same in CPU time. ``store.save_cpu_p50_ms`` and
 ``store.recall_cpu_p50_ms`` are the same calls in CPU time (the process's, DuckDB's threads included): on a loaded
 machine they compare runs where the wall-clock figures cannot. ``store.recall_cold_p50_ms`` is a recall whose hits
 were not read by an earlier call of the process (every hit row comes from the file).
+
+Dense search (``--only dense``: at ``--n`` only), the embeddings' half of a fused search (recall_fusion.py) with
+random unit vectors of 384 dimensions put in the embeddings table (no endpoint): ``store.dense_search_sql_ms`` is the
+store's join (``EmbeddingCache.nearest_live``: what a process's first search uses, a shell's `dream memory search`),
+``store.dense_search_ms`` a search with the vectors a process that searches again keeps in memory (dense_index.py;
+target: a few ms at 100,000), ``store.dense_build_s`` the one-off build of that matrix (``store.dense_build_hold_ms``
+the longest it held the store for), ``store.dense_memory_mb`` what it holds, and ``store.dense_same_ranking`` the
+share of queries both answer with the same ids in the same order.
 
 Fair access (n = 10,000): an agent process saves 20 times a second while a second process runs pass-like store work
 (read the live list, think, write an entry and its change-log row in one transaction). ``store.pass_wait_p99_s`` is
@@ -44,6 +53,8 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dream_assets import recall_index as recall
@@ -54,7 +65,7 @@ from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store  # noqa: E402
-from dream_assets.store.connection import StoreConnection, close_all  # noqa: E402
+from dream_assets.store.connection import SessionHold, StoreConnection, close_all  # noqa: E402
 from dream_assets.store.index_file import index_path  # noqa: E402
 from dream_assets.store.memory import MemoryStore  # noqa: E402
 
@@ -321,6 +332,69 @@ def bench_undo_under_saves(profile: AgentProfile, n: int, targets: int = 300) ->
     emit("store.undo_under_saves_ratio", targets, busy / alone if alone else 0.0, "ratio")
 
 
+#: The synthetic embedding model of the dense search figures: random unit vectors of this size, one per live text.
+DENSE_MODEL, DENSE_DIM = "synthetic-random", 384
+
+
+def bench_dense(profile: AgentProfile, n: int, queries: int = 20) -> None:
+    """The dense half of a fused search (recall_fusion.py) at ``n`` live entries with random unit vectors of
+    ``DENSE_DIM`` (no endpoint: the vectors are put in the embeddings table): today's SQL join, the one-off build of
+    the kept matrix (dense_index.py) and a search with it, and whether both rank the same."""
+    from dream_assets import dense_index
+    from dream_assets.recall_fusion import FUSION_DEPTH
+    from dream_assets.store.embeddings import EmbeddingCache
+
+    store = open_store(profile, DreamOptions())
+    cache = EmbeddingCache(store.connection)
+    with store.connection.transaction() as db:
+        db.execute("SELECT setseed(0.25)")
+        db.execute(
+            "INSERT OR IGNORE INTO embeddings SELECT h, ?, ?, "
+            "list_transform(v, lambda x: x / sqrt(list_dot_product(v, v)))::FLOAT[], now()::TIMESTAMP FROM "
+            f"(SELECT h, list_transform(range({DENSE_DIM}), lambda i: random() - 0.5) AS v "
+            "FROM (SELECT DISTINCT sha256(content) AS h FROM memories))",
+            [DENSE_MODEL, DENSE_DIM],
+        )
+    rng = np.random.default_rng(n)
+    vectors = rng.standard_normal((queries, DENSE_DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def sql(q: np.ndarray) -> list[tuple[str, float]]:
+        return cache.nearest_live(DENSE_MODEL, q, limit=FUSION_DEPTH)
+
+    def kept(q: np.ndarray) -> list[tuple[str, float]]:
+        found, path = dense_index.nearest_live(cache, DENSE_MODEL, q, limit=FUSION_DEPTH)
+        assert path == dense_index.KEPT, path
+        return found
+
+    sql_ms = [_ms(sql, q) for q in vectors[: max(3, queries // 2)]]
+    first, path = dense_index.nearest_live(cache, DENSE_MODEL, vectors[0], limit=FUSION_DEPTH)  # the first: SQL
+    assert path == dense_index.SQL, path
+    store.connection.longest_hold = SessionHold()
+    t = time.perf_counter()
+    kept(vectors[0])
+    emit("store.dense_build_s", n, time.perf_counter() - t, "s")
+    emit("store.dense_build_hold_ms", n, store.connection.longest_hold.wall_s * 1000, "ms")
+    kept_ms = [_ms(kept, q) for q in vectors]
+    emit("store.dense_search_sql_ms", n, statistics.median(sql_ms), "ms")
+    emit("store.dense_search_ms", n, statistics.median(kept_ms), "ms")
+    same, worst = 0, 0.0
+    for q in vectors:
+        a, b = sql(q), kept(q)
+        same += [i for i, _ in a] == [i for i, _ in b]
+        worst = max(worst, max(abs(x - y) for (_, x), (_, y) in zip(a, b, strict=True)))
+    emit("store.dense_same_ranking", n, same / len(vectors), "fraction")
+    emit("store.dense_cosine_max_diff", n, worst, "cosine")
+    emit("store.dense_memory_mb", n, dense_index.footprint(store.connection) / 1e6, "MB")
+    store.close()
+
+
+def _ms(call: Callable[[np.ndarray], object], q: np.ndarray) -> float:
+    t = time.perf_counter()
+    call(q)
+    return (time.perf_counter() - t) * 1000
+
+
 def _corpus_copy(kept: Path, tmp: Path, n: int) -> AgentProfile:
     """A copy in ``tmp`` of the corpus of ``n`` entries kept in ``kept`` (built there first when missing)."""
     source = kept / f"bench-{n}"
@@ -343,7 +417,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="only n = 10,000")
     parser.add_argument("--n", type=int, default=100_000, help="the larger corpus size; the smaller is 3/10 of it")
     parser.add_argument(
-        "--only", choices=["save-recall"], help="run only this part (save-recall: no scan, no fair access)"
+        "--only",
+        choices=["save-recall", "dense"],
+        help="run only this part (save-recall: no scan, no fair access; dense: the dense search, at --n only)",
     )
     parser.add_argument(
         "--corpus-dir",
@@ -352,6 +428,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     sizes = [10_000] if args.quick else [args.n * 3 // 10, args.n]
+    if args.only == "dense" and not args.quick:
+        sizes = [args.n]
     everything = args.only is None
     with tempfile.TemporaryDirectory() as tmp:
         if everything and not args.quick:
@@ -362,7 +440,10 @@ def main() -> None:
             profile = _corpus_copy(args.corpus_dir, Path(tmp), n) if args.corpus_dir else build(Path(tmp), n)
             if everything:
                 bench_scan(profile, n)
-            bench_save_and_recall(profile, n)
+            if args.only != "dense":
+                bench_save_and_recall(profile, n)
+            if args.only in (None, "dense"):
+                bench_dense(profile, n)
             if everything and args.quick:
                 bench_fair_access(profile, n, seconds=15)
                 bench_undo_under_saves(profile, n)

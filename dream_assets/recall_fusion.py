@@ -2,8 +2,9 @@
 folders): BM25 alone, or BM25 and embeddings fused when an embedding model is configured.
 
 With ``EmbeddingModel`` set, a search asks the endpoint for one vector, the query's (one request; the entries'
-vectors are those kept at save time and by the near-duplicate scan, compared inside the store), takes the
-``FUSION_DEPTH`` best of each list and fuses them by weighted reciprocal rank fusion: an entry scores the sum over
+vectors are those kept at save time and by the near-duplicate scan), takes the
+``FUSION_DEPTH`` best of each list (the embeddings' from the vectors a process that searches again keeps in memory,
+dense_index.py) and fuses them by weighted reciprocal rank fusion: an entry scores the sum over
 the lists it is in of ``weight / (FUSION_K + rank)``, BM25's weight 1, the embeddings' ``FUSION_DENSE_WEIGHT``.
 k = 2 and 1.5, not the k = 60 of Cormack, Clarke and Buettcher (SIGIR 2009), were chosen on recall@10 of the QA
 questions of LoCoMo conv-26 to conv-43 with multilingual-e5-small and held on conv-44 to conv-50 (benchmarks/
@@ -23,6 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from dream_assets import dense_index
 from dream_assets import recall_index as recall
 from dream_assets.model import MemoryEntry
 from dream_assets.save_pipeline import SAVE_EMBEDDING_PAUSE, store_embeddings
@@ -47,11 +49,13 @@ BM25, FUSED = "bm25", "bm25+embeddings"
 @dataclass(frozen=True)
 class Recall:
     """The entries found (best first, with their scores), how (``BM25`` or ``FUSED``) and, when embeddings should
-    have been used but were not, why (``note``)."""
+    have been used but were not, why (``note``); of a fused search, where the embeddings' list came from (``dense``:
+    ``dense_index.SQL``, the store's join, or ``dense_index.KEPT``, the vectors this process keeps)."""
 
     hits: list[tuple[MemoryEntry, float]] = field(default_factory=list)
     method: str = BM25
     note: str | None = None
+    dense: str | None = None
 
 
 def fuse_ranks(
@@ -90,7 +94,7 @@ def search(memories: MemoryStore, query: str, limit: int, *, now: datetime, k: i
     lexical = recall.search(memories, query, limit=depth)
     try:
         vector = index.provider.embed([query], pass_name="search")[0]
-        dense = index.cache.nearest_live(index.model, vector, limit=depth)
+        dense, path = dense_index.nearest_live(index.cache, index.model, vector, limit=depth)
     except Exception as exc:  # noqa: BLE001 - an endpoint failure of any kind never fails the search: BM25 alone
         embeddings.failed = (now, str(exc))
         log.warning("search used BM25 alone: embeddings failed: %s", exc)
@@ -104,7 +108,7 @@ def search(memories: MemoryStore, query: str, limit: int, *, now: datetime, k: i
         with memories.connection.session() as conn:
             by_id.update({e.id: e for e in memories.live_entries(conn, wanted)})
     hits = [(by_id[doc_id], score) for doc_id, score in fused if doc_id in by_id]
-    return Recall(rank(hits, tokenize(query), memories.options, limit), FUSED)
+    return Recall(rank(hits, tokenize(query), memories.options, limit), FUSED, dense=path)
 
 
 def _short(text: str, limit: int = 160) -> str:

@@ -18,9 +18,9 @@ since). So:
   An index loaded from its file has its save-time tables made in the background after the call that loaded it
   (``RecallIndex.make_ahead``), so the agent's first save does not pay for them.
 - An LRU of agents (an HTTP server serves many): at most ``max_agents`` warm, together about ``max_memory_mb`` (their
-  recall indexes, ``recall_index.footprint``, and each store file open, ``OPEN_STORE_BYTES``), and an agent idle for
-  ``idle_s`` is let go. Letting an agent go
-  releases its index and closes its store, writing the index to its file first when many entries changed since it
+  recall indexes, ``recall_index.footprint``, the vectors a fused search keeps, ``dense_index.footprint``, and each
+  store file open, ``OPEN_STORE_BYTES``), and an agent idle for ``idle_s`` is let go. Letting an agent go
+  releases its indexes and closes its store, writing the index to its file first when many entries changed since it
   was written (``index_file.REWRITE_AFTER_CHANGES``: a few are cheaper for the next load to catch up on than to
   write, which matters when more agents call in turn than are kept warm); the next call loads the file again.
 
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dream_assets import agent_memory, recall_index
+from dream_assets import agent_memory, dense_index, recall_index
 from dream_assets.profile import AgentProfile
 from dream_assets.store import index_file
 
@@ -69,7 +69,7 @@ class WarmLimits:
 
 def _footprint(agent: _Agent) -> int:
     conn = agent.handle.connection
-    return recall_index.footprint(conn) + (OPEN_STORE_BYTES if conn.is_open else 0)
+    return recall_index.footprint(conn) + dense_index.footprint(conn) + (OPEN_STORE_BYTES if conn.is_open else 0)
 
 
 def _stamp(path: Path | None) -> float | None:
@@ -234,6 +234,7 @@ class WarmAgents:
         self.evictions += 1
         conn = agent.handle.connection
         try:
+            dense_index.release(conn)
             recall_index.release(conn, min_changes=min_changes)
         finally:
             with self._lock:

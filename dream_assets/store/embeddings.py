@@ -51,6 +51,18 @@ class EmbeddingCache:
         self._conn = connection
         connection.add_open_hook(ensure_schema)
 
+    @property
+    def connection(self) -> StoreConnection:
+        return self._conn
+
+    def _tell(self, conn: Any, model: str, **change: Any) -> None:
+        """Tell what follows the rows of this process (``StoreConnection.add_row_observer``: the dense index of a
+        search, dream_assets/dense_index.py) that vectors changed; the store imports none of them."""
+        for observer in self._conn.row_observers:
+            told = getattr(observer, "vectors_changed", None)
+            if told is not None:
+                told(conn, model, **change)
+
     def get(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """The cached vectors among ``hashes`` for ``model``."""
         wanted = sorted(set(hashes))
@@ -85,6 +97,10 @@ class EmbeddingCache:
                 "VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
+            put: dict[str, np.ndarray] = {}
+            for h, vector in zip(hashes, matrix, strict=True):
+                put.setdefault(h, vector)  # of one hash twice, the first row is the one kept
+            self._tell(conn, model, put=put)
             return self._count(conn, model) - before
 
     def delete(self, model: str, hashes: Sequence[str]) -> int:
@@ -98,6 +114,7 @@ class EmbeddingCache:
                 "DELETE FROM embeddings WHERE model = ? AND content_hash IN (SELECT unnest(?::VARCHAR[]))",
                 [model, wanted],
             )
+            self._tell(conn, model, deleted=wanted)
             return before - self._count(conn, model)
 
     def dims(self, model: str) -> set[int]:
@@ -122,6 +139,8 @@ class EmbeddingCache:
         with self._conn.transaction() as conn:
             before = self._count(conn, None)
             conn.execute("DELETE FROM embeddings WHERE content_hash NOT IN (SELECT sha256(content) FROM memories)")
+            for model in {o.model for o in self._conn.row_observers if hasattr(o, "vectors_changed")}:
+                self._tell(conn, model)  # no row's vector went, but the fingerprint of the model's vectors changed
             return before - self._count(conn, None)
 
     # --- what the model layer searches and calibrates over: the live entries' vectors ----------------------------
