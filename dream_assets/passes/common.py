@@ -447,6 +447,18 @@ class CopyGuard:
         return True
 
     @staticmethod
+    def finish(report: PassReport, summary: str, special: Callable[[], str | None] | None = None) -> PassReport:
+        """The pass's end: failed when any item was refused as copied or shrunk (``failed``), else finished with
+        ``summary`` and, when given, the special stamp that ``special`` makes (computed only then) handed to the
+        runner in ``report.stamp``."""
+        failed = CopyGuard.failed(report, summary)
+        if failed is not None:
+            return failed
+        if special is not None:
+            report.stamp = special()
+        return report.finish(summary)
+
+    @staticmethod
     def failed(report: PassReport, summary: str) -> PassReport | None:
         """The pass reported failed when any item was refused as copied or shrunk (what applied stays applied and
         recorded); None when none was. The caller then does not stamp, so the next cycle asks again."""

@@ -429,11 +429,8 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
         f"ignored {int(report.counts['ignored'])}, waiting {int(report.counts['waiting'])}"
         + (f" ({int(report.counts['over_bound'])} refused over the bound)" if report.counts["over_bound"] else "")
     )
-    failed = CopyGuard.failed(report, summary)
-    if failed is not None:  # what applied stays applied; not stamped, so the next run asks again
-        return failed
-    report.stamp = _completion_stamp(memories)
-    return report.finish(summary)
+    # what applied stays applied; a copy is not stamped, so the next run asks again
+    return CopyGuard.finish(report, summary, special=lambda: _completion_stamp(memories))
 
 
 def _completion_stamp(memories: MemoryStore) -> str:

@@ -249,8 +249,7 @@ def _infer(ctx: PassContext, report: PassReport, given: ConversationInput) -> No
         f"{c['flagged']:g} need the user's permission, {c['rejected']:g} rejected"
     )
     # A copy is a failure of the pass: its turns stay pending (settle) and are asked again next cycle.
-    if CopyGuard.failed(report, summary) is None:
-        report.finish(summary)
+    CopyGuard.finish(report, summary)
 
 
 def _save_preference(

@@ -187,10 +187,7 @@ def consolidate_skills(ctx: PassContext) -> Generator[AboutToCall, bool, PassRep
     outcome = apply_consolidation(
         ctx, report, response, {s.name: s for s in skills}, CopyGuard.for_call(ctx, SPEC.model_call)
     )
-    failed = CopyGuard.failed(report, outcome.summary())
-    if failed is not None:
-        return failed
-    return report.finish(outcome.summary())
+    return CopyGuard.finish(report, outcome.summary())
 
 
 SPEC = PassSpec(

@@ -286,10 +286,7 @@ def _detect(
         f"{created} skill(s) created from {len(firsts)} sessions "
         f"({len(recurring)} recurring terms); {rejected} proposal(s) not applied"
     )
-    failed = CopyGuard.failed(report, summary)
-    if failed is not None:
-        return failed
-    return report.finish(summary)
+    return CopyGuard.finish(report, summary)
 
 
 def _apply_proposal(

@@ -255,11 +255,7 @@ def optimize_skills(ctx: PassContext) -> Generator[AboutToCall, bool, PassReport
     summary = (
         f"{updated} skill(s) improved of {len(sent)} sent ({len(found.at_risk)} at risk, {len(found.sparse)} sparse)"
     )
-    failed = CopyGuard.failed(report, summary)
-    if failed is not None:
-        return failed
-    report.stamp = current
-    return report.finish(summary)
+    return CopyGuard.finish(report, summary, special=lambda: current)
 
 
 def _apply(
