@@ -441,20 +441,10 @@ class NumpyBm25Index(Bm25Index):
     ) -> None:
         """``add_many`` of the documents the arrays hold (see :func:`check_arrays`), into an empty index."""
         check_arrays(ids_utf8, ids_off, vocab_utf8, vocab_off, term_ids, doc_off)
-        doc_ids = _strings_of(ids_utf8, ids_off)
+        doc_ids, token_lists = _documents_of(ids_utf8, ids_off, vocab_utf8, vocab_off, term_ids, doc_off)
         if len(set(doc_ids)) != len(doc_ids):
             raise ValueError("add_arrays: a doc id appears more than once")
-        words = _strings_of(vocab_utf8, vocab_off)
-        # A term the vocabulary holds twice is one term: every id maps to its first.
-        first: dict[str, int] = {}
-        canon = np.fromiter((first.setdefault(w, k) for k, w in enumerate(words)), dtype=np.int64, count=len(words))
-        flat = canon[term_ids]
-        table = np.empty(len(words), dtype=object)
-        table[:] = words
-        tokens = table[flat].tolist()
-        bounds = doc_off.tolist()
-        terms_of = [tuple(dict.fromkeys(tokens[a:b])) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        self._build(doc_ids, words, flat, np.diff(doc_off), terms_of)
+        self.add_many(doc_ids, token_lists)
 
     def _build(
         self,
