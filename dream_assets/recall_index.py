@@ -270,8 +270,7 @@ class RecallIndex:
                 tables = ahead[1]
             else:
                 tables = self._tables(loaded.ids, *loaded.rest())
-            for name, value in tables.items():
-                setattr(self, name, value)
+            self._set_tables(tables)
             pending, self._unmade, self._pending = self._pending, None, []
             for mid, change in pending:
                 if change is None:
@@ -305,16 +304,9 @@ class RecallIndex:
             self._make()
         return True
 
-    def _set_tables(
-        self,
-        ids: list[str],
-        content: list[tuple[str, ...]],
-        labels: list[tuple[str, ...]],
-        stems: list[frozenset[str]],
-        stem_df: Counter[str],
-        exact_of: list[tuple[str, str]],
-    ) -> None:
-        for name, value in self._tables(ids, content, labels, stems, stem_df, exact_of).items():
+    def _set_tables(self, tables: dict[str, Any]) -> None:
+        """Put the save-time tables ``_tables`` made in place."""
+        for name, value in tables.items():
             setattr(self, name, value)
 
     @staticmethod
@@ -353,7 +345,9 @@ class RecallIndex:
             stem_df = Counter()
             for stems in state.stems:
                 stem_df.update(stems)
-        index._set_tables(state.ids, state.content, state.labels, state.stems, Counter(stem_df), state.exact)
+        index._set_tables(
+            cls._tables(state.ids, state.content, state.labels, state.stems, Counter(stem_df), state.exact)
+        )
         index.synced_seq = int(state.synced_seq)
         return index
 
