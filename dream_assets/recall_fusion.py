@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from dream_assets import dense_index
 from dream_assets import recall_index as recall
 from dream_assets.model import MemoryEntry
-from dream_assets.save_pipeline import SAVE_EMBEDDING_PAUSE, store_embeddings
+from dream_assets.save_pipeline import store_embeddings
 from dream_assets.store.memory import MemoryStore
 from dream_assets.store.recall import candidate_count, rank
 from dream_assets.text.tokens import tokenize
@@ -80,25 +80,19 @@ def search(memories: MemoryStore, query: str, limit: int, *, now: datetime, k: i
         return Recall()
     embeddings = store_embeddings(memories)
     index = embeddings.index(memories, now)
-    if index is None:
-        hits = recall.search(memories, query, limit=limit)
-        if embeddings.unavailable:
-            return Recall(hits, BM25, f"embeddings unavailable ({_short(embeddings.unavailable)}): BM25 alone")
-        return Recall(hits, BM25)
-    if embeddings.failed is not None:
-        failed_at, why = embeddings.failed
-        if timedelta(0) <= now - failed_at < SAVE_EMBEDDING_PAUSE:
-            note = f"embeddings failed at {failed_at.isoformat()} ({_short(why)}): BM25 alone"
-            return Recall(recall.search(memories, query, limit=limit), BM25, note)
+    held = embeddings.held_back(now)
+    if index is None or held is not None:
+        return Recall(
+            recall.search(memories, query, limit=limit), BM25, None if held is None else f"{held}: BM25 alone"
+        )
     depth = max(FUSION_DEPTH, candidate_count(limit, memories.options))
     lexical = recall.search(memories, query, limit=depth)
     try:
         vector = index.provider.embed([query], pass_name="search")[0]
         dense, path = dense_index.nearest_live(index.cache, index.model, vector, limit=depth)
     except Exception as exc:  # noqa: BLE001 - an endpoint failure of any kind never fails the search: BM25 alone
-        embeddings.failed = (now, str(exc))
         log.warning("search used BM25 alone: embeddings failed: %s", exc)
-        return Recall(lexical[:limit], BM25, f"embeddings failed ({_short(str(exc))}): BM25 alone")
+        return Recall(lexical[:limit], BM25, f"{embeddings.fail(now, exc)}: BM25 alone")
     fused = fuse_ranks(
         [e.id for e, _ in lexical], [doc_id for doc_id, _ in dense], k=k, weights=(1.0, FUSION_DENSE_WEIGHT)
     )
@@ -109,8 +103,3 @@ def search(memories: MemoryStore, query: str, limit: int, *, now: datetime, k: i
             by_id.update({e.id: e for e in memories.live_entries(conn, wanted)})
     hits = [(by_id[doc_id], score) for doc_id, score in fused if doc_id in by_id]
     return Recall(rank(hits, tokenize(query), memories.options, limit), FUSED, dense=path)
-
-
-def _short(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -145,14 +145,9 @@ def _embedding_candidates(
     (``sims`` None) when no embedding model is set, an exact twin will be reinforced, or embeddings fail."""
     embeddings = store_embeddings(memories)
     index = embeddings.index(memories, now)
-    if index is None:
-        if embeddings.unavailable:
-            return _Candidates(note=f"embeddings unavailable ({_short(embeddings.unavailable)}): {_LEXICAL}")
-        return _Candidates()
-    if embeddings.failed is not None:
-        failed_at, why = embeddings.failed
-        if timedelta(0) <= now - failed_at < SAVE_EMBEDDING_PAUSE:
-            return _Candidates(note=f"embeddings failed at {failed_at.isoformat()} ({_short(why)}): {_LEXICAL}")
+    held = embeddings.held_back(now)
+    if index is None or held is not None:
+        return _Candidates(note=None if held is None else f"{held}: {_LEXICAL}")
     with recall.save_session(memories, transaction=False) as conn:
         if _exact_twin(memories, conn, text, category, meta) is not None:
             return _Candidates()  # reinforced word for word: no vector needed
@@ -166,9 +161,8 @@ def _embedding_candidates(
     try:
         sims = dict(index.similar(text.content, docs))
     except Exception as exc:  # noqa: BLE001 - an endpoint failure of any kind never fails the save: lexical measure
-        embeddings.failed = (now, str(exc))
         log.warning("save-time dedup used the lexical measure: embeddings failed: %s", exc)
-        return _Candidates(note=f"embeddings failed ({_short(str(exc))}): {_LEXICAL}")
+        return _Candidates(note=f"{embeddings.fail(now, exc)}: {_LEXICAL}")
     return _Candidates(sims=sims, threshold=embeddings.threshold(memories, now).value)
 
 
@@ -393,6 +387,22 @@ class _SaveEmbeddings:
         self._index = EmbeddingIndex(memories.connection, provider, now=now)
         return self._index
 
+    def held_back(self, now: datetime) -> str | None:
+        """Why the embeddings are not to be asked at ``now`` though a model is configured (its provider cannot be
+        built, or a call failed within ``SAVE_EMBEDDING_PAUSE``): what a save's or a search's note says; else None."""
+        if self.unavailable:
+            return f"embeddings unavailable ({short_reason(self.unavailable)})"
+        if self.failed is not None:
+            failed_at, why = self.failed
+            if timedelta(0) <= now - failed_at < SAVE_EMBEDDING_PAUSE:
+                return f"embeddings failed at {failed_at.isoformat()} ({short_reason(why)})"
+        return None
+
+    def fail(self, now: datetime, exc: Exception) -> str:
+        """Note a failed call at ``now`` (calls pause for ``SAVE_EMBEDDING_PAUSE``); what the note says of it."""
+        self.failed = (now, str(exc))
+        return f"embeddings failed ({short_reason(str(exc))})"
+
     def threshold(self, memories: MemoryStore, now: datetime) -> SimilarityThreshold:
         """The model's near-duplicate threshold (llm/embedding_threshold.py), looked up once and again after
         ``THRESHOLD_REFRESH_SAVES`` saves when it follows the corpus (calibrated or the default). A new calibration
@@ -426,7 +436,8 @@ def _subject_time(meta: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in meta.items() if k in SUBJECT_TIME_KEYS and v}
 
 
-def _short(text: str, limit: int = 160) -> str:
+def short_reason(text: str, limit: int = 160) -> str:
+    """``text`` on one line, cut to ``limit`` characters: an error as a note shows it."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
