@@ -153,6 +153,15 @@ class DreamOptions:
         0.88, "cosine threshold for near-duplicate clusters", minimum=0.0, maximum=1.0
     )
     ConsolidationMaxClusterSize: int = _opt(3, "largest near-duplicate cluster offered as one group", minimum=2)
+    ConsolidationCallShape: str = _opt(
+        "auto",
+        "how consolidation asks the model: batch (the eligible entries and their near-duplicate clusters in one call, "
+        "with noise removal, recategorisation and anti-pattern mining), cluster (one short call per near-duplicate "
+        "cluster: same fact or not, and the merged text; what a small model answers reliably) or auto (cluster for an "
+        "endpoint whose window is at most 8192 tokens or whose measured generation is under 10 tokens a second, "
+        "batch otherwise and offline)",
+        choices=("auto", "batch", "cluster"),
+    )
     ConsolidationMaxEntriesPerCall: int = _opt(
         500,
         "most entries shown to the model in one consolidation call; the rest "
@@ -786,6 +795,7 @@ PASS_SECTIONS: dict[str, dict[str, str]] = {
         "directive": "DirectivePath",
         "min_interval": "ConsolidationMinInterval",
         "similarity_threshold": "ConsolidationSimilarityThreshold",
+        "call_shape": "ConsolidationCallShape",
         "max_cluster_size": "ConsolidationMaxClusterSize",
         "max_entries_per_call": "ConsolidationMaxEntriesPerCall",
         "merge_repair_enabled": "MergeRepairEnabled",

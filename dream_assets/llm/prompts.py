@@ -77,7 +77,8 @@ def value_text(value: Any) -> str:
 
 
 # --- memory ---------------------------------------------------------------------------------------------
-def _subject(entry: MemoryEntry) -> str:
+def subject_text(entry: MemoryEntry) -> str:
+    """When the thing an entry tells of happened: a point, or ``start..end``; empty when the entry does not say."""
     st = entry.subject_time
     if "subjectTime" in st:
         return st["subjectTime"]
@@ -100,7 +101,7 @@ def render_memory_entry(entry: MemoryEntry) -> str:
         parts.append(f"last={last}")
     if entry.reinforcement_count > 1:
         parts.append(f"reinforced={entry.reinforcement_count}×")
-    subject = _subject(entry)
+    subject = subject_text(entry)
     if subject:
         parts.append(f"subject={subject}")
     return " ".join(parts) + " :: " + one_line(entry.content)

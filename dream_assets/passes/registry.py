@@ -61,6 +61,7 @@ PASSES: tuple[PassSpec, ...] = (
 MODEL_CALLS: dict[str, ModelCall] = {
     **{spec.name: spec.model_call for spec in PASSES if spec.model_call is not None},
     memory_consolidation.MERGE_REPAIR.name: memory_consolidation.MERGE_REPAIR,
+    memory_consolidation.CLUSTER_CHECK.name: memory_consolidation.CLUSTER_CHECK,
 }
 
 

@@ -25,6 +25,7 @@ def test_a_first_review_of_1000_entries_in_an_8k_window_matches_an_unbounded_one
     corpus = _corpus(1000, pairs=60, now=NOW)
     base = DreamOptions(
         ConsolidationMinInterval=timedelta(0),
+        ConsolidationCallShape="batch",  # the batch shape plans to the window; a small one would pick clusters
         ConsolidationExactFoldEnabled=False,
         LlmJsonMode="off",
         LlmStructuredOutput="off",
@@ -58,6 +59,7 @@ def test_an_endpoint_saying_the_prompt_is_too_long_makes_the_pass_shrink_its_bat
     corpus = _corpus(120, pairs=10, now=NOW)
     options = DreamOptions(
         ConsolidationMinInterval=timedelta(0),
+        ConsolidationCallShape="batch",  # the batch shape plans to the window; a small one would pick clusters
         ConsolidationExactFoldEnabled=False,
         LlmJsonMode="off",
         LlmStructuredOutput="off",
@@ -109,6 +111,7 @@ def test_a_cluster_too_large_for_the_window_is_merged_in_parts_with_no_fact_lost
     window, reserve = 4096, 512
     options = DreamOptions(
         ConsolidationMinInterval=timedelta(0),
+        ConsolidationCallShape="batch",  # the batch shape plans to the window; a small one would pick clusters
         ConsolidationExactFoldEnabled=False,
         ConsolidationMaxClusterSize=64,
         LlmJsonMode="off",

@@ -1,4 +1,5 @@
-"""Every pass's directive carries one short worked example of its answer, written so that copying it is detectable:
+"""Every pass's directive carries one short worked example of its answer (the one-cluster check two: a merge and a
+distinct pair kept apart, which a small model needs to tell the cases apart), written so that copying it is detectable:
 its text is about a made-up subject (``model_text.EXAMPLE_MARKER``) and names ids no input has. A model that answers
 a pass with that example is refused per item, the refusals are counted as ``copied``, and ``dream check-model``
 reports the pass as a failure — for every model pass of the registry, so a new pass is covered without touching this
@@ -21,11 +22,17 @@ from dream_assets_tests.openai_server import NOTHING_TO_CHANGE, OpenAITestServer
 _JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.S)
 
 
+def example_answers(directive: str) -> list[str]:
+    """The directive's worked example answers (its JSON blocks), as a copying model returns one."""
+    blocks = _JSON_BLOCK.findall(directive)
+    for block in blocks:
+        json.loads(block)  # each example is a valid answer
+    return blocks
+
+
 def example_answer(directive: str) -> str:
-    """The directive's worked example answer (its one JSON block), as a copying model returns it."""
-    [block] = _JSON_BLOCK.findall(directive)
-    json.loads(block)  # the example is a valid answer
-    return block
+    """The directive's first worked example answer: the one that writes content, as a copying model returns it."""
+    return example_answers(directive)[0]
 
 
 def _texts(value: object) -> list[str]:
@@ -39,10 +46,13 @@ def _texts(value: object) -> list[str]:
 @pytest.mark.parametrize("name", sorted(MODEL_CALLS))
 def test_every_directive_has_one_worked_example_about_a_made_up_subject(name):
     directive, _ = load_directive(MODEL_CALLS[name], None, DreamOptions())
-    answer = json.loads(example_answer(directive))
-    assert answer and directive_examples(directive)  # the guard knows its texts
-    assert EXAMPLE_MARKER in json.dumps(answer).lower()  # whatever field a model copies, it names the marker
-    assert not [t for t in _texts(answer) if copied(t) is not None]  # it shows content, never a placeholder
+    blocks = example_answers(directive)
+    assert len(blocks) == (2 if name == "cluster_check" else 1)
+    assert directive_examples(directive)  # the guard knows its texts
+    for block in blocks:
+        answer = json.loads(block)
+        assert answer and EXAMPLE_MARKER in json.dumps(answer).lower()  # whatever field a model copies names it
+        assert not [t for t in _texts(answer) if t and copied(t) is not None]  # content, never a placeholder
 
 
 @pytest.mark.slow  # every model pass of the small demo through HTTP

@@ -27,6 +27,7 @@ SPEC_FILES = {
     "tier-routing-review.md",
     "contradiction-sweep.md",
     "merge-repair.md",
+    "merge-check.md",
 }
 
 

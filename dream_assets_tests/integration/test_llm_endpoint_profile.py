@@ -47,6 +47,7 @@ def test_a_prompt_is_counted_by_the_endpoints_tokenize_and_nothing_is_sent_over_
     went over the window; counted by the endpoint's own ``/tokenize``, no prompt is."""
     options = DreamOptions(
         ConsolidationMinInterval=timedelta(0),
+        ConsolidationCallShape="batch",  # the batch shape plans to the window; a small one would pick clusters
         ConsolidationExactFoldEnabled=False,
         LlmJsonMode="off",
         LlmStructuredOutput="off",

@@ -77,9 +77,11 @@ def test_the_registry_lists_each_pass_once_in_an_order_that_respects_after():
         assert set(spec.reads) <= set(INPUT_ASSETS)
 
 
-def test_the_model_calls_are_the_model_passes_plus_merge_repair_which_is_not_a_pass():
+def test_the_model_calls_are_the_model_passes_plus_merge_repair_and_the_cluster_check_which_are_not_passes():
     model_passes = {p.name for p in PASSES if p.uses_model}
-    assert set(MODEL_CALLS) == model_passes | {"merge_repair"}
+    assert set(MODEL_CALLS) == model_passes | {"merge_repair", "cluster_check"}
+    assert "cluster_check" not in {p.name for p in PASSES}
+    assert model_call("cluster_check") is memory_consolidation.CLUSTER_CHECK
     assert all(call.name == name for name, call in MODEL_CALLS.items())
     assert "merge_repair" not in {p.name for p in PASSES}
     repair = model_call("merge_repair")

@@ -126,6 +126,7 @@ def test_every_pass_has_a_contract() -> None:
     assert set(CONTRACTS) == {
         "memory_consolidation",
         "merge_repair",
+        "cluster_check",
         "skill_gap_detection",
         "skill_consolidation",
         "skill_optimization",

@@ -62,6 +62,7 @@ FLAT_NAMES = [
     "ConsolidationMinInterval",
     "ConsolidationSimilarityThreshold",
     "ConsolidationMaxClusterSize",
+    "ConsolidationCallShape",
     "ConsolidationMaxEntriesPerCall",
     "MergeRepairEnabled",
     "MergeRepairMaxPerCycle",

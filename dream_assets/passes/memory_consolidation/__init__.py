@@ -80,7 +80,11 @@ from dream_assets.passes.common import (
     note_model_switch,
 )
 from dream_assets.passes.context import PassContext
-from dream_assets.passes.memory_consolidation.contract import MemoryConsolidationResponse, MergeRepairResponse
+from dream_assets.passes.memory_consolidation.contract import (
+    ClusterCheckResponse,
+    MemoryConsolidationResponse,
+    MergeRepairResponse,
+)
 from dream_assets.passes.memory_consolidation.merge import (
     REJECTED_AT_KEY,
     REJECTED_CLUSTER_KEY,
@@ -88,8 +92,17 @@ from dream_assets.passes.memory_consolidation.merge import (
     fold_into,
     rejected_cluster_id,
 )
-from dream_assets.passes.memory_consolidation.offline import answer_memory_consolidation, answer_merge_repair
-from dream_assets.passes.memory_consolidation.prompt import render_memory_consolidation, render_merge_repair
+from dream_assets.passes.memory_consolidation.offline import (
+    answer_cluster_check,
+    answer_memory_consolidation,
+    answer_merge_repair,
+)
+from dream_assets.passes.memory_consolidation.prompt import (
+    CLUSTER_LABELS,
+    render_cluster_check,
+    render_memory_consolidation,
+    render_merge_repair,
+)
 from dream_assets.passes.memory_consolidation.select import (
     CLUSTER_DECLINED_KEY,
     CLUSTER_SET_KEY,
@@ -135,6 +148,11 @@ from dream_assets.text.tokens import content_tokens, stem
 
 PASS = "memory_consolidation"
 REPAIR_PASS = "merge_repair"
+CLUSTER_CHECK_CALL = "cluster_check"
+#: ``ConsolidationCallShape`` auto: the one-cluster check for an endpoint with a window this small or smaller ...
+SMALL_WINDOW = 8192
+#: ... or measured generating fewer tokens a second than this (``dream check-model``).
+SLOW_GENERATION_TPS = 10.0
 _PREVIEW = 12  # ids listed in one log line before "…"
 #: Removal guard, noise by a test real facts fail: a category whose first segment names throw-away memory, a tag that
 #: marks an entry as throw-away, or a text of acknowledgement words only ("ok", "thanks, that helps").
@@ -1049,6 +1067,97 @@ def _scan(
     return scan
 
 
+def call_shape(ctx: PassContext) -> tuple[str, str]:
+    """``ConsolidationCallShape`` resolved for this run's client: ("batch" or "cluster", why)."""
+    chosen = ctx.options.ConsolidationCallShape
+    if chosen != "auto":
+        return chosen, f"ConsolidationCallShape = {chosen}"
+    client = ctx.client
+    if client.backend_name != "openai":
+        return "batch", f"ConsolidationCallShape = auto, {client.backend_name} backend"
+    window = client.budget.window
+    if 0 < window <= SMALL_WINDOW:
+        return "cluster", f"ConsolidationCallShape = auto, the model's window is {window} tokens"
+    facts = client.endpoint_facts()
+    if facts.gen_tps is not None and facts.gen_tps < SLOW_GENERATION_TPS:
+        return "cluster", f"ConsolidationCallShape = auto, the endpoint generates {facts.gen_tps:.1f} tokens a second"
+    return "batch", "ConsolidationCallShape = auto"
+
+
+def _cluster_part(batch: Selection, cluster: Sequence[str]) -> Selection:
+    """``batch`` narrowed to one of its clusters: what one cluster check shows, applies and stamps."""
+    members = set(cluster)
+    return replace(
+        batch,
+        eligible={i: e for i, e in batch.eligible.items() if i in members},
+        shown_hash={i: h for i, h in batch.shown_hash.items() if i in members},
+        clusters=[list(cluster)],
+        reoffered=[c for c in batch.reoffered if set(c) == members],
+        part_of={i: lineage for i, lineage in batch.part_of.items() if i in members},
+        later=[],
+        backlog=0,
+    )
+
+
+def _cluster_answer(verdict: ClusterCheckResponse, sources: Sequence[MemoryEntry]) -> MemoryConsolidationResponse:
+    """A cluster check's verdict as the consolidation answer it stands for: "merge" is one save replacing every member
+    (filed under the members' category, the oldest member's when they differ; their tags together), "keep" nothing."""
+    if verdict.decision != "merge":
+        return MemoryConsolidationResponse()
+    oldest = min(sources, key=lambda e: (iso(e.created_at) or "", e.id))
+    categories = {e.category for e in sources}
+    category = categories.pop() if len(categories) == 1 else oldest.category
+    tags = sorted({t for e in sources for t in e.tags})
+    save = MemorySave(content=verdict.content, category=category, tags=tags, sourceIds=[e.id for e in sources])
+    return MemoryConsolidationResponse(toSave=[save])
+
+
+def _check_clusters(
+    ctx: PassContext,
+    report: PassReport,
+    batch: Selection,
+    vocab: CoverageVocabulary,
+    scopes: ScopeRules,
+    guard: CopyGuard,
+    calls_left: int,
+) -> int | None:
+    """The cluster call shape: one short call per near-duplicate cluster of ``batch`` (at most ``calls_left``), each
+    answer applied as a merge of the whole cluster or a cluster left apart, through the same checks as a batch
+    answer (coverage, repair, copy guard, scopes, review stamps). The calls made; None when one failed."""
+    made = 0
+    budget = ctx.client.budget
+    system = ctx.client.request(CLUSTER_CHECK, "").system
+    for cluster in batch.clusters:
+        if made >= calls_left:
+            break
+        part = _cluster_part(batch, cluster)
+        entries = part.entries()
+        prompt = render_cluster_check(entries)
+        if len(entries) > len(CLUSTER_LABELS) or not budget.fits(system, prompt):
+            report.count("too_large_clusters")
+            report.warn(
+                f"cluster {_ids(cluster)} ({len(entries)} entries) is too large for one cluster check "
+                f"({budget.describe()}); it waits (ConsolidationCallShape = batch offers it in parts)"
+            )
+            continue
+        inputs = {"entries": [_entry_input(e) for e in entries], "clusters": [list(cluster)]}
+        report.counts["prompt_chars"] = report.counts.get("prompt_chars", 0) + len(prompt)
+        response = call_model(ctx, report, CLUSTER_CHECK, prompt, inputs)
+        if response is CONTEXT_EXCEEDED:
+            report.count("too_large_clusters")
+            report.warn(f"the endpoint said the check of cluster {_ids(cluster)} did not fit; it waits")
+            continue
+        if response is None:
+            return None
+        assert isinstance(response, ClusterCheckResponse)
+        made += 1
+        part.call = int(report.counts.get("calls", 0)) + made
+        if response.decision == "keep":
+            report.count("kept_apart_by_check")
+        _apply(ctx, report, part, vocab, _cluster_answer(response, entries), scopes, guard)
+    return made
+
+
 def _summary(report: PassReport) -> str:
     c = report.counts
     n = {
@@ -1187,12 +1296,18 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     fixed = budget.tokens(system, render_memory_consolidation([], [], feedback, ctx.now)) if budget.bounded else 0
     report.extra["context"] = budget.describe()
     review_all = bool(ctx.force) or switched is not None
+    shape, shape_why = call_shape(ctx)
+    report.extra["call_shape"] = shape
+    if shape == "cluster":
+        report.info(f"one call per near-duplicate cluster ({shape_why}); entries outside a cluster are not sent")
+        system = client.request(CLUSTER_CHECK, "").system
+        fixed = 0
     # The rules this run judges by: a cluster settled under others is asked again (select.py).
     rules = rules_stamp(client.identity, system)
     calls = 0
     shrink = 1.0
     selection = None
-    guard = CopyGuard.for_call(ctx, SPEC.model_call)
+    guard = CopyGuard.for_call(ctx, CLUSTER_CHECK if shape == "cluster" else SPEC.model_call)
     shown: set[str] = set()
     max_calls = ctx.options.LlmMaxCallsPerPass
     while True:
@@ -1230,6 +1345,25 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             _count_selection(report, selection, live, previous)
         if not selection.eligible and not (fresh_corrections and calls == 0):
             break
+        if shape == "cluster":
+            batches = [planned, *planned.later]
+            if not any(b.clusters for b in batches):
+                break
+            for batch in batches:
+                shown.update(batch.eligible)  # singles are not sent; they are not offered again this run
+                checked = _check_clusters(ctx, report, batch, vocab, scopes, guard, max_calls - calls)
+                if checked is None:
+                    if calls:
+                        report.warn(f"a cluster check failed after {calls} call(s); the rest waits for the next cycle")
+                    return report  # failed or deferred: what applied stays, nothing stamped, retried next cycle
+                calls += checked
+                report.counts["calls"] = calls
+                if calls >= max_calls:
+                    break
+            live = _reviewable(memories.list_live())
+            if calls >= max_calls or not budget.bounded:
+                break
+            continue
         redo = False
         for batch in [planned, *planned.later]:
             entries = batch.entries()
@@ -1309,6 +1443,15 @@ MERGE_REPAIR = ModelCall(
     offline=answer_merge_repair,
 )
 
+#: The one-cluster check: the call a small model answers per near-duplicate cluster (``ConsolidationCallShape``).
+CLUSTER_CHECK = ModelCall(
+    name=CLUSTER_CHECK_CALL,
+    contract=ClusterCheckResponse,
+    directive_file="merge-check.md",
+    directive_option=None,
+    offline=answer_cluster_check,
+)
+
 #: What each count of a memory consolidation materialization means. Counts of entries are of the live corpus the
 #: pass started from (``live``): ``eligible`` + ``withheld`` = ``live``, and ``unreviewed`` is at most ``live``.
 COUNTS = {
@@ -1321,8 +1464,9 @@ COUNTS = {
     "backlog": "unreviewed or clustered entries over the per-call cap, left for the next cycles",
     "clusters": "open near-duplicate clusters shown to the model",
     "calls": "model calls the review took: the eligible entries are offered in batches that fit LlmContextTokens",
-    "too_large_clusters": "near-duplicate clusters of which not even two members fit one call's window, left waiting "
-    "with a warning",
+    "too_large_clusters": "near-duplicate clusters of which not even two members fit one call's window (or, in the "
+    "cluster call shape, that do not fit one cluster check), left waiting with a warning",
+    "kept_apart_by_check": "clusters a cluster check judged distinct events and left whole (cluster call shape)",
     "split_clusters": "near-duplicate clusters too large for one call's window alone, offered in parts (counted "
     "once per selection that offered them)",
     "settled_clusters": "near-duplicate clusters withheld because every member is reviewed and unchanged",

@@ -15,6 +15,8 @@ pass builds next to its prompt.
     sentence carries whole (text/restated.py: "The user prefers dark mode." and "User prefers dark mode!"). Tags =
     the union in order, sourceIds = the members taken. ``toDelete`` is always empty: no ephemeral removals, no
     invented facts. A change of these rules bumps ``OFFLINE_RULES_VERSION``.
+``cluster_check``: the inputs of ``memory_consolidation`` with one cluster
+    "merge" with the merged text above when the rules take every member into one merge, "keep" otherwise.
 ``merge_repair``: ``{"merged": str, "sources": [{"id", "content"}], "missing": [str]}``
     The merged text followed by every source sentence that contains a missing string (a whole source when
     the string spans sentences). A string found in no source is not invented, so the repair still fails the
@@ -302,3 +304,20 @@ def answer_memory_consolidation(inputs: Mapping[str, Any]) -> tuple[dict[str, An
 
 def answer_merge_repair(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     return _merge_repair(inputs), "offline backend: restored the source sentences carrying the dropped specifics"
+
+
+def answer_cluster_check(inputs: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """``{"entries": [...], "clusters": [[id, ...]]}`` of one cluster: "merge" with the consolidation's merged text
+    when its rules take every member into one merge, else "keep" (some members are distinct moments)."""
+    members = {str(i) for cluster in inputs.get("clusters", []) for i in cluster}
+    answer = _memory_consolidation(inputs)
+    for save in answer["toSave"]:
+        if set(save.get("sourceIds", [])) == members:
+            return (
+                {"differences": "none", "decision": "merge", "content": save["content"]},
+                "offline backend: every member is one fact; merged keeping every source sentence",
+            )
+    return (
+        {"differences": "offline backend: distinct moments", "decision": "keep", "content": ""},
+        "offline backend: the cluster holds distinct moments; left whole",
+    )

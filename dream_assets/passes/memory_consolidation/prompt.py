@@ -1,5 +1,5 @@
-"""Memory consolidation's prompts: the consolidation call and the merge repair call (deterministic: the same inputs
-give byte-identical prompts; see dream_assets.llm.prompts)."""
+"""Memory consolidation's prompts: the consolidation call, the one-cluster check and the merge repair call
+(deterministic: the same inputs give byte-identical prompts; see dream_assets.llm.prompts)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from dream_assets.llm.prompts import entries_sorted, feedback_section, fenced, one_line, render_memory_entry
+from dream_assets.llm.prompts import (
+    entries_sorted,
+    feedback_section,
+    fenced,
+    one_line,
+    render_memory_entry,
+    subject_text,
+)
 from dream_assets.model import MemoryEntry, iso
 
 #: The note on a cluster shown again after it was left apart (a re-offered cluster is merge-only).
@@ -39,6 +46,22 @@ def render_memory_consolidation(
         for n, ids in enumerate(groups, 1)
     ] or ["(none)"]
     lines += [""] + feedback_section(feedback, "Recent feedback signals")
+    return "\n".join(lines) + "\n"
+
+
+#: How the entries of a one-cluster check are named: letters, not ids (the answer names none; the host merges the
+#: whole cluster or leaves it whole).
+CLUSTER_LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def render_cluster_check(entries: Sequence[MemoryEntry]) -> str:
+    """One near-duplicate cluster for the one-cluster check: each member's content under a letter, oldest first, with
+    when the thing it tells of happened where the entry says (``about <when>``). No ids, dates seen, categories or
+    counts: a small model judges the words, and a re-observation seen months later is still the same fact."""
+    lines = [f"## Entries ({len(entries)})"]
+    for label, entry in zip(CLUSTER_LABELS, entries_sorted(entries), strict=False):
+        when = subject_text(entry)
+        lines.append(f"- {label}: {one_line(entry.content)}" + (f" (about {when})" if when else ""))
     return "\n".join(lines) + "\n"
 
 

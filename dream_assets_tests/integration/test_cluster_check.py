@@ -1,0 +1,179 @@
+"""Memory consolidation's cluster call shape (``ConsolidationCallShape``): one short call per near-duplicate cluster,
+"same fact or not" and the merged text, for a small model that leaves a whole-batch prompt unanswered. Each verdict
+goes through the checks a batch answer does (coverage, copy guard, review stamps); ``auto`` picks the shape from the
+endpoint's window and measured speed. Scripted answers, and the real HTTP test server for the schema sent."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+from dream_assets.llm.client import build_model_client
+from dream_assets.options import DreamOptions
+from dream_assets.passes.context import PassContext
+from dream_assets.passes.memory_consolidation import CLUSTER_CHECK, call_shape, run_memory_consolidation
+from dream_assets.passes.memory_consolidation.offline import answer_cluster_check
+from dream_assets.passes.memory_consolidation.select import CLUSTER_SET_KEY, is_reviewed
+from dream_assets_tests.openai_server import OpenAITestServer, Reply, reply
+
+from ..conftest import NOW
+from .test_memory_consolidation import NO_FLOOR, Run, entry, live_ids
+
+CLUSTER = DreamOptions(
+    ConsolidationMinInterval=timedelta(0), ConsolidationExactFoldEnabled=False, ConsolidationCallShape="cluster"
+)
+
+SAID_AGAIN = [
+    entry("g1", "Gina won first place in a regional dance competition at fifteen.", created_days=40),
+    entry("g2", "Gina said again that she won first place in a regional dance competition at fifteen.", created_days=9),
+]
+TWO_FAIRS = [
+    entry("f1", "On 3 May 2026, Jon sold bread at the Bergen market.", created_days=30),
+    entry("f2", "On 9 June 2026, Jon sold bread at the Bergen market.", created_days=20),
+]
+SINGLE = entry("s", "Ingrid Solberg runs the Oslo office of project Quartz.", created_days=25)
+
+
+def verdict(decision: str, content: str = "", differences: str = "none") -> dict:
+    return {"differences": differences, "decision": decision, "content": content}
+
+
+def by_cluster(answers: dict[str, dict]):
+    """Answers a cluster check by a word of its entries (the prompt names no ids)."""
+
+    def decide(request):
+        for word, answer in answers.items():
+            if word in request.prompt:
+                return answer
+        raise AssertionError(f"no scripted verdict for {request.prompt!r}")
+
+    return decide
+
+
+def test_each_cluster_is_one_short_call_and_its_verdict_merges_or_keeps_it_apart(profile, store):
+    store.memories.put_many([*SAID_AGAIN, *TWO_FAIRS, SINGLE])
+    run = Run(profile, store, CLUSTER)
+    merged = "Gina won first place in a regional dance competition at fifteen, and said so again."
+    report = run(by_cluster({"Gina": verdict("merge", merged), "Jon": verdict("keep", differences="two dates")}))
+    assert report.status == "completed", report.reason
+    requests = run.requests
+    assert [r.pass_name for r in requests] == ["cluster_check", "cluster_check"]
+    for r in requests:
+        assert re.findall(r"^- ([A-Z]): ", r.prompt, re.MULTILINE) == ["A", "B"]  # letters, no ids, no single
+        assert "Ingrid" not in r.prompt and "id=" not in r.prompt
+    live = {e.id: e for e in store.memories.list_live()}
+    assert "g1" not in live and "g2" not in live  # archived into the merge
+    (new,) = [e for e in live.values() if e.content == merged]
+    assert new.category == "facts" and new.reinforcement_count == 2
+    assert {"f1", "f2", "s"} <= set(live)  # the two fairs are two events; the single was never sent
+    assert live["f1"].metadata.get(CLUSTER_SET_KEY) and is_reviewed(live["f1"]) and is_reviewed(live["f2"])
+    assert not is_reviewed(live["s"])
+    assert report.counts["merged"] == 1 and report.counts["kept_apart_by_check"] == 1 and report.counts["calls"] == 2
+
+    again = run(by_cluster({}), now=NOW + timedelta(hours=1))  # the fairs settled: no call for them again
+    assert run.requests == [] and again.status == "completed", again.reason
+
+
+def test_a_merge_that_drops_a_specific_is_refused_and_both_entries_stay(profile, store):
+    store.memories.put_many(SAID_AGAIN)
+    run = Run(profile, store, DreamOptions(**{**CLUSTER.__dict__, "MergeRepairEnabled": False}))
+    report = run(verdict("merge", "Gina won a dance competition."))
+    assert report.counts["rejected"] == 1 and report.counts["merged"] == 0
+    assert {"g1", "g2"} <= live_ids(store)
+
+
+def test_a_copied_example_is_refused_and_the_pass_fails(profile, store):
+    store.memories.put_many(SAID_AGAIN)
+    run = Run(profile, store, CLUSTER)
+    report = run(verdict("merge", "Nadia's bakery in Examplia opens at 7:00 on weekdays."))
+    assert report.status == "failed" and "cop" in report.reason
+    assert {"g1", "g2"} <= live_ids(store)
+    assert not any("Examplia" in e.content for e in store.memories.list_live())
+
+
+def test_a_blank_merge_keeps_the_cluster_open_for_the_next_cycle(profile, store):
+    store.memories.put_many(SAID_AGAIN)
+    run = Run(profile, store, CLUSTER)
+    run(verdict("merge", "  "))
+    assert {"g1", "g2"} <= live_ids(store)
+    run(verdict("keep"), now=NOW + timedelta(hours=1))
+    assert len(run.requests) == 1  # asked again
+
+
+def test_the_batch_shape_is_unchanged(profile, store):
+    store.memories.put_many([*SAID_AGAIN, SINGLE])
+    run = Run(profile, store, NO_FLOOR)
+    run({"toDelete": [], "toSave": []})
+    assert [r.pass_name for r in run.requests] == ["memory_consolidation"]
+    assert "Ingrid" in run.requests[0].prompt
+
+
+def test_the_offline_answer_merges_one_fact_and_keeps_distinct_moments():
+    def inputs(*entries):
+        return {
+            "entries": [{"id": e.id, "content": e.content, "category": e.category, "tags": []} for e in entries],
+            "clusters": [[e.id for e in entries]],
+        }
+
+    same, _ = answer_cluster_check(inputs(*SAID_AGAIN))
+    assert same["decision"] == "merge" and "fifteen" in same["content"]
+    apart, _ = answer_cluster_check(inputs(*TWO_FAIRS))
+    assert apart == {"differences": "offline backend: distinct moments", "decision": "keep", "content": ""}
+
+
+def _ctx(profile, options, client):
+    return PassContext(profile, options, NOW, cycle_id="c1", client_factory=lambda: client)
+
+
+def test_auto_picks_the_cluster_shape_for_a_small_window_or_a_slow_endpoint(profile):
+    base = {"LlmBaseUrl": "http://127.0.0.1:9/v1", "LlmModel": "m"}
+    small = DreamOptions(**base, LlmContextTokens=8192)
+    large = DreamOptions(**base, LlmContextTokens=32768)
+    assert call_shape(_ctx(profile, small, build_model_client(small, profile)))[0] == "cluster"
+    client = build_model_client(large, profile)
+    assert call_shape(_ctx(profile, large, client))[0] == "batch"
+    client.endpoint_profile().update(client.endpoint_key, prompt_tps=20.0, gen_tps=2.5)
+    shape, why = call_shape(_ctx(profile, large, client))
+    assert shape == "cluster" and "2.5 tokens a second" in why
+    offline = DreamOptions(LlmBackend="offline")
+    assert call_shape(_ctx(profile, offline, build_model_client(offline, profile)))[0] == "batch"
+    forced = DreamOptions(**base, LlmContextTokens=8192, ConsolidationCallShape="batch")
+    assert call_shape(_ctx(profile, forced, build_model_client(forced, profile)))[0] == "batch"
+
+
+def test_an_endpoint_with_a_small_window_gets_the_cluster_schema_over_http(profile, store):
+    store.memories.put_many([*SAID_AGAIN, *TWO_FAIRS])
+
+    def decide(body):
+        text = body["messages"][1]["content"]
+        if "Gina" in text:
+            return reply(
+                json.dumps(
+                    verdict(
+                        "merge", "Gina said again that she won first place in a regional dance competition at fifteen."
+                    )
+                )
+            )
+        return reply(json.dumps(verdict("keep", differences="3 May 2026 and 9 June 2026")))
+
+    with OpenAITestServer(default=Reply(decide=decide)) as server:
+        opts = DreamOptions(
+            LlmBaseUrl=server.base_url,
+            LlmModel="test-model",
+            LlmMaxRetries=0,
+            LlmContextTokens=8192,
+            ConsolidationMinInterval=timedelta(0),
+        )
+        client = build_model_client(opts, profile)
+        ctx = _ctx(profile, opts, client)
+        ctx._store = store
+        report = run_memory_consolidation(ctx)
+        bodies = [r.body for r in server.requests]
+    assert report.status == "completed", report.reason
+    assert len(bodies) == 2 and report.extra["call_shape"] == "cluster"
+    schema = bodies[0]["response_format"]["json_schema"]
+    assert schema["name"] == CLUSTER_CHECK.name and re.fullmatch(r"[A-Za-z0-9_-]+", schema["name"])
+    assert schema["schema"]["properties"]["decision"]["enum"] == ["merge", "keep"]
+    assert list(schema["schema"]["properties"]) == ["differences", "decision", "content"]
+    assert {"f1", "f2"} <= live_ids(store) and not {"g1", "g2"} & live_ids(store)
