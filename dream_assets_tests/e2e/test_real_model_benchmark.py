@@ -113,7 +113,13 @@ def _copying(body: dict) -> Reply:
 def test_quick_through_an_endpoint_counts_invented_ids_and_copied_examples_as_refusals():
     with OpenAITestServer(default=Reply(decide=_copying)) as server:
         lines = run_benchmark(
-            {"DREAM__LlmBaseUrl": server.base_url, "DREAM__LlmModel": "test-model", "DREAM__LlmMaxRetries": "0"}
+            {
+                "DREAM__LlmBaseUrl": server.base_url,
+                "DREAM__LlmModel": "test-model",
+                "DREAM__LlmMaxRetries": "0",
+                # the batch shape (the benchmark's 8k window would pick one call per cluster: the next test)
+                "DREAM__ConsolidationCallShape": "batch",
+            }
         )
         asked = [r for r in server.requests if r.path.endswith("/chat/completions")]
     endpoint, offline = by_name(lines, "endpoint"), by_name(lines, "offline")
@@ -126,3 +132,27 @@ def test_quick_through_an_endpoint_counts_invented_ids_and_copied_examples_as_re
     assert endpoint["placeholders_applied"]["value"] == 0
     assert endpoint["specifics_lost"]["value"] == 0
     assert offline["refused.placeholder_copy"]["value"] == 0
+
+
+#: The one-cluster check's worked example, as a small model copying it answers every cluster.
+COPIED_VERDICT = json.dumps(
+    {"differences": "none", "decision": "merge", "content": "Nadia's bakery in Examplia opens at 7:00 on weekdays."}
+)
+
+
+def _copying_verdicts(body: dict) -> Reply:
+    system = body["messages"][0]["content"]
+    return reply(COPIED_VERDICT if system.startswith("# Same fact or not") else NOTHING_TO_CHANGE)
+
+
+def test_quick_through_a_small_window_asks_per_cluster_and_refuses_a_copied_verdict():
+    with OpenAITestServer(default=Reply(decide=_copying_verdicts)) as server:
+        lines = run_benchmark(
+            {"DREAM__LlmBaseUrl": server.base_url, "DREAM__LlmModel": "test-model", "DREAM__LlmMaxRetries": "0"}
+        )
+        checks = [r for r in server.requests if r.body.get("messages", [{}])[0].get("content", "").startswith("# Same")]
+    endpoint = by_name(lines, "endpoint")
+    assert checks  # the 8k window of the benchmark's endpoint run: one call per cluster
+    assert endpoint["refused.placeholder_copy"]["value"] >= len(checks)  # every copied verdict refused
+    assert endpoint["placeholders_applied"]["value"] == 0 and endpoint["specifics_lost"]["value"] == 0
+    assert endpoint["dup_groups_one_live.cycle3"]["value"] < 1  # nothing merged by a copy

@@ -32,6 +32,10 @@ TWO_FAIRS = [
     entry("f1", "On 3 May 2026, Jon sold bread at the Bergen market.", created_days=30),
     entry("f2", "On 9 June 2026, Jon sold bread at the Bergen market.", created_days=20),
 ]
+STUDIO = [
+    entry("j1", "Jon plans to open a dance studio.", created_days=28),
+    entry("j2", "Jon plans to open a dance studio downtown.", created_days=18),
+]
 SINGLE = entry("s", "Ingrid Solberg runs the Oslo office of project Quartz.", created_days=25)
 
 
@@ -51,27 +55,29 @@ def by_cluster(answers: dict[str, dict]):
     return decide
 
 
-def test_each_cluster_is_one_short_call_and_its_verdict_merges_or_keeps_it_apart(profile, store):
-    store.memories.put_many([*SAID_AGAIN, *TWO_FAIRS, SINGLE])
+def test_each_group_the_rules_allow_is_one_short_call_and_its_verdict_merges_or_keeps_it_apart(profile, store):
+    store.memories.put_many([*SAID_AGAIN, *TWO_FAIRS, *STUDIO, SINGLE])
     run = Run(profile, store, CLUSTER)
     merged = "Gina won first place in a regional dance competition at fifteen, and said so again."
-    report = run(by_cluster({"Gina": verdict("merge", merged), "Jon": verdict("keep", differences="two dates")}))
+    report = run(by_cluster({"Gina": verdict("merge", merged), "studio": verdict("keep", differences="where")}))
     assert report.status == "completed", report.reason
     requests = run.requests
-    assert [r.pass_name for r in requests] == ["cluster_check", "cluster_check"]
+    assert [r.pass_name for r in requests] == ["cluster_check", "cluster_check"]  # none for the two fairs
     for r in requests:
         assert re.findall(r"^- ([A-Z]): ", r.prompt, re.MULTILINE) == ["A", "B"]  # letters, no ids, no single
-        assert "Ingrid" not in r.prompt and "id=" not in r.prompt
+        assert "Ingrid" not in r.prompt and "id=" not in r.prompt and "Bergen" not in r.prompt
     live = {e.id: e for e in store.memories.list_live()}
     assert "g1" not in live and "g2" not in live  # archived into the merge
     (new,) = [e for e in live.values() if e.content == merged]
     assert new.category == "facts" and new.reinforcement_count == 2
-    assert {"f1", "f2", "s"} <= set(live)  # the two fairs are two events; the single was never sent
-    assert live["f1"].metadata.get(CLUSTER_SET_KEY) and is_reviewed(live["f1"]) and is_reviewed(live["f2"])
+    assert {"f1", "f2", "j1", "j2", "s"} <= set(live)  # two fairs, a studio the model kept apart, the unsent single
+    for i in ("f1", "f2", "j1", "j2"):
+        assert live[i].metadata.get(CLUSTER_SET_KEY) and is_reviewed(live[i])  # settled: not asked again
     assert not is_reviewed(live["s"])
-    assert report.counts["merged"] == 1 and report.counts["kept_apart_by_check"] == 1 and report.counts["calls"] == 2
+    assert report.counts["merged"] == 1 and report.counts["calls"] == 2
+    assert report.counts["kept_apart_by_check"] == 1 and report.counts["kept_apart_by_rules"] == 1
 
-    again = run(by_cluster({}), now=NOW + timedelta(hours=1))  # the fairs settled: no call for them again
+    again = run(by_cluster({}), now=NOW + timedelta(hours=1))
     assert run.requests == [] and again.status == "completed", again.reason
 
 
@@ -143,7 +149,7 @@ def test_auto_picks_the_cluster_shape_for_a_small_window_or_a_slow_endpoint(prof
 
 
 def test_an_endpoint_with_a_small_window_gets_the_cluster_schema_over_http(profile, store):
-    store.memories.put_many([*SAID_AGAIN, *TWO_FAIRS])
+    store.memories.put_many([*SAID_AGAIN, *STUDIO])
 
     def decide(body):
         text = body["messages"][1]["content"]
@@ -155,7 +161,7 @@ def test_an_endpoint_with_a_small_window_gets_the_cluster_schema_over_http(profi
                     )
                 )
             )
-        return reply(json.dumps(verdict("keep", differences="3 May 2026 and 9 June 2026")))
+        return reply(json.dumps(verdict("keep", differences="downtown")))
 
     with OpenAITestServer(default=Reply(decide=decide)) as server:
         opts = DreamOptions(
@@ -176,4 +182,4 @@ def test_an_endpoint_with_a_small_window_gets_the_cluster_schema_over_http(profi
     assert schema["name"] == CLUSTER_CHECK.name and re.fullmatch(r"[A-Za-z0-9_-]+", schema["name"])
     assert schema["schema"]["properties"]["decision"]["enum"] == ["merge", "keep"]
     assert list(schema["schema"]["properties"]) == ["differences", "decision", "content"]
-    assert {"f1", "f2"} <= live_ids(store) and not {"g1", "g2"} & live_ids(store)
+    assert {"j1", "j2"} <= live_ids(store) and not {"g1", "g2"} & live_ids(store)

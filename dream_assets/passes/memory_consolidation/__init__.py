@@ -96,6 +96,7 @@ from dream_assets.passes.memory_consolidation.offline import (
     answer_cluster_check,
     answer_memory_consolidation,
     answer_merge_repair,
+    merge_groups,
 )
 from dream_assets.passes.memory_consolidation.prompt import (
     CLUSTER_LABELS,
@@ -1121,13 +1122,26 @@ def _check_clusters(
     guard: CopyGuard,
     calls_left: int,
 ) -> int | None:
-    """The cluster call shape: one short call per near-duplicate cluster of ``batch`` (at most ``calls_left``), each
-    answer applied as a merge of the whole cluster or a cluster left apart, through the same checks as a batch
-    answer (coverage, repair, copy guard, scopes, review stamps). The calls made; None when one failed."""
+    """The cluster call shape: the host proposes, the model disposes. Of each near-duplicate cluster of ``batch``, the
+    host's rules take the members that describe no distinct moment with one another (``merge_groups``: a date, number
+    or name one states and the other lacks, frame dates set aside; one category) and one short call per such group
+    (at most ``calls_left``) asks the model whether they are one fact and for the merged text. Its answer is applied
+    as a merge of the group or the group left apart, through the same checks as a batch answer (coverage, repair,
+    copy guard, scopes, review stamps). A cluster with no such group is left apart without a call. The calls made;
+    None when one failed."""
     made = 0
     budget = ctx.client.budget
     system = ctx.client.request(CLUSTER_CHECK, "").system
+    groups: list[list[str]] = []
     for cluster in batch.clusters:
+        found = merge_groups(
+            {"entries": [_entry_input(batch.eligible[i]) for i in cluster], "clusters": [list(cluster)]}
+        )
+        if not found:
+            report.count("kept_apart_by_rules")  # distinct moments by the host's rules: no question to ask
+            _apply(ctx, report, _cluster_part(batch, cluster), vocab, MemoryConsolidationResponse(), scopes, guard)
+        groups += found
+    for cluster in groups:
         if made >= calls_left:
             break
         part = _cluster_part(batch, cluster)
@@ -1467,6 +1481,8 @@ COUNTS = {
     "too_large_clusters": "near-duplicate clusters of which not even two members fit one call's window (or, in the "
     "cluster call shape, that do not fit one cluster check), left waiting with a warning",
     "kept_apart_by_check": "clusters a cluster check judged distinct events and left whole (cluster call shape)",
+    "kept_apart_by_rules": "clusters left whole without a call: every two members describe distinct moments by the "
+    "host's rules (cluster call shape)",
     "split_clusters": "near-duplicate clusters too large for one call's window alone, offered in parts (counted "
     "once per selection that offered them)",
     "settled_clusters": "near-duplicate clusters withheld because every member is reviewed and unchanged",

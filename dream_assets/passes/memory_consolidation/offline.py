@@ -275,6 +275,12 @@ def _memory_consolidation(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {"toDelete": [], "toSave": saves}
 
 
+def merge_groups(inputs: Mapping[str, Any]) -> list[list[str]]:
+    """The members of each merge these rules would make of ``inputs`` (the consolidation's): per cluster and category,
+    the members that describe no distinct moment with one another. What the cluster call shape asks a model about."""
+    return [list(save["sourceIds"]) for save in _memory_consolidation(inputs)["toSave"]]
+
+
 def _merge_repair(inputs: Mapping[str, Any]) -> dict[str, Any]:
     merged = str(inputs.get("merged") or "")
     missing = [str(m) for m in inputs.get("missing") or [] if str(m)]
