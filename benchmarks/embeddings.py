@@ -66,7 +66,7 @@ from dream_assets import recall_fusion  # noqa: E402
 from dream_assets import recall_index as recall  # noqa: E402
 from dream_assets.llm.embedding_index import EmbeddingIndex  # noqa: E402
 from dream_assets.llm.embedding_threshold import calibrate, similarity_threshold  # noqa: E402
-from dream_assets.llm.embeddings import build_embedding_provider  # noqa: E402
+from dream_assets.llm.embeddings import build_embedding_provider, vector_key  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.store import open_store  # noqa: E402
@@ -129,7 +129,7 @@ def recall_conversation(conv: dict[str, Any], options: DreamOptions, root: Path,
         }
         if methods != {recall_fusion.FUSED}:
             raise SystemExit(f"{corpus.sample_id}: a search was not fused ({sorted(methods)})")
-        _, matrix = EmbeddingCache(connection_of(store)).live_vectors(options.EmbeddingModel, limit=1000)
+        _, matrix = EmbeddingCache(connection_of(store)).live_vectors(vector_key(options.EmbeddingModel), limit=1000)
         result["calibrated"] = calibrate(matrix)
     finally:
         store.close()

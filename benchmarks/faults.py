@@ -106,6 +106,9 @@ MODEL_PASSES = (
     "preference_inference",
     "tier_routing_review",
 )
+#: The fuzzed model calls: each model pass's own, and memory consolidation's one-cluster check (the pass run with
+#: ConsolidationCallShape = cluster, as a small model's endpoint gets it).
+FUZZED_CALLS = (*MODEL_PASSES, "cluster_check")
 _KILL_ENV = "DREAM_FAULTS_KILL_AT"
 _COUNT_ENV = "DREAM_FAULTS_COUNT_FILE"
 
@@ -783,6 +786,12 @@ def fuzz_answer(rng: random.Random, pass_name: str, inputs: Any) -> str:
         return json.dumps(_rand_value(rng))
     if pass_name == "merge_repair":
         obj: Any = {"content": _rand_text(rng, texts)}
+    elif pass_name == "cluster_check":
+        obj = {
+            "differences": rng.choice(["none", _rand_text(rng, texts)]),
+            "decision": rng.choice(["merge", "merge", "keep", "both", "", 3]),
+            "content": _rand_text(rng, texts),
+        }
     elif pass_name in ("memory_consolidation", "preference_inference"):
         if roll < 0.3:  # delete everything shown, and more
             obj = {"toDelete": shown + ["not-shown"], "toSave": []}
@@ -875,7 +884,12 @@ def fuzz_worker(job: tuple[str, str, int, int]) -> dict[str, Any]:
     notes: list[str] = []
     for trial in range(start, start + count):
         rng = random.Random(trial)
-        pass_name = MODEL_PASSES[trial % len(MODEL_PASSES)]
+        pass_name = FUZZED_CALLS[trial % len(FUZZED_CALLS)]
+        run_name, options = (
+            ("memory_consolidation", DreamOptions(ConsolidationCallShape="cluster"))
+            if pass_name == "cluster_check"
+            else (pass_name, None)
+        )
         profile = clone(template, Path(work_root) / f"fuzz-{trial}")
         before, skills_before, _ = template_state
         answers: list[tuple[str, str]] = []
@@ -888,7 +902,7 @@ def fuzz_worker(job: tuple[str, str, int, int]) -> dict[str, Any]:
         cycle = f"fuzz-{trial}"
         state: list = []
         try:
-            report, _requests = run_pass(profile, pass_name, answer, cycle_id=cycle, state=state)
+            report, _requests = run_pass(profile, run_name, answer, cycle_id=cycle, options=options, state=state)
             status, reason = report.status, report.reason
         except Exception as exc:  # noqa: BLE001 - a pass that raises out of the runner is itself a defect
             status, reason = "raised", f"{type(exc).__name__}: {exc}"

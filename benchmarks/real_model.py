@@ -28,6 +28,8 @@ Each backend gets a profile of its own in a temporary folder and runs the librar
   directive (system prompt) and the rendered items (user prompt) estimated at the uncalibrated three bytes a token
   (``budget.estimate_prompt_tokens``; a small model's tokenizer makes more of id-heavy text), and their exact UTF-8
   bytes: what a prompt change saves, measured with the offline backend too, without a model;
+* on stderr, each question the undreamed corpus answered in its top 10 and the dreamed one no longer does, with what
+  now ranks first (what a recall@10 drop is made of);
 * prompts_over_window — calls whose prompt, as the endpoint counted it (its ``usage``), went over the window less
   the answer reserve; largest_prompt_tokens beside it; prompts_refused_over_window — prompts the host did not send.
 """
@@ -55,7 +57,7 @@ sys.path[:0] = [p for p in (str(HERE.parent), str(HERE)) if p not in sys.path]  
 
 from dreambench.adapters.base import Kept  # noqa: E402
 from dreambench.scenario import Correction, Question, Save, Scenario, _Builder, eval_data  # noqa: E402
-from dreambench.scoring import snapshot  # noqa: E402
+from dreambench.scoring import Fact, recalled, snapshot  # noqa: E402
 
 from dream_assets import agent_memory  # noqa: E402
 from dream_assets.cycle import run_cycle  # noqa: E402
@@ -78,14 +80,14 @@ CORRECTIONS = {"quick": 3, "full": 8}
 PER_SPEAKER = {"quick": 3, "full": None}
 CYCLES = 3
 #: What the endpoint run uses unless the environment says otherwise: a small local model's window, an answer reserve
-#: it can fill in minutes, a timeout its speed needs, and few calls a pass (the quick size fits in one or two).
+#: it can fill in minutes and a timeout its speed needs. Calls a pass stay the default (8): with the 8k window,
+#: memory consolidation asks one short call per near-duplicate cluster (ConsolidationCallShape auto).
 ENDPOINT_DEFAULTS = {
     "DREAM__LlmContextTokens": "8192",
     "DREAM__LlmMaxTokens": "1024",
     "DREAM__LlmTimeout": "1800",
     "DREAM__LlmMaxRetries": "1",  # a call sent again costs its whole time again on a slow endpoint
 }
-QUICK_DEFAULTS = {"DREAM__LlmMaxCallsPerPass": "2"}
 #: Host refusals by reason: the report counts (any pass) that each sums.
 REFUSALS = {
     "invented_id": ("ignored_ids", "invalid_ids", "ignored_names", "invalid_names", "skipped_unknown_sources"),
@@ -390,6 +392,11 @@ def measure(name: str, env: Mapping[str, str], corpus: Corpus, root: Path, emit:
     newest = due - int(after.values["stale_first"]) - int(after.values["correction_missed"])
     put("corrections_newest_first", due, newest / due if due else math.nan, "fraction")
     put("recall_at_10.after", after.counts["recall_at_10"], after.values["recall_at_10"], "fraction")
+    every = {k: Fact(t) for k, t in scenario.facts.items() if k in saved}
+    was, now = recalled(scenario.questions, every, plain.search), recalled(scenario.questions, every, dreamed.search)
+    for question in [q for q, hit in was.items() if hit and not now.get(q)]:
+        top = " | ".join(t[:160] for t in dreamed.search(question, 3))
+        print(f"real_model: {name}: recall lost: {question!r}; the top 3 now: {top}", file=sys.stderr)
 
     call_figures(dreamed, dreamed.records, dreamed.reports, dreamed.cycle_seconds, put)
     prompt_figures(dreamed.prompts, put)
@@ -398,13 +405,13 @@ def measure(name: str, env: Mapping[str, str], corpus: Corpus, root: Path, emit:
 
 
 # --------------------------------------------------------------------------------------------------- the command
-def backends(env: Mapping[str, str], quick: bool) -> dict[str, dict[str, str]]:
+def backends(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """The environment of each backend run: ``offline`` always, ``endpoint`` when ``DREAM__LlmBaseUrl`` is set."""
     base = {k: v for k, v in env.items() if not k.startswith("DREAM__Llm")}
     out = {"offline": {**base, "DREAM__LlmBackend": "offline"}}
     if env.get("DREAM__LlmBaseUrl", "").strip():
         endpoint = dict(env)
-        for key, value in {**ENDPOINT_DEFAULTS, **(QUICK_DEFAULTS if quick else {})}.items():
+        for key, value in ENDPOINT_DEFAULTS.items():
             endpoint.setdefault(key, value)
         out["endpoint"] = endpoint
     return out
@@ -450,7 +457,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if unknown:
         print(f"real_model: --backends: no backend {', '.join(unknown)} (there are offline, endpoint)", file=sys.stderr)
         return 2
-    runs = backends(env, args.quick)
+    runs = backends(env)
     if "endpoint" in wanted and "endpoint" not in runs:
         print("real_model: DREAM__LlmBaseUrl is not set: the endpoint run is left out", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="real-model-") as tmp:

@@ -88,7 +88,7 @@ def search(memories: MemoryStore, query: str, limit: int, *, now: datetime, k: i
     depth = max(FUSION_DEPTH, candidate_count(limit, memories.options))
     lexical = recall.search(memories, query, limit=depth)
     try:
-        vector = index.provider.embed([query], pass_name="search")[0]
+        vector = index.provider.embed([query], pass_name="search", kind="query")[0]
         dense, path = dense_index.nearest_live(index.cache, index.model, vector, limit=depth)
     except Exception as exc:  # noqa: BLE001 - an endpoint failure of any kind never fails the search: BM25 alone
         log.warning("search used BM25 alone: embeddings failed: %s", exc)

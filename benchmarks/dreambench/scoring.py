@@ -135,15 +135,22 @@ def stale_first(
 def recall(
     questions: list[Question], facts: dict[str, Fact], search: Callable[[str, int], list[str]]
 ) -> tuple[int, int]:
-    hits = asked = 0
+    found = recalled(questions, facts, search)
+    return sum(found.values()), len(found)
+
+
+def recalled(
+    questions: list[Question], facts: dict[str, Fact], search: Callable[[str, int], list[str]]
+) -> dict[str, bool]:
+    """Each answerable question's text -> whether the top ``K`` hold a fact of every piece of its evidence."""
+    out: dict[str, bool] = {}
     for q in questions:
         evidence = [[facts[k] for k in keys if k in facts] for keys in q.evidence]
         if not evidence or any(not e for e in evidence):
             continue
-        asked += 1
         top = [Entry(t) for t in search(q.text, K)]
-        hits += all(any(holds(f, e) for f in keys for e in top) for keys in evidence)
-    return hits, asked
+        out[q.text] = all(any(holds(f, e) for f in keys for e in top) for keys in evidence)
+    return out
 
 
 def reversible(before: list[Kept], after: list[Kept]) -> tuple[int, int]:

@@ -107,7 +107,9 @@ class EmbeddingIndex:
 
     @property
     def model(self) -> str:
-        return self.provider.model
+        """What the store caches this provider's vectors under (``embeddings.vector_key``: the model name, with its
+        document prefix when it takes one)."""
+        return self.provider.key
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """One unit float32 row per text, in order. Raises ``EmbeddingError`` when the provider fails or answers

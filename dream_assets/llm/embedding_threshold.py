@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from dream_assets.llm.embeddings import vector_key
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
 from dream_assets.store.embeddings import EmbeddingCache, connection_of
@@ -150,13 +151,14 @@ def similarity_threshold(
     if found is not None:
         return found
     cache = EmbeddingCache(connection_of(store))
-    kept = _usable(cache.calibration(model))
-    count = cache.live_count(model)
+    key = vector_key(model)  # the vectors of memories are cached under it (with the model's input prefix)
+    kept = _usable(cache.calibration(key))
+    count = cache.live_count(key)
     if kept is not None and count < RECALIBRATE_GROWTH * kept.entries:
         return kept
     if count < CALIBRATION_MIN_ENTRIES:
         return kept or SimilarityThreshold(DEFAULT_THRESHOLD, DEFAULT, model, entries=count)
-    _, matrix = cache.live_vectors(model, limit=CALIBRATION_SAMPLE)
+    _, matrix = cache.live_vectors(key, limit=CALIBRATION_SAMPLE)
     try:
         figures = calibrate(matrix)
     except ValueError:  # every entry one text: nothing to measure yet
@@ -164,7 +166,7 @@ def similarity_threshold(
     at = iso(now)
     record = {"model": model, "entries": count, "calibrated_at": at, **figures}
     if keep:
-        cache.keep_calibration(model, record)
+        cache.keep_calibration(key, record)
     log.info(
         "similarity threshold for EmbeddingModel %r calibrated on %d entries: %.4f (mean of pairs %.4f, 99th "
         "percentile %.4f)",

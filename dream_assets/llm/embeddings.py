@@ -17,6 +17,11 @@ timeout, a refused connection or a body that is not JSON are retried with expone
 server's ``Retry-After``. Every request is one ``UsageRecord`` (pass name ``embeddings`` unless the caller names
 one) in the provider's ``UsageLedger``, which may be a chat client's (``ModelClient.usage``) so a pass reports both.
 
+Models trained with an instruction on each input get it (``INPUT_PREFIXES``): the e5 family reads ``query: `` before
+a search and ``passage: `` before a memory; without them its cosines crowd into a narrow band and search finds less.
+Vectors made with a prefix are cached under ``vector_key`` (the model name and its document prefix), so a store never
+compares them with vectors the same model made without one.
+
 A call that cannot be completed raises ``EmbeddingError`` (a ``ModelCallError``): never an empty or partial
 result. Callers degrade on it the way the spec asks of a failed near-duplicate scan.
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -50,18 +56,48 @@ from dream_assets.text.tokens import content_tokens
 
 __all__ = [
     "EMBEDDINGS_PASS",
+    "INPUT_PREFIXES",
     "DegenerateEmbeddings",
     "EmbeddingError",
     "EmbeddingProvider",
     "build_embedding_provider",
     "check_vectors",
+    "input_prefixes",
     "normalise_rows",
+    "vector_key",
 ]
 
 log = logging.getLogger("dream_assets.llm.embeddings")
 
 #: The pass name embedding calls are accounted under unless the caller names another.
 EMBEDDINGS_PASS = "embeddings"
+
+#: Models trained with an instruction before each input: (a pattern of the model name, the prefix of a search query,
+#: the prefix of a stored text). The e5 models (``intfloat/e5-*``, ``multilingual-e5-*``, quantised copies of them)
+#: were trained with "query: " and "passage: " and their model cards ask for them.
+INPUT_PREFIXES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    # an e5 "instruct" model reads "Instruct: <task>\nQuery: " instead, and its passages bare: not this entry
+    (re.compile(r"(?:^|[/_.-])e5(?:[_.-]|$)(?!.*instruct)", re.IGNORECASE), "query: ", "passage: "),
+)
+#: What an embedded text is: a search ``query`` or a stored ``document`` (a memory).
+KINDS = ("document", "query")
+
+
+def input_prefixes(model: str) -> tuple[str, str]:
+    """(query prefix, document prefix) of ``model``; ("", "") for a model that takes its inputs as they are."""
+    for pattern, query, document in INPUT_PREFIXES:
+        if pattern.search(model.strip()):
+            return query, document
+    return "", ""
+
+
+def vector_key(model: str) -> str:
+    """The name the store caches ``model``'s vectors of memories under: the model name, with its document prefix when
+    it has one (``multilingual-e5-small-q4 [passage: ]``), so vectors made with and without it never meet."""
+    model = model.strip()
+    document = input_prefixes(model)[1]
+    return f"{model} [{document}]" if document else model
+
 
 _WHERE = (
     "EmbeddingModel, with the endpoint from EmbeddingBaseUrl (else LlmBaseUrl) and the key from "
@@ -185,6 +221,9 @@ class EmbeddingProvider:
             max_retries=0,
         )
         self.endpoint = str(self._client.base_url).rstrip("/")
+        self.prefixes = dict(zip(("query", "document"), input_prefixes(self.model), strict=True))
+        #: What the store caches this provider's vectors of memories under (``vector_key``).
+        self.key = vector_key(self.model)
 
     def describe(self) -> dict[str, str]:
         return {
@@ -194,16 +233,19 @@ class EmbeddingProvider:
         }
 
     # -----------------------------------------------------------------------------------------------
-    def embed(self, texts: Sequence[str], *, pass_name: str = EMBEDDINGS_PASS) -> np.ndarray:
-        """One L2-normalised float32 row per text, in order, in ceil(len(texts) / batch_size) requests.
+    def embed(self, texts: Sequence[str], *, pass_name: str = EMBEDDINGS_PASS, kind: str = "document") -> np.ndarray:
+        """One L2-normalised float32 row per text, in order, in ceil(len(texts) / batch_size) requests. ``kind``:
+        ``document`` (a memory) or ``query`` (a search), which decides the model's input prefix.
 
         Raises ``EmbeddingError`` when any request fails after its retries; nothing partial comes back."""
+        if kind not in KINDS:
+            raise ValueError(f"embed(kind={kind!r}): use one of {', '.join(KINDS)}")
         texts = [str(t) for t in texts]
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        parts = [
-            self._request(texts[i : i + self.batch_size], pass_name) for i in range(0, len(texts), self.batch_size)
-        ]
+        prefix = self.prefixes[kind]
+        sent = [prefix + t for t in texts] if prefix else texts
+        parts = [self._request(sent[i : i + self.batch_size], pass_name) for i in range(0, len(sent), self.batch_size)]
         dims = {p.shape[1] for p in parts}
         if len(dims) > 1:
             raise EmbeddingError(

@@ -240,3 +240,34 @@ def test_a_failing_endpoint_at_search_time_falls_back_to_bm25_and_says_so(tmp_pa
     _embed_live(profile, options)
     back = service.search(profile, QUERY, limit=3, options=options, now=NOW + timedelta(days=2))
     assert back.method == "bm25+embeddings" and back.note is None and back.hits[0].content == GINA
+
+
+# --------------------------------------------------------------------------------------------- input prefixes
+def test_an_e5_model_reads_passage_before_a_memory_and_query_before_a_search_and_caches_apart(tmp_path, server):
+    options = _options(server, E5)
+    profile = _agent(tmp_path, "prefixed")
+    _save_all(profile, options, BACKGROUND)
+    _embed_live(profile, options)
+    sent = [text for r in server.embedding_requests for text in r.body["input"]]
+    assert sent and all(text.startswith("passage: ") for text in sent)
+    server.requests.clear()
+
+    found = service.search(profile, QUERY, limit=3, options=options, now=NOW + timedelta(days=1))
+    assert found.method == "bm25+embeddings"
+    assert [r.body["input"] for r in server.embedding_requests] == [[f"query: {QUERY}"]]
+    store = open_store(profile, options)
+    try:
+        cache = EmbeddingCache(store.memories.connection)
+        assert cache.live_count(f"{E5} [passage: ]") == len(BACKGROUND) and cache.live_count(E5) == 0
+    finally:
+        store.close()
+
+
+def test_a_model_without_prefixes_gets_its_texts_as_they_are(tmp_path, server):
+    options = _options(server, UNKNOWN)
+    profile = _agent(tmp_path, "plain")
+    _save_all(profile, options, BACKGROUND[:2])
+    _embed_live(profile, options)
+    service.search(profile, QUERY, limit=3, options=options, now=NOW + timedelta(days=1))
+    sent = [text for r in server.embedding_requests for text in r.body["input"]]
+    assert QUERY in sent and set(BACKGROUND[:2]) <= set(sent)
