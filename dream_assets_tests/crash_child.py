@@ -106,12 +106,12 @@ def _run(spec: dict, state: dict) -> int:
     from dream_assets.llm.client import ModelClient
     from dream_assets.llm.scripted import ScriptedBackend
     from dream_assets.model import parse_ts
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
     from dream_assets.passes.context import PassContext
     from dream_assets.profile import AgentProfile
 
     profile = AgentProfile(spec["profile"])
-    options = DreamOptions(ConsolidationMinInterval=timedelta(0), DreamPassChangeGateEnabled=False)
+    options = dream_options(ConsolidationMinInterval=timedelta(0), DreamPassChangeGateEnabled=False)
     client = ModelClient(ScriptedBackend(spec["answers"]), profile=profile, options=options)
     ctx = PassContext(profile, options, parse_ts(spec["now"]), cycle_id=spec["cycle"], client_factory=lambda: client)
     if spec.get("write_chunk"):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.store import index_file, open_store
 
 from ..conftest import NOW
@@ -33,7 +33,7 @@ def agent(profile):
 
     from dream_assets.demo import _memories
 
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     store.memories.put_many(_memories(random.Random(7), NOW, 200))
     store.close()
     return profile
