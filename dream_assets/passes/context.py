@@ -54,6 +54,8 @@ class PassContext:
         options = known.for_pass_model(pass_name)
         if options == self.options:  # no override, or already applied (a Dagster step)
             return self
+        if options is known:  # the same model: only the pass's section is new, the client stays
+            return replace(self, options=known, _store=self.__dict__.get("store", self._store))
         return replace(self, options=options, _store=self._store or self.store, client_factory=None)
 
     @cached_property

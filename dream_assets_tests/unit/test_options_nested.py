@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from dream_assets.options import SECTIONS, DreamOptions, OptionsError, PassOptions
-from dream_assets.options_loader import dream_options, load_options, resolve_options
+from dream_assets.options_loader import dream_options, load_options, resolve_options, with_passes
 from dream_assets.passes import review
+from dream_assets.passes.memory_consolidation import MemoryConsolidationOptions
 from dream_assets.passes.registry import PASSES
 
 #: Every flat option name as it was before the options nested: each stays accepted, as an attribute, a ``DREAM__``
@@ -350,3 +351,24 @@ def test_no_spelling_that_named_an_option_before_names_another_now(section):
         assert load_options(env={"DREAM__" + "__".join(parts): env_text}) == dream_options().replace(
             **{before: value}
         ), parts
+
+
+def test_without_the_pass_sections_a_pass_setting_waits_for_the_section_that_reads_it():
+    """Options loaded without the registry (the memory commands) keep each pass setting until the pass reads its own
+    section, which types it then; given the sections, an unknown setting is refused as at any load."""
+    options = DreamOptions.load(
+        env={
+            "DREAM__ConsolidationMaxClusterSize": "5",
+            "DREAM__PASSES__MEMORY_CONSOLIDATION__MODEL": "m",
+            "DREAM__PASSES__MEMORY_CONSOLIDATION__MAX_CLUSTER_SIZ": "4",
+        }
+    )
+    assert dict(options.passes) == {}  # no section known yet: nothing typed, nothing refused
+    own = options.section(MemoryConsolidationOptions)
+    assert (own.max_cluster_size, own.model, own.min_interval) == (5, "m", timedelta(hours=6))
+    with pytest.raises(OptionsError, match="did you mean passes.memory_consolidation.max_cluster_size?"):
+        with_passes(options)
+    unusable = DreamOptions.load(env={"DREAM__ConsolidationMaxClusterSize": "one"})
+    assert unusable.Interval == timedelta(hours=4)  # the global options load
+    with pytest.raises(OptionsError, match="invalid value 'one' for option ConsolidationMaxClusterSize"):
+        unusable.section(MemoryConsolidationOptions)
