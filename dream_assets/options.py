@@ -435,6 +435,19 @@ class DreamOptions:
                 return found[(declared.PASS, key)]
         return declared.keys()[key].default
 
+    def value_of(self, name: str) -> Any:
+        """The option a person names ``name`` (a global option's flat or nested name, a known pass section's flat
+        alias or ``passes.<pass>.<key>``): its value, a pass option's as set (before the fallbacks). KeyError when
+        these options know no such option."""
+        parts = _split(name)
+        found = _global_name(parts)
+        if found is not None:
+            return getattr(self, found)
+        place = _pass_place(parts, self.declared)
+        if place is None:
+            raise KeyError(f"no option {name!r} among the global options and the known pass sections")
+        return self.pass_value(*place)
+
     if not TYPE_CHECKING:
 
         def __getattr__(self, name: str) -> Any:

@@ -371,7 +371,7 @@ class Outcome:
 
 def _options(profile: AgentProfile, **overrides: Any) -> DreamOptions:
     options = load_options(env={}, profile_toml=profile.options_path)
-    return dataclasses.replace(options, **overrides)
+    return options.replace(**overrides)
 
 
 def _cycle(profile: AgentProfile, cycle_id: str, now: datetime | None, **overrides: Any) -> None:
