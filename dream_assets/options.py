@@ -359,8 +359,7 @@ class DreamOptions:
     # ------------------------------------------------------------------
     def replace(self, **changes: Any) -> DreamOptions:
         """These options with ``changes``: global options by name, a pass option by its flat alias
-        (``<Pass><Option>``) or nested name (``passes.<pass>.<key>``) for the
-        pass sections these options know."""
+        (``<Pass><Option>``) or nested name (``passes.<pass>.<key>``) for the pass sections these options know."""
         own = {name: value for name, value in changes.items() if name in _FIELDS or name in _PASS_FIELDS}
         result = dataclasses.replace(self, **own)
         if len(own) == len(changes):
@@ -451,8 +450,8 @@ class DreamOptions:
     if not TYPE_CHECKING:
 
         def __getattr__(self, name: str) -> Any:
-            # A pass option by its flat alias of today (options.<Pass><Option>), for the sections these
-            # options know. The package reads a pass's options through its section; type checkers see no such name.
+            # A pass option by its flat alias of today (options.<Pass><Option>), for the sections these options know.
+            # The package reads a pass's options through its section; type checkers see no such attribute.
             if not name.startswith("_"):
                 for declared in self.__dict__.get("declared", ()):
                     key = declared.by_alias().get(name)
