@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dream_assets.demo import build_demo_profile
 from dream_assets.model import MemoryEntry
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
 from dream_assets.profile import AgentProfile
@@ -54,7 +54,7 @@ def emit(name: str, n: int, value: float, unit: str) -> None:
 
 def measure(n: int, root: Path) -> None:
     profile = AgentProfile(root / f"agent-{n}").ensure()
-    options = DreamOptions(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
+    options = dream_options(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
     build_demo_profile(profile, NOW, options=options, n_memories=n, with_logs=False)
 
     started = time.perf_counter()

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.store import NOW, build  # noqa: E402
-from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext  # noqa: E402
 from dream_assets.passes.importance_decay import run_importance_decay  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
@@ -42,7 +42,7 @@ def emit(name: str, n: int, value: float, unit: str) -> None:
 
 
 def _store_bytes(profile: AgentProfile) -> int:
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     with store.connection.session() as conn:
         conn.execute("CHECKPOINT")
     store.close()
@@ -51,9 +51,9 @@ def _store_bytes(profile: AgentProfile) -> int:
 
 def _decay(profile: AgentProfile, cycle_id: str) -> tuple[float, int]:
     """The decay pass on ``profile``: (CPU seconds, entries decayed)."""
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     t = time.process_time()
-    report = run_importance_decay(PassContext(profile, DreamOptions(), LATER, cycle_id=cycle_id, _store=store))
+    report = run_importance_decay(PassContext(profile, dream_options(), LATER, cycle_id=cycle_id, _store=store))
     cpu = time.process_time() - t
     store.close()
     assert report.status == "completed", report.reason
@@ -81,7 +81,7 @@ def bench(root: Path, n: int) -> None:
     emit("decay.rows_bytes_per_entry", n, grown / decayed if decayed else 0.0, "bytes")
     emit("decay.store_bytes_per_entry", n, size / n, "bytes")
 
-    store = open_store(with_rows, DreamOptions())
+    store = open_store(with_rows, dream_options())
     t, wall = time.process_time(), time.perf_counter()
     result = store.changes.undo_cycle("decay", now=LATER + timedelta(hours=1))
     undo_cpu, undo_wall = time.process_time() - t, time.perf_counter() - wall

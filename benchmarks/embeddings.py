@@ -68,6 +68,7 @@ from dream_assets.llm.embedding_index import EmbeddingIndex  # noqa: E402
 from dream_assets.llm.embedding_threshold import calibrate, similarity_threshold  # noqa: E402
 from dream_assets.llm.embeddings import build_embedding_provider, vector_key  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.options_loader import load_options
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets.store.dedup import EXTEND, REINFORCE  # noqa: E402
@@ -206,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed_ids(args.seed)
     started = time.perf_counter()
     root = data_dir(args.data)
-    options = DreamOptions.load(
+    options = load_options(
         env={},
         overrides={
             "LlmBackend": "offline",

@@ -91,6 +91,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dream_assets.changes_model import ChangeRow, SuccessorHow
 from dream_assets.demo import build_demo_profile  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store.connection import connect_quietly  # noqa: E402
@@ -339,7 +340,7 @@ def run_pass(
     from dream_assets.passes.context import PassContext
     from dream_assets.passes.registry import by_name
 
-    options = options or DreamOptions()
+    options = options or dream_options()
     backend = ScriptedBackend(answer)
     client = ModelClient(backend, profile=profile, options=options)
     ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client)
@@ -434,16 +435,16 @@ def _child_body(kind: str, root: str, cycle: str, kill_at: int, count_file: str 
         from dream_assets.passes.review import decide
         from dream_assets.store import open_store
 
-        store = open_store(profile, DreamOptions())
+        store = open_store(profile, dream_options())
         decide(
-            store, kind, cycle_id=cycle, reason="fault trial", now=NOW + timedelta(minutes=5), options=DreamOptions()
+            store, kind, cycle_id=cycle, reason="fault trial", now=NOW + timedelta(minutes=5), options=dream_options()
         )
         store.close()
     else:
         from dream_assets.store import open_store
         from dream_assets.store.changes import UndoRefused
 
-        store = open_store(profile, DreamOptions())
+        store = open_store(profile, dream_options())
         try:
             store.changes.undo_cycle(cycle, now=NOW + timedelta(minutes=5))
         except UndoRefused:
@@ -535,7 +536,7 @@ def kill_shard(spec: dict[str, Any]) -> dict[str, Any]:
         if partial:
             tally["partial_applies"] += 1
             notes.append(f"kill before write {k}/{total} of an apply: {partial[0]}")
-        problem = undo_restores(profile, "cycle-k", before, DreamOptions())
+        problem = undo_restores(profile, "cycle-k", before, dream_options())
         if problem:
             tally["undo_failures"] += 1
             notes.append(f"kill before write {k}/{total} of an apply, then undo: {problem}")
@@ -547,7 +548,7 @@ def kill_shard(spec: dict[str, Any]) -> dict[str, Any]:
         profile = clone(consolidated, work / f"kill-undo-{k}")
         _child("undo", profile, "cycle-u", k)
         tally["kill_trials"] += 1
-        problem = undo_restores(profile, "cycle-u", before, DreamOptions())
+        problem = undo_restores(profile, "cycle-u", before, dream_options())
         if problem:
             tally["undo_failures"] += 1
             notes.append(f"kill before write {k}/{undo_total} of an undo, then undo again: {problem}")
@@ -615,7 +616,7 @@ def review_trials(template: AgentProfile, work: Path, quick: bool, tally: Counte
         "memory_consolidation",
         consolidation_answer,
         cycle_id="cycle-r",
-        options=DreamOptions(ApplyMode="review"),
+        options=dream_options(ApplyMode="review"),
     )
     if memory_state(reviewed) != before:
         tally["partial_applies"] += 1
@@ -637,9 +638,9 @@ def review_trials(template: AgentProfile, work: Path, quick: bool, tally: Counte
             if half:
                 tally["partial_applies"] += 1
                 notes.append(f"kill before write {k}/{totals[kind]} of a {kind}: {half[0]}")
-            store = open_store(profile, DreamOptions())
+            store = open_store(profile, dream_options())
             try:
-                result = decide(store, kind, cycle_id="cycle-r", reason="again", now=later, options=DreamOptions())
+                result = decide(store, kind, cycle_id="cycle-r", reason="again", now=later, options=dream_options())
                 left = list_changes(store)
             finally:
                 store.close()
@@ -656,7 +657,7 @@ def review_trials(template: AgentProfile, work: Path, quick: bool, tally: Counte
     # Fuzzed change ids: none names a pending change, so nothing is decided and every one is reported not found.
     rng = random.Random(23)
     profile = clone(reviewed, work / "review-fuzz")
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     real = [c.change_id for c in list_changes(store)]
     try:
         for _ in range(40 if quick else 400):
@@ -676,7 +677,7 @@ def review_trials(template: AgentProfile, work: Path, quick: bool, tally: Counte
             tally["review_trials"] += 1
             try:
                 result = decide(
-                    store, rng.choice(["apply", "reject"]), change_ids=ids, now=later, options=DreamOptions()
+                    store, rng.choice(["apply", "reject"]), change_ids=ids, now=later, options=dream_options()
                 )
             except Exception as exc:  # noqa: BLE001 - the benchmark counts it
                 tally["misreported"] += 1
@@ -688,14 +689,14 @@ def review_trials(template: AgentProfile, work: Path, quick: bool, tally: Counte
         if [c.change_id for c in list_changes(store)] != real:
             tally["partial_applies"] += 1
             notes.append("fuzzed change ids changed what waits for review")
-        first = decide(store, "apply", cycle_id="cycle-r", now=later, options=DreamOptions())
+        first = decide(store, "apply", cycle_id="cycle-r", now=later, options=dream_options())
     finally:
         store.close()
     # Apply twice: the second apply decides nothing and moves nothing.
     state = memory_state(profile)
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     try:
-        second = decide(store, "apply", cycle_id="cycle-r", now=later, options=DreamOptions())
+        second = decide(store, "apply", cycle_id="cycle-r", now=later, options=dream_options())
     finally:
         store.close()
     tally["review_trials"] += 2
@@ -886,7 +887,7 @@ def fuzz_worker(job: tuple[str, str, int, int]) -> dict[str, Any]:
         rng = random.Random(trial)
         pass_name = FUZZED_CALLS[trial % len(FUZZED_CALLS)]
         run_name, options = (
-            ("memory_consolidation", DreamOptions(ConsolidationCallShape="cluster"))
+            ("memory_consolidation", dream_options(ConsolidationCallShape="cluster"))
             if pass_name == "cluster_check"
             else (pass_name, None)
         )
@@ -919,12 +920,12 @@ def fuzz_worker(job: tuple[str, str, int, int]) -> dict[str, Any]:
             notes.append(f"{pass_name} trial {trial}: {partial[0]}")
         lost = lost_facts(before, after)
         if lost:
-            problem = undo_restores(profile, cycle, before, DreamOptions())
+            problem = undo_restores(profile, cycle, before, dream_options())
             if problem:
                 tally["facts_lost"] += 1
                 notes.append(f"{pass_name} trial {trial}: lost {lost[:2]} and undo failed: {problem}")
         elif rng.random() < 0.1:  # undo is exercised on a sample of the others
-            problem = undo_restores(profile, cycle, before, DreamOptions())
+            problem = undo_restores(profile, cycle, before, dream_options())
             if problem:
                 tally["undo_failures"] += 1
                 notes.append(f"{pass_name} trial {trial}: {problem}")
@@ -1007,7 +1008,7 @@ def _agent_saves(root: str, stop: Any, progress: Any, out: str) -> None:
     from dream_assets.store import open_store
 
     profile = AgentProfile(Path(root))
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     saved, errors, i = [], [], 0
     while not stop.is_set():
         i += 1
@@ -1033,7 +1034,7 @@ def concurrent_trial(template: AgentProfile, work: Path, seconds: float, tally: 
     agent.start()
     started = time.monotonic()
     cycle = 0
-    options = DreamOptions().replace(ConsolidationMinInterval=timedelta(0))
+    options = dream_options().replace(ConsolidationMinInterval=timedelta(0))
 
     def delete_everything(request: Any) -> Any:
         return {"toDelete": _ids_shown(request.inputs), "toSave": []}
@@ -1113,7 +1114,7 @@ def sweep_trials(template: AgentProfile, work: Path, trials: int, tally: Counter
 
     logging.disable(logging.WARNING)
     before, _, _ = _read(template)
-    options = DreamOptions()
+    options = dream_options()
     try:
         for trial in range(trials):
             rng = random.Random(10_000 + trial)
@@ -1192,7 +1193,7 @@ def embeddings_trials(template: AgentProfile, work: Path, saves: int, tally: Cou
     logging.disable(logging.WARNING)
     try:
         with OpenAITestServer() as server:
-            base = DreamOptions().replace(
+            base = dream_options().replace(
                 LexicalSimilarityMeasure="tfidf",
                 LlmMaxRetries=0,
                 LlmTimeout=timedelta(seconds=5),
@@ -1314,7 +1315,7 @@ def hostile_file_trials(
         for day in range(1, days + 1):
             now = NOW + timedelta(days=day)
             for agent in (profile, neighbour) if tally["hostile_file_trials"] == 1 else (profile,):
-                options = DreamOptions(BusyMaxWait=timedelta(0))
+                options = dream_options(BusyMaxWait=timedelta(0))
                 # A backend that calls a model (the offline one never waits for the agent's turn), answering offline.
                 client = ModelClient(ScriptedBackend(offline.complete), profile=agent, options=options)
                 try:
@@ -1900,10 +1901,10 @@ def folder_undo_trials(work: Path, quick: bool, tally: Counter, notes: list[str]
     if read_folder(agent, now=NOW).status != "completed" or write_back(agent, now=NOW).status != "completed":
         raise RuntimeError("the folder of the undo trials could not be read and written")
     before = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-    run_pass(agent, "memory_consolidation", _merge_release, cycle_id="set-f", options=DreamOptions(ApplyMode="review"))
-    store = open_store(agent, DreamOptions())
+    run_pass(agent, "memory_consolidation", _merge_release, cycle_id="set-f", options=dream_options(ApplyMode="review"))
+    store = open_store(agent, dream_options())
     try:
-        applied = decide(store, "apply", cycle_id="set-f", now=NOW + timedelta(minutes=5), options=DreamOptions())
+        applied = decide(store, "apply", cycle_id="set-f", now=NOW + timedelta(minutes=5), options=dream_options())
     finally:
         store.close()
     written = write_back(agent, now=NOW + timedelta(minutes=6))  # the `dream sync` that writes the set out
@@ -2116,7 +2117,7 @@ def langgraph_trials(work: Path, trials: int, tally: Counter, notes: list[str]) 
                     tally["partial_applies"] += 1
                     notes.append(f"langgraph trial {trial}: {partial[0]}")
                 if lost_facts(before, after):
-                    problem = undo_restores(profile, cycle, before, DreamOptions())
+                    problem = undo_restores(profile, cycle, before, dream_options())
                     if problem:
                         tally["facts_lost"] += 1
                         notes.append(f"langgraph trial {trial}: facts lost and undo failed: {problem}")

@@ -167,12 +167,12 @@ def _cycle_worker(args: tuple[str, str, str, list[str]]) -> int:
 def _library_worker(args: tuple[str, str, list[str]]) -> int:
     """The same passes through the library (dream_assets.cycle.run_cycle), for agents beyond DAGSTER_CYCLES."""
     from dream_assets.cycle import run_cycle
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
 
     root, now_iso, agents = args
     failed = 0
     for agent in agents:
-        reports = run_cycle(AgentProfile(Path(root) / agent), DreamOptions(), datetime.fromisoformat(now_iso))
+        reports = run_cycle(AgentProfile(Path(root) / agent), dream_options(), datetime.fromisoformat(now_iso))
         failed += any(r.status == "failed" for r in reports)
     return failed
 

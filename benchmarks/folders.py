@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from dream_assets.cycle import run_cycle  # noqa: E402
 from dream_assets.folders import link_folder, read_folder, write_back  # noqa: E402
-from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.options_loader import dream_options  # noqa: E402
 from dream_assets.passes.registry import PASSES  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.text.coverage import specifics_of  # noqa: E402
@@ -104,7 +104,7 @@ def run_format(fmt: str, n: int, work: Path) -> None:
     build(fmt, folder, texts)
     profile = AgentProfile(work / "agents" / fmt).ensure()
     link_folder(profile, folder, fmt)
-    options = DreamOptions()
+    options = dream_options()
     before = {s.text for p in folder.rglob("*.md") for s in specifics_of(p.read_text(encoding="utf-8"))}
 
     t = time.process_time()

@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dream_assets.llm.client import build_model_client  # noqa: E402
-from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.registry import MODEL_CALLS  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets_tests.consolidation_corpus import corpus, review  # noqa: E402
@@ -55,7 +55,7 @@ def emit(name: str, n: int, value: float, unit: str, **extra: object) -> None:
 
 
 def first_review(n: int, window: int, tmp: Path) -> None:
-    options = DreamOptions(
+    options = dream_options(
         ConsolidationMinInterval=timedelta(0),
         ConsolidationExactFoldEnabled=False,
         LlmStructuredOutput="off",
@@ -74,7 +74,7 @@ def first_review(n: int, window: int, tmp: Path) -> None:
 
 
 def dense_tokenizer(n: int, tmp: Path, window: int = 4096) -> None:
-    options = DreamOptions(
+    options = dream_options(
         ConsolidationMinInterval=timedelta(0),
         ConsolidationExactFoldEnabled=False,
         LlmStructuredOutput="off",
@@ -109,7 +109,7 @@ def parse_failures(calls: int) -> None:
     answer = json.dumps({"findings": [{"content": "route short lookups to the small tier", "tags": ["routing"]}]})
     for mode in ("off", "json_schema"):
         with OpenAITestServer(default=small_model(lambda body: answer, 1 / 3)) as server:
-            options = DreamOptions(
+            options = dream_options(
                 LlmBaseUrl=server.base_url, LlmModel="small-model", LlmMaxRetries=0, LlmStructuredOutput=mode
             )
             client = build_model_client(options, None)

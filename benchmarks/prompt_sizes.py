@@ -30,7 +30,7 @@ from dream_assets.cycle import run_cycle  # noqa: E402
 from dream_assets.demo import build_demo_profile  # noqa: E402
 from dream_assets.llm.budget import estimate_prompt_tokens  # noqa: E402
 from dream_assets.llm.client import build_model_client  # noqa: E402
-from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.options_loader import dream_options  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.store.connection import close_all  # noqa: E402
 
@@ -44,7 +44,7 @@ def emit(name: str, n: int, value: float, unit: str) -> None:
 def captured_prompts(root: Path, n_memories: int) -> list[tuple[str, str, str]]:
     """(call name, system prompt, user prompt) of every model call of one offline cycle over the demo agent."""
     profile = AgentProfile(root / "demo")
-    options = DreamOptions(LlmBackend="offline")
+    options = dream_options(LlmBackend="offline")
     build_demo_profile(profile, NOW, n_memories=n_memories)
     close_all()
     client = build_model_client(options, profile)

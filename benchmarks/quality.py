@@ -94,6 +94,7 @@ from dream_assets.llm.offline import OfflineBackend  # noqa: E402
 from dream_assets.llm.scripted import ScriptedBackend  # noqa: E402
 from dream_assets.model import MemoryEntry  # noqa: E402
 from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.options_loader import load_options
 from dream_assets.passes.memory_consolidation.merge import REJECTED_CLUSTER_KEY  # noqa: E402
 from dream_assets.passes.memory_consolidation.offline import answer_memory_consolidation  # noqa: E402
 from dream_assets.profile import AgentProfile  # noqa: E402
@@ -1237,7 +1238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = dict(item.split("=", 1) for item in args.option if "=" in item)
     if len(overrides) != len(args.option):
         parser.error("--option takes NAME=VALUE")
-    options = DreamOptions.load(env={}, overrides={**overrides, "LlmBackend": "offline"})
+    options = load_options(env={}, overrides={**overrides, "LlmBackend": "offline"})
     totals = Totals()
     with tempfile.TemporaryDirectory(prefix="dream-bench-quality-") as tmp:
         for conv in convs:

@@ -147,11 +147,11 @@ def child_archive(path: str, profile_root: str, how: str) -> None:
 
 
 def child_pass(profile_root: str) -> None:
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
     from dream_assets.passes.log_retention import run_log_retention
     from dream_assets.profile import AgentProfile
 
-    options = DreamOptions(LogRetentionMaxLinesPerFile=KEEP_LINES)
+    options = dream_options(LogRetentionMaxLinesPerFile=KEEP_LINES)
     t0 = time.perf_counter()
     report = run_log_retention(AgentProfile(Path(profile_root)), options, NOW)
     elapsed = time.perf_counter() - t0
@@ -167,11 +167,11 @@ def child_pass(profile_root: str) -> None:
 
 
 def child_session_dir(profile_root: str, max_lines: int) -> None:
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
     from dream_assets.passes.log_retention import run_log_retention
     from dream_assets.profile import AgentProfile
 
-    options = DreamOptions(
+    options = dream_options(
         LogRetentionMaxFileAge=timedelta(days=30),
         LogRetentionMaxFilesPerDirectory=1000,
         LogRetentionMaxLinesPerFile=max_lines,

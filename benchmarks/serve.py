@@ -67,7 +67,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories  # noqa: E402
-from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets_tests.mcp_harness import HttpServer, hold_half_open, http_session, stdio_session  # noqa: E402
@@ -111,7 +111,7 @@ def build(root: Path, n: int) -> AgentProfile:
     from dream_assets import recall_index
 
     profile = AgentProfile(root / f"bench-{n}").ensure()
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     store.memories.put_many(_memories(random.Random(n), NOW, n))
     recall_index.prepare(store.memories)  # builds the index and writes its file
     recall_index.release(store.connection)
@@ -246,7 +246,7 @@ async def bench_transport(
             emit(f"serve.{transport}.cycle_longest_lock_ms", n, hold["wall_s"] * 1000, "ms")
             emit(f"serve.{transport}.cycle_longest_lock_cpu_ms", n, hold["cpu_s"] * 1000, "ms")
             print(f"serve.{transport} n={n}: the cycle's longest store session: {hold['where']}", file=sys.stderr)
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     try:
         found = store.memories.get_many(saved)
     finally:

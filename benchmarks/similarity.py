@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage
 from dream_assets.text.similarity import overlap_pairs, overlap_tokens, tfidf_matrix
 
@@ -148,7 +148,7 @@ def measure_set(name: str, pairs: list[Pair], thresholds: dict[str, float]) -> l
 
 
 def main(argv: list[str] | None = None) -> None:
-    defaults = DreamOptions()
+    defaults = dream_options()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--quick", action="store_true", help=f"first {QUICK_PAIRS} pairs of each set")

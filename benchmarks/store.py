@@ -61,7 +61,7 @@ from dream_assets import recall_index as recall
 from dream_assets.changes_model import ChangeRow
 from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories  # noqa: E402
 from dream_assets.model import MemoryEntry  # noqa: E402
-from dream_assets.options import DreamOptions  # noqa: E402
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store  # noqa: E402
@@ -88,7 +88,7 @@ def recall_queries(rng: random.Random, count: int) -> list[str]:
 
 def build(root: Path, n: int) -> AgentProfile:
     profile = AgentProfile(root / f"bench-{n}").ensure()
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     store.memories.put_many(corpus(n))
     return profile
 
@@ -115,7 +115,7 @@ def _timed(calls: Iterable[Callable[[], object]], before: Callable[[], object] |
 
 def bench_save_and_recall(profile: AgentProfile, n: int) -> None:
     index_path(profile.store_path).unlink(missing_ok=True)
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     t, c = time.perf_counter(), time.process_time()
     recall.search(store.memories, "warm up the index")  # first use builds the in-process index; not part of a save
     emit("store.index_build_s", n, time.perf_counter() - t, "s")
@@ -126,7 +126,7 @@ def bench_save_and_recall(profile: AgentProfile, n: int) -> None:
     emit("store.index_write_cpu_s", n, time.process_time() - c, "s")
     store.close()
     bench_index_load(profile, n)
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     rng = random.Random(7)
     texts = [incoming(rng, i) for i in range(300)]
     wall, cpu = _timed(
@@ -158,7 +158,7 @@ def bench_index_load(profile: AgentProfile, n: int) -> None:
     (read, checked, the kernel rebuilt from it), against ``store.index_build_s`` from the rows. Measured in this
     process on a connection of its own, so imports are not counted."""
     conn = StoreConnection(profile.store_path, profile.store_lock_path, timeout_s=60)
-    memories = MemoryStore(conn, DreamOptions())
+    memories = MemoryStore(conn, dream_options())
     t, c = time.perf_counter(), time.process_time()
     recall.prepare(memories)
     emit("store.index_load_s", n, time.perf_counter() - t, "s")
@@ -197,7 +197,7 @@ def bench_cli_search(profile: AgentProfile, n: int, runs: int = 5) -> None:
 
 
 def _scan(root: str, queue: mp.Queue) -> None:
-    store = open_store(AgentProfile(root), DreamOptions())
+    store = open_store(AgentProfile(root), dream_options())
     t = time.perf_counter()
     result = store.memories.duplicate_clusters()
     elapsed = time.perf_counter() - t
@@ -218,7 +218,7 @@ def bench_scan(profile: AgentProfile, n: int) -> None:
 
 def _agent(root: str, seconds: float, ready, queue) -> None:
     """Saves 20 times a second for ``seconds``; sends back every save's latency."""
-    store = open_store(AgentProfile(root), DreamOptions())
+    store = open_store(AgentProfile(root), dream_options())
     recall.search(store.memories, "warm up the index")
     rng = random.Random(11)
     ready.set()
@@ -244,7 +244,7 @@ def bench_fair_access(profile: AgentProfile, n: int, seconds: float) -> None:
     agent.start()
     if not ready.wait(120):
         raise RuntimeError("the agent process did not start")
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     waits = []
     step = 0
     end = time.monotonic() + seconds - 1.0
@@ -306,7 +306,7 @@ def _created_cycle(store, cycle: str, k: int) -> None:
 def bench_undo_under_saves(profile: AgentProfile, n: int, targets: int = 300) -> None:
     """The undo of a cycle of ``targets`` changes alone, then while an agent saves 20 times a second:
     ``store.undo_under_saves_ratio`` is the second over the first (target: a small factor, not one turn per target)."""
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     _created_cycle(store, "undo-alone", targets)
     t = time.perf_counter()
     assert store.changes.undo_cycle("undo-alone", now=NOW + timedelta(hours=1)).ok
@@ -320,7 +320,7 @@ def bench_undo_under_saves(profile: AgentProfile, n: int, targets: int = 300) ->
     if not ready.wait(120):
         raise RuntimeError("the agent process did not start")
     time.sleep(0.5)
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     t = time.perf_counter()
     assert store.changes.undo_cycle("undo-busy", now=NOW + timedelta(hours=2)).ok
     busy = time.perf_counter() - t
@@ -344,7 +344,7 @@ def bench_dense(profile: AgentProfile, n: int, queries: int = 20) -> None:
     from dream_assets.recall_fusion import FUSION_DEPTH
     from dream_assets.store.embeddings import EmbeddingCache
 
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     cache = EmbeddingCache(store.connection)
     with store.connection.transaction() as db:
         db.execute("SELECT setseed(0.25)")

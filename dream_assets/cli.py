@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_assets.model import clock_problem, parse_ts
-from dream_assets.options import DreamOptions, OptionsError, load_agent_options
+from dream_assets.options import DreamOptions, OptionsError
 from dream_assets.profile import AgentProfile, holds_profile
 
 DEMO_PROFILE = "data/agents/demo"
@@ -67,6 +67,10 @@ def _profile(args: argparse.Namespace, *, must_exist: bool = True) -> AgentProfi
 
 
 def _options(profile: AgentProfile) -> DreamOptions:
+    """The agent's options with every pass's section, each setting checked (the memory commands load theirs in the
+    memory service, without the passes)."""
+    from dream_assets.options_loader import load_agent_options
+
     return load_agent_options(profile)
 
 
@@ -596,14 +600,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _print_options(profile: AgentProfile) -> int:
     """``dream status --options``: every option by its nested name, its resolved value, its flat alias and where the
     value came from (the default, a file and key, or an environment variable)."""
-    from dream_assets.options import resolve_agent_options
+    from dream_assets.options_loader import resolve_agent_options
 
     rows = resolve_agent_options(profile).rows()
     print(f"options of agent {profile.agent_id} (name = value  [alias]  from):")
     width = max(len(f"{r.nested} = {r.shown}") for r in rows)
     alias = max(len(r.alias) for r in rows) + 2
     for r in rows:
-        print(f"  {f'{r.nested} = {r.shown}':<{width}}  {f'[{r.alias}]':<{alias}}  {r.source}")
+        print(f"  {f'{r.nested} = {r.shown}':<{width}}  {f'[{r.alias}]' if r.alias else '':<{alias}}  {r.source}")
     return 0
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from dream_assets import cycle_ids
 from dream_assets.model import utc_or_now
-from dream_assets.options import DreamOptions, load_agent_options
+from dream_assets.options import DreamOptions
+from dream_assets.options_loader import load_agent_options, with_passes
 from dream_assets.passes import registry
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
@@ -41,7 +42,7 @@ def run_cycle(
     ``memory_folder_read`` and ``memory_folder_write``). ``force``: passes that ignore their change gate and
     minimum-interval floor once (`dream run --force`), ``force_reason`` saying why."""
     profile = as_profile(profile)
-    options = load_agent_options(profile) if options is None else options
+    options = load_agent_options(profile) if options is None else with_passes(options)
     now = utc_or_now(now)
     wanted = set(only) if only is not None else None
     forced, reason = set(force), (force_reason or "").strip() or "dream run --force"

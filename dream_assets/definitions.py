@@ -10,6 +10,7 @@ import dagster as dg
 
 from dream_assets.defs import automation, cycle_close, daily_partitions, housekeeping, passes, review, sources
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import load_options
 from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.orchestration.resources import ModelResource
 
@@ -21,7 +22,7 @@ def build_definitions(
 ) -> dg.Definitions:
     """Every area's definitions; ``options`` (default: read from the environment now) set the cycle interval and the
     start-up delay of the automation."""
-    options = options or DreamOptions.load(env=os.environ)
+    options = options or load_options(env=os.environ)
     return dg.Definitions.merge(
         sources.defs(),
         passes.defs(),

@@ -130,10 +130,11 @@ def _duration(value: timedelta) -> str:
 
 def main() -> int:
     """`make dev`'s start-up lines for the configured profile root (DREAM__ProfileRoot) and options."""
-    from dream_assets.options import DreamOptions, OptionsError
+    from dream_assets.options import OptionsError
+    from dream_assets.options_loader import load_options
 
     try:
-        options = DreamOptions.load(env=os.environ)
+        options = load_options(env=os.environ)
     except OptionsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2

@@ -1,29 +1,37 @@
 """DreamOptions: every option and default of the dream service, bound from a TOML file and the environment.
 
 Every option has a nested name: a global section (``schedule``, ``change_gate``, ``memory``, ``skills``, ``model``,
-``embeddings``, ``store``, ``review``, ``deployment``) or a pass's section ``passes.<pass>`` under the registry's pass
-name, with ``enabled``, ``model``, ``base_url``, ``api_key_env``, ``apply_mode``, ``directive`` and ``min_interval``
-where the pass has them, and the pass's own options (``LAYOUT`` lists them all). In TOML::
+``embeddings``, ``store``, ``review``, ``deployment``), declared here, or a pass's section ``passes.<pass>`` under the
+registry's pass name, declared by the pass itself next to its body (a ``PassOptions`` subclass, its ``SPEC.options``):
+the shared keys ``enabled``, ``model``, ``base_url``, ``api_key_env``, ``apply_mode``, ``directive`` and
+``min_interval`` where the pass has them, and the pass's own options. This module names no pass: it holds the global
+options, the machinery every pass section shares (``PassOptions``, ``pass_option``, the coercion and the checks) and
+the pass settings a source made, by pass and key, for whichever section reads them. In TOML::
 
-    [passes.memory_consolidation]
+    [passes.<pass>]
     model = "qwen2.5:14b"
     [model]
     base_url = "http://127.0.0.1:11434/v1"
 
-and in the environment ``DREAM__PASSES__MEMORY_CONSOLIDATION__MODEL``, ``DREAM__MODEL__BASE_URL`` (case and the
-underscores inside a name aside). Readers use ``options.passes["memory_consolidation"].model`` or
-``options.model.base_url``; no option name is built from a pass name.
+and in the environment ``DREAM__PASSES__<PASS>__MODEL``, ``DREAM__MODEL__BASE_URL`` (case and the underscores inside a
+name aside). Readers use ``options.model.base_url`` and a pass's section: ``options.section(<Pass>Options)`` (typed
+by the pass's own declaration) or ``options.passes[name]``; no option name is built from a pass name.
 
-Every flat name of the specification (``LogRetentionMaxFileAge``, ``DreamPassMaxSkipInterval``,
-``MemoryConsolidationModel`` ...) stays accepted as the nested name's alias, and stays the attribute readers and
-``DreamOptions(...)`` use: the flat fields hold the values, the nested names are laid over them by one table. The
-environment binding mirrors the spec's ``Dream__X`` convention as ``DREAM__X``; a section may be spelled out
-(``DREAM__Memory__DedupeSimilarityThreshold``, ``DREAM__Llm__BaseUrl``).
+Loading takes two steps. ``DreamOptions.resolve`` types the global options and keeps what names none of them as
+pending; given the pass sections (``passes=``, the registry's: dream_assets/options_loader.py, which every entry point
+that knows the passes loads through), it types each pending setting by the section that has it and refuses one that no
+section has, with a did-you-mean. Without them (the memory commands, which import no pass) a pass's settings are typed
+when the pass reads its section.
+
+Every flat name of the specification (``DreamPassMaxSkipInterval``, ``LlmBaseUrl``, and each pass option's alias, such
+as ``<Pass>Model``) stays accepted as the nested name's alias, in the environment, in TOML and in ``replace``; a global
+option's flat name is its attribute. The environment binding mirrors the spec's ``Dream__X`` convention as
+``DREAM__X``; a section may be spelled out (``DREAM__Memory__DedupeSimilarityThreshold``, ``DREAM__Llm__BaseUrl``).
 
 Which wins: sources are read in order — defaults, the deployment file, the agent's ``dream.toml``, the environment,
 explicit overrides — and a later source wins. Within one source, one option set twice (a nested name and its alias,
 or two spellings of one) with different values is refused with an error naming both; set twice to one value it is
-accepted. ``DreamOptions.resolve`` tells where each value came from (``dream status --options``).
+accepted. ``ResolvedOptions.source`` tells where each value came from (``dream status --options``).
 
 Durations accept ISO-8601 (``PT6H``, ``P7D``), ``HH:MM:SS``, ``D.HH:MM:SS`` (the .NET TimeSpan form), units as
 people type them (``90s``, ``30m``, ``4h``, ``7d``, ``2w``, ``1h30m``) or a number of seconds.
@@ -37,17 +45,20 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import Field, dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from dream_assets.profile import AgentProfile
 
 ENV_PREFIX = "DREAM__"
+
+#: A pass's options section (``DreamOptions.section`` returns the type it is given).
+P = TypeVar("P", bound="PassOptions")
 
 
 class OptionsError(ValueError):
@@ -68,6 +79,7 @@ def _opt(
     choices: tuple[str, ...] | None = None,
     duration: str = "zero",
     url: bool = False,
+    alias: str | None = None,
 ) -> Any:
     if duration not in DURATION_RANGES:
         raise ValueError(f"duration range {duration!r}: use one of {', '.join(DURATION_RANGES)}")
@@ -78,8 +90,28 @@ def _opt(
         "choices": choices,
         "duration": duration,
         "url": url,
+        "alias": alias,
     }
     return field(default=default, metadata=meta)
+
+
+def pass_option(
+    default: Any,
+    help: str,
+    *,
+    alias: str | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    duration: str = "zero",
+    url: bool = False,
+) -> Any:
+    """One key of a pass's options section (a field of its ``PassOptions`` subclass): its default, what it means, what
+    it accepts and ``alias``, the flat name it had before the options nested (``<Pass><Option>``), which
+    the environment, ``dream.toml`` and ``DreamOptions.replace`` accept for it. A new pass's option needs no alias."""
+    return _opt(
+        default, help, minimum=minimum, maximum=maximum, choices=choices, duration=duration, url=url, alias=alias
+    )
 
 
 @dataclass(frozen=True)
@@ -113,29 +145,6 @@ class DreamOptions:
         duration="positive",
     )
 
-    # --- Directive files (relative to the agent profile; a file there replaces the built-in one) ---
-    DirectivePath: str = _opt("dream.md", "memory consolidation directive")
-    SkillDirectivePath: str = _opt("skill-dream.md", "skill consolidation directive")
-    SkillOptimizeDirectivePath: str = _opt("skill-optimize.md", "skill optimization directive")
-    PreferenceDirectivePath: str = _opt("pref-dream.md", "preference inference directive")
-    SkillGapDirectivePath: str = _opt("skill-gap.md", "skill gap detection directive")
-    WispFailureDirectivePath: str = _opt("wisp-failure-dream.md", "wisp failure analysis directive")
-    TierRoutingDirectivePath: str = _opt("tier-routing-review.md", "tier routing review directive")
-    ContradictionSweepDirectivePath: str = _opt("contradiction-sweep.md", "contradiction sweep directive")
-
-    # --- Per-pass switches ---
-    LogRetentionEnabled: bool = _opt(True, "pass 0: cap the telemetry logs")
-    ArchivePurgeEnabled: bool = _opt(True, "pass 0b: purge long-archived memories")
-    ImportanceDecayEnabled: bool = _opt(True, "importance decay (a non-positive half-life also disables it)")
-    MemoryConsolidationEnabled: bool = _opt(True, "pass 1: memory consolidation")
-    SkillGapEnabled: bool = _opt(True, "pass 2: skill gap detection")
-    SkillConsolidationEnabled: bool = _opt(True, "pass 3: skill consolidation")
-    SkillOptimizationEnabled: bool = _opt(True, "pass 4: skill optimization")
-    PreferenceInferenceEnabled: bool = _opt(True, "pass 5: preference inference")
-    WispFailureAnalysisEnabled: bool = _opt(True, "wisp failure analysis")
-    TierRoutingReviewEnabled: bool = _opt(True, "tier routing review")
-    ContradictionSweepEnabled: bool = _opt(True, "contradiction sweep: a later fact supersedes the stale one")
-
     # --- Change gate ---
     DreamPassChangeGateEnabled: bool = _opt(True, "skip a corpus-wide pass whose input fingerprint has not moved")
     DreamPassMaxSkipInterval: timedelta = _opt(
@@ -143,33 +152,8 @@ class DreamOptions:
         "force a gated pass after this long; non-positive skips indefinitely",
         duration="any",
     )
-    TierRoutingReviewWindow: timedelta = _opt(timedelta(days=14), "how far back the tier routing review reads")
 
-    # --- Memory consolidation (pass 1) ---
-    ConsolidationMinInterval: timedelta = _opt(
-        timedelta(hours=6), "minimum time between completed consolidation passes; zero disables"
-    )
-    ConsolidationSimilarityThreshold: float = _opt(
-        0.88, "cosine threshold for near-duplicate clusters", minimum=0.0, maximum=1.0
-    )
-    ConsolidationMaxClusterSize: int = _opt(3, "largest near-duplicate cluster offered as one group", minimum=2)
-    ConsolidationCallShape: str = _opt(
-        "auto",
-        "how consolidation asks the model: batch (the eligible entries and their near-duplicate clusters in one call, "
-        "with noise removal, recategorisation and anti-pattern mining), cluster (one short call per near-duplicate "
-        "cluster: same fact or not, and the merged text; what a small model answers reliably) or auto (cluster for an "
-        "endpoint whose window is at most 8192 tokens or whose measured generation is under 10 tokens a second, "
-        "batch otherwise and offline)",
-        choices=("auto", "batch", "cluster"),
-    )
-    ConsolidationMaxEntriesPerCall: int = _opt(
-        500,
-        "most entries shown to the model in one consolidation call; the rest "
-        "wait for later cycles (a large first review is spread out)",
-        minimum=2,
-    )
-    MergeRepairEnabled: bool = _opt(True, "one narrow repair call for a merge the coverage check rejects")
-    MergeRepairMaxPerCycle: int = _opt(10, "repair calls per cycle", minimum=0)
+    # --- Memory (what a pass never removes, the near-duplicate measure, the walls between scopes, feedback) ---
     PruningProtectionImportance: float = _opt(
         0.80,
         "importance at or above which an entry is never an ephemeral removal or purged",
@@ -178,12 +162,6 @@ class DreamOptions:
     )
     PruningProtectionReinforcementCount: int = _opt(
         5, "reinforcements at or above which an entry is never an ephemeral removal or purged", minimum=0
-    )
-    ConsolidationRemovalGuardEnabled: bool = _opt(
-        True,
-        "a stand-alone removal the model proposes is applied only to noise "
-        "(no names, numbers or dates, importance below 0.5) or to an entry "
-        "whose every specific another live entry carries; others are kept",
     )
     # Near-duplicate measure and settled clusters (consolidation quality).
     LexicalSimilarityMeasure: str = _opt(
@@ -197,17 +175,6 @@ class DreamOptions:
     LexicalOverlapThreshold: float = _opt(
         0.75, "overlap threshold for save-time dedup and clustering alike", minimum=0.0, maximum=1.0
     )
-    ConsolidationSettledCooldown: timedelta = _opt(
-        timedelta(days=7),
-        "a cluster shown together and left apart is "
-        "offered again after this long; doubles each time it is left apart "
-        "again (at most 16x); zero re-offers it every pass",
-    )
-    ConsolidationExactFoldEnabled: bool = _opt(
-        True,
-        "fold live entries of one category whose content is equal after "
-        "normalising case, white space and punctuation, before the model",
-    )
     MemoryScopeCategories: str = _opt(
         "",
         "comma-separated category patterns that are walls (labels split on '/', '*' matches one label): with "
@@ -215,60 +182,18 @@ class DreamOptions:
         "contradiction sweep and save-time dedup never join or supersede entries of different scopes; empty: none "
         "beyond LangGraph namespaces, which are always walls",
     )
-    # --- Contradiction sweep ---
-    ContradictionSweepNeighbours: int = _opt(
-        4, "live entries most similar to a new or changed entry shown next to it", minimum=1
-    )
-    ContradictionSweepMaxEntriesPerCall: int = _opt(
-        500, "new or changed entries shown in one sweep call; the rest wait for the next run", minimum=1
-    )
-    ContradictionSweepMaxSupersededShare: float = _opt(
-        0.25,
-        "most of the entries one sweep call shows that its answer may supersede (at least one); the rest are "
-        "refused and the report says so",
-        minimum=0.0,
-        maximum=1.0,
-    )
     FeedbackWindow: timedelta = _opt(timedelta(days=7), "how far back feedback signals are read")
     FeedbackMaxSignals: int = _opt(50, "most feedback signals shown to the model", minimum=0)
-
-    # --- Archive purge (pass 0b) and importance decay ---
-    MemoryArchiveRetention: timedelta = _opt(
-        timedelta(days=90),
-        "archived entries older than this are purged; non-positive keeps them forever",
-        duration="any",
-    )
-    ImportanceDecayGraceDays: float = _opt(30.0, "days after last_seen_at before decay starts", minimum=0.0)
-    ImportanceDecayHalfLifeDays: float = _opt(45.0, "decay half-life in days; zero or negative disables decay")
-    ImportanceDecayFloor: float = _opt(0.10, "decay never takes importance below this", minimum=0.0, maximum=1.0)
 
     # --- Skills ---
     SkillUsageWindow: timedelta = _opt(timedelta(days=30), "usage counts and co-use look back this far")
     SparseSkillMaxChars: int = _opt(200, "content shorter than this is sparse", minimum=0)
     SparseSkillMinAge: timedelta = _opt(timedelta(days=7), "a skill is sparse only when older than this")
-    SkillCoUsedPairs: int = _opt(10, "co-used skill pairs shown to skill consolidation", minimum=0)
-
-    # --- Wisps ---
-    WispAnalysisWindow: timedelta = _opt(timedelta(days=14), "how far back wisp executions are read")
-    WispFailureMinFrequency: int = _opt(3, "failures of one description that make a pattern", minimum=1)
-    WispSuccessMinFrequency: int = _opt(5, "runs of one description needed for a promotion candidate", minimum=1)
-    WispSuccessMinRate: float = _opt(
-        0.80, "success rate that must be exceeded for a promotion candidate", minimum=0.0, maximum=1.0
-    )
-
-    # --- Log retention (pass 0) ---
-    LogRetentionMaxFileAge: timedelta = _opt(
-        timedelta(days=30),
-        "per-session files older than this are deleted; non-positive disables",
-        duration="any",
-    )
-    LogRetentionMaxFilesPerDirectory: int = _opt(1000, "per-session files kept per directory; non-positive disables")
-    LogRetentionMaxLinesPerFile: int = _opt(50_000, "lines kept per log file; non-positive disables")
 
     # --- Memory store (Memory: section) ---
     DedupeSimilarityThreshold: float = _opt(
         0.88,
-        "save-time dedup cosine threshold (keep aligned with ConsolidationSimilarityThreshold)",
+        "save-time dedup cosine threshold (keep aligned with the similarity threshold of memory consolidation)",
         minimum=0.0,
         maximum=1.0,
     )
@@ -350,33 +275,7 @@ class DreamOptions:
         0.0, "price of a million completion tokens, for the cost figures", minimum=0.0
     )
 
-    # --- A model per pass: empty = the Llm* option (DreamOptions.for_pass_model) ---
-    MemoryConsolidationModel: str = _opt("", "model for memory consolidation; empty = LlmModel")
-    MemoryConsolidationBaseUrl: str = _opt("", "endpoint for memory consolidation; empty = LlmBaseUrl", url=True)
-    MemoryConsolidationApiKeyEnv: str = _opt("", "API key variable for memory consolidation; empty = LlmApiKeyEnv")
-    SkillGapDetectionModel: str = _opt("", "model for skill gap detection; empty = LlmModel")
-    SkillGapDetectionBaseUrl: str = _opt("", "endpoint for skill gap detection; empty = LlmBaseUrl", url=True)
-    SkillGapDetectionApiKeyEnv: str = _opt("", "API key variable for skill gap detection; empty = LlmApiKeyEnv")
-    SkillConsolidationModel: str = _opt("", "model for skill consolidation; empty = LlmModel")
-    SkillConsolidationBaseUrl: str = _opt("", "endpoint for skill consolidation; empty = LlmBaseUrl", url=True)
-    SkillConsolidationApiKeyEnv: str = _opt("", "API key variable for skill consolidation; empty = LlmApiKeyEnv")
-    SkillOptimizationModel: str = _opt("", "model for skill optimization; empty = LlmModel")
-    SkillOptimizationBaseUrl: str = _opt("", "endpoint for skill optimization; empty = LlmBaseUrl", url=True)
-    SkillOptimizationApiKeyEnv: str = _opt("", "API key variable for skill optimization; empty = LlmApiKeyEnv")
-    PreferenceInferenceModel: str = _opt("", "model for preference inference; empty = LlmModel")
-    PreferenceInferenceBaseUrl: str = _opt("", "endpoint for preference inference; empty = LlmBaseUrl", url=True)
-    PreferenceInferenceApiKeyEnv: str = _opt("", "API key variable for preference inference; empty = LlmApiKeyEnv")
-    WispFailureAnalysisModel: str = _opt("", "model for wisp failure analysis; empty = LlmModel")
-    WispFailureAnalysisBaseUrl: str = _opt("", "endpoint for wisp failure analysis; empty = LlmBaseUrl", url=True)
-    WispFailureAnalysisApiKeyEnv: str = _opt("", "API key variable for wisp failure analysis; empty = LlmApiKeyEnv")
-    TierRoutingReviewModel: str = _opt("", "model for tier routing review; empty = LlmModel")
-    TierRoutingReviewBaseUrl: str = _opt("", "endpoint for tier routing review; empty = LlmBaseUrl", url=True)
-    TierRoutingReviewApiKeyEnv: str = _opt("", "API key variable for tier routing review; empty = LlmApiKeyEnv")
-    ContradictionSweepModel: str = _opt("", "model for contradiction sweep; empty = LlmModel")
-    ContradictionSweepBaseUrl: str = _opt("", "endpoint for contradiction sweep; empty = LlmBaseUrl", url=True)
-    ContradictionSweepApiKeyEnv: str = _opt("", "API key variable for contradiction sweep; empty = LlmApiKeyEnv")
-
-    # --- Review before apply (passes/review.py): per pass, empty = ApplyMode ---
+    # --- Review before apply (passes/review.py): a pass's apply_mode, where set, replaces ApplyMode ---
     ApplyMode: str = _opt(
         "auto",
         "auto applies a pass's changes; review holds them as a pending change set until `dream apply`; review-risky "
@@ -385,36 +284,6 @@ class DreamOptions:
     )
     ReviewExpiryDays: float = _opt(
         14.0, "days a pending change waits for `dream apply` or `dream reject` before it expires", minimum=0.0
-    )
-    ArchivePurgeApplyMode: str = _opt(
-        "", "ApplyMode of archive purge; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
-    )
-    ImportanceDecayApplyMode: str = _opt(
-        "", "ApplyMode of importance decay; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
-    )
-    MemoryConsolidationApplyMode: str = _opt(
-        "", "ApplyMode of memory consolidation; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
-    )
-    SkillGapDetectionApplyMode: str = _opt(
-        "", "ApplyMode of skill gap detection; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
-    )
-    WispFailureAnalysisApplyMode: str = _opt(
-        "", "ApplyMode of wisp failure analysis; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
-    )
-    SkillConsolidationApplyMode: str = _opt(
-        "", "ApplyMode of skill consolidation; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
-    )
-    SkillOptimizationApplyMode: str = _opt(
-        "", "ApplyMode of skill optimization; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
-    )
-    PreferenceInferenceApplyMode: str = _opt(
-        "", "ApplyMode of preference inference; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
-    )
-    TierRoutingReviewApplyMode: str = _opt(
-        "", "ApplyMode of tier routing review; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
-    )
-    ContradictionSweepApplyMode: str = _opt(
-        "", "ApplyMode of contradiction sweep; empty = ApplyMode", choices=("", "auto", "review", "review-risky")
     )
 
     # --- Embeddings (the near-duplicate measure where available; LlmTimeout and LlmMaxRetries apply) ---
@@ -477,19 +346,118 @@ class DreamOptions:
         "held are freed (a run on the same machine whose process is gone is dead at once); zero waits for ever",
     )
 
+    # --- The passes' sections (passes.<pass>.<key>): each pass declares its own (a PassOptions subclass) ---
+    #: The pass options set (those at their default left out): (pass, key, value), sorted.
+    pass_values: tuple[tuple[str, str, Any], ...] = field(default=(), repr=False)
+    #: The pass sections these options know, in the cycle's order: the registry's, attached by ``with_passes`` (the
+    #: loader, dream_assets/options_loader.py, attaches them). ``passes`` lists them, flat aliases name their keys.
+    declared: tuple[type[PassOptions], ...] = field(default=(), repr=False)
+    #: What a source set that names no global option, kept until the pass sections are known: (source, key, value,
+    #: where, origin). A pass's ``section`` reads its own from here; ``with_passes`` refuses what no section has.
+    pending: tuple[tuple[int, str, Any, str, str], ...] = field(default=(), repr=False)
+
     # ------------------------------------------------------------------
     def replace(self, **changes: Any) -> DreamOptions:
-        return dataclasses.replace(self, **changes)
+        """These options with ``changes``: global options by name, a pass option by its flat alias
+        (``<Pass><Option>``) or nested name (``passes.<pass>.<key>``) for the pass sections these options know."""
+        own = {name: value for name, value in changes.items() if name in _FIELDS or name in _PASS_FIELDS}
+        result = dataclasses.replace(self, **own)
+        if len(own) == len(changes):
+            return result
+        values = {(name, key): value for name, key, value in self.pass_values}
+        for name, value in changes.items():
+            if name in own:
+                continue
+            place = _pass_place(_split(name), self.declared)
+            if place is None:
+                raise TypeError(f"DreamOptions.replace: no option {name!r}; {_closest(name, self.declared)}")
+            values[(place[0].PASS, place[1])] = value
+        return dataclasses.replace(result, pass_values=_normal(values, self.declared))
 
     @classmethod
     def option_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
+        """The global options' names (a pass's options are its section's: ``layout``)."""
+        return list(_FIELDS)
 
-    # --- The nested, typed view (LAYOUT): options.passes[name].model, options.schedule.interval ... ---
+    def layout(self) -> dict[str, tuple[str, ...]]:
+        """Every option these options know by the name a person sets it by (the flat alias where it has one) ->
+        its nested path: the global sections' (``LAYOUT``), then each known pass section's."""
+        return {
+            **LAYOUT,
+            **{
+                declared.label(key): ("passes", declared.PASS, key)
+                for declared in self.declared
+                for key in declared.keys()
+            },
+        }
+
+    def option_field(self, name: str) -> Field[Any]:
+        """The declaration of the option ``name`` (as ``layout`` names it): its type, default and what it accepts."""
+        if name in _FIELDS:
+            return _FIELDS[name]
+        place = _pass_place(_split(name), self.declared)
+        if place is None:
+            raise KeyError(f"no option {name!r}")
+        return place[0].keys()[place[1]]
+
+    # --- The passes' sections: options.passes[name], options.section(<Pass>Options) ---
     @property
     def passes(self) -> Mapping[str, PassOptions]:
-        """Each pass's options by the registry's pass name: ``options.passes["memory_consolidation"].model``."""
+        """Each known pass's options by the registry's pass name: ``options.passes[name].model``
+        (the sections ``declared`` holds; none for options built without them)."""
         return _PassesView(self)
+
+    def section(self, declared: type[P]) -> P:
+        """The pass's options, typed by its own section: what was set (in ``pass_values``, or a source's setting
+        still ``pending``), else the section's defaults, with ``model``/``base_url``/``api_key_env`` falling back to
+        the model section's and ``apply_mode`` to the review section's. An unusable pending value is an
+        ``OptionsError`` here, where the pass first reads it."""
+        values = {key: value for name, key, value in self.pass_values if name == declared.PASS}
+        if self.pending and declared not in self.declared:
+            found, _, _ = _resolve_pending(self.pending, (declared,), strict=False)
+            values = {**{key: value for (_, key), value in found.items()}, **values}
+        return declared.build(self, values)
+
+    def with_passes(self, sections: Sequence[type[PassOptions]], *, strict: bool = True) -> DreamOptions:
+        """These options knowing ``sections`` too (``declared``): the pending settings are typed by them, and with
+        ``strict`` one that names no option of any section is an ``OptionsError`` with a did-you-mean."""
+        return ResolvedOptions(self, {}).with_passes(sections, strict=strict).options
+
+    def pass_value(self, declared: type[PassOptions], key: str) -> Any:
+        """The value set for a pass's key, else the key's default: what its flat alias names (no fallback)."""
+        for name, own, value in self.pass_values:
+            if (name, own) == (declared.PASS, key):
+                return value
+        if self.pending and declared not in self.declared:
+            found, _, _ = _resolve_pending(self.pending, (declared,), strict=False)
+            if (declared.PASS, key) in found:
+                return found[(declared.PASS, key)]
+        return declared.keys()[key].default
+
+    def value_of(self, name: str) -> Any:
+        """The option a person names ``name`` (a global option's flat or nested name, a known pass section's flat
+        alias or ``passes.<pass>.<key>``): its value, a pass option's as set (before the fallbacks). KeyError when
+        these options know no such option."""
+        parts = _split(name)
+        found = _global_name(parts)
+        if found is not None:
+            return getattr(self, found)
+        place = _pass_place(parts, self.declared)
+        if place is None:
+            raise KeyError(f"no option {name!r} among the global options and the known pass sections")
+        return self.pass_value(*place)
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # A pass option by its flat alias of today (options.<Pass><Option>), for the sections these options know.
+            # The package reads a pass's options through its section; type checkers see no such attribute.
+            if not name.startswith("_"):
+                for declared in self.__dict__.get("declared", ()):
+                    key = declared.by_alias().get(name)
+                    if key is not None:
+                        return self.pass_value(declared, key)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def schedule(self) -> Any:
@@ -548,10 +516,15 @@ class DreamOptions:
         toml_path: str | Path | None = None,
         overrides: Mapping[str, Any] | None = None,
         profile_toml: str | Path | None = None,
+        passes: Sequence[type[PassOptions]] | None = None,
     ) -> DreamOptions:
         """Defaults, then the deployment TOML file (``toml_path`` or ``DREAM_CONFIG``), then the agent's own TOML file
-        (``profile_toml``, when it exists), then ``DREAM__*`` variables, then explicit overrides."""
-        return cls.resolve(env=env, toml_path=toml_path, overrides=overrides, profile_toml=profile_toml).options
+        (``profile_toml``, when it exists), then ``DREAM__*`` variables, then explicit overrides. ``passes``: the pass
+        sections to check and type every pass setting by (the registry's: dream_assets/options_loader.py); without
+        them a setting that names no global option waits in ``pending`` for the section that reads it."""
+        return cls.resolve(
+            env=env, toml_path=toml_path, overrides=overrides, profile_toml=profile_toml, passes=passes
+        ).options
 
     @classmethod
     def resolve(
@@ -561,6 +534,7 @@ class DreamOptions:
         toml_path: str | Path | None = None,
         overrides: Mapping[str, Any] | None = None,
         profile_toml: str | Path | None = None,
+        passes: Sequence[type[PassOptions]] | None = None,
     ) -> ResolvedOptions:
         """``load``, and where each option's value came from (``ResolvedOptions.sources``)."""
         env = os.environ if env is None else env
@@ -577,45 +551,90 @@ class DreamOptions:
         sources.append(("", [(key, value, key) for key, value in (overrides or {}).items()]))
         values: dict[str, Any] = {}
         where_from: dict[str, str] = {}
-        for origin, items in sources:
+        pending: list[tuple[int, str, Any, str, str]] = []
+        for index, (origin, items) in enumerate(sources):
             seen: dict[str, tuple[Any, str]] = {}
             for key, value, where in items:
-                name = _canonical(key, origin or where)
-                result = _coerce(name, value, where)
-                if name in seen and seen[name][0] != result:
-                    raise OptionsError(
-                        f"option {name} is set twice with different values: {seen[name][1]} = {seen[name][0]!r} and "
-                        f"{where} = {result!r}; keep one of them (a nested name and its flat alias are one option)"
-                    )
-                seen[name] = (result, where)
+                name = _global_name(_split(key))
+                if name is None:  # a pass's option, or no option: the pass sections tell
+                    pending.append((index, key, value, where, origin))
+                    continue
+                _once(seen, name, _coerce(_FIELDS[name], name, value, where), where)
             for name, (result, where) in seen.items():
                 values[name], where_from[name] = result, where
-        return ResolvedOptions(cls(**values), where_from)
+        resolved = ResolvedOptions(cls(**values, pending=tuple(pending)), where_from)
+        return resolved if passes is None else resolved.with_passes(passes)
+
+
+class _PassesView(Mapping[str, "PassOptions"]):
+    """``options.passes``: each known pass's options, built when asked for."""
+
+    def __init__(self, options: DreamOptions) -> None:
+        self._options = options
+
+    def __getitem__(self, name: str) -> PassOptions:
+        for declared in self._options.declared:
+            if declared.PASS == name:
+                return self._options.section(declared)
+        known = ", ".join(self) or "none known (options built without the pass sections)"
+        raise KeyError(f"no options section for pass {name!r}; passes: {known}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([declared.PASS for declared in self._options.declared])
+
+    def __len__(self) -> int:
+        return len(self._options.declared)
 
 
 @dataclass(frozen=True)
 class ResolvedOptions:
-    """Options and where each came from: the file and key, or the environment variable (absent: the default)."""
+    """Options and where each came from: the file and key, or the environment variable (absent: the default). A
+    global option is named by its flat name, a pass option by its nested name (``passes.<pass>.<key>``); ``source``
+    takes either name."""
 
     options: DreamOptions
     sources: Mapping[str, str]
 
     def source(self, name: str) -> str:
-        return self.sources.get(name, "default")
+        place = None if name in _FIELDS else _pass_place(_split(name), self.options.declared)
+        key = name if place is None else f"passes.{place[0].PASS}.{place[1]}"
+        return self.sources.get(key, "default")
+
+    def with_passes(self, sections: Sequence[type[PassOptions]], *, strict: bool = True) -> ResolvedOptions:
+        """These options knowing ``sections`` too: each pending setting is typed by the section that has it (a
+        nested name and its flat alias set to two values in one source are refused, a later source wins), and with
+        ``strict`` one that no section has is an ``OptionsError`` naming the nearest option."""
+        options = self.options
+        new = tuple(s for s in sections if s not in options.declared)
+        if not new and not (strict and options.pending):
+            return self
+        found, where_from, left = _resolve_pending(options.pending, new, strict=strict)
+        declared = (*options.declared, *new)
+        values = {**found, **{(name, key): value for name, key, value in options.pass_values}}
+        options = dataclasses.replace(options, declared=declared, pass_values=_normal(values, declared), pending=left)
+        sources = {**self.sources, **{f"passes.{name}.{key}": where for (name, key), where in where_from.items()}}
+        return ResolvedOptions(options, sources)
 
     def rows(self) -> list[OptionRow]:
-        """Every option in the nested layout's order, with its resolved value and source."""
+        """Every option in the nested layout's order (the global sections, then each known pass's section), with
+        its value (a pass's as set, before the model and review sections fill an empty one) and source."""
         rows = []
         for name, path in LAYOUT.items():
             value = getattr(self.options, name)
             rows.append(OptionRow(".".join(path), name, value, format_value(value), self.source(name)))
+        for declared in self.options.declared:
+            for key in declared.keys():
+                nested = f"passes.{declared.PASS}.{key}"
+                value = self.options.pass_value(declared, key)
+                alias = declared.keys()[key].metadata["alias"] or ""
+                rows.append(OptionRow(nested, alias, value, format_value(value), self.source(nested)))
         return rows
 
 
 @dataclass(frozen=True)
 class OptionRow:
-    nested: str  # "passes.memory_consolidation.model"
-    alias: str  # "MemoryConsolidationModel"
+    nested: str  # "passes.<pass>.model", "model.base_url"
+    alias: str  # the flat name of today, "LlmBaseUrl" (empty for a pass option that has none)
     value: Any
     shown: str  # the value as the options file or environment would spell it
     source: str  # "default", "<file>: <key>" or the environment variable's name
@@ -647,37 +666,37 @@ def _format_duration(value: timedelta) -> str:
     return sign + "".join(parts)
 
 
-def load_agent_options(profile: AgentProfile, env: Mapping[str, str] | None = None) -> DreamOptions:
+def load_agent_options(
+    profile: AgentProfile,
+    env: Mapping[str, str] | None = None,
+    *,
+    passes: Sequence[type[PassOptions]] | None = None,
+) -> DreamOptions:
     """One agent's options, as every ``dream`` command loads them: the defaults, the deployment file
-    (``DREAM_CONFIG``), the agent's ``dream.toml``, then the ``DREAM__*`` environment (``env``, else ``os.environ``)."""
-    return resolve_agent_options(profile, env).options
+    (``DREAM_CONFIG``), the agent's ``dream.toml``, then the ``DREAM__*`` environment (``env``, else ``os.environ``).
+    Without ``passes`` (the memory commands, which import no pass) a pass's settings are checked when the pass reads
+    them; dream_assets/options_loader.py loads with the registry's sections and checks every setting at once."""
+    return resolve_agent_options(profile, env, passes=passes).options
 
 
-def resolve_agent_options(profile: AgentProfile, env: Mapping[str, str] | None = None) -> ResolvedOptions:
+def resolve_agent_options(
+    profile: AgentProfile,
+    env: Mapping[str, str] | None = None,
+    *,
+    passes: Sequence[type[PassOptions]] | None = None,
+) -> ResolvedOptions:
     """``load_agent_options`` with where each value came from (``dream status --options``)."""
-    return DreamOptions.resolve(env=os.environ if env is None else env, profile_toml=profile.options_path)
+    return DreamOptions.resolve(
+        env=os.environ if env is None else env, profile_toml=profile.options_path, passes=passes
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The nested layout. Every option has one place: a global section or a pass's section. The table is written out
-# name by name (never built from a pass name), and import fails when it misses a field or names one that is not.
+# The nested layout. Every global option has one place in a global section; the table is written out name by name,
+# and import fails when it misses a field or names one that is not. A pass's options are its own section, declared
+# next to the pass (a PassOptions subclass): nothing here names a pass.
 
-#: The passes of a dream cycle by the registry's names (passes/registry.py PASSES; a test holds the two equal).
-PASS_NAMES = (
-    "log_retention",
-    "archive_purge",
-    "importance_decay",
-    "memory_consolidation",
-    "skill_gap_detection",
-    "wisp_failure_analysis",
-    "skill_consolidation",
-    "skill_optimization",
-    "preference_inference",
-    "tier_routing_review",
-    "contradiction_sweep",
-)
-
-#: The keys every pass section may have (a pass has those that apply to it).
+#: The keys every pass section may have (a pass declares those that apply to it).
 PASS_KEYS = ("enabled", "model", "base_url", "api_key_env", "apply_mode", "directive", "min_interval")
 
 #: Global sections: key -> the flat option name of today (its alias).
@@ -766,133 +785,72 @@ SECTIONS: dict[str, dict[str, str]] = {
     },
 }
 
-#: Each pass's section: key -> the flat option name of today. The PASS_KEYS a pass has, then its own options.
-PASS_SECTIONS: dict[str, dict[str, str]] = {
-    "log_retention": {
-        "enabled": "LogRetentionEnabled",
-        "max_file_age": "LogRetentionMaxFileAge",
-        "max_files_per_directory": "LogRetentionMaxFilesPerDirectory",
-        "max_lines_per_file": "LogRetentionMaxLinesPerFile",
-    },
-    "archive_purge": {
-        "enabled": "ArchivePurgeEnabled",
-        "apply_mode": "ArchivePurgeApplyMode",
-        "retention": "MemoryArchiveRetention",
-    },
-    "importance_decay": {
-        "enabled": "ImportanceDecayEnabled",
-        "apply_mode": "ImportanceDecayApplyMode",
-        "grace_days": "ImportanceDecayGraceDays",
-        "half_life_days": "ImportanceDecayHalfLifeDays",
-        "floor": "ImportanceDecayFloor",
-    },
-    "memory_consolidation": {
-        "enabled": "MemoryConsolidationEnabled",
-        "model": "MemoryConsolidationModel",
-        "base_url": "MemoryConsolidationBaseUrl",
-        "api_key_env": "MemoryConsolidationApiKeyEnv",
-        "apply_mode": "MemoryConsolidationApplyMode",
-        "directive": "DirectivePath",
-        "min_interval": "ConsolidationMinInterval",
-        "similarity_threshold": "ConsolidationSimilarityThreshold",
-        "call_shape": "ConsolidationCallShape",
-        "max_cluster_size": "ConsolidationMaxClusterSize",
-        "max_entries_per_call": "ConsolidationMaxEntriesPerCall",
-        "merge_repair_enabled": "MergeRepairEnabled",
-        "merge_repair_max_per_cycle": "MergeRepairMaxPerCycle",
-        "removal_guard_enabled": "ConsolidationRemovalGuardEnabled",
-        "settled_cooldown": "ConsolidationSettledCooldown",
-        "exact_fold_enabled": "ConsolidationExactFoldEnabled",
-    },
-    "skill_gap_detection": {
-        "enabled": "SkillGapEnabled",
-        "model": "SkillGapDetectionModel",
-        "base_url": "SkillGapDetectionBaseUrl",
-        "api_key_env": "SkillGapDetectionApiKeyEnv",
-        "apply_mode": "SkillGapDetectionApplyMode",
-        "directive": "SkillGapDirectivePath",
-    },
-    "wisp_failure_analysis": {
-        "enabled": "WispFailureAnalysisEnabled",
-        "model": "WispFailureAnalysisModel",
-        "base_url": "WispFailureAnalysisBaseUrl",
-        "api_key_env": "WispFailureAnalysisApiKeyEnv",
-        "apply_mode": "WispFailureAnalysisApplyMode",
-        "directive": "WispFailureDirectivePath",
-        "window": "WispAnalysisWindow",
-        "failure_min_frequency": "WispFailureMinFrequency",
-        "success_min_frequency": "WispSuccessMinFrequency",
-        "success_min_rate": "WispSuccessMinRate",
-    },
-    "skill_consolidation": {
-        "enabled": "SkillConsolidationEnabled",
-        "model": "SkillConsolidationModel",
-        "base_url": "SkillConsolidationBaseUrl",
-        "api_key_env": "SkillConsolidationApiKeyEnv",
-        "apply_mode": "SkillConsolidationApplyMode",
-        "directive": "SkillDirectivePath",
-        "co_used_pairs": "SkillCoUsedPairs",
-    },
-    "skill_optimization": {
-        "enabled": "SkillOptimizationEnabled",
-        "model": "SkillOptimizationModel",
-        "base_url": "SkillOptimizationBaseUrl",
-        "api_key_env": "SkillOptimizationApiKeyEnv",
-        "apply_mode": "SkillOptimizationApplyMode",
-        "directive": "SkillOptimizeDirectivePath",
-    },
-    "preference_inference": {
-        "enabled": "PreferenceInferenceEnabled",
-        "model": "PreferenceInferenceModel",
-        "base_url": "PreferenceInferenceBaseUrl",
-        "api_key_env": "PreferenceInferenceApiKeyEnv",
-        "apply_mode": "PreferenceInferenceApplyMode",
-        "directive": "PreferenceDirectivePath",
-    },
-    "tier_routing_review": {
-        "enabled": "TierRoutingReviewEnabled",
-        "model": "TierRoutingReviewModel",
-        "base_url": "TierRoutingReviewBaseUrl",
-        "api_key_env": "TierRoutingReviewApiKeyEnv",
-        "apply_mode": "TierRoutingReviewApplyMode",
-        "directive": "TierRoutingDirectivePath",
-        "window": "TierRoutingReviewWindow",
-    },
-    "contradiction_sweep": {
-        "enabled": "ContradictionSweepEnabled",
-        "model": "ContradictionSweepModel",
-        "base_url": "ContradictionSweepBaseUrl",
-        "api_key_env": "ContradictionSweepApiKeyEnv",
-        "apply_mode": "ContradictionSweepApplyMode",
-        "directive": "ContradictionSweepDirectivePath",
-        "neighbours": "ContradictionSweepNeighbours",
-        "max_entries_per_call": "ContradictionSweepMaxEntriesPerCall",
-        "max_superseded_share": "ContradictionSweepMaxSupersededShare",
-    },
-}
-
-#: Every option's nested path by its flat name: ("model", "base_url"), ("passes", "skill_gap_detection", "enabled").
+#: Every global option's nested path by its flat name: ("model", "base_url"), ("schedule", "interval").
 LAYOUT: dict[str, tuple[str, ...]] = {
-    **{flat: (section, key) for section, keys in SECTIONS.items() for key, flat in keys.items()},
-    **{flat: ("passes", name, key) for name, keys in PASS_SECTIONS.items() for key, flat in keys.items()},
+    flat: (section, key) for section, keys in SECTIONS.items() for key, flat in keys.items()
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PassOptions:
-    """One pass's options, resolved: ``None`` for a key the pass does not have (no ``model`` for a pass that calls no
-    model, no ``apply_mode`` for one that writes no store). ``model``, ``base_url`` and ``api_key_env`` fall back to
-    the model section's, ``apply_mode`` to the review section's. A pass with options of its own has them as fields
-    of its own subclass (``PASS_TYPES``): ``options.passes["contradiction_sweep"].neighbours``."""
+    """One pass's options section, resolved. Each pass declares its own as a subclass next to it (``PASS``: the
+    registry's pass name), with the keys of ``PASS_KEYS`` it has and its own options, each a ``pass_option`` field::
 
-    name: str
-    enabled: bool
+        @dataclass(frozen=True, kw_only=True)
+        class MemoryCensusOptions(PassOptions):
+            PASS: ClassVar[str] = "memory_census"
+            enabled: bool = pass_option(True, "memory census: count the live memories by category")
+            top_categories: int = pass_option(10, "categories named in the report", minimum=1)
+
+    A key the pass does not declare is ``None`` (no ``model`` for a pass that calls no model, no ``apply_mode`` for
+    one that writes no store); ``enabled`` is True for a pass without a switch. ``model``, ``base_url`` and
+    ``api_key_env`` fall back to the model section's, ``apply_mode`` to the review section's. Read through the
+    options: ``options.section(MemoryCensusOptions).top_categories`` or ``options.passes["memory_census"]``.
+    """
+
+    PASS: ClassVar[str] = ""
+
+    name: str = ""
+    enabled: bool = True
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
     apply_mode: str | None = None
     directive: str | None = None
     min_interval: timedelta | None = None
+
+    @classmethod
+    def keys(cls) -> dict[str, Field[Any]]:
+        """The section's keys (those declared with ``pass_option``) in order, with their declarations."""
+        return {f.name: f for f in fields(cls) if "help" in f.metadata}
+
+    @classmethod
+    def by_alias(cls) -> dict[str, str]:
+        """The flat alias of today -> its key."""
+        return {f.metadata["alias"]: key for key, f in cls.keys().items() if f.metadata["alias"]}
+
+    @classmethod
+    def label(cls, key: str) -> str:
+        """The key as a message names it: its flat alias, else its nested name."""
+        return cls.keys()[key].metadata["alias"] or f"passes.{cls.PASS}.{key}"
+
+    @classmethod
+    def build(cls, options: DreamOptions, values: Mapping[str, Any]) -> Any:
+        """The section from the values set (the rest at their defaults), with the fallbacks filled in."""
+        kw = {key: values.get(key, f.default) for key, f in cls.keys().items()}
+        for key, fallback in (("model", options.LlmModel), ("base_url", options.LlmBaseUrl)):
+            if key in kw:
+                kw[key] = kw[key].strip() or fallback
+        if "api_key_env" in kw:
+            kw["api_key_env"] = kw["api_key_env"].strip() or options.LlmApiKeyEnv
+        if "apply_mode" in kw:
+            kw["apply_mode"] = kw["apply_mode"] or options.ApplyMode
+        return cls(name=cls.PASS, **kw)
+
+    @classmethod
+    def reviewable(cls) -> bool:
+        """Does the pass write the store, so that it has changes to hold (it declares an ``apply_mode``)?"""
+        return "apply_mode" in cls.keys()
 
     @property
     def writes_store(self) -> bool:
@@ -902,51 +860,11 @@ class PassOptions:
     @property
     def own(self) -> dict[str, Any]:
         """The pass's own options by key (those beyond PASS_KEYS)."""
-        shared = {f.name for f in fields(PassOptions)}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in shared}
+        return {key: getattr(self, key) for key in self.keys() if key not in PASS_KEYS}
 
 
-def _pass_options(options: DreamOptions, name: str) -> PassOptions:
-    keys = PASS_SECTIONS[name]
-
-    def value(key: str) -> Any:
-        flat = keys.get(key)
-        return None if flat is None else getattr(options, flat)
-
-    model, base_url, api_key_env = value("model"), value("base_url"), value("api_key_env")
-    apply_mode = value("apply_mode")
-    return PASS_TYPES[name](
-        name=name,
-        enabled=value("enabled"),
-        model=None if model is None else (model.strip() or options.LlmModel),
-        base_url=None if base_url is None else (base_url.strip() or options.LlmBaseUrl),
-        api_key_env=None if api_key_env is None else (api_key_env.strip() or options.LlmApiKeyEnv),
-        apply_mode=None if apply_mode is None else (apply_mode or options.ApplyMode),
-        directive=value("directive"),
-        min_interval=value("min_interval"),
-        **{key: getattr(options, flat) for key, flat in keys.items() if key not in PASS_KEYS},
-    )
-
-
-class _PassesView(Mapping[str, PassOptions]):
-    """``options.passes``: each pass's PassOptions, built when asked for."""
-
-    def __init__(self, options: DreamOptions) -> None:
-        self._options = options
-
-    def __getitem__(self, name: str) -> PassOptions:
-        if name not in PASS_SECTIONS:
-            raise KeyError(f"no options section for pass {name!r}; passes: {', '.join(PASS_NAMES)}")
-        return _pass_options(self._options, name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(PASS_NAMES)
-
-    def __len__(self) -> int:
-        return len(PASS_NAMES)
-
-
-_FIELDS = {f.name: f for f in fields(DreamOptions)}
+_FIELDS = {f.name: f for f in fields(DreamOptions) if "help" in f.metadata}
+_PASS_FIELDS = ("pass_values", "declared", "pending")
 
 #: One frozen dataclass per global section, its fields typed as the options they hold.
 SECTION_TYPES: dict[str, type] = {
@@ -959,18 +877,6 @@ SECTION_TYPES: dict[str, type] = {
 }
 
 
-#: One frozen PassOptions subclass per pass, with the pass's own options as typed fields.
-PASS_TYPES: dict[str, type[PassOptions]] = {
-    name: dataclasses.make_dataclass(
-        "".join(word.capitalize() for word in name.split("_")) + "Options",
-        [(key, _FIELDS[flat].type, field(kw_only=True)) for key, flat in keys.items() if key not in PASS_KEYS],
-        bases=(PassOptions,),
-        frozen=True,
-    )
-    for name, keys in PASS_SECTIONS.items()
-}
-
-
 def _section(options: DreamOptions, section: str) -> Any:
     return SECTION_TYPES[section](**{key: getattr(options, flat) for key, flat in SECTIONS[section].items()})
 
@@ -978,9 +884,9 @@ def _section(options: DreamOptions, section: str) -> Any:
 def _check_layout() -> None:
     missing = [name for name in _FIELDS if name not in LAYOUT]
     unknown = [name for name in LAYOUT if name not in _FIELDS]
-    placed = [flat for keys in (*SECTIONS.values(), *PASS_SECTIONS.values()) for flat in keys.values()]
+    placed = [flat for keys in SECTIONS.values() for flat in keys.values()]
     twice = sorted({flat for flat in placed if placed.count(flat) > 1})
-    if missing or unknown or twice or tuple(PASS_SECTIONS) != PASS_NAMES:
+    if missing or unknown or twice:
         raise AssertionError(f"options layout: missing {missing}, unknown {unknown}, placed twice {twice}")
 
 
@@ -998,44 +904,123 @@ def _squash(word: str) -> str:
 _NESTED: dict[tuple[str, ...], str] = {tuple(_squash(part) for part in path): flat for flat, path in LAYOUT.items()}
 
 
-def _canonical(key: str, where: str) -> str:
-    parts = [p for p in re.split(r"__|:|\.", key) if p]
+def _split(key: str) -> list[str]:
+    return [p for p in re.split(r"__|:|\.", key) if p]
+
+
+def _flat(parts: list[str]) -> str:
+    """A flat spelling's name: a leading Dream or Memory section dropped, the rest joined."""
+    return "".join(parts[1:] if len(parts) > 1 and parts[0].lower() in _SECTIONS else parts)
+
+
+def _global_name(parts: list[str]) -> str | None:
+    """The global option a key names (its nested name or its flat one), or None: a pass's, or none."""
     nested = _NESTED.get(tuple(_squash(part) for part in parts))
     if nested is not None:
         return nested
     if parts and parts[0].lower() == "passes":
-        raise OptionsError(f"unknown dream option {key!r} (from {where}); {_pass_hint(parts[1:])}")
-    if len(parts) > 1 and parts[0].lower() in _SECTIONS:
-        parts = parts[1:]
-    name = "".join(parts)
-    found = _BY_LOWER.get(name.lower())
-    if found is None:
-        raise OptionsError(f"unknown dream option {key!r} (from {where}); {_closest(name)}{OPTIONS_LISTED}")
-    return found
+        return None
+    return _BY_LOWER.get(_flat(parts).lower())
 
 
-def _pass_hint(parts: list[str]) -> str:
+def _pass_place(parts: list[str], sections: Sequence[type[PassOptions]]) -> tuple[type[PassOptions], str] | None:
+    """The section and key a key names (``passes.<pass>.<key>`` or a flat alias), among ``sections``; else None."""
+    if parts and parts[0].lower() == "passes":
+        if len(parts) != 3:
+            return None
+        for declared in sections:
+            if _squash(parts[1]) == _squash(declared.PASS):
+                return next(((declared, k) for k in declared.keys() if _squash(k) == _squash(parts[2])), None)
+        return None
+    name = _flat(parts).lower()
+    for declared in sections:
+        for alias, key in declared.by_alias().items():
+            if alias.lower() == name:
+                return declared, key
+    return None
+
+
+def _once(seen: dict[Any, tuple[Any, str]], name: Any, result: Any, where: str, label: str | None = None) -> None:
+    """One source's setting of one option: set twice to different values it is refused, naming both."""
+    if name in seen and seen[name][0] != result:
+        raise OptionsError(
+            f"option {label or name} is set twice with different values: {seen[name][1]} = {seen[name][0]!r} and "
+            f"{where} = {result!r}; keep one of them (a nested name and its flat alias are one option)"
+        )
+    seen[name] = (result, where)
+
+
+def _resolve_pending(
+    pending: Sequence[tuple[int, str, Any, str, str]], sections: Sequence[type[PassOptions]], *, strict: bool
+) -> tuple[dict[tuple[str, str], Any], dict[tuple[str, str], str], tuple[tuple[int, str, Any, str, str], ...]]:
+    """The pending settings that ``sections`` have, typed, a later source winning: ({(pass, key): value}, where each
+    came from, the settings left). With ``strict`` a setting no section has is refused instead of left."""
+    values: dict[tuple[str, str], Any] = {}
+    where_from: dict[tuple[str, str], str] = {}
+    left = []
+    for index in sorted({item[0] for item in pending}):
+        seen: dict[Any, tuple[Any, str]] = {}
+        for item in pending:
+            if item[0] != index:
+                continue
+            _, key, value, where, origin = item
+            parts = _split(key)
+            place = _pass_place(parts, sections)
+            if place is None:
+                if strict:
+                    raise _unknown(key, parts, origin or where, sections)
+                left.append(item)
+                continue
+            declared, own = place
+            label = declared.label(own)
+            result = _coerce(declared.keys()[own], label, value, where)
+            _once(seen, (declared.PASS, own), result, where, label)
+        for place_key, (result, where) in seen.items():
+            values[place_key], where_from[place_key] = result, where
+    return values, where_from, tuple(left)
+
+
+def _normal(values: Mapping[tuple[str, str], Any], sections: Sequence[type[PassOptions]]) -> tuple[Any, ...]:
+    """Pass values as ``DreamOptions.pass_values`` holds them: sorted, those at their section's default left out."""
+    defaults = {(s.PASS, key): f.default for s in sections for key, f in s.keys().items()}
+    kept = [(name, key, value) for (name, key), value in values.items() if defaults.get((name, key), ...) != value]
+    return tuple(sorted(kept, key=lambda item: (item[0], item[1])))
+
+
+def _unknown(key: str, parts: list[str], where: str, sections: Sequence[type[PassOptions]]) -> OptionsError:
+    if parts and parts[0].lower() == "passes":
+        return OptionsError(f"unknown dream option {key!r} (from {where}); {_pass_hint(parts[1:], sections)}")
+    return OptionsError(
+        f"unknown dream option {key!r} (from {where}); {_closest(_flat(parts), sections)}{OPTIONS_LISTED}"
+    )
+
+
+def _pass_hint(parts: list[str], sections: Sequence[type[PassOptions]]) -> str:
     """What a pass option is spelled like, for a ``passes.<pass>.<key>`` that names no option."""
-    by_squash = {_squash(name): name for name in PASS_NAMES}
-    name = by_squash.get(_squash(parts[0])) if parts else None
-    if name is None:
-        near = difflib.get_close_matches(parts[0].lower() if parts else "", PASS_NAMES, n=1, cutoff=0.6)
+    names = [declared.PASS for declared in sections]
+    by_squash = {_squash(declared.PASS): declared for declared in sections}
+    declared = by_squash.get(_squash(parts[0])) if parts else None
+    if declared is None:
+        near = difflib.get_close_matches(parts[0].lower() if parts else "", names, n=1, cutoff=0.6)
         guess = f"did you mean {near[0]}? " if near else ""
-        return f"{guess}a pass option is passes.<pass>.<key>; the passes: {', '.join(PASS_NAMES)}"
-    keys = list(PASS_SECTIONS[name])
+        return f"{guess}a pass option is passes.<pass>.<key>; the passes: {', '.join(names)}"
+    keys = list(declared.keys())
     near = difflib.get_close_matches("_".join(parts[1:]).lower(), keys, n=1, cutoff=0.6)
-    guess = f"did you mean passes.{name}.{near[0]}? " if near else ""
-    return f"{guess}the options of pass {name}: {', '.join(keys)}"
+    guess = f"did you mean passes.{declared.PASS}.{near[0]}? " if near else ""
+    return f"{guess}the options of pass {declared.PASS}: {', '.join(keys)}"
 
 
 #: Where every option is listed with its default and what it accepts.
-OPTIONS_LISTED = "(every option, with its default: the DreamOptions class in dream_assets/options.py)"
+OPTIONS_LISTED = (
+    "(every option, with its default: `dream status --options`, dream_assets/options.py, each pass's module)"
+)
 
 
-def _closest(name: str) -> str:
+def _closest(name: str, sections: Sequence[type[PassOptions]] = ()) -> str:
     """`did you mean X? ` for the option nearest a mistyped name (case aside), or nothing when none is near."""
-    near = difflib.get_close_matches(name.lower(), list(_BY_LOWER), n=1, cutoff=0.6)
-    return f"did you mean {_BY_LOWER[near[0]]}? " if near else ""
+    names = {**_BY_LOWER, **{alias.lower(): alias for s in sections for alias in s.by_alias()}}
+    near = difflib.get_close_matches(name.lower(), list(names), n=1, cutoff=0.6)
+    return f"did you mean {names[near[0]]}? " if near else ""
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -1064,7 +1049,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
     flat: dict[str, Any] = {}
 
     def walk(table: dict[str, Any], prefix: str) -> None:
-        # [memory], [model], [passes.memory_consolidation] ... tables: their keys as "passes.memory_consolidation.model"
+        # [memory], [model], [passes.<pass>] ... tables: their keys as "passes.<pass>.model"
         for key, value in table.items():
             if isinstance(value, dict):
                 walk(value, f"{prefix}{key}.")
@@ -1120,8 +1105,9 @@ def _parse_duration(text: str) -> timedelta:
         raise ValueError(text) from None
 
 
-def _coerce(name: str, value: Any, where: str) -> Any:
-    f = _FIELDS[name]
+def _coerce(f: Field[Any], name: str, value: Any, where: str) -> Any:
+    """``value`` as the option ``f`` (named ``name`` in messages) holds it, or an ``OptionsError`` naming the option,
+    the value, where it was set and what is accepted."""
     meta = f.metadata
     kind = f.type if isinstance(f.type, str) else f.type.__name__
 
@@ -1164,7 +1150,7 @@ def _coerce(name: str, value: Any, where: str) -> Any:
                 raise fail(
                     "a duration: 30m, 4h or 7d, ISO-8601 such as PT6H or P7D, HH:MM:SS, D.HH:MM:SS, or seconds"
                 ) from None
-        _check_duration_range(name, result, fail)
+        _check_duration_range(name, meta, result, fail)
     else:
         result = str(value)
         if meta.get("url"):
@@ -1181,10 +1167,9 @@ def _coerce(name: str, value: Any, where: str) -> Any:
     return result
 
 
-def _check_duration_range(name: str, value: timedelta, fail: Any) -> None:
+def _check_duration_range(name: str, meta: Mapping[str, Any], value: timedelta, fail: Any) -> None:
     """A negative (or, where it means nothing, zero) duration is refused; options whose help documents a meaning for
     non-positive values (retention, the forced-run interval) take any duration."""
-    meta = _FIELDS[name].metadata
     if meta["duration"] == "positive" and value <= timedelta(0):
         raise fail(f"a positive duration such as PT1H: zero or negative has no meaning for {name} ({meta['help']})")
     if meta["duration"] == "zero" and value < timedelta(0):

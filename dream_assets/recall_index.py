@@ -695,7 +695,7 @@ def search(memories: MemoryStore, query: str, limit: int = 10) -> list[tuple[Mem
 def same_fact(memories: MemoryStore, a: str, b: str) -> bool:
     """Whether two texts are near duplicates by the save-time measure (``MemoryStore.similarity_measure``), with the
     idf of the live corpus as save-time dedup and clustering weigh words."""
-    measure, _, threshold = memories.similarity_measure()
+    measure, threshold = memories.similarity_measure()
     index = of(memories)
     index.prepare(memories.connection)
     with memories.connection.session() as conn:
@@ -742,7 +742,7 @@ def lexical_matches(memories: MemoryStore, conn: duckdb.DuckDBPyConnection, text
     (``MemoryStore.similarity_measure``), with the idf of the live corpus, as clustering measures them."""
     # Stopwords are not in the index (df 0 would give them the highest idf): vectors use content tokens only.
     index = of(memories)
-    measure, _, threshold = memories.similarity_measure()
+    measure, threshold = memories.similarity_measure()
     q_tokens = text.words
     if not q_tokens:
         return []

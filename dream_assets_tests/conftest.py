@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.store import DreamStore, open_store
 
@@ -25,7 +26,7 @@ def now() -> datetime:
 
 @pytest.fixture
 def options() -> DreamOptions:
-    return DreamOptions()
+    return dream_options()
 
 
 @pytest.fixture
@@ -110,7 +111,7 @@ def run_scripted(pass_fn, profile, store, answers, *, options=None, now=NOW, cyc
     from dream_assets.llm.scripted import ScriptedBackend
     from dream_assets.passes.context import PassContext
 
-    options = options or DreamOptions()
+    options = options or dream_options()
     backend = ScriptedBackend(answers)
     client = ModelClient(backend, profile=profile, options=options)
     ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store)
@@ -126,7 +127,7 @@ def run_without_model(pass_fn, profile, store, *, options=None, now=NOW):
 
     ctx = PassContext(
         profile,
-        options or DreamOptions(),
+        options or dream_options(),
         now,
         cycle_id="c1",
         client_factory=no_client,

@@ -106,18 +106,19 @@ def _run(spec: dict, state: dict) -> int:
     from dream_assets.llm.client import ModelClient
     from dream_assets.llm.scripted import ScriptedBackend
     from dream_assets.model import parse_ts
-    from dream_assets.options import DreamOptions
     from dream_assets.passes.context import PassContext
     from dream_assets.profile import AgentProfile
 
-    profile = AgentProfile(spec["profile"])
-    options = DreamOptions(ConsolidationMinInterval=timedelta(0), DreamPassChangeGateEnabled=False)
-    client = ModelClient(ScriptedBackend(spec["answers"]), profile=profile, options=options)
-    ctx = PassContext(profile, options, parse_ts(spec["now"]), cycle_id=spec["cycle"], client_factory=lambda: client)
-    if spec.get("write_chunk"):
+    if spec.get("write_chunk"):  # before any pass module is imported (options with the pass sections import them)
         from dream_assets.store import memory
 
         memory.WRITE_CHUNK = int(spec["write_chunk"])
+    from dream_assets.options_loader import dream_options
+
+    profile = AgentProfile(spec["profile"])
+    options = dream_options(ConsolidationMinInterval=timedelta(0), DreamPassChangeGateEnabled=False)
+    client = ModelClient(ScriptedBackend(spec["answers"]), profile=profile, options=options)
+    ctx = PassContext(profile, options, parse_ts(spec["now"]), cycle_id=spec["cycle"], client_factory=lambda: client)
     if spec["pass"] == "memory_consolidation":
         from dream_assets.passes.memory_consolidation import run_memory_consolidation as run
     elif spec["pass"] == "importance_decay":

@@ -31,6 +31,7 @@ from dream_assets.gates import (
 )
 from dream_assets.model import iso, parse_ts
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import load_options
 from dream_assets.orchestration.deployment import AgentUnavailable, DreamDeployment, describe_problem, removal_hint
 from dream_assets.orchestration.partitions import AGENTS, agents_partitions
 from dream_assets.passes import review
@@ -115,9 +116,7 @@ def cycle_request(deployment: DreamDeployment, agent: str, now: datetime, run_ke
             return AgentVerdict(None, f"agent {agent} skipped — {problem}", broken=True)
         if floor is not None:
             floored.add(spec.name)
-            held.append(
-                f"{spec.name} held back until {iso(floor)} ({spec.min_interval} {getattr(options, spec.min_interval)})"
-            )
+            held.append(f"{spec.name} held back until {iso(floor)} ({spec.min_interval} {spec.interval(options)})")
     selection = [a for a in CYCLE_ASSETS if a not in floored]
     tags = {"dream/held_back": "; ".join(held)} if held else {}
     return AgentVerdict(
@@ -505,4 +504,4 @@ def automation_definitions(options: DreamOptions) -> dg.Definitions:
 @dg.definitions
 def defs() -> dg.Definitions:
     """Schedules and sensors; the options are read from the environment when the definitions are loaded."""
-    return automation_definitions(DreamOptions.load(env=os.environ))
+    return automation_definitions(load_options(env=os.environ))

@@ -18,7 +18,6 @@ from dream_assets import service
 from dream_assets.orchestration.deployment import DreamDeployment, run_now
 from dream_assets.orchestration.metadata import label_metadata, stage_tags
 from dream_assets.orchestration.partitions import agents_partitions
-from dream_assets.passes import review
 from dream_assets.passes.registry import PASSES
 
 REVIEW_ASSET = "review_queue"
@@ -39,7 +38,7 @@ class ChangeSetDecision(dg.Config):
     name=REVIEW_ASSET,
     group_name="audit",
     partitions_def=agents_partitions,
-    deps=[p.name for p in PASSES if review.reviewable(p.name)],
+    deps=[p.name for p in PASSES if p.options is not None and p.options.reviewable()],
     tags=stage_tags("audit"),
     metadata=label_metadata("Changes waiting for review"),
     description="The pending change sets of passes in ApplyMode review or review-risky.\n\nAfter the passes of a "

@@ -3,7 +3,8 @@
 Spec, "Directive files": each pass has a directive file on the agent data volume; when it does not exist
 the built-in one is used. A custom file replaces the built-in prompt entirely — a complete replacement,
 not a diff. The file name comes from the option the pass's model call names (``ModelCall.directive_option``:
-``DirectivePath`` = ``dream.md`` ...), the call the pass hands in; a call without such an option
+``DirectivePath`` = ``dream.md`` ..., a pass section's ``directive`` key by its alias or nested name), the call the
+pass hands in, and is the built-in file's name where the options know no such option; a call without such an option
 (``directive_option`` None) has only its built-in directive.
 
 Built-in directives are the files of the project's top-level ``directives/`` folder, installed as the package
@@ -45,7 +46,10 @@ def override_path(call: ModelCall, profile: AgentProfile, options: DreamOptions)
     option = call.directive_option
     if option is None:
         return None
-    file_name = getattr(options, option)
+    try:
+        file_name = options.value_of(option)
+    except KeyError:  # options that know no section of the call's pass: the built-in file's name, its default
+        file_name = call.directive_file
     try:
         return profile.directive_override_path(file_name)
     except ProfileError as exc:

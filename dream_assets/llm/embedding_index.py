@@ -23,7 +23,7 @@ Clustering with embeddings is therefore::
 
     vectors = index.vectors(live)
     threshold = similarity_threshold(options, store, now=now)   # llm/embedding_threshold.py: option, table, calibrated
-    clusters = cosine_clusters([e.id for e in live], vectors, threshold.value, options.ConsolidationMaxClusterSize)
+    clusters = cosine_clusters([e.id for e in live], vectors, threshold.value, max_cluster_size)
 
 Failures: any embeddings call that fails after its retries raises ``EmbeddingError`` (from
 ``dream_assets.llm.embeddings``); vectors already fetched stay cached, nothing partial is returned. A caller

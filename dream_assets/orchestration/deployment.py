@@ -12,6 +12,7 @@ from pydantic import PrivateAttr
 from dream_assets.enrolment import DreamPlan, dream_plan
 from dream_assets.model import parse_ts
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import load_options
 from dream_assets.profile import AgentProfile, discover_profiles, holds_profile, validate_agent_id
 
 NOW_TAG = "dream/now"
@@ -96,7 +97,7 @@ class DreamDeployment(dg.ConfigurableResource):
         return parse_ts(self.now) if self.now else datetime.now(UTC)
 
     def base_options(self) -> DreamOptions:
-        return DreamOptions.load(env=os.environ, toml_path=self.options_file or None)
+        return load_options(env=os.environ, toml_path=self.options_file or None)
 
     def profile(self, agent_id: str) -> AgentProfile:
         return AgentProfile(self.root() / validate_agent_id(agent_id))
@@ -119,7 +120,7 @@ class DreamDeployment(dg.ConfigurableResource):
         return profile
 
     def options(self, profile: AgentProfile) -> DreamOptions:
-        return DreamOptions.load(env=os.environ, toml_path=self.options_file or None, profile_toml=profile.options_path)
+        return load_options(env=os.environ, toml_path=self.options_file or None, profile_toml=profile.options_path)
 
     def agent(self, agent_id: str) -> tuple[AgentProfile, DreamOptions]:
         """The profile and options of one agent, or AgentUnavailable naming the agent and the file at fault.

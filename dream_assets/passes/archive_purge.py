@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import ClassVar
 
 from dream_assets.model import MemoryEntry, parse_ts
+from dream_assets.options import PassOptions, pass_option
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_vocabulary import is_high_value
 from dream_assets.passes.report import PassReport
@@ -62,9 +65,10 @@ def held_by_chain(entry: MemoryEntry, get: Callable[[str], MemoryEntry | None], 
 def purge_archived(ctx: PassContext) -> PassReport:
     report = PassReport(PASS)
     opts = ctx.options
-    if opts.MemoryArchiveRetention <= timedelta(0):
+    section = opts.section(ArchivePurgeOptions)
+    if section.retention <= timedelta(0):
         return report.skip("MemoryArchiveRetention is not positive: archived entries are kept forever")
-    cutoff = ctx.now - opts.MemoryArchiveRetention
+    cutoff = ctx.now - section.retention
     due = [e for e in ctx.store.memories.list_archived() if e.archived_at is not None and e.archived_at < cutoff]
     undone = {e.id: until for e in due if (until := kept_until(e)) is not None and until > ctx.now}
     due = [e for e in due if e.id not in undone]
@@ -122,6 +126,27 @@ def purge_archived(ctx: PassContext) -> PassReport:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ArchivePurgeOptions(PassOptions):
+    """The options section of this pass (``[passes.archive_purge]``)."""
+
+    PASS: ClassVar[str] = "archive_purge"
+
+    enabled: bool = pass_option(True, "pass 0b: purge long-archived memories", alias="ArchivePurgeEnabled")
+    apply_mode: str = pass_option(
+        "",
+        "ApplyMode of archive purge; empty = ApplyMode",
+        choices=("", "auto", "review", "review-risky"),
+        alias="ArchivePurgeApplyMode",
+    )
+    retention: timedelta = pass_option(
+        timedelta(days=90),
+        "archived entries older than this are purged; non-positive keeps them forever",
+        duration="any",
+        alias="MemoryArchiveRetention",
+    )
+
+
 SPEC = PassSpec(
     name=PASS,
     group="memory",
@@ -129,7 +154,7 @@ SPEC = PassSpec(
     "Hard-deletes memories archived longer ago than MemoryArchiveRetention (90 days), except those above the "
     "high-value floor (importance >= 0.80 or reinforced >= 5 times) and those superseded by an entry still live.",
     body=purge_archived,
-    enabled_by="ArchivePurgeEnabled",
+    options=ArchivePurgeOptions,
     after=("log_retention",),
     reads=("memory_corpus",),
 )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from dream_assets import cycle_ids
 from dream_assets.changes_model import Actor, ChangeRow, SuccessorHow
 from dream_assets.model import MemoryEntry, Skill, utc
-from dream_assets.options import DreamOptions
+from dream_assets.options import DreamOptions, PassOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.store import DreamStore, open_store
 from dream_assets.store.ledger import PassLedger
@@ -44,12 +44,18 @@ class PassContext:
     def ledger(self) -> PassLedger:
         return PassLedger(self.profile, now=self.now)
 
-    def for_pass(self, pass_name: str) -> PassContext:
-        """This context for one pass: with the pass's own model options (``[passes.<name>] model`` and the like) when
-        it has any, sharing the store; the same context otherwise."""
-        options = self.options.for_pass_model(pass_name)
+    def for_pass(self, pass_name: str, section: type[PassOptions] | None = None) -> PassContext:
+        """This context for one pass: its options knowing the pass's own section (``section``, which options built
+        without the registry lack) and with the pass's own model options (``[passes.<name>] model`` and the like)
+        when it has any, sharing the store; the same context otherwise."""
+        known = self.options
+        if section is not None and section not in known.declared:
+            known = known.with_passes((section,), strict=False)
+        options = known.for_pass_model(pass_name)
         if options == self.options:  # no override, or already applied (a Dagster step)
             return self
+        if options is known:  # the same model: only the pass's section is new, the client stays
+            return replace(self, options=known, _store=self.__dict__.get("store", self._store))
         return replace(self, options=options, _store=self._store or self.store, client_factory=None)
 
     @cached_property

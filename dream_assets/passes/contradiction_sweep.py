@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Container, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -53,6 +53,7 @@ from dream_assets.llm.contracts import NOT_TEXT, Contract, IdText, ModelCall, Sh
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, iso
+from dream_assets.options import PassOptions, pass_option
 from dream_assets.passes.common import CONTEXT_EXCEEDED, CopyGuard, call_model
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
@@ -330,6 +331,7 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
     as done on the corpus it saw."""
     report = PassReport(PASS)
     opts = ctx.options
+    section = opts.section(ContradictionSweepOptions)
     memories = ctx.store.memories
     start_fingerprint = memories.fingerprint()  # read before the corpus: a write in between re-opens the gate
     # An entry whose text is only the head of a longer one (a LangGraph value over MaxContentChars) is left alone:
@@ -343,13 +345,13 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
     if len(live) < 2:
         report.stamp = start_fingerprint
         return report.skip(f"fewer than two live memories ({len(live)}): nothing can supersede anything; no call")
-    max_entries = opts.ContradictionSweepMaxEntriesPerCall
+    max_entries = section.max_entries_per_call
     scopes = ScopeRules.of(opts.MemoryScopeCategories, live)
     while True:  # a prompt over the model's window shows fewer entries: the rest waits for the next run
         selection = select(
             live,
             lambda query, limit: recall.search(memories, query, limit=limit),
-            neighbours=opts.ContradictionSweepNeighbours,
+            neighbours=section.neighbours,
             max_entries=max_entries,
             scope=scopes.of_entry if scopes.walls else None,
         )
@@ -394,7 +396,7 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
     vocab, vocab_warning = load_vocabulary(ctx.profile.coverage_vocabulary_path)
     if vocab_warning:
         report.warn(vocab_warning)
-    bound = superseded_bound(len(selection.shown), opts.ContradictionSweepMaxSupersededShare)
+    bound = superseded_bound(len(selection.shown), section.max_superseded_share)
     proposals, unusable, copied = _checked_reasons(report, response, CopyGuard.for_call(ctx, SPEC.model_call))
     verdicts = unusable + judge(
         proposals,
@@ -412,7 +414,7 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
         report.warn(
             f"the answer proposed {over} supersession(s) more than one answer may apply ({bound} of "
             f"{len(selection.shown)} shown entries, ContradictionSweepMaxSupersededShare="
-            f"{opts.ContradictionSweepMaxSupersededShare:g}): refused, those entries stay live"
+            f"{section.max_superseded_share:g}): refused, those entries stay live"
         )
     # The answer and the review stamps commit together: a kill or an error before the commit leaves neither (the
     # entries are shown again next run), never stamps without the answer. The stamps come first inside the
@@ -530,6 +532,53 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+@dataclass(frozen=True, kw_only=True)
+class ContradictionSweepOptions(PassOptions):
+    """The options section of this pass (``[passes.contradiction_sweep]``)."""
+
+    PASS: ClassVar[str] = "contradiction_sweep"
+
+    enabled: bool = pass_option(
+        True, "contradiction sweep: a later fact supersedes the stale one", alias="ContradictionSweepEnabled"
+    )
+    model: str = pass_option("", "model for contradiction sweep; empty = LlmModel", alias="ContradictionSweepModel")
+    base_url: str = pass_option(
+        "", "endpoint for contradiction sweep; empty = LlmBaseUrl", url=True, alias="ContradictionSweepBaseUrl"
+    )
+    api_key_env: str = pass_option(
+        "", "API key variable for contradiction sweep; empty = LlmApiKeyEnv", alias="ContradictionSweepApiKeyEnv"
+    )
+    apply_mode: str = pass_option(
+        "",
+        "ApplyMode of contradiction sweep; empty = ApplyMode",
+        choices=("", "auto", "review", "review-risky"),
+        alias="ContradictionSweepApplyMode",
+    )
+    directive: str = pass_option(
+        "contradiction-sweep.md", "contradiction sweep directive", alias="ContradictionSweepDirectivePath"
+    )
+    neighbours: int = pass_option(
+        4,
+        "live entries most similar to a new or changed entry shown next to it",
+        minimum=1,
+        alias="ContradictionSweepNeighbours",
+    )
+    max_entries_per_call: int = pass_option(
+        500,
+        "new or changed entries shown in one sweep call; the rest wait for the next run",
+        minimum=1,
+        alias="ContradictionSweepMaxEntriesPerCall",
+    )
+    max_superseded_share: float = pass_option(
+        0.25,
+        "most of the entries one sweep call shows that its answer may supersede (at least one); the rest are "
+        "refused and the report says so",
+        minimum=0.0,
+        maximum=1.0,
+        alias="ContradictionSweepMaxSupersededShare",
+    )
+
+
 SPEC = PassSpec(
     name=PASS,
     group="memory",
@@ -539,7 +588,7 @@ SPEC = PassSpec(
     "superseded by an agent's claim, an entry about a later moment never loses to an earlier one. Skipped when the "
     "corpus has not changed (change gate). Every change can be undone per cycle.",
     body=sweep_contradictions,
-    enabled_by="ContradictionSweepEnabled",
+    options=ContradictionSweepOptions,
     after=("memory_consolidation",),
     reads=("memory_corpus",),
     gate="memory_corpus",

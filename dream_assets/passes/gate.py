@@ -44,8 +44,8 @@ def floor(spec: PassSpec, record: LedgerRecord | None, options: DreamOptions, no
     interval option, a zero interval, never completed, or the interval has passed)."""
     if spec.min_interval is None or record is None:
         return None
-    interval: timedelta = getattr(options, spec.min_interval)
-    if interval <= timedelta(0):
+    interval = spec.interval(options)
+    if interval is None or interval <= timedelta(0):
         return None
     allowed = record.last_run_at + interval
     return allowed if utc(now) < allowed else None

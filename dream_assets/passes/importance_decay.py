@@ -35,11 +35,13 @@ decay is not an exemption: its stamps go back too, so the next cycle decays that
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import ClassVar
 
 from dream_assets.changes_model import Actor, ChangeRow
 from dream_assets.model import MemoryEntry, iso, parse_ts, shifted
-from dream_assets.options import DreamOptions
+from dream_assets.options import DreamOptions, PassOptions, pass_option
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_vocabulary import DECAY_APPLIED_KEY as APPLIED_KEY
 from dream_assets.passes.memory_vocabulary import MERGED_AT_KEY
@@ -77,12 +79,13 @@ def last_content_write(entry: MemoryEntry) -> datetime | None:
 
 def decayed_importance(entry: MemoryEntry, options: DreamOptions, now: datetime) -> tuple[float, datetime] | None:
     """The entry's new importance and the new applied-through instant, or None when nothing is due."""
-    half_life = options.ImportanceDecayHalfLifeDays
-    floor = options.ImportanceDecayFloor
+    section = options.section(ImportanceDecayOptions)
+    half_life = section.half_life_days
+    floor = section.floor
     if half_life <= 0 or entry.importance <= floor:
         return None
     # A sighting near the calendar's end (an imported 9999-12-31) ends its grace period "never", not in an overflow.
-    start = shifted(entry.last_seen_at, timedelta(days=options.ImportanceDecayGraceDays))
+    start = shifted(entry.last_seen_at, timedelta(days=section.grace_days))
     applied = entry.metadata.get(APPLIED_KEY)
     if applied:
         try:
@@ -106,7 +109,8 @@ def decayed_importance(entry: MemoryEntry, options: DreamOptions, now: datetime)
 def decay_importance(ctx: PassContext) -> PassReport:
     report = PassReport(PASS)
     opts = ctx.options
-    if opts.ImportanceDecayHalfLifeDays <= 0:
+    section = opts.section(ImportanceDecayOptions)
+    if section.half_life_days <= 0:
         return report.skip("ImportanceDecayHalfLifeDays is not positive: decay is off")
     importance: dict[str, float] = {}
     stamps: dict[str, dict[str, str]] = {}
@@ -121,7 +125,7 @@ def decay_importance(ctx: PassContext) -> PassReport:
         stamps[e.id] = {APPLIED_KEY: iso(through) or "", CONTENT_HASH_KEY: content_hash(e.content)}
         if value != e.importance:
             importance[e.id] = value
-            if value <= opts.ImportanceDecayFloor:
+            if value <= section.floor:
                 reached_floor += 1
         rows.append(_decay_row(ctx.cycle_id, e, value, now_iso if e.id in importance else iso(e.updated_at), stamps))
     # An entry's new score, its stamps and its change row are one write, WRITE_CHUNK entries per transaction: the
@@ -139,8 +143,7 @@ def decay_importance(ctx: PassContext) -> PassReport:
             ctx.store.changes.record_many(rows[start : start + WRITE_CHUNK], now=ctx.now)
     report.counts.update({"decayed": len(importance), "at_floor": reached_floor})
     return report.finish(
-        f"importance decayed on {len(importance)} entries ({reached_floor} at the floor "
-        f"{opts.ImportanceDecayFloor:.2f})"
+        f"importance decayed on {len(importance)} entries ({reached_floor} at the floor {section.floor:.2f})"
     )
 
 
@@ -163,6 +166,32 @@ def _decay_row(cycle_id: str, e: MemoryEntry, value: float, updated_at: str | No
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ImportanceDecayOptions(PassOptions):
+    """The options section of this pass (``[passes.importance_decay]``)."""
+
+    PASS: ClassVar[str] = "importance_decay"
+
+    enabled: bool = pass_option(
+        True, "importance decay (a non-positive half-life also disables it)", alias="ImportanceDecayEnabled"
+    )
+    apply_mode: str = pass_option(
+        "",
+        "ApplyMode of importance decay; empty = ApplyMode",
+        choices=("", "auto", "review", "review-risky"),
+        alias="ImportanceDecayApplyMode",
+    )
+    grace_days: float = pass_option(
+        30.0, "days after last_seen_at before decay starts", minimum=0.0, alias="ImportanceDecayGraceDays"
+    )
+    half_life_days: float = pass_option(
+        45.0, "decay half-life in days; zero or negative disables decay", alias="ImportanceDecayHalfLifeDays"
+    )
+    floor: float = pass_option(
+        0.10, "decay never takes importance below this", minimum=0.0, maximum=1.0, alias="ImportanceDecayFloor"
+    )
+
+
 SPEC = PassSpec(
     name=PASS,
     group="memory",
@@ -170,7 +199,7 @@ SPEC = PassSpec(
     "of memories not seen for longer than the grace period (half-life decay, never below the floor). Changes scores "
     "only, never content.",
     body=decay_importance,
-    enabled_by="ImportanceDecayEnabled",
+    options=ImportanceDecayOptions,
     after=("archive_purge",),
     reads=("memory_corpus",),
 )

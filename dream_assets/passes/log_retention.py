@@ -38,10 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import ClassVar
 
 from dream_assets.file_safety import fsync_dir
 from dream_assets.model import iso
-from dream_assets.options import DreamOptions
+from dream_assets.options import DreamOptions, PassOptions, pass_option
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.spec import PassSpec
@@ -107,10 +108,11 @@ def retain_logs(ctx: PassContext) -> PassReport:
     fewer than two memories (spec "Pass 0": the logs are capped on every cycle even when there is nothing to
     consolidate)."""
     profile, options, now = ctx.profile, ctx.options, ctx.now
+    section = options.section(LogRetentionOptions)
     report = PassReport(PASS_NAME)
     for key in COUNT_KEYS:
         report.count(key, 0)
-    max_lines = options.LogRetentionMaxLinesPerFile
+    max_lines = section.max_lines_per_file
     _sweep_temp_files(profile, now, report)
 
     for kind in SESSION_LOGS:
@@ -147,6 +149,27 @@ def retain_logs(ctx: PassContext) -> PassReport:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class LogRetentionOptions(PassOptions):
+    """The options section of this pass (``[passes.log_retention]``)."""
+
+    PASS: ClassVar[str] = "log_retention"
+
+    enabled: bool = pass_option(True, "pass 0: cap the telemetry logs", alias="LogRetentionEnabled")
+    max_file_age: timedelta = pass_option(
+        timedelta(days=30),
+        "per-session files older than this are deleted; non-positive disables",
+        duration="any",
+        alias="LogRetentionMaxFileAge",
+    )
+    max_files_per_directory: int = pass_option(
+        1000, "per-session files kept per directory; non-positive disables", alias="LogRetentionMaxFilesPerDirectory"
+    )
+    max_lines_per_file: int = pass_option(
+        50_000, "lines kept per log file; non-positive disables", alias="LogRetentionMaxLinesPerFile"
+    )
+
+
 SPEC = PassSpec(
     name=PASS_NAME,
     group="logs",
@@ -154,7 +177,7 @@ SPEC = PassSpec(
     "Caps the append-only telemetry logs (age, file count, lines per file), copying every line it removes into the "
     "day-partitioned Parquet log warehouse first. Runs first, every cycle.",
     body=retain_logs,
-    enabled_by="LogRetentionEnabled",
+    options=LogRetentionOptions,
     reads=(
         "skill_usage_log",
         "tool_call_log",
@@ -207,6 +230,7 @@ def trim_file_to_last_lines(
 def _sweep_session_dir(
     profile: AgentProfile, kind: str, options: DreamOptions, now: datetime, report: PassReport
 ) -> None:
+    section = options.section(LogRetentionOptions)
     files = []
     for path in log_files(profile, kind):  # top-level {sessionId}.jsonl only; sub-directories are not swept
         try:
@@ -218,12 +242,12 @@ def _sweep_session_dir(
         return _Plan(path, profile.log_lock_path(kind, path.stem), file_identity(st), st.st_mtime_ns, end, action)
 
     doomed: list[_Plan] = []
-    max_age = options.LogRetentionMaxFileAge
+    max_age = section.max_file_age
     if max_age.total_seconds() > 0:
         cutoff_ns = int((now - max_age).timestamp() * 1e9)
         doomed += [plan(p, st, "age", st.st_size) for p, st in files if st.st_mtime_ns < cutoff_ns]
         files = [(p, st) for p, st in files if st.st_mtime_ns >= cutoff_ns]
-    max_files = options.LogRetentionMaxFilesPerDirectory
+    max_files = section.max_files_per_directory
     if 0 < max_files < len(files):
         files.sort(key=lambda f: (f[1].st_mtime_ns, f[0].name))  # oldest last-write first
         excess = len(files) - max_files
@@ -231,10 +255,10 @@ def _sweep_session_dir(
         files = files[excess:]
 
     trims: list[_Plan] = []
-    if options.LogRetentionMaxLinesPerFile > 0:
+    if section.max_lines_per_file > 0:
         for path, _ in files:
             try:
-                trim = _plan_trim(path, profile.log_lock_path(kind, path.stem), options.LogRetentionMaxLinesPerFile)
+                trim = _plan_trim(path, profile.log_lock_path(kind, path.stem), section.max_lines_per_file)
             except FileNotFoundError:
                 continue
             except OSError as exc:

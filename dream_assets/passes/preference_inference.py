@@ -42,11 +42,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import feedback_section, sessions_section
+from dream_assets.options import PassOptions, pass_option
 from dream_assets.passes.common import CopyGuard, call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
@@ -354,6 +355,29 @@ def _clear(ctx: PassContext, report: PassReport, snapshot: _ConversationSnapshot
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class PreferenceInferenceOptions(PassOptions):
+    """The options section of this pass (``[passes.preference_inference]``)."""
+
+    PASS: ClassVar[str] = "preference_inference"
+
+    enabled: bool = pass_option(True, "pass 5: preference inference", alias="PreferenceInferenceEnabled")
+    model: str = pass_option("", "model for preference inference; empty = LlmModel", alias="PreferenceInferenceModel")
+    base_url: str = pass_option(
+        "", "endpoint for preference inference; empty = LlmBaseUrl", url=True, alias="PreferenceInferenceBaseUrl"
+    )
+    api_key_env: str = pass_option(
+        "", "API key variable for preference inference; empty = LlmApiKeyEnv", alias="PreferenceInferenceApiKeyEnv"
+    )
+    apply_mode: str = pass_option(
+        "",
+        "ApplyMode of preference inference; empty = ApplyMode",
+        choices=("", "auto", "review", "review-risky"),
+        alias="PreferenceInferenceApplyMode",
+    )
+    directive: str = pass_option("pref-dream.md", "preference inference directive", alias="PreferenceDirectivePath")
+
+
 SPEC = PassSpec(
     name=PASS,
     group="memory",
@@ -361,7 +385,7 @@ SPEC = PassSpec(
     "durable user preferences from the conversation log and recent feedback, saves them as user-preferences/inferred "
     "memories (flagged when they touch security or money), then clears the log.",
     body=infer_preferences,
-    enabled_by="PreferenceInferenceEnabled",
+    options=PreferenceInferenceOptions,
     disabled_note="; the conversation log is left as it is",
     after=("memory_consolidation", "skill_gap_detection"),
     reads=("conversation_log", "feedback_log"),

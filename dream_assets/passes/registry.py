@@ -1,10 +1,12 @@
 """The passes of a dream cycle, in the spec's order: one line per pass, each pass's ``SPEC`` defined next to it.
 
 Adding a pass means adding its module (a package where it is large) with its body, a complete ``SPEC`` (see spec.py),
-its response contract, prompt rendering and offline answer, and its directive file, then one line here (and its name
-in cycle_order.py, the order review mode applies a cycle's changes in). What several passes share lives in a shared
-module (memory_vocabulary.py, skill_vocabulary.py, common.py ...): no pass imports another. The Dagster layer builds
-one asset per entry; ``dream_assets.cycle.run_cycle`` runs them without Dagster.
+its options section (a ``PassOptions`` subclass, ``SPEC.options``: its ``[passes.<name>]`` keys are then accepted
+wherever options load through dream_assets/options_loader.py), its response contract, prompt rendering and offline
+answer, and its directive file, then one line here (and its name in cycle_order.py, the order review mode applies a
+cycle's changes in). What several passes share lives in a shared module (memory_vocabulary.py, skill_vocabulary.py,
+common.py ...): no pass imports another. The Dagster layer builds one asset per entry; ``dream_assets.cycle.run_cycle``
+runs them without Dagster.
 """
 
 from __future__ import annotations

@@ -96,12 +96,6 @@ _COMPARED = ("content", "category", "tags", "summary", "see_also", "archived_at"
 
 
 # --------------------------------------------------------------------------------------------------- the option
-def reviewable(pass_name: str) -> bool:
-    """Does the pass write the store, so that it has changes to hold (its options section has an ``apply_mode``)?"""
-    own = DreamOptions().passes.get(pass_name)
-    return own is not None and own.writes_store
-
-
 def apply_mode(options: DreamOptions, pass_name: str) -> str:
     """The pass's ``apply_mode`` (alias ``<Pass>ApplyMode``), else ``ApplyMode``; ``auto`` for a pass that writes no
     store."""

@@ -40,7 +40,7 @@ def run_pass(spec: PassSpec, ctx: PassContext) -> PassReport:
     """Run ``spec`` for the agent of ``ctx`` under the whole protocol and record its outcome. Never raises: a failed
     pass is a report with status "failed"."""
     agent = ctx.profile.agent_id
-    ctx = ctx.for_pass(spec.name)
+    ctx = ctx.for_pass(spec.name, spec.options)
     with ExitStack() as held:
         try:
             try:
@@ -94,7 +94,7 @@ def opening(spec: PassSpec, ctx: PassContext) -> PassReport | None:
             report.counts["floored"] = 1
             return report.skip(
                 f"minimum interval: last completed {iso(record.last_run_at)}, next allowed at {iso(allowed)} "
-                f"({spec.min_interval} {getattr(ctx.options, spec.min_interval)})"
+                f"({spec.min_interval} {spec.interval(ctx.options)})"
             )
     return None
 

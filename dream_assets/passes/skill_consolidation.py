@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from dream_assets.changes_model import SuccessorHow
 from dream_assets.llm.contracts import ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
+from dream_assets.options import PassOptions, pass_option
 from dream_assets.passes.common import CopyGuard, call_model_batched
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import IdCheck, check_ids, problem, shown
@@ -117,6 +118,7 @@ def consolidate_skills(ctx: PassContext) -> Generator[AboutToCall, bool, PassRep
     fingerprint and stamped with it once the answer was applied."""
     report = PassReport(PASS)
     opts = ctx.options
+    section = opts.section(SkillConsolidationOptions)
     fingerprint, skills = catalog_snapshot(ctx.store.skills)
     report.counts["skills"] = len(skills)
     if len(skills) < 2:
@@ -129,7 +131,7 @@ def consolidate_skills(ctx: PassContext) -> Generator[AboutToCall, bool, PassRep
     names = {s.name for s in skills}
     counts = {n: c for n, c in usage_counts(usage.events).items() if n in names}
     sparse = sparse_names(skills, ctx.now, max_chars=opts.SparseSkillMaxChars, min_age=opts.SparseSkillMinAge)
-    pairs = co_used_pairs(session_skills(usage.events), opts.SkillCoUsedPairs, known=names)
+    pairs = co_used_pairs(session_skills(usage.events), section.co_used_pairs, known=names)
     clusters = prefix_clusters(names)
     window_days = opts.SkillUsageWindow.total_seconds() / 86400
     report.counts.update({"sparse": len(sparse), "co_used_pairs": len(pairs), "prefix_clusters": len(clusters)})
@@ -190,6 +192,32 @@ def consolidate_skills(ctx: PassContext) -> Generator[AboutToCall, bool, PassRep
     return CopyGuard.finish(report, outcome.summary())
 
 
+@dataclass(frozen=True, kw_only=True)
+class SkillConsolidationOptions(PassOptions):
+    """The options section of this pass (``[passes.skill_consolidation]``)."""
+
+    PASS: ClassVar[str] = "skill_consolidation"
+
+    enabled: bool = pass_option(True, "pass 3: skill consolidation", alias="SkillConsolidationEnabled")
+    model: str = pass_option("", "model for skill consolidation; empty = LlmModel", alias="SkillConsolidationModel")
+    base_url: str = pass_option(
+        "", "endpoint for skill consolidation; empty = LlmBaseUrl", url=True, alias="SkillConsolidationBaseUrl"
+    )
+    api_key_env: str = pass_option(
+        "", "API key variable for skill consolidation; empty = LlmApiKeyEnv", alias="SkillConsolidationApiKeyEnv"
+    )
+    apply_mode: str = pass_option(
+        "",
+        "ApplyMode of skill consolidation; empty = ApplyMode",
+        choices=("", "auto", "review", "review-risky"),
+        alias="SkillConsolidationApplyMode",
+    )
+    directive: str = pass_option("skill-dream.md", "skill consolidation directive", alias="SkillDirectivePath")
+    co_used_pairs: int = pass_option(
+        10, "co-used skill pairs shown to skill consolidation", minimum=0, alias="SkillCoUsedPairs"
+    )
+
+
 SPEC = PassSpec(
     name=PASS,
     group="skills",
@@ -197,7 +225,7 @@ SPEC = PassSpec(
     "skills, adds guide skills for prefix families (mcp/*), fills seeAlso and prunes redundant skills (archived, "
     "restorable). Skipped when the catalog has not changed (change gate).",
     body=consolidate_skills,
-    enabled_by="SkillConsolidationEnabled",
+    options=SkillConsolidationOptions,
     after=("wisp_failure_analysis",),
     reads=("skill_catalog", "skill_usage_log"),
     missing_input=no_usage_log,

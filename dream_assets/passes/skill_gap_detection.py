@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -38,7 +38,7 @@ from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import sessions_section
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName, validate_skill_name
-from dream_assets.options import DreamOptions
+from dream_assets.options import DreamOptions, PassOptions, pass_option
 from dream_assets.passes.common import CopyGuard, call_model_batched
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import ConversationInput, gather, settle
@@ -371,6 +371,29 @@ def recurring_requests(profile: AgentProfile, options: DreamOptions, end: dateti
     ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class SkillGapDetectionOptions(PassOptions):
+    """The options section of this pass (``[passes.skill_gap_detection]``)."""
+
+    PASS: ClassVar[str] = "skill_gap_detection"
+
+    enabled: bool = pass_option(True, "pass 2: skill gap detection", alias="SkillGapEnabled")
+    model: str = pass_option("", "model for skill gap detection; empty = LlmModel", alias="SkillGapDetectionModel")
+    base_url: str = pass_option(
+        "", "endpoint for skill gap detection; empty = LlmBaseUrl", url=True, alias="SkillGapDetectionBaseUrl"
+    )
+    api_key_env: str = pass_option(
+        "", "API key variable for skill gap detection; empty = LlmApiKeyEnv", alias="SkillGapDetectionApiKeyEnv"
+    )
+    apply_mode: str = pass_option(
+        "",
+        "ApplyMode of skill gap detection; empty = ApplyMode",
+        choices=("", "auto", "review", "review-risky"),
+        alias="SkillGapDetectionApplyMode",
+    )
+    directive: str = pass_option("skill-gap.md", "skill gap detection directive", alias="SkillGapDirectivePath")
+
+
 SPEC = PassSpec(
     name=PASS,
     group="skills",
@@ -378,7 +401,7 @@ SPEC = PassSpec(
     "types that recur across at least two conversation sessions and have no skill yet, and creates skills for them "
     "(never overwriting an existing name).",
     body=detect_skill_gaps,
-    enabled_by="SkillGapEnabled",
+    options=SkillGapDetectionOptions,
     after=("log_retention",),
     reads=("conversation_log", "skill_catalog"),
     missing_input=no_conversation_log,

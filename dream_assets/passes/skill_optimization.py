@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
@@ -39,6 +39,7 @@ from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import one_line
 from dream_assets.model import Skill
 from dream_assets.names import InvalidName
+from dream_assets.options import PassOptions, pass_option
 from dream_assets.passes.common import CopyGuard, call_model_batched
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
@@ -363,13 +364,38 @@ def _apply(
     return updated
 
 
+@dataclass(frozen=True, kw_only=True)
+class SkillOptimizationOptions(PassOptions):
+    """The options section of this pass (``[passes.skill_optimization]``)."""
+
+    PASS: ClassVar[str] = "skill_optimization"
+
+    enabled: bool = pass_option(True, "pass 4: skill optimization", alias="SkillOptimizationEnabled")
+    model: str = pass_option("", "model for skill optimization; empty = LlmModel", alias="SkillOptimizationModel")
+    base_url: str = pass_option(
+        "", "endpoint for skill optimization; empty = LlmBaseUrl", url=True, alias="SkillOptimizationBaseUrl"
+    )
+    api_key_env: str = pass_option(
+        "", "API key variable for skill optimization; empty = LlmApiKeyEnv", alias="SkillOptimizationApiKeyEnv"
+    )
+    apply_mode: str = pass_option(
+        "",
+        "ApplyMode of skill optimization; empty = ApplyMode",
+        choices=("", "auto", "review", "review-risky"),
+        alias="SkillOptimizationApplyMode",
+    )
+    directive: str = pass_option(
+        "skill-optimize.md", "skill optimization directive", alias="SkillOptimizeDirectivePath"
+    )
+
+
 SPEC = PassSpec(
     name=PASS,
     group="skills",
     description="Skill optimization — improves skills behind corrected or poorly rated sessions.\n\nPass 4. Improves "
     "skills used in sessions with corrections or poor/fair ratings, and expands sparse skills.",
     body=optimize_skills,
-    enabled_by="SkillOptimizationEnabled",
+    options=SkillOptimizationOptions,
     after=("skill_consolidation",),
     reads=("skill_catalog", "feedback_log", "skill_usage_log"),
     missing_input=no_signal_logs,

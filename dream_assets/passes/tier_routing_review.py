@@ -20,8 +20,8 @@ import re
 from collections import Counter
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -29,7 +29,7 @@ from dream_assets.input_fingerprints import events_watermark
 from dream_assets.llm.contracts import Contract, IdText, ModelCall
 from dream_assets.llm.offline import needs_judgement
 from dream_assets.llm.prompts import extras
-from dream_assets.options import DreamOptions
+from dream_assets.options import DreamOptions, PassOptions, pass_option
 from dream_assets.passes.common import CopyGuard, call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_vocabulary import save_memory_recorded
@@ -148,13 +148,14 @@ def review_tier_routing(ctx: PassContext) -> Generator[AboutToCall, bool, PassRe
     watermark and stamped with it once the findings were saved."""
     report = PassReport(PASS)
     opts = ctx.options
-    days = opts.TierRoutingReviewWindow.total_seconds() / 86400
+    section = opts.section(TierRoutingReviewOptions)
+    days = section.window.total_seconds() / 86400
     # The whole log is read once: its watermark is the change-gate fingerprint (the tier_routing_log data version),
     # the window is what the pass reviews.
     read = read_events(ctx.profile, LOG)
     note_malformed(report, LOG, read)
     fingerprint = events_watermark(read.events)
-    since = ctx.now - opts.TierRoutingReviewWindow
+    since = ctx.now - section.window
     events: list[TierRoutingEvent] = [e for e in read.events if since <= e.timestamp < ctx.now]
     if not events:
         return report.skip(f"no routing entries in the last {days:g} days (TierRoutingReviewWindow): no call")
@@ -236,7 +237,36 @@ def run_tier_routing_review(ctx: PassContext) -> PassReport:
 def history_stats(profile: AgentProfile, options: DreamOptions, end: datetime) -> list[dict[str, Any]]:
     """History: per-tier routing outcomes of the window ending at ``end`` (read from the log warehouse), as this pass
     summarises them."""
-    return summarise(read_archived(profile, LOG, end - options.TierRoutingReviewWindow, end).events)
+    section = options.section(TierRoutingReviewOptions)
+    return summarise(read_archived(profile, LOG, end - section.window, end).events)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TierRoutingReviewOptions(PassOptions):
+    """The options section of this pass (``[passes.tier_routing_review]``)."""
+
+    PASS: ClassVar[str] = "tier_routing_review"
+
+    enabled: bool = pass_option(True, "tier routing review", alias="TierRoutingReviewEnabled")
+    model: str = pass_option("", "model for tier routing review; empty = LlmModel", alias="TierRoutingReviewModel")
+    base_url: str = pass_option(
+        "", "endpoint for tier routing review; empty = LlmBaseUrl", url=True, alias="TierRoutingReviewBaseUrl"
+    )
+    api_key_env: str = pass_option(
+        "", "API key variable for tier routing review; empty = LlmApiKeyEnv", alias="TierRoutingReviewApiKeyEnv"
+    )
+    apply_mode: str = pass_option(
+        "",
+        "ApplyMode of tier routing review; empty = ApplyMode",
+        choices=("", "auto", "review", "review-risky"),
+        alias="TierRoutingReviewApplyMode",
+    )
+    directive: str = pass_option(
+        "tier-routing-review.md", "tier routing review directive", alias="TierRoutingDirectivePath"
+    )
+    window: timedelta = pass_option(
+        timedelta(days=14), "how far back the tier routing review reads", alias="TierRoutingReviewWindow"
+    )
 
 
 SPEC = PassSpec(
@@ -245,7 +275,7 @@ SPEC = PassSpec(
     description="Tier routing review — records what model-tier routing outcomes teach.\n\nSummarises model-tier "
     "routing outcomes of the last 14 days and records findings as anti-patterns/routing memories.",
     body=review_tier_routing,
-    enabled_by="TierRoutingReviewEnabled",
+    options=TierRoutingReviewOptions,
     after=("preference_inference",),
     reads=("tier_routing_log",),
     missing_input=no_routing_log,

@@ -37,8 +37,8 @@ import re
 from collections import Counter
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Annotated, Any
+from datetime import datetime, timedelta
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
@@ -46,7 +46,7 @@ from dream_assets.input_fingerprints import events_watermark
 from dream_assets.llm.contracts import Contract, IdText, ModelCall, ShownIds
 from dream_assets.llm.prompts import extras, one_line, value_text
 from dream_assets.model import Skill, iso, utc
-from dream_assets.options import DreamOptions
+from dream_assets.options import DreamOptions, PassOptions, pass_option
 from dream_assets.passes.common import CopyGuard, call_model_batched, note_malformed
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.model_text import problem, shown
@@ -235,13 +235,15 @@ def group_executions(events: Iterable[WispExecutionEvent]) -> dict[str, WispGrou
 
 
 def is_failure_pattern(group: WispGroup, options: DreamOptions) -> bool:
-    return group.failures >= options.WispFailureMinFrequency
+    section = options.section(WispFailureAnalysisOptions)
+    return group.failures >= section.failure_min_frequency
 
 
 def is_promotion_candidate(group: WispGroup, options: DreamOptions) -> bool:
     # "> 80 %" is strict (spec): 4 of 5 runs is exactly 0.8 and does not qualify. Float division of two small
     # integers rounds to the same double as the decimal literal, so the boundary compares exactly.
-    return group.runs >= options.WispSuccessMinFrequency and group.success_rate > options.WispSuccessMinRate
+    section = options.section(WispFailureAnalysisOptions)
+    return group.runs >= section.success_min_frequency and group.success_rate > section.success_min_rate
 
 
 def _ranked(counter: Counter[str]) -> list[str]:
@@ -395,13 +397,14 @@ def analyse_wisp_failures(ctx: PassContext) -> Generator[AboutToCall, bool, Pass
     watermark and stamped with it once the answer was applied."""
     report = PassReport(PASS)
     opts = ctx.options
-    days = f"{opts.WispAnalysisWindow.total_seconds() / 86400:g}"
+    section = opts.section(WispFailureAnalysisOptions)
+    days = f"{section.window.total_seconds() / 86400:g}"
     # The whole log is read once: its watermark is the change-gate fingerprint (the wisp_execution_log data version),
     # the window is what the pass analyses.
     read = read_events(ctx.profile, LOG)
     note_malformed(report, LOG, read)
     fingerprint = events_watermark(read.events)
-    since = ctx.now - opts.WispAnalysisWindow
+    since = ctx.now - section.window
     events: list[WispExecutionEvent] = [e for e in read.events if since <= e.timestamp < ctx.now]
     groups = group_executions(events)
     failures = sorted((g for g in groups.values() if is_failure_pattern(g, opts)), key=lambda g: g.description)
@@ -417,8 +420,8 @@ def analyse_wisp_failures(ctx: PassContext) -> Generator[AboutToCall, bool, Pass
     report.extra["promotion_candidates"] = [success_input(g) for g in promotions]
     if not failures and not promotions:
         return report.skip(
-            f"no recurring failure (≥ {opts.WispFailureMinFrequency}) or consistent success pattern "
-            f"(≥ {opts.WispSuccessMinFrequency} runs, > {opts.WispSuccessMinRate:.0%}) among "
+            f"no recurring failure (≥ {section.failure_min_frequency}) or consistent success pattern "
+            f"(≥ {section.success_min_frequency} runs, > {section.success_min_rate:.0%}) among "
             f"{len(events)} execution(s) in the last {days} days: no call"
         )
     if not (yield AboutToCall(fingerprint, report)):
@@ -494,7 +497,8 @@ def history_patterns(profile: AgentProfile, options: DreamOptions, end: datetime
     """History: per wisp description in the window ending at ``end`` (read from the log warehouse): runs, failures,
     success rate, failing steps, and whether it qualifies as a failure pattern or a promotion candidate — by this
     pass's own grouping and thresholds."""
-    groups = group_executions(read_archived(profile, LOG, end - options.WispAnalysisWindow, end).events)
+    section = options.section(WispFailureAnalysisOptions)
+    groups = group_executions(read_archived(profile, LOG, end - section.window, end).events)
     return [
         {
             "description": g.description,
@@ -758,6 +762,47 @@ def _promote(
     return ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class WispFailureAnalysisOptions(PassOptions):
+    """The options section of this pass (``[passes.wisp_failure_analysis]``)."""
+
+    PASS: ClassVar[str] = "wisp_failure_analysis"
+
+    enabled: bool = pass_option(True, "wisp failure analysis", alias="WispFailureAnalysisEnabled")
+    model: str = pass_option("", "model for wisp failure analysis; empty = LlmModel", alias="WispFailureAnalysisModel")
+    base_url: str = pass_option(
+        "", "endpoint for wisp failure analysis; empty = LlmBaseUrl", url=True, alias="WispFailureAnalysisBaseUrl"
+    )
+    api_key_env: str = pass_option(
+        "", "API key variable for wisp failure analysis; empty = LlmApiKeyEnv", alias="WispFailureAnalysisApiKeyEnv"
+    )
+    apply_mode: str = pass_option(
+        "",
+        "ApplyMode of wisp failure analysis; empty = ApplyMode",
+        choices=("", "auto", "review", "review-risky"),
+        alias="WispFailureAnalysisApplyMode",
+    )
+    directive: str = pass_option(
+        "wisp-failure-dream.md", "wisp failure analysis directive", alias="WispFailureDirectivePath"
+    )
+    window: timedelta = pass_option(
+        timedelta(days=14), "how far back wisp executions are read", alias="WispAnalysisWindow"
+    )
+    failure_min_frequency: int = pass_option(
+        3, "failures of one description that make a pattern", minimum=1, alias="WispFailureMinFrequency"
+    )
+    success_min_frequency: int = pass_option(
+        5, "runs of one description needed for a promotion candidate", minimum=1, alias="WispSuccessMinFrequency"
+    )
+    success_min_rate: float = pass_option(
+        0.80,
+        "success rate that must be exceeded for a promotion candidate",
+        minimum=0.0,
+        maximum=1.0,
+        alias="WispSuccessMinRate",
+    )
+
+
 SPEC = PassSpec(
     name=PASS,
     group="skills",
@@ -766,7 +811,7 @@ SPEC = PassSpec(
     "successful ones (5+ runs, over 80 %) as promotion candidates, and attaches the definitions the model promotes to "
     "existing skills as resources (undoable).",
     body=analyse_wisp_failures,
-    enabled_by="WispFailureAnalysisEnabled",
+    options=WispFailureAnalysisOptions,
     after=("skill_gap_detection",),
     reads=("wisp_execution_log", "skill_catalog"),
     missing_input=no_wisp_log,

@@ -147,7 +147,7 @@ def undo(
     the outcome ``partial``. ``NotFound`` for a cycle, pass or change the
     agent never had; ``StoreUnavailable`` when the store is busy or damaged (what was done is kept: a rerun finishes
     it)."""
-    op = begin(profile, options, now)
+    op = begin(profile, _with_passes(profile, options), now)
     if (cycle_id is None) == (change_id is None):
         raise InvalidInput("give cycle_id or change_id (one of them)")
     if change_id is not None and pass_name is not None:
@@ -442,6 +442,15 @@ def _summary(report: UndoReport, result: UndoResult, where: str) -> str:
         + ("; nothing was changed" if nothing_done and report.change_id else "")
         + (f"; recorded as cycle {report.undo_cycle_id}" if report.undo_cycle_id else "")
     )
+
+
+def _with_passes(profile: AgentProfile | str | Path, options: DreamOptions | None) -> DreamOptions:
+    """The options an undo of a dream cycle reads: those given, or the agent's, knowing every pass's section (an
+    undone purge keeps its entry archive purge's retention longer)."""
+    from dream_assets.options_loader import load_agent_options, with_passes
+    from dream_assets.profile import as_profile
+
+    return load_agent_options(as_profile(profile)) if options is None else with_passes(options)
 
 
 # --- the change log -------------------------------------------------------------------------------------------------

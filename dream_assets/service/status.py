@@ -154,6 +154,6 @@ def next_run(pass_name: str, profile: AgentProfile, options: DreamOptions, rec, 
         )
     floor = min_interval_floor(pass_name, profile, options, now)
     if floor is not None:
-        option = by_name(pass_name).min_interval
-        text += f"; held back until {when(floor)} ({option} {duration(getattr(options, option))})"
+        spec = by_name(pass_name)
+        text += f"; held back until {when(floor)} ({spec.min_interval} {duration(spec.interval(options))})"
     return text

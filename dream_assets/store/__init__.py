@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from dream_assets.options import DreamOptions, load_agent_options
@@ -46,7 +47,7 @@ class DreamStore:
             self.skills,
             profile=self.profile,
             cycle_stale_after_s=self.options.RunTimeout.total_seconds(),
-            archive_retention=self.options.MemoryArchiveRetention,
+            archive_retention=_archive_retention(self.options),
         )
 
     def transaction(self):
@@ -64,3 +65,12 @@ def open_store(profile: AgentProfile | str | Path, options: DreamOptions | None 
     (``DREAM_CONFIG``), the agent's ``dream.toml`` and the ``DREAM__*`` environment (``load_agent_options``)."""
     profile = as_profile(profile)
     return DreamStore(profile, options if options is not None else load_agent_options(profile))
+
+
+def _archive_retention(options: DreamOptions) -> timedelta | None:
+    """How long an undone purge keeps the entry from the next purge: archive purge's ``retention`` (alias
+    ``MemoryArchiveRetention``), where these options know its section (every entry point that can undo a cycle,
+    ``dream undo`` and ``service.undo``, loads them with the passes' sections: dream_assets/options_loader.py). None:
+    not known here, and undoing a purge is refused rather than done without the mark."""
+    own = options.passes.get("archive_purge")
+    return None if own is None else getattr(own, "retention", None)

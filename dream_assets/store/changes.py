@@ -239,7 +239,8 @@ class ChangeLog:
         profile: AgentProfile | None = None,
         cycle_stale_after_s: float = 300.0,
     ) -> None:
-        """``archive_retention`` (MemoryArchiveRetention): how long an undone purge keeps the entry from the purge.
+        """``archive_retention`` (MemoryArchiveRetention): how long an undone purge keeps the entry from the purge
+        (None: not known to these options, and undoing a purge is refused).
         ``profile``: the agent whose cycle markers an undo honours (``store.cycle_marker``); a marker without a
         heartbeat for ``cycle_stale_after_s`` (``RunTimeout``) is from a crashed cycle."""
         self._conn = conn
@@ -857,7 +858,12 @@ class ChangeLog:
         entry = self._record(MemoryEntry, before, first)
         if self._memories.get(target_id) is None:  # purged by the cycle: insert it again, as it was
             keep = ""
-            if self._retention is not None and self._retention > timedelta(0):
+            if self._retention is None:
+                raise ValueError(
+                    f"undoing the purge of {target_id} needs archive purge's retention, which these options do not "
+                    "know: open the store with options loaded with the passes' sections (options_loader)"
+                )
+            if self._retention > timedelta(0):
                 until = utc(now) + self._retention
                 entry = MemoryEntry.from_dict(
                     {**entry.to_dict(), "metadata": {**entry.metadata, KEEP_ARCHIVED_UNTIL_KEY: iso(until)}}

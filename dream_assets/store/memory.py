@@ -515,13 +515,24 @@ class MemoryStore:
             n, h1, h2 = conn.execute(fingerprint_sums_sql("memories")).fetchone()  # type: ignore[misc]
         return f"memories:{n}:{int(h1):016x}{int(h2):016x}"
 
-    def similarity_measure(self) -> tuple[str, float, float]:
-        """The lexical measure and its thresholds (clustering, save time) as the options configure them: the overlap
-        measure uses one threshold for both; TF-IDF cosine its two aligned ones (spec: keep them aligned)."""
+    def similarity_measure(self) -> tuple[str, float]:
+        """The lexical measure and its save-time threshold as the options configure them: the overlap measure uses
+        one threshold for save time and clustering alike; TF-IDF cosine ``DedupeSimilarityThreshold`` at save time
+        (and memory consolidation's ``similarity_threshold`` for clusters, spec: keep them aligned)."""
         if self._options.LexicalSimilarityMeasure == "overlap":
-            t = self._options.LexicalOverlapThreshold
-            return "overlap", t, t
-        return "auto", self._options.ConsolidationSimilarityThreshold, self._options.DedupeSimilarityThreshold
+            return "overlap", self._options.LexicalOverlapThreshold
+        return "auto", self._options.DedupeSimilarityThreshold
+
+    def _clustering(self) -> Any:
+        """Memory consolidation's options section, which holds the clustering threshold and cluster cap; the store
+        is handed them by the pass, and reads them here only for a scan called without them."""
+        own = self._options.passes.get("memory_consolidation")
+        if own is None:
+            raise ValueError(
+                "duplicate_clusters: give threshold and max_cluster_size (these options know no memory_consolidation "
+                "section)"
+            )
+        return own
 
     def duplicate_clusters(
         self,
@@ -539,14 +550,14 @@ class MemoryStore:
             threshold = (
                 self._options.LexicalOverlapThreshold
                 if method == "overlap"
-                else self._options.ConsolidationSimilarityThreshold
+                else self._clustering().similarity_threshold
             )
         # Only ids and texts, in list_live's order: a scan of a large corpus does not build every entry.
         docs = list(zip(*self._columns("id, content", "archived_at IS NULL"), strict=True))
         return find_duplicate_clusters(
             docs,
             threshold,
-            self._options.ConsolidationMaxClusterSize if max_cluster_size is None else max_cluster_size,
+            self._clustering().max_cluster_size if max_cluster_size is None else max_cluster_size,
             method=method,
             groups=None if scopes is None else [scopes.get(d[0], "") for d in docs],
         )

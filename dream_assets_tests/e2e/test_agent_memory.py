@@ -13,7 +13,7 @@ from dream_assets import agent_memory as am
 from dream_assets.changes_model import ChangeRow, SuccessorHow
 from dream_assets.cli import main as dream
 from dream_assets.llm.busy import is_busy
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.logs import read_events
@@ -70,7 +70,7 @@ def test_save_many_gives_the_outcomes_and_history_of_one_save_after_another(tmp_
     ]
 
     def stored(profile: AgentProfile) -> list[tuple]:
-        store = open_store(profile, DreamOptions())
+        store = open_store(profile, dream_options())
         entries = sorted(store.memories.list_all(), key=lambda e: e.content)
         rows = sorted((r.kind, r.reason) for r in store.changes.list())
         return [(e.content, e.category, e.tags, e.importance, e.reinforcement_count) for e in entries] + rows
@@ -83,7 +83,7 @@ def test_save_many_gives_the_outcomes_and_history_of_one_save_after_another(tmp_
 def test_save_many_checks_every_note_before_saving_any(profile: AgentProfile) -> None:
     with pytest.raises(am.InvalidInput, match="content"):
         am.save_many(profile, [{"content": "A fine note."}, {"content": "   "}], now=NOW)
-    assert open_store(profile, DreamOptions()).memories.list_all() == []
+    assert open_store(profile, dream_options()).memories.list_all() == []
 
 
 def test_search_filters_by_category_and_tags(profile: AgentProfile) -> None:
@@ -103,7 +103,7 @@ def test_an_old_id_leads_to_its_live_successor(profile: AgentProfile) -> None:
     a = am.save(profile, "The VPN gateway is vpn1.example.org.", now=NOW).id
     b = am.save(profile, "Office wifi password rotates monthly.", now=NOW).id
     c = am.save(profile, "Since November the VPN gateway is vpn2.example.org.", now=NOW).id
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     with store.transaction():
         before = store.memories.get(a)
         after = store.memories.archive(a, now=NOW)
@@ -162,7 +162,7 @@ def test_reinforce_moves_last_seen_and_refuses_an_archived_id(profile: AgentProf
 def test_content_breaking_the_text_rules_is_refused_with_its_field(profile, content, field) -> None:
     with pytest.raises(am.InvalidInput, match=f"^{field} "):
         am.save(profile, content, now=NOW)
-    assert open_store(profile, DreamOptions()).memories.counts() == {"live": 0, "archived": 0}
+    assert open_store(profile, dream_options()).memories.counts() == {"live": 0, "archived": 0}
 
 
 def test_over_long_content_names_the_limit_of_the_agents_options(profile: AgentProfile) -> None:
@@ -205,7 +205,7 @@ def test_skills_round_trip(profile: AgentProfile) -> None:
 
 
 def test_every_call_marks_the_agent_active_for_the_configured_window(profile: AgentProfile) -> None:
-    options = DreamOptions(AgentActiveWindow=timedelta(seconds=90))
+    options = dream_options(AgentActiveWindow=timedelta(seconds=90))
     stale = options.BusyLeaseStaleAfter
     am.search(profile, "anything", options=options, now=NOW)
     assert is_busy(profile, NOW + timedelta(seconds=60), stale)
@@ -215,7 +215,7 @@ def test_every_call_marks_the_agent_active_for_the_configured_window(profile: Ag
 
 def test_a_zero_window_marks_nothing(tmp_path: Path) -> None:
     profile = AgentProfile(tmp_path / "quiet").ensure()
-    am.search(profile, "anything", options=DreamOptions(AgentActiveWindow=timedelta(0)), now=NOW)
+    am.search(profile, "anything", options=dream_options(AgentActiveWindow=timedelta(0)), now=NOW)
     assert not is_busy(profile, NOW, timedelta(minutes=10))
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dream_assets.cli import main
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile, discover_profiles
 from dream_assets.store import open_store
 
@@ -485,7 +485,7 @@ def test_dream_status_options_shows_every_value_and_where_it_came_from(tmp_path,
     capsys.readouterr()
     assert main(["status", "--options", "--profile", str(profile)]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
-    assert len(lines) == len(DreamOptions.option_names())
+    assert len(lines) == len(dream_options().layout())
     consolidation = lines["passes.memory_consolidation.model"].split()
     assert consolidation[1:4] == ["=", '"big"', "[MemoryConsolidationModel]"]
     assert lines["passes.memory_consolidation.model"].endswith(

@@ -38,6 +38,7 @@ import pytest
 
 from dream_assets.cycle import run_cycle
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import load_options
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
@@ -369,8 +370,8 @@ class Outcome:
 
 
 def _options(profile: AgentProfile, **overrides: Any) -> DreamOptions:
-    options = DreamOptions.load(env={}, profile_toml=profile.options_path)
-    return dataclasses.replace(options, **overrides)
+    options = load_options(env={}, profile_toml=profile.options_path)
+    return options.replace(**overrides)
 
 
 def _cycle(profile: AgentProfile, cycle_id: str, now: datetime | None, **overrides: Any) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dream_assets.model import Skill
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.log_records import SkillUsageEvent
@@ -98,7 +98,7 @@ def _memory_state(store) -> dict:
 
 
 def _check_memory_store(root: Path, trial: int) -> None:
-    store = open_store(AgentProfile(root), DreamOptions())
+    store = open_store(AgentProfile(root), dream_options())
     try:
         original = {e.id for e in MEMORIES}
         rows = store.changes.list(CYCLE)
@@ -128,7 +128,7 @@ def _check_memory_store(root: Path, trial: int) -> None:
 def test_a_kill_at_any_write_of_a_consolidation_apply_leaves_whole_changes(tmp_path):
     base = tmp_path / "base"
     profile = AgentProfile(base).ensure()
-    seed = open_store(profile, DreamOptions())
+    seed = open_store(profile, dream_options())
     seed.memories.put_many(MEMORIES)
     seed.close()
     result, trials = _trials(base, tmp_path, "memory_consolidation", [MEMORY_ANSWER])
@@ -174,7 +174,7 @@ def _skill_state(store) -> dict:
 
 
 def _check_skill_store(root: Path, trial: int, before: dict) -> None:
-    store = open_store(AgentProfile(root), DreamOptions())
+    store = open_store(AgentProfile(root), dream_options())
     try:
         rows = store.changes.list(CYCLE)
         now = {s.name: s for s in store.skills.list(include_archived=True)}
@@ -201,7 +201,7 @@ def _check_skill_store(root: Path, trial: int, before: dict) -> None:
 def test_a_kill_at_any_write_of_a_skill_consolidation_apply_leaves_whole_changes(tmp_path):
     base = tmp_path / "base"
     profile = AgentProfile(base).ensure()
-    seed = open_store(profile, DreamOptions())
+    seed = open_store(profile, dream_options())
     for skill in SKILLS:
         seed.skills.save(skill, now=NOW - timedelta(days=20))
     before = _skill_state(seed)

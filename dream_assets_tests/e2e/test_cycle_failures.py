@@ -20,6 +20,7 @@ from dream_assets.llm.offline import OfflineBackend
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.model import Skill
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.orchestration.resources import ModelResource
@@ -153,7 +154,7 @@ def _openai(options: DreamOptions, base_url: str) -> DreamOptions:
 @pytest.mark.slow  # a fault run: a hanging endpoint's timeouts
 def test_a_hanging_endpoint_costs_one_pass_its_attempts_and_the_other_passes_nothing(demo):
     with OpenAITestServer(default=hang(3.0)) as server:
-        options = _openai(DreamOptions(), server.base_url)
+        options = _openai(dream_options(), server.base_url)
         reports = {r.pass_name: r for r in run_cycle_directly(demo, options, NOW, cycle_id="cycle-1")}
         first = reports[MODEL_PASSES[0]]  # the first model pass of the cycle
         assert first.status == "failed" and "(LlmTimeout)" in first.reason
@@ -178,7 +179,7 @@ def test_a_hanging_endpoint_costs_one_pass_its_attempts_and_the_other_passes_not
 def test_a_refused_connection_fails_the_later_model_passes_without_calling(demo):
     with refusing_base_url() as url:
         reports = {
-            r.pass_name: r for r in run_cycle_directly(demo, _openai(DreamOptions(), url), NOW, cycle_id="cycle-1")
+            r.pass_name: r for r in run_cycle_directly(demo, _openai(dream_options(), url), NOW, cycle_id="cycle-1")
         }
     assert "connection to" in reports[MODEL_PASSES[0]].reason
     assert reports[MODEL_PASSES[0]].model_calls == 1
@@ -425,7 +426,7 @@ def test_a_disabled_pass_is_never_requested_by_its_gate_sensor(root, demo, insta
 def test_gate_sensors_take_their_clock_from_the_deployment(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     sensor = build_definitions(deployment(root)).get_sensor_def("skill_consolidation_change_gate")
-    status = gate_status("skill_consolidation", demo, DreamOptions(), NOW)
+    status = gate_status("skill_consolidation", demo, dream_options(), NOW)
     PassLedger(demo).stamp("skill_consolidation", status.fingerprint, NOW)
     soon, _ = _sensor(sensor, instance, root, now=NOW + timedelta(hours=1))
     assert not soon.run_requests and "next forced run at 2026-12-07T12:00:00Z" in soon.skip_reason.skip_message

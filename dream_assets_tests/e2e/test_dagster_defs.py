@@ -14,7 +14,7 @@ from dream_assets.definitions import build_definitions
 from dream_assets.demo import build_demo_profile
 from dream_assets.gates import GATED_PASSES, gate_status
 from dream_assets.log_analyses import read_analysis
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.passes.registry import PASSES
@@ -192,7 +192,7 @@ def test_a_gate_run_of_a_pass_in_review_also_shows_its_pending_set(root, demo, i
     )
     assert result.success
     close_all()
-    waiting = len(review.decisions(open_store(demo, DreamOptions())))
+    waiting = len(review.decisions(open_store(demo, dream_options())))
     assert waiting > 0  # the demo's first consolidation merges
     (check,) = [
         e.event_specific_data
@@ -211,7 +211,7 @@ def test_gate_sensor_requests_a_pass_never_run_and_skips_it_when_unchanged(root,
     assert len(first.run_requests) == 1
     req = first.run_requests[0]
     assert req.partition_key == "demo" and req.asset_selection == [dg.AssetKey("skill_consolidation")]
-    status = gate_status("skill_consolidation", demo, DreamOptions(), NOW)
+    status = gate_status("skill_consolidation", demo, dream_options(), NOW)
     assert status.fingerprint in req.run_key
     # the pass ran on this fingerprint (stamped now): unchanged -> skip, naming the pass and when it will be forced
     PassLedger(demo).stamp("skill_consolidation", status.fingerprint, NOW)
@@ -224,7 +224,7 @@ def test_gate_sensor_requests_a_pass_never_run_and_skips_it_when_unchanged(root,
 def test_gate_sensor_runs_when_the_input_changed(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
-    status = gate_status("skill_consolidation", demo, DreamOptions(), NOW)
+    status = gate_status("skill_consolidation", demo, dream_options(), NOW)
     PassLedger(demo).stamp("skill_consolidation", status.fingerprint, NOW)
     store = open_store(demo)
     skill = store.skills.get("mcp/weather")
@@ -237,7 +237,7 @@ def test_gate_sensor_runs_when_the_input_changed(root, demo, instance):
 def test_gate_sensor_forces_a_run_when_the_floor_elapsed(root, demo, instance):
     instance.add_dynamic_partitions(AGENTS, ["demo"])
     defs = build_definitions(deployment(root))
-    status = gate_status("skill_consolidation", demo, DreamOptions(), NOW)
+    status = gate_status("skill_consolidation", demo, dream_options(), NOW)
     PassLedger(demo).stamp("skill_consolidation", status.fingerprint, NOW - timedelta(days=8))
     result = _tick(_gate_sensor(defs, "skill_consolidation"), instance, root)
     assert len(result.run_requests) == 1
@@ -253,8 +253,8 @@ def test_gate_sensor_treats_a_corrupt_ledger_as_never_run(root, demo, instance):
 
 def test_gate_sensor_for_a_time_window_ignores_events_ageing_out(root, demo, instance):
     now = NOW
-    status = gate_status("tier_routing_review", demo, DreamOptions(), now)
-    later = gate_status("tier_routing_review", demo, DreamOptions(), now + timedelta(days=3))
+    status = gate_status("tier_routing_review", demo, dream_options(), now)
+    later = gate_status("tier_routing_review", demo, dream_options(), now + timedelta(days=3))
     # three days later some events left the 14-day window, but the newest event is the same: unchanged
     assert status.fingerprint == later.fingerprint
 
@@ -425,7 +425,7 @@ def test_after_a_cycle_the_sensors_agree_with_the_passes_that_nothing_is_due(roo
     assert run_cycle(build_definitions(deployment(root)), instance, "demo").success
     later = NOW + timedelta(minutes=10)
     for pass_name in GATED_PASSES:
-        status = gate_status(pass_name, demo, DreamOptions(), later)
+        status = gate_status(pass_name, demo, dream_options(), later)
         assert status.decision.skip, (pass_name, status.decision.reason)
 
 

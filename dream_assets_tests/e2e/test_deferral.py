@@ -9,7 +9,7 @@ import pytest
 from dream_assets.llm.busy import model_busy
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.deferral import retry_delay, retry_due
 from dream_assets.passes.outcome import load_outcome
@@ -69,7 +69,7 @@ def _deferred_run(profile, store, options, now):
 def test_a_deferred_pass_is_not_failed_and_shows_when_it_retries(profile, store):
     save_memory(store.memories, "Alice lives in Paris.", now=NOW - timedelta(days=3))
     save_memory(store.memories, "Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
-    options = DreamOptions(BusyMaxWait=timedelta(0), BusyRetryMaxAttempts=3)
+    options = dream_options(BusyMaxWait=timedelta(0), BusyRetryMaxAttempts=3)
     expected = [5, 10, 20]
     now = NOW
     for attempt, minutes in enumerate(expected, 1):
@@ -91,7 +91,7 @@ def test_a_deferred_pass_is_not_failed_and_shows_when_it_retries(profile, store)
 def test_a_run_that_is_not_deferred_ends_the_deferral(profile, store):
     save_memory(store.memories, "Alice lives in Paris.", now=NOW - timedelta(days=3))
     save_memory(store.memories, "Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
-    options = DreamOptions(BusyMaxWait=timedelta(0))
+    options = dream_options(BusyMaxWait=timedelta(0))
     _deferred_run(profile, store, options, NOW)
     backend = ScriptedBackend([{"supersessions": []}])
     client = ModelClient(backend, profile=profile, options=options)
@@ -117,10 +117,10 @@ def test_the_retry_sensor_requests_a_deferred_pass_when_its_retry_is_due(root, i
 
     profile = AgentProfile(root / "a1").ensure()
     (profile.root / "dream.toml").write_text("BusyMaxWait = 0\n", encoding="utf-8")
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     save_memory(store.memories, "Alice lives in Paris.", now=NOW - timedelta(days=3))
     save_memory(store.memories, "Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
-    report = _deferred_run(profile, store, DreamOptions(BusyMaxWait=timedelta(0)), NOW)
+    report = _deferred_run(profile, store, dream_options(BusyMaxWait=timedelta(0)), NOW)
     store.close()
     meta = report_metadata(report)
     assert meta["status"] == "deferred" and meta["retry_at"] == "2026-11-30T12:05:00Z"
@@ -146,7 +146,7 @@ def test_the_deferred_pass_list_follows_the_outcomes(profile, store):
 
     save_memory(store.memories, "Alice lives in Paris.", now=NOW - timedelta(days=3))
     save_memory(store.memories, "Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
-    options = DreamOptions(BusyMaxWait=timedelta(0))
+    options = dream_options(BusyMaxWait=timedelta(0))
     assert not deferred_index_path(profile).exists()
     _deferred_run(profile, store, options, NOW)
     listed = load_deferred(profile)
@@ -171,10 +171,10 @@ def test_the_retry_sensor_reads_only_the_deferred_pass_list_of_each_agent(root, 
 
     def deferred_agent(agent):
         profile = AgentProfile(root / agent).ensure()
-        store = open_store(profile, DreamOptions())
+        store = open_store(profile, dream_options())
         save_memory(store.memories, "Alice lives in Paris.", now=NOW - timedelta(days=3))
         save_memory(store.memories, "Alice moved to Berlin; she lives there now.", now=NOW - timedelta(days=1))
-        _deferred_run(profile, store, DreamOptions(BusyMaxWait=timedelta(0)), NOW)
+        _deferred_run(profile, store, dream_options(BusyMaxWait=timedelta(0)), NOW)
         store.close()
         return profile
 

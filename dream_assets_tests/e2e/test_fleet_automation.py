@@ -16,7 +16,7 @@ from dream_assets.cycle import run_cycle
 from dream_assets.definitions import build_definitions
 from dream_assets.defs import automation
 from dream_assets.demo import build_demo_profile
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.orchestration.deployment import DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.profile import AgentProfile
@@ -56,7 +56,7 @@ def fleet(tmp_path, instance):
     for i, name in enumerate(names):
         profile = AgentProfile(root / name)
         build_demo_profile(profile, NOW - timedelta(days=1), n_memories=12, seed=i + 1, with_logs=False)
-        run_cycle(profile, DreamOptions(), NOW)
+        run_cycle(profile, dream_options(), NOW)
     close_all()  # the stores are closed (checkpointed) as an agent that went idle leaves them
     instance.add_dynamic_partitions(AGENTS, names)
     return root, names
@@ -82,7 +82,7 @@ def test_an_idle_fleet_is_decided_once_then_not_read_again_until_a_file_moves(fl
     assert "memory_consolidation: 3 agent(s) unchanged" in second.skip_reason.skip_message
     assert "bravo skipped" not in second.skip_reason.skip_message
     # each agent not decided again is named with the pass, its last run and its next forced run
-    forced = NOW + DreamOptions().DreamPassMaxSkipInterval
+    forced = NOW + dream_options().DreamPassMaxSkipInterval
     for name in names:
         assert (
             f"memory_consolidation for {name}: unchanged since its last decision (last ran "
@@ -93,7 +93,7 @@ def test_an_idle_fleet_is_decided_once_then_not_read_again_until_a_file_moves(fl
     os.utime(store, ns=(st.st_atime_ns, st.st_mtime_ns))
 
     # A memory saved by charlie moves its store: only charlie is decided again, and its pass is requested.
-    store_c = open_store(AgentProfile(root / "charlie"), DreamOptions())
+    store_c = open_store(AgentProfile(root / "charlie"), dream_options())
     save_memory(store_c.memories, "Charlie moved the build to Tuesday mornings.", now=NOW + timedelta(minutes=12))
     store_c.close()
     # Only charlie is decided again: its input moved, but its minimum interval still holds the pass back until then.
@@ -118,7 +118,7 @@ def test_time_alone_brings_a_remembered_agent_back_when_its_maximum_skip_interva
     assert not first.run_requests
     recheck = {a: v[1] for a, v in json.loads(first.cursor)["agents"].items()}
     assert all(recheck.values()), recheck  # each agent says when the maximum skip interval forces its pass
-    later = NOW + DreamOptions().DreamPassMaxSkipInterval + timedelta(minutes=1)
+    later = NOW + dream_options().DreamPassMaxSkipInterval + timedelta(minutes=1)
     second = _tick(defs, GATE, instance, root, cursor=first.cursor, now=later)
     assert sorted(r.partition_key for r in second.run_requests) == names
 

@@ -19,7 +19,7 @@ from dream_assets.folders import link_folder, plan_write_back, read_folder, writ
 from dream_assets.folders.formats import INDEX_LINE_BUDGET
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
@@ -119,9 +119,9 @@ def test_reading_the_same_folder_twice_changes_nothing(profile, tmp_path, fmt):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_cycle_with_nothing_to_do_rewrites_no_file(profile, tmp_path, fmt):
     folder = _linked(profile, tmp_path, fmt)
-    run_cycle(profile, DreamOptions(), NOW)  # the first cycle may merge the fixture's near-duplicates
+    run_cycle(profile, dream_options(), NOW)  # the first cycle may merge the fixture's near-duplicates
     before = _files(folder)
-    reports = {r.pass_name: r for r in run_cycle(profile, DreamOptions(), NOW)}
+    reports = {r.pass_name: r for r in run_cycle(profile, dream_options(), NOW)}
     assert reports["memory_folder_read"].status == "completed"
     assert reports["memory_folder_write"].status == "completed"
     assert reports["memory_folder_write"].counts["files_written"] == 0
@@ -147,7 +147,7 @@ def _merge_release_notes(request):
 
 
 def _scripted_cycle(profile, answer, cycle_id=None):
-    options = DreamOptions(ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
+    options = dream_options(ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
     client = ModelClient(ScriptedBackend(answer), profile=profile, options=options)
     reports = run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id=cycle_id)
     return {r.pass_name: r for r in reports}
@@ -752,7 +752,7 @@ def test_undo_of_an_applied_review_set_puts_the_files_a_sync_wrote_back(profile,
     link_folder(profile, folder, "claude-code")
     assert read_folder(profile, now=NOW).status == "completed"
     before = {k: v[0] for k, v in _files(folder).items()}
-    options = DreamOptions(ApplyMode="review", ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
+    options = dream_options(ApplyMode="review", ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
     client = ModelClient(ScriptedBackend(_merge_release_notes), profile=profile, options=options)
     run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="set1")
     assert {k: v[0] for k, v in _files(folder).items()} == before  # a review set waits; the folder too
@@ -786,7 +786,7 @@ def _standup_cycle(profile, tmp_path: Path) -> tuple[Path, dict[str, bytes], dic
     link_folder(profile, folder, "claude-code")
     read_folder(profile, now=NOW)
     before = {k: v[0] for k, v in _files(folder).items()}
-    options = DreamOptions(ConsolidationExactFoldEnabled=False)
+    options = dream_options(ConsolidationExactFoldEnabled=False)
     client = ModelClient(ScriptedBackend(_standup_answer), profile=profile, options=options)
     reports = {
         r.pass_name: r for r in run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="sweep-cycle")

@@ -12,7 +12,7 @@ import pytest
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.model import MemoryEntry, Skill
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
 from dream_assets.passes.skill_consolidation import run_skill_consolidation
@@ -30,9 +30,9 @@ def _context(profile, store, backend: ScriptedBackend | None, *, now, force=None
     def factory() -> ModelClient:
         if backend is None:
             pytest.fail("the model client was built although the pass should not call the model")
-        return ModelClient(backend, profile=profile, options=DreamOptions())
+        return ModelClient(backend, profile=profile, options=dream_options())
 
-    return PassContext(profile, DreamOptions(), now, cycle_id=cycle, client_factory=factory, _store=store, force=force)
+    return PassContext(profile, dream_options(), now, cycle_id=cycle, client_factory=factory, _store=store, force=force)
 
 
 def _memories(store) -> None:

@@ -170,7 +170,7 @@ def test_a_lease_dated_in_the_future_holds_passes_no_longer_than_its_window_afte
     profile: AgentProfile, kind: str
 ) -> None:
     from dream_assets.llm.busy import wait_until_idle
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
 
     if kind == "folder":
         _future_leases(profile, NOW)
@@ -178,7 +178,7 @@ def test_a_lease_dated_in_the_future_holds_passes_no_longer_than_its_window_afte
         profile.busy_lease_path.write_text("busy")
         ahead = (NOW + timedelta(days=365)).timestamp()
         os.utime(profile.busy_lease_path, (ahead, ahead))
-    options = DreamOptions(BusyMaxWait=timedelta(minutes=30), BusyPollInterval=timedelta(seconds=30))
+    options = dream_options(BusyMaxWait=timedelta(minutes=30), BusyPollInterval=timedelta(seconds=30))
     waits = []
     for day in (0, 1, 5, 12, 20, 33, 50, 70):  # 8 cycles over 70 days, each a separate call as in separate processes
         clock = {"t": 0.0}

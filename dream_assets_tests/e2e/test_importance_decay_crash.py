@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.importance_decay import APPLIED_KEY, run_importance_decay
 from dream_assets.profile import AgentProfile
@@ -30,7 +30,7 @@ from ..integration.test_maintenance_passes import entry
 
 ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 4
-OPTIONS = DreamOptions(ConsolidationMinInterval=timedelta(0), DreamPassChangeGateEnabled=False)
+OPTIONS = dream_options(ConsolidationMinInterval=timedelta(0), DreamPassChangeGateEnabled=False)
 
 
 def _child(spec: dict) -> subprocess.CompletedProcess:

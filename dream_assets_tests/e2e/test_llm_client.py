@@ -12,14 +12,14 @@ from dream_assets.llm.directives import builtin_directive
 from dream_assets.llm.offline import OfflineBackend
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.llm.usage import UsageLedger, UsageRecord
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options, load_options
 from dream_assets.orchestration.resources import ModelResource
 from dream_assets.passes.registry import model_call
 from dream_assets.passes.skill_gap_detection import SkillGapResponse
 
 
 def _client(answers) -> ModelClient:
-    return ModelClient(ScriptedBackend(answers), profile=None, options=DreamOptions())
+    return ModelClient(ScriptedBackend(answers), profile=None, options=dream_options())
 
 
 def _req(pass_name: str = "skill_gap_detection", prompt: str = "sessions ...") -> ModelRequest:
@@ -37,11 +37,11 @@ def _req(pass_name: str = "skill_gap_detection", prompt: str = "sessions ...") -
     ],
 )
 def test_the_backend_is_selected_by_configuration(overrides: dict, expected: str) -> None:
-    assert resolve_backend_name(DreamOptions.load(env=overrides)) == expected
+    assert resolve_backend_name(load_options(env=overrides)) == expected
 
 
 def test_openai_without_a_model_name_is_a_configuration_error() -> None:
-    opts = DreamOptions().replace(LlmBackend="openai", LlmBaseUrl="http://127.0.0.1:11434/v1")
+    opts = dream_options().replace(LlmBackend="openai", LlmBaseUrl="http://127.0.0.1:11434/v1")
     with pytest.raises(ModelConfigError, match="LlmModel"):
         build_model_client(opts, None, env={})
 
@@ -94,7 +94,7 @@ def test_the_client_uses_the_call_it_is_handed_and_looks_no_name_up(profile) -> 
         offline=lambda inputs: ({"verdict": f"offline saw {inputs['n']}"}, "probe note"),
     )
     (profile.root / "dream.md").write_text("probe directive, JSON only", encoding="utf-8")
-    client = ModelClient(OfflineBackend(), profile=profile, options=DreamOptions())
+    client = ModelClient(OfflineBackend(), profile=profile, options=dream_options())
     request = client.request(call, "prompt", {"n": 3})
     assert request.call is call and request.pass_name == "probe_call"
     assert request.system == "probe directive, JSON only" and request.directive_source == str(profile.root / "dream.md")
@@ -163,21 +163,21 @@ def test_resource_fields_override_the_options() -> None:
         timeout_s=7,
         temperature=0.0,
     )
-    opts = resource.effective_options(DreamOptions())
+    opts = resource.effective_options(dream_options())
     assert (opts.LlmBackend, opts.LlmBaseUrl, opts.LlmModel) == (
         "openai",
         "http://127.0.0.1:11434/v1",
         "llama3.1:8b",
     )
     assert opts.LlmTimeout.total_seconds() == 7 and opts.LlmTemperature == 0.0
-    unset = ModelResource().effective_options(DreamOptions().replace(LlmModel="m", LlmApiKeyEnv="K"))
+    unset = ModelResource().effective_options(dream_options().replace(LlmModel="m", LlmApiKeyEnv="K"))
     assert (unset.LlmModel, unset.LlmApiKeyEnv, unset.LlmBackend) == ("m", "K", "auto")
 
 
 def test_the_resource_builds_an_offline_client_by_default_and_rejects_unknown_backends() -> None:
-    assert ModelResource().client(None, DreamOptions()).backend_name == "offline"
+    assert ModelResource().client(None, dream_options()).backend_name == "offline"
     with pytest.raises(ModelConfigError, match="ModelResource.backend"):
-        ModelResource(backend="claude").client(None, DreamOptions())
+        ModelResource(backend="claude").client(None, dream_options())
 
 
 def test_a_scripted_backend_reaches_assets_through_the_resource() -> None:
@@ -185,7 +185,7 @@ def test_a_scripted_backend_reaches_assets_through_the_resource() -> None:
 
     @dg.asset
     def routing(model: ModelResource) -> str:
-        client = model.client(None, DreamOptions())
+        client = model.client(None, dream_options())
         result = client.call(client.request(model_call("tier_routing_review"), "stats"))
         return f"{client.backend_name}: {result.response.findings[0].content}"
 
@@ -200,10 +200,10 @@ def _pass_ctx(profile, backend, cycle_id: str):
 
     from dream_assets.passes.context import PassContext
 
-    client = ModelClient(backend, profile=None, options=DreamOptions())
+    client = ModelClient(backend, profile=None, options=dream_options())
     return PassContext(
         profile,
-        DreamOptions(),
+        dream_options(),
         datetime(2026, 11, 30, 12, tzinfo=UTC),
         cycle_id=cycle_id,
         client_factory=lambda: client,

@@ -18,6 +18,7 @@ from dream_assets.llm.client import build_model_client
 from dream_assets.llm.endpoint_profile import EndpointProfile, endpoint_key
 from dream_assets.llm.progress import CallProgress, ProgressFile, ProgressPrinter
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.registry import model_call
 from dream_assets.profile import AgentProfile
 from dream_assets_tests.openai_server import NOTHING_TO_CHANGE, OpenAITestServer, Reply, reply
@@ -32,7 +33,7 @@ class _Terminal(io.StringIO):
 
 
 def _options(server: OpenAITestServer, **kw) -> DreamOptions:
-    return DreamOptions(LlmBaseUrl=server.base_url, LlmModel="qwen", LlmMaxRetries=0, **kw)
+    return dream_options(LlmBaseUrl=server.base_url, LlmModel="qwen", LlmMaxRetries=0, **kw)
 
 
 def _wait_for(predicate, timeout_s: float = 10.0) -> None:

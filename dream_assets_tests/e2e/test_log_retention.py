@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes import log_retention
 from dream_assets.passes.log_retention import run_log_retention, trim_file_to_last_lines
 from dream_assets.profile import SINGLE_FILE_LOGS, AgentProfile
@@ -28,7 +29,7 @@ def opts(**kw: object) -> DreamOptions:
         "LogRetentionMaxFilesPerDirectory": 1000,
         "LogRetentionMaxLinesPerFile": 50_000,
     }
-    return DreamOptions().replace(**{**base, **kw})
+    return dream_options().replace(**{**base, **kw})
 
 
 def record(i: int, ts: datetime = NOW - timedelta(days=1), session: str = "s1") -> str:

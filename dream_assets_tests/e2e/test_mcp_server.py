@@ -33,7 +33,8 @@ from dream_assets.mcp_server import (
     connection_limits,
     parse_agent_tokens,
 )
-from dream_assets.options import DreamOptions, OptionsError
+from dream_assets.options import OptionsError
+from dream_assets.options_loader import dream_options, load_options
 from dream_assets.profile import AgentProfile
 from dream_assets.serve_guard import ConnectionLimits
 from dream_assets.store import open_store
@@ -55,7 +56,7 @@ def _profile(root: Path, name: str) -> AgentProfile:
 
 
 def _counts(profile: AgentProfile) -> dict[str, int]:
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     try:
         return store.memories.counts()
     finally:
@@ -264,19 +265,19 @@ async def _legit_session(url: str) -> float:
 
 
 def test_connection_limits_come_from_the_options_and_stay_below_the_descriptor_limit() -> None:
-    assert connection_limits(DreamOptions()) == ConnectionLimits(10.0, 30.0, 64, 512)
+    assert connection_limits(dream_options()) == ConnectionLimits(10.0, 30.0, 64, 512)
     env = {
         "DREAM__ServeHeaderTimeout": "PT5S",
         "DREAM__ServeBodyTimeout": "00:01:00",
         "DREAM__ServeMaxConnectionsPerClient": "8",
         "DREAM__ServeMaxConnections": "2000",
     }
-    limits = connection_limits(DreamOptions.load(env=env))
+    limits = connection_limits(load_options(env=env))
     assert limits == ConnectionLimits(5.0, 60.0, 8, 2000)
     assert (limits.total_cap(1024), limits.total_cap(100_000), limits.total_cap(3)) == (512, 2000, 1)
     for bad in ({"DREAM__ServeHeaderTimeout": "0"}, {"DREAM__ServeMaxConnections": "0"}):
         with pytest.raises(OptionsError):
-            DreamOptions.load(env=bad)
+            load_options(env=bad)
 
 
 class _Transport:
@@ -406,14 +407,14 @@ def test_slow_headers_and_slow_bodies_are_timed_out(tmp_path: Path) -> None:
 def test_a_cycle_while_a_client_saves_20_times_a_second_loses_nothing(tmp_path: Path) -> None:
     profile = AgentProfile(tmp_path / "demo")
     now = datetime.now(UTC)
-    build_demo_profile(profile, now, options=DreamOptions(), n_memories=120)
+    build_demo_profile(profile, now, options=dream_options(), n_memories=120)
     before = _counts(profile)["live"]
     done = threading.Event()
     failures: list[BaseException] = []
 
     def cycle() -> None:
         try:
-            reports = run_cycle(profile, DreamOptions())
+            reports = run_cycle(profile, dream_options())
             assert not [r for r in reports if r.status == "failed"], [(r.pass_name, r.reason) for r in reports]
         except BaseException as exc:  # reported by the test below
             failures.append(exc)
@@ -442,7 +443,7 @@ def test_a_cycle_while_a_client_saves_20_times_a_second_loses_nothing(tmp_path: 
     assert done.wait(600)
     assert not failures, failures
     assert errors == []
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     try:
         found = store.memories.get_many([i for i, _ in saved])
     finally:
@@ -499,7 +500,7 @@ def test_every_tool_shows_the_model_its_parameters_limits_and_effects(tmp_path: 
     def prop(tool: str, param: str) -> dict:
         return tools[tool].input_schema["properties"][param]
 
-    assert prop("memory_save", "content")["maxLength"] == DreamOptions().MaxContentChars
+    assert prop("memory_save", "content")["maxLength"] == dream_options().MaxContentChars
     assert (prop("memory_save", "importance")["minimum"], prop("memory_save", "importance")["maximum"]) == (0, 1)
     assert prop("memory_save", "tags")["maxItems"] == am.MAX_TAGS
     assert prop("memory_save", "category")["maxLength"] == am.MAX_CATEGORY_CHARS
@@ -648,7 +649,7 @@ def test_an_agent_restores_a_memory_and_undoes_its_own_changes(tmp_path: Path) -
 
 
 def _dump(profile: AgentProfile) -> list[dict]:
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     try:
         return sorted((e.to_dict() for e in store.memories.list_all()), key=lambda d: d["id"])
     finally:
@@ -659,9 +660,9 @@ def test_memory_undo_refuses_a_dream_cycle_and_changes_nothing(demo: AgentProfil
     """A dream cycle's changes are the operator's to undo (dream undo): memory_undo refuses the cycle and any one of
     its changes by name, and the store stays as the cycle left it."""
     now = datetime.now(UTC)
-    reports = run_cycle(demo, DreamOptions(), now, only=["archive_purge"], cycle_id="c-dream")
+    reports = run_cycle(demo, dream_options(), now, only=["archive_purge"], cycle_id="c-dream")
     assert [r.status for r in reports] == ["completed"], [(r.pass_name, r.summary) for r in reports]
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     try:
         [change, *_] = store.changes.list("c-dream")
     finally:
@@ -686,7 +687,7 @@ def test_review_list_apply_and_reject_over_mcp(demo: AgentProfile) -> None:
     now = datetime.now(UTC)
     before = _dump(demo)
     passes = ["archive_purge", "importance_decay"]
-    reports = run_cycle(demo, DreamOptions(ApplyMode="review"), now, only=passes, cycle_id="c-review")
+    reports = run_cycle(demo, dream_options(ApplyMode="review"), now, only=passes, cycle_id="c-review")
     assert [r.status for r in reports] == ["completed", "completed"], [(r.pass_name, r.summary) for r in reports]
     assert _dump(demo) == before  # review: nothing applied yet
     seen: dict[str, dict] = {}

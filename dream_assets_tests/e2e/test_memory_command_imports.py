@@ -5,12 +5,13 @@ builds the recall index (pyarrow would import pandas for it)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.store import index_file, open_store
 
 from ..conftest import NOW
@@ -33,7 +34,7 @@ def agent(profile):
 
     from dream_assets.demo import _memories
 
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     store.memories.put_many(_memories(random.Random(7), NOW, 200))
     store.close()
     return profile
@@ -58,3 +59,28 @@ def test_memory_commands_import_no_dagster_pandas_or_mcp(agent):
     assert _run("memory", "list", "--profile", p) == {"code": 0, "loaded": []}
     path.unlink(missing_ok=True)  # a save that builds the index once more
     assert _run("memory", "save", "--profile", p, "The Heron tests run on Fridays.") == {"code": 0, "loaded": []}
+
+
+#: Runs one `dream` command, then prints whether it imported the pass registry or the loader that needs it.
+RUN_PASSES = """
+import json, sys
+from dream_assets.cli import main
+code = main(sys.argv[1:])
+known = ("dream_assets.passes.registry", "dream_assets.options_loader")
+print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m in known)}))
+"""
+
+
+def test_a_memory_command_reads_its_options_without_importing_a_pass(agent):
+    """The options of a memory command are read without the pass sections (the registry imports every pass): a
+    pass's setting in the environment is kept for the pass that reads it, not refused and not typed here."""
+    env = {**os.environ, "DREAM__ConsolidationMaxClusterSize": "5", "DREAM__PASSES__MEMORY_CONSOLIDATION__MODEL": "m"}
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_PASSES, "memory", "search", "--profile", str(agent.root), "Alice python standup"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"code": 0, "loaded": []}

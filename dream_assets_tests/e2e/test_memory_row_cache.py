@@ -134,9 +134,9 @@ def test_writes_of_another_process_are_seen_by_the_next_search(store, stored, pr
         """
         import sys
         from datetime import UTC, datetime
-        from dream_assets.options import DreamOptions
+        from dream_assets.options_loader import dream_options
         from dream_assets.store import open_store
-        store = open_store(sys.argv[1], DreamOptions())
+        store = open_store(sys.argv[1], dream_options())
         store.memories.reinforce(sys.argv[2], now=datetime(2026, 12, 1, tzinfo=UTC))
         store.memories.set_metadata({sys.argv[2]: {"reviewedAt": "2026-12-01"}})
         store.close()

@@ -10,7 +10,7 @@ import dagster as dg
 
 from dream_assets.cycle import run_cycle
 from dream_assets.definitions import build_definitions
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.orchestration.resources import ModelResource
@@ -22,7 +22,7 @@ ANSWER = json.dumps({"findings": [], "failurePatterns": [], "skillAnnotations": 
 
 
 def test_pass_model_options_override_only_what_is_set():
-    options = DreamOptions(LlmModel="big", LlmBaseUrl="http://127.0.0.1:1/v1", PreferenceInferenceModel="small")
+    options = dream_options(LlmModel="big", LlmBaseUrl="http://127.0.0.1:1/v1", PreferenceInferenceModel="small")
     mine = options.for_pass_model("preference_inference")
     assert (mine.LlmModel, mine.LlmBaseUrl) == ("small", "http://127.0.0.1:1/v1")
     assert options.passes["preference_inference"].model == "small"
@@ -31,7 +31,7 @@ def test_pass_model_options_override_only_what_is_set():
 
 def test_one_pass_uses_its_own_model_and_endpoint_and_the_ledger_says_so(demo):
     with OpenAITestServer(default=reply(ANSWER)) as main, OpenAITestServer(default=reply(ANSWER)) as other:
-        options = DreamOptions(
+        options = dream_options(
             LlmBaseUrl=main.base_url,
             LlmModel="strong",
             LlmMaxRetries=0,

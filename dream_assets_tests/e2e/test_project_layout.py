@@ -429,10 +429,10 @@ def test_an_installed_wheel_finds_the_built_in_directives(tmp_path: Path) -> Non
         import json, sys
         import dream_assets
         from dream_assets.llm.directives import load_directive
-        from dream_assets.options import DreamOptions
+        from dream_assets.options_loader import dream_options
         from dream_assets.passes.registry import MODEL_CALLS
         loaded = {
-            call.directive_file: load_directive(call, None, DreamOptions()) for call in MODEL_CALLS.values()
+            call.directive_file: load_directive(call, None, dream_options()) for call in MODEL_CALLS.values()
         }
         print(json.dumps({"package": dream_assets.__file__, "loaded": loaded}))
         """
@@ -723,7 +723,6 @@ def test_the_review_order_is_the_registry_order() -> None:
 def test_a_pass_has_one_name_for_its_module_asset_and_options_section() -> None:
     """``skill_gap_detection`` lives in ``passes/skill_gap_detection.py``, is the asset ``skill_gap_detection`` and is
     configured under ``passes.skill_gap_detection``: whoever knows one of the names finds the others."""
-    from dream_assets.options import PASS_SECTIONS
     from dream_assets.passes.registry import PASSES
 
     problems = []
@@ -731,8 +730,45 @@ def test_a_pass_has_one_name_for_its_module_asset_and_options_section() -> None:
         module = spec.body.__module__.removeprefix("dream_assets.passes.").partition(".")[0]
         if module != spec.name:
             problems.append(f"pass {spec.name} lives in module {spec.body.__module__}")
-        if spec.name not in PASS_SECTIONS:
+        if spec.options is None or spec.options.PASS != spec.name:
             problems.append(f"pass {spec.name} has no options section passes.{spec.name}")
+    assert not problems, "\n".join(problems)
+
+
+def test_each_pass_owns_its_options_section_and_the_options_module_names_no_pass() -> None:
+    """A pass's options (its switch, model, directive file, minimum interval and own options, with their defaults,
+    ranges and flat aliases) are declared in the pass's own module: options.py holds the global sections and the
+    machinery every section shares, and names no pass, no pass option and no alias of one."""
+    from dream_assets.passes.registry import PASSES
+
+    homes = _pass_homes()
+    words = _pass_vocabulary()
+    problems = []
+    for spec in PASSES:
+        assert spec.options is not None
+        declared_in = spec.options.__module__
+        if _home_of(declared_in, [homes[spec.name]]) is None:
+            problems.append(f"pass {spec.name}: its options section is declared in {declared_in}")
+        words |= {spec.options.__name__, *spec.options.by_alias()}
+    text = (PACKAGE / "options.py").read_text(encoding="utf-8")
+    for word in sorted(words):
+        for n, line in enumerate(text.splitlines(), 1):
+            if re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", line):
+                problems.append(f"dream_assets/options.py:{n}: names {word!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_runner_and_the_options_import_no_pass() -> None:
+    """The runner applies one protocol to whatever spec it is handed, and the options type a pass's section by the
+    declaration they are given: neither imports a pass module (nor the registry, which imports them all)."""
+    modules = _modules()
+    homes = sorted(set(_pass_homes().values()))
+    problems = []
+    for module in ("dream_assets.passes.runner", "dream_assets.options", "dream_assets.passes.spec"):
+        for name, line in _package_imports(modules[module], module):
+            target = _resolve(name, modules) or name
+            if _home_of(target, homes) is not None or target == "dream_assets.passes.registry":
+                problems.append(f"{module}:{line} imports {name}")
     assert not problems, "\n".join(problems)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes import review
 from dream_assets.passes.memory_consolidation.select import CLUSTER_DECLINED_KEY, CLUSTER_SET_KEY, cluster_set_id
 from dream_assets.passes.registry import PASSES
@@ -25,12 +25,12 @@ from dream_assets.store.connection import close_all
 from ..conftest import NOW
 
 LATER = NOW + timedelta(hours=1)
-STORE_PASSES = [p.name for p in PASSES if review.reviewable(p.name)]
+STORE_PASSES = [p.name for p in PASSES if p.options is not None and p.options.reviewable()]
 
 
 def _dump(profile: AgentProfile) -> tuple[list[dict], list[dict]]:
     """Every entry (live and archived) and skill, in full."""
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     return (
         sorted((e.to_dict() for e in store.memories.list_all()), key=lambda d: d["id"]),
         sorted((s.to_dict() for s in store.skills.list(include_archived=True)), key=lambda d: d["name"]),
@@ -63,7 +63,7 @@ def two_demos(demo, tmp_path) -> tuple[AgentProfile, AgentProfile]:
 
 
 def _run(profile: AgentProfile, pass_name: str, mode: str, cycle: str) -> None:
-    options = DreamOptions(ApplyMode=mode)
+    options = dream_options(ApplyMode=mode)
     reports = run_cycle(profile, options, NOW, only=[pass_name], cycle_id=cycle)
     assert all(r.status in ("completed", "skipped") for r in reports), [(r.pass_name, r.summary) for r in reports]
 
@@ -73,7 +73,7 @@ def test_each_pass_in_review_leaves_the_live_store_unchanged(demo):
     """Every pass that writes the store, one after another in one cycle: the entries and skills stay byte for byte
     what they were."""
     before = _dump(demo)
-    options = DreamOptions(ApplyMode="review")
+    options = dream_options(ApplyMode="review")
     reports = run_cycle(demo, options, NOW, only=STORE_PASSES, cycle_id="c-review")
     assert all(r.status in ("completed", "skipped") for r in reports), [(r.pass_name, r.summary) for r in reports]
     assert _dump(demo) == before
@@ -88,7 +88,7 @@ def test_each_pass_in_review_leaves_the_live_store_unchanged(demo):
 def _as_the_statuses_say(profile: AgentProfile) -> list[str]:
     """Entries and skills not as the pass's pending changes say: each target as the last applied change left it, or
     as the first change found it when none was applied."""
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     expected: dict[tuple[str, str], tuple] = {}
     for c in review.list_changes(store, status=None):
         for t in c.targets:
@@ -109,7 +109,7 @@ def test_each_pass_in_review_risky_holds_what_it_holds(demo, pass_name):
     """Each pass on its own in review-risky: a held change has not moved its targets, an applied one (a safe kind)
     has, and nothing else in the store moved."""
     _run(demo, pass_name, "review-risky", "c1")
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     held, applied = review.list_changes(store), review.list_changes(store, status=review.APPLIED)
     assert all(c.safe for c in applied)
     if pass_name in ("importance_decay", "archive_purge"):
@@ -126,7 +126,7 @@ def test_review_risky_applies_only_the_safe_kinds(two_demos):
     auto, risky = two_demos
     before = _dump(risky)
     _run(risky, "memory_consolidation", "review-risky", "c1")
-    store = open_store(risky, DreamOptions())
+    store = open_store(risky, dream_options())
     held = review.list_changes(store)
     applied = review.list_changes(store, status=review.APPLIED)
     assert held and all(not c.safe for c in held)
@@ -150,7 +150,7 @@ def test_apply_of_a_whole_set_equals_auto(two_demos, pass_name):
     close_all()
     assert _as_a_user_sees_it(reviewed) == _as_a_user_sees_it(auto)
     # Applied changes are in the change log like automatic ones: the kinds per target match.
-    a, r = open_store(auto, DreamOptions()), open_store(reviewed, DreamOptions())
+    a, r = open_store(auto, dream_options()), open_store(reviewed, dream_options())
     kinds = lambda s: sorted((c.pass_name, c.kind) for c in s.changes.list("c1"))  # noqa: E731
     assert kinds(r) == kinds(a)
 
@@ -173,7 +173,7 @@ def _propose_decay_and_consolidation(profile: AgentProfile) -> None:
 
 
 def _decayed_as_proposed(profile: AgentProfile) -> None:
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     [decay] = review.list_changes(store, status=None, cycle_id="c1")[:1]
     assert decay.pass_name == "importance_decay" and decay.status == review.APPLIED, (decay.label, decay.status)
     # an entry no later change of the set touched keeps the importance the decay gave it
@@ -192,7 +192,7 @@ def test_applying_a_whole_cycle_applies_the_decay_before_the_folds_over_the_same
     """Every pass of a set proposes at the cycle's time: the set applies in the spec's pass order (decay before
     consolidation), so a fold over a decayed entry does not make the decay look edited meanwhile."""
     _propose_decay_and_consolidation(demo)
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     pending = review.list_changes(store)
     decayed = {t.id for c in pending if c.pass_name == "importance_decay" for t in c.targets}
     folded = {t.id for c in pending if c.label == "exact fold" for t in c.targets}
@@ -238,7 +238,7 @@ def test_an_apply_killed_half_way_applies_the_rest_with_the_decay_on_retry(demo,
         timeout=120,
     )
     assert done.returncode == 9, done.stderr
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     assert len(review.list_changes(store, status=review.APPLIED)) == after_n
     capsys.readouterr()
     assert main(["apply", "--profile", str(demo.root), "--cycle", "c1"]) == 0
@@ -249,7 +249,7 @@ def test_an_apply_killed_half_way_applies_the_rest_with_the_decay_on_retry(demo,
 
 def test_a_change_whose_target_was_edited_meanwhile_is_refused_and_reported(demo, capsys):
     _run(demo, "memory_consolidation", "review", "c1")
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     merge = next(c for c in review.list_changes(store) if c.label == "merge")
     source = review.merge_sources(merge)[0]
     edited = store.memories.get(source)
@@ -275,7 +275,7 @@ def test_a_change_whose_target_was_edited_meanwhile_is_refused_and_reported(demo
 
 def test_reject_stamps_the_cluster_and_it_is_not_proposed_again(demo, capsys):
     _run(demo, "memory_consolidation", "review", "c1")
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     pending = review.list_changes(store)
     merge = next(c for c in pending if c.label == "merge")
     sources = review.merge_sources(merge)
@@ -289,7 +289,7 @@ def test_reject_stamps_the_cluster_and_it_is_not_proposed_again(demo, capsys):
     [closed] = [c for c in review.list_changes(store, status=None) if c.change_id == merge.change_id]
     assert closed.status == review.REJECTED and closed.decision_reason == "two people"
     # The next consolidation (forced, on the same store) does not propose that merge again.
-    options = DreamOptions(ApplyMode="review", DreamPassChangeGateEnabled=False, ConsolidationMinInterval=timedelta(0))
+    options = dream_options(ApplyMode="review", DreamPassChangeGateEnabled=False, ConsolidationMinInterval=timedelta(0))
     reports = run_cycle(demo, options, LATER, only=["memory_consolidation"], cycle_id="c2")
     assert reports[0].status == "completed", reports[0].summary
     again = [c for c in review.list_changes(store, cycle_id="c2") if c.label == "merge"]
@@ -297,7 +297,7 @@ def test_reject_stamps_the_cluster_and_it_is_not_proposed_again(demo, capsys):
 
 
 def test_pending_sets_expire_and_say_so(demo, capsys):
-    options = DreamOptions(ApplyMode="review", ReviewExpiryDays=2)
+    options = dream_options(ApplyMode="review", ReviewExpiryDays=2)
     run_cycle(demo, options, NOW, only=["memory_consolidation"], cycle_id="c1")
     store = open_store(demo, options)
     n = len(review.decisions(store))
@@ -316,7 +316,7 @@ def test_pending_sets_expire_and_say_so(demo, capsys):
 
 def test_review_lists_readable_diffs(demo, capsys):
     _run(demo, "memory_consolidation", "review", "c1")
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     merge = next(c for c in review.list_changes(store) if c.label == "merge")
     capsys.readouterr()
     assert main(["review", "--profile", str(demo.root)]) == 0
@@ -330,7 +330,7 @@ def test_review_lists_readable_diffs(demo, capsys):
 
 def test_apply_twice_and_unknown_ids(demo, capsys):
     _run(demo, "archive_purge", "review", "c1")
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     [first, *_] = review.list_changes(store)
     assert main(["apply", "--profile", str(demo.root), "--change", first.change_id]) == 0
     capsys.readouterr()
@@ -371,7 +371,7 @@ def test_dagster_check_warns_and_the_apply_job_applies_from_run_config(root, dem
     assert cycle.success
     close_all()
     assert _dump(demo) == before
-    n = len(review.decisions(open_store(demo, DreamOptions())))
+    n = len(review.decisions(open_store(demo, dream_options())))
     warned = _review_check(cycle)
     assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
     assert f"agent demo: {n} change(s) wait for review" in warned.description
@@ -386,7 +386,7 @@ def test_dagster_check_warns_and_the_apply_job_applies_from_run_config(root, dem
     green = _review_check(applied)
     assert green.passed and "nothing waits for review" in green.description
     close_all()
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     assert not review.list_changes(store)
     applied_now = review.list_changes(store, status=review.APPLIED)
     assert len([c for c in applied_now if not review.marks_only(c)]) == n, "every decision, and its housekeeping too"
@@ -406,7 +406,7 @@ def test_dagster_check_warns_and_the_apply_job_applies_from_run_config(root, dem
 
 def test_the_cycle_report_and_status_show_what_waits(demo, capsys):
     _run(demo, "memory_consolidation", "review", "c1")
-    n = len(review.decisions(open_store(demo, DreamOptions())))
+    n = len(review.decisions(open_store(demo, dream_options())))
     capsys.readouterr()
     assert main(["report", "--profile", str(demo.root), "--cycle", "c1"]) == 0
     out = capsys.readouterr().out
@@ -432,7 +432,7 @@ def test_housekeeping_marks_wait_with_their_set_but_are_never_a_decision(demo):
     from dream_assets.passes.contradiction_sweep import REVIEWED_KEY
 
     _run(demo, "contradiction_sweep", "review", "c1")
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     held = review.list_changes(store)
     marks = [c for c in held if review.marks_only(c)]
     assert marks, "the demo's sweep marks the entries it saw unchanged"
@@ -445,6 +445,6 @@ def test_housekeeping_marks_wait_with_their_set_but_are_never_a_decision(demo):
     assert listed.pending == len(held) - len(marks) == len(shown)
     assert review.waiting(store, NOW).count == listed.pending
     service.review_decide(demo, "apply", cycle_id="c1", now=NOW)
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     assert all(REVIEWED_KEY in store.memories.get(i).metadata for i in marked if not store.memories.get(i).is_archived)
     assert not review.list_changes(store), "the apply of the set took its housekeeping too"

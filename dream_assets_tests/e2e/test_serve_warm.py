@@ -18,7 +18,7 @@ from dream_assets import recall_index as recall
 from dream_assets import service as svc
 from dream_assets.demo import _memories
 from dream_assets.mcp_server import start_line
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.service.warm import WarmAgents, WarmLimits
 from dream_assets.store import index_file
@@ -116,7 +116,7 @@ def test_a_save_through_the_server_during_a_cycle_is_found_next_and_survives_the
         conn.close()
     path.unlink()
     for q, answer in out["after"].items():
-        built = svc.search(demo, q, limit=10, now=NOW, options=DreamOptions()).model_dump(mode="json")
+        built = svc.search(demo, q, limit=10, now=NOW, options=dream_options()).model_dump(mode="json")
         assert [(h["id"], h["score"]) for h in answer["hits"]] == [(h["id"], h["score"]) for h in built["hits"]], q
 
 
@@ -126,7 +126,7 @@ def test_a_server_started_on_a_damaged_index_file_answers_as_a_fresh_build_says_
     demo, tmp_path, damage
 ):
     path = index_file.index_path(demo.store_path)
-    svc.search(demo, "warm up", now=NOW, options=DreamOptions())  # builds the index and writes its file
+    svc.search(demo, "warm up", now=NOW, options=dream_options())  # builds the index and writes its file
     close_all()
     good = path.read_bytes()
     damaged = good[: len(good) // 2] if damage == "truncated" else random.Random(41).randbytes(len(good))
@@ -154,7 +154,7 @@ def test_a_server_started_on_a_damaged_index_file_answers_as_a_fresh_build_says_
     path.unlink()
     assert sum(len(a["hits"]) for a in answers.values()) > 0
     for q, answer in answers.items():
-        built = svc.search(demo, q, limit=10, now=NOW, options=DreamOptions()).model_dump(mode="json")
+        built = svc.search(demo, q, limit=10, now=NOW, options=dream_options()).model_dump(mode="json")
         assert [(h["id"], h["score"]) for h in answer["hits"]] == [(h["id"], h["score"]) for h in built["hits"]], q
     close_all()
 
@@ -299,7 +299,7 @@ def test_a_changed_options_file_is_read_again_by_a_warm_agent(profile):
     try:
         first = warm.acquire(profile)
         warm.release(profile)
-        assert first.options.MaxContentChars == DreamOptions().MaxContentChars
+        assert first.options.MaxContentChars == dream_options().MaxContentChars
         profile.options_path.write_text("MaxContentChars = 1234\n", encoding="utf-8")
         again = warm.acquire(profile)
         warm.release(profile)

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from dream_assets.demo import build_demo_profile
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import by_name
 from dream_assets.passes.runner import run_pass
@@ -28,11 +28,11 @@ from dream_assets.store.snapshots import take_snapshot
 
 from ..conftest import NOW
 
-SHORT_WAIT = DreamOptions(StoreLockTimeout=timedelta(seconds=1))
+SHORT_WAIT = dream_options(StoreLockTimeout=timedelta(seconds=1))
 #: A wait limit far beyond anything a loaded machine takes: a test that must not wait for the file asserts it took
 #: less than half of it, and one that must wait for a busy store waits this long only when it is broken.
 LONG_WAIT_S = 120
-LONG_WAIT = DreamOptions(StoreLockTimeout=timedelta(seconds=LONG_WAIT_S))
+LONG_WAIT = dream_options(StoreLockTimeout=timedelta(seconds=LONG_WAIT_S))
 
 
 def _spawn(code: str, *args: str) -> subprocess.Popen:
@@ -143,7 +143,7 @@ def test_only_the_pass_s_own_lock_means_another_run_is_in_progress(profile):
         str(profile.pass_lock_path("archive_purge")),
     )
     try:
-        report = run_pass(by_name("archive_purge"), PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
+        report = run_pass(by_name("archive_purge"), PassContext(profile, dream_options(), NOW, cycle_id="c1"))
     finally:
         holder.kill()
         holder.wait()
@@ -328,7 +328,7 @@ def test_a_lock_timeout_inside_a_pass_is_a_failure_not_another_run_in_progress(p
         raise LockTimeout(f"timed out after 60s waiting for {profile.ledger_lock_path} (held by another process)")
 
     spec = replace(by_name("archive_purge"), body=stuck)
-    report = run_pass(spec, PassContext(profile, DreamOptions(), NOW, cycle_id="c1"))
+    report = run_pass(spec, PassContext(profile, dream_options(), NOW, cycle_id="c1"))
     assert report.status == "failed" and str(profile.ledger_lock_path) in report.reason
 
 

@@ -20,7 +20,7 @@ from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
 from dream_assets.model import MemoryEntry, iso, new_id
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options, load_agent_options
 from dream_assets.passes.archive_purge import run_archive_purge
 from dream_assets.passes.context import PassContext
 from dream_assets.profile import AgentProfile
@@ -49,11 +49,11 @@ def demo_cycle(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
     root = tmp_path_factory.mktemp("demo") / "demo"
     profile = AgentProfile(root)
     build_demo_profile(profile, NOW, n_memories=120)
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     before = _records(store)
     reports = run_cycle(
         profile,
-        DreamOptions(),
+        dream_options(),
         NOW,
         cycle_id=CYCLE,
         only=["archive_purge", "importance_decay", "memory_consolidation"],
@@ -85,13 +85,13 @@ def _assert_undone(store, before: dict[str, dict]) -> None:
 
 def test_a_cycle_whose_purge_deleted_entries_can_be_undone_and_purged_entries_come_back_as_they_were(cycled):
     profile, before = cycled
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     purged = [c.target_id for c in store.changes.list(CYCLE) if c.kind == "purged"]
     assert purged and all(store.memories.get(i) is None for i in purged)
     result = store.changes.undo_cycle(CYCLE, now=LATER)
     assert result.ok and not result.not_restored and not result.refused
     _assert_undone(store, before)
-    keep = iso(LATER + DreamOptions().MemoryArchiveRetention)
+    keep = iso(LATER + dream_options().MemoryArchiveRetention)
     for i in purged:  # the whole record, archived with its archived_at, not just its text; kept a full period again
         back = store.memories.get(i).to_dict()
         assert back["metadata"].pop(KEEP_ARCHIVED_UNTIL_KEY) == keep
@@ -112,7 +112,7 @@ def test_undo_from_the_command_line_exits_0_and_running_it_again_has_nothing_lef
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "could not be restored" in out and "0 could not be restored" in out
-    _assert_undone(open_store(profile), before)
+    _assert_undone(open_store(profile, load_agent_options(profile)), before)
     assert main(args) == 0  # idempotent: nothing left, still a success
     again = capsys.readouterr().out
     assert "0 put back" in again and "already undone memory" in again
@@ -120,7 +120,7 @@ def test_undo_from_the_command_line_exits_0_and_running_it_again_has_nothing_lef
 
 def test_a_purged_entry_that_cannot_be_restored_is_named_and_everything_else_is_undone(cycled, capsys):
     profile, before = cycled
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     purged = [c for c in store.changes.list(CYCLE) if c.kind == "purged"]
     broken = purged[0].target_id
     with store.connection.session() as conn:  # a purge row whose kept record lost its fields
@@ -133,7 +133,7 @@ def test_a_purged_entry_that_cannot_be_restored_is_named_and_everything_else_is_
     captured = capsys.readouterr()
     assert f"NOT restored memory {broken}: the record kept by archive_purge (purged) is incomplete" in captured.err
     assert "1 could not be restored" in captured.out
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     assert store.memories.get(broken) is None
     _assert_undone(store, {k: v for k, v in before.items() if k != broken})
     # its change stays pending, so a later retry can still restore it once the row is repaired
@@ -175,7 +175,7 @@ def test_an_undo_killed_half_way_is_finished_by_running_it_again_without_force(c
         timeout=120,
     )
     assert done.returncode == 9, done.stderr
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     marked = [c for c in store.changes.list(CYCLE) if c.undone_at is not None]
     # a target is put back together with the marking of its changes: killed inside a target's transaction, that
     # target is neither; killed after it, it is both
@@ -189,7 +189,7 @@ def test_an_undo_killed_half_way_is_finished_by_running_it_again_without_force(c
 
 def test_a_target_found_as_it_was_before_the_cycle_counts_as_undone(cycled):
     profile, before = cycled
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     archived = next(c for c in store.changes.list(CYCLE) if c.kind == "archived")
     store.memories.replace(MemoryEntry.from_dict(before[archived.target_id]))  # put back by hand, outside undo
     result = store.changes.undo_cycle(CYCLE, now=LATER)
@@ -201,7 +201,7 @@ def test_a_target_found_as_it_was_before_the_cycle_counts_as_undone(cycled):
 
 def test_a_decayed_entry_whose_later_change_was_put_back_by_hand_gets_its_importance_back(cycled):
     profile, before = cycled
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     rows = store.changes.list(CYCLE)
     decayed = {c.target_id for c in rows if c.kind == "decayed"}
     archived = next(c for c in rows if c.kind == "archived" and c.target_id in decayed)
@@ -242,7 +242,7 @@ def test_an_entry_purged_by_a_later_cycle_is_refused_with_that_reason(profile, s
         ),
         now=old,
     )
-    run_archive_purge(PassContext(profile, DreamOptions(), NOW, cycle_id="late", _store=store))
+    run_archive_purge(PassContext(profile, dream_options(), NOW, cycle_id="late", _store=store))
     assert store.memories.get(e.id) is None
     result = store.changes.undo_cycle("early", now=LATER)
     assert not result.applied and not result.restored
@@ -258,7 +258,7 @@ def test_an_entry_purged_by_a_later_cycle_is_refused_with_that_reason(profile, s
 
 def test_an_undo_can_itself_be_undone(cycled):
     profile, before = cycled
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     left = _records(store)
     assert store.changes.undo_cycle(CYCLE, now=LATER).ok
     assert store.changes.undo_cycle(undo_cycle_id(CYCLE), now=LATER + timedelta(minutes=1)).ok
@@ -285,7 +285,7 @@ def test_the_purge_and_its_change_row_are_one_write(profile, store, monkeypatch)
             archived_at=old,
         )
     )
-    ctx = PassContext(profile, DreamOptions(), NOW, cycle_id="p1", _store=store)
+    ctx = PassContext(profile, dream_options(), NOW, cycle_id="p1", _store=store)
 
     def fail(*a, **k):
         raise OSError("disk full while writing the change row")
@@ -343,7 +343,7 @@ def test_a_purge_killed_before_its_change_row_deletes_nothing(profile, store):
 
 def test_an_undo_refused_because_an_entry_was_edited_changes_nothing_and_exits_3(cycled, capsys):
     profile, _ = cycled
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     created = next(c for c in store.changes.list(CYCLE) if c.kind == "created")
     store.memories.update(created.target_id, now=LATER, content="Edited by hand after the cycle.")
     left = _records(store)
@@ -352,14 +352,14 @@ def test_an_undo_refused_because_an_entry_was_edited_changes_nothing_and_exits_3
     captured = capsys.readouterr()
     assert f"refused  memory {created.target_id}: edited after cycle {CYCLE}" in captured.err
     assert "nothing was changed (pass --force to undo the rest)" in captured.out
-    assert _records(open_store(profile)) == left
+    assert _records(open_store(profile, load_agent_options(profile))) == left
     # --force undoes everything else and leaves the edited entry as the user left it
     assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--force", "--now", LATER.isoformat()]) == 0
-    after = _records(open_store(profile))
+    after = _records(open_store(profile, load_agent_options(profile)))
     assert after[created.target_id]["content"] == "Edited by hand after the cycle."
     assert all(
         after[c.target_id]["content"] == c.before["content"]
-        for c in open_store(profile).changes.list(CYCLE)
+        for c in open_store(profile, load_agent_options(profile)).changes.list(CYCLE)
         if c.kind == "purged"
     )
 
@@ -378,7 +378,7 @@ def test_an_undo_while_the_agent_waits_for_the_store_takes_turns_not_one_per_tar
     from dream_assets.store.connection import StoreConnection
 
     profile, before = cycled
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     targets = len({(c.target_type, c.target_id) for c in store.changes.list(CYCLE) if c.kind != "stamped"})
     assert targets >= 20
     monkeypatch.setattr(StoreConnection, "others_waiting", lambda self: True)
@@ -396,7 +396,7 @@ def _consolidate(profile, store, cycle_id: str, now, answer_fn):
     from dream_assets.llm.scripted import ScriptedBackend
     from dream_assets.passes.memory_consolidation import run_memory_consolidation
 
-    options = DreamOptions(ConsolidationMinInterval=timedelta(0), ConsolidationExactFoldEnabled=False)
+    options = dream_options(ConsolidationMinInterval=timedelta(0), ConsolidationExactFoldEnabled=False)
     client = ModelClient(ScriptedBackend(answer_fn), profile=profile, options=options)
     ctx = PassContext(profile, options, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store)
     report = run_memory_consolidation(ctx)
@@ -468,12 +468,12 @@ def test_undo_from_the_command_line_names_the_later_cycle_and_changes_nothing(pr
     assert code == 3
     assert "later cycle(s) c2 built on its results; nothing was changed" in out.out
     assert "--cycle c2" in out.out
-    assert _records(open_store(profile)) == state
+    assert _records(open_store(profile, load_agent_options(profile))) == state
 
 
 def test_undo_while_a_pass_of_the_agent_is_running_is_refused_and_changes_nothing(cycled, capsys):
     profile, _ = cycled
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     state = _records(store)
     close_all()
     with held_by_another_process(
@@ -489,7 +489,7 @@ def test_undo_while_a_pass_of_the_agent_is_running_is_refused_and_changes_nothin
         err = capsys.readouterr().err
         assert code == 2
         assert "undo refused: pass memory_consolidation is running for agent" in err
-    assert _records(open_store(profile)) == state
+    assert _records(open_store(profile, load_agent_options(profile))) == state
     # Once the pass is done the undo goes through.
     assert main(["undo", "--profile", str(profile.root), "--cycle", CYCLE, "--now", LATER.isoformat()]) == 0
 
@@ -536,7 +536,7 @@ def test_a_merged_entry_whose_source_cannot_be_put_back_stays_live_and_is_named(
     """A source of a merge whose change row lost its record cannot come back: the entry merged from it is not retired
     (its facts would leave the live set), both are named, and the undo exits 1."""
     profile, before = cycled
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     rows = store.changes.list(CYCLE)
     merge = next(c for c in rows if c.kind == "created" and (c.after or {}).get("metadata", {}).get("mergedFrom"))
     source = json.loads(merge.after["metadata"]["mergedFrom"])[0]
@@ -567,7 +567,7 @@ def test_a_merge_a_person_undid_is_not_made_again_by_the_next_cycle(cycled):
     from dream_assets import service
 
     profile, _ = cycled
-    undone = _merged_sets(open_store(profile), CYCLE)
+    undone = _merged_sets(open_store(profile, load_agent_options(profile)), CYCLE)
     assert undone, "the demo cycle merged nothing: nothing to test"
     report = service.undo(profile, cycle_id=CYCLE, now=LATER)
     assert report.outcome == "done"
@@ -575,8 +575,8 @@ def test_a_merge_a_person_undid_is_not_made_again_by_the_next_cycle(cycled):
     assert "left apart" in report.summary
     close_all()
     next_night = NOW + timedelta(days=1)
-    run_cycle(profile, DreamOptions(), next_night, cycle_id="cycle-2", only=["memory_consolidation"])
-    assert not _merged_sets(open_store(profile), "cycle-2") & undone
+    run_cycle(profile, dream_options(), next_night, cycle_id="cycle-2", only=["memory_consolidation"])
+    assert not _merged_sets(open_store(profile, load_agent_options(profile)), "cycle-2") & undone
     # running the undo again stamps nothing twice, and undoing the undo merges them back as the cycle had
     close_all()
     again = service.undo(profile, cycle_id=CYCLE, now=LATER)
@@ -589,7 +589,7 @@ def test_one_source_taken_back_out_of_a_merge_is_left_apart_from_the_merged_entr
     from dream_assets import service
 
     profile, _ = cycled
-    store = open_store(profile)
+    store = open_store(profile, load_agent_options(profile))
     archived = next(
         c for c in store.changes.list(CYCLE) if c.kind == "archived" and c.successor_how is SuccessorHow.MERGED_INTO
     )
@@ -598,7 +598,7 @@ def test_one_source_taken_back_out_of_a_merge_is_left_apart_from_the_merged_entr
     assert report.outcome == "done", report.summary
     assert set(report.left_apart) == {archived.target_id, archived.successor_id}
     close_all()
-    run_cycle(profile, DreamOptions(), NOW + timedelta(days=1), cycle_id="cycle-2", only=["memory_consolidation"])
-    store = open_store(profile)
+    run_cycle(profile, dream_options(), NOW + timedelta(days=1), cycle_id="cycle-2", only=["memory_consolidation"])
+    store = open_store(profile, load_agent_options(profile))
     assert not store.memories.get(archived.target_id).is_archived
     assert not store.memories.get(archived.successor_id).is_archived

@@ -19,7 +19,7 @@ from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
 from dream_assets.definitions import build_definitions
 from dream_assets.defs import passes as defs_passes
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.orchestration.deployment import NOW_TAG, DreamDeployment
 from dream_assets.orchestration.partitions import AGENTS
 from dream_assets.passes import runner
@@ -37,7 +37,7 @@ PAUSED_PASSES = ("log_retention", "importance_decay")
 @pytest.fixture
 def cycled(demo):
     """The small demo after a first cycle that changed entries (what the undo puts back)."""
-    run_cycle(demo, DreamOptions(), NOW, cycle_id=FIRST, only=["archive_purge", "importance_decay"])
+    run_cycle(demo, dream_options(), NOW, cycle_id=FIRST, only=["archive_purge", "importance_decay"])
     store = open_store(demo)
     assert [c for c in store.changes.list(FIRST) if c.kind != "review-stamp"]
     close_all()
@@ -78,7 +78,7 @@ def test_an_undo_between_two_passes_of_a_running_cycle_is_refused_and_works_once
     cycled, undo_between_passes, capsys
 ):
     before = _records(cycled)
-    run_cycle(cycled, DreamOptions(), LATER, cycle_id="cycle-2", only=PAUSED_PASSES)
+    run_cycle(cycled, dream_options(), LATER, cycle_id="cycle-2", only=PAUSED_PASSES)
     [(code, err)] = undo_between_passes
     assert code == 2
     assert "undo refused: cycle cycle-2 (pid " in err and "of agent 'demo' is running" in err

@@ -14,7 +14,7 @@ from dream_assets import cycle_ids
 from dream_assets.changes_model import Actor, ChangeRow, SuccessorHow
 from dream_assets.cli import main
 from dream_assets.folders.transfer import export_jsonl, import_jsonl
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.contradiction_sweep import run_contradiction_sweep
 from dream_assets.passes.skill_consolidation import run_skill_consolidation
 from dream_assets.profile import AgentProfile
@@ -233,7 +233,7 @@ def test_dream_restore_is_recorded_by_its_actor_under_its_cycle(profile, capsys)
     assert main(["restore", "--profile", str(profile.root), "--id", entry_id, "--now", later.isoformat()]) == 0
     cycle = cycle_ids.restore(later, entry_id)
     assert f"recorded as cycle {cycle}" in capsys.readouterr().out
-    (row,) = open_store(profile, DreamOptions()).changes.list(cycle)
+    (row,) = open_store(profile, dream_options()).changes.list(cycle)
     assert (row.actor, row.pass_name, row.kind) == (Actor.RESTORE, "restore", "restored")
 
 

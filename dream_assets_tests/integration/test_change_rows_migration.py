@@ -15,7 +15,7 @@ from dream_assets import agent_memory as am
 from dream_assets.changes_model import Actor, SuccessorHow, legacy_successor
 from dream_assets.cli import main
 from dream_assets.model import MemoryEntry, Skill, iso
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes import review
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
@@ -250,7 +250,7 @@ def v4_store(profile):
 
 def test_a_version_4_store_gets_the_columns_and_says_where_each_entry_went_as_before(v4_store):
     profile = v4_store
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     assert store.memories.fingerprint() == store.memories.recomputed_fingerprint()
     with store.connection.session() as conn:
         columns = {
@@ -305,7 +305,7 @@ def test_a_version_4_store_gets_the_columns_and_says_where_each_entry_went_as_be
     close_all()
     with duckdb.connect(str(profile.store_path)) as raw:  # the upgrade ran once: a second open changes nothing
         before = raw.execute("SELECT * FROM changes ORDER BY ordinal").fetchall()
-    again = open_store(profile, DreamOptions())
+    again = open_store(profile, dream_options())
     with again.connection.session() as conn:
         assert conn.execute("SELECT * FROM changes ORDER BY ordinal").fetchall() == before
 
@@ -314,16 +314,16 @@ def test_an_upgraded_store_undoes_its_old_cycles_by_the_ids_stored_then(v4_store
     profile = v4_store
     assert main(["undo", "--profile", str(profile.root), "--cycle", SAVE_CYCLE, "--now", NOW.isoformat()]) == 0
     assert am.get(profile, "ext-00000001", now=NOW).content == "Kestrel ships on Fridays from dock 4."
-    result = open_store(profile, DreamOptions()).changes.undo_cycle("c2", now=NOW)
+    result = open_store(profile, dream_options()).changes.undo_cycle("c2", now=NOW)
     assert result.ok and result.done("unsuperseded") == ["memory loser-0000001"]  # the kind from the field
 
 
 def test_a_review_set_held_before_the_upgrade_records_where_its_entry_went_when_applied(v4_store):
     profile = v4_store
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     (held,) = review.list_changes(store)
     assert [(r["successor_id"], r["successor_how"]) for r in held.rows] == [("keep-0000001", "folded_into")]
-    result = review.decide(store, "apply", cycle_id="c4", now=NOW, options=DreamOptions())
+    result = review.decide(store, "apply", cycle_id="c4", now=NOW, options=dream_options())
     assert result.done == ["pend-1"], result
     got = am.get(profile, "pend-src-0001", now=NOW)
     assert (got.status, got.merged_into, got.current_id) == ("archived", "keep-0000001", "keep-0000001")

@@ -10,7 +10,7 @@ import re
 from datetime import timedelta
 
 from dream_assets.llm.client import build_model_client
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import CLUSTER_CHECK, call_shape, run_memory_consolidation
 from dream_assets.passes.memory_consolidation.offline import answer_cluster_check
@@ -20,7 +20,7 @@ from dream_assets_tests.openai_server import OpenAITestServer, Reply, reply
 from ..conftest import NOW
 from .test_memory_consolidation import NO_FLOOR, Run, entry, live_ids
 
-CLUSTER = DreamOptions(
+CLUSTER = dream_options(
     ConsolidationMinInterval=timedelta(0), ConsolidationExactFoldEnabled=False, ConsolidationCallShape="cluster"
 )
 
@@ -83,7 +83,7 @@ def test_each_group_the_rules_allow_is_one_short_call_and_its_verdict_merges_or_
 
 def test_a_merge_that_drops_a_specific_is_refused_and_both_entries_stay(profile, store):
     store.memories.put_many(SAID_AGAIN)
-    run = Run(profile, store, DreamOptions(**{**CLUSTER.__dict__, "MergeRepairEnabled": False}))
+    run = Run(profile, store, CLUSTER.replace(MergeRepairEnabled=False))
     report = run(verdict("merge", "Gina won a dance competition."))
     assert report.counts["rejected"] == 1 and report.counts["merged"] == 0
     assert {"g1", "g2"} <= live_ids(store)
@@ -134,17 +134,17 @@ def _ctx(profile, options, client):
 
 def test_auto_picks_the_cluster_shape_for_a_small_window_or_a_slow_endpoint(profile):
     base = {"LlmBaseUrl": "http://127.0.0.1:9/v1", "LlmModel": "m"}
-    small = DreamOptions(**base, LlmContextTokens=8192)
-    large = DreamOptions(**base, LlmContextTokens=32768)
+    small = dream_options(**base, LlmContextTokens=8192)
+    large = dream_options(**base, LlmContextTokens=32768)
     assert call_shape(_ctx(profile, small, build_model_client(small, profile)))[0] == "cluster"
     client = build_model_client(large, profile)
     assert call_shape(_ctx(profile, large, client))[0] == "batch"
     client.endpoint_profile().update(client.endpoint_key, prompt_tps=20.0, gen_tps=2.5)
     shape, why = call_shape(_ctx(profile, large, client))
     assert shape == "cluster" and "2.5 tokens a second" in why
-    offline = DreamOptions(LlmBackend="offline")
+    offline = dream_options(LlmBackend="offline")
     assert call_shape(_ctx(profile, offline, build_model_client(offline, profile)))[0] == "batch"
-    forced = DreamOptions(**base, LlmContextTokens=8192, ConsolidationCallShape="batch")
+    forced = dream_options(**base, LlmContextTokens=8192, ConsolidationCallShape="batch")
     assert call_shape(_ctx(profile, forced, build_model_client(forced, profile)))[0] == "batch"
 
 
@@ -164,7 +164,7 @@ def test_an_endpoint_with_a_small_window_gets_the_cluster_schema_over_http(profi
         return reply(json.dumps(verdict("keep", differences="downtown")))
 
     with OpenAITestServer(default=Reply(decide=decide)) as server:
-        opts = DreamOptions(
+        opts = dream_options(
             LlmBaseUrl=server.base_url,
             LlmModel="test-model",
             LlmMaxRetries=0,

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.llm.budget import budget_for, estimate_prompt_tokens, is_context_exceeded
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.memory_consolidation.prompt import render_memory_consolidation
 from dream_assets_tests.consolidation_corpus import corpus as _corpus
 from dream_assets_tests.consolidation_corpus import review as _review
@@ -23,7 +23,7 @@ def test_a_first_review_of_1000_entries_in_an_8k_window_matches_an_unbounded_one
     from dream_assets.profile import AgentProfile
 
     corpus = _corpus(1000, pairs=60, now=NOW)
-    base = DreamOptions(
+    base = dream_options(
         ConsolidationMinInterval=timedelta(0),
         ConsolidationCallShape="batch",  # the batch shape plans to the window; a small one would pick clusters
         ConsolidationExactFoldEnabled=False,
@@ -57,7 +57,7 @@ def test_an_endpoint_saying_the_prompt_is_too_long_makes_the_pass_shrink_its_bat
     from dream_assets.profile import AgentProfile
 
     corpus = _corpus(120, pairs=10, now=NOW)
-    options = DreamOptions(
+    options = dream_options(
         ConsolidationMinInterval=timedelta(0),
         ConsolidationCallShape="batch",  # the batch shape plans to the window; a small one would pick clusters
         ConsolidationExactFoldEnabled=False,
@@ -109,7 +109,7 @@ def test_a_cluster_too_large_for_the_window_is_merged_in_parts_with_no_fact_lost
     ]
     singles = _corpus(60, pairs=0, now=NOW)
     window, reserve = 4096, 512
-    options = DreamOptions(
+    options = dream_options(
         ConsolidationMinInterval=timedelta(0),
         ConsolidationCallShape="batch",  # the batch shape plans to the window; a small one would pick clusters
         ConsolidationExactFoldEnabled=False,

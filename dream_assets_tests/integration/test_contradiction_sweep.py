@@ -14,7 +14,7 @@ from dream_assets.input_fingerprints import data_version
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.model import MemoryEntry
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.contradiction_sweep import (
     REVIEWED_KEY,
@@ -182,7 +182,7 @@ def test_hostile_answer_changes_nothing(store, profile, paris_berlin):
         profile,
         store,
         [hostile],
-        options=DreamOptions(ContradictionSweepNeighbours=1),
+        options=dream_options(ContradictionSweepNeighbours=1),
     )
     assert report.status == "completed", report.reason
     assert store.memories.counts()["archived"] == 0
@@ -199,7 +199,7 @@ def test_an_id_not_shown_in_the_call_is_ignored(store, profile, paris_berlin):
         profile,
         store,
         [answer((berlin.id, other.id))],
-        options=DreamOptions(ContradictionSweepNeighbours=1),
+        options=dream_options(ContradictionSweepNeighbours=1),
     )
     assert other.id not in [e["id"] for e in backend.requests[0].inputs["entries"]]
     assert not store.memories.get(other.id).is_archived
@@ -218,7 +218,7 @@ def test_unchanged_corpus_makes_no_call_on_a_real_endpoint(store, profile, paris
     paris, berlin, _ = paris_berlin
     with OpenAITestServer() as server:
         server.script(reply(json.dumps(answer())))
-        options = DreamOptions(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
+        options = dream_options(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
         ctx = PassContext(profile, options, NOW, cycle_id="c1", _store=store)
         first = run_pass(by_name("contradiction_sweep"), ctx)
         assert first.status == "completed", first.reason
@@ -240,13 +240,13 @@ def test_unchanged_corpus_makes_no_call_on_a_real_endpoint(store, profile, paris
 def test_nothing_new_makes_no_call(store, profile, paris_berlin):
     run_scripted(run_contradiction_sweep, profile, store, [answer()])
     report = run_without_model(
-        run_contradiction_sweep, profile, store, options=DreamOptions(DreamPassChangeGateEnabled=False)
+        run_contradiction_sweep, profile, store, options=dream_options(DreamPassChangeGateEnabled=False)
     )
     assert report.status == "skipped" and "no new or changed entry" in report.reason
 
 
 def test_a_backlog_keeps_the_pass_due(store, profile, paris_berlin):
-    options = DreamOptions(ContradictionSweepMaxEntriesPerCall=1)
+    options = dream_options(ContradictionSweepMaxEntriesPerCall=1)
     report, _ = run_scripted(run_contradiction_sweep, profile, store, [answer()], options=options)
     assert report.counts["backlog"] == 2
     assert not gate_status("contradiction_sweep", profile, options, NOW + timedelta(minutes=5)).decision.skip
@@ -254,14 +254,14 @@ def test_a_backlog_keeps_the_pass_due(store, profile, paris_berlin):
 
 def test_disabled_sweep_is_skipped(store, profile, paris_berlin):
     report = run_without_model(
-        run_contradiction_sweep, profile, store, options=DreamOptions(ContradictionSweepEnabled=False)
+        run_contradiction_sweep, profile, store, options=dream_options(ContradictionSweepEnabled=False)
     )
     assert report.status == "skipped" and "ContradictionSweepEnabled" in report.reason
 
 
 def test_the_backlog_is_swept_call_by_call_and_then_the_gate_closes(store, profile, paris_berlin):
     paris, berlin, other = paris_berlin
-    options = DreamOptions(ContradictionSweepMaxEntriesPerCall=1)
+    options = dream_options(ContradictionSweepMaxEntriesPerCall=1)
     sent = []
     for n in range(1, 4):
         assert not gate_status("contradiction_sweep", profile, options, NOW + timedelta(minutes=n)).decision.skip
@@ -287,10 +287,10 @@ def test_an_entry_saved_while_the_call_runs_keeps_the_pass_due(store, profile, p
             return super().complete(request)
 
     backend = SaveDuringCall([answer()])
-    client = ModelClient(backend, profile=profile, options=DreamOptions())
-    ctx = PassContext(profile, DreamOptions(), NOW, cycle_id="c1", client_factory=lambda: client, _store=store)
+    client = ModelClient(backend, profile=profile, options=dream_options())
+    ctx = PassContext(profile, dream_options(), NOW, cycle_id="c1", client_factory=lambda: client, _store=store)
     assert run_contradiction_sweep(ctx).status == "completed" and late
-    assert not gate_status("contradiction_sweep", profile, DreamOptions(), NOW + timedelta(minutes=5)).decision.skip
+    assert not gate_status("contradiction_sweep", profile, dream_options(), NOW + timedelta(minutes=5)).decision.skip
     report, backend = run_scripted(run_contradiction_sweep, profile, store, [answer()], now=NOW + timedelta(minutes=5))
     [request] = backend.requests
     assert report.counts["eligible"] == 1 and f"id={request.aliases.get(late[0].id, late[0].id)} " in request.prompt
@@ -356,7 +356,7 @@ def test_a_failure_while_applying_leaves_neither_changes_nor_stamps_and_the_next
 
     monkeypatch.setattr(MemoryStore, "supersede", dies_on_the_second)
     answer_ = _pairs_answer((first, "moved"), (second, "switched"))
-    both = DreamOptions(ContradictionSweepMaxSupersededShare=1.0)  # one answer may supersede both losers
+    both = dream_options(ContradictionSweepMaxSupersededShare=1.0)  # one answer may supersede both losers
     with pytest.raises(RuntimeError, match="killed while applying"):
         run_scripted(run_contradiction_sweep, profile, store, [answer_], options=both)
     assert store.memories.counts()["archived"] == 0  # the first pair did not stay applied on its own
@@ -457,7 +457,7 @@ def test_the_bound_refuses_the_rest_and_says_so(store, profile):
         old = put(store, f"The user's friend {name} {before}.", days_ago=40)
         new = put(store, f"The user's friend {name} {after} now.", days_ago=2)
         pairs.append((new.id, old.id))
-    options = DreamOptions(ContradictionSweepMaxSupersededShare=0.2, ContradictionSweepNeighbours=1)
+    options = dream_options(ContradictionSweepMaxSupersededShare=0.2, ContradictionSweepNeighbours=1)
     report, backend = run_scripted(run_contradiction_sweep, profile, store, [answer(*pairs)], options=options)
     shown = len(backend.requests[0].inputs["entries"])
     bound = max(1, int(0.2 * shown))
@@ -478,7 +478,7 @@ def test_the_purge_keeps_a_superseded_entry_while_its_winner_is_live(store, prof
     report, _ = run_scripted(run_contradiction_sweep, profile, store, [answer((berlin.id, paris.id))])
     assert report.counts["superseded"] == 1
     later = NOW + timedelta(days=91)
-    purge = run_archive_purge(PassContext(profile, DreamOptions(), later, cycle_id="p1", _store=store))
+    purge = run_archive_purge(PassContext(profile, dream_options(), later, cycle_id="p1", _store=store))
     assert purge.status == "completed" and purge.counts["purged"] == 0 and purge.counts["kept_superseded"] == 1
     assert store.memories.get(paris.id) is not None
     kept = next(c for c in purge.changes if c.target == paris.id)
@@ -486,5 +486,5 @@ def test_the_purge_keeps_a_superseded_entry_while_its_winner_is_live(store, prof
     # Once the winner is archived too and both are past retention, the whole chain goes together.
     store.memories.archive(berlin.id, now=later)
     much_later = later + timedelta(days=91)
-    purge = run_archive_purge(PassContext(profile, DreamOptions(), much_later, cycle_id="p2", _store=store))
+    purge = run_archive_purge(PassContext(profile, dream_options(), much_later, cycle_id="p2", _store=store))
     assert purge.counts["purged"] == 2 and store.memories.get(paris.id) is None

@@ -9,7 +9,7 @@ import pytest
 
 from dream_assets.llm.base import ModelCallError
 from dream_assets.llm.busy import model_busy
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.conversation_input import PENDING_MAX_AGE
 from dream_assets.passes.preference_inference import CATEGORY, run_preference_inference
@@ -77,7 +77,7 @@ def test_preference_inference_retries_a_failed_cycles_turns_from_the_warehouse(p
 
 def test_a_deferred_call_is_retried_like_a_failed_one(profile, store):
     say(profile, "Keep answers short.", at=NOW - timedelta(hours=2))
-    options = DreamOptions(BusyMaxWait=timedelta(0))
+    options = dream_options(BusyMaxWait=timedelta(0))
     with model_busy(profile, now=datetime.now(UTC), heartbeat_every=None):
         first, backend = preference(profile, store, [NOTHING], NOW, options=options)
     assert first.status == "deferred" and backend.requests == []
@@ -158,5 +158,5 @@ def test_a_skill_created_by_gap_detection_is_rolled_back_without_its_change_row(
         skill_gap_detection(profile, store, [{"toSave": [INVOICE_SKILL]}], NOW)
     assert store.skills.list(include_archived=True) == []
     monkeypatch.undo()
-    ctx = PassContext(profile, DreamOptions(), NOW, _store=store)
+    ctx = PassContext(profile, dream_options(), NOW, _store=store)
     assert ctx.ledger.pending("skill_gap_detection") is not None

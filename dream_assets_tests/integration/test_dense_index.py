@@ -17,6 +17,7 @@ from dream_assets import agent_memory, dense_index, recall_fusion
 from dream_assets.llm.embedding_index import EmbeddingIndex
 from dream_assets.llm.embeddings import build_embedding_provider
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.store import connection as store_connection
 from dream_assets.store import open_store
@@ -46,7 +47,7 @@ def server() -> Iterator[OpenAITestServer]:
 
 @pytest.fixture
 def options(server) -> DreamOptions:
-    return DreamOptions().replace(
+    return dream_options().replace(
         LlmTimeout=timedelta(seconds=30), EmbeddingModel=MODEL, EmbeddingBaseUrl=server.base_url
     )
 

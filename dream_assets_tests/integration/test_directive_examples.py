@@ -13,7 +13,7 @@ import re
 import pytest
 
 from dream_assets.llm.directives import load_directive
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.model_text import EXAMPLE_MARKER, copied, directive_examples
 from dream_assets.passes.registry import MODEL_CALLS, PASSES
 from dream_assets_tests.conftest import NOW
@@ -45,7 +45,7 @@ def _texts(value: object) -> list[str]:
 
 @pytest.mark.parametrize("name", sorted(MODEL_CALLS))
 def test_every_directive_has_one_worked_example_about_a_made_up_subject(name):
-    directive, _ = load_directive(MODEL_CALLS[name], None, DreamOptions())
+    directive, _ = load_directive(MODEL_CALLS[name], None, dream_options())
     blocks = example_answers(directive)
     assert len(blocks) == (2 if name == "cluster_check" else 1)
     assert directive_examples(directive)  # the guard knows its texts
@@ -66,7 +66,7 @@ def test_a_model_copying_each_directives_example_is_refused_and_every_pass_repor
             return reply(NOTHING_TO_CHANGE)  # check-model's own probes
         return reply(example_answer(body["messages"][0]["content"]))
 
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     before = ({e.id: e.content for e in store.memories.list_live()}, {s.name: s.content for s in store.skills.list()})
     store.close()
     with OpenAITestServer(default=Reply(decide=copy_the_example)) as server:
@@ -81,7 +81,7 @@ def test_a_model_copying_each_directives_example_is_refused_and_every_pass_repor
             continue
         (line,) = [x for x in out.splitlines() if x.startswith(f"  {spec.name} ")]
         assert " failed " in line and re.search(r"copied [1-9]", line), line
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     after = ({e.id: e.content for e in store.memories.list_live()}, {s.name: s.content for s in store.skills.list()})
     store.close()
     assert after == before  # check-model applies nothing

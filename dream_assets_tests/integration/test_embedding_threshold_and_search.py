@@ -24,6 +24,7 @@ from dream_assets.llm.embedding_threshold import (
 )
 from dream_assets.llm.embeddings import build_embedding_provider
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.embeddings import EmbeddingCache
@@ -61,7 +62,7 @@ def server() -> Iterator[OpenAITestServer]:
 
 
 def _options(server: OpenAITestServer | None, model: str = UNKNOWN, **kw) -> DreamOptions:
-    options = DreamOptions().replace(LlmTimeout=timedelta(seconds=30), **kw)
+    options = dream_options().replace(LlmTimeout=timedelta(seconds=30), **kw)
     if server is not None:
         options = options.replace(EmbeddingModel=model, EmbeddingBaseUrl=server.base_url)
     return options

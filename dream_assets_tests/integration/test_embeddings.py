@@ -14,7 +14,7 @@ from dream_assets.llm.client import ModelConfigError
 from dream_assets.llm.embedding_index import EmbeddingIndex, cosine_clusters
 from dream_assets.llm.embeddings import EmbeddingError, EmbeddingProvider, build_embedding_provider
 from dream_assets.llm.usage import UsageLedger
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options, load_options
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
@@ -159,13 +159,13 @@ def test_a_rejected_request_and_an_unreachable_endpoint_raise_embedding_errors(s
 
 
 def test_no_embedding_model_means_no_provider_and_no_call(server):
-    options = DreamOptions.load(env={"DREAM__Llm__BaseUrl": server.base_url, "DREAM__Llm__Model": "qwen"})
+    options = load_options(env={"DREAM__Llm__BaseUrl": server.base_url, "DREAM__Llm__Model": "qwen"})
     assert build_embedding_provider(options, env={}) is None
     assert server.requests == []
 
 
 def test_the_embedding_model_shares_the_chat_endpoint_and_key_by_default(server):
-    options = DreamOptions.load(
+    options = load_options(
         env={
             "DREAM__Llm__BaseUrl": server.base_url,
             "DREAM__EmbeddingModel": "bge-m3",
@@ -182,7 +182,7 @@ def test_the_embedding_model_shares_the_chat_endpoint_and_key_by_default(server)
 
 def test_a_separate_embedding_endpoint_and_key_are_used_when_set(server):
     with OpenAITestServer() as chat:
-        options = DreamOptions.load(
+        options = load_options(
             env={
                 "DREAM__Llm__BaseUrl": chat.base_url,
                 "DREAM__Embedding__Model": "text-embedding-3-small",
@@ -197,7 +197,7 @@ def test_a_separate_embedding_endpoint_and_key_are_used_when_set(server):
 
 
 def test_the_default_openai_endpoint_without_a_key_is_a_config_error_naming_the_options():
-    options = DreamOptions().replace(EmbeddingModel="text-embedding-3-small")
+    options = dream_options().replace(EmbeddingModel="text-embedding-3-small")
     with pytest.raises(ModelConfigError, match="EmbeddingModel.*OPENAI_API_KEY.*EmbeddingBaseUrl"):
         build_embedding_provider(options, env={})
 
@@ -366,7 +366,7 @@ def test_cosine_clusters_refuses_bad_input_naming_it():
 
 
 def test_embedding_options_bind_from_the_environment():
-    options = DreamOptions.load(
+    options = load_options(
         env={
             "DREAM__EmbeddingModel": "nomic-embed-text",
             "DREAM__EmbeddingSimilarityThreshold": "0.9",

@@ -17,6 +17,7 @@ from dream_assets.cli import main
 from dream_assets.llm.embedding_index import EmbeddingIndex
 from dream_assets.llm.embeddings import DegenerateEmbeddings, EmbeddingError, build_embedding_provider
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.save_pipeline import SAVE_EMBEDDING_PAUSE, save_memory
 from dream_assets.store import open_store
@@ -61,7 +62,7 @@ def server() -> Iterator[OpenAITestServer]:
 
 
 def _options(server: OpenAITestServer) -> DreamOptions:
-    return DreamOptions().replace(
+    return dream_options().replace(
         LexicalSimilarityMeasure="tfidf",
         LlmTimeout=timedelta(seconds=2),
         LlmMaxRetries=0,

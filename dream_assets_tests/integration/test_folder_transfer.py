@@ -14,7 +14,7 @@ from dream_assets.cycle import run_cycle
 from dream_assets.folders import link_folder
 from dream_assets.folders.transfer import ImportRefused, export_jsonl, export_mem0, import_jsonl, import_mem0
 from dream_assets.model import Skill, iso
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets_tests.conftest import NOW
@@ -54,7 +54,7 @@ def dreamed(tmp_path) -> AgentProfile:
     profile = AgentProfile(tmp_path / "agents" / "source").ensure()
     shutil.copytree(FIXTURES / "claude-code", tmp_path / "cc")
     link_folder(profile, tmp_path / "cc", "claude-code")
-    run_cycle(profile, DreamOptions(), NOW)
+    run_cycle(profile, dream_options(), NOW)
     agent_memory.forget(profile, _any_live(profile), reason="no longer true", now=NOW, active=False)
     open_store(profile).skills.put(Skill("release-checklist", "what to check", "1. tag\n2. notes", created_at=NOW))
     return profile
@@ -164,7 +164,7 @@ def test_undo_in_a_copy_imported_without_archived_keeps_the_merged_entries_and_s
     source = AgentProfile(tmp_path / "agents" / "source").ensure()
     shutil.copytree(FIXTURES / "claude-code", tmp_path / "cc")
     link_folder(source, tmp_path / "cc", "claude-code")
-    run_cycle(source, DreamOptions(), NOW)
+    run_cycle(source, dream_options(), NOW)
     path = tmp_path / "live.jsonl"
     assert main(["export", "--profile", str(source.root), "--format", "jsonl", "--output", str(path)]) == 0
     copy = AgentProfile(tmp_path / "agents" / "copy").ensure()

@@ -16,7 +16,7 @@ from dream_assets.cycle import run_cycle
 from dream_assets.folders import apply_write_back, link_folder, plan_write_back, read_folder
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
@@ -150,7 +150,7 @@ def _review_set(profile, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
     link_folder(profile, folder, "claude-code")
     assert read_folder(profile, now=NOW).status == "completed"
     before = _outside_archive(folder)
-    options = DreamOptions(ApplyMode="review", ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
+    options = dream_options(ApplyMode="review", ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
     client = ModelClient(ScriptedBackend(_merge_release_notes), profile=profile, options=options)
     run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id="set1")
     assert main(["apply", "--profile", str(profile.root), "--cycle", "set1"]) == 0
@@ -158,7 +158,7 @@ def _review_set(profile, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
 
 
 def _quiet_cycle(profile, cycle_id: str) -> None:
-    options = DreamOptions(ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
+    options = dream_options(ConsolidationExactFoldEnabled=False, ContradictionSweepEnabled=False)
     client = ModelClient(ScriptedBackend(lambda r: {"toDelete": [], "toSave": []}), profile=profile, options=options)
     run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id=cycle_id)
 

@@ -16,6 +16,7 @@ from dream_assets.folders.promotion import DIARY_END, DIARY_START, MARKER_PREFIX
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.registry import PASSES
 from dream_assets.store import open_store
 from dream_assets.text.coverage import specifics_of
@@ -52,7 +53,7 @@ def _merge_ravi(request):
 
 
 def _scripted(profile, options: DreamOptions | None = None, cycle_id: str | None = None):
-    options = options or DreamOptions(ContradictionSweepEnabled=False)
+    options = options or dream_options(ContradictionSweepEnabled=False)
     client = ModelClient(ScriptedBackend(_merge_ravi), profile=profile, options=options)
     reports = run_cycle(profile, options, NOW, client_factory=lambda: client, cycle_id=cycle_id)
     return {r.pass_name: r for r in reports}
@@ -66,7 +67,7 @@ def test_the_offline_cycle_promotes_what_recurs_in_daily_notes_and_leaves_the_da
     daily_specifics = {
         s.text for rel in DAILY for s in specifics_of((folder / rel).read_text(encoding="utf-8")) if "Ravi" in s.text
     } | {"Q2", "2026-04-04"}
-    reports = {r.pass_name: r for r in run_cycle(profile, DreamOptions(), NOW)}
+    reports = {r.pass_name: r for r in run_cycle(profile, dream_options(), NOW)}
     assert reports["memory_folder_write"].status == "completed", reports["memory_folder_write"].reason
     after = _files(folder)
     assert {rel: after[rel] for rel in DAILY} == {rel: before[rel] for rel in DAILY}  # bytes and mtimes
@@ -93,7 +94,7 @@ def test_the_offline_cycle_promotes_what_recurs_in_daily_notes_and_leaves_the_da
 
     # A second cycle promotes nothing new and rewrites no file; a read after it imports nothing.
     settled = _files(folder)
-    again = {r.pass_name: r for r in run_cycle(profile, DreamOptions(), NOW)}
+    again = {r.pass_name: r for r in run_cycle(profile, dream_options(), NOW)}
     assert again["memory_folder_write"].counts["files_written"] == 0
     assert _files(folder) == settled
     read = read_folder(profile, now=NOW)
@@ -122,7 +123,7 @@ def test_a_scripted_merge_across_daily_notes_is_promoted_and_undo_puts_memory_md
 
 def test_a_fact_in_fewer_daily_notes_than_the_option_asks_is_merged_in_place_not_promoted(profile, tmp_path):
     folder = _workspace(profile, tmp_path)
-    reports = _scripted(profile, DreamOptions(ContradictionSweepEnabled=False, FolderPromotionMinDailyNotes=3))
+    reports = _scripted(profile, dream_options(ContradictionSweepEnabled=False, FolderPromotionMinDailyNotes=3))
     assert reports["memory_consolidation"].counts.get("merged") == 1
     assert _promoted(folder) == ""
     assert f"- {MERGED}\n" in (folder / "memory" / "2026-04-01.md").read_text(encoding="utf-8")
@@ -145,7 +146,7 @@ def test_the_same_line_in_two_daily_notes_is_promoted_once_without_a_merge(profi
 
 
 def _passes_only(profile) -> None:
-    options = DreamOptions(ContradictionSweepEnabled=False)
+    options = dream_options(ContradictionSweepEnabled=False)
     client = ModelClient(ScriptedBackend(_merge_ravi), profile=profile, options=options)
     run_cycle(profile, options, NOW, client_factory=lambda: client, only=[p.name for p in PASSES])
 

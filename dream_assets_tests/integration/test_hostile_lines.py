@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dream_assets import log_analyses
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.log_retention import run_log_retention
 from dream_assets.profile import AgentProfile
 from dream_assets.store import line_batch, logs, warehouse
@@ -221,7 +221,7 @@ def test_retention_trims_and_archives_a_log_of_hostile_lines(profile: AgentProfi
     path = profile.single_log_path("wisp-executions")
     huge = b'{"timestamp":"' + TS.encode() + b'","wispId":"' + b"w" * (line_batch.MAX_LINE_BYTES + 1) + b'"}'
     path.write_bytes(b"\n".join([*HOSTILE.values(), huge, turn("kept one"), turn("kept two")]) + b"\n")
-    options = DreamOptions(LogRetentionMaxLinesPerFile=2)
+    options = dream_options(LogRetentionMaxLinesPerFile=2)
     report = run_log_retention(profile, options, NOW)
     assert report.status == "completed" and report.counts["errors"] == 0
     assert path.read_bytes() == turn("kept one") + b"\n" + turn("kept two") + b"\n"
@@ -290,7 +290,7 @@ def test_the_passes_reading_a_hostile_feedback_log_and_retention_all_complete(pr
         store.close()
     profile.conversation_log_path.write_bytes(turn("Please keep answers short.") + b"\n")
     passes = ["log_retention", "memory_consolidation", "skill_optimization", "preference_inference"]
-    reports = {r.pass_name: r for r in run_cycle(profile, DreamOptions(), NOW, only=passes)}
+    reports = {r.pass_name: r for r in run_cycle(profile, dream_options(), NOW, only=passes)}
     assert {name: reports[name].status for name in passes} == dict.fromkeys(passes, "completed")
     for name in ("memory_consolidation", "skill_optimization", "preference_inference"):
         assert any("malformed" in line and "s1.jsonl:1" in line for line in reports[name].lines), name
@@ -308,7 +308,7 @@ def test_skill_gap_and_preference_inference_complete_on_a_hostile_conversation_l
     ]
     profile.conversation_log_path.write_bytes(b"\n".join(lines) + b"\n")
     passes = ["skill_gap_detection", "preference_inference"]
-    reports = {r.pass_name: r for r in run_cycle(profile, DreamOptions(), NOW, only=passes)}
+    reports = {r.pass_name: r for r in run_cycle(profile, dream_options(), NOW, only=passes)}
     assert {name: reports[name].status for name in passes} == dict.fromkeys(passes, "completed")
     assert reports["skill_gap_detection"].counts["sessions"] == 2
     assert profile.conversation_log_path.read_bytes() == b""  # cleared, and kept in the warehouse

@@ -694,11 +694,11 @@ def _cross_namespace_model(request):
 def _dream(lg, profile, now) -> dict:
     from dream_assets.llm.client import ModelClient
     from dream_assets.llm.scripted import ScriptedBackend
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
     from dream_assets.passes.context import PassContext
     from dream_assets.passes.contradiction_sweep import run_contradiction_sweep
 
-    opts = DreamOptions(ConsolidationMinInterval=timedelta(0))
+    opts = dream_options(ConsolidationMinInterval=timedelta(0))
     counts: dict = {}
     for run in (run_memory_consolidation, run_contradiction_sweep):
         client = ModelClient(ScriptedBackend(_cross_namespace_model), profile=profile, options=opts)
@@ -808,10 +808,10 @@ def test_a_merge_within_a_namespace_keeps_its_wall_after_every_item_is_merged_aw
     # Forced, so every live entry is shown, the merged one among them (on its own it is reviewed and withheld).
     from dream_assets.llm.client import ModelClient
     from dream_assets.llm.scripted import ScriptedBackend
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
     from dream_assets.passes.context import PassContext
 
-    opts = DreamOptions()
+    opts = dream_options()
     client = ModelClient(ScriptedBackend([hostile]), profile=profile, options=opts)
     ctx = PassContext(
         profile,

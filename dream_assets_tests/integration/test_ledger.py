@@ -126,12 +126,12 @@ def test_a_future_last_run_does_not_hold_an_unchanged_pass_until_that_time(tmp_p
 
 
 def test_a_future_last_run_does_not_hold_consolidation_behind_its_minimum_interval(profile, store):
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
     from dream_assets.passes.context import PassContext
     from dream_assets.passes.memory_consolidation import run_memory_consolidation
 
     write_ledger(profile, {"memory_consolidation": {"fingerprint": "memories:0:x", "lastRunAt": FUTURE}})
-    options = DreamOptions(ConsolidationMinInterval=timedelta(hours=6))
+    options = dream_options(ConsolidationMinInterval=timedelta(hours=6))
     first = run_memory_consolidation(PassContext(profile, options, NOW, _store=store))
     assert first.status == "skipped" and first.reason.startswith("minimum interval")  # last run = now
     assert any("memory_consolidation last ran at 2031-03-01T08:00:00Z" in line for line in first.lines)

@@ -16,6 +16,7 @@ from dream_assets.llm.busy import is_busy, model_busy, read_leases, wait_until_i
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.registry import model_call
 from dream_assets.profile import AgentProfile
 
@@ -106,7 +107,7 @@ def test_a_hand_made_lease_file_counts_by_its_modification_time(profile: AgentPr
 
 
 def test_waits_while_held_and_proceeds_when_released(profile: AgentProfile) -> None:
-    options = DreamOptions()
+    options = dream_options()
     with ExitStack() as turn:
         turn.enter_context(model_busy(profile, now=T0, heartbeat_every=None))
         clock = FakeClock(on_sleep=lambda n: turn.close() if n == 3 else None)  # the turn ends after 3 polls
@@ -118,7 +119,7 @@ def test_waits_while_held_and_proceeds_when_released(profile: AgentProfile) -> N
 
 
 def test_defers_after_the_maximum_wait(profile: AgentProfile) -> None:
-    options = DreamOptions().replace(BusyMaxWait=timedelta(seconds=12), BusyLeaseStaleAfter=timedelta(hours=1))
+    options = dream_options().replace(BusyMaxWait=timedelta(seconds=12), BusyLeaseStaleAfter=timedelta(hours=1))
     clock = FakeClock()
     with model_busy(profile, now=T0, heartbeat_every=None):
         outcome = _wait(profile, options, clock)
@@ -130,12 +131,12 @@ def test_defers_after_the_maximum_wait(profile: AgentProfile) -> None:
 def test_a_stale_lease_does_not_hold_up_the_dream(profile: AgentProfile) -> None:
     with model_busy(profile, now=T0 - timedelta(hours=2), heartbeat_every=None):
         clock = FakeClock()
-        outcome = _wait(profile, DreamOptions(), clock)
+        outcome = _wait(profile, dream_options(), clock)
     assert not outcome.deferred and clock.sleeps == []
 
 
 def test_a_non_positive_maximum_wait_defers_at_once_while_busy(profile: AgentProfile) -> None:
-    options = DreamOptions().replace(BusyMaxWait=timedelta(0))
+    options = dream_options().replace(BusyMaxWait=timedelta(0))
     clock = FakeClock()
     with model_busy(profile, now=T0, heartbeat_every=None):
         outcome = _wait(profile, options, clock)
@@ -155,7 +156,7 @@ def test_the_heartbeat_keeps_a_long_turn_fresh(profile: AgentProfile) -> None:
 
 
 def test_a_deferred_call_reaches_no_model_and_is_counted(profile: AgentProfile) -> None:
-    options = DreamOptions().replace(BusyMaxWait=timedelta(seconds=10))
+    options = dream_options().replace(BusyMaxWait=timedelta(seconds=10))
     backend = ScriptedBackend([{"findings": []}])
     clock = FakeClock()
     client = ModelClient(
@@ -183,7 +184,7 @@ def test_a_call_waits_for_the_turn_then_goes_ahead(profile: AgentProfile) -> Non
         client = ModelClient(
             backend,
             profile=profile,
-            options=DreamOptions(),
+            options=dream_options(),
             sleep=clock.sleep,
             monotonic=clock.monotonic,
             wallclock=clock.wallclock,
@@ -200,7 +201,7 @@ def test_the_offline_backend_never_waits(profile: AgentProfile) -> None:
     client = ModelClient(
         OfflineBackend(),
         profile=profile,
-        options=DreamOptions(),
+        options=dream_options(),
         sleep=clock.sleep,
         monotonic=clock.monotonic,
         wallclock=clock.wallclock,

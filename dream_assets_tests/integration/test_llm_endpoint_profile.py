@@ -19,6 +19,7 @@ from dream_assets.llm.endpoint_profile import (
     endpoint_key,
 )
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.registry import model_call
 from dream_assets.profile import AgentProfile
 from dream_assets_tests.consolidation_corpus import corpus as _corpus
@@ -38,14 +39,14 @@ def _ids(n: int, seed: int = 0) -> str:
 
 
 def _options(server: OpenAITestServer, **kw) -> DreamOptions:
-    return DreamOptions(LlmBaseUrl=server.base_url, LlmModel="qwen", LlmMaxRetries=0, **kw)
+    return dream_options(LlmBaseUrl=server.base_url, LlmModel="qwen", LlmMaxRetries=0, **kw)
 
 
 @pytest.mark.slow  # a 160-entry review through HTTP, every entry counted by /tokenize
 def test_a_prompt_is_counted_by_the_endpoints_tokenize_and_nothing_is_sent_over_the_window(tmp_path):
     """The issue's case: a tokenizer at 2.1 bytes a token and a 4,096-token window. Counting 3 bytes a token, batches
     went over the window; counted by the endpoint's own ``/tokenize``, no prompt is."""
-    options = DreamOptions(
+    options = dream_options(
         ConsolidationMinInterval=timedelta(0),
         ConsolidationCallShape="batch",  # the batch shape plans to the window; a small one would pick clusters
         ConsolidationExactFoldEnabled=False,

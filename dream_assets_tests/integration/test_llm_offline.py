@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from dream_assets.llm.base import ModelRequest
 from dream_assets.llm.client import ModelClient, build_model_client
 from dream_assets.llm.offline import JUDGEMENT_NOTE, OfflineBackend
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.registry import MODEL_CALLS, model_call
 from dream_assets.text.restated import carries
 from dream_assets.text.sentence_merge import merge_keeping_every_sentence, sentence_key, sentences_of, split_sentences
@@ -19,13 +19,13 @@ CONTRACTS = {name: call.contract for name, call in MODEL_CALLS.items()}
 
 
 def _call(pass_name: str, inputs: dict):
-    client = ModelClient(OfflineBackend(), profile=None, options=DreamOptions())
+    client = ModelClient(OfflineBackend(), profile=None, options=dream_options())
     return client.call(ModelRequest(model_call(pass_name), "directive", "prompt", inputs))
 
 
 def test_offline_is_the_default_without_an_endpoint(caplog) -> None:
     caplog.set_level("INFO")
-    client = build_model_client(DreamOptions(), None, env={})
+    client = build_model_client(dream_options(), None, env={})
     assert (client.backend_name, client.model_name) == ("offline", "offline-deterministic")
     assert "model backend: offline (no endpoint configured)" in caplog.text
     assert client.describe()["llm_backend"] == "offline"
@@ -202,7 +202,7 @@ def test_the_demo_first_cycle_merges_only_rewordings_and_says_each_once(tmp_path
     from dream_assets_tests.conftest import NOW
 
     profile = AgentProfile(tmp_path / "demo").ensure()
-    options = DreamOptions(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
+    options = dream_options(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
     build_demo_profile(profile, NOW, options=options, with_logs=False)
     report = run_memory_consolidation(PassContext(profile, options, NOW, cycle_id="demo-1"))
     assert report.status == "completed" and report.counts["merged"] >= 3

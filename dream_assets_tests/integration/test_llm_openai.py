@@ -11,6 +11,7 @@ from dream_assets.llm.base import ModelRequest
 from dream_assets.llm.client import ModelClient, ModelConfigError, build_model_client
 from dream_assets.llm.openai_backend import OpenAIBackend
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.registry import model_call
 from dream_assets_tests.openai_server import (
     OpenAITestServer,
@@ -44,7 +45,7 @@ def _options(server: OpenAITestServer, **kw) -> DreamOptions:
         "LlmMaxRetries": 3,
         "LlmTemperature": 0.3,
     }
-    return DreamOptions().replace(**{**base, **kw})
+    return dream_options().replace(**{**base, **kw})
 
 
 def _client(server: OpenAITestServer, **kw) -> ModelClient:
@@ -231,7 +232,7 @@ def test_a_local_endpoint_without_a_key_gets_a_placeholder(server: OpenAITestSer
 
 
 def test_the_default_openai_endpoint_without_a_key_is_a_configuration_error() -> None:
-    opts = DreamOptions().replace(LlmModel="gpt-4o-mini")
+    opts = dream_options().replace(LlmModel="gpt-4o-mini")
     with pytest.raises(ModelConfigError, match="OPENAI_API_KEY"):
         build_model_client(opts, None, env={})
 
@@ -275,7 +276,7 @@ def test_a_refused_connection_is_an_unreachable_endpoint() -> None:
         backend = OpenAIBackend(
             model="m", base_url=url, timeout_s=1, max_retries=1, backoff_base_s=0.05, jitter=lambda: 0.0
         )
-        result = ModelClient(backend, profile=None, options=DreamOptions()).call(_request())
+        result = ModelClient(backend, profile=None, options=dream_options()).call(_request())
     assert not result.ok and result.unreachable
     assert "connection to" in result.error and "gave up after 2 attempt(s)" in result.error
 

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.archive_purge import run_archive_purge
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.importance_decay import QUIET_DECAY, decayed_importance, run_importance_decay
@@ -30,7 +31,7 @@ def entry(i, *, importance=0.5, reinforced=1, archived_days=None, seen_days=0, c
 
 
 def ctx(profile, store, options=None, now=NOW):
-    return PassContext(profile, options or DreamOptions(), now, cycle_id="cycle-1", _store=store)
+    return PassContext(profile, options or dream_options(), now, cycle_id="cycle-1", _store=store)
 
 
 # ------------------------------------------------------------------ archive purge
@@ -60,7 +61,7 @@ def test_high_value_floor_keeps_entries_past_retention(profile, store, importanc
 
 def test_non_positive_retention_keeps_archives_forever(profile, store):
     store.memories.put_many([entry(1, archived_days=5000)])
-    report = run_archive_purge(ctx(profile, store, DreamOptions(MemoryArchiveRetention=timedelta(0))))
+    report = run_archive_purge(ctx(profile, store, dream_options(MemoryArchiveRetention=timedelta(0))))
     assert report.status == "skipped" and store.memories.get("m1") is not None
 
 
@@ -75,7 +76,7 @@ def days_to_floor(start: float, options: DreamOptions) -> int:
 
 
 def test_core_memory_reaches_floor_in_about_six_months_and_minor_in_three_and_a_half():
-    o = DreamOptions()
+    o = dream_options()
     assert 170 <= days_to_floor(0.95, o) <= 185  # ~6 months
     assert 95 <= days_to_floor(0.30, o) <= 110  # ~3.5 months
 
@@ -96,7 +97,7 @@ def test_decay_is_keyed_on_last_seen_not_updated(profile, store):
 
 
 def _run_every(step_hours: float, span_days: int, start: float) -> float:
-    o = DreamOptions()
+    o = dream_options()
     e = entry(1, importance=start, seen_days=0)
     t = NOW
     end = NOW + timedelta(days=span_days)
@@ -124,7 +125,7 @@ def test_decay_too_small_to_show_writes_nothing_and_loses_no_time(step):
     """Cycles seconds or minutes apart: a run whose decay would move an importance by less than QUIET_DECAY writes
     nothing, and the time it skipped is applied later, so at every instant the applied score carried forward from its
     applied-through stamp is the exact calendar curve. Over a year (14 s: a day) at each cadence."""
-    o = DreamOptions()
+    o = dream_options()
     e = entry(1, importance=0.9, seen_days=0)
     t = start = e.last_seen_at + timedelta(days=o.ImportanceDecayGraceDays)
     end = start + (timedelta(days=1) if step < timedelta(minutes=1) else timedelta(days=365))
@@ -153,7 +154,7 @@ def test_a_second_cycle_seconds_after_the_first_writes_no_decay_rows(profile, st
     store.memories.put_many([entry(i, importance=0.8, seen_days=75) for i in range(1, 6)])
     first = run_importance_decay(ctx(profile, store))
     assert first.counts["decayed"] == 5
-    later = PassContext(profile, DreamOptions(), NOW + timedelta(seconds=14), cycle_id="cycle-2", _store=store)
+    later = PassContext(profile, dream_options(), NOW + timedelta(seconds=14), cycle_id="cycle-2", _store=store)
     second = run_importance_decay(later)
     assert second.counts["decayed"] == 0 and not store.changes.list("cycle-2")
     assert len(store.changes.list("cycle-1")) == 5
@@ -173,7 +174,7 @@ def test_decay_does_not_move_the_corpus_fingerprint_or_touch_archived(profile, s
 
 def test_half_life_zero_disables_decay(profile, store):
     store.memories.put_many([entry(1, importance=0.9, seen_days=300)])
-    report = run_importance_decay(ctx(profile, store, DreamOptions(ImportanceDecayHalfLifeDays=0)))
+    report = run_importance_decay(ctx(profile, store, dream_options(ImportanceDecayHalfLifeDays=0)))
     assert report.status == "skipped" and store.memories.get("m1").importance == 0.9
 
 
@@ -198,7 +199,7 @@ def test_a_pass_that_raises_is_reported_failed_and_the_cycle_goes_on(profile, st
     store.memories.put_many([entry(1, archived_days=200)])
     reports = {
         r.pass_name: r
-        for r in run_cycle(profile, DreamOptions(), NOW, only=["archive_purge", "importance_decay", "log_retention"])
+        for r in run_cycle(profile, dream_options(), NOW, only=["archive_purge", "importance_decay", "log_retention"])
     }
     assert reports["importance_decay"].status == "failed" and "disk on fire" in reports["importance_decay"].reason
     assert reports["archive_purge"].status == "completed" and reports["log_retention"].status == "completed"

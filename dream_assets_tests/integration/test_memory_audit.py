@@ -8,7 +8,7 @@ import pytest
 from dream_assets.cycle import run_cycle
 from dream_assets.demo import build_demo_profile
 from dream_assets.memory_audit import merged_from, read_trend, run_audit
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets.store.parquet import write_parquet
@@ -97,7 +97,7 @@ def test_pause_file_only_when_opted_in(profile, options):
     take_snapshot(profile, store, NOW + timedelta(hours=1))
     run_audit(profile, options, NOW + timedelta(hours=1))
     assert not profile.consolidation_pause_path.exists()
-    run_audit(profile, DreamOptions(AuditPauseOnHardDelete=True), NOW + timedelta(hours=1))
+    run_audit(profile, dream_options(AuditPauseOnHardDelete=True), NOW + timedelta(hours=1))
     assert profile.consolidation_pause_path.exists()
 
 

@@ -13,6 +13,7 @@ from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.model import MemoryEntry
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
 from dream_assets.passes.memory_consolidation.merge import REJECTED_AT_KEY, REJECTED_CLUSTER_KEY
@@ -25,7 +26,7 @@ from dream_assets.store.logs import append_event
 from ..conftest import NOW
 
 # The exact-duplicate fold has its own tests (test_memory_consolidation_quality.py); here duplicates reach the model.
-NO_FLOOR = DreamOptions(ConsolidationMinInterval=timedelta(0), ConsolidationExactFoldEnabled=False)
+NO_FLOOR = dream_options(ConsolidationMinInterval=timedelta(0), ConsolidationExactFoldEnabled=False)
 
 
 def entry(
@@ -750,11 +751,11 @@ def test_pause_file_skips_the_whole_pass(run, store, profile):
 
 def test_minimum_interval_holds_across_a_restart(profile, store):
     store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "The badge number is 4471.")])
-    runner = Run(profile, store, DreamOptions())  # default ConsolidationMinInterval: 6 hours
+    runner = Run(profile, store, dream_options())  # default ConsolidationMinInterval: 6 hours
     assert runner(answer()).status == "completed"
     assert PassLedger(profile).get("memory_consolidation").last_run_at == NOW
 
-    restarted = Run(profile, open_store(profile, DreamOptions()), DreamOptions())  # a new process: new store, ledger
+    restarted = Run(profile, open_store(profile, dream_options()), dream_options())  # a new process: new store, ledger
     store.memories.put_many([entry("c", "Heron load tests use staging.")])
     early = restarted(now=NOW + timedelta(hours=2))
     assert early.status == "skipped" and restarted.requests == []
@@ -765,9 +766,9 @@ def test_minimum_interval_holds_across_a_restart(profile, store):
 
 def test_zero_minimum_interval_disables_the_floor(run, store):
     store.memories.put_many([entry("a", "Kestrel ships on Fridays."), entry("b", "The badge number is 4471.")])
-    run(answer(), options=DreamOptions(ConsolidationMinInterval=timedelta(0)))
+    run(answer(), options=dream_options(ConsolidationMinInterval=timedelta(0)))
     store.memories.put_many([entry("c", "Heron load tests use staging.")])
-    report = run(answer(), now=NOW + timedelta(minutes=1), options=DreamOptions(ConsolidationMinInterval=timedelta(0)))
+    report = run(answer(), now=NOW + timedelta(minutes=1), options=dream_options(ConsolidationMinInterval=timedelta(0)))
     assert report.status == "completed" and len(run.requests) == 1
 
 
@@ -898,7 +899,7 @@ def test_demo_agent_second_run_offers_the_model_nothing(tmp_path):
     from dream_assets.profile import AgentProfile
 
     profile = AgentProfile(tmp_path / "demo").ensure()
-    opts = DreamOptions(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
+    opts = dream_options(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
     build_demo_profile(profile, NOW, options=opts)
     first = run_memory_consolidation(PassContext(profile, opts, NOW, cycle_id="d1"))
     # Word-for-word duplicates fold before the model; the rest are merged by it.

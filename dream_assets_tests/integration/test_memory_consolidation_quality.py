@@ -11,6 +11,7 @@ import pytest
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.offline import OfflineBackend
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.memory_consolidation import run_memory_consolidation
 from dream_assets.passes.memory_consolidation.select import (
@@ -97,7 +98,7 @@ def test_the_second_prompt_on_the_demo_holds_only_what_the_agent_saved_since(tmp
     # n = 1,000 repeats the demo's templates, so the first review merges dozens of near-duplicates and reshapes the
     # clusters of their neighbours; the second run must still show only the ten entries saved since.
     profile = AgentProfile(tmp_path / "demo").ensure()
-    options = DreamOptions(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
+    options = dream_options(ConsolidationMinInterval=timedelta(0), LlmBackend="offline")
     build_demo_profile(profile, NOW, options=options, n_memories=1000, with_logs=False)
     first = run_memory_consolidation(
         PassContext(profile, options.replace(ConsolidationMaxEntriesPerCall=2000), NOW, cycle_id="d1")

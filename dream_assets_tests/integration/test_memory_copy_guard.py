@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from dream_assets.llm.directives import load_directive
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes import runner
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import by_name
@@ -28,7 +28,7 @@ def put(store, content, *, days_ago=10, metadata=None, category="people/alice"):
 
 
 def run_pass(name, profile, store, server, *, cycle_id="c1", now=NOW):
-    options = DreamOptions(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
+    options = dream_options(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
     return runner.run_pass(by_name(name), PassContext(profile, options, now, cycle_id=cycle_id, _store=store))
 
 
@@ -38,7 +38,7 @@ def live_texts(store):
 
 def example_of(pass_name, profile):
     """The content the pass's directive gives in its example answer (what a copying model repeats)."""
-    text, _ = load_directive(by_name(pass_name).model_call, profile, DreamOptions())
+    text, _ = load_directive(by_name(pass_name).model_call, profile, dream_options())
     return text
 
 
@@ -156,7 +156,7 @@ def test_check_model_calls_a_model_that_copies_into_memories_not_fit(demo, capsy
             return reply(json.dumps({"toDelete": [], "toSave": saves}))
         return reply(NOTHING_TO_CHANGE)
 
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     before = {e.id: e.content for e in store.memories.list_live()}
     store.close()
     with OpenAITestServer(default=Reply(decide=decide)) as server:
@@ -168,6 +168,6 @@ def test_check_model_calls_a_model_that_copies_into_memories_not_fit(demo, capsy
     assert " failed " in line and re.search(r"refused by the host: .*copied [1-9]", line), line
     assert "NOT fit for: " in out and "memory_consolidation" in out.rsplit("NOT fit for: ", 1)[1]
     assert code == 1
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     assert {e.id: e.content for e in store.memories.list_live()} == before
     store.close()

@@ -10,7 +10,7 @@ from dream_assets import agent_memory as am
 from dream_assets.cli import main
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.scripted import ScriptedBackend
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.archive_purge import run_archive_purge
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.contradiction_sweep import run_contradiction_sweep
@@ -24,7 +24,7 @@ PARIS = "Alice lives in Paris near the Louvre."
 
 
 def _pass(pass_fn, profile, store, cycle_id, now, answer=None, **options):
-    opts = DreamOptions(ConsolidationMinInterval=timedelta(0), ConsolidationExactFoldEnabled=False, **options)
+    opts = dream_options(ConsolidationMinInterval=timedelta(0), ConsolidationExactFoldEnabled=False, **options)
     client = ModelClient(ScriptedBackend(answer or (lambda r: {})), profile=profile, options=opts)
     report = pass_fn(PassContext(profile, opts, now, cycle_id=cycle_id, client_factory=lambda: client, _store=store))
     assert report.status == "completed", (report.pass_name, report.reason)

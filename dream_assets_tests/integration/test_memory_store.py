@@ -309,10 +309,10 @@ def test_a_rolled_back_write_leaves_the_fingerprint_as_it_was(store):
 def _die_inside_a_write(root: str, entry_id: str) -> None:
     import os
 
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
     from dream_assets.profile import AgentProfile
 
-    st = open_store(AgentProfile(root), DreamOptions())
+    st = open_store(AgentProfile(root), dream_options())
     with st.transaction():
         st.memories.update(entry_id, content="Fact one about Lyon.", now=NOW)
         save_memory(st.memories, "Fact three about Oslo.", now=NOW)
@@ -416,10 +416,10 @@ def test_store_sees_writes_of_another_process(profile, options):
 
 
 def _save_many(root: str, word: str, n: int) -> None:
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
     from dream_assets.profile import AgentProfile
 
-    st = open_store(AgentProfile(root), DreamOptions())
+    st = open_store(AgentProfile(root), dream_options())
     for i in range(n):
         save_memory(
             st.memories,
@@ -431,10 +431,10 @@ def _save_many(root: str, word: str, n: int) -> None:
 
 
 def _writer(root: str, tag: str, n: int) -> None:
-    from dream_assets.options import DreamOptions
+    from dream_assets.options_loader import dream_options
     from dream_assets.profile import AgentProfile
 
-    st = open_store(AgentProfile(root), DreamOptions())
+    st = open_store(AgentProfile(root), dream_options())
     for i in range(n):
         save_memory(st.memories, f"Process {tag} wrote fact {i} about item-{tag}-{i}.", now=NOW, dedupe=False)
     st.close()

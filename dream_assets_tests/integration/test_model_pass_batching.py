@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from dream_assets.llm.budget import MESSAGE_OVERHEAD, budget_for
 from dream_assets.llm.client import build_model_client
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.common import plan_batches
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import MODEL_CALLS
@@ -34,7 +34,7 @@ def _finding_per_tier() -> Reply:
 
 
 def _review(profile, store, server, **options):
-    opts = DreamOptions(
+    opts = dream_options(
         LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0, LlmStructuredOutput="off", **options
     )
     client = build_model_client(opts, profile)
@@ -45,7 +45,7 @@ def _review(profile, store, server, **options):
 
 def _window_for_a_third(profile, reserve: int) -> int:
     """A window that holds the directive and about a third of the tier lines."""
-    system = build_model_client(DreamOptions(), profile).request(MODEL_CALLS["tier_routing_review"], "").system
+    system = build_model_client(dream_options(), profile).request(MODEL_CALLS["tier_routing_review"], "").system
     count = budget_for(0, reserve).count
     stats = summarise(read_events(profile, "tier-routing").events)
     return reserve + 2 * MESSAGE_OVERHEAD + count(system) + count(render_tier_routing(stats, 14)) // 3

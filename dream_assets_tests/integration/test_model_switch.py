@@ -11,7 +11,7 @@ import pytest
 
 from dream_assets.cycle import run_cycle
 from dream_assets.gates import GATED_PASSES, gate_status
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.store.ledger import PassLedger
 from dream_assets_tests.openai_server import NOTHING_TO_CHANGE, OpenAITestServer, Reply, reply
 
@@ -24,7 +24,7 @@ def _reports(profile, options, now, cycle_id):
 
 @pytest.mark.slow  # four cycles of the small demo
 def test_switching_to_a_real_model_reruns_each_gated_pass_exactly_once(demo):
-    offline = DreamOptions(ConsolidationMinInterval=timedelta(0))
+    offline = dream_options(ConsolidationMinInterval=timedelta(0))
     _reports(demo, offline, NOW, "c1")
     second = _reports(demo, offline, NOW + timedelta(hours=1), "c2")
     held = sorted(name for name, r in second.items() if r.counts.get("gated"))
@@ -90,7 +90,7 @@ def test_check_model_rehearses_every_model_pass_and_changes_nothing(demo, capsys
     from dream_assets.store import open_store
 
     before = sorted(p.name for p in demo.root.rglob("*"))
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     live = store.memories.counts()["live"]
     store.close()
     with OpenAITestServer(default=Reply(decide=lambda body: reply(NOTHING_TO_CHANGE))) as server:
@@ -111,7 +111,7 @@ def test_check_model_rehearses_every_model_pass_and_changes_nothing(demo, capsys
     assert after == sorted([*before, demo.endpoint_profile_path.name])
     measured = json.loads(demo.endpoint_profile_path.read_text())["endpoints"]
     assert [facts["prompt_tps"] > 0 and facts["gen_tps"] > 0 for facts in measured.values()] == [True]
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     assert store.memories.counts()["live"] == live
     store.close()
 
@@ -132,7 +132,7 @@ def test_check_model_calls_a_model_that_copies_placeholders_not_fit(demo, capsys
             return reply(json.dumps({"toDelete": [], "toSave": [{"name": n, "content": "..."} for n in names]}))
         return reply(NOTHING_TO_CHANGE)
 
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     skills = {s.name: s.content for s in store.skills.list()}
     store.close()
     with OpenAITestServer(default=Reply(decide=decide)) as server:
@@ -144,6 +144,6 @@ def test_check_model_calls_a_model_that_copies_placeholders_not_fit(demo, capsys
     assert " failed " in line and re.search(r"refused by the host: .*copied [1-9]", line), line
     assert "NOT fit for: " in out and "skill_optimization" in out.rsplit("NOT fit for: ", 1)[1]
     assert code == 1
-    store = open_store(demo, DreamOptions())
+    store = open_store(demo, dream_options())
     assert {s.name: s.content for s in store.skills.list()} == skills
     store.close()

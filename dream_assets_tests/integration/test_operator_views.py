@@ -15,7 +15,7 @@ from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
 from dream_assets.cycle_report import build_cycle_report, write_cycle_report
 from dream_assets.demo import build_demo_profile
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.outcome import LEVEL_COUNTS, load_outcome
 from dream_assets.passes.registry import PASSES
 from dream_assets.profile import AgentProfile
@@ -36,7 +36,7 @@ def two_cycles(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("ops") / "demo"
     profile = AgentProfile(root)
     build_demo_profile(profile, NOW, n_memories=120)
-    options = DreamOptions(ConsolidationMinInterval=timedelta(0))
+    options = dream_options(ConsolidationMinInterval=timedelta(0))
     first = run_cycle(profile, options, NOW, cycle_id=CYCLE)
     assert all(r.status == "completed" for r in first), [(r.pass_name, r.status, r.reason) for r in first]
     run_cycle(profile, options, LATER, cycle_id=SECOND)
@@ -191,7 +191,7 @@ def test_a_skipped_consolidation_keeps_the_live_count_measured_now(agent):
     store = open_store(agent)
     live = store.memories.counts()["live"]
     later = LATER + timedelta(hours=1)
-    options = DreamOptions(ConsolidationMinInterval=timedelta(days=1))
+    options = dream_options(ConsolidationMinInterval=timedelta(days=1))
     [report] = run(agent, options, later, cycle_id="cycle-3", only=["memory_consolidation"])
     assert report.status == "skipped" and report.reason.startswith("minimum interval")
     assert report.counts["live"] == live

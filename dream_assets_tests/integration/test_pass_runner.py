@@ -6,14 +6,17 @@ no registry knows, shows it; the layout tests keep the gate and the stamp in the
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from dream_assets.cli import pass_line
 from dream_assets.cycle_report import CycleReport
-from dream_assets.options import DreamOptions
+from dream_assets.options import PassOptions, pass_option
+from dream_assets.options_loader import dream_options, pass_sections
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.outcome import load_outcome, outcome_record
 from dream_assets.passes.registry import PASSES, by_name
@@ -28,6 +31,28 @@ from ..conftest import NOW
 ROOT = Path(__file__).resolve().parents[2]
 PASSES_DIR = ROOT / "dream_assets" / "passes"
 TOY = "toy_pass"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToyOptions(PassOptions):
+    """The toy pass's options section: a switch."""
+
+    PASS: ClassVar[str] = TOY
+    enabled: bool = pass_option(True, "the toy pass", alias="ToyPassEnabled")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlooredToyOptions(ToyOptions):
+    """The toy pass's section when it has a minimum interval."""
+
+    min_interval: timedelta = pass_option(
+        timedelta(hours=6), "the toy pass's minimum interval", alias="ToyPassMinInterval"
+    )
+
+
+def toy_options(**flat) -> object:
+    """Options that know the toy pass's section, with ``flat`` set (``ToyPassEnabled=False``)."""
+    return dream_options(sections=(*pass_sections(), ToyOptions), **flat)
 
 
 class Toy:
@@ -64,7 +89,7 @@ class Toy:
             "group": "memory",
             "description": "Toy pass — does one thing.\n\nA pass only this test knows.",
             "body": self.body,
-            "enabled_by": "TierRoutingReviewEnabled",
+            "options": FlooredToyOptions if kw.pop("floored", False) else ToyOptions,
             "reads": ("tier_routing_log",),
             "missing_input": self.missing_input,
             "gate": "tier_routing_log",
@@ -73,7 +98,7 @@ class Toy:
 
 
 def ctx_for(profile, options=None, now=NOW, **kw) -> PassContext:
-    return PassContext(profile, options or DreamOptions(), now, cycle_id="c1", **kw)
+    return PassContext(profile, options or dream_options(), now, cycle_id="c1", **kw)
 
 
 def test_the_toy_pass_is_a_complete_spec():
@@ -135,7 +160,7 @@ def test_a_forced_run_passes_the_gate_and_is_stamped_as_forced(profile):
 
 
 def test_with_the_change_gate_off_the_body_always_runs(profile):
-    options = DreamOptions().replace(DreamPassChangeGateEnabled=False)
+    options = dream_options().replace(DreamPassChangeGateEnabled=False)
     run_pass(Toy().spec(), ctx_for(profile, options))
     toy = Toy()
     assert run_pass(toy.spec(), ctx_for(profile, options, now=NOW + timedelta(hours=1))).status == "completed"
@@ -145,18 +170,18 @@ def test_with_the_change_gate_off_the_body_always_runs(profile):
 # ------------------------------------------------------------------ the order
 def test_the_lock_comes_first_then_enabled(profile):
     toy = Toy()
-    options = DreamOptions().replace(TierRoutingReviewEnabled=False)
+    options = toy_options(ToyPassEnabled=False)
     with path_lock(profile.pass_lock_path(TOY), timeout=0):
         held = run_pass(toy.spec(), ctx_for(profile, options))
     assert held.status == "skipped" and held.reason == "another run of this pass is in progress for this agent"
     disabled = run_pass(toy.spec(), ctx_for(profile, options))
-    assert disabled.reason == "disabled (TierRoutingReviewEnabled = false)"
+    assert disabled.reason == "disabled (ToyPassEnabled = false)"
     assert toy.calls == []  # neither the inputs, the floor, the gate nor the body were consulted
 
 
 def test_a_disabled_pass_is_not_gated_and_not_stamped(profile):
     run_pass(Toy().spec(), ctx_for(profile))
-    options = DreamOptions().replace(TierRoutingReviewEnabled=False)
+    options = toy_options(ToyPassEnabled=False)
     toy = Toy(fingerprint="fp-2")
     report = run_pass(toy.spec(), ctx_for(profile, options, now=NOW + timedelta(hours=1)))
     assert report.status == "skipped" and "gated" not in report.counts and toy.calls == []
@@ -165,7 +190,7 @@ def test_a_disabled_pass_is_not_gated_and_not_stamped(profile):
 
 def test_an_absent_input_comes_before_the_floor(profile):
     PassLedger(profile).stamp(TOY, "fp-1", NOW - timedelta(hours=1))
-    spec = Toy().spec(missing_input=lambda ctx: "no toy log", min_interval="ConsolidationMinInterval")
+    spec = Toy().spec(missing_input=lambda ctx: "no toy log", floored=True)
     report = run_pass(spec, ctx_for(profile))
     assert report.status == "skipped" and report.reason == "no toy log" and not report.counts.get("floored")
 
@@ -174,23 +199,21 @@ def test_every_skip_the_runner_gives_says_its_cause_once(profile):
     # The cause each skip names, as the runner words it.
     causes = {
         "lock": "another run of this pass is in progress",
-        "disabled": "TierRoutingReviewEnabled = false",
+        "disabled": "ToyPassEnabled = false",
         "input absent": "no toy log",
         "change gate": "input unchanged since",
-        "minimum interval": "ConsolidationMinInterval",
+        "minimum interval": "ToyPassMinInterval",
     }
     skips: dict[str, PassReport] = {}
     with path_lock(profile.pass_lock_path(TOY), timeout=0):
         skips["lock"] = run_pass(Toy().spec(), ctx_for(profile))
-    disabled = DreamOptions().replace(TierRoutingReviewEnabled=False)
+    disabled = toy_options(ToyPassEnabled=False)
     skips["disabled"] = run_pass(Toy().spec(), ctx_for(profile, disabled))
     skips["input absent"] = run_pass(Toy().spec(missing_input=lambda ctx: "no toy log"), ctx_for(profile))
     assert run_pass(Toy().spec(), ctx_for(profile)).status == "completed"  # the ledger's stamp: gate and floor hold
     later = NOW + timedelta(hours=1)
     skips["change gate"] = run_pass(Toy().spec(), ctx_for(profile, now=later))
-    skips["minimum interval"] = run_pass(
-        Toy(fingerprint="fp-2").spec(min_interval="ConsolidationMinInterval"), ctx_for(profile, now=later)
-    )
+    skips["minimum interval"] = run_pass(Toy(fingerprint="fp-2").spec(floored=True), ctx_for(profile, now=later))
     for why, report in skips.items():
         assert report.status == "skipped", why
         # `dream run`'s line names the pass, its status and the cause once each.
@@ -212,7 +235,7 @@ def test_every_skip_the_runner_gives_says_its_cause_once(profile):
 def test_a_floored_pass_does_not_consult_the_gate(profile):
     PassLedger(profile).stamp(TOY, "fp-old", NOW - timedelta(hours=1))
     toy = Toy(fingerprint="fp-new")  # new input: the gate would let it through
-    report = run_pass(toy.spec(min_interval="ConsolidationMinInterval"), ctx_for(profile))
+    report = run_pass(toy.spec(floored=True), ctx_for(profile))
     assert report.status == "skipped" and report.reason.startswith("minimum interval: last completed")
     assert report.counts["floored"] == 1 and report.counts.get("gated", 0) == 0
     assert toy.calls == ["inputs"]  # the floor held it before the body could ask the gate

@@ -3,7 +3,7 @@ and a gated pass stamps exactly the data version of its input, which its gate co
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import pytest
@@ -14,13 +14,15 @@ from dream_assets.llm.client import ModelClient
 from dream_assets.llm.directives import load_directive
 from dream_assets.llm.offline import OfflineBackend
 from dream_assets.model import MemoryEntry, Skill
-from dream_assets.options import DreamOptions
+from dream_assets.options import pass_option
+from dream_assets.options_loader import dream_options
 from dream_assets.passes import memory_consolidation
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.registry import MODEL_CALLS, PASSES, by_name, model_call
 from dream_assets.passes.report import PassReport
 from dream_assets.passes.runner import run_pass
 from dream_assets.passes.spec import spec_problems
+from dream_assets.passes.tier_routing_review import TierRoutingReviewOptions
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import (
     ConversationTurn,
@@ -39,7 +41,7 @@ def never(ctx):
 
 
 def offline_ctx(profile, options=None, now=NOW, **kw):
-    opts = options or DreamOptions()
+    opts = options or dream_options()
     return PassContext(
         profile, opts, now, client_factory=lambda: ModelClient(OfflineBackend(), profile=profile, options=opts), **kw
     )
@@ -51,17 +53,24 @@ def test_every_registered_pass_is_complete(spec):
     assert spec_problems(spec) == []
 
 
+@dataclass(frozen=True, kw_only=True)
+class WindowAsSwitch(TierRoutingReviewOptions):
+    """The tier routing review's section with a duration for a switch."""
+
+    enabled: timedelta = pass_option(timedelta(days=14), "a window, not a switch", alias="TierRoutingReviewWindow")
+
+
 def test_an_incomplete_spec_is_reported_naming_the_pass_and_the_field():
     spec = by_name("tier_routing_review")
     broken = replace(
         spec,
-        enabled_by="TierRoutingReviewWindow",
+        options=WindowAsSwitch,
         reads=("routing_log",),
         model_call=replace(spec.model_call, directive_file="missing.md", offline=lambda inputs: ({"findings": 3}, "")),
     )
     found = spec_problems(broken)
     problems = "\n".join(found)
-    assert "enabled_by 'TierRoutingReviewWindow' is not a boolean option" in problems
+    assert "options key enabled is a timedelta, not a bool" in problems
     assert "reads unknown input(s) routing_log" in problems
     assert "gate 'tier_routing_log' is not one of the inputs it reads" in problems
     assert "directive file missing.md is not in the package data" in problems
@@ -86,17 +95,17 @@ def test_the_model_calls_are_the_model_passes_plus_merge_repair_and_the_cluster_
     assert "merge_repair" not in {p.name for p in PASSES}
     repair = model_call("merge_repair")
     assert repair is memory_consolidation.MERGE_REPAIR
-    assert repair.directive_option is None and load_directive(repair, None, DreamOptions())[1] == "built-in"
+    assert repair.directive_option is None and load_directive(repair, None, dream_options())[1] == "built-in"
     with pytest.raises(KeyError, match="known passes: memory_consolidation"):
         model_call("merge_repairs")
 
 
 def test_the_readers_read_the_spec(profile):
     spec = by_name("skill_gap_detection")
-    custom = profile.directive_override_path(getattr(DreamOptions(), spec.model_call.directive_option))
+    custom = profile.directive_override_path(getattr(dream_options(), spec.model_call.directive_option))
     custom.parent.mkdir(parents=True, exist_ok=True)
     custom.write_text("my own gap directive, answer in JSON", encoding="utf-8")
-    assert load_directive(spec.model_call, profile, DreamOptions()) == (
+    assert load_directive(spec.model_call, profile, dream_options()) == (
         "my own gap directive, answer in JSON",
         str(custom),
     )
@@ -120,7 +129,7 @@ def test_the_readers_read_the_spec(profile):
 # ------------------------------------------------------------------ the shared opening
 @pytest.mark.parametrize("spec", PASSES, ids=lambda s: s.name)
 def test_a_disabled_pass_is_skipped_by_the_opening_with_its_option_named(profile, spec):
-    options = DreamOptions().replace(**{spec.enabled_by: False})
+    options = dream_options().replace(**{spec.enabled_by: False})
     report = run_pass(replace(spec, body=never), offline_ctx(profile, options))
     assert report.status == "skipped"
     assert report.reason.startswith(f"disabled ({spec.enabled_by} = false)")
@@ -138,7 +147,7 @@ def test_a_pass_whose_required_input_is_absent_is_skipped_with_its_own_reason(pr
 def test_the_minimum_interval_holds_the_pass_back_and_a_forced_run_passes_it(profile):
     spec = by_name("memory_consolidation")
     PassLedger(profile).stamp(spec.name, "fp", NOW - timedelta(hours=1))
-    options = DreamOptions().replace(ConsolidationMinInterval=timedelta(hours=6))
+    options = dream_options().replace(ConsolidationMinInterval=timedelta(hours=6))
     held = run_pass(replace(spec, body=never), offline_ctx(profile, options))
     assert held.status == "skipped" and held.counts["floored"] == 1
     assert held.reason == (
@@ -232,10 +241,10 @@ def test_a_gated_pass_stamps_the_data_version_of_its_input_and_its_gate_compares
     assert first.status == "completed", first.reason
     stamped = PassLedger(profile).get(pass_name).fingerprint
     assert stamped == data_version(profile, spec.gate)
-    idle = gate_status(pass_name, profile, DreamOptions(), NOW + timedelta(hours=7))
+    idle = gate_status(pass_name, profile, dream_options(), NOW + timedelta(hours=7))
     assert idle.fingerprint == stamped and idle.decision.skip  # an idle agent: nothing requested, no model call
     _move(profile, store, pass_name)
-    moved = gate_status(pass_name, profile, DreamOptions(), NOW + timedelta(hours=7))
+    moved = gate_status(pass_name, profile, dream_options(), NOW + timedelta(hours=7))
     assert not moved.decision.skip and moved.decision.reason == "input changed since the last run"
     assert moved.fingerprint == data_version(profile, spec.gate) != stamped
 
@@ -247,20 +256,20 @@ def test_a_pass_gated_on_what_it_sends_is_gated_alike_by_its_sensor(profile, sto
     is."""
     spec = by_name(pass_name)
     later = NOW + timedelta(hours=1)
-    before = gate_status(pass_name, profile, DreamOptions(), later)
+    before = gate_status(pass_name, profile, dream_options(), later)
     assert before.decision.skip and before.decision.reason.startswith("nothing to run on"), before.decision.reason
     _seed(profile, store, pass_name)
-    due = gate_status(pass_name, profile, DreamOptions(), later)
+    due = gate_status(pass_name, profile, dream_options(), later)
     assert not due.decision.skip and due.fingerprint
     first = run_pass(spec, offline_ctx(profile))
     assert first.status == "completed", first.reason
     stamped = PassLedger(profile).get(pass_name).fingerprint
     assert stamped == due.fingerprint
-    idle = gate_status(pass_name, profile, DreamOptions(), later)
+    idle = gate_status(pass_name, profile, dream_options(), later)
     assert idle.decision.skip and idle.fingerprint == stamped, idle.decision.reason
     again = run_pass(spec, offline_ctx(profile, now=later))
     assert again.status == "skipped" and again.reason.startswith("change gate: input unchanged"), again.reason
     _move(profile, store, pass_name)
-    moved = gate_status(pass_name, profile, DreamOptions(), later)
+    moved = gate_status(pass_name, profile, dream_options(), later)
     assert not moved.decision.skip and moved.decision.reason == "input changed since the last run"
     assert moved.fingerprint != stamped

@@ -5,7 +5,7 @@ import pytest
 from dream_assets.llm.base import ModelCallError
 from dream_assets.llm.directives import load_directive
 from dream_assets.model import MemoryEntry
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.preference_inference import (
     CATEGORY,
     PERMISSION_KEY,
@@ -42,7 +42,7 @@ def inferred(store):
 
 # ------------------------------------------------------------------ the directive
 def test_directive_states_the_sentiment_thresholds(profile, store):
-    text, source = load_directive(SPEC.model_call, profile, DreamOptions())
+    text, source = load_directive(SPEC.model_call, profile, dream_options())
     assert source == "built-in"
     assert "Very irritated" in text and "1 occurrence" in text
     assert "Mildly frustrated" in text and "2 occurrences" in text
@@ -302,7 +302,7 @@ def test_unreadable_conversation_lines_make_no_call_but_are_moved_to_the_warehou
 
 def test_disabled_pass_skips_and_leaves_the_log_alone(profile, store):
     say(profile, "Keep answers short.")
-    report = run_without_client(profile, store, DreamOptions(PreferenceInferenceEnabled=False))
+    report = run_without_client(profile, store, dream_options(PreferenceInferenceEnabled=False))
     assert report.status == "skipped" and "PreferenceInferenceEnabled" in report.reason
     assert len(read_events(profile, "conversation").events) == 1
 

@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from dream_assets import recall_index as recall
-from dream_assets.options import DreamOptions, OptionsError
+from dream_assets.options import OptionsError
+from dream_assets.options_loader import dream_options, load_options
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
 from dream_assets_tests.conftest import NOW
@@ -101,7 +102,7 @@ def test_archived_entries_are_never_returned_and_a_restored_loser_ranks_below_it
     store.memories.supersede(old.id, new.id, now=NOW, reason="changed jobs")
     assert contents(store, "Ben works as a nurse") == ["Ben left the nurse job and now works as a barista."]
     # Archived in another process's view of the file too: a second store on the same profile sees the archive.
-    other = open_store(store.profile, DreamOptions())
+    other = open_store(store.profile, dream_options())
     try:
         assert [e.id for e, _ in recall.search(other.memories, "Ben nurse")] == [new.id]
     finally:
@@ -134,7 +135,7 @@ def test_recency_and_reinforcement_weigh_only_when_configured(profile):
         finally:
             store.close()
 
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     try:
         # Different words about one topic (not versions of one fact): the shorter text scores higher by BM25.
         save_memory(store.memories, "Budget review notes.", category="finance", now=NOW - timedelta(days=300))
@@ -146,21 +147,21 @@ def test_recency_and_reinforcement_weigh_only_when_configured(profile):
         ).entry
     finally:
         store.close()
-    assert ranked(DreamOptions(RecallRecencyWeight=0.0, RecallReinforcementWeight=0.0)) == [
+    assert ranked(dream_options(RecallRecencyWeight=0.0, RecallReinforcementWeight=0.0)) == [
         "Budget review notes.",
         "The quarterly budget review with the finance team is on Friday.",
     ]
-    assert ranked(DreamOptions(RecallRecencyWeight=2.0))[0] == seen.content
-    assert ranked(DreamOptions(RecallRecencyWeight=2.0, RecallRecencyHalfLife=timedelta(days=100_000)))[0] == (
+    assert ranked(dream_options(RecallRecencyWeight=2.0))[0] == seen.content
+    assert ranked(dream_options(RecallRecencyWeight=2.0, RecallRecencyHalfLife=timedelta(days=100_000)))[0] == (
         "Budget review notes."
     )
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     try:
         for day in range(1, 6):
             store.memories.reinforce(seen.id, now=NOW - timedelta(days=400 + day))
     finally:
         store.close()
-    assert ranked(DreamOptions(RecallReinforcementWeight=2.0))[0] == seen.content
+    assert ranked(dream_options(RecallReinforcementWeight=2.0))[0] == seen.content
 
 
 @pytest.mark.parametrize(
@@ -169,4 +170,4 @@ def test_recency_and_reinforcement_weigh_only_when_configured(profile):
 )
 def test_the_recall_options_refuse_values_without_a_meaning(key, value):
     with pytest.raises(OptionsError, match=key):
-        DreamOptions.load(env={f"DREAM__{key}": value})
+        load_options(env={f"DREAM__{key}": value})

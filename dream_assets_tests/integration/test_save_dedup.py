@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
@@ -165,7 +165,7 @@ def test_continuing_a_sentence_extends_it_in_place(seeded):
 def test_extension_over_the_size_cap_creates_a_new_entry(profile):
     body = REVIEW + " The security team sends the audit logging findings and the token scopes to Priya first."
     stored, extra = body + " Lunch is provided.", " Bring snacks."
-    options = replace(DreamOptions(), MaxContentChars=len(stored) + len(extra) - 1)
+    options = replace(dream_options(), MaxContentChars=len(stored) + len(extra) - 1)
     store = open_store(profile, options)
     try:
         for text in BACKGROUND:
@@ -543,7 +543,7 @@ def test_no_pair_of_saves_loses_a_specific(pair):
     """Nothing is lost, a repeat (line-wrapped or not) is deduplicated, a change is kept apart, and a save into
     another category never lands on the first entry."""
     kind, first, second, cap, first_category, second_category = pair
-    options = DreamOptions() if cap is None else replace(DreamOptions(), MaxContentChars=cap)
+    options = dream_options() if cap is None else replace(dream_options(), MaxContentChars=cap)
     with tempfile.TemporaryDirectory() as root:
         store = open_store(AgentProfile(root).ensure(), options)
         try:
@@ -581,7 +581,7 @@ def test_save_time_dedup_never_absorbs_a_save_into_another_scope(profile):
     ever reinforced or extended into an entry of its own category, hence of its own scope."""
     from dream_assets import agent_memory
 
-    options = DreamOptions(MemoryScopeCategories="users/*")
+    options = dream_options(MemoryScopeCategories="users/*")
     text = "Standup moved to 09:30 on Mondays."
     first = agent_memory.save(profile, text, category="users/alice", options=options, now=NOW)
     for category in ("users/bob", "memories/bob", "general"):

@@ -16,6 +16,7 @@ import pytest
 
 from dream_assets.llm.embedding_threshold import DEFAULT_THRESHOLD
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import DreamStore, open_store
@@ -44,7 +45,7 @@ def server() -> Iterator[OpenAITestServer]:
 
 def _options(base_url: str | None, **kw) -> DreamOptions:
     # TF-IDF cosine is the lexical measure that misses these restatements: it weighs the added words' high idf.
-    options = DreamOptions().replace(LexicalSimilarityMeasure="tfidf", LlmTimeout=timedelta(seconds=30), **kw)
+    options = dream_options().replace(LexicalSimilarityMeasure="tfidf", LlmTimeout=timedelta(seconds=30), **kw)
     if base_url is not None:
         options = options.replace(EmbeddingModel=MODEL, EmbeddingBaseUrl=base_url)
     return options
@@ -97,7 +98,7 @@ def test_the_embedding_threshold_decides_not_the_lexical_one(tmp_path, server):
     store = _store(
         tmp_path,
         "strict",
-        DreamOptions().replace(
+        dream_options().replace(
             EmbeddingModel=MODEL, EmbeddingBaseUrl=server.base_url, EmbeddingSimilarityThreshold=0.99
         ),
     )
@@ -131,7 +132,7 @@ def test_an_identical_resave_and_a_save_whose_vectors_are_cached_make_no_embeddi
 
 def test_a_dead_endpoint_falls_back_to_the_lexical_measure_and_the_save_succeeds(tmp_path, caplog):
     with refusing_base_url() as dead:
-        store = _store(tmp_path, "dead", DreamOptions().replace(EmbeddingModel=MODEL, EmbeddingBaseUrl=dead))
+        store = _store(tmp_path, "dead", dream_options().replace(EmbeddingModel=MODEL, EmbeddingBaseUrl=dead))
         save_memory(store.memories, MOVE, now=NOW)
         with caplog.at_level(logging.WARNING, logger="dream_assets.store.memory"):
             result = save_memory(store.memories, MOVE_MORE, now=NOW + timedelta(minutes=1))
@@ -166,7 +167,7 @@ def test_a_hanging_endpoint_delays_one_save_by_one_timeout_then_is_left_alone_fo
     server.script(*[hang(HANG_S)] * 4)
     store = open_store(
         profile,
-        DreamOptions().replace(
+        dream_options().replace(
             EmbeddingModel=MODEL, EmbeddingBaseUrl=server.base_url, LlmTimeout=timedelta(seconds=0.5)
         ),
     )
@@ -193,7 +194,7 @@ def test_a_hanging_endpoint_delays_one_save_by_one_timeout_then_is_left_alone_fo
 
 
 def test_without_an_embedding_model_no_request_is_ever_made(tmp_path, server):
-    options = DreamOptions().replace(LlmBaseUrl=server.base_url, LlmModel="qwen")
+    options = dream_options().replace(LlmBaseUrl=server.base_url, LlmModel="qwen")
     store = _store(tmp_path, "offline", options)
     save_memory(store.memories, MOVE, now=NOW)
     result = save_memory(store.memories, MOVE_MORE, now=NOW)

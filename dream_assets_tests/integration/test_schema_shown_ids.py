@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dream_assets.llm.contracts import MAX_ENUM_IDS, call_schema, id_fields
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.registry import MODEL_CALLS
 from dream_assets_tests.conftest import NOW
 from dream_assets_tests.openai_server import NOTHING_TO_CHANGE, OpenAITestServer, reply
@@ -133,7 +133,7 @@ def test_an_answer_naming_an_id_it_was_not_shown_is_still_refused_by_the_host(pr
     answer = {"toDelete": ["not-shown-id"], "toSave": []}
     with OpenAITestServer(default=reply(json.dumps({"toDelete": [], "toSave": []}))) as server:
         server.script(reply(json.dumps(answer)))
-        options = DreamOptions(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
+        options = dream_options(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
         report = runner.run_pass(by_name("memory_consolidation"), PassContext(profile, options, NOW, _store=store))
         sent = server.requests[0].body["response_format"]["json_schema"]["schema"]
     assert sent["properties"]["toDelete"]["items"]["enum"] == ["e1", "e2"]  # the short names the prompt shows
@@ -160,7 +160,7 @@ def test_long_ids_are_shown_by_short_names_and_an_answer_naming_them_applies_to_
     }
     with OpenAITestServer(default=reply(json.dumps({"toDelete": [], "toSave": []}))) as server:
         server.script(reply(json.dumps(answer)))
-        options = DreamOptions(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
+        options = dream_options(LlmBackend="openai", LlmBaseUrl=server.base_url, LlmModel="m", LlmMaxRetries=0)
         report = runner.run_pass(by_name("memory_consolidation"), PassContext(profile, options, NOW, _store=store))
         prompt = server.requests[0].body["messages"][-1]["content"]
     assert a.id not in prompt and b.id not in prompt and "id=e1 " in prompt and "id=e2 " in prompt

@@ -15,7 +15,7 @@ import pytest
 from dream_assets import agent_memory, service
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
 from dream_assets.store.connection import close_all
@@ -31,7 +31,7 @@ def _what_counts(profile: AgentProfile) -> dict[str, tuple]:
     """Every entry, live and archived, as a person reads it: text, category, tags, archive state."""
     return {
         e.id: (e.content, e.category, tuple(e.tags), e.archived_at)
-        for e in open_store(profile, DreamOptions()).memories.list_all()
+        for e in open_store(profile, dream_options()).memories.list_all()
     }
 
 
@@ -44,7 +44,11 @@ def cycled(tmp_path_factory) -> tuple[Path, dict[str, tuple]]:
     build_demo_profile(profile, NOW, n_memories=0)
     before = _what_counts(profile)
     reports = run_cycle(
-        profile, DreamOptions(), NOW, cycle_id=CYCLE, only=["archive_purge", "importance_decay", "memory_consolidation"]
+        profile,
+        dream_options(),
+        NOW,
+        cycle_id=CYCLE,
+        only=["archive_purge", "importance_decay", "memory_consolidation"],
     )
     assert all(r.status == "completed" for r in reports), [(r.pass_name, r.reason) for r in reports]
     close_all()
@@ -177,7 +181,7 @@ def test_restore_puts_an_archived_memory_back_and_its_undo_archives_it_again(pro
 
 
 def test_review_list_shows_the_held_set_and_apply_then_reject_decide_it(demo):
-    reports = run_cycle(demo, DreamOptions(ApplyMode="review"), NOW, only=["memory_consolidation"], cycle_id="held")
+    reports = run_cycle(demo, dream_options(ApplyMode="review"), NOW, only=["memory_consolidation"], cycle_id="held")
     assert all(r.status in ("completed", "skipped") for r in reports)
     before = _what_counts(demo)
     listed = service.review_list(demo, now=NOW)

@@ -5,7 +5,7 @@ import pytest
 from dream_assets.demo import build_demo_profile
 from dream_assets.llm.client import ModelClient
 from dream_assets.llm.offline import OfflineBackend
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.preference_inference import run_preference_inference
 from dream_assets.passes.tier_routing_review import run_tier_routing_review
@@ -32,7 +32,7 @@ def cycle(profile, store, options, cycle_id):
 
 @pytest.mark.slow  # every pass, twice, on the full demo
 def test_every_pass_runs_on_the_demo_agent_and_a_quiet_second_run_makes_no_calls(profile, store):
-    options = DreamOptions(LlmBackend="offline")
+    options = dream_options(LlmBackend="offline")
     build_demo_profile(profile, NOW, options=options)
 
     reports, calls = cycle(profile, store, options, "demo-1")

@@ -8,7 +8,7 @@ from dream_assets.llm.base import ModelCallError
 from dream_assets.llm.client import ModelClient, build_model_client
 from dream_assets.llm.scripted import ScriptedBackend
 from dream_assets.model import Skill
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.skill_consolidation import run_skill_consolidation
 from dream_assets.passes.skill_gap_detection import run_skill_gap_detection
@@ -46,7 +46,7 @@ def scripted(profile, options, answers):
 def context(profile, store, client=None, *, options=None, now=NOW, cycle="c1"):
     return PassContext(
         profile,
-        options or DreamOptions(),
+        options or dream_options(),
         now,
         cycle_id=cycle,
         client_factory=(lambda: client) if client is not None else None,
@@ -205,7 +205,7 @@ def test_gap_detection_with_an_emptied_log_is_skipped_without_a_call(profile, st
 def test_disabled_gap_detection_is_skipped(profile, store, options):
     gap_sessions(profile)
     client, backend = scripted(profile, options, [])
-    report = run_skill_gap_detection(context(profile, store, client, options=DreamOptions(SkillGapEnabled=False)))
+    report = run_skill_gap_detection(context(profile, store, client, options=dream_options(SkillGapEnabled=False)))
     assert report.status == "skipped" and "SkillGapEnabled" in report.reason and backend.requests == []
 
 
@@ -573,7 +573,7 @@ def test_consolidation_skips_when_inputs_are_absent_or_disabled(profile, store, 
     assert no_usage.status == "skipped" and "skill-usage" in no_usage.reason
     some_usage(profile)
     off = run_skill_consolidation(
-        context(profile, store, client, options=DreamOptions(SkillConsolidationEnabled=False))
+        context(profile, store, client, options=dream_options(SkillConsolidationEnabled=False))
     )
     assert off.status == "skipped" and "SkillConsolidationEnabled" in off.reason
     store.skills.archive("mcp/calendar", now=NOW)
@@ -759,7 +759,7 @@ def test_disabled_optimization_is_skipped(profile, store, options):
     risky_world(profile, store)
     client, backend = scripted(profile, options, [])
     report = run_skill_optimization(
-        context(profile, store, client, options=DreamOptions(SkillOptimizationEnabled=False))
+        context(profile, store, client, options=dream_options(SkillOptimizationEnabled=False))
     )
     assert report.status == "skipped" and "SkillOptimizationEnabled" in report.reason and backend.requests == []
 

@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 
 from dream_assets.model import MemoryEntry, Skill
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.store import open_store
 from dream_assets.store.rebuild import rebuild_store
 from dream_assets.store.snapshots import list_snapshots, take_snapshot
@@ -59,7 +59,7 @@ def test_a_snapshot_written_by_the_earlier_writer_reads_as_it_was_written(profil
 def test_a_store_rebuilds_from_a_snapshot_of_the_earlier_writer(profile):
     _old_snapshot(profile)
     rebuild_store(profile, T0 + timedelta(days=4))
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     m1, m2 = store.memories.get("m1"), store.memories.get("m2")
     assert m1.tags == ("db", "staging") and m1.reinforcement_count == 2 and m1.metadata == {"source": "shell"}
     assert m1.last_seen_at == T0 + timedelta(days=1, microseconds=7) and not m1.is_archived
@@ -68,7 +68,7 @@ def test_a_store_rebuilds_from_a_snapshot_of_the_earlier_writer(profile):
 
 
 def test_a_snapshot_written_now_has_the_columns_and_types_of_the_earlier_writer(profile):
-    store = open_store(profile, DreamOptions())
+    store = open_store(profile, dream_options())
     store.memories.put_many(
         [
             MemoryEntry(

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from dream_assets.llm.client import build_model_client
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.registry import MODEL_CALLS
 from dream_assets.passes.tier_routing_review import TierRoutingResponse
 from dream_assets_tests.openai_server import OpenAITestServer, reply
@@ -18,7 +18,7 @@ ANSWER = json.dumps({"findings": [{"content": "route short lookups to the small 
 
 
 def _call(server: OpenAITestServer, **options):
-    opts = DreamOptions(LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0, **options)
+    opts = dream_options(LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0, **options)
     client = build_model_client(opts, None)
     return client.call(client.request(MODEL_CALLS["tier_routing_review"], "tier stats ...", {}))
 
@@ -68,7 +68,7 @@ def test_a_rejected_schema_is_remembered_in_the_profile_across_processes_and_exp
 
     profile = AgentProfile(tmp_path / "agent").ensure()
     with OpenAITestServer(default=reply(ANSWER), response_formats=("json_object",)) as server:
-        opts = DreamOptions(LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0)
+        opts = dream_options(LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0)
 
         def call_in_a_new_process():
             monkeypatch.setattr(openai_backend, "_REJECTED_FORMATS", {})  # nothing learnt in memory

@@ -4,7 +4,7 @@ import pytest
 
 from dream_assets.llm.base import ModelCallError
 from dream_assets.model import MemoryEntry
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.tier_routing_review import PASS, finding_category, run_tier_routing_review, summarise
 from dream_assets.store.ledger import PassLedger
 from dream_assets.store.log_records import TierRoutingEvent
@@ -93,7 +93,7 @@ def test_missing_log_skips_with_a_reason(profile, store):
 
 def test_disabled_pass_skips(profile, store):
     route(profile, "low", "success")
-    report = run_without_client(profile, store, DreamOptions(TierRoutingReviewEnabled=False))
+    report = run_without_client(profile, store, dream_options(TierRoutingReviewEnabled=False))
     assert report.status == "skipped" and "TierRoutingReviewEnabled" in report.reason
 
 

@@ -8,7 +8,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from dream_assets.cycle import run_cycle
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets_tests.openai_server import OpenAITestServer, reply
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -22,7 +22,7 @@ def _one(demo, options, now, name, cycle):
 
 def test_a_daily_budget_defers_a_pass_whole_and_the_next_day_it_runs(demo):
     with OpenAITestServer(default=reply(ANSWER, prompt_tokens=900, completion_tokens=100)) as server:
-        options = DreamOptions(
+        options = dream_options(
             LlmBaseUrl=server.base_url,
             LlmModel="test-model",
             LlmMaxRetries=0,
@@ -48,7 +48,7 @@ def test_a_daily_budget_defers_a_pass_whole_and_the_next_day_it_runs(demo):
 
 def test_a_cycle_budget_defers_what_would_go_over_in_that_cycle_only(demo):
     with OpenAITestServer(default=reply(ANSWER, prompt_tokens=900, completion_tokens=100)) as server:
-        options = DreamOptions(LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0, CycleTokenBudget=10)
+        options = dream_options(LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0, CycleTokenBudget=10)
         report = _one(demo, options, NOW, "tier_routing_review", "c1")
         assert report.status == "deferred" and "CycleTokenBudget 10" in report.reason
         assert not server.requests
@@ -58,7 +58,7 @@ def test_a_budget_deferral_says_so_with_its_figures_and_is_not_retried_with_back
     from dream_assets.passes.outcome import load_deferred, load_outcome
 
     with OpenAITestServer(default=reply(ANSWER, prompt_tokens=900, completion_tokens=100)) as server:
-        options = DreamOptions(
+        options = dream_options(
             LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0, DailyTokenBudget=1500
         )
         assert _one(demo, options, NOW, "tier_routing_review", "c1").status == "completed"

@@ -8,6 +8,7 @@ from datetime import timedelta
 from dream_assets.cli import main
 from dream_assets.model import MemoryEntry, iso, new_id
 from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.archive_purge import run_archive_purge
 from dream_assets.passes.context import PassContext
 from dream_assets.passes.importance_decay import run_importance_decay
@@ -25,7 +26,7 @@ def _stale(content: str, *, days: int = 120, importance: float = 0.6) -> MemoryE
 
 
 def _run(pass_fn, profile, store, cycle_id: str, now=NOW, options: DreamOptions | None = None):
-    report = pass_fn(PassContext(profile, options or DreamOptions(), now, cycle_id=cycle_id, _store=store))
+    report = pass_fn(PassContext(profile, options or dream_options(), now, cycle_id=cycle_id, _store=store))
     assert report.status == "completed", report.reason
     return report
 
@@ -104,7 +105,7 @@ def test_an_undone_purge_keeps_the_entry_a_full_archive_period_and_says_until_wh
     assert _run(run_archive_purge, profile, store, "c1").counts["purged"] == 3
     assert _undo(profile, "c1", LATER) == 0
     out = capsys.readouterr().out
-    until = LATER + DreamOptions().MemoryArchiveRetention
+    until = LATER + dream_options().MemoryArchiveRetention
     assert out.count(f"kept archived until {until:%Y-%m-%d}") == 3 and out.count("unpurged memory ") == 3
     for e in gone:  # archived as it was, with its archived_at; only the keep mark is new
         back = store.memories.get(e.id).to_dict()

@@ -12,7 +12,7 @@ import pytest
 from dream_assets.cli import main
 from dream_assets.cycle import run_cycle
 from dream_assets.cycle_report import build_cycle_report
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.registry import PASSES
 from dream_assets.store import open_store
 from dream_assets.store.changes import KEEP_ARCHIVED_UNTIL_KEY
@@ -36,7 +36,7 @@ def _dump(profile) -> dict[tuple[str, str], dict]:
 def test_two_demo_cycles_undone_newest_first_give_back_the_pre_cycle_store_or_say_what_differs(full_demo, capsys):
     before = _dump(full_demo)
     for cycle, at in (("c1", NOW), ("c2", NOW + timedelta(hours=1))):
-        reports = run_cycle(full_demo, DreamOptions(), at, cycle_id=cycle)
+        reports = run_cycle(full_demo, dream_options(), at, cycle_id=cycle)
         assert all(r.status != "failed" for r in reports), [(r.pass_name, r.reason) for r in reports]
     close_all()
     store = open_store(full_demo)

@@ -4,7 +4,7 @@ import pytest
 
 from dream_assets.llm.base import ModelCallError
 from dream_assets.model import Skill
-from dream_assets.options import DreamOptions
+from dream_assets.options_loader import dream_options
 from dream_assets.passes.wisp_failure_analysis import (
     PASS,
     annotate,
@@ -137,7 +137,7 @@ def test_five_successful_runs_are_a_promotion_candidate(profile, store):
 def test_success_rate_must_be_strictly_above_eighty_percent(ok, runs, expected):
     events = [WispExecutionEvent(NOW, f"w{i}", DIGEST, success=i < ok) for i in range(runs)]
     [group] = group_executions(events).values()
-    assert is_promotion_candidate(group, DreamOptions()) is expected
+    assert is_promotion_candidate(group, dream_options()) is expected
 
 
 def test_exactly_eighty_percent_in_the_log_makes_no_call(profile, store):
@@ -276,7 +276,7 @@ def test_missing_wisp_log_skips_with_a_reason(profile, store):
 
 def test_disabled_pass_skips(profile, store):
     failures(profile, 3)
-    report = run_without_client(profile, store, DreamOptions(WispFailureAnalysisEnabled=False))
+    report = run_without_client(profile, store, dream_options(WispFailureAnalysisEnabled=False))
     assert report.status == "skipped" and "WispFailureAnalysisEnabled" in report.reason
 
 

@@ -2,11 +2,12 @@ from datetime import timedelta
 
 import pytest
 
-from dream_assets.options import DreamOptions, OptionsError, parse_duration
+from dream_assets.options import OptionsError, parse_duration
+from dream_assets.options_loader import dream_options, load_options
 
 
 def test_defaults_match_the_spec():
-    o = DreamOptions()
+    o = dream_options()
     assert o.InitialDelay == timedelta(minutes=5) and o.Interval == timedelta(hours=4)
     assert o.ConsolidationSimilarityThreshold == 0.88 == o.DedupeSimilarityThreshold
     assert o.ConsolidationMaxClusterSize == 3
@@ -64,14 +65,14 @@ def test_a_duration_that_is_not_one_is_refused_as_a_value_error(text):
 
 
 def test_an_interval_typed_as_people_type_it_is_taken_and_a_huge_one_is_refused_by_name():
-    assert DreamOptions.load(env={"DREAM__Interval": "1h"}).Interval == timedelta(hours=1)
-    assert DreamOptions.load(env={"DREAM__Interval": "30m"}).Interval == timedelta(minutes=30)
+    assert load_options(env={"DREAM__Interval": "1h"}).Interval == timedelta(hours=1)
+    assert load_options(env={"DREAM__Interval": "30m"}).Interval == timedelta(minutes=30)
     with pytest.raises(OptionsError, match="Interval.*expected a duration"):
-        DreamOptions.load(env={"DREAM__Interval": "1e30"})
+        load_options(env={"DREAM__Interval": "1e30"})
 
 
 def test_environment_binding_with_and_without_sections():
-    o = DreamOptions.load(
+    o = load_options(
         env={
             "DREAM__ConsolidationMinInterval": "PT3H",
             "DREAM__Memory__DedupeSimilarityThreshold": "0.9",
@@ -89,7 +90,7 @@ def test_environment_binding_with_and_without_sections():
 def test_toml_file_then_environment_wins(tmp_path):
     f = tmp_path / "dream.toml"
     f.write_text('Interval = "PT2H"\nSkillGapEnabled = false\n[memory]\nDedupeSimilarityThreshold = 0.95\n')
-    o = DreamOptions.load(env={"DREAM__Interval": "PT1H"}, toml_path=f)
+    o = load_options(env={"DREAM__Interval": "PT1H"}, toml_path=f)
     assert o.Interval == timedelta(hours=1)
     assert o.SkillGapEnabled is False
     assert o.DedupeSimilarityThreshold == 0.95
@@ -108,14 +109,14 @@ def test_toml_file_then_environment_wins(tmp_path):
 )
 def test_invalid_values_name_the_option_the_value_and_what_is_accepted(key, value, fragment):
     with pytest.raises(OptionsError) as err:
-        DreamOptions.load(env={key: value})
+        load_options(env={key: value})
     msg = str(err.value)
     assert key.split("__")[-1] in msg and repr(value) in msg and fragment in msg
 
 
 def test_unknown_option_is_refused_with_the_closest_name_and_where_every_option_is_listed():
     with pytest.raises(OptionsError, match="unknown dream option 'Intervall'") as err:
-        DreamOptions.load(env={"DREAM__Intervall": "PT1H"})
+        load_options(env={"DREAM__Intervall": "PT1H"})
     assert "did you mean Interval?" in str(err.value)
 
 
@@ -123,7 +124,7 @@ def test_a_mistyped_option_in_dream_toml_names_the_file_the_closest_option_and_t
     toml = tmp_path / "dream.toml"
     toml.write_text('ConsolidationMinIntervall = "PT2H"\n')
     with pytest.raises(OptionsError) as err:
-        DreamOptions.load(env={}, profile_toml=toml)
+        load_options(env={}, profile_toml=toml)
     message = str(err.value)
     assert "\n" not in message and len(message) < 300, message
     assert f"unknown dream option 'ConsolidationMinIntervall' (from {toml})" in message
@@ -132,7 +133,7 @@ def test_a_mistyped_option_in_dream_toml_names_the_file_the_closest_option_and_t
     # nothing near: no guess, still the list's place
     toml.write_text("Zzzz = 1\n")
     with pytest.raises(OptionsError) as err:
-        DreamOptions.load(env={}, profile_toml=toml)
+        load_options(env={}, profile_toml=toml)
     assert "did you mean" not in str(err.value) and "dream_assets/options.py" in str(err.value)
 
 
@@ -140,7 +141,7 @@ def test_malformed_toml_names_the_file(tmp_path):
     f = tmp_path / "bad.toml"
     f.write_text("Interval = \n")
     with pytest.raises(OptionsError, match="bad.toml"):
-        DreamOptions.load(env={}, toml_path=f)
+        load_options(env={}, toml_path=f)
 
 
 @pytest.mark.parametrize(
@@ -154,7 +155,7 @@ def test_an_options_file_that_is_not_utf8_is_a_configuration_error_naming_it(tmp
     f = tmp_path / "dream.toml"
     f.write_bytes(content)
     with pytest.raises(OptionsError, match=fragment) as caught:
-        DreamOptions.load(env={}, profile_toml=f)
+        load_options(env={}, profile_toml=f)
     assert str(f) in str(caught.value) and "save the file as UTF-8" in str(caught.value)
 
 
@@ -162,14 +163,14 @@ def test_an_unreadable_options_file_is_a_configuration_error_naming_it(tmp_path)
     folder = tmp_path / "dream.toml"
     folder.mkdir()
     with pytest.raises(OptionsError, match="is a directory") as caught:
-        DreamOptions.load(env={}, profile_toml=folder)
+        load_options(env={}, profile_toml=folder)
     assert str(folder) in str(caught.value)
 
 
 def test_a_utf8_options_file_with_a_byte_order_mark_is_read(tmp_path):
     f = tmp_path / "dream.toml"
     f.write_bytes('\ufeffInterval = "PT2H"\n'.encode())
-    assert DreamOptions.load(env={}, profile_toml=f).Interval == timedelta(hours=2)
+    assert load_options(env={}, profile_toml=f).Interval == timedelta(hours=2)
 
 
 @pytest.mark.parametrize(
@@ -186,7 +187,7 @@ def test_a_utf8_options_file_with_a_byte_order_mark_is_read(tmp_path):
 )
 def test_a_negative_duration_is_refused_where_it_means_nothing(key, value, fragment):
     with pytest.raises(OptionsError) as err:
-        DreamOptions.load(env={key: value})
+        load_options(env={key: value})
     msg = str(err.value)
     name = key.split("__")[-1]
     assert f"option {name}" in msg and repr(value) in msg and fragment in msg and "has no meaning" in msg
@@ -196,7 +197,7 @@ def test_a_negative_duration_in_a_toml_file_is_refused_naming_the_file(tmp_path)
     f = tmp_path / "dream.toml"
     f.write_text('ConsolidationMinInterval = "-PT1H"\n')
     with pytest.raises(OptionsError, match="ConsolidationMinInterval") as err:
-        DreamOptions.load(env={}, profile_toml=f)
+        load_options(env={}, profile_toml=f)
     assert str(f) in str(err.value) and "zero disables" in str(err.value)
 
 
@@ -211,11 +212,11 @@ def test_a_negative_duration_in_a_toml_file_is_refused_naming_the_file(tmp_path)
     ],
 )
 def test_durations_whose_non_positive_value_has_a_meaning_are_kept(key, value, expected):
-    assert getattr(DreamOptions.load(env={key: value}), key.split("__")[-1]) == expected
+    assert getattr(load_options(env={key: value}), key.split("__")[-1]) == expected
 
 
 def test_a_non_positive_half_life_still_disables_decay():
-    assert DreamOptions.load(env={"DREAM__ImportanceDecayHalfLifeDays": "-1"}).ImportanceDecayHalfLifeDays == -1
+    assert load_options(env={"DREAM__ImportanceDecayHalfLifeDays": "-1"}).ImportanceDecayHalfLifeDays == -1
 
 
 @pytest.mark.parametrize(
@@ -232,7 +233,7 @@ def test_a_non_positive_half_life_still_disables_decay():
 )
 def test_a_base_url_that_is_not_an_http_url_is_refused(value):
     with pytest.raises(OptionsError) as err:
-        DreamOptions.load(env={"DREAM__Llm__BaseUrl": value})
+        load_options(env={"DREAM__Llm__BaseUrl": value})
     msg = str(err.value)
     assert "option LlmBaseUrl" in msg and repr(value) in msg and "http:// or https:// URL" in msg
 
@@ -246,4 +247,4 @@ def test_a_base_url_that_is_not_an_http_url_is_refused(value):
     ],
 )
 def test_http_urls_and_an_empty_base_url_are_accepted(value, expected):
-    assert DreamOptions.load(env={"DREAM__LlmBaseUrl": value}).LlmBaseUrl == expected
+    assert load_options(env={"DREAM__LlmBaseUrl": value}).LlmBaseUrl == expected

@@ -5,22 +5,15 @@ alike; ``dream status --options`` names where each value came from."""
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from dream_assets.options import (
-    LAYOUT,
-    PASS_NAMES,
-    PASS_SECTIONS,
-    SECTIONS,
-    DreamOptions,
-    OptionsError,
-    PassOptions,
-)
+from dream_assets.options import SECTIONS, DreamOptions, OptionsError, PassOptions
+from dream_assets.options_loader import dream_options, load_options, resolve_options, with_passes
 from dream_assets.passes import review
+from dream_assets.passes.memory_consolidation import MemoryConsolidationOptions
 from dream_assets.passes.registry import PASSES
 
 #: Every flat option name as it was before the options nested: each stays accepted, as an attribute, a ``DREAM__``
@@ -171,7 +164,10 @@ FLAT_NAMES = [
     "RunTimeout",
 ]
 
-FIELDS = {f.name: f for f in fields(DreamOptions)}
+#: Every option by the name a person sets it by (a pass option by its flat alias) -> its nested path, and its field.
+LAYOUT = dream_options().layout()
+FIELDS = {name: dream_options().option_field(name) for name in LAYOUT}
+PASS_NAMES = tuple(spec.name for spec in PASSES)
 
 
 def sample(name: str) -> tuple[Any, str, str]:
@@ -217,23 +213,26 @@ def nested_view(options: DreamOptions, name: str) -> Any:
 
 
 def test_the_flat_names_of_today_are_all_still_options_and_each_has_one_nested_place():
-    assert DreamOptions.option_names() == FLAT_NAMES
+    assert [name for name in FLAT_NAMES if name in DreamOptions.option_names()] == DreamOptions.option_names()
     assert sorted(LAYOUT) == sorted(FLAT_NAMES)
     paths = [LAYOUT[name] for name in FLAT_NAMES]
     assert len(set(paths)) == len(paths)
 
 
 def test_the_pass_sections_are_the_registry_s_passes_and_agree_with_each_spec():
-    assert PASS_NAMES == tuple(spec.name for spec in PASSES)
+    assert tuple(dream_options().passes) == PASS_NAMES
     for spec in PASSES:
-        keys = PASS_SECTIONS[spec.name]
+        assert spec.options is not None and spec.options.PASS == spec.name
+        keys = {key: spec.options.label(key) for key in spec.options.keys()}
         assert keys["enabled"] == spec.enabled_by, spec.name
         assert keys.get("min_interval") == spec.min_interval, spec.name
         directive = spec.model_call.directive_option if spec.model_call is not None else None
         assert keys.get("directive") == directive, spec.name
         assert ("model" in keys) == spec.uses_model, spec.name
     # the passes that write the store (and so have an apply mode) are the ones that had a <Pass>ApplyMode
-    assert [p.name for p in PASSES if review.reviewable(p.name)] == [n for n in PASS_NAMES if n != "log_retention"]
+    assert [p.name for p in PASSES if p.options and p.options.reviewable()] == [
+        n for n in PASS_NAMES if n != "log_retention"
+    ]
 
 
 @pytest.mark.parametrize("name", FLAT_NAMES)
@@ -245,10 +244,10 @@ def test_every_option_resolves_alike_by_its_flat_and_its_nested_name(name, tmp_p
     path = LAYOUT[name]
     toml = tmp_path / "dream.toml"
     ways = {
-        f"DREAM__{name}": lambda key: DreamOptions.resolve(env={key: env_text}),
-        "DREAM__" + "__".join(path).upper(): lambda key: DreamOptions.resolve(env={key: env_text}),
-        f"{toml}: {name}": lambda _: DreamOptions.resolve(env={}, profile_toml=toml),
-        f"{toml}: {'.'.join(path)}": lambda _: DreamOptions.resolve(env={}, profile_toml=toml),
+        f"DREAM__{name}": lambda key: resolve_options(env={key: env_text}),
+        "DREAM__" + "__".join(path).upper(): lambda key: resolve_options(env={key: env_text}),
+        f"{toml}: {name}": lambda _: resolve_options(env={}, profile_toml=toml),
+        f"{toml}: {'.'.join(path)}": lambda _: resolve_options(env={}, profile_toml=toml),
     }
     tomls = [None, None, f"{name} = {toml_text}\n", f"[{'.'.join(path[:-1])}]\n{path[-1]} = {toml_text}\n"]
     for (key, resolve), text in zip(ways.items(), tomls, strict=True):
@@ -257,13 +256,13 @@ def test_every_option_resolves_alike_by_its_flat_and_its_nested_name(name, tmp_p
         resolved = resolve(key)
         options = resolved.options
         assert getattr(options, name) == value, key
-        assert options == DreamOptions().replace(**{name: value}), key  # that option, and nothing else, moved
+        assert options == dream_options().replace(**{name: value}), key  # that option, and nothing else, moved
         assert resolved.source(name) == key
         assert nested_view(options, name) == value, key
 
 
 def test_a_pass_reads_its_own_model_and_apply_mode_and_falls_back_to_the_global_ones():
-    options = DreamOptions.load(
+    options = load_options(
         env={
             "DREAM__PASSES__PREFERENCE_INFERENCE__MODEL": "small",
             "DREAM__model__model": "big",
@@ -293,24 +292,24 @@ def test_a_pass_reads_its_own_model_and_apply_mode_and_falls_back_to_the_global_
 def test_an_option_set_twice_in_one_source_with_different_values_is_refused_naming_both(tmp_path):
     env = {"DREAM__MemoryConsolidationModel": "a", "DREAM__PASSES__MEMORY_CONSOLIDATION__MODEL": "b"}
     with pytest.raises(OptionsError) as err:
-        DreamOptions.load(env=env)
+        load_options(env=env)
     message = str(err.value)
     assert "MemoryConsolidationModel" in message and "DREAM__PASSES__MEMORY_CONSOLIDATION__MODEL" in message
     assert "DREAM__MemoryConsolidationModel" in message
     # the same value twice is one setting
     same = {"DREAM__SkillGapEnabled": "false", "DREAM__passes__skill_gap_detection__enabled": "no"}
-    assert DreamOptions.load(env=same).SkillGapEnabled is False
+    assert load_options(env=same).SkillGapEnabled is False
     toml = tmp_path / "dream.toml"
     toml.write_text('LlmModel = "a"\n[model]\nmodel = "b"\n', encoding="utf-8")
     with pytest.raises(OptionsError, match="LlmModel") as err:
-        DreamOptions.load(env={}, profile_toml=toml)
+        load_options(env={}, profile_toml=toml)
     assert f"{toml}: LlmModel" in str(err.value) and f"{toml}: model.model" in str(err.value)
 
 
 def test_a_later_source_wins_whichever_name_each_uses(tmp_path):
     toml = tmp_path / "dream.toml"
     toml.write_text('[passes.tier_routing_review]\nwindow = "3d"\nenabled = false\n', encoding="utf-8")
-    resolved = DreamOptions.resolve(env={"DREAM__TierRoutingReviewWindow": "5d"}, profile_toml=toml)
+    resolved = resolve_options(env={"DREAM__TierRoutingReviewWindow": "5d"}, profile_toml=toml)
     assert resolved.options.TierRoutingReviewWindow == timedelta(days=5)
     assert resolved.source("TierRoutingReviewWindow") == "DREAM__TierRoutingReviewWindow"
     assert resolved.options.passes["tier_routing_review"].enabled is False
@@ -327,7 +326,7 @@ def test_a_later_source_wins_whichever_name_each_uses(tmp_path):
 )
 def test_a_mistyped_pass_option_is_refused_naming_what_there_is(key, fragments):
     with pytest.raises(OptionsError) as err:
-        DreamOptions.load(env={key: "x"})
+        load_options(env={key: "x"})
     message = str(err.value)
     assert f"unknown dream option {key[len('DREAM__') :]!r} (from {key})" in message
     assert all(fragment in message for fragment in fragments), message
@@ -350,6 +349,27 @@ def test_no_spelling_that_named_an_option_before_names_another_now(section):
         if before is None:
             continue
         value, env_text, _ = sample(before)
-        assert DreamOptions.load(env={"DREAM__" + "__".join(parts): env_text}) == DreamOptions().replace(
+        assert load_options(env={"DREAM__" + "__".join(parts): env_text}) == dream_options().replace(
             **{before: value}
         ), parts
+
+
+def test_without_the_pass_sections_a_pass_setting_waits_for_the_section_that_reads_it():
+    """Options loaded without the registry (the memory commands) keep each pass setting until the pass reads its own
+    section, which types it then; given the sections, an unknown setting is refused as at any load."""
+    options = DreamOptions.load(
+        env={
+            "DREAM__ConsolidationMaxClusterSize": "5",
+            "DREAM__PASSES__MEMORY_CONSOLIDATION__MODEL": "m",
+            "DREAM__PASSES__MEMORY_CONSOLIDATION__MAX_CLUSTER_SIZ": "4",
+        }
+    )
+    assert dict(options.passes) == {}  # no section known yet: nothing typed, nothing refused
+    own = options.section(MemoryConsolidationOptions)
+    assert (own.max_cluster_size, own.model, own.min_interval) == (5, "m", timedelta(hours=6))
+    with pytest.raises(OptionsError, match="did you mean passes.memory_consolidation.max_cluster_size?"):
+        with_passes(options)
+    unusable = DreamOptions.load(env={"DREAM__ConsolidationMaxClusterSize": "one"})
+    assert unusable.Interval == timedelta(hours=4)  # the global options load
+    with pytest.raises(OptionsError, match="invalid value 'one' for option ConsolidationMaxClusterSize"):
+        unusable.section(MemoryConsolidationOptions)

@@ -40,9 +40,9 @@ class LlmRewrite:
             )
         import openai
 
-        from dream_assets.options import DreamOptions  # the same DREAM__* options, read the same way
+        from dream_assets.options_loader import load_options  # the same DREAM__* options, read the same way
 
-        options = DreamOptions.load(env={k: v for k, v in (os.environ if env is None else env).items()})
+        options = load_options(env={k: v for k, v in (os.environ if env is None else env).items()})
         self.max_tokens = options.LlmMaxTokens
         self.client = openai.OpenAI(
             base_url=self.endpoint.base_url,

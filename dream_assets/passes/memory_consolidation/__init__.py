@@ -64,13 +64,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from dream_assets import recall_index as recall
 from dream_assets.changes_model import SuccessorHow
 from dream_assets.llm.contracts import NOT_TEXT, ModelCall, id_aliases, is_long_id, with_aliases
 from dream_assets.llm.prompts import render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, is_signal_entry, iso, new_id, parse_ts
+from dream_assets.options import PassOptions, pass_option
 from dream_assets.passes.common import (
     CONTEXT_EXCEEDED,
     CopyGuard,
@@ -386,6 +387,7 @@ def _apply_merge(
     content: str,
 ) -> None:
     opts = ctx.options
+    section = opts.section(MemoryConsolidationOptions)
     memories = ctx.store.memories
     ids = [s.id for s in sources]
     only = sources[0] if len(sources) == 1 else None
@@ -427,8 +429,8 @@ def _apply_merge(
     invented = invented_specifics(covered, content, vocab)
     dropped = dropped_content(covered, content)
     restored = removed = kept = 0
-    if (not check.ok or invented or dropped) and opts.MergeRepairEnabled:
-        if state.repairs_used < opts.MergeRepairMaxPerCycle:
+    if (not check.ok or invented or dropped) and section.merge_repair_enabled:
+        if state.repairs_used < section.merge_repair_max_per_cycle:
             state.repairs_used += 1
             revised = _repair(ctx, report, sources, content, check.missing, invented, dropped)
             if revised is not None:
@@ -442,7 +444,7 @@ def _apply_merge(
         else:
             report.count("repair_capped")
             report.info(
-                f"merge repair skipped for {_ids(ids)}: MergeRepairMaxPerCycle ({opts.MergeRepairMaxPerCycle}) "
+                f"merge repair skipped for {_ids(ids)}: MergeRepairMaxPerCycle ({section.merge_repair_max_per_cycle}) "
                 "reached this cycle"
             )
     if not check.ok or invented or dropped:
@@ -625,6 +627,7 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
     to it (store/dedup.py: a name written with other capitals may be a correction) and must not name another
     subject time. Each fold is one write: the kept entry with the merge arithmetic and ``mergedFrom``, the others
     archived, every change-log row. Returns the live corpus after the folds."""
+    section = ctx.options.section(MemoryConsolidationOptions)
     groups: dict[tuple[str, str], list[MemoryEntry]] = {}
     for e in live:
         if not is_signal_entry(e):  # each occurrence of a correction, feedback or capability claim counts
@@ -640,7 +643,7 @@ def _fold_exact(ctx: PassContext, report: PassReport, live: list[MemoryEntry]) -
         for other in members[1:]:
             if not _same_moment(keeper.subject_time, other.subject_time):
                 continue  # the same words about another moment
-            if kept_apart_by_a_person((keeper, other), ctx.now, ctx.options.ConsolidationSettledCooldown):
+            if kept_apart_by_a_person((keeper, other), ctx.now, section.settled_cooldown):
                 continue  # a person undid or rejected their merge: the same words, kept as two entries
             if (
                 decide_dedup(
@@ -784,6 +787,7 @@ def _retire(
     high-value floor, never an entry the removal guard keeps, never an entry changed since it was shown. Each archive
     and its change-log row are one write, decided inside that write on the entry as it is then."""
     opts = ctx.options
+    section = opts.section(MemoryConsolidationOptions)
     memories = ctx.store.memories
     for i in to_delete:
         if i in state.persisted_sources:
@@ -815,7 +819,7 @@ def _retire(
             else:
                 verdict = (
                     _removal_verdict(ctx, vocab, state, before)
-                    if opts.ConsolidationRemovalGuardEnabled
+                    if section.removal_guard_enabled
                     else _Verdict(
                         True,
                         "ephemeral: flagged by the model as noisy, low-value or superseded (removal guard off)",
@@ -852,6 +856,7 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
     the members of a cluster shown and left whole carry its set id, when it was left apart and how many times (a
     re-offered cluster left apart again is declined once more, and its cooldown grows). The stamps and their
     change-log rows are one write."""
+    section = ctx.options.section(MemoryConsolidationOptions)
     updates: dict[str, dict[str, str]] = {}
     shown_in = reviewed_in_stamp(ctx.cycle_id, ctx.now, selection.call)
     for i, shown_entry in selection.eligible.items():
@@ -881,7 +886,7 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
             report.count("declined")
             report.info(
                 f"cluster {_ids(cluster)} left apart again ({before + 1} times); offered again after "
-                f"{cooldown_for(before + 1, ctx.options.ConsolidationSettledCooldown)}"
+                f"{cooldown_for(before + 1, section.settled_cooldown)}"
             )
     if not updates:
         return
@@ -1026,9 +1031,13 @@ def _scan(
     from dream_assets.llm.embeddings import build_embedding_provider
 
     memories = ctx.store.memories
+    section = ctx.options.section(MemoryConsolidationOptions)
 
     def lexical() -> DuplicateClusters:
-        return memories.duplicate_clusters(max_cluster_size=ctx.options.ConsolidationMaxClusterSize, scopes=scopes)
+        threshold = None if memories.similarity_measure()[0] == "overlap" else section.similarity_threshold
+        return memories.duplicate_clusters(
+            threshold=threshold, max_cluster_size=section.max_cluster_size, scopes=scopes
+        )
 
     if not ctx.options.EmbeddingModel.strip():
         return lexical
@@ -1058,7 +1067,7 @@ def _scan(
                 [e.id for e in live],
                 vectors,
                 threshold.value,
-                ctx.options.ConsolidationMaxClusterSize,
+                section.max_cluster_size,
                 groups=None if scopes is None else [scopes.get(e.id, "") for e in live],
             )
         finally:
@@ -1070,7 +1079,7 @@ def _scan(
 
 def call_shape(ctx: PassContext) -> tuple[str, str]:
     """``ConsolidationCallShape`` resolved for this run's client: ("batch" or "cluster", why)."""
-    chosen = ctx.options.ConsolidationCallShape
+    chosen = ctx.options.section(MemoryConsolidationOptions).call_shape
     if chosen != "auto":
         return chosen, f"ConsolidationCallShape = {chosen}"
     client = ctx.client
@@ -1255,6 +1264,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     (``report.stamp``), for the minimum-interval floor and the change-gate sensor."""
     report = PassReport(PASS)
     opts = ctx.options
+    section = opts.section(MemoryConsolidationOptions)
     previous = ctx.ledger.get(PASS)
     if ctx.ledger.warning:
         report.warn(ctx.ledger.warning)
@@ -1269,7 +1279,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     memories = ctx.store.memories
     started = time.perf_counter()  # a duration for the report, never a clock the logic reads
     live = _reviewable(memories.list_live())
-    if opts.ConsolidationExactFoldEnabled and len(live) >= 2:
+    if section.exact_fold_enabled and len(live) >= 2:
         live = _fold_exact(ctx, report, live)
     report.counts["live"] = report.counts["live_after"] = len(live)
     if len(live) < 2:
@@ -1334,10 +1344,10 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         planned = select_candidates(
             live,
             _scan(ctx, report, scope_of if any(scope_of.values()) else None),
-            ctx.options.ConsolidationMaxEntriesPerCall,
+            section.max_entries_per_call,
             review_all=review_all,
             now=ctx.now,
-            cooldown=opts.ConsolidationSettledCooldown,
+            cooldown=section.settled_cooldown,
             exclude=shown,
             cost=_entry_tokens(budget.count) if items_budget is not None else None,
             budget=max(0, items_budget) if items_budget is not None else None,
@@ -1527,6 +1537,88 @@ COUNTS = {
     "model_calls_not_made": "model calls not made (the endpoint failed earlier in the cycle)",
 }
 
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryConsolidationOptions(PassOptions):
+    """The options section of this pass (``[passes.memory_consolidation]``)."""
+
+    PASS: ClassVar[str] = "memory_consolidation"
+
+    enabled: bool = pass_option(True, "pass 1: memory consolidation", alias="MemoryConsolidationEnabled")
+    model: str = pass_option("", "model for memory consolidation; empty = LlmModel", alias="MemoryConsolidationModel")
+    base_url: str = pass_option(
+        "", "endpoint for memory consolidation; empty = LlmBaseUrl", url=True, alias="MemoryConsolidationBaseUrl"
+    )
+    api_key_env: str = pass_option(
+        "", "API key variable for memory consolidation; empty = LlmApiKeyEnv", alias="MemoryConsolidationApiKeyEnv"
+    )
+    apply_mode: str = pass_option(
+        "",
+        "ApplyMode of memory consolidation; empty = ApplyMode",
+        choices=("", "auto", "review", "review-risky"),
+        alias="MemoryConsolidationApplyMode",
+    )
+    directive: str = pass_option("dream.md", "memory consolidation directive", alias="DirectivePath")
+    min_interval: timedelta = pass_option(
+        timedelta(hours=6),
+        "minimum time between completed consolidation passes; zero disables",
+        alias="ConsolidationMinInterval",
+    )
+    similarity_threshold: float = pass_option(
+        0.88,
+        "cosine threshold for near-duplicate clusters",
+        minimum=0.0,
+        maximum=1.0,
+        alias="ConsolidationSimilarityThreshold",
+    )
+    call_shape: str = pass_option(
+        "auto",
+        "how consolidation asks the model: batch (the eligible entries and their near-duplicate clusters in one call, "
+        "with noise removal, recategorisation and anti-pattern mining), cluster (one short call per near-duplicate "
+        "cluster: same fact or not, and the merged text; what a small model answers reliably) or auto (cluster for an "
+        "endpoint whose window is at most 8192 tokens or whose measured generation is under 10 tokens a second, "
+        "batch otherwise and offline)",
+        choices=("auto", "batch", "cluster"),
+        alias="ConsolidationCallShape",
+    )
+    max_cluster_size: int = pass_option(
+        3, "largest near-duplicate cluster offered as one group", minimum=2, alias="ConsolidationMaxClusterSize"
+    )
+    max_entries_per_call: int = pass_option(
+        500,
+        "most entries shown to the model in one consolidation call; the rest "
+        "wait for later cycles (a large first review is spread out)",
+        minimum=2,
+        alias="ConsolidationMaxEntriesPerCall",
+    )
+    merge_repair_enabled: bool = pass_option(
+        True, "one narrow repair call for a merge the coverage check rejects", alias="MergeRepairEnabled"
+    )
+    merge_repair_max_per_cycle: int = pass_option(
+        10, "repair calls per cycle", minimum=0, alias="MergeRepairMaxPerCycle"
+    )
+    removal_guard_enabled: bool = pass_option(
+        True,
+        "a stand-alone removal the model proposes is applied only to noise "
+        "(no names, numbers or dates, importance below 0.5) or to an entry "
+        "whose every specific another live entry carries; others are kept",
+        alias="ConsolidationRemovalGuardEnabled",
+    )
+    settled_cooldown: timedelta = pass_option(
+        timedelta(days=7),
+        "a cluster shown together and left apart is "
+        "offered again after this long; doubles each time it is left apart "
+        "again (at most 16x); zero re-offers it every pass",
+        alias="ConsolidationSettledCooldown",
+    )
+    exact_fold_enabled: bool = pass_option(
+        True,
+        "fold live entries of one category whose content is equal after "
+        "normalising case, white space and punctuation, before the model",
+        alias="ConsolidationExactFoldEnabled",
+    )
+
+
 SPEC = PassSpec(
     name=PASS,
     group="memory",
@@ -1535,12 +1627,11 @@ SPEC = PassSpec(
     "coverage check (no dropped names, numbers or dates) with one repair call, high-value floor, replacement before "
     "retirement, archive never delete. Every change can be undone per cycle.",
     body=consolidate_memories,
-    enabled_by="MemoryConsolidationEnabled",
+    options=MemoryConsolidationOptions,
     after=("importance_decay",),
     reads=("memory_corpus", "feedback_log"),
     missing_input=paused,
     gate="memory_corpus",
-    min_interval="ConsolidationMinInterval",
     model_call=ModelCall(
         name=PASS,
         contract=MemoryConsolidationResponse,
