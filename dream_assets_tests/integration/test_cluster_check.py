@@ -183,3 +183,26 @@ def test_an_endpoint_with_a_small_window_gets_the_cluster_schema_over_http(profi
     assert schema["schema"]["properties"]["decision"]["enum"] == ["merge", "keep"]
     assert list(schema["schema"]["properties"]) == ["differences", "decision", "content"]
     assert {"j1", "j2"} <= live_ids(store) and not {"g1", "g2"} & live_ids(store)
+
+
+def test_a_run_checks_clusters_until_its_allowance_is_spent_and_the_rest_wait_for_the_next(profile, store):
+    people = ["Ana", "Bo", "Cyd", "Dee", "Eli", "Fay", "Gus", "Hal", "Ivy", "Jay"]
+    pairs = []
+    for n, who in enumerate(people):
+        fact = f"{who} keeps {n + 2} beehives behind the barn at Lindholm farm."
+        pairs += [
+            entry(f"{who}1", fact, created_days=40),
+            entry(f"{who}2", f"{who} said again that {fact}", created_days=5),
+        ]
+    store.memories.put_many(pairs)
+    run = Run(profile, store, CLUSTER.replace(LlmMaxCallsPerPass=1))  # unbounded window: 8 checks a call
+
+    def merge_all(request):
+        first = re.search(r"^- A: (.*)$", request.prompt, re.MULTILINE)
+        return verdict("merge", first.group(1))
+
+    first = run(merge_all)
+    assert len(run.requests) == 8 and first.counts["merged"] == 8 and first.counts["checks_waiting"] == 2
+    second = run(merge_all, now=NOW + timedelta(hours=1))
+    assert len(run.requests) == 2 and second.counts["merged"] == 2
+    assert len(store.memories.list_live()) == len(people)

@@ -155,6 +155,8 @@ CLUSTER_CHECK_CALL = "cluster_check"
 SMALL_WINDOW = 8192
 #: ... or measured generating fewer tokens a second than this (``dream check-model``).
 SLOW_GENERATION_TPS = 10.0
+#: Cluster checks a run may make per ``LlmMaxCallsPerPass`` call when the window is unbounded (``CheckAllowance``).
+UNBOUNDED_CHECKS_PER_CALL = 8
 _PREVIEW = 12  # ids listed in one log line before "…"
 #: Removal guard, noise by a test real facts fail: a category whose first segment names throw-away memory, a tag that
 #: marks an entry as throw-away, or a text of acknowledgement words only ("ok", "thanks, that helps").
@@ -1077,6 +1079,41 @@ def _scan(
     return scan
 
 
+@dataclass
+class CheckAllowance:
+    """What the cluster checks of one run may spend: the prompt tokens ``LlmMaxCallsPerPass`` full calls could send
+    (the calls times the window's prompt limit: a check of a few hundred tokens is not a call of the window's size),
+    or, with no window, ``UNBOUNDED_CHECKS_PER_CALL`` checks a call."""
+
+    tokens: int | None
+    checks: int | None
+    calls: int
+
+    @classmethod
+    def of(cls, budget: Any, max_calls: int) -> CheckAllowance:
+        if budget.bounded:
+            return cls(tokens=max_calls * budget.prompt_limit, checks=None, calls=max_calls)
+        return cls(tokens=None, checks=max_calls * UNBOUNDED_CHECKS_PER_CALL, calls=max_calls)
+
+    def allows(self, cost: int) -> bool:
+        return (self.tokens is None or cost <= self.tokens) and (self.checks is None or self.checks > 0)
+
+    def spend(self, cost: int) -> None:
+        if self.tokens is not None:
+            self.tokens -= cost
+        if self.checks is not None:
+            self.checks -= 1
+
+    @property
+    def spent(self) -> bool:
+        return (self.tokens is not None and self.tokens <= 0) or (self.checks is not None and self.checks <= 0)
+
+    def describe(self) -> str:
+        if self.tokens is not None:
+            return f"the prompt tokens of LlmMaxCallsPerPass ({self.calls}) full calls"
+        return f"LlmMaxCallsPerPass ({self.calls}) x {UNBOUNDED_CHECKS_PER_CALL} checks"
+
+
 def call_shape(ctx: PassContext) -> tuple[str, str]:
     """``ConsolidationCallShape`` resolved for this run's client: ("batch" or "cluster", why)."""
     chosen = ctx.options.section(MemoryConsolidationOptions).call_shape
@@ -1129,12 +1166,12 @@ def _check_clusters(
     vocab: CoverageVocabulary,
     scopes: ScopeRules,
     guard: CopyGuard,
-    calls_left: int,
+    allowance: CheckAllowance,
 ) -> int | None:
     """The cluster call shape: the host proposes, the model disposes. Of each near-duplicate cluster of ``batch``, the
     host's rules take the members that describe no distinct moment with one another (``merge_groups``: a date, number
     or name one states and the other lacks, frame dates set aside; one category) and one short call per such group
-    (at most ``calls_left``) asks the model whether they are one fact and for the merged text. Its answer is applied
+    (while ``allowance`` lasts) asks the model whether they are one fact and for the merged text. Its answer is applied
     as a merge of the group or the group left apart, through the same checks as a batch answer (coverage, repair,
     copy guard, scopes, review stamps). A cluster with no such group is left apart without a call. The calls made;
     None when one failed."""
@@ -1150,12 +1187,15 @@ def _check_clusters(
             report.count("kept_apart_by_rules")  # distinct moments by the host's rules: no question to ask
             _apply(ctx, report, _cluster_part(batch, cluster), vocab, MemoryConsolidationResponse(), scopes, guard)
         groups += found
-    for cluster in groups:
-        if made >= calls_left:
-            break
+    for n, cluster in enumerate(groups):
         part = _cluster_part(batch, cluster)
         entries = part.entries()
         prompt = render_cluster_check(entries)
+        cost = budget.tokens(system, prompt)
+        if not allowance.allows(cost):
+            report.count("checks_waiting", len(groups) - n)
+            report.info(f"{len(groups) - n} cluster check(s) wait for the next cycle: {allowance.describe()} are spent")
+            break
         if len(entries) > len(CLUSTER_LABELS) or not budget.fits(system, prompt):
             report.count("too_large_clusters")
             report.warn(
@@ -1174,6 +1214,7 @@ def _check_clusters(
             return None
         assert isinstance(response, ClusterCheckResponse)
         made += 1
+        allowance.spend(cost)
         part.call = int(report.counts.get("calls", 0)) + made
         if response.decision == "keep":
             report.count("kept_apart_by_check")
@@ -1334,6 +1375,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     guard = CopyGuard.for_call(ctx, CLUSTER_CHECK if shape == "cluster" else SPEC.model_call)
     shown: set[str] = set()
     max_calls = ctx.options.LlmMaxCallsPerPass
+    allowance = CheckAllowance.of(budget, max_calls)
     while True:
         items_budget = None
         if budget.bounded:
@@ -1375,17 +1417,17 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
                 break
             for batch in batches:
                 shown.update(batch.eligible)  # singles are not sent; they are not offered again this run
-                checked = _check_clusters(ctx, report, batch, vocab, scopes, guard, max_calls - calls)
+                checked = _check_clusters(ctx, report, batch, vocab, scopes, guard, allowance)
                 if checked is None:
                     if calls:
                         report.warn(f"a cluster check failed after {calls} call(s); the rest waits for the next cycle")
                     return report  # failed or deferred: what applied stays, nothing stamped, retried next cycle
                 calls += checked
                 report.counts["calls"] = calls
-                if calls >= max_calls:
+                if allowance.spent:
                     break
             live = _reviewable(memories.list_live())
-            if calls >= max_calls or not budget.bounded:
+            if allowance.spent or not budget.bounded:
                 break
             continue
         redo = False
@@ -1491,6 +1533,8 @@ COUNTS = {
     "too_large_clusters": "near-duplicate clusters of which not even two members fit one call's window (or, in the "
     "cluster call shape, that do not fit one cluster check), left waiting with a warning",
     "kept_apart_by_check": "clusters a cluster check judged distinct events and left whole (cluster call shape)",
+    "checks_waiting": "cluster checks left for the next cycle: the run's allowance (LlmMaxCallsPerPass full calls' "
+    "prompt tokens) was spent (cluster call shape)",
     "kept_apart_by_rules": "clusters left whole without a call: every two members describe distinct moments by the "
     "host's rules (cluster call shape)",
     "split_clusters": "near-duplicate clusters too large for one call's window alone, offered in parts (counted "
