@@ -206,3 +206,23 @@ def test_a_run_checks_clusters_until_its_allowance_is_spent_and_the_rest_wait_fo
     second = run(merge_all, now=NOW + timedelta(hours=1))
     assert len(run.requests) == 2 and second.counts["merged"] == 2
     assert len(store.memories.list_live()) == len(people)
+
+
+def test_a_group_answered_with_blank_text_is_asked_once_a_run_not_again_and_again(profile, store):
+    store.memories.put_many([*SAID_AGAIN, *STUDIO])
+
+    with OpenAITestServer(default=Reply(decide=lambda body: reply(json.dumps(verdict("merge", " "))))) as server:
+        opts = dream_options(
+            LlmBaseUrl=server.base_url, LlmModel="test-model", LlmMaxRetries=0, LlmContextTokens=8192
+        ).replace(ConsolidationMinInterval=timedelta(0))
+        for hours in (0, 1):
+            client = build_model_client(opts, profile)
+            ctx = PassContext(
+                profile, opts, NOW + timedelta(hours=hours), cycle_id=f"c{hours}", client_factory=lambda c=client: c
+            )
+            ctx._store = store
+            report = run_memory_consolidation(ctx)
+            assert report.status == "completed", report.reason
+            assert report.counts["calls"] == 2 and report.counts["skipped_blank"] == 2  # each group once
+        assert len(server.requests) == 4  # and asked again by the next run
+    assert {"g1", "g2", "j1", "j2"} <= live_ids(store)

@@ -1167,14 +1167,17 @@ def _check_clusters(
     scopes: ScopeRules,
     guard: CopyGuard,
     allowance: CheckAllowance,
+    asked: set[str],
 ) -> int | None:
     """The cluster call shape: the host proposes, the model disposes. Of each near-duplicate cluster of ``batch``, the
     host's rules take the members that describe no distinct moment with one another (``merge_groups``: a date, number
     or name one states and the other lacks, frame dates set aside; one category) and one short call per such group
     (while ``allowance`` lasts) asks the model whether they are one fact and for the merged text. Its answer is applied
     as a merge of the group or the group left apart, through the same checks as a batch answer (coverage, repair,
-    copy guard, scopes, review stamps). A cluster with no such group is left apart without a call. The calls made;
-    None when one failed."""
+    copy guard, scopes, review stamps). A cluster with no such group is left apart without a call. A group with an
+    entry ``asked`` holds (shown by a check earlier in this run, whatever its answer did) waits for the next run, so
+    a model answering blank or copied text is not asked the same question again and again. The calls made; None
+    when one failed."""
     made = 0
     budget = ctx.client.budget
     system = ctx.client.request(CLUSTER_CHECK, "").system
@@ -1187,6 +1190,7 @@ def _check_clusters(
             report.count("kept_apart_by_rules")  # distinct moments by the host's rules: no question to ask
             _apply(ctx, report, _cluster_part(batch, cluster), vocab, MemoryConsolidationResponse(), scopes, guard)
         groups += found
+    groups = [g for g in groups if not asked.intersection(g)]
     for n, cluster in enumerate(groups):
         part = _cluster_part(batch, cluster)
         entries = part.entries()
@@ -1215,6 +1219,7 @@ def _check_clusters(
         assert isinstance(response, ClusterCheckResponse)
         made += 1
         allowance.spend(cost)
+        asked.update(cluster)
         part.call = int(report.counts.get("calls", 0)) + made
         if response.decision == "keep":
             report.count("kept_apart_by_check")
@@ -1376,6 +1381,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     shown: set[str] = set()
     max_calls = ctx.options.LlmMaxCallsPerPass
     allowance = CheckAllowance.of(budget, max_calls)
+    asked: set[str] = set()  # entries a cluster check of this run showed: never asked about twice in one run
     while True:
         items_budget = None
         if budget.bounded:
@@ -1415,20 +1421,22 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             batches = [planned, *planned.later]
             if not any(b.clusters for b in batches):
                 break
+            made = 0
             for batch in batches:
                 shown.update(batch.eligible)  # singles are not sent; they are not offered again this run
-                checked = _check_clusters(ctx, report, batch, vocab, scopes, guard, allowance)
+                checked = _check_clusters(ctx, report, batch, vocab, scopes, guard, allowance, asked)
                 if checked is None:
                     if calls:
                         report.warn(f"a cluster check failed after {calls} call(s); the rest waits for the next cycle")
                     return report  # failed or deferred: what applied stays, nothing stamped, retried next cycle
+                made += checked
                 calls += checked
                 report.counts["calls"] = calls
                 if allowance.spent:
                     break
             live = _reviewable(memories.list_live())
-            if allowance.spent or not budget.bounded:
-                break
+            if not made or allowance.spent or not budget.bounded:
+                break  # nothing new was asked (what merged may make new groups: asked on the next round)
             continue
         redo = False
         for batch in [planned, *planned.later]:
