@@ -67,7 +67,7 @@ AGENT_TOKENS_ENV = "DREAM_SERVE_AGENT_TOKENS"
 #: Largest HTTP request body accepted (a memory is at most MaxContentChars; 1 MiB leaves room for any valid call).
 MAX_REQUEST_BYTES = 1024 * 1024
 _AGENT_PATH = re.compile(r"^/agents/([^/]*)/mcp/?$")
-_SCOPE_KEY = "dream_profile_root"
+_SCOPE_KEY = "dream_profile"
 
 INSTRUCTIONS = (
     "Long-term memory of this agent, kept healthy by a background dream cycle. Search before answering from memory "
@@ -695,10 +695,10 @@ def _is_agent_id(name: str) -> bool:
 
 def _profile_from_request(ctx: Context) -> AgentProfile:
     request = ctx.request_context.request
-    root = getattr(request, "scope", {}).get("state", {}).get(_SCOPE_KEY) if request is not None else None
-    if root is None:
+    profile = getattr(request, "scope", {}).get("state", {}).get(_SCOPE_KEY) if request is not None else None
+    if not isinstance(profile, AgentProfile):
         raise ToolError("this call did not come through an agent endpoint (/agents/<id>/mcp)")
-    return AgentProfile(Path(root))
+    return profile  # as the gate resolved it: not resolved again, path part by part, for every call
 
 
 def http_app(gate: HttpGate, warm: WarmAgents | None = None) -> Any:
@@ -725,7 +725,7 @@ def http_app(gate: HttpGate, warm: WarmAgents | None = None) -> Any:
             await _refuse(send, status, reason)
             return
         state = dict(scope.get("state") or {})
-        state[_SCOPE_KEY] = str(verdict.root)
+        state[_SCOPE_KEY] = verdict
         await inner({**scope, "path": "/mcp", "raw_path": b"/mcp", "state": state}, receive, send)
 
     return app
