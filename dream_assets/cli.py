@@ -10,7 +10,6 @@ traceback and the logs only with --verbose.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import logging
 import os
@@ -950,6 +949,8 @@ class _Parser(argparse.ArgumentParser):
         return action
 
     def unrecognized(self, extras: list[str]) -> None:
+        import difflib  # only for a mistyped flag's hint
+
         flags = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
         hints = []
         for extra in extras:
