@@ -78,7 +78,6 @@ from dream_assets.store.log_records import (
     SkillUsageEvent,
     ToolCallEvent,
 )
-from dream_assets.store.logs import append_event
 from dream_assets.store.memory import (
     ARCHIVED_REASON_KEY,
     MERGED_INTO_KEY,
@@ -1123,6 +1122,8 @@ def _append(call: Call, cls: type[LogRecord], fields: dict[str, Any]) -> Recorde
             for i, item in enumerate(value):
                 if isinstance(item, str):
                     check_value(item, "text", f"{key}[{i}]", max_chars=MAX_LOG_TEXT_CHARS)
+    from dream_assets.store.logs import append_event  # the log files' code (and their archive) with the first record
+
     try:
         record = cls.from_json({**fields, "timestamp": iso(call.now)})
         append_event(call.profile, record)
