@@ -39,7 +39,7 @@ import os
 import re
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from ipaddress import ip_address
 from pathlib import Path
@@ -482,6 +482,9 @@ def serve_stdio(profile: AgentProfile, limits: WarmLimits | None = None) -> None
 
 #: Longest request line read from a stdin pipe (the SDK's own transport has no limit either; a memory is far less).
 _MAX_LINE = 1 << 30
+#: How long the replies still buffered when the client closes its end may take to reach it (a client that stopped
+#: reading does not hold the server's exit longer).
+_DRAIN_S = 5.0
 
 
 @contextmanager
@@ -560,7 +563,9 @@ async def _serve_pipes(server: MCPServer, stdin_fd: int, stdout_fd: int) -> None
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
     finally:
         reading.close()
-        writing.close()
+        writer.close()
+        with anyio.move_on_after(_DRAIN_S, shield=True), suppress(OSError):
+            await writer.wait_closed()  # the last replies still buffered reach the client before the process ends
 
 
 # --- Streamable HTTP ------------------------------------------------------------------------------------------------
