@@ -397,12 +397,19 @@ def _install_kill_hook() -> None:
 
         def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
             if sql.lstrip().upper().startswith(writes):
-                state["writes"] += 1
-                if count_file:
-                    Path(count_file).write_text(str(state["writes"]))
-                if kill_at and state["writes"] >= kill_at:
-                    os._exit(77)
+                self._write()
             return self._conn.execute(sql, *args, **kwargs)
+
+        def commit(self) -> Any:  # how the connection helper commits (no COMMIT statement)
+            self._write()
+            return self._conn.commit()
+
+        def _write(self) -> None:
+            state["writes"] += 1
+            if count_file:
+                Path(count_file).write_text(str(state["writes"]))
+            if kill_at and state["writes"] >= kill_at:
+                os._exit(77)
 
         def __getattr__(self, name: str) -> Any:
             return getattr(self._conn, name)

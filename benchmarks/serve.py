@@ -10,7 +10,10 @@ For each corpus size and each transport (stdio: a `dream serve --profile` child 
 
 - alone: ``serve.<transport>.save_p50_ms`` / ``save_p99_ms`` and ``search_p50_ms`` / ``search_p99_ms`` (client-observed
   latency of one tool call; the first call, which builds the server's recall index, is left out and reported as
-  ``serve.<transport>.first_call_s``: the server loads the agent's persisted recall index as it starts), and
+  ``serve.<transport>.first_call_s``: the server loads the agent's persisted recall index as it starts; so is the
+  first save, reported as ``serve.<transport>.first_save_s``: it waits for the save-time tables the server makes in
+  the background after the load, a one-off CPU cost of its own, ``serve.<transport>.warm_up_cpu_s``, the server's CPU
+  time from its start to the end of that save), and
   ``serve.<transport>.server_cpu_per_save_ms`` / ``server_cpu_per_search_ms`` (the server process's CPU time per call:
   a figure the load of a shared machine disturbs far less than latency), against ``serve.library_save_cpu_ms`` /
   ``serve.library_search_cpu_ms``, the same calls through the library (``dream_assets.service``) in one process: what
@@ -174,6 +177,10 @@ async def bench_transport(
         elapsed, _, _ = await _timed(call, "memory_search", {"query": "warm up the recall index"})
         emit(f"serve.{transport}.first_call_s", n, elapsed, "s")
         pid = _server_pid(str(profile.root.parent) if transport == "http" else str(profile.root))
+        elapsed, failed, _ = await _timed(call, "memory_save", {"content": "Warm-up: the save-time tables are made."})
+        errors += failed
+        emit(f"serve.{transport}.first_save_s", n, elapsed, "s")
+        emit(f"serve.{transport}.warm_up_cpu_s", n, _cpu_s(pid), "s")
         saves, searches = [], []
         cpu = _cpu_s(pid)
         for i in range(calls):
@@ -269,6 +276,7 @@ def bench_library(root: Path, n: int, calls: int) -> None:
     profile = build(root / "library", n)
     rng = random.Random(n)
     service.search(profile, "warm up the recall index")
+    service.save(profile, "Warm-up: the save-time tables are made.")  # as the server's first save, left out
     started = time.process_time()
     for i in range(calls):
         service.save(profile, fact(rng, i), category="notes")

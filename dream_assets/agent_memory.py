@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from dream_assets import cycle_ids, recall_fusion
 from dream_assets import recall_index as recall
@@ -48,11 +48,11 @@ from dream_assets.calls import MemoryHandle as MemoryHandle
 from dream_assets.calls import NotFound as NotFound
 from dream_assets.calls import PassState as PassState
 from dream_assets.calls import Refused as Refused
+from dream_assets.calls import Result, check_value, open_call_store
 from dream_assets.calls import ReviewWaits as ReviewWaits
 from dream_assets.calls import StoreUnavailable as StoreUnavailable
 from dream_assets.calls import begin_call as begin_call
 from dream_assets.calls import check_id as check_id
-from dream_assets.calls import check_value, open_call_store
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow, SuccessorHow
 from dream_assets.model import MemoryEntry, Skill, clock_problem, iso, parse_ts, utc
 from dream_assets.names import MAX_NAME_LENGTH
@@ -78,7 +78,6 @@ from dream_assets.store.log_records import (
     SkillUsageEvent,
     ToolCallEvent,
 )
-from dream_assets.store.logs import append_event
 from dream_assets.store.memory import (
     ARCHIVED_REASON_KEY,
     MERGED_INTO_KEY,
@@ -112,7 +111,7 @@ MAX_SUCCESSOR_HOPS = 20
 # --- results --------------------------------------------------------------------------------------------------------
 
 
-class SavedMemory(BaseModel):
+class SavedMemory(Result):
     """What a save did: ``created`` a new entry, or ``reinforced`` / ``extended`` the live entry ``id``."""
 
     id: str = Field(description="the entry that now holds the fact")
@@ -124,7 +123,7 @@ class SavedMemory(BaseModel):
     category: str
 
 
-class MemoryHit(BaseModel):
+class MemoryHit(Result):
     id: str
     score: float = Field(description="recall score, higher is better (comparable within one search)")
     content: str
@@ -133,14 +132,14 @@ class MemoryHit(BaseModel):
     updated_at: str = Field(description="ISO-8601 UTC")
 
 
-class SearchResult(BaseModel):
+class SearchResult(Result):
     query: str
     hits: list[MemoryHit]
     method: str = Field("bm25", description="bm25, or bm25+embeddings when an embedding model ranked too")
     note: str | None = Field(None, description="why embeddings were not used although a model is configured")
 
 
-class MemoryRecord(BaseModel):
+class MemoryRecord(Result):
     """One memory, live or not. For one that is no longer live: why (``archived_reason``), the entry it went into
     (``merged_into`` / ``superseded_by``) and the live entry that now holds its fact (``current_id``)."""
 
@@ -162,7 +161,7 @@ class MemoryRecord(BaseModel):
     metadata: dict[str, str] = Field(default_factory=dict)
 
 
-class MemoryListItem(BaseModel):
+class MemoryListItem(Result):
     id: str
     status: Literal["live", "archived"]
     content: str
@@ -174,7 +173,7 @@ class MemoryListItem(BaseModel):
     archived_at: str | None = None
 
 
-class MemoryPage(BaseModel):
+class MemoryPage(Result):
     """One page of ``list_memories``: the oldest first (created time, then id), so a page never shifts when memories
     are saved while a caller pages."""
 
@@ -184,7 +183,7 @@ class MemoryPage(BaseModel):
     )
 
 
-class HistoryEvent(BaseModel):
+class HistoryEvent(Result):
     at: str = Field(description="ISO-8601 UTC")
     event: Literal[
         "created",
@@ -216,12 +215,12 @@ class HistoryEvent(BaseModel):
     )
 
 
-class MemoryHistory(BaseModel):
+class MemoryHistory(Result):
     id: str
     events: list[HistoryEvent]
 
 
-class PutMemory(BaseModel):
+class PutMemory(Result):
     """What a put did: ``created`` the entry ``id``, ``updated`` its text, ``restored`` it (it was archived), or
     ``reinforced`` it (the same value put again: the fact came up again, as a save of the same text says)."""
 
@@ -232,14 +231,14 @@ class PutMemory(BaseModel):
     cycle_id: str = Field(description="the change-log cycle the put is recorded under, for dream undo")
 
 
-class ForgetResult(BaseModel):
+class ForgetResult(Result):
     id: str
     archived: bool = Field(description="false when the entry was archived already (nothing changed)")
     cycle_id: str | None = Field(None, description="the change-log cycle of this forget, for dream undo")
     undo_command: str | None = None
 
 
-class SkillSummary(BaseModel):
+class SkillSummary(Result):
     name: str
     summary: str
     updated_at: str | None
@@ -252,11 +251,11 @@ class SkillRecord(SkillSummary):
     see_also: list[str]
 
 
-class SkillList(BaseModel):
+class SkillList(Result):
     skills: list[SkillSummary]
 
 
-class Recorded(BaseModel):
+class Recorded(Result):
     """A log record appended (``log`` is its log, ``timestamp`` the time it carries)."""
 
     log: str
@@ -1123,6 +1122,8 @@ def _append(call: Call, cls: type[LogRecord], fields: dict[str, Any]) -> Recorde
             for i, item in enumerate(value):
                 if isinstance(item, str):
                     check_value(item, "text", f"{key}[{i}]", max_chars=MAX_LOG_TEXT_CHARS)
+    from dream_assets.store.logs import append_event  # the log files' code (and their archive) with the first record
+
     try:
         record = cls.from_json({**fields, "timestamp": iso(call.now)})
         append_event(call.profile, record)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from dream_assets.llm.busy import mark_active
 from dream_assets.model import clock_problem, utc_or_now
@@ -56,7 +56,14 @@ class Refused(AgentMemoryError):
 # --- results the service and the agent's calls share ----------------------------------------------------------------
 
 
-class PassState(BaseModel):
+class Result(BaseModel):
+    """The base of every result of the memory service. Its validator and serializer are built when a result of the
+    kind is first made, not when the module is imported: a command that searches builds two of some thirty."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class PassState(Result):
     name: str
     status: str = Field(description="completed, skipped, failed, deferred or 'never run'")
     last_run: str | None
@@ -71,7 +78,7 @@ class PassState(BaseModel):
     next_run: str = Field("", description="when it runs next, as the change gate and the floors decide it")
 
 
-class ReviewWaits(BaseModel):
+class ReviewWaits(Result):
     """What waits for review (``dream review``)."""
 
     count: int = 0
@@ -82,7 +89,7 @@ class ReviewWaits(BaseModel):
     line: str = Field("", description="one sentence on what waits (empty when nothing does)")
 
 
-class DreamStatus(BaseModel):
+class DreamStatus(Result):
     """The one status of an agent: ``dream status``, the MCP tool ``dream_status`` and this library's ``status``."""
 
     agent: str
@@ -101,7 +108,7 @@ class DreamStatus(BaseModel):
     running_now: str | None = Field(None, description="a model call a pass is waiting on now")
 
 
-class CycleReportText(BaseModel):
+class CycleReportText(Result):
     cycle_id: str | None
     markdown: str
 

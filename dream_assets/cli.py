@@ -10,7 +10,6 @@ traceback and the logs only with --verbose.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import logging
 import os
@@ -950,6 +949,8 @@ class _Parser(argparse.ArgumentParser):
         return action
 
     def unrecognized(self, extras: list[str]) -> None:
+        import difflib  # only for a mistyped flag's hint
+
         flags = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
         hints = []
         for extra in extras:
@@ -1241,6 +1242,8 @@ def _failed(args: argparse.Namespace, code: int, message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``dream`` command on ``argv`` (default: the process's arguments); its exit code. Run as the process itself
+    (no ``argv``), a ``dream memory`` call ends the process when it is done (``_end_process``)."""
     # Dagster's beta/deprecation notices are for developers of this project, not for people running it.
     warnings.filterwarnings("ignore", module=r"dagster(\.|$)")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -1249,6 +1252,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "undo" and not args.list and not args.cycle and not args.change:
         print("dream undo: give --cycle ID or --change ID (see --list)", file=sys.stderr)
         return 2
+    code = _run(args)
+    if argv is None and args.command == "memory":
+        _end_process(code)
+    return code
+
+
+def _end_process(code: int) -> None:
+    """End the process the way it would end, without the interpreter's teardown: the exit handlers run (the store
+    closed, a recall index due for its file written, the logs flushed) and the output is flushed, but the loaded
+    recall index and the store's engine are not freed object by object before the memory goes back to the system
+    anyway (about a tenth of a second of a shell's `dream memory search`, as much as the search). Not when a thread
+    of the process other than a daemon is still running: the teardown waits for it."""
+    import atexit
+    import threading
+
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away (`| head`): what it missed stays missed
+            pass
+    os._exit(code)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except OptionsError as exc:

@@ -30,6 +30,7 @@ connections per client and in all), so slow or half-sent requests cannot take th
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import gc
 import hmac
@@ -38,14 +39,16 @@ import os
 import re
 import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from ipaddress import ip_address
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import Field
@@ -64,7 +67,7 @@ AGENT_TOKENS_ENV = "DREAM_SERVE_AGENT_TOKENS"
 #: Largest HTTP request body accepted (a memory is at most MaxContentChars; 1 MiB leaves room for any valid call).
 MAX_REQUEST_BYTES = 1024 * 1024
 _AGENT_PATH = re.compile(r"^/agents/([^/]*)/mcp/?$")
-_SCOPE_KEY = "dream_profile_root"
+_SCOPE_KEY = "dream_profile"
 
 INSTRUCTIONS = (
     "Long-term memory of this agent, kept healthy by a background dream cycle. Search before answering from memory "
@@ -467,9 +470,102 @@ def serve_stdio(profile: AgentProfile, limits: WarmLimits | None = None) -> None
     print(start_line(f"agent {profile.root} over stdio"), file=sys.stderr, flush=True)
     warm.preload(profile)
     try:
-        build_server(lambda _ctx: profile, warm).run("stdio")
+        server = build_server(lambda _ctx: profile, warm)
+        with _claimed_pipes() as pipes:
+            if pipes is None:
+                server.run("stdio")
+            else:
+                anyio.run(_serve_pipes, server, *pipes)
     finally:
         warm.close()
+
+
+#: Longest request line read from a stdin pipe (the SDK's own transport has no limit either; a memory is far less).
+_MAX_LINE = 1 << 30
+#: How long the replies still buffered when the client closes its end may take to reach it (a client that stopped
+#: reading does not hold the server's exit longer).
+_DRAIN_S = 5.0
+
+
+@contextmanager
+def _claimed_pipes() -> Iterator[tuple[int, int] | None]:
+    """When stdin and stdout are pipes (or sockets), as an MCP client starts its server: copies of both for the
+    protocol, while descriptor 0 reads the null device and descriptor 1 writes to stderr, so nothing else in the
+    process (a library that prints, a child process) reads the client's requests or writes into the replies; both are
+    put back on the way out. None otherwise (a terminal, a file): the SDK's own transport serves those."""
+    import stat
+    import sys
+
+    if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in (0, 1)):
+        yield None
+        return
+    sys.stdout.flush()
+    kept = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        protocol = os.dup(0), os.dup(1)  # closed with the event loop's transports
+        os.dup2(null, 0)
+        os.dup2(2, 1)
+        yield protocol
+    finally:
+        sys.stdout.flush()  # what was printed meanwhile goes where descriptor 1 pointed then: stderr
+        for fd, original in zip((0, 1), kept, strict=True):
+            os.dup2(original, fd)
+            os.set_blocking(fd, True)  # the event loop's transports made the pipes non-blocking
+            os.close(original)
+        os.close(null)
+
+
+class _RequestLines:
+    """The client's requests, a line at a time, read from the stdin pipe on the event loop."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _RequestLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")  # as the SDK reads stdin
+
+
+class _ReplyWriter:
+    """The replies, written to the stdout pipe on the event loop."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+async def _serve_pipes(server: MCPServer, stdin_fd: int, stdout_fd: int) -> None:
+    """``server`` over the stdin and stdout pipes, read and written by the event loop itself. The SDK's stdio
+    transport hands each line read, each write and each flush to a worker thread: three thread switches a call,
+    about a third of a millisecond of the server's CPU time, more than the rest of the transport."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_MAX_LINE)
+    reading, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(stdin_fd, "rb", buffering=0)
+    )
+    writing, flow = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(stdout_fd, "wb", 0))
+    writer = asyncio.StreamWriter(writing, flow, None, loop)
+    try:
+        streams = stdio_server(_RequestLines(reader), _ReplyWriter(writer))  # type: ignore[arg-type]
+        async with streams as (read_stream, write_stream):
+            lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs over the SDK's own streams
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+    finally:
+        reading.close()
+        writer.close()
+        with anyio.move_on_after(_DRAIN_S, shield=True), suppress(OSError):
+            await writer.wait_closed()  # the last replies still buffered reach the client before the process ends
 
 
 # --- Streamable HTTP ------------------------------------------------------------------------------------------------
@@ -604,10 +700,10 @@ def _is_agent_id(name: str) -> bool:
 
 def _profile_from_request(ctx: Context) -> AgentProfile:
     request = ctx.request_context.request
-    root = getattr(request, "scope", {}).get("state", {}).get(_SCOPE_KEY) if request is not None else None
-    if root is None:
+    profile = getattr(request, "scope", {}).get("state", {}).get(_SCOPE_KEY) if request is not None else None
+    if not isinstance(profile, AgentProfile):
         raise ToolError("this call did not come through an agent endpoint (/agents/<id>/mcp)")
-    return AgentProfile(Path(root))
+    return profile  # as the gate resolved it: not resolved again, path part by part, for every call
 
 
 def http_app(gate: HttpGate, warm: WarmAgents | None = None) -> Any:
@@ -634,7 +730,7 @@ def http_app(gate: HttpGate, warm: WarmAgents | None = None) -> Any:
             await _refuse(send, status, reason)
             return
         state = dict(scope.get("state") or {})
-        state[_SCOPE_KEY] = str(verdict.root)
+        state[_SCOPE_KEY] = verdict
         await inner({**scope, "path": "/mcp", "raw_path": b"/mcp", "state": state}, receive, send)
 
     return app

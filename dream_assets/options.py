@@ -40,7 +40,6 @@ people type them (``90s``, ``30m``, ``4h``, ``7d``, ``2w``, ``1h30m``) or a numb
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import os
 import re
@@ -997,6 +996,8 @@ def _unknown(key: str, parts: list[str], where: str, sections: Sequence[type[Pas
 
 def _pass_hint(parts: list[str], sections: Sequence[type[PassOptions]]) -> str:
     """What a pass option is spelled like, for a ``passes.<pass>.<key>`` that names no option."""
+    import difflib  # only for a mistyped option's hint
+
     names = [declared.PASS for declared in sections]
     by_squash = {_squash(declared.PASS): declared for declared in sections}
     declared = by_squash.get(_squash(parts[0])) if parts else None
@@ -1018,6 +1019,8 @@ OPTIONS_LISTED = (
 
 def _closest(name: str, sections: Sequence[type[PassOptions]] = ()) -> str:
     """`did you mean X? ` for the option nearest a mistyped name (case aside), or nothing when none is near."""
+    import difflib  # only for a mistyped option's hint
+
     names = {**_BY_LOWER, **{alias.lower(): alias for s in sections for alias in s.by_alias()}}
     near = difflib.get_close_matches(name.lower(), list(names), n=1, cutoff=0.6)
     return f"did you mean {names[near[0]]}? " if near else ""

@@ -27,7 +27,6 @@ from datetime import datetime
 from dream_assets import dense_index
 from dream_assets import recall_index as recall
 from dream_assets.model import MemoryEntry
-from dream_assets.save_pipeline import store_embeddings
 from dream_assets.store.memory import MemoryStore
 from dream_assets.store.recall import candidate_count, rank
 from dream_assets.text.tokens import tokenize
@@ -78,6 +77,12 @@ def search(memories: MemoryStore, query: str, limit: int, *, now: datetime, k: i
     answers, else BM25 alone (``recall_index.search``)."""
     if limit <= 0:
         return Recall()
+    if not memories.options.EmbeddingModel.strip():
+        # No model, so nothing to fuse or to be held back (``store_embeddings`` would say so too): a shell's search
+        # does not load the save pipeline and the embeddings' code for it.
+        return Recall(recall.search(memories, query, limit=limit), BM25)
+    from dream_assets.save_pipeline import store_embeddings
+
     embeddings = store_embeddings(memories)
     index = embeddings.index(memories, now)
     held = embeddings.held_back(now)

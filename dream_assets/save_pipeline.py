@@ -31,11 +31,11 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from dream_assets import cycle_ids
 from dream_assets import recall_index as recall
 from dream_assets.changes_model import Actor, ChangeRow
-from dream_assets.llm.embedding_index import EmbeddingIndex
 from dream_assets.llm.embedding_threshold import CALIBRATED, DEFAULT, SimilarityThreshold, similarity_threshold
 from dream_assets.model import SUBJECT_TIME_KEYS, MemoryEntry, is_signal, is_signal_entry, new_id, utc_or_now
 from dream_assets.recall_index import SaveText
@@ -43,6 +43,9 @@ from dream_assets.store.change_rows import insert_change
 from dream_assets.store.dedup import EXTEND, REINFORCE, DedupDecision
 from dream_assets.store.dedup import decide as decide_dedup
 from dream_assets.store.memory import MemoryStore, SaveResult, normalise_tags
+
+if TYPE_CHECKING:
+    from dream_assets.llm.embedding_index import EmbeddingIndex
 
 log = logging.getLogger("dream_assets.service.save")
 
@@ -373,6 +376,8 @@ class _SaveEmbeddings:
         self._tried = True
         if not memories.options.EmbeddingModel.strip():
             return None
+        # Loaded with the first model configured: a store without one never imports the embeddings client.
+        from dream_assets.llm.embedding_index import EmbeddingIndex
         from dream_assets.llm.embeddings import build_embedding_provider
 
         try:

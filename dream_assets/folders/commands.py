@@ -13,7 +13,6 @@ from dream_assets.file_safety import atomic_write
 from dream_assets.folders.formats import FORMATS
 from dream_assets.options import load_agent_options
 from dream_assets.profile import AgentProfile
-from dream_assets.service.folders import FolderError, apply_write_back, link_folder, plan_write_back, read_folder
 
 
 def add_commands(
@@ -26,6 +25,8 @@ def add_commands(
     --now)."""
 
     def cmd_link(args: argparse.Namespace) -> int:
+        from dream_assets.service.folders import FolderError, link_folder  # what the other commands need not load
+
         profile = profile_of(args)
         try:
             link = link_folder(profile, args.folder, args.format, now_of(args))
@@ -39,6 +40,8 @@ def add_commands(
         return 0
 
     def cmd_sync(args: argparse.Namespace) -> int:
+        from dream_assets.service.folders import FolderError, apply_write_back, plan_write_back, read_folder
+
         profile = profile_of(args)
         options = load_agent_options(profile)
         now = now_of(args)

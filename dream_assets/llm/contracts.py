@@ -23,7 +23,8 @@ BUILTIN_DIRECTIVES_PACKAGE = "dream_assets.directives"
 class Contract(BaseModel):
     """Base of every response model."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore", coerce_numbers_to_str=True)
+    # Built when a pass first reads an answer: a process that runs no pass (a shell search) builds none.
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", coerce_numbers_to_str=True, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from dream_assets import cycle_ids
 from dream_assets.agent_memory import (
@@ -26,6 +26,7 @@ from dream_assets.agent_memory import (
     Refused,
     StoreUnavailable,
 )
+from dream_assets.calls import Result
 from dream_assets.changes_model import ACTOR_PASS_NAMES, Actor, ChangeRow
 from dream_assets.model import folder_place, iso
 from dream_assets.options import DreamOptions
@@ -49,7 +50,7 @@ OWN_ACTORS = frozenset({Actor.AGENT_SAVE, Actor.SAVE_DEDUP, Actor.AGENT_FORGET, 
 # --- results --------------------------------------------------------------------------------------------------------
 
 
-class PutBack(BaseModel):
+class PutBack(Result):
     target: str = Field(description="'memory <id>' or 'skill <name>'")
     kind: str = Field(
         description="what the undo did: put back, put back live, unmerged, unsuperseded, archived again, "
@@ -59,7 +60,7 @@ class PutBack(BaseModel):
     place: str = Field("", description="a note of the linked memory folder: its file and heading, else ''")
 
 
-class UndoReport(BaseModel):
+class UndoReport(Result):
     """What an undo did, target by target, and the files of the linked folder it put back."""
 
     cycle_id: str | None = Field(description="the cycle undone (for one change: the cycle the change belongs to)")
@@ -102,7 +103,7 @@ class UndoReport(BaseModel):
         return [p for p in self.put_back if p.kind == kind]
 
 
-class ChangeSetSummary(BaseModel):
+class ChangeSetSummary(Result):
     """What one pass of one cycle left in the change log (``dream undo --list``)."""
 
     cycle_id: str
@@ -114,7 +115,7 @@ class ChangeSetSummary(BaseModel):
     kinds: dict[str, int]
 
 
-class RestoreResult(BaseModel):
+class RestoreResult(Result):
     id: str
     status: Literal["restored", "already_live"]
     content: str

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from dream_assets.calls import CycleReportText, InvalidInput, NotFound, Refused, StoreUnavailable
+from dream_assets.calls import CycleReportText, InvalidInput, NotFound, Refused, Result, StoreUnavailable
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
 from dream_assets.service._common import begin, check_id
@@ -64,7 +64,7 @@ def report(
 # --- historical logs ------------------------------------------------------------------------------------------------
 
 
-class FileImport(BaseModel):
+class FileImport(Result):
     path: str
     imported: int = Field(description="new lines in the warehouse")
     already_there: int
@@ -75,7 +75,7 @@ class FileImport(BaseModel):
     more_problems: int = Field(0, description="lines not imported beyond those named in problems")
 
 
-class LogImport(BaseModel):
+class LogImport(Result):
     kind: str
     files: list[FileImport]
     imported: int
@@ -152,7 +152,7 @@ def import_logs(
 # --- rebuild --------------------------------------------------------------------------------------------------------
 
 
-class RebuildReport(BaseModel):
+class RebuildReport(Result):
     store: str = Field(description="the store file rebuilt")
     snapshot: str = Field(description="the snapshot folder it was rebuilt from")
     memories_live: int

@@ -8,9 +8,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from dream_assets.calls import InvalidInput, Refused, ReviewWaits, StoreUnavailable
+from dream_assets.calls import InvalidInput, Refused, Result, ReviewWaits, StoreUnavailable
 from dream_assets.model import iso
 from dream_assets.options import DreamOptions
 from dream_assets.profile import AgentProfile
@@ -18,14 +18,14 @@ from dream_assets.service._common import begin, check_id
 from dream_assets.store.connection import StoreError
 
 
-class ReviewTarget(BaseModel):
+class ReviewTarget(Result):
     type: Literal["memory", "skill"]
     id: str
     before: dict[str, Any] | None = Field(description="the record as the pass found it (None: it creates it)")
     after: dict[str, Any] | None = Field(description="the record as the change leaves it (None: it purges it)")
 
 
-class ReviewChange(BaseModel):
+class ReviewChange(Result):
     id: str
     cycle_id: str
     pass_name: str
@@ -38,7 +38,7 @@ class ReviewChange(BaseModel):
     lines: list[str] = Field(description="a readable diff: the change, its reason, each target before and after")
 
 
-class ReviewSet(BaseModel):
+class ReviewSet(Result):
     cycle_id: str
     passes: list[str]
     proposed_at: str
@@ -46,14 +46,14 @@ class ReviewSet(BaseModel):
     changes: list[ReviewChange]
 
 
-class ReviewList(BaseModel):
+class ReviewList(Result):
     agent: str
     pending: int = Field(description="changes waiting for review")
     sets: list[ReviewSet] = Field(description="oldest first; in a set, the changes in the order they apply")
     expired: int = Field(description="changes that expired unreviewed (ReviewExpiryDays), never applied")
 
 
-class DecidedChange(BaseModel):
+class DecidedChange(Result):
     id: str
     cycle_id: str
     pass_name: str
@@ -61,7 +61,7 @@ class DecidedChange(BaseModel):
     summary: str
 
 
-class ReviewDecision(BaseModel):
+class ReviewDecision(Result):
     decision: Literal["apply", "reject"]
     done: list[DecidedChange] = Field(default_factory=list, description="applied or rejected")
     refused: list[str] = Field(default_factory=list, description="'<change id>: why' — edited meanwhile; the edit wins")

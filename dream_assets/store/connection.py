@@ -322,14 +322,14 @@ class StoreConnection:
                 finally:
                     self._tx_depth -= 1
                 return
-            conn.execute("BEGIN TRANSACTION")
+            conn.begin()  # the client's own call: no SQL text to parse and plan, twice a transaction
             self._tx_depth = 1
             try:
                 yield conn
             except BaseException:
                 self._tx_depth = 0
                 try:
-                    conn.execute("ROLLBACK")
+                    conn.rollback()
                 except duckdb.Error:
                     self._broken = True  # the original error matters more; a fresh instance is opened next time
                 finally:
@@ -339,7 +339,7 @@ class StoreConnection:
             else:
                 self._tx_depth = 0
                 try:
-                    conn.execute("COMMIT")
+                    conn.commit()
                 except BaseException:
                     for hook in list(self._on_rollback):
                         hook()

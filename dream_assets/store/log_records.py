@@ -151,6 +151,7 @@ class LogRecord(BaseModel):
         validate_by_name=True,
         validate_by_alias=True,
         extra="ignore",
+        defer_build=True,  # built when a record of the kind is first written or read
     )
 
     #: The log this record belongs to (``LOG_KINDS`` key), and a line shown in the documentation (or None).

@@ -11,6 +11,7 @@ import os
 import resource
 import select
 import socket
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,8 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from dream_assets import agent_memory as am
 from dream_assets.cli import main as cli_main
@@ -41,6 +43,7 @@ from dream_assets.store import open_store
 from dream_assets_tests.mcp_harness import (
     HOST,
     HttpServer,
+    clean_env,
     exercise_every_tool,
     hold_half_open,
     http_session,
@@ -82,6 +85,48 @@ def test_every_tool_over_stdio(tmp_path: Path) -> None:
             await exercise_every_tool(session.call_tool, profile, session.list_tools)
 
     anyio.run(main)
+
+
+#: A stdio server whose tool prints and starts a child process that writes to its standard output.
+NOISY_SERVER = """
+import subprocess, sys
+import anyio
+from mcp.server.mcpserver import MCPServer
+from dream_assets.mcp_server import _claimed_pipes, _serve_pipes
+
+server = MCPServer("noisy")
+
+@server.tool()
+def shout(text: str) -> str:
+    print("printed by a library")
+    subprocess.run([sys.executable, "-c", "print('written by a child process')"], check=True)
+    return text.upper()
+
+with _claimed_pipes() as pipes:
+    assert pipes is not None, "stdin and stdout are the client's pipes"
+    anyio.run(_serve_pipes, server, *pipes)
+"""
+
+
+def test_over_stdio_only_replies_reach_the_client_whatever_else_the_server_prints(tmp_path: Path) -> None:
+    """The stdio transport reads and writes the client's pipes on the event loop; meanwhile standard output is
+    stderr, so a library's print or a child process's output never lands in the middle of the replies."""
+    errors = tmp_path / "stderr.txt"
+
+    async def main() -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-c", NOISY_SERVER], env=clean_env())
+        with errors.open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    for word in ("one", "two", "three"):
+                        result = await session.call_tool("shout", {"text": word})
+                        assert not result.is_error and result.content[0].text == word.upper()
+
+    anyio.run(main)
+    logged = errors.read_text()
+    assert logged.count("written by a child process") == 3
+    assert logged.count("printed by a library") == 3
 
 
 @pytest.mark.slow  # a subprocess HTTP server

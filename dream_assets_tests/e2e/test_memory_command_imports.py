@@ -17,13 +17,24 @@ from dream_assets.store import index_file, open_store
 from ..conftest import NOW
 
 HEAVY = ("dagster", "pandas", "mcp", "uvicorn", "starlette", "langgraph", "openai")
+#: What a search of an agent with no linked folder and no embedding model has no use for: the folder code, the save
+#: pipeline and the embeddings client, the log files, undo and review.
+NOT_FOR_A_SEARCH = (
+    "dream_assets.folders.sync",
+    "dream_assets.save_pipeline",
+    "dream_assets.llm.embeddings",
+    "dream_assets.store.logs",
+    "dream_assets.service.changes",
+    "dream_assets.service.operator",
+)
 #: Runs one `dream` command in this interpreter, then prints the heavy packages it imported as one JSON line.
 RUN = """
 import json, sys
 from dream_assets.cli import main
 code = main(sys.argv[2:])
 heavy = json.loads(sys.argv[1])
-loaded = sorted({m.split(".")[0] for m, v in sys.modules.items() if v is not None} & set(heavy))
+present = {m for m, v in sys.modules.items() if v is not None}
+loaded = sorted(({m.split(".")[0] for m in present} | present) & set(heavy))
 print(json.dumps({"code": code, "loaded": loaded}))
 """
 
@@ -40,9 +51,9 @@ def agent(profile):
     return profile
 
 
-def _run(*args: str) -> dict:
+def _run(*args: str, heavy: tuple[str, ...] = HEAVY) -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", RUN, json.dumps(HEAVY), *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", RUN, json.dumps(heavy), *args], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -84,3 +95,10 @@ def test_a_memory_command_reads_its_options_without_importing_a_pass(agent):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"code": 0, "loaded": []}
+
+
+def test_a_search_imports_neither_the_folder_code_nor_the_save_pipeline_nor_undo(agent):
+    p = str(agent.root)
+    assert _run("memory", "search", "--profile", p, "Alice python standup")["code"] == 0  # builds the index file
+    searched = _run("memory", "search", "--profile", p, "Alice python standup", heavy=NOT_FOR_A_SEARCH)
+    assert searched == {"code": 0, "loaded": []}

@@ -14,6 +14,8 @@ def test_quick_serve_run_reports_every_figure_and_loses_no_save():
         for figure in ("save", "search", "cycle_save", "cycle_search"):
             for q in ("p50_ms", "p99_ms"):
                 assert f"serve.{transport}.{figure}_{q}" in names, names
+        for figure in ("first_call_s", "first_save_s", "warm_up_cpu_s", "server_cpu_per_save_ms"):
+            assert f"serve.{transport}.{figure}" in names, names
         saves = next(m for m in lines if m["name"] == f"serve.{transport}.cycle_saves")
         assert saves["value"] >= 20
     assert [m["value"] for m in lines if m["name"] == "serve.saves_lost"] == [0, 0]

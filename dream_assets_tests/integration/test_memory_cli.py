@@ -4,6 +4,8 @@ happened (0 done, 1 nothing found, 2 refused, 3 store busy) and --json for scrip
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,31 @@ def test_save_search_get_forget_history_from_the_shell(agent: str, capsys) -> No
     assert dream(["memory", "history", saved["id"], "--profile", agent, "--json"]) == MEMORY_OK
     assert [e["event"] for e in _json(capsys)["events"]] == ["created", "reinforced", "archived"]
     assert dream(["memory", "search", "invoices", "--profile", agent]) == MEMORY_NOT_FOUND
+
+
+def _shell(*args: str) -> subprocess.CompletedProcess[str]:
+    """``dream`` in a process of its own, as a shell runs it."""
+    command = [sys.executable, "-m", "dream_assets.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_a_memory_call_in_a_process_of_its_own_ends_with_its_output_and_its_exit_code(agent: str) -> None:
+    """A shell's `dream memory` call ends its process without the interpreter's teardown: what it printed, its exit
+    code and what it saved are there all the same, for the next process."""
+    saved = _shell("memory", "save", "Invoices go to billing@example.org.", "--profile", agent, "--json")
+    assert saved.returncode == MEMORY_OK, saved.stderr
+    entry = json.loads(saved.stdout)
+    found = _shell("memory", "search", "invoices", "--profile", agent)
+    assert found.returncode == MEMORY_OK and found.stdout.startswith(entry["id"]), found.stderr
+    missing = _shell("memory", "search", "zebras", "--profile", agent)
+    assert (missing.returncode, missing.stdout, missing.stderr) == (MEMORY_NOT_FOUND, "", "no memory matches\n")
+    refused = _shell("memory", "search", "x", "--limit", "0", "--profile", agent)
+    assert refused.returncode == MEMORY_INVALID and "limit" in refused.stderr
+    store = open_store(agent)
+    try:
+        assert [c.kind for c in store.changes.for_target("memory", entry["id"])] == ["created"]
+    finally:
+        store.close()
 
 
 def test_exit_codes_for_nothing_found_and_refused_input(agent: str, capsys) -> None:
