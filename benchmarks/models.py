@@ -10,8 +10,9 @@ merges, not with calls x corpus: 10,000 entries take about 70 s of CPU at an 8k 
 230 s at a 32k window (338 calls) and 260 s at 128k (200 calls, ConsolidationMaxEntriesPerCall), none over the window.
 
 A first review of a synthetic corpus (near-duplicate pairs among distinct entries) runs the real memory consolidation
-pass through the local OpenAI-compatible test server, whose window is ``LlmContextTokens`` (4k, 8k, 32k, 128k) and
-which counts a request's tokens as four characters a token plus the answer reserve (``LlmMaxTokens``), the way a
+pass, in its batch call shape (``ConsolidationCallShape = batch``: the shape whose plans the window bounds),
+through the local OpenAI-compatible test server, whose window is ``LlmContextTokens`` (4k, 8k, 32k, 128k) and which
+counts a request's tokens as four characters a token plus the answer reserve (``LlmMaxTokens``), the way a
 real endpoint does. Figures, one JSON object per line:
 
 - ``models.prompts_over_window`` (target 0): calls whose prompt exceeded the window less the answer reserve;
@@ -58,6 +59,7 @@ def first_review(n: int, window: int, tmp: Path) -> None:
     options = dream_options(
         ConsolidationMinInterval=timedelta(0),
         ConsolidationExactFoldEnabled=False,
+        ConsolidationCallShape="batch",  # the batch plans measured here (8k or less would ask one call per cluster)
         LlmStructuredOutput="off",
         LlmJsonMode="off",
         LlmMaxTokens=RESERVE,
@@ -77,6 +79,7 @@ def dense_tokenizer(n: int, tmp: Path, window: int = 4096) -> None:
     options = dream_options(
         ConsolidationMinInterval=timedelta(0),
         ConsolidationExactFoldEnabled=False,
+        ConsolidationCallShape="batch",  # the batch plans measured here (8k or less would ask one call per cluster)
         LlmStructuredOutput="off",
         LlmJsonMode="off",
         LlmMaxTokens=512,

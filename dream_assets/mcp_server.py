@@ -563,9 +563,12 @@ async def _serve_pipes(server: MCPServer, stdin_fd: int, stdout_fd: int) -> None
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
     finally:
         reading.close()
-        writer.close()
+        # The last replies still buffered reach the client before the process ends: with a high-water mark of 0,
+        # drain waits until the pipe took every byte (a StreamWriter over this protocol has no wait_closed).
         with anyio.move_on_after(_DRAIN_S, shield=True), suppress(OSError):
-            await writer.wait_closed()  # the last replies still buffered reach the client before the process ends
+            writing.set_write_buffer_limits(high=0)
+            await writer.drain()
+        writer.close()
 
 
 # --- Streamable HTTP ------------------------------------------------------------------------------------------------
