@@ -58,6 +58,7 @@ def _as_a_user_sees_it(profile: AgentProfile) -> tuple:
 @pytest.fixture
 def two_demos(demo, tmp_path) -> tuple[AgentProfile, AgentProfile]:
     other = tmp_path / "other" / "demo"
+    close_all()  # an idle connection letting go checkpoints its log: never in the middle of the copy
     shutil.copytree(demo.root, other)
     return demo, AgentProfile(other)
 

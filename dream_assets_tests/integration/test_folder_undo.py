@@ -20,6 +20,7 @@ from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store import open_store
+from dream_assets.store.connection import close_all
 from dream_assets_tests.conftest import NOW
 from dream_assets_tests.e2e.test_folders import (
     FIXTURES,
@@ -202,7 +203,10 @@ class _Killed(BaseException):
 
 
 def _moved(base: Path, dest: Path) -> None:
-    """Copy ``base`` (an agent and its linked folder) to ``dest``, the folder paths its records hold made ``dest``'s."""
+    """Copy ``base`` (an agent and its linked folder) to ``dest``, the folder paths its records hold made ``dest``'s.
+    The process's store connections are closed first: an idle one left open by the last command checkpoints its
+    write-ahead log when it lets go, which could take the log away in the middle of the copy."""
+    close_all()
     shutil.copytree(base, dest)
     for path in (dest / "agent").rglob("*.json"):
         text = path.read_text(encoding="utf-8")
