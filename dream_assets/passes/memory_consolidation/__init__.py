@@ -69,7 +69,7 @@ from typing import Any, ClassVar
 from dream_assets import recall_index as recall
 from dream_assets.changes_model import SuccessorHow
 from dream_assets.llm.contracts import NOT_TEXT, ModelCall, id_aliases, is_long_id, with_aliases
-from dream_assets.llm.prompts import render_memory_entry
+from dream_assets.llm.prompts import entries_sorted, render_memory_entry
 from dream_assets.model import TEXT_HEAD_KEY, MemoryEntry, is_signal_entry, iso, new_id, parse_ts
 from dream_assets.options import PassOptions, pass_option
 from dream_assets.passes.common import (
@@ -155,7 +155,7 @@ CLUSTER_CHECK_CALL = "cluster_check"
 SMALL_WINDOW = 8192
 #: ... or measured generating fewer tokens a second than this (``dream check-model``).
 SLOW_GENERATION_TPS = 10.0
-#: Cluster checks a run may make per ``LlmMaxCallsPerPass`` call when the window is unbounded (``CheckAllowance``).
+#: Cluster checks a run may make per ``LlmMaxCallsPerPass`` call when the window is unbounded (``ClusterChecks``).
 UNBOUNDED_CHECKS_PER_CALL = 8
 _PREVIEW = 12  # ids listed in one log line before "…"
 #: Removal guard, noise by a test real facts fail: a category whose first segment names throw-away memory, a tag that
@@ -1080,20 +1080,25 @@ def _scan(
 
 
 @dataclass
-class CheckAllowance:
-    """What the cluster checks of one run may spend: the prompt tokens ``LlmMaxCallsPerPass`` full calls could send
-    (the calls times the window's prompt limit: a check of a few hundred tokens is not a call of the window's size),
-    or, with no window, ``UNBOUNDED_CHECKS_PER_CALL`` checks a call."""
+class ClusterChecks:
+    """The cluster checks of one run: the directive (``system``) and window (``budget``) they are sent with, what
+    they may still spend — the prompt tokens ``LlmMaxCallsPerPass`` full calls could send (the calls times the
+    window's prompt limit: a check of a few hundred tokens is not a call of the window's size), or, with no window,
+    ``UNBOUNDED_CHECKS_PER_CALL`` checks a call — and the entries they showed (``asked``: never asked about twice in
+    one run)."""
 
+    system: str
+    budget: Any
     tokens: int | None
     checks: int | None
     calls: int
+    asked: set[str] = field(default_factory=set)
 
     @classmethod
-    def of(cls, budget: Any, max_calls: int) -> CheckAllowance:
+    def of(cls, system: str, budget: Any, max_calls: int) -> ClusterChecks:
         if budget.bounded:
-            return cls(tokens=max_calls * budget.prompt_limit, checks=None, calls=max_calls)
-        return cls(tokens=None, checks=max_calls * UNBOUNDED_CHECKS_PER_CALL, calls=max_calls)
+            return cls(system, budget, tokens=max_calls * budget.prompt_limit, checks=None, calls=max_calls)
+        return cls(system, budget, tokens=None, checks=max_calls * UNBOUNDED_CHECKS_PER_CALL, calls=max_calls)
 
     def allows(self, cost: int) -> bool:
         return (self.tokens is None or cost <= self.tokens) and (self.checks is None or self.checks > 0)
@@ -1151,7 +1156,7 @@ def _cluster_answer(verdict: ClusterCheckResponse, sources: Sequence[MemoryEntry
     (filed under the members' category, the oldest member's when they differ; their tags together), "keep" nothing."""
     if verdict.decision != "merge":
         return MemoryConsolidationResponse()
-    oldest = min(sources, key=lambda e: (iso(e.created_at) or "", e.id))
+    oldest = entries_sorted(sources)[0]
     categories = {e.category for e in sources}
     category = categories.pop() if len(categories) == 1 else oldest.category
     tags = sorted({t for e in sources for t in e.tags})
@@ -1166,21 +1171,18 @@ def _check_clusters(
     vocab: CoverageVocabulary,
     scopes: ScopeRules,
     guard: CopyGuard,
-    allowance: CheckAllowance,
-    asked: set[str],
+    checks: ClusterChecks,
 ) -> int | None:
     """The cluster call shape: the host proposes, the model disposes. Of each near-duplicate cluster of ``batch``, the
     host's rules take the members that describe no distinct moment with one another (``merge_groups``: a date, number
     or name one states and the other lacks, frame dates set aside; one category) and one short call per such group
-    (while ``allowance`` lasts) asks the model whether they are one fact and for the merged text. Its answer is applied
+    (while ``checks`` may spend) asks the model whether they are one fact and for the merged text. Its answer is applied
     as a merge of the group or the group left apart, through the same checks as a batch answer (coverage, repair,
     copy guard, scopes, review stamps). A cluster with no such group is left apart without a call. A group with an
-    entry ``asked`` holds (shown by a check earlier in this run, whatever its answer did) waits for the next run, so
-    a model answering blank or copied text is not asked the same question again and again. The calls made; None
-    when one failed."""
+    entry ``checks.asked`` holds (shown by a check earlier in this run, whatever its answer did) waits for the next
+    run, so a model answering blank or copied text is not asked the same question again and again. The calls made;
+    None when one failed."""
     made = 0
-    budget = ctx.client.budget
-    system = ctx.client.request(CLUSTER_CHECK, "").system
     groups: list[list[str]] = []
     for cluster in batch.clusters:
         found = merge_groups(
@@ -1190,21 +1192,21 @@ def _check_clusters(
             report.count("kept_apart_by_rules")  # distinct moments by the host's rules: no question to ask
             _apply(ctx, report, _cluster_part(batch, cluster), vocab, MemoryConsolidationResponse(), scopes, guard)
         groups += found
-    groups = [g for g in groups if not asked.intersection(g)]
+    groups = [g for g in groups if not checks.asked.intersection(g)]
     for n, cluster in enumerate(groups):
         part = _cluster_part(batch, cluster)
         entries = part.entries()
         prompt = render_cluster_check(entries)
-        cost = budget.tokens(system, prompt)
-        if not allowance.allows(cost):
+        cost = checks.budget.tokens(checks.system, prompt)
+        if not checks.allows(cost):
             report.count("checks_waiting", len(groups) - n)
-            report.info(f"{len(groups) - n} cluster check(s) wait for the next cycle: {allowance.describe()} are spent")
+            report.info(f"{len(groups) - n} cluster check(s) wait for the next cycle: {checks.describe()} are spent")
             break
-        if len(entries) > len(CLUSTER_LABELS) or not budget.fits(system, prompt):
+        if len(entries) > len(CLUSTER_LABELS) or not checks.budget.fits(checks.system, prompt):
             report.count("too_large_clusters")
             report.warn(
                 f"cluster {_ids(cluster)} ({len(entries)} entries) is too large for one cluster check "
-                f"({budget.describe()}); it waits (ConsolidationCallShape = batch offers it in parts)"
+                f"({checks.budget.describe()}); it waits (ConsolidationCallShape = batch offers it in parts)"
             )
             continue
         inputs = {"entries": [_entry_input(e) for e in entries], "clusters": [list(cluster)]}
@@ -1218,8 +1220,8 @@ def _check_clusters(
             return None
         assert isinstance(response, ClusterCheckResponse)
         made += 1
-        allowance.spend(cost)
-        asked.update(cluster)
+        checks.spend(cost)
+        checks.asked.update(cluster)
         part.call = int(report.counts.get("calls", 0)) + made
         if response.decision == "keep":
             report.count("kept_apart_by_check")
@@ -1362,8 +1364,6 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     # for the next cycle. An endpoint that says the prompt was too long halves the budget and the batch is redone.
     client = ctx.client
     budget = client.budget
-    system = client.request(SPEC.model_call, "").system
-    fixed = budget.tokens(system, render_memory_consolidation([], [], feedback, ctx.now)) if budget.bounded else 0
     report.extra["context"] = budget.describe()
     review_all = bool(ctx.force) or switched is not None
     shape, shape_why = call_shape(ctx)
@@ -1372,6 +1372,9 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
         report.info(f"one call per near-duplicate cluster ({shape_why}); entries outside a cluster are not sent")
         system = client.request(CLUSTER_CHECK, "").system
         fixed = 0
+    else:
+        system = client.request(SPEC.model_call, "").system
+        fixed = budget.tokens(system, render_memory_consolidation([], [], feedback, ctx.now)) if budget.bounded else 0
     # The rules this run judges by: a cluster settled under others is asked again (select.py).
     rules = rules_stamp(client.identity, system)
     calls = 0
@@ -1380,8 +1383,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     guard = CopyGuard.for_call(ctx, CLUSTER_CHECK if shape == "cluster" else SPEC.model_call)
     shown: set[str] = set()
     max_calls = ctx.options.LlmMaxCallsPerPass
-    allowance = CheckAllowance.of(budget, max_calls)
-    asked: set[str] = set()  # entries a cluster check of this run showed: never asked about twice in one run
+    checks = ClusterChecks.of(system, budget, max_calls)
     while True:
         items_budget = None
         if budget.bounded:
@@ -1424,7 +1426,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             made = 0
             for batch in batches:
                 shown.update(batch.eligible)  # singles are not sent; they are not offered again this run
-                checked = _check_clusters(ctx, report, batch, vocab, scopes, guard, allowance, asked)
+                checked = _check_clusters(ctx, report, batch, vocab, scopes, guard, checks)
                 if checked is None:
                     if calls:
                         report.warn(f"a cluster check failed after {calls} call(s); the rest waits for the next cycle")
@@ -1432,10 +1434,10 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
                 made += checked
                 calls += checked
                 report.counts["calls"] = calls
-                if allowance.spent:
+                if checks.spent:
                     break
             live = _reviewable(memories.list_live())
-            if not made or allowance.spent or not budget.bounded:
+            if not made or checks.spent or not budget.bounded:
                 break  # nothing new was asked (what merged may make new groups: asked on the next round)
             continue
         redo = False
