@@ -57,7 +57,7 @@ sys.path[:0] = [p for p in (str(HERE.parent), str(HERE)) if p not in sys.path]  
 
 from dreambench.adapters.base import Kept  # noqa: E402
 from dreambench.scenario import Correction, Question, Save, Scenario, _Builder, eval_data  # noqa: E402
-from dreambench.scoring import Fact, recalled, snapshot  # noqa: E402
+from dreambench.scoring import snapshot  # noqa: E402
 
 from dream_assets import agent_memory  # noqa: E402
 from dream_assets.cycle import run_cycle  # noqa: E402
@@ -392,9 +392,7 @@ def measure(name: str, env: Mapping[str, str], corpus: Corpus, root: Path, emit:
     newest = due - int(after.values["stale_first"]) - int(after.values["correction_missed"])
     put("corrections_newest_first", due, newest / due if due else math.nan, "fraction")
     put("recall_at_10.after", after.counts["recall_at_10"], after.values["recall_at_10"], "fraction")
-    every = {k: Fact(t) for k, t in scenario.facts.items() if k in saved}
-    was, now = recalled(scenario.questions, every, plain.search), recalled(scenario.questions, every, dreamed.search)
-    for question in [q for q, hit in was.items() if hit and not now.get(q)]:
+    for question in [q for q, hit in before.recalled.items() if hit and not after.recalled.get(q)]:
         top = " | ".join(t[:160] for t in dreamed.search(question, 3))
         print(f"real_model: {name}: recall lost: {question!r}; the top 3 now: {top}", file=sys.stderr)
 

@@ -43,6 +43,8 @@ class Snapshot:
     values: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
+    #: Each answerable question's text -> whether recall@10 found it (``recalled``).
+    recalled: dict[str, bool] = field(default_factory=dict)
 
     def put(self, name: str, value: float, n: int, examples: Sequence[str] = ()) -> None:
         self.values[name] = value
@@ -132,13 +134,6 @@ def stale_first(
     return stale, due, missed, examples
 
 
-def recall(
-    questions: list[Question], facts: dict[str, Fact], search: Callable[[str, int], list[str]]
-) -> tuple[int, int]:
-    found = recalled(questions, facts, search)
-    return sum(found.values()), len(found)
-
-
 def recalled(
     questions: list[Question], facts: dict[str, Fact], search: Callable[[str, int], list[str]]
 ) -> dict[str, bool]:
@@ -190,8 +185,8 @@ def snapshot(
     stale, due, missed, examples = stale_first(scenario.corrections, scenario.facts, search, now)
     s.put("stale_first", stale, due, examples[:5])
     s.put("correction_missed", missed, due)
-    hits, asked = recall(scenario.questions, every, search)
-    s.put("recall_at_10", _ratio(hits, asked), asked)
+    s.recalled = recalled(scenario.questions, every, search)
+    s.put("recall_at_10", _ratio(sum(s.recalled.values()), len(s.recalled)), len(s.recalled))
     s.put("live_entries", sum(k.live for k in kept), len(kept))
     return s
 
