@@ -1136,15 +1136,17 @@ def call_shape(ctx: PassContext) -> tuple[str, str]:
     return "batch", "ConsolidationCallShape = auto"
 
 
-def _cluster_part(batch: Selection, cluster: Sequence[str]) -> Selection:
-    """``batch`` narrowed to one of its clusters: what one cluster check shows, applies and stamps."""
-    members = set(cluster)
+def _cluster_part(batch: Selection, *clusters: Sequence[str]) -> Selection:
+    """``batch`` narrowed to some of its clusters: what one cluster check shows, applies and stamps (or the clusters
+    left apart without a call, stamped together)."""
+    members = {i for c in clusters for i in c}
+    sets = [set(c) for c in clusters]
     return replace(
         batch,
         eligible={i: e for i, e in batch.eligible.items() if i in members},
         shown_hash={i: h for i, h in batch.shown_hash.items() if i in members},
-        clusters=[list(cluster)],
-        reoffered=[c for c in batch.reoffered if set(c) == members],
+        clusters=[list(c) for c in clusters],
+        reoffered=[c for c in batch.reoffered if set(c) in sets],
         part_of={i: lineage for i, lineage in batch.part_of.items() if i in members},
         later=[],
         backlog=0,
@@ -1184,14 +1186,17 @@ def _check_clusters(
     None when one failed."""
     made = 0
     groups: list[list[str]] = []
+    apart: list[list[str]] = []  # distinct moments by the host's rules: no question to ask
     for cluster in batch.clusters:
         found = merge_groups(
             {"entries": [_entry_input(batch.eligible[i]) for i in cluster], "clusters": [list(cluster)]}
         )
-        if not found:
-            report.count("kept_apart_by_rules")  # distinct moments by the host's rules: no question to ask
-            _apply(ctx, report, _cluster_part(batch, cluster), vocab, MemoryConsolidationResponse(), scopes, guard)
         groups += found
+        if not found:
+            apart.append(cluster)
+    if apart:  # stamped left apart in one write
+        report.count("kept_apart_by_rules", len(apart))
+        _apply(ctx, report, _cluster_part(batch, *apart), vocab, MemoryConsolidationResponse(), scopes, guard)
     groups = [g for g in groups if not checks.asked.intersection(g)]
     for n, cluster in enumerate(groups):
         part = _cluster_part(batch, cluster)
