@@ -11,7 +11,11 @@ Per fact saved so far (noise and the stale versions of corrected facts are not s
 
 and per group, question and change:
 
-* dup_groups_one_live — share of duplicate groups (a fact and its re-observations) held by exactly one live entry;
+* dup_groups_one_live — share of duplicate groups (a fact and its re-observations) held by exactly one live entry:
+  one live entry holds every member, and no other live entry holding a member is a copy of the group (each is the
+  best home of a saved fact outside it). A live entry that is another fact's home and happens to hold a member by
+  the matcher's words ("Gina feels inspired by Jon's determination and success" for "Jon finds Gina's success
+  inspiring") is not a leftover duplicate;
 * distinct_merged — pairs of distinct events that read alike held by one live entry, with no live entry holding one
   of them alone;
 * stale_first — corrections (new version saved) whose question, searched, finds an entry holding only the stale
@@ -31,7 +35,7 @@ from datetime import datetime
 
 from .adapters.base import Kept
 from .scenario import Correction, Question, Scenario
-from .textmatch import Entry, EntryIndex, Fact, holds
+from .textmatch import Entry, EntryIndex, Fact, holds, missing
 
 K = 10
 
@@ -77,16 +81,40 @@ def loss(facts: dict[str, Fact], index: EntryIndex) -> tuple[int, int, int, int,
 
 
 def dup_one_live(groups: list[list[str]], facts: dict[str, Fact], index: EntryIndex) -> tuple[int, int]:
-    """(groups held by exactly one live entry, groups with two or more members saved)."""
-    one = total = 0
-    for group in groups:
-        members = [facts[k] for k in group if k in facts]
-        if len(members) < 2:
-            continue
-        total += 1
-        holders = {id(e) for f in members for e in index.holders(f)}
-        one += len(holders) == 1
-    return one, total
+    """(groups held by exactly one live entry, groups with two or more members saved; ``facts``: every fact saved).
+
+    A group is held by one live entry when a live entry holds every member (the one holding fewest facts besides
+    is the group's) and each other live entry holding a member is the best home of a saved fact outside the group
+    (of the live entries holding that fact, it has most of its words, and then fewest others): that one is another
+    fact's entry, not a copy
+    left over. An entry that only echoes another fact kept elsewhere, as a second copy does, is no other fact's
+    home."""
+    grouped = [[k for k in group if k in facts] for group in groups]
+    grouped = [g for g in grouped if len(g) >= 2]
+    held: dict[int, set[str]] = {}  # live entry holding a member -> the saved facts it holds
+    home_of: dict[int, set[str]] = {}  # ... -> the saved facts it is the best home of
+    for key in {k for g in grouped for k in g}:
+        for e in index.holders(facts[key]):
+            held.setdefault(id(e), set())
+            home_of.setdefault(id(e), set())
+    for key, fact in facts.items():
+        holders = index.holders(fact)
+        shares = {id(e): (missing(fact, e)[1], -len(e.tokens)) for e in holders}  # most of its words, least else
+        top = max(shares.values(), default=None)
+        for e in holders:
+            if id(e) in held:
+                held[id(e)].add(key)
+                if shares[id(e)] == top:
+                    home_of[id(e)].add(key)
+    one = 0
+    for group in grouped:
+        members = set(group)
+        holders = {id(e) for k in group for e in index.holders(facts[k])}
+        whole = sorted((len(held[h] - members), h) for h in holders if members <= held[h])
+        if whole:  # the group's entry: the one holding every member and the fewest facts besides
+            entry = whole[0][1]
+            one += all(home_of[h] - members for h in holders if h != entry)
+    return one, len(grouped)
 
 
 def distinct_merged(groups: list[list[str]], facts: dict[str, Fact], index: EntryIndex) -> tuple[int, int, list[str]]:

@@ -99,6 +99,20 @@ def test_a_duplicate_group_counts_once_its_members_share_one_live_entry():
     assert dup_one_live([["f", "r"]], facts, merged) == (1, 1)
 
 
+def test_a_duplicate_group_with_a_copy_left_over_is_not_one_live_but_another_facts_entry_is_no_copy():
+    first, again, other = (
+        "Jon finds Gina's success inspiring and her determination awesome.",
+        "Jon said again that Jon considers Gina's success inspiring and her determination awesome.",
+        "Gina feels inspired by Jon's determination and success, and his words of encouragement mean a lot to her.",
+    )
+    facts = {"f": Fact(first), "r": Fact(again), "g": Fact(other)}
+    merged = Kept(f"{first} {again}")
+    assert fact_holds(first, other)  # by its words, Gina's entry holds Jon's fact: it is still her fact's entry
+    assert dup_one_live([["f", "r"]], facts, index(merged, Kept(other))) == (1, 1)
+    assert dup_one_live([["f", "r"]], facts, index(merged, Kept(other), Kept(first))) == (0, 1)  # a copy is left
+    assert dup_one_live([["f", "r"]], facts, index(merged, Kept(first, live=False))) == (1, 1)  # restorable only
+
+
 def test_changes_are_reversible_only_while_their_text_can_be_restored():
     before = [Kept("A one."), Kept("A one again.")]
     merged = Kept("A one (again).")
