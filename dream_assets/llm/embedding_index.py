@@ -283,13 +283,18 @@ def cosine_clusters(
     max_cluster_size: int,
     *,
     groups: Sequence[str] | None = None,
+    joined: DuplicateClusters | None = None,
 ) -> DuplicateClusters:
     """Near-duplicate clusters of ``ids`` whose embedding cosine reaches ``threshold``, in the shape of
     ``find_duplicate_clusters``: grown from the strongest pairs down, a union past ``max_cluster_size`` refused,
     members in input order, clusters by first member, singletons left out, ``method`` "embeddings".
 
     ``vectors``: ``{id: vector}`` (as ``EmbeddingIndex.vectors`` returns) or a matrix with one row per id;
-    ``groups``: one per id, only ids of one group are joined (dream_assets/scope.py)."""
+    ``groups``: one per id, only ids of one group are joined (dream_assets/scope.py); ``joined``: clusters another
+    measure found (the lexical scan's), joined before any embedding pair, so the embeddings add the near duplicates
+    that measure misses (other words for one fact) and never take away one it finds (``method``
+    "embeddings+<its method>"). A cluster's guarded decisions (the host's rules, the model's check) are the same
+    whichever measure proposed it."""
     ids = [str(i) for i in ids]
     if len(set(ids)) != len(ids):
         dup = next(d for d, c in Counter(ids).items() if c > 1)
@@ -314,7 +319,14 @@ def cosine_clusters(
         if matrix.ndim != 2 or matrix.shape[0] != len(ids):
             raise ValueError(f"cosine_clusters: a matrix of shape {matrix.shape} for {len(ids)} ids")
     rows, cols, sims = cosine_pairs_dense(normalise_rows(matrix), threshold)
+    method, pairs = EMBEDDING_METHOD, len(rows)
+    if joined is not None and joined.clusters:
+        # Each of its clusters as a chain of pairs from its first member, ranked above every cosine (at most 1).
+        at = {doc_id: i for i, doc_id in enumerate(ids)}
+        chain = [(at[c[0]], at[m]) for c in joined.clusters for m in c[1:] if c[0] in at and m in at]
+        rows = np.concatenate([np.asarray([i for i, _ in chain], dtype=rows.dtype), rows])
+        cols = np.concatenate([np.asarray([j for _, j in chain], dtype=cols.dtype), cols])
+        sims = np.concatenate([np.full(len(chain), 2.0, dtype=sims.dtype), sims])
+        method, pairs = f"{EMBEDDING_METHOD}+{joined.method}", pairs + joined.pairs
     clusters = cluster_pairs(len(ids), rows, cols, sims, max_cluster_size, groups=groups)
-    return DuplicateClusters(
-        clusters=[[ids[i] for i in members] for members in clusters], method=EMBEDDING_METHOD, pairs=len(rows)
-    )
+    return DuplicateClusters(clusters=[[ids[i] for i in members] for members in clusters], method=method, pairs=pairs)

@@ -342,6 +342,27 @@ def test_cosine_clusters_honours_the_cluster_cap_strongest_pairs_first():
     assert cosine_clusters(["a", "b", "c", "d"], vectors, 0.9, 3).clusters == [["a", "b", "c"]]
 
 
+def test_the_lexical_scans_clusters_stay_whole_and_the_embeddings_add_to_them_under_the_cap():
+    base = np.array([1.0, 0.0, 0.0])
+    # a and b are one fact in other words (cosine 1.0); c and d read alike, but their vectors are far apart, as a
+    # small model's can be for two wordings the lexical measure finds near-identical.
+    vectors = {"a": base, "b": base, "c": [0.0, 1.0, 0.0], "d": [0.0, 0.0, 1.0], "e": [0.0, 0.7, 0.7]}
+    lexical = DuplicateClusters(clusters=[["c", "d"]], method="overlap", pairs=1)
+    found = cosine_clusters(["a", "b", "c", "d", "e"], vectors, 0.95, 2, joined=lexical)
+    assert found.clusters == [["a", "b"], ["c", "d"]]
+    assert (found.method, found.pairs) == ("embeddings+overlap", 2)
+    # at a threshold e's pairs with c and d (cosine 0.7) reach, the lexical cluster is joined first: under a cap of
+    # 2 no embedding pair grows it, under a cap of 3 e joins it
+    assert cosine_clusters(["a", "b", "c", "d", "e"], vectors, 0.6, 2, joined=lexical).clusters == [
+        ["a", "b"],
+        ["c", "d"],
+    ]
+    assert cosine_clusters(["a", "b", "c", "d", "e"], vectors, 0.6, 3, joined=lexical).clusters == [
+        ["a", "b"],
+        ["c", "d", "e"],
+    ]
+
+
 def test_cosine_clusters_across_blocks_matches_a_full_comparison(monkeypatch):
     import dream_assets.llm.embedding_index as emb
 

@@ -1020,11 +1020,14 @@ def _apply(
 def _scan(
     ctx: PassContext, report: PassReport, scopes: dict[str, str] | None = None
 ) -> Callable[[], DuplicateClusters]:
-    """The near-duplicate scan: cosine over embeddings when ``EmbeddingModel`` is set (vectors cached per content
-    hash in the store, so only new or edited entries are embedded; calls are counted in the pass's usage), the
-    store's lexical measure otherwise. A failed embeddings call does not fail the scan: the clusters come from the
-    lexical measure, with a warning, as a save's near-duplicate check falls back (a scan that fails itself still
-    degrades the pass to new or changed entries, spec: "If the near-duplicate scan fails ...").
+    """The near-duplicate scan: the store's lexical measure, and with ``EmbeddingModel`` set its clusters joined by
+    cosine over embeddings (vectors cached per content hash in the store, so only new or edited entries are
+    embedded; calls are counted in the pass's usage): the embeddings add the near duplicates said in other words and
+    take away none the lexical measure finds (at the threshold that keeps pairs labelled different apart, e5's
+    clusters alone held 43 % of the real-model corpus's duplicate groups, against 96 % by the lexical measure). A
+    failed embeddings call does not fail the scan: the clusters come from the lexical measure, with a warning, as a
+    save's near-duplicate check falls back (a scan that fails itself still degrades the pass to new or changed
+    entries, spec: "If the near-duplicate scan fails ...").
 
     Either way a cluster joins entries of one scope only (``scopes``: id -> scope, dream_assets/scope.py), so two
     users' near duplicates never fill one cluster's places and crowd out the cluster each would form on its own."""
@@ -1071,6 +1074,7 @@ def _scan(
                 threshold.value,
                 section.max_cluster_size,
                 groups=None if scopes is None else [scopes.get(e.id, "") for e in live],
+                joined=lexical(),
             )
         finally:
             for key, value in client.usage.totals(PASS, since=start).items():
