@@ -13,9 +13,9 @@ and per group, question and change:
 
 * dup_groups_one_live — share of duplicate groups (a fact and its re-observations) held by exactly one live entry:
   one live entry holds every member, and no other live entry holding a member is a copy of the group (each is the
-  best home of a saved fact outside it). A live entry that is another fact's home and happens to hold a member by
-  the matcher's words ("Gina feels inspired by Jon's determination and success" for "Jon finds Gina's success
-  inspiring") is not a leftover duplicate;
+  best home of a saved fact outside it and holds the member less fully). A live entry that is another fact's home
+  and happens to hold a member by the matcher's words ("Gina feels inspired by Jon's determination and success" for
+  "Jon finds Gina's success inspiring") is not a leftover duplicate;
 * distinct_merged — pairs of distinct events that read alike held by one live entry, with no live entry holding one
   of them alone;
 * stale_first — corrections (new version saved) whose question, searched, finds an entry holding only the stale
@@ -85,10 +85,10 @@ def dup_one_live(groups: list[list[str]], facts: dict[str, Fact], index: EntryIn
 
     A group is held by one live entry when a live entry holds every member (the one holding fewest facts besides
     is the group's) and each other live entry holding a member is the best home of a saved fact outside the group
-    (of the live entries holding that fact, it has most of its words, and then fewest others): that one is another
-    fact's entry, not a copy
-    left over. An entry that only echoes another fact kept elsewhere, as a second copy does, is no other fact's
-    home."""
+    (of the live entries holding that fact, it has most of its words, and then fewest others) and holds each member
+    it holds with fewer of its words than the group's entry: that one is another fact's entry, not a copy left over.
+    An entry that only echoes another fact kept elsewhere, as a second copy does, is no other fact's home; an entry
+    that carries a member whole beside another fact is a copy of it all the same."""
     grouped = [[k for k in group if k in facts] for group in groups]
     grouped = [g for g in grouped if len(g) >= 2]
     held: dict[int, set[str]] = {}  # live entry holding a member -> the saved facts it holds
@@ -106,6 +106,14 @@ def dup_one_live(groups: list[list[str]], facts: dict[str, Fact], index: EntryIn
                 held[id(e)].add(key)
                 if shares[id(e)] == top:
                     home_of[id(e)].add(key)
+    entries = {id(e): e for key in {k for g in grouped for k in g} for e in index.holders(facts[key])}
+
+    def as_well(h: int, entry: int, group: list[str]) -> bool:
+        """Does ``h`` hold a member with as many of its words as the group's entry does (a copy of it)?"""
+        return any(
+            missing(facts[k], entries[h])[1] >= missing(facts[k], entries[entry])[1] for k in group if k in held[h]
+        )
+
     one = 0
     for group in grouped:
         members = set(group)
@@ -113,7 +121,7 @@ def dup_one_live(groups: list[list[str]], facts: dict[str, Fact], index: EntryIn
         whole = sorted((len(held[h] - members), h) for h in holders if members <= held[h])
         if whole:  # the group's entry: the one holding every member and the fewest facts besides
             entry = whole[0][1]
-            one += all(home_of[h] - members for h in holders if h != entry)
+            one += all(home_of[h] - members and not as_well(h, entry, group) for h in holders if h != entry)
     return one, len(grouped)
 
 

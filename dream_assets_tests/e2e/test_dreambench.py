@@ -111,6 +111,8 @@ def test_a_duplicate_group_with_a_copy_left_over_is_not_one_live_but_another_fac
     assert dup_one_live([["f", "r"]], facts, index(merged, Kept(other))) == (1, 1)
     assert dup_one_live([["f", "r"]], facts, index(merged, Kept(other), Kept(first))) == (0, 1)  # a copy is left
     assert dup_one_live([["f", "r"]], facts, index(merged, Kept(first, live=False))) == (1, 1)  # restorable only
+    # Gina's entry carrying Jon's fact whole beside hers is Gina's home and a copy of Jon's fact all the same
+    assert dup_one_live([["f", "r"]], facts, index(merged, Kept(f"{other} {first}"))) == (0, 1)
 
 
 def test_changes_are_reversible_only_while_their_text_can_be_restored():
