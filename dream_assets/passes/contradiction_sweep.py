@@ -2,7 +2,13 @@
 
 A gated, delta-driven pass after memory consolidation. Each new or changed live entry (its content, category or tags
 differ from the review stamp ``contradictionReviewedHash`` in its metadata) is shown to the model next to the live
-entries most similar to it (BM25 over the live corpus, ``ContradictionSweepNeighbours`` of them); the model answers
+entries it could contradict: of the entries most similar to it (BM25 over the live corpus), at most
+``ContradictionSweepNeighbours`` that the host proposes as a plausible pair (:func:`plausible_pair`: they differ in
+a name, number, date or place — frame dates aside —, or one says "moved", "no longer", "now", "correction" or denies
+what the other states; and in one direction at least the rules below would let a supersession stand, so the winner
+carries what made the loser true but the changed value). A new or changed entry with no such partner is not shown:
+it is stamped reviewed with the answer's stamps, or at once when no entry is shown (no call). A call thus holds only
+the pairs where a contradiction is plausible; the host refuses any other whatever the answer. The model answers
 pairs where one entry supersedes the other. The host decides (DESIGN principle 4):
 
 - a pair with an empty id, an id that is not a live entry (unknown), an id of a live entry that was not shown in this
@@ -40,6 +46,7 @@ that reviews the last of them stamps the data version itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Container, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -72,7 +79,11 @@ from dream_assets.text.coverage import (
     content_stems,
     invented_specifics,
     load_vocabulary,
+    specifics_of,
 )
+from dream_assets.text.framing import without_frame_dates
+from dream_assets.text.restated import negations
+from dream_assets.text.tokens import stem, tokenize
 
 PASS = "contradiction_sweep"
 REVIEWED_KEY = "contradictionReviewedHash"
@@ -205,21 +216,105 @@ def judge(
             refuse("not a pair the host offered as similar: only an entry and a live entry shown next to it may be one")
         else:
             winner, loser = shown[w], shown[lo]
-            w_user, l_user = is_user_correction(winner), is_user_correction(loser)
-            loss = loss_of(winner, loser, vocab)
-            if l_user and not w_user:
-                refuse("a user correction is never superseded by an entry that is not one")
-            elif w_user == l_user and about_earlier_moment(winner, loser):
-                refuse("the proposed winner is about an earlier moment than the entry it would supersede")
-            elif loss is not None:
-                refuse(loss)
+            refusal = host_refusal(winner, loser, vocab)
+            if refusal is not None:
+                refuse(refusal)
             elif max_superseded is not None and accepted >= max_superseded:
                 refuse(_over_bound(max_superseded))
             else:
                 accepted += 1
-                why = "a user correction supersedes an agent's own claim" if w_user and not l_user else "accepted"
+                by_user = is_user_correction(winner) and not is_user_correction(loser)
+                why = "a user correction supersedes an agent's own claim" if by_user else "accepted"
                 verdicts.append(Verdict(w, lo, True, why, reason))
     return verdicts
+
+
+def host_refusal(
+    winner: MemoryEntry, loser: MemoryEntry, vocab: CoverageVocabulary = BASELINE_VOCABULARY
+) -> str | None:
+    """Why the host refuses ``winner`` superseding ``loser`` whatever the model says (standing, subject time, what
+    the winner carries: the rules :func:`judge` applies to a pair of shown entries), or None when it may stand."""
+    w_user, l_user = is_user_correction(winner), is_user_correction(loser)
+    if l_user and not w_user:
+        return "a user correction is never superseded by an entry that is not one"
+    if w_user == l_user and about_earlier_moment(winner, loser):
+        return "the proposed winner is about an earlier moment than the entry it would supersede"
+    return loss_of(winner, loser, vocab)
+
+
+def may_conflict(a: MemoryEntry, b: MemoryEntry, vocab: CoverageVocabulary = BASELINE_VOCABULARY) -> bool:
+    """Whether ``a`` and ``b`` are one subject told two ways, as a later fact changes an earlier one. Either of them
+    says a change (a change word: "moved", "no longer", "now", "instead", "correction"; or a negation the other
+    lacks) and, names set aside, ``SAME_SUBJECT_SHARE`` of the words of the shorter are the other's (at least one);
+    or a name, number, date or place one states the other does not (the dates that only say when a fact was
+    observed, "On 3 May, Alice mentioned again that ...", set aside: text/framing.py) and that share of the words
+    of both are the same. In both cases they name someone or something in common, or neither names anyone; "moved",
+    "lives" and "home" count as one word, and so do "salary", "earns" and "raise", and "works", "job" and "company".
+    "Alice lives in Paris" and "Alice moved to Berlin" are; "Alice lives in Paris" and "Alice plays chess on
+    Sundays" are two subjects; two wordings of one fact are told one way."""
+    ta, tb = without_frame_dates(a.content), without_frame_dates(b.content)
+    names_a, names_b = _names(ta, a.category, vocab), _names(tb, b.category, vocab)
+    if (names_a or names_b) and not names_a & names_b:
+        return False
+    words_a, words_b = _subject_words(ta, names_a), _subject_words(tb, names_b)
+    shared = len(words_a & words_b)
+    if _CHANGE_WORDS.search(a.content) or _CHANGE_WORDS.search(b.content) or negations(ta) != negations(tb):
+        # The changed value may be any words ("green tea" / "black coffee now"): most of the shorter one's are shared.
+        return shared >= max(1.0, SAME_SUBJECT_SHARE * min(len(words_a), len(words_b)))
+    if shared < SAME_SUBJECT_SHARE * len(words_a | words_b) or not shared:
+        return False
+    source = [CoverageSource(tb, b.category)]
+    return bool(check_merge_coverage(source, ta, vocab).missing or invented_specifics(source, ta, vocab))
+
+
+#: Two entries are about one subject when this share of their words (names and change words aside) both say: of
+#: the shorter one's when one of them says a change, else of the words of both.
+SAME_SUBJECT_SHARE = 0.5
+#: Words that say a fact changed or was put right.
+_CHANGE_WORDS = re.compile(
+    r"\b(?:no\s+longer|any\s*more|no\s+more|now|nowadays|these\s+days|from\s+now\s+on|used\s+to|instead"
+    r"|mov(?:e|ed|es|ing)|relocat(?:e|ed|es|ing)|chang(?:e|ed|es|ing)|switch(?:ed|es|ing)?|stopp?(?:ed|s|ing)?"
+    r"|quit|became|become|corrections?|corrected|actually|promoted|raise)\b",
+    re.IGNORECASE,
+)
+#: Words of one subject a change is told in: a move changes where one lives, a raise what one earns.
+_SUBJECT_OF = {
+    stem(word): subject
+    for subject, words in {
+        "home": "live lives living lived move moves moved moving relocate relocated resides home address",
+        "income": "salary earn earns earning earned income pay paid wage raise",
+        "job": "work works working worked job jobs employed employer company hired quit promoted",
+    }.items()
+    for word in words.split()
+}
+_CHANGE_STEMS = frozenset(
+    stem(word)
+    for word in "now nowadays anymore instead longer change changed switch switched stop stopped correction "
+    "corrected actually became become used".split()
+)
+
+
+def _names(text: str, category: str, vocab: CoverageVocabulary) -> frozenset[str]:
+    return frozenset(
+        stem(t)
+        for sp in specifics_of(text, category, vocab)
+        if sp.kind in ("name", "acronym")
+        for t in tokenize(sp.text)
+    )
+
+
+def _subject_words(text: str, names: frozenset[str]) -> frozenset[str]:
+    return frozenset(_SUBJECT_OF.get(w, w) for w in content_stems(text) - names) - _CHANGE_STEMS
+
+
+def plausible_pair(a: MemoryEntry, b: MemoryEntry, vocab: CoverageVocabulary = BASELINE_VOCABULARY) -> bool:
+    """Whether one of ``a`` and ``b`` could supersede the other: they are one subject told two ways
+    (:func:`may_conflict`) and, in one direction at least, the host would let the supersession stand
+    (:func:`host_refusal`: standing, subject time, the winner carrying what made the loser true but the changed
+    value; any other pair the host refuses whatever the answer). Only such a pair is worth a model's tokens."""
+    if not may_conflict(a, b, vocab):
+        return False
+    return host_refusal(a, b, vocab) is None or host_refusal(b, a, vocab) is None
 
 
 #: Refusals of a pair the host judged (not an unusable id): counted as ``refused``.
@@ -243,7 +338,8 @@ def superseded_bound(shown: int, share: float) -> int:
 
 @dataclass
 class Selection:
-    """The entries of one call: the new or changed ones (``delta``), each with the ids of its nearest live entries."""
+    """The entries of one call: the new or changed ones (``delta``), each with the ids of the live entries it could
+    contradict; and the new or changed ones that could contradict none (``alone``: reviewed without a call)."""
 
     delta: list[MemoryEntry]
     neighbours: dict[str, list[str]]
@@ -251,6 +347,12 @@ class Selection:
     backlog: int = 0
     unreviewed: int = 0
     notes: list[str] = field(default_factory=list)
+    alone: list[MemoryEntry] = field(default_factory=list)
+
+
+#: Of the entries most similar to a new or changed one, this many times ``ContradictionSweepNeighbours`` are looked at
+#: for those it could contradict (most similar entries are not in conflict with it).
+CANDIDATES_PER_NEIGHBOUR = 3
 
 
 def select(
@@ -260,26 +362,57 @@ def select(
     neighbours: int,
     max_entries: int,
     scope: Callable[[MemoryEntry], str] | None = None,
+    plausible: Callable[[MemoryEntry, MemoryEntry], bool] | None = None,
 ) -> Selection:
-    """New or changed entries (oldest first, at most ``max_entries``) with their ``neighbours`` nearest live
-    entries by ``search`` (BM25 over the live corpus), of the entry's own ``scope`` only."""
+    """New or changed entries (oldest first, at most ``max_entries`` of them shown) with at most ``neighbours`` of
+    the live entries most similar to each by ``search`` (BM25 over the live corpus), of the entry's own ``scope``
+    only, that ``plausible`` says it could contradict (:func:`plausible_pair`; every similar entry when None). An
+    entry with none is ``alone``: nothing to ask the model about it (or nothing more: a pair of two new or changed
+    entries is shown once, in the block of the first)."""
     unreviewed = [e for e in live if needs_review(e)]
-    delta = unreviewed[:max_entries]
-    shown = {e.id: e for e in delta}
-    near: dict[str, list[str]] = {}
-    for entry in delta:
-        ids: list[str] = []
+    delta: list[MemoryEntry] = []
+    alone: list[MemoryEntry] = []
+    near: dict[str, list[MemoryEntry]] = {}
+    offered: set[frozenset[str]] = set()
+    examined = 0
+    for entry in unreviewed:
+        if len(delta) >= max_entries:
+            break
+        examined += 1
+        found: list[MemoryEntry] = []
+        paired = False  # with an entry shown before it, in that entry's block
         own = scope(entry) if scope is not None else ""
-        # Neighbours behind another wall are skipped, so a few more are asked for than are shown.
-        asked = neighbours + 1 if scope is None else 4 * (neighbours + 1)
-        for hit, _score in search(entry.content, asked):
+        # Neighbours behind another wall are skipped, and so are those it could not contradict: more are asked for
+        # than are shown.
+        asked = neighbours + 1 if plausible is None else CANDIDATES_PER_NEIGHBOUR * (neighbours + 1)
+        for hit, _score in search(entry.content, asked if scope is None else 4 * asked):
             if (scope is not None and scope(hit) != own) or TEXT_HEAD_KEY in hit.metadata:
                 continue
-            if hit.id != entry.id and not hit.is_archived and len(ids) < neighbours:
-                ids.append(hit.id)
-                shown.setdefault(hit.id, hit)
-        near[entry.id] = ids
-    return Selection(delta, near, shown, backlog=len(unreviewed) - len(delta), unreviewed=len(unreviewed))
+            if hit.id == entry.id or hit.is_archived or len(found) >= neighbours:
+                continue
+            if plausible is None or plausible(entry, hit):
+                if plausible is not None and frozenset((entry.id, hit.id)) in offered:
+                    paired = True
+                    continue
+                found.append(hit)
+        offered.update(frozenset((entry.id, hit.id)) for hit in found)
+        if not found and not paired and plausible is not None:
+            alone.append(entry)
+        else:
+            delta.append(entry)
+            near[entry.id] = found
+    shown = {e.id: e for e in delta}
+    for entry in delta:
+        for hit in near[entry.id]:
+            shown.setdefault(hit.id, hit)
+    return Selection(
+        delta,
+        {i: [h.id for h in hits] for i, hits in near.items()},
+        shown,
+        backlog=len(unreviewed) - examined,
+        unreviewed=len(unreviewed),
+        alone=alone,
+    )
 
 
 def backlog_stamp(data_version: str, backlog: int) -> str:
@@ -299,15 +432,15 @@ def render_prompt(selection: Selection, now: datetime) -> str:
 
     out = [
         f"Today: {now.date().isoformat()}",
-        f"## New or changed entries ({len(selection.delta)}), each with the live entries most similar to it",
+        f"## New or changed entries ({sum(1 for e in selection.delta if selection.neighbours.get(e.id))}), each with "
+        "the live entries it may contradict",
         "Answer the pairs where one entry makes the other stale (a later fact replacing an earlier one). Two facts "
         "that can both be true are not a supersession.",
     ]
-    for n, entry in enumerate(selection.delta, 1):
+    # An entry whose pairs are all in earlier blocks has no block of its own.
+    for n, entry in enumerate([e for e in selection.delta if selection.neighbours.get(e.id)], 1):
         out += ["", f"### {n}", line(entry, True)]
-        out += [line(selection.shown[i], False) for i in selection.neighbours.get(entry.id, [])]
-        if not selection.neighbours.get(entry.id):
-            out.append("(no similar live entry)")
+        out += [line(selection.shown[i], False) for i in selection.neighbours[entry.id]]
     return "\n".join(out)
 
 
@@ -347,6 +480,9 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
         return report.skip(f"fewer than two live memories ({len(live)}): nothing can supersede anything; no call")
     max_entries = section.max_entries_per_call
     scopes = ScopeRules.of(opts.MemoryScopeCategories, live)
+    vocab, vocab_warning = load_vocabulary(ctx.profile.coverage_vocabulary_path)
+    if vocab_warning:
+        report.warn(vocab_warning)
     while True:  # a prompt over the model's window shows fewer entries: the rest waits for the next run
         selection = select(
             live,
@@ -354,21 +490,33 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
             neighbours=section.neighbours,
             max_entries=max_entries,
             scope=scopes.of_entry if scopes.walls else None,
+            plausible=lambda a, b: plausible_pair(a, b, vocab),
         )
         report.counts.update(
-            {"unreviewed": selection.unreviewed, "eligible": len(selection.delta), "backlog": selection.backlog}
+            {
+                "unreviewed": selection.unreviewed,
+                "eligible": len(selection.delta),
+                "alone": len(selection.alone),
+                "backlog": selection.backlog,
+            }
         )
-        pairs = sum(len(v) for v in selection.neighbours.values())
-        if not selection.delta or not pairs:
-            _stamp_reviewed(memories, selection.delta)
+        if not selection.delta:
+            _stamp_reviewed(memories, selection.alone)
             report.stamp = _completion_stamp(memories)
             why = (
-                "no new or changed entry" if not selection.delta else "no new or changed entry has a similar live entry"
+                "no new or changed entry"
+                if not selection.alone
+                else f"no new or changed entry ({len(selection.alone)} reviewed) has a live entry it could contradict"
             )
             return report.skip(f"{why}: no call")
         report.info(
             f"{len(selection.delta)} new or changed entr{'y' if len(selection.delta) == 1 else 'ies'} shown with "
-            f"{len(selection.shown) - len(selection.delta)} similar live entries"
+            f"{len(selection.shown) - len(selection.delta)} live entries they could contradict"
+            + (
+                f"; {len(selection.alone)} could contradict none and are reviewed without a call"
+                if selection.alone
+                else ""
+            )
             + (f"; {selection.backlog} more wait for the next run" if selection.backlog else "")
         )
         prompt = render_prompt(selection, ctx.now)
@@ -393,9 +541,6 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
         return report  # failed or deferred: nothing applied, nothing stamped
     assert isinstance(response, ContradictionSweepResponse)
     live_ids = {e.id for e in live}
-    vocab, vocab_warning = load_vocabulary(ctx.profile.coverage_vocabulary_path)
-    if vocab_warning:
-        report.warn(vocab_warning)
     bound = superseded_bound(len(selection.shown), section.max_superseded_share)
     proposals, unusable, copied = _checked_reasons(report, response, CopyGuard.for_call(ctx, SPEC.model_call))
     verdicts = unusable + judge(
@@ -422,7 +567,7 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
     # undone pair is not proposed again until one of its entries changes.
     # The entries of a pair whose reason was copied are not stamped reviewed: the next run shows them again.
     with ctx.store.transaction():
-        _stamp_reviewed(memories, [e for e in selection.delta if e.id not in copied])
+        _stamp_reviewed(memories, [e for e in [*selection.delta, *selection.alone] if e.id not in copied])
         _apply(ctx, report, selection, verdicts)
     report.counts["live"] = memories.counts()["live"]
     summary = (

@@ -33,7 +33,8 @@ def _words(sentence: str) -> frozenset[str]:
     return frozenset(t for t in tokenize(sentence) if t not in STOPWORDS)
 
 
-def _negations(sentence: str) -> frozenset[str]:
+def negations(sentence: str) -> frozenset[str]:
+    """The negations of ``sentence`` ("not", "never", "no", ...; "n't" as "not")."""
     found = set(_words(sentence) & _NEGATIONS)
     if _CONTRACTED_NOT.search(sentence):
         found.add("not")
@@ -63,7 +64,7 @@ def carries(
 ) -> bool:
     """Whether ``kept`` says everything ``sentence`` says (see the module docstring)."""
     words = _words(sentence)
-    if not words or not words <= _words(kept) or _negations(sentence) != _negations(kept):
+    if not words or not words <= _words(kept) or negations(sentence) != negations(kept):
         return False
     if not check_merge_coverage([CoverageSource(sentence, category)], kept, vocab).ok:
         return False

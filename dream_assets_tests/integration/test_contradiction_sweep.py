@@ -21,6 +21,7 @@ from dream_assets.passes.contradiction_sweep import (
     about_earlier_moment,
     judge,
     loss_of,
+    plausible_pair,
     review_hash,
     run_contradiction_sweep,
 )
@@ -262,16 +263,21 @@ def test_disabled_sweep_is_skipped(store, profile, paris_berlin):
 def test_the_backlog_is_swept_call_by_call_and_then_the_gate_closes(store, profile, paris_berlin):
     paris, berlin, other = paris_berlin
     options = dream_options(ContradictionSweepMaxEntriesPerCall=1)
-    sent = []
+    sent, backlogs = [], []
     for n in range(1, 4):
-        assert not gate_status("contradiction_sweep", profile, options, NOW + timedelta(minutes=n)).decision.skip
+        if gate_status("contradiction_sweep", profile, options, NOW + timedelta(minutes=n)).decision.skip:
+            break
         report, backend = run_scripted(
             run_contradiction_sweep, profile, store, [answer()], options=options, now=NOW + timedelta(minutes=n)
         )
         sent += [(r.prompt, r.aliases) for r in backend.requests]
-        assert report.counts["backlog"] == 3 - n, report.summary
-    # Each entry was shown as new exactly once, and once all were reviewed the ledger holds the corpus's data version.
-    assert [sum(f"NEW id={names.get(e.id, e.id)} " in p for p, names in sent) for e in (paris, berlin)] == [1, 1]
+        backlogs.append(report.counts["backlog"])
+    # Paris is shown first, Berlin and Bob wait; the next run shows Berlin and reviews Bob, who could contradict
+    # neither, without showing him. Each of the others was shown as new exactly once, and once all were reviewed the
+    # ledger holds the corpus's data version.
+    assert backlogs == [2, 0]
+    shown_new = [sum(f"NEW id={names.get(e.id, e.id)} " in p for p, names in sent) for e in (paris, berlin, other)]
+    assert shown_new == [1, 1, 0]
     assert PassLedger(profile).get("contradiction_sweep").fingerprint == data_version(profile, "memory_corpus")
     idle = gate_status("contradiction_sweep", profile, options, NOW + timedelta(minutes=10))
     assert idle.decision.skip
@@ -283,7 +289,15 @@ def test_an_entry_saved_while_the_call_runs_keeps_the_pass_due(store, profile, p
 
     class SaveDuringCall(ScriptedBackend):
         def complete(self, request):
-            late.append(put(store, "Alice now lives in Munich.", days_ago=0, metadata={"subjectTime": "2026-11"}))
+            # A later value of Berlin's fact: the host shows an entry only next to one it could supersede.
+            late.append(
+                put(
+                    store,
+                    "Alice moved to Munich, she lives in Schwabing now.",
+                    days_ago=0,
+                    metadata={"subjectTime": "2026-11"},
+                )
+            )
             return super().complete(request)
 
     backend = SaveDuringCall([answer()])
@@ -406,6 +420,72 @@ def test_the_winner_must_carry_what_made_the_loser_true(winner, loser, accepted)
         assert verdict.why.startswith("the winner")
 
 
+# --- the host proposes: only pairs where a contradiction is plausible are shown -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "plausible"),
+    [
+        ("Alice lives in Paris.", "Alice moved to Berlin.", True),
+        ("Bob's salary is 50,000 a year.", "Bob's salary is 62,000 a year.", True),
+        ("Bob eats meat.", "Bob doesn't eat meat anymore.", True),
+        # Another fact about the same person: no winner could carry what made the other true.
+        ("Alice lives in Paris.", "Alice plays chess with her brother on Sundays.", False),
+        # The same fact said again: only the day it was observed differs.
+        ("Alice lives in Paris.", "On 3 May 2024, Alice mentioned again that she lives in Paris.", False),
+    ],
+)
+def test_a_pair_is_plausible_when_it_is_one_subject_with_a_differing_specific(a, b, plausible):
+    assert plausible_pair(fact("a", a), fact("b", b)) is plausible
+    assert plausible_pair(fact("b", b), fact("a", a)) is plausible
+
+
+def test_only_plausible_pairs_are_shown_and_an_unrelated_entry_is_reviewed_without_being_shown(store, profile):
+    paris = put(store, "Alice lives in Paris.", days_ago=40)
+    berlin = put(store, "Alice moved to Berlin, she lives in Kreuzberg now.", days_ago=2)
+    low = put(store, "Bob's salary is 50,000 a year.", days_ago=40, category="people/bob")
+    high = put(store, "Bob's salary is 62,000 a year.", days_ago=2, category="people/bob")
+    chess = put(store, "Alice plays chess with her brother on Sundays.", days_ago=20)
+    options = dream_options(ContradictionSweepMaxSupersededShare=0.5)  # two of the four entries shown
+    report, backend = run_scripted(
+        run_contradiction_sweep, profile, store, [answer((berlin.id, paris.id), (high.id, low.id))], options=options
+    )
+    assert report.status == "completed", report.reason
+    [request] = backend.requests
+    pairs = {frozenset(p) for p in request.inputs["pairs"]}
+    assert pairs == {frozenset((paris.id, berlin.id)), frozenset((low.id, high.id))}
+    assert chess.id not in {e["id"] for e in request.inputs["entries"]}
+    assert "chess" not in request.prompt
+    assert report.counts["superseded"] == 2 and report.counts["alone"] == 1
+    # Reviewed all the same: the next run has nothing to ask until the entry changes.
+    assert store.memories.get(chess.id).metadata[REVIEWED_KEY] == review_hash(chess)
+    assert run_without_model(run_contradiction_sweep, profile, store, options=options).status == "skipped"
+
+
+def test_entries_with_no_plausible_partner_are_stamped_reviewed_without_a_call(store, profile):
+    entries = [
+        put(store, "Alice plays chess with her brother on Sundays.", days_ago=20),
+        put(store, "Bob grows tomatoes on his balcony.", days_ago=10, category="people/bob"),
+        put(store, "Alice likes the violin concertos of Vivaldi.", days_ago=5),
+    ]
+    report = run_without_model(run_contradiction_sweep, profile, store)
+    assert report.status == "skipped" and "could contradict" in report.reason and "no call" in report.reason
+    assert report.counts["alone"] == 3
+    assert all(store.memories.get(e.id).metadata[REVIEWED_KEY] == review_hash(e) for e in entries)
+    assert PassLedger(profile).get("contradiction_sweep").fingerprint == data_version(profile, "memory_corpus")
+    # A changed entry is re-opened, as before.
+    moved = put(store, "Alice moved to Berlin.", days_ago=0)
+    assert not store.memories.get(moved.id).metadata.get(REVIEWED_KEY)
+    assert not gate_status("contradiction_sweep", profile, dream_options(), NOW + timedelta(minutes=5)).decision.skip
+
+
+def test_a_failed_call_leaves_the_entries_it_did_not_show_unstamped_too(store, profile, paris_berlin):
+    paris, berlin, other = paris_berlin
+    report, _ = run_scripted(run_contradiction_sweep, profile, store, [])  # no answer: the call fails
+    assert report.status == "failed"
+    assert all(REVIEWED_KEY not in store.memories.get(e.id).metadata for e in (paris, berlin, other))
+
+
 def _people_facts() -> list[str]:
     names = ["Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro"]
     facts = [
@@ -418,11 +498,27 @@ def _people_facts() -> list[str]:
     return [f.format(n=n) for n in names for f in facts]
 
 
+def _people_changes() -> list[str]:
+    """A later value of each of :func:`_people_facts`, in its order."""
+    names = ["Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro"]
+    changes = [
+        "{n} now lives in a house by the river with two cats.",
+        "{n} plays the cello in a community orchestra on weekends now.",
+        "{n} is training for a triathlon and runs every evening now.",
+        "{n} works as a nurse at the Mercy hospital now.",
+        "{n} is no longer allergic to peanuts.",
+    ]
+    return [f.format(n=n) for n in names for f in changes]
+
+
 def test_one_answer_superseding_everything_it_is_shown_is_bounded_and_guarded(store, profile):
-    """The first sweep over an existing corpus shows every entry; an answer that declares every offered pair a
-    supersession archives no more than the bound, only where the winner carries the loser, and says so."""
+    """The first sweep over a corpus where every entry has a later value shows every entry; an answer that declares
+    every offered pair a supersession archives no more than the bound, only where the winner carries the loser, and
+    says so."""
     for n, text in enumerate(_people_facts()):
         put(store, text, days_ago=40 - n, category="people")
+    for text in _people_changes():
+        put(store, text, days_ago=0, category="people")
     live_before = {e.id: e for e in store.memories.list_live()}
 
     def supersede_everything(request):
