@@ -11,9 +11,10 @@ For each corpus size and each transport (stdio: a `dream serve --profile` child 
 - alone: ``serve.<transport>.save_p50_ms`` / ``save_p99_ms`` and ``search_p50_ms`` / ``search_p99_ms`` (client-observed
   latency of one tool call; the first call, which builds the server's recall index, is left out and reported as
   ``serve.<transport>.first_call_s``: the server loads the agent's persisted recall index as it starts; so is the
-  first save, reported as ``serve.<transport>.first_save_s``: it waits for the save-time tables the server makes in
-  the background after the load, a one-off CPU cost of its own, ``serve.<transport>.warm_up_cpu_s``, the server's CPU
-  time from its start to the end of that save), and
+  first save, reported as ``serve.<transport>.first_save_s``: it looks up the loaded index file's arrays instead of
+  the save-time tables, which are made only once the changes since the load pile up, and pays for finding entries
+  in them (a one-off cost of its own, ``serve.<transport>.warm_up_cpu_s``, the server's CPU time from its start to
+  the end of that save), and
   ``serve.<transport>.server_cpu_per_save_ms`` / ``server_cpu_per_search_ms`` (the server process's CPU time per call:
   a figure the load of a shared machine disturbs far less than latency), against ``serve.library_save_cpu_ms`` /
   ``serve.library_search_cpu_ms``, the same calls through the library (``dream_assets.service``) in one process: what

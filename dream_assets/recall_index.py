@@ -17,8 +17,9 @@ A build is written beside the store (store/index_file.py: the documents, overlap
 stamped with the ``seq`` watermark and a token the store records) after the build, at the end of a cycle
 (``persist_recall_indexes``), on a server's shutdown and when a process ends with many changes unwritten. A process
 that finds the file current loads it instead of building (the BM25 index at once, from the file's arrays in one
-kernel call, the save-time tables on first use, ``RecallIndex._make``) and applies the rows changed since its
-watermark (``sync``); one it cannot trust is logged and the index built.
+kernel call; a save looks up the file's arrays until the save-time tables are made, when a pass or the file needs
+them, ``RecallIndex._lookups``) and applies the rows changed since its watermark (``sync``); one it cannot trust is
+logged and the index built.
 
 The reads of the index (``search``, ``same_fact``, ``find_exact``, ``exact_matches``, ``recall_candidates``,
 ``lexical_matches``) take the ``MemoryStore`` whose rows they read, and the session a save reads in
@@ -90,8 +91,9 @@ class RecallIndex:
     ``rows_inserted``) and by their ``seq`` (``sync``).
 
     Loaded from the index file, the BM25 index is made at once and the save-time tables (content tokens, labels,
-    overlap stems and their counts, exact keys) when first read: a search from the shell never needs them. Changes
-    meanwhile go into the BM25 index at once and are replayed on the tables when they are made."""
+    overlap stems and their counts, exact keys) when first read: a search from the shell never needs them, and a
+    save answers from the file's arrays meanwhile (``_lookups``). Changes meanwhile go into the BM25 index at once
+    and are replayed on the tables when they are made."""
 
     content_tokens = _table("content_tokens")
     labels = _table("labels")
@@ -104,7 +106,9 @@ class RecallIndex:
         self.file = file  # the index file (store/index_file.py); None: none is kept
         # The file the tables are still to be made from, and the changes to replay on them (None: made).
         self._unmade: index_file.LoadedFile | None = None
-        self._pending: list[tuple[str, tuple[str, str, tuple[str, ...], SaveText] | None]] = []
+        self._pending: list[tuple[str, _Change]] = []
+        # What a save looks up before the tables are made: the file's arrays with the changes on top (``_lookups``).
+        self._view: _Unmade | None = None
         self._making = threading.Lock()
         # Tables ``make_ahead`` made from the file outside the store, and when they are done (None: none on the way).
         self._ahead: tuple[index_file.LoadedFile, dict[str, Any]] | None = None
@@ -271,7 +275,7 @@ class RecallIndex:
             else:
                 tables = self._tables(loaded.ids, *loaded.rest())
             self._set_tables(tables)
-            pending, self._unmade, self._pending = self._pending, None, []
+            pending, self._unmade, self._pending, self._view = self._pending, None, [], None
             for mid, change in pending:
                 if change is None:
                     self._remove_tables(mid)
@@ -283,10 +287,16 @@ class RecallIndex:
         """Whether the save-time tables are made (a loaded index makes them when first read, or ``make_ahead``)."""
         return self._unmade is None
 
+    def due_for_tables(self) -> bool:
+        """Whether a loaded index's tables are still to be made, none is making them and the changes since the load
+        reached ``TABLES_AFTER_CHANGES``: a server then makes them in a thread of their own (``make_ahead``)."""
+        return self._unmade is not None and self._ahead_done is None and len(self._pending) >= TABLES_AFTER_CHANGES
+
     def make_ahead(self, conn: StoreConnection) -> bool:
-        """Make the save-time tables of a loaded index now, ahead of the first save that reads them (a server whose
-        agent just loaded its index; at a million entries they take seconds): made from the file outside any store
-        session (a save that needs them meanwhile waits for these, it does not make its own), then put in place
+        """Make the save-time tables of a loaded index now, ahead of the pass or file write that reads them (a server
+        whose agent's changes since the load piled up, an index about to be written; at a million entries they take
+        seconds): made from the file outside any store session (a read of the tables meanwhile waits for these, it
+        does not make its own), then put in place
         inside one, where every save reads and changes them, so none sees them half made and the store is held only
         for the changes made since the load. Whether there were tables to make."""
         done = threading.Event()
@@ -372,6 +382,9 @@ class RecallIndex:
         path = self.file
         if path is None or conn.in_session or not conn.db_path.exists():  # a store removed meanwhile stays removed
             return False
+        behind = self.changes_since_file
+        if self.ready and not self.tables_made and (len(self.bm25) if behind is None else behind) >= min_changes:
+            self.make_ahead(conn)  # outside the store: inside, only the changes since the load are replayed
         try:
             with conn.session():
                 if not self.ready:
@@ -450,7 +463,7 @@ class RecallIndex:
         self.bm25, self._content_tokens, self._overlap = other.bm25, other._content_tokens, other._overlap
         self._stem_df, self._exact, self._exact_of = other._stem_df, other._exact, other._exact_of
         self._labels, self.synced_seq = other._labels, other.synced_seq
-        self._unmade, self._pending = other._unmade, other._pending
+        self._unmade, self._pending, self._view = other._unmade, other._pending, None
         self.changes_since_file = other.changes_since_file
 
     def add(self, mid: str, content: str, category: str, tags: Sequence[str], text: SaveText | None = None) -> None:
@@ -465,6 +478,8 @@ class RecallIndex:
             self.changes_since_file += 1
         if self._unmade is not None:
             self._pending.append((mid, (category, content, labels, text)))
+            if self._view is not None:
+                self._view.note(mid, self._pending[-1][1])
         else:
             self._add_tables(mid, category, content, labels, text)
 
@@ -486,6 +501,8 @@ class RecallIndex:
             self.changes_since_file += 1
         if self._unmade is not None:
             self._pending.append((mid, None))
+            if self._view is not None:
+                self._view.note(mid, None)
         else:
             self._remove_tables(mid)
 
@@ -507,9 +524,36 @@ class RecallIndex:
         return smooth_idf(len(self.overlap), self.stem_df.get(term, 0))
 
     def overlap_weights(self, terms: Iterable[str]) -> dict[str, float]:
-        """``overlap_idf`` of each of ``terms``."""
-        n, df = len(self.overlap), self.stem_df.get
-        return {t: smooth_idf(n, df(t, 0)) for t in terms}
+        """``overlap_idf`` of each of ``terms`` (from the file while the tables are not made: ``_lookups``)."""
+        view = self._lookups()
+        if view is None:
+            n, df = len(self.overlap), self.stem_df.get
+            return {t: smooth_idf(n, df(t, 0)) for t in terms}
+        n = len(self.bm25)  # the entries the tables will hold: the file's and the changes since
+        return {t: smooth_idf(n, view.stem_count(t)) for t in terms}
+
+    def stems(self, mid: str) -> frozenset[str] | None:
+        """The overlap stems of the live entry ``mid`` (None: not indexed)."""
+        view = self._lookups()
+        return self.overlap.get(mid) if view is None else view.stems(mid)
+
+    def exact_ids(self, key: tuple[str, str]) -> set[str]:
+        """The live entries whose (category, exact-duplicate key) is ``key``."""
+        view = self._lookups()
+        return set(self.exact.get(key, ())) if view is None else view.exact_ids(key)
+
+    def _lookups(self) -> _Unmade | None:
+        """What a save looks up while the tables of a loaded index are not made (None once they are): the file's
+        arrays with the changes since the load on top, so the first save after a load does not wait for tables a
+        million entries take seconds to make, and that a server's background thread making them would slow down.
+        Each change since the load is applied to these lookups once, so they stay as cheap however many there are;
+        the tables are made when a pass or the index file needs them, or in the background once the changes pile up
+        (``due_for_tables``). The caller holds the store (no change meanwhile)."""
+        if self._unmade is None:
+            return None
+        if self._view is None:
+            self._view = _Unmade(self._unmade, self._pending)
+        return self._view
 
     def invalidate(self) -> None:
         """A transaction rolled back: entries added from its rows may never have been committed; rebuild on next use."""
@@ -519,6 +563,61 @@ class RecallIndex:
         # Our own writes go into the index directly; nobody else writes while this process holds the file.
         if self.ready:
             self.synced_seq = max(self.synced_seq, seq)
+
+
+#: A change since the load of an index file, while its tables are not made: (category, content, label tokens, what a
+#: save derives from the content) of an entry indexed, None for one removed.
+_Change = tuple[str, str, tuple[str, ...], "SaveText"] | None
+#: Changes since the load after which a server makes a loaded index's tables in the background (``due_for_tables``):
+#: until then saves look up the file (``RecallIndex._lookups``) and the changes wait in memory to be replayed.
+TABLES_AFTER_CHANGES = 1000
+_FILE = object()  # an entry no change since the load touched: the file says what it holds
+
+
+class _Unmade:
+    """The save-time lookups of a loaded index whose tables are not made: each answer the tables would give, read from
+    the file's arrays (index_file.LoadedFile: positions, stems, stem counts, exact keys) with the changes since the
+    load on top. Each change is applied once (``note``): its stems counted, the file's stems of the entry it replaces
+    or removes uncounted, its exact key kept."""
+
+    def __init__(self, loaded: index_file.LoadedFile, pending: list[tuple[str, _Change]]) -> None:
+        self.loaded = loaded
+        self.latest: dict[str, _Change] = {}  # entry -> its state now, for entries a change touched
+        self.df: Counter[str] = Counter()  # stem counts to add to the file's
+        self.exact: dict[tuple[str, str], set[str]] = {}  # of entries a change indexed
+        for mid, change in pending:
+            self.note(mid, change)
+
+    def note(self, mid: str, change: _Change) -> None:
+        before = self.latest.get(mid, _FILE)
+        if before is _FILE:
+            at = self.loaded.position(mid)
+            if at is not None:
+                self.df.subtract(self.loaded.stems_at(at))
+        elif before is not None:
+            self.df.subtract(before[3].stems)
+            key = (before[0], before[3].key)
+            self.exact[key].discard(mid)
+            if not self.exact[key]:
+                del self.exact[key]
+        self.latest[mid] = change
+        if change is not None:
+            self.df.update(change[3].stems)
+            self.exact.setdefault((change[0], change[3].key), set()).add(mid)
+
+    def stems(self, mid: str) -> frozenset[str] | None:
+        change = self.latest.get(mid, _FILE)
+        if change is _FILE:
+            at = self.loaded.position(mid)
+            return None if at is None else self.loaded.stems_at(at)
+        return None if change is None else change[3].stems
+
+    def stem_count(self, term: str) -> int:
+        return self.loaded.stem_count(term) + self.df.get(term, 0)
+
+    def exact_ids(self, key: tuple[str, str]) -> set[str]:
+        found = {self.loaded.id_at(at) for at in self.loaded.exact_positions(*key)}
+        return {mid for mid in found if mid not in self.latest} | self.exact.get(key, set())
 
 
 def index_of(conn: StoreConnection) -> RecallIndex:
@@ -718,7 +817,7 @@ def find_exact(memories: MemoryStore, content: str, category: str) -> list[Memor
 def exact_matches(memories: MemoryStore, conn: duckdb.DuckDBPyConnection, key: str, category: str) -> list[MemoryEntry]:
     """The live entries of ``category`` whose exact-duplicate key (text/similarity.exact_key) is ``key``, oldest
     first."""
-    ids = sorted(of(memories).exact.get((category, key), ()))
+    ids = sorted(of(memories).exact_ids((category, key)))
     if not ids:
         return []
     return sorted(memories.live_entries(conn, ids), key=lambda e: (e.created_at, e.id))
@@ -750,7 +849,7 @@ def lexical_matches(memories: MemoryStore, conn: duckdb.DuckDBPyConnection, text
     if measure == "overlap":
         stems = text.stems
         query = text.unframed_words or q_tokens
-        stems_of = index.overlap.get
+        stems_of = index.stems
         candidates = [(cid, c) for cid, _ in index.bm25.search(query, limit=20) if (c := stems_of(cid))]
         weight = index.overlap_weights(stems.union(*(c for _, c in candidates))).__getitem__  # each idf once
         q_total = sum(map(weight, stems))

@@ -15,8 +15,10 @@ since). So:
 - The recall index is this process's, kept in step with the rows (recall_index.py): when the file was let go and
   opened again, the rows another process wrote meanwhile are applied by their ``seq`` (and the purge records), a
   catch-up of what changed, never a rebuild. The save-time embeddings (save_pipeline.py) are kept with the handle.
-  An index loaded from its file has its save-time tables made in the background after the call that loaded it
-  (``RecallIndex.make_ahead``), so the agent's first save does not pay for them.
+  An index loaded from its file answers saves from the file's arrays until its save-time tables are made
+  (``RecallIndex._lookups``), so the agent's first save does not pay for them (seconds at a million entries); they
+  are made in the background once the changes since the load pile up (``RecallIndex.due_for_tables``), or when
+  the index is written to its file.
 - An LRU of agents (an HTTP server serves many): at most ``max_agents`` warm, together about ``max_memory_mb`` (their
   recall indexes, ``recall_index.footprint``, the vectors a fused search keeps, ``dense_index.footprint``, and each
   store file open, ``OPEN_STORE_BYTES``), and an agent idle for ``idle_s`` is let go. Letting an agent go
@@ -154,10 +156,10 @@ class WarmAgents:
                 if index is not None and index is not agent.frozen:
                     agent.frozen = index
                     gc.freeze()
-                    if not index.tables_made:
-                        threading.Thread(
-                            target=self._make_ahead, args=(agent, index), name="warm-tables", daemon=True
-                        ).start()
+                if index is not None and index.due_for_tables():
+                    threading.Thread(
+                        target=self._make_ahead, args=(agent, index), name="warm-tables", daemon=True
+                    ).start()
             gone += self._over_limits(self._clock())
         for old in gone:
             self._let_go(old)
@@ -221,8 +223,8 @@ class WarmAgents:
         return gone
 
     def _make_ahead(self, agent: _Agent, index: recall_index.RecallIndex) -> None:
-        """Make a loaded recall index's save-time tables in the background, so the agent's first save does not wait
-        for them (seconds at a million entries), and move them out of the collector's generations like the index."""
+        """Make a loaded recall index's save-time tables in the background once its changes since the load piled up
+        (seconds at a million entries), and move them out of the collector's generations like the index."""
         conn = agent.handle.connection
         try:
             if recall_index.current(conn) is index and index.make_ahead(conn):

@@ -41,6 +41,7 @@ import hashlib
 import itertools
 import json
 import logging
+import operator
 import secrets
 import zipfile
 from collections import Counter
@@ -240,6 +241,46 @@ class _Groups:
         return Counter(dict(zip(self.words, np.bincount(self.flat, minlength=len(self.words)).tolist(), strict=True)))
 
 
+def _string_at(blob: np.ndarray, offsets: np.ndarray, i: int) -> str:
+    return blob[int(offsets[i]) : int(offsets[i + 1])].tobytes().decode("utf-8")
+
+
+class _Finder:
+    """Finds a string among those of ``blob`` at ``offsets`` without decoding them: each string's bytes hashed at
+    once (a weighted sum with random 64-bit weights per position, and its length), sorted; a lookup hashes the one
+    string, finds its hash by bisection and compares the bytes of the few strings with that hash."""
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray) -> None:
+        self.blob, self.offsets = blob, offsets
+        lengths = np.diff(offsets)
+        longest = int(lengths.max()) if lengths.size else 0
+        self.weights = np.random.default_rng(0x5EED).integers(1, 2**63, size=longest + 1, dtype=np.uint64)
+        within = np.arange(blob.size, dtype=np.int64) - np.repeat(offsets[:-1], lengths)
+        terms = blob.astype(np.uint64) * self.weights[within]
+        sums = np.zeros(lengths.size, dtype=np.uint64)
+        filled = lengths > 0
+        if blob.size:
+            sums[filled] = np.add.reduceat(terms, offsets[:-1][filled])
+        hashes = sums ^ (lengths.astype(np.uint64) * self.weights[-1])
+        self._weights: list[int] = self.weights.tolist()
+        self.order = np.argsort(hashes, kind="stable")
+        self.hashes = hashes[self.order]
+
+    def find(self, text: str) -> int | None:
+        wanted = text.encode("utf-8")
+        if len(wanted) >= self.weights.size:
+            return None
+        weights = self._weights  # the same sums in Python's integers, taken modulo 2**64
+        h = (sum(map(operator.mul, wanted, weights)) % 2**64) ^ (len(wanted) * weights[-1] % 2**64)
+        h = np.uint64(h)
+        lo, hi = np.searchsorted(self.hashes, h, "left"), np.searchsorted(self.hashes, h, "right")
+        for i in self.order[lo:hi].tolist():
+            a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+            if self.blob[a:b].tobytes() == wanted:
+                return i
+        return None
+
+
 def _checked_picks(count: int, which: np.ndarray, n: int, name: str) -> np.ndarray:
     if which.dtype != np.int32 or which.shape != (n,):
         raise IndexFileError(f"array {name!r} is malformed")
@@ -329,6 +370,57 @@ class LoadedFile:
         keys = _decode(self._keys_utf8, self._keys_off, "exact")
         exact = list(zip(_picked(categories, self._category_of), keys, strict=True))
         return content, labels, stems, self._stems.counts(), exact
+
+    # Lookups of single entries, for a save before the tables are made (``RecallIndex``'s ``_Unmade``): strings are
+    # found by a hash of their bytes (``_Finder``) and only those asked for are decoded; nothing is made per entry.
+    @cached_property
+    def _id_finder(self) -> _Finder:
+        return _Finder(self._ids_utf8, self._ids_off)
+
+    def position(self, mid: str) -> int | None:
+        """Where the entry ``mid`` is in the file's order (None: the file does not hold it)."""
+        return self._id_finder.find(mid)
+
+    def id_at(self, i: int) -> str:
+        return _string_at(self._ids_utf8, self._ids_off, i)
+
+    def stems_at(self, i: int) -> frozenset[str]:
+        """The overlap stems of the entry at position ``i``."""
+        vocab, bounds = self._stems, self._stems.offsets
+        return frozenset(
+            _string_at(vocab.vocab_utf8, vocab.vocab_off, j) for j in vocab.flat[bounds[i] : bounds[i + 1]].tolist()
+        )
+
+    @cached_property
+    def _stem_finder(self) -> tuple[_Finder, np.ndarray]:
+        stems = self._stems
+        return _Finder(stems.vocab_utf8, stems.vocab_off), np.bincount(stems.flat, minlength=stems.vocab_off.size - 1)
+
+    def stem_count(self, term: str) -> int:
+        """How many of the file's entries hold the overlap stem ``term``."""
+        finder, counts = self._stem_finder
+        at = finder.find(term)
+        return 0 if at is None else int(counts[at])
+
+    @cached_property
+    def _categories(self) -> list[str]:
+        return _decode(self._categories_utf8, self._categories_off, "categories")
+
+    def exact_positions(self, category: str, key: str) -> list[int]:
+        """The positions of the entries of ``category`` whose exact-duplicate key is ``key``: compared byte by byte
+        in the file's arrays, the candidates narrowed a byte at a time (no key is decoded)."""
+        try:
+            which = self._categories.index(category)
+        except ValueError:
+            return []
+        wanted = key.encode("utf-8")
+        starts = self._keys_off[:-1]
+        rows = np.flatnonzero((np.diff(self._keys_off) == len(wanted)) & (self._category_of == which))
+        for k, byte in enumerate(wanted):
+            if not rows.size:
+                break
+            rows = rows[self._keys_utf8[starts[rows] + k] == byte]
+        return rows.tolist()
 
     def state(self) -> IndexState:
         content, labels, stems, stem_df, exact = self.rest()

@@ -20,6 +20,7 @@ from dream_assets.save_pipeline import save_memory
 from dream_assets.store import index_file
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.memory import MemoryStore
+from dream_assets.text.similarity import exact_key
 from dream_assets.text.tokens import tokenize
 
 from ..conftest import NOW
@@ -152,7 +153,8 @@ def test_tables_made_ahead_of_the_first_save_equal_a_fresh_build(profile, option
 def test_a_save_while_the_tables_are_made_ahead_takes_those_and_decides_as_a_fresh_build(
     profile, options, corpus, monkeypatch
 ):
-    """A save that needs the tables while ``make_ahead`` is making them waits for those: they are made once."""
+    """A save while ``make_ahead`` is making the tables does not wait for them (it looks up the file) and decides as
+    a fresh build; the tables are made once."""
     decoded, started, go = [], threading.Event(), threading.Event()
     rest = index_file.LoadedFile.rest
 
@@ -184,6 +186,40 @@ def test_a_save_while_the_tables_are_made_ahead_takes_those_and_decides_as_a_fre
         conn.close()
     assert len(decoded) == 1
     assert saved and saved[0].action == "reinforced" and saved[0].entry.id == twin.id
+
+
+def test_saves_before_the_tables_are_made_look_up_the_file_and_get_the_tables_answers(profile, options, corpus):
+    """The first saves after a load do not make the save-time tables (seconds at a million entries): they read the
+    file's arrays with the changes since the load on top, and each answer is the one the made tables give."""
+    conn, loaded = _another_process(profile, options)
+    later = NOW + timedelta(days=1)
+    try:
+        index = _index_of(loaded)
+        twin = corpus[20]
+        again = save_memory(loaded, twin.content, category=twin.category, now=later)
+        assert again.action == "reinforced" and again.entry.id == twin.id
+        fresh = "Zoe filed the Atlas budget review for room 7 on Tuesday"
+        new = save_memory(loaded, fresh, category="work", now=later)
+        assert new.action == "created"
+        loaded.archive(corpus[30].id, now=later)
+        loaded.update(corpus[31].id, content="Different words now: walrus harbour", now=later)
+        loaded.update(new.entry.id, content=fresh + " and Friday", now=later)
+        assert not index.tables_made
+
+        ids = [e.id for e in corpus] + [new.entry.id, "no-such-entry"]
+        keys = {(e.category, exact_key(e.content)) for e in corpus}
+        keys |= {("work", exact_key(fresh)), ("work", exact_key(fresh + " and Friday")), ("nowhere", "none")}
+        terms = {"zzz-nowhere"}.union(*(index.stems(mid) or () for mid in ids))
+
+        def answers():
+            return [index.stems(m) for m in ids], [index.exact_ids(k) for k in keys], index.overlap_weights(terms)
+
+        looked_up = answers()
+        assert not index.tables_made
+        assert index.make_ahead(conn) and index.tables_made
+        assert answers() == looked_up
+    finally:
+        conn.close()
 
 
 def test_a_save_through_a_loaded_index_decides_as_a_fresh_build(profile, options, corpus):
@@ -434,3 +470,14 @@ def test_an_index_file_that_cannot_be_written_leaves_search_working(store, caplo
     caplog.set_level(logging.INFO, logger=LOG)
     assert [e.content for e, _ in recall.search(store.memories, "walrus")] == ["The walrus enclosure opens at nine"]
     assert any("not written" in r.getMessage() for r in caplog.records)
+
+
+def test_the_files_string_lookup_finds_every_string_it_holds_and_nothing_else():
+    """What a save looks up in a loaded file before its tables are made: ids and stems found by their bytes."""
+    held = ["", "a", "ab", "ab\x00", "note-2024-01-01-000001", "note-2024-01-01-000002", "café", "日本語", "b" * 300]
+    blob, offsets = index_file._strings(held)
+    finder = index_file._Finder(blob, offsets)
+    assert [finder.find(s) for s in held] == list(range(len(held)))
+    for absent in ("abc", "note-2024-01-01-000003", "cafe", "b" * 299, "b" * 301, "x" * 1000, "A"):
+        assert finder.find(absent) is None, absent
+    assert index_file._Finder(*index_file._strings([])).find("a") is None

@@ -198,9 +198,13 @@ def test_a_warm_agent_catches_up_on_another_processes_writes_without_a_rebuild(p
         warm.close()
 
 
-def test_a_warm_agent_makes_a_loaded_index_ready_for_saves_in_the_background(profile, options):
-    """The first call loads the agent's recall index from its file (the BM25 index only); the save-time tables are
-    made behind it, so the first save does not wait for them, and that save decides as it would have."""
+def test_a_warm_agents_saves_answer_from_a_loaded_index_file_and_its_tables_are_made_behind_them(
+    profile, options, monkeypatch
+):
+    """The first call loads the agent's recall index from its file (the BM25 index only). Saves then answer from the
+    file's arrays without the save-time tables (seconds to make at a million entries) and decide as they would have;
+    once the changes since the load pile up, the server makes the tables in the background."""
+    monkeypatch.setattr(recall, "TABLES_AFTER_CHANGES", 3)
     kept = "Priya keeps the Lisbon lease papers in the blue folder."
     store = MemoryStore(StoreConnection(profile.store_path, profile.store_lock_path, linger_s=0), options)
     store.put_many(_memories(random.Random(3), NOW, 300))
@@ -215,8 +219,17 @@ def test_a_warm_agent_makes_a_loaded_index_ready_for_saves_in_the_background(pro
             assert [h.id for h in svc.search(handle, "Lisbon lease papers", now=NOW).hits][:1] == [first.id]
             index = recall.of(handle.memories)
             assert not index.tables_made  # loaded from the file: a search needs none of them
+            again = svc.save(handle, kept, now=NOW)
+            assert (again.outcome, again.id) == ("reinforced", first.id)
+            assert not index.tables_made  # nor does a save
         finally:
             warm.release(profile)
+        for i in range(3):
+            handle = warm.acquire(profile)
+            try:
+                svc.save(handle, f"Priya filed lease number {i} for the Porto flat.", now=NOW)
+            finally:
+                warm.release(profile)
         deadline = time.monotonic() + 60
         while not index.tables_made and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -224,9 +237,11 @@ def test_a_warm_agent_makes_a_loaded_index_ready_for_saves_in_the_background(pro
         handle = warm.acquire(profile)
         try:
             again = svc.save(handle, kept, now=NOW)
+            twin = svc.save(handle, "Priya filed lease number 1 for the Porto flat.", now=NOW)
         finally:
             warm.release(profile)
         assert (again.outcome, again.id) == ("reinforced", first.id)
+        assert twin.outcome == "reinforced"
     finally:
         warm.close()
 
