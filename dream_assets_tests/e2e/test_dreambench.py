@@ -177,6 +177,20 @@ def test_dream_assets_offline_runs_its_cycles_and_loses_nothing(tmp_path):
     assert final["recall_at_10"] == 1.0
 
 
+def test_dream_assets_sizes_the_prompts_a_model_would_be_sent_without_one(tmp_path):
+    adapter = create("dream_assets", root=tmp_path, env={"DREAM__ConsolidationCallShape": "cluster"})
+    try:
+        result = run(tiny_year(), adapter)
+    finally:
+        adapter.close()
+    calls = {call for call, _ in adapter.prompts}
+    # The bike's two sayings are one cluster to check; Columbus and Seattle a pair the sweep shows.
+    assert {"cluster_check", "contradiction_sweep"} <= calls
+    sized = [c["prompt_tokens_estimate"] for c in result.cycles]
+    assert sum(sized) == adapter.prompt_tokens_estimate() > 0
+    assert sized[-1] == 0  # the idle week asks nothing
+
+
 def test_dream_assets_through_an_endpoint_counts_its_model_tokens(tmp_path):
     with OpenAITestServer(default=Reply(decide=lambda body: reply(NOTHING_TO_CHANGE))) as server:
         env = {
