@@ -14,18 +14,35 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import scenario as scenario_mod
 from .adapters import ADAPTERS, Unavailable, create
 from .runner import FINAL, Result, run
 
 SEED = 20240809
-QUICK = {"conversations": "conv-26", "profiles": 5}
-FULL = {"conversations": "conv-26,conv-30,conv-41,conv-42", "profiles": 20}
+#: The sizes of the year: LoCoMo conversations (``per_speaker``: the first observations of each speaker a session
+#: only), HaluMem people, small talk a day (``noise``), the share of the year with saves, days between consolidations.
+QUICK = {"conversations": "conv-26", "profiles": 5, "every": 7}
+#: ``--quick`` with a model endpoint: a year a small local model finishes in about 25 minutes with dream_assets and
+#: llm_rewrite (Qwen2.5-Coder-1.5B on 2 CPU cores, about 15 tokens a second all in). Three consolidations, the last
+#: idle: dream_assets spends about 11,000 prompt tokens on it and llm_rewrite about 9,500 (the memory file sent and
+#: given back, at most 2,700 tokens; docs/dreambench.md).
+QUICK_MODEL = {
+    "conversations": "conv-26",
+    "per_speaker": 1,
+    "profiles": 1,
+    "noise": 0.02,
+    "save_share": 0.6,
+    "every": 120,
+}
+FULL = {"conversations": "conv-26,conv-30,conv-41,conv-42", "profiles": 20, "every": 7}
+#: The adapters that call a model when ``DREAM__LlmBaseUrl`` names an endpoint.
+MODEL_ADAPTERS = ("dream_assets", "llm_rewrite", "mem0")
 UNITS = {name: unit for name, unit, _ in FINAL} | {"tokens_total": "tokens", "seconds": "s"}
-PER_CYCLE_UNITS = {"tokens": "tokens", "reversible": "fraction", **UNITS}
+PER_CYCLE_UNITS = {"tokens": "tokens", "prompt_tokens_estimate": "tokens", "reversible": "fraction", **UNITS}
 
 
 def emit(name: str, n: int, value: float, unit: str, **extra: object) -> None:
@@ -41,20 +58,74 @@ def seed_ids(seed: int) -> None:
     uuid.uuid4 = lambda: uuid.UUID(int=rng.getrandbits(128), version=4)  # type: ignore[assignment]
 
 
+def year_size(quick: str | None, adapters: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """The size of the year: ``FULL`` without ``--quick``; ``QUICK_MODEL`` for ``--quick model``, and for ``--quick``
+    when ``DREAM__LlmBaseUrl`` names an endpoint and one of ``adapters`` calls a model; else ``QUICK``."""
+    if not quick:
+        return FULL
+    if quick == "model" or (
+        quick == "auto"
+        and env.get("DREAM__LlmBaseUrl", "").strip()
+        and any(name in MODEL_ADAPTERS for name in adapters)
+    ):
+        return QUICK_MODEL
+    return QUICK
+
+
+def memory_file_tokens(year: scenario_mod.Scenario) -> list[int]:
+    """At each consolidation, the estimated tokens (three bytes a token) of a memory file holding every save so far,
+    one line each: what a whole-file rewrite (``llm_rewrite``) is sent, and about what it answers, when no earlier
+    rewrite shortened it."""
+    sizes, size, saves = [], 0, iter(year.saves)
+    pending = next(saves, None)
+    for at in year.consolidations:
+        while pending is not None and pending.at <= at:
+            size += len(f"- {' '.join(pending.text.split())}\n".encode())
+            pending = next(saves, None)
+        sizes.append(math.ceil(size / 3))
+    return sizes
+
+
+def prompt_sizes(adapter: object) -> dict[str, tuple[int, int]]:
+    """Per model call kind of an adapter that sizes its prompts (``prompts``): (calls, estimated prompt tokens)."""
+    out: dict[str, tuple[int, int]] = {}
+    for call, size in getattr(adapter, "prompts", []):
+        calls, tokens = out.get(call, (0, 0))
+        out[call] = (calls + 1, tokens + size)
+    return out
+
+
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="dreambench",
         description="A scripted year of public data through memory systems, scored for what each consolidation "
         "loses, merges wrongly, keeps stale and can give back (benchmarks/dreambench/README.md).",
     )
-    p.add_argument("--quick", action="store_true", help="one LoCoMo conversation and 5 HaluMem people (minutes)")
+    p.add_argument(
+        "--quick",
+        nargs="?",
+        const="auto",
+        choices=("auto", "offline", "model"),
+        help="a small year: offline, one LoCoMo conversation and 5 HaluMem people with 52 consolidations (minutes); "
+        "model, a year a small local model finishes in about 25 minutes (a slice of the conversation, one person, 3 "
+        "consolidations); auto (the default): model when DREAM__LlmBaseUrl is set and a model-based adapter is run",
+    )
     p.add_argument("--adapters", default=",".join(ADAPTERS), help=f"comma-separated, of {', '.join(ADAPTERS)}")
     p.add_argument(
         "--data", default=None, help="the shared eval-data folder (default: DREAM_EVAL_DATA, else ../shared/eval-data)"
     )
     p.add_argument("--conversations", default=None, help="LoCoMo sample ids, comma-separated")
     p.add_argument("--profiles", type=int, default=None, help="HaluMem people (of 20)")
-    p.add_argument("--every", type=int, default=7, help="days between consolidations (default 7)")
+    p.add_argument(
+        "--every", type=int, default=None, help="days between consolidations (default 7; 120 for a model quick)"
+    )
+    p.add_argument(
+        "--per-speaker", type=int, default=None, help="LoCoMo observations of each speaker a session (default all)"
+    )
+    p.add_argument("--noise", type=float, default=None, help="chance of a line of small talk a day (default 0.4)")
+    p.add_argument(
+        "--save-share", type=float, default=None, help="share of the year with saves; the rest is idle (default 0.85)"
+    )
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--final-only", action="store_true", help="print the end-of-year lines only, not each cycle's")
     p.add_argument(
@@ -68,8 +139,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     logging.disable(logging.WARNING)
     seed_ids(args.seed)
-    size = QUICK if args.quick else FULL
     names = [a.strip() for a in args.adapters.split(",") if a.strip()]
+    size = year_size(args.quick, names, os.environ)
+    if size is QUICK_MODEL:
+        print(
+            f"dreambench: --quick for a model: a year a small local model finishes ({size['conversations']}, "
+            f"{size['per_speaker']} observation of each speaker a session, {size['profiles']} person, "
+            f"a consolidation every {size['every']} days; --quick offline for the offline one)",
+            file=sys.stderr,
+        )
     unknown = [a for a in names if a not in ADAPTERS]
     if unknown:
         print(
@@ -81,12 +159,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         scenario_mod.eval_data(args.data),
         conversations=[c.strip() for c in (args.conversations or size["conversations"]).split(",") if c.strip()],
         profiles=args.profiles if args.profiles is not None else size["profiles"],
-        every=args.every,
+        every=args.every if args.every is not None else size["every"],
+        noise_per_day=args.noise if args.noise is not None else size.get("noise", scenario_mod.NOISE_PER_DAY),
+        per_speaker=args.per_speaker if args.per_speaker is not None else size.get("per_speaker"),
+        save_share=args.save_share if args.save_share is not None else size.get("save_share", scenario_mod.SAVE_SHARE),
         seed=args.seed,
     )
     summary = year.summary()
     for key, value in summary.items():
         emit(f"dreambench.scenario.{key}", summary["saves"], value, "count")
+    files = memory_file_tokens(year)
+    emit("dreambench.scenario.memory_file_tokens", len(files), sum(files), "tokens")
+    if not args.final_only:
+        for n, (at, file_tokens) in enumerate(zip(year.consolidations, files, strict=True), 1):
+            day = (at - scenario_mod.START).days
+            emit("dreambench.scenario.cycle.memory_file_tokens", n, file_tokens, "tokens", day=day)
     results: list[Result] = []
     unavailable: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="dreambench-") as tmp:
@@ -120,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(result)
             for metric, (value, n) in result.final.items():
                 emit(f"dreambench.{name}.{metric}", n, value, UNITS.get(metric, "count"))
+            for call, (calls, tokens) in sorted(prompt_sizes(adapter).items()):
+                emit(f"dreambench.{name}.prompt_tokens_estimate.{call}", calls, tokens, "tokens")
             for metric, items in result.examples.items():
                 for item in items[: args.examples]:
                     print(f"example: {name}: {metric}: {item[:500]}", file=sys.stderr)

@@ -38,18 +38,23 @@ OpenClaw-style dreaming behaves) and `mem0` (`mem0ai` with `infer=True`) need a 
 them against the project's scripted test endpoint, which proves the adapters work but measures nothing, so no
 figure of theirs appears here from such a run. **Their figures, and `dream_assets` with a model, are pending a run
 against the local model in `../shared/local-model/`** (Qwen2.5-Coder-1.5B-Instruct on llama.cpp, and e5-small
-embeddings for mem0), with the settings its README gives:
+embeddings for mem0), with the settings its README gives. With `DREAM__LlmBaseUrl` set, `--quick` runs the model
+year (`--quick model`): the first observation of each speaker a session of conv-26, one HaluMem person, a
+consolidation every 120 days (3, the last idle; 76 saves, 3 corrections, 48 questions), which `dream_assets` and
+`llm_rewrite` finish in about 25 minutes on this 2-core machine (about 11,000 and 10,000 tokens, prompt and answer;
+`benchmarks/dreambench/README.md`). Its figures are not comparable with the offline year's above, so it writes a
+page of its own:
 
     ../shared/local-model/serve.sh start
     export DREAM__LlmBaseUrl=http://127.0.0.1:8091/v1 DREAM__LlmModel=qwen2.5-coder-1.5b-instruct OPENAI_API_KEY=local
     export DREAM__LlmContextTokens=8192 DREAM__LlmTimeout=1800 DREAM__LlmMaxTokens=1024
-    export DREAM__EmbeddingBaseUrl=http://127.0.0.1:8093/v1 DREAM__EmbeddingModel=multilingual-e5-small-q4 \\
-        DREAM__EmbeddingDimensions=384
-    .venv/bin/python benchmarks/dreambench --quick --page docs/dreambench.md
+    .venv/bin/python benchmarks/dreambench --quick --adapters dream_assets,llm_rewrite,append_only \\
+        --page docs/dreambench-local-model.md
 
-At the speeds that README measured on this 2-core machine (a few tokens a second), such a run takes hours;
-`--every 28` cuts it to 13 consolidations. A whole-file rewrite larger than the model's window fails, leaves the
-file as it was and is counted in `failures`. (`mem0` also needs `pip install mem0ai`.)"""
+A whole-file rewrite whose answer reaches `DREAM__LlmMaxTokens`, or larger than the model's window, fails, leaves
+the file as it was and is counted in `failures`. `mem0` also needs `pip install mem0ai` and the e5 embeddings
+(`DREAM__EmbeddingBaseUrl=http://127.0.0.1:8093/v1 DREAM__EmbeddingModel=multilingual-e5-small-q4
+DREAM__EmbeddingDimensions=384`, which `dream_assets` then uses too)."""
 
 
 def machine() -> str:
@@ -181,11 +186,14 @@ def write_page(
         "make setup && .venv/bin/pip install -e '.[bench]'      # matplotlib, for the plots",
         "nice .venv/bin/python benchmarks/dreambench --quick --adapters dream_assets,append_only "
         "--final-only --page docs/dreambench.md",
+        ".venv/bin/python benchmarks/dreambench --quick model   # the model year (3 consolidations), on the endpoint",
         ".venv/bin/python benchmarks/dreambench                 # full size: 4 conversations, 20 people",
         "```",
         "",
-        "The data is read in place from `../shared/eval-data/` (or `--data`, `DREAM_EVAL_DATA`); fixed seeds make",
-        "every figure repeat for the offline backend.",
+        "`--quick` is the offline year (`--quick offline`: conv-26, 5 HaluMem people, a consolidation every 7 days)",
+        "unless `DREAM__LlmBaseUrl` is set and a model-based adapter is run; then it is the model year above. The",
+        "data is read in place from `../shared/eval-data/` (or `--data`, `DREAM_EVAL_DATA`); fixed seeds make every",
+        "figure repeat for the offline backend.",
         "",
     ]
     page.write_text("\n".join(lines), encoding="utf-8")

@@ -62,6 +62,7 @@ def run(scenario: Scenario, adapter: Adapter, *, on_cycle: Any = None) -> Result
     saved: set[str] = set()
     rev_kept = rev_total = 0
     last = None
+    estimate = getattr(adapter, "prompt_tokens_estimate", None)  # prompts sized as sent, with or without a model
     for i, at in enumerate(scenario.consolidations):
         fresh = 0
         while pending is not None and pending.at <= at:
@@ -70,6 +71,7 @@ def run(scenario: Scenario, adapter: Adapter, *, on_cycle: Any = None) -> Result
             fresh += 1
             pending = next(saves, None)
         before, tokens = adapter.dump(), adapter.tokens_used()
+        sized = estimate() if estimate is not None else 0
         adapter.consolidate(at)
         after = adapter.dump()
         spent = adapter.tokens_used() - tokens
@@ -82,6 +84,7 @@ def run(scenario: Scenario, adapter: Adapter, *, on_cycle: Any = None) -> Result
             "idle": fresh == 0,
             "saves": fresh,
             "tokens": spent,
+            **({"prompt_tokens_estimate": estimate() - sized} if estimate is not None else {}),
             "reversible": rev_kept / rev_total if rev_total else math.nan,
             "reversible_n": rev_total,
             **last.values,

@@ -35,6 +35,7 @@ from .textmatch import MONTHS
 START = datetime(2025, 1, 6, tzinfo=UTC)
 DAYS = 365
 SAVE_SHARE = 0.85  # saves stop after this share of the year; the rest is idle cycles
+NOISE_PER_DAY = 0.4  # the chance of a line of small talk on a day
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def session_time(text: str) -> datetime:
 
 # ---------------------------------------------------------------------------------------------- building
 class _Builder:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, save_share: float = SAVE_SHARE) -> None:
         self.seed = seed
         self.saves: list[Save] = []
         self.facts: dict[str, str] = {}
@@ -194,7 +195,7 @@ class _Builder:
         self.lookalike_groups: list[list[str]] = []
         self.questions: list[Question] = []
         self.corrections: list[Correction] = []
-        self.last_save_day = int(DAYS * SAVE_SHARE)
+        self.last_save_day = int(DAYS * save_share)
 
     def at(self, day: int, seq: int) -> datetime:
         return START + timedelta(days=min(day, self.last_save_day), hours=9, seconds=seq)
@@ -206,7 +207,9 @@ class _Builder:
         return key
 
     # -- LoCoMo ------------------------------------------------------------------------------------------------
-    def locomo(self, conv: dict[str, Any]) -> None:
+    def locomo(self, conv: dict[str, Any], per_speaker: int | None = None) -> None:
+        """The observation facts of ``conv`` (the first ``per_speaker`` of each speaker a session, when given; then
+        only the questions whose every evidence turn has a fact)."""
         sample = conv["sample_id"]
         rng = random.Random(f"{self.seed}:locomo:{sample}")
         talk = conv["conversation"]
@@ -222,7 +225,7 @@ class _Builder:
             observed = conv["observation"].get(f"session_{s}_observation", {})
             for speaker in sorted(observed):
                 other = speakers[1] if speaker == speakers[0] else speakers[0]
-                for i, (text, dia) in enumerate(observed[speaker]):
+                for i, (text, dia) in enumerate(observed[speaker][:per_speaker]):
                     key = f"{sample}-s{s}-{speaker.lower()}-{i}"
                     self.fact(key, _sentence(text), "observation", day[s], i)
                     dias = dia if isinstance(dia, list) else [dia]
@@ -252,6 +255,8 @@ class _Builder:
             if item.get("category") == 5 or "answer" not in item:
                 continue
             evidence = [by_dia[d] for d in item.get("evidence") or [] if by_dia.get(d)]
+            if per_speaker is not None and len(evidence) < len(item.get("evidence") or []):
+                continue  # a question about facts left out of the year
             if evidence:
                 self.questions.append(Question(item["question"], evidence))
 
@@ -408,20 +413,26 @@ def build(
     conversations: list[str],
     profiles: int,
     every: int,
-    noise_per_day: float = 0.4,
+    noise_per_day: float = NOISE_PER_DAY,
+    per_speaker: int | None = None,
+    save_share: float = SAVE_SHARE,
     seed: int = 20240809,
 ) -> Scenario:
-    """The year for ``conversations`` (LoCoMo sample ids) and the first ``profiles`` HaluMem people, with a
-    consolidation every ``every`` days."""
+    """The year for ``conversations`` (LoCoMo sample ids; of each session, the first ``per_speaker`` observations of
+    each speaker when given, else all) and the first ``profiles`` HaluMem people, with a consolidation every
+    ``every`` days; ``noise_per_day`` is the chance of a line of small talk on a day (and a quarter of it of a
+    second line). Saves stop after ``save_share`` of the year; the consolidations after that are idle."""
     if every < 1:
         raise ValueError(f"every {every!r}: consolidate every 1 day or more")
-    b = _Builder(seed)
+    if not 0 < save_share <= 1:
+        raise ValueError(f"save_share {save_share!r}: a share of the year, above 0 and at most 1")
+    b = _Builder(seed, save_share)
     convs = {c["sample_id"]: c for c in json.loads(_read(data / "locomo" / "locomo10.json"))}
     unknown = [c for c in conversations if c not in convs]
     if unknown:
         raise SystemExit(f"--conversations: no {', '.join(unknown)} in locomo10.json (there are {', '.join(convs)})")
     for sample in conversations:
-        b.locomo(convs[sample])
+        b.locomo(convs[sample], per_speaker)
     people = [
         json.loads(line)
         for line in _read(data / "halumem-profiles" / "stage2_1_extend_dynamic.jsonl").splitlines()
@@ -442,7 +453,9 @@ def build(
         questions=b.questions,
         corrections=b.corrections,
         sources={
-            "locomo": f"`locomo/locomo10.json` ({', '.join(conversations)})",
+            "locomo": f"`locomo/locomo10.json` ({', '.join(conversations)}"
+            + (f"; the first {per_speaker} observation(s) of each speaker a session" if per_speaker else "")
+            + ")",
             "halumem": f"`halumem-profiles/stage2_1_extend_dynamic.jsonl` (the first {profiles} people)",
             "msc": "`msc-personas-locomo/msc_personas_all.json` (valid split, as noise)",
         },

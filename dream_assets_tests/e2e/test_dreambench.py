@@ -177,6 +177,20 @@ def test_dream_assets_offline_runs_its_cycles_and_loses_nothing(tmp_path):
     assert final["recall_at_10"] == 1.0
 
 
+def test_dream_assets_sizes_the_prompts_a_model_would_be_sent_without_one(tmp_path):
+    adapter = create("dream_assets", root=tmp_path, env={"DREAM__ConsolidationCallShape": "cluster"})
+    try:
+        result = run(tiny_year(), adapter)
+    finally:
+        adapter.close()
+    calls = {call for call, _ in adapter.prompts}
+    # The bike's two sayings are one cluster to check; Columbus and Seattle a pair the sweep shows.
+    assert {"cluster_check", "contradiction_sweep"} <= calls
+    sized = [c["prompt_tokens_estimate"] for c in result.cycles]
+    assert sum(sized) == adapter.prompt_tokens_estimate() > 0
+    assert sized[-1] == 0  # the idle week asks nothing
+
+
 def test_dream_assets_through_an_endpoint_counts_its_model_tokens(tmp_path):
     with OpenAITestServer(default=Reply(decide=lambda body: reply(NOTHING_TO_CHANGE))) as server:
         env = {
@@ -266,3 +280,44 @@ def test_the_command_reports_an_unavailable_adapter_as_unavailable_not_as_a_resu
     assert (
         lines["dreambench.scenario.questions"]["value"] > 100 and lines["dreambench.scenario.corrections"]["value"] > 5
     )
+
+
+# ---------------------------------------------------------------------------------------------- the command
+def test_quick_with_a_model_endpoint_is_the_year_a_small_model_finishes():
+    from dreambench.cli import FULL, QUICK, QUICK_MODEL, year_size
+
+    endpoint = {"DREAM__LlmBaseUrl": "http://127.0.0.1:9/v1"}
+    assert year_size("auto", ["dream_assets", "append_only"], endpoint) is QUICK_MODEL
+    assert year_size("auto", ["llm_rewrite"], endpoint) is QUICK_MODEL
+    assert year_size("auto", ["append_only"], endpoint) is QUICK  # nothing here calls the model
+    assert year_size("auto", ["dream_assets", "append_only"], {}) is QUICK  # the offline quick, as published
+    assert year_size("offline", ["dream_assets"], endpoint) is QUICK
+    assert year_size("model", ["dream_assets"], {}) is QUICK_MODEL
+    assert year_size(None, ["dream_assets"], endpoint) is FULL
+
+
+@pytest.mark.skipif(not (DATA / "locomo" / "locomo10.json").exists(), reason=f"{DATA} is not available")
+def test_the_model_quick_year_has_every_kind_of_fact_and_an_idle_cycle_in_three_consolidations():
+    from dreambench.cli import QUICK_MODEL, memory_file_tokens
+    from dreambench.scenario import build
+
+    size = QUICK_MODEL
+    year = build(
+        DATA,
+        conversations=[size["conversations"]],
+        profiles=size["profiles"],
+        every=size["every"],
+        noise_per_day=size["noise"],
+        per_speaker=size["per_speaker"],
+        save_share=size["save_share"],
+    )
+    summary = year.summary()
+    assert len(year.consolidations) == 3
+    assert max(s.at for s in year.saves) < year.consolidations[1]  # the last consolidation is idle
+    assert summary["corrections"] >= 3 and summary["dup_groups"] >= 5 and summary["lookalike_groups"] >= 1
+    assert summary["questions"] >= 30 and summary["noise"] > 0
+    # Every question is about facts the year saves (a slice of the conversation leaves the others out).
+    saved = {s.key for s in year.saves}
+    assert all(key in saved for q in year.questions for keys in q.evidence for key in keys)
+    # What a whole-file rewrite is sent stays a few thousand tokens.
+    assert max(memory_file_tokens(year)) < 3000

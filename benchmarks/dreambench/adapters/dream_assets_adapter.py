@@ -3,7 +3,9 @@ server and ``dream memory`` call), and a whole dream cycle in this process with 
 (the passes ``dream run`` runs through Dagster, without Dagster). The model is the agent's configured one: the
 offline backend unless ``DREAM__LlmBaseUrl`` names an OpenAI-compatible endpoint (``DREAM__LlmModel``, and the other
 ``DREAM__*`` options, as for ``dream run``). ``dump`` lists live entries and archived ones (``dream restore`` brings
-them back); an entry purged by retention is gone and not listed."""
+them back); an entry purged by retention is gone and not listed. Every prompt the cycle sends is sized as it goes
+(``prompts``: the call and its estimated tokens, directive and items, at three bytes a token), with the offline
+backend too: what a model would be sent, measured without one."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from pathlib import Path
 
 from dream_assets import agent_memory
 from dream_assets.cycle import run_cycle
+from dream_assets.llm.budget import estimate_prompt_tokens
+from dream_assets.llm.client import ModelClient, build_model_client
 from dream_assets.options import load_agent_options
 from dream_assets.profile import AgentProfile
 from dream_assets.store import open_store
@@ -30,6 +34,7 @@ class DreamAssets:
         self.tokens = 0
         self.failed_passes: list[str] = []
         self.now: datetime | None = None
+        self.prompts: list[tuple[str, int]] = []  # (call, estimated prompt tokens) of every model call
 
     def describe(self) -> str:
         o = self.options
@@ -43,11 +48,32 @@ class DreamAssets:
         self.now = when
 
     def consolidate(self, when: datetime) -> None:
-        for report in run_cycle(self.profile, self.options, when, cycle_id=f"bench-{when:%Y%m%d}"):
+        cycle = run_cycle(
+            self.profile, self.options, when, cycle_id=f"bench-{when:%Y%m%d}", client_factory=self._client
+        )
+        for report in cycle:
             self.tokens += int(report.usage.get("total_tokens", 0))
             if report.status == "failed":
                 self.failed_passes.append(f"{when:%Y-%m-%d} {report.pass_name}: {report.reason}")
         self.now = when
+
+    def _client(self) -> ModelClient:
+        """The client a pass builds (as the cycle would), its prompts sized as they are sent."""
+        client = build_model_client(self.options, self.profile)
+        send = client.backend.complete
+
+        def complete(request):  # type: ignore[no-untyped-def]
+            size = estimate_prompt_tokens(request.system) + estimate_prompt_tokens(request.prompt)
+            self.prompts.append((request.pass_name, size))
+            return send(request)
+
+        client.backend.complete = complete  # type: ignore[method-assign]
+        return client
+
+    def prompt_tokens_estimate(self) -> int:
+        """The estimated prompt tokens of every call so far (what an endpoint would count, give or take its
+        tokenizer)."""
+        return sum(size for _, size in self.prompts)
 
     def search(self, query: str, k: int) -> list[str]:
         return [
