@@ -7,6 +7,7 @@ from being answered."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import select
@@ -192,6 +193,53 @@ def test_refused_requests_change_nothing(tmp_path: Path) -> None:
         assert fine.status_code == 200 and not fine.json()["result"]["isError"]
     assert _counts(b) == {"live": 1, "archived": 0}
     assert _counts(outside) == {"live": 0, "archived": 0}
+
+
+def _call(name: str, arguments: dict, request_id: int | str = 7) -> dict:
+    params = {"name": name, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+@pytest.mark.slow  # a subprocess HTTP server
+def test_a_tool_call_is_answered_as_the_sdks_transport_answers_it(tmp_path: Path) -> None:
+    """A tool call with a body of known length is answered in its request's own task; the same call sent in chunks
+    (no length) goes through the SDK's transport. Both give the same reply: results, tool errors, arguments the
+    tool's schema refuses, an unknown tool, an unknown method; and what is not one call still reaches the SDK."""
+    b = _profile(tmp_path, "b")
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    calls = [
+        _call("dream_status", {}),
+        _call("memory_search", {"query": "release train"}, "text-id"),
+        _call("memory_get", {"id": "no-such-id"}),
+        _call("memory_search", {"query": "x", "limit": "ten"}),
+        _call("memory_search", {}),
+        _call("memory_save", {"content": "y" * 100_000}),
+        _call("no_such_tool", {}),
+        {"jsonrpc": "2.0", "id": 8, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 9, "method": "no/such/method", "params": {}},
+    ]
+    with HttpServer(tmp_path) as server:
+        with httpx2.Client(headers=headers, timeout=60) as http:
+            for call in calls:
+                body = json.dumps(call).encode()
+                whole = http.post(server.url("b"), content=body)
+                chunked = http.post(server.url("b"), content=iter([body[:10], body[10:]]))
+                assert "content-length" not in chunked.request.headers
+                assert (whole.status_code, whole.headers["content-type"]) == (
+                    chunked.status_code,
+                    chunked.headers["content-type"],
+                ), call
+                assert whole.json() == chunked.json(), call
+            status = http.post(server.url("b"), json=_call("dream_status", {})).json()["result"]
+            assert status["structuredContent"]["agent"] == "b" and not status["isError"]
+            # Not one call: a notification is accepted, a batch and a broken body are refused, as the SDK does.
+            note = http.post(server.url("b"), json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert note.status_code == 202
+            assert http.post(server.url("b"), content=b"[1, 2]").status_code == 400
+            assert http.post(server.url("b"), content=b"{not json").status_code == 400
+            stale = http.post(server.url("b"), json=_call("dream_status", {}), headers={"mcp-protocol-version": "1999"})
+            assert stale.status_code == 400
+    assert _counts(b) == {"live": 0, "archived": 0}
 
 
 @pytest.mark.slow  # a subprocess HTTP server
