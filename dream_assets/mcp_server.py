@@ -39,6 +39,7 @@ import logging
 import os
 import re
 import socket
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -516,7 +517,6 @@ def _claimed_pipes() -> Iterator[tuple[int, int] | None]:
     protocol, while descriptor 0 reads the null device and descriptor 1 writes to stderr, so nothing else in the
     process (a library that prints, a child process) reads the client's requests or writes into the replies; both are
     put back on the way out. None otherwise (a terminal, a file): the SDK's own transport serves those."""
-    import stat
     import sys
 
     if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in (0, 1)):
@@ -654,6 +654,9 @@ class HttpGate:
     allowed_origins: Sequence[str] = ()
     allowed_hosts: Sequence[str] = ()  # Host header values besides the loopback names and the bound address
     max_request_bytes: int = MAX_REQUEST_BYTES
+    _agents: dict[str, tuple[tuple[int, int, int], tuple[Path, bool, AgentProfile | None]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         self.profile_root = Path(self.profile_root).expanduser().resolve()
@@ -691,8 +694,7 @@ class HttpGate:
             return 400, str(exc)
         # The folder the request would reach decides the token: a symlink inside the root (alias -> alpha) reaches
         # alpha, whose own token replaces the shared one whatever name the URL gives it.
-        root = (self.profile_root / agent).resolve()
-        inside = root.parent == self.profile_root and _is_agent_id(root.name)
+        root, inside, profile = self._folder(agent)
         real = root.name if inside else agent
         expected = self.agent_tokens.get(real, self.token)
         if expected is not None:
@@ -711,9 +713,33 @@ class HttpGate:
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_request_bytes):
             return 413, f"request body over {self.max_request_bytes} bytes"
-        if not inside or not holds_profile(root):
+        if profile is None:
             return 404, f"no agent {agent!r} under the profile root (create it with `dream init --profile ...`)"
-        return AgentProfile(root)
+        return profile
+
+    def _folder(self, agent: str) -> tuple[Path, bool, AgentProfile | None]:
+        """Where ``agent`` leads: the folder reached (symlinks followed), whether it lies directly under the root with
+        an agent id for a name, and its profile when it holds one. A folder that is no symlink is its own resolved
+        path, and whether it holds a profile changes only with its entries (its modification time), so an agent found
+        there is kept (by the folder's inode and modification time) instead of being resolved again, part by part,
+        for every request; anything else is looked at anew each time."""
+        entry = self.profile_root / agent
+        try:
+            found = os.lstat(entry)
+        except OSError:
+            found = None
+        key = (found.st_dev, found.st_ino, found.st_mtime_ns) if found and stat.S_ISDIR(found.st_mode) else None
+        known = self._agents.get(agent)
+        if key is not None and known is not None and known[0] == key:
+            return known[1]
+        root = entry.resolve()
+        inside = root.parent == self.profile_root and _is_agent_id(root.name)
+        verdict = root, inside, AgentProfile(root) if inside and holds_profile(root) else None
+        if key is not None and verdict[2] is not None:
+            self._agents[agent] = key, verdict
+        else:
+            self._agents.pop(agent, None)
+        return verdict
 
 
 def _is_agent_id(name: str) -> bool:

@@ -283,6 +283,26 @@ def test_the_gate_keeps_agent_ids_inside_the_root(tmp_path: Path) -> None:
         assert not isinstance(verdict, AgentProfile) and verdict[0] in (400, 404), path
 
 
+def test_the_gate_sees_an_agent_folder_replaced_by_a_symlink_at_once(tmp_path: Path) -> None:
+    """The gate keeps the agents it found, but a folder swapped for a symlink out of the root (or taken away) is
+    refused on the next request, and served again once it is back."""
+    root = tmp_path / "root"
+    b, outside = _profile(root, "b"), _profile(tmp_path, "outside")
+    gate = HttpGate(profile_root=root, host="127.0.0.1", port=1)
+    headers = {"host": "127.0.0.1:1"}
+    for _ in range(2):
+        found = gate.check("/agents/b/mcp", headers)
+        assert isinstance(found, AgentProfile) and found.root == b.root
+    b.root.rename(root / "kept")
+    assert gate.check("/agents/b/mcp", headers)[0] == 404  # type: ignore[index]
+    (root / "b").symlink_to(outside.root, target_is_directory=True)
+    assert gate.check("/agents/b/mcp", headers)[0] == 404  # type: ignore[index]
+    (root / "b").unlink()
+    (root / "kept").rename(root / "b")
+    found = gate.check("/agents/b/mcp", headers)
+    assert isinstance(found, AgentProfile) and found.root == b.root
+
+
 def test_a_host_the_server_does_not_answer_for_is_told_which_flag_adds_it(tmp_path: Path) -> None:
     _profile(tmp_path, "b")
     gate = HttpGate(profile_root=tmp_path, host="127.0.0.1", port=1)
