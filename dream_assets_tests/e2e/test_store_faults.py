@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from datetime import timedelta
 
@@ -345,6 +346,40 @@ def test_an_idle_holder_sleeps_until_another_process_waits_then_lets_it_in(profi
             assert conn.idle_checks - before <= 3, conn.idle_checks  # rung by the waiter's marker, not by looking
     finally:
         conn.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the waiting folders are watched with inotify (Linux)")
+def test_a_forked_child_is_rung_for_its_own_waiting_folders_and_the_parent_still_for_its(tmp_path):
+    """A process that forked while watching a waiting folder (a server's worker, a pass run in a child): the child
+    does not share the parent's watch, whose reading thread it has not got, and the parent's goes on working."""
+    ours, theirs = tmp_path / "parent.waiting", tmp_path / "child.waiting"
+    ours.mkdir()
+    theirs.mkdir()
+    rung = threading.Event()
+
+    def ring(lost: bool) -> None:
+        rung.set()
+
+    assert doorbell.watch(ours, ring)
+    pid = os.fork()
+    if pid == 0:  # the child: leaves with its verdict, running nothing of the parent's (no test teardown)
+        code = 3
+        try:
+            bell = threading.Event()
+            if doorbell.watch(theirs, lambda lost: bell.set()):
+                (theirs / "1-2-3.wait").write_text("waiting")
+                code = 0 if bell.wait(30) else 2
+            else:
+                code = 1
+        finally:
+            os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0  # 1: no watch in the child, 2: never rung
+        (ours / "4-5-6.wait").write_text("waiting")
+        assert rung.wait(30)
+    finally:
+        doorbell.unwatch(ring)
 
 
 def test_a_broken_connection_is_reopened_fresh(profile):
