@@ -38,6 +38,9 @@ Many agents (http only, ``--agents``, default 100; 0 leaves it out): one `dream 
 turn), round robin over the agents: ``serve.http.agents_call_p50_ms`` / ``_p99_ms`` (n = the agents) and
 ``serve.http.agents_rss_mb``, the server's resident memory afterwards (every agent warm: the default
 ``--max-agents`` is 128).
+Then the server idles for ``IDLE_S`` (5 s) with every agent warm and its store still open (the default
+``--store-linger`` is 30 s): ``serve.http.agents_idle_cpu_ms_per_s``, the server's CPU time per second of that idle
+time (each open store looking for waiters every 10 ms cost about 2 ms a second).
 
 Slow clients (http only, once, on a small agent): ``serve.http.call_s_with_half_open`` with n = the connections held
 (``--half-open``, default 1,100): a `dream serve --http` subprocess limited to 1,024 descriptors (the common soft
@@ -324,12 +327,18 @@ def bench_many_agents(root: Path, agents: int, size: int, calls: int, server_arg
         anyio.run(run, server)
         status = Path(f"/proc/{server.proc.pid}/status").read_text()
         rss_kb = int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
+        idle_cpu = _cpu_s(server.proc.pid)
+        time.sleep(IDLE_S)
+        idle_cpu = _cpu_s(server.proc.pid) - idle_cpu
     emit("serve.http.agents_call_p50_ms", agents, statistics.median(took) * 1000, "ms")
     emit("serve.http.agents_call_p99_ms", agents, _p99(took) * 1000, "ms")
     emit("serve.http.agents_rss_mb", agents, rss_kb / 1024, "MB")
+    emit("serve.http.agents_idle_cpu_ms_per_s", agents, idle_cpu / IDLE_S * 1000, "ms/s")
     emit("serve.errors", agents, errors, "count")
 
 
+#: How long the many-agents server idles, every agent warm, for its idle CPU figure.
+IDLE_S = 5.0
 HALF_OPEN_TOKEN = "half-open-benchmark-token-0123456789"
 #: The server's soft descriptor limit in the slow-client figure; this process needs the count held plus a margin.
 HALF_OPEN_SERVER_DESCRIPTORS = 1024

@@ -35,9 +35,11 @@ import errno
 import gc
 import hmac
 import json
+import logging
 import os
 import re
 import socket
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -46,12 +48,33 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
+import pydantic_core
+from mcp.server.connection import Connection
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.runner import serve_one
 from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http import CONTENT_TYPE_JSON
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
 from mcp.types import ToolAnnotations
+from mcp_types import (
+    DEFAULT_NEGOTIATED_VERSION,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    ProgressToken,
+    RequestId,
+)
+from mcp_types.jsonrpc import jsonrpc_message_adapter
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field
+from starlette.requests import Request
 
 from dream_assets import service as svc
 from dream_assets.options import DreamOptions, OptionsError
@@ -68,6 +91,7 @@ AGENT_TOKENS_ENV = "DREAM_SERVE_AGENT_TOKENS"
 MAX_REQUEST_BYTES = 1024 * 1024
 _AGENT_PATH = re.compile(r"^/agents/([^/]*)/mcp/?$")
 _SCOPE_KEY = "dream_profile"
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Long-term memory of this agent, kept healthy by a background dream cycle. Search before answering from memory "
@@ -493,7 +517,6 @@ def _claimed_pipes() -> Iterator[tuple[int, int] | None]:
     protocol, while descriptor 0 reads the null device and descriptor 1 writes to stderr, so nothing else in the
     process (a library that prints, a child process) reads the client's requests or writes into the replies; both are
     put back on the way out. None otherwise (a terminal, a file): the SDK's own transport serves those."""
-    import stat
     import sys
 
     if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in (0, 1)):
@@ -631,6 +654,9 @@ class HttpGate:
     allowed_origins: Sequence[str] = ()
     allowed_hosts: Sequence[str] = ()  # Host header values besides the loopback names and the bound address
     max_request_bytes: int = MAX_REQUEST_BYTES
+    _agents: dict[str, tuple[tuple[int, int, int], tuple[Path, bool, AgentProfile | None]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         self.profile_root = Path(self.profile_root).expanduser().resolve()
@@ -668,8 +694,7 @@ class HttpGate:
             return 400, str(exc)
         # The folder the request would reach decides the token: a symlink inside the root (alias -> alpha) reaches
         # alpha, whose own token replaces the shared one whatever name the URL gives it.
-        root = (self.profile_root / agent).resolve()
-        inside = root.parent == self.profile_root and _is_agent_id(root.name)
+        root, inside, profile = self._folder(agent)
         real = root.name if inside else agent
         expected = self.agent_tokens.get(real, self.token)
         if expected is not None:
@@ -688,9 +713,33 @@ class HttpGate:
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_request_bytes):
             return 413, f"request body over {self.max_request_bytes} bytes"
-        if not inside or not holds_profile(root):
+        if profile is None:
             return 404, f"no agent {agent!r} under the profile root (create it with `dream init --profile ...`)"
-        return AgentProfile(root)
+        return profile
+
+    def _folder(self, agent: str) -> tuple[Path, bool, AgentProfile | None]:
+        """Where ``agent`` leads: the folder reached (symlinks followed), whether it lies directly under the root with
+        an agent id for a name, and its profile when it holds one. A folder that is no symlink is its own resolved
+        path, and whether it holds a profile changes only with its entries (its modification time), so an agent found
+        there is kept (by the folder's inode and modification time) instead of being resolved again, part by part,
+        for every request; anything else is looked at anew each time."""
+        entry = self.profile_root / agent
+        try:
+            found = os.lstat(entry)
+        except OSError:
+            found = None
+        key = (found.st_dev, found.st_ino, found.st_mtime_ns) if found and stat.S_ISDIR(found.st_mode) else None
+        known = self._agents.get(agent)
+        if key is not None and known is not None and known[0] == key:
+            return known[1]
+        root = entry.resolve()
+        inside = root.parent == self.profile_root and _is_agent_id(root.name)
+        verdict = root, inside, AgentProfile(root) if inside and holds_profile(root) else None
+        if key is not None and verdict[2] is not None:
+            self._agents[agent] = key, verdict
+        else:
+            self._agents.pop(agent, None)
+        return verdict
 
 
 def _is_agent_id(name: str) -> bool:
@@ -709,9 +758,125 @@ def _profile_from_request(ctx: Context) -> AgentProfile:
     return profile  # as the gate resolved it: not resolved again, path part by part, for every call
 
 
+@dataclass
+class _OneCall:
+    """What the SDK's handlers see of the request a tool call came in (its ``DispatchContext``): JSON responses carry
+    the reply alone, so nothing else is sent back during the call (no server requests, no notifications)."""
+
+    transport: TransportContext
+    request_id: RequestId
+    message_metadata: ServerMessageMetadata
+    progress_token: ProgressToken | None = None
+    cancel_requested: anyio.Event = field(default_factory=anyio.Event)
+    can_send_request: bool = field(default=False, init=False)
+
+    async def send_raw_request(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> dict:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
+        return None
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        return None
+
+
+class _ToolCalls:
+    """Tool calls answered in their request's own task. The SDK's stateless transport builds, for every request, a
+    transport, a message dispatcher with its memory streams and a task of its own to run the one message through:
+    two fifths of what the server spent on a call around the store's work (1.7 ms of CPU time against 1.05 ms
+    answered here, measured with a save that does no store work). A POST that
+    holds one ``tools/call`` request, with the headers the SDK's transport accepts, is answered here instead by the
+    SDK's single-request driver (``serve_one``: the same handler chain, arguments validated against the tool's
+    schema, the same result), its reply written as that transport writes it. Anything else (``initialize``, a
+    notification, a GET, a header or body the transport answers with an error) goes to the SDK as it came. The
+    ``Host`` and ``Origin`` headers were checked by the gate against the lists the SDK's transport is given."""
+
+    def __init__(self, server: MCPServer) -> None:
+        self._server = server._lowlevel_server
+
+    def takes(self, scope: dict, headers: Mapping[str, str]) -> bool:
+        """Whether the request's method and headers are those of a call this lane answers as the SDK would."""
+        if scope.get("method") != "POST" or "content-length" not in headers:
+            return False
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER.lower())
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return False  # a newer protocol's request: the SDK's own single-exchange entry
+        content_type = headers.get("content-type", "")
+        if not content_type.lower().startswith(CONTENT_TYPE_JSON):
+            return False
+        if CONTENT_TYPE_JSON not in (part.strip() for part in content_type.split(";")[0].split(",")):
+            return False
+        accepted = {t.strip().split(";")[0].strip().lower() for t in headers.get("accept", "").split(",")}
+        return bool(accepted & {CONTENT_TYPE_JSON, "application/*", "*/*"})
+
+    async def answer(self, scope: dict, body: bytes, headers: Mapping[str, str], send: Callable) -> bool:
+        """Answer the call in ``body``; False (nothing sent) when it is not one this lane answers."""
+        try:
+            message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
+        except ValueError:  # not JSON, or not a JSON-RPC message (a ValidationError is a ValueError)
+            return False
+        if not isinstance(message, JSONRPCRequest) or message.method != "tools/call":
+            return False
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER.lower(), DEFAULT_NEGOTIATED_VERSION)
+        request = Request(scope)
+        call = _OneCall(
+            transport=TransportContext(kind="streamable-http", can_send_request=False),
+            request_id=message.id,
+            message_metadata=ServerMessageMetadata(request_context=request, can_send_request=False),
+        )
+        connection = Connection.from_envelope(version, None, None)
+        reply: JSONRPCResponse | JSONRPCError
+        try:
+            result = await serve_one(
+                # The state of the SDK's default lifespan: the server has none of its own.
+                self._server,
+                call,
+                message.method,
+                message.params,
+                connection=connection,
+                lifespan_state={},
+            )
+        except Exception as exc:  # the SDK's dispatcher maps a handler's failure the same way
+            error = handler_exception_to_error_data(exc)
+            if error is None:
+                log.exception("handler for %r raised", message.method)
+                error = ErrorData(code=0, message=str(exc))
+            reply = JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+        else:
+            reply = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
+        text = reply.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        response_headers = [(b"content-type", CONTENT_TYPE_JSON.encode()), (b"content-length", b"%d" % len(text))]
+        await send({"type": "http.response.start", "status": 200, "headers": response_headers})
+        await send({"type": "http.response.body", "body": text})
+        return True
+
+
+async def _read_body(receive: Callable) -> tuple[bytes, list[dict]]:
+    """The request's body and the messages it came in (to hand them on as they came)."""
+    messages, chunks = [], []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks), messages
+
+
+def _replay(messages: list[dict], receive: Callable) -> Callable:
+    pending = list(messages)
+
+    async def again() -> dict:
+        return pending.pop(0) if pending else await receive()
+
+    return again
+
+
 def http_app(gate: HttpGate, warm: WarmAgents | None = None) -> Any:
-    """The ASGI application: the gate, then the SDK's stateless Streamable HTTP transport at each agent's path;
-    ``warm`` keeps the agents warm between requests."""
+    """The ASGI application: the gate, then the SDK's stateless Streamable HTTP transport at each agent's path (a
+    tool call answered in its request's task, ``_ToolCalls``); ``warm`` keeps the agents warm between requests."""
     server = build_server(_profile_from_request, warm)
     inner = server.streamable_http_app(
         streamable_http_path="/mcp",
@@ -721,6 +886,7 @@ def http_app(gate: HttpGate, warm: WarmAgents | None = None) -> Any:
         transport_security=gate.transport_security(),
         host=gate.host,
     )
+    calls = _ToolCalls(server)
 
     async def app(scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -734,7 +900,13 @@ def http_app(gate: HttpGate, warm: WarmAgents | None = None) -> Any:
             return
         state = dict(scope.get("state") or {})
         state[_SCOPE_KEY] = verdict
-        await inner({**scope, "path": "/mcp", "raw_path": b"/mcp", "state": state}, receive, send)
+        scope = {**scope, "path": "/mcp", "raw_path": b"/mcp", "state": state}
+        if calls.takes(scope, headers):  # the gate held the body to max_request_bytes by its length
+            body, messages = await _read_body(receive)
+            if len(body) <= gate.max_request_bytes and await calls.answer(scope, body, headers, send):
+                return
+            receive = _replay(messages, receive)
+        await inner(scope, receive, send)
 
     return app
 

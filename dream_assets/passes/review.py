@@ -285,11 +285,20 @@ def _current(store: DreamStore, target_type: str, target_id: str) -> dict[str, A
     return None if s is None else s.to_dict()
 
 
+def _remove_copy(shadow_path: Path) -> None:
+    """The private copy and what its connection left beside it: its WAL and lock files, and the folder of waiting
+    markers (store/connection.py), made when the copy is opened."""
+    for path in shadow_path.parent.glob(shadow_path.name + "*"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def _copy_store(live: DreamStore, shadow_path: Path) -> None:
     """A consistent copy of the live file: checkpointed and copied inside one session (no writer in between)."""
     shadow_path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in shadow_path.parent.glob(shadow_path.name + "*"):
-        stale.unlink()
+    _remove_copy(shadow_path)
     with live.connection.session() as conn:
         conn.execute("CHECKPOINT")
         shutil.copyfile(live.connection.db_path, shadow_path)
@@ -411,8 +420,7 @@ def run_in_review(pass_name: str, ctx: PassContext, mode: str, run: Callable[[Pa
         final = _dump_all(shadow)
     finally:
         shadow.close()
-        for path in shadow_path.parent.glob(shadow_path.name + "*"):
-            path.unlink(missing_ok=True)
+        _remove_copy(shadow_path)
         try:
             shadow_path.parent.rmdir()
         except OSError:

@@ -69,9 +69,13 @@ class WarmLimits:
                 raise ValueError(f"{name} must be a number of at least 0, got {getattr(self, name)!r}")
 
 
-def _footprint(agent: _Agent) -> int:
+def _indexes(agent: _Agent) -> int:
     conn = agent.handle.connection
-    return recall_index.footprint(conn) + dense_index.footprint(conn) + (OPEN_STORE_BYTES if conn.is_open else 0)
+    return recall_index.footprint(conn) + dense_index.footprint(conn)
+
+
+def _footprint(agent: _Agent) -> int:
+    return _indexes(agent) + (OPEN_STORE_BYTES if agent.handle.connection.is_open else 0)
 
 
 def _stamp(path: Path | None) -> float | None:
@@ -98,6 +102,7 @@ class _Agent:
     frozen: object | None = None  # the recall index last moved out of the collector's generations
     calls: int = 0
     users: int = 0  # calls in progress: an agent in use is never let go
+    held: int = 0  # what its indexes held when its last call ended (``_indexes``)
 
 
 class WarmAgents:
@@ -107,7 +112,8 @@ class WarmAgents:
     def __init__(self, limits: WarmLimits | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits or WarmLimits()
         self._clock = clock
-        self._agents: OrderedDict[Path, _Agent] = OrderedDict()
+        self._agents: OrderedDict[Path, _Agent] = OrderedDict()  # least recently used first
+        self._held = 0  # the sum of the agents' ``held``
         self._lock = threading.Lock()
         self.evictions = 0
 
@@ -126,7 +132,7 @@ class WarmAgents:
         with self._lock:
             agent = self._agents.get(profile.root)
             if agent is not None and agent.stamp != stamp and agent.users == 0:
-                gone.append(self._agents.pop(profile.root))
+                gone.append(self._pop(profile.root))
                 agent = None
             if agent is None:
                 handle = agent_memory.connect(profile)
@@ -152,6 +158,8 @@ class WarmAgents:
             if agent is not None:
                 agent.users = max(0, agent.users - 1)
                 agent.last_used = self._clock()
+                self._agents.move_to_end(profile.root)
+                self._note_held(agent)
                 index = recall_index.current(agent.handle.connection)
                 if index is not None and index is not agent.frozen:
                     agent.frozen = index
@@ -199,18 +207,39 @@ class WarmAgents:
         with self._lock:
             gone = list(self._agents.values())
             self._agents.clear()
+            self._held = 0
         for old in gone:
             self._let_go(old, min_changes=1)
 
     # ------------------------------------------------------------------
+    def _pop(self, root: Path) -> _Agent:
+        agent = self._agents.pop(root)
+        self._held -= agent.held
+        return agent
+
+    def _note_held(self, agent: _Agent) -> None:
+        """What the agent's indexes hold now (under the lock), in its ``held`` and the sum of them all."""
+        held = _indexes(agent)
+        self._held += held - agent.held
+        agent.held = held
+
     def _over_limits(self, now: float) -> list[_Agent]:
         """Pop (under the lock) the agents to let go: idle too long, then the least recently used beyond the count
-        and the memory cap. An agent with a call in progress stays."""
-        limits, gone = self.limits, []
-        for root, agent in list(self._agents.items()):
-            if agent.users == 0 and now - agent.last_used > limits.idle_s:
-                gone.append(self._agents.pop(root))
+        and the memory cap. An agent with a call in progress stays. Every call comes here twice, so neither walks
+        every agent: the agents are in the order of their last use (a call's start and end), so the idle ones are
+        the first and the walk ends at the first that is not; and while the count and what the indexes held at the
+        end of their last call, with every store file counted open, are within the limits, nobody is over them."""
+        limits, idle = self.limits, []
+        for root, agent in self._agents.items():
+            if agent.users:
+                continue
+            if now - agent.last_used <= limits.idle_s:
+                break
+            idle.append(root)
+        gone = [self._pop(root) for root in idle]
         cap = limits.max_memory_mb * 1e6
+        if len(self._agents) <= limits.max_agents and self._held + len(self._agents) * OPEN_STORE_BYTES <= cap:
+            return gone
         sizes = {root: _footprint(a) for root, a in self._agents.items()}
         total = sum(sizes.values())
         for root in list(self._agents):  # least recently used first
@@ -218,7 +247,7 @@ class WarmAgents:
                 break
             if len(self._agents) == 1 or self._agents[root].users:
                 continue
-            gone.append(self._agents.pop(root))
+            gone.append(self._pop(root))
             total -= sizes[root]
         return gone
 
@@ -229,6 +258,9 @@ class WarmAgents:
         try:
             if recall_index.current(conn) is index and index.make_ahead(conn):
                 gc.freeze()
+                with self._lock:
+                    if self._agents.get(agent.handle.profile.root) is agent:
+                        self._note_held(agent)
         except Exception as exc:  # noqa: BLE001 - the first save makes them instead, as without this
             log.info("save-time tables of %s not made ahead: %s", agent.handle.profile.root, exc)
 

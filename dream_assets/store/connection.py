@@ -25,7 +25,9 @@ and polls the file lock every few milliseconds until it gets it (or its ``timeou
 marker. A holder looks for markers of other processes:
 - at the end of every outermost session, once it has held the file for at least ``turn_s`` (default 0.05 s): if
   someone waits, it closes at once instead of lingering;
-- while idle, every ``tick_s`` (10 ms): if someone waits, it closes without finishing its linger.
+- while idle, as soon as a marker appears (store/doorbell.py: the waiting folder is watched, so an idle connection
+  costs no CPU time; where it cannot be watched, it is looked into every ``tick_s``, 10 ms): if someone waits, it
+  closes without finishing its linger.
 A process about to open the file does not jump the queue: when it finds the file free but a live marker of another
 process older than its own request exists (markers are ordered by their time), it lets go again and keeps polling, so
 the earlier waiter gets the turn. Bounded: a waiter that leaves the file free and unused for ``fair_wait_s`` (0.25 s;
@@ -63,6 +65,8 @@ from typing import Any, TypeVar
 
 import duckdb
 from filelock import FileLock, Timeout
+
+from dream_assets.store import doorbell
 
 T = TypeVar("T")
 _DUCKDB_CONFIG = {"threads": 2, "autoinstall_known_extensions": False, "autoload_known_extensions": False}
@@ -157,6 +161,20 @@ def _caller_outside_store() -> str:
     return " < ".join(p for p in (inner, outer) if p)
 
 
+class _Bell(threading.Event):
+    """One idle watcher's doorbell (store/doorbell.py): set when an entry appears in the waiting folder; ``lost`` once
+    the folder cannot be watched (never was, removed, or the watch failed), so the watcher looks every tick."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost = True
+
+    def ring(self, lost: bool) -> None:
+        if lost:
+            self.lost = True
+        self.set()
+
+
 class StoreConnection:
     def __init__(
         self,
@@ -180,6 +198,8 @@ class StoreConnection:
         self.turn_budget_s = 0.3
         self.fair_wait_s = fair_wait_s
         self.tick_s = tick_s
+        #: The longest an idle connection whose waiting folder is watched sleeps between looks (a safety net).
+        self.watched_check_s = 2.0
         self.snapshots_dir = Path(snapshots_dir) if snapshots_dir is not None else None
         self.wait_dir = self.lock_path.with_name(self.lock_path.name + ".waiting")
         self._on_open: list[Callable[[duckdb.DuckDBPyConnection], None]] = [on_open] if on_open else []
@@ -197,9 +217,12 @@ class StoreConnection:
         self._opened_at = 0.0
         self._broken = False
         self._watch_token: object | None = None
+        self._bell = _Bell()  # the current idle watcher's: rung when a waiting marker appears (store/doorbell.py)
         self._ignored: set[str] = set()  # waiting markers seen leaving the file unused (stopped or stuck waiters)
         self._pid = os.getpid()
         self.opens = 0  # how many times the file was (re)opened — a process-turn counter, useful in tests
+        #: How many times the idle watcher looked for waiters: every tick when the waiting folder is not watched.
+        self.idle_checks = 0
         self.last_wait_s = 0.0  # how long the latest outermost session waited for the file (lock, turn, open)
         #: The longest outermost session so far: how long another process could have waited for this one.
         self.longest_hold = SessionHold()
@@ -370,6 +393,8 @@ class StoreConnection:
     def close(self) -> None:
         with self._lock:
             self._watch_token = None
+            doorbell.unwatch(self._bell.ring)
+            self._bell.set()  # the watcher ends now, not at its next wake-up
             self._broken = False
             if self._conn is not None:
                 try:
@@ -398,6 +423,7 @@ class StoreConnection:
             self._owner = None
             self._tx_depth = 0
             self._watch_token = None
+            self._bell = _Bell()  # the parent's watcher thread is not in this process
             self._flock = FileLock(str(self.lock_path), thread_local=False)
 
     def _end_of_session(self) -> None:
@@ -522,16 +548,36 @@ class StoreConnection:
         return out
 
     def _start_watcher(self) -> None:
-        token = object()
-        self._watch_token = token
+        # Each watcher has a bell of its own: the thread of an earlier open, on its way out, or a ring of that open's
+        # watch arriving late, cannot clear or ring the current watcher's.
+        token, bell = object(), _Bell()
+        self._watch_token, self._bell = token, bell
+        bell.lost = False  # before the watch begins: a ring of its end (the folder removed at once) is kept
+        try:
+            self.wait_dir.mkdir(parents=True, exist_ok=True)
+            watched = doorbell.watch(self.wait_dir, bell.ring)
+        except OSError:
+            watched = False
+        if not watched:
+            bell.lost = True
         threading.Thread(
-            target=self._watch, args=(token,), name=f"store-linger:{self.db_path.name}", daemon=True
+            target=self._watch, args=(token, bell), name=f"store-linger:{self.db_path.name}", daemon=True
         ).start()
 
-    def _watch(self, token: object) -> None:
-        """While the file is open and idle: close after the linger, or at once when another process waits."""
+    def _watch(self, token: object, bell: _Bell) -> None:
+        """While the file is open and idle: close after the linger, or at once when another process waits. With the
+        waiting folder watched it sleeps until a marker appears or the linger ends (and at least every
+        ``watched_check_s``); else, or once rung, it looks every tick until nobody waits."""
+        alert = True  # the first look, a tick after the open, finds the markers written before the watch began
         while True:
-            time.sleep(self.tick_s)
+            if alert or bell.lost:
+                timeout = self.tick_s
+            else:
+                left = self._last_used + self.linger_s * 0.9 - time.monotonic()
+                timeout = min(self.watched_check_s, max(self.tick_s, left))
+            if bell.wait(timeout):
+                bell.clear()  # before the look: a marker written during it rings again
+                alert = True
             if self._watch_token is not token:
                 return
             if not self._lock.acquire(blocking=False):
@@ -541,9 +587,11 @@ class StoreConnection:
                     return
                 if self._depth > 0:
                     continue
+                self.idle_checks += 1
                 if time.monotonic() - self._last_used >= self.linger_s * 0.9 or self.others_waiting():
                     self.close()
                     return
+                alert = False  # nobody waits (or only markers passed over): sleep until the next one appears
             finally:
                 self._lock.release()
 

@@ -7,6 +7,7 @@ from being answered."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import select
@@ -194,6 +195,53 @@ def test_refused_requests_change_nothing(tmp_path: Path) -> None:
     assert _counts(outside) == {"live": 0, "archived": 0}
 
 
+def _call(name: str, arguments: dict, request_id: int | str = 7) -> dict:
+    params = {"name": name, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+@pytest.mark.slow  # a subprocess HTTP server
+def test_a_tool_call_is_answered_as_the_sdks_transport_answers_it(tmp_path: Path) -> None:
+    """A tool call with a body of known length is answered in its request's own task; the same call sent in chunks
+    (no length) goes through the SDK's transport. Both give the same reply: results, tool errors, arguments the
+    tool's schema refuses, an unknown tool, an unknown method; and what is not one call still reaches the SDK."""
+    b = _profile(tmp_path, "b")
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    calls = [
+        _call("dream_status", {}),
+        _call("memory_search", {"query": "release train"}, "text-id"),
+        _call("memory_get", {"id": "no-such-id"}),
+        _call("memory_search", {"query": "x", "limit": "ten"}),
+        _call("memory_search", {}),
+        _call("memory_save", {"content": "y" * 100_000}),
+        _call("no_such_tool", {}),
+        {"jsonrpc": "2.0", "id": 8, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 9, "method": "no/such/method", "params": {}},
+    ]
+    with HttpServer(tmp_path) as server:
+        with httpx2.Client(headers=headers, timeout=60) as http:
+            for call in calls:
+                body = json.dumps(call).encode()
+                whole = http.post(server.url("b"), content=body)
+                chunked = http.post(server.url("b"), content=iter([body[:10], body[10:]]))
+                assert "content-length" not in chunked.request.headers
+                assert (whole.status_code, whole.headers["content-type"]) == (
+                    chunked.status_code,
+                    chunked.headers["content-type"],
+                ), call
+                assert whole.json() == chunked.json(), call
+            status = http.post(server.url("b"), json=_call("dream_status", {})).json()["result"]
+            assert status["structuredContent"]["agent"] == "b" and not status["isError"]
+            # Not one call: a notification is accepted, a batch and a broken body are refused, as the SDK does.
+            note = http.post(server.url("b"), json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert note.status_code == 202
+            assert http.post(server.url("b"), content=b"[1, 2]").status_code == 400
+            assert http.post(server.url("b"), content=b"{not json").status_code == 400
+            stale = http.post(server.url("b"), json=_call("dream_status", {}), headers={"mcp-protocol-version": "1999"})
+            assert stale.status_code == 400
+    assert _counts(b) == {"live": 0, "archived": 0}
+
+
 @pytest.mark.slow  # a subprocess HTTP server
 def test_a_per_agent_token_opens_only_its_agent(tmp_path: Path) -> None:
     _profile(tmp_path, "b")
@@ -233,6 +281,26 @@ def test_the_gate_keeps_agent_ids_inside_the_root(tmp_path: Path) -> None:
     for path in ("/agents/../mcp", "/agents/../../etc/mcp", "/agents/b/../b/mcp", "/agents//mcp", "/agents/.b/mcp"):
         verdict = gate.check(path, headers)
         assert not isinstance(verdict, AgentProfile) and verdict[0] in (400, 404), path
+
+
+def test_the_gate_sees_an_agent_folder_replaced_by_a_symlink_at_once(tmp_path: Path) -> None:
+    """The gate keeps the agents it found, but a folder swapped for a symlink out of the root (or taken away) is
+    refused on the next request, and served again once it is back."""
+    root = tmp_path / "root"
+    b, outside = _profile(root, "b"), _profile(tmp_path, "outside")
+    gate = HttpGate(profile_root=root, host="127.0.0.1", port=1)
+    headers = {"host": "127.0.0.1:1"}
+    for _ in range(2):
+        found = gate.check("/agents/b/mcp", headers)
+        assert isinstance(found, AgentProfile) and found.root == b.root
+    b.root.rename(root / "kept")
+    assert gate.check("/agents/b/mcp", headers)[0] == 404  # type: ignore[index]
+    (root / "b").symlink_to(outside.root, target_is_directory=True)
+    assert gate.check("/agents/b/mcp", headers)[0] == 404  # type: ignore[index]
+    (root / "b").unlink()
+    (root / "kept").rename(root / "b")
+    found = gate.check("/agents/b/mcp", headers)
+    assert isinstance(found, AgentProfile) and found.root == b.root
 
 
 def test_a_host_the_server_does_not_answer_for_is_told_which_flag_adds_it(tmp_path: Path) -> None:

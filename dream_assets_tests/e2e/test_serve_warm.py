@@ -309,6 +309,34 @@ def test_a_memory_cap_lets_the_least_recently_used_index_go(tmp_path):
     warm.close()
 
 
+def test_a_call_weighs_only_its_own_agent_while_the_warm_ones_are_within_the_limits(tmp_path, monkeypatch):
+    """Forty warm agents within the count and memory limits: a call measures what its own agent's indexes hold when
+    it ends, not what every warm agent holds, and the idle ones are still let go, oldest first."""
+    from dream_assets.service import warm as warm_module
+
+    clock = [0.0]
+    warm = WarmAgents(WarmLimits(max_agents=64, idle_s=60, store_linger_s=0), clock=lambda: clock[0])
+    agents = [AgentProfile(tmp_path / f"agent-{i:02d}").ensure() for i in range(40)]
+    for agent in agents:
+        clock[0] += 1
+        warm.acquire(agent)
+        warm.release(agent)
+    weighed: list[int] = []
+    measure = warm_module._indexes
+    monkeypatch.setattr(warm_module, "_indexes", lambda agent: weighed.append(1) or measure(agent))
+    monkeypatch.setattr(warm_module, "_footprint", lambda agent: weighed.append(1) or 0)
+    clock[0] += 1
+    handle = warm.acquire(agents[0])
+    try:
+        svc.save(handle, "The Heron release ships on Friday.", now=NOW)
+    finally:
+        warm.release(agents[0])
+    assert len(weighed) == 1 and len(warm) == 40
+    clock[0] += 30  # agents 1 to 9 were last used more than 60 s ago
+    assert warm.sweep() == 9 and all(a not in warm for a in agents[1:10]) and agents[0] in warm
+    warm.close()
+
+
 def test_a_changed_options_file_is_read_again_by_a_warm_agent(profile):
     warm = WarmAgents(WarmLimits(store_linger_s=0))
     try:

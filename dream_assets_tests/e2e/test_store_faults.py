@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from datetime import timedelta
 
@@ -22,7 +23,7 @@ from dream_assets.passes.registry import by_name
 from dream_assets.passes.runner import run_pass
 from dream_assets.profile import AgentProfile
 from dream_assets.save_pipeline import save_memory
-from dream_assets.store import open_store
+from dream_assets.store import doorbell, open_store
 from dream_assets.store.connection import StoreBusy, StoreConnection, StoreCorrupt, close_all
 from dream_assets.store.snapshots import take_snapshot
 
@@ -296,6 +297,89 @@ def test_a_holder_gives_the_file_up_for_a_live_waiter_but_ignores_markers_of_dea
         sleeper.kill()
         sleeper.wait()
         conn.close()
+
+
+_WAITER = """
+    import sys
+    from pathlib import Path
+    from dream_assets.store.connection import StoreConnection
+    conn = StoreConnection(Path(sys.argv[1]), Path(sys.argv[2]), timeout_s=60, linger_s=0)
+    print("ready", flush=True)
+    with conn.session() as c:
+        print(c.execute("SELECT 42").fetchone()[0], flush=True)
+"""
+
+
+@pytest.mark.slow  # a fault run: another process waits for the file
+@pytest.mark.parametrize("watched", [True, False], ids=["watched", "polled"])
+def test_an_idle_holder_sleeps_until_another_process_waits_then_lets_it_in(profile, monkeypatch, watched):
+    """An open, idle connection (a warm agent's, lingering for minutes) costs nothing while nobody waits: its waiting
+    folder is watched, so it does not look into it every tick. A process that comes to wait still gets the file
+    without the holder finishing its linger. Where the folder cannot be watched the holder looks every tick, as
+    before, and lets the waiter in the same way."""
+    if watched and not sys.platform.startswith("linux"):
+        pytest.skip("the waiting folder is watched with inotify (Linux)")
+    if not watched:
+        monkeypatch.setattr(doorbell, "watch", lambda folder, ring: False)
+    conn = StoreConnection(profile.store_path, profile.store_lock_path, linger_s=600, tick_s=0.01)
+    conn.watched_check_s = 600  # no safety-net look either: only the waiter's marker can wake the holder
+    try:
+        with conn.session():
+            pass
+        conn.close()  # and opened again: the first open's watcher, on its way out, must not silence the second's
+        with conn.session():
+            pass
+        if watched:
+            time.sleep(1.0)  # a connection looking every tick would look ~100 times
+            assert conn.idle_checks <= 3, conn.idle_checks
+        else:
+            deadline = time.monotonic() + 60  # a guard against a holder that never looks
+            while conn.idle_checks < 20 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert conn.idle_checks >= 20
+        before = conn.idle_checks
+        waiter = _spawn(_WAITER, str(profile.store_path), str(profile.store_lock_path))
+        out, err = waiter.communicate(timeout=LONG_WAIT_S)
+        assert waiter.returncode == 0 and out.strip() == "42", err
+        assert conn._conn is None and conn.opens == 2  # let go while idle, 600 s before its linger ended
+        if watched:
+            assert conn.idle_checks - before <= 3, conn.idle_checks  # rung by the waiter's marker, not by looking
+    finally:
+        conn.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the waiting folders are watched with inotify (Linux)")
+def test_a_forked_child_is_rung_for_its_own_waiting_folders_and_the_parent_still_for_its(tmp_path):
+    """A process that forked while watching a waiting folder (a server's worker, a pass run in a child): the child
+    does not share the parent's watch, whose reading thread it has not got, and the parent's goes on working."""
+    ours, theirs = tmp_path / "parent.waiting", tmp_path / "child.waiting"
+    ours.mkdir()
+    theirs.mkdir()
+    rung = threading.Event()
+
+    def ring(lost: bool) -> None:
+        rung.set()
+
+    assert doorbell.watch(ours, ring)
+    pid = os.fork()
+    if pid == 0:  # the child: leaves with its verdict, running nothing of the parent's (no test teardown)
+        code = 3
+        try:
+            bell = threading.Event()
+            if doorbell.watch(theirs, lambda lost: bell.set()):
+                (theirs / "1-2-3.wait").write_text("waiting")
+                code = 0 if bell.wait(30) else 2
+            else:
+                code = 1
+        finally:
+            os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0  # 1: no watch in the child, 2: never rung
+        (ours / "4-5-6.wait").write_text("waiting")
+        assert rung.wait(30)
+    finally:
+        doorbell.unwatch(ring)
 
 
 def test_a_broken_connection_is_reopened_fresh(profile):
