@@ -530,7 +530,8 @@ class RecallIndex:
             n, df = len(self.overlap), self.stem_df.get
             return {t: smooth_idf(n, df(t, 0)) for t in terms}
         n = len(self.bm25)  # the entries the tables will hold: the file's and the changes since
-        return {t: smooth_idf(n, view.stem_count(t)) for t in terms}
+        terms = list(terms)
+        return {t: smooth_idf(n, count) for t, count in zip(terms, view.stem_counts(terms), strict=True)}
 
     def stems(self, mid: str) -> frozenset[str] | None:
         """The overlap stems of the live entry ``mid`` (None: not indexed)."""
@@ -612,8 +613,9 @@ class _Unmade:
             return None if at is None else self.loaded.stems_at(at)
         return None if change is None else change[3].stems
 
-    def stem_count(self, term: str) -> int:
-        return self.loaded.stem_count(term) + self.df.get(term, 0)
+    def stem_counts(self, terms: list[str]) -> list[int]:
+        held, df = self.loaded.stem_counts(terms), self.df
+        return [held[t] + df.get(t, 0) for t in terms]
 
     def exact_ids(self, key: tuple[str, str]) -> set[str]:
         found = {self.loaded.id_at(at) for at in self.loaded.exact_positions(*key)}

@@ -45,7 +45,7 @@ import operator
 import secrets
 import zipfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -267,18 +267,28 @@ class _Finder:
         self.hashes = hashes[self.order]
 
     def find(self, text: str) -> int | None:
-        wanted = text.encode("utf-8")
-        if len(wanted) >= self.weights.size:
-            return None
-        weights = self._weights  # the same sums in Python's integers, taken modulo 2**64
-        h = (sum(map(operator.mul, wanted, weights)) % 2**64) ^ (len(wanted) * weights[-1] % 2**64)
-        h = np.uint64(h)
-        lo, hi = np.searchsorted(self.hashes, h, "left"), np.searchsorted(self.hashes, h, "right")
-        for i in self.order[lo:hi].tolist():
-            a, b = int(self.offsets[i]), int(self.offsets[i + 1])
-            if self.blob[a:b].tobytes() == wanted:
-                return i
-        return None
+        return self.find_many([text])[0]
+
+    def find_many(self, texts: list[str]) -> list[int | None]:
+        """Where each of ``texts`` is (None: not held), with one bisection for them all."""
+        weights, longest = self._weights, len(self._weights) - 1  # sums in Python's integers, modulo 2**64
+        wanted = [t.encode("utf-8") for t in texts]
+        hashes = np.array(
+            [(sum(map(operator.mul, w, weights)) % 2**64) ^ (len(w) * weights[-1] % 2**64) for w in wanted],
+            dtype=np.uint64,
+        )
+        los = np.searchsorted(self.hashes, hashes, "left").tolist()
+        his = np.searchsorted(self.hashes, hashes, "right").tolist()
+        found: list[int | None] = []
+        for w, lo, hi in zip(wanted, los, his, strict=True):
+            at = None
+            if len(w) <= longest:
+                for i in self.order[lo:hi].tolist():
+                    if self.blob[int(self.offsets[i]) : int(self.offsets[i + 1])].tobytes() == w:
+                        at = i
+                        break
+            found.append(at)
+        return found
 
 
 def _checked_picks(count: int, which: np.ndarray, n: int, name: str) -> np.ndarray:
@@ -379,7 +389,14 @@ class LoadedFile:
 
     def position(self, mid: str) -> int | None:
         """Where the entry ``mid`` is in the file's order (None: the file does not hold it)."""
-        return self._id_finder.find(mid)
+        known = self._position_of
+        if mid not in known:
+            known[mid] = self._id_finder.find(mid)
+        return known[mid]
+
+    @cached_property
+    def _position_of(self) -> dict[str, int | None]:
+        return {}
 
     def id_at(self, i: int) -> str:
         return _string_at(self._ids_utf8, self._ids_off, i)
@@ -396,11 +413,20 @@ class LoadedFile:
         stems = self._stems
         return _Finder(stems.vocab_utf8, stems.vocab_off), np.bincount(stems.flat, minlength=stems.vocab_off.size - 1)
 
-    def stem_count(self, term: str) -> int:
-        """How many of the file's entries hold the overlap stem ``term``."""
-        finder, counts = self._stem_finder
-        at = finder.find(term)
-        return 0 if at is None else int(counts[at])
+    def stem_counts(self, terms: Iterable[str]) -> dict[str, int]:
+        """How many of the file's entries hold each of the overlap stems ``terms`` (kept: saves ask for the same
+        words again and again)."""
+        known = self._stem_count_of
+        new = [t for t in set(terms) if t not in known]
+        if new:
+            finder, counts = self._stem_finder
+            for term, at in zip(new, finder.find_many(new), strict=True):
+                known[term] = 0 if at is None else int(counts[at])
+        return known
+
+    @cached_property
+    def _stem_count_of(self) -> dict[str, int]:
+        return {}
 
     @cached_property
     def _categories(self) -> list[str]:
