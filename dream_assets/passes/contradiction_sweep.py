@@ -248,16 +248,19 @@ def may_conflict(a: MemoryEntry, b: MemoryEntry, vocab: CoverageVocabulary = BAS
     lacks) and, names set aside, ``SAME_SUBJECT_SHARE`` of the words of the shorter are the other's (at least one);
     or a name, number, date or place one states the other does not (the dates that only say when a fact was
     observed, "On 3 May, Alice mentioned again that ...", set aside: text/framing.py) and that share of the words
-    of both are the same. In both cases they name someone or something in common, or neither names anyone; "moved",
+    of both are the same. In both cases they name someone or something in common, or neither names anyone, or
+    they name different ones and at least two words, and that share of the words of both, are the same; "moved",
     "lives" and "home" count as one word, and so do "salary", "earns" and "raise", and "works", "job" and "company".
     "Alice lives in Paris" and "Alice moved to Berlin" are; "Alice lives in Paris" and "Alice plays chess on
     Sundays" are two subjects; two wordings of one fact are told one way."""
     ta, tb = without_frame_dates(a.content), without_frame_dates(b.content)
     names_a, names_b = _names(ta, a.category, vocab), _names(tb, b.category, vocab)
-    if (names_a or names_b) and not names_a & names_b:
-        return False
     words_a, words_b = _subject_words(ta, names_a), _subject_words(tb, names_b)
     shared = len(words_a & words_b)
+    if (names_a or names_b) and not names_a & names_b:
+        # No name in common: two people's facts, or one thing whose name is the value that changed ("the standup is
+        # in room Ada" / "in room Babbage"). Only the second shares the rest of its words.
+        return shared >= max(2.0, SAME_SUBJECT_SHARE * len(words_a | words_b))
     if _CHANGE_WORDS.search(a.content) or _CHANGE_WORDS.search(b.content) or negations(ta) != negations(tb):
         # The changed value may be any words ("green tea" / "black coffee now"): most of the shorter one's are shared.
         return shared >= max(1.0, SAME_SUBJECT_SHARE * min(len(words_a), len(words_b)))
@@ -324,7 +327,7 @@ _REFUSALS = ("a user correction", "the proposed winner", "the winner", "not a pa
 def _over_bound(limit: int) -> str:
     return (
         f"over the bound: one answer supersedes at most {limit} entr{'y' if limit == 1 else 'ies'} "
-        "(ContradictionSweepMaxSupersededShare of the shown entries)"
+        "(ContradictionSweepMaxSupersededShare of the entries reviewed)"
     )
 
 
@@ -503,12 +506,16 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
         if not selection.delta:
             _stamp_reviewed(memories, selection.alone)
             report.stamp = _completion_stamp(memories)
-            why = (
-                "no new or changed entry"
-                if not selection.alone
-                else f"no new or changed entry ({len(selection.alone)} reviewed) has a live entry it could contradict"
+            if not selection.alone:
+                return report.skip("no new or changed entry: no call")
+            # Reviewed by the host's rules: a run that did its work, with no question for the model.
+            report.counts["live"] = memories.counts()["live"]
+            report.summary = (
+                f"contradiction sweep — live {int(report.counts['live'])}, {len(selection.alone)} new or changed "
+                "reviewed without a call: none has a live entry it could contradict"
             )
-            return report.skip(f"{why}: no call")
+            report.info(report.summary)
+            return report
         report.info(
             f"{len(selection.delta)} new or changed entr{'y' if len(selection.delta) == 1 else 'ies'} shown with "
             f"{len(selection.shown) - len(selection.delta)} live entries they could contradict"
@@ -541,7 +548,9 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
         return report  # failed or deferred: nothing applied, nothing stamped
     assert isinstance(response, ContradictionSweepResponse)
     live_ids = {e.id for e in live}
-    bound = superseded_bound(len(selection.shown), section.max_superseded_share)
+    # The entries this run reviewed: those shown, and those found to have no entry they could contradict.
+    reviewed = len(selection.shown) + len(selection.alone)
+    bound = superseded_bound(reviewed, section.max_superseded_share)
     proposals, unusable, copied = _checked_reasons(report, response, CopyGuard.for_call(ctx, SPEC.model_call))
     verdicts = unusable + judge(
         proposals,
@@ -558,7 +567,7 @@ def sweep_contradictions(ctx: PassContext) -> Generator[AboutToCall, bool, PassR
     if over:
         report.warn(
             f"the answer proposed {over} supersession(s) more than one answer may apply ({bound} of "
-            f"{len(selection.shown)} shown entries, ContradictionSweepMaxSupersededShare="
+            f"{reviewed} entries reviewed, ContradictionSweepMaxSupersededShare="
             f"{section.max_superseded_share:g}): refused, those entries stay live"
         )
     # The answer and the review stamps commit together: a kill or an error before the commit leaves neither (the
@@ -716,8 +725,8 @@ class ContradictionSweepOptions(PassOptions):
     )
     max_superseded_share: float = pass_option(
         0.25,
-        "most of the entries one sweep call shows that its answer may supersede (at least one); the rest are "
-        "refused and the report says so",
+        "most of the entries one sweep run reviews (those shown, and those found to have no entry they could "
+        "contradict) that its answer may supersede (at least one); the rest are refused and the report says so",
         minimum=0.0,
         maximum=1.0,
         alias="ContradictionSweepMaxSupersededShare",
