@@ -236,9 +236,14 @@ class _Groups:
         # Slices in C loops: a million groups in a fraction of a second.
         return list(map(terms.__getitem__, map(slice, bounds[:-1], bounds[1:])))
 
+    @cached_property
+    def term_counts(self) -> np.ndarray:
+        """How many groups hold each term of the vocabulary, by its id (the groups hold distinct terms)."""
+        return np.bincount(self.flat, minlength=self.vocab_off.size - 1)
+
     def counts(self) -> Counter[str]:
-        """How many groups hold each term (the groups hold distinct terms)."""
-        return Counter(dict(zip(self.words, np.bincount(self.flat, minlength=len(self.words)).tolist(), strict=True)))
+        """``term_counts`` by term."""
+        return Counter(dict(zip(self.words, self.term_counts.tolist(), strict=True)))
 
 
 def _string_at(blob: np.ndarray, offsets: np.ndarray, i: int) -> str:
@@ -361,6 +366,9 @@ class LoadedFile:
             documents.offsets,
         )
         self.entries = n
+        # What saves looked up before the tables were made (``position``, ``stem_counts``), kept.
+        self._position_of: dict[str, int | None] = {}
+        self._stem_count_of: dict[str, int] = {}
         self.synced_seq = int(self.stamp["synced_seq"])
 
     @cached_property
@@ -376,9 +384,8 @@ class LoadedFile:
         content = self._content.tuples()
         labels = _picked(self._labels.tuples(), self._label_of)
         stems = list(map(frozenset, self._stems.tuples()))
-        categories = _decode(self._categories_utf8, self._categories_off, "categories")
         keys = _decode(self._keys_utf8, self._keys_off, "exact")
-        exact = list(zip(_picked(categories, self._category_of), keys, strict=True))
+        exact = list(zip(_picked(self._categories, self._category_of), keys, strict=True))
         return content, labels, stems, self._stems.counts(), exact
 
     # Lookups of single entries, for a save before the tables are made (``RecallIndex``'s ``_Unmade``): strings are
@@ -394,10 +401,6 @@ class LoadedFile:
             known[mid] = self._id_finder.find(mid)
         return known[mid]
 
-    @cached_property
-    def _position_of(self) -> dict[str, int | None]:
-        return {}
-
     def id_at(self, i: int) -> str:
         return _string_at(self._ids_utf8, self._ids_off, i)
 
@@ -409,9 +412,8 @@ class LoadedFile:
         )
 
     @cached_property
-    def _stem_finder(self) -> tuple[_Finder, np.ndarray]:
-        stems = self._stems
-        return _Finder(stems.vocab_utf8, stems.vocab_off), np.bincount(stems.flat, minlength=stems.vocab_off.size - 1)
+    def _stem_finder(self) -> _Finder:
+        return _Finder(self._stems.vocab_utf8, self._stems.vocab_off)
 
     def stem_counts(self, terms: Iterable[str]) -> dict[str, int]:
         """How many of the file's entries hold each of the overlap stems ``terms`` (kept: saves ask for the same
@@ -419,14 +421,10 @@ class LoadedFile:
         known = self._stem_count_of
         new = [t for t in set(terms) if t not in known]
         if new:
-            finder, counts = self._stem_finder
-            for term, at in zip(new, finder.find_many(new), strict=True):
+            counts = self._stems.term_counts
+            for term, at in zip(new, self._stem_finder.find_many(new), strict=True):
                 known[term] = 0 if at is None else int(counts[at])
         return known
-
-    @cached_property
-    def _stem_count_of(self) -> dict[str, int]:
-        return {}
 
     @cached_property
     def _categories(self) -> list[str]:
