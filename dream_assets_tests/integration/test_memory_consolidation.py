@@ -331,6 +331,7 @@ def test_a_reoffered_clusters_merge_with_its_sources_in_to_delete_is_no_ignored_
     run(answer())
     assert all(e.metadata[CLUSTER_SET_KEY] == cluster_set_id(["p", "q"]) for e in store.memories.list_live())
     merged = merge("Gina opened her own dance studio in the old mill building.", "p", "q")
+    store.memories.put_many([entry("n", "Kestrel ships on Fridays.", created_days=0)])  # the corpus moved
     again = run(answer(merged, delete=("p", "q")), now=NOW + timedelta(days=7, minutes=1))
     assert again.counts["reoffered"] == 1 and again.counts["merged"] == 1
     assert again.counts.get("reoffered_removals_ignored", 0) == 0

@@ -84,7 +84,9 @@ def test_a_merge_does_not_reopen_the_cluster_its_neighbour_was_shown_in(run, sto
     assert "id=new" in request.prompt and "id=x" not in request.prompt
     assert merged.id not in [e["id"] for e in request.inputs["entries"]] and merged.id not in request.prompt
     assert second.counts["eligible"] == 1 and second.counts["settled_clusters"] == 1
-    # Like a cluster shown and left apart, it is offered again (merge-only) once the cooldown has passed.
+    # Like a cluster shown and left apart, it is offered again (merge-only) once the cooldown has passed and the
+    # agent saved something since.
+    store.memories.put_many([entry("later", "Kestrel's release notes go out on Mondays.", created_days=0)])
     run(answer(), now=NOW + timedelta(days=7, hours=1))
     [request] = run.requests
     assert [set(c) for c in request.inputs["reoffered"]] == [{merged.id, "x"}]
@@ -127,23 +129,47 @@ def test_a_cluster_left_apart_is_reoffered_after_the_cooldown_merge_only_and_its
     run(answer())
     set_id = cluster_set_id(["p", "q"])
     assert all(e.metadata[CLUSTER_SET_KEY] == set_id for e in store.memories.list_live())
+    store.memories.put_many([entry("n1", "Kestrel ships on Fridays.", created_days=0)])
     run(answer(), now=NOW + timedelta(days=6))
-    assert run.requests == []  # inside the 7-day cooldown
+    assert [e["id"] for e in run.requests[0].inputs["entries"]] == ["n1"]  # inside the 7-day cooldown
 
+    store.memories.put_many([entry("n2", "The Uppsala office closes early in July.", created_days=0)])
     again = run(answer(delete=("p",)), now=NOW + timedelta(days=7, minutes=1))
     [request] = run.requests
     assert "left separate before" in request.prompt and request.inputs["reoffered"] == [["p", "q"]]
-    assert again.counts["reoffered_removals_ignored"] == 1 and live_ids(store) == {"p", "q"}  # merge-only
-    assert again.counts["declined"] == 1
-    assert {e.metadata[CLUSTER_DECLINED_KEY] for e in store.memories.list_live()} == {"2"}
+    assert again.counts["reoffered_removals_ignored"] == 1 and live_ids(store) == {"p", "q", "n1", "n2"}
+    assert again.counts["declined"] == 1  # merge-only: the removal was ignored
+    assert {store.memories.get(i).metadata[CLUSTER_DECLINED_KEY] for i in ("p", "q")} == {"2"}
 
+    store.memories.put_many([entry("n3", "Rafael joined the Pioneer team.", created_days=0)])
     run(answer(), now=NOW + timedelta(days=7 + 13))
-    assert run.requests == []  # the second cooldown is 14 days
+    assert run.requests[0].inputs["reoffered"] == []  # the second cooldown is 14 days
+    store.memories.put_many([entry("n4", "The standup moved to room Babbage.", created_days=0)])
     run(
         answer(merge("Gina opened her own dance studio in the old mill building.", "p", "q")),
         now=NOW + timedelta(days=7 + 15),
     )
-    assert len(run.requests) == 1 and len(live_ids(store)) == 1
+    assert len(run.requests) == 1 and len(live_ids(store) - {"n1", "n2", "n3", "n4"}) == 1
+
+
+def test_an_idle_corpus_is_asked_nothing_again_past_the_cooldown_until_it_changes(run, store):
+    store.memories.put_many(
+        [
+            entry("p", "Gina opened her dance studio in the old mill."),
+            entry("q", "Gina opened her own dance studio in the old mill building."),
+        ]
+    )
+    run(answer())
+    assert len(run.requests) == 1
+    # Months with nothing saved: the cluster left apart is the question already answered, asked of the same bytes.
+    for days in (8, 30, 120):
+        idle = run(answer(), now=NOW + timedelta(days=days))
+        assert run.requests == [] and idle.counts["settled_clusters"] == 1 and idle.status == "completed"
+    # One save anywhere and the corpus has moved: the cluster past its cooldown is offered again (merge-only).
+    store.memories.put_many([entry("n1", "Kestrel ships on Fridays.", created_days=0)])
+    run(answer(), now=NOW + timedelta(days=121))
+    [request] = run.requests
+    assert request.inputs["reoffered"] == [["p", "q"]]
 
 
 def _offline_pass(profile, store, now, options=NO_FLOOR):
