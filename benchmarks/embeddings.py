@@ -17,7 +17,9 @@ Without one it says so and exits 2: it never passes silently. Data is read in pl
   holding one of its facts in the top 10. ``embeddings.recall10_bm25`` is ``recall_index.search`` (BM25 and the
   recall rules), ``embeddings.recall10_fused`` the service's search (``recall_fusion.search``: reciprocal rank
   fusion, k = ``FUSION_K``, the embeddings weighted ``FUSION_DENSE_WEIGHT``), ``embeddings.recall10_gain`` the
-  difference in points. Targets: fused >= 0.80 and gain >= 5 points.
+  difference in points. Targets: fused >= 0.80 and gain >= 5 points. ``embeddings.evidence_recall10_*`` is the
+  LoCoMo paper's retrieval recall beside it: per question, the share of its evidence turns with a live home in the
+  top 10, averaged (a question with two evidence turns and one found counts a half, where ``recall10`` counts 0).
 * **Threshold.** ``embeddings.threshold`` is the threshold in use for the model on those stores
   (llm/embedding_threshold.py: the option, the table or calibrated); ``embeddings.threshold_calibrated.<corpus>``
   is what calibration on the corpus's own vectors would give (LoCoMo stores, the MRPC sentences).
@@ -95,13 +97,16 @@ def endpoint_problem(base_url: str, model: str) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------- recall
-def recall10(hits_of: Any, corpus: Any, homes: dict[str, str | None]) -> int:
-    hits = 0
+def recall10(hits_of: Any, corpus: Any, homes: dict[str, str | None]) -> tuple[int, float]:
+    """The questions whose every evidence turn has a live home in the top 10, and the sum over questions of the
+    share of their evidence turns that do (the LoCoMo paper's retrieval recall, averaged per question)."""
+    hits, share = 0, 0.0
     for question, turns in corpus.qa:
         top = {e.id for e, _ in hits_of(question)}
-        if all(any(homes.get(k) in top for k in keys) for keys in turns):
-            hits += 1
-    return hits
+        found = sum(1 for keys in turns if any(homes.get(k) in top for k in keys))
+        hits += found == len(turns)
+        share += found / len(turns) if turns else 1.0
+    return hits, share
 
 
 def recall_conversation(conv: dict[str, Any], options: DreamOptions, root: Path, seed: int) -> dict[str, Any]:
@@ -120,12 +125,16 @@ def recall_conversation(conv: dict[str, Any], options: DreamOptions, root: Path,
             methods.add(found.method)
             return found.hits
 
+        bm25, bm25_share = recall10(lambda q: recall.search(store.memories, q, limit=10), corpus, homes)
+        both, fused_share = recall10(fused, corpus, homes)
         result = {
             "qa": len(corpus.qa),
             "facts": len(corpus.facts),
             "live": len(live),
-            "bm25": recall10(lambda q: recall.search(store.memories, q, limit=10), corpus, homes),
-            "fused": recall10(fused, corpus, homes),
+            "bm25": bm25,
+            "fused": both,
+            "bm25_evidence": bm25_share,
+            "fused_evidence": fused_share,
             "threshold": similarity_threshold(options, store, now=now, keep=False),
         }
         if methods != {recall_fusion.FUSED}:
@@ -141,10 +150,11 @@ def recall_conversation(conv: dict[str, Any], options: DreamOptions, root: Path,
 
 
 def run_recall(convs: Sequence[dict[str, Any]], options: DreamOptions, root: Path, seed: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"qa": 0, "bm25": 0, "fused": 0, "facts": 0, "live": 0, "thresholds": [], "calibrated": []}
+    counted = ("qa", "bm25", "fused", "bm25_evidence", "fused_evidence", "facts", "live")
+    out: dict[str, Any] = {**dict.fromkeys(counted, 0), "thresholds": [], "calibrated": []}
     for conv in convs:
         one = recall_conversation(conv, options, root, seed)
-        for key in ("qa", "bm25", "fused", "facts", "live"):
+        for key in counted:
             out[key] += one[key]
         out["thresholds"].append(one["threshold"])
         out["calibrated"].append(one["calibrated"])
@@ -231,6 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     emit("embeddings.recall10_bm25", n, r["bm25"] / n, "fraction")
     emit("embeddings.recall10_fused", n, r["fused"] / n, "fraction")
     emit("embeddings.recall10_gain", n, 100.0 * (r["fused"] - r["bm25"]) / n, "points")
+    emit("embeddings.evidence_recall10_bm25", n, r["bm25_evidence"] / n, "fraction")
+    emit("embeddings.evidence_recall10_fused", n, r["fused_evidence"] / n, "fraction")
+    emit("embeddings.evidence_recall10_gain", n, 100.0 * (r["fused_evidence"] - r["bm25_evidence"]) / n, "points")
     threshold = r["thresholds"][0]
     emit(f"embeddings.threshold.{threshold.source}", r["live"], threshold.value, "cosine")
     for i, figures in enumerate(r["calibrated"]):
