@@ -3,13 +3,14 @@
 A gated, delta-driven pass after memory consolidation. Each new or changed live entry (its content, category or tags
 differ from the review stamp ``contradictionReviewedHash`` in its metadata) is shown to the model next to the live
 entries it could contradict: of the entries most similar to it (BM25 over the live corpus), at most
-``ContradictionSweepNeighbours`` that the host proposes as a plausible pair (:func:`plausible_pair`: they differ in
-a name, number, date or place — frame dates aside —, or one says "moved", "no longer", "now", "correction" or denies
-what the other states; and in one direction at least the rules below would let a supersession stand, so the winner
-carries what made the loser true but the changed value). A new or changed entry with no such partner is not shown:
-it is stamped reviewed with the answer's stamps, or at once when no entry is shown (no call). A call thus holds only
-the pairs where a contradiction is plausible; the host refuses any other whatever the answer. The model answers
-pairs where one entry supersedes the other. The host decides (DESIGN principle 4):
+``ContradictionSweepNeighbours`` that the host proposes as a plausible pair (:func:`plausible_pair`: they differ in a
+name, number, date or place — frame dates aside —, or one says "moved", "no longer", "now", "correction" or denies what
+the other states; not when they open with different names, each about its own someone, nor when, with no change said,
+only their dates differ, two moments of one kind; and in one direction at least the rules below would let a supersession
+stand, so the winner carries what made the loser true but the changed value). A new or changed entry with no such
+partner is not shown: it is stamped reviewed with the answer's stamps, or at once when no entry is shown (no call). A
+call thus holds only the pairs where a contradiction is plausible; the host refuses any other whatever the answer. The
+model answers pairs where one entry supersedes the other. The host decides (DESIGN principle 4):
 
 - a pair with an empty id, an id that is not a live entry (unknown), an id of a live entry that was not shown in this
   call, or the same id twice (a self-pair) is ignored, counted and listed with its reason;
@@ -81,7 +82,7 @@ from dream_assets.text.coverage import (
     load_vocabulary,
     specifics_of,
 )
-from dream_assets.text.framing import without_frame_dates
+from dream_assets.text.framing import DATE, without_frame_dates
 from dream_assets.text.restated import negations
 from dream_assets.text.tokens import stem, tokenize
 
@@ -252,9 +253,15 @@ def may_conflict(a: MemoryEntry, b: MemoryEntry, vocab: CoverageVocabulary = BAS
     they name different ones and at least two words, and that share of the words of both, are the same; "moved",
     "lives" and "home" count as one word, and so do "salary", "earns" and "raise", and "works", "job" and "company".
     "Alice lives in Paris" and "Alice moved to Berlin" are; "Alice lives in Paris" and "Alice plays chess on
-    Sundays" are two subjects; two wordings of one fact are told one way."""
+    Sundays" are two subjects; two wordings of one fact are told one way. Never one subject: two texts that open
+    with different names (each is about its own someone: "Caroline is researching adoption agencies" and "Melanie
+    is ..."), and, with no change said, two that differ only in dates (two moments: "On 24 July, Caroline went
+    hiking" and "On 21 September, ...")."""
     ta, tb = without_frame_dates(a.content), without_frame_dates(b.content)
     names_a, names_b = _names(ta, a.category, vocab), _names(tb, b.category, vocab)
+    lead_a, lead_b = _lead_name(ta, names_a), _lead_name(tb, names_b)
+    if lead_a and lead_b and lead_a != lead_b:
+        return False  # each is about its own someone ("Caroline is researching ..." / "Melanie is ..."): two facts
     words_a, words_b = _subject_words(ta, names_a), _subject_words(tb, names_b)
     shared = len(words_a & words_b)
     if (names_a or names_b) and not names_a & names_b:
@@ -267,7 +274,13 @@ def may_conflict(a: MemoryEntry, b: MemoryEntry, vocab: CoverageVocabulary = BAS
     if shared < SAME_SUBJECT_SHARE * len(words_a | words_b) or not shared:
         return False
     source = [CoverageSource(tb, b.category)]
-    return bool(check_merge_coverage(source, ta, vocab).missing or invented_specifics(source, ta, vocab))
+    differing = {*check_merge_coverage(source, ta, vocab).missing, *invented_specifics(source, ta, vocab)}
+    if not differing:
+        return False
+    # Told alike but on other days ("On 24 July, Caroline is researching adoption agencies" / "On 21 September,
+    # ..."), with no word of change: two moments, and a later one does not make an earlier one untrue.
+    kinds = {sp.text: sp.kind for text, entry in ((ta, a), (tb, b)) for sp in specifics_of(text, entry.category, vocab)}
+    return any(kinds.get(value) != "date" for value in differing)
 
 
 #: Two entries are about one subject when this share of their words (names and change words aside) both say: of
@@ -304,6 +317,18 @@ def _names(text: str, category: str, vocab: CoverageVocabulary) -> frozenset[str
         if sp.kind in ("name", "acronym")
         for t in tokenize(sp.text)
     )
+
+
+#: What may stand before a sentence's subject without being it: a date it happened on ("On 24 July 2023, ...").
+_LEADING_DATE = re.compile(rf"^\W*(?:(?:on|in|during|since|by)\s+)?(?:{DATE})\s*,?\s*", re.IGNORECASE)
+
+
+def _lead_name(text: str, names: frozenset[str]) -> str | None:
+    """The name a text opens with (a leading date aside), when its first word is one of its ``names``: whom or
+    what the text is about ("Caroline is researching ...", "On 4 November 2023, Melanie ..."); else None ("The
+    standup is in room Ada", "My manager is Priya")."""
+    first = next(iter(tokenize(_LEADING_DATE.sub("", text, count=1))), None)
+    return stem(first) if first is not None and stem(first) in names else None
 
 
 def _subject_words(text: str, names: frozenset[str]) -> frozenset[str]:

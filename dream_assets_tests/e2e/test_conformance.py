@@ -61,6 +61,7 @@ DEPLOYS = (
 )
 HOTFIX = "Hotfixes skip the release train."
 PLANT = "The office plant is watered on Mondays."
+LATER = "The team offsite is in Lisbon this year."
 
 
 # --- the interfaces -------------------------------------------------------------------------------------------------
@@ -410,7 +411,9 @@ def run_scenario(driver: PythonDriver) -> Outcome:
     steps["fact after undo"] = _status(driver.get(first["id"]))
 
     # the undo left the merged memories apart (a person's decision) until the consolidation cooldown; at zero
-    # cooldown the cycle in review proposes those merges again
+    # cooldown, once the agent saved something since (an idle corpus is asked nothing again), the cycle in review
+    # proposes those merges again
+    driver.save(LATER, "general")
     _cycle(profile, REVIEW_CYCLE, clock(), ApplyMode="review", ConsolidationSettledCooldown=timedelta(0))
     steps["review list"] = _pending(driver.review_list())
     applied = driver.review_apply(REVIEW_CYCLE, "each cluster says one thing")
@@ -563,7 +566,9 @@ def test_the_scenario_through_the_python_api_does_what_it_says(reference):
     assert steps["undo review apply"]["outcome"] == "done"
     # nothing lost: every source of a merge is live again after the undos, every merged entry archived
     live = {(c, t) for c, t, status in reference.store if status == "live"}
-    assert {("process", t) for t in (FACT, CORRECTION, *DEPLOYS)} | {("general", HOTFIX), ("general", PLANT)} <= live
+    assert {("process", t) for t in (FACT, CORRECTION, *DEPLOYS)} | {
+        ("general", t) for t in (HOTFIX, PLANT, LATER)
+    } <= live
 
 
 INTERFACES = [

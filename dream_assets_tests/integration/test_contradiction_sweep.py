@@ -433,6 +433,23 @@ def test_the_winner_must_carry_what_made_the_loser_true(winner, loser, accepted)
         ("Alice lives in Paris.", "Alice plays chess with her brother on Sundays.", False),
         # The same fact said again: only the day it was observed differs.
         ("Alice lives in Paris.", "On 3 May 2024, Alice mentioned again that she lives in Paris.", False),
+        # Two moments told alike: a later one does not make the earlier untrue, unless a change is said.
+        (
+            "On 24 July 2023, Caroline is researching adoption agencies to give kids a loving home.",
+            "On 21 September 2023, Caroline is researching adoption agencies to give kids a loving home.",
+            False,
+        ),
+        ("On 17 March 2025, Martin had dinner at Luigi's.", "On 15 June 2025, Martin had dinner at Luigi's.", False),
+        ("The launch is on 3 May 2026.", "The launch moved to 10 May 2026.", True),
+        # Two people doing the same: each text is about its own someone.
+        (
+            "Caroline is researching adoption agencies to give kids a loving home on 24 July 2023.",
+            "On 4 November 2023, Melanie is researching adoption agencies to give kids a loving home.",
+            False,
+        ),
+        ("Caroline lives in Boston.", "Melanie moved to Boston.", False),
+        # A thing whose name is the value that changed is still one subject.
+        ("The standup is in room Ada.", "The standup is in room Babbage now.", True),
     ],
 )
 def test_a_pair_is_plausible_when_it_is_one_subject_with_a_differing_specific(a, b, plausible):

@@ -1339,11 +1339,6 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
     if section.exact_fold_enabled and len(live) >= 2:
         live = _fold_exact(ctx, report, live)
     report.counts["live"] = report.counts["live_after"] = len(live)
-    # A settled cluster is asked again past its cooldown only when the corpus moved since the last completed run: on
-    # a corpus nothing changed in, it would be the question already answered, and an idle agent costs no call.
-    moved = previous is None or previous.fingerprint != memories.fingerprint()
-    if not moved:
-        report.info("the corpus is unchanged since the last completed run: settled clusters wait for a change")
     if len(live) < 2:
         if report.counts.get("folded"):
             # The fold changed the corpus: that is a completed pass (undoable, stamped), not a skip.
@@ -1410,7 +1405,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             _scan(ctx, report, scope_of if any(scope_of.values()) else None),
             section.max_entries_per_call,
             review_all=review_all,
-            now=ctx.now if moved else None,
+            now=ctx.now,
             cooldown=section.settled_cooldown,
             exclude=shown,
             cost=_entry_tokens(budget.count) if items_budget is not None else None,
@@ -1675,8 +1670,8 @@ class MemoryConsolidationOptions(PassOptions):
     settled_cooldown: timedelta = pass_option(
         timedelta(days=7),
         "a cluster shown together and left apart is "
-        "offered again after this long, on a run whose corpus changed since the last one; doubles each time it is "
-        "left apart again (at most 16x); zero re-offers it every such run",
+        "offered again after this long, by a run that has something new or changed to show; doubles each time it "
+        "is left apart again (at most 16x); zero re-offers it every such run",
         alias="ConsolidationSettledCooldown",
     )
     exact_fold_enabled: bool = pass_option(

@@ -290,6 +290,10 @@ def select_candidates(
     ``batches`` plans that many calls from one scan (each call's entries disjoint from the earlier ones'): the first
     is the selection itself, the others ``later``; each one's ``backlog`` is what waits after it.
 
+    A settled cluster past its cooldown is offered again only when something is new or changed (a save, an edit, a
+    merge not reviewed yet) or the rules changed: on a corpus with nothing new it is the question already answered,
+    about the same bytes, and an idle agent costs no model call.
+
     ``scope`` (dream_assets/scope.py): the wall an entry is behind. A cluster holds entries of one scope only: the
     scan's clusters are split by scope, and a part of one entry is no cluster.
 
@@ -300,6 +304,8 @@ def select_candidates(
     really_unreviewed = {e.id for e in live if not is_reviewed(e, hashes[e.id])}
     # ``exclude``: what an earlier call of the same run already showed (a forced run offers each entry once)
     unreviewed = (set(by_id) - exclude) if review_all else really_unreviewed
+    if not really_unreviewed and not review_all:
+        now = None  # nothing new or changed: no settled cluster is asked again for its cooldown alone
     warnings: list[str] = []
     method = ""
     found: DuplicateClusters | None = None
