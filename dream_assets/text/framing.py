@@ -60,6 +60,14 @@ _BEFORE_VERB = re.compile(
     rf"(?P<verb>{REPORTING})\b",
     re.IGNORECASE,
 )
+#: A reporting word used as a noun after a verb that takes it as its object ("Maria takes notes", "keeps notes"): an
+#: event, not a report, so "On 28 February 2023, Maria takes notes about local politics" keeps its date.
+_NOUN_AFTER = re.compile(
+    r"\b(?:take[sn]?|took|taking|make[s]?|made|making|keep(?:s|ing)?|kept|write[s]?|wrote|writing|written|ha[sd]|have"
+    r"|having|give[sn]?|gave|giving|leave[s]?|left|leaving|send[s]?|sent|sending|read(?:s|ing)?|compare[sd]?"
+    r"|comparing|swap(?:s|ped|ping)?|trade[sd]?|trading|exchange[sd]?|exchanging|post(?:s|ed|ing)?)\s+$",
+    re.IGNORECASE,
+)
 #: Sharing a thing is an event, not a report: "On 27 December 2023, John shares a photo of the forest" keeps its date.
 _SHARES_A_THING = re.compile(
     r"share[sd]?\s+(?:a|an|the|some|his|her|their|my|our|your|its|photos?|pictures?|pics?)\b", re.IGNORECASE
@@ -92,7 +100,9 @@ def frame_date_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     for pattern in (_AFTER_VERB, _BEFORE_VERB, _AS_OF):
         for m in pattern.finditer(text):
-            if pattern is _BEFORE_VERB and _SHARES_A_THING.match(text, m.start("verb")):
+            if pattern is _BEFORE_VERB and (
+                _SHARES_A_THING.match(text, m.start("verb")) or _NOUN_AFTER.search(text, 0, m.start("verb"))
+            ):
                 continue
             spans.append(m.span("date"))
     for m in _PAREN.finditer(text):

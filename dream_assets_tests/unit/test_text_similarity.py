@@ -301,6 +301,8 @@ def test_frame_dates_are_only_dates_that_report_an_observation():
         "Caroline said she went hiking on 7 May 2023.",
         "On 7 May 2023 Caroline went hiking.",
         "We met again on 3 May 2023 at the park.",
+        "On 28 February 2023, Maria takes notes about local politics in her notebook.",
+        "On 3 May 2023, Jon kept notes on the budget.",
     ):
         assert without_frame_dates(event) == event
 

@@ -45,7 +45,7 @@ from dream_assets.text.tokens import content_token_list, stem, tokenize
 
 #: The version of the offline merge rules (``distinct_moments`` and the merged text). Bump it whenever they change: a
 #: cluster the offline backend left apart under older rules is offered again (passes/memory_consolidation/select.py).
-OFFLINE_RULES_VERSION = "2"
+OFFLINE_RULES_VERSION = "3"
 
 
 def _subject(entry: Mapping[str, Any]) -> str:
