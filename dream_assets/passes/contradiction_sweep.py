@@ -71,6 +71,7 @@ from dream_assets.scope import ScopeRules, describe
 from dream_assets.store.memory import SUPERSEDED_BY_KEY, SUPERSEDES_KEY, ContentError, MemoryStore, NotFound
 from dream_assets.store.recall import about_earlier_moment
 from dream_assets.store.standing import is_user_correction
+from dream_assets.text.change import says_change
 from dream_assets.text.content_hash import stable_hash
 from dream_assets.text.coverage import (
     BASELINE_VOCABULARY,
@@ -268,7 +269,7 @@ def may_conflict(a: MemoryEntry, b: MemoryEntry, vocab: CoverageVocabulary = BAS
         # No name in common: two people's facts, or one thing whose name is the value that changed ("the standup is
         # in room Ada" / "in room Babbage"). Only the second shares the rest of its words.
         return shared >= max(2.0, SAME_SUBJECT_SHARE * len(words_a | words_b))
-    if _CHANGE_WORDS.search(a.content) or _CHANGE_WORDS.search(b.content) or negations(ta) != negations(tb):
+    if says_change(a.content) or says_change(b.content) or negations(ta) != negations(tb):
         # The changed value may be any words ("green tea" / "black coffee now"): most of the shorter one's are shared.
         return shared >= max(1.0, SAME_SUBJECT_SHARE * min(len(words_a), len(words_b)))
     if shared < SAME_SUBJECT_SHARE * len(words_a | words_b) or not shared:
@@ -286,13 +287,6 @@ def may_conflict(a: MemoryEntry, b: MemoryEntry, vocab: CoverageVocabulary = BAS
 #: Two entries are about one subject when this share of their words (names and change words aside) both say: of
 #: the shorter one's when one of them says a change, else of the words of both.
 SAME_SUBJECT_SHARE = 0.5
-#: Words that say a fact changed or was put right.
-_CHANGE_WORDS = re.compile(
-    r"\b(?:no\s+longer|any\s*more|no\s+more|now|nowadays|these\s+days|from\s+now\s+on|used\s+to|instead"
-    r"|mov(?:e|ed|es|ing)|relocat(?:e|ed|es|ing)|chang(?:e|ed|es|ing)|switch(?:ed|es|ing)?|stopp?(?:ed|s|ing)?"
-    r"|quit|became|become|corrections?|corrected|actually|promoted|raise)\b",
-    re.IGNORECASE,
-)
 #: Words of one subject a change is told in: a move changes where one lives, a raise what one earns.
 _SUBJECT_OF = {
     stem(word): subject

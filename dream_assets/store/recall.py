@@ -14,9 +14,11 @@ BM25's best than it returns (:func:`candidate_count`) and orders them here:
    best of them are versions of one fact. The places they hold go to them in order of standing: a user correction
    (:func:`is_user_correction`, the contradiction sweep's rule: never superseded by an entry that is not one) before
    an entry that is not one, then the later moment (:func:`moment`: the subject time, else when the entry was first
-   saved), then the score order. A search of ``VERSION_WINDOW`` results or more changes only their order, never which
-   entries they are: handing a place to a version from further down would push out another answer and cost recall
-   (benchmarks/quality.py measured it: quality.recall10_*).
+   saved), then the score order. Further down, to ``max(limit, VERSION_REACH)``, only an entry that says it is a
+   later version (a change word: "moved", "now", "no longer", text/change.py; or a user correction) joins its
+   group, so it can take the place of the stale version above it. Any other entry from further down would push out
+   another answer and cost recall (benchmarks/quality.py measured it: quality.recall10_* fell half a point when every
+   entry to 20 could join).
 3. **Supersession.** A live entry whose ``supersededBy`` names another candidate (a superseded entry restored by
    hand) ranks right below its successor. Archived entries are never candidates.
 
@@ -33,6 +35,7 @@ from datetime import datetime, timedelta
 from dream_assets.model import MemoryEntry, parse_ts, utc
 from dream_assets.options import DreamOptions
 from dream_assets.store.standing import is_user_correction
+from dream_assets.text.change import says_change
 from dream_assets.text.tokens import document_tokens
 
 #: Supersession metadata: the archived loser names its winner (store/memory.py ``supersede``).
@@ -42,14 +45,18 @@ RIVAL_SCORE_RATIO = 0.5
 #: Versions of one fact are looked for among the first ``max(limit, VERSION_WINDOW)`` places, so a search for the one
 #: best answer still gets the current version when BM25 puts the stale one first.
 VERSION_WINDOW = 10
+#: A version that says it is one (a change word, text/change.py; or a user correction) is looked for further down, to
+#: ``max(limit, VERSION_REACH)``: BM25 puts "Steven Miller has moved to Los Angeles. He lives in Los Angeles now."
+#: below ten other mentions of Steven Miller where the shorter "Steven Miller lives in Seattle." is among them.
+VERSION_REACH = 20
 
 
 def candidate_count(limit: int, options: DreamOptions) -> int:
     """How many of BM25's best a search of ``limit`` results orders: the places versions of a fact are looked for
     in, and with a recency or reinforcement weight set, room for those signals to lift an entry from further down."""
     if options.RecallRecencyWeight or options.RecallReinforcementWeight:
-        return max(2 * limit + 10, VERSION_WINDOW)
-    return max(limit, VERSION_WINDOW)
+        return max(2 * limit + 10, VERSION_REACH)
+    return max(limit, VERSION_REACH)
 
 
 _PARTIAL_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
@@ -111,7 +118,7 @@ def rank(
     places = [scored[i][1] for i in order]  # the score of each place, best first
     ranked = [scored[i][0] for i in order]
     bm25 = {e.id: s for e, s in hits}
-    ranked = _current_first(ranked, set(query_tokens), bm25, max(limit, VERSION_WINDOW))
+    ranked = _current_first(ranked, set(query_tokens), bm25, max(limit, VERSION_WINDOW), max(limit, VERSION_REACH))
     ranked = _successors_first(ranked)
     return list(zip(ranked[:limit], places[:limit], strict=False))
 
@@ -135,11 +142,14 @@ def _standing(entry: MemoryEntry) -> tuple[bool, datetime]:
 
 
 def _current_first(
-    ranked: list[MemoryEntry], query: set[str], bm25: dict[str, float], window: int
+    ranked: list[MemoryEntry], query: set[str], bm25: dict[str, float], window: int, reach: int
 ) -> list[MemoryEntry]:
-    """Rule 2: the places each group of versions holds among the first ``window``, handed out again by standing."""
+    """Rule 2: the places each group of versions holds among the first ``window`` (and, for a version that says it
+    is one, the first ``reach``), handed out again by standing."""
     groups: dict[tuple[str, frozenset[str]], list[int]] = defaultdict(list)
-    for place, entry in enumerate(ranked[:window]):
+    for place, entry in enumerate(ranked[:reach]):
+        if place >= window and not (says_change(entry.content) or is_user_correction(entry)):
+            continue
         matched = query.intersection(document_tokens(entry.content, entry.category, entry.tags))
         if matched:
             groups[(entry.category, frozenset(matched))].append(place)

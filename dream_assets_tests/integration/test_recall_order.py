@@ -59,6 +59,23 @@ def test_a_version_from_below_the_results_never_pushes_out_another_answer(store)
     assert "My manager is Priya Shah since 2026-11-01 and she sits in Lisbon." not in top
 
 
+def test_a_version_that_says_it_changed_takes_the_stale_ones_place_from_below_the_results(store):
+    # BM25 puts the longer successor below ten other answers; it says a change ("moved", "now"), so it is looked for
+    # further down and takes the place of the stale fact it replaces, which drops out of the ten.
+    for i in range(9):
+        save(store, f"Manager {i}.", days_ago=30, category="notes")
+    save(store, "My manager is Tom Becker.", days_ago=60)
+    moved = "My manager is now Priya Shah since 2026-11-01, and she moved the team to Lisbon."
+    save(store, moved, days_ago=20)
+    top = contents(store, "manager", limit=10)
+    assert len(top) == 10 and top[-1] == moved and "My manager is Tom Becker." not in top
+    assert top[:9] == contents(store, "manager", limit=9)  # the other answers keep their places
+    # An older entry that says a change is no later version: the plain fact saved after it comes first.
+    save(store, "My manager is Ana Ruiz.", days_ago=5)
+    found = contents(store, "manager", limit=12)
+    assert found.index("My manager is Ana Ruiz.") < found.index(moved) < found.index("My manager is Tom Becker.")
+
+
 def test_it_is_the_time_not_the_wording_that_decides(store):
     # The same two texts saved in the other order: the shorter one is now the later fact, and it comes first.
     save(store, "My manager is Priya Shah since 2026-11-01.", days_ago=60)
