@@ -79,6 +79,10 @@ def test_each_group_the_rules_allow_is_one_short_call_and_its_verdict_merges_or_
 
     again = run(by_cluster({}), now=NOW + timedelta(hours=1))
     assert run.requests == [] and again.status == "completed", again.reason
+    # A month on, the studio is past its cooldown and the single is still unreviewed (it is never sent): with nothing
+    # else to ask, re-offering the studio would be a call of its own, and an idle agent makes none.
+    idle = run(by_cluster({}), now=NOW + timedelta(days=30))
+    assert run.requests == [] and idle.status == "completed" and idle.counts["settled_clusters"] >= 1, idle.reason
 
 
 def test_a_merge_that_drops_a_specific_is_refused_and_both_entries_stay(profile, store):

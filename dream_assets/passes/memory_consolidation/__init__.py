@@ -1413,6 +1413,7 @@ def consolidate_memories(ctx: PassContext) -> PassReport:
             batches=max(1, max_calls - calls) if budget.bounded else 1,
             scope=scopes.of_entry,
             rules=rules,
+            singles_sent=shape != "cluster",
         )
         selection = planned
         if planned.split and planned.eligible:
@@ -1670,8 +1671,8 @@ class MemoryConsolidationOptions(PassOptions):
     settled_cooldown: timedelta = pass_option(
         timedelta(days=7),
         "a cluster shown together and left apart is "
-        "offered again after this long, by a run that has something new or changed to show; doubles each time it "
-        "is left apart again (at most 16x); zero re-offers it every such run",
+        "offered again after this long, beside a question the run asks anyway (never as a call of its own); "
+        "doubles each time it is left apart again (at most 16x); zero re-offers it every such run",
         alias="ConsolidationSettledCooldown",
     )
     exact_fold_enabled: bool = pass_option(

@@ -267,6 +267,7 @@ def select_candidates(
     batches: int = 1,
     scope: Callable[[MemoryEntry], str] | None = None,
     rules: str | None = None,
+    singles_sent: bool = True,
 ) -> Selection:
     """Gate the live corpus. ``scan`` returns the near-duplicate clusters of the live corpus (the store's
     duplicate-candidate scan); when it raises, the selection is the unreviewed entries alone, with a warning.
@@ -290,9 +291,10 @@ def select_candidates(
     ``batches`` plans that many calls from one scan (each call's entries disjoint from the earlier ones'): the first
     is the selection itself, the others ``later``; each one's ``backlog`` is what waits after it.
 
-    A settled cluster past its cooldown is offered again only when something is new or changed (a save, an edit, a
-    merge not reviewed yet) or the rules changed: on a corpus with nothing new it is the question already answered,
-    about the same bytes, and an idle agent costs no model call.
+    A settled cluster past its cooldown is offered again only beside a question the call asks anyway: an open
+    cluster, a cluster settled under other rules, or (``singles_sent``: the call shows single new or changed entries;
+    one call per cluster does not) a new or changed entry. On its own it is the question already answered, about the
+    same bytes, so an idle agent costs no model call.
 
     ``scope`` (dream_assets/scope.py): the wall an entry is behind. A cluster holds entries of one scope only: the
     scan's clusters are split by scope, and a part of one entry is no cluster.
@@ -304,8 +306,6 @@ def select_candidates(
     really_unreviewed = {e.id for e in live if not is_reviewed(e, hashes[e.id])}
     # ``exclude``: what an earlier call of the same run already showed (a forced run offers each entry once)
     unreviewed = (set(by_id) - exclude) if review_all else really_unreviewed
-    if not really_unreviewed and not review_all:
-        now = None  # nothing new or changed: no settled cluster is asked again for its cooldown alone
     warnings: list[str] = []
     method = ""
     found: DuplicateClusters | None = None
@@ -336,7 +336,7 @@ def select_candidates(
         elif (until := _shown_in_one_call(entries, cooldown)) is None:
             return "open"
         if rules is not None and any(e.metadata.get(RULES_KEY) not in (rules, PERSON_RULES) for e in entries):
-            return "reoffered"  # settled under other rules: a question these rules were never asked
+            return "rules"  # settled under other rules: a question these rules were never asked (offered again)
         return "reoffered" if now is not None and (until is None or now >= until) else "settled"
 
     clusters: list[list[str]] = []  # what may be shown: whole clusters and the parts of split ones
@@ -346,6 +346,9 @@ def select_candidates(
     waiting: list[list[str]] = []  # open clusters whose members wait when not shown
     too_large: list[list[str]] = []
     settled = split = 0
+    # Each cluster with its parts (None: it fits one call) and the verdict on each: judged first, so that a settled
+    # cluster past its cooldown is offered again only beside a question the call asks anyway.
+    judged: list[tuple[list[str], list[tuple[list[str], str]] | None, str]] = []
     if found is not None:
         method = found.method
         if found.warning:
@@ -355,15 +358,31 @@ def select_candidates(
                 parts = split_cluster(
                     members, lambda i: cost_of([i]), tokens, lambda i: content_tokens(by_id[i].content)
                 )
+                judged.append((members, [(part, judge(part)) for part in parts], judge(members) if not parts else ""))
+            else:
+                judged.append((members, None, judge(members)))
+    verdicts_given = {v for _, parts, v in judged for v in ([v] if parts is None else [pv for _, pv in parts])}
+    asked = review_all or bool(verdicts_given & {"open", "rules"}) or (singles_sent and bool(unreviewed))
+    if not asked:  # a re-offer alone would be a call of its own: it waits for a run that asks something
+        judged = [
+            (
+                members,
+                [(p, "settled" if v == "reoffered" else v) for p, v in parts] if parts is not None else None,
+                "settled" if v == "reoffered" else v,
+            )
+            for members, parts, v in judged
+        ]
+    if found is not None:
+        for members, parts, verdict in judged:
+            if parts is not None:
                 if not parts:
-                    if judge(members) != "settled":
+                    if verdict != "settled":
                         too_large.append(members)
                         in_parts.update(members)  # never shown on their own either
                     else:
                         settled += 1
                     continue
-                verdicts = [(part, judge(part)) for part in parts]
-                offered = [(part, verdict) for part, verdict in verdicts if verdict != "settled"]
+                offered = [(part, v) for part, v in parts if v != "settled"]
                 if not offered:
                     settled += 1
                     continue
@@ -372,21 +391,20 @@ def select_candidates(
                     (by_id[i].metadata[SPLIT_KEY] for i in members if by_id[i].metadata.get(SPLIT_KEY)),
                     default=cluster_set_id(members),
                 )
-                for part, verdict in offered:
+                for part, v in offered:
                     part_of.update(dict.fromkeys(part, lineage))
                     clusters.append(part)
                     in_parts.update(part)
-                    if verdict == "reoffered":
+                    if v in ("reoffered", "rules"):
                         reoffered.append(part)
                 if any(i in really_unreviewed for i in members):
                     waiting.append(members)
                 continue
-            verdict = judge(members)
             if verdict == "settled":
                 settled += 1  # shown together and left apart: not asked again before its cooldown
                 continue
             clusters.append(members)
-            if verdict == "reoffered":
+            if verdict in ("reoffered", "rules"):
                 reoffered.append(members)
     cap = max_entries if max_entries and max_entries > 0 else None
     # Only what is really new or changed waits for a later cycle: what a forced run leaves unshown stays reviewed.
