@@ -89,9 +89,14 @@ def content_words(text: str) -> frozenset[str]:
 
 
 def entry_tokens(text: str) -> frozenset[str]:
-    """What an entry offers for matching: its lower-cased words and numbers, and their stems."""
+    """What an entry offers for matching: its lower-cased words and numbers, and their stems; not a name or number it
+    denies ("Donna has 15000 in savings, not 12000" does not state 12000)."""
     out: set[str] = set()
+    previous = ""
     for w in words(text):
+        denied, previous = previous == "not" and (w[0].isdigit() or w[0].isupper()), w.lower()
+        if denied:
+            continue
         low = w.lower().replace("’", "'").removesuffix("'s")
         out.add(_norm_number(low) if low[0].isdigit() else low)
         out.add(_stem(w))

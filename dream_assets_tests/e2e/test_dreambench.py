@@ -56,6 +56,13 @@ def test_a_fact_said_in_other_words_with_its_specifics_is_not_a_loss():
     assert fact_holds("Martin Mark was born on 1996-08-02.", "Martin Mark: born 2 August 1996.")
 
 
+def test_a_value_an_entry_denies_is_not_a_value_it_holds():
+    stale = "Donna Gonzalez has 12000 in savings."
+    assert not fact_holds(stale, "Correction from Donna Gonzalez: Donna Gonzalez has 15000 in savings, not 12000.")
+    assert fact_holds("Donna Gonzalez has 15000 in savings.", "Donna Gonzalez has 15000 in savings, not 12000.")
+    assert fact_holds(stale, "Donna Gonzalez has 12000 in savings. Correction: she has 15000, not 12000.")
+
+
 def test_a_fact_kept_only_in_a_restorable_entry_is_not_lost_but_missing_from_live_memory():
     facts = {"trip": Fact("Caroline moved to Lisbon on 5 May 2023.")}
     kept = index(Kept("Caroline moved to Lisbon on 5 May 2023.", live=False), Kept("Caroline moved abroad."))

@@ -96,6 +96,17 @@ def test_offline_never_merges_entries_about_different_subjects() -> None:
         ),
         ("Melanie has 2 kids who love camping.", "Melanie has 3 kids who love camping.", False),
         ("Melanie said she went camping on 7 May 2023.", "Melanie went camping on 20 June 2023.", False),
+        # A correction and the fact it corrects: the contradiction sweep's to decide, not one fact told twice.
+        (
+            "Donna Gonzalez has 12000 in savings.",
+            "Correction from Donna Gonzalez: Donna Gonzalez has 15000 in savings, not 12000.",
+            False,
+        ),
+        (
+            "On 28 February 2023, Maria takes notes about politics.",
+            "On 19 April 2023, Maria takes notes about politics.",
+            False,
+        ),
     ],
 )
 def test_offline_merges_re_observations_and_keeps_distinct_moments_apart(first, second, merged) -> None:

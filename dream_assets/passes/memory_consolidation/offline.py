@@ -45,7 +45,7 @@ from dream_assets.text.tokens import content_token_list, stem, tokenize
 
 #: The version of the offline merge rules (``distinct_moments`` and the merged text). Bump it whenever they change: a
 #: cluster the offline backend left apart under older rules is offered again (passes/memory_consolidation/select.py).
-OFFLINE_RULES_VERSION = "3"
+OFFLINE_RULES_VERSION = "4"
 
 
 def _subject(entry: Mapping[str, Any]) -> str:
@@ -216,21 +216,38 @@ def _told_differently(a: str, b: str, category: str) -> bool:
     return False
 
 
+#: Words that put a value right: "Correction from Donna: Donna has 15000 in savings, not 12000."
+_PUT_RIGHT = re.compile(r"\b(?:corrections?|corrected|actually|in\s+fact|not|no\s+longer)\b|n['’]t\b", re.IGNORECASE)
+
+
+def _put_right(a: str, b: str, category: str) -> bool:
+    """One of ``a`` and ``b`` puts a value right and states one the other lacks: a correction and the fact it
+    corrects, which the contradiction sweep decides between (merged, the entry would say both and rank as the old)."""
+    right_a, right_b = bool(_PUT_RIGHT.search(a)), bool(_PUT_RIGHT.search(b))
+    if right_a == right_b:
+        return False
+    correction, other = (a, b) if right_a else (b, a)
+    return bool(_lacking(correction, other, category))
+
+
 def distinct_moments(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether two entries of one cluster describe different real-world moments or facts: their subject times
     differ; both state a specific of the same kind the other lacks (each its own date or number: "camping on 7 May"
     and "camping on 20 June", "2 kids" and "3 kids"; each its own name: another counterpart) once frame dates are
     set aside ("said again on 12 May that ..." is when the fact came up, not what it says); or look-alike sentences
     tell another moment (:func:`_told_differently`: another verb of change; in an episodic category, another
-    topic). Details of different kinds
-    (one adds a year, the other an employer) and added sentences are one fact told with more detail."""
+    topic); or one puts right a value the other states (:func:`_put_right`: a correction and what it corrects).
+    Details of different kinds (one adds a year, the other an employer) and added sentences are one fact told with
+    more detail."""
     if _subject(a) and _subject(b) and _subject(a) != _subject(b):
         return True
     core_a = without_frame_dates(str(a.get("content") or ""))
     core_b = without_frame_dates(str(b.get("content") or ""))
     category = str(a.get("category") or "general")
-    return bool(_lacking(core_a, core_b, category) & _lacking(core_b, core_a, category)) or _told_differently(
-        core_a, core_b, category
+    return (
+        bool(_lacking(core_a, core_b, category) & _lacking(core_b, core_a, category))
+        or _told_differently(core_a, core_b, category)
+        or _put_right(core_a, core_b, category)
     )
 
 
