@@ -64,15 +64,27 @@ def words(text: str) -> list[str]:
     return [w.strip("'’.-") for w in _WORD.findall(expand(text)) if w.strip("'’.-")]
 
 
+def read(text: str) -> list[tuple[str, str]]:
+    """The words of ``text``, each with "not " when it is a name or number the text denies ("..., not 12000"), else
+    "": a denied value is not the value stated, in a fact and in an entry alike."""
+    out: list[tuple[str, str]] = []
+    previous = ""
+    for w in words(text):
+        out.append((w, "not " if previous == "not" and (w[0].isdigit() or w[0].isupper()) else ""))
+        previous = w.lower()
+    return out
+
+
 def specifics(text: str) -> frozenset[str]:
     """Names, numbers and dates of ``text``, lower-cased: capitalised words that are not common words (anywhere in the
-    sentence: "Caroline went ..." names Caroline), numbers (thousands separators dropped) and month names."""
+    sentence: "Caroline went ..." names Caroline), numbers (thousands separators dropped) and month names; one the
+    text denies with "not" marked so ("not 12000")."""
     out: set[str] = set()
-    for w in words(text):
+    for w, mark in read(text):
         if w[0].isdigit():
-            out.add(_norm_number(w))
+            out.add(mark + _norm_number(w))
         elif w[0].isupper() and w.lower() not in _COMMON and len(w) > 1:
-            out.add(w.lower().replace("’", "'").removesuffix("'s"))
+            out.add(mark + w.lower().replace("’", "'").removesuffix("'s"))
     return frozenset(out)
 
 
@@ -85,21 +97,17 @@ def _stem(w: str) -> str:
 
 
 def content_words(text: str) -> frozenset[str]:
-    return frozenset(_stem(w) for w in words(text) if w.lower() not in _STOP and len(w) > 1)
+    return frozenset(mark + _stem(w) for w, mark in read(text) if w.lower() not in _STOP and len(w) > 1)
 
 
 def entry_tokens(text: str) -> frozenset[str]:
-    """What an entry offers for matching: its lower-cased words and numbers, and their stems; not a name or number it
-    denies ("Donna has 15000 in savings, not 12000" does not state 12000)."""
+    """What an entry offers for matching: its lower-cased words and numbers, and their stems; a name or number it
+    denies marked "not " ("Donna has 15000 in savings, not 12000" does not state 12000)."""
     out: set[str] = set()
-    previous = ""
-    for w in words(text):
-        denied, previous = previous == "not" and (w[0].isdigit() or w[0].isupper()), w.lower()
-        if denied:
-            continue
+    for w, mark in read(text):
         low = w.lower().replace("’", "'").removesuffix("'s")
-        out.add(_norm_number(low) if low[0].isdigit() else low)
-        out.add(_stem(w))
+        out.add(mark + (_norm_number(low) if low[0].isdigit() else low))
+        out.add(mark + _stem(w))
     return frozenset(out)
 
 

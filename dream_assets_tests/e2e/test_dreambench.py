@@ -61,6 +61,9 @@ def test_a_value_an_entry_denies_is_not_a_value_it_holds():
     assert not fact_holds(stale, "Correction from Donna Gonzalez: Donna Gonzalez has 15000 in savings, not 12000.")
     assert fact_holds("Donna Gonzalez has 15000 in savings.", "Donna Gonzalez has 15000 in savings, not 12000.")
     assert fact_holds(stale, "Donna Gonzalez has 12000 in savings. Correction: she has 15000, not 12000.")
+    # A fact that denies a value itself is held by an entry that denies it too, not by one that states it.
+    assert fact_holds("Gina's new studio is not Lisbon Dance.", "Gina says her new studio is not Lisbon Dance.")
+    assert not fact_holds("Gina's new studio is not Lisbon Dance.", "Gina's new studio is Lisbon Dance.")
 
 
 def test_a_fact_kept_only_in_a_restorable_entry_is_not_lost_but_missing_from_live_memory():
