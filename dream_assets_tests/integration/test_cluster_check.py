@@ -83,6 +83,11 @@ def test_each_group_the_rules_allow_is_one_short_call_and_its_verdict_merges_or_
     # else to ask, re-offering the studio would be a call of its own, and an idle agent makes none.
     idle = run(by_cluster({}), now=NOW + timedelta(days=30))
     assert run.requests == [] and idle.status == "completed" and idle.counts["settled_clusters"] >= 1, idle.reason
+    # A third market day joins the fairs: an open cluster, but the host's rules keep its dates apart without a call,
+    # so it asks nothing, and the studio is not asked on its own either.
+    store.memories.put_many([entry("f3", "On 14 July 2026, Jon sold bread at the Bergen market.", created_days=-31)])
+    busy = run(by_cluster({}), now=NOW + timedelta(days=31))
+    assert run.requests == [] and busy.counts["kept_apart_by_rules"] >= 1, busy.reason
 
 
 def test_a_merge_that_drops_a_specific_is_refused_and_both_entries_stay(profile, store):

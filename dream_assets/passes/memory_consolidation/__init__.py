@@ -1151,6 +1151,7 @@ def _cluster_part(batch: Selection, *clusters: Sequence[str]) -> Selection:
         shown_hash={i: h for i, h in batch.shown_hash.items() if i in members},
         clusters=[list(c) for c in clusters],
         reoffered=[c for c in batch.reoffered if set(c) in sets],
+        riders=[c for c in batch.riders if set(c) in sets],
         part_of={i: lineage for i, lineage in batch.part_of.items() if i in members},
         later=[],
         backlog=0,
@@ -1190,18 +1191,24 @@ def _check_clusters(
     None when one failed."""
     made = 0
     groups: list[list[str]] = []
+    riding: list[list[str]] = []  # groups of clusters offered for their cooldown alone
+    riders = {frozenset(c) for c in batch.riders}
     apart: list[list[str]] = []  # distinct moments by the host's rules: no question to ask
     for cluster in batch.clusters:
         found = merge_groups(
             {"entries": [_entry_input(batch.eligible[i]) for i in cluster], "clusters": [list(cluster)]}
         )
-        groups += found
+        (riding if frozenset(cluster) in riders else groups).extend(found)
         if not found:
             apart.append(cluster)
     if apart:  # stamped left apart in one write
         report.count("kept_apart_by_rules", len(apart))
         _apply(ctx, report, _cluster_part(batch, *apart), vocab, MemoryConsolidationResponse(), scopes, guard)
     groups = [g for g in groups if not checks.asked.intersection(g)]
+    if groups:  # a cluster past its cooldown is asked only beside a question this run asks anyway
+        groups += [g for g in riding if not checks.asked.intersection(g)]
+    elif riding:
+        report.info(f"{len(riding)} cluster(s) past their cooldown wait for a run with a question of its own")
     for n, cluster in enumerate(groups):
         part = _cluster_part(batch, cluster)
         entries = part.entries()

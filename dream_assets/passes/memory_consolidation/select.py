@@ -150,6 +150,9 @@ class Selection:
     #: Open clusters that cannot be shown even in parts (not two of their members fit one call): said why.
     too_large: list[list[str]] = field(default_factory=list)
     reoffered: list[list[str]] = field(default_factory=list)  # shown clusters that were settled before (merge-only)
+    #: Of ``reoffered``, those offered for their cooldown alone (not for a change of rules): they ride along with a
+    #: question the call asks anyway, never make a call of their own.
+    riders: list[list[str]] = field(default_factory=list)
     #: Open clusters too large for one call alone, offered in parts (each part is a cluster line of its own).
     split: int = 0
     call: int = 1  # which call of the pass run shows it (set by the pass before the call)
@@ -341,6 +344,7 @@ def select_candidates(
 
     clusters: list[list[str]] = []  # what may be shown: whole clusters and the parts of split ones
     reoffered: list[list[str]] = []
+    riders: list[list[str]] = []
     part_of: dict[str, str] = {}
     in_parts: set[str] = set()  # members of an offered part or a too-large cluster: never shown on their own
     waiting: list[list[str]] = []  # open clusters whose members wait when not shown
@@ -397,6 +401,8 @@ def select_candidates(
                     in_parts.update(part)
                     if v in ("reoffered", "rules"):
                         reoffered.append(part)
+                    if v == "reoffered":
+                        riders.append(part)
                 if any(i in really_unreviewed for i in members):
                     waiting.append(members)
                 continue
@@ -406,6 +412,8 @@ def select_candidates(
             clusters.append(members)
             if verdict in ("reoffered", "rules"):
                 reoffered.append(members)
+            if verdict == "reoffered":
+                riders.append(members)
     cap = max_entries if max_entries and max_entries > 0 else None
     # Only what is really new or changed waits for a later cycle: what a forced run leaves unshown stays reviewed.
     waiting += [c for c in clusters + too_large if not review_all or any(i in really_unreviewed for i in c)]
@@ -475,6 +483,7 @@ def select_candidates(
                 warnings=warnings,
                 backlog=len(must_review) - reviewed_so_far,
                 reoffered=[c for c in reoffered if c in shown_clusters],
+                riders=[c for c in riders if c in shown_clusters],
                 too_large=too_large,
                 split=split,
                 part_of={i: part_of[i] for i in eligible if i in part_of},
