@@ -10,6 +10,7 @@ traceback and the logs only with --verbose.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import shutil
 import sys
 import traceback
 import warnings
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -731,19 +733,32 @@ class _NoPandas:
             raise ModuleNotFoundError(f"No module named {name!r}: a memory command runs without it", name=name)
 
 
-def _without_pandas() -> None:
+@contextlib.contextmanager
+def _without_pandas() -> Iterator[None]:
     """A memory command never uses pandas (a third of a second to import): should a library look for it when it is
-    installed (pyarrow did, on its first conversion of Python values), in this process it finds it absent, as in an
-    install without it."""
+    installed (pyarrow did, on its first conversion of Python values), while the command runs it finds it absent, as
+    in an install without it. The finder goes when the command returns, so a process that runs the command and goes
+    on (a caller of ``main``, a test) imports pandas as before."""
+    finder = None
     if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
-        sys.meta_path.insert(0, _NoPandas())
+        finder = _NoPandas()
+        sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        if finder is not None and finder in sys.meta_path:
+            sys.meta_path.remove(finder)
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
     """save, search, list, get, forget and history through the same functions as the MCP tools
     (dream_assets.service). Exit 0 done, 1 nothing found, 2 refused (the message names the field), 3 store busy:
     try again."""
-    _without_pandas()
+    with _without_pandas():
+        return _memory_command(args)
+
+
+def _memory_command(args: argparse.Namespace) -> int:
     from dream_assets import service as am
 
     profile = _profile(args)

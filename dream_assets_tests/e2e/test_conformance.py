@@ -1,13 +1,13 @@
 """One scenario, five interfaces, one outcome: the memory service behind every interface. The scenario saves a fact,
-saves it again (reinforced), saves a corrected version of it (kept apart for the dream), saves near-duplicates, forgets
-a note and restores it, forgets another and undoes that forget (the agent's own undo), runs a dream cycle (it merges the
-fact with its correction, and the near-duplicates) and undoes it, then runs a cycle in review (it proposes those merges
-again), applies the pending set and undoes the apply. It is driven through the Python API (``dream_assets.service``),
-the ``dream`` CLI (a subprocess per command: ``--json`` where the command has it, else the lines it prints), MCP over
-stdio and over Streamable HTTP (the real ``mcp`` SDK client against a ``dream serve`` subprocess) and the LangGraph
-store, each on a fresh profile of its own, and every interface must leave the same store (every entry's content,
-category and status), the same ``history`` for every entry (event, pass, undone) and the same restore, undo and review
-results as the Python API.
+saves it again (reinforced), saves a corrected version of it (kept apart for the dream), saves near-duplicates,
+forgets a note and restores it, forgets another and undoes that forget (the agent's own undo), runs a dream cycle (it
+merges the near-duplicates; the correction stays apart from the fact it corrects) and undoes it, then runs a cycle
+in review (it proposes those merges again), applies the pending set and undoes the apply. It is driven through the
+Python API (``dream_assets.service``), the ``dream`` CLI (a subprocess per command: ``--json`` where the command has
+it, else the lines it prints), MCP over stdio and over Streamable HTTP (the real ``mcp`` SDK client against a ``dream
+serve`` subprocess) and the LangGraph store, each on a fresh profile of its own, and every interface must leave the
+same store (every entry's content, category and status), the same ``history`` for every entry (event, pass, undone)
+and the same restore, undo and review results as the Python API.
 
 What an interface has no verb for is done with the Python API on the same profile, and each driver says which
 (``BORROWED``): the dream cycle itself for every interface (run in this process with the offline backend, the passes
@@ -390,8 +390,7 @@ def run_scenario(driver: PythonDriver) -> Outcome:
     steps["repeat keeps one entry"] = again["id"] == first["id"]
     correction = driver.save(CORRECTION, "process")
     steps["correction is its own entry"] = correction["id"] != first["id"]
-    for text in DEPLOYS:
-        driver.save(text, "process")
+    deploys = [driver.save(text, "process") for text in DEPLOYS]
     hotfix = driver.save(HOTFIX, "general")
     plant = driver.save(PLANT, "general")
 
@@ -406,9 +405,13 @@ def run_scenario(driver: PythonDriver) -> Outcome:
     steps["plant after undo"] = _status(driver.get(plant["id"]))
 
     _cycle(profile, DREAM_CYCLE, clock())
-    steps["merged get"] = _status(driver.get(first["id"]))
+    steps["merged get"] = _status(driver.get(deploys[0]["id"]))
+    steps["fact and correction after the cycle"] = (
+        _status(driver.get(first["id"]))[0],
+        _status(driver.get(correction["id"]))[0],
+    )
     steps["undo dream cycle"] = _undone(driver.undo(DREAM_CYCLE))
-    steps["fact after undo"] = _status(driver.get(first["id"]))
+    steps["deploy after undo"] = _status(driver.get(deploys[0]["id"]))
 
     # the undo left the merged memories apart (a person's decision) until the consolidation cooldown; at zero
     # cooldown, once the agent saved something since (an idle corpus is asked nothing again), the cycle in review
@@ -557,10 +560,12 @@ def test_the_scenario_through_the_python_api_does_what_it_says(reference):
     assert steps["restore"] == ("restored", HOTFIX) and steps["restored is found"]
     assert [e[0] for e in history[hotfix]] == ["created", "archived", "restored"]
     assert steps["undo own forget"]["outcome"] == "done" and steps["plant after undo"][0] == "live"
-    assert steps["merged get"][0] == "archived", "the dream cycle merged the fact with its correction"
-    assert steps["undo dream cycle"]["outcome"] == "done" and steps["fact after undo"][0] == "live"
-    assert "merged out" in [e[0] for e in history[fact]]
-    assert steps["review apply"]["done"] >= 2, "the cycle in review left a set whose merges the apply applied"
+    assert steps["merged get"][0] == "archived", "the dream cycle merged the near-duplicate deploy notes"
+    assert steps["fact and correction after the cycle"] == ("live", "live"), "a correction is the sweep's to decide"
+    assert steps["undo dream cycle"]["outcome"] == "done" and steps["deploy after undo"][0] == "live"
+    assert "merged out" in [e[0] for e in history[f"[process] {DEPLOYS[0]}"]]
+    # one merge waits in the set: the three deploy notes (the correction stays apart from the fact it corrects)
+    assert steps["review apply"]["done"] == 1, "the cycle in review left a set whose merge the apply applied"
     # the whole set applies: the sweep's marks on entries its merges archived are housekeeping, never "edited since"
     assert steps["review apply"]["outcome"] == "done" and steps["review apply"]["refused"] == 0, steps["review apply"]
     assert steps["undo review apply"]["outcome"] == "done"

@@ -102,3 +102,22 @@ def test_a_search_imports_neither_the_folder_code_nor_the_save_pipeline_nor_undo
     assert _run("memory", "search", "--profile", p, "Alice python standup")["code"] == 0  # builds the index file
     searched = _run("memory", "search", "--profile", p, "Alice python standup", heavy=NOT_FOR_A_SEARCH)
     assert searched == {"code": 0, "loaded": []}
+
+
+def test_a_memory_command_run_in_process_leaves_pandas_importable_after_it(agent):
+    # A caller of main() goes on after the command (a test, an agent's own process): the guard that hides pandas
+    # while the command runs is gone when it returns, so a Dagster run in the same process can still use it.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom dream_assets.cli import main\n"
+            f"assert main(['memory', 'list', '--profile', {str(agent.root)!r}]) == 0\n"
+            "import pandas\nprint('pandas', pandas.__name__)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "pandas pandas"
