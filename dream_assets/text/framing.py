@@ -101,7 +101,7 @@ def frame_date_spans(text: str) -> list[tuple[int, int]]:
     for pattern in (_AFTER_VERB, _BEFORE_VERB, _AS_OF):
         for m in pattern.finditer(text):
             if pattern is _BEFORE_VERB and (
-                _SHARES_A_THING.match(text, m.start("verb")) or _NOUN_AFTER.search(text, 0, m.start("verb"))
+                _SHARES_A_THING.match(text, m.start("verb")) or _NOUN_AFTER.search(text, m.start(), m.start("verb"))
             ):
                 continue
             spans.append(m.span("date"))

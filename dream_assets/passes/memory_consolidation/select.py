@@ -367,53 +367,50 @@ def select_candidates(
                 judged.append((members, None, judge(members)))
     verdicts_given = {v for _, parts, v in judged for v in ([v] if parts is None else [pv for _, pv in parts])}
     asked = review_all or bool(verdicts_given & {"open", "rules"}) or (singles_sent and bool(unreviewed))
-    if not asked:  # a re-offer alone would be a call of its own: it waits for a run that asks something
-        judged = [
-            (
-                members,
-                [(p, "settled" if v == "reoffered" else v) for p, v in parts] if parts is not None else None,
-                "settled" if v == "reoffered" else v,
-            )
-            for members, parts, v in judged
-        ]
-    if found is not None:
-        for members, parts, verdict in judged:
-            if parts is not None:
-                if not parts:
-                    if verdict != "settled":
-                        too_large.append(members)
-                        in_parts.update(members)  # never shown on their own either
-                    else:
-                        settled += 1
-                    continue
-                offered = [(part, v) for part, v in parts if v != "settled"]
-                if not offered:
+
+    def kept(verdict: str) -> str:
+        """A re-offer alone would be a call of its own: it waits, settled, for a run that asks something."""
+        return "settled" if verdict == "reoffered" and not asked else verdict
+
+    for members, parts, verdict in judged:
+        verdict = kept(verdict)
+        if parts is not None:
+            parts = [(part, kept(v)) for part, v in parts]
+            if not parts:
+                if verdict != "settled":
+                    too_large.append(members)
+                    in_parts.update(members)  # never shown on their own either
+                else:
                     settled += 1
-                    continue
-                split += 1
-                lineage = min(
-                    (by_id[i].metadata[SPLIT_KEY] for i in members if by_id[i].metadata.get(SPLIT_KEY)),
-                    default=cluster_set_id(members),
-                )
-                for part, v in offered:
-                    part_of.update(dict.fromkeys(part, lineage))
-                    clusters.append(part)
-                    in_parts.update(part)
-                    if v in ("reoffered", "rules"):
-                        reoffered.append(part)
-                    if v == "reoffered":
-                        riders.append(part)
-                if any(i in really_unreviewed for i in members):
-                    waiting.append(members)
                 continue
-            if verdict == "settled":
-                settled += 1  # shown together and left apart: not asked again before its cooldown
+            offered = [(part, v) for part, v in parts if v != "settled"]
+            if not offered:
+                settled += 1
                 continue
-            clusters.append(members)
-            if verdict in ("reoffered", "rules"):
-                reoffered.append(members)
-            if verdict == "reoffered":
-                riders.append(members)
+            split += 1
+            lineage = min(
+                (by_id[i].metadata[SPLIT_KEY] for i in members if by_id[i].metadata.get(SPLIT_KEY)),
+                default=cluster_set_id(members),
+            )
+            for part, v in offered:
+                part_of.update(dict.fromkeys(part, lineage))
+                clusters.append(part)
+                in_parts.update(part)
+                if v in ("reoffered", "rules"):
+                    reoffered.append(part)
+                if v == "reoffered":
+                    riders.append(part)
+            if any(i in really_unreviewed for i in members):
+                waiting.append(members)
+            continue
+        if verdict == "settled":
+            settled += 1  # shown together and left apart: not asked again before its cooldown
+            continue
+        clusters.append(members)
+        if verdict in ("reoffered", "rules"):
+            reoffered.append(members)
+        if verdict == "reoffered":
+            riders.append(members)
     cap = max_entries if max_entries and max_entries > 0 else None
     # Only what is really new or changed waits for a later cycle: what a forced run leaves unshown stays reviewed.
     waiting += [c for c in clusters + too_large if not review_all or any(i in really_unreviewed for i in c)]
