@@ -235,3 +235,35 @@ def test_a_group_answered_with_blank_text_is_asked_once_a_run_not_again_and_agai
             assert report.counts["calls"] == 2 and report.counts["skipped_blank"] == 2  # each group once
         assert len(server.requests) == 4  # and asked again by the next run
     assert {"g1", "g2", "j1", "j2"} <= live_ids(store)
+
+
+def test_a_cluster_the_rules_split_is_settled_whole_once_its_group_is_answered(profile, store):
+    # Two wordings of one market day and a look-alike other day: the scan joins all three, the host's rules ask about
+    # the pair and keep the other day apart. Once the pair is answered (here a merge that drops specifics, refused),
+    # the three are settled together: the next runs ask nothing, where the pair was asked again every run.
+    store.memories.put_many(
+        [
+            entry("m1", "On 3 May 2026, Jon sold bread at the Bergen market.", created_days=40),
+            entry("m2", "Jon said again that on 3 May 2026 he sold bread at the Bergen market.", created_days=9),
+            entry("m3", "On 9 June 2026, Jon sold bread at the Bergen market.", created_days=5),
+        ]
+    )
+    run = Run(profile, store, CLUSTER.replace(MergeRepairEnabled=False))
+    first = run(verdict("merge", "Jon sold bread."))  # drops the date and the market: refused
+    assert first.status == "completed", first.reason
+    assert len(run.requests) == 1 and first.counts["rejected"] == 1
+    assert "9 June" not in run.requests[0].prompt  # the other day is not asked about
+    live = {e.id: e for e in store.memories.list_live()}
+    assert {"m1", "m2", "m3"} <= set(live)
+    sets = {live[i].metadata.get(CLUSTER_SET_KEY) for i in ("m1", "m2", "m3")}
+    assert len(sets) == 1 and sets != {None}  # settled as one cluster
+    assert all(is_reviewed(live[i]) for i in ("m1", "m2", "m3"))
+    for hours in (1, 2):
+        again = run(verdict("keep"), now=NOW + timedelta(hours=hours))
+        assert run.requests == [] and again.status == "completed", again.reason
+    # A third wording of the May day opens the cluster again: then the May entries are asked about once more.
+    store.memories.put_many(
+        [entry("m4", "Jon told us once more that on 3 May 2026 he sold bread at the Bergen market.", created_days=-1)]
+    )
+    run(verdict("keep"), now=NOW + timedelta(days=1))
+    assert len(run.requests) == 1 and "3 May" in run.requests[0].prompt

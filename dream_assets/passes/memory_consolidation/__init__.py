@@ -853,7 +853,9 @@ def _retire(
             report.info(f"archived memory {i} ({verdict.reason}): {_inline(before.content)}")
 
 
-def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, state: _Apply) -> None:
+def _stamp_reviewed(
+    ctx: PassContext, report: PassReport, selection: Selection, state: _Apply, *, counted_as: str = "left_apart"
+) -> None:
     """Entries shown and left in place are reviewed as shown; sources of a rejected merge also carry the rejection;
     the members of a cluster shown and left whole carry its set id, when it was left apart and how many times (a
     re-offered cluster left apart again is declined once more, and its cooldown grows). The stamps and their
@@ -883,7 +885,7 @@ def _stamp_reviewed(ctx: PassContext, report: PassReport, selection: Selection, 
         for i, left in stamps.items():
             updates.setdefault(i, {}).update(left)
         before = int(stamps[cluster[0]][CLUSTER_DECLINED_KEY]) - 1
-        report.count("left_apart")
+        report.count(counted_as)
         if before:
             report.count("declined")
             report.info(
@@ -1194,6 +1196,8 @@ def _check_clusters(
     riding: list[list[str]] = []  # groups of clusters offered for their cooldown alone
     riders = {frozenset(c) for c in batch.riders}
     apart: list[list[str]] = []  # distinct moments by the host's rules: no question to ask
+    split: list[tuple[list[str], list[frozenset[str]]]] = []  # clusters the rules split, with their groups
+    answered: set[frozenset[str]] = set()  # groups a check of this run answered
     for cluster in batch.clusters:
         found = merge_groups(
             {"entries": [_entry_input(batch.eligible[i]) for i in cluster], "clusters": [list(cluster)]}
@@ -1201,6 +1205,8 @@ def _check_clusters(
         (riding if frozenset(cluster) in riders else groups).extend(found)
         if not found:
             apart.append(cluster)
+        elif [set(g) for g in found] != [set(cluster)]:
+            split.append((list(cluster), [frozenset(g) for g in found]))
     if apart:  # stamped left apart in one write
         report.count("kept_apart_by_rules", len(apart))
         _apply(ctx, report, _cluster_part(batch, *apart), vocab, MemoryConsolidationResponse(), scopes, guard)
@@ -1242,7 +1248,27 @@ def _check_clusters(
         if response.decision == "keep":
             report.count("kept_apart_by_check")
         _apply(ctx, report, part, vocab, _cluster_answer(response, entries), scopes, guard)
+        answered.add(frozenset(cluster))
+    for cluster, found in split:
+        if answered.issuperset(found):
+            _settle_whole(ctx, report, batch, cluster, int(report.counts.get("calls", 0)) + made)
     return made
+
+
+def _settle_whole(ctx: PassContext, report: PassReport, batch: Selection, cluster: list[str], call: int) -> None:
+    """A cluster the host's rules split (a group asked about, members kept apart as distinct moments) whose every
+    group a check answered and left in place: its members are stamped settled together, as one cluster shown and left
+    apart. Its groups' own stamps name only the groups, so without this the scan's cluster would be open on every run
+    and its groups asked again. A group merged, or an entry changed since shown, is a new question: no stamp."""
+    current = ctx.store.memories.get_many(cluster)
+    if any(
+        i not in current or current[i].is_archived or review_hash(current[i]) != batch.shown_hash[i] for i in cluster
+    ):
+        return
+    part = _cluster_part(batch, cluster)
+    part.eligible = {i: current[i] for i in part.eligible}
+    part.call = call
+    _stamp_reviewed(ctx, report, part, _Apply(), counted_as="settled_whole")
 
 
 def _summary(report: PassReport) -> str:
@@ -1564,6 +1590,8 @@ COUNTS = {
     "prompt tokens) was spent (cluster call shape)",
     "kept_apart_by_rules": "clusters left whole without a call: every two members describe distinct moments by the "
     "host's rules (cluster call shape)",
+    "settled_whole": "clusters the host's rules split into groups asked about and members kept apart, settled as one "
+    "cluster once every group was answered and left in place (cluster call shape)",
     "split_clusters": "near-duplicate clusters too large for one call's window alone, offered in parts (counted "
     "once per selection that offered them)",
     "settled_clusters": "near-duplicate clusters withheld because every member is reviewed and unchanged",
