@@ -163,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         noise_per_day=args.noise if args.noise is not None else size.get("noise", scenario_mod.NOISE_PER_DAY),
         per_speaker=args.per_speaker if args.per_speaker is not None else size.get("per_speaker"),
         save_share=args.save_share if args.save_share is not None else size.get("save_share", scenario_mod.SAVE_SHARE),
+        lookalike_share=size.get("lookalike_share", scenario_mod.LOOKALIKE_SHARE),
         seed=args.seed,
     )
     summary = year.summary()

@@ -35,6 +35,8 @@ from .textmatch import MONTHS
 START = datetime(2025, 1, 6, tzinfo=UTC)
 DAYS = 365
 SAVE_SHARE = 0.85  # saves stop after this share of the year; the rest is idle cycles
+#: Of the LoCoMo observations not re-observed, the share followed by distinct look-alike events.
+LOOKALIKE_SHARE = 0.1
 NOISE_PER_DAY = 0.4  # the chance of a line of small talk on a day
 
 
@@ -186,8 +188,9 @@ def session_time(text: str) -> datetime:
 
 # ---------------------------------------------------------------------------------------------- building
 class _Builder:
-    def __init__(self, seed: int, save_share: float = SAVE_SHARE) -> None:
+    def __init__(self, seed: int, save_share: float = SAVE_SHARE, lookalike_share: float = LOOKALIKE_SHARE) -> None:
         self.seed = seed
+        self.lookalike_share = lookalike_share
         self.saves: list[Save] = []
         self.facts: dict[str, str] = {}
         self.kinds: dict[str, str] = {}
@@ -212,6 +215,7 @@ class _Builder:
         only the questions whose every evidence turn has a fact)."""
         sample = conv["sample_id"]
         rng = random.Random(f"{self.seed}:locomo:{sample}")
+        look = random.Random(f"{self.seed}:lookalike:{sample}")  # its own stream: the share moves nothing else
         talk = conv["conversation"]
         speakers = [talk["speaker_a"], talk["speaker_b"]]
         names = set(speakers)
@@ -243,11 +247,11 @@ class _Builder:
                             for d in dias:
                                 by_dia[d].append(rk)
                         self.dup_groups.append(group)
-                    elif rng.random() < 0.1 and not _REPORTING.search(text):
+                    elif look.random() < self.lookalike_share and not _REPORTING.search(text):
                         group = []
-                        for r, variant in enumerate(lookalikes(rng, text, speaker, other, when[s])):
+                        for r, variant in enumerate(lookalikes(look, text, speaker, other, when[s])):
                             lk = f"{key}-la{r}"
-                            offset = rng.randint(3, 40) * (r + 1)
+                            offset = look.randint(3, 40) * (r + 1)
                             self.fact(lk, variant, "lookalike", day[s] + offset, 800 + i)
                             group.append(lk)
                         self.lookalike_groups.append(group)
@@ -416,17 +420,21 @@ def build(
     noise_per_day: float = NOISE_PER_DAY,
     per_speaker: int | None = None,
     save_share: float = SAVE_SHARE,
+    lookalike_share: float = LOOKALIKE_SHARE,
     seed: int = 20240809,
 ) -> Scenario:
     """The year for ``conversations`` (LoCoMo sample ids; of each session, the first ``per_speaker`` observations of
     each speaker when given, else all) and the first ``profiles`` HaluMem people, with a consolidation every
     ``every`` days; ``noise_per_day`` is the chance of a line of small talk on a day (and a quarter of it of a
-    second line). Saves stop after ``save_share`` of the year; the consolidations after that are idle."""
+    second line). Saves stop after ``save_share`` of the year; the consolidations after that are idle. Of the
+    observations not re-observed, ``lookalike_share`` are followed by two or three distinct events that read alike."""
     if every < 1:
         raise ValueError(f"every {every!r}: consolidate every 1 day or more")
     if not 0 < save_share <= 1:
         raise ValueError(f"save_share {save_share!r}: a share of the year, above 0 and at most 1")
-    b = _Builder(seed, save_share)
+    if not 0 <= lookalike_share <= 1:
+        raise ValueError(f"lookalike_share {lookalike_share!r}: a share, from 0 to 1")
+    b = _Builder(seed, save_share, lookalike_share)
     convs = {c["sample_id"]: c for c in json.loads(_read(data / "locomo" / "locomo10.json"))}
     unknown = [c for c in conversations if c not in convs]
     if unknown:

@@ -324,10 +324,26 @@ def test_the_model_quick_year_has_every_kind_of_fact_and_an_idle_cycle_in_three_
     summary = year.summary()
     assert len(year.consolidations) == 3
     assert max(s.at for s in year.saves) < year.consolidations[1]  # the last consolidation is idle
-    assert summary["corrections"] >= 3 and summary["dup_groups"] >= 5 and summary["lookalike_groups"] >= 1
+    # enough look-alike events to tell a consolidation that merges them from one that keeps them apart
+    assert summary["corrections"] >= 3 and summary["dup_groups"] >= 5 and summary["lookalike_groups"] >= 5
     assert summary["questions"] >= 30 and summary["noise"] > 0
     # Every question is about facts the year saves (a slice of the conversation leaves the others out).
     saved = {s.key for s in year.saves}
     assert all(key in saved for q in year.questions for keys in q.evidence for key in keys)
     # What a whole-file rewrite is sent stays a few thousand tokens.
     assert max(memory_file_tokens(year)) < 3000
+
+
+@pytest.mark.skipif(not (DATA / "locomo" / "locomo10.json").exists(), reason=f"{DATA} is not available")
+def test_the_share_of_look_alike_events_moves_nothing_else_in_the_year():
+    from dreambench.scenario import build
+
+    def year(share: float):
+        return build(DATA, conversations=["conv-26"], profiles=1, every=120, per_speaker=1, lookalike_share=share)
+
+    few, many = year(0.1), year(0.4)
+    assert len(many.lookalike_groups) > len(few.lookalike_groups)
+    assert many.dup_groups == few.dup_groups and many.corrections == few.corrections
+    assert [q.text for q in many.questions] == [q.text for q in few.questions]
+    with pytest.raises(ValueError, match="lookalike_share"):
+        year(1.5)
