@@ -11,9 +11,11 @@ Unavailable unless ``mem0ai`` imports and an endpoint is set."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from .base import Endpoint, Kept, Unavailable, workdir
 
@@ -96,12 +98,20 @@ class Mem0:
         pass  # mem0 consolidates at save time
 
     def search(self, query: str, k: int) -> list[str]:
-        found = self.memory.search(query, user_id=USER, limit=k)
+        found = self._read(self.memory.search, k, query)
         return [r["memory"] for r in (found.get("results", []) if isinstance(found, dict) else found)]
 
     def dump(self) -> list[Kept]:
-        found = self.memory.get_all(user_id=USER, limit=100_000)
+        found = self._read(self.memory.get_all, 100_000)
         return [Kept(r["memory"]) for r in (found.get("results", []) if isinstance(found, dict) else found)]
+
+    @staticmethod
+    def _read(method: Any, k: int, *args: object) -> Any:
+        """``search`` or ``get_all`` of this user, at most ``k``: mem0 2.x takes ``filters`` and ``top_k`` (and refuses
+        ``user_id`` beside them), earlier releases ``user_id`` and ``limit``."""
+        if "filters" in inspect.signature(method).parameters:
+            return method(*args, filters={"user_id": USER}, top_k=k)
+        return method(*args, user_id=USER, limit=k)
 
     def tokens_used(self) -> int:
         return self.tokens
