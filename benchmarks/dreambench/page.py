@@ -28,8 +28,8 @@ ABOUT = {
     "(– with n = 0: nothing was taken out)",
     "live_entries": "live entries (n: live and restorable entries)",
     "tokens": "model tokens spent by each consolidation",
-    "failures": "failed passes or model calls over the year (a failed rewrite leaves the file as it was, so its "
-    "cycle changes nothing)",
+    "failures": "failed saves, passes or model calls over the year (a failed rewrite leaves the file as it was, so "
+    "its cycle changes nothing; a failed save is a fact the agent meant to keep, scored as saved)",
 }
 
 PENDING = """\

@@ -62,11 +62,16 @@ def run(scenario: Scenario, adapter: Adapter, *, on_cycle: Any = None) -> Result
     saved: set[str] = set()
     rev_kept = rev_total = 0
     last = None
+    save_failures: list[str] = []
     estimate = getattr(adapter, "prompt_tokens_estimate", None)  # prompts sized as sent, with or without a model
     for i, at in enumerate(scenario.consolidations):
         fresh = 0
         while pending is not None and pending.at <= at:
-            adapter.save(pending.text, pending.at)
+            try:
+                adapter.save(pending.text, pending.at)
+            except Exception as exc:  # noqa: BLE001 - a save the memory refused or failed is a failure of the adapter
+                # and a fact the agent meant to keep: counted, scored as saved (so lost), and the year goes on
+                save_failures.append(f"save on {pending.at:%Y-%m-%d} failed: {type(exc).__name__}: {exc}"[:300])
             saved.add(pending.key)
             fresh += 1
             pending = next(saves, None)
@@ -101,7 +106,9 @@ def run(scenario: Scenario, adapter: Adapter, *, on_cycle: Any = None) -> Result
     result.final["tokens_total"] = (float(adapter.tokens_used()), len(result.cycles))
     result.final["reversible"] = (rev_kept / rev_total if rev_total else math.nan, rev_total)
     result.examples = last.examples
-    result.failures = list(getattr(adapter, "failed_passes", []) or getattr(adapter, "failed_calls", []))
+    result.failures = save_failures + list(
+        getattr(adapter, "failed_passes", []) or getattr(adapter, "failed_calls", [])
+    )
     result.final["failures"] = (float(len(result.failures)), len(result.cycles))
     result.seconds = time.perf_counter() - started
     result.final["seconds"] = (result.seconds, len(result.cycles))

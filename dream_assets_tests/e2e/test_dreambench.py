@@ -161,6 +161,23 @@ def tiny_year() -> Scenario:
     )
 
 
+def test_a_save_the_adapter_fails_is_a_failure_and_a_lost_fact_and_the_year_goes_on(tmp_path):
+    adapter = create("append_only", root=tmp_path)
+    save = adapter.save
+
+    def refuse_races(text, when):
+        if "race" in text:
+            raise RuntimeError("request (8210 tokens) exceeds the available context size (8192 tokens)")
+        save(text, when)
+
+    adapter.save = refuse_races
+    result = run(tiny_year(), adapter)
+    final = {k: v for k, (v, _n) in result.final.items()}
+    assert len(result.cycles) == 3 and final["failures"] == 2
+    assert all("exceeds the available context size" in f for f in result.failures)
+    assert final["facts_lost"] == 2  # the two races the agent saved are in no entry
+
+
 def test_append_only_keeps_every_save_and_finds_it_with_bm25(tmp_path):
     result = run(tiny_year(), create("append_only", root=tmp_path))
     final = {k: v for k, (v, _n) in result.final.items()}
