@@ -28,8 +28,8 @@ SEED = 20240809
 QUICK = {"conversations": "conv-26", "profiles": 5, "every": 7}
 #: ``--quick`` with a model endpoint: a year a small local model finishes in about 25 minutes with dream_assets and
 #: llm_rewrite (Qwen2.5-Coder-1.5B on 2 CPU cores, about 15 tokens a second all in). Three consolidations, the last
-#: idle: dream_assets spends about 11,000 prompt tokens on it and llm_rewrite about 9,500 (the memory file sent and
-#: given back, at most 2,700 tokens; docs/dreambench.md).
+#: idle: dream_assets sends about 10,500 prompt tokens over the year and llm_rewrite about 7,400 and is answered about
+#: as much (the memory file sent and given back, at most 2,900 tokens; docs/dreambench-local-model.md).
 QUICK_MODEL = {
     "conversations": "conv-26",
     "per_speaker": 1,

@@ -37,7 +37,7 @@ PENDING = """\
 OpenClaw-style dreaming behaves) and `mem0` (`mem0ai` with `infer=True`) need a real model endpoint; the tests run
 them against the project's scripted test endpoint, which proves the adapters work but measures nothing. With
 `DREAM__LlmBaseUrl` set, `--quick` runs the model year (`--quick model`): the first observation of each speaker a
-session of conv-26, one HaluMem person, a consolidation every 120 days (3, the last idle; 76 saves, 3 corrections,
+session of conv-26, one HaluMem person, a consolidation every 120 days (3, the last idle; 82 saves, 3 corrections,
 48 questions), which `dream_assets` and `llm_rewrite` finish in about 15 minutes with the local
 Qwen2.5-Coder-1.5B-Instruct on this 2-core machine (`../shared/local-model/`). Its figures are not comparable with
 the offline year's, so it writes a page of its own, [dreambench-local-model.md](dreambench-local-model.md):
@@ -51,9 +51,12 @@ the offline year's, so it writes a page of its own, [dreambench-local-model.md](
 A whole-file rewrite whose answer reaches `DREAM__LlmMaxTokens`, or larger than the model's window, fails, leaves
 the file as it was and is counted in `failures`. `mem0` also needs `pip install mem0ai` and the e5 embeddings
 (`DREAM__EmbeddingBaseUrl=http://127.0.0.1:8093/v1 DREAM__EmbeddingModel=multilingual-e5-small-q4
-DREAM__EmbeddingDimensions=384`, which `dream_assets` then uses too). `mem0ai` 2.2.1 runs against the local model,
-but its first add sent a prompt of about 8,000 tokens (six minutes on this machine): the model year's 76 adds, two
-calls each, would take about 15 hours, so no figure of mem0 is on these pages yet."""
+DREAM__EmbeddingDimensions=384`, which `dream_assets` then uses too). `mem0ai` 2.2.1 (without its `nlp` and
+`extras` extras, whose models are downloaded) runs against the local model, but each add sends an extraction prompt
+of about 8,600 tokens, more than an 8k window holds (start the server with `LLM_CTX=32768`), and the 1.5B model
+answered one add with about 1,700 tokens: minutes an add once its prompt is cached, hours for the model year's 82
+adds, so no figure of mem0 is on these pages yet. A save an adapter fails is counted in `failures`, its fact is
+scored as saved (so lost), and the year goes on."""
 
 
 def machine() -> str:
