@@ -267,3 +267,22 @@ def test_a_cluster_the_rules_split_is_settled_whole_once_its_group_is_answered(p
     )
     run(verdict("keep"), now=NOW + timedelta(days=1))
     assert len(run.requests) == 1 and "3 May" in run.requests[0].prompt
+
+
+def test_a_split_cluster_whose_group_got_a_blank_answer_stays_open_for_the_next_cycle(profile, store):
+    # A blank or copied answer is no answer: the pair is asked again next cycle, so the cluster is not settled whole.
+    store.memories.put_many(
+        [
+            entry("m1", "On 3 May 2026, Jon sold bread at the Bergen market.", created_days=40),
+            entry("m2", "Jon said again that on 3 May 2026 he sold bread at the Bergen market.", created_days=9),
+            entry("m3", "On 9 June 2026, Jon sold bread at the Bergen market.", created_days=5),
+        ]
+    )
+    run = Run(profile, store, CLUSTER)
+    first = run(verdict("merge", "  "))
+    assert len(run.requests) == 1 and first.counts["skipped_blank"] == 1, first.reason
+    assert not first.counts.get("settled_whole")
+    live = {e.id: e for e in store.memories.list_live()}
+    assert not any(live[i].metadata.get(CLUSTER_SET_KEY) for i in ("m1", "m2", "m3"))
+    run(verdict("keep"), now=NOW + timedelta(hours=1))
+    assert len(run.requests) == 1 and "3 May" in run.requests[0].prompt  # asked again

@@ -1251,19 +1251,29 @@ def _check_clusters(
         answered.add(frozenset(cluster))
     for cluster, found in split:
         if answered.issuperset(found):
-            _settle_whole(ctx, report, batch, cluster, int(report.counts.get("calls", 0)) + made)
+            _settle_whole(ctx, report, batch, cluster, found, int(report.counts.get("calls", 0)) + made)
     return made
 
 
-def _settle_whole(ctx: PassContext, report: PassReport, batch: Selection, cluster: list[str], call: int) -> None:
+def _settle_whole(
+    ctx: PassContext,
+    report: PassReport,
+    batch: Selection,
+    cluster: list[str],
+    groups: Sequence[frozenset[str]],
+    call: int,
+) -> None:
     """A cluster the host's rules split (a group asked about, members kept apart as distinct moments) whose every
     group a check answered and left in place: its members are stamped settled together, as one cluster shown and left
     apart. Its groups' own stamps name only the groups, so without this the scan's cluster would be open on every run
-    and its groups asked again. A group merged, or an entry changed since shown, is a new question: no stamp."""
+    and its groups asked again. A group merged, a group whose answer was no answer (blank or copied text: its members
+    are not stamped reviewed, so it is asked again), or an entry changed since shown is a new question: no stamp."""
     current = ctx.store.memories.get_many(cluster)
     if any(
         i not in current or current[i].is_archived or review_hash(current[i]) != batch.shown_hash[i] for i in cluster
     ):
+        return
+    if any(current[i].metadata.get(REVIEWED_KEY) != batch.shown_hash[i] for group in groups for i in group):
         return
     part = _cluster_part(batch, cluster)
     part.eligible = {i: current[i] for i in part.eligible}
