@@ -126,6 +126,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--save-share", type=float, default=None, help="share of the year with saves; the rest is idle (default 0.85)"
     )
+    p.add_argument(
+        "--lookalike-share",
+        type=float,
+        default=None,
+        help="share of LoCoMo observations not re-observed that are followed by distinct events reading alike "
+        "(default 0.1)",
+    )
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--final-only", action="store_true", help="print the end-of-year lines only, not each cycle's")
     p.add_argument(
@@ -133,6 +140,23 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--examples", type=int, default=3, help="examples of each shortfall printed on stderr")
     return p.parse_args(list(argv) if argv is not None else None)
+
+
+def _year(args: argparse.Namespace, size: dict[str, Any]) -> scenario_mod.Scenario:
+    """The year the options ask for (``ValueError`` for a size out of range)."""
+    return scenario_mod.build(
+        scenario_mod.eval_data(args.data),
+        conversations=[c.strip() for c in (args.conversations or size["conversations"]).split(",") if c.strip()],
+        profiles=args.profiles if args.profiles is not None else size["profiles"],
+        every=args.every if args.every is not None else size["every"],
+        noise_per_day=args.noise if args.noise is not None else size.get("noise", scenario_mod.NOISE_PER_DAY),
+        per_speaker=args.per_speaker if args.per_speaker is not None else size.get("per_speaker"),
+        save_share=args.save_share if args.save_share is not None else size.get("save_share", scenario_mod.SAVE_SHARE),
+        lookalike_share=args.lookalike_share
+        if args.lookalike_share is not None
+        else size.get("lookalike_share", scenario_mod.LOOKALIKE_SHARE),
+        seed=args.seed,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -155,17 +179,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    year = scenario_mod.build(
-        scenario_mod.eval_data(args.data),
-        conversations=[c.strip() for c in (args.conversations or size["conversations"]).split(",") if c.strip()],
-        profiles=args.profiles if args.profiles is not None else size["profiles"],
-        every=args.every if args.every is not None else size["every"],
-        noise_per_day=args.noise if args.noise is not None else size.get("noise", scenario_mod.NOISE_PER_DAY),
-        per_speaker=args.per_speaker if args.per_speaker is not None else size.get("per_speaker"),
-        save_share=args.save_share if args.save_share is not None else size.get("save_share", scenario_mod.SAVE_SHARE),
-        lookalike_share=size.get("lookalike_share", scenario_mod.LOOKALIKE_SHARE),
-        seed=args.seed,
-    )
+    try:
+        year = _year(args, size)
+    except ValueError as exc:  # a size option out of range: said as the option's problem, not a traceback
+        print(f"dreambench: {exc}", file=sys.stderr)
+        return 2
     summary = year.summary()
     for key, value in summary.items():
         emit(f"dreambench.scenario.{key}", summary["saves"], value, "count")

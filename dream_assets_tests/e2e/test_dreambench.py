@@ -309,6 +309,32 @@ def test_the_command_reports_an_unavailable_adapter_as_unavailable_not_as_a_resu
     )
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [("--lookalike-share", "2", "lookalike_share 2.0: a share"), ("--save-share", "0", "save_share 0.0: a share")],
+)
+def test_a_size_out_of_range_is_a_clear_error_not_a_traceback(option, value, said):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "dreambench"),
+            "--quick",
+            "offline",
+            "--adapters",
+            "append_only",
+            option,
+            value,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DREAM_EVAL_DATA": str(DATA), "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout == ""
+
+
 # ---------------------------------------------------------------------------------------------- the command
 def test_quick_with_a_model_endpoint_is_the_year_a_small_model_finishes():
     from dreambench.cli import FULL, QUICK, QUICK_MODEL, year_size
