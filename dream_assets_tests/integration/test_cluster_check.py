@@ -286,3 +286,25 @@ def test_a_split_cluster_whose_group_got_a_blank_answer_stays_open_for_the_next_
     assert not any(live[i].metadata.get(CLUSTER_SET_KEY) for i in ("m1", "m2", "m3"))
     run(verdict("keep"), now=NOW + timedelta(hours=1))
     assert len(run.requests) == 1 and "3 May" in run.requests[0].prompt  # asked again
+
+
+def test_two_split_clusters_of_one_run_are_both_settled_whole(profile, store):
+    store.memories.put_many(
+        [
+            entry("m1", "On 3 May 2026, Jon sold bread at the Bergen market.", created_days=40),
+            entry("m2", "Jon said again that on 3 May 2026 he sold bread at the Bergen market.", created_days=9),
+            entry("m3", "On 9 June 2026, Jon sold bread at the Bergen market.", created_days=5),
+            entry("k1", "On 4 May 2026, Ola sold fish at the Tromso harbour.", created_days=38),
+            entry("k2", "Ola said again that on 4 May 2026 he sold fish at the Tromso harbour.", created_days=8),
+            entry("k3", "On 11 June 2026, Ola sold fish at the Tromso harbour.", created_days=4),
+        ]
+    )
+    run = Run(profile, store, CLUSTER)
+    first = run(by_cluster({"Jon": verdict("keep", differences="when"), "Ola": verdict("keep", differences="when")}))
+    assert len(run.requests) == 2 and first.counts["settled_whole"] == 2, first.reason
+    live = {e.id: e for e in store.memories.list_live()}
+    for ids in (("m1", "m2", "m3"), ("k1", "k2", "k3")):
+        sets = {live[i].metadata.get(CLUSTER_SET_KEY) for i in ids}
+        assert len(sets) == 1 and sets != {None}
+    again = run(by_cluster({}), now=NOW + timedelta(hours=1))
+    assert run.requests == [] and again.status == "completed", again.reason

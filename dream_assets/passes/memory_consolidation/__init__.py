@@ -1249,9 +1249,9 @@ def _check_clusters(
             report.count("kept_apart_by_check")
         _apply(ctx, report, part, vocab, _cluster_answer(response, entries), scopes, guard)
         answered.add(frozenset(cluster))
-    for cluster, found in split:
-        if answered.issuperset(found):
-            _settle_whole(ctx, report, batch, cluster, found, int(report.counts.get("calls", 0)) + made)
+    done = [(cluster, found) for cluster, found in split if answered.issuperset(found)]
+    if done:
+        _settle_whole(ctx, report, batch, done, int(report.counts.get("calls", 0)) + made)
     return made
 
 
@@ -1259,23 +1259,27 @@ def _settle_whole(
     ctx: PassContext,
     report: PassReport,
     batch: Selection,
-    cluster: list[str],
-    groups: Sequence[frozenset[str]],
+    split: Sequence[tuple[list[str], list[frozenset[str]]]],
     call: int,
 ) -> None:
-    """A cluster the host's rules split (a group asked about, members kept apart as distinct moments) whose every
-    group a check answered and left in place: its members are stamped settled together, as one cluster shown and left
-    apart. Its groups' own stamps name only the groups, so without this the scan's cluster would be open on every run
-    and its groups asked again. A group merged, a group whose answer was no answer (blank or copied text: its members
-    are not stamped reviewed, so it is asked again), or an entry changed since shown is a new question: no stamp."""
-    current = ctx.store.memories.get_many(cluster)
-    if any(
-        i not in current or current[i].is_archived or review_hash(current[i]) != batch.shown_hash[i] for i in cluster
-    ):
+    """Clusters the host's rules split (a group asked about, members kept apart as distinct moments), each with its
+    groups, every one of which a check answered: a cluster whose groups were left in place is stamped settled as a
+    whole, as one cluster shown and left apart (all of them in one read and one write). Its groups' own stamps name
+    only the groups, so without this the scan's cluster would be open on every run and its groups asked again. A group
+    merged, a group whose answer was no answer (blank or copied text: its members are not stamped reviewed, so it is
+    asked again), or an entry changed since shown is a new question: no stamp."""
+    current = ctx.store.memories.get_many([i for cluster, _ in split for i in cluster])
+
+    def left_in_place(cluster: list[str], groups: list[frozenset[str]]) -> bool:
+        return all(
+            i in current and not current[i].is_archived and review_hash(current[i]) == batch.shown_hash[i]
+            for i in cluster
+        ) and all(current[i].metadata.get(REVIEWED_KEY) == batch.shown_hash[i] for group in groups for i in group)
+
+    whole = [cluster for cluster, groups in split if left_in_place(cluster, groups)]
+    if not whole:
         return
-    if any(current[i].metadata.get(REVIEWED_KEY) != batch.shown_hash[i] for group in groups for i in group):
-        return
-    part = _cluster_part(batch, cluster)
+    part = _cluster_part(batch, *whole)
     part.eligible = {i: current[i] for i in part.eligible}
     part.call = call
     _stamp_reviewed(ctx, report, part, _Apply(), counted_as="settled_whole")
