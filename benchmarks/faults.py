@@ -96,6 +96,7 @@ from dream_assets.profile import AgentProfile  # noqa: E402
 from dream_assets.save_pipeline import save_memory
 from dream_assets.store.connection import connect_quietly  # noqa: E402
 from dream_assets.text.coverage import BASELINE_VOCABULARY, CoverageSource, check_merge_coverage  # noqa: E402
+from dream_assets_tests.workers import map_in_workers, spawn_pool  # noqa: E402
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MODEL_PASSES = (
@@ -944,9 +945,10 @@ def fuzz_trials(template: AgentProfile, work: Path, trials: int, tally: Counter,
     workers = max(1, min(2, os.cpu_count() or 1))
     per = max(1, trials // (workers * 8))
     jobs = [(str(template.root), str(work), start, min(per, trials - start)) for start in range(0, trials, per)]
-    ctx = mp.get_context("spawn")
-    with ctx.Pool(workers) as pool:
-        for result in pool.imap_unordered(fuzz_worker, jobs):
+    # A worker that dies (killed, out of memory) ends the section with WorkerDied, counted as a section error,
+    # instead of leaving the pool waiting on it for ever.
+    with spawn_pool(workers) as pool:
+        for result in map_in_workers(pool, fuzz_worker, jobs):
             tally.update(result["tally"])
             notes.extend(result["notes"])
 
