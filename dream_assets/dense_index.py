@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -203,7 +203,15 @@ class DenseIndex:
             top = max(top, seq)
         self.synced_seq = top
 
-    def row_live(self, mid: str, content: str, category: str, tags: Sequence[str], derived: object = None) -> None:
+    def row_live(
+        self,
+        mid: str,
+        content: str,
+        category: str,
+        tags: Sequence[str],
+        derived: object = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
         if self.ready:
             self._live(mid, content)
 

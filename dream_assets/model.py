@@ -171,6 +171,10 @@ def in_category(category: str, root: str) -> bool:
     return category == root or category.startswith(root + "/")
 
 
+#: The metadata keys ``user_correction_signs`` reads.
+CORRECTION_METADATA_KEYS = ("feedbackKind", "source")
+
+
 def user_correction_signs(category: str, tags: Iterable[str], metadata: Mapping[str, str]) -> bool:
     """Whether a record with these fields is a user correction: saved from feedback of kind Correction (metadata
     ``feedbackKind``), stated by the user (metadata ``source`` in :data:`USER_SOURCES`), tagged ``user-correction``,

@@ -35,7 +35,7 @@ import operator
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -47,7 +47,7 @@ from dream_assets.model import MemoryEntry
 from dream_assets.store import index_file
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.memory import MemoryStore, live_index_rows, row_events_since, top_seq
-from dream_assets.store.recall import candidate_count
+from dream_assets.store.recall import candidate_count, later_rows, later_version, rows_complete, rows_needed
 from dream_assets.store.recall import rank as rank_recall
 from dream_assets.text.bm25 import Bm25Index
 from dream_assets.text.similarity import (
@@ -67,7 +67,7 @@ log = logging.getLogger("dream_assets.recall_index")
 #: Live rows a first index build reads per store session (``RecallIndex.prepare``): about 20 ms of the store each
 #: at 100k entries, so an agent's save waits for one chunk at most, never for the whole read.
 INDEX_READ_CHUNK = 10_000
-_INDEX_COLUMNS = ("id", "content", "category", "tags")
+_INDEX_COLUMNS = ("id", "content", "category", "tags", "metadata")
 
 
 def _table(name: str) -> property:
@@ -124,6 +124,9 @@ class RecallIndex:
         # Category and tag tokens per entry (the BM25 document is its content tokens and these): what the index file
         # (store/index_file.py) needs to give the kernel the same documents. The tuples are shared across entries.
         self.labels: dict[str, tuple[str, ...]] = {}
+        # The live entries that say they are a later version of a fact (store/recall.py ``later_version``): a search
+        # reads the rows below the first places only for these (``rows_needed``).
+        self.later: set[str] = set()
         self.synced_seq = 0
         self.ready = False
         #: Entries added or removed since the index file was last written or read (None: no file holds this index).
@@ -142,18 +145,26 @@ class RecallIndex:
             if len(row) == 1 or row[4] is not None:
                 self.remove(row[0])
             else:
-                self.add(row[0], row[1], row[2], json.loads(row[3]))
+                tags = json.loads(row[3])
+                self.add(row[0], row[1], row[2], tags, later=later_version(row[1], row[2], tags, row[5]))
             top = max(top, seq)
         self.synced_seq = top
 
     # ------------------------------------------------------------------ the rows' observer (store/memory.py)
     def row_live(
-        self, mid: str, content: str, category: str, tags: Sequence[str], derived: object | None = None
+        self,
+        mid: str,
+        content: str,
+        category: str,
+        tags: Sequence[str],
+        derived: object | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
         """This process wrote (or is about to write) a live row: indexed at once when the index is built (one that
         is not is built from the rows later). ``derived``: what a save derived from the text (``SaveText``)."""
         if self.ready:
-            self.add(mid, content, category, tags, derived if isinstance(derived, SaveText) else None)
+            text = derived if isinstance(derived, SaveText) else None
+            self.add(mid, content, category, tags, text, later=later_version(content, category, tags, metadata))
 
     def row_gone(self, mid: str) -> None:
         """This process archived or purged a row."""
@@ -257,6 +268,7 @@ class RecallIndex:
             raise ValueError("the file's documents were taken by another index already")
         index.bm25.add_arrays(*documents)
         index._unmade, index._pending = loaded, []
+        index.later = loaded.later_ids()
         index.synced_seq = loaded.synced_seq
         return index
 
@@ -358,6 +370,7 @@ class RecallIndex:
         index._set_tables(
             cls._tables(state.ids, state.content, state.labels, state.stems, Counter(stem_df), state.exact)
         )
+        index.later = set(state.later)
         index.synced_seq = int(state.synced_seq)
         return index
 
@@ -372,6 +385,7 @@ class RecallIndex:
             stems=[overlap[m] for m in ids],
             exact=[exact_of[m] for m in ids],
             synced_seq=self.synced_seq,
+            later=frozenset(self.later),
         )
 
     def persist(self, conn: StoreConnection, *, min_changes: int = 1) -> bool:
@@ -412,9 +426,9 @@ class RecallIndex:
 
     @staticmethod
     def _read_live(conn: StoreConnection) -> tuple[int, tuple[list[Any], ...]]:
-        """The highest ``seq`` and the live rows at or below it (ids, contents, categories, tags in ``seq`` order),
-        read a chunk per session."""
-        out: tuple[list[Any], ...] = ([], [], [], [])
+        """The highest ``seq`` and the live rows at or below it (ids, contents, categories, tags, metadata in ``seq``
+        order), read a chunk per session."""
+        out: tuple[list[Any], ...] = tuple([] for _ in _INDEX_COLUMNS)
         top: int | None = None
         after = 0
         while True:
@@ -430,11 +444,12 @@ class RecallIndex:
 
     @classmethod
     def built(
-        cls, ids: list[str], contents: list[str], categories: list[str], tags: list[str], top: int
+        cls, ids: list[str], contents: list[str], categories: list[str], tags: list[str], metadata: list[str], top: int
     ) -> RecallIndex:
-        """An index of the given live rows (in ``seq`` order: what ``sync`` from nothing arrives at, a corpus at a
-        time), synced up to ``top``."""
+        """An index of the given live rows (``tags`` and ``metadata`` as the JSON text of the row; in ``seq`` order:
+        what ``sync`` from nothing arrives at, a corpus at a time), synced up to ``top``."""
         index = cls()
+        index.later = later_rows(ids, contents, categories, tags, metadata)
         extra: dict[tuple[str, str], list[str]] = {}  # category and tags -> their index tokens
         words = [content_token_list(content) for content in contents]
         documents: list[list[str]] = []
@@ -462,18 +477,29 @@ class RecallIndex:
         """Hold what ``other`` holds (not yet ready: the caller syncs, then marks it ready)."""
         self.bm25, self._content_tokens, self._overlap = other.bm25, other._content_tokens, other._overlap
         self._stem_df, self._exact, self._exact_of = other._stem_df, other._exact, other._exact_of
-        self._labels, self.synced_seq = other._labels, other.synced_seq
+        self._labels, self.synced_seq, self.later = other._labels, other.synced_seq, other.later
         self._unmade, self._pending, self._view = other._unmade, other._pending, None
         self.changes_since_file = other.changes_since_file
 
-    def add(self, mid: str, content: str, category: str, tags: Sequence[str], text: SaveText | None = None) -> None:
+    def add(
+        self,
+        mid: str,
+        content: str,
+        category: str,
+        tags: Sequence[str],
+        text: SaveText | None = None,
+        *,
+        later: bool = False,
+    ) -> None:
         """Index an entry; ``text``: what a save derived from ``content`` already (used only when it is of
-        ``content``)."""
+        ``content``); ``later``: it says it is a later version of a fact (store/recall.py ``later_version``)."""
         if text is None or text.content != content:
             text = SaveText(content)
         self.remove(mid)
         labels = label_tokens(category, tags)
         self.bm25.add(mid, [*text.words, *labels])
+        if later:
+            self.later.add(mid)
         if self.changes_since_file is not None:
             self.changes_since_file += 1
         if self._unmade is not None:
@@ -497,6 +523,7 @@ class RecallIndex:
         if mid not in self.bm25:
             return
         self.bm25.remove(mid)
+        self.later.discard(mid)
         if self.changes_since_file is not None:
             self.changes_since_file += 1
         if self._unmade is not None:
@@ -787,8 +814,10 @@ def search(memories: MemoryStore, query: str, limit: int = 10) -> list[tuple[Mem
         hits = index.bm25.search(tokens, limit=candidate_count(limit, memories.options))
         if not hits:
             return []
-        found = memories.cached_rows(conn, [h for h, _ in hits])
-    by_id = {e.id: e for e in found}
+        ids = [h for h, _ in hits]
+        by_id = {e.id: e for e in memories.cached_rows(conn, rows_needed(ids, limit, memories.options, index.later))}
+        if len(by_id) < len(ids) and not rows_complete(ids, limit, by_id):
+            by_id.update((e.id, e) for e in memories.cached_rows(conn, [i for i in ids if i not in by_id]))
     live = [(by_id[h], score) for h, score in hits if h in by_id and not by_id[h].is_archived]
     return rank_recall(live, tokens, memories.options, limit)
 

@@ -287,7 +287,7 @@ def _reinforce_twin(
         reinforcement_count=existing.reinforcement_count + 1,
         metadata={**meta, **existing.metadata},
     )
-    memories.overwrite(conn, updated, bump=new_tags != existing.tags)
+    memories.overwrite(conn, updated, was=existing)
     return SaveResult(
         "reinforced",
         updated,
@@ -321,7 +321,7 @@ def _absorb(
         reinforcement_count=existing.reinforcement_count + 1,
         metadata={**meta, **existing.metadata},
     )
-    memories.overwrite(conn, updated, bump=(new_content != existing.content or updated.tags != existing.tags))
+    memories.overwrite(conn, updated, was=existing)
     action = "extended" if new_content != existing.content else "reinforced"
     cycle = None
     if action == "extended" and record_change:

@@ -236,9 +236,10 @@ class StoreConnection:
 
     def add_row_observer(self, observer: Any) -> None:
         """Something this process keeps in step with the rows of ``memories`` (the recall index): the store's writes
-        call its ``row_live(id, content, category, tags, derived)``, ``row_gone(id)``, ``rows_written(seq)`` and
-        ``rows_inserted(conn)`` (store/memory.py), and the embeddings cache its ``vectors_changed(conn, model,
-        ...)`` when it has one (store/embeddings.py). Writes of other processes it reads by ``seq`` in an open hook."""
+        call its ``row_live(id, content, category, tags, derived, metadata)``, ``row_gone(id)``,
+        ``rows_written(seq)`` and ``rows_inserted(conn)`` (store/memory.py), and the embeddings cache its
+        ``vectors_changed(conn, model, ...)`` when it has one (store/embeddings.py). Writes of other processes it reads
+        by ``seq`` in an open hook."""
         with self._lock:
             if observer not in self.row_observers:
                 self.row_observers.append(observer)

@@ -3,7 +3,8 @@
 A first build of the in-process recall index (dream_assets/recall_index.py ``RecallIndex``) spends most of its time
 reading the live rows and tokenising them; the BM25 kernel itself is a small part. This file keeps what the build
 derives from the rows: per live entry its id, its content tokens, its category and tag tokens, its overlap stems and its
-exact duplicate key, with the row-sequence watermark the state is at (``synced_seq``). A process that finds the file
+exact duplicate key, which entries say they are a later version of a fact (store/recall.py ``later_version``), with
+the row-sequence watermark the state is at (``synced_seq``). A process that finds the file
 current rebuilds the index from it (no row read, no tokeniser) and then applies the rows changed since the watermark
 (``RecallIndex.sync``), arriving at what a fresh build holds: the same documents, so the same scores bit for bit.
 
@@ -17,8 +18,8 @@ fsync, atomic rename). It is stamped with:
 
 - ``FORMAT``: the layout of the file;
 - ``tokens_digest()``: a digest of what the tokenisers make of a probe text (content words, category and tag
-  tokens, overlap stems, exact keys), so a change to any of them makes every older file stale without anyone
-  remembering to bump a number;
+  tokens, overlap stems, exact keys) and of what decides the later-version flag (the change words, standing on probe
+  rows), so a change to any of them makes every older file stale without anyone remembering to bump a number;
 - the watermark and a random token that the store itself records (row ``recall_index`` of its ``meta`` table) when
   the file is written: a store replaced by another file, restored from a snapshot or rebuilt does not hold the
   file's token, and a store whose highest ``seq`` is below the watermark is not the one the file was made from.
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("dream_assets.store.index_file")
 
 #: The file's layout; a file of another one is rebuilt.
-FORMAT = 2
+FORMAT = 3
 #: The store's ``meta`` row that vouches for the file (``<token>:<watermark>``).
 META_KEY = "recall_index"
 #: Changes applied since the file was written after which an ending process (recall_index.py ``persist_recall_indexes``)
@@ -74,6 +75,24 @@ _PROBE = (
     "Alice's café léger: the Ｆｕｌｌ-width TESTS were running, stopped and tried; 3.5% of $12:30 notes "
     "(v2_beta) ran—twice! “quoted” naïve"
 )
+
+
+_STANDING_PROBES = [
+    (category, tags, metadata)
+    for category in ("notes", "feedback/from-user", "feedback/from-user/x")
+    for tags in ((), ("user-correction",), ("correction",), ("User-Correction ",))
+    for metadata in (
+        {},
+        {"source": "user"},
+        {"source": "user-stated"},
+        {"source": "correction"},
+        {"source": "agent"},
+        {"feedbackKind": "Correction"},
+        {"feedbackKind": "praise"},
+        {"userCorrection": "true"},
+        {"userCorrection": "false"},
+    )
+]
 
 
 class IndexFileError(ValueError):
@@ -93,6 +112,8 @@ def tokens_digest() -> str:
     """A digest of what the tokenisers make of a probe text: it changes whenever one of them does."""
     global _tokens_digest
     if _tokens_digest is None:
+        from dream_assets.store.standing import correction_standing
+        from dream_assets.text.change import CHANGE_WORDS
         from dream_assets.text.similarity import exact_key, overlap_tokens
         from dream_assets.text.tokens import content_token_list, document_tokens
 
@@ -101,6 +122,9 @@ def tokens_digest() -> str:
             document_tokens(_PROBE, "anti-patterns/Routing_notes", ["Tag One", "two-2"]),
             sorted(overlap_tokens(_PROBE)),
             exact_key(_PROBE),
+            # What decides an entry's later-version flag: the change words, and standing on probe rows.
+            CHANGE_WORDS.pattern,
+            [correction_standing(c, t, m) for c, t, m in _STANDING_PROBES],
         ]
         _tokens_digest = hashlib.sha256(json.dumps(made, ensure_ascii=False).encode()).hexdigest()[:16]
     return _tokens_digest
@@ -118,6 +142,8 @@ class IndexState:
     synced_seq: int
     #: How many of the entries hold each stem (computed from ``stems`` when not given).
     stem_df: Counter[str] | None = None
+    #: The entries that say they are a later version of a fact (store/recall.py ``later_version``).
+    later: frozenset[str] = frozenset()
 
 
 # ---------------------------------------------------------------------------------------------- encoding
@@ -191,6 +217,7 @@ def encode(state: IndexState, token: str) -> dict[str, np.ndarray]:
     categories, arrays["category_of"] = _interned([c for c, _ in state.exact])
     put_strings("categories", categories)
     put_strings("exact", [k for _, k in state.exact])
+    arrays["later"] = np.array([i for i, mid in enumerate(state.ids) if mid in state.later], dtype=np.int32)
     stamp = {
         "format": FORMAT,
         "tokens": tokens_digest(),
@@ -348,6 +375,12 @@ class LoadedFile:
         self._category_of = _checked_picks(self._categories_off.size - 1, arrays["category_of"], n, "category_of")
         self._keys_utf8, self._keys_off = arrays["exact_utf8"], arrays["exact_off"]
         _check_strings(self._keys_utf8, self._keys_off, "exact")
+        later = arrays["later"]
+        if later.dtype != np.int32 or later.ndim != 1:
+            raise IndexFileError("array 'later' is malformed")
+        if later.size and (int(later[0]) < 0 or int(later[-1]) >= n or bool(np.any(later[1:] <= later[:-1]))):
+            raise IndexFileError("array 'later' is out of range or out of order")
+        self._later = later
         sizes = (documents.offsets.size, self._content.offsets.size, self._stems.offsets.size, self._keys_off.size)
         if any(size != n + 1 for size in sizes):
             raise IndexFileError("its tables are of different lengths")
@@ -404,6 +437,10 @@ class LoadedFile:
     def id_at(self, i: int) -> str:
         return _string_at(self._ids_utf8, self._ids_off, i)
 
+    def later_ids(self) -> set[str]:
+        """The entries that say they are a later version of a fact (a few: decoded one by one)."""
+        return {self.id_at(i) for i in self._later.tolist()}
+
     def stems_at(self, i: int) -> frozenset[str]:
         """The overlap stems of the entry at position ``i``."""
         vocab, bounds = self._stems, self._stems.offsets
@@ -448,7 +485,8 @@ class LoadedFile:
 
     def state(self) -> IndexState:
         content, labels, stems, stem_df, exact = self.rest()
-        return IndexState(self.ids, content, labels, stems, exact, self.synced_seq, stem_df)
+        later = frozenset(self.ids[i] for i in self._later.tolist())
+        return IndexState(self.ids, content, labels, stems, exact, self.synced_seq, stem_df, later)
 
 
 def decode(arrays: Any) -> tuple[IndexState, dict[str, Any]]:

@@ -35,7 +35,7 @@ from dream_assets.model import MemoryEntry, iso, utc, utc_or_now
 from dream_assets.options import DreamOptions
 from dream_assets.store.connection import StoreConnection
 from dream_assets.store.frames import registered, texts, timestamps
-from dream_assets.store.recall import SUPERSEDED_BY_KEY
+from dream_assets.store.recall import SUPERSEDED_BY_KEY, later_version
 from dream_assets.store.schema import (
     KEPT_SUMS_SQL,
     ensure_schema,
@@ -44,6 +44,7 @@ from dream_assets.store.schema import (
     row_hash_columns_sql,
     to_db,
 )
+from dream_assets.store.standing import STANDING_METADATA_KEYS
 from dream_assets.text.similarity import DuplicateClusters, find_duplicate_clusters
 
 log = logging.getLogger("dream_assets.store.memory")
@@ -242,7 +243,8 @@ WRITE_CHUNK = 500
 #: A category as its labels: split on "/", empty parts dropped (langgraph_store.namespace_of in SQL).
 _CATEGORY_LABELS_SQL = "list_filter(string_split(category, '/'), lambda x: x <> '')"
 _LIVE_ROWS_SQL = (
-    "SELECT id, content, category, tags, seq FROM memories WHERE archived_at IS NULL AND {where} ORDER BY seq LIMIT ?"
+    "SELECT id, content, category, tags, metadata, seq FROM memories WHERE archived_at IS NULL AND {where} "
+    "ORDER BY seq LIMIT ?"
 )
 
 
@@ -259,7 +261,8 @@ def top_seq(conn: duckdb.DuckDBPyConnection) -> int:
 def live_index_rows(
     conn: duckdb.DuckDBPyConnection, *, after: int | None = None, top: int | None = None, limit: int = _NO_LIMIT
 ) -> dict[str, Any]:
-    """Columns ``id``, ``content``, ``category``, ``tags`` and ``seq`` (NumPy arrays) of the live rows with ``after <
+    """Columns ``id``, ``content``, ``category``, ``tags``, ``metadata`` and ``seq`` (NumPy arrays) of the live rows
+    with ``after <
     seq <= top`` (either bound left out: none), in ``seq`` order, at most ``limit``: what a recall index is built
     from."""
     where, params = ["TRUE"], []
@@ -275,15 +278,16 @@ def live_index_rows(
 
 
 def row_events_since(conn: duckdb.DuckDBPyConnection, seq: int) -> list[tuple[int, tuple[Any, ...]]]:
-    """The changes of the file after ``seq``, in sequence order: ``(seq, (id, content, category, tags, archived_at))``
-    for a row changed (written, archived, restored) and ``(seq, (id,))`` for a row purged. In order: an entry purged
-    and later put back (an undone purge) must end up as its row says."""
+    """The changes of the file after ``seq``, in sequence order: ``(seq, (id, content, category, tags, archived_at,
+    metadata))`` for a row changed (written, archived, restored) and ``(seq, (id,))`` for a row purged (``tags`` and
+    ``metadata`` as the JSON text the row holds). In order: an entry purged and later put back (an undone purge) must
+    end up as its row says."""
     rows = conn.execute(
-        "SELECT id, content, category, tags, archived_at, seq FROM memories WHERE seq > ? ORDER BY seq", [seq]
+        "SELECT id, content, category, tags, archived_at, metadata, seq FROM memories WHERE seq > ? ORDER BY seq", [seq]
     ).fetchall()
     purged = conn.execute("SELECT id, seq FROM memory_purges WHERE seq > ? ORDER BY seq", [seq]).fetchall()
     return sorted(
-        [(r[5], r[:5]) for r in rows] + [(at, (mid,)) for mid, at in purged],
+        [(r[6], r[:6]) for r in rows] + [(at, (mid,)) for mid, at in purged],
         key=lambda ev: ev[0],
     )
 
@@ -291,6 +295,19 @@ def row_events_since(conn: duckdb.DuckDBPyConnection, seq: int) -> list[tuple[in
 def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
     """Tags are a set: trimmed, de-duplicated, sorted (so the corpus fingerprint does not see their order)."""
     return tuple(sorted({str(t).strip() for t in tags if str(t).strip()}))
+
+
+def _observed(entry: MemoryEntry) -> tuple[Any, ...]:
+    """What the rows' observers (the recall index, the embeddings cache) hold of an entry: its searchable fields,
+    whether it is archived, and whether it says it is a later version of a fact (store/recall.py; its metadata can
+    make it a user correction). A write that changes any of it bumps the row's ``seq``."""
+    return (
+        entry.content,
+        entry.category,
+        entry.tags,
+        entry.archived_at,
+        later_version(entry.content, entry.category, entry.tags, entry.metadata),
+    )
 
 
 def _row_values(entry: MemoryEntry) -> list[Any]:
@@ -607,10 +624,9 @@ class MemoryStore:
         the rows' observers as it is (the recall index takes it)."""
         self._insert(conn, entry, fresh_id=True, derived=derived)
 
-    def overwrite(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, bump: bool) -> None:
-        """Overwrite every field of an existing row on ``conn`` (``bump`` when searchable fields or the archive state
-        changed)."""
-        self._write(conn, entry, bump=bump)
+    def overwrite(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, was: MemoryEntry) -> None:
+        """Overwrite every field of the existing row ``was`` on ``conn`` with ``entry``."""
+        self._write(conn, entry, was=was)
 
     def put(self, entry: MemoryEntry) -> MemoryEntry:
         """Insert a fully specified entry as is (no dedup). Used by merges, imports and the demo generator."""
@@ -663,7 +679,7 @@ class MemoryStore:
     # ------------------------------------------------------------------ the rows' observers
     def _live(self, entry: MemoryEntry, derived: object = None) -> None:
         for observer in self._conn.row_observers:
-            observer.row_live(entry.id, entry.content, entry.category, entry.tags, derived)
+            observer.row_live(entry.id, entry.content, entry.category, entry.tags, derived, entry.metadata)
 
     def _gone(self, entry_id: str) -> None:
         for observer in self._conn.row_observers:
@@ -714,15 +730,10 @@ class MemoryStore:
             self._live(entry, derived)
         self._written(seq)
 
-    def _write(
-        self,
-        conn: duckdb.DuckDBPyConnection,
-        entry: MemoryEntry,
-        *,
-        bump: bool = True,
-    ) -> None:
-        """Overwrite every field of an existing row, its fingerprint part with it. ``bump`` when searchable fields or
-        the archive state changed."""
+    def _write(self, conn: duckdb.DuckDBPyConnection, entry: MemoryEntry, *, was: MemoryEntry) -> None:
+        """Overwrite every field of the existing row ``was``, its fingerprint part with it. When what the rows'
+        observers hold of it changes (``_observed``), its ``seq`` is bumped and they are told."""
+        bump = _observed(entry) != _observed(was)
         self._rows.drop((entry.id,))
         params = [*_row_values(entry), *_fingerprint_part(entry)]
         sql = (
@@ -745,13 +756,7 @@ class MemoryStore:
         entry = self._validated(entry)
         with self._conn.transaction() as conn:
             current = self._require(conn, entry.id)
-            bump = (current.content, current.category, current.tags, current.archived_at) != (
-                entry.content,
-                entry.category,
-                entry.tags,
-                entry.archived_at,
-            )
-            self._write(conn, entry, bump=bump)
+            self._write(conn, entry, was=current)
         return entry
 
     def _require(self, conn: duckdb.DuckDBPyConnection, entry_id: str) -> MemoryEntry:
@@ -783,7 +788,7 @@ class MemoryStore:
                 cur.metadata if metadata is None else metadata,
             )
             new = cur.with_(content=c, category=cat, tags=tg, importance=imp, metadata=meta, updated_at=utc(now))
-            self._write(conn, new, bump=(c, cat, tg) != (cur.content, cur.category, cur.tags))
+            self._write(conn, new, was=cur)
         return new
 
     def reinforce(self, entry_id: str, *, now: datetime | None = None) -> MemoryEntry:
@@ -792,7 +797,7 @@ class MemoryStore:
         with self._conn.transaction() as conn:
             cur = self._require(conn, entry_id)
             new = cur.with_(last_seen_at=utc(now), reinforcement_count=cur.reinforcement_count + 1, updated_at=utc(now))
-            self._write(conn, new, bump=False)
+            self._write(conn, new, was=cur)
         return new
 
     def archive(self, entry_id: str, *, now: datetime | None = None) -> MemoryEntry:
@@ -828,8 +833,8 @@ class MemoryStore:
             new_winner = winner.with_(
                 metadata={**winner.metadata, SUPERSEDES_KEY: ",".join(dict.fromkeys([*earlier, loser.id]))}
             )
-            self._write(conn, new_loser, bump=True)
-            self._write(conn, new_winner, bump=False)
+            self._write(conn, new_loser, was=loser)
+            self._write(conn, new_winner, was=winner)
         return (loser, new_loser), (winner, new_winner)
 
     def _set_archived(self, entry_id: str, *, archived_at: datetime | None, now: datetime) -> MemoryEntry:
@@ -841,7 +846,7 @@ class MemoryStore:
             new = (
                 cur.with_(archived_at=archived_at) if archived_at else cur.with_(archived_at=None, updated_at=utc(now))
             )
-            self._write(conn, new, bump=True)
+            self._write(conn, new, was=cur)
         return new
 
     def purge(self, entry_ids: Iterable[str], *, now: datetime) -> list[MemoryEntry]:
@@ -933,6 +938,16 @@ class MemoryStore:
             return self._merge_metadata(conn, updates)
 
     def _merge_metadata(self, conn: duckdb.DuckDBPyConnection, updates: Mapping[str, Mapping[str, str]]) -> int:
+        standing = {i: u for i, u in updates.items() if STANDING_METADATA_KEYS.intersection(u)}
+        if standing:  # it can change what recall holds of the entry (``_observed``): written as any edit is
+            for was in map(_row_to_entry, _rows_by_id(conn, list(standing))):
+                self._write(conn, was.with_(metadata={**was.metadata, **standing[was.id]}), was=was)
+            updates = {i: u for i, u in updates.items() if i not in standing}
+        return len(standing) + self._merge_housekeeping(conn, updates)
+
+    def _merge_housekeeping(self, conn: duckdb.DuckDBPyConnection, updates: Mapping[str, Mapping[str, str]]) -> int:
+        if not updates:
+            return 0
         self._rows.drop(updates)
         rows = conn.execute(
             "SELECT id, metadata FROM memories WHERE id IN (SELECT unnest(?))", [list(updates)]

@@ -15,10 +15,11 @@ BM25's best than it returns (:func:`candidate_count`) and orders them here:
    (:func:`is_user_correction`, the contradiction sweep's rule: never superseded by an entry that is not one) before
    an entry that is not one, then the later moment (:func:`moment`: the subject time, else when the entry was first
    saved), then the score order. Further down, to ``max(limit, VERSION_REACH)``, only an entry that says it is a
-   later version (a change word: "moved", "now", "no longer", text/change.py; or a user correction) joins its
-   group, so it can take the place of the stale version above it. Any other entry from further down would push out
-   another answer and cost recall (benchmarks/quality.py measured it: quality.recall10_* fell half a point when every
-   entry to 20 could join).
+   later version (:func:`later_version`: a change word, "moved", "now", "no longer", text/change.py; or a user
+   correction) joins its group, so it can take the place of the stale version above it. Any other entry from further
+   down would push out another answer and cost recall (benchmarks/quality.py measured it: quality.recall10_* fell
+   half a point when every entry to 20 could join). The recall index keeps which live entries say so, so a search
+   reads the rows below the window only for them (:func:`rows_needed`).
 3. **Supersession.** A live entry whose ``supersededBy`` names another candidate (a superseded entry restored by
    hand) ranks right below its successor. Archived entries are never candidates.
 
@@ -27,14 +28,15 @@ Each entry is returned with the score of the place it took, so scores never rise
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Container, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from dream_assets.model import MemoryEntry, parse_ts, utc
 from dream_assets.options import DreamOptions
-from dream_assets.store.standing import is_user_correction
+from dream_assets.store.standing import STANDING_METADATA_KEYS, correction_standing, is_user_correction
 from dream_assets.text.change import says_change
 from dream_assets.text.tokens import document_tokens
 
@@ -57,6 +59,67 @@ def candidate_count(limit: int, options: DreamOptions) -> int:
     if options.RecallRecencyWeight or options.RecallReinforcementWeight:
         return max(2 * limit + 10, VERSION_REACH)
     return max(limit, VERSION_REACH)
+
+
+def later_version(
+    content: str, category: str, tags: Sequence[str] | str, metadata: Mapping[str, str] | str | None
+) -> bool:
+    """Whether an entry with these fields says it is a later version of a fact (a change word, or user-correction
+    standing): only such an entry joins its version group from below the first ``VERSION_WINDOW`` places. ``tags``
+    and ``metadata`` as the entry holds them or as the JSON text of its row (read only when the content says no
+    change)."""
+    if says_change(content):
+        return True
+    if isinstance(tags, str):
+        tags = json.loads(tags)
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata) if metadata != "{}" else None
+    return correction_standing(category, tags, metadata or {})
+
+
+def later_rows(
+    ids: Sequence[str], contents: Sequence[str], categories: Sequence[str], tags: Sequence[str], metadata: Sequence[str]
+) -> set[str]:
+    """The ids among these rows (tags and metadata as the JSON text of the row) for which ``later_version`` holds,
+    for an index build: the verdict of a category and tags is worked out once, and metadata is read only when it
+    names a key standing is read from."""
+    by_labels: dict[tuple[str, str], bool] = {}
+    out = set()
+    for mid, content, category, tag_text, meta in zip(ids, contents, categories, tags, metadata, strict=True):
+        if says_change(content):
+            out.add(mid)
+        elif meta != "{}" and any(key in meta for key in STANDING_METADATA_KEYS):
+            if correction_standing(category, json.loads(tag_text), json.loads(meta)):
+                out.add(mid)
+        else:
+            verdict = by_labels.get((category, tag_text))
+            if verdict is None:
+                verdict = by_labels[(category, tag_text)] = correction_standing(category, json.loads(tag_text), {})
+            if verdict:
+                out.add(mid)
+    return out
+
+
+def rows_needed(ids: Sequence[str], limit: int, options: DreamOptions, later: Container[str]) -> list[str]:
+    """Of BM25's best ``ids`` (``candidate_count`` of them, best first), those whose rows ``rank`` orders for a search
+    of ``limit``: the first ``max(limit, VERSION_WINDOW)`` and, below them, only those in ``later`` (live entries that
+    say they are a later version); every one when a recency or reinforcement weight can lift an entry from further
+    down. The others hold places nothing below the window is returned from, unless ``rows_complete`` says not."""
+    if options.RecallRecencyWeight or options.RecallReinforcementWeight:
+        return list(ids)
+    window = max(limit, VERSION_WINDOW)
+    return [*ids[:window], *(i for i in ids[window:] if i in later)]
+
+
+def rows_complete(ids: Sequence[str], limit: int, found: Mapping[str, MemoryEntry]) -> bool:
+    """Whether the rows ``found`` of ``rows_needed`` order as all of ``ids`` would: every entry of the first places is
+    live (else one from further down moves up into them), and none of the rows names a successor that was not read
+    (rule 3 would move it down to below its successor and the places after it up)."""
+    window = ids[: max(limit, VERSION_WINDOW)]
+    if any(i not in found or found[i].is_archived for i in window):
+        return False
+    unread = set(ids).difference(found)
+    return not any(e.metadata.get(SUPERSEDED_BY_KEY) in unread for e in found.values())
 
 
 _PARTIAL_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
@@ -148,7 +211,7 @@ def _current_first(
     is one, the first ``reach``), handed out again by standing."""
     groups: dict[tuple[str, frozenset[str]], list[int]] = defaultdict(list)
     for place, entry in enumerate(ranked[:reach]):
-        if place >= window and not (says_change(entry.content) or is_user_correction(entry)):
+        if place >= window and not later_version(entry.content, entry.category, entry.tags, entry.metadata):
             continue
         matched = query.intersection(document_tokens(entry.content, entry.category, entry.tags))
         if matched:

@@ -13,20 +13,30 @@ same decision, which is why it lives with the store.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from dream_assets.model import USER_CORRECTION_TAG, USER_SOURCES, MemoryEntry, user_correction_signs
+from dream_assets.model import (
+    CORRECTION_METADATA_KEYS,
+    USER_CORRECTION_TAG,
+    USER_SOURCES,
+    MemoryEntry,
+    user_correction_signs,
+)
 
 #: Tags that confer standing (alone or with a category): the model may not hand them out.
 STANDING_TAGS = frozenset({USER_CORRECTION_TAG, "correction"})
 #: Metadata of an entry consolidation wrote: the host's decision, which overrides every other sign.
 STANDING_KEY = "userCorrection"
+#: Every metadata key standing is read from.
+STANDING_METADATA_KEYS = frozenset({STANDING_KEY, *CORRECTION_METADATA_KEYS})
 
 __all__ = [
     "STANDING_KEY",
+    "STANDING_METADATA_KEYS",
     "STANDING_TAGS",
     "USER_CORRECTION_TAG",
     "USER_SOURCES",
+    "correction_standing",
     "is_user_correction",
     "merged_standing",
     "with_standing",
@@ -37,11 +47,15 @@ __all__ = [
 def is_user_correction(entry: MemoryEntry) -> bool:
     """The one decision of standing: the host's recorded decision when the entry carries one, else the signs of a
     user correction the agent saved."""
-    meta = entry.metadata
-    decided = meta.get(STANDING_KEY)
+    return correction_standing(entry.category, entry.tags, entry.metadata)
+
+
+def correction_standing(category: str, tags: Iterable[str], metadata: Mapping[str, str]) -> bool:
+    """``is_user_correction`` of a row's fields (what the recall index keeps of an entry it does not hold)."""
+    decided = metadata.get(STANDING_KEY)
     if decided is not None:
-        return decided.strip().casefold() == "true"
-    return user_correction_signs(entry.category, entry.tags, meta)
+        return str(decided).strip().casefold() == "true"
+    return user_correction_signs(category, tags, metadata)
 
 
 def merged_standing(sources: Iterable[MemoryEntry]) -> bool:

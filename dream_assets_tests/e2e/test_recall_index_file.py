@@ -57,6 +57,7 @@ def _same_index(a, b) -> None:
     assert +a.stem_df == +b.stem_df
     assert a.exact == b.exact and a.exact_of == b.exact_of
     assert a.synced_seq == b.synced_seq
+    assert a.later == b.later  # the entries a search reads below its first places for
     for query in QUERIES:
         tokens = tokenize(query)
         assert a.bm25.search(tokens, limit=40) == b.bm25.search(tokens, limit=40), query  # scores bit for bit
@@ -420,6 +421,7 @@ def test_a_process_ending_with_many_unwritten_changes_writes_the_file(profile, c
         "document offsets backwards",
         "id not UTF-8",
         "term cut inside a character",
+        "later-version entry out of range",
     ],
 )
 def test_a_well_formed_archive_with_inconsistent_tables_is_not_trusted(profile, options, corpus, caplog, hostile):
@@ -442,6 +444,8 @@ def test_a_well_formed_archive_with_inconsistent_tables_is_not_trusted(profile, 
         arrays["docs_ids"][3] = arrays["docs_vocab_off"].size  # one past the last term
     elif hostile == "document offsets backwards":
         arrays["docs_off"][5], arrays["docs_off"][6] = arrays["docs_off"][6], arrays["docs_off"][5] - 1
+    elif hostile == "later-version entry out of range":
+        arrays["later"] = np.array([len(state.ids)], dtype=np.int32)
     elif hostile == "id not UTF-8":
         arrays["ids_utf8"][arrays["ids_off"][2]] = 0xFF
     else:  # the first term's bytes end inside the next one's first character, which is then none
