@@ -390,3 +390,24 @@ def test_the_share_of_look_alike_events_moves_nothing_else_in_the_year():
     assert [q.text for q in many.questions] == [q.text for q in few.questions]
     with pytest.raises(ValueError, match="lookalike_share"):
         year(1.5)
+
+
+def test_llm_rewrite_lets_the_answer_be_as_long_as_the_file_within_the_window(tmp_path):
+    """The per-call reserve of the project's own passes would cut a whole-file rewrite off; the peer sets no such
+    limit, so its answer may take what the window leaves after the prompt."""
+    from dreambench.adapters.llm_rewrite import BYTES_PER_TOKEN, answer_limit
+
+    with OpenAITestServer(default=_tidy("no such line")) as server:
+        env = {
+            "DREAM__LlmBaseUrl": server.base_url,
+            "DREAM__LlmModel": "test-model",
+            "DREAM__LlmMaxTokens": "16",
+            "DREAM__LlmContextTokens": "8192",
+        }
+        run(tiny_year(), create("llm_rewrite", root=tmp_path, env=env))
+        sent = [(r.body["messages"][-1]["content"], r.body["max_tokens"]) for r in server.requests]
+    for memory, limit in sent:
+        assert limit >= len(memory.encode()) // BYTES_PER_TOKEN > 16
+    assert answer_limit("x" * 60_000, 1024, 8192) == 1024  # past the window: the reserve (the endpoint refuses)
+    assert answer_limit("x" * 9_000, 1024, 8192) <= 8192 - 3000  # within what the prompt leaves
+    assert answer_limit("x" * 9_000, 1024, 0) == 2 * 3001 + 256  # no window known: twice the file
