@@ -48,7 +48,8 @@ the offline year's, so it writes a page of its own, [dreambench-local-model.md](
     .venv/bin/python benchmarks/dreambench --quick --adapters dream_assets,llm_rewrite,append_only \\
         --page docs/dreambench-local-model.md
 
-A whole-file rewrite whose answer reaches `DREAM__LlmMaxTokens`, or larger than the model's window, fails, leaves
+A whole-file rewrite may answer with up to twice the file, within what the window leaves after the prompt (never
+less than `DREAM__LlmMaxTokens`); an answer cut off at that limit, or a file larger than the window, fails, leaves
 the file as it was and is counted in `failures`. `mem0` also needs `pip install mem0ai` and the e5 embeddings
 (`DREAM__EmbeddingBaseUrl=http://127.0.0.1:8093/v1 DREAM__EmbeddingModel=multilingual-e5-small-q4
 DREAM__EmbeddingDimensions=384`, which `dream_assets` then uses too). `mem0ai` 2.2.1 (without its `nlp` and
