@@ -19,6 +19,8 @@ ABOUT = {
     "facts_missing_live": "facts no live entry holds",
     "dup_groups_one_live": "share of duplicate groups (a fact and its re-observations) held by exactly one live entry",
     "distinct_merged": "pairs of distinct look-alike events held by one live entry with neither kept alone",
+    "distinct_collapsed": "pairs of distinct look-alike events of which one lives and no live entry holds the other "
+    "(taken for one event: a merge that kept one of them, or a drop; counted in the losses as well)",
     "stale_first": "corrected facts whose question finds the stale version before the current one",
     "correction_missed": "corrected facts whose question finds neither version in the top 10",
     "recall_at_10": "share of questions whose every evidence fact is held by one of the top 10 results",

@@ -17,7 +17,8 @@ and per group, question and change:
   and happens to hold a member by the matcher's words ("Gina feels inspired by Jon's determination and success" for
   "Jon finds Gina's success inspiring") is not a leftover duplicate;
 * distinct_merged — pairs of distinct events that read alike held by one live entry, with no live entry holding one
-  of them alone;
+  of them alone; distinct_collapsed — such pairs of which one is held by a live entry and the other by none (taken
+  for one event: a merge that kept one of them, or a drop);
 * stale_first — corrections (new version saved) whose question, searched, finds an entry holding only the stale
   version before any entry holding the current one; correction_missed — found neither in the top 10;
 * recall_at_10 — share of questions for which every evidence item has a fact held by one of the top 10 results;
@@ -125,22 +126,47 @@ def dup_one_live(groups: list[list[str]], facts: dict[str, Fact], index: EntryIn
     return one, len(grouped)
 
 
-def distinct_merged(groups: list[list[str]], facts: dict[str, Fact], index: EntryIndex) -> tuple[int, int, list[str]]:
-    """(pairs of distinct events wrongly merged, pairs saved, examples)."""
-    merged = pairs = 0
-    examples = []
+def _lookalike_pairs(groups: list[list[str]], facts: dict[str, Fact]) -> list[tuple[str, str]]:
+    """The pairs of distinct look-alike events saved so far."""
+    out = []
     for group in groups:
         members = [k for k in group if k in facts]
-        for i, a in enumerate(members):
-            for b in members[i + 1 :]:
-                pairs += 1
-                ha = {id(e): e for e in index.holders(facts[a])}
-                hb = {id(e): e for e in index.holders(facts[b])}
-                both = ha.keys() & hb.keys()
-                if both and not (ha.keys() - hb.keys()) and not (hb.keys() - ha.keys()):
-                    merged += 1
-                    examples.append(f"{facts[a].text!r} + {facts[b].text!r} -> {ha[next(iter(both))].text!r}")
-    return merged, pairs, examples
+        out += [(a, b) for i, a in enumerate(members) for b in members[i + 1 :]]
+    return out
+
+
+def distinct_merged(groups: list[list[str]], facts: dict[str, Fact], index: EntryIndex) -> tuple[int, int, list[str]]:
+    """(pairs of distinct events wrongly merged, pairs saved, examples)."""
+    pairs = _lookalike_pairs(groups, facts)
+    merged = 0
+    examples = []
+    for a, b in pairs:
+        ha = {id(e): e for e in index.holders(facts[a])}
+        hb = {id(e): e for e in index.holders(facts[b])}
+        both = ha.keys() & hb.keys()
+        if both and not (ha.keys() - hb.keys()) and not (hb.keys() - ha.keys()):
+            merged += 1
+            examples.append(f"{facts[a].text!r} + {facts[b].text!r} -> {ha[next(iter(both))].text!r}")
+    return merged, len(pairs), examples
+
+
+def distinct_collapsed(
+    groups: list[list[str]], facts: dict[str, Fact], index: EntryIndex
+) -> tuple[int, int, list[str]]:
+    """(pairs of distinct look-alike events of which one is held by a live entry and the other by none, pairs saved,
+    examples): the pair taken for one event, by a merge that kept one of them or by dropping one. A drop for another
+    reason counts too (the loss metrics count it as well); a pair of which neither lives is a loss, not a collapse."""
+    pairs = _lookalike_pairs(groups, facts)
+    collapsed = 0
+    examples = []
+    for a, b in pairs:
+        live_a = any(e.live for e in index.holders(facts[a]))
+        live_b = any(e.live for e in index.holders(facts[b]))
+        if live_a != live_b:
+            collapsed += 1
+            kept, gone = (a, b) if live_a else (b, a)
+            examples.append(f"{facts[gone].text!r} gone, {facts[kept].text!r} lives")
+    return collapsed, len(pairs), examples
 
 
 def stale_first(
@@ -218,6 +244,8 @@ def snapshot(
     s.put("dup_groups_one_live", _ratio(one, groups), groups)
     merged, pairs, wrong = distinct_merged(scenario.lookalike_groups, every, index)
     s.put("distinct_merged", merged, pairs, wrong[:5])
+    collapsed, pairs, gone = distinct_collapsed(scenario.lookalike_groups, every, index)
+    s.put("distinct_collapsed", collapsed, pairs, gone[:5])
     stale, due, missed, examples = stale_first(scenario.corrections, scenario.facts, search, now)
     s.put("stale_first", stale, due, examples[:5])
     s.put("correction_missed", missed, due)

@@ -23,6 +23,7 @@ from dreambench.adapters import Kept, Unavailable, create  # noqa: E402
 from dreambench.runner import run  # noqa: E402
 from dreambench.scenario import Correction, Question, Save, Scenario  # noqa: E402
 from dreambench.scoring import (  # noqa: E402
+    distinct_collapsed,
     distinct_merged,
     dup_one_live,
     fact_holds,
@@ -94,8 +95,14 @@ def test_distinct_events_held_by_one_live_entry_are_a_wrong_merge():
     # the merged entry archived and both events kept apart: no wrong merge
     apart = index(Kept(merged.entries[0].text, live=False), Kept(a), Kept(b))
     assert distinct_merged([["a", "b"]], facts, apart)[:2] == (0, 1)
-    # one event dropped by the merge is a loss, not a merge
+    # one event dropped by the merge is a loss, not a merge: the pair collapsed to one event
     assert distinct_merged([["a", "b"]], facts, index(Kept(a)))[:2] == (0, 1)
+    assert distinct_collapsed([["a", "b"]], facts, index(Kept(a)))[:2] == (1, 1)
+    # archived and restorable is still one event fewer in the live memory; both gone is a loss, not a collapse
+    assert distinct_collapsed([["a", "b"]], facts, index(Kept(a), Kept(b, live=False)))[:2] == (1, 1)
+    assert distinct_collapsed([["a", "b"]], facts, index(Kept("Caroline likes tea.")))[:2] == (0, 1)
+    for kept in (merged, index(Kept(a), Kept(b)), apart):
+        assert distinct_collapsed([["a", "b"]], facts, kept)[:2] == (0, 1)
 
 
 def test_a_duplicate_group_counts_once_its_members_share_one_live_entry():
