@@ -52,14 +52,15 @@ the offline year's, so it writes a page of its own, [dreambench-local-model.md](
 
 A whole-file rewrite may answer with up to twice the file, within what the window leaves after the prompt (never
 less than `DREAM__LlmMaxTokens`); an answer cut off at that limit, or a file larger than the window, fails, leaves
-the file as it was and is counted in `failures`. `mem0` also needs `pip install mem0ai` and the e5 embeddings
-(`DREAM__EmbeddingBaseUrl=http://127.0.0.1:8093/v1 DREAM__EmbeddingModel=multilingual-e5-small-q4
-DREAM__EmbeddingDimensions=384`, which `dream_assets` then uses too). `mem0ai` 2.2.1 (without its `nlp` and
-`extras` extras, whose models are downloaded) runs against the local model, but each add sends an extraction prompt
-of about 8,600 tokens, more than an 8k window holds (start the server with `LLM_CTX=32768`), and the 1.5B model
-answered one add with about 1,700 tokens: minutes an add once its prompt is cached, hours for the model year's 82
-adds, so no figure of mem0 is on these pages yet. A save an adapter fails is counted in `failures`, its fact is
-scored as saved (so lost), and the year goes on."""
+the file as it was and is counted in `failures`. `mem0` also needs `mem0ai` (in the `bench` extra) and the e5
+embeddings (`DREAM__EmbeddingBaseUrl=http://127.0.0.1:8093/v1 DREAM__EmbeddingModel=multilingual-e5-small-q4
+DREAM__EmbeddingDimensions=384`, which `dream_assets` then uses too). `mem0ai` 2.2.1 (without its `nlp` and `extras`
+extras, whose models are downloaded) runs against the local model, but each add sends an extraction prompt of about
+8,600 tokens, more than an 8k window holds (start the server with `LLM_CTX=32768`), and the 1.5B model answered one
+add with about 1,700 tokens: minutes an add once its prompt is cached, hours for the model year's 82 adds, so no
+figure of mem0 is on these pages yet (the tests run it against the scripted endpoint: one extraction call a save,
+none at a consolidation). A save an adapter fails is counted in `failures`, its fact is scored as saved (so lost),
+and the year goes on."""
 
 
 def machine() -> str:

@@ -418,3 +418,35 @@ def test_llm_rewrite_lets_the_answer_be_as_long_as_the_file_within_the_window(tm
     assert answer_limit("x" * 60_000, 1024, 8192) == 1024  # past the window: the reserve (the endpoint refuses)
     assert answer_limit("x" * 9_000, 1024, 8192) <= 8192 - 3000  # within what the prompt leaves
     assert answer_limit("x" * 9_000, 1024, 0) == 2 * 3001 + 256  # no window known: twice the file
+
+
+def _extract_what_was_said(body):
+    """A scripted mem0 extractor: the new message, as the one memory mem0's ADD-only extraction step returns."""
+    prompt = body["messages"][-1]["content"]
+    said = prompt.split("## New Messages", 1)[1].split("##", 1)[0].strip()
+    said = said.removeprefix("user:").strip()
+    return reply(json.dumps({"memory": [{"id": "0", "text": said, "attributed_to": "user"}]}))
+
+
+def test_mem0_extracts_at_each_save_against_a_scripted_endpoint_and_is_scored_like_any_adapter(tmp_path):
+    from dream_assets_tests.openai_server import EMBEDDING_DIM
+
+    with OpenAITestServer(default=Reply(decide=_extract_what_was_said)) as server:
+        env = {
+            "DREAM__LlmBaseUrl": server.base_url,
+            "DREAM__LlmModel": "test-model",
+            "DREAM__EmbeddingModel": "test-embedding",
+            "DREAM__EmbeddingDimensions": str(EMBEDDING_DIM),
+            "OPENAI_API_KEY": "test",
+        }
+        adapter = create("mem0", root=tmp_path, env=env)
+        result = run(tiny_year(), adapter)
+        chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    final = {k: v for k, (v, _n) in result.final.items()}
+    # one extraction call a save, none at the consolidations (mem0 decides at save time), every one counted
+    assert len(chats) == 7 and final["tokens_per_idle_cycle"] == 0 and adapter.tokens_used() > 0
+    assert "Melanie bought a red bike in Denver for 450 dollars." in chats[0].body["messages"][-1]["content"]
+    assert final["facts_lost"] == 0 and final["failures"] == 0
+    assert final["dup_groups_one_live"] == 0.0  # the endpoint extracted the re-observation as a memory of its own
+    assert final["recall_at_10"] == 1.0
+    assert (tmp_path / "mem0" / "qdrant").is_dir()  # its store lives in the run's folder

@@ -26,13 +26,17 @@ class Mem0:
     name = "mem0"
 
     def __init__(self, *, root: Path, env: dict[str, str] | None = None, **_: object) -> None:
+        self.endpoint = Endpoint.from_env(env)
+        if self.endpoint is None:
+            raise Unavailable("mem0 needs a model: set DREAM__LlmBaseUrl to an OpenAI-compatible endpoint")
+        # mem0 reads these when first imported: no usage reports sent from a benchmark run, and its own files in the
+        # run's folder rather than the home directory (unless the person running it set them).
+        os.environ.setdefault("MEM0_TELEMETRY", "False")
+        os.environ.setdefault("MEM0_DIR", str(workdir(root, "mem0") / "home"))
         try:
             from mem0 import Memory
         except ImportError as exc:
             raise Unavailable(f"mem0 needs the mem0ai package, which does not import here ({exc})") from exc
-        self.endpoint = Endpoint.from_env(env)
-        if self.endpoint is None:
-            raise Unavailable("mem0 needs a model: set DREAM__LlmBaseUrl to an OpenAI-compatible endpoint")
         env = dict(os.environ if env is None else env)
         embed_url = env.get("DREAM__EmbeddingBaseUrl", "").strip() or self.endpoint.base_url
         embed_model = env.get("DREAM__EmbeddingModel", "").strip()
