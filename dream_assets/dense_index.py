@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import duckdb
@@ -203,15 +203,8 @@ class DenseIndex:
             top = max(top, seq)
         self.synced_seq = top
 
-    def row_live(
-        self,
-        mid: str,
-        content: str,
-        category: str,
-        tags: Sequence[str],
-        derived: object = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> None:
+    def row_live(self, mid: str, content: str, *_fields: object, **_named: object) -> None:
+        """A live row (store/connection.py ``add_row_observer``): its vector is looked for by its content alone."""
         if self.ready:
             self._live(mid, content)
 
