@@ -262,9 +262,8 @@ def live_index_rows(
     conn: duckdb.DuckDBPyConnection, *, after: int | None = None, top: int | None = None, limit: int = _NO_LIMIT
 ) -> dict[str, Any]:
     """Columns ``id``, ``content``, ``category``, ``tags``, ``metadata`` and ``seq`` (NumPy arrays) of the live rows
-    with ``after <
-    seq <= top`` (either bound left out: none), in ``seq`` order, at most ``limit``: what a recall index is built
-    from."""
+    with ``after < seq <= top`` (either bound left out: none), in ``seq`` order, at most ``limit``: what a recall
+    index is built from."""
     where, params = ["TRUE"], []
     if after is not None:
         where.append("seq > ?")
@@ -939,11 +938,13 @@ class MemoryStore:
 
     def _merge_metadata(self, conn: duckdb.DuckDBPyConnection, updates: Mapping[str, Mapping[str, str]]) -> int:
         standing = {i: u for i, u in updates.items() if STANDING_METADATA_KEYS.intersection(u)}
+        written = 0
         if standing:  # it can change what recall holds of the entry (``_observed``): written as any edit is
             for was in map(_row_to_entry, _rows_by_id(conn, list(standing))):
                 self._write(conn, was.with_(metadata={**was.metadata, **standing[was.id]}), was=was)
+                written += 1
             updates = {i: u for i, u in updates.items() if i not in standing}
-        return len(standing) + self._merge_housekeeping(conn, updates)
+        return written + self._merge_housekeeping(conn, updates)
 
     def _merge_housekeeping(self, conn: duckdb.DuckDBPyConnection, updates: Mapping[str, Mapping[str, str]]) -> int:
         if not updates:
