@@ -450,3 +450,30 @@ def test_mem0_extracts_at_each_save_against_a_scripted_endpoint_and_is_scored_li
     assert final["dup_groups_one_live"] == 0.0  # the endpoint extracted the re-observation as a memory of its own
     assert final["recall_at_10"] == 1.0
     assert (tmp_path / "mem0" / "qdrant").is_dir()  # its store lives in the run's folder
+
+
+def test_mem0_gives_an_e5_model_the_prefixes_it_was_trained_with(tmp_path):
+    """mem0 sends texts bare; an e5 model reads "query: " before a search and "passage: " before a stored text, as
+    dream_assets sends them, so the comparison measures mem0 and not a missing prefix."""
+    from dream_assets_tests.openai_server import EMBEDDING_DIM
+
+    with OpenAITestServer(default=Reply(decide=_extract_what_was_said)) as server:
+        env = {
+            "DREAM__LlmBaseUrl": server.base_url,
+            "DREAM__LlmModel": "test-model",
+            "DREAM__EmbeddingModel": "multilingual-e5-small-q4",
+            "DREAM__EmbeddingDimensions": str(EMBEDDING_DIM),
+            "OPENAI_API_KEY": "test",
+        }
+        adapter = create("mem0", root=tmp_path, env=env)
+        adapter.save("Melanie bought a red bike in Denver for 450 dollars.", datetime(2025, 1, 6, tzinfo=UTC))
+        adapter.search("What did Melanie buy?", 10)
+        inputs = [
+            text
+            for r in server.requests
+            if r.path.endswith("/embeddings")
+            for text in ([r.body["input"]] if isinstance(r.body["input"], str) else r.body["input"])
+        ]
+    assert "query: What did Melanie buy?" in inputs
+    assert "passage: Melanie bought a red bike in Denver for 450 dollars." in inputs
+    assert all(t.startswith(("query: ", "passage: ")) for t in inputs)

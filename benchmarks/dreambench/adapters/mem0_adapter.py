@@ -77,6 +77,7 @@ class Mem0:
             }
         )
 
+        self._prefix_inputs(embed_model)
         self.tokens = 0
         client = getattr(getattr(self.memory, "llm", None), "client", None)
         if client is not None:
@@ -89,6 +90,32 @@ class Mem0:
                 return answer
 
             client.chat.completions.create = counted
+
+    def _prefix_inputs(self, model: str) -> None:
+        """Give mem0's embedder the inputs its model was trained with, as ``dream_assets`` gives its own (an e5 model
+        reads "query: " before a search and "passage: " before a stored text; ``llm.embeddings.input_prefixes``).
+        mem0 sends texts bare, which suits the OpenAI models it is made for and costs an e5 model recall: without
+        this, the comparison would measure the missing prefix rather than mem0. mem0 says which a text is: its
+        ``memory_action`` is "search" for a query (also the look-up of related memories at an add), else "add" or
+        "update"."""
+        from dream_assets.llm.embeddings import input_prefixes
+
+        query, document = input_prefixes(model)
+        embedder = getattr(self.memory, "embedding_model", None)
+        if embedder is None or not (query or document):
+            return
+        embed, embed_batch = embedder.embed, embedder.embed_batch
+
+        def prefix(action: object) -> str:
+            return query if action == "search" else document
+
+        def prefixed(text: str, memory_action: object = None) -> object:
+            return embed(prefix(memory_action) + text, memory_action)
+
+        def prefixed_batch(texts: list[str], memory_action: object = "add") -> object:
+            return embed_batch([prefix(memory_action) + t for t in texts], memory_action)
+
+        embedder.embed, embedder.embed_batch = prefixed, prefixed_batch
 
     def describe(self) -> str:
         return f"mem0 infer=True, openai endpoint {self.endpoint.base_url} model {self.endpoint.model}"
