@@ -45,7 +45,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from ipaddress import ip_address
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import pydantic_core
@@ -92,6 +92,7 @@ MAX_REQUEST_BYTES = 1024 * 1024
 _AGENT_PATH = re.compile(r"^/agents/([^/]*)/mcp/?$")
 _SCOPE_KEY = "dream_profile"
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 INSTRUCTIONS = (
     "Long-term memory of this agent, kept healthy by a background dream cycle. Search before answering from memory "
@@ -135,6 +136,40 @@ def _calling(
             gc.freeze()
 
 
+async def _answer(
+    profile: AgentProfile,
+    warm: WarmAgents | None,
+    work: Callable[[AgentProfile | svc.MemoryHandle], T],
+    *,
+    builds_index: bool = False,
+) -> T:
+    """``work`` done for one tool call, on the event loop when it cannot wait for anything, else in a worker thread
+    as the SDK runs a sync tool. On the loop only when the agent is warm and ready (``WarmAgents.acquire_ready``: its
+    store open here, its recall index built, no embeddings endpoint or linked folder to ask) and its store is free
+    now (``StoreConnection.session_if_free``: held for the whole call, so nothing in it waits for another thread or
+    process). The hop to a worker thread and back costs a call about half a millisecond of CPU time, as much as a warm
+    search itself; a call that would wait (a dream cycle in another process has the file, a save in another thread
+    holds it, the index is being loaded) still takes it, so the loop never blocks."""
+    if warm is not None:
+        handle = warm.acquire_ready(profile)
+        if handle is not None:
+            try:
+                with handle.connection.session_if_free() as held:
+                    if held is not None:
+                        try:
+                            return work(handle)
+                        except (svc.AgentMemoryError, ProfileError, OptionsError) as exc:
+                            raise ToolError(str(exc)) from exc
+            finally:
+                warm.release(profile, let_go=False)
+
+    def in_thread() -> T:
+        with _calling(profile, warm, builds_index=builds_index) as target:
+            return work(target)
+
+    return await anyio.to_thread.run_sync(in_thread)
+
+
 def _arg(description: str, **schema: Any) -> Any:
     """A parameter's description and its limits as the JSON schema shows them to the model (``maxLength``,
     ``minimum``/``maximum``, ``enum``, ``maxItems``). The limits are shown, not enforced here: the memory service
@@ -168,7 +203,7 @@ def build_server(profile_of: Callable[[Context], AgentProfile], warm: WarmAgents
         "reinforced or extended (with the reason).",
         annotations=ADDS,
     )
-    def memory_save(
+    async def memory_save(
         ctx: Context,
         content: Annotated[str, _arg("the fact, in one or a few sentences", maxLength=MAX_CONTENT)],
         category: Annotated[
@@ -179,15 +214,19 @@ def build_server(profile_of: Callable[[Context], AgentProfile], warm: WarmAgents
             float, _arg("how much it matters, 0 to 1 (0.5 is ordinary)", minimum=0.0, maximum=1.0)
         ] = 0.5,
     ) -> svc.SavedMemory:
-        with _calling(profile_of(ctx), warm, builds_index=True) as profile:
-            return svc.save(profile, content, category=category, tags=tags or (), importance=importance)
+        return await _answer(
+            profile_of(ctx),
+            warm,
+            lambda profile: svc.save(profile, content, category=category, tags=tags or (), importance=importance),
+            builds_index=True,
+        )
 
     @server.tool(
         description="Search live memories, best first. category keeps that category and its '/' children; "
         "tags keeps entries carrying all of them.",
         annotations=READ_ONLY,
     )
-    def memory_search(
+    async def memory_search(
         ctx: Context,
         query: Annotated[str, _arg("what to recall, in words", maxLength=MAX_CONTENT)],
         limit: Annotated[int, _arg("most hits returned", minimum=1, maximum=svc.MAX_SEARCH_LIMIT)] = 10,
@@ -196,19 +235,22 @@ def build_server(profile_of: Callable[[Context], AgentProfile], warm: WarmAgents
         ] = None,
         tags: Annotated[list[str] | None, _arg("only entries carrying all of these tags", **_TAGS)] = None,
     ) -> svc.SearchResult:
-        with _calling(profile_of(ctx), warm, builds_index=True) as profile:
-            return svc.search(profile, query, limit=limit, category=category, tags=tags or ())
+        return await _answer(
+            profile_of(ctx),
+            warm,
+            lambda profile: svc.search(profile, query, limit=limit, category=category, tags=tags or ()),
+            builds_index=True,
+        )
 
     @server.tool(
         description="One memory by id, archived ones too: where it went (merged_into, superseded_by, "
         "archived_reason) and current_id, the live entry holding its fact now.",
         annotations=READ_ONLY,
     )
-    def memory_get(
+    async def memory_get(
         ctx: Context, id: Annotated[str, _arg("the memory's id (as save, search or list gave it)", **_ID)]
     ) -> svc.MemoryRecord:
-        with _calling(profile_of(ctx), warm) as profile:
-            return svc.get(profile, id)
+        return await _answer(profile_of(ctx), warm, lambda profile: svc.get(profile, id))
 
     @server.tool(
         description="The agent's memories a page at a time, oldest first (created time, then id). Give "

@@ -148,10 +148,41 @@ class WarmAgents:
             self._let_go(old)
         return agent.handle
 
-    def release(self, profile: AgentProfile) -> None:
+    def acquire_ready(self, profile: AgentProfile) -> agent_memory.MemoryHandle | None:
+        """The agent's warm handle, marked in use until ``release``, when a call can be answered with it at once: the
+        agent is warm with the same options, its store file open in this process and its recall index built, and it
+        has no embedding model (a search or save would ask the endpoint) nor linked folder (a call reads the folder
+        first). None otherwise, and when another thread holds the warm agents' lock, without waiting for anything
+        and without letting any agent go (``release(let_go=False)``)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            agent = self._agents.get(profile.root)
+            if agent is None:
+                return None
+            handle = agent.handle
+            if (
+                not handle.connection.is_open
+                or recall_index.current(handle.connection) is None
+                or handle.options.EmbeddingModel.strip()
+                or agent.stamp != _options_stamp(profile)
+                or profile.memory_folder_link_path.exists()
+            ):
+                return None
+            self._agents.move_to_end(profile.root)
+            agent.last_used = self._clock()
+            agent.calls += 1
+            agent.users += 1
+            return handle
+        finally:
+            self._lock.release()
+
+    def release(self, profile: AgentProfile, *, let_go: bool = True) -> None:
         """The call that ``acquire`` began is over. An index built or loaded by it (hundreds of thousands of
         long-lived objects for a large store) is moved out of the garbage collector's generations (``gc.freeze``),
-        so later calls do not pay for full collections that scan it; once let go, refcounting still frees it."""
+        so later calls do not pay for full collections that scan it; once let go, refcounting still frees it.
+        ``let_go=False``: the agents over the limits are let go by the next call or sweep instead (letting one go may
+        write its recall index to its file, which a call answered on the server's event loop must not wait for)."""
         gone: list[_Agent] = []
         with self._lock:
             agent = self._agents.get(profile.root)
@@ -168,7 +199,8 @@ class WarmAgents:
                     threading.Thread(
                         target=self._make_ahead, args=(agent, index), name="warm-tables", daemon=True
                     ).start()
-            gone += self._over_limits(self._clock())
+            if let_go:
+                gone += self._over_limits(self._clock())
         for old in gone:
             self._let_go(old)
 

@@ -319,6 +319,24 @@ class StoreConnection:
         finally:
             self._lock.release()
 
+    @contextmanager
+    def session_if_free(self) -> Iterator[duckdb.DuckDBPyConnection | None]:
+        """A session at once, or None when it would have to wait: another thread of this process is in a session,
+        or the file is not open in this process (opening it may wait for another process's turn). Held for the whole
+        block, every session inside it joins this one, so nothing in the block waits for the file either: a server
+        answers a call on its event loop only this way (``dream_assets.mcp_server``)."""
+        if not self._lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            if self._conn is None or self._broken or os.getpid() != self._pid:
+                yield None
+                return
+            with self.session() as conn:  # the lock is this thread's already: no wait
+                yield conn
+        finally:
+            self._lock.release()
+
     def in_turns(self, items: Iterable[T]) -> Iterator[T]:
         """Each of ``items``, handed out inside sessions of this connection that last about ``turn_budget_s`` each:
         a long loop of short transactions (the undo of a large cycle) pays one open of the file per turn instead of

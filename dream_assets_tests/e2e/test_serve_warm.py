@@ -361,3 +361,141 @@ def test_warm_limits_refuse_a_bad_value_by_name():
 def test_the_start_line_names_the_recall_index_in_use():
     line = start_line("agent x over stdio")
     assert line.startswith("dream serve: agent x over stdio") and kernel_description() in line
+
+
+def _served(profile: AgentProfile, warm: WarmAgents):
+    from mcp import Client
+
+    from dream_assets.mcp_server import build_server
+
+    return Client(build_server(lambda _ctx: profile, warm))
+
+
+def test_a_warm_agents_calls_are_answered_on_the_event_loop_with_the_answers_of_a_worker_thread(
+    profile, monkeypatch
+):
+    """Once the agent is warm (store open, recall index built), save, search and get run on the server's event loop,
+    with no hop to a worker thread; their answers are those the worker-thread path gives."""
+    import threading
+
+    ran_in: list[str] = []
+    for name in ("save", "search", "get"):
+        op = getattr(svc, name)
+
+        def recorded(*args, _op=op, **kwargs):
+            ran_in.append(threading.current_thread().name)
+            return _op(*args, **kwargs)
+
+        monkeypatch.setattr(svc, name, recorded)
+    warm = WarmAgents(WarmLimits(max_agents=1))
+
+    async def scenario(loop_thread: list[str]) -> list[dict]:
+        loop_thread.append(threading.current_thread().name)
+        async with _served(profile, warm) as client:
+            ok(await client.call_tool("memory_search", {"query": "warm up"}))  # opens the agent: a worker thread
+            saved = ok(await client.call_tool("memory_save", {"content": "Rosa waters the ficus on Mondays."}))
+            answers = [saved]
+            for _ in range(2):
+                answers.append(ok(await client.call_tool("memory_search", {"query": "ficus Mondays", "limit": 5})))
+                answers.append(ok(await client.call_tool("memory_get", {"id": saved["id"]})))
+                monkeypatch.setattr(warm, "acquire_ready", lambda _profile: None)  # the second round: threads
+        return answers
+
+    loop: list[str] = []
+    try:
+        answers = anyio.run(scenario, loop)
+    finally:
+        warm.close()
+    assert ran_in[1:4] == [loop[0]] * 3, ran_in  # save, search and get on the loop's own thread
+    assert all(name != loop[0] for name in ran_in[:1] + ran_in[4:]), ran_in  # the first call and the forced round
+    assert answers[1] == answers[3] and answers[1]["hits"][0]["id"] == answers[0]["id"]
+    assert answers[2] == answers[4] and answers[2]["content"] == "Rosa waters the ficus on Mondays."
+
+
+def test_a_call_that_would_wait_for_the_store_is_never_answered_on_the_event_loop(profile):
+    """While another thread of the server holds the agent's store (a long save), a search waits for it in a worker
+    thread: the event loop goes on answering (a tools listing comes back at once) and the search answers once the
+    store is free. The same when the server let the file go (another process's turn): the search opens it again."""
+    import threading
+
+    warm = WarmAgents(WarmLimits(max_agents=1))
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        handle = warm.acquire(profile)
+        try:
+            with handle.connection.session():
+                held.set()
+                release.wait(30)
+        finally:
+            warm.release(profile)
+
+    async def scenario() -> dict:
+        async with _served(profile, warm) as client:
+            ok(await client.call_tool("memory_save", {"content": "The Osprey backup runs at 02:00 every night."}))
+            holder = threading.Thread(target=hold)
+            holder.start()
+            await anyio.to_thread.run_sync(held.wait, 30)
+            out: dict = {}
+            async with anyio.create_task_group() as tg:
+
+                async def search() -> None:
+                    out["search"] = ok(await client.call_tool("memory_search", {"query": "Osprey backup"}))
+                    out["search_done"] = time.monotonic()
+
+                tg.start_soon(search)
+                await anyio.sleep(0.2)  # the search is waiting for the store by now
+                await client.list_tools()
+                out["listed"] = time.monotonic()
+                assert "search" not in out  # still waiting: the store is held
+                release.set()
+            holder.join(30)
+            next(iter(warm._agents.values())).handle.connection.close()  # the file let go for another process
+            out["reopened"] = ok(await client.call_tool("memory_search", {"query": "Osprey backup"}))
+            return out
+
+    try:
+        out = anyio.run(scenario)
+    finally:
+        release.set()
+        warm.close()
+    assert out["listed"] < out["search_done"]
+    assert out["search"]["hits"][0]["content"] == "The Osprey backup runs at 02:00 every night."
+    assert out["reopened"]["hits"] == out["search"]["hits"]
+
+
+def test_only_a_ready_agent_is_taken_at_once(profile, tmp_path, monkeypatch):
+    """``acquire_ready``: a warm agent with its store open and its recall index built, no embeddings endpoint and no
+    linked folder; None for anything else, and it never opens or loads anything itself."""
+    warm = WarmAgents(WarmLimits(max_agents=2))
+    try:
+        assert warm.acquire_ready(profile) is None  # not warm yet: nothing opened
+        assert profile not in warm
+        handle = warm.acquire(profile)
+        warm.release(profile)
+        assert warm.acquire_ready(profile) is None  # warm, but no recall index built yet
+        svc.search(warm.acquire(profile), "anything", now=NOW)
+        warm.release(profile)
+        assert warm.acquire_ready(profile) is handle
+        warm.release(profile, let_go=False)
+        handle.connection.close()
+        assert warm.acquire_ready(profile) is None  # the file let go: opening it may wait
+        svc.search(warm.acquire(profile), "anything", now=NOW)
+        warm.release(profile)
+        profile.memory_folder_link_path.write_text("{}")
+        assert warm.acquire_ready(profile) is None  # a linked folder is read first
+        profile.memory_folder_link_path.unlink()
+        assert warm.acquire_ready(profile) is handle
+        warm.release(profile, let_go=False)
+    finally:
+        warm.close()
+    monkeypatch.setenv("DREAM__EmbeddingModel", "multilingual-e5-small")  # a search would ask the endpoint
+    other = AgentProfile(tmp_path / "embedded").ensure()
+    warm = WarmAgents()
+    try:
+        recall.prepare(warm.acquire(other).memories)
+        warm.release(other)
+        assert recall.current(agents_connection(other)) is not None
+        assert warm.acquire_ready(other) is None
+    finally:
+        warm.close()
