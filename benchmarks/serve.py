@@ -18,9 +18,11 @@ For each corpus size and each transport (stdio: a `dream serve --profile` child 
   ``serve.<transport>.server_cpu_per_save_ms`` / ``server_cpu_per_search_ms`` (the server process's CPU time per call:
   a figure the load of a shared machine disturbs far less than latency), against ``serve.library_save_cpu_ms`` /
   ``serve.library_search_cpu_ms``, the same calls through the library (``dream_assets.service``) in one process: what
-  the server adds around the store call; ``serve.<transport>.spaced_save_p50_ms`` / ``spaced_save_cpu_ms``: 20 saves
-  half a second apart, as an agent between turns makes them (a server that let the store file go after a quarter of
-  a second opened it again for each);
+  the server adds around the store call, and ``serve.sdk_floor_save_cpu_ms`` / ``sdk_floor_search_cpu_ms``, what
+  the MCP SDK alone costs such a call in one process (tools that answer at once with a real result, through its
+  single-request driver): a floor under that difference; ``serve.<transport>.spaced_save_p50_ms`` /
+  ``spaced_save_cpu_ms``: 20 saves half a second apart, as an agent between turns makes them (a server that
+  let the store file go after a quarter of a second opened it again for each);
 - during a cycle: a dream cycle (``dream_assets.cycle.run_cycle``, offline backend) runs in another process while the
   client saves 20 times a second and searches after every other save, for as long as the cycle runs but at most the
   window (``--window``; a cycle still running then is stopped (SIGTERM, then it exits without cleaning up),
@@ -76,6 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dream_assets.demo import PEOPLE, PLACES, PROJECTS, TOOLS, TOPICS, _memories  # noqa: E402
 from dream_assets.options_loader import dream_options
 from dream_assets.profile import AgentProfile  # noqa: E402
+from dream_assets.service import SavedMemory, SearchResult  # noqa: E402
 from dream_assets.store import open_store  # noqa: E402
 from dream_assets_tests.mcp_harness import HttpServer, hold_half_open, http_session, stdio_session  # noqa: E402
 
@@ -289,9 +292,68 @@ def bench_library(root: Path, n: int, calls: int) -> None:
     for _ in range(calls):
         service.search(profile, query(rng), limit=10)
     emit("serve.library_search_cpu_ms", n, (time.process_time() - started) / calls * 1000, "ms")
+    saved = service.save(profile, fact(rng, calls), category="notes")
+    found = service.search(profile, query(rng), limit=10)
+    anyio.run(bench_sdk_floor, n, calls, saved, found)
     from dream_assets.store.connection import close_all
 
     close_all()
+
+
+async def bench_sdk_floor(n: int, calls: int, saved: object, found: object) -> None:
+    """What the MCP SDK itself costs a call, in this process: a server whose ``memory_save`` and ``memory_search``
+    answer at once with a real result of each (``saved``, ``found``), driven by the SDK's single-request driver
+    (``serve_one``, the lightest way in: no transport, no dispatcher task; the HTTP server answers tool calls with
+    it), arguments validated and the result converted and serialised as for the real tools, answered on the event
+    loop as the server answers a warm agent's calls. ``serve.sdk_floor_save_cpu_ms`` / ``sdk_floor_search_cpu_ms``:
+    CPU time per call, a floor under what any server built on the SDK adds to the library call."""
+    from mcp.server.connection import Connection
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.runner import serve_one
+    from mcp.shared.message import ServerMessageMetadata
+    from mcp.shared.transport_context import TransportContext
+    from mcp_types import DEFAULT_NEGOTIATED_VERSION
+
+    from dream_assets import mcp_server
+
+    server = MCPServer("floor")
+
+    @server.tool()
+    async def memory_save(content: str, category: str = "general") -> SavedMemory:
+        return saved
+
+    @server.tool()
+    async def memory_search(query: str, limit: int = 10) -> SearchResult:
+        return found
+
+    lowlevel = server._lowlevel_server
+    rng = random.Random(n)
+
+    async def call(name: str, arguments: dict) -> None:
+        one = mcp_server._OneCall(
+            transport=TransportContext(kind="streamable-http", can_send_request=False),
+            request_id=1,
+            message_metadata=ServerMessageMetadata(request_context=None, can_send_request=False),
+        )
+        await serve_one(
+            lowlevel,
+            one,
+            "tools/call",
+            {"name": name, "arguments": arguments},
+            connection=Connection.from_envelope(DEFAULT_NEGOTIATED_VERSION, None, None),
+            lifespan_state={},
+        )
+
+    for name, arguments in (
+        ("save", lambda i: {"content": fact(rng, i), "category": "notes"}),
+        ("search", lambda i: {"query": query(rng), "limit": 10}),
+    ):
+        for i in range(20):
+            await call(f"memory_{name}", arguments(i))
+        started = time.process_time()
+        for i in range(calls):
+            await call(f"memory_{name}", arguments(i))
+        emit(f"serve.sdk_floor_{name}_cpu_ms", n, (time.process_time() - started) / calls * 1000, "ms")
 
 
 def bench_many_agents(root: Path, agents: int, size: int, calls: int, server_args: tuple[str, ...] = ()) -> None:
