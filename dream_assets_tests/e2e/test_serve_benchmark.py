@@ -18,6 +18,8 @@ def test_quick_serve_run_reports_every_figure_and_loses_no_save():
             assert f"serve.{transport}.{figure}" in names, names
         saves = next(m for m in lines if m["name"] == f"serve.{transport}.cycle_saves")
         assert saves["value"] >= 20
+    for figure in ("library_save_cpu_ms", "library_search_cpu_ms", "sdk_floor_save_cpu_ms", "sdk_floor_search_cpu_ms"):
+        assert f"serve.{figure}" in names, names
     assert [m["value"] for m in lines if m["name"] == "serve.saves_lost"] == [0, 0]
     assert [m["value"] for m in lines if m["name"] == "serve.errors"] == [0, 0]
     assert all(m["value"] > 0 for m in lines if m["name"].endswith("_ms"))
