@@ -104,6 +104,10 @@ INSTRUCTIONS = (
 )
 
 
+#: The failures a tool call expects (bad input, an unknown id, a store it cannot reach, a bad option): the caller
+#: reads them as the tool's error; anything else is the SDK's unexpected error.
+_TOOL_ERRORS = (svc.AgentMemoryError, ProfileError, OptionsError)
+
 #: Agents whose recall index this process has built (see ``_calling``).
 _indexed: set[Path] = set()
 
@@ -126,7 +130,7 @@ def _calling(
             handle = warm.acquire(profile)
             acquired = True
             yield handle
-    except (svc.AgentMemoryError, ProfileError, OptionsError) as exc:
+    except _TOOL_ERRORS as exc:
         raise ToolError(str(exc)) from exc
     finally:
         if acquired:
@@ -158,7 +162,7 @@ async def _answer(
                     if held is not None:
                         try:
                             return work(handle)
-                        except (svc.AgentMemoryError, ProfileError, OptionsError) as exc:
+                        except _TOOL_ERRORS as exc:
                             raise ToolError(str(exc)) from exc
             finally:
                 warm.release(profile, let_go=False)
