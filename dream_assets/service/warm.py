@@ -44,6 +44,7 @@ from pathlib import Path
 from dream_assets import agent_memory, dense_index, recall_index
 from dream_assets.profile import AgentProfile
 from dream_assets.store import index_file
+from dream_assets.store.connection import FREE_WAIT_S
 
 log = logging.getLogger("dream_assets.service.warm")
 
@@ -152,9 +153,10 @@ class WarmAgents:
         """The agent's warm handle, marked in use until ``release``, when a call can be answered with it at once: the
         agent is warm with the same options, its store file open in this process and its recall index built, and it
         has no embedding model (a search or save would ask the endpoint) nor linked folder (a call reads the folder
-        first). None otherwise, and when another thread holds the warm agents' lock, without waiting for anything
-        and without letting any agent go (``release(let_go=False)``)."""
-        if not self._lock.acquire(blocking=False):
+        first). None otherwise, and when another thread holds the warm agents' lock for longer than it takes to
+        start or end a call (``FREE_WAIT_S``), without waiting for anything else and without letting any agent go
+        (``release(let_go=False)``)."""
+        if not self._lock.acquire(timeout=FREE_WAIT_S):
             return None
         try:
             agent = self._agents.get(profile.root)

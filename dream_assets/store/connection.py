@@ -175,6 +175,11 @@ class _Bell(threading.Event):
         self.set()
 
 
+#: How long ``session_if_free`` waits for the store's lock: longer than the idle watcher's look (microseconds, or a
+#: scheduling slice on a loaded machine), shorter than any session.
+FREE_WAIT_S = 0.005
+
+
 class StoreConnection:
     def __init__(
         self,
@@ -324,8 +329,10 @@ class StoreConnection:
         """A session at once, or None when it would have to wait: another thread of this process is in a session,
         or the file is not open in this process (opening it may wait for another process's turn). Held for the whole
         block, every session inside it joins this one, so nothing in the block waits for the file either: a server
-        answers a call on its event loop only this way (``dream_assets.mcp_server``)."""
-        if not self._lock.acquire(blocking=False):
+        answers a call on its event loop only this way (``dream_assets.mcp_server``). The lock is waited for
+        ``FREE_WAIT_S`` at most: the idle watcher takes it for a look at the waiting folder, microseconds, while a
+        session of another thread is not waited out."""
+        if not self._lock.acquire(timeout=FREE_WAIT_S):
             yield None
             return
         try:

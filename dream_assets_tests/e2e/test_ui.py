@@ -707,6 +707,8 @@ AUTOMATION_JS = r"""((names) => {
     while (row && row.querySelectorAll('input[type=checkbox]').length < 2) row = row.parentElement;
     if (!row) continue;
     const lines = row.innerText.split('\n').map(l => l.trim()).filter(Boolean);
+    // a row whose switch is not drawn yet leads up to a box of two rows: read it at a later look
+    if (names.filter(n => lines.includes(n)).length !== 1) continue;
     const toggle = [...row.querySelectorAll('input[type=checkbox]')].find(b => b.closest('[class*=formatSwitch]'));
     rows[name] = {kind: lines[lines.indexOf(name) + 1] || '', on: toggle ? toggle.checked : null};
   }
