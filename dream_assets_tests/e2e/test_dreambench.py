@@ -428,18 +428,22 @@ def _extract_what_was_said(body):
     return reply(json.dumps({"memory": [{"id": "0", "text": said, "attributed_to": "user"}]}))
 
 
-def test_mem0_extracts_at_each_save_against_a_scripted_endpoint_and_is_scored_like_any_adapter(tmp_path):
+def _mem0_env(server: OpenAITestServer, embedding_model: str) -> dict[str, str]:
+    """The mem0 adapter's settings against the scripted endpoint, which answers embeddings as well."""
     from dream_assets_tests.openai_server import EMBEDDING_DIM
 
+    return {
+        "DREAM__LlmBaseUrl": server.base_url,
+        "DREAM__LlmModel": "test-model",
+        "DREAM__EmbeddingModel": embedding_model,
+        "DREAM__EmbeddingDimensions": str(EMBEDDING_DIM),
+        "OPENAI_API_KEY": "test",
+    }
+
+
+def test_mem0_extracts_at_each_save_against_a_scripted_endpoint_and_is_scored_like_any_adapter(tmp_path):
     with OpenAITestServer(default=Reply(decide=_extract_what_was_said)) as server:
-        env = {
-            "DREAM__LlmBaseUrl": server.base_url,
-            "DREAM__LlmModel": "test-model",
-            "DREAM__EmbeddingModel": "test-embedding",
-            "DREAM__EmbeddingDimensions": str(EMBEDDING_DIM),
-            "OPENAI_API_KEY": "test",
-        }
-        adapter = create("mem0", root=tmp_path, env=env)
+        adapter = create("mem0", root=tmp_path, env=_mem0_env(server, "test-embedding"))
         result = run(tiny_year(), adapter)
         chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
     final = {k: v for k, (v, _n) in result.final.items()}
@@ -455,17 +459,8 @@ def test_mem0_extracts_at_each_save_against_a_scripted_endpoint_and_is_scored_li
 def test_mem0_gives_an_e5_model_the_prefixes_it_was_trained_with(tmp_path):
     """mem0 sends texts bare; an e5 model reads "query: " before a search and "passage: " before a stored text, as
     dream_assets sends them, so the comparison measures mem0 and not a missing prefix."""
-    from dream_assets_tests.openai_server import EMBEDDING_DIM
-
     with OpenAITestServer(default=Reply(decide=_extract_what_was_said)) as server:
-        env = {
-            "DREAM__LlmBaseUrl": server.base_url,
-            "DREAM__LlmModel": "test-model",
-            "DREAM__EmbeddingModel": "multilingual-e5-small-q4",
-            "DREAM__EmbeddingDimensions": str(EMBEDDING_DIM),
-            "OPENAI_API_KEY": "test",
-        }
-        adapter = create("mem0", root=tmp_path, env=env)
+        adapter = create("mem0", root=tmp_path, env=_mem0_env(server, "multilingual-e5-small-q4"))
         adapter.save("Melanie bought a red bike in Denver for 450 dollars.", datetime(2025, 1, 6, tzinfo=UTC))
         adapter.search("What did Melanie buy?", 10)
         inputs = [
