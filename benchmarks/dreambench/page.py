@@ -50,17 +50,24 @@ the offline year's, so it writes a page of its own, [dreambench-local-model.md](
     .venv/bin/python benchmarks/dreambench --quick --adapters dream_assets,llm_rewrite,append_only \\
         --page docs/dreambench-local-model.md
 
+The same year with the 0.5B model (`MODEL=0.5b`, `DREAM__LlmModel=qwen2.5-coder-0.5b-instruct`) and the e5
+embeddings below is on [dreambench-local-model-0.5b.md](dreambench-local-model-0.5b.md).
+
 A whole-file rewrite may answer with up to twice the file, within what the window leaves after the prompt (never
 less than `DREAM__LlmMaxTokens`); an answer cut off at that limit, or a file larger than the window, fails, leaves
 the file as it was and is counted in `failures`. `mem0` also needs `mem0ai` (in the `bench` extra) and the e5
 embeddings (`DREAM__EmbeddingBaseUrl=http://127.0.0.1:8093/v1 DREAM__EmbeddingModel=multilingual-e5-small-q4
-DREAM__EmbeddingDimensions=384`, which `dream_assets` then uses too). `mem0ai` 2.2.1 (without its `nlp` and `extras`
-extras, whose models are downloaded) runs against the local model, but each add sends an extraction prompt of about
-8,600 tokens, more than an 8k window holds (start the server with `LLM_CTX=32768`), and the 1.5B model answered one
-add with about 1,700 tokens: minutes an add once its prompt is cached, hours for the model year's 82 adds, so no
-figure of mem0 is on these pages yet (the tests run it against the scripted endpoint: one extraction call a save,
-none at a consolidation). A save an adapter fails is counted in `failures`, its fact is scored as saved (so lost),
-and the year goes on."""
+DREAM__EmbeddingDimensions=384`, which `dream_assets` then uses too; the adapter gives e5 the `query: ` and
+`passage: ` prefixes it was trained with, as `dream_assets` does). `mem0ai` 2.2.1 (without its `nlp` and `extras`
+extras, whose models are downloaded) runs against the local model: each add sends mem0's extraction prompt of about
+8,000 tokens, more than an 8k window holds (start the server with `LLM_CTX=16384`). Its instructions are the same
+every time, so llama.cpp answers them from its prompt cache after the first add, and an add costs the rest (about 600
+tokens: the new message and the last ten mem0 sends along) and the answer. Measured with the 0.5B model: 28 adds
+answered with 556 tokens on average (it extracts the earlier messages again), 4 of them cut off at mem0's
+2,000-token answer limit; about a minute an add on an idle machine, an hour and a half for the model year's 82 adds,
+and longer with the 1.5B model. So no figure of mem0 is on these pages yet (the tests run it against the scripted
+endpoint: one extraction call a save, none at a consolidation). A save an adapter fails is counted in `failures`,
+its fact is scored as saved (so lost), and the year goes on."""
 
 
 def machine() -> str:
