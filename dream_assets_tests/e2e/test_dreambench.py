@@ -472,3 +472,36 @@ def test_mem0_gives_an_e5_model_the_prefixes_it_was_trained_with(tmp_path):
     assert "query: What did Melanie buy?" in inputs
     assert "passage: Melanie bought a red bike in Denver for 450 dollars." in inputs
     assert all(t.startswith(("query: ", "passage: ")) for t in inputs)
+
+
+def test_a_failed_model_call_is_a_failure_once_whether_or_not_its_pass_failed():
+    """A pass can go on past a failed call (a failed merge repair leaves its merge rejected): that call is counted; a
+    call whose failure failed its pass is counted once, as the pass."""
+    from types import SimpleNamespace
+
+    from dreambench.adapters.dream_assets_adapter import cycle_failures
+
+    when = datetime(2025, 5, 6, tzinfo=UTC)
+    reports = [
+        SimpleNamespace(pass_name="memory_consolidation", status="ok", reason=""),
+        SimpleNamespace(pass_name="contradiction_sweep", status="failed", reason="unusable answer: not JSON"),
+    ]
+    calls = [("merge_repair", "the JSON object is never closed"), ("contradiction_sweep", "unusable answer: not JSON")]
+    assert cycle_failures(when, reports, calls) == [
+        "2025-05-06 contradiction_sweep: unusable answer: not JSON",
+        "2025-05-06 merge_repair call: the JSON object is never closed",
+    ]
+
+
+def test_dream_assets_counts_each_failed_model_call_against_an_endpoint_that_answers_garbage(tmp_path):
+    with OpenAITestServer(default=Reply(decide=lambda body: reply("this is not the JSON asked for"))) as server:
+        env = {"DREAM__LlmBaseUrl": server.base_url, "DREAM__LlmModel": "test-model", "DREAM__LlmMaxRetries": "0"}
+        adapter = create("dream_assets", root=tmp_path, env=env)
+        try:
+            result = run(tiny_year(), adapter)
+        finally:
+            adapter.close()
+    assert result.failures, "every model pass got an unusable answer"
+    assert len(result.failures) == len(set(result.failures))
+    assert result.final["failures"][0] == len(result.failures)
+    assert result.final["facts_lost"][0] == 0  # a failed call changes nothing

@@ -24,6 +24,20 @@ from dream_assets.store.connection import close_all
 from .base import Kept, workdir
 
 
+def cycle_failures(when: datetime, reports: list, failed_calls: list[tuple[str, str]]) -> list[str]:
+    """The failures of one cycle: each failed pass, and each failed model call (an unusable answer, a timeout) that did
+    not fail a pass (a failed pass gives the call's error as its reason). A pass can go on past a failed call: a merge
+    repair that fails leaves its merge rejected and the pass succeeds, and that call still failed."""
+    failed = [r for r in reports if r.status == "failed"]
+    out = [f"{when:%Y-%m-%d} {r.pass_name}: {r.reason}" for r in failed]
+    out += [
+        f"{when:%Y-%m-%d} {call} call: {error}"[:300]
+        for call, error in failed_calls
+        if not any(error and error in (r.reason or "") for r in failed)
+    ]
+    return out
+
+
 class DreamAssets:
     name = "dream_assets"
 
@@ -32,7 +46,8 @@ class DreamAssets:
         self.options = load_agent_options(self.profile, env)
         self.backend = self.options.LlmBackend
         self.tokens = 0
-        self.failed_passes: list[str] = []
+        self.failed_passes: list[str] = []  # failed passes and failed model calls (``cycle_failures``)
+        self._failed_calls: list[tuple[str, str]] = []  # (call, error) of this cycle's calls that failed
         self.now: datetime | None = None
         self.prompts: list[tuple[str, int]] = []  # (call, estimated prompt tokens) of every model call
 
@@ -53,8 +68,8 @@ class DreamAssets:
         )
         for report in cycle:
             self.tokens += int(report.usage.get("total_tokens", 0))
-            if report.status == "failed":
-                self.failed_passes.append(f"{when:%Y-%m-%d} {report.pass_name}: {report.reason}")
+        self.failed_passes += cycle_failures(when, cycle, self._failed_calls)
+        self._failed_calls = []
         self.now = when
 
     def _client(self) -> ModelClient:
@@ -68,6 +83,15 @@ class DreamAssets:
             return send(request)
 
         client.backend.complete = complete  # type: ignore[method-assign]
+        call = client.call
+
+        def noted(request):  # type: ignore[no-untyped-def]
+            result = call(request)
+            if not result.ok and not result.deferred:
+                self._failed_calls.append((request.pass_name, result.error))
+            return result
+
+        client.call = noted  # type: ignore[method-assign]
         return client
 
     def prompt_tokens_estimate(self) -> int:
