@@ -151,9 +151,9 @@ async def _answer(
     as the SDK runs a sync tool. On the loop only when the agent is warm and ready (``WarmAgents.acquire_ready``: its
     store open here, its recall index built, no embeddings endpoint or linked folder to ask) and its store is free
     now (``StoreConnection.session_if_free``: held for the whole call, so nothing in it waits for another thread or
-    process). The hop to a worker thread and back costs a call about half a millisecond of CPU time, as much as a warm
-    search itself; a call that would wait (a dream cycle in another process has the file, a save in another thread
-    holds it, the index is being loaded) still takes it, so the loop never blocks."""
+    process). The hop to a worker thread and back cost a call about a quarter of a millisecond of CPU time (a warm
+    search takes 0.6 to 2 ms); a call that would wait (a dream cycle in another process has the file, a save in
+    another thread holds it, the index is being loaded) still takes it, so the loop never blocks."""
     if warm is not None:
         handle = warm.acquire_ready(profile)
         if handle is not None:
