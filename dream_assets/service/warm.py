@@ -140,10 +140,7 @@ class WarmAgents:
                 linger_s = handle.connection.linger_s
                 handle.connection.linger_s = max(linger_s, self.limits.store_linger_s)
                 agent = self._agents[profile.root] = _Agent(handle, stamp, now, linger_s)
-            self._agents.move_to_end(profile.root)
-            agent.last_used = now
-            agent.calls += 1
-            agent.users += 1
+            self._begin(profile, agent, now)
             gone += self._over_limits(now)
         for old in gone:
             self._let_go(old)
@@ -171,10 +168,7 @@ class WarmAgents:
                 or profile.memory_folder_link_path.exists()
             ):
                 return None
-            self._agents.move_to_end(profile.root)
-            agent.last_used = self._clock()
-            agent.calls += 1
-            agent.users += 1
+            self._begin(profile, agent, self._clock())
             return handle
         finally:
             self._lock.release()
@@ -246,6 +240,13 @@ class WarmAgents:
             self._let_go(old, min_changes=1)
 
     # ------------------------------------------------------------------
+    def _begin(self, profile: AgentProfile, agent: _Agent, now: float) -> None:
+        """A call of ``agent`` begins (under the lock): the most recently used, in use until ``release``."""
+        self._agents.move_to_end(profile.root)
+        agent.last_used = now
+        agent.calls += 1
+        agent.users += 1
+
     def _pop(self, root: Path) -> _Agent:
         agent = self._agents.pop(root)
         self._held -= agent.held
