@@ -307,14 +307,9 @@ async def bench_sdk_floor(n: int, calls: int, saved: object, found: object) -> N
     it), arguments validated and the result converted and serialised as for the real tools, answered on the event
     loop as the server answers a warm agent's calls. ``serve.sdk_floor_save_cpu_ms`` / ``sdk_floor_search_cpu_ms``:
     CPU time per call, a floor under what any server built on the SDK adds to the library call."""
-    from mcp.server.connection import Connection
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.runner import serve_one
-    from mcp.shared.message import ServerMessageMetadata
-    from mcp.shared.transport_context import TransportContext
-    from mcp_types import DEFAULT_NEGOTIATED_VERSION
 
-    from dream_assets import mcp_server
+    from dream_assets.mcp_server import serve_call
 
     server = MCPServer("floor")
 
@@ -330,19 +325,7 @@ async def bench_sdk_floor(n: int, calls: int, saved: object, found: object) -> N
     rng = random.Random(n)
 
     async def call(name: str, arguments: dict) -> None:
-        one = mcp_server._OneCall(
-            transport=TransportContext(kind="streamable-http", can_send_request=False),
-            request_id=1,
-            message_metadata=ServerMessageMetadata(request_context=None, can_send_request=False),
-        )
-        await serve_one(
-            lowlevel,
-            one,
-            "tools/call",
-            {"name": name, "arguments": arguments},
-            connection=Connection.from_envelope(DEFAULT_NEGOTIATED_VERSION, None, None),
-            lifespan_state={},
-        )
+        await serve_call(lowlevel, 1, "tools/call", {"name": name, "arguments": arguments})
 
     for name, arguments in (
         ("save", lambda i: {"content": fact(rng, i), "category": "notes"}),

@@ -864,24 +864,9 @@ class _ToolCalls:
         if not isinstance(message, JSONRPCRequest) or message.method != "tools/call":
             return False
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER.lower(), DEFAULT_NEGOTIATED_VERSION)
-        request = Request(scope)
-        call = _OneCall(
-            transport=TransportContext(kind="streamable-http", can_send_request=False),
-            request_id=message.id,
-            message_metadata=ServerMessageMetadata(request_context=request, can_send_request=False),
-        )
-        connection = Connection.from_envelope(version, None, None)
         reply: JSONRPCResponse | JSONRPCError
         try:
-            result = await serve_one(
-                # The state of the SDK's default lifespan: the server has none of its own.
-                self._server,
-                call,
-                message.method,
-                message.params,
-                connection=connection,
-                lifespan_state={},
-            )
+            result = await serve_call(self._server, message.id, message.method, message.params, version, Request(scope))
         except Exception as exc:  # the SDK's dispatcher maps a handler's failure the same way
             error = handler_exception_to_error_data(exc)
             if error is None:
@@ -895,6 +880,27 @@ class _ToolCalls:
         await send({"type": "http.response.start", "status": 200, "headers": response_headers})
         await send({"type": "http.response.body", "body": text})
         return True
+
+
+async def serve_call(
+    lowlevel: Any,
+    request_id: RequestId,
+    method: str,
+    params: Mapping[str, Any] | None,
+    version: str = DEFAULT_NEGOTIATED_VERSION,
+    request: Request | None = None,
+) -> Any:
+    """One request answered by the SDK's single-request driver (``serve_one``) as a stateless HTTP call: the same
+    handler chain as the SDK's transports, nothing sent back during the call (``_OneCall``). The HTTP lane answers
+    tool calls with it, and benchmarks/serve.py measures what the SDK alone costs a call through it."""
+    call = _OneCall(
+        transport=TransportContext(kind="streamable-http", can_send_request=False),
+        request_id=request_id,
+        message_metadata=ServerMessageMetadata(request_context=request, can_send_request=False),
+    )
+    # The state of the SDK's default lifespan: the server has none of its own.
+    connection = Connection.from_envelope(version, None, None)
+    return await serve_one(lowlevel, call, method, params, connection=connection, lifespan_state={})
 
 
 async def _read_body(receive: Callable) -> tuple[bytes, list[dict]]:
